@@ -1,0 +1,35 @@
+"""The ``cscore`` command: ``cscore run [hydra overrides]``."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: cscore <command> [args]
+
+commands:
+  run [overrides]   score a dataset with a model pair and a method, then meta-evaluate
+                    e.g. cscore run method=contrast pair=qwen_3b_0.5b data=demo
+                         cscore run -m method.gamma=0.05,0.1,0.2
+                         cscore run --cfg job      (print the composed config)
+                         cscore run --help         (config groups and options)
+"""
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return
+    command, rest = argv[0], argv[1:]
+    if command == "run":
+        from cscore.cli.run import hydra_entry
+
+        sys.argv = ["cscore run", *rest]
+        hydra_entry()
+        return
+    print(f"cscore: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+    sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Correlations between metric scores and human scores (Pearson, Spearman, Kendall tau-b).
+
+``correlation_table`` computes, for each metric column and each human aspect, the
+segment-level correlation over all rows (optionally per ``split_by`` value, e.g. language
+pair), then the average over aspects, as the papers report it. Rows whose metric or
+human score is not finite are left out of that cell and counted in ``n``. A constant
+vector gives NaN, never 0.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+CORRELATIONS = ("pearson", "spearman", "kendall")
+
+
+def correlate(x, y, kind: str) -> float:
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
+        return float("nan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if kind == "pearson":
+            return float(stats.pearsonr(x, y)[0])
+        if kind == "spearman":
+            return float(stats.spearmanr(x, y)[0])
+        if kind == "kendall":
+            return float(stats.kendalltau(x, y, variant="b")[0])
+    raise ValueError(f"unknown correlation {kind!r}; use one of {CORRELATIONS}")
+
+
+def correlation_table(df: pd.DataFrame, metrics: list[str], humans: list[str],
+                      split_by: str | None = None) -> pd.DataFrame:
+    """Long table: metric, target (aspect or aspect@split), correlation, value, n, n_nonfinite."""
+    rows = []
+    parts = [(None, df)] if split_by is None else list(df.groupby(split_by, sort=True))
+    for metric in metrics:
+        for human in humans:
+            for key, part in parts:
+                target = human if key is None else f"{human}@{key}"
+                x = part[metric].to_numpy(dtype=np.float64)
+                y = part[human].to_numpy(dtype=np.float64)
+                finite = np.isfinite(x) & np.isfinite(y)
+                for kind in CORRELATIONS:
+                    rows.append({"metric": metric, "target": target, "correlation": kind,
+                                 "value": correlate(x, y, kind), "n": int(finite.sum()),
+                                 "n_nonfinite": int((~finite).sum())})
+    return pd.DataFrame(rows)
+
+
+def wide(table: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """Rows = metrics, columns = targets + AVG (mean over targets), for one correlation."""
+    sub = table[table["correlation"] == kind]
+    out = sub.pivot(index="metric", columns="target", values="value")
+    out = out[list(dict.fromkeys(sub["target"]))]  # keep input order
+    out = out.reindex(list(dict.fromkeys(sub["metric"])))
+    out["AVG"] = out.mean(axis=1, skipna=False)
+    return out

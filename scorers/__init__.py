@@ -1,0 +1,1 @@
+"""Models -> statistics engine -> methods. Methods are pure functions of the statistics."""

@@ -1,0 +1,164 @@
+"""The Python API the CLI is built on.
+
+    from cscore import ModelPair
+    pair = ModelPair.load("gguf:smollm2", amateur_early_exit="auto")
+    stats = pair.statistics(prompts, hypotheses)          # one forward pass per model
+    stats.score("contrast", gamma=0.1)                     # cheap, no model call
+    stats.score("single", model="amateur", norm="mean")
+    stats.tokens(0)                                        # per-token table of item 0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from cscore.scorers import engine, methods
+from cscore.scorers.models import LoadedModel, check_same_vocabulary, early_exit, load_model
+from cscore.scorers.stats import TokenStats
+from cscore.scorers.tokenize import EncodedItem, encode
+
+DEFAULT_TEMPERATURES = (0.5, 1.0, 1.5)
+
+__all__ = ["ModelPair", "PairStatistics", "ScoringInput", "load_model"]
+
+
+@dataclass
+class ScoringInput:
+    """Encoded items shared by both models (they share one tokenizer)."""
+
+    items: list[EncodedItem]
+
+    @property
+    def n_truncated(self) -> int:
+        return sum(it.truncated for it in self.items)
+
+
+@dataclass
+class PairStatistics:
+    """Per-token statistics of the loaded models on one list of items. Every method and
+    every cheap parameter (gamma, norm, temperatures in the cached set) is a pure function
+    of this object."""
+
+    stats: dict[str, TokenStats]
+    inputs: ScoringInput
+    reports: dict[str, engine.EngineReport] = field(default_factory=dict)
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.stats)
+
+    def score(self, method: str, **params) -> np.ndarray:
+        return methods.score(method, self.stats, **params)
+
+    def token_scores(self, method: str, **params) -> np.ndarray:
+        return methods.token_scores(method, self.stats, **params)
+
+    def tokens(self, i: int, tokenizer=None, temperature: float = 1.0) -> pd.DataFrame:
+        """Per-token view of item ``i``: token id (text if a tokenizer is given) and the
+        log-probabilities of each model at ``temperature``."""
+        first = next(iter(self.stats.values()))
+        sl = first.item(i)
+        table = {"token_id": first.token_ids[sl]}
+        if tokenizer is not None:
+            table["token"] = tokenizer.convert_ids_to_tokens(first.token_ids[sl].tolist())
+        for name, st in self.stats.items():
+            table[f"logp.{name}"] = st.lp(temperature)[sl]
+            table[f"logp_max.{name}"] = st.lp_max(temperature)[sl]
+        return pd.DataFrame(table)
+
+
+class ModelPair:
+    """An expert and (optionally) an amateur sharing one tokenizer."""
+
+    def __init__(self, expert: LoadedModel, amateur: LoadedModel | None = None):
+        if amateur is not None:
+            check_same_vocabulary(expert, amateur)
+        self.expert = expert
+        self.amateur = amateur
+
+    @classmethod
+    def load(cls, expert: str, amateur: str | None = None, *, amateur_early_exit: int | str | None = None,
+             device: str = "auto", dtype: str = "auto", revision: str | None = None,
+             amateur_revision: str | None = None) -> "ModelPair":
+        """Load by spec. With ``amateur_early_exit`` (layer count or "auto") and no other
+        amateur spec (or the same spec), the amateur is the expert's first layers."""
+        exp = load_model(expert, device=device, dtype=dtype, revision=revision)
+        if amateur_early_exit is not None and amateur in (None, expert):
+            return cls(exp, early_exit(exp, amateur_early_exit))
+        if amateur is None:
+            return cls(exp, None)
+        ama = load_model(amateur, device=device, dtype=dtype, revision=amateur_revision)
+        if amateur_early_exit is not None:
+            ama = early_exit(ama, amateur_early_exit)
+        return cls(exp, ama)
+
+    @property
+    def tokenizer(self):
+        return self.expert.tokenizer
+
+    @property
+    def models(self) -> dict[str, LoadedModel]:
+        out = {"expert": self.expert}
+        if self.amateur is not None:
+            out["amateur"] = self.amateur
+        return out
+
+    def encode(self, prompts: Sequence[str], hypotheses: Sequence[str], *, max_length: int = 1024,
+               source_spans: Sequence[tuple[int, int] | None] | None = None) -> ScoringInput:
+        if len(prompts) != len(hypotheses):
+            raise ValueError(f"{len(prompts)} prompts but {len(hypotheses)} hypotheses")
+        spans = list(source_spans) if source_spans is not None else [None] * len(prompts)
+        items = [encode(self.tokenizer, p, h, max_length=max_length, source_span=s, index=i)
+                 for i, (p, h, s) in enumerate(zip(prompts, hypotheses, spans))]
+        return ScoringInput(items)
+
+    def statistics(self, prompts: Sequence[str] | None = None, hypotheses: Sequence[str] | None = None, *,
+                   inputs: ScoringInput | None = None, temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
+                   max_length: int = 1024, token_budget: int = 4096, padding_side: str = "right",
+                   source_spans=None, models: Sequence[str] | None = None,
+                   progress: Callable[[str, int], Callable[[int], None]] | None = None) -> PairStatistics:
+        """Run each model once. ``progress(model_name, n_items)`` may return a per-batch callback."""
+        if inputs is None:
+            if prompts is None or hypotheses is None:
+                raise ValueError("give prompts and hypotheses, or inputs")
+            inputs = self.encode(prompts, hypotheses, max_length=max_length, source_spans=source_spans)
+        pad_id = self.tokenizer.pad_token_id
+        pad_id = 0 if pad_id is None else pad_id
+        pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.items]
+        stats, reports = {}, {}
+        for run_model, heads in self._passes(models):
+            label = "+".join(heads)
+            callback = progress(label, len(pairs)) if progress else None
+            got, report = engine.compute(run_model.model, pairs, temperatures=temperatures, token_budget=token_budget,
+                                         padding_side=padding_side, pad_id=pad_id, progress=callback, heads=heads)
+            stats.update(got)
+            reports[label] = report
+        return PairStatistics(stats, inputs, reports)
+
+    def _passes(self, wanted: Sequence[str] | None) -> list[tuple[LoadedModel, dict[str, int | None]]]:
+        """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass."""
+        wanted = list(self.models) if wanted is None else list(wanted)
+        passes = []
+        if "expert" in wanted:
+            passes.append((self.expert, {"expert": None}))
+        if "amateur" in wanted:
+            ama = self.amateur
+            if ama is None:
+                raise ValueError("this pair has no amateur model")
+            if ama.parent is self.expert and "expert" in wanted:
+                passes[0][1]["amateur"] = ama.exit_layer
+            elif ama.parent is not None:
+                passes.append((ama.parent, {"amateur": ama.exit_layer}))
+            else:
+                passes.append((ama, {"amateur": None}))
+        return passes
+
+    def score(self, prompts: Sequence[str], hypotheses: Sequence[str], method: str = "contrast", **params) -> np.ndarray:
+        """One-call convenience: statistics then one method (temperatures taken from params)."""
+        temps = sorted({1.0} | {float(v) for k, v in params.items() if k in ("t", "t_exp", "t_ama")})
+        needed = methods.get(method).needs(**{k: v for k, v in params.items() if k == "model"})
+        return self.statistics(prompts, hypotheses, temperatures=temps, models=needed).score(method, **params)

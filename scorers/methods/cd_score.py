@@ -1,0 +1,26 @@
+"""cd_score: the contrastive-decoding objective used as a score, ContrastScore Eq. 4
+(Li et al. 2023):
+    log(p_exp / p_ama)  if h_t is in V_head = {v : p_exp(v) >= alpha * max_w p_exp(w)}
+    outside             otherwise (the paper: -inf, which rules the hypothesis out).
+The head uses the expert distribution at t_exp. ``outside`` may be set to a finite
+penalty to make the ablation usable for correlations."""
+
+import numpy as np
+
+from cscore.scorers.methods.common import logp
+
+NAME = "cd_score"
+
+
+def needs(**_) -> tuple[str, ...]:
+    return ("expert", "amateur")
+
+
+def token_scores(stats, alpha: float = 0.1, t_exp: float = 0.5, t_ama: float = 1.5,
+                 outside: float = float("-inf"), clamp: float | None = None) -> np.ndarray:
+    if not 0.0 < alpha <= 1.0:
+        raise ValueError(f"cd_score: alpha must be in (0, 1], got {alpha}")
+    le = logp(stats["expert"], t_exp, clamp)
+    in_head = stats["expert"].lp(t_exp) >= np.log(alpha) + stats["expert"].lp_max(t_exp)
+    ratio = le - logp(stats["amateur"], t_ama, clamp)
+    return np.where(in_head, ratio, float(outside))

@@ -1,0 +1,39 @@
+"""contrast: ContrastScore, Eq. 5 of Wang et al.:
+    sum_t log | p_exp^t - gamma * p_ama^t |
+with p_exp at temperature t_exp (0.5) and p_ama at t_ama (1.5) (footnote 4), gamma = 0.1.
+
+Computed in log space: with a = log p_exp, b = log(gamma) + log p_ama,
+    log|e^a - e^b| = max(a, b) + log(1 - e^{-|a - b|}).
+It is -inf only when the two terms are equal; ``floor`` turns that into log(floor).
+The default floor 1e-30 only guards log(0); the released code uses 1e-10 (see presets)."""
+
+import numpy as np
+
+from cscore.scorers.methods.common import floor_log, logp
+
+NAME = "contrast"
+
+
+def needs(**_) -> tuple[str, ...]:
+    return ("expert", "amateur")
+
+
+def log_abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log|e^a - e^b|, stable for very small probabilities."""
+    hi = np.maximum(a, b)
+    gap = np.abs(a - b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = hi + np.log(-np.expm1(-gap))
+    both_zero = np.isneginf(a) & np.isneginf(b)
+    return np.where(both_zero, -np.inf, out)
+
+
+def token_scores(stats, gamma: float = 0.1, t_exp: float = 0.5, t_ama: float = 1.5,
+                 clamp: float | None = None, floor: float | None = 1e-30) -> np.ndarray:
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"contrast: gamma must be in [0, 1], got {gamma}")
+    a = logp(stats["expert"], t_exp, clamp)
+    la = logp(stats["amateur"], t_ama, clamp)
+    with np.errstate(divide="ignore"):
+        b = np.log(gamma) + la
+    return floor_log(log_abs_diff(a, b), floor)

@@ -1,0 +1,23 @@
+"""ensemble: log of the mixed probability, ContrastScore Eq. 6 (gamma = 0.5) and Eq. 8:
+    log(gamma * p_exp + (1 - gamma) * p_ama), computed in log space."""
+
+import numpy as np
+
+from cscore.scorers.methods.common import floor_log, logp
+
+NAME = "ensemble"
+
+
+def needs(**_) -> tuple[str, ...]:
+    return ("expert", "amateur")
+
+
+def token_scores(stats, gamma: float = 0.5, t_exp: float = 1.0, t_ama: float = 1.0,
+                 clamp: float | None = None, floor: float | None = 1e-30) -> np.ndarray:
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"ensemble: gamma must be in [0, 1], got {gamma}")
+    le = logp(stats["expert"], t_exp, clamp)
+    la = logp(stats["amateur"], t_ama, clamp)
+    with np.errstate(divide="ignore"):
+        mixed = np.logaddexp(np.log(gamma) + le, np.log1p(-gamma) + la)
+    return floor_log(mixed, floor)

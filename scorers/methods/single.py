@@ -1,0 +1,18 @@
+"""single: the generative score of one model, Eq. 1 of ContrastScore:
+    Score(h) = sum_t w_t log p(h_t | h_<t, S),  w_t = 1."""
+
+import numpy as np
+
+from cscore.scorers.methods.common import logp
+
+NAME = "single"
+
+
+def needs(model: str = "expert", **_) -> tuple[str, ...]:
+    return (model,)
+
+
+def token_scores(stats, model: str = "expert", t: float = 1.0, clamp: float | None = None) -> np.ndarray:
+    if model not in stats:
+        raise ValueError(f"single: model {model!r} has no statistics (have {sorted(stats)})")
+    return logp(stats[model], t, clamp)

@@ -1,0 +1,81 @@
+"""Turning (prompt, hypothesis) strings into token ids, as the paper does: prompt and
+hypothesis are tokenized separately, without special tokens, and concatenated.
+
+Over-long items: the source text inside the prompt is cut (from its end, at a token
+boundary) until prompt + hypothesis fit ``max_length``; the hypothesis is never cut.
+The cut prompt string is kept, so what was scored can be re-tokenized exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class InputError(ValueError):
+    """A scoring input that cannot be scored as given (clear message, item index included)."""
+
+
+@dataclass
+class EncodedItem:
+    prompt: str  # the prompt string actually scored (after truncation)
+    prompt_ids: list[int]
+    hyp_ids: list[int]
+    truncated: bool
+
+    @property
+    def length(self) -> int:
+        return len(self.prompt_ids) + len(self.hyp_ids)
+
+
+def _ids(tokenizer, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
+
+
+def _fit_source(tokenizer, prompt: str, span: tuple[int, int], budget: int) -> tuple[str, list[int]] | None:
+    """Largest cut of prompt[a:b] (kept from its start) whose prompt fits ``budget`` tokens."""
+    a, b = span
+    # Candidate cut points: word boundaries inside the source, plus "drop it all".
+    cuts = sorted({a} | {i for i in range(a + 1, b) if prompt[i].isspace()})
+
+    def render(c: int) -> tuple[str, list[int]]:
+        text = prompt[:c].rstrip() if c > a else prompt[:a]
+        text = text + prompt[b:]
+        return text, _ids(tokenizer, text)
+
+    lo, hi, best = 0, len(cuts) - 1, None
+    while lo <= hi:  # binary search: token count grows with the cut point
+        mid = (lo + hi) // 2
+        text, ids = render(cuts[mid])
+        if len(ids) <= budget:
+            best, lo = (text, ids), mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def encode(tokenizer, prompt: str, hypothesis: str, *, max_length: int, source_span: tuple[int, int] | None = None,
+           index: int | None = None) -> EncodedItem:
+    where = f"item {index}: " if index is not None else ""
+    if not isinstance(hypothesis, str) or not hypothesis.strip():
+        raise InputError(f"{where}empty hypothesis; nothing to score")
+    hyp_ids = _ids(tokenizer, hypothesis)
+    prompt_ids = _ids(tokenizer, prompt)
+    if not prompt_ids:
+        bos = getattr(tokenizer, "bos_token_id", None)
+        if bos is None:
+            raise InputError(f"{where}empty prompt and the tokenizer has no BOS token to condition the first token on")
+        prompt_ids = [bos]
+    budget = max_length - len(hyp_ids)
+    if budget < 1:
+        raise InputError(f"{where}the hypothesis alone has {len(hyp_ids)} tokens, more than max_length={max_length} "
+                         "allows; the hypothesis is never truncated: raise runtime.max_length")
+    if len(prompt_ids) <= budget:
+        return EncodedItem(prompt, prompt_ids, hyp_ids, False)
+    if source_span is None:
+        raise InputError(f"{where}prompt + hypothesis have {len(prompt_ids) + len(hyp_ids)} tokens > max_length="
+                         f"{max_length} and no source span is known to truncate; raise runtime.max_length")
+    fitted = _fit_source(tokenizer, prompt, source_span, budget)
+    if fitted is None:
+        raise InputError(f"{where}even with the source removed, prompt + hypothesis exceed max_length={max_length}")
+    text, ids = fitted
+    return EncodedItem(text, ids, hyp_ids, True)
