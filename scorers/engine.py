@@ -49,9 +49,11 @@ def make_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
 
 
 def head_logits(model, hidden: torch.Tensor) -> torch.Tensor:
-    """Logits from final hidden states through the model's LM head (float32),
+    """Logits from final hidden states through the model's LM head (at least float32),
     including Gemma-style final logit soft-capping when the config asks for it."""
-    logits = model.get_output_embeddings()(hidden).float()
+    logits = model.get_output_embeddings()(hidden)
+    if logits.dtype != torch.float64:
+        logits = logits.float()
     cap = getattr(model.config, "final_logit_softcapping", None)
     if cap:
         logits = torch.tanh(logits / cap) * cap
@@ -130,8 +132,8 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     hyp_lens = np.array([len(h) for _, h in items], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(hyp_lens)])
     n_tok, n_t = int(offsets[-1]), len(temperatures)
-    logp = {h: np.empty((n_t, n_tok), dtype=np.float32) for h in heads}
-    logp_max = {h: np.empty((n_t, n_tok), dtype=np.float32) for h in heads}
+    logp = {h: np.empty((n_t, n_tok), dtype=np.float64) for h in heads}
+    logp_max = {h: np.empty((n_t, n_tok), dtype=np.float64) for h in heads}
     token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
     vocab = model.get_output_embeddings().weight.shape[0]
     if n_tok and token_ids.max() >= vocab:

@@ -22,8 +22,8 @@ class TokenStats:
     temperatures: tuple[float, ...]
     offsets: np.ndarray  # int64 [n_items + 1]
     token_ids: np.ndarray  # int64 [n_tokens], the scored hypothesis tokens
-    logp: np.ndarray  # float32 [n_temps, n_tokens]
-    logp_max: np.ndarray  # float32 [n_temps, n_tokens]
+    logp: np.ndarray  # float64 [n_temps, n_tokens]
+    logp_max: np.ndarray  # float64 [n_temps, n_tokens]
 
     def __post_init__(self):
         self.temperatures = tuple(float(t) for t in self.temperatures)

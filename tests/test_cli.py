@@ -1,0 +1,127 @@
+"""`cscore run` end to end through Hydra, with tiny random models loaded by path."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cscore import ModelPair
+from cscore.data import load_examples
+from cscore.cli.run import build_prompts
+
+
+def cscore(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "cscore.cli.main", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def tiny_args(tiny_dirs):
+    return [f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
+            "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false"]
+
+
+@pytest.fixture(scope="module")
+def contrast_run(tiny_dirs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "r1"
+    res = cscore("run", *tiny_args(tiny_dirs), f"hydra.run.dir={out}", cwd=out.parent)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return out, res
+
+
+def test_run_directory_contents(contrast_run):
+    out, res = contrast_run
+    for name in ("config.yaml", "scores.parquet", "metrics.json", "correlations.md", "correlations.csv", "run.log"):
+        assert (out / name).is_file(), name
+    scores = pd.read_parquet(out / "scores.parquet")
+    assert len(scores) == 160
+    for col in ("id", "system", "group", "prompt", "hypothesis", "human.overall", "prompt_tokens",
+                "hypothesis_tokens", "truncated", "score.expert", "score.amateur", "score.ensemble", "score.contrast"):
+        assert col in scores.columns, col
+    assert scores["prompt"].iloc[0].startswith("Write an accurate, relevant, and coherent summary")
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n_items"] == 160 and metrics["n_truncated"] == 0
+    assert {c["metric"] for c in metrics["correlations"]} == {"expert", "amateur", "ensemble", "contrast"}
+    assert metrics["speed"]["samples_per_second"] > 0
+    assert "Pearson" in (out / "correlations.md").read_text()
+    assert "contrast - pearson" in res.stdout
+
+
+def test_run_scores_equal_the_python_api(contrast_run, tiny_dirs):
+    out, _ = contrast_run
+    scores = pd.read_parquet(out / "scores.parquet")
+    examples, _ = load_examples("demo")
+    prompts, spans = build_prompts(examples, "summarization")
+    assert list(scores["prompt"]) == prompts
+    pair = ModelPair.load(tiny_dirs.expert, tiny_dirs.amateur)
+    st = pair.statistics(prompts, list(examples["hypothesis"]), source_spans=spans)
+    np.testing.assert_allclose(scores["score.contrast"], st.score("contrast"), atol=1e-5)
+    np.testing.assert_allclose(scores["score.amateur"], st.score("single", model="amateur"), atol=1e-5)
+    corr = pd.read_csv(out / "correlations.csv")
+    from scipy.stats import pearsonr
+    want = pearsonr(scores["score.contrast"], scores["human.overall"])[0]
+    got = corr.query("metric == 'contrast' and target == 'overall' and correlation == 'pearson'")["value"].item()
+    assert got == pytest.approx(want)
+
+
+def test_same_config_same_scores(contrast_run, tiny_dirs):
+    out, _ = contrast_run
+    again = out.parent / "r2"
+    res = cscore("run", *tiny_args(tiny_dirs), f"hydra.run.dir={again}", "runtime.padding_side=left",
+                 "runtime.token_budget=777", cwd=out.parent)
+    assert res.returncode == 0, res.stderr
+    a = pd.read_parquet(out / "scores.parquet")
+    b = pd.read_parquet(again / "scores.parquet")
+    for col in ("score.expert", "score.amateur", "score.ensemble"):
+        # float32 sums over hundreds of tokens: batch shape moves them by ~1e-8 relative
+        np.testing.assert_allclose(a[col], b[col], atol=1e-5, rtol=1e-7)
+    # Eq. 5 amplifies that noise where p_exp ~ gamma p_ama (d/dlogp of log|p - g q| = p/(p - g q));
+    # README "Numerics". Exact invariance in float64 is tested in test_engine.py.
+    np.testing.assert_allclose(a["score.contrast"], b["score.contrast"], rtol=1e-4)
+    same = out.parent / "r3"
+    res = cscore("run", *tiny_args(tiny_dirs), f"hydra.run.dir={same}", cwd=out.parent)
+    assert res.returncode == 0
+    pd.testing.assert_frame_equal(a, pd.read_parquet(same / "scores.parquet"))  # bit-identical
+
+
+def test_single_method_uses_only_the_expert(tiny_dirs, tmp_path):
+    res = cscore("run", *tiny_args(tiny_dirs), "method=single", "method.norm=mean", f"hydra.run.dir={tmp_path}/s",
+                 cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    scores = pd.read_parquet(tmp_path / "s" / "scores.parquet")
+    assert [c for c in scores.columns if c.startswith("score.")] == ["score.expert"]
+
+
+def test_released_preset_and_multirun(tiny_dirs, tmp_path):
+    res = cscore("run", "-m", *tiny_args(tiny_dirs), "method=contrast_released", "method.gamma=0.1,0.5",
+                 f"hydra.sweep.dir={tmp_path}/sweep", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    runs = sorted((tmp_path / "sweep").glob("*/scores.parquet"))
+    assert len(runs) == 2
+    a, b = (pd.read_parquet(r) for r in runs)
+    np.testing.assert_allclose(a["score.expert"], b["score.expert"])  # gamma does not touch the baselines
+    assert not np.allclose(a["score.contrast"], b["score.contrast"])
+    cfg = (runs[1].parent / "config.yaml").read_text()
+    assert "gamma: 0.5" in cfg and "clamp: -20.0" in cfg and "skip_first: true" in cfg
+
+
+def test_bad_input_exits_nonzero_with_a_clear_message(tiny_dirs, tmp_path):
+    res = cscore("run", *tiny_args(tiny_dirs), "data.path=/nonexistent/file.jsonl", f"hydra.run.dir={tmp_path}/x",
+                 cwd=tmp_path)
+    assert res.returncode != 0
+    assert "cscore: error:" in res.stderr and "/nonexistent/file.jsonl" in res.stderr
+    res = cscore("run", *tiny_args(tiny_dirs), "+method.beta=1", f"hydra.run.dir={tmp_path}/y", cwd=tmp_path)
+    assert res.returncode != 0 and "has no parameter 'beta'" in res.stderr
+
+
+def test_mismatched_vocabulary_fails_before_scoring(tiny_dirs, tmp_path):
+    res = cscore("run", *tiny_args(tiny_dirs), f"pair.amateur.path={tiny_dirs.other}", f"hydra.run.dir={tmp_path}/v",
+                 cwd=tmp_path)
+    assert res.returncode != 0 and "do not share a vocabulary" in res.stderr
+
+
+def test_help_and_unknown_command(tmp_path):
+    res = cscore("--help", cwd=tmp_path)
+    assert res.returncode == 0 and "cscore run" in res.stdout
+    assert cscore("frobnicate", cwd=tmp_path).returncode == 2

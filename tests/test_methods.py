@@ -1,0 +1,158 @@
+"""Method formulas against hand-computed values, on toy bigram models with chosen logits."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from cscore.scorers import engine, methods
+from cscore.scorers.methods.common import aggregate
+from cscore.scorers.methods.contrast import log_abs_diff
+
+V = 4
+# Expert / amateur next-token probabilities (rows: previous token), chosen by hand.
+P_EXP = [[0.70, 0.10, 0.10, 0.10],
+         [0.05, 0.80, 0.10, 0.05],
+         [0.25, 0.25, 0.25, 0.25],
+         [0.10, 0.20, 0.30, 0.40]]
+P_AMA = [[0.40, 0.30, 0.20, 0.10],
+         [0.10, 0.10, 0.70, 0.10],
+         [0.25, 0.25, 0.25, 0.25],
+         [0.40, 0.30, 0.20, 0.10]]
+# Two items: prompt [0] then hypothesis [0, 1, 2]; prompt [3, 3] then hypothesis [1].
+ITEMS = [([0], [0, 1, 2]), ([3, 3], [1])]
+# The (prev, target) pairs each hypothesis token is scored on:
+SCORED = [[(0, 0), (0, 1), (1, 2)], [(3, 1)]]
+
+
+def prob(table, prev, tok, t=1.0):
+    """p_T(tok | prev) = softmax(log p / T)."""
+    w = [table[prev][v] ** (1.0 / t) for v in range(V)]
+    return w[tok] / sum(w)
+
+
+@pytest.fixture
+def stats(toy_bigram):
+    out = {}
+    for name, table in (("expert", P_EXP), ("amateur", P_AMA)):
+        model = toy_bigram(torch.log(torch.tensor(table, dtype=torch.float64)))
+        model.double()
+        got, _ = engine.compute(model, ITEMS, temperatures=(0.5, 1.0, 1.5), heads={name: None})
+        out.update(got)
+    return out
+
+
+def per_item(fn):
+    return [sum(fn(prev, tok) for prev, tok in item) for item in SCORED]
+
+
+def test_engine_logprobs_match_hand_values(stats):
+    for t in (0.5, 1.0, 1.5):
+        want = [math.log(prob(P_EXP, p, y, t)) for item in SCORED for p, y in item]
+        np.testing.assert_allclose(stats["expert"].lp(t), want, atol=1e-12)
+        want_max = [math.log(max(prob(P_EXP, p, v, t) for v in range(V))) for item in SCORED for p, _ in item]
+        np.testing.assert_allclose(stats["expert"].lp_max(t), want_max, atol=1e-12)
+
+
+def test_single_sum_mean_sqrt(stats):
+    want = per_item(lambda p, y: math.log(P_EXP[p][y]))
+    np.testing.assert_allclose(methods.score("single", stats), want, atol=1e-12)
+    np.testing.assert_allclose(methods.score("single", stats, norm="mean"), [want[0] / 3, want[1]], atol=1e-12)
+    np.testing.assert_allclose(methods.score("single", stats, norm="sqrt"), [want[0] / math.sqrt(3), want[1]],
+                               atol=1e-12)
+    amateur = per_item(lambda p, y: math.log(prob(P_AMA, p, y, 1.5)))
+    np.testing.assert_allclose(methods.score("single", stats, model="amateur", t=1.5), amateur, atol=1e-12)
+
+
+def test_contrast_eq5_paper_defaults(stats):
+    def token(p, y):
+        return math.log(abs(prob(P_EXP, p, y, 0.5) - 0.1 * prob(P_AMA, p, y, 1.5)))
+
+    np.testing.assert_allclose(methods.score("contrast", stats), per_item(token), atol=1e-12)
+    # gamma = 0 reduces to the expert's own score at t_exp
+    np.testing.assert_allclose(methods.score("contrast", stats, gamma=0.0, t_exp=1.0),
+                               methods.score("single", stats), atol=1e-12)
+
+
+def test_contrast_absolute_value_when_amateur_dominates(stats):
+    # gamma = 1, T = 1: token (0 -> 0): |0.7 - 0.4| ; token (1 -> 2): |0.1 - 0.7| = 0.6 (amateur larger)
+    got = methods.token_scores("contrast", stats, gamma=1.0, t_exp=1.0, t_ama=1.0)
+    assert got[0] == pytest.approx(math.log(0.3))
+    assert got[2] == pytest.approx(math.log(0.6))
+
+
+def test_contrast_floor_guards_log_zero():
+    a = np.log(np.array([0.5, 0.2]))
+    b = np.log(np.array([0.5, 0.1]))
+    out = log_abs_diff(a, b)
+    assert np.isneginf(out[0]) and out[1] == pytest.approx(math.log(0.1))
+    from cscore.scorers.methods.common import floor_log
+    assert floor_log(out, 1e-30)[0] == pytest.approx(math.log(1e-30))
+
+
+def test_ensemble_eq6_and_eq8(stats):
+    eq6 = per_item(lambda p, y: math.log(0.5 * P_EXP[p][y] + 0.5 * P_AMA[p][y]))
+    np.testing.assert_allclose(methods.score("ensemble", stats), eq6, atol=1e-12)
+    eq8 = per_item(lambda p, y: math.log(0.8 * P_EXP[p][y] + 0.2 * P_AMA[p][y]))
+    np.testing.assert_allclose(methods.score("ensemble", stats, gamma=0.8), eq8, atol=1e-12)
+
+
+def test_division_and_cd_score(stats):
+    div = per_item(lambda p, y: math.log(prob(P_EXP, p, y, 0.5) / prob(P_AMA, p, y, 1.5)))
+    np.testing.assert_allclose(methods.score("division", stats), div, atol=1e-12)
+
+    # alpha = 0.3 at T = 1: the head of row 0 is {0} (0.1 < 0.21), row 1 is {1}, row 3 is {1, 2, 3}.
+    got = methods.token_scores("cd_score", stats, alpha=0.3, t_exp=1.0, t_ama=1.0, outside=-50.0)
+    want = [math.log(0.7 / 0.4), -50.0, -50.0, math.log(0.2 / 0.3)]
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    assert np.isneginf(methods.score("cd_score", stats, alpha=0.3, t_exp=1.0, t_ama=1.0)[0])
+
+
+def test_released_preset_matches_its_own_recipe(stats):
+    """The released code: probs from log-probs clamped to [-20, 0], |p1 - g p2| floored at
+    1e-10, first hypothesis token skipped, sum / sqrt(#scored)."""
+    def released(item):
+        vals = []
+        for p, y in item[1:]:
+            p1 = math.exp(max(math.log(P_EXP[p][y]), -20))
+            p2 = math.exp(max(math.log(P_AMA[p][y]), -20))
+            vals.append(math.log(max(abs(p1 - 0.1 * p2), 1e-10)))
+        return sum(vals) / math.sqrt(max(len(vals), 1))
+
+    got = methods.score("contrast", stats, gamma=0.1, t_exp=1.0, t_ama=1.0, clamp=-20.0, floor=1e-10,
+                        norm="sqrt", skip_first=True)
+    np.testing.assert_allclose(got, [released(SCORED[0]), released(SCORED[1])], atol=1e-12)
+    assert got[1] == 0.0  # one-token hypothesis: nothing left to score, as in the released code
+
+
+def test_clamp_and_floor_bind_on_tiny_probabilities():
+    from cscore.scorers.stats import TokenStats
+
+    lp = np.array([[-30.0, -1.0]], dtype=np.float32)
+    st = TokenStats((1.0,), np.array([0, 2]), np.array([1, 2]), lp, lp.copy())
+    pair = {"expert": st, "amateur": st}
+    assert methods.score("single", pair, clamp=-20.0)[0] == pytest.approx(-21.0)
+    # |p - 0.1 p| = 0.9 p; with p = e^-30 that is below 1e-10, so the floor binds
+    got = methods.token_scores("contrast", pair, t_exp=1.0, t_ama=1.0, floor=1e-10)
+    assert got[0] == pytest.approx(math.log(1e-10))
+    assert got[1] == pytest.approx(math.log(0.9) - 1.0)
+
+
+def test_aggregate_skip_first_and_empty_items():
+    values = np.array([1.0, 2.0, 3.0, 4.0])
+    offsets = np.array([0, 3, 3, 4])
+    np.testing.assert_allclose(aggregate(values, offsets), [6.0, 0.0, 4.0])
+    np.testing.assert_allclose(aggregate(values, offsets, skip_first=True), [5.0, 0.0, 0.0])
+    np.testing.assert_allclose(aggregate(values, offsets, norm="mean"), [2.0, 0.0, 4.0])
+
+
+def test_unknown_method_and_parameter_are_clear_errors(stats):
+    with pytest.raises(ValueError, match="unknown method"):
+        methods.score("nope", stats)
+    with pytest.raises(ValueError, match="has no parameter 'beta'"):
+        methods.score("contrast", stats, beta=1)
+    with pytest.raises(KeyError, match="temperature 0.7 was not computed"):
+        methods.score("contrast", stats, t_exp=0.7)
+    with pytest.raises(ValueError, match="gamma"):
+        methods.score("contrast", stats, gamma=1.5)
