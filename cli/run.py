@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import platform
 import resource
 import sys
@@ -180,6 +181,8 @@ def hydra_entry(cfg: DictConfig) -> None:
     try:
         run(cfg, out_dir)
     except USER_ERRORS as err:
+        if os.environ.get("CSCORE_DEBUG"):
+            raise
         log.error("%s: %s", type(err).__name__, err)
         print(f"cscore: error: {err}", file=sys.stderr)
         sys.exit(1)
