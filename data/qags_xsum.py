@@ -1,0 +1,103 @@
+"""QAGS-XSum (Wang, Cho and Lewis, ACL 2020): 239 BBC articles, each with one summary written by
+BART fine-tuned on XSum, and human aspect ``fact`` (factual consistency). See shared/data/README.md,
+section 2.
+
+Files:
+  mturk_xsum.jsonl   (default) the original crowd file: per article, its summary sentences, each
+                     with the yes/no answers of the workers ("is it supported by the article?").
+                     A .jsonl file whose records hold ``summary_sentences`` is read this way.
+  data.pkl           BARTScore's pickle (read without allowing any class or function, as in
+                     ``summeval``); ``ref_summ`` there is a copy of the article, so it is not used.
+  qags_xsum.jsonl    the conversion of data.pkl (same fields as summeval.jsonl, scores {"fact"}).
+Option: source_file, a file name inside the shared ``qags_xsum/`` folder, used when no path is given.
+
+Score rule for the crowd file: a summary sentence is factual (1) when strictly more than half of
+its workers answered "yes" (a tie would count as 0; the file has 3 answers per sentence, so none
+occur), and ``fact`` = the fraction of the summary's sentences that are factual. This rule
+reproduces BARTScore's ``fact`` exactly for all 239 summaries (tested). Every XSum summary has one
+sentence, so ``fact`` is 0 or 1 (116 ones, 123 zeros).
+
+Rows: system is the fixed name ``bart-xsum`` in every file. No article id exists in the data (the
+pickle's keys 0..238 and the crowd file's line order are positions only), so group is a stable hash
+of the article text, normalized so that both files give the same value: whitespace removed,
+PTB quotes (`` and '') turned into ", lower-cased. id = "<group>/bart-xsum". The position (pickle
+key / crowd-file record number, 0-based) is kept in the extra column ``doc_index``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pandas as pd
+from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
+from cscore.data.summeval import check_options, record_to_row, records_for
+
+NAME = "qags_xsum"
+DEFAULT_FILE = "mturk_xsum.jsonl"
+SYSTEM = "bart-xsum"
+OPTIONS = ("source_file",)
+ANSWERS = {"yes": 1, "no": 0}
+
+
+def article_group(text: str) -> str:
+    norm = re.sub(r"\s+", "", text.replace("``", '"').replace("''", '"')).lower()
+    return "xsum-" + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
+
+
+def _row(index: int, article: str, hypothesis, fact: float, where: str) -> dict:
+    if not isinstance(article, str):
+        raise DataError(f"{where}: the article is not a string ({type(article).__name__})")
+    group = article_group(article)
+    return {"id": f"{group}/{SYSTEM}", "group": group, "system": SYSTEM, "task": "summarization",
+            "source": article, "reference": None, "hypothesis": hypothesis, "lang_pair": None,
+            HUMAN_PREFIX + "fact": fact, "doc_index": index}
+
+
+def sentence_vote(sentence: dict, where: str) -> int:
+    """1 when strictly more than half of the workers said yes, else 0."""
+    responses = sentence.get("responses")
+    if not isinstance(responses, list) or not responses:
+        raise DataError(f"{where}: field 'responses' is missing or empty")
+    yes = 0
+    for j, resp in enumerate(responses):
+        answer = resp.get("response") if isinstance(resp, dict) else None
+        answer = answer.strip().lower() if isinstance(answer, str) else answer
+        if answer not in ANSWERS:
+            raise DataError(f"{where}: field 'responses[{j}].response' is {answer!r}, expected 'yes' or 'no'")
+        yes += ANSWERS[answer]
+    return int(2 * yes > len(responses))
+
+
+def mturk_row(index: int, rec: dict, where: str) -> dict:
+    if not isinstance(rec.get("article"), str):
+        raise DataError(f"{where}: field 'article' is missing or not a string")
+    sentences = rec.get("summary_sentences")
+    if not isinstance(sentences, list) or not sentences:
+        raise DataError(f"{where}: field 'summary_sentences' is missing or empty")
+    texts, votes = [], []
+    for k, sent in enumerate(sentences):
+        if not isinstance(sent, dict) or not isinstance(sent.get("sentence"), str):
+            raise DataError(f"{where}: field 'summary_sentences[{k}].sentence' is missing or not a string")
+        texts.append(sent["sentence"].strip())
+        votes.append(sentence_vote(sent, f"{where}: summary_sentences[{k}]"))
+    return _row(index, rec["article"], " ".join(texts), sum(votes) / len(votes), where)
+
+
+def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
+    opts = check_options(options, OPTIONS, NAME)
+    file, records, names = records_for(path, opts["source_file"], NAME, DEFAULT_FILE)
+    report = LoadReport(NAME, [str(file)])
+    rows = []
+    for index, (where, rec) in enumerate(records):
+        if "summary_sentences" in rec or "article" in rec:  # the crowd file
+            rows.append(mturk_row(index, rec, where))
+        else:  # BARTScore's form (pickle or its JSONL conversion)
+            conv = record_to_row(rec, where, ("fact",), names)
+            key = conv["group"]  # the pickle's doc key, 0..238
+            rows.append(_row(int(key) if key.isdigit() else index, conv["source"], conv["hypothesis"],
+                             conv[HUMAN_PREFIX + "fact"], where))
+    if not rows:
+        raise DataError(f"{file}: no records")
+    report.n_read = len(rows)
+    return validate(pd.DataFrame(rows), report), report
