@@ -28,6 +28,7 @@ from cscore.scorers.variants import models_needed, plan
 
 log = logging.getLogger("cscore")
 
+DATA_KEYS = ("name", "path", "template")  # the rest of cfg.data goes to the loader as options
 USER_ERRORS = (DataError, InputError, FileNotFoundError, ValueError, OSError, KeyError)
 
 
@@ -84,7 +85,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
 
-    examples, load_report = load_examples(cfg.data.name, cfg.data.get("path"))
+    options = {k: v for k, v in OmegaConf.to_container(cfg.data, resolve=True).items() if k not in DATA_KEYS}
+    examples, load_report = load_examples(cfg.data.name, cfg.data.get("path"), **options)
     log.info("data %s: %d rows (%d dropped)", cfg.data.name, len(examples), len(load_report.dropped))
     for d in load_report.dropped:
         log.warning("dropped %s: %s %s", d["id"], d["reason"], d["where"])
@@ -128,7 +130,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict:
     corr["metric"] = corr["metric"].str.removeprefix("score.")
     corr["target"] = corr["target"].str.removeprefix("human.")
     corr.to_csv(out_dir / "correlations.csv", index=False)
-    signature = (f"cscore {cscore.__version__} | data={cfg.data.name} n={len(table)} | pair={cfg.pair.name} | "
+    signature = (f"cscore {cscore.__version__} | data={cfg.data.name} n={len(table)} | pair={cfg.pair.name} "
+                 f"({', '.join(f'{k}={v.name}' for k, v in pair.models.items())}) | "
                  f"method={cfg.method.name} | level=segment (all rows) | kendall=tau-b")
     title = f"{cfg.data.name} / {cfg.pair.name} / {cfg.method.variant}"
     (out_dir / "correlations.md").write_text(markdown(corr, title, signature) + "\n")

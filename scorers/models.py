@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -63,6 +64,9 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
 
     start = time.perf_counter()
     path, fingerprint = resolve_path(spec)
+    if path.startswith(("/", ".", "~")) and not os.path.isdir(os.path.expanduser(path)):
+        raise FileNotFoundError(f"model directory not found: {path!r} (give a local directory, a hub id "
+                                "such as Qwen/Qwen2.5-3B-Instruct, or a gguf: spec)")
     dev = auto_device(device)
     torch_dtype = auto_dtype(dtype, dev)
     kwargs = {"revision": revision} if revision else {}
