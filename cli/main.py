@@ -12,6 +12,8 @@ commands:
                          cscore run -m method.gamma=0.05,0.1,0.2
                          cscore run --cfg job      (print the composed config)
                          cscore run --help         (config groups and options)
+  data export ...   write the validated example table: data=<name> out=<file.parquet|.jsonl>
+  data check ...    print a dataset card: data=<name> [tokenizer=<model spec>]
 """
 
 
@@ -26,6 +28,11 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.argv = ["cscore run", *rest]
         hydra_entry()
+        return
+    if command == "data":
+        from cscore.cli.data_cmd import main as data_main
+
+        data_main(rest)
         return
     print(f"cscore: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     sys.exit(2)

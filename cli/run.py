@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import cscore
 from cscore.data import load_examples
-from cscore.data.prompts import TEMPLATES, render
+from cscore.data import prompts, splits
 from cscore.data.schema import DataError, human_columns
 from cscore.metaeval.correlation import correlation_table
 from cscore.metaeval.report import markdown, rich_tables
@@ -32,17 +32,19 @@ DATA_KEYS = ("name", "path", "template")  # the rest of cfg.data goes to the loa
 USER_ERRORS = (DataError, InputError, FileNotFoundError, ValueError, OSError, KeyError)
 
 
-def build_prompts(examples: pd.DataFrame, template: str) -> tuple[list[str], list[tuple[int, int]]]:
-    tpl = TEMPLATES.get(template, template)
-    prompts, spans = [], []
-    for row in examples.itertuples(index=False):
-        fields = {}
-        if "{target_language}" in tpl:
-            fields["target_language"] = row.lang_pair.split("-")[-1] if row.lang_pair else "English"
-        prompt, span = render(tpl, row.source, **fields)
-        prompts.append(prompt)
-        spans.append(span)
-    return prompts, spans
+def make_prompts(cfg: DictConfig, examples: pd.DataFrame, tokenizer) -> tuple[list[str], list[tuple[int, int]]]:
+    p = cfg.prompt
+    chat = None
+    if p.chat_template:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("prompt.chat_template=true but the expert's tokenizer has no chat template")
+
+        def chat(text):
+            return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                 add_generation_prompt=True)
+    return prompts.build(examples, condition=p.condition, templates=OmegaConf.to_container(p.templates),
+                         reference_templates=OmegaConf.to_container(p.reference_templates),
+                         template=cfg.data.get("template"), chat=chat)
 
 
 def load_pair(cfg: DictConfig, needed: list[str]) -> ModelPair:
@@ -87,7 +89,10 @@ def run(cfg: DictConfig, out_dir: Path) -> dict:
 
     options = {k: v for k, v in OmegaConf.to_container(cfg.data, resolve=True).items() if k not in DATA_KEYS}
     examples, load_report = load_examples(cfg.data.name, cfg.data.get("path"), **options)
-    log.info("data %s: %d rows (%d dropped)", cfg.data.name, len(examples), len(load_report.dropped))
+    n_loaded = len(examples)
+    examples = splits.select(examples, cfg.split.use, cfg.split.dev_fraction, cfg.split.seed)
+    log.info("data %s: %d rows (%d dropped while loading); split=%s keeps %d", cfg.data.name, n_loaded,
+             len(load_report.dropped), cfg.split.use, len(examples))
     for d in load_report.dropped:
         log.warning("dropped %s: %s %s", d["id"], d["reason"], d["where"])
 
@@ -98,8 +103,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict:
 
     pair = load_pair(cfg, needed)
     log.info("models: %s", {k: v.info for k, v in pair.models.items()})
-    prompts, spans = build_prompts(examples, cfg.data.template)
-    inputs = pair.encode(prompts, list(examples["hypothesis"]), max_length=cfg.runtime.max_length,
+    prompt_texts, spans = make_prompts(cfg, examples, pair.tokenizer)
+    inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=cfg.runtime.max_length,
                          source_spans=spans)
     if inputs.n_truncated:
         log.warning("%d of %d items had their source truncated to fit max_length=%d", inputs.n_truncated,
@@ -132,7 +137,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict:
     corr.to_csv(out_dir / "correlations.csv", index=False)
     signature = (f"cscore {cscore.__version__} | data={cfg.data.name} n={len(table)} | pair={cfg.pair.name} "
                  f"({', '.join(f'{k}={v.name}' for k, v in pair.models.items())}) | "
-                 f"method={cfg.method.name} | level=segment (all rows) | kendall=tau-b")
+                 f"method={cfg.method.name} | prompt={cfg.prompt.name}/{cfg.prompt.condition} | split={cfg.split.use} | "
+                 "level=segment (all rows) | kendall=tau-b")
     title = f"{cfg.data.name} / {cfg.pair.name} / {cfg.method.variant}"
     (out_dir / "correlations.md").write_text(markdown(corr, title, signature) + "\n")
 
@@ -149,6 +155,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict:
         "signature": signature,
         "data": load_report.summary(),
         "n_items": n_items,
+        "split": {"use": cfg.split.use, "dev_fraction": cfg.split.dev_fraction, "seed": cfg.split.seed,
+                  "rows_before_split": n_loaded},
         "n_truncated": inputs.n_truncated,
         "truncated_ids": [i for i, t in zip(table["id"], table["truncated"]) if t],
         "temperatures": temperatures,

@@ -1,16 +1,42 @@
-"""Prompt templates. A template holds ``{source}``; ``render`` returns the prompt and the
-character span of the source inside it (truncation cuts only that span).
+"""Prompt templates (the `prompt` config group fills them). A template holds ``{source}``;
+``render`` returns the prompt and the character span of the filled text inside it, so that
+truncation can cut only that span.
 
-Default templates are the ContrastScore paper's (Table 6). The table typesets them as
-"...texts:\\n {Article}\\n Summary:\\n"; we read the spaces after the line breaks as layout
-and leave them out."""
+Source-based scoring (h | s) fills the slot with the source; reference-based (h | r) with
+the reference. The summarization and translation templates for h | s are the ContrastScore
+paper's (Table 6; the released code writes the MT one the same way). The table typesets the
+summarization prompt as "...texts:\\n {Article}\\n Summary:\\n"; the spaces after the line
+breaks are read as layout and left out. The dialogue and reference-based templates are cscore's.
+"""
 
 from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+
+LANGUAGES = {"en": "English", "de": "German", "ru": "Russian", "zh": "Chinese", "he": "Hebrew", "ja": "Japanese",
+             "cs": "Czech", "uk": "Ukrainian", "fr": "French", "es": "Spanish", "pl": "Polish", "is": "Icelandic",
+             "ko": "Korean", "hr": "Croatian", "liv": "Livonian", "sah": "Yakut"}
 
 TEMPLATES = {
     "summarization": "Write an accurate, relevant, and coherent summary of the following texts:\n{source}\nSummary:\n",
     "translation": "Translate the following sentence to {target_language}:\n{source}\n",
+    "dialogue": "Continue the following conversation with the next response.\n{source}\nResponse:\n",
 }
+REFERENCE_TEMPLATES = {
+    "summarization": "Paraphrase the following summary:\n{source}\nParaphrase:\n",
+    "translation": "Paraphrase the following {target_language} sentence:\n{source}\n",
+    "dialogue": "Paraphrase the following response.\n{source}\nParaphrase:\n",
+}
+CONDITIONS = ("source", "reference")
+
+
+def target_language(lang_pair: str | None) -> str:
+    if not lang_pair:
+        return "English"
+    code = str(lang_pair).split("-")[-1]
+    return LANGUAGES.get(code, code)
 
 
 def render(template: str, source: str, **fields) -> tuple[str, tuple[int, int]]:
@@ -20,3 +46,37 @@ def render(template: str, source: str, **fields) -> tuple[str, tuple[int, int]]:
     head, tail = head.format(**fields), tail.format(**fields)
     prompt = head + source + tail
     return prompt, (len(head), len(head) + len(source))
+
+
+def wrap_chat(prompt: str, span: tuple[int, int], chat: Callable[[str], str]) -> tuple[str, tuple[int, int]]:
+    """Put the prompt into a chat template (``chat`` renders one user turn plus the assistant
+    header); the source span moves with it."""
+    full = chat(prompt)
+    at = full.find(prompt)
+    if at < 0:
+        raise ValueError("the chat template changed the prompt text; cannot locate the source in it")
+    return full, (span[0] + at, span[1] + at)
+
+
+def build(examples: pd.DataFrame, *, condition: str = "source", templates: dict | None = None,
+          reference_templates: dict | None = None, template: str | None = None,
+          chat: Callable[[str], str] | None = None) -> tuple[list[str], list[tuple[int, int]]]:
+    """Prompts and source spans for every row. ``template`` (a task name or a string with
+    {source}) overrides the per-task choice."""
+    if condition not in CONDITIONS:
+        raise ValueError(f"prompt.condition must be one of {CONDITIONS}, got {condition!r}")
+    table = dict(TEMPLATES if condition == "source" else REFERENCE_TEMPLATES)
+    table.update((templates if condition == "source" else reference_templates) or {})
+    prompts, spans = [], []
+    for row in examples.itertuples(index=False):
+        tpl = template if template is not None else row.task
+        tpl = table.get(tpl, TEMPLATES.get(tpl, tpl))
+        filler = row.source if condition == "source" else row.reference
+        if condition == "reference" and (filler is None or (isinstance(filler, float)) or not str(filler).strip()):
+            raise ValueError(f"reference-based prompt but row {row.id!r} has no reference")
+        prompt, span = render(tpl, str(filler), target_language=target_language(row.lang_pair))
+        if chat is not None:
+            prompt, span = wrap_chat(prompt, span, chat)
+        prompts.append(prompt)
+        spans.append(span)
+    return prompts, spans

@@ -48,6 +48,13 @@ def make_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
     return batches
 
 
+def decoder_base(model):
+    """The decoder stack under the LM head (``model.model`` for most causal LMs; Gemma-3 names
+    its base_model_prefix differently but keeps the decoder at ``.model``)."""
+    base = getattr(model, "model", None)
+    return base if base is not None else getattr(model, model.base_model_prefix)
+
+
 def head_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """Logits from final hidden states through the model's LM head (at least float32),
     including Gemma-style final logit soft-capping when the config asks for it."""
@@ -127,7 +134,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         if not p or not h:
             raise ValueError(f"item {i}: need at least one prompt token and one hypothesis token")
     device = next(model.parameters()).device
-    base = getattr(model, model.base_model_prefix)
+    base = decoder_base(model)
     lengths = [len(p) + len(h) for p, h in items]
     hyp_lens = np.array([len(h) for _, h in items], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(hyp_lens)])

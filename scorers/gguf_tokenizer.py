@@ -18,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 SPACE = "\u2581"  # SentencePiece's visible space
-# token types of GGUF's tokenizer.ggml.token_type (llama.cpp)
-NORMAL, CONTROL, USER_DEFINED, BYTE = 1, 3, 4, 6
+# token types of GGUF's tokenizer.ggml.token_type (llama.cpp); 6 = byte, <0xNN>
+NORMAL, CONTROL, USER_DEFINED = 1, 3, 4
 
 
 def read_gguf_vocab(gguf_path: str | Path) -> dict:
@@ -74,7 +74,11 @@ def build_gemma3_tokenizer(gguf_path: str | Path):
     # GGUF keeps the user-defined runs of spaces with real spaces; as pieces they are "▁▁", ...
     tokens = [t.replace(" ", SPACE) if ty == USER_DEFINED else t for t, ty in zip(tokens, types)]
     vocab = {tok: i for i, tok in enumerate(tokens)}
-    unk = tokens[v["unk"]] if v["unk"] is not None else None
+
+    def name(key):  # token string of a special id, None where the GGUF sets none
+        return tokens[v[key]] if v[key] is not None else None
+
+    unk, bos = name("unk"), name("bos")
 
     tk = Tokenizer(BPE(vocab=vocab, merges=bpe_merges(tokens, v["scores"], types), unk_token=unk,
                        fuse_unk=True, byte_fallback=True))
@@ -87,11 +91,7 @@ def build_gemma3_tokenizer(gguf_path: str | Path):
     tk.add_tokens([AddedToken(t, special=False, normalized=True)
                    for t, ty in zip(tokens, types) if ty == USER_DEFINED])
 
-    def name(key):  # token string of a special id, None where the GGUF sets none
-        return tokens[v[key]] if v[key] is not None else None
-
-    bos = name("bos")
-    if bos is not None and v["add_bos"]:  # <bos> in front of each sequence (cscore itself encodes without special tokens)
+    if bos is not None and v["add_bos"]:  # <bos> first (cscore itself encodes without special tokens)
         tk.post_processor = processors.TemplateProcessing(
             single=f"{bos}:0 $A:0", pair=f"{bos}:0 $A:0 {bos}:1 $B:1", special_tokens=[(bos, v["bos"])])
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from cscore.scorers.engine import decoder_base
 from cscore.scorers.gguf import resolve_path
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
 
 
 def decoder_layers(model: nn.Module) -> tuple[nn.Module, str]:
-    base = getattr(model, model.base_model_prefix)
+    base = decoder_base(model)
     layers = getattr(base, "layers", None)
     if not isinstance(layers, nn.ModuleList):
         raise ValueError(f"early exit needs a decoder with a `layers` list; {type(model).__name__} has none")
@@ -112,7 +113,8 @@ def early_exit(lm: LoadedModel, layers: int | str = "auto") -> LoadedModel:
     new_base.config = config
     new_model = copy.copy(model)
     new_model._modules = dict(model._modules)
-    setattr(new_model, model.base_model_prefix, new_base)
+    base_name = next(name for name, module in model._modules.items() if module is base)
+    setattr(new_model, base_name, new_base)
     new_model.config = config
     info = dict(lm.info, early_exit=k, layers=k)
     return LoadedModel(new_model, lm.tokenizer, f"{lm.name}[:{k}]", lm.device, lm.dtype, 0.0, info,

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from cscore import ModelPair
-from cscore.cli.run import build_prompts
+from cscore.data.prompts import build
 from cscore.data import load_examples
 
 
@@ -40,7 +40,7 @@ def main() -> None:
 
     examples, _ = load_examples("demo")
     examples = examples.iloc[: args.items]
-    prompts, spans = build_prompts(examples, "summarization")
+    prompts, spans = build(examples)
     hyps = list(examples["hypothesis"])
     shared = ModelPair.load(args.model, amateur_early_exit="auto")
     separate = ModelPair(shared.expert, shared.amateur)

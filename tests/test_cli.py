@@ -10,7 +10,7 @@ import pytest
 
 from cscore import ModelPair
 from cscore.data import load_examples
-from cscore.cli.run import build_prompts
+from cscore.data.prompts import build
 
 
 def cscore(*args, cwd):
@@ -52,7 +52,7 @@ def test_run_scores_equal_the_python_api(contrast_run, tiny_dirs):
     out, _ = contrast_run
     scores = pd.read_parquet(out / "scores.parquet")
     examples, _ = load_examples("demo")
-    prompts, spans = build_prompts(examples, "summarization")
+    prompts, spans = build(examples)
     assert list(scores["prompt"]) == prompts
     pair = ModelPair.load(tiny_dirs.expert, tiny_dirs.amateur)
     st = pair.statistics(prompts, list(examples["hypothesis"]), source_spans=spans)

@@ -1,0 +1,398 @@
+"""Google's WMT MQM expert annotations (google/wmt-mqm-human-evaluation), read from the raw
+error-level TSVs: one row per marked error, scored here into one example per (system, segment).
+See shared/data/README.md, section 3.
+
+Files (chosen by suffix; the TSV text is read in memory, nothing is extracted to disk):
+  .tsv                 plain TSV, e.g. ``mqm/ted_zhen/mqm_ted_zhen.tsv``
+  .tsv.gz / .gz        gzip-compressed TSV
+  .tar.gz / .tgz / .tar  an archive holding exactly one ``.tsv`` member (the published form of
+                       ``sxs_mqm_generalMT2023_zhen.3ratingsPerSegment.tsv.tar.gz``)
+TSV layout: tab-separated, UTF-8, one header row, NO quoting (fields may begin with or contain ``"``,
+so lines are split on tabs exactly as csv.QUOTE_NONE would). Columns are looked up by header name:
+  system, rater, source, target, category, severity   required
+  seg_id or globalSegId                               required: the global segment id (join key)
+  doc; doc_id or docSegId                             optional (``doc`` is kept as an extra column)
+  any other column (comment, metadata, ...)           ignored
+Header fields starting with ``#`` (the WMT23 sxs file ends its header with a documentation comment
+that no data row has) are not columns. Every data row must have as many fields as there are columns.
+
+Scoring (the repository README's official weights, as stated in shared/data/README.md 3.1):
+  weight of one error row =
+    0    severity No-error, Neutral or HOTW-test (HOTW rows are attention checks, not errors)
+    25   category ``Non-translation!`` (any error severity; in the files it is always Major)
+    5    severity Major (including Major Fluency/Punctuation)
+    0.1  severity Minor and category ``Fluency/Punctuation``
+    1    severity Minor, any other category (Source error / Source issue / Other included)
+  rater penalty = sum of that rater's row weights for the (system, segment);
+  human.mqm = - mean of the rater penalties over the raters who rated that (system, segment)
+  (0 is best). Sums are exact (kept in tenths). Severities and category names are compared
+  case-insensitively, ignoring spaces around ``/``. Any other severity is a DataError naming the
+  file, line and value; so is an empty category, or ``No-error`` used as only one of category and
+  severity.
+  Option ``zero_weight_categories`` (default none) gives listed categories weight 0; with
+  ("Source issue", "Accuracy/Creative Reinterpretation") the WMT23 sxs scores equal the rating tool's
+  own ``metrics.MQM`` (README 3.3).
+
+Texts: ``<v>``/``</v>`` span marks are removed from source and target, then runs of whitespace are
+collapsed to one space and the ends stripped (the annotation tool sometimes inserts a space next to
+a mark; the files have no double spaces or line breaks of their own). Every row of a (system,
+segment) must then carry the same target, and every row of a segment the same source; a pair whose
+target differs between its rows, or every pair of a segment whose source differs, is dropped and
+recorded (reason ``inconsistent target text`` / ``inconsistent source text``).
+
+Rows: one per (system, segment); id "<lang_pair>/<system>/<seg>", group "<lang_pair>/<seg>" (all
+systems of a segment share it, and language pairs never collide), task "translation", extra columns
+``doc`` (document name, or None) and ``n_raters``. ``LoadReport.n_read`` counts (system, segment)
+pairs, so n_read = len(table) + len(dropped).
+
+Options:
+  lang_pair               e.g. "zh-en"; if left out: the default file's pair when no path is given,
+                          else read from a ``:xx-yy`` suffix of ``doc`` (the WMT23 files have one),
+                          else a DataError asks for it
+  reference_system        a system whose target becomes the ``reference`` of every segment it has
+                          (None: reference stays None). Matched exactly, else by the alias rule
+                          lower case, ``-``/``.``/``_`` removed, bare ``ref`` = ``refA`` (so "refA",
+                          "ref-A" and "ref.A" all find TED's ``ref``). Its own rows are dropped
+                          (reason ``used as the reference``): a metric would compare it with itself.
+  exclude_systems         list of system names to drop (recorded; a name found in no file is a DataError)
+  exclude_references      drop human-reference "systems", as WMT's metric meta-evaluation does:
+                          names matching ``REFERENCE_RE`` (ref, refA, refB, ref-A, ref.B, refC,
+                          Human-A.0 ...); recorded as ``human reference excluded``
+  zero_weight_categories  list of categories weighted 0 (see Scoring)
+``load_many({lang_pair: path, ...}, **options)`` loads several files (one per language pair) and
+concatenates them; ``load_ted_zhen`` / ``load_wmt23_zhen`` read the two shared files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import tarfile
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+from cscore.data import paths
+from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
+
+NAME = "mqm"
+DATASET_DIR = "mqm"
+TED_ZHEN = ("ted_zhen", "mqm_ted_zhen.tsv", "zh-en")  # folder in the shared mqm/ folder, file, language pair
+WMT23_ZHEN = ("generalMT2023_zhen", "sxs_mqm_generalMT2023_zhen.3ratingsPerSegment.tsv.tar.gz", "zh-en")
+OPTIONS = ("lang_pair", "reference_system", "exclude_systems", "exclude_references", "zero_weight_categories")
+ASPECT = HUMAN_PREFIX + "mqm"
+
+# Weights in tenths, so that sums are exact.
+MAJOR, MINOR, MINOR_PUNCT, NON_TRANSLATION = 50, 10, 1, 250
+ZERO_SEVERITIES = {"no-error", "neutral", "hotw-test"}
+SEVERITIES = {"major", "minor"} | ZERO_SEVERITIES
+NO_ERROR = "no-error"
+PUNCTUATION = "fluency/punctuation"
+NON_TRANSLATION_CATEGORIES = {"non-translation!", "non-translation"}
+
+REFERENCE_RE = re.compile(r"^(ref([-._]?[a-z0-9])?|human-[a-z](\.\d+)?)$", re.IGNORECASE)
+SPAN_MARK = re.compile(r"</?v>")
+LANG_SUFFIX = re.compile(r":([a-z]{2,3}-[a-z]{2,3})$")
+
+COLUMN_NAMES = {  # role -> accepted header names, in order of preference
+    "system": ("system",), "doc": ("doc",), "doc_seg": ("doc_id", "docSegId"), "seg": ("seg_id", "globalSegId"),
+    "rater": ("rater",), "source": ("source",), "target": ("target",), "category": ("category",),
+    "severity": ("severity",),
+}
+OPTIONAL_ROLES = {"doc", "doc_seg"}
+
+
+# ----- small helpers -----
+
+def _norm_label(value: str) -> str:
+    """Severity / category for comparisons: lower case, no spaces around '/', stripped."""
+    return re.sub(r"\s*/\s*", "/", value.strip()).casefold()
+
+
+def clean_text(text: str) -> str:
+    """Remove <v>/</v> span marks, collapse whitespace runs, strip the ends."""
+    return " ".join(SPAN_MARK.sub("", text).split())
+
+
+def error_weight_tenths(category: str, severity: str, zero_categories=frozenset()) -> int:
+    """Weight of one error row, in tenths of a point (see the module docstring)."""
+    sev, cat = _norm_label(severity), _norm_label(category)
+    if sev in ZERO_SEVERITIES or cat in zero_categories:
+        return 0
+    if cat in NON_TRANSLATION_CATEGORIES:
+        return NON_TRANSLATION
+    if sev == "major":
+        return MAJOR
+    return MINOR_PUNCT if cat == PUNCTUATION else MINOR
+
+
+def error_weight(category: str, severity: str) -> float:
+    """The official MQM weight of one error row (Major 5, Minor 1, Minor Fluency/Punctuation 0.1,
+    Non-translation 25, No-error / Neutral / HOTW-test 0)."""
+    return error_weight_tenths(category, severity) / 10
+
+
+def _alias(name: str) -> str:
+    key = re.sub(r"[-._\s]", "", name).casefold()
+    return "refa" if key == "ref" else key
+
+
+def is_reference(system: str) -> bool:
+    return bool(REFERENCE_RE.match(system.strip()))
+
+
+def _seg_sort_key(seg: str):
+    return (0, int(seg), "") if seg.isdigit() else (1, 0, seg)
+
+
+def _check_options(options: dict) -> dict:
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise DataError(f"{NAME}: unknown option(s) {unknown}; known: {list(OPTIONS)}")
+    opts = {k: options.get(k) for k in OPTIONS}
+    for key in ("exclude_systems", "zero_weight_categories"):
+        value = opts[key]
+        if value is None:
+            opts[key] = []
+        elif isinstance(value, str):
+            opts[key] = [value]
+        else:
+            opts[key] = [str(v) for v in value]
+    opts["exclude_references"] = bool(opts["exclude_references"])
+    return opts
+
+
+# ----- reading the TSV text -----
+
+def read_text(file: Path) -> tuple[str, str]:
+    """(label used in messages, decoded text) of a .tsv, .gz or single-member tar archive."""
+    name = file.name.lower()
+    try:
+        if name.endswith((".tar.gz", ".tgz", ".tar")):
+            with tarfile.open(file, "r:*") as tar:
+                members = [m for m in tar.getmembers() if m.isfile()]
+                tsvs = [m for m in members if m.name.lower().endswith(".tsv")]
+                chosen = tsvs if tsvs else members
+                if len(chosen) != 1:
+                    raise DataError(f"{file}: expected one .tsv file in the archive, found "
+                                    f"{[m.name for m in members] or 'none'}")
+                label = f"{file}[{chosen[0].name}]"
+                raw = tar.extractfile(chosen[0]).read()
+        elif name.endswith(".gz"):
+            label = str(file)
+            with gzip.open(file, "rb") as fh:
+                raw = fh.read()
+        else:
+            label = str(file)
+            raw = file.read_bytes()
+    except (tarfile.TarError, gzip.BadGzipFile, EOFError, OSError) as err:
+        raise DataError(f"{file}: cannot read ({type(err).__name__}: {err})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise DataError(f"{label}:{line}: not valid UTF-8 ({err.reason})") from None
+    return label, text.removeprefix("\ufeff")
+
+
+def _columns(header: list[str], label: str) -> tuple[dict, int]:
+    """role -> column index, and the number of columns (trailing '#' comment fields excluded)."""
+    fields = [h.strip() for h in header]
+    while fields and fields[-1].startswith("#"):
+        fields.pop()
+    index = {}
+    for role, names in COLUMN_NAMES.items():
+        for n in names:
+            if n in fields:
+                index[role] = fields.index(n)
+                break
+    missing = [" or ".join(COLUMN_NAMES[r]) for r in COLUMN_NAMES if r not in index and r not in OPTIONAL_ROLES]
+    if missing:
+        raise DataError(f"{label}:1: header lacks column(s) {missing}; header is {fields}")
+    return index, len(fields)
+
+
+def parse_rows(label: str, text: str) -> list[dict]:
+    """One dict per error row: line, system, seg, rater, doc, source, target, category, severity."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise DataError(f"{label}: empty file")
+    index, n_cols = _columns(lines[0].rstrip("\r").split("\t"), label)
+    rows = []
+    for line_no, line in enumerate(lines[1:], 2):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        f = line.split("\t")
+        if len(f) != n_cols:
+            raise DataError(f"{label}:{line_no}: expected {n_cols} tab-separated fields, found {len(f)}")
+        rec = {"line": line_no}
+        for role, i in index.items():
+            rec[role] = f[i]
+        for role in ("system", "seg", "rater"):
+            rec[role] = rec[role].strip()
+            if not rec[role]:
+                raise DataError(f"{label}:{line_no}: empty {COLUMN_NAMES[role][0]!r}")
+        sev, cat = _norm_label(rec["severity"]), _norm_label(rec["category"])
+        if sev not in SEVERITIES:
+            raise DataError(f"{label}:{line_no}: unknown severity {rec['severity']!r}; expected one of "
+                            "Major, Minor, No-error, Neutral, HOTW-test")
+        if not cat:
+            raise DataError(f"{label}:{line_no}: empty category")
+        if (sev == NO_ERROR) != (cat == NO_ERROR):
+            raise DataError(f"{label}:{line_no}: category {rec['category']!r} with severity {rec['severity']!r}; "
+                            "No-error must be both the category and the severity")
+        rec.setdefault("doc", None)
+        rows.append(rec)
+    if not rows:
+        raise DataError(f"{label}: no data rows")
+    return rows
+
+
+# ----- scoring -----
+
+def _span(lines: list[int]) -> str:
+    lines = sorted(lines)
+    shown = ",".join(map(str, lines[:5]))
+    return f"line(s) {shown}{' ...' if len(lines) > 5 else ''}"
+
+
+def _load_one(path, opts: dict, default=TED_ZHEN):
+    file = paths.resolve(str(path) if path else None, DATASET_DIR + "/" + default[0], default[1])
+    label, text = read_text(file)
+    rows = parse_rows(label, text)
+    lang_pair = opts["lang_pair"] or (None if path else default[2])
+    if not lang_pair:
+        found = {m.group(1) for r in rows if r["doc"] and (m := LANG_SUFFIX.search(r["doc"].strip()))}
+        if len(found) != 1:
+            raise DataError(f"{label}: cannot tell the language pair ({sorted(found) or 'no :xx-yy suffix on doc'}); "
+                            "pass the option lang_pair, e.g. lang_pair='zh-en'")
+        lang_pair = found.pop()
+    zero = frozenset(_norm_label(c) for c in opts["zero_weight_categories"])
+
+    penalty = defaultdict(lambda: defaultdict(int))  # (system, seg) -> rater -> tenths
+    pair_lines = defaultdict(list)
+    targets = defaultdict(set)
+    sources = defaultdict(set)
+    seg_lines = defaultdict(list)
+    doc = {}
+    for r in rows:
+        key = (r["system"], r["seg"])
+        penalty[key][r["rater"]] += error_weight_tenths(r["category"], r["severity"], zero)
+        pair_lines[key].append(r["line"])
+        targets[key].add(clean_text(r["target"]))
+        sources[r["seg"]].add(clean_text(r["source"]))
+        seg_lines[r["seg"]].append(r["line"])
+        if r["doc"] is not None:
+            doc.setdefault(key, r["doc"].strip())
+    systems = {s for s, _ in penalty}
+
+    report = LoadReport(NAME, [label])
+    report.n_read = len(penalty)
+    reference = {}
+    ref_system = None
+    if opts["reference_system"]:
+        wanted = str(opts["reference_system"])
+        ref_system = wanted if wanted in systems else None
+        if ref_system is None:
+            hits = sorted(s for s in systems if _alias(s) == _alias(wanted))
+            if len(hits) != 1:
+                raise DataError(f"{label}: reference_system {wanted!r} not found (systems: {sorted(systems)})")
+            ref_system = hits[0]
+        for (s, seg), texts in targets.items():
+            if s == ref_system and len(texts) == 1:
+                reference[seg] = next(iter(texts))
+
+    records = []
+    for key in sorted(penalty, key=lambda k: (_seg_sort_key(k[1]), k[0])):
+        system, seg = key
+        row_id = f"{lang_pair}/{system}/{seg}"
+        where = f"{label} {_span(pair_lines[key])}"
+        if system in opts["exclude_systems"]:
+            report.drop(row_id, "excluded system (exclude_systems)", where)
+            continue
+        if system == ref_system:
+            report.drop(row_id, "used as the reference (reference_system)", where)
+            continue
+        if opts["exclude_references"] and is_reference(system):
+            report.drop(row_id, "human reference excluded (exclude_references)", where)
+            continue
+        if len(sources[seg]) != 1:
+            report.drop(row_id, "inconsistent source text", f"{label} {_span(seg_lines[seg])}")
+            continue
+        if len(targets[key]) != 1:
+            report.drop(row_id, "inconsistent target text", where)
+            continue
+        by_rater = penalty[key]
+        score = -sum(by_rater.values()) / (10 * len(by_rater))
+        records.append({
+            "id": row_id, "group": f"{lang_pair}/{seg}", "system": system, "task": "translation",
+            "source": next(iter(sources[seg])), "reference": reference.get(seg),
+            "hypothesis": next(iter(targets[key])), "lang_pair": lang_pair, ASPECT: score + 0.0,
+            "doc": doc.get(key), "n_raters": len(by_rater),
+        })
+    return records, report, systems
+
+
+def _check_excludes(opts: dict, systems: set, where: str) -> None:
+    unknown = sorted(set(opts["exclude_systems"]) - systems)
+    if unknown:
+        raise DataError(f"{where}: exclude_systems names unknown system(s) {unknown} (systems: {sorted(systems)})")
+
+
+def _frame(records: list[dict], report: LoadReport) -> pd.DataFrame:
+    if not records:
+        raise DataError(f"{NAME}: no usable rows left ({len(report.dropped)} dropped) from {report.source_files}")
+    df = pd.DataFrame(records)
+    df["n_raters"] = df["n_raters"].astype("int64")
+    return validate(df, report)
+
+
+def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
+    """One file (default: the shared TED zh-en file) -> (example table, report); see the module docstring."""
+    opts = _check_options(options)
+    records, report, systems = _load_one(path, opts)
+    _check_excludes(opts, systems, report.source_files[0])
+    return _frame(records, report), report
+
+
+def load_ted_zhen(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
+    """WMT21 TED talks zh-en (13 MT systems + references ``ref`` and ``refB``, 1 rater per pair)."""
+    options.setdefault("lang_pair", "zh-en")
+    opts = _check_options(options)
+    records, report, systems = _load_one(path, opts, TED_ZHEN)
+    _check_excludes(opts, systems, report.source_files[0])
+    return _frame(records, report), report
+
+
+def load_wmt23_zhen(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
+    """WMT23 general MT zh-en, side-by-side MQM with 3 ratings per (system, segment), 10 systems."""
+    options.setdefault("lang_pair", "zh-en")
+    opts = _check_options(options)
+    records, report, systems = _load_one(path, opts, WMT23_ZHEN)
+    _check_excludes(opts, systems, report.source_files[0])
+    return _frame(records, report), report
+
+
+def load_many(files: dict, **options) -> tuple[pd.DataFrame, LoadReport]:
+    """Several files, one per language pair ({"zh-en": path, "en-de": path}), concatenated. The
+    ``lang_pair`` of each file is its key; other options apply to every file (an exclude_systems name
+    must occur in at least one of them)."""
+    if not files:
+        raise DataError(f"{NAME}: load_many needs at least one {{lang_pair: path}} entry")
+    if "lang_pair" in options:
+        raise DataError(f"{NAME}: load_many takes the language pairs from its keys, not the lang_pair option")
+    opts = _check_options(options)
+    report = LoadReport(NAME)
+    records, systems = [], set()
+    for lang_pair, path in files.items():
+        one, rep, sys_one = _load_one(path, {**opts, "lang_pair": str(lang_pair)})
+        records += one
+        systems |= sys_one
+        report.source_files += rep.source_files
+        report.n_read += rep.n_read
+        report.dropped += rep.dropped
+    _check_excludes(opts, systems, ", ".join(report.source_files))
+    return _frame(records, report), report
