@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from cscore.data import load_examples
 from cscore.data.schema import aspects, human_columns
 
-DATA_KEYS = ("name", "path", "template")
+from cscore.cli.run import DATA_KEYS  # noqa: E402
 
 
 def compose(overrides: list[str]) -> DictConfig:

@@ -28,7 +28,7 @@ from cscore.scorers.variants import models_needed, plan
 
 log = logging.getLogger("cscore")
 
-DATA_KEYS = ("name", "path", "template")  # the rest of cfg.data goes to the loader as options
+DATA_KEYS = ("name", "path", "template", "split_by")  # the rest of cfg.data goes to the loader as options
 USER_ERRORS = (DataError, InputError, FileNotFoundError, ValueError, OSError, KeyError)
 
 
@@ -130,8 +130,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict:
     table.to_parquet(out_dir / "scores.parquet", index=False)
 
     score_cols = [f"score.{v.name}" for v in variants]
+    split_by = cfg.meta.get("split_by") or cfg.data.get("split_by")
     humans = human_columns(examples)
-    corr = correlation_table(table, score_cols, humans, split_by=cfg.meta.get("split_by"))
+    corr = correlation_table(table, score_cols, humans, split_by=split_by)
     corr["metric"] = corr["metric"].str.removeprefix("score.")
     corr["target"] = corr["target"].str.removeprefix("human.")
     corr.to_csv(out_dir / "correlations.csv", index=False)

@@ -3,9 +3,20 @@ rejects options it does not know."""
 
 from __future__ import annotations
 
-from cscore.data import demo, qags_xsum, summeval
+from functools import partial
 
-LOADERS = {"demo": demo.load, "summeval": summeval.load, "qags_xsum": qags_xsum.load}
+from cscore.data import demo, dialogue, mqm, qags_xsum, summeval, wmt
+
+LOADERS = {
+    "demo": demo.load,
+    "summeval": summeval.load,
+    "qags_xsum": qags_xsum.load,
+    "mqm": mqm.load,
+    "mqm22": partial(wmt.load, name="mqm22"),
+    "mqm23": partial(wmt.load, name="mqm23"),
+    "fed": dialogue.load_fed,
+    "dstc9": dialogue.load_dstc9,
+}
 
 
 def load_examples(name: str, path: str | None = None, **options):

@@ -1,0 +1,91 @@
+"""Prompts, splits, multi-pair MQM configs and the `cscore data` commands."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from cscore.data import load_examples, prompts, splits
+from cscore.data.paths import shared_data_dir
+from cscore.data.schema import DataError
+from conftest import in_ci
+
+needs_shared = pytest.mark.skipif(shared_data_dir() is None and not in_ci(), reason="no shared/data folder")
+
+
+def table(**cols):
+    base = {"id": ["a", "b"], "group": ["g1", "g2"], "system": ["s", "s"], "task": ["translation", "summarization"],
+            "source": ["Hallo Welt.", "An article."], "reference": ["Hello world.", None],
+            "hypothesis": ["Hello world!", "A summary."], "lang_pair": ["de-en", None]}
+    base.update(cols)
+    return pd.DataFrame(base)
+
+
+def test_prompts_follow_task_and_language_pair():
+    p, spans = prompts.build(table())
+    assert p[0] == "Translate the following sentence to English:\nHallo Welt.\n"
+    assert p[1].startswith("Write an accurate, relevant, and coherent summary") and "An article." in p[1]
+    assert [q[a:b] for q, (a, b) in zip(p, spans)] == ["Hallo Welt.", "An article."]
+    p, _ = prompts.build(table(lang_pair=["en-zh", None]))
+    assert "to Chinese:" in p[0]
+
+
+def test_reference_condition_fills_the_reference_and_needs_one():
+    df = table().iloc[:1]
+    p, (span,) = prompts.build(df, condition="reference")
+    assert p[0][span[0]:span[1]] == "Hello world." and "English" in p[0]
+    with pytest.raises(ValueError, match="has no reference"):
+        prompts.build(table(), condition="reference")
+
+
+def test_chat_wrapping_moves_the_span():
+    p, [(a, b), _] = prompts.build(table(), chat=lambda t: f"<user>{t}</user><assistant>")
+    assert p[0].startswith("<user>Translate") and p[0][a:b] == "Hallo Welt."
+
+
+def test_template_override_from_data_config():
+    p, _ = prompts.build(table(), template="Source: {source}\nOutput: ")
+    assert p == ["Source: Hallo Welt.\nOutput: ", "Source: An article.\nOutput: "]
+
+
+def test_split_is_deterministic_by_group_and_partitions_rows():
+    df = pd.DataFrame({"group": [f"d{i // 3}" for i in range(300)], "id": range(300)})
+    dev, test = splits.select(df, "dev", 0.1, 0), splits.select(df, "test", 0.1, 0)
+    assert len(dev) + len(test) == 300 and set(dev["id"]).isdisjoint(test["id"])
+    assert dev["group"].nunique() == 10  # 10 % of 100 documents
+    assert set(dev["group"]).isdisjoint(test["group"])
+    assert splits.select(df, "dev", 0.1, 0).equals(dev)
+    assert set(splits.select(df, "dev", 0.1, 1)["group"]) != set(dev["group"])
+
+
+@needs_shared
+def test_mqm23_selects_pairs_and_names_missing_files():
+    df, _ = load_examples("mqm23", pairs=["zh-en"], files={"zh-en": [
+        "generalMT2023_zhen/sxs_mqm_generalMT2023_zhen.3ratingsPerSegment.tsv.tar.gz"]})
+    assert len(df) == 3770 and set(df["lang_pair"]) == {"zh-en"}
+    with pytest.raises(DataError, match=r"he-en: looked for .*mqm_generalMT2023_heen.tsv"):
+        load_examples("mqm23", pairs=["he-en"], files={"he-en": ["generalMT2023/heen/mqm_generalMT2023_heen.tsv"]})
+
+
+def cscore(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "cscore.cli.main", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@needs_shared
+def test_data_export_writes_the_validated_table(tmp_path):
+    out = tmp_path / "q.jsonl"
+    res = cscore("data", "export", "data=mqm23", "data.pairs=[zh-en]", f"out={out}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 3770 and rows[0]["task"] == "translation" and "human.mqm" in rows[0]
+    res = cscore("data", "export", "data=mqm22", f"out={tmp_path / 'x.parquet'}", cwd=tmp_path)
+    assert res.returncode == 1 and "mqm22: missing MQM file(s)" in res.stderr and "data.paths" in res.stderr
+
+
+def test_data_check_prints_a_card(tmp_path, tiny_dirs):
+    res = cscore("data", "check", "data=demo", f"tokenizer={tiny_dirs.expert}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "- items: 160" in res.stdout and "- groups: 20" in res.stdout and "| overall | 160 | 1 |" in res.stdout
+    assert "| hypothesis |" in res.stdout and "dropped: 0" in res.stdout
