@@ -75,6 +75,8 @@ def card(cfg: DictConfig) -> str:
             q = np.percentile(token_lengths(texts, tok), [5, 50, 95, 100])
             lines.append(f"| {col} | " + " | ".join(f"{x:.0f}" for x in q) + " |")
     summary = report.summary()
+    lines += ["", f"values ignored (left out of a kept row's mean): {summary['ignored_values']}"]
+    lines += [f"- {reason}: {n}" for reason, n in summary["ignored_by_reason"].items()]
     lines += ["", f"rows read: {summary['read']}; dropped: {summary['dropped']}"]
     lines += [f"- {reason}: {n}" for reason, n in summary["dropped_by_reason"].items()]
     for d in report.dropped[:20]:

@@ -95,6 +95,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict:
              len(load_report.dropped), cfg.split.use, len(examples))
     for d in load_report.dropped:
         log.warning("dropped %s: %s %s", d["id"], d["reason"], d["where"])
+    for reason, n in load_report.summary()["ignored_by_reason"].items():
+        log.warning("ignored %d value(s): %s", n, reason)
 
     method_cfg = OmegaConf.to_container(cfg.method, resolve=True)
     variants = plan(method_cfg, baseline_t=cfg.baselines.t, rows=list(cfg.baselines.rows))

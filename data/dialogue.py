@@ -24,11 +24,11 @@ one without is a dialog-level item). ``load_fed(path=None, level="both" | "turn"
     recovery (-> error_recovery), Consistent, Diverse, Depth, Likeable, Understanding, Flexible,
     Informative, Inquisitive, Overall (dialog level). An aspect absent at one level is NaN there.
   Annotator values that are not numbers (the file's free-text ``"N/A (reason)"`` answers, or
-  anything else non-numeric) are left out of the mean, and each one is recorded in the report as
-  ``annotation N/A ignored: <aspect>`` (or ``annotation non-numeric ignored: <aspect>``). When no
-  numeric value is left the aspect is NaN for that row and that is recorded as
-  ``no numeric annotation (human.<aspect> = NaN)``. These entries name a row that is KEPT: the row
-  drops themselves are the other reasons (e.g. ``empty hypothesis``).
+  anything else non-numeric) are left out of the mean, and each one is recorded in the report's
+  ``ignored`` list as ``annotation N/A ignored: <aspect>`` (or ``annotation non-numeric ignored:
+  <aspect>``). When no numeric value is left the aspect is NaN for that row, recorded as
+  ``no numeric annotation (human.<aspect> = NaN)``. The row itself is kept; rows that are dropped
+  (e.g. ``empty hypothesis``) are in the report's ``dropped`` list.
 
 DSTC9 (``dstc9/dstc9_data.json``: parallel lists ``contexts``, ``responses``, ``references``,
 ``scores``). ``load_dstc9(path=None)``: one dialog-level row per index i:
@@ -97,12 +97,12 @@ def _fed_scores(annotations: dict, row_id: str, where: str, report: LoadReport) 
                 kept.append(float(v))
                 continue
             kind = "N/A" if isinstance(v, str) and v.strip().upper().startswith("N/A") else "non-numeric"
-            report.drop(row_id, f"annotation {kind} ignored: {aspect}", f"{where}, {raw_name!r}[{k}] = {str(v)[:80]!r}")
+            report.ignore(row_id, f"annotation {kind} ignored: {aspect}", f"{where}, {raw_name!r}[{k}] = {str(v)[:80]!r}")
         if kept:
             scores[col] = sum(kept) / len(kept)
         else:
             scores[col] = math.nan
-            report.drop(row_id, f"no numeric annotation ({col} = NaN)", f"{where}, {raw_name!r}")
+            report.ignore(row_id, f"no numeric annotation ({col} = NaN)", f"{where}, {raw_name!r}")
     return scores
 
 

@@ -35,17 +35,25 @@ class LoadReport:
     dataset: str
     source_files: list[str] = field(default_factory=list)
     n_read: int = 0
-    dropped: list[dict] = field(default_factory=list)  # {"id", "reason", "where"}
+    dropped: list[dict] = field(default_factory=list)  # rows left out: {"id", "reason", "where"}
+    ignored: list[dict] = field(default_factory=list)  # values left out of a kept row (e.g. an N/A rating)
 
     def drop(self, row_id, reason: str, where: str = "") -> None:
         self.dropped.append({"id": str(row_id), "reason": reason, "where": where})
 
+    def ignore(self, row_id, reason: str, where: str = "") -> None:
+        self.ignored.append({"id": str(row_id), "reason": reason, "where": where})
+
     def summary(self) -> dict:
-        reasons: dict[str, int] = {}
-        for d in self.dropped:
-            reasons[d["reason"]] = reasons.get(d["reason"], 0) + 1
+        def by_reason(entries):
+            out: dict[str, int] = {}
+            for d in entries:
+                out[d["reason"]] = out.get(d["reason"], 0) + 1
+            return out
+
         return {"dataset": self.dataset, "files": self.source_files, "read": self.n_read,
-                "dropped": len(self.dropped), "dropped_by_reason": reasons}
+                "dropped": len(self.dropped), "dropped_by_reason": by_reason(self.dropped),
+                "ignored_values": len(self.ignored), "ignored_by_reason": by_reason(self.ignored)}
 
 
 def human_columns(df: pd.DataFrame) -> list[str]:

@@ -61,8 +61,8 @@ def load(path: str | None = None, *, name: str = "mqm", pairs=None, files=None, 
     if missing:
         hint = (f"root={base}" if base else f"no shared data folder found (set {ENV_VAR} or data.root)")
         raise DataError(f"{name}: missing MQM file(s) [{hint}]:\n  " + "\n  ".join(missing) +
-                        f"\nPoint a pair at its file with data.paths.<xx-yy>=<file>, or select pairs with "
-                        f"data.pairs=[...]")
+                        "\nPoint a pair at its file with data.paths.<xx-yy>=<file>, or select pairs with "
+                        "data.pairs=[...]")
     df, report = mqm.load_many({lp: str(p) for lp, p in chosen.items()}, **options)
     report.dataset = name
     return df, report

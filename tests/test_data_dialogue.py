@@ -47,7 +47,7 @@ def aspects(df):
 
 
 def reasons(report, prefix):
-    return sum(n for r, n in report.summary()["dropped_by_reason"].items() if r.startswith(prefix))
+    return sum(n for r, n in report.summary()["ignored_by_reason"].items() if r.startswith(prefix))
 
 
 # ----- FED -----
@@ -77,7 +77,8 @@ def test_fed_na_annotations_are_counted(fed):
     assert reasons(report, "annotation N/A ignored") == 12 + 155
     assert reasons(report, "annotation N/A ignored: error_recovery") == 154
     assert reasons(report, "annotation N/A ignored: flexible") == 1
-    assert report.summary()["dropped_by_reason"]["no numeric annotation (human.error_recovery = NaN)"] == 1
+    assert report.summary()["ignored_by_reason"]["no numeric annotation (human.error_recovery = NaN)"] == 1
+    assert report.dropped == []  # N/A ratings are left out of means; no row is dropped
 
 
 def test_fed_hand_checked_averages(fed):
@@ -137,7 +138,7 @@ def test_fed_synthetic_odd_values(tmp_path):
     assert math.isnan(got.loc["fed/dialog/1", "human.overall"])
     assert got.loc["fed/dialog/1", "hypothesis"] == "hello" and got.loc["fed/dialog/1", "source"] == "User: hi"
     assert set(df["group"]) == {"fed/conv0"}
-    assert report.summary()["dropped_by_reason"] == {
+    assert report.summary()["ignored_by_reason"] == {
         "annotation non-numeric ignored: semantically_appropriate": 2,
         "annotation N/A ignored: semantically_appropriate": 1, "annotation N/A ignored: overall": 1,
         "no numeric annotation (human.overall = NaN)": 1}
