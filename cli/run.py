@@ -80,6 +80,19 @@ def peak_memory() -> dict:
     return out
 
 
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def completed(cfg: DictConfig, out_dir: Path) -> bool:
+    """A run directory is complete when metrics.json exists (written last, atomically) and its
+    config.yaml is this run's config: a re-run of a sweep skips it."""
+    config, metrics = out_dir / "config.yaml", out_dir / "metrics.json"
+    return metrics.is_file() and config.is_file() and config.read_text() == OmegaConf.to_yaml(cfg, resolve=True)
+
+
 def run(cfg: DictConfig, out_dir: Path) -> dict:
     from rich.console import Console
 
@@ -172,7 +185,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict:
         "nonfinite_scores": {c: int((~np.isfinite(table[c])).sum()) for c in score_cols},
         "environment": {"python": platform.python_version(), "platform": platform.platform()},
     }
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float) + "\n")
+    write_atomic(out_dir / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")  # marks completion
 
     for t in rich_tables(corr, title):
         console.print(t)
@@ -191,6 +204,9 @@ def hydra_entry(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
+    if cfg.get("resume", True) and completed(cfg, out_dir):
+        log.info("%s is complete (same config, metrics.json present): skipped; resume=false re-runs it", out_dir)
+        return
     start = time.perf_counter()
     try:
         run(cfg, out_dir)

@@ -125,3 +125,16 @@ def test_help_and_unknown_command(tmp_path):
     res = cscore("--help", cwd=tmp_path)
     assert res.returncode == 0 and "cscore run" in res.stdout
     assert cscore("frobnicate", cwd=tmp_path).returncode == 2
+
+
+def test_rerun_of_a_sweep_skips_complete_runs_and_redoes_incomplete_ones(tiny_dirs, tmp_path):
+    args = ["run", "-m", *tiny_args(tiny_dirs), "method.gamma=0.1,0.3", f"hydra.sweep.dir={tmp_path}/sw"]
+    assert cscore(*args, cwd=tmp_path).returncode == 0
+    first, second = sorted((tmp_path / "sw").glob("*/scores.parquet"))
+    stamp = first.stat().st_mtime_ns
+    (second.parent / "metrics.json").unlink()  # as if that job had been killed before finishing
+    res = cscore(*args, cwd=tmp_path)
+    assert res.returncode == 0
+    assert first.stat().st_mtime_ns == stamp  # complete: skipped
+    assert (second.parent / "metrics.json").is_file()  # incomplete: redone
+    assert "is complete" in res.stdout + res.stderr

@@ -1,0 +1,82 @@
+"""Finding and reading run directories (one `cscore run` each) under a folder, including
+partly finished multiruns: a run is complete when its metrics.json exists."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+
+@dataclass
+class Run:
+    path: Path
+    config: dict
+    metrics: dict | None
+
+    @property
+    def complete(self) -> bool:
+        return self.metrics is not None and (self.path / "scores.parquet").is_file()
+
+    def scores(self) -> pd.DataFrame:
+        return pd.read_parquet(self.path / "scores.parquet")
+
+
+def find_runs(root: Path) -> list[Run]:
+    """Every directory under ``root`` (itself included) that holds a cscore config.yaml."""
+    runs = []
+    for config in sorted(Path(root).rglob("config.yaml")):
+        if config.parent.name == ".hydra":
+            continue
+        try:
+            cfg = yaml.safe_load(config.read_text())
+        except yaml.YAMLError:
+            continue
+        if not isinstance(cfg, dict) or not {"data", "pair", "method"} <= set(cfg):
+            continue
+        metrics_file = config.parent / "metrics.json"
+        metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else None
+        runs.append(Run(config.parent, cfg, metrics))
+    return runs
+
+
+def _values(expr: str) -> list[str]:
+    """Values of a basic-sweeper override: a,b,c (range()/glob sweeps count as unknown)."""
+    if re.match(r"^(range|choice|interval|glob)\(", expr):
+        return []
+    return [v for v in re.split(r",(?![^\[]*\])", expr) if v != ""]
+
+
+def expected_jobs(sweep_dir: Path) -> list[dict] | None:
+    """The jobs a multirun was asked for, from Hydra's multirun.yaml (None if unknown)."""
+    file = Path(sweep_dir) / "multirun.yaml"
+    if not file.is_file():
+        return None
+    cfg = yaml.safe_load(file.read_text())
+    task = (cfg.get("hydra", {}).get("overrides", {}) or {}).get("task", []) or []
+    axes = []
+    for override in task:
+        key, _, expr = override.partition("=")
+        vals = _values(expr)
+        if not vals:
+            return None
+        axes.append([(key, v) for v in vals])
+    return [dict(combo) for combo in itertools.product(*axes)]
+
+
+def missing_jobs(sweep_dir: Path, runs: list[Run]) -> list[str]:
+    """Job numbers (Hydra's subdir index) with no complete run directory."""
+    jobs = expected_jobs(sweep_dir)
+    if jobs is None:
+        return []
+    done = {r.path.relative_to(sweep_dir).parts[0] for r in runs if r.complete and r.path != Path(sweep_dir)}
+    out = []
+    for num, overrides in enumerate(jobs):
+        if str(num) not in done:
+            out.append(f"job {num} ({' '.join(f'{k}={v}' for k, v in overrides.items())})")
+    return out
