@@ -14,6 +14,11 @@ commands:
                          cscore run --help         (config groups and options)
   data export ...   write the validated example table: data=<name> out=<file.parquet|.jsonl>
   data check ...    print a dataset card: data=<name> [tokenizer=<model spec>]
+  report DIR        paper-style tables (CIs, significance clusters, bias, speed) and plots
+                    from a run or multirun directory; cscore report --help for options
+  cache ls          list the cached per-token statistics (all cache commands: --root DIR)
+  cache info KEY    one cache entry in detail, checksum verified (KEY: a key prefix)
+  cache clear KEY.. remove cache entries by key prefix, or all of them: cache clear --all
 """
 
 
@@ -33,6 +38,16 @@ def main(argv: list[str] | None = None) -> None:
         from cscore.cli.data_cmd import main as data_main
 
         data_main(rest)
+        return
+    if command == "report":
+        from cscore.cli.report_cmd import main as report_main
+
+        report_main(rest)
+        return
+    if command == "cache":
+        from cscore.cli.cache_cmd import main as cache_main
+
+        cache_main(rest)
         return
     print(f"cscore: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     sys.exit(2)

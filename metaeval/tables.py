@@ -1,0 +1,220 @@
+"""Paper-style tables from one or more runs: quality (correlations with CIs and significance
+clusters), likelihood bias and speed. Works on plain tables; knows nothing of models."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from cscore.metaeval.bias import bias_score
+from cscore.metaeval.levels import correlate_at
+from cscore.metaeval.runs import Run
+from cscore.metaeval.uncertainty import bootstrap_ci, significance_clusters
+
+
+@dataclass
+class Spec:
+    level: str = "segment"
+    kind: str = "pearson"
+    variant: str | None = None  # Kendall variant: b (default), c, 23, acc23, like
+    bootstrap: int = 1000
+    permutations: int = 1000
+    seed: int = 0
+    alpha: float = 0.05
+
+    def describe(self) -> str:
+        kind = self.kind + (f" (tau-{self.variant or 'b'})" if self.kind == "kendall" else "")
+        return (f"level={self.level} | correlation={kind} | bootstrap={self.bootstrap} items-resampled, "
+                f"seed={self.seed} | permutations={self.permutations} (PERM-BOTH), alpha={self.alpha}")
+
+
+@dataclass
+class Dataset:
+    """The scored examples of one dataset/split, with every score column of every run on it."""
+
+    key: str
+    frame: pd.DataFrame
+    humans: list[str]
+    split_by: str | None
+    rows: dict = field(default_factory=dict)  # label -> {"run": Run, "variant": str, "params": dict}
+
+
+def _label(run: Run, variant: str, varying: list[str], main: bool) -> str:
+    pair = run.config["pair"].get("name", "?")
+    label = f"{pair} {variant}"
+    if main and varying:
+        label += " " + " ".join(f"{k}={run.config['method'].get(k)}" for k in varying)
+    return label
+
+
+def _data_key(run: Run) -> str:
+    d, split = run.config["data"], run.config.get("split", {})
+    extra = {k: v for k, v in d.items() if k not in ("template",)}
+    return json.dumps({"data": extra, "split": split, "prompt": run.config.get("prompt", {}).get("condition")},
+                      sort_keys=True, default=str)
+
+
+def collect(runs: list[Run]) -> list[Dataset]:
+    """Group complete runs by dataset and merge their score columns (one row per example).
+    Comparison rows repeated across a sweep (same variant, same parameters) appear once."""
+    by_data: dict[str, list[Run]] = {}
+    for run in runs:
+        if run.complete:
+            by_data.setdefault(_data_key(run), []).append(run)
+    out = []
+    for key, group in by_data.items():
+        methods = [r.config["method"] for r in group]
+        keys = sorted({k for m in methods for k in m} - {"name", "variant"})
+        varying = [k for k in keys if len({json.dumps(m.get(k), default=str) for m in methods}) > 1]
+        base = None
+        ds = Dataset(key, pd.DataFrame(), [], None)
+        seen = {}
+        for run in group:
+            scores = run.scores()
+            if base is None:
+                base = scores[[c for c in scores.columns if not c.startswith("score.")]].copy()
+                ds.humans = [c for c in scores.columns if c.startswith("human.")]
+                cfg = run.config
+                ds.split_by = cfg.get("meta", {}).get("split_by") or cfg["data"].get("split_by")
+            scores = scores.set_index("id").reindex(base["id"])
+            for v in run.metrics["variants"]:
+                main = v["name"] == run.config["method"].get("variant")
+                ident = json.dumps([run.config["pair"], v["method"], v["params"]], sort_keys=True, default=str)
+                if ident in seen:
+                    continue
+                label = _label(run, v["name"], varying, main)
+                seen[ident] = label
+                base[f"score.{label}"] = scores[f"score.{v['name']}"].to_numpy()
+                ds.rows[label] = {"run": run, "variant": v["name"], "params": v["params"], "main": main}
+        ds.frame = base
+        out.append(ds)
+    return out
+
+
+def targets(ds: Dataset) -> list[tuple[str, str | None]]:
+    """(human column, split value or None) for every column of the table."""
+    if ds.split_by and ds.split_by in ds.frame.columns and ds.frame[ds.split_by].notna().any():
+        values = sorted(ds.frame[ds.split_by].dropna().unique())
+        return [(h, v) for h in ds.humans for v in values]
+    return [(h, None) for h in ds.humans]
+
+
+def _target_name(h: str, v, n_humans: int) -> str:
+    name = h.removeprefix("human.")
+    if v is None:
+        return name
+    return str(v) if n_humans == 1 else f"{name}@{v}"
+
+
+def quality(ds: Dataset, spec: Spec) -> pd.DataFrame:
+    """Long table: label, target, value, low, high, rank (significance cluster, 1 = best)."""
+    tgts = targets(ds)
+    labels = list(ds.rows)
+
+    def stat_for(h, v):
+        def stat(df, col):
+            part = df if v is None else df[df[ds.split_by] == v]
+            return correlate_at(part, col, h, spec.level, spec.kind, spec.variant)["value"]
+        return stat
+
+    def stat_avg(df, col):
+        return float(np.mean([stat_for(h, v)(df, col) for h, v in tgts]))
+
+    rows = []
+    columns = [(_target_name(h, v, len(ds.humans)), stat_for(h, v)) for h, v in tgts] + [("AVG", stat_avg)]
+    for name, stat in columns:
+        ranks = {}
+        if spec.permutations and len(labels) > 1:
+            clusters = significance_clusters(ds.frame, stat, [f"score.{lb}" for lb in labels], n=spec.permutations,
+                                             seed=spec.seed, alpha=spec.alpha)
+            ranks = {c["metric"].removeprefix("score."): c["rank"] for c in clusters}
+        for lb in labels:
+            col = f"score.{lb}"
+            if spec.bootstrap:
+                ci = bootstrap_ci(ds.frame, stat, col, resample="group", n=spec.bootstrap, seed=spec.seed,
+                                  alpha=spec.alpha)
+                point, low, high = ci
+            else:
+                point, low, high = stat(ds.frame, col), math.nan, math.nan
+            rows.append({"label": lb, "target": name, "value": point, "low": low, "high": high,
+                         "rank": ranks.get(lb)})
+    return pd.DataFrame(rows)
+
+
+def per_token_loglik(score: pd.Series, n_tokens: pd.Series, params: dict) -> pd.Series:
+    """Mean per-token log-likelihood from a `single` score column and its conventions."""
+    n = n_tokens - 1 if params.get("skip_first") else n_tokens
+    n = n.clip(lower=1)
+    norm = params.get("norm", "sum")
+    total = score * (n if norm == "mean" else np.sqrt(n) if norm == "sqrt" else 1)
+    return total / n
+
+
+def bias(ds: Dataset) -> pd.DataFrame:
+    """BiasScore (ContrastScore Eq. 7) of every row against every aspect, with LS the
+    expert's mean per-token log-likelihood."""
+    expert = [lb for lb, r in ds.rows.items() if r["variant"] == "expert"]
+    if not expert:
+        return pd.DataFrame()
+    ls = per_token_loglik(ds.frame[f"score.{expert[0]}"], ds.frame["hypothesis_tokens"], ds.rows[expert[0]]["params"])
+    rows = []
+    for lb in ds.rows:
+        for h in ds.humans:
+            rows.append({"label": lb, "target": h.removeprefix("human."),
+                         "value": bias_score(ls.to_numpy(), ds.frame[f"score.{lb}"].to_numpy(),
+                                             ds.frame[h].to_numpy())})
+    return pd.DataFrame(rows)
+
+
+def speed(runs: list[Run]) -> pd.DataFrame:
+    rows = []
+    for run in runs:
+        if not run.complete:
+            continue
+        sp = run.metrics.get("speed", {})
+        rows.append({"run": run.path.name, "data": run.config["data"]["name"], "pair": run.config["pair"].get("name"),
+                     "method": run.config["method"].get("variant"), "items": run.metrics.get("n_items"),
+                     "score_seconds": sp.get("score_seconds"), "samples_per_second": sp.get("samples_per_second"),
+                     "load_seconds": sum((sp.get("load_seconds") or {}).values()),
+                     "peak_rss_mb": sp.get("peak_rss_mb"), "peak_gpu_mb": sp.get("peak_gpu_mb")})
+    return pd.DataFrame(rows)
+
+
+def wide(long: pd.DataFrame, with_ci: bool = True) -> pd.DataFrame:
+    """label x target cells: 'value [low, high] (rank)'."""
+    def cell(r):
+        s = "nan" if pd.isna(r["value"]) else f"{r['value']:.4f}"
+        if with_ci and "low" in r and pd.notna(r.get("low")):
+            s += f" [{r['low']:.3f}, {r['high']:.3f}]"
+        if "rank" in r and pd.notna(r.get("rank")):
+            s += f" ({int(r['rank'])})"
+        return s
+
+    long = long.assign(cell=long.apply(cell, axis=1))
+    out = long.pivot(index="label", columns="target", values="cell")
+    return out.reindex(index=list(dict.fromkeys(long["label"])), columns=list(dict.fromkeys(long["target"])))
+
+
+def to_markdown(table: pd.DataFrame, title: str, signature: str) -> str:
+    lines = [f"## {title}", "", f"_{signature}_", "", "| | " + " | ".join(map(str, table.columns)) + " |",
+             "|---|" + "---:|" * len(table.columns)]
+    for idx, row in table.iterrows():
+        lines.append(f"| {idx} | " + " | ".join(str(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_latex(table: pd.DataFrame, title: str, signature: str) -> str:
+    def esc(s):
+        return str(s).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")
+
+    cols = "l" + "r" * len(table.columns)
+    lines = [f"% {signature}", r"\begin{table}[t]", r"\centering", f"\\begin{{tabular}}{{{cols}}}", r"\toprule",
+             " & " + " & ".join(esc(c) for c in table.columns) + r" \\", r"\midrule"]
+    for idx, row in table.iterrows():
+        lines.append(esc(idx) + " & " + " & ".join(esc(v) for v in row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", f"\\caption{{{esc(title)}}}", r"\end{table}"]
+    return "\n".join(lines) + "\n"

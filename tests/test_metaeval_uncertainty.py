@@ -1,0 +1,214 @@
+"""Bootstrap CIs, PERM-BOTH permutation test, significance clusters, BiasScore, quantized
+accuracy and invalid rate (metaeval/uncertainty.py, metaeval/bias.py). Few resamples: fast."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from cscore.metaeval.bias import bias_score, invalid_rate, quantized_accuracy, unfairness_score
+from cscore.metaeval.uncertainty import (
+    as_stat,
+    assign_ranks,
+    bootstrap_ci,
+    correlation_stat,
+    permutation_test,
+    significance_clusters,
+)
+
+PEARSON = correlation_stat("human.overall", "pearson")
+
+
+def table(n_groups, n_sys=4, seed=0, noise=1.0):
+    """One row per (group, system); score.good = human + noise, score.bad = pure noise."""
+    rng = np.random.default_rng(seed)
+    n = n_groups * n_sys
+    human = rng.normal(size=n)
+    return pd.DataFrame({
+        "group": np.repeat([f"doc{g}" for g in range(n_groups)], n_sys),
+        "system": np.tile([f"sys{s}" for s in range(n_sys)], n_groups),
+        "human.overall": human,
+        "score.good": human + noise * rng.normal(size=n),
+        "score.good2": human + noise * rng.normal(size=n),
+        "score.bad": rng.normal(size=n),
+        "row_id": np.arange(n),
+    })
+
+
+# ---------------------------------------------------------------- bootstrap
+
+def test_bootstrap_ci_contains_point_and_shrinks_with_more_data():
+    small = bootstrap_ci(table(10), PEARSON, "score.good", n=200, seed=1)
+    large = bootstrap_ci(table(160), PEARSON, "score.good", n=200, seed=1)
+    for ci in (small, large):
+        point, low, high = ci
+        assert low <= point <= high
+        assert ci.n_nan == 0 and ci.n == 200 and len(ci.samples) == 200
+    assert small.n_units == 10 and large.n_units == 160
+    assert (large.high - large.low) < 0.5 * (small.high - small.low)
+
+
+def test_bootstrap_by_group_keeps_groups_whole():
+    df = table(6, n_sys=3)
+    members = df.groupby("group")["row_id"].apply(frozenset).to_dict()
+
+    def whole(d, _m):
+        if "group_orig" not in d:  # the point estimate on the full table
+            return 1.0
+        # every draw (relabelled 0..G-1) holds exactly the rows of one original group
+        if d["group"].nunique() != 6 or len(d) != 18:
+            return 0.0
+        ok = all(frozenset(part["row_id"]) == members[part["group_orig"].iloc[0]]
+                 and part["group_orig"].nunique() == 1 for _, part in d.groupby("group"))
+        return float(ok)
+
+    ci = bootstrap_ci(df, whole, "score.good", n=50, seed=3)
+    assert ci.low == ci.high == 1.0
+    distinct = bootstrap_ci(df, lambda d, m: float(d.get("group_orig", d["group"]).nunique()), "score.good",
+                            n=50, seed=3)
+    assert distinct.samples.max() <= 6 and distinct.samples.min() < 6  # duplicates are kept
+
+
+def test_bootstrap_hand_case_fixed_seed():
+    # 3 groups of sizes 1, 2, 3; stat = sum of score over the resample
+    df = pd.DataFrame({"group": ["a", "b", "b", "c", "c", "c"],
+                       "score.x": [1.0, 10.0, 10.0, 100.0, 100.0, 100.0]})
+    ci = bootstrap_ci(df, lambda d, m: float(d[m].sum()), "score.x", n=5, seed=7, alpha=0.5)
+    draws = np.random.default_rng(7).integers(0, 3, size=(5, 3))  # same generator, same draws
+    per_group = np.array([1.0, 20.0, 300.0])
+    expected = per_group[draws].sum(axis=1)
+    assert ci.point == 321.0
+    np.testing.assert_allclose(ci.samples, expected)
+    assert ci.low == pytest.approx(np.quantile(expected, 0.25))
+    assert ci.high == pytest.approx(np.quantile(expected, 0.75))
+
+
+def test_bootstrap_rows_and_nan_count():
+    df = table(5, n_sys=2)
+    rows = bootstrap_ci(df, PEARSON, "score.good", resample=None, n=30, seed=0)
+    assert rows.n_units == len(df) and rows.low <= rows.point <= rows.high
+
+    def flaky(d, m):  # NaN whenever doc0 is in the table
+        return math.nan if (d.get("group_orig", d["group"]) == "doc0").any() else 1.0
+
+    ci = bootstrap_ci(df, flaky, "score.good", n=40, seed=2)
+    assert 0 < ci.n_nan < 40 and ci.n_nan + len(ci.samples) == 40
+    assert ci.low == ci.high == 1.0
+    assert math.isnan(ci.point)
+
+
+def test_bootstrap_is_deterministic():
+    df = table(8)
+    assert tuple(bootstrap_ci(df, PEARSON, "score.good", n=40, seed=5)) == \
+        tuple(bootstrap_ci(df, PEARSON, "score.good", n=40, seed=5))
+
+
+# ---------------------------------------------------------------- permutation test
+
+def test_permutation_identical_metrics_p_is_one():
+    df = table(10)
+    df["score.copy"] = df["score.good"]
+    res = permutation_test(df, PEARSON, "score.good", "score.copy", n=100, seed=0)
+    assert res["delta"] == pytest.approx(0.0, abs=1e-12)
+    assert res["p_value"] == 1.0
+
+
+def test_permutation_human_vs_noise():
+    df = table(10)
+    df["score.human"] = df["human.overall"]
+    better = permutation_test(df, PEARSON, "score.human", "score.bad", n=200, seed=0)
+    assert better["delta"] > 0.5 and better["p_value"] <= 0.01
+    assert better["value_a"] == pytest.approx(1.0)
+    worse = permutation_test(df, PEARSON, "score.bad", "score.human", n=200, seed=0)
+    assert worse["p_value"] >= 0.99
+    two = permutation_test(df, PEARSON, "score.bad", "score.human", n=200, seed=0, alternative="two-sided")
+    assert two["p_value"] <= 0.01
+    smoothed = permutation_test(df, PEARSON, "score.human", "score.bad", n=200, seed=0, plus_one=True)
+    assert smoothed["p_value"] == pytest.approx((better["p_value"] * 200 + 1) / 201)
+
+
+def test_permutation_deterministic_and_block_swaps():
+    df = table(12)
+    a = permutation_test(df, PEARSON, "score.good", "score.good2", n=100, seed=4)
+    b = permutation_test(df, PEARSON, "score.good", "score.good2", n=100, seed=4)
+    assert a == b
+    blocks = permutation_test(df, PEARSON, "score.good", "score.good2", n=100, seed=4, resample="group")
+    assert 0 <= blocks["p_value"] <= 1 and blocks["delta"] == pytest.approx(a["delta"])
+
+
+# ---------------------------------------------------------------- clusters
+
+def test_assign_ranks_rule_compares_with_current_cluster_only():
+    sig = np.full((4, 4), np.nan)
+    sig[0, 1], sig[0, 2], sig[1, 2] = 0.30, 0.01, 0.40  # 2 is beaten by 0 -> new cluster
+    sig[0, 3], sig[1, 3], sig[2, 3] = 0.00, 0.00, 0.50  # 3 only vs cluster {2}: stays
+    assert assign_ranks(sig, 0.05) == [1, 1, 2, 2]
+    sig[2, 3] = 0.05  # p <= alpha counts as significant
+    assert assign_ranks(sig, 0.05) == [1, 1, 2, 3]
+
+
+def test_significance_clusters_constructed_case():
+    df = table(10, seed=2, noise=0.5)
+    out = significance_clusters(df, PEARSON, ["score.bad", "score.good", "score.good2"], n=100, seed=0)
+    ranks = {d["metric"]: d["rank"] for d in out}
+    assert ranks == {"score.good": 1, "score.good2": 1, "score.bad": 2}
+    assert [d["value"] for d in out] == sorted((d["value"] for d in out), reverse=True)
+    assert out[-1]["metric"] == "score.bad" and min(out[-1]["pvalues"].values()) <= 0.05
+
+
+def test_as_stat_wraps_dict_results():
+    df = table(5)
+
+    def fake_correlate_at(d, metric_col, human_col, level, kind):
+        return {"value": stats.pearsonr(d[metric_col], d[human_col])[0], "n": len(d)}
+
+    stat = as_stat(fake_correlate_at, "human.overall", "item", "pearson")
+    assert stat(df, "score.good") == pytest.approx(PEARSON(df, "score.good"))
+
+
+# ---------------------------------------------------------------- bias and accuracy
+
+def test_bias_score_hand_case():
+    ls = np.array([-1.0, -2.0, -0.5, -3.0, -1.5, -2.5])
+    metric = np.array([3.0, 2.0, 5.0, 1.0, 4.0, 2.0])   # evaluator, 1..5 scale
+    human = np.array([60.0, 70.0, 80.0, 20.0, 40.0, 90.0])  # human, 0..100 scale
+
+    def mm(x):
+        return (x - x.min()) / (x.max() - x.min())
+
+    us = mm(metric) - mm(human)  # documented default: min-max each, signed difference
+    assert bias_score(ls, metric, human) == pytest.approx(stats.spearmanr(ls, us)[0])
+    np.testing.assert_allclose(unfairness_score(metric, human), us)
+    z = stats.zscore(metric) - stats.zscore(human)
+    assert bias_score(ls, metric, human, normalize="zscore") == pytest.approx(stats.spearmanr(ls, z)[0])
+    lengths = np.array([2, 4, 1, 5, 3, 6])
+    assert bias_score(ls * lengths, metric, human, lengths=lengths) == pytest.approx(stats.spearmanr(ls, us)[0])
+    # NaN rows are dropped; an evaluator that adds the likelihood to the human score is biased
+    assert bias_score(np.r_[ls, np.nan], np.r_[metric, 1.0], np.r_[human, 5.0]) == \
+        pytest.approx(stats.spearmanr(ls, us)[0])
+    rng = np.random.default_rng(0)
+    h, lik = rng.normal(size=200), rng.normal(size=200)
+    assert bias_score(lik, h + lik, h) > 0.5
+    assert abs(bias_score(lik, h, h)) < 1e-12 or math.isnan(bias_score(lik, h, h))
+
+
+def test_quantized_accuracy_hand_case():
+    human = [1, 0, 1, 1, 0, 0]
+    metric = [0.9, 0.2, 0.4, 0.8, 0.5, 0.1]
+    # prevalence: 3 positives -> threshold = 3rd largest score 0.5 -> pred 1,0,0,1,1,0
+    assert quantized_accuracy(metric, human) == pytest.approx(4 / 6)
+    assert quantized_accuracy(metric, human, metric_threshold=0.3) == pytest.approx(5 / 6)
+    assert quantized_accuracy(metric, human, metric_threshold="oracle") == pytest.approx(5 / 6)
+    assert quantized_accuracy(metric, human, metric_threshold=0.85, balanced=True) == pytest.approx((1 / 3 + 1) / 2)
+    # SummEval-style 1..5 averages: positive only with a perfect score (default cut = max)
+    assert quantized_accuracy([0.9, 0.7, 0.8, 0.1], [5.0, 4.67, 5.0, 3.0]) == 1.0
+    assert quantized_accuracy([0.9, 0.7, 0.8, 0.1], [5.0, 4.67, 5.0, 3.0], human_threshold=4.5) == 1.0
+
+
+def test_invalid_rate():
+    r = invalid_rate([True, False, True, True])
+    assert r == 0.25 and r.count == 1 and r.n == 4
+    assert math.isnan(invalid_rate([]))
+    assert invalid_rate(np.array([1, 1, 0])).count == 1
