@@ -71,6 +71,16 @@ def progress_factory(console, enabled: bool):
     return bar, factory
 
 
+def stats_cache(cfg: DictConfig):
+    """The statistics cache of this run (None when cache.enabled=false)."""
+    from cscore.scorers.cache import StatsCache
+
+    if not cfg.cache.enabled:
+        return None
+    root = cfg.cache.dir or os.environ.get("CSCORE_STATS_CACHE")
+    return StatsCache(Path(root) if root else None)
+
+
 def peak_memory() -> dict:
     import torch
 
@@ -130,7 +140,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict:
         bar.start()
     try:
         stats = pair.statistics(inputs=inputs, temperatures=temperatures, token_budget=cfg.runtime.token_budget,
-                                padding_side=cfg.runtime.padding_side, models=needed, progress=factory)
+                                padding_side=cfg.runtime.padding_side, models=needed, progress=factory,
+                                cache=stats_cache(cfg))
     finally:
         if bar:
             bar.stop()
@@ -161,7 +172,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict:
     n_items = len(table)
     speed = {}
     for name, rep in stats.reports.items():
-        speed[name] = {"score_seconds": round(rep.seconds, 3),
+        speed[name] = {"score_seconds": round(rep.seconds, 3), "from_cache": rep.cached,
+                       "fetch_seconds": round(rep.fetch_seconds, 4),
                        "samples_per_second": n_items / rep.seconds if rep.seconds else None,
                        "tokens_per_second": rep.tokens / rep.seconds if rep.seconds else None,
                        "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches}
@@ -190,6 +202,11 @@ def run(cfg: DictConfig, out_dir: Path) -> dict:
     for t in rich_tables(corr, title):
         console.print(t)
     console.print(f"[dim]{signature}[/]")
+    hits = [k for k, r in stats.reports.items() if r.cached]
+    if hits:
+        console.print(f"statistics of {', '.join(hits)} read from the cache in "
+                      f"{sum(stats.reports[k].fetch_seconds for k in hits):.2f}s (no forward pass); "
+                      "speed figures are those of the run that computed them")
     console.print(f"scored {n_items} items in {total_score:.1f}s ({n_items / max(total_score, 1e-9):.1f} samples/s); "
                   f"{inputs.n_truncated} truncated; {len(load_report.dropped)} dropped while loading")
     for c, n in metrics["nonfinite_scores"].items():

@@ -75,8 +75,9 @@ def missing_jobs(sweep_dir: Path, runs: list[Run]) -> list[str]:
     if jobs is None:
         return []
     done = {r.path.relative_to(sweep_dir).parts[0] for r in runs if r.complete and r.path != Path(sweep_dir)}
+    swept = [k for k in (jobs[0] if jobs else {}) if len({j[k] for j in jobs}) > 1]
     out = []
     for num, overrides in enumerate(jobs):
         if str(num) not in done:
-            out.append(f"job {num} ({' '.join(f'{k}={v}' for k, v in overrides.items())})")
+            out.append(f"job {num} ({' '.join(f'{k}={overrides[k]}' for k in swept)})")
     return out

@@ -10,12 +10,15 @@
 
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from cscore.scorers import cache as cache_mod
 from cscore.scorers import engine, methods
 from cscore.scorers.models import LoadedModel, check_same_vocabulary, early_exit, load_model
 from cscore.scorers.stats import TokenStats
@@ -120,8 +123,10 @@ class ModelPair:
                    inputs: ScoringInput | None = None, temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
                    max_length: int = 1024, token_budget: int = 4096, padding_side: str = "right",
                    source_spans=None, models: Sequence[str] | None = None,
-                   progress: Callable[[str, int], Callable[[int], None]] | None = None) -> PairStatistics:
-        """Run each model once. ``progress(model_name, n_items)`` may return a per-batch callback."""
+                   progress: Callable[[str, int], Callable[[int], None]] | None = None,
+                   cache: "cache_mod.StatsCache | None" = None) -> PairStatistics:
+        """Run each model once. ``progress(model_name, n_items)`` may return a per-batch callback.
+        With ``cache`` (a StatsCache), each pass is read from / stored in the statistics cache."""
         if inputs is None:
             if prompts is None or hypotheses is None:
                 raise ValueError("give prompts and hypotheses, or inputs")
@@ -130,14 +135,48 @@ class ModelPair:
         pad_id = 0 if pad_id is None else pad_id
         pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.items]
         stats, reports = {}, {}
+        ids = cache_mod.ids_digest(pairs) if cache is not None else None
         for run_model, heads in self._passes(models):
             label = "+".join(heads)
-            callback = progress(label, len(pairs)) if progress else None
-            got, report = engine.compute(run_model.model, pairs, temperatures=temperatures, token_budget=token_budget,
-                                         padding_side=padding_side, pad_id=pad_id, progress=callback, heads=heads)
+            start = time.perf_counter()
+
+            def compute(run_model=run_model, heads=heads, label=label):
+                callback = progress(label, len(pairs)) if progress else None
+                return engine.compute(run_model.model, pairs, temperatures=temperatures, token_budget=token_budget,
+                                      padding_side=padding_side, pad_id=pad_id, progress=callback, heads=heads)
+
+            if cache is None:
+                got, report = compute()
+            else:
+                got, report = self._cached(cache, run_model, heads, ids, temperatures, token_budget, padding_side,
+                                           compute)
+            report.fetch_seconds = time.perf_counter() - start
             stats.update(got)
             reports[label] = report
         return PairStatistics(stats, inputs, reports)
+
+    @staticmethod
+    def _cached(cache, run_model, heads, ids, temperatures, token_budget, padding_side, compute):
+        """One pass through the statistics cache: under the key's lock, read it or compute and
+        store it (concurrent jobs compute an entry once)."""
+        parts = {"model": cache_mod.model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
+                 "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
+                 "token_budget": token_budget, "padding_side": padding_side}
+        key = cache_mod.stats_key(parts)
+        with cache.lock(key):
+            got = cache.load(key)
+            if got is not None:
+                meta = json.loads((cache.path(key) / "meta.json").read_text())
+                run = (meta.get("extra") or {}).get("report", {})
+                report = engine.EngineReport(run.get("seconds", float("nan")), run.get("tokens", 0),
+                                             run.get("padded_tokens", 0), run.get("batches", 0), cached=True)
+                return got, report
+            got, report = compute()
+            extra = {"models": [f"{h}: {run_model.name}" for h in heads],
+                     "report": {"seconds": report.seconds, "tokens": report.tokens,
+                                "padded_tokens": report.padded_tokens, "batches": report.batches}}
+            cache.save(key, got, parts, extra=extra)
+            return got, report
 
     def _passes(self, wanted: Sequence[str] | None) -> list[tuple[LoadedModel, dict[str, int | None]]]:
         """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass."""

@@ -25,10 +25,12 @@ HEAD_CHUNK_ELEMENTS = 1 << 24  # logits computed per LM-head chunk (rows x vocab
 
 @dataclass
 class EngineReport:
-    seconds: float
+    seconds: float  # forward-pass time (for a cache hit: the time of the run that computed it)
     tokens: int  # input tokens processed (prompt + hypothesis, no padding)
     padded_tokens: int
     batches: int
+    cached: bool = False  # read from the statistics cache instead of computed
+    fetch_seconds: float | None = None  # time this run spent getting the statistics
 
 
 def make_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:

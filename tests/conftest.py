@@ -14,6 +14,13 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_stats_cache(tmp_path_factory):
+    """Each test session gets its own statistics cache (converted GGUF models stay shared)."""
+    os.environ["CSCORE_STATS_CACHE"] = str(tmp_path_factory.mktemp("stats_cache"))
+    yield
+
+
 CORPUS = [
     "The mayor opened a new bridge over the river on Monday.",
     "The council said the bridge cost five million and took two years to build.",

@@ -138,3 +138,29 @@ def test_rerun_of_a_sweep_skips_complete_runs_and_redoes_incomplete_ones(tiny_di
     assert first.stat().st_mtime_ns == stamp  # complete: skipped
     assert (second.parent / "metrics.json").is_file()  # incomplete: redone
     assert "is complete" in res.stdout + res.stderr
+
+
+def test_sweep_points_read_the_statistics_cache(tiny_dirs, tmp_path):
+    cache = tmp_path / "stats"
+    base = [*tiny_args(tiny_dirs), f"cache.dir={cache}"]
+    for gamma in ("0.2", "0.6"):
+        res = cscore("run", *base, f"method.gamma={gamma}", f"hydra.run.dir={tmp_path}/g{gamma}", cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+    first = json.loads((tmp_path / "g0.2" / "metrics.json").read_text())["speed"]["passes"]
+    second = json.loads((tmp_path / "g0.6" / "metrics.json").read_text())["speed"]["passes"]
+    assert not any(p["from_cache"] for p in first.values())
+    assert all(p["from_cache"] for p in second.values())
+    assert second["expert"]["score_seconds"] == first["expert"]["score_seconds"]  # the computing run's time
+    # a cached sweep point gives bit-for-bit the scores of a direct run without the cache
+    res = cscore("run", *tiny_args(tiny_dirs), "cache.enabled=false", "method.gamma=0.6",
+                 f"hydra.run.dir={tmp_path}/direct", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "g0.6" / "scores.parquet"),
+                                  pd.read_parquet(tmp_path / "direct" / "scores.parquet"))
+    # a forward-pass parameter (a temperature not in the cached set) recomputes
+    res = cscore("run", *base, "method.t_exp=0.7", f"hydra.run.dir={tmp_path}/t07", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    passes = json.loads((tmp_path / "t07" / "metrics.json").read_text())["speed"]["passes"]
+    assert not any(p["from_cache"] for p in passes.values())
+    listing = cscore("cache", "ls", "--root", str(cache), cwd=tmp_path)
+    assert listing.returncode == 0 and listing.stdout.count("tiny") + listing.stdout.count("expert") >= 2

@@ -1,0 +1,66 @@
+"""Is SLURM reachable from here? Asked before a sweep is handed to submitit (the Hydra callback
+``SlurmCheck``, wired in conf/hydra/launcher/slurm.yaml), so that a missing or
+down cluster is one clear line instead of a traceback from deep inside submitit."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import subprocess
+import sys
+
+from hydra.experimental.callback import Callback
+
+HINT = ("hydra/launcher=slurm submits the sweep with sbatch: run it on a SLURM submit host, "
+        "or start a local one-node cluster with `bash scripts/slurm-local.sh start` (root, Debian)")
+
+
+class SlurmUnavailable(RuntimeError):
+    """SLURM's client commands are missing, or the controller does not answer."""
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def check_slurm_available(timeout_s: float = 60.0) -> None:
+    """Return if ``sbatch`` is on PATH and ``squeue`` answers; raise :class:`SlurmUnavailable`
+    (a ``RuntimeError``) with a one-line reason otherwise."""
+    for tool in ("sbatch", "squeue"):
+        if shutil.which(tool) is None:
+            raise SlurmUnavailable(f"SLURM is not reachable: `{tool}` is not on PATH. {HINT}")
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry (containers): any user works for a liveness query
+        user = str(os.getuid())
+    cmd = ["squeue", "--noheader", "--format=%i", f"--user={user}"]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise SlurmUnavailable(f"SLURM is not reachable: `{' '.join(cmd)}` did not answer in {timeout_s:.0f}s. "
+                               f"{HINT}") from None
+    except OSError as err:
+        raise SlurmUnavailable(f"SLURM is not reachable: cannot run squeue ({err}). {HINT}") from None
+    if res.returncode != 0:
+        why = _first_line(res.stderr) or _first_line(res.stdout) or f"exit status {res.returncode}"
+        raise SlurmUnavailable(f"SLURM is not reachable: `squeue` failed: {why}. {HINT}")
+
+
+
+def fail(message: str) -> None:
+    """Print ``cscore: error: <message>`` and exit with status 1. SystemExit, because Hydra turns
+    an exception raised in a callback into a warning and goes on."""
+    print(f"cscore: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
+class SlurmCheck(Callback):
+    """``hydra.callbacks.slurm_check`` in conf/hydra/launcher/slurm.yaml: runs in the launching
+    process before the sweep is handed to the submitit launcher."""
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        try:
+            check_slurm_available()
+        except SlurmUnavailable as err:
+            fail(str(err))

@@ -1,0 +1,85 @@
+"""``hydra/launcher=slurm_warm``: before the sweep's job array, run the sweep's first point alone as
+one SLURM job and wait for it.
+
+Why: the statistics (the forward pass of each model) depend on data, pair, prompt, runtime and
+stats settings, not on method parameters. With the statistics cache, the warm-up job computes
+them once and writes the cache (under the cache key's lock); the array jobs of a sweep over method
+parameters then find them and only apply their method. With the plain ``slurm`` launcher the
+forward pass is shared too, through the cache's lock, but all jobs start together and all but
+one wait on the lock, each holding its allocation idle. The warm-up is worth it when allocations
+are precious (GPUs); without the cache it only adds one job's latency.
+
+A Hydra callback (``on_multirun_start``, in the launching process), not a launcher subclass:
+Hydra only instantiates launchers that live in the ``hydra_plugins`` namespace package, while a
+callback may be any importable class. The warm-up job runs ``cscore run <point 0>
+hydra.run.dir=<sweep dir>/warm`` with the sweep's launcher settings (job name ``<name>_warm``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from cscore.cli.slurm_check import fail
+
+WARM_DIR = "warm"  # <hydra.sweep.dir>/warm: the warm-up job's run dir (a complete run of point 0)
+
+
+def sweep_points(config: DictConfig) -> list[list[str]]:
+    """The task overrides of every job of the sweep, in job order, as the basic sweeper expands
+    them (job 0 takes the first value of every swept key)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = config.hydra.sweeper.get("params") or {}
+    arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    parsed = OverridesParser.create().parse_overrides(arguments)
+    return BasicSweeper.split_arguments(parsed, None)[0]
+
+
+def make_executor(config: DictConfig, name_suffix: str = "_warm"):
+    """A submitit SLURM executor with the sweep's launcher settings (as the submitit plugin maps them)."""
+    import submitit
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+
+    params = OmegaConf.to_container(config.hydra.launcher, resolve=True)
+    params.pop("_target_", None)
+    folder = params.pop("submitit_folder")
+    executor = submitit.AutoExecutor(folder=folder, cluster="slurm",
+                                     slurm_max_num_timeout=params.pop("max_num_timeout", 0))
+    params["name"] = f"{params.get('name') or 'cscore'}{name_suffix}"
+    base = set(OmegaConf.structured(BaseQueueConf).keys())
+    executor.update_parameters(**{k if k in base else f"slurm_{k}": v for k, v in params.items()})
+    return executor
+
+
+class WarmFirstPoint(Callback):
+    """``hydra.callbacks.slurm_warm`` in conf/hydra/launcher/slurm_warm.yaml."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        from submitit.core.utils import CommandFunction
+
+        # Hydra turns an exception raised here into a warning and goes on: fail() exits instead
+        try:
+            points = sweep_points(config)
+            if len(points) < 2:
+                return  # one job: nothing to share
+            run_dir = Path(str(config.hydra.sweep.dir)).absolute() / WARM_DIR
+            cmd = [sys.executable, "-m", "cscore.cli.main", "run", *points[0], f"hydra.run.dir={run_dir}"]
+            job = make_executor(config).submit(CommandFunction(cmd, verbose=True, cwd=os.getcwd()))
+        except Exception as err:
+            fail(f"could not submit the warm-up job: {type(err).__name__}: {_last_line(err)}")
+        print(f"[cscore] warm-up job {job.job_id}: {' '.join(points[0])} -> {run_dir}", file=sys.stderr, flush=True)
+        try:
+            job.result()
+        except Exception as err:
+            fail(f"warm-up job {job.job_id} failed ({_last_line(err)}); its log: {job.paths.stderr}")
+
+
+def _last_line(err: Exception) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[-1] if lines else type(err).__name__

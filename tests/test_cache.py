@@ -1,0 +1,304 @@
+"""The on-disk statistics cache: keys, verified entries, locking, model identity, CLI."""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from cscore.scorers import cache as cache_mod
+from cscore.scorers.cache import StatsCache, ids_digest, model_identity, stats_key
+from cscore.scorers.stats import TokenStats
+
+
+def make_stats(n_items=3, temps=(0.5, 1.0, 2.0), seed=0) -> TokenStats:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 6, size=n_items)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    n = int(offsets[-1])
+    logp = -rng.exponential(2.0, size=(len(temps), n))
+    logp_max = np.maximum(logp, -rng.exponential(0.5, size=(len(temps), n)))
+    return TokenStats(temps, offsets, rng.integers(0, 64, size=n).astype(np.int64), logp, logp_max)
+
+
+def make_parts(**over) -> dict:
+    parts = {"model": {"kind": "hub", "id": "org/tiny", "revision": None, "commit": "abc123", "class": "Llama",
+                       "early_exit": None},
+             "dtype": "torch.float32", "device": "cpu", "temperatures": [0.5, 1.0, 2.0],
+             "ids": ids_digest([([1, 2], [3, 4, 5]), ([6], [7])]), "heads": {"expert": None}}
+    parts.update(over)
+    return parts
+
+
+def same(a: TokenStats, b: TokenStats) -> bool:
+    return a.temperatures == b.temperatures and all(
+        x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+        for x, y in ((a.offsets, b.offsets), (a.token_ids, b.token_ids), (a.logp, b.logp),
+                     (a.logp_max, b.logp_max)))
+
+
+def test_round_trip_is_bit_identical(tmp_path):
+    cache = StatsCache(tmp_path)
+    exp = make_stats(seed=1)
+    ama = TokenStats(exp.temperatures, exp.offsets, exp.token_ids, exp.logp * 0.5 - 1e-300, exp.logp_max / 3)
+    stats = {"expert": exp, "amateur": ama}
+    key = stats_key(make_parts())
+    assert cache.load(key) is None
+    cache.save(key, stats, make_parts(), extra={"models": ["org/tiny"]})
+    got = cache.load(key)
+    assert list(got) == ["expert", "amateur"]
+    assert all(same(stats[h], got[h]) for h in stats)
+    meta = json.loads((cache.path(key) / "meta.json").read_text())
+    assert meta["n_items"] == 3 and meta["heads"] == ["expert", "amateur"] and meta["parts"] == make_parts()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith((".tmp", ".trash"))]
+
+
+def test_key_depends_on_every_part():
+    base = stats_key(make_parts())
+    assert base == stats_key(dict(reversed(list(make_parts().items()))))  # order of keys is irrelevant
+    assert base == stats_key(make_parts(temperatures=[0.5, 1, 2]))  # 1 == 1.0
+    changed = [
+        make_parts(model=dict(make_parts()["model"], commit="abc124")),
+        make_parts(model=dict(make_parts()["model"], early_exit=1)),
+        make_parts(dtype="torch.bfloat16"),
+        make_parts(device="cuda"),
+        make_parts(temperatures=[0.5, 1.0]),
+        make_parts(ids=ids_digest([([1, 2], [3, 4]), ([5, 6], [7])])),
+        make_parts(heads={"expert": None, "amateur": 1}),
+        {**make_parts(), "token_budget": 4096},
+    ]
+    keys = {stats_key(p) for p in changed}
+    assert base not in keys and len(keys) == len(changed)
+    # ids: a token moved from the prompt to the hypothesis is a different item
+    assert ids_digest([([1, 2], [3])]) != ids_digest([([1], [2, 3])])
+    assert ids_digest([([1, 2], [3])]) == ids_digest([(np.array([1, 2]), (3,))])
+    with pytest.raises(TypeError):
+        stats_key({"x": object()})
+
+
+def compute_with_lock(cache: StatsCache, key: str, counter, seed: int = 0, delay: float = 0.0):
+    with cache.lock(key):
+        hit = cache.load(key)
+        if hit is not None:
+            return hit
+        with open(counter, "a") as f:
+            f.write("x\n")
+        time.sleep(delay)  # a slow compute: the other jobs are waiting on the lock meanwhile
+        stats = {"expert": make_stats(seed=seed)}
+        cache.save(key, stats, make_parts())
+        return stats
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "no_meta", "bad_shape"])
+def test_damaged_entry_is_removed_and_recomputed(tmp_path, caplog, damage):
+    cache = StatsCache(tmp_path / "c")
+    key = stats_key(make_parts())
+    counter = tmp_path / "calls"
+    compute_with_lock(cache, key, counter)
+    entry = cache.path(key)
+    npz, meta = entry / "stats.npz", entry / "meta.json"
+    if damage == "flip":
+        data = bytearray(npz.read_bytes())
+        for i in range(len(data) // 2, len(data) // 2 + 8):
+            data[i] ^= 0xFF
+        npz.write_bytes(bytes(data))
+    elif damage == "truncate":
+        npz.write_bytes(npz.read_bytes()[:100])
+    elif damage == "no_meta":
+        meta.unlink()
+    else:  # checksum fine, but meta.json disagrees on a shape
+        m = json.loads(meta.read_text())
+        m["arrays"]["0_logp"]["shape"][1] += 1
+        meta.write_text(json.dumps(m))
+    assert key in cache.keys()
+    with caplog.at_level(logging.WARNING, logger="cscore.scorers.cache"):
+        assert cache.load(key) is None
+    assert "corrupted" in caplog.text
+    assert not entry.exists() and key not in cache.keys()
+    got = compute_with_lock(cache, key, counter)
+    assert counter.read_text().count("x") == 2
+    assert same(cache.load(key)["expert"], got["expert"])
+
+
+def test_losing_writer_keeps_the_winner(tmp_path):
+    cache = StatsCache(tmp_path)
+    key = stats_key(make_parts())
+    cache.save(key, {"expert": make_stats(seed=1)}, make_parts(), extra={"who": "first"})
+    cache.save(key, {"expert": make_stats(seed=2)}, make_parts(), extra={"who": "second"})
+    assert cache.info(key[:8])["extra"] == {"who": "first"}
+    assert same(cache.load(key)["expert"], make_stats(seed=1))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+    # a corrupted entry in the way is replaced
+    (cache.path(key) / "meta.json").unlink()
+    cache.save(key, {"expert": make_stats(seed=3)}, make_parts(), extra={"who": "third"})
+    assert same(cache.load(key)["expert"], make_stats(seed=3))
+
+
+def _worker(root, key, counter, seed):
+    cache = StatsCache(root)
+    stats = compute_with_lock(cache, key, counter, seed, delay=0.3)
+    assert same(cache.load(key)["expert"], stats["expert"])
+
+
+def test_concurrent_jobs_compute_once(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    key = stats_key(make_parts())
+    counter = tmp_path / "calls"
+    procs = [ctx.Process(target=_worker, args=(tmp_path / "c", key, counter, seed)) for seed in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert [p.exitcode for p in procs] == [0] * 4
+    assert counter.read_text().count("x") == 1
+    assert StatsCache(tmp_path / "c").keys() == [key]
+
+
+def test_lock_excludes_threads(tmp_path):
+    import threading
+
+    cache = StatsCache(tmp_path)
+    key = stats_key(make_parts())
+    inside, overlap = [], []
+
+    def job():
+        with cache.lock(key):
+            inside.append(1)
+            if len(inside) > 1:
+                overlap.append(1)
+            time.sleep(0.02)
+            inside.pop()
+
+    threads = [threading.Thread(target=job) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not overlap
+
+
+# --- model identity -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_llama(tmp_path):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)
+    model = LlamaForCausalLM(config).eval()
+    path = tmp_path / "tiny"
+    model.save_pretrained(path)
+    return path, model
+
+
+def loaded(model, path=None, parent=None, exit_layer=None, **info):
+    import torch
+
+    from cscore.scorers.models import LoadedModel
+
+    info = dict(info, **({"spec": str(path), "path": str(path)} if path else {}))
+    return LoadedModel(model, None, str(path or "mem"), torch.device("cpu"), torch.float32, 0.0, info,
+                       parent=parent, exit_layer=exit_layer)
+
+
+def test_model_identity_of_a_directory_is_memoised(tiny_llama, tmp_path, monkeypatch):
+    import torch
+    from transformers import LlamaForCausalLM
+
+    monkeypatch.setenv("CSCORE_CACHE", str(tmp_path / "cc"))
+    path, model = tiny_llama
+    calls = []
+    real = cache_mod._sha256_file
+    monkeypatch.setattr(cache_mod, "_sha256_file", lambda p, *a: calls.append(os.path.basename(p)) or real(p, *a))
+
+    first = model_identity(loaded(model, path))
+    assert first["kind"] == "files" and first["class"] == "LlamaForCausalLM" and first["early_exit"] is None
+    assert sorted(calls) == ["config.json", "model.safetensors"]
+    assert len(list((tmp_path / "cc" / "fingerprints").glob("*.json"))) == 2
+    calls.clear()
+    assert model_identity(loaded(model, path)) == first
+    assert calls == []  # memoised: nothing rehashed
+    # the same weights elsewhere: same identity (content-addressed)
+    copy_dir = tmp_path / "copy"
+    model.save_pretrained(copy_dir)
+    assert model_identity(loaded(model, copy_dir)) == first
+
+    # one weight changes -> a new identity
+    time.sleep(0.01)
+    changed = LlamaForCausalLM.from_pretrained(path)
+    with torch.no_grad():
+        changed.model.layers[0].mlp.up_proj.weight[0, 0] += 1.0
+    changed.save_pretrained(path)
+    calls.clear()
+    second = model_identity(loaded(changed, path))
+    assert second != first and "model.safetensors" in calls
+
+    # early exit: the parent's weights + the exit layer
+    ee = model_identity(loaded(model, parent=loaded(model, copy_dir), exit_layer=1))
+    assert ee == dict(first, early_exit=1)
+
+
+def test_model_identity_in_memory_and_hub(tiny_llama):
+    import torch
+
+    _, model = tiny_llama
+    first = model_identity(loaded(model))
+    assert first["kind"] == "state_dict"
+    assert model_identity(loaded(model)) == first
+    with torch.no_grad():
+        model.lm_head.weight[3, 2] += 1e-3
+    assert model_identity(loaded(model))["sha256"] != first["sha256"]
+    model.config._commit_hash = "0123abcd"
+    hub = model_identity(loaded(model, spec="org/tiny", path="org/tiny", revision="main"))
+    assert hub == {"kind": "hub", "id": "org/tiny", "revision": "main", "commit": "0123abcd",
+                   "class": "LlamaForCausalLM", "early_exit": None}
+    assert cache_mod.identity_label(hub) == "org/tiny@main"
+
+
+# --- CLI ---------------------------------------------------------------------------------------
+
+
+def cli(*args, root):
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "cscore.cli.main", "cache", *args, "--root", str(root)],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_cli_ls_info_clear(tmp_path):
+    root = tmp_path / "stats"
+    cache = StatsCache(root)
+    k1, k2 = stats_key(make_parts()), stats_key(make_parts(device="cuda"))
+    cache.save(k1, {"expert": make_stats(n_items=3)}, make_parts())
+    cache.save(k2, {"expert": make_stats(n_items=7), "amateur": make_stats(n_items=7)},
+               make_parts(device="cuda"), extra={"models": ["org/tiny", "org/tiny[:1]"]})
+
+    out = cli("ls", root=root)
+    assert out.returncode == 0, out.stderr
+    assert k1[:12] in out.stdout and k2[:12] in out.stdout
+    assert "org/tiny[:1]" in out.stdout and "0.5,1,2" in out.stdout and "2 entries" in out.stdout
+    assert "KiB" in out.stdout
+
+    out = cli("info", k2[:6], root=root)
+    assert out.returncode == 0, out.stderr
+    assert k2 in out.stdout and "ok (checksum" in out.stdout and '"device": "cuda"' in out.stdout
+
+    assert cli("info", "zzz", root=root).returncode == 1
+    assert cli("clear", root=root).returncode == 1  # neither keys nor --all
+
+    out = cli("clear", k1[:10], root=root)
+    assert out.returncode == 0 and "removed 1 entry" in out.stdout
+    assert cache.keys() == [k2]
+    out = cli("clear", "--all", root=root)
+    assert out.returncode == 0 and "removed 1 entry" in out.stdout and "KiB" in out.stdout
+    assert cache.keys() == []
+    assert "no cache entries" in cli("ls", root=root).stdout
