@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,10 +47,16 @@ def find_runs(root: Path) -> list[Run]:
 
 
 def _values(expr: str) -> list[str]:
-    """Values of a basic-sweeper override: a,b,c (range()/glob sweeps count as unknown)."""
-    if re.match(r"^(range|choice|interval|glob)\(", expr):
+    """Values of a basic-sweeper override: a,b,c or range(start,stop[,step]) (others: unknown)."""
+    m = re.match(r"^range\(([^)]*)\)$", str(expr).strip())
+    if m:
+        args = [float(a) for a in m.group(1).split(",")]
+        start, stop, step = (args + [1.0])[:3] if len(args) > 1 else (0.0, args[0], 1.0)
+        count = max(0, int(math.ceil((stop - start) / step - 1e-12)))
+        return [repr(round(start + i * step, 10)) for i in range(count)]
+    if re.match(r"^(choice|interval|glob|shuffle|sort|tag)\(", str(expr)):
         return []
-    return [v for v in re.split(r",(?![^\[]*\])", expr) if v != ""]
+    return [v for v in re.split(r",(?![^\[]*\])", str(expr)) if v != ""]
 
 
 def expected_jobs(sweep_dir: Path) -> list[dict] | None:
@@ -58,10 +65,15 @@ def expected_jobs(sweep_dir: Path) -> list[dict] | None:
     if not file.is_file():
         return None
     cfg = yaml.safe_load(file.read_text())
-    task = (cfg.get("hydra", {}).get("overrides", {}) or {}).get("task", []) or []
+    hydra_cfg = cfg.get("hydra", {}) or {}
+    task = (hydra_cfg.get("overrides", {}) or {}).get("task", []) or []
+    params = dict((hydra_cfg.get("sweeper", {}) or {}).get("params") or {})
+    for override in task:  # a command-line override replaces the config's sweep of that key
+        params.pop(override.partition("=")[0], None)
+    # Hydra's basic sweeper takes the config's sweeper params first, then the command line
+    entries = list(params.items()) + [tuple(o.partition("=")[::2]) for o in task]
     axes = []
-    for override in task:
-        key, _, expr = override.partition("=")
+    for key, expr in entries:
         vals = _values(expr)
         if not vals:
             return None
