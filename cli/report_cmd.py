@@ -68,6 +68,13 @@ def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None)
             write(out, f"{stem}_bias", bw, f"{data}: likelihood bias (lower is better)", bsig)
             lines += ["", tables.to_markdown(bw, f"{data}: likelihood bias (lower is better)", bsig)]
 
+        quant = tables.quantized(ds)
+        qw = tables.wide(quant, with_ci=False)
+        qsig = (f"cscore {cscore.__version__} | data={data} | quantized accuracy (CDM Table 5): human = top score, "
+                "prediction = metric's top share of the same size")
+        write(out, f"{stem}_quantized_accuracy", qw, f"{data}: quantized accuracy", qsig)
+        lines += ["", tables.to_markdown(qw, f"{data}: quantized accuracy", qsig)]
+
         params = swept_params(ds)
         avg = long[long["target"] == "AVG"]
         mains = {lb for lb, r in ds.rows.items() if r["main"]}
@@ -93,6 +100,7 @@ def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None)
 
     speed = tables.speed(runs)
     if not speed.empty:
+        speed = speed.round(3)
         ssig = f"cscore {cscore.__version__} | scoring phase only; model load separate"
         write(out, "speed", speed.set_index("run"), "Speed", ssig)
         lines += ["", tables.to_markdown(speed.set_index("run"), "Speed", ssig)]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cscore.metaeval.bias import bias_score
+from cscore.metaeval.bias import bias_score, quantized_accuracy
 from cscore.metaeval.levels import correlate_at
 from cscore.metaeval.runs import Run
 from cscore.metaeval.uncertainty import bootstrap_ci, significance_clusters
@@ -170,6 +170,17 @@ def bias(ds: Dataset) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def quantized(ds: Dataset) -> pd.DataFrame:
+    """Quantized accuracy (CDM Table 5) for every aspect: human label = the top score,
+    prediction = the metric's top share of the same size (see metaeval.bias)."""
+    rows = []
+    for lb in ds.rows:
+        for h in ds.humans:
+            rows.append({"label": lb, "target": h.removeprefix("human."),
+                         "value": quantized_accuracy(ds.frame[f"score.{lb}"].to_numpy(), ds.frame[h].to_numpy())})
+    return pd.DataFrame(rows)
+
+
 def speed(runs: list[Run]) -> pd.DataFrame:
     rows = []
     for run in runs:
@@ -179,9 +190,18 @@ def speed(runs: list[Run]) -> pd.DataFrame:
         rows.append({"run": run.path.name, "data": run.config["data"]["name"], "pair": run.config["pair"].get("name"),
                      "method": run.config["method"].get("variant"), "items": run.metrics.get("n_items"),
                      "score_seconds": sp.get("score_seconds"), "samples_per_second": sp.get("samples_per_second"),
+                     "tokens_per_second": _tokens_per_second(sp),
+                     "from_cache": any(p.get("from_cache") for p in (sp.get("passes") or {}).values()),
                      "load_seconds": sum((sp.get("load_seconds") or {}).values()),
                      "peak_rss_mb": sp.get("peak_rss_mb"), "peak_gpu_mb": sp.get("peak_gpu_mb")})
     return pd.DataFrame(rows)
+
+
+def _tokens_per_second(sp: dict) -> float | None:
+    passes = (sp.get("passes") or {}).values()
+    seconds = sum(p.get("score_seconds") or 0 for p in passes)
+    tokens = max((p.get("tokens") or 0 for p in passes), default=0)
+    return tokens / seconds if seconds else None
 
 
 def wide(long: pd.DataFrame, with_ci: bool = True) -> pd.DataFrame:
