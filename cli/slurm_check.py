@@ -47,7 +47,6 @@ def check_slurm_available(timeout_s: float = 60.0) -> None:
         raise SlurmUnavailable(f"SLURM is not reachable: `squeue` failed: {why}. {HINT}")
 
 
-
 def fail(message: str) -> None:
     """Print ``cscore: error: <message>`` and exit with status 1. SystemExit, because Hydra turns
     an exception raised in a callback into a warning and goes on."""

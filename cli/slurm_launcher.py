@@ -18,6 +18,7 @@ hydra.run.dir=<sweep dir>/warm`` with the sweep's launcher settings (job name ``
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -72,14 +73,20 @@ class WarmFirstPoint(Callback):
             cmd = [sys.executable, "-m", "cscore.cli.main", "run", *points[0], f"hydra.run.dir={run_dir}"]
             job = make_executor(config).submit(CommandFunction(cmd, verbose=True, cwd=os.getcwd()))
         except Exception as err:
-            fail(f"could not submit the warm-up job: {type(err).__name__}: {_last_line(err)}")
+            fail(f"could not submit the warm-up job: {_reason(err)}")
         print(f"[cscore] warm-up job {job.job_id}: {' '.join(points[0])} -> {run_dir}", file=sys.stderr, flush=True)
         try:
             job.result()
         except Exception as err:
-            fail(f"warm-up job {job.job_id} failed ({_last_line(err)}); its log: {job.paths.stderr}")
+            fail(f"warm-up job {job.job_id} failed: {_reason(err)} (log: {job.paths.stderr})")
 
 
-def _last_line(err: Exception) -> str:
+def _reason(err: Exception) -> str:
+    """The gist of a failure: cscore's own error line if the job's output has one, else the last
+    `SomeError: ...` line of the trace submitit sends back, else the last line."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return lines[-1] if lines else type(err).__name__
+    ours = [line.split("cscore: error: ", 1)[1] for line in lines if "cscore: error: " in line]
+    if ours:
+        return ours[-1]
+    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b.*: ", line)]
+    return (errors or lines or [type(err).__name__])[-1]

@@ -20,6 +20,10 @@
 #                           0: no accounting, only for runs where every job ends normally
 #   SLURM_LOCAL_FORCE       1: overwrite an /etc/slurm/slurm.conf this script did not write
 #
+# tests/test_slurm.py starts the cluster itself when it is not up, and stops it at the end only
+# if it started it and no other pytest session still uses it. A manual `stop` while a test
+# session runs breaks that session (its jobs vanish).
+#
 # The configs go to /etc/slurm (where the client commands look). Every start is a fresh
 # cluster: the state dir and the accounting database are recreated, job ids restart at 1.
 set -euo pipefail
@@ -36,7 +40,7 @@ DB=slurm_local_acct_db       # own names, so a MariaDB that was already there is
 DBUSER=slurm_local
 DBPASS=slurm_local_pw        # socket-only, local test database
 
-say() { echo "[slurm-local] $*" >&2; }
+say() { echo "[slurm-local $(date +%T)] $*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 # retry SECONDS CMD...: 0 as soon as CMD succeeds, 1 when SECONDS have passed
@@ -151,7 +155,7 @@ start_munge() {
   fi
   if ! munge -n </dev/null >/dev/null 2>&1; then
     install -d -o munge -g munge -m 0755 /run/munge   # what systemd's RuntimeDirectory would make
-    runuser -u munge -- /usr/sbin/munged
+    runuser -u munge -- /usr/sbin/munged 9>&-
     touch "$DIR/owns-munged"
   fi
   retry 20 sh -c 'munge -n </dev/null | unmunge' || die "munged did not start"
@@ -161,7 +165,7 @@ start_mariadb() {
   if ! mariadb-admin ping >/dev/null 2>&1; then
     install -d -o mysql -g mysql -m 0755 /run/mysqld
     setsid /usr/sbin/mariadbd --user=mysql --skip-log-bin --innodb-lock-wait-timeout=900 \
-      </dev/null >"$DIR/log/mariadb.log" 2>&1 &
+      </dev/null >>"$DIR/log/mariadb.log" 2>&1 9>&- &
     touch "$DIR/owns-mariadbd"
     retry 60 mariadb-admin ping || { tail -n 20 "$DIR/log/mariadb.log" >&2; die "mariadbd did not start"; }
   fi
@@ -173,7 +177,7 @@ start_mariadb() {
 }
 
 start_slurmdbd() {
-  slurmdbd
+  slurmdbd 9>&-
   # sacctmgr needs slurm.conf to name accounting_storage/slurmdbd: written before this
   retry 60 sacctmgr -n list cluster || { tail -n 20 "$DIR/log/slurmdbd.log" >&2; die "slurmdbd did not start"; }
   # register the cluster before slurmctld starts; rc 1 when it exists already
@@ -199,9 +203,9 @@ start() {
     start_mariadb
     start_slurmdbd
   fi
-  slurmctld
+  slurmctld 9>&-
   retry 60 scontrol ping || { tail -n 20 "$DIR/log/slurmctld.log" >&2; die "slurmctld did not start"; }
-  slurmd
+  slurmd 9>&-
   retry 60 node_ready || { sinfo -R >&2; tail -n 20 "$DIR/log/slurmd.log" >&2; die "node $NODE not ready"; }
   trap - EXIT
   say "up: partition $PARTITION, node $NODE, $(sinfo -h -o %c) CPUs, state in $DIR"
@@ -247,9 +251,18 @@ status() {
   return $rc
 }
 
+# start and stop hold this lock, so that concurrent calls run one after the other (the daemons
+# are started with fd 9 closed: they must not inherit the lock)
+serialized() {
+  mkdir -p "$DIR"
+  exec 9>"$DIR/.lock"
+  flock 9
+  "$@"
+}
+
 case "${1:-}" in
-  start) start ;;
-  stop) stop ;;
+  start) serialized start ;;
+  stop) serialized stop ;;
   status) status ;;
   *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
 esac

@@ -1,0 +1,302 @@
+"""`cscore run -m hydra/launcher=slurm|slurm_warm` on a real one-node SLURM cluster that the tests
+start with scripts/slurm-local.sh (root, Debian, apt-get), and the one-line error when SLURM is
+unreachable.
+
+Under CI=true nothing here skips: a cluster that cannot be started is a failure. Elsewhere the
+cluster tests skip, with the reason, when the cluster cannot be had (not root, no apt-get, the
+start fails). The cluster is stopped at the end of the session, unless it was up before the
+session or another pytest session is still using it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cscore.cli.slurm_check import SlurmUnavailable, check_slurm_available
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "slurm-local.sh"
+STATE = Path(os.environ.get("SLURM_LOCAL_DIR", "/tmp/slurm-local"))
+START_LOCK = Path("/tmp/slurm-local-pytest.start.lock")  # held while a session starts or stops it
+USERS_LOCK = Path("/tmp/slurm-local-pytest.users.lock")  # shared lock of every session using it
+STARTED_BY_PYTEST = STATE / "started-by-pytest"
+GAMMAS = ["0.05", "0.1", "0.2", "0.5"]
+# small jobs: 1 CPU and 1 GB each (the local node has nproc CPUs); 5 min limit
+LAUNCHER = ["hydra.launcher.partition=debug", "hydra.launcher.timeout_min=5", "hydra.launcher.cpus_per_task=1",
+            "hydra.launcher.mem_gb=1"]
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(reason: str):
+    """No SLURM to test with: a failure under CI=true, a skip elsewhere."""
+    if in_ci():
+        pytest.fail(f"CI=true: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def computed_and_read(run_dirs) -> dict[str, list[bool]]:
+    """Per model: for each run dir, whether its pass came from the statistics cache."""
+    out: dict[str, list[bool]] = {}
+    for d in run_dirs:
+        for model, p in json.loads((Path(d) / "metrics.json").read_text())["speed"]["passes"].items():
+            out.setdefault(model, []).append(bool(p["from_cache"]))
+    return out
+
+
+def cscore(*args, cwd, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "cscore.cli.main", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def tiny_args(tiny_dirs):
+    return [f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
+            "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false"]
+
+
+def cluster_up() -> bool:
+    if shutil.which("scontrol") is None:
+        return False
+    try:
+        res = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return False
+    return res.returncode == 0 and "is UP" in res.stdout
+
+
+def sacct_rows(job_id: str, want: int, timeout_s: float = 60) -> dict[str, dict[str, str]]:
+    """sacct's rows for a job (array) once it lists `want` allocations, all finished. sacct lags
+    squeue by a second or two, so poll."""
+    fields = ["JobID", "JobName", "State", "Start", "End"]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        res = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", ",".join(fields)], capture_output=True,
+                             text=True, timeout=30)
+        rows = {r["JobID"]: r for r in (dict(zip(fields, line.split("|"))) for line in res.stdout.splitlines() if line)}
+        finished = all(r["State"] not in ("PENDING", "RUNNING", "COMPLETING") for r in rows.values())
+        if (res.returncode == 0 and len(rows) >= want and finished) or time.monotonic() > deadline:
+            assert res.returncode == 0, res.stderr
+            return rows
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="session")
+def submitit_plugin():
+    try:
+        import hydra_plugins.hydra_submitit_launcher  # noqa: F401
+        import submitit  # noqa: F401
+    except ImportError as err:
+        unavailable(f"hydra-submitit-launcher is not installed ({err}): pip install -e '.[slurm]'")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(submitit_plugin):
+    """A running local cluster, started with scripts/slurm-local.sh unless one is up already.
+
+    Several pytest sessions may run this file at once (on one machine): each holds a shared lock
+    on USERS_LOCK while it uses the cluster; starting and stopping happen under START_LOCK, and
+    the cluster is stopped by the last session only, and only if a pytest session started it."""
+    if os.geteuid() != 0:
+        unavailable("scripts/slurm-local.sh needs root (apt-get, system daemons)")
+    if shutil.which("sbatch") is None and shutil.which("apt-get") is None:
+        unavailable("SLURM is not installed and there is no apt-get to install it")
+    start_lock = open(START_LOCK, "a+")
+    users = open(USERS_LOCK, "a+")
+    fcntl.flock(start_lock, fcntl.LOCK_EX)
+    try:
+        if not cluster_up():
+            t0 = time.perf_counter()
+            res = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True, timeout=900,
+                                 stdin=subprocess.DEVNULL)
+            if res.returncode != 0:
+                users.close()
+                unavailable(f"`bash scripts/slurm-local.sh start` failed (exit {res.returncode}):\n"
+                            f"{res.stdout[-2000:]}{res.stderr[-4000:]}")
+            STARTED_BY_PYTEST.touch()
+            print(f"\nslurm-local.sh start: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+        fcntl.flock(users, fcntl.LOCK_SH)  # never waits: a stopping session holds start_lock
+    finally:
+        fcntl.flock(start_lock, fcntl.LOCK_UN)
+    yield
+    fcntl.flock(start_lock, fcntl.LOCK_EX)
+    try:
+        try:
+            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while another session uses it
+        except BlockingIOError:
+            return
+        if STARTED_BY_PYTEST.exists():
+            res = subprocess.run(["bash", str(SCRIPT), "stop"], capture_output=True, text=True, timeout=300,
+                                 stdin=subprocess.DEVNULL)
+            assert res.returncode == 0, res.stderr
+            STARTED_BY_PYTEST.unlink(missing_ok=True)
+    finally:
+        users.close()
+        start_lock.close()
+
+
+@pytest.fixture(scope="module")
+def array_sweep(slurm_cluster, tiny_dirs, tmp_path_factory):
+    """One 4-point gamma sweep through hydra/launcher=slurm, with its own (empty) statistics
+    cache. The sweep dir is relative to the launching directory, so the jobs must run there to
+    put their run dirs in it."""
+    cwd = tmp_path_factory.mktemp("slurm")
+    env = {**os.environ, "CSCORE_STATS_CACHE": str(cwd / "cache")}  # sbatch passes the environment on
+    t0 = time.perf_counter()
+    res = cscore("run", "-m", "hydra/launcher=slurm", *LAUNCHER, *tiny_args(tiny_dirs),
+                 f"method.gamma={','.join(GAMMAS)}", "hydra.sweep.dir=sweep", cwd=cwd, env=env)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    print(f"\n4-job array sweep: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    return cwd / "sweep"
+
+
+def test_sweep_is_one_job_array_of_completed_tasks(array_sweep):
+    scripts = list(array_sweep.glob(".submitit/*/*_submission.sh"))
+    assert len(scripts) == 1, scripts  # one sbatch call
+    script = scripts[0].read_text()
+    assert "#SBATCH --array=0-3%" in script
+    assert "#SBATCH --partition=debug" in script and "#SBATCH --cpus-per-task=1" in script
+    assert f"{sys.executable} -u -m submitit.core._submit" in script  # the launching interpreter
+    assert "export OMP_NUM_THREADS=" in script
+    array_id = scripts[0].parent.name
+    rows = sacct_rows(array_id, want=len(GAMMAS))
+    assert set(rows) == {f"{array_id}_{i}" for i in range(len(GAMMAS))}, rows
+    assert {r["State"] for r in rows.values()} == {"COMPLETED"}, rows
+    assert {r["JobName"] for r in rows.values()} == {"cscore"}
+    for i in range(len(GAMMAS)):  # run dir i is array task i's
+        hydra_yaml = (array_sweep / str(i) / ".hydra" / "hydra.yaml").read_text()
+        assert f"id: '{array_id}_{i}'" in hydra_yaml
+
+
+def test_every_job_wrote_complete_outputs(array_sweep):
+    tables = []
+    for i, gamma in enumerate(GAMMAS):
+        run = array_sweep / str(i)
+        scores = pd.read_parquet(run / "scores.parquet")
+        assert len(scores) == 160
+        assert {"score.contrast", "score.expert", "score.amateur", "score.ensemble"} <= set(scores.columns)
+        assert np.isfinite(scores["score.contrast"]).all()
+        metrics = json.loads((run / "metrics.json").read_text())
+        assert metrics["n_items"] == 160
+        assert (run / "correlations.csv").is_file()
+        assert f"gamma: {gamma}" in (run / "config.yaml").read_text()
+        tables.append(scores)
+    for a in tables[1:]:  # gamma does not touch the expert's own score: the same pass, bit for bit
+        np.testing.assert_array_equal(a["score.expert"].to_numpy(), tables[0]["score.expert"].to_numpy())
+    for i in range(len(tables)):
+        for j in range(i + 1, len(tables)):
+            assert not np.allclose(tables[i]["score.contrast"], tables[j]["score.contrast"]), (GAMMAS[i], GAMMAS[j])
+
+
+def test_array_jobs_share_one_forward_pass_per_model(array_sweep):
+    """The jobs start together; under the cache key's lock one computes each model's pass and the
+    other three wait and read it."""
+    sources = computed_and_read(array_sweep / str(i) for i in range(len(GAMMAS)))
+    assert set(sources) == {"expert", "amateur"}
+    for model, from_cache in sources.items():
+        assert from_cache.count(False) == 1, (model, from_cache)
+
+
+def test_warm_preset_runs_the_first_point_then_the_array(slurm_cluster, tiny_dirs, tmp_path):
+    """hydra/launcher=slurm_warm: the warm-up job (point 0) fills an empty statistics cache, then
+    the array's jobs only read it."""
+    env = {**os.environ, "CSCORE_STATS_CACHE": str(tmp_path / "cache")}
+    t0 = time.perf_counter()
+    res = cscore("run", "-m", "hydra/launcher=slurm_warm", *LAUNCHER, *tiny_args(tiny_dirs), "method.gamma=0.1,0.5",
+                 f"hydra.sweep.dir={tmp_path}/sweep", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    print(f"\nwarm-up job + 2-job array: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    sweep = tmp_path / "sweep"
+    ids = {p.read_text().count("--array"): p.parent.name for p in sweep.glob(".submitit/*/*_submission.sh")}
+    assert set(ids) == {0, 1}, ids  # the warm-up job alone, then one array
+    warm = sacct_rows(ids[0], want=1)
+    array = sacct_rows(ids[1], want=2)
+    assert [r["JobName"] for r in warm.values()] == ["cscore_warm"] and set(array) == {f"{ids[1]}_0", f"{ids[1]}_1"}
+    assert {r["State"] for r in [*warm.values(), *array.values()]} == {"COMPLETED"}
+    # ISO timestamps: the array started after the warm-up job had ended
+    assert min(r["Start"] for r in array.values()) >= warm[ids[0]]["End"]
+    first = pd.read_parquet(sweep / "0" / "scores.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(sweep / "warm" / "scores.parquet"), first)  # point 0, twice
+    assert len(pd.read_parquet(sweep / "1" / "scores.parquet")) == 160
+    assert computed_and_read([sweep / "warm"]) == {"expert": [False], "amateur": [False]}
+    assert computed_and_read([sweep / "0", sweep / "1"]) == {"expert": [True, True], "amateur": [True, True]}
+
+
+def test_failed_warm_up_job_stops_the_sweep_with_one_line(slurm_cluster, tiny_dirs, tmp_path):
+    res = cscore("run", "-m", "hydra/launcher=slurm_warm", *LAUNCHER, *tiny_args(tiny_dirs),
+                 f"data.path={tmp_path}/missing.jsonl", "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path}/sweep",
+                 cwd=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("cscore: error: warm-up job ") and "missing.jsonl" in last and "_log.err" in last, last
+    assert "Traceback" not in res.stderr
+    assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_submission.sh"))) == 1  # no array
+
+
+def assert_one_line_error(res, *fragments):
+    assert res.returncode == 1, res.stdout + res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("cscore: error: SLURM is not reachable: "), lines[0]
+    for f in fragments:
+        assert f in lines[0], lines[0]
+    assert "Traceback" not in res.stdout + res.stderr and "submitit" not in res.stdout
+
+
+def test_no_sbatch_on_path_is_one_clear_line(submitit_plugin, tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    res = cscore("run", "-m", "hydra/launcher=slurm", "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path}/sweep",
+                 cwd=tmp_path, env={**os.environ, "PATH": str(empty)})
+    assert_one_line_error(res, "`sbatch` is not on PATH", "scripts/slurm-local.sh start")
+    assert not (tmp_path / "sweep").exists()  # nothing submitted, nothing written
+
+
+def test_failing_squeue_is_one_clear_line_and_nothing_is_submitted(submitit_plugin, tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text(f"#!/bin/sh\ntouch {tmp_path}/sbatch-was-called\necho 'Submitted batch job 1'\n")
+    (fake / "squeue").write_text("#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller "
+                                 "(connect failure)' >&2\nexit 1\n")
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
+    res = cscore("run", "-m", "hydra/launcher=slurm_warm", "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path}/sweep",
+                 cwd=tmp_path, env=env)
+    assert_one_line_error(res, "`squeue` failed: slurm_load_jobs error: Unable to contact slurm controller")
+    assert not (tmp_path / "sbatch-was-called").exists()
+
+
+def test_controller_down_is_one_clear_line(slurm_cluster, tmp_path):
+    """The real squeue against a controller that does not answer (a copy of the cluster's
+    slurm.conf with a port nothing listens on; squeue gives up after about 9 s)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = Path("/etc/slurm/slurm.conf").read_text()
+    lines = [f"SlurmctldPort={port}" if line.startswith("SlurmctldPort=") else line for line in conf.splitlines()]
+    (tmp_path / "slurm.conf").write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "SLURM_CONF": str(tmp_path / "slurm.conf")}
+    res = cscore("run", "-m", "hydra/launcher=slurm", "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path}/sweep",
+                 cwd=tmp_path, env=env)
+    assert_one_line_error(res, "`squeue` failed: ", "Unable to contact slurm controller")
+
+
+def test_check_slurm_available_raises_a_runtime_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RuntimeError, match="`sbatch` is not on PATH") as info:
+        check_slurm_available()
+    assert isinstance(info.value, SlurmUnavailable)
