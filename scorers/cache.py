@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
+from cscore.scorers.locks import file_lock
 from cscore.scorers.stats import FORMAT_VERSION, TokenStats
 
 if TYPE_CHECKING:
@@ -316,14 +317,8 @@ class StatsCache:
     @contextmanager
     def lock(self, key: str):
         """Exclusive fcntl lock for ``key`` (across processes and threads)."""
-        path = self._lock_path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        with file_lock(self._lock_path(key)):
+            yield
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -10,17 +10,17 @@ builds it from the file's metadata instead.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.metadata
 import logging
 import os
 import shutil
-from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
+
+from cscore.scorers.locks import file_lock
 
 from cscore.scorers.gguf_tokenizer import build_gemma3_tokenizer
 
@@ -112,17 +112,6 @@ def file_fingerprint(path: Path, chunk: int = 1 << 22) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
-
-
-@contextmanager
-def file_lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 # transformers 4.5x builds these models' GGUF tokenizers wrongly (Gemma 3: Unigram instead of

@@ -118,3 +118,17 @@ def toy_bigram():
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.fixture(scope="session")
+def shared():
+    """The shared/data folder; its tests skip without it, except under CI where they fail."""
+    from cscore.data import paths
+
+    folder = paths.shared_data_dir()
+    if folder is None:
+        message = f"shared data folder not found (set {paths.ENV_VAR} or put it at <workspace>/shared/data)"
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    return folder

@@ -11,25 +11,13 @@ import json
 import math
 
 import pytest
-from conftest import in_ci
-from cscore.data import dialogue, paths
+from cscore.data import dialogue
 from cscore.data.schema import DataError
 
 TURN_ASPECTS = {"interesting", "engaging", "specific", "relevant", "correct", "semantically_appropriate",
                 "understandable", "fluent", "overall"}
 DIALOG_ASPECTS = {"coherent", "error_recovery", "consistent", "diverse", "depth", "likeable", "understanding",
                   "flexible", "informative", "inquisitive", "overall"}
-
-
-@pytest.fixture(scope="module")
-def shared():
-    folder = paths.shared_data_dir()
-    if folder is None:
-        message = f"shared data folder not found (set {paths.ENV_VAR} or put it at <workspace>/shared/data)"
-        if in_ci():
-            pytest.fail(message)
-        pytest.skip(message)
-    return folder
 
 
 @pytest.fixture(scope="module")

@@ -18,25 +18,13 @@ from collections import defaultdict
 
 import pandas as pd
 import pytest
-from conftest import in_ci
-from cscore.data import mqm, paths
+from cscore.data import mqm
 from cscore.data.schema import DataError
 
 TED = ("mqm", "ted_zhen", "mqm_ted_zhen.tsv")
 WMT23 = ("mqm", "generalMT2023_zhen", "sxs_mqm_generalMT2023_zhen.3ratingsPerSegment.tsv.tar.gz")
 TED_SYSTEMS = {"Borderline", "DIDI-NLP", "Facebook-AI", "IIE-MT", "MiSS", "NiuTrans", "Online-W", "SMU",
                "metricsystem1", "metricsystem2", "metricsystem3", "metricsystem4", "metricsystem5", "ref", "refB"}
-
-
-@pytest.fixture(scope="module")
-def shared():
-    folder = paths.shared_data_dir()
-    if folder is None:
-        message = f"shared data folder not found (set {paths.ENV_VAR} or put it at <workspace>/shared/data)"
-        if in_ci():
-            pytest.fail(message)
-        pytest.skip(message)
-    return folder
 
 
 @pytest.fixture(scope="module")

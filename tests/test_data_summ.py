@@ -16,7 +16,6 @@ import types
 
 import pandas as pd
 import pytest
-from conftest import in_ci
 from cscore.data import paths, qags_xsum, summeval
 from cscore.data.schema import DataError
 
@@ -24,17 +23,6 @@ ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 README_MEANS = {"coherence": 3.41, "consistency": 4.66, "fluency": 4.67, "relevance": 3.78}
 README_SYSTEMS = {"M0", "M1", "M2", "M5", "M8", "M9", "M10", "M11", "M12", "M13", "M14", "M15", "M17", "M20",
                   "M22", "M23"}
-
-
-@pytest.fixture(scope="module")
-def shared():
-    folder = paths.shared_data_dir()
-    if folder is None:
-        message = f"shared data folder not found (set {paths.ENV_VAR} or put it at <workspace>/shared/data)"
-        if in_ci():
-            pytest.fail(message)
-        pytest.skip(message)
-    return folder
 
 
 def read_jsonl(file):
