@@ -56,8 +56,11 @@ def test_run_scores_equal_the_python_api(contrast_run, tiny_dirs):
     assert list(scores["prompt"]) == prompts
     pair = ModelPair.load(tiny_dirs.expert, tiny_dirs.amateur)
     st = pair.statistics(prompts, list(examples["hypothesis"]), source_spans=spans)
-    np.testing.assert_allclose(scores["score.contrast"], st.score("contrast"), atol=1e-5)
-    np.testing.assert_allclose(scores["score.amateur"], st.score("single", model="amateur"), atol=1e-5)
+    np.testing.assert_allclose(scores["score.expert"], st.score("single"), atol=1e-5, rtol=1e-7)
+    np.testing.assert_allclose(scores["score.amateur"], st.score("single", model="amateur"), atol=1e-5, rtol=1e-7)
+    # float32 kernels may differ in the last bits between two processes; Eq. 5 amplifies that
+    # where p_exp ~ gamma p_ama (README "Numerics")
+    np.testing.assert_allclose(scores["score.contrast"], st.score("contrast"), rtol=1e-4)
     corr = pd.read_csv(out / "correlations.csv")
     from scipy.stats import pearsonr
     want = pearsonr(scores["score.contrast"], scores["human.overall"])[0]
