@@ -350,30 +350,28 @@ def _frame(records: list[dict], report: LoadReport) -> pd.DataFrame:
     return validate(df, report)
 
 
-def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
-    """One file (default: the shared TED zh-en file) -> (example table, report); see the module docstring."""
+def _load_file(path, options: dict, default=TED_ZHEN) -> tuple[pd.DataFrame, LoadReport]:
     opts = _check_options(options)
-    records, report, systems = _load_one(path, opts)
+    records, report, systems = _load_one(path, opts, default)
     _check_excludes(opts, systems, report.source_files[0])
     return _frame(records, report), report
+
+
+def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
+    """One file (default: the shared TED zh-en file) -> (example table, report); see the module docstring."""
+    return _load_file(path, options)
 
 
 def load_ted_zhen(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
     """WMT21 TED talks zh-en (13 MT systems + references ``ref`` and ``refB``, 1 rater per pair)."""
     options.setdefault("lang_pair", "zh-en")
-    opts = _check_options(options)
-    records, report, systems = _load_one(path, opts, TED_ZHEN)
-    _check_excludes(opts, systems, report.source_files[0])
-    return _frame(records, report), report
+    return _load_file(path, options, TED_ZHEN)
 
 
 def load_wmt23_zhen(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
     """WMT23 general MT zh-en, side-by-side MQM with 3 ratings per (system, segment), 10 systems."""
     options.setdefault("lang_pair", "zh-en")
-    opts = _check_options(options)
-    records, report, systems = _load_one(path, opts, WMT23_ZHEN)
-    _check_excludes(opts, systems, report.source_files[0])
-    return _frame(records, report), report
+    return _load_file(path, options, WMT23_ZHEN)
 
 
 def load_many(files: dict, **options) -> tuple[pd.DataFrame, LoadReport]:

@@ -81,6 +81,15 @@ def iter_jsonl(file: Path) -> Iterator[tuple[str, dict]]:
             yield where, rec
 
 
+def _require(record, keys, where: str) -> None:
+    """A dict holding ``keys``, or a DataError naming where."""
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: expected a dict, got {type(record).__name__}")
+    for key in keys:
+        if key not in record:
+            raise DataError(f"{where}: missing field {key!r}")
+
+
 def pickle_records(data, file: Path) -> Iterator[tuple[str, dict]]:
     """BARTScore's {doc_id: {src, ref_summ, ref_summs?, sys_summs: {system: {sys_summ, scores}}}} as
     (where, JSONL-shaped record) pairs, in the pickle's order."""
@@ -88,20 +97,12 @@ def pickle_records(data, file: Path) -> Iterator[tuple[str, dict]]:
         raise DataError(f"{file}: expected a dict of documents, got {type(data).__name__}")
     for doc_key, doc in data.items():
         where = f"{file}: doc {doc_key!r}"
-        if not isinstance(doc, dict):
-            raise DataError(f"{where}: expected a dict, got {type(doc).__name__}")
-        for key in ("src", "sys_summs"):
-            if key not in doc:
-                raise DataError(f"{where}: missing field {key!r}")
+        _require(doc, ("src", "sys_summs"), where)
         if not isinstance(doc["sys_summs"], dict):
             raise DataError(f"{where}: field 'sys_summs' is not a dict")
         for sys_key, summ in doc["sys_summs"].items():
             sys_where = f"{where} system {sys_key!r}"
-            if not isinstance(summ, dict):
-                raise DataError(f"{sys_where}: expected a dict, got {type(summ).__name__}")
-            for key in ("sys_summ", "scores"):
-                if key not in summ:
-                    raise DataError(f"{sys_where}: missing field {key!r}")
+            _require(summ, ("sys_summ", "scores"), sys_where)
             yield sys_where, {"doc_id": doc_key, "system": sys_key, "source": doc["src"],
                               "reference": doc.get("ref_summ"), "references": doc.get("ref_summs"),
                               "hypothesis": summ["sys_summ"], "scores": summ["scores"]}

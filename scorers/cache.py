@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
-from cscore.scorers.locks import file_lock
+from cscore.scorers.files import file_lock
+from cscore.scorers.files import sha256_file as _sha256_file
 from cscore.scorers.stats import FORMAT_VERSION, TokenStats
 
 if TYPE_CHECKING:
@@ -127,14 +128,6 @@ def ids_digest(items: Iterable) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # model identity
-
-
-def _sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _atomic_write_text(path: Path, text: str) -> None:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-from cscore.scorers.locks import file_lock
+from cscore.scorers.files import file_lock, sha256_file
 
 from cscore.scorers.gguf_tokenizer import build_gemma3_tokenizer
 
@@ -106,12 +106,8 @@ def join_parts(parts: list[Path], target: Path, sha256: str, hint: str) -> Path:
     return target
 
 
-def file_fingerprint(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+def file_fingerprint(path: Path) -> str:
+    return sha256_file(path)
 
 
 # transformers 4.5x builds these models' GGUF tokenizers wrongly (Gemma 3: Unigram instead of

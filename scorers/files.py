@@ -1,8 +1,9 @@
-"""A file lock shared by the caches (fcntl; across processes and threads)."""
+"""File helpers shared by the caches (torch-free): an fcntl lock and a file digest."""
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,3 +18,12 @@ def file_lock(path: Path):
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    """SHA-256 of a file's content, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
