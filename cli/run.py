@@ -12,7 +12,7 @@ import resource
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 import cscore
 from cscore import rundir
+from cscore.cli import judge_run, pooler_run
 from cscore.errors import CscoreError
 
 log = logging.getLogger("cscore")
@@ -126,6 +127,12 @@ class Plan:
     variants: list
     models: list[str]  # expert / amateur: the models the variants read
     temperatures: list[float]
+    extra_scores: list[str] = field(default_factory=list)  # score.<name> columns beyond the variants'
+    targets: list[str] | None = None  # human.<x> columns to correlate with (None: all of them)
+
+    @property
+    def score_columns(self) -> list[str]:
+        return [f"{rundir.SCORE}{v.name}" for v in self.variants] + [f"{rundir.SCORE}{n}" for n in self.extra_scores]
 
 
 @dataclass
@@ -134,6 +141,8 @@ class Scored:
     stats: object  # cscore.scorers.api.PairStatistics
     models: dict  # role -> LoadedModel
     n_truncated: int
+    metrics: dict = field(default_factory=dict)  # kind-specific entries for metrics.json
+    files: dict = field(default_factory=dict)  # kind-specific run-dir files: name -> text (cdm_folds.json)
 
 
 def load_stage(cfg: DictConfig) -> Loaded:
@@ -142,7 +151,10 @@ def load_stage(cfg: DictConfig) -> Loaded:
 
     examples, report = load_config(OmegaConf.to_container(cfg.data, resolve=True))
     n_loaded = len(examples)
-    examples = splits.select(examples, cfg.split.use, cfg.split.dev_fraction, cfg.split.seed)
+    if cfg.split.get("dev_ids"):  # the paper's dev documents by id; a split column labels every row
+        examples = splits.select_labelled(splits.label_by_ids(examples, cfg.split.dev_ids), cfg.split.use)
+    else:
+        examples = splits.select(examples, cfg.split.use, cfg.split.dev_fraction, cfg.split.seed)
     log.info("data %s: %d rows (%d dropped while loading); split=%s keeps %d", cfg.data.name, n_loaded,
              len(report.dropped), cfg.split.use, len(examples))
     for level, line in report.console_lines():  # one line per reason; the rows go to run.log
@@ -203,6 +215,8 @@ def stats_cache(cfg: DictConfig):
 def score_stage(cfg: DictConfig, loaded: Loaded, plan: Plan, console, state: dict | None = None) -> Scored:
     from transformers.utils import logging as hf_logging
 
+    from cscore.scorers import methods
+
     hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
     pair = load_pair(cfg, plan.models)
     for role, m in pair.models.items():
@@ -237,6 +251,8 @@ def score_stage(cfg: DictConfig, loaded: Loaded, plan: Plan, console, state: dic
         table[f"{rundir.MEAN_LOGP}{model}"] = stats.score("single", model=model, t=1.0, norm="mean",
                                                           skip_first=skip_first, clamp=None)
     for v in plan.variants:
+        if getattr(methods.get(v.method), "KIND", "token") != "token":
+            continue  # its kind's score step adds that column after this one (a trained pooler)
         table[f"{rundir.SCORE}{v.name}"] = stats.score(v.method, **v.params)
     return Scored(table, stats, pair.models, inputs.n_truncated)
 
@@ -251,9 +267,11 @@ def scored_tokens(stats, skip_first: bool) -> np.ndarray:
 def evaluate_stage(cfg: DictConfig, scored: Scored, plan: Plan) -> pd.DataFrame:
     from cscore.metaeval.correlation import correlation_table
 
-    score_cols = [f"{rundir.SCORE}{v.name}" for v in plan.variants]
     split_by = cfg.meta.get("split_by") or cfg.data.get("split_by")
-    corr = correlation_table(scored.table, score_cols, rundir.human_columns(scored.table.columns), split_by=split_by)
+    if split_by is None and "split" in scored.table.columns:  # split.dev_ids: dev and test apart
+        split_by = "split"
+    targets = plan.targets if plan.targets is not None else rundir.human_columns(scored.table.columns)
+    corr = correlation_table(scored.table, plan.score_columns, targets, split_by=split_by)
     corr["metric"] = corr["metric"].str.removeprefix(rundir.SCORE)
     corr["target"] = corr["target"].str.removeprefix(rundir.HUMAN)
     return corr
@@ -304,11 +322,13 @@ def write_stage(cfg: DictConfig, out_dir: Path, loaded: Loaded, plan: Plan, scor
 
     table = scored.table
     table.to_parquet(out_dir / rundir.SCORES, index=False)
+    for name, text in scored.files.items():
+        rundir.write_text_atomic(out_dir / name, text)
     corr.to_csv(out_dir / rundir.CORRELATIONS_CSV, index=False)
     sig = signature(cfg, scored)
     title = f"{cfg.data.name} / {cfg.pair.name} / {cfg.method.variant}"
     (out_dir / rundir.CORRELATIONS_MD).write_text(markdown(corr, title, sig) + "\n")
-    score_cols = [f"{rundir.SCORE}{v.name}" for v in plan.variants]
+    score_cols = plan.score_columns
     metrics = {
         "cscore_version": cscore.__version__,
         "signature": sig,
@@ -324,6 +344,7 @@ def write_stage(cfg: DictConfig, out_dir: Path, loaded: Loaded, plan: Plan, scor
         "correlations": corr.to_dict(orient="records"),
         "speed": speed_figures(scored),
         "nonfinite_scores": {c: int((~np.isfinite(table[c])).sum()) for c in score_cols},
+        **scored.metrics,
         "environment": {"python": platform.python_version(), "platform": platform.platform()},
     }
     rundir.write_metrics(out_dir, metrics)  # written last: marks completion
@@ -365,7 +386,9 @@ class MethodKind:
     score: Callable[..., Scored]  # (cfg, Loaded, Plan, console, state) -> Scored
 
 
-KINDS = {"token": MethodKind(plan_stage, score_stage)}
+KINDS = {"token": MethodKind(plan_stage, score_stage),
+         "judge": MethodKind(judge_run.plan_judge, judge_run.score_judge),
+         "pooler": MethodKind(plan_stage, pooler_run.score_pooler)}
 
 
 def method_kind(cfg: DictConfig) -> MethodKind:

@@ -34,7 +34,9 @@ SECTIONS = {
     "prompt": {"condition": Param(str, choices=("source", "reference")), "chat_template": Param(bool)},
 }
 OTHER_KEYS = {"runtime": {"device"}, "cache": {"dir"}, "baselines": {"rows"}, "meta": {"split_by"},
-              "stats": {"temperatures"}, "split": set(),
+              "stats": {"temperatures"}, "split": {"dev_ids"},
+              "judge_prompt": {"name", "style", "role", "generation_prompt", "templates", "files",
+                               "dialogue_template", "dialogue_aspects"},
               "prompt": {"name", "templates", "reference_templates"}}
 
 
@@ -130,3 +132,7 @@ def validate(cfg: DictConfig) -> None:
     check_pair(c["pair"])
     check_method(c["method"])
     check_amateur(c)
+    if c.get("judge_prompt"):
+        from cscore.data.judge_prompts import check_config
+
+        check_config(c["judge_prompt"])

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from cscore.data.schema import DataError
 
 # Keys of cfg.data that the runner reads itself; every other key is handed to the loader as an option.
-RUNNER_KEYS = ("name", "path", "template", "split_by")
+RUNNER_KEYS = ("name", "path", "template", "split_by", "judge_aspect")
 
 
 def unknown_option_message(unknown, allowed, dataset: str, prefix: str = "data.") -> str:

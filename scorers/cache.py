@@ -43,6 +43,7 @@ import numpy as np
 from cscore.errors import CscoreError
 from cscore.scorers.files import (atomic_file, cache_root, canonical_json, disk_size, drop_stale_lock, file_lock,
                                   fsync_dir, json_default, sha256_file, write_atomic)
+from cscore.scorers.judge_stats import ARRAYS as JUDGE_ARRAYS, FORMAT as JUDGE_FORMAT, JudgeStats
 from cscore.scorers.stats import FORMAT_VERSION, TokenStats
 
 log = logging.getLogger(__name__)
@@ -173,8 +174,11 @@ class StatsCache:
         heads = meta.get("heads")
         if not isinstance(heads, list) or not heads:
             raise CacheEntryError("meta.json lists no heads")
+        judge = meta.get("kind") == "judge"
+        if judge and meta.get("judge_format") != JUDGE_FORMAT:
+            raise CacheEntryError(f"judge_format {meta.get('judge_format')!r}, expected {JUDGE_FORMAT}")
         try:
-            return Entry(_unpack(data, heads, meta.get("arrays") or {}), meta)
+            return Entry(_unpack(data, heads, meta.get("arrays") or {}, judge), meta)
         except CacheEntryError:
             raise
         except Exception as err:  # zip / npy / TokenStats shape errors
@@ -221,14 +225,16 @@ class StatsCache:
             with atomic_file(npz, "wb") as f:
                 np.savez(f, **arrays)
             first = stats[heads[0]]
+            judge = isinstance(first, JudgeStats)
             now = time.time()
             meta = {
                 "key": key, "cache_schema": CACHE_SCHEMA, "format_version": FORMAT_VERSION,
                 "created": now, "created_iso": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
                 "sha256": sha256_file(npz), "npz_bytes": npz.stat().st_size, "heads": heads,
                 "arrays": {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in arrays.items()},
-                "temperatures": {h: list(stats[h].temperatures) for h in heads},
-                "n_items": first.n_items, "n_tokens": int(first.offsets[-1]),
+                "temperatures": {} if judge else {h: list(stats[h].temperatures) for h in heads},
+                "n_items": first.n_items, "n_tokens": 0 if judge else int(first.offsets[-1]),
+                **({"kind": "judge", "judge_format": JUDGE_FORMAT} if judge else {}),
                 "parts": _normalise(parts), "extra": dict(extra) if extra else {},
             }
             write_atomic(tmp / "meta.json", json.dumps(meta, indent=1, sort_keys=True, allow_nan=False,
@@ -311,10 +317,13 @@ class StatsCache:
         return freed
 
 
-def _pack(stats: Mapping[str, TokenStats]) -> dict[str, np.ndarray]:
+def _pack(stats: Mapping[str, TokenStats | JudgeStats]) -> dict[str, np.ndarray]:
     """The arrays of every head, named ``<head index>_<array>``."""
     arrays = {}
     for i, (head, st) in enumerate(stats.items()):
+        if isinstance(st, JudgeStats):
+            arrays.update({f"{i}_{k}": np.ascontiguousarray(v) for k, v in st.to_arrays().items()})
+            continue
         if not isinstance(st, TokenStats):
             raise TypeError(f"stats[{head!r}] is {type(st).__name__}, expected TokenStats")
         values = {"temperatures": np.asarray(st.temperatures, dtype=np.float64), "offsets": st.offsets,
@@ -324,7 +333,7 @@ def _pack(stats: Mapping[str, TokenStats]) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _unpack(data: bytes, heads: list, arrays_meta: dict) -> dict[str, TokenStats]:
+def _unpack(data: bytes, heads: list, arrays_meta: dict, judge: bool = False) -> dict:
     """The statistics per head from stats.npz, each array checked against meta.json."""
     stats = {}
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
@@ -332,7 +341,7 @@ def _unpack(data: bytes, heads: list, arrays_meta: dict) -> dict[str, TokenStats
             raise CacheEntryError(f"stats.npz holds {sorted(z.files)}, meta.json lists {sorted(arrays_meta)}")
         for i, head in enumerate(heads):
             got = {}
-            for name in ARRAYS:
+            for name in JUDGE_ARRAYS if judge else ARRAYS:
                 field = f"{i}_{name}"
                 if field not in arrays_meta:
                     raise CacheEntryError(f"array {field} is missing")
@@ -341,6 +350,9 @@ def _unpack(data: bytes, heads: list, arrays_meta: dict) -> dict[str, TokenStats
                     raise CacheEntryError(f"array {field} is {arr.dtype}{list(arr.shape)}, meta.json says "
                                           f"{want.get('dtype')}{want.get('shape')}")
                 got[name] = arr
+            if judge:
+                stats[head] = JudgeStats.from_arrays(got)
+                continue
             stats[head] = TokenStats(tuple(got["temperatures"].tolist()), got["offsets"], got["token_ids"],
                                      got["logp"], got["logp_max"])
     return stats

@@ -33,10 +33,13 @@ def plan(method_cfg: dict, baseline_t: float = 1.0, rows=BASELINE_ROWS) -> list[
     cfg = dict(method_cfg)
     name = cfg.pop("name")
     label = cfg.pop("variant", None) or name
-    methods.split_params(name, cfg)  # unknown keys fail here, before any model is loaded
+    _, agg = methods.split_params(name, cfg)  # unknown keys fail here, before any model is loaded
+    module = methods.get(name)
+    if hasattr(module, "plan_variants"):  # a method of another kind (a judge) names its own rows
+        return module.plan_variants(label, cfg, rows)
     main = Variant(label, name, cfg)
     loaded = set(main.needs())
-    shared = {k: cfg[k] for k in SHARED if k in cfg}
+    shared = {**{k: cfg[k] for k in SHARED if k in cfg}, **agg}  # agg: norm under a method's own name too (cdm: pooling)
     out = []
     for row in rows:
         if row not in BASELINE_ROWS:

@@ -15,12 +15,12 @@ from importlib import resources
 
 import numpy as np
 
-from cscore.scorers.methods import cd_score, contrast, division, ensemble, single
+from cscore.scorers.methods import cd_judge, cd_score, contrast, division, ensemble, single
 from cscore.errors import ConfigError
 from cscore.scorers.methods.common import aggregate
 from cscore.scorers.methods.params import COMMON, suggest
 
-METHODS = {m.NAME: m for m in (single, ensemble, contrast, division, cd_score)}
+METHODS = {m.NAME: m for m in (single, ensemble, contrast, division, cd_score, cd_judge)}
 AGGREGATION_KEYS = ("norm", "skip_first")
 
 
@@ -48,10 +48,17 @@ def with_defaults(name: str, params: dict) -> dict:
     return {**defaults(name), **params}
 
 
+def accepted_params(module) -> set[str]:
+    """A token method's keyword parameters; a method of another kind lists them in ``ACCEPTS``."""
+    if hasattr(module, "ACCEPTS"):
+        return set(module.ACCEPTS)
+    return set(inspect.signature(module.token_scores).parameters) - {"stats"}
+
+
 def split_params(name: str, params: dict) -> tuple[dict, dict]:
     """Split params into (token-level params, aggregation params); reject unknown keys."""
     module = get(name)
-    accepted = set(inspect.signature(module.token_scores).parameters) - {"stats"}
+    accepted = accepted_params(module)
     token, agg = {}, {}
     for key, value in params.items():
         if key in AGGREGATION_KEYS:
@@ -66,7 +73,7 @@ def split_params(name: str, params: dict) -> tuple[dict, dict]:
 def check_params(name: str, params: dict, prefix: str = "method") -> dict:
     """The params converted to their types; a ConfigError names the first bad key and what it may be."""
     module = get(name)
-    accepted = set(inspect.signature(module.token_scores).parameters) - {"stats"} | set(AGGREGATION_KEYS)
+    accepted = accepted_params(module) | (set() if hasattr(module, "ACCEPTS") else set(AGGREGATION_KEYS))
     specs = {**COMMON, **getattr(module, "PARAMS", {})}
     out = {}
     for key, value in params.items():

@@ -1,0 +1,198 @@
+"""The plan and score steps of judge methods (``KIND = "judge"``: cd_judge).
+
+Score: render one judge prompt per item (the ``judge_prompt`` group, the expert's chat template),
+run the judge pass once (``scorers.judge``; read from the statistics cache when it holds it), then
+every row (the method, the main model alone, the assistant alone) is a function of the kept
+statistics. Columns: ``score.<row>``, ``score.<row>_expected``, ``parse.<row>``, ``output.<row>``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from cscore import rundir
+from cscore.errors import ConfigError
+
+log = logging.getLogger("cscore")
+
+
+@dataclass
+class JudgeRun:
+    """What score_stage's callers read: the statistics and one report per pass."""
+
+    stats: object  # JudgeStats
+    reports: dict = field(default_factory=dict)
+
+
+def method_params(cfg: DictConfig) -> dict:
+    from cscore.scorers import methods
+
+    raw = {k: v for k, v in OmegaConf.to_container(cfg.method, resolve=True).items() if k not in ("name", "variant")}
+    return methods.check_params(cfg.method.name, raw)
+
+
+def plan_judge(cfg: DictConfig):
+    from cscore.cli.run import Plan
+    from cscore.scorers.variants import plan
+
+    variants = plan(OmegaConf.to_container(cfg.method, resolve=True), baseline_t=cfg.baselines.t,
+                    rows=list(cfg.baselines.rows))
+    aspect = method_params(cfg)["aspect"]
+    return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
+                targets=[f"{rundir.HUMAN}{aspect}"])
+
+
+def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
+    """Token ids per judge prompt (the document cut at a word boundary when the prompt is longer
+    than max_length minus the longest continuation), then the continuation contexts."""
+    from cscore.scorers.tokenize import InputError, _fit_source, _ids
+
+    room = max_length - max((len(p) for p in prefixes), default=0)
+    kept, contexts, truncated = [], [], []
+    for i, (text, span) in enumerate(zip(texts, spans)):
+        ids = _ids(tokenizer, text)
+        cut = len(ids) > room
+        if cut:
+            fitted = _fit_source(tokenizer, text, span, room)
+            if fitted is None:
+                raise InputError(f"item {i}: the judge prompt without its source still has more than "
+                                 f"{room} tokens; raise runtime.max_length")
+            text, ids = fitted
+        kept.append(text)
+        truncated.append(cut)
+        contexts.append(ids)
+        contexts.extend(ids + list(p) for p in prefixes)
+    return kept, contexts, truncated
+
+
+def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_items, progress=None):
+    """The judge pass through the statistics cache (one entry per pair, prompts and range)."""
+    from cscore.scorers import judge
+    from cscore.scorers.cache import ids_digest, stats_key
+    from cscore.scorers.identity import model_identity
+    from cscore.scorers.judge_stats import FORMAT
+
+    main, asst = pair.expert, pair.amateur
+    early = asst.parent is main
+    tok = pair.tokenizer
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+
+    def compute():
+        return judge.compute(main.model, contexts, asst=None if early else asst.model,
+                             asst_exit=asst.exit_layer if early else None, values=values, value_ids=value_ids,
+                             prefixes=prefixes, n_items=n_items, decode_token=lambda t: tok.decode([t]),
+                             token_budget=cfg.runtime.token_budget, padding_side=cfg.runtime.padding_side,
+                             pad_id=pad_id, progress=progress)
+
+    if asst.parent is not None and not early:
+        raise ConfigError("the judge's assistant must be a whole model or an early exit of the main model")
+    start = time.perf_counter()
+    if not cfg.cache.enabled:
+        stats, report = compute()
+        report.fetch_seconds = time.perf_counter() - start
+        return stats, report
+    from cscore.cli.run import stats_cache
+    from cscore.scorers import engine
+
+    cache = stats_cache(cfg)
+    parts = {"kind": "judge", "judge_format": FORMAT, "main": model_identity(main), "asst": model_identity(asst),
+             "dtype": str(main.dtype), "device": main.device.type, "ids": ids_digest([(c, []) for c in contexts]),
+             "values": list(values), "value_ids": [list(v) for v in value_ids], "token_budget": cfg.runtime.token_budget,
+             "padding_side": cfg.runtime.padding_side}
+    key = stats_key(parts)
+    with cache.lock(key):
+        hit = cache.load(key)
+        if hit is not None:
+            run = (hit.meta.get("extra") or {}).get("report", {})
+            report = engine.EngineReport(run.get("seconds", float("nan")), run.get("tokens", 0),
+                                         run.get("padded_tokens", 0), run.get("batches", 0), cached=True)
+        else:
+            stats, report = compute()
+            extra = {"models": [f"main: {main.name}", f"asst: {asst.name}"],
+                     "report": {"seconds": report.seconds, "tokens": report.tokens,
+                                "padded_tokens": report.padded_tokens, "batches": report.batches}}
+            cache.save(key, {"judge": stats}, parts, extra=extra)
+    if hit is not None:
+        stats = hit.stats["judge"]
+    report.fetch_seconds = time.perf_counter() - start
+    return stats, report
+
+
+def check_aspect(examples, aspect: str) -> None:
+    from cscore.scorers.methods.params import suggest
+
+    have = [c.removeprefix(rundir.HUMAN) for c in rundir.human_columns(examples.columns)]
+    if aspect not in have:
+        raise ConfigError(f"method.aspect={aspect} but this data has no human.{aspect}{suggest(aspect, have)}; "
+                          f"it has {', '.join(have) or 'no human scores'}")
+
+
+def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
+    from transformers.utils import logging as hf_logging
+
+    from cscore.cli.run import Scored, load_pair, model_line, progress_bar
+    from cscore.data import judge_prompts
+    from cscore.scorers import methods
+    from cscore.scorers.judge_parse import continuation_prefixes, score_tokens
+
+    hf_logging.disable_progress_bar()
+    params = method_params(cfg)
+    lo, hi = params["score_range"]
+    examples = loaded.examples
+    check_aspect(examples, params["aspect"])
+    pair = load_pair(cfg, plan.models)
+    for role, m in pair.models.items():
+        log.info(model_line(role, m.info, m.load_seconds))
+    tok = pair.tokenizer
+    jp = OmegaConf.to_container(cfg.judge_prompt, resolve=True)
+    chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
+    texts, spans = judge_prompts.build(examples, jp, aspect=params["aspect"], lo=lo, hi=hi, chat=chat)
+    tokens = score_tokens(tok, lo, hi)
+    values = list(range(lo, hi + 1))
+    value_ids = [tuple(tokens[v]) for v in values]
+    prefixes = continuation_prefixes(tokens)
+    kept, contexts, truncated = encode_contexts(tok, texts, spans, prefixes, cfg.runtime.max_length)
+    n_truncated = int(sum(truncated))
+    if n_truncated:
+        log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d", n_truncated,
+                    len(examples), cfg.runtime.max_length)
+    if state is not None:
+        state["stage"] = "score"
+    bar, factory = progress_bar(console, cfg.runtime.progress)
+    if bar:
+        bar.start()
+    try:
+        stats, report = judge_statistics(cfg, pair, contexts, values=values, value_ids=value_ids, prefixes=prefixes,
+                                         n_items=len(examples), progress=factory("judge", len(contexts)) if factory else None)
+    finally:
+        if bar:
+            bar.stop()
+    table = examples.copy()
+    table["prompt"] = kept
+    table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
+    table["truncated"] = truncated
+    invalid = {}
+    module = methods.get(cfg.method.name)
+    for v in plan.variants:
+        got = module.judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], score_range=[lo, hi])
+        table[f"{rundir.SCORE}{v.name}"] = got["score"]
+        table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
+        table[f"parse.{v.name}"] = got["status"]
+        table[f"output.{v.name}"] = got["text"]
+        counts = {s: int((got["status"] == s).sum()) for s in ("No Pred", "Below", "Above")}
+        invalid[v.name] = {**counts, "n": len(examples)}
+    sizes = stats.front_sizes
+    judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
+                  "c": params["lam"] / params["t"], "invalid": invalid, "judge_prompt": jp.get("name"),
+                  "value_tokens": {str(v): list(ids) for v, ids in zip(values, value_ids)},
+                  "continuation_prefixes": [list(p) for p in prefixes],
+                  "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),
+                                              "vocabulary": stats.vocab}}
+    log.info("judge statistics: %.1f tokens kept per context on average (max %d) of a %d-token vocabulary",
+             sizes.mean(), sizes.max(), stats.vocab)
+    label = "judge: " + "+".join(pair.models)
+    return Scored(table, JudgeRun(stats, {label: report}), pair.models, n_truncated, metrics={"judge": judge_info})

@@ -1,0 +1,284 @@
+"""Prompts for LLM-as-a-judge scoring (the ``cd_judge`` method; the ``judge_prompt`` config group).
+
+A judge prompt asks an instruct model for one score in a range ``lo``-``hi`` for one aspect of a
+hypothesis (a summary, a dialogue response) given its source (the article, the conversation so
+far). Two placeholder styles:
+
+* ``cscore`` (``conf/judge_prompt/geval.yaml``): ``{min}``, ``{max}``, ``{source}``,
+  ``{hypothesis}``; the dialogue template also has ``{aspect_title}`` and ``{definition}``, filled
+  by ``template_for`` from the aspect's name and its definition in the config;
+* ``released`` (``conf/judge_prompt/released.yaml``): the placeholders of the CD-judge release's
+  prompt files, ``{min_range}``, ``{max_range}``, ``{{Document}}``, ``{{Summary}}``. Those files
+  are read where they lie (the shared data folder or any path given); nothing is copied.
+
+Filling never runs ``str.format`` over the template: documents contain braces. The template is
+cut at its source and hypothesis placeholders, the range placeholders are filled in the template's
+pieces only, and the source and hypothesis texts are put between the pieces as they are. So a
+document may hold "{min}", "{{Summary}}" or any other braces and comes out unchanged (the released
+code's chained ``str.replace`` would also replace a "{{Summary}}" inside the document).
+
+``render`` / ``build`` also return the character span of the source inside the prompt, so that the
+caller can shorten only the source when a prompt is too long.
+
+This module imports nothing heavy (no torch, no transformers): tokenizers come in as arguments."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from cscore.errors import ConfigError
+
+STYLES = ("cscore", "released")
+# per style: the placeholders of the source, the hypothesis and the range ends
+PLACEHOLDERS = {
+    "cscore": {"source": "{source}", "hypothesis": "{hypothesis}", "min": "{min}", "max": "{max}"},
+    "released": {"source": "{{Document}}", "hypothesis": "{{Summary}}", "min": "{min_range}", "max": "{max_range}"},
+}
+# filled by template_for before render; one left in a rendered template is a config mistake
+DIALOGUE_FIELDS = ("{aspect_title}", "{definition}")
+TASKS = ("summarization", "dialogue")
+ROLES = ("user", "system")
+RELEASED_ASPECTS = ("coherence", "consistency", "relevance")
+# the keys of a judge_prompt config
+KEYS = ("name", "style", "role", "generation_prompt", "templates", "files", "dialogue_template", "dialogue_aspects")
+
+
+def _suggest(word: str, options) -> str:
+    """' (did you mean X?)' when a close option X exists (data imports nothing of scorers)."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _name(prompt_cfg: Mapping) -> str:
+    return str(prompt_cfg.get("name") or "?")
+
+
+def _mapping(prompt_cfg: Mapping, key: str) -> Mapping:
+    value = prompt_cfg.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"judge_prompt.{key} must be a mapping of aspect -> text, got {type(value).__name__}")
+    return value
+
+
+def check_style(style) -> str:
+    if style not in STYLES:
+        raise ConfigError(f"judge_prompt.style must be one of {' | '.join(STYLES)}, got {style!r}"
+                          f"{_suggest(str(style), STYLES)}")
+    return style
+
+
+def check_config(prompt_cfg: Mapping) -> None:
+    """A ConfigError for the first judge_prompt setting that is not allowed: an unknown key, a
+    style or role that does not exist, a non-boolean generation_prompt, a template, file path or
+    definition that is not a string. (Whether files exist and templates hold their placeholders
+    is checked when the prompts are built.)"""
+    for key in prompt_cfg:
+        if key not in KEYS:
+            raise ConfigError(f"unknown setting judge_prompt.{key}{_suggest(str(key), KEYS)}; "
+                              f"judge_prompt has {', '.join(KEYS)}")
+    check_style(prompt_cfg.get("style", "cscore"))
+    role = prompt_cfg.get("role", "user")
+    if role not in ROLES:
+        raise ConfigError(f"judge_prompt.role must be one of {' | '.join(ROLES)}, got {role!r}")
+    if not isinstance(prompt_cfg.get("generation_prompt", True), bool):
+        raise ConfigError(f"judge_prompt.generation_prompt must be true | false, "
+                          f"got {prompt_cfg.get('generation_prompt')!r}")
+    for key in ("templates", "files", "dialogue_aspects"):
+        for aspect, text in _mapping(prompt_cfg, key).items():
+            if not isinstance(text, str) or not text.strip():
+                raise ConfigError(f"judge_prompt.{key}.{aspect} must be a non-empty string, got {text!r}")
+    dialogue = prompt_cfg.get("dialogue_template")
+    if dialogue is not None and not (isinstance(dialogue, str) and dialogue.strip()):
+        raise ConfigError(f"judge_prompt.dialogue_template must be a non-empty string or null, got {dialogue!r}")
+
+
+def check_range(lo, hi) -> None:
+    """A ConfigError unless lo and hi are integers with lo < hi."""
+    for name, value in (("minimum", lo), ("maximum", hi)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ConfigError(f"the judge's score range needs integers; its {name} is {value!r}")
+    if lo >= hi:
+        raise ConfigError(f"the judge's score range must have minimum < maximum, got {lo}-{hi}")
+
+
+def aspect_title(aspect: str) -> str:
+    """'semantically_appropriate' -> 'Semantically appropriate'."""
+    words = str(aspect).replace("_", " ").strip()
+    return words[:1].upper() + words[1:]
+
+
+def resolve_file(path: str) -> Path:
+    """A prompt file: ``path`` itself when it is a file (``~`` expanded); a relative path that is not
+    a file is looked up inside the shared data folder (``cscore.data.paths``). ConfigError if
+    neither exists, naming what was looked for and how to fix it."""
+    from cscore.data import paths
+    from cscore.data.schema import DataError
+
+    file = Path(str(path)).expanduser()
+    if file.is_file():
+        return file
+    if file.is_absolute():
+        raise ConfigError(f"judge prompt file {file} does not exist; point judge_prompt.files.<aspect> at "
+                          "an existing file")
+    try:
+        return paths.default_file(*file.parts)
+    except DataError as err:
+        raise ConfigError(f"judge prompt file {path} not found (neither relative to {Path.cwd()} nor in the shared "
+                          f"data folder: {err}). Give the file's path as judge_prompt.files.<aspect>=/path/to/"
+                          f"{file.name}, or set {paths.ENV_VAR} to the folder that holds {file.as_posix()}") from None
+
+
+def read_file(path: str) -> str:
+    file = resolve_file(path)
+    try:
+        return file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read judge prompt file {file}: {err}") from None
+
+
+def _summarization_template(prompt_cfg: Mapping, aspect: str) -> str:
+    templates, files = _mapping(prompt_cfg, "templates"), _mapping(prompt_cfg, "files")
+    if aspect in templates:
+        return str(templates[aspect])
+    if aspect in files:
+        return read_file(str(files[aspect]))
+    known = sorted(set(templates) | set(files))
+    if prompt_cfg.get("style") == "released":
+        raise ConfigError(f"judge_prompt={_name(prompt_cfg)} has no prompt for the aspect {aspect!r}: the released "
+                          f"CD-judge prompts cover only {', '.join(known or RELEASED_ASPECTS)}; use "
+                          "judge_prompt=geval (cscore's own prompts) for other aspects")
+    raise ConfigError(f"judge_prompt={_name(prompt_cfg)} has no summarization prompt for the aspect "
+                      f"{aspect!r}{_suggest(aspect, known)}; it has {', '.join(known) or 'none'}")
+
+
+def _dialogue_template(prompt_cfg: Mapping, aspect: str) -> str:
+    template = prompt_cfg.get("dialogue_template")
+    definitions = _mapping(prompt_cfg, "dialogue_aspects")
+    if not template:
+        hint = (f"the released CD-judge prompts cover only summarization ({', '.join(RELEASED_ASPECTS)}); use "
+                "judge_prompt=geval for dialogue" if prompt_cfg.get("style") == "released"
+                else "set judge_prompt.dialogue_template")
+        raise ConfigError(f"judge_prompt={_name(prompt_cfg)} has no dialogue prompt: {hint}")
+    if aspect not in definitions:
+        raise ConfigError(f"judge_prompt={_name(prompt_cfg)} has no definition of the dialogue aspect "
+                          f"{aspect!r}{_suggest(aspect, definitions)}; it defines {', '.join(definitions) or 'none'} "
+                          f"(add judge_prompt.dialogue_aspects.{aspect})")
+    template = str(template)
+    missing = [f for f in DIALOGUE_FIELDS if f not in template]
+    if missing:
+        raise ConfigError(f"judge_prompt.dialogue_template lacks {' and '.join(missing)}")
+    return (template.replace("{aspect_title}", aspect_title(aspect))
+            .replace("{definition}", str(definitions[aspect]).strip()))
+
+
+def template_for(prompt_cfg: Mapping, aspect: str, task: str) -> str:
+    """The template for one aspect of one task ("summarization" or "dialogue", the dataset's task
+    column): for summarization ``templates[aspect]`` (inline text) or ``files[aspect]`` (a path,
+    read as UTF-8); for dialogue ``dialogue_template`` with ``{aspect_title}`` and ``{definition}``
+    (from ``dialogue_aspects[aspect]``) filled in. ConfigError for an aspect or task without one."""
+    if task == "summarization":
+        return _summarization_template(prompt_cfg, aspect)
+    if task == "dialogue":
+        return _dialogue_template(prompt_cfg, aspect)
+    raise ConfigError(f"judge prompts exist for {' and '.join(TASKS)} data; the data's task is {task!r}")
+
+
+def _pieces(template: str, style: str) -> tuple[list[str], list[str]]:
+    """The template cut at its source and hypothesis placeholders: (texts between them, the order
+    of the placeholders as 'source' / 'hypothesis'). ConfigError if a placeholder is missing or
+    repeated, or a range placeholder is missing."""
+    marks = PLACEHOLDERS[style]
+    problems = []
+    for key in ("source", "hypothesis"):
+        count = template.count(marks[key])
+        if count != 1:
+            problems.append(f"{marks[key]} {'is missing' if count == 0 else f'appears {count} times (once, please)'}")
+    for key in ("min", "max"):
+        if marks[key] not in template:
+            problems.append(f"{marks[key]} is missing")
+    if problems:
+        other = "released" if style == "cscore" else "cscore"
+        hint = (f" (it looks like a {other}-style template: set judge_prompt.style={other})"
+                if PLACEHOLDERS[other]["source"] in template else "")
+        raise ConfigError(f"judge prompt template ({style} style): {'; '.join(problems)}{hint}")
+    first, second = sorted(("source", "hypothesis"), key=lambda k: template.index(marks[k]))
+    head, rest = template.split(marks[first], 1)
+    middle, tail = rest.split(marks[second], 1)
+    return [head, middle, tail], [first, second]
+
+
+def render(template: str, *, source: str, hypothesis: str, lo: int, hi: int,
+           style: str) -> tuple[str, tuple[int, int]]:
+    """The filled prompt and the character span ``(start, end)`` of the source text inside it
+    (``prompt[start:end] == source``). The range placeholders are filled in the template only;
+    source and hypothesis are inserted verbatim, braces and all."""
+    check_style(style)
+    check_range(lo, hi)
+    marks = PLACEHOLDERS[style]
+    pieces, order = _pieces(str(template), style)
+    filled = [p.replace(marks["min"], str(lo)).replace(marks["max"], str(hi)) for p in pieces]
+    left = [f for f in DIALOGUE_FIELDS if any(f in p for p in filled)]
+    if left:
+        raise ConfigError(f"judge prompt template still holds {' and '.join(left)}: a dialogue template must be "
+                          "filled by template_for (judge_prompt.dialogue_template)")
+    texts = {"source": str(source), "hypothesis": str(hypothesis)}
+    prompt, start = filled[0], None
+    for key, piece in zip(order, filled[1:]):
+        if key == "source":
+            start = len(prompt)
+        prompt += texts[key] + piece
+    return prompt, (start, start + len(texts["source"]))
+
+
+def chat_renderer(tokenizer, role: str = "user", generation_prompt: bool = True) -> Callable[[str], str]:
+    """``text -> the tokenizer's chat template around one message {role, content: text}`` (a string,
+    not tokens), with the assistant header when ``generation_prompt``. ConfigError when the
+    tokenizer has no chat template or its template refuses the role."""
+    if role not in ROLES:
+        raise ConfigError(f"judge_prompt.role must be one of {' | '.join(ROLES)}, got {role!r}")
+    model = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
+    if not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(f"judge prompts need an instruct model's chat template; {model} has none")
+
+    def chat(text: str) -> str:
+        return tokenizer.apply_chat_template([{"role": role, "content": text}], tokenize=False,
+                                             add_generation_prompt=generation_prompt)
+
+    try:  # a template that refuses the role (some allow no system message) fails here, once
+        chat("x")
+    except Exception as err:  # jinja2's TemplateError and friends: a config problem, said in one line
+        message = " ".join(str(err).split()) or type(err).__name__
+        raise ConfigError(f"the chat template of {model} cannot render one {role} message: {message} "
+                          "(try judge_prompt.role=user)") from None
+    return chat
+
+
+def build(examples, prompt_cfg: Mapping, *, aspect: str, lo: int, hi: int,
+          chat: Callable[[str], str] | None) -> tuple[list[str], list[tuple[int, int]]]:
+    """One judge prompt per row of ``examples`` (columns ``source``, ``hypothesis``, ``task``), put
+    through ``chat`` when given, and the span of each row's source inside its prompt (moved with
+    the chat wrapper). The style is ``prompt_cfg["style"]``."""
+    style = check_style(prompt_cfg.get("style", "cscore"))
+    templates: dict[str, str] = {}
+    prompts, spans = [], []
+    for source, hypothesis, task in zip(examples["source"], examples["hypothesis"], examples["task"]):
+        if task not in templates:
+            templates[task] = template_for(prompt_cfg, aspect, task)
+        prompt, (start, end) = render(templates[task], source=source, hypothesis=hypothesis, lo=lo, hi=hi,
+                                      style=style)
+        if chat is not None:
+            wrapped = chat(prompt)
+            at = wrapped.find(prompt)
+            if at < 0:
+                raise ConfigError("the chat template changed the judge prompt's text, so the source cannot be "
+                                  "located in it; use a model whose chat template keeps the message as it is")
+            prompt, start, end = wrapped, start + at, end + at
+        prompts.append(prompt)
+        spans.append((start, end))
+    return prompts, spans

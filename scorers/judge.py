@@ -1,0 +1,115 @@
+"""The judge pass: one forward pass of the main model (and the assistant: an early exit read from
+the same pass, or a second model fed the same batches) over each judge context, keeping what
+``judge_stats.JudgeStats`` needs — the next-token distribution where the score is written.
+
+Contexts are token-id lists (the rendered judge prompt, then the prompt + each continuation prefix
+for multi-token score values). Batches are token-budgeted and sorted by length as in
+``engine.compute``; results go back to input order. Only the last position's hidden state goes
+through the LM head.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from cscore.scorers.anatomy import decoder_base
+from cscore.scorers.engine import EngineReport, LayerTap, _pad_batch, head_logits, make_batches
+from cscore.scorers.judge_stats import JudgeStats
+from cscore.scorers.tokenize import InputError
+
+
+def pareto_front(a: torch.Tensor, z: torch.Tensor) -> list[torch.Tensor]:
+    """Per row of a, z [B, V] (float64): the token ids on the front of (z, a) — sorted by z
+    (ties by id), kept when its a beats every a before it. Any token left out has another with
+    a' ≥ a and z' ≤ z: never better for a − c·z, c > 0, and never an earlier id on a tie."""
+    order = torch.sort(z, dim=1, stable=True).indices
+    a_sorted = a.gather(1, order)
+    run = torch.cummax(a_sorted, dim=1).values
+    prev = torch.cat([torch.full_like(run[:, :1], -torch.inf), run[:, :-1]], dim=1)
+    keep = a_sorted > prev
+    return [order[r][keep[r]] for r in range(a.shape[0])]
+
+
+@torch.inference_mode()
+def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | None = None,
+            values: Sequence[int], value_ids: Sequence[tuple[int, ...]], prefixes: Sequence[tuple[int, ...]],
+            n_items: int, decode_token: Callable[[int], str], token_budget: int = 4096,
+            padding_side: str = "right", pad_id: int = 0,
+            progress: Callable[[int], None] | None = None) -> tuple[JudgeStats, EngineReport]:
+    """``main``: the main causal LM; the assistant is ``asst`` (another model sharing the
+    vocabulary) or, with ``asst_exit=k``, main's first k layers (+ final norm and LM head)."""
+    if (asst is None) == (asst_exit is None):
+        raise ValueError("give exactly one of asst (a model) or asst_exit (an early exit of main)")
+    n_ctx = len(contexts)
+    if n_ctx != n_items * (1 + len(prefixes)):
+        raise ValueError("contexts must be n_items x (1 + len(prefixes))")
+    for i, c in enumerate(contexts):
+        if not c:
+            raise InputError(f"judge prompt {i} has no tokens")
+    device = next(main.parameters()).device
+    vocab = main.get_output_embeddings().weight.shape[0]
+    single = np.array([len(ids) == 1 for ids in value_ids])
+    score_tok = torch.tensor([ids[0] if len(ids) == 1 else 0 for ids in value_ids], device=device)
+    main_top = np.empty(n_ctx, np.int64)
+    asst_top = np.empty(n_ctx, np.int64)
+    score_a = np.full((n_ctx, len(values)), np.nan)
+    score_z = np.full((n_ctx, len(values)), np.nan)
+    fronts: list = [None] * n_ctx
+    lengths = [len(c) for c in contexts]
+    items = [(c, []) for c in contexts]
+    start = time.perf_counter()
+    batches = make_batches(lengths, token_budget)
+    tap = LayerTap(main, asst_exit) if asst_exit is not None else None
+    padded = 0
+    try:
+        for idx in batches:
+            ids, mask, positions, starts = _pad_batch(items, idx, pad_id, padding_side, device)
+            padded += ids.numel()
+            last = torch.tensor([starts[r] + lengths[i] - 1 for r, i in enumerate(idx)], device=device)
+            rows = torch.arange(len(idx), device=device)
+            hidden = decoder_base(main)(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                        use_cache=False).last_hidden_state
+            z_main = head_logits(main, hidden[rows, last])
+            if tap is not None:
+                z_asst = head_logits(main, tap.normed()[rows, last])
+            else:
+                h2 = decoder_base(asst)(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                        use_cache=False).last_hidden_state
+                z_asst = head_logits(asst, h2[rows, last])
+            if z_asst.shape[-1] != z_main.shape[-1]:
+                raise InputError(f"the assistant has {z_asst.shape[-1]} output logits, the main model "
+                                 f"{z_main.shape[-1]}: they must share one vocabulary")
+            if not (torch.isfinite(z_main).all() and torch.isfinite(z_asst).all()):
+                raise InputError("a model produced non-finite logits on a judge prompt (check dtype and weights)")
+            a = torch.log_softmax(z_main.double(), dim=-1)
+            z = z_asst.double()
+            main_top[idx] = torch.argmax(z_main, dim=-1).cpu().numpy()
+            asst_top[idx] = torch.argmax(z_asst, dim=-1).cpu().numpy()
+            sa, sz = a[:, score_tok].cpu().numpy(), z[:, score_tok].cpu().numpy()
+            score_a[idx] = np.where(single, sa, np.nan)
+            score_z[idx] = np.where(single, sz, np.nan)
+            for r, front in enumerate(pareto_front(a, z)):
+                fronts[idx[r]] = (front.cpu().numpy(), a[r, front].cpu().numpy(), z[r, front].cpu().numpy())
+            if progress is not None:
+                progress(len(idx))
+    finally:
+        if tap is not None:
+            tap.close()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - start
+    sizes = np.array([len(f[0]) for f in fronts], dtype=np.int64)
+    front_ids = np.concatenate([f[0] for f in fronts]).astype(np.int64)
+    text_ids = np.unique(np.concatenate([front_ids, main_top, asst_top]))
+    stats = JudgeStats(
+        n_items=n_items, prefixes=[tuple(p) for p in prefixes], values=np.asarray(values, dtype=np.int64),
+        value_ids=[tuple(v) for v in value_ids], main_top=main_top, asst_top=asst_top,
+        front_offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), front_ids=front_ids,
+        front_a=np.concatenate([f[1] for f in fronts]), front_z=np.concatenate([f[2] for f in fronts]),
+        score_a=score_a, score_z=score_z, text_ids=text_ids,
+        text_values=np.asarray([decode_token(int(t)) for t in text_ids], dtype=str), vocab=int(vocab))
+    return stats, EngineReport(seconds, int(sum(lengths)), padded, len(batches))

