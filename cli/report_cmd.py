@@ -1,4 +1,9 @@
-"""``cscore report <run or multirun dir>``: paper-style tables and plots from finished runs."""
+"""``cscore report <run or multirun dir>``: paper-style tables and plots from finished runs.
+
+Judge runs (``cd_judge``, ``cd_judge_released``) get the CD-judge paper's tables instead
+(``metaeval.judge``: (lambda, t) chosen on dev, correlations by score range, chosen
+hyper-parameters, range bias, invalid outputs) and plots (``metaeval.judge_plots``); other runs in
+the same folder get the usual tables."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from cscore.metaeval import plots, render, tables
+from cscore.metaeval import judge, judge_plots, plots, render, tables
 from cscore.metaeval.runs import find_runs, missing_jobs
 from cscore import rundir
 from cscore.errors import CscoreError
@@ -194,8 +199,41 @@ def dataset_section(ds, stem: str, spec: tables.Spec, out: Path, console, progre
     return lines
 
 
+def judge_section(runs, spec: tables.Spec, out: Path, console, progress: Progress,
+                  select_by: str = "spearman") -> list[str]:
+    """The judge studies among ``runs`` (``metaeval.judge``): tables (md / csv / tex), their long
+    csv files and plots; prints the tables. Returns report.md's lines."""
+    criterion = judge.Criterion(select_by, spec.level, spec.variant)
+    studies = judge.collect(runs)
+    lines = []
+    for study, stem in zip(studies, judge.stems(studies)):
+        settings = study.settings()
+        progress.say(f"{stem}: {len(study.points)} judge grid points, {len(settings)} (pair, range) settings; "
+                     f"(lambda, t) chosen by dev {select_by}; {spec.bootstrap} bootstrap resamples")
+        with progress.steps(f"{stem} correlations") as update:
+            rep = judge.build(study, criterion, bootstrap=spec.bootstrap, seed=spec.seed, alpha=spec.alpha,
+                              progress=update)
+        rep.long.to_csv(out / f"{stem}_correlation_long.csv", index=False)
+        rep.grid.to_csv(out / f"{stem}_grid.csv", index=False)
+        rep.invalid.to_csv(out / f"{stem}_invalid_long.csv", index=False)
+        lines += ["", f"Files `{stem}_*`: judge runs on {study.data}, aspect {study.aspect}: "
+                      f"{len(study.points)} grid points"]
+        if not study.has_dev_split:
+            lines += ["", f"**{judge.NO_DEV}**"]
+            console.print(f"[bold yellow]{stem}: {judge.NO_DEV}[/]")
+        for note in study.notes:
+            lines.append(f"- note: {note}")
+            console.print(f"[yellow]{stem}: {note}[/]", markup=True)
+        for suffix, table in rep.tables.items():
+            lines += write(out, f"{stem}_{suffix}", table)
+            console.print(render.rich(table))
+        progress.say(f"{stem}: plots")
+        judge_plots.write(rep, out / "plots", stem, criterion.kind)
+    return lines
+
+
 def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None,
-           progress: Progress | None = None) -> Path:
+           progress: Progress | None = None, select_by: str = "spearman") -> Path:
     from rich.console import Console
 
     console = console or Console()
@@ -215,9 +253,12 @@ def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None,
     lines += [f"- failed: {r.path} ({r.failure.get('stage')}: {r.failure.get('error')})" for r in failed]
     lines += [f"- incomplete: {r.path}" for r in incomplete] + [f"- missing: {m}" for m in missing]
 
-    datasets = tables.collect(runs)
+    judge_runs = [r for r in runs if judge.is_judge_run(r)]
+    datasets = tables.collect([r for r in runs if not judge.is_judge_run(r)])
     for ds, stem in zip(datasets, stems(datasets)):
         lines += dataset_section(ds, stem, spec, out, console, progress)
+    if judge_runs:
+        lines += judge_section(judge_runs, spec, out, console, progress, select_by)
 
     speed = tables.speed(runs)
     if not speed.empty:
@@ -245,11 +286,13 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--out", type=Path, default=None, help="output folder (default: <path>/report)")
+    ap.add_argument("--select-by", default="spearman", choices=list(judge.KINDS),
+                    help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
     args = ap.parse_args(argv)
     spec = tables.Spec(args.level, args.correlation, args.kendall, args.bootstrap, args.permutations, args.seed,
                        args.alpha)
     try:
-        report(args.path, spec, args.out)
+        report(args.path, spec, args.out, select_by=args.select_by)
     except CscoreError as err:
         print(f"cscore: error: {err}", file=sys.stderr)
         sys.exit(1)

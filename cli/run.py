@@ -388,6 +388,7 @@ class MethodKind:
 
 KINDS = {"token": MethodKind(plan_stage, score_stage),
          "judge": MethodKind(judge_run.plan_judge, judge_run.score_judge),
+         "judge_released": MethodKind(judge_run.plan_released, judge_run.score_released),
          "pooler": MethodKind(plan_stage, pooler_run.score_pooler)}
 
 

@@ -27,3 +27,8 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
 def final_norm(model: nn.Module) -> nn.Module:
     """The norm applied to the last layer's output before the LM head."""
     return decoder_base(model).norm
+
+
+def is_encoder_decoder(model: nn.Module) -> bool:
+    """An encoder-decoder (seq2seq) model such as T5 or BART."""
+    return bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from cscore.errors import ConfigError
-from cscore.scorers import engine, methods
+from cscore.scorers import engine, methods, seq2seq
 from cscore.scorers.cache import StatsCache, ids_digest, stats_key
 from cscore.scorers.identity import model_identity
-from cscore.scorers.models import LoadedModel, check_same_vocabulary, early_exit, load_model
+from cscore.scorers.models import LoadedModel, check_same_kind, check_same_vocabulary, early_exit, load_model
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import EncodedItem, encode
 
@@ -76,10 +76,12 @@ class PairStatistics:
 
 
 class ModelPair:
-    """An expert and (optionally) an amateur sharing one tokenizer."""
+    """An expert and (optionally) an amateur sharing one tokenizer: two causal LMs, or two
+    encoder-decoder models (the hypothesis is then the decoder target given the prompt)."""
 
     def __init__(self, expert: LoadedModel, amateur: LoadedModel | None = None):
         if amateur is not None:
+            check_same_kind(expert, amateur)
             check_same_vocabulary(expert, amateur)
         self.expert = expert
         self.amateur = amateur
@@ -116,9 +118,21 @@ class ModelPair:
         if len(prompts) != len(hypotheses):
             raise ValueError(f"{len(prompts)} prompts but {len(hypotheses)} hypotheses")
         spans = list(source_spans) if source_spans is not None else [None] * len(prompts)
-        items = [encode(self.tokenizer, p, h, max_length=max_length, source_span=s, index=i)
+        s2s = self.expert.is_encoder_decoder
+        eos = self._eos() if s2s else None
+        items = [encode(self.tokenizer, p, h, max_length=max_length, source_span=s, index=i, seq2seq=s2s, eos_id=eos)
                  for i, (p, h, s) in enumerate(zip(prompts, hypotheses, spans))]
         return ScoringInput(items)
+
+    def _eos(self) -> int:
+        """The EOS a seq2seq target ends with: the tokenizer's, else the model config's."""
+        eos = self.tokenizer.eos_token_id
+        eos = self.expert.model.config.eos_token_id if eos is None else eos
+        if isinstance(eos, (list, tuple)):
+            eos = eos[0] if eos else None
+        if eos is None:
+            raise ConfigError(f"{self.expert.name!r} has no EOS token to end the decoder target with")
+        return int(eos)
 
     def statistics(self, prompts: Sequence[str] | None = None, hypotheses: Sequence[str] | None = None, *,
                    inputs: ScoringInput | None = None, temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
@@ -163,6 +177,8 @@ class ModelPair:
         parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
                  "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
                  "token_budget": token_budget, "padding_side": padding_side}
+        if run_model.is_encoder_decoder:  # ids are (encoder ids, decoder targets); causal keys unchanged
+            parts.update(seq2seq.key_part(run_model.model))
         key = stats_key(parts)
         with cache.lock(key):
             hit = cache.load(key)

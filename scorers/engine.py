@@ -7,6 +7,7 @@
   no full-vocabulary logit tensor is built for the whole sequence.
 * Each item is (prompt_ids, hyp_ids); a later prefix-sharing path can feed the prompt
   once per group and the hypotheses after it without changing what is returned.
+* Encoder-decoder models take the path of ``seq2seq.py`` (same outputs).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 
 from cscore.errors import ConfigError
-from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm
+from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
 
@@ -111,18 +112,8 @@ class LayerTap:
         self.handle.remove()
 
 
-@torch.inference_mode()
-def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float],
-            token_budget: int = 4096, padding_side: str = "right", pad_id: int = 0,
-            progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
-            ) -> tuple[dict[str, TokenStats], EngineReport]:
-    """Run ``model`` (a transformers causal LM) once over ``items`` = [(prompt_ids, hyp_ids)].
-
-    Every hypothesis token is scored, the first included: it is predicted from the last
-    prompt token. ``heads`` maps a name to None (the full model) or k (an early exit after
-    k decoder layers, then the final norm and LM head: the same numbers as running the
-    truncated model, read from the same pass). ``progress`` gets items finished per batch."""
-    heads = {"model": None} if heads is None else dict(heads)
+def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tuple[float, ...]:
+    """The checks every engine pass makes; returns the temperatures as floats."""
     if padding_side not in ("left", "right"):
         raise ConfigError(f"padding_side must be left or right, got {padding_side!r}")
     temperatures = tuple(float(t) for t in temperatures)
@@ -131,6 +122,28 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     for i, (p, h) in enumerate(items):
         if not p or not h:
             raise InputError(f"item {i}: need at least one prompt token and one hypothesis token")
+    return temperatures
+
+
+@torch.inference_mode()
+def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float],
+            token_budget: int = 4096, padding_side: str = "right", pad_id: int = 0,
+            progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
+            ) -> tuple[dict[str, TokenStats], EngineReport]:
+    """Run ``model`` (a transformers causal LM) once over ``items`` = [(prompt_ids, hyp_ids)]
+    (an encoder-decoder model goes to ``seq2seq.compute``: items are (encoder ids, targets)).
+
+    Every hypothesis token is scored, the first included: it is predicted from the last
+    prompt token. ``heads`` maps a name to None (the full model) or k (an early exit after
+    k decoder layers, then the final norm and LM head: the same numbers as running the
+    truncated model, read from the same pass). ``progress`` gets items finished per batch."""
+    if is_encoder_decoder(model):
+        from cscore.scorers import seq2seq
+
+        return seq2seq.compute(model, items, temperatures=temperatures, token_budget=token_budget,
+                               padding_side=padding_side, pad_id=pad_id, progress=progress, heads=heads)
+    heads = {"model": None} if heads is None else dict(heads)
+    temperatures = check_inputs(items, temperatures, padding_side)
     device = next(model.parameters()).device
     base = decoder_base(model)
     lengths = [len(p) + len(h) for p, h in items]

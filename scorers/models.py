@@ -1,4 +1,5 @@
-"""Loading causal LMs: hub id, local directory or a PyPI-packaged GGUF file; early-exit amateurs.
+"""Loading causal LMs and encoder-decoder (seq2seq) models: hub id, local directory or a
+PyPI-packaged GGUF file; early-exit amateurs (causal LMs only).
 
 Model specs (``pair.expert.path``):
   * a hub id (``Qwen/Qwen2.5-3B-Instruct``) or a local directory: ``from_pretrained``;
@@ -46,7 +47,7 @@ def auto_dtype(dtype: str, device: torch.device) -> torch.dtype:
 
 @dataclass
 class LoadedModel:
-    """A causal LM ready for scoring, with its tokenizer and identity."""
+    """A causal LM (or an encoder-decoder model) ready for scoring, with its tokenizer and identity."""
 
     model: nn.Module
     tokenizer: object
@@ -57,13 +58,15 @@ class LoadedModel:
     info: dict = field(default_factory=dict)
     parent: "LoadedModel | None" = None  # for an early exit: the full model it is cut from
     exit_layer: int | None = None
+    is_encoder_decoder: bool = False  # loaded with AutoModelForSeq2SeqLM (T5, BART, ...)
 
 
 def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision: str | None = None,
                trust_remote_code: bool = False) -> LoadedModel:
-    """Load tokenizer + causal LM by hub id, local directory or ``gguf:`` spec. A spec that names
-    nothing loadable raises ``ModelSpecError`` (an ``InputError``) with a one-line message."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Load tokenizer + model by hub id, local directory or ``gguf:`` spec: a causal LM, or a
+    seq2seq model when its config ``is_encoder_decoder``. A spec that names nothing loadable
+    raises ``ModelSpecError`` (an ``InputError``) with a one-line message."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     start = time.perf_counter()
     path, fingerprint = resolve_path(spec)
@@ -73,8 +76,10 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
     kwargs = {"revision": revision} if revision else {}
     try:
         tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code,
-                                                     **kwargs)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, **kwargs)
+        seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+        auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
+        model = auto.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code, **kwargs)
     except (OSError, ValueError) as err:  # ValueError: e.g. a config.json transformers does not know
         raise ModelSpecError(load_failure(spec, path, revision, err)) from err
     model.to(dev)
@@ -83,7 +88,10 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
     info = {"spec": spec, "path": path, "revision": revision, "fingerprint": fingerprint,
             "class": type(model).__name__, "layers": getattr(model.config, "num_hidden_layers", None),
             "commit": getattr(model.config, "_commit_hash", None)}
-    return LoadedModel(model, tok, spec, dev, torch_dtype, time.perf_counter() - start, info)
+    if seq2seq:
+        info["encoder_decoder"] = True
+    return LoadedModel(model, tok, spec, dev, torch_dtype, time.perf_counter() - start, info,
+                       is_encoder_decoder=seq2seq)
 
 
 SPEC_FORMS = "give a local model directory, a hub id such as Qwen/Qwen2.5-3B-Instruct, or a gguf: spec"
@@ -144,6 +152,9 @@ def error_chain(err: BaseException) -> list[BaseException]:
 def early_exit(lm: LoadedModel, layers: int | str = "auto") -> LoadedModel:
     """The first ``layers`` decoder layers of ``lm`` followed by its final norm and LM head.
     Shares every weight with ``lm`` (no copy). ``auto`` keeps a third of the layers."""
+    if lm.is_encoder_decoder:
+        raise ConfigError(f"early exit is for decoder-only models; {lm.name!r} is an encoder-decoder model: give "
+                          "the amateur a smaller model of its family (pair.amateur.path) and pair.amateur.early_exit=null")
     model = lm.model
     total = len(decoder_layers(model))
     try:
@@ -182,3 +193,11 @@ def check_same_vocabulary(a: LoadedModel, b: LoadedModel) -> None:
             f"({len(va)} vs {len(vb)} tokens; {only_a} only in the expert, {only_b} only in the amateur). "
             "Token-level methods need two models of one family with the same tokenizer."
         )
+
+
+def check_same_kind(a: LoadedModel, b: LoadedModel) -> None:
+    """Expert and amateur are both decoder-only or both encoder-decoder: one item encoding for both."""
+    if a.is_encoder_decoder != b.is_encoder_decoder:
+        kind = {True: "an encoder-decoder (seq2seq) model", False: "a decoder-only (causal) model"}
+        raise ConfigError(f"expert {a.name!r} is {kind[a.is_encoder_decoder]} but amateur {b.name!r} is "
+                          f"{kind[b.is_encoder_decoder]}; a pair needs two models of one kind and family")

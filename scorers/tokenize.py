@@ -4,6 +4,12 @@ hypothesis are tokenized separately, without special tokens, and concatenated.
 Over-long items: the source text inside the prompt is cut (from its end, at a token
 boundary) until prompt + hypothesis fit ``max_length``; the hypothesis is never cut.
 The cut prompt string is kept, so what was scored can be re-tokenized exactly.
+
+Encoder-decoder models (``seq2seq=True``) are fed as BARTScore and T5Score feed them: prompt
+(encoder) and hypothesis (decoder target) each as the tokenizer formats a text, special tokens
+included (T5 ``x </s>``, BART ``<s> x </s>``), the target ending with EOS (appended if the
+tokenizer does not add it); every target token is scored. ``max_length`` bounds each side: the
+source is cut until the encoder input fits, the target is never cut.
 """
 
 from __future__ import annotations
@@ -29,11 +35,22 @@ class EncodedItem:
         return len(self.prompt_ids) + len(self.hyp_ids)
 
 
-def _ids(tokenizer, text: str) -> list[int]:
+def _ids(tokenizer, text: str, special: bool = False) -> list[int]:
+    if special:
+        return list(tokenizer(text, add_special_tokens=True)["input_ids"])
     return list(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
 
 
-def _fit_source(tokenizer, prompt: str, span: tuple[int, int], budget: int) -> tuple[str, list[int]] | None:
+def target_ids(tokenizer, text: str, eos_id: int | None) -> list[int]:
+    """A seq2seq decoder target: the text with the tokenizer's special tokens, ending with EOS."""
+    ids = _ids(tokenizer, text, special=True)
+    if eos_id is not None and (not ids or ids[-1] != eos_id):
+        ids.append(eos_id)
+    return ids
+
+
+def _fit_source(tokenizer, prompt: str, span: tuple[int, int], budget: int,
+                special: bool = False) -> tuple[str, list[int]] | None:
     """Largest cut of prompt[a:b] (kept from its start) whose prompt fits ``budget`` tokens."""
     a, b = span
     # Candidate cut points: word boundaries inside the source, plus "drop it all".
@@ -42,7 +59,7 @@ def _fit_source(tokenizer, prompt: str, span: tuple[int, int], budget: int) -> t
     def render(c: int) -> tuple[str, list[int]]:
         text = prompt[:c].rstrip() if c > a else prompt[:a]
         text = text + prompt[b:]
-        return text, _ids(tokenizer, text)
+        return text, _ids(tokenizer, text, special)
 
     lo, hi, best = 0, len(cuts) - 1, None
     while lo <= hi:  # binary search: token count grows with the cut point
@@ -56,28 +73,36 @@ def _fit_source(tokenizer, prompt: str, span: tuple[int, int], budget: int) -> t
 
 
 def encode(tokenizer, prompt: str, hypothesis: str, *, max_length: int, source_span: tuple[int, int] | None = None,
-           index: int | None = None) -> EncodedItem:
+           index: int | None = None, seq2seq: bool = False, eos_id: int | None = None) -> EncodedItem:
+    """One item: (prompt ids, hypothesis ids) for a causal LM, or (encoder ids, decoder target)
+    with ``seq2seq`` (``eos_id``: the model's EOS)."""
     where = f"item {index}: " if index is not None else ""
     if not isinstance(hypothesis, str) or not hypothesis.strip():
         raise InputError(f"{where}empty hypothesis; nothing to score")
-    hyp_ids = _ids(tokenizer, hypothesis)
-    prompt_ids = _ids(tokenizer, prompt)
+    hyp_ids = target_ids(tokenizer, hypothesis, eos_id) if seq2seq else _ids(tokenizer, hypothesis)
+    prompt_ids = _ids(tokenizer, prompt, special=seq2seq)
     if not prompt_ids:
         bos = getattr(tokenizer, "bos_token_id", None)
+        if seq2seq:
+            raise InputError(f"{where}empty prompt and the tokenizer adds no special token: nothing to encode")
         if bos is None:
             raise InputError(f"{where}empty prompt and the tokenizer has no BOS token to condition the first token on")
         prompt_ids = [bos]
-    budget = max_length - len(hyp_ids)
-    if budget < 1:
+    budget = max_length if seq2seq else max_length - len(hyp_ids)
+    if budget < 1 or len(hyp_ids) > max_length:
         raise InputError(f"{where}the hypothesis alone has {len(hyp_ids)} tokens, more than max_length={max_length} "
                          "allows; the hypothesis is never truncated: raise runtime.max_length")
     if len(prompt_ids) <= budget:
         return EncodedItem(prompt, prompt_ids, hyp_ids, False)
+    if seq2seq:
+        have, n, exceed = "the encoder input has", len(prompt_ids), "the encoder input exceeds"
+    else:
+        have, n, exceed = "prompt + hypothesis have", len(prompt_ids) + len(hyp_ids), "prompt + hypothesis exceed"
     if source_span is None:
-        raise InputError(f"{where}prompt + hypothesis have {len(prompt_ids) + len(hyp_ids)} tokens > max_length="
-                         f"{max_length} and no source span is known to truncate; raise runtime.max_length")
-    fitted = _fit_source(tokenizer, prompt, source_span, budget)
+        raise InputError(f"{where}{have} {n} tokens > max_length={max_length} and no source span is known to "
+                         "truncate; raise runtime.max_length")
+    fitted = _fit_source(tokenizer, prompt, source_span, budget, special=seq2seq)
     if fitted is None:
-        raise InputError(f"{where}even with the source removed, prompt + hypothesis exceed max_length={max_length}")
+        raise InputError(f"{where}even with the source removed, {exceed} max_length={max_length}")
     text, ids = fitted
     return EncodedItem(text, ids, hyp_ids, True)

@@ -2,7 +2,7 @@
 (expert alone, amateur alone, ensemble), all computed from the same statistics.
 
 The comparison rows share the method's length conventions (``norm``, ``skip_first``,
-``clamp``, ``floor``) so that a preset such as ``contrast_released`` is compared with
+``clamp``, ``floor``; ``norm`` also under a method's own name for it: cdm's ``pooling``) so that a preset such as ``contrast_released`` is compared with
 baselines computed the same way; they use temperature ``baseline_t`` (default 1.0)."""
 
 from __future__ import annotations

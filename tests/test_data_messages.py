@@ -161,7 +161,7 @@ def test_unknown_option_on_the_command_line_is_one_clean_line(tmp_path, capsys):
         data_cmd.main(["export", "data=demo", "+data.foo=1", f"out={tmp_path / 'x.jsonl'}"])
     err = capsys.readouterr().err
     assert err == ("cscore: error: data=demo: unknown option data.foo; allowed: data.path, data.template, "
-                   "data.split_by\n")
+                   "data.split_by, data.judge_aspect\n")
 
 
 def test_unknown_dataset_name():

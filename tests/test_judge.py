@@ -313,3 +313,32 @@ def test_judge_statistics_round_trip_through_the_cache(tmp_path):
     for c in (0.0, 0.02, 0.5, 2.0):
         np.testing.assert_array_equal(back.pick(np.arange(4), "contrast", c), st.pick(np.arange(4), "contrast", c))
         np.testing.assert_array_equal(back.expected("contrast", c), st.expected("contrast", c))
+
+
+def test_cli_released_preset(judge_dirs, tmp_path, cscore_cli):
+    """method=cd_judge_released decodes (λ on the assistant's first step, t on the main model) and
+    parses with the released rules; the contrast row equals a direct call of the decoder."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cscore.scorers import judge_released as jr
+    from cscore.scorers.judge_parse import parse_released
+
+    out = tmp_path / "rel"
+    args = [a for a in judge_args(judge_dirs) if a != "method=cd_judge"]
+    res = cscore_cli("run", *args, "method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=3",
+                     "method.lam=0.5", "method.t=2", "runtime.dtype=float64", f"hydra.run.dir={out}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    cfg, table, metrics = read_run(out)
+    assert cfg["judge_prompt"]["role"] == "user"  # judge_prompt=geval given on the command line wins
+    for row in ("cd_judge_released", "expert", "amateur"):
+        for text, score, status in zip(table[f"output.{row}"], table[f"score.{row}"], table[f"parse.{row}"]):
+            assert (score, status) == parse_released(text, 1, 5)
+    assert metrics["judge"]["preset"] == "released"
+    tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
+    main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64)
+    asst = AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"], dtype=torch.float64)
+    prompt = tok(table["prompt"][0], add_special_tokens=False)["input_ids"]
+    first = jr.first_step_logprobs(asst, [prompt], pad_id=tok.pad_token_id, vocab_size=len(tok))
+    ids = jr.decode(main, [prompt], first, lam=0.5, t=2.0, min_keep=len(tok), max_new_tokens=3,
+                    eos_ids={tok.eos_token_id}, pad_id=tok.pad_token_id, vocab_size=len(tok))[0]
+    assert jr.released_text(tok, ids) == table["output.cd_judge_released"][0]

@@ -2,7 +2,8 @@
 
 Each method is one small module with ``NAME``, ``needs(**params)`` (which models it reads)
 and ``token_scores(stats, **params)`` (one value per hypothesis token). ``score`` adds the
-shared length handling (``norm``, ``skip_first``). A new method is one new file, one line in
+shared length handling (``norm``, ``skip_first``; a method may give one its own name in
+``AGGREGATION_ALIASES``, as cdm calls ``norm`` ``pooling``). A new method is one new file, one line in
 ``METHODS`` and its defaults in ``conf/method/<name>.yaml`` — the one place defaults are written:
 the Python API reads them from there too.
 """
@@ -15,12 +16,12 @@ from importlib import resources
 
 import numpy as np
 
-from cscore.scorers.methods import cd_judge, cd_score, contrast, division, ensemble, single
+from cscore.scorers.methods import cd_judge, cd_judge_released, cd_score, cdm, cdm_classifier, contrast, division, ensemble, single
 from cscore.errors import ConfigError
 from cscore.scorers.methods.common import aggregate
 from cscore.scorers.methods.params import COMMON, suggest
 
-METHODS = {m.NAME: m for m in (single, ensemble, contrast, division, cd_score, cd_judge)}
+METHODS = {m.NAME: m for m in (single, ensemble, contrast, division, cd_score, cd_judge, cd_judge_released, cdm, cdm_classifier)}
 AGGREGATION_KEYS = ("norm", "skip_first")
 
 
@@ -55,25 +56,33 @@ def accepted_params(module) -> set[str]:
     return set(inspect.signature(module.token_scores).parameters) - {"stats"}
 
 
+def aggregation_keys(module) -> dict[str, str]:
+    """{parameter: aggregation key}: ``norm`` and ``skip_first``, or the method's own name for one
+    (``AGGREGATION_ALIASES``: cdm calls ``norm`` ``pooling``; the original name is then not taken)."""
+    aliases = dict(getattr(module, "AGGREGATION_ALIASES", {}))
+    return {**{k: k for k in AGGREGATION_KEYS if k not in aliases.values()}, **aliases}
+
+
 def split_params(name: str, params: dict) -> tuple[dict, dict]:
     """Split params into (token-level params, aggregation params); reject unknown keys."""
     module = get(name)
     accepted = accepted_params(module)
+    agg_keys = aggregation_keys(module)
     token, agg = {}, {}
     for key, value in params.items():
-        if key in AGGREGATION_KEYS:
-            agg[key] = value
+        if key in agg_keys:
+            agg[agg_keys[key]] = value
         elif key in accepted:
             token[key] = value
         else:
-            raise ConfigError(f"method {name!r} has no parameter {key!r}; it takes {sorted(accepted | set(AGGREGATION_KEYS))}")
+            raise ConfigError(f"method {name!r} has no parameter {key!r}; it takes {sorted(accepted | set(agg_keys))}")
     return token, agg
 
 
 def check_params(name: str, params: dict, prefix: str = "method") -> dict:
     """The params converted to their types; a ConfigError names the first bad key and what it may be."""
     module = get(name)
-    accepted = accepted_params(module) | (set() if hasattr(module, "ACCEPTS") else set(AGGREGATION_KEYS))
+    accepted = accepted_params(module) | (set() if hasattr(module, "ACCEPTS") else set(aggregation_keys(module)))
     specs = {**COMMON, **getattr(module, "PARAMS", {})}
     out = {}
     for key, value in params.items():
@@ -92,6 +101,12 @@ def token_scores(name: str, stats: dict, **params) -> np.ndarray:
 def score(name: str, stats: dict, **params) -> np.ndarray:
     """Per-item scores of method ``name`` on ``stats`` ({"expert": TokenStats, ...}); parameters
     not given take the defaults of ``conf/method/<name>.yaml``."""
+    kind = getattr(get(name), "KIND", "token")
+    if kind != "token":  # a trained pooler needs labels; a judge reads other statistics
+        raise ConfigError(f"method {name!r} ({kind}) is not a function of the token statistics alone: "
+                          f"score it with `cscore run method={name}`" + (
+                              "; or train one with cscore.scorers.cdm_pooler (cross_validate / train_pooler)"
+                              if kind == "pooler" else ""))
     token, agg = split_params(name, with_defaults(name, params))
     values = get(name).token_scores(stats, **token)
     offsets = next(iter(stats.values())).offsets

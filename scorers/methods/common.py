@@ -7,7 +7,8 @@ import numpy as np
 from cscore.scorers.stats import TokenStats
 from cscore.errors import ConfigError
 
-NORMS = ("sum", "mean", "sqrt")
+NORMS = ("sum", "mean", "sqrt")  # length normalisations of the sum (config: method.norm)
+POOLINGS = ("min", "max")  # reductions over the time steps (CDM's Min- / Max-Pooled; cdm's method.pooling)
 
 
 def logp(stats: TokenStats, temperature: float, clamp: float | None = None) -> np.ndarray:
@@ -43,14 +44,18 @@ def aggregate(values: np.ndarray, offsets: np.ndarray, norm: str = "sum", skip_f
     """Sum per item the values of the scored tokens, then normalise by length:
     ``sum`` (Eq. 1 with w_t = 1), ``mean`` (divide by the number of scored tokens) or
     ``sqrt`` (divide by its square root, as the released code does). An item with no
-    scored token sums to 0 (the count is clamped to 1, as in the released code)."""
-    if norm not in NORMS:
-        raise ConfigError(f"norm must be one of {NORMS}, got {norm!r}")
+    scored token sums to 0 (the count is clamped to 1, as in the released code).
+    ``min`` / ``max`` pool instead: the smallest / largest value among the scored tokens
+    (CDM's Min- / Max-Pooled); an item with no scored token gets 0 there too."""
+    if norm not in NORMS + POOLINGS:
+        raise ConfigError(f"norm must be one of {NORMS + POOLINGS}, got {norm!r}")
     offsets = np.asarray(offsets, dtype=np.int64)
     n_items = len(offsets) - 1
     item_of_token = np.repeat(np.arange(n_items), np.diff(offsets))
     mask = scored_mask(offsets, skip_first)
     idx = item_of_token[mask]
+    if norm in POOLINGS:
+        return _extreme(np.asarray(values, dtype=np.float64)[mask], np.bincount(idx, minlength=n_items), norm)
     sums = np.zeros(n_items, dtype=np.float64)
     np.add.at(sums, idx, values[mask])
     counts = np.maximum(np.bincount(idx, minlength=n_items), 1).astype(np.float64)
@@ -59,6 +64,24 @@ def aggregate(values: np.ndarray, offsets: np.ndarray, norm: str = "sum", skip_f
     if norm == "sqrt":
         return sums / np.sqrt(counts)
     return sums
+
+
+def _extreme(values: np.ndarray, counts: np.ndarray, how: str) -> np.ndarray:
+    """Per item min or max of ``values`` (the scored tokens, item after item, ``counts`` each)."""
+    out = np.zeros(len(counts), dtype=np.float64)
+    nonempty = counts > 0
+    if nonempty.any():
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[nonempty]
+        ufunc = np.minimum if how == "min" else np.maximum
+        out[nonempty] = ufunc.reduceat(values, starts)
+    return out
+
+
+def per_item(values: np.ndarray, offsets: np.ndarray, skip_first: bool = False) -> list[np.ndarray]:
+    """The scored tokens' values of each item, as one array per item (what a learned pooler reads)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    mask = scored_mask(offsets, skip_first)
+    return [np.asarray(values[a:b][mask[a:b]], dtype=np.float64) for a, b in zip(offsets[:-1], offsets[1:])]
 
 
 def n_scored(offsets: np.ndarray, skip_first: bool) -> np.ndarray:

@@ -1,0 +1,89 @@
+"""The score step of trained poolers (``KIND = "pooler"``: cdm_classifier).
+
+The forward passes and the comparison rows are those of any token method (``score_stage``, the
+statistics cache included); then the method's column: the per-token momentum of every item, cut
+into its scored tokens, pooled by a linear model trained on the human labels with k-fold
+cross-validation over ``group`` (``cscore.scorers.cdm_pooler``), so that no item is scored by a
+model that saw its group. The folds, their groups, sizes, models and per-fold correlations go to
+``cdm_folds.json`` in the run directory; a summary to metrics.json (``pooler``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+from omegaconf import DictConfig
+
+from cscore import rundir
+from cscore.errors import ConfigError
+
+log = logging.getLogger("cscore")
+FOLDS_FILE = "cdm_folds.json"
+
+
+def target_aspect(table, aspect: str | None) -> str:
+    """The human aspect to train on: the one asked for, else the only one, else ``overall``."""
+    from cscore.scorers.methods.params import suggest
+
+    have = [c.removeprefix(rundir.HUMAN) for c in rundir.human_columns(table.columns)]
+    if aspect is None:
+        if len(have) == 1:
+            return have[0]
+        if "overall" in have:
+            return "overall"
+        raise ConfigError(f"the pooler trains on one human aspect and this data has {', '.join(have) or 'none'}: "
+                          "set method.aspect=<one of them>")
+    if aspect not in have:
+        raise ConfigError(f"method.aspect={aspect} but this data has no human.{aspect}{suggest(aspect, have)}; "
+                          f"it has {', '.join(have) or 'no human scores'}")
+    return aspect
+
+
+def score_pooler(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
+    from cscore.cli.run import score_stage
+    from cscore.metaeval.correlation import correlate
+    from cscore.scorers import cdm_pooler, methods
+    from cscore.scorers.methods.common import per_item
+
+    main = plan.variants[-1]
+    params = methods.check_params(main.method, main.params)
+    aspect = target_aspect(loaded.examples, params.get("aspect"))  # these checks before any model is loaded
+    groups = loaded.examples["group"].astype(str).to_numpy()
+    cdm_pooler.check_folds(loaded.examples[f"{rundir.HUMAN}{aspect}"].to_numpy(dtype=np.float64), groups,
+                           folds=params["folds"], seed=params["seed"], objective=params["objective"], l2=params["l2"],
+                           threshold=params["threshold"])
+    scored = score_stage(cfg, loaded, plan, console, state)  # the comparison rows; the pooler's column below
+    stats = scored.stats.stats
+    module = methods.get(main.method)
+    momentum = module.token_scores(stats, **{k: params[k] for k in module.MOMENTUM})
+    offsets = next(iter(stats.values())).offsets
+    sequences = per_item(momentum, offsets, bool(params.get("skip_first", False)))
+    table = scored.table
+    labels = table[f"{rundir.HUMAN}{aspect}"].to_numpy(dtype=np.float64)
+    cv = cdm_pooler.cross_validate(sequences, labels, groups, folds=params["folds"],
+                                   seed=params["seed"], objective=params["objective"], l2=params["l2"],
+                                   threshold=params["threshold"])
+    table[f"{rundir.SCORE}{main.name}"] = cv.scores
+    folds = []
+    for fold in cv.folds:
+        test = fold.test
+        entry = fold.summary()
+        entry["test_ids"] = table["id"].iloc[test].astype(str).tolist()
+        entry["n_test_labelled"] = int(np.isfinite(labels[test]).sum())
+        for kind in ("spearman", "pearson"):
+            entry[kind] = correlate(cv.scores[test], labels[test], kind)
+        folds.append(entry)
+    record = {"method": main.method, "variant": main.name, "aspect": aspect, "k": cv.k, "seed": cv.seed,
+              "objective": cv.objective, "l2": cv.l2, "threshold": params["threshold"],
+              "features": list(cdm_pooler.FEATURES), "group_column": "group",
+              "fold_assignment": "groups ranked by sha256(seed, group), cut into k runs", "folds": folds}
+    scored.files[FOLDS_FILE] = json.dumps(record, indent=1, default=float, allow_nan=True) + "\n"
+    per_fold = {kind: [f[kind] for f in folds] for kind in ("spearman", "pearson")}
+    scored.metrics["pooler"] = {"file": FOLDS_FILE, "aspect": aspect, "k": cv.k, "seed": cv.seed,
+                                "objective": cv.objective, "per_fold": per_fold,
+                                "n_test": [f["n_test"] for f in folds]}
+    log.info("%s: %d-fold cross-validation over %d groups on human.%s (seed %d); per-fold Spearman %s",
+             main.name, cv.k, len(set(table["group"].astype(str))), aspect, cv.seed,
+             ", ".join(f"{v:.3f}" for v in per_fold["spearman"]))
+    return scored

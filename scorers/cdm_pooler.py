@@ -1,0 +1,264 @@
+"""Classifier-Pooled discriminative CDM: a small linear model that turns the sequence of step-wise
+contrastive momenta m_t = log p_e - log p_a of a hypothesis into one score (the CDM paper,
+Sec. 4.1.1: "We train a small linear classifier to convert the sequence of contrastive momentums
+as a trainable pooler using annotated training data"; App. A.4: "a trainable, linear time series
+model-based pooler").
+
+A linear model needs a fixed-size input, and hypotheses differ in length, so each sequence is
+summarised by ``FEATURES`` (``features``):
+
+* ``mean``, ``min``, ``max``, ``sum``: the fixed poolings themselves (Avg / Min / Max-Pooled and the
+  definition), so a linear model over them contains every fixed pooling as a special case;
+* ``q10`` ... ``q90``: order statistics between min and max: robust versions of the same idea
+  (the paper notes that sum pooling over-weights a few very low-probability steps);
+* ``std``: how uneven the momentum is along the text;
+* ``frac_pos``: the share of steps where the expert is more confident than the amateur;
+* ``log_len``: log(1 + number of scored tokens), so the model can undo the length effect the
+  paper points out for sum pooling.
+First / last step values are left out: in these prompts they mark the prompt/hypothesis boundary
+and the cut-off of the text, not its quality. Features are standardised with the training items'
+mean and standard deviation only.
+
+Objectives: ``logistic`` (default; the paper's classifier): L2-regularised logistic regression,
+fitted by Newton's method with backtracking (deterministic), on binary labels; the score is the
+decision value w.x + b (the log-odds of "good", monotone in the class probability). Human scores
+are binarised with ``binarize``: labels that are already 0/1 stay as they are (the generative
+stage's positives / negatives); otherwise a label is positive when it is above the training items'
+median (at or above it when more than half of them share the top value, e.g. SummEval
+consistency), or at or above a given ``threshold``. ``ridge``: L2-regularised least squares onto
+the human score itself (a linear regressor, for graded targets).
+
+``cross_validate`` scores every item with a model trained on the other groups only (k folds over
+``group``: document / dialogue, shuffled by ``seed``); ``train_pooler`` trains one model on any
+(sequences, labels), e.g. the generative stage's positives and negatives. numpy only."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cscore.errors import ConfigError
+
+FEATURES = ("mean", "std", "min", "max", "q10", "q25", "q50", "q75", "q90", "sum", "frac_pos", "log_len")
+QUANTILES = (0.10, 0.25, 0.50, 0.75, 0.90)
+OBJECTIVES = ("logistic", "ridge")
+
+
+def features(sequences) -> np.ndarray:
+    """[n_items, len(FEATURES)]: the fixed-size summary of each momentum sequence (an empty
+    sequence, a hypothesis with no scored token, gives all zeros)."""
+    out = np.zeros((len(sequences), len(FEATURES)), dtype=np.float64)
+    for i, seq in enumerate(sequences):
+        m = np.asarray(seq, dtype=np.float64)
+        if m.size == 0:
+            continue
+        if not np.all(np.isfinite(m)):
+            raise ConfigError(f"item {i}: the contrastive momentum is not finite at some token "
+                              "(a log-probability of -inf); set method.clamp (e.g. -20) to bound it")
+        out[i] = (m.mean(), m.std(), m.min(), m.max(), *np.quantile(m, QUANTILES), m.sum(),
+                  float((m > 0).mean()), np.log1p(m.size))
+    return out
+
+
+def binarize(labels, threshold: float | None = None) -> tuple[np.ndarray, str]:
+    """(y, rule): y True for a positive label, ``rule`` how it was cut (for the record).
+    Non-finite labels must be removed first."""
+    labels = np.asarray(labels, dtype=np.float64)
+    if threshold is not None:
+        return labels >= threshold, f">= {float(threshold):g}"
+    if labels.size and set(np.unique(labels)) <= {0.0, 1.0}:
+        return labels == 1.0, "0/1 labels as given"
+    median = float(np.median(labels))
+    y = labels > median
+    if not y.any():  # more than half share the top value: the top value is the positive class
+        return labels >= median, f">= {median:g} (the median)"
+    return y, f"> {median:g} (the median)"
+
+
+@dataclass
+class Pooler:
+    """A trained linear pooler: score = w . (features - center) / scale + b."""
+
+    objective: str
+    weights: np.ndarray  # on standardised features, one per FEATURES entry
+    bias: float
+    center: np.ndarray
+    scale: np.ndarray
+    rule: str = ""  # how the training labels were binarised (logistic)
+    n_train: int = 0
+    n_positive: int | None = None
+
+    def decision(self, x: np.ndarray) -> np.ndarray:
+        return ((x - self.center) / self.scale) @ self.weights + self.bias
+
+    def score(self, sequences) -> np.ndarray:
+        """The pooled score of each sequence (higher = better)."""
+        return self.decision(features(sequences))
+
+    def to_dict(self) -> dict:
+        return {"objective": self.objective, "features": list(FEATURES),
+                "weights": {f: float(w) for f, w in zip(FEATURES, self.weights)}, "bias": float(self.bias),
+                "center": [float(c) for c in self.center], "scale": [float(s) for s in self.scale],
+                "labels": self.rule, "n_train": self.n_train, "n_positive": self.n_positive}
+
+
+def _standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    center = x.mean(axis=0)
+    scale = x.std(axis=0)
+    return center, np.where(scale > 0, scale, 1.0)
+
+
+def _logistic(z: np.ndarray, y: np.ndarray, l2: float, max_iter: int = 100, tol: float = 1e-10) -> np.ndarray:
+    """argmin_w sum_i logloss(y_i, a_i . w) + l2/2 |w[:-1]|^2 (the last weight, the bias, unpenalised),
+    a_i = (z_i, 1): Newton steps with backtracking on the objective."""
+    a = np.hstack([z, np.ones((len(z), 1))])
+    reg = np.full(a.shape[1], float(l2))
+    reg[-1] = 0.0
+    w = np.zeros(a.shape[1])
+
+    def objective(w):
+        s = a @ w
+        return float(np.sum(np.logaddexp(0.0, s) - y * s) + 0.5 * np.sum(reg * w * w))
+
+    value = objective(w)
+    for _ in range(max_iter):
+        p = np.exp(-np.logaddexp(0.0, -(a @ w)))  # sigmoid, stable
+        grad = a.T @ (p - y) + reg * w
+        hess = a.T @ (a * (p * (1.0 - p))[:, None]) + np.diag(reg) + 1e-12 * np.eye(len(w))
+        step = np.linalg.solve(hess, grad)
+        size = 1.0
+        while size > 1e-10:
+            new = objective(w - size * step)
+            if new <= value:
+                break
+            size /= 2
+        w = w - size * step
+        moved = size * np.max(np.abs(step))
+        value = objective(w)
+        if moved < tol:
+            break
+    return w
+
+
+def train_pooler(sequences, labels, *, objective: str = "logistic", l2: float = 1.0,
+                 threshold: float | None = None) -> Pooler:
+    """One pooler trained on momentum ``sequences`` and their ``labels`` (human scores, or 1/0 for
+    positives / negatives); items with a non-finite label are left out. See the module doc."""
+    return fit(features(sequences), labels, objective=objective, l2=l2, threshold=threshold)
+
+
+def training_labels(labels, *, objective: str = "logistic", l2: float = 1.0, threshold: float | None = None,
+                    where: str = "") -> tuple[np.ndarray, np.ndarray, str]:
+    """(which labels are finite, the targets of those, how they were cut); a ConfigError when
+    they cannot train a model (fewer than 2, or one class only). ``where`` names the set in errors."""
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if not l2 > 0:
+        raise ConfigError(f"l2 must be > 0, got {l2!r}")
+    labels = np.asarray(labels, dtype=np.float64)
+    keep = np.isfinite(labels)
+    where = f" ({where})" if where else ""
+    if keep.sum() < 2:
+        raise ConfigError(f"the pooler needs at least 2 labelled training items{where}, got {int(keep.sum())}")
+    if objective == "ridge":
+        return keep, labels[keep], "human score as given"
+    y, rule = binarize(labels[keep], threshold)
+    n_pos = int(y.sum())
+    if n_pos in (0, len(y)):
+        raise ConfigError(f"the pooler's training labels{where} are all {'positive' if n_pos else 'negative'} "
+                          f"(cut {rule}); set method.threshold, use fewer folds or method.objective=ridge")
+    return keep, y.astype(np.float64), rule
+
+
+def fit(x: np.ndarray, labels, *, objective: str = "logistic", l2: float = 1.0,
+        threshold: float | None = None, where: str = "") -> Pooler:
+    """train_pooler on precomputed features ``x``; ``where`` names the training set in errors."""
+    keep, y, rule = training_labels(labels, objective=objective, l2=l2, threshold=threshold, where=where)
+    x = np.asarray(x, dtype=np.float64)[keep]
+    center, scale = _standardise(x)
+    z = (x - center) / scale
+    if objective == "ridge":
+        mean = float(y.mean())
+        w = np.linalg.solve(z.T @ z + l2 * np.eye(z.shape[1]), z.T @ (y - mean))
+        return Pooler("ridge", w, mean, center, scale, rule, len(y))
+    n_pos = int(y.sum())
+    w = _logistic(z, y, l2)
+    return Pooler("logistic", w[:-1], float(w[-1]), center, scale, rule, len(y), n_pos)
+
+
+def group_folds(groups, k: int, seed: int) -> np.ndarray:
+    """Fold index (0..k-1) of every item: the distinct groups ranked by sha256(seed, group) (as
+    ``cscore.data.splits`` ranks them: the same folds on any machine and numpy version), cut into
+    k runs of nearly equal group counts; all items of a group share its fold."""
+    groups = np.asarray(groups).astype(str)
+    distinct = sorted(set(groups.tolist()))
+    if k < 2:
+        raise ConfigError(f"folds must be >= 2, got {k}")
+    if len(distinct) < k:
+        raise ConfigError(f"{k} folds need at least {k} groups; the data has {len(distinct)} "
+                          "(set method.folds lower)")
+    order = sorted(distinct, key=lambda g: hashlib.sha256(f"{seed}\0{g}".encode()).hexdigest())
+    fold_of_group = {g: f for f, part in enumerate(np.array_split(np.array(order, dtype=object), k)) for g in part}
+    return np.array([fold_of_group[g] for g in groups], dtype=np.int64)
+
+
+@dataclass
+class Fold:
+    index: int
+    train: np.ndarray  # item indices
+    test: np.ndarray
+    train_groups: list[str]
+    test_groups: list[str]
+    pooler: Pooler
+
+    def summary(self) -> dict:
+        return {"fold": self.index, "n_train": int(len(self.train)), "n_train_labelled": self.pooler.n_train,
+                "n_test": int(len(self.test)), "train_groups": self.train_groups, "test_groups": self.test_groups,
+                "model": self.pooler.to_dict()}
+
+
+@dataclass
+class CrossValidation:
+    scores: np.ndarray  # every item, scored by the model of its fold
+    fold_of: np.ndarray  # the fold whose model scored each item
+    folds: list[Fold] = field(default_factory=list)
+    k: int = 0
+    seed: int = 0
+    objective: str = "logistic"
+    l2: float = 1.0
+
+
+def check_folds(labels, groups, *, folds: int = 5, seed: int = 0, objective: str = "logistic", l2: float = 1.0,
+                threshold: float | None = None) -> np.ndarray:
+    """The fold of every item, once every fold's training labels are known to train a model
+    (the ConfigErrors of ``cross_validate``, without any features: run it before the models)."""
+    labels = np.asarray(labels, dtype=np.float64)
+    fold_of = group_folds(groups, folds, seed)
+    for f in range(folds):
+        training_labels(labels[fold_of != f], objective=objective, l2=l2, threshold=threshold,
+                        where=f"fold {f}, seed {seed}")
+    return fold_of
+
+
+def cross_validate(sequences, labels, groups, *, folds: int = 5, seed: int = 0, objective: str = "logistic",
+                   l2: float = 1.0, threshold: float | None = None) -> CrossValidation:
+    """Score every item with a pooler trained only on items of other groups (k-fold over groups).
+    Items with a non-finite label are scored but not trained on."""
+    x = features(sequences)
+    labels = np.asarray(labels, dtype=np.float64)
+    groups = np.asarray(groups).astype(str)
+    if not len(x) == len(labels) == len(groups):
+        raise ValueError(f"{len(x)} sequences, {len(labels)} labels and {len(groups)} groups")
+    fold_of = check_folds(labels, groups, folds=folds, seed=seed, objective=objective, l2=l2, threshold=threshold)
+    scores = np.full(len(x), np.nan)
+    out = CrossValidation(scores, fold_of, [], folds, seed, objective, l2)
+    for f in range(folds):
+        test = np.flatnonzero(fold_of == f)
+        train = np.flatnonzero(fold_of != f)
+        pooler = fit(x[train], labels[train], objective=objective, l2=l2, threshold=threshold,
+                     where=f"fold {f}, seed {seed}")
+        scores[test] = pooler.decision(x[test])
+        out.folds.append(Fold(f, train, test, sorted(set(groups[train])), sorted(set(groups[test])), pooler))
+    return out

@@ -1,0 +1,35 @@
+"""cdm: Discriminative CDM (Contrastive Distribution Methods, Sec. 3.4.2): the step-wise
+contrastive momentum
+    m_t = log p_e(x_t | s_<t) - log p_a(x_t | s_<t)
+pooled over the hypothesis. ``pooling``: ``sum`` (the definition, m(s) = log p_e(s) - log p_a(s)),
+``mean`` / ``max`` / ``min`` (the paper's Avg- / Max- / Min-Pooled). Both models at temperature
+``t`` (1: the paper's plain log-probabilities); at t = 1 sum pooling equals ``division`` with
+T_e = T_a = 1.
+
+``pooling`` is this method's name for the shared aggregation key ``norm``
+(``AGGREGATION_ALIASES``): the comparison rows (expert, amateur, ensemble) are pooled the same way,
+and a sweep over it reads the cached statistics. The Classifier-Pooled variant, a linear model
+trained on the momentum sequence, is ``cdm_classifier``."""
+
+import numpy as np
+
+from cscore.scorers.methods.common import logp
+from cscore.scorers.methods.params import Param
+
+NAME = "cdm"
+POOLING = ("sum", "mean", "min", "max")  # a subset of common.NORMS + common.POOLINGS
+PARAMS = {"pooling": Param(str, choices=POOLING)}
+AGGREGATION_ALIASES = {"pooling": "norm"}
+
+
+def needs(**_) -> tuple[str, ...]:
+    return ("expert", "amateur")
+
+
+def momentum(stats, t: float = 1.0, clamp: float | None = None) -> np.ndarray:
+    """m_t per scored token (flat, as the statistics store the tokens)."""
+    return logp(stats["expert"], t, clamp) - logp(stats["amateur"], t, clamp)
+
+
+def token_scores(stats, *, t: float, clamp: float | None) -> np.ndarray:
+    return momentum(stats, t, clamp)
