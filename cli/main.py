@@ -12,6 +12,8 @@ commands:
                          cscore run -m method.gamma=0.05,0.1,0.2
                          cscore run --cfg job      (print the composed config)
                          cscore run --help         (config groups and options)
+  cdm generate ...  Generative CDM: negatives from positives with the degraded amateur of the pair
+  cdm train ...     train a discriminator on them; then: cscore run method=cdm_gen model=<trained dir>
   data export ...   write the validated example table: data=<name> out=<file.parquet|.jsonl|folder>
   data check ...    print a dataset card: data=<name> [tokenizer=<model spec>]
   report DIR        paper-style tables (CIs, significance clusters, bias, speed) and plots
@@ -63,6 +65,11 @@ def main(argv: list[str] | None = None) -> None:
         from cscore.cli.data_cmd import main as data_main
 
         data_main(rest)
+        return
+    if command == "cdm":
+        from cscore.cli.cdm_cmd import main as cdm_main
+
+        cdm_main(rest)
         return
     if command == "report":
         from cscore.cli.report_cmd import main as report_main

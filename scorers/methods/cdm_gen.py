@@ -1,0 +1,67 @@
+"""cdm_gen: Generative CDM (the CDM paper, Sec. 3.4.1, Algorithm 1): the score of a hypothesis is
+what a discriminator trained on positives and their degraded negatives says about it
+(``cscore cdm generate`` makes the negatives, ``cscore cdm train`` the discriminator:
+``cscore.scorers.cdm_generate``, ``cscore.cli.cdm_cmd``).
+
+``output``: ``probability`` = P(positive | hypothesis) in [0, 1], or ``log_odds`` =
+log P(positive) − log P(negative) (the pooler's decision value w·x + b; a classifier's logit
+difference). Not a function of the token statistics (a trained model decides), so
+``methods.score`` refuses it; ``cscore run method=cdm_gen model=<dir>`` scores it (kind
+``discriminator``) and adds the comparison rows (expert, amateur, ensemble) of the pair as for any
+method. A pooler discriminator reads the contrastive momentum of the very pair it was trained
+with; the run checks that the pair is the same."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cscore.errors import ConfigError
+from cscore.scorers.methods.params import Param
+
+NAME = "cdm_gen"
+KIND = "discriminator"
+META_FILE = "cscore_discriminator.json"  # in every directory `cscore cdm train` writes
+OUTPUTS = ("probability", "log_odds")
+ACCEPTS = ("discriminator", "output", "batch_size")
+
+
+class DiscriminatorDir:
+    """The ``discriminator`` parameter: a directory written by ``cscore cdm train`` (checked before
+    any data or model is loaded)."""
+
+    def check(self, key: str, value) -> str:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise ConfigError("method=cdm_gen scores with a trained discriminator: give model=<directory written "
+                              "by `cscore cdm train`>")
+        if not isinstance(value, str):
+            raise ConfigError(f"model (the cdm_gen discriminator) must be a directory, got {value!r}")
+        path = Path(value).expanduser()
+        if not path.is_dir():
+            raise ConfigError(f"model={value}: no such directory (the cdm_gen discriminator is a directory "
+                              "written by `cscore cdm train`)")
+        if not (path / META_FILE).is_file():
+            raise ConfigError(f"model={value} is not a trained cdm_gen discriminator: it has no {META_FILE} "
+                              "(`cscore cdm train` writes one last, when training has finished)")
+        read_meta(path)
+        return str(path)
+
+
+def read_meta(path) -> dict:
+    """The discriminator's ``cscore_discriminator.json`` (kind ``pooler`` or ``classifier``)."""
+    file = Path(path) / META_FILE
+    try:
+        meta = json.loads(file.read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot read {file}: {err}") from None
+    if not isinstance(meta, dict) or meta.get("kind") not in ("pooler", "classifier"):
+        raise ConfigError(f"{file}: not a cdm_gen discriminator record (kind must be pooler or classifier)")
+    return meta
+
+
+PARAMS = {"discriminator": DiscriminatorDir(), "output": Param(str, choices=OUTPUTS), "batch_size": Param(int, lo=1)}
+
+
+def needs(**_) -> tuple[str, ...]:
+    """The pair's statistics: the comparison rows, and a pooler discriminator's momentum."""
+    return ("expert", "amateur")
