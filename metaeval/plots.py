@@ -45,17 +45,19 @@ def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = ""
 
 def heatmap_figure(table: pd.DataFrame, rows: str, cols: str, title: str = ""):
     """A grid of correlation over two swept parameters (e.g. lambda x t)."""
-    grid = table.pivot_table(index=rows, columns=cols, values="value", aggfunc="mean").sort_index().sort_index(axis=1)
-    fig, ax = plt.subplots(figsize=(1.1 * grid.shape[1] + 2, 0.7 * grid.shape[0] + 1.8))
+    grid = table.pivot_table(index=rows, columns=cols, values="value", aggfunc="mean",
+                             dropna=False).sort_index().sort_index(axis=1)  # keep all-nan cells: they say "nan"
+    fig, ax = plt.subplots(figsize=(max(1.1 * grid.shape[1] + 2, 6), 0.7 * grid.shape[0] + 1.8))
     im = ax.imshow(grid.to_numpy(dtype=float), cmap="viridis", aspect="auto")
     ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
     ax.set_yticks(range(grid.shape[0]), [str(r) for r in grid.index])
     ax.set_xlabel(cols)
     ax.set_ylabel(rows)
     for (i, j), v in np.ndenumerate(grid.to_numpy(dtype=float)):
-        ax.text(j, i, "nan" if np.isnan(v) else f"{v:.3f}", ha="center", va="center", color="w", fontsize=8)
+        ax.text(j, i, "nan" if np.isnan(v) else f"{v:.3f}", ha="center", va="center",
+                color="0.4" if np.isnan(v) else "w", fontsize=8)
     fig.colorbar(im, ax=ax)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=9)
     return fig
 
 

@@ -53,12 +53,33 @@ class Dataset:
     rows: dict = field(default_factory=dict)  # label -> {"run": Run, "variant": str, "params": dict}
 
 
-def _label(run: Run, variant: str, varying: list[str], main: bool) -> str:
+def _label(run: Run, variant: str, varying: list[str], main: bool, params: dict | None = None,
+           row_varying: list[str] | None = None) -> str:
+    """``<pair> <variant>``; the method row adds the method keys that vary across the runs, a
+    comparison row the keys of its own parameters that vary (e.g. ``norm=max`` when the runs pool
+    differently), so that rows computed differently never share a label."""
     pair = run.config["pair"].get("name", "?")
     label = f"{pair} {variant}"
     if main and varying:
         label += " " + " ".join(f"{k}={run.config['method'].get(k)}" for k in varying)
+    elif not main and row_varying:
+        label += " " + " ".join(f"{k}={(params or {}).get(k)}" for k in row_varying)
     return label
+
+
+def _row_varying(group: list[Run]) -> dict[str, list[str]]:
+    """Per comparison-row name, the parameter keys whose values differ across the runs."""
+    values: dict[str, dict[str, set]] = {}
+    for run in group:
+        for v in run.metrics.get("variants", []):
+            if v["name"] == run.config["method"].get("variant"):
+                continue
+            for k, x in v["params"].items():
+                values.setdefault(v["name"], {}).setdefault(k, set()).add(json.dumps(x, default=str))
+            for k in values.get(v["name"], {}):
+                if k not in v["params"]:
+                    values[v["name"]][k].add("null")
+    return {name: sorted(k for k, xs in keys.items() if len(xs) > 1) for name, keys in values.items()}
 
 
 def _data_key(run: Run) -> str:
@@ -80,6 +101,7 @@ def collect(runs: list[Run]) -> list[Dataset]:
         methods = [r.config["method"] for r in group]
         keys = sorted({k for m in methods for k in m} - {"name", "variant"})
         varying = [k for k in keys if len({json.dumps(m.get(k), default=str) for m in methods}) > 1]
+        row_varying = _row_varying([r for r in group if r.complete])
         base = None
         ds = Dataset(key, pd.DataFrame(), [], None)
         seen = {}
@@ -96,7 +118,7 @@ def collect(runs: list[Run]) -> list[Dataset]:
                 ident = json.dumps([run.config["pair"], v["method"], v["params"]], sort_keys=True, default=str)
                 if ident in seen:
                     continue
-                label = _label(run, v["name"], varying, main)
+                label = _label(run, v["name"], varying, main, v["params"], row_varying.get(v["name"]))
                 seen[ident] = label
                 base[f"{rundir.SCORE}{label}"] = scores[f"{rundir.SCORE}{v['name']}"].to_numpy()
                 ds.rows[label] = {"run": run, "variant": v["name"], "params": v["params"], "main": main}

@@ -232,3 +232,24 @@ def test_run_correlation_tables_are_one_per_kind():
     assert "| m | **0.8000** | **0.8000** |" in md  # Pearson: h and AVG, the best marked
     titles = [t.title for t in report.correlation_tables(corr, "run")]
     assert titles == ["run - pearson", "run - spearman", "run - kendall (tau-b)"]
+
+
+def test_comparison_rows_pooled_differently_keep_their_own_labels_and_values(tmp_path):
+    """A sweep over cdm's pooling pools the expert / amateur rows alike: each run's rows are its
+    own (norm=sum, norm=max), never one run's values under a shared label."""
+    runs = []
+    for k, pooling in enumerate(("sum", "max")):
+        path = tmp_path / str(k)
+        path.mkdir()
+        pd.DataFrame({"id": ["a", "b", "c"], "human.overall": [1.0, 2.0, 3.0],
+                      "score.expert": [k + 0.1, k + 0.2, k + 0.3], "score.cdm": [k, 2 * k, 3 * k + 1.0]}
+                     ).to_parquet(path / "scores.parquet")
+        config = {"data": {"name": "demo"}, "split": {"use": "all"}, "pair": {"name": "p"},
+                  "method": {"name": "cdm", "variant": "cdm", "pooling": pooling}}
+        metrics = {"variants": [{"name": "expert", "method": "single", "params": {"model": "expert", "norm": pooling}},
+                                {"name": "cdm", "method": "cdm", "params": {"pooling": pooling}}]}
+        runs.append(Run(path, config, metrics))
+    (ds,) = tables.collect(runs)
+    assert list(ds.rows) == ["p expert norm=sum", "p cdm pooling=sum", "p expert norm=max", "p cdm pooling=max"]
+    assert ds.frame["score.p expert norm=sum"].tolist() == [0.1, 0.2, 0.3]
+    assert ds.frame["score.p expert norm=max"].tolist() == [1.1, 1.2, 1.3]
