@@ -60,8 +60,9 @@ def _label(run: Run, variant: str, varying: list[str], main: bool, params: dict 
     differently), so that rows computed differently never share a label."""
     pair = run.config["pair"].get("name", "?")
     label = f"{pair} {variant}"
-    if main and varying:
-        label += " " + " ".join(f"{k}={run.config['method'].get(k)}" for k in varying)
+    own = [k for k in varying if k in run.config["method"]]  # a key of another method is not this row's
+    if main and own:
+        label += " " + " ".join(f"{k}={run.config['method'].get(k)}" for k in own)
     elif not main and row_varying:
         label += " " + " ".join(f"{k}={(params or {}).get(k)}" for k in row_varying)
     return label
