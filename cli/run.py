@@ -236,7 +236,7 @@ def score_stage(cfg: DictConfig, loaded: Loaded, plan: Plan, console, state: dic
     try:
         stats = pair.statistics(inputs=inputs, temperatures=plan.temperatures, token_budget=cfg.runtime.token_budget,
                                 padding_side=cfg.runtime.padding_side, models=plan.models, progress=factory,
-                                cache=stats_cache(cfg))
+                                cache=stats_cache(cfg), prefix_sharing=cfg.runtime.get("prefix_sharing", True))
     finally:
         if bar:
             bar.stop()

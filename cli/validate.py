@@ -22,6 +22,7 @@ SECTIONS = {
         "token_budget": Param(int, lo=1),
         "max_length": Param(int, lo=2),
         "padding_side": Param(str, choices=("left", "right")),
+        "prefix_sharing": Param(bool),
         "progress": Param(bool),
     },
     "cache": {"enabled": Param(bool)},

@@ -139,9 +139,11 @@ class ModelPair:
                    max_length: int = 1024, token_budget: int = 4096, padding_side: str = "right",
                    source_spans=None, models: Sequence[str] | None = None,
                    progress: Callable[[str, int], Callable[[int], None]] | None = None,
-                   cache: StatsCache | None = None) -> PairStatistics:
+                   cache: StatsCache | None = None, prefix_sharing: bool = True) -> PairStatistics:
         """Run each model once. ``progress(model_name, n_items)`` may return a per-batch callback.
-        With ``cache`` (a StatsCache), each pass is read from / stored in the statistics cache."""
+        With ``cache`` (a StatsCache), each pass is read from / stored in the statistics cache.
+        ``prefix_sharing``: items with identical prompt ids run the prompt once (causal LMs; the
+        same statistics, see ``engine.compute``)."""
         if inputs is None:
             if prompts is None or hypotheses is None:
                 raise ValueError("give prompts and hypotheses, or inputs")
@@ -158,20 +160,21 @@ class ModelPair:
             def compute(run_model=run_model, heads=heads, label=label):
                 callback = progress(label, len(pairs)) if progress else None
                 return engine.compute(run_model.model, pairs, temperatures=temperatures, token_budget=token_budget,
-                                      padding_side=padding_side, pad_id=pad_id, progress=callback, heads=heads)
+                                      padding_side=padding_side, pad_id=pad_id, progress=callback, heads=heads,
+                                      share_prefix=prefix_sharing)
 
             if cache is None:
                 got, report = compute()
             else:
                 got, report = self._cached(cache, run_model, heads, ids, temperatures, token_budget, padding_side,
-                                           compute)
+                                           compute, prefix_sharing)
             report.fetch_seconds = time.perf_counter() - start
             stats.update(got)
             reports[label] = report
         return PairStatistics(stats, inputs, reports)
 
     @staticmethod
-    def _cached(cache, run_model, heads, ids, temperatures, token_budget, padding_side, compute):
+    def _cached(cache, run_model, heads, ids, temperatures, token_budget, padding_side, compute, prefix_sharing=False):
         """One pass through the statistics cache: under the key's lock, read it or compute and
         store it (concurrent jobs compute an entry once)."""
         parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
@@ -179,6 +182,8 @@ class ModelPair:
                  "token_budget": token_budget, "padding_side": padding_side}
         if run_model.is_encoder_decoder:  # ids are (encoder ids, decoder targets); causal keys unchanged
             parts.update(seq2seq.key_part(run_model.model))
+        elif prefix_sharing:  # packed rows batch differently (float32 rounding); unshared keys unchanged
+            parts["prefix_sharing"] = True
         key = stats_key(parts)
         with cache.lock(key):
             hit = cache.load(key)

@@ -5,8 +5,17 @@
 * Position ids are computed from the attention mask, so left and right padding agree.
 * The LM head runs only on the hidden states that predict hypothesis tokens, in chunks:
   no full-vocabulary logit tensor is built for the whole sequence.
-* Each item is (prompt_ids, hyp_ids); a later prefix-sharing path can feed the prompt
-  once per group and the hypotheses after it without changing what is returned.
+* Each item is (prompt_ids, hyp_ids). Prefix sharing (``share_prefix``, on by default): items
+  with identical prompt ids are packed into one row, the prompt once and its hypotheses after
+  it, under a block-causal mask (a hypothesis token sees the prompt and the earlier tokens of
+  its own hypothesis; its position ids continue from the prompt's end as if it were alone), so
+  the prompt is processed once per row instead of once per item; what is returned is the same.
+  A group longer than the token budget is split over several rows, each with the prompt; the
+  budget counts the prompt once per row. The alternative, the prompt's key/value cache expanded
+  over the group (scripts/bench_prefix.py --kv-cache), measured about as fast on one CPU thread
+  (within ~10 %) and 1.5x slower on two; it copies the prompt's keys and values once per
+  hypothesis (SummEval: 5x the peak memory) and depends on the cache API of each transformers
+  version; packed rows need only a 4D mask (SDPA or eager attention; other models run unshared).
 * Encoder-decoder models take the path of ``seq2seq.py`` (same outputs).
 """
 
@@ -25,30 +34,36 @@ from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
 
 HEAD_CHUNK_ELEMENTS = 1 << 24  # logits computed per LM-head chunk (rows x vocab)
+PACKED_MAX_PADDING = 0.1  # batches of packed rows: padding at most this fraction of their tokens
 
 
 @dataclass
 class EngineReport:
     seconds: float  # forward-pass time (for a cache hit: the time of the run that computed it)
-    tokens: int  # input tokens processed (prompt + hypothesis, no padding)
+    tokens: int  # input tokens processed (prompt + hypothesis, no padding; a shared prompt once per row)
     padded_tokens: int
     batches: int
     cached: bool = False  # read from the statistics cache instead of computed
     fetch_seconds: float | None = None  # time this run spent getting the statistics
 
 
-def make_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float | None = None) -> list[list[int]]:
     """Indices grouped into batches, longest first; each batch's max_len * size <= budget
-    (an item longer than the budget gets a batch of its own)."""
+    (an item longer than the budget gets a batch of its own). With ``max_padding``, a batch
+    also stops growing where its padding would pass that fraction of its real tokens (packed
+    rows are long already: a smaller batch costs little, padding costs its full share)."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    batches, current, current_max = [], [], 0
+    batches, current, current_max, current_sum = [], [], 0, 0
     for i in order:
         new_max = max(current_max, lengths[i])
-        if current and new_max * (len(current) + 1) > token_budget:
+        padded = new_max * (len(current) + 1)
+        if current and (padded > token_budget or
+                        (max_padding is not None and padded > (1 + max_padding) * (current_sum + lengths[i]))):
             batches.append(current)
-            current, new_max = [], lengths[i]
+            current, new_max, current_sum = [], lengths[i], 0
         current.append(i)
         current_max = new_max
+        current_sum += lengths[i]
     if current:
         batches.append(current)
     return batches
@@ -77,6 +92,104 @@ def token_statistics(logits: torch.Tensor, targets: torch.Tensor, temperatures: 
         lp.append(z_target / t - lse)
         lpmax.append(-lse)
     return torch.stack(lp), torch.stack(lpmax)
+
+
+@dataclass
+class Row:
+    """One sequence of a batch: a prompt and, after it, one or more hypotheses (item indices)
+    that all share that prompt."""
+
+    prompt: list[int]
+    members: list[int]
+    length: int  # len(prompt) + the hypotheses' lengths
+
+    @property
+    def packed(self) -> bool:
+        return len(self.members) > 1
+
+
+def sharing_window(model) -> int | None:
+    """Whether packed rows can be fed to ``model``: None if not (not a transformers model with
+    SDPA or eager attention, which take a custom 4D mask), else the longest row (positions) for
+    which a packed row is exact: sliding-window layers would ignore their window under a custom
+    mask, so for them a row must fit in the window (else its items run unshared)."""
+    config = getattr(model, "config", None)
+    if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
+        return None
+    types = getattr(config, "layer_types", None)
+    window = getattr(config, "sliding_window", None)
+    if types is not None and not any(t != "full_attention" for t in types):
+        return 1 << 62
+    if types is not None and any(t not in ("full_attention", "sliding_attention") for t in types):
+        return None  # chunked or other attention patterns: not handled
+    return int(window) if window else (1 << 62)
+
+
+def plan_rows(items, token_budget: int, share: bool, window: int | None = None) -> list[Row]:
+    """Rows to run: without sharing one per item; with sharing, the items of each prompt
+    (identical ids) packed first-fit-decreasing into rows of at most ``token_budget`` tokens
+    (and ``window`` positions for sliding-window models); a row holds at least one item."""
+    if not share:
+        return [Row(p, [i], len(p) + len(h)) for i, (p, h) in enumerate(items)]
+    groups: dict[tuple, list[int]] = {}
+    for i, (p, _) in enumerate(items):
+        groups.setdefault(tuple(p), []).append(i)
+    rows = []
+    for key, members in groups.items():
+        prompt = list(key)
+        if len(members) == 1 or (window is not None and len(prompt) + max(len(items[i][1]) for i in members) > window):
+            rows.extend(Row(prompt, [i], len(prompt) + len(items[i][1])) for i in members)
+            continue
+        open_rows: list[Row] = []
+        for i in sorted(members, key=lambda i: (-len(items[i][1]), i)):
+            h = len(items[i][1])
+            for row in open_rows:
+                if row.length + h <= token_budget:
+                    row.members.append(i)
+                    row.length += h
+                    break
+            else:
+                open_rows.append(Row(prompt, [i], len(prompt) + h))
+        for row in open_rows:
+            row.members.sort()
+        rows.extend(open_rows)
+    return rows
+
+
+def _pad_rows(items, rows, pad_id, padding_side, device, dtype, attn):
+    """Token ids, attention mask, position ids of a batch of rows, and per item (row, column
+    of the position that predicts its first hypothesis token, column of its own first token).
+    The mask is the usual 2D padding mask when no row is packed, else a 4D block-causal mask
+    (boolean for SDPA, additive for eager attention)."""
+    width = max(r.length for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    pos = torch.zeros((len(rows), width), dtype=torch.long)
+    seg = torch.full((len(rows), width), -1, dtype=torch.long)  # -1 pad, 0 prompt, j hypothesis j
+    where = {}
+    for r, row in enumerate(rows):
+        start = width - row.length if padding_side == "left" else 0
+        n_p = len(row.prompt)
+        ids[r, start:start + n_p] = torch.tensor(row.prompt, dtype=torch.long)
+        pos[r, start:start + n_p] = torch.arange(n_p)
+        seg[r, start:start + n_p] = 0
+        col = start + n_p
+        for j, i in enumerate(row.members, 1):
+            h = items[i][1]
+            ids[r, col:col + len(h)] = torch.tensor(h, dtype=torch.long)
+            pos[r, col:col + len(h)] = torch.arange(n_p, n_p + len(h))
+            seg[r, col:col + len(h)] = j
+            where[i] = (r, start + n_p - 1, col)
+            col += len(h)
+    if not any(row.packed for row in rows):
+        return ids.to(device), (seg >= 0).long().to(device), pos.to(device), where
+    n = torch.arange(width)
+    allow = (n[None, :, None] >= n[None, None, :]) & (seg[:, None, :] >= 0) & (
+        (seg[:, None, :] == 0) | (seg[:, None, :] == seg[:, :, None]))
+    allow |= torch.eye(width, dtype=torch.bool)[None]  # a pad query sees itself: no empty softmax row
+    allow = allow[:, None]
+    if attn != "sdpa":
+        allow = torch.zeros(allow.shape, dtype=dtype).masked_fill_(~allow, torch.finfo(dtype).min)
+    return ids.to(device), allow.to(device), pos.to(device), where
 
 
 def _pad_batch(items, idx, pad_id, padding_side, device):
@@ -129,14 +242,18 @@ def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tup
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float],
             token_budget: int = 4096, padding_side: str = "right", pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
-            ) -> tuple[dict[str, TokenStats], EngineReport]:
+            share_prefix: bool = True) -> tuple[dict[str, TokenStats], EngineReport]:
     """Run ``model`` (a transformers causal LM) once over ``items`` = [(prompt_ids, hyp_ids)]
     (an encoder-decoder model goes to ``seq2seq.compute``: items are (encoder ids, targets)).
 
     Every hypothesis token is scored, the first included: it is predicted from the last
     prompt token. ``heads`` maps a name to None (the full model) or k (an early exit after
     k decoder layers, then the final norm and LM head: the same numbers as running the
-    truncated model, read from the same pass). ``progress`` gets items finished per batch."""
+    truncated model, read from the same pass). ``progress`` gets items finished per batch.
+    ``share_prefix``: items with identical prompt ids run the prompt once per packed row (see
+    the module docstring; same statistics, fewer tokens); models that cannot take the packed
+    mask run unshared. The report's ``tokens`` counts what was processed (a shared prompt once
+    per row)."""
     if is_encoder_decoder(model):
         from cscore.scorers import seq2seq
 
@@ -146,7 +263,6 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     temperatures = check_inputs(items, temperatures, padding_side)
     device = next(model.parameters()).device
     base = decoder_base(model)
-    lengths = [len(p) + len(h) for p, h in items]
     hyp_lens = np.array([len(h) for _, h in items], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(hyp_lens)])
     n_tok, n_t = int(offsets[-1]), len(temperatures)
@@ -158,18 +274,30 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         raise InputError(f"token id {int(token_ids.max())} is outside the model's vocabulary of {vocab}")
 
     start_time = time.perf_counter()
-    batches = make_batches(lengths, token_budget)
+    window = sharing_window(model) if share_prefix else None
+    rows = plan_rows(items, token_budget, window is not None, window)
+    # packed rows and single items batch apart: a single item keeps the plain 2D-mask path (and a
+    # sliding-window model's long single item never gets the custom mask, which ignores windows)
+    batches = []
+    for packed in (True, False):
+        part = [j for j, r in enumerate(rows) if r.packed == packed]
+        lengths = [rows[j].length for j in part]
+        batches += [[part[b] for b in batch] for batch in
+                    make_batches(lengths, token_budget, max_padding=PACKED_MAX_PADDING if packed else None)]
     taps = {h: LayerTap(model, k) for h, k in heads.items() if k is not None}
+    dtype = next(model.parameters()).dtype
+    attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
     padded = 0
     try:
-        for idx in batches:
-            ids, mask, positions, starts = _pad_batch(items, idx, pad_id, padding_side, device)
+        for b in batches:
+            batch_rows = [rows[j] for j in b]
+            ids, mask, positions, where = _pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn)
             padded += ids.numel()
             final = base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
             hidden = {h: (final if k is None else taps[h].normed()) for h, k in heads.items()}
-            _score_batch(model, items, idx, starts, hidden, offsets, temperatures, logp, logp_max, vocab, device)
+            _score_batch(model, items, where, hidden, offsets, temperatures, logp, logp_max, vocab, device)
             if progress is not None:
-                progress(len(idx))
+                progress(len(where))
     finally:
         for tap in taps.values():
             tap.close()
@@ -177,17 +305,18 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start_time
     stats = {h: TokenStats(temperatures, offsets, token_ids, logp[h], logp_max[h]) for h in heads}
-    return stats, EngineReport(seconds, int(sum(lengths)), padded, len(batches))
+    return stats, EngineReport(seconds, int(sum(r.length for r in rows)), padded, len(batches))
 
 
-def _score_batch(model, items, idx, starts, hidden, offsets, temperatures, logp, logp_max, vocab, device):
-    """Gather the states that predict hypothesis tokens; LM head on those only, in chunks."""
+def _score_batch(model, items, where, hidden, offsets, temperatures, logp, logp_max, vocab, device):
+    """Gather the states that predict hypothesis tokens; LM head on those only, in chunks.
+    ``where[i]`` = (row, column predicting item i's first token, column of that token)."""
     rows, cols, targets, dest = [], [], [], []
-    for r, i in enumerate(idx):
-        p, h = items[i]
-        first = starts[r] + len(p)  # position of the first hypothesis token
+    for i, (r, last_prompt, first) in where.items():
+        h = items[i][1]
         rows.extend([r] * len(h))
-        cols.extend(range(first - 1, first - 1 + len(h)))
+        cols.append(last_prompt)  # the prompt's last token predicts the first hypothesis token
+        cols.extend(range(first, first + len(h) - 1))
         targets.extend(h)
         dest.append(np.arange(offsets[i], offsets[i + 1]))
     row_t, col_t = torch.tensor(rows, device=device), torch.tensor(cols, device=device)

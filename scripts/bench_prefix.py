@@ -1,0 +1,280 @@
+"""Benchmark: prefix sharing in the statistics engine against a paper-style loop, side by side
+in one process on real data (not a test).
+
+    python scripts/bench_prefix.py [--pair smollm2] [--summeval-docs 2] [--mqm-segments 12]
+                                   [--threads N] [--skip-paper] [--kv-cache]
+
+Slices: SummEval, whole documents with all their summaries (16 each); MQM (the default WMT21
+TED zh-en file), whole segments with every system. Prompts are the paper prompts of
+``cscore.data.prompts``. The pair is the configured one (default ``pair=smollm2``: the
+``gguf:smollm2`` expert and an early exit of it as the amateur). Per slice:
+
+  * paper   -- a faithful paper-style loop: batches of 16 items in input order, right padding,
+               the full-vocabulary logits over the whole sequence, log_softmax, gather; the
+               expert and the amateur each in their own forward pass (for an early exit, the
+               truncated model); no prefix reuse;
+  * unshared -- cscore's engine, ``prefix_sharing=False`` (token-budget batches, LM head on
+               scored positions only, the early exit read from the expert's pass);
+  * shared  -- cscore's engine with prefix sharing (the default);
+  * kv      -- (--kv-cache) the alternative to packing, for comparison only: each distinct
+               prompt run once with a key/value cache, the cache expanded over its hypotheses.
+
+It checks the contrast scores agree (<= 1e-4 relative, float32) and prints samples/s, the
+ratios, the tokens the forward passes processed (padding included in brackets) and the peak
+resident memory above the baseline (CPU: sampled RSS after malloc_trim; CUDA: max allocated). The machine may be
+shared: numbers are one run each, after a warm-up. On a loaded small CPU, ``--threads 1`` is
+faster than torch's default for this 135M model (threads wait on each other).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import os
+import platform
+import threading
+import time
+
+import numpy as np
+import torch
+
+from cscore.data import load_examples
+from cscore.data.prompts import build
+from cscore.scorers import methods
+from cscore.scorers.anatomy import decoder_base
+from cscore.scorers.api import ModelPair
+from cscore.scorers.stats import TokenStats
+
+_DEFAULTS = methods.with_defaults("contrast", {})
+TEMPS = tuple(sorted({1.0, float(_DEFAULTS["t_exp"]), float(_DEFAULTS["t_ama"])}))  # the contrast score's
+
+def pair_spec(name: str) -> tuple[str, str | None, object]:
+    from omegaconf import OmegaConf
+
+    import cscore.conf
+
+    cfg = OmegaConf.load(os.path.join(os.path.dirname(cscore.conf.__file__), "pair", f"{name}.yaml"))
+    return cfg.expert.path, cfg.amateur.get("path"), cfg.amateur.get("early_exit")
+
+
+class PeakMemory:
+    """Peak memory above the start while the block runs: CUDA max allocated, else RSS sampled
+    every 5 ms from /proc/self/statm."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.peak, self._stop = device, 0, threading.Event()
+
+    @staticmethod
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def _sample(self):
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, self.rss() - self.base)
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.base = torch.cuda.memory_allocated()
+        else:
+            gc.collect()
+            try:  # hand memory freed by the previous run back to the OS, so RSS starts low
+                ctypes.CDLL("libc.so.6").malloc_trim(0)
+            except OSError:
+                pass
+            self.base = self.rss()
+            self.thread = threading.Thread(target=self._sample, daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            self.peak = torch.cuda.max_memory_allocated() - self.base
+        else:
+            self._stop.set()
+            self.thread.join()
+            self.peak = max(self.peak, self.rss() - self.base)
+
+
+@torch.inference_mode()
+def paper_loop(model, items, temps, batch_size: int = 16, pad_id: int = 0):
+    """Per item (log p_T(y_t), log max p_T) [n_temps, len]: batches of ``batch_size`` in input
+    order, right padding, the full-vocabulary logits of every position, log_softmax(z / T), gather."""
+    device = next(model.parameters()).device
+    lp, lpm, tokens = [], [], 0
+    for s in range(0, len(items), batch_size):
+        chunk = items[s:s + batch_size]
+        seqs = [p + h for p, h in chunk]
+        width = max(len(x) for x in seqs)
+        ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for r, x in enumerate(seqs):
+            ids[r, :len(x)] = torch.tensor(x)
+            mask[r, :len(x)] = 1
+        tokens += ids.numel()
+        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        per_t = [torch.log_softmax(logits / t, dim=-1) for t in temps]
+        for r, (p, h) in enumerate(chunk):
+            target = torch.tensor(h, device=device)[:, None]
+            rows = [x[r, len(p) - 1:len(p) - 1 + len(h)] for x in per_t]
+            lp.append(np.stack([x.gather(1, target).squeeze(1).double().cpu().numpy() for x in rows]))
+            lpm.append(np.stack([x.max(dim=-1).values.double().cpu().numpy() for x in rows]))
+    return lp, lpm, tokens
+
+
+def as_stats(lp, lpm, items, temps) -> TokenStats:
+    offsets = np.concatenate([[0], np.cumsum([len(h) for _, h in items])])
+    token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items])
+    return TokenStats(temps, offsets, token_ids, np.concatenate(lp, axis=1), np.concatenate(lpm, axis=1))
+
+
+@torch.inference_mode()
+def kv_cache_pass(model, items, k: int | None, temps, hyp_batch: int = 16):
+    """The key/value-cache alternative (comparison only; float64-exact against the engine was
+    checked while choosing): every distinct prompt once with use_cache=True, then its
+    hypotheses in batches of ``hyp_batch`` with the prompt's cache copied over the batch."""
+    from transformers import DynamicCache
+
+    from cscore.scorers.engine import LayerTap, head_logits, token_statistics
+
+    base = decoder_base(model)
+    device = next(model.parameters()).device
+    tap = LayerTap(model, k) if k else None
+    groups: dict[tuple, list[int]] = {}
+    for i, (p, _) in enumerate(items):
+        groups.setdefault(tuple(p), []).append(i)
+    out = {"expert": [None] * len(items), "amateur": [None] * len(items)}
+    tokens = 0
+    try:
+        for prompt, members in groups.items():
+            n_p = len(prompt)
+            res = base(input_ids=torch.tensor([prompt], device=device), use_cache=True)
+            tokens += n_p
+            cache = res.past_key_values
+            last = {"expert": res.last_hidden_state[:, -1]}
+            if tap:
+                last["amateur"] = tap.normed()[:, -1]
+            kv = [(layer.keys, layer.values) for layer in cache.layers]
+            for s in range(0, len(members), hyp_batch):
+                chunk = members[s:s + hyp_batch]
+                width = max(len(items[i][1]) for i in chunk)
+                ids = torch.zeros((len(chunk), width), dtype=torch.long)
+                mask = torch.ones((len(chunk), n_p + width), dtype=torch.long)
+                for r, i in enumerate(chunk):
+                    h = items[i][1]
+                    ids[r, :len(h)] = torch.tensor(h)
+                    mask[r, n_p + len(h):] = 0
+                tokens += ids.numel()
+                pos = torch.arange(n_p, n_p + width)[None].expand(len(chunk), width)
+                batch_cache = DynamicCache(ddp_cache_data=[(kk.expand(len(chunk), -1, -1, -1),
+                                                            vv.expand(len(chunk), -1, -1, -1)) for kk, vv in kv])
+                final = base(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=pos.to(device),
+                             past_key_values=batch_cache, use_cache=True).last_hidden_state
+                hidden = {"expert": final}
+                if tap:
+                    hidden["amateur"] = tap.normed()
+                for name, states in hidden.items():
+                    for r, i in enumerate(chunk):
+                        h = items[i][1]
+                        picked = torch.cat([last[name], states[r, :len(h) - 1]])
+                        lp, lpm = token_statistics(head_logits(model, picked), torch.tensor(h, device=device), temps)
+                        out[name][i] = (lp.double().cpu().numpy(), lpm.double().cpu().numpy())
+    finally:
+        if tap:
+            tap.close()
+    return {name: as_stats([v[0] for v in vals], [v[1] for v in vals], items, temps) for name, vals in out.items() if k or
+            name == "expert"}, tokens
+
+
+def slice_examples(name: str, n_groups: int):
+    examples, _ = load_examples(name)
+    groups = list(dict.fromkeys(examples["group"]))[:n_groups]
+    return examples[examples["group"].isin(groups)].reset_index(drop=True)
+
+
+def run_slice(label, examples, pair: ModelPair, args) -> None:
+    prompts, spans = build(examples)
+    inputs = pair.encode(prompts, list(examples["hypothesis"]), source_spans=spans, max_length=args.max_length)
+    items = [(it.prompt_ids, it.hyp_ids) for it in inputs.items]
+    n = len(items)
+    n_prompts = len({tuple(p) for p, _ in items})
+    total = sum(len(p) + len(h) for p, h in items)
+    print(f"\n== {label}: {n} items, {n_prompts} distinct prompts, {total} prompt+hypothesis tokens "
+          f"(prompt {sum(len(p) for p, _ in items) / total:.0%})")
+    device = pair.expert.device
+    pad = pair.tokenizer.pad_token_id or 0
+    results = {}
+
+    def stats_of(sharing):
+        return pair.statistics(inputs=inputs, temperatures=TEMPS, token_budget=args.token_budget,
+                               padding_side="right", prefix_sharing=sharing)
+
+    warm = items[:2]
+    paper_loop(pair.expert.model, warm, TEMPS, pad_id=pad)  # warm-up: first-call allocations and kernels
+    runs = [("unshared", lambda: stats_of(False)), ("shared", lambda: stats_of(True))]
+    if not args.skip_paper:
+        def paper():
+            lp_e, lpm_e, t_e = paper_loop(pair.expert.model, items, TEMPS, pad_id=pad)
+            lp_a, lpm_a, t_a = paper_loop(pair.amateur.model, items, TEMPS, pad_id=pad)
+            return {"expert": as_stats(lp_e, lpm_e, items, TEMPS), "amateur": as_stats(lp_a, lpm_a, items, TEMPS)}, t_e + t_a
+        runs.insert(0, ("paper", paper))
+    if args.kv_cache and pair.amateur.parent is pair.expert:
+        runs.append(("kv", lambda: kv_cache_pass(pair.expert.model, items, pair.amateur.exit_layer, TEMPS)))
+    for name, fn in runs:
+        with PeakMemory(device) as mem:
+            start = time.perf_counter()
+            got = fn()
+            seconds = time.perf_counter() - start
+        if isinstance(got, tuple):
+            stats, tokens = got
+            tok = f"{tokens} [padded]"
+        else:
+            stats = got.stats
+            tok = " + ".join(f"{r.tokens} [{r.padded_tokens}]" for r in got.reports.values())
+        results[name] = (seconds, stats, tok, mem.peak)
+        print(f"  {name}: {seconds:.2f} s", flush=True)
+    ref = methods.score("contrast", results["unshared"][1])
+    print(f"{'':10s} {'seconds':>9s} {'samples/s':>10s} {'vs paper':>9s} {'vs unshared':>12s} {'peak MiB':>9s}  "
+          f"max rel. diff (contrast)  tokens (padded)")
+    for name, (seconds, stats, tok, peak) in results.items():
+        score = methods.score("contrast", stats)
+        rel = float(np.max(np.abs(score - ref) / np.maximum(np.abs(ref), 1e-12)))
+        vs_paper = f"{results['paper'][0] / seconds:8.2f}x" if "paper" in results else "        -"
+        print(f"{name:10s} {seconds:9.2f} {n / seconds:10.3f} {vs_paper} {results['unshared'][0] / seconds:11.2f}x "
+              f"{peak / 2**20:9.0f}  {rel:.1e}{' FAIL' if rel > 1e-4 else ''}  {tok}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pair", default="smollm2")
+    ap.add_argument("--summeval-docs", type=int, default=2)
+    ap.add_argument("--mqm-segments", type=int, default=12)
+    ap.add_argument("--token-budget", type=int, default=4096)
+    ap.add_argument("--max-length", type=int, default=1024)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--skip-paper", action="store_true")
+    ap.add_argument("--kv-cache", action="store_true", help="also time the key/value-cache alternative")
+    ap.add_argument("--only", choices=("summeval", "mqm"), default=None)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    expert, amateur, exit_ = pair_spec(args.pair)
+    pair = ModelPair.load(expert, amateur, amateur_early_exit=exit_, dtype="float32")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
+          f"threads {torch.get_num_threads()}, device {pair.expert.device}; pair {args.pair}: {pair.expert.name} + "
+          f"{pair.amateur.name}{f' (early exit after {pair.amateur.exit_layer} layers)' if pair.amateur.exit_layer else ''}; "
+          f"token budget {args.token_budget}; {time.strftime('%Y-%m-%d %H:%M')}")
+    if args.only in (None, "summeval"):
+        run_slice(f"SummEval, {args.summeval_docs} documents x all summaries",
+                  slice_examples("summeval", args.summeval_docs), pair, args)
+    if args.only in (None, "mqm"):
+        run_slice(f"MQM, {args.mqm_segments} segments x all systems", slice_examples("mqm", args.mqm_segments), pair,
+                  args)
+
+
+if __name__ == "__main__":
+    main()

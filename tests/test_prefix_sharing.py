@@ -1,0 +1,214 @@
+"""Prefix sharing in the causal-LM engine: items with identical prompt ids are packed into one
+row (prompt once, hypotheses after it, block-causal mask) and give the statistics of the
+unshared path: float64 to 1e-9, float32 within the float32 tolerance of conftest."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from cscore.scorers import engine
+from cscore.scorers.api import ModelPair
+from cscore.scorers.cache import StatsCache
+from cscore.scorers.models import load_model
+
+HEADS = {"expert": None, "amateur": 2}  # the full 4-layer model and an early exit after 2 layers
+TEMPS = (0.5, 1.0, 1.5)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models on a loaded 2-core machine: one thread is far faster (no waiting threads)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def models(tiny_dirs):
+    return {dt: load_model(tiny_dirs.expert, dtype=dt).model for dt in ("float64", "float32")}
+
+
+def make_items(seed: int = 0):
+    """Three prompts with 7, 5 and 4 hypotheses, four singletons, in shuffled order; one singleton
+    prompt is a prefix of a shared prompt (different ids: not grouped)."""
+    rng = np.random.default_rng(seed)
+    prompts = [[int(x) for x in rng.integers(4, 390, n)] for n in (31, 12, 47)]
+    items = []
+    for p, k in zip(prompts, (7, 5, 4)):
+        items += [(p, [int(x) for x in rng.integers(4, 390, rng.integers(1, 13))]) for _ in range(k)]
+    for n in (9, 1, 20):
+        items.append(([int(x) for x in rng.integers(4, 390, n)], [int(x) for x in rng.integers(4, 390, 5)]))
+    items.append((prompts[0][:10], [int(x) for x in rng.integers(4, 390, 6)]))
+    order = rng.permutation(len(items))
+    return [items[i] for i in order]
+
+
+ITEMS = make_items()
+
+
+def run(model, items=ITEMS, **kw):
+    return engine.compute(model, items, temperatures=TEMPS, heads=HEADS, **kw)
+
+
+def assert_same(a, b, atol=1e-9):
+    for h in HEADS:
+        np.testing.assert_array_equal(a[h].offsets, b[h].offsets)
+        np.testing.assert_array_equal(a[h].token_ids, b[h].token_ids)
+        np.testing.assert_allclose(a[h].logp, b[h].logp, rtol=0, atol=atol)
+        np.testing.assert_allclose(a[h].logp_max, b[h].logp_max, rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("budget", [4096, 70, 1])
+def test_shared_equals_unshared_in_float64(models, side, budget):
+    """Full model and early exit; one batch, groups split over rows and batches (budget 70: a
+    row holds the prompt and a few hypotheses), and a budget below every item (one item a row)."""
+    ref, ref_report = run(models["float64"], token_budget=4096, padding_side="right", share_prefix=False)
+    got, report = run(models["float64"], token_budget=budget, padding_side=side, share_prefix=True)
+    assert_same(got, ref)
+    if budget == 70:
+        rows = engine.plan_rows(ITEMS, 70, True)
+        counts = {}
+        for r in rows:
+            counts[tuple(r.prompt)] = counts.get(tuple(r.prompt), 0) + 1
+            assert r.length <= 70 or not r.packed
+        assert max(counts.values()) > 1  # some group runs over several rows
+        assert report.batches > 1
+        assert any(r.packed for r in rows)
+    if budget == 1:
+        assert report.tokens == ref_report.tokens  # nothing can be packed
+
+
+def test_shared_float32_within_tolerance(models, f32):
+    ref, _ = run(models["float32"], share_prefix=False)
+    for side in ("left", "right"):
+        got, _ = run(models["float32"], padding_side=side, token_budget=90)
+        for h in HEADS:
+            m = f32.typical_logp(ref[h])
+            for k, t in enumerate(TEMPS):
+                tol = f32.logp_tol(ref[h].logp[k], t, typical=m)
+                assert np.all(np.abs(got[h].logp[k] - ref[h].logp[k]) <= tol), (side, h, t)
+
+
+def test_sharing_processes_fewer_tokens(models):
+    """Report and a hook on the first decoder layer agree: the shared pass feeds each distinct
+    prompt once (one batch), the unshared pass once per item."""
+    seen = []
+    layer0 = engine.decoder_layers(models["float64"])[0]
+
+    def count(module, args, kwargs):  # (batch, width) of the states entering the first layer
+        seen.append(tuple((args[0] if args else kwargs["hidden_states"]).shape[:2]))
+
+    handle = layer0.register_forward_pre_hook(count, with_kwargs=True)
+    try:
+        _, off = run(models["float64"], share_prefix=False)
+        fed_off = sum(a * b for a, b in seen)
+        seen.clear()
+        _, on = run(models["float64"])
+        fed_on = sum(a * b for a, b in seen)
+    finally:
+        handle.remove()
+    prompts = {tuple(p) for p, _ in ITEMS}
+    assert on.tokens == sum(len(p) for p in prompts) + sum(len(h) for _, h in ITEMS)
+    assert off.tokens == sum(len(p) + len(h) for p, h in ITEMS)
+    assert (fed_on, fed_off) == (on.padded_tokens, off.padded_tokens)
+    assert on.tokens < 0.6 * off.tokens and on.padded_tokens < 0.6 * off.padded_tokens
+
+
+def test_rows_respect_the_budget_and_hold_every_item_once():
+    for budget in (1, 40, 70, 200, 4096):
+        rows = engine.plan_rows(ITEMS, budget, True)
+        members = sorted(i for r in rows for i in r.members)
+        assert members == list(range(len(ITEMS)))
+        for r in rows:
+            assert all(ITEMS[i][0] == r.prompt for i in r.members)
+            assert r.length == len(r.prompt) + sum(len(ITEMS[i][1]) for i in r.members)
+            assert r.length <= budget or len(r.members) == 1
+    assert len(engine.plan_rows(ITEMS, 4096, False)) == len(ITEMS)
+    lengths = [100, 95, 60, 58, 30]  # packed rows batch with at most 10 % padding
+    batches = engine.make_batches(lengths, 4096, max_padding=0.1)
+    assert sorted(i for b in batches for i in b) == list(range(5))
+    assert all(max(lengths[i] for i in b) * len(b) <= 1.1 * sum(lengths[i] for i in b) for b in batches)
+    assert engine.make_batches(lengths, 4096) == [[0, 1, 2, 3, 4]]
+    # a sliding-window model: a group whose row would pass the window runs unshared
+    rows = engine.plan_rows(ITEMS, 4096, True, window=40)
+    assert all(len(r.prompt) + max(len(ITEMS[i][1]) for i in r.members) <= 40 for r in rows if r.packed)
+    assert not any(r.packed and len(r.prompt) == 47 for r in rows)
+
+
+def test_sharing_window_reads_the_config():
+    def model(**config):
+        return SimpleNamespace(config=SimpleNamespace(**config))
+
+    assert engine.sharing_window(model(_attn_implementation="sdpa", sliding_window=None)) > 1 << 40
+    assert engine.sharing_window(model(_attn_implementation="eager", layer_types=["full_attention"] * 2,
+                                       sliding_window=512)) > 1 << 40
+    assert engine.sharing_window(model(_attn_implementation="sdpa", layer_types=["sliding_attention", "full_attention"],
+                                       sliding_window=512)) == 512
+    assert engine.sharing_window(model(_attn_implementation="flash_attention_2")) is None
+    assert engine.sharing_window(SimpleNamespace()) is None  # not a transformers model: unshared
+
+
+def test_eager_attention_takes_the_additive_mask(tiny_dirs, f32):
+    """Eager attention takes an additive mask. Its softmax runs in float32 even for a float64
+    model, so the float32 tolerance applies. Right padding: under eager attention a left-padded
+    row's all-masked pad queries give NaN in either path (transformers' 2D mask, not packing)."""
+    model = load_model(tiny_dirs.expert, dtype="float64").model
+    model.config._attn_implementation = "eager"
+    ref, _ = run(model, share_prefix=False)
+    got, _ = run(model, token_budget=70)
+    for h in HEADS:
+        for k, t in enumerate(TEMPS):
+            tol = f32.logp_tol(ref[h].logp[k], t, typical=f32.typical_logp(ref[h]))
+            assert np.all(np.abs(got[h].logp[k] - ref[h].logp[k]) <= tol), (h, t)
+
+
+def test_model_without_a_custom_mask_runs_unshared(toy_bigram):
+    table = torch.randn(12, 12, dtype=torch.float64)
+    toy = toy_bigram(table).double()
+    items = [([1, 2, 3], [4, 5]), ([1, 2, 3], [6]), ([7], [8, 9])]
+    on, r_on = engine.compute(toy, items, temperatures=(1.0,), heads={"m": None})
+    off, r_off = engine.compute(toy, items, temperatures=(1.0,), heads={"m": None}, share_prefix=False)
+    assert r_on.tokens == r_off.tokens
+    np.testing.assert_array_equal(on["m"].logp, off["m"].logp)
+
+
+def test_cache_keys_tell_the_two_paths_apart(tiny_dirs, tmp_path):
+    pair = ModelPair.load(tiny_dirs.expert, amateur_early_exit=2, dtype="float64")
+    cache = StatsCache(tmp_path / "stats")
+    prompts, hyps = ["The mayor opened a bridge."] * 3, [" It was new.", " Nobody came.", " The river rose."]
+    on = pair.statistics(prompts, hyps, cache=cache)
+    off = pair.statistics(prompts, hyps, cache=cache, prefix_sharing=False)
+    assert not any(r.cached for r in off.reports.values())  # not the shared entry
+    again = pair.statistics(prompts, hyps, cache=cache, prefix_sharing=False)
+    assert all(r.cached for r in again.reports.values())
+    parts = [cache.meta(k).get("parts", {}) for k in cache.keys()]
+    assert len(parts) == 2
+    assert sorted("prefix_sharing" in p for p in parts) == [False, True]  # the unshared key is as before
+    for name in ("expert", "amateur"):
+        np.testing.assert_allclose(on.score("single", model=name), off.score("single", model=name), rtol=0, atol=1e-9)
+
+
+def test_cli_with_and_without_sharing_gives_the_same_scores(tiny_dirs, tmp_path, cscore_cli):
+    """One two-point multirun (runtime.prefix_sharing=true,false) on a quarter of the demo set's
+    groups (shared prompts kept whole), float64: the same scores to 1e-9."""
+    import os
+
+    args = ["run", "-m", f"pair.expert.path={tiny_dirs.expert}", "pair.amateur.early_exit=2", "pair.name=tiny",
+            "runtime.progress=false", "runtime.dtype=float64", "cache.enabled=false", "split.use=dev",
+            "split.dev_fraction=0.25", "runtime.prefix_sharing=true,false", f"hydra.sweep.dir={tmp_path / 'sw'}"]
+    res = cscore_cli(*args, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    a, b = (pd.read_parquet(tmp_path / "sw" / k / "scores.parquet") for k in ("0", "1"))
+    assert len(a) == len(b) > 0 and list(a["id"]) == list(b["id"])
+    assert "prefix_sharing: true" in (tmp_path / "sw" / "0" / "config.yaml").read_text()
+    assert "prefix_sharing: false" in (tmp_path / "sw" / "1" / "config.yaml").read_text()
+    assert a["prompt"].nunique() < len(a)  # the demo data has shared prompts
+    cols = [c for c in a.columns if c.startswith("score.")]
+    assert cols
+    for col in cols:
+        np.testing.assert_allclose(a[col], b[col], rtol=0, atol=1e-9, err_msg=col)
