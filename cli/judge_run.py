@@ -131,24 +131,30 @@ def check_aspect(examples, aspect: str) -> None:
                           f"it has {', '.join(have) or 'no human scores'}")
 
 
-def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
+def _setup(cfg: DictConfig, loaded, plan):
+    """What both judge kinds start with: (method params, examples, the loaded pair, judge prompt config)."""
     from transformers.utils import logging as hf_logging
 
-    from cscore.cli.run import Scored, load_pair, model_line, progress_bar
+    from cscore.cli.run import load_pair, model_line
+
+    hf_logging.disable_progress_bar()
+    params = method_params(cfg)
+    check_aspect(loaded.examples, params["aspect"])
+    pair = load_pair(cfg, plan.models)
+    for role, m in pair.models.items():
+        log.info(model_line(role, m.info, m.load_seconds))
+    return params, loaded.examples, pair, OmegaConf.to_container(cfg.judge_prompt, resolve=True)
+
+
+def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
+    from cscore.cli.run import Scored, progress_bar
     from cscore.data import judge_prompts
     from cscore.scorers import methods
     from cscore.scorers.judge_parse import continuation_prefixes, score_tokens
 
-    hf_logging.disable_progress_bar()
-    params = method_params(cfg)
+    params, examples, pair, jp = _setup(cfg, loaded, plan)
     lo, hi = params["score_range"]
-    examples = loaded.examples
-    check_aspect(examples, params["aspect"])
-    pair = load_pair(cfg, plan.models)
-    for role, m in pair.models.items():
-        log.info(model_line(role, m.info, m.load_seconds))
     tok = pair.tokenizer
-    jp = OmegaConf.to_container(cfg.judge_prompt, resolve=True)
     chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
     texts, spans = judge_prompts.build(examples, jp, aspect=params["aspect"], lo=lo, hi=hi, chat=chat)
     tokens = score_tokens(tok, lo, hi)
@@ -245,24 +251,15 @@ def _vocab(model) -> int:
 
 
 def score_released(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
-    from transformers.utils import logging as hf_logging
-
-    from cscore.cli.run import Scored, load_pair, model_line, progress_bar
+    from cscore.cli.run import Scored, progress_bar
     from cscore.data import judge_prompts
     from cscore.scorers import engine
     from cscore.scorers.judge_parse import parse_released
     from cscore.scorers.judge_released import released_prompt_ids, released_text
 
-    hf_logging.disable_progress_bar()
-    params = method_params(cfg)
+    params, examples, pair, jp = _setup(cfg, loaded, plan)
     lo, hi = params["score_range"]
-    examples = loaded.examples
-    check_aspect(examples, params["aspect"])
-    pair = load_pair(cfg, plan.models)
-    for role, m in pair.models.items():
-        log.info(model_line(role, m.info, m.load_seconds))
     tok = pair.tokenizer
-    jp = OmegaConf.to_container(cfg.judge_prompt, resolve=True)
     texts, _ = judge_prompts.build(examples, jp, aspect=params["aspect"], lo=lo, hi=hi, chat=None)
     prompts = [released_prompt_ids(tok, x, role=jp.get("role", "system"),
                                    add_generation_prompt=jp.get("generation_prompt", False),
