@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 import cscore
 from cscore import rundir
-from cscore.cli import cdm_cmd, judge_run, pooler_run
+from cscore.cli import baseline_run, cdm_cmd, judge_run, pooler_run
 from cscore.errors import CscoreError
 
 log = logging.getLogger("cscore")
@@ -390,7 +390,8 @@ KINDS = {"token": MethodKind(plan_stage, score_stage),
          "judge": MethodKind(judge_run.plan_judge, judge_run.score_judge),
          "judge_released": MethodKind(judge_run.plan_released, judge_run.score_released),
          "pooler": MethodKind(plan_stage, pooler_run.score_pooler),
-         "discriminator": MethodKind(cdm_cmd.plan_discriminator, cdm_cmd.score_discriminator)}
+         "discriminator": MethodKind(cdm_cmd.plan_discriminator, cdm_cmd.score_discriminator),
+         "baseline": MethodKind(baseline_run.plan_baseline, baseline_run.score_baseline)}
 
 
 def method_kind(cfg: DictConfig) -> MethodKind:

@@ -114,6 +114,13 @@ def check_method(method: dict) -> None:
         raise ConfigError(f"method.variant must be a plain name (letters, digits, _ . -), got {variant!r}")
 
 
+def check_baseline(c: dict) -> None:
+    """method=baseline and the ``baseline`` group go together; each baseline's settings are checked."""
+    from cscore.scorers.baselines import check_config
+
+    check_config(c["method"].get("name"), c.get("baseline"))
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError for the first setting that is not allowed."""
     try:
@@ -133,6 +140,7 @@ def validate(cfg: DictConfig) -> None:
     check_pair(c["pair"])
     check_method(c["method"])
     check_amateur(c)
+    check_baseline(c)
     if c.get("judge_prompt"):
         from cscore.data.judge_prompts import check_config
 

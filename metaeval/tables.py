@@ -59,7 +59,7 @@ def _label(run: Run, variant: str, varying: list[str], main: bool, params: dict 
     comparison row the keys of its own parameters that vary (e.g. ``norm=max`` when the runs pool
     differently), so that rows computed differently never share a label."""
     pair = run.config["pair"].get("name", "?")
-    label = f"{pair} {variant}"
+    label = variant if run.config["method"].get("name") == "baseline" else f"{pair} {variant}"  # reads no pair
     own = [k for k in varying if k in run.config["method"]]  # a key of another method is not this row's
     if main and own:
         label += " " + " ".join(f"{k}={run.config['method'].get(k)}" for k in own)
@@ -116,7 +116,8 @@ def collect(runs: list[Run]) -> list[Dataset]:
             scores = scores.set_index("id").reindex(base["id"])
             for v in run.metrics["variants"]:
                 main = v["name"] == run.config["method"].get("variant")
-                ident = json.dumps([run.config["pair"], v["method"], v["params"]], sort_keys=True, default=str)
+                pair = None if v["method"] == "baseline" else run.config["pair"]  # a baseline reads no pair
+                ident = json.dumps([pair, v["method"], v["params"]], sort_keys=True, default=str)
                 if ident in seen:
                     continue
                 label = _label(run, v["name"], varying, main, v["params"], row_varying.get(v["name"]))

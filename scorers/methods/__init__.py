@@ -16,12 +16,14 @@ from importlib import resources
 
 import numpy as np
 
-from cscore.scorers.methods import cd_judge, cd_judge_released, cd_score, cdm, cdm_classifier, cdm_gen, contrast, division, ensemble, single
+from cscore.scorers.methods import (baseline, cd_judge, cd_judge_released, cd_score, cdm, cdm_classifier, cdm_gen, contrast,
+                                    division, ensemble, single)
 from cscore.errors import ConfigError
 from cscore.scorers.methods.common import aggregate
 from cscore.scorers.methods.params import COMMON, suggest
 
-METHODS = {m.NAME: m for m in (single, ensemble, contrast, division, cd_score, cd_judge, cd_judge_released, cdm, cdm_classifier, cdm_gen)}
+METHODS = {m.NAME: m for m in (single, ensemble, contrast, division, cd_score, cd_judge, cd_judge_released, cdm, cdm_classifier,
+                                cdm_gen, baseline)}
 AGGREGATION_KEYS = ("norm", "skip_first")
 
 

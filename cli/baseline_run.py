@@ -1,0 +1,114 @@
+"""The plan and score steps of ``method=baseline`` (``KIND = "baseline"``).
+
+Plan: one row per score column of the chosen baselines (``baseline=bleu`` or a list), each named
+by its column (``score.bleu``, ``score.rougeL``, ``score.bertscore_f1``, ``score.bartscore``, ...) with
+the baseline's settings as its parameters, so ``cscore report`` tells apart rows computed
+differently. Score: every baseline on the run's texts (``cscore.scorers.baselines``); rows a
+reference-based metric cannot score (no reference) get NaN, are counted, logged and listed in
+metrics.json (``baselines.<name>.missing_reference``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from cscore import rundir
+from cscore.scorers.tokenize import InputError
+
+log = logging.getLogger("cscore")
+row_log = logging.getLogger("cscore.rows")
+
+
+@dataclass
+class BaselineRun:
+    """What the shared stages read from ``Scored.stats``: one report per forward pass."""
+
+    reports: dict = field(default_factory=dict)
+
+
+def chosen(cfg: DictConfig) -> dict:
+    from cscore.scorers import baselines
+
+    group = OmegaConf.to_container(cfg.baseline, resolve=True) if cfg.get("baseline") is not None else None
+    return baselines.check_config(cfg.method.name, group)
+
+
+def plan_baseline(cfg: DictConfig):
+    from cscore.cli.run import Plan
+    from cscore.scorers import baselines
+    from cscore.scorers.variants import Variant
+
+    variants = [Variant(col, "baseline", {"baseline": name, **params})
+                for name, params in chosen(cfg).items() for col in baselines.columns(name, params)]
+    return Plan(variants, [], [])
+
+
+def texts_of(examples: pd.DataFrame):
+    """The rows as plain strings; every reference a row has (``references`` list, else ``reference``)."""
+    from cscore.scorers.baselines import Texts
+
+    hyps = [h if isinstance(h, str) else "" for h in examples["hypothesis"]]
+    empty = [str(i) for i, h in zip(examples["id"], hyps) if not h.strip()]
+    if empty:
+        raise InputError(f"{len(empty)} empty hypotheses (ids {', '.join(empty[:5])}{', ...' if len(empty) > 5 else ''}); "
+                         "a metric cannot score an empty text")
+    refs = []
+    many = examples["references"] if "references" in examples.columns else [None] * len(examples)
+    one = examples["reference"] if "reference" in examples.columns else [None] * len(examples)
+    for lst, ref in zip(many, one):
+        if lst is not None and not isinstance(lst, str) and len(lst):
+            refs.append([str(r) for r in lst])
+        else:
+            refs.append([ref] if isinstance(ref, str) else [])
+    langs = examples["lang_pair"] if "lang_pair" in examples.columns else [None] * len(examples)
+    target = [lp.split("-")[-1] if isinstance(lp, str) and "-" in lp else None for lp in langs]
+    return Texts(hyps, [s if isinstance(s, str) else "" for s in examples["source"]], refs, target)
+
+
+def runtime_of(cfg: DictConfig, console) -> dict:
+    from cscore.cli.run import progress_bar, stats_cache
+
+    rt = cfg.runtime
+    return {"device": rt.device, "dtype": rt.dtype, "max_length": rt.max_length, "token_budget": rt.token_budget,
+            "cache": stats_cache(cfg), "progress": None}
+
+
+def score_baseline(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
+    from cscore.cli.run import Scored
+    from cscore.scorers import baselines
+
+    picked = chosen(cfg)
+    table = loaded.examples.copy()
+    texts = texts_of(table)
+    runtime = runtime_of(cfg, console)
+    if state is not None:
+        state["stage"] = "score"
+    reports, models, record = {}, {}, {}
+    truncated = np.zeros(len(table), dtype=bool)
+    for name, params in picked.items():
+        start = time.perf_counter()
+        result = baselines.score(name, params, texts, runtime)
+        seconds = time.perf_counter() - start
+        for col, values in result.columns.items():
+            table[f"{rundir.SCORE}{col}"] = values
+        missing = [str(table["id"].iloc[i]) for i in result.info.pop("missing_reference", [])]
+        if missing:
+            log.warning("baseline %s: %d rows have no reference: their scores are NaN (left out of correlations; "
+                        "ids in run.log)", name, len(missing))
+            for i in missing:
+                row_log.info("baseline %s: %s has no reference", name, i)
+        if result.truncated is not None:
+            truncated |= result.truncated
+        reports.update(result.reports)
+        models.update(result.models)
+        record[name] = {"columns": list(result.columns), "params": params, **result.info,
+                        "missing_reference": {"count": len(missing), "ids": missing}, "seconds": round(seconds, 3)}
+        log.info("baseline %s: %s in %.1fs%s", name, ", ".join(f"score.{c}" for c in result.columns), seconds,
+                 f" ({result.info['signature']})" if isinstance(result.info.get("signature"), str) else "")
+    table["truncated"] = truncated
+    return Scored(table, BaselineRun(reports), models, int(truncated.sum()), metrics={"baselines": record})

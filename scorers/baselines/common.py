@@ -1,0 +1,73 @@
+"""What every baseline family shares: the texts of a run, a family's result, reference lists and
+the checks of list-valued parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cscore.errors import ConfigError
+from cscore.scorers.tokenize import InputError
+
+REFERENCE_MODES = ("all", "first")
+
+
+@dataclass
+class Texts:
+    """The run's rows as plain strings: one hypothesis and source per row, and every reference of
+    the row (SummEval: 11; none where the data has no reference)."""
+
+    hypotheses: list[str]
+    sources: list[str]
+    references: list[list[str]]
+    target_langs: list[str | None]  # the hypothesis language per row (from lang_pair), None if unknown
+
+    def __len__(self) -> int:
+        return len(self.hypotheses)
+
+
+@dataclass
+class Result:
+    """A family's output: score columns (name -> one value per row, NaN where a row could not be
+    scored), a record for metrics.json, forward-pass reports and loaded models (by role)."""
+
+    columns: dict[str, np.ndarray]
+    info: dict = field(default_factory=dict)
+    reports: dict = field(default_factory=dict)
+    models: dict = field(default_factory=dict)
+    truncated: np.ndarray | None = None  # rows whose encoder input was cut to fit max_length
+
+
+def pick_references(texts: Texts, mode: str) -> list[list[str]]:
+    """Each row's references (all, or the first), empty strings left out."""
+    refs = [[r for r in row if isinstance(r, str) and r.strip()] for row in texts.references]
+    return [row[:1] for row in refs] if mode == "first" else refs
+
+
+def require_references(name: str, refs: list[list[str]]) -> list[int]:
+    """Indices of the rows without a reference (their scores become NaN, counted); none at all is an
+    error: a reference-based metric has nothing to compare with."""
+    missing = [i for i, r in enumerate(refs) if not r]
+    if refs and len(missing) == len(refs):
+        raise InputError(f"baseline {name} compares the hypothesis with a reference and no row of this data has "
+                         "one (datasets with references: summeval, demo, mqm with data.reference_system=<system>, "
+                         "data=table with data.columns.reference)")
+    return missing
+
+
+class Choices:
+    """A list parameter whose items come from a fixed set (or match ``pattern``)."""
+
+    def __init__(self, allowed: tuple, pattern=None, nonempty: bool = True):
+        self.allowed, self.pattern, self.nonempty = allowed, pattern, nonempty
+
+    def ok(self, item) -> bool:
+        return isinstance(item, str) and (item in self.allowed or bool(self.pattern and self.pattern.match(item)))
+
+    def check(self, key: str, value):
+        if not isinstance(value, (list, tuple)) or (self.nonempty and not value) or not all(map(self.ok, value)):
+            raise ConfigError(f"{key} must be a list of {' | '.join(self.allowed)}, got {value!r}")
+        if len(set(value)) != len(value):
+            raise ConfigError(f"{key} lists an item twice: {value!r}")
+        return list(value)

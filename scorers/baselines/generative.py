@@ -1,0 +1,129 @@
+"""Generative baselines: BARTScore (Yuan et al. 2021) and T5Score (Qin et al., seed 004, Eq. 1):
+the per-token mean log-probability of a text b given a text a, (1/|b|) log p(b | a), "a -> b",
+from an encoder-decoder model through cscore's statistics engine (teacher forcing,
+``scorers/seq2seq.py``; every target token scored, EOS included; cached like any pass).
+
+Directions (T5Score Sec. 3.1 after BARTScore) and their columns, for ``<name>`` = bartscore / t5score:
+
+  src_hyp   source -> hypothesis      score.<name>        (BARTScore's s -> h; T5Score's source precision)
+  hyp_src   hypothesis -> source      score.<name>_src_r  (source recall)
+            both                      score.<name>_src_f  (their arithmetic mean)
+  ref_hyp   reference -> hypothesis   score.<name>_p      (precision)
+  hyp_ref   hypothesis -> reference   score.<name>_r      (recall)
+            both                      score.<name>_f      (F: the arithmetic mean of P and R, T5Score's default)
+
+Several references: each is scored and the row takes their mean or max (``multi_ref``; F per
+reference first). The encoder input is cut to ``runtime.max_length`` when too long (counted); a
+target is never cut (a clear error)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cscore.errors import ConfigError
+from cscore.scorers.baselines.common import (REFERENCE_MODES, Choices, Result, Texts, pick_references,
+                                             require_references)
+from cscore.scorers.methods.params import Param
+from cscore.scorers.tokenize import InputError
+
+NAMES = ("bartscore", "t5score")
+DIRECTIONS = ("src_hyp", "hyp_src", "ref_hyp", "hyp_ref")
+PARAMS = {name: {"model": Param(str, nullable=True), "revision": Param(str, nullable=True),
+                 "directions": Choices(DIRECTIONS), "references": Param(str, choices=REFERENCE_MODES),
+                 "multi_ref": Param(str, choices=("mean", "max"))} for name in NAMES}
+ONE_WAY = {"src_hyp": "", "hyp_src": "_src_r", "ref_hyp": "_p", "hyp_ref": "_r"}
+BOTH_WAYS = {"_src_f": ("src_hyp", "hyp_src"), "_f": ("ref_hyp", "hyp_ref")}
+
+
+def columns(name: str, params: dict) -> list[str]:
+    have = set(params["directions"])
+    out = []
+    for pair_suffix, (a, b) in BOTH_WAYS.items():
+        out += [name + ONE_WAY[d] for d in (a, b) if d in have]
+        if {a, b} <= have:
+            out.append(name + pair_suffix)
+    return out
+
+
+def check(name: str, params: dict) -> None:
+    if not params.get("model"):
+        raise ConfigError(f"baseline.{name}.model: give the encoder-decoder model to score with (a hub id or a "
+                          "local directory; README \"Baselines\" lists the papers' checkpoints)")
+
+
+def direction_items(direction: str, texts: Texts, refs: list[list[str]]) -> list[tuple[int, str, str]]:
+    """(row, encoder text, target text) for every pair scored in ``direction``."""
+    if direction in ("src_hyp", "hyp_src"):
+        pairs = [(i, s, h) for i, (s, h) in enumerate(zip(texts.sources, texts.hypotheses))]
+    else:
+        pairs = [(i, r, h) for i, h in enumerate(texts.hypotheses) for r in refs[i]]
+    return [(i, b, a) if direction.startswith("hyp_") else (i, a, b) for i, a, b in pairs]
+
+
+def mean_logp(pair, items, runtime: dict, label: str):
+    """(1/|b|) log p(b | a) per item, the pass's report and which encoder inputs were cut."""
+    srcs, tgts = [a for _, a, _ in items], [b for _, _, b in items]
+    for k, (a, b) in enumerate(zip(srcs, tgts)):
+        if not a.strip() or not b.strip():
+            raise InputError(f"{label}: row {items[k][0]} has an empty {'encoder input' if not a.strip() else 'target'}")
+    try:
+        inputs = pair.encode(srcs, tgts, max_length=runtime["max_length"], source_spans=[(0, len(a)) for a in srcs])
+    except InputError as err:
+        raise InputError(f"{label}: {err} (row {items[int(str(err).split()[1].rstrip(':'))][0]})"
+                         if str(err).startswith("item ") else f"{label}: {err}") from None
+    stats = pair.statistics(inputs=inputs, temperatures=[1.0], token_budget=runtime["token_budget"],
+                            models=["expert"], cache=runtime.get("cache"), progress=runtime.get("progress"))
+    values = stats.score("single", model="expert", t=1.0, norm="mean", skip_first=False, clamp=None)
+    return values, stats.reports["expert"], np.array([it.truncated for it in inputs.items])
+
+
+def load(params: dict, runtime: dict):
+    from cscore.scorers.api import ModelPair
+
+    pair = ModelPair.load(params["model"], device=runtime.get("device", "auto"), dtype=runtime.get("dtype", "auto"),
+                          revision=params.get("revision"))
+    if not pair.expert.is_encoder_decoder:
+        raise ConfigError(f"baseline: {params['model']!r} is a decoder-only model; BARTScore and T5Score score "
+                          "with an encoder-decoder (seq2seq) model such as facebook/bart-large-cnn or an mT5")
+    return pair
+
+
+def score(name: str, params: dict, texts: Texts, runtime: dict, pair=None) -> Result:
+    check(name, params)
+    directions = list(params["directions"])
+    refs = pick_references(texts, params["references"])
+    missing = require_references(name, refs) if {"ref_hyp", "hyp_ref"} & set(directions) else []
+    pair = load(params, runtime) if pair is None else pair
+    agg = np.nanmax if params["multi_ref"] == "max" else np.nanmean
+    n = len(texts)
+    per_dir, reports, truncated = {}, {}, np.zeros(n, dtype=bool)
+    for d in directions:
+        items = direction_items(d, texts, refs)
+        values, report, cut = mean_logp(pair, items, runtime, f"baseline {name} ({d})")
+        reports[f"{name}:{d}"] = report
+        rows = np.array([i for i, _, _ in items], dtype=np.int64)
+        truncated[rows[cut]] = True
+        per_dir[d] = (rows, values)
+    out = {}
+    for suffix, (a, b) in BOTH_WAYS.items():
+        for d in (a, b):
+            if d in per_dir:
+                out[name + ONE_WAY[d]] = by_row(*per_dir[d], n, agg)
+        if a in per_dir and b in per_dir:  # F per reference (rows and items align: same pairs, same order)
+            rows, va = per_dir[a]
+            out[name + suffix] = by_row(rows, (va + per_dir[b][1]) / 2.0, n, agg)
+    info = {"model": pair.expert.name, "directions": directions, "multi_ref": params["multi_ref"],
+            "references": params["references"], "missing_reference": missing, "truncated_sources": int(truncated.sum()),
+            "signature": f"{name}|model:{pair.expert.name}|dirs:{','.join(directions)}|refs:{params['references']}|"
+                         f"multi:{params['multi_ref']}|norm:mean|eos:yes"}
+    return Result({c: out[c] for c in columns(name, params)}, info, reports, {name: pair.expert}, truncated)
+
+
+def by_row(rows: np.ndarray, values: np.ndarray, n: int, agg) -> np.ndarray:
+    """One value per row: the item's value, or ``agg`` over the row's items (references); NaN for none."""
+    import pandas as pd
+
+    grouped = pd.Series(values).groupby(rows).agg("max" if agg is np.nanmax else "mean")
+    out = np.full(n, np.nan)
+    out[grouped.index.to_numpy()] = grouped.to_numpy()
+    return out

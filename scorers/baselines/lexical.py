@@ -1,0 +1,104 @@
+"""Lexical reference-based baselines: sentence BLEU and chrF through sacrebleu, ROUGE-N / ROUGE-L
+through rouge-score. Several references per row are given to the libraries as they are: BLEU clips
+n-gram counts by the most of any reference and takes the closest reference length, chrF keeps the
+best-matching reference, ROUGE's ``score_multi`` the reference with the best F per type."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from cscore.errors import ConfigError
+from cscore.scorers.baselines.common import REFERENCE_MODES, Choices, Result, Texts, pick_references, require_references
+from cscore.scorers.methods.params import Param
+from cscore.scorers.tokenize import InputError
+
+NAMES = ("bleu", "chrf", "rouge")
+ROUGE_TYPE = re.compile(r"^rouge[1-9]$")
+REFS = Param(str, choices=REFERENCE_MODES)
+PARAMS = {
+    "bleu": {"tokenize": Param(str, nullable=True), "lowercase": Param(bool), "smooth_method":
+             Param(str, choices=("none", "floor", "add-k", "exp")), "smooth_value": Param(float, lo=0.0, nullable=True),
+             "max_ngram_order": Param(int, lo=1), "effective_order": Param(bool), "references": REFS},
+    "chrf": {"char_order": Param(int, lo=0), "word_order": Param(int, lo=0), "beta": Param(int, lo=0),
+             "lowercase": Param(bool), "whitespace": Param(bool), "eps_smoothing": Param(bool), "references": REFS},
+    "rouge": {"types": Choices(("rouge1", "rouge2", "rougeL", "rougeLsum"), ROUGE_TYPE),
+              "measure": Param(str, choices=("fmeasure", "precision", "recall")), "use_stemmer": Param(bool),
+              "split_summaries": Param(bool), "references": REFS},
+}
+
+
+def columns(name: str, params: dict) -> list[str]:
+    return list(params["types"]) if name == "rouge" else [name]
+
+
+def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
+    refs = pick_references(texts, params["references"])
+    missing = require_references(name, refs)
+    if name == "rouge":
+        return _rouge(params, texts, refs, missing)
+    return _sacrebleu(name, params, texts, refs, missing)
+
+
+def _sacrebleu_metric(name: str, params: dict, lang: str | None):
+    from sacrebleu.metrics import BLEU, CHRF
+
+    try:
+        if name == "bleu":
+            return BLEU(lowercase=params["lowercase"], tokenize=params["tokenize"], smooth_method=params["smooth_method"],
+                        smooth_value=params["smooth_value"], max_ngram_order=params["max_ngram_order"],
+                        effective_order=params["effective_order"], trg_lang=lang or "")
+        return CHRF(char_order=params["char_order"], word_order=params["word_order"], beta=params["beta"],
+                    lowercase=params["lowercase"], whitespace=params["whitespace"],
+                    eps_smoothing=params["eps_smoothing"])
+    except Exception as err:  # an unknown tokenizer, a missing MeCab for ja / ko, ...
+        raise ConfigError(f"baseline {name}: sacrebleu refused the settings"
+                          f"{f' for target language {lang}' if lang else ''}: {str(err).splitlines()[0]}") from None
+
+
+def _sacrebleu(name: str, params: dict, texts: Texts, refs, missing) -> Result:
+    values = np.full(len(texts), np.nan)
+    signatures, counts = {}, {}
+    langs = [lang if name == "bleu" else None for lang in texts.target_langs]  # BLEU's tokenizer follows the language
+    for lang in dict.fromkeys(langs):
+        metric = _sacrebleu_metric(name, params, lang)
+        rows = [i for i, g in enumerate(langs) if g == lang and refs[i]]
+        for i in rows:
+            values[i] = metric.sentence_score(texts.hypotheses[i], refs[i]).score
+        if rows:
+            n = sorted({len(refs[i]) for i in rows})
+            # the signature names one reference count; rows here may differ: say which counts were used
+            sig = str(metric.get_signature()).split("|")
+            sig = [f"nrefs:{n[0] if len(n) == 1 else f'{n[0]}-{n[-1]}'}" if f.startswith("nrefs:") else f for f in sig]
+            signatures[lang or "all"] = "|".join(sig)
+            counts[lang or "all"] = len(rows)
+    info = {"signature": signatures if len(signatures) > 1 else next(iter(signatures.values())),
+            "library": "sacrebleu", "missing_reference": missing, "rows_per_language": counts}
+    return Result({name: values}, info)
+
+
+def _rouge(params: dict, texts: Texts, refs, missing) -> Result:
+    from importlib.metadata import version
+
+    from rouge_score import rouge_scorer
+
+    try:
+        scorer = rouge_scorer.RougeScorer(list(params["types"]), use_stemmer=params["use_stemmer"],
+                                          split_summaries=params["split_summaries"])
+    except Exception as err:
+        raise ConfigError(f"baseline rouge: rouge-score refused the settings: {str(err).splitlines()[0]}") from None
+    out = {t: np.full(len(texts), np.nan) for t in params["types"]}
+    for i, hyp in enumerate(texts.hypotheses):
+        if not refs[i]:
+            continue
+        try:
+            got = scorer.score_multi(refs[i], hyp)
+        except LookupError as err:  # rougeLsum with split_summaries needs nltk's punkt data
+            raise InputError(f"baseline rouge: {str(err).strip().splitlines()[0]}") from None
+        for t in params["types"]:
+            out[t][i] = getattr(got[t], params["measure"])
+    stem = "stem:yes" if params["use_stemmer"] else "stem:no"
+    sig = f"rouge-score|types:{','.join(params['types'])}|measure:{params['measure']}|{stem}|" \
+          f"multi:best-f|version:{version('rouge-score')}"
+    return Result(out, {"signature": sig, "library": "rouge-score", "missing_reference": missing})
