@@ -142,7 +142,7 @@ def _setup(cfg: DictConfig, loaded, plan):
     check_aspect(loaded.examples, params["aspect"])
     pair = load_pair(cfg, plan.models)
     for role, m in pair.models.items():
-        log.info(model_line(role, m.info, m.load_seconds))
+        log.info(model_line(role, m))
     return params, loaded.examples, pair, OmegaConf.to_container(cfg.judge_prompt, resolve=True)
 
 

@@ -97,18 +97,28 @@ def load_pair(cfg: DictConfig, needed: list[str]):
     from cscore.scorers.api import ModelPair
 
     p, rt = cfg.pair, cfg.runtime
+    # reuse=True: the jobs of an in-process multirun share the models; weights load on first use,
+    # so a job whose statistics are all cached loads none
     if "amateur" not in needed:
-        return ModelPair.load(p.expert.path, device=rt.device, dtype=rt.dtype, revision=p.expert.revision)
+        return ModelPair.load(p.expert.path, device=rt.device, dtype=rt.dtype, revision=p.expert.revision, reuse=True)
     return ModelPair.load(p.expert.path, p.amateur.get("path"), amateur_early_exit=p.amateur.get("early_exit"),
                           device=rt.device, dtype=rt.dtype, revision=p.expert.revision,
-                          amateur_revision=p.amateur.revision)
+                          amateur_revision=p.amateur.revision, reuse=True)
 
 
-def model_line(role: str, info: dict, load_seconds: float) -> str:
+def model_line(role: str, m) -> str:
+    """What a model is and how this job has it (loaded, reused from an earlier job, or pending)."""
+    info = m.info
     what = info.get("spec") or info.get("path")
-    layers = info.get("layers")
     exit_ = f", early exit after {info['early_exit']} of its layers" if info.get("early_exit") else ""
-    return f"{role}: {what} ({info.get('class', '?')}, {layers} layers{exit_}; loaded in {load_seconds:.1f}s)"
+    root = m.parent or m
+    if not root.loaded:
+        how = "weights load when first needed"
+    elif root.reused:
+        how = "in memory from an earlier job of this process"
+    else:
+        how = f"loaded in {root.load_seconds:.1f}s"
+    return f"{role}: {what} ({info.get('class', '?')}, {info.get('layers')} layers{exit_}; {how})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,7 +230,7 @@ def score_stage(cfg: DictConfig, loaded: Loaded, plan: Plan, console, state: dic
     hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
     pair = load_pair(cfg, plan.models)
     for role, m in pair.models.items():
-        log.info(model_line(role, m.info, m.load_seconds))
+        log.info(model_line(role, m))
     examples = loaded.examples
     prompt_texts, spans = make_prompts(cfg, examples, pair.tokenizer)
     inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=cfg.runtime.max_length,
@@ -299,13 +309,16 @@ def speed_figures(scored: Scored) -> dict:
                         "samples_per_second": n / rep.seconds if rep.seconds else None,
                         "tokens_per_second": rep.tokens / rep.seconds if rep.seconds else None,
                         "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches,
+                        "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
                         "fetch_seconds": round(rep.fetch_seconds, 4)}
     computed = sum(r.seconds for r in reports.values())
     return {"passes": passes, "score_seconds": computed,
             "samples_per_second": n / computed if computed else None,
             "from_cache": bool(reports) and all(r.cached for r in reports.values()),
             "statistics_seconds_this_run": sum(r.fetch_seconds for r in reports.values()),
-            "load_seconds": {k: round(v.load_seconds, 3) for k, v in scored.models.items()}, **peak_memory()}
+            "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)
+                             for k, v in scored.models.items()},
+            "weights": {k: v.status() for k, v in scored.models.items()}, **peak_memory()}
 
 
 def peak_memory() -> dict:
@@ -367,6 +380,9 @@ def print_summary(console, cfg: DictConfig, out_dir: Path, loaded: Loaded, score
         else:
             console.print(f"{name}: scored {n} items in {rep.seconds:.1f}s ({n / max(rep.seconds, 1e-9):.1f} "
                           f"samples/s, {rep.tokens / max(rep.seconds, 1e-9):,.0f} tokens/s)")
+    weights = {role: m.status() for role, m in scored.models.items()}
+    if any(w != "loaded" for w in weights.values()):
+        console.print("weights: " + ", ".join(f"{role} {w}" for role, w in weights.items()))
     rep = loaded.report
     console.print(f"{scored.n_truncated} truncated; {len(rep.excluded)} excluded and {len(rep.dropped)} dropped "
                   "while loading (rows in run.log and metrics.json)")

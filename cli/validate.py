@@ -19,7 +19,6 @@ BASELINE_ROWS = ("expert", "amateur", "ensemble")
 SECTIONS = {
     "runtime": {
         "dtype": Param(str, choices=DTYPES),
-        "token_budget": Param(int, lo=1),
         "max_length": Param(int, lo=2),
         "padding_side": Param(str, choices=("left", "right")),
         "prefix_sharing": Param(bool),
@@ -34,7 +33,7 @@ SECTIONS = {
     },
     "prompt": {"condition": Param(str, choices=("source", "reference")), "chat_template": Param(bool)},
 }
-OTHER_KEYS = {"runtime": {"device"}, "cache": {"dir"}, "baselines": {"rows"}, "meta": {"split_by"},
+OTHER_KEYS = {"runtime": {"device", "token_budget"}, "cache": {"dir"}, "baselines": {"rows"}, "meta": {"split_by"},
               "stats": {"temperatures"}, "split": {"dev_ids"},
               "judge_prompt": {"name", "style", "role", "generation_prompt", "templates", "files",
                                "dialogue_template", "dialogue_aspects"},
@@ -78,6 +77,12 @@ def check_pair(pair: dict) -> None:
         if role == "amateur" and spec is not None and not (isinstance(spec, str) and spec.strip()):
             raise ConfigError(f"pair.amateur.path must name a model or be null, got {spec!r}")
     check_early_exit((pair.get("amateur") or {}).get("early_exit"))
+
+
+def check_budget(value) -> None:
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return
+    raise ConfigError(f"runtime.token_budget must be an integer >= 1 or auto, got {value!r}")
 
 
 def check_temperatures(values) -> None:
@@ -135,6 +140,7 @@ def validate(cfg: DictConfig) -> None:
             if key in given:
                 spec.check(f"{section}.{key}", given[key])
     check_device(c["runtime"].get("device", "auto"))
+    check_budget(c["runtime"].get("token_budget", 4096))
     check_temperatures(c["stats"].get("temperatures"))
     check_rows(c["baselines"].get("rows"))
     check_pair(c["pair"])

@@ -89,15 +89,30 @@ class ModelPair:
     @classmethod
     def load(cls, expert: str, amateur: str | None = None, *, amateur_early_exit: int | str | None = None,
              device: str = "auto", dtype: str = "auto", revision: str | None = None,
-             amateur_revision: str | None = None) -> "ModelPair":
+             amateur_revision: str | None = None, lazy: bool = False, reuse: bool = False) -> "ModelPair":
         """Load by spec. With ``amateur_early_exit`` (layer count or "auto") and no other
-        amateur spec (or the same spec), the amateur is the expert's first layers."""
-        exp = load_model(expert, device=device, dtype=dtype, revision=revision)
+        amateur spec (or the same spec), the amateur is the expert's first layers.
+        ``lazy``: weights load on first use (a pass read from the statistics cache needs none).
+        ``reuse``: take the models from this process's pool (``models.pooled``; lazy too), and
+        drop pooled models this pair does not use."""
+        from cscore.scorers import models as pool
+
+        def get(spec, rev):
+            if reuse:
+                return pool.pooled(spec, device=device, dtype=dtype, revision=rev)
+            return load_model(spec, device=device, dtype=dtype, revision=rev, lazy=lazy)
+
+        if reuse:
+            wanted = [pool.pool_key(expert, device, dtype, revision)]
+            if amateur is not None and amateur != expert:
+                wanted.append(pool.pool_key(amateur, device, dtype, amateur_revision))
+            pool.retain(wanted)
+        exp = get(expert, revision)
         if amateur_early_exit is not None and amateur in (None, expert):
             return cls(exp, early_exit(exp, amateur_early_exit))
         if amateur is None:
             return cls(exp, None)
-        ama = load_model(amateur, device=device, dtype=dtype, revision=amateur_revision)
+        ama = get(amateur, amateur_revision)
         if amateur_early_exit is not None:
             ama = early_exit(ama, amateur_early_exit)
         return cls(exp, ama)
@@ -127,7 +142,8 @@ class ModelPair:
     def _eos(self) -> int:
         """The EOS a seq2seq target ends with: the tokenizer's, else the model config's."""
         eos = self.tokenizer.eos_token_id
-        eos = self.expert.model.config.eos_token_id if eos is None else eos
+        config = self.expert.config if self.expert.config is not None else self.expert.model.config
+        eos = config.eos_token_id if eos is None else eos
         if isinstance(eos, (list, tuple)):
             eos = eos[0] if eos else None
         if eos is None:
@@ -181,7 +197,7 @@ class ModelPair:
                  "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
                  "token_budget": token_budget, "padding_side": padding_side}
         if run_model.is_encoder_decoder:  # ids are (encoder ids, decoder targets); causal keys unchanged
-            parts.update(seq2seq.key_part(run_model.model))
+            parts.update(seq2seq.key_part(run_model))
         elif prefix_sharing:  # packed rows batch differently (float32 rounding); unshared keys unchanged
             parts["prefix_sharing"] = True
         key = stats_key(parts)

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from cscore.errors import ConfigError
+from cscore.scorers import budget
 from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
@@ -45,6 +46,8 @@ class EngineReport:
     batches: int
     cached: bool = False  # read from the statistics cache instead of computed
     fetch_seconds: float | None = None  # time this run spent getting the statistics
+    token_budget: int | None = None  # the budget the pass ended with (runtime.token_budget=auto resolved, halvings)
+    oom_retries: int = 0  # batches retried with half the budget after an out-of-memory
 
 
 def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float | None = None) -> list[list[int]]:
@@ -125,15 +128,17 @@ def sharing_window(model) -> int | None:
     return int(window) if window else (1 << 62)
 
 
-def plan_rows(items, token_budget: int, share: bool, window: int | None = None) -> list[Row]:
+def plan_rows(items, token_budget: int, share: bool, window: int | None = None, subset=None) -> list[Row]:
     """Rows to run: without sharing one per item; with sharing, the items of each prompt
     (identical ids) packed first-fit-decreasing into rows of at most ``token_budget`` tokens
-    (and ``window`` positions for sliding-window models); a row holds at least one item."""
+    (and ``window`` positions for sliding-window models); a row holds at least one item.
+    ``subset``: plan only these item indices (the rest is done)."""
+    indices = range(len(items)) if subset is None else [int(i) for i in subset]
     if not share:
-        return [Row(p, [i], len(p) + len(h)) for i, (p, h) in enumerate(items)]
+        return [Row(items[i][0], [i], len(items[i][0]) + len(items[i][1])) for i in indices]
     groups: dict[tuple, list[int]] = {}
-    for i, (p, _) in enumerate(items):
-        groups.setdefault(tuple(p), []).append(i)
+    for i in indices:
+        groups.setdefault(tuple(items[i][0]), []).append(i)
     rows = []
     for key, members in groups.items():
         prompt = list(key)
@@ -182,14 +187,15 @@ def _pad_rows(items, rows, pad_id, padding_side, device, dtype, attn):
             col += len(h)
     if not any(row.packed for row in rows):
         return ids.to(device), (seg >= 0).long().to(device), pos.to(device), where
-    n = torch.arange(width)
+    seg = seg.to(device)  # the [rows, width, width] mask is built where it is used
+    n = torch.arange(width, device=device)
     allow = (n[None, :, None] >= n[None, None, :]) & (seg[:, None, :] >= 0) & (
         (seg[:, None, :] == 0) | (seg[:, None, :] == seg[:, :, None]))
-    allow |= torch.eye(width, dtype=torch.bool)[None]  # a pad query sees itself: no empty softmax row
+    allow |= torch.eye(width, dtype=torch.bool, device=device)[None]  # a pad query sees itself: no empty softmax row
     allow = allow[:, None]
     if attn != "sdpa":
-        allow = torch.zeros(allow.shape, dtype=dtype).masked_fill_(~allow, torch.finfo(dtype).min)
-    return ids.to(device), allow.to(device), pos.to(device), where
+        allow = torch.zeros(allow.shape, dtype=dtype, device=device).masked_fill_(~allow, torch.finfo(dtype).min)
+    return ids.to(device), allow, pos.to(device), where
 
 
 def _pad_batch(items, idx, pad_id, padding_side, device):
@@ -257,6 +263,8 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     if is_encoder_decoder(model):
         from cscore.scorers import seq2seq
 
+        if budget.is_auto(token_budget):
+            token_budget = budget.resolve(model, longest_row=longest_row(items, False))
         return seq2seq.compute(model, items, temperatures=temperatures, token_budget=token_budget,
                                padding_side=padding_side, pad_id=pad_id, progress=progress, heads=heads)
     heads = {"model": None} if heads is None else dict(heads)
@@ -265,9 +273,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     base = decoder_base(model)
     hyp_lens = np.array([len(h) for _, h in items], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(hyp_lens)])
-    n_tok, n_t = int(offsets[-1]), len(temperatures)
-    logp = {h: np.empty((n_t, n_tok), dtype=np.float64) for h in heads}
-    logp_max = {h: np.empty((n_t, n_tok), dtype=np.float64) for h in heads}
+    n_tok = int(offsets[-1])
     token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
     vocab = model.get_output_embeddings().weight.shape[0]
     if n_tok and token_ids.max() >= vocab:
@@ -275,40 +281,109 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
 
     start_time = time.perf_counter()
     window = sharing_window(model) if share_prefix else None
-    rows = plan_rows(items, token_budget, window is not None, window)
-    # packed rows and single items batch apart: a single item keeps the plain 2D-mask path (and a
-    # sliding-window model's long single item never gets the custom mask, which ignores windows)
-    batches = []
-    for packed in (True, False):
-        part = [j for j, r in enumerate(rows) if r.packed == packed]
-        lengths = [rows[j].length for j in part]
-        batches += [[part[b] for b in batch] for batch in
-                    make_batches(lengths, token_budget, max_padding=PACKED_MAX_PADDING if packed else None)]
+    if budget.is_auto(token_budget):
+        token_budget = budget.resolve(model, longest_row=longest_row(items, window is not None))
     taps = {h: LayerTap(model, k) for h, k in heads.items() if k is not None}
     dtype = next(model.parameters()).dtype
     attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    padded = 0
+    out = Outputs(offsets, temperatures, heads, device)
+    done = np.zeros(len(items), dtype=bool)
+    processed = padded = n_batches = retries = 0
     try:
-        for b in batches:
-            batch_rows = [rows[j] for j in b]
-            ids, mask, positions, where = _pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn)
-            padded += ids.numel()
-            final = base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
-            hidden = {h: (final if k is None else taps[h].normed()) for h, k in heads.items()}
-            _score_batch(model, items, where, hidden, offsets, temperatures, logp, logp_max, vocab, device)
-            if progress is not None:
-                progress(len(where))
+        while not done.all():  # one round; another with half the budget after an out-of-memory
+            todo = np.flatnonzero(~done)
+            rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
+            try:
+                for batch_rows in batch_rows_of(rows, token_budget):
+                    ids, mask, positions, where = _pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
+                                                            attn)
+                    final = base(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                 use_cache=False).last_hidden_state
+                    hidden = {h: (final if k is None else taps[h].normed()) for h, k in heads.items()}
+                    _score_batch(model, items, where, hidden, out, vocab, device)
+                    done[list(where)] = True
+                    processed += sum(r.length for r in batch_rows)
+                    padded += ids.numel()
+                    n_batches += 1
+                    if progress is not None:
+                        progress(len(where))
+            except Exception as err:  # noqa: BLE001 - out-of-memory is retried, anything else raised
+                if not budget.is_oom(err):
+                    raise
+                token_budget = smaller_budget(token_budget, batch_rows, err)
+                retries += 1
+                del err
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
     finally:
         for tap in taps.values():
             tap.close()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    logp, logp_max = out.fetch()  # the one device-to-host copy
     seconds = time.perf_counter() - start_time
     stats = {h: TokenStats(temperatures, offsets, token_ids, logp[h], logp_max[h]) for h in heads}
-    return stats, EngineReport(seconds, int(sum(r.length for r in rows)), padded, len(batches))
+    return stats, EngineReport(seconds, int(processed), padded, n_batches, token_budget=int(token_budget),
+                               oom_retries=retries)
 
 
-def _score_batch(model, items, where, hidden, offsets, temperatures, logp, logp_max, vocab, device):
+def longest_row(items, share: bool) -> int:
+    """The longest sequence a batch may hold: a packed row can fill the budget, else one item."""
+    return 1 << 62 if share else max((len(p) + len(h) for p, h in items), default=1)
+
+
+def batch_rows_of(rows: list[Row], token_budget: int):
+    """Packed rows and single items batch apart: a single item keeps the plain 2D-mask path (and
+    a sliding-window model's long single item never gets the custom mask, which ignores windows)."""
+    for packed in (True, False):
+        part = [r for r in rows if r.packed == packed]
+        lengths = [r.length for r in part]
+        for batch in make_batches(lengths, token_budget, max_padding=PACKED_MAX_PADDING if packed else None):
+            yield [part[b] for b in batch]
+
+
+def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> int:
+    """Half the budget after an out-of-memory; an error when the batch that failed was one item."""
+    import logging
+
+    if len(failed) == 1 and not failed[0].packed:
+        raise budget.OutOfMemory(f"out of memory on one item of {failed[0].length} tokens alone "
+                                 f"({type(err).__name__}); lower runtime.max_length or use a larger device") from err
+    new = max(1, token_budget // 2)
+    logging.getLogger(__name__).warning("out of memory at token_budget=%d: halved to %d, the batch is retried",
+                                        token_budget, new)
+    return new
+
+
+class Outputs:
+    """Per-token statistics collected on the device, copied to the host once at the end (no host
+    synchronisation inside the batch loop)."""
+
+    def __init__(self, offsets, temperatures, heads, device):
+        self.offsets, self.temperatures, self.heads, self.device = offsets, temperatures, list(heads), device
+        self.n_t = len(temperatures)
+        self.parts: dict[str, list] = {h: [] for h in heads}
+        self.dest: list[torch.Tensor] = []
+
+    def add(self, dest: torch.Tensor, per_head: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self.dest.append(dest)
+        for h, (lp, lpm) in per_head.items():
+            self.parts[h].append((lp, lpm))
+
+    def fetch(self):
+        n_tok = int(self.offsets[-1])
+        logp = {h: np.empty((self.n_t, n_tok), dtype=np.float64) for h in self.heads}
+        logp_max = {h: np.empty((self.n_t, n_tok), dtype=np.float64) for h in self.heads}
+        if not self.dest:
+            return logp, logp_max
+        dest = torch.cat(self.dest).cpu().numpy()
+        for h in self.heads:  # later parts overwrite earlier ones (a retried batch)
+            lp = torch.cat([a for a, _ in self.parts[h]], dim=1).cpu().numpy()
+            lpm = torch.cat([b for _, b in self.parts[h]], dim=1).cpu().numpy()
+            logp[h][:, dest] = lp
+            logp_max[h][:, dest] = lpm
+        return logp, logp_max
+
+
+def _score_batch(model, items, where, hidden, out: Outputs, vocab, device):
     """Gather the states that predict hypothesis tokens; LM head on those only, in chunks.
     ``where[i]`` = (row, column predicting item i's first token, column of that token)."""
     rows, cols, targets, dest = [], [], [], []
@@ -318,15 +393,15 @@ def _score_batch(model, items, where, hidden, offsets, temperatures, logp, logp_
         cols.append(last_prompt)  # the prompt's last token predicts the first hypothesis token
         cols.extend(range(first, first + len(h) - 1))
         targets.extend(h)
-        dest.append(np.arange(offsets[i], offsets[i + 1]))
+        dest.append(np.arange(out.offsets[i], out.offsets[i + 1]))
     row_t, col_t = torch.tensor(rows, device=device), torch.tensor(cols, device=device)
     target_t = torch.tensor(targets, device=device)
-    dest = np.concatenate(dest)
     chunk = max(1, HEAD_CHUNK_ELEMENTS // vocab)
+    per_head = {}
     for name, states in hidden.items():
         picked = states[row_t, col_t]
-        for s in range(0, len(targets), chunk):
-            logits = head_logits(model, picked[s:s + chunk])
-            lp, lpm = token_statistics(logits, target_t[s:s + chunk], temperatures)
-            logp[name][:, dest[s:s + chunk]] = lp.cpu().numpy()
-            logp_max[name][:, dest[s:s + chunk]] = lpm.cpu().numpy()
+        got = [token_statistics(head_logits(model, picked[s:s + chunk]), target_t[s:s + chunk], out.temperatures)
+               for s in range(0, len(targets), chunk)]
+        per_head[name] = (torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1))
+    out.add(torch.from_numpy(np.concatenate(dest)), per_head)
+

@@ -99,8 +99,9 @@ def model_identity(lm: LoadedModel, index_dir: Path | None = None) -> dict:
         ident["early_exit"] = lm.exit_layer
         return ident
     info = lm.info or {}
-    config = getattr(lm.model, "config", None)
-    ident: dict[str, Any] = {"class": type(lm.model).__name__, "early_exit": info.get("early_exit")}
+    config = lm.config if lm.config is not None else getattr(lm.model, "config", None)
+    cls = info.get("class") or type(lm.model).__name__  # known before the weights load (models.model_class)
+    ident: dict[str, Any] = {"class": cls, "early_exit": info.get("early_exit")}
     path = info.get("path") or info.get("spec")
     if path and os.path.isdir(os.path.expanduser(str(path))):
         fingerprint = weights_fingerprint(os.path.expanduser(str(path)), index_dir)

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from cscore.scorers import budget
 from cscore.scorers.anatomy import decoder_base
 from cscore.scorers.engine import EngineReport, LayerTap, _pad_batch, head_logits, make_batches
 from cscore.scorers.judge_stats import JudgeStats
@@ -62,6 +63,8 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     lengths = [len(c) for c in contexts]
     items = [(c, []) for c in contexts]
     start = time.perf_counter()
+    if budget.is_auto(token_budget):
+        token_budget = budget.resolve(main, longest_row=max(lengths, default=1))
     batches = make_batches(lengths, token_budget)
     tap = LayerTap(main, asst_exit) if asst_exit is not None else None
     padded = 0

@@ -13,7 +13,8 @@ import copy
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from typing import Callable
 
 import torch
 from torch import nn
@@ -45,27 +46,85 @@ def auto_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return table[dtype]
 
 
-@dataclass
 class LoadedModel:
-    """A causal LM (or an encoder-decoder model) ready for scoring, with its tokenizer and identity."""
+    """A causal LM (or an encoder-decoder model) ready for scoring, with its tokenizer and identity.
 
-    model: nn.Module
-    tokenizer: object
-    name: str
-    device: torch.device
-    dtype: torch.dtype
-    load_seconds: float = 0.0
-    info: dict = field(default_factory=dict)
-    parent: "LoadedModel | None" = None  # for an early exit: the full model it is cut from
-    exit_layer: int | None = None
-    is_encoder_decoder: bool = False  # loaded with AutoModelForSeq2SeqLM (T5, BART, ...)
+    The weights may load lazily: ``load_model(..., lazy=True)`` reads only the tokenizer and the
+    config, and ``model`` loads the weights on first use. What identifies the model (``info``:
+    class, layers, commit, fingerprint) is known without them, so a run whose statistics are all
+    in the cache never loads a model."""
+
+    def __init__(self, model: nn.Module | None, tokenizer, name: str, device: torch.device, dtype: torch.dtype,
+                 load_seconds: float = 0.0, info: dict | None = None, parent: "LoadedModel | None" = None,
+                 exit_layer: int | None = None, is_encoder_decoder: bool = False, *, config=None,
+                 loader: Callable[[], nn.Module] | None = None):
+        if model is None and loader is None:
+            raise ValueError("give a model or a loader")
+        self._model, self._loader = model, loader
+        self.tokenizer, self.name, self.device, self.dtype = tokenizer, name, device, dtype
+        self.load_seconds = load_seconds
+        self.info = {} if info is None else info
+        self.parent = parent  # for an early exit: the full model it is cut from
+        self.exit_layer = exit_layer
+        self.is_encoder_decoder = is_encoder_decoder  # loaded with AutoModelForSeq2SeqLM (T5, BART, ...)
+        self.config = config if config is not None else getattr(model, "config", None)
+        self.reused = False  # handed out by the process's model pool with its weights already in memory
+        self.touched = False  # the weights were used (since the pool last handed this model out)
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def model(self) -> nn.Module:
+        self.touched = True
+        if self._model is None:
+            if self._loader is None:
+                raise RuntimeError(f"{self.name}: its weights were released (a later job's pair does not use it)")
+            start = time.perf_counter()
+            self._model = self._loader()
+            self._loader = None
+            self.load_seconds = time.perf_counter() - start
+            if self.parent is None:
+                log.info("%s: weights loaded in %.1fs", self.name, self.load_seconds)
+        return self._model
+
+    def status(self) -> str:
+        """How this job had the weights: "loaded" (by this job), "reused" (loaded by an earlier job
+        of this process), "not loaded" (never needed: its statistics came from the cache) or "not
+        used" (in memory from an earlier job, not needed by this one)."""
+        root = self.parent or self
+        if not root.loaded:
+            return "not loaded"
+        if root.reused:
+            return "reused" if root.touched else "not used"
+        return "loaded"
+
+    def release(self) -> None:
+        """Drop the weights (a later ``model`` access is an error)."""
+        self._model = None
+        self._loader = None
+
+
+def model_class(config, seq2seq: bool) -> str | None:
+    """The class ``from_pretrained`` will build for ``config`` (None if transformers does not map
+    it, e.g. remote code): known before loading, so it can be part of a cache key."""
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
+    try:
+        return auto._model_mapping[type(config)].__name__
+    except (KeyError, AttributeError):
+        return None
 
 
 def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision: str | None = None,
-               trust_remote_code: bool = False) -> LoadedModel:
+               trust_remote_code: bool = False, lazy: bool = False) -> LoadedModel:
     """Load tokenizer + model by hub id, local directory or ``gguf:`` spec: a causal LM, or a
     seq2seq model when its config ``is_encoder_decoder``. A spec that names nothing loadable
-    raises ``ModelSpecError`` (an ``InputError``) with a one-line message."""
+    raises ``ModelSpecError`` (an ``InputError``) with a one-line message. ``lazy``: read the
+    tokenizer and config now, the weights on first use of ``.model`` (eager where the class
+    cannot be known without them)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     start = time.perf_counter()
@@ -77,21 +136,82 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
     try:
         tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **kwargs)
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, **kwargs)
-        seq2seq = bool(getattr(config, "is_encoder_decoder", False))
-        auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
-        model = auto.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code, **kwargs)
     except (OSError, ValueError) as err:  # ValueError: e.g. a config.json transformers does not know
         raise ModelSpecError(load_failure(spec, path, revision, err)) from err
-    model.to(dev)
-    model.eval()
-    model.requires_grad_(False)
+    seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+    auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
+
+    def weights() -> nn.Module:
+        try:
+            model = auto.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code, **kwargs)
+        except (OSError, ValueError) as err:
+            raise ModelSpecError(load_failure(spec, path, revision, err)) from err
+        model.to(dev)
+        model.eval()
+        model.requires_grad_(False)
+        return model
+
     info = {"spec": spec, "path": path, "revision": revision, "fingerprint": fingerprint,
-            "class": type(model).__name__, "layers": getattr(model.config, "num_hidden_layers", None),
-            "commit": getattr(model.config, "_commit_hash", None)}
+            "class": model_class(config, seq2seq), "layers": getattr(config, "num_hidden_layers", None),
+            "commit": getattr(config, "_commit_hash", None)}
     if seq2seq:
         info["encoder_decoder"] = True
-    return LoadedModel(model, tok, spec, dev, torch_dtype, time.perf_counter() - start, info,
-                       is_encoder_decoder=seq2seq)
+    lm = LoadedModel(None, tok, spec, dev, torch_dtype, 0.0, info, is_encoder_decoder=seq2seq, config=config,
+                     loader=weights)
+    if not lazy or info["class"] is None:
+        model = lm.model
+        info["class"] = type(model).__name__
+        lm.load_seconds = time.perf_counter() - start
+        lm.touched = False
+    return lm
+
+
+# ---------------------------------------------------------------------------------------------
+# the process's model pool: the jobs of an in-process multirun share loaded models
+
+_POOL: "OrderedDict[tuple, LoadedModel]" = OrderedDict()
+
+
+def pool_key(spec: str, device: str, dtype: str, revision: str | None, trust_remote_code: bool = False) -> tuple:
+    """What makes two requests the same model: the spec and its load options, and for a local
+    directory the names, sizes and mtimes of its weight files (a model re-saved in place between
+    jobs is loaded again)."""
+    from cscore.scorers.identity import weight_files
+
+    local = os.path.expanduser(str(spec))
+    stamp = ()
+    if os.path.isdir(local):
+        stamp = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in weight_files(local))
+    return (str(spec), str(device), str(dtype), revision, bool(trust_remote_code), stamp)
+
+
+def pooled(spec: str, *, device: str = "auto", dtype: str = "auto", revision: str | None = None,
+           trust_remote_code: bool = False) -> LoadedModel:
+    """``load_model(spec, lazy=True)``, or the same model again if this process has it."""
+    key = pool_key(spec, device, dtype, revision, trust_remote_code)
+    lm = _POOL.get(key)
+    if lm is not None:
+        _POOL.move_to_end(key)
+        lm.reused = lm.loaded  # weights already in memory: this job does not load them
+        lm.touched = False
+        return lm
+    lm = load_model(spec, device=device, dtype=dtype, revision=revision, trust_remote_code=trust_remote_code,
+                    lazy=True)
+    _POOL[key] = lm
+    return lm
+
+
+def retain(keys: list[tuple]) -> None:
+    """Drop every pooled model but those of ``keys`` (the next job's), freeing their memory."""
+    dropped = [k for k in _POOL if k not in keys]
+    for k in dropped:
+        _POOL.pop(k).release()
+    if dropped and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def clear_pool() -> None:
+    retain([])
 
 
 SPEC_FORMS = "give a local model directory, a hub id such as Qwen/Qwen2.5-3B-Instruct, or a gguf: spec"
@@ -151,22 +271,38 @@ def error_chain(err: BaseException) -> list[BaseException]:
 
 def early_exit(lm: LoadedModel, layers: int | str = "auto") -> LoadedModel:
     """The first ``layers`` decoder layers of ``lm`` followed by its final norm and LM head.
-    Shares every weight with ``lm`` (no copy). ``auto`` keeps a third of the layers."""
+    Shares every weight with ``lm`` (no copy; cut when first used). ``auto`` keeps a third of
+    the layers."""
     if lm.is_encoder_decoder:
         raise ConfigError(f"early exit is for decoder-only models; {lm.name!r} is an encoder-decoder model: give "
                           "the amateur a smaller model of its family (pair.amateur.path) and pair.amateur.early_exit=null")
-    model = lm.model
-    total = len(decoder_layers(model))
+    total = lm.info.get("layers") if not lm.loaded else None
+    if total is None:
+        total = len(decoder_layers(lm.model))
     try:
         k = max(1, round(total / 3)) if layers in ("auto", None) else int(layers)
     except (TypeError, ValueError):
         k = None
     if k is None or not 1 <= k <= total:
         raise ConfigError(f"early_exit must be auto or a layer count between 1 and {total}, got {layers!r}")
-    config = copy.deepcopy(model.config)
+    info = dict(lm.info, early_exit=k, layers=k)
+    config = copy.deepcopy(lm.config) if lm.config is not None else None
+    if config is not None:
+        cut_config(config, k)
+    return LoadedModel(None, lm.tokenizer, f"{lm.name}[:{k}]", lm.device, lm.dtype, 0.0, info,
+                       parent=lm, exit_layer=k, config=config, loader=lambda: cut_model(lm.model, k))
+
+
+def cut_config(config, k: int) -> None:
     config.num_hidden_layers = k
     if isinstance(getattr(config, "layer_types", None), list):
         config.layer_types = config.layer_types[:k]
+
+
+def cut_model(model: nn.Module, k: int) -> nn.Module:
+    """A shallow copy of ``model`` whose decoder runs its first k layers (weights shared)."""
+    config = copy.deepcopy(model.config)
+    cut_config(config, k)
     base = decoder_base(model)
     new_base = copy.copy(base)
     new_base._modules = dict(base._modules)
@@ -177,9 +313,7 @@ def early_exit(lm: LoadedModel, layers: int | str = "auto") -> LoadedModel:
     base_name = next(name for name, module in model._modules.items() if module is base)
     setattr(new_model, base_name, new_base)
     new_model.config = config
-    info = dict(lm.info, early_exit=k, layers=k)
-    return LoadedModel(new_model, lm.tokenizer, f"{lm.name}[:{k}]", lm.device, lm.dtype, 0.0, info,
-                       parent=lm, exit_layer=k)
+    return new_model
 
 
 def check_same_vocabulary(a: LoadedModel, b: LoadedModel) -> None:

@@ -37,9 +37,15 @@ def decoder_start(model) -> int:
     return int(start)
 
 
-def key_part(model) -> dict:
-    """Extra statistics-cache key parts: item ids are (encoder ids, decoder targets)."""
-    return {"layout": {"kind": "encoder-decoder", "decoder_start": decoder_start(model)}}
+def key_part(lm) -> dict:
+    """Extra statistics-cache key parts: item ids are (encoder ids, decoder targets). ``lm`` is a
+    LoadedModel (its config decides, without loading weights, when it names the start token) or a
+    model."""
+    config = getattr(lm, "config", None)
+    start = getattr(config, "decoder_start_token_id", None) if hasattr(lm, "loaded") else None
+    if start is None:
+        start = decoder_start(lm.model if hasattr(lm, "loaded") else lm)
+    return {"layout": {"kind": "encoder-decoder", "decoder_start": int(start)}}
 
 
 def head_logits(model, states: torch.Tensor) -> torch.Tensor:
