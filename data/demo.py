@@ -29,7 +29,11 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
         row = {"id": rec["id"], "group": rec["doc_id"], "system": rec["system"], "task": "summarization",
                "source": rec["source"], "reference": rec.get("reference"), "hypothesis": rec["hypothesis"],
                "lang_pair": None}
+        if not isinstance(rec["scores"], dict):
+            raise DataError(f"{where}: field 'scores' is not an object ({type(rec['scores']).__name__})")
         row.update({HUMAN_PREFIX + k: v for k, v in rec["scores"].items()})
         rows.append(row)
+    if not rows:
+        raise DataError(f"{file}: no records")
     report.n_read = len(rows)
     return validate(pd.DataFrame(rows), report), report

@@ -65,7 +65,10 @@ def flatten(df: pd.DataFrame) -> pd.DataFrame:
 
 def read_delimited(file: Path, sep: str):
     text = read_text(file)
-    header = next(csv.reader(io.StringIO(text), delimiter=sep), [])
+    try:
+        header = next(csv.reader(io.StringIO(text), delimiter=sep), [])
+    except csv.Error as err:
+        raise DataError(f"{file}:1: the header row is not readable: {err}") from None
     dup = sorted({h for h in header if header.count(h) > 1})
     if dup:
         raise DataError(f"{file}:1: the header repeats column name(s) {dup}")
@@ -74,7 +77,7 @@ def read_delimited(file: Path, sep: str):
     except pd.errors.EmptyDataError:
         raise DataError(f"{file}: empty file (no header row)") from None
     except pd.errors.ParserError as err:
-        raise DataError(f"{file}: not readable as {'TSV' if sep == chr(9) else 'CSV'}: {err}") from None
+        raise DataError(f"{file}: not readable as {'TSV' if sep == chr(9) else 'CSV'}: {str(err).strip()}") from None
     return str(file), df, rows_where(file, len(df))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,13 +44,53 @@ def json_error(err: json.JSONDecodeError, label, line: int | None = None, text: 
     return DataError(message)
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # how JSON writes half of a UTF-16 pair
+
+
+def lone_surrogate(value, path: str = "") -> str | None:
+    """The dotted path of the first string (or key) in ``value`` that holds a lone UTF-16 surrogate
+    (JSON's "\\udc40" without its pair: not text, no UTF-8 form), else None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path or "(the value)"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        here = f"{path}.{key}" if path else str(key)
+        found = lone_surrogate(key, here) if isinstance(key, str) else None
+        found = found or lone_surrogate(item, here)
+        if found:
+            return found
+    return None
+
+
+def check_text(value, where, raw: str | None = None) -> None:
+    """A DataError naming the field when ``value`` holds a lone surrogate (``raw``: the JSON text,
+    searched first so that clean files cost one regex scan)."""
+    if raw is not None and not _SURROGATE_ESCAPE.search(raw):
+        return
+    try:
+        field = lone_surrogate(value)
+    except RecursionError:
+        raise DataError(f"{where}: the data is nested too deeply to read") from None
+    if field:
+        raise DataError(f"{where}: field {field!r} holds a lone UTF-16 surrogate (an unpaired \\udXXX escape); "
+                        "it is not text")
+
+
 def read_json(file: Path):
     """The value of a whole-file JSON document."""
     text = read_text(file)
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as err:
         raise json_error(err, file, text=text) from None
+    except (ValueError, RecursionError) as err:  # an integer of > 4300 digits; nesting deeper than the stack
+        raise DataError(f"{file}: not usable JSON: {err}") from None
+    check_text(value, file, text)
+    return value
 
 
 def iter_jsonl(file: Path) -> Iterator[tuple[str, dict]]:
@@ -64,8 +105,11 @@ def iter_jsonl(file: Path) -> Iterator[tuple[str, dict]]:
             rec = json.loads(line)
         except json.JSONDecodeError as err:
             raise json_error(err, file, line_no, line) from None
+        except (ValueError, RecursionError) as err:  # an integer of > 4300 digits; nesting deeper than the stack
+            raise DataError(f"{file}:{line_no}: not usable JSON: {err}") from None
         if not isinstance(rec, dict):
             raise DataError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+        check_text(rec, where, line)
         yield where, rec
 
 
@@ -95,12 +139,16 @@ def read_pickle(file: Path):
     """A pickle of plain data, read with ``RefusingUnpickler`` (nothing in it can run)."""
     with open(file, "rb") as fh:
         try:
-            return RefusingUnpickler(fh, file).load()
+            value = RefusingUnpickler(fh, file).load()
         except DataError:
             raise
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError) as err:
-            # what truncated or corrupt pickles raise
-            raise DataError(f"{file}: not a readable pickle ({type(err).__name__}: {err})") from None
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError,
+                OverflowError, MemoryError, RecursionError) as err:
+            # what truncated or corrupt pickles raise (a corrupt length can ask for any amount of memory)
+            detail = str(err) or "a length in it is larger than the memory (corrupt?)"
+            raise DataError(f"{file}: not a readable pickle ({type(err).__name__}: {detail})") from None
+    check_text(value, file)
+    return value
 
 
 def import_datasets(what: str):

@@ -148,7 +148,8 @@ def is_reference(system: str) -> bool:
 
 
 def _seg_sort_key(seg: str):
-    return (0, int(seg), "") if seg.isdigit() else (1, 0, seg)
+    numeric = seg.isascii() and seg.isdigit() and len(seg) < 19  # "²" is a digit to isdigit, not to int
+    return (0, int(seg), "") if numeric else (1, 0, seg)
 
 
 def _check_options(options: dict, allowed=OPTIONS, dataset: str = NAME) -> dict:

@@ -38,7 +38,12 @@ class DataError(CscoreError, ValueError):
 
 def is_number(value) -> bool:
     """A finite real number that is not a bool (what a human score may be)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
 @dataclass
@@ -126,32 +131,40 @@ def aspects(df: pd.DataFrame) -> list[str]:
     return [c[len(HUMAN_PREFIX):] for c in human_columns(df)]
 
 
+def _at(where: dict, row_id) -> str:
+    return f" (first at {where[row_id]})" if where.get(row_id) else ""
+
+
 def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) -> pd.DataFrame:
     """Check the table; drop (and record) rows with an empty hypothesis or source; raise on the rest.
     ``where`` (id -> location in the file) fills the ``where`` of the drops."""
     where = where or {}
+    label = f"{report.dataset} ({', '.join(report.source_files)})" if report.source_files else report.dataset
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
-        raise DataError(f"{report.dataset}: example table lacks required columns {missing}")
+        raise DataError(f"{label}: example table lacks required columns {missing}")
     for c in OPTIONAL:
         if c not in df.columns:
             df[c] = None
     if not human_columns(df):
-        raise DataError(f"{report.dataset}: no human score columns ({HUMAN_PREFIX}<aspect>)")
+        raise DataError(f"{label}: no human score columns ({HUMAN_PREFIX}<aspect>)")
     df = df.copy()
     for c in ("id", "group", "system"):
         df[c] = df[c].astype(str)
     dup = df["id"][df["id"].duplicated()].unique()
     if len(dup):
-        raise DataError(f"{report.dataset}: duplicate ids {list(dup[:5])}{' ...' if len(dup) > 5 else ''}")
+        raise DataError(f"{label}: duplicate ids {list(dup[:5])}{' ...' if len(dup) > 5 else ''}")
     bad_task = sorted(set(df["task"]) - set(TASKS))
     if bad_task:
-        raise DataError(f"{report.dataset}: unknown task(s) {bad_task}; expected one of {TASKS}")
+        raise DataError(f"{label}: unknown task(s) {bad_task}; expected one of {TASKS}")
     for c in human_columns(df):
         values = pd.to_numeric(df[c], errors="coerce")
         bad = df["id"][values.isna() & df[c].notna()]
         if len(bad):
-            raise DataError(f"{report.dataset}: non-numeric {c} for ids {list(bad[:5])}")
+            raise DataError(f"{label}: non-numeric {c} for ids {list(bad[:5])}{_at(where, bad.iloc[0])}")
+        bad = df["id"][np.isinf(values)]
+        if len(bad):
+            raise DataError(f"{label}: infinite {c} for ids {list(bad[:5])}{_at(where, bad.iloc[0])}")
         df[c] = values.astype(np.float64)
     empty = df["hypothesis"].isna() | (df["hypothesis"].astype(str).str.strip() == "")
     for row_id in df.loc[empty, "id"]:
@@ -161,7 +174,7 @@ def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) ->
         report.drop(row_id, "empty source", where.get(row_id, ""))
     df = df.loc[~(empty | empty_src)].reset_index(drop=True)
     if df.empty:
-        raise DataError(f"{report.dataset}: no usable rows left ({report.left_out} left out: "
+        raise DataError(f"{label}: no usable rows left ({report.left_out} left out: "
                         f"{len(report.excluded)} excluded, {len(report.dropped)} dropped)")
     cols = list(REQUIRED) + list(OPTIONAL) + human_columns(df)
     extra = [c for c in df.columns if c not in cols]

@@ -80,6 +80,9 @@ def map_human(given, columns, label: str) -> dict:
                         f"(columns: {list(columns)})")
     if isinstance(given, str):
         given = [given]
+    if not isinstance(given, (list, tuple, dict)):
+        raise DataError(f"{label}: data.columns.human must be a column name, a list of names or a mapping "
+                        f"aspect -> column; got {given!r}")
     pairs = list(given.items()) if isinstance(given, dict) else [(str(c).removeprefix(HUMAN_PREFIX), c) for c in given]
     out = {}
     for aspect, name in pairs:
@@ -137,7 +140,10 @@ def as_score(value) -> float | None:
         except ValueError:
             return None
     if isinstance(value, (numbers.Real, np.bool_)):
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer too large for a float
+            return None
         return value if math.isfinite(value) else None
     return None
 
