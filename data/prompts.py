@@ -15,6 +15,9 @@ from typing import Callable
 
 import pandas as pd
 
+from cscore.errors import ConfigError
+from cscore.data.schema import DataError
+
 LANGUAGES = {"en": "English", "de": "German", "ru": "Russian", "zh": "Chinese", "he": "Hebrew", "ja": "Japanese",
              "cs": "Czech", "uk": "Ukrainian", "fr": "French", "es": "Spanish", "pl": "Polish", "is": "Icelandic",
              "ko": "Korean", "hr": "Croatian", "liv": "Livonian", "sah": "Yakut", "fi": "Finnish",
@@ -44,9 +47,14 @@ def target_language(lang_pair: str | None) -> str:
 
 def render(template: str, source: str, **fields) -> tuple[str, tuple[int, int]]:
     if "{source}" not in template:
-        raise ValueError("a prompt template must contain {source}")
+        raise ConfigError(f"a prompt template must contain {{source}}: {template!r}")
     head, tail = template.split("{source}", 1)
-    head, tail = head.format(**fields), tail.format(**fields)
+    try:
+        head, tail = head.format(**fields), tail.format(**fields)
+    except (KeyError, IndexError, ValueError) as err:  # {name} not known, {0}, a lone brace
+        known = ", ".join("{" + k + "}" for k in ["source", *fields])
+        raise ConfigError(f"prompt template {template!r}: cannot fill it ({type(err).__name__}: {err}); "
+                          f"it may use {known}, and {{{{ }}}} for a literal brace") from None
     prompt = head + source + tail
     return prompt, (len(head), len(head) + len(source))
 
@@ -57,7 +65,8 @@ def wrap_chat(prompt: str, span: tuple[int, int], chat: Callable[[str], str]) ->
     full = chat(prompt)
     at = full.find(prompt)
     if at < 0:
-        raise ValueError("the chat template changed the prompt text; cannot locate the source in it")
+        raise ConfigError("prompt.chat_template=true: the chat template changed the prompt text, so the source "
+                          "cannot be located in it")
     return full, (span[0] + at, span[1] + at)
 
 
@@ -67,7 +76,7 @@ def build(examples: pd.DataFrame, *, condition: str = "source", templates: dict 
     """Prompts and source spans for every row. ``template`` (a task name or a string with
     {source}) overrides the per-task choice."""
     if condition not in CONDITIONS:
-        raise ValueError(f"prompt.condition must be one of {CONDITIONS}, got {condition!r}")
+        raise ConfigError(f"prompt.condition must be one of {CONDITIONS}, got {condition!r}")
     table = dict(TEMPLATES if condition == "source" else REFERENCE_TEMPLATES)
     table.update((templates if condition == "source" else reference_templates) or {})
     prompts, spans = [], []
@@ -76,7 +85,8 @@ def build(examples: pd.DataFrame, *, condition: str = "source", templates: dict 
         tpl = table.get(tpl, TEMPLATES.get(tpl, tpl))
         filler = row.source if condition == "source" else row.reference
         if condition == "reference" and (filler is None or (isinstance(filler, float)) or not str(filler).strip()):
-            raise ValueError(f"reference-based prompt but row {row.id!r} has no reference")
+            raise DataError(f"prompt.condition=reference but row {row.id!r} has no reference (field 'reference' "
+                            "is empty); use prompt.condition=source or data with references")
         prompt, span = render(tpl, str(filler), target_language=target_language(row.lang_pair))
         if chat is not None:
             prompt, span = wrap_chat(prompt, span, chat)
