@@ -6,7 +6,8 @@ exact token ids scored (``ids_digest``: tokenizer, prompt template, texts and tr
 up there), ``FORMAT_VERSION`` and ``CACHE_SCHEMA``.
 
 Layout: ``<root>/<key>/stats.npz`` (arrays per head) + ``meta.json`` (SHA-256 and size of
-stats.npz, array shapes, key parts, created time). An entry appears by renaming a finished temp
+stats.npz, array shapes, key parts, created time, and ``meta_sha256``: the SHA-256 of the rest of
+meta.json, so that a damaged head name or shape there is caught too). An entry appears by renaming a finished temp
 directory, so it is complete or absent; its checksum and shapes are verified on every load and
 a bad entry is removed and reported as a miss. ``lock(key)`` lets concurrent jobs compute one
 entry once::
@@ -48,7 +49,7 @@ from cscore.scorers.stats import FORMAT_VERSION, TokenStats
 
 log = logging.getLogger(__name__)
 
-CACHE_SCHEMA = 1  # bump when the entry layout (stats.npz / meta.json) or the key recipe changes
+CACHE_SCHEMA = 2  # bump when the entry layout (stats.npz / meta.json) or the key recipe changes (2: meta_sha256)
 ARRAYS = ("temperatures", "offsets", "token_ids", "logp", "logp_max")
 STALE_TMP_SECONDS = 3600  # temp dirs older than this are leftovers of a crashed writer
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -155,10 +156,13 @@ class StatsCache:
             meta = json.loads((d / "meta.json").read_text())
         except FileNotFoundError:
             raise CacheEntryError("meta.json is missing (partial entry)") from None
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:
             raise CacheEntryError(f"meta.json is unreadable: {err}") from None
         if not isinstance(meta, dict):
             raise CacheEntryError("meta.json is not an object")
+        digest = _meta_digest(meta)
+        if digest is None or meta.get("meta_sha256") != digest:
+            raise CacheEntryError("meta.json does not match its own checksum (meta_sha256)")
         for field, want in (("key", key), ("cache_schema", CACHE_SCHEMA), ("format_version", FORMAT_VERSION)):
             if meta.get(field) != want:
                 raise CacheEntryError(f"meta.json has {field}={meta.get(field)!r}, expected {want!r}")
@@ -201,7 +205,7 @@ class StatsCache:
         try:
             meta = json.loads((self.path(key) / "meta.json").read_text())
             return meta if isinstance(meta, dict) else None
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
 
     def __contains__(self, key: str) -> bool:
@@ -237,6 +241,8 @@ class StatsCache:
                 **({"kind": "judge", "judge_format": JUDGE_FORMAT} if judge else {}),
                 "parts": _normalise(parts), "extra": dict(extra) if extra else {},
             }
+            meta = json.loads(json.dumps(meta, allow_nan=False, default=json_default))  # as it will be read back
+            meta["meta_sha256"] = _meta_digest(meta)
             write_atomic(tmp / "meta.json", json.dumps(meta, indent=1, sort_keys=True, allow_nan=False,
                                                        default=json_default))
             fsync_dir(tmp)
@@ -315,6 +321,14 @@ class StatsCache:
                     freed += disk_size(p)
                     shutil.rmtree(p, ignore_errors=True)
         return freed
+
+
+def _meta_digest(meta: dict) -> str | None:
+    """SHA-256 of meta.json's content less its ``meta_sha256`` (None when it cannot be hashed)."""
+    try:
+        return hashlib.sha256(canonical_json({k: v for k, v in meta.items() if k != "meta_sha256"}).encode()).hexdigest()
+    except (ValueError, TypeError, RecursionError):
+        return None
 
 
 def _pack(stats: Mapping[str, TokenStats | JudgeStats]) -> dict[str, np.ndarray]:
