@@ -43,7 +43,7 @@ def plan_baseline(cfg: DictConfig):
     from cscore.scorers import baselines
     from cscore.scorers.variants import Variant
 
-    variants = [Variant(col, "baseline", {"baseline": name, **params})
+    variants = [Variant(col, "baseline", {"baseline": name, "metric": col, **params})
                 for name, params in chosen(cfg).items() for col in baselines.columns(name, params)]
     return Plan(variants, [], [])
 

@@ -99,7 +99,7 @@ def collect(runs: list[Run]) -> list[Dataset]:
             by_data.setdefault(_data_key(run), []).append(run)
     out = []
     for key, group in by_data.items():
-        methods = [r.config["method"] for r in group]
+        methods = [r.config["method"] for r in group if r.config["method"].get("name") != "baseline"]  # no keys
         keys = sorted({k for m in methods for k in m} - {"name", "variant"})
         varying = [k for k in keys if len({json.dumps(m.get(k), default=str) for m in methods}) > 1]
         row_varying = _row_varying([r for r in group if r.complete])

@@ -6,6 +6,7 @@ best-matching reference, ROUGE's ``score_multi`` the reference with the best F p
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 
@@ -78,14 +79,32 @@ def _sacrebleu(name: str, params: dict, texts: Texts, refs, missing) -> Result:
     return Result({name: values}, info)
 
 
+def import_rouge():
+    """rouge-score imports absl, whose log handler keeps the sys.stderr of that moment and closes it
+    whenever logging is configured anew (Hydra does, per run) unless it is the interpreter's own
+    stream: a stream swapped in by a caller (a test's capture) would be closed under it. So absl is
+    first imported with the interpreter's stderr in place."""
+    if "absl.logging" not in sys.modules and sys.__stderr__ is not None:
+        saved, sys.stderr = sys.stderr, sys.__stderr__
+        try:
+            import absl.logging  # noqa: F401
+        finally:
+            sys.stderr = saved
+    from rouge_score import rouge_scorer, tokenizers
+
+    return rouge_scorer, tokenizers
+
+
 def _rouge(params: dict, texts: Texts, refs, missing) -> Result:
     from importlib.metadata import version
 
-    from rouge_score import rouge_scorer
+    rouge_scorer, tokenizers = import_rouge()
 
-    try:
+    try:  # the default tokenizer given explicitly: left out, rouge-score logs through absl, which can
+        # give the root logger a handler of its own (a console line twice, or a stale stream)
         scorer = rouge_scorer.RougeScorer(list(params["types"]), use_stemmer=params["use_stemmer"],
-                                          split_summaries=params["split_summaries"])
+                                          split_summaries=params["split_summaries"],
+                                          tokenizer=tokenizers.DefaultTokenizer(use_stemmer=params["use_stemmer"]))
     except Exception as err:
         raise ConfigError(f"baseline rouge: rouge-score refused the settings: {str(err).splitlines()[0]}") from None
     out = {t: np.full(len(texts), np.nan) for t in params["types"]}
