@@ -7,8 +7,9 @@
     correlations.md / correlations.csv, run.log
     failed.json       only after a failure once scoring had started (error, stage, time)
 
-A run is complete when metrics.json holds every key of METRICS_KEYS, scores.parquet exists and,
-when a config is given, config.yaml is that config. Nothing else decides it."""
+A run is complete when metrics.json holds every key of METRICS_KEYS, scores.parquet exists (with
+the SHA-256 metrics.json recorded for it, ``scores_sha256``) and, when a config is given,
+config.yaml is that config. Nothing else decides it."""
 
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ def write_text_atomic(path: Path, text: str) -> None:
 def write_metrics(run_dir: Path, metrics: dict) -> None:
     """Write metrics.json last: from this moment the run is complete."""
     metrics = {"schema": METRICS_SCHEMA, **metrics}
+    if (Path(run_dir) / SCORES).is_file():  # a scores.parquet damaged later is not read as this run's
+        metrics["scores_sha256"] = _sha256(Path(run_dir) / SCORES)
     missing = [k for k in METRICS_KEYS if k not in metrics]
     if missing:
         raise ValueError(f"metrics.json lacks {missing}")  # a bug in the writer, not a user error
@@ -53,7 +56,7 @@ def read_metrics(run_dir: Path) -> dict | None:
     """The run's metrics, or None when it has none that a complete run would have written."""
     try:
         metrics = json.loads((Path(run_dir) / METRICS).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(metrics, dict) or any(k not in metrics for k in METRICS_KEYS if k != "schema"):
         return None
@@ -62,18 +65,32 @@ def read_metrics(run_dir: Path) -> dict | None:
 
 def is_complete(run_dir: Path, config_yaml: str | None = None) -> bool:
     run_dir = Path(run_dir)
-    if read_metrics(run_dir) is None or not (run_dir / SCORES).is_file():
+    metrics = read_metrics(run_dir)
+    if metrics is None or not (run_dir / SCORES).is_file():
+        return False
+    if "scores_sha256" in metrics and _sha256(run_dir / SCORES) != metrics["scores_sha256"]:
         return False
     if config_yaml is None:
         return True
-    config = run_dir / CONFIG
-    return config.is_file() and config.read_text() == config_yaml
+    try:
+        return (run_dir / CONFIG).read_text() == config_yaml
+    except (OSError, ValueError):  # missing, or not text
+        return False
+
+
+def _sha256(path: Path) -> str | None:
+    from cscore.scorers.files import sha256_file  # no torch
+
+    try:
+        return sha256_file(path)
+    except OSError:
+        return None
 
 
 def read_failure(run_dir: Path) -> dict | None:
     try:
         return json.loads((Path(run_dir) / FAILED).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 

@@ -486,6 +486,7 @@ def hydra_entry(cfg: DictConfig) -> None:
         log.info("%s is complete (same config, metrics.json present): skipped; resume=false re-runs it", out_dir)
         return
     (out_dir / rundir.FAILED).unlink(missing_ok=True)
+    (out_dir / rundir.METRICS).unlink(missing_ok=True)  # an older config's: a kill must not leave it marking completion
     handler = attach_row_log(out_dir)
     start, state = time.perf_counter(), {}
     try:
