@@ -70,11 +70,11 @@ def texts_of(examples: pd.DataFrame):
     return Texts(hyps, [s if isinstance(s, str) else "" for s in examples["source"]], refs, target)
 
 
-def runtime_of(cfg: DictConfig, console) -> dict:
-    from cscore.cli.run import progress_bar, stats_cache
+def runtime_of(cfg: DictConfig, ids) -> dict:
+    from cscore.cli.run import stats_cache
 
     rt = cfg.runtime
-    return {"device": rt.device, "dtype": rt.dtype, "max_length": rt.max_length, "token_budget": rt.token_budget,
+    return {"ids": [str(i) for i in ids], "device": rt.device, "dtype": rt.dtype, "max_length": rt.max_length, "token_budget": rt.token_budget,
             "cache": stats_cache(cfg), "progress": None}
 
 
@@ -85,7 +85,7 @@ def score_baseline(cfg: DictConfig, loaded, plan, console, state: dict | None = 
     picked = chosen(cfg)
     table = loaded.examples.copy()
     texts = texts_of(table)
-    runtime = runtime_of(cfg, console)
+    runtime = runtime_of(cfg, table["id"])
     if state is not None:
         state["stage"] = "score"
     reports, models, record = {}, {}, {}
@@ -102,6 +102,13 @@ def score_baseline(cfg: DictConfig, loaded, plan, console, state: dict | None = 
                         "ids in run.log)", name, len(missing))
             for i in missing:
                 row_log.info("baseline %s: %s has no reference", name, i)
+        unscored = [str(table["id"].iloc[i]) for i in result.info.pop("missing_score", [])]
+        if unscored:
+            log.warning("baseline %s: %d rows have no score in the file: NaN (left out of correlations; ids in "
+                        "run.log)", name, len(unscored))
+            for i in unscored:
+                row_log.info("baseline %s: %s has no score", name, i)
+            result.info["missing_score"] = {"count": len(unscored), "ids": unscored}
         if result.truncated is not None:
             truncated |= result.truncated
         reports.update(result.reports)

@@ -1,18 +1,18 @@
 """Established metrics beside the contrastive rows (``method=baseline baseline=<name>``).
 
 One family per module: ``lexical`` (bleu, chrf, rouge), ``bertscore``, ``generative`` (bartscore,
-t5score). A family has ``NAMES``, ``PARAMS`` ({name: {key: Param}}), ``columns(name, params)`` (its
+t5score), ``external`` (scores computed elsewhere, joined by id: COMET). A family has ``NAMES``, ``PARAMS`` ({name: {key: Param}}), ``columns(name, params)`` (its
 score.<column> names) and ``score(name, params, texts, runtime) -> Result``. Settings live in
 ``conf/baseline/<name>.yaml``; this package only says what they may be."""
 
 from __future__ import annotations
 
 from cscore.errors import ConfigError
-from cscore.scorers.baselines import bertscore, generative, lexical
+from cscore.scorers.baselines import bertscore, external, generative, lexical
 from cscore.scorers.baselines.common import Result, Texts
 from cscore.scorers.methods.params import suggest
 
-FAMILIES = {name: module for module in (lexical, bertscore, generative) for name in module.NAMES}
+FAMILIES = {name: module for module in (lexical, bertscore, generative, external) for name in module.NAMES}
 
 __all__ = ["FAMILIES", "Result", "Texts", "check_config", "columns", "score"]
 

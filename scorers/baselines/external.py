@@ -1,0 +1,102 @@
+"""Scores computed elsewhere, joined by row id: a metric whose package cannot live in cscore's
+environment (COMET: unbabel-comet pins numpy < 2 and transformers < 5) runs in its own environment
+on the rows ``cscore data export`` writes, and its per-row scores come back as score.<column> rows of
+the same tables (README "Baselines", COMET).
+
+The file (.csv, .tsv, .jsonl or .parquet) has an ``id`` column and one column per metric. Rows of
+the run without a score (an id the file lacks, an empty cell) get NaN and are counted; a score that
+is not a number, a duplicate id, or a column that is not there is an error naming the file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cscore.errors import ConfigError
+from cscore.scorers.baselines.common import Result, Texts
+from cscore.scorers.methods.params import Param
+from cscore.scorers.tokenize import InputError
+
+NAMES = ("external",)
+NAME_RE = re.compile(r"^[\w.\-]+$")
+
+
+class Columns:
+    """null (every column but id) or a list of plain column names."""
+
+    def check(self, key: str, value):
+        if value is None:
+            return None
+        if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, str) and NAME_RE.match(v)
+                                                                       for v in value):
+            raise ConfigError(f"{key} must be null or a list of column names (letters, digits, _ . -), got {value!r}")
+        return list(value)
+
+
+PARAMS = {"external": {"path": Param(str, nullable=True), "columns": Columns(), "id_column": Param(str)}}
+
+
+def read(path: str) -> pd.DataFrame:
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ConfigError(f"baseline.external.path={path}: no such file")
+    try:
+        if file.suffix == ".parquet":
+            return pd.read_parquet(file)
+        if file.suffix == ".jsonl":
+            return pd.read_json(file, lines=True, dtype=False, precise_float=True)
+        if file.suffix in (".csv", ".tsv"):
+            return pd.read_csv(file, sep="\t" if file.suffix == ".tsv" else ",", dtype={"id": str})
+    except (ValueError, OSError) as err:
+        raise InputError(f"{file}: cannot read it: {str(err).splitlines()[0]}") from None
+    raise ConfigError(f"baseline.external.path={path}: a .csv, .tsv, .jsonl or .parquet file, please")
+
+
+def check(name: str, params: dict) -> None:
+    if not params.get("path"):
+        raise ConfigError("baseline=external reads scores computed elsewhere: give baseline.external.path=<file> "
+                          "(an id column and one column per metric)")
+    columns(name, params)
+
+
+def columns(name: str, params: dict) -> list[str]:
+    table = read(params["path"])
+    ident = params["id_column"]
+    if ident not in table.columns:
+        raise ConfigError(f"{params['path']}: no {ident!r} column (set baseline.external.id_column); "
+                          f"it has {', '.join(map(str, table.columns))}")
+    have = [str(c) for c in table.columns if c != ident]
+    wanted = params["columns"] if params["columns"] is not None else have
+    for c in wanted:
+        if c not in have or not NAME_RE.match(c):
+            raise ConfigError(f"{params['path']}: no score column {c!r}; it has {', '.join(have) or 'none'}")
+    return list(wanted)
+
+
+def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
+    table = read(params["path"])
+    ident = params["id_column"]
+    ids = table[ident].astype(str)
+    dup = ids[ids.duplicated()].tolist()
+    if dup:
+        raise InputError(f"{params['path']}: id {dup[0]!r} appears more than once")
+    if runtime.get("ids") is None:
+        raise InputError("baseline external joins scores by row id: the run's ids are needed")
+    rows = pd.Index(ids)
+    out, missing = {}, set()
+    for c in columns(name, params):
+        values = pd.to_numeric(table[c], errors="coerce")
+        bad = table[c].notna() & values.isna()
+        if bad.any():
+            raise InputError(f"{params['path']}: column {c!r}, id {ids[bad].iloc[0]!r}: {table[c][bad].iloc[0]!r} is "
+                             "not a number")
+        col = pd.Series(values.to_numpy(dtype=np.float64), index=rows).reindex(runtime["ids"]).to_numpy()
+        missing |= set(np.flatnonzero(np.isnan(col)).tolist())
+        out[c] = col
+    extra = len(set(ids) - set(runtime["ids"]))
+    info = {"file": str(Path(params["path"]).expanduser().resolve()), "missing_score": sorted(missing),
+            "ids_not_in_run": extra, "signature": f"external|file:{Path(params['path']).name}|columns:{','.join(out)}"}
+    return Result(out, info)
