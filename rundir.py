@@ -13,6 +13,7 @@ config.yaml is that config. Nothing else decides it."""
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
@@ -33,6 +34,18 @@ MEAN_LOGP = "mean_logp."  # mean_logp.<model>: mean log p_1(token) over those to
 METRICS_SCHEMA = 2
 METRICS_KEYS = ("schema", "cscore_version", "signature", "data", "n_items", "split", "n_truncated", "truncated_ids",
                 "temperatures", "variants", "models", "correlations", "speed", "nonfinite_scores", "environment")
+
+
+# a run directory that cannot be written: full disk or quota, a file-size limit, a read-only file system
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def write_parquet_atomic(path: Path, table) -> None:
+    """scores.parquet whole or not at all (two jobs writing the same run directory never tear it)."""
+    from cscore.scorers.files import atomic_file
+
+    with atomic_file(Path(path), "wb") as f:
+        table.to_parquet(f, index=False)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

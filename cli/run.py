@@ -334,7 +334,7 @@ def write_stage(cfg: DictConfig, out_dir: Path, loaded: Loaded, plan: Plan, scor
     from cscore.metaeval.report import markdown
 
     table = scored.table
-    table.to_parquet(out_dir / rundir.SCORES, index=False)
+    rundir.write_parquet_atomic(out_dir / rundir.SCORES, table)
     for name, text in scored.files.items():
         rundir.write_text_atomic(out_dir / name, text)
     corr.to_csv(out_dir / rundir.CORRELATIONS_CSV, index=False)
@@ -497,6 +497,12 @@ def hydra_entry(cfg: DictConfig) -> None:
         log.debug("error", exc_info=True)
         fail_dir(out_dir, fresh and state.get("stage") in ("validate", "load", "models"), err, state)
         print(f"cscore: error: {err}", file=sys.stderr)
+        sys.exit(1)
+    except OSError as err:
+        fail_dir(out_dir, False, err, state)
+        if err.errno not in rundir.NO_ROOM:
+            raise
+        print(f"cscore: error: cannot write to {err.filename or out_dir}: {err.strerror}", file=sys.stderr)
         sys.exit(1)
     except (KeyboardInterrupt, Exception) as err:
         fail_dir(out_dir, False, err, state)

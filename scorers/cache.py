@@ -35,7 +35,7 @@ import struct
 import tempfile
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterable, Mapping, NamedTuple
 
@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 CACHE_SCHEMA = 2  # bump when the entry layout (stats.npz / meta.json) or the key recipe changes (2: meta_sha256)
 ARRAYS = ("temperatures", "offsets", "token_ids", "logp", "logp_max")
 STALE_TMP_SECONDS = 3600  # temp dirs older than this are leftovers of a crashed writer
+READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)  # a cache folder this process cannot write
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk or quota, a file-size limit
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -141,8 +143,17 @@ class StatsCache:
 
     @contextmanager
     def lock(self, key: str):
-        """Exclusive fcntl lock for ``key`` (across processes and threads)."""
-        with file_lock(self._lock_path(key)):
+        """Exclusive fcntl lock for ``key`` (across processes and threads). In a cache folder this
+        process cannot write, no lock can be taken and none is needed by it: entries there are
+        read (they appear complete or not at all) and new ones are not stored (``save``)."""
+        with ExitStack() as stack:
+            try:
+                stack.enter_context(file_lock(self._lock_path(key)))
+            except OSError as err:
+                if err.errno not in READ_ONLY:
+                    raise
+                log.warning("statistics cache %s is not writable (%s): reading it without a lock", self.root,
+                            err.strerror)
             yield
 
     # -- reading ----------------------------------------------------------------------------
@@ -213,12 +224,24 @@ class StatsCache:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def save(self, key: str, stats: Mapping[str, TokenStats], parts: Mapping, extra: Mapping | None = None) -> Path:
+    def save(self, key: str, stats: Mapping[str, TokenStats], parts: Mapping, extra: Mapping | None = None) -> Path | None:
         """Write an entry atomically (temp dir in ``root``, fsync, rename). If another writer
-        got there first with a valid entry, it is kept and this one is dropped."""
+        got there first with a valid entry, it is kept and this one is dropped. A read-only or
+        full cache folder stores nothing (a warning; None): the statistics are still returned to
+        the run, and whatever was half-written is removed."""
         _check_key(key)
         if not stats:
             raise ValueError("nothing to save: stats is empty")
+        try:
+            return self._save(key, stats, parts, extra)
+        except OSError as err:
+            if err.errno not in READ_ONLY + FULL:
+                raise
+            log.warning("statistics cache %s: cannot store entry %s (%s); the run goes on without caching it",
+                        self.root, key[:12], err.strerror)
+            return None
+
+    def _save(self, key: str, stats, parts: Mapping, extra: Mapping | None) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
         final = self.path(key)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=self.root))
