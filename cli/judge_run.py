@@ -81,12 +81,14 @@ def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_item
     tok = pair.tokenizer
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
 
+    share = bool(cfg.runtime.get("prefix_sharing", True))
+
     def compute():
         return judge.compute(main.model, contexts, asst=None if early else asst.model,
                              asst_exit=asst.exit_layer if early else None, values=values, value_ids=value_ids,
                              prefixes=prefixes, n_items=n_items, decode_token=lambda t: tok.decode([t]),
                              token_budget=cfg.runtime.token_budget, padding_side=cfg.runtime.padding_side,
-                             pad_id=pad_id, progress=progress)
+                             pad_id=pad_id, progress=progress, share_prefix=share)
 
     if asst.parent is not None and not early:
         raise ConfigError("the judge's assistant must be a whole model or an early exit of the main model")
@@ -103,6 +105,8 @@ def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_item
              "dtype": str(main.dtype), "device": main.device.type, "ids": ids_digest([(c, []) for c in contexts]),
              "values": list(values), "value_ids": [list(v) for v in value_ids], "token_budget": cfg.runtime.token_budget,
              "padding_side": cfg.runtime.padding_side}
+    if share:  # packed rows batch differently (float32 rounding); unshared keys unchanged
+        parts["prefix_sharing"] = True
     key = stats_key(parts)
     with cache.lock(key):
         hit = cache.load(key)

@@ -18,7 +18,8 @@ import torch
 
 from cscore.scorers import budget
 from cscore.scorers.anatomy import decoder_base
-from cscore.scorers.engine import EngineReport, LayerTap, _pad_batch, head_logits, make_batches
+from cscore.scorers.engine import (EngineReport, LayerTap, _pad_rows, batch_rows_of, head_logits, plan_rows,
+                                   sharing_window)
 from cscore.scorers.judge_stats import JudgeStats
 from cscore.scorers.tokenize import InputError
 
@@ -40,9 +41,12 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
             values: Sequence[int], value_ids: Sequence[tuple[int, ...]], prefixes: Sequence[tuple[int, ...]],
             n_items: int, decode_token: Callable[[int], str], token_budget: int = 4096,
             padding_side: str = "right", pad_id: int = 0,
-            progress: Callable[[int], None] | None = None) -> tuple[JudgeStats, EngineReport]:
+            progress: Callable[[int], None] | None = None,
+            share_prefix: bool = True) -> tuple[JudgeStats, EngineReport]:
     """``main``: the main causal LM; the assistant is ``asst`` (another model sharing the
-    vocabulary) or, with ``asst_exit=k``, main's first k layers (+ final norm and LM head)."""
+    vocabulary) or, with ``asst_exit=k``, main's first k layers (+ final norm and LM head).
+    ``share_prefix``: contexts that share a long prefix (``split_shared``) run it once per packed
+    row, as in ``engine.compute``; the same statistics."""
     if (asst is None) == (asst_exit is None):
         raise ValueError("give exactly one of asst (a model) or asst_exit (an early exit of main)")
     n_ctx = len(contexts)
@@ -61,28 +65,36 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     score_z = np.full((n_ctx, len(values)), np.nan)
     fronts: list = [None] * n_ctx
     lengths = [len(c) for c in contexts]
-    items = [(c, []) for c in contexts]
     start = time.perf_counter()
     if budget.is_auto(token_budget):
         token_budget = budget.resolve(main, longest_row=max(lengths, default=1))
-    batches = make_batches(lengths, token_budget)
+    window = None
+    if share_prefix:
+        windows = [sharing_window(m) for m in ([main] if asst is None else [main, asst])]
+        window = None if None in windows else min(windows)
+    items = split_shared(contexts) if window is not None else [(c[:-1], c[-1:]) for c in contexts]
+    rows = plan_rows(items, token_budget, window is not None, window)
+    batches = list(batch_rows_of(rows, token_budget))
     tap = LayerTap(main, asst_exit) if asst_exit is not None else None
+    attn = getattr(main.config, "_attn_implementation", None)
+    dtype = next(main.parameters()).dtype
     padded = 0
     try:
-        for idx in batches:
-            ids, mask, positions, starts = _pad_batch(items, idx, pad_id, padding_side, device)
+        for batch_rows in batches:
+            ids, mask, positions, where = _pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn)
             padded += ids.numel()
-            last = torch.tensor([starts[r] + lengths[i] - 1 for r, i in enumerate(idx)], device=device)
-            rows = torch.arange(len(idx), device=device)
+            idx = list(where)
+            rows_t = torch.tensor([where[i][0] for i in idx], device=device)
+            last = torch.tensor([where[i][2] + len(items[i][1]) - 1 for i in idx], device=device)
             hidden = decoder_base(main)(input_ids=ids, attention_mask=mask, position_ids=positions,
                                         use_cache=False).last_hidden_state
-            z_main = head_logits(main, hidden[rows, last])
+            z_main = head_logits(main, hidden[rows_t, last])
             if tap is not None:
-                z_asst = head_logits(main, tap.normed()[rows, last])
+                z_asst = head_logits(main, tap.normed()[rows_t, last])
             else:
                 h2 = decoder_base(asst)(input_ids=ids, attention_mask=mask, position_ids=positions,
                                         use_cache=False).last_hidden_state
-                z_asst = head_logits(asst, h2[rows, last])
+                z_asst = head_logits(asst, h2[rows_t, last])
             if z_asst.shape[-1] != z_main.shape[-1]:
                 raise InputError(f"the assistant has {z_asst.shape[-1]} output logits, the main model "
                                  f"{z_main.shape[-1]}: they must share one vocabulary")
@@ -115,4 +127,64 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
         front_a=np.concatenate([f[1] for f in fronts]), front_z=np.concatenate([f[2] for f in fronts]),
         score_a=score_a, score_z=score_z, text_ids=text_ids,
         text_values=np.asarray([decode_token(int(t)) for t in text_ids], dtype=str), vocab=int(vocab))
-    return stats, EngineReport(seconds, int(sum(lengths)), padded, len(batches))
+    return stats, EngineReport(seconds, int(sum(r.length for r in rows)), padded, len(batches),
+                               token_budget=int(token_budget))
+
+
+MIN_SHARED = 8  # a shared prefix shorter than this is not worth a packed row
+
+
+def split_shared(contexts: Sequence[list[int]]) -> list[tuple[list[int], list[int]]]:
+    """Each context as (shared prefix, own suffix), the suffix never empty: contexts are grouped
+    so that the tokens saved, (group size - 1) x the group's common prefix, are largest (judge
+    prompts: every system of a document shares the instructions and the document; all of them
+    share only the instructions). Singletons: (context[:-1], its last token)."""
+    n = len(contexts)
+    order = sorted(range(n), key=lambda i: contexts[i])
+    lcp = [common_prefix(contexts[order[k]], contexts[order[k + 1]]) for k in range(n - 1)]
+    groups = best_groups(lcp)
+    out: list = [None] * n
+    for lo, hi in groups:
+        members = [order[k] for k in range(lo, hi + 1)]
+        shared = min(lcp[lo:hi], default=0)
+        shared = min(shared, min(len(contexts[i]) for i in members) - 1)
+        if hi == lo or shared < MIN_SHARED:
+            for i in members:
+                out[i] = (list(contexts[i][:-1]), list(contexts[i][-1:]))
+        else:
+            for i in members:
+                out[i] = (list(contexts[i][:shared]), list(contexts[i][shared:]))
+    return out
+
+
+def common_prefix(a, b) -> int:
+    n = min(len(a), len(b))
+    k = 0
+    while k < n and a[k] == b[k]:
+        k += 1
+    return k
+
+
+def best_groups(lcp: list[int]) -> list[tuple[int, int]]:
+    """Split sorted positions 0..len(lcp) into runs maximising sum (run size - 1) x min lcp inside
+    the run: a run is kept whole or split at its smallest lcp, whichever saves more (bottom-up
+    over the Cartesian tree of ``lcp``; iterative, no recursion limit)."""
+    n = len(lcp) + 1
+    if n == 1:
+        return [(0, 0)]
+    best: dict[tuple[int, int], tuple[int, list]] = {}
+    stack = [(0, n - 1, False)]
+    while stack:
+        lo, hi, ready = stack.pop()
+        if lo == hi:
+            best[lo, hi] = (0, [(lo, hi)])
+            continue
+        m = min(range(lo, hi), key=lambda k: (lcp[k], k))
+        if not ready:
+            stack += [(lo, hi, True), (lo, m, False), (m + 1, hi, False)]
+            continue
+        left, right = best.pop((lo, m)), best.pop((m + 1, hi))
+        whole = (hi - lo) * lcp[m]
+        split = left[0] + right[0]
+        best[lo, hi] = (whole, [(lo, hi)]) if whole >= split else (split, left[1] + right[1])
+    return best[0, n - 1][1]

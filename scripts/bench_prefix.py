@@ -2,7 +2,8 @@
 in one process on real data (not a test).
 
     python scripts/bench_prefix.py [--pair smollm2] [--summeval-docs 2] [--mqm-segments 12]
-                                   [--threads N] [--skip-paper] [--kv-cache]
+                                   [--threads N] [--skip-paper] [--kv-cache] [--device cuda]
+                                   [--arch qwen_3b_0.5b] [--per-source 1,4,16,64]
 
 Slices: SummEval, whole documents with all their summaries (16 each); MQM (the default WMT21
 TED zh-en file), whole segments with every system. Prompts are the paper prompts of
@@ -18,6 +19,18 @@ TED zh-en file), whole segments with every system. Prompts are the paper prompts
   * shared  -- cscore's engine with prefix sharing (the default);
   * kv      -- (--kv-cache) the alternative to packing, for comparison only: each distinct
                prompt run once with a key/value cache, the cache expanded over its hypotheses.
+
+GPU mode (``--arch qwen_3b_0.5b``, also qwen_7b_0.5b / qwen_7b_3b): expert and amateur are
+randomly initialised Qwen2 models built from the Qwen2.5 architecture numbers (``ARCH``; no
+download: throughput does not depend on weight values), bfloat16 on CUDA, the paper's batch of
+16 for the paper-style loop; samples/s printed next to ContrastScore Table 7 (Qwen 3B + 0.5B,
+H100, batch 16: 44.06 SummEval, 153.99 MT). Texts are tokenised with the packaged SmolLM2
+tokenizer (Qwen's is not offline); ``--arch-layers N`` shrinks both models to N layers for a
+CPU smoke run of that path.
+
+``--per-source 1,4,16,64``: throughput as the number of hypotheses per source grows, on
+``--summeval-docs`` documents (k hypotheses per document, the document's summaries taken in turn,
+so 64 is each of its 16 summaries four times).
 
 It checks the contrast scores agree (<= 1e-4 relative, float32) and prints samples/s, the
 ratios, the tokens the forward passes processed (padding included in brackets) and the peak
@@ -190,6 +203,54 @@ def kv_cache_pass(model, items, k: int | None, temps, hyp_batch: int = 16):
             name == "expert"}, tokens
 
 
+# Qwen2.5 architecture numbers (the models' config.json): hidden, intermediate, layers, heads,
+# key/value heads, vocabulary, tied embeddings.
+ARCH = {"qwen2.5-0.5b": (896, 4864, 24, 14, 2, 151936, True), "qwen2.5-1.5b": (1536, 8960, 28, 12, 2, 151936, True),
+        "qwen2.5-3b": (2048, 11008, 36, 16, 2, 151936, True), "qwen2.5-7b": (3584, 18944, 28, 28, 4, 152064, False)}
+ARCH_PAIRS = {"qwen_3b_0.5b": ("qwen2.5-3b", "qwen2.5-0.5b"), "qwen_7b_0.5b": ("qwen2.5-7b", "qwen2.5-0.5b"),
+              "qwen_7b_3b": ("qwen2.5-7b", "qwen2.5-3b")}
+TABLE7 = {"summeval": 44.06, "mqm": 153.99}  # ContrastScore Table 7: Qwen 3B + 0.5B, H100, batch 16, samples/s
+
+
+def random_qwen(name: str, device, dtype, layers: int | None = None, vocab: int | None = None):
+    """A randomly initialised Qwen2 causal LM with ``name``'s architecture numbers."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    hidden, inter, n_layers, heads, kv, n_vocab, tied = ARCH[name]
+    config = Qwen2Config(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers or n_layers,
+                         num_attention_heads=heads, num_key_value_heads=kv, vocab_size=vocab or n_vocab,
+                         tie_word_embeddings=tied, max_position_embeddings=32768, rope_theta=1e6,
+                         attn_implementation="sdpa")
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen2ForCausalLM(config).to(dtype)
+    return model.eval().requires_grad_(False)
+
+
+def synthetic_pair(arch: str, device: str, dtype: str, layers: int | None) -> ModelPair:
+    """Random Qwen-shaped expert and amateur wrapped as a ModelPair, with the SmolLM2 tokenizer."""
+    from cscore.scorers.models import LoadedModel, auto_device, auto_dtype, load_model
+
+    tok = load_model("gguf:smollm2", lazy=True).tokenizer
+    dev = auto_device(device)
+    dt = auto_dtype(dtype, dev)
+    expert, amateur = (random_qwen(name, dev, dt, layers) for name in ARCH_PAIRS[arch])
+    wrap = [LoadedModel(m, tok, f"random {name}{f' ({layers} layers)' if layers else ''}", dev, dt,
+                        info={"class": "Qwen2ForCausalLM"}) for m, name in zip((expert, amateur), ARCH_PAIRS[arch])]
+    return ModelPair(*wrap)
+
+
+def per_source_items(examples, k: int, n_docs: int):
+    """k hypotheses for each of the first ``n_docs`` documents (its summaries in turn)."""
+    rows = []
+    for group in list(dict.fromkeys(examples["group"]))[:n_docs]:
+        doc = examples[examples["group"] == group]
+        rows += [doc.iloc[j % len(doc)] for j in range(k)]
+    import pandas as pd
+
+    return pd.DataFrame(rows).reset_index(drop=True)
+
+
 def slice_examples(name: str, n_groups: int):
     examples, _ = load_examples(name)
     groups = list(dict.fromkeys(examples["group"]))[:n_groups]
@@ -209,17 +270,20 @@ def run_slice(label, examples, pair: ModelPair, args) -> None:
     pad = pair.tokenizer.pad_token_id or 0
     results = {}
 
+    budget = args.token_budget if args.token_budget == "auto" else int(args.token_budget)
+
     def stats_of(sharing):
-        return pair.statistics(inputs=inputs, temperatures=TEMPS, token_budget=args.token_budget,
+        return pair.statistics(inputs=inputs, temperatures=TEMPS, token_budget=budget,
                                padding_side="right", prefix_sharing=sharing)
 
     warm = items[:2]
     paper_loop(pair.expert.model, warm, TEMPS, pad_id=pad)  # warm-up: first-call allocations and kernels
+    pair.statistics(inputs=type(inputs)(inputs.items[:2]), temperatures=TEMPS, token_budget=budget)
     runs = [("unshared", lambda: stats_of(False)), ("shared", lambda: stats_of(True))]
     if not args.skip_paper:
         def paper():
-            lp_e, lpm_e, t_e = paper_loop(pair.expert.model, items, TEMPS, pad_id=pad)
-            lp_a, lpm_a, t_a = paper_loop(pair.amateur.model, items, TEMPS, pad_id=pad)
+            lp_e, lpm_e, t_e = paper_loop(pair.expert.model, items, TEMPS, args.batch_size, pad_id=pad)
+            lp_a, lpm_a, t_a = paper_loop(pair.amateur.model, items, TEMPS, args.batch_size, pad_id=pad)
             return {"expert": as_stats(lp_e, lpm_e, items, TEMPS), "amateur": as_stats(lp_a, lpm_a, items, TEMPS)}, t_e + t_a
         runs.insert(0, ("paper", paper))
     if args.kv_cache and pair.amateur.parent is pair.expert:
@@ -238,6 +302,9 @@ def run_slice(label, examples, pair: ModelPair, args) -> None:
         results[name] = (seconds, stats, tok, mem.peak)
         print(f"  {name}: {seconds:.2f} s", flush=True)
     ref = methods.score("contrast", results["unshared"][1])
+    table7 = TABLE7.get(label.split(",")[0].lower())
+    if args.arch and table7:
+        print(f"  ContrastScore Table 7 (H100, Qwen 3B + 0.5B, batch 16): {table7} samples/s")
     print(f"{'':10s} {'seconds':>9s} {'samples/s':>10s} {'vs paper':>9s} {'vs unshared':>12s} {'peak MiB':>9s}  "
           f"max rel. diff (contrast)  tokens (padded)")
     for name, (seconds, stats, tok, peak) in results.items():
@@ -245,29 +312,62 @@ def run_slice(label, examples, pair: ModelPair, args) -> None:
         rel = float(np.max(np.abs(score - ref) / np.maximum(np.abs(ref), 1e-12)))
         vs_paper = f"{results['paper'][0] / seconds:8.2f}x" if "paper" in results else "        -"
         print(f"{name:10s} {seconds:9.2f} {n / seconds:10.3f} {vs_paper} {results['unshared'][0] / seconds:11.2f}x "
-              f"{peak / 2**20:9.0f}  {rel:.1e}{' FAIL' if rel > 1e-4 else ''}  {tok}")
+              f"{peak / 2**20:9.0f}  {rel:.1e}{' FAIL' if rel > args.tolerance else ''}  {tok}")
+    return {name: n / r[0] for name, r in results.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pair", default="smollm2")
+    ap.add_argument("--arch", choices=sorted(ARCH_PAIRS), default=None,
+                    help="random Qwen-shaped expert + amateur instead of --pair (GPU mode)")
+    ap.add_argument("--arch-layers", type=int, default=None, help="shrink the --arch models to N layers (smoke run)")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto", help="auto: bfloat16 on CUDA, float32 elsewhere")
+    ap.add_argument("--batch-size", type=int, default=16, help="the paper-style loop's batch (the paper: 16)")
     ap.add_argument("--summeval-docs", type=int, default=2)
     ap.add_argument("--mqm-segments", type=int, default=12)
-    ap.add_argument("--token-budget", type=int, default=4096)
+    ap.add_argument("--token-budget", default="4096", help="an integer or auto")
     ap.add_argument("--max-length", type=int, default=1024)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--skip-paper", action="store_true")
     ap.add_argument("--kv-cache", action="store_true", help="also time the key/value-cache alternative")
     ap.add_argument("--only", choices=("summeval", "mqm"), default=None)
+    ap.add_argument("--per-source", default=None, help="e.g. 1,4,16,64: hypotheses per SummEval document")
+    ap.add_argument("--tolerance", type=float, default=None,
+                    help="max relative contrast-score difference (default 1e-4 float32, 2e-2 bfloat16)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    expert, amateur, exit_ = pair_spec(args.pair)
-    pair = ModelPair.load(expert, amateur, amateur_early_exit=exit_, dtype="float32")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
-          f"threads {torch.get_num_threads()}, device {pair.expert.device}; pair {args.pair}: {pair.expert.name} + "
-          f"{pair.amateur.name}{f' (early exit after {pair.amateur.exit_layer} layers)' if pair.amateur.exit_layer else ''}; "
-          f"token budget {args.token_budget}; {time.strftime('%Y-%m-%d %H:%M')}")
+    if args.arch:
+        pair = synthetic_pair(args.arch, args.device, args.dtype, args.arch_layers)
+        what = f"arch {args.arch}: {pair.expert.name} + {pair.amateur.name}"
+    else:
+        expert, amateur, exit_ = pair_spec(args.pair)
+        pair = ModelPair.load(expert, amateur, amateur_early_exit=exit_, device=args.device,
+                              dtype="float32" if args.dtype == "auto" else args.dtype)
+        what = (f"pair {args.pair}: {pair.expert.name} + {pair.amateur.name}"
+                f"{f' (early exit after {pair.amateur.exit_layer} layers)' if pair.amateur.exit_layer else ''}")
+    if args.tolerance is None:
+        args.tolerance = 2e-2 if pair.expert.dtype in (torch.bfloat16, torch.float16) else 1e-4
+    gpu = torch.cuda.get_device_name(pair.expert.device) if pair.expert.device.type == "cuda" else "no GPU"
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {gpu}, torch "
+          f"{torch.__version__} threads {torch.get_num_threads()}, device {pair.expert.device} {pair.expert.dtype}; "
+          f"{what}; token budget {args.token_budget}; paper batch {args.batch_size}; {time.strftime('%Y-%m-%d %H:%M')}")
+    if args.per_source:
+        summeval, _ = load_examples("summeval")
+        rows = []
+        for k in [int(x) for x in args.per_source.split(",")]:
+            got = run_slice(f"SummEval, {args.summeval_docs} documents x {k} hypotheses",
+                            per_source_items(summeval, k, args.summeval_docs), pair, args)
+            rows.append((k, got))
+        print(f"\n== samples/s by hypotheses per source ({args.summeval_docs} SummEval documents)")
+        names = list(rows[0][1])
+        print(f"{'k':>4s} " + " ".join(f"{n:>10s}" for n in names) + ("  shared/paper" if "paper" in names else ""))
+        for k, got in rows:
+            ratio = f"  {got['shared'] / got['paper']:11.2f}x" if "paper" in got else ""
+            print(f"{k:4d} " + " ".join(f"{got[n]:10.3f}" for n in names) + ratio)
+        return
     if args.only in (None, "summeval"):
         run_slice(f"SummEval, {args.summeval_docs} documents x all summaries",
                   slice_examples("summeval", args.summeval_docs), pair, args)

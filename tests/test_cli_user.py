@@ -27,7 +27,7 @@ def composed(*overrides):
 @pytest.mark.parametrize("override, message", [
     ("method.gamma=abc", "method.gamma must be a number in [0, 1], got 'abc'"),
     ("runtime.device=tpu", "runtime.device must be auto | cpu | cuda | cuda:N | mps, got 'tpu'"),
-    ("runtime.token_budget=-5", "runtime.token_budget must be an integer >= 1, got -5"),
+    ("runtime.token_budget=-5", "runtime.token_budget must be an integer >= 1 or auto, got -5"),
     ("method.norm=foo", "method.norm must be sum | mean | sqrt, got 'foo'"),
     ("method.gama=0.2", "no setting method.gama (did you mean method.gamma?)"),
     ("method=contrst", "no method config 'contrst' (did you mean contrast?)"),

@@ -342,3 +342,47 @@ def test_cli_released_preset(judge_dirs, tmp_path, cscore_cli):
     ids = jr.decode(main, [prompt], first, lam=0.5, t=2.0, min_keep=len(tok), max_new_tokens=3,
                     eos_ids={tok.eos_token_id}, pad_id=tok.pad_token_id, vocab_size=len(tok))[0]
     assert jr.released_text(tok, ids) == table["output.cd_judge_released"][0]
+
+
+def test_split_shared_groups_each_document_with_its_systems():
+    instr, end = list(range(100, 140)), [7, 8, 9]
+    docs = [list(range(200, 260)), list(range(300, 330))]
+    contexts = [instr + d + [50 + j, 60 + j] + end for d in docs for j in range(4)] + [instr + [1, 2]]
+    contexts.append(list(contexts[0]))  # a duplicate context
+    split = judge.split_shared(contexts)
+    for c, (p, s) in zip(contexts, split):
+        assert p + s == c and s  # every context whole, its own suffix never empty
+    assert [len(p) for p, _ in split[:8]] == [100] * 4 + [70] * 4  # instructions + its document, not less
+    assert split[8] == (instr + [1], [2])  # alone: no shared prefix
+    assert split[9] == split[0]
+    assert judge.best_groups([5, 5, 1, 9]) == [(0, 2), (3, 4)]
+    assert judge.best_groups([]) == [(0, 0)]
+
+
+@pytest.mark.parametrize("early_exit", [None, 2])
+def test_judge_prefix_sharing_gives_the_same_statistics(judge_dirs, early_exit):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
+    docs = ["The mayor opened a new bridge over the river on Monday.", "The team won the final match."]
+    sums = ["A bridge was opened.", "The council voted.", "Rain is expected", "The team won."]
+    texts = [f"Write an accurate summary of the following texts: {d} Summary: {s} Score:" for d in docs for s in sums]
+    contexts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    prefixes = [(9,)]  # a continuation context per item: the prompt + one more token
+    contexts = contexts + [c + [9] for c in contexts]
+    main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64)
+    asst = None if early_exit else AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"], dtype=torch.float64)
+    kw = dict(asst=asst, asst_exit=early_exit, values=[1, 2, 3], value_ids=[(5,), (6,), (7, 9)], prefixes=prefixes,
+              n_items=len(texts), decode_token=lambda t: tok.decode([t]))
+    plain, plain_rep = judge.compute(main, contexts, share_prefix=False, **kw)
+    for budget, side in ((4096, "right"), (40, "left")):
+        got, rep = judge.compute(main, contexts, share_prefix=True, token_budget=budget, padding_side=side, **kw)
+        np.testing.assert_array_equal(got.main_top, plain.main_top)
+        np.testing.assert_array_equal(got.asst_top, plain.asst_top)
+        np.testing.assert_array_equal(got.front_offsets, plain.front_offsets)
+        np.testing.assert_array_equal(got.front_ids, plain.front_ids)
+        np.testing.assert_allclose(got.front_a, plain.front_a, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(got.front_z, plain.front_z, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(got.score_a, plain.score_a, rtol=0, atol=1e-9, equal_nan=True)
+    got, rep = judge.compute(main, contexts, share_prefix=True, **kw)
+    assert rep.tokens < plain_rep.tokens / 2  # the document prompt once per row, not once per context
