@@ -438,7 +438,8 @@ def momentum_sequences(pair, prompts: list[str], texts: list[str], t: float, cla
 
     stats = pair.statistics(prompts, texts, temperatures=[t], max_length=max_length,
                             token_budget=cfg.runtime.token_budget, padding_side=cfg.runtime.padding_side,
-                            models=["expert", "amateur"], cache=stats_cache(cfg))
+                            models=["expert", "amateur"], cache=stats_cache(cfg),
+                            prefix_sharing=cfg.runtime.get("prefix_sharing", True))
     m = cdm.momentum(stats.stats, t, clamp)
     return per_item(m, next(iter(stats.stats.values())).offsets), stats
 
