@@ -14,6 +14,8 @@ commands:
                          cscore run --help         (config groups and options)
   cdm generate ...  Generative CDM: negatives from positives with the degraded amateur of the pair
   cdm train ...     train a discriminator on them; then: cscore run method=cdm_gen model=<trained dir>
+  t5score train ...  T5Score's discriminative training on human-ranked pairs; then:
+                    cscore run method=baseline baseline=t5score baseline.t5score.model=<trained dir>
   data export ...   write the validated example table: data=<name> out=<file.parquet|.jsonl|folder>
   data check ...    print a dataset card: data=<name> [tokenizer=<model spec>]
   report DIR        paper-style tables (CIs, significance clusters, bias, speed) and plots
@@ -70,6 +72,11 @@ def main(argv: list[str] | None = None) -> None:
         from cscore.cli.cdm_cmd import main as cdm_main
 
         cdm_main(rest)
+        return
+    if command == "t5score":
+        from cscore.cli.t5score_cmd import main as t5score_main
+
+        t5score_main(rest)
         return
     if command == "report":
         from cscore.cli.report_cmd import main as report_main

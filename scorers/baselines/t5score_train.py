@@ -1,0 +1,147 @@
+"""T5Score's discriminative training (seed 004, Sec. 3.3): fine-tune a seq2seq scorer so that, of
+two hypotheses of the same source / reference, the one humans rate higher gets the higher score.
+
+Ranking pairs (D_RR): within a group (one source and its reference), every two hypotheses whose
+human scores differ, (ŷ+, ŷ−, m+, m−) with m+ > m−. Loss (Eq. 3):
+
+    L = max(0, f(ŷ−) − f(ŷ+) + α (m+ − m−)),    f(ŷ) = (1/|ŷ|) Σ_t log p(ŷ_t | ŷ_<t, c)
+
+with c the reference (reference-based) or the source (source-based). Because T5Score scores with the
+F-score of both directions, the pairs are repeated with input and output swapped (the paper's
+augmentation): then f(ŷ) = (1/|c|) Σ_t log p(c_t | c_<t, ŷ). f is the same teacher-forced mean
+log-probability the generative score reads from the statistics engine (target = the text as the
+tokenizer writes it, ending with EOS; decoder input = the start token + the target shifted right)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class RankPair:
+    group: str
+    context: str  # the reference or the source
+    better: str
+    worse: str
+    margin: float  # m+ - m- > 0
+    reverse: bool = False  # True: f scores the context given the hypothesis
+
+
+def ranking_pairs(groups, contexts, hypotheses, scores, *, both_directions: bool = True,
+                  min_gap: float = 0.0) -> list[RankPair]:
+    """D_RR: every two hypotheses of a group whose human scores differ by more than ``min_gap``
+    (rows with a missing score or an empty context are not used)."""
+    by_group: dict[str, list[int]] = {}
+    for i, g in enumerate(groups):
+        if np.isfinite(scores[i]) and isinstance(contexts[i], str) and contexts[i].strip():
+            by_group.setdefault(str(g), []).append(i)
+    out = []
+    for g, rows in by_group.items():
+        for a, b in combinations(rows, 2):
+            if abs(scores[a] - scores[b]) <= min_gap:
+                continue
+            hi, lo = (a, b) if scores[a] > scores[b] else (b, a)
+            for rev in ((False, True) if both_directions else (False,)):
+                out.append(RankPair(g, contexts[hi], hypotheses[hi], hypotheses[lo], float(scores[hi] - scores[lo]), rev))
+    return out
+
+
+def target_ids(tokenizer, text: str, eos_id: int) -> list[int]:
+    ids = list(tokenizer(text, add_special_tokens=True)["input_ids"])
+    return ids if ids and ids[-1] == eos_id else ids + [eos_id]
+
+
+def mean_logp(model, tokenizer, sources: list[str], targets: list[str], *, max_length: int) -> torch.Tensor:
+    """(1/|b|) log p(b | a) per (a, b), differentiable; sources cut to ``max_length`` tokens, targets
+    too (training only: a long reference in the reverse direction must not stop the run)."""
+    from cscore.scorers.seq2seq import decoder_start
+
+    eos = tokenizer.eos_token_id
+    start = decoder_start(model)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    device = next(model.parameters()).device
+    enc = [list(tokenizer(a, add_special_tokens=True)["input_ids"])[:max_length] for a in sources]
+    tgt = [target_ids(tokenizer, b, eos)[:max_length] for b in targets]
+    width_e, width_d = max(map(len, enc)), max(map(len, tgt))
+    enc_ids = torch.full((len(enc), width_e), pad, dtype=torch.long)
+    enc_mask = torch.zeros_like(enc_ids)
+    dec_in = torch.full((len(tgt), width_d), pad, dtype=torch.long)
+    labels = torch.full((len(tgt), width_d), pad, dtype=torch.long)
+    tmask = torch.zeros((len(tgt), width_d))
+    for r, (e, t) in enumerate(zip(enc, tgt)):
+        enc_ids[r, :len(e)], enc_mask[r, :len(e)] = torch.tensor(e), 1
+        dec_in[r, :len(t)] = torch.tensor([start] + t[:-1])
+        labels[r, :len(t)], tmask[r, :len(t)] = torch.tensor(t), 1.0
+    enc_ids, enc_mask, dec_in, labels, tmask = (x.to(device) for x in (enc_ids, enc_mask, dec_in, labels, tmask))
+    logits = model(input_ids=enc_ids, attention_mask=enc_mask, decoder_input_ids=dec_in,
+                   decoder_attention_mask=(tmask > 0).long()).logits
+    lp = torch.log_softmax(logits.float() if logits.dtype != torch.float64 else logits, dim=-1)
+    lp = lp.gather(-1, labels[..., None])[..., 0] * tmask.to(lp.dtype)
+    return lp.sum(dim=1) / tmask.sum(dim=1).to(lp.dtype)
+
+
+def pair_scores(model, tokenizer, pairs: list[RankPair], *, max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(f(ŷ+), f(ŷ−)) for each pair, in its own direction."""
+    def side(texts_of):
+        src, tgt = [], []
+        for p in pairs:
+            hyp = texts_of(p)
+            src.append(hyp if p.reverse else p.context)
+            tgt.append(p.context if p.reverse else hyp)
+        return mean_logp(model, tokenizer, src, tgt, max_length=max_length)
+
+    return side(lambda p: p.better), side(lambda p: p.worse)
+
+
+def ranking_loss(f_better: torch.Tensor, f_worse: torch.Tensor, margins: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Eq. 3 per pair: max(0, f(ŷ−) − f(ŷ+) + α (m+ − m−))."""
+    return torch.clamp(f_worse - f_better + alpha * margins, min=0.0)
+
+
+@torch.no_grad()
+def pairwise_accuracy(model, tokenizer, pairs: list[RankPair], *, batch_size: int, max_length: int) -> float | None:
+    """Share of pairs with f(ŷ+) > f(ŷ−)."""
+    if not pairs:
+        return None
+    was = model.training
+    model.eval()
+    right = 0
+    for s in range(0, len(pairs), batch_size):
+        fb, fw = pair_scores(model, tokenizer, pairs[s:s + batch_size], max_length=max_length)
+        right += int((fb > fw).sum())
+    model.train(was)
+    return right / len(pairs)
+
+
+def train(model, tokenizer, pairs: list[RankPair], *, alpha: float, epochs: int, lr: float, batch_size: int,
+          max_length: int, seed: int, log=None) -> list[float]:
+    """AdamW over shuffled batches of pairs (order from ``seed``); returns the mean loss per epoch."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for epoch in range(epochs):
+        total = 0.0
+        order = rng.permutation(len(pairs))  # a new batch order every epoch
+        for s in range(0, len(order), batch_size):
+            batch = [pairs[i] for i in order[s:s + batch_size]]
+            fb, fw = pair_scores(model, tokenizer, batch, max_length=max_length)
+            margins = torch.tensor([p.margin for p in batch], dtype=fb.dtype, device=fb.device)
+            loss = ranking_loss(fb, fw, margins, alpha).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += float(loss.detach()) * len(batch)
+        losses.append(total / max(len(pairs), 1))
+        if log is not None:
+            log(f"  epoch {epoch + 1}/{epochs}: mean ranking loss {losses[-1]:.4f}")
+        if not math.isfinite(losses[-1]):
+            raise FloatingPointError(f"the ranking loss is {losses[-1]} after epoch {epoch + 1}; lower the learning rate")
+    model.eval()
+    return losses

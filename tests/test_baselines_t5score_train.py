@@ -1,0 +1,147 @@
+"""T5Score's discriminative training (``cscore t5score train``, seed 004 Eq. 3) on a tiny random T5
+built here: the ranking pairs, the loss against a direct float64 computation, training that raises
+the pairwise accuracy, the saved model scored by baseline=t5score, skip / refuse on re-runs, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from cscore.scorers.baselines import t5score_train as tt
+
+PAD, BOS, EOS = 0, 1, 2
+WORDS = ("the mayor opened a new bridge over river on monday council said it cost five million team won final "
+         "match after late goal vaccine protects most patients researchers found").split()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def t5_dir(tmp_path_factory):
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+    vocab = {"<pad>": PAD, "<s>": BOS, "</s>": EOS, "<unk>": 3, **{w: i + 4 for i, w in enumerate(WORDS)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", EOS)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>")
+    torch.manual_seed(0)
+    model = T5ForConditionalGeneration(T5Config(vocab_size=len(vocab), d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                                                num_heads=4, dropout_rate=0.0, pad_token_id=PAD, eos_token_id=EOS,
+                                                decoder_start_token_id=PAD))
+    path = tmp_path_factory.mktemp("t5") / "base"
+    model.save_pretrained(path)
+    fast.save_pretrained(path)
+    return str(path)
+
+
+def rated_table(tmp_path: Path, n_docs: int = 8) -> Path:
+    """Per document: a reference and 3 hypotheses; the copy of the reference rated best, a partial
+    copy next, unrelated words worst (the ranking a scorer should learn)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for d in range(n_docs):
+        ref = " ".join(rng.choice(WORDS, 8))
+        junk = " ".join(rng.choice(WORDS, 8))
+        for k, (hyp, q) in enumerate([(ref, 5.0), (" ".join(ref.split()[:4]) + " " + junk.split()[0], 3.0), (junk, 1.0)]):
+            rows.append({"id": f"d{d}/{k}", "doc": f"d{d}", "src": f"document {d}", "hyp": hyp, "ref": ref, "q": q})
+    path = tmp_path / "rated.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def data_args(path: Path) -> list[str]:
+    return ["data=table", f"data.path={path}", "data.task=summarization", "data.columns.id=id", "data.columns.group=doc",
+            "data.columns.source=src", "data.columns.hypothesis=hyp", "data.columns.reference=ref",
+            "data.columns.human=q"]
+
+
+def test_ranking_pairs_follow_the_human_order_within_groups():
+    pairs = tt.ranking_pairs(["a", "a", "a", "b", "b"], ["r1"] * 3 + ["r2"] * 2, ["x", "y", "z", "u", "v"],
+                             np.array([3.0, 1.0, 3.0, 2.0, np.nan]), both_directions=True)
+    fwd = [(p.better, p.worse, p.margin) for p in pairs if not p.reverse]
+    assert fwd == [("x", "y", 2.0), ("z", "y", 2.0)]  # ties and missing scores make no pair; groups never mix
+    assert [p.reverse for p in pairs] == [False, True, False, True]
+    assert len(tt.ranking_pairs(["a"] * 3, ["r"] * 3, ["x", "y", "z"], np.array([3.0, 2.5, 1.0]), min_gap=0.6,
+                                both_directions=False)) == 2
+
+
+def test_loss_equals_eq3_with_f_from_a_direct_float64_computation(t5_dir):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(t5_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(t5_dir, dtype=torch.float64).eval()
+    pairs = [tt.RankPair("g", "the mayor opened a bridge", "the mayor opened", "won final match", 0.7),
+             tt.RankPair("g", "the mayor opened a bridge", "the mayor opened", "won final match", 0.7, reverse=True)]
+
+    def f(src, tgt):
+        labels = tok(tgt, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            logits = model(**tok(src, return_tensors="pt"), labels=labels).logits[0]
+        return torch.log_softmax(logits, -1).gather(1, labels[0][:, None]).mean().item()
+
+    with torch.no_grad():
+        fb, fw = tt.pair_scores(model, tok, pairs, max_length=64)
+    want_b = [f("the mayor opened a bridge", "the mayor opened"), f("the mayor opened", "the mayor opened a bridge")]
+    want_w = [f("the mayor opened a bridge", "won final match"), f("won final match", "the mayor opened a bridge")]
+    np.testing.assert_allclose(fb.numpy(), want_b, atol=1e-12)
+    np.testing.assert_allclose(fw.numpy(), want_w, atol=1e-12)
+    loss = tt.ranking_loss(fb, fw, torch.tensor([0.7, 0.7], dtype=torch.float64), alpha=2.0)
+    np.testing.assert_allclose(loss.numpy(), np.maximum(0, np.array(want_w) - np.array(want_b) + 1.4), atol=1e-12)
+
+
+def test_train_command_learns_the_ranking_and_the_model_scores_as_a_baseline(t5_dir, tmp_path, cscore_main):
+    path = rated_table(tmp_path)
+    out = tmp_path / "trained"
+    args = ["t5score", "train", *data_args(path), f"t5score.train.model={t5_dir}", f"t5score.train.out={out}",
+            "t5score.train.lr=3e-3", "t5score.train.epochs=6", "t5score.train.batch_size=8", "t5score.train.holdout=0.25"]
+    res = cscore_main(*args, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    meta = json.loads((out / "cscore_t5score.json").read_text())
+    acc = meta["pairwise_accuracy"]
+    assert meta["pairs"]["train"] > 0 and meta["pairs"]["held_out"] > 0
+    assert acc["after"]["train"] > acc["before"]["train"] and acc["after"]["train"] >= 0.9
+    assert meta["epoch_loss"][-1] < meta["epoch_loss"][0]
+    res = cscore_main(*args, cwd=tmp_path)  # the same command: skipped
+    assert res.returncode == 0 and "skipped" in res.stdout
+    res = cscore_main(*args[:-1], "t5score.train.holdout=0.5", cwd=tmp_path)
+    assert res.returncode == 2 and "trained with another config" in res.stderr
+    run = ["run", *data_args(path), "method=baseline", "baseline=t5score", "runtime.progress=false",
+           "baseline.t5score.directions=[ref_hyp,hyp_ref]", f"cache.dir={tmp_path / 'cache'}"]
+    for name, model in (("base", t5_dir), ("trained", out)):
+        res = cscore_main(*run, f"baseline.t5score.model={model}", f"hydra.run.dir={tmp_path / name}", cwd=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+    base, trained = (pd.read_parquet(tmp_path / n / "scores.parquet") for n in ("base", "trained"))
+    corr = [np.corrcoef(t["score.t5score_f"], t["human.q"])[0, 1] for t in (base, trained)]
+    assert corr[1] > corr[0] and corr[1] > 0.8  # the trained scorer follows the human ranking
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "t5score.train.model=<seq2seq model (hub id or local directory)> is required"),
+    (["t5score.train.alpah=1"], "no setting t5score.train.alpah (did you mean t5score.train.alpha?)"),
+    (["t5score.train.condition=hypothesis"], "t5score.train.condition must be reference | source"),
+])
+def test_config_errors(tmp_path, cscore_main, extra, message):
+    res = cscore_main("t5score", "train", *data_args(rated_table(tmp_path)), *extra, cwd=tmp_path)
+    assert res.returncode == 2 and message in res.stderr
+
+
+def test_reference_based_training_needs_references(t5_dir, tmp_path, cscore_main):
+    path = tmp_path / "noref.csv"
+    pd.DataFrame({"src": ["a b", "a b", "c d", "c d"], "hyp": ["x", "y", "z", "w"], "q": [1, 2, 1, 2]}).to_csv(path, index=False)
+    res = cscore_main("t5score", "train", "data=table", f"data.path={path}", "data.task=summarization",
+                      "data.columns.source=src", "data.columns.hypothesis=hyp", "data.columns.human=q",
+                      f"t5score.train.model={t5_dir}", cwd=tmp_path)
+    assert res.returncode == 2 and "has no reference texts" in res.stderr
