@@ -291,8 +291,9 @@ def signature(cfg: DictConfig, scored: Scored) -> str:
     from cscore.metaeval.signature import Signature
 
     models = {role: m.name for role, m in scored.models.items()}
+    pair = "none" if cfg.method.name == "baseline" else cfg.pair.name  # baselines read no model pair
     return str(Signature({"data": cfg.data.name, "n": len(scored.table), "split": cfg.split.use,
-                          "pair": cfg.pair.name, **models, "method": cfg.method.name,
+                          "pair": pair, **models, "method": cfg.method.name,
                           "variant": cfg.method.variant, "prompt": f"{cfg.prompt.name}/{cfg.prompt.condition}",
                           "level": "segment", "kendall": "b"}))
 

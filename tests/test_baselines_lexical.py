@@ -298,6 +298,7 @@ def test_cli_run_writes_score_columns_signatures_and_counts_missing_references(t
     assert metrics["baselines"]["bleu"]["missing_reference"] == {"count": 1, "ids": ["row5"]}
     assert metrics["baselines"]["bleu"]["signature"].startswith("nrefs:1|case:mixed|eff:yes|tok:13a")
     assert metrics["nonfinite_scores"]["score.bleu"] == 1
+    assert "|pair:none|method:baseline|" in metrics["signature"]  # a baseline run reads no model pair
     assert [v["name"] for v in metrics["variants"]] == ["bleu", "chrf", "rouge1", "rouge2", "rougeL"]
     assert {c["metric"] for c in metrics["correlations"]} == {"bleu", "chrf", "rouge1", "rouge2", "rougeL"}
 
