@@ -519,8 +519,9 @@ def fail_dir(out_dir: Path, remove: bool, err: BaseException, state: dict) -> No
     Any other failed directory gets a failed.json that `cscore report` lists."""
     if remove:
         shutil.rmtree(out_dir, ignore_errors=True)  # run.log stays open; harmless on POSIX
-        for parent in list(out_dir.parents)[:2]:  # outputs/<date>/ left empty by it
-            if parent.is_dir() and not any(parent.iterdir()) and parent != Path.cwd():
+        outputs = Path.cwd().resolve() / "outputs"  # the default layout's; folders elsewhere are the user's
+        for parent in list(out_dir.resolve().parents)[:2]:  # outputs/<date>/ left empty by it
+            if parent.is_relative_to(outputs) and parent.is_dir() and not any(parent.iterdir()):
                 parent.rmdir()
     else:
         mark_failed(out_dir, err, state.get("stage", "?"))

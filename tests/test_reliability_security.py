@@ -167,3 +167,18 @@ def test_run_writes_only_inside_the_named_directory(remote_code_model, tmp_path,
     written = {p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("*") if p.is_file()}
     assert written == {"in", "named", "cache"}
     assert (tmp_path / "named" / "metrics.json").is_file() and not any(work.iterdir())
+
+
+def test_a_failed_run_removes_only_its_own_directory(tmp_path, cscore_main):
+    """A run that fails while loading removes its new run directory, and the empty outputs/<date>/
+    of the default layout, but never an (empty) folder of the user's above hydra.run.dir: it did."""
+    mine = tmp_path / "user" / "experiments"
+    mine.mkdir(parents=True)
+    args = ["run", "data=table", f"data.path={tmp_path / 'missing.csv'}", "data.task=summarization"]
+    res = cscore_main(*args, f"hydra.run.dir={mine / 'run1'}", cwd=tmp_path)
+    assert res.returncode == 1 and "missing.csv does not exist" in res.stderr
+    assert mine.is_dir() and not (mine / "run1").exists()
+    work = tmp_path / "work"
+    work.mkdir()
+    res = cscore_main(*args, cwd=work)  # the default outputs/<date>/<time>_... layout
+    assert res.returncode == 1 and not any(work.iterdir())
