@@ -74,8 +74,19 @@ def runtime_of(cfg: DictConfig, ids) -> dict:
     from cscore.cli.run import stats_cache
 
     rt = cfg.runtime
-    return {"ids": [str(i) for i in ids], "device": rt.device, "dtype": rt.dtype, "max_length": rt.max_length, "token_budget": rt.token_budget,
-            "cache": stats_cache(cfg), "progress": None}
+    return {"ids": [str(i) for i in ids], "device": rt.device, "dtype": rt.dtype, "max_length": rt.max_length,
+            "token_budget": rt.token_budget, "cache": stats_cache(cfg), "progress": None}
+
+
+def counted(name: str, table: pd.DataFrame, rows: list[int], what: str) -> dict:
+    """Rows a baseline left NaN: one console line, their ids in run.log, a record for metrics.json."""
+    ids = [str(table["id"].iloc[i]) for i in rows]
+    if ids:
+        log.warning("baseline %s: %d rows %s: their scores are NaN (left out of correlations; ids in run.log)",
+                    name, len(ids), what)
+        for i in ids:
+            row_log.info("baseline %s: %s: %s", name, i, what.replace("have", "has"))
+    return {"count": len(ids), "ids": ids}
 
 
 def score_baseline(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
@@ -96,25 +107,14 @@ def score_baseline(cfg: DictConfig, loaded, plan, console, state: dict | None = 
         seconds = time.perf_counter() - start
         for col, values in result.columns.items():
             table[f"{rundir.SCORE}{col}"] = values
-        missing = [str(table["id"].iloc[i]) for i in result.info.pop("missing_reference", [])]
-        if missing:
-            log.warning("baseline %s: %d rows have no reference: their scores are NaN (left out of correlations; "
-                        "ids in run.log)", name, len(missing))
-            for i in missing:
-                row_log.info("baseline %s: %s has no reference", name, i)
-        unscored = [str(table["id"].iloc[i]) for i in result.info.pop("missing_score", [])]
-        if unscored:
-            log.warning("baseline %s: %d rows have no score in the file: NaN (left out of correlations; ids in "
-                        "run.log)", name, len(unscored))
-            for i in unscored:
-                row_log.info("baseline %s: %s has no score", name, i)
-            result.info["missing_score"] = {"count": len(unscored), "ids": unscored}
+        for key, what in (("missing_reference", "have no reference"), ("missing_score", "have no score in the file")):
+            if key in result.info:
+                result.info[key] = counted(name, table, result.info[key], what)
         if result.truncated is not None:
             truncated |= result.truncated
         reports.update(result.reports)
         models.update(result.models)
-        record[name] = {"columns": list(result.columns), "params": params, **result.info,
-                        "missing_reference": {"count": len(missing), "ids": missing}, "seconds": round(seconds, 3)}
+        record[name] = {"columns": list(result.columns), "params": params, **result.info, "seconds": round(seconds, 3)}
         log.info("baseline %s: %s in %.1fs%s", name, ", ".join(f"score.{c}" for c in result.columns), seconds,
                  f" ({result.info['signature']})" if isinstance(result.info.get("signature"), str) else "")
     table["truncated"] = truncated

@@ -18,6 +18,8 @@ target is never cut (a clear error)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from cscore.errors import ConfigError
@@ -68,9 +70,10 @@ def mean_logp(pair, items, runtime: dict, label: str):
             raise InputError(f"{label}: row {items[k][0]} has an empty {'encoder input' if not a.strip() else 'target'}")
     try:
         inputs = pair.encode(srcs, tgts, max_length=runtime["max_length"], source_spans=[(0, len(a)) for a in srcs])
-    except InputError as err:
-        raise InputError(f"{label}: {err} (row {items[int(str(err).split()[1].rstrip(':'))][0]})"
-                         if str(err).startswith("item ") else f"{label}: {err}") from None
+    except InputError as err:  # "item k: ..." names the k-th pair of this direction: say which row it is
+        found = re.match(r"item (\d+):", str(err))
+        row = f" (row {items[int(found.group(1))][0]})" if found else ""
+        raise InputError(f"{label}: {err}{row}") from None
     stats = pair.statistics(inputs=inputs, temperatures=[1.0], token_budget=runtime["token_budget"],
                             models=["expert"], cache=runtime.get("cache"), progress=runtime.get("progress"))
     values = stats.score("single", model="expert", t=1.0, norm="mean", skip_first=False, clamp=None)
