@@ -143,3 +143,32 @@ def test_cli_run_with_lexical_and_bertscore_rows(tmp_path, cscore_main):
         "score.chrf", "score.bertscore_p", "score.bertscore_r", "score.bertscore_f1"]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["baselines"]["bertscore"]["num_layers"] == 6
+
+
+def test_idf_weights_follow_bertscores_definition(minilm):
+    """idf(w) = log((M + 1) / (df(w) + 1)) over the M references of the run (bert-score's +1
+    smoothing), [CLS] / [SEP] weighted 0; precision weights hypothesis pieces, recall reference pieces."""
+    tok, model = minilm
+    refs = [r[0] for r in REFS]
+    res = baselines.score("bertscore", params(idf=True), Texts(HYPS, ["s"] * 3, [[r] for r in refs], [None] * 3), {})
+    docs = [set(tok(r.strip())["input_ids"]) for r in refs]
+
+    def idf(i):
+        return np.log((len(refs) + 1) / (sum(i in d for d in docs) + 1))
+
+    def emb(text):
+        ids = tok(text.strip(), return_tensors="pt")
+        with torch.no_grad():
+            h = model(**ids, output_hidden_states=True).hidden_states[6][0]
+        return ids["input_ids"][0].tolist(), torch.nn.functional.normalize(h, dim=-1)
+
+    for k, (h, r) in enumerate(zip(HYPS, refs)):
+        (hid, he), (rid, re_) = emb(h), emb(r)
+        sim = (he @ re_.T).numpy()
+        wh = np.array([0.0] + [idf(i) for i in hid[1:-1]] + [0.0])
+        wr = np.array([0.0] + [idf(i) for i in rid[1:-1]] + [0.0])
+        p = (sim.max(axis=1) * wh).sum() / wh.sum()
+        rec = (sim.max(axis=0) * wr).sum() / wr.sum()
+        assert res.columns["bertscore_p"][k] == pytest.approx(p, abs=2e-6)
+        assert res.columns["bertscore_r"][k] == pytest.approx(rec, abs=2e-6)
+        assert res.columns["bertscore_f1"][k] == pytest.approx(2 * p * rec / (p + rec), abs=2e-6)
