@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 import time
 from contextlib import contextmanager
@@ -97,6 +98,12 @@ def _config(ds: tables.Dataset) -> dict:
     return next(iter(ds.rows.values()))["run"].config
 
 
+def file_stem(text: str) -> str:
+    """``text`` as a file-name part: no path separators, no leading dots (names come from the runs'
+    config.yaml files, which must not steer the report outside its folder)."""
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", str(text)).strip("._") or "data"
+
+
 def stems(datasets: list[tables.Dataset]) -> list[str]:
     """File-name stem of each dataset: ``<data>``; ``<data>_<split>`` for a dev / test split
     (split.use); a further dataset that would get the same stem (same data and split, other
@@ -105,7 +112,7 @@ def stems(datasets: list[tables.Dataset]) -> list[str]:
     for ds in datasets:
         cfg = _config(ds)
         split = cfg.get("split", {}).get("use", "all")
-        base = cfg["data"]["name"] + ("" if split in (None, "all") else f"_{split}")
+        base = file_stem(cfg["data"]["name"] + ("" if split in (None, "all") else f"_{split}"))
         seen[base] = seen.get(base, 0) + 1
         out.append(base if seen[base] == 1 else f"{base}_{seen[base]}")
     return out
@@ -161,13 +168,13 @@ def sweep_plot(ds, long, stem: str, folder: Path, title: str) -> None:
         sub = long[long["label"].isin(mains)].copy()
         sub[p] = sub["label"].map(lambda lb: ds.rows[lb]["params"][p])
         sub["series"] = sub["target"]
-        plots.save(plots.correlation_vs_param_figure(sub, p, title), folder / f"{stem}_corr_vs_{p}.png")
+        plots.save(plots.correlation_vs_param_figure(sub, p, title), folder / f"{stem}_corr_vs_{file_stem(p)}.png")
     elif len(params) == 2:
         sub = long[(long["target"] == "AVG") & long["label"].isin(mains)].copy()
         for p in params:
             sub[p] = sub["label"].map(lambda lb, p=p: ds.rows[lb]["params"][p])
         fig = plots.heatmap_figure(sub, params[0], params[1], title)
-        plots.save(fig, folder / f"{stem}_{params[0]}_x_{params[1]}.png")
+        plots.save(fig, folder / f"{stem}_{file_stem(params[0])}_x_{file_stem(params[1])}.png")
 
 
 def plot_section(ds, long, stem: str, out: Path, progress: Progress) -> None:
@@ -206,7 +213,7 @@ def judge_section(runs, spec: tables.Spec, out: Path, console, progress: Progres
     criterion = judge.Criterion(select_by, spec.level, spec.variant)
     studies = judge.collect(runs)
     lines = []
-    for study, stem in zip(studies, judge.stems(studies)):
+    for study, stem in zip(studies, map(file_stem, judge.stems(studies))):
         settings = study.settings()
         progress.say(f"{stem}: {len(study.points)} judge grid points, {len(settings)} (pair, range) settings; "
                      f"(lambda, t) chosen by dev {select_by}; {spec.bootstrap} bootstrap resamples")

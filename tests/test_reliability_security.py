@@ -167,6 +167,15 @@ def test_run_writes_only_inside_the_named_directory(remote_code_model, tmp_path,
     written = {p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("*") if p.is_file()}
     assert written == {"in", "named", "cache"}
     assert (tmp_path / "named" / "metrics.json").is_file() and not any(work.iterdir())
+    # a run directory from elsewhere whose config.yaml names its data "../../..": the report stays in
+    # <dir>/report (it wrote beside the run directory's parent)
+    config = tmp_path / "named" / "config.yaml"
+    config.write_text(config.read_text().replace("name: table", "name: ../../../escaped", 1))
+    res = cscore_cli("report", str(tmp_path / "named"), "--bootstrap", "10", "--permutations", "10", cwd=work,
+                     timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    outside = [p for p in tmp_path.parent.rglob("*escaped*") if "report" not in p.relative_to(tmp_path.parent).parts]
+    assert outside == [] and list((tmp_path / "named" / "report").glob("escaped_quality.md"))
 
 
 def test_a_failed_run_removes_only_its_own_directory(tmp_path, cscore_main):
