@@ -191,3 +191,18 @@ def test_a_failed_run_removes_only_its_own_directory(tmp_path, cscore_main):
     work.mkdir()
     res = cscore_main(*args, cwd=work)  # the default outputs/<date>/<time>_... layout
     assert res.returncode == 1 and not any(work.iterdir())
+
+
+def test_export_writes_only_what_out_names(tmp_path, cscore_main):
+    work = tmp_path / "work"
+    work.mkdir()
+    res = cscore_main("data", "export", "data=demo", f"out={tmp_path / 'x' / 'demo.jsonl'}", cwd=work)
+    assert res.returncode == 0, res.stderr
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["work", "x", "x/demo.jsonl"]
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep me")
+    res = cscore_main("data", "export", "data=demo", f"out={folder}", cwd=work)
+    assert res.returncode != 0 and "not empty" in res.stderr and res.stderr.count("\n") == 1
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"] and (folder / "notes.txt").read_text() == "keep me"
+    assert not any(work.iterdir())
