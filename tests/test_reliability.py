@@ -90,3 +90,24 @@ def test_damaged_run_directories_are_never_complete(tmp_path_factory, name, kind
         f.write_text(json.dumps({k: 0 for k in rundir.METRICS_KEYS[:-1]}))
     assert not rundir.is_complete(d, config)  # never raises
     assert rundir.read_failure(d) is None
+
+
+def test_two_sweeps_at_once_share_one_cache_and_sweep_dir(tiny_dirs, tmp_path):
+    """The SLURM case: the same sweep submitted twice, both running at once on one statistics cache
+    and one sweep directory. The forward pass runs once in all; every job directory ends complete
+    (its scores.parquet matching the checksum in its metrics.json: no torn write) with one answer."""
+    data, cache, sweep = small_table(tmp_path / "t.csv"), tmp_path / "cache", tmp_path / "sweep"
+    args = run_args(tiny_dirs, data, tmp_path / "unused", cache, 0.1)
+    args = [a for a in args if not a.startswith(("method.gamma=", "hydra.run.dir="))]
+    cmd = [sys.executable, "-m", "cscore.cli.main", "run", "-m", *args[1:], "method.gamma=0.1,0.3,0.5",
+           f"hydra.sweep.dir={sweep}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert sum(o.count(" items in ") for o in outs) == 1  # "scored N items in": one forward pass in all
+    jobs = sorted(p for p in sweep.iterdir() if p.name.isdigit())
+    assert [j.name for j in jobs] == ["0", "1", "2"] and all(rundir.is_complete(j) for j in jobs)
+    scores = [pd.read_parquet(j / rundir.SCORES)["score.contrast"].tolist() for j in jobs]
+    assert len({tuple(s) for s in scores}) == 3  # three gammas, three answers
