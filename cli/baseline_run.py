@@ -107,7 +107,8 @@ def score_baseline(cfg: DictConfig, loaded, plan, console, state: dict | None = 
         seconds = time.perf_counter() - start
         for col, values in result.columns.items():
             table[f"{rundir.SCORE}{col}"] = values
-        for key, what in (("missing_reference", "have no reference"), ("missing_score", "have no score in the file")):
+        for key, what in (("missing_reference", "have no reference"), ("missing_score", "have no score in the file"),
+                          ("untokenized", "have a text without a-z / 0-9 tokens (rouge-score's tokenizer keeps no other)")):
             if key in result.info:
                 result.info[key] = counted(name, table, result.info[key], what)
         if result.truncated is not None:

@@ -100,16 +100,20 @@ def _rouge(params: dict, texts: Texts, refs, missing) -> Result:
 
     rouge_scorer, tokenizers = import_rouge()
 
+    tokenizer = tokenizers.DefaultTokenizer(use_stemmer=params["use_stemmer"])
     try:  # the default tokenizer given explicitly: left out, rouge-score logs through absl, which can
         # give the root logger a handler of its own (a console line twice, or a stale stream)
         scorer = rouge_scorer.RougeScorer(list(params["types"]), use_stemmer=params["use_stemmer"],
-                                          split_summaries=params["split_summaries"],
-                                          tokenizer=tokenizers.DefaultTokenizer(use_stemmer=params["use_stemmer"]))
+                                          split_summaries=params["split_summaries"], tokenizer=tokenizer)
     except Exception as err:
         raise ConfigError(f"baseline rouge: rouge-score refused the settings: {str(err).splitlines()[0]}") from None
     out = {t: np.full(len(texts), np.nan) for t in params["types"]}
+    untokenized = []  # rouge-score keeps only a-z and 0-9: a Chinese or Russian text has no tokens
     for i, hyp in enumerate(texts.hypotheses):
         if not refs[i]:
+            continue
+        if not tokenizer.tokenize(hyp) or not any(tokenizer.tokenize(r) for r in refs[i]):
+            untokenized.append(i)
             continue
         try:
             got = scorer.score_multi(refs[i], hyp)
@@ -120,4 +124,5 @@ def _rouge(params: dict, texts: Texts, refs, missing) -> Result:
     stem = "stem:yes" if params["use_stemmer"] else "stem:no"
     sig = f"rouge-score|types:{','.join(params['types'])}|measure:{params['measure']}|{stem}|" \
           f"multi:best-f|version:{version('rouge-score')}"
-    return Result(out, {"signature": sig, "library": "rouge-score", "missing_reference": missing})
+    return Result(out, {"signature": sig, "library": "rouge-score", "missing_reference": missing,
+                        "untokenized": untokenized})
