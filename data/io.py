@@ -116,8 +116,9 @@ def iter_jsonl(file: Path) -> Iterator[tuple[str, dict]]:
 def read_parquet(file: Path) -> pd.DataFrame:
     try:
         return pd.read_parquet(file)
-    except (OSError, ValueError, ImportError) as err:  # pyarrow's errors derive from these
-        raise DataError(f"{file}: not a readable parquet file ({type(err).__name__}: {err})") from None
+    except Exception as err:  # pyarrow's errors (OSError, ValueError ...), pandas' on damaged metadata (TypeError ...)
+        detail = " ".join(str(err).split())  # pyarrow's messages span lines
+        raise DataError(f"{file}: not a readable parquet file ({type(err).__name__}: {detail})") from None
 
 
 class RefusingUnpickler(pickle.Unpickler):

@@ -72,6 +72,7 @@ from __future__ import annotations
 import gzip
 import re
 import tarfile
+import zlib
 from collections import defaultdict
 from pathlib import Path
 
@@ -189,7 +190,7 @@ def read_tsv_text(file: Path) -> tuple[str, str]:
         else:
             label = str(file)
             raw = file.read_bytes()
-    except (tarfile.TarError, gzip.BadGzipFile, EOFError, OSError) as err:
+    except (tarfile.TarError, gzip.BadGzipFile, zlib.error, EOFError, OSError) as err:  # zlib: corrupt deflate data
         raise DataError(f"{file}: cannot read ({type(err).__name__}: {err})") from None
     return label, decode(raw, label)
 

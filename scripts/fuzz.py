@@ -12,6 +12,8 @@ tests/test_fuzz_*.py run the same checks with a few dozen derandomized examples.
 from __future__ import annotations
 
 import argparse
+import gzip
+import io
 import json
 import math
 import pickle
@@ -82,7 +84,18 @@ def seed_files() -> dict[str, tuple[str, bytes, dict]]:
         "fed_json": ("fed_data.json", json.dumps(fed).encode(), {"data": "fed"}),
         "dstc9_json": ("dstc9_data.json", json.dumps(dstc9).encode(), {"data": "dstc9"}),
         "mqm_tsv": ("mqm_ted_zhen.tsv", ("\n".join(mqm_rows) + "\n").encode(), {"data": "mqm"}),
+        "mqm_tsv_gz": ("mqm_ted_zhen.tsv.gz", gzip.compress(("\n".join(mqm_rows) + "\n").encode(), mtime=0),
+                       {"data": "mqm"}),
+        "table_parquet": ("t.parquet", _parquet(table), table_opts),
     }
+
+
+def _parquet(records) -> bytes:
+    import pandas as pd
+
+    buf = io.BytesIO()
+    pd.DataFrame(records).to_parquet(buf, index=False)
+    return buf.getvalue()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ scripts/fuzz.py's (which runs them at scale); below them, each crash it found, k
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import math
@@ -192,3 +193,30 @@ def test_qags_doc_key_that_is_a_unicode_digit(tmp_path):
     f.write_bytes(content.replace(b'"d0"', '"\u00b2"'.encode()))
     df, _ = load_examples("qags_xsum", str(f))
     assert df["doc_index"].tolist()[:1] == [0]
+
+
+def test_corrupt_deflate_stream_in_a_gzipped_mqm_file(tmp_path):
+    raw = bytearray(gzip.compress(b"system\tdoc\n" * 50, mtime=0))
+    raw[16] ^= 0xFF  # inside the deflate data: zlib.error, which is neither OSError nor EOFError
+    f = tmp_path / "mqm_ted_zhen.tsv.gz"
+    f.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match=r"mqm_ted_zhen\.tsv\.gz: cannot read \(error: Error -3 while decompressing"):
+        load_examples("mqm", str(f))
+
+
+def test_parquet_errors_are_one_line(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(pd.DataFrame({"src": ["a"], "mt": ["b"], "q": [1]}))
+    meta = json.loads(table.schema.metadata[b"pandas"])
+    meta["columns"][0]["numpy_type"] = "sir"  # damaged pandas metadata: a TypeError inside pandas
+    f = tmp_path / "t.parquet"
+    pq.write_table(table.replace_schema_metadata({b"pandas": json.dumps(meta)}), f)
+    with pytest.raises(DataError, match=r"t\.parquet: not a readable parquet file \(TypeError: data type 'sir'"):
+        load_examples("table", str(f), **TABLE)
+    name, content, call = fuzz.seed_files()["table_parquet"]
+    data = bytearray(content)
+    data[len(data) // 2] ^= 0xFF  # pyarrow's thrift errors span several lines
+    f.write_bytes(bytes(data))
+    assert fuzz.check_load(f, call) in ("ok", "error")
