@@ -70,12 +70,12 @@ def texts_of(examples: pd.DataFrame):
     return Texts(hyps, [s if isinstance(s, str) else "" for s in examples["source"]], refs, target)
 
 
-def runtime_of(cfg: DictConfig, ids) -> dict:
+def runtime_of(cfg: DictConfig, ids, progress=None) -> dict:
     from cscore.cli.run import stats_cache
 
     rt = cfg.runtime
     return {"ids": [str(i) for i in ids], "device": rt.device, "dtype": rt.dtype, "max_length": rt.max_length,
-            "token_budget": rt.token_budget, "cache": stats_cache(cfg), "progress": None}
+            "token_budget": rt.token_budget, "cache": stats_cache(cfg), "progress": progress}
 
 
 def counted(name: str, table: pd.DataFrame, rows: list[int], what: str) -> dict:
@@ -90,15 +90,32 @@ def counted(name: str, table: pd.DataFrame, rows: list[int], what: str) -> dict:
 
 
 def score_baseline(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
-    from cscore.cli.run import Scored
-    from cscore.scorers import baselines
+    from transformers.utils import logging as hf_logging
+
+    from cscore.cli.run import progress_bar
+
+    hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
 
     picked = chosen(cfg)
     table = loaded.examples.copy()
     texts = texts_of(table)
-    runtime = runtime_of(cfg, table["id"])
+    bar, factory = progress_bar(console, cfg.runtime.progress)  # the forward passes of bartscore / t5score
+    runtime = runtime_of(cfg, table["id"], factory)
     if state is not None:
         state["stage"] = "score"
+    if bar:
+        bar.start()
+    try:
+        return score_all(picked, table, texts, runtime)
+    finally:
+        if bar:
+            bar.stop()
+
+
+def score_all(picked: dict, table: pd.DataFrame, texts, runtime: dict):
+    from cscore.cli.run import Scored
+    from cscore.scorers import baselines
+
     reports, models, record = {}, {}, {}
     truncated = np.zeros(len(table), dtype=bool)
     for name, params in picked.items():
