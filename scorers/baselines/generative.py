@@ -97,7 +97,7 @@ def score(name: str, params: dict, texts: Texts, runtime: dict, pair=None) -> Re
     refs = pick_references(texts, params["references"])
     missing = require_references(name, refs) if {"ref_hyp", "hyp_ref"} & set(directions) else []
     pair = load(params, runtime) if pair is None else pair
-    agg = np.nanmax if params["multi_ref"] == "max" else np.nanmean
+    agg = params["multi_ref"]  # mean | max over a row's references
     n = len(texts)
     per_dir, reports, truncated = {}, {}, np.zeros(n, dtype=bool)
     for d in directions:
@@ -122,11 +122,12 @@ def score(name: str, params: dict, texts: Texts, runtime: dict, pair=None) -> Re
     return Result({c: out[c] for c in columns(name, params)}, info, reports, {name: pair.expert}, truncated)
 
 
-def by_row(rows: np.ndarray, values: np.ndarray, n: int, agg) -> np.ndarray:
-    """One value per row: the item's value, or ``agg`` over the row's items (references); NaN for none."""
+def by_row(rows: np.ndarray, values: np.ndarray, n: int, agg: str) -> np.ndarray:
+    """One value per row: the item's value, or ``agg`` (mean / max) over the row's items (references);
+    NaN for a row without items."""
     import pandas as pd
 
-    grouped = pd.Series(values).groupby(rows).agg("max" if agg is np.nanmax else "mean")
+    grouped = pd.Series(values).groupby(rows).agg(agg)
     out = np.full(n, np.nan)
     out[grouped.index.to_numpy()] = grouped.to_numpy()
     return out
