@@ -251,6 +251,47 @@ def per_source_items(examples, k: int, n_docs: int):
     return pd.DataFrame(rows).reset_index(drop=True)
 
 
+def run_judge(examples, pair: ModelPair, args) -> None:
+    """The CD-judge pass (scorers/judge.py) on G-Eval-style coherence prompts (range 1-5, the
+    expert's chat template), with and without prefix sharing; the kept statistics must agree."""
+    from omegaconf import OmegaConf
+
+    import cscore.conf
+    from cscore.cli.judge_run import encode_contexts
+    from cscore.data import judge_prompts
+    from cscore.scorers import judge
+    from cscore.scorers.judge_parse import continuation_prefixes, score_tokens
+
+    jp = OmegaConf.to_container(OmegaConf.load(os.path.join(os.path.dirname(cscore.conf.__file__), "judge_prompt",
+                                                            "geval.yaml")))
+    tok = pair.tokenizer
+    chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
+    texts, spans = judge_prompts.build(examples, jp, aspect="coherence", lo=1, hi=5, chat=chat)
+    tokens = score_tokens(tok, 1, 5)
+    prefixes = continuation_prefixes(tokens)
+    _, contexts, _ = encode_contexts(tok, texts, spans, prefixes, 2048)
+    ama = pair.amateur
+    kw = dict(asst=None if ama.parent is pair.expert else ama.model,
+              asst_exit=ama.exit_layer if ama.parent is pair.expert else None, values=list(range(1, 6)),
+              value_ids=[tuple(tokens[v]) for v in range(1, 6)], prefixes=prefixes, n_items=len(texts),
+              decode_token=lambda t: tok.decode([t]), pad_id=tok.pad_token_id or 0,
+              token_budget=args.token_budget if args.token_budget == "auto" else int(args.token_budget))
+    print(f"\n== CD-judge pass, SummEval {args.summeval_docs} documents x all summaries: {len(contexts)} contexts, "
+          f"{sum(map(len, contexts))} tokens")
+    judge.compute(pair.expert.model, contexts[:1 + len(prefixes)], **dict(kw, n_items=1))  # warm-up
+    got = {}
+    for name, share in (("unshared", False), ("shared", True)):
+        start = time.perf_counter()
+        stats, rep = judge.compute(pair.expert.model, contexts, share_prefix=share, **kw)
+        got[name] = (time.perf_counter() - start, stats, rep)
+        print(f"  {name}: {got[name][0]:.2f} s, {rep.tokens} tokens [{rep.padded_tokens} padded]", flush=True)
+    a, b = got["unshared"][1], got["shared"][1]
+    same = bool((a.main_top == b.main_top).all() and (a.asst_top == b.asst_top).all())
+    diff = float(np.nanmax(np.abs(a.score_a - b.score_a))) if np.isfinite(a.score_a).any() else 0.0
+    print(f"  shared vs unshared: {got['unshared'][0] / got['shared'][0]:.2f}x; same argmax tokens: {same}; "
+          f"max |log p| difference of the score tokens: {diff:.1e}")
+
+
 def slice_examples(name: str, n_groups: int):
     examples, _ = load_examples(name)
     groups = list(dict.fromkeys(examples["group"]))[:n_groups]
@@ -334,6 +375,7 @@ def main() -> None:
     ap.add_argument("--kv-cache", action="store_true", help="also time the key/value-cache alternative")
     ap.add_argument("--only", choices=("summeval", "mqm"), default=None)
     ap.add_argument("--per-source", default=None, help="e.g. 1,4,16,64: hypotheses per SummEval document")
+    ap.add_argument("--judge", action="store_true", help="time the CD-judge pass with and without sharing")
     ap.add_argument("--tolerance", type=float, default=None,
                     help="max relative contrast-score difference (default 1e-4 float32, 2e-2 bfloat16)")
     args = ap.parse_args()
@@ -354,6 +396,9 @@ def main() -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {gpu}, torch "
           f"{torch.__version__} threads {torch.get_num_threads()}, device {pair.expert.device} {pair.expert.dtype}; "
           f"{what}; token budget {args.token_budget}; paper batch {args.batch_size}; {time.strftime('%Y-%m-%d %H:%M')}")
+    if args.judge:
+        run_judge(slice_examples("summeval", args.summeval_docs), pair, args)
+        return
     if args.per_source:
         summeval, _ = load_examples("summeval")
         rows = []
