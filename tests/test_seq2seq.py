@@ -52,14 +52,7 @@ SOURCES = [
 # --- tiny models -------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny matrices: one torch thread. With two, OpenMP's threads wait on each other whenever
-    the shared cores are busy (measured: 0.56 s instead of 3 ms per tiny T5 forward)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def build_tokenizer(path: Path | None, style: str):
