@@ -246,6 +246,8 @@ def test_cli_judge_run_writes_the_interface_columns(judge_sweep):
         assert {r["target"] for r in metrics["correlations"]} == {cfg["method"]["aspect"]}
     cached = [m["speed"]["from_cache"] for _, _, m in runs]
     assert sorted(cached) == [False, True, True, True]  # one judge pass for the whole grid
+    weights = sorted(m["speed"]["weights"]["expert"] for _, _, m in runs)
+    assert weights == ["loaded", "not used", "not used", "not used"]  # loaded once, by the computing job
     # λ = 0 is the main model alone
     for cfg, table, _ in runs:
         if cfg["method"]["lam"] == 0:
