@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from cscore.errors import ConfigError
-from cscore.scorers.engine import HEAD_CHUNK_ELEMENTS, EngineReport, check_inputs, token_statistics
+from cscore.scorers.engine import HEAD_CHUNK_ELEMENTS, EngineReport, Outputs, check_inputs, token_statistics
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
 
@@ -127,8 +127,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     first_of: dict[tuple, int] = {}
     groups = [first_of.setdefault(tuple(p), i) for i, (p, _) in enumerate(items)]
     offsets = np.concatenate([[0], np.cumsum(dec_lens, dtype=np.int64)]).astype(np.int64)
-    n_tok, n_t = int(offsets[-1]), len(temperatures)
-    logp, logp_max = np.empty((n_t, n_tok)), np.empty((n_t, n_tok))
+    out = Outputs(offsets, temperatures, [name], device)  # one device-to-host copy at the end
     token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
 
     start_time = time.perf_counter()
@@ -148,25 +147,24 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         sel = torch.tensor([row[k] for k in keys], device=device)
         hidden = decoder(input_ids=dec_ids, attention_mask=dec_mask, encoder_hidden_states=states[sel],
                          encoder_attention_mask=enc_mask[sel], use_cache=False).last_hidden_state
-        _score_batch(model, items, idx, hidden, offsets, temperatures, logp, logp_max, vocab, device)
+        _score_batch(model, items, idx, hidden, out, name, vocab, device)
         if progress is not None:
             progress(len(idx))
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    logp, logp_max = out.fetch()
     seconds = time.perf_counter() - start_time
-    stats = {name: TokenStats(temperatures, offsets, token_ids, logp, logp_max)}
+    stats = {name: TokenStats(temperatures, offsets, token_ids, logp[name], logp_max[name])}
     return stats, EngineReport(seconds, int(sum(enc_lens) + sum(dec_lens)), padded, len(batches))
 
 
-def _score_batch(model, items, idx, hidden, offsets, temperatures, logp, logp_max, vocab, device):
+def _score_batch(model, items, idx, hidden, out, name, vocab, device):
     """Decoder position j predicts target token j (the start token shifts the target right)."""
     rows = torch.tensor([r for r, i in enumerate(idx) for _ in items[i][1]], device=device)
     cols = torch.tensor([j for i in idx for j in range(len(items[i][1]))], device=device)
     targets = torch.tensor([t for i in idx for t in items[i][1]], device=device)
-    dest = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in idx])
+    dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in idx])
     picked = hidden[rows, cols]
     chunk = max(1, HEAD_CHUNK_ELEMENTS // vocab)
-    for s in range(0, len(targets), chunk):
-        lp, lpm = token_statistics(head_logits(model, picked[s:s + chunk]), targets[s:s + chunk], temperatures)
-        logp[:, dest[s:s + chunk]] = lp.cpu().numpy()
-        logp_max[:, dest[s:s + chunk]] = lpm.cpu().numpy()
+    got = [token_statistics(head_logits(model, picked[s:s + chunk]), targets[s:s + chunk], out.temperatures)
+           for s in range(0, len(targets), chunk)]
+    lp, lpm = torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1)
+    out.add(torch.from_numpy(dest), {name: (lp, lpm)})
