@@ -131,6 +131,13 @@ def aspects(df: pd.DataFrame) -> list[str]:
     return [c[len(HUMAN_PREFIX):] for c in human_columns(df)]
 
 
+def _float_or_nan(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+
+
 def _at(where: dict, row_id) -> str:
     return f" (first at {where[row_id]})" if where.get(row_id) else ""
 
@@ -158,7 +165,10 @@ def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) ->
     if bad_task:
         raise DataError(f"{label}: unknown task(s) {bad_task}; expected one of {TASKS}")
     for c in human_columns(df):
-        values = pd.to_numeric(df[c], errors="coerce")
+        try:
+            values = pd.to_numeric(df[c], errors="coerce")
+        except OverflowError:  # an integer too large for a float: not a usable score either
+            values = pd.Series([_float_or_nan(v) for v in df[c]], index=df.index, dtype=np.float64)
         bad = df["id"][values.isna() & df[c].notna()]
         if len(bad):
             raise DataError(f"{label}: non-numeric {c} for ids {list(bad[:5])}{_at(where, bad.iloc[0])}")

@@ -111,6 +111,7 @@ def demo_line(**kw):
     ("[" * 100000 + "\n", r"d\.jsonl:1: not usable JSON: maximum recursion depth"),
     ('{"id": ' + "9" * 5000 + "}\n", r"d\.jsonl:1: not usable JSON: Exceeds the limit"),
     (demo_line(scores={"o": 1e999}) + "\n", r"d\.jsonl\): infinite human\.o for ids \['a'\]"),
+    (demo_line(scores={"o": 10 ** 400}) + "\n", r"d\.jsonl\): non-numeric human\.o for ids \['a'\]"),
     ("\n\n", r"d\.jsonl: no records"),
     (demo_line(scores=[1, 2]) + "\n", r"d\.jsonl:1: field 'scores' is not an object \(list\)"),
     (demo_line(hypothesis="bad \udc40 text") + "\n", r"d\.jsonl:1: field 'hypothesis' holds a lone UTF-16 surrogate"),
