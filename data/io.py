@@ -115,6 +115,9 @@ def iter_jsonl(file: Path) -> Iterator[tuple[str, dict]]:
 
 def read_parquet(file: Path) -> pd.DataFrame:
     try:
+        import pyarrow.parquet as pq
+
+        pq.read_table(file).validate(full=True)  # invalid UTF-8 in a string column fails here, not on first use
         return pd.read_parquet(file)
     except Exception as err:  # pyarrow's errors (OSError, ValueError ...), pandas' on damaged metadata (TypeError ...)
         detail = " ".join(str(err).split())  # pyarrow's messages span lines

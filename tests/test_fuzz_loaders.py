@@ -221,3 +221,18 @@ def test_parquet_errors_are_one_line(tmp_path):
     data[len(data) // 2] ^= 0xFF  # pyarrow's thrift errors span several lines
     f.write_bytes(bytes(data))
     assert fuzz.check_load(f, call) in ("ok", "error")
+
+
+def test_parquet_string_column_with_invalid_utf8(tmp_path):
+    """Found by the seed-9 fuzz run: pyarrow reads such a file, pandas decodes each string only when
+    it is used, and the first use (the id column) raised UnicodeDecodeError."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bad = pa.array([b"ok", b"\xf2bad"], type=pa.binary()).view(pa.string())  # no UTF-8 check on view
+    table = pa.table({"id": bad, "src": ["a", "c"], "mt": ["b", "d"], "q": [1, 2]})
+    f = tmp_path / "t.parquet"
+    pq.write_table(table, f)
+    with pytest.raises(DataError, match=r"t\.parquet: not a readable parquet file \(ArrowInvalid: Column 0: .*"
+                                        r"Invalid UTF8 sequence at string index 1\)"):
+        load_examples("table", str(f), **TABLE)
