@@ -5,6 +5,9 @@ a multirun checks every point of its command-line grid before the first job star
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from omegaconf import OmegaConf
 
 from cscore.errors import ConfigError
@@ -77,12 +80,34 @@ def points(args: list[str]) -> list[list[str]] | None:
     return jobs if len(jobs) <= MAX_POINTS else jobs[:1]
 
 
+OUTPUT_DIRS = ("hydra.run.dir", "hydra.sweep.dir")
+
+
+def check_output_dirs(args: list[str]) -> None:
+    """A ConfigError when ``hydra.run.dir=`` / ``hydra.sweep.dir=`` names a place no folder can be
+    made in (its nearest existing ancestor is a file, or read-only): Hydra would fail with a traceback."""
+    for arg in args:
+        key, _, value = arg.lstrip("+~").partition("=")
+        if key not in OUTPUT_DIRS or not value:
+            continue
+        path = Path(value.strip("'\"").split("${")[0] or ".").expanduser()  # the part before an interpolation
+        ancestor = path
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise ConfigError(f"{key}={value}: {ancestor} is a file, not a folder")
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise ConfigError(f"{key}={value}: cannot make a folder in {ancestor} (read-only or not permitted)")
+
+
 def check(args: list[str]) -> None:
     """Raise ConfigError for the first bad override or value among the jobs ``args`` asks for."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
     from cscore.cli.validate import validate
+
+    check_output_dirs(args)
 
     try:
         jobs = points(args)

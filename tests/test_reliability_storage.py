@@ -137,3 +137,27 @@ def test_run_past_a_file_size_limit_stops_in_one_line(tiny_dirs, tmp_path):
     res = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert rundir.is_complete(out) and len(StatsCache(c).keys()) == 1
+
+
+def test_run_dir_that_cannot_be_made_is_one_line(tmp_path, cscore_main):
+    """hydra.run.dir under a file: Hydra's own mkdir failed with a traceback before cscore ran."""
+    (tmp_path / "notes.txt").write_text("a file")
+    res = cscore_main("run", f"hydra.run.dir={tmp_path / 'notes.txt' / 'run'}", cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.strip() == f"cscore: error: hydra.run.dir={tmp_path / 'notes.txt' / 'run'}: " \
+                                 f"{tmp_path / 'notes.txt'} is a file, not a folder"
+
+
+@pytest.mark.skipif(os.environ.get("CSCORE_ALLOW_SYSTEM_CHANGES") != "1" or os.geteuid() != 0,
+                    reason="mounts a read-only bind mount: needs root and CSCORE_ALLOW_SYSTEM_CHANGES=1")
+def test_sweep_dir_on_a_read_only_file_system(tmp_path, cscore_main):
+    src, ro = tmp_path / "src", tmp_path / "ro"
+    src.mkdir()
+    ro.mkdir()
+    subprocess.run(["mount", "--bind", str(src), str(ro)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)], check=True)
+        res = cscore_main("run", "-m", "method.gamma=0.1,0.2", f"hydra.sweep.dir={ro / 'sweep'}", cwd=tmp_path)
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+    assert res.returncode == 2 and f"cannot make a folder in {ro} (read-only" in res.stderr
