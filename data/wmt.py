@@ -36,12 +36,46 @@ def find(lang_pair: str, candidates: list[str], root: Path | None) -> tuple[Path
     return None, looked
 
 
+def _strings(value, what: str, name: str) -> list[str]:
+    """A string or a list of strings, as a list; a DataError naming the setting otherwise."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise DataError(f"{name}: {what} must be a list of non-empty strings, got {value!r}")
+    return list(value)
+
+
+def _mapping(value, what: str, name: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise DataError(f"{name}: {what} must be a mapping of language pair (xx-yy) to file name(s), got {value!r}")
+    return value
+
+
+def checked(opts: dict, name: str) -> tuple[list[str], dict, dict, str | None]:
+    """pairs, files, paths and root, type-checked (settings come from the command line)."""
+    files = {k: _strings(v, f"data.files.{k}", name) for k, v in _mapping(opts["files"], "data.files", name).items()}
+    pairs = _strings(opts["pairs"], "data.pairs", name) if opts["pairs"] is not None else list(files)
+    if not pairs:
+        raise DataError(f"{name}: no language pair selected (data.pairs=[xx-yy] with data.files or data.paths)")
+    paths = {}
+    for k, v in _mapping(opts["paths"], "data.paths", name).items():
+        if v is not None and not (isinstance(v, str) and v):
+            raise DataError(f"{name}: data.paths.{k} must be one file path, got {v!r}")
+        if v is not None:
+            paths[k] = v
+    root = opts["root"]
+    if root is not None and not (isinstance(root, str) and root):
+        raise DataError(f"{name}: data.root must be a folder path, got {root!r}")
+    return pairs, files, paths, root
+
+
 def load(path: str | None = None, *, name: str = "mqm", **options):
     opts = check_options(options, OPTIONS, name)
-    pairs, files, root, paths = opts["pairs"], opts["files"], opts["root"], opts["paths"]
-    files = dict(files or {})
-    pairs = list(pairs or files)
-    paths = {k: v for k, v in dict(paths or {}).items() if v is not None}
+    pairs, files, paths, root = checked(opts, name)
+    if path is not None and not (isinstance(path, str) and path):
+        raise DataError(f"{name}: data.path must be a file path, got {path!r}")
     unknown = [p for p in pairs if p not in files and p not in paths]
     if unknown:
         raise DataError(f"{name}: no file names configured for language pair(s) {unknown} in data.pairs; "
@@ -66,8 +100,8 @@ def load(path: str | None = None, *, name: str = "mqm", **options):
         chosen[lp] = found
     if missing:
         hint = (f"data.root={base}" if base else f"no shared data folder found (set {ENV_VAR} or data.root)")
-        raise DataError(f"{name}: missing MQM file(s) [{hint}]:\n  " + "\n  ".join(missing) +
-                        "\nPoint a pair at its file with data.paths.<xx-yy>=<file>, or select pairs with "
+        raise DataError(f"{name}: missing MQM file(s) [{hint}]: " + "; ".join(missing) +
+                        ". Point a pair at its file with data.paths.<xx-yy>=<file>, or select pairs with "
                         "data.pairs=[...]")
     scoring = {k: v for k, v in opts.items() if k in mqm.OPTIONS and v is not None}
     return mqm.load_many({lp: str(p) for lp, p in chosen.items()}, dataset=name, **scoring)
