@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from cscore.errors import ConfigError
-from cscore.scorers import budget
+from cscore.scorers import budget, packed_attention
 from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
@@ -213,6 +213,26 @@ def _pad_batch(items, idx, pad_id, padding_side, device):
     return ids.to(device), mask.to(device), positions.to(device), starts
 
 
+SPARSE_PACKED = True  # packed rows through packed_attention (False: the dense block-causal mask; benchmarks)
+
+
+def run_base(model, ids, mask, positions, items, batch_rows, where, attn):
+    """The decoder stack's last hidden state for a padded batch. Packed rows of an SDPA model go
+    through ``packed_attention`` (the mask's pattern without its row² cost), others as they are."""
+    base = decoder_base(model)
+    if not (SPARSE_PACKED and mask.dim() == 4 and attn == "sdpa" and packed_attention.usable(model)):
+        return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
+    prompts, hyps, seen = [], [], set()
+    for i, (r, last_prompt, first) in where.items():
+        if r not in seen:
+            seen.add(r)
+            n_p = len(batch_rows[r].prompt)
+            prompts.append((r, last_prompt - n_p + 1, n_p))
+        hyps.append((r, first, len(items[i][1])))
+    with packed_attention.packed(model, packed_attention.layout(prompts, hyps, ids.device)):
+        return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
+
+
 class LayerTap:
     """Keeps the output of decoder layer k-1 (i.e. the hidden state after k layers) during a
     forward pass, so an early-exit head reads it without a second pass."""
@@ -270,7 +290,6 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     heads = {"model": None} if heads is None else dict(heads)
     temperatures = check_inputs(items, temperatures, padding_side)
     device = next(model.parameters()).device
-    base = decoder_base(model)
     hyp_lens = np.array([len(h) for _, h in items], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(hyp_lens)])
     n_tok = int(offsets[-1])
@@ -297,8 +316,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
                 for batch_rows in batch_rows_of(rows, token_budget):
                     ids, mask, positions, where = _pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
                                                             attn)
-                    final = base(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                 use_cache=False).last_hidden_state
+                    final = run_base(model, ids, mask, positions, items, batch_rows, where, attn)
                     hidden = {h: (final if k is None else taps[h].normed()) for h, k in heads.items()}
                     _score_batch(model, items, where, hidden, out, vocab, device)
                     done[list(where)] = True

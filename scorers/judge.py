@@ -17,9 +17,8 @@ import numpy as np
 import torch
 
 from cscore.scorers import budget
-from cscore.scorers.anatomy import decoder_base
 from cscore.scorers.engine import (EngineReport, LayerTap, _pad_rows, batch_rows_of, head_logits, plan_rows,
-                                   sharing_window)
+                                   run_base, sharing_window)
 from cscore.scorers.judge_stats import JudgeStats
 from cscore.scorers.tokenize import InputError
 
@@ -86,14 +85,13 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
             idx = list(where)
             rows_t = torch.tensor([where[i][0] for i in idx], device=device)
             last = torch.tensor([where[i][2] + len(items[i][1]) - 1 for i in idx], device=device)
-            hidden = decoder_base(main)(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                        use_cache=False).last_hidden_state
+            hidden = run_base(main, ids, mask, positions, items, batch_rows, where, attn)
             z_main = head_logits(main, hidden[rows_t, last])
             if tap is not None:
                 z_asst = head_logits(main, tap.normed()[rows_t, last])
             else:
-                h2 = decoder_base(asst)(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                        use_cache=False).last_hidden_state
+                h2 = run_base(asst, ids, mask, positions, items, batch_rows, where,
+                              getattr(asst.config, "_attn_implementation", None))
                 z_asst = head_logits(asst, h2[rows_t, last])
             if z_asst.shape[-1] != z_main.shape[-1]:
                 raise InputError(f"the assistant has {z_asst.shape[-1]} output logits, the main model "

@@ -206,3 +206,31 @@ def test_cli_with_and_without_sharing_gives_the_same_scores(tiny_dirs, tmp_path,
     assert cols
     for col in cols:
         np.testing.assert_allclose(a[col], b[col], rtol=0, atol=1e-9, err_msg=col)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_packed_attention_equals_the_dense_block_causal_mask(models, side, monkeypatch):
+    """Packed rows of an SDPA model run through packed_attention (prompt causal on its own, the
+    hypotheses against prompt + own keys); the dense mask gives the same numbers, and the sparse
+    path is really taken (layouts seen by the attention function, the config restored after)."""
+    from cscore.scorers import packed_attention
+
+    model = models["float64"]
+    seen = []
+    real = packed_attention.attention
+
+    def spy(*args, **kwargs):
+        seen.append(packed_attention._LAYOUT.get() is not None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(packed_attention, "attention", spy)
+    packed_attention.register()  # the registered function is looked up by name at each forward
+    try:
+        sparse, _ = run(model, token_budget=70, padding_side=side)
+    finally:
+        monkeypatch.undo()
+        packed_attention.register()
+    monkeypatch.setattr(engine, "SPARSE_PACKED", False)
+    dense, _ = run(model, token_budget=70, padding_side=side)
+    assert any(seen) and model.config._attn_implementation == "sdpa"
+    assert_same(sparse, dense, atol=1e-12)

@@ -1,0 +1,133 @@
+"""Attention for packed rows that skips what the block-causal mask forbids.
+
+A packed row (``engine.plan_rows``) is a prompt followed by several hypotheses; a prompt token
+sees the earlier prompt tokens, a hypothesis token the whole prompt and the earlier tokens of its
+own hypothesis. With that pattern as a dense [row, row] mask, attention costs row² per head
+whatever the mask allows (SDPA cannot skip masked blocks). Here the prompt runs causally on its
+own, and the hypotheses of a batch run as one small batch of (own queries) x (prompt keys + own
+keys): for a SummEval row (a 480-token prompt, 16 summaries of ~80 tokens) about a quarter of the
+dense work. The numbers are those of the dense mask (tests/test_prefix_sharing.py).
+
+It is a transformers attention function ("cscore_packed", registered on import) that the engine
+switches a model to for a packed batch (``packed``); while no layout is set it is plain SDPA."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+NAME = "cscore_packed"
+_LAYOUT: ContextVar["Layout | None"] = ContextVar("cscore_packed_layout", default=None)
+
+
+@dataclass
+class Layout:
+    """Where the segments of a batch of packed rows are (all tensors on the model's device).
+
+    prompts: (row, first column, length) per row; the hypothesis tensors have one entry per
+    hypothesis: its row, and per query slot its column (``q_cols`` [n, Lh], padded with 0),
+    the columns of its keys (``k_cols`` [n, P + Lh]: the prompt's, then its own) and which
+    (query, key) pairs are allowed (``allow`` [n, 1, Lh, P + Lh])."""
+
+    prompts: list[tuple[int, int, int]]
+    rows: torch.Tensor
+    q_cols: torch.Tensor
+    q_valid: torch.Tensor  # [n, Lh] bool: a real query (not padding)
+    k_cols: torch.Tensor
+    allow: torch.Tensor
+
+
+def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], device) -> Layout:
+    """``rows``: (row index, first column, prompt length) per row; ``hyps``: (row, first column,
+    length) per hypothesis."""
+    n = len(hyps)
+    lh = max(length for _, _, length in hyps)
+    prompt_len = {r: (s, p) for r, s, p in rows}
+    pmax = max(p for _, _, p in rows)
+    q_cols = torch.zeros((n, lh), dtype=torch.long)
+    q_valid = torch.zeros((n, lh), dtype=torch.bool)
+    k_cols = torch.zeros((n, pmax + lh), dtype=torch.long)
+    k_valid = torch.zeros((n, pmax + lh), dtype=torch.bool)
+    for j, (r, col, length) in enumerate(hyps):
+        s, p = prompt_len[r]
+        q_cols[j, :length] = torch.arange(col, col + length)
+        q_valid[j, :length] = True
+        k_cols[j, :p] = torch.arange(s, s + p)
+        k_valid[j, :p] = True
+        k_cols[j, pmax:pmax + length] = torch.arange(col, col + length)
+        k_valid[j, pmax:pmax + length] = True
+    q_pos = torch.arange(lh)
+    k_pos = torch.arange(pmax + lh)
+    own = (k_pos[None, :] >= pmax) & ((k_pos[None, :] - pmax) <= q_pos[:, None])  # [Lh, P + Lh] causal, own part
+    allow = k_valid[:, None, :] & ((k_pos[None, None, :] < pmax) | own[None])
+    allow[:, :, 0] |= ~q_valid  # a padding query sees one key: no empty softmax row (its output is dropped)
+    rows_t = torch.tensor([r for r, _, _ in hyps], dtype=torch.long)
+    return Layout(list(rows), rows_t.to(device), q_cols.to(device), q_valid.to(device), k_cols.to(device),
+                  allow[:, None].to(device))
+
+
+def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
+              **kwargs):
+    """query [B, H, L, D], key / value [B, Hkv, L, D] -> ([B, L, H, D], None), as transformers'
+    SDPA function returns; plain SDPA (with ``attention_mask``) while no layout is set."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    lay = _LAYOUT.get()
+    if lay is None or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
+    groups = query.shape[1] // key.shape[1]
+    out = torch.zeros_like(query)
+    for r, s, p in lay.prompts:  # each prompt causally on its own
+        ks = slice(s, s + p)
+        out[r, :, ks] = F.scaled_dot_product_attention(
+            query[r:r + 1, :, ks], _heads(key[r:r + 1, :, ks], groups), _heads(value[r:r + 1, :, ks], groups),
+            is_causal=True, scale=scaling)[0]
+    rows = lay.rows[:, None]
+    q = query[rows, :, lay.q_cols].transpose(1, 2)  # [n, H, Lh, D]
+    k = _heads(key[rows, :, lay.k_cols].transpose(1, 2), groups)
+    v = _heads(value[rows, :, lay.k_cols].transpose(1, 2), groups)
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=lay.allow, scale=scaling)  # [n, H, Lh, D]
+    keep = lay.q_valid
+    out[lay.rows[:, None].expand_as(lay.q_cols)[keep], :, lay.q_cols[keep]] = got.transpose(1, 2)[keep]
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _heads(x: torch.Tensor, groups: int) -> torch.Tensor:
+    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+
+
+def register() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(NAME, attention)
+
+
+def usable(model) -> bool:
+    """SDPA models without attention-logit soft-capping (their attention function is plain SDPA)."""
+    config = getattr(model, "config", None)
+    return (getattr(config, "_attn_implementation", None) == "sdpa"
+            and not getattr(config, "attn_logit_softcapping", None))
+
+
+@contextmanager
+def packed(model, lay: Layout):
+    """Run ``model``'s attention through ``attention`` with ``lay`` for the block inside."""
+    configs = {id(m.config): m.config for m in model.modules() if getattr(m, "config", None) is not None}
+    saved = {k: c._attn_implementation for k, c in configs.items()}
+    token = _LAYOUT.set(lay)
+    try:
+        for c in configs.values():
+            c._attn_implementation = NAME
+        yield
+    finally:
+        for k, c in configs.items():
+            c._attn_implementation = saved[k]
+        _LAYOUT.reset(token)
+
+
+register()
