@@ -16,6 +16,9 @@
   (within ~10 %) and 1.5x slower on two; it copies the prompt's keys and values once per
   hypothesis (SummEval: 5x the peak memory) and depends on the cache API of each transformers
   version; packed rows need only a 4D mask (SDPA or eager attention; other models run unshared).
+  For SDPA models a packed batch runs its attention through ``packed_attention`` (the prompt
+  causally on its own, each hypothesis against prompt + own keys): the mask's pattern without
+  its row² cost (1.36x faster than the dense mask at 64 hypotheses per source on a CPU).
 * Encoder-decoder models take the path of ``seq2seq.py`` (same outputs).
 """
 
