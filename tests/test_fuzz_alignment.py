@@ -16,13 +16,13 @@ HYPS = ["A bridge was opened.", "The team won.", "The vaccine works on most pati
         "The council spent five million on a bridge over the river in two years."]
 
 
-@pytest.fixture(scope="module")
-def pair(tiny_dirs):
-    import torch
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
+
+@pytest.fixture(scope="module")
+def pair(tiny_dirs, one_torch_thread):
     from cscore.scorers.api import ModelPair
 
-    torch.set_num_threads(1)
     return ModelPair.load(tiny_dirs.expert, amateur_early_exit=2, device="cpu", dtype="float64")
 
 
