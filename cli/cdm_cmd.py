@@ -98,26 +98,9 @@ def main(argv: list[str]) -> None:
 
 def compose(overrides: list[str]) -> DictConfig:
     """conf/cdm.yaml with the overrides; a misspelt key or option is a one-line ConfigError."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-    from hydra.errors import ConfigCompositionException, OverrideParseException
+    from cscore.cli.compose import compose as compose_stage
 
-    from cscore.scorers.methods.params import suggest
-
-    try:
-        with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
-            return hydra_compose("cdm", overrides=overrides)
-    except OverrideParseException as err:
-        raise ConfigError(f"cannot read the overrides: {str(err).splitlines()[0]}") from None
-    except ConfigCompositionException as err:
-        for o in overrides:  # the usual mistake: a key that is not there
-            key = o.lstrip("+~").split("=", 1)[0]
-            parent, _, leaf = key.rpartition(".")
-            if parent.startswith("cdm.") and parent in ("cdm.generate", "cdm.train") and not o.startswith("+"):
-                known = GENERATE_PARAMS if parent == "cdm.generate" else TRAIN_PARAMS
-                if leaf not in known:
-                    raise ConfigError(f"no setting {key}{suggest(leaf, known, prefix=parent + '.')}") from None
-        raise ConfigError(str(err).splitlines()[0]) from None
+    return compose_stage("cdm", overrides, {"cdm.generate": GENERATE_PARAMS, "cdm.train": TRAIN_PARAMS})
 
 
 def parse(argv: list[str]) -> tuple[DictConfig, list[str]]:

@@ -64,25 +64,10 @@ def main(argv: list[str]) -> None:
 
 
 def compose(overrides: list[str]) -> DictConfig:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-    from hydra.errors import ConfigCompositionException, OverrideParseException
+    """conf/t5score.yaml with the overrides (``--cfg`` left out); one-line ConfigErrors."""
+    from cscore.cli.compose import compose as compose_stage
 
-    from cscore.scorers.methods.params import suggest
-
-    overrides = [o for o in overrides if o != "--cfg"]
-    try:
-        with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
-            return hydra_compose("t5score", overrides=overrides)
-    except OverrideParseException as err:
-        raise ConfigError(f"cannot read the overrides: {str(err).splitlines()[0]}") from None
-    except ConfigCompositionException as err:
-        for o in overrides:
-            key = o.lstrip("+~").split("=", 1)[0]
-            parent, _, leaf = key.rpartition(".")
-            if parent == "t5score.train" and leaf not in PARAMS:
-                raise ConfigError(f"no setting {key}{suggest(leaf, PARAMS, prefix=parent + '.')}") from None
-        raise ConfigError(str(err).splitlines()[0]) from None
+    return compose_stage("t5score", [o for o in overrides if o != "--cfg"], {"t5score.train": PARAMS})
 
 
 def training_table(cfg: DictConfig, t: dict):

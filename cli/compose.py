@@ -1,0 +1,33 @@
+"""Composing the config of a stage command (``cscore cdm``, ``cscore t5score``) from
+``conf/<name>.yaml`` and command-line overrides, with one-line errors."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from cscore.errors import ConfigError
+
+
+def compose(name: str, overrides: list[str], sections: dict[str, dict]) -> DictConfig:
+    """``conf/<name>.yaml`` with ``overrides``. A misspelt key under one of ``sections`` (e.g.
+    ``{"cdm.train": TRAIN_PARAMS}``: the settings each section has) is a ConfigError that names
+    the closest setting; any other composition failure is a one-line ConfigError too."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from hydra.errors import ConfigCompositionException, OverrideParseException
+
+    from cscore.scorers.methods.params import suggest
+
+    try:
+        with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
+            return hydra_compose(name, overrides=overrides)
+    except OverrideParseException as err:
+        raise ConfigError(f"cannot read the overrides: {str(err).splitlines()[0]}") from None
+    except ConfigCompositionException as err:
+        for o in overrides:  # the usual mistake: a key that is not there
+            key = o.lstrip("+~").split("=", 1)[0]
+            parent, _, leaf = key.rpartition(".")
+            known = sections.get(parent)
+            if known is not None and not o.startswith("+") and leaf not in known:
+                raise ConfigError(f"no setting {key}{suggest(leaf, known, prefix=parent + '.')}") from None
+        raise ConfigError(str(err).splitlines()[0]) from None
