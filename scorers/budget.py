@@ -43,15 +43,6 @@ def is_auto(budget) -> bool:
     return isinstance(budget, str) and budget == AUTO
 
 
-def check(budget) -> int | str:
-    """An integer >= 1 or "auto" (config check)."""
-    if is_auto(budget):
-        return budget
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise ValueError(f"token_budget must be an integer >= 1 or auto, got {budget!r}")
-    return budget
-
-
 def activation_bytes(config, tokens: int, row: int, dtype: torch.dtype) -> int:
     """A generous estimate of a forward pass's peak activation memory: a dozen hidden-size and
     two intermediate-size tensors per token, attention scores of one row (the math path keeps

@@ -149,8 +149,10 @@ def test_float32_is_within_float32_rounding_of_float64(dirs):
     p = params("t5score", model=dirs["t5"])
     a = baselines.score("t5score", p, TEXTS, runtime(dtype="float32"))
     b = baselines.score("t5score", p, TEXTS, runtime())
-    for col in a.columns:
-        np.testing.assert_allclose(a.columns[col], b.columns[col], rtol=0, atol=1e-4)  # mean log p ~ -6; eps32 x 1e3
+    for col in a.columns:  # float32 rounding scales with the log-probabilities averaged (conftest's f32 bound)
+        ref = np.asarray(b.columns[col])
+        tol = 128 * np.finfo(np.float32).eps * (np.abs(ref) + np.abs(ref).mean())
+        np.testing.assert_array_less(np.abs(np.asarray(a.columns[col]) - ref), tol)
 
 
 def test_the_statistics_cache_serves_a_second_run_and_a_multi_ref_sweep(dirs, tmp_path):

@@ -52,6 +52,7 @@ class DeviceLimit:
 
 
 def assert_same(a, b):
+    """Statistics of the float64 model (the ``model`` fixture): batching changes them by ~1e-15."""
     for h in HEADS:
         np.testing.assert_array_equal(a[h].token_ids, b[h].token_ids)
         np.testing.assert_allclose(a[h].logp, b[h].logp, rtol=0, atol=1e-9)
