@@ -13,7 +13,6 @@ import copy
 import logging
 import os
 import time
-from collections import OrderedDict
 from typing import Callable
 
 import torch
@@ -169,7 +168,7 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
 # ---------------------------------------------------------------------------------------------
 # the process's model pool: the jobs of an in-process multirun share loaded models
 
-_POOL: "OrderedDict[tuple, LoadedModel]" = OrderedDict()
+_POOL: dict[tuple, LoadedModel] = {}
 
 
 def pool_key(spec: str, device: str, dtype: str, revision: str | None, trust_remote_code: bool = False) -> tuple:
@@ -191,7 +190,6 @@ def pooled(spec: str, *, device: str = "auto", dtype: str = "auto", revision: st
     key = pool_key(spec, device, dtype, revision, trust_remote_code)
     lm = _POOL.get(key)
     if lm is not None:
-        _POOL.move_to_end(key)
         lm.reused = lm.loaded  # weights already in memory: this job does not load them
         lm.touched = False
         return lm
