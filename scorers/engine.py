@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -36,6 +37,8 @@ from cscore.scorers import budget, packed_attention
 from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
+
+log = logging.getLogger(__name__)
 
 HEAD_CHUNK_ELEMENTS = 1 << 24  # logits computed per LM-head chunk (rows x vocab)
 PACKED_MAX_PADDING = 0.1  # batches of packed rows: padding at most this fraction of their tokens
@@ -363,13 +366,11 @@ def batch_rows_of(rows: list[Row], token_budget: int):
 
 def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> int:
     """Half the budget after an out-of-memory; an error when the batch that failed was one item."""
-    import logging
-
     if len(failed) == 1 and not failed[0].packed:
         raise budget.OutOfMemory(f"out of memory on one item of {failed[0].length} tokens alone "
                                  f"({type(err).__name__}); lower runtime.max_length or use a larger device") from err
     new = max(1, token_budget // 2)
-    logging.getLogger(__name__).warning("out of memory at token_budget=%d: halved to %d, the batch is retried",
+    log.warning("out of memory at token_budget=%d: halved to %d, the batch is retried",
                                         token_budget, new)
     return new
 
