@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from cscore.scorers import budget
-from cscore.scorers.engine import (EngineReport, LayerTap, _pad_rows, batch_rows_of, head_logits, plan_rows,
-                                   run_base, sharing_window)
+from cscore.scorers.engine import (EngineReport, LayerTap, _pad_rows, batch_rows_of, head_logits, longest_row,
+                                   plan_rows, run_base, sharing_window)
 from cscore.scorers.judge_stats import JudgeStats
 from cscore.scorers.tokenize import InputError
 
@@ -63,15 +63,14 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     score_a = np.full((n_ctx, len(values)), np.nan)
     score_z = np.full((n_ctx, len(values)), np.nan)
     fronts: list = [None] * n_ctx
-    lengths = [len(c) for c in contexts]
     start = time.perf_counter()
-    if budget.is_auto(token_budget):
-        token_budget = budget.resolve(main, longest_row=max(lengths, default=1))
     window = None
     if share_prefix:
         windows = [sharing_window(m) for m in ([main] if asst is None else [main, asst])]
         window = None if None in windows else min(windows)
     items = split_shared(contexts) if window is not None else [(c[:-1], c[-1:]) for c in contexts]
+    if budget.is_auto(token_budget):  # as engine.compute resolves it
+        token_budget = budget.resolve(main, longest_row=longest_row(items, window is not None))
     rows = plan_rows(items, token_budget, window is not None, window)
     batches = list(batch_rows_of(rows, token_budget))
     tap = LayerTap(main, asst_exit) if asst_exit is not None else None
