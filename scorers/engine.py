@@ -167,11 +167,13 @@ def plan_rows(items, token_budget: int, share: bool, window: int | None = None, 
     return rows
 
 
-def _pad_rows(items, rows, pad_id, padding_side, device, dtype, attn):
+def _pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask=True):
     """Token ids, attention mask, position ids of a batch of rows, and per item (row, column
     of the position that predicts its first hypothesis token, column of its own first token).
     The mask is the usual 2D padding mask when no row is packed, else a 4D block-causal mask
-    (boolean for SDPA, additive for eager attention)."""
+    (boolean for SDPA, additive for eager attention); with ``dense_mask=False`` (models that
+    take ``packed_attention``, which reads the pattern from its layout) only the key-padding
+    part [rows, 1, 1, width], so no [rows, width, width] tensor is built."""
     width = max(r.length for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     pos = torch.zeros((len(rows), width), dtype=torch.long)
@@ -194,6 +196,8 @@ def _pad_rows(items, rows, pad_id, padding_side, device, dtype, attn):
     if not any(row.packed for row in rows):
         return ids.to(device), (seg >= 0).long().to(device), pos.to(device), where
     seg = seg.to(device)  # the [rows, width, width] mask is built where it is used
+    if not dense_mask:
+        return ids.to(device), (seg >= 0)[:, None, None, :], pos.to(device), where
     n = torch.arange(width, device=device)
     allow = (n[None, :, None] >= n[None, None, :]) & (seg[:, None, :] >= 0) & (
         (seg[:, None, :] == 0) | (seg[:, None, :] == seg[:, :, None]))
@@ -222,11 +226,19 @@ def _pad_batch(items, idx, pad_id, padding_side, device):
 SPARSE_PACKED = True  # packed rows through packed_attention (False: the dense block-causal mask; benchmarks)
 
 
+def sparse_packed(model) -> bool:
+    """Whether packed rows of ``model`` run through ``packed_attention`` (SDPA models)."""
+    return SPARSE_PACKED and packed_attention.usable(model)
+
+
 def run_base(model, ids, mask, positions, items, batch_rows, where, attn):
     """The decoder stack's last hidden state for a padded batch. Packed rows of an SDPA model go
-    through ``packed_attention`` (the mask's pattern without its row² cost), others as they are."""
+    through ``packed_attention`` (the mask's pattern without its row² cost), others as they are
+    (a key-padding-only mask from ``_pad_rows(dense_mask=False)`` needs ``packed_attention``)."""
     base = decoder_base(model)
-    if not (SPARSE_PACKED and mask.dim() == 4 and attn == "sdpa" and packed_attention.usable(model)):
+    if not (mask.dim() == 4 and sparse_packed(model)):
+        if mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
+            raise ValueError("a key-padding-only mask needs a model that takes packed_attention")
         return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
     prompts, hyps, seen = [], [], set()
     for i, (r, last_prompt, first) in where.items():
@@ -311,6 +323,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     taps = {h: LayerTap(model, k) for h, k in heads.items() if k is not None}
     dtype = next(model.parameters()).dtype
     attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    dense = not sparse_packed(model)
     out = Outputs(offsets, temperatures, heads, device)
     done = np.zeros(len(items), dtype=bool)
     processed = padded = n_batches = retries = 0
@@ -321,7 +334,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
             try:
                 for batch_rows in batch_rows_of(rows, token_budget):
                     ids, mask, positions, where = _pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
-                                                            attn)
+                                                            attn, dense_mask=dense)
                     final = run_base(model, ids, mask, positions, items, batch_rows, where, attn)
                     hidden = {h: (final if k is None else taps[h].normed()) for h, k in heads.items()}
                     _score_batch(model, items, where, hidden, out, vocab, device)

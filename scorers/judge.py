@@ -18,7 +18,7 @@ import torch
 
 from cscore.scorers import budget
 from cscore.scorers.engine import (EngineReport, LayerTap, _pad_rows, batch_rows_of, head_logits, longest_row,
-                                   plan_rows, run_base, sharing_window)
+                                   plan_rows, run_base, sharing_window, sparse_packed)
 from cscore.scorers.judge_stats import JudgeStats
 from cscore.scorers.tokenize import InputError
 
@@ -76,10 +76,12 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     tap = LayerTap(main, asst_exit) if asst_exit is not None else None
     attn = getattr(main.config, "_attn_implementation", None)
     dtype = next(main.parameters()).dtype
+    dense = not (sparse_packed(main) and (asst is None or sparse_packed(asst)))
     padded = 0
     try:
         for batch_rows in batches:
-            ids, mask, positions, where = _pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn)
+            ids, mask, positions, where = _pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn,
+                                                    dense_mask=dense)
             padded += ids.numel()
             idx = list(where)
             rows_t = torch.tensor([where[i][0] for i in idx], device=device)

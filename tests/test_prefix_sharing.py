@@ -234,3 +234,29 @@ def test_packed_attention_equals_the_dense_block_causal_mask(models, side, monke
     dense, _ = run(model, token_budget=70, padding_side=side)
     assert any(seen) and model.config._attn_implementation == "sdpa"
     assert_same(sparse, dense, atol=1e-12)
+
+
+def test_sparse_path_builds_no_row_by_row_mask(models):
+    """For a model that takes packed_attention, _pad_rows gives only the key padding
+    [rows, 1, 1, width] (no [rows, width, width] tensor); the model's output on it equals the
+    dense block-causal mask's, and a model that needs the dense mask refuses the short one."""
+    model = models["float64"]
+    rows = [r for r in engine.plan_rows(ITEMS, 70, True) if r.packed][:3]
+    width = max(r.length for r in rows)
+    args = (ITEMS, rows, 0, "left", torch.device("cpu"), torch.float64, "sdpa")
+    ids, short, pos, where = engine._pad_rows(*args, dense_mask=False)
+    ids2, full, pos2, where2 = engine._pad_rows(*args)
+    assert short.shape == (len(rows), 1, 1, width) and full.shape == (len(rows), 1, width, width)
+    assert torch.equal(ids, ids2) and torch.equal(pos, pos2) and where == where2
+    real = torch.zeros(ids.shape, dtype=torch.bool)  # prompt and hypothesis columns
+    for i, (r, last_prompt, first) in where.items():
+        real[r, last_prompt + 1 - len(rows[r].prompt):last_prompt + 1] = True
+        real[r, first:first + len(ITEMS[i][1])] = True
+    assert torch.equal(short[:, 0, 0], real) and not real.all()  # left padding: some columns are pads
+    got = engine.run_base(model, ids, short, pos, ITEMS, rows, where, "sdpa")
+    ref = engine.run_base(model, ids, full, pos, ITEMS, rows, where, "sdpa")
+    torch.testing.assert_close(got[real], ref[real], rtol=0, atol=1e-12)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(engine, "SPARSE_PACKED", False)
+        with pytest.raises(ValueError, match="key-padding"):
+            engine.run_base(model, ids, short, pos, ITEMS, rows, where, "sdpa")
