@@ -25,8 +25,9 @@ randomly initialised Qwen2 models built from the Qwen2.5 architecture numbers (`
 download: throughput does not depend on weight values), bfloat16 on CUDA, the paper's batch of
 16 for the paper-style loop; samples/s printed next to ContrastScore Table 7 (Qwen 3B + 0.5B,
 H100, batch 16: 44.06 SummEval, 153.99 MT). Texts are tokenised with the packaged SmolLM2
-tokenizer (Qwen's is not offline); ``--arch-layers N`` shrinks both models to N layers for a
-CPU smoke run of that path.
+tokenizer unless ``--tokenizer`` names another (a local Qwen2.5 folder or a hub id in the local
+cache gives Qwen's own lengths); ``--arch-layers N`` shrinks both models to N layers for a CPU
+smoke run of that path.
 
 ``--per-source 1,4,16,64``: throughput as the number of hypotheses per source grows, on
 ``--summeval-docs`` documents (k hypotheses per document, the document's summaries taken in turn,
@@ -230,11 +231,17 @@ def random_qwen(name: str, device, dtype, layers: int | None = None, vocab: int 
     return model.eval().requires_grad_(False)
 
 
-def synthetic_pair(arch: str, device: str, dtype: str, layers: int | None) -> ModelPair:
-    """Random Qwen-shaped expert and amateur wrapped as a ModelPair, with the SmolLM2 tokenizer."""
+def synthetic_pair(arch: str, device: str, dtype: str, layers: int | None,
+                   tokenizer: str = "gguf:smollm2") -> ModelPair:
+    """Random Qwen-shaped expert and amateur wrapped as a ModelPair, with ``tokenizer``'s
+    tokenizer (a model spec: the packaged SmolLM2 by default; a local Qwen2.5 folder or a cached
+    hub id gives Qwen's own sequence lengths). Only the tokenizer and config are read."""
     from cscore.scorers.models import LoadedModel, auto_device, auto_dtype, load_model
 
-    tok = load_model("gguf:smollm2", lazy=True).tokenizer
+    tok = load_model(tokenizer, lazy=True).tokenizer
+    vocab = min(ARCH[name][5] for name in ARCH_PAIRS[arch])
+    if len(tok) > vocab:
+        raise SystemExit(f"--tokenizer {tokenizer}: {len(tok)} tokens, more than the models' vocabulary of {vocab}")
     dev = auto_device(device)
     dt = auto_dtype(dtype, dev)
     expert, amateur = (random_qwen(name, dev, dt, layers) for name in ARCH_PAIRS[arch])
@@ -383,6 +390,8 @@ def main() -> None:
     ap.add_argument("--arch", choices=sorted(ARCH_PAIRS), default=None,
                     help="random Qwen-shaped expert + amateur instead of --pair (GPU mode)")
     ap.add_argument("--arch-layers", type=int, default=None, help="shrink the --arch models to N layers (smoke run)")
+    ap.add_argument("--tokenizer", default="gguf:smollm2",
+                    help="--arch mode: the tokenizer's model spec (e.g. a local Qwen2.5 folder or cached hub id)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto", help="auto: bfloat16 on CUDA, float32 elsewhere")
     ap.add_argument("--batch-size", type=int, default=16, help="the paper-style loop's batch (the paper: 16)")
@@ -404,8 +413,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.arch:
-        pair = synthetic_pair(args.arch, args.device, args.dtype, args.arch_layers)
-        what = f"arch {args.arch}: {pair.expert.name} + {pair.amateur.name}"
+        pair = synthetic_pair(args.arch, args.device, args.dtype, args.arch_layers, args.tokenizer)
+        what = f"arch {args.arch}: {pair.expert.name} + {pair.amateur.name}, tokenizer {args.tokenizer}"
     else:
         expert, amateur, exit_ = pair_spec(args.pair)
         pair = ModelPair.load(expert, amateur, amateur_early_exit=exit_, device=args.device,
