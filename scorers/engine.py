@@ -37,6 +37,7 @@ from cscore.scorers import budget, packed_attention
 from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
+from cscore.scorers.transfer import upload
 
 log = logging.getLogger(__name__)
 
@@ -193,11 +194,12 @@ def _pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask
             seg[r, col:col + len(h)] = j
             where[i] = (r, start + n_p - 1, col)
             col += len(h)
+    ids, pos = upload(ids, device), upload(pos, device)
     if not any(row.packed for row in rows):
-        return ids.to(device), (seg >= 0).long().to(device), pos.to(device), where
-    seg = seg.to(device)  # the [rows, width, width] mask is built where it is used
+        return ids, upload((seg >= 0).long(), device), pos, where
+    seg = upload(seg, device)  # the [rows, width, width] mask is built where it is used
     if not dense_mask:
-        return ids.to(device), (seg >= 0)[:, None, None, :], pos.to(device), where
+        return ids, (seg >= 0)[:, None, None, :], pos, where
     n = torch.arange(width, device=device)
     allow = (n[None, :, None] >= n[None, None, :]) & (seg[:, None, :] >= 0) & (
         (seg[:, None, :] == 0) | (seg[:, None, :] == seg[:, :, None]))
@@ -205,22 +207,7 @@ def _pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask
     allow = allow[:, None]
     if attn != "sdpa":
         allow = torch.zeros(allow.shape, dtype=dtype, device=device).masked_fill_(~allow, torch.finfo(dtype).min)
-    return ids.to(device), allow, pos.to(device), where
-
-
-def _pad_batch(items, idx, pad_id, padding_side, device):
-    seqs = [items[i][0] + items[i][1] for i in idx]
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    starts = []
-    for r, s in enumerate(seqs):
-        start = width - len(s) if padding_side == "left" else 0
-        ids[r, start:start + len(s)] = torch.tensor(s, dtype=torch.long)
-        mask[r, start:start + len(s)] = 1
-        starts.append(start)
-    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-    return ids.to(device), mask.to(device), positions.to(device), starts
+    return ids, allow, pos, where
 
 
 SPARSE_PACKED = True  # packed rows through packed_attention (False: the dense block-causal mask; benchmarks)
@@ -429,8 +416,7 @@ def _score_batch(model, items, where, hidden, out: Outputs, vocab, device):
         cols.extend(range(first, first + len(h) - 1))
         targets.extend(h)
         dest.append(np.arange(out.offsets[i], out.offsets[i + 1]))
-    row_t, col_t = torch.tensor(rows, device=device), torch.tensor(cols, device=device)
-    target_t = torch.tensor(targets, device=device)
+    row_t, col_t, target_t = (upload(torch.tensor(x), device) for x in (rows, cols, targets))
     chunk = max(1, HEAD_CHUNK_ELEMENTS // vocab)
     per_head = {}
     for name, states in hidden.items():

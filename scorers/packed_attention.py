@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from cscore.scorers.transfer import upload
+
 NAME = "cscore_packed"
 _LAYOUT: ContextVar["Layout | None"] = ContextVar("cscore_packed_layout", default=None)
 
@@ -31,14 +33,18 @@ class Layout:
     prompts: (row, first column, length) per row; the hypothesis tensors have one entry per
     hypothesis: its row, and per query slot its column (``q_cols`` [n, Lh], padded with 0),
     the columns of its keys (``k_cols`` [n, P + Lh]: the prompt's, then its own) and which
-    (query, key) pairs are allowed (``allow`` [n, 1, Lh, P + Lh])."""
+    (query, key) pairs are allowed (``allow`` [n, 1, Lh, P + Lh]). The real (not padding) query
+    slots, as integer indices (boolean indexing would wait for the device): ``real`` into the
+    flattened [n * Lh] slots, and their ``real_rows`` / ``real_cols`` in the batch."""
 
     prompts: list[tuple[int, int, int]]
     rows: torch.Tensor
     q_cols: torch.Tensor
-    q_valid: torch.Tensor  # [n, Lh] bool: a real query (not padding)
     k_cols: torch.Tensor
     allow: torch.Tensor
+    real: torch.Tensor
+    real_rows: torch.Tensor
+    real_cols: torch.Tensor
 
 
 def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], device) -> Layout:
@@ -66,8 +72,10 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
     allow = k_valid[:, None, :] & ((k_pos[None, None, :] < pmax) | own[None])
     allow[:, :, 0] |= ~q_valid  # a padding query sees one key: no empty softmax row (its output is dropped)
     rows_t = torch.tensor([r for r, _, _ in hyps], dtype=torch.long)
-    return Layout(list(rows), rows_t.to(device), q_cols.to(device), q_valid.to(device), k_cols.to(device),
-                  allow[:, None].to(device))
+    real = torch.flatten(q_valid).nonzero().squeeze(1)
+    return Layout(list(rows), *(upload(t, device) for t in (
+        rows_t, q_cols, k_cols, allow[:, None], real, rows_t[:, None].expand(n, lh).flatten()[real],
+        q_cols.flatten()[real])))
 
 
 def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
@@ -92,8 +100,8 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     k = _heads(key[rows, :, lay.k_cols].transpose(1, 2), groups)
     v = _heads(value[rows, :, lay.k_cols].transpose(1, 2), groups)
     got = F.scaled_dot_product_attention(q, k, v, attn_mask=lay.allow, scale=scaling)  # [n, H, Lh, D]
-    keep = lay.q_valid
-    out[lay.rows[:, None].expand_as(lay.q_cols)[keep], :, lay.q_cols[keep]] = got.transpose(1, 2)[keep]
+    got = got.transpose(1, 2).reshape(-1, got.shape[1], got.shape[3])  # [n * Lh, H, D]
+    out[lay.real_rows, :, lay.real_cols] = got[lay.real]
     return out.transpose(1, 2).contiguous(), None
 
 

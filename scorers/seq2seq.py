@@ -26,6 +26,7 @@ from cscore.errors import ConfigError
 from cscore.scorers.engine import HEAD_CHUNK_ELEMENTS, EngineReport, Outputs, check_inputs, token_statistics
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
+from cscore.scorers.transfer import upload
 
 
 def decoder_start(model) -> int:
@@ -101,7 +102,7 @@ def _pad(seqs: list[list[int]], pad_id: int, device):
     for r, s in enumerate(seqs):
         ids[r, :len(s)] = torch.tensor(s, dtype=torch.long)
         mask[r, :len(s)] = 1
-    return ids.to(device), mask.to(device)
+    return upload(ids, device), upload(mask, device)
 
 
 @torch.inference_mode()
@@ -144,7 +145,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         dec_ids, dec_mask = _pad([[start_id] + items[i][1][:-1] for i in idx], pad_id, device)
         padded += enc_ids.numel() + dec_ids.numel()
         states = encoder(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
-        sel = torch.tensor([row[k] for k in keys], device=device)
+        sel = upload(torch.tensor([row[k] for k in keys]), device)
         hidden = decoder(input_ids=dec_ids, attention_mask=dec_mask, encoder_hidden_states=states[sel],
                          encoder_attention_mask=enc_mask[sel], use_cache=False).last_hidden_state
         _score_batch(model, items, idx, hidden, out, name, vocab, device)
@@ -158,9 +159,9 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
 
 def _score_batch(model, items, idx, hidden, out, name, vocab, device):
     """Decoder position j predicts target token j (the start token shifts the target right)."""
-    rows = torch.tensor([r for r, i in enumerate(idx) for _ in items[i][1]], device=device)
-    cols = torch.tensor([j for i in idx for j in range(len(items[i][1]))], device=device)
-    targets = torch.tensor([t for i in idx for t in items[i][1]], device=device)
+    rows, cols, targets = (upload(torch.tensor(x), device) for x in (
+        [r for r, i in enumerate(idx) for _ in items[i][1]], [j for i in idx for j in range(len(items[i][1]))],
+        [t for i in idx for t in items[i][1]]))
     dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in idx])
     picked = hidden[rows, cols]
     chunk = max(1, HEAD_CHUNK_ELEMENTS // vocab)
