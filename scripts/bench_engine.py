@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import copy
 import platform
 import time
 
@@ -44,8 +44,11 @@ def main() -> None:
     hyps = list(examples["hypothesis"])
     shared = ModelPair.load(args.model, amateur_early_exit="auto")
     separate = ModelPair(shared.expert, shared.amateur)
-    separate.amateur = dataclasses.replace(shared.amateur, parent=None)  # force its own pass
+    separate.amateur = copy.copy(shared.amateur)
+    separate.amateur.parent = None  # the truncated model in a pass of its own
     inputs = shared.encode(prompts, hyps, source_spans=spans)
+    for m in (shared.expert, shared.amateur, separate.amateur):
+        m.model  # load the (lazy) weights before timing
 
     t_shared, st_shared = timed(lambda: shared.statistics(inputs=inputs), args.repeats)
     t_separate, st_sep = timed(lambda: separate.statistics(inputs=inputs), args.repeats)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +25,8 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
+import cscore
+from cscore import rundir
 from cscore.data import load_examples
 from cscore.metaeval import tables
 from cscore.metaeval.levels import correlate_at
@@ -73,13 +74,16 @@ def write_run(path: Path, overrides: list[str], rows: pd.DataFrame, seed: int) -
     seconds = {"expert": 9.0, "amateur": 3.0}
     passes = {k: {"score_seconds": s, "from_cache": False, "samples_per_second": len(rows) / s,
                   "tokens": int(table["hypothesis_tokens"].sum())} for k, s in seconds.items()}
-    metrics = {"n_items": len(rows), "variants": [{"name": v.name, "method": v.method, "params": v.params}
+    metrics = {"cscore_version": cscore.__version__, "signature": "synthetic (scripts/bench_report.py)",
+               "data": {"name": cfg.data.name, "synthetic": True}, "n_truncated": 0, "truncated_ids": [],
+               "temperatures": [1.0], "models": {}, "correlations": {}, "nonfinite_scores": {}, "environment": {},
+               "n_items": len(rows), "variants": [{"name": v.name, "method": v.method, "params": v.params}
                                                   for v in variants],
                "split": {"use": cfg.split.use},
                "speed": {"passes": passes, "score_seconds": sum(seconds.values()),
                          "samples_per_second": len(rows) / sum(seconds.values()), "load_seconds": {},
                          "peak_rss_mb": 0.0}}
-    (path / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    rundir.write_metrics(path, metrics)  # the writer `cscore run` uses: the report reads it as complete
 
 
 def synthesise(root: Path, n_items: int, sweep: int) -> Path:
