@@ -294,8 +294,38 @@ def signature(cfg: DictConfig, scored: Scored) -> str:
     pair = "none" if cfg.method.name == "baseline" else cfg.pair.name  # baselines read no model pair
     return str(Signature({"data": cfg.data.name, "n": len(scored.table), "split": cfg.split.use,
                           "pair": pair, **models, "method": cfg.method.name,
-                          "variant": cfg.method.variant, "prompt": f"{cfg.prompt.name}/{cfg.prompt.condition}",
-                          "level": "segment", "kendall": "b"}))
+                          "variant": cfg.method.variant, "params": method_params(cfg.method),
+                          "prompt": prompt_field(cfg), "level": "segment",
+                          "kendall": "b"}))
+
+
+def run_title(cfg: DictConfig) -> str:
+    """data / pair / variant; baselines read no pair: data / baseline / their names."""
+    if cfg.method.name == "baseline":
+        names = cfg.get("baseline") or {}
+        return f"{cfg.data.name} / baseline / {','.join(str(k) for k in names) or '-'}"
+    return f"{cfg.data.name} / {cfg.pair.name} / {cfg.method.variant}"
+
+
+def prompt_field(cfg: DictConfig) -> str:
+    """What the models read: the judge prompts for judge methods, else the scoring prompt."""
+    if cfg.method.name in ("cd_judge", "cd_judge_released"):
+        return f"judge/{cfg.judge_prompt.name}"
+    return "none" if cfg.method.name == "baseline" else f"{cfg.prompt.name}/{cfg.prompt.condition}"
+
+
+def method_params(method: DictConfig) -> str:
+    """The method's parameters as ``k=v,...`` in config order (two presets of one method, e.g.
+    contrast and contrast_released, differ here)."""
+    def text(v):
+        if isinstance(v, str):
+            return v
+        if isinstance(v, float):
+            return repr(v)  # 1e-30, -inf: exact
+        return json.dumps(v, separators=(",", ":"), default=str)  # true, null, [1,5]
+
+    values = OmegaConf.to_container(method, resolve=True)
+    return ",".join(f"{k}={text(v)}" for k, v in values.items() if k not in ("name", "variant")) or "-"
 
 
 def speed_figures(scored: Scored) -> dict:
@@ -340,7 +370,7 @@ def write_stage(cfg: DictConfig, out_dir: Path, loaded: Loaded, plan: Plan, scor
         rundir.write_text_atomic(out_dir / name, text)
     corr.to_csv(out_dir / rundir.CORRELATIONS_CSV, index=False)
     sig = signature(cfg, scored)
-    title = f"{cfg.data.name} / {cfg.pair.name} / {cfg.method.variant}"
+    title = run_title(cfg)
     (out_dir / rundir.CORRELATIONS_MD).write_text(markdown(corr, title, sig) + "\n")
     score_cols = plan.score_columns
     metrics = {
@@ -368,7 +398,7 @@ def write_stage(cfg: DictConfig, out_dir: Path, loaded: Loaded, plan: Plan, scor
 def print_summary(console, cfg: DictConfig, out_dir: Path, loaded: Loaded, scored: Scored, corr, metrics) -> None:
     from cscore.metaeval.report import rich_tables
 
-    for t in rich_tables(corr, f"{cfg.data.name} / {cfg.pair.name} / {cfg.method.variant}"):
+    for t in rich_tables(corr, run_title(cfg)):
         console.print(t)
     console.print(f"[dim]{metrics['signature']}[/]", soft_wrap=True)
     n = len(scored.table)

@@ -17,7 +17,8 @@ from hydra.experimental.callback import Callback
 from cscore.errors import CscoreError
 
 HINT = ("hydra/launcher=slurm submits the sweep with sbatch: run it on a SLURM submit host, "
-        "or start a local one-node cluster with `bash scripts/slurm-local.sh start` (root, Debian)")
+        "or start a local one-node cluster with `bash scripts/slurm-local.sh start --allow-system-changes` "
+        "(root, Debian: it installs packages, writes /etc/slurm and starts daemons)")
 
 
 class SlurmError(CscoreError, RuntimeError):

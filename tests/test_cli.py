@@ -119,6 +119,12 @@ def test_released_preset_and_multirun(tiny_dirs, tmp_path, cscore_cli):
     assert not np.allclose(a["score.contrast"], b["score.contrast"])
     cfg = (runs[1].parent / "config.yaml").read_text()
     assert "gamma: 0.5" in cfg and "clamp: -20.0" in cfg and "skip_first: true" in cfg
+    # the signature tells this preset (and this gamma) from the paper's contrast
+    from cscore.metaeval.signature import Signature
+
+    sig = Signature.parse(json.loads((runs[1].parent / "metrics.json").read_text())["signature"]).fields
+    assert sig["method"] == "contrast" and sig["params"] == (
+        "gamma=0.5,t_exp=1.0,t_ama=1.0,floor=1e-10,clamp=-20.0,norm=sqrt,skip_first=true")
 
 
 def test_bad_input_exits_nonzero_with_a_clear_message(tiny_dirs, tmp_path, cscore_main):

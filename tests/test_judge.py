@@ -244,6 +244,8 @@ def test_cli_judge_run_writes_the_interface_columns(judge_sweep):
         # failures read as the range's lowest score, as the paper does
         assert (table.loc[table["parse.cd_judge"] == "No Pred", "score.cd_judge"] == lo).all()
         assert {r["target"] for r in metrics["correlations"]} == {cfg["method"]["aspect"]}
+        sig = metrics["signature"]
+        assert "|prompt:judge/geval|" in sig and f"|params:lam={cfg['method']['lam']!r}," in sig
     cached = [m["speed"]["from_cache"] for _, _, m in runs]
     assert sorted(cached) == [False, True, True, True]  # one judge pass for the whole grid
     weights = sorted(m["speed"]["weights"]["expert"] for _, _, m in runs)
