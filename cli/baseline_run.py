@@ -101,8 +101,8 @@ def score_baseline(cfg: DictConfig, loaded, plan, console, state: dict | None = 
     texts = texts_of(table)
     bar, factory = progress_bar(console, cfg.runtime.progress)  # the forward passes of bartscore / t5score
     runtime = runtime_of(cfg, table["id"], factory)
-    if state is not None:
-        state["stage"] = "score"
+    if state is not None:  # set by the first family whose checks pass (references, model): see common.started
+        runtime["started"] = lambda: state.__setitem__("stage", "score")
     if bar:
         bar.start()
     try:

@@ -326,9 +326,10 @@ def test_cli_data_without_references_is_a_one_line_error(tmp_path, cscore_main):
     pd.DataFrame({"src": ["a b c", "d e f"], "hyp": ["a b", "d e"], "q": [1, 2]}).to_csv(path, index=False)
     args = ["data=table", f"data.path={path}", "data.task=summarization", "data.columns.source=src",
             "data.columns.hypothesis=hyp", "data.columns.human=q", "method=baseline", "baseline=chrf"]
-    res = cscore_main("run", *args, cwd=tmp_path)
+    res = cscore_main("run", *args, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert res.returncode == 1
     assert res.stderr.strip().splitlines()[-1].startswith("cscore: error: baseline chrf compares the hypothesis")
+    assert not (tmp_path / "run").exists()  # it failed before scoring: no run directory is left
 
 
 def test_report_shows_baseline_rows_beside_a_model_pairs_rows(tmp_path, tiny_dirs, cscore_main, cscore_cli):

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from cscore.errors import ConfigError
-from cscore.scorers.baselines.common import REFERENCE_MODES, Result, Texts, pick_references, require_references
+from cscore.scorers.baselines.common import (REFERENCE_MODES, Result, Texts, pick_references, require_references,
+                                             started)
 from cscore.scorers.methods.params import Param
 
 NAMES = ("bertscore",)
@@ -94,6 +95,7 @@ def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
     rows = [i for i, r in enumerate(refs) if r]
     device = str(auto_device(runtime.get("device", "auto")))
     hf_logging.disable_progress_bar()
+    started(runtime)
     start = time.perf_counter()
     (p, r, f), digest = bert_score.score([texts.hypotheses[i] for i in rows], [refs[i] for i in rows],
                                          model_type=spec, num_layers=layers, idf=params["idf"],

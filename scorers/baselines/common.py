@@ -39,6 +39,14 @@ class Result:
     truncated: np.ndarray | None = None  # rows whose encoder input was cut to fit max_length
 
 
+def started(runtime: dict) -> None:
+    """A family calls this when its checks have passed (references found, model loaded) and the
+    scoring itself begins: a failure before it leaves no run directory (``runtime["started"]``)."""
+    callback = runtime.get("started")
+    if callback is not None:
+        callback()
+
+
 def pick_references(texts: Texts, mode: str) -> list[list[str]]:
     """Each row's references (all, or the first), empty strings left out."""
     refs = [[r for r in row if isinstance(r, str) and r.strip()] for row in texts.references]

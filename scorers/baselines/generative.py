@@ -23,7 +23,7 @@ import re
 import numpy as np
 
 from cscore.errors import ConfigError
-from cscore.scorers.baselines.common import (REFERENCE_MODES, Choices, Result, Texts, pick_references,
+from cscore.scorers.baselines.common import (REFERENCE_MODES, Choices, Result, Texts, pick_references, started,
                                              require_references)
 from cscore.scorers.methods.params import Param
 from cscore.scorers.tokenize import InputError
@@ -97,6 +97,7 @@ def score(name: str, params: dict, texts: Texts, runtime: dict, pair=None) -> Re
     refs = pick_references(texts, params["references"])
     missing = require_references(name, refs) if {"ref_hyp", "hyp_ref"} & set(directions) else []
     pair = load(params, runtime) if pair is None else pair
+    started(runtime)
     agg = params["multi_ref"]  # mean | max over a row's references
     n = len(texts)
     per_dir, reports, truncated = {}, {}, np.zeros(n, dtype=bool)

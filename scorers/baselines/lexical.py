@@ -11,7 +11,8 @@ import sys
 import numpy as np
 
 from cscore.errors import ConfigError
-from cscore.scorers.baselines.common import REFERENCE_MODES, Choices, Result, Texts, pick_references, require_references
+from cscore.scorers.baselines.common import (REFERENCE_MODES, Choices, Result, Texts, pick_references,
+                                             require_references, started)
 from cscore.scorers.methods.params import Param
 from cscore.scorers.tokenize import InputError
 
@@ -37,6 +38,7 @@ def columns(name: str, params: dict) -> list[str]:
 def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
     refs = pick_references(texts, params["references"])
     missing = require_references(name, refs)
+    started(runtime)
     if name == "rouge":
         return _rouge(params, texts, refs, missing)
     return _sacrebleu(name, params, texts, refs, missing)
