@@ -85,14 +85,16 @@ def csv(t: Table) -> str:
 
 
 def rich(t: Table):
-    """A rich Table: the signature as caption, the best cells bold green."""
+    """A rich Table: the signature as caption, the best cells bold green. Every text from the
+    table is escaped: a ``[expected]`` in a label or note is text, not rich markup."""
     from rich.markup import escape
     from rich.table import Table as RichTable
 
-    out = RichTable(title=t.title, caption=t.signature or None, title_justify="left")
-    out.add_column(t.row_header, style="bold")
+    out = RichTable(title=escape(t.title), caption=escape(t.signature) if t.signature else None,
+                    title_justify="left")
+    out.add_column(escape(t.row_header), style="bold")
     for c in t.columns:
-        out.add_column(c, justify="right")
+        out.add_column(escape(c), justify="right")
     for name, cells in _cells(t, "[bold green]{}[/]", escape):
         out.add_row(name, *cells)
     return out

@@ -775,7 +775,9 @@ def significance_clusters(df: pd.DataFrame, stat: Stat, metrics: list[str], *, n
                           alpha: float = 0.05, **perm_kwargs) -> list[dict]:
     """Rank metrics into significance clusters as mt-metrics-eval does (``AssignRanks``).
 
-    1. value_m = stat(df, m); metrics sorted by decreasing value, ties by name (NaN last).
+    1. value_m = stat(df, m); metrics sorted by decreasing value, ties by name. A metric whose
+       value is not finite (NaN: e.g. a constant score) is not ranked: it comes last with
+       ``rank=None``, is never tested and leaves the ranks (and seeds) of the others as they are.
     2. p(k, i) = ``permutation_test(df, stat, metrics[k], metrics[i])["p_value"]`` for k
        ranked above i: one-sided PERM-BOTH p-value that k beats i.
     3. The first metric gets rank 1. Walking down the sorted list, metric i starts a new
@@ -795,12 +797,8 @@ def significance_clusters(df: pd.DataFrame, stat: Stat, metrics: list[str], *, n
     if len(set(metrics)) != len(metrics):
         raise ValueError("metrics must be distinct")
     values = {m: float(stat(df, m)) for m in metrics}
-
-    def sort_key(m: str):
-        v = values[m]
-        return (1, 0.0, m) if math.isnan(v) else (0, -v, m)
-
-    order = sorted(metrics, key=sort_key)
+    order = sorted((m for m in metrics if math.isfinite(values[m])), key=lambda m: (-values[m], m))
+    undefined = sorted(m for m in metrics if not math.isfinite(values[m]))
     pvalues: dict[int, dict[str, float]] = {i: {} for i in range(len(order))}
 
     def pvalue(k: int, i: int) -> float:
@@ -809,8 +807,8 @@ def significance_clusters(df: pd.DataFrame, stat: Stat, metrics: list[str], *, n
         return p
 
     ranks = _assign_ranks(pvalue, len(order), alpha)
-    return [dict(metric=m, value=values[m], rank=r, pvalues=pvalues[i])
-            for i, (m, r) in enumerate(zip(order, ranks))]
+    return ([dict(metric=m, value=values[m], rank=r, pvalues=pvalues[i]) for i, (m, r) in enumerate(zip(order, ranks))]
+            + [dict(metric=m, value=values[m], rank=None, pvalues={}) for m in undefined])
 
 
 def _assign_ranks(pvalue: Callable[[int, int], float], n_metrics: int, alpha: float) -> list[int]:

@@ -253,3 +253,54 @@ def test_comparison_rows_pooled_differently_keep_their_own_labels_and_values(tmp
     assert list(ds.rows) == ["p expert norm=sum", "p cdm pooling=sum", "p expert norm=max", "p cdm pooling=max"]
     assert ds.frame["score.p expert norm=sum"].tolist() == [0.1, 0.2, 0.3]
     assert ds.frame["score.p expert norm=max"].tolist() == [1.1, 1.2, 1.3]
+
+
+# ---------------------------------------------------------------- NaN ranks, console markup
+
+def ranked_dataset(with_constant: bool):
+    """Eight items of two rows: ``good`` follows the human score, ``bad`` is noise, ``flat`` is
+    constant (no correlation: NaN)."""
+    rng = np.random.default_rng(1)
+    human = np.arange(16, dtype=float)
+    frame = pd.DataFrame({"id": [str(i) for i in range(16)], "group": np.repeat(np.arange(8), 2),
+                          "human.overall": human, "score.good": human + rng.normal(0, 1, 16),
+                          "score.bad": rng.normal(0, 1, 16)})
+    labels = ["good", "bad"]
+    if with_constant:
+        frame.insert(3, "score.flat", 1.0)
+        labels.insert(0, "flat")
+    ds = tables.Dataset("key", frame, ["human.overall"], None)
+    ds.rows = {lb: {"run": fake_run(), "variant": lb, "params": {}, "main": True} for lb in labels}
+    return ds
+
+
+def test_a_nan_cell_gets_no_rank_and_leaves_the_others_ranks_alone():
+    spec = tables.Spec(bootstrap=0, permutations=200)
+    plain = tables.quality(ranked_dataset(False), spec).set_index(["label", "target"])
+    long = tables.quality(ranked_dataset(True), spec)
+    got = long.set_index(["label", "target"])
+    assert np.isnan(got.loc[("flat", "overall"), "value"]) and pd.isna(got.loc[("flat", "overall"), "rank"])
+    # good (r ~ 0.99) beats noise significantly: two clusters, with or without the NaN row
+    assert [got.loc[(lb, "AVG"), "rank"] for lb in ("good", "bad")] == [1, 2]
+    assert plain["rank"].to_dict() == got.loc[plain.index, "rank"].to_dict()
+    cells = dict(tables.to_table(long, "t", "s").rows)
+    assert cells["flat"] == ["nan", "nan"] and cells["good"][0].endswith(" (1)")
+    # the clustering itself: NaN last, unranked, never tested
+    from cscore.metaeval.uncertainty import LevelStat, significance_clusters
+
+    clusters = significance_clusters(ranked_dataset(True).frame, LevelStat("human.overall"),
+                                     ["score.flat", "score.bad", "score.good"], n=50)
+    assert [(c["metric"], c["rank"]) for c in clusters] == [("score.good", 1), ("score.bad", 2), ("score.flat", None)]
+    assert clusters[2]["pvalues"] == {}
+
+
+def test_console_tables_print_brackets_as_text():
+    from rich.console import Console
+
+    t = render.Table("T [draft]", ["c [1]"], [("x [expected]", ["0.5"])], "sig; [expected]: the expected score",
+                     "label [x]")
+    console = Console(record=True, width=200)
+    console.print(render.rich(t))
+    text = " ".join(console.export_text().split())  # the caption wraps at the table's width
+    for part in ("T [draft]", "c [1]", "x [expected]", "sig; [expected]: the expected score", "label [x]"):
+        assert part in text, part
