@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from rich.markup import escape
+
 from cscore.metaeval import judge, judge_plots, plots, render, tables
 from cscore.metaeval.runs import find_runs, missing_jobs
 from cscore import rundir
-from cscore.errors import CscoreError
+from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval.signature import Signature
 
 NUMERIC = (int, float)
@@ -63,8 +66,9 @@ class Progress:
     def _bar(self, title: str):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
 
-        bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[what]}"), console=self.console, transient=True)
+        bar = Bar(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("{task.fields[what]}", markup=False), console=self.console,
+                  transient=True)
         task = bar.add_task(title, total=None, what="")
         with bar:
             yield lambda done, total, what: bar.update(task, completed=done, total=total, what=what)
@@ -89,9 +93,12 @@ def write(out: Path, stem: str, table: render.Table) -> list[str]:
 
 
 def swept_params(ds: tables.Dataset) -> list[str]:
+    """The numeric parameters that every main row has and that differ among them (a parameter of
+    only some methods of a multirun is no axis to plot them on)."""
     mains = [r for r in ds.rows.values() if r["main"]]
     keys = sorted({k for r in mains for k, v in r["params"].items() if isinstance(v, NUMERIC)})
-    return [k for k in keys if len({r["params"].get(k) for r in mains}) > 1]
+    keys = [k for k in keys if all(isinstance(r["params"].get(k), NUMERIC) for r in mains)]
+    return [k for k in keys if len({r["params"][k] for r in mains}) > 1]
 
 
 def _config(ds: tables.Dataset) -> dict:
@@ -193,6 +200,18 @@ def plot_section(ds, long, stem: str, out: Path, progress: Progress) -> None:
         progress.say(f"{stem}_speed_vs_quality.png: " + plots.SINGLE_PASS_NOTE.replace("\n", " "))
 
 
+def like_note(unreachable: dict[str, float], spec: tables.Spec) -> str:
+    """One line for the Kendall-like columns in which no pair of human scores differs by the
+    threshold (``tables.unreachable_like_threshold``); empty when there are none."""
+    if not unreachable:
+        return ""
+    cols = ", ".join(f"{name} {d:g}" for name, d in unreachable.items())
+    return (f"Kendall-like counts only pairs whose human scores differ by >= {spec.like_threshold:g}, and no pair "
+            f"at level {spec.level} does (largest difference: {cols}): every Kendall-like value there is nan; "
+            f"set --kendall-threshold on the scale of the human scores ({tables.KENDALL_LIKE_THRESHOLD:g} is WMT DA's, "
+            "on 0-100)")
+
+
 def dataset_section(ds, stem: str, spec: tables.Spec, out: Path, console, progress: Progress) -> list[str]:
     items = ds.frame["group"].nunique() if "group" in ds.frame else len(ds.frame)
     progress.say(f"{stem}: {len(ds.frame)} rows, {items} items, {len(ds.rows)} score rows x "
@@ -200,6 +219,10 @@ def dataset_section(ds, stem: str, spec: tables.Spec, out: Path, console, progre
                  f"{spec.permutations} permutations")
     lines = ["", f"Files `{stem}_*`: {len(ds.frame)} rows of `{ds.key}`"]
     long, quality_lines = quality_section(ds, stem, spec, out, console, progress)
+    note = like_note(tables.unreachable_like_threshold(ds, spec), spec)
+    if note:
+        lines += ["", f"**{note}**"]
+        console.print(f"[yellow]{escape(stem)}: {escape(note)}[/]")
     lines += (quality_lines + bias_section(ds, stem, out) + quantized_section(ds, stem, out)
               + pairwise_section(ds, stem, out))
     plot_section(ds, long, stem, out, progress)
@@ -210,7 +233,7 @@ def judge_section(runs, spec: tables.Spec, out: Path, console, progress: Progres
                   select_by: str = "spearman") -> list[str]:
     """The judge studies among ``runs`` (``metaeval.judge``): tables (md / csv / tex), their long
     csv files and plots; prints the tables. Returns report.md's lines."""
-    criterion = judge.Criterion(select_by, spec.level, spec.variant)
+    criterion = judge.Criterion(select_by, spec.level, spec.variant, spec.like_threshold)
     studies = judge.collect(runs)
     lines = []
     for study, stem in zip(studies, map(file_stem, judge.stems(studies))):
@@ -227,10 +250,14 @@ def judge_section(runs, spec: tables.Spec, out: Path, console, progress: Progres
                       f"{len(study.points)} grid points"]
         if not study.has_dev_split:
             lines += ["", f"**{judge.NO_DEV}**"]
-            console.print(f"[bold yellow]{stem}: {judge.NO_DEV}[/]")
-        for note in study.notes:
+            console.print(f"[bold yellow]{escape(stem)}: {escape(judge.NO_DEV)}[/]")
+        notes = list(study.notes)
+        if spec.like and study.points:
+            d = tables.largest_human_difference(study.points[0].frame, study.human, spec.level)
+            notes += [like_note({study.aspect: d}, spec)] if d < spec.like_threshold else []
+        for note in notes:
             lines.append(f"- note: {note}")
-            console.print(f"[yellow]{stem}: {note}[/]", markup=True)
+            console.print(f"[yellow]{escape(stem)}: {escape(note)}[/]")
         for suffix, table in rep.tables.items():
             lines += write(out, f"{stem}_{suffix}", table)
             console.print(render.rich(table))
@@ -273,33 +300,53 @@ def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None,
         lines += write(out, "speed", render.from_frame(speed.round(3).set_index("run"), "Speed", ssig))
     (out / "report.md").write_text("\n".join(lines) + "\n")
     for m in missing:
-        console.print(f"[yellow]missing: {m}[/]")
+        console.print(f"[yellow]missing: {escape(m)}[/]")
     for r in incomplete:
-        console.print(f"[yellow]incomplete: {r.path}[/]")
+        console.print(f"[yellow]incomplete: {escape(str(r.path))}[/]")
     for r in failed:
-        console.print(f"[red]failed: {r.path} ({r.failure.get('stage')}: {r.failure.get('error')})[/]", markup=True)
-    console.print(f"report written to [bold]{out}[/] in {progress.elapsed():.1f}s")
+        text = f"failed: {r.path} ({r.failure.get('stage')}: {r.failure.get('error')})"
+        console.print(f"[red]{escape(text)}[/]")
+    console.print(f"report written to [bold]{escape(str(out))}[/] in {progress.elapsed():.1f}s")
     return out
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not the usage block
+        self.exit(2, f"cscore: error: {message} (cscore report --help for the options)\n")
+
+
+def spec_from_args(args) -> tables.Spec:
+    """The report's statistic from the command line: ``--kendall X`` alone means the Kendall
+    correlation with variant X; with ``--correlation pearson|spearman`` it is an error, as is
+    ``--kendall-threshold`` without ``--kendall like`` (``tables.Spec`` checks every value)."""
+    kind = args.correlation or ("kendall" if args.kendall is not None else "pearson")
+    return tables.Spec(args.level, kind, args.kendall, args.bootstrap, args.permutations, args.seed, args.alpha,
+                       args.kendall_threshold)
+
+
 def main(argv: list[str]) -> None:
-    ap = argparse.ArgumentParser(prog="cscore report", description=__doc__)
+    ap = _Parser(prog="cscore report", description=__doc__)
     ap.add_argument("path", type=Path, help="a run directory, a multirun directory or any folder holding runs")
     ap.add_argument("--level", default="segment", choices=["segment", "item", "system_grouped", "system"])
-    ap.add_argument("--correlation", default="pearson", choices=["pearson", "spearman", "kendall"])
-    ap.add_argument("--kendall", default=None, help="Kendall variant: b (default), c, 23, acc23, like")
+    ap.add_argument("--correlation", default=None, choices=["pearson", "spearman", "kendall"],
+                    help="default: pearson, or kendall when --kendall is given")
+    ap.add_argument("--kendall", default=None,
+                    help="Kendall variant: b (default), c, 23, acc23, like; implies --correlation kendall")
+    ap.add_argument("--kendall-threshold", type=float, default=None,
+                    help="--kendall like: count only pairs whose human scores differ by at least this much "
+                         f"(default {tables.KENDALL_LIKE_THRESHOLD:g}, WMT DA points on 0-100; e.g. 1 for 1-5 ratings)")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples (0: no CIs)")
     ap.add_argument("--permutations", type=int, default=1000, help="permutations per test (0: no clusters)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--alpha", type=float, default=0.05)
+    ap.add_argument("--alpha", type=float, default=0.05, help="CI level 1 - alpha and significance level, in (0, 1)")
     ap.add_argument("--out", type=Path, default=None, help="output folder (default: <path>/report)")
     ap.add_argument("--select-by", default="spearman", choices=list(judge.KINDS),
                     help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
     args = ap.parse_args(argv)
-    spec = tables.Spec(args.level, args.correlation, args.kendall, args.bootstrap, args.permutations, args.seed,
-                       args.alpha)
     try:
-        report(args.path, spec, args.out, select_by=args.select_by)
+        report(args.path, spec_from_args(args), args.out, select_by=args.select_by)
     except CscoreError as err:
+        if os.environ.get("CSCORE_DEBUG"):
+            raise
         print(f"cscore: error: {err}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(2 if isinstance(err, ConfigError) else 1)

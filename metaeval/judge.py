@@ -46,6 +46,7 @@ import pandas as pd
 from cscore import rundir
 from cscore.metaeval import render
 from cscore.metaeval.bias import invalid_rate
+from cscore.metaeval.kendall import normalize_variant
 from cscore.metaeval.runs import Run
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.uncertainty import LevelStat, bootstrap_ci
@@ -261,10 +262,21 @@ class Criterion:
     kind: str = "spearman"
     level: str = "segment"
     variant: str | None = None
+    thresh: float | None = None  # Kendall-like's gold-difference threshold (None: 25)
+
+    @property
+    def like_threshold(self) -> float | None:
+        """Kendall-like's threshold (25 unless given) when the Kendall variant is ``like``, else None."""
+        if self.variant is None or normalize_variant(self.variant) != "like":
+            return None
+        return 25.0 if self.thresh is None else float(self.thresh)
 
     def stat(self, human: str, kind: str | None = None) -> LevelStat:
         kind = kind or self.kind
-        return LevelStat(human, self.level, kind, self.variant if kind == "kendall" else None)
+        if kind != "kendall":
+            return LevelStat(human, self.level, kind)
+        thresh = self.like_threshold
+        return LevelStat(human, self.level, kind, self.variant, **({} if thresh is None else {"thresh": thresh}))
 
 
 def score_column(row: str, score: str = "parsed") -> str:
@@ -602,7 +614,9 @@ def build(study: Study, criterion: Criterion = Criterion(), *, bootstrap: int = 
     n_test = max((len(r["frame"]) for r in rows), default=0)
     fields = {"data": study.data, "aspect": study.aspect, "n": n_test,
               "selection": "same-items" if not study.has_dev_split else "dev", "criterion": criterion.kind,
-              "level": criterion.level, "kendall": criterion.variant or "b", "bootstrap": bootstrap,
+              "level": criterion.level, "kendall": criterion.variant or "b",
+              **({} if criterion.like_threshold is None else {"threshold": f"{criterion.like_threshold:g}"}),
+              "bootstrap": bootstrap,
               "resample": "items", "seed": seed, "alpha": alpha}
     sig = str(Signature(fields))
     warn = f"{NO_DEV} — " if not study.has_dev_split else ""

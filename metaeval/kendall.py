@@ -33,7 +33,9 @@ arXiv:2305.14324; WMT20 metrics task, Mathur et al. 2020):
   "deliberate inconsistency ... to emulate WMT behaviour"). Value (C - D) / (C + D).
   Note the ``>=``: with ``thresh <= 0`` gold-tied pairs are counted too, and, since they
   cannot be strictly ordered, as discordant (mt-metrics-eval does the same).
-  Default ``thresh=25`` (raw DA points, 0-100 scale) as in ``stats.KendallLike``.
+  Default ``thresh=25`` (raw DA points, 0-100 scale) as in ``stats.KendallLike``: the threshold
+  is a difference of gold scores on their own scale, so on 1-5 ratings no pair reaches 25 and
+  the value is NaN; ``cscore report --kendall-threshold`` sets it.
 
 Undefined values are NaN, never 0: fewer than 2 finite cells -> NaN for every variant; no
 counted pair for ``kendall_like`` -> NaN (mt-metrics-eval returns 0 there, with weight 0).

@@ -12,16 +12,26 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import render
 from cscore.metaeval.bias import bias_score, quantized_accuracy
+from cscore.metaeval.kendall import VARIANTS, normalize_variant
+from cscore.metaeval.levels import KINDS, LEVELS
 from cscore.metaeval.pairwise import acc_eq_at
 from cscore.metaeval.runs import Run
 from cscore.metaeval.uncertainty import LevelStat, MeanStat, bootstrap_ci, significance_clusters
 from cscore import rundir
 
 
+KENDALL_LIKE_THRESHOLD = 25.0  # mt-metrics-eval's KendallLike default: WMT DA points on a 0-100 scale
+
+
 @dataclass
 class Spec:
+    """The statistic of the quality tables and its uncertainty; a bad value is a ``ConfigError``
+    (one line) when the spec is made. ``variant`` is stored by its canonical name (b, c, 23,
+    acc23, like); ``threshold``: Kendall-like's gold-difference threshold (None: 25)."""
+
     level: str = "segment"
     kind: str = "pearson"
     variant: str | None = None  # Kendall variant: b (default), c, 23, acc23, like
@@ -29,17 +39,72 @@ class Spec:
     permutations: int = 1000
     seed: int = 0
     alpha: float = 0.05
+    threshold: float | None = None  # Kendall-like only: count pairs whose human scores differ by >= this
+
+    def __post_init__(self):
+        if self.level not in LEVELS:
+            raise ConfigError(f"unknown level {self.level!r}; use one of {', '.join(LEVELS)}")
+        if self.kind not in KINDS:
+            raise ConfigError(f"unknown correlation {self.kind!r}; use one of {', '.join(KINDS)}")
+        if self.variant is not None:
+            try:
+                self.variant = normalize_variant(self.variant)
+            except ValueError:
+                raise ConfigError(f"unknown Kendall variant {self.variant!r}; use one of {', '.join(VARIANTS)} "
+                                  f"(or tau_b, tau_c, tau_23, acc_23, kendall_like)") from None
+            if self.kind != "kendall":
+                raise ConfigError(f"--kendall {self.variant} applies to the Kendall correlation only, not "
+                                  f"--correlation {self.kind}")
+        if self.threshold is not None:
+            if self.kind != "kendall" or self.variant != "like":
+                raise ConfigError("--kendall-threshold applies to --kendall like only")
+            if not (_is_number(self.threshold) and math.isfinite(self.threshold) and self.threshold > 0):
+                raise ConfigError(f"--kendall-threshold must be a number > 0 (a difference of human scores), "
+                                  f"got {self.threshold!r}")
+        for name, value, what in (("bootstrap", self.bootstrap, "0: no confidence intervals"),
+                                  ("permutations", self.permutations, "0: no significance clusters"),
+                                  ("seed", self.seed, "a random seed")):
+            if not _is_int(value) or value < 0:
+                raise ConfigError(f"--{name} must be a whole number >= 0 ({what}), got {value!r}")
+        if not (_is_number(self.alpha) and 0 < self.alpha < 1):
+            raise ConfigError(f"--alpha must lie strictly between 0 and 1 (0.05: 95 % intervals and a 5 % "
+                              f"significance level), got {self.alpha!r}")
+
+    @property
+    def like(self) -> bool:
+        return self.kind == "kendall" and self.variant == "like"
+
+    @property
+    def like_threshold(self) -> float | None:
+        """Kendall-like's threshold (25 unless given); None for every other statistic."""
+        if not self.like:
+            return None
+        return KENDALL_LIKE_THRESHOLD if self.threshold is None else float(self.threshold)
+
+    def kendall_kw(self) -> dict:
+        """The options ``LevelStat`` / ``correlate_at`` take for this statistic."""
+        return {"thresh": self.like_threshold} if self.like else {}
 
     def fields(self) -> dict:
         """The signature fields of this statistic (``cscore.metaeval.signature``)."""
         out = {"level": self.level, "correlation": self.kind}
         if self.kind == "kendall":
             out["kendall"] = self.variant or "b"
+        if self.like:
+            out["threshold"] = f"{self.like_threshold:g}"
         return {**out, "bootstrap": self.bootstrap, "resample": "items", "seed": self.seed,
                 "permutations": self.permutations, "test": "perm-both", "alpha": self.alpha}
 
     def describe(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.fields().items())
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
 @dataclass
@@ -53,34 +118,62 @@ class Dataset:
     rows: dict = field(default_factory=dict)  # label -> {"run": Run, "variant": str, "params": dict}
 
 
-def _label(run: Run, variant: str, varying: list[str], main: bool, params: dict | None = None,
-           row_varying: list[str] | None = None) -> str:
-    """``<pair> <variant>``; the method row adds the method keys that vary across the runs, a
-    comparison row the keys of its own parameters that vary (e.g. ``norm=max`` when the runs pool
-    differently), so that rows computed differently never share a label."""
-    pair = run.config["pair"].get("name", "?")
-    label = variant if run.config["method"].get("name") == "baseline" else f"{pair} {variant}"  # reads no pair
-    own = [k for k in varying if k in run.config["method"]]  # a key of another method is not this row's
-    if main and own:
-        label += " " + " ".join(f"{k}={run.config['method'].get(k)}" for k in own)
-    elif not main and row_varying:
-        label += " " + " ".join(f"{k}={(params or {}).get(k)}" for k in row_varying)
-    return label
+def _effective(method: str, params: dict) -> dict:
+    """The parameters a row was computed with: the recorded ones over the method's defaults
+    (``conf/method/<name>.yaml``, as the scorer fills them in). A comparison row records only what
+    its run set (an ensemble row of a run without ``floor`` leaves it out; ``method=ensemble``
+    writes it), so two records of one computation compare equal only this way. A method this
+    cscore does not know keeps its recorded parameters."""
+    try:
+        from cscore.scorers import methods
+        return methods.with_defaults(method, params)
+    except (CscoreError, ImportError, OSError):
+        return dict(params)
 
 
-def _row_varying(group: list[Run]) -> dict[str, list[str]]:
-    """Per comparison-row name, the parameter keys whose values differ across the runs."""
-    values: dict[str, dict[str, set]] = {}
-    for run in group:
-        for v in run.metrics.get("variants", []):
-            if v["name"] == run.config["method"].get("variant"):
-                continue
-            for k, x in v["params"].items():
-                values.setdefault(v["name"], {}).setdefault(k, set()).add(json.dumps(x, default=str))
-            for k in values.get(v["name"], {}):
-                if k not in v["params"]:
-                    values[v["name"]][k].add("null")
-    return {name: sorted(k for k, xs in keys.items() if len(xs) > 1) for name, keys in values.items()}
+def _flat(config: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in (config or {}).items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _differing(dicts: list[dict]) -> list[str]:
+    """The keys whose values are not the same in all of ``dicts`` (a missing key counts as None)."""
+    keys = sorted({k for d in dicts for k in d})
+    return [k for k in keys if len({json.dumps(d.get(k), sort_keys=True, default=str) for d in dicts}) > 1]
+
+
+def _labels(entries: list[dict]) -> list[str]:
+    """One label per distinct row: ``<pair> <variant>`` (a baseline row, which reads no pair:
+    ``<variant>``); rows that would share it add the parameters that tell them apart
+    (``contrast gamma=0.1``, ``expert norm=max``), then the pair settings that differ (pairs of
+    one name); rows alike in all of that are numbered (``#2``, ...). Rows computed differently
+    never share a label, and a row's label names no parameter that does not vary."""
+    def name(e):
+        if e["method"] == "baseline":
+            return e["variant"]
+        return f"{e['run'].config['pair'].get('name', '?')} {e['variant']}"
+
+    labels = [name(e) for e in entries]
+    for with_keys in (lambda e: e["params"], lambda e: _flat(e["run"].config["pair"])):
+        groups: dict[str, list[int]] = {}
+        for i, lb in enumerate(labels):
+            groups.setdefault(lb, []).append(i)
+        for idx in (g for g in groups.values() if len(g) > 1):
+            values = [with_keys(entries[i]) for i in idx]
+            keys = _differing(values)
+            for i, v in zip(idx, values):
+                labels[i] = " ".join([labels[i]] + [f"{k}={v.get(k)}" for k in keys])
+    seen: dict[str, int] = {}
+    for i, lb in enumerate(labels):
+        seen[lb] = seen.get(lb, 0) + 1
+        if seen[lb] > 1:
+            labels[i] = f"{lb} #{seen[lb]}"
+    return labels
 
 
 def _data_key(run: Run) -> str:
@@ -92,20 +185,18 @@ def _data_key(run: Run) -> str:
 
 def collect(runs: list[Run]) -> list[Dataset]:
     """Group complete runs by dataset and merge their score columns (one row per example).
-    Comparison rows repeated across a sweep (same variant, same parameters) appear once."""
+    A row repeated across the runs (same pair, method and parameters, defaults filled in:
+    ``_effective``) appears once, labelled as ``_labels`` says; ``params`` are its effective
+    parameters; ``main``: some run's configured method."""
     by_data: dict[str, list[Run]] = {}
     for run in runs:
         if run.complete:
             by_data.setdefault(_data_key(run), []).append(run)
     out = []
     for key, group in by_data.items():
-        methods = [r.config["method"] for r in group if r.config["method"].get("name") != "baseline"]  # no keys
-        keys = sorted({k for m in methods for k in m} - {"name", "variant"})
-        varying = [k for k in keys if len({json.dumps(m.get(k), default=str) for m in methods}) > 1]
-        row_varying = _row_varying([r for r in group if r.complete])
         base = None
         ds = Dataset(key, pd.DataFrame(), [], None)
-        seen = {}
+        entries: dict[str, dict] = {}
         for run in group:
             scores = run.scores()
             if base is None:
@@ -117,13 +208,17 @@ def collect(runs: list[Run]) -> list[Dataset]:
             for v in run.metrics["variants"]:
                 main = v["name"] == run.config["method"].get("variant")
                 pair = None if v["method"] == "baseline" else run.config["pair"]  # a baseline reads no pair
-                ident = json.dumps([pair, v["method"], v["params"]], sort_keys=True, default=str)
-                if ident in seen:
+                params = _effective(v["method"], v["params"])
+                ident = json.dumps([pair, v["method"], params], sort_keys=True, default=str)
+                if ident in entries:
+                    entries[ident]["main"] |= main
                     continue
-                label = _label(run, v["name"], varying, main, v["params"], row_varying.get(v["name"]))
-                seen[ident] = label
-                base[f"{rundir.SCORE}{label}"] = scores[f"{rundir.SCORE}{v['name']}"].to_numpy()
-                ds.rows[label] = {"run": run, "variant": v["name"], "params": v["params"], "main": main}
+                entries[ident] = {"run": run, "variant": v["name"], "method": v["method"], "params": params,
+                                  "main": main, "values": scores[f"{rundir.SCORE}{v['name']}"].to_numpy()}
+        rows = list(entries.values())
+        for label, e in zip(_labels(rows), rows):
+            base[f"{rundir.SCORE}{label}"] = e["values"]
+            ds.rows[label] = {"run": e["run"], "variant": e["variant"], "params": e["params"], "main": e["main"]}
         ds.frame = base
         out.append(ds)
     return out
@@ -147,8 +242,8 @@ def _target_name(h: str, v, n_humans: int) -> str:
 def columns(ds: Dataset, spec: Spec) -> list[tuple[str, LevelStat | MeanStat]]:
     """(name, statistic) of every column of the quality table: one per target, then AVG (their mean)."""
     tgts = targets(ds)
-    stats = [LevelStat(h, spec.level, spec.kind, spec.variant, subset=None if v is None else (ds.split_by, v))
-             for h, v in tgts]
+    stats = [LevelStat(h, spec.level, spec.kind, spec.variant, subset=None if v is None else (ds.split_by, v),
+                       **spec.kendall_kw()) for h, v in tgts]
     names = [_target_name(h, v, len(ds.humans)) for h, v in tgts]
     return list(zip(names, stats)) + [("AVG", MeanStat(stats, "AVG"))]
 
@@ -186,6 +281,43 @@ def _cluster_ranks(ds: Dataset, spec: Spec, stat, labels: list[str]) -> dict:
     clusters = significance_clusters(ds.frame, stat, [f"{rundir.SCORE}{lb}" for lb in labels], n=spec.permutations,
                                      seed=spec.seed, alpha=spec.alpha)
     return {c["metric"].removeprefix(rundir.SCORE): c["rank"] for c in clusters}
+
+
+def largest_human_difference(frame: pd.DataFrame, human: str, level: str, subset: tuple | None = None,
+                             group_col: str = "group", system_col: str = "system") -> float:
+    """The largest |difference| between two human scores that a correlation at ``level`` compares:
+    any two rows (segment), two rows of one item (item) or of one system (system_grouped), two
+    systems' mean scores (system); on the rows where ``frame[subset[0]] == subset[1]``. NaN when
+    there is no such pair. Kendall-like counts only pairs that differ by at least its threshold."""
+    f = frame if subset is None else frame[frame[subset[0]] == subset[1]]
+    h = pd.to_numeric(f[human], errors="coerce")
+    ok = np.isfinite(h.to_numpy(dtype=np.float64))
+    if level == "segment":
+        spans = [h[ok].max() - h[ok].min()] if ok.sum() >= 2 else []
+    else:
+        key = group_col if level == "item" else system_col
+        if key not in f.columns:
+            return math.nan
+        if level == "system":
+            means = h[ok].groupby(f[key][ok]).mean()
+            spans = [means.max() - means.min()] if len(means) >= 2 else []
+        else:
+            by = h[ok].groupby(f[key][ok])
+            spans = list((by.max() - by.min())[by.size() >= 2])
+    return float(max(spans)) if spans else math.nan
+
+
+def unreachable_like_threshold(ds: Dataset, spec: Spec) -> dict[str, float]:
+    """Kendall-like only: the columns (name -> the largest human difference) in which no pair of
+    human scores differs by the threshold, so every row's value there is NaN."""
+    if not spec.like:
+        return {}
+    out = {}
+    for h, v in targets(ds):
+        d = largest_human_difference(ds.frame, h, spec.level, None if v is None else (ds.split_by, v))
+        if d < spec.like_threshold:  # NaN (no pair at all) is no matter of the threshold
+            out[_target_name(h, v, len(ds.humans))] = d
+    return out
 
 
 def _per_target(ds: Dataset, tgts, value: Callable) -> pd.DataFrame:

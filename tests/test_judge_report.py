@@ -377,6 +377,7 @@ def test_report_writes_the_judge_tables_and_plots(sweep, tmp_path, cscore_main):
     assert got == pytest.approx(want)
     assert f"{got:.4f} ± " in md and judge.AVERAGE_HEADER in md
     assert "Contra. (pA)" in res.stdout and "Kend." in res.stdout  # printed
+    assert "[expected]: the expected score" in " ".join(res.stdout.split())  # text, not rich markup
     report_md = (out / "report.md").read_text()
     assert "16 complete" in report_md and "## summeval coherence: lambda and t chosen on dev" in report_md
     assert "speed" in report_md.lower()
@@ -421,3 +422,14 @@ def test_judge_and_token_runs_in_one_folder_get_both_kinds_of_tables(tmp_path, c
     assert judge.NO_DEV in report_md and "SAME ITEMS" in report_md
     assert "NO DEV SPLIT" in res.stdout
     assert json.loads((root / "judge" / "0" / rundir.METRICS).read_text())["judge"]["score_range"] == [1, 5]
+
+
+def test_the_judge_kendall_like_column_takes_the_report_threshold():
+    """Human 1, 2, 3, 5, judge 1, 3, 2, 4: at threshold 1 all 6 pairs count and (2, 3) is
+    discordant: 4/6; at the default 25 none counts (NaN). Other kinds ignore the threshold."""
+    frame = pd.DataFrame({"human.x": [1.0, 2.0, 3.0, 5.0], "score.j": [1.0, 3.0, 2.0, 4.0]})
+    criterion = judge.Criterion("spearman", "segment", "like", 1.0)
+    assert criterion.stat("human.x", "kendall")(frame, "score.j") == pytest.approx(4 / 6)
+    assert np.isnan(judge.Criterion("spearman", "segment", "like").stat("human.x", "kendall")(frame, "score.j"))
+    assert criterion.stat("human.x", "spearman")(frame, "score.j") == pytest.approx(0.8)
+    assert judge.Criterion("spearman", "segment", "b", None).like_threshold is None

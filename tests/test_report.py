@@ -255,7 +255,42 @@ def test_comparison_rows_pooled_differently_keep_their_own_labels_and_values(tmp
     assert ds.frame["score.p expert norm=max"].tolist() == [1.1, 1.2, 1.3]
 
 
-# ---------------------------------------------------------------- NaN ranks, console markup
+# ---------------------------------------------------------------- report options, NaN ranks, duplicate rows
+
+@pytest.mark.parametrize("args, message", [
+    (["--kendall", "zz"], "unknown Kendall variant 'zz'; use one of b, c, 23, acc23, like"),
+    (["--correlation", "spearman", "--kendall", "c"], "--kendall c applies to the Kendall correlation only"),
+    (["--kendall-threshold", "1"], "--kendall-threshold applies to --kendall like only"),
+    (["--kendall", "like", "--kendall-threshold", "0"], "--kendall-threshold must be a number > 0"),
+    (["--bootstrap", "-5"], "--bootstrap must be a whole number >= 0"),
+    (["--permutations", "-1"], "--permutations must be a whole number >= 0"),
+    (["--seed", "-1"], "--seed must be a whole number >= 0"),
+    (["--alpha", "2"], "--alpha must lie strictly between 0 and 1"),
+    (["--alpha", "0"], "--alpha must lie strictly between 0 and 1"),
+    (["--bootstrap", "1.5"], "argument --bootstrap: invalid int value: '1.5'"),
+])
+def test_bad_report_options_are_one_line_config_errors(args, message, tmp_path, cscore_main):
+    """Checked before any run is read (the folder is empty): exit 2 as for other config errors."""
+    res = cscore_main("report", str(tmp_path), *args, cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.startswith(f"cscore: error: {message}") and res.stderr.count("\n") == 1, res.stderr
+
+
+def test_kendall_option_alone_means_the_kendall_correlation(sweep, tmp_path, cscore_main):
+    out = tmp_path / "rep"
+    res = cscore_main("report", str(sweep), "--kendall", "tau_c", "--bootstrap", "0", "--permutations", "0",
+                      "--out", str(out), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    long = pd.read_csv(out / "demo_quality_long.csv")
+    run = next(r for r in find_runs(sweep) if r.config["method"]["gamma"] == 0.4)
+    scores = run.scores()
+    want = stats.kendalltau(scores["score.contrast"], scores["human.overall"], variant="c")[0]
+    got = long.query("label == 'tiny contrast gamma=0.4' and target == 'overall'")["value"].item()
+    assert got == pytest.approx(want) and want != pytest.approx(stats.pearsonr(scores["score.contrast"],
+                                                                                scores["human.overall"])[0])
+    sig = Signature.parse((out / "demo_quality.md").read_text().split("\n")[2].strip("_")).fields
+    assert sig["correlation"] == "kendall" and sig["kendall"] == "c" and "threshold" not in sig
+
 
 def ranked_dataset(with_constant: bool):
     """Eight items of two rows: ``good`` follows the human score, ``bad`` is noise, ``flat`` is
@@ -292,6 +327,99 @@ def test_a_nan_cell_gets_no_rank_and_leaves_the_others_ranks_alone():
                                      ["score.flat", "score.bad", "score.good"], n=50)
     assert [(c["metric"], c["rank"]) for c in clusters] == [("score.good", 1), ("score.bad", 2), ("score.flat", None)]
     assert clusters[2]["pvalues"] == {}
+
+
+def write_run(path: Path, method: dict, variants: list[dict], scores: dict, pair: dict | None = None) -> Run:
+    path.mkdir()
+    pd.DataFrame({"id": ["a", "b", "c"], "human.overall": [1.0, 2.0, 3.0],
+                  **{f"score.{k}": v for k, v in scores.items()}}).to_parquet(path / "scores.parquet")
+    config = {"data": {"name": "demo"}, "split": {"use": "all"}, "pair": pair or {"name": "p"}, "method": method}
+    return Run(path, config, {"variants": variants})
+
+
+ENSEMBLE = {"gamma": 0.5, "t_exp": 1.0, "t_ama": 1.0, "floor": 1e-30, "clamp": None, "norm": "sum", "skip_first": False}
+
+
+def test_a_row_repeated_with_its_defaults_left_out_appears_once(tmp_path):
+    """method=ensemble writes every parameter of its row; the ensemble comparison row of a
+    contrast run leaves floor out (the run sets none) and is scored with the default 1e-30: the
+    same row, shown once. A contrast run with floor=1e-10 has another ensemble row."""
+    comparison = {k: v for k, v in ENSEMBLE.items() if k != "floor"}
+    contrast = {**ENSEMBLE, "gamma": 0.1}
+    runs = [
+        write_run(tmp_path / "0", {"name": "contrast", "variant": "contrast"},
+                  [{"name": "ensemble", "method": "ensemble", "params": comparison},
+                   {"name": "contrast", "method": "contrast", "params": contrast}],
+                  {"ensemble": [0.1, 0.2, 0.3], "contrast": [3.0, 1.0, 2.0]}),
+        write_run(tmp_path / "1", {"name": "ensemble", "variant": "ensemble"},
+                  [{"name": "ensemble", "method": "ensemble", "params": ENSEMBLE}],
+                  {"ensemble": [0.1, 0.2, 0.3]}),
+        write_run(tmp_path / "2", {"name": "contrast", "variant": "contrast"},
+                  [{"name": "ensemble", "method": "ensemble", "params": {**comparison, "floor": 1e-10}},
+                   {"name": "contrast", "method": "contrast", "params": {**contrast, "floor": 1e-10}}],
+                  {"ensemble": [0.3, 0.2, 0.1], "contrast": [1.0, 2.0, 4.0]}),
+    ]
+    (ds,) = tables.collect(runs)
+    assert list(ds.rows) == ["p ensemble floor=1e-30", "p contrast floor=1e-30", "p ensemble floor=1e-10",
+                             "p contrast floor=1e-10"]
+    assert ds.rows["p ensemble floor=1e-30"]["main"]  # some run's method: a main row
+    assert ds.rows["p ensemble floor=1e-30"]["params"] == ENSEMBLE
+    assert ds.frame["score.p ensemble floor=1e-10"].tolist() == [0.3, 0.2, 0.1]
+    assert ds.frame["score.p contrast floor=1e-10"].tolist() == [1.0, 2.0, 4.0]
+    # one row of a name: no parameters in its label; two pairs of one name: the pair setting that differs
+    (ds,) = tables.collect(runs[1:2])
+    assert list(ds.rows) == ["p ensemble"]
+    other = write_run(tmp_path / "3", {"name": "ensemble", "variant": "ensemble"},
+                      [{"name": "ensemble", "method": "ensemble", "params": ENSEMBLE}],
+                      {"ensemble": [0.5, 0.5, 0.6]}, pair={"name": "p", "amateur": {"early_exit": 4}})
+    (ds,) = tables.collect([runs[1], other])
+    assert list(ds.rows) == ["p ensemble amateur.early_exit=None", "p ensemble amateur.early_exit=4"]
+    assert ds.frame["score.p ensemble amateur.early_exit=4"].tolist() == [0.5, 0.5, 0.6]
+
+
+def test_plot_axes_are_parameters_every_method_row_has():
+    run = fake_run()
+    ds = tables.Dataset("key", pd.DataFrame(), ["human.overall"], None)
+    ds.rows = {"p division": {"run": run, "variant": "division", "params": {"t_exp": 0.5, "t_ama": 1.5}, "main": True},
+               "p cd_score": {"run": run, "variant": "cd_score", "main": True,
+                              "params": {"t_exp": 0.5, "t_ama": 1.5, "alpha": 0.1, "outside": -np.inf}}}
+    assert report_cmd.swept_params(ds) == []  # alpha / outside: cd_score's only, no axis
+    ds.rows["p division"]["params"]["t_exp"] = 1.0
+    assert report_cmd.swept_params(ds) == ["t_exp"]
+
+
+# ---------------------------------------------------------------- Kendall-like's threshold
+
+def like_dataset():
+    """Human 1, 2, 3, 5 (a 1-5 scale), metric 1, 3, 2, 4: of the 6 pairs only (2, 3) is
+    discordant. Pairs with |human difference| >= 2: (1,3), (1,5), (2,5), (3,5), all concordant."""
+    frame = pd.DataFrame({"id": list("abcd"), "group": ["g1", "g1", "g2", "g2"], "system": list("ABAB"),
+                          "human.overall": [1.0, 2.0, 3.0, 5.0], "score.m": [1.0, 3.0, 2.0, 4.0]})
+    ds = tables.Dataset("key", frame, ["human.overall"], None)
+    ds.rows = {"m": {"run": fake_run(), "variant": "m", "params": {}, "main": True}}
+    return ds
+
+
+@pytest.mark.parametrize("threshold, want", [(None, np.nan), (1, 4 / 6), (2, 1.0), (4, 1.0), (4.5, np.nan)])
+def test_kendall_like_counts_pairs_that_differ_by_the_threshold(threshold, want):
+    spec = tables.Spec(kind="kendall", variant="like", bootstrap=0, permutations=0, threshold=threshold)
+    got = tables.quality(like_dataset(), spec).set_index("target")["value"]
+    assert got["overall"] == pytest.approx(want, nan_ok=True)
+    assert spec.fields()["threshold"] == ("25" if threshold is None else f"{threshold:g}")
+    unreachable = tables.unreachable_like_threshold(like_dataset(), spec)
+    assert unreachable == ({"overall": 4.0} if np.isnan(want) else {})
+
+
+def test_the_largest_human_difference_is_that_of_the_pairs_a_level_compares():
+    f = like_dataset().frame
+    assert tables.largest_human_difference(f, "human.overall", "segment") == 4.0  # 5 - 1
+    assert tables.largest_human_difference(f, "human.overall", "item") == 2.0  # g2: 5 - 3
+    assert tables.largest_human_difference(f, "human.overall", "system_grouped") == 3.0  # B: 5 - 2
+    assert tables.largest_human_difference(f, "human.overall", "system") == 1.5  # means 2 and 3.5
+    spec = tables.Spec(kind="kendall", variant="like", level="item", threshold=3)
+    note = report_cmd.like_note(tables.unreachable_like_threshold(like_dataset(), spec), spec)
+    assert "differ by >= 3" in note and "at level item" in note and "largest difference: overall 2)" in note
+    assert "\n" not in note
 
 
 def test_console_tables_print_brackets_as_text():
