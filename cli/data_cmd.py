@@ -50,7 +50,7 @@ def token_lengths(texts, tokenizer) -> np.ndarray:
 def card(cfg: DictConfig) -> str:
     from transformers import AutoTokenizer
 
-    from cscore.scorers.gguf import resolve_path
+    from cscore.scorers import gguf
 
     df, report = load(cfg)
     lines = [f"# dataset card: {cfg.data.name}", "", f"files: {', '.join(report.source_files)}", ""]
@@ -65,7 +65,7 @@ def card(cfg: DictConfig) -> str:
         v = df[col].dropna()
         lines.append(f"| {aspect} | {len(v)} | {v.min():.4g} | {v.mean():.4g} | {v.max():.4g} | {v.nunique()} |")
     spec = cfg.get("tokenizer") or cfg.pair.expert.path
-    tok = AutoTokenizer.from_pretrained(resolve_path(spec)[0])
+    tok = gguf.load_tokenizer(spec) if spec.startswith("gguf:") else AutoTokenizer.from_pretrained(spec)
     lines += ["", f"length in tokens ({spec}), without special tokens:", "",
               "| text | p5 | p50 | p95 | max |", "|---|---:|---:|---:|---:|"]
     for col in ("source", "reference", "hypothesis"):

@@ -218,6 +218,28 @@ def gguf_path(spec: str) -> Path:
     return path
 
 
+def load_tokenizer(spec: str):
+    """The tokenizer of a ``gguf:`` spec without converting the weights: the converted copy's
+    when it is cached, else read from the GGUF file's metadata exactly as the conversion does."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    path = gguf_path(spec)
+    target = conversion_dir(path)
+    if (target / "COMPLETE").exists():
+        return AutoTokenizer.from_pretrained(target)
+    try:
+        config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+        if config.model_type in OWN_TOKENIZER:
+            tok = build_gemma3_tokenizer(path)
+        else:
+            tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    except Exception as err:  # as in convert_gguf: name the file
+        raise ModelSpecError(f"transformers {transformers.__version__} cannot read the tokenizer of {path}: "
+                             f"{one_line(err)}") from err
+    fix_special_tokens(tok, config)
+    return tok
+
+
 def resolve_path(spec: str) -> tuple[str, str | None]:
     """Turn a model spec into (from_pretrained path, fingerprint or None)."""
     if not spec.startswith("gguf:"):

@@ -186,3 +186,22 @@ def test_gemma3_270m_early_exit_equals_the_truncated_model(gemma, f32):
         for i, w in enumerate(want):
             got = stats["amateur"].lp(1.0)[stats["amateur"].item(i)]
             np.testing.assert_allclose(got, w, rtol=0, atol=f32.logp_tol(w).min())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, fixture", [("smollm2", "smollm2"), ("gemma3-270m", "gemma")])
+def test_tokenizer_alone_needs_no_conversion_and_equals_the_converted_one(name, fixture, request, tmp_path,
+                                                                         monkeypatch):
+    """`cscore data check tokenizer=gguf:...` reads the tokenizer from the GGUF metadata: with an
+    empty cache no model is converted, and the ids are those of the converted model's tokenizer."""
+    from cscore.scorers import gguf
+
+    converted = request.getfixturevalue(fixture).tokenizer
+    monkeypatch.setenv("CSCORE_CACHE", str(tmp_path))
+    tok = gguf.load_tokenizer(f"gguf:{name}")
+    assert not (tmp_path / "models").exists()
+    assert len(tok) == len(converted)
+    for attr in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        assert getattr(tok, attr) == getattr(converted, attr), attr
+    for text in FLUENT + list(GEMMA_IDS):
+        assert tok(text)["input_ids"] == converted(text)["input_ids"], text
