@@ -396,11 +396,13 @@ def write_stage(cfg: DictConfig, out_dir: Path, loaded: Loaded, plan: Plan, scor
 
 
 def print_summary(console, cfg: DictConfig, out_dir: Path, loaded: Loaded, scored: Scored, corr, metrics) -> None:
+    from rich.markup import escape
+
     from cscore.metaeval.report import rich_tables
 
     for t in rich_tables(corr, run_title(cfg)):
         console.print(t)
-    console.print(f"[dim]{metrics['signature']}[/]", soft_wrap=True)
+    console.print(f"[dim]{escape(metrics['signature'])}[/]", soft_wrap=True)
     n = len(scored.table)
     for name, rep in scored.stats.reports.items():
         if rep.cached:
@@ -419,8 +421,18 @@ def print_summary(console, cfg: DictConfig, out_dir: Path, loaded: Loaded, score
                   "while loading (rows in run.log and metrics.json)")
     for c, k in metrics["nonfinite_scores"].items():
         if k:
-            console.print(f"[yellow]{c}: {k} non-finite scores (left out of correlations)[/]")
-    console.print(f"run directory: [bold]{out_dir}[/]")
+            console.print(f"[yellow]{escape(c)}: {k} of {n} scores non-finite (left out of correlations)"
+                          f"{escape(nonfinite_hint(cfg, c))}[/]")
+    console.print(f"run directory: [bold]{escape(str(out_dir))}[/]")
+
+
+def nonfinite_hint(cfg: DictConfig, column: str) -> str:
+    """Why a method's scores may be non-finite by design, and what to set instead."""
+    m = cfg.method
+    if m.name == "cd_score" and column.removeprefix(rundir.SCORE) == m.variant and float(m.get("outside", 0.0)) == float("-inf"):
+        return ("; method.outside=-inf (the paper's CD-score) makes a hypothesis -inf as soon as one of its tokens "
+                "falls outside the expert's plausibility head: a finite method.outside (e.g. -50) penalises instead")
+    return ""
 
 
 @dataclass(frozen=True)

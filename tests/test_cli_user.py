@@ -235,3 +235,17 @@ def test_the_run_directory_contract(two_runs, tmp_path):
     cli_run.fail_dir(failed, False, RuntimeError("CUDA out of memory"), {"stage": "score"})
     (run,) = find_runs(tmp_path)
     assert not run.complete and run.failure["stage"] == "score"
+
+
+def test_nonfinite_hint_names_the_cd_score_setting_only_where_it_applies():
+    from omegaconf import OmegaConf
+
+    from cscore.cli.run import nonfinite_hint
+
+    cfg = OmegaConf.create({"method": {"name": "cd_score", "variant": "cd_score", "outside": float("-inf")}})
+    assert "method.outside" in nonfinite_hint(cfg, "score.cd_score")
+    assert nonfinite_hint(cfg, "score.expert") == ""  # a comparison row: not this setting's doing
+    cfg.method.outside = -50.0
+    assert nonfinite_hint(cfg, "score.cd_score") == ""
+    cfg = OmegaConf.create({"method": {"name": "contrast", "variant": "contrast"}})
+    assert nonfinite_hint(cfg, "score.contrast") == ""
