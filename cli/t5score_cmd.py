@@ -128,12 +128,15 @@ def train(cfg: DictConfig, t: dict) -> tuple[Path, bool]:
 
     device = auto_device(cfg.runtime.device)
     dtype = torch.float32 if cfg.runtime.dtype == "auto" else auto_dtype(cfg.runtime.dtype, device)
+    from cscore.scorers.models import ModelSpecError, check_local_path, load_failure
+
+    spec = str(t["model"])
+    check_local_path(spec, spec)  # a missing local directory: one line naming it, not a hub-id complaint
     try:
-        tok = AutoTokenizer.from_pretrained(t["model"])
-        model = AutoModelForSeq2SeqLM.from_pretrained(t["model"], dtype=dtype).to(device)
+        tok = AutoTokenizer.from_pretrained(spec)
+        model = AutoModelForSeq2SeqLM.from_pretrained(spec, dtype=dtype).to(device)
     except (OSError, ValueError) as err:
-        raise ConfigError(f"t5score.train.model={t['model']}: cannot load a seq2seq model: "
-                          f"{str(err).splitlines()[0]}") from None
+        raise ModelSpecError(f"t5score.train.model: {load_failure(spec, spec, None, err)}") from None
     kw = {"batch_size": t["batch_size"], "max_length": t["max_length"]}
     before = {k: tt.pairwise_accuracy(model, tok, v, **kw) for k, v in sets.items()}
     log.info("t5score train: %d train pairs, %d held-out pairs (%s-based, human.%s); pairwise accuracy before: "

@@ -133,6 +133,15 @@ def test_config_errors(tmp_path, cscore_main, extra, message):
     assert res.returncode == 2 and message in res.stderr
 
 
+def test_a_missing_model_directory_is_named_in_one_line(tmp_path, cscore_main):
+    res = cscore_main("t5score", "train", *data_args(rated_table(tmp_path)), "t5score.train.model=/nonexistent/t5",
+                      cwd=tmp_path)
+    assert res.returncode == 1  # as cscore run: a model that cannot be loaded
+    assert res.stderr.strip().splitlines()[-1] == (
+        "cscore: error: model '/nonexistent/t5': local directory not found: /nonexistent/t5 (give a local model "
+        "directory, a hub id such as Qwen/Qwen2.5-3B-Instruct, or a gguf: spec)")
+
+
 def test_reference_based_training_needs_references(t5_dir, tmp_path, cscore_main):
     path = tmp_path / "noref.csv"
     pd.DataFrame({"src": ["a b", "a b", "c d", "c d"], "hyp": ["x", "y", "z", "w"], "q": [1, 2, 1, 2]}).to_csv(path, index=False)
