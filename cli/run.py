@@ -423,6 +423,18 @@ def print_summary(console, cfg: DictConfig, out_dir: Path, loaded: Loaded, score
         if k:
             console.print(f"[yellow]{escape(c)}: {k} of {n} scores non-finite (left out of correlations)"
                           f"{escape(nonfinite_hint(cfg, c))}[/]")
+    for name, counts in (metrics.get("judge") or {}).get("invalid", {}).items():
+        bad = {s: k for s, k in counts.items() if s != "n" and k}
+        if bad:
+            what = ", ".join(f"{k} {s}" for s, k in bad.items())
+            console.print(f"[yellow]{escape(name)}: {sum(bad.values())} of {counts['n']} judge outputs gave no score "
+                          f"in range ({escape(what)}; per row in parse.{escape(name)})[/]")
+    for c in [c for c in scored.table.columns if c.startswith(rundir.SCORE)]:
+        values = pd.to_numeric(scored.table[c], errors="coerce")
+        finite = values[np.isfinite(values)]
+        if len(finite) > 1 and finite.nunique() == 1:
+            console.print(f"[yellow]{escape(c)}: the same value for every item, so its correlations are "
+                          "undefined (NaN)[/]")
     console.print(f"run directory: [bold]{escape(str(out_dir))}[/]")
 
 

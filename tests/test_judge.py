@@ -217,6 +217,7 @@ def judge_sweep(judge_dirs, tmp_path_factory, cscore_cli):
     res = cscore_cli("run", "-m", *judge_args(judge_dirs), "method.lam=0,0.5", "method.t=0.5,2",
                      f"hydra.sweep.dir={root / 'sw'}", cwd=root)
     assert res.returncode == 0, res.stdout + res.stderr
+    (root / "stdout.txt").write_text(res.stdout)
     return root / "sw"
 
 
@@ -241,6 +242,9 @@ def test_cli_judge_run_writes_the_interface_columns(judge_sweep):
         assert table["prompt"].str.startswith("<s>user: ").all() and table["prompt"].str.endswith("assistant:").all()
         inv = metrics["judge"]["invalid"]["cd_judge"]
         assert inv["No Pred"] == int((table["parse.cd_judge"] == "No Pred").sum())
+        bad = sum(v for k, v in inv.items() if k != "n")
+        said = f"cd_judge: {bad} of {len(table)} judge outputs gave no score" in (judge_sweep.parent / "stdout.txt").read_text()
+        assert said == (bad > 0)  # the console says how many outputs had no score in range
         # failures read as the range's lowest score, as the paper does
         assert (table.loc[table["parse.cd_judge"] == "No Pred", "score.cd_judge"] == lo).all()
         assert {r["target"] for r in metrics["correlations"]} == {cfg["method"]["aspect"]}
