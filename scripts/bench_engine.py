@@ -32,7 +32,7 @@ def timed(fn, repeats):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--model", default="gguf:smollm2")
     ap.add_argument("--items", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=2)

@@ -385,7 +385,7 @@ def run_slice(label, examples, pair: ModelPair, args) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--pair", default="smollm2")
     ap.add_argument("--arch", choices=sorted(ARCH_PAIRS), default=None,
                     help="random Qwen-shaped expert + amateur instead of --pair (GPU mode)")

@@ -159,7 +159,7 @@ def compare(fast: pd.DataFrame, slow: pd.DataFrame) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--run", type=Path, default=None, help="an existing run or multirun directory")
     ap.add_argument("--items", type=int, default=160)
     ap.add_argument("--sweep", type=int, default=1, help="runs in the synthetic multirun")

@@ -18,7 +18,7 @@ from cscore.scorers.cache import StatsCache
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--model", default="gguf:smollm2")
     ap.add_argument("--items", type=int, default=48)
     args = ap.parse_args()
