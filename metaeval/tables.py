@@ -176,11 +176,34 @@ def _labels(entries: list[dict]) -> list[str]:
     return labels
 
 
-def _data_key(run: Run) -> str:
+def _data_key(run: Run, prompt: bool = True) -> str:
     d, split = run.config["data"], run.config.get("split", {})
     extra = {k: v for k, v in d.items() if k not in ("template",)}
-    return json.dumps({"data": extra, "split": split, "prompt": run.config.get("prompt", {}).get("condition")},
-                      sort_keys=True, default=str)
+    key = {"data": extra, "split": split}
+    if prompt:
+        key["prompt"] = run.config.get("prompt", {}).get("condition")
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+def _is_baseline(run: Run) -> bool:
+    return run.config.get("method", {}).get("name") == "baseline"
+
+
+def _group(runs: list[Run]) -> dict[str, list[Run]]:
+    """Complete runs by dataset (data options, split and prompt condition). A baseline reads no
+    prompt: its rows join every group of its data and split (a group of their own if none)."""
+    by_data: dict[str, list[Run]] = {}
+    done = [r for r in runs if r.complete]
+    for run in done:
+        if not _is_baseline(run):
+            by_data.setdefault(_data_key(run), []).append(run)
+    for run in done:
+        if _is_baseline(run):
+            same = [k for k, g in by_data.items() if _data_key(g[0], prompt=False) == _data_key(run, prompt=False)
+                    and not _is_baseline(g[0])]
+            for k in same or [_data_key(run)]:
+                by_data.setdefault(k, []).append(run)
+    return by_data
 
 
 def collect(runs: list[Run]) -> list[Dataset]:
@@ -188,10 +211,7 @@ def collect(runs: list[Run]) -> list[Dataset]:
     A row repeated across the runs (same pair, method and parameters, defaults filled in:
     ``_effective``) appears once, labelled as ``_labels`` says; ``params`` are its effective
     parameters; ``main``: some run's configured method."""
-    by_data: dict[str, list[Run]] = {}
-    for run in runs:
-        if run.complete:
-            by_data.setdefault(_data_key(run), []).append(run)
+    by_data = _group(runs)
     out = []
     for key, group in by_data.items():
         base = None

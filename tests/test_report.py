@@ -1,6 +1,7 @@
 """`cscore report` on a real (tiny-model) sweep: tables, values, plots, missing runs. The sweep
 runs in a subprocess; `cscore report` (no models) runs in this process."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -432,3 +433,28 @@ def test_console_tables_print_brackets_as_text():
     text = " ".join(console.export_text().split())  # the caption wraps at the table's width
     for part in ("T [draft]", "c [1]", "x [expected]", "sig; [expected]: the expected score", "label [x]"):
         assert part in text, part
+
+
+def test_a_baseline_joins_every_prompt_condition_of_its_data(tmp_path):
+    """A baseline reads no prompt: beside runs under two prompt conditions its row appears in both
+    of their tables; alone it is a table of its own; other data is not joined."""
+    def contrast_run(name, condition, values, data="demo"):
+        run = write_run(tmp_path / name, {"name": "contrast", "variant": "contrast"},
+                        [{"name": "contrast", "method": "contrast", "params": {"gamma": 0.1}}], {"contrast": values})
+        run.config.update({"prompt": {"condition": condition}, "data": {"name": data}})
+        return run
+
+    src, ref = contrast_run("src", "source", [1.0, 3.0, 2.0]), contrast_run("ref", "reference", [2.0, 1.0, 3.0])
+    other = contrast_run("other", "source", [0.0, 1.0, 2.0], data="summeval")
+    bleu = write_run(tmp_path / "bleu", {"name": "baseline", "variant": "baseline"},
+                     [{"name": "bleu", "method": "baseline", "params": {"baseline": "bleu"}}], {"bleu": [5.0, 6.0, 7.0]})
+    bleu.config["prompt"] = {"condition": "source"}
+    got = {json.loads(ds.key)["data"]["name"] + "/" + str(json.loads(ds.key).get("prompt")): ds
+           for ds in tables.collect([src, ref, other, bleu])}
+    assert sorted(got) == ["demo/reference", "demo/source", "summeval/source"]
+    for key in ("demo/reference", "demo/source"):
+        assert list(got[key].rows) == ["p contrast", "bleu"]
+        assert got[key].frame["score.bleu"].tolist() == [5.0, 6.0, 7.0]
+    assert list(got["summeval/source"].rows) == ["p contrast"]
+    (alone,) = tables.collect([bleu])
+    assert list(alone.rows) == ["bleu"]
