@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
-from cscore.errors import ConfigError, CscoreError
+from cscore.errors import ConfigError
 from cscore.scorers.methods.params import Param
 
 log = logging.getLogger("cscore")
@@ -72,7 +71,7 @@ TRAIN_PARAMS = {
 
 
 def main(argv: list[str]) -> None:
-    from cscore.cli.main import fail
+    from cscore.cli.main import fail, one_line_errors
 
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
@@ -81,19 +80,13 @@ def main(argv: list[str]) -> None:
     if stage not in ("generate", "train"):
         fail(f"unknown cdm command {stage!r}; use cscore cdm generate | train (cscore cdm --help)", 2)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    try:
+    with one_line_errors("interrupted; what was written is kept and the same command resumes"):
         cfg, overrides = parse(rest)
         if "--cfg" in rest:
             print(OmegaConf.to_yaml(cfg.cdm))
             return
         out = generate(cfg, overrides) if stage == "generate" else train(cfg, overrides)
         print(f"cdm {stage}: {out}")
-    except CscoreError as err:
-        if os.environ.get("CSCORE_DEBUG"):
-            raise
-        fail(str(err), 2 if isinstance(err, ConfigError) else 1)
-    except KeyboardInterrupt:
-        fail("interrupted; what was written is kept and the same command resumes", 130)
 
 
 def compose(overrides: list[str]) -> DictConfig:

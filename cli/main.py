@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 
 USAGE = """usage: cscore <command> [args]
 
@@ -29,6 +30,26 @@ commands:
 def fail(message: str, code: int) -> None:
     print(f"cscore: error: {message}", file=sys.stderr)
     sys.exit(code)
+
+
+@contextmanager
+def one_line_errors(interrupted: str | None = None):
+    """A command's user errors as one line: exit 2 for a ConfigError, 1 for any other CscoreError
+    (``CSCORE_DEBUG=1`` keeps the traceback); with ``interrupted``, Ctrl-C is that line, exit 130."""
+    import os
+
+    from cscore.errors import ConfigError, CscoreError
+
+    try:
+        yield
+    except CscoreError as err:
+        if os.environ.get("CSCORE_DEBUG"):
+            raise
+        fail(str(err), 2 if isinstance(err, ConfigError) else 1)
+    except KeyboardInterrupt:
+        if interrupted is None:
+            raise
+        fail(interrupted, 130)
 
 
 def run_command(rest: list[str]) -> None:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
-import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +19,7 @@ from rich.markup import escape
 from cscore.metaeval import judge, judge_plots, plots, render, tables
 from cscore.metaeval.runs import find_runs, missing_jobs
 from cscore import rundir
-from cscore.errors import ConfigError, CscoreError
+from cscore.errors import CscoreError
 from cscore.metaeval.signature import Signature
 
 NUMERIC = (int, float)
@@ -343,10 +341,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--select-by", default="spearman", choices=list(judge.KINDS),
                     help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
     args = ap.parse_args(argv)
-    try:
+    from cscore.cli.main import one_line_errors
+
+    with one_line_errors():
         report(args.path, spec_from_args(args), args.out, select_by=args.select_by)
-    except CscoreError as err:
-        if os.environ.get("CSCORE_DEBUG"):
-            raise
-        print(f"cscore: error: {err}", file=sys.stderr)
-        sys.exit(2 if isinstance(err, ConfigError) else 1)

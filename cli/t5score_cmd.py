@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
-from cscore.errors import ConfigError, CscoreError
+from cscore.errors import ConfigError
 from cscore.scorers.methods.params import Param
 
 log = logging.getLogger("cscore")
@@ -38,7 +37,7 @@ PARAMS = {"model": Param(str, nullable=True), "out": Param(str, nullable=True), 
 
 def main(argv: list[str]) -> None:
     from cscore.cli.cdm_cmd import checked
-    from cscore.cli.main import fail
+    from cscore.cli.main import fail, one_line_errors
 
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
@@ -46,7 +45,7 @@ def main(argv: list[str]) -> None:
     if argv[0] != "train":
         fail(f"unknown t5score command {argv[0]!r}; use cscore t5score train (cscore t5score --help)", 2)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    try:
+    with one_line_errors("interrupted; nothing was written (the model is saved when training ends)"):
         cfg = compose(argv[1:])
         if "--cfg" in argv:
             print(OmegaConf.to_yaml(cfg.t5score))
@@ -55,12 +54,6 @@ def main(argv: list[str]) -> None:
         out, skipped = train(cfg, t)
         print(f"t5score train: {out}" + (" (finished earlier with this config: skipped; remove it to train again)"
                                          if skipped else ""))
-    except CscoreError as err:
-        if os.environ.get("CSCORE_DEBUG"):
-            raise
-        fail(str(err), 2 if isinstance(err, ConfigError) else 1)
-    except KeyboardInterrupt:
-        fail("interrupted; nothing was written (the model is saved when training ends)", 130)
 
 
 def compose(overrides: list[str]) -> DictConfig:
