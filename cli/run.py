@@ -441,7 +441,8 @@ def print_summary(console, cfg: DictConfig, out_dir: Path, loaded: Loaded, score
 def nonfinite_hint(cfg: DictConfig, column: str) -> str:
     """Why a method's scores may be non-finite by design, and what to set instead."""
     m = cfg.method
-    if m.name == "cd_score" and column.removeprefix(rundir.SCORE) == m.variant and float(m.get("outside", 0.0)) == float("-inf"):
+    own = column.removeprefix(rundir.SCORE) == m.variant
+    if m.name == "cd_score" and own and float(m.get("outside", 0.0)) == float("-inf"):
         return ("; method.outside=-inf (the paper's CD-score) makes a hypothesis -inf as soon as one of its tokens "
                 "falls outside the expert's plausibility head: a finite method.outside (e.g. -50) penalises instead")
     return ""

@@ -218,7 +218,7 @@ def sparse_packed(model) -> bool:
     return SPARSE_PACKED and packed_attention.usable(model)
 
 
-def run_base(model, ids, mask, positions, items, batch_rows, where, attn):
+def run_base(model, ids, mask, positions, items, batch_rows, where):
     """The decoder stack's last hidden state for a padded batch. Packed rows of an SDPA model go
     through ``packed_attention`` (the mask's pattern without its row² cost), others as they are
     (a key-padding-only mask from ``_pad_rows(dense_mask=False)`` needs ``packed_attention``)."""
@@ -322,7 +322,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
                 for batch_rows in batch_rows_of(rows, token_budget):
                     ids, mask, positions, where = _pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
                                                             attn, dense_mask=dense)
-                    final = run_base(model, ids, mask, positions, items, batch_rows, where, attn)
+                    final = run_base(model, ids, mask, positions, items, batch_rows, where)
                     hidden = {h: (final if k is None else taps[h].normed()) for h, k in heads.items()}
                     _score_batch(model, items, where, hidden, out, vocab, device)
                     done[list(where)] = True

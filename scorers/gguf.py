@@ -155,15 +155,12 @@ def gguf_load_options() -> dict:
 
 def convert_gguf(gguf_path: Path, out: Path) -> None:
     """Write model + tokenizer of ``gguf_path`` as a regular checkpoint into ``out``."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     try:
         model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
                                                      **gguf_load_options())
-        if model.config.model_type in OWN_TOKENIZER:
-            tok = build_gemma3_tokenizer(gguf_path)
-        else:
-            tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        tok = gguf_tokenizer(gguf_path, model.config.model_type)
     except Exception as err:  # a damaged file, an architecture transformers lacks, ...: name the file
         raise ModelSpecError(f"transformers {transformers.__version__} cannot convert {gguf_path}: "
                              f"{one_line(err)}") from err
@@ -171,6 +168,15 @@ def convert_gguf(gguf_path: Path, out: Path) -> None:
     model.save_pretrained(out)
     tok.save_pretrained(out)
     (out / "COMPLETE").write_text(f"{gguf_path}\ntransformers {transformers.__version__}\n")
+
+
+def gguf_tokenizer(gguf_path: Path, model_type: str):
+    """The tokenizer in a GGUF file's metadata (Gemma 3: cscore's own reading of it)."""
+    from transformers import AutoTokenizer
+
+    if model_type in OWN_TOKENIZER:
+        return build_gemma3_tokenizer(gguf_path)
+    return AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
 
 
 def one_line(err: BaseException) -> str:
@@ -229,10 +235,7 @@ def load_tokenizer(spec: str):
         return AutoTokenizer.from_pretrained(target)
     try:
         config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-        if config.model_type in OWN_TOKENIZER:
-            tok = build_gemma3_tokenizer(path)
-        else:
-            tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        tok = gguf_tokenizer(path, config.model_type)
     except Exception as err:  # as in convert_gguf: name the file
         raise ModelSpecError(f"transformers {transformers.__version__} cannot read the tokenizer of {path}: "
                              f"{one_line(err)}") from err

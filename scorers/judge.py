@@ -86,13 +86,12 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
             idx = list(where)
             rows_t = torch.tensor([where[i][0] for i in idx], device=device)
             last = torch.tensor([where[i][2] + len(items[i][1]) - 1 for i in idx], device=device)
-            hidden = run_base(main, ids, mask, positions, items, batch_rows, where, attn)
+            hidden = run_base(main, ids, mask, positions, items, batch_rows, where)
             z_main = head_logits(main, hidden[rows_t, last])
             if tap is not None:
                 z_asst = head_logits(main, tap.normed()[rows_t, last])
             else:
-                h2 = run_base(asst, ids, mask, positions, items, batch_rows, where,
-                              getattr(asst.config, "_attn_implementation", None))
+                h2 = run_base(asst, ids, mask, positions, items, batch_rows, where)
                 z_asst = head_logits(asst, h2[rows_t, last])
             if z_asst.shape[-1] != z_main.shape[-1]:
                 raise InputError(f"the assistant has {z_asst.shape[-1]} output logits, the main model "

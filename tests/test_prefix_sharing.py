@@ -253,10 +253,10 @@ def test_sparse_path_builds_no_row_by_row_mask(models):
         real[r, last_prompt + 1 - len(rows[r].prompt):last_prompt + 1] = True
         real[r, first:first + len(ITEMS[i][1])] = True
     assert torch.equal(short[:, 0, 0], real) and not real.all()  # left padding: some columns are pads
-    got = engine.run_base(model, ids, short, pos, ITEMS, rows, where, "sdpa")
-    ref = engine.run_base(model, ids, full, pos, ITEMS, rows, where, "sdpa")
+    got = engine.run_base(model, ids, short, pos, ITEMS, rows, where)
+    ref = engine.run_base(model, ids, full, pos, ITEMS, rows, where)
     torch.testing.assert_close(got[real], ref[real], rtol=0, atol=1e-12)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(engine, "SPARSE_PACKED", False)
         with pytest.raises(ValueError, match="key-padding"):
-            engine.run_base(model, ids, short, pos, ITEMS, rows, where, "sdpa")
+            engine.run_base(model, ids, short, pos, ITEMS, rows, where)
