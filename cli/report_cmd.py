@@ -8,6 +8,7 @@ the same folder get the usual tables."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import time
@@ -19,8 +20,9 @@ from rich.markup import escape
 from cscore.metaeval import judge, judge_plots, plots, render, tables
 from cscore.metaeval.runs import find_runs, missing_jobs
 from cscore import rundir
-from cscore.errors import CscoreError
+from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval.signature import Signature
+from cscore.metaeval.uncertainty import few_units_warning
 
 NUMERIC = (int, float)
 BIAS_TITLE = "likelihood bias, BiasScore (closer to 0 is better)"
@@ -123,6 +125,24 @@ def stems(datasets: list[tables.Dataset]) -> list[str]:
     return out
 
 
+def _options(values: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(values.items()) if v is not None)
+
+
+def describe_key(key: str) -> str:
+    """A dataset's key (``tables.Dataset.key``: data options, split, prompt condition as JSON) as
+    text: ``data demo (judge_aspect=consistency), split all, prompt source``; null options left out,
+    the split's options only for a dev / test split."""
+    d = json.loads(key)
+    data, split = dict(d.get("data") or {}), dict(d.get("split") or {})
+    name, use = data.pop("name", "?"), split.pop("use", "all")
+    parts = [f"data {name}" + (f" ({_options(data)})" if _options(data) else "")]
+    parts.append(f"split {use}" + (f" ({_options(split)})" if use not in (None, "all") and _options(split) else ""))
+    if d.get("prompt") is not None:
+        parts.append(f"prompt {d['prompt']}")
+    return ", ".join(parts)
+
+
 def quality_section(ds, stem: str, spec: tables.Spec, out: Path, console, progress: Progress):
     """Quality tables (long csv and wide md / csv / tex); prints the table. Returns (long, lines)."""
     data = _config(ds)["data"]["name"]
@@ -210,21 +230,44 @@ def like_note(unreachable: dict[str, float], spec: tables.Spec) -> str:
             "on 0-100)")
 
 
+def warn(stem: str, text: str, console) -> list[str]:
+    """``text`` (if any) as one yellow console line and as report.md's bold line under the files."""
+    if not text:
+        return []
+    console.print(f"[yellow]{escape(stem)}: {escape(text)}[/]", soft_wrap=True)  # one line in a log too
+    return ["", f"**{text}**"]
+
+
+def units_warning(items: int, spec: tables.Spec) -> str:
+    """``few_units_warning`` for a quality table: its bootstrap and permutations resample items."""
+    what = " and ".join(w for w, n in (("the bootstrap intervals", spec.bootstrap),
+                                       ("the significance clusters", spec.permutations)) if n)
+    return few_units_warning(items, "items (documents / source segments)", what) if what else ""
+
+
 def dataset_section(ds, stem: str, spec: tables.Spec, out: Path, console, progress: Progress) -> list[str]:
     items = ds.frame["group"].nunique() if "group" in ds.frame else len(ds.frame)
     progress.say(f"{stem}: {len(ds.frame)} rows, {items} items, {len(ds.rows)} score rows x "
                  f"{len(tables.targets(ds)) + 1} columns; {spec.bootstrap} bootstrap resamples, "
                  f"{spec.permutations} permutations")
-    lines = ["", f"Files `{stem}_*`: {len(ds.frame)} rows of `{ds.key}`"]
+    lines = ["", f"Files `{stem}_*`: {len(ds.frame)} rows of {describe_key(ds.key)}"]
+    lines += warn(stem, units_warning(items, spec), console)
     long, quality_lines = quality_section(ds, stem, spec, out, console, progress)
-    note = like_note(tables.unreachable_like_threshold(ds, spec), spec)
-    if note:
-        lines += ["", f"**{note}**"]
-        console.print(f"[yellow]{escape(stem)}: {escape(note)}[/]")
+    lines += warn(stem, like_note(tables.unreachable_like_threshold(ds, spec), spec), console)
     lines += (quality_lines + bias_section(ds, stem, out) + quantized_section(ds, stem, out)
               + pairwise_section(ds, stem, out))
     plot_section(ds, long, stem, out, progress)
     return lines
+
+
+def judge_units_warning(rep: judge.JudgeReport, spec: tables.Spec) -> str:
+    """``few_units_warning`` for the judge's bootstrap: the fewest documents (rows without a group
+    column) behind a reported correlation."""
+    if not spec.bootstrap or rep.long.empty:
+        return ""
+    unit = "documents" if "group" in rep.study.points[0].frame.columns else "rows"
+    return few_units_warning(int(rep.long["n_groups"].min()), f"{unit} in the reported rows",
+                             "the bootstrap intervals (±)")
 
 
 def judge_section(runs, spec: tables.Spec, out: Path, console, progress: Progress,
@@ -246,6 +289,7 @@ def judge_section(runs, spec: tables.Spec, out: Path, console, progress: Progres
         rep.invalid.to_csv(out / f"{stem}_invalid_long.csv", index=False)
         lines += ["", f"Files `{stem}_*`: judge runs on {study.data}, aspect {study.aspect}: "
                       f"{len(study.points)} grid points"]
+        lines += warn(stem, judge_units_warning(rep, spec), console)
         if not study.has_dev_split:
             lines += ["", f"**{judge.NO_DEV}**"]
             console.print(f"[bold yellow]{escape(stem)}: {escape(judge.NO_DEV)}[/]")
@@ -260,7 +304,7 @@ def judge_section(runs, spec: tables.Spec, out: Path, console, progress: Progres
             lines += write(out, f"{stem}_{suffix}", table)
             console.print(render.rich(table))
         progress.say(f"{stem}: plots")
-        judge_plots.write(rep, out / "plots", stem, criterion.kind)
+        judge_plots.write(rep, out / "plots", stem, criterion)
     return lines
 
 
@@ -270,6 +314,13 @@ def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None,
 
     console = console or Console()
     progress = progress or Progress()
+    root = Path(root)
+    if not root.exists():
+        raise ConfigError(f"{root} does not exist: cscore report reads a run directory, a multirun directory or "
+                          "a folder holding runs")
+    if not root.is_dir():
+        raise ConfigError(f"{root} is a file: cscore report reads a run directory, a multirun directory or a "
+                          "folder holding runs")
     runs = find_runs(root)
     if not runs:
         raise CscoreError(f"no cscore run directories (with config.yaml) under {root}")

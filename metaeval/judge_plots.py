@@ -3,8 +3,8 @@
 * score distributions per score range (the CD-judge paper's Fig. 2 / App. C): the share of the
   reported items at each score of the range for the main model alone, the assistant alone and the
   contrast at the chosen (λ, t), next to the human scores put on the same range;
-* the dev criterion over the λ × t grid of every (pair, range): ``plots.heatmap_figure`` with the
-  chosen cell outlined.
+* the dev criterion over the λ × t grid of every (pair, range), of the parsed and of the expected
+  score side by side (``plots.draw_heatmap``), each with its chosen cell outlined.
 
 Human scores on a judge's range: SummEval's aspects are means of 3 experts on 1-5, so they take
 the values k/3. They are mapped linearly from their scale (``judge.human_scale``) onto [lo, hi]
@@ -50,42 +50,58 @@ def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list
     return panels
 
 
+def _series_label(name: str, panel: dict) -> str:
+    return {"human": "human", "contrast": "contrast (chosen λ, t)"}.get(
+        name, f"{name}: {panel['names'].get(name, name)}")
+
+
 def score_distribution_figure(panels: list[dict], title: str = ""):
-    """Grouped bars per range: share of items at each score, one bar per series."""
+    """Grouped bars per range: share of items at each score, one bar per series; the legend right
+    of the panels (off the bars), the chosen (λ, t) in each panel's title, a footnote on the human
+    scores below."""
     n = max(len(panels), 1)
-    fig, axes = plt.subplots(1, n, figsize=(3.4 * n + 0.6, 3.6), squeeze=False)
+    width = 3.4 * n + 2.6
+    fig, axes = plt.subplots(1, n, figsize=(width, 4.2), squeeze=False, layout="constrained")
+    handles = {}
     for ax, panel in zip(axes[0], panels):
         names = list(panel["series"])
         x = np.arange(panel["lo"], panel["hi"] + 1)
-        width = 0.8 / len(names)
+        bar_width = 0.8 / len(names)
         for k, name in enumerate(names):
-            label = {"human": "human", "contrast": f"contrast (λ={panel['lam']:g}, t={panel['t']:g})"}.get(
-                name, f"{name}: {panel['names'].get(name, name)}")
-            ax.bar(x + (k - (len(names) - 1) / 2) * width, panel["series"][name], width,
-                   color=SERIES_COLORS.get(name), label=label)
+            label = _series_label(name, panel)
+            handles[label] = ax.bar(x + (k - (len(names) - 1) / 2) * bar_width, panel["series"][name], bar_width,
+                                    color=SERIES_COLORS.get(name), label=label)
         ax.set_xticks(x)
         ax.set_xlabel(f"score ({panel['range']}, n={panel['n']})")
-        ax.set_title(panel["range"], fontsize=9)
+        ax.set_title(f"{panel['range']}: λ={panel['lam']:g}, t={panel['t']:g}", fontsize=9)
         ax.set_ylim(0, 1)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("share of items")
     if panels:
         a, b = panels[0]["scale"]
-        axes[0][0].legend(fontsize=7, loc="upper left")
-        fig.text(0.5, 0.005, f"human: mean of the experts mapped linearly from {a}-{b} onto each range and "
-                 "rounded to the nearest score point", ha="center", va="bottom", fontsize=7)
-    fig.suptitle(title, fontsize=10)
+        fig.legend(list(handles.values()), list(handles), loc="outside right center", fontsize=7)  # off the title
+        note = (f"human: mean of the experts mapped linearly from {a}-{b} onto each range and rounded to the "
+                "nearest score point")
+        fig.supxlabel(plots.wrap(note, width - 0.4, 7), fontsize=7)  # in the layout: never under a label
+    fig.suptitle(plots.wrap(title, width - 0.4, 10), fontsize=10)
     return fig
 
 
-def dev_heatmap_figure(grid: pd.DataFrame, chosen: tuple[float, float] | None = None, title: str = ""):
-    """``plots.heatmap_figure`` of the dev criterion (rows λ, columns t); the chosen cell outlined."""
-    fig = plots.heatmap_figure(grid, "lam", "t", title)
-    if chosen is not None:
-        ax = fig.axes[0]
-        lams, ts = sorted(grid["lam"].unique()), sorted(grid["t"].unique())
-        i, j = lams.index(chosen[0]), ts.index(chosen[1])
-        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.5))
+def dev_heatmap_figure(grids: dict[str, pd.DataFrame], chosen: dict[str, tuple[float, float]], title: str = ""):
+    """The dev criterion over λ (rows) x t (columns), one panel per score kind of ``grids``
+    ({"parsed": grid, "expected": grid}: a judge whose parsed score is constant has none but the
+    expected score's); each kind's chosen cell (``chosen[kind]``, when there is one) outlined."""
+    shape = plots.heatmap_grid(next(iter(grids.values())), "lam", "t").shape
+    width = len(grids) * max(1.1 * shape[1] + 2.2, 4.2)
+    fig, axes = plt.subplots(1, len(grids), figsize=(width, 0.7 * shape[0] + 2.2), squeeze=False,
+                             layout="constrained")
+    for ax, (kind, grid) in zip(axes[0], grids.items()):
+        plots.draw_heatmap(ax, grid, "lam", "t", f"{kind} score")
+        if chosen.get(kind) is not None:
+            lams, ts = sorted(grid["lam"].unique()), sorted(grid["t"].unique())
+            i, j = lams.index(chosen[kind][0]), ts.index(chosen[kind][1])
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.5))
+    fig.suptitle(plots.wrap(title, width - 0.4, 10), fontsize=10)
     return fig
 
 
@@ -93,11 +109,18 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(text)).strip("_")
 
 
-def write(rep: judge.JudgeReport, folder: Path, stem: str, criterion: str = "spearman") -> list[Path]:
+def _setting(frame: pd.DataFrame, pair: str, variant: str, lo, hi) -> pd.DataFrame:
+    return frame[(frame["pair"] == pair) & (frame["variant"] == variant) & (frame["lo"] == lo) & (frame["hi"] == hi)]
+
+
+def write(rep: judge.JudgeReport, folder: Path, stem: str,
+          criterion: judge.Criterion = judge.Criterion()) -> list[Path]:
     """Every figure of one study under ``folder``: ``<stem>_scores_<pair>.png`` (one per pair and
-    method row) and ``<stem>_dev_<pair>_<lo>-<hi>.png`` (one per pair, method row and range)."""
+    method row) and ``<stem>_dev_<pair>_<lo>-<hi>.png`` (one per pair, method row and range: the
+    dev ``criterion`` of the parsed and of the expected score over the grid)."""
     out = []
     study = rep.study
+    grids = {"parsed": rep.grid, "expected": judge.grid(study, criterion, "expected")}
     parsed = rep.selection[rep.selection["score"] == "parsed"]
     for pair, variant in dict.fromkeys(zip(parsed["pair"], parsed["variant"])):
         name = _safe(pair if variant == "cd_judge" else f"{pair}_{variant}")
@@ -105,10 +128,11 @@ def write(rep: judge.JudgeReport, folder: Path, stem: str, criterion: str = "spe
         title = f"{study.data} {study.aspect}, {judge.contrast_label(pair, variant)}: score distributions"
         out.append(plots.save(score_distribution_figure(panels, title), folder / f"{stem}_scores_{name}.png"))
         for _, s in parsed[(parsed["pair"] == pair) & (parsed["variant"] == variant)].iterrows():
-            g = rep.grid[(rep.grid["pair"] == pair) & (rep.grid["variant"] == variant) & (rep.grid["lo"] == s["lo"])
-                         & (rep.grid["hi"] == s["hi"])]
+            chosen = {kind: (c["lam"], c["t"]) for kind in grids
+                      for _, c in _setting(rep.selection[rep.selection["score"] == kind], pair, variant,
+                                           s["lo"], s["hi"]).iterrows()}
             where = "dev" if s["selected_on"] == "dev" else "ALL rows (no dev split)"
-            fig = dev_heatmap_figure(g, (s["lam"], s["t"]),
-                                     f"{pair} {s['range']}: {where} {criterion} (chosen: outlined)")
+            fig = dev_heatmap_figure({k: _setting(g, pair, variant, s["lo"], s["hi"]) for k, g in grids.items()},
+                                     chosen, f"{pair} {s['range']}: {where} {criterion.kind} (chosen: outlined)")
             out.append(plots.save(fig, folder / f"{stem}_dev_{name}_{s['range']}.png"))
     return out

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from cscore import rundir
@@ -17,12 +19,26 @@ SINGLE_PASS_NOTE = ("one forward pass produced every row, so they share one spee
                     "speed vs quality needs runs with several model pairs")
 
 
+DPI = 130  # of every saved PNG
+PANEL_WIDTH = 2.6  # inches, of a panel of distribution_figure
+
+
 def save(fig, out: Path) -> Path:
+    """Writes ``fig`` at ``DPI``; a figure without a layout engine of its own (constrained) gets
+    tight_layout, which also makes room for a legend placed outside the axes."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()  # also makes room for a legend placed outside the axes
-    fig.savefig(out, dpi=130)
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
+    fig.savefig(out, dpi=DPI)
     plt.close(fig)
     return out
+
+
+def wrap(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` points (a character
+    is taken as 0.6 of the font size wide: DejaVu Sans' widest common letters)."""
+    chars = max(int(width_in * 72 / (0.6 * fontsize)), 20)
+    return "\n".join(textwrap.wrap(text, chars)) if text else text
 
 
 def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = ""):
@@ -45,33 +61,55 @@ def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = ""
 
 def heatmap_figure(table: pd.DataFrame, rows: str, cols: str, title: str = ""):
     """A grid of correlation over two swept parameters (e.g. lambda x t)."""
-    grid = table.pivot_table(index=rows, columns=cols, values="value", aggfunc="mean",
-                             dropna=False).sort_index().sort_index(axis=1)  # keep all-nan cells: they say "nan"
-    fig, ax = plt.subplots(figsize=(max(1.1 * grid.shape[1] + 2, 6), 0.7 * grid.shape[0] + 1.8))
-    im = ax.imshow(grid.to_numpy(dtype=float), cmap="viridis", aspect="auto")
+    shape = heatmap_grid(table, rows, cols).shape
+    width = max(1.1 * shape[1] + 2, 6)
+    fig, ax = plt.subplots(figsize=(width, 0.7 * shape[0] + 1.8))
+    draw_heatmap(ax, table, rows, cols, wrap(title, width - 1.5, 9))
+    return fig
+
+
+def heatmap_grid(table: pd.DataFrame, rows: str, cols: str) -> pd.DataFrame:
+    """Mean value per (rows, cols) cell, both sorted; all-nan cells kept (they say "nan")."""
+    return table.pivot_table(index=rows, columns=cols, values="value", aggfunc="mean",
+                             dropna=False).sort_index().sort_index(axis=1)
+
+
+def draw_heatmap(ax, table: pd.DataFrame, rows: str, cols: str, title: str = ""):
+    """``heatmap_grid`` on ``ax``: one coloured cell per (rows, cols) value, written in the cell,
+    and a colour bar."""
+    grid = heatmap_grid(table, rows, cols)
+    values = grid.to_numpy(dtype=float)
+    im = ax.imshow(values, cmap="viridis", aspect="auto")
     ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
     ax.set_yticks(range(grid.shape[0]), [str(r) for r in grid.index])
     ax.set_xlabel(cols)
     ax.set_ylabel(rows)
-    for (i, j), v in np.ndenumerate(grid.to_numpy(dtype=float)):
-        ax.text(j, i, "nan" if np.isnan(v) else f"{v:.3f}", ha="center", va="center",
-                color="0.4" if np.isnan(v) else "w", fontsize=8)
-    fig.colorbar(im, ax=ax)
+    for (i, j), v in np.ndenumerate(values):
+        ax.text(j, i, "nan" if np.isnan(v) else f"{v:.3f}", ha="center", va="center", fontsize=8,
+                color="0.4" if np.isnan(v) else _ink(im.cmap(im.norm(v))))
+    if np.isfinite(values).any():  # an all-nan grid has no scale to show
+        ax.figure.colorbar(im, ax=ax)
     ax.set_title(title, fontsize=9)
-    return fig
+    return im
+
+
+def _ink(rgba) -> str:
+    """Black on a light cell, white on a dark one (relative luminance, ITU-R BT.709)."""
+    r, g, b = rgba[:3]
+    return "k" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.5 else "w"
 
 
 def distribution_figure(scores: pd.DataFrame, metric_cols: list[str], human_cols: list[str]):
     """Histograms of the z-scored scores: one panel per human aspect (top row, orange), one per
     metric (bottom row, blue)."""
     ncols = max(len(human_cols), len(metric_cols), 1)
-    fig = plt.figure(figsize=(2.6 * ncols, 5.4))
+    fig = plt.figure(figsize=(PANEL_WIDTH * ncols, 5.4))
     for row, cols in enumerate((human_cols, metric_cols)):
         for k, col in enumerate(cols):
             ax = fig.add_subplot(2, ncols, row * ncols + k + 1)
             _histogram(ax, scores[col].to_numpy(dtype=float), "tab:orange" if row == 0 else "tab:blue")
             name = col.removeprefix(rundir.SCORE).removeprefix(rundir.HUMAN)
-            ax.set_title(f"{name} (human)" if row == 0 else name, fontsize=9)
+            ax.set_title(wrap(f"{name} (human)" if row == 0 else name, PANEL_WIDTH - 0.3, 9), fontsize=9)
     return fig
 
 
@@ -90,16 +128,31 @@ def speed_vs_quality_figure(points: pd.DataFrame, title: str = ""):
     plot says that it needs several pairs."""
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.scatter(points["samples_per_second"], points["value"])
+    speeds = points["samples_per_second"].to_numpy(dtype=float)
+    middle = np.sqrt(speeds.min() * speeds.max()) if len(speeds) else 0.0
     for _, r in points.iterrows():
-        ax.annotate(str(r["label"]), (r["samples_per_second"], r["value"]), fontsize=7, xytext=(3, 3),
-                    textcoords="offset points")
+        right = len(speeds) > 1 and r["samples_per_second"] > middle  # its label to the left: inside the axes
+        ax.annotate(str(r["label"]), (r["samples_per_second"], r["value"]), fontsize=7,
+                    xytext=(-3 if right else 3, 3), textcoords="offset points", ha="right" if right else "left")
     if len(points) < 2:
         ax.text(0.5, 0.04, SINGLE_PASS_NOTE, transform=ax.transAxes, ha="center", va="bottom", fontsize=8,
                 bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "grey"})  # below the centred point
-    ax.set_xscale("log")
+    _log_x(ax, speeds)
     ax.set_xlabel("samples / second (log)")
     ax.set_ylabel("correlation (AVG)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     return fig
 
+
+
+def _log_x(ax, values: np.ndarray) -> None:
+    """A log x axis labelled with plain numbers: 1, 10, 100 and, over at most 3 decades, 2 and 5
+    between them (matplotlib's own minor labels crowd an axis of one or two decades)."""
+    ax.set_xscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.xaxis.set_major_formatter(plain)
+    values = values[np.isfinite(values) & (values > 0)]
+    few = len(values) == 0 or np.log10(values.max() / values.min()) <= 3
+    ax.xaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0) if few else "auto"))
+    ax.xaxis.set_minor_formatter(plain if few else NullFormatter())

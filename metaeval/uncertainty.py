@@ -546,6 +546,17 @@ class BootstrapCI(tuple):
                 f"n={self.n}, n_nan={self.n_nan})")
 
 
+MIN_UNITS = 10  # a bootstrap over fewer units (documents, segments) than this gets a warning
+
+
+def few_units_warning(n_units: int, unit: str = "items", what: str = "the bootstrap intervals") -> str:
+    """One line when a bootstrap resamples fewer than ``MIN_UNITS`` units, else ''."""
+    if n_units >= MIN_UNITS:
+        return ""
+    return (f"only {n_units} {unit} to resample (fewer than {MIN_UNITS}): {what} rest on too few to be "
+            "reliable")
+
+
 def _unit_codes(df: pd.DataFrame, col: str | None) -> tuple[np.ndarray | None, int]:
     """(unit of each row, number of units); every row its own unit when ``col`` is None."""
     if col is None:

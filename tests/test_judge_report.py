@@ -339,11 +339,16 @@ def test_distribution_panels_and_dev_heat_map(rep):
     assert len(fig.axes) == 2
     plt.close(fig)
     g = rep.grid[(rep.grid["pair"] == "pA") & (rep.grid["lo"] == 2)]
-    fig = judge_plots.dev_heatmap_figure(g, (1.0, 1.0))
-    ax = fig.axes[0]
-    box = [pt for pt in ax.patches if pt.get_edgecolor()[:3] == (1.0, 0.0, 0.0)]
-    assert len(box) == 1 and box[0].get_xy() == (-0.5, 0.5)  # column t=1 (0), row lambda=1 (1)
-    assert len(ax.texts) == 4
+    expected = judge.grid(rep.study, judge.Criterion(), "expected")
+    expected = expected[(expected["pair"] == "pA") & (expected["lo"] == 2)]
+    fig = judge_plots.dev_heatmap_figure({"parsed": g, "expected": expected}, {"parsed": (1.0, 1.0),
+                                                                               "expected": (0.5, 1.0)})
+    parsed_ax, expected_ax = [ax for ax in fig.axes if ax.get_title()]
+    for ax, xy in ((parsed_ax, (-0.5, 0.5)), (expected_ax, (-0.5, -0.5))):  # (column of t, row of lambda) - 0.5
+        box = [pt for pt in ax.patches if pt.get_edgecolor()[:3] == (1.0, 0.0, 0.0)]
+        assert len(box) == 1 and box[0].get_xy() == xy
+        assert len(ax.texts) == 4
+    assert expected_ax.texts[0].get_text() == f"{expected.sort_values(['lam', 't'])['value'].iloc[0]:.3f}"
     plt.close(fig)
 
 
@@ -380,6 +385,9 @@ def test_report_writes_the_judge_tables_and_plots(sweep, tmp_path, cscore_main):
     assert "[expected]: the expected score" in " ".join(res.stdout.split())  # text, not rich markup
     report_md = (out / "report.md").read_text()
     assert "16 complete" in report_md and "## summeval coherence: lambda and t chosen on dev" in report_md
+    # the test rows are 8 documents: the bootstrap over them is flagged, on the console and in report.md
+    warning = "only 8 documents in the reported rows to resample (fewer than 10)"
+    assert f"**{warning}" in report_md and warning in res.stdout
     assert "speed" in report_md.lower()
     # another criterion picks by its own dev values
     res = cscore_main("report", str(sweep), "--bootstrap", "0", "--permutations", "0", "--select-by", "pearson",

@@ -63,6 +63,10 @@ def test_report_tables_match_independent_correlations(sweep, tmp_path, cscore_ma
     assert "closer to 0 is better" in bias and "lower is better" not in bias
     # progress on stderr: what was found, the quality steps, the one-pass speed plot
     assert "2 run directories" in res.stderr and "demo quality 1/" in res.stderr
+    # report.md names the dataset in words, not as the JSON key
+    report_md = (out / "report.md").read_text()
+    assert "Files `demo_*`: 160 rows of data demo (judge_aspect=consistency), split all, prompt source" in report_md
+    assert "{" not in report_md
     assert "demo quality: done" in res.stderr and "several model pairs" in res.stderr
 
 
@@ -82,6 +86,16 @@ def test_report_names_missing_and_incomplete_runs(sweep, tmp_path, cscore_main):
 def test_report_on_an_empty_folder_is_a_clear_error(tmp_path, cscore_main):
     res = cscore_main("report", str(tmp_path), cwd=tmp_path)
     assert res.returncode == 1 and "no cscore run directories" in res.stderr
+
+
+def test_report_on_a_path_that_does_not_exist_says_so(tmp_path, cscore_main):
+    res = cscore_main("report", str(tmp_path / "nonexistent"), cwd=tmp_path)
+    assert res.returncode == 2 and "nonexistent does not exist" in res.stderr
+    assert "no cscore run directories" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "nonexistent").exists()  # no report folder made under it
+    (tmp_path / "scores.parquet").write_bytes(b"")
+    res = cscore_main("report", str(tmp_path / "scores.parquet"), cwd=tmp_path)
+    assert res.returncode == 2 and "scores.parquet is a file" in res.stderr
 
 
 # ---------------------------------------------------------------- names and plots (no models)
@@ -109,6 +123,15 @@ def avg_table(ds, values):
 def test_file_stems_are_the_data_name_with_the_split_when_not_all():
     datasets = [fake_dataset([fake_run(split=s)]) for s in ("all", "dev", "all")]
     assert stems(datasets) == ["demo", "demo_dev", "demo_2"]
+
+
+def test_a_dataset_key_reads_as_text():
+    key = json.dumps({"data": {"name": "summeval", "path": None, "judge_aspect": "coherence"}, "prompt": "reference",
+                      "split": {"use": "dev", "dev_fraction": 0.1, "seed": 0, "dev_ids": None}}, sort_keys=True)
+    assert report_cmd.describe_key(key) == ("data summeval (judge_aspect=coherence), split dev (dev_fraction=0.1, "
+                                            "seed=0), prompt reference")
+    key = json.dumps({"data": {"name": "demo"}, "split": {"use": "all", "seed": 0}, "prompt": None})
+    assert report_cmd.describe_key(key) == "data demo, split all"
 
 
 def test_rows_of_one_pass_are_one_speed_point_with_a_note():
