@@ -76,7 +76,7 @@ def heatmap_grid(table: pd.DataFrame, rows: str, cols: str) -> pd.DataFrame:
 
 def draw_heatmap(ax, table: pd.DataFrame, rows: str, cols: str, title: str = ""):
     """``heatmap_grid`` on ``ax``: one coloured cell per (rows, cols) value, written in the cell,
-    and a colour bar."""
+    and a colour bar (none for an all-nan grid)."""
     grid = heatmap_grid(table, rows, cols)
     values = grid.to_numpy(dtype=float)
     im = ax.imshow(values, cmap="viridis", aspect="auto")
@@ -143,7 +143,6 @@ def speed_vs_quality_figure(points: pd.DataFrame, title: str = ""):
     ax.set_title(title)
     ax.grid(alpha=0.3)
     return fig
-
 
 
 def _log_x(ax, values: np.ndarray) -> None:
