@@ -80,7 +80,8 @@ def missing_message(name: str, missing: list[str], found: list[str], looked: lis
         fix = (f"score the pairs found with 'data.pairs=[{','.join(found)}]', or point each missing pair at its "
                "file with data.paths.<xx-yy>=<file>")
     else:
-        fix = "point each pair at its file with data.paths.<xx-yy>=<file>, or data.root=<folder> at a folder holding them"
+        fix = ("point each pair at its file with data.paths.<xx-yy>=<file>, or data.root=<folder> at a folder "
+               "holding them")
     if base is None:
         fix += f" (no shared data folder was found: {ENV_VAR} or data.root sets one)"
     more = f" (+{len(looked) - SHOWN} more)" if len(looked) > SHOWN else ""
