@@ -91,8 +91,12 @@ def shortest_prompts(c: dict) -> dict[str, str]:
     for task, template in table.items():
         if not isinstance(template, str) or "{source}" not in template:
             continue  # the prompt builder names a bad template when the run reaches it
-        for language in sorted(set(prompts.LANGUAGES.values())) if "{target_language}" in template else ["English"]:
-            out[f"{task} ({language})"] = template.replace("{source}", "").replace("{target_language}", language)
+        if "{target_language}" not in template:
+            out[f"{task} template"] = template.replace("{source}", "")
+            continue
+        for language in sorted(set(prompts.LANGUAGES.values())):
+            out[f"{task} template for {language}"] = template.replace("{source}", "").replace("{target_language}",
+                                                                                               language)
     return out
 
 
@@ -113,9 +117,8 @@ def check_max_length(c: dict, spec: str, revision: str | None) -> None:
     what, n = min(counts.items(), key=lambda kv: kv[1])
     need = n if seq2seq else n + 1
     if need > limit:
-        task = what.removesuffix(" (English)")
         raise ConfigError(f"runtime.max_length={limit} is too small for any item: the shortest prompt this run can "
-                          f"build (the {task} template with its source removed) is {n} tokens for the expert's "
+                          f"build (the {what}, with its source removed) is {n} tokens for the expert's "
                           f"tokenizer{'' if seq2seq else ', and a hypothesis needs at least one more'}; "
                           "raise runtime.max_length (default 1024)")
 
