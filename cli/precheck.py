@@ -1,7 +1,8 @@
 """Compose and validate ``cscore run`` configs before Hydra makes a run directory.
 
 A typo or a bad value is reported in one line within a second, not after data and model loading;
-a multirun checks every point of its command-line grid before the first job starts."""
+so is a model that cannot load here (``pair_check``) or a launcher that is not installed. A
+multirun checks every point of its command-line grid before the first job starts."""
 
 from __future__ import annotations
 
@@ -100,14 +101,39 @@ def check_output_dirs(args: list[str]) -> None:
             raise ConfigError(f"{key}={value}: cannot make a folder in {ancestor} (read-only or not permitted)")
 
 
+LAUNCHERS = {"slurm": "hydra_plugins.hydra_submitit_launcher", "slurm_warm": "hydra_plugins.hydra_submitit_launcher"}
+
+
+def installed(module: str) -> bool:
+    from importlib.util import find_spec
+
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:  # not even its parent package
+        return False
+
+
+def check_launcher(args: list[str]) -> None:
+    """A ConfigError when ``hydra/launcher=slurm`` asks for a plugin that is not installed (Hydra
+    would print its raw composition error)."""
+    for arg in args:
+        key, _, value = arg.lstrip("+~").partition("=")
+        module = LAUNCHERS.get(value) if key == "hydra/launcher" else None
+        if module and not installed(module):
+            raise ConfigError(f"hydra/launcher={value} needs Hydra's submitit launcher, which is not installed: "
+                              "pip install 'cscore[slurm]' (hydra-submitit-launcher==1.2.0)")
+
+
 def check(args: list[str]) -> None:
     """Raise ConfigError for the first bad override or value among the jobs ``args`` asks for."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
+    from cscore.cli import pair_check
     from cscore.cli.validate import validate
 
     check_output_dirs(args)
+    check_launcher(args)
 
     try:
         jobs = points(args)
@@ -120,6 +146,7 @@ def check(args: list[str]) -> None:
             raise _missing_key_error(OverridesParser.create().parse_overrides(job), err) from None
         try:
             validate(cfg)
+            pair_check.check(OmegaConf.to_container(cfg, resolve=True))
         except ConfigError as err:
             where = f" (multirun point {' '.join(job)})" if len(jobs) > 1 else ""
             raise ConfigError(f"{err}{where}") from None

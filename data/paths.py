@@ -48,8 +48,8 @@ def default_file(*parts: str) -> Path:
     else:
         starts = " and from ".join(str(s) for s in _search_starts())
         where = f"{ENV_VAR} is not set and no shared/data folder was found walking up from {starts}"
-    raise DataError(f"default data file {rel} not found: {where}. Point data.path=/path/to/{rel.name} at the "
-                    f"file, or set {ENV_VAR} to the folder that holds {rel.as_posix()}")
+    raise DataError(f"default data file {rel} not found: point data.path=/path/to/{rel.name} at the file, or set "
+                    f"{ENV_VAR} to the folder that holds {rel.as_posix()} ({where})")
 
 
 def resolve(path: str | None, dataset_dir: str, default_name: str, source_file: str | None = None) -> Path:

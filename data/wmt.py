@@ -3,7 +3,7 @@
 Each language pair lists candidate file names (relative to ``root``, default the shared
 ``mqm/`` folder); the first that exists is read, with ``.gz`` / ``.tar.gz`` variants tried
 too. ``paths`` overrides one pair's file; ``pairs`` selects pairs. A pair with no file is an
-error that names every place looked at. Scoring is ``cscore.data.mqm``'s."""
+error that says what to set first, then names a few of the places looked at. Scoring is ``cscore.data.mqm``'s."""
 
 from __future__ import annotations
 
@@ -71,6 +71,24 @@ def checked(opts: dict, name: str) -> tuple[list[str], dict, dict, str | None]:
     return pairs, files, paths, root
 
 
+SHOWN = 3  # paths named in a missing-file message; the rest are counted
+
+
+def missing_message(name: str, missing: list[str], found: list[str], looked: list[str], base: Path | None) -> str:
+    """What to set first, then a few of the places looked at."""
+    if found:
+        fix = (f"score the pairs found with 'data.pairs=[{','.join(found)}]', or point each missing pair at its "
+               "file with data.paths.<xx-yy>=<file>")
+    else:
+        fix = ("point each pair at its file with data.paths.<xx-yy>=<file>, or data.root=<folder> at a folder "
+               "holding them")
+    if base is None:
+        fix += f" (no shared data folder was found: {ENV_VAR} or data.root sets one)"
+    more = f" (+{len(looked) - SHOWN} more)" if len(looked) > SHOWN else ""
+    return (f"{name}: missing MQM file(s) for {', '.join(missing)}: {fix}. Looked for "
+            f"{', '.join(looked[:SHOWN])}{more}")
+
+
 def load(path: str | None = None, *, name: str = "mqm", **options):
     opts = check_options(options, OPTIONS, name)
     pairs, files, paths, root = checked(opts, name)
@@ -86,22 +104,21 @@ def load(path: str | None = None, *, name: str = "mqm", **options):
                             f"({pairs}); use data.pairs=[xx-yy] or data.paths.<xx-yy>=<file>")
         paths[pairs[0]] = path
     base = Path(root) if root else (shared_data_dir() / "mqm" if shared_data_dir() else None)
-    chosen, missing = {}, []
+    chosen, missing, looked = {}, [], []
     for lp in pairs:
         if lp in paths:
             p = Path(paths[lp])
             if not p.is_file():
-                missing.append(f"{lp}: {p} (from data.paths)")
+                missing.append(lp)
+                looked.append(f"{p} (data.paths.{lp})")
             chosen[lp] = p
             continue
-        found, looked = find(lp, list(files[lp]), base)
+        found, tried = find(lp, list(files[lp]), base)
         if found is None:
-            missing.append(f"{lp}: looked for {', '.join(looked) or files[lp]}")
+            missing.append(lp)
+            looked += tried or files[lp]
         chosen[lp] = found
     if missing:
-        hint = (f"data.root={base}" if base else f"no shared data folder found (set {ENV_VAR} or data.root)")
-        raise DataError(f"{name}: missing MQM file(s) [{hint}]: " + "; ".join(missing) +
-                        ". Point a pair at its file with data.paths.<xx-yy>=<file>, or select pairs with "
-                        "data.pairs=[...]")
+        raise DataError(missing_message(name, missing, [lp for lp in pairs if lp not in missing], looked, base))
     scoring = {k: v for k, v in opts.items() if k in mqm.OPTIONS and v is not None}
     return mqm.load_many({lp: str(p) for lp, p in chosen.items()}, dataset=name, **scoring)

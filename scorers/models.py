@@ -20,7 +20,8 @@ from torch import nn
 
 from cscore.errors import ConfigError
 from cscore.scorers.anatomy import decoder_base, decoder_layers
-from cscore.scorers.gguf import ModelSpecError, one_line, resolve_path
+from cscore.scorers.gguf import one_line, resolve_path
+from cscore.scorers.specs import SPEC_FORMS, ModelSpecError, check_local_path, kind  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,7 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
     start = time.perf_counter()
     path, fingerprint = resolve_path(spec)
     check_local_path(spec, path)
+    check_hub(spec, revision)
     dev = auto_device(device)
     torch_dtype = auto_dtype(dtype, dev)
     kwargs = {"revision": revision} if revision else {}
@@ -212,28 +214,17 @@ def clear_pool() -> None:
     retain([])
 
 
-SPEC_FORMS = "give a local model directory, a hub id such as Qwen/Qwen2.5-3B-Instruct, or a gguf: spec"
+def check_hub(spec: str, revision: str | None) -> None:
+    """A hub id the hub cannot serve here and the local hub cache lacks: one line now, instead of
+    transformers retrying for a minute (a cached one loads offline: ``hub.usable_offline``)."""
+    from cscore.scorers import hub
 
-
-def looks_local(path: str) -> bool:
-    """A path rather than a hub id: starts with / . ~, or has more than the one / of owner/name."""
-    return path.startswith(("/", ".", "~")) or path.count("/") > 1
-
-
-def check_local_path(spec: str, path: str) -> None:
-    """A clear error for a local path that is no model directory (before transformers tries the hub)."""
-    local = os.path.expanduser(path)
-    if os.path.isdir(local):
-        if not os.path.isfile(os.path.join(local, "config.json")):
-            raise ModelSpecError(f"model {spec!r}: {path} has no config.json, so it is not a saved transformers model "
-                                 f"({SPEC_FORMS})")
+    if kind(spec) != "hub":
         return
-    if not (looks_local(path) or os.path.exists(local)):
-        return
-    if os.path.isfile(local):
-        hint = f"for a GGUF file use gguf:{path}" if path.endswith(".gguf") else SPEC_FORMS
-        raise ModelSpecError(f"model {spec!r}: {path} is a file, not a model directory ({hint})")
-    raise ModelSpecError(f"model {spec!r}: local directory not found: {path} ({SPEC_FORMS})")
+    why = hub.usable_offline(spec, revision)
+    if why:
+        raise ModelSpecError(f"model {spec!r}: the Hugging Face hub is unreachable ({why}) and the model is not in "
+                             f"the local hub cache; download it once with network access, or {SPEC_FORMS}")
 
 
 def load_failure(spec: str, path: str, revision: str | None, err: Exception) -> str:

@@ -6,7 +6,8 @@
 #                                        start munged, mariadbd, slurmdbd, slurmctld, slurmd and
 #                                        wait until the node takes jobs
 #   bash scripts/slurm-local.sh stop     cancel all jobs, stop the daemons this script started
-#   bash scripts/slurm-local.sh status   controller, node, queue and accounting
+#   bash scripts/slurm-local.sh status   controller, node, queue and accounting (one line and
+#                                        exit status 1 when SLURM is not installed)
 #
 # Debian 12 (bookworm), as root, no systemd needed. Both start and stop are idempotent.
 # Partition "debug" (the default) with one node named `hostname -s`.
@@ -249,6 +250,10 @@ stop() {
 
 status() {
   local rc=0
+  if ! command -v scontrol >/dev/null; then
+    say "SLURM is not installed here (no scontrol on PATH): bash $0 start --allow-system-changes sets up a local cluster"
+    return 1
+  fi
   scontrol ping || rc=1
   if ((rc == 0)); then
     sinfo -N -o "%N %P %T %c %m" || rc=1

@@ -63,7 +63,7 @@ def test_mqm23_selects_pairs_and_names_missing_files():
     df, _ = load_examples("mqm23", pairs=["zh-en"], files={"zh-en": [
         "generalMT2023_zhen/sxs_mqm_generalMT2023_zhen.3ratingsPerSegment.tsv.tar.gz"]})
     assert len(df) == 3770 and set(df["lang_pair"]) == {"zh-en"}
-    with pytest.raises(DataError, match=r"he-en: looked for .*mqm_generalMT2023_heen.tsv"):
+    with pytest.raises(DataError, match=r"missing MQM file\(s\) for he-en: .* Looked for .*mqm_generalMT2023_heen.tsv"):
         load_examples("mqm23", pairs=["he-en"], files={"he-en": ["generalMT2023/heen/mqm_generalMT2023_heen.tsv"]})
 
 

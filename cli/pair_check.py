@@ -1,0 +1,156 @@
+"""The model pair of a composed ``cscore run`` config, checked before any data loads.
+
+Every model the method reads: a ``gguf:`` file must start with the GGUF magic, a packaged one
+needs its wheel(s), a local directory needs a config.json and weight files, and a hub id must be
+in the local hub cache or the hub must answer (decided once, fast: ``scorers.hub``). Then
+``runtime.max_length`` against the shortest prompt the run can build: the template with its
+source removed, plus one hypothesis token. The expert's tokenizer is read for that (never its
+weights) only when the limit is small enough that it could matter."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+from cscore.errors import ConfigError
+from cscore.scorers import hub, specs
+
+CHEAP_FACTOR, CHEAP_SLACK = 2, 8  # tokens <= 2 x UTF-8 bytes + 8 for any tokenizer: no need to count
+
+
+def needed_models(c: dict) -> dict[str, tuple[str, str | None]]:
+    """{role: (spec, revision)} of the models the run loads (an early-exit amateur is the expert's)."""
+    from cscore.scorers.variants import models_needed, plan
+
+    method = dict(c["method"])
+    roles = models_needed(plan(method, baseline_t=c["baselines"]["t"], rows=list(c["baselines"]["rows"])))
+    out = {}
+    for role in roles:
+        model = c["pair"].get(role) or {}
+        if model.get("path") is not None:
+            out[role] = (str(model["path"]), model.get("revision"))
+    return out
+
+
+def check(c: dict) -> None:
+    """ConfigError (one line naming the key to set) for the first model that cannot load here."""
+    models = needed_models(c)
+    offline = []
+    for role, (spec, revision) in models.items():
+        try:
+            kind = specs.check_spec(spec)
+        except specs.ModelSpecError as err:
+            raise ConfigError(f"pair.{role}.path={spec}: {str(err).removeprefix(f'model {spec!r}: ')}") from None
+        if kind == "hub" and hub.usable_offline(spec, revision):
+            offline.append((role, spec))
+    if offline:
+        raise ConfigError(hub_message(offline, hub.unreachable()))
+    if "expert" in models:
+        check_max_length(c, *models["expert"])
+
+
+def installed_gguf() -> list[str]:
+    out = []
+    for name in specs.PACKAGED_GGUF:
+        try:
+            specs.packaged_files(name)
+        except specs.ModelSpecError:
+            continue
+        out.append(f"gguf:{name}")
+    return out
+
+
+def hub_message(offline: list[tuple[str, str]], why: str) -> str:
+    keys = " and ".join(f"pair.{role}.path=" for role, _ in offline)
+    given = " and ".join(spec for _, spec in offline)
+    here = installed_gguf()
+    hint = f" (installed here: {', '.join(here)})" if here else ""
+    return (f"set {keys} to a local model directory or a gguf: spec{hint}: {given} "
+            f"{'is a hub model' if len(offline) == 1 else 'are hub models'} not in the local hub cache, "
+            f"and the Hugging Face hub is unreachable ({why})")
+
+
+# ---------------------------------------------------------------------------------------------
+# runtime.max_length against the shortest prompt
+
+
+def shortest_prompts(c: dict) -> dict[str, str]:
+    """{what: text}: each prompt the run may build, with its source removed (any of them may be
+    the one in use when the task is known only to the loader)."""
+    from cscore.data import prompts
+
+    p = c["prompt"]
+    source = p.get("condition", "source") == "source"
+    table = dict(prompts.TEMPLATES if source else prompts.REFERENCE_TEMPLATES)
+    table.update((p.get("templates") if source else p.get("reference_templates")) or {})
+    chosen = c["data"].get("template") or c["data"].get("task")
+    if chosen is not None:
+        table = {str(chosen): table.get(chosen, prompts.TEMPLATES.get(chosen, chosen))}
+    out = {}
+    for task, template in table.items():
+        if not isinstance(template, str) or "{source}" not in template:
+            continue  # the prompt builder names a bad template when the run reaches it
+        if "{target_language}" not in template:
+            out[f"{task} template"] = template.replace("{source}", "")
+            continue
+        for language in sorted(set(prompts.LANGUAGES.values())):
+            out[f"{task} template for {language}"] = template.replace("{source}", "").replace("{target_language}",
+                                                                                               language)
+    return out
+
+
+def check_max_length(c: dict, spec: str, revision: str | None) -> None:
+    limit = c["runtime"]["max_length"]
+    texts = shortest_prompts(c)
+    if not texts or any(CHEAP_FACTOR * len(t.encode()) + CHEAP_SLACK + 1 <= limit for t in texts.values()):
+        return
+    from cscore.scorers import methods
+
+    if getattr(methods.get(c["method"]["name"]), "KIND", "token") in ("judge", "judge_released"):
+        return  # judges build their own prompts (runtime.max_length is checked as they do)
+    loaded = tokenizer_of(spec, revision)
+    if loaded is None:
+        return
+    tok, seq2seq = loaded
+    counts = {what: prompt_tokens(tok, text, seq2seq) for what, text in texts.items()}
+    what, n = min(counts.items(), key=lambda kv: kv[1])
+    need = n if seq2seq else n + 1
+    if need > limit:
+        raise ConfigError(f"runtime.max_length={limit} is too small for any item: the shortest prompt this run can "
+                          f"build (the {what}, with its source removed) is {n} tokens for the expert's "
+                          f"tokenizer{'' if seq2seq else ', and a hypothesis needs at least one more'}; "
+                          "raise runtime.max_length (default 1024)")
+
+
+def prompt_tokens(tok, text: str, seq2seq: bool) -> int:
+    """Tokens of a prompt as ``scorers.tokenize.encode`` counts them (an empty causal prompt: BOS)."""
+    ids = tok(text, add_special_tokens=seq2seq)["input_ids"] if text or seq2seq else []
+    return max(len(ids), 1)
+
+
+@functools.cache
+def tokenizer_of(spec: str, revision: str | None):
+    """(tokenizer, is encoder-decoder) read without weights or network, or None when that cannot be
+    done here (a hub model not cached yet: the run downloads it)."""
+    from transformers import AutoTokenizer
+
+    if spec.startswith("gguf:"):
+        from cscore.scorers import gguf
+
+        return gguf.load_tokenizer(spec), False
+    if specs.kind(spec) == "local":
+        folder = os.path.expanduser(spec)
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        config = try_to_load_from_cache(spec, "config.json", revision=revision)
+        if not isinstance(config, str):
+            return None
+        folder = os.path.dirname(config)
+    try:
+        with open(os.path.join(folder, "config.json")) as f:
+            seq2seq = bool(json.load(f).get("is_encoder_decoder", False))
+        return AutoTokenizer.from_pretrained(folder), seq2seq
+    except (OSError, ValueError):  # no usable tokenizer files: the run says so when it loads the model
+        return None
