@@ -124,11 +124,16 @@ def first_line(err: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def missing(name: str, err: BaseException) -> bool:
+    """Is ``err`` the tracker's package not being installed?"""
+    return isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] == name
+
+
 def warn(name: str, what: str, err: BaseException) -> None:
     """The one line a tracker's failure costs."""
-    if isinstance(err, ImportError):
-        log.warning("tracking=%s: %s is not installed (pip install \"cscore[%s]\"); %s not tracked",
-                    name, name, name, what)
+    if missing(name, err):
+        log.warning("tracking=%s: %s is not installed (pip install \"cscore[%s]\"); runs are not tracked",
+                    name, name, name)
     else:
         log.warning("tracking=%s: %s not tracked (%s); the run itself is not affected", name, what, first_line(err))
 
@@ -150,6 +155,7 @@ class Tracking(Callback):
         self.parent: str | None = None  # the MLflow parent run of this multirun
         self.swept: list[str] = []
         self.before: dict[str, tuple | None] = {}  # run dir -> metrics.json's (mtime, size) at job start
+        self.state: dict = {}  # "missing": the tracker is not installed (warned once)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         settings = tracker_settings(config)
@@ -161,12 +167,12 @@ class Tracking(Callback):
             self.swept = []
         if settings["name"] == "mlflow":
             self.parent = guarded(settings, "this multirun", lambda t: t.start_parent(
-                sweep_dir(config), config.hydra.overrides.task))
+                sweep_dir(config), config.hydra.overrides.task), self.state)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         settings = tracker_settings(config)
         if settings["name"] == "mlflow" and self.parent:
-            guarded(settings, "this multirun's end", lambda t: t.end_parent(self.parent))
+            guarded(settings, "this multirun's end", lambda t: t.end_parent(self.parent), self.state)
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
         out = config.hydra.runtime.output_dir
@@ -181,13 +187,17 @@ class Tracking(Callback):
         if now is not None and now == self.before.pop(str(out), None):
             return  # skipped as complete: logged when it ran (its config, tracking included, is the same)
         multirun = config.hydra.mode == RunMode.MULTIRUN
-        record = read_record(out, job_name(config, out, multirun, self.swept))
-        if record is None:
-            return
-        if multirun:
-            record.group = sweep_dir(config)
-            record.tags["cscore.job"] = str(config.hydra.job.num)
-        guarded(settings, f"run {out}", lambda t: t.log_run(record, self.parent))
+
+        def log_run(tracker) -> None:
+            record = read_record(out, job_name(config, out, multirun, self.swept))
+            if record is None:
+                return
+            if multirun:
+                record.group = sweep_dir(config)
+                record.tags["cscore.job"] = str(config.hydra.job.num)
+            tracker.log_run(record, self.parent)
+
+        guarded(settings, f"run {out}", log_run, self.state)
 
 
 def tracker_settings(config: DictConfig) -> dict:
@@ -214,12 +224,16 @@ def file_state(path: Path) -> tuple | None:
     return st.st_mtime_ns, st.st_size
 
 
-def guarded(settings: dict, what: str, action):
-    """``action(tracker)`` for the configured tracker; any failure is one warning line."""
+def guarded(settings: dict, what: str, action, state: dict):
+    """``action(tracker)`` for the configured tracker; any failure is one warning line. A tracker
+    that is not installed is not tried again in this process (``state["missing"]``)."""
     from cscore.cli import trackers
 
+    if state.get("missing"):
+        return None
     try:
         return action(trackers.make(settings))
     except Exception as err:  # the tracker's failure never fails the run
         warn(settings["name"], what, err)
+        state["missing"] = missing(settings["name"], err)
         return None
