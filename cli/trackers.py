@@ -15,6 +15,7 @@ from pathlib import Path
 MLFLOW_KEY_CHARS = re.compile(r"[^\w.\- /]")
 MLFLOW_PARAM_VALUE_MAX = 6000  # MLflow refuses longer parameter values
 MLFLOW_KEY_MAX = 250
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "60"}  # unless set
 
 
 def outputs_dir() -> Path:
@@ -49,6 +50,9 @@ class MLflowTracker:
             # MLflow 3 keeps its file store only on request (the SQL store needs the full mlflow,
             # whose pinned pyarrow would replace cscore's): a local file store is what we ask for
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        else:  # MLflow's own defaults retry an unreachable server for minutes (4 measured), per run
+            for name, value in HTTP_DEFAULTS.items():
+                os.environ.setdefault(name, value)
         from mlflow.tracking import MlflowClient
 
         self.settings = settings

@@ -224,6 +224,9 @@ def file_state(path: Path) -> tuple | None:
     return st.st_mtime_ns, st.st_size
 
 
+QUIET_LOGGERS = ("urllib3", "mlflow", "wandb")  # their retries and notices: the warning below says it once
+
+
 def guarded(settings: dict, what: str, action, state: dict):
     """``action(tracker)`` for the configured tracker; any failure is one warning line. A tracker
     that is not installed is not tried again in this process (``state["missing"]``)."""
@@ -231,9 +234,15 @@ def guarded(settings: dict, what: str, action, state: dict):
 
     if state.get("missing"):
         return None
+    levels = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
     try:
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.ERROR)
         return action(trackers.make(settings))
     except Exception as err:  # the tracker's failure never fails the run
         warn(settings["name"], what, err)
         state["missing"] = missing(settings["name"], err)
         return None
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
