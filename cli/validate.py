@@ -147,6 +147,9 @@ def validate(cfg: DictConfig) -> None:
     check_method(c["method"])
     check_amateur(c)
     check_baseline(c)
+    from cscore.cli.tracking import check_config as check_tracking
+
+    check_tracking(c.get("tracking"))
     if c.get("judge_prompt"):
         from cscore.data.judge_prompts import check_config
 
