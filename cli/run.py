@@ -218,8 +218,10 @@ def progress_bar(console, enabled: bool):
 def stats_cache(cfg: DictConfig):
     """The statistics cache of this run (None when cache.enabled=false)."""
     from cscore.scorers.cache import StatsCache
+    from cscore.scorers.checkpoint import CHECKPOINT_SECONDS
 
-    return StatsCache(cfg.cache.dir) if cfg.cache.enabled else None
+    every = cfg.cache.get("checkpoint_seconds", CHECKPOINT_SECONDS)
+    return StatsCache(cfg.cache.dir, every) if cfg.cache.enabled else None
 
 
 def score_stage(cfg: DictConfig, loaded: Loaded, plan: Plan, console, state: dict | None = None) -> Scored:
