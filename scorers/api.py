@@ -91,18 +91,21 @@ def resume(cache: StatsCache, key: str, heads, lengths, temperatures):
     return checkpoint
 
 
-def checkpointed(compute, checkpoint):
+def checkpointed(compute, checkpoint, label: str):
     """``compute(checkpoint)``; when it stops early (an error, Ctrl-C), the batches it completed
     since the last flush are kept too."""
     if checkpoint is None:
         return compute()
     try:
         got, report = compute(checkpoint)
-    except BaseException:
+    except BaseException as err:
         try:
             checkpoint.flush()
         except Exception:  # noqa: BLE001 - e.g. a device that failed: the first error is the one to see
             log.debug("checkpoint not flushed", exc_info=True)
+        if isinstance(err, KeyboardInterrupt) and checkpoint.n_saved:  # for the one line Ctrl-C prints
+            err.add_note(f"statistics ({label}): {checkpoint.n_saved} of {checkpoint.n_items} items kept in a "
+                         "checkpoint")
         raise
     report.resumed = checkpoint.n_kept
     return got, report
@@ -245,7 +248,7 @@ class ModelPair:
                                              run.get("padded_tokens", 0), run.get("batches", 0), cached=True)
                 return hit.stats, report
             checkpoint = resume(cache, key, heads, lengths, temperatures)
-            got, report = checkpointed(compute, checkpoint)
+            got, report = checkpointed(compute, checkpoint, "+".join(heads))
             extra = {"models": [f"{h}: {run_model.name}" for h in heads],
                      "report": {"seconds": report.seconds, "tokens": report.tokens,
                                 "padded_tokens": report.padded_tokens, "batches": report.batches}}

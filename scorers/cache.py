@@ -167,8 +167,9 @@ class StatsCache:
             return
         self.unusable = err.strerror or str(err)
         if err.errno in BLOCKED:
-            log.warning("statistics cache %s cannot be a folder (%s: %s): statistics are neither read nor stored",
-                        self.root, err.filename, err.strerror)
+            file = next((p for p in (self.root, *self.root.parents) if p.exists() and not p.is_dir()), err.filename)
+            log.warning("statistics cache %s cannot be a folder: %s is a file; statistics are neither read nor "
+                        "stored", self.root, file)
         else:
             log.warning("statistics cache %s is not writable (%s): reading it without a lock", self.root,
                         err.strerror)

@@ -59,6 +59,7 @@ class Checkpoint:
                                       "n_tokens": self.n_tokens, "temperatures": [float(t) for t in temperatures],
                                       "format_version": FORMAT_VERSION, "cache_schema": schema})
         self.done = np.zeros(self.n_items, dtype=bool)  # items kept by an earlier run
+        self.saved = np.zeros(self.n_items, dtype=bool)  # items on disk now (earlier runs' and this one's)
         self.kept: list[tuple[np.ndarray, dict]] = []
         self.pending: list[tuple[np.ndarray, dict]] = []
         self.last = time.monotonic()
@@ -68,6 +69,10 @@ class Checkpoint:
     @property
     def n_kept(self) -> int:
         return int(self.done.sum())
+
+    @property
+    def n_saved(self) -> int:
+        return int(self.saved.sum())
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -90,6 +95,7 @@ class Checkpoint:
                 continue
             self.kept.append((dest, rows))
             self.done[self._items_of(dest)] = True
+        self.saved |= self.done
         return self.n_kept
 
     def _read(self, path: Path, sha: str) -> tuple[np.ndarray, dict]:
@@ -157,6 +163,7 @@ class Checkpoint:
                         self.folder, err.strerror or err)
             return
         self.seq += 1
+        self.saved[self._items_of(arrays["dest"])] = True
 
     def discard(self) -> None:
         """Remove the checkpoint (the full entry holds everything now)."""
