@@ -515,7 +515,7 @@ def table(rows: list[dict], fuzz: list[dict], seed: int, fuzz_examples: int) -> 
     return "\n".join(out)
 
 
-QUICK = {"run_moments": ("checkpoint", "cache_write", "random"), "sweep_moments": ("between_jobs",),
+QUICK = {"run_moments": ("checkpoint", "cache_write"), "sweep_moments": ("between_jobs",),
          "sigint_run": ("forward", "random"), "sigint_sweep": (), "kills": 1, "sigints": 1, "concurrent": 0,
          "fuzz_examples": 100, "rows": 100}
 

@@ -161,3 +161,11 @@ def test_a_cache_folder_under_a_file_is_one_warning(pair, tmp_path, caplog):
             "neither read nor stored"]
         assert_identical(got, ref)
     assert (tmp_path / "notes.txt").read_text() == "a file"
+
+
+@pytest.mark.parametrize("value,shown", [("-1", "-1.0"), ("abc", "'abc'"), ("true", "True")])
+def test_checkpoint_seconds_is_checked_before_anything_runs(tmp_path, cscore_main, value, shown):
+    res = cscore_main("run", f"cache.checkpoint_seconds={value}", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        f"cscore: error: cache.checkpoint_seconds must be a number >= 0 or null, got {shown}"]
+    assert not list(tmp_path.iterdir())  # no run directory
