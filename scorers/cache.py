@@ -10,8 +10,8 @@ stats.npz, array shapes, key parts, created time, and ``meta_sha256``: the SHA-2
 meta.json, so that a damaged head name or shape there is caught too). An entry appears by renaming a finished temp
 directory, so it is complete or absent; its checksum and shapes are verified on every load and
 a bad entry is removed and reported as a miss. While a pass runs, its completed batches are kept
-under ``.partial/<key>/`` (``checkpoint``, module ``checkpoint``) until the entry is stored. ``lock(key)`` lets concurrent jobs compute one
-entry once::
+under ``.partial/<key>/`` (``checkpoint``, module ``checkpoint``) until the entry is stored.
+``lock(key)`` lets concurrent jobs compute one entry once::
 
     with cache.lock(key):
         hit = cache.load(key)
