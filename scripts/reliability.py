@@ -510,7 +510,7 @@ def table(rows: list[dict], fuzz: list[dict], seed: int, fuzz_examples: int) -> 
         err = sum(f["error"] for f in fuzz)
         found = sum(f["finding"] for f in fuzz)
         out.append(f"| fuzz: {len(fuzz) - 1} loader formats + judge parsers (hypothesis, seed {seed}, "
-                   f"{fuzz_examples} inputs each) | {n} | – | {ok} loaded, {err} one-line errors | "
+                   f"{fuzz_examples} inputs each) | {n} | – | {ok} loaded, {err} one-line errors |"
                    f"{' – |' * 5} {found} |")
     return "\n".join(out)
 
