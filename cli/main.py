@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from contextlib import contextmanager
 
@@ -27,6 +28,10 @@ commands:
 """
 
 
+RUN_INTERRUPTED = ("nothing finished was lost (the same command resumes: finished runs, cached statistics and "
+                   "the checkpoint of an unfinished pass are kept)")
+
+
 def fail(message: str, code: int) -> None:
     print(f"cscore: error: {message}", file=sys.stderr)
     sys.exit(code)
@@ -46,10 +51,38 @@ def one_line_errors(interrupted: str | None = None):
         if os.environ.get("CSCORE_DEBUG"):
             raise
         fail(str(err), 2 if isinstance(err, ConfigError) else 1)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         if interrupted is None:
             raise
-        fail(interrupted, 130)
+        fail(interrupted_line(err, interrupted), 130)
+
+
+def interrupted_line(err: KeyboardInterrupt, what: str) -> str:
+    """The one line for Ctrl-C: what was kept (notes added on the way out, e.g. a checkpoint)."""
+    notes = [str(n) for n in getattr(err, "__notes__", ())]
+    return "; ".join(["interrupted", *notes, what])
+
+
+def _first_ctrl_c(signum, frame):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the exit that follows is not interrupted again
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def ctrl_c(program: bool):
+    """Ctrl-C anywhere in a command: one line, exit 130. As the program (``main()`` with no
+    arguments), the first Ctrl-C makes later ones ignored, and so does the end of the command:
+    the way out (cleanup, atexit, interpreter shutdown) cannot be cut into a traceback or a death
+    by the signal (exit -2)."""
+    if program:
+        signal.signal(signal.SIGINT, _first_ctrl_c)
+    try:
+        yield
+    except KeyboardInterrupt as err:
+        fail(interrupted_line(err, "nothing finished was lost"), 130)
+    finally:
+        if program:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_command(rest: list[str]) -> None:
@@ -70,13 +103,16 @@ def run_command(rest: list[str]) -> None:
         if os.environ.get("CSCORE_DEBUG"):
             raise
         fail(str(err), 2)
-    except KeyboardInterrupt:
-        fail("interrupted; nothing finished was lost (a re-run resumes: finished runs and cached "
-             "statistics are kept)", 130)
+    except KeyboardInterrupt as err:
+        fail(interrupted_line(err, RUN_INTERRUPTED), 130)
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    with ctrl_c(program=argv is None):
+        dispatch(list(sys.argv[1:] if argv is None else argv))
+
+
+def dispatch(argv: list[str]) -> None:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return

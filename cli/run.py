@@ -218,8 +218,10 @@ def progress_bar(console, enabled: bool):
 def stats_cache(cfg: DictConfig):
     """The statistics cache of this run (None when cache.enabled=false)."""
     from cscore.scorers.cache import StatsCache
+    from cscore.scorers.checkpoint import CHECKPOINT_SECONDS
 
-    return StatsCache(cfg.cache.dir) if cfg.cache.enabled else None
+    every = cfg.cache.get("checkpoint_seconds", CHECKPOINT_SECONDS)
+    return StatsCache(cfg.cache.dir, every) if cfg.cache.enabled else None
 
 
 def score_stage(cfg: DictConfig, loaded: Loaded, plan: Plan, console, state: dict | None = None) -> Scored:
@@ -411,8 +413,11 @@ def print_summary(console, cfg: DictConfig, out_dir: Path, loaded: Loaded, score
             console.print(f"{name}: statistics of {n} items read from the cache in {rep.fetch_seconds:.2f}s "
                           f"(no forward pass; {was})")
         else:
-            console.print(f"{name}: scored {n} items in {rep.seconds:.1f}s ({n / max(rep.seconds, 1e-9):.1f} "
-                          f"samples/s, {rep.tokens / max(rep.seconds, 1e-9):,.0f} tokens/s)")
+            kept = getattr(rep, "resumed", 0)
+            resumed = f"; {kept} more resumed from a checkpoint" if kept else ""
+            console.print(f"{name}: scored {n - kept} items in {rep.seconds:.1f}s "
+                          f"({(n - kept) / max(rep.seconds, 1e-9):.1f} samples/s, "
+                          f"{rep.tokens / max(rep.seconds, 1e-9):,.0f} tokens/s{resumed})")
     weights = {role: m.status() for role, m in scored.models.items()}
     if any(w != "loaded" for w in weights.values()):
         console.print("weights: " + ", ".join(f"{role} {w}" for role, w in weights.items()))

@@ -24,7 +24,7 @@ SECTIONS = {
         "prefix_sharing": Param(bool),
         "progress": Param(bool),
     },
-    "cache": {"enabled": Param(bool)},
+    "cache": {"enabled": Param(bool), "checkpoint_seconds": Param(float, lo=0.0, nullable=True)},
     "baselines": {"t": Param(float, lo=0.0, lo_open=True)},
     "split": {
         "use": Param(str, choices=("all", "dev", "test")),

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -24,6 +25,8 @@ from cscore.scorers.identity import model_identity
 from cscore.scorers.models import LoadedModel, check_same_kind, check_same_vocabulary, early_exit, load_model
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import EncodedItem, encode
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TEMPERATURES = (0.5, 1.0, 1.5)
 
@@ -73,6 +76,39 @@ class PairStatistics:
             table[f"logp.{name}"] = st.lp(temperature)[sl]
             table[f"logp_max.{name}"] = st.lp_max(temperature)[sl]
         return pd.DataFrame(table)
+
+
+def resume(cache: StatsCache, key: str, heads, lengths, temperatures):
+    """The checkpoint of the pass for ``key`` with what an earlier, interrupted run kept (None
+    when checkpoints are off or the cache takes no writes); says how much it kept."""
+    if cache.checkpoint_seconds is None:
+        return None
+    offsets = np.concatenate([[0], np.cumsum(np.asarray(lengths, dtype=np.int64))])
+    checkpoint = cache.checkpoint(key, list(heads), offsets, temperatures, cache.checkpoint_seconds)
+    if checkpoint is not None and checkpoint.load():
+        log.info("statistics (%s): resumed %d of %d items from a checkpoint", "+".join(heads), checkpoint.n_kept,
+                 len(lengths))
+    return checkpoint
+
+
+def checkpointed(compute, checkpoint, label: str):
+    """``compute(checkpoint)``; when it stops early (an error, Ctrl-C), the batches it completed
+    since the last flush are kept too."""
+    if checkpoint is None:
+        return compute()
+    try:
+        got, report = compute(checkpoint)
+    except BaseException as err:
+        try:
+            checkpoint.flush()
+        except Exception:  # noqa: BLE001 - e.g. a device that failed: the first error is the one to see
+            log.debug("checkpoint not flushed", exc_info=True)
+        if isinstance(err, KeyboardInterrupt) and checkpoint.n_saved:  # for the one line Ctrl-C prints
+            err.add_note(f"statistics ({label}): {checkpoint.n_saved} of {checkpoint.n_items} items kept in a "
+                         "checkpoint")
+        raise
+    report.resumed = checkpoint.n_kept
+    return got, report
 
 
 class ModelPair:
@@ -157,7 +193,8 @@ class ModelPair:
                    progress: Callable[[str, int], Callable[[int], None]] | None = None,
                    cache: StatsCache | None = None, prefix_sharing: bool = True) -> PairStatistics:
         """Run each model once. ``progress(model_name, n_items)`` may return a per-batch callback.
-        With ``cache`` (a StatsCache), each pass is read from / stored in the statistics cache.
+        With ``cache`` (a StatsCache), each pass is read from / stored in the statistics cache, and
+        checkpointed as it runs (``cache.checkpoint_seconds``; a killed pass resumes from them).
         ``prefix_sharing``: items with identical prompt ids run the prompt once (causal LMs; the
         same statistics, see ``engine.compute``)."""
         if inputs is None:
@@ -173,26 +210,28 @@ class ModelPair:
             label = "+".join(heads)
             start = time.perf_counter()
 
-            def compute(run_model=run_model, heads=heads, label=label):
+            def compute(checkpoint=None, run_model=run_model, heads=heads, label=label):
                 callback = progress(label, len(pairs)) if progress else None
                 return engine.compute(run_model.model, pairs, temperatures=temperatures, token_budget=token_budget,
                                       padding_side=padding_side, pad_id=pad_id, progress=callback, heads=heads,
-                                      share_prefix=prefix_sharing)
+                                      share_prefix=prefix_sharing, checkpoint=checkpoint)
 
             if cache is None:
                 got, report = compute()
             else:
                 got, report = self._cached(cache, run_model, heads, ids, temperatures, token_budget, padding_side,
-                                           compute, prefix_sharing)
+                                           compute, prefix_sharing, [len(h) for _, h in pairs])
             report.fetch_seconds = time.perf_counter() - start
             stats.update(got)
             reports[label] = report
         return PairStatistics(stats, inputs, reports)
 
     @staticmethod
-    def _cached(cache, run_model, heads, ids, temperatures, token_budget, padding_side, compute, prefix_sharing=False):
+    def _cached(cache, run_model, heads, ids, temperatures, token_budget, padding_side, compute, prefix_sharing=False,
+                lengths=()):
         """One pass through the statistics cache: under the key's lock, read it or compute and
-        store it (concurrent jobs compute an entry once)."""
+        store it (concurrent jobs compute an entry once), resuming from the pass's checkpoint.
+        ``lengths``: the hypotheses' token counts."""
         parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
                  "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
                  "token_budget": token_budget, "padding_side": padding_side}
@@ -208,11 +247,13 @@ class ModelPair:
                 report = engine.EngineReport(run.get("seconds", float("nan")), run.get("tokens", 0),
                                              run.get("padded_tokens", 0), run.get("batches", 0), cached=True)
                 return hit.stats, report
-            got, report = compute()
+            checkpoint = resume(cache, key, heads, lengths, temperatures)
+            got, report = checkpointed(compute, checkpoint, "+".join(heads))
             extra = {"models": [f"{h}: {run_model.name}" for h in heads],
                      "report": {"seconds": report.seconds, "tokens": report.tokens,
                                 "padded_tokens": report.padded_tokens, "batches": report.batches}}
-            cache.save(key, got, parts, extra=extra)
+            if cache.save(key, got, parts, extra=extra) is not None and checkpoint is not None:
+                checkpoint.discard()
             return got, report
 
     def _passes(self, wanted: Sequence[str] | None) -> list[tuple[LoadedModel, dict[str, int | None]]]:

@@ -9,8 +9,9 @@ Layout: ``<root>/<key>/stats.npz`` (arrays per head) + ``meta.json`` (SHA-256 an
 stats.npz, array shapes, key parts, created time, and ``meta_sha256``: the SHA-256 of the rest of
 meta.json, so that a damaged head name or shape there is caught too). An entry appears by renaming a finished temp
 directory, so it is complete or absent; its checksum and shapes are verified on every load and
-a bad entry is removed and reported as a miss. ``lock(key)`` lets concurrent jobs compute one
-entry once::
+a bad entry is removed and reported as a miss. While a pass runs, its completed batches are kept
+under ``.partial/<key>/`` (``checkpoint``, module ``checkpoint``) until the entry is stored.
+``lock(key)`` lets concurrent jobs compute one entry once::
 
     with cache.lock(key):
         hit = cache.load(key)
@@ -42,6 +43,7 @@ from typing import Iterable, Mapping, NamedTuple
 import numpy as np
 
 from cscore.errors import CscoreError
+from cscore.scorers.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint, remove_folder
 from cscore.scorers.files import (atomic_file, cache_root, canonical_json, disk_size, drop_stale_lock, file_lock,
                                   fsync_dir, json_default, sha256_file, write_atomic)
 from cscore.scorers.judge_stats import ARRAYS as JUDGE_ARRAYS, FORMAT as JUDGE_FORMAT, JudgeStats
@@ -54,6 +56,7 @@ ARRAYS = ("temperatures", "offsets", "token_ids", "logp", "logp_max")
 STALE_TMP_SECONDS = 3600  # temp dirs older than this are leftovers of a crashed writer
 READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)  # a cache folder this process cannot write
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk or quota, a file-size limit
+BLOCKED = (errno.ENOTDIR, errno.EEXIST)  # the cache folder, or a folder above it, is a file
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -130,8 +133,10 @@ def _check_key(key: str) -> str:
 class StatsCache:
     """Directory of verified ``dict[str, TokenStats]`` entries, one per key."""
 
-    def __init__(self, root: str | os.PathLike | None = None):
+    def __init__(self, root: str | os.PathLike | None = None, checkpoint_seconds: float | None = CHECKPOINT_SECONDS):
         self.root = Path(root).expanduser() if root is not None else default_root()
+        self.checkpoint_seconds = checkpoint_seconds  # a pass's completed batches kept this often (None: off)
+        self.unusable: str | None = None  # why nothing can be written here (found by ``lock``)
 
     def path(self, key: str) -> Path:
         return self.root / _check_key(key)
@@ -150,11 +155,24 @@ class StatsCache:
             try:
                 stack.enter_context(file_lock(self._lock_path(key)))
             except OSError as err:
-                if err.errno not in READ_ONLY:
+                if err.errno not in READ_ONLY + BLOCKED:
                     raise
-                log.warning("statistics cache %s is not writable (%s): reading it without a lock", self.root,
-                            err.strerror)
+                self._cannot_write(err)
             yield
+
+    def _cannot_write(self, err: OSError) -> None:
+        """One warning per cache: a read-only folder is read without a lock; one under (or at) a
+        file can be neither read nor written. The run goes on either way."""
+        if self.unusable is not None:
+            return
+        self.unusable = err.strerror or str(err)
+        if err.errno in BLOCKED:
+            file = next((p for p in (self.root, *self.root.parents) if p.exists() and not p.is_dir()), err.filename)
+            log.warning("statistics cache %s cannot be a folder: %s is a file; statistics are neither read nor "
+                        "stored", self.root, file)
+        else:
+            log.warning("statistics cache %s is not writable (%s): reading it without a lock", self.root,
+                        err.strerror)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -235,8 +253,10 @@ class StatsCache:
         try:
             return self._save(key, stats, parts, extra)
         except OSError as err:
-            if err.errno not in READ_ONLY + FULL:
+            if err.errno not in READ_ONLY + FULL + BLOCKED:
                 raise
+            if self.unusable is not None and err.errno in BLOCKED:
+                return None  # said once already (lock)
             log.warning("statistics cache %s: cannot store entry %s (%s); the run goes on without caching it",
                         self.root, key[:12], err.strerror)
             return None
@@ -294,6 +314,17 @@ class StatsCache:
                 self.remove(key)
         return False
 
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def checkpoint(self, key: str, heads, offsets, temperatures, every: float) -> Checkpoint | None:
+        """The checkpoint of the pass that computes entry ``key`` (None where nothing can be
+        written). Take it under ``lock(key)``; ``load`` it, hand it to the engine, ``discard`` it
+        once the entry is saved."""
+        if self.unusable is not None:
+            return None
+        folder = self.root / PARTIAL_DIR / _check_key(key)
+        return Checkpoint(folder, key, heads, offsets, temperatures, every=every, schema=CACHE_SCHEMA)
+
     # -- listing / removal ------------------------------------------------------------------
 
     def keys(self) -> list[str]:
@@ -325,6 +356,7 @@ class StatsCache:
         except FileNotFoundError:
             return 0
         shutil.rmtree(trash, ignore_errors=True)
+        remove_folder(self.root / PARTIAL_DIR / key)
         return size
 
     def clear(self, keys: Iterable[str] | None = None) -> int:
@@ -336,6 +368,8 @@ class StatsCache:
             freed += self.remove(key)
             drop_stale_lock(self._lock_path(key))
         if keys is None and self.root.is_dir():
+            freed += disk_size(self.root / PARTIAL_DIR)
+            remove_folder(self.root / PARTIAL_DIR)
             now = time.time()
             for p in self.root.iterdir():
                 stale = p.name.startswith(".trash-") or (

@@ -55,6 +55,7 @@ class EngineReport:
     fetch_seconds: float | None = None  # time this run spent getting the statistics
     token_budget: int | None = None  # the budget the pass ended with (runtime.token_budget=auto resolved, halvings)
     oom_retries: int = 0  # batches retried with half the budget after an out-of-memory
+    resumed: int = 0  # items read from a checkpoint of an interrupted pass, not computed
 
 
 def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float | None = None) -> list[list[int]]:
@@ -273,7 +274,7 @@ def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tup
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float],
             token_budget: int = 4096, padding_side: str = "right", pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
-            share_prefix: bool = True) -> tuple[dict[str, TokenStats], EngineReport]:
+            share_prefix: bool = True, checkpoint=None) -> tuple[dict[str, TokenStats], EngineReport]:
     """Run ``model`` (a transformers causal LM) once over ``items`` = [(prompt_ids, hyp_ids)]
     (an encoder-decoder model goes to ``seq2seq.compute``: items are (encoder ids, targets)).
 
@@ -284,14 +285,17 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     ``share_prefix``: items with identical prompt ids run the prompt once per packed row (see
     the module docstring; same statistics, fewer tokens); models that cannot take the packed
     mask run unshared. The report's ``tokens`` counts what was processed (a shared prompt once
-    per row)."""
+    per row). ``checkpoint`` (``checkpoint.Checkpoint``): batches whose every item is in its
+    ``done`` are skipped (batches are planned as without it), each computed batch goes to its
+    ``add``, and its ``fill`` puts the kept rows into the result."""
     if is_encoder_decoder(model):
         from cscore.scorers import seq2seq
 
         if budget.is_auto(token_budget):
             token_budget = budget.resolve(model, longest_row=longest_row(items, False))
         return seq2seq.compute(model, items, temperatures=temperatures, token_budget=token_budget,
-                               padding_side=padding_side, pad_id=pad_id, progress=progress, heads=heads)
+                               padding_side=padding_side, pad_id=pad_id, progress=progress, heads=heads,
+                               checkpoint=checkpoint)
     heads = {"model": None} if heads is None else dict(heads)
     temperatures = check_inputs(items, temperatures, padding_side)
     device = next(model.parameters()).device
@@ -311,7 +315,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     dtype = next(model.parameters()).dtype
     attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
     dense = not sparse_packed(model)
-    out = Outputs(offsets, temperatures, heads, device)
+    out = Outputs(offsets, temperatures, heads, device, checkpoint)
     done = np.zeros(len(items), dtype=bool)
     processed = padded = n_batches = retries = 0
     try:
@@ -320,6 +324,8 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
             rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
             try:
                 for batch_rows in batch_rows_of(rows, token_budget):
+                    if kept(checkpoint, [i for r in batch_rows for i in r.members], done, progress):
+                        continue
                     ids, mask, positions, where = _pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
                                                             attn, dense_mask=dense)
                     final = run_base(model, ids, mask, positions, items, batch_rows, where)
@@ -347,6 +353,17 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     stats = {h: TokenStats(temperatures, offsets, token_ids, logp[h], logp_max[h]) for h in heads}
     return stats, EngineReport(seconds, int(processed), padded, n_batches, token_budget=int(token_budget),
                                oom_retries=retries)
+
+
+def kept(checkpoint, members: list[int], done: np.ndarray | None, progress) -> bool:
+    """Whether a checkpoint holds every item of this batch (then marked done, not run)."""
+    if checkpoint is None or not checkpoint.done[members].all():
+        return False
+    if done is not None:
+        done[members] = True
+    if progress is not None:
+        progress(len(members))
+    return True
 
 
 def longest_row(items, share: bool) -> int:
@@ -379,7 +396,8 @@ class Outputs:
     """Per-token statistics collected on the device, copied to the host once at the end (no host
     synchronisation inside the batch loop)."""
 
-    def __init__(self, offsets, temperatures, heads, device):
+    def __init__(self, offsets, temperatures, heads, device, checkpoint=None):
+        self.checkpoint = checkpoint  # gets each batch's rows too, and fills in the rows it kept
         self.offsets, self.temperatures, self.heads, self.device = offsets, temperatures, list(heads), device
         self.n_t = len(temperatures)
         self.parts: dict[str, list] = {h: [] for h in heads}
@@ -389,11 +407,15 @@ class Outputs:
         self.dest.append(dest)
         for h, (lp, lpm) in per_head.items():
             self.parts[h].append((lp, lpm))
+        if self.checkpoint is not None:
+            self.checkpoint.add(dest, per_head)
 
     def fetch(self):
         n_tok = int(self.offsets[-1])
         logp = {h: np.empty((self.n_t, n_tok), dtype=np.float64) for h in self.heads}
         logp_max = {h: np.empty((self.n_t, n_tok), dtype=np.float64) for h in self.heads}
+        if self.checkpoint is not None:
+            self.checkpoint.fill(logp, logp_max)
         if not self.dest:
             return logp, logp_max
         dest = torch.cat(self.dest).cpu().numpy()

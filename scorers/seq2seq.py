@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from cscore.errors import ConfigError
-from cscore.scorers.engine import HEAD_CHUNK_ELEMENTS, EngineReport, Outputs, check_inputs, token_statistics
+from cscore.scorers.engine import HEAD_CHUNK_ELEMENTS, EngineReport, Outputs, check_inputs, kept, token_statistics
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
 from cscore.scorers.transfer import upload
@@ -109,9 +109,10 @@ def _pad(seqs: list[list[int]], pad_id: int, device):
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float],
             token_budget: int = 4096, padding_side: str = "right", pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
-            share_encoder: bool = True) -> tuple[dict[str, TokenStats], EngineReport]:
+            share_encoder: bool = True, checkpoint=None) -> tuple[dict[str, TokenStats], EngineReport]:
     """Run an encoder-decoder ``model`` once over ``items`` = [(encoder_ids, target_ids)];
-    the same outputs as ``engine.compute``. ``heads`` names the one head (no early exit)."""
+    the same outputs as ``engine.compute``. ``heads`` names the one head (no early exit);
+    ``checkpoint`` as there."""
     heads = {"model": None} if heads is None else dict(heads)
     if len(heads) != 1 or any(k is not None for k in heads.values()):
         raise ConfigError(f"early exit is for decoder-only models; {type(model).__name__} is an encoder-decoder "
@@ -128,7 +129,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     first_of: dict[tuple, int] = {}
     groups = [first_of.setdefault(tuple(p), i) for i, (p, _) in enumerate(items)]
     offsets = np.concatenate([[0], np.cumsum(dec_lens, dtype=np.int64)]).astype(np.int64)
-    out = Outputs(offsets, temperatures, [name], device)  # one device-to-host copy at the end
+    out = Outputs(offsets, temperatures, [name], device, checkpoint)  # one device-to-host copy at the end
     token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
 
     start_time = time.perf_counter()
@@ -138,6 +139,8 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     batches = make_batches(enc_lens, dec_lens, groups, token_budget, share_encoder)
     padded = 0
     for idx in batches:
+        if kept(checkpoint, idx, None, progress):
+            continue
         keys = [groups[i] if share_encoder else i for i in idx]
         uniq = list(dict.fromkeys(keys))
         row = {k: r for r, k in enumerate(uniq)}

@@ -1,9 +1,12 @@
 """Reliability figures: kill `cscore run` and a multirun at chosen moments, resume, and check that
 nothing finished is lost or recomputed, nothing half-written is read as complete, and the final
 scores equal an uninterrupted run's; the same for SIGINT, a full disk (a small tmpfs), a read-only
-statistics cache, two sweeps sharing one cache and one sweep directory, and the fuzzers.
+statistics cache, two sweeps sharing one cache and one sweep directory, and the fuzzers. A run
+killed inside its forward pass must resume from the pass's checkpoint (every batch is flushed:
+cache.checkpoint_seconds=0).
 
     python scripts/reliability.py --kills 4 --seed 0 --fuzz-examples 2000
+    python scripts/reliability.py --quick      # one of each kind of moment, no mounts: for CI
 
 Everything runs offline on a tiny random Llama built here (saved to a temp dir) and a generated
 table of 200 rows; each `cscore run` takes a few seconds. The tmpfs and read-only bind mounts need
@@ -17,6 +20,7 @@ import collections
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -34,7 +38,7 @@ from cscore.scorers.cache import CacheEntryError, StatsCache
 
 WORDS = ("the council river bridge vaccine patients team match goal library storm mayor city night rain "
          "report police money bank school children road power water price market").split()
-RUN_MOMENTS = ("forward", "cache_write", "scores_write", "report", "random")
+RUN_MOMENTS = ("forward", "checkpoint", "cache_write", "scores_write", "report", "random")
 SWEEP_MOMENTS = ("forward", "cache_write", "between_jobs", "random")
 SWEEP = ["method.gamma=0.1,0.5", "pair.amateur.early_exit=1,2"]  # 4 jobs, 2 forward passes
 
@@ -193,7 +197,7 @@ class Tally:
         self.case, self.iterations, self.signals = case, 0, 0
         self.states: collections.Counter = collections.Counter()
         self.findings: list[str] = []
-        self.lost = self.recomputed = self.bad_read = self.unequal = 0
+        self.lost = self.recomputed = self.bad_read = self.unequal = self.resumed = 0
 
     def add(self, finding: str):
         self.findings.append(finding)
@@ -202,20 +206,34 @@ class Tally:
         return {"case": self.case, "iterations": self.iterations, "signals": self.signals,
                 "states": dict(self.states), "lost": self.lost, "recomputed": self.recomputed,
                 "corrupt_read_as_complete": self.bad_read, "final_differs": self.unequal,
+                "items_resumed": self.resumed,
                 "findings": self.findings}
+
+
+def checkpoint_files(cache_dir: Path) -> int:
+    return len(list(cache_dir.glob(".partial/*/*.npz")))
+
+
+RESUMED = re.compile(r"resumed (\d+) of (\d+) items from a checkpoint")
 
 
 def resume_and_check(tally: Tally, args, cwd, dirs, refs, cache_dir, passes_needed) -> None:
     """After an interruption: record what is finished, resume, and check nothing finished was lost
-    or recomputed and every final score equals the uninterrupted run's."""
+    or recomputed (a pass's checkpoint included) and every final score equals the uninterrupted run's."""
     entries, bad = entry_states(cache_dir)
     done, wrong = complete_dirs(dirs, refs)
     tally.bad_read += bad + wrong
+    kept = checkpoint_files(cache_dir)
     job = Job(args, cwd)
     rc = job.wait()
     if rc != 0:
         tally.add(f"resume exited {rc}: {job.output[-300:]}")
         return
+    resumed = [int(m.group(1)) for m in RESUMED.finditer(job.output)]
+    tally.resumed += sum(resumed)
+    if kept and not any(resumed):
+        tally.lost += 1  # a checkpoint was there, the pass started over
+        tally.add(f"{kept} checkpoint files left by the interrupted run, nothing resumed from them")
     after, bad_after = entry_states(cache_dir)
     tally.bad_read += bad_after
     tally.lost += len(entries - after)
@@ -236,7 +254,8 @@ def state_of(cache_dir: Path, dirs) -> str:
     tmp = has(cache_dir, lambda n: n.startswith(".tmp-"))
     done = sum(rundir.is_complete(d) for d in dirs)
     scores = sum((d / rundir.SCORES).is_file() for d in dirs)
-    return f"entries {entries}{'+tmp' if tmp else ''}, scores {scores}, complete {done}/{len(dirs)}"
+    ckpt = f", checkpoint {checkpoint_files(cache_dir)}" if checkpoint_files(cache_dir) else ""
+    return f"entries {entries}{'+tmp' if tmp else ''}{ckpt}, scores {scores}, complete {done}/{len(dirs)}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,16 +263,17 @@ def state_of(cache_dir: Path, dirs) -> str:
 
 
 class Bench:
-    def __init__(self, work: Path, seed: int):
+    def __init__(self, work: Path, seed: int, rows: int = 200):
         self.work, self.rng = work, random.Random(seed)
         self.model = build_model(work / "model")
-        self.data = build_table(work / "table.csv", 200)
+        self.data = build_table(work / "table.csv", rows)
         self.n = 0
 
     def base(self) -> list[str]:
         return [f"pair.expert.path={self.model}", "pair.amateur.path=null", "pair.amateur.early_exit=2",
                 "pair.name=tiny", "runtime.progress=false", "runtime.token_budget=1024", "data=table",
-                f"data.path={self.data}", "data.task=summarization", "data.columns.human=[q]"]
+                f"data.path={self.data}", "data.task=summarization", "data.columns.human=[q]",
+                "cache.checkpoint_seconds=0"]
 
     def fresh(self, name: str) -> Path:
         self.n += 1
@@ -302,6 +322,7 @@ class Bench:
         k_job = rng.randint(1, self.n_jobs - 1) if multi else 1
         total = self.multi_total if multi else self.run_total
         at = rng.uniform(0.05, 1.0) * total
+        k_ckpt = rng.randint(1, 4)
         fwd = rng.uniform(0.0, 0.9) * self.forward
         seen = {"tmp": 0, "was": False}
 
@@ -310,6 +331,8 @@ class Bench:
                 return 0.0 if time.perf_counter() - job.start >= at else None
             if moment == "forward":
                 return fwd if job.seen("weights loaded in") else None
+            if moment == "checkpoint":  # inside the pass, once k batches are kept
+                return rng.uniform(0.0, 0.02) if checkpoint_files(cache) >= k_ckpt else None
             if moment == "cache_write":
                 now = has(cache, lambda n: n.startswith(".tmp-")) > 0
                 if now and not seen["was"]:
@@ -473,13 +496,13 @@ def fuzz_rows(examples: int, seed: int) -> list[dict]:
 
 
 def table(rows: list[dict], fuzz: list[dict], seed: int, fuzz_examples: int) -> str:
-    out = ["| case | iterations | signals | states when interrupted / outcome | lost | recomputed | "
+    out = ["| case | iterations | signals | states when interrupted / outcome | items resumed | lost | recomputed | "
            "corrupt read as complete | final ≠ uninterrupted | findings |",
-           "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+           "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         states = "; ".join(f"{k} ×{v}" for k, v in sorted(r["states"].items()))
-        out.append(f"| {r['case']} | {r['iterations']} | {r['signals']} | {states} | {r['lost']} | "
-                   f"{r['recomputed']} | {r['corrupt_read_as_complete']} | {r['final_differs']} | "
+        out.append(f"| {r['case']} | {r['iterations']} | {r['signals']} | {states} | {r['items_resumed']} | "
+                   f"{r['lost']} | {r['recomputed']} | {r['corrupt_read_as_complete']} | {r['final_differs']} | "
                    f"{len(r['findings'])} |")
     if fuzz:
         n = sum(f["examples"] for f in fuzz)
@@ -487,12 +510,42 @@ def table(rows: list[dict], fuzz: list[dict], seed: int, fuzz_examples: int) -> 
         err = sum(f["error"] for f in fuzz)
         found = sum(f["finding"] for f in fuzz)
         out.append(f"| fuzz: {len(fuzz) - 1} loader formats + judge parsers (hypothesis, seed {seed}, "
-                   f"{fuzz_examples} inputs each) | {n} | – | {ok} loaded, {err} one-line errors | – | – | – | – | "
-                   f"{found} |")
+                   f"{fuzz_examples} inputs each) | {n} | – | {ok} loaded, {err} one-line errors |"
+                   f"{' – |' * 5} {found} |")
     return "\n".join(out)
 
 
-def main(argv=None) -> int:
+QUICK = {"run_moments": ("checkpoint", "cache_write"), "sweep_moments": ("between_jobs",),
+         "sigint_run": ("forward", "random"), "sigint_sweep": (), "kills": 1, "sigints": 1, "concurrent": 0,
+         "fuzz_examples": 100, "rows": 100}
+
+
+def plan(args, bench: Bench) -> list[tuple]:
+    """The cases to run: (name, function, iterations, arguments)."""
+    q = QUICK if args.quick else {"run_moments": RUN_MOMENTS, "sweep_moments": SWEEP_MOMENTS,
+                                  "sigint_run": ("forward", "checkpoint", "cache_write", "random"),
+                                  "sigint_sweep": ("between_jobs", "random")}
+    kills, sigints = (q["kills"], q["sigints"]) if args.quick else (args.kills, args.sigints)
+    cases = [(f"run, SIGKILL at {m}", bench.interrupt, kills, (m, signal.SIGKILL, False)) for m in q["run_moments"]]
+    cases += [(f"multirun, SIGKILL at {m}", bench.interrupt, kills, (m, signal.SIGKILL, True))
+              for m in q["sweep_moments"]]
+    cases += [(f"run, SIGINT at {m}", bench.interrupt, sigints, (m, signal.SIGINT, False)) for m in q["sigint_run"]]
+    cases += [(f"multirun, SIGINT at {m}", bench.interrupt, sigints, (m, signal.SIGINT, True))
+              for m in q["sigint_sweep"]]
+    concurrent = q["concurrent"] if args.quick else args.concurrent
+    if concurrent:
+        cases.append(("two sweeps at once, one cache + one sweep dir", bench.concurrent, concurrent, ()))
+    if args.quick or args.no_mount or os.geteuid() != 0:
+        print("storage cases skipped (need root; --no-mount, --quick)")
+        return cases
+    return cases + [
+        ("full disk: cache on a 64 kB tmpfs", lambda t: full_disk(bench, t, "cache", "64k"), 1, ()),
+        ("full disk: run dir on a 48 kB tmpfs", lambda t: full_disk(bench, t, "run", "48k"), 1, ()),
+        ("read-only cache (bind mount), populated", lambda t: read_only_cache(bench, t, True), 1, ()),
+        ("read-only cache (bind mount), empty", lambda t: read_only_cache(bench, t, False), 1, ())]
+
+
+def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kills", type=int, default=4, help="SIGKILLs per moment of a single run and of a multirun")
     ap.add_argument("--sigints", type=int, default=2, help="SIGINTs per moment")
@@ -500,40 +553,32 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fuzz-examples", type=int, default=2000)
     ap.add_argument("--no-mount", action="store_true", help="skip the tmpfs / read-only cases")
+    ap.add_argument("--quick", action="store_true",
+                    help="one iteration of a representative subset, no mounts, 100 rows, 100 fuzz inputs: "
+                         "a few minutes (CI); overrides --kills, --sigints, --concurrent, --fuzz-examples")
     ap.add_argument("--work", help="working folder (default: a temp dir, removed at the end)")
     ap.add_argument("--json", help="write the details here")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.fuzz_examples = QUICK["fuzz_examples"]
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="cscore-reliability-"))
     work.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    bench = Bench(work, args.seed)
+    bench = Bench(work, args.seed, rows=QUICK["rows"] if args.quick else 200)
     ref = bench.reference()
     print(f"reference: {ref}", flush=True)
     rows = []
-
-    def case(name, fn, n, *a):
+    for name, fn, n, extra in plan(args, bench):
         tally = Tally(name)
         for _ in range(n):
-            fn(tally, *a)
+            fn(tally, *extra)
         rows.append(tally.row())
         print(f"{name}: {tally.row()}", flush=True)
-
-    for moment in RUN_MOMENTS:
-        case(f"run, SIGKILL at {moment}", bench.interrupt, args.kills, moment, signal.SIGKILL, False)
-    for moment in SWEEP_MOMENTS:
-        case(f"multirun, SIGKILL at {moment}", bench.interrupt, args.kills, moment, signal.SIGKILL, True)
-    for moment in ("forward", "cache_write", "random"):
-        case(f"run, SIGINT at {moment}", bench.interrupt, args.sigints, moment, signal.SIGINT, False)
-    for moment in ("between_jobs", "random"):
-        case(f"multirun, SIGINT at {moment}", bench.interrupt, args.sigints, moment, signal.SIGINT, True)
-    case("two sweeps at once, one cache + one sweep dir", bench.concurrent, args.concurrent)
-    if args.no_mount or os.geteuid() != 0:
-        print("storage cases skipped (need root; --no-mount)")
-    else:
-        case("full disk: cache on a 64 kB tmpfs", lambda t: full_disk(bench, t, "cache", "64k"), 1)
-        case("full disk: run dir on a 48 kB tmpfs", lambda t: full_disk(bench, t, "run", "48k"), 1)
-        case("read-only cache (bind mount), populated", lambda t: read_only_cache(bench, t, True), 1)
-        case("read-only cache (bind mount), empty", lambda t: read_only_cache(bench, t, False), 1)
     fuzz = fuzz_rows(args.fuzz_examples, args.seed) if args.fuzz_examples else []
     print()
     print(table(rows, fuzz, args.seed, args.fuzz_examples))

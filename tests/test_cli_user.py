@@ -170,8 +170,8 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
         cli_main.main(["run"])
     assert stop.value.code == 130
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["cscore: error: interrupted; nothing finished was lost (a re-run resumes: finished runs and "
-                   "cached statistics are kept)"]
+    assert err == ["cscore: error: interrupted; nothing finished was lost (the same command resumes: finished runs, "
+                   "cached statistics and the checkpoint of an unfinished pass are kept)"]
 
 
 def test_failed_run_is_marked(tmp_path):

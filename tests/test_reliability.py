@@ -1,22 +1,29 @@
 """Killed runs: a run directory is complete only when it holds a finished run of the very config
 asked for. A real `cscore run` killed with SIGKILL in the middle of a re-run with another config
 must not leave the old metrics.json marking the directory complete (it did: the old scores were
-then skipped over as the new config's). scripts/reliability.py does this at scale."""
+then skipped over as the new config's). A run killed inside its forward pass resumes from the
+pass's checkpoint with the same command, bit for bit; Ctrl-C at any moment is one line and exit 130.
+scripts/reliability.py does this at scale."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cscore import rundir
+from cscore.scorers.cache import StatsCache
 
 FAST = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
@@ -111,3 +118,82 @@ def test_two_sweeps_at_once_share_one_cache_and_sweep_dir(tiny_dirs, tmp_path):
     assert [j.name for j in jobs] == ["0", "1", "2"] and all(rundir.is_complete(j) for j in jobs)
     scores = [pd.read_parquet(j / rundir.SCORES)["score.contrast"].tolist() for j in jobs]
     assert len({tuple(s) for s in scores}) == 3  # three gammas, three answers
+
+
+# --- a pass killed inside, Ctrl-C at any moment ---------------------------------------------------
+
+
+def pass_args(tiny_dirs, data: Path, out: Path, cache: Path) -> list[str]:
+    """A run whose pass has many batches (a small token budget), each flushed to the checkpoint."""
+    return [*run_args(tiny_dirs, data, out, cache, 0.1), "runtime.token_budget=256", "cache.checkpoint_seconds=0"]
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}  # one thread: the same sums every run
+    return subprocess.Popen([sys.executable, "-m", "cscore.cli.main", *args], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_for_checkpoint(proc: subprocess.Popen, cache: Path, files: int = 2) -> None:
+    deadline = time.time() + 240
+    while len(list(cache.glob(".partial/*/*.npz"))) < files:
+        assert proc.poll() is None and time.time() < deadline, "the pass ended before its checkpoint was seen"
+        time.sleep(0.002)
+
+
+@pytest.fixture(scope="module")
+def long_pass(tiny_dirs, tmp_path_factory):
+    """A 120-row table and its uninterrupted run's scores (a cache of its own)."""
+    root = tmp_path_factory.mktemp("long_pass")
+    data = small_table(root / "t.csv", n=120)
+    proc = start(pass_args(tiny_dirs, data, root / "run", root / "cache"), root)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-2000:]
+    return SimpleNamespace(data=data, scores=pd.read_parquet(root / "run" / rundir.SCORES))
+
+
+def test_sigkill_inside_a_pass_then_the_same_command_resumes(tiny_dirs, tmp_path, long_pass):
+    args = pass_args(tiny_dirs, long_pass.data, tmp_path / "run", tmp_path / "cache")
+    proc = start(args, tmp_path)
+    wait_for_checkpoint(proc, tmp_path / "cache")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    assert StatsCache(tmp_path / "cache").keys() == []  # killed inside the pass
+    again = start(args, tmp_path)
+    out, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err[-2000:]
+    said = re.search(r"statistics \(expert\+amateur\): resumed (\d+) of 120 items from a checkpoint", out + err)
+    assert said and 0 < int(said.group(1)) < 120
+    assert f"scored {120 - int(said.group(1))} items in " in out
+    got = pd.read_parquet(tmp_path / "run" / rundir.SCORES)
+    cols = [c for c in got.columns if c.startswith((rundir.SCORE, rundir.MEAN_LOGP))]
+    assert cols and list(got["id"]) == list(long_pass.scores["id"])
+    for c in cols:
+        assert np.array_equal(got[c].to_numpy(), long_pass.scores[c].to_numpy()), c  # bit for bit
+    assert list((tmp_path / "cache").glob(".partial/*/*")) == []  # the entry holds it all now
+
+
+@pytest.mark.parametrize("moment", ["pass", "end", "end+0.1", "end+0.3"])
+def test_sigint_at_any_moment_is_one_line_and_exit_130(tiny_dirs, tmp_path, long_pass, moment):
+    """Ctrl-C inside the pass: exit 130, one line that says what the checkpoint kept. Around the end
+    of the run (the summary printed; the interpreter shutting down): one line and 130, or the run
+    had finished (0); never a traceback or a death by the signal (it was: exit -2)."""
+    proc = start(pass_args(tiny_dirs, long_pass.data, tmp_path / "run", tmp_path / "cache"), tmp_path)
+    if moment == "pass":
+        wait_for_checkpoint(proc, tmp_path / "cache")
+    else:
+        for line in proc.stdout:
+            if line.startswith("run directory:"):
+                break
+        time.sleep(float(moment.partition("+")[2] or 0))
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert "Traceback" not in out + err and proc.returncode in (0, 130), (proc.returncode, err[-2000:])
+    if proc.returncode == 130:
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("cscore: error: interrupted; ") and last.endswith("checkpoint of an unfinished pass "
+                                                                               "are kept)")
+        assert sum(line.startswith("cscore: error:") for line in err.splitlines()) == 1
+    if moment == "pass":
+        assert proc.returncode == 130
+        assert re.search(r"interrupted; statistics \(expert\+amateur\): \d+ of 120 items kept in a checkpoint; ", err)

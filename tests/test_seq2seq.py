@@ -681,3 +681,39 @@ def test_cli_run_contrast_then_cdm_from_the_cache(dirs, tmp_path, cscore_main, m
     assert metrics3["speed"]["from_cache"]
     np.testing.assert_array_equal(scores3["score.cdm"], methods.score("cdm", cached, pooling="mean"))
     np.testing.assert_allclose(scores3["score.cdm"], scores3["score.expert"] - scores3["score.amateur"], atol=1e-9)
+
+
+def test_an_interrupted_pass_resumes_from_its_checkpoint_bit_identical(loaded, items, tmp_path):
+    """Ctrl-C after three batches: the batches kept in the checkpoint are skipped on the re-run,
+    the rest run as planned, and the statistics equal an uninterrupted pass's bit for bit."""
+    from cscore.scorers.checkpoint import Checkpoint
+
+    model, its = loaded["t5", "float32"].model, items["t5"] * 3
+    kw = dict(temperatures=TEMPS, token_budget=96)
+    counter = EncoderRows(model)
+    try:
+        want, full = engine.compute(model, its, **kw)
+    finally:
+        counter.close()
+    calls = counter.calls
+    offsets = np.concatenate([[0], np.cumsum([len(h) for _, h in its])])
+    seen = []
+
+    def stop(n):
+        seen.append(n)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    first = Checkpoint(tmp_path / "ck", "k", ["model"], offsets, TEMPS, every=0)
+    with pytest.raises(KeyboardInterrupt):
+        engine.compute(model, its, progress=stop, checkpoint=first, **kw)
+    again = Checkpoint(tmp_path / "ck", "k", ["model"], offsets, TEMPS, every=0)
+    assert again.load() == sum(seen) and full.batches > 3
+    counter = EncoderRows(model)
+    try:
+        got, _ = engine.compute(model, its, checkpoint=again, **kw)
+    finally:
+        counter.close()
+    assert counter.calls == calls - 3  # the batches kept are not run again
+    assert np.array_equal(got["model"].logp, want["model"].logp)
+    assert np.array_equal(got["model"].logp_max, want["model"].logp_max)
