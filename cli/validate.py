@@ -147,7 +147,20 @@ def validate(cfg: DictConfig) -> None:
     check_method(c["method"])
     check_amateur(c)
     check_baseline(c)
-    if c.get("judge_prompt"):
-        from cscore.data.judge_prompts import check_config
+    check_judge_prompt(c)
 
-        check_config(c["judge_prompt"])
+
+def check_judge_prompt(c: dict) -> None:
+    """The judge_prompt group goes with the judge methods only (they compose it; others carry none)."""
+    from cscore.scorers import methods
+
+    jp = c.get("judge_prompt")
+    if not jp:
+        return
+    name = c["method"].get("name")
+    if not getattr(methods.get(name), "KIND", "token").startswith("judge"):
+        raise ConfigError(f"judge_prompt={jp.get('name')} is for the judge methods (method=cd_judge | "
+                          f"cd_judge_released); this run has method={name}")
+    from cscore.data.judge_prompts import check_config
+
+    check_config(jp)
