@@ -62,6 +62,9 @@ def run_command(rest: list[str]) -> None:
     try:
         from cscore.cli import precheck
 
+        from cscore.cli.baseline_run import canonical_names
+
+        rest = canonical_names(rest)  # baseline=rouge1 is rouge; every unknown name in one line
         precheck.check(rest)
         from cscore.cli import names
 
