@@ -116,8 +116,11 @@ def sweep_dir(args: list[str]) -> list[str]:
         return args
     swept = {part for a in given if is_sweep(a) for part in parts_of(a.lstrip("+~").split("=", 1)[0])}
     plain = [a for a in given if not is_sweep(a) and not a.lstrip("+~").startswith("hydra")]
-    with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
-        cfg = compose("config", overrides=plain, return_hydra_config=True)
+    try:
+        with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
+            cfg = compose("config", overrides=plain, return_hydra_config=True)
+    except Exception:  # noqa: BLE001 - Hydra reports what does not compose
+        return args
     hydra = OmegaConf.to_container(cfg.hydra, resolve=False)
     c = OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
     name = name_of(c, hydra["runtime"]["choices"], plain, swept)

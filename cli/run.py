@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 import cscore
 from cscore import rundir
 from cscore.cli import baseline_run, cdm_cmd, judge_run, names, pooler_run
+from cscore.cli.progress import progress_bar  # noqa: F401 - the kinds' score steps use it from here
 from cscore.errors import CscoreError
 
 log = logging.getLogger("cscore")
@@ -171,21 +172,6 @@ def make_prompts(cfg: DictConfig, examples: pd.DataFrame, tokenizer) -> tuple[li
     return prompts.build(examples, condition=p.condition, templates=OmegaConf.to_container(p.templates),
                          reference_templates=OmegaConf.to_container(p.reference_templates),
                          template=cfg.data.get("template"), chat=chat)
-
-
-def progress_bar(console, enabled: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    if not enabled:
-        return None, None
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TimeRemainingColumn(), console=console)
-
-    def factory(name: str, total: int):
-        task = bar.add_task(f"scoring with {name}", total=total)
-        return lambda n: bar.advance(task, n)
-
-    return bar, factory
 
 
 def stats_cache(cfg: DictConfig):
