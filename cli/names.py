@@ -93,7 +93,7 @@ def name_of(c: dict, choices: dict, overrides: list[str], swept: set[str]) -> st
     """``<data>_<models>_<method>`` for the plain config ``c``: the models that run
     (``pair_name``), for a baseline run its baselines; a part in ``swept`` reads ``sweep``."""
     baseline = c["method"].get("name") == "baseline"
-    models = "+".join(c.get("baseline") or {}) or "none" if baseline else pair_name(c, overrides)[0]
+    models = ("+".join(c.get("baseline") or {}) or "none") if baseline else pair_name(c, overrides)[0]
     parts = [("data", choices.get("data") or c["data"].get("name")), ("baseline" if baseline else "pair", models),
              ("method", choices.get("method") or c["method"].get("name"))]
     return "_".join(SWEPT if key in swept else dir_part(value) for key, value in parts)
