@@ -72,8 +72,9 @@ def wide_ratings(folder) -> list[str]:
     from cscore.data.demo import DEMO_FILE
 
     rows = [json.loads(line) for line in DEMO_FILE.read_text().splitlines()[:16]]
-    table = pd.DataFrame([{"src": r["source"], "hyp": r["hypothesis"], "ref": r["reference"],
-                           **{a: (i * (j + 2)) % 5 + j % 2 for j, a in enumerate(ASPECTS)}} for i, r in enumerate(rows)])
+    human = [{a: (i * (j + 2)) % 5 + j % 2 for j, a in enumerate(ASPECTS)} for i in range(len(rows))]
+    table = pd.DataFrame([{"src": r["source"], "hyp": r["hypothesis"], "ref": r["reference"], **h}
+                          for r, h in zip(rows, human)])
     path = folder / "wide.csv"
     table.to_csv(path, index=False)
     return ["data=table", f"data.path={path}", "data.task=summarization", "data.columns.source=src",
@@ -122,15 +123,22 @@ def test_help_and_cfg_job_are_short_without_a_judge(tmp_path, cscore_main):
         assert len(res.stdout.splitlines()) < 150, args  # 427 and 403 lines with the templates
         assert "judge_prompt:" not in res.stdout.splitlines() and "Evaluation Steps" not in res.stdout
     res = cscore_main("run", "--cfg", "job", "method=cd_judge", cwd=tmp_path)
-    assert "judge_prompt:" in res.stdout.splitlines() and "name: geval" in res.stdout and "Evaluation Steps" in res.stdout
+    assert "judge_prompt:" in res.stdout.splitlines() and "name: geval" in res.stdout
+    assert "Evaluation Steps" in res.stdout
 
 
 def test_judge_prompts_come_with_the_judge_methods_only(tmp_path, cscore_main):
-    from hydra import compose, initialize_config_module
+    from importlib import resources
 
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    geval = OmegaConf.load(str(resources.files("cscore.conf") / "judge_prompt" / "geval.yaml"))
     with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
         assert "judge_prompt" not in compose("config")
-        assert compose("config", ["method=cd_judge"]).judge_prompt.name == "geval"
+        judge = compose("config", ["method=cd_judge"])
+        assert judge.judge_prompt == geval  # the file as it is: the same prompts, the same cache keys
+        assert list(judge) == ["data", "pair", "judge_prompt", "method", *list(compose("config"))[3:]]  # its place
         assert compose("config", ["method=cd_judge_released"]).judge_prompt.name == "released"
         assert compose("config", ["method=cd_judge", "judge_prompt=released"]).judge_prompt.name == "released"
     res = cscore_main("run", "judge_prompt=released", cwd=tmp_path)
