@@ -25,6 +25,7 @@ commands:
   cache ls          list the cached per-token statistics (all cache commands: --root DIR)
   cache info KEY    one cache entry in detail, checksum verified (KEY: a key prefix)
   cache clear KEY.. remove cache entries by key prefix, or all of them: cache clear --all
+  --version         the versions of cscore, torch, transformers and python
 """
 
 
@@ -94,7 +95,13 @@ def run_command(rest: list[str]) -> None:
     try:
         from cscore.cli import precheck
 
+        from cscore.cli.baseline_run import canonical_names
+
+        rest = canonical_names(rest)  # baseline=rouge1 is rouge; every unknown name in one line
         precheck.check(rest)
+        from cscore.cli import names
+
+        rest = names.sweep_dir(rest)  # a multirun's folder named after what its jobs share
         from cscore.cli.run import hydra_entry
 
         sys.argv = ["cscore run", *rest]
@@ -107,6 +114,24 @@ def run_command(rest: list[str]) -> None:
         fail(interrupted_line(err, RUN_INTERRUPTED), 130)
 
 
+def version_line() -> str:
+    """``cscore 0.1.0 (torch 2.13.0, transformers 5.0.0, python 3.12.3)``, read from the installed
+    packages' metadata (nothing is imported)."""
+    import platform
+    from importlib import metadata
+
+    from cscore import __version__
+
+    def installed(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (f"cscore {__version__} (torch {installed('torch')}, transformers {installed('transformers')}, "
+            f"python {platform.python_version()})")
+
+
 def main(argv: list[str] | None = None) -> None:
     with ctrl_c(program=argv is None):
         dispatch(list(sys.argv[1:] if argv is None else argv))
@@ -115,6 +140,9 @@ def main(argv: list[str] | None = None) -> None:
 def dispatch(argv: list[str]) -> None:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
+        return
+    if argv[0] in ("-V", "--version", "version"):
+        print(version_line())
         return
     command, rest = argv[0], argv[1:]
     if command == "run":

@@ -23,11 +23,13 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 import cscore
 from cscore import rundir
-from cscore.cli import baseline_run, cdm_cmd, judge_run, pooler_run
+from cscore.cli import baseline_run, cdm_cmd, judge_run, names, pooler_run
+from cscore.cli.progress import progress_bar  # noqa: F401 - the kinds' score steps use it from here
 from cscore.errors import CscoreError
 
 log = logging.getLogger("cscore")
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
+names.register()  # ${cscore.run_name:} in hydra.run.dir / hydra.sweep.dir (conf/config.yaml)
 
 
 
@@ -52,45 +54,17 @@ def make_console():
 # model pair: which models, which early exit, what to call them
 
 
-def overridden(overrides: list[str], key: str) -> bool:
-    """Was ``key`` set on the command line (``key=``, ``+key=``, ``++key=``)?"""
-    return any(o.lstrip("+~").split("=", 1)[0] == key for o in overrides)
-
-
 def resolve_pair(cfg: DictConfig, overrides: list[str]) -> list[str]:
-    """Apply the early-exit rule and name the pair after what runs; returns lines to log.
-
-    A pair config's ``amateur.early_exit`` is for the model that config names. When the command
-    line puts another model in the amateur's place (``pair.amateur.path=B``) without asking for an
-    early exit itself, B runs whole. With a model path overridden, ``pair.name`` becomes the names
-    of the models that run (unless ``pair.name`` is also given)."""
-    notes = []
-    p = cfg.pair
+    """Apply the early-exit rule and name the pair after what runs (``cscore.cli.names.pair_name``:
+    a model put in the amateur's place runs whole unless asked otherwise; the label names the
+    models that run, the one model of a single-model method); returns lines to log."""
+    name, early_exit, notes = names.pair_name(OmegaConf.to_container(cfg, resolve=True), overrides)
     with open_dict(cfg):
-        if (overridden(overrides, "pair.amateur.path") and p.amateur.get("path") is not None
-                and p.amateur.get("early_exit") is not None
-                and not overridden(overrides, "pair.amateur.early_exit")):
-            notes.append(f"pair {p.name}: its amateur.early_exit={p.amateur.early_exit} is for its own amateur; "
-                         f"{p.amateur.path} runs whole (pair.amateur.early_exit=k cuts it)")
-            p.amateur.early_exit = None
-        paths_changed = overridden(overrides, "pair.expert.path") or overridden(overrides, "pair.amateur.path")
-        if paths_changed and not overridden(overrides, "pair.name"):
-            p.name = pair_label(p.expert.path, p.amateur.get("path"), p.amateur.get("early_exit"))
+        if early_exit != cfg.pair.amateur.get("early_exit"):
+            cfg.pair.amateur.early_exit = early_exit
+        if name != cfg.pair.get("name"):
+            cfg.pair.name = name
     return notes
-
-
-def short_name(spec: str) -> str:
-    spec = str(spec).rstrip("/")
-    if spec.startswith("gguf:"):
-        spec = spec[len("gguf:"):]
-    return os.path.basename(spec).removesuffix(".gguf") or spec
-
-
-def pair_label(expert: str, amateur: str | None, early_exit) -> str:
-    ama = short_name(amateur) if amateur else short_name(expert)
-    if early_exit is not None:
-        ama += f"[:{early_exit}]"
-    return f"{short_name(expert)}+{ama}"
 
 
 def load_pair(cfg: DictConfig, needed: list[str]):
@@ -198,21 +172,6 @@ def make_prompts(cfg: DictConfig, examples: pd.DataFrame, tokenizer) -> tuple[li
     return prompts.build(examples, condition=p.condition, templates=OmegaConf.to_container(p.templates),
                          reference_templates=OmegaConf.to_container(p.reference_templates),
                          template=cfg.data.get("template"), chat=chat)
-
-
-def progress_bar(console, enabled: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    if not enabled:
-        return None, None
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TimeRemainingColumn(), console=console)
-
-    def factory(name: str, total: int):
-        task = bar.add_task(f"scoring with {name}", total=total)
-        return lambda n: bar.advance(task, n)
-
-    return bar, factory
 
 
 def stats_cache(cfg: DictConfig):

@@ -22,7 +22,6 @@ SECTIONS = {
         "max_length": Param(int, lo=2),
         "padding_side": Param(str, choices=("left", "right")),
         "prefix_sharing": Param(bool),
-        "progress": Param(bool),
     },
     "cache": {"enabled": Param(bool), "checkpoint_seconds": Param(float, lo=0.0, nullable=True)},
     "baselines": {"t": Param(float, lo=0.0, lo_open=True)},
@@ -33,7 +32,8 @@ SECTIONS = {
     },
     "prompt": {"condition": Param(str, choices=("source", "reference")), "chat_template": Param(bool)},
 }
-OTHER_KEYS = {"runtime": {"device", "token_budget"}, "cache": {"dir"}, "baselines": {"rows"}, "meta": {"split_by"},
+OTHER_KEYS = {"runtime": {"device", "token_budget", "progress"}, "cache": {"dir"}, "baselines": {"rows"},
+              "meta": {"split_by"},
               "stats": {"temperatures"}, "split": {"dev_ids"},
               "judge_prompt": {"name", "style", "role", "generation_prompt", "templates", "files",
                                "dialogue_template", "dialogue_aspects"},
@@ -83,6 +83,13 @@ def check_budget(value) -> None:
     if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
         return
     raise ConfigError(f"runtime.token_budget must be an integer >= 1 or auto, got {value!r}")
+
+
+def check_progress(value) -> None:
+    if isinstance(value, bool) or (isinstance(value, (int, float)) and value > 0):
+        return
+    raise ConfigError(f"runtime.progress must be true | false | seconds > 0 between progress lines off a "
+                      f"terminal, got {value!r}")
 
 
 def check_temperatures(values) -> None:
@@ -141,6 +148,7 @@ def validate(cfg: DictConfig) -> None:
                 spec.check(f"{section}.{key}", given[key])
     check_device(c["runtime"].get("device", "auto"))
     check_budget(c["runtime"].get("token_budget", 4096))
+    check_progress(c["runtime"].get("progress", True))
     check_temperatures(c["stats"].get("temperatures"))
     check_rows(c["baselines"].get("rows"))
     check_pair(c["pair"])
@@ -150,7 +158,20 @@ def validate(cfg: DictConfig) -> None:
     from cscore.cli.tracking import check_config as check_tracking
 
     check_tracking(c.get("tracking"))
-    if c.get("judge_prompt"):
-        from cscore.data.judge_prompts import check_config
+    check_judge_prompt(c)
 
-        check_config(c["judge_prompt"])
+
+def check_judge_prompt(c: dict) -> None:
+    """The judge_prompt group goes with the judge methods only (they compose it; others carry none)."""
+    from cscore.scorers import methods
+
+    jp = c.get("judge_prompt")
+    if not jp:
+        return
+    name = c["method"].get("name")
+    if not getattr(methods.get(name), "KIND", "token").startswith("judge"):
+        raise ConfigError(f"judge_prompt={jp.get('name')} is for the judge methods (method=cd_judge | "
+                          f"cd_judge_released); this run has method={name}")
+    from cscore.data.judge_prompts import check_config
+
+    check_config(jp)

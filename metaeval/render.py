@@ -84,19 +84,66 @@ def csv(t: Table) -> str:
     return buf.getvalue()
 
 
-def rich(t: Table):
-    """A rich Table: the signature as caption, the best cells bold green. Every text from the
-    table is escaped: a ``[expected]`` in a label or note is text, not rich markup."""
+def rich(t: Table) -> "Fitted":
+    """A rich renderable of the table laid out at the width it is printed at (``Fitted``): the
+    title and the signature as text lines, the best cells bold green. Every text from the table
+    is escaped: a ``[expected]`` in a label or note is text, not rich markup."""
+    return Fitted(t)
+
+
+class Fitted:
+    """A table that fits the console: when all its columns do not fit in one rich table, the
+    columns are split over several tables, each repeating the row names, so that no label or
+    number is cut, ellipsised or wrapped (80 columns on a terminal, 160 in log files)."""
+
+    def __init__(self, table: Table):
+        self.table = table
+
+    def __rich_console__(self, console, options):
+        from rich.text import Text
+
+        t = self.table
+        yield Text(t.title, style="bold")
+        for group in column_groups(t, options.max_width):
+            yield _rich_part(t, group)
+        if t.signature:
+            yield Text(t.signature, style="dim")
+
+
+BORDER = 3  # a column's share of a boxed rich table: one space each side and one rule
+
+
+def _width(texts) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(str(x)) for x in texts), default=0)
+
+
+def column_groups(t: Table, width: int) -> list[list[int]]:
+    """The columns in order, cut into groups whose tables (row names + the group) fit ``width``;
+    a column too wide even alone with the row names is a group of its own (its cells fold)."""
+    room = width - 1 - (_width([t.row_header] + [name for name, _ in t.rows]) + BORDER)
+    groups, used = [[]], 0
+    for j, col in enumerate(t.columns):
+        need = _width([col] + [cells[j] for _, cells in t.rows]) + BORDER
+        if groups[-1] and used + need > room:
+            groups.append([])
+            used = 0
+        groups[-1].append(j)
+        used += need
+    return groups if t.columns else [[]]
+
+
+def _rich_part(t: Table, group: list[int]):
     from rich.markup import escape
     from rich.table import Table as RichTable
 
-    out = RichTable(title=escape(t.title), caption=escape(t.signature) if t.signature else None,
-                    title_justify="left")
-    out.add_column(escape(t.row_header), style="bold")
-    for c in t.columns:
-        out.add_column(escape(c), justify="right")
+    out = RichTable()
+    out.add_column(escape(t.row_header), style="bold", overflow="fold")
+    for j in group:
+        out.add_column(escape(t.columns[j]), justify="right", overflow="fold")
     for name, cells in _cells(t, "[bold green]{}[/]", escape):
-        out.add_row(name, *cells)
+        out.add_row(name, *(cells[j] for j in group))
     return out
 
 

@@ -147,6 +147,15 @@ def _differing(dicts: list[dict]) -> list[str]:
     return [k for k in keys if len({json.dumps(d.get(k), sort_keys=True, default=str) for d in dicts}) > 1]
 
 
+def _shown(value) -> str:
+    """A parameter value as a label shows it, as the config writes it: null, true, [1,5]."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
 def _labels(entries: list[dict]) -> list[str]:
     """One label per distinct row: ``<pair> <variant>`` (a baseline row, which reads no pair:
     ``<variant>``); rows that would share it add the parameters that tell them apart
@@ -167,7 +176,7 @@ def _labels(entries: list[dict]) -> list[str]:
             values = [with_keys(entries[i]) for i in idx]
             keys = _differing(values)
             for i, v in zip(idx, values):
-                labels[i] = " ".join([labels[i]] + [f"{k}={v.get(k)}" for k in keys])
+                labels[i] = " ".join([labels[i]] + [f"{k}={_shown(v.get(k))}" for k in keys])
     seen: dict[str, int] = {}
     for i, lb in enumerate(labels):
         seen[lb] = seen.get(lb, 0) + 1

@@ -116,14 +116,14 @@ def test_released_preset_and_multirun(tiny_dirs, tmp_path, cscore_cli):
     a, b = (pd.read_parquet(r) for r in runs)
     # gamma does not touch the baselines: the same statistics, bit for bit
     np.testing.assert_array_equal(a["score.expert"].to_numpy(), b["score.expert"].to_numpy())
-    assert not np.allclose(a["score.contrast"], b["score.contrast"])
+    assert not np.allclose(a["score.contrast_released"], b["score.contrast_released"])  # labelled as the preset
     cfg = (runs[1].parent / "config.yaml").read_text()
     assert "gamma: 0.5" in cfg and "clamp: -20.0" in cfg and "skip_first: true" in cfg
     # the signature tells this preset (and this gamma) from the paper's contrast
     from cscore.metaeval.signature import Signature
 
     sig = Signature.parse(json.loads((runs[1].parent / "metrics.json").read_text())["signature"]).fields
-    assert sig["method"] == "contrast" and sig["params"] == (
+    assert sig["method"] == "contrast" and sig["variant"] == "contrast_released" and sig["params"] == (
         "gamma=0.5,t_exp=1.0,t_ama=1.0,floor=1e-10,clamp=-20.0,norm=sqrt,skip_first=true")
 
 

@@ -397,7 +397,7 @@ def test_a_row_repeated_with_its_defaults_left_out_appears_once(tmp_path):
                       [{"name": "ensemble", "method": "ensemble", "params": ENSEMBLE}],
                       {"ensemble": [0.5, 0.5, 0.6]}, pair={"name": "p", "amateur": {"early_exit": 4}})
     (ds,) = tables.collect([runs[1], other])
-    assert list(ds.rows) == ["p ensemble amateur.early_exit=None", "p ensemble amateur.early_exit=4"]
+    assert list(ds.rows) == ["p ensemble amateur.early_exit=null", "p ensemble amateur.early_exit=4"]  # no Python None
     assert ds.frame["score.p ensemble amateur.early_exit=4"].tolist() == [0.5, 0.5, 0.6]
 
 

@@ -1,0 +1,156 @@
+"""What a run is called after: the models that run (the pair's label) and its directory name.
+
+``pair_name`` is the one rule; ``cscore.cli.run.resolve_pair`` applies it to a run's config and
+the ``cscore.run_name`` resolver (registered by ``register``, used in ``hydra.run.dir`` and
+``hydra.sweep.dir``) names the run directory with it before Hydra makes that directory."""
+
+from __future__ import annotations
+
+import os
+import re
+
+RESOLVER = "cscore.run_name"
+SWEPT = "sweep"  # a part of a multirun directory's name that differs between its jobs
+
+
+def overridden(overrides: list[str], key: str) -> bool:
+    """Was ``key`` set on the command line (``key=``, ``+key=``, ``++key=``)?"""
+    return any(o.lstrip("+~").split("=", 1)[0] == key for o in overrides)
+
+
+def short_name(spec: str) -> str:
+    spec = str(spec).rstrip("/")
+    if spec.startswith("gguf:"):
+        spec = spec[len("gguf:"):]
+    return os.path.basename(spec).removesuffix(".gguf") or spec
+
+
+def pair_label(expert: str, amateur: str | None, early_exit) -> str:
+    ama = short_name(amateur) if amateur else short_name(expert)
+    if early_exit is not None:
+        ama += f"[:{early_exit}]"
+    return f"{short_name(expert)}+{ama}"
+
+
+def models_run(c: dict) -> list[str]:
+    """The roles (expert, amateur) the run's method reads; both when that cannot be told."""
+    from cscore.errors import CscoreError
+    from cscore.scorers.variants import models_needed, plan
+
+    baselines = c.get("baselines") or {}
+    try:
+        return models_needed(plan(dict(c["method"]), baseline_t=baselines.get("t", 1.0),
+                                  rows=list(baselines.get("rows", ("expert", "amateur", "ensemble")))))
+    except (CscoreError, KeyError, TypeError, ValueError):  # a bad method config: validate says so
+        return ["expert", "amateur"]
+
+
+def pair_name(c: dict, overrides: list[str]) -> tuple[str, object, list[str]]:
+    """(label, the amateur's early exit, notes) for the plain config ``c``.
+
+    A pair config's ``amateur.early_exit`` is for the model that config names: another model put
+    in the amateur's place (``pair.amateur.path=B``) runs whole unless the command line asks for
+    an early exit too. The label is ``pair.name`` when given on the command line; else the one
+    model a single-model method reads (``gemma3-270m``, ``smollm2[:auto]`` for an early exit);
+    else, with a model path overridden, ``A+B`` / ``A+A[:k]``; else the pair config's name."""
+    p = c["pair"]
+    ama = p.get("amateur") or {}
+    expert, amateur, early_exit = p["expert"]["path"], ama.get("path"), ama.get("early_exit")
+    notes = []
+    if (overridden(overrides, "pair.amateur.path") and amateur is not None and early_exit is not None
+            and not overridden(overrides, "pair.amateur.early_exit")):
+        notes.append(f"pair {p.get('name')}: its amateur.early_exit={early_exit} is for its own amateur; "
+                     f"{amateur} runs whole (pair.amateur.early_exit=k cuts it)")
+        early_exit = None
+    if overridden(overrides, "pair.name"):
+        return p.get("name"), early_exit, notes
+    roles = models_run(c) if "method" in c else ["expert", "amateur"]
+    if roles == ["expert"]:
+        return short_name(expert), early_exit, notes
+    if roles == ["amateur"]:
+        exit_ = f"[:{early_exit}]" if early_exit is not None else ""
+        return short_name(amateur or expert) + exit_, early_exit, notes
+    if overridden(overrides, "pair.expert.path") or overridden(overrides, "pair.amateur.path"):
+        return pair_label(expert, amateur, early_exit), early_exit, notes
+    return p.get("name"), early_exit, notes
+
+
+def dir_part(text) -> str:
+    """``text`` as part of a folder name: letters, digits and ``. + -``, anything else ``_``."""
+    return re.sub(r"[^A-Za-z0-9.+-]+", "_", str(text)).strip("_.") or "_"
+
+
+def run_name(_root_) -> str:
+    """The ``${cscore.run_name:}`` resolver of ``hydra.run.dir``: ``<data>_<models>_<method>``."""
+    from omegaconf import OmegaConf
+
+    hydra = OmegaConf.to_container(_root_.hydra, resolve=False)
+    c = OmegaConf.to_container(OmegaConf.masked_copy(_root_, [k for k in _root_ if k != "hydra"]), resolve=True)
+    return name_of(c, hydra["runtime"]["choices"], list(hydra["overrides"]["task"]), set())
+
+
+def name_of(c: dict, choices: dict, overrides: list[str], swept: set[str]) -> str:
+    """``<data>_<models>_<method>`` for the plain config ``c``: the models that run
+    (``pair_name``), for a baseline run its baselines; a part in ``swept`` reads ``sweep``."""
+    baseline = c["method"].get("name") == "baseline"
+    models = ("+".join(c.get("baseline") or {}) or "none") if baseline else pair_name(c, overrides)[0]
+    parts = [("data", choices.get("data") or c["data"].get("name")), ("baseline" if baseline else "pair", models),
+             ("method", choices.get("method") or c["method"].get("name"))]
+    return "_".join(SWEPT if key in swept else dir_part(value) for key, value in parts)
+
+
+def sweep_dir(args: list[str]) -> list[str]:
+    """``args`` of a multirun with ``hydra.sweep.dir=outputs/multirun/<date>/<time>_<name>`` added
+    (unless given): the name of ``name_of`` for what its jobs share, the parts they vary ``sweep``.
+    Set here, as a plain path, so every job (SLURM ones in other processes too) finds the same."""
+    import time
+
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    if not any(a in ("-m", "--multirun") for a in args) or any(a.startswith("-") and a not in ("-m", "--multirun")
+                                                                for a in args):
+        return args
+    given = [a for a in args if a not in ("-m", "--multirun")]
+    if any(a.lstrip("+~").startswith("hydra.sweep.dir=") for a in given):
+        return args
+    swept = {part for a in given if is_sweep(a) for part in parts_of(a.lstrip("+~").split("=", 1)[0])}
+    plain = [a for a in given if not is_sweep(a) and not a.lstrip("+~").startswith("hydra")]
+    try:
+        with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
+            cfg = compose("config", overrides=plain, return_hydra_config=True)
+    except Exception:  # noqa: BLE001 - Hydra reports what does not compose
+        return args
+    hydra = OmegaConf.to_container(cfg.hydra, resolve=False)
+    c = OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
+    name = name_of(c, hydra["runtime"]["choices"], plain, swept)
+    return [*args, f"hydra.sweep.dir=outputs/multirun/{time.strftime('%Y-%m-%d/%H-%M-%S')}_{name}"]
+
+
+def parts_of(key: str) -> set[str]:
+    """The parts of a directory name (data, pair, method, baseline) a swept key can change."""
+    if key in ("data", "data.name"):
+        return {"data"}
+    if key in ("method", "method.name"):
+        return {"method", "pair"}  # a single-model method names one model
+    if key == "pair" or key in ("pair.name", "pair.expert.path", "pair.amateur.path", "pair.amateur.early_exit"):
+        return {"pair"}
+    return {"baseline"} if key == "baseline" else set()
+
+
+def is_sweep(override: str) -> bool:
+    """A multirun override with several values (``k=a,b``, ``k=range(...)``, ``k=choice(...)``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_overrides([override])[0].is_sweep_override()
+    except Exception:  # noqa: BLE001 - Hydra reports an unreadable override itself
+        return False
+
+
+def register() -> None:
+    """Make ``${cscore.run_name:}`` available to the configs (before Hydra composes them)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver(RESOLVER):
+        OmegaConf.register_new_resolver(RESOLVER, run_name)
