@@ -307,6 +307,7 @@ def run_files(run):
     return (pd.read_parquet(run / "scores.parquet"), json.loads((run / "metrics.json").read_text()))
 
 
+@pytest.mark.slow
 def test_cli_cdm_writes_the_score_and_the_comparison_rows(cdm_runs):
     scores, metrics = run_files(cdm_runs / "sw" / "0")
     assert len(scores) == 160

@@ -152,6 +152,7 @@ def assert_only_spans_changed(positive: str, record: dict) -> None:
     assert neg.encode().endswith(positive[record["spans"][-1]["end"]:].encode())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["span", "multi", "sentence"])
 def test_causal_negatives_differ_only_inside_the_spans(causal, strategy):
     s = cg.Settings(strategy=strategy, n_negatives=2, max_span=6)
@@ -331,6 +332,7 @@ def records(folder):
     return [json.loads(line) for line in (Path(folder) / "negatives.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_generate_writes_negatives_and_provenance(pipe):
     recs = records(pipe.root / "gen")
     assert len(recs) == 2 * 24 and len({r["id"] for r in recs}) == 48
@@ -409,6 +411,7 @@ def test_train_reports_group_held_out_accuracy(pipe):
         cdm_cmd.train(cfg, ov)
 
 
+@pytest.mark.slow
 def test_run_cdm_gen_scores_with_both_discriminators(pipe, cscore_cli):
     sweep = pipe.root / "runs"
     res = cscore_cli("run", "-m", *pipe.common, "method=cdm_gen",

@@ -79,6 +79,7 @@ def test_run_scores_equal_the_python_api(contrast_run, api_stats, f32):
     assert got == pytest.approx(want)
 
 
+@pytest.mark.slow
 def test_same_config_same_scores(contrast_run, tiny_dirs, api_stats, cscore_cli, f32):
     out, _ = contrast_run
     again = out.parent / "r2"
@@ -107,6 +108,7 @@ def test_single_method_uses_only_the_expert(tiny_dirs, tmp_path, cscore_cli):
     assert [c for c in scores.columns if c.startswith("score.")] == ["score.expert"]
 
 
+@pytest.mark.slow
 def test_released_preset_and_multirun(tiny_dirs, tmp_path, cscore_cli):
     res = cscore_cli("run", "-m", *tiny_args(tiny_dirs), "method=contrast_released", "method.gamma=0.1,0.5",
                      f"hydra.sweep.dir={tmp_path}/sweep", cwd=tmp_path)
@@ -148,6 +150,7 @@ def test_help_and_unknown_command(tmp_path, cscore_main):
     assert cscore_main("frobnicate", cwd=tmp_path).returncode == 2
 
 
+@pytest.mark.slow
 def test_rerun_of_a_sweep_skips_complete_runs_and_redoes_incomplete_ones(tiny_sweep, tmp_path, cscore_cli):
     # a finished two-point sweep (conftest: the `cscore run -m` of tiny_sweep.args succeeded), copied
     # because it is shared; re-run the same command on the copy
@@ -164,6 +167,7 @@ def test_rerun_of_a_sweep_skips_complete_runs_and_redoes_incomplete_ones(tiny_sw
     assert "is complete" in res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_sweep_points_read_the_statistics_cache(tiny_dirs, tmp_path, cscore_cli, cscore_main):
     cache = tmp_path / "stats"
     # One multirun, four jobs, the first override varying slowest: t_exp=0.5 (the default) with

@@ -105,6 +105,7 @@ def two_runs(tiny_dirs, demo_with_gaps, tmp_path_factory, cscore_cli):
     return root, first, second
 
 
+@pytest.mark.slow
 def test_a_replaced_amateur_runs_whole_and_labels_name_it(two_runs, tiny_dirs, demo_with_gaps):
     root, first, _ = two_runs
     metrics = json.loads((root / "a" / "metrics.json").read_text())

@@ -6,6 +6,8 @@ import json
 import pandas as pd
 import pytest
 
+pytestmark = pytest.mark.slow  # the fast tier (-m 'not slow') leaves these out
+
 
 def smollm2_installed() -> bool:
     try:

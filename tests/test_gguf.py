@@ -22,6 +22,8 @@ from cscore.scorers import engine
 from cscore.scorers.gguf import CONVERSION_VERSION, PACKAGED_GGUF, resolve_path
 from cscore.scorers.models import early_exit, load_model
 
+pytestmark = pytest.mark.slow  # the fast tier (-m 'not slow') leaves these out
+
 FLUENT = [
     "The quick brown fox jumps over the lazy dog near the river bank every morning.",
     "She opened the window because the room was far too warm to sleep in.",

@@ -228,6 +228,7 @@ def read_run(run_dir):
     return cfg, pd.read_parquet(run_dir / "scores.parquet"), json.loads((run_dir / "metrics.json").read_text())
 
 
+@pytest.mark.slow
 def test_cli_judge_run_writes_the_interface_columns(judge_sweep):
     runs = [read_run(d) for d in sorted(judge_sweep.iterdir()) if (d / "metrics.json").is_file()]
     assert len(runs) == 4
@@ -260,6 +261,7 @@ def test_cli_judge_run_writes_the_interface_columns(judge_sweep):
             pd.testing.assert_series_equal(table["score.cd_judge"], table["score.expert"], check_names=False)
 
 
+@pytest.mark.slow
 def test_grid_from_cache_equals_direct_runs(judge_sweep, judge_dirs, tmp_path, cscore_cli):
     """A grid point read from the cached judge statistics gives the scores of a run that computes
     everything itself (cache off)."""
@@ -291,6 +293,7 @@ def test_judge_config_errors(judge_dirs, tmp_path, cscore_main):
     assert res.returncode != 0 and "human.coherance" in res.stderr and "consistency" in res.stderr
 
 
+@pytest.mark.slow
 def test_dev_ids_label_rows_and_split_correlations(judge_dirs, tmp_path, cscore_cli):
     ids = tmp_path / "dev.txt"
     ids.write_text("# two demo documents\ndemo-01\ndemo-02\n")
@@ -323,6 +326,7 @@ def test_judge_statistics_round_trip_through_the_cache(tmp_path):
         np.testing.assert_array_equal(back.expected("contrast", c), st.expected("contrast", c))
 
 
+@pytest.mark.slow
 def test_cli_released_preset(judge_dirs, tmp_path, cscore_cli):
     """method=cd_judge_released decodes (λ on the assistant's first step, t on the main model) and
     parses with the released rules; the contrast row equals a direct call of the decoder."""
@@ -367,6 +371,7 @@ def test_split_shared_groups_each_document_with_its_systems():
     assert judge.best_groups([]) == [(0, 0)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("early_exit", [None, 2])
 def test_judge_prefix_sharing_gives_the_same_statistics(judge_dirs, early_exit):
     from transformers import AutoModelForCausalLM, AutoTokenizer

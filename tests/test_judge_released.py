@@ -320,6 +320,7 @@ def test_first_step_logprobs_of_a_separate_assistant_and_of_an_early_exit(tiny):
         jr.first_step_logprobs(tiny.main, tiny.prompts, pad_id=tiny.pad, exit_layer=5)
 
 
+@pytest.mark.slow
 def test_decode_equals_a_full_recompute_and_batch_size_one(tiny):
     asst = jr.first_step_logprobs(tiny.asst, tiny.prompts, pad_id=tiny.pad)
     widths = []
@@ -362,6 +363,7 @@ def test_decode_with_lam_0_is_hf_greedy_generation(tiny):
     assert got == seqs[:, width:].tolist()
 
 
+@pytest.mark.slow
 def test_early_exit_assistant_equals_the_truncated_model(tiny):
     """asst_exit_layer = 2 (read from the main model's own prefill) decodes as the 2-layer model's
     step-1 log-probs passed in, with the same contrasted step-1 scores."""

@@ -92,6 +92,7 @@ def test_a_model_saved_again_in_place_is_loaded_again(tiny_dirs, tmp_path):
     assert models.pooled(str(path)) is not first
 
 
+@pytest.mark.slow
 def test_multirun_jobs_share_the_models_and_cached_points_load_nothing(tiny_dirs, tmp_path, cscore_cli):
     # one process, three jobs: gamma 0.2 computes (loads), gamma 0.6 reads the cache (the weights
     # stay unused), t_exp=0.7 recomputes with the models the first job loaded

@@ -77,6 +77,7 @@ def demo_rows(folder: Path, n: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_cached_hub_model_runs_with_the_hub_unreachable(tiny_dirs, tmp_path, cscore_cli):
     hub_cache_with(tiny_dirs.expert, "tiny-org/tiny-expert", tmp_path / "hub")
     res = cscore_cli("run", "method=single", "pair.expert.path=tiny-org/tiny-expert", "runtime.progress=false",

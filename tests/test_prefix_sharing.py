@@ -187,6 +187,7 @@ def test_cache_keys_tell_the_two_paths_apart(tiny_dirs, tmp_path):
         np.testing.assert_allclose(on.score("single", model=name), off.score("single", model=name), rtol=0, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_cli_with_and_without_sharing_gives_the_same_scores(tiny_dirs, tmp_path, cscore_cli):
     """One two-point multirun (runtime.prefix_sharing=true,false) on a quarter of the demo set's
     groups (shared prompts kept whole), float64: the same scores to 1e-9."""

@@ -25,6 +25,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from cscore import rundir
 from cscore.scorers.cache import StatsCache
 
+pytestmark = pytest.mark.slow  # the fast tier (-m 'not slow') leaves these out
+
 FAST = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
 
@@ -197,3 +199,19 @@ def test_sigint_at_any_moment_is_one_line_and_exit_130(tiny_dirs, tmp_path, long
     if moment == "pass":
         assert proc.returncode == 130
         assert re.search(r"interrupted; statistics \(expert\+amateur\): \d+ of 120 items kept in a checkpoint; ", err)
+
+
+def test_the_quick_reliability_script_finds_nothing(tmp_path):
+    """`scripts/reliability.py --quick` (the CI-sized sweep of kills, SIGINTs and fuzzing) exits 0
+    and its JSON says no run lost, recomputed, corrupt or different, and no finding."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "reliability.py"
+    details = tmp_path / "reliability.json"
+    done = subprocess.run([sys.executable, str(script), "--quick", "--work", str(tmp_path / "work"),
+                           "--json", str(details)], capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(details.read_text())
+    assert report["rows"], "the quick run reported no case"
+    for row in report["rows"]:
+        assert row["iterations"] > 0 and not row["findings"], row
+        assert row["lost"] == row["recomputed"] == row["corrupt_read_as_complete"] == row["final_differs"] == 0, row
+    assert "lost/recomputed/corrupt/differing: 0; findings: 0" in done.stdout

@@ -148,6 +148,7 @@ def test_remote_code_runs_only_when_asked(remote_code_model):
     marker.unlink()
 
 
+@pytest.mark.slow
 def test_run_writes_only_inside_the_named_directory(remote_code_model, tmp_path, cscore_cli):
     """A whole `cscore run` on the model with remote code: the code is not run, and every file the run
     writes is under hydra.run.dir / cache.dir (the working directory gets nothing)."""

@@ -115,6 +115,7 @@ def test_read_only_cache_real_mount(tmp_path, caplog):
         subprocess.run(["umount", str(ro)], check=True)
 
 
+@pytest.mark.slow
 def test_run_past_a_file_size_limit_stops_in_one_line(tiny_dirs, tmp_path):
     """A real `cscore run` whose writes fail (EFBIG past 16 kB: scores.parquet and the cache entry
     are bigger, Hydra's config copies are not): one line, exit 1, nothing complete; a re-run

@@ -191,6 +191,7 @@ def array_sweep(slurm_cluster, tiny_dirs, tmp_path_factory, cscore_cli):
     return cwd / "sweep"
 
 
+@pytest.mark.slow
 def test_sweep_is_one_job_array_of_completed_tasks(slurm_cluster, array_sweep):
     scripts = list(array_sweep.glob(".submitit/*/*_submission.sh"))
     assert len(scripts) == 1, scripts  # one sbatch call
@@ -209,6 +210,7 @@ def test_sweep_is_one_job_array_of_completed_tasks(slurm_cluster, array_sweep):
         assert f"id: '{array_id}_{i}'" in hydra_yaml
 
 
+@pytest.mark.slow
 def test_every_job_wrote_complete_outputs(array_sweep):
     tables = []
     for i, gamma in enumerate(GAMMAS):
@@ -229,6 +231,7 @@ def test_every_job_wrote_complete_outputs(array_sweep):
             assert not np.allclose(tables[i]["score.contrast"], tables[j]["score.contrast"]), (GAMMAS[i], GAMMAS[j])
 
 
+@pytest.mark.slow
 def test_array_jobs_share_one_forward_pass_per_model(array_sweep):
     """The jobs start together; under the cache key's lock one computes each model's pass and the
     other three wait and read it."""
@@ -238,6 +241,7 @@ def test_array_jobs_share_one_forward_pass_per_model(array_sweep):
         assert from_cache.count(False) == 1, (model, from_cache)
 
 
+@pytest.mark.slow
 def test_warm_preset_runs_the_first_point_then_the_array(slurm_cluster, tiny_dirs, tmp_path, cscore_cli):
     """hydra/launcher=slurm_warm: the warm-up job (point 0) fills an empty statistics cache, then
     the array's jobs only read it."""
@@ -264,6 +268,7 @@ def test_warm_preset_runs_the_first_point_then_the_array(slurm_cluster, tiny_dir
     assert computed_and_read([sweep / "0", sweep / "1"]) == {"expert": [True, True], "amateur": [True, True]}
 
 
+@pytest.mark.slow
 def test_failed_warm_up_job_stops_the_sweep_with_one_line(slurm_cluster, tiny_dirs, tmp_path, cscore_cli):
     res = cscore_cli("run", "-m", "hydra/launcher=slurm_warm", *launcher(slurm_cluster), *tiny_args(tiny_dirs),
                      f"data.path={tmp_path}/missing.jsonl", "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path}/sweep",

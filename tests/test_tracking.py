@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow  # the fast tier (-m 'not slow') leaves these out
+
 mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed (pip install -e '.[mlflow]')")
 wandb_pb = pytest.importorskip("wandb.proto.wandb_internal_pb2", reason="the wandb extra is not installed")
 
