@@ -33,7 +33,7 @@ SECTIONS = {
     },
     "prompt": {"condition": Param(str, choices=("source", "reference")), "chat_template": Param(bool)},
 }
-OTHER_KEYS = {"runtime": {"device", "token_budget"}, "cache": {"dir"}, "baselines": {"rows"}, "meta": {"split_by"},
+OTHER_KEYS = {"runtime": {"device", "token_budget", "threads"}, "cache": {"dir"}, "baselines": {"rows"}, "meta": {"split_by"},
               "stats": {"temperatures"}, "split": {"dev_ids"},
               "judge_prompt": {"name", "style", "role", "generation_prompt", "templates", "files",
                                "dialogue_template", "dialogue_aspects"},
@@ -83,6 +83,12 @@ def check_budget(value) -> None:
     if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
         return
     raise ConfigError(f"runtime.token_budget must be an integer >= 1 or auto, got {value!r}")
+
+
+def check_threads(value) -> None:
+    if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return
+    raise ConfigError(f"runtime.threads must be an integer >= 1, auto or null, got {value!r}")
 
 
 def check_temperatures(values) -> None:
@@ -141,6 +147,7 @@ def validate(cfg: DictConfig) -> None:
                 spec.check(f"{section}.{key}", given[key])
     check_device(c["runtime"].get("device", "auto"))
     check_budget(c["runtime"].get("token_budget", 4096))
+    check_threads(c["runtime"].get("threads"))
     check_temperatures(c["stats"].get("temperatures"))
     check_rows(c["baselines"].get("rows"))
     check_pair(c["pair"])
