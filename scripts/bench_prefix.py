@@ -2,8 +2,8 @@
 in one process on real data (not a test).
 
     python scripts/bench_prefix.py [--pair smollm2] [--summeval-docs 2] [--mqm-segments 12]
-                                   [--threads N] [--skip-paper] [--kv-cache] [--device cuda]
-                                   [--arch qwen_3b_0.5b] [--per-source 1,4,16,64]
+                                   [--threads N] [--repeats N] [--skip-paper] [--kv-cache]
+                                   [--device cuda] [--arch qwen_3b_0.5b] [--per-source 1,4,16,64]
 
 Slices: SummEval, whole documents with all their summaries (16 each); MQM (the default WMT21
 TED zh-en file), whole segments with every system. Prompts are the paper prompts of
@@ -14,6 +14,11 @@ TED zh-en file), whole segments with every system. Prompts are the paper prompts
                the full-vocabulary logits over the whole sequence, log_softmax, gather; the
                expert and the amateur each in their own forward pass (for an early exit, the
                truncated model); no prefix reuse;
+  * per-source -- the stronger paper-style loop: one batch = one source's hypotheses (right
+               padding, so little of it), full-vocabulary logits at every position, the early
+               exit from ``output_hidden_states`` of the same pass;
+  * plain fwd -- a plain transformers forward of the expert (logits at every position, nothing
+               else) over the per-source batches: the per-token reference for cscore's pass;
   * unshared -- cscore's engine, ``prefix_sharing=False`` (token-budget batches, LM head on
                scored positions only, the early exit read from the expert's pass);
   * shared  -- cscore's engine with prefix sharing (the default);
@@ -38,8 +43,11 @@ It checks the scores agree: the expert's and the amateur's log-probability score
 them (Eq. 5 amplifies float32 rounding where p_exp ~ gamma p_ama: "amplified" marks a contrast
 difference over 1e-4 with agreeing log-probabilities) and prints samples/s, the
 ratios, the tokens the forward passes processed (padding included in brackets) and the peak
-resident memory above the baseline (CPU: sampled RSS after malloc_trim; CUDA: max allocated). The machine may be
-shared: numbers are one run each, after a warm-up. On a loaded small CPU, ``--threads 1`` is
+resident memory above the baseline (CPU: sampled RSS after malloc_trim; CUDA: max allocated), then
+the tokens/s of cscore's passes and of the per-source loop next to the plain forward's (by wall
+clock and by this process's CPU time). The machine may be shared: every variant runs
+``--repeats`` times, interleaved, after a warm-up, and the best time counts; with one thread
+the CPU seconds are the least disturbed by other jobs. On a loaded small CPU, ``--threads 1`` is
 faster than torch's default for this 135M model (threads wait on each other).
 """
 
@@ -478,7 +486,7 @@ def print_slice(results: dict, n: int, args) -> None:
               f"{results['plain fwd'][3] / results['plain fwd'][0]:8.1f} (real tokens): {w:.2f}x wall, {c:.2f}x CPU")
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--pair", default="smollm2")
     ap.add_argument("--arch", choices=sorted(ARCH_PAIRS), default=None,
@@ -504,7 +512,11 @@ def main() -> None:
     ap.add_argument("--judge", action="store_true", help="time the CD-judge pass with and without sharing")
     ap.add_argument("--tolerance", type=float, default=None,
                     help="max relative contrast-score difference (default 1e-4 float32, 2e-2 bfloat16)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.arch:
