@@ -172,9 +172,10 @@ def padded_batch(seqs, pad_id, device):
 @torch.inference_mode()
 def per_source_loop(expert, items, temps, exit_layer=None, amateur=None, pad_id: int = 0):
     """The stronger paper-style baseline: one batch = one source's hypotheses (right padding),
-    the full-vocabulary logits at every position, log_softmax(z / T), gather; an early-exit
-    amateur from ``output_hidden_states`` of the same pass (final norm + LM head on layer k),
-    a separate amateur model in its own pass. Returns ({expert, amateur}: TokenStats, real tokens)."""
+    the full-vocabulary logits at every position (the model's own output), then per hypothesis
+    log_softmax(z / T) of its positions and gather; an early-exit amateur from
+    ``output_hidden_states`` of the same pass (final norm + LM head on layer k), a separate
+    amateur model in its own pass. Returns ({expert, amateur}: TokenStats, real tokens)."""
     device = next(expert.parameters()).device
     per = {"expert": [None] * len(items), "amateur": [None] * len(items)}
     tokens = 0
@@ -182,21 +183,26 @@ def per_source_loop(expert, items, temps, exit_layer=None, amateur=None, pad_id:
         ids, mask = padded_batch([items[i][0] + items[i][1] for i in batch], pad_id, device)
         tokens += int(mask.sum())
         res = expert(input_ids=ids, attention_mask=mask, output_hidden_states=exit_layer is not None)
-        logits = {"expert": res.logits}
+        keep_stats(per["expert"], res.logits, batch, items, temps)
+        del res.logits
         if exit_layer is not None:
-            logits["amateur"] = expert.get_output_embeddings()(decoder_base(expert).norm(res.hidden_states[exit_layer]))
+            z = expert.get_output_embeddings()(decoder_base(expert).norm(res.hidden_states[exit_layer]))
+            keep_stats(per["amateur"], z, batch, items, temps)
         elif amateur is not None:
-            logits["amateur"] = amateur(input_ids=ids, attention_mask=mask).logits
-        for name, z in logits.items():
-            per_t = [torch.log_softmax(z.float() / t, dim=-1) for t in temps]
-            for r, i in enumerate(batch):
-                p, h = items[i]
-                target = torch.tensor(h, device=device)[:, None]
-                rows = [x[r, len(p) - 1:len(p) - 1 + len(h)] for x in per_t]
-                per[name][i] = (np.stack([x.gather(1, target).squeeze(1).double().cpu().numpy() for x in rows]),
-                                np.stack([x.max(dim=-1).values.double().cpu().numpy() for x in rows]))
+            keep_stats(per["amateur"], amateur(input_ids=ids, attention_mask=mask).logits, batch, items, temps)
     return {name: as_stats([v[0] for v in vals], [v[1] for v in vals], items, temps)
             for name, vals in per.items() if vals[0] is not None}, tokens
+
+
+def keep_stats(out, logits, batch, items, temps) -> None:
+    """log p_T of each hypothesis token and log max p_T, from one row's logits per item."""
+    for r, i in enumerate(batch):
+        p, h = items[i]
+        z = logits[r, len(p) - 1:len(p) - 1 + len(h)].float()
+        target = torch.tensor(h, device=z.device)[:, None]
+        per_t = [torch.log_softmax(z / t, dim=-1) for t in temps]
+        out[i] = (np.stack([x.gather(1, target).squeeze(1).double().cpu().numpy() for x in per_t]),
+                  np.stack([x.max(dim=-1).values.double().cpu().numpy() for x in per_t]))
 
 
 @torch.inference_mode()
