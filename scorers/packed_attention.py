@@ -4,9 +4,9 @@ A packed row (``engine.plan_rows``) is a prompt followed by several hypotheses; 
 sees the earlier prompt tokens, a hypothesis token the whole prompt and the earlier tokens of its
 own hypothesis. With that pattern as a dense [row, row] mask, attention costs row² per head
 whatever the mask allows (SDPA cannot skip masked blocks). Here the prompt runs causally on its
-own, and the hypotheses of a batch run as small batches of (own queries) x (prompt keys + own
-keys), grouped by length so that little is padding: for a SummEval row (a 480-token prompt, 16
-summaries of ~80 tokens) about a quarter of the dense work. The numbers are those of the dense mask (tests/test_prefix_sharing.py).
+own, and the hypotheses of a batch run as one small batch of (own queries) x (prompt keys + own
+keys): for a SummEval row (a 480-token prompt, 16 summaries of ~80 tokens) about a quarter of the
+dense work. The numbers are those of the dense mask (tests/test_prefix_sharing.py).
 
 It is a transformers attention function ("cscore_packed", registered on import) that the engine
 switches a model to for a packed batch (``packed``); while no layout is set it is plain SDPA."""
@@ -26,18 +26,18 @@ NAME = "cscore_packed"
 _LAYOUT: ContextVar["Layout | None"] = ContextVar("cscore_packed_layout", default=None)
 
 
-LENGTH_RATIO = 1.5  # hypotheses in one attention call are at most this much longer than the shortest
-
-
 @dataclass
-class Group:
-    """Hypotheses of similar length that share one attention call (all tensors on the model's
-    device). One entry per hypothesis: its row, and per query slot its column (``q_cols``
-    [n, Lh], padded with 0), the columns of its keys (``k_cols`` [n, P + Lh]: the prompt's, then
-    its own) and which (query, key) pairs are allowed (``allow`` [n, 1, Lh, P + Lh]). The real
-    (not padding) query slots, as integer indices (boolean indexing would wait for the device):
-    ``real`` into the flattened [n * Lh] slots, and their ``real_rows`` / ``real_cols``."""
+class Layout:
+    """Where the segments of a batch of packed rows are (all tensors on the model's device).
 
+    prompts: (row, first column, length) per row; the hypothesis tensors have one entry per
+    hypothesis: its row, and per query slot its column (``q_cols`` [n, Lh], padded with 0),
+    the columns of its keys (``k_cols`` [n, P + Lh]: the prompt's, then its own) and which
+    (query, key) pairs are allowed (``allow`` [n, 1, Lh, P + Lh]). The real (not padding) query
+    slots, as integer indices (boolean indexing would wait for the device): ``real`` into the
+    flattened [n * Lh] slots, and their ``real_rows`` / ``real_cols`` in the batch."""
+
+    prompts: list[tuple[int, int, int]]
     rows: torch.Tensor
     q_cols: torch.Tensor
     k_cols: torch.Tensor
@@ -47,34 +47,13 @@ class Group:
     real_cols: torch.Tensor
 
 
-@dataclass
-class Layout:
-    """Where the segments of a batch of packed rows are: ``prompts`` (row, first column, length)
-    per row, and the hypotheses in groups of similar length (padding a 20-token hypothesis to
-    the 80 tokens of the longest would quadruple its attention work)."""
-
-    prompts: list[tuple[int, int, int]]
-    groups: list[Group]
-
-
 def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], device) -> Layout:
     """``rows``: (row index, first column, prompt length) per row; ``hyps``: (row, first column,
     length) per hypothesis."""
-    prompt_len = {r: (s, p) for r, s, p in rows}
-    groups, current = [], []
-    for h in sorted(hyps, key=lambda h: -h[2]):
-        if current and current[0][2] > LENGTH_RATIO * h[2]:
-            groups.append(group(prompt_len, current, device))
-            current = []
-        current.append(h)
-    groups.append(group(prompt_len, current, device))
-    return Layout(list(rows), groups)
-
-
-def group(prompt_len: dict, hyps: list[tuple[int, int, int]], device) -> Group:
     n = len(hyps)
     lh = max(length for _, _, length in hyps)
-    pmax = max(prompt_len[r][1] for r, _, _ in hyps)
+    prompt_len = {r: (s, p) for r, s, p in rows}
+    pmax = max(p for _, _, p in rows)
     q_cols = torch.zeros((n, lh), dtype=torch.long)
     q_valid = torch.zeros((n, lh), dtype=torch.bool)
     k_cols = torch.zeros((n, pmax + lh), dtype=torch.long)
@@ -94,7 +73,7 @@ def group(prompt_len: dict, hyps: list[tuple[int, int, int]], device) -> Group:
     allow[:, :, 0] |= ~q_valid  # a padding query sees one key: no empty softmax row (its output is dropped)
     rows_t = torch.tensor([r for r, _, _ in hyps], dtype=torch.long)
     real = torch.flatten(q_valid).nonzero().squeeze(1)
-    return Group(*(upload(t, device) for t in (
+    return Layout(list(rows), *(upload(t, device) for t in (
         rows_t, q_cols, k_cols, allow[:, None], real, rows_t[:, None].expand(n, lh).flatten()[real],
         q_cols.flatten()[real])))
 
@@ -119,13 +98,12 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
         ks = slice(s, s + p)
         out[r, ks] = F.scaled_dot_product_attention(query[r:r + 1, :, ks], key[r:r + 1, :, ks], value[r:r + 1, :, ks],
                                                     is_causal=True, scale=scaling, enable_gqa=gqa)[0].transpose(0, 1)
-    for g in lay.groups:  # each group of hypotheses against its prompt's keys and its own
-        rows = g.rows[:, None]
-        q = query[rows, :, g.q_cols].transpose(1, 2)  # [n, H, Lh, D]
-        k, v = (_heads(x[rows, :, g.k_cols].transpose(1, 2), h // x.shape[1], masked_gqa) for x in (key, value))
-        got = F.scaled_dot_product_attention(q, k, v, attn_mask=g.allow, scale=scaling,
-                                             enable_gqa=masked_gqa)  # [n, H, Lh, D]
-        out[g.real_rows, g.real_cols] = got.transpose(1, 2).reshape(-1, h, d)[g.real]
+    rows = lay.rows[:, None]
+    q = query[rows, :, lay.q_cols].transpose(1, 2)  # [n, H, Lh, D]
+    k, v = (_heads(x[rows, :, lay.k_cols].transpose(1, 2), h // x.shape[1], masked_gqa) for x in (key, value))
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=lay.allow, scale=scaling,
+                                         enable_gqa=masked_gqa)  # [n, H, Lh, D]
+    out[lay.real_rows, lay.real_cols] = got.transpose(1, 2).reshape(-1, h, d)[lay.real]
     return out, None
 
 
