@@ -33,7 +33,8 @@ SECTIONS = {
     },
     "prompt": {"condition": Param(str, choices=("source", "reference")), "chat_template": Param(bool)},
 }
-OTHER_KEYS = {"runtime": {"device", "token_budget", "threads"}, "cache": {"dir"}, "baselines": {"rows"}, "meta": {"split_by"},
+OTHER_KEYS = {"runtime": {"device", "token_budget", "threads"}, "cache": {"dir"}, "baselines": {"rows"},
+              "meta": {"split_by"},
               "stats": {"temperatures"}, "split": {"dev_ids"},
               "judge_prompt": {"name", "style", "role", "generation_prompt", "templates", "files",
                                "dialogue_template", "dialogue_aspects"},

@@ -398,7 +398,8 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
     def paper():
         lp_e, lpm_e, t_e = paper_loop(pair.expert.model, items, TEMPS, args.batch_size, pad_id=pad)
         lp_a, lpm_a, t_a = paper_loop(ama.model, items, TEMPS, args.batch_size, pad_id=pad)
-        return {"expert": as_stats(lp_e, lpm_e, items, TEMPS), "amateur": as_stats(lp_a, lpm_a, items, TEMPS)}, t_e + t_a
+        got = {"expert": as_stats(lp_e, lpm_e, items, TEMPS), "amateur": as_stats(lp_a, lpm_a, items, TEMPS)}
+        return got, t_e + t_a
 
     def dense():  # packed rows under the dense block-causal mask instead of packed_attention
         engine.SPARSE_PACKED = False
