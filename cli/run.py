@@ -26,6 +26,7 @@ from cscore import rundir
 from cscore.cli import baseline_run, cdm_cmd, judge_run, names, pooler_run
 from cscore.cli.progress import progress_bar  # noqa: F401 - the kinds' score steps use it from here
 from cscore.errors import CscoreError
+from cscore.scorers import threads
 
 log = logging.getLogger("cscore")
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
@@ -310,7 +311,15 @@ def speed_figures(scored: Scored) -> dict:
             "statistics_seconds_this_run": sum(r.fetch_seconds for r in reports.values()),
             "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)
                              for k, v in scored.models.items()},
-            "weights": {k: v.status() for k, v in scored.models.items()}, **peak_memory()}
+            "weights": {k: v.status() for k, v in scored.models.items()}, "threads": torch_threads(),
+            **peak_memory()}
+
+
+def torch_threads() -> int:
+    """The CPU threads torch used (runtime.threads, applied at the start of the job)."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 def peak_memory() -> dict:
@@ -444,6 +453,7 @@ def run(cfg: DictConfig, out_dir: Path, state: dict | None = None) -> dict:
     state = {} if state is None else state
     state["stage"] = "validate"
     validate(cfg)
+    threads.apply(cfg.runtime.get("threads"))
     console = make_console()
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / rundir.CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True))

@@ -32,7 +32,8 @@ SECTIONS = {
     },
     "prompt": {"condition": Param(str, choices=("source", "reference")), "chat_template": Param(bool)},
 }
-OTHER_KEYS = {"runtime": {"device", "token_budget", "progress"}, "cache": {"dir"}, "baselines": {"rows"},
+OTHER_KEYS = {"runtime": {"device", "token_budget", "progress", "threads"}, "cache": {"dir"},
+              "baselines": {"rows"},
               "meta": {"split_by"},
               "stats": {"temperatures"}, "split": {"dev_ids"},
               "judge_prompt": {"name", "style", "role", "generation_prompt", "templates", "files",
@@ -92,6 +93,12 @@ def check_progress(value) -> None:
                       f"terminal, got {value!r}")
 
 
+def check_threads(value) -> None:
+    if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return
+    raise ConfigError(f"runtime.threads must be an integer >= 1, auto or null, got {value!r}")
+
+
 def check_temperatures(values) -> None:
     if not isinstance(values, list) or not values:
         raise ConfigError(f"stats.temperatures must be a non-empty list of numbers > 0, got {values!r}")
@@ -149,6 +156,7 @@ def validate(cfg: DictConfig) -> None:
     check_device(c["runtime"].get("device", "auto"))
     check_budget(c["runtime"].get("token_budget", 4096))
     check_progress(c["runtime"].get("progress", True))
+    check_threads(c["runtime"].get("threads"))
     check_temperatures(c["stats"].get("temperatures"))
     check_rows(c["baselines"].get("rows"))
     check_pair(c["pair"])

@@ -23,16 +23,44 @@ from cscore.scorers.judge_stats import JudgeStats
 from cscore.scorers.tokenize import InputError
 
 
-def pareto_front(a: torch.Tensor, z: torch.Tensor) -> list[torch.Tensor]:
-    """Per row of a, z [B, V] (float64): the token ids on the front of (z, a) — sorted by z
-    (ties by id), kept when its a beats every a before it. Any token left out has another with
-    a' ≥ a and z' ≤ z: never better for a − c·z, c > 0, and never an earlier id on a tie."""
+def front_mask(a: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(order, keep) per row of a, z [B, V] (float64): the token ids sorted by z (ties by id) and
+    which of them are on the front of (z, a) — kept when its a beats every a before it. Any
+    token left out has another with a' ≥ a and z' ≤ z: never better for a − c·z, c > 0, and
+    never an earlier id on a tie."""
     order = torch.sort(z, dim=1, stable=True).indices
     a_sorted = a.gather(1, order)
     run = torch.cummax(a_sorted, dim=1).values
     prev = torch.cat([torch.full_like(run[:, :1], -torch.inf), run[:, :-1]], dim=1)
-    keep = a_sorted > prev
+    return order, a_sorted > prev
+
+
+def pareto_front(a: torch.Tensor, z: torch.Tensor) -> list[torch.Tensor]:
+    """Per row of a, z [B, V]: the token ids on the front (``front_mask``), in z order."""
+    order, keep = front_mask(a, z)
     return [order[r][keep[r]] for r in range(a.shape[0])]
+
+
+def batch_to_host(a, z, z_main, z_asst, score_tok):
+    """What the host keeps of a batch, in one device-to-host copy (not a few per row): whether
+    all logits are finite, both argmaxes, a and z of the score tokens [B, S], and per row its
+    front as (ids, a, z). Token ids travel as float64 (exact below 2^53)."""
+    order, keep = front_mask(a, z)
+    counts = keep.sum(dim=1)
+    rows, cols = keep.nonzero(as_tuple=True)
+    ids = order[rows, cols]
+    finite = torch.isfinite(z_main).all() & torch.isfinite(z_asst).all()
+    parts = [finite[None].double(), torch.argmax(z_main, dim=-1).double(), torch.argmax(z_asst, dim=-1).double(),
+             counts.double(), a[:, score_tok].flatten(), z[:, score_tok].flatten(), ids.double(), a[rows, ids],
+             z[rows, ids]]
+    flat = torch.cat(parts).cpu().numpy()
+    b, n_s, n_f = a.shape[0], len(score_tok), len(ids)
+    cut = np.cumsum([1, b, b, b, b * n_s, b * n_s, n_f, n_f])
+    finite, main_top, asst_top, counts, sa, sz, f_ids, f_a, f_z = np.split(flat, cut)
+    bounds = np.concatenate([[0], np.cumsum(counts.astype(np.int64))])
+    fronts = [(f_ids[lo:hi].astype(np.int64), f_a[lo:hi], f_z[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return (bool(finite[0]), main_top.astype(np.int64), asst_top.astype(np.int64), sa.reshape(b, n_s),
+            sz.reshape(b, n_s), fronts)
 
 
 @torch.inference_mode()
@@ -96,17 +124,15 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
             if z_asst.shape[-1] != z_main.shape[-1]:
                 raise InputError(f"the assistant has {z_asst.shape[-1]} output logits, the main model "
                                  f"{z_main.shape[-1]}: they must share one vocabulary")
-            if not (torch.isfinite(z_main).all() and torch.isfinite(z_asst).all()):
-                raise InputError("a model produced non-finite logits on a judge prompt (check dtype and weights)")
             a = torch.log_softmax(z_main.double(), dim=-1)
-            z = z_asst.double()
-            main_top[idx] = torch.argmax(z_main, dim=-1).cpu().numpy()
-            asst_top[idx] = torch.argmax(z_asst, dim=-1).cpu().numpy()
-            sa, sz = a[:, score_tok].cpu().numpy(), z[:, score_tok].cpu().numpy()
+            finite, main_top[idx], asst_top[idx], sa, sz, got = batch_to_host(a, z_asst.double(), z_main, z_asst,
+                                                                               score_tok)
+            if not finite:
+                raise InputError("a model produced non-finite logits on a judge prompt (check dtype and weights)")
             score_a[idx] = np.where(single, sa, np.nan)
             score_z[idx] = np.where(single, sz, np.nan)
-            for r, front in enumerate(pareto_front(a, z)):
-                fronts[idx[r]] = (front.cpu().numpy(), a[r, front].cpu().numpy(), z[r, front].cpu().numpy())
+            for r, front in enumerate(got):
+                fronts[idx[r]] = front
             if progress is not None:
                 progress(len(idx))
     finally:

@@ -88,25 +88,28 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     if lay is None or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
-    groups = query.shape[1] // key.shape[1]
-    out = torch.zeros_like(query)
+    gqa = query.shape[1] != key.shape[1]
+    # key/value heads shared by groups of query heads without copying them (enable_gqa), where the
+    # kernel takes it: on CUDA only without a mask (else SDPA would fall back to its math kernel)
+    masked_gqa = gqa and query.device.type != "cuda"
+    b, h, width, d = query.shape
+    out = query.new_zeros((b, width, h, d))  # the layout transformers wants back: no transposed copy
     for r, s, p in lay.prompts:  # each prompt causally on its own
         ks = slice(s, s + p)
-        out[r, :, ks] = F.scaled_dot_product_attention(
-            query[r:r + 1, :, ks], _heads(key[r:r + 1, :, ks], groups), _heads(value[r:r + 1, :, ks], groups),
-            is_causal=True, scale=scaling)[0]
+        out[r, ks] = F.scaled_dot_product_attention(query[r:r + 1, :, ks], key[r:r + 1, :, ks], value[r:r + 1, :, ks],
+                                                    is_causal=True, scale=scaling, enable_gqa=gqa)[0].transpose(0, 1)
     rows = lay.rows[:, None]
     q = query[rows, :, lay.q_cols].transpose(1, 2)  # [n, H, Lh, D]
-    k = _heads(key[rows, :, lay.k_cols].transpose(1, 2), groups)
-    v = _heads(value[rows, :, lay.k_cols].transpose(1, 2), groups)
-    got = F.scaled_dot_product_attention(q, k, v, attn_mask=lay.allow, scale=scaling)  # [n, H, Lh, D]
-    got = got.transpose(1, 2).reshape(-1, got.shape[1], got.shape[3])  # [n * Lh, H, D]
-    out[lay.real_rows, :, lay.real_cols] = got[lay.real]
-    return out.transpose(1, 2).contiguous(), None
+    k, v = (_heads(x[rows, :, lay.k_cols].transpose(1, 2), h // x.shape[1], masked_gqa) for x in (key, value))
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=lay.allow, scale=scaling,
+                                         enable_gqa=masked_gqa)  # [n, H, Lh, D]
+    out[lay.real_rows, lay.real_cols] = got.transpose(1, 2).reshape(-1, h, d)[lay.real]
+    return out, None
 
 
-def _heads(x: torch.Tensor, groups: int) -> torch.Tensor:
-    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+def _heads(x: torch.Tensor, groups: int, shared: bool) -> torch.Tensor:
+    """Key/value heads repeated for their query heads, unless SDPA shares them (``shared``)."""
+    return x if groups == 1 or shared else x.repeat_interleave(groups, dim=1)
 
 
 def register() -> None:

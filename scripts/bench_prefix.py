@@ -2,8 +2,8 @@
 in one process on real data (not a test).
 
     python scripts/bench_prefix.py [--pair smollm2] [--summeval-docs 2] [--mqm-segments 12]
-                                   [--threads N] [--skip-paper] [--kv-cache] [--device cuda]
-                                   [--arch qwen_3b_0.5b] [--per-source 1,4,16,64]
+                                   [--threads N] [--repeats N] [--skip-paper] [--kv-cache]
+                                   [--device cuda] [--arch qwen_3b_0.5b] [--per-source 1,4,16,64]
 
 Slices: SummEval, whole documents with all their summaries (16 each); MQM (the default WMT21
 TED zh-en file), whole segments with every system. Prompts are the paper prompts of
@@ -14,6 +14,11 @@ TED zh-en file), whole segments with every system. Prompts are the paper prompts
                the full-vocabulary logits over the whole sequence, log_softmax, gather; the
                expert and the amateur each in their own forward pass (for an early exit, the
                truncated model); no prefix reuse;
+  * per-source -- the stronger paper-style loop: one batch = one source's hypotheses (right
+               padding, so little of it), full-vocabulary logits at every position, the early
+               exit from ``output_hidden_states`` of the same pass;
+  * plain fwd -- a plain transformers forward of the expert (logits at every position, nothing
+               else) over the per-source batches: the per-token reference for cscore's pass;
   * unshared -- cscore's engine, ``prefix_sharing=False`` (token-budget batches, LM head on
                scored positions only, the early exit read from the expert's pass);
   * shared  -- cscore's engine with prefix sharing (the default);
@@ -38,8 +43,11 @@ It checks the scores agree: the expert's and the amateur's log-probability score
 them (Eq. 5 amplifies float32 rounding where p_exp ~ gamma p_ama: "amplified" marks a contrast
 difference over 1e-4 with agreeing log-probabilities) and prints samples/s, the
 ratios, the tokens the forward passes processed (padding included in brackets) and the peak
-resident memory above the baseline (CPU: sampled RSS after malloc_trim; CUDA: max allocated). The machine may be
-shared: numbers are one run each, after a warm-up. On a loaded small CPU, ``--threads 1`` is
+resident memory above the baseline (CPU: sampled RSS after malloc_trim; CUDA: max allocated), then
+the tokens/s of cscore's passes and of the per-source loop next to the plain forward's (by wall
+clock and by this process's CPU time). The machine may be shared: every variant runs
+``--repeats`` times, interleaved, after a warm-up, and the best time counts; with one thread
+the CPU seconds are the least disturbed by other jobs. On a loaded small CPU, ``--threads 1`` is
 faster than torch's default for this 135M model (threads wait on each other).
 """
 
@@ -141,6 +149,73 @@ def paper_loop(model, items, temps, batch_size: int = 16, pad_id: int = 0):
             lp.append(np.stack([x.gather(1, target).squeeze(1).double().cpu().numpy() for x in rows]))
             lpm.append(np.stack([x.max(dim=-1).values.double().cpu().numpy() for x in rows]))
     return lp, lpm, tokens
+
+
+def source_batches(items) -> list[list[int]]:
+    """Item indices grouped by prompt ids, in first-seen order: one batch per source."""
+    groups: dict[tuple, list[int]] = {}
+    for i, (p, _) in enumerate(items):
+        groups.setdefault(tuple(p), []).append(i)
+    return list(groups.values())
+
+
+def padded_batch(seqs, pad_id, device):
+    width = max(len(x) for x in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, x in enumerate(seqs):
+        ids[r, :len(x)] = torch.tensor(x)
+        mask[r, :len(x)] = 1
+    return ids.to(device), mask.to(device)
+
+
+@torch.inference_mode()
+def per_source_loop(expert, items, temps, exit_layer=None, amateur=None, pad_id: int = 0):
+    """The stronger paper-style baseline: one batch = one source's hypotheses (right padding),
+    the full-vocabulary logits at every position (the model's own output), then per hypothesis
+    log_softmax(z / T) of its positions and gather; an early-exit amateur from
+    ``output_hidden_states`` of the same pass (final norm + LM head on layer k), a separate
+    amateur model in its own pass. Returns ({expert, amateur}: TokenStats, real tokens)."""
+    device = next(expert.parameters()).device
+    per = {"expert": [None] * len(items), "amateur": [None] * len(items)}
+    tokens = 0
+    for batch in source_batches(items):
+        ids, mask = padded_batch([items[i][0] + items[i][1] for i in batch], pad_id, device)
+        tokens += int(mask.sum())
+        res = expert(input_ids=ids, attention_mask=mask, output_hidden_states=exit_layer is not None)
+        keep_stats(per["expert"], res.logits, batch, items, temps)
+        del res.logits
+        if exit_layer is not None:
+            z = expert.get_output_embeddings()(decoder_base(expert).norm(res.hidden_states[exit_layer]))
+            keep_stats(per["amateur"], z, batch, items, temps)
+        elif amateur is not None:
+            keep_stats(per["amateur"], amateur(input_ids=ids, attention_mask=mask).logits, batch, items, temps)
+    return {name: as_stats([v[0] for v in vals], [v[1] for v in vals], items, temps)
+            for name, vals in per.items() if vals[0] is not None}, tokens
+
+
+def keep_stats(out, logits, batch, items, temps) -> None:
+    """log p_T of each hypothesis token and log max p_T, from one row's logits per item."""
+    for r, i in enumerate(batch):
+        p, h = items[i]
+        z = logits[r, len(p) - 1:len(p) - 1 + len(h)].float()
+        target = torch.tensor(h, device=z.device)[:, None]
+        per_t = [torch.log_softmax(z / t, dim=-1) for t in temps]
+        out[i] = (np.stack([x.gather(1, target).squeeze(1).double().cpu().numpy() for x in per_t]),
+                  np.stack([x.max(dim=-1).values.double().cpu().numpy() for x in per_t]))
+
+
+@torch.inference_mode()
+def plain_forward(model, items, pad_id: int = 0) -> int:
+    """A plain transformers forward of ``model`` (logits at every position, nothing else) over
+    the per-source batches; returns the real (not padding) tokens it processed."""
+    device = next(model.parameters()).device
+    tokens = 0
+    for batch in source_batches(items):
+        ids, mask = padded_batch([items[i][0] + items[i][1] for i in batch], pad_id, device)
+        model(input_ids=ids, attention_mask=mask)
+        tokens += int(mask.sum())
+    return tokens
 
 
 def as_stats(lp, lpm, items, temps) -> TokenStats:
@@ -308,83 +383,117 @@ def slice_examples(name: str, n_groups: int):
     return examples[examples["group"].isin(groups)].reset_index(drop=True)
 
 
-def run_slice(label, examples, pair: ModelPair, args) -> None:
-    prompts, spans = build(examples)
-    inputs = pair.encode(prompts, list(examples["hypothesis"]), source_spans=spans, max_length=args.max_length)
-    items = [(it.prompt_ids, it.hyp_ids) for it in inputs.items]
-    n = len(items)
-    n_prompts = len({tuple(p) for p, _ in items})
-    total = sum(len(p) + len(h) for p, h in items)
-    print(f"\n== {label}: {n} items, {n_prompts} distinct prompts, {total} prompt+hypothesis tokens "
-          f"(prompt {sum(len(p) for p, _ in items) / total:.0%})")
-    device = pair.expert.device
+def slice_runs(pair: ModelPair, inputs, items, args) -> list:
+    """(name, function) per way of computing the statistics; a function returns the result of
+    ``pair.statistics`` or (statistics, tokens processed)."""
     pad = pair.tokenizer.pad_token_id or 0
-    results = {}
-
     budget = args.token_budget if args.token_budget == "auto" else int(args.token_budget)
+    ama = pair.amateur
+    exit_layer = ama.exit_layer if ama.parent is pair.expert else None
 
     def stats_of(sharing):
         return pair.statistics(inputs=inputs, temperatures=TEMPS, token_budget=budget,
                                padding_side="right", prefix_sharing=sharing)
 
-    warm = items[:2]
-    paper_loop(pair.expert.model, warm, TEMPS, pad_id=pad)  # warm-up: first-call allocations and kernels
+    def paper():
+        lp_e, lpm_e, t_e = paper_loop(pair.expert.model, items, TEMPS, args.batch_size, pad_id=pad)
+        lp_a, lpm_a, t_a = paper_loop(ama.model, items, TEMPS, args.batch_size, pad_id=pad)
+        got = {"expert": as_stats(lp_e, lpm_e, items, TEMPS), "amateur": as_stats(lp_a, lpm_a, items, TEMPS)}
+        return got, t_e + t_a
+
+    def dense():  # packed rows under the dense block-causal mask instead of packed_attention
+        engine.SPARSE_PACKED = False
+        try:
+            return stats_of(True)
+        finally:
+            engine.SPARSE_PACKED = True
+
+    paper_loop(pair.expert.model, items[:2], TEMPS, pad_id=pad)  # warm-up: first-call allocations and kernels
     pair.statistics(inputs=type(inputs)(inputs.items[:2]), temperatures=TEMPS, token_budget=budget)
-    runs = [("unshared", lambda: stats_of(False)), ("shared", lambda: stats_of(True))]
-    if args.dense_too:  # packed rows under the dense block-causal mask instead of packed_attention
-        def dense():
-            engine.SPARSE_PACKED = False
-            try:
-                return stats_of(True)
-            finally:
-                engine.SPARSE_PACKED = True
+    runs = [] if args.skip_paper else [("paper", paper)]
+    runs += [("per-source", lambda: per_source_loop(pair.expert.model, items, TEMPS, exit_layer,
+                                                    None if exit_layer else ama.model, pad)),
+             ("plain fwd", lambda: (None, plain_forward(pair.expert.model, items, pad))),
+             ("unshared", lambda: stats_of(False)), ("shared", lambda: stats_of(True))]
+    if args.dense_too:
         runs.append(("dense-mask", dense))
-    if not args.skip_paper:
-        def paper():
-            lp_e, lpm_e, t_e = paper_loop(pair.expert.model, items, TEMPS, args.batch_size, pad_id=pad)
-            lp_a, lpm_a, t_a = paper_loop(pair.amateur.model, items, TEMPS, args.batch_size, pad_id=pad)
-            return {"expert": as_stats(lp_e, lpm_e, items, TEMPS), "amateur": as_stats(lp_a, lpm_a, items, TEMPS)}, t_e + t_a
-        runs.insert(0, ("paper", paper))
-    if args.kv_cache and pair.amateur.parent is pair.expert:
-        runs.append(("kv", lambda: kv_cache_pass(pair.expert.model, items, pair.amateur.exit_layer, TEMPS)))
-    for name, fn in runs:
-        with PeakMemory(device) as mem:
-            start = time.perf_counter()
-            got = fn()
-            seconds = time.perf_counter() - start
-        if isinstance(got, tuple):
-            stats, tokens = got
-            tok = f"{tokens} [padded]"
-        else:
-            stats = got.stats
-            tok = " + ".join(f"{r.tokens} [{r.padded_tokens}]" for r in got.reports.values())
-        results[name] = (seconds, stats, tok, mem.peak)
-        print(f"  {name}: {seconds:.2f} s", flush=True)
-    base = results["unshared"][1]
+    if args.kv_cache and exit_layer:
+        runs.append(("kv", lambda: kv_cache_pass(pair.expert.model, items, exit_layer, TEMPS)))
+    return runs
+
+
+def time_runs(runs, device, repeats: int) -> dict:
+    """name -> (best wall seconds, best process CPU seconds, statistics, tokens, tokens text,
+    peak memory), the runs interleaved ``repeats`` times (a shared machine's load hits all alike)."""
+    results: dict = {}
+    for _ in range(repeats):
+        for name, fn in runs:
+            with PeakMemory(device) as mem:
+                start, cpu = time.perf_counter(), time.process_time()
+                got = fn()
+                wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+            if isinstance(got, tuple):
+                stats, tokens = got
+                tok = f"{tokens} [real]" if name in ("per-source", "plain fwd") else f"{tokens} [padded]"
+            else:
+                stats, tokens = got.stats, sum(r.tokens for r in got.reports.values())
+                tok = " + ".join(f"{r.tokens} [{r.padded_tokens}]" for r in got.reports.values())
+            old = results.get(name)
+            results[name] = (min(wall, old[0]) if old else wall, min(cpu, old[1]) if old else cpu, stats, tokens, tok,
+                             max(mem.peak, old[5]) if old else mem.peak)
+            print(f"  {name}: {wall:.2f} s ({cpu:.2f} s CPU)", flush=True)
+    return results
+
+
+def run_slice(label, examples, pair: ModelPair, args) -> dict:
+    prompts, spans = build(examples)
+    inputs = pair.encode(prompts, list(examples["hypothesis"]), source_spans=spans, max_length=args.max_length)
+    items = [(it.prompt_ids, it.hyp_ids) for it in inputs.items]
+    n_prompts = len({tuple(p) for p, _ in items})
+    total = sum(len(p) + len(h) for p, h in items)
+    print(f"\n== {label}: {len(items)} items, {n_prompts} distinct prompts, {total} prompt+hypothesis tokens "
+          f"(prompt {sum(len(p) for p, _ in items) / total:.0%})")
+    results = time_runs(slice_runs(pair, inputs, items, args), pair.expert.device, args.repeats)
+    table7 = TABLE7.get(label.split(",")[0].lower())
+    if args.arch and table7:
+        print(f"  ContrastScore Table 7 (H100, Qwen 3B + 0.5B, batch 16): {table7} samples/s")
+    print_slice(results, len(items), args)
+    return {name: len(items) / r[0] for name, r in results.items() if r[2] is not None}
+
+
+def print_slice(results: dict, n: int, args) -> None:
+    """The samples/s table (ratios against both baselines) and the tokens/s of cscore's pass
+    beside a plain forward's, by wall-clock time and by this process's CPU time."""
+    base = results["unshared"][2]
 
     def rel_diff(method, stats, **kw):
         a, b = methods.score(method, stats, **kw), methods.score(method, base, **kw)
         return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-12)))
 
-    table7 = TABLE7.get(label.split(",")[0].lower())
-    if args.arch and table7:
-        print(f"  ContrastScore Table 7 (H100, Qwen 3B + 0.5B, batch 16): {table7} samples/s")
-    print(f"{'':10s} {'seconds':>9s} {'samples/s':>10s} {'vs paper':>9s} {'vs unshared':>12s} {'peak MiB':>9s}  "
-          f"max rel. diff: log p | contrast  tokens (padded)")
-    for name, (seconds, stats, tok, peak) in results.items():
+    def vs(name, seconds):
+        return f"{results[name][0] / seconds:9.2f}x" if name in results else f"{'-':>10s}"
+
+    print(f"{'':10s} {'seconds':>8s} {'CPU s':>8s} {'samples/s':>10s} {'vs paper':>10s} {'vs per-src':>10s} "
+          f"{'peak MiB':>9s}  max rel. diff: log p | contrast  tokens (padded)")
+    for name, (wall, cpu, stats, _, tok, peak) in results.items():
+        if stats is None:
+            continue
         lp = max(rel_diff("single", stats), rel_diff("single", stats, model="amateur"))
         con = rel_diff("contrast", stats)
         # the check is on the log-probabilities the engine computes; Eq. 5 amplifies their float32
         # rounding where p_exp ~ gamma p_ama (README, Numerics), so a contrast difference above the
         # tolerance with agreeing log-probabilities is marked, not failed
         flag = " FAIL" if lp > args.tolerance else (" (amplified)" if con > args.tolerance else "")
-        vs_paper = f"{results['paper'][0] / seconds:8.2f}x" if "paper" in results else "        -"
-        print(f"{name:10s} {seconds:9.2f} {n / seconds:10.3f} {vs_paper} {results['unshared'][0] / seconds:11.2f}x "
+        print(f"{name:10s} {wall:8.2f} {cpu:8.2f} {n / wall:10.3f} {vs('paper', wall)} {vs('per-source', wall)} "
               f"{peak / 2**20:9.0f}  {lp:.1e} | {con:.1e}{flag}  {tok}")
-    return {name: n / r[0] for name, r in results.items()}
+    for name in ("shared", "unshared", "per-source"):
+        _, _, _, tokens, _, _ = results[name]
+        w, c = (tokens / results[name][k] / (results["plain fwd"][3] / results["plain fwd"][k]) for k in (0, 1))
+        print(f"tokens/s {name:10s} {tokens / results[name][0]:8.1f} ({tokens} tokens) vs plain forward "
+              f"{results['plain fwd'][3] / results['plain fwd'][0]:8.1f} (real tokens): {w:.2f}x wall, {c:.2f}x CPU")
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--pair", default="smollm2")
     ap.add_argument("--arch", choices=sorted(ARCH_PAIRS), default=None,
@@ -400,6 +509,7 @@ def main() -> None:
     ap.add_argument("--token-budget", default="4096", help="an integer or auto")
     ap.add_argument("--max-length", type=int, default=1024)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=1, help="run every variant this often, interleaved; best time")
     ap.add_argument("--skip-paper", action="store_true")
     ap.add_argument("--kv-cache", action="store_true", help="also time the key/value-cache alternative")
     ap.add_argument("--only", choices=("summeval", "mqm"), default=None)
@@ -409,7 +519,11 @@ def main() -> None:
     ap.add_argument("--judge", action="store_true", help="time the CD-judge pass with and without sharing")
     ap.add_argument("--tolerance", type=float, default=None,
                     help="max relative contrast-score difference (default 1e-4 float32, 2e-2 bfloat16)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.arch:
