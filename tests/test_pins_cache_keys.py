@@ -130,7 +130,8 @@ def pass_entries(cscore_main, tmp_path: Path, *args) -> dict[str, dict]:
     cache = tmp_path / "stats"
     tmp_path.mkdir()
     res = cscore_main("run", *args, "runtime.device=cpu", "runtime.dtype=float32", "runtime.progress=false",
-                      "runtime.max_length=8192", f"cache.dir={cache}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+                      "runtime.max_length=8192", f"cache.dir={cache}", f"hydra.run.dir={tmp_path / 'run'}",
+                      cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     store = StatsCache(cache)
     out = {}
@@ -160,7 +161,8 @@ def check_snapshot(path: Path, text: str) -> None:
         path.write_text(text)
         return
     if not path.is_file():
-        pytest.fail(f"no snapshot {path.name}: record it with CSCORE_UPDATE_PINS=1 python -m pytest {Path(__file__).name}")
+        pytest.fail(f"no snapshot {path.name}: record it with "
+                    f"CSCORE_UPDATE_PINS=1 python -m pytest tests/{Path(__file__).name}")
     want = path.read_text()
     if text != want:
         diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True),

@@ -90,7 +90,8 @@ def check_snapshot(path: Path, text: str) -> None:
         path.write_text(text)
         return
     if not path.is_file():
-        pytest.fail(f"no snapshot {path.name}: record it with CSCORE_UPDATE_PINS=1 python -m pytest {Path(__file__).name}")
+        pytest.fail(f"no snapshot {path.name}: record it with "
+                    f"CSCORE_UPDATE_PINS=1 python -m pytest tests/{Path(__file__).name}")
     want = path.read_text()
     if text != want:
         diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True),
