@@ -412,3 +412,27 @@ def shared():
             pytest.fail(message)
         pytest.skip(message)
     return folder
+
+
+@pytest.fixture
+def pin_snapshot(request):
+    """check(path, text): ``text`` equals the pinned snapshot at ``path``; with CSCORE_UPDATE_PINS=1 the
+    snapshot is written instead (tests/test_pins_*.py: the interfaces a refactor must keep)."""
+    import difflib
+
+    def check(path: Path, text: str) -> None:
+        if os.environ.get("CSCORE_UPDATE_PINS") == "1":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return
+        if not path.is_file():
+            pytest.fail(f"no snapshot {path.name}: record it with "
+                        f"CSCORE_UPDATE_PINS=1 python -m pytest {Path(request.node.path).name}")
+        want = path.read_text()
+        if text != want:
+            diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True),
+                                                f"pinned {path.name}", "now"))
+            pytest.fail(f"{path.name} changed (CSCORE_UPDATE_PINS=1 re-records it if intended):\n{diff}",
+                        pytrace=False)
+
+    return check

@@ -21,15 +21,12 @@ A mismatch prints a unified diff. Regenerate after an intended change:
 
 from __future__ import annotations
 
-import difflib
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 PIN = Path(__file__).parent / "pins" / "cache_keys.json"
-UPDATE = os.environ.get("CSCORE_UPDATE_PINS") == "1"
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]  # ids 0 1 2 3
 CHAT = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
         "{% if add_generation_prompt %}assistant:{% endif %}")
@@ -154,29 +151,14 @@ def run_args(models: dict, rows: Path) -> dict[str, list[str]]:
             "judge": [*data, *whole, "method=cd_judge"], "seq2seq": [*data, *t5, "method=contrast"]}
 
 
-def check_snapshot(path: Path, text: str) -> None:
-    """``text`` equals the snapshot at ``path`` (written instead with CSCORE_UPDATE_PINS=1)."""
-    if UPDATE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        return
-    if not path.is_file():
-        pytest.fail(f"no snapshot {path.name}: record it with "
-                    f"CSCORE_UPDATE_PINS=1 python -m pytest tests/{Path(__file__).name}")
-    want = path.read_text()
-    if text != want:
-        diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True),
-                                            f"pinned {path.name}", "stored now"))
-        pytest.fail(f"{path.name} changed (CSCORE_UPDATE_PINS=1 re-records it if intended):\n{diff}", pytrace=False)
 
-
-def test_cache_keys_are_pinned(models, rows, tmp_path, cscore_main):
+def test_cache_keys_are_pinned(models, rows, tmp_path, cscore_main, pin_snapshot):
     """Each pass's entries (key and parts) as the real runs store them."""
     got = {name: pass_entries(cscore_main, tmp_path / name, *args) for name, args in run_args(models, rows).items()}
     assert {n: sorted(e) for n, e in got.items()} == {
         "token": ["amateur", "expert"], "token_early_exit": ["amateur+expert"], "judge": ["judge"],
         "seq2seq": ["amateur", "expert"]}
-    check_snapshot(PIN, json.dumps(got, indent=1, sort_keys=True) + "\n")
+    pin_snapshot(PIN, json.dumps(got, indent=1, sort_keys=True) + "\n")
 
 
 def test_key_recipe():

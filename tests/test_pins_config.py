@@ -15,7 +15,6 @@ A mismatch prints a unified diff. Regenerate after an intended change:
 
 from __future__ import annotations
 
-import difflib
 import os
 from importlib import resources
 from pathlib import Path
@@ -83,30 +82,15 @@ def stage_record(name: str) -> dict:
     return {"overrides": [], "config": OmegaConf.to_container(cfg, resolve=True)}
 
 
-def check_snapshot(path: Path, text: str) -> None:
-    """``text`` equals the snapshot at ``path`` (written instead with CSCORE_UPDATE_PINS=1)."""
-    if UPDATE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        return
-    if not path.is_file():
-        pytest.fail(f"no snapshot {path.name}: record it with "
-                    f"CSCORE_UPDATE_PINS=1 python -m pytest tests/{Path(__file__).name}")
-    want = path.read_text()
-    if text != want:
-        diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True),
-                                            f"pinned {path.name}", "composed now"))
-        pytest.fail(f"{path.name} changed (CSCORE_UPDATE_PINS=1 re-records it if intended):\n{diff}", pytrace=False)
-
 
 PRESETS = presets()
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
-def test_preset_config_is_pinned(name):
+def test_preset_config_is_pinned(name, pin_snapshot):
     config_name, overrides = PRESETS[name]
     record = run_record(overrides) if config_name == "config" else stage_record(config_name)
-    check_snapshot(PINS / f"{name}.yaml", dump(record))
+    pin_snapshot(PINS / f"{name}.yaml", dump(record))
 
 
 def test_every_snapshot_belongs_to_a_preset():

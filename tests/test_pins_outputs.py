@@ -15,9 +15,7 @@ A mismatch prints a unified diff. Regenerate after an intended change:
 
 from __future__ import annotations
 
-import difflib
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -26,7 +24,6 @@ import pytest
 import yaml
 
 PINS = Path(__file__).parent / "pins" / "outputs"
-UPDATE = os.environ.get("CSCORE_UPDATE_PINS") == "1"
 MODEL_METHODS = ["single", "ensemble", "contrast", "contrast_released", "division", "cd_score", "cdm", "cd_judge",
                  "cd_judge_released"]
 BASELINES = "[bleu,chrf]"
@@ -106,24 +103,9 @@ def outputs_record(run: Path) -> dict:
             "files": sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file())}
 
 
-def check_snapshot(path: Path, text: str) -> None:
-    """``text`` equals the snapshot at ``path`` (written instead with CSCORE_UPDATE_PINS=1)."""
-    if UPDATE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        return
-    if not path.is_file():
-        pytest.fail(f"no snapshot {path.name}: record it with "
-                    f"CSCORE_UPDATE_PINS=1 python -m pytest tests/{Path(__file__).name}")
-    want = path.read_text()
-    if text != want:
-        diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True),
-                                            f"pinned {path.name}", "written now"))
-        pytest.fail(f"{path.name} changed (CSCORE_UPDATE_PINS=1 re-records it if intended):\n{diff}", pytrace=False)
-
 
 @pytest.mark.parametrize("variant", [*MODEL_METHODS, "baseline_bleu_chrf"])
-def test_run_outputs_are_pinned(runs, variant):
+def test_run_outputs_are_pinned(runs, variant, pin_snapshot):
     assert variant in runs, f"no finished run of {variant}: {sorted(runs)}"
     record = outputs_record(runs[variant])
-    check_snapshot(PINS / f"{variant}.json", json.dumps(record, indent=1) + "\n")
+    pin_snapshot(PINS / f"{variant}.json", json.dumps(record, indent=1) + "\n")
