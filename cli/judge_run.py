@@ -49,15 +49,15 @@ def plan_judge(cfg: DictConfig):
 def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
     """Token ids per judge prompt (the document cut at a word boundary when the prompt is longer
     than max_length minus the longest continuation), then the continuation contexts."""
-    from cscore.scorers.tokenize import InputError, _fit_source, _ids
+    from cscore.scorers.tokenize import InputError, fit_source, text_ids
 
     room = max_length - max((len(p) for p in prefixes), default=0)
     kept, contexts, truncated = [], [], []
     for i, (text, span) in enumerate(zip(texts, spans)):
-        ids = _ids(tokenizer, text)
+        ids = text_ids(tokenizer, text)
         cut = len(ids) > room
         if cut:
-            fitted = _fit_source(tokenizer, text, span, room)
+            fitted = fit_source(tokenizer, text, span, room)
             if fitted is None:
                 raise InputError(f"item {i}: the judge prompt without its source still has more than "
                                  f"{room} tokens; raise runtime.max_length")

@@ -53,7 +53,7 @@ def check_options(level: str, average: str) -> None:
         raise ValueError("average must be 'macro' or 'micro'")
 
 
-def _corr_fn(kind: str, variant: str | None, kw: dict):
+def corr_fn(kind: str, variant: str | None, kw: dict):
     if kind not in KINDS:
         raise ValueError(f"unknown correlation {kind!r}; use one of {KINDS}")
     if kind != "kendall":
@@ -80,7 +80,7 @@ def correlate_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str,
     ``kendall_kw``: ``epsilon`` (metric ties) for b / 23 / acc23, ``thresh`` for like.
     """
     check_options(level, average)
-    fn = _corr_fn(kind, variant, kendall_kw)
+    fn = corr_fn(kind, variant, kendall_kw)
     is_like = kind == "kendall" and normalize_variant(variant or "b") == "like"
 
     m = df[metric_col].to_numpy(dtype=np.float64)

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from cscore.metaeval.kendall import kendall_like_counts, normalize_variant
-from cscore.metaeval.levels import _corr_fn, check_options
+from cscore.metaeval.levels import check_options, corr_fn
 
 Stat = Callable[[pd.DataFrame, str], float]
 
@@ -230,7 +230,7 @@ class _Correlation:
     its counted pairs C + D, as ``correlate_at(average="micro")`` weights a group."""
 
     def __init__(self, kind: str, variant: str | None, kendall_kw: dict):
-        self.scalar = _corr_fn(kind, variant, kendall_kw)  # validates kind, variant and options
+        self.scalar = corr_fn(kind, variant, kendall_kw)  # validates kind, variant and options
         self.kind = kind
         self.variant = normalize_variant(variant or "b") if kind == "kendall" else None
         self.epsilon = float(kendall_kw.get("epsilon", 0.0))

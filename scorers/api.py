@@ -206,7 +206,7 @@ class ModelPair:
         pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.items]
         stats, reports = {}, {}
         ids = ids_digest(pairs) if cache is not None else None
-        for run_model, heads in self._passes(models):
+        for run_model, heads in self.passes(models):
             label = "+".join(heads)
             start = time.perf_counter()
 
@@ -256,7 +256,7 @@ class ModelPair:
                 checkpoint.discard()
             return got, report
 
-    def _passes(self, wanted: Sequence[str] | None) -> list[tuple[LoadedModel, dict[str, int | None]]]:
+    def passes(self, wanted: Sequence[str] | None) -> list[tuple[LoadedModel, dict[str, int | None]]]:
         """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass."""
         wanted = list(self.models) if wanted is None else list(wanted)
         passes = []

@@ -17,6 +17,7 @@ import logging
 import torch
 
 from cscore.errors import CscoreError
+from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, head_logits
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +47,7 @@ def is_auto(budget) -> bool:
 def activation_bytes(config, tokens: int, row: int, dtype: torch.dtype) -> int:
     """A generous estimate of a forward pass's peak activation memory: a dozen hidden-size and
     two intermediate-size tensors per token, attention scores of one row (the math path keeps
-    them), and the LM head's float32 chunk (engine.HEAD_CHUNK_ELEMENTS)."""
-    from cscore.scorers.engine import HEAD_CHUNK_ELEMENTS
-
+    them), and the LM head's float32 chunk (head.HEAD_CHUNK_ELEMENTS)."""
     size = torch.finfo(dtype).bits // 8
     hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "d_model", 0) or 1024)
     inter = int(getattr(config, "intermediate_size", 0) or getattr(config, "d_ff", 0) or 4 * hidden)
@@ -87,7 +86,6 @@ def _estimate(model, longest_row: int) -> int:
 @torch.inference_mode()
 def _probe(model, longest_row: int) -> int:
     from cscore.scorers.anatomy import decoder_base
-    from cscore.scorers.engine import HEAD_CHUNK_ELEMENTS, head_logits
 
     param = next(model.parameters())
     budget = CUDA_START

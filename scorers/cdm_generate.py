@@ -240,7 +240,7 @@ class DegradedSampler:
         self.pair, self.sampling = pair, sampling
         self.tokenizer = pair.tokenizer
         self.seq2seq = pair.expert.is_encoder_decoder
-        self.passes = pair._passes(["expert", "amateur"])  # [(model, {role: None | exit layer})]
+        self.passes = pair.passes(["expert", "amateur"])  # [(model, {role: None | exit layer})]
         self.eos = {int(i) for i in _as_list(self.tokenizer.eos_token_id) + _as_list(
             getattr(pair.expert.model.config, "eos_token_id", None))}
         self.vocab = len(self.tokenizer)
@@ -260,7 +260,8 @@ class DegradedSampler:
     def continue_causal(self, context_ids: list[int], n_tokens: int, gen: torch.Generator) -> list[int]:
         """Up to ``n_tokens`` tokens sampled after ``context_ids``; stops at EOS (not included)."""
         from cscore.scorers.anatomy import decoder_base
-        from cscore.scorers.engine import LayerTap, head_logits
+        from cscore.scorers.engine import LayerTap
+        from cscore.scorers.head import head_logits
 
         out: list[int] = []
         with contextlib.ExitStack() as stack:

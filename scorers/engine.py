@@ -32,30 +32,17 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from cscore.errors import ConfigError
-from cscore.scorers import budget, packed_attention
+from cscore.scorers import budget, packed_attention, seq2seq
 from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
+from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, head_logits, token_statistics
+from cscore.scorers.passes import EngineReport, Outputs, check_inputs, kept
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
 from cscore.scorers.transfer import upload
 
 log = logging.getLogger(__name__)
 
-HEAD_CHUNK_ELEMENTS = 1 << 24  # logits computed per LM-head chunk (rows x vocab)
 PACKED_MAX_PADDING = 0.1  # batches of packed rows: padding at most this fraction of their tokens
-
-
-@dataclass
-class EngineReport:
-    seconds: float  # forward-pass time (for a cache hit: the time of the run that computed it)
-    tokens: int  # input tokens processed (prompt + hypothesis, no padding; a shared prompt once per row)
-    padded_tokens: int
-    batches: int
-    cached: bool = False  # read from the statistics cache instead of computed
-    fetch_seconds: float | None = None  # time this run spent getting the statistics
-    token_budget: int | None = None  # the budget the pass ended with (runtime.token_budget=auto resolved, halvings)
-    oom_retries: int = 0  # batches retried with half the budget after an out-of-memory
-    resumed: int = 0  # items read from a checkpoint of an interrupted pass, not computed
 
 
 def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float | None = None) -> list[list[int]]:
@@ -78,53 +65,6 @@ def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float |
     if current:
         batches.append(current)
     return batches
-
-
-def head_logits(model, hidden: torch.Tensor) -> torch.Tensor:
-    """Logits from final hidden states through the model's LM head (at least float32),
-    including Gemma-style final logit soft-capping when the config asks for it."""
-    logits = model.get_output_embeddings()(hidden)
-    if logits.dtype != torch.float64:
-        logits = logits.float()
-    cap = getattr(model.config, "final_logit_softcapping", None)
-    if cap:
-        logits = torch.tanh(logits / cap) * cap
-    return logits
-
-
-STATS_ROWS = 8  # logit rows per block of token_statistics on a CPU: a block and its scratch stay in cache
-# z/T is raised to this before exp: exp(-80) < 2e-35 changes a sum >= 1 by less than float64's
-# rounding even over a whole vocabulary, while torch's CPU exp takes a ~10x slower path for inputs
-# under float32's underflow (about -87), where most of a large vocabulary lies at low T
-EXP_FLOOR = -80.0
-
-
-def token_statistics(logits: torch.Tensor, targets: torch.Tensor, temperatures: Sequence[float]):
-    """(logp, logp_max) of shape [n_temps, n] from float32 logits [n, V], in blocks of rows
-    (``STATS_ROWS`` on a CPU, all at once on an accelerator): each block is shifted by its row
-    maxima once, then per temperature one exp into a reused scratch block and a sum (the max of
-    z/T is 0 after the shift, so the log of that sum is logsumexp(z/T) without logsumexp's own
-    max and subtraction passes; inputs under ``EXP_FLOOR`` are raised to it)."""
-    n = logits.shape[0]
-    rows = STATS_ROWS if logits.device.type == "cpu" else max(n, 1)
-    lp = logits.new_empty((len(temperatures), n))
-    lpm = logits.new_empty((len(temperatures), n))
-    scratch = logits.new_empty((min(rows, n), logits.shape[1]))
-    for s in range(0, n, rows):
-        block = logits[s:s + rows]
-        shifted = block - block.amax(dim=-1, keepdim=True)  # <= 0, the max is 0
-        z_target = shifted.gather(1, targets[s:s + rows, None]).squeeze(1)
-        e = scratch[:block.shape[0]]
-        for j, t in enumerate(temperatures):
-            if t == 1.0:
-                torch.clamp(shifted, min=EXP_FLOOR, out=e)
-            else:
-                torch.div(shifted, t, out=e).clamp_(min=EXP_FLOOR)
-            e.exp_()
-            lse = e.sum(dim=-1).log_()
-            lp[j, s:s + rows] = z_target / t - lse
-            lpm[j, s:s + rows] = -lse
-    return lp, lpm
 
 
 @dataclass
@@ -191,7 +131,7 @@ def plan_rows(items, token_budget: int, share: bool, window: int | None = None, 
     return rows
 
 
-def _pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask=True):
+def pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask=True):
     """Token ids, attention mask, position ids of a batch of rows, and per item (row, column
     of the position that predicts its first hypothesis token, column of its own first token).
     The mask is the usual 2D padding mask when no row is packed, else a 4D block-causal mask
@@ -244,7 +184,7 @@ def sparse_packed(model) -> bool:
 def run_base(model, ids, mask, positions, items, batch_rows, where):
     """The decoder stack's last hidden state for a padded batch. Packed rows of an SDPA model go
     through ``packed_attention`` (the mask's pattern without its row² cost), others as they are
-    (a key-padding-only mask from ``_pad_rows(dense_mask=False)`` needs ``packed_attention``)."""
+    (a key-padding-only mask from ``pad_rows(dense_mask=False)`` needs ``packed_attention``)."""
     base = decoder_base(model)
     if not (mask.dim() == 4 and sparse_packed(model)):
         if mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
@@ -279,19 +219,6 @@ class LayerTap:
         self.handle.remove()
 
 
-def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tuple[float, ...]:
-    """The checks every engine pass makes; returns the temperatures as floats."""
-    if padding_side not in ("left", "right"):
-        raise ConfigError(f"padding_side must be left or right, got {padding_side!r}")
-    temperatures = tuple(float(t) for t in temperatures)
-    if not temperatures or min(temperatures) <= 0:
-        raise ConfigError(f"temperatures must be positive, got {temperatures}")
-    for i, (p, h) in enumerate(items):
-        if not p or not h:
-            raise InputError(f"item {i}: need at least one prompt token and one hypothesis token")
-    return temperatures
-
-
 @torch.inference_mode()
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float],
             token_budget: int = 4096, padding_side: str = "right", pad_id: int = 0,
@@ -311,8 +238,6 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     ``done`` are skipped (batches are planned as without it), each computed batch goes to its
     ``add``, and its ``fill`` puts the kept rows into the result."""
     if is_encoder_decoder(model):
-        from cscore.scorers import seq2seq
-
         if budget.is_auto(token_budget):
             token_budget = budget.resolve(model, longest_row=longest_row(items, False))
         return seq2seq.compute(model, items, temperatures=temperatures, token_budget=token_budget,
@@ -348,7 +273,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
                 for batch_rows in batch_rows_of(rows, token_budget):
                     if kept(checkpoint, [i for r in batch_rows for i in r.members], done, progress):
                         continue
-                    ids, mask, positions, where = _pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
+                    ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
                                                             attn, dense_mask=dense)
                     final = run_base(model, ids, mask, positions, items, batch_rows, where)
                     hidden = {h: (final if k is None else taps[h].normed()) for h, k in heads.items()}
@@ -377,17 +302,6 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
                                oom_retries=retries)
 
 
-def kept(checkpoint, members: list[int], done: np.ndarray | None, progress) -> bool:
-    """Whether a checkpoint holds every item of this batch (then marked done, not run)."""
-    if checkpoint is None or not checkpoint.done[members].all():
-        return False
-    if done is not None:
-        done[members] = True
-    if progress is not None:
-        progress(len(members))
-    return True
-
-
 def longest_row(items, share: bool) -> int:
     """The longest sequence a batch may hold: a packed row can fill the budget, else one item."""
     return 1 << 62 if share else max((len(p) + len(h) for p, h in items), default=1)
@@ -412,41 +326,6 @@ def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> 
     log.warning("out of memory at token_budget=%d: halved to %d, the batch is retried",
                                         token_budget, new)
     return new
-
-
-class Outputs:
-    """Per-token statistics collected on the device, copied to the host once at the end (no host
-    synchronisation inside the batch loop)."""
-
-    def __init__(self, offsets, temperatures, heads, device, checkpoint=None):
-        self.checkpoint = checkpoint  # gets each batch's rows too, and fills in the rows it kept
-        self.offsets, self.temperatures, self.heads, self.device = offsets, temperatures, list(heads), device
-        self.n_t = len(temperatures)
-        self.parts: dict[str, list] = {h: [] for h in heads}
-        self.dest: list[torch.Tensor] = []
-
-    def add(self, dest: torch.Tensor, per_head: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
-        self.dest.append(dest)
-        for h, (lp, lpm) in per_head.items():
-            self.parts[h].append((lp, lpm))
-        if self.checkpoint is not None:
-            self.checkpoint.add(dest, per_head)
-
-    def fetch(self):
-        n_tok = int(self.offsets[-1])
-        logp = {h: np.empty((self.n_t, n_tok), dtype=np.float64) for h in self.heads}
-        logp_max = {h: np.empty((self.n_t, n_tok), dtype=np.float64) for h in self.heads}
-        if self.checkpoint is not None:
-            self.checkpoint.fill(logp, logp_max)
-        if not self.dest:
-            return logp, logp_max
-        dest = torch.cat(self.dest).cpu().numpy()
-        for h in self.heads:  # later parts overwrite earlier ones (a retried batch)
-            lp = torch.cat([a for a, _ in self.parts[h]], dim=1).cpu().numpy()
-            lpm = torch.cat([b for _, b in self.parts[h]], dim=1).cpu().numpy()
-            logp[h][:, dest] = lp
-            logp_max[h][:, dest] = lpm
-        return logp, logp_max
 
 
 def _score_batch(model, items, where, hidden, out: Outputs, vocab, device):

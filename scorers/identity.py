@@ -17,7 +17,7 @@ import numpy as np
 from cscore.scorers.files import cache_root, canonical_json, sha256_file, write_atomic
 
 if TYPE_CHECKING:
-    from cscore.scorers.models import LoadedModel
+    from cscore.scorers.loaded import LoadedModel
 
 log = logging.getLogger(__name__)
 

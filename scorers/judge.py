@@ -17,9 +17,11 @@ import numpy as np
 import torch
 
 from cscore.scorers import budget
-from cscore.scorers.engine import (EngineReport, LayerTap, _pad_rows, batch_rows_of, head_logits, longest_row,
-                                   plan_rows, run_base, sharing_window, sparse_packed)
+from cscore.scorers.engine import (LayerTap, batch_rows_of, longest_row, pad_rows, plan_rows, run_base, sharing_window,
+                                   sparse_packed)
+from cscore.scorers.head import head_logits
 from cscore.scorers.judge_stats import JudgeStats
+from cscore.scorers.passes import EngineReport
 from cscore.scorers.tokenize import InputError
 
 
@@ -108,7 +110,7 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     padded = 0
     try:
         for batch_rows in batches:
-            ids, mask, positions, where = _pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn,
+            ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn,
                                                     dense_mask=dense)
             padded += ids.numel()
             idx = list(where)

@@ -126,7 +126,8 @@ import torch
 
 from cscore.errors import ConfigError
 from cscore.scorers.anatomy import decoder_base, decoder_layers
-from cscore.scorers.engine import LayerTap, head_logits
+from cscore.scorers.engine import LayerTap
+from cscore.scorers.head import head_logits
 
 RELATIVE_TOP = 0.1  # _relative_top_filter(relative_top=0.1)
 MIN_TOKENS_TO_KEEP = 1000  # _select_contrast passes min_tokens_to_keep=1000

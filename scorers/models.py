@@ -13,7 +13,6 @@ import copy
 import logging
 import os
 import time
-from typing import Callable
 
 import torch
 from torch import nn
@@ -21,6 +20,8 @@ from torch import nn
 from cscore.errors import ConfigError
 from cscore.scorers.anatomy import decoder_base, decoder_layers
 from cscore.scorers.gguf import one_line, resolve_path
+from cscore.scorers.identity import weight_files
+from cscore.scorers.loaded import LoadedModel
 from cscore.scorers.specs import SPEC_FORMS, ModelSpecError, check_local_path, kind  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
@@ -44,66 +45,6 @@ def auto_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if dtype not in table:
         raise ConfigError(f"unknown dtype {dtype!r}; use auto or one of {sorted(table)}")
     return table[dtype]
-
-
-class LoadedModel:
-    """A causal LM (or an encoder-decoder model) ready for scoring, with its tokenizer and identity.
-
-    The weights may load lazily: ``load_model(..., lazy=True)`` reads only the tokenizer and the
-    config, and ``model`` loads the weights on first use. What identifies the model (``info``:
-    class, layers, commit, fingerprint) is known without them, so a run whose statistics are all
-    in the cache never loads a model."""
-
-    def __init__(self, model: nn.Module | None, tokenizer, name: str, device: torch.device, dtype: torch.dtype,
-                 load_seconds: float = 0.0, info: dict | None = None, parent: "LoadedModel | None" = None,
-                 exit_layer: int | None = None, is_encoder_decoder: bool = False, *, config=None,
-                 loader: Callable[[], nn.Module] | None = None):
-        if model is None and loader is None:
-            raise ValueError("give a model or a loader")
-        self._model, self._loader = model, loader
-        self.tokenizer, self.name, self.device, self.dtype = tokenizer, name, device, dtype
-        self.load_seconds = load_seconds
-        self.info = {} if info is None else info
-        self.parent = parent  # for an early exit: the full model it is cut from
-        self.exit_layer = exit_layer
-        self.is_encoder_decoder = is_encoder_decoder  # loaded with AutoModelForSeq2SeqLM (T5, BART, ...)
-        self.config = config if config is not None else getattr(model, "config", None)
-        self.reused = False  # handed out by the process's model pool with its weights already in memory
-        self.touched = False  # the weights were used (since the pool last handed this model out)
-
-    @property
-    def loaded(self) -> bool:
-        return self._model is not None
-
-    @property
-    def model(self) -> nn.Module:
-        self.touched = True
-        if self._model is None:
-            if self._loader is None:
-                raise RuntimeError(f"{self.name}: its weights were released (a later job's pair does not use it)")
-            start = time.perf_counter()
-            self._model = self._loader()
-            self._loader = None
-            self.load_seconds = time.perf_counter() - start
-            if self.parent is None:
-                log.info("%s: weights loaded in %.1fs", self.name, self.load_seconds)
-        return self._model
-
-    def status(self) -> str:
-        """How this job had the weights: "loaded" (by this job), "reused" (loaded by an earlier job
-        of this process), "not loaded" (never needed: its statistics came from the cache) or "not
-        used" (in memory from an earlier job, not needed by this one)."""
-        root = self.parent or self
-        if not root.loaded:
-            return "not loaded"
-        if root.reused:
-            return "reused" if root.touched else "not used"
-        return "loaded"
-
-    def release(self) -> None:
-        """Drop the weights (a later ``model`` access is an error)."""
-        self._model = None
-        self._loader = None
 
 
 def model_class(config, seq2seq: bool) -> str | None:
@@ -177,8 +118,6 @@ def pool_key(spec: str, device: str, dtype: str, revision: str | None, trust_rem
     """What makes two requests the same model: the spec and its load options, and for a local
     directory the names, sizes and mtimes of its weight files (a model re-saved in place between
     jobs is loaded again)."""
-    from cscore.scorers.identity import weight_files
-
     local = os.path.expanduser(str(spec))
     stamp = ()
     if os.path.isdir(local):

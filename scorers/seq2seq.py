@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from cscore.errors import ConfigError
-from cscore.scorers.engine import HEAD_CHUNK_ELEMENTS, EngineReport, Outputs, check_inputs, kept, token_statistics
+from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, token_statistics
+from cscore.scorers.passes import EngineReport, Outputs, check_inputs, kept
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
 from cscore.scorers.transfer import upload

@@ -35,7 +35,7 @@ class EncodedItem:
         return len(self.prompt_ids) + len(self.hyp_ids)
 
 
-def _ids(tokenizer, text: str, special: bool = False) -> list[int]:
+def text_ids(tokenizer, text: str, special: bool = False) -> list[int]:
     if special:
         return list(tokenizer(text, add_special_tokens=True)["input_ids"])
     return list(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
@@ -43,14 +43,14 @@ def _ids(tokenizer, text: str, special: bool = False) -> list[int]:
 
 def target_ids(tokenizer, text: str, eos_id: int | None) -> list[int]:
     """A seq2seq decoder target: the text with the tokenizer's special tokens, ending with EOS."""
-    ids = _ids(tokenizer, text, special=True)
+    ids = text_ids(tokenizer, text, special=True)
     if eos_id is not None and (not ids or ids[-1] != eos_id):
         ids.append(eos_id)
     return ids
 
 
-def _fit_source(tokenizer, prompt: str, span: tuple[int, int], budget: int,
-                special: bool = False) -> tuple[str, list[int]] | None:
+def fit_source(tokenizer, prompt: str, span: tuple[int, int], budget: int,
+               special: bool = False) -> tuple[str, list[int]] | None:
     """Largest cut of prompt[a:b] (kept from its start) whose prompt fits ``budget`` tokens."""
     a, b = span
     # Candidate cut points: word boundaries inside the source, plus "drop it all".
@@ -59,7 +59,7 @@ def _fit_source(tokenizer, prompt: str, span: tuple[int, int], budget: int,
     def render(c: int) -> tuple[str, list[int]]:
         text = prompt[:c].rstrip() if c > a else prompt[:a]
         text = text + prompt[b:]
-        return text, _ids(tokenizer, text, special)
+        return text, text_ids(tokenizer, text, special)
 
     lo, hi, best = 0, len(cuts) - 1, None
     while lo <= hi:  # binary search: token count grows with the cut point
@@ -79,8 +79,8 @@ def encode(tokenizer, prompt: str, hypothesis: str, *, max_length: int, source_s
     where = f"item {index}: " if index is not None else ""
     if not isinstance(hypothesis, str) or not hypothesis.strip():
         raise InputError(f"{where}empty hypothesis; nothing to score")
-    hyp_ids = target_ids(tokenizer, hypothesis, eos_id) if seq2seq else _ids(tokenizer, hypothesis)
-    prompt_ids = _ids(tokenizer, prompt, special=seq2seq)
+    hyp_ids = target_ids(tokenizer, hypothesis, eos_id) if seq2seq else text_ids(tokenizer, hypothesis)
+    prompt_ids = text_ids(tokenizer, prompt, special=seq2seq)
     if not prompt_ids:
         bos = getattr(tokenizer, "bos_token_id", None)
         if seq2seq:
@@ -101,7 +101,7 @@ def encode(tokenizer, prompt: str, hypothesis: str, *, max_length: int, source_s
     if source_span is None:
         raise InputError(f"{where}{have} {n} tokens > max_length={max_length} and no source span is known to "
                          "truncate; raise runtime.max_length")
-    fitted = _fit_source(tokenizer, prompt, source_span, budget, special=seq2seq)
+    fitted = fit_source(tokenizer, prompt, source_span, budget, special=seq2seq)
     if fitted is None:
         raise InputError(f"{where}even with the source removed, {exceed} max_length={max_length}")
     text, ids = fitted

@@ -36,7 +36,7 @@ def plan(method_cfg: dict, baseline_t: float = 1.0, rows=BASELINE_ROWS) -> list[
     _, agg = methods.split_params(name, cfg)  # unknown keys fail here, before any model is loaded
     module = methods.get(name)
     if hasattr(module, "plan_variants"):  # a method of another kind (a judge) names its own rows
-        return module.plan_variants(label, cfg, rows)
+        return [Variant(*row) for row in module.plan_variants(label, cfg, rows)]
     main = Variant(label, name, cfg)
     loaded = set(main.needs())
     shared = {**{k: cfg[k] for k in SHARED if k in cfg}, **agg}  # agg: norm under a method's own name too (cdm: pooling)

@@ -231,7 +231,8 @@ def kv_cache_pass(model, items, k: int | None, temps, hyp_batch: int = 16):
     hypotheses in batches of ``hyp_batch`` with the prompt's cache copied over the batch."""
     from transformers import DynamicCache
 
-    from cscore.scorers.engine import LayerTap, head_logits, token_statistics
+    from cscore.scorers.engine import LayerTap
+    from cscore.scorers.head import head_logits, token_statistics
 
     base = decoder_base(model)
     device = next(model.parameters()).device

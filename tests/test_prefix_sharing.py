@@ -238,15 +238,15 @@ def test_packed_attention_equals_the_dense_block_causal_mask(models, side, monke
 
 
 def test_sparse_path_builds_no_row_by_row_mask(models):
-    """For a model that takes packed_attention, _pad_rows gives only the key padding
+    """For a model that takes packed_attention, pad_rows gives only the key padding
     [rows, 1, 1, width] (no [rows, width, width] tensor); the model's output on it equals the
     dense block-causal mask's, and a model that needs the dense mask refuses the short one."""
     model = models["float64"]
     rows = [r for r in engine.plan_rows(ITEMS, 70, True) if r.packed][:3]
     width = max(r.length for r in rows)
     args = (ITEMS, rows, 0, "left", torch.device("cpu"), torch.float64, "sdpa")
-    ids, short, pos, where = engine._pad_rows(*args, dense_mask=False)
-    ids2, full, pos2, where2 = engine._pad_rows(*args)
+    ids, short, pos, where = engine.pad_rows(*args, dense_mask=False)
+    ids2, full, pos2, where2 = engine.pad_rows(*args)
     assert short.shape == (len(rows), 1, 1, width) and full.shape == (len(rows), 1, width, width)
     assert torch.equal(ids, ids2) and torch.equal(pos, pos2) and where == where2
     real = torch.zeros(ids.shape, dtype=torch.bool)  # prompt and hypothesis columns

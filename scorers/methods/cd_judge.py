@@ -76,8 +76,7 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, sco
 
 
 def plan_variants(label: str, params: dict, rows) -> list:
-    """The method's variant and the main-alone / assistant-alone rows (same prompts, same pass)."""
-    from cscore.scorers.variants import Variant
-
-    out = [Variant(row, NAME, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
-    return out + [Variant(label, NAME, {**params, "who": "contrast"})]
+    """The method's variant and the main-alone / assistant-alone rows (same prompts, same pass),
+    as (name, method, params) of ``variants.Variant``."""
+    out = [(row, NAME, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
+    return out + [(label, NAME, {**params, "who": "contrast"})]

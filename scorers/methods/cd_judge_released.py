@@ -29,7 +29,5 @@ def needs(**_) -> tuple[str, ...]:
 
 
 def plan_variants(label: str, params: dict, rows) -> list:
-    from cscore.scorers.variants import Variant
-
-    out = [Variant(row, NAME, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
-    return out + [Variant(label, NAME, {**params, "who": "contrast"})]
+    out = [(row, NAME, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
+    return out + [(label, NAME, {**params, "who": "contrast"})]

@@ -1,0 +1,85 @@
+"""What every statistics pass (the causal engine and its seq2seq path) shares: its report, the
+input checks, checkpointed batches skipped, and the outputs collected on the device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from cscore.errors import ConfigError
+from cscore.scorers.tokenize import InputError
+
+
+@dataclass
+class EngineReport:
+    seconds: float  # forward-pass time (for a cache hit: the time of the run that computed it)
+    tokens: int  # input tokens processed (prompt + hypothesis, no padding; a shared prompt once per row)
+    padded_tokens: int
+    batches: int
+    cached: bool = False  # read from the statistics cache instead of computed
+    fetch_seconds: float | None = None  # time this run spent getting the statistics
+    token_budget: int | None = None  # the budget the pass ended with (runtime.token_budget=auto resolved, halvings)
+    oom_retries: int = 0  # batches retried with half the budget after an out-of-memory
+    resumed: int = 0  # items read from a checkpoint of an interrupted pass, not computed
+
+
+def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tuple[float, ...]:
+    """The checks every engine pass makes; returns the temperatures as floats."""
+    if padding_side not in ("left", "right"):
+        raise ConfigError(f"padding_side must be left or right, got {padding_side!r}")
+    temperatures = tuple(float(t) for t in temperatures)
+    if not temperatures or min(temperatures) <= 0:
+        raise ConfigError(f"temperatures must be positive, got {temperatures}")
+    for i, (p, h) in enumerate(items):
+        if not p or not h:
+            raise InputError(f"item {i}: need at least one prompt token and one hypothesis token")
+    return temperatures
+
+
+def kept(checkpoint, members: list[int], done: np.ndarray | None, progress) -> bool:
+    """Whether a checkpoint holds every item of this batch (then marked done, not run)."""
+    if checkpoint is None or not checkpoint.done[members].all():
+        return False
+    if done is not None:
+        done[members] = True
+    if progress is not None:
+        progress(len(members))
+    return True
+
+
+class Outputs:
+    """Per-token statistics collected on the device, copied to the host once at the end (no host
+    synchronisation inside the batch loop)."""
+
+    def __init__(self, offsets, temperatures, heads, device, checkpoint=None):
+        self.checkpoint = checkpoint  # gets each batch's rows too, and fills in the rows it kept
+        self.offsets, self.temperatures, self.heads, self.device = offsets, temperatures, list(heads), device
+        self.n_t = len(temperatures)
+        self.parts: dict[str, list] = {h: [] for h in heads}
+        self.dest: list[torch.Tensor] = []
+
+    def add(self, dest: torch.Tensor, per_head: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self.dest.append(dest)
+        for h, (lp, lpm) in per_head.items():
+            self.parts[h].append((lp, lpm))
+        if self.checkpoint is not None:
+            self.checkpoint.add(dest, per_head)
+
+    def fetch(self):
+        n_tok = int(self.offsets[-1])
+        logp = {h: np.empty((self.n_t, n_tok), dtype=np.float64) for h in self.heads}
+        logp_max = {h: np.empty((self.n_t, n_tok), dtype=np.float64) for h in self.heads}
+        if self.checkpoint is not None:
+            self.checkpoint.fill(logp, logp_max)
+        if not self.dest:
+            return logp, logp_max
+        dest = torch.cat(self.dest).cpu().numpy()
+        for h in self.heads:  # later parts overwrite earlier ones (a retried batch)
+            lp = torch.cat([a for a, _ in self.parts[h]], dim=1).cpu().numpy()
+            lpm = torch.cat([b for _, b in self.parts[h]], dim=1).cpu().numpy()
+            logp[h][:, dest] = lp
+            logp_max[h][:, dest] = lpm
+        return logp, logp_max

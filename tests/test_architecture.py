@@ -1,0 +1,124 @@
+"""The import architecture (issue 21): the import-linter contracts of pyproject.toml hold, and
+scorers/, data/ and metaeval/ have no import cycles (imports inside functions count)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import cscore
+
+ROOT = Path(cscore.__file__).parent
+NOT_PACKAGE = {"tests", "outputs", "scripts"}  # folders of the repository that are not part of cscore
+NO_CYCLES = ("cscore.scorers", "cscore.data", "cscore.metaeval")
+
+
+def module_files(root: Path, name: str) -> dict[str, Path]:
+    """Dotted module name -> file, for the package ``name`` whose folder is ``root``."""
+    out = {}
+    for f in root.rglob("*.py"):
+        rel = f.relative_to(root)
+        if rel.parts[0] in NOT_PACKAGE or any(p.startswith(".") for p in rel.parts):
+            continue
+        out[".".join((name, *rel.with_suffix("").parts)).removesuffix(".__init__")] = f
+    return out
+
+
+def imported(node: ast.AST, module: str, is_package: bool, known: set[str]) -> list[str]:
+    """The known modules one import statement names (``from a import b``: a.b when it is a module)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            parts = module.split(".") if is_package else module.split(".")[:-1]
+            parts = parts[:len(parts) - node.level + 1]
+            base = ".".join(parts + ([base] if base else []))
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+    else:
+        return []
+    out = []
+    for name in names:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            out.append(name)
+    return out
+
+
+def import_graph(root: Path, name: str) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports anywhere in its code (functions included)."""
+    files = module_files(root, name)
+    graph = {m: set() for m in files}
+    for m, f in files.items():
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            graph[m].update(imported(node, m, f.name == "__init__.py", set(files)))
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter[0]; counter[0] += 1
+        stack.append(start); on_stack.add(start)
+        while work:
+            v, edges = work[-1]
+            w = next(edges, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]; counter[0] += 1
+                    stack.append(w); on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop(); on_stack.discard(w); comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_no_import_cycles_in_scorers_data_metaeval():
+    found = [c for c in cycles(import_graph(ROOT, "cscore")) if any(m.startswith(NO_CYCLES) for m in c)]
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_finder_sees_imports_inside_functions(tmp_path):
+    """A package whose only cycle goes through a function-local relative import."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from . import a\n")
+    (pkg / "sub" / "a.py").write_text("from pkg.sub.b import f\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from .a import g\n    return g\n")
+    (pkg / "c.py").write_text("import pkg.sub.a\n")
+    graph = import_graph(pkg, "pkg")
+    assert graph["pkg.sub.b"] == {"pkg.sub.a"} and graph["pkg.c"] == {"pkg.sub.a"}
+    assert cycles(graph) == [["pkg.sub.a", "pkg.sub.b"]]
+    (pkg / "sub" / "b.py").write_text("def f():\n    return 1\n")
+    assert cycles(import_graph(pkg, "pkg")) == []
+
+
+def test_import_linter_contracts_hold(capsys):
+    """pyproject.toml's [tool.importlinter] contracts, checked on this copy of cscore."""
+    from importlinter import api  # its public module; importing it sets import-linter up
+    from importlinter.application.use_cases import lint_imports
+
+    config = str(ROOT / "pyproject.toml")
+    contracts = api.read_configuration(config)["contracts_options"]
+    passed = lint_imports(config_filename=config, cache_dir=None, no_logo=True)
+    report = capsys.readouterr().out
+    assert passed, report
+    assert f"Contracts: {len(contracts)} kept, 0 broken." in report, report
