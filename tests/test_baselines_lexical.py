@@ -332,6 +332,7 @@ def test_cli_data_without_references_is_a_one_line_error(tmp_path, cscore_main):
     assert not (tmp_path / "run").exists()  # it failed before scoring: no run directory is left
 
 
+@pytest.mark.slow
 def test_report_shows_baseline_rows_beside_a_model_pairs_rows(tmp_path, tiny_dirs, cscore_main, cscore_cli):
     path = table_file(tmp_path)
     sweep = tmp_path / "sweep"

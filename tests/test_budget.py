@@ -126,6 +126,7 @@ def test_config_check(value, ok):
             check_budget(value)
 
 
+@pytest.mark.slow
 def test_cli_runs_with_auto(tiny_dirs, tmp_path, cscore_cli):
     import json
 

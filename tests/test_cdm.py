@@ -323,6 +323,7 @@ def test_cli_cdm_writes_the_score_and_the_comparison_rows(cdm_runs):
     np.testing.assert_array_equal(scores["score.cdm"], methods.score("cdm", stats, pooling="mean"))
 
 
+@pytest.mark.slow
 def test_cli_another_pooling_reads_the_statistics_cache(cdm_runs):
     first, m0 = run_files(cdm_runs / "sw" / "0")
     second, m1 = run_files(cdm_runs / "sw" / "1")
@@ -334,6 +335,7 @@ def test_cli_another_pooling_reads_the_statistics_cache(cdm_runs):
     assert (second["score.cdm"] >= first["score.cdm"]).all() and (second["score.cdm"] > first["score.cdm"]).any()
 
 
+@pytest.mark.slow
 def test_cli_classifier_cross_validates_over_groups(cdm_runs):
     run = cdm_runs / "cls"
     scores, metrics = run_files(run)

@@ -100,6 +100,7 @@ def test_same_config_same_scores(contrast_run, tiny_dirs, api_stats, cscore_cli,
     # against a run without the cache) and test_cli_user.py::test_a_cache_hit_gives_the_same_scores.
 
 
+@pytest.mark.slow
 def test_single_method_uses_only_the_expert(tiny_dirs, tmp_path, cscore_cli):
     res = cscore_cli("run", *tiny_args(tiny_dirs), "method=single", "method.norm=mean",
                      f"hydra.run.dir={tmp_path}/s", cwd=tmp_path)

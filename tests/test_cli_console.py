@@ -224,6 +224,7 @@ def test_a_multirun_folder_names_what_its_jobs_share(tmp_path, cscore_main):
 # --- a single-model run: its folder, its label, plain progress lines off a terminal ---------------
 
 
+@pytest.mark.slow
 def test_a_single_model_run_is_named_after_its_model_and_prints_progress_lines(tiny_dirs, tmp_path, cscore_cli):
     import json
 

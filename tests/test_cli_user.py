@@ -120,6 +120,7 @@ def test_a_replaced_amateur_runs_whole_and_labels_name_it(two_runs, tiny_dirs, d
     np.testing.assert_allclose(scores["score.amateur"], got, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_left_out_rows_are_one_line_per_reason_and_listed_in_the_run(two_runs):
     root, first, _ = two_runs
     out = first.stdout + first.stderr

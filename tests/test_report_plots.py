@@ -266,6 +266,7 @@ def three_document_run(tiny_dirs, tmp_path_factory, cscore_cli):
     return root / "run"
 
 
+@pytest.mark.slow
 def test_a_bootstrap_over_three_documents_warns_once(three_document_run, tmp_path, cscore_main):
     out = tmp_path / "rep"
     res = cscore_main("report", str(three_document_run), "--bootstrap", "50", "--permutations", "20",

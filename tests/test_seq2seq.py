@@ -634,6 +634,7 @@ def test_seq2seq_pair_composes(pair, tmp_path, cscore_main):
 # --- 6. cscore run end to end -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_run_contrast_then_cdm_from_the_cache(dirs, tmp_path, cscore_main, monkeypatch):
     cache = tmp_path / "stats"
     args = [f"pair.expert.path={dirs.t5}", f"pair.amateur.path={dirs.t5_small}", "pair.amateur.early_exit=null",

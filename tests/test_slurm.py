@@ -314,6 +314,7 @@ def test_failing_squeue_is_one_clear_line_and_nothing_is_submitted(submitit_plug
     assert not (tmp_path / "sbatch-was-called").exists()
 
 
+@pytest.mark.slow
 def test_controller_down_is_one_clear_line(slurm_cluster, tmp_path, cscore_cli):
     """The real squeue against a controller that does not answer (a copy of the cluster's
     slurm.conf with a port nothing listens on; squeue gives up after about 9 s)."""

@@ -39,6 +39,7 @@ def run_args(tiny_dirs, tmp_path, value):
             f"runtime.threads={value}", f"hydra.run.dir={tmp_path}/r"]
 
 
+@pytest.mark.slow
 def test_a_run_uses_and_records_its_threads(tiny_dirs, tmp_path, cscore_cli):
     res = cscore_cli(*run_args(tiny_dirs, tmp_path, 1), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -47,6 +48,7 @@ def test_a_run_uses_and_records_its_threads(tiny_dirs, tmp_path, cscore_cli):
 
 @pytest.mark.skipif(shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2,
                     reason="needs taskset and two usable cores")
+@pytest.mark.slow
 def test_auto_follows_the_affinity_mask(tiny_dirs, tmp_path):
     core = min(os.sched_getaffinity(0))
     res = subprocess.run(["taskset", "-c", str(core), sys.executable, "-m", "cscore.cli.main",
