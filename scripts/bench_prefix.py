@@ -133,15 +133,9 @@ def paper_loop(model, items, temps, batch_size: int = 16, pad_id: int = 0):
     lp, lpm, tokens = [], [], 0
     for s in range(0, len(items), batch_size):
         chunk = items[s:s + batch_size]
-        seqs = [p + h for p, h in chunk]
-        width = max(len(x) for x in seqs)
-        ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for r, x in enumerate(seqs):
-            ids[r, :len(x)] = torch.tensor(x)
-            mask[r, :len(x)] = 1
+        ids, mask = padded_batch([p + h for p, h in chunk], pad_id, device)
         tokens += ids.numel()
-        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        logits = model(input_ids=ids, attention_mask=mask).logits.float()
         per_t = [torch.log_softmax(logits / t, dim=-1) for t in temps]
         for r, (p, h) in enumerate(chunk):
             target = torch.tensor(h, device=device)[:, None]
