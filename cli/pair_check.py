@@ -78,13 +78,13 @@ def hub_message(offline: list[tuple[str, str]], why: str) -> str:
 def shortest_prompts(c: dict) -> dict[str, str]:
     """{what: text}: each prompt the run may build, with its source removed (any of them may be
     the one in use when the task is known only to the loader)."""
-    from cscore.data import prompts
+    from cscore.data import prompts, registry
 
     p = c["prompt"]
     source = p.get("condition", "source") == "source"
     table = dict(prompts.TEMPLATES if source else prompts.REFERENCE_TEMPLATES)
     table.update((p.get("templates") if source else p.get("reference_templates")) or {})
-    chosen = c["data"].get("template") or c["data"].get("task")
+    chosen = c["data"].get("template") or c["data"].get("task") or registry.TASKS.get(c["data"].get("name"))
     if chosen is not None:
         table = {str(chosen): table.get(chosen, prompts.TEMPLATES.get(chosen, chosen))}
     out = {}

@@ -23,6 +23,12 @@ LOADERS = {
     "table": table.load,
 }
 
+# The task of every row a named loader writes (data=table takes data.task): picks the prompt template
+# before any data is read (cli/pair_check.py measures it against runtime.max_length).
+TASKS = {"demo": "summarization", "summeval": "summarization", "qags_xsum": "summarization",
+         "mqm": "translation", "mqm22": "translation", "mqm23": "translation",
+         "fed": "dialogue", "dstc9": "dialogue"}
+
 
 def load_examples(name: str, path: str | None = None, **options):
     """The named dataset; options left at None are not passed on (the loader's default applies)."""

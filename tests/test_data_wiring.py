@@ -118,3 +118,13 @@ def test_the_data_command_does_not_import_torch():
     code = "import sys, cscore.cli.data_cmd, cscore.data; print('torch' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.strip() == "False", res.stderr
+
+
+def test_registry_tasks_are_the_tasks_the_loaders_write():
+    """registry.TASKS (read before any data loads, to pick the prompt template) agrees with the
+    rows the demo loader writes, and names every loader but the user's own table."""
+    from cscore.data import registry
+
+    assert set(registry.TASKS) == set(registry.LOADERS) - {"table"}
+    examples, _ = registry.load_examples("demo")
+    assert set(examples["task"]) == {registry.TASKS["demo"]}

@@ -126,7 +126,7 @@ def test_a_max_length_no_prompt_fits_is_one_line_before_the_data(tiny_dirs, tmp_
     line = one_error_line(res)
     assert res.returncode == 2 and line.startswith("cscore: error: runtime.max_length=8 is too small for any item: "
                                                    "the shortest prompt this run can build"), line
-    assert "raise runtime.max_length" in line
+    assert "raise runtime.max_length" in line and "(the summarization template, " in line  # demo's task
     stopped_before_data(res, tmp_path)
     # a template chosen in the config is the only candidate: its own length decides
     res = cscore_main("run", *args, "runtime.max_length=12", "data.template=summarization", cwd=tmp_path)
