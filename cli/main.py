@@ -66,7 +66,29 @@ def interrupted_line(err: KeyboardInterrupt, what: str) -> str:
 
 def _first_ctrl_c(signum, frame):
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the exit that follows is not interrupted again
+    _deliver(frame)
+
+
+def _deliver(frame) -> None:
+    """Raise the KeyboardInterrupt now, or 10 ms later (again and again) while it is not safe."""
+    if unsafe_to_interrupt(frame):
+        signal.signal(signal.SIGALRM, lambda signum, later: _deliver(later))
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        return
     raise KeyboardInterrupt
+
+
+def unsafe_to_interrupt(frame) -> bool:
+    """An import in progress, or code compiled from a string (exec/eval: dataclasses, namedtuple).
+    There a KeyboardInterrupt can abort a C extension's initialisation (exit -6), or set CPython
+    3.11's "unhandled KeyboardInterrupt" flag, which makes the process die by SIGINT (exit -2) after
+    our exit 130. The outermost frame is not looked at: ``python -c`` runs the program as a string."""
+    while frame is not None and frame.f_back is not None:
+        name = frame.f_code.co_filename
+        if name == "<string>" or name.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextmanager
@@ -84,6 +106,8 @@ def ctrl_c(program: bool):
     finally:
         if program:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.setitimer(signal.ITIMER_REAL, 0)  # a Ctrl-C still waiting to be raised is dropped
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)
 
 
 def run_command(rest: list[str]) -> None:

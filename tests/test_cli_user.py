@@ -3,6 +3,8 @@ labels that name what ran, one console line per left-out reason, truthful cache-
 run directories of failed runs, Ctrl-C, and `cscore cache` listings."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -251,3 +253,39 @@ def test_nonfinite_hint_names_the_cd_score_setting_only_where_it_applies():
     assert nonfinite_hint(cfg, "score.cd_score") == ""
     cfg = OmegaConf.create({"method": {"name": "contrast", "variant": "contrast"}})
     assert nonfinite_hint(cfg, "score.contrast") == ""
+
+
+CTRL_C_PROGRAM = '''
+import os, signal, sys, time
+from cscore.cli import main as cli
+
+def dispatch(argv):
+    if argv == ["exec"]:  # dataclasses and namedtuple build methods with exec/eval of a string
+        exec("import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nx = sum(range(10**6))\\n")
+    else:
+        import ctrl_c_module  # sends the signal half-way through its own import
+        print("imported", ctrl_c_module.DONE, flush=True)
+    time.sleep(30)
+    print("not interrupted", flush=True)
+
+cli.dispatch = dispatch
+sys.argv = ["cscore", sys.argv[1]]
+cli.main()
+'''
+
+
+@pytest.mark.parametrize("where", ["exec", "import"])
+def test_ctrl_c_inside_exec_or_an_import_is_still_exit_130(tmp_path, where):
+    """A Ctrl-C that lands in code run from a string (CPython 3.11 then dies by SIGINT, exit -2, after
+    our exit 130 when run with ``python -m``) or in an import (a C extension's init can abort) is
+    raised once that code is done."""
+    (tmp_path / "ctrl_c_program.py").write_text(CTRL_C_PROGRAM)
+    (tmp_path / "ctrl_c_module.py").write_text(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\nx = sum(range(10**6))\nDONE = True\n")
+    done = subprocess.run([sys.executable, "-m", "ctrl_c_program", where], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, (done.returncode, done.stdout, done.stderr)
+    assert "not interrupted" not in done.stdout and "Traceback" not in done.stderr
+    assert done.stderr.strip().startswith("cscore: error: interrupted")
+    if where == "import":
+        assert "imported True" in done.stdout  # the module finished importing before the interrupt
