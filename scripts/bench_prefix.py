@@ -476,7 +476,7 @@ def print_slice(results: dict, n: int, args) -> None:
         lp = max(rel_diff("single", stats), rel_diff("single", stats, model="amateur"))
         con = rel_diff("contrast", stats)
         # the check is on the log-probabilities the engine computes; Eq. 5 amplifies their float32
-        # rounding where p_exp ~ gamma p_ama (README, Numerics), so a contrast difference above the
+        # rounding where p_exp ~ gamma p_ama (docs/concepts.md, Numerics), so a contrast difference above the
         # tolerance with agreeing log-probabilities is marked, not failed
         flag = " FAIL" if lp > args.tolerance else (" (amplified)" if con > args.tolerance else "")
         print(f"{name:10s} {wall:8.2f} {cpu:8.2f} {n / wall:10.3f} {vs('paper', wall)} {vs('per-source', wall)} "

@@ -50,7 +50,7 @@ def columns(name: str, params: dict) -> list[str]:
 def check(name: str, params: dict) -> None:
     if not params.get("model"):
         raise ConfigError(f"baseline.{name}.model: give the encoder-decoder model to score with (a hub id or a "
-                          "local directory; README \"Baselines\" lists the papers' checkpoints)")
+                          "local directory; docs/methods/baselines.md lists the papers' checkpoints)")
 
 
 def direction_items(direction: str, texts: Texts, refs: list[list[str]]) -> list[tuple[int, str, str]]:
