@@ -11,10 +11,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from mkdocs.plugins import event_priority
+
 ROOT = Path(__file__).resolve().parents[2]
 _made: list[Path] = []
 
 
+@event_priority(100)  # before mkdocstrings' on_config, which creates the handler
 def on_config(config):
     folder = Path(tempfile.mkdtemp(prefix="cscore-docs-"))
     (folder / "cscore").symlink_to(ROOT, target_is_directory=True)
