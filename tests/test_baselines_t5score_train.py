@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from cscore.scorers.baselines import t5score_train as tt
+from cscore.scorers.training import t5score as tt
 
 PAD, BOS, EOS = 0, 1, 2
 WORDS = ("the mayor opened a new bridge over river on monday council said it cost five million team won final "

@@ -21,6 +21,7 @@ from cscore.errors import ConfigError
 from cscore.scorers import cdm_generate as cg
 from cscore.scorers import methods
 from cscore.scorers.api import ModelPair
+from cscore.scorers.training import discriminator, negatives
 
 TEXT = ("The mayor opened a new bridge over the river on Monday. The council said the bridge cost five million "
         "and took two years to build! Researchers found that the new vaccine protects most patients.")
@@ -226,7 +227,7 @@ def test_identical_fills_are_resampled_counted_and_flagged_or_dropped(tok):
     assert all(s["identical"] and s["tries"] == 4 for s in r["spans"])
     dropped = cg.make_negatives(echo, "x", "", TEXT, cg.Settings(max_tries=2, on_identical="drop"))[0]
     assert dropped["dropped"] and dropped["negative"] is None
-    c = cdm_cmd.counts([{**kept[0], "source_id": "x"}, {**dropped, "source_id": "y"}])
+    c = negatives.counts([{**kept[0], "source_id": "x"}, {**dropped, "source_id": "y"}])
     assert (c["identical_kept"], c["identical_dropped"], c["identical_fills"]) == (1, 1, 3)
 
 
@@ -371,18 +372,18 @@ def test_generate_resumes_and_refuses_another_config(pipe, tmp_path):
 
 def test_positives_hypothesis_reference_top_rated(pipe):
     t = pipe.table
-    hyp = cdm_cmd.select_positives(t, "hypothesis", None)
+    hyp = negatives.select_positives(t, "hypothesis", None)
     assert list(hyp["id"]) == list(t["id"]) and list(hyp["text"]) == list(t["hypothesis"])
-    ref = cdm_cmd.select_positives(t, "reference", None)
+    ref = negatives.select_positives(t, "reference", None)
     assert len(ref) == 3 and list(ref["id"]) == [f"{g}/reference" for g in sorted(set(t["group"]))]
     assert set(ref["text"]) == set(t["reference"]) and set(ref["system"]) == {"reference"}
-    top = cdm_cmd.select_positives(t, "top_rated", "overall")
+    top = negatives.select_positives(t, "top_rated", "human.overall")
     assert len(top) == 3
     for row in top.itertuples():
         group = t[t["group"] == row.group]
         assert t.loc[t["id"] == row.id, "human.overall"].item() == group["human.overall"].max()
     with pytest.raises(ConfigError, match="no references"):
-        cdm_cmd.select_positives(t.assign(reference=None), "reference", None)
+        negatives.select_positives(t.assign(reference=None), "reference", None)
 
 
 def test_train_reports_group_held_out_accuracy(pipe):
@@ -435,7 +436,7 @@ def test_run_cdm_gen_scores_with_both_discriminators(pipe, cscore_cli):
     pair = ModelPair.load(meta["pair"]["expert"], meta["pair"]["amateur"])
     stats = pair.statistics(list(scores["prompt"]), list(scores["hypothesis"]))
     seqs = per_item(cdm.momentum(stats.stats, 1.0, None), stats.stats["expert"].offsets)
-    want = 1 / (1 + np.exp(-cdm_cmd.pooler_from_dict(meta["pooler"]).score(seqs)))
+    want = 1 / (1 + np.exp(-discriminator.pooler_from_dict(meta["pooler"]).score(seqs)))
     np.testing.assert_allclose(scores["score.cdm_gen"], want, rtol=1e-4, atol=1e-6)
 
 
