@@ -18,6 +18,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
+from cscore.cli.compose import checked
 from cscore.errors import ConfigError
 from cscore.scorers.methods.params import Param
 from cscore.scorers.training.classifier import classifier_log_odds, load_classifier
@@ -92,14 +93,6 @@ def parse(argv: list[str]) -> tuple[DictConfig, list[str]]:
     """(composed config, overrides) of a command line (``--cfg`` left out)."""
     overrides = [a for a in argv if a != "--cfg"]
     return compose(overrides), overrides
-
-
-def checked(section: DictConfig, specs: dict, prefix: str) -> dict:
-    given = OmegaConf.to_container(section, resolve=True)
-    from cscore.cli.validate import check_keys
-
-    check_keys(prefix, given, set(specs))
-    return {k: spec.check(f"{prefix}.{k}", given.get(k)) for k, spec in specs.items()}
 
 
 def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
