@@ -176,6 +176,7 @@ def test_the_recipe_optimizers_are_stepped_and_lower_the_loss(t5_dir, tmp_path):
     ([], "t5score.train.model=<seq2seq model (hub id or local directory)> is required"),
     (["t5score.train.alpah=1"], "no setting t5score.train.alpah (did you mean t5score.train.alpha?)"),
     (["t5score.train.condition=hypothesis"], "t5score.train.condition must be reference | source"),
+    (["t5score.train.optimizer=sgd"], "t5score.train.optimizer must be adafactor | adamw"),
 ])
 def test_config_errors(tmp_path, cscore_main, extra, message):
     res = cscore_main("t5score", "train", *data_args(rated_table(tmp_path)), *extra, cwd=tmp_path)
