@@ -468,3 +468,51 @@ def test_a_generate_dir_is_not_a_discriminator_and_the_pair_must_match(pipe, tmp
                       "hydra.run.dir=" + str(tmp_path / "r"), cwd=tmp_path)
     assert res.returncode == 1 and "reads the momentum of the pair it was trained with" in res.stderr, res.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_t5_infilling_reads_the_text_after_the_segment(t5):
+    """Algorithm 1: the segment is removed and re-inserted with the rest of the text as context: the
+    encoder reads prompt + the text before the segment + <extra_id_0> + the text after it."""
+    pair = ModelPair.load(t5.expert, t5.amateur)
+    sampler = cg.DegradedSampler(pair, cg.Sampling(gamma=0.5))
+    seen = []
+    real = sampler.infill
+
+    def recording(encoder_ids, max_tokens, gen):
+        seen.append(list(encoder_ids))
+        return real(encoder_ids, max_tokens, gen)
+
+    sampler.infill = recording
+    rec = cg.make_negatives(sampler, "t5-ctx", "Source text.", TEXT, cg.Settings(strategy="span", max_span=4))[0]
+    (span,) = rec["spans"]
+    tok = pair.tokenizer
+    assert len(seen) == span["tries"]
+    encoder_text = tok.decode(seen[0], skip_special_tokens=False)
+    before, after = TEXT[:span["start"]], TEXT[span["end"]:]
+    assert "<extra_id_0>" in encoder_text and encoder_text.count("<extra_id_0>") == 1
+    head, tail = encoder_text.split("<extra_id_0>")
+    assert head.startswith("Source text.") and head.endswith(before) and tail.removesuffix("</s>") == after
+    assert_only_spans_changed(TEXT, rec)
+
+
+def test_generate_with_an_encoder_decoder_pair_infills(t5, tmp_path):
+    """`cscore cdm generate` with a T5 pair: the negatives are infilled segments, the text outside
+    them byte-identical to the positive."""
+    from cscore.data.registry import load_config
+
+    demo, _ = load_config({"name": "demo"})
+    table = tmp_path / "table.jsonl"
+    demo[demo["group"] == sorted(set(demo["group"]))[0]][
+        ["id", "group", "system", "source", "hypothesis", "reference", "human.overall"]].to_json(
+        table, orient="records", lines=True)
+    out = tmp_path / "gen"
+    cfg, ov = cdm_cmd.parse([f"pair.expert.path={t5.expert}", f"pair.amateur.path={t5.amateur}",
+                             "pair.amateur.early_exit=null", "pair.name=tiny-t5", "runtime.progress=false",
+                             "data=table", f"data.path={table}", "data.task=summarization", "cdm.generate.limit=3",
+                             "cdm.generate.max_span=5", f"cdm.generate.out={out}", f"cache.dir={tmp_path / 'stats'}"])
+    assert cdm_cmd.generate(cfg, ov) == out
+    recs = records(out)
+    assert len(recs) == 3 and json.loads((out / "provenance.json").read_text())["complete"]
+    for r in recs:
+        assert_only_spans_changed(r["positive"], r)
+        assert all("<extra_id" not in s["fill"] for s in r["spans"])
