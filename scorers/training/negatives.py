@@ -137,7 +137,8 @@ def open_job(cfg: DictConfig, g: dict, out) -> GenerateJob:
 
 
 def todo(job: GenerateJob, positives):
-    """The positives whose negatives are not written yet (a cut-off positive is dropped and redone)."""
+    """The positives whose negatives are not written yet (a cut-off positive is dropped from the file
+    and redone); creates the directory."""
     done = {r["source_id"] for r in finished_records(job.negatives, job.g["n_negatives"])}
     rest = positives[~positives["id"].astype(str).isin(done)].reset_index(drop=True)
     log.info("cdm generate: %d positives (%s), %d done earlier, %d to do -> %s", len(positives), job.g["positives"],

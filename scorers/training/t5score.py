@@ -127,12 +127,17 @@ def pairwise_accuracy(model, tokenizer, pairs: list[RankPair], *, batch_size: in
 OPTIMIZERS = ("adafactor", "adamw")
 
 
+def decays(name: str, param) -> bool:
+    return param.ndim >= 2 and "bias" not in name
+
+
 def make_optimizer(model, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    """Adafactor (the paper's) or AdamW at a fixed ``lr``; weight decay on the matrices only (not on
-    biases and norm weights, as transformers' Trainer does)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
-              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    """Adafactor (the paper's) or AdamW at a fixed ``lr``; weight decay on the weight matrices only,
+    not on norm weights (1-D) and biases (T5's relative attention bias included), as transformers'
+    Trainer groups them."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = [{"params": [p for n, p in named if decays(n, p)], "weight_decay": weight_decay},
+              {"params": [p for n, p in named if not decays(n, p)], "weight_decay": 0.0}]
     groups = [g for g in groups if g["params"]]
     if name == "adafactor":
         from transformers.optimization import Adafactor
