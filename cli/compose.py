@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from cscore.errors import ConfigError
 
@@ -31,3 +31,12 @@ def compose(name: str, overrides: list[str], sections: dict[str, dict]) -> DictC
             if known is not None and not o.startswith("+") and leaf not in known:
                 raise ConfigError(f"no setting {key}{suggest(leaf, known, prefix=parent + '.')}") from None
         raise ConfigError(str(err).splitlines()[0]) from None
+
+
+def checked(section: DictConfig, specs: dict, prefix: str) -> dict:
+    """The settings of one section, each checked by its ``Param`` (one-line ConfigErrors)."""
+    from cscore.cli.validate import check_keys
+
+    given = OmegaConf.to_container(section, resolve=True)
+    check_keys(prefix, given, set(specs))
+    return {k: spec.check(f"{prefix}.{k}", given.get(k)) for k, spec in specs.items()}

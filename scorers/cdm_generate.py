@@ -20,25 +20,34 @@ the top-k / top-p tokens before normalising (default: neither).
 Segment strategies (all choices are made in token units of the expert's tokenizer, cut at token
 boundaries, then trimmed of surrounding whitespace):
 
-  span       one contiguous run of 1..max_span tokens (paper: Segment-Single, max 20 tokens)
-  sentence   one whole sentence (split after . ! ? followed by whitespace, or at a line break)
+  span       one contiguous run of 1..max_span tokens (the paper's Segment-Single: one random
+             segment of at most 20 tokens)
+  sentence   one whole sentence (split after . ! ? followed by whitespace, or at a line break);
+             cscore's, not in the paper
   utterance  one whole utterance of a dialogue: one line of the text; a leading speaker label
-             (``User:``, ``System:``, ``A:`` ...) stays, only what follows it is replaced. The
-             dialogue tables of cscore (FED, DSTC9) hold the final response as the hypothesis, a
-             single utterance, so there the whole response is regenerated from the context.
+             (``User:``, ``System:``, ``A:`` ...) stays, only what follows it is replaced (the
+             paper's Utterance-Single). The dialogue tables of cscore (FED, DSTC9) hold the final
+             response as the hypothesis, a single utterance, so there the whole response is
+             regenerated from the context.
   multi      n_segments non-overlapping spans of 1..max_span tokens with at least one token
-             between them (paper: Segment-Multi); fewer when the text is too short (counted).
+             between them; fewer when the text is too short (counted). The paper's -Multi
+             manipulations apply 1 to 4 times (uniformly random); a fixed ``n_segments`` is cscore's.
 
 How a segment is regenerated depends on the pair:
 
-  causal LMs    the model reads prompt + the text before the segment and samples as many tokens
-                as the segment had (stopping early at EOS); the text after the segment is kept
-                as it was (the paper: "the continuation from the span's start, keeping the
-                rest"). The segment starts at the whitespace before it, so the context ends on
-                a word, as the model saw text in training.
-  seq2seq (T5)  span infilling: the encoder reads prompt + the text with the segment replaced by
-                the first sentinel (``<extra_id_0>``); the decoder starts from its start token +
-                that sentinel and samples until the next sentinel, EOS or a length cap.
+  seq2seq (T5)  Algorithm 1 as the paper states it (its models are T5 pairs trained for segment
+                insertion): the segment is removed and re-inserted with the rest of the text as
+                context, by span infilling: the encoder reads prompt + the text with the segment
+                replaced by the first sentinel (``<extra_id_0>``); the decoder starts from its
+                start token + that sentinel and samples until the next sentinel, EOS or a length
+                cap (``fill_tokens``; default twice the segment's tokens + 5).
+  causal LMs    cscore's fallback, not the paper's algorithm: a causal LM cannot read the text
+                after the segment, so it reads prompt + the text before the segment and samples
+                as many tokens as the segment had (stopping early at EOS); the text after the
+                segment is kept as it was, though the new segment never saw it (the paper's
+                appendix reports such left-to-right samplers as weaker negative samplers than
+                infilling ones). The segment starts at the whitespace before it, so the context
+                ends on a word, as the model saw text in training.
 
 Randomness: every choice is a pure function of (seed, item id, negative index, segment index,
 try): segments come from a numpy Generator and tokens from a torch.Generator, both seeded with

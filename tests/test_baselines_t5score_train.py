@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from cscore.scorers.baselines import t5score_train as tt
+from cscore.scorers.training import t5score as tt
 
 PAD, BOS, EOS = 0, 1, 2
 WORDS = ("the mayor opened a new bridge over river on monday council said it cost five million team won final "
@@ -123,10 +123,62 @@ def test_train_command_learns_the_ranking_and_the_model_scores_as_a_baseline(t5_
     assert corr[1] > corr[0] and corr[1] > 0.8  # the trained scorer follows the human ranking
 
 
+def test_the_default_recipe_is_the_papers_and_is_what_the_trainer_uses(t5_dir, tmp_path, cscore_main):
+    """Adafactor (fixed lr 1e-5, no relative step / parameter scaling, weight decay 0.01 on the
+    matrices), batch 32, dropout 0.05, 64 tokens: read back from the optimizer object the trainer
+    stepped (meta "optimizer") and from the saved model's config."""
+    out = tmp_path / "recipe"
+    res = cscore_main("t5score", "train", *data_args(rated_table(tmp_path)), f"t5score.train.model={t5_dir}",
+                      f"t5score.train.out={out}", "t5score.train.holdout=0.25", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    meta = json.loads((out / "cscore_t5score.json").read_text())
+    assert meta["optimizer"] == {"class": "Adafactor", "lr": 1e-5, "weight_decay": 0.01, "eps": [1e-30, 1e-3],
+                                 "scale_parameter": False, "relative_step": False, "warmup_init": False,
+                                 "clip_threshold": 1.0}
+    cfg = meta["config"]
+    assert (cfg["batch_size"], cfg["max_length"], cfg["dropout"], cfg["optimizer"]) == (32, 64, 0.05, "adafactor")
+    assert json.loads((out / "config.json").read_text())["dropout_rate"] == 0.05  # the t5_dir base has 0.0
+
+
+def test_the_recipe_optimizers_are_stepped_and_lower_the_loss(t5_dir, tmp_path):
+    """A short training on the tiny random T5 with either optimizer: the optimizer object given to
+    the trainer holds state for every parameter (it stepped them) and the Eq. 3 loss on the
+    training pairs, measured in eval mode before and after, goes down."""
+    from transformers.optimization import Adafactor
+
+    from cscore.scorers.training import t5score_job
+
+    table = pd.read_csv(rated_table(tmp_path))
+    pairs = tt.ranking_pairs(table["doc"].tolist(), table["ref"].tolist(), table["hyp"].tolist(),
+                             table["q"].to_numpy(dtype=float))
+
+    def loss_now(model, tok):
+        with torch.no_grad():
+            fb, fw = tt.pair_scores(model.eval(), tok, pairs, max_length=64)
+        margins = torch.tensor([p.margin for p in pairs], dtype=fb.dtype)
+        return float(tt.ranking_loss(fb, fw, margins, alpha=1.0).mean())
+
+    for name, cls in (("adafactor", Adafactor), ("adamw", torch.optim.AdamW)):
+        tok, model = t5score_job.load_model(t5_dir, "cpu", "auto", 0.05)
+        assert model.config.dropout_rate == 0.05
+        assert {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)} == {0.05}
+        opt = tt.make_optimizer(model, name, 1e-3, 0.01)
+        assert type(opt) is cls and all(g["lr"] == 1e-3 for g in opt.param_groups)
+        decay = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
+        for n, p in model.named_parameters():  # no decay on norm weights and T5's relative attention bias
+            assert decay[id(p)] == (0.0 if p.ndim < 2 or "relative_attention_bias" in n else 0.01), n
+        assert 0.0 < sum(decay[id(p)] > 0 for p in model.parameters()) < len(decay)
+        before = loss_now(model, tok)
+        tt.train(model, tok, pairs, optimizer=opt, alpha=1.0, epochs=4, batch_size=8, max_length=64, seed=0)
+        assert len(opt.state) == len(list(model.parameters()))
+        assert loss_now(model, tok) < before, name
+
+
 @pytest.mark.parametrize("extra, message", [
     ([], "t5score.train.model=<seq2seq model (hub id or local directory)> is required"),
     (["t5score.train.alpah=1"], "no setting t5score.train.alpah (did you mean t5score.train.alpha?)"),
     (["t5score.train.condition=hypothesis"], "t5score.train.condition must be reference | source"),
+    (["t5score.train.optimizer=sgd"], "t5score.train.optimizer must be adafactor | adamw"),
 ])
 def test_config_errors(tmp_path, cscore_main, extra, message):
     res = cscore_main("t5score", "train", *data_args(rated_table(tmp_path)), *extra, cwd=tmp_path)

@@ -21,6 +21,7 @@ from cscore.errors import ConfigError
 from cscore.scorers import cdm_generate as cg
 from cscore.scorers import methods
 from cscore.scorers.api import ModelPair
+from cscore.scorers.training import discriminator, negatives
 
 TEXT = ("The mayor opened a new bridge over the river on Monday. The council said the bridge cost five million "
         "and took two years to build! Researchers found that the new vaccine protects most patients.")
@@ -226,7 +227,7 @@ def test_identical_fills_are_resampled_counted_and_flagged_or_dropped(tok):
     assert all(s["identical"] and s["tries"] == 4 for s in r["spans"])
     dropped = cg.make_negatives(echo, "x", "", TEXT, cg.Settings(max_tries=2, on_identical="drop"))[0]
     assert dropped["dropped"] and dropped["negative"] is None
-    c = cdm_cmd.counts([{**kept[0], "source_id": "x"}, {**dropped, "source_id": "y"}])
+    c = negatives.counts([{**kept[0], "source_id": "x"}, {**dropped, "source_id": "y"}])
     assert (c["identical_kept"], c["identical_dropped"], c["identical_fills"]) == (1, 1, 3)
 
 
@@ -371,18 +372,18 @@ def test_generate_resumes_and_refuses_another_config(pipe, tmp_path):
 
 def test_positives_hypothesis_reference_top_rated(pipe):
     t = pipe.table
-    hyp = cdm_cmd.select_positives(t, "hypothesis", None)
+    hyp = negatives.select_positives(t, "hypothesis", None)
     assert list(hyp["id"]) == list(t["id"]) and list(hyp["text"]) == list(t["hypothesis"])
-    ref = cdm_cmd.select_positives(t, "reference", None)
+    ref = negatives.select_positives(t, "reference", None)
     assert len(ref) == 3 and list(ref["id"]) == [f"{g}/reference" for g in sorted(set(t["group"]))]
     assert set(ref["text"]) == set(t["reference"]) and set(ref["system"]) == {"reference"}
-    top = cdm_cmd.select_positives(t, "top_rated", "overall")
+    top = negatives.select_positives(t, "top_rated", "human.overall")
     assert len(top) == 3
     for row in top.itertuples():
         group = t[t["group"] == row.group]
         assert t.loc[t["id"] == row.id, "human.overall"].item() == group["human.overall"].max()
     with pytest.raises(ConfigError, match="no references"):
-        cdm_cmd.select_positives(t.assign(reference=None), "reference", None)
+        negatives.select_positives(t.assign(reference=None), "reference", None)
 
 
 def test_train_reports_group_held_out_accuracy(pipe):
@@ -435,7 +436,7 @@ def test_run_cdm_gen_scores_with_both_discriminators(pipe, cscore_cli):
     pair = ModelPair.load(meta["pair"]["expert"], meta["pair"]["amateur"])
     stats = pair.statistics(list(scores["prompt"]), list(scores["hypothesis"]))
     seqs = per_item(cdm.momentum(stats.stats, 1.0, None), stats.stats["expert"].offsets)
-    want = 1 / (1 + np.exp(-cdm_cmd.pooler_from_dict(meta["pooler"]).score(seqs)))
+    want = 1 / (1 + np.exp(-discriminator.pooler_from_dict(meta["pooler"]).score(seqs)))
     np.testing.assert_allclose(scores["score.cdm_gen"], want, rtol=1e-4, atol=1e-6)
 
 
@@ -467,3 +468,51 @@ def test_a_generate_dir_is_not_a_discriminator_and_the_pair_must_match(pipe, tmp
                       "hydra.run.dir=" + str(tmp_path / "r"), cwd=tmp_path)
     assert res.returncode == 1 and "reads the momentum of the pair it was trained with" in res.stderr, res.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_t5_infilling_reads_the_text_after_the_segment(t5):
+    """Algorithm 1: the segment is removed and re-inserted with the rest of the text as context: the
+    encoder reads prompt + the text before the segment + <extra_id_0> + the text after it."""
+    pair = ModelPair.load(t5.expert, t5.amateur)
+    sampler = cg.DegradedSampler(pair, cg.Sampling(gamma=0.5))
+    seen = []
+    real = sampler.infill
+
+    def recording(encoder_ids, max_tokens, gen):
+        seen.append(list(encoder_ids))
+        return real(encoder_ids, max_tokens, gen)
+
+    sampler.infill = recording
+    rec = cg.make_negatives(sampler, "t5-ctx", "Source text.", TEXT, cg.Settings(strategy="span", max_span=4))[0]
+    (span,) = rec["spans"]
+    tok = pair.tokenizer
+    assert len(seen) == span["tries"]
+    encoder_text = tok.decode(seen[0], skip_special_tokens=False)
+    before, after = TEXT[:span["start"]], TEXT[span["end"]:]
+    assert "<extra_id_0>" in encoder_text and encoder_text.count("<extra_id_0>") == 1
+    head, tail = encoder_text.split("<extra_id_0>")
+    assert head.startswith("Source text.") and head.endswith(before) and tail.removesuffix("</s>") == after
+    assert_only_spans_changed(TEXT, rec)
+
+
+def test_generate_with_an_encoder_decoder_pair_infills(t5, tmp_path):
+    """`cscore cdm generate` with a T5 pair: the negatives are infilled segments, the text outside
+    them byte-identical to the positive."""
+    from cscore.data.registry import load_config
+
+    demo, _ = load_config({"name": "demo"})
+    table = tmp_path / "table.jsonl"
+    demo[demo["group"] == sorted(set(demo["group"]))[0]][
+        ["id", "group", "system", "source", "hypothesis", "reference", "human.overall"]].to_json(
+        table, orient="records", lines=True)
+    out = tmp_path / "gen"
+    cfg, ov = cdm_cmd.parse([f"pair.expert.path={t5.expert}", f"pair.amateur.path={t5.amateur}",
+                             "pair.amateur.early_exit=null", "pair.name=tiny-t5", "runtime.progress=false",
+                             "data=table", f"data.path={table}", "data.task=summarization", "cdm.generate.limit=3",
+                             "cdm.generate.max_span=5", f"cdm.generate.out={out}", f"cache.dir={tmp_path / 'stats'}"])
+    assert cdm_cmd.generate(cfg, ov) == out
+    recs = records(out)
+    assert len(recs) == 3 and json.loads((out / "provenance.json").read_text())["complete"]
+    for r in recs:
+        assert_only_spans_changed(r["positive"], r)
+        assert all("<extra_id" not in s["fill"] for s in r["spans"])

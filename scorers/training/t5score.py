@@ -10,7 +10,13 @@ with c the reference (reference-based) or the source (source-based). Because T5S
 F-score of both directions, the pairs are repeated with input and output swapped (the paper's
 augmentation): then f(ŷ) = (1/|c|) Σ_t log p(c_t | c_<t, ŷ). f is the same teacher-forced mean
 log-probability the generative score reads from the statistics engine (target = the text as the
-tokenizer writes it, ending with EOS; decoder input = the start token + the target shifted right)."""
+tokenizer writes it, ending with EOS; decoder input = the start token + the target shifted right).
+
+The recipe (``make_optimizer``, ``dropout_override``): the paper's Sec. 5.1 and its released script
+train with Adafactor (fixed lr 1e-5, no relative step or parameter scaling, weight decay 0.01, as
+transformers' Trainer sets it up for ``--adafactor``), batch 32, dropout 0.05, source and target cut
+to 64 tokens; AdamW is the option. The released trainer divides each summed log-probability by the
+*encoder* input length (its attention mask); f here is Eq. 3's mean over the target tokens."""
 
 from __future__ import annotations
 
@@ -118,12 +124,53 @@ def pairwise_accuracy(model, tokenizer, pairs: list[RankPair], *, batch_size: in
     return right / len(pairs)
 
 
-def train(model, tokenizer, pairs: list[RankPair], *, alpha: float, epochs: int, lr: float, batch_size: int,
-          max_length: int, seed: int, log=None) -> list[float]:
-    """AdamW over shuffled batches of pairs (order from ``seed``); returns the mean loss per epoch."""
+OPTIMIZERS = ("adafactor", "adamw")
+
+
+def decays(name: str, param) -> bool:
+    return param.ndim >= 2 and "bias" not in name
+
+
+def make_optimizer(model, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    """Adafactor (the paper's) or AdamW at a fixed ``lr``; weight decay on the weight matrices only,
+    not on norm weights (1-D) and biases (T5's relative attention bias included), as transformers'
+    Trainer groups them."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = [{"params": [p for n, p in named if decays(n, p)], "weight_decay": weight_decay},
+              {"params": [p for n, p in named if not decays(n, p)], "weight_decay": 0.0}]
+    groups = [g for g in groups if g["params"]]
+    if name == "adafactor":
+        from transformers.optimization import Adafactor
+
+        return Adafactor(groups, lr=lr, scale_parameter=False, relative_step=False, warmup_init=False)
+    if name == "adamw":
+        return torch.optim.AdamW(groups, lr=lr)
+    raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {name}")
+
+
+def describe_optimizer(opt: torch.optim.Optimizer) -> dict:
+    """The optimizer's class and the settings of its first parameter group (what it really uses)."""
+    keys = ("lr", "weight_decay", "betas", "eps", "scale_parameter", "relative_step", "warmup_init", "clip_threshold")
+    group = opt.param_groups[0]
+    return {"class": type(opt).__name__, **{k: group[k] for k in keys if k in group}}
+
+
+def dropout_override(config, p: float | None) -> dict:
+    """The from_pretrained keyword that sets the model's dropout to ``p`` ({} for None: its own)."""
+    if p is None:
+        return {}
+    for key in ("dropout_rate", "dropout"):  # T5 / mT5, BART-style
+        if hasattr(config, key):
+            return {key: p}
+    raise ValueError(f"{type(config).__name__} has no dropout_rate or dropout setting")
+
+
+def train(model, tokenizer, pairs: list[RankPair], *, optimizer: torch.optim.Optimizer, alpha: float, epochs: int,
+          batch_size: int, max_length: int, seed: int, log=None) -> list[float]:
+    """``optimizer`` over shuffled batches of pairs (order from ``seed``); returns the mean loss per epoch."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    opt = optimizer
     model.train()
     losses = []
     for epoch in range(epochs):
