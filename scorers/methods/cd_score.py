@@ -5,14 +5,30 @@
 The head uses the expert distribution at t_exp. ``outside`` may be set to a finite
 penalty to make the ablation usable for correlations."""
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from cscore.scorers.methods.common import logp
-from cscore.scorers.methods.params import Param
+from cscore.scorers.methods.params import Param, common, setting
 from cscore.errors import ConfigError
 
 NAME = "cd_score"
-PARAMS = {"alpha": Param(float, lo=0.0, hi=1.0, lo_open=True), "outside": Param(float, allow_neg_inf=True)}
+
+
+@dataclass
+class Params:
+    name: str = setting("cd_score", doc="the method")
+    variant: str = setting("cd_score", doc="the score column and label: score.<variant>")
+    alpha: float = setting(0.1, Param(float, lo=0.0, hi=1.0, lo_open=True),
+                           "the head: tokens with p_exp >= alpha * max p_exp (else `outside`)")
+    t_exp: float = common("t_exp", 0.5)
+    t_ama: float = common("t_ama", 1.5)
+    outside: float = setting(float("-inf"), Param(float, allow_neg_inf=True),
+                             "the score of a token outside the head (the paper: -inf)")
+    clamp: float | None = common("clamp", None)
+    norm: str = common("norm", "sum")
+    skip_first: bool = common("skip_first", False)
 
 
 def needs(**_) -> tuple[str, ...]:
