@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from cscore.cli.schema import check_budget, check_device  # noqa: F401  (re-exported: tests, callers)
 from cscore.cli.typed import RunConfig, resolved, typed
 from cscore.errors import ConfigError
+from cscore.scorers.methods.params import check_keys  # noqa: F401  (re-exported: the stage commands)
 
 
 def check_amateur(c: dict) -> None:
