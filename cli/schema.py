@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from cscore.errors import ConfigError
 from cscore.scorers.methods.params import Param, setting
+from cscore.scorers.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
 
 DTYPES = ("auto", "float32", "fp32", "float64", "bfloat16", "bf16", "float16", "fp16")
 DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
@@ -98,10 +99,10 @@ class Runtime:
                           "auto = cuda, else mps, else cpu")
     dtype: str = setting("auto", Param(str, choices=DTYPES),
                          "auto = bfloat16 on CUDA, float32 elsewhere; or float32 | bfloat16 | float16 | float64")
-    token_budget: int | str = setting(4096, Rule("an integer >= 1 or auto", check_budget),
+    token_budget: int | str = setting(TOKEN_BUDGET, Rule("an integer >= 1 or auto", check_budget),
                                       "padded tokens per batch (batch size x longest item); auto = the largest that "
                                       "fits, halved on out-of-memory")
-    max_length: int = setting(1024, Param(int, lo=2),
+    max_length: int = setting(MAX_LENGTH, Param(int, lo=2),
                               "prompt + hypothesis tokens; the source is cut to fit, never the hypothesis")
     padding_side: str = setting("right", Param(str, choices=("left", "right")),
                                 "left or right: scores are the same either way")
@@ -117,7 +118,7 @@ class Runtime:
 
 @dataclass
 class Stats:
-    temperatures: list = setting([0.5, 1.0, 1.5], Rule("a non-empty list of numbers > 0", check_temperatures),
+    temperatures: list = setting(list(TEMPERATURES), Rule("a non-empty list of numbers > 0", check_temperatures),
                                  "temperatures computed in the one forward pass per model; methods may use any of "
                                  "them without a re-run; temperatures a method asks for are added automatically")
 

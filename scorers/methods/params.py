@@ -31,6 +31,8 @@ class Param:
             text = " | ".join(map(str, self.choices))
         elif self.kind is bool:
             text = "true | false"
+        elif self.kind is str:
+            text = "a string"
         else:
             text = "an integer" if self.kind is int else "a number"
             if self.lo is not None and self.hi is not None:
