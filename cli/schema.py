@@ -11,8 +11,9 @@ composed config against the dataclasses once and returns a ``RunConfig``."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from cscore.errors import ConfigError
 from cscore.scorers.methods.params import Param, setting

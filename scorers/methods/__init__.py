@@ -15,9 +15,20 @@ import inspect
 
 import numpy as np
 
-from cscore.scorers.methods import (baseline, cd_judge, cd_judge_released, cd_score, cdm, cdm_classifier, cdm_gen, contrast,
-                                    division, ensemble, single)
 from cscore.errors import ConfigError
+from cscore.scorers.methods import (
+    baseline,
+    cd_judge,
+    cd_judge_released,
+    cd_score,
+    cdm,
+    cdm_classifier,
+    cdm_gen,
+    contrast,
+    division,
+    ensemble,
+    single,
+)
 from cscore.scorers.methods.common import aggregate
 from cscore.scorers.methods.params import defaults_of, specs_of, suggest
 
@@ -87,8 +98,16 @@ def check_params(name: str, params: dict, prefix: str = "method") -> dict:
             for key, value in params.items()}
 
 
+def checked(name: str, params: dict) -> dict:
+    """``params`` with the defaults, checked against the method's ``Params`` (the one range check)."""
+    merged = with_defaults(name, params)
+    split_params(name, merged)  # an unknown key first, as ``has no parameter 'x'``
+    check_params(name, merged, prefix=name)
+    return merged
+
+
 def token_scores(name: str, stats: dict, **params) -> np.ndarray:
-    token, _ = split_params(name, with_defaults(name, params))
+    token, _ = split_params(name, checked(name, params))
     return get(name).token_scores(stats, **token)
 
 
@@ -101,7 +120,7 @@ def score(name: str, stats: dict, **params) -> np.ndarray:
                           f"score it with `cscore run method={name}`" + (
                               "; or train one with cscore.scorers.cdm_pooler (cross_validate / train_pooler)"
                               if kind == "pooler" else ""))
-    token, agg = split_params(name, with_defaults(name, params))
+    token, agg = split_params(name, checked(name, params))
     values = get(name).token_scores(stats, **token)
     offsets = next(iter(stats.values())).offsets
     return aggregate(values, offsets, **agg)

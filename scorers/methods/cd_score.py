@@ -11,7 +11,6 @@ import numpy as np
 
 from cscore.scorers.methods.common import logp
 from cscore.scorers.methods.params import Param, common, setting
-from cscore.errors import ConfigError
 
 NAME = "cd_score"
 
@@ -37,8 +36,6 @@ def needs(**_) -> tuple[str, ...]:
 
 def token_scores(stats, *, alpha: float, t_exp: float, t_ama: float, outside: float,
                  clamp: float | None) -> np.ndarray:
-    if not 0.0 < alpha <= 1.0:
-        raise ConfigError(f"cd_score: alpha must be in (0, 1], got {alpha}")
     le = logp(stats["expert"], t_exp, clamp)
     in_head = stats["expert"].lp(t_exp) >= np.log(alpha) + stats["expert"].lp_max(t_exp)
     ratio = le - logp(stats["amateur"], t_ama, clamp)

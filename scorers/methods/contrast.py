@@ -8,10 +8,10 @@ It is -inf only when the two terms are equal; ``floor`` turns that into log(floo
 The default floor 1e-30 only guards log(0); the released code uses 1e-10 (see presets)."""
 
 from dataclasses import dataclass
+
 import numpy as np
 
 from cscore.scorers.methods.common import floor_log, logp
-from cscore.errors import ConfigError
 from cscore.scorers.methods.params import common, setting
 
 NAME = "contrast"
@@ -47,8 +47,6 @@ def log_abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def token_scores(stats, *, gamma: float, t_exp: float, t_ama: float, clamp: float | None,
                  floor: float | None) -> np.ndarray:
-    if not 0.0 <= gamma <= 1.0:
-        raise ConfigError(f"contrast: gamma must be in [0, 1], got {gamma}")
     a = logp(stats["expert"], t_exp, clamp)
     la = logp(stats["amateur"], t_ama, clamp)
     with np.errstate(divide="ignore"):

@@ -2,6 +2,7 @@
 (Sec. 3.2; unstable when p_ama is near zero)."""
 
 from dataclasses import dataclass
+
 import numpy as np
 
 from cscore.scorers.methods.common import logp

@@ -2,10 +2,10 @@
     log(gamma * p_exp + (1 - gamma) * p_ama), computed in log space."""
 
 from dataclasses import dataclass
+
 import numpy as np
 
 from cscore.scorers.methods.common import floor_log, logp
-from cscore.errors import ConfigError
 from cscore.scorers.methods.params import common, setting
 
 NAME = "ensemble"
@@ -30,8 +30,6 @@ def needs(**_) -> tuple[str, ...]:
 
 def token_scores(stats, *, gamma: float, t_exp: float, t_ama: float, clamp: float | None,
                  floor: float | None) -> np.ndarray:
-    if not 0.0 <= gamma <= 1.0:
-        raise ConfigError(f"ensemble: gamma must be in [0, 1], got {gamma}")
     le = logp(stats["expert"], t_exp, clamp)
     la = logp(stats["amateur"], t_ama, clamp)
     with np.errstate(divide="ignore"):

@@ -8,8 +8,8 @@ API's defaults)."""
 
 from __future__ import annotations
 
-import difflib
 import copy
+import difflib
 import math
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 

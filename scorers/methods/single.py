@@ -2,10 +2,11 @@
     Score(h) = sum_t w_t log p(h_t | h_<t, S),  w_t = 1."""
 
 from dataclasses import dataclass
+
 import numpy as np
 
-from cscore.scorers.methods.common import logp
 from cscore.errors import ConfigError
+from cscore.scorers.methods.common import logp
 from cscore.scorers.methods.params import common, setting
 
 NAME = "single"
