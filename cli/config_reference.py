@@ -87,13 +87,29 @@ def group_sections() -> str:
     return out
 
 
+def method_presets(name: str) -> str:
+    """' Presets: method=X (sets a, b).' for the conf/method/ files that build on method ``name``."""
+    found = []
+    for file in sorted(resources.files("cscore.conf").joinpath("method").iterdir(), key=lambda f: f.name):
+        preset = yaml.safe_load(file.read_text()) if file.name.endswith(".yaml") else None
+        stem = file.name.removesuffix(".yaml")
+        if preset and stem != name and f"/schema/method/{name}@_here_" in (preset.get("defaults") or []):
+            keys = ", ".join(k for k in preset if k != "defaults")
+            found.append(f"`method={stem}` (sets {keys})")
+    return f" Presets: {'; '.join(found)}." if found else ""
+
+
 def method_sections() -> str:
     from cscore.scorers import methods
 
     out = "\n# Methods (`method=<name>`)\n\nEach method's `Params` (its module in `scorers/methods/`).\n"
     for name, module in methods.METHODS.items():
-        doc = " ".join((module.Params.__doc__ or "").split()) if module.Params.__doc__ else ""
-        out += table(f"`method={name}`", escape(doc) or f"`scorers/methods/{name}.py`.", module.Params, "method.")
+        doc = module.Params.__doc__ or ""
+        if doc.startswith("Params("):  # dataclass's own signature text: the module's first paragraph instead
+            doc = (module.__doc__ or "").split("\n\n")[0]
+        doc = " ".join(doc.split())
+        doc = (doc or f"`scorers/methods/{name}.py`.") + method_presets(name)
+        out += table(f"`method={name}`", escape(doc), module.Params, "method.")
     return out
 
 
