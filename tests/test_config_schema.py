@@ -174,3 +174,21 @@ def test_a_bad_setting_is_one_line_with_exit_2(cscore_main, tmp_path, args, mess
     res = cscore_main(*args, cwd=tmp_path)
     assert res.returncode == 2 and message in res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_the_mkdocs_hook_writes_the_page_and_leaves_a_current_one_alone(tmp_path):
+    import importlib.util
+
+    hook = Path(__file__).resolve().parents[1] / "docs" / "hooks" / "config_reference.py"
+    spec = importlib.util.spec_from_file_location("config_reference_hook", hook)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = tmp_path / "reference" / "config.md"
+    module.on_pre_build({"docs_dir": str(tmp_path)})
+    assert page.read_text() == config_reference_markdown()
+    before = page.stat().st_mtime_ns
+    module.on_pre_build({"docs_dir": str(tmp_path)})  # unchanged: not rewritten (no rebuild loop under serve)
+    assert page.stat().st_mtime_ns == before
+    page.write_text("stale")
+    module.on_pre_build({"docs_dir": str(tmp_path)})
+    assert page.read_text() == config_reference_markdown()
