@@ -20,10 +20,11 @@ from omegaconf import DictConfig, OmegaConf
 from cscore import rundir
 from cscore.cli.compose import checked
 from cscore.errors import ConfigError
-from cscore.scorers.methods.params import Param
+from cscore.scorers.methods.params import specs_of
 from cscore.scorers.training.classifier import classifier_log_odds, load_classifier
 from cscore.scorers.training.discriminator import pooler_from_dict
 from cscore.scorers.training.negatives import pair_record
+from cscore.scorers.training_params import CdmGenerate, CdmTrain
 
 log = logging.getLogger("cscore")
 
@@ -38,25 +39,9 @@ USAGE = """usage: cscore cdm <generate|train> [hydra overrides]
 
 Options: conf/cdm.yaml (cdm.generate.*, cdm.train.*); --cfg prints the composed cdm section."""
 
-POSITIVES = ("hypothesis", "reference", "top_rated")
-TEXTS = ("hypothesis", "prompt_hypothesis")
 
-GENERATE_PARAMS = {
-    "positives": Param(str, choices=POSITIVES), "aspect": Param(str, nullable=True),
-    "limit": Param(int, lo=1, nullable=True), "strategy": Param(str, choices=("span", "sentence", "utterance", "multi")),
-    "max_span": Param(int, lo=1), "n_segments": Param(int, lo=1), "n_negatives": Param(int, lo=1),
-    "gamma": Param(float, lo=0.0), "temperature": Param(float, lo=0.0, lo_open=True),
-    "top_k": Param(int, lo=1, nullable=True), "top_p": Param(float, lo=0.0, hi=1.0, lo_open=True, nullable=True),
-    "fill_tokens": Param(int, lo=1, nullable=True), "max_tries": Param(int, lo=1),
-    "on_identical": Param(str, choices=("keep", "drop")), "seed": Param(int), "out": Param(str, nullable=True),
-}
-TRAIN_PARAMS = {
-    "input": Param(str, nullable=True), "out": Param(str, nullable=True), "discriminator": Param(str),
-    "holdout": Param(float, lo=0.0, hi=1.0, lo_open=True), "seed": Param(int), "l2": Param(float, lo=0.0, lo_open=True),
-    "t": Param(float, lo=0.0, lo_open=True), "clamp": Param(float, hi=0.0, nullable=True),
-    "text": Param(str, choices=TEXTS), "epochs": Param(int, lo=1), "lr": Param(float, lo=0.0, lo_open=True),
-    "batch_size": Param(int, lo=1), "max_length": Param(int, lo=2),
-}
+GENERATE_PARAMS = specs_of(CdmGenerate)  # the schema: scorers/training_params.py
+TRAIN_PARAMS = specs_of(CdmTrain)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
 from cscore.errors import ConfigError
-from cscore.scorers.methods.params import Param
+from cscore.scorers.methods.params import specs_of
+from cscore.scorers.training_params import T5ScoreTrain
 
 log = logging.getLogger("cscore")
 USAGE = """usage: cscore t5score train t5score.train.model=<seq2seq model> data=<dataset> [overrides]
@@ -25,13 +26,7 @@ USAGE = """usage: cscore t5score train t5score.train.model=<seq2seq model> data=
   conf/t5score.yaml (t5score.train.*); the default recipe is the paper's (Adafactor, lr 1e-5,
   batch 32, dropout 0.05, 64 tokens), t5score.train.optimizer=adamw the option. Then:
   cscore run method=baseline baseline=t5score baseline.t5score.model=<t5score.train.out>"""
-PARAMS = {"model": Param(str, nullable=True), "out": Param(str, nullable=True), "aspect": Param(str, nullable=True),
-          "condition": Param(str, choices=("reference", "source")), "both_directions": Param(bool),
-          "zscore": Param(bool), "alpha": Param(float, lo=0.0), "min_gap": Param(float, lo=0.0),
-          "optimizer": Param(str, choices=("adafactor", "adamw")), "lr": Param(float, lo=0.0, lo_open=True),
-          "weight_decay": Param(float, lo=0.0), "dropout": Param(float, lo=0.0, hi=1.0, nullable=True),
-          "batch_size": Param(int, lo=1), "epochs": Param(int, lo=1),
-          "max_length": Param(int, lo=2), "holdout": Param(float, lo=0.0, hi=1.0, lo_open=True), "seed": Param(int)}
+PARAMS = specs_of(T5ScoreTrain)  # the schema: scorers/training_params.py
 
 
 def main(argv: list[str]) -> None:

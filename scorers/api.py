@@ -25,10 +25,11 @@ from cscore.scorers.identity import model_identity
 from cscore.scorers.models import LoadedModel, check_same_kind, check_same_vocabulary, early_exit, load_model
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import EncodedItem, encode
+from cscore.scorers.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TEMPERATURES = (0.5, 1.0, 1.5)
+DEFAULT_TEMPERATURES = TEMPERATURES
 
 __all__ = ["ModelPair", "PairStatistics", "ScoringInput", "load_model"]
 
@@ -164,7 +165,7 @@ class ModelPair:
             out["amateur"] = self.amateur
         return out
 
-    def encode(self, prompts: Sequence[str], hypotheses: Sequence[str], *, max_length: int = 1024,
+    def encode(self, prompts: Sequence[str], hypotheses: Sequence[str], *, max_length: int = MAX_LENGTH,
                source_spans: Sequence[tuple[int, int] | None] | None = None) -> ScoringInput:
         if len(prompts) != len(hypotheses):
             raise ValueError(f"{len(prompts)} prompts but {len(hypotheses)} hypotheses")
@@ -188,7 +189,7 @@ class ModelPair:
 
     def statistics(self, prompts: Sequence[str] | None = None, hypotheses: Sequence[str] | None = None, *,
                    inputs: ScoringInput | None = None, temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
-                   max_length: int = 1024, token_budget: int = 4096, padding_side: str = "right",
+                   max_length: int = MAX_LENGTH, token_budget: int = TOKEN_BUDGET, padding_side: str = "right",
                    source_spans=None, models: Sequence[str] | None = None,
                    progress: Callable[[str, int], Callable[[int], None]] | None = None,
                    cache: StatsCache | None = None, prefix_sharing: bool = True) -> PairStatistics:

@@ -39,6 +39,7 @@ from cscore.scorers.passes import EngineReport, Outputs, check_inputs, kept
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
 from cscore.scorers.transfer import upload
+from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ class LayerTap:
 
 @torch.inference_mode()
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float],
-            token_budget: int = 4096, padding_side: str = "right", pad_id: int = 0,
+            token_budget: int = TOKEN_BUDGET, padding_side: str = "right", pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
             share_prefix: bool = True, checkpoint=None) -> tuple[dict[str, TokenStats], EngineReport]:
     """Run ``model`` (a transformers causal LM) once over ``items`` = [(prompt_ids, hyp_ids)]

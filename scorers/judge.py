@@ -23,6 +23,7 @@ from cscore.scorers.head import head_logits
 from cscore.scorers.judge_stats import JudgeStats
 from cscore.scorers.passes import EngineReport
 from cscore.scorers.tokenize import InputError
+from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 
 
 def front_mask(a: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -68,7 +69,7 @@ def batch_to_host(a, z, z_main, z_asst, score_tok):
 @torch.inference_mode()
 def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | None = None,
             values: Sequence[int], value_ids: Sequence[tuple[int, ...]], prefixes: Sequence[tuple[int, ...]],
-            n_items: int, decode_token: Callable[[int], str], token_budget: int = 4096,
+            n_items: int, decode_token: Callable[[int], str], token_budget: int = TOKEN_BUDGET,
             padding_side: str = "right", pad_id: int = 0,
             progress: Callable[[int], None] | None = None,
             share_prefix: bool = True) -> tuple[JudgeStats, EngineReport]:

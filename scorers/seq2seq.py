@@ -28,6 +28,7 @@ from cscore.scorers.passes import EngineReport, Outputs, check_inputs, kept
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
 from cscore.scorers.transfer import upload
+from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 
 
 def decoder_start(model) -> int:
@@ -108,7 +109,7 @@ def _pad(seqs: list[list[int]], pad_id: int, device):
 
 @torch.inference_mode()
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float],
-            token_budget: int = 4096, padding_side: str = "right", pad_id: int = 0,
+            token_budget: int = TOKEN_BUDGET, padding_side: str = "right", pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
             share_encoder: bool = True, checkpoint=None) -> tuple[dict[str, TokenStats], EngineReport]:
     """Run an encoder-decoder ``model`` once over ``items`` = [(encoder_ids, target_ids)];

@@ -69,6 +69,7 @@ from cscore.data.prompts import build
 from cscore.scorers import engine, methods
 from cscore.scorers.anatomy import decoder_base
 from cscore.scorers.api import ModelPair
+from cscore.scorers.runtime_defaults import MAX_LENGTH, TOKEN_BUDGET
 from cscore.scorers.stats import TokenStats
 
 _DEFAULTS = methods.with_defaults("contrast", {})
@@ -501,8 +502,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--batch-size", type=int, default=16, help="the paper-style loop's batch (the paper: 16)")
     ap.add_argument("--summeval-docs", type=int, default=2)
     ap.add_argument("--mqm-segments", type=int, default=12)
-    ap.add_argument("--token-budget", default="4096", help="an integer or auto")
-    ap.add_argument("--max-length", type=int, default=1024)
+    ap.add_argument("--token-budget", default=str(TOKEN_BUDGET), help="an integer or auto")
+    ap.add_argument("--max-length", type=int, default=MAX_LENGTH)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=1, help="run every variant this often, interleaved; best time")
     ap.add_argument("--skip-paper", action="store_true")

@@ -4,23 +4,33 @@ Each method is one small module with ``NAME``, ``needs(**params)`` (which models
 and ``token_scores(stats, **params)`` (one value per hypothesis token). ``score`` adds the
 shared length handling (``norm``, ``skip_first``; a method may give one its own name in
 ``AGGREGATION_ALIASES``, as cdm calls ``norm`` ``pooling``). A new method is one new file, one line in
-``METHODS`` and its defaults in ``conf/method/<name>.yaml`` — the one place defaults are written:
-the Python API reads them from there too.
+``METHODS``, its ``Params`` dataclass (the
+one place its defaults are written: Hydra's ConfigStore node ``schema/method/<name>`` that
+``conf/method/<name>.yaml`` builds on, and the Python API's defaults) and its preset YAML.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
-from importlib import resources
 
 import numpy as np
 
-from cscore.scorers.methods import (baseline, cd_judge, cd_judge_released, cd_score, cdm, cdm_classifier, cdm_gen, contrast,
-                                    division, ensemble, single)
 from cscore.errors import ConfigError
+from cscore.scorers.methods import (
+    baseline,
+    cd_judge,
+    cd_judge_released,
+    cd_score,
+    cdm,
+    cdm_classifier,
+    cdm_gen,
+    contrast,
+    division,
+    ensemble,
+    single,
+)
 from cscore.scorers.methods.common import aggregate
-from cscore.scorers.methods.params import COMMON, suggest
+from cscore.scorers.methods.params import defaults_of, specs_of, suggest
 
 METHODS = {m.NAME: m for m in (single, ensemble, contrast, division, cd_score, cd_judge, cd_judge_released, cdm, cdm_classifier,
                                 cdm_gen, baseline)}
@@ -34,17 +44,12 @@ def get(name: str):
         raise ConfigError(f"unknown method {name!r}{suggest(name, METHODS)}; known: {', '.join(sorted(METHODS))}") from None
 
 
-@functools.cache
-def _defaults(name: str) -> dict:
-    import yaml
-
-    text = resources.files("cscore.conf").joinpath("method", f"{get(name).NAME}.yaml").read_text()
-    return {k: v for k, v in yaml.safe_load(text).items() if k not in ("name", "variant")}
+NOT_PARAMS = ("name", "variant")  # the Params fields that name the method and its column
 
 
 def defaults(name: str) -> dict:
-    """The method's default parameters, as written in ``conf/method/<name>.yaml``."""
-    return dict(_defaults(name))
+    """The method's default parameters, from its ``Params`` dataclass."""
+    return {k: v for k, v in defaults_of(get(name).Params).items() if k not in NOT_PARAMS}
 
 
 def with_defaults(name: str, params: dict) -> dict:
@@ -83,20 +88,26 @@ def split_params(name: str, params: dict) -> tuple[dict, dict]:
 
 def check_params(name: str, params: dict, prefix: str = "method") -> dict:
     """The params converted to their types; a ConfigError names the first bad key and what it may be."""
-    module = get(name)
-    accepted = accepted_params(module) | (set() if hasattr(module, "ACCEPTS") else set(aggregation_keys(module)))
-    specs = {**COMMON, **getattr(module, "PARAMS", {})}
-    out = {}
-    for key, value in params.items():
+    accepted = set(defaults(name))
+    for key in params:
         if key not in accepted:
             raise ConfigError(f"method {name!r} has no parameter {prefix}.{key}{suggest(key, accepted)}; "
                               f"it takes {', '.join(sorted(accepted))}")
-        out[key] = specs[key].check(f"{prefix}.{key}", value) if key in specs else value
-    return out
+    specs = specs_of(get(name).Params)
+    return {key: specs[key].check(f"{prefix}.{key}", value) if key in specs else value
+            for key, value in params.items()}
+
+
+def checked(name: str, params: dict) -> dict:
+    """``params`` with the defaults, checked against the method's ``Params`` (the one range check)."""
+    merged = with_defaults(name, params)
+    split_params(name, merged)  # an unknown key first, as ``has no parameter 'x'``
+    check_params(name, merged, prefix=name)
+    return merged
 
 
 def token_scores(name: str, stats: dict, **params) -> np.ndarray:
-    token, _ = split_params(name, with_defaults(name, params))
+    token, _ = split_params(name, checked(name, params))
     return get(name).token_scores(stats, **token)
 
 
@@ -109,7 +120,7 @@ def score(name: str, stats: dict, **params) -> np.ndarray:
                           f"score it with `cscore run method={name}`" + (
                               "; or train one with cscore.scorers.cdm_pooler (cross_validate / train_pooler)"
                               if kind == "pooler" else ""))
-    token, agg = split_params(name, with_defaults(name, params))
+    token, agg = split_params(name, checked(name, params))
     values = get(name).token_scores(stats, **token)
     offsets = next(iter(stats.values())).offsets
     return aggregate(values, offsets, **agg)

@@ -5,9 +5,20 @@ baseline=<name>`` scores them (kind ``baseline``). They read no model pair."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from cscore.scorers.methods.params import setting
+
 NAME = "baseline"
 KIND = "baseline"
 ACCEPTS = ()
+
+
+@dataclass
+class Params:
+    """The settings of each baseline are in the ``baseline`` group (conf/baseline/)."""
+    name: str = setting("baseline", doc="the method")
+    variant: str = setting("baseline", doc="the score column and label")
 
 
 def needs(**_) -> tuple[str, ...]:

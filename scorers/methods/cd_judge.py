@@ -14,10 +14,12 @@ Rows: ``contrast`` (the method), ``main`` (the main model alone: the expert row)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from cscore.errors import ConfigError
-from cscore.scorers.methods.params import POSITIVE, Param
+from cscore.scorers.methods.params import POSITIVE, Param, setting
 
 NAME = "cd_judge"
 KIND = "judge"
@@ -41,7 +43,20 @@ class RangeParam:
         return [int(value[0]), int(value[1])]
 
 
-PARAMS = {"lam": Param(float, lo=0.0), "t": POSITIVE, "score_range": RangeParam(), "aspect": Param(str)}
+ASPECT_DOC = ("the aspect the judge rates; default: the data config's judge_aspect (SummEval: coherence | "
+              "consistency | relevance | fluency; FED aspects; DSTC9: overall)")
+
+
+@dataclass
+class Params:
+    """CD-judge (Eq. 1): the judge writes argmax_v [log p_main(v) - lam * log p_asst,t(v)];
+    main = pair.expert, assistant = pair.amateur; lam=0: the main model alone (greedy)."""
+    name: str = setting("cd_judge", doc="the method")
+    variant: str = setting("cd_judge", doc="the score column and label: score.<variant>")
+    lam: float = setting(0.1, Param(float, lo=0.0), "assistant weight (paper grid: 0.01, 0.1, 0.5, 1.0)")
+    t: float = setting(1.0, POSITIVE, "assistant temperature (paper grid: 0.5, 1, 2, 3, 4, 5)")
+    score_range: list = setting([1, 5], RangeParam(), "or range=0-4 | 1-5 | 2-6 | 3-7; any [lo, hi] of integers")
+    aspect: str = setting("${oc.select:data.judge_aspect,coherence}", Param(str), ASPECT_DOC)
 
 
 def needs(**_) -> tuple[str, ...]:

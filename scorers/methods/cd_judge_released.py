@@ -10,18 +10,34 @@ decodes again (no judge statistics are cached for this preset)."""
 
 from __future__ import annotations
 
-from cscore.scorers.methods.cd_judge import RangeParam
-from cscore.scorers.methods.params import POSITIVE, Param
+from dataclasses import dataclass
+
+from cscore.scorers.methods.cd_judge import ASPECT_DOC, RangeParam
+from cscore.scorers.methods.params import POSITIVE, Param, setting
 
 NAME = "cd_judge_released"
 KIND = "judge_released"
 ACCEPTS = ("lam", "t", "score_range", "aspect", "alpha", "min_keep", "max_new_tokens", "max_prompt_tokens",
            "batch_size", "repetition_penalty")
 ROWS = {"expert": "main", "amateur": "asst"}
-PARAMS = {"lam": Param(float, lo=0.0), "t": POSITIVE, "score_range": RangeParam(), "aspect": Param(str),
-          "alpha": Param(float, lo=0.0, hi=1.0, lo_open=True), "min_keep": Param(int, lo=1),
-          "max_new_tokens": Param(int, lo=1), "max_prompt_tokens": Param(int, lo=2), "batch_size": Param(int, lo=1),
-          "repetition_penalty": Param(float, lo=0.0, lo_open=True, nullable=True)}
+
+
+@dataclass
+class Params:
+    """CD-judge as the released code computes it."""
+    name: str = setting("cd_judge_released", doc="the method")
+    variant: str = setting("cd_judge_released", doc="the score column and label: score.<variant>")
+    lam: float = setting(1.0, Param(float, lo=0.0), "assistant weight (released default: --lamb)")
+    t: float = setting(1.0, POSITIVE, "temperature, on the main model (released default: --temperature)")
+    score_range: list = setting([1, 5], RangeParam(), "any [lo, hi] of integers; or range=0-4 | 1-5 | 2-6 | 3-7")
+    aspect: str = setting("${oc.select:data.judge_aspect,coherence}", Param(str), ASPECT_DOC)
+    alpha: float = setting(0.1, Param(float, lo=0.0, hi=1.0, lo_open=True), "relative-top: keep p >= alpha * max p ...")
+    min_keep: int = setting(1000, Param(int, lo=1), "... or the top min_keep tokens, whichever set is larger")
+    max_new_tokens: int = setting(64, Param(int, lo=1), "tokens the judge may write")
+    max_prompt_tokens: int = setting(2048, Param(int, lo=2), "truncation=True, max_length=2048 (the first tokens stay)")
+    batch_size: int = setting(16, Param(int, lo=1), "prompts per batch")
+    repetition_penalty: float | None = setting(None, Param(float, lo=0.0, lo_open=True, nullable=True),
+                                               "null: the main model's generation_config value (Qwen2.5: 1.05), else 1")
 
 
 def needs(**_) -> tuple[str, ...]:

@@ -5,14 +5,29 @@
 The head uses the expert distribution at t_exp. ``outside`` may be set to a finite
 penalty to make the ablation usable for correlations."""
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from cscore.scorers.methods.common import logp
-from cscore.scorers.methods.params import Param
-from cscore.errors import ConfigError
+from cscore.scorers.methods.params import Param, common, setting
 
 NAME = "cd_score"
-PARAMS = {"alpha": Param(float, lo=0.0, hi=1.0, lo_open=True), "outside": Param(float, allow_neg_inf=True)}
+
+
+@dataclass
+class Params:
+    name: str = setting("cd_score", doc="the method")
+    variant: str = setting("cd_score", doc="the score column and label: score.<variant>")
+    alpha: float = setting(0.1, Param(float, lo=0.0, hi=1.0, lo_open=True),
+                           "the head: tokens with p_exp >= alpha * max p_exp (else `outside`)")
+    t_exp: float = common("t_exp", 0.5)
+    t_ama: float = common("t_ama", 1.5)
+    outside: float = setting(float("-inf"), Param(float, allow_neg_inf=True),
+                             "the score of a token outside the head (the paper: -inf)")
+    clamp: float | None = common("clamp", None)
+    norm: str = common("norm", "sum")
+    skip_first: bool = common("skip_first", False)
 
 
 def needs(**_) -> tuple[str, ...]:
@@ -21,8 +36,6 @@ def needs(**_) -> tuple[str, ...]:
 
 def token_scores(stats, *, alpha: float, t_exp: float, t_ama: float, outside: float,
                  clamp: float | None) -> np.ndarray:
-    if not 0.0 < alpha <= 1.0:
-        raise ConfigError(f"cd_score: alpha must be in (0, 1], got {alpha}")
     le = logp(stats["expert"], t_exp, clamp)
     in_head = stats["expert"].lp(t_exp) >= np.log(alpha) + stats["expert"].lp_max(t_exp)
     ratio = le - logp(stats["amateur"], t_ama, clamp)

@@ -11,15 +11,29 @@ T_e = T_a = 1.
 and a sweep over it reads the cached statistics. The Classifier-Pooled variant, a linear model
 trained on the momentum sequence, is ``cdm_classifier``."""
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from cscore.scorers.methods.common import logp
-from cscore.scorers.methods.params import Param
+from cscore.scorers.methods.params import Param, common, setting
 
 NAME = "cdm"
 POOLING = ("sum", "mean", "min", "max")  # a subset of common.NORMS + common.POOLINGS
-PARAMS = {"pooling": Param(str, choices=POOLING)}
 AGGREGATION_ALIASES = {"pooling": "norm"}
+
+
+@dataclass
+class Params:
+    """Discriminative CDM (Sec. 3.4.2): m_t = log p_e(x_t|s_<t) - log p_a(x_t|s_<t), pooled."""
+    name: str = setting("cdm", doc="the method")
+    variant: str = setting("cdm", doc="the score column and label: score.<variant>")
+    pooling: str = setting("mean", Param(str, choices=POOLING),
+                           "sum | mean | min | max (the paper's Avg- / Min- / Max-Pooled); the comparison rows are "
+                           "pooled alike")
+    t: float = common("t", 1.0, "temperature of both models (the paper: 1, plain log-probabilities)")
+    clamp: float | None = common("clamp", None, "clip log-probs to [clamp, 0] before the difference")
+    skip_first: bool = common("skip_first", False)
 
 
 def needs(**_) -> tuple[str, ...]:

@@ -7,16 +7,34 @@ Not a function of the statistics alone: it needs labels, so ``methods.score`` re
 only (k-fold cross-validation over ``group``), the folds in ``cdm_folds.json``. Its token values
 are the momentum (the pooler's input); the comparison rows are computed as for any method."""
 
+from dataclasses import dataclass
+
 from cscore.scorers.methods import cdm
-from cscore.scorers.methods.params import Param
+from cscore.scorers.methods.params import Param, common, setting
 
 NAME = "cdm_classifier"
 KIND = "pooler"
 MOMENTUM = ("t", "clamp")  # what the per-token momentum reads; the other keys configure the pooler
 ACCEPTS = (*MOMENTUM, "skip_first", "folds", "seed", "objective", "l2", "threshold", "aspect")
-PARAMS = {"folds": Param(int, lo=2), "seed": Param(int), "objective": Param(str, choices=("logistic", "ridge")),
-          "l2": Param(float, lo=0.0, lo_open=True), "threshold": Param(float, nullable=True),
-          "aspect": Param(str, nullable=True)}
+
+
+@dataclass
+class Params:
+    name: str = setting("cdm_classifier", doc="the method")
+    variant: str = setting("cdm_classifier", doc="the score column and label: score.<variant>")
+    t: float = common("t", 1.0, "temperature of both models")
+    clamp: float | None = common("clamp", None, "clip log-probs to [clamp, 0] before the difference")
+    skip_first: bool = common("skip_first", False)
+    objective: str = setting("logistic", Param(str, choices=("logistic", "ridge")),
+                             "logistic: the paper's classifier on binarised labels | ridge: regression onto the score")
+    l2: float = setting(1.0, Param(float, lo=0.0, lo_open=True), "L2 penalty on the weights (features are standardised)")
+    threshold: float | None = setting(None, Param(float, nullable=True),
+                                      "logistic: positive = human >= threshold; null: above the training folds' median")
+    aspect: str | None = setting(None, Param(str, nullable=True),
+                                 "the human aspect to train on; null: the only one, else `overall`")
+    folds: int = setting(5, Param(int, lo=2), "k of the k-fold cross-validation over `group` (document / dialogue)")
+    seed: int = setting(0, Param(int), "shuffles the groups into folds")
+
 needs = cdm.needs
 
 

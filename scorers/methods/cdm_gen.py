@@ -14,10 +14,11 @@ with; the run checks that the pair is the same."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from cscore.errors import ConfigError
-from cscore.scorers.methods.params import Param
+from cscore.scorers.methods.params import Param, setting
 
 NAME = "cdm_gen"
 KIND = "discriminator"
@@ -29,6 +30,9 @@ ACCEPTS = ("discriminator", "output", "batch_size")
 class DiscriminatorDir:
     """The ``discriminator`` parameter: a directory written by ``cscore cdm train`` (checked before
     any data or model is loaded)."""
+
+    def describe(self) -> str:
+        return "a directory written by `cscore cdm train`"
 
     def check(self, key: str, value) -> str:
         if value is None or (isinstance(value, str) and not value.strip()):
@@ -59,7 +63,17 @@ def read_meta(path) -> dict:
     return meta
 
 
-PARAMS = {"discriminator": DiscriminatorDir(), "output": Param(str, choices=OUTPUTS), "batch_size": Param(int, lo=1)}
+
+
+@dataclass
+class Params:
+    name: str = setting("cdm_gen", doc="the method")
+    variant: str = setting("cdm_gen", doc="the score column and label: score.<variant>")
+    discriminator: str | None = setting("${oc.select:model,null}", DiscriminatorDir(),
+                                        "the trained discriminator directory; set it with model=<dir>")
+    output: str = setting("probability", Param(str, choices=OUTPUTS),
+                          "probability: P(positive) in [0, 1] | log_odds: log P(positive) - log P(negative)")
+    batch_size: int = setting(16, Param(int, lo=1), "items per batch when a transformers classifier scores them")
 
 
 def needs(**_) -> tuple[str, ...]:

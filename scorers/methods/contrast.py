@@ -7,12 +7,28 @@ Computed in log space: with a = log p_exp, b = log(gamma) + log p_ama,
 It is -inf only when the two terms are equal; ``floor`` turns that into log(floor).
 The default floor 1e-30 only guards log(0); the released code uses 1e-10 (see presets)."""
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from cscore.scorers.methods.common import floor_log, logp
-from cscore.errors import ConfigError
+from cscore.scorers.methods.params import common, setting
 
 NAME = "contrast"
+
+
+@dataclass
+class Params:
+    """ContrastScore (Eq. 5): sum_t log|p_exp^t - gamma * p_ama^t|, the paper's settings."""
+    name: str = setting("contrast", doc="the method")
+    variant: str = setting("contrast", doc="the score column and label: score.<variant>")
+    gamma: float = common("gamma", 0.1, "amateur scaling (Sec. 4.4)")
+    t_exp: float = common("t_exp", 0.5, "expert temperature (footnote 4)")
+    t_ama: float = common("t_ama", 1.5, "amateur temperature (footnote 4)")
+    floor: float | None = common("floor", 1.0e-30, "|p_exp - gamma p_ama| below this counts as this (guards log 0)")
+    clamp: float | None = common("clamp", None, "clip log-probs to [clamp, 0] before combining (released code: -20)")
+    norm: str = common("norm", "sum")
+    skip_first: bool = common("skip_first", False, "leave out the first hypothesis token (false: score it too, Eq. 1)")
 
 
 def needs(**_) -> tuple[str, ...]:
@@ -31,8 +47,6 @@ def log_abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def token_scores(stats, *, gamma: float, t_exp: float, t_ama: float, clamp: float | None,
                  floor: float | None) -> np.ndarray:
-    if not 0.0 <= gamma <= 1.0:
-        raise ConfigError(f"contrast: gamma must be in [0, 1], got {gamma}")
     a = logp(stats["expert"], t_exp, clamp)
     la = logp(stats["amateur"], t_ama, clamp)
     with np.errstate(divide="ignore"):

@@ -1,11 +1,25 @@
 """division: the ratio score log(p_exp / p_ama) that ContrastScore discusses as an ablation
 (Sec. 3.2; unstable when p_ama is near zero)."""
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from cscore.scorers.methods.common import logp
+from cscore.scorers.methods.params import common, setting
 
 NAME = "division"
+
+
+@dataclass
+class Params:
+    name: str = setting("division", doc="the method")
+    variant: str = setting("division", doc="the score column and label: score.<variant>")
+    t_exp: float = common("t_exp", 0.5)
+    t_ama: float = common("t_ama", 1.5)
+    clamp: float | None = common("clamp", None)
+    norm: str = common("norm", "sum")
+    skip_first: bool = common("skip_first", False)
 
 
 def needs(**_) -> tuple[str, ...]:

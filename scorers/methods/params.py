@@ -1,13 +1,17 @@
-"""What each method parameter may be: type, range, choices. Checked before any model loads.
+"""The config schema's building blocks: what a setting may be (``Param``: type, range, choices),
+its default and its meaning (``setting``: a dataclass field), and the one check of a section
+against its dataclass (``check_section``). Checked before any model loads.
 
-Defaults live in the YAML (``conf/method/``); this file only says what is allowed. A method
-module may add its own entries in a ``PARAMS`` dict of the same shape."""
+Each method module has a ``Params`` dataclass made of settings: its defaults are written there
+once (the ConfigStore node ``schema/method/<name>`` the YAML presets build on, and the Python
+API's defaults)."""
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 
 from cscore.errors import ConfigError
 
@@ -27,6 +31,8 @@ class Param:
             text = " | ".join(map(str, self.choices))
         elif self.kind is bool:
             text = "true | false"
+        elif self.kind is str:
+            text = "a string"
         else:
             text = "an integer" if self.kind is int else "a number"
             if self.lo is not None and self.hi is not None:
@@ -92,3 +98,70 @@ def suggest(word: str, options, prefix: str = "") -> str:
     """' (did you mean <prefix>X?)' when a close option X exists, else ''."""
     close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
     return f" (did you mean {prefix}{close[0]}?)" if close else ""
+
+
+DOCS = {
+    "t": "temperature of the model(s)", "t_exp": "expert temperature", "t_ama": "amateur temperature",
+    "gamma": "amateur scaling", "clamp": "clip log-probs to [clamp, 0] before combining; null: no clipping",
+    "floor": "a value below this counts as this (guards log 0); null: none",
+    "model": "which model's statistics", "norm": "how token scores make an item score: sum | mean | sqrt",
+    "skip_first": "leave out the first hypothesis token",
+}
+
+
+def setting(default, spec=None, doc: str = ""):
+    """A schema field: its default (written once, here), what it may be (``spec``: a Param or any
+    object with ``check(key, value)`` and ``describe()``) and its meaning."""
+    meta = {"spec": spec, "doc": doc}
+    if isinstance(default, (list, dict)) or is_dataclass(default):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def common(key: str, default, doc: str = ""):
+    """A setting shared by several methods (``COMMON``), with its own default and meaning."""
+    return setting(default, COMMON[key], doc or DOCS[key])
+
+
+def default_of(f):
+    return f.default_factory() if f.default is MISSING else copy.deepcopy(f.default)
+
+
+def defaults_of(cls) -> dict:
+    """The dataclass's defaults as a plain dict in field order (nested dataclasses too): the node
+    stored in Hydra's ConfigStore, so composition stays untyped exactly as YAML composes."""
+    out = {}
+    for f in fields(cls):
+        value = default_of(f)
+        out[f.name] = defaults_of(type(value)) if is_dataclass(value) else value
+    return out
+
+
+def specs_of(cls) -> dict:
+    """{key: spec} of the settings that say what they may be."""
+    return {f.name: f.metadata["spec"] for f in fields(cls) if f.metadata.get("spec") is not None}
+
+
+def check_keys(section: str, given, known, owner: str | None = None) -> None:
+    """A ConfigError naming the first key of ``given`` that ``section`` does not have."""
+    for key in given:
+        if key not in known:
+            raise ConfigError(f"unknown setting {section}.{key}{suggest(key, known)}; "
+                              f"{owner or section} has {', '.join(sorted(known))}")
+
+
+def check_section(cls, given: dict, section: str):
+    """``given`` (a section of a composed config) as a ``cls`` instance: unknown keys and bad values
+    are one-line ConfigErrors; keys not given keep their defaults; nested dataclasses are checked alike."""
+    known = {f.name: f for f in fields(cls)}
+    check_keys(section, given, known)
+    values = {}
+    for key, value in given.items():
+        f = known[key]
+        spec = f.metadata.get("spec")
+        if is_dataclass(f.type if isinstance(f.type, type) else None) or is_dataclass(default_of(f)):
+            value = check_section(type(default_of(f)), value or {}, f"{section}.{key}")
+        elif spec is not None:
+            value = spec.check(f"{section}.{key}", value)
+        values[key] = value
+    return cls(**values)

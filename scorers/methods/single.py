@@ -1,12 +1,26 @@
 """single: the generative score of one model, Eq. 1 of ContrastScore:
     Score(h) = sum_t w_t log p(h_t | h_<t, S),  w_t = 1."""
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from cscore.scorers.methods.common import logp
 from cscore.errors import ConfigError
+from cscore.scorers.methods.common import logp
+from cscore.scorers.methods.params import common, setting
 
 NAME = "single"
+
+
+@dataclass
+class Params:
+    name: str = setting("single", doc="the method")
+    variant: str = setting("${.model}", doc="the score column and label: score.<variant> (default: the model)")
+    model: str = common("model", "expert")
+    t: float = common("t", 1.0)
+    clamp: float | None = common("clamp", None)
+    norm: str = common("norm", "sum")
+    skip_first: bool = common("skip_first", False)
 
 
 def needs(model: str = "expert", **_) -> tuple[str, ...]:

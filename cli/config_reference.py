@@ -1,0 +1,146 @@
+"""The configuration reference (docs/reference/config.md), generated from the schema: every key,
+its type, default, what it may be and its meaning. Never written by hand: scripts/config_reference.py
+writes the page and the MkDocs hook docs/hooks/config_reference.py makes it at each build."""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, fields, is_dataclass
+from importlib import resources
+
+import yaml
+
+HEADER = """# Configuration reference
+
+Generated from the schema (`cli/schema.py`, `cli/schema_groups.py`, each method's `Params` in
+`scorers/methods/`, `scorers/training_params.py`, the baselines' settings) by
+`scripts/config_reference.py`; do not edit by hand. The YAML presets under `conf/` choose
+values; a setting not in a preset keeps the default written here. Any key can be set on the
+command line, e.g. `cscore run runtime.token_budget=auto method.gamma=0.2`.
+"""
+COLUMNS = "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n"
+
+
+def escape(text: str) -> str:
+    return text.replace("``", "`").replace("|", "\\|")
+
+
+def type_name(t) -> str:
+    text = t if isinstance(t, str) else getattr(t, "__name__", str(t))
+    return text.replace("|", "or")
+
+
+def cell(value) -> str:
+    """A value as it is written in YAML, on one line of a table."""
+    if is_dataclass(value):
+        return ""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    text = text.removesuffix("...").strip()
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return escape(f"`{text}`")
+
+
+def default_value(f):
+    return f.default_factory() if f.default is MISSING else f.default
+
+
+def rows(cls, prefix: str) -> list[str]:
+    """One table row per setting of ``cls`` (nested dataclasses: their settings, with a dotted key)."""
+    out = []
+    for f in fields(cls):
+        value = default_value(f)
+        if is_dataclass(value):
+            out += rows(type(value), f"{prefix}{f.name}.")
+            continue
+        spec = f.metadata.get("spec")
+        allowed = spec.describe() if spec is not None and hasattr(spec, "describe") else ""
+        out.append(f"| `{prefix}{f.name}` | {type_name(f.type)} | {cell(value)} | {escape(allowed)} "
+                   f"| {escape(f.metadata.get('doc', ''))} |")
+    return out
+
+
+def table(title: str, text: str, cls, prefix: str) -> str:
+    return f"\n## {title}\n\n{text}\n\n{COLUMNS}" + "\n".join(rows(cls, prefix)) + "\n"
+
+
+def run_sections() -> str:
+    from cscore.cli.schema import RunSettings
+
+    out = ""
+    for f in fields(RunSettings):
+        value = default_value(f)
+        if is_dataclass(value):
+            out += table(f"`{f.name}`", f.metadata["doc"].capitalize() + ".", type(value), f"{f.name}.")
+    top = [r for r in rows(RunSettings, "") if "." not in r.split("`")[1]]
+    return out + "\n## Top-level keys\n\n" + COLUMNS + "\n".join(top) + "\n"
+
+
+def group_sections() -> str:
+    from cscore.cli.schema import Pair
+    from cscore.cli.schema_groups import Data, JudgePrompt, Prompt, Tracking
+
+    out = ""
+    for name, cls in (("pair", Pair), ("data", Data), ("prompt", Prompt), ("judge_prompt", JudgePrompt),
+                      ("tracking", Tracking)):
+        text = (cls.__doc__ or "").split("\n\n")[0].strip() + " Defaults here; each preset sets its own."
+        out += table(f"`{name}` (group)", escape(" ".join(text.split())), cls, f"{name}.")
+    return out
+
+
+def method_presets(name: str) -> str:
+    """' Presets: method=X (sets a, b).' for the conf/method/ files that build on method ``name``."""
+    found = []
+    for file in sorted(resources.files("cscore.conf").joinpath("method").iterdir(), key=lambda f: f.name):
+        preset = yaml.safe_load(file.read_text()) if file.name.endswith(".yaml") else None
+        stem = file.name.removesuffix(".yaml")
+        if preset and stem != name and f"/schema/method/{name}@_here_" in (preset.get("defaults") or []):
+            keys = ", ".join(k for k in preset if k != "defaults")
+            found.append(f"`method={stem}` (sets {keys})")
+    return f" Presets: {'; '.join(found)}." if found else ""
+
+
+def method_sections() -> str:
+    from cscore.scorers import methods
+
+    out = "\n# Methods (`method=<name>`)\n\nEach method's `Params` (its module in `scorers/methods/`).\n"
+    for name, module in methods.METHODS.items():
+        doc = module.Params.__doc__ or ""
+        if doc.startswith("Params("):  # dataclass's own signature text: the module's first paragraph instead
+            doc = (module.__doc__ or "").split("\n\n")[0]
+        doc = " ".join(doc.split())
+        doc = (doc or f"`scorers/methods/{name}.py`.") + method_presets(name)
+        out += table(f"`method={name}`", escape(doc), module.Params, "method.")
+    return out
+
+
+def describe(spec) -> str:
+    return spec.describe() if hasattr(spec, "describe") else ""
+
+
+def baseline_sections() -> str:
+    from cscore.scorers.baselines import FAMILIES
+
+    out = "\n# Baselines (`method=baseline baseline=<name>`)\n\nThe defaults are the presets in `conf/baseline/`.\n"
+    for name, family in FAMILIES.items():
+        preset = yaml.safe_load(resources.files("cscore.conf").joinpath("baseline", f"{name}.yaml").read_text())
+        lines = [f"| `baseline.{name}.{key}` | {type_name(getattr(spec, 'kind', ''))} | {cell((preset or {}).get(key))} | {escape(describe(spec))} | |"
+                 for key, spec in family.PARAMS[name].items()]
+        out += f"\n## `baseline={name}`\n\n{COLUMNS}" + "\n".join(lines) + "\n"
+    return out
+
+
+def stage_sections() -> str:
+    from cscore.scorers.training_params import CdmGenerate, CdmTrain, T5ScoreTrain
+
+    out = "\n# Stage commands\n"
+    for title, cls, prefix in (("`cscore cdm generate`", CdmGenerate, "cdm.generate."),
+                               ("`cscore cdm train`", CdmTrain, "cdm.train."),
+                               ("`cscore t5score train`", T5ScoreTrain, "t5score.train.")):
+        out += table(title, escape(" ".join((cls.__doc__ or "").split())), cls, prefix)
+    return out
+
+
+def config_reference_markdown() -> str:
+    """The whole reference page, in Markdown."""
+    return (HEADER + "\n# Run settings (`cscore run`)\n" + run_sections() + group_sections() + method_sections()
+            + baseline_sections() + stage_sections())

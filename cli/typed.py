@@ -1,0 +1,99 @@
+"""One typed config: the schema's nodes in Hydra's ConfigStore (``register``) and a composed run
+config checked once into typed objects (``typed(cfg) -> RunConfig``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from cscore.cli.schema import ModelSpec, Pair, RunSettings, check_early_exit
+from cscore.cli.schema_groups import Data, JudgePrompt, Prompt, Tracking
+from cscore.errors import ConfigError
+from cscore.scorers.methods.params import check_section, defaults_of
+
+SETTINGS = ("runtime", "stats", "cache", "baselines", "split", "meta")  # the sections checked key by key
+
+
+def register() -> None:
+    """Store the schema's defaults: ``schema/run`` (conf/config.yaml builds on it),
+    ``schema/method/<name>`` (conf/method/*.yaml), ``schema/cdm`` and ``schema/t5score``."""
+    from hydra.core.config_store import ConfigStore
+
+    from cscore.scorers import methods
+    from cscore.scorers.training_params import Cdm, T5Score
+
+    store = ConfigStore.instance()
+    store.store(group="schema", name="run", node=defaults_of(RunSettings), package="_global_")
+    for name, module in methods.METHODS.items():
+        store.store(group="schema/method", name=name, node=defaults_of(module.Params), package="method")
+    store.store(group="schema", name="cdm", node={"cdm": defaults_of(Cdm)}, package="_global_")
+    store.store(group="schema", name="t5score", node={"t5score": defaults_of(T5Score)}, package="_global_")
+
+
+@dataclass
+class RunConfig(RunSettings):
+    """A composed ``cscore run`` config as typed objects."""
+    data: Data | None = None
+    pair: Pair | None = None
+    method: Any = None  # the method's Params
+    prompt: Prompt | None = None
+    judge_prompt: JudgePrompt | None = None
+    baseline: dict | None = None  # {baseline name: its settings} (checked by cscore.scorers.baselines)
+    tracking: Tracking | None = None
+
+
+def resolved(cfg) -> dict:
+    """The config as a plain dict, interpolations resolved (a one-line ConfigError when one does not)."""
+    if isinstance(cfg, dict):
+        return cfg
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)
+    except Exception as err:  # an interpolation that does not resolve
+        raise ConfigError(f"the config does not resolve: {err}") from None
+
+
+def known_only(cls, given: dict | None):
+    """A ``cls`` from the keys it has (a preset's own loader checks the rest)."""
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in (given or {}).items() if k in names})
+
+
+def check_pair(pair: dict) -> Pair:
+    for role in ("expert", "amateur"):
+        spec = (pair.get(role) or {}).get("path")
+        if role == "expert" and not (isinstance(spec, str) and spec.strip()):
+            raise ConfigError(f"pair.expert.path must name a model (hub id, local dir or gguf: spec), got {spec!r}")
+        if role == "amateur" and spec is not None and not (isinstance(spec, str) and spec.strip()):
+            raise ConfigError(f"pair.amateur.path must name a model or be null, got {spec!r}")
+    check_early_exit((pair.get("amateur") or {}).get("early_exit"))
+    return Pair(name=pair.get("name", ""), expert=known_only(ModelSpec, pair.get("expert")),
+                amateur=known_only(ModelSpec, pair.get("amateur")))
+
+
+def typed_method(method: dict):
+    from cscore.scorers import methods
+
+    name = method.get("name")
+    params = {k: v for k, v in method.items() if k not in methods.NOT_PARAMS}
+    checked = methods.check_params(name, params)
+    return methods.get(name).Params(**{k: method[k] for k in methods.NOT_PARAMS if k in method}, **checked)
+
+
+def typed(cfg: DictConfig | dict) -> RunConfig:
+    """The composed run config checked against the schema, as typed objects; the first setting
+    that is not allowed is a one-line ConfigError naming it, what was given and what may be."""
+    from cscore.cli.tracking import check_config as check_tracking
+
+    c = resolved(cfg)
+    settings = {key: check_section(type(getattr(RunSettings(), key)), c.get(key) or {}, key) for key in SETTINGS}
+    prompt = check_section(Prompt, c.get("prompt") or {}, "prompt")
+    judge_prompt = check_section(JudgePrompt, c["judge_prompt"], "judge_prompt") if c.get("judge_prompt") else None
+    pair = check_pair(c["pair"])
+    method = typed_method(c["method"])
+    check_tracking(c.get("tracking"))
+    top = {k: c[k] for k in ("resume", "out", "tokenizer", "model") if k in c}
+    return RunConfig(**settings, **top, data=known_only(Data, c.get("data")), pair=pair, method=method,
+                     prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
+                     tracking=known_only(Tracking, c.get("tracking") or {"name": "none"}))
