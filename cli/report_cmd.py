@@ -169,7 +169,13 @@ def bias_section(ds, stem: str, out: Path) -> list[str]:
     if bias.empty:
         return []
     data = _config(ds)["data"]["name"]
-    signature = f"{Signature({'data': data, 'n': len(ds.frame), 'statistic': 'biasscore'})} — {BIAS_NOTE}"
+    fields = {"data": data, "n": len(ds.frame), "statistic": "biasscore"}
+    grouped = any(v is not None for _, v in tables.targets(ds))
+    if grouped:
+        fields["split_by"] = ds.split_by
+    note = f"{BIAS_NOTE} | per {ds.split_by} (normalised and correlated within each), AVG = their mean" if grouped \
+        else BIAS_NOTE
+    signature = f"{Signature(fields)} — {note}"
     return write(out, f"{stem}_bias", tables.to_table(bias, f"{data}: {BIAS_TITLE}", signature))
 
 

@@ -372,12 +372,20 @@ def _per_target(ds: Dataset, tgts, value: Callable) -> pd.DataFrame:
 
 def bias(ds: Dataset) -> pd.DataFrame:
     """BiasScore (ContrastScore Eq. 7) of every row against every aspect, with LS the
-    expert's mean per-token log-likelihood."""
+    expert's mean per-token log-likelihood. With ``meta.split_by`` groups (language pairs) it is
+    computed within each group (min-max normalisation and Spearman over that group's rows), then
+    AVG = the mean over the columns, as ContrastScore Table 8 scores each language pair and averages."""
     ls = f"{rundir.MEAN_LOGP}expert"  # written by the run: no re-deriving of norm / skip_first
     if ls not in ds.frame.columns or not any(r["variant"] == "expert" for r in ds.rows.values()):
         return pd.DataFrame()
-    return _per_target(ds, [(h, None) for h in ds.humans], lambda f, col, h: {
+    tgts = targets(ds)
+    long = _per_target(ds, tgts, lambda f, col, h: {
         "value": bias_score(f[ls].to_numpy(), f[col].to_numpy(), f[h].to_numpy())})
+    if all(v is None for _, v in tgts):
+        return long
+    avg = long.groupby("label", sort=False)["value"].agg(lambda v: v.mean(skipna=False))
+    return pd.concat([long, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
+                     ignore_index=True)
 
 
 def quantized(ds: Dataset, protocol: str = "summac") -> pd.DataFrame:

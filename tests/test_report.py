@@ -230,6 +230,38 @@ def test_pairwise_accuracy_of_translation_rows_is_hand_computed(tmp_path):
     assert tables.pairwise(summary).empty and report_cmd.pairwise_section(summary, "demo", tmp_path) == []
 
 
+def test_bias_score_is_computed_per_language_pair_then_averaged(tmp_path):
+    """ContrastScore Table 8: BiasScore within each language pair (min-max and Spearman over that
+    pair's rows), AVG = their mean; the pooled value over all rows is another number."""
+    rng = np.random.default_rng(3)
+    n = 12
+    frame = pd.DataFrame({"group": [f"g{i // 3}" for i in range(2 * n)], "system": list("ABC") * (2 * n // 3),
+                          "task": "translation", "lang_pair": ["de-en"] * n + ["zh-en"] * n,
+                          "human.mqm": rng.normal(size=2 * n), "mean_logp.expert": rng.normal(size=2 * n)})
+    frame["score.expert"] = frame["human.mqm"] + np.r_[1.0, -1.0].repeat(n) * frame["mean_logp.expert"]
+    ds = tables.Dataset("key", frame, ["human.mqm"], "lang_pair")
+    ds.rows = {"expert": {"run": fake_run(), "variant": "expert", "params": {}, "main": True}}
+
+    def by_hand(part):
+        mm = lambda x: (x - x.min()) / (x.max() - x.min())  # noqa: E731
+        us = mm(part["score.expert"]) - mm(part["human.mqm"])
+        return stats.spearmanr(part["mean_logp.expert"], us)[0]
+
+    want = {lp: by_hand(frame[frame["lang_pair"] == lp]) for lp in ("de-en", "zh-en")}
+    got = tables.bias(ds).set_index("target")["value"]
+    assert list(got.index) == ["de-en", "zh-en", "AVG"]
+    assert got["de-en"] == pytest.approx(want["de-en"]) and got["zh-en"] == pytest.approx(want["zh-en"])
+    assert got["AVG"] == pytest.approx((want["de-en"] + want["zh-en"]) / 2)
+    assert want["de-en"] > 0.5 and want["zh-en"] < -0.5  # overrated in one pair, underrated in the other
+    assert abs(by_hand(frame) - got["AVG"]) > 0.1  # pooling all pairs is not their average
+    report_cmd.bias_section(ds, "mqm", tmp_path)
+    md = (tmp_path / "mqm_bias.md").read_text()
+    assert "split_by:lang_pair" in md and "AVG = their mean" in md
+    assert list(pd.read_csv(tmp_path / "mqm_bias.csv", index_col="label").columns) == ["de-en", "zh-en", "AVG"]
+    ds.split_by = None  # no groups: one column per aspect over all rows, as before
+    assert tables.bias(ds)["value"].item() == pytest.approx(by_hand(frame))
+
+
 def test_one_table_renders_to_markdown_csv_latex_and_rich():
     frame = pd.DataFrame({"a_b": [0.5, 0.25], "AVG": [float("nan"), 0.75]},
                          index=pd.Index(["x", "y [1]"], name="metric"))
