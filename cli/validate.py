@@ -36,7 +36,7 @@ OTHER_KEYS = {"runtime": {"device", "token_budget", "progress", "threads"}, "cac
               "baselines": {"rows"},
               "meta": {"split_by"},
               "stats": {"temperatures"}, "split": {"dev_ids"},
-              "judge_prompt": {"name", "style", "role", "generation_prompt", "templates", "files",
+              "judge_prompt": {"name", "style", "role", "generation_prompt", "templates", "files", "closing",
                                "dialogue_template", "dialogue_aspects"},
               "prompt": {"name", "templates", "reference_templates"}}
 
