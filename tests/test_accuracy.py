@@ -3,9 +3,14 @@ computations and a plain loop, the top-k rule kept by name. No models: fast."""
 
 import numpy as np
 import pytest
-
-from cscore.metaeval.accuracy import (PERCENTILES, accuracy, alternate_cut, balanced_accuracy, choose_threshold,
-                                      summac_accuracy)
+from cscore.metaeval.accuracy import (
+    PERCENTILES,
+    accuracy,
+    alternate_cut,
+    balanced_accuracy,
+    choose_threshold,
+    summac_accuracy,
+)
 from cscore.metaeval.bias import quantized_accuracy
 
 # rows in data order: even positions are the dev cut, odd ones the test cut

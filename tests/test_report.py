@@ -242,9 +242,11 @@ def test_bias_score_is_computed_per_language_pair_then_averaged(tmp_path):
     ds = tables.Dataset("key", frame, ["human.mqm"], "lang_pair")
     ds.rows = {"expert": {"run": fake_run(), "variant": "expert", "params": {}, "main": True}}
 
+    def minmax(x):
+        return (x - x.min()) / (x.max() - x.min())
+
     def by_hand(part):
-        mm = lambda x: (x - x.min()) / (x.max() - x.min())  # noqa: E731
-        us = mm(part["score.expert"]) - mm(part["human.mqm"])
+        us = minmax(part["score.expert"]) - minmax(part["human.mqm"])
         return stats.spearmanr(part["mean_logp.expert"], us)[0]
 
     want = {lp: by_hand(frame[frame["lang_pair"] == lp]) for lp in ("de-en", "zh-en")}
