@@ -23,9 +23,10 @@ What is computed (pure pandas / numpy; nothing here loads a model):
   all rows and reported on the same rows, which the tables say loudly (optimistic numbers).
 * Tables 1-2: per range the main model alone, the assistant alone and the contrast at the chosen
   point, Pearson / Spearman / Kendall on the TEST rows with 95 % percentile bootstrap intervals
-  (``uncertainty.bootstrap_ci``, ``resample="group"``: documents are drawn with replacement and
-  all their summaries come along — the item bootstrap every ``cscore report`` table uses), printed
-  as value ± half the interval's width (the paper's .344_{.038}); then the mean over ranges.
+  (``uncertainty.bootstrap_ci``; ``cscore report --resample groups``, the default: documents are
+  drawn with replacement and all their summaries come along, as in every report table;
+  ``--resample items``: summaries drawn one by one, as the released evaluation), printed as
+  value ± half the interval's width (the paper's .344_{.038}); then the mean over ranges.
 * Tables 3-5: the chosen λ and t per (pair, range).
 * Range bias: mean, std (population, ddof=0) and max − min of each row's correlation over ranges.
 * Tables 6-7: invalid outputs per model row and range on the reported rows, from the ``parse.<row>``
