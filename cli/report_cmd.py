@@ -143,10 +143,19 @@ def describe_key(key: str) -> str:
     return ", ".join(parts)
 
 
+def resample_note(spec: tables.Spec) -> str:
+    """The caption's words for the bootstrap unit ('' without a bootstrap)."""
+    if not spec.bootstrap:
+        return ""
+    unit = ("documents / source segments (all rows of a drawn one come along)" if spec.resample == "groups"
+            else "items (rows: summaries / translations, each drawn on its own)")
+    return f" — {round(100 * (1 - spec.alpha), 1):g}% intervals: percentile bootstrap over {unit}"
+
+
 def quality_section(ds, stem: str, spec: tables.Spec, out: Path, console, progress: Progress):
     """Quality tables (long csv and wide md / csv / tex); prints the table. Returns (long, lines)."""
     data = _config(ds)["data"]["name"]
-    signature = str(Signature({"data": data, "n": len(ds.frame), **spec.fields()}))
+    signature = f"{Signature({'data': data, 'n': len(ds.frame), **spec.fields()})}{resample_note(spec)}"
     with progress.steps(f"{stem} quality") as update:
         long = tables.quality(ds, spec, update)
     long.to_csv(out / f"{stem}_quality_long.csv", index=False)
@@ -160,17 +169,35 @@ def bias_section(ds, stem: str, out: Path) -> list[str]:
     if bias.empty:
         return []
     data = _config(ds)["data"]["name"]
-    signature = f"{Signature({'data': data, 'n': len(ds.frame), 'statistic': 'biasscore'})} — {BIAS_NOTE}"
+    fields = {"data": data, "n": len(ds.frame), "statistic": "biasscore"}
+    grouped = any(v is not None for _, v in tables.targets(ds))
+    if grouped:
+        fields["split_by"] = ds.split_by
+    note = f"{BIAS_NOTE} | per {ds.split_by} (normalised and correlated within each), AVG = their mean" if grouped \
+        else BIAS_NOTE
+    signature = f"{Signature(fields)} — {note}"
     return write(out, f"{stem}_bias", tables.to_table(bias, f"{data}: {BIAS_TITLE}", signature))
 
 
-def quantized_section(ds, stem: str, out: Path) -> list[str]:
+ACCURACY_NOTES = {
+    "summac": ("quantized accuracy, SummaC benchmark protocol: human label = top score; rows cut alternately "
+               "(even positions dev, odd test); threshold = the percentile (0, 0.2, ..., 99.8) of the dev scores "
+               "with the best balanced accuracy of score > threshold; reported: balanced accuracy on the test cut "
+               "(a constant metric gets 0.5)"),
+    "topk": ("quantized accuracy, cscore's top-k rule (CDM Table 5 does not say how it cuts): human label = top "
+             "score, prediction = the metric's top share of the same size, plain accuracy on all rows"),
+}
+
+
+def quantized_section(ds, stem: str, out: Path, protocol: str = "summac") -> list[str]:
     data = _config(ds)["data"]["name"]
-    signature = (f"{Signature({'data': data, 'n': len(ds.frame), 'statistic': 'quantized-accuracy'})} — "
-                 "quantized accuracy (CDM Table 5): human = top score, "
-                 "prediction = metric's top share of the same size")
-    title = f"{data}: quantized accuracy (higher is better)"
-    return write(out, f"{stem}_quantized_accuracy", tables.to_table(tables.quantized(ds), title, signature))
+    acc = tables.quantized(ds, protocol)
+    acc.to_csv(out / f"{stem}_quantized_accuracy_long.csv", index=False)  # with threshold and cut sizes
+    fields = {"data": data, "n": len(ds.frame), "statistic": "quantized-accuracy", "protocol": protocol}
+    signature = f"{Signature(fields)} — {ACCURACY_NOTES[protocol]}"
+    title = f"{data}: quantized accuracy, {'SummaC protocol' if protocol == 'summac' else 'top-k rule'} " \
+            "(higher is better)"
+    return write(out, f"{stem}_quantized_accuracy", tables.to_table(acc, title, signature))
 
 
 def pairwise_section(ds, stem: str, out: Path) -> list[str]:
@@ -239,14 +266,17 @@ def warn(stem: str, text: str, console) -> list[str]:
 
 
 def units_warning(items: int, spec: tables.Spec) -> str:
-    """``few_units_warning`` for a quality table: its bootstrap and permutations resample items."""
+    """``few_units_warning`` for a quality table: its bootstrap resamples ``spec.resample`` units
+    (``items`` of them), its permutations items."""
     what = " and ".join(w for w, n in (("the bootstrap intervals", spec.bootstrap),
                                        ("the significance clusters", spec.permutations)) if n)
-    return few_units_warning(items, "items (documents / source segments)", what) if what else ""
+    unit = "items (documents / source segments)" if spec.resample == "groups" else "rows"
+    return few_units_warning(items, unit, what) if what else ""
 
 
 def dataset_section(ds, stem: str, spec: tables.Spec, out: Path, console, progress: Progress) -> list[str]:
-    items = ds.frame["group"].nunique() if "group" in ds.frame else len(ds.frame)
+    grouped = "group" in ds.frame and spec.resample == "groups"
+    items = ds.frame["group"].nunique() if grouped else len(ds.frame)
     progress.say(f"{stem}: {len(ds.frame)} rows, {items} items, {len(ds.rows)} score rows x "
                  f"{len(tables.targets(ds)) + 1} columns; {spec.bootstrap} bootstrap resamples, "
                  f"{spec.permutations} permutations")
@@ -254,7 +284,7 @@ def dataset_section(ds, stem: str, spec: tables.Spec, out: Path, console, progre
     lines += warn(stem, units_warning(items, spec), console)
     long, quality_lines = quality_section(ds, stem, spec, out, console, progress)
     lines += warn(stem, like_note(tables.unreachable_like_threshold(ds, spec), spec), console)
-    lines += (quality_lines + bias_section(ds, stem, out) + quantized_section(ds, stem, out)
+    lines += (quality_lines + bias_section(ds, stem, out) + quantized_section(ds, stem, out, spec.accuracy)
               + pairwise_section(ds, stem, out))
     plot_section(ds, long, stem, out, progress)
     return lines
@@ -265,8 +295,9 @@ def judge_units_warning(rep: judge.JudgeReport, spec: tables.Spec) -> str:
     column) behind a reported correlation."""
     if not spec.bootstrap or rep.long.empty:
         return ""
-    unit = "documents" if "group" in rep.study.points[0].frame.columns else "rows"
-    return few_units_warning(int(rep.long["n_groups"].min()), f"{unit} in the reported rows",
+    grouped = "group" in rep.study.points[0].frame.columns and spec.resample == "groups"
+    unit, count = ("documents", "n_groups") if grouped else ("rows", "n")
+    return few_units_warning(int(rep.long[count].min()), f"{unit} in the reported rows",
                              "the bootstrap intervals (±)")
 
 
@@ -283,7 +314,7 @@ def judge_section(runs, spec: tables.Spec, out: Path, console, progress: Progres
                      f"(lambda, t) chosen by dev {select_by}; {spec.bootstrap} bootstrap resamples")
         with progress.steps(f"{stem} correlations") as update:
             rep = judge.build(study, criterion, bootstrap=spec.bootstrap, seed=spec.seed, alpha=spec.alpha,
-                              progress=update)
+                              resample=spec.resample, progress=update)
         rep.long.to_csv(out / f"{stem}_correlation_long.csv", index=False)
         rep.grid.to_csv(out / f"{stem}_grid.csv", index=False)
         rep.invalid.to_csv(out / f"{stem}_invalid_long.csv", index=False)
@@ -370,7 +401,7 @@ def spec_from_args(args) -> tables.Spec:
     ``--kendall-threshold`` without ``--kendall like`` (``tables.Spec`` checks every value)."""
     kind = args.correlation or ("kendall" if args.kendall is not None else "pearson")
     return tables.Spec(args.level, kind, args.kendall, args.bootstrap, args.permutations, args.seed, args.alpha,
-                       args.kendall_threshold)
+                       args.kendall_threshold, resample=args.resample, accuracy=args.accuracy)
 
 
 def main(argv: list[str]) -> None:
@@ -385,6 +416,12 @@ def main(argv: list[str]) -> None:
                     help="--kendall like: count only pairs whose human scores differ by at least this much "
                          f"(default {tables.KENDALL_LIKE_THRESHOLD:g}, WMT DA points on 0-100; e.g. 1 for 1-5 ratings)")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples (0: no CIs)")
+    ap.add_argument("--resample", default="groups",
+                    help="bootstrap unit: groups (documents / source segments, all their rows come along; the "
+                         "default) or items (rows: summaries, translations)")
+    ap.add_argument("--accuracy", default="summac",
+                    help="quantized accuracy: summac (threshold on the dev cut, balanced accuracy on the test "
+                         "cut; the default) or topk (cscore's earlier top-share rule, plain accuracy)")
     ap.add_argument("--permutations", type=int, default=1000, help="permutations per test (0: no clusters)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--alpha", type=float, default=0.05, help="CI level 1 - alpha and significance level, in (0, 1)")

@@ -61,6 +61,8 @@ class JudgePrompt:
     role: str = setting("user", doc="user: one user message of the judge's chat template | system")
     generation_prompt: bool = setting(True, doc="followed by the assistant header: the judge answers in its own turn")
     templates: dict = setting({}, doc="{aspect: template}; inline templates win over files")
+    closing: str | None = setting(None, doc="a closing instruction after summarization templates ({aspect} filled "
+                                            "in; geval: the paper's Appendix A line); null: none")
     files: dict = setting({}, doc="{aspect: path} of template files")
     dialogue_template: str | None = setting(None, doc="the dialogue template; {aspect} and {definition} are filled in")
     dialogue_aspects: dict = setting({}, doc="{aspect: definition} for the dialogue template")

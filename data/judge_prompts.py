@@ -42,7 +42,8 @@ TASKS = ("summarization", "dialogue")
 ROLES = ("user", "system")
 RELEASED_ASPECTS = ("coherence", "consistency", "relevance")
 # the keys of a judge_prompt config
-KEYS = ("name", "style", "role", "generation_prompt", "templates", "files", "dialogue_template", "dialogue_aspects")
+KEYS = ("name", "style", "role", "generation_prompt", "templates", "files", "closing", "dialogue_template",
+        "dialogue_aspects")
 
 
 def _suggest(word: str, options) -> str:
@@ -93,6 +94,9 @@ def check_config(prompt_cfg: Mapping) -> None:
         for aspect, text in _mapping(prompt_cfg, key).items():
             if not isinstance(text, str) or not text.strip():
                 raise ConfigError(f"judge_prompt.{key}.{aspect} must be a non-empty string, got {text!r}")
+    closing = prompt_cfg.get("closing")
+    if closing is not None and not isinstance(closing, str):
+        raise ConfigError(f"judge_prompt.closing must be a string or null (null or '' drops it), got {closing!r}")
     dialogue = prompt_cfg.get("dialogue_template")
     if dialogue is not None and not (isinstance(dialogue, str) and dialogue.strip()):
         raise ConfigError(f"judge_prompt.dialogue_template must be a non-empty string or null, got {dialogue!r}")
@@ -177,13 +181,23 @@ def _dialogue_template(prompt_cfg: Mapping, aspect: str) -> str:
             .replace("{definition}", str(definitions[aspect]).strip()))
 
 
+def with_closing(template: str, closing: str | None, aspect: str) -> str:
+    """``template``, then a blank line and ``closing`` with ``{aspect}`` filled (the aspect's name,
+    lower case, underscores as spaces): the CD-judge paper's Appendix A prompts end with "What is the
+    <aspect> of the summary above? Provide only rating and no other text." None or '': unchanged."""
+    if not closing or not closing.strip():
+        return template
+    name = str(aspect).replace("_", " ").strip().lower()
+    return f"{template.rstrip()}\n\n{closing.strip().replace('{aspect}', name)}"
+
+
 def template_for(prompt_cfg: Mapping, aspect: str, task: str) -> str:
     """The template for one aspect of one task ("summarization" or "dialogue", the dataset's task
     column): for summarization ``templates[aspect]`` (inline text) or ``files[aspect]`` (a path,
     read as UTF-8); for dialogue ``dialogue_template`` with ``{aspect_title}`` and ``{definition}``
     (from ``dialogue_aspects[aspect]``) filled in. ConfigError for an aspect or task without one."""
     if task == "summarization":
-        return _summarization_template(prompt_cfg, aspect)
+        return with_closing(_summarization_template(prompt_cfg, aspect), prompt_cfg.get("closing"), aspect)
     if task == "dialogue":
         return _dialogue_template(prompt_cfg, aspect)
     raise ConfigError(f"judge prompts exist for {' and '.join(TASKS)} data; the data's task is {task!r}")

@@ -23,9 +23,10 @@ What is computed (pure pandas / numpy; nothing here loads a model):
   all rows and reported on the same rows, which the tables say loudly (optimistic numbers).
 * Tables 1-2: per range the main model alone, the assistant alone and the contrast at the chosen
   point, Pearson / Spearman / Kendall on the TEST rows with 95 % percentile bootstrap intervals
-  (``uncertainty.bootstrap_ci``, ``resample="group"``: documents are drawn with replacement and
-  all their summaries come along — the item bootstrap every ``cscore report`` table uses), printed
-  as value ± half the interval's width (the paper's .344_{.038}); then the mean over ranges.
+  (``uncertainty.bootstrap_ci``; ``cscore report --resample groups``, the default: documents are
+  drawn with replacement and all their summaries come along, as in every report table;
+  ``--resample items``: summaries drawn one by one, as the released evaluation), printed as
+  value ± half the interval's width (the paper's .344_{.038}); then the mean over ranges.
 * Tables 3-5: the chosen λ and t per (pair, range).
 * Range bias: mean, std (population, ddof=0) and max − min of each row's correlation over ranges.
 * Tables 6-7: invalid outputs per model row and range on the reported rows, from the ``parse.<row>``
@@ -395,13 +396,15 @@ def reported_rows(study: Study, selections: list[pd.DataFrame]) -> list[dict]:
 
 
 def correlations(study: Study, rows: list[dict], criterion: Criterion = Criterion(), *, bootstrap: int = 1000,
-                 seed: int = 0, alpha: float = 0.05,
+                 seed: int = 0, alpha: float = 0.05, resample: str = "groups",
                  progress: Callable[[int, int, str], None] | None = None) -> pd.DataFrame:
     """Long table: range, lo, hi, label, role, pair, score, lam, t, correlation, value, low, high,
     half_width ((high - low) / 2), n (rows with a finite score and human), n_groups (documents).
-    Intervals: percentile bootstrap over documents (``bootstrap_ci(resample="group")``, the item
-    bootstrap of every report table; rows when there is no group column), ``bootstrap`` resamples,
+    Intervals: percentile bootstrap over documents (``resample="groups"``: ``bootstrap_ci(resample=
+    "group")``, as every report table; rows when there is no group column) or over summaries
+    (``resample="items"``: rows, as the released CD-judge evaluation), ``bootstrap`` resamples,
     none when 0."""
+    unit = "group" if resample == "groups" else None
     out, total, done = [], len(rows) * len(KINDS), 0
     for r in rows:
         frame, col = r["frame"], r["column"]
@@ -410,7 +413,7 @@ def correlations(study: Study, rows: list[dict], criterion: Criterion = Criterio
         for kind in KINDS:
             stat = criterion.stat(study.human, kind)
             if bootstrap:
-                ci = bootstrap_ci(frame, stat, col, resample="group" if "group" in frame.columns else None,
+                ci = bootstrap_ci(frame, stat, col, resample=unit if unit in frame.columns else None,
                                   n=bootstrap, seed=seed, alpha=alpha)
                 value, low, high = ci
             else:
@@ -580,7 +583,8 @@ class JudgeReport:
     tables: dict = field(default_factory=dict)
 
 
-def notes_of(study: Study, criterion: Criterion, bootstrap: int, alpha: float, seed: int) -> list[str]:
+def notes_of(study: Study, criterion: Criterion, bootstrap: int, alpha: float, seed: int,
+             resample: str = "groups") -> list[str]:
     same = not study.has_dev_split
     out = [NO_DEV] if same else []
     where = "all rows" if same else f"dev rows (split=dev: documents of {study.dev_ids})"
@@ -589,9 +593,10 @@ def notes_of(study: Study, criterion: Criterion, bootstrap: int, alpha: float, s
                f"(lambda, t) only through c = lambda/t, so grid points with equal c tie exactly)")
     pct = round(100 * (1 - alpha), 1)
     if bootstrap:
+        unit = ("documents (all summaries of a drawn document come along" if resample == "groups"
+                else "summaries (each drawn on its own, as the released evaluation")
         out.append(f"reported on {'the same rows' if same else 'the test rows'}; ± = half the width of the "
-                   f"{pct:g}% percentile bootstrap interval over documents (all summaries of a drawn "
-                   f"document come along; {bootstrap} resamples, seed {seed})")
+                   f"{pct:g}% percentile bootstrap interval over {unit}; {bootstrap} resamples, seed {seed})")
     else:
         out.append(f"reported on {'the same rows' if same else 'the test rows'}; no bootstrap intervals")
     out.append("single-model rows: greedy judging by the main / assistant model alone (lambda = 0); "
@@ -601,15 +606,17 @@ def notes_of(study: Study, criterion: Criterion, bootstrap: int, alpha: float, s
 
 
 def build(study: Study, criterion: Criterion = Criterion(), *, bootstrap: int = 1000, seed: int = 0,
-          alpha: float = 0.05, progress: Callable[[int, int, str], None] | None = None) -> JudgeReport:
+          alpha: float = 0.05, resample: str = "groups",
+          progress: Callable[[int, int, str], None] | None = None) -> JudgeReport:
     """Selection, correlations, across-range statistics, invalid outputs and the rendered tables."""
     parsed, expected = select(study, criterion, "parsed"), select(study, criterion, "expected")
     selection = pd.concat([parsed, expected], ignore_index=True) if not expected.empty else parsed
     rows = reported_rows(study, [parsed, expected])
-    long = correlations(study, rows, criterion, bootstrap=bootstrap, seed=seed, alpha=alpha, progress=progress)
+    long = correlations(study, rows, criterion, bootstrap=bootstrap, seed=seed, alpha=alpha, resample=resample,
+                        progress=progress)
     across = across_ranges(long)
     bad = invalid(rows)
-    notes = notes_of(study, criterion, bootstrap, alpha, seed)
+    notes = notes_of(study, criterion, bootstrap, alpha, seed, resample)
     rep = JudgeReport(study, selection, grid(study, criterion, "parsed"), long, across, bad, rows, notes)
     n_test = max((len(r["frame"]) for r in rows), default=0)
     fields = {"data": study.data, "aspect": study.aspect, "n": n_test,
@@ -617,7 +624,7 @@ def build(study: Study, criterion: Criterion = Criterion(), *, bootstrap: int = 
               "level": criterion.level, "kendall": criterion.variant or "b",
               **({} if criterion.like_threshold is None else {"threshold": f"{criterion.like_threshold:g}"}),
               "bootstrap": bootstrap,
-              "resample": "items", "seed": seed, "alpha": alpha}
+              "resample": resample, "seed": seed, "alpha": alpha}
     sig = str(Signature(fields))
     warn = f"{NO_DEV} — " if not study.has_dev_split else ""
     head = f"{study.data} {study.aspect}"

@@ -14,7 +14,8 @@ import pandas as pd
 
 from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import render
-from cscore.metaeval.bias import bias_score, quantized_accuracy
+from cscore.metaeval.accuracy import PROTOCOLS, accuracy
+from cscore.metaeval.bias import bias_score
 from cscore.metaeval.kendall import VARIANTS, normalize_variant
 from cscore.metaeval.levels import KINDS, LEVELS
 from cscore.metaeval.pairwise import acc_eq_at
@@ -23,6 +24,8 @@ from cscore.metaeval.uncertainty import LevelStat, MeanStat, bootstrap_ci, signi
 from cscore import rundir
 
 
+# bootstrap units: groups = documents / source segments (all their rows come along), items = rows
+RESAMPLE = {"groups": "group", "items": None}
 KENDALL_LIKE_THRESHOLD = 25.0  # mt-metrics-eval's KendallLike default: WMT DA points on a 0-100 scale
 
 
@@ -40,6 +43,8 @@ class Spec:
     seed: int = 0
     alpha: float = 0.05
     threshold: float | None = None  # Kendall-like only: count pairs whose human scores differ by >= this
+    resample: str = "groups"  # bootstrap unit: groups (documents / source segments) or items (rows)
+    accuracy: str = "summac"  # quantized accuracy protocol (metaeval.accuracy.PROTOCOLS)
 
     def __post_init__(self):
         if self.level not in LEVELS:
@@ -66,6 +71,10 @@ class Spec:
                                   ("seed", self.seed, "a random seed")):
             if not _is_int(value) or value < 0:
                 raise ConfigError(f"--{name} must be a whole number >= 0 ({what}), got {value!r}")
+        if self.resample not in RESAMPLE:
+            raise ConfigError(f"--resample must be one of {', '.join(RESAMPLE)}, got {self.resample!r}")
+        if self.accuracy not in PROTOCOLS:
+            raise ConfigError(f"--accuracy must be one of {', '.join(PROTOCOLS)}, got {self.accuracy!r}")
         if not (_is_number(self.alpha) and 0 < self.alpha < 1):
             raise ConfigError(f"--alpha must lie strictly between 0 and 1 (0.05: 95 % intervals and a 5 % "
                               f"significance level), got {self.alpha!r}")
@@ -92,7 +101,7 @@ class Spec:
             out["kendall"] = self.variant or "b"
         if self.like:
             out["threshold"] = f"{self.like_threshold:g}"
-        return {**out, "bootstrap": self.bootstrap, "resample": "items", "seed": self.seed,
+        return {**out, "bootstrap": self.bootstrap, "resample": self.resample, "seed": self.seed,
                 "permutations": self.permutations, "test": "perm-both", "alpha": self.alpha}
 
     def describe(self) -> str:
@@ -292,7 +301,7 @@ def quality(ds: Dataset, spec: Spec, progress: Callable[[int, int, str], None] |
         for lb in labels:
             col = f"{rundir.SCORE}{lb}"
             if spec.bootstrap:
-                point, low, high = bootstrap_ci(ds.frame, stat, col, resample="group", n=spec.bootstrap,
+                point, low, high = bootstrap_ci(ds.frame, stat, col, resample=RESAMPLE[spec.resample], n=spec.bootstrap,
                                                 seed=spec.seed, alpha=spec.alpha)
             else:
                 point, low, high = stat(ds.frame, col), math.nan, math.nan
@@ -363,19 +372,28 @@ def _per_target(ds: Dataset, tgts, value: Callable) -> pd.DataFrame:
 
 def bias(ds: Dataset) -> pd.DataFrame:
     """BiasScore (ContrastScore Eq. 7) of every row against every aspect, with LS the
-    expert's mean per-token log-likelihood."""
+    expert's mean per-token log-likelihood. With ``meta.split_by`` groups (language pairs) it is
+    computed within each group (min-max normalisation and Spearman over that group's rows), then
+    AVG = the mean over the columns, as ContrastScore Table 8 scores each language pair and averages."""
     ls = f"{rundir.MEAN_LOGP}expert"  # written by the run: no re-deriving of norm / skip_first
     if ls not in ds.frame.columns or not any(r["variant"] == "expert" for r in ds.rows.values()):
         return pd.DataFrame()
-    return _per_target(ds, [(h, None) for h in ds.humans], lambda f, col, h: {
+    tgts = targets(ds)
+    long = _per_target(ds, tgts, lambda f, col, h: {
         "value": bias_score(f[ls].to_numpy(), f[col].to_numpy(), f[h].to_numpy())})
+    if all(v is None for _, v in tgts):
+        return long
+    avg = long.groupby("label", sort=False)["value"].agg(lambda v: v.mean(skipna=False))
+    return pd.concat([long, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
+                     ignore_index=True)
 
 
-def quantized(ds: Dataset) -> pd.DataFrame:
-    """Quantized accuracy (CDM Table 5) for every aspect: human label = the top score,
-    prediction = the metric's top share of the same size (see metaeval.bias)."""
-    return _per_target(ds, [(h, None) for h in ds.humans], lambda f, col, h: {
-        "value": quantized_accuracy(f[col].to_numpy(), f[h].to_numpy())})
+def quantized(ds: Dataset, protocol: str = "summac") -> pd.DataFrame:
+    """Quantized accuracy (CDM Table 5) for every aspect, human label = the top score:
+    ``summac`` (threshold chosen on the alternate dev cut, balanced accuracy on the test cut;
+    also ``threshold``, ``n_dev``, ``n_test``) or ``topk`` (see metaeval.accuracy)."""
+    return _per_target(ds, [(h, None) for h in ds.humans], lambda f, col, h:
+                       accuracy(f[col].to_numpy(), f[h].to_numpy(), protocol))
 
 
 def pairwise(ds: Dataset) -> pd.DataFrame:

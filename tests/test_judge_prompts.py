@@ -118,9 +118,29 @@ def test_geval_summarization_prompts(geval, aspect, title):
     assert "Evaluation Steps:\n\n1. " in prompt
     assert "score between 2 and 6, where 2 is the worst and 6 is the best" in prompt
     assert prompt.index(source) < prompt.index(summary)
-    assert prompt.endswith(f"{summary}\n\n\nEvaluation Form (scores ONLY):\n\n- {title}:")
-    for mark in ("{min}", "{max}", "{source}", "{hypothesis}", "{aspect_title}", "{definition}"):
+    closing = f"What is the {aspect} of the summary above? Provide only rating and no other text."
+    assert prompt.endswith(f"{summary}\n\n\nEvaluation Form (scores ONLY):\n\n- {title}:\n\n{closing}")
+    for mark in ("{min}", "{max}", "{source}", "{hypothesis}", "{aspect_title}", "{definition}", "{aspect}"):
         assert mark not in prompt
+    for dropped in (None, ""):  # judge_prompt.closing=null drops the paper's closing instruction
+        tpl = jp.template_for({**geval, "closing": dropped}, aspect, "summarization")
+        prompt, _ = jp.render(tpl, source=source, hypothesis=summary, lo=2, hi=6, style="cscore")
+        assert prompt.endswith(f"{summary}\n\n\nEvaluation Form (scores ONLY):\n\n- {title}:")
+
+
+def test_the_closing_instruction_is_the_papers_and_summarization_only(geval, shared, released):
+    # Appendix A of the CD-judge paper ends each prompt with this sentence; so do the released
+    # consistency and relevance files, the released coherence file does not
+    assert geval["closing"] == "What is the {aspect} of the summary above? Provide only rating and no other text."
+    files = shared / "cdjudge_released" / "prompts"
+    for short, aspect in (("con", "consistency"), ("rel", "relevance")):
+        text = (files / f"{short}_detailed_range.txt").read_text(encoding="utf-8")
+        assert text.rstrip().endswith(geval["closing"].replace("{aspect}", aspect))
+    assert "Provide only rating" not in (files / "coh_detailed_range.txt").read_text(encoding="utf-8")
+    assert "Provide only rating" not in jp.template_for(released, "coherence", "summarization")
+    assert "Provide only rating" not in jp.template_for(geval, "overall", "dialogue")
+    with pytest.raises(ConfigError, match="judge_prompt.closing must be a string or null"):
+        jp.check_config({**geval, "closing": 3})
 
 
 @pytest.mark.parametrize("aspect, title", [("interesting", "Interesting"),
@@ -260,7 +280,7 @@ def test_build_with_chat_and_mixed_tasks(geval):
         "hypothesis": ["Sum one.", "Sum {two}.", "Fine."],
         "task": ["summarization", "summarization", "dialogue"],
     })
-    cfg = {**geval, "templates": {"overall": "S {min}-{max} {source} / {hypothesis}"}}
+    cfg = {**geval, "templates": {"overall": "S {min}-{max} {source} / {hypothesis}"}, "closing": None}
     prompts, spans = jp.build(examples, cfg, aspect="overall", lo=1, hi=5, chat=fake_chat)
     assert prompts[0] == "<|user|>\nS 1-5 Doc one {a}. / Sum one.<|end|>\n<|assistant|>\n"
     assert prompts[1] == "<|user|>\nS 1-5 Doc two. / Sum {two}.<|end|>\n<|assistant|>\n"
@@ -275,7 +295,8 @@ def test_build_with_chat_and_mixed_tasks(geval):
 def test_build_without_chat_matches_render(geval):
     examples = pd.DataFrame({"source": ["A {x}"], "hypothesis": ["B"], "task": ["summarization"]})
     prompts, spans = jp.build(examples, geval, aspect="relevance", lo=0, hi=4, chat=None)
-    want = jp.render(geval["templates"]["relevance"], source="A {x}", hypothesis="B", lo=0, hi=4, style="cscore")
+    template = geval["templates"]["relevance"] + "\n\n" + geval["closing"].replace("{aspect}", "relevance")
+    want = jp.render(template, source="A {x}", hypothesis="B", lo=0, hi=4, style="cscore")
     assert (prompts[0], spans[0]) == want
 
 
@@ -352,7 +373,8 @@ def test_chat_renderer_smollm2(geval, released):
     examples = pd.DataFrame({"source": ["Doc."], "hypothesis": ["Sum."], "task": ["summarization"]})
     prompts, spans = jp.build(examples, geval, aspect="fluency", lo=1, hi=5, chat=chat)
     assert prompts[0].startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
-    assert prompts[0].endswith("- Fluency:<|im_end|>\n<|im_start|>assistant\n")
+    assert prompts[0].endswith("- Fluency:\n\nWhat is the fluency of the summary above? Provide only rating and no "
+                               "other text.<|im_end|>\n<|im_start|>assistant\n")
     assert prompts[0][spans[0][0]:spans[0][1]] == "Doc."
 
 
@@ -372,3 +394,9 @@ def test_every_aspect_of_the_dialogue_data_has_a_prompt(shared, geval):
             prompts, spans = jp.build(row, geval, aspect=aspect, lo=1, hi=5, chat=None)
             assert prompts[0][spans[0][0]:spans[0][1]] == row["source"].iloc[0]
             assert prompts[0].endswith(f"- {jp.aspect_title(aspect)}:")
+
+
+def test_a_closing_that_is_not_text_is_a_one_line_config_error(tmp_path, cscore_main):
+    res = cscore_main("run", "method=cd_judge", "judge_prompt.closing=5", cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr == "cscore: error: judge_prompt.closing must be a string or null (null or '' drops it), got 5\n"

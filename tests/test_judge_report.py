@@ -252,6 +252,25 @@ def test_test_correlations_are_scipys_on_the_test_rows_of_the_chosen_point(rep, 
     assert set(zip(e["lam"], e["t"])) == {(0.5, 2.0)}
 
 
+def test_resample_items_draws_summaries_and_says_so(rep, study):
+    """--resample items (the released evaluation's bootstrap over summaries): each interval is the
+    percentile bootstrap of the test rows drawn one by one; the notes and caption name the unit."""
+    from cscore.metaeval.uncertainty import bootstrap_ci
+
+    items = judge.build(study, bootstrap=200, seed=3, resample="items")
+    p = next(p for p in study.points if (p.pair, p.lo, p.lam, p.t) == ("pA", 2, 1.0, 1.0))
+    test = p.frame[p.frame["split"] == "test"].reset_index(drop=True)
+    got = items.long.query("lo == 2 and label == 'Contra. (pA)' and correlation == 'pearson'").iloc[0]
+    stat = judge.Criterion().stat(study.human, "pearson")
+    want = bootstrap_ci(test, stat, "score.cd_judge", resample=None, n=200, seed=3)
+    assert (got["low"], got["high"]) == pytest.approx((want[1], want[2]))
+    grouped = rep.long.query("lo == 2 and label == 'Contra. (pA)' and correlation == 'pearson'").iloc[0]
+    assert got["value"] == pytest.approx(grouped["value"]) and got["low"] != pytest.approx(grouped["low"])
+    caption = items.tables["correlation"].signature
+    assert "resample:items" in caption and "bootstrap interval over summaries (each drawn on its own" in caption
+    assert "resample:groups" in rep.tables["correlation"].signature
+
+
 def test_averages_and_spread_across_ranges(rep, study):
     values = []
     for (lo, hi), (lam, t) in {(1, 5): (0.5, 1.0), (2, 6): (1.0, 1.0)}.items():

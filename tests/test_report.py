@@ -55,8 +55,10 @@ def test_report_tables_match_independent_correlations(sweep, tmp_path, cscore_ma
     assert long.query("label == 'tiny expert' and target == 'AVG'")["value"].item() == pytest.approx(per_target)
     assert long["rank"].min() == 1
     md = (out / "demo_quality.md").read_text()
-    sig = Signature.parse(md.split("\n")[2].strip("_")).fields
+    caption = md.split("\n")[2].strip("_")
+    sig = Signature.parse(caption.split(" — ")[0]).fields
     assert sig["level"] == "segment" and sig["bootstrap"] == "50" and sig["seed"] == "0"
+    assert sig["resample"] == "groups" and "percentile bootstrap over documents / source segments" in caption
     assert sig["version"] == __version__ and list(sig)[-1] == "version"
     assert "\\begin{tabular}" in (out / "demo_quality.tex").read_text()
     bias = (out / "demo_bias.md").read_text()
@@ -228,6 +230,40 @@ def test_pairwise_accuracy_of_translation_rows_is_hand_computed(tmp_path):
     assert tables.pairwise(summary).empty and report_cmd.pairwise_section(summary, "demo", tmp_path) == []
 
 
+def test_bias_score_is_computed_per_language_pair_then_averaged(tmp_path):
+    """ContrastScore Table 8: BiasScore within each language pair (min-max and Spearman over that
+    pair's rows), AVG = their mean; the pooled value over all rows is another number."""
+    rng = np.random.default_rng(3)
+    n = 12
+    frame = pd.DataFrame({"group": [f"g{i // 3}" for i in range(2 * n)], "system": list("ABC") * (2 * n // 3),
+                          "task": "translation", "lang_pair": ["de-en"] * n + ["zh-en"] * n,
+                          "human.mqm": rng.normal(size=2 * n), "mean_logp.expert": rng.normal(size=2 * n)})
+    frame["score.expert"] = frame["human.mqm"] + np.r_[1.0, -1.0].repeat(n) * frame["mean_logp.expert"]
+    ds = tables.Dataset("key", frame, ["human.mqm"], "lang_pair")
+    ds.rows = {"expert": {"run": fake_run(), "variant": "expert", "params": {}, "main": True}}
+
+    def minmax(x):
+        return (x - x.min()) / (x.max() - x.min())
+
+    def by_hand(part):
+        us = minmax(part["score.expert"]) - minmax(part["human.mqm"])
+        return stats.spearmanr(part["mean_logp.expert"], us)[0]
+
+    want = {lp: by_hand(frame[frame["lang_pair"] == lp]) for lp in ("de-en", "zh-en")}
+    got = tables.bias(ds).set_index("target")["value"]
+    assert list(got.index) == ["de-en", "zh-en", "AVG"]
+    assert got["de-en"] == pytest.approx(want["de-en"]) and got["zh-en"] == pytest.approx(want["zh-en"])
+    assert got["AVG"] == pytest.approx((want["de-en"] + want["zh-en"]) / 2)
+    assert want["de-en"] > 0.5 and want["zh-en"] < -0.5  # overrated in one pair, underrated in the other
+    assert abs(by_hand(frame) - got["AVG"]) > 0.1  # pooling all pairs is not their average
+    report_cmd.bias_section(ds, "mqm", tmp_path)
+    md = (tmp_path / "mqm_bias.md").read_text()
+    assert "split_by:lang_pair" in md and "AVG = their mean" in md
+    assert list(pd.read_csv(tmp_path / "mqm_bias.csv", index_col="label").columns) == ["de-en", "zh-en", "AVG"]
+    ds.split_by = None  # no groups: one column per aspect over all rows, as before
+    assert tables.bias(ds)["value"].item() == pytest.approx(by_hand(frame))
+
+
 def test_one_table_renders_to_markdown_csv_latex_and_rich():
     frame = pd.DataFrame({"a_b": [0.5, 0.25], "AVG": [float("nan"), 0.75]},
                          index=pd.Index(["x", "y [1]"], name="metric"))
@@ -292,6 +328,8 @@ def test_comparison_rows_pooled_differently_keep_their_own_labels_and_values(tmp
     (["--alpha", "2"], "--alpha must lie strictly between 0 and 1"),
     (["--alpha", "0"], "--alpha must lie strictly between 0 and 1"),
     (["--bootstrap", "1.5"], "argument --bootstrap: invalid int value: '1.5'"),
+    (["--resample", "docs"], "--resample must be one of groups, items, got 'docs'"),
+    (["--accuracy", "oracle"], "--accuracy must be one of summac, topk, got 'oracle'"),
 ])
 def test_bad_report_options_are_one_line_config_errors(args, message, tmp_path, cscore_main):
     """Checked before any run is read (the folder is empty): exit 2 as for other config errors."""
@@ -312,8 +350,49 @@ def test_kendall_option_alone_means_the_kendall_correlation(sweep, tmp_path, csc
     got = long.query("label == 'tiny contrast gamma=0.4' and target == 'overall'")["value"].item()
     assert got == pytest.approx(want) and want != pytest.approx(stats.pearsonr(scores["score.contrast"],
                                                                                 scores["human.overall"])[0])
-    sig = Signature.parse((out / "demo_quality.md").read_text().split("\n")[2].strip("_")).fields
+    sig = Signature.parse((out / "demo_quality.md").read_text().split("\n")[2].strip("_").split(" — ")[0]).fields
     assert sig["correlation"] == "kendall" and sig["kendall"] == "c" and "threshold" not in sig
+
+
+def test_resample_and_accuracy_options_label_their_tables(sweep, tmp_path, cscore_main):
+    """--resample items draws rows (summaries), not documents; --accuracy topk keeps the earlier rule;
+    both are named in the captions, and the default summac table equals a direct computation."""
+    from cscore.metaeval.accuracy import summac_accuracy
+
+    run = next(r for r in find_runs(sweep) if r.config["method"]["gamma"] == 0.4)
+    scores = run.scores()
+    tables_of = {}
+    for name, args in (("default", []), ("other", ["--resample", "items", "--accuracy", "topk"])):
+        out = tmp_path / name
+        res = cscore_main("report", str(sweep), "--bootstrap", "40", "--permutations", "0", "--out", str(out),
+                          *args, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        tables_of[name] = out
+    caption = (tables_of["other"] / "demo_quality.md").read_text().split("\n")[2]
+    assert "resample:items" in caption and "percentile bootstrap over items (rows" in caption
+    acc_md = (tables_of["other"] / "demo_quantized_accuracy.md").read_text()
+    assert "top-k rule" in acc_md and "protocol:topk" in acc_md
+    got = pd.read_csv(tables_of["other"] / "demo_quantized_accuracy_long.csv").set_index(["label", "target"])
+    want = quantized_accuracy_of(scores["score.contrast"], scores["human.overall"])
+    assert got.loc[("tiny contrast gamma=0.4", "overall"), "value"] == pytest.approx(want)
+    acc_md = (tables_of["default"] / "demo_quantized_accuracy.md").read_text()
+    assert "SummaC protocol" in acc_md and "protocol:summac" in acc_md
+    got = pd.read_csv(tables_of["default"] / "demo_quantized_accuracy_long.csv").set_index(["label", "target"])
+    want = summac_accuracy(scores["score.contrast"].to_numpy(), scores["human.overall"].to_numpy())
+    cell = got.loc[("tiny contrast gamma=0.4", "overall")]
+    assert cell["value"] == pytest.approx(want["value"]) and cell["threshold"] == pytest.approx(want["threshold"])
+    # the same point estimates, other intervals: rows drawn one by one are not documents drawn whole
+    long = {k: pd.read_csv(v / "demo_quality_long.csv").set_index(["label", "target"]) for k, v in tables_of.items()}
+    assert np.allclose(long["default"]["value"], long["other"]["value"])
+    assert not np.allclose(long["default"]["low"], long["other"]["low"])
+
+
+def quantized_accuracy_of(metric, human):
+    """The top-k rule by hand: the k highest metric scores, k = the number of top human scores."""
+    m, h = np.asarray(metric, dtype=float), np.asarray(human, dtype=float)
+    y = h == h.max()
+    pred = m >= np.sort(m)[::-1][y.sum() - 1]
+    return float(np.mean(pred == y))
 
 
 def ranked_dataset(with_constant: bool):

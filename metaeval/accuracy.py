@@ -1,0 +1,97 @@
+"""Quantized (0/1) accuracy of a metric against binarised human labels, two protocols.
+
+``summac`` (the default of ``cscore report``): the protocol of the SummaC benchmark
+(Laban et al., TACL 2022; github.com/tingofurro/summac), from which the CDM paper's Table 5
+takes its FalseSum / FactCC / QAGS numbers:
+
+* the rows are cut in two, alternately in the data's order: rows 0, 2, 4, ... are the
+  validation ("dev") cut, rows 1, 3, 5, ... the test cut (SummaC's SummEval and XSumFaith
+  loaders do exactly this, ``"val" if i % 2 == 0 else "test"``);
+* on the dev cut the decision threshold is chosen among the metric's percentiles 0, 0.2, ...,
+  99.8 (numpy's linear interpolation); a row is predicted positive when its score is strictly
+  above the threshold; the threshold with the highest balanced accuracy wins, the last one on
+  ties (SummaC's ``choose_best_threshold`` keeps a candidate when it scores ``>=`` the best);
+* the reported value is the balanced accuracy (mean of the recalls of the classes present in
+  the labels) of that threshold on the test cut.
+
+A metric that says nothing (a constant, "always consistent") gets 0.5.
+
+``topk``: cscore's earlier rule, kept by name: on all rows, the metric's top share of the size
+of the positive class is predicted positive, and plain accuracy is reported
+(``metaeval.bias.quantized_accuracy`` with its defaults). Its value rewards the majority class:
+on SummEval consistency "always consistent" reaches about 0.82.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cscore.metaeval.bias import _finite, quantized_accuracy
+
+PROTOCOLS = ("summac", "topk")
+PERCENTILES = np.arange(0, 100, 0.2)  # SummaC's candidate thresholds, as percentiles of the scores
+
+
+def balanced_accuracy(pred, labels) -> float:
+    """Mean recall over the classes present in ``labels`` (as sklearn's balanced_accuracy_score)."""
+    pred, labels = np.asarray(pred, dtype=bool), np.asarray(labels, dtype=bool)
+    recalls = [np.mean(pred[labels == c] == c) for c in (False, True) if (labels == c).any()]
+    return float(np.mean(recalls)) if recalls else float("nan")
+
+
+def choose_threshold(scores, labels) -> tuple[float, float]:
+    """(threshold, balanced accuracy on these rows): the percentile threshold of ``scores`` whose
+    prediction ``score > threshold`` has the highest balanced accuracy, the last one on ties."""
+    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    if len(scores) == 0:
+        return float("nan"), float("nan")
+    candidates = np.percentile(scores, PERCENTILES)
+    pred = scores[None, :] > candidates[:, None]  # one row per candidate threshold
+    pos, neg = labels.sum(), (~labels).sum()
+    recall_pos = (pred & labels).sum(axis=1) / pos if pos else None
+    recall_neg = (~pred & ~labels).sum(axis=1) / neg if neg else None
+    parts = [r for r in (recall_pos, recall_neg) if r is not None]
+    bacc = np.mean(parts, axis=0)
+    best = len(bacc) - 1 - int(np.argmax(bacc[::-1]))  # the last maximum
+    return float(candidates[best]), float(bacc[best])
+
+
+def alternate_cut(n: int) -> np.ndarray:
+    """SummaC's cut of n rows in their order: True = dev (even positions), False = test."""
+    return np.arange(n) % 2 == 0
+
+
+def human_labels(human, human_threshold: float | None = None) -> np.ndarray:
+    """1 where the human score reaches ``human_threshold`` (default: the highest score present)."""
+    h = np.asarray(human, dtype=np.float64)
+    cut = np.nanmax(h) if human_threshold is None else human_threshold
+    return h >= cut
+
+
+def summac_accuracy(metric, human, *, dev=None, human_threshold: float | None = None) -> dict:
+    """SummaC protocol (module docstring): ``value`` (test balanced accuracy), ``threshold`` (chosen
+    on dev), ``dev_value`` (its balanced accuracy on dev), ``n_dev``, ``n_test``. ``dev``: one bool
+    per row (True = dev), default ``alternate_cut``; rows whose metric or human score is not finite
+    are dropped after the cut, so a dropped row does not move the others to the other side."""
+    m, h = np.asarray(metric, dtype=np.float64).ravel(), np.asarray(human, dtype=np.float64).ravel()
+    if len(m) != len(h):
+        raise ValueError("metric and human must have the same length")
+    dev = alternate_cut(len(m)) if dev is None else np.asarray(dev, dtype=bool)
+    ok = np.isfinite(m) & np.isfinite(h)
+    y = human_labels(h[ok], human_threshold) if ok.any() else np.zeros(0, dtype=bool)
+    m, dev = m[ok], dev[ok]
+    thr, dev_value = choose_threshold(m[dev], y[dev])
+    test = ~dev
+    value = balanced_accuracy(m[test] > thr, y[test]) if test.any() and np.isfinite(thr) else float("nan")
+    return {"value": value, "threshold": thr, "dev_value": dev_value, "n_dev": int(dev.sum()),
+            "n_test": int(test.sum())}
+
+
+def accuracy(metric, human, protocol: str = "summac", **kw) -> dict:
+    """``{"value": ...}`` (and the protocol's details) of ``protocol`` in ``PROTOCOLS``."""
+    if protocol == "summac":
+        return summac_accuracy(metric, human, **kw)
+    if protocol == "topk":
+        m, _ = _finite(metric, human)
+        return {"value": quantized_accuracy(metric, human, **kw), "n_test": len(m)}
+    raise ValueError(f"unknown accuracy protocol {protocol!r}; use one of {', '.join(PROTOCOLS)}")
