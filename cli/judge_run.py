@@ -96,7 +96,7 @@ def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_item
     if not cfg.cache.enabled:
         stats, report = compute()
         report.fetch_seconds = time.perf_counter() - start
-        return stats, report
+        return stats, report, None
     from cscore.cli.run import stats_cache
     from cscore.scorers import engine
 
@@ -123,7 +123,7 @@ def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_item
     if hit is not None:
         stats = hit.stats["judge"]
     report.fetch_seconds = time.perf_counter() - start
-    return stats, report
+    return stats, report, key
 
 
 def check_aspect(examples, aspect: str) -> None:
@@ -148,6 +148,23 @@ def _setup(cfg: DictConfig, loaded, plan):
     for role, m in pair.models.items():
         log.info(model_line(role, m))
     return params, loaded.examples, pair, OmegaConf.to_container(cfg.judge_prompt, resolve=True)
+
+
+def decoded_texts(cfg, pair, stats, key, prompts, plan, params, factory) -> dict:
+    """{row: its decoded text per prompt} under method.decode=greedy (``scorers.judge_decode``;
+    paths cached next to the statistics); {} for first_token."""
+    if params["decode"] != "greedy":
+        return {}
+    from cscore.cli.run import stats_cache
+    from cscore.scorers.judge_decode import greedy_paths, rule_of
+
+    c = params["lam"] / params["t"]
+    rules = {v.name: rule_of(v.params["who"], c) for v in plan.variants}
+    paths = greedy_paths(pair, stats, prompts, list(rules.values()), alpha=params["alpha"],
+                         max_new_tokens=params["max_new_tokens"], cache=stats_cache(cfg) if key else None,
+                         judge_key=key, progress=factory("decode", len(prompts)) if factory else None)
+    tok = pair.tokenizer
+    return {name: [tok.decode(p, skip_special_tokens=True) for p in paths[rule]] for name, rule in rules.items()}
 
 
 def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
@@ -176,8 +193,10 @@ def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = Non
     if bar:
         bar.start()
     try:
-        stats, report = judge_statistics(cfg, pair, contexts, values=values, value_ids=value_ids, prefixes=prefixes,
+        stats, report, key = judge_statistics(cfg, pair, contexts, values=values, value_ids=value_ids, prefixes=prefixes,
                                          n_items=len(examples), progress=factory("judge", len(contexts)) if factory else None)
+        texts = decoded_texts(cfg, pair, stats, key, [contexts[i * (1 + len(prefixes))] for i in range(len(examples))],
+                              plan, params, factory)
     finally:
         if bar:
             bar.stop()
@@ -188,7 +207,8 @@ def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = Non
     invalid = {}
     module = methods.get(cfg.method.name)
     for v in plan.variants:
-        got = module.judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], score_range=[lo, hi])
+        got = module.judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], alpha=params["alpha"],
+                           score_range=[lo, hi], texts=texts.get(v.name))
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
         table[f"parse.{v.name}"] = got["status"]
@@ -197,7 +217,8 @@ def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = Non
         invalid[v.name] = {**counts, "n": len(examples)}
     sizes = stats.front_sizes
     judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
-                  "c": params["lam"] / params["t"], "invalid": invalid, "judge_prompt": jp.get("name"),
+                  "c": params["lam"] / params["t"], "alpha": params["alpha"], "decode": params["decode"],
+                  "max_new_tokens": params["max_new_tokens"], "invalid": invalid, "judge_prompt": jp.get("name"),
                   "value_tokens": {str(v): list(ids) for v, ids in zip(values, value_ids)},
                   "continuation_prefixes": [list(p) for p in prefixes],
                   "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),
