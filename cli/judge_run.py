@@ -41,7 +41,12 @@ def plan_judge(cfg: DictConfig):
 
     variants = plan(OmegaConf.to_container(cfg.method, resolve=True), baseline_t=cfg.baselines.t,
                     rows=list(cfg.baselines.rows))
-    aspect = method_params(cfg)["aspect"]
+    params = method_params(cfg)
+    aspect = params["aspect"]
+    if params.get("decode") == "first_token" and not cfg.judge_prompt.get("generation_prompt", True):
+        raise ConfigError(f"method.decode=first_token reads the token after the prompt, but judge_prompt="
+                          f"{cfg.judge_prompt.get('name')} has no generation prompt (its first token is the "
+                          "assistant header, not a score): use method.decode=greedy, which skips special tokens")
     return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
                 targets=[f"{rundir.HUMAN}{aspect}"])
 
@@ -156,7 +161,7 @@ def decoded_texts(cfg, pair, stats, key, prompts, plan, params, factory) -> dict
     if params["decode"] != "greedy":
         return {}
     from cscore.cli.run import stats_cache
-    from cscore.scorers.judge_decode import greedy_paths, rule_of
+    from cscore.scorers.judge_decode import greedy_paths, path_text, rule_of
 
     c = params["lam"] / params["t"]
     rules = {v.name: rule_of(v.params["who"], c) for v in plan.variants}
@@ -164,7 +169,7 @@ def decoded_texts(cfg, pair, stats, key, prompts, plan, params, factory) -> dict
                          max_new_tokens=params["max_new_tokens"], cache=stats_cache(cfg) if key else None,
                          judge_key=key, progress=factory("decode", len(prompts)) if factory else None)
     tok = pair.tokenizer
-    return {name: [tok.decode(p, skip_special_tokens=True) for p in paths[rule]] for name, rule in rules.items()}
+    return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}
 
 
 def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = None):

@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from cscore.scorers.anatomy import decoder_base
 from cscore.scorers.engine import LayerTap
 from cscore.scorers.head import head_logits
 from cscore.scorers.judge_stats import DECODE_FORMAT, DecodedPaths
@@ -43,7 +44,11 @@ class Stepper:
     read from the same forward) with their key/value caches."""
 
     def __init__(self, main, asst=None, asst_exit: int | None = None):
-        self.main, self.asst = main, asst
+        from cscore.scorers.judge_released import _cache_name
+
+        self.models = [main] if asst is None else [main, asst]
+        self.bases = [decoder_base(m) for m in self.models]
+        self.names = [_cache_name(b) for b in self.bases]
         self.tap = LayerTap(main, asst_exit) if asst_exit is not None else None
         self.device = next(main.parameters()).device
 
@@ -54,14 +59,15 @@ class Stepper:
     def step(self, ids: list[int], caches):
         """(a, z, caches) after feeding ``ids`` on top of ``caches`` (None: a fresh prompt)."""
         x = torch.tensor([ids], device=self.device)
-        past_m, past_a = caches if caches is not None else (None, None)
-        out = self.main(input_ids=x, past_key_values=past_m, use_cache=True)
-        a = torch.log_softmax(out.logits[0, -1].double(), dim=-1)
+        logits, new = [], []
+        for k, (model, base, name) in enumerate(zip(self.models, self.bases, self.names)):
+            past = {name: caches[k]} if caches is not None else {}
+            out = base(input_ids=x, use_cache=True, **past)
+            new.append(getattr(out, name))
+            logits.append(head_logits(model, out.last_hidden_state[0, -1]).double())
         if self.tap is not None:
-            z = head_logits(self.main, self.tap.normed()[0, -1]).double()
-            return a, z, (out.past_key_values, None)
-        got = self.asst(input_ids=x, past_key_values=past_a, use_cache=True)
-        return a, got.logits[0, -1].double(), (out.past_key_values, got.past_key_values)
+            logits.append(head_logits(self.models[0], self.tap.normed()[0, -1]).double())
+        return torch.log_softmax(logits[0], dim=-1), logits[1], tuple(new)
 
 
 @torch.inference_mode()
@@ -116,14 +122,21 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     return [DecodedPaths.from_lists(p) for p in paths]
 
 
+def path_text(tokenizer, ids) -> str:
+    """The text of a decoded path without special tokens, as the released code's decode reads it
+    (on a prompt without a generation prompt SmolLM2 first writes ``<|im_start|>``)."""
+    return tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
 def rule_of(who: str, c: float) -> float | None:
     """The decoding rule of a row: its c (the main model alone is c = 0), None for the assistant."""
     return None if who == "asst" else (float(c) if who == "contrast" else 0.0)
 
 
-def eos_ids(model, tokenizer) -> set[int]:
-    """The generation config's EOS ids and the tokenizer's."""
-    got = getattr(model.generation_config, "eos_token_id", None)
+def eos_ids(config, tokenizer) -> set[int]:
+    """The model config's EOS ids and the tokenizer's (known before the weights load, so a run
+    whose paths are cached loads none)."""
+    got = getattr(config, "eos_token_id", None)
     ids = set(got if isinstance(got, (list, tuple)) else [got]) | {tokenizer.eos_token_id}
     return {int(i) for i in ids if i is not None}
 
@@ -145,7 +158,7 @@ def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: i
     from cscore.scorers.judge_parse import paper_decided
 
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
-    eos = eos_ids(main.model, tok)
+    eos = eos_ids(main.config, tok)
     keys, out = {}, {}
     for rule in dict.fromkeys(rules):
         parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, "judge": judge_key,
@@ -162,7 +175,7 @@ def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: i
     early = asst.parent is main
     got = decode_all(main.model, prompts, firsts, todo, asst=None if early else asst.model,
                      asst_exit=asst.exit_layer if early else None, alpha=alpha, max_new_tokens=max_new_tokens,
-                     eos_ids=eos, done=lambda ids: paper_decided(tok.decode(ids, skip_special_tokens=True)),
+                     eos_ids=eos, done=lambda ids: paper_decided(path_text(tok, ids)),
                      progress=progress)
     for rule, paths in zip(todo, got):
         out[rule] = paths.paths()

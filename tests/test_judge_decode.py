@@ -156,8 +156,8 @@ def test_greedy_path_equals_step_by_step_forwards(judge_dirs, early_exit):
     stats, _ = judge.compute(main, prompts, asst=asst, asst_exit=early_exit, values=[1, 2, 3],
                              value_ids=[(5,), (6,), (7,)], prefixes=[], n_items=len(prompts),
                              decode_token=lambda t: tok.decode([t]))
-    rules = [0.0, 0.2, 1.0, 4.0, None]
-    steps = 7
+    rules = [0.0, 0.5, 4.0, None]
+    steps = 5
     for alpha in (0.0, 0.1):
         firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
         got = decode_all(main, prompts, firsts, rules, asst=asst, asst_exit=early_exit, alpha=alpha,
@@ -235,13 +235,39 @@ def test_cli_greedy_decodes_parses_and_caches(judge_dirs, tmp_path, cscore_cli):
     res = cscore_cli("run", *args, f"hydra.run.dir={tmp_path / 'b'}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     _, again, metrics_b = read_run(tmp_path / "b")
-    assert metrics_b["speed"]["weights"]["expert"] == "not used"  # statistics and paths from the cache
+    assert metrics_b["speed"]["weights"]["expert"] == "not loaded"  # statistics and paths from the cache
     for col in ("output.cd_judge", "score.cd_judge", "output.expert", "output.amateur"):
         pd.testing.assert_series_equal(again[col], table[col])
     res = cscore_cli("run", *args, "method.decode=first_token", f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     _, one, _ = read_run(tmp_path / "c")
     assert one["output.cd_judge"][0] == tok.decode([first])
+
+
+def test_path_text_skips_special_tokens(judge_dirs):
+    from transformers import AutoTokenizer
+
+    from cscore.scorers.judge_decode import path_text
+
+    tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
+    ids = [tok.bos_token_id] + tok("4 is", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    assert "<s>" in tok.decode(ids) and path_text(tok, ids) == "4 is"
+
+
+@pytest.mark.slow
+def test_cli_released_prompt_decodes_without_special_tokens(judge_dirs, tmp_path, cscore_cli):
+    """cd_judge with the released prompt (no generation prompt) decodes; outputs carry no special
+    token text and parse by the paper's rule."""
+    from cscore.scorers.judge_parse import parse_paper
+
+    res = cscore_cli("run", *judge_args(judge_dirs), "judge_prompt=released", "method.max_new_tokens=4",
+                     f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    _, table, _ = read_run(tmp_path / "r")
+    assert not table["prompt"].str.endswith("assistant:").any()  # no generation prompt
+    for text, score, status in zip(table["output.cd_judge"], table["score.cd_judge"], table["parse.cd_judge"]):
+        assert "<s>" not in text and "</s>" not in text and "<pad>" not in text
+        assert (score, status) == parse_paper(text, 1, 5)
 
 
 def test_released_prompt_with_first_token_is_refused(judge_dirs, tmp_path, cscore_main):
