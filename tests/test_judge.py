@@ -253,8 +253,10 @@ def test_cli_judge_run_writes_the_interface_columns(judge_sweep):
         assert "|prompt:judge/geval|" in sig and f"|params:lam={cfg['method']['lam']!r}," in sig
     cached = [m["speed"]["from_cache"] for _, _, m in runs]
     assert sorted(cached) == [False, True, True, True]  # one judge pass for the whole grid
-    weights = sorted(m["speed"]["weights"]["expert"] for _, _, m in runs)
-    assert weights == ["loaded", "not used", "not used", "not used"]  # loaded once, by the computing job
+    weights = {(float(c["method"]["lam"]), float(c["method"]["t"])): m["speed"]["weights"]["expert"] for c, _, m in runs}
+    # greedy decoding: the first job decodes c = 0 (and the assistant alone); (0, 2) has the same
+    # c, so its paths come from the cache; c = 1 and c = 0.25 decode their later steps
+    assert weights == {(0.0, 0.5): "loaded", (0.0, 2.0): "not used", (0.5, 0.5): "reused", (0.5, 2.0): "reused"}
     # λ = 0 is the main model alone
     for cfg, table, _ in runs:
         if cfg["method"]["lam"] == 0:

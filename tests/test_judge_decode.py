@@ -240,8 +240,8 @@ def test_cli_greedy_decodes_parses_and_caches(judge_dirs, tmp_path, cscore_cli):
         pd.testing.assert_series_equal(again[col], table[col])
     res = cscore_cli("run", *args, "method.decode=first_token", f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    _, one, _ = read_run(tmp_path / "c")
-    assert one["output.cd_judge"][0] == tok.decode([first])
+    _, one, metrics_c = read_run(tmp_path / "c")
+    assert one["output.cd_judge"][0] == tok.decode([first]) and metrics_c["judge"]["decode"] == "first_token"
 
 
 def test_path_text_skips_special_tokens(judge_dirs):
