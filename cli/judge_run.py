@@ -276,14 +276,36 @@ def released_outputs(pair, prompts: list[list[int]], *, who: str, params: dict, 
     return out
 
 
+def released_parts(pair, prompts, who: str, params: dict, base: dict) -> dict:
+    """What a released-preset decode depends on (its cache key parts): the models, dtype, device
+    and prompt ids (``base``), the row, the decoding settings; λ and t only for the contrast row
+    (the main-alone and assistant-alone rows decode with λ = 0, t = 1, so one decode serves every
+    grid point)."""
+    keep = ("alpha", "min_keep", "max_new_tokens", "batch_size", "repetition_penalty")
+    point = {"lam": params["lam"], "t": params["t"]} if who == "contrast" else {}
+    return {**base, "preset": "cd_judge_released", "who": who, **{k: params[k] for k in keep}, **point,
+            "eos": _eos(pair), "pad": pair.tokenizer.pad_token_id}
+
+
+def _eos(pair) -> list:
+    """The EOS ids ``released_outputs`` stops at, as JSON (read from the configs, no weights)."""
+    tok = pair.tokenizer
+    got = getattr(pair.expert.config, "eos_token_id", None)
+    return sorted({int(i) for i in (got if isinstance(got, (list, tuple)) else [got]) if i is not None}
+                  | {int(tok.eos_token_id)})
+
+
 def _vocab(model) -> int:
     return model.get_output_embeddings().weight.shape[0]
 
 
 def score_released(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
-    from cscore.cli.run import Scored, progress_bar
+    from cscore.cli.run import Scored, progress_bar, stats_cache
     from cscore.data import judge_prompts
     from cscore.scorers import engine
+    from cscore.scorers.cache import ids_digest
+    from cscore.scorers.identity import model_identity
+    from cscore.scorers.judge_decode import through_cache
     from cscore.scorers.judge_parse import parse_released
     from cscore.scorers.judge_released import released_prompt_ids, released_text
 
@@ -308,14 +330,18 @@ def score_released(cfg: DictConfig, loaded, plan, console, state: dict | None = 
     table["prompt_tokens"] = [len(p) for p in prompts]
     table["truncated"] = truncated
     invalid, reports = {}, {}
+    cache = stats_cache(cfg) if cfg.cache.enabled else None
+    base = {"main": model_identity(pair.expert), "asst": model_identity(pair.amateur), "dtype": str(pair.expert.dtype),
+            "device": pair.expert.device.type, "ids": ids_digest([(p, []) for p in prompts])}
     bar, factory = progress_bar(console, cfg.runtime.progress)
     if bar:
         bar.start()
     try:
         for v in plan.variants:
             start = time.perf_counter()
-            ids = released_outputs(pair, prompts, who=v.params["who"], params=params,
-                                   progress=factory(f"decode {v.name}", len(prompts)) if factory else None)
+            ids, cached = through_cache(cache, released_parts(pair, prompts, v.params["who"], params, base), lambda: (
+                released_outputs(pair, prompts, who=v.params["who"], params=params,
+                                 progress=factory(f"decode {v.name}", len(prompts)) if factory else None)))
             seconds = time.perf_counter() - start
             outputs = [released_text(tok, x) for x in ids]
             parsed = [parse_released(x, lo, hi) for x in outputs]
@@ -326,7 +352,7 @@ def score_released(cfg: DictConfig, loaded, plan, console, state: dict | None = 
             invalid[v.name] = {**{s: int((status == s).sum()) for s in ("No Pred", "Below", "Above")},
                                "n": len(examples)}
             tokens = sum(len(p) for p in prompts) + sum(len(x) for x in ids)
-            rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // params["batch_size"]))
+            rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // params["batch_size"]), cached=cached)
             rep.fetch_seconds = seconds
             reports[f"decode {v.name}"] = rep
     finally:

@@ -182,3 +182,22 @@ def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: i
         if cache is not None and judge_key:
             cache.save(keys[rule][0], {"paths": paths}, keys[rule][1])
     return out
+
+
+def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) -> tuple[list[list[int]], bool]:
+    """(decoded ids per prompt, whether they came from ``cache``): read under the key of
+    ``parts`` (which must name everything the paths depend on), else computed and stored.
+    ``cache`` None: always computed."""
+    from cscore.scorers.cache import stats_key
+
+    if cache is None:
+        return compute(), False
+    parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **parts}
+    key = stats_key(parts)
+    with cache.lock(key):
+        hit = cache.load(key)
+        if hit is not None:
+            return hit.stats["paths"].paths(), True
+        paths = compute()
+        cache.save(key, {"paths": DecodedPaths.from_lists(paths)}, parts)
+    return paths, False

@@ -276,3 +276,22 @@ def test_released_prompt_with_first_token_is_refused(judge_dirs, tmp_path, cscor
     assert res.returncode != 0
     assert "method.decode=first_token" in res.stderr and "generation prompt" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.slow
+def test_cli_released_rows_decode_once_across_lambda(judge_dirs, tmp_path, cscore_cli):
+    """cd_judge_released: the main-alone and assistant-alone rows do not depend on λ or t; a
+    second grid point reads them from the cache (same outputs) and decodes only its contrast row."""
+    args = [a for a in judge_args(judge_dirs) if a != "method=cd_judge"]
+    args += ["method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=2", "method.t=2"]
+    got = {}
+    for lam in (0.5, 1.0):
+        out = tmp_path / f"lam{lam}"
+        res = cscore_cli("run", *args, f"method.lam={lam}", f"hydra.run.dir={out}", cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        got[lam] = read_run(out)
+    passes = {k: v["from_cache"] for k, v in got[1.0][2]["speed"]["passes"].items()}
+    assert passes == {"decode expert": True, "decode amateur": True, "decode cd_judge_released": False}
+    assert not any(v["from_cache"] for v in got[0.5][2]["speed"]["passes"].values())
+    for col in ("output.expert", "output.amateur", "score.expert", "score.amateur"):
+        pd.testing.assert_series_equal(got[1.0][1][col], got[0.5][1][col])
