@@ -276,6 +276,19 @@ def released_outputs(pair, prompts: list[list[int]], *, who: str, params: dict, 
     return out
 
 
+def released_cache(cfg, pair, prompts):
+    """The statistics cache (None when off) and the key parts all rows of a released run share."""
+    from cscore.cli.run import stats_cache
+    from cscore.scorers.cache import ids_digest
+    from cscore.scorers.identity import model_identity
+
+    if not cfg.cache.enabled:
+        return None, {}
+    return stats_cache(cfg), {"main": model_identity(pair.expert), "asst": model_identity(pair.amateur),
+                              "dtype": str(pair.expert.dtype), "device": pair.expert.device.type,
+                              "ids": ids_digest([(p, []) for p in prompts])}
+
+
 def released_parts(pair, prompts, who: str, params: dict, base: dict) -> dict:
     """What a released-preset decode depends on (its cache key parts): the models, dtype, device
     and prompt ids (``base``), the row, the decoding settings; λ and t only for the contrast row
@@ -300,11 +313,9 @@ def _vocab(model) -> int:
 
 
 def score_released(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
-    from cscore.cli.run import Scored, progress_bar, stats_cache
+    from cscore.cli.run import Scored, progress_bar
     from cscore.data import judge_prompts
     from cscore.scorers import engine
-    from cscore.scorers.cache import ids_digest
-    from cscore.scorers.identity import model_identity
     from cscore.scorers.judge_decode import through_cache
     from cscore.scorers.judge_parse import parse_released
     from cscore.scorers.judge_released import released_prompt_ids, released_text
@@ -330,9 +341,7 @@ def score_released(cfg: DictConfig, loaded, plan, console, state: dict | None = 
     table["prompt_tokens"] = [len(p) for p in prompts]
     table["truncated"] = truncated
     invalid, reports = {}, {}
-    cache = stats_cache(cfg) if cfg.cache.enabled else None
-    base = {"main": model_identity(pair.expert), "asst": model_identity(pair.amateur), "dtype": str(pair.expert.dtype),
-            "device": pair.expert.device.type, "ids": ids_digest([(p, []) for p in prompts])}
+    cache, base = released_cache(cfg, pair, prompts)
     bar, factory = progress_bar(console, cfg.runtime.progress)
     if bar:
         bar.start()
