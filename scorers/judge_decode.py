@@ -74,13 +74,23 @@ class Stepper:
 def decode_prompt(stepper: Stepper, prompt: list[int], firsts: Sequence[int], cs: Sequence[float | None], *,
                   alpha: float, max_new_tokens: int, eos_ids, done: Callable[[list[int]], bool]) -> list[list[int]]:
     """The path of each rule ``cs[j]`` (its first token ``firsts[j]``) on one prompt, as a tree."""
-    _, _, root = stepper.step(list(prompt), None)
     out: list = [None] * len(cs)
-    stack = [(list(seq), js, root) for seq, js in _groups([[f] for f in firsts], range(len(cs)))]
+    first = _groups([[f] for f in firsts], range(len(cs)))
+
+    def stops(seq):
+        return seq[-1] in eos_ids or len(seq) >= max_new_tokens or done(seq)
+
+    if all(stops(seq) for seq, _ in first):  # no step after the first: the prompt needs no forward
+        for seq, js in first:
+            for j in js:
+                out[j] = seq
+        return out
+    _, _, root = stepper.step(list(prompt), None)
+    stack = [(seq, js, root) for seq, js in first]
     shared = {id(root): len(stack)}  # caches still to be handed to more than one node
     while stack:
         seq, js, caches = stack.pop()
-        if seq[-1] in eos_ids or len(seq) >= max_new_tokens or done(seq):
+        if stops(seq):
             for j in js:
                 out[j] = seq
             shared[id(caches)] = shared.get(id(caches), 1) - 1

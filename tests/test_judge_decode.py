@@ -190,8 +190,25 @@ def test_greedy_stops_at_eos_and_a_decided_parse(judge_dirs):
     assert short == free[:2]
 
 
-def judge_args(judge_dirs):
-    return [f"pair.expert.path={judge_dirs['expert']}", f"pair.amateur.path={judge_dirs['amateur']}",
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    """Eight demo rows (two documents), so that a CLI run decodes few prompts."""
+    import json
+    from pathlib import Path
+
+    from cscore.data.demo import DEMO_FILE
+
+    keep = [x for x in Path(DEMO_FILE).read_text().splitlines() if x.strip()][:8]
+    assert len({json.loads(x)["doc_id"] for x in keep}) >= 2
+    path = tmp_path_factory.mktemp("decode_rows") / "rows.jsonl"
+    path.write_text("\n".join(keep) + "\n")
+    return path
+
+
+@pytest.fixture
+def judge_args(judge_dirs, rows):
+    return [f"data.path={rows}", "runtime.max_length=256", f"pair.expert.path={judge_dirs['expert']}",
+            f"pair.amateur.path={judge_dirs['amateur']}",
             "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false", "method=cd_judge",
             "runtime.dtype=float64"]
 
@@ -204,7 +221,7 @@ def read_run(run_dir):
 
 
 @pytest.mark.slow
-def test_cli_greedy_decodes_parses_and_caches(judge_dirs, tmp_path, cscore_cli):
+def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, cscore_cli):
     """End to end: the contrast row's output is the decoded path of its c (checked against the
     step-by-step recomputation), parsed by the paper's rule; a second run reads the paths from
     the cache and writes the same table; first_token reads one token."""
@@ -212,7 +229,7 @@ def test_cli_greedy_decodes_parses_and_caches(judge_dirs, tmp_path, cscore_cli):
 
     from cscore.scorers.judge_parse import parse_paper
 
-    args = [*judge_args(judge_dirs), "method.lam=0.5", "method.t=0.5", "method.max_new_tokens=5"]
+    args = [*judge_args, "method.lam=0.5", "method.t=0.5", "method.max_new_tokens=5"]
     res = cscore_cli("run", *args, f"hydra.run.dir={tmp_path / 'a'}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     cfg, table, metrics = read_run(tmp_path / "a")
@@ -255,12 +272,12 @@ def test_path_text_skips_special_tokens(judge_dirs):
 
 
 @pytest.mark.slow
-def test_cli_released_prompt_decodes_without_special_tokens(judge_dirs, tmp_path, cscore_cli):
+def test_cli_released_prompt_decodes_without_special_tokens(judge_args, tmp_path, cscore_cli):
     """cd_judge with the released prompt (no generation prompt) decodes; outputs carry no special
     token text and parse by the paper's rule."""
     from cscore.scorers.judge_parse import parse_paper
 
-    res = cscore_cli("run", *judge_args(judge_dirs), "judge_prompt=released", "method.max_new_tokens=4",
+    res = cscore_cli("run", *judge_args, "judge_prompt=released", "method.max_new_tokens=4",
                      f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     _, table, _ = read_run(tmp_path / "r")
@@ -270,8 +287,8 @@ def test_cli_released_prompt_decodes_without_special_tokens(judge_dirs, tmp_path
         assert (score, status) == parse_paper(text, 1, 5)
 
 
-def test_released_prompt_with_first_token_is_refused(judge_dirs, tmp_path, cscore_main):
-    res = cscore_main("run", *judge_args(judge_dirs), "judge_prompt=released", "method.decode=first_token",
+def test_released_prompt_with_first_token_is_refused(judge_args, tmp_path, cscore_main):
+    res = cscore_main("run", *judge_args, "judge_prompt=released", "method.decode=first_token",
                       f"hydra.run.dir={tmp_path}/a", cwd=tmp_path)
     assert res.returncode != 0
     assert "method.decode=first_token" in res.stderr and "generation prompt" in res.stderr
@@ -279,10 +296,10 @@ def test_released_prompt_with_first_token_is_refused(judge_dirs, tmp_path, cscor
 
 
 @pytest.mark.slow
-def test_cli_released_rows_decode_once_across_lambda(judge_dirs, tmp_path, cscore_cli):
+def test_cli_released_rows_decode_once_across_lambda(judge_args, tmp_path, cscore_cli):
     """cd_judge_released: the main-alone and assistant-alone rows do not depend on λ or t; a
     second grid point reads them from the cache (same outputs) and decodes only its contrast row."""
-    args = [a for a in judge_args(judge_dirs) if a != "method=cd_judge"]
+    args = [a for a in judge_args if a != "method=cd_judge"]
     args += ["method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=2", "method.t=2"]
     got = {}
     for lam in (0.5, 1.0):
@@ -295,3 +312,31 @@ def test_cli_released_rows_decode_once_across_lambda(judge_dirs, tmp_path, cscor
     assert not any(v["from_cache"] for v in got[0.5][2]["speed"]["passes"].values())
     for col in ("output.expert", "output.amateur", "score.expert", "score.amateur"):
         pd.testing.assert_series_equal(got[1.0][1][col], got[0.5][1][col])
+
+
+@pytest.mark.slow
+def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_cli):
+    """A 2 x 2 (λ, t) multirun with greedy decoding: one judge pass (the first step of every
+    point), the other points read it; a point whose c was decoded already (λ = 0: c = 0) loads no
+    weights; a point from the caches equals a run with the cache off."""
+    res = cscore_cli("run", "-m", *judge_args, "method.lam=0,0.5", "method.t=0.5,2", "method.max_new_tokens=4",
+                     f"hydra.sweep.dir={tmp_path / 'sw'}", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    runs = {}
+    for d in sorted((tmp_path / "sw").iterdir()):
+        if (d / "metrics.json").is_file():
+            cfg, table, metrics = read_run(d)
+            runs[float(cfg["method"]["lam"]), float(cfg["method"]["t"])] = (table, metrics)
+    assert len(runs) == 4
+    judge_cached = {k: m["speed"]["passes"][next(iter(m["speed"]["passes"]))]["from_cache"] for k, (_, m) in runs.items()}
+    assert judge_cached == {(0.0, 0.5): False, (0.0, 2.0): True, (0.5, 0.5): True, (0.5, 2.0): True}
+    assert runs[0.0, 2.0][1]["speed"]["weights"]["expert"] == "not used"  # c = 0: every path cached
+    pd.testing.assert_series_equal(runs[0.0, 0.5][0]["output.cd_judge"], runs[0.0, 0.5][0]["output.expert"],
+                                   check_names=False)
+    out = tmp_path / "direct"
+    res = cscore_cli("run", *judge_args, "method.lam=0.5", "method.t=2", "method.max_new_tokens=4", "cache.enabled=false",
+                     f"hydra.run.dir={out}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    _, direct, _ = read_run(out)
+    for col in ("output.cd_judge", "score.cd_judge", "parse.cd_judge", "output.amateur", "score.cd_judge_expected"):
+        pd.testing.assert_series_equal(direct[col], runs[0.5, 2.0][0][col])
