@@ -11,7 +11,8 @@ only the token(s) where the score goes. The written text is parsed as the paper 
 contrast — a distributional variant of ours (G-Eval's probability-weighted score), no ties;
 V_head does not apply to it (every score token is weighed, plausible or not).
 
-Everything is a function of ``JudgeStats`` and c = λ / t (see judge_stats): no model call.
+The first step is a function of ``JudgeStats``, c = λ / t and α (see judge_stats): no model
+call; greedy decoding's later steps are decoded per distinct c and cached (``judge_decode``).
 Rows: ``contrast`` (the method), ``main`` (the main model alone: the expert row) and ``asst``
 (the assistant alone, t = 1: the amateur row).
 """
