@@ -208,7 +208,7 @@ def rows(tmp_path_factory):
 
 @pytest.fixture
 def judge_args(judge_dirs, rows):
-    return [f"data.path={rows}", "runtime.max_length=640", f"pair.expert.path={judge_dirs['expert']}",
+    return [f"data.path={rows}", f"pair.expert.path={judge_dirs['expert']}",
             f"pair.amateur.path={judge_dirs['amateur']}",
             "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false", "method=cd_judge",
             "runtime.dtype=float64"]
