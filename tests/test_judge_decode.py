@@ -321,7 +321,7 @@ def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_
     point), the other points read it; a point whose c was decoded already (λ = 0: c = 0) loads no
     weights; a point from the caches equals a run with the cache off."""
     res = cscore_cli("run", "-m", *judge_args, "method.lam=0,0.5", "method.t=0.5,2", "method.max_new_tokens=4",
-                     f"hydra.sweep.dir={tmp_path / 'sw'}", cwd=tmp_path)
+                     f"cache.dir={tmp_path / 'cache'}", f"hydra.sweep.dir={tmp_path / 'sw'}", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     runs = {}
     for d in sorted((tmp_path / "sw").iterdir()):
