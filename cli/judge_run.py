@@ -289,25 +289,6 @@ def released_cache(cfg, pair, prompts):
                               "ids": ids_digest([(p, []) for p in prompts])}
 
 
-def released_parts(pair, prompts, who: str, params: dict, base: dict) -> dict:
-    """What a released-preset decode depends on (its cache key parts): the models, dtype, device
-    and prompt ids (``base``), the row, the decoding settings; λ and t only for the contrast row
-    (the main-alone and assistant-alone rows decode with λ = 0, t = 1, so one decode serves every
-    grid point)."""
-    keep = ("alpha", "min_keep", "max_new_tokens", "batch_size", "repetition_penalty")
-    point = {"lam": params["lam"], "t": params["t"]} if who == "contrast" else {}
-    return {**base, "preset": "cd_judge_released", "who": who, **{k: params[k] for k in keep}, **point,
-            "eos": _eos(pair), "pad": pair.tokenizer.pad_token_id}
-
-
-def _eos(pair) -> list:
-    """The EOS ids ``released_outputs`` stops at, as JSON (read from the configs, no weights)."""
-    tok = pair.tokenizer
-    got = getattr(pair.expert.config, "eos_token_id", None)
-    return sorted({int(i) for i in (got if isinstance(got, (list, tuple)) else [got]) if i is not None}
-                  | {int(tok.eos_token_id)})
-
-
 def _vocab(model) -> int:
     return model.get_output_embeddings().weight.shape[0]
 
@@ -316,7 +297,7 @@ def score_released(cfg: DictConfig, loaded, plan, console, state: dict | None = 
     from cscore.cli.run import Scored, progress_bar
     from cscore.data import judge_prompts
     from cscore.scorers import engine
-    from cscore.scorers.judge_decode import through_cache
+    from cscore.scorers.judge_decode import released_parts, through_cache
     from cscore.scorers.judge_parse import parse_released
     from cscore.scorers.judge_released import released_prompt_ids, released_text
 

@@ -211,3 +211,14 @@ def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) ->
         paths = compute()
         cache.save(key, {"paths": DecodedPaths.from_lists(paths)}, parts)
     return paths, False
+
+
+def released_parts(pair, prompts, who: str, params: dict, base: dict) -> dict:
+    """What a released-preset decode depends on (its cache key parts): the models, dtype, device
+    and prompt ids (``base``), the row, the decoding settings; λ and t only for the contrast row
+    (the main-alone and assistant-alone rows decode with λ = 0, t = 1, so one decode serves every
+    grid point)."""
+    keep = ("alpha", "min_keep", "max_new_tokens", "batch_size", "repetition_penalty")
+    point = {"lam": params["lam"], "t": params["t"]} if who == "contrast" else {}
+    return {**base, "preset": "cd_judge_released", "who": who, **{k: params[k] for k in keep}, **point,
+            "eos": sorted(eos_ids(pair.expert.config, pair.tokenizer)), "pad": pair.tokenizer.pad_token_id}
