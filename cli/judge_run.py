@@ -41,7 +41,12 @@ def plan_judge(cfg: DictConfig):
 
     variants = plan(OmegaConf.to_container(cfg.method, resolve=True), baseline_t=cfg.baselines.t,
                     rows=list(cfg.baselines.rows))
-    aspect = method_params(cfg)["aspect"]
+    params = method_params(cfg)
+    aspect = params["aspect"]
+    if params.get("decode") == "first_token" and not cfg.judge_prompt.get("generation_prompt", True):
+        raise ConfigError(f"method.decode=first_token reads the token after the prompt, but judge_prompt="
+                          f"{cfg.judge_prompt.get('name')} has no generation prompt (its first token is the "
+                          "assistant header, not a score): use method.decode=greedy, which skips special tokens")
     return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
                 targets=[f"{rundir.HUMAN}{aspect}"])
 
@@ -96,7 +101,7 @@ def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_item
     if not cfg.cache.enabled:
         stats, report = compute()
         report.fetch_seconds = time.perf_counter() - start
-        return stats, report
+        return stats, report, None
     from cscore.cli.run import stats_cache
     from cscore.scorers import engine
 
@@ -123,7 +128,7 @@ def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_item
     if hit is not None:
         stats = hit.stats["judge"]
     report.fetch_seconds = time.perf_counter() - start
-    return stats, report
+    return stats, report, key
 
 
 def check_aspect(examples, aspect: str) -> None:
@@ -148,6 +153,23 @@ def _setup(cfg: DictConfig, loaded, plan):
     for role, m in pair.models.items():
         log.info(model_line(role, m))
     return params, loaded.examples, pair, OmegaConf.to_container(cfg.judge_prompt, resolve=True)
+
+
+def decoded_texts(cfg, pair, stats, key, prompts, plan, params, factory) -> dict:
+    """{row: its decoded text per prompt} under method.decode=greedy (``scorers.judge_decode``;
+    paths cached next to the statistics); {} for first_token."""
+    if params["decode"] != "greedy":
+        return {}
+    from cscore.cli.run import stats_cache
+    from cscore.scorers.judge_decode import greedy_paths, path_text, rule_of
+
+    c = params["lam"] / params["t"]
+    rules = {v.name: rule_of(v.params["who"], c) for v in plan.variants}
+    paths = greedy_paths(pair, stats, prompts, list(rules.values()), alpha=params["alpha"],
+                         max_new_tokens=params["max_new_tokens"], cache=stats_cache(cfg) if key else None,
+                         judge_key=key, progress=factory("decode", len(prompts)) if factory else None)
+    tok = pair.tokenizer
+    return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}
 
 
 def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
@@ -176,8 +198,10 @@ def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = Non
     if bar:
         bar.start()
     try:
-        stats, report = judge_statistics(cfg, pair, contexts, values=values, value_ids=value_ids, prefixes=prefixes,
+        stats, report, key = judge_statistics(cfg, pair, contexts, values=values, value_ids=value_ids, prefixes=prefixes,
                                          n_items=len(examples), progress=factory("judge", len(contexts)) if factory else None)
+        texts = decoded_texts(cfg, pair, stats, key, [contexts[i * (1 + len(prefixes))] for i in range(len(examples))],
+                              plan, params, factory)
     finally:
         if bar:
             bar.stop()
@@ -188,7 +212,8 @@ def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = Non
     invalid = {}
     module = methods.get(cfg.method.name)
     for v in plan.variants:
-        got = module.judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], score_range=[lo, hi])
+        got = module.judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], alpha=params["alpha"],
+                           score_range=[lo, hi], texts=texts.get(v.name))
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
         table[f"parse.{v.name}"] = got["status"]
@@ -197,7 +222,8 @@ def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = Non
         invalid[v.name] = {**counts, "n": len(examples)}
     sizes = stats.front_sizes
     judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
-                  "c": params["lam"] / params["t"], "invalid": invalid, "judge_prompt": jp.get("name"),
+                  "c": params["lam"] / params["t"], "alpha": params["alpha"], "decode": params["decode"],
+                  "max_new_tokens": params["max_new_tokens"], "invalid": invalid, "judge_prompt": jp.get("name"),
                   "value_tokens": {str(v): list(ids) for v, ids in zip(values, value_ids)},
                   "continuation_prefixes": [list(p) for p in prefixes],
                   "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),
@@ -250,6 +276,19 @@ def released_outputs(pair, prompts: list[list[int]], *, who: str, params: dict, 
     return out
 
 
+def released_cache(cfg, pair, prompts):
+    """The statistics cache (None when off) and the key parts all rows of a released run share."""
+    from cscore.cli.run import stats_cache
+    from cscore.scorers.cache import ids_digest
+    from cscore.scorers.identity import model_identity
+
+    if not cfg.cache.enabled:
+        return None, {}
+    return stats_cache(cfg), {"main": model_identity(pair.expert), "asst": model_identity(pair.amateur),
+                              "dtype": str(pair.expert.dtype), "device": pair.expert.device.type,
+                              "ids": ids_digest([(p, []) for p in prompts])}
+
+
 def _vocab(model) -> int:
     return model.get_output_embeddings().weight.shape[0]
 
@@ -258,6 +297,7 @@ def score_released(cfg: DictConfig, loaded, plan, console, state: dict | None = 
     from cscore.cli.run import Scored, progress_bar
     from cscore.data import judge_prompts
     from cscore.scorers import engine
+    from cscore.scorers.judge_decode import released_parts, through_cache
     from cscore.scorers.judge_parse import parse_released
     from cscore.scorers.judge_released import released_prompt_ids, released_text
 
@@ -282,14 +322,16 @@ def score_released(cfg: DictConfig, loaded, plan, console, state: dict | None = 
     table["prompt_tokens"] = [len(p) for p in prompts]
     table["truncated"] = truncated
     invalid, reports = {}, {}
+    cache, base = released_cache(cfg, pair, prompts)
     bar, factory = progress_bar(console, cfg.runtime.progress)
     if bar:
         bar.start()
     try:
         for v in plan.variants:
             start = time.perf_counter()
-            ids = released_outputs(pair, prompts, who=v.params["who"], params=params,
-                                   progress=factory(f"decode {v.name}", len(prompts)) if factory else None)
+            ids, cached = through_cache(cache, released_parts(pair, prompts, v.params["who"], params, base), lambda: (
+                released_outputs(pair, prompts, who=v.params["who"], params=params,
+                                 progress=factory(f"decode {v.name}", len(prompts)) if factory else None)))
             seconds = time.perf_counter() - start
             outputs = [released_text(tok, x) for x in ids]
             parsed = [parse_released(x, lo, hi) for x in outputs]
@@ -300,7 +342,7 @@ def score_released(cfg: DictConfig, loaded, plan, console, state: dict | None = 
             invalid[v.name] = {**{s: int((status == s).sum()) for s in ("No Pred", "Below", "Above")},
                                "n": len(examples)}
             tokens = sum(len(p) for p in prompts) + sum(len(x) for x in ids)
-            rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // params["batch_size"]))
+            rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // params["batch_size"]), cached=cached)
             rep.fetch_seconds = seconds
             reports[f"decode {v.name}"] = rep
     finally:

@@ -46,7 +46,8 @@ from cscore.errors import CscoreError
 from cscore.scorers.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint, remove_folder
 from cscore.scorers.files import (atomic_file, cache_root, canonical_json, disk_size, drop_stale_lock, file_lock,
                                   fsync_dir, json_default, sha256_file, write_atomic)
-from cscore.scorers.judge_stats import ARRAYS as JUDGE_ARRAYS, FORMAT as JUDGE_FORMAT, JudgeStats
+from cscore.scorers.judge_stats import (ARRAYS as JUDGE_ARRAYS, DECODE_ARRAYS, DECODE_FORMAT, FORMAT as JUDGE_FORMAT,
+                                        DecodedPaths, JudgeStats)
 from cscore.scorers.stats import FORMAT_VERSION, TokenStats
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,9 @@ READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)  # a cache folder this proc
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk or quota, a file-size limit
 BLOCKED = (errno.ENOTDIR, errno.EEXIST)  # the cache folder, or a folder above it, is a file
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
+# entries that are not token statistics: meta "kind" -> (class, its arrays, format field, format)
+KINDS = {"judge": (JudgeStats, JUDGE_ARRAYS, "judge_format", JUDGE_FORMAT),
+         "judge_decode": (DecodedPaths, DECODE_ARRAYS, "decode_format", DECODE_FORMAT)}
 
 
 class CacheError(CscoreError):
@@ -207,9 +211,10 @@ class StatsCache:
         heads = meta.get("heads")
         if not isinstance(heads, list) or not heads:
             raise CacheEntryError("meta.json lists no heads")
-        judge = meta.get("kind") == "judge"
-        if judge and meta.get("judge_format") != JUDGE_FORMAT:
-            raise CacheEntryError(f"judge_format {meta.get('judge_format')!r}, expected {JUDGE_FORMAT}")
+        judge = meta.get("kind") if meta.get("kind") in KINDS else None
+        if judge and meta.get(KINDS[judge][2]) != KINDS[judge][3]:
+            field, want = KINDS[judge][2:]
+            raise CacheEntryError(f"{field} {meta.get(field)!r}, expected {want}")
         try:
             return Entry(_unpack(data, heads, meta.get("arrays") or {}, judge), meta)
         except CacheEntryError:
@@ -272,7 +277,7 @@ class StatsCache:
             with atomic_file(npz, "wb") as f:
                 np.savez(f, **arrays)
             first = stats[heads[0]]
-            judge = isinstance(first, JudgeStats)
+            judge = next((k for k, spec in KINDS.items() if isinstance(first, spec[0])), None)
             now = time.time()
             meta = {
                 "key": key, "cache_schema": CACHE_SCHEMA, "format_version": FORMAT_VERSION,
@@ -281,7 +286,7 @@ class StatsCache:
                 "arrays": {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in arrays.items()},
                 "temperatures": {} if judge else {h: list(stats[h].temperatures) for h in heads},
                 "n_items": first.n_items, "n_tokens": 0 if judge else int(first.offsets[-1]),
-                **({"kind": "judge", "judge_format": JUDGE_FORMAT} if judge else {}),
+                **({"kind": judge, KINDS[judge][2]: KINDS[judge][3]} if judge else {}),
                 "parts": _normalise(parts), "extra": dict(extra) if extra else {},
             }
             meta = json.loads(json.dumps(meta, allow_nan=False, default=json_default))  # as it will be read back
@@ -392,7 +397,7 @@ def _pack(stats: Mapping[str, TokenStats | JudgeStats]) -> dict[str, np.ndarray]
     """The arrays of every head, named ``<head index>_<array>``."""
     arrays = {}
     for i, (head, st) in enumerate(stats.items()):
-        if isinstance(st, JudgeStats):
+        if isinstance(st, (JudgeStats, DecodedPaths)):
             arrays.update({f"{i}_{k}": np.ascontiguousarray(v) for k, v in st.to_arrays().items()})
             continue
         if not isinstance(st, TokenStats):
@@ -404,7 +409,7 @@ def _pack(stats: Mapping[str, TokenStats | JudgeStats]) -> dict[str, np.ndarray]
     return arrays
 
 
-def _unpack(data: bytes, heads: list, arrays_meta: dict, judge: bool = False) -> dict:
+def _unpack(data: bytes, heads: list, arrays_meta: dict, judge: str | None = None) -> dict:
     """The statistics per head from stats.npz, each array checked against meta.json."""
     stats = {}
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
@@ -412,7 +417,7 @@ def _unpack(data: bytes, heads: list, arrays_meta: dict, judge: bool = False) ->
             raise CacheEntryError(f"stats.npz holds {sorted(z.files)}, meta.json lists {sorted(arrays_meta)}")
         for i, head in enumerate(heads):
             got = {}
-            for name in JUDGE_ARRAYS if judge else ARRAYS:
+            for name in KINDS[judge][1] if judge else ARRAYS:
                 field = f"{i}_{name}"
                 if field not in arrays_meta:
                     raise CacheEntryError(f"array {field} is missing")
@@ -422,7 +427,7 @@ def _unpack(data: bytes, heads: list, arrays_meta: dict, judge: bool = False) ->
                                           f"{want.get('dtype')}{want.get('shape')}")
                 got[name] = arr
             if judge:
-                stats[head] = JudgeStats.from_arrays(got)
+                stats[head] = KINDS[judge][0].from_arrays(got)
                 continue
             stats[head] = TokenStats(tuple(got["temperatures"].tolist()), got["offsets"], got["token_ids"],
                                      got["logp"], got["logp_max"])

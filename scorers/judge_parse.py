@@ -82,6 +82,17 @@ def parse_paper(text: str, lo: int, hi: int) -> tuple[float, str]:
     return _in_range(float(match.group(1)), lo, hi)
 
 
+# text that more text could still turn into a different paper-rule number ("", " 4", "3.", "-")
+_PAPER_OPEN = re.compile(r"\s*(?:[+-]?(?:[0-9]+(?:\.[0-9]*)?)?)")
+
+
+def paper_decided(text: str) -> bool:
+    """Whether ``parse_paper``'s reading of ``text`` can no longer change however the text goes on:
+    a whole number followed by something else ("4\n", "3.5 "), or a start that is no number
+    ("The", "-x"). Greedy decoding stops there (the parse of the full output is the same)."""
+    return _PAPER_OPEN.fullmatch(str(text)) is None
+
+
 def released_response_text(decoded: str) -> str:
     """What the released ``llama_eval.py`` stores as a response (and later hands to
     ``parse_output``): the generated tokens decoded without special tokens, every "assistant"

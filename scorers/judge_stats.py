@@ -26,6 +26,7 @@ context index = item · (1 + len(prefixes)) + k.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -76,8 +77,12 @@ class JudgeStats:
 
     # -- choices ------------------------------------------------------------------------------
 
-    def pick(self, ctx: np.ndarray, who: str, c: float = 0.0) -> np.ndarray:
-        """The token chosen at each context in ``ctx``: by the contrast at c = λ/t, or by one model."""
+    def pick(self, ctx: np.ndarray, who: str, c: float = 0.0, alpha: float = 0.0) -> np.ndarray:
+        """The token chosen at each context in ``ctx``: by the contrast at c = λ/t, or by one model.
+        ``alpha`` > 0: the contrast chooses only among V_head = {v : p_main(v) ≥ α · max p_main}
+        (Li et al.'s plausibility set). V_head is an upper set of a, so a token dominated on the
+        front by another keeps its dominator in V_head: the front ∩ V_head is V_head's front, and
+        the front holds the largest a (its last point)."""
         if who == "main" or (who == "contrast" and c == 0):
             return self.main_top[ctx]
         if who == "asst":
@@ -89,6 +94,10 @@ class JudgeStats:
         flat = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)]) if len(ctx) else np.zeros(0, int)
         f = self.front_a[flat] - c * self.front_z[flat]
         seg = np.repeat(np.arange(len(ctx)), sizes)
+        if alpha > 0:
+            top = np.full(len(ctx), -np.inf)
+            np.maximum.at(top, seg, self.front_a[flat])
+            f = np.where(self.front_a[flat] >= top[seg] + np.log(alpha), f, -np.inf)
         best = np.full(len(ctx), -np.inf)
         np.maximum.at(best, seg, f)
         ids = np.where(f == best[seg], self.front_ids[flat], np.iinfo(np.int64).max)
@@ -96,7 +105,7 @@ class JudgeStats:
         np.minimum.at(out, seg, ids)
         return out
 
-    def decode(self, who: str, c: float = 0.0) -> tuple[list[str], list[tuple[int, ...]]]:
+    def decode(self, who: str, c: float = 0.0, alpha: float = 0.0) -> tuple[list[str], list[tuple[int, ...]]]:
         """Per item: the text written and the token ids chosen. After a token that makes a proper
         prefix of a multi-token score value, the next token is chosen by the same rule."""
         width = 1 + len(self.prefixes)
@@ -104,7 +113,7 @@ class JudgeStats:
         live = np.arange(self.n_items)
         ctx = live * width
         while len(live):
-            got = self.pick(ctx, who, c)
+            got = self.pick(ctx, who, c, alpha)
             nxt_live, nxt_ctx = [], []
             for i, tok in zip(live.tolist(), got.tolist()):
                 chosen[i] = chosen[i] + (int(tok),)
@@ -152,6 +161,40 @@ class JudgeStats:
 
 ARRAYS = ("n_items", "prefixes", "values", "value_ids", "main_top", "asst_top", "front_offsets", "front_ids",
           "front_a", "front_z", "score_a", "score_z", "text_ids", "text_values", "vocab")
+
+
+DECODE_FORMAT = 1  # bump when a decoded path or its arrays change meaning
+DECODE_ARRAYS = ("n_items", "offsets", "token_ids")
+
+
+@dataclass
+class DecodedPaths:
+    """The judge's decoded output ids per prompt under one rule (``judge_decode``), ragged."""
+
+    n_items: int
+    offsets: np.ndarray  # int64 [n_items + 1]
+    token_ids: np.ndarray  # int64: the paths, concatenated
+
+    @classmethod
+    def from_lists(cls, paths: Sequence[Sequence[int]]) -> "DecodedPaths":
+        sizes = [len(p) for p in paths]
+        ids = np.asarray([t for p in paths for t in p], dtype=np.int64)
+        return cls(len(paths), np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), ids)
+
+    def paths(self) -> list[list[int]]:
+        return [self.token_ids[lo:hi].tolist() for lo, hi in zip(self.offsets[:-1], self.offsets[1:])]
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"n_items": np.asarray([self.n_items], dtype=np.int64), "offsets": self.offsets,
+                "token_ids": self.token_ids}
+
+    @classmethod
+    def from_arrays(cls, arrays) -> "DecodedPaths":
+        out = cls(int(np.asarray(arrays["n_items"]).reshape(-1)[0]), np.asarray(arrays["offsets"], dtype=np.int64),
+                  np.asarray(arrays["token_ids"], dtype=np.int64))
+        if out.offsets.shape != (out.n_items + 1,) or int(out.offsets[-1]) != len(out.token_ids):
+            raise ValueError("offsets do not match the decoded paths")
+        return out
 
 
 def _pad(seqs: list[tuple[int, ...]]) -> np.ndarray:

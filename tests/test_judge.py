@@ -207,7 +207,8 @@ def test_judge_pass_choices_equal_full_vocabulary_eq1(judge_dirs, early_exit):
 
 def judge_args(judge_dirs):
     return [f"pair.expert.path={judge_dirs['expert']}", f"pair.amateur.path={judge_dirs['amateur']}",
-            "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false", "method=cd_judge"]
+            "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false", "method=cd_judge",
+            "method.decode=first_token"]  # the one-token read: no decoding (greedy: test_judge_decode.py)
 
 
 @pytest.fixture(scope="module")
@@ -336,7 +337,7 @@ def test_cli_released_preset(judge_dirs, tmp_path, cscore_cli):
     from cscore.scorers.judge_parse import parse_released
 
     out = tmp_path / "rel"
-    args = [a for a in judge_args(judge_dirs) if a != "method=cd_judge"]
+    args = [a for a in judge_args(judge_dirs) if a not in ("method=cd_judge", "method.decode=first_token")]
     res = cscore_cli("run", *args, "method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=3",
                      "method.lam=0.5", "method.t=2", "runtime.dtype=float64", f"hydra.run.dir={out}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr

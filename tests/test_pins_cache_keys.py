@@ -120,8 +120,8 @@ def rows(tmp_path_factory) -> Path:
 
 
 def pass_entries(cscore_main, tmp_path: Path, *args) -> dict[str, dict]:
-    """The cache entries one run stores (a fresh cache): {its heads (``amateur+expert``) or
-    ``judge``: {key, parts}}."""
+    """The cache entries one run stores (a fresh cache): {its heads (``amateur+expert``),
+    ``judge`` or ``judge_decode:<rule>`` (cd_judge's decoded paths): {key, parts}}."""
     from cscore.scorers.cache import StatsCache
 
     cache = tmp_path / "stats"
@@ -134,7 +134,8 @@ def pass_entries(cscore_main, tmp_path: Path, *args) -> dict[str, dict]:
     out = {}
     for key in store.keys():
         parts = store.meta(key)["parts"]
-        out["+".join(parts["heads"]) if "heads" in parts else parts["kind"]] = {"key": key, "parts": parts}
+        name = "+".join(parts["heads"]) if "heads" in parts else parts["kind"]
+        out[f"{name}:{parts['rule']}" if "rule" in parts else name] = {"key": key, "parts": parts}
     return out
 
 
@@ -156,7 +157,7 @@ def test_cache_keys_are_pinned(models, rows, tmp_path, cscore_main, pin_snapshot
     """Each pass's entries (key and parts) as the real runs store them."""
     got = {name: pass_entries(cscore_main, tmp_path / name, *args) for name, args in run_args(models, rows).items()}
     assert {n: sorted(e) for n, e in got.items()} == {
-        "token": ["amateur", "expert"], "token_early_exit": ["amateur+expert"], "judge": ["judge"],
+        "token": ["amateur", "expert"], "token_early_exit": ["amateur+expert"], "judge": ["judge", "judge_decode:0.0", "judge_decode:0.1", "judge_decode:asst"],
         "seq2seq": ["amateur", "expert"]}
     pin_snapshot(PIN, json.dumps(got, indent=1, sort_keys=True) + "\n")
 

@@ -1,13 +1,18 @@
 """cd_judge: LLM-as-a-judge with contrastive decoding (the CD-judge paper, Eq. 1).
 
-The judge writes argmax_v [log p_main(v) − λ · log p_asst,t(v)] at the position where the score
-goes (t on the assistant; λ = 0 is greedy judging with the main model alone). The written text is
-parsed as the paper does (``judge_parse.parse_paper``): no number → the range's lowest score
+The judge writes argmax_v [log p_main(v) − λ · log p_asst,t(v)] over Li et al.'s plausibility set
+V_head = {v : p_main(v) ≥ α · max p_main} (``alpha``; 0: the whole vocabulary), t on the assistant,
+λ = 0 is greedy judging with the main model alone. ``decode=greedy`` (the paper's protocol):
+the judge goes on writing by the same rule, step by step, until EOS, a complete number or
+``max_new_tokens`` (``scorers/judge_decode.py``); ``decode=first_token`` (cscore's fast variant):
+only the token(s) where the score goes. The written text is parsed as the paper does (``judge_parse.parse_paper``): no number → the range's lowest score
 ("No Pred"), below the range → its lowest ("Below"), above → its highest ("Above").
 ``expected``: Σ value · q(value), q = softmax over the range's score tokens of the same
-contrast — a distributional variant of ours (G-Eval's probability-weighted score), no ties.
+contrast — a distributional variant of ours (G-Eval's probability-weighted score), no ties;
+V_head does not apply to it (every score token is weighed, plausible or not).
 
-Everything is a function of ``JudgeStats`` and c = λ / t (see judge_stats): no model call.
+The first step is a function of ``JudgeStats``, c = λ / t and α (see judge_stats): no model
+call; greedy decoding's later steps are decoded per distinct c and cached (``judge_decode``).
 Rows: ``contrast`` (the method), ``main`` (the main model alone: the expert row) and ``asst``
 (the assistant alone, t = 1: the amateur row).
 """
@@ -23,7 +28,8 @@ from cscore.scorers.methods.params import POSITIVE, Param, setting
 
 NAME = "cd_judge"
 KIND = "judge"
-ACCEPTS = ("lam", "t", "score_range", "aspect")
+ACCEPTS = ("lam", "t", "score_range", "aspect", "alpha", "decode", "max_new_tokens")
+DECODES = ("greedy", "first_token")
 ROWS = {"expert": "main", "amateur": "asst"}  # comparison rows: who writes the score
 
 
@@ -55,6 +61,12 @@ class Params:
     variant: str = setting("cd_judge", doc="the score column and label: score.<variant>")
     lam: float = setting(0.1, Param(float, lo=0.0), "assistant weight (paper grid: 0.01, 0.1, 0.5, 1.0)")
     t: float = setting(1.0, POSITIVE, "assistant temperature (paper grid: 0.5, 1, 2, 3, 4, 5)")
+    alpha: float = setting(0.1, Param(float, lo=0.0, hi=1.0), "plausibility set V_head = {v : p_main(v) >= "
+                           "alpha * max p_main} (Li et al.), for the chosen token and every decoding step; 0: off")
+    decode: str = setting("greedy", Param(str, choices=DECODES), "greedy: decode the judge's output under Eq. 1 "
+                          "(the paper); first_token: cscore's fast read of the first token(s)")
+    max_new_tokens: int = setting(64, Param(int, lo=1), "greedy: the longest output (the released code's 64); "
+                                  "stops earlier at EOS or once a number is complete")
     score_range: list = setting([1, 5], RangeParam(), "or range=0-4 | 1-5 | 2-6 | 3-7; any [lo, hi] of integers")
     aspect: str = setting("${oc.select:data.judge_aspect,coherence}", Param(str), ASPECT_DOC)
 
@@ -72,9 +84,11 @@ def contrast_c(lam: float, t: float) -> float:
     return float(lam) / float(t)
 
 
-def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, score_range) -> dict:
+def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alpha: float = 0.0, score_range,
+          texts=None) -> dict:
     """Per item: ``score`` (parsed), ``status`` (ok / No Pred / Below / Above), ``text`` (what
-    the judge wrote) and ``expected`` (NaN unless every value of the range is one token)."""
+    the judge wrote: ``texts`` when decoded, else the first token(s) read from ``stats``) and
+    ``expected`` (NaN unless every value of the range is one token)."""
     from cscore.scorers.judge_parse import parse_paper
 
     lo, hi = int(score_range[0]), int(score_range[1])
@@ -82,7 +96,8 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, sco
         raise ConfigError(f"the judge statistics hold the range {stats.values.min()}-{stats.values.max()}, "
                           f"not {lo}-{hi}")
     c = contrast_c(lam, t) if who == "contrast" else 0.0
-    texts, _ = stats.decode(who, c)
+    if texts is None:
+        texts, _ = stats.decode(who, c, alpha)
     parsed = [parse_paper(text, lo, hi) for text in texts]
     return {"score": np.array([p[0] for p in parsed], dtype=np.float64),
             "status": np.array([p[1] for p in parsed], dtype=object),

@@ -1,0 +1,224 @@
+"""Greedy decoding of the judge's output under Eq. 1 (``method.decode=greedy`` of cd_judge).
+
+Every step chooses argmax over V_head of log p_main(v) − c · z_v (c = λ / t, z the assistant's
+logits; ``choose``), the same rule as the first step read from the judge statistics. A path
+depends only on c and α, so the c values of one run (the method's c and the main model alone,
+c = 0) are decoded together as a tree: a prefix they share is run once; a branch copies the
+key/value cache. The assistant alone (``None`` instead of c) picks argmax z. The first token
+comes from the judge statistics (exact for the whole λ × t grid); later steps are KV-cached
+forwards of one token. A path stops at an EOS token, when ``done(ids)`` says the parse is
+decided, or after ``max_new_tokens`` tokens.
+
+``judge_stats.DecodedPaths`` holds the outputs of one rule for every prompt, stored in the
+statistics cache (``kind: judge_decode``) under a key that names everything a path depends on.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from cscore.scorers.anatomy import decoder_base
+from cscore.scorers.engine import LayerTap
+from cscore.scorers.head import head_logits
+from cscore.scorers.judge_stats import DECODE_FORMAT, DecodedPaths
+
+
+def choose(a: torch.Tensor, z: torch.Tensor, c: float | None, alpha: float) -> int:
+    """One step of Eq. 1 on float64 vectors a = log p_main, z = assistant logits: argmax over
+    V_head of a − c·z (first id on ties); c = None: the assistant alone (argmax z)."""
+    if c is None:
+        return int(torch.argmax(z))
+    score = a - c * z if c else a.clone()
+    if alpha > 0:
+        score[a < a.max() + math.log(alpha)] = -torch.inf
+    return int(torch.argmax(score))
+
+
+class Stepper:
+    """Forwards of the main model and the assistant (a second model, or main's first k layers
+    read from the same forward) with their key/value caches."""
+
+    def __init__(self, main, asst=None, asst_exit: int | None = None):
+        from cscore.scorers.judge_released import _cache_name
+
+        self.models = [main] if asst is None else [main, asst]
+        self.bases = [decoder_base(m) for m in self.models]
+        self.names = [_cache_name(b) for b in self.bases]
+        self.tap = LayerTap(main, asst_exit) if asst_exit is not None else None
+        self.device = next(main.parameters()).device
+
+    def close(self):
+        if self.tap is not None:
+            self.tap.close()
+
+    def step(self, ids: list[int], caches):
+        """(a, z, caches) after feeding ``ids`` on top of ``caches`` (None: a fresh prompt)."""
+        x = torch.tensor([ids], device=self.device)
+        logits, new = [], []
+        for k, (model, base, name) in enumerate(zip(self.models, self.bases, self.names)):
+            past = {name: caches[k]} if caches is not None else {}
+            out = base(input_ids=x, use_cache=True, **past)
+            new.append(getattr(out, name))
+            logits.append(head_logits(model, out.last_hidden_state[0, -1]).double())
+        if self.tap is not None:
+            logits.append(head_logits(self.models[0], self.tap.normed()[0, -1]).double())
+        return torch.log_softmax(logits[0], dim=-1), logits[1], tuple(new)
+
+
+@torch.inference_mode()
+def decode_prompt(stepper: Stepper, prompt: list[int], firsts: Sequence[int], cs: Sequence[float | None], *,
+                  alpha: float, max_new_tokens: int, eos_ids, done: Callable[[list[int]], bool]) -> list[list[int]]:
+    """The path of each rule ``cs[j]`` (its first token ``firsts[j]``) on one prompt, as a tree."""
+    out: list = [None] * len(cs)
+    first = _groups([[f] for f in firsts], range(len(cs)))
+
+    def stops(seq):
+        return seq[-1] in eos_ids or len(seq) >= max_new_tokens or done(seq)
+
+    if all(stops(seq) for seq, _ in first):  # no step after the first: the prompt needs no forward
+        for seq, js in first:
+            for j in js:
+                out[j] = seq
+        return out
+    _, _, root = stepper.step(list(prompt), None)
+    stack = [(seq, js, root) for seq, js in first]
+    shared = {id(root): len(stack)}  # caches still to be handed to more than one node
+    while stack:
+        seq, js, caches = stack.pop()
+        if stops(seq):
+            for j in js:
+                out[j] = seq
+            shared[id(caches)] = shared.get(id(caches), 1) - 1
+            continue
+        if shared.get(id(caches), 1) > 1:  # a sibling still needs this cache as it is
+            shared[id(caches)] -= 1
+            caches = copy.deepcopy(caches)
+        a, z, caches = stepper.step([seq[-1]], caches)
+        kids = _groups([seq + [choose(a, z, cs[j], alpha)] for j in js], js)
+        shared[id(caches)] = len(kids)
+        stack.extend((s, g, caches) for s, g in kids)
+    return out
+
+
+def _groups(seqs: list[list[int]], js) -> list[tuple[list[int], list[int]]]:
+    """The rules ``js`` grouped by the sequence each reached."""
+    groups: dict[tuple, list[int]] = {}
+    for seq, j in zip(seqs, js):
+        groups.setdefault(tuple(seq), []).append(j)
+    return [(list(seq), g) for seq, g in groups.items()]
+
+
+def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int]], cs: Sequence[float | None], *,
+               asst=None, asst_exit: int | None = None, alpha: float, max_new_tokens: int, eos_ids,
+               done: Callable[[list[int]], bool], progress=None) -> list[DecodedPaths]:
+    """One ``DecodedPaths`` per rule of ``cs``; ``firsts[i][j]``: prompt i's first token under cs[j]."""
+    stepper = Stepper(main, asst, asst_exit)
+    paths: list[list] = [[] for _ in cs]
+    try:
+        for prompt, first in zip(prompts, firsts):
+            got = decode_prompt(stepper, prompt, first, cs, alpha=alpha, max_new_tokens=max_new_tokens,
+                                eos_ids=set(eos_ids), done=done)
+            for j, seq in enumerate(got):
+                paths[j].append(seq)
+            if progress is not None:
+                progress(1)
+    finally:
+        stepper.close()
+    return [DecodedPaths.from_lists(p) for p in paths]
+
+
+def path_text(tokenizer, ids) -> str:
+    """The text of a decoded path without special tokens, as the released code's decode reads it
+    (on a prompt without a generation prompt SmolLM2 first writes ``<|im_start|>``)."""
+    return tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+def rule_of(who: str, c: float) -> float | None:
+    """The decoding rule of a row: its c (the main model alone is c = 0), None for the assistant."""
+    return None if who == "asst" else (float(c) if who == "contrast" else 0.0)
+
+
+def eos_ids(config, tokenizer) -> set[int]:
+    """The model config's EOS ids and the tokenizer's (known before the weights load, so a run
+    whose paths are cached loads none)."""
+    got = getattr(config, "eos_token_id", None)
+    ids = set(got if isinstance(got, (list, tuple)) else [got]) | {tokenizer.eos_token_id}
+    return {int(i) for i in ids if i is not None}
+
+
+def first_tokens(stats, rule: float | None, alpha: float) -> list[int]:
+    """Each prompt's first token under ``rule``, read from the judge statistics."""
+    ctx = np.arange(stats.n_items) * (1 + len(stats.prefixes))
+    if rule is None:
+        return stats.asst_top[ctx].tolist()
+    return stats.pick(ctx, "contrast", rule, alpha).tolist()
+
+
+def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: int, cache=None,
+                 judge_key: str | None = None, progress=None) -> dict:
+    """{rule: decoded ids per prompt}; each rule's paths read from ``cache`` when it holds them
+    (the key: the judge statistics' key, the rule, α where it applies, the stop rule), the rest
+    decoded together (``decode_all``) and stored."""
+    from cscore.scorers.cache import stats_key
+    from cscore.scorers.judge_parse import paper_decided
+
+    main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
+    eos = eos_ids(main.config, tok)
+    keys, out = {}, {}
+    for rule in dict.fromkeys(rules):
+        parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, "judge": judge_key,
+                 "rule": "asst" if rule is None else rule, "alpha": alpha if rule else 0.0,
+                 "max_new_tokens": max_new_tokens, "eos": sorted(eos), "stop": "paper_decided"}
+        keys[rule] = (stats_key(parts), parts)
+        hit = cache.load(keys[rule][0]) if cache is not None and judge_key else None
+        if hit is not None:
+            out[rule] = hit.stats["paths"].paths()
+    todo = [r for r in keys if r not in out]
+    if not todo:
+        return out
+    firsts = list(zip(*[first_tokens(stats, r, alpha) for r in todo]))
+    early = asst.parent is main
+    got = decode_all(main.model, prompts, firsts, todo, asst=None if early else asst.model,
+                     asst_exit=asst.exit_layer if early else None, alpha=alpha, max_new_tokens=max_new_tokens,
+                     eos_ids=eos, done=lambda ids: paper_decided(path_text(tok, ids)),
+                     progress=progress)
+    for rule, paths in zip(todo, got):
+        out[rule] = paths.paths()
+        if cache is not None and judge_key:
+            cache.save(keys[rule][0], {"paths": paths}, keys[rule][1])
+    return out
+
+
+def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) -> tuple[list[list[int]], bool]:
+    """(decoded ids per prompt, whether they came from ``cache``): read under the key of
+    ``parts`` (which must name everything the paths depend on), else computed and stored.
+    ``cache`` None: always computed."""
+    from cscore.scorers.cache import stats_key
+
+    if cache is None:
+        return compute(), False
+    parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **parts}
+    key = stats_key(parts)
+    with cache.lock(key):
+        hit = cache.load(key)
+        if hit is not None:
+            return hit.stats["paths"].paths(), True
+        paths = compute()
+        cache.save(key, {"paths": DecodedPaths.from_lists(paths)}, parts)
+    return paths, False
+
+
+def released_parts(pair, prompts, who: str, params: dict, base: dict) -> dict:
+    """What a released-preset decode depends on (its cache key parts): the models, dtype, device
+    and prompt ids (``base``), the row, the decoding settings; λ and t only for the contrast row
+    (the main-alone and assistant-alone rows decode with λ = 0, t = 1, so one decode serves every
+    grid point)."""
+    keep = ("alpha", "min_keep", "max_new_tokens", "batch_size", "repetition_penalty")
+    point = {"lam": params["lam"], "t": params["t"]} if who == "contrast" else {}
+    return {**base, "preset": "cd_judge_released", "who": who, **{k: params[k] for k in keep}, **point,
+            "eos": sorted(eos_ids(pair.expert.config, pair.tokenizer)), "pad": pair.tokenizer.pad_token_id}

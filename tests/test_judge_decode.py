@@ -1,0 +1,343 @@
+"""cd_judge as the paper runs it: Li et al.'s plausibility set V_head (method.alpha) on the choice
+from the kept statistics, contrastive greedy decoding (method.decode=greedy) against plain
+step-by-step forwards, the decoded paths through the cache, and the released prompt."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+torch = pytest.importorskip("torch")
+
+from cscore.scorers import judge  # noqa: E402
+from cscore.scorers.judge_parse import paper_decided  # noqa: E402
+from cscore.scorers.judge_stats import DecodedPaths, JudgeStats  # noqa: E402
+
+LAMS = (0.0, 0.01, 0.1, 0.5, 1.0, 3.0)
+TS = (0.5, 1.0, 2.0, 5.0)
+ALPHAS = (0.0, 1e-4, 0.01, 0.1, 0.3, 0.9, 1.0)
+
+
+def reference_choice(main_logits, asst_logits, lam, t, alpha) -> np.ndarray:
+    """Eq. 1 with V_head over the whole vocabulary in float64, written out from the definitions:
+    p_main = softmax(main); keep v with p_main(v) >= alpha * max p_main; argmax of
+    log p_main(v) - lam * log softmax(asst / t)(v) among them (first index on ties)."""
+    m = np.asarray(main_logits, np.float64)
+    z = np.asarray(asst_logits, np.float64) / t
+    log_pm = m - m.max(-1, keepdims=True)
+    log_pm -= np.log(np.exp(log_pm).sum(-1, keepdims=True))
+    log_pa = z - z.max(-1, keepdims=True)
+    log_pa -= np.log(np.exp(log_pa).sum(-1, keepdims=True))
+    score = log_pm - lam * log_pa
+    if alpha > 0:
+        head = log_pm >= log_pm.max(-1, keepdims=True) + math.log(alpha)
+        score = np.where(head, score, -np.inf)
+    return score.argmax(-1)
+
+
+def stats_of(main_logits, asst_logits) -> JudgeStats:
+    zm, za = torch.from_numpy(main_logits), torch.from_numpy(asst_logits)
+    a = torch.log_softmax(zm.double(), -1)
+    z = za.double()
+    fronts = judge.pareto_front(a, z)
+    sizes = [len(f) for f in fronts]
+    n, vocab = main_logits.shape
+    return JudgeStats(
+        n_items=n, prefixes=[], values=np.array([1, 2, 3]), value_ids=[(5,), (6,), (7,)],
+        main_top=zm.argmax(-1).numpy().astype(np.int64), asst_top=za.argmax(-1).numpy().astype(np.int64),
+        front_offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+        front_ids=np.concatenate([f.numpy() for f in fronts]).astype(np.int64),
+        front_a=np.concatenate([a[r, f].numpy() for r, f in enumerate(fronts)]),
+        front_z=np.concatenate([z[r, f].numpy() for r, f in enumerate(fronts)]),
+        score_a=a[:, [5, 6, 7]].numpy(), score_z=z[:, [5, 6, 7]].numpy(), text_ids=np.arange(vocab),
+        text_values=np.array([f"<{i}>" for i in range(vocab)]), vocab=vocab)
+
+
+def test_vhead_choice_equals_full_vocabulary_reference():
+    """For many (λ, t, α) the choice from the kept front, restricted to V_head, equals the float64
+    full-vocabulary reference; α = 0 is the unrestricted choice; V_head changes some choices."""
+    rng = np.random.default_rng(7)
+    n, vocab = 60, 400
+    main = rng.normal(0, 2.5, (n, vocab)).astype(np.float32)
+    asst = (0.8 * main + rng.normal(0, 1.5, (n, vocab))).astype(np.float32)
+    main[:, 30] = main[:, 31]  # ties in the main model
+    st = stats_of(main, asst)
+    ctx = np.arange(n)
+    changed = 0
+    for lam in LAMS:
+        for t in TS:
+            for alpha in ALPHAS:
+                want = reference_choice(main, asst, lam, t, alpha)
+                got = st.pick(ctx, "contrast", lam / t, alpha)
+                np.testing.assert_array_equal(got, want, err_msg=f"lam={lam} t={t} alpha={alpha}")
+            changed += int((reference_choice(main, asst, lam, t, 0.1) != reference_choice(main, asst, lam, t, 0)).sum())
+    assert changed > 0  # the set matters on these logits
+    np.testing.assert_array_equal(st.pick(ctx, "contrast", 1e6, 1.0), main.argmax(-1))  # α = 1: main's argmax
+
+
+def test_paper_decided():
+    for text in ("", " ", "4", " 4", "3.", "3.5", "-", "10", "\n 2"):
+        assert not paper_decided(text), text
+    for text in ("4\n", "3.5 ", "The", "-x", "4.x", ".5", "Score: 4"):
+        assert paper_decided(text), text
+
+
+def test_decoded_paths_round_trip_through_the_cache(tmp_path):
+    from cscore.scorers.cache import StatsCache, stats_key
+
+    paths = DecodedPaths.from_lists([[3, 4, 5], [], [9]])
+    cache = StatsCache(tmp_path)
+    key = stats_key({"kind": "judge_decode", "test": 1})
+    cache.save(key, {"paths": paths}, {"kind": "judge_decode"})
+    entry = cache.load(key)
+    assert entry.meta["kind"] == "judge_decode" and entry.stats["paths"].paths() == [[3, 4, 5], [], [9]]
+
+
+# --- decoding on tiny models -----------------------------------------------------------------
+
+CHAT = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant:{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def judge_dirs(tiny_dirs, tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    root = tmp_path_factory.mktemp("decode_models")
+    out = {}
+    for name in ("expert", "amateur"):
+        shutil.copytree(getattr(tiny_dirs, name), root / name)
+        tok = AutoTokenizer.from_pretrained(root / name)
+        tok.chat_template = CHAT
+        tok.save_pretrained(root / name)
+        out[name] = str(root / name)
+    return out
+
+
+def step_by_step(main, asst, prompt, first, *, c, alpha, steps, layers=None):
+    """The path recomputed with one plain full forward per step (no cache, no cscore code)."""
+    seq = [first]
+    for _ in range(steps - 1):
+        x = torch.tensor([list(prompt) + seq])
+        with torch.no_grad():
+            out = main(x, output_hidden_states=layers is not None)
+            zm = out.logits[0, -1].numpy()
+            if layers is not None:
+                h = main.model.norm(out.hidden_states[layers][0, -1])
+                za = main.lm_head(h).numpy()
+            else:
+                za = asst(x).logits[0, -1].numpy()
+        if c is None:
+            seq.append(int(np.argmax(za)))
+        else:
+            seq.append(int(reference_choice(zm[None], za[None], c, 1.0, alpha)[0]))
+    return seq
+
+
+@pytest.mark.parametrize("early_exit", [None, 2])
+def test_greedy_path_equals_step_by_step_forwards(judge_dirs, early_exit):
+    """Tree-decoded paths for several rules at once (KV-cached, shared prefixes) equal the
+    step-by-step recomputation; the first token is the statistics' choice."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cscore.scorers.judge_decode import decode_all, first_tokens
+
+    tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
+    texts = ["The mayor opened a new bridge.", "Rain is expected on Monday", "A short one"]
+    prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
+    asst = None if early_exit else AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"],
+                                                                        dtype=torch.float64).eval()
+    stats, _ = judge.compute(main, prompts, asst=asst, asst_exit=early_exit, values=[1, 2, 3],
+                             value_ids=[(5,), (6,), (7,)], prefixes=[], n_items=len(prompts),
+                             decode_token=lambda t: tok.decode([t]))
+    rules = [0.0, 0.5, 4.0, None]
+    steps = 5
+    for alpha in (0.0, 0.1):
+        firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
+        got = decode_all(main, prompts, firsts, rules, asst=asst, asst_exit=early_exit, alpha=alpha,
+                         max_new_tokens=steps, eos_ids=set(), done=lambda ids: False)
+        for j, rule in enumerate(rules):
+            for i, prompt in enumerate(prompts):
+                want = step_by_step(main, asst, prompt, firsts[i][j], c=rule, alpha=alpha, steps=steps,
+                                    layers=early_exit)
+                assert got[j].paths()[i] == want, (alpha, rule, i)
+        assert len({tuple(p) for d in got for p in d.paths()}) > len(prompts)  # the rules' paths differ
+
+
+def test_greedy_stops_at_eos_and_a_decided_parse(judge_dirs):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cscore.scorers.judge_decode import decode_all
+
+    tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
+    main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
+    prompt = tok("The mayor opened a new bridge.", add_special_tokens=False)["input_ids"]
+    free = decode_all(main, [prompt], [[5]], [0.0], asst_exit=2, alpha=0.1, max_new_tokens=8, eos_ids=set(),
+                      done=lambda ids: False)[0].paths()[0]
+    assert len(free) == 8
+    eos = free[3]
+    cut = decode_all(main, [prompt], [[5]], [0.0], asst_exit=2, alpha=0.1, max_new_tokens=8, eos_ids={eos},
+                     done=lambda ids: False)[0].paths()[0]
+    assert cut == free[:free.index(eos) + 1]
+    short = decode_all(main, [prompt], [[5]], [0.0], asst_exit=2, alpha=0.1, max_new_tokens=8, eos_ids=set(),
+                       done=lambda ids: len(ids) >= 2)[0].paths()[0]
+    assert short == free[:2]
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    """Eight demo rows (two documents), so that a CLI run decodes few prompts."""
+    import json
+    from pathlib import Path
+
+    from cscore.data.demo import DEMO_FILE
+
+    lines = [x for x in Path(DEMO_FILE).read_text().splitlines() if x.strip()]
+    docs = [json.loads(x)["doc_id"] for x in lines]
+    keep = [x for d in sorted(set(docs))[:2] for x in [y for y, e in zip(lines, docs) if e == d][:4]]
+    path = tmp_path_factory.mktemp("decode_rows") / "rows.jsonl"
+    path.write_text("\n".join(keep) + "\n")
+    return path
+
+
+@pytest.fixture
+def judge_args(judge_dirs, rows):
+    return [f"data.path={rows}", f"pair.expert.path={judge_dirs['expert']}",
+            f"pair.amateur.path={judge_dirs['amateur']}",
+            "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false", "method=cd_judge",
+            "runtime.dtype=float64"]
+
+
+def read_run(run_dir):
+    import json
+
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    return cfg, pd.read_parquet(run_dir / "scores.parquet"), json.loads((run_dir / "metrics.json").read_text())
+
+
+@pytest.mark.slow
+def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, cscore_cli):
+    """End to end: the contrast row's output is the decoded path of its c (checked against the
+    step-by-step recomputation), parsed by the paper's rule; a second run reads the paths from
+    the cache and writes the same table; first_token reads one token."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cscore.scorers.judge_parse import parse_paper
+
+    args = [*judge_args, "method.lam=0.5", "method.t=0.5", "method.max_new_tokens=5"]
+    res = cscore_cli("run", *args, f"hydra.run.dir={tmp_path / 'a'}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    cfg, table, metrics = read_run(tmp_path / "a")
+    assert metrics["judge"]["decode"] == "greedy" and metrics["judge"]["alpha"] == 0.1
+    for row in ("cd_judge", "expert", "amateur"):
+        for text, score, status in zip(table[f"output.{row}"], table[f"score.{row}"], table[f"parse.{row}"]):
+            assert (score, status) == parse_paper(text, 1, 5)
+    tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
+    main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
+    asst = AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"], dtype=torch.float64).eval()
+    prompt = tok(table["prompt"][0], add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        zm, za = main(torch.tensor([prompt])).logits[0, -1].numpy(), asst(torch.tensor([prompt])).logits[0, -1].numpy()
+    first = int(reference_choice(zm[None], za[None], 1.0, 1.0, 0.1)[0])
+    path = step_by_step(main, asst, prompt, first, c=1.0, alpha=0.1, steps=5)
+    for k in range(1, 6):  # the run stops where the parse is decided (or at EOS)
+        if k == 5 or paper_decided(tok.decode(path[:k], skip_special_tokens=True)) or path[k - 1] == tok.eos_token_id:
+            break
+    assert table["output.cd_judge"][0] == tok.decode(path[:k], skip_special_tokens=True)
+    res = cscore_cli("run", *args, f"hydra.run.dir={tmp_path / 'b'}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    _, again, metrics_b = read_run(tmp_path / "b")
+    assert metrics_b["speed"]["weights"]["expert"] == "not loaded"  # statistics and paths from the cache
+    for col in ("output.cd_judge", "score.cd_judge", "output.expert", "output.amateur"):
+        pd.testing.assert_series_equal(again[col], table[col])
+    res = cscore_cli("run", *args, "method.decode=first_token", f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    _, one, metrics_c = read_run(tmp_path / "c")
+    assert one["output.cd_judge"][0] == tok.decode([first]) and metrics_c["judge"]["decode"] == "first_token"
+
+
+def test_path_text_skips_special_tokens(judge_dirs):
+    from transformers import AutoTokenizer
+
+    from cscore.scorers.judge_decode import path_text
+
+    tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
+    ids = [tok.bos_token_id] + tok("4 is", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    assert "<s>" in tok.decode(ids) and path_text(tok, ids) == "4 is"
+
+
+@pytest.mark.slow
+def test_cli_released_prompt_decodes_without_special_tokens(judge_args, tmp_path, cscore_cli):
+    """cd_judge with the released prompt (no generation prompt) decodes; outputs carry no special
+    token text and parse by the paper's rule."""
+    from cscore.scorers.judge_parse import parse_paper
+
+    res = cscore_cli("run", *judge_args, "judge_prompt=released", "method.max_new_tokens=4",
+                     f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    _, table, _ = read_run(tmp_path / "r")
+    assert not table["prompt"].str.endswith("assistant:").any()  # no generation prompt
+    for text, score, status in zip(table["output.cd_judge"], table["score.cd_judge"], table["parse.cd_judge"]):
+        assert "<s>" not in text and "</s>" not in text and "<pad>" not in text
+        assert (score, status) == parse_paper(text, 1, 5)
+
+
+def test_released_prompt_with_first_token_is_refused(judge_args, tmp_path, cscore_main):
+    res = cscore_main("run", *judge_args, "judge_prompt=released", "method.decode=first_token",
+                      f"hydra.run.dir={tmp_path}/a", cwd=tmp_path)
+    assert res.returncode != 0
+    assert "method.decode=first_token" in res.stderr and "generation prompt" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+@pytest.mark.slow
+def test_cli_released_rows_decode_once_across_lambda(judge_args, tmp_path, cscore_cli):
+    """cd_judge_released: the main-alone and assistant-alone rows do not depend on λ or t; a
+    second grid point reads them from the cache (same outputs) and decodes only its contrast row."""
+    args = [a for a in judge_args if a != "method=cd_judge"]
+    args += ["method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=2", "method.t=2"]
+    got = {}
+    for lam in (0.5, 1.0):
+        out = tmp_path / f"lam{lam}"
+        res = cscore_cli("run", *args, f"method.lam={lam}", f"hydra.run.dir={out}", cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        got[lam] = read_run(out)
+    passes = {k: v["from_cache"] for k, v in got[1.0][2]["speed"]["passes"].items()}
+    assert passes == {"decode expert": True, "decode amateur": True, "decode cd_judge_released": False}
+    assert not any(v["from_cache"] for v in got[0.5][2]["speed"]["passes"].values())
+    for col in ("output.expert", "output.amateur", "score.expert", "score.amateur"):
+        pd.testing.assert_series_equal(got[1.0][1][col], got[0.5][1][col])
+
+
+@pytest.mark.slow
+def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_cli):
+    """A 2 x 2 (λ, t) multirun with greedy decoding: one judge pass (the first step of every
+    point), the other points read it; a point whose c was decoded already (λ = 0: c = 0) loads no
+    weights; a point from the caches equals a run with the cache off."""
+    res = cscore_cli("run", "-m", *judge_args, "method.lam=0,0.5", "method.t=0.5,2", "method.max_new_tokens=4",
+                     f"cache.dir={tmp_path / 'cache'}", f"hydra.sweep.dir={tmp_path / 'sw'}", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    runs = {}
+    for d in sorted((tmp_path / "sw").iterdir()):
+        if (d / "metrics.json").is_file():
+            cfg, table, metrics = read_run(d)
+            runs[float(cfg["method"]["lam"]), float(cfg["method"]["t"])] = (table, metrics)
+    assert len(runs) == 4
+    judge_cached = {k: m["speed"]["passes"][next(iter(m["speed"]["passes"]))]["from_cache"] for k, (_, m) in runs.items()}
+    assert judge_cached == {(0.0, 0.5): False, (0.0, 2.0): True, (0.5, 0.5): True, (0.5, 2.0): True}
+    assert runs[0.0, 2.0][1]["speed"]["weights"]["expert"] == "not used"  # c = 0: every path cached
+    pd.testing.assert_series_equal(runs[0.0, 0.5][0]["output.cd_judge"], runs[0.0, 0.5][0]["output.expert"],
+                                   check_names=False)
+    out = tmp_path / "direct"
+    res = cscore_cli("run", *judge_args, "method.lam=0.5", "method.t=2", "method.max_new_tokens=4", "cache.enabled=false",
+                     f"hydra.run.dir={out}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    _, direct, _ = read_run(out)
+    for col in ("output.cd_judge", "score.cd_judge", "parse.cd_judge", "output.amateur", "score.cd_judge_expected"):
+        pd.testing.assert_series_equal(direct[col], runs[0.5, 2.0][0][col])
