@@ -9,3 +9,7 @@ class CscoreError(Exception):
 
 class ConfigError(CscoreError, ValueError):
     """A composed config value that is missing, of the wrong type or out of range."""
+
+
+class KindError(CscoreError):
+    """A method kind registered twice, under no name, or not a MethodKind (scorers/kinds)."""

@@ -1,5 +1,5 @@
-"""``cscore cdm generate`` and ``cscore cdm train`` (Generative CDM, the CDM paper's Algorithm 1), and
-the score step of ``method=cdm_gen`` (kind ``discriminator``).
+"""``cscore cdm generate`` and ``cscore cdm train`` (Generative CDM, the CDM paper's Algorithm 1);
+the score step of ``method=cdm_gen`` is the discriminator kind (``scorers/kinds/discriminator.py``).
 
 Both commands compose ``conf/cdm.yaml`` (= config.yaml + a ``cdm:`` section) with Hydra's override
 syntax, so ``data=``, ``pair=``, ``prompt=`` and ``runtime.*`` mean what they mean for ``cscore run``.
@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
 from cscore.errors import ConfigError
+from cscore.scorers.cdm_discriminator import classifier_log_odds, encode_texts, load_classifier, pair_record
 from cscore.scorers.methods.params import Param
 
 log = logging.getLogger("cscore")
@@ -133,13 +134,6 @@ def digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def pair_record(cfg: DictConfig) -> dict:
-    p = cfg.pair
-    return {"name": p.name, "expert": p.expert.path, "amateur": p.amateur.get("path"),
-            "early_exit": p.amateur.get("early_exit"), "revision": p.expert.get("revision"),
-            "amateur_revision": p.amateur.get("revision")}
-
-
 # ---------------------------------------------------------------------------------------------
 # generate
 
@@ -163,7 +157,7 @@ def select_positives(examples, which: str, aspect: str | None):
         dup = table.duplicated("group", keep=False)
         table["id"] = [f"{g}/reference" + (f"{k}" if d else "") for k, (g, d) in enumerate(zip(table["group"], dup))]
         return table.reset_index(drop=True)
-    from cscore.cli.pooler_run import target_aspect
+    from cscore.scorers.kinds.pooler import target_aspect
 
     col = f"{rundir.HUMAN}{target_aspect(table, aspect)}"
     table = table[np.isfinite(table[col].to_numpy(dtype=float))]
@@ -224,7 +218,9 @@ def counts(records: list[dict]) -> dict:
 def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     """Make the negatives (module doc); returns the output directory. ``overrides``: the command
     line, for the pair's early-exit rule (as in ``cscore run``)."""
-    from cscore.cli.run import load_pair, load_stage, make_prompts, resolve_pair
+    from cscore.cli.run import resolve_pair
+    from cscore.cli.stages import load_stage
+    from cscore.scorers.kinds.shared import load_pair, make_prompts
     from cscore.cli.validate import validate
     from cscore.scorers import cdm_generate as cg
 
@@ -408,7 +404,7 @@ def train(cfg: DictConfig, overrides: list[str] = ()) -> Path:
 
 def momentum_sequences(pair, prompts: list[str], texts: list[str], t: float, clamp, cfg, max_length: int):
     """Per item the contrastive momentum m_t = log p_e − log p_a of its text given its prompt."""
-    from cscore.cli.run import stats_cache
+    from cscore.scorers.kinds.shared import stats_cache
     from cscore.scorers.methods import cdm
     from cscore.scorers.methods.common import per_item
 
@@ -421,7 +417,7 @@ def momentum_sequences(pair, prompts: list[str], texts: list[str], t: float, cla
 
 
 def train_pooler_discriminator(cfg, t: dict, items, labels, train_mask):
-    from cscore.cli.run import load_pair
+    from cscore.scorers.kinds.shared import load_pair
     from cscore.scorers import cdm_pooler
 
     pair = load_pair(cfg, ["expert", "amateur"])
@@ -433,61 +429,6 @@ def train_pooler_discriminator(cfg, t: dict, items, labels, train_mask):
     record = {"pooler": pooler.to_dict(), "momentum": {"t": t["t"], "clamp": t["clamp"], "skip_first": False},
               "pair": pair_record(cfg), "models": {r: m.name for r, m in pair.models.items()}}
     return record, pooler.decision(x)
-
-
-def pooler_from_dict(d: dict):
-    from cscore.scorers import cdm_pooler
-
-    if list(d.get("features", [])) != list(cdm_pooler.FEATURES):
-        raise ConfigError("the discriminator's pooler was trained on other momentum features than this cscore "
-                          "version computes; train it again (cscore cdm train)")
-    return cdm_pooler.Pooler(d["objective"], np.array([d["weights"][f] for f in cdm_pooler.FEATURES]),
-                             float(d["bias"]), np.array(d["center"]), np.array(d["scale"]), d.get("labels", ""),
-                             d.get("n_train", 0), d.get("n_positive"))
-
-
-def load_classifier(spec: str, device):
-    """(tokenizer, AutoModelForSequenceClassification with 2 labels) from a directory or hub id."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from cscore.scorers.gguf import ModelSpecError
-    from cscore.scorers.models import check_local_path, load_failure
-
-    if spec.startswith("gguf:"):
-        raise ConfigError(f"cdm.train.discriminator={spec}: a GGUF file cannot be trained as a classifier here; "
-                          "give a transformers model directory or hub id (or pooler)")
-    check_local_path(spec, spec)
-    try:
-        tok = AutoTokenizer.from_pretrained(spec)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            spec, num_labels=2, id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1})
-    except (OSError, ValueError) as err:
-        raise ModelSpecError(load_failure(spec, spec, None, err)) from err
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token or tok.unk_token
-    model.config.pad_token_id = tok.pad_token_id
-    return tok, model.to(device)
-
-
-def classifier_log_odds(tok, model, prompts, texts, *, text: str, batch_size: int, max_length: int):
-    """logit(positive) − logit(negative) per item, in the given order."""
-    import torch
-
-    out = []
-    model.eval()
-    with torch.inference_mode():
-        for s in range(0, len(texts), batch_size):
-            enc = encode_texts(tok, prompts[s:s + batch_size], texts[s:s + batch_size], text, max_length)
-            logits = model(**{k: v.to(model.device) for k, v in enc.items()}).logits.double()
-            out.append((logits[:, 1] - logits[:, 0]).cpu().numpy())
-    return np.concatenate(out) if out else np.zeros(0)
-
-
-def encode_texts(tok, prompts, texts, text: str, max_length: int):
-    if text == "prompt_hypothesis":  # a text pair: the prompt is cut first when too long
-        return tok(list(prompts), list(texts), padding=True, truncation="only_first", max_length=max_length,
-                   return_tensors="pt")
-    return tok(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
 
 
 def train_classifier(cfg, t: dict, items, labels, train_mask, out: Path):
@@ -528,62 +469,3 @@ def train_classifier(cfg, t: dict, items, labels, train_mask, out: Path):
                              "max_length": t["max_length"], "epochs": t["epochs"], "lr": t["lr"],
                              "batch_size": t["batch_size"], "train_loss": losses}}
     return record, log_odds
-
-
-# ---------------------------------------------------------------------------------------------
-# method=cdm_gen in `cscore run`
-
-
-def plan_discriminator(cfg: DictConfig):
-    """plan_stage, plus the momentum temperature a pooler discriminator reads; refuses a pooler
-    trained on another pair (before any model loads)."""
-    from cscore.cli.run import plan_stage
-    from cscore.scorers.methods import cdm_gen
-
-    plan = plan_stage(cfg)
-    meta = cdm_gen.read_meta(plan.variants[-1].params["discriminator"])
-    if meta["kind"] == "pooler":
-        want, have = meta["pair"], pair_record(cfg)
-        keys = {"expert": "pair.expert.path", "amateur": "pair.amateur.path", "early_exit": "pair.amateur.early_exit"}
-        diff = [name for k, name in keys.items() if str(want.get(k)) != str(have.get(k))]
-        if diff:
-            raise ConfigError(f"the discriminator's pooler reads the momentum of the pair it was trained with "
-                              f"(expert {want['expert']}, amateur {want['amateur']}, early_exit {want['early_exit']}); "
-                              f"this run's pair differs in {', '.join(diff)}")
-        plan.temperatures = sorted(set(plan.temperatures) | {float(meta["momentum"]["t"])})
-    return plan
-
-
-def score_discriminator(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
-    """The comparison rows as for any method (score_stage), then score.cdm_gen from the discriminator."""
-    from cscore.cli.run import score_stage
-    from cscore.scorers import methods
-    from cscore.scorers.methods import cdm, cdm_gen
-    from cscore.scorers.methods.common import per_item
-    from cscore.scorers.models import auto_device
-
-    main = plan.variants[-1]
-    params = methods.check_params(main.method, main.params)
-    path = params["discriminator"]
-    meta = cdm_gen.read_meta(path)
-    scored = score_stage(cfg, loaded, plan, console, state)
-    table = scored.table
-    if meta["kind"] == "pooler":
-        m = meta["momentum"]
-        stats = scored.stats.stats
-        seqs = per_item(cdm.momentum(stats, m["t"], m["clamp"]), next(iter(stats.values())).offsets,
-                        bool(m.get("skip_first", False)))
-        log_odds = pooler_from_dict(meta["pooler"]).score(seqs)
-    else:
-        c = meta["classifier"]
-        tok, model = load_classifier(str(path), auto_device(cfg.runtime.device))
-        log_odds = classifier_log_odds(tok, model, list(table["prompt"]), list(table["hypothesis"]), text=c["text"],
-                                       batch_size=params["batch_size"], max_length=c["max_length"])
-    values = log_odds if params["output"] == "log_odds" else 1.0 / (1.0 + np.exp(-log_odds))
-    table[f"{rundir.SCORE}{main.name}"] = values
-    scored.metrics["discriminator"] = {"path": str(Path(path).resolve()), "kind": meta["kind"],
-                                       "output": params["output"], "accuracy": meta.get("accuracy"),
-                                       "trained_on": meta.get("input"), "generate_counts": meta.get("generate_counts")}
-    log.info("%s: %s discriminator from %s (held-out accuracy %s)", main.name, meta["kind"], path,
-             (meta.get("accuracy") or {}).get("held_out", {}).get("accuracy"))
-    return scored

@@ -119,7 +119,7 @@ def run_command(rest: list[str]) -> None:
     try:
         from cscore.cli import precheck
 
-        from cscore.cli.baseline_run import canonical_names
+        from cscore.cli.baseline_names import canonical_names
 
         rest = canonical_names(rest)  # baseline=rouge1 is rouge; every unknown name in one line
         precheck.check(rest)

@@ -312,6 +312,8 @@ def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None,
            progress: Progress | None = None, select_by: str = "spearman") -> Path:
     from rich.console import Console
 
+    from cscore.scorers import kinds
+
     console = console or Console()
     progress = progress or Progress()
     root = Path(root)
@@ -336,8 +338,9 @@ def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None,
     lines += [f"- failed: {r.path} ({r.failure.get('stage')}: {r.failure.get('error')})" for r in failed]
     lines += [f"- incomplete: {r.path}" for r in incomplete] + [f"- missing: {m}" for m in missing]
 
-    judge_runs = [r for r in runs if judge.is_judge_run(r)]
-    datasets = tables.collect([r for r in runs if not judge.is_judge_run(r)])
+    judge_methods = kinds.methods_of("judge")  # the methods whose kind writes a judge section
+    judge_runs = [r for r in runs if judge.is_judge_run(r, judge_methods)]
+    datasets = tables.collect([r for r in runs if not judge.is_judge_run(r, judge_methods)])
     for ds, stem in zip(datasets, stems(datasets)):
         lines += dataset_section(ds, stem, spec, out, console, progress)
     if judge_runs:

@@ -65,8 +65,8 @@ def compose(overrides: list[str]) -> DictConfig:
 
 def training_table(cfg: DictConfig, t: dict):
     """The examples, the human column that ranks them and each row's context (reference / source)."""
-    from cscore.cli.pooler_run import target_aspect
-    from cscore.cli.run import load_stage
+    from cscore.scorers.kinds.pooler import target_aspect
+    from cscore.cli.stages import load_stage
     from cscore.cli.validate import validate
 
     validate(cfg)
