@@ -72,7 +72,7 @@ TRAIN_PARAMS = {
 
 
 def main(argv: list[str]) -> None:
-    from cscore.cli.main import fail, one_line_errors
+    from cscore.cli.exits import fail, one_line_errors
 
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)

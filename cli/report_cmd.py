@@ -395,7 +395,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--select-by", default="spearman", choices=list(judge.KINDS),
                     help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
     args = ap.parse_args(argv)
-    from cscore.cli.main import one_line_errors
+    from cscore.cli.exits import one_line_errors
 
     with one_line_errors():
         report(args.path, spec_from_args(args), args.out, select_by=args.select_by)

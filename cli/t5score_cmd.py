@@ -37,7 +37,7 @@ PARAMS = {"model": Param(str, nullable=True), "out": Param(str, nullable=True), 
 
 def main(argv: list[str]) -> None:
     from cscore.cli.cdm_cmd import checked
-    from cscore.cli.main import fail, one_line_errors
+    from cscore.cli.exits import fail, one_line_errors
 
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)

@@ -42,12 +42,12 @@ from typing import Iterable, Mapping, NamedTuple
 
 import numpy as np
 
-from cscore.errors import CscoreError
 from cscore.scorers.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint, remove_folder
 from cscore.scorers.files import (atomic_file, cache_root, canonical_json, disk_size, drop_stale_lock, file_lock,
                                   fsync_dir, json_default, sha256_file, write_atomic)
 from cscore.scorers.judge_stats import ARRAYS as JUDGE_ARRAYS, FORMAT as JUDGE_FORMAT, JudgeStats
 from cscore.scorers.stats import FORMAT_VERSION, TokenStats
+from cscore.errors import CacheError, CacheEntryError  # defined in errors.py
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +58,6 @@ READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)  # a cache folder this proc
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk or quota, a file-size limit
 BLOCKED = (errno.ENOTDIR, errno.EEXIST)  # the cache folder, or a folder above it, is a file
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
-class CacheError(CscoreError):
-    """A cache request that cannot be done, e.g. a key prefix that matches no entry, or several."""
-
-
-class CacheEntryError(CacheError):
-    """A cache entry failed verification."""
 
 
 class Entry(NamedTuple):

@@ -11,7 +11,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
