@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-
 SWEEP_WORDS = ("choice", "range", "interval", "glob", "sort", "shuffle", "tag")
 
 

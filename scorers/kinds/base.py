@@ -90,9 +90,9 @@ class MethodKind:
     def score(self, cfg: DictConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored:
         raise NotImplementedError
 
-    def signature_fields(self, cfg: DictConfig) -> dict[str, str]:
+    def signature_fields(self, cfg: DictConfig) -> dict[str, Any]:
         """The fields of the run's signature that depend on the kind: which pair, which prompt."""
-        return {"pair": str(cfg.pair.name), "prompt": f"{cfg.prompt.name}/{cfg.prompt.condition}"}
+        return {"pair": cfg.pair.name, "prompt": f"{cfg.prompt.name}/{cfg.prompt.condition}"}
 
     def title(self, cfg: DictConfig) -> str:
         return f"{cfg.data.name} / {cfg.pair.name} / {cfg.method.variant}"

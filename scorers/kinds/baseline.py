@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -134,7 +135,7 @@ class Baseline(MethodKind):
     def score(self, cfg, loaded, plan, progress, state) -> Scored:
         return score_baseline(cfg, loaded, plan, progress, state)
 
-    def signature_fields(self, cfg: DictConfig) -> dict[str, str]:
+    def signature_fields(self, cfg: DictConfig) -> dict[str, Any]:
         return {"pair": "none", "prompt": "none"}
 
     def title(self, cfg: DictConfig) -> str:

@@ -1,7 +1,7 @@
 """The trained pooler kind (``KIND = "pooler"``: cdm_classifier): its score step.
 
-The forward passes and the comparison rows are those of any token method (``score_stage``, the
-statistics cache included: ``shared.token_score``); then the method's column: the per-token momentum of every item, cut
+The forward passes and the comparison rows are those of any token method (``shared.token_score``,
+the statistics cache included); then the method's column: the per-token momentum of every item, cut
 into its scored tokens, pooled by a linear model trained on the human labels with k-fold
 cross-validation over ``group`` (``cscore.scorers.cdm_pooler``), so that no item is scored by a
 model that saw its group. The folds, their groups, sizes, models and per-fold correlations go to

@@ -5,6 +5,7 @@ pooler and discriminator kinds that score on top of it)."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -162,8 +163,8 @@ class JudgeKind(MethodKind):
 
     sections = ("judge",)
 
-    def signature_fields(self, cfg: DictConfig) -> dict[str, str]:
-        return {"pair": str(cfg.pair.name), "prompt": f"judge/{cfg.judge_prompt.name}"}
+    def signature_fields(self, cfg: DictConfig) -> dict[str, Any]:
+        return {"pair": cfg.pair.name, "prompt": f"judge/{cfg.judge_prompt.name}"}
 
     def summary_lines(self, metrics: dict) -> list[tuple[str, str]]:
         out = []
