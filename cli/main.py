@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from cscore.cli.exits import RUN_INTERRUPTED, ctrl_c, fail, interrupted_line
+from cscore.cli.exits import RUN_INTERRUPTED, ctrl_c, one_line_errors
 
 USAGE = """usage: cscore <command> [args]
 
@@ -31,11 +31,7 @@ commands:
 
 def run_command(rest: list[str]) -> None:
     """Check the config(s) first (one line per mistake, no run directory), then hand over to Hydra."""
-    import os
-
-    from cscore.errors import CscoreError
-
-    try:
+    with one_line_errors(RUN_INTERRUPTED, code=2):
         from cscore.cli import precheck
 
         from cscore.cli.baseline_names import canonical_names
@@ -49,12 +45,6 @@ def run_command(rest: list[str]) -> None:
 
         sys.argv = ["cscore run", *rest]
         hydra_entry()
-    except CscoreError as err:
-        if os.environ.get("CSCORE_DEBUG"):
-            raise
-        fail(str(err), 2)
-    except KeyboardInterrupt as err:
-        fail(interrupted_line(err, RUN_INTERRUPTED), 130)
 
 
 def version_line() -> str:

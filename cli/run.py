@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from cscore import rundir
 from cscore.cli import names, stages, summary
+from cscore.cli.exits import fail
 from cscore.cli.progress import progress_bar
 from cscore.errors import CscoreError
 from cscore.scorers import kinds, threads
@@ -26,12 +26,6 @@ from cscore.scorers.kinds.base import Progress
 log = logging.getLogger("cscore")
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
 names.register()  # ${cscore.run_name:} in hydra.run.dir / hydra.sweep.dir (conf/config.yaml)
-
-
-def user_errors() -> tuple:
-    """Errors the user can fix: one line, no traceback (bugs keep theirs)."""
-    return (CscoreError,)
-
 
 
 HYDRA_FILES = {".hydra", "run.log", "config.yaml"}  # what a run dir holds before any work is done (rundir.LOG, .CONFIG)
@@ -126,19 +120,17 @@ def hydra_entry(cfg: DictConfig) -> None:
     start, state = time.perf_counter(), {}
     try:
         run(cfg, out_dir, state)
-    except user_errors() as err:
+    except CscoreError as err:  # inside the job every user error exits 1 (cli/exits.py)
         if os.environ.get("CSCORE_DEBUG"):
             raise
         log.debug("error", exc_info=True)
         fail_dir(out_dir, fresh and state.get("stage") in ("validate", "load", "models"), err, state)
-        print(f"cscore: error: {err}", file=sys.stderr)
-        sys.exit(1)
+        fail(str(err), 1)
     except OSError as err:
         fail_dir(out_dir, False, err, state)
         if err.errno not in rundir.NO_ROOM:
             raise
-        print(f"cscore: error: cannot write to {err.filename or out_dir}: {err.strerror}", file=sys.stderr)
-        sys.exit(1)
+        fail(f"cannot write to {err.filename or out_dir}: {err.strerror}", 1)
     except (KeyboardInterrupt, Exception) as err:
         fail_dir(out_dir, False, err, state)
         raise
