@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, ClassVar, Iterator, TypeVar
 
 import pandas as pd
 from omegaconf import DictConfig
@@ -102,15 +102,18 @@ class MethodKind:
         return []
 
 
+K = TypeVar("K", bound=MethodKind)
+
+
 class Registry:
     """Kinds by name: ``@REGISTRY.register`` on a MethodKind subclass; a name registered twice, or a
     class that is no MethodKind, is refused with one line."""
 
-    def __init__(self, base: type = MethodKind):
+    def __init__(self, base: type[MethodKind] = MethodKind):
         self.base = base
         self.entries: dict[str, MethodKind] = {}
 
-    def register(self, cls: type) -> type:
+    def register(self, cls: type[K]) -> type[K]:
         if not (isinstance(cls, type) and issubclass(cls, self.base)):
             raise KindError(f"{cls!r} is not a {self.base.__name__} subclass: it cannot be registered as a kind")
         if not cls.name:
