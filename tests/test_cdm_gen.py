@@ -427,6 +427,7 @@ def test_run_cdm_gen_scores_with_both_discriminators(pipe, cscore_cli):
         assert metrics["discriminator"]["kind"] == kind and metrics["discriminator"]["output"] == "probability"
         assert "cdm_gen" in {c["metric"] for c in metrics["correlations"]}
     # the pooler's column is its decision on the run's momentum, as a probability
+    from cscore.scorers.cdm_discriminator import pooler_from_dict
     from cscore.scorers.methods import cdm
     from cscore.scorers.methods.common import per_item
 
@@ -435,7 +436,7 @@ def test_run_cdm_gen_scores_with_both_discriminators(pipe, cscore_cli):
     pair = ModelPair.load(meta["pair"]["expert"], meta["pair"]["amateur"])
     stats = pair.statistics(list(scores["prompt"]), list(scores["hypothesis"]))
     seqs = per_item(cdm.momentum(stats.stats, 1.0, None), stats.stats["expert"].offsets)
-    want = 1 / (1 + np.exp(-cdm_cmd.pooler_from_dict(meta["pooler"]).score(seqs)))
+    want = 1 / (1 + np.exp(-pooler_from_dict(meta["pooler"]).score(seqs)))
     np.testing.assert_allclose(scores["score.cdm_gen"], want, rtol=1e-4, atol=1e-6)
 
 
