@@ -1,11 +1,55 @@
-"""The errors a user can fix: the CLI prints their one-line message (no traceback).
+"""The errors a user can fix: the CLI prints their one-line message (no traceback) and exits with
+the error's ``exit_code`` (``cscore.cli.exits.one_line_errors``: 2 for a config mistake, 1 for
+anything else the user can fix; 130 for Ctrl-C).
 
-Anything else is a bug and keeps its traceback. ``CSCORE_DEBUG=1`` shows tracebacks for these too."""
+Anything else is a bug and keeps its traceback. ``CSCORE_DEBUG=1`` shows tracebacks for these too.
+Every CscoreError subclass lives here; the modules that raise them import them from here."""
 
 
 class CscoreError(Exception):
     """Base of every user-fixable error (bad config, data, model spec, cache, cluster)."""
 
+    exit_code = 1
+
 
 class ConfigError(CscoreError, ValueError):
     """A composed config value that is missing, of the wrong type or out of range."""
+
+    exit_code = 2
+
+
+class DataError(CscoreError, ValueError):
+    """A dataset that cannot be used as given (the message says where and why). Still a ValueError,
+    as it was before CscoreError existed."""
+
+
+class InputError(CscoreError, ValueError):
+    """A scoring input that cannot be scored as given (clear message, item index included)."""
+
+
+class ModelSpecError(InputError):
+    """A model spec (``pair.*.path``) that names nothing loadable; the message is one line."""
+
+
+class OutOfMemory(CscoreError):
+    """Even the smallest batch (one item) does not fit the device."""
+
+
+class CacheError(CscoreError):
+    """A cache request that cannot be done, e.g. a key prefix that matches no entry, or several."""
+
+
+class CacheEntryError(CacheError):
+    """A cache entry failed verification."""
+
+
+class SlurmError(CscoreError, RuntimeError):
+    """SLURM refused or failed something cscore handed it (one-line message)."""
+
+
+class SlurmUnavailable(SlurmError):
+    """SLURM's client commands are missing, or the controller does not answer."""
+
+
+class KindError(CscoreError):
+    """A method kind registered twice, under no name, or not a MethodKind (scorers/kinds)."""

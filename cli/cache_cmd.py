@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
-from cscore.errors import CscoreError
+from cscore.cli.exits import one_line_errors
 from cscore.scorers.cache import CacheEntryError, CacheError, StatsCache
 from cscore.scorers.files import cache_root, disk_size
 from cscore.scorers.identity import find_identities, identity_label
@@ -238,18 +236,13 @@ def main(argv: list[str] | None = None) -> None:
     if not console.is_terminal:  # piped: do not squeeze the table into 80 columns
         console = Console(width=max(console.width, 160))
     cache = StatsCache(args.root)
-    try:
+    with one_line_errors(code=1, prefix="cscore cache"):  # a bug keeps its traceback
         if args.action == "ls":
             cmd_ls(cache, console)
         elif args.action == "info":
             cmd_info(cache, args.key, console)
         else:
             cmd_clear(cache, args.keys, args.all, console, args.models)
-    except CscoreError as err:  # a bug keeps its traceback
-        if os.environ.get("CSCORE_DEBUG"):
-            raise
-        print(f"cscore cache: {err}", file=sys.stderr)
-        sys.exit(1)
 
 
 if __name__ == "__main__":

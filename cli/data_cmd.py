@@ -9,7 +9,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from cscore.data.registry import load_config
-from cscore.errors import ConfigError, CscoreError
+from cscore.errors import ConfigError
 from cscore.data.export import write_table
 from cscore.data.schema import aspects, human_columns
 
@@ -92,12 +92,11 @@ def main(argv: list[str]) -> None:
         sys.exit(2)
     from hydra.errors import HydraException
 
-    try:
+    from cscore.cli.exits import one_line_errors
+
+    with one_line_errors(code=1, also=(FileNotFoundError, PermissionError, HydraException)):
         cfg = compose(argv[1:])
         if argv[0] == "export":
             export(cfg)
         else:
             print(card(cfg))
-    except (CscoreError, FileNotFoundError, PermissionError, HydraException) as err:
-        print(f"cscore: error: {err}", file=sys.stderr)
-        sys.exit(1)

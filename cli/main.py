@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-from contextlib import contextmanager
+
+from cscore.cli.exits import RUN_INTERRUPTED, ctrl_c, one_line_errors
 
 USAGE = """usage: cscore <command> [args]
 
@@ -29,97 +29,12 @@ commands:
 """
 
 
-RUN_INTERRUPTED = ("nothing finished was lost (the same command resumes: finished runs, cached statistics and "
-                   "the checkpoint of an unfinished pass are kept)")
-
-
-def fail(message: str, code: int) -> None:
-    print(f"cscore: error: {message}", file=sys.stderr)
-    sys.exit(code)
-
-
-@contextmanager
-def one_line_errors(interrupted: str | None = None):
-    """A command's user errors as one line: exit 2 for a ConfigError, 1 for any other CscoreError
-    (``CSCORE_DEBUG=1`` keeps the traceback); with ``interrupted``, Ctrl-C is that line, exit 130."""
-    import os
-
-    from cscore.errors import ConfigError, CscoreError
-
-    try:
-        yield
-    except CscoreError as err:
-        if os.environ.get("CSCORE_DEBUG"):
-            raise
-        fail(str(err), 2 if isinstance(err, ConfigError) else 1)
-    except KeyboardInterrupt as err:
-        if interrupted is None:
-            raise
-        fail(interrupted_line(err, interrupted), 130)
-
-
-def interrupted_line(err: KeyboardInterrupt, what: str) -> str:
-    """The one line for Ctrl-C: what was kept (notes added on the way out, e.g. a checkpoint)."""
-    notes = [str(n) for n in getattr(err, "__notes__", ())]
-    return "; ".join(["interrupted", *notes, what])
-
-
-def _first_ctrl_c(signum, frame):
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the exit that follows is not interrupted again
-    _deliver(frame)
-
-
-def _deliver(frame) -> None:
-    """Raise the KeyboardInterrupt now, or 10 ms later (again and again) while it is not safe."""
-    if unsafe_to_interrupt(frame):
-        signal.signal(signal.SIGALRM, lambda signum, later: _deliver(later))
-        signal.setitimer(signal.ITIMER_REAL, 0.01)
-        return
-    raise KeyboardInterrupt
-
-
-def unsafe_to_interrupt(frame) -> bool:
-    """An import in progress, or code compiled from a string (exec/eval: dataclasses, namedtuple).
-    There a KeyboardInterrupt can abort a C extension's initialisation (exit -6), or set CPython
-    3.11's "unhandled KeyboardInterrupt" flag, which makes the process die by SIGINT (exit -2) after
-    our exit 130. The outermost frame is not looked at: ``python -c`` runs the program as a string."""
-    while frame is not None and frame.f_back is not None:
-        name = frame.f_code.co_filename
-        if name == "<string>" or name.startswith("<frozen importlib"):
-            return True
-        frame = frame.f_back
-    return False
-
-
-@contextmanager
-def ctrl_c(program: bool):
-    """Ctrl-C anywhere in a command: one line, exit 130. As the program (``main()`` with no
-    arguments), the first Ctrl-C makes later ones ignored, and so does the end of the command:
-    the way out (cleanup, atexit, interpreter shutdown) cannot be cut into a traceback or a death
-    by the signal (exit -2)."""
-    if program:
-        signal.signal(signal.SIGINT, _first_ctrl_c)
-    try:
-        yield
-    except KeyboardInterrupt as err:
-        fail(interrupted_line(err, "nothing finished was lost"), 130)
-    finally:
-        if program:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.setitimer(signal.ITIMER_REAL, 0)  # a Ctrl-C still waiting to be raised is dropped
-            signal.signal(signal.SIGALRM, signal.SIG_IGN)
-
-
 def run_command(rest: list[str]) -> None:
     """Check the config(s) first (one line per mistake, no run directory), then hand over to Hydra."""
-    import os
-
-    from cscore.errors import CscoreError
-
-    try:
+    with one_line_errors(RUN_INTERRUPTED, code=2):
         from cscore.cli import precheck
 
-        from cscore.cli.baseline_run import canonical_names
+        from cscore.cli.baseline_names import canonical_names
 
         rest = canonical_names(rest)  # baseline=rouge1 is rouge; every unknown name in one line
         precheck.check(rest)
@@ -130,12 +45,6 @@ def run_command(rest: list[str]) -> None:
 
         sys.argv = ["cscore run", *rest]
         hydra_entry()
-    except CscoreError as err:
-        if os.environ.get("CSCORE_DEBUG"):
-            raise
-        fail(str(err), 2)
-    except KeyboardInterrupt as err:
-        fail(interrupted_line(err, RUN_INTERRUPTED), 130)
 
 
 def version_line() -> str:

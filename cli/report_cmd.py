@@ -343,6 +343,8 @@ def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None,
            progress: Progress | None = None, select_by: str = "spearman") -> Path:
     from rich.console import Console
 
+    from cscore.scorers import kinds
+
     console = console or Console()
     progress = progress or Progress()
     root = Path(root)
@@ -367,8 +369,9 @@ def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None,
     lines += [f"- failed: {r.path} ({r.failure.get('stage')}: {r.failure.get('error')})" for r in failed]
     lines += [f"- incomplete: {r.path}" for r in incomplete] + [f"- missing: {m}" for m in missing]
 
-    judge_runs = [r for r in runs if judge.is_judge_run(r)]
-    datasets = tables.collect([r for r in runs if not judge.is_judge_run(r)])
+    judge_methods = kinds.methods_of("judge")  # the methods whose kind writes a judge section
+    judge_runs = [r for r in runs if judge.is_judge_run(r, judge_methods)]
+    datasets = tables.collect([r for r in runs if not judge.is_judge_run(r, judge_methods)])
     for ds, stem in zip(datasets, stems(datasets)):
         lines += dataset_section(ds, stem, spec, out, console, progress)
     if judge_runs:
@@ -429,7 +432,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--select-by", default="spearman", choices=list(judge.KINDS),
                     help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
     args = ap.parse_args(argv)
-    from cscore.cli.main import one_line_errors
+    from cscore.cli.exits import one_line_errors
 
     with one_line_errors():
         report(args.path, spec_from_args(args), args.out, select_by=args.select_by)

@@ -14,19 +14,11 @@ from contextlib import contextmanager
 
 from hydra.experimental.callback import Callback
 
-from cscore.errors import CscoreError
+from cscore.errors import CscoreError, SlurmUnavailable
 
 HINT = ("hydra/launcher=slurm submits the sweep with sbatch: run it on a SLURM submit host, "
         "or start a local one-node cluster with `bash scripts/slurm-local.sh start --allow-system-changes` "
         "(root, Debian: it installs packages, writes /etc/slurm and starts daemons)")
-
-
-class SlurmError(CscoreError, RuntimeError):
-    """SLURM refused or failed something cscore handed it (one-line message)."""
-
-
-class SlurmUnavailable(SlurmError):
-    """SLURM's client commands are missing, or the controller does not answer."""
 
 
 def _first_line(text: str) -> str:

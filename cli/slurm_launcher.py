@@ -25,7 +25,8 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from cscore.cli.slurm_check import SlurmError, exit_on_error
+from cscore.cli.slurm_check import exit_on_error
+from cscore.errors import SlurmError
 
 WARM_DIR = "warm"  # <hydra.sweep.dir>/warm: the warm-up job's run dir (a complete run of point 0)
 

@@ -31,7 +31,7 @@ PARAMS = specs_of(T5ScoreTrain)  # the schema: scorers/training_params.py
 
 def main(argv: list[str]) -> None:
     from cscore.cli.compose import checked
-    from cscore.cli.main import fail, one_line_errors
+    from cscore.cli.exits import fail, one_line_errors
 
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
@@ -59,8 +59,8 @@ def compose(overrides: list[str]) -> DictConfig:
 
 def training_table(cfg: DictConfig, t: dict):
     """The examples, the human aspect that ranks them and each row's context (reference / source)."""
-    from cscore.cli.pooler_run import target_aspect
-    from cscore.cli.run import load_stage
+    from cscore.cli.stages import load_stage
+    from cscore.scorers.kinds.pooler import target_aspect
     from cscore.cli.validate import validate
 
     validate(cfg)

@@ -23,17 +23,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cscore.errors import CscoreError
+from cscore.errors import DataError  # defined in errors.py
 
 REQUIRED = ("id", "group", "system", "task", "source", "hypothesis")
 OPTIONAL = ("reference", "lang_pair")
 HUMAN_PREFIX = "human."
 TASKS = ("summarization", "translation", "dialogue")
-
-
-class DataError(CscoreError, ValueError):
-    """A dataset that cannot be used as given (the message says where and why). Still a ValueError,
-    as it was before CscoreError existed."""
 
 
 def is_number(value) -> bool:

@@ -2,7 +2,7 @@
 CD-judge paper ("Contrastive Decoding Mitigates Score Range Bias in LLM-as-a-Judge", Sec. 4,
 Tables 1-7, Appendix B) from a sweep of judge run directories.
 
-A judge run (``cscore.rundir``; written by ``cli/judge_run.py``) is one grid point: one model pair,
+A judge run (``cscore.rundir``; written by the judge kinds, ``scorers/kinds/judge.py``) is one grid point: one model pair,
 one aspect, one score range [lo, hi], one (λ, t). Its scores.parquet holds ``score.<variant>`` (the
 contrastive judge's parsed score; variant = ``method.variant``, default the method name),
 ``score.expert`` / ``score.amateur`` (the main / assistant model judging alone, greedy),
@@ -39,7 +39,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -52,7 +52,6 @@ from cscore.metaeval.runs import Run
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.uncertainty import LevelStat, bootstrap_ci
 
-JUDGE_METHODS = ("cd_judge", "cd_judge_released")
 KINDS = ("pearson", "spearman", "kendall")
 SHORT = {"pearson": "Pear.", "spearman": "Spear.", "kendall": "Kend."}
 PARSE = "parse."  # parse.<row>: ok / No Pred / Below / Above
@@ -71,10 +70,12 @@ NO_DEV = ("NO DEV SPLIT: lambda and t were selected and are reported on the same
 # collecting runs
 
 
-def is_judge_run(run: Run) -> bool:
-    """A run of a judge method (its config's method.name, or a ``judge`` entry in metrics.json)."""
+def is_judge_run(run: Run, judge_methods: Iterable[str] = ()) -> bool:
+    """A run of a judge method: the judge kinds' ``judge`` section in its metrics.json, or, for a
+    run without one (not finished), a method in ``judge_methods`` (the CLI asks the kinds:
+    ``cscore.scorers.kinds.methods_of("judge")``)."""
     method = run.config.get("method") or {}
-    return method.get("name") in JUDGE_METHODS or bool(run.metrics and "judge" in run.metrics)
+    return bool(run.metrics and "judge" in run.metrics) or method.get("name") in tuple(judge_methods)
 
 
 @dataclass

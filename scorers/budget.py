@@ -16,8 +16,8 @@ import logging
 
 import torch
 
-from cscore.errors import CscoreError
 from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, head_logits
+from cscore.errors import OutOfMemory  # defined in errors.py
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +26,6 @@ CUDA_START = 1 << 16
 CPU_MAX = 1 << 13
 MIN_BUDGET = 64
 _FOUND: dict[tuple, int] = {}
-
-
-class OutOfMemory(CscoreError):
-    """Even the smallest batch (one item) does not fit the device."""
 
 
 def is_oom(err: BaseException) -> bool:

@@ -42,13 +42,13 @@ from typing import Iterable, Mapping, NamedTuple
 
 import numpy as np
 
-from cscore.errors import CscoreError
 from cscore.scorers.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint, remove_folder
 from cscore.scorers.files import (atomic_file, cache_root, canonical_json, disk_size, drop_stale_lock, file_lock,
                                   fsync_dir, json_default, sha256_file, write_atomic)
 from cscore.scorers.judge_stats import (ARRAYS as JUDGE_ARRAYS, DECODE_ARRAYS, DECODE_FORMAT, FORMAT as JUDGE_FORMAT,
                                         DecodedPaths, JudgeStats)
 from cscore.scorers.stats import FORMAT_VERSION, TokenStats
+from cscore.errors import CacheError, CacheEntryError  # defined in errors.py
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +62,6 @@ _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 # entries that are not token statistics: meta "kind" -> (class, its arrays, format field, format)
 KINDS = {"judge": (JudgeStats, JUDGE_ARRAYS, "judge_format", JUDGE_FORMAT),
          "judge_decode": (DecodedPaths, DECODE_ARRAYS, "decode_format", DECODE_FORMAT)}
-
-
-class CacheError(CscoreError):
-    """A cache request that cannot be done, e.g. a key prefix that matches no entry, or several."""
-
-
-class CacheEntryError(CacheError):
-    """A cache entry failed verification."""
 
 
 class Entry(NamedTuple):

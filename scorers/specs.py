@@ -13,15 +13,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cscore.scorers.identity import WEIGHT_SUFFIXES
-from cscore.scorers.tokenize import InputError
+from cscore.errors import ModelSpecError  # defined in errors.py
 
 GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 SPEC_FORMS = "give a local model directory, a hub id such as Qwen/Qwen2.5-3B-Instruct, or a gguf: spec"
 INDEX_SUFFIX = ".index.json"  # sharded checkpoints: model.safetensors.index.json names the shards
-
-
-class ModelSpecError(InputError):
-    """A model spec (``pair.*.path``) that names nothing loadable; the message is one line."""
 
 
 class PackagedGGUF(NamedTuple):

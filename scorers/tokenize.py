@@ -16,11 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cscore.errors import CscoreError
-
-
-class InputError(CscoreError, ValueError):
-    """A scoring input that cannot be scored as given (clear message, item index included)."""
+from cscore.errors import InputError  # defined in errors.py
 
 
 @dataclass

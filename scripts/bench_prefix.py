@@ -338,7 +338,7 @@ def run_judge(examples, pair: ModelPair, args) -> None:
     from omegaconf import OmegaConf
 
     import cscore.conf
-    from cscore.cli.judge_run import encode_contexts
+    from cscore.scorers.kinds.judge import encode_contexts
     from cscore.data import judge_prompts
     from cscore.scorers import judge
     from cscore.scorers.judge_parse import continuation_prefixes, score_tokens

@@ -171,7 +171,7 @@ def test_wrong_baseline_names_are_listed_together(tmp_path, cscore_main):
 
 
 def test_row_labels_name_their_baseline():
-    from cscore.cli.baseline_run import canonical_names
+    from cscore.cli.baseline_names import canonical_names
 
     assert canonical_names(["method=baseline", "baseline=[rouge1,rougeL,bertscore_f1,bleu]"]) == [
         "method=baseline", "baseline=[rouge,bertscore,bleu]"]

@@ -244,7 +244,7 @@ def test_the_run_directory_contract(two_runs, tmp_path):
 def test_nonfinite_hint_names_the_cd_score_setting_only_where_it_applies():
     from omegaconf import OmegaConf
 
-    from cscore.cli.run import nonfinite_hint
+    from cscore.cli.summary import nonfinite_hint
 
     cfg = OmegaConf.create({"method": {"name": "cd_score", "variant": "cd_score", "outside": float("-inf")}})
     assert "method.outside" in nonfinite_hint(cfg, "score.cd_score")

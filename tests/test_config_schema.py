@@ -54,7 +54,7 @@ def discriminator_dir(tmp_path_factory) -> Path:
 
 
 def compose(name: str, overrides: list[str]) -> dict:
-    from cscore.cli.baseline_run import canonical_names
+    from cscore.cli.baseline_names import canonical_names
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 

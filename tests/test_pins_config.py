@@ -55,7 +55,7 @@ def run_record(overrides: list[str]) -> dict:
     composed from cscore.conf, the hydra node off, the pair rule applied, then resolved."""
     from hydra import compose, initialize_config_module
 
-    from cscore.cli.baseline_run import canonical_names
+    from cscore.cli.baseline_names import canonical_names
     from cscore.cli.names import name_of
     from cscore.cli.run import resolve_pair
 

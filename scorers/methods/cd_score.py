@@ -40,3 +40,11 @@ def token_scores(stats, *, alpha: float, t_exp: float, t_ama: float, outside: fl
     in_head = stats["expert"].lp(t_exp) >= np.log(alpha) + stats["expert"].lp_max(t_exp)
     ratio = le - logp(stats["amateur"], t_ama, clamp)
     return np.where(in_head, ratio, float(outside))
+
+
+def nonfinite_hint(params: dict) -> str:
+    """Why this method's own scores may be non-finite by design, and what to set instead."""
+    if float(params.get("outside", 0.0)) == float("-inf"):
+        return ("; method.outside=-inf (the paper's CD-score) makes a hypothesis -inf as soon as one of its tokens "
+                "falls outside the expert's plausibility head: a finite method.outside (e.g. -50) penalises instead")
+    return ""

@@ -1,4 +1,4 @@
-"""The plan and score steps of judge methods (``KIND = "judge"``: cd_judge).
+"""The judge kind (``KIND = "judge"``: cd_judge): its plan and score steps.
 
 Score: render one judge prompt per item (the ``judge_prompt`` group, the expert's chat template),
 run the judge pass once (``scorers.judge``; read from the statistics cache when it holds it), then
@@ -11,32 +11,25 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
 from cscore.errors import ConfigError
+from cscore.scorers.kinds.base import REGISTRY, Plan, Scored
+from cscore.scorers.kinds.shared import JudgeKind, judge_setup, method_params, stats_cache
 
 log = logging.getLogger("cscore")
 
 
 @dataclass
 class JudgeRun:
-    """What score_stage's callers read: the statistics and one report per pass."""
+    """What the shared stages read from ``Scored.stats``: the statistics and one report per pass."""
 
     stats: object  # JudgeStats
     reports: dict = field(default_factory=dict)
 
 
-def method_params(cfg: DictConfig) -> dict:
-    from cscore.scorers import methods
-
-    raw = {k: v for k, v in OmegaConf.to_container(cfg.method, resolve=True).items() if k not in ("name", "variant")}
-    return methods.check_params(cfg.method.name, raw)
-
-
 def plan_judge(cfg: DictConfig):
-    from cscore.cli.run import Plan
     from cscore.scorers.variants import plan
 
     variants = plan(OmegaConf.to_container(cfg.method, resolve=True), baseline_t=cfg.baselines.t,
@@ -102,7 +95,6 @@ def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_item
         stats, report = compute()
         report.fetch_seconds = time.perf_counter() - start
         return stats, report, None
-    from cscore.cli.run import stats_cache
     from cscore.scorers import engine
 
     cache = stats_cache(cfg)
@@ -131,36 +123,11 @@ def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_item
     return stats, report, key
 
 
-def check_aspect(examples, aspect: str) -> None:
-    from cscore.scorers.methods.params import suggest
-
-    have = [c.removeprefix(rundir.HUMAN) for c in rundir.human_columns(examples.columns)]
-    if aspect not in have:
-        raise ConfigError(f"method.aspect={aspect} but this data has no human.{aspect}{suggest(aspect, have)}; "
-                          f"it has {', '.join(have) or 'no human scores'}")
-
-
-def _setup(cfg: DictConfig, loaded, plan):
-    """What both judge kinds start with: (method params, examples, the loaded pair, judge prompt config)."""
-    from transformers.utils import logging as hf_logging
-
-    from cscore.cli.run import load_pair, model_line
-
-    hf_logging.disable_progress_bar()
-    params = method_params(cfg)
-    check_aspect(loaded.examples, params["aspect"])
-    pair = load_pair(cfg, plan.models)
-    for role, m in pair.models.items():
-        log.info(model_line(role, m))
-    return params, loaded.examples, pair, OmegaConf.to_container(cfg.judge_prompt, resolve=True)
-
-
 def decoded_texts(cfg, pair, stats, key, prompts, plan, params, factory) -> dict:
     """{row: its decoded text per prompt} under method.decode=greedy (``scorers.judge_decode``;
     paths cached next to the statistics); {} for first_token."""
     if params["decode"] != "greedy":
         return {}
-    from cscore.cli.run import stats_cache
     from cscore.scorers.judge_decode import greedy_paths, path_text, rule_of
 
     c = params["lam"] / params["t"]
@@ -172,13 +139,12 @@ def decoded_texts(cfg, pair, stats, key, prompts, plan, params, factory) -> dict
     return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}
 
 
-def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
-    from cscore.cli.run import Scored, progress_bar
+def score_judge(cfg: DictConfig, loaded, plan, progress, state: dict):
     from cscore.data import judge_prompts
     from cscore.scorers import methods
     from cscore.scorers.judge_parse import continuation_prefixes, score_tokens
 
-    params, examples, pair, jp = _setup(cfg, loaded, plan)
+    params, examples, pair, jp = judge_setup(cfg, loaded, plan)
     lo, hi = params["score_range"]
     tok = pair.tokenizer
     chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
@@ -192,19 +158,13 @@ def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = Non
     if n_truncated:
         log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d", n_truncated,
                     len(examples), cfg.runtime.max_length)
-    if state is not None:
-        state["stage"] = "score"
-    bar, factory = progress_bar(console, cfg.runtime.progress)
-    if bar:
-        bar.start()
-    try:
-        stats, report, key = judge_statistics(cfg, pair, contexts, values=values, value_ids=value_ids, prefixes=prefixes,
-                                         n_items=len(examples), progress=factory("judge", len(contexts)) if factory else None)
+    state["stage"] = "score"
+    with progress.live() as factory:
+        stats, report, key = judge_statistics(cfg, pair, contexts, values=values, value_ids=value_ids,
+                                              prefixes=prefixes, n_items=len(examples),
+                                              progress=factory("judge", len(contexts)) if factory else None)
         texts = decoded_texts(cfg, pair, stats, key, [contexts[i * (1 + len(prefixes))] for i in range(len(examples))],
                               plan, params, factory)
-    finally:
-        if bar:
-            bar.stop()
     table = examples.copy()
     table["prompt"] = kept
     table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
@@ -234,128 +194,12 @@ def score_judge(cfg: DictConfig, loaded, plan, console, state: dict | None = Non
     return Scored(table, JudgeRun(stats, {label: report}), pair.models, n_truncated, metrics={"judge": judge_info})
 
 
-# ---------------------------------------------------------------------------------------------
-# cd_judge_released: the released code's decode (no judge statistics; every point decodes)
+@REGISTRY.register
+class Judge(JudgeKind):
+    name = "judge"
 
+    def plan(self, cfg: DictConfig) -> Plan:
+        return plan_judge(cfg)
 
-def released_outputs(pair, prompts: list[list[int]], *, who: str, params: dict, progress=None) -> list[list[int]]:
-    """Generated ids per prompt, batched ``batch_size`` at a time in order of length."""
-    import torch
-
-    from cscore.scorers import judge_released as jr
-
-    main, asst = pair.expert, pair.amateur
-    tok = pair.tokenizer
-    cfg_eos = main.model.generation_config.eos_token_id
-    eos = set(cfg_eos if isinstance(cfg_eos, (list, tuple)) else [cfg_eos]) - {None} or {tok.eos_token_id}
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    penalty = params["repetition_penalty"] or getattr(main.model.generation_config, "repetition_penalty", None) or 1.0
-    model = main.model if who != "asst" else (asst.model if asst.parent is None else asst.model)
-    lam = params["lam"] if who == "contrast" else 0.0
-    t = params["t"] if who == "contrast" else 1.0
-    order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
-    out: list = [None] * len(prompts)
-    for s in range(0, len(order), params["batch_size"]):
-        idx = order[s:s + params["batch_size"]]
-        batch = [prompts[i] for i in idx]
-        common = dict(lam=lam, t=t, alpha=params["alpha"], min_keep=min(params["min_keep"], _vocab(model)),
-                      max_new_tokens=params["max_new_tokens"], eos_ids=eos, pad_id=pad_id,
-                      repetition_penalty=penalty, vocab_size=len(tok))
-        if who == "contrast" and asst.parent is main:
-            got = jr.decode(main.model, batch, asst_exit_layer=asst.exit_layer, **common)
-        elif who == "contrast":
-            first = jr.first_step_logprobs(asst.model, batch, pad_id=pad_id, vocab_size=len(tok),
-                                           repetition_penalty=penalty)
-            got = jr.decode(main.model, batch, first, **common)
-        else:  # one model alone: λ = 0, the assistant term is not used
-            got = jr.decode(model, batch, torch.zeros(len(batch), len(tok)), **common)
-        for i, ids in zip(idx, got):
-            out[i] = ids
-        if progress is not None:
-            progress(len(idx))
-    return out
-
-
-def released_cache(cfg, pair, prompts):
-    """The statistics cache (None when off) and the key parts all rows of a released run share."""
-    from cscore.cli.run import stats_cache
-    from cscore.scorers.cache import ids_digest
-    from cscore.scorers.identity import model_identity
-
-    if not cfg.cache.enabled:
-        return None, {}
-    return stats_cache(cfg), {"main": model_identity(pair.expert), "asst": model_identity(pair.amateur),
-                              "dtype": str(pair.expert.dtype), "device": pair.expert.device.type,
-                              "ids": ids_digest([(p, []) for p in prompts])}
-
-
-def _vocab(model) -> int:
-    return model.get_output_embeddings().weight.shape[0]
-
-
-def score_released(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
-    from cscore.cli.run import Scored, progress_bar
-    from cscore.data import judge_prompts
-    from cscore.scorers import engine
-    from cscore.scorers.judge_decode import released_parts, through_cache
-    from cscore.scorers.judge_parse import parse_released
-    from cscore.scorers.judge_released import released_prompt_ids, released_text
-
-    params, examples, pair, jp = _setup(cfg, loaded, plan)
-    lo, hi = params["score_range"]
-    tok = pair.tokenizer
-    texts, _ = judge_prompts.build(examples, jp, aspect=params["aspect"], lo=lo, hi=hi, chat=None)
-    prompts = [released_prompt_ids(tok, x, role=jp.get("role", "system"),
-                                   add_generation_prompt=jp.get("generation_prompt", False),
-                                   max_length=params["max_prompt_tokens"]) for x in texts]
-    untruncated = [len(tok(tok.apply_chat_template([{"role": jp.get("role", "system"), "content": x}], tokenize=False,
-                                                   add_generation_prompt=jp.get("generation_prompt", False)))["input_ids"])
-                   for x in texts]
-    truncated = [n > params["max_prompt_tokens"] for n in untruncated]
-    if any(truncated):
-        log.warning("%d of %d prompts cut to their first %d tokens, as the released code does (its end, with the "
-                    "summary, is lost)", sum(truncated), len(texts), params["max_prompt_tokens"])
-    if state is not None:
-        state["stage"] = "score"
-    table = examples.copy()
-    table["prompt"] = [tok.decode(p) for p in prompts]
-    table["prompt_tokens"] = [len(p) for p in prompts]
-    table["truncated"] = truncated
-    invalid, reports = {}, {}
-    cache, base = released_cache(cfg, pair, prompts)
-    bar, factory = progress_bar(console, cfg.runtime.progress)
-    if bar:
-        bar.start()
-    try:
-        for v in plan.variants:
-            start = time.perf_counter()
-            ids, cached = through_cache(cache, released_parts(pair, prompts, v.params["who"], params, base), lambda: (
-                released_outputs(pair, prompts, who=v.params["who"], params=params,
-                                 progress=factory(f"decode {v.name}", len(prompts)) if factory else None)))
-            seconds = time.perf_counter() - start
-            outputs = [released_text(tok, x) for x in ids]
-            parsed = [parse_released(x, lo, hi) for x in outputs]
-            status = np.array([p[1] for p in parsed], dtype=object)
-            table[f"{rundir.SCORE}{v.name}"] = np.array([p[0] for p in parsed], dtype=np.float64)
-            table[f"parse.{v.name}"] = status
-            table[f"output.{v.name}"] = np.array(outputs, dtype=object)
-            invalid[v.name] = {**{s: int((status == s).sum()) for s in ("No Pred", "Below", "Above")},
-                               "n": len(examples)}
-            tokens = sum(len(p) for p in prompts) + sum(len(x) for x in ids)
-            rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // params["batch_size"]), cached=cached)
-            rep.fetch_seconds = seconds
-            reports[f"decode {v.name}"] = rep
-    finally:
-        if bar:
-            bar.stop()
-    judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
-                  "invalid": invalid, "judge_prompt": jp.get("name"), "preset": "released",
-                  **{k: params[k] for k in ("alpha", "min_keep", "max_new_tokens", "max_prompt_tokens", "batch_size",
-                                            "repetition_penalty")}}
-    return Scored(table, JudgeRun(None, reports), pair.models, int(sum(truncated)), metrics={"judge": judge_info})
-
-
-def plan_released(cfg: DictConfig):
-    plan = plan_judge(cfg)
-    plan.extra_scores = []  # no expected score: the released code decodes text
-    return plan
+    def score(self, cfg, loaded, plan, progress, state) -> Scored:
+        return score_judge(cfg, loaded, plan, progress, state)

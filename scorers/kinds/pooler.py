@@ -1,7 +1,7 @@
-"""The score step of trained poolers (``KIND = "pooler"``: cdm_classifier).
+"""The trained pooler kind (``KIND = "pooler"``: cdm_classifier): its score step.
 
-The forward passes and the comparison rows are those of any token method (``score_stage``, the
-statistics cache included); then the method's column: the per-token momentum of every item, cut
+The forward passes and the comparison rows are those of any token method (``shared.token_score``,
+the statistics cache included); then the method's column: the per-token momentum of every item, cut
 into its scored tokens, pooled by a linear model trained on the human labels with k-fold
 cross-validation over ``group`` (``cscore.scorers.cdm_pooler``), so that no item is scored by a
 model that saw its group. The folds, their groups, sizes, models and per-fold correlations go to
@@ -17,6 +17,8 @@ from omegaconf import DictConfig
 
 from cscore import rundir
 from cscore.errors import ConfigError
+from cscore.scorers.kinds.base import REGISTRY, MethodKind, Plan, Scored
+from cscore.scorers.kinds.shared import token_plan, token_score
 
 log = logging.getLogger("cscore")
 FOLDS_FILE = "cdm_folds.json"
@@ -40,8 +42,7 @@ def target_aspect(table, aspect: str | None) -> str:
     return aspect
 
 
-def score_pooler(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
-    from cscore.cli.run import score_stage
+def score_pooler(cfg: DictConfig, loaded, plan, progress, state: dict):
     from cscore.metaeval.correlation import correlate
     from cscore.scorers import cdm_pooler, methods
     from cscore.scorers.methods.common import per_item
@@ -53,7 +54,7 @@ def score_pooler(cfg: DictConfig, loaded, plan, console, state: dict | None = No
     cdm_pooler.check_folds(loaded.examples[f"{rundir.HUMAN}{aspect}"].to_numpy(dtype=np.float64), groups,
                            folds=params["folds"], seed=params["seed"], objective=params["objective"], l2=params["l2"],
                            threshold=params["threshold"])
-    scored = score_stage(cfg, loaded, plan, console, state)  # the comparison rows; the pooler's column below
+    scored = token_score(cfg, loaded, plan, progress, state)  # the comparison rows; the pooler's column below
     stats = scored.stats.stats
     module = methods.get(main.method)
     momentum = module.token_scores(stats, **{k: params[k] for k in module.MOMENTUM})
@@ -87,3 +88,15 @@ def score_pooler(cfg: DictConfig, loaded, plan, console, state: dict | None = No
              main.name, cv.k, len(set(table["group"].astype(str))), aspect, cv.seed,
              ", ".join(f"{v:.3f}" for v in per_fold["spearman"]))
     return scored
+
+
+@REGISTRY.register
+class Pooler(MethodKind):
+    name = "pooler"
+    sections = ("pooler",)
+
+    def plan(self, cfg: DictConfig) -> Plan:
+        return token_plan(cfg)
+
+    def score(self, cfg, loaded, plan, progress, state) -> Scored:
+        return score_pooler(cfg, loaded, plan, progress, state)

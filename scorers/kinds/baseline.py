@@ -1,4 +1,4 @@
-"""The plan and score steps of ``method=baseline`` (``KIND = "baseline"``).
+"""The baseline kind (``KIND = "baseline"``: ``method=baseline``): its plan and score steps.
 
 Plan: one row per score column of the chosen baselines (``baseline=bleu`` or a list), each named
 by its column (``score.bleu``, ``score.rougeL``, ``score.bertscore_f1``, ``score.bartscore``, ...) with
@@ -11,24 +11,19 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
+from cscore.scorers.kinds.base import REGISTRY, MethodKind, Passes, Plan, Scored
+from cscore.scorers.kinds.shared import stats_cache
 from cscore.scorers.tokenize import InputError
 
 log = logging.getLogger("cscore")
 row_log = logging.getLogger("cscore.rows")
-
-
-@dataclass
-class BaselineRun:
-    """What the shared stages read from ``Scored.stats``: one report per forward pass."""
-
-    reports: dict = field(default_factory=dict)
 
 
 def chosen(cfg: DictConfig) -> dict:
@@ -39,7 +34,6 @@ def chosen(cfg: DictConfig) -> dict:
 
 
 def plan_baseline(cfg: DictConfig):
-    from cscore.cli.run import Plan
     from cscore.scorers import baselines
     from cscore.scorers.variants import Variant
 
@@ -71,8 +65,6 @@ def texts_of(examples: pd.DataFrame):
 
 
 def runtime_of(cfg: DictConfig, ids, progress=None) -> dict:
-    from cscore.cli.run import stats_cache
-
     rt = cfg.runtime
     return {"ids": [str(i) for i in ids], "device": rt.device, "dtype": rt.dtype, "max_length": rt.max_length,
             "token_budget": rt.token_budget, "cache": stats_cache(cfg), "progress": progress}
@@ -89,31 +81,22 @@ def counted(name: str, table: pd.DataFrame, rows: list[int], what: str) -> dict:
     return {"count": len(ids), "ids": ids}
 
 
-def score_baseline(cfg: DictConfig, loaded, plan, console, state: dict | None = None):
+def score_baseline(cfg: DictConfig, loaded, plan, progress, state: dict):
     from transformers.utils import logging as hf_logging
-
-    from cscore.cli.run import progress_bar
 
     hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
 
     picked = chosen(cfg)
     table = loaded.examples.copy()
     texts = texts_of(table)
-    bar, factory = progress_bar(console, cfg.runtime.progress)  # the forward passes of bartscore / t5score
-    runtime = runtime_of(cfg, table["id"], factory)
-    if state is not None:  # set by the first family whose checks pass (references, model): see common.started
-        runtime["started"] = lambda: state.__setitem__("stage", "score")
-    if bar:
-        bar.start()
-    try:
+    runtime = runtime_of(cfg, table["id"], progress.factory)  # the forward passes of bartscore / t5score
+    # set by the first family whose checks pass (references, model): see common.started
+    runtime["started"] = lambda: state.__setitem__("stage", "score")
+    with progress.live():
         return score_all(picked, table, texts, runtime)
-    finally:
-        if bar:
-            bar.stop()
 
 
 def score_all(picked: dict, table: pd.DataFrame, texts, runtime: dict):
-    from cscore.cli.run import Scored
     from cscore.scorers import baselines
 
     reports, models, record = {}, {}, {}
@@ -136,70 +119,26 @@ def score_all(picked: dict, table: pd.DataFrame, texts, runtime: dict):
         log.info("baseline %s: %s in %.1fs%s", name, ", ".join(f"score.{c}" for c in result.columns), seconds,
                  f" ({result.info['signature']})" if isinstance(result.info.get("signature"), str) else "")
     table["truncated"] = truncated
-    return Scored(table, BaselineRun(reports), models, int(truncated.sum()), metrics={"baselines": record})
+    return Scored(table, Passes(None, reports), models, int(truncated.sum()), metrics={"baselines": record})
 
 
-# ---------------------------------------------------------------------------------------------
-# baseline names on the command line: the row labels they write are accepted too
+@REGISTRY.register
+class Baseline(MethodKind):
+    """Baselines read no model pair and no scoring prompt: both are "none" in the signature."""
 
+    name = "baseline"
+    sections = ("baselines",)
 
-SWEEP_WORDS = ("choice", "range", "interval", "glob", "sort", "shuffle", "tag")
+    def plan(self, cfg: DictConfig) -> Plan:
+        return plan_baseline(cfg)
 
+    def score(self, cfg, loaded, plan, progress, state) -> Scored:
+        return score_baseline(cfg, loaded, plan, progress, state)
 
-def aliases() -> dict[str, str]:
-    """Row labels accepted as baseline names: ``rouge1`` -> rouge, ``bertscore_f1`` -> bertscore,
-    ``bartscore_f`` -> bartscore, ... (the columns each baseline can write)."""
-    from cscore.scorers.baselines import FAMILIES, bertscore, generative
+    def signature_fields(self, cfg: DictConfig) -> dict[str, Any]:
+        return {"pair": "none", "prompt": "none"}
 
-    out = {f"rouge{n}": "rouge" for n in range(1, 10)} | {"rougeL": "rouge", "rougeLsum": "rouge"}
-    out |= {c: "bertscore" for c in bertscore.COLUMNS}
-    for name in generative.NAMES:
-        out |= {c: name for c in generative.columns(name, {"directions": list(generative.DIRECTIONS)})}
-    return {a: n for a, n in out.items() if a not in FAMILIES}
-
-
-def names_in(value) -> list[str]:
-    """The baseline names of an override's value: a name, a list, or a sweep of them."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [n for v in value for n in names_in(v)]
-    return [n for v in getattr(value, "list", None) or [] for n in names_in(v)]
-
-
-def canonical_names(args: list[str]) -> list[str]:
-    """``args`` with every ``baseline=`` name canonical (a row label becomes its baseline; a list
-    keeps each baseline once); a ConfigError names every unknown name at once, each with its
-    closest match, and lists the names there are."""
-    import re
-
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    from cscore.errors import ConfigError
-    from cscore.scorers.baselines import FAMILIES
-    from cscore.scorers.methods.params import suggest
-
-    alias = aliases()
-    out, unknown = [], []
-    for arg in args:
-        if arg.lstrip("+~").split("=", 1)[0] != "baseline" or "=" not in arg:
-            out.append(arg)
-            continue
-        try:
-            value = OverridesParser.create().parse_overrides([arg])[0].value()
-        except OverrideParseException:
-            out.append(arg)  # precheck reports it
-            continue
-        unknown += [n for n in names_in(value) if n not in FAMILIES and n not in alias and n not in unknown]
-        if isinstance(value, list):
-            names = list(dict.fromkeys(alias.get(n, n) for n in names_in(value)))
-            out.append(f"{arg.split('=', 1)[0]}=[{','.join(names)}]")
-        else:
-            key, text = arg.split("=", 1)
-            out.append(f"{key}=" + re.sub(r"[A-Za-z_][\w]*", lambda m: alias.get(m.group(), m.group()), text))
-    if unknown:
-        wrong = ", ".join(f"{n!r}{suggest(n, [*FAMILIES, *alias])}" for n in unknown)
-        raise ConfigError(f"no baseline config {wrong}; available: {', '.join(FAMILIES)} (a row one writes, "
-                          "such as rouge1 or bertscore_f1, names it too)")
-    return out
+    def title(self, cfg: DictConfig) -> str:
+        """data / baseline / their names."""
+        names = cfg.get("baseline") or {}
+        return f"{cfg.data.name} / baseline / {','.join(str(k) for k in names) or '-'}"

@@ -1,0 +1,95 @@
+"""The one exit policy of every ``cscore`` command: a user error (``cscore.errors``) is one line
+``cscore: error: <message>`` and its ``exit_code`` (``CSCORE_DEBUG=1`` keeps the traceback); Ctrl-C
+is one line and exit 130; a bug keeps its traceback.
+
+Where a command has always used one code for every user error, it says so (``code=``): ``cscore
+run`` exits 2 for a mistake found before Hydra starts and 1 for one inside the job, ``cscore data``
+and ``cscore cache`` exit 1 (the tests pin these)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from contextlib import contextmanager
+
+RUN_INTERRUPTED = ("nothing finished was lost (the same command resumes: finished runs, cached statistics and "
+                   "the checkpoint of an unfinished pass are kept)")
+
+
+def fail(message: str, code: int, prefix: str = "cscore: error") -> None:
+    print(f"{prefix}: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+@contextmanager
+def one_line_errors(interrupted: str | None = None, *, code: int | None = None, also: tuple = (),
+                    prefix: str = "cscore: error"):
+    """A command's user errors (and the ``also`` exceptions) as one line and their exit_code (2 for a
+    ConfigError, 1 for the others), or ``code`` for all of them (``CSCORE_DEBUG=1`` keeps the
+    traceback); with ``interrupted``, Ctrl-C is that line, exit 130."""
+    import os
+
+    from cscore.errors import CscoreError
+
+    try:
+        yield
+    except (CscoreError, *also) as err:
+        if os.environ.get("CSCORE_DEBUG"):
+            raise
+        fail(str(err), code or getattr(err, "exit_code", 1), prefix)
+    except KeyboardInterrupt as err:
+        if interrupted is None:
+            raise
+        fail(interrupted_line(err, interrupted), 130)
+
+
+def interrupted_line(err: KeyboardInterrupt, what: str) -> str:
+    """The one line for Ctrl-C: what was kept (notes added on the way out, e.g. a checkpoint)."""
+    notes = [str(n) for n in getattr(err, "__notes__", ())]
+    return "; ".join(["interrupted", *notes, what])
+
+
+def _first_ctrl_c(signum, frame):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the exit that follows is not interrupted again
+    _deliver(frame)
+
+
+def _deliver(frame) -> None:
+    """Raise the KeyboardInterrupt now, or 10 ms later (again and again) while it is not safe."""
+    if unsafe_to_interrupt(frame):
+        signal.signal(signal.SIGALRM, lambda signum, later: _deliver(later))
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        return
+    raise KeyboardInterrupt
+
+
+def unsafe_to_interrupt(frame) -> bool:
+    """An import in progress, or code compiled from a string (exec/eval: dataclasses, namedtuple).
+    There a KeyboardInterrupt can abort a C extension's initialisation (exit -6), or set CPython
+    3.11's "unhandled KeyboardInterrupt" flag, which makes the process die by SIGINT (exit -2) after
+    our exit 130. The outermost frame is not looked at: ``python -c`` runs the program as a string."""
+    while frame is not None and frame.f_back is not None:
+        name = frame.f_code.co_filename
+        if name == "<string>" or name.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+@contextmanager
+def ctrl_c(program: bool):
+    """Ctrl-C anywhere in a command: one line, exit 130. As the program (``main()`` with no
+    arguments), the first Ctrl-C makes later ones ignored, and so does the end of the command:
+    the way out (cleanup, atexit, interpreter shutdown) cannot be cut into a traceback or a death
+    by the signal (exit -2)."""
+    if program:
+        signal.signal(signal.SIGINT, _first_ctrl_c)
+    try:
+        yield
+    except KeyboardInterrupt as err:
+        fail(interrupted_line(err, "nothing finished was lost"), 130)
+    finally:
+        if program:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.setitimer(signal.ITIMER_REAL, 0)  # a Ctrl-C still waiting to be raised is dropped
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)

@@ -1,0 +1,177 @@
+"""What several kinds do the same way: load the model pair, build the scoring prompts, open the
+statistics cache, and the token statistics pass with its comparison rows (token methods, and the
+pooler and discriminator kinds that score on top of it)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from cscore import rundir
+from cscore.errors import ConfigError
+from cscore.scorers.kinds.base import Loaded, MethodKind, Plan, Progress, Scored
+
+log = logging.getLogger("cscore")
+
+
+def load_pair(cfg: DictConfig, needed: list[str]):
+    from cscore.scorers.api import ModelPair
+
+    p, rt = cfg.pair, cfg.runtime
+    # reuse=True: the jobs of an in-process multirun share the models; weights load on first use,
+    # so a job whose statistics are all cached loads none
+    if "amateur" not in needed:
+        return ModelPair.load(p.expert.path, device=rt.device, dtype=rt.dtype, revision=p.expert.revision, reuse=True)
+    return ModelPair.load(p.expert.path, p.amateur.get("path"), amateur_early_exit=p.amateur.get("early_exit"),
+                          device=rt.device, dtype=rt.dtype, revision=p.expert.revision,
+                          amateur_revision=p.amateur.revision, reuse=True)
+
+
+def model_line(role: str, m) -> str:
+    """What a model is and how this job has it (loaded, reused from an earlier job, or pending)."""
+    info = m.info
+    what = info.get("spec") or info.get("path")
+    exit_ = f", early exit after {info['early_exit']} of its layers" if info.get("early_exit") else ""
+    root = m.parent or m
+    if not root.loaded:
+        how = "weights load when first needed"
+    elif root.reused:
+        how = "in memory from an earlier job of this process"
+    else:
+        how = f"loaded in {root.load_seconds:.1f}s"
+    return f"{role}: {what} ({info.get('class', '?')}, {info.get('layers')} layers{exit_}; {how})"
+
+
+def make_prompts(cfg: DictConfig, examples: pd.DataFrame, tokenizer) -> tuple[list[str], list[tuple[int, int]]]:
+    from cscore.data import prompts
+
+    p = cfg.prompt
+    chat = None
+    if p.chat_template:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ConfigError("prompt.chat_template=true but the expert's tokenizer has no chat template")
+
+        def chat(text):
+            return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                 add_generation_prompt=True)
+    return prompts.build(examples, condition=p.condition, templates=OmegaConf.to_container(p.templates),
+                         reference_templates=OmegaConf.to_container(p.reference_templates),
+                         template=cfg.data.get("template"), chat=chat)
+
+
+def stats_cache(cfg: DictConfig):
+    """The statistics cache of this run (None when cache.enabled=false)."""
+    from cscore.scorers.cache import StatsCache
+    from cscore.scorers.checkpoint import CHECKPOINT_SECONDS
+
+    every = cfg.cache.get("checkpoint_seconds", CHECKPOINT_SECONDS)
+    return StatsCache(cfg.cache.dir, every) if cfg.cache.enabled else None
+
+
+def token_plan(cfg: DictConfig) -> Plan:
+    from cscore.scorers.variants import models_needed, plan
+
+    method_cfg = OmegaConf.to_container(cfg.method, resolve=True)
+    variants = plan(method_cfg, baseline_t=cfg.baselines.t, rows=list(cfg.baselines.rows))
+    temps = sorted({float(t) for t in cfg.stats.temperatures} | {t for v in variants for t in v.temperatures()})
+    return Plan(variants, models_needed(variants), temps)
+
+
+def token_score(cfg: DictConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored:
+    """The token statistics pass and every variant that is a function of it alone."""
+    from transformers.utils import logging as hf_logging
+
+    from cscore.scorers import methods
+
+    hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
+    pair = load_pair(cfg, plan.models)
+    for role, m in pair.models.items():
+        log.info(model_line(role, m))
+    examples = loaded.examples
+    prompt_texts, spans = make_prompts(cfg, examples, pair.tokenizer)
+    inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=cfg.runtime.max_length,
+                         source_spans=spans)
+    if inputs.n_truncated:
+        log.warning("%d of %d items had their source truncated to fit runtime.max_length=%d", inputs.n_truncated,
+                    len(examples), cfg.runtime.max_length)
+    state["stage"] = "score"
+    with progress.live() as factory:
+        stats = pair.statistics(inputs=inputs, temperatures=plan.temperatures, token_budget=cfg.runtime.token_budget,
+                                padding_side=cfg.runtime.padding_side, models=plan.models, progress=factory,
+                                cache=stats_cache(cfg), prefix_sharing=cfg.runtime.get("prefix_sharing", True))
+    table = examples.copy()
+    table["prompt"] = [it.prompt for it in inputs.items]
+    table["prompt_tokens"] = [len(it.prompt_ids) for it in inputs.items]
+    table["hypothesis_tokens"] = [len(it.hyp_ids) for it in inputs.items]
+    table["truncated"] = [it.truncated for it in inputs.items]
+    skip_first = bool(plan.variants[-1].params.get("skip_first", False))  # the method's convention
+    for model in plan.models:
+        table[f"{rundir.N_SCORED}{model}"] = scored_tokens(stats, skip_first)
+        table[f"{rundir.MEAN_LOGP}{model}"] = stats.score("single", model=model, t=1.0, norm="mean",
+                                                          skip_first=skip_first, clamp=None)
+    for v in plan.variants:
+        if getattr(methods.get(v.method), "KIND", "token") != "token":
+            continue  # its kind's score step adds that column after this one (a trained pooler)
+        table[f"{rundir.SCORE}{v.name}"] = stats.score(v.method, **v.params)
+    return Scored(table, stats, pair.models, inputs.n_truncated)
+
+
+def scored_tokens(stats, skip_first: bool) -> np.ndarray:
+    from cscore.scorers.methods.common import n_scored
+
+    first = next(iter(stats.stats.values()))
+    return n_scored(first.offsets, skip_first)
+
+
+def method_params(cfg: DictConfig) -> dict:
+    """The method's parameters, checked (defaults filled in)."""
+    from cscore.scorers import methods
+
+    raw = {k: v for k, v in OmegaConf.to_container(cfg.method, resolve=True).items() if k not in ("name", "variant")}
+    return methods.check_params(cfg.method.name, raw)
+
+
+def check_aspect(examples, aspect: str) -> None:
+    from cscore.scorers.methods.params import suggest
+
+    have = [c.removeprefix(rundir.HUMAN) for c in rundir.human_columns(examples.columns)]
+    if aspect not in have:
+        raise ConfigError(f"method.aspect={aspect} but this data has no human.{aspect}{suggest(aspect, have)}; "
+                          f"it has {', '.join(have) or 'no human scores'}")
+
+
+def judge_setup(cfg: DictConfig, loaded: Loaded, plan: Plan):
+    """What both judge kinds start with: (method params, examples, the loaded pair, judge prompt config)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    params = method_params(cfg)
+    check_aspect(loaded.examples, params["aspect"])
+    pair = load_pair(cfg, plan.models)
+    for role, m in pair.models.items():
+        log.info(model_line(role, m))
+    return params, loaded.examples, pair, OmegaConf.to_container(cfg.judge_prompt, resolve=True)
+
+
+class JudgeKind(MethodKind):
+    """What the two judge kinds share: the judge prompts in the signature, the counts of judge
+    outputs that gave no score in range (their ``judge`` section of metrics.json) in the summary."""
+
+    sections = ("judge",)
+
+    def signature_fields(self, cfg: DictConfig) -> dict[str, Any]:
+        return {"pair": cfg.pair.name, "prompt": f"judge/{cfg.judge_prompt.name}"}
+
+    def summary_lines(self, metrics: dict) -> list[tuple[str, str]]:
+        out = []
+        for name, counts in (metrics.get("judge") or {}).get("invalid", {}).items():
+            bad = {s: k for s, k in counts.items() if s != "n" and k}
+            if bad:
+                what = ", ".join(f"{k} {s}" for s, k in bad.items())
+                out.append(("yellow", f"{name}: {sum(bad.values())} of {counts['n']} judge outputs gave no score "
+                                      f"in range ({what}; per row in parse.{name})"))
+        return out

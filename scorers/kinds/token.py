@@ -1,0 +1,20 @@
+"""The token statistics kind (methods without ``KIND``: single, contrast, cd_score, cdm, ...):
+one forward pass per model keeping per-token statistics (cached), every variant a function of them."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from cscore.scorers.kinds.base import REGISTRY, Loaded, MethodKind, Plan, Progress, Scored
+from cscore.scorers.kinds.shared import token_plan, token_score
+
+
+@REGISTRY.register
+class Token(MethodKind):
+    name = "token"
+
+    def plan(self, cfg: DictConfig) -> Plan:
+        return token_plan(cfg)
+
+    def score(self, cfg: DictConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored:
+        return token_score(cfg, loaded, plan, progress, state)

@@ -1,0 +1,127 @@
+"""Method kinds as plugins (issue 21): the registry, every method's kind, the shared stages that
+name no method or kind, rich only in cli/, every user error in errors.py with its exit code."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+import cscore
+from cscore import errors
+from cscore.cli.exits import one_line_errors
+from cscore.scorers import kinds, methods
+from cscore.scorers.kinds.base import MethodKind, Registry
+
+ROOT = Path(cscore.__file__).parent
+SHARED_STAGES = ("cli/run.py", "cli/stages.py", "cli/summary.py")
+
+
+def package_files(*under: str) -> list[Path]:
+    return [f for u in under for f in (ROOT / u).rglob("*.py")]
+
+
+def test_registry_refuses_a_collision_a_foreign_class_and_a_nameless_kind():
+    reg = Registry()
+
+    @reg.register
+    class One(MethodKind):
+        name = "one"
+
+    assert isinstance(reg.get("one"), One)
+
+    class Again(MethodKind):
+        name = "one"
+
+    with pytest.raises(errors.KindError, match="registered twice: .*One and .*Again"):
+        reg.register(Again)
+    with pytest.raises(errors.KindError, match="not a MethodKind subclass"):
+        reg.register(dict)
+
+    class Nameless(MethodKind):
+        pass
+
+    with pytest.raises(errors.KindError, match="no kind name"):
+        reg.register(Nameless)
+    with pytest.raises(errors.KindError, match="no method kind 'two'; registered: one"):
+        reg.get("two")
+
+
+def test_every_method_has_a_registered_kind():
+    reg = kinds.registry()
+    assert set(reg.entries) == {"token", "judge", "judge_released", "baseline", "pooler", "discriminator"}
+    got = {m: kinds.of_method(m).name for m in methods.METHODS}
+    assert got["contrast"] == "token" and got["cd_judge"] == "judge" and got["baseline"] == "baseline"
+    assert got["cdm_classifier"] == "pooler" and got["cdm_gen"] == "discriminator"
+    assert sorted(kinds.methods_of("judge")) == ["cd_judge", "cd_judge_released"]
+    # registering a module again (a second import) is refused, not silently replaced
+    with pytest.raises(errors.KindError, match="'judge' is registered twice"):
+        reg.register(type(reg.get("judge")))
+
+
+def test_kinds_give_signature_fields_title_and_summary_lines_as_data():
+    cfg = OmegaConf.create({"data": {"name": "demo"}, "pair": {"name": "tiny"}, "prompt": {"name": "p", "condition": "src"},
+                            "judge_prompt": {"name": "geval"}, "method": {"variant": "contrast"},
+                            "baseline": {"bleu": {}, "rouge": {}}})
+    reg = kinds.registry()
+    assert reg.get("token").signature_fields(cfg) == {"pair": "tiny", "prompt": "p/src"}
+    assert reg.get("judge").signature_fields(cfg) == {"pair": "tiny", "prompt": "judge/geval"}
+    assert reg.get("baseline").signature_fields(cfg) == {"pair": "none", "prompt": "none"}
+    assert reg.get("baseline").title(cfg) == "demo / baseline / bleu,rouge"
+    assert reg.get("pooler").title(cfg) == "demo / tiny / contrast"
+    metrics = {"judge": {"invalid": {"cd_judge": {"No Pred": 2, "Below": 0, "Above": 1, "n": 16},
+                                     "expert": {"No Pred": 0, "Below": 0, "Above": 0, "n": 16}}}}
+    assert reg.get("judge_released").summary_lines(metrics) == [
+        ("yellow", "cd_judge: 3 of 16 judge outputs gave no score in range (2 No Pred, 1 Above; per row in parse.cd_judge)")]
+    assert reg.get("token").summary_lines(metrics) == []
+
+
+def test_shared_stages_name_no_method_or_kind():
+    names = set(methods.METHODS) | set(kinds.registry().entries)
+    for rel in SHARED_STAGES:
+        src = (ROOT / rel).read_text()
+        assert '"cd_judge"' not in src and '== "baseline"' not in src, rel
+        literals = {n.value for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        assert not literals & names, (rel, literals & names)
+    assert len((ROOT / "cli/run.py").read_text().splitlines()) < 200
+
+
+def imported_roots(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_rich_is_imported_by_cli_only_among_the_stages_and_kinds():
+    offenders = [str(f.relative_to(ROOT)) for f in package_files("scorers", "data") if "rich" in imported_roots(f)]
+    assert not offenders
+
+
+def test_every_user_error_class_is_defined_in_errors_py():
+    user = {n for n, c in vars(errors).items() if isinstance(c, type) and issubclass(c, errors.CscoreError)}
+    elsewhere = []
+    for f in package_files("cli", "scorers", "data", "metaeval"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = {getattr(b, "id", getattr(b, "attr", None)) for b in node.bases}
+                if bases & user:
+                    elsewhere.append(f"{f.relative_to(ROOT)}: {node.name}")
+    assert not elsewhere
+
+
+@pytest.mark.parametrize("err, code", [(errors.ConfigError("bad key"), 2), (errors.DataError("bad row"), 1),
+                                       (errors.ModelSpecError("no model"), 1), (errors.CacheEntryError("corrupt"), 1),
+                                       (errors.SlurmUnavailable("no slurm"), 1)])
+def test_one_exit_policy_one_line_and_the_error_exit_code(err, code, capsys, monkeypatch):
+    monkeypatch.delenv("CSCORE_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as done:
+        with one_line_errors():
+            raise err
+    assert done.value.code == code == type(err).exit_code
+    assert capsys.readouterr().err == f"cscore: error: {err}\n"
