@@ -122,3 +122,17 @@ def test_import_linter_contracts_hold(capsys):
     report = capsys.readouterr().out
     assert passed, report
     assert f"Contracts: {len(contracts)} kept, 0 broken." in report, report
+
+
+def test_every_sub_package_is_listed_for_setuptools():
+    """pyproject lists the packages by hand (the root is the package): a new folder with an
+    __init__.py must be there, or a non-editable install silently lacks it."""
+    import pytest
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    root = Path(__file__).resolve().parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(("cscore", *p.parent.relative_to(root).parts)) for p in root.rglob("__init__.py")
+             if not {"tests", "docs", ".git", "outputs"} & set(p.relative_to(root).parts)
+             and not any(part.startswith(".") or part.endswith(".egg-info") for part in p.relative_to(root).parts)}
+    assert found == listed
