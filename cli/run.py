@@ -76,9 +76,14 @@ def load_pair(cfg: DictConfig, needed: list[str]):
     # so a job whose statistics are all cached loads none
     if "amateur" not in needed:
         return ModelPair.load(p.expert.path, device=rt.device, dtype=rt.dtype, revision=p.expert.revision, reuse=True)
-    return ModelPair.load(p.expert.path, p.amateur.get("path"), amateur_early_exit=p.amateur.get("early_exit"),
+    pair = ModelPair.load(p.expert.path, p.amateur.get("path"), amateur_early_exit=p.amateur.get("early_exit"),
                           device=rt.device, dtype=rt.dtype, revision=p.expert.revision,
                           amateur_revision=p.amateur.revision, reuse=True)
+    if pair.aligned:  # a cross-family pair: only the methods computed on aligned units
+        from cscore.scorers.methods import check_aligned
+
+        check_aligned(cfg.method.name)
+    return pair
 
 
 def model_line(role: str, m) -> str:
@@ -195,8 +200,9 @@ def score_stage(cfg: DictConfig, loaded: Loaded, plan: Plan, console, state: dic
         log.info(model_line(role, m))
     examples = loaded.examples
     prompt_texts, spans = make_prompts(cfg, examples, pair.tokenizer)
+    own = make_prompts(cfg, examples, pair.amateur.tokenizer) if pair.aligned else (None, None)  # its own template
     inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=cfg.runtime.max_length,
-                         source_spans=spans)
+                         source_spans=spans, amateur_prompts=own[0], amateur_spans=own[1])
     if inputs.n_truncated:
         log.warning("%d of %d items had their source truncated to fit runtime.max_length=%d", inputs.n_truncated,
                     len(examples), cfg.runtime.max_length)
@@ -219,21 +225,21 @@ def score_stage(cfg: DictConfig, loaded: Loaded, plan: Plan, console, state: dic
     table["truncated"] = [it.truncated for it in inputs.items]
     skip_first = bool(plan.variants[-1].params.get("skip_first", False))  # the method's convention
     for model in plan.models:
-        table[f"{rundir.N_SCORED}{model}"] = scored_tokens(stats, skip_first)
+        table[f"{rundir.N_SCORED}{model}"] = scored_tokens(stats, skip_first, model)
         table[f"{rundir.MEAN_LOGP}{model}"] = stats.score("single", model=model, t=1.0, norm="mean",
                                                           skip_first=skip_first, clamp=None)
     for v in plan.variants:
         if getattr(methods.get(v.method), "KIND", "token") != "token":
             continue  # its kind's score step adds that column after this one (a trained pooler)
         table[f"{rundir.SCORE}{v.name}"] = stats.score(v.method, **v.params)
-    return Scored(table, stats, pair.models, inputs.n_truncated)
+    return Scored(table, stats, pair.models, inputs.n_truncated, {"units": "aligned"} if stats.aligned else {})
 
 
-def scored_tokens(stats, skip_first: bool) -> np.ndarray:
+def scored_tokens(stats, skip_first: bool, model: str | None = None) -> np.ndarray:
     from cscore.scorers.methods.common import n_scored
 
-    first = next(iter(stats.stats.values()))
-    return n_scored(first.offsets, skip_first)
+    own = stats.stats.get(model) or next(iter(stats.stats.values()))  # a cross-family pair: each its own tokens
+    return n_scored(own.offsets, skip_first)
 
 
 def evaluate_stage(cfg: DictConfig, scored: Scored, plan: Plan) -> pd.DataFrame:
@@ -258,7 +264,7 @@ def signature(cfg: DictConfig, scored: Scored) -> str:
                           "pair": pair, **models, "method": cfg.method.name,
                           "variant": cfg.method.variant, "params": method_params(cfg.method),
                           "prompt": prompt_field(cfg), "level": "segment",
-                          "kendall": "b"}))
+                          **({"units": "aligned"} if scored.metrics.get("units") else {}), "kendall": "b"}))
 
 
 def run_title(cfg: DictConfig) -> str:
