@@ -195,3 +195,60 @@ def test_real_tokenizers_of_the_packaged_models(packaged_tokenizers):
     assert spans[-4:] == [b" ", b"\xf0\x9d", b"\x94", b"\x98"]  # 𝔘: the byte pieces meet at two inner ends
     for role, ids in (("expert", ids_g), ("amateur", ids_s)):  # every unit holds tokens of both models
         assert sorted(set(units.index[role].tolist())) == list(range(units.n_units)) and len(units.index[role]) == len(ids)
+
+
+def prefix_ends(tokenizer, ids: list[int]) -> list[int]:
+    """A reference for ASCII text, independent of cscore.scorers.align: the byte length of the
+    decoded prefix after each token."""
+    return [len(tokenizer.decode(ids[:k + 1]).encode()) for k in range(len(ids))]
+
+
+def unit_sums_by_prefix(tok_a, ids_a, lp_a, tok_b, ids_b, lp_b):
+    """Both models' log-probabilities summed over the spans between the ends both share."""
+    ea, eb = prefix_ends(tok_a, ids_a), prefix_ends(tok_b, ids_b)
+    common = sorted(set(ea) & set(eb))
+    out = []
+    for ends, lp in ((ea, lp_a), (eb, lp_b)):
+        sums = [0.0] * len(common)
+        for end, value in zip(ends, lp):
+            sums[next(u for u, c in enumerate(common) if c >= end)] += float(value)
+        out.append(np.array(sums))
+    return out
+
+
+def test_cli_runs_a_cross_family_pair_on_units(tiny_dirs, tmp_path, cscore_cli):
+    """`pair.amateur.path=B` with B's own tokenizer: the run computes contrast on aligned units,
+    names them in the signature and metrics; the scores equal a reference from each model's own
+    token statistics summed over the spans found by decoding prefixes; each model keeps its own
+    token count; a method outside the unit methods is refused (tests/test_cli.py)."""
+    import json
+
+    import pandas as pd
+
+    from cscore import ModelPair
+    from cscore.scorers.methods.contrast import log_abs_diff
+
+    out = tmp_path / "run"
+    res = cscore_cli("run", f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.other}",
+                     "pair.amateur.early_exit=null", "pair.name=cross", "runtime.progress=false",
+                     f"hydra.run.dir={out}", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["units"] == "aligned" and "|units:aligned|" in metrics["signature"]
+    assert "units:aligned" in (out / "correlations.md").read_text()
+    table = pd.read_parquet(out / "scores.parquet")
+    rows = table  # all rows: the same batches as the run's passes, so the same float32 statistics
+    per_model = {}
+    for role, path in (("expert", tiny_dirs.expert), ("amateur", tiny_dirs.other)):
+        pair = ModelPair.load(path)
+        st = pair.statistics(list(rows["prompt"]), list(rows["hypothesis"]), temperatures=[0.5, 1.0, 1.5])
+        per_model[role] = (pair.tokenizer, st)
+        assert table[f"n_scored.{role}"].tolist() == st.stats["expert"].lengths.tolist()
+    assert (table["n_scored.expert"] != table["n_scored.amateur"]).any()  # two tokenizations indeed
+    (tok_e, st_e), (tok_a, st_a) = per_model["expert"], per_model["amateur"]
+    for i, text in enumerate(rows["hypothesis"].head(12)):
+        assert text.isascii()
+        ue, ua = unit_sums_by_prefix(tok_e, st_e.inputs.items[i].hyp_ids, st_e.stats["expert"].lp(0.5)[st_e.stats["expert"].item(i)],
+                                     tok_a, st_a.inputs.items[i].hyp_ids, st_a.stats["expert"].lp(1.5)[st_a.stats["expert"].item(i)])
+        want = float(np.sum(log_abs_diff(ue, np.log(0.1) + ua)))
+        assert table["score.contrast"].iloc[i] == pytest.approx(want, rel=1e-12, abs=1e-12)

