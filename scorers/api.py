@@ -102,13 +102,15 @@ class PairStatistics:
 
     def tokens(self, i: int, tokenizer=None, temperature: float = 1.0) -> pd.DataFrame:
         """Per-token view of item ``i``: token id (text if a tokenizer is given) and the
-        log-probabilities of each model at ``temperature``."""
+        log-probabilities of each model at ``temperature`` (a cross-family pair: the expert's tokens only)."""
         first = next(iter(self.stats.values()))
         sl = first.item(i)
         table = {"token_id": first.token_ids[sl]}
         if tokenizer is not None:
             table["token"] = tokenizer.convert_ids_to_tokens(first.token_ids[sl].tolist())
         for name, st in self.stats.items():
+            if self.aligned and st is not first:  # its own tokens: another table
+                continue
             table[f"logp.{name}"] = st.lp(temperature)[sl]
             table[f"logp_max.{name}"] = st.lp_max(temperature)[sl]
         return pd.DataFrame(table)

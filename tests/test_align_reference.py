@@ -13,15 +13,18 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-SUMMEVAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "summeval" / "summeval.jsonl"
 GAMMA, T_EXP, T_AMA = 0.1, 0.5, 1.5
 
 
 def ten_items() -> tuple[list[str], list[str]]:
-    if not SUMMEVAL.is_file():
-        pytest.skip(f"SummEval not found at {SUMMEVAL}")
+    from cscore.data.paths import shared_data_dir
+
+    root = shared_data_dir()
+    summeval = Path(root) / "summeval" / "summeval.jsonl" if root is not None else None
+    if summeval is None or not summeval.is_file():
+        pytest.skip("SummEval not found in the shared data folder")
     prompts, hyps = [], []
-    with SUMMEVAL.open() as f:
+    with summeval.open() as f:
         for line in f:
             row = json.loads(line)
             if row["hypothesis"].isascii() and row["source"].isascii():
