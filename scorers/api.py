@@ -49,7 +49,9 @@ class ScoringInput:
 
     @property
     def n_truncated(self) -> int:
-        return sum(it.truncated for it in self.items)
+        """Items whose source was cut (for either model of a cross-family pair)."""
+        amateur = self.amateur_items or [None] * len(self.items)
+        return sum(it.truncated or bool(a and a.truncated) for it, a in zip(self.items, amateur))
 
 
 @dataclass
@@ -258,6 +260,8 @@ class ModelPair:
             if prompts is None or hypotheses is None:
                 raise ValueError("give prompts and hypotheses, or inputs")
             inputs = self.encode(prompts, hypotheses, max_length=max_length, source_spans=source_spans)
+        if self.aligned and inputs.amateur_items is None and "amateur" in (models or ["amateur"]):
+            raise ConfigError("a cross-family pair needs inputs encoded by its own encode() (each model's tokens)")
         stats, reports = {}, {}
         for run_model, heads in self.passes(models):
             label = "+".join(heads)
