@@ -67,21 +67,21 @@ def units_by_prefix(tok, ids):
     return [len(tok.decode(ids[:k + 1]).encode()) for k in range(len(ids))]
 
 
-def reference_contrast(expert, amateur) -> list[float]:
-    scores = []
+def reference_units(expert, amateur) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per item: (expert, amateur) log-probabilities of each unit, summed over its tokens."""
+    out = []
     for (tok_e, ids_e, lp_e), (tok_a, ids_a, lp_a) in zip(expert, amateur):
         ends_e, ends_a = units_by_prefix(tok_e, ids_e), units_by_prefix(tok_a, ids_a)
         common = sorted(set(ends_e) & set(ends_a))
-        total = 0.0
-        for c_prev, c in zip([0] + common[:-1], common):
-            pe = np.exp(sum(v for e, v in zip(ends_e, lp_e) if c_prev < e <= c))
-            pa = np.exp(sum(v for e, v in zip(ends_a, lp_a) if c_prev < e <= c))
-            total += np.log(abs(pe - GAMMA * pa))
-        scores.append(total)
-    return scores
+        spans = list(zip([0] + common[:-1], common))
+        out.append(tuple(np.array([sum(v for e, v in zip(ends, lp) if a < e <= b) for a, b in spans])
+                         for ends, lp in ((ends_e, lp_e), (ends_a, lp_a))))
+    return out
 
 
 def test_unit_contrast_equals_a_float64_reference_from_two_hf_passes():
+    """Unit log-probabilities to 1e-9; the contrast (Eq. 5 on units) to 1e-9 relative: where
+    p_e is close to gamma * p_a, log|p_e - gamma p_a| magnifies the last bits of the two passes."""
     from cscore import ModelPair
 
     prompts, hyps = ten_items()
@@ -92,7 +92,11 @@ def test_unit_contrast_equals_a_float64_reference_from_two_hf_passes():
     got = stats.score("contrast", gamma=GAMMA, t_exp=T_EXP, t_ama=T_AMA, floor=None, clamp=None)
     expert = reference_logps(checkpoint_dir("gguf:gemma3-270m"), prompts, hyps, T_EXP)
     amateur = reference_logps(checkpoint_dir("gguf:smollm2"), prompts, hyps, T_AMA)
-    for i, ((_, ids_e, _), (_, ids_a, _)) in enumerate(zip(expert, amateur)):  # the same tokens were scored
-        assert stats.inputs.items[i].hyp_ids == ids_e and stats.inputs.amateur_items[i].hyp_ids == ids_a
-    want = reference_contrast(expert, amateur)
-    assert np.max(np.abs(np.asarray(got) - np.asarray(want))) <= 1e-9, (got, want)
+    units = stats.unit_stats()
+    for i, (ref_e, ref_a) in enumerate(reference_units(expert, amateur)):
+        assert stats.inputs.items[i].hyp_ids == expert[i][1] and stats.inputs.amateur_items[i].hyp_ids == amateur[i][1]
+        sl = units["expert"].item(i)
+        assert np.max(np.abs(units["expert"].lp(T_EXP)[sl] - ref_e)) <= 1e-9
+        assert np.max(np.abs(units["amateur"].lp(T_AMA)[sl] - ref_a)) <= 1e-9
+        want = float(np.sum(np.log(np.abs(np.exp(ref_e) - GAMMA * np.exp(ref_a)))))
+        assert got[i] == pytest.approx(want, rel=1e-9, abs=1e-9), (i, got[i], want)
