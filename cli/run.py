@@ -163,14 +163,16 @@ def plan_stage(cfg: DictConfig) -> Plan:
     return Plan(variants, models_needed(variants), temps)
 
 
-def make_prompts(cfg: DictConfig, examples: pd.DataFrame, tokenizer) -> tuple[list[str], list[tuple[int, int]]]:
+def make_prompts(cfg: DictConfig, examples: pd.DataFrame, tokenizer,
+                 role: str = "expert") -> tuple[list[str], list[tuple[int, int]]]:
     from cscore.data import prompts
 
     p = cfg.prompt
     chat = None
     if p.chat_template:
         if not getattr(tokenizer, "chat_template", None):
-            raise cscore.errors.ConfigError("prompt.chat_template=true but the expert's tokenizer has no chat template")
+            raise cscore.errors.ConfigError(f"prompt.chat_template=true but the {role}'s tokenizer has no chat "
+                                            "template")
 
         def chat(text):
             return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
@@ -200,7 +202,8 @@ def score_stage(cfg: DictConfig, loaded: Loaded, plan: Plan, console, state: dic
         log.info(model_line(role, m))
     examples = loaded.examples
     prompt_texts, spans = make_prompts(cfg, examples, pair.tokenizer)
-    own = make_prompts(cfg, examples, pair.amateur.tokenizer) if pair.aligned else (None, None)  # its own template
+    # a cross-family amateur renders the prompts with its own tokenizer (its own chat template)
+    own = make_prompts(cfg, examples, pair.amateur.tokenizer, "amateur") if pair.aligned else (None, None)
     inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=cfg.runtime.max_length,
                          source_spans=spans, amateur_prompts=own[0], amateur_spans=own[1])
     if inputs.n_truncated:

@@ -107,7 +107,8 @@ def test_last_token_past_the_text_and_zero_width_tokens():
 
 def token_stats(lengths, logp, logp_max, temperatures=(1.0,)):
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    return TokenStats(temperatures, offsets, np.arange(offsets[-1]), np.asarray(logp, float), np.asarray(logp_max, float))
+    return TokenStats(temperatures, offsets, np.arange(offsets[-1]), np.asarray(logp, float),
+                      np.asarray(logp_max, float))
 
 
 def test_unit_log_probabilities_by_hand():
@@ -194,7 +195,8 @@ def test_real_tokenizers_of_the_packaged_models(packaged_tokenizers):
     assert {" café", " 中", "文", " 🙂", " ok"} <= {b.decode("utf-8", "replace") for b in spans}
     assert spans[-4:] == [b" ", b"\xf0\x9d", b"\x94", b"\x98"]  # 𝔘: the byte pieces meet at two inner ends
     for role, ids in (("expert", ids_g), ("amateur", ids_s)):  # every unit holds tokens of both models
-        assert sorted(set(units.index[role].tolist())) == list(range(units.n_units)) and len(units.index[role]) == len(ids)
+        assert sorted(set(units.index[role].tolist())) == list(range(units.n_units))
+        assert len(units.index[role]) == len(ids)
 
 
 def prefix_ends(tokenizer, ids: list[int]) -> list[int]:
@@ -248,7 +250,8 @@ def test_cli_runs_a_cross_family_pair_on_units(tiny_dirs, tmp_path, cscore_cli):
     (tok_e, st_e), (tok_a, st_a) = per_model["expert"], per_model["amateur"]
     for i, text in enumerate(rows["hypothesis"].head(12)):
         assert text.isascii()
-        ue, ua = unit_sums_by_prefix(tok_e, st_e.inputs.items[i].hyp_ids, st_e.stats["expert"].lp(0.5)[st_e.stats["expert"].item(i)],
-                                     tok_a, st_a.inputs.items[i].hyp_ids, st_a.stats["expert"].lp(1.5)[st_a.stats["expert"].item(i)])
+        own_e, own_a = st_e.stats["expert"], st_a.stats["expert"]  # each loaded alone: its role is "expert"
+        ue, ua = unit_sums_by_prefix(tok_e, st_e.inputs.items[i].hyp_ids, own_e.lp(0.5)[own_e.item(i)],
+                                     tok_a, st_a.inputs.items[i].hyp_ids, own_a.lp(1.5)[own_a.item(i)])
         want = float(np.sum(log_abs_diff(ue, np.log(0.1) + ua)))
         assert table["score.contrast"].iloc[i] == pytest.approx(want, rel=1e-12, abs=1e-12)
