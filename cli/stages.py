@@ -63,7 +63,7 @@ def signature(cfg: DictConfig, kind: MethodKind, scored: Scored) -> str:
                           "pair": fields["pair"], **models, "method": cfg.method.name,
                           "variant": cfg.method.variant, "params": method_params(cfg.method),
                           "prompt": fields["prompt"], "level": "segment",
-                          "kendall": "b"}))
+                          **({"units": "aligned"} if scored.metrics.get("units") else {}), "kendall": "b"}))
 
 
 def method_params(method: DictConfig) -> str:

@@ -22,7 +22,8 @@ from cscore.errors import ConfigError
 from cscore.scorers import engine, methods, seq2seq
 from cscore.scorers.cache import StatsCache, ids_digest, stats_key
 from cscore.scorers.identity import model_identity
-from cscore.scorers.models import LoadedModel, check_same_kind, check_same_vocabulary, early_exit, load_model
+from cscore.scorers.models import (LoadedModel, check_same_kind, check_same_vocabulary, early_exit, load_model,
+                                   same_vocabulary)
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import EncodedItem, encode
 from cscore.scorers.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
@@ -36,13 +37,22 @@ __all__ = ["ModelPair", "PairStatistics", "ScoringInput", "load_model"]
 
 @dataclass
 class ScoringInput:
-    """Encoded items shared by both models (they share one tokenizer)."""
+    """Encoded items shared by both models when they share one tokenizer; a cross-family pair
+    (``ModelPair.aligned``) has the amateur's own in ``amateur_items`` and keeps the texts."""
 
     items: list[EncodedItem]
+    amateur_items: list[EncodedItem] | None = None
+    hypotheses: list[str] | None = None
+
+    def for_role(self, role: str) -> list[EncodedItem]:
+        """The items the model in ``role`` reads (its own tokens)."""
+        return self.amateur_items if role == "amateur" and self.amateur_items is not None else self.items
 
     @property
     def n_truncated(self) -> int:
-        return sum(it.truncated for it in self.items)
+        """Items whose source was cut (for either model of a cross-family pair)."""
+        amateur = self.amateur_items or [None] * len(self.items)
+        return sum(it.truncated or bool(a and a.truncated) for it, a in zip(self.items, amateur))
 
 
 @dataclass
@@ -54,26 +64,56 @@ class PairStatistics:
     stats: dict[str, TokenStats]
     inputs: ScoringInput
     reports: dict[str, engine.EngineReport] = field(default_factory=dict)
+    tokenizers: dict | None = None  # a cross-family pair's, by role: methods compute on aligned units
+    _units: dict[str, TokenStats] | None = field(default=None, repr=False)
 
     @property
     def models(self) -> list[str]:
         return list(self.stats)
 
+    @property
+    def aligned(self) -> bool:
+        return self.tokenizers is not None and len(self.stats) > 1
+
+    def unit_stats(self) -> dict[str, TokenStats]:
+        """Each model's statistics summed over the aligned units (computed once, no model runs)."""
+        if self._units is None:
+            from cscore.scorers import align
+
+            roles = list(self.stats)
+            ids = {r: [it.hyp_ids for it in self.inputs.for_role(r)] for r in roles}
+            units = align.align({r: self.tokenizers[r] for r in roles}, self.inputs.hypotheses, ids)
+            self._units = {r: align.unit_stats(self.stats[r], units.index[r], units.offsets) for r in roles}
+        return self._units
+
+    def method_stats(self, method: str, params: dict) -> dict[str, TokenStats]:
+        """What ``method`` reads: the token statistics, or for a cross-family pair the unit
+        statistics (``single`` reads its one model's own tokens)."""
+        if not self.aligned:
+            return self.stats
+        if method == "single":
+            model = methods.with_defaults(method, params).get("model", "expert")
+            return {model: self.stats[model]} if model in self.stats else self.stats
+        methods.check_aligned(method)
+        return self.unit_stats()
+
     def score(self, method: str, **params) -> np.ndarray:
-        return methods.score(method, self.stats, **params)
+        return methods.score(method, self.method_stats(method, params), **params)
 
     def token_scores(self, method: str, **params) -> np.ndarray:
-        return methods.token_scores(method, self.stats, **params)
+        return methods.token_scores(method, self.method_stats(method, params), **params)
 
     def tokens(self, i: int, tokenizer=None, temperature: float = 1.0) -> pd.DataFrame:
         """Per-token view of item ``i``: token id (text if a tokenizer is given) and the
-        log-probabilities of each model at ``temperature``."""
+        log-probabilities of each model at ``temperature`` (a cross-family pair: the expert's tokens only)."""
         first = next(iter(self.stats.values()))
         sl = first.item(i)
         table = {"token_id": first.token_ids[sl]}
         if tokenizer is not None:
             table["token"] = tokenizer.convert_ids_to_tokens(first.token_ids[sl].tolist())
         for name, st in self.stats.items():
+            if self.aligned and st is not first:  # its own tokens: another table
+                continue
             table[f"logp.{name}"] = st.lp(temperature)[sl]
             table[f"logp_max.{name}"] = st.lp_max(temperature)[sl]
         return pd.DataFrame(table)
@@ -113,13 +153,18 @@ def checkpointed(compute, checkpoint, label: str):
 
 
 class ModelPair:
-    """An expert and (optionally) an amateur sharing one tokenizer: two causal LMs, or two
-    encoder-decoder models (the hypothesis is then the decoder target given the prompt)."""
+    """An expert and (optionally) an amateur: two causal LMs, or two encoder-decoder models
+    sharing one tokenizer (the hypothesis is then the decoder target given the prompt). Two causal
+    LMs with different tokenizers make a cross-family pair (``aligned``): each scores its own
+    tokens, and the methods compare them on aligned units (``cscore.scorers.align``)."""
 
     def __init__(self, expert: LoadedModel, amateur: LoadedModel | None = None):
+        self.aligned = False
         if amateur is not None:
             check_same_kind(expert, amateur)
-            check_same_vocabulary(expert, amateur)
+            if expert.is_encoder_decoder:
+                check_same_vocabulary(expert, amateur)
+            self.aligned = not same_vocabulary(expert, amateur)
         self.expert = expert
         self.amateur = amateur
 
@@ -166,7 +211,11 @@ class ModelPair:
         return out
 
     def encode(self, prompts: Sequence[str], hypotheses: Sequence[str], *, max_length: int = MAX_LENGTH,
-               source_spans: Sequence[tuple[int, int] | None] | None = None) -> ScoringInput:
+               source_spans: Sequence[tuple[int, int] | None] | None = None,
+               amateur_prompts: Sequence[str] | None = None,
+               amateur_spans: Sequence[tuple[int, int] | None] | None = None) -> ScoringInput:
+        """Encode with the expert's tokenizer; a cross-family pair also encodes with the amateur's
+        (``amateur_prompts`` / ``amateur_spans``: its own rendering of the prompts, default the same)."""
         if len(prompts) != len(hypotheses):
             raise ValueError(f"{len(prompts)} prompts but {len(hypotheses)} hypotheses")
         spans = list(source_spans) if source_spans is not None else [None] * len(prompts)
@@ -174,7 +223,17 @@ class ModelPair:
         eos = self._eos() if s2s else None
         items = [encode(self.tokenizer, p, h, max_length=max_length, source_span=s, index=i, seq2seq=s2s, eos_id=eos)
                  for i, (p, h, s) in enumerate(zip(prompts, hypotheses, spans))]
-        return ScoringInput(items)
+        if not self.aligned:
+            return ScoringInput(items)
+        a_prompts = list(prompts if amateur_prompts is None else amateur_prompts)
+        a_spans = list(amateur_spans) if amateur_spans is not None else (
+            spans if amateur_prompts is None else [None] * len(a_prompts))
+        if len(a_prompts) != len(hypotheses):
+            raise ValueError(f"{len(a_prompts)} amateur prompts but {len(hypotheses)} hypotheses")
+        tok = self.amateur.tokenizer
+        amateur_items = [encode(tok, p, h, max_length=max_length, source_span=s, index=i)
+                         for i, (p, h, s) in enumerate(zip(a_prompts, hypotheses, a_spans))]
+        return ScoringInput(items, amateur_items, list(hypotheses))
 
     def _eos(self) -> int:
         """The EOS a seq2seq target ends with: the tokenizer's, else the model config's."""
@@ -202,16 +261,18 @@ class ModelPair:
             if prompts is None or hypotheses is None:
                 raise ValueError("give prompts and hypotheses, or inputs")
             inputs = self.encode(prompts, hypotheses, max_length=max_length, source_spans=source_spans)
-        pad_id = self.tokenizer.pad_token_id
-        pad_id = 0 if pad_id is None else pad_id
-        pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.items]
+        if self.aligned and inputs.amateur_items is None and "amateur" in (models or ["amateur"]):
+            raise ConfigError("a cross-family pair needs inputs encoded by its own encode() (each model's tokens)")
         stats, reports = {}, {}
-        ids = ids_digest(pairs) if cache is not None else None
         for run_model, heads in self.passes(models):
             label = "+".join(heads)
             start = time.perf_counter()
+            pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(next(iter(heads)))]
+            ids = ids_digest(pairs) if cache is not None else None
+            pad_id = (run_model.tokenizer if self.aligned else self.tokenizer).pad_token_id
+            pad_id = 0 if pad_id is None else pad_id
 
-            def compute(checkpoint=None, run_model=run_model, heads=heads, label=label):
+            def compute(checkpoint=None, run_model=run_model, heads=heads, label=label, pairs=pairs, pad_id=pad_id):
                 callback = progress(label, len(pairs)) if progress else None
                 return engine.compute(run_model.model, pairs, temperatures=temperatures, token_budget=token_budget,
                                       padding_side=padding_side, pad_id=pad_id, progress=callback, heads=heads,
@@ -225,7 +286,8 @@ class ModelPair:
             report.fetch_seconds = time.perf_counter() - start
             stats.update(got)
             reports[label] = report
-        return PairStatistics(stats, inputs, reports)
+        tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
+        return PairStatistics(stats, inputs, reports, tokenizers)
 
     @staticmethod
     def _cached(cache, run_model, heads, ids, temperatures, token_budget, padding_side, compute, prefix_sharing=False,

@@ -139,10 +139,13 @@ def test_bad_input_exits_nonzero_with_a_clear_message(tiny_dirs, tmp_path, cscor
     assert res.returncode == 2 and "has no parameter method.beta" in res.stderr
 
 
-def test_mismatched_vocabulary_fails_before_scoring(tiny_dirs, tmp_path, cscore_main):
-    res = cscore_main("run", *tiny_args(tiny_dirs), f"pair.amateur.path={tiny_dirs.other}",
+def test_cross_family_pair_refuses_a_method_without_units_before_scoring(tiny_dirs, tmp_path, cscore_main):
+    """Different tokenizers: the methods on aligned units run (tests/test_align.py); any other
+    method is refused with one line before a model runs."""
+    res = cscore_main("run", *tiny_args(tiny_dirs), f"pair.amateur.path={tiny_dirs.other}", "method=cdm_classifier",
                       f"hydra.run.dir={tmp_path}/v", cwd=tmp_path)
-    assert res.returncode != 0 and "do not share a vocabulary" in res.stderr
+    assert res.returncode == 1 and "needs expert and amateur to share a tokenizer" in res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "v").exists()
 
 
 def test_help_and_unknown_command(tmp_path, cscore_main):

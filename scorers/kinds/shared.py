@@ -26,9 +26,14 @@ def load_pair(cfg: DictConfig, needed: list[str]):
     # so a job whose statistics are all cached loads none
     if "amateur" not in needed:
         return ModelPair.load(p.expert.path, device=rt.device, dtype=rt.dtype, revision=p.expert.revision, reuse=True)
-    return ModelPair.load(p.expert.path, p.amateur.get("path"), amateur_early_exit=p.amateur.get("early_exit"),
+    pair = ModelPair.load(p.expert.path, p.amateur.get("path"), amateur_early_exit=p.amateur.get("early_exit"),
                           device=rt.device, dtype=rt.dtype, revision=p.expert.revision,
                           amateur_revision=p.amateur.revision, reuse=True)
+    if pair.aligned:  # a cross-family pair: only the methods computed on aligned units
+        from cscore.scorers.methods import check_aligned
+
+        check_aligned(OmegaConf.select(cfg, "method.name") or "cdm_gen")  # `cscore cdm` has no method: token momenta
+    return pair
 
 
 def model_line(role: str, m) -> str:
@@ -46,14 +51,15 @@ def model_line(role: str, m) -> str:
     return f"{role}: {what} ({info.get('class', '?')}, {info.get('layers')} layers{exit_}; {how})"
 
 
-def make_prompts(cfg: DictConfig, examples: pd.DataFrame, tokenizer) -> tuple[list[str], list[tuple[int, int]]]:
+def make_prompts(cfg: DictConfig, examples: pd.DataFrame, tokenizer,
+                 role: str = "expert") -> tuple[list[str], list[tuple[int, int]]]:
     from cscore.data import prompts
 
     p = cfg.prompt
     chat = None
     if p.chat_template:
         if not getattr(tokenizer, "chat_template", None):
-            raise ConfigError("prompt.chat_template=true but the expert's tokenizer has no chat template")
+            raise ConfigError(f"prompt.chat_template=true but the {role}'s tokenizer has no chat template")
 
         def chat(text):
             return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
@@ -93,8 +99,10 @@ def token_score(cfg: DictConfig, loaded: Loaded, plan: Plan, progress: Progress,
         log.info(model_line(role, m))
     examples = loaded.examples
     prompt_texts, spans = make_prompts(cfg, examples, pair.tokenizer)
+    # a cross-family amateur renders the prompts with its own tokenizer (its own chat template)
+    own = make_prompts(cfg, examples, pair.amateur.tokenizer, "amateur") if pair.aligned else (None, None)
     inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=cfg.runtime.max_length,
-                         source_spans=spans)
+                         source_spans=spans, amateur_prompts=own[0], amateur_spans=own[1])
     if inputs.n_truncated:
         log.warning("%d of %d items had their source truncated to fit runtime.max_length=%d", inputs.n_truncated,
                     len(examples), cfg.runtime.max_length)
@@ -110,21 +118,21 @@ def token_score(cfg: DictConfig, loaded: Loaded, plan: Plan, progress: Progress,
     table["truncated"] = [it.truncated for it in inputs.items]
     skip_first = bool(plan.variants[-1].params.get("skip_first", False))  # the method's convention
     for model in plan.models:
-        table[f"{rundir.N_SCORED}{model}"] = scored_tokens(stats, skip_first)
+        table[f"{rundir.N_SCORED}{model}"] = scored_tokens(stats, skip_first, model)
         table[f"{rundir.MEAN_LOGP}{model}"] = stats.score("single", model=model, t=1.0, norm="mean",
                                                           skip_first=skip_first, clamp=None)
     for v in plan.variants:
         if getattr(methods.get(v.method), "KIND", "token") != "token":
             continue  # its kind's score step adds that column after this one (a trained pooler)
         table[f"{rundir.SCORE}{v.name}"] = stats.score(v.method, **v.params)
-    return Scored(table, stats, pair.models, inputs.n_truncated)
+    return Scored(table, stats, pair.models, inputs.n_truncated, {"units": "aligned"} if stats.aligned else {})
 
 
-def scored_tokens(stats, skip_first: bool) -> np.ndarray:
+def scored_tokens(stats, skip_first: bool, model: str | None = None) -> np.ndarray:
     from cscore.scorers.methods.common import n_scored
 
-    first = next(iter(stats.stats.values()))
-    return n_scored(first.offsets, skip_first)
+    own = stats.stats.get(model) or next(iter(stats.stats.values()))  # a cross-family pair: each its own tokens
+    return n_scored(own.offsets, skip_first)
 
 
 def method_params(cfg: DictConfig) -> dict:

@@ -12,6 +12,7 @@ from cscore.scorers.kinds.shared import token_plan, token_score
 @REGISTRY.register
 class Token(MethodKind):
     name = "token"
+    sections = ("units",)  # "aligned" for a cross-family pair (methods on aligned units)
 
     def plan(self, cfg: DictConfig) -> Plan:
         return token_plan(cfg)

@@ -35,6 +35,8 @@ from cscore.scorers.methods.params import defaults_of, specs_of, suggest
 METHODS = {m.NAME: m for m in (single, ensemble, contrast, division, cd_score, cd_judge, cd_judge_released, cdm, cdm_classifier,
                                 cdm_gen, baseline)}
 AGGREGATION_KEYS = ("norm", "skip_first")
+# methods a cross-family pair computes on aligned units (scorers/align.py); single reads one model
+ALIGNED = ("single", "ensemble", "contrast", "division", "cd_score", "cdm")
 
 
 def get(name: str):
@@ -45,6 +47,13 @@ def get(name: str):
 
 
 NOT_PARAMS = ("name", "variant")  # the Params fields that name the method and its column
+
+
+def check_aligned(name: str) -> None:
+    """A cross-family pair (different tokenizers) is scored on aligned units by these methods only."""
+    if get(name).NAME not in ALIGNED:
+        raise ConfigError(f"method {name!r} needs expert and amateur to share a tokenizer; with a cross-family pair "
+                          f"(units=aligned) use one of {', '.join(ALIGNED)}")
 
 
 def defaults(name: str) -> dict:
