@@ -53,3 +53,8 @@ class SlurmUnavailable(SlurmError):
 
 class KindError(CscoreError):
     """A method kind registered twice, under no name, or not a MethodKind (scorers/kinds)."""
+
+
+class AlignmentError(InputError):
+    """A hypothesis whose tokens cannot be placed on its text (cross-family units; one line, item
+    index included)."""

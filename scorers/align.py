@@ -31,15 +31,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from cscore.errors import CscoreError
+from cscore.errors import AlignmentError
 from cscore.scorers.stats import TokenStats
 
 BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # SentencePiece byte fallback
 SPACE = "\u2581"  # SentencePiece's visible space
-
-
-class AlignmentError(CscoreError, ValueError):
-    """A hypothesis whose tokens cannot be placed on its text (one line, item index included)."""
 
 
 @lru_cache(maxsize=1)
