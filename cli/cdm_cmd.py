@@ -18,7 +18,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
 from cscore.cli.compose import checked
-from cscore.errors import ConfigError
 from cscore.scorers.methods.params import specs_of
 from cscore.scorers.training_params import CdmGenerate, CdmTrain
 
@@ -81,9 +80,9 @@ def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     ``overrides``: the command line, for the pair's early-exit rule (as in ``cscore run``)."""
     from cscore.cli.run import resolve_pair
     from cscore.cli.stages import load_stage
+    from cscore.cli.validate import validate
     from cscore.scorers.kinds.pooler import target_aspect
     from cscore.scorers.kinds.shared import load_pair, make_prompts
-    from cscore.cli.validate import validate
     from cscore.scorers.training import artifacts, negatives
 
     g = checked(cfg.cdm.generate, GENERATE_PARAMS, "cdm.generate")
@@ -109,8 +108,8 @@ def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
 def train(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     """Train the discriminator (scorers/training/discriminator.py); returns the output directory."""
     from cscore.cli.run import resolve_pair
-    from cscore.scorers.kinds.shared import load_pair, stats_cache
     from cscore.cli.validate import validate
+    from cscore.scorers.kinds.shared import load_pair, stats_cache
     from cscore.scorers.training import discriminator
 
     t = checked(cfg.cdm.train, TRAIN_PARAMS, "cdm.train")

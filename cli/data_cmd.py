@@ -8,11 +8,10 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from cscore.data.registry import load_config
-from cscore.errors import ConfigError
 from cscore.data.export import write_table
+from cscore.data.registry import load_config
 from cscore.data.schema import aspects, human_columns
-
+from cscore.errors import ConfigError
 
 SHOWN_ROWS = 20  # rows left out that the card lists one by one
 

@@ -33,7 +33,6 @@ def run_command(rest: list[str]) -> None:
     """Check the config(s) first (one line per mistake, no run directory), then hand over to Hydra."""
     with one_line_errors(RUN_INTERRUPTED, code=2):
         from cscore.cli import precheck
-
         from cscore.cli.baseline_names import canonical_names
 
         rest = canonical_names(rest)  # baseline=rouge1 is rouge; every unknown name in one line

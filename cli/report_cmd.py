@@ -17,10 +17,10 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from cscore.metaeval import judge, judge_plots, plots, render, tables
-from cscore.metaeval.runs import find_runs, missing_jobs
 from cscore import rundir
 from cscore.errors import ConfigError, CscoreError
+from cscore.metaeval import judge, judge_plots, plots, render, tables
+from cscore.metaeval.runs import find_runs, missing_jobs
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.uncertainty import few_units_warning
 
@@ -64,7 +64,8 @@ class Progress:
 
     @contextmanager
     def _bar(self, title: str):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
 
         bar = Bar(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("{task.fields[what]}", markup=False), console=self.console,

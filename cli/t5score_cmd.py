@@ -60,8 +60,8 @@ def compose(overrides: list[str]) -> DictConfig:
 def training_table(cfg: DictConfig, t: dict):
     """The examples, the human aspect that ranks them and each row's context (reference / source)."""
     from cscore.cli.stages import load_stage
-    from cscore.scorers.kinds.pooler import target_aspect
     from cscore.cli.validate import validate
+    from cscore.scorers.kinds.pooler import target_aspect
 
     validate(cfg)
     examples = load_stage(cfg).examples

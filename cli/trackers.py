@@ -11,7 +11,6 @@ import shutil
 import time
 from pathlib import Path
 
-
 MLFLOW_KEY_CHARS = re.compile(r"[^\w.\- /]")
 MLFLOW_PARAM_VALUE_MAX = 6000  # MLflow refuses longer parameter values
 MLFLOW_KEY_MAX = 250

@@ -10,7 +10,7 @@ import pandas as pd
 
 from cscore.data.io import iter_jsonl
 from cscore.data.options import check_options
-from cscore.data.schema import DataError, HUMAN_PREFIX, LoadReport, validate
+from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
 
 DEMO_FILE = Path(__file__).parent / "demo" / "demo.jsonl"
 

@@ -77,6 +77,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
+
 from cscore.data import paths
 from cscore.data.io import decode
 from cscore.data.options import check_options

@@ -15,8 +15,8 @@ from typing import Callable
 
 import pandas as pd
 
-from cscore.errors import ConfigError
 from cscore.data.schema import DataError
+from cscore.errors import ConfigError
 
 LANGUAGES = {"en": "English", "de": "German", "ru": "Russian", "zh": "Chinese", "he": "Hebrew", "ja": "Japanese",
              "cs": "Czech", "uk": "Ukrainian", "fr": "French", "es": "Spanish", "pl": "Polish", "is": "Icelandic",

@@ -9,11 +9,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from cscore import rundir
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+from cscore import rundir
 
 SINGLE_PASS_NOTE = ("one forward pass produced every row, so they share one speed:\n"
                     "speed vs quality needs runs with several model pairs")

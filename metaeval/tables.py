@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from cscore import rundir
 from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import render
 from cscore.metaeval.accuracy import PROTOCOLS, accuracy
@@ -21,8 +22,6 @@ from cscore.metaeval.levels import KINDS, LEVELS
 from cscore.metaeval.pairwise import acc_eq_at
 from cscore.metaeval.runs import Run
 from cscore.metaeval.uncertainty import LevelStat, MeanStat, bootstrap_ci, significance_clusters
-from cscore import rundir
-
 
 # bootstrap units: groups = documents / source segments (all their rows come along), items = rows
 RESAMPLE = {"groups": "group", "items": None}

@@ -22,11 +22,17 @@ from cscore.errors import ConfigError
 from cscore.scorers import engine, methods, seq2seq
 from cscore.scorers.cache import StatsCache, ids_digest, stats_key
 from cscore.scorers.identity import model_identity
-from cscore.scorers.models import (LoadedModel, check_same_kind, check_same_vocabulary, early_exit, load_model,
-                                   same_vocabulary)
+from cscore.scorers.models import (
+    LoadedModel,
+    check_same_kind,
+    check_same_vocabulary,
+    early_exit,
+    load_model,
+    same_vocabulary,
+)
+from cscore.scorers.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import EncodedItem, encode
-from cscore.scorers.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
 
 log = logging.getLogger(__name__)
 

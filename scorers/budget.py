@@ -16,8 +16,8 @@ import logging
 
 import torch
 
-from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, head_logits
 from cscore.errors import OutOfMemory  # defined in errors.py
+from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, head_logits
 
 log = logging.getLogger(__name__)
 

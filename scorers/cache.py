@@ -42,13 +42,24 @@ from typing import Iterable, Mapping, NamedTuple
 
 import numpy as np
 
+from cscore.errors import CacheEntryError, CacheError  # defined in errors.py
 from cscore.scorers.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint, remove_folder
-from cscore.scorers.files import (atomic_file, cache_root, canonical_json, disk_size, drop_stale_lock, file_lock,
-                                  fsync_dir, json_default, sha256_file, write_atomic)
-from cscore.scorers.judge_stats import (ARRAYS as JUDGE_ARRAYS, DECODE_ARRAYS, DECODE_FORMAT, FORMAT as JUDGE_FORMAT,
-                                        DecodedPaths, JudgeStats)
+from cscore.scorers.files import (
+    atomic_file,
+    cache_root,
+    canonical_json,
+    disk_size,
+    drop_stale_lock,
+    file_lock,
+    fsync_dir,
+    json_default,
+    sha256_file,
+    write_atomic,
+)
+from cscore.scorers.judge_stats import ARRAYS as JUDGE_ARRAYS
+from cscore.scorers.judge_stats import DECODE_ARRAYS, DECODE_FORMAT, DecodedPaths, JudgeStats
+from cscore.scorers.judge_stats import FORMAT as JUDGE_FORMAT
 from cscore.scorers.stats import FORMAT_VERSION, TokenStats
-from cscore.errors import CacheError, CacheEntryError  # defined in errors.py
 
 log = logging.getLogger(__name__)
 

@@ -36,10 +36,10 @@ from cscore.scorers import budget, packed_attention, seq2seq
 from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
 from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, head_logits, token_statistics
 from cscore.scorers.passes import EngineReport, Outputs, check_inputs, kept
+from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
 from cscore.scorers.transfer import upload
-from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 
 log = logging.getLogger(__name__)
 

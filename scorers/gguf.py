@@ -23,8 +23,14 @@ import transformers
 
 from cscore.scorers.files import atomic_file, cache_root, file_lock, sha256_file
 from cscore.scorers.gguf_tokenizer import build_gemma3_tokenizer
-from cscore.scorers.specs import (GGUF_MAGIC, PACKAGED_GGUF, ModelSpecError,  # noqa: F401 (GGUF_MAGIC: re-exported)
-                                  check_gguf_file, names_a_path, packaged_files)
+from cscore.scorers.specs import (  # noqa: F401 (GGUF_MAGIC: re-exported)
+    GGUF_MAGIC,
+    PACKAGED_GGUF,
+    ModelSpecError,
+    check_gguf_file,
+    names_a_path,
+    packaged_files,
+)
 
 log = logging.getLogger(__name__)
 

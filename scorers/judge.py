@@ -17,13 +17,21 @@ import numpy as np
 import torch
 
 from cscore.scorers import budget
-from cscore.scorers.engine import (LayerTap, batch_rows_of, longest_row, pad_rows, plan_rows, run_base, sharing_window,
-                                   sparse_packed)
+from cscore.scorers.engine import (
+    LayerTap,
+    batch_rows_of,
+    longest_row,
+    pad_rows,
+    plan_rows,
+    run_base,
+    sharing_window,
+    sparse_packed,
+)
 from cscore.scorers.head import head_logits
 from cscore.scorers.judge_stats import JudgeStats
 from cscore.scorers.passes import EngineReport
-from cscore.scorers.tokenize import InputError
 from cscore.scorers.runtime_defaults import TOKEN_BUDGET
+from cscore.scorers.tokenize import InputError
 
 
 def front_mask(a: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

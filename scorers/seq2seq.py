@@ -25,10 +25,10 @@ import torch
 from cscore.errors import ConfigError
 from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, token_statistics
 from cscore.scorers.passes import EngineReport, Outputs, check_inputs, kept
+from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
 from cscore.scorers.transfer import upload
-from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 
 
 def decoder_start(model) -> int:

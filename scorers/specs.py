@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from cscore.scorers.identity import WEIGHT_SUFFIXES
 from cscore.errors import ModelSpecError  # defined in errors.py
+from cscore.scorers.identity import WEIGHT_SUFFIXES
 
 GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 SPEC_FORMS = "give a local model directory, a hub id such as Qwen/Qwen2.5-3B-Instruct, or a gguf: spec"

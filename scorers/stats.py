@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from cscore.errors import ConfigError
 
 FORMAT_VERSION = 1

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cscore.scorers import methods
 from cscore.errors import ConfigError
+from cscore.scorers import methods
 
 SHARED = ("norm", "skip_first", "clamp")
 BASELINE_ROWS = ("expert", "amateur", "ensemble")

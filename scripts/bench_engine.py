@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from cscore import ModelPair
-from cscore.data.prompts import build
 from cscore.data import load_examples
+from cscore.data.prompts import build
 
 
 def timed(fn, repeats):

@@ -338,10 +338,10 @@ def run_judge(examples, pair: ModelPair, args) -> None:
     from omegaconf import OmegaConf
 
     import cscore.conf
-    from cscore.scorers.kinds.judge import encode_contexts
     from cscore.data import judge_prompts
     from cscore.scorers import judge
     from cscore.scorers.judge_parse import continuation_prefixes, score_tokens
+    from cscore.scorers.kinds.judge import encode_contexts
 
     jp = OmegaConf.to_container(OmegaConf.load(os.path.join(os.path.dirname(cscore.conf.__file__), "judge_prompt",
                                                             "geval.yaml")))

@@ -23,7 +23,9 @@ import time
 import traceback
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, seed as hyp_seed, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hyp_seed
+from hypothesis import strategies as st
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 

@@ -3,6 +3,7 @@ computations and a plain loop, the top-k rule kept by name. No models: fast."""
 
 import numpy as np
 import pytest
+
 from cscore.metaeval.accuracy import (
     PERCENTILES,
     accuracy,

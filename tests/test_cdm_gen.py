@@ -167,7 +167,7 @@ def test_causal_negatives_differ_only_inside_the_spans(causal, strategy):
                 assert r["negative"] != TEXT and not r["identical"]
                 for sp in r["spans"]:
                     # causal: the segment starts at the whitespace before it (the context ends on a word)
-                    assert sp["start"] == 0 or not TEXT[sp["start"] - 1] in " \t"
+                    assert sp["start"] == 0 or TEXT[sp["start"] - 1] not in " \t"
 
 
 def test_negatives_do_not_depend_on_the_other_items(causal):

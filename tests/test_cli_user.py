@@ -15,7 +15,8 @@ from rich.console import Console
 from cscore import ModelPair
 from cscore.cli import main as cli_main
 from cscore.cli import run as cli_run
-from cscore.cli.cache_cmd import cmd_ls, main as cache_main
+from cscore.cli.cache_cmd import cmd_ls
+from cscore.cli.cache_cmd import main as cache_main
 from cscore.data.demo import DEMO_FILE
 from cscore.metaeval.signature import Signature
 from cscore.scorers.cache import StatsCache

@@ -11,13 +11,14 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
+
 from cscore.cli.config_reference import config_reference_markdown
 from cscore.cli.typed import RunConfig, typed
 from cscore.errors import ConfigError
 from cscore.scorers import methods
 from cscore.scorers.methods.params import check_section, defaults_of
 from cscore.scorers.training_params import Cdm, T5Score
-from omegaconf import OmegaConf
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "config.md"
 
@@ -54,9 +55,10 @@ def discriminator_dir(tmp_path_factory) -> Path:
 
 
 def compose(name: str, overrides: list[str]) -> dict:
-    from cscore.cli.baseline_names import canonical_names
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
+
+    from cscore.cli.baseline_names import canonical_names
 
     with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
         cfg = hydra_compose(name, overrides=canonical_names(overrides))

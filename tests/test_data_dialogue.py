@@ -11,6 +11,7 @@ import json
 import math
 
 import pytest
+
 from cscore.data import dstc9, fed
 from cscore.data.schema import DataError
 

@@ -19,6 +19,7 @@ from collections import defaultdict
 
 import pandas as pd
 import pytest
+
 from cscore.data import mqm
 from cscore.data.schema import DataError
 

@@ -16,6 +16,7 @@ import types
 
 import pandas as pd
 import pytest
+
 from cscore.data import io, paths, qags_xsum, summeval
 from cscore.data.schema import DataError
 

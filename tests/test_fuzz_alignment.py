@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 SENTENCES = ["The mayor opened a new bridge over the river on Monday.",
              "The council said the bridge cost five million.",

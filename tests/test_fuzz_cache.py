@@ -10,7 +10,8 @@ import os
 import shutil
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cscore.scorers.cache import StatsCache, ids_digest, stats_key
 from cscore.scorers.stats import TokenStats

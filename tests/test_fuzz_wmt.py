@@ -8,7 +8,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cscore.data import wmt
 from cscore.data.schema import DataError

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from cscore.errors import ConfigError
 from cscore.scorers import judge_parse as jp
 from cscore.scorers.judge_parse import ABOVE, BELOW, NO_PRED, OK

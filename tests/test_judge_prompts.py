@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+
 from cscore.data import judge_prompts as jp
 from cscore.errors import ConfigError
 

@@ -7,8 +7,16 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from cscore.metaeval.kendall import (acc_23, kendall, kendall_like, kendall_like_counts,
-                                     pair_counts, tau_23, tau_b, tau_c)
+from cscore.metaeval.kendall import (
+    acc_23,
+    kendall,
+    kendall_like,
+    kendall_like_counts,
+    pair_counts,
+    tau_23,
+    tau_b,
+    tau_c,
+)
 from cscore.metaeval.levels import correlate_at
 from cscore.metaeval.pairwise import acc_eq, acc_eq_at, pairwise_accuracy, tie_calibration
 

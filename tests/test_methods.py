@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from cscore.errors import ConfigError
-
 from cscore.scorers import engine, methods
 from cscore.scorers.methods.common import aggregate
 from cscore.scorers.methods.contrast import log_abs_diff

@@ -62,7 +62,7 @@ def save_model(path: Path, config: dict, seed: int) -> str:
     makes, in name order, matrices ~ N(0, 0.2), vectors ones, from ``default_rng(seed)``."""
     import numpy as np
     from safetensors.numpy import save_file
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")

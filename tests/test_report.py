@@ -8,17 +8,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from cscore import __version__
-from cscore.metaeval.signature import Signature
 from scipy import stats
 
+from cscore import __version__
 from cscore.cli import report_cmd
 from cscore.cli.report_cmd import stems
 from cscore.metaeval import plots, render, report, tables  # plots selects the Agg backend before pyplot loads
 from cscore.metaeval.correlation import correlation_table
 from cscore.metaeval.plots import plt
 from cscore.metaeval.runs import Run, expected_jobs, find_runs, missing_jobs
+from cscore.metaeval.signature import Signature
 
 TABLES = [f"demo_{t}.{ext}" for t in ("quality", "bias", "quantized_accuracy") for ext in ("md", "csv", "tex")]
 REPORT_FILES = tuple(TABLES) + ("demo_quality_long.csv", "report.md", "speed.csv", "speed.md", "speed.tex",

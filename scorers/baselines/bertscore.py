@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from cscore.errors import ConfigError
-from cscore.scorers.baselines.common import (REFERENCE_MODES, Result, Texts, pick_references, require_references,
-                                             started)
+from cscore.scorers.baselines.common import REFERENCE_MODES, Result, Texts, pick_references, require_references, started
 from cscore.scorers.methods.params import Param
 
 NAMES = ("bertscore",)

@@ -23,8 +23,15 @@ import re
 import numpy as np
 
 from cscore.errors import ConfigError
-from cscore.scorers.baselines.common import (REFERENCE_MODES, Choices, Result, Texts, pick_references, started,
-                                             require_references)
+from cscore.scorers.baselines.common import (
+    REFERENCE_MODES,
+    Choices,
+    Result,
+    Texts,
+    pick_references,
+    require_references,
+    started,
+)
 from cscore.scorers.methods.params import Param
 from cscore.scorers.tokenize import InputError
 

@@ -11,8 +11,15 @@ import sys
 import numpy as np
 
 from cscore.errors import ConfigError
-from cscore.scorers.baselines.common import (REFERENCE_MODES, Choices, Result, Texts, pick_references,
-                                             require_references, started)
+from cscore.scorers.baselines.common import (
+    REFERENCE_MODES,
+    Choices,
+    Result,
+    Texts,
+    pick_references,
+    require_references,
+    started,
+)
 from cscore.scorers.methods.params import Param
 from cscore.scorers.tokenize import InputError
 

@@ -11,11 +11,11 @@ from omegaconf import DictConfig
 
 from cscore import rundir
 from cscore.errors import ConfigError
+from cscore.scorers.kinds.base import REGISTRY, MethodKind, Plan, Scored
+from cscore.scorers.kinds.shared import token_plan, token_score
 from cscore.scorers.training.classifier import classifier_log_odds, load_classifier
 from cscore.scorers.training.discriminator import pooler_from_dict
 from cscore.scorers.training.negatives import pair_record
-from cscore.scorers.kinds.base import REGISTRY, MethodKind, Plan, Scored
-from cscore.scorers.kinds.shared import token_plan, token_score
 
 log = logging.getLogger("cscore")
 
