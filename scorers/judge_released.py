@@ -149,7 +149,11 @@ def _check(lam: float | None, t: float, alpha: float, min_keep: int, vocab: int 
         raise ConfigError(f"cd_judge_released: t must be positive, got {t}")
     if not 0.0 <= alpha <= 1.0:
         raise ConfigError(f"cd_judge_released: alpha must be in [0, 1], got {alpha}")
-    if isinstance(min_keep, bool) or not isinstance(min_keep, numbers.Integral) or not 1 <= min_keep <= (vocab or min_keep):
+    if (
+        isinstance(min_keep, bool)
+        or not isinstance(min_keep, numbers.Integral)
+        or not 1 <= min_keep <= (vocab or min_keep)
+    ):
         # the released code indexes sorted[..., min_keep - 1]: an IndexError when V < min_keep
         size = "" if vocab is None else f" ({vocab})"
         raise ConfigError(f"cd_judge_released: min_keep must be an integer between 1 and the vocabulary "

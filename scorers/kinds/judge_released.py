@@ -85,9 +85,18 @@ def score_released(cfg: DictConfig, loaded, plan, progress, state: dict):
     prompts = [released_prompt_ids(tok, x, role=jp.get("role", "system"),
                                    add_generation_prompt=jp.get("generation_prompt", False),
                                    max_length=params["max_prompt_tokens"]) for x in texts]
-    untruncated = [len(tok(tok.apply_chat_template([{"role": jp.get("role", "system"), "content": x}], tokenize=False,
-                                                   add_generation_prompt=jp.get("generation_prompt", False)))["input_ids"])
-                   for x in texts]
+    untruncated = [
+        len(
+            tok(
+                tok.apply_chat_template(
+                    [{"role": jp.get("role", "system"), "content": x}],
+                    tokenize=False,
+                    add_generation_prompt=jp.get("generation_prompt", False),
+                )
+            )["input_ids"]
+        )
+        for x in texts
+    ]
     truncated = [n > params["max_prompt_tokens"] for n in untruncated]
     if any(truncated):
         log.warning("%d of %d prompts cut to their first %d tokens, as the released code does (its end, with the "
