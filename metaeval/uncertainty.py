@@ -738,16 +738,22 @@ def permutation_test(df: pd.DataFrame, stat: Stat, metric_a: str, metric_b: str,
         deltas = _permutation_batch(work, stat, a, b, coins, codes)
     else:
         deltas = _permutation_loop(work, delta_of, metric_a, metric_b, a, b, coins, codes)
+    result["p_value"], result["n_nan"] = _p_value(deltas, delta, n, alternative, plus_one)
+    return result
+
+
+def _p_value(deltas: np.ndarray, delta: float, n: int, alternative: str, plus_one: bool) -> tuple[float, int]:
+    """(p, n_nan) of the observed ``delta`` among the permutations' ``deltas`` (NaN p if none is finite)."""
     finite = np.isfinite(deltas)
     n_nan = int((~finite).sum())
     obs = abs(delta) if alternative == "two-sided" else delta
     d = np.abs(deltas[finite]) if alternative == "two-sided" else deltas[finite]
     hits = int((d >= obs - _TIE_EPS * max(1.0, abs(obs))).sum())
     valid = n - n_nan
+    p_value = math.nan
     if valid:
-        result["p_value"] = (hits + 1) / (valid + 1) if plus_one else hits / valid
-    result["n_nan"] = n_nan
-    return result
+        p_value = (hits + 1) / (valid + 1) if plus_one else hits / valid
+    return p_value, n_nan
 
 
 def _coins(rng: np.random.Generator, n: int, n_units: int) -> np.ndarray:
