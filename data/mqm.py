@@ -75,6 +75,7 @@ import tarfile
 import zlib
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -183,7 +184,10 @@ def read_tsv_text(file: Path) -> tuple[str, str]:
                     raise DataError(f"{file}: expected one .tsv file in the archive, found "
                                     f"{[m.name for m in members] or 'none'}")
                 label = f"{file}[{chosen[0].name}]"
-                raw = tar.extractfile(chosen[0]).read()
+                member = tar.extractfile(chosen[0])
+                if member is None:  # only for a member that is not a regular file (filtered out above)
+                    raise DataError(f"{label}: cannot read the archive member")
+                raw = member.read()
         elif name.endswith(".gz"):
             label = str(file)
             with gzip.open(file, "rb") as fh:
@@ -229,7 +233,7 @@ def parse_rows(label: str, text: str) -> list[dict]:
         f = line.split("\t")
         if len(f) != n_cols:
             raise DataError(f"{label}:{line_no}: expected {n_cols} tab-separated fields, found {len(f)}")
-        rec = {"line": line_no}
+        rec: dict[str, Any] = {"line": line_no}
         for role, i in index.items():
             rec[role] = f[i]
         for role in ("system", "seg", "rater"):
