@@ -79,3 +79,10 @@ def test_no_function_over_60_lines():
     assert any(p.name == "engine.py" for p in files)
     found = [hit for p in files for hit in long_functions(p.read_text(), str(p.relative_to(ROOT)))]
     assert not found, "functions over 60 lines:\n" + "\n".join(found)
+
+
+def test_a_missing_tool_skips_or_fails_under_ci():
+    with pytest.raises(pytest.skip.Exception, match="not installed"):
+        _tool("cscore-no-such-linter", "cscore_no_such_linter", in_ci=False)
+    with pytest.raises(pytest.fail.Exception, match="CI=true"):
+        _tool("cscore-no-such-linter", "cscore_no_such_linter", in_ci=True)
