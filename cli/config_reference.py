@@ -123,8 +123,11 @@ def baseline_sections() -> str:
     out = "\n# Baselines (`method=baseline baseline=<name>`)\n\nThe defaults are the presets in `conf/baseline/`.\n"
     for name, family in FAMILIES.items():
         preset = yaml.safe_load(resources.files("cscore.conf").joinpath("baseline", f"{name}.yaml").read_text())
-        lines = [f"| `baseline.{name}.{key}` | {type_name(getattr(spec, 'kind', ''))} | {cell((preset or {}).get(key))} | {escape(describe(spec))} | |"
-                 for key, spec in family.PARAMS[name].items()]
+        lines = [
+            f"| `baseline.{name}.{key}` | {type_name(getattr(spec, 'kind', ''))} "
+            f"| {cell((preset or {}).get(key))} | {escape(describe(spec))} | |"
+            for key, spec in family.PARAMS[name].items()
+        ]
         out += f"\n## `baseline={name}`\n\n{COLUMNS}" + "\n".join(lines) + "\n"
     return out
 

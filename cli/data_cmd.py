@@ -56,7 +56,9 @@ def card(cfg: DictConfig) -> str:
     counts = {"items": len(df), "systems": df["system"].nunique(), "groups": df["group"].nunique(),
               "tasks": ", ".join(sorted(df["task"].unique()))}
     if df["lang_pair"].notna().any():
-        counts["language pairs"] = ", ".join(f"{k} ({v})" for k, v in df["lang_pair"].value_counts().sort_index().items())
+        counts["language pairs"] = ", ".join(
+            f"{k} ({v})" for k, v in df["lang_pair"].value_counts().sort_index().items()
+        )
     counts["with reference"] = int(df["reference"].notna().sum())
     lines += [f"- {k}: {v}" for k, v in counts.items()]
     lines += ["", "| aspect | n | min | mean | max | distinct values |", "|---|---:|---:|---:|---:|---:|"]

@@ -67,7 +67,9 @@ def training_table(cfg: DictConfig, t: dict):
     examples = load_stage(cfg).examples
     aspect = target_aspect(examples, t["aspect"])
     column = "reference" if t["condition"] == "reference" else "source"
-    contexts = [c if isinstance(c, str) else "" for c in examples[column]] if column in examples else [""] * len(examples)
+    contexts = (
+        [c if isinstance(c, str) else "" for c in examples[column]] if column in examples else [""] * len(examples)
+    )
     if not any(c.strip() for c in contexts):
         raise ConfigError(f"t5score.train.condition={t['condition']} but data {cfg.data.name} has no {column} texts; "
                           "use t5score.train.condition=source or data with references")

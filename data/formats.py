@@ -28,6 +28,8 @@ def read(path: str | None, hub_id: str | None = None, split: str | None = None):
     """(label, frame, where) of a file, a save_to_disk folder or a hub dataset."""
     if hub_id:
         return read_hub(hub_id, split)
+    if path is None:
+        raise DataError("data.path is required (a file or a save_to_disk folder) when no hub id is given")
     file = Path(path).expanduser()
     if file.is_dir():
         return read_dataset_dir(file, split)

@@ -247,6 +247,8 @@ def render(template: str, *, source: str, hypothesis: str, lo: int, hi: int,
         if key == "source":
             start = len(prompt)
         prompt += texts[key] + piece
+    if start is None:  # never: _pieces raised a ConfigError for a missing source placeholder
+        raise ConfigError("judge prompt template has no source placeholder")
     return prompt, (start, start + len(texts["source"]))
 
 

@@ -75,6 +75,7 @@ import tarfile
 import zlib
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -183,7 +184,10 @@ def read_tsv_text(file: Path) -> tuple[str, str]:
                     raise DataError(f"{file}: expected one .tsv file in the archive, found "
                                     f"{[m.name for m in members] or 'none'}")
                 label = f"{file}[{chosen[0].name}]"
-                raw = tar.extractfile(chosen[0]).read()
+                member = tar.extractfile(chosen[0])
+                if member is None:  # only for a member that is not a regular file (filtered out above)
+                    raise DataError(f"{label}: cannot read the archive member")
+                raw = member.read()
         elif name.endswith(".gz"):
             label = str(file)
             with gzip.open(file, "rb") as fh:
@@ -229,7 +233,7 @@ def parse_rows(label: str, text: str) -> list[dict]:
         f = line.split("\t")
         if len(f) != n_cols:
             raise DataError(f"{label}:{line_no}: expected {n_cols} tab-separated fields, found {len(f)}")
-        rec = {"line": line_no}
+        rec: dict[str, Any] = {"line": line_no}
         for role, i in index.items():
             rec[role] = f[i]
         for role in ("system", "seg", "rater"):
@@ -301,12 +305,12 @@ def _load_one(path, opts: dict):
     lang_pair = opts["lang_pair"] or (None if path else DEFAULT_PAIR) or infer_lang_pair(rows, label, file)
     zero = frozenset(_norm_label(c) for c in opts["zero_weight_categories"])
 
-    penalty = defaultdict(lambda: defaultdict(int))  # (system, seg) -> rater -> tenths
+    penalty: defaultdict[tuple, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))  # rater -> tenths
     pair_lines = defaultdict(list)
-    targets = defaultdict(set)
+    targets: defaultdict[tuple, set[str]] = defaultdict(set)
     sources = defaultdict(set)
     seg_lines = defaultdict(list)
-    doc = {}
+    doc: dict[tuple, str] = {}
     for r in rows:
         key = (r["system"], r["seg"])
         penalty[key][r["rater"]] += error_weight_tenths(r["category"], r["severity"], zero)
@@ -320,20 +324,7 @@ def _load_one(path, opts: dict):
 
     report = LoadReport(NAME, [label])
     report.n_read = len(penalty)
-    reference = {}
-    ref_system = None
-    if opts["reference_system"]:
-        wanted = str(opts["reference_system"])
-        ref_system = wanted if wanted in systems else None
-        if ref_system is None:
-            hits = sorted(s for s in systems if _alias(s) == _alias(wanted))
-            if len(hits) != 1:
-                raise DataError(f"{label}: data.reference_system={wanted}: no such system (systems: {sorted(systems)})")
-            ref_system = hits[0]
-        for (s, seg), texts in targets.items():
-            if s == ref_system and len(texts) == 1:
-                reference[seg] = next(iter(texts))
-
+    ref_system, reference = _reference(label, opts, systems, targets)
     records = []
     for key in sorted(penalty, key=lambda k: (_seg_sort_key(k[1]), k[0])):
         system, seg = key
@@ -363,6 +354,24 @@ def _load_one(path, opts: dict):
             "doc": doc.get(key), "n_raters": len(by_rater),
         })
     return records, report, systems
+
+
+def _reference(label: str, opts: dict, systems: set, targets: dict) -> tuple[str | None, dict]:
+    """(the system used as the reference or None, seg -> its target) for data.reference_system."""
+    reference: dict = {}
+    ref_system = None
+    if opts["reference_system"]:
+        wanted = str(opts["reference_system"])
+        ref_system = wanted if wanted in systems else None
+        if ref_system is None:
+            hits = sorted(s for s in systems if _alias(s) == _alias(wanted))
+            if len(hits) != 1:
+                raise DataError(f"{label}: data.reference_system={wanted}: no such system (systems: {sorted(systems)})")
+            ref_system = hits[0]
+        for (s, seg), texts in targets.items():
+            if s == ref_system and len(texts) == 1:
+                reference[seg] = next(iter(texts))
+    return ref_system, reference
 
 
 def _check_excludes(opts: dict, systems: set, where: str) -> None:

@@ -97,8 +97,15 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
         else:  # BARTScore's form (pickle or its JSONL conversion)
             conv = record_to_row(rec, where, ("fact",), names)
             key = conv["group"]  # the pickle's doc key, 0..238
-            rows.append(_row(int(key) if key.isascii() and key.isdigit() and len(key) < 19 else index, conv["source"], conv["hypothesis"],
-                             conv[HUMAN_PREFIX + "fact"], where))
+            rows.append(
+                _row(
+                    int(key) if key.isascii() and key.isdigit() and len(key) < 19 else index,
+                    conv["source"],
+                    conv["hypothesis"],
+                    conv[HUMAN_PREFIX + "fact"],
+                    where,
+                )
+            )
     if not rows:
         raise DataError(f"{file}: no records")
     report.n_read = len(rows)

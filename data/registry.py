@@ -4,14 +4,14 @@ LoadReport)`` and rejects options it does not know (``options.check_options``)."
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from cscore.data import demo, dstc9, fed, mqm, qags_xsum, summeval, table, wmt
 from cscore.data.options import loader_options
 from cscore.data.schema import DataError
 
-LOADERS = {
+LOADERS: dict[str, Callable[..., tuple]] = {  # (example table, LoadReport)
     "demo": demo.load,
     "summeval": summeval.load,
     "qags_xsum": qags_xsum.load,

@@ -153,12 +153,13 @@ def human_scores(df: pd.DataFrame, human: dict, where: list[str], ids: list[str]
     """human.<aspect> -> list of floats; a non-numeric cell is a DataError, a missing one NaN (recorded)."""
     out = {}
     for aspect, column in human.items():
-        values = [as_score(v) for v in df[column]]
-        bad = [i for i, v in enumerate(values) if v is None]
+        parsed = [as_score(v) for v in df[column]]
+        bad = [i for i, v in enumerate(parsed) if v is None]
         if bad:
             more = f" (and {len(bad) - 1} more rows)" if len(bad) > 1 else ""
             raise DataError(f"{where[bad[0]]}: column {column!r} (data.columns.human) is not numeric: "
                             f"{df[column].iloc[bad[0]]!r}{more}")
+        values = [v for v in parsed if v is not None]  # every one: a None raised above
         if all(math.isnan(v) for v in values):
             raise DataError(f"{label}: column {column!r} (data.columns.human) holds no scores")
         for i, v in enumerate(values):

@@ -103,8 +103,11 @@ def load(path: str | None = None, *, name: str = "mqm", **options):
             raise DataError(f"{name}: data.path names one file but {len(pairs)} language pairs are selected "
                             f"({pairs}); use data.pairs=[xx-yy] or data.paths.<xx-yy>=<file>")
         paths[pairs[0]] = path
-    base = Path(root) if root else (shared_data_dir() / "mqm" if shared_data_dir() else None)
-    chosen, missing, looked = {}, [], []
+    shared = shared_data_dir()
+    base = Path(root) if root else (shared / "mqm" if shared else None)
+    chosen: dict[str, Path] = {}
+    missing: list[str] = []
+    looked: list[str] = []
     for lp in pairs:
         if lp in paths:
             p = Path(paths[lp])
@@ -117,7 +120,8 @@ def load(path: str | None = None, *, name: str = "mqm", **options):
         if found is None:
             missing.append(lp)
             looked += tried or files[lp]
-        chosen[lp] = found
+        else:
+            chosen[lp] = found
     if missing:
         raise DataError(missing_message(name, missing, [lp for lp in pairs if lp not in missing], looked, base))
     scoring = {k: v for k, v in opts.items() if k in mqm.OPTIONS and v is not None}

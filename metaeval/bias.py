@@ -35,11 +35,11 @@ def _normalize(x: np.ndarray, how: str | None) -> np.ndarray:
 
 
 def _finite(*arrays) -> tuple[np.ndarray, ...]:
-    arrays = [np.asarray(a, dtype=np.float64).ravel() for a in arrays]
-    if len({len(a) for a in arrays}) != 1:
+    cols = [np.asarray(a, dtype=np.float64).ravel() for a in arrays]
+    if len({len(a) for a in cols}) != 1:
         raise ValueError("inputs must have the same length")
-    ok = np.logical_and.reduce([np.isfinite(a) for a in arrays])
-    return tuple(a[ok] for a in arrays)
+    ok = np.logical_and.reduce([np.isfinite(a) for a in cols])
+    return tuple(a[ok] for a in cols)
 
 
 def unfairness_score(metric, human, *, normalize: str | None = "minmax") -> np.ndarray:
@@ -165,6 +165,9 @@ def quantized_accuracy(metric, human, *, human_threshold: float | None = None,
 
 class Rate(float):
     """A share in [0, 1] that also carries ``.count`` (numerator) and ``.n`` (denominator)."""
+
+    count: int
+    n: int
 
     def __new__(cls, count: int, n: int):
         self = super().__new__(cls, count / n if n else float("nan"))

@@ -2,8 +2,8 @@
 CD-judge paper ("Contrastive Decoding Mitigates Score Range Bias in LLM-as-a-Judge", Sec. 4,
 Tables 1-7, Appendix B) from a sweep of judge run directories.
 
-A judge run (``cscore.rundir``; written by the judge kinds, ``scorers/kinds/judge.py``) is one grid point: one model pair,
-one aspect, one score range [lo, hi], one (λ, t). Its scores.parquet holds ``score.<variant>`` (the
+A judge run (``cscore.rundir``; written by the judge kinds, ``scorers/kinds/judge.py``) is one grid point: one
+model pair, one aspect, one score range [lo, hi], one (λ, t). Its scores.parquet holds ``score.<variant>`` (the
 contrastive judge's parsed score; variant = ``method.variant``, default the method name),
 ``score.expert`` / ``score.amateur`` (the main / assistant model judging alone, greedy),
 ``score.<row>_expected`` (the expected score, NaN where undefined), ``parse.<row>`` (ok / No Pred /
@@ -185,7 +185,7 @@ def _read_scores(run: Run) -> pd.DataFrame:
     return pd.read_parquet(path, columns=_columns_needed(path))
 
 
-def _study_key(cfg: dict, aspect: str) -> str:
+def _study_key(cfg: dict, aspect: str | None) -> str:
     data = {k: v for k, v in (cfg.get("data") or {}).items() if k != "template"}
     return json.dumps({"data": data, "judge_prompt": (cfg.get("judge_prompt") or {}).get("name"),
                        "dev_ids": (cfg.get("split") or {}).get("dev_ids"), "aspect": aspect},
@@ -244,7 +244,8 @@ def collect(runs: list[Run]) -> list[Study]:
 
 def stems(studies: list[Study]) -> list[str]:
     """File-name stem of each study: ``<data>_judge_<aspect>``; a repeat gets ``_2``, ``_3``, ..."""
-    out, seen = [], {}
+    out: list = []
+    seen: dict = {}
     for s in studies:
         base = f"{s.data}_judge_{s.aspect}"
         seen[base] = seen.get(base, 0) + 1
@@ -278,7 +279,9 @@ class Criterion:
         if kind != "kendall":
             return LevelStat(human, self.level, kind)
         thresh = self.like_threshold
-        return LevelStat(human, self.level, kind, self.variant, **({} if thresh is None else {"thresh": thresh}))
+        if thresh is None:
+            return LevelStat(human, self.level, kind, self.variant)
+        return LevelStat(human, self.level, kind, self.variant, thresh=thresh)
 
 
 def score_column(row: str, score: str = "parsed") -> str:
@@ -365,7 +368,8 @@ def reported_rows(study: Study, selections: list[pd.DataFrame]) -> list[dict]:
     score, lam, t, column, frame (the reported rows), parse (parse column or None).
     A single-model row that two pairs share (same name, same scores) appears once; same name with
     other scores gets the pair's name added."""
-    out, seen = [], {}
+    out: list = []
+    seen: dict = {}
     for sel in selections:
         for _, s in sel.iterrows():
             point = chosen_point(study, s)
@@ -482,7 +486,8 @@ def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> re
     """Paper Tables 1-2: per range the rows with Pear. / Spear. / Kend. as 'value ± half-width',
     the best of each range and column marked; then the average over ranges (best marked)."""
     columns = ["Range"] + [SHORT[k] for k in KINDS]
-    rows, best = [], set()
+    rows: list = []
+    best: set = set()
     cell = {(r.lo, r.hi, r.label, r.correlation): (r.value, r.half_width) for r in long.itertuples()}
     for (lo, hi), block in long.groupby(["lo", "hi"], sort=True):
         labels = list(dict.fromkeys(block["label"]))

@@ -98,20 +98,29 @@ def correlate_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str,
         return out(value, finite.sum() if ok else 0, int(ok), int(not ok))
 
     if level == "system":
-        key = df[system_col].to_numpy()
-        codes, _ = pd.factorize(key, use_na_sentinel=False)
-        n_sys = int(codes.max()) + 1 if codes.size else 0
-        cnt = np.bincount(codes[finite], minlength=n_sys)
-        sm = np.bincount(codes[finite], weights=m[finite], minlength=n_sys)
-        sh = np.bincount(codes[finite], weights=h[finite], minlength=n_sys)
-        has = cnt > 0
-        value = fn(sm[has] / cnt[has], sh[has] / cnt[has])
-        return out(value, cnt.sum(), has.sum(), (~has).sum())
-
+        return out(*_system_level(df[system_col].to_numpy(), m, h, finite, fn))
     key = df[group_col if level == "item" else system_col]
-    indices = pd.Series(np.arange(len(df))).groupby(key.to_numpy(), sort=True,
-                                                    dropna=False).indices
-    values, weights, n_used, n_skipped = [], [], 0, 0
+    return out(*_grouped(key.to_numpy(), m, h, finite, fn, average, is_like, kendall_kw))
+
+
+def _system_level(key, m, h, finite, fn) -> tuple:
+    """(value, n, n_groups, n_skipped) of the correlation of per-system means."""
+    codes, _ = pd.factorize(key, use_na_sentinel=False)
+    n_sys = int(codes.max()) + 1 if codes.size else 0
+    cnt = np.bincount(codes[finite], minlength=n_sys)
+    sm = np.bincount(codes[finite], weights=m[finite], minlength=n_sys)
+    sh = np.bincount(codes[finite], weights=h[finite], minlength=n_sys)
+    has = cnt > 0
+    value = fn(sm[has] / cnt[has], sh[has] / cnt[has])
+    return value, cnt.sum(), has.sum(), (~has).sum()
+
+
+def _grouped(key, m, h, finite, fn, average: str, is_like: bool, kendall_kw: dict) -> tuple:
+    """(value, n, n_groups, n_skipped) of the per-group correlations averaged (macro or micro)."""
+    indices = pd.Series(np.arange(len(key))).groupby(key, sort=True, dropna=False).indices
+    values: list = []
+    weights: list = []
+    n_used, n_skipped = 0, 0
     for idx in indices.values():
         idx = idx[finite[idx]]
         if idx.size < 2:
@@ -128,6 +137,6 @@ def correlate_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str,
             weights.append(idx.size)
         n_used += idx.size
     if not values:
-        return out(np.nan, 0, 0, n_skipped)
+        return np.nan, 0, 0, n_skipped
     w = np.asarray(weights, dtype=np.float64) if average == "micro" else None
-    return out(np.average(values, weights=w), n_used, len(values), n_skipped)
+    return np.average(values, weights=w), n_used, len(values), n_skipped

@@ -76,7 +76,11 @@ def _pairs(metric, human, groups=None) -> _Pairs:
     bounds = np.flatnonzero(np.diff(g)) + 1
     starts = np.r_[0, bounds]
     ends = np.r_[bounds, m.size]
-    diffs, agrees, ties, items, counts = [], [], [], [], []
+    diffs: list[np.ndarray] = []
+    agrees: list[np.ndarray] = []
+    ties: list[np.ndarray] = []
+    items: list[np.ndarray] = []
+    counts: list[int] = []
     tri_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for s, e in zip(starts, ends):
         k = int(e - s)

@@ -123,7 +123,8 @@ def column_groups(t: Table, width: int) -> list[list[int]]:
     """The columns in order, cut into groups whose tables (row names + the group) fit ``width``;
     a column too wide even alone with the row names is a group of its own (its cells fold)."""
     room = width - 1 - (_width([t.row_header] + [name for name, _ in t.rows]) + BORDER)
-    groups, used = [[]], 0
+    groups: list[list[int]] = [[]]
+    used = 0
     for j, col in enumerate(t.columns):
         need = _width([col] + [cells[j] for _, cells in t.rows]) + BORDER
         if groups[-1] and used + need > room:

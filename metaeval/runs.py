@@ -29,6 +29,12 @@ class Run:
     def scores(self) -> pd.DataFrame:
         return pd.read_parquet(self.path / rundir.SCORES)
 
+    def done_metrics(self) -> dict:
+        """metrics.json of a run that wrote it (check ``complete`` first)."""
+        if self.metrics is None:
+            raise ValueError(f"{self.path}: the run wrote no {rundir.METRICS}")
+        return self.metrics
+
 
 def find_runs(root: Path) -> list[Run]:
     """Every directory under ``root`` (itself included) that holds a cscore config.yaml."""

@@ -242,7 +242,7 @@ def collect(runs: list[Run]) -> list[Dataset]:
                 cfg = run.config
                 ds.split_by = cfg.get("meta", {}).get("split_by") or cfg["data"].get("split_by")
             scores = scores.set_index("id").reindex(base["id"])
-            for v in run.metrics["variants"]:
+            for v in run.done_metrics()["variants"]:
                 main = v["name"] == run.config["method"].get("variant")
                 pair = None if v["method"] == "baseline" else run.config["pair"]  # a baseline reads no pair
                 params = _effective(v["method"], v["params"])
@@ -252,6 +252,8 @@ def collect(runs: list[Run]) -> list[Dataset]:
                     continue
                 entries[ident] = {"run": run, "variant": v["name"], "method": v["method"], "params": params,
                                   "main": main, "values": scores[f"{rundir.SCORE}{v['name']}"].to_numpy()}
+        if base is None:  # a group holds one run at least
+            continue
         rows = list(entries.values())
         for label, e in zip(_labels(rows), rows):
             base[f"{rundir.SCORE}{label}"] = e["values"]
@@ -352,7 +354,8 @@ def unreachable_like_threshold(ds: Dataset, spec: Spec) -> dict[str, float]:
     out = {}
     for h, v in targets(ds):
         d = largest_human_difference(ds.frame, h, spec.level, None if v is None else (ds.split_by, v))
-        if d < spec.like_threshold:  # NaN (no pair at all) is no matter of the threshold
+        threshold = spec.like_threshold  # set: spec.like
+        if threshold is not None and d < threshold:  # NaN (no pair at all) is no matter of the threshold
             out[_target_name(h, v, len(ds.humans))] = d
     return out
 
@@ -418,9 +421,10 @@ def speed(runs: list[Run]) -> pd.DataFrame:
     for run in runs:
         if not run.complete:
             continue
-        sp = run.metrics.get("speed", {})
+        metrics = run.done_metrics()
+        sp = metrics.get("speed", {})
         rows.append({"run": run.path.name, "data": run.config["data"]["name"], "pair": run.config["pair"].get("name"),
-                     "method": run.config["method"].get("variant"), "items": run.metrics.get("n_items"),
+                     "method": run.config["method"].get("variant"), "items": metrics.get("n_items"),
                      "score_seconds": sp.get("score_seconds"), "samples_per_second": sp.get("samples_per_second"),
                      "tokens_per_second": _tokens_per_second(sp),
                      "from_cache": any(p.get("from_cache") for p in (sp.get("passes") or {}).values()),

@@ -46,6 +46,7 @@ metrics of earlier clusters, and rank numbers are consecutive (1, 2, 3, ...).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable
 
@@ -437,7 +438,7 @@ def _candidate_ranks(xs, ws) -> np.ndarray:
             d = xq[None, :] - xp[:, None]  # d[i, j] = xq[j] - xp[i]
             rank_p = rank_p + wq @ ((d < 0) + 0.5 * (d == 0)).T
         ranks = ranks + (wp > 0) * rank_p
-    return ranks
+    return np.asarray(ranks)  # an array already (the same object) once a candidate was added
 
 
 def _ranks(X, W) -> np.ndarray:
@@ -482,7 +483,7 @@ def _pair_sum(xs, ws, pair_fn) -> np.ndarray:
             both = ((wp @ m) * ws[q]).sum(1)
             # (p, q) and (q, p) give the same sum; a cell is not paired with itself
             total = total + (both - wp @ np.diag(m) if p == q else 2 * both)
-    return total / 2
+    return np.asarray(total / 2)  # an array already (the same object) once a candidate was added
 
 
 def _factorize(key) -> tuple[np.ndarray, int]:
@@ -531,6 +532,9 @@ class BootstrapCI(tuple):
     """``(point, low, high)``; also ``.n`` (resamples drawn), ``.n_nan`` (resamples whose
     statistic was not finite, left out of the interval), ``.n_units`` (items or rows
     resampled), ``.alpha``, ``.resample`` and ``.samples`` (the finite resampled values)."""
+
+    n: int
+    n_nan: int
 
     def __new__(cls, point, low, high, **extra):
         self = super().__new__(cls, (point, low, high))
@@ -682,7 +686,7 @@ def _zscore(x: np.ndarray) -> np.ndarray:
 
 
 def permutation_test(df: pd.DataFrame, stat: Stat, metric_a: str, metric_b: str, *, n: int = 1000,
-                     seed: int = 0, resample: str | None = None, standardize: bool = True,
+                     seed: int | Sequence[int] = 0, resample: str | None = None, standardize: bool = True,
                      alternative: str = "greater", plus_one: bool = False) -> dict:
     """Paired permutation test that metric A beats metric B under ``stat`` (PERM-BOTH).
 
@@ -738,16 +742,22 @@ def permutation_test(df: pd.DataFrame, stat: Stat, metric_a: str, metric_b: str,
         deltas = _permutation_batch(work, stat, a, b, coins, codes)
     else:
         deltas = _permutation_loop(work, delta_of, metric_a, metric_b, a, b, coins, codes)
+    result["p_value"], result["n_nan"] = _p_value(deltas, delta, n, alternative, plus_one)
+    return result
+
+
+def _p_value(deltas: np.ndarray, delta: float, n: int, alternative: str, plus_one: bool) -> tuple[float, int]:
+    """(p, n_nan) of the observed ``delta`` among the permutations' ``deltas`` (NaN p if none is finite)."""
     finite = np.isfinite(deltas)
     n_nan = int((~finite).sum())
     obs = abs(delta) if alternative == "two-sided" else delta
     d = np.abs(deltas[finite]) if alternative == "two-sided" else deltas[finite]
     hits = int((d >= obs - _TIE_EPS * max(1.0, abs(obs))).sum())
     valid = n - n_nan
+    p_value = math.nan
     if valid:
-        result["p_value"] = (hits + 1) / (valid + 1) if plus_one else hits / valid
-    result["n_nan"] = n_nan
-    return result
+        p_value = (hits + 1) / (valid + 1) if plus_one else hits / valid
+    return p_value, n_nan
 
 
 def _coins(rng: np.random.Generator, n: int, n_units: int) -> np.ndarray:

@@ -344,7 +344,9 @@ class ModelPair:
                 passes.append((ama, {"amateur": None}))
         return passes
 
-    def score(self, prompts: Sequence[str], hypotheses: Sequence[str], method: str = "contrast", **params) -> np.ndarray:
+    def score(
+        self, prompts: Sequence[str], hypotheses: Sequence[str], method: str = "contrast", **params
+    ) -> np.ndarray:
         """One-call convenience: statistics then one method (temperatures taken from params)."""
         full = methods.with_defaults(method, params)
         temps = sorted({1.0} | {float(v) for k, v in full.items() if k in ("t", "t_exp", "t_ama")})

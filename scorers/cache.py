@@ -250,7 +250,9 @@ class StatsCache:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def save(self, key: str, stats: Mapping[str, TokenStats], parts: Mapping, extra: Mapping | None = None) -> Path | None:
+    def save(
+        self, key: str, stats: Mapping[str, TokenStats], parts: Mapping, extra: Mapping | None = None
+    ) -> Path | None:
         """Write an entry atomically (temp dir in ``root``, fsync, rename). If another writer
         got there first with a valid entry, it is kept and this one is dropped. A read-only or
         full cache folder stores nothing (a warning; None): the statistics are still returned to
@@ -391,7 +393,9 @@ class StatsCache:
 def _meta_digest(meta: dict) -> str | None:
     """SHA-256 of meta.json's content less its ``meta_sha256`` (None when it cannot be hashed)."""
     try:
-        return hashlib.sha256(canonical_json({k: v for k, v in meta.items() if k != "meta_sha256"}).encode()).hexdigest()
+        return hashlib.sha256(
+            canonical_json({k: v for k, v in meta.items() if k != "meta_sha256"}).encode()
+        ).hexdigest()
     except (ValueError, TypeError, RecursionError):
         return None
 

@@ -322,8 +322,13 @@ class DegradedSampler:
             lps = {}
             for role, lm in models:
                 enc, mask = encoded[role]
-                o = lm.model(encoder_outputs=enc, attention_mask=mask, use_cache=True, **_cache_in(lm.model, past[role]),
-                             decoder_input_ids=torch.tensor([feed], device=lm.device))
+                o = lm.model(
+                    encoder_outputs=enc,
+                    attention_mask=mask,
+                    use_cache=True,
+                    **_cache_in(lm.model, past[role]),
+                    decoder_input_ids=torch.tensor([feed], device=lm.device),
+                )
                 past[role] = _cache_out(o)
                 lps[role] = torch.log_softmax(o.logits[0, -1].double(), dim=-1)
             tok = self._sample(lps, gen, banned=banned)
@@ -335,7 +340,9 @@ class DegradedSampler:
 
     # --- one segment
 
-    def fill(self, prompt: str, text: str, a: int, b: int, n_tokens: int | None, gen: torch.Generator) -> tuple[int, str]:
+    def fill(
+        self, prompt: str, text: str, a: int, b: int, n_tokens: int | None, gen: torch.Generator
+    ) -> tuple[int, str]:
         """Regenerate text[a:b]: (where the replaced part starts, the new text for text[start:b]).
         ``n_tokens``: how many tokens to sample (None: as many as the segment has; seq2seq: a cap of
         twice that + 5)."""
@@ -348,7 +355,8 @@ class DegradedSampler:
             cap = n_tokens if n_tokens is not None else 2 * removed + 5
             return a, tok.decode(self.infill(ids, cap, gen), skip_special_tokens=True).strip()
         start = a
-        while start > 0 and text[start - 1] in " \t":  # the context ends on a word (" word" is one token) or a line break
+        # the context ends on a word (" word" is one token) or a line break
+        while start > 0 and text[start - 1] in " \t":
             start -= 1
         removed = len(tok(text[start:b], add_special_tokens=False)["input_ids"])
         context = list(tok(prompt, add_special_tokens=False)["input_ids"]) if prompt else []

@@ -260,39 +260,10 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     if budget.is_auto(token_budget):
         token_budget = budget.resolve(model, longest_row=longest_row(items, window is not None))
     taps = {h: LayerTap(model, k) for h, k in heads.items() if k is not None}
-    dtype = next(model.parameters()).dtype
-    attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    dense = not sparse_packed(model)
     out = Outputs(offsets, temperatures, heads, device, checkpoint)
-    done = np.zeros(len(items), dtype=bool)
-    processed = padded = n_batches = retries = 0
     try:
-        while not done.all():  # one round; another with half the budget after an out-of-memory
-            todo = np.flatnonzero(~done)
-            rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
-            try:
-                for batch_rows in batch_rows_of(rows, token_budget):
-                    if kept(checkpoint, [i for r in batch_rows for i in r.members], done, progress):
-                        continue
-                    ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
-                                                            attn, dense_mask=dense)
-                    final = run_base(model, ids, mask, positions, items, batch_rows, where)
-                    hidden = {h: (final if k is None else taps[h].normed()) for h, k in heads.items()}
-                    _score_batch(model, items, where, hidden, out, vocab, device)
-                    done[list(where)] = True
-                    processed += sum(r.length for r in batch_rows)
-                    padded += ids.numel()
-                    n_batches += 1
-                    if progress is not None:
-                        progress(len(where))
-            except Exception as err:  # noqa: BLE001 - out-of-memory is retried, anything else raised
-                if not budget.is_oom(err):
-                    raise
-                token_budget = smaller_budget(token_budget, batch_rows, err)
-                retries += 1
-                del err
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
+        processed, padded, n_batches, retries, token_budget = _run_all(
+            model, items, token_budget, window, heads, taps, out, vocab, pad_id, padding_side, progress, checkpoint)
     finally:
         for tap in taps.values():
             tap.close()
@@ -301,6 +272,45 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     stats = {h: TokenStats(temperatures, offsets, token_ids, logp[h], logp_max[h]) for h in heads}
     return stats, EngineReport(seconds, int(processed), padded, n_batches, token_budget=int(token_budget),
                                oom_retries=retries)
+
+
+def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id, padding_side, progress,
+             checkpoint) -> tuple[int, int, int, int, int]:
+    """Score every item into ``out``, batch by batch: (tokens processed, padded, batches, out-of-memory
+    retries, the token budget the last round ran with)."""
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    dense = not sparse_packed(model)
+    done = np.zeros(len(items), dtype=bool)
+    processed = padded = n_batches = retries = 0
+    while not done.all():  # one round; another with half the budget after an out-of-memory
+        todo = np.flatnonzero(~done)
+        rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
+        try:
+            for batch_rows in batch_rows_of(rows, token_budget):
+                if kept(checkpoint, [i for r in batch_rows for i in r.members], done, progress):
+                    continue
+                ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
+                                                        attn, dense_mask=dense)
+                final = run_base(model, ids, mask, positions, items, batch_rows, where)
+                hidden = {h: (final if k is None else taps[h].normed()) for h, k in heads.items()}
+                _score_batch(model, items, where, hidden, out, vocab, device)
+                done[list(where)] = True
+                processed += sum(r.length for r in batch_rows)
+                padded += ids.numel()
+                n_batches += 1
+                if progress is not None:
+                    progress(len(where))
+        except Exception as err:  # noqa: BLE001 - out-of-memory is retried, anything else raised
+            if not budget.is_oom(err):
+                raise
+            token_budget = smaller_budget(token_budget, batch_rows, err)
+            retries += 1
+            del err
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    return processed, padded, n_batches, retries, token_budget
 
 
 def longest_row(items, share: bool) -> int:

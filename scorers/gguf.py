@@ -3,7 +3,8 @@
 ``gguf:<name>`` names a file shipped in a wheel (``specs.PACKAGED_GGUF``); ``gguf:/path/x.gguf``
 any file (what follows ``gguf:`` is a path when it holds a ``/``, ends with ``.gguf`` or exists;
 it must start with the GGUF magic bytes). A file too big for one wheel comes split over
-several: its parts are joined once into ``$CSCORE_CACHE/gguf/<sha256[:16]>/``. transformers does the conversion (slow: 20-70 s);
+several: its parts are joined once into ``$CSCORE_CACHE/gguf/<sha256[:16]>/``. transformers does the
+conversion (slow: 20-70 s);
 the result is saved under ``$CSCORE_CACHE/models/<stem>-<sha256[:16]>-c<version>-tf<major>``
 and reused by every later run (transformers 4.x and 5.x write configs the other misreads, so
 each major version converts its own copy). transformers 4.x reads the Gemma 3 GGUF tokenizer

@@ -117,53 +117,71 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     dtype = next(main.parameters()).dtype
     dense = not (sparse_packed(main) and (asst is None or sparse_packed(asst)))
     padded = 0
+    pad = (pad_id, padding_side, device, dtype, attn, dense)
+    found = (main_top, asst_top, score_a, score_z, fronts)
     try:
         for batch_rows in batches:
-            ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn,
-                                                    dense_mask=dense)
-            padded += ids.numel()
-            idx = list(where)
-            rows_t = torch.tensor([where[i][0] for i in idx], device=device)
-            last = torch.tensor([where[i][2] + len(items[i][1]) - 1 for i in idx], device=device)
-            hidden = run_base(main, ids, mask, positions, items, batch_rows, where)
-            z_main = head_logits(main, hidden[rows_t, last])
-            if tap is not None:
-                z_asst = head_logits(main, tap.normed()[rows_t, last])
-            else:
-                h2 = run_base(asst, ids, mask, positions, items, batch_rows, where)
-                z_asst = head_logits(asst, h2[rows_t, last])
-            if z_asst.shape[-1] != z_main.shape[-1]:
-                raise InputError(f"the assistant has {z_asst.shape[-1]} output logits, the main model "
-                                 f"{z_main.shape[-1]}: they must share one vocabulary")
-            a = torch.log_softmax(z_main.double(), dim=-1)
-            finite, main_top[idx], asst_top[idx], sa, sz, got = batch_to_host(a, z_asst.double(), z_main, z_asst,
-                                                                               score_tok)
-            if not finite:
-                raise InputError("a model produced non-finite logits on a judge prompt (check dtype and weights)")
-            score_a[idx] = np.where(single, sa, np.nan)
-            score_z[idx] = np.where(single, sz, np.nan)
-            for r, front in enumerate(got):
-                fronts[idx[r]] = front
+            n_padded, n_done = _judge_batch(main, asst, tap, items, batch_rows, pad, score_tok, single, found)
+            padded += n_padded
             if progress is not None:
-                progress(len(idx))
+                progress(n_done)
     finally:
         if tap is not None:
             tap.close()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
+    stats = _judge_stats(n_items, prefixes, values, value_ids, found, decode_token, vocab)
+    return stats, EngineReport(seconds, int(sum(r.length for r in rows)), padded, len(batches),
+                               token_budget=int(token_budget))
+
+
+def _judge_batch(main, asst, tap, items, batch_rows, pad, score_tok, single, found) -> tuple[int, int]:
+    """Run one batch of packed judge rows through both models and store, at each context's index in
+    ``found`` (main_top, asst_top, score_a, score_z, fronts), what the judge keeps: (padded tokens,
+    contexts done)."""
+    pad_id, padding_side, device, dtype, attn, dense = pad
+    main_top, asst_top, score_a, score_z, fronts = found
+    ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn,
+                                            dense_mask=dense)
+    idx = list(where)
+    rows_t = torch.tensor([where[i][0] for i in idx], device=device)
+    last = torch.tensor([where[i][2] + len(items[i][1]) - 1 for i in idx], device=device)
+    hidden = run_base(main, ids, mask, positions, items, batch_rows, where)
+    z_main = head_logits(main, hidden[rows_t, last])
+    if tap is not None:
+        z_asst = head_logits(main, tap.normed()[rows_t, last])
+    else:
+        h2 = run_base(asst, ids, mask, positions, items, batch_rows, where)
+        z_asst = head_logits(asst, h2[rows_t, last])
+    if z_asst.shape[-1] != z_main.shape[-1]:
+        raise InputError(f"the assistant has {z_asst.shape[-1]} output logits, the main model "
+                         f"{z_main.shape[-1]}: they must share one vocabulary")
+    a = torch.log_softmax(z_main.double(), dim=-1)
+    finite, main_top[idx], asst_top[idx], sa, sz, got = batch_to_host(a, z_asst.double(), z_main, z_asst,
+                                                                       score_tok)
+    if not finite:
+        raise InputError("a model produced non-finite logits on a judge prompt (check dtype and weights)")
+    score_a[idx] = np.where(single, sa, np.nan)
+    score_z[idx] = np.where(single, sz, np.nan)
+    for r, front in enumerate(got):
+        fronts[idx[r]] = front
+    return ids.numel(), len(idx)
+
+
+def _judge_stats(n_items, prefixes, values, value_ids, found, decode_token, vocab) -> JudgeStats:
+    """The JudgeStats of a finished pass (``found`` as ``_judge_batch`` filled it)."""
+    main_top, asst_top, score_a, score_z, fronts = found
     sizes = np.array([len(f[0]) for f in fronts], dtype=np.int64)
     front_ids = np.concatenate([f[0] for f in fronts]).astype(np.int64)
     text_ids = np.unique(np.concatenate([front_ids, main_top, asst_top]))
-    stats = JudgeStats(
+    return JudgeStats(
         n_items=n_items, prefixes=[tuple(p) for p in prefixes], values=np.asarray(values, dtype=np.int64),
         value_ids=[tuple(v) for v in value_ids], main_top=main_top, asst_top=asst_top,
         front_offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), front_ids=front_ids,
         front_a=np.concatenate([f[1] for f in fronts]), front_z=np.concatenate([f[2] for f in fronts]),
         score_a=score_a, score_z=score_z, text_ids=text_ids,
         text_values=np.asarray([decode_token(int(t)) for t in text_ids], dtype=str), vocab=int(vocab))
-    return stats, EngineReport(seconds, int(sum(r.length for r in rows)), padded, len(batches),
-                               token_budget=int(token_budget))
 
 
 MIN_SHARED = 8  # a shared prefix shorter than this is not worth a packed row

@@ -149,7 +149,11 @@ def _check(lam: float | None, t: float, alpha: float, min_keep: int, vocab: int 
         raise ConfigError(f"cd_judge_released: t must be positive, got {t}")
     if not 0.0 <= alpha <= 1.0:
         raise ConfigError(f"cd_judge_released: alpha must be in [0, 1], got {alpha}")
-    if isinstance(min_keep, bool) or not isinstance(min_keep, numbers.Integral) or not 1 <= min_keep <= (vocab or min_keep):
+    if (
+        isinstance(min_keep, bool)
+        or not isinstance(min_keep, numbers.Integral)
+        or not 1 <= min_keep <= (vocab or min_keep)
+    ):
         # the released code indexes sorted[..., min_keep - 1]: an IndexError when V < min_keep
         size = "" if vocab is None else f" ({vocab})"
         raise ConfigError(f"cd_judge_released: min_keep must be an integer between 1 and the vocabulary "
@@ -321,16 +325,8 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     ``return_first_scores`` also the contrasted (penalised) step-1 scores [B, V] on the CPU, as
     ``llama_eval.py`` saves them for "0".."9". ``vocab_size``: cut the main logits (and the
     early-exit assistant's) to the first ``vocab_size`` ids (Qwen: ``len(tokenizer)``)."""
-    if (asst_first is None) == (asst_exit_layer is None):
-        raise ValueError("give exactly one of asst_first (the assistant's step-1 log-probs) and asst_exit_layer")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
-        raise ConfigError(f"cd_judge_released: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
-    _check(lam, t, alpha, min_keep, None)
-    if not repetition_penalty > 0:
-        raise ConfigError(f"cd_judge_released: repetition_penalty must be positive, got {repetition_penalty}")
     batch = len(prompts)
-    if asst_first is not None and asst_first.shape[0] != batch:
-        raise ValueError(f"asst_first has {asst_first.shape[0]} rows for {batch} prompts")
+    _check_decode(asst_first, asst_exit_layer, max_new_tokens, (lam, t, alpha, min_keep), repetition_penalty, batch)
     eos = {int(e) for e in eos_ids}
     fill = int(pad_id if finished_pad_id is None else finished_pad_id)
     device = _device(model)
@@ -339,24 +335,9 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
         empty = [[] for _ in range(batch)]
         return (empty, torch.empty(0)) if return_first_scores else empty
     base = decoder_base(model)
-    cache_name = _cache_name(base)
-    tap = LayerTap(model, _check_exit_layer(model, asst_exit_layer)) if asst_exit_layer is not None else None
-    try:
-        out = base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        asst_hidden = None if tap is None else tap.norm(tap.value[:, -1])
-    finally:
-        if tap is not None:
-            tap.close()
-    cache = getattr(out, cache_name)
-    logits = _logits(model, out.last_hidden_state[:, -1], vocab_size)
+    cache, logits, asst = _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, vocab_size,
+                                   repetition_penalty)
     vocab = logits.shape[-1]
-    if asst_hidden is not None:
-        asst = _asst_logprobs(model, asst_hidden, ids, vocab_size, repetition_penalty)
-    else:
-        asst = asst_first.to(device=device, dtype=_as_float(logits).dtype)
-    if asst.shape != (batch, vocab):
-        raise ValueError(f"the assistant's log-probs are {tuple(asst.shape)}, the main model's logits "
-                         f"{(batch, vocab)}: the vocabularies differ (vocab_size cuts both)")
     _check(lam, t, alpha, min_keep, vocab)
     seen = _seen(ids, vocab) if repetition_penalty != 1.0 else None
     next_pos = positions[:, -1] + 1
@@ -366,31 +347,85 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     token = None
     for step in range(max_new_tokens):
         if step > 0:
-            mask = torch.cat([mask, mask.new_ones((batch, 1))], dim=1)
-            out = base(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos[:, None],
-                       use_cache=True, **{cache_name: cache})
-            cache = getattr(out, cache_name)
-            next_pos = next_pos + 1
-            logits = _logits(model, out.last_hidden_state[:, -1], vocab_size)
-        scores = relative_top_scores(logits, asst, lam=lam, t=t, alpha=alpha, min_keep=min_keep)
-        if seen is not None:
-            scores = apply_repetition_penalty(scores, seen, repetition_penalty)
+            mask, cache, next_pos, logits = _step(model, base, token, mask, next_pos, cache, vocab_size)
+        scores = _step_scores(logits, asst, (lam, t, alpha, min_keep), seen, repetition_penalty)
         if step == 0 and return_first_scores:
             first_scores = scores.cpu()
         chosen = scores.argmax(dim=-1).tolist()
-        for r in range(batch):
-            if done[r]:
-                chosen[r] = fill
-            elif chosen[r] in eos:
-                done[r] = True
-            else:
-                results[r].append(chosen[r])
+        _take(chosen, done, eos, fill, results)
         if all(done):
             break
         token = torch.tensor(chosen, dtype=torch.long, device=device)
         if seen is not None:
             seen.scatter_(1, token.clamp(max=vocab)[:, None], True)
     return (results, first_scores) if return_first_scores else results
+
+
+def _step(model, base, token, mask, next_pos, cache, vocab_size):
+    """One cached decoding step (the chosen ``token`` per row in): (mask, cache, next positions, logits)."""
+    cache_name = _cache_name(base)
+    mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+    out = base(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos[:, None],
+               use_cache=True, **{cache_name: cache})
+    logits = _logits(model, out.last_hidden_state[:, -1], vocab_size)
+    return mask, getattr(out, cache_name), next_pos + 1, logits
+
+
+def _step_scores(logits, asst, contrast: tuple, seen, repetition_penalty: float) -> torch.Tensor:
+    """A step's contrasted scores, the repetition penalty applied where ``seen`` is kept."""
+    lam, t, alpha, min_keep = contrast
+    scores = relative_top_scores(logits, asst, lam=lam, t=t, alpha=alpha, min_keep=min_keep)
+    if seen is not None:
+        scores = apply_repetition_penalty(scores, seen, repetition_penalty)
+    return scores
+
+
+def _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast: tuple, repetition_penalty,
+                  batch: int) -> None:
+    """decode's arguments: one assistant, a whole max_new_tokens >= 0, valid (lam, t, alpha, min_keep),
+    a positive penalty, one assistant row per prompt."""
+    if (asst_first is None) == (asst_exit_layer is None):
+        raise ValueError("give exactly one of asst_first (the assistant's step-1 log-probs) and asst_exit_layer")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
+        raise ConfigError(f"cd_judge_released: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+    _check(*contrast, None)
+    if not repetition_penalty > 0:
+        raise ConfigError(f"cd_judge_released: repetition_penalty must be positive, got {repetition_penalty}")
+    if asst_first is not None and asst_first.shape[0] != batch:
+        raise ValueError(f"asst_first has {asst_first.shape[0]} rows for {batch} prompts")
+
+
+def _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, vocab_size, repetition_penalty):
+    """decode's prefill pass: (KV cache, main logits at the last position, the assistant's fixed log-probs)."""
+    tap = LayerTap(model, _check_exit_layer(model, asst_exit_layer)) if asst_exit_layer is not None else None
+    try:
+        out = base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        asst_hidden = None if tap is None else tap.norm(tap.value[:, -1])
+    finally:
+        if tap is not None:
+            tap.close()
+    cache = getattr(out, _cache_name(base))
+    logits = _logits(model, out.last_hidden_state[:, -1], vocab_size)
+    batch, vocab = len(ids), logits.shape[-1]
+    if asst_hidden is not None:
+        asst = _asst_logprobs(model, asst_hidden, ids, vocab_size, repetition_penalty)
+    else:
+        asst = asst_first.to(device=ids.device, dtype=_as_float(logits).dtype)
+    if asst.shape != (batch, vocab):
+        raise ValueError(f"the assistant's log-probs are {tuple(asst.shape)}, the main model's logits "
+                         f"{(batch, vocab)}: the vocabularies differ (vocab_size cuts both)")
+    return cache, logits, asst
+
+
+def _take(chosen: list[int], done: list[bool], eos: set[int], fill: int, results: list[list[int]]) -> None:
+    """One step's chosen ids: appended to the unfinished rows, a row stops at EOS, finished rows get ``fill``."""
+    for r in range(len(chosen)):
+        if done[r]:
+            chosen[r] = fill
+        elif chosen[r] in eos:
+            done[r] = True
+        else:
+            results[r].append(chosen[r])
 
 
 # --- text ----------------------------------------------------------------------------------------

@@ -153,10 +153,28 @@ class JudgeStats:
 
     @classmethod
     def from_arrays(cls, arrays) -> "JudgeStats":
-        return cls(int(np.asarray(arrays["n_items"]).reshape(-1)[0]), _unpad(arrays["prefixes"]), np.asarray(arrays["values"]),
-                   _unpad(arrays["value_ids"]), *(np.asarray(arrays[k]) for k in (
-                       "main_top", "asst_top", "front_offsets", "front_ids", "front_a", "front_z", "score_a",
-                       "score_z", "text_ids", "text_values")), int(np.asarray(arrays["vocab"]).reshape(-1)[0]))
+        return cls(
+            int(np.asarray(arrays["n_items"]).reshape(-1)[0]),
+            _unpad(arrays["prefixes"]),
+            np.asarray(arrays["values"]),
+            _unpad(arrays["value_ids"]),
+            *(
+                np.asarray(arrays[k])
+                for k in (
+                    "main_top",
+                    "asst_top",
+                    "front_offsets",
+                    "front_ids",
+                    "front_a",
+                    "front_z",
+                    "score_a",
+                    "score_z",
+                    "text_ids",
+                    "text_values",
+                )
+            ),
+            int(np.asarray(arrays["vocab"]).reshape(-1)[0]),
+        )
 
 
 ARRAYS = ("n_items", "prefixes", "values", "value_ids", "main_top", "asst_top", "front_offsets", "front_ids",

@@ -202,8 +202,10 @@ def early_exit(lm: LoadedModel, layers: int | str = "auto") -> LoadedModel:
     Shares every weight with ``lm`` (no copy; cut when first used). ``auto`` keeps a third of
     the layers."""
     if lm.is_encoder_decoder:
-        raise ConfigError(f"early exit is for decoder-only models; {lm.name!r} is an encoder-decoder model: give "
-                          "the amateur a smaller model of its family (pair.amateur.path) and pair.amateur.early_exit=null")
+        raise ConfigError(
+            f"early exit is for decoder-only models; {lm.name!r} is an encoder-decoder model: give "
+            "the amateur a smaller model of its family (pair.amateur.path) and pair.amateur.early_exit=null"
+        )
     total = lm.info.get("layers") if not lm.loaded else None
     if total is None:
         total = len(decoder_layers(lm.model))

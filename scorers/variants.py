@@ -2,7 +2,8 @@
 (expert alone, amateur alone, ensemble), all computed from the same statistics.
 
 The comparison rows share the method's length conventions (``norm``, ``skip_first``,
-``clamp``, ``floor``; ``norm`` also under a method's own name for it: cdm's ``pooling``) so that a preset such as ``contrast_released`` is compared with
+``clamp``, ``floor``; ``norm`` also under a method's own name for it: cdm's ``pooling``) so that a preset
+such as ``contrast_released`` is compared with
 baselines computed the same way; they use temperature ``baseline_t`` (default 1.0)."""
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def plan(method_cfg: dict, baseline_t: float = 1.0, rows=BASELINE_ROWS) -> list[
         return [Variant(*row) for row in module.plan_variants(label, cfg, rows)]
     main = Variant(label, name, cfg)
     loaded = set(main.needs())
-    shared = {**{k: cfg[k] for k in SHARED if k in cfg}, **agg}  # agg: norm under a method's own name too (cdm: pooling)
+    # agg: norm under a method's own name too (cdm: pooling)
+    shared = {**{k: cfg[k] for k in SHARED if k in cfg}, **agg}
     out = []
     for row in rows:
         if row not in BASELINE_ROWS:

@@ -274,8 +274,11 @@ def kv_cache_pass(model, items, k: int | None, temps, hyp_batch: int = 16):
     finally:
         if tap:
             tap.close()
-    return {name: as_stats([v[0] for v in vals], [v[1] for v in vals], items, temps) for name, vals in out.items() if k or
-            name == "expert"}, tokens
+    return {
+        name: as_stats([v[0] for v in vals], [v[1] for v in vals], items, temps)
+        for name, vals in out.items()
+        if k or name == "expert"
+    }, tokens
 
 
 # Qwen2.5 architecture numbers (the models' config.json): hidden, intermediate, layers, heads,

@@ -69,8 +69,10 @@ def seed_files() -> dict[str, tuple[str, bytes, dict]]:
     mqm_rows = ["system\tdoc\tdoc_id\tseg_id\trater\tsource\ttarget\tcategory\tseverity"]
     for sys_name in ("A", "B"):
         for seg in (1, 2):
-            mqm_rows.append(f"{sys_name}\ttalk.1\t1\t{seg}\trater1\t源文{seg}\tTarget <v>{seg}</v>\tAccuracy/Mistranslation\t"
-                            + ("Major" if seg == 1 else "Minor"))
+            mqm_rows.append(
+                f"{sys_name}\ttalk.1\t1\t{seg}\trater1\t源文{seg}\tTarget <v>{seg}</v>\tAccuracy/Mistranslation\t"
+                + ("Major" if seg == 1 else "Minor")
+            )
             mqm_rows.append(f"{sys_name}\ttalk.1\t1\t{seg}\trater2\t源文{seg}\tTarget {seg}\tNo-error\tNo-error")
     return {
         "demo_jsonl": ("demo.jsonl", _jsonl(demo), {"data": "demo"}),
@@ -106,9 +108,19 @@ def _parquet(records) -> bytes:
 
 def _json_values():
     """Adversarial JSON values: wrong types, huge or non-finite numbers, odd strings."""
-    return st.one_of(st.none(), st.booleans(), st.integers(), st.just(10 ** 400), st.floats(allow_nan=True),
-                     st.text(max_size=8), st.just(""), st.just("\u2028"), st.just("{source}"),
-                     st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+    return st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.just(10**400),
+        st.floats(allow_nan=True),
+        st.text(max_size=8),
+        st.just(""),
+        st.just("\u2028"),
+        st.just("{source}"),
+        st.lists(st.integers(), max_size=3),
+        st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    )
 
 
 @st.composite
@@ -153,7 +165,9 @@ def _replace_value(content: bytes, draw) -> bytes:
     doc_i = draw(st.integers(0, len(docs) - 1))
     node = docs[doc_i]
     for _ in range(draw(st.integers(1, 4))):  # walk down a few levels
-        children = list(node.items()) if isinstance(node, dict) else list(enumerate(node)) if isinstance(node, list) else []
+        children = (
+            list(node.items()) if isinstance(node, dict) else list(enumerate(node)) if isinstance(node, list) else []
+        )
         if not children:
             break
         key, child = draw(st.sampled_from(children))

@@ -57,8 +57,14 @@ def build_model(folder: Path) -> Path:
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
                                    unk_token="<unk>")
     torch.manual_seed(0)
@@ -154,9 +160,15 @@ def score_frame(run_dir: Path) -> pd.DataFrame:
 
 
 def same_scores(a: pd.DataFrame, b: pd.DataFrame) -> bool:
-    if list(a.columns) != list(b.columns) or list(a["id"]) != list(b["id"]) or list(a["hypothesis"]) != list(b["hypothesis"]):
+    if (
+        list(a.columns) != list(b.columns)
+        or list(a["id"]) != list(b["id"])
+        or list(a["hypothesis"]) != list(b["hypothesis"])
+    ):
         return False
-    return all(np.array_equal(a[c].to_numpy(), b[c].to_numpy(), equal_nan=True) for c in rundir.score_columns(a.columns))
+    return all(
+        np.array_equal(a[c].to_numpy(), b[c].to_numpy(), equal_nan=True) for c in rundir.score_columns(a.columns)
+    )
 
 
 def entry_states(cache_dir: Path) -> tuple[set[str], int]:

@@ -63,15 +63,19 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if start in index:
             continue
         work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = counter[0]; counter[0] += 1
-        stack.append(start); on_stack.add(start)
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on_stack.add(start)
         while work:
             v, edges = work[-1]
             w = next(edges, None)
             if w is not None:
                 if w not in index:
-                    index[w] = low[w] = counter[0]; counter[0] += 1
-                    stack.append(w); on_stack.add(w)
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on_stack.add(w)
                     work.append((w, iter(sorted(graph[w]))))
                 elif w in on_stack:
                     low[v] = min(low[v], index[w])
@@ -82,7 +86,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
             if low[v] == index[v]:
                 comp = []
                 while True:
-                    w = stack.pop(); on_stack.discard(w); comp.append(w)
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
                     if w == v:
                         break
                 if len(comp) > 1:

@@ -128,7 +128,9 @@ def test_a_local_model_directory_gives_the_same_scores(minilm, tmp_path):
 
 def test_cli_run_with_lexical_and_bertscore_rows(tmp_path, cscore_main):
     path = tmp_path / "r.csv"
-    pd.DataFrame({"src": ["s1", "s2", "s3"], "hyp": HYPS, "ref": [r[0] for r in REFS], "q": [5, 4, 1]}).to_csv(path, index=False)
+    pd.DataFrame({"src": ["s1", "s2", "s3"], "hyp": HYPS, "ref": [r[0] for r in REFS], "q": [5, 4, 1]}).to_csv(
+        path, index=False
+    )
     res = cscore_main("run", "data=table", f"data.path={path}", "data.task=summarization", "data.columns.source=src",
                       "data.columns.hypothesis=hyp", "data.columns.reference=ref", "data.columns.human=q",
                       "method=baseline", "baseline=[chrf,bertscore]", "runtime.device=cpu",

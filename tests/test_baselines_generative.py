@@ -43,8 +43,14 @@ def build_tokenizer(style: str):
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        CORPUS,
+        trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     single = "$A </s>" if style == "t5" else "<s> $A </s>"
     tok.post_processor = processors.TemplateProcessing(single=single, special_tokens=[("<s>", BOS), ("</s>", EOS)])
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
@@ -189,7 +195,9 @@ def test_long_sources_are_cut_and_counted_and_long_targets_are_a_clear_error(dir
     from transformers import AutoTokenizer
 
     tok, words = AutoTokenizer.from_pretrained(dirs["bart"]), SOURCES[0].split(" ")
-    kept = max((" ".join(words[:k]) for k in range(1, len(words))), key=lambda t: (len(tok(t)["input_ids"]) <= 40, len(t)))
+    kept = max(
+        (" ".join(words[:k]) for k in range(1, len(words))), key=lambda t: (len(tok(t)["input_ids"]) <= 40, len(t))
+    )
     assert len(tok(kept)["input_ids"]) <= 40 < len(tok(kept + " " + words[len(kept.split(" "))])["input_ids"])
     cut = direct(dirs["bart"], [(kept, HYPS[0])])
     assert res.columns["bartscore"][0] == pytest.approx(cut[0], abs=1e-9)  # the most words that fit 40 tokens

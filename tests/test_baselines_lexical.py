@@ -231,8 +231,11 @@ def test_rows_without_a_reference_are_nan_and_counted_and_no_reference_at_all_is
 
 
 def test_rouge_leaves_texts_it_cannot_tokenize_nan_and_counts_them():
-    res = run("rouge", ["我们今天去了公园。", "We went to the park.", "We went."], [["我们今天去公园了。"], ["We went to a park."],
-                                                                          ["。。。"]])
+    res = run(
+        "rouge",
+        ["我们今天去了公园。", "We went to the park.", "We went."],
+        [["我们今天去公园了。"], ["We went to a park."], ["。。。"]],
+    )
     assert np.isnan(res.columns["rouge1"][[0, 2]]).all() and res.columns["rouge1"][1] == pytest.approx(0.8)
     assert res.info["untokenized"] == [0, 2]
 

@@ -50,7 +50,9 @@ def rated_table(tmp_path: Path, n_docs: int = 8) -> Path:
     for d in range(n_docs):
         ref = " ".join(rng.choice(WORDS, 8))
         junk = " ".join(rng.choice(WORDS, 8))
-        for k, (hyp, q) in enumerate([(ref, 5.0), (" ".join(ref.split()[:4]) + " " + junk.split()[0], 3.0), (junk, 1.0)]):
+        for k, (hyp, q) in enumerate(
+            [(ref, 5.0), (" ".join(ref.split()[:4]) + " " + junk.split()[0], 3.0), (junk, 1.0)]
+        ):
             rows.append({"id": f"d{d}/{k}", "doc": f"d{d}", "src": f"document {d}", "hyp": hyp, "ref": ref, "q": q})
     path = tmp_path / "rated.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
@@ -58,9 +60,17 @@ def rated_table(tmp_path: Path, n_docs: int = 8) -> Path:
 
 
 def data_args(path: Path) -> list[str]:
-    return ["data=table", f"data.path={path}", "data.task=summarization", "data.columns.id=id", "data.columns.group=doc",
-            "data.columns.source=src", "data.columns.hypothesis=hyp", "data.columns.reference=ref",
-            "data.columns.human=q"]
+    return [
+        "data=table",
+        f"data.path={path}",
+        "data.task=summarization",
+        "data.columns.id=id",
+        "data.columns.group=doc",
+        "data.columns.source=src",
+        "data.columns.hypothesis=hyp",
+        "data.columns.reference=ref",
+        "data.columns.human=q",
+    ]
 
 
 def test_ranking_pairs_follow_the_human_order_within_groups():
@@ -100,8 +110,17 @@ def test_loss_equals_eq3_with_f_from_a_direct_float64_computation(t5_dir):
 def test_train_command_learns_the_ranking_and_the_model_scores_as_a_baseline(t5_dir, tmp_path, cscore_main):
     path = rated_table(tmp_path)
     out = tmp_path / "trained"
-    args = ["t5score", "train", *data_args(path), f"t5score.train.model={t5_dir}", f"t5score.train.out={out}",
-            "t5score.train.lr=3e-3", "t5score.train.epochs=6", "t5score.train.batch_size=8", "t5score.train.holdout=0.25"]
+    args = [
+        "t5score",
+        "train",
+        *data_args(path),
+        f"t5score.train.model={t5_dir}",
+        f"t5score.train.out={out}",
+        "t5score.train.lr=3e-3",
+        "t5score.train.epochs=6",
+        "t5score.train.batch_size=8",
+        "t5score.train.holdout=0.25",
+    ]
     res = cscore_main(*args, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     meta = json.loads((out / "cscore_t5score.json").read_text())
@@ -196,7 +215,9 @@ def test_a_missing_model_directory_is_named_in_one_line(tmp_path, cscore_main):
 
 def test_reference_based_training_needs_references(t5_dir, tmp_path, cscore_main):
     path = tmp_path / "noref.csv"
-    pd.DataFrame({"src": ["a b", "a b", "c d", "c d"], "hyp": ["x", "y", "z", "w"], "q": [1, 2, 1, 2]}).to_csv(path, index=False)
+    pd.DataFrame({"src": ["a b", "a b", "c d", "c d"], "hyp": ["x", "y", "z", "w"], "q": [1, 2, 1, 2]}).to_csv(
+        path, index=False
+    )
     res = cscore_main("t5score", "train", "data=table", f"data.path={path}", "data.task=summarization",
                       "data.columns.source=src", "data.columns.hypothesis=hyp", "data.columns.human=q",
                       f"t5score.train.model={t5_dir}", cwd=tmp_path)

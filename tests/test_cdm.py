@@ -124,7 +124,9 @@ def test_comparison_rows_are_pooled_like_the_method(stats):
     expert = methods.score(variants[0].method, stats, **variants[0].params)
     np.testing.assert_allclose(expert, [max(math.log(P_EXP[p][y]) for p, y in item) for item in SCORED], atol=TOL)
     # mean pooling: the momentum row is the expert row minus the amateur row
-    rows = {v.name: methods.score(v.method, stats, **v.params) for v in plan({"name": "cdm", **methods.defaults("cdm")})}
+    rows = {
+        v.name: methods.score(v.method, stats, **v.params) for v in plan({"name": "cdm", **methods.defaults("cdm")})
+    }
     np.testing.assert_allclose(rows["cdm"], rows["expert"] - rows["amateur"], atol=TOL)
 
 

@@ -176,7 +176,9 @@ def test_negatives_do_not_depend_on_the_other_items(causal):
     cg.make_negatives(causal.two, "item-1", "Other prompt:\n", DIALOGUE, s)  # other work in between
     after = cg.make_negatives(causal.two, "item-7", "P:\n", TEXT, s)
     assert alone == after
-    other_seed = cg.make_negatives(causal.two, "item-7", "P:\n", TEXT, cg.Settings(strategy="multi", max_span=4, seed=4))
+    other_seed = cg.make_negatives(
+        causal.two, "item-7", "P:\n", TEXT, cg.Settings(strategy="multi", max_span=4, seed=4)
+    )
     assert other_seed[0]["negative"] != alone[0]["negative"]
 
 
@@ -265,8 +267,11 @@ def build_t5(path: Path, tok, layers: int, d_model: int, seed: int) -> str:
 def t5(tmp_path_factory):
     root = tmp_path_factory.mktemp("t5gen")
     with_s, without = t5_tokenizer(True), t5_tokenizer(False)
-    return SimpleNamespace(expert=build_t5(root / "e", with_s, 2, 32, 1), amateur=build_t5(root / "a", with_s, 1, 16, 2),
-                           plain=build_t5(root / "p", without, 1, 16, 3))
+    return SimpleNamespace(
+        expert=build_t5(root / "e", with_s, 2, 32, 1),
+        amateur=build_t5(root / "a", with_s, 1, 16, 2),
+        plain=build_t5(root / "p", without, 1, 16, 3),
+    )
 
 
 @pytest.mark.parametrize("strategy", ["span", "multi"])
@@ -402,12 +407,16 @@ def test_train_reports_group_held_out_accuracy(pipe):
     assert clf["kind"] == "classifier" and clf["classifier"]["class"] == "LlamaForSequenceClassification"
     assert (pipe.root / "clf" / "config.json").exists()
     # the same config again: skipped; another one into the same directory: refused
-    cfg, ov = cdm_cmd.parse(pipe.common + [f"cdm.train.input={pipe.root / 'gen'}", f"cdm.train.out={pipe.root / 'pooler'}"])
+    cfg, ov = cdm_cmd.parse(
+        pipe.common + [f"cdm.train.input={pipe.root / 'gen'}", f"cdm.train.out={pipe.root / 'pooler'}"]
+    )
     before = (pipe.root / "pooler" / "cscore_discriminator.json").read_text()
     cdm_cmd.train(cfg, ov)
     assert (pipe.root / "pooler" / "cscore_discriminator.json").read_text() == before
-    cfg, ov = cdm_cmd.parse(pipe.common + [f"cdm.train.input={pipe.root / 'gen'}", f"cdm.train.out={pipe.root / 'pooler'}",
-                                           "cdm.train.l2=3"])
+    cfg, ov = cdm_cmd.parse(
+        pipe.common
+        + [f"cdm.train.input={pipe.root / 'gen'}", f"cdm.train.out={pipe.root / 'pooler'}", "cdm.train.l2=3"]
+    )
     with pytest.raises(ConfigError, match="another config"):
         cdm_cmd.train(cfg, ov)
 

@@ -135,12 +135,24 @@ def test_malformed_jsonl_line_names_the_line(tmp_path):
         summeval.load(str(file))
 
 
-@pytest.mark.parametrize("scores,message", [
-    ({"coherence": 3.0, "consistency": 5.0, "fluency": 4.0}, "missing score field 'scores.relevance'"),
-    ({"coherence": 3.0, "consistency": None, "fluency": 4.0, "relevance": 1.0}, "missing score field 'scores.consistency'"),
-    ({"coherence": "high", "consistency": 5.0, "fluency": 4.0, "relevance": 1.0}, "'scores.coherence' is not a finite number"),
-    ({"coherence": True, "consistency": 5.0, "fluency": 4.0, "relevance": 1.0}, "'scores.coherence' is not a finite number"),
-])
+@pytest.mark.parametrize(
+    "scores,message",
+    [
+        ({"coherence": 3.0, "consistency": 5.0, "fluency": 4.0}, "missing score field 'scores.relevance'"),
+        (
+            {"coherence": 3.0, "consistency": None, "fluency": 4.0, "relevance": 1.0},
+            "missing score field 'scores.consistency'",
+        ),
+        (
+            {"coherence": "high", "consistency": 5.0, "fluency": 4.0, "relevance": 1.0},
+            "'scores.coherence' is not a finite number",
+        ),
+        (
+            {"coherence": True, "consistency": 5.0, "fluency": 4.0, "relevance": 1.0},
+            "'scores.coherence' is not a finite number",
+        ),
+    ],
+)
 def test_missing_or_bad_score_names_the_field(tmp_path, scores, message):
     file = write_jsonl(tmp_path / "s.jsonl", [fake_record(), fake_record("d2"), fake_record("d3", scores=scores)])
     with pytest.raises(DataError, match=re.escape(f"{file}:3: ") + ".*" + re.escape(message)):
@@ -154,7 +166,9 @@ def test_pickle_errors_name_the_doc_key_and_field(tmp_path):
     del bad["sys_summs"]["M1"]["scores"]["fluency"]
     file = tmp_path / "data.pkl"
     file.write_bytes(pickle.dumps({"doc-a": good, "doc-b": bad}, protocol=3))
-    with pytest.raises(DataError, match=re.escape(f"{file}: doc 'doc-b' system 'M1': missing score field 'scores.fluency'")):
+    with pytest.raises(
+        DataError, match=re.escape(f"{file}: doc 'doc-b' system 'M1': missing score field 'scores.fluency'")
+    ):
         summeval.load(str(file))
     file.write_bytes(pickle.dumps({"doc-a": good, "doc-b": {**good, "src": 7}}, protocol=3))
     with pytest.raises(DataError, match=re.escape("doc 'doc-b' system 'M1': field 'src' is not a string")):

@@ -101,7 +101,13 @@ def test_load_config_hands_every_key_but_the_runners_to_the_loader(tmp_path):
     from cscore.data.options import RUNNER_KEYS, loader_options
 
     data = {"name": "demo", "path": None, "template": "x {source}", "split_by": None, "foo": 1}
-    assert loader_options(data) == {"foo": 1} and set(RUNNER_KEYS) == {"name", "path", "template", "split_by", "judge_aspect"}
+    assert loader_options(data) == {"foo": 1} and set(RUNNER_KEYS) == {
+        "name",
+        "path",
+        "template",
+        "split_by",
+        "judge_aspect",
+    }
     with pytest.raises(DataError, match=r"^data=demo: unknown option data\.foo;"):
         load_config(data)
     df, _ = load_config({**data, "foo": None})  # None: not given

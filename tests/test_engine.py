@@ -10,8 +10,10 @@ from cscore.scorers.models import early_exit, load_model
 from cscore.scorers.tokenize import InputError
 
 PROMPTS = [
-    "Write an accurate, relevant, and coherent summary of the following texts:\nThe mayor opened a new bridge.\nSummary:\n",
-    "Write an accurate, relevant, and coherent summary of the following texts:\nThe team won the final match after a late goal in extra time.\nSummary:\n",
+    "Write an accurate, relevant, and coherent summary of the following texts:\n"
+    "The mayor opened a new bridge.\nSummary:\n",
+    "Write an accurate, relevant, and coherent summary of the following texts:\n"
+    "The team won the final match after a late goal in extra time.\nSummary:\n",
     "Translate the following sentence to English:\nThe council said the bridge cost five million.\n",
     "Researchers found",
 ]

@@ -157,7 +157,9 @@ def test_table_human_mapping_of_the_wrong_type(tmp_path, human):
     f = tmp_path / "t.jsonl"
     f.write_text('{"src": "a", "mt": "b", "q": 1}\n')
     with pytest.raises(DataError, match=r"data\.columns\.human must be a column name, a list of names or a "):
-        load_examples("table", str(f), task="translation", columns={"source": "src", "hypothesis": "mt", "human": human})
+        load_examples(
+            "table", str(f), task="translation", columns={"source": "src", "hypothesis": "mt", "human": human}
+        )
 
 
 def test_corrupt_pickle_lengths_and_surrogates(tmp_path):

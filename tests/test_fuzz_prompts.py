@@ -34,7 +34,11 @@ def table(sources, refs=None, tasks=None, lang_pairs=None):
 
 
 @FAST
-@given(st.lists(st.tuples(texts, st.sampled_from(list(prompts.TEMPLATES)), st.one_of(st.none(), texts)), min_size=1, max_size=6))
+@given(
+    st.lists(
+        st.tuples(texts, st.sampled_from(list(prompts.TEMPLATES)), st.one_of(st.none(), texts)), min_size=1, max_size=6
+    )
+)
 def test_source_span_holds_exactly_the_source(rows):
     df = table([r[0] for r in rows], tasks=[r[1] for r in rows], lang_pairs=[r[2] for r in rows])
     built, spans = prompts.build(df)

@@ -245,7 +245,10 @@ def test_cli_judge_run_writes_the_interface_columns(judge_sweep):
         inv = metrics["judge"]["invalid"]["cd_judge"]
         assert inv["No Pred"] == int((table["parse.cd_judge"] == "No Pred").sum())
         bad = sum(v for k, v in inv.items() if k != "n")
-        said = f"cd_judge: {bad} of {len(table)} judge outputs gave no score" in (judge_sweep.parent / "stdout.txt").read_text()
+        said = (
+            f"cd_judge: {bad} of {len(table)} judge outputs gave no score"
+            in (judge_sweep.parent / "stdout.txt").read_text()
+        )
         assert said == (bad > 0)  # the console says how many outputs had no score in range
         # failures read as the range's lowest score, as the paper does
         assert (table.loc[table["parse.cd_judge"] == "No Pred", "score.cd_judge"] == lo).all()

@@ -329,14 +329,24 @@ def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_
             cfg, table, metrics = read_run(d)
             runs[float(cfg["method"]["lam"]), float(cfg["method"]["t"])] = (table, metrics)
     assert len(runs) == 4
-    judge_cached = {k: m["speed"]["passes"][next(iter(m["speed"]["passes"]))]["from_cache"] for k, (_, m) in runs.items()}
+    judge_cached = {
+        k: m["speed"]["passes"][next(iter(m["speed"]["passes"]))]["from_cache"] for k, (_, m) in runs.items()
+    }
     assert judge_cached == {(0.0, 0.5): False, (0.0, 2.0): True, (0.5, 0.5): True, (0.5, 2.0): True}
     assert runs[0.0, 2.0][1]["speed"]["weights"]["expert"] == "not used"  # c = 0: every path cached
     pd.testing.assert_series_equal(runs[0.0, 0.5][0]["output.cd_judge"], runs[0.0, 0.5][0]["output.expert"],
                                    check_names=False)
     out = tmp_path / "direct"
-    res = cscore_cli("run", *judge_args, "method.lam=0.5", "method.t=2", "method.max_new_tokens=4", "cache.enabled=false",
-                     f"hydra.run.dir={out}", cwd=tmp_path)
+    res = cscore_cli(
+        "run",
+        *judge_args,
+        "method.lam=0.5",
+        "method.t=2",
+        "method.max_new_tokens=4",
+        "cache.enabled=false",
+        f"hydra.run.dir={out}",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     _, direct, _ = read_run(out)
     for col in ("output.cd_judge", "score.cd_judge", "parse.cd_judge", "output.amateur", "score.cd_judge_expected"):

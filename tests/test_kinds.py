@@ -62,9 +62,16 @@ def test_every_method_has_a_registered_kind():
 
 
 def test_kinds_give_signature_fields_title_and_summary_lines_as_data():
-    cfg = OmegaConf.create({"data": {"name": "demo"}, "pair": {"name": "tiny"}, "prompt": {"name": "p", "condition": "src"},
-                            "judge_prompt": {"name": "geval"}, "method": {"variant": "contrast"},
-                            "baseline": {"bleu": {}, "rouge": {}}})
+    cfg = OmegaConf.create(
+        {
+            "data": {"name": "demo"},
+            "pair": {"name": "tiny"},
+            "prompt": {"name": "p", "condition": "src"},
+            "judge_prompt": {"name": "geval"},
+            "method": {"variant": "contrast"},
+            "baseline": {"bleu": {}, "rouge": {}},
+        }
+    )
     reg = kinds.registry()
     assert reg.get("token").signature_fields(cfg) == {"pair": "tiny", "prompt": "p/src"}
     assert reg.get("judge").signature_fields(cfg) == {"pair": "tiny", "prompt": "judge/geval"}
@@ -74,7 +81,11 @@ def test_kinds_give_signature_fields_title_and_summary_lines_as_data():
     metrics = {"judge": {"invalid": {"cd_judge": {"No Pred": 2, "Below": 0, "Above": 1, "n": 16},
                                      "expert": {"No Pred": 0, "Below": 0, "Above": 0, "n": 16}}}}
     assert reg.get("judge_released").summary_lines(metrics) == [
-        ("yellow", "cd_judge: 3 of 16 judge outputs gave no score in range (2 No Pred, 1 Above; per row in parse.cd_judge)")]
+        (
+            "yellow",
+            "cd_judge: 3 of 16 judge outputs gave no score in range (2 No Pred, 1 Above; per row in parse.cd_judge)",
+        )
+    ]
     assert reg.get("token").summary_lines(metrics) == []
 
 
@@ -83,7 +94,9 @@ def test_shared_stages_name_no_method_or_kind():
     for rel in SHARED_STAGES:
         src = (ROOT / rel).read_text()
         assert '"cd_judge"' not in src and '== "baseline"' not in src, rel
-        literals = {n.value for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        literals = {
+            n.value for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
         assert not literals & names, (rel, literals & names)
     assert len((ROOT / "cli/run.py").read_text().splitlines()) < 200
 

@@ -157,8 +157,11 @@ def test_cache_keys_are_pinned(models, rows, tmp_path, cscore_main, pin_snapshot
     """Each pass's entries (key and parts) as the real runs store them."""
     got = {name: pass_entries(cscore_main, tmp_path / name, *args) for name, args in run_args(models, rows).items()}
     assert {n: sorted(e) for n, e in got.items()} == {
-        "token": ["amateur", "expert"], "token_early_exit": ["amateur+expert"], "judge": ["judge", "judge_decode:0.0", "judge_decode:0.1", "judge_decode:asst"],
-        "seq2seq": ["amateur", "expert"]}
+        "token": ["amateur", "expert"],
+        "token_early_exit": ["amateur+expert"],
+        "judge": ["judge", "judge_decode:0.0", "judge_decode:0.1", "judge_decode:asst"],
+        "seq2seq": ["amateur", "expert"],
+    }
     pin_snapshot(PIN, json.dumps(got, indent=1, sort_keys=True) + "\n")
 
 

@@ -131,7 +131,9 @@ def test_a_max_length_no_prompt_fits_is_one_line_before_the_data(tiny_dirs, tmp_
     # a template chosen in the config is the only candidate: its own length decides
     res = cscore_main("run", *args, "runtime.max_length=12", "data.template=summarization", cwd=tmp_path)
     line = one_error_line(res)
-    assert "runtime.max_length=12 is too small" in line and "(the summarization template, with its source removed)" in line
+    assert (
+        "runtime.max_length=12 is too small" in line and "(the summarization template, with its source removed)" in line
+    )
     stopped_before_data(res, tmp_path)
 
 

@@ -107,8 +107,10 @@ def test_no_code_runs_from_data_or_config():
 
 
 def test_the_scan_finds_what_it_looks_for():
-    tree = ast.parse("import pickle, numpy as np\neval(x)\npickle.loads(b)\nnp.load(f)\nnp.load(f, allow_pickle=False)\n"
-                     "subprocess.run(c, shell=True)\ntorch.load(p, weights_only=True)\n")
+    tree = ast.parse(
+        "import pickle, numpy as np\neval(x)\npickle.loads(b)\nnp.load(f)\nnp.load(f, allow_pickle=False)\n"
+        "subprocess.run(c, shell=True)\ntorch.load(p, weights_only=True)\n"
+    )
     assert unsafe_uses(tree) == ["eval() line 2", "pickle.loads() line 3", "np.load() line 4", "shell=True line 6"]
 
 

@@ -547,8 +547,12 @@ def test_a_baseline_joins_every_prompt_condition_of_its_data(tmp_path):
 
     src, ref = contrast_run("src", "source", [1.0, 3.0, 2.0]), contrast_run("ref", "reference", [2.0, 1.0, 3.0])
     other = contrast_run("other", "source", [0.0, 1.0, 2.0], data="summeval")
-    bleu = write_run(tmp_path / "bleu", {"name": "baseline", "variant": "baseline"},
-                     [{"name": "bleu", "method": "baseline", "params": {"baseline": "bleu"}}], {"bleu": [5.0, 6.0, 7.0]})
+    bleu = write_run(
+        tmp_path / "bleu",
+        {"name": "baseline", "variant": "baseline"},
+        [{"name": "bleu", "method": "baseline", "params": {"baseline": "bleu"}}],
+        {"bleu": [5.0, 6.0, 7.0]},
+    )
     bleu.config["prompt"] = {"condition": "source"}
     got = {json.loads(ds.key)["data"]["name"] + "/" + str(json.loads(ds.key).get("prompt")): ds
            for ds in tables.collect([src, ref, other, bleu])}

@@ -44,7 +44,10 @@ def _drawn_tick_labels(axis) -> list[Text]:
     """The labels of the ticks drawn (in the view), major and minor."""
     lo, hi = sorted(axis.get_view_interval())
     out = []
-    for locs, ticks in ((axis.get_majorticklocs(), axis.get_major_ticks), (axis.get_minorticklocs(), axis.get_minor_ticks)):
+    for locs, ticks in (
+        (axis.get_majorticklocs(), axis.get_major_ticks),
+        (axis.get_minorticklocs(), axis.get_minor_ticks),
+    ):
         for loc, tick in zip(locs, ticks(len(locs))):
             if lo - 1e-9 * abs(hi - lo) <= loc <= hi + 1e-9 * abs(hi - lo) and tick.label1.get_visible():
                 out += [tick.label1] if tick.label1.get_text() else []

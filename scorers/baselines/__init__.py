@@ -1,9 +1,10 @@
 """Established metrics beside the contrastive rows (``method=baseline baseline=<name>``).
 
 One family per module: ``lexical`` (bleu, chrf, rouge), ``bertscore``, ``generative`` (bartscore,
-t5score), ``external`` (scores computed elsewhere, joined by id: COMET). A family has ``NAMES``, ``PARAMS`` ({name: {key: Param}}), ``columns(name, params)`` (its
-score.<column> names) and ``score(name, params, texts, runtime) -> Result``. Settings live in
-``conf/baseline/<name>.yaml``; this package only says what they may be."""
+t5score), ``external`` (scores computed elsewhere, joined by id: COMET). A family has ``NAMES``,
+``PARAMS`` ({name: {key: Param}}), ``columns(name, params)`` (its score.<column> names) and
+``score(name, params, texts, runtime) -> Result``. Settings live in ``conf/baseline/<name>.yaml``;
+this package only says what they may be."""
 
 from __future__ import annotations
 

@@ -74,7 +74,9 @@ def mean_logp(pair, items, runtime: dict, label: str):
     srcs, tgts = [a for _, a, _ in items], [b for _, _, b in items]
     for k, (a, b) in enumerate(zip(srcs, tgts)):
         if not a.strip() or not b.strip():
-            raise InputError(f"{label}: row {items[k][0]} has an empty {'encoder input' if not a.strip() else 'target'}")
+            raise InputError(
+                f"{label}: row {items[k][0]} has an empty {'encoder input' if not a.strip() else 'target'}"
+            )
     try:
         inputs = pair.encode(srcs, tgts, max_length=runtime["max_length"], source_spans=[(0, len(a)) for a in srcs])
     except InputError as err:  # "item k: ..." names the k-th pair of this direction: say which row it is

@@ -56,9 +56,15 @@ def _sacrebleu_metric(name: str, params: dict, lang: str | None):
 
     try:
         if name == "bleu":
-            return BLEU(lowercase=params["lowercase"], tokenize=params["tokenize"], smooth_method=params["smooth_method"],
-                        smooth_value=params["smooth_value"], max_ngram_order=params["max_ngram_order"],
-                        effective_order=params["effective_order"], trg_lang=lang or "")
+            return BLEU(
+                lowercase=params["lowercase"],
+                tokenize=params["tokenize"],
+                smooth_method=params["smooth_method"],
+                smooth_value=params["smooth_value"],
+                max_ngram_order=params["max_ngram_order"],
+                effective_order=params["effective_order"],
+                trg_lang=lang or "",
+            )
         return CHRF(char_order=params["char_order"], word_order=params["word_order"], beta=params["beta"],
                     lowercase=params["lowercase"], whitespace=params["whitespace"],
                     eps_smoothing=params["eps_smoothing"])

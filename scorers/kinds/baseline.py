@@ -49,8 +49,10 @@ def texts_of(examples: pd.DataFrame):
     hyps = [h if isinstance(h, str) else "" for h in examples["hypothesis"]]
     empty = [str(i) for i, h in zip(examples["id"], hyps) if not h.strip()]
     if empty:
-        raise InputError(f"{len(empty)} empty hypotheses (ids {', '.join(empty[:5])}{', ...' if len(empty) > 5 else ''}); "
-                         "a metric cannot score an empty text")
+        raise InputError(
+            f"{len(empty)} empty hypotheses (ids {', '.join(empty[:5])}{', ...' if len(empty) > 5 else ''}); "
+            "a metric cannot score an empty text"
+        )
     refs = []
     many = examples["references"] if "references" in examples.columns else [None] * len(examples)
     one = examples["reference"] if "reference" in examples.columns else [None] * len(examples)
@@ -107,8 +109,11 @@ def score_all(picked: dict, table: pd.DataFrame, texts, runtime: dict):
         seconds = time.perf_counter() - start
         for col, values in result.columns.items():
             table[f"{rundir.SCORE}{col}"] = values
-        for key, what in (("missing_reference", "have no reference"), ("missing_score", "have no score in the file"),
-                          ("untokenized", "have a text without a-z / 0-9 tokens (rouge-score's tokenizer keeps no other)")):
+        for key, what in (
+            ("missing_reference", "have no reference"),
+            ("missing_score", "have no score in the file"),
+            ("untokenized", "have a text without a-z / 0-9 tokens (rouge-score's tokenizer keeps no other)"),
+        ):
             if key in result.info:
                 result.info[key] = counted(name, table, result.info[key], what)
         if result.truncated is not None:

@@ -100,8 +100,8 @@ def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_item
     cache = stats_cache(cfg)
     parts = {"kind": "judge", "judge_format": FORMAT, "main": model_identity(main), "asst": model_identity(asst),
              "dtype": str(main.dtype), "device": main.device.type, "ids": ids_digest([(c, []) for c in contexts]),
-             "values": list(values), "value_ids": [list(v) for v in value_ids], "token_budget": cfg.runtime.token_budget,
-             "padding_side": cfg.runtime.padding_side}
+             "values": list(values), "value_ids": [list(v) for v in value_ids],
+             "token_budget": cfg.runtime.token_budget, "padding_side": cfg.runtime.padding_side}
     if share:  # packed rows batch differently (float32 rounding); unshared keys unchanged
         parts["prefix_sharing"] = True
     key = stats_key(parts)

@@ -82,12 +82,12 @@ def score_released(cfg: DictConfig, loaded, plan, progress, state: dict):
     lo, hi = params["score_range"]
     tok = pair.tokenizer
     texts, _ = judge_prompts.build(examples, jp, aspect=params["aspect"], lo=lo, hi=hi, chat=None)
-    prompts = [released_prompt_ids(tok, x, role=jp.get("role", "system"),
-                                   add_generation_prompt=jp.get("generation_prompt", False),
+    role, gen_prompt = jp.get("role", "system"), jp.get("generation_prompt", False)
+    prompts = [released_prompt_ids(tok, x, role=role, add_generation_prompt=gen_prompt,
                                    max_length=params["max_prompt_tokens"]) for x in texts]
-    untruncated = [len(tok(tok.apply_chat_template([{"role": jp.get("role", "system"), "content": x}], tokenize=False,
-                                                   add_generation_prompt=jp.get("generation_prompt", False)))["input_ids"])
-                   for x in texts]
+    chats = [tok.apply_chat_template([{"role": role, "content": x}], tokenize=False, add_generation_prompt=gen_prompt)
+             for x in texts]
+    untruncated = [len(tok(c)["input_ids"]) for c in chats]
     truncated = [n > params["max_prompt_tokens"] for n in untruncated]
     if any(truncated):
         log.warning("%d of %d prompts cut to their first %d tokens, as the released code does (its end, with the "

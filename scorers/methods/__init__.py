@@ -32,8 +32,22 @@ from cscore.scorers.methods import (
 from cscore.scorers.methods.common import aggregate
 from cscore.scorers.methods.params import defaults_of, specs_of, suggest
 
-METHODS = {m.NAME: m for m in (single, ensemble, contrast, division, cd_score, cd_judge, cd_judge_released, cdm, cdm_classifier,
-                                cdm_gen, baseline)}
+METHODS = {
+    m.NAME: m
+    for m in (
+        single,
+        ensemble,
+        contrast,
+        division,
+        cd_score,
+        cd_judge,
+        cd_judge_released,
+        cdm,
+        cdm_classifier,
+        cdm_gen,
+        baseline,
+    )
+}
 AGGREGATION_KEYS = ("norm", "skip_first")
 # methods a cross-family pair computes on aligned units (scorers/align.py); single reads one model
 ALIGNED = ("single", "ensemble", "contrast", "division", "cd_score", "cdm")
@@ -43,7 +57,9 @@ def get(name: str):
     try:
         return METHODS[name]
     except KeyError:
-        raise ConfigError(f"unknown method {name!r}{suggest(name, METHODS)}; known: {', '.join(sorted(METHODS))}") from None
+        raise ConfigError(
+            f"unknown method {name!r}{suggest(name, METHODS)}; known: {', '.join(sorted(METHODS))}"
+        ) from None
 
 
 NOT_PARAMS = ("name", "variant")  # the Params fields that name the method and its column

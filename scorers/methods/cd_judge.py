@@ -5,7 +5,8 @@ V_head = {v : p_main(v) ≥ α · max p_main} (``alpha``; 0: the whole vocabular
 λ = 0 is greedy judging with the main model alone. ``decode=greedy`` (the paper's protocol):
 the judge goes on writing by the same rule, step by step, until EOS, a complete number or
 ``max_new_tokens`` (``scorers/judge_decode.py``); ``decode=first_token`` (cscore's fast variant):
-only the token(s) where the score goes. The written text is parsed as the paper does (``judge_parse.parse_paper``): no number → the range's lowest score
+only the token(s) where the score goes. The written text is parsed as the paper does
+(``judge_parse.parse_paper``): no number → the range's lowest score
 ("No Pred"), below the range → its lowest ("Below"), above → its highest ("Above").
 ``expected``: Σ value · q(value), q = softmax over the range's score tokens of the same
 contrast — a distributional variant of ours (G-Eval's probability-weighted score), no ties;

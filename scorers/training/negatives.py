@@ -187,7 +187,8 @@ def write_negatives(job: GenerateJob, cfg: DictConfig, pair, rows, inputs) -> di
         for i, row in enumerate(rows.itertuples(index=False)):
             item = inputs.items[i]
             made = cg.make_negatives(sampler, str(row.id), item.prompt, row.text, s)
-            f.write(record_lines(row, item, made, g))  # all negatives of a positive in one write: resume skips whole positives
+            # all negatives of a positive in one write: resume skips whole positives
+            f.write(record_lines(row, item, made, g))
             f.flush()
             if cfg.runtime.progress and ((i + 1) % every == 0 or i + 1 == len(rows)):
                 log.info("  %d/%d positives (%.1fs)", i + 1, len(rows), time.perf_counter() - start)
@@ -202,8 +203,17 @@ def finish(job: GenerateJob, cfg: DictConfig, n_positives: int, models: dict | N
                        "models": models if models is not None else prov.get("models"), "versions": versions(),
                        "positives_selected": n_positives, "counts": c, "updated": now()})
     g = job.g
-    log.info("cdm generate: %d negatives of %d positives (%d identical to their positive: %d kept and flagged, "
-             "%d dropped; %d segment fills equal to the removed text after %d draws; %d negatives with fewer "
-             "segments than asked)", c["negatives_written"], c["positives"], c["identical_kept"] + c["identical_dropped"],
-             c["identical_kept"], c["identical_dropped"], c["identical_fills"], g["max_tries"], c["fewer_segments"])
+    log.info(
+        "cdm generate: %d negatives of %d positives (%d identical to their positive: %d kept and flagged, "
+        "%d dropped; %d segment fills equal to the removed text after %d draws; %d negatives with fewer "
+        "segments than asked)",
+        c["negatives_written"],
+        c["positives"],
+        c["identical_kept"] + c["identical_dropped"],
+        c["identical_kept"],
+        c["identical_dropped"],
+        c["identical_fills"],
+        g["max_tries"],
+        c["fewer_segments"],
+    )
     return c

@@ -53,7 +53,9 @@ def ranking_pairs(groups, contexts, hypotheses, scores, *, both_directions: bool
                 continue
             hi, lo = (a, b) if scores[a] > scores[b] else (b, a)
             for rev in ((False, True) if both_directions else (False,)):
-                out.append(RankPair(g, contexts[hi], hypotheses[hi], hypotheses[lo], float(scores[hi] - scores[lo]), rev))
+                out.append(
+                    RankPair(g, contexts[hi], hypotheses[hi], hypotheses[lo], float(scores[hi] - scores[lo]), rev)
+                )
     return out
 
 
@@ -189,6 +191,8 @@ def train(model, tokenizer, pairs: list[RankPair], *, optimizer: torch.optim.Opt
         if log is not None:
             log(f"  epoch {epoch + 1}/{epochs}: mean ranking loss {losses[-1]:.4f}")
         if not math.isfinite(losses[-1]):
-            raise FloatingPointError(f"the ranking loss is {losses[-1]} after epoch {epoch + 1}; lower the learning rate")
+            raise FloatingPointError(
+                f"the ranking loss is {losses[-1]} after epoch {epoch + 1}; lower the learning rate"
+            )
     model.eval()
     return losses
