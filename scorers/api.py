@@ -312,15 +312,10 @@ class ModelPair:
         with cache.lock(key):
             hit = cache.load(key)
             if hit is not None:
-                run = (hit.meta.get("extra") or {}).get("report", {})
-                report = engine.EngineReport(run.get("seconds", float("nan")), run.get("tokens", 0),
-                                             run.get("padded_tokens", 0), run.get("batches", 0), cached=True)
-                return hit.stats, report
+                return hit.stats, engine.EngineReport.of_entry(hit.meta)
             checkpoint = resume(cache, key, heads, lengths, temperatures)
             got, report = checkpointed(compute, checkpoint, "+".join(heads))
-            extra = {"models": [f"{h}: {run_model.name}" for h in heads],
-                     "report": {"seconds": report.seconds, "tokens": report.tokens,
-                                "padded_tokens": report.padded_tokens, "batches": report.batches}}
+            extra = {"models": [f"{h}: {run_model.name}" for h in heads], "report": report.record()}
             if cache.save(key, got, parts, extra=extra) is not None and checkpoint is not None:
                 checkpoint.discard()
             return got, report

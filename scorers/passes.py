@@ -25,6 +25,18 @@ class EngineReport:
     oom_retries: int = 0  # batches retried with half the budget after an out-of-memory
     resumed: int = 0  # items read from a checkpoint of an interrupted pass, not computed
 
+    def record(self) -> dict:
+        """What a cache entry keeps of the pass that computed it (its ``extra["report"]``)."""
+        return {"seconds": self.seconds, "tokens": self.tokens, "padded_tokens": self.padded_tokens,
+                "batches": self.batches}
+
+    @classmethod
+    def of_entry(cls, meta: dict) -> EngineReport:
+        """The report of a cache hit: the figures of the run that computed the entry, ``cached``."""
+        run = (meta.get("extra") or {}).get("report", {})
+        return cls(run.get("seconds", float("nan")), run.get("tokens", 0), run.get("padded_tokens", 0),
+                   run.get("batches", 0), cached=True)
+
 
 def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tuple[float, ...]:
     """The checks every engine pass makes; returns the temperatures as floats."""

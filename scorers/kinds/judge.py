@@ -108,14 +108,10 @@ def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_item
     with cache.lock(key):
         hit = cache.load(key)
         if hit is not None:
-            run = (hit.meta.get("extra") or {}).get("report", {})
-            report = engine.EngineReport(run.get("seconds", float("nan")), run.get("tokens", 0),
-                                         run.get("padded_tokens", 0), run.get("batches", 0), cached=True)
+            report = engine.EngineReport.of_entry(hit.meta)
         else:
             stats, report = compute()
-            extra = {"models": [f"main: {main.name}", f"asst: {asst.name}"],
-                     "report": {"seconds": report.seconds, "tokens": report.tokens,
-                                "padded_tokens": report.padded_tokens, "batches": report.batches}}
+            extra = {"models": [f"main: {main.name}", f"asst: {asst.name}"], "report": report.record()}
             cache.save(key, {"judge": stats}, parts, extra=extra)
     if hit is not None:
         stats = hit.stats["judge"]
