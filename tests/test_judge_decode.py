@@ -273,9 +273,9 @@ def test_path_text_skips_special_tokens(judge_dirs):
 
 
 @pytest.mark.slow
-def test_cli_released_prompt_decodes_without_special_tokens(judge_args, tmp_path, cscore_cli):
-    """cd_judge with the released prompt (no generation prompt) decodes; outputs carry no special
-    token text and parse by the paper's rule."""
+def test_cli_released_prompt_decodes_without_special_tokens(judge_args, tmp_path, cscore_cli, shared):
+    """cd_judge with the released prompt (no generation prompt; its files are in the shared data
+    folder) decodes; outputs carry no special token text and parse by the paper's rule."""
     from cscore.scorers.judge_parse import parse_paper
 
     res = cscore_cli("run", *judge_args, "judge_prompt=released", "method.max_new_tokens=4",
