@@ -218,6 +218,7 @@ def unit_sums_by_prefix(tok_a, ids_a, lp_a, tok_b, ids_b, lp_b):
     return out
 
 
+@pytest.mark.slow
 def test_cli_runs_a_cross_family_pair_on_units(tiny_dirs, tmp_path, cscore_cli):
     """`pair.amateur.path=B` with B's own tokenizer: the run computes contrast on aligned units,
     names them in the signature and metrics; the scores equal a reference from each model's own

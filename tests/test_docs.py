@@ -70,6 +70,7 @@ def test_site_builds_strictly(mkdocs_available, tmp_path):
     assert 'id="cscore.scorers.api.ModelPair.statistics"' in api
 
 
+@pytest.mark.slow
 def test_strict_build_fails_on_a_broken_link(mkdocs_available, tmp_path):
     """The check the site test relies on: a link to a page that does not exist stops the build."""
     shutil.copytree(ROOT / "docs", tmp_path / "docs", ignore=shutil.ignore_patterns("notes", "hooks"))
