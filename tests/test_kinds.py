@@ -23,16 +23,26 @@ def package_files(*under: str) -> list[Path]:
     return [f for u in under for f in (ROOT / u).rglob("*.py")]
 
 
+class Complete(MethodKind):
+    """A kind with its own plan and score (what they do does not matter to the registry)."""
+
+    def plan(self, cfg):
+        return None
+
+    def score(self, cfg, loaded, plan, progress, state):
+        return None
+
+
 def test_registry_refuses_a_collision_a_foreign_class_and_a_nameless_kind():
     reg = Registry()
 
     @reg.register
-    class One(MethodKind):
+    class One(Complete):
         name = "one"
 
     assert isinstance(reg.get("one"), One)
 
-    class Again(MethodKind):
+    class Again(Complete):
         name = "one"
 
     with pytest.raises(errors.KindError, match="registered twice: .*One and .*Again"):
@@ -40,11 +50,20 @@ def test_registry_refuses_a_collision_a_foreign_class_and_a_nameless_kind():
     with pytest.raises(errors.KindError, match="not a MethodKind subclass"):
         reg.register(dict)
 
-    class Nameless(MethodKind):
+    class Nameless(Complete):
         pass
 
     with pytest.raises(errors.KindError, match="no kind name"):
         reg.register(Nameless)
+
+    class NoScore(MethodKind):
+        name = "no_score"
+
+        def plan(self, cfg):
+            return None
+
+    with pytest.raises(errors.KindError, match="kind 'no_score' .*does not define score"):
+        reg.register(NoScore)
     with pytest.raises(errors.KindError, match="no method kind 'two'; registered: one"):
         reg.get("two")
 

@@ -8,6 +8,7 @@ shared stages (load, evaluate, write) ask the kind and never a method's name."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterator, TypeVar
@@ -77,18 +78,18 @@ class Progress:
                 self.bar.stop()
 
 
-class MethodKind:
+class MethodKind(ABC):
     """One kind of method. ``plan`` and ``score`` are its own; the rest default to a token
     method's behaviour (a model pair, the scoring prompt, no summary lines, no metrics section)."""
 
     name: ClassVar[str] = ""
     sections: ClassVar[tuple[str, ...]] = ()  # the top-level metrics.json keys its score step writes
 
-    def plan(self, cfg: DictConfig) -> Plan:
-        raise NotImplementedError
+    @abstractmethod
+    def plan(self, cfg: DictConfig) -> Plan: ...
 
-    def score(self, cfg: DictConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored:
-        raise NotImplementedError
+    @abstractmethod
+    def score(self, cfg: DictConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored: ...
 
     def signature_fields(self, cfg: DictConfig) -> dict[str, Any]:
         """The fields of the run's signature that depend on the kind: which pair, which prompt."""
@@ -118,6 +119,9 @@ class Registry:
             raise KindError(f"{cls!r} is not a {self.base.__name__} subclass: it cannot be registered as a kind")
         if not cls.name:
             raise KindError(f"{cls.__name__} has no kind name (set its `name`)")
+        if cls.__abstractmethods__:
+            raise KindError(f"kind {cls.name!r} ({cls.__name__}) does not define "
+                            f"{', '.join(sorted(cls.__abstractmethods__))}")
         if cls.name in self.entries:
             have = type(self.entries[cls.name])
             raise KindError(f"kind {cls.name!r} is registered twice: {have.__module__}.{have.__name__} and "
