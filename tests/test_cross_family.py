@@ -133,7 +133,8 @@ CHAT = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfo
 
 @pytest.fixture(scope="module")
 def judge_dirs(tiny_dirs, tmp_path_factory):
-    """The tiny models with a chat template: expert and amateur share a tokenizer, other has its own."""
+    """The tiny models: expert and amateur share a tokenizer and have a chat template; other has its
+    own tokenizer and no chat template (a base model)."""
     import shutil
 
     from transformers import AutoTokenizer
@@ -142,9 +143,10 @@ def judge_dirs(tiny_dirs, tmp_path_factory):
     out = {}
     for name in ("expert", "amateur", "other"):
         shutil.copytree(getattr(tiny_dirs, name), root / name)
-        tok = AutoTokenizer.from_pretrained(root / name)
-        tok.chat_template = CHAT
-        tok.save_pretrained(root / name)
+        if name != "other":
+            tok = AutoTokenizer.from_pretrained(root / name)
+            tok.chat_template = CHAT
+            tok.save_pretrained(root / name)
         out[name] = str(root / name)
     return out
 
@@ -213,9 +215,10 @@ def eq1(a, b, lam, alpha):
 @pytest.mark.slow
 def test_cli_cross_family_judge_over_values_and_the_reverse_pair(judge_dirs, rows, tmp_path, cscore_cli):
     """A pair whose tokenizers differ: method.decode=values scores every value with each model on
-    its own prompt; the rows equal Eq. 1 on log-probabilities from two plain transformers passes;
-    signature and metrics name it. The reverse pair at another λ, t reads both passes from the
-    cache (no forward pass) and equals the reference with the roles swapped."""
+    its own prompt (the chat-template one; the base model's plain text); the rows equal Eq. 1 on
+    log-probabilities from two plain transformers passes; signature and metrics name it. The
+    reverse pair at another λ, t reads both passes from the cache (no forward pass) and equals the
+    reference with the roles swapped."""
     out = tmp_path / "ab"
     res = cscore_cli("run", *values_args(rows, judge_dirs["expert"], judge_dirs["other"], "method.decode=values",
                                          "method.lam=0.5", "method.t=2", "method.alpha=0.1"),
@@ -225,8 +228,11 @@ def test_cli_cross_family_judge_over_values_and_the_reverse_pair(judge_dirs, row
     assert metrics["units"] == "values" and "|units:values|" in metrics["signature"]
     assert "decode=values" in metrics["signature"] and metrics["judge"]["decode"] == "values"
     assert set(metrics["judge"]["value_tokens_amateur"]) == {"1", "2", "3", "4", "5"}
-    prompts = list(table["prompt"])  # both tokenizers carry the same template: one prompt text, two tokenizations
-    ref = {m: reference_value_logp(judge_dirs[m], prompts, range(1, 6), (1.0, 2.0, 3.0)) for m in ("expert", "other")}
+    assert metrics["judge"]["chat_template"] == {"expert": True, "amateur": False}
+    prompts = {"expert": list(table["prompt"])}  # "<s>user: {content}\nassistant:" (CHAT)
+    assert all(p.startswith("<s>user: ") and p.endswith("\nassistant:") for p in prompts["expert"])
+    prompts["other"] = [p.removeprefix("<s>user: ").removesuffix("\nassistant:") for p in prompts["expert"]]
+    ref = {m: reference_value_logp(judge_dirs[m], prompts[m], range(1, 6), (1.0, 2.0, 3.0)) for m in prompts}
     for (lam, t), (first, second) in (((0.5, 2.0), ("expert", "other")), ((1.0, 3.0), ("other", "expert"))):
         if first == "other":  # the reverse pair: nothing runs
             out = tmp_path / "ba"

@@ -18,11 +18,14 @@ log = logging.getLogger("cscore")
 
 
 def render(tok, examples, jp: dict, params: dict) -> tuple[list[str], list[tuple[int, int]]]:
-    """The judge prompts as this tokenizer's chat template renders them, and each source's span."""
+    """The judge prompts as this tokenizer's chat template renders them (a tokenizer without one, a
+    base model's: the plain prompt text), and each source's span."""
     from cscore.data import judge_prompts
 
     lo, hi = params["score_range"]
-    chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
+    chat = None
+    if getattr(tok, "chat_template", None):
+        chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
     return judge_prompts.build(examples, jp, aspect=params["aspect"], lo=lo, hi=hi, chat=chat)
 
 
@@ -59,6 +62,8 @@ def value_inputs(cfg: DictConfig, pair, examples, jp: dict, params: dict, values
         roles["amateur"] = pair.amateur.tokenizer
     built = {}
     for role, tok in roles.items():
+        if not getattr(tok, "chat_template", None):
+            log.warning("the %s's tokenizer has no chat template: its judge prompts are the plain prompt text", role)
         texts, spans = render(tok, examples, jp, params)
         built[role] = value_items(tok, texts, spans, values, cfg.runtime.max_length)
     hyps = [str(v) for _ in range(len(examples)) for v in values]
@@ -103,7 +108,9 @@ def score_values(cfg: DictConfig, loaded, plan, progress, state: dict) -> Scored
         invalid[v.name] = {"No Pred": 0, "Below": 0, "Above": 0, "n": len(examples)}
     info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
             "c": params["lam"] / params["t"], "alpha": params["alpha"], "decode": "values", "invalid": invalid,
-            "judge_prompt": jp.get("name"), "value_tokens": per_role["expert"][1]}
+            "judge_prompt": jp.get("name"), "value_tokens": per_role["expert"][1],
+            "chat_template": {role: bool(getattr(m.tokenizer, "chat_template", None))
+                              for role, m in pair.models.items()}}
     if pair.aligned:  # each model writes the values in its own tokens
         info["value_tokens_amateur"] = per_role["amateur"][1]
     metrics = {"judge": info, **({"units": "values"} if pair.aligned else {})}
