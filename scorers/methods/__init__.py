@@ -67,13 +67,13 @@ NOT_PARAMS = ("name", "variant")  # the Params fields that name the method and i
 
 def cross_family_refusal(name: str, method: dict | None = None) -> str | None:
     """Why a cross-family pair (different tokenizers) cannot run method ``name`` with the settings
-    ``method`` (the method's config; None: its defaults), or None when it can: the methods on
-    aligned units, and cd_judge over the range's values (``decode=values``)."""
+    ``method`` (a run's method config; None: a score from token statistics), or None when it can:
+    the methods on aligned units, and a run of cd_judge over the range's values (``decode=values``)."""
     module = get(name)
     if module.NAME in ALIGNED:
         return None
-    if module.NAME == cd_judge.NAME:
-        decode = (method or {}).get("decode") or defaults(name)["decode"]
+    if module.NAME == cd_judge.NAME and method is not None:
+        decode = method.get("decode") or defaults(name)["decode"]
         if decode == "values":
             return None
         return (f"method.decode={decode} reads the judge's text in one vocabulary, and this pair's tokenizers differ "
