@@ -20,7 +20,8 @@ empty. Rows: ``main`` (λ = 0: argmax a), ``asst`` (the assistant alone at t = 1
 
 Where the values are one token each and both models read one prompt (one tokenizer), the
 expected score equals the token variant's (``judge_stats.JudgeStats.expected``), and the choice
-equals the token variant's whenever the main model's most likely next token is a score token.
+equals the token variant's wherever the main model's most likely next token is a score token and
+the token variant writes a score (then both maximise the same scores over the same V_head).
 Unlike the token variant, a value that is a prefix of another ("1" of "10") is scored as written,
 with nothing after it, so p("1") ≥ p("10") under one model.
 
