@@ -63,7 +63,8 @@ def signature(cfg: DictConfig, kind: MethodKind, scored: Scored) -> str:
                           "pair": fields["pair"], **models, "method": cfg.method.name,
                           "variant": cfg.method.variant, "params": method_params(cfg.method),
                           "prompt": fields["prompt"], "level": "segment",
-                          **({"units": "aligned"} if scored.metrics.get("units") else {}), "kendall": "b"}))
+                          **({"units": scored.metrics["units"]} if scored.metrics.get("units") else {}),
+                          "kendall": "b"}))
 
 
 def method_params(method: DictConfig) -> str:

@@ -37,6 +37,9 @@ from cscore.scorers.tokenize import EncodedItem, encode
 log = logging.getLogger(__name__)
 
 DEFAULT_TEMPERATURES = TEMPERATURES
+# The head a cross-family model's pass is computed and cached under, whatever role it plays: the
+# key of a model run alone (its expert pass), so `B,A` reads the passes of `A,B` and of A or B alone.
+OWN_PASS = "expert"
 
 __all__ = ["ModelPair", "PairStatistics", "ScoringInput", "load_model"]
 
@@ -272,13 +275,16 @@ class ModelPair:
         stats, reports = {}, {}
         for run_model, heads in self.passes(models):
             label = "+".join(heads)
+            role = next(iter(heads))
             start = time.perf_counter()
-            pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(next(iter(heads)))]
+            pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
+            own = self.aligned  # a cross-family model runs alone: its pass is keyed by what it is, not its role
+            run_heads = {OWN_PASS: heads[role]} if own else heads
             ids = ids_digest(pairs) if cache is not None else None
             pad_id = (run_model.tokenizer if self.aligned else self.tokenizer).pad_token_id
             pad_id = 0 if pad_id is None else pad_id
 
-            def compute(checkpoint=None, run_model=run_model, heads=heads, label=label, pairs=pairs, pad_id=pad_id):
+            def compute(checkpoint=None, run_model=run_model, heads=run_heads, label=label, pairs=pairs, pad_id=pad_id):
                 callback = progress(label, len(pairs)) if progress else None
                 return engine.compute(run_model.model, pairs, temperatures=temperatures, token_budget=token_budget,
                                       padding_side=padding_side, pad_id=pad_id, progress=callback, heads=heads,
@@ -287,10 +293,10 @@ class ModelPair:
             if cache is None:
                 got, report = compute()
             else:
-                got, report = self._cached(cache, run_model, heads, ids, temperatures, token_budget, padding_side,
+                got, report = self._cached(cache, run_model, run_heads, ids, temperatures, token_budget, padding_side,
                                            compute, prefix_sharing, [len(h) for _, h in pairs])
             report.fetch_seconds = time.perf_counter() - start
-            stats.update(got)
+            stats.update({role: got[OWN_PASS]} if own else got)
             reports[label] = report
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
         return PairStatistics(stats, inputs, reports, tokenizers)

@@ -36,8 +36,9 @@ def plan_judge(cfg: DictConfig):
                     rows=list(cfg.baselines.rows))
     params = method_params(cfg)
     aspect = params["aspect"]
-    if params.get("decode") == "first_token" and not cfg.judge_prompt.get("generation_prompt", True):
-        raise ConfigError(f"method.decode=first_token reads the token after the prompt, but judge_prompt="
+    decode = params.get("decode")
+    if decode in ("first_token", "values") and not cfg.judge_prompt.get("generation_prompt", True):
+        raise ConfigError(f"method.decode={decode} reads the token after the prompt, but judge_prompt="
                           f"{cfg.judge_prompt.get('name')} has no generation prompt (its first token is the "
                           "assistant header, not a score): use method.decode=greedy, which skips special tokens")
     return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
@@ -193,9 +194,14 @@ def score_judge(cfg: DictConfig, loaded, plan, progress, state: dict):
 @REGISTRY.register
 class Judge(JudgeKind):
     name = "judge"
+    sections = ("judge", "units")  # units: "values" for a cross-family pair (method.decode=values)
 
     def plan(self, cfg: DictConfig) -> Plan:
         return plan_judge(cfg)
 
     def score(self, cfg, loaded, plan, progress, state) -> Scored:
+        if cfg.method.get("decode") == "values":  # the contrast over the range's values (any pair)
+            from cscore.scorers.kinds.judge_values import score_values
+
+            return score_values(cfg, loaded, plan, progress, state)
         return score_judge(cfg, loaded, plan, progress, state)

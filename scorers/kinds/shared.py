@@ -32,7 +32,8 @@ def load_pair(cfg: DictConfig, needed: list[str]):
     if pair.aligned:  # a cross-family pair: only the methods computed on aligned units
         from cscore.scorers.methods import check_aligned
 
-        check_aligned(OmegaConf.select(cfg, "method.name") or "cdm_gen")  # `cscore cdm` has no method: token momenta
+        method = OmegaConf.to_container(cfg.method, resolve=True) if "method" in cfg else {}
+        check_aligned(method.get("name") or "cdm_gen", method)  # `cscore cdm` has no method: token momenta
     return pair
 
 
