@@ -222,6 +222,9 @@ def collect(runs: list[Run]) -> list[Study]:
             notes[key].append(f"{run.path}: no column {', '.join(missing)}; left out")
             continue
         pair = cfg.get("pair") or {}
+        for row, why in (info.get("expected_not_computed") or {}).items():
+            notes[key].append(f"{pair.get('name', '?')} {rng[0]}-{rng[1]} lam={lam:g} t={t:g}: score.{row}_expected "
+                              f"not computed: {why}")
         main, asst = model_names(pair)
         point = (pair.get("name", "?"), variant, method.get("name"), int(rng[0]), int(rng[1]), float(lam),
                  float(t), main, asst)

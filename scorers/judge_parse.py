@@ -168,6 +168,17 @@ def single_token_values(tokens: dict[int, list[int]]) -> bool:
     return all(len(ids) == 1 for ids in tokens.values())
 
 
+def digit_tokens(tokenizer) -> list[int]:
+    """The ids of every token whose text is ASCII digits only ("0".."9" on SmolLM2 and Qwen2.5;
+    also "10".."999" on Llama 3): the tokens that go on writing a number (the expected score's
+    chain, ``judge_stats``). Read from the vocabulary's token strings, each confirmed by decoding."""
+    out = []
+    for piece, i in tokenizer.get_vocab().items():
+        if piece.isascii() and piece.isdigit() and tokenizer.decode([i]) == piece:
+            out.append(int(i))
+    return sorted(out)
+
+
 def continuation_prefixes(tokens: dict[int, list[int]]) -> list[tuple[int, ...]]:
     """Every proper, non-empty prefix of the multi-token value encodings, once each, sorted: the
     contexts after which the judge must look at one more token. Range 1-10 on a tokenizer with one
