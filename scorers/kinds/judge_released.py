@@ -1,6 +1,7 @@
 """The released judge kind (``KIND = "judge_released"``: cd_judge_released): the released
 code's decode, no judge statistics; every grid point decodes. Columns: ``score.<row>``,
-``parse.<row>``, ``output.<row>``."""
+``parse.<row>``, ``output.<row>``. ``metrics.json`` → ``judge.invalid`` counts, per row, No Pred,
+Below, Above and List (a list number read as the score, ``judge_parse.parse_released``)."""
 
 from __future__ import annotations
 
@@ -112,7 +113,7 @@ def score_released(cfg: DictConfig, loaded, plan, progress, state: dict):
             table[f"{rundir.SCORE}{v.name}"] = np.array([p[0] for p in parsed], dtype=np.float64)
             table[f"parse.{v.name}"] = status
             table[f"output.{v.name}"] = np.array(outputs, dtype=object)
-            invalid[v.name] = {**{s: int((status == s).sum()) for s in ("No Pred", "Below", "Above")},
+            invalid[v.name] = {**{s: int((status == s).sum()) for s in ("No Pred", "Below", "Above", "List")},
                                "n": len(examples)}
             tokens = sum(len(p) for p in prompts) + sum(len(x) for x in ids)
             rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // params["batch_size"]), cached=cached)
