@@ -410,3 +410,39 @@ def test_released_text_drops_special_tokens_and_every_assistant(tiny_dirs):
     ids = [tok.bos_token_id] + tok("assistant\n\n 4 - the assistant said", add_special_tokens=False)["input_ids"]
     ids += [tok.eos_token_id, tok.pad_token_id]
     assert jr.released_text(tok, ids) == "4 - the  said"
+
+
+@pytest.mark.parametrize("penalty", [1.0, 1.3])
+def test_decode_tree_equals_decode_per_rule_with_one_prefill(tiny, penalty):
+    """Several (λ, t) rules decoded as one tree give each rule's own ``decode`` paths; the prompts
+    go through the model once, and every later forward is one token per distinct path."""
+    asst = jr.first_step_logprobs(tiny.asst, tiny.prompts, pad_id=tiny.pad, repetition_penalty=penalty)
+    rules = [(0.0, 1.0), (0.7, 1.5), (1.0, 0.5), (0.01, 5.0)]
+    common = dict(alpha=0.1, min_keep=20, max_new_tokens=8, pad_id=tiny.pad, repetition_penalty=penalty)
+    free = [jr.decode(tiny.main, tiny.prompts, asst, lam=lam, t=t, eos_ids=set(), **common) for lam, t in rules]
+    eos = {free[1][0][3]}  # some paths meet it, at different steps
+    want = [jr.decode(tiny.main, tiny.prompts, asst, lam=lam, t=t, eos_ids=eos, **common) for lam, t in rules]
+    assert len({str(w) for w in want}) > 1  # the rules decode differently
+    widths = []
+    hook = tiny.main.model.embed_tokens.register_forward_hook(lambda m, args, o: widths.append(tuple(args[0].shape)))
+    try:
+        got = jr.decode_tree(tiny.main, tiny.prompts, asst, rules=rules, eos_ids=eos, **common)
+    finally:
+        hook.remove()
+    assert got == want
+    width = max(len(p) for p in tiny.prompts)
+    assert widths[0] == (len(tiny.prompts), width) and all(w[1] == 1 for w in widths[1:])  # one prefill
+    for step, (n_rows, _) in enumerate(widths[1:], start=1):  # a row per distinct unfinished path prefix
+        prefixes = {(i, tuple(w[i][:step])) for w in want for i in range(len(tiny.prompts)) if len(w[i]) >= step
+                    and not (len(w[i]) == step and step == 8)}
+        assert n_rows == len(prefixes)
+    # the main model alone is rule (0, 1): decode with the assistant term 0
+    alone = jr.decode(tiny.main, tiny.prompts, torch.zeros_like(asst), lam=0.0, t=1.0, eos_ids=eos, **common)
+    assert got[0] == alone
+
+
+def test_decode_tree_with_an_early_exit_assistant(tiny):
+    rules = [(0.0, 1.0), (0.7, 1.5)]
+    common = dict(alpha=0.1, min_keep=20, max_new_tokens=6, pad_id=tiny.pad, eos_ids=set(), asst_exit_layer=2)
+    want = [jr.decode(tiny.main, tiny.prompts, lam=lam, t=t, **common) for lam, t in rules]
+    assert jr.decode_tree(tiny.main, tiny.prompts, rules=rules, **common) == want
