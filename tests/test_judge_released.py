@@ -446,3 +446,51 @@ def test_decode_tree_with_an_early_exit_assistant(tiny):
     common = dict(alpha=0.1, min_keep=20, max_new_tokens=6, pad_id=tiny.pad, eos_ids=set(), asst_exit_layer=2)
     want = [jr.decode(tiny.main, tiny.prompts, lam=lam, t=t, **common) for lam, t in rules]
     assert jr.decode_tree(tiny.main, tiny.prompts, rules=rules, **common) == want
+
+
+def test_grid_decodes_the_main_and_assistant_rows_once(tiny, tmp_path):
+    """Three (λ, t) points through the kind's decode (statistics cache on): the main-alone and
+    assistant-alone rows are decoded by the first point only (later points read them), the first
+    point's main-alone and contrast rows share one prefill (a tree); every row equals a step-by-step
+    recomputation without cache or padding. Prefills counted on each model's embedding."""
+    from types import SimpleNamespace as NS
+
+    from cscore.scorers.cache import StatsCache
+    from cscore.scorers.kinds.judge_released import decode_rows
+
+    pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),
+              amateur=NS(model=tiny.asst, parent=None, exit_layer=None), tokenizer=tiny.tok)
+    plan = NS(variants=[NS(name="expert", params={"who": "main"}), NS(name="amateur", params={"who": "asst"}),
+                        NS(name="cd", params={"who": "contrast"})])
+    params = dict(alpha=0.1, min_keep=20, max_new_tokens=5, batch_size=2, repetition_penalty=None,
+                  max_prompt_tokens=2048)
+    prefills = {"main": 0, "asst": 0}
+    hooks = [m.model.embed_tokens.register_forward_hook(
+        lambda mod, args, o, who=who: prefills.__setitem__(who, prefills[who] + (args[0].shape[1] > 1)))
+        for who, m in (("main", tiny.main), ("asst", tiny.asst))]
+    cache, got, counts = StatsCache(tmp_path), {}, []
+    try:
+        for lam, t in ((0.5, 1.0), (1.0, 1.0), (0.5, 2.0)):
+            got[lam, t], _ = decode_rows(pair, tiny.prompts, plan, params | {"lam": lam, "t": t}, cache,
+                                         {"ids": "tiny prompts"}, None)
+            counts.append(dict(prefills))
+    finally:
+        for h in hooks:
+            h.remove()
+    batches = 2  # 4 prompts, 2 per batch
+    # point 1: main and contrast in one tree; the assistant's first step and the assistant alone
+    assert counts[0] == {"main": batches, "asst": 2 * batches}
+    # each later point: the contrast only (its own prefill, the assistant's first step)
+    assert counts[2] == {"main": 3 * batches, "asst": 4 * batches}
+    assert [got[k]["expert"][1] for k in got] == [False, True, True]
+    assert [got[k]["amateur"][1] for k in got] == [False, True, True]
+    asst = jr.first_step_logprobs(tiny.asst, tiny.prompts, pad_id=tiny.pad)
+    kw = dict(alpha=0.1, min_keep=20, eos_ids={tiny.main.generation_config.eos_token_id}, max_new_tokens=5)
+    for (lam, t), rows in got.items():
+        assert rows["cd"][0] == [naive_decode(tiny.main, p, asst[i], lam=lam, t=t, **kw)
+                                 for i, p in enumerate(tiny.prompts)]
+        assert rows["expert"][0] == [naive_decode(tiny.main, p, asst[i], lam=0.0, t=1.0, **kw)
+                                     for i, p in enumerate(tiny.prompts)]
+        assert rows["amateur"][0] == [naive_decode(tiny.asst, p, asst[i], lam=0.0, t=1.0, **kw)
+                                      for i, p in enumerate(tiny.prompts)]
+    assert got[0.5, 1.0]["cd"][0] != got[0.5, 1.0]["expert"][0]  # the contrast decodes otherwise
