@@ -19,8 +19,8 @@ from cscore.scorers.judge_parse import ABOVE, BELOW, NO_PRED, OK
 
 
 def test_statuses():
-    assert jp.STATUSES == ("ok", "No Pred", "Below", "Above")
-    assert (OK, NO_PRED, BELOW, ABOVE) == jp.STATUSES
+    assert jp.STATUSES == ("ok", "No Pred", "Below", "Above", "List")
+    assert (OK, NO_PRED, BELOW, ABOVE, jp.LIST) == jp.STATUSES
 
 
 # --- the paper's rule ---------------------------------------------------------------------------
