@@ -58,7 +58,7 @@ CHAIN_CS = tuple(sorted({lam / t for lam in (0.01, 0.1, 0.5, 1.0) for t in (0.5,
 CHAIN_ARRAYS = ("chain_ids", "chain_digit", "chain_a", "chain_z", "lse_z", "chain_c", "lse_c")
 
 
-def _none(dtype, *shape):
+def _empty(dtype, *shape):
     return field(default_factory=lambda: np.zeros(shape, dtype=dtype))
 
 
@@ -80,13 +80,13 @@ class JudgeStats:
     text_values: np.ndarray  # str: their texts
     vocab: int
     # the expected score's chain (ranges with multi-token values only; empty otherwise)
-    chain_ids: np.ndarray = _none(np.int64, 0)  # int64 [T]: digit tokens and every value's tokens
-    chain_digit: np.ndarray = _none(np.bool_, 0)  # bool [T]: a digit token (continues a number)
-    chain_a: np.ndarray = _none(np.float64, 0, 0)  # float64 [n_ctx, T]: log p_main
-    chain_z: np.ndarray = _none(np.float64, 0, 0)  # float64 [n_ctx, T]: assistant logit
-    lse_z: np.ndarray = _none(np.float64, 0)  # float64 [n_ctx]: log Σ exp(z)
-    chain_c: np.ndarray = _none(np.float64, 0)  # float64 [C]
-    lse_c: np.ndarray = _none(np.float64, 0, 0)  # float64 [n_ctx, C]: log Σ exp(a − c·z)
+    chain_ids: np.ndarray = _empty(np.int64, 0)  # int64 [T]: digit tokens and every value's tokens
+    chain_digit: np.ndarray = _empty(np.bool_, 0)  # bool [T]: a digit token (continues a number)
+    chain_a: np.ndarray = _empty(np.float64, 0, 0)  # float64 [n_ctx, T]: log p_main
+    chain_z: np.ndarray = _empty(np.float64, 0, 0)  # float64 [n_ctx, T]: assistant logit
+    lse_z: np.ndarray = _empty(np.float64, 0)  # float64 [n_ctx]: log Σ exp(z)
+    chain_c: np.ndarray = _empty(np.float64, 0)  # float64 [C]
+    lse_c: np.ndarray = _empty(np.float64, 0, 0)  # float64 [n_ctx, C]: log Σ exp(a − c·z)
 
     OPTIONAL_ARRAYS = CHAIN_ARRAYS  # stored only where a range needs them
 
