@@ -326,6 +326,20 @@ def test_list_numbering_is_its_own_column_and_not_invalid():
     assert "| Main | 1-5 | 40.0% | 1 | 0 | 1 | 2 | 5 |" in md
 
 
+def test_an_expected_score_not_computed_is_a_study_note(tmp_path):
+    """A run whose metrics say an expected score could not be computed (a multi-token range at a
+    c off the kept grid): the study carries the reason as a note (cscore report prints it)."""
+    frame = judge_frame(0.3, 1.0, 1, 5, "pA")
+    frame["score.cd_judge_expected"] = np.nan
+    run = write_run(tmp_path / "0", frame, 0.3, 1.0, 1, 5)
+    metrics = json.loads((run / rundir.METRICS).read_text())
+    metrics["judge"]["expected_not_computed"] = {"cd_judge": "c = 0.3 is not one of the kept normalisers"}
+    (run / rundir.METRICS).write_text(json.dumps(metrics))
+    (study,) = judge.collect(find_runs(tmp_path))
+    assert study.notes == ["pA 1-5 lam=0.3 t=1: score.cd_judge_expected not computed: c = 0.3 is not one of the "
+                           "kept normalisers"]
+
+
 def test_hyperparameter_table_lists_the_chosen_lambda_and_t(rep):
     t = rep.tables["hyperparameters"]
     rows = [(name, dict(zip(t.columns, cells))) for name, cells in t.rows]
