@@ -338,7 +338,7 @@ def select(study: Study, criterion: Criterion = Criterion(), score: str = "parse
         pair, variant, lo, hi = setting
         cand = g[(g["pair"] == pair) & (g["variant"] == variant) & (g["lo"] == lo) & (g["hi"] == hi)]
         if score == "expected" and not np.isfinite(cand["value"].to_numpy(dtype=float)).any():
-            continue  # no expected score (multi-token values) or none that varies
+            continue  # no expected score (a multi-token range off the kept c grid: a study note) or none that varies
         best, tied = choose(cand)
         point = next(p for p in study.grid_points(setting) if p.lam == g.at[best, "lam"] and p.t == g.at[best, "t"])
         rows.append({"pair": pair, "variant": variant, "range": f"{lo}-{hi}", "lo": lo, "hi": hi,
