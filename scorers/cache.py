@@ -424,7 +424,9 @@ def _unpack(data: bytes, heads: list, arrays_meta: dict, judge: str | None = Non
             raise CacheEntryError(f"stats.npz holds {sorted(z.files)}, meta.json lists {sorted(arrays_meta)}")
         for i, head in enumerate(heads):
             got = {}
-            for name in KINDS[judge][1] if judge else ARRAYS:
+            optional = [n for n in getattr(KINDS[judge][0], "OPTIONAL_ARRAYS", ()) if f"{i}_{n}" in arrays_meta] \
+                if judge else []
+            for name in [*(KINDS[judge][1] if judge else ARRAYS), *optional]:
                 field = f"{i}_{name}"
                 if field not in arrays_meta:
                     raise CacheEntryError(f"array {field} is missing")

@@ -213,6 +213,35 @@ def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) ->
     return paths, False
 
 
+def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[str]], dict[str, list[list[int]]]],
+                       ) -> dict[str, tuple[list[list[int]], bool]]:
+    """``through_cache`` for several named decodes at once: {name: (paths, from the cache)}; the
+    names the cache lacks are computed in ONE call ``compute(names)`` (so they can share work) and
+    stored. Every key is locked (in sorted order: no two runs wait on each other) while this runs."""
+    from contextlib import ExitStack
+
+    from cscore.scorers.cache import stats_key
+
+    if cache is None:
+        return {name: (paths, False) for name, paths in compute(list(parts)).items()}
+    full = {name: {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **p} for name, p in parts.items()}
+    keys = {name: stats_key(p) for name, p in full.items()}
+    out: dict[str, tuple[list[list[int]], bool]] = {}
+    with ExitStack() as stack:
+        for key in sorted(set(keys.values())):
+            stack.enter_context(cache.lock(key))
+        for name, key in keys.items():
+            hit = cache.load(key)
+            if hit is not None:
+                out[name] = (hit.stats["paths"].paths(), True)
+        todo = [name for name in parts if name not in out]
+        got = compute(todo) if todo else {}
+        for name in todo:
+            cache.save(keys[name], {"paths": DecodedPaths.from_lists(got[name])}, full[name])
+            out[name] = (got[name], False)
+    return out
+
+
 def released_parts(pair, prompts, who: str, params: dict, base: dict) -> dict:
     """What a released-preset decode depends on (its cache key parts): the models, dtype, device
     and prompt ids (``base``), the row, the decoding settings; λ and t only for the contrast row

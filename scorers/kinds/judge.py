@@ -69,11 +69,13 @@ def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
 
 
 def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_items, progress=None):
-    """The judge pass through the statistics cache (one entry per pair, prompts and range)."""
+    """The judge pass through the statistics cache (one entry per pair, prompts and range). A range
+    with multi-token values keeps the expected score's chain (``judge_stats``): its key says so."""
     from cscore.scorers import judge
     from cscore.scorers.cache import ids_digest, stats_key
     from cscore.scorers.identity import model_identity
-    from cscore.scorers.judge_stats import FORMAT
+    from cscore.scorers.judge_parse import digit_tokens
+    from cscore.scorers.judge_stats import CHAIN_CS, CHAIN_FORMAT, FORMAT
 
     main, asst = pair.expert, pair.amateur
     early = asst.parent is main
@@ -81,13 +83,14 @@ def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_item
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
 
     share = bool(cfg.runtime.get("prefix_sharing", True))
+    digits = digit_tokens(tok) if prefixes else None
 
     def compute():
         return judge.compute(main.model, contexts, asst=None if early else asst.model,
                              asst_exit=asst.exit_layer if early else None, values=values, value_ids=value_ids,
                              prefixes=prefixes, n_items=n_items, decode_token=lambda t: tok.decode([t]),
                              token_budget=cfg.runtime.token_budget, padding_side=cfg.runtime.padding_side,
-                             pad_id=pad_id, progress=progress, share_prefix=share)
+                             pad_id=pad_id, progress=progress, share_prefix=share, digit_ids=digits)
 
     if asst.parent is not None and not early:
         raise ConfigError("the judge's assistant must be a whole model or an early exit of the main model")
@@ -105,6 +108,8 @@ def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_item
              "token_budget": cfg.runtime.token_budget, "padding_side": cfg.runtime.padding_side}
     if share:  # packed rows batch differently (float32 rounding); unshared keys unchanged
         parts["prefix_sharing"] = True
+    if digits is not None:  # one-token ranges: keys unchanged
+        parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
     key = stats_key(parts)
     with cache.lock(key):
         hit = cache.load(key)
@@ -185,10 +190,25 @@ def score_judge(cfg: DictConfig, loaded, plan, progress, state: dict):
                   "continuation_prefixes": [list(p) for p in prefixes],
                   "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),
                                               "vocabulary": stats.vocab}}
+    missing = expected_missing(stats, plan, params)
+    if missing:
+        judge_info["expected_not_computed"] = missing
     log.info("judge statistics: %.1f tokens kept per context on average (max %d) of a %d-token vocabulary",
              sizes.mean(), sizes.max(), stats.vocab)
     label = "judge: " + "+".join(pair.models)
     return Scored(table, JudgeRun(stats, {label: report}), pair.models, n_truncated, metrics={"judge": judge_info})
+
+
+def expected_missing(stats, plan, params) -> dict[str, str]:
+    """{row: why its expected score is NaN} for the rows whose expected score the statistics
+    cannot give (a multi-token range at a c off the kept grid), each said once in the log."""
+    out = {}
+    for v in plan.variants:
+        note = stats.expected_note(v.params["who"], params["lam"] / params["t"])
+        if note is not None:
+            out[v.name] = note
+            log.warning("score.%s_expected is not computed (NaN): %s", v.name, note)
+    return out
 
 
 @REGISTRY.register

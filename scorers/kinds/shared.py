@@ -178,9 +178,13 @@ class JudgeKind(MethodKind):
     def summary_lines(self, metrics: dict) -> list[tuple[str, str]]:
         out = []
         for name, counts in (metrics.get("judge") or {}).get("invalid", {}).items():
-            bad = {s: k for s, k in counts.items() if s != "n" and k}
+            bad = {s: k for s, k in counts.items() if s not in ("n", "List") and k}
             if bad:
                 what = ", ".join(f"{k} {s}" for s, k in bad.items())
                 out.append(("yellow", f"{name}: {sum(bad.values())} of {counts['n']} judge outputs gave no score "
                                       f"in range ({what}; per row in parse.{name})"))
+            if counts.get("List"):
+                out.append(("yellow", f"{name}: {counts['List']} of {counts['n']} judge outputs read as a score from "
+                                      f"list numbering (\"1. The summary...\", as the released parse does; parse "
+                                      f"{name} = List)"))
         return out

@@ -12,7 +12,10 @@ model on its own prompt (``scorers/judge_values.py``). The written text is parse
 ("No Pred"), below the range → its lowest ("Below"), above → its highest ("Above").
 ``expected``: Σ value · q(value), q = softmax over the range's score tokens of the same
 contrast — a distributional variant of ours (G-Eval's probability-weighted score), no ties;
-V_head does not apply to it (every score token is weighed, plausible or not).
+V_head does not apply to it (every score token is weighed, plausible or not). A value written
+with several tokens (10 on a one-digit-per-token tokenizer) chains the digit probabilities, the
+value "1" of 1-10 times the probability that no digit follows (``judge_stats``); the contrast's
+chain is kept for the c values of the paper's grid, NaN (and said in metrics.json) at others.
 
 The first step is a function of ``JudgeStats``, c = λ / t and α (see judge_stats): no model
 call; greedy decoding's later steps are decoded per distinct c and cached (``judge_decode``).
@@ -93,7 +96,7 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alp
           texts=None) -> dict:
     """Per item: ``score`` (parsed), ``status`` (ok / No Pred / Below / Above), ``text`` (what
     the judge wrote: ``texts`` when decoded, else the first token(s) read from ``stats``) and
-    ``expected`` (NaN unless every value of the range is one token)."""
+    ``expected`` (NaN where ``stats.expected_note`` says it cannot be computed)."""
     from cscore.scorers.judge_parse import parse_paper
 
     lo, hi = int(score_range[0]), int(score_range[1])
