@@ -63,8 +63,7 @@ def training_table(cfg: DictConfig, t: dict):
     from cscore.cli.validate import validate
     from cscore.scorers.kinds.pooler import target_aspect
 
-    validate(cfg)
-    examples = load_stage(cfg).examples
+    examples = load_stage(validate(cfg)).examples
     aspect = target_aspect(examples, t["aspect"])
     column = "reference" if t["condition"] == "reference" else "source"
     contexts = (

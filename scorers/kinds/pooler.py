@@ -13,10 +13,10 @@ import json
 import logging
 
 import numpy as np
-from omegaconf import DictConfig
 
 from cscore import rundir
 from cscore.errors import ConfigError
+from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, MethodKind, Plan, Scored
 from cscore.scorers.kinds.shared import token_plan, token_score
 
@@ -42,7 +42,7 @@ def target_aspect(table, aspect: str | None) -> str:
     return aspect
 
 
-def score_pooler(cfg: DictConfig, loaded, plan, progress, state: dict):
+def score_pooler(run: RunConfig, loaded, plan, progress, state: dict):
     from cscore.metaeval.correlation import correlate
     from cscore.scorers import cdm_pooler, methods
     from cscore.scorers.methods.common import per_item
@@ -54,7 +54,7 @@ def score_pooler(cfg: DictConfig, loaded, plan, progress, state: dict):
     cdm_pooler.check_folds(loaded.examples[f"{rundir.HUMAN}{aspect}"].to_numpy(dtype=np.float64), groups,
                            folds=params["folds"], seed=params["seed"], objective=params["objective"], l2=params["l2"],
                            threshold=params["threshold"])
-    scored = token_score(cfg, loaded, plan, progress, state)  # the comparison rows; the pooler's column below
+    scored = token_score(run, loaded, plan, progress, state)  # the comparison rows; the pooler's column below
     stats = scored.stats.stats
     module = methods.get(main.method)
     momentum = module.token_scores(stats, **{k: params[k] for k in module.MOMENTUM})
@@ -95,8 +95,8 @@ class Pooler(MethodKind):
     name = "pooler"
     sections = ("pooler",)
 
-    def plan(self, cfg: DictConfig) -> Plan:
-        return token_plan(cfg)
+    def plan(self, run: RunConfig) -> Plan:
+        return token_plan(run)
 
-    def score(self, cfg, loaded, plan, progress, state) -> Scored:
-        return score_pooler(cfg, loaded, plan, progress, state)
+    def score(self, run, loaded, plan, progress, state) -> Scored:
+        return score_pooler(run, loaded, plan, progress, state)

@@ -23,11 +23,11 @@ NEGATIVES = "negatives.jsonl"
 PROVENANCE = "provenance.json"
 
 
-def pair_record(cfg: DictConfig) -> dict:
-    p = cfg.pair
-    return {"name": p.name, "expert": p.expert.path, "amateur": p.amateur.get("path"),
-            "early_exit": p.amateur.get("early_exit"), "revision": p.expert.get("revision"),
-            "amateur_revision": p.amateur.get("revision")}
+def pair_record(p) -> dict:
+    """The pair a job ran with, from its ``pair`` section (the typed ``Pair`` or the composed one)."""
+    return {"name": p.name, "expert": p.expert.path, "amateur": getattr(p.amateur, "path", None),
+            "early_exit": getattr(p.amateur, "early_exit", None), "revision": getattr(p.expert, "revision", None),
+            "amateur_revision": getattr(p.amateur, "revision", None)}
 
 
 def select_positives(examples, which: str, column: str | None = None):
@@ -88,7 +88,7 @@ def finished_records(path, per_positive: int) -> list[dict]:
 def generate_identity(cfg: DictConfig, g: dict) -> dict:
     """What decides the negatives: a directory holds the output of one identity only."""
     return {"data": OmegaConf.to_container(cfg.data, resolve=True), "split": OmegaConf.to_container(cfg.split),
-            "pair": pair_record(cfg), "prompt": OmegaConf.to_container(cfg.prompt, resolve=True),
+            "pair": pair_record(cfg.pair), "prompt": OmegaConf.to_container(cfg.prompt, resolve=True),
             "max_length": cfg.runtime.max_length, "dtype": cfg.runtime.dtype,
             "generate": {k: v for k, v in g.items() if k not in ("out", "limit")}}
 
