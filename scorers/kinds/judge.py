@@ -68,7 +68,7 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     from cscore.scorers import judge
     from cscore.scorers.cache import ids_digest, stats_key
     from cscore.scorers.identity import model_identity
-    from cscore.scorers.judge_stats import FORMAT
+    from cscore.scorers.judge_stats import FORMAT, JudgeStats
 
     main, asst = pair.expert, pair.amateur
     early = asst.parent is main
@@ -100,19 +100,17 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
              "token_budget": run.runtime.token_budget, "padding_side": run.runtime.padding_side}
     if share:  # packed rows batch differently (float32 rounding); unshared keys unchanged
         parts["prefix_sharing"] = True
-    key = stats_key(parts)
-    with cache.lock(key):
-        hit = cache.load(key)
-        if hit is not None:
-            report = engine.EngineReport.of_entry(hit.meta)
-        else:
-            stats, report = compute()
-            extra = {"models": [f"main: {main.name}", f"asst: {asst.name}"], "report": report.record()}
-            cache.save(key, {"judge": stats}, parts, extra=extra)
-    if hit is not None:
-        stats = hit.stats["judge"]
+    done: dict = {}
+
+    def compute_entry(key: str):
+        stats, done["report"] = compute()
+        return {"judge": stats}, {"models": [f"main: {main.name}", f"asst: {asst.name}"],
+                                  "report": done["report"].record()}
+
+    got, meta = cache.get_or_compute(parts, compute_entry, JudgeStats)
+    report = engine.EngineReport.of_entry(meta) if meta is not None else done["report"]
     report.fetch_seconds = time.perf_counter() - start
-    return stats, report, key
+    return got["judge"], report, stats_key(parts)
 
 
 def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, params, factory) -> dict:
