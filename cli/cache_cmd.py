@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from cscore.cli.exits import one_line_errors
+from cscore.files import cache_root, disk_size
 from cscore.scorers.cache import CacheEntryError, CacheError, StatsCache
-from cscore.scorers.files import cache_root, disk_size
 from cscore.scorers.identity import find_identities, identity_label
 
 SHOWN = {"temperatures", "heads", "model"}  # key parts the fixed columns already show

@@ -47,8 +47,8 @@ def evaluate_stage(run: RunConfig, scored: Scored, plan: Plan) -> pd.DataFrame:
     from cscore.metaeval.correlation import correlation_table
 
     split_by = run.meta.split_by or run.data.split_by
-    if split_by is None and "split" in scored.table.columns:  # split.dev_ids: dev and test apart
-        split_by = "split"
+    if split_by is None and rundir.SPLIT in scored.table.columns:  # split.dev_ids: dev and test apart
+        split_by = rundir.SPLIT
     targets = plan.targets if plan.targets is not None else rundir.human_columns(scored.table.columns)
     corr = correlation_table(scored.table, plan.score_columns, targets, split_by=split_by)
     corr["metric"] = corr["metric"].str.removeprefix(rundir.SCORE)

@@ -43,8 +43,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping, NamedTuple, Proto
 import numpy as np
 
 from cscore.errors import CacheEntryError, CacheError  # defined in errors.py
-from cscore.scorers.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint, remove_folder
-from cscore.scorers.files import (
+from cscore.files import (
     atomic_file,
     cache_root,
     canonical_json,
@@ -56,6 +55,7 @@ from cscore.scorers.files import (
     sha256_file,
     write_atomic,
 )
+from cscore.scorers.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint, remove_folder
 from cscore.scorers.stats import FORMAT_VERSION  # the per-token format: part of every key
 
 log = logging.getLogger(__name__)

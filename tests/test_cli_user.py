@@ -221,7 +221,7 @@ def test_cache_lists_and_clears_converted_models(tmp_path, monkeypatch, capsys):
 
 def test_the_run_directory_contract(two_runs, tmp_path):
     from cscore import rundir
-    from cscore.metaeval.runs import find_runs
+    from cscore.rundir import find_runs
 
     root, _, _ = two_runs
     assert rundir.is_complete(root / "a")

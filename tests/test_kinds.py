@@ -165,3 +165,19 @@ def test_a_run_directory_is_named_by_the_kind_not_by_a_method_name():
     assert name_of({**base, "method": {"name": "baseline"}}, {}, [], set()) == "demo_none_baseline"
     # a method that does not exist names the pair (the run's check reports it)
     assert name_of({**base, "method": {"name": "nope"}}, {}, [], set()) == "demo_p_nope"
+
+
+def test_every_kind_section_of_metrics_json_has_a_schema_in_rundir():
+    from cscore import rundir
+
+    for kind in kinds.registry().entries.values():
+        assert set(kind.sections) <= set(rundir.SECTIONS), kind.name
+    rundir.check_section("units", "aligned")
+    rundir.check_section("judge", {"score_range": [1, 5], "aspect": "a", "lam": 0.1, "t": 1.0, "invalid": {},
+                                   "decode": "greedy"})
+    with pytest.raises(ValueError, match=r"judge lacks \['invalid'\]"):
+        rundir.check_section("judge", {"score_range": [1, 5], "aspect": "a", "lam": 0.1, "t": 1.0})
+    with pytest.raises(ValueError, match="no section 'nope'"):
+        rundir.check_section("nope", {})
+    with pytest.raises(ValueError, match="units must be a str"):
+        rundir.check_section("units", {"aligned": True})

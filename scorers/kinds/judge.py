@@ -166,8 +166,8 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
                            score_range=[lo, hi], texts=texts.get(v.name))
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
-        table[f"parse.{v.name}"] = got["status"]
-        table[f"output.{v.name}"] = got["text"]
+        table[f"{rundir.PARSE}{v.name}"] = got["status"]
+        table[f"{rundir.OUTPUT}{v.name}"] = got["text"]
         counts = {s: int((got["status"] == s).sum()) for s in ("No Pred", "Below", "Above")}
         invalid[v.name] = {**counts, "n": len(examples)}
     sizes = stats.front_sizes

@@ -110,8 +110,8 @@ def score_released(run: RunConfig, loaded, plan, progress, state: dict):
             parsed = [parse_released(x, lo, hi) for x in outputs]
             status = np.array([p[1] for p in parsed], dtype=object)
             table[f"{rundir.SCORE}{v.name}"] = np.array([p[0] for p in parsed], dtype=np.float64)
-            table[f"parse.{v.name}"] = status
-            table[f"output.{v.name}"] = np.array(outputs, dtype=object)
+            table[f"{rundir.PARSE}{v.name}"] = status
+            table[f"{rundir.OUTPUT}{v.name}"] = np.array(outputs, dtype=object)
             invalid[v.name] = {**{s: int((status == s).sum()) for s in ("No Pred", "Below", "Above")},
                                "n": len(examples)}
             tokens = sum(len(p) for p in prompts) + sum(len(x) for x in ids)

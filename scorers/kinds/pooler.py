@@ -21,7 +21,7 @@ from cscore.scorers.kinds.base import REGISTRY, MethodKind, Plan, Scored
 from cscore.scorers.kinds.shared import token_plan, token_score
 
 log = logging.getLogger("cscore")
-FOLDS_FILE = "cdm_folds.json"
+FOLDS_FILE = rundir.CDM_FOLDS
 
 
 def target_aspect(table, aspect: str | None) -> str:

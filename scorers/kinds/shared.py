@@ -178,5 +178,5 @@ class JudgeKind(MethodKind):
             if bad:
                 what = ", ".join(f"{k} {s}" for s, k in bad.items())
                 out.append(("yellow", f"{name}: {sum(bad.values())} of {counts['n']} judge outputs gave no score "
-                                      f"in range ({what}; per row in parse.{name})"))
+                                      f"in range ({what}; per row in {rundir.PARSE}{name})"))
         return out

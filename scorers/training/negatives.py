@@ -14,7 +14,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from cscore.errors import ConfigError
-from cscore.scorers.files import write_atomic
+from cscore.files import write_atomic
 from cscore.scorers.training.artifacts import ArtifactDir, now, versions
 
 log = logging.getLogger(__name__)
