@@ -64,7 +64,7 @@ def run(cfg: DictConfig, out_dir: Path, state: dict | None = None) -> dict:
     state["stage"] = "models"
     scored = kind.score(config, loaded, plan, Progress(*progress_bar(console, config.runtime.progress)), state)
     state["stage"] = "write"
-    corr = stages.evaluate_stage(config, scored, plan)
+    corr = stages.evaluate_stage(config, kind, scored, plan)
     metrics = stages.write_stage(config, kind, out_dir, loaded, plan, scored, corr)
     summary.print_summary(console, config, kind, out_dir, loaded, scored, corr, metrics)
     return metrics

@@ -43,9 +43,10 @@ def load_stage(run: RunConfig) -> Loaded:
     return Loaded(examples, report, n_loaded)
 
 
-def evaluate_stage(run: RunConfig, scored: Scored, plan: Plan) -> pd.DataFrame:
-    from cscore.metaeval.correlation import correlation_table
+def evaluate_stage(run: RunConfig, kind: MethodKind, scored: Scored, plan: Plan) -> pd.DataFrame:
+    from cscore.metaeval.correlation import correlate, correlation_table
 
+    kind.evaluate(scored, correlate)  # what the kind measures itself (a pooler's folds)
     split_by = run.meta.split_by or run.data.split_by
     if split_by is None and rundir.SPLIT in scored.table.columns:  # split.dev_ids: dev and test apart
         split_by = rundir.SPLIT

@@ -49,6 +49,7 @@ class Scored:
     n_truncated: int
     metrics: dict = field(default_factory=dict)  # the kind's sections of metrics.json
     files: dict = field(default_factory=dict)  # kind-specific run-dir files: name -> text (cdm_folds.json)
+    kept: dict = field(default_factory=dict)  # what the kind's score step keeps for its evaluate step
 
 
 @dataclass
@@ -103,6 +104,11 @@ class MethodKind(ABC):
         """(part, text) that names a run directory in place of the models that run, read from the
         composed config as a plain dict (before it is checked); None: the models."""
         return None
+
+    def evaluate(self, scored: Scored, correlate: Callable[[Any, Any, str], float]) -> None:
+        """After the score step, what the kind measures itself (into ``scored.metrics`` and
+        ``scored.files``) with the run's correlation (``correlate(x, y, "spearman")``: NaN
+        where undefined), which the evaluate stage hands it; by default nothing."""
 
     def summary_lines(self, metrics: dict) -> list[tuple[str, str]]:
         """(style, text) lines for the end-of-run summary from its metrics.json sections."""

@@ -149,6 +149,24 @@ def check_aspect(examples, aspect: str) -> None:
                           f"it has {', '.join(have) or 'no human scores'}")
 
 
+def target_aspect(table, aspect: str | None) -> str:
+    """The human aspect to train on: the one asked for, else the only one, else ``overall``."""
+    from cscore.scorers.methods.params import suggest
+
+    have = [c.removeprefix(rundir.HUMAN) for c in rundir.human_columns(table.columns)]
+    if aspect is None:
+        if len(have) == 1:
+            return have[0]
+        if "overall" in have:
+            return "overall"
+        raise ConfigError(f"the pooler trains on one human aspect and this data has {', '.join(have) or 'none'}: "
+                          "set method.aspect=<one of them>")
+    if aspect not in have:
+        raise ConfigError(f"method.aspect={aspect} but this data has no human.{aspect}{suggest(aspect, have)}; "
+                          f"it has {', '.join(have) or 'no human scores'}")
+    return aspect
+
+
 def judge_setup(run: RunConfig, loaded: Loaded, plan: Plan):
     """What both judge kinds start with: (method params, examples, the loaded pair, judge prompt config)."""
     from transformers.utils import logging as hf_logging

@@ -195,6 +195,32 @@ def write_negatives(job: GenerateJob, cfg: DictConfig, pair, rows, inputs) -> di
     return models
 
 
+def positives_of(examples, g: dict):
+    """The positives of ``cdm.generate`` (``g``): top_rated ranks each group on the human aspect;
+    at most ``limit`` of them, in table order."""
+    from cscore import rundir
+    from cscore.scorers.kinds.shared import target_aspect
+
+    column = f"{rundir.HUMAN}{target_aspect(examples, g['aspect'])}" if g["positives"] == "top_rated" else None
+    positives = select_positives(examples, g["positives"], column)
+    return positives.head(g["limit"]) if g["limit"] is not None else positives
+
+
+def make(job: GenerateJob, run, cfg: DictConfig, positives) -> None:
+    """The negatives of the positives not written yet (the pair loads only when some are left),
+    then provenance.json marked complete. ``run``: the typed config; ``cfg``: as composed (recorded)."""
+    from cscore.scorers.kinds.shared import load_pair, make_prompts
+
+    rows = todo(job, positives)
+    models = None
+    if len(rows):
+        pair = load_pair(run, ["expert", "amateur"])
+        prompts, spans = make_prompts(run, rows, pair.tokenizer)
+        inputs = pair.encode(prompts, list(rows["text"]), max_length=run.runtime.max_length, source_spans=spans)
+        models = write_negatives(job, cfg, pair, rows, inputs)
+    finish(job, cfg, len(positives), models)
+
+
 def finish(job: GenerateJob, cfg: DictConfig, n_positives: int, models: dict | None) -> dict:
     """provenance.json with ``complete: true`` and the counts (written last); returns the counts."""
     prov = job.prov
