@@ -5,6 +5,7 @@ config checked once into typed objects (``typed(cfg) -> RunConfig``; the datacla
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -37,7 +38,7 @@ def resolved(cfg) -> dict:
     if isinstance(cfg, dict):
         return cfg
     try:
-        return OmegaConf.to_container(cfg, resolve=True)
+        return cast(dict, OmegaConf.to_container(cfg, resolve=True))
     except Exception as err:  # an interpolation that does not resolve
         raise ConfigError(f"the config does not resolve: {err}") from None
 
@@ -63,10 +64,10 @@ def check_pair(pair: dict) -> Pair:
 def typed_method(method: dict):
     from cscore.scorers import methods
 
-    name = method.get("name")
+    module = methods.get(method.get("name"))  # type: ignore[arg-type]  # None or any other: the one-line ConfigError
     params = {k: v for k, v in method.items() if k not in methods.NOT_PARAMS}
-    checked = methods.check_params(name, params)
-    return methods.get(name).Params(**{k: method[k] for k in methods.NOT_PARAMS if k in method}, **checked)
+    checked = methods.check_params(module.NAME, params)
+    return module.Params(**{k: method[k] for k in methods.NOT_PARAMS if k in method}, **checked)
 
 
 def typed(cfg: DictConfig | dict) -> RunConfig:

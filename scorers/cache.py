@@ -249,9 +249,10 @@ class StatsCache:
         if meta.get("kind") != payload_type.ENTRY_KIND:  # the reader's mistake, not a damaged entry: kept
             raise TypeError(f"cache entry {key[:12]} holds {meta.get('kind') or 'token statistics'}, not "
                             f"{payload_type.ENTRY_KIND or 'token statistics'} ({payload_type.__name__})")
-        field, want = payload_type.ENTRY_FORMAT or (None, None)
-        if field is not None and meta.get(field) != want:
-            raise CacheEntryError(f"{field} {meta.get(field)!r}, expected {want}")
+        if payload_type.ENTRY_FORMAT is not None:
+            field, want = payload_type.ENTRY_FORMAT
+            if meta.get(field) != want:
+                raise CacheEntryError(f"{field} {meta.get(field)!r}, expected {want}")
         try:
             return Entry(_unpack(data, heads, meta.get("arrays") or {}, payload_type), meta)
         except CacheEntryError:
@@ -314,7 +315,7 @@ class StatsCache:
             arrays = _pack(stats)
             npz = tmp / "stats.npz"
             with atomic_file(npz, "wb") as f:
-                np.savez(f, **arrays)
+                np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub: **kwds as allow_pickle
             first = stats[heads[0]]
             kind, fmt = type(first).ENTRY_KIND, type(first).ENTRY_FORMAT
             figures = {h: stats[h].entry_figures() for h in heads}

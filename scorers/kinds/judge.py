@@ -15,7 +15,7 @@ from cscore import rundir
 from cscore.errors import ConfigError
 from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, Plan, Scored
-from cscore.scorers.kinds.shared import JudgeKind, judge_setup, plan_variants, stats_cache
+from cscore.scorers.kinds.shared import JudgeKind, judge_prompt, judge_setup, plan_variants, stats_cache
 
 log = logging.getLogger("cscore")
 
@@ -32,9 +32,9 @@ def plan_judge(run: RunConfig):
     variants = plan_variants(run)
     params = run.params
     aspect = params["aspect"]
-    if params.get("decode") == "first_token" and not run.judge_prompt.generation_prompt:
+    if params.get("decode") == "first_token" and not judge_prompt(run).generation_prompt:
         raise ConfigError(f"method.decode=first_token reads the token after the prompt, but judge_prompt="
-                          f"{run.judge_prompt.name} has no generation prompt (its first token is the "
+                          f"{judge_prompt(run).name} has no generation prompt (its first token is the "
                           "assistant header, not a score): use method.decode=greedy, which skips special tokens")
     return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
                 targets=[f"{rundir.HUMAN}{aspect}"])
@@ -153,8 +153,8 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
         stats, report, key = judge_statistics(run, pair, contexts, values=values, value_ids=value_ids,
                                               prefixes=prefixes, n_items=len(examples),
                                               progress=factory("judge", len(contexts)) if factory else None)
-        texts = decoded_texts(run, pair, stats, key, [contexts[i * (1 + len(prefixes))] for i in range(len(examples))],
-                              plan, params, factory)
+        firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
+        decoded = decoded_texts(run, pair, stats, key, firsts, plan, params, factory)
     table = examples.copy()
     table["prompt"] = kept
     table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
@@ -163,7 +163,7 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
     module = methods.get(run.method.name)
     for v in plan.variants:
         got = module.judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], alpha=params["alpha"],
-                           score_range=[lo, hi], texts=texts.get(v.name))
+                           score_range=[lo, hi], texts=decoded.get(v.name))
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
         table[f"{rundir.PARSE}{v.name}"] = got["status"]

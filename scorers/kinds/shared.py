@@ -14,6 +14,7 @@ import pandas as pd
 from cscore import rundir
 from cscore.errors import ConfigError
 from cscore.scorers.config import RunConfig
+from cscore.scorers.config_groups import JudgePrompt
 from cscore.scorers.kinds.base import Loaded, MethodKind, Plan, Progress, Scored
 
 log = logging.getLogger("cscore")
@@ -23,6 +24,7 @@ def load_pair(run: RunConfig, needed: list[str]):
     from cscore.scorers.api import ModelPair
 
     p, rt = run.pair, run.runtime
+    assert p.expert.path is not None  # typed() refuses a pair without an expert
     # reuse=True: the jobs of an in-process multirun share the models; weights load on first use,
     # so a job whose statistics are all cached loads none
     if "amateur" not in needed:
@@ -167,6 +169,13 @@ def target_aspect(table, aspect: str | None) -> str:
     return aspect
 
 
+def judge_prompt(run: RunConfig) -> JudgePrompt:
+    """The judge_prompt group a judge method composes (a ConfigError when a config has none)."""
+    if run.judge_prompt is None:
+        raise ConfigError(f"method={run.method.name} needs the judge_prompt group (judge_prompt=geval | released)")
+    return run.judge_prompt
+
+
 def judge_setup(run: RunConfig, loaded: Loaded, plan: Plan):
     """What both judge kinds start with: (method params, examples, the loaded pair, judge prompt config)."""
     from transformers.utils import logging as hf_logging
@@ -177,7 +186,7 @@ def judge_setup(run: RunConfig, loaded: Loaded, plan: Plan):
     pair = load_pair(run, plan.models)
     for role, m in pair.models.items():
         log.info(model_line(role, m))
-    return params, loaded.examples, pair, asdict(run.judge_prompt)
+    return params, loaded.examples, pair, asdict(judge_prompt(run))
 
 
 class JudgeKind(MethodKind):
@@ -187,7 +196,7 @@ class JudgeKind(MethodKind):
     sections = ("judge",)
 
     def signature_fields(self, run: RunConfig) -> dict[str, Any]:
-        return {"pair": run.pair.name, "prompt": f"judge/{run.judge_prompt.name}"}
+        return {"pair": run.pair.name, "prompt": f"judge/{judge_prompt(run).name}"}
 
     def summary_lines(self, metrics: dict) -> list[tuple[str, str]]:
         out = []
