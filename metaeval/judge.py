@@ -48,14 +48,14 @@ from cscore import rundir
 from cscore.metaeval import render
 from cscore.metaeval.bias import invalid_rate
 from cscore.metaeval.kendall import normalize_variant
-from cscore.metaeval.runs import Run
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.uncertainty import LevelStat, bootstrap_ci
+from cscore.rundir import Run
 
 KINDS = ("pearson", "spearman", "kendall")
 SHORT = {"pearson": "Pear.", "spearman": "Spear.", "kendall": "Kend."}
-PARSE = "parse."  # parse.<row>: ok / No Pred / Below / Above
-SPLIT = "split"  # dev / test (split.dev_ids)
+PARSE = rundir.PARSE  # parse.<row>: ok / No Pred / Below / Above
+SPLIT = rundir.SPLIT  # dev / test (split.dev_ids)
 STATUSES = ("No Pred", "Below", "Above")
 LIST = "List"  # the released parse read list numbering as the score (valid there, shown on its own)
 OK = "ok"

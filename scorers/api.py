@@ -20,7 +20,7 @@ import pandas as pd
 
 from cscore.errors import ConfigError
 from cscore.scorers import engine, methods, seq2seq
-from cscore.scorers.cache import StatsCache, ids_digest, stats_key
+from cscore.scorers.cache import StatsCache, ids_digest
 from cscore.scorers.identity import model_identity
 from cscore.scorers.models import (
     LoadedModel,
@@ -314,17 +314,19 @@ class ModelPair:
             parts.update(seq2seq.key_part(run_model))
         elif prefix_sharing:  # packed rows batch differently (float32 rounding); unshared keys unchanged
             parts["prefix_sharing"] = True
-        key = stats_key(parts)
-        with cache.lock(key):
-            hit = cache.load(key)
-            if hit is not None:
-                return hit.stats, engine.EngineReport.of_entry(hit.meta)
-            checkpoint = resume(cache, key, heads, lengths, temperatures)
-            got, report = checkpointed(compute, checkpoint, "+".join(heads))
-            extra = {"models": [f"{h}: {run_model.name}" for h in heads], "report": report.record()}
-            if cache.save(key, got, parts, extra=extra) is not None and checkpoint is not None:
-                checkpoint.discard()
-            return got, report
+        done: dict = {}  # the pass computed now: its report and checkpoint
+
+        def compute_entry(key: str):
+            done["checkpoint"] = resume(cache, key, heads, lengths, temperatures)
+            got, done["report"] = checkpointed(compute, done["checkpoint"], "+".join(heads))
+            return got, {"models": [f"{h}: {run_model.name}" for h in heads], "report": done["report"].record()}
+
+        def discard() -> None:  # the entry is stored: its checkpoint is not needed any more
+            if done["checkpoint"] is not None:
+                done["checkpoint"].discard()
+
+        got, meta = cache.get_or_compute(parts, compute_entry, TokenStats, on_saved=discard)
+        return got, (engine.EngineReport.of_entry(meta) if meta is not None else done["report"])
 
     def passes(self, wanted: Sequence[str] | None) -> list[tuple[LoadedModel, dict[str, int | None]]]:
         """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass."""

@@ -45,7 +45,7 @@ score is NaN and ``expected_note`` says why).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 
@@ -64,6 +64,13 @@ def _empty(dtype, *shape):
 
 @dataclass
 class JudgeStats:
+    # a cache payload (scorers.cache.Payload)
+    ENTRY_KIND: ClassVar[str | None] = "judge"
+    ENTRY_FORMAT: ClassVar[tuple[str, int] | None] = ("judge_format", FORMAT)
+    ARRAY_NAMES: ClassVar[tuple[str, ...]] = ("n_items", "prefixes", "values", "value_ids", "main_top", "asst_top",
+                                              "front_offsets", "front_ids", "front_a", "front_z", "score_a",
+                                              "score_z", "text_ids", "text_values", "vocab")
+
     n_items: int
     prefixes: list[tuple[int, ...]]  # continuation contexts after the prompt
     values: np.ndarray  # int64 [n_values]: lo..hi
@@ -252,6 +259,10 @@ class JudgeStats:
                 "vocab": np.asarray([self.vocab], dtype=np.int64),
                 **({k: getattr(self, k) for k in CHAIN_ARRAYS} if len(self.chain_ids) else {})}
 
+    def entry_figures(self) -> dict:
+        """What a cache entry's meta.json says of it (beyond n_items): nothing."""
+        return {}
+
     @classmethod
     def from_arrays(cls, arrays) -> "JudgeStats":
         return cls(
@@ -279,8 +290,7 @@ class JudgeStats:
         )
 
 
-ARRAYS = ("n_items", "prefixes", "values", "value_ids", "main_top", "asst_top", "front_offsets", "front_ids",
-          "front_a", "front_z", "score_a", "score_z", "text_ids", "text_values", "vocab")
+ARRAYS = JudgeStats.ARRAY_NAMES
 
 
 DECODE_FORMAT = 1  # bump when a decoded path or its arrays change meaning
@@ -290,6 +300,11 @@ DECODE_ARRAYS = ("n_items", "offsets", "token_ids")
 @dataclass
 class DecodedPaths:
     """The judge's decoded output ids per prompt under one rule (``judge_decode``), ragged."""
+
+    # a cache payload (scorers.cache.Payload)
+    ENTRY_KIND: ClassVar[str | None] = "judge_decode"
+    ENTRY_FORMAT: ClassVar[tuple[str, int] | None] = ("decode_format", DECODE_FORMAT)
+    ARRAY_NAMES: ClassVar[tuple[str, ...]] = DECODE_ARRAYS
 
     n_items: int
     offsets: np.ndarray  # int64 [n_items + 1]
@@ -307,6 +322,9 @@ class DecodedPaths:
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"n_items": np.asarray([self.n_items], dtype=np.int64), "offsets": self.offsets,
                 "token_ids": self.token_ids}
+
+    def entry_figures(self) -> dict:
+        return {}
 
     @classmethod
     def from_arrays(cls, arrays) -> "DecodedPaths":

@@ -16,8 +16,8 @@ from scipy import stats
 from cscore import __version__, rundir
 from cscore.metaeval import judge, judge_plots, render
 from cscore.metaeval.plots import plt
-from cscore.metaeval.runs import Run, find_runs
 from cscore.metaeval.signature import Signature
+from cscore.rundir import Run, find_runs
 
 LAMS, TS = (0.5, 1.0), (1.0, 2.0)
 RANGES = ((1, 5), (2, 6))

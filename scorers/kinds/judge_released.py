@@ -9,11 +9,11 @@ import logging
 import time
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
+from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, Passes, Plan, Scored
-from cscore.scorers.kinds.shared import JudgeKind, judge_setup, method_params, stats_cache
+from cscore.scorers.kinds.shared import JudgeKind, judge_setup, plan_variants, stats_cache
 
 log = logging.getLogger("cscore")
 
@@ -80,25 +80,25 @@ def _vocab(model) -> int:
     return model.get_output_embeddings().weight.shape[0]
 
 
-def released_cache(cfg, pair, prompts):
+def released_cache(run: RunConfig, pair, prompts):
     """The statistics cache (None when off) and the key parts all rows of a released run share."""
     from cscore.scorers.cache import ids_digest
     from cscore.scorers.identity import model_identity
 
-    if not cfg.cache.enabled:
+    if not run.cache.enabled:
         return None, {}
-    return stats_cache(cfg), {"main": model_identity(pair.expert), "asst": model_identity(pair.amateur),
+    return stats_cache(run), {"main": model_identity(pair.expert), "asst": model_identity(pair.amateur),
                               "dtype": str(pair.expert.dtype), "device": pair.expert.device.type,
                               "ids": ids_digest([(p, []) for p in prompts])}
 
 
-def score_released(cfg: DictConfig, loaded, plan, progress, state: dict):
+def score_released(run: RunConfig, loaded, plan, progress, state: dict):
     from cscore.data import judge_prompts
     from cscore.scorers import engine
     from cscore.scorers.judge_parse import parse_released
     from cscore.scorers.judge_released import released_prompt_ids, released_text
 
-    params, examples, pair, jp = judge_setup(cfg, loaded, plan)
+    params, examples, pair, jp = judge_setup(run, loaded, plan)
     lo, hi = params["score_range"]
     tok = pair.tokenizer
     texts, _ = judge_prompts.build(examples, jp, aspect=params["aspect"], lo=lo, hi=hi, chat=None)
@@ -113,7 +113,7 @@ def score_released(cfg: DictConfig, loaded, plan, progress, state: dict):
         log.warning("%d of %d prompts cut to their first %d tokens, as the released code does (its end, with the "
                     "summary, is lost)", sum(truncated), len(texts), params["max_prompt_tokens"])
     state["stage"] = "score"
-    cache, base = released_cache(cfg, pair, prompts)
+    cache, base = released_cache(run, pair, prompts)
     table = examples.copy()
     table["prompt"] = [tok.decode(p) for p in prompts]
     table["prompt_tokens"] = [len(p) for p in prompts]
@@ -127,8 +127,8 @@ def score_released(cfg: DictConfig, loaded, plan, progress, state: dict):
         parsed = [parse_released(x, lo, hi) for x in outputs]
         status = np.array([p[1] for p in parsed], dtype=object)
         table[f"{rundir.SCORE}{v.name}"] = np.array([p[0] for p in parsed], dtype=np.float64)
-        table[f"parse.{v.name}"] = status
-        table[f"output.{v.name}"] = np.array(outputs, dtype=object)
+        table[f"{rundir.PARSE}{v.name}"] = status
+        table[f"{rundir.OUTPUT}{v.name}"] = np.array(outputs, dtype=object)
         invalid[v.name] = {**{s: int((status == s).sum()) for s in ("No Pred", "Below", "Above", "List")},
                            "n": len(examples)}
         tokens = sum(len(p) for p in prompts) + sum(len(x) for x in ids)
@@ -169,12 +169,9 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory) -> tuple[dict
     return decoded, seconds
 
 
-def plan_released(cfg: DictConfig) -> Plan:
-    from cscore.scorers.variants import plan as plan_variants
-
-    variants = plan_variants(OmegaConf.to_container(cfg.method, resolve=True), baseline_t=cfg.baselines.t,
-                             rows=list(cfg.baselines.rows))
-    aspect = method_params(cfg)["aspect"]
+def plan_released(run: RunConfig) -> Plan:
+    variants = plan_variants(run)
+    aspect = run.params["aspect"]
     # no score.<row>_expected: the released code decodes text
     return Plan(variants, ["expert", "amateur"], [], targets=[f"{rundir.HUMAN}{aspect}"])
 
@@ -183,8 +180,8 @@ def plan_released(cfg: DictConfig) -> Plan:
 class JudgeReleased(JudgeKind):
     name = "judge_released"
 
-    def plan(self, cfg: DictConfig) -> Plan:
-        return plan_released(cfg)
+    def plan(self, run: RunConfig) -> Plan:
+        return plan_released(run)
 
-    def score(self, cfg, loaded, plan, progress, state) -> Scored:
-        return score_released(cfg, loaded, plan, progress, state)
+    def score(self, run, loaded, plan, progress, state) -> Scored:
+        return score_released(run, loaded, plan, progress, state)

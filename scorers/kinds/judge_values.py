@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import logging
 
-from omegaconf import DictConfig
-
 from cscore import rundir
+from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import Scored
 from cscore.scorers.kinds.shared import judge_setup, stats_cache
 
@@ -52,7 +51,7 @@ def value_items(tok, texts, spans, values: list[int], max_length: int):
     return items, truncated, {str(v): list(ids_of[v]) for v in values}
 
 
-def value_inputs(cfg: DictConfig, pair, examples, jp: dict, params: dict, values: list[int]):
+def value_inputs(run: RunConfig, pair, examples, jp: dict, params: dict, values: list[int]):
     """(ScoringInput, per role: truncated flags and value token ids). A pair sharing a tokenizer
     reads the expert's prompts, as the token variant does."""
     from cscore.scorers.api import ScoringInput
@@ -65,30 +64,30 @@ def value_inputs(cfg: DictConfig, pair, examples, jp: dict, params: dict, values
         if not getattr(tok, "chat_template", None):
             log.warning("the %s's tokenizer has no chat template: its judge prompts are the plain prompt text", role)
         texts, spans = render(tok, examples, jp, params)
-        built[role] = value_items(tok, texts, spans, values, cfg.runtime.max_length)
+        built[role] = value_items(tok, texts, spans, values, run.runtime.max_length)
     hyps = [str(v) for _ in range(len(examples)) for v in values]
     inputs = ScoringInput(built["expert"][0], built["amateur"][0] if pair.aligned else None,
                           hyps if pair.aligned else None)
     return inputs, {role: (got[1], got[2]) for role, got in built.items()}
 
 
-def score_values(cfg: DictConfig, loaded, plan, progress, state: dict) -> Scored:
+def score_values(run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
     from cscore.scorers import judge_values
 
-    params, examples, pair, jp = judge_setup(cfg, loaded, plan)
+    params, examples, pair, jp = judge_setup(run, loaded, plan)
     lo, hi = params["score_range"]
     values = list(range(lo, hi + 1))
-    inputs, per_role = value_inputs(cfg, pair, examples, jp, params, values)
+    inputs, per_role = value_inputs(run, pair, examples, jp, params, values)
     truncated = [any(flags) for flags in zip(*(f for f, _ in per_role.values()))]
     if any(truncated):
         log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d",
-                    sum(truncated), len(examples), cfg.runtime.max_length)
+                    sum(truncated), len(examples), run.runtime.max_length)
     state["stage"] = "score"
     with progress.live() as factory:
         stats = pair.statistics(inputs=inputs, temperatures=judge_values.temperatures(params["t"]),
-                                token_budget=cfg.runtime.token_budget, padding_side=cfg.runtime.padding_side,
-                                models=plan.models, progress=factory, cache=stats_cache(cfg),
-                                prefix_sharing=cfg.runtime.get("prefix_sharing", True))
+                                token_budget=run.runtime.token_budget, padding_side=run.runtime.padding_side,
+                                models=plan.models, progress=factory, cache=stats_cache(run),
+                                prefix_sharing=run.runtime.prefix_sharing)
     n = len(values)
     a = judge_values.value_logp(stats.stats["expert"], n)
     b = {t: judge_values.value_logp(stats.stats["amateur"], n, t) for t in {1.0, float(params["t"])}}
@@ -103,8 +102,8 @@ def score_values(cfg: DictConfig, loaded, plan, progress, state: dict) -> Scored
                                  alpha=params["alpha"])
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
-        table[f"parse.{v.name}"] = got["status"]
-        table[f"output.{v.name}"] = got["text"]
+        table[f"{rundir.PARSE}{v.name}"] = got["status"]
+        table[f"{rundir.OUTPUT}{v.name}"] = got["text"]
         invalid[v.name] = {"No Pred": 0, "Below": 0, "Above": 0, "n": len(examples)}
     info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
             "c": params["lam"] / params["t"], "alpha": params["alpha"], "decode": "values", "invalid": invalid,
