@@ -224,7 +224,7 @@ def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[st
         for key in sorted(set(keys.values())):
             stack.enter_context(cache.lock(key))
         for name, key in keys.items():
-            hit = cache.load(key)
+            hit = cache.load(key, DecodedPaths)
             if hit is not None:
                 out[name] = (hit.stats["paths"].paths(), True)
         todo = [name for name in parts if name not in out]

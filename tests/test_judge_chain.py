@@ -111,7 +111,7 @@ def test_chain_round_trips_through_the_cache(chain_models, tmp_path):
     cache = StatsCache(tmp_path)
     key = stats_key({"kind": "judge", "test": "chain"})
     cache.save(key, {"judge": stats}, {"kind": "judge"})
-    back = cache.load(key).stats["judge"]
+    back = cache.load(key, JudgeStats).stats["judge"]
     np.testing.assert_array_equal(back.chain_ids, stats.chain_ids)
     for who, c in (("main", 0.0), ("asst", 0.0), ("contrast", 0.5)):
         np.testing.assert_array_equal(back.expected(who, c), stats.expected(who, c))

@@ -103,7 +103,7 @@ def test_kinds_give_signature_fields_title_and_summary_lines_as_data():
     listed = {"judge": {"invalid": {"expert": {"No Pred": 0, "Below": 0, "Above": 0, "List": 2, "n": 16}}}}
     assert reg.get("judge_released").summary_lines(listed) == [
         ("yellow", 'expert: 2 of 16 judge outputs read as a score from list numbering ("1. The summary...", as the '
-                   "released parse does; parse expert = List)")]
+                   "released parse does; parse.expert = List)")]
 
 
 def test_shared_stages_name_no_method_or_kind():

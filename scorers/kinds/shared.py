@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -193,7 +193,7 @@ class JudgeKind(MethodKind):
     """What the two judge kinds share: the judge prompts in the signature, the counts of judge
     outputs that gave no score in range (their ``judge`` section of metrics.json) in the summary."""
 
-    sections = ("judge",)
+    sections: ClassVar[tuple[str, ...]] = ("judge",)
 
     def signature_fields(self, run: RunConfig) -> dict[str, Any]:
         return {"pair": run.pair.name, "prompt": f"judge/{judge_prompt(run).name}"}
