@@ -3,6 +3,7 @@ by the statistics engine, its seq2seq path, the judge and the token-budget probe
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -22,7 +23,7 @@ def head_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     return logits
 
 
-STATS_ROWS = 8  # logit rows per block of token_statistics and CPU thread: a block and its scratch stay in cache
+STATS_ROWS = 4  # logit rows per block of token_statistics and CPU thread: a block and its scratch stay in L2
 # z/T is raised to this before exp: exp(-80) < 2e-35 changes a sum >= 1 by less than float64's
 # rounding even over a whole vocabulary, while torch's CPU exp takes a ~10x slower path for inputs
 # under float32's underflow (about -87), where most of a large vocabulary lies at low T
@@ -36,6 +37,12 @@ def stats_rows(logits: torch.Tensor) -> int:
     if logits.device.type != "cpu":
         return max(logits.shape[0], 1)
     return STATS_ROWS * max(1, torch.get_num_threads())
+
+
+def _exact_inverse(t: float) -> bool:
+    """Whether 1/t is exact, i.e. t is a power of two (0.5, 2, ...)."""
+    mantissa, _ = math.frexp(t)
+    return mantissa == 0.5
 
 
 def token_statistics(logits: torch.Tensor, targets: torch.Tensor, temperatures: Sequence[float]):
@@ -59,6 +66,8 @@ def token_statistics(logits: torch.Tensor, targets: torch.Tensor, temperatures: 
         for j, t in enumerate(temperatures):
             if t == 1.0:
                 torch.clamp(shifted, min=EXP_FLOOR, out=e)
+            elif _exact_inverse(t):  # x * (1/t) == x / t exactly; a product is ~2.5x faster than a quotient
+                torch.mul(shifted, 1.0 / t, out=e).clamp_(min=EXP_FLOOR)
             else:
                 torch.div(shifted, t, out=e).clamp_(min=EXP_FLOOR)
             torch.sum(e.exp_(), dim=-1, out=lse[j, s:s + k])
