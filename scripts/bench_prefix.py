@@ -418,6 +418,9 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
         runs.append(("dense-mask", dense))
     if args.kv_cache and exit_layer:
         runs.append(("kv", lambda: kv_cache_pass(pair.expert.model, items, exit_layer, TEMPS)))
+    if args.passes:
+        keep = set(args.passes.split(","))
+        runs = [(name, fn) for name, fn in runs if name in keep]
     return runs
 
 
@@ -463,7 +466,7 @@ def run_slice(label, examples, pair: ModelPair, args) -> dict:
 def print_slice(results: dict, n: int, args) -> None:
     """The samples/s table (ratios against both baselines) and the tokens/s of cscore's pass
     beside a plain forward's, by wall-clock time and by this process's CPU time."""
-    base = results["unshared"][2]
+    base = results[next(n for n in ("unshared", "shared", "per-source") if n in results)][2]
 
     def rel_diff(method, stats, **kw):
         a, b = methods.score(method, stats, **kw), methods.score(method, base, **kw)
@@ -486,6 +489,8 @@ def print_slice(results: dict, n: int, args) -> None:
         print(f"{name:10s} {wall:8.2f} {cpu:8.2f} {n / wall:10.3f} {vs('paper', wall)} {vs('per-source', wall)} "
               f"{peak / 2**20:9.0f}  {lp:.1e} | {con:.1e}{flag}  {tok}")
     for name in ("shared", "unshared", "per-source"):
+        if name not in results or "plain fwd" not in results:
+            continue
         _, _, _, tokens, _, _ = results[name]
         w, c = (tokens / results[name][k] / (results["plain fwd"][3] / results["plain fwd"][k]) for k in (0, 1))
         print(f"tokens/s {name:10s} {tokens / results[name][0]:8.1f} ({tokens} tokens) vs plain forward "
@@ -510,6 +515,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=1, help="run every variant this often, interleaved; best time")
     ap.add_argument("--skip-paper", action="store_true")
+    ap.add_argument("--passes", default=None,
+                    help="run only these, e.g. 'plain fwd,shared' (names as printed; default: all)")
     ap.add_argument("--kv-cache", action="store_true", help="also time the key/value-cache alternative")
     ap.add_argument("--only", choices=("summeval", "mqm"), default=None)
     ap.add_argument("--per-source", default=None, help="e.g. 1,4,16,64: hypotheses per SummEval document")
