@@ -460,7 +460,36 @@ def run_slice(label, examples, pair: ModelPair, args) -> dict:
     if args.arch and table7:
         print(f"  ContrastScore Table 7 (H100, Qwen 3B + 0.5B, batch 16): {table7} samples/s")
     print_slice(results, len(items), args)
+    if pair.amateur.parent is pair.expert and hasattr(pair.expert.model.config, "intermediate_size"):
+        print_bound(pair.expert.model, items, TOKEN_BUDGET if args.token_budget == "auto" else int(args.token_budget))
     return {name: len(items) / r[0] for name, r in results.items() if r[2] is not None}
+
+
+def matmul_flops(model) -> tuple[int, int]:
+    """Matrix-product FLOPs per token of a Llama-style decoder (q, k, v, o and the gated MLP of
+    every layer) and of its LM head, from the config; attention's own products (they depend on
+    the lengths) left out."""
+    c = model.config
+    d = c.hidden_size
+    head_dim = getattr(c, "head_dim", None) or d // c.num_attention_heads
+    q, kv = c.num_attention_heads * head_dim, c.num_key_value_heads * head_dim
+    body = 2 * c.num_hidden_layers * (d * (2 * q + 2 * kv) + 3 * d * c.intermediate_size)
+    return body, 2 * d * model.get_output_embeddings().weight.shape[0]
+
+
+def print_bound(model, items, token_budget: int) -> None:
+    """What the arithmetic allows: a plain forward costs body + one head per token; the shared
+    pass body per token plus, for each hypothesis token, two full-vocabulary heads (the expert's
+    and the early exit's); the per-source loop body + two heads at every position."""
+    body, head = matmul_flops(model)
+    real = sum(len(p) + len(h) for p, h in items)
+    shared = sum(r.length for r in engine.plan_rows(items, token_budget, True))
+    f = sum(len(h) for _, h in items) / shared
+    per_token = body + 2 * f * head
+    print(f"bound by matrix-product FLOPs (attention left out): body {body / 1e6:.0f} M/token, head {head / 1e6:.0f} M;"
+          f" shared pass {per_token / 1e6:.0f} M/token ({f:.0%} of its {shared} tokens are hypothesis tokens, two heads"
+          f" each): tokens/s vs plain forward <= {(body + head) / per_token:.2f}x; samples/s vs per-source <= "
+          f"{real * (body + 2 * head) / (shared * per_token):.2f}x")
 
 
 def print_slice(results: dict, n: int, args) -> None:
