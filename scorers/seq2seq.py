@@ -7,8 +7,8 @@ decoder target given the source (teacher forcing), as BARTScore and T5Score scor
 * Decoder input = ``decoder_start_token_id`` + the target shifted right (labels shifted right).
 * Items with the same encoder ids in one batch share one encoder pass (SummEval: 16 summaries
   per article), and the decoder's cross-attention projects each source's states once
-  (``shared_source_projections``). A batch holds at most ``token_budget`` padded tokens: encoder rows x longest
-  source + items x longest target.
+  (``shared_source_projections``). A batch holds at most ``token_budget`` padded tokens:
+  encoder rows x longest source + items x longest target.
 * Both sides are padded on the right (BART's absolute positions take no position ids, so left
   padding would move them); causal ``padding_side`` does not apply.
 * The LM head runs on the target positions only, in chunks, with the model's own output scaling
