@@ -213,8 +213,10 @@ class LayerTap:
     def _keep(self, module, args, output):
         self.value = output[0] if isinstance(output, tuple) else output
 
-    def normed(self) -> torch.Tensor:
-        return self.norm(self.value)
+    def normed(self, index=None) -> torch.Tensor:
+        """The kept state through the final norm; with ``index`` (as for ``tensor[index]``) only
+        the positions picked, so the norm does not run over the rest of the batch."""
+        return self.norm(self.value if index is None else self.value[index])
 
     def close(self):
         self.handle.remove()
@@ -294,8 +296,8 @@ def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id
                 ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
                                                         attn, dense_mask=dense)
                 final = run_base(model, ids, mask, positions, items, batch_rows, where)
-                hidden = {h: (final if k is None else taps[h].normed()) for h, k in heads.items()}
-                _score_batch(model, items, where, hidden, out, vocab, device)
+                pick = {h: (final.__getitem__ if k is None else taps[h].normed) for h, k in heads.items()}
+                _score_batch(model, items, where, pick, out, vocab, device)
                 done[list(where)] = True
                 processed += sum(r.length for r in batch_rows)
                 padded += ids.numel()
@@ -339,9 +341,10 @@ def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> 
     return new
 
 
-def _score_batch(model, items, where, hidden, out: Outputs, vocab, device):
+def _score_batch(model, items, where, pick, out: Outputs, vocab, device):
     """Gather the states that predict hypothesis tokens; LM head on those only, in chunks.
-    ``where[i]`` = (row, column predicting item i's first token, column of that token)."""
+    ``where[i]`` = (row, column predicting item i's first token, column of that token);
+    ``pick[head]`` gives a head's states at an index (an early exit's norm runs on those only)."""
     rows, cols, targets, dest = [], [], [], []
     for i, (r, last_prompt, first) in where.items():
         h = items[i][1]
@@ -353,8 +356,8 @@ def _score_batch(model, items, where, hidden, out: Outputs, vocab, device):
     row_t, col_t, target_t = (upload(torch.tensor(x), device) for x in (rows, cols, targets))
     chunk = max(1, HEAD_CHUNK_ELEMENTS // vocab)
     per_head = {}
-    for name, states in hidden.items():
-        picked = states[row_t, col_t]
+    for name, states_at in pick.items():
+        picked = states_at((row_t, col_t))
         got = [token_statistics(head_logits(model, picked[s:s + chunk]), target_t[s:s + chunk], out.temperatures)
                for s in range(0, len(targets), chunk)]
         per_head[name] = (torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1))

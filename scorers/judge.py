@@ -160,7 +160,7 @@ def _judge_batch(main, asst, tap, items, batch_rows, pad, score_tok, single, fou
     hidden = run_base(main, ids, mask, positions, items, batch_rows, where)
     z_main = head_logits(main, hidden[rows_t, last])
     if tap is not None:
-        z_asst = head_logits(main, tap.normed()[rows_t, last])
+        z_asst = head_logits(main, tap.normed((rows_t, last)))
     else:
         h2 = run_base(asst, ids, mask, positions, items, batch_rows, where)
         z_asst = head_logits(asst, h2[rows_t, last])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -53,6 +53,15 @@ class Layout:
     p_real: torch.Tensor
     p_real_rows: torch.Tensor
     p_real_cols: torch.Tensor
+    _bias: dict = field(default_factory=dict)
+
+    def bias(self, dtype: torch.dtype) -> torch.Tensor:
+        """``allow`` as the additive mask (0 / -inf) SDPA turns a boolean mask into, made once per
+        batch rather than in every layer's call (the same numbers: SDPA converts it exactly so)."""
+        if dtype not in self._bias:
+            self._bias[dtype] = torch.zeros(self.allow.shape, dtype=dtype, device=self.allow.device).masked_fill_(
+                ~self.allow, -torch.inf)
+        return self._bias[dtype]
 
 
 BATCH_PROMPTS = "cuda"  # where the prompts run as one SDPA call: "cuda" (launch-bound), "always", "never"
@@ -140,7 +149,7 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     rows = lay.rows[:, None]
     q = query[rows, :, lay.q_cols].transpose(1, 2)  # [n, H, Lh, D]
     k, v = (_heads(x[rows, :, lay.k_cols].transpose(1, 2), h // x.shape[1], masked_gqa) for x in (key, value))
-    got = F.scaled_dot_product_attention(q, k, v, attn_mask=lay.allow, scale=scaling,
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=lay.bias(q.dtype), scale=scaling,
                                          enable_gqa=masked_gqa)  # [n, H, Lh, D]
     out[lay.real_rows, lay.real_cols] = got.transpose(1, 2).reshape(-1, h, d)[lay.real]
     return out, None

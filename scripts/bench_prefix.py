@@ -418,6 +418,9 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
         runs.append(("dense-mask", dense))
     if args.kv_cache and exit_layer:
         runs.append(("kv", lambda: kv_cache_pass(pair.expert.model, items, exit_layer, TEMPS)))
+    if args.passes:
+        keep = set(args.passes.split(","))
+        runs = [(name, fn) for name, fn in runs if name in keep]
     return runs
 
 
@@ -457,13 +460,42 @@ def run_slice(label, examples, pair: ModelPair, args) -> dict:
     if args.arch and table7:
         print(f"  ContrastScore Table 7 (H100, Qwen 3B + 0.5B, batch 16): {table7} samples/s")
     print_slice(results, len(items), args)
+    if pair.amateur.parent is pair.expert and hasattr(pair.expert.model.config, "intermediate_size"):
+        print_bound(pair.expert.model, items, TOKEN_BUDGET if args.token_budget == "auto" else int(args.token_budget))
     return {name: len(items) / r[0] for name, r in results.items() if r[2] is not None}
+
+
+def matmul_flops(model) -> tuple[int, int]:
+    """Matrix-product FLOPs per token of a Llama-style decoder (q, k, v, o and the gated MLP of
+    every layer) and of its LM head, from the config; attention's own products (they depend on
+    the lengths) left out."""
+    c = model.config
+    d = c.hidden_size
+    head_dim = getattr(c, "head_dim", None) or d // c.num_attention_heads
+    q, kv = c.num_attention_heads * head_dim, c.num_key_value_heads * head_dim
+    body = 2 * c.num_hidden_layers * (d * (2 * q + 2 * kv) + 3 * d * c.intermediate_size)
+    return body, 2 * d * model.get_output_embeddings().weight.shape[0]
+
+
+def print_bound(model, items, token_budget: int) -> None:
+    """What the arithmetic allows: a plain forward costs body + one head per token; the shared
+    pass body per token plus, for each hypothesis token, two full-vocabulary heads (the expert's
+    and the early exit's); the per-source loop body + two heads at every position."""
+    body, head = matmul_flops(model)
+    real = sum(len(p) + len(h) for p, h in items)
+    shared = sum(r.length for r in engine.plan_rows(items, token_budget, True))
+    f = sum(len(h) for _, h in items) / shared
+    per_token = body + 2 * f * head
+    print(f"bound by matrix-product FLOPs (attention left out): body {body / 1e6:.0f} M/token, head {head / 1e6:.0f} M;"
+          f" shared pass {per_token / 1e6:.0f} M/token ({f:.0%} of its {shared} tokens are hypothesis tokens, two heads"
+          f" each): tokens/s vs plain forward <= {(body + head) / per_token:.2f}x; samples/s vs per-source <= "
+          f"{real * (body + 2 * head) / (shared * per_token):.2f}x")
 
 
 def print_slice(results: dict, n: int, args) -> None:
     """The samples/s table (ratios against both baselines) and the tokens/s of cscore's pass
     beside a plain forward's, by wall-clock time and by this process's CPU time."""
-    base = results["unshared"][2]
+    base = results[next(n for n in ("unshared", "shared", "per-source") if n in results)][2]
 
     def rel_diff(method, stats, **kw):
         a, b = methods.score(method, stats, **kw), methods.score(method, base, **kw)
@@ -486,6 +518,8 @@ def print_slice(results: dict, n: int, args) -> None:
         print(f"{name:10s} {wall:8.2f} {cpu:8.2f} {n / wall:10.3f} {vs('paper', wall)} {vs('per-source', wall)} "
               f"{peak / 2**20:9.0f}  {lp:.1e} | {con:.1e}{flag}  {tok}")
     for name in ("shared", "unshared", "per-source"):
+        if name not in results or "plain fwd" not in results:
+            continue
         _, _, _, tokens, _, _ = results[name]
         w, c = (tokens / results[name][k] / (results["plain fwd"][3] / results["plain fwd"][k]) for k in (0, 1))
         print(f"tokens/s {name:10s} {tokens / results[name][0]:8.1f} ({tokens} tokens) vs plain forward "
@@ -510,6 +544,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=1, help="run every variant this often, interleaved; best time")
     ap.add_argument("--skip-paper", action="store_true")
+    ap.add_argument("--passes", default=None,
+                    help="run only these, e.g. 'plain fwd,shared' (names as printed; default: all)")
     ap.add_argument("--kv-cache", action="store_true", help="also time the key/value-cache alternative")
     ap.add_argument("--only", choices=("summeval", "mqm"), default=None)
     ap.add_argument("--per-source", default=None, help="e.g. 1,4,16,64: hypotheses per SummEval document")

@@ -333,6 +333,38 @@ def test_many_hypotheses_of_one_source_share_one_encoder_pass(loaded, items, mon
     assert_close64(only(shared).logp_max, want_max)
 
 
+@pytest.mark.parametrize("name", ["t5", "bart"])
+@pytest.mark.parametrize("sources", [1, 3])
+def test_cross_attention_projects_each_source_once(loaded, items, name, sources, monkeypatch):
+    """A batch of hypotheses under 1 or 3 sources: the decoder's cross-attention projections run
+    on one row per source (not one per item), and the decoder states equal the plain call's."""
+    model = loaded[name, "float64"].model
+    its = items[family(name)]
+    srcs = list(dict.fromkeys(tuple(p) for p, _ in its))[:sources]
+    hyps = [h for _, h in its]
+    batch = [(list(srcs[j % sources]), hyps[j]) for j in range(6)]
+    cpu, start = torch.device("cpu"), model.config.decoder_start_token_id
+    enc_ids, enc_mask = seq2seq._pad([list(s) for s in srcs], PAD, cpu)
+    dec_ids, dec_mask = seq2seq._pad([[start] + h[:-1] for _, h in batch], PAD, cpu)
+    sel = torch.tensor([srcs.index(tuple(p)) for p, _ in batch])
+    with torch.no_grad():
+        states = model.get_encoder()(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
+        kw = dict(input_ids=dec_ids, attention_mask=dec_mask, encoder_attention_mask=enc_mask[sel], use_cache=False)
+        want = model.get_decoder()(encoder_hidden_states=states[sel], **kw).last_hidden_state
+        rows = []
+        real_linear = torch.nn.functional.linear
+        monkeypatch.setattr(seq2seq.F, "linear",
+                            lambda x, w, b=None: rows.append(tuple(x.shape[:2])) or real_linear(x, w, b))
+        with seq2seq.shared_source_projections(model.get_decoder(), states, sel, len(batch)) as per_item:
+            got = model.get_decoder()(encoder_hidden_states=per_item, **kw).last_hidden_state
+    n_layers = model.config.num_decoder_layers if name == "t5" else model.config.decoder_layers
+    width = enc_ids.shape[1]
+    assert width != dec_ids.shape[1]
+    assert rows.count((sources, width)) == 2 * n_layers  # keys and values of every layer, one row per source
+    assert (len(batch), width) not in rows  # no projection of the per-item copies
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=0, atol=1e-12)
+
+
 def test_make_batches_respects_the_budget_and_keeps_sources_together():
     rng = np.random.default_rng(1)
     groups = [int(g) for g in np.repeat(np.arange(12), rng.integers(1, 6, 12))]
