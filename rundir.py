@@ -2,20 +2,30 @@
 
     config.yaml       the resolved config (Hydra's own copies are in .hydra/)
     scores.parquet    one row per example: the example columns, human.<aspect>, score.<variant>,
-                      and per model n_scored.<model> / mean_logp.<model> (scored tokens, mean log p)
-    metrics.json      written last and atomically: its presence (with the keys below) marks completion
+                      per model n_scored.<model> / mean_logp.<model> (scored tokens, mean log p),
+                      a judge row's parse.<row> / output.<row>, split (dev / test with split.dev_ids)
+    metrics.json      written last and atomically: its presence (with the keys below) marks completion;
+                      a kind adds its own sections (SECTIONS: judge, pooler, discriminator, baselines, units)
     correlations.md / correlations.csv, run.log
+    cdm_folds.json    the pooler kind's folds (method=cdm_classifier)
     failed.json       only after a failure once scoring had started (error, stage, time)
 
 A run is complete when metrics.json holds every key of METRICS_KEYS, scores.parquet exists (with
 the SHA-256 metrics.json recorded for it, ``scores_sha256``) and, when a config is given,
-config.yaml is that config. Nothing else decides it."""
+config.yaml is that config. Nothing else decides it. ``find_runs`` reads every run directory
+under a folder as a ``Run``.
+
+This module imports nothing of cscore's layers (cli, metaeval, scorers, data): all of them read it."""
 
 from __future__ import annotations
 
 import errno
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypedDict
+
+from cscore.files import atomic_file, sha256_file, write_atomic
 
 CONFIG = "config.yaml"
 SCORES = "scores.parquet"
@@ -25,10 +35,16 @@ CORRELATIONS_CSV = "correlations.csv"
 LOG = "run.log"
 FAILED = "failed.json"
 
+CDM_FOLDS = "cdm_folds.json"
+
+# the columns of scores.parquet beyond the example's own
 SCORE = "score."  # score.<variant>: one column per row of the tables
 HUMAN = "human."  # human.<aspect>: one column per human rating
 N_SCORED = "n_scored."  # n_scored.<model>: hypothesis tokens that count (skip_first applied)
 MEAN_LOGP = "mean_logp."  # mean_logp.<model>: mean log p_1(token) over those tokens
+PARSE = "parse."  # parse.<row>: a judge row's parse of its output (ok / No Pred / Below / Above)
+OUTPUT = "output."  # output.<row>: a judge row's output text
+SPLIT = "split"  # dev / test of each row when split.dev_ids names the dev groups
 
 # metrics.json (schema 2): what every complete run writes
 METRICS_SCHEMA = 2
@@ -40,18 +56,71 @@ METRICS_KEYS = ("schema", "cscore_version", "signature", "data", "n_items", "spl
 NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 
 
+
+
+# metrics.json: the sections a method's kind adds (``MethodKind.sections``), each with its schema
+class JudgeSection(TypedDict):
+    """``judge`` (cd_judge, cd_judge_released); each kind adds its decoding settings and the
+    judge_prompt's name."""
+    score_range: list[int]
+    aspect: str
+    lam: float
+    t: float
+    invalid: dict[str, dict[str, int]]  # row -> {No Pred, Below, Above, n}
+
+
+class PoolerSection(TypedDict):
+    """``pooler`` (cdm_classifier): the cross-validation; the folds themselves in cdm_folds.json."""
+    file: str
+    aspect: str
+    k: int
+    seed: int
+    objective: str
+    per_fold: dict[str, list[float]]  # spearman / pearson -> one value per fold
+    n_test: list[int]
+
+
+class DiscriminatorSection(TypedDict):
+    """``discriminator`` (cdm_gen): the trained discriminator that scored the run."""
+    path: str
+    kind: str
+    output: str
+    accuracy: Any
+    trained_on: Any
+    generate_counts: Any
+
+
+SECTIONS: dict[str, Any] = {
+    "judge": JudgeSection,
+    "pooler": PoolerSection,
+    "discriminator": DiscriminatorSection,
+    "baselines": dict,  # baseline name -> {columns, params, seconds, and what it counted}
+    "units": str,  # "aligned": a cross-family pair scored on aligned units
+}
+
+
+def check_section(name: str, value) -> None:
+    """A kind's metrics.json section against its schema (a ValueError: a bug in the writer)."""
+    if name not in SECTIONS:
+        raise ValueError(f"metrics.json has no section {name!r}; known: {', '.join(SECTIONS)}")
+    schema = SECTIONS[name]
+    if schema in (dict, str):
+        if not isinstance(value, schema):
+            raise ValueError(f"metrics.json {name} must be a {schema.__name__}, got {type(value).__name__}")
+        return
+    missing = [k for k in schema.__annotations__ if not isinstance(value, dict) or k not in value]
+    if missing:
+        raise ValueError(f"metrics.json {name} lacks {missing}")
+
+
 def write_parquet_atomic(path: Path, table) -> None:
     """scores.parquet whole or not at all (two jobs writing the same run directory never tear it)."""
-    from cscore.scorers.files import atomic_file
-
     with atomic_file(Path(path), "wb") as f:
         table.to_parquet(f, index=False)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    from cscore.scorers.files import write_atomic  # the package's one atomic writer (no torch)
-
-    write_atomic(Path(path), text)
+    write_atomic(Path(path), text)  # the package's one atomic writer (no torch)
 
 
 def write_metrics(run_dir: Path, metrics: dict) -> None:
@@ -62,6 +131,8 @@ def write_metrics(run_dir: Path, metrics: dict) -> None:
     missing = [k for k in METRICS_KEYS if k not in metrics]
     if missing:
         raise ValueError(f"metrics.json lacks {missing}")  # a bug in the writer, not a user error
+    for name in set(metrics) - set(METRICS_KEYS) - {"scores_sha256"}:
+        check_section(name, metrics[name])
     write_text_atomic(Path(run_dir) / METRICS, json.dumps(metrics, indent=2, default=float) + "\n")
 
 
@@ -92,8 +163,6 @@ def is_complete(run_dir: Path, config_yaml: str | None = None) -> bool:
 
 
 def _sha256(path: Path) -> str | None:
-    from cscore.scorers.files import sha256_file  # no torch
-
     try:
         return sha256_file(path)
     except OSError:
@@ -113,3 +182,47 @@ def score_columns(columns) -> list[str]:
 
 def human_columns(columns) -> list[str]:
     return [c for c in columns if c.startswith(HUMAN)]
+
+
+@dataclass
+class Run:
+    """One run directory as ``cscore report`` reads it."""
+    path: Path
+    config: dict
+    metrics: dict | None
+    failure: dict | None = None  # failed.json of a run that failed once scoring had started
+
+    @property
+    def complete(self) -> bool:
+        return self.metrics is not None and (self.path / SCORES).is_file()
+
+    def scores(self):
+        import pandas as pd
+
+        return pd.read_parquet(self.path / SCORES)
+
+    def done_metrics(self) -> dict:
+        """metrics.json of a run that wrote it (check ``complete`` first)."""
+        if self.metrics is None:
+            raise ValueError(f"{self.path}: the run wrote no {METRICS}")
+        return self.metrics
+
+
+def find_runs(root: Path) -> list[Run]:
+    """Every directory under ``root`` (itself included) that holds a cscore config.yaml."""
+    import yaml
+
+    runs = []
+    for config in sorted(Path(root).rglob(CONFIG)):
+        if config.parent.name == ".hydra":
+            continue
+        try:
+            cfg = yaml.safe_load(config.read_text())
+        except yaml.YAMLError:
+            continue
+        if not isinstance(cfg, dict) or not {"data", "pair", "method"} <= set(cfg):
+            continue
+        run_dir = config.parent
+        metrics = read_metrics(run_dir) if is_complete(run_dir) else None
+        runs.append(Run(run_dir, cfg, metrics, read_failure(run_dir)))
+    return runs

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from cscore.cli.exits import one_line_errors
+from cscore.files import cache_root, disk_size
 from cscore.scorers.cache import CacheEntryError, CacheError, StatsCache
-from cscore.scorers.files import cache_root, disk_size
 from cscore.scorers.identity import find_identities, identity_label
 
 SHOWN = {"temperatures", "heads", "model"}  # key parts the fixed columns already show
@@ -69,15 +69,24 @@ def stats_entries(cache: StatsCache) -> list[dict]:
     return sorted(out, key=lambda e: (e["created"] or 0, e["key"]))
 
 
+def payload_of(meta: dict | None) -> type:
+    """The payload type an entry holds, by its meta.json ``kind`` (none: token statistics)."""
+    from cscore.scorers.judge_stats import DecodedPaths, JudgeStats
+    from cscore.scorers.stats import TokenStats
+
+    kinds = {p.ENTRY_KIND: p for p in (TokenStats, JudgeStats, DecodedPaths)}
+    return kinds.get((meta or {}).get("kind"), TokenStats)
+
+
 def entry_info(cache: StatsCache, key_prefix: str) -> dict:
     """Summary + key parts, extra, arrays and the verification result (``ok``, ``error``)."""
     key = cache.resolve(key_prefix)
     meta = cache.meta(key)
     out = summary(cache, key, meta)
     try:
-        cache.read(key)
+        cache.read(key, payload_of(meta))
         out.update(ok=True, error=None)
-    except (FileNotFoundError, CacheEntryError) as err:
+    except (FileNotFoundError, CacheEntryError, TypeError) as err:  # TypeError: a kind no payload type reads
         out.update(ok=False, error=str(err))
     for name in ("parts", "extra", "arrays"):
         out[name] = (meta or {}).get(name)

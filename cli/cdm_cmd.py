@@ -16,7 +16,6 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from cscore import rundir
 from cscore.cli.compose import checked
 from cscore.scorers.methods.params import specs_of
 from cscore.scorers.training_params import CdmGenerate, CdmTrain
@@ -80,34 +79,23 @@ def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     ``overrides``: the command line, for the pair's early-exit rule (as in ``cscore run``)."""
     from cscore.cli.run import resolve_pair
     from cscore.cli.stages import load_stage
+    from cscore.cli.typed import typed
     from cscore.cli.validate import validate
-    from cscore.scorers.kinds.pooler import target_aspect
-    from cscore.scorers.kinds.shared import load_pair, make_prompts
     from cscore.scorers.training import artifacts, negatives
 
     g = checked(cfg.cdm.generate, GENERATE_PARAMS, "cdm.generate")
     validate(cfg)
     resolve_pair(cfg, list(overrides))
+    run = typed(cfg)  # the pair as resolved
     job = negatives.open_job(cfg, g, artifacts.out_dir(g["out"], "cdm", "generate"))
-    examples = load_stage(cfg).examples
-    column = f"{rundir.HUMAN}{target_aspect(examples, g['aspect'])}" if g["positives"] == "top_rated" else None
-    positives = negatives.select_positives(examples, g["positives"], column)
-    if g["limit"] is not None:
-        positives = positives.head(g["limit"])
-    todo = negatives.todo(job, positives)
-    models = None
-    if len(todo):
-        pair = load_pair(cfg, ["expert", "amateur"])
-        prompts, spans = make_prompts(cfg, todo, pair.tokenizer)
-        inputs = pair.encode(prompts, list(todo["text"]), max_length=cfg.runtime.max_length, source_spans=spans)
-        models = negatives.write_negatives(job, cfg, pair, todo, inputs)
-    negatives.finish(job, cfg, len(positives), models)
+    negatives.make(job, run, cfg, negatives.positives_of(load_stage(run).examples, g))
     return job.folder.path
 
 
 def train(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     """Train the discriminator (scorers/training/discriminator.py); returns the output directory."""
     from cscore.cli.run import resolve_pair
+    from cscore.cli.typed import typed
     from cscore.cli.validate import validate
     from cscore.scorers.kinds.shared import load_pair, stats_cache
     from cscore.scorers.training import discriminator
@@ -119,6 +107,7 @@ def train(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     if job.finished:
         log.info("cdm train: %s is finished with this config: skipped (remove it to train again)", job.folder.path)
         return job.folder.path
-    pair = load_pair(cfg, ["expert", "amateur"]) if job.kind == "pooler" else None
-    discriminator.train(cfg, job, pair, stats_cache(cfg) if pair is not None else None)
+    run = typed(cfg)  # the pair as resolved
+    pair = load_pair(run, ["expert", "amateur"]) if job.kind == "pooler" else None
+    discriminator.train(cfg, job, pair, stats_cache(run) if pair is not None else None)
     return job.folder.path

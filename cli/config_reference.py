@@ -11,7 +11,7 @@ import yaml
 
 HEADER = """# Configuration reference
 
-Generated from the schema (`cli/schema.py`, `cli/schema_groups.py`, each method's `Params` in
+Generated from the schema (`scorers/config.py`, `scorers/config_groups.py`, each method's `Params` in
 `scorers/methods/`, `scorers/training_params.py`, the baselines' settings) by
 `scripts/config_reference.py`; do not edit by hand. The YAML presets under `conf/` choose
 values; a setting not in a preset keeps the default written here. Any key can be set on the
@@ -64,7 +64,7 @@ def table(title: str, text: str, cls, prefix: str) -> str:
 
 
 def run_sections() -> str:
-    from cscore.cli.schema import RunSettings
+    from cscore.scorers.config import RunSettings
 
     out = ""
     for f in fields(RunSettings):
@@ -76,8 +76,8 @@ def run_sections() -> str:
 
 
 def group_sections() -> str:
-    from cscore.cli.schema import Pair
-    from cscore.cli.schema_groups import Data, JudgePrompt, Prompt, Tracking
+    from cscore.scorers.config import Pair
+    from cscore.scorers.config_groups import Data, JudgePrompt, Prompt, Tracking
 
     out = ""
     for name, cls in (("pair", Pair), ("data", Data), ("prompt", Prompt), ("judge_prompt", JudgePrompt),

@@ -91,12 +91,25 @@ def run_name(_root_) -> str:
 
 def name_of(c: dict, choices: dict, overrides: list[str], swept: set[str]) -> str:
     """``<data>_<models>_<method>`` for the plain config ``c``: the models that run
-    (``pair_name``), for a baseline run its baselines; a part in ``swept`` reads ``sweep``."""
-    baseline = c["method"].get("name") == "baseline"
-    models = ("+".join(c.get("baseline") or {}) or "none") if baseline else pair_name(c, overrides)[0]
-    parts = [("data", choices.get("data") or c["data"].get("name")), ("baseline" if baseline else "pair", models),
+    (``pair_name``), or what the method's kind names instead (``MethodKind.dir_label``: a baseline
+    run, its baselines); a part in ``swept`` reads ``sweep``."""
+    label = kind_label(c["method"].get("name"), c)
+    part, models = label if label is not None else ("pair", pair_name(c, overrides)[0])
+    parts = [("data", choices.get("data") or c["data"].get("name")), (part, models),
              ("method", choices.get("method") or c["method"].get("name"))]
     return "_".join(SWEPT if key in swept else dir_part(value) for key, value in parts)
+
+
+def kind_label(method, c: dict) -> tuple[str, str] | None:
+    """The method's kind's name for a run directory in place of the models (None: the models, also
+    for a method that does not exist: the run's check says so)."""
+    from cscore.errors import CscoreError
+    from cscore.scorers import kinds
+
+    try:
+        return kinds.of_method(method).dir_label(c)
+    except CscoreError:
+        return None
 
 
 def sweep_dir(args: list[str]) -> list[str]:
@@ -127,15 +140,17 @@ def sweep_dir(args: list[str]) -> list[str]:
     return [*args, f"hydra.sweep.dir=outputs/multirun/{time.strftime('%Y-%m-%d/%H-%M-%S')}_{name}"]
 
 
+# the parts of a directory name (data, pair, method, or a kind's own: baseline) each swept key can change
+PARTS = {"data": {"data"}, "data.name": {"data"},
+         "method": {"method", "pair"}, "method.name": {"method", "pair"},  # a single-model method names one model
+         **{k: {"pair"} for k in ("pair", "pair.name", "pair.expert.path", "pair.amateur.path",
+                                  "pair.amateur.early_exit")},
+         "baseline": {"baseline"}}  # the baseline group: the part the baseline kind names (its dir_label)
+
+
 def parts_of(key: str) -> set[str]:
-    """The parts of a directory name (data, pair, method, baseline) a swept key can change."""
-    if key in ("data", "data.name"):
-        return {"data"}
-    if key in ("method", "method.name"):
-        return {"method", "pair"}  # a single-model method names one model
-    if key == "pair" or key in ("pair.name", "pair.expert.path", "pair.amateur.path", "pair.amateur.early_exit"):
-        return {"pair"}
-    return {"baseline"} if key == "baseline" else set()
+    """The parts of a directory name a swept key can change."""
+    return PARTS.get(key, set())
 
 
 def is_sweep(override: str) -> bool:

@@ -46,8 +46,27 @@ def check(c: dict) -> None:
             offline.append((role, spec))
     if offline:
         raise ConfigError(hub_message(offline, hub.unreachable()))
+    check_cross_family(c, models)
     if "expert" in models:
         check_max_length(c, *models["expert"])
+
+
+def check_cross_family(c: dict, models: dict[str, tuple[str, str | None]]) -> None:
+    """A ConfigError when expert and amateur are two models whose tokenizers differ (read without
+    weights) and the method cannot run on such a pair (``methods.cross_family_refusal``). The
+    tokenizers are read only for a method that would be refused."""
+    from cscore.scorers import methods
+
+    if "expert" not in models or "amateur" not in models or models["expert"] == models["amateur"]:
+        return
+    why = methods.cross_family_refusal(c["method"]["name"], c["method"])
+    if why is None:
+        return
+    expert, amateur = tokenizer_of(*models["expert"]), tokenizer_of(*models["amateur"])
+    if expert is None or amateur is None or expert[1] or amateur[1]:
+        return  # not readable here (the run checks when it loads), or seq2seq (refused at load)
+    if expert[0].get_vocab() != amateur[0].get_vocab():
+        raise ConfigError(why)
 
 
 def installed_gguf() -> list[str]:

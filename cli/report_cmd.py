@@ -20,9 +20,10 @@ from rich.markup import escape
 from cscore import rundir
 from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import judge, judge_plots, plots, render, tables
-from cscore.metaeval.runs import find_runs, missing_jobs
+from cscore.metaeval.runs import missing_jobs
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.uncertainty import few_units_warning
+from cscore.rundir import find_runs
 
 NUMERIC = (int, float)
 BIAS_TITLE = "likelihood bias, BiasScore (closer to 0 is better)"

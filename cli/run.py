@@ -45,27 +45,28 @@ def resolve_pair(cfg: DictConfig, overrides: list[str]) -> list[str]:
 
 
 def run(cfg: DictConfig, out_dir: Path, state: dict | None = None) -> dict:
-    """The whole run; raises CscoreError for anything the user can fix. ``state["stage"]`` says
-    how far it got (a failure before "score" leaves nothing worth keeping)."""
+    """The whole run: ``cfg`` (as Hydra composed it) is checked into the typed config once, which
+    the stages and the kind read; raises CscoreError for anything the user can fix.
+    ``state["stage"]`` says how far it got (a failure before "score" leaves nothing worth keeping)."""
     from cscore.cli.validate import validate
 
     state = {} if state is None else state
     state["stage"] = "validate"
-    validate(cfg)
-    threads.apply(cfg.runtime.get("threads"))
+    config = validate(cfg)  # the typed config: all the stages and the kind read
+    threads.apply(config.runtime.threads)
     console = summary.make_console()
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / rundir.CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    kind = kinds.of_method(cfg.method.name)
+    kind = kinds.of_method(config.method.name)
     state["stage"] = "load"
-    loaded = stages.load_stage(cfg)
-    plan = kind.plan(cfg)
+    loaded = stages.load_stage(config)
+    plan = kind.plan(config)
     state["stage"] = "models"
-    scored = kind.score(cfg, loaded, plan, Progress(*progress_bar(console, cfg.runtime.progress)), state)
+    scored = kind.score(config, loaded, plan, Progress(*progress_bar(console, config.runtime.progress)), state)
     state["stage"] = "write"
-    corr = stages.evaluate_stage(cfg, scored, plan)
-    metrics = stages.write_stage(cfg, kind, out_dir, loaded, plan, scored, corr)
-    summary.print_summary(console, cfg, kind, out_dir, loaded, scored, corr, metrics)
+    corr = stages.evaluate_stage(config, kind, scored, plan)
+    metrics = stages.write_stage(config, kind, out_dir, loaded, plan, scored, corr)
+    summary.print_summary(console, config, kind, out_dir, loaded, scored, corr, metrics)
     return metrics
 
 

@@ -1,6 +1,7 @@
 """The shared stages of ``cscore run`` around a kind's plan and score steps: load the data,
 evaluate (correlate with the human scores), write the run directory. They ask the method's kind
-(``cscore.scorers.kinds``) for what differs between kinds and never name a method or kind."""
+(``cscore.scorers.kinds``) for what differs between kinds and never name a method or kind. They
+read the run's typed config (``RunConfig``), built once by ``cscore.cli.typed.typed``."""
 
 from __future__ import annotations
 
@@ -12,28 +13,29 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
 
 import cscore
 from cscore import rundir
+from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import Loaded, MethodKind, Plan, Scored
 
 log = logging.getLogger("cscore")
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
 
 
-def load_stage(cfg: DictConfig) -> Loaded:
+def load_stage(run: RunConfig) -> Loaded:
     from cscore.data import splits
     from cscore.data.registry import load_config
 
-    examples, report = load_config(OmegaConf.to_container(cfg.data, resolve=True))
+    examples, report = load_config(run.data_given)  # the loader checks its own options, as given
     n_loaded = len(examples)
-    if cfg.split.get("dev_ids"):  # the paper's dev documents by id; a split column labels every row
-        examples = splits.select_labelled(splits.label_by_ids(examples, cfg.split.dev_ids), cfg.split.use)
+    sp = run.split
+    if sp.dev_ids:  # the paper's dev documents by id; a split column labels every row
+        examples = splits.select_labelled(splits.label_by_ids(examples, sp.dev_ids), sp.use)
     else:
-        examples = splits.select(examples, cfg.split.use, cfg.split.dev_fraction, cfg.split.seed)
-    log.info("data %s: %d rows (%d dropped while loading); split=%s keeps %d", cfg.data.name, n_loaded,
-             len(report.dropped), cfg.split.use, len(examples))
+        examples = splits.select(examples, sp.use, sp.dev_fraction, sp.seed)
+    log.info("data %s: %d rows (%d dropped while loading); split=%s keeps %d", run.data.name, n_loaded,
+             len(report.dropped), sp.use, len(examples))
     for level, line in report.console_lines():  # one line per reason; the rows go to run.log
         log.log(level, line)
     for d in report.details():
@@ -41,12 +43,13 @@ def load_stage(cfg: DictConfig) -> Loaded:
     return Loaded(examples, report, n_loaded)
 
 
-def evaluate_stage(cfg: DictConfig, scored: Scored, plan: Plan) -> pd.DataFrame:
-    from cscore.metaeval.correlation import correlation_table
+def evaluate_stage(run: RunConfig, kind: MethodKind, scored: Scored, plan: Plan) -> pd.DataFrame:
+    from cscore.metaeval.correlation import correlate, correlation_table
 
-    split_by = cfg.meta.get("split_by") or cfg.data.get("split_by")
-    if split_by is None and "split" in scored.table.columns:  # split.dev_ids: dev and test apart
-        split_by = "split"
+    kind.evaluate(scored, correlate)  # what the kind measures itself (a pooler's folds)
+    split_by = run.meta.split_by or run.data.split_by
+    if split_by is None and rundir.SPLIT in scored.table.columns:  # split.dev_ids: dev and test apart
+        split_by = rundir.SPLIT
     targets = plan.targets if plan.targets is not None else rundir.human_columns(scored.table.columns)
     corr = correlation_table(scored.table, plan.score_columns, targets, split_by=split_by)
     corr["metric"] = corr["metric"].str.removeprefix(rundir.SCORE)
@@ -54,21 +57,22 @@ def evaluate_stage(cfg: DictConfig, scored: Scored, plan: Plan) -> pd.DataFrame:
     return corr
 
 
-def signature(cfg: DictConfig, kind: MethodKind, scored: Scored) -> str:
+def signature(run: RunConfig, kind: MethodKind, scored: Scored) -> str:
     from cscore.metaeval.signature import Signature
 
     models = {role: m.name for role, m in scored.models.items()}
-    fields = kind.signature_fields(cfg)  # the pair and the prompt the kind's methods read
-    return str(Signature({"data": cfg.data.name, "n": len(scored.table), "split": cfg.split.use,
-                          "pair": fields["pair"], **models, "method": cfg.method.name,
-                          "variant": cfg.method.variant, "params": method_params(cfg.method),
+    fields = kind.signature_fields(run)  # the pair and the prompt the kind's methods read
+    return str(Signature({"data": run.data.name, "n": len(scored.table), "split": run.split.use,
+                          "pair": fields["pair"], **models, "method": run.method.name,
+                          "variant": run.method.variant, "params": method_params(run.method_given),
                           "prompt": fields["prompt"], "level": "segment",
-                          **({"units": "aligned"} if scored.metrics.get("units") else {}), "kendall": "b"}))
+                          **({"units": scored.metrics["units"]} if scored.metrics.get("units") else {}),
+                          "kendall": "b"}))
 
 
-def method_params(method: DictConfig) -> str:
-    """The method's parameters as ``k=v,...`` in config order (two presets of one method, e.g.
-    contrast and contrast_released, differ here)."""
+def method_params(method: dict) -> str:
+    """The method's parameters as ``k=v,...`` in config order, values as written (two presets of one
+    method, e.g. contrast and contrast_released, differ here)."""
     def text(v):
         if isinstance(v, str):
             return v
@@ -76,8 +80,7 @@ def method_params(method: DictConfig) -> str:
             return repr(v)  # 1e-30, -inf: exact
         return json.dumps(v, separators=(",", ":"), default=str)  # true, null, [1,5]
 
-    values = OmegaConf.to_container(method, resolve=True)
-    return ",".join(f"{k}={text(v)}" for k, v in values.items() if k not in ("name", "variant")) or "-"
+    return ",".join(f"{k}={text(v)}" for k, v in method.items() if k not in ("name", "variant")) or "-"
 
 
 def speed_figures(scored: Scored) -> dict:
@@ -121,7 +124,7 @@ def peak_memory() -> dict:
     return out
 
 
-def write_stage(cfg: DictConfig, kind: MethodKind, out_dir: Path, loaded: Loaded, plan: Plan, scored: Scored,
+def write_stage(run: RunConfig, kind: MethodKind, out_dir: Path, loaded: Loaded, plan: Plan, scored: Scored,
                 corr: pd.DataFrame) -> dict:
     from cscore.metaeval.report import markdown
 
@@ -130,8 +133,8 @@ def write_stage(cfg: DictConfig, kind: MethodKind, out_dir: Path, loaded: Loaded
     for name, text in scored.files.items():
         rundir.write_text_atomic(out_dir / name, text)
     corr.to_csv(out_dir / rundir.CORRELATIONS_CSV, index=False)
-    sig = signature(cfg, kind, scored)
-    (out_dir / rundir.CORRELATIONS_MD).write_text(markdown(corr, kind.title(cfg), sig) + "\n")
+    sig = signature(run, kind, scored)
+    (out_dir / rundir.CORRELATIONS_MD).write_text(markdown(corr, kind.title(run), sig) + "\n")
     extra = set(scored.metrics) - set(kind.sections)
     if extra:  # a kind writes only the metrics.json sections it declares
         raise RuntimeError(f"kind {kind.name!r} wrote undeclared metrics.json sections {sorted(extra)}")
@@ -140,7 +143,7 @@ def write_stage(cfg: DictConfig, kind: MethodKind, out_dir: Path, loaded: Loaded
         "signature": sig,
         "data": loaded.report.summary(details=True),
         "n_items": len(table),
-        "split": {"use": cfg.split.use, "dev_fraction": cfg.split.dev_fraction, "seed": cfg.split.seed,
+        "split": {"use": run.split.use, "dev_fraction": run.split.dev_fraction, "seed": run.split.seed,
                   "rows_before_split": loaded.n_loaded},
         "n_truncated": scored.n_truncated,
         "truncated_ids": [i for i, t in zip(table["id"], table["truncated"]) if t],

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig
 
 from cscore import rundir
+from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import Loaded, MethodKind, Scored
 
 CONSOLE_WIDTH_OFF_TERMINAL = 160  # log files and SLURM output: do not squeeze tables to 80 columns
@@ -24,13 +24,13 @@ def make_console():
     return console
 
 
-def print_summary(console, cfg: DictConfig, kind: MethodKind, out_dir: Path, loaded: Loaded, scored: Scored, corr,
+def print_summary(console, run: RunConfig, kind: MethodKind, out_dir: Path, loaded: Loaded, scored: Scored, corr,
                   metrics) -> None:
     from rich.markup import escape
 
     from cscore.metaeval.report import rich_tables
 
-    for t in rich_tables(corr, kind.title(cfg)):
+    for t in rich_tables(corr, kind.title(run)):
         console.print(t)
     console.print(f"[dim]{escape(metrics['signature'])}[/]", soft_wrap=True)
     for line in pass_lines(scored):
@@ -45,7 +45,7 @@ def print_summary(console, cfg: DictConfig, kind: MethodKind, out_dir: Path, loa
     for c, k in metrics["nonfinite_scores"].items():
         if k:
             console.print(f"[yellow]{escape(c)}: {k} of {n} scores non-finite (left out of correlations)"
-                          f"{escape(nonfinite_hint(cfg, c))}[/]")
+                          f"{escape(nonfinite_hint(run, c))}[/]")
     for style, text in kind.summary_lines(metrics):
         console.print(f"[{style}]{escape(text)}[/]")
     for c in [c for c in scored.table.columns if c.startswith(rundir.SCORE)]:
@@ -76,14 +76,12 @@ def pass_lines(scored: Scored) -> list[str]:
     return out
 
 
-def nonfinite_hint(cfg: DictConfig, column: str) -> str:
+def nonfinite_hint(run: RunConfig, column: str) -> str:
     """Why the method's own scores may be non-finite by design (its module's ``nonfinite_hint``)."""
-    from omegaconf import OmegaConf
-
     from cscore.scorers import methods
 
-    m = cfg.method
+    m = run.method
     hint = getattr(methods.get(m.name), "nonfinite_hint", None)
     if hint is None or column.removeprefix(rundir.SCORE) != m.variant:
         return ""
-    return hint(OmegaConf.to_container(m, resolve=True))
+    return hint(run.params)

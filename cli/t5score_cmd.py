@@ -61,10 +61,9 @@ def training_table(cfg: DictConfig, t: dict):
     """The examples, the human aspect that ranks them and each row's context (reference / source)."""
     from cscore.cli.stages import load_stage
     from cscore.cli.validate import validate
-    from cscore.scorers.kinds.pooler import target_aspect
+    from cscore.scorers.kinds.shared import target_aspect
 
-    validate(cfg)
-    examples = load_stage(cfg).examples
+    examples = load_stage(validate(cfg)).examples
     aspect = target_aspect(examples, t["aspect"])
     column = "reference" if t["condition"] == "reference" else "source"
     contexts = (

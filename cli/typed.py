@@ -1,16 +1,17 @@
 """One typed config: the schema's nodes in Hydra's ConfigStore (``register``) and a composed run
-config checked once into typed objects (``typed(cfg) -> RunConfig``)."""
+config checked once into typed objects (``typed(cfg) -> RunConfig``; the dataclasses are
+``cscore.scorers.config``'s, so that the kinds may read them)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import fields
+from typing import cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from cscore.cli.schema import ModelSpec, Pair, RunSettings, check_early_exit
-from cscore.cli.schema_groups import Data, JudgePrompt, Prompt, Tracking
 from cscore.errors import ConfigError
+from cscore.scorers.config import ModelSpec, Pair, RunConfig, RunSettings, check_early_exit
+from cscore.scorers.config_groups import Data, JudgePrompt, Prompt, Tracking
 from cscore.scorers.methods.params import check_section, defaults_of
 
 SETTINGS = ("runtime", "stats", "cache", "baselines", "split", "meta")  # the sections checked key by key
@@ -32,24 +33,12 @@ def register() -> None:
     store.store(group="schema", name="t5score", node={"t5score": defaults_of(T5Score)}, package="_global_")
 
 
-@dataclass
-class RunConfig(RunSettings):
-    """A composed ``cscore run`` config as typed objects."""
-    data: Data | None = None
-    pair: Pair | None = None
-    method: Any = None  # the method's Params
-    prompt: Prompt | None = None
-    judge_prompt: JudgePrompt | None = None
-    baseline: dict | None = None  # {baseline name: its settings} (checked by cscore.scorers.baselines)
-    tracking: Tracking | None = None
-
-
 def resolved(cfg) -> dict:
     """The config as a plain dict, interpolations resolved (a one-line ConfigError when one does not)."""
     if isinstance(cfg, dict):
         return cfg
     try:
-        return OmegaConf.to_container(cfg, resolve=True)
+        return cast(dict, OmegaConf.to_container(cfg, resolve=True))
     except Exception as err:  # an interpolation that does not resolve
         raise ConfigError(f"the config does not resolve: {err}") from None
 
@@ -75,10 +64,10 @@ def check_pair(pair: dict) -> Pair:
 def typed_method(method: dict):
     from cscore.scorers import methods
 
-    name = method.get("name")
+    module = methods.get(method.get("name"))  # type: ignore[arg-type]  # None or any other: the one-line ConfigError
     params = {k: v for k, v in method.items() if k not in methods.NOT_PARAMS}
-    checked = methods.check_params(name, params)
-    return methods.get(name).Params(**{k: method[k] for k in methods.NOT_PARAMS if k in method}, **checked)
+    checked = methods.check_params(module.NAME, params)
+    return module.Params(**{k: method[k] for k in methods.NOT_PARAMS if k in method}, **checked)
 
 
 def typed(cfg: DictConfig | dict) -> RunConfig:
@@ -96,4 +85,5 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     top = {k: c[k] for k in ("resume", "out", "tokenizer", "model") if k in c}
     return RunConfig(**settings, **top, data=known_only(Data, c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
-                     tracking=known_only(Tracking, c.get("tracking") or {"name": "none"}))
+                     tracking=known_only(Tracking, c.get("tracking") or {"name": "none"}),
+                     method_given=dict(c["method"]), data_given=dict(c.get("data") or {}))

@@ -1,6 +1,6 @@
 """Check the whole composed run config before anything expensive (data, models) runs.
 
-The schema (``cli/schema.py``, each method's ``Params``) says what each setting may be; ``typed``
+The schema (``scorers/config.py``, each method's ``Params``) says what each setting may be; ``typed``
 checks the config against it once. The first bad setting is a ConfigError naming the key, what
 was given and what is allowed. The checks that read several sections are here."""
 
@@ -10,9 +10,9 @@ import re
 
 from omegaconf import DictConfig
 
-from cscore.cli.schema import check_budget, check_device  # noqa: F401  (re-exported: tests, callers)
 from cscore.cli.typed import RunConfig, resolved, typed
 from cscore.errors import ConfigError
+from cscore.scorers.config import check_budget, check_device  # noqa: F401  (re-exported: tests, callers)
 from cscore.scorers.methods.params import check_keys  # noqa: F401  (re-exported: the stage commands)
 
 

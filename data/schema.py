@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 
 from cscore.errors import DataError  # defined in errors.py
+from cscore.rundir import HUMAN as HUMAN_PREFIX  # human.<aspect>: the run directory's column prefix
 
 REQUIRED = ("id", "group", "system", "task", "source", "hypothesis")
 OPTIONAL = ("reference", "lang_pair")
-HUMAN_PREFIX = "human."
 TASKS = ("summarization", "translation", "dialogue")
 
 

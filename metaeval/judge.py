@@ -48,15 +48,16 @@ from cscore import rundir
 from cscore.metaeval import render
 from cscore.metaeval.bias import invalid_rate
 from cscore.metaeval.kendall import normalize_variant
-from cscore.metaeval.runs import Run
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.uncertainty import LevelStat, bootstrap_ci
+from cscore.rundir import Run
 
 KINDS = ("pearson", "spearman", "kendall")
 SHORT = {"pearson": "Pear.", "spearman": "Spear.", "kendall": "Kend."}
-PARSE = "parse."  # parse.<row>: ok / No Pred / Below / Above
-SPLIT = "split"  # dev / test (split.dev_ids)
+PARSE = rundir.PARSE  # parse.<row>: ok / No Pred / Below / Above
+SPLIT = rundir.SPLIT  # dev / test (split.dev_ids)
 STATUSES = ("No Pred", "Below", "Above")
+LIST = "List"  # the released parse read list numbering as the score (valid there, shown on its own)
 OK = "ok"
 TIE_TOL = 1e-12  # criterion values this close (relative to max(1, |best|)) tie
 ROLES = ("main", "asst", "contrast")
@@ -222,6 +223,9 @@ def collect(runs: list[Run]) -> list[Study]:
             notes[key].append(f"{run.path}: no column {', '.join(missing)}; left out")
             continue
         pair = cfg.get("pair") or {}
+        for row, why in (info.get("expected_not_computed") or {}).items():
+            notes[key].append(f"{pair.get('name', '?')} {rng[0]}-{rng[1]} lam={lam:g} t={t:g}: score.{row}_expected "
+                              f"not computed: {why}")
         main, asst = model_names(pair)
         point = (pair.get("name", "?"), variant, method.get("name"), int(rng[0]), int(rng[1]), float(lam),
                  float(t), main, asst)
@@ -334,7 +338,7 @@ def select(study: Study, criterion: Criterion = Criterion(), score: str = "parse
         pair, variant, lo, hi = setting
         cand = g[(g["pair"] == pair) & (g["variant"] == variant) & (g["lo"] == lo) & (g["hi"] == hi)]
         if score == "expected" and not np.isfinite(cand["value"].to_numpy(dtype=float)).any():
-            continue  # no expected score (multi-token values) or none that varies
+            continue  # no expected score (a multi-token range off the kept c grid: a study note) or none that varies
         best, tied = choose(cand)
         point = next(p for p in study.grid_points(setting) if p.lam == g.at[best, "lam"] and p.t == g.at[best, "t"])
         rows.append({"pair": pair, "variant": variant, "range": f"{lo}-{hi}", "lo": lo, "hi": hi,
@@ -460,12 +464,12 @@ def invalid(rows: list[dict]) -> pd.DataFrame:
         if r["parse"] is None:
             continue
         status = r["frame"][r["parse"]]
-        rate = invalid_rate((status == OK).to_numpy(dtype=bool))
+        rate = invalid_rate(status.isin([OK, LIST]).to_numpy(dtype=bool))
         counts = {s: int((status == s).sum()) for s in STATUSES}
         out.append({"label": r["label"], "role": r["role"], "pair": r["pair"], "range": r["range"], "lo": r["lo"],
                     "hi": r["hi"], "invalid": float(rate), "count": rate.count, **counts,
-                    "other": rate.count - sum(counts.values()), "n": rate.n})
-    cols = ["label", "role", "pair", "range", "lo", "hi", "invalid", "count", *STATUSES, "other", "n"]
+                    "other": rate.count - sum(counts.values()), LIST: int((status == LIST).sum()), "n": rate.n})
+    cols = ["label", "role", "pair", "range", "lo", "hi", "invalid", "count", *STATUSES, "other", LIST, "n"]
     frame = pd.DataFrame(out, columns=cols)
     order = {lb: i for i, lb in enumerate(dict.fromkeys(frame["label"]))}
     return frame.sort_values(["lo", "hi"]).sort_values("label", key=lambda s: s.map(order), kind="stable") \
@@ -560,12 +564,14 @@ def hyperparameter_table(selections: pd.DataFrame, title: str, signature: str = 
 
 def invalid_table(frame: pd.DataFrame, title: str, signature: str = "") -> render.Table:
     """Paper Tables 6-7: per model row and range the share of invalid outputs and their kinds."""
-    columns = ["Range", "Invalid", *STATUSES] + (["other"] if frame["other"].any() else []) + ["n"]
+    columns = ["Range", "Invalid", *STATUSES] + (["other"] if frame["other"].any() else []) \
+        + ([LIST] if frame[LIST].any() else []) + ["n"]
     rows = []
     for _, r in frame.iterrows():
         share = "nan" if not np.isfinite(r["invalid"]) else f"{100 * r['invalid']:.1f}%"
         cells = [r["range"], share, *(str(int(r[s])) for s in STATUSES)]
         cells += [str(int(r["other"]))] if "other" in columns else []
+        cells += [str(int(r[LIST]))] if LIST in columns else []
         rows.append((r["label"], cells + [str(int(r["n"]))]))
     return render.Table(title, columns, rows, signature, "Model")
 
@@ -650,7 +656,9 @@ def build(study: Study, criterion: Criterion = Criterion(), *, bootstrap: int = 
             f"{Signature({'data': study.data, 'aspect': study.aspect, 'n': n_test, 'statistic': 'invalid-rate'})} — "
             "from the parse.<row> columns on the reported rows (contrast at the chosen lambda, t): No Pred = no "
             "number (set to the range minimum), Below = under the minimum (set to it), Above = over the maximum "
-            "(clamped); Invalid = all three / n")
+            "(clamped); Invalid = all three / n" + (
+                "; List = a list number read as the score (\"Coherence: 1. The summary...\" -> 1, as the released "
+                "parse reads it; not in Invalid)" if bad[LIST].any() else ""))
     return rep
 
 

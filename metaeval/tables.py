@@ -20,8 +20,8 @@ from cscore.metaeval.bias import bias_score
 from cscore.metaeval.kendall import VARIANTS, normalize_variant
 from cscore.metaeval.levels import KINDS, LEVELS
 from cscore.metaeval.pairwise import acc_eq_at
-from cscore.metaeval.runs import Run
 from cscore.metaeval.uncertainty import LevelStat, MeanStat, bootstrap_ci, significance_clusters
+from cscore.rundir import Run
 
 # bootstrap units: groups = documents / source segments (all their rows come along), items = rows
 RESAMPLE = {"groups": "group", "items": None}

@@ -20,7 +20,7 @@ import pandas as pd
 
 from cscore.errors import ConfigError
 from cscore.scorers import engine, methods, seq2seq
-from cscore.scorers.cache import StatsCache, ids_digest, stats_key
+from cscore.scorers.cache import StatsCache, ids_digest
 from cscore.scorers.identity import model_identity
 from cscore.scorers.models import (
     LoadedModel,
@@ -37,6 +37,9 @@ from cscore.scorers.tokenize import EncodedItem, encode
 log = logging.getLogger(__name__)
 
 DEFAULT_TEMPERATURES = TEMPERATURES
+# The head a cross-family model's pass is computed and cached under, whatever role it plays: the
+# key of a model run alone (its expert pass), so `B,A` reads the passes of `A,B` and of A or B alone.
+OWN_PASS = "expert"
 
 __all__ = ["ModelPair", "PairStatistics", "ScoringInput", "load_model"]
 
@@ -272,13 +275,16 @@ class ModelPair:
         stats, reports = {}, {}
         for run_model, heads in self.passes(models):
             label = "+".join(heads)
+            role = next(iter(heads))
             start = time.perf_counter()
-            pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(next(iter(heads)))]
+            pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
+            own = self.aligned  # a cross-family model runs alone: its pass is keyed by what it is, not its role
+            run_heads = {OWN_PASS: heads[role]} if own else heads
             ids = ids_digest(pairs) if cache is not None else None
             pad_id = (run_model.tokenizer if self.aligned else self.tokenizer).pad_token_id
             pad_id = 0 if pad_id is None else pad_id
 
-            def compute(checkpoint=None, run_model=run_model, heads=heads, label=label, pairs=pairs, pad_id=pad_id):
+            def compute(checkpoint=None, run_model=run_model, heads=run_heads, label=label, pairs=pairs, pad_id=pad_id):
                 callback = progress(label, len(pairs)) if progress else None
                 return engine.compute(run_model.model, pairs, temperatures=temperatures, token_budget=token_budget,
                                       padding_side=padding_side, pad_id=pad_id, progress=callback, heads=heads,
@@ -287,10 +293,10 @@ class ModelPair:
             if cache is None:
                 got, report = compute()
             else:
-                got, report = self._cached(cache, run_model, heads, ids, temperatures, token_budget, padding_side,
+                got, report = self._cached(cache, run_model, run_heads, ids, temperatures, token_budget, padding_side,
                                            compute, prefix_sharing, [len(h) for _, h in pairs])
             report.fetch_seconds = time.perf_counter() - start
-            stats.update(got)
+            stats.update({role: got[OWN_PASS]} if own else got)
             reports[label] = report
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
         return PairStatistics(stats, inputs, reports, tokenizers)
@@ -308,17 +314,19 @@ class ModelPair:
             parts.update(seq2seq.key_part(run_model))
         elif prefix_sharing:  # packed rows batch differently (float32 rounding); unshared keys unchanged
             parts["prefix_sharing"] = True
-        key = stats_key(parts)
-        with cache.lock(key):
-            hit = cache.load(key)
-            if hit is not None:
-                return hit.stats, engine.EngineReport.of_entry(hit.meta)
-            checkpoint = resume(cache, key, heads, lengths, temperatures)
-            got, report = checkpointed(compute, checkpoint, "+".join(heads))
-            extra = {"models": [f"{h}: {run_model.name}" for h in heads], "report": report.record()}
-            if cache.save(key, got, parts, extra=extra) is not None and checkpoint is not None:
-                checkpoint.discard()
-            return got, report
+        done: dict = {}  # the pass computed now: its report and checkpoint
+
+        def compute_entry(key: str):
+            done["checkpoint"] = resume(cache, key, heads, lengths, temperatures)
+            got, done["report"] = checkpointed(compute, done["checkpoint"], "+".join(heads))
+            return got, {"models": [f"{h}: {run_model.name}" for h in heads], "report": done["report"].record()}
+
+        def discard() -> None:  # the entry is stored: its checkpoint is not needed any more
+            if done["checkpoint"] is not None:
+                done["checkpoint"].discard()
+
+        got, meta = cache.get_or_compute(parts, compute_entry, TokenStats, on_saved=discard)
+        return got, (engine.EngineReport.of_entry(meta) if meta is not None else done["report"])
 
     def passes(self, wanted: Sequence[str] | None) -> list[tuple[LoadedModel, dict[str, int | None]]]:
         """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass."""

@@ -11,13 +11,13 @@ meta.json, so that a damaged head name or shape there is caught too). An entry a
 directory, so it is complete or absent; its checksum and shapes are verified on every load and
 a bad entry is removed and reported as a miss. While a pass runs, its completed batches are kept
 under ``.partial/<key>/`` (``checkpoint``, module ``checkpoint``) until the entry is stored.
-``lock(key)`` lets concurrent jobs compute one entry once::
+``get_or_compute(parts, compute, payload_type)`` is the one way through it (lock -> load ->
+compute -> save: concurrent jobs compute one entry once); the token statistics, the judge pass
+and its decoded paths all go through it.
 
-    with cache.lock(key):
-        hit = cache.load(key)
-        if hit is None:
-            stats = compute()
-            cache.save(key, stats, parts)
+What an entry holds is a payload (the ``Payload`` protocol: named arrays out, the same arrays
+back in, the entry's meta ``kind`` and format): ``stats.TokenStats``, ``judge_stats.JudgeStats``,
+``judge_stats.DecodedPaths``. The store imports none of them; a reader names the type it expects.
 
 This module does not import torch.
 """
@@ -38,13 +38,12 @@ import time
 import uuid
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterable, Mapping, NamedTuple
+from typing import Any, Callable, ClassVar, Iterable, Mapping, NamedTuple, Protocol
 
 import numpy as np
 
 from cscore.errors import CacheEntryError, CacheError  # defined in errors.py
-from cscore.scorers.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint, remove_folder
-from cscore.scorers.files import (
+from cscore.files import (
     atomic_file,
     cache_root,
     canonical_json,
@@ -56,27 +55,42 @@ from cscore.scorers.files import (
     sha256_file,
     write_atomic,
 )
-from cscore.scorers.judge_stats import ARRAYS as JUDGE_ARRAYS
-from cscore.scorers.judge_stats import DECODE_ARRAYS, DECODE_FORMAT, DecodedPaths, JudgeStats
-from cscore.scorers.judge_stats import FORMAT as JUDGE_FORMAT
-from cscore.scorers.stats import FORMAT_VERSION, TokenStats
+from cscore.scorers.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint, remove_folder
+from cscore.scorers.stats import FORMAT_VERSION  # the per-token format: part of every key
 
 log = logging.getLogger(__name__)
 
 CACHE_SCHEMA = 2  # bump when the entry layout (stats.npz / meta.json) or the key recipe changes (2: meta_sha256)
-ARRAYS = ("temperatures", "offsets", "token_ids", "logp", "logp_max")
 STALE_TMP_SECONDS = 3600  # temp dirs older than this are leftovers of a crashed writer
 READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)  # a cache folder this process cannot write
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk or quota, a file-size limit
 BLOCKED = (errno.ENOTDIR, errno.EEXIST)  # the cache folder, or a folder above it, is a file
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
-# entries that are not token statistics: meta "kind" -> (class, its arrays, format field, format)
-KINDS = {"judge": (JudgeStats, JUDGE_ARRAYS, "judge_format", JUDGE_FORMAT),
-         "judge_decode": (DecodedPaths, DECODE_ARRAYS, "decode_format", DECODE_FORMAT)}
+
+
+class Payload(Protocol):
+    """What an entry keeps per head: named arrays out (``to_arrays``) and back in (``from_arrays``).
+    ``ENTRY_KIND`` is meta.json's ``kind`` (None: per-token statistics, which entries older than
+    kinds hold), ``ENTRY_FORMAT`` the (meta.json field, version) a reader checks, ``ARRAY_NAMES``
+    the arrays; ``entry_figures`` what meta.json says of it (temperatures, n_tokens)."""
+
+    ENTRY_KIND: ClassVar[str | None]
+    ENTRY_FORMAT: ClassVar[tuple[str, int] | None]
+    ARRAY_NAMES: ClassVar[tuple[str, ...]]
+
+    @property
+    def n_items(self) -> int: ...
+
+    def to_arrays(self) -> dict[str, np.ndarray]: ...
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> Any: ...
+
+    def entry_figures(self) -> dict: ...
 
 
 class Entry(NamedTuple):
-    stats: dict[str, TokenStats]
+    stats: dict[str, Any]  # head -> payload
     meta: dict  # meta.json: key parts, extra, shapes, created time
 
 
@@ -138,7 +152,7 @@ def _check_key(key: str) -> str:
 
 
 class StatsCache:
-    """Directory of verified ``dict[str, TokenStats]`` entries, one per key."""
+    """Directory of verified entries (a payload per head), one per key."""
 
     def __init__(self, root: str | os.PathLike | None = None, checkpoint_seconds: float | None = CHECKPOINT_SECONDS):
         self.root = Path(root).expanduser() if root is not None else default_root()
@@ -183,8 +197,26 @@ class StatsCache:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def read(self, key: str) -> Entry:
-        """Read and verify an entry; raises FileNotFoundError (absent) or CacheEntryError."""
+    def get_or_compute(self, parts: Mapping, compute: Callable[[str], tuple[Mapping[str, Payload], Mapping | None]],
+                       payload_type: type[Payload], on_saved: Callable[[], None] | None = None
+                       ) -> tuple[dict[str, Any], dict | None]:
+        """The entry of ``parts`` (key: ``stats_key(parts)``): under its lock, read it, else
+        ``compute(key)`` -> (payload per head, meta.json's ``extra``) and store it (``on_saved``
+        runs once it is stored). Returns (payload per head, the entry's meta.json when it was
+        read; None when it was computed now)."""
+        key = stats_key(parts)
+        with self.lock(key):
+            hit = self.load(key, payload_type)
+            if hit is not None:
+                return hit.stats, hit.meta
+            stats, extra = compute(key)
+            if self.save(key, stats, parts, extra=extra) is not None and on_saved is not None:
+                on_saved()
+            return dict(stats), None
+
+    def read(self, key: str, payload_type: type[Payload]) -> Entry:
+        """Read and verify an entry of ``payload_type``; raises FileNotFoundError (absent) or
+        CacheEntryError."""
         d = self.path(key)
         if not d.is_dir():
             raise FileNotFoundError(d)
@@ -214,22 +246,25 @@ class StatsCache:
         heads = meta.get("heads")
         if not isinstance(heads, list) or not heads:
             raise CacheEntryError("meta.json lists no heads")
-        judge = meta.get("kind") if meta.get("kind") in KINDS else None
-        if judge and meta.get(KINDS[judge][2]) != KINDS[judge][3]:
-            field, want = KINDS[judge][2:]
-            raise CacheEntryError(f"{field} {meta.get(field)!r}, expected {want}")
+        if meta.get("kind") != payload_type.ENTRY_KIND:  # the reader's mistake, not a damaged entry: kept
+            raise TypeError(f"cache entry {key[:12]} holds {meta.get('kind') or 'token statistics'}, not "
+                            f"{payload_type.ENTRY_KIND or 'token statistics'} ({payload_type.__name__})")
+        if payload_type.ENTRY_FORMAT is not None:
+            field, want = payload_type.ENTRY_FORMAT
+            if meta.get(field) != want:
+                raise CacheEntryError(f"{field} {meta.get(field)!r}, expected {want}")
         try:
-            return Entry(_unpack(data, heads, meta.get("arrays") or {}, judge), meta)
+            return Entry(_unpack(data, heads, meta.get("arrays") or {}, payload_type), meta)
         except CacheEntryError:
             raise
         except Exception as err:  # zip / npy / TokenStats shape errors
             raise CacheEntryError(f"stats.npz is invalid: {type(err).__name__}: {err}") from None
 
-    def load(self, key: str) -> Entry | None:
-        """The entry (statistics and meta.json), or None on a miss. A corrupted or partial entry
-        is logged, removed and reported as a miss."""
+    def load(self, key: str, payload_type: type[Payload]) -> Entry | None:
+        """The entry (payload per head and meta.json), or None on a miss. A corrupted or partial
+        entry is logged, removed and reported as a miss."""
         try:
-            return self.read(key)
+            return self.read(key, payload_type)
         except FileNotFoundError:
             return None
         except CacheEntryError as err:
@@ -251,7 +286,7 @@ class StatsCache:
     # -- writing ----------------------------------------------------------------------------
 
     def save(
-        self, key: str, stats: Mapping[str, TokenStats], parts: Mapping, extra: Mapping | None = None
+        self, key: str, stats: Mapping[str, Payload], parts: Mapping, extra: Mapping | None = None
     ) -> Path | None:
         """Write an entry atomically (temp dir in ``root``, fsync, rename). If another writer
         got there first with a valid entry, it is kept and this one is dropped. A read-only or
@@ -280,18 +315,19 @@ class StatsCache:
             arrays = _pack(stats)
             npz = tmp / "stats.npz"
             with atomic_file(npz, "wb") as f:
-                np.savez(f, **arrays)
+                np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub: **kwds as allow_pickle
             first = stats[heads[0]]
-            judge = next((k for k, spec in KINDS.items() if isinstance(first, spec[0])), None)
+            kind, fmt = type(first).ENTRY_KIND, type(first).ENTRY_FORMAT
+            figures = {h: stats[h].entry_figures() for h in heads}
             now = time.time()
             meta = {
                 "key": key, "cache_schema": CACHE_SCHEMA, "format_version": FORMAT_VERSION,
                 "created": now, "created_iso": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
                 "sha256": sha256_file(npz), "npz_bytes": npz.stat().st_size, "heads": heads,
                 "arrays": {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in arrays.items()},
-                "temperatures": {} if judge else {h: list(stats[h].temperatures) for h in heads},
-                "n_items": first.n_items, "n_tokens": 0 if judge else int(first.offsets[-1]),
-                **({"kind": judge, KINDS[judge][2]: KINDS[judge][3]} if judge else {}),
+                "temperatures": {h: f["temperatures"] for h, f in figures.items() if "temperatures" in f},
+                "n_items": first.n_items, "n_tokens": figures[heads[0]].get("n_tokens", 0),
+                **({"kind": kind} if kind else {}), **(dict([fmt]) if fmt else {}),
                 "parts": _normalise(parts), "extra": dict(extra) if extra else {},
             }
             meta = json.loads(json.dumps(meta, allow_nan=False, default=json_default))  # as it will be read back
@@ -299,14 +335,14 @@ class StatsCache:
             write_atomic(tmp / "meta.json", json.dumps(meta, indent=1, sort_keys=True, allow_nan=False,
                                                        default=json_default))
             fsync_dir(tmp)
-            if not self._publish(tmp, final, key):
+            if not self._publish(tmp, final, key, type(first)):
                 log.debug("cache entry %s was written by another job first; keeping it", key[:12])
             fsync_dir(self.root)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)  # gone already when published
         return final
 
-    def _publish(self, tmp: Path, final: Path, key: str) -> bool:
+    def _publish(self, tmp: Path, final: Path, key: str, payload_type: type[Payload]) -> bool:
         for _ in range(2):
             try:
                 os.rename(tmp, final)  # atomic; fails on a non-empty target
@@ -315,7 +351,7 @@ class StatsCache:
                 if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                     raise
             try:
-                self.read(key)
+                self.read(key, payload_type)
                 return False  # a valid winner: keep it
             except FileNotFoundError:
                 continue
@@ -400,23 +436,21 @@ def _meta_digest(meta: dict) -> str | None:
         return None
 
 
-def _pack(stats: Mapping[str, TokenStats | JudgeStats]) -> dict[str, np.ndarray]:
+def _pack(stats: Mapping[str, Payload]) -> dict[str, np.ndarray]:
     """The arrays of every head, named ``<head index>_<array>``."""
     arrays = {}
+    kind = type(next(iter(stats.values())))
     for i, (head, st) in enumerate(stats.items()):
-        if isinstance(st, (JudgeStats, DecodedPaths)):
-            arrays.update({f"{i}_{k}": np.ascontiguousarray(v) for k, v in st.to_arrays().items()})
-            continue
-        if not isinstance(st, TokenStats):
-            raise TypeError(f"stats[{head!r}] is {type(st).__name__}, expected TokenStats")
-        values = {"temperatures": np.asarray(st.temperatures, dtype=np.float64), "offsets": st.offsets,
-                  "token_ids": st.token_ids, "logp": st.logp, "logp_max": st.logp_max}
-        for name in ARRAYS:
-            arrays[f"{i}_{name}"] = np.ascontiguousarray(values[name])
+        if not (hasattr(st, "to_arrays") and hasattr(type(st), "ARRAY_NAMES")):
+            raise TypeError(f"stats[{head!r}] is {type(st).__name__}, not a cache payload (to_arrays, from_arrays)")
+        if type(st) is not kind:
+            raise TypeError(f"stats[{head!r}] is {type(st).__name__}; an entry holds one payload type "
+                            f"({kind.__name__})")
+        arrays.update({f"{i}_{k}": np.ascontiguousarray(v) for k, v in st.to_arrays().items()})
     return arrays
 
 
-def _unpack(data: bytes, heads: list, arrays_meta: dict, judge: str | None = None) -> dict:
+def _unpack(data: bytes, heads: list, arrays_meta: dict, payload_type: type[Payload]) -> dict:
     """The statistics per head from stats.npz, each array checked against meta.json."""
     stats = {}
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
@@ -424,7 +458,8 @@ def _unpack(data: bytes, heads: list, arrays_meta: dict, judge: str | None = Non
             raise CacheEntryError(f"stats.npz holds {sorted(z.files)}, meta.json lists {sorted(arrays_meta)}")
         for i, head in enumerate(heads):
             got = {}
-            for name in KINDS[judge][1] if judge else ARRAYS:
+            optional = [n for n in getattr(payload_type, "OPTIONAL_ARRAYS", ()) if f"{i}_{n}" in arrays_meta]
+            for name in [*payload_type.ARRAY_NAMES, *optional]:
                 field = f"{i}_{name}"
                 if field not in arrays_meta:
                     raise CacheEntryError(f"array {field} is missing")
@@ -433,9 +468,5 @@ def _unpack(data: bytes, heads: list, arrays_meta: dict, judge: str | None = Non
                     raise CacheEntryError(f"array {field} is {arr.dtype}{list(arr.shape)}, meta.json says "
                                           f"{want.get('dtype')}{want.get('shape')}")
                 got[name] = arr
-            if judge:
-                stats[head] = KINDS[judge][0].from_arrays(got)
-                continue
-            stats[head] = TokenStats(tuple(got["temperatures"].tolist()), got["offsets"], got["token_ids"],
-                                     got["logp"], got["logp_max"])
+            stats[head] = payload_type.from_arrays(got)
     return stats

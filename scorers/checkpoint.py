@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from cscore.scorers.files import canonical_json, write_atomic
+from cscore.files import canonical_json, write_atomic
 from cscore.scorers.stats import FORMAT_VERSION
 
 log = logging.getLogger(__name__)

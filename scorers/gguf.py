@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import transformers
 
-from cscore.scorers.files import atomic_file, cache_root, file_lock, sha256_file
+from cscore.files import atomic_file, cache_root, file_lock, sha256_file
 from cscore.scorers.gguf_tokenizer import build_gemma3_tokenizer
 from cscore.scorers.specs import (  # noqa: F401 (GGUF_MAGIC: re-exported)
     GGUF_MAGIC,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from cscore.scorers.files import cache_root, canonical_json, sha256_file, write_atomic
+from cscore.files import cache_root, canonical_json, sha256_file, write_atomic
 
 if TYPE_CHECKING:
     from cscore.scorers.loaded import LoadedModel

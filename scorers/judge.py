@@ -10,6 +10,7 @@ through the LM head.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable, Sequence
 
@@ -80,19 +81,15 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
             n_items: int, decode_token: Callable[[int], str], token_budget: int = TOKEN_BUDGET,
             padding_side: str = "right", pad_id: int = 0,
             progress: Callable[[int], None] | None = None,
-            share_prefix: bool = True) -> tuple[JudgeStats, EngineReport]:
+            share_prefix: bool = True, digit_ids: Sequence[int] | None = None) -> tuple[JudgeStats, EngineReport]:
     """``main``: the main causal LM; the assistant is ``asst`` (another model sharing the
     vocabulary) or, with ``asst_exit=k``, main's first k layers (+ final norm and LM head).
     ``share_prefix``: contexts that share a long prefix (``split_shared``) run it once per packed
-    row, as in ``engine.compute``; the same statistics."""
-    if (asst is None) == (asst_exit is None):
-        raise ValueError("give exactly one of asst (a model) or asst_exit (an early exit of main)")
+    row, as in ``engine.compute``; the same statistics. ``digit_ids`` (the tokens whose text is
+    ASCII digits): where some value is more than one token, the expected score's chain arrays are
+    kept (``judge_stats``; the digit tokens and every value's tokens, the normalisers)."""
+    _check_inputs(contexts, n_items, prefixes, asst, asst_exit)
     n_ctx = len(contexts)
-    if n_ctx != n_items * (1 + len(prefixes)):
-        raise ValueError("contexts must be n_items x (1 + len(prefixes))")
-    for i, c in enumerate(contexts):
-        if not c:
-            raise InputError(f"judge prompt {i} has no tokens")
     device = next(main.parameters()).device
     vocab = main.get_output_embeddings().weight.shape[0]
     single = np.array([len(ids) == 1 for ids in value_ids])
@@ -102,6 +99,7 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     score_a = np.full((n_ctx, len(values)), np.nan)
     score_z = np.full((n_ctx, len(values)), np.nan)
     fronts: list = [None] * n_ctx
+    chain = None if single.all() or digit_ids is None else chain_buffers(n_ctx, value_ids, digit_ids, device)
     start = time.perf_counter()
     window = None
     if share_prefix:
@@ -118,7 +116,7 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     dense = not (sparse_packed(main) and (asst is None or sparse_packed(asst)))
     padded = 0
     pad = (pad_id, padding_side, device, dtype, attn, dense)
-    found = (main_top, asst_top, score_a, score_z, fronts)
+    found = (main_top, asst_top, score_a, score_z, fronts, chain)
     try:
         for batch_rows in batches:
             n_padded, n_done = _judge_batch(main, asst, tap, items, batch_rows, pad, score_tok, single, found)
@@ -132,8 +130,20 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
     stats = _judge_stats(n_items, prefixes, values, value_ids, found, decode_token, vocab)
+    if chain is not None:
+        stats = dataclasses.replace(stats, **{k: v for k, v in chain.items() if k != "tokens"})
     return stats, EngineReport(seconds, int(sum(r.length for r in rows)), padded, len(batches),
                                token_budget=int(token_budget))
+
+
+def _check_inputs(contexts, n_items, prefixes, asst, asst_exit) -> None:
+    if (asst is None) == (asst_exit is None):
+        raise ValueError("give exactly one of asst (a model) or asst_exit (an early exit of main)")
+    if len(contexts) != n_items * (1 + len(prefixes)):
+        raise ValueError("contexts must be n_items x (1 + len(prefixes))")
+    for i, c in enumerate(contexts):
+        if not c:
+            raise InputError(f"judge prompt {i} has no tokens")
 
 
 def _judge_batch(main, asst, tap, items, batch_rows, pad, score_tok, single, found) -> tuple[int, int]:
@@ -141,7 +151,7 @@ def _judge_batch(main, asst, tap, items, batch_rows, pad, score_tok, single, fou
     ``found`` (main_top, asst_top, score_a, score_z, fronts), what the judge keeps: (padded tokens,
     contexts done)."""
     pad_id, padding_side, device, dtype, attn, dense = pad
-    main_top, asst_top, score_a, score_z, fronts = found
+    main_top, asst_top, score_a, score_z, fronts, chain = found
     ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn,
                                             dense_mask=dense)
     idx = list(where)
@@ -166,12 +176,39 @@ def _judge_batch(main, asst, tap, items, batch_rows, pad, score_tok, single, fou
     score_z[idx] = np.where(single, sz, np.nan)
     for r, front in enumerate(got):
         fronts[idx[r]] = front
+    if chain is not None:
+        keep_chain(chain, idx, a, z_asst.double())
     return ids.numel(), len(idx)
+
+
+def chain_buffers(n_ctx: int, value_ids, digit_ids, device) -> dict:
+    """The chain arrays of ``JudgeStats`` to be filled batch by batch (``keep_chain``)."""
+    from cscore.scorers.judge_stats import CHAIN_CS
+
+    digits = {int(d) for d in digit_ids}
+    ids = np.asarray(sorted(digits | {int(t) for v in value_ids for t in v}), dtype=np.int64)
+    return {"chain_ids": ids, "chain_digit": np.isin(ids, sorted(digits)),
+            "chain_a": np.full((n_ctx, len(ids)), np.nan), "chain_z": np.full((n_ctx, len(ids)), np.nan),
+            "lse_z": np.full(n_ctx, np.nan), "chain_c": np.asarray(CHAIN_CS, dtype=np.float64),
+            "lse_c": np.full((n_ctx, len(CHAIN_CS)), np.nan), "tokens": torch.as_tensor(ids, device=device)}
+
+
+def keep_chain(chain: dict, idx: list[int], a: torch.Tensor, z: torch.Tensor) -> None:
+    """Store a batch's chain values (a = log p_main, z = assistant logits, float64 [B, V])."""
+    tok = chain["tokens"]
+    lse_c = torch.stack([torch.logsumexp(a - c * z, dim=-1) for c in chain["chain_c"].tolist()], dim=1)
+    flat = torch.cat([a[:, tok].flatten(), z[:, tok].flatten(), torch.logsumexp(z, dim=-1), lse_c.flatten()])
+    b, n_t = a.shape[0], len(tok)
+    got_a, got_z, lse_z, got_c = np.split(flat.cpu().numpy(), np.cumsum([b * n_t, b * n_t, b]))
+    chain["chain_a"][idx] = got_a.reshape(b, n_t)
+    chain["chain_z"][idx] = got_z.reshape(b, n_t)
+    chain["lse_z"][idx] = lse_z
+    chain["lse_c"][idx] = got_c.reshape(b, -1)
 
 
 def _judge_stats(n_items, prefixes, values, value_ids, found, decode_token, vocab) -> JudgeStats:
     """The JudgeStats of a finished pass (``found`` as ``_judge_batch`` filled it)."""
-    main_top, asst_top, score_a, score_z, fronts = found
+    main_top, asst_top, score_a, score_z, fronts, _ = found
     sizes = np.array([len(f[0]) for f in fronts], dtype=np.int64)
     front_ids = np.concatenate([f[0] for f in fronts]).astype(np.int64)
     text_ids = np.unique(np.concatenate([front_ids, main_top, asst_top]))

@@ -175,7 +175,7 @@ def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: i
                  "rule": "asst" if rule is None else rule, "alpha": alpha if rule else 0.0,
                  "max_new_tokens": max_new_tokens, "eos": sorted(eos), "stop": "paper_decided"}
         keys[rule] = (stats_key(parts), parts)
-        hit = cache.load(keys[rule][0]) if cache is not None and judge_key else None
+        hit = cache.load(keys[rule][0], DecodedPaths) if cache is not None and judge_key else None
         if hit is not None:
             out[rule] = hit.stats["paths"].paths()
     todo = [r for r in keys if r not in out]
@@ -198,19 +198,41 @@ def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) ->
     """(decoded ids per prompt, whether they came from ``cache``): read under the key of
     ``parts`` (which must name everything the paths depend on), else computed and stored.
     ``cache`` None: always computed."""
-    from cscore.scorers.cache import stats_key
-
     if cache is None:
         return compute(), False
     parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **parts}
-    key = stats_key(parts)
-    with cache.lock(key):
-        hit = cache.load(key)
-        if hit is not None:
-            return hit.stats["paths"].paths(), True
-        paths = compute()
-        cache.save(key, {"paths": DecodedPaths.from_lists(paths)}, parts)
-    return paths, False
+    got, meta = cache.get_or_compute(parts, lambda key: ({"paths": DecodedPaths.from_lists(compute())}, None),
+                                     DecodedPaths)
+    return got["paths"].paths(), meta is not None
+
+
+def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[str]], dict[str, list[list[int]]]],
+                       ) -> dict[str, tuple[list[list[int]], bool]]:
+    """``through_cache`` for several named decodes at once: {name: (paths, from the cache)}; the
+    names the cache lacks are computed in ONE call ``compute(names)`` (so they can share work) and
+    stored. Every key is locked (in sorted order: no two runs wait on each other) while this runs."""
+    from contextlib import ExitStack
+
+    from cscore.scorers.cache import stats_key
+
+    if cache is None:
+        return {name: (paths, False) for name, paths in compute(list(parts)).items()}
+    full = {name: {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **p} for name, p in parts.items()}
+    keys = {name: stats_key(p) for name, p in full.items()}
+    out: dict[str, tuple[list[list[int]], bool]] = {}
+    with ExitStack() as stack:
+        for key in sorted(set(keys.values())):
+            stack.enter_context(cache.lock(key))
+        for name, key in keys.items():
+            hit = cache.load(key, DecodedPaths)
+            if hit is not None:
+                out[name] = (hit.stats["paths"].paths(), True)
+        todo = [name for name in parts if name not in out]
+        got = compute(todo) if todo else {}
+        for name in todo:
+            cache.save(keys[name], {"paths": DecodedPaths.from_lists(got[name])}, full[name])
+            out[name] = (got[name], False)
+    return out
 
 
 def released_parts(pair, prompts, who: str, params: dict, base: dict) -> dict:

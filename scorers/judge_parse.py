@@ -11,6 +11,9 @@ Two parsing rules, both returning ``(score, status)`` with ``status`` one of ``S
 Statuses count the paper's invalid-output categories (Tables 6-7): ``"No Pred"`` (no number could
 be read; the score becomes the range minimum), ``"Below"`` (a number under the minimum; set to the
 minimum) and ``"Above"`` (over the maximum; clamped to it). ``"ok"``: a number inside the range.
+``"List"`` (``parse_released`` only): a number inside the range that reads as list numbering
+("Coherence: 1. The summary should…"); the released parse takes it as the score and so does
+cscore, but it is counted on its own so that the user sees it.
 
 Score tokens. A judge writes the score ``v`` as the tokens of ``str(v)``; ``score_tokens`` lists
 them per value, so that the judge engine can compare the models' probabilities of the values.
@@ -46,7 +49,9 @@ OK = "ok"
 NO_PRED = "No Pred"
 BELOW = "Below"
 ABOVE = "Above"
-STATUSES = (OK, NO_PRED, BELOW, ABOVE)
+LIST = "List"
+STATUSES = (OK, NO_PRED, BELOW, ABOVE, LIST)
+VALID = (OK, LIST)  # a score was read (the released code counts both as valid)
 
 # the paper's rule: optional leading whitespace, optional sign, ASCII digits, optional decimal part
 _PAPER_NUMBER = re.compile(r"\s*([+-]?[0-9]+(?:\.[0-9]+)?)")
@@ -54,6 +59,9 @@ _PAPER_NUMBER = re.compile(r"\s*([+-]?[0-9]+(?:\.[0-9]+)?)")
 RELEASED_REMOVALS = ("coherence", "relevance", "score", ": ", "- ", "answer")
 # its pattern, as written there: at most one leading space, then sign, digits and dots in any mix
 _RELEASED_NUMBER = re.compile(r"^ ?([+-]?[\d\.]+)")
+# list numbering after the released removals: an integer, one dot, spaces on the same line, then
+# text that is no number ("1. the summary should", "2.  it")
+_LIST_NUMBER = re.compile(r"^ ?[+-]?\d+\.[ \t]+[^\s\d.+-]")
 
 
 def _in_range(value: float, lo: int, hi: int) -> tuple[float, str]:
@@ -115,7 +123,10 @@ def parse_released(text: str, lo: int, hi: int) -> tuple[float, str]:
        ``except`` also gives the minimum and counts the output as non-numerical, so here too
        ``(lo, "No Pred")``;
     6. below the minimum -> the minimum, above the maximum (``--max_score``) -> the maximum, each
-       counted as clamped: ``(lo, "Below")`` / ``(hi, "Above")``; otherwise ``(value, "ok")``.
+       counted as clamped: ``(lo, "Below")`` / ``(hi, "Above")``; otherwise ``(value, "ok")``,
+       or ``(value, "List")`` when the number reads as list numbering: an integer, a dot, spaces
+       and then text on the same line ("Coherence: 1. The summary should…" -> 1, as the released
+       code reads it; "4.", "4.5" and "4.\nThe summary…" stay "ok").
 
     A decimal score in range ("2.5") is kept as it is. The released pipeline applies this to
     ``released_response_text`` of the decoded generation."""
@@ -129,7 +140,8 @@ def parse_released(text: str, lo: int, hi: int) -> tuple[float, str]:
         value = float(match.group(1))
     except ValueError:
         return float(lo), NO_PRED
-    return _in_range(value, lo, hi)
+    score, status = _in_range(value, lo, hi)
+    return (score, LIST) if status == OK and _LIST_NUMBER.match(out) else (score, status)
 
 
 PARSERS = {"paper": parse_paper, "released": parse_released}
@@ -166,6 +178,17 @@ def score_tokens(tokenizer, lo: int, hi: int) -> dict[int, list[int]]:
 def single_token_values(tokens: dict[int, list[int]]) -> bool:
     """Whether every value is written with exactly one token (one next-token distribution decides)."""
     return all(len(ids) == 1 for ids in tokens.values())
+
+
+def digit_tokens(tokenizer) -> list[int]:
+    """The ids of every token whose text is ASCII digits only ("0".."9" on SmolLM2 and Qwen2.5;
+    also "10".."999" on Llama 3): the tokens that go on writing a number (the expected score's
+    chain, ``judge_stats``). Read from the vocabulary's token strings, each confirmed by decoding."""
+    out = []
+    for piece, i in tokenizer.get_vocab().items():
+        if piece.isascii() and piece.isdigit() and tokenizer.decode([i]) == piece:
+            out.append(int(i))
+    return sorted(out)
 
 
 def continuation_prefixes(tokens: dict[int, list[int]]) -> list[tuple[int, ...]]:

@@ -107,8 +107,9 @@ log_softmaxed, 916-919 the threshold, 921-922 -1e-3 / -inf); ``llama_eval.py`` 1
 This module: ``relative_top_filter`` / ``relative_top_scores`` (the scoring step),
 ``first_step_logprobs`` (the assistant's fixed step-1 log-probs, from a separate model or an early
 exit of a model), ``decode`` (greedy decoding over the contrasted scores with the main model's KV
-cache; an early-exit assistant is read from the main model's own prefill pass), and the two text
-helpers ``released_prompt_ids`` / ``released_text``. Results do not depend on the batch (exactly,
+cache; an early-exit assistant is read from the main model's own prefill pass), ``decode_tree``
+(``decode`` for several (λ, t) at once: one prefill, shared steps while the paths agree), and the
+two text helpers ``released_prompt_ids`` / ``released_text``. Results do not depend on the batch (exactly,
 up to floating-point summation order): each row sees only its own tokens. One exception kept from
 the released code: with a repetition penalty the pad id counts as seen in a left-padded row (the
 released code penalises ``input_ids`` including pads); the released pad is the EOS/end-of-turn
@@ -359,6 +360,94 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
         if seen is not None:
             seen.scatter_(1, token.clamp(max=vocab)[:, None], True)
     return (results, first_scores) if return_first_scores else results
+
+
+@torch.inference_mode()
+def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | None = None, *,
+                rules: Sequence[tuple[float, float]], alpha: float = RELATIVE_TOP, min_keep: int = MIN_TOKENS_TO_KEEP,
+                max_new_tokens: int = MAX_NEW_TOKENS, eos_ids: set[int], pad_id: int,
+                asst_exit_layer: int | None = None, vocab_size: int | None = None,
+                repetition_penalty: float = 1.0) -> list[list[list[int]]]:
+    """``decode`` under several (lam, t) ``rules`` at once, sharing what their paths share:
+    ``out[j][i]`` is ``decode(model, prompts, ..., lam, t = rules[j])[i]``. The prompts are run
+    once (one prefill for every rule); each row of the batch is a (prompt, path so far) that one or
+    more rules reached, fed once per step; where the rules of a row choose different tokens the
+    row branches (its KV-cache rows are copied) and a rule that meets an EOS id or
+    ``max_new_tokens`` leaves. Each rule's scores are ``decode``'s, row by row (the filter, the
+    contrast and the repetition penalty see one row at a time), so the paths are the same. With
+    rule (0, 1) the main model alone (λ = 0: the assistant's term is 0)."""
+    batch = len(prompts)
+    for lam, t in rules:
+        _check_decode(asst_first, asst_exit_layer, max_new_tokens, (lam, t, alpha, min_keep), repetition_penalty,
+                      batch)
+    out: list[list[list[int]]] = [[[] for _ in range(batch)] for _ in rules]
+    if max_new_tokens == 0 or not rules:
+        return out
+    device = _device(model)
+    ids, mask, positions = _left_pad(prompts, pad_id, device)
+    base = decoder_base(model)
+    cache, logits, asst = _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, vocab_size,
+                                   repetition_penalty)
+    vocab = logits.shape[-1]
+    for lam, t in rules:
+        _check(lam, t, alpha, min_keep, vocab)
+    seen = _seen(ids, vocab) if repetition_penalty != 1.0 else None
+    next_pos = positions[:, -1] + 1
+    rows = [(i, list(range(len(rules))), []) for i in range(batch)]  # (prompt, rules, path so far)
+    eos = {int(e) for e in eos_ids}
+    token = None
+    for step in range(max_new_tokens):
+        if step > 0:
+            mask, cache, next_pos, logits = _step(model, base, token, mask, next_pos, cache, vocab_size)
+        picks = _tree_picks(logits, asst, rows, [(lam, t, alpha, min_keep) for lam, t in rules], seen,
+                            repetition_penalty)
+        rows, keep, chosen = _branch(rows, picks, eos, out, last=step == max_new_tokens - 1)
+        if not rows:
+            break
+        index = torch.tensor(keep, dtype=torch.long, device=device)
+        cache.reorder_cache(index)
+        mask, next_pos = mask[index], next_pos[index]
+        token = torch.tensor(chosen, dtype=torch.long, device=device)
+        if seen is not None:
+            seen = seen[index]
+            seen.scatter_(1, token.clamp(max=vocab)[:, None], True)
+    return out
+
+
+def _tree_picks(logits, asst, rows, contrasts, seen, penalty) -> dict[tuple[int, int], int]:
+    """{(row, rule): the token the rule chooses on that row}: ``_step_scores`` on the rows each
+    rule is on (the assistant's row of each row's prompt), then argmax."""
+    picks = {}
+    for j, contrast in enumerate(contrasts):
+        members = [k for k, (_, js, _) in enumerate(rows) if j in js]
+        if not members:
+            continue
+        sel = torch.tensor(members, dtype=torch.long, device=logits.device)
+        prm = torch.tensor([rows[k][0] for k in members], dtype=torch.long, device=logits.device)
+        scores = _step_scores(logits[sel], asst[prm], contrast, None if seen is None else seen[sel], penalty)
+        for k, tok in zip(members, scores.argmax(dim=-1).tolist()):
+            picks[k, j] = int(tok)
+    return picks
+
+
+def _branch(rows, picks, eos: set[int], out, last: bool):
+    """The next rows after one step: each row's rules grouped by the token they chose; a group
+    that chose an EOS id, or made its last allowed token, ends (its path goes to ``out``).
+    Returns (rows, the old row of each new row, the token each new row is fed)."""
+    new_rows, keep, chosen = [], [], []
+    for k, (i, js, path) in enumerate(rows):
+        groups: dict[int, list[int]] = {}
+        for j in js:
+            groups.setdefault(picks[k, j], []).append(j)
+        for tok, group in groups.items():
+            if tok in eos or last:
+                for j in group:
+                    out[j][i] = path if tok in eos else path + [tok]
+                continue
+            new_rows.append((i, group, path + [tok]))
+            keep.append(k)
+            chosen.append(tok)
+    return new_rows, keep, chosen
 
 
 def _step(model, base, token, mask, next_pos, cache, vocab_size):

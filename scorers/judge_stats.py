@@ -21,21 +21,56 @@ identical scores). Kept per context, exact for every c ≥ 0 (no re-run for any 
 A context is a prompt (k = 0) or the prompt followed by one of ``prefixes`` (the proper prefixes
 of multi-token score values, e.g. "1" of "10" for range 1-10 on a one-digit-per-token tokenizer):
 context index = item · (1 + len(prefixes)) + k.
+
+The expected score of a range whose values are not all one token (1-10 on a tokenizer that writes
+one digit per token) chains the contexts (``chain_*`` arrays, kept only for such ranges). At each
+context q = softmax over the whole vocabulary of the row's logits (main: a; assistant: z;
+contrast: a − c·z, i.e. p_main · p_asst,t^−λ renormalised). A value written with the tokens
+t1..tk has the weight
+
+    w(v) = q(t1 | prompt) · q(t2 | t1) · … · q(tk | t1..tk−1) · [q(END | t1..tk)]
+
+where the last factor applies only when t1..tk is itself a proper prefix of another value of the
+range (the value "1" of 1-10: it is complete only if no digit follows), with
+q(END | ·) = 1 − Σ_{d digit token} q(d | ·), a digit token being any token whose text is ASCII
+digits only. A value that no other value of the range extends is not looked past (as in the
+one-token case: "5" counts as 5 whatever follows). The expected score is Σ v·w(v) / Σ w(v).
+The prompt's normaliser is common to every value and cancels; at a continuation context it is
+kept: log Σ exp(z) for the assistant, 0 for the main model (a is a log-softmax), and for the
+contrast log Σ exp(a − c·z) at the c values of ``CHAIN_CS`` (the paper's λ × t grid; it depends
+on c over the whole vocabulary, so other c values cannot be read from one pass: their expected
+score is NaN and ``expected_note`` says why).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Sequence
 
 import numpy as np
 
 FORMAT = 1  # bump when the arrays or their meaning change
 WHO = ("contrast", "main", "asst")
+CHAIN_FORMAT = 1  # the chain arrays' meaning (a cache-key part only where a range needs them)
+# c = λ/t of the paper's grid (λ 0.01, 0.1, 0.5, 1; t 0.5, 1, 2, 3, 4, 5): the contrast's
+# normalisers kept at the continuation contexts (18 distinct values)
+CHAIN_CS = tuple(sorted({lam / t for lam in (0.01, 0.1, 0.5, 1.0) for t in (0.5, 1.0, 2.0, 3.0, 4.0, 5.0)}))
+CHAIN_ARRAYS = ("chain_ids", "chain_digit", "chain_a", "chain_z", "lse_z", "chain_c", "lse_c")
+
+
+def _empty(dtype, *shape):
+    return field(default_factory=lambda: np.zeros(shape, dtype=dtype))
 
 
 @dataclass
 class JudgeStats:
+    # a cache payload (scorers.cache.Payload)
+    ENTRY_KIND: ClassVar[str | None] = "judge"
+    ENTRY_FORMAT: ClassVar[tuple[str, int] | None] = ("judge_format", FORMAT)
+    ARRAY_NAMES: ClassVar[tuple[str, ...]] = ("n_items", "prefixes", "values", "value_ids", "main_top", "asst_top",
+                                              "front_offsets", "front_ids", "front_a", "front_z", "score_a",
+                                              "score_z", "text_ids", "text_values", "vocab")
+
     n_items: int
     prefixes: list[tuple[int, ...]]  # continuation contexts after the prompt
     values: np.ndarray  # int64 [n_values]: lo..hi
@@ -51,6 +86,16 @@ class JudgeStats:
     text_ids: np.ndarray  # int64: ids with a decoded text
     text_values: np.ndarray  # str: their texts
     vocab: int
+    # the expected score's chain (ranges with multi-token values only; empty otherwise)
+    chain_ids: np.ndarray = _empty(np.int64, 0)  # int64 [T]: digit tokens and every value's tokens
+    chain_digit: np.ndarray = _empty(np.bool_, 0)  # bool [T]: a digit token (continues a number)
+    chain_a: np.ndarray = _empty(np.float64, 0, 0)  # float64 [n_ctx, T]: log p_main
+    chain_z: np.ndarray = _empty(np.float64, 0, 0)  # float64 [n_ctx, T]: assistant logit
+    lse_z: np.ndarray = _empty(np.float64, 0)  # float64 [n_ctx]: log Σ exp(z)
+    chain_c: np.ndarray = _empty(np.float64, 0)  # float64 [C]
+    lse_c: np.ndarray = _empty(np.float64, 0, 0)  # float64 [n_ctx, C]: log Σ exp(a − c·z)
+
+    OPTIONAL_ARRAYS = CHAIN_ARRAYS  # stored only where a range needs them
 
     def __post_init__(self):
         n_ctx = self.n_items * (1 + len(self.prefixes))
@@ -61,6 +106,11 @@ class JudgeStats:
             raise ValueError("front_offsets does not match the front arrays")
         if self.score_a.shape != (n_ctx, len(self.values)) or self.score_z.shape != self.score_a.shape:
             raise ValueError("score arrays do not match contexts x values")
+        if len(self.chain_ids) and (self.chain_a.shape != (n_ctx, len(self.chain_ids))
+                                    or self.chain_z.shape != self.chain_a.shape or self.lse_z.shape != (n_ctx,)
+                                    or self.lse_c.shape != (n_ctx, len(self.chain_c))
+                                    or self.chain_digit.shape != self.chain_ids.shape):
+            raise ValueError("chain arrays do not match contexts x chain tokens")
         self._text = dict(zip(self.text_ids.tolist(), self.text_values.tolist()))
         self._prefix_index = {p: k for k, p in enumerate(self.prefixes)}
 
@@ -130,16 +180,73 @@ class JudgeStats:
 
     def expected(self, who: str, c: float = 0.0) -> np.ndarray:
         """Σ value · q(value) over the range, q = softmax over the score tokens of a − c·z
-        (main: a; asst: z). NaN when a value of the range is not a single token."""
-        if not self.single_token_values():
-            return np.full(self.n_items, np.nan)
+        (main: a; asst: z). Multi-token values: the chain of the module docstring; NaN where it
+        cannot be computed (``expected_note``)."""
         ctx = np.arange(self.n_items) * (1 + len(self.prefixes))
-        a, z = self.score_a[ctx], self.score_z[ctx]
-        logits = {"contrast": a - c * z, "main": a, "asst": z}[who]
-        logits = logits - logits.max(axis=1, keepdims=True)
-        q = np.exp(logits)
+        if self.single_token_values():
+            a, z = self.score_a[ctx], self.score_z[ctx]
+            logits = {"contrast": a - c * z, "main": a, "asst": z}[who]
+        else:
+            logits = self.chain_logits(who, c)
+            if logits is None:
+                return np.full(self.n_items, np.nan)
+        top = logits.max(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore"):
+            q = np.exp(logits - top)
         q /= q.sum(axis=1, keepdims=True)
         return q @ self.values.astype(np.float64)
+
+    def expected_note(self, who: str, c: float = 0.0) -> str | None:
+        """Why the expected score of ``who`` at c cannot be computed from these statistics, or None."""
+        if self.single_token_values():
+            return None
+        if not len(self.chain_ids):
+            return "the statistics hold no chain for multi-token values (cached before it existed)"
+        if who == "contrast" and c != 0 and self._chain_c_index(c) is None:
+            return (f"c = {c:g} is not one of the kept normalisers (the paper's grid of lambda/t); the expected score "
+                    "of a multi-token range needs log-sum-exp(a - c*z) over the whole vocabulary")
+        return None
+
+    def _chain_c_index(self, c: float) -> int | None:
+        hit = np.flatnonzero(np.isclose(self.chain_c, c, rtol=1e-12, atol=0.0))
+        return int(hit[0]) if len(hit) else None
+
+    def _chain_rows(self, who: str, c: float):
+        """(scores [n_ctx, T], normalisers [n_ctx]) of ``who`` at c over the chain tokens, or None."""
+        if who == "asst":
+            return self.chain_z, self.lse_z
+        if who == "main" or (who == "contrast" and c == 0):
+            return self.chain_a, np.zeros(self.n_ctx)
+        if who != "contrast":
+            raise ValueError(f"who must be one of {WHO}")
+        j = self._chain_c_index(c)
+        return None if j is None else (self.chain_a - c * self.chain_z, self.lse_c[:, j])
+
+    def chain_logits(self, who: str, c: float = 0.0) -> np.ndarray | None:
+        """log w(v) per item and value [n_items, n_values] (the module docstring's chain), or None
+        when ``expected_note`` says it cannot be computed."""
+        if self.expected_note(who, c) is not None:
+            return None
+        s, lse = self._chain_rows(who, c)
+        col = {int(t): j for j, t in enumerate(self.chain_ids.tolist())}
+        digits = np.flatnonzero(self.chain_digit)
+        width = 1 + len(self.prefixes)
+        base = np.arange(self.n_items) * width
+        out = np.zeros((self.n_items, len(self.values)))
+        for v, ids in enumerate(self.value_ids):
+            for i, tok in enumerate(ids):
+                if i == 0:
+                    out[:, v] += s[base, col[tok]]  # the prompt's normaliser cancels
+                    continue
+                ctx = base + 1 + self._prefix_index[tuple(ids[:i])]
+                out[:, v] += s[ctx, col[tok]] - lse[ctx]
+            k = self._prefix_index.get(tuple(ids))
+            if k is not None:  # another value goes on from here: this one needs a non-digit next
+                ctx = base + 1 + k
+                more = np.exp(s[ctx][:, digits] - lse[ctx][:, None]).sum(axis=1)
+                with np.errstate(divide="ignore"):
+                    out[:, v] += np.log(np.clip(1.0 - more, 0.0, None))
+        return out
 
     # -- storage ------------------------------------------------------------------------------
 
@@ -149,7 +256,12 @@ class JudgeStats:
                 "asst_top": self.asst_top, "front_offsets": self.front_offsets, "front_ids": self.front_ids,
                 "front_a": self.front_a, "front_z": self.front_z, "score_a": self.score_a, "score_z": self.score_z,
                 "text_ids": self.text_ids, "text_values": np.asarray(self.text_values, dtype=str),
-                "vocab": np.asarray([self.vocab], dtype=np.int64)}
+                "vocab": np.asarray([self.vocab], dtype=np.int64),
+                **({k: getattr(self, k) for k in CHAIN_ARRAYS} if len(self.chain_ids) else {})}
+
+    def entry_figures(self) -> dict:
+        """What a cache entry's meta.json says of it (beyond n_items): nothing."""
+        return {}
 
     @classmethod
     def from_arrays(cls, arrays) -> "JudgeStats":
@@ -174,11 +286,11 @@ class JudgeStats:
                 )
             ),
             int(np.asarray(arrays["vocab"]).reshape(-1)[0]),
+            **{k: np.asarray(arrays[k]) for k in CHAIN_ARRAYS if k in arrays},
         )
 
 
-ARRAYS = ("n_items", "prefixes", "values", "value_ids", "main_top", "asst_top", "front_offsets", "front_ids",
-          "front_a", "front_z", "score_a", "score_z", "text_ids", "text_values", "vocab")
+ARRAYS = JudgeStats.ARRAY_NAMES
 
 
 DECODE_FORMAT = 1  # bump when a decoded path or its arrays change meaning
@@ -188,6 +300,11 @@ DECODE_ARRAYS = ("n_items", "offsets", "token_ids")
 @dataclass
 class DecodedPaths:
     """The judge's decoded output ids per prompt under one rule (``judge_decode``), ragged."""
+
+    # a cache payload (scorers.cache.Payload)
+    ENTRY_KIND: ClassVar[str | None] = "judge_decode"
+    ENTRY_FORMAT: ClassVar[tuple[str, int] | None] = ("decode_format", DECODE_FORMAT)
+    ARRAY_NAMES: ClassVar[tuple[str, ...]] = DECODE_ARRAYS
 
     n_items: int
     offsets: np.ndarray  # int64 [n_items + 1]
@@ -205,6 +322,9 @@ class DecodedPaths:
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"n_items": np.asarray([self.n_items], dtype=np.int64), "offsets": self.offsets,
                 "token_ids": self.token_ids}
+
+    def entry_figures(self) -> dict:
+        return {}
 
     @classmethod
     def from_arrays(cls, arrays) -> "DecodedPaths":

@@ -35,7 +35,10 @@ class Layout:
     the columns of its keys (``k_cols`` [n, P + Lh]: the prompt's, then its own) and which
     (query, key) pairs are allowed (``allow`` [n, 1, Lh, P + Lh]). The real (not padding) query
     slots, as integer indices (boolean indexing would wait for the device): ``real`` into the
-    flattened [n * Lh] slots, and their ``real_rows`` / ``real_cols`` in the batch."""
+    flattened [n * Lh] slots, and their ``real_rows`` / ``real_cols`` in the batch. The prompts as
+    one batch (``batched_prompts``): their rows ``p_rows``, ``p_cols`` [rows, P] (padded past each
+    prompt's end, which causal attention keeps from every real query), ``p_real`` into the
+    flattened [rows * P] slots, and their ``p_real_rows`` / ``p_real_cols``."""
 
     prompts: list[tuple[int, int, int]]
     rows: torch.Tensor
@@ -45,6 +48,35 @@ class Layout:
     real: torch.Tensor
     real_rows: torch.Tensor
     real_cols: torch.Tensor
+    p_rows: torch.Tensor
+    p_cols: torch.Tensor
+    p_real: torch.Tensor
+    p_real_rows: torch.Tensor
+    p_real_cols: torch.Tensor
+
+
+BATCH_PROMPTS = "cuda"  # where the prompts run as one SDPA call: "cuda" (launch-bound), "always", "never"
+
+
+def batched_prompts(device: torch.device) -> bool:
+    """One padded causal call for all prompts of a batch (fewer kernel launches, some padded
+    work) rather than one call per prompt: on CUDA, where the launches were most of a short
+    prompt's cost (docs/performance.md, GPU)."""
+    return BATCH_PROMPTS == "always" or (BATCH_PROMPTS == "cuda" and device.type == "cuda")
+
+
+def prompt_index(rows: list[tuple[int, int, int]]) -> tuple[torch.Tensor, ...]:
+    """(row index, columns [rows, P], real slots, their rows, their columns) of the prompts."""
+    pmax = max(p for _, _, p in rows)
+    cols = torch.zeros((len(rows), pmax), dtype=torch.long)
+    valid = torch.zeros((len(rows), pmax), dtype=torch.bool)
+    for j, (_, s, p) in enumerate(rows):
+        cols[j, :p] = torch.arange(s, s + p)
+        cols[j, p:] = s + p - 1  # any column of the row: no real query sees past its prompt
+        valid[j, :p] = True
+    row_t = torch.tensor([r for r, _, _ in rows], dtype=torch.long)
+    real = torch.flatten(valid).nonzero().squeeze(1)
+    return row_t, cols, real, row_t[:, None].expand(len(rows), pmax).flatten()[real], cols.flatten()[real]
 
 
 def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], device) -> Layout:
@@ -75,7 +107,7 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
     real = torch.flatten(q_valid).nonzero().squeeze(1)
     return Layout(list(rows), *(upload(t, device) for t in (
         rows_t, q_cols, k_cols, allow[:, None], real, rows_t[:, None].expand(n, lh).flatten()[real],
-        q_cols.flatten()[real])))
+        q_cols.flatten()[real], *prompt_index(list(rows)))))
 
 
 def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
@@ -94,10 +126,17 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     masked_gqa = gqa and query.device.type != "cuda"
     b, h, width, d = query.shape
     out = query.new_zeros((b, width, h, d))  # the layout transformers wants back: no transposed copy
-    for r, s, p in lay.prompts:  # each prompt causally on its own
-        ks = slice(s, s + p)
-        out[r, ks] = F.scaled_dot_product_attention(query[r:r + 1, :, ks], key[r:r + 1, :, ks], value[r:r + 1, :, ks],
-                                                    is_causal=True, scale=scaling, enable_gqa=gqa)[0].transpose(0, 1)
+    if batched_prompts(query.device):
+        p_rows = lay.p_rows[:, None]
+        q, k, v = (x[p_rows, :, lay.p_cols].transpose(1, 2) for x in (query, key, value))  # [R, H(kv), P, D]
+        got = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling, enable_gqa=gqa)
+        out[lay.p_real_rows, lay.p_real_cols] = got.transpose(1, 2).reshape(-1, h, d)[lay.p_real]
+    else:
+        for r, s, p in lay.prompts:  # each prompt causally on its own
+            ks = slice(s, s + p)
+            out[r, ks] = F.scaled_dot_product_attention(query[r:r + 1, :, ks], key[r:r + 1, :, ks],
+                                                        value[r:r + 1, :, ks], is_causal=True, scale=scaling,
+                                                        enable_gqa=gqa)[0].transpose(0, 1)
     rows = lay.rows[:, None]
     q = query[rows, :, lay.q_cols].transpose(1, 2)  # [n, H, Lh, D]
     k, v = (_heads(x[rows, :, lay.k_cols].transpose(1, 2), h // x.shape[1], masked_gqa) for x in (key, value))

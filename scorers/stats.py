@@ -11,6 +11,7 @@ Tokens of all items are stored flat; item i owns [offsets[i], offsets[i+1]).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -21,6 +22,11 @@ FORMAT_VERSION = 1
 
 @dataclass
 class TokenStats:
+    # a cache payload (scorers.cache.Payload): the entries without a meta "kind"
+    ENTRY_KIND: ClassVar[str | None] = None
+    ENTRY_FORMAT: ClassVar[tuple[str, int] | None] = None
+    ARRAY_NAMES: ClassVar[tuple[str, ...]] = ("temperatures", "offsets", "token_ids", "logp", "logp_max")
+
     temperatures: tuple[float, ...]
     offsets: np.ndarray  # int64 [n_items + 1]
     token_ids: np.ndarray  # int64 [n_tokens], the scored hypothesis tokens
@@ -40,6 +46,19 @@ class TokenStats:
     @property
     def n_items(self) -> int:
         return len(self.offsets) - 1
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"temperatures": np.asarray(self.temperatures, dtype=np.float64), "offsets": self.offsets,
+                "token_ids": self.token_ids, "logp": self.logp, "logp_max": self.logp_max}
+
+    @classmethod
+    def from_arrays(cls, arrays) -> TokenStats:
+        return cls(tuple(arrays["temperatures"].tolist()), arrays["offsets"], arrays["token_ids"], arrays["logp"],
+                   arrays["logp_max"])
+
+    def entry_figures(self) -> dict:
+        """What a cache entry's meta.json says of it."""
+        return {"temperatures": list(self.temperatures), "n_tokens": int(self.offsets[-1])}
 
     @property
     def lengths(self) -> np.ndarray:

@@ -30,8 +30,8 @@ from cscore import rundir
 from cscore.data import load_examples
 from cscore.metaeval import tables
 from cscore.metaeval.levels import correlate_at
-from cscore.metaeval.runs import find_runs
 from cscore.metaeval.uncertainty import bootstrap_ci, significance_clusters
+from cscore.rundir import find_runs
 from cscore.scorers.variants import plan
 
 NOISE = {"expert": 1.0, "amateur": 1.6, "ensemble": 1.2}  # larger = worse metric; main row: 0.8

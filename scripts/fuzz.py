@@ -272,7 +272,7 @@ def main(argv=None) -> int:
 
 def check_parse(text: str, lo: int, hi: int) -> None:
     """Both judge parsers on any text: a score inside [lo, hi] and a known status, never an exception."""
-    from cscore.scorers.judge_parse import NO_PRED, OK, PARSERS, STATUSES
+    from cscore.scorers.judge_parse import NO_PRED, PARSERS, STATUSES, VALID
 
     for name, parse in PARSERS.items():
         score, status = parse(text, lo, hi)
@@ -280,7 +280,7 @@ def check_parse(text: str, lo: int, hi: int) -> None:
             raise Finding(f"{name} parse of {text!r} in [{lo}, {hi}] gave {(score, status)}")
         if status == NO_PRED and score != lo:
             raise Finding(f"{name}: No Pred of {text!r} is not the minimum")
-        if status != OK and status != NO_PRED and score not in (lo, hi):
+        if status not in VALID and status != NO_PRED and score not in (lo, hi):
             raise Finding(f"{name}: clamped score of {text!r} is {score}")
 
 

@@ -173,13 +173,15 @@ def same_scores(a: pd.DataFrame, b: pd.DataFrame) -> bool:
 
 def entry_states(cache_dir: Path) -> tuple[set[str], int]:
     """(keys whose entry verifies, entries that do not verify: read as complete would be a finding)."""
+    from cscore.cli.cache_cmd import payload_of
+
     cache = StatsCache(cache_dir)
     good, bad = set(), 0
     for key in cache.keys():
         try:
-            cache.read(key)
+            cache.read(key, payload_of(cache.meta(key)))
             good.add(key)
-        except (CacheEntryError, FileNotFoundError):
+        except (CacheEntryError, FileNotFoundError, TypeError):  # TypeError: meta.json names no payload type
             bad += 1
     return good, bad
 

@@ -50,9 +50,9 @@ def test_round_trip_is_bit_identical(tmp_path):
     ama = TokenStats(exp.temperatures, exp.offsets, exp.token_ids, exp.logp * 0.5 - 1e-300, exp.logp_max / 3)
     stats = {"expert": exp, "amateur": ama}
     key = stats_key(make_parts())
-    assert cache.load(key) is None
+    assert cache.load(key, TokenStats) is None
     cache.save(key, stats, make_parts(), extra={"models": ["org/tiny"]})
-    got, meta = cache.load(key)
+    got, meta = cache.load(key, TokenStats)
     assert list(got) == ["expert", "amateur"]
     assert all(same(stats[h], got[h]) for h in stats)
     assert meta == json.loads((cache.path(key) / "meta.json").read_text())
@@ -103,7 +103,7 @@ def test_bad_key_prefixes_are_cache_errors(tmp_path):
 
 def compute_with_lock(cache: StatsCache, key: str, counter, seed: int = 0, delay: float = 0.0):
     with cache.lock(key):
-        hit = cache.load(key)
+        hit = cache.load(key, TokenStats)
         if hit is not None:
             return hit.stats
         with open(counter, "a") as f:
@@ -137,12 +137,12 @@ def test_damaged_entry_is_removed_and_recomputed(tmp_path, caplog, damage):
         meta.write_text(json.dumps(m))
     assert key in cache.keys()
     with caplog.at_level(logging.WARNING, logger="cscore.scorers.cache"):
-        assert cache.load(key) is None
+        assert cache.load(key, TokenStats) is None
     assert "corrupted" in caplog.text
     assert not entry.exists() and key not in cache.keys()
     got = compute_with_lock(cache, key, counter)
     assert counter.read_text().count("x") == 2
-    assert same(cache.load(key).stats["expert"], got["expert"])
+    assert same(cache.load(key, TokenStats).stats["expert"], got["expert"])
 
 
 def test_losing_writer_keeps_the_winner(tmp_path):
@@ -150,13 +150,13 @@ def test_losing_writer_keeps_the_winner(tmp_path):
     key = stats_key(make_parts())
     cache.save(key, {"expert": make_stats(seed=1)}, make_parts(), extra={"who": "first"})
     cache.save(key, {"expert": make_stats(seed=2)}, make_parts(), extra={"who": "second"})
-    assert cache.load(key).meta["extra"] == {"who": "first"}
-    assert same(cache.load(key).stats["expert"], make_stats(seed=1))
+    assert cache.load(key, TokenStats).meta["extra"] == {"who": "first"}
+    assert same(cache.load(key, TokenStats).stats["expert"], make_stats(seed=1))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
     # a corrupted entry in the way is replaced
     (cache.path(key) / "meta.json").unlink()
     cache.save(key, {"expert": make_stats(seed=3)}, make_parts(), extra={"who": "third"})
-    assert same(cache.load(key).stats["expert"], make_stats(seed=3))
+    assert same(cache.load(key, TokenStats).stats["expert"], make_stats(seed=3))
 
 
 def test_clear_drops_the_locks_of_crashed_jobs_only(tmp_path):
@@ -176,7 +176,7 @@ def test_clear_drops_the_locks_of_crashed_jobs_only(tmp_path):
 def _worker(root, key, counter, seed):
     cache = StatsCache(root)
     stats = compute_with_lock(cache, key, counter, seed, delay=0.3)
-    assert same(cache.load(key).stats["expert"], stats["expert"])
+    assert same(cache.load(key, TokenStats).stats["expert"], stats["expert"])
 
 
 def test_concurrent_jobs_compute_once(tmp_path):
@@ -333,3 +333,41 @@ def test_cli_ls_info_clear(tmp_path, cscore_cli):
     assert out.returncode == 0 and "removed 1 entry" in out.stdout and "KiB" in out.stdout
     assert cache.keys() == []
     assert "no statistics entries" in cli("ls", root=root).stdout
+
+
+def test_get_or_compute_computes_once_then_reads_the_entry(tmp_path):
+    """lock -> load -> compute -> save: the first call computes and stores (meta None, on_saved
+    called), the second reads what was stored (its meta.json) without computing."""
+    cache = StatsCache(tmp_path)
+    calls, saved = [], []
+
+    def compute(key):
+        calls.append(key)
+        return {"expert": make_stats(seed=4)}, {"who": "first"}
+
+    got, meta = cache.get_or_compute(make_parts(), compute, TokenStats, on_saved=lambda: saved.append(1))
+    assert meta is None and calls == [stats_key(make_parts())] and saved == [1]
+    assert same(got["expert"], make_stats(seed=4))
+    again, meta = cache.get_or_compute(make_parts(), compute, TokenStats, on_saved=lambda: saved.append(1))
+    assert len(calls) == 1 and saved == [1]
+    assert meta["key"] == stats_key(make_parts()) and meta["extra"] == {"who": "first"}
+    assert meta["temperatures"] == {"expert": [0.5, 1.0, 2.0]} and "kind" not in meta
+    assert meta["n_tokens"] == int(make_stats(seed=4).offsets[-1])
+    assert same(again["expert"], make_stats(seed=4))
+
+
+def test_a_reader_of_another_payload_type_is_refused_and_the_entry_kept(tmp_path):
+    from cscore.scorers.judge_stats import DecodedPaths
+
+    cache = StatsCache(tmp_path)
+    parts = {"kind": "judge_decode", "decode_format": 1, "test": 1}
+    got, _ = cache.get_or_compute(parts, lambda key: ({"paths": DecodedPaths.from_lists([[1, 2], []])}, None),
+                                  DecodedPaths)
+    key = stats_key(parts)
+    meta = cache.read(key, DecodedPaths).meta
+    assert meta["kind"] == "judge_decode" and meta["decode_format"] == 1 and meta["temperatures"] == {}
+    with pytest.raises(TypeError, match="holds judge_decode, not token statistics"):
+        cache.load(key, TokenStats)
+    assert cache.load(key, DecodedPaths).stats["paths"].paths() == [[1, 2], []]
+    with pytest.raises(TypeError, match="not a cache payload"):
+        cache.save(stats_key({"x": 1}), {"expert": object()}, {"x": 1})

@@ -296,11 +296,12 @@ def cdm_runs(tiny_dirs, tmp_path_factory, cscore_cli):
 
 def cached_stats(cache_dir):
     from cscore.scorers.cache import StatsCache
+    from cscore.scorers.stats import TokenStats
 
     cache = StatsCache(cache_dir)
     out = {}
     for key in cache.keys():
-        out.update(cache.load(key).stats)
+        out.update(cache.load(key, TokenStats).stats)
     assert sorted(out) == ["amateur", "expert"]
     return out
 

@@ -221,7 +221,7 @@ def test_cache_lists_and_clears_converted_models(tmp_path, monkeypatch, capsys):
 
 def test_the_run_directory_contract(two_runs, tmp_path):
     from cscore import rundir
-    from cscore.metaeval.runs import find_runs
+    from cscore.rundir import find_runs
 
     root, _, _ = two_runs
     assert rundir.is_complete(root / "a")
@@ -243,17 +243,16 @@ def test_the_run_directory_contract(two_runs, tmp_path):
 
 
 def test_nonfinite_hint_names_the_cd_score_setting_only_where_it_applies():
-    from omegaconf import OmegaConf
-
     from cscore.cli.summary import nonfinite_hint
+    from cscore.scorers import methods
+    from cscore.scorers.config import RunConfig
 
-    cfg = OmegaConf.create({"method": {"name": "cd_score", "variant": "cd_score", "outside": float("-inf")}})
-    assert "method.outside" in nonfinite_hint(cfg, "score.cd_score")
-    assert nonfinite_hint(cfg, "score.expert") == ""  # a comparison row: not this setting's doing
-    cfg.method.outside = -50.0
-    assert nonfinite_hint(cfg, "score.cd_score") == ""
-    cfg = OmegaConf.create({"method": {"name": "contrast", "variant": "contrast"}})
-    assert nonfinite_hint(cfg, "score.contrast") == ""
+    run = RunConfig(method=methods.get("cd_score").Params(outside=float("-inf")))
+    assert "method.outside" in nonfinite_hint(run, "score.cd_score")
+    assert nonfinite_hint(run, "score.expert") == ""  # a comparison row: not this setting's doing
+    run.method.outside = -50.0
+    assert nonfinite_hint(run, "score.cd_score") == ""
+    assert nonfinite_hint(RunConfig(method=methods.get("contrast").Params()), "score.contrast") == ""
 
 
 CTRL_C_PROGRAM = '''

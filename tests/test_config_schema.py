@@ -161,8 +161,8 @@ def test_method_defaults_come_from_the_params_dataclass():
 
 
 def test_schema_sections_are_dataclasses_with_a_meaning_for_every_setting():
-    from cscore.cli.schema import RunSettings
-    from cscore.cli.schema_groups import Data, JudgePrompt, Prompt, Tracking
+    from cscore.scorers.config import RunSettings
+    from cscore.scorers.config_groups import Data, JudgePrompt, Prompt, Tracking
 
     def undocumented(cls, prefix=""):
         out = []

@@ -51,7 +51,7 @@ def test_any_statistics_round_trip_bit_for_bit(tmp_path_factory, expert, amateur
     cache = StatsCache(tmp_path_factory.mktemp("c"))
     key = stats_key(parts(expert.temperatures))
     cache.save(key, {"expert": expert, "amateur": amateur}, parts(expert.temperatures))
-    got = cache.load(key)
+    got = cache.load(key, TokenStats)
     assert list(got.stats) == list(HEADS)
     assert same(got.stats["expert"], expert) and same(got.stats["amateur"], amateur)
 
@@ -98,14 +98,14 @@ def test_damaged_entries_are_misses_never_other_numbers(tmp_path_factory, stats,
     other = TokenStats(stats.temperatures, stats.offsets, stats.token_ids, stats.logp - 1.0, stats.logp_max - 1.0)
     cache.save(key, {"expert": stats, "amateur": other}, parts(stats.temperatures))
     changed = apply(cache.path(key), *dmg)
-    got = cache.load(key)  # never raises
+    got = cache.load(key, TokenStats)  # never raises
     if got is None:
         assert changed and not cache.path(key).exists() and key not in cache.keys()
     else:  # only a damage that changed nothing
         assert not changed
         assert same(got.stats["expert"], stats) and same(got.stats["amateur"], other)
     cache.save(key, {"expert": stats, "amateur": other}, parts(stats.temperatures))  # recomputed
-    assert same(cache.load(key).stats["expert"], stats)
+    assert same(cache.load(key, TokenStats).stats["expert"], stats)
 
 
 def test_leftovers_of_a_killed_writer_are_not_entries(tmp_path):
@@ -117,9 +117,9 @@ def test_leftovers_of_a_killed_writer_are_not_entries(tmp_path):
     half = tmp_path / f".tmp-{key[:16]}-dead"
     half.mkdir()
     (half / "stats.npz").write_bytes(b"PK\x03\x04 half")
-    assert cache.keys() == [] and cache.load(key) is None and key not in cache
+    assert cache.keys() == [] and cache.load(key, TokenStats) is None and key not in cache
     cache.save(key, {"expert": stats}, parts((1.0,)))
-    assert cache.keys() == [key] and same(cache.load(key).stats["expert"], stats)
+    assert cache.keys() == [key] and same(cache.load(key, TokenStats).stats["expert"], stats)
     os.utime(half, (0, 0))  # older than STALE_TMP_SECONDS: `cscore cache clear --all` removes it
     cache.clear()
     assert not half.exists()

@@ -323,7 +323,7 @@ def test_judge_statistics_round_trip_through_the_cache(tmp_path):
     cache = StatsCache(tmp_path)
     key = stats_key({"kind": "judge", "test": 1})
     cache.save(key, {"judge": st}, {"kind": "judge"})
-    back = cache.load(key).stats["judge"]
+    back = cache.load(key, JudgeStats).stats["judge"]
     assert back.n_items == 4 and back.vocab == 60
     for c in (0.0, 0.02, 0.5, 2.0):
         np.testing.assert_array_equal(back.pick(np.arange(4), "contrast", c), st.pick(np.arange(4), "contrast", c))

@@ -94,7 +94,7 @@ def test_decoded_paths_round_trip_through_the_cache(tmp_path):
     cache = StatsCache(tmp_path)
     key = stats_key({"kind": "judge_decode", "test": 1})
     cache.save(key, {"paths": paths}, {"kind": "judge_decode"})
-    entry = cache.load(key)
+    entry = cache.load(key, DecodedPaths)
     assert entry.meta["kind"] == "judge_decode" and entry.stats["paths"].paths() == [[3, 4, 5], [], [9]]
 
 

@@ -19,8 +19,8 @@ from cscore.scorers.judge_parse import ABOVE, BELOW, NO_PRED, OK
 
 
 def test_statuses():
-    assert jp.STATUSES == ("ok", "No Pred", "Below", "Above")
-    assert (OK, NO_PRED, BELOW, ABOVE) == jp.STATUSES
+    assert jp.STATUSES == ("ok", "No Pred", "Below", "Above", "List")
+    assert (OK, NO_PRED, BELOW, ABOVE, jp.LIST) == jp.STATUSES
 
 
 # --- the paper's rule ---------------------------------------------------------------------------
@@ -192,3 +192,26 @@ def test_score_tokens_smollm2():
                       10: [33, 32]}
     assert jp.continuation_prefixes(tokens) == [(33,)]
     assert jp.single_token_values(jp.score_tokens(tok, 2, 6))
+
+
+def test_released_parse_counts_list_numbering_on_its_own():
+    """Hand-made released outputs: list numbering keeps the released reading (the number) but is
+    counted as "List"; a score followed by a period at the end, a decimal or a new line is "ok"."""
+    outputs = {
+        "Coherence: 1. The summary should cover the main points": (1.0, jp.LIST),
+        "Score: 3. it reads well": (3.0, jp.LIST),
+        " 2.  It is short": (2.0, jp.LIST),
+        "Coherence: 4.": (4.0, OK),
+        "4.5": (4.5, OK),
+        "Coherence: 4.\nThe summary is fine": (4.0, OK),
+        "2. 5": (2.0, OK),
+        "7. The summary": (5.0, ABOVE),  # out of range: clamped, counted as Above
+        "Consistency: 1. The summary": (1.0, NO_PRED),  # "consistency" is not removed
+    }
+    got = {text: jp.parse_released(jp.released_response_text(text), 1, 5) for text in outputs}
+    assert got == outputs
+    statuses = [s for _, s in got.values()]
+    assert statuses.count(jp.LIST) == 3
+    assert jp.LIST in jp.STATUSES and set(jp.VALID) == {OK, jp.LIST}
+    # the paper's parse is unchanged: "1. The" is the score 1, ok
+    assert jp.parse_paper("1. The summary", 1, 5) == (1.0, OK)

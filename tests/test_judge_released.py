@@ -410,3 +410,87 @@ def test_released_text_drops_special_tokens_and_every_assistant(tiny_dirs):
     ids = [tok.bos_token_id] + tok("assistant\n\n 4 - the assistant said", add_special_tokens=False)["input_ids"]
     ids += [tok.eos_token_id, tok.pad_token_id]
     assert jr.released_text(tok, ids) == "4 - the  said"
+
+
+@pytest.mark.parametrize("penalty", [1.0, 1.3])
+def test_decode_tree_equals_decode_per_rule_with_one_prefill(tiny, penalty):
+    """Several (λ, t) rules decoded as one tree give each rule's own ``decode`` paths; the prompts
+    go through the model once, and every later forward is one token per distinct path."""
+    asst = jr.first_step_logprobs(tiny.asst, tiny.prompts, pad_id=tiny.pad, repetition_penalty=penalty)
+    rules = [(0.0, 1.0), (0.7, 1.5), (1.0, 0.5), (0.01, 5.0)]
+    common = dict(alpha=0.1, min_keep=20, max_new_tokens=8, pad_id=tiny.pad, repetition_penalty=penalty)
+    free = [jr.decode(tiny.main, tiny.prompts, asst, lam=lam, t=t, eos_ids=set(), **common) for lam, t in rules]
+    eos = {free[1][0][3]}  # some paths meet it, at different steps
+    want = [jr.decode(tiny.main, tiny.prompts, asst, lam=lam, t=t, eos_ids=eos, **common) for lam, t in rules]
+    assert len({str(w) for w in want}) > 1  # the rules decode differently
+    widths = []
+    hook = tiny.main.model.embed_tokens.register_forward_hook(lambda m, args, o: widths.append(tuple(args[0].shape)))
+    try:
+        got = jr.decode_tree(tiny.main, tiny.prompts, asst, rules=rules, eos_ids=eos, **common)
+    finally:
+        hook.remove()
+    assert got == want
+    width = max(len(p) for p in tiny.prompts)
+    assert widths[0] == (len(tiny.prompts), width) and all(w[1] == 1 for w in widths[1:])  # one prefill
+    for step, (n_rows, _) in enumerate(widths[1:], start=1):  # a row per distinct unfinished path prefix
+        prefixes = {(i, tuple(w[i][:step])) for w in want for i in range(len(tiny.prompts)) if len(w[i]) >= step
+                    and not (len(w[i]) == step and step == 8)}
+        assert n_rows == len(prefixes)
+    # the main model alone is rule (0, 1): decode with the assistant term 0
+    alone = jr.decode(tiny.main, tiny.prompts, torch.zeros_like(asst), lam=0.0, t=1.0, eos_ids=eos, **common)
+    assert got[0] == alone
+
+
+def test_decode_tree_with_an_early_exit_assistant(tiny):
+    rules = [(0.0, 1.0), (0.7, 1.5)]
+    common = dict(alpha=0.1, min_keep=20, max_new_tokens=6, pad_id=tiny.pad, eos_ids=set(), asst_exit_layer=2)
+    want = [jr.decode(tiny.main, tiny.prompts, lam=lam, t=t, **common) for lam, t in rules]
+    assert jr.decode_tree(tiny.main, tiny.prompts, rules=rules, **common) == want
+
+
+def test_grid_decodes_the_main_and_assistant_rows_once(tiny, tmp_path):
+    """Three (λ, t) points through the kind's decode (statistics cache on): the main-alone and
+    assistant-alone rows are decoded by the first point only (later points read them), the first
+    point's main-alone and contrast rows share one prefill (a tree); every row equals a step-by-step
+    recomputation without cache or padding. Prefills counted on each model's embedding."""
+    from types import SimpleNamespace as NS
+
+    from cscore.scorers.cache import StatsCache
+    from cscore.scorers.kinds.judge_released import decode_rows
+
+    pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),
+              amateur=NS(model=tiny.asst, parent=None, exit_layer=None), tokenizer=tiny.tok)
+    plan = NS(variants=[NS(name="expert", params={"who": "main"}), NS(name="amateur", params={"who": "asst"}),
+                        NS(name="cd", params={"who": "contrast"})])
+    params = dict(alpha=0.1, min_keep=20, max_new_tokens=5, batch_size=2, repetition_penalty=None,
+                  max_prompt_tokens=2048)
+    prefills = {"main": 0, "asst": 0}
+    hooks = [m.model.embed_tokens.register_forward_hook(
+        lambda mod, args, o, who=who: prefills.__setitem__(who, prefills[who] + (args[0].shape[1] > 1)))
+        for who, m in (("main", tiny.main), ("asst", tiny.asst))]
+    cache, got, counts = StatsCache(tmp_path), {}, []
+    try:
+        for lam, t in ((0.5, 1.0), (1.0, 1.0), (0.5, 2.0)):
+            got[lam, t], _ = decode_rows(pair, tiny.prompts, plan, params | {"lam": lam, "t": t}, cache,
+                                         {"ids": "tiny prompts"}, None)
+            counts.append(dict(prefills))
+    finally:
+        for h in hooks:
+            h.remove()
+    batches = 2  # 4 prompts, 2 per batch
+    # point 1: main and contrast in one tree; the assistant's first step and the assistant alone
+    assert counts[0] == {"main": batches, "asst": 2 * batches}
+    # each later point: the contrast only (its own prefill, the assistant's first step)
+    assert counts[2] == {"main": 3 * batches, "asst": 4 * batches}
+    assert [got[k]["expert"][1] for k in got] == [False, True, True]
+    assert [got[k]["amateur"][1] for k in got] == [False, True, True]
+    asst = jr.first_step_logprobs(tiny.asst, tiny.prompts, pad_id=tiny.pad)
+    kw = dict(alpha=0.1, min_keep=20, eos_ids={tiny.main.generation_config.eos_token_id}, max_new_tokens=5)
+    for (lam, t), rows in got.items():
+        assert rows["cd"][0] == [naive_decode(tiny.main, p, asst[i], lam=lam, t=t, **kw)
+                                 for i, p in enumerate(tiny.prompts)]
+        assert rows["expert"][0] == [naive_decode(tiny.main, p, asst[i], lam=0.0, t=1.0, **kw)
+                                     for i, p in enumerate(tiny.prompts)]
+        assert rows["amateur"][0] == [naive_decode(tiny.asst, p, asst[i], lam=0.0, t=1.0, **kw)
+                                      for i, p in enumerate(tiny.prompts)]
+    assert got[0.5, 1.0]["cd"][0] != got[0.5, 1.0]["expert"][0]  # the contrast decodes otherwise

@@ -16,8 +16,8 @@ from scipy import stats
 from cscore import __version__, rundir
 from cscore.metaeval import judge, judge_plots, render
 from cscore.metaeval.plots import plt
-from cscore.metaeval.runs import Run, find_runs
 from cscore.metaeval.signature import Signature
+from cscore.rundir import Run, find_runs
 
 LAMS, TS = (0.5, 1.0), (1.0, 2.0)
 RANGES = ((1, 5), (2, 6))
@@ -310,6 +310,34 @@ def test_invalid_outputs_are_counted_from_the_parse_columns(rep):
     assert list(rep.invalid["label"])[:2] == ["Main-8B", "Main-8B"] and list(rep.invalid["range"])[:2] == ["1-5", "2-6"]
     md = render.markdown(rep.tables["invalid"])
     assert "| Asst-1B | 1-5 | 21.9% | 5 | 2 | 0 | 32 |" in md
+
+
+def test_list_numbering_is_its_own_column_and_not_invalid():
+    """A released row whose parse says List: counted in its own column, not in Invalid."""
+    frame = pd.DataFrame({"parse.x": ["ok", "List", "List", "No Pred", "Above"]})
+    rows = [{"label": "Main", "role": "main", "pair": "p", "range": "1-5", "lo": 1, "hi": 5, "frame": frame,
+             "parse": "parse.x"}]
+    inv = judge.invalid(rows)
+    r = inv.iloc[0]
+    assert (r["List"], r["No Pred"], r["Above"], r["count"], r["n"], r["other"]) == (2, 1, 1, 2, 5, 0)
+    assert r["invalid"] == pytest.approx(2 / 5)
+    md = render.markdown(judge.invalid_table(inv, "t"))
+    assert "| Model | Range | Invalid | No Pred | Below | Above | List | n |" in md
+    assert "| Main | 1-5 | 40.0% | 1 | 0 | 1 | 2 | 5 |" in md
+
+
+def test_an_expected_score_not_computed_is_a_study_note(tmp_path):
+    """A run whose metrics say an expected score could not be computed (a multi-token range at a
+    c off the kept grid): the study carries the reason as a note (cscore report prints it)."""
+    frame = judge_frame(0.3, 1.0, 1, 5, "pA")
+    frame["score.cd_judge_expected"] = np.nan
+    run = write_run(tmp_path / "0", frame, 0.3, 1.0, 1, 5)
+    metrics = json.loads((run / rundir.METRICS).read_text())
+    metrics["judge"]["expected_not_computed"] = {"cd_judge": "c = 0.3 is not one of the kept normalisers"}
+    (run / rundir.METRICS).write_text(json.dumps(metrics))
+    (study,) = judge.collect(find_runs(tmp_path))
+    assert study.notes == ["pA 1-5 lam=0.3 t=1: score.cd_judge_expected not computed: c = 0.3 is not one of the "
+                           "kept normalisers"]
 
 
 def test_hyperparameter_table_lists_the_chosen_lambda_and_t(rep):

@@ -7,12 +7,13 @@ import ast
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 import cscore
 from cscore import errors
 from cscore.cli.exits import one_line_errors
 from cscore.scorers import kinds, methods
+from cscore.scorers.config import Pair, RunConfig
+from cscore.scorers.config_groups import Data, JudgePrompt, Prompt
 from cscore.scorers.kinds.base import MethodKind, Registry
 
 ROOT = Path(cscore.__file__).parent
@@ -81,16 +82,9 @@ def test_every_method_has_a_registered_kind():
 
 
 def test_kinds_give_signature_fields_title_and_summary_lines_as_data():
-    cfg = OmegaConf.create(
-        {
-            "data": {"name": "demo"},
-            "pair": {"name": "tiny"},
-            "prompt": {"name": "p", "condition": "src"},
-            "judge_prompt": {"name": "geval"},
-            "method": {"variant": "contrast"},
-            "baseline": {"bleu": {}, "rouge": {}},
-        }
-    )
+    cfg = RunConfig(data=Data(name="demo"), pair=Pair(name="tiny"), prompt=Prompt(name="p", condition="src"),
+                    judge_prompt=JudgePrompt(name="geval"), method=methods.get("contrast").Params(),
+                    baseline={"bleu": {}, "rouge": {}})
     reg = kinds.registry()
     assert reg.get("token").signature_fields(cfg) == {"pair": "tiny", "prompt": "p/src"}
     assert reg.get("judge").signature_fields(cfg) == {"pair": "tiny", "prompt": "judge/geval"}
@@ -106,6 +100,10 @@ def test_kinds_give_signature_fields_title_and_summary_lines_as_data():
         )
     ]
     assert reg.get("token").summary_lines(metrics) == []
+    listed = {"judge": {"invalid": {"expert": {"No Pred": 0, "Below": 0, "Above": 0, "List": 2, "n": 16}}}}
+    assert reg.get("judge_released").summary_lines(listed) == [
+        ("yellow", 'expert: 2 of 16 judge outputs read as a score from list numbering ("1. The summary...", as the '
+                   "released parse does; parse.expert = List)")]
 
 
 def test_shared_stages_name_no_method_or_kind():
@@ -157,3 +155,33 @@ def test_one_exit_policy_one_line_and_the_error_exit_code(err, code, capsys, mon
             raise err
     assert done.value.code == code == type(err).exit_code
     assert capsys.readouterr().err == f"cscore: error: {err}\n"
+
+
+def test_a_run_directory_is_named_by_the_kind_not_by_a_method_name():
+    from cscore.cli.names import name_of
+
+    base = {"data": {"name": "demo"}, "pair": {"name": "p", "expert": {"path": "gguf:smollm2"}, "amateur": {}}}
+    assert kinds.of_method("baseline").dir_label({"baseline": {"bleu": {}, "chrf": {}}}) == ("baseline", "bleu+chrf")
+    assert kinds.of_method("contrast").dir_label({}) is None
+    c = {**base, "method": {"name": "baseline"}, "baseline": {"bleu": {}, "chrf": {}}}
+    assert name_of(c, {}, [], set()) == "demo_bleu+chrf_baseline"
+    assert name_of(c, {}, [], {"baseline"}) == "demo_sweep_baseline"
+    assert name_of({**base, "method": {"name": "baseline"}}, {}, [], set()) == "demo_none_baseline"
+    # a method that does not exist names the pair (the run's check reports it)
+    assert name_of({**base, "method": {"name": "nope"}}, {}, [], set()) == "demo_p_nope"
+
+
+def test_every_kind_section_of_metrics_json_has_a_schema_in_rundir():
+    from cscore import rundir
+
+    for kind in kinds.registry().entries.values():
+        assert set(kind.sections) <= set(rundir.SECTIONS), kind.name
+    rundir.check_section("units", "aligned")
+    rundir.check_section("judge", {"score_range": [1, 5], "aspect": "a", "lam": 0.1, "t": 1.0, "invalid": {},
+                                   "decode": "greedy"})
+    with pytest.raises(ValueError, match=r"judge lacks \['invalid'\]"):
+        rundir.check_section("judge", {"score_range": [1, 5], "aspect": "a", "lam": 0.1, "t": 1.0})
+    with pytest.raises(ValueError, match="no section 'nope'"):
+        rundir.check_section("nope", {})
+    with pytest.raises(ValueError, match="units must be a str"):
+        rundir.check_section("units", {"aligned": True})

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from cscore.errors import CscoreError
+from cscore.files import file_lock
 from cscore.scorers.api import ModelPair
-from cscore.scorers.files import file_lock
 from cscore.scorers.gguf import GGUF_MAGIC, ModelSpecError, resolve_path
 from cscore.scorers.models import early_exit, load_model
 from cscore.scorers.tokenize import InputError

@@ -59,13 +59,13 @@ def test_cache_save_past_a_file_size_limit_stores_nothing(tmp_path):
     assert [p.name for p in (tmp_path / "c").iterdir()] in ([".locks"], [])  # no temp dir left behind
     c = StatsCache(tmp_path / "c")  # without the limit: stored and read back
     c.save(KEY, {"expert": stats()}, PARTS)
-    assert c.load(KEY).stats["expert"].logp.tobytes() == stats().logp.tobytes()
+    assert c.load(KEY, TokenStats).stats["expert"].logp.tobytes() == stats().logp.tobytes()
 
 
 def use_cache(c: StatsCache, key: str, compute) -> tuple[TokenStats, bool]:
     """What the engine does with the cache (scorers/api.py): read under the lock, else compute and store."""
     with c.lock(key):
-        hit = c.load(key)
+        hit = c.load(key, TokenStats)
         if hit is not None:
             return hit.stats["expert"], True
         got = compute()

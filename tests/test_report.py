@@ -16,8 +16,9 @@ from cscore.cli.report_cmd import stems
 from cscore.metaeval import plots, render, report, tables  # plots selects the Agg backend before pyplot loads
 from cscore.metaeval.correlation import correlation_table
 from cscore.metaeval.plots import plt
-from cscore.metaeval.runs import Run, expected_jobs, find_runs, missing_jobs
+from cscore.metaeval.runs import expected_jobs, missing_jobs
 from cscore.metaeval.signature import Signature
+from cscore.rundir import Run, find_runs
 
 TABLES = [f"demo_{t}.{ext}" for t in ("quality", "bias", "quantized_accuracy") for ext in ("md", "csv", "tex")]
 REPORT_FILES = tuple(TABLES) + ("demo_quality_long.csv", "report.md", "speed.csv", "speed.md", "speed.tex",
@@ -563,3 +564,23 @@ def test_a_baseline_joins_every_prompt_condition_of_its_data(tmp_path):
     assert list(got["summeval/source"].rows) == ["p contrast"]
     (alone,) = tables.collect([bleu])
     assert list(alone.rows) == ["bleu"]
+
+
+def test_expected_jobs_are_the_jobs_of_hydras_basic_sweeper(tmp_path):
+    """multirun.yaml's sweeper params then its command line, a command-line sweep of a key the
+    config sweeps too in that key's first place: the job list Hydra's own basic sweeper makes."""
+    import yaml
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = {"method.score_range": "[0,4],[1,5]", "method.lam": "0.01,0.1", "method.t": "0.5,1,2"}
+    task = ["method=cd_judge", "method.lam=1.0,2.0,3.0", "data=demo", "+method.x=range(0,3)"]
+    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {"task": task},
+                                                                      "sweeper": {"params": params}}}, sort_keys=False))
+    overrides = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()] + task)
+    want = BasicSweeper.split_arguments(overrides, None)[0]
+    got = expected_jobs(tmp_path)
+    assert len(want) == 2 * 3 * 3 * 3 and [[f"{k}={v}" for k, v in job.items()] for job in got] == want
+    assert got[3]["method.lam"] == "1.0" and got[3]["method.t"] == "1" and got[3]["+method.x"] == "0"
+    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {"task": ["a=interval(0,1)"]}}}))
+    assert expected_jobs(tmp_path) is None  # not a list of values: unknown

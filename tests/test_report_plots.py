@@ -17,8 +17,8 @@ from matplotlib.text import Text
 
 from cscore import __version__, rundir
 from cscore.metaeval import judge, plots
-from cscore.metaeval.runs import find_runs
 from cscore.metaeval.uncertainty import MIN_UNITS
+from cscore.rundir import find_runs
 
 DEMO_FILE = Path(__file__).resolve().parents[1] / "data" / "demo" / "demo.jsonl"
 SLACK = 1.0  # pixels: rounding of the text extents

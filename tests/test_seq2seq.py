@@ -22,6 +22,7 @@ from cscore.scorers import engine, methods, seq2seq
 from cscore.scorers.api import ModelPair
 from cscore.scorers.cache import StatsCache
 from cscore.scorers.models import LoadedModel, check_same_kind, early_exit, load_model
+from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError, encode, target_ids
 
 CONF = Path(cscore.__file__).parent / "conf"
@@ -243,7 +244,6 @@ def permute(items, order):
 
 def unpermute_stats(ts, order):
     """Stats of permuted items back in the original order."""
-    from cscore.scorers.stats import TokenStats
 
     n = len(order)
     pieces = [None] * n
@@ -580,7 +580,7 @@ def test_pair_statistics_through_the_cache(loaded, items, tmp_path):
     keys = cache.keys()
     assert len(keys) == 2
     for key in keys:
-        assert cache.load(key).meta["parts"]["layout"] == {"kind": "encoder-decoder", "decoder_start": PAD}
+        assert cache.load(key, TokenStats).meta["parts"]["layout"] == {"kind": "encoder-decoder", "decoder_start": PAD}
     second = pair.statistics(prompts, hyps, temperatures=TEMPS, cache=cache)
     assert all(r.cached for r in second.reports.values())
     for head in ("expert", "amateur"):
@@ -662,7 +662,7 @@ def test_cli_run_contrast_then_cdm_from_the_cache(dirs, tmp_path, cscore_main, m
     # ... and from the cached statistics, bit for bit
     cached = {}
     for key in StatsCache(cache).keys():
-        cached.update(StatsCache(cache).load(key).stats)
+        cached.update(StatsCache(cache).load(key, TokenStats).stats)
     assert sorted(cached) == ["amateur", "expert"]
     for v in metrics["variants"]:
         np.testing.assert_array_equal(scores[f"score.{v['name']}"], methods.score(v["method"], cached, **v["params"]))

@@ -4,7 +4,8 @@
 A kind owns the plan and score steps of its methods (a method module names its kind with
 ``KIND``; "token" when it does not), the signature fields and title that differ from a token
 method's, its own summary lines (data: the CLI prints them) and its section of metrics.json. The
-shared stages (load, evaluate, write) ask the kind and never a method's name."""
+shared stages (load, evaluate, write) ask the kind and never a method's name. Every step reads
+the run's typed config (``cscore.scorers.config.RunConfig``), never a DictConfig."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterator, TypeVar
 
 import pandas as pd
-from omegaconf import DictConfig
 
 from cscore import rundir
 from cscore.errors import KindError
+from cscore.scorers.config import RunConfig
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Scored:
     n_truncated: int
     metrics: dict = field(default_factory=dict)  # the kind's sections of metrics.json
     files: dict = field(default_factory=dict)  # kind-specific run-dir files: name -> text (cdm_folds.json)
+    kept: dict = field(default_factory=dict)  # what the kind's score step keeps for its evaluate step
 
 
 @dataclass
@@ -86,17 +88,27 @@ class MethodKind(ABC):
     sections: ClassVar[tuple[str, ...]] = ()  # the top-level metrics.json keys its score step writes
 
     @abstractmethod
-    def plan(self, cfg: DictConfig) -> Plan: ...
+    def plan(self, run: RunConfig) -> Plan: ...
 
     @abstractmethod
-    def score(self, cfg: DictConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored: ...
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored: ...
 
-    def signature_fields(self, cfg: DictConfig) -> dict[str, Any]:
+    def signature_fields(self, run: RunConfig) -> dict[str, Any]:
         """The fields of the run's signature that depend on the kind: which pair, which prompt."""
-        return {"pair": cfg.pair.name, "prompt": f"{cfg.prompt.name}/{cfg.prompt.condition}"}
+        return {"pair": run.pair.name, "prompt": f"{run.prompt.name}/{run.prompt.condition}"}
 
-    def title(self, cfg: DictConfig) -> str:
-        return f"{cfg.data.name} / {cfg.pair.name} / {cfg.method.variant}"
+    def title(self, run: RunConfig) -> str:
+        return f"{run.data.name} / {run.pair.name} / {run.method.variant}"
+
+    def dir_label(self, c: dict) -> tuple[str, str] | None:
+        """(part, text) that names a run directory in place of the models that run, read from the
+        composed config as a plain dict (before it is checked); None: the models."""
+        return None
+
+    def evaluate(self, scored: Scored, correlate: Callable[[Any, Any, str], float]) -> None:
+        """After the score step, what the kind measures itself (into ``scored.metrics`` and
+        ``scored.files``) with the run's correlation (``correlate(x, y, "spearman")``: NaN
+        where undefined), which the evaluate stage hands it; by default nothing."""
 
     def summary_lines(self, metrics: dict) -> list[tuple[str, str]]:
         """(style, text) lines for the end-of-run summary from its metrics.json sections."""

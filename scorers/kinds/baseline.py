@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
+from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, MethodKind, Passes, Plan, Scored
 from cscore.scorers.kinds.shared import stats_cache
 from cscore.scorers.tokenize import InputError
@@ -26,19 +26,18 @@ log = logging.getLogger("cscore")
 row_log = logging.getLogger("cscore.rows")
 
 
-def chosen(cfg: DictConfig) -> dict:
+def chosen(run: RunConfig) -> dict:
     from cscore.scorers import baselines
 
-    group = OmegaConf.to_container(cfg.baseline, resolve=True) if cfg.get("baseline") is not None else None
-    return baselines.check_config(cfg.method.name, group)
+    return baselines.check_config(run.method.name, run.baseline)
 
 
-def plan_baseline(cfg: DictConfig):
+def plan_baseline(run: RunConfig):
     from cscore.scorers import baselines
     from cscore.scorers.variants import Variant
 
     variants = [Variant(col, "baseline", {"baseline": name, "metric": col, **params})
-                for name, params in chosen(cfg).items() for col in baselines.columns(name, params)]
+                for name, params in chosen(run).items() for col in baselines.columns(name, params)]
     return Plan(variants, [], [])
 
 
@@ -66,10 +65,10 @@ def texts_of(examples: pd.DataFrame):
     return Texts(hyps, [s if isinstance(s, str) else "" for s in examples["source"]], refs, target)
 
 
-def runtime_of(cfg: DictConfig, ids, progress=None) -> dict:
-    rt = cfg.runtime
+def runtime_of(run: RunConfig, ids, progress=None) -> dict:
+    rt = run.runtime
     return {"ids": [str(i) for i in ids], "device": rt.device, "dtype": rt.dtype, "max_length": rt.max_length,
-            "token_budget": rt.token_budget, "cache": stats_cache(cfg), "progress": progress}
+            "token_budget": rt.token_budget, "cache": stats_cache(run), "progress": progress}
 
 
 def counted(name: str, table: pd.DataFrame, rows: list[int], what: str) -> dict:
@@ -83,15 +82,15 @@ def counted(name: str, table: pd.DataFrame, rows: list[int], what: str) -> dict:
     return {"count": len(ids), "ids": ids}
 
 
-def score_baseline(cfg: DictConfig, loaded, plan, progress, state: dict):
+def score_baseline(run: RunConfig, loaded, plan, progress, state: dict):
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
 
-    picked = chosen(cfg)
+    picked = chosen(run)
     table = loaded.examples.copy()
     texts = texts_of(table)
-    runtime = runtime_of(cfg, table["id"], progress.factory)  # the forward passes of bartscore / t5score
+    runtime = runtime_of(run, table["id"], progress.factory)  # the forward passes of bartscore / t5score
     # set by the first family whose checks pass (references, model): see common.started
     runtime["started"] = lambda: state.__setitem__("stage", "score")
     with progress.live():
@@ -134,16 +133,20 @@ class Baseline(MethodKind):
     name = "baseline"
     sections = ("baselines",)
 
-    def plan(self, cfg: DictConfig) -> Plan:
-        return plan_baseline(cfg)
+    def plan(self, run: RunConfig) -> Plan:
+        return plan_baseline(run)
 
-    def score(self, cfg, loaded, plan, progress, state) -> Scored:
-        return score_baseline(cfg, loaded, plan, progress, state)
+    def score(self, run, loaded, plan, progress, state) -> Scored:
+        return score_baseline(run, loaded, plan, progress, state)
 
-    def signature_fields(self, cfg: DictConfig) -> dict[str, Any]:
+    def signature_fields(self, run: RunConfig) -> dict[str, Any]:
         return {"pair": "none", "prompt": "none"}
 
-    def title(self, cfg: DictConfig) -> str:
+    def title(self, run: RunConfig) -> str:
         """data / baseline / their names."""
-        names = cfg.get("baseline") or {}
-        return f"{cfg.data.name} / baseline / {','.join(str(k) for k in names) or '-'}"
+        names = run.baseline or {}
+        return f"{run.data.name} / baseline / {','.join(str(k) for k in names) or '-'}"
+
+    def dir_label(self, c: dict) -> tuple[str, str] | None:
+        """A baseline run reads no model pair: its directory is named after its baselines."""
+        return "baseline", "+".join(c.get("baseline") or {}) or "none"

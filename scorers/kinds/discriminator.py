@@ -7,10 +7,10 @@ import logging
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig
 
 from cscore import rundir
 from cscore.errors import ConfigError
+from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, MethodKind, Plan, Scored
 from cscore.scorers.kinds.shared import token_plan, token_score
 from cscore.scorers.training.classifier import classifier_log_odds, load_classifier
@@ -20,15 +20,15 @@ from cscore.scorers.training.negatives import pair_record
 log = logging.getLogger("cscore")
 
 
-def plan_discriminator(cfg: DictConfig):
+def plan_discriminator(run: RunConfig):
     """The token plan, plus the momentum temperature a pooler discriminator reads; refuses a pooler
     trained on another pair (before any model loads)."""
     from cscore.scorers.methods import cdm_gen
 
-    plan = token_plan(cfg)
+    plan = token_plan(run)
     meta = cdm_gen.read_meta(plan.variants[-1].params["discriminator"])
     if meta["kind"] == "pooler":
-        want, have = meta["pair"], pair_record(cfg)
+        want, have = meta["pair"], pair_record(run.pair)
         keys = {"expert": "pair.expert.path", "amateur": "pair.amateur.path", "early_exit": "pair.amateur.early_exit"}
         diff = [name for k, name in keys.items() if str(want.get(k)) != str(have.get(k))]
         if diff:
@@ -39,7 +39,7 @@ def plan_discriminator(cfg: DictConfig):
     return plan
 
 
-def score_discriminator(cfg: DictConfig, loaded, plan, progress, state: dict):
+def score_discriminator(run: RunConfig, loaded, plan, progress, state: dict):
     """The comparison rows as for any method (``shared.token_score``), then score.cdm_gen from the discriminator."""
     from cscore.scorers import methods
     from cscore.scorers.methods import cdm, cdm_gen
@@ -50,7 +50,7 @@ def score_discriminator(cfg: DictConfig, loaded, plan, progress, state: dict):
     params = methods.check_params(main.method, main.params)
     path = params["discriminator"]
     meta = cdm_gen.read_meta(path)
-    scored = token_score(cfg, loaded, plan, progress, state)
+    scored = token_score(run, loaded, plan, progress, state)
     table = scored.table
     if meta["kind"] == "pooler":
         m = meta["momentum"]
@@ -60,7 +60,7 @@ def score_discriminator(cfg: DictConfig, loaded, plan, progress, state: dict):
         log_odds = pooler_from_dict(meta["pooler"]).score(seqs)
     else:
         c = meta["classifier"]
-        tok, model = load_classifier(str(path), auto_device(cfg.runtime.device))
+        tok, model = load_classifier(str(path), auto_device(run.runtime.device))
         log_odds = classifier_log_odds(tok, model, list(table["prompt"]), list(table["hypothesis"]), text=c["text"],
                                        batch_size=params["batch_size"], max_length=c["max_length"])
     values = log_odds if params["output"] == "log_odds" else 1.0 / (1.0 + np.exp(-log_odds))
@@ -78,8 +78,8 @@ class Discriminator(MethodKind):
     name = "discriminator"
     sections = ("discriminator",)
 
-    def plan(self, cfg: DictConfig) -> Plan:
-        return plan_discriminator(cfg)
+    def plan(self, run: RunConfig) -> Plan:
+        return plan_discriminator(run)
 
-    def score(self, cfg, loaded, plan, progress, state) -> Scored:
-        return score_discriminator(cfg, loaded, plan, progress, state)
+    def score(self, run, loaded, plan, progress, state) -> Scored:
+        return score_discriminator(run, loaded, plan, progress, state)

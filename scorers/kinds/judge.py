@@ -11,12 +11,11 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from omegaconf import DictConfig, OmegaConf
-
 from cscore import rundir
 from cscore.errors import ConfigError
+from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, Plan, Scored
-from cscore.scorers.kinds.shared import JudgeKind, judge_setup, method_params, stats_cache
+from cscore.scorers.kinds.shared import JudgeKind, judge_prompt, judge_setup, plan_variants, stats_cache
 
 log = logging.getLogger("cscore")
 
@@ -29,16 +28,14 @@ class JudgeRun:
     reports: dict = field(default_factory=dict)
 
 
-def plan_judge(cfg: DictConfig):
-    from cscore.scorers.variants import plan
-
-    variants = plan(OmegaConf.to_container(cfg.method, resolve=True), baseline_t=cfg.baselines.t,
-                    rows=list(cfg.baselines.rows))
-    params = method_params(cfg)
+def plan_judge(run: RunConfig):
+    variants = plan_variants(run)
+    params = run.params
     aspect = params["aspect"]
-    if params.get("decode") == "first_token" and not cfg.judge_prompt.get("generation_prompt", True):
-        raise ConfigError(f"method.decode=first_token reads the token after the prompt, but judge_prompt="
-                          f"{cfg.judge_prompt.get('name')} has no generation prompt (its first token is the "
+    decode = params.get("decode")
+    if decode in ("first_token", "values") and not judge_prompt(run).generation_prompt:
+        raise ConfigError(f"method.decode={decode} reads the token after the prompt, but judge_prompt="
+                          f"{judge_prompt(run).name} has no generation prompt (its first token is the "
                           "assistant header, not a score): use method.decode=greedy, which skips special tokens")
     return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
                 targets=[f"{rundir.HUMAN}{aspect}"])
@@ -67,59 +64,62 @@ def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
     return kept, contexts, truncated
 
 
-def judge_statistics(cfg, pair, contexts, *, values, value_ids, prefixes, n_items, progress=None):
-    """The judge pass through the statistics cache (one entry per pair, prompts and range)."""
+def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefixes, n_items, progress=None):
+    """The judge pass through the statistics cache (one entry per pair, prompts and range). A range
+    with multi-token values keeps the expected score's chain (``judge_stats``): its key says so."""
     from cscore.scorers import judge
     from cscore.scorers.cache import ids_digest, stats_key
     from cscore.scorers.identity import model_identity
-    from cscore.scorers.judge_stats import FORMAT
+    from cscore.scorers.judge_parse import digit_tokens
+    from cscore.scorers.judge_stats import CHAIN_CS, CHAIN_FORMAT, FORMAT, JudgeStats
 
     main, asst = pair.expert, pair.amateur
     early = asst.parent is main
     tok = pair.tokenizer
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
 
-    share = bool(cfg.runtime.get("prefix_sharing", True))
+    share = bool(run.runtime.prefix_sharing)
+    digits = digit_tokens(tok) if prefixes else None
 
     def compute():
         return judge.compute(main.model, contexts, asst=None if early else asst.model,
                              asst_exit=asst.exit_layer if early else None, values=values, value_ids=value_ids,
                              prefixes=prefixes, n_items=n_items, decode_token=lambda t: tok.decode([t]),
-                             token_budget=cfg.runtime.token_budget, padding_side=cfg.runtime.padding_side,
-                             pad_id=pad_id, progress=progress, share_prefix=share)
+                             token_budget=run.runtime.token_budget, padding_side=run.runtime.padding_side,
+                             pad_id=pad_id, progress=progress, share_prefix=share, digit_ids=digits)
 
     if asst.parent is not None and not early:
         raise ConfigError("the judge's assistant must be a whole model or an early exit of the main model")
     start = time.perf_counter()
-    if not cfg.cache.enabled:
+    if not run.cache.enabled:
         stats, report = compute()
         report.fetch_seconds = time.perf_counter() - start
         return stats, report, None
     from cscore.scorers import engine
 
-    cache = stats_cache(cfg)
+    cache = stats_cache(run)
     parts = {"kind": "judge", "judge_format": FORMAT, "main": model_identity(main), "asst": model_identity(asst),
              "dtype": str(main.dtype), "device": main.device.type, "ids": ids_digest([(c, []) for c in contexts]),
              "values": list(values), "value_ids": [list(v) for v in value_ids],
-             "token_budget": cfg.runtime.token_budget, "padding_side": cfg.runtime.padding_side}
+             "token_budget": run.runtime.token_budget, "padding_side": run.runtime.padding_side}
     if share:  # packed rows batch differently (float32 rounding); unshared keys unchanged
         parts["prefix_sharing"] = True
-    key = stats_key(parts)
-    with cache.lock(key):
-        hit = cache.load(key)
-        if hit is not None:
-            report = engine.EngineReport.of_entry(hit.meta)
-        else:
-            stats, report = compute()
-            extra = {"models": [f"main: {main.name}", f"asst: {asst.name}"], "report": report.record()}
-            cache.save(key, {"judge": stats}, parts, extra=extra)
-    if hit is not None:
-        stats = hit.stats["judge"]
+    if digits is not None:  # one-token ranges: keys unchanged
+        parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
+    done: dict = {}
+
+    def compute_entry(key: str):
+        stats, done["report"] = compute()
+        return {"judge": stats}, {"models": [f"main: {main.name}", f"asst: {asst.name}"],
+                                  "report": done["report"].record()}
+
+    got, meta = cache.get_or_compute(parts, compute_entry, JudgeStats)
+    report = engine.EngineReport.of_entry(meta) if meta is not None else done["report"]
     report.fetch_seconds = time.perf_counter() - start
-    return stats, report, key
+    return got["judge"], report, stats_key(parts)
 
 
-def decoded_texts(cfg, pair, stats, key, prompts, plan, params, factory) -> dict:
+def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, params, factory) -> dict:
     """{row: its decoded text per prompt} under method.decode=greedy (``scorers.judge_decode``;
     paths cached next to the statistics); {} for first_token."""
     if params["decode"] != "greedy":
@@ -129,18 +129,18 @@ def decoded_texts(cfg, pair, stats, key, prompts, plan, params, factory) -> dict
     c = params["lam"] / params["t"]
     rules = {v.name: rule_of(v.params["who"], c) for v in plan.variants}
     paths = greedy_paths(pair, stats, prompts, list(rules.values()), alpha=params["alpha"],
-                         max_new_tokens=params["max_new_tokens"], cache=stats_cache(cfg) if key else None,
+                         max_new_tokens=params["max_new_tokens"], cache=stats_cache(run) if key else None,
                          judge_key=key, progress=factory("decode", len(prompts)) if factory else None)
     tok = pair.tokenizer
     return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}
 
 
-def score_judge(cfg: DictConfig, loaded, plan, progress, state: dict):
+def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
     from cscore.data import judge_prompts
     from cscore.scorers import methods
     from cscore.scorers.judge_parse import continuation_prefixes, score_tokens
 
-    params, examples, pair, jp = judge_setup(cfg, loaded, plan)
+    params, examples, pair, jp = judge_setup(run, loaded, plan)
     lo, hi = params["score_range"]
     tok = pair.tokenizer
     chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
@@ -149,31 +149,31 @@ def score_judge(cfg: DictConfig, loaded, plan, progress, state: dict):
     values = list(range(lo, hi + 1))
     value_ids = [tuple(tokens[v]) for v in values]
     prefixes = continuation_prefixes(tokens)
-    kept, contexts, truncated = encode_contexts(tok, texts, spans, prefixes, cfg.runtime.max_length)
+    kept, contexts, truncated = encode_contexts(tok, texts, spans, prefixes, run.runtime.max_length)
     n_truncated = int(sum(truncated))
     if n_truncated:
         log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d", n_truncated,
-                    len(examples), cfg.runtime.max_length)
+                    len(examples), run.runtime.max_length)
     state["stage"] = "score"
     with progress.live() as factory:
-        stats, report, key = judge_statistics(cfg, pair, contexts, values=values, value_ids=value_ids,
+        stats, report, key = judge_statistics(run, pair, contexts, values=values, value_ids=value_ids,
                                               prefixes=prefixes, n_items=len(examples),
                                               progress=factory("judge", len(contexts)) if factory else None)
-        texts = decoded_texts(cfg, pair, stats, key, [contexts[i * (1 + len(prefixes))] for i in range(len(examples))],
-                              plan, params, factory)
+        firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
+        decoded = decoded_texts(run, pair, stats, key, firsts, plan, params, factory)
     table = examples.copy()
     table["prompt"] = kept
     table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
     table["truncated"] = truncated
     invalid = {}
-    module = methods.get(cfg.method.name)
+    module = methods.get(run.method.name)
     for v in plan.variants:
         got = module.judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], alpha=params["alpha"],
-                           score_range=[lo, hi], texts=texts.get(v.name))
+                           score_range=[lo, hi], texts=decoded.get(v.name))
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
-        table[f"parse.{v.name}"] = got["status"]
-        table[f"output.{v.name}"] = got["text"]
+        table[f"{rundir.PARSE}{v.name}"] = got["status"]
+        table[f"{rundir.OUTPUT}{v.name}"] = got["text"]
         counts = {s: int((got["status"] == s).sum()) for s in ("No Pred", "Below", "Above")}
         invalid[v.name] = {**counts, "n": len(examples)}
     sizes = stats.front_sizes
@@ -184,18 +184,38 @@ def score_judge(cfg: DictConfig, loaded, plan, progress, state: dict):
                   "continuation_prefixes": [list(p) for p in prefixes],
                   "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),
                                               "vocabulary": stats.vocab}}
+    missing = expected_missing(stats, plan, params)
+    if missing:
+        judge_info["expected_not_computed"] = missing
     log.info("judge statistics: %.1f tokens kept per context on average (max %d) of a %d-token vocabulary",
              sizes.mean(), sizes.max(), stats.vocab)
     label = "judge: " + "+".join(pair.models)
     return Scored(table, JudgeRun(stats, {label: report}), pair.models, n_truncated, metrics={"judge": judge_info})
 
 
+def expected_missing(stats, plan, params) -> dict[str, str]:
+    """{row: why its expected score is NaN} for the rows whose expected score the statistics
+    cannot give (a multi-token range at a c off the kept grid), each said once in the log."""
+    out = {}
+    for v in plan.variants:
+        note = stats.expected_note(v.params["who"], params["lam"] / params["t"])
+        if note is not None:
+            out[v.name] = note
+            log.warning("score.%s_expected is not computed (NaN): %s", v.name, note)
+    return out
+
+
 @REGISTRY.register
 class Judge(JudgeKind):
     name = "judge"
+    sections = ("judge", "units")  # units: "values" for a cross-family pair (method.decode=values)
 
-    def plan(self, cfg: DictConfig) -> Plan:
-        return plan_judge(cfg)
+    def plan(self, run: RunConfig) -> Plan:
+        return plan_judge(run)
 
-    def score(self, cfg, loaded, plan, progress, state) -> Scored:
-        return score_judge(cfg, loaded, plan, progress, state)
+    def score(self, run, loaded, plan, progress, state) -> Scored:
+        if run.params.get("decode") == "values":  # the contrast over the range's values (any pair)
+            from cscore.scorers.kinds.judge_values import score_values
+
+            return score_values(run, loaded, plan, progress, state)
+        return score_judge(run, loaded, plan, progress, state)

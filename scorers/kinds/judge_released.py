@@ -1,6 +1,7 @@
 """The released judge kind (``KIND = "judge_released"``: cd_judge_released): the released
 code's decode, no judge statistics; every grid point decodes. Columns: ``score.<row>``,
-``parse.<row>``, ``output.<row>``."""
+``parse.<row>``, ``output.<row>``. ``metrics.json`` → ``judge.invalid`` counts, per row, No Pred,
+Below, Above and List (a list number read as the score, ``judge_parse.parse_released``)."""
 
 from __future__ import annotations
 
@@ -8,77 +9,96 @@ import logging
 import time
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
+from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, Passes, Plan, Scored
-from cscore.scorers.kinds.shared import JudgeKind, judge_setup, method_params, stats_cache
+from cscore.scorers.kinds.shared import JudgeKind, judge_setup, plan_variants, stats_cache
 
 log = logging.getLogger("cscore")
 
 
-def released_outputs(pair, prompts: list[list[int]], *, who: str, params: dict, progress=None) -> list[list[int]]:
-    """Generated ids per prompt, batched ``batch_size`` at a time in order of length."""
-    import torch
-
+def released_outputs(pair, prompts: list[list[int]], *, whos: list[str], params: dict,
+                     progress=None) -> dict[str, list[list[int]]]:
+    """Generated ids per prompt of each row in ``whos``, batched ``batch_size`` at a time in order
+    of length. The rows on the main model (the contrast and the main model alone, λ = 0) decode
+    together as one tree (``judge_released.decode_tree``: one prefill, the steps their paths share
+    once); the assistant alone decodes on its own."""
     from cscore.scorers import judge_released as jr
 
-    main, asst = pair.expert, pair.amateur
-    tok = pair.tokenizer
+    main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
     cfg_eos = main.model.generation_config.eos_token_id
     eos = set(cfg_eos if isinstance(cfg_eos, (list, tuple)) else [cfg_eos]) - {None} or {tok.eos_token_id}
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     penalty = params["repetition_penalty"] or getattr(main.model.generation_config, "repetition_penalty", None) or 1.0
-    model = main.model if who != "asst" else (asst.model if asst.parent is None else asst.model)
-    lam = params["lam"] if who == "contrast" else 0.0
-    t = params["t"] if who == "contrast" else 1.0
+    common = dict(alpha=params["alpha"], max_new_tokens=params["max_new_tokens"], eos_ids=eos, pad_id=pad_id,
+                  repetition_penalty=penalty, vocab_size=len(tok))
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
-    out: list = [None] * len(prompts)
+    out: dict[str, list] = {w: [None] * len(prompts) for w in whos}
+    on_main = [w for w in whos if w != "asst"]
     for s in range(0, len(order), params["batch_size"]):
         idx = order[s:s + params["batch_size"]]
         batch = [prompts[i] for i in idx]
-        common = dict(lam=lam, t=t, alpha=params["alpha"], min_keep=min(params["min_keep"], _vocab(model)),
-                      max_new_tokens=params["max_new_tokens"], eos_ids=eos, pad_id=pad_id,
-                      repetition_penalty=penalty, vocab_size=len(tok))
-        if who == "contrast" and asst.parent is main:
-            got = jr.decode(main.model, batch, asst_exit_layer=asst.exit_layer, **common)
-        elif who == "contrast":
-            first = jr.first_step_logprobs(asst.model, batch, pad_id=pad_id, vocab_size=len(tok),
-                                           repetition_penalty=penalty)
-            got = jr.decode(main.model, batch, first, **common)
-        else:  # one model alone: λ = 0, the assistant term is not used
-            got = jr.decode(model, batch, torch.zeros(len(batch), len(tok)), **common)
-        for i, ids in zip(idx, got):
-            out[i] = ids
+        got = _main_rows(jr, pair, batch, on_main, params, common, penalty, pad_id) if on_main else {}
+        if "asst" in whos:  # the assistant alone: λ = 0, its assistant term is not used
+            got["asst"] = _alone(jr, asst.model, batch, params, common, len(tok))
+        for w in whos:
+            for i, ids in zip(idx, got[w]):
+                out[w][i] = ids
         if progress is not None:
             progress(len(idx))
     return out
+
+
+def _alone(jr, model, batch, params, common, n_tok) -> list[list[int]]:
+    import torch
+
+    return jr.decode(model, batch, torch.zeros(len(batch), n_tok), lam=0.0, t=1.0,
+                     min_keep=min(params["min_keep"], _vocab(model)), **common)
+
+
+def _main_rows(jr, pair, batch, whos, params, common, penalty, pad_id) -> dict[str, list[list[int]]]:
+    """One batch of the main model's rows: the main model alone by ``decode`` when it is the only
+    one, else every row of ``whos`` as one ``decode_tree`` (rule (0, 1) for the main model alone)."""
+    main, asst = pair.expert, pair.amateur
+    if whos == ["main"]:
+        return {"main": _alone(jr, main.model, batch, params, common, len(pair.tokenizer))}
+    rules = [(params["lam"], params["t"]) if w == "contrast" else (0.0, 1.0) for w in whos]
+    kw = dict(min_keep=min(params["min_keep"], _vocab(main.model)), **common)
+    if asst.parent is main:
+        kw["asst_exit_layer"] = asst.exit_layer
+        first = None
+    else:
+        first = jr.first_step_logprobs(asst.model, batch, pad_id=pad_id, vocab_size=len(pair.tokenizer),
+                                       repetition_penalty=penalty)
+    if len(rules) == 1:  # the contrast alone (its main-alone row came from the cache)
+        return {whos[0]: jr.decode(main.model, batch, first, lam=rules[0][0], t=rules[0][1], **kw)}
+    return dict(zip(whos, jr.decode_tree(main.model, batch, first, rules=rules, **kw)))
 
 
 def _vocab(model) -> int:
     return model.get_output_embeddings().weight.shape[0]
 
 
-def released_cache(cfg, pair, prompts):
+def released_cache(run: RunConfig, pair, prompts):
     """The statistics cache (None when off) and the key parts all rows of a released run share."""
     from cscore.scorers.cache import ids_digest
     from cscore.scorers.identity import model_identity
 
-    if not cfg.cache.enabled:
+    if not run.cache.enabled:
         return None, {}
-    return stats_cache(cfg), {"main": model_identity(pair.expert), "asst": model_identity(pair.amateur),
+    return stats_cache(run), {"main": model_identity(pair.expert), "asst": model_identity(pair.amateur),
                               "dtype": str(pair.expert.dtype), "device": pair.expert.device.type,
                               "ids": ids_digest([(p, []) for p in prompts])}
 
 
-def score_released(cfg: DictConfig, loaded, plan, progress, state: dict):
+def score_released(run: RunConfig, loaded, plan, progress, state: dict):
     from cscore.data import judge_prompts
     from cscore.scorers import engine
-    from cscore.scorers.judge_decode import released_parts, through_cache
     from cscore.scorers.judge_parse import parse_released
     from cscore.scorers.judge_released import released_prompt_ids, released_text
 
-    params, examples, pair, jp = judge_setup(cfg, loaded, plan)
+    params, examples, pair, jp = judge_setup(run, loaded, plan)
     lo, hi = params["score_range"]
     tok = pair.tokenizer
     texts, _ = judge_prompts.build(examples, jp, aspect=params["aspect"], lo=lo, hi=hi, chat=None)
@@ -93,31 +113,29 @@ def score_released(cfg: DictConfig, loaded, plan, progress, state: dict):
         log.warning("%d of %d prompts cut to their first %d tokens, as the released code does (its end, with the "
                     "summary, is lost)", sum(truncated), len(texts), params["max_prompt_tokens"])
     state["stage"] = "score"
-    cache, base = released_cache(cfg, pair, prompts)
+    cache, base = released_cache(run, pair, prompts)
     table = examples.copy()
     table["prompt"] = [tok.decode(p) for p in prompts]
     table["prompt_tokens"] = [len(p) for p in prompts]
     table["truncated"] = truncated
     invalid, reports = {}, {}
     with progress.live() as factory:
-        for v in plan.variants:
-            start = time.perf_counter()
-            ids, cached = through_cache(cache, released_parts(pair, prompts, v.params["who"], params, base), lambda: (
-                released_outputs(pair, prompts, who=v.params["who"], params=params,
-                                 progress=factory(f"decode {v.name}", len(prompts)) if factory else None)))
-            seconds = time.perf_counter() - start
-            outputs = [released_text(tok, x) for x in ids]
-            parsed = [parse_released(x, lo, hi) for x in outputs]
-            status = np.array([p[1] for p in parsed], dtype=object)
-            table[f"{rundir.SCORE}{v.name}"] = np.array([p[0] for p in parsed], dtype=np.float64)
-            table[f"parse.{v.name}"] = status
-            table[f"output.{v.name}"] = np.array(outputs, dtype=object)
-            invalid[v.name] = {**{s: int((status == s).sum()) for s in ("No Pred", "Below", "Above")},
-                               "n": len(examples)}
-            tokens = sum(len(p) for p in prompts) + sum(len(x) for x in ids)
-            rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // params["batch_size"]), cached=cached)
-            rep.fetch_seconds = seconds
-            reports[f"decode {v.name}"] = rep
+        decoded, seconds = decode_rows(pair, prompts, plan, params, cache, base, factory)
+    for v in plan.variants:
+        ids, cached = decoded[v.name]
+        outputs = [released_text(tok, x) for x in ids]
+        parsed = [parse_released(x, lo, hi) for x in outputs]
+        status = np.array([p[1] for p in parsed], dtype=object)
+        table[f"{rundir.SCORE}{v.name}"] = np.array([p[0] for p in parsed], dtype=np.float64)
+        table[f"{rundir.PARSE}{v.name}"] = status
+        table[f"{rundir.OUTPUT}{v.name}"] = np.array(outputs, dtype=object)
+        invalid[v.name] = {**{s: int((status == s).sum()) for s in ("No Pred", "Below", "Above", "List")},
+                           "n": len(examples)}
+        tokens = sum(len(p) for p in prompts) + sum(len(x) for x in ids)
+        rep = engine.EngineReport(seconds[v.name], tokens, tokens, -(-len(prompts) // params["batch_size"]),
+                                  cached=cached)
+        rep.fetch_seconds = seconds[v.name]
+        reports[f"decode {v.name}"] = rep
     judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
                   "invalid": invalid, "judge_prompt": jp.get("name"), "preset": "released",
                   **{k: params[k] for k in ("alpha", "min_keep", "max_new_tokens", "max_prompt_tokens", "batch_size",
@@ -125,12 +143,35 @@ def score_released(cfg: DictConfig, loaded, plan, progress, state: dict):
     return Scored(table, Passes(None, reports), pair.models, int(sum(truncated)), metrics={"judge": judge_info})
 
 
-def plan_released(cfg: DictConfig) -> Plan:
-    from cscore.scorers.variants import plan as plan_variants
+def decode_rows(pair, prompts, plan, params, cache, base, factory) -> tuple[dict, dict]:
+    """({row: (decoded ids per prompt, from the cache)}, {row: seconds}): every row through the
+    statistics cache (``judge_decode.released_parts`` keys); the rows it lacks decode in one call
+    (``released_outputs``: the main model's rows as one tree). A row decoded together with another
+    reports their common seconds."""
+    from cscore.scorers.judge_decode import released_parts, through_cache_many
 
-    variants = plan_variants(OmegaConf.to_container(cfg.method, resolve=True), baseline_t=cfg.baselines.t,
-                             rows=list(cfg.baselines.rows))
-    aspect = method_params(cfg)["aspect"]
+    who = {v.name: v.params["who"] for v in plan.variants}
+    parts = {name: released_parts(pair, prompts, w, params, base) for name, w in who.items()}
+    seconds: dict[str, float] = {}
+
+    def compute(names: list[str]) -> dict[str, list[list[int]]]:
+        start = time.perf_counter()
+        bar = factory(f"decode {'+'.join(names)}", len(prompts)) if factory else None
+        got = released_outputs(pair, prompts, whos=[who[n] for n in names], params=params, progress=bar)
+        seconds.update({n: time.perf_counter() - start for n in names})
+        return {n: got[who[n]] for n in names}
+
+    start = time.perf_counter()
+    decoded = through_cache_many(cache, parts, compute)
+    spent = max(seconds.values(), default=0.0)
+    for name in who:  # a cache hit: the time spent reading
+        seconds.setdefault(name, time.perf_counter() - start - spent)
+    return decoded, seconds
+
+
+def plan_released(run: RunConfig) -> Plan:
+    variants = plan_variants(run)
+    aspect = run.params["aspect"]
     # no score.<row>_expected: the released code decodes text
     return Plan(variants, ["expert", "amateur"], [], targets=[f"{rundir.HUMAN}{aspect}"])
 
@@ -139,8 +180,8 @@ def plan_released(cfg: DictConfig) -> Plan:
 class JudgeReleased(JudgeKind):
     name = "judge_released"
 
-    def plan(self, cfg: DictConfig) -> Plan:
-        return plan_released(cfg)
+    def plan(self, run: RunConfig) -> Plan:
+        return plan_released(run)
 
-    def score(self, cfg, loaded, plan, progress, state) -> Scored:
-        return score_released(cfg, loaded, plan, progress, state)
+    def score(self, run, loaded, plan, progress, state) -> Scored:
+        return score_released(run, loaded, plan, progress, state)

@@ -13,37 +13,17 @@ import json
 import logging
 
 import numpy as np
-from omegaconf import DictConfig
 
 from cscore import rundir
-from cscore.errors import ConfigError
+from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, MethodKind, Plan, Scored
-from cscore.scorers.kinds.shared import token_plan, token_score
+from cscore.scorers.kinds.shared import target_aspect, token_plan, token_score
 
 log = logging.getLogger("cscore")
-FOLDS_FILE = "cdm_folds.json"
+FOLDS_FILE = rundir.CDM_FOLDS
 
 
-def target_aspect(table, aspect: str | None) -> str:
-    """The human aspect to train on: the one asked for, else the only one, else ``overall``."""
-    from cscore.scorers.methods.params import suggest
-
-    have = [c.removeprefix(rundir.HUMAN) for c in rundir.human_columns(table.columns)]
-    if aspect is None:
-        if len(have) == 1:
-            return have[0]
-        if "overall" in have:
-            return "overall"
-        raise ConfigError(f"the pooler trains on one human aspect and this data has {', '.join(have) or 'none'}: "
-                          "set method.aspect=<one of them>")
-    if aspect not in have:
-        raise ConfigError(f"method.aspect={aspect} but this data has no human.{aspect}{suggest(aspect, have)}; "
-                          f"it has {', '.join(have) or 'no human scores'}")
-    return aspect
-
-
-def score_pooler(cfg: DictConfig, loaded, plan, progress, state: dict):
-    from cscore.metaeval.correlation import correlate
+def score_pooler(run: RunConfig, loaded, plan, progress, state: dict):
     from cscore.scorers import cdm_pooler, methods
     from cscore.scorers.methods.common import per_item
 
@@ -54,7 +34,7 @@ def score_pooler(cfg: DictConfig, loaded, plan, progress, state: dict):
     cdm_pooler.check_folds(loaded.examples[f"{rundir.HUMAN}{aspect}"].to_numpy(dtype=np.float64), groups,
                            folds=params["folds"], seed=params["seed"], objective=params["objective"], l2=params["l2"],
                            threshold=params["threshold"])
-    scored = token_score(cfg, loaded, plan, progress, state)  # the comparison rows; the pooler's column below
+    scored = token_score(run, loaded, plan, progress, state)  # the comparison rows; the pooler's column below
     stats = scored.stats.stats
     module = methods.get(main.method)
     momentum = module.token_scores(stats, **{k: params[k] for k in module.MOMENTUM})
@@ -72,22 +52,33 @@ def score_pooler(cfg: DictConfig, loaded, plan, progress, state: dict):
         entry = fold.summary()
         entry["test_ids"] = table["id"].iloc[test].astype(str).tolist()
         entry["n_test_labelled"] = int(np.isfinite(labels[test]).sum())
-        for kind in ("spearman", "pearson"):
-            entry[kind] = correlate(cv.scores[test], labels[test], kind)
         folds.append(entry)
     record = {"method": main.method, "variant": main.name, "aspect": aspect, "k": cv.k, "seed": cv.seed,
               "objective": cv.objective, "l2": cv.l2, "threshold": params["threshold"],
               "features": list(cdm_pooler.FEATURES), "group_column": "group",
               "fold_assignment": "groups ranked by sha256(seed, group), cut into k runs", "folds": folds}
+    scored.kept["pooler"] = {"record": record, "scores": cv.scores, "labels": labels,
+                             "tests": [f.test for f in cv.folds], "groups": len(set(table["group"].astype(str)))}
+    return scored
+
+
+def evaluate_pooler(scored: Scored, correlate) -> None:
+    """Each fold's correlations on its held-out items, then cdm_folds.json and metrics.json's
+    ``pooler`` section."""
+    kept = scored.kept.pop("pooler")
+    record, scores, labels = kept["record"], kept["scores"], kept["labels"]
+    folds = record["folds"]
+    for entry, test in zip(folds, kept["tests"]):
+        for kind in ("spearman", "pearson"):
+            entry[kind] = correlate(scores[test], labels[test], kind)
     scored.files[FOLDS_FILE] = json.dumps(record, indent=1, default=float, allow_nan=True) + "\n"
     per_fold = {kind: [f[kind] for f in folds] for kind in ("spearman", "pearson")}
-    scored.metrics["pooler"] = {"file": FOLDS_FILE, "aspect": aspect, "k": cv.k, "seed": cv.seed,
-                                "objective": cv.objective, "per_fold": per_fold,
+    scored.metrics["pooler"] = {"file": FOLDS_FILE, "aspect": record["aspect"], "k": record["k"],
+                                "seed": record["seed"], "objective": record["objective"], "per_fold": per_fold,
                                 "n_test": [f["n_test"] for f in folds]}
     log.info("%s: %d-fold cross-validation over %d groups on human.%s (seed %d); per-fold Spearman %s",
-             main.name, cv.k, len(set(table["group"].astype(str))), aspect, cv.seed,
+             record["variant"], record["k"], kept["groups"], record["aspect"], record["seed"],
              ", ".join(f"{v:.3f}" for v in per_fold["spearman"]))
-    return scored
 
 
 @REGISTRY.register
@@ -95,8 +86,11 @@ class Pooler(MethodKind):
     name = "pooler"
     sections = ("pooler",)
 
-    def plan(self, cfg: DictConfig) -> Plan:
-        return token_plan(cfg)
+    def plan(self, run: RunConfig) -> Plan:
+        return token_plan(run)
 
-    def score(self, cfg, loaded, plan, progress, state) -> Scored:
-        return score_pooler(cfg, loaded, plan, progress, state)
+    def score(self, run, loaded, plan, progress, state) -> Scored:
+        return score_pooler(run, loaded, plan, progress, state)
+
+    def evaluate(self, scored: Scored, correlate) -> None:
+        evaluate_pooler(scored, correlate)

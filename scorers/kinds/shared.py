@@ -5,34 +5,37 @@ pooler and discriminator kinds that score on top of it)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from dataclasses import asdict
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
 from cscore.errors import ConfigError
+from cscore.scorers.config import RunConfig
+from cscore.scorers.config_groups import JudgePrompt
 from cscore.scorers.kinds.base import Loaded, MethodKind, Plan, Progress, Scored
 
 log = logging.getLogger("cscore")
 
 
-def load_pair(cfg: DictConfig, needed: list[str]):
+def load_pair(run: RunConfig, needed: list[str]):
     from cscore.scorers.api import ModelPair
 
-    p, rt = cfg.pair, cfg.runtime
+    p, rt = run.pair, run.runtime
+    assert p.expert.path is not None  # typed() refuses a pair without an expert
     # reuse=True: the jobs of an in-process multirun share the models; weights load on first use,
     # so a job whose statistics are all cached loads none
     if "amateur" not in needed:
         return ModelPair.load(p.expert.path, device=rt.device, dtype=rt.dtype, revision=p.expert.revision, reuse=True)
-    pair = ModelPair.load(p.expert.path, p.amateur.get("path"), amateur_early_exit=p.amateur.get("early_exit"),
+    pair = ModelPair.load(p.expert.path, p.amateur.path, amateur_early_exit=p.amateur.early_exit,
                           device=rt.device, dtype=rt.dtype, revision=p.expert.revision,
                           amateur_revision=p.amateur.revision, reuse=True)
     if pair.aligned:  # a cross-family pair: only the methods computed on aligned units
         from cscore.scorers.methods import check_aligned
 
-        check_aligned(OmegaConf.select(cfg, "method.name") or "cdm_gen")  # `cscore cdm` has no method: token momenta
+        check_aligned(run.method.name, run.method_given)  # `cscore cdm`: config.yaml's method (token momenta)
     return pair
 
 
@@ -51,11 +54,11 @@ def model_line(role: str, m) -> str:
     return f"{role}: {what} ({info.get('class', '?')}, {info.get('layers')} layers{exit_}; {how})"
 
 
-def make_prompts(cfg: DictConfig, examples: pd.DataFrame, tokenizer,
+def make_prompts(run: RunConfig, examples: pd.DataFrame, tokenizer,
                  role: str = "expert") -> tuple[list[str], list[tuple[int, int]]]:
     from cscore.data import prompts
 
-    p = cfg.prompt
+    p = run.prompt
     chat = None
     if p.chat_template:
         if not getattr(tokenizer, "chat_template", None):
@@ -64,53 +67,57 @@ def make_prompts(cfg: DictConfig, examples: pd.DataFrame, tokenizer,
         def chat(text):
             return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                                  add_generation_prompt=True)
-    return prompts.build(examples, condition=p.condition, templates=OmegaConf.to_container(p.templates),
-                         reference_templates=OmegaConf.to_container(p.reference_templates),
-                         template=cfg.data.get("template"), chat=chat)
+    return prompts.build(examples, condition=p.condition, templates=p.templates,
+                         reference_templates=p.reference_templates, template=run.data.template, chat=chat)
 
 
-def stats_cache(cfg: DictConfig):
+def stats_cache(run: RunConfig):
     """The statistics cache of this run (None when cache.enabled=false)."""
     from cscore.scorers.cache import StatsCache
-    from cscore.scorers.checkpoint import CHECKPOINT_SECONDS
 
-    every = cfg.cache.get("checkpoint_seconds", CHECKPOINT_SECONDS)
-    return StatsCache(cfg.cache.dir, every) if cfg.cache.enabled else None
+    return StatsCache(run.cache.dir, run.cache.checkpoint_seconds) if run.cache.enabled else None
 
 
-def token_plan(cfg: DictConfig) -> Plan:
-    from cscore.scorers.variants import models_needed, plan
+def plan_variants(run: RunConfig) -> list:
+    """The method's variant rows (its own and the comparison rows) from the method section as given."""
+    from cscore.scorers.variants import plan
 
-    method_cfg = OmegaConf.to_container(cfg.method, resolve=True)
-    variants = plan(method_cfg, baseline_t=cfg.baselines.t, rows=list(cfg.baselines.rows))
-    temps = sorted({float(t) for t in cfg.stats.temperatures} | {t for v in variants for t in v.temperatures()})
+    return plan(dict(run.method_given), baseline_t=run.baselines.t, rows=list(run.baselines.rows))
+
+
+def token_plan(run: RunConfig) -> Plan:
+    from cscore.scorers.variants import models_needed
+
+    variants = plan_variants(run)
+    temps = sorted({float(t) for t in run.stats.temperatures} | {t for v in variants for t in v.temperatures()})
     return Plan(variants, models_needed(variants), temps)
 
 
-def token_score(cfg: DictConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored:
+def token_score(run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored:
     """The token statistics pass and every variant that is a function of it alone."""
     from transformers.utils import logging as hf_logging
 
     from cscore.scorers import methods
 
     hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
-    pair = load_pair(cfg, plan.models)
+    pair = load_pair(run, plan.models)
     for role, m in pair.models.items():
         log.info(model_line(role, m))
     examples = loaded.examples
-    prompt_texts, spans = make_prompts(cfg, examples, pair.tokenizer)
+    prompt_texts, spans = make_prompts(run, examples, pair.tokenizer)
     # a cross-family amateur renders the prompts with its own tokenizer (its own chat template)
-    own = make_prompts(cfg, examples, pair.amateur.tokenizer, "amateur") if pair.aligned else (None, None)
-    inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=cfg.runtime.max_length,
+    own = make_prompts(run, examples, pair.amateur.tokenizer, "amateur") if pair.aligned else (None, None)
+    rt = run.runtime
+    inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=rt.max_length,
                          source_spans=spans, amateur_prompts=own[0], amateur_spans=own[1])
     if inputs.n_truncated:
         log.warning("%d of %d items had their source truncated to fit runtime.max_length=%d", inputs.n_truncated,
-                    len(examples), cfg.runtime.max_length)
+                    len(examples), rt.max_length)
     state["stage"] = "score"
     with progress.live() as factory:
-        stats = pair.statistics(inputs=inputs, temperatures=plan.temperatures, token_budget=cfg.runtime.token_budget,
-                                padding_side=cfg.runtime.padding_side, models=plan.models, progress=factory,
-                                cache=stats_cache(cfg), prefix_sharing=cfg.runtime.get("prefix_sharing", True))
+        stats = pair.statistics(inputs=inputs, temperatures=plan.temperatures, token_budget=rt.token_budget,
+                                padding_side=rt.padding_side, models=plan.models, progress=factory,
+                                cache=stats_cache(run), prefix_sharing=rt.prefix_sharing)
     table = examples.copy()
     table["prompt"] = [it.prompt for it in inputs.items]
     table["prompt_tokens"] = [len(it.prompt_ids) for it in inputs.items]
@@ -135,14 +142,6 @@ def scored_tokens(stats, skip_first: bool, model: str | None = None) -> np.ndarr
     return n_scored(own.offsets, skip_first)
 
 
-def method_params(cfg: DictConfig) -> dict:
-    """The method's parameters, checked (defaults filled in)."""
-    from cscore.scorers import methods
-
-    raw = {k: v for k, v in OmegaConf.to_container(cfg.method, resolve=True).items() if k not in ("name", "variant")}
-    return methods.check_params(cfg.method.name, raw)
-
-
 def check_aspect(examples, aspect: str) -> None:
     from cscore.scorers.methods.params import suggest
 
@@ -152,34 +151,63 @@ def check_aspect(examples, aspect: str) -> None:
                           f"it has {', '.join(have) or 'no human scores'}")
 
 
-def judge_setup(cfg: DictConfig, loaded: Loaded, plan: Plan):
+def target_aspect(table, aspect: str | None) -> str:
+    """The human aspect to train on: the one asked for, else the only one, else ``overall``."""
+    from cscore.scorers.methods.params import suggest
+
+    have = [c.removeprefix(rundir.HUMAN) for c in rundir.human_columns(table.columns)]
+    if aspect is None:
+        if len(have) == 1:
+            return have[0]
+        if "overall" in have:
+            return "overall"
+        raise ConfigError(f"the pooler trains on one human aspect and this data has {', '.join(have) or 'none'}: "
+                          "set method.aspect=<one of them>")
+    if aspect not in have:
+        raise ConfigError(f"method.aspect={aspect} but this data has no human.{aspect}{suggest(aspect, have)}; "
+                          f"it has {', '.join(have) or 'no human scores'}")
+    return aspect
+
+
+def judge_prompt(run: RunConfig) -> JudgePrompt:
+    """The judge_prompt group a judge method composes (a ConfigError when a config has none)."""
+    if run.judge_prompt is None:
+        raise ConfigError(f"method={run.method.name} needs the judge_prompt group (judge_prompt=geval | released)")
+    return run.judge_prompt
+
+
+def judge_setup(run: RunConfig, loaded: Loaded, plan: Plan):
     """What both judge kinds start with: (method params, examples, the loaded pair, judge prompt config)."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    params = method_params(cfg)
+    params = run.params
     check_aspect(loaded.examples, params["aspect"])
-    pair = load_pair(cfg, plan.models)
+    pair = load_pair(run, plan.models)
     for role, m in pair.models.items():
         log.info(model_line(role, m))
-    return params, loaded.examples, pair, OmegaConf.to_container(cfg.judge_prompt, resolve=True)
+    return params, loaded.examples, pair, asdict(judge_prompt(run))
 
 
 class JudgeKind(MethodKind):
     """What the two judge kinds share: the judge prompts in the signature, the counts of judge
     outputs that gave no score in range (their ``judge`` section of metrics.json) in the summary."""
 
-    sections = ("judge",)
+    sections: ClassVar[tuple[str, ...]] = ("judge",)
 
-    def signature_fields(self, cfg: DictConfig) -> dict[str, Any]:
-        return {"pair": cfg.pair.name, "prompt": f"judge/{cfg.judge_prompt.name}"}
+    def signature_fields(self, run: RunConfig) -> dict[str, Any]:
+        return {"pair": run.pair.name, "prompt": f"judge/{judge_prompt(run).name}"}
 
     def summary_lines(self, metrics: dict) -> list[tuple[str, str]]:
         out = []
         for name, counts in (metrics.get("judge") or {}).get("invalid", {}).items():
-            bad = {s: k for s, k in counts.items() if s != "n" and k}
+            bad = {s: k for s, k in counts.items() if s not in ("n", "List") and k}
             if bad:
                 what = ", ".join(f"{k} {s}" for s, k in bad.items())
                 out.append(("yellow", f"{name}: {sum(bad.values())} of {counts['n']} judge outputs gave no score "
-                                      f"in range ({what}; per row in parse.{name})"))
+                                      f"in range ({what}; per row in {rundir.PARSE}{name})"))
+            if counts.get("List"):
+                out.append(("yellow", f"{name}: {counts['List']} of {counts['n']} judge outputs read as a score from "
+                                      f"list numbering (\"1. The summary...\", as the released parse does; "
+                                      f"{rundir.PARSE}{name} = List)"))
         return out

@@ -3,8 +3,7 @@ one forward pass per model keeping per-token statistics (cached), every variant 
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
-
+from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, Loaded, MethodKind, Plan, Progress, Scored
 from cscore.scorers.kinds.shared import token_plan, token_score
 
@@ -14,8 +13,8 @@ class Token(MethodKind):
     name = "token"
     sections = ("units",)  # "aligned" for a cross-family pair (methods on aligned units)
 
-    def plan(self, cfg: DictConfig) -> Plan:
-        return token_plan(cfg)
+    def plan(self, run: RunConfig) -> Plan:
+        return token_plan(run)
 
-    def score(self, cfg: DictConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored:
-        return token_score(cfg, loaded, plan, progress, state)
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored:
+        return token_score(run, loaded, plan, progress, state)

@@ -65,11 +65,29 @@ def get(name: str):
 NOT_PARAMS = ("name", "variant")  # the Params fields that name the method and its column
 
 
-def check_aligned(name: str) -> None:
-    """A cross-family pair (different tokenizers) is scored on aligned units by these methods only."""
-    if get(name).NAME not in ALIGNED:
-        raise ConfigError(f"method {name!r} needs expert and amateur to share a tokenizer; with a cross-family pair "
-                          f"(units=aligned) use one of {', '.join(ALIGNED)}")
+def cross_family_refusal(name: str, method: dict | None = None) -> str | None:
+    """Why a cross-family pair (different tokenizers) cannot run method ``name`` with the settings
+    ``method`` (a run's method config; None: a score from token statistics), or None when it can:
+    the methods on aligned units, and a run of cd_judge over the range's values (``decode=values``)."""
+    module = get(name)
+    if module.NAME in ALIGNED:
+        return None
+    if module.NAME == cd_judge.NAME and method is not None:
+        decode = method.get("decode") or defaults(name)["decode"]
+        if decode == "values":
+            return None
+        return (f"method.decode={decode} reads the judge's text in one vocabulary, and this pair's tokenizers differ "
+                "(a cross-family pair): set method.decode=values (Eq. 1 over the range's values, each value scored "
+                "whole by each model on its own prompt)")
+    return (f"method {name!r} needs expert and amateur to share a tokenizer; with a cross-family pair "
+            f"(units=aligned) use one of {', '.join(ALIGNED)}, or cd_judge with method.decode=values")
+
+
+def check_aligned(name: str, method: dict | None = None) -> None:
+    """A ConfigError unless a cross-family pair can run method ``name`` (``cross_family_refusal``)."""
+    why = cross_family_refusal(name, method)
+    if why is not None:
+        raise ConfigError(why)
 
 
 def defaults(name: str) -> dict:

@@ -5,12 +5,17 @@ V_head = {v : p_main(v) ≥ α · max p_main} (``alpha``; 0: the whole vocabular
 λ = 0 is greedy judging with the main model alone. ``decode=greedy`` (the paper's protocol):
 the judge goes on writing by the same rule, step by step, until EOS, a complete number or
 ``max_new_tokens`` (``scorers/judge_decode.py``); ``decode=first_token`` (cscore's fast variant):
-only the token(s) where the score goes. The written text is parsed as the paper does
+only the token(s) where the score goes; ``decode=values`` (any pair, and the only one a pair whose
+tokenizers differ takes): Eq. 1 over the range's values, each value's string scored whole by each
+model on its own prompt (``scorers/judge_values.py``). The written text is parsed as the paper does
 (``judge_parse.parse_paper``): no number → the range's lowest score
 ("No Pred"), below the range → its lowest ("Below"), above → its highest ("Above").
 ``expected``: Σ value · q(value), q = softmax over the range's score tokens of the same
 contrast — a distributional variant of ours (G-Eval's probability-weighted score), no ties;
-V_head does not apply to it (every score token is weighed, plausible or not).
+V_head does not apply to it (every score token is weighed, plausible or not). A value written
+with several tokens (10 on a one-digit-per-token tokenizer) chains the digit probabilities, the
+value "1" of 1-10 times the probability that no digit follows (``judge_stats``); the contrast's
+chain is kept for the c values of the paper's grid, NaN (and said in metrics.json) at others.
 
 The first step is a function of ``JudgeStats``, c = λ / t and α (see judge_stats): no model
 call; greedy decoding's later steps are decoded per distinct c and cached (``judge_decode``).
@@ -30,7 +35,7 @@ from cscore.scorers.methods.params import POSITIVE, Param, setting
 NAME = "cd_judge"
 KIND = "judge"
 ACCEPTS = ("lam", "t", "score_range", "aspect", "alpha", "decode", "max_new_tokens")
-DECODES = ("greedy", "first_token")
+DECODES = ("greedy", "first_token", "values")
 ROWS = {"expert": "main", "amateur": "asst"}  # comparison rows: who writes the score
 
 
@@ -65,7 +70,9 @@ class Params:
     alpha: float = setting(0.1, Param(float, lo=0.0, hi=1.0), "plausibility set V_head = {v : p_main(v) >= "
                            "alpha * max p_main} (Li et al.), for the chosen token and every decoding step; 0: off")
     decode: str = setting("greedy", Param(str, choices=DECODES), "greedy: decode the judge's output under Eq. 1 "
-                          "(the paper); first_token: cscore's fast read of the first token(s)")
+                          "(the paper); first_token: cscore's fast read of the first token(s); values: Eq. 1 over "
+                          "the range's values, each scored whole by each model on its own prompt (the one a "
+                          "cross-family pair takes)")
     max_new_tokens: int = setting(64, Param(int, lo=1), "greedy: the longest output (the released code's 64); "
                                   "stops earlier at EOS or once a number is complete")
     score_range: list = setting([1, 5], RangeParam(), "or range=0-4 | 1-5 | 2-6 | 3-7; any [lo, hi] of integers")
@@ -89,7 +96,7 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alp
           texts=None) -> dict:
     """Per item: ``score`` (parsed), ``status`` (ok / No Pred / Below / Above), ``text`` (what
     the judge wrote: ``texts`` when decoded, else the first token(s) read from ``stats``) and
-    ``expected`` (NaN unless every value of the range is one token)."""
+    ``expected`` (NaN where ``stats.expected_note`` says it cannot be computed)."""
     from cscore.scorers.judge_parse import parse_paper
 
     lo, hi = int(score_range[0]), int(score_range[1])

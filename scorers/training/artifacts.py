@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from cscore.errors import ConfigError
-from cscore.scorers.files import write_atomic
+from cscore.files import write_atomic
 
 
 def versions() -> dict:

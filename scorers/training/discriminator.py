@@ -82,7 +82,7 @@ def open_job(cfg: DictConfig, t: dict) -> TrainJob:
                 "generate": digest(prov.get("identity")), "discriminator": t["discriminator"],
                 "holdout": t["holdout"], "seed": t["seed"], **{k: t[k] for k in keys}}
     if kind == "pooler":
-        identity["pair"] = pair_record(cfg)
+        identity["pair"] = pair_record(cfg.pair)
     done = out.check(identity, lambda old: f"{out.path} holds a discriminator trained with another config; "
                                            "give another cdm.train.out")
     job = TrainJob(t, folder, items, prov, out, kind, identity, done is not None)
@@ -121,7 +121,7 @@ def train_pooler(cfg, job: TrainJob, pair, cache):
     train = ~job.held
     pooler = cdm_pooler.fit(x[train], job.labels[train], l2=t["l2"], where="cdm train")
     record = {"pooler": pooler.to_dict(), "momentum": {"t": t["t"], "clamp": t["clamp"], "skip_first": False},
-              "pair": pair_record(cfg), "models": {r: m.name for r, m in pair.models.items()}}
+              "pair": pair_record(cfg.pair), "models": {r: m.name for r, m in pair.models.items()}}
     return record, pooler.decision(x)
 
 

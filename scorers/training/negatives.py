@@ -14,7 +14,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from cscore.errors import ConfigError
-from cscore.scorers.files import write_atomic
+from cscore.files import write_atomic
 from cscore.scorers.training.artifacts import ArtifactDir, now, versions
 
 log = logging.getLogger(__name__)
@@ -23,11 +23,11 @@ NEGATIVES = "negatives.jsonl"
 PROVENANCE = "provenance.json"
 
 
-def pair_record(cfg: DictConfig) -> dict:
-    p = cfg.pair
-    return {"name": p.name, "expert": p.expert.path, "amateur": p.amateur.get("path"),
-            "early_exit": p.amateur.get("early_exit"), "revision": p.expert.get("revision"),
-            "amateur_revision": p.amateur.get("revision")}
+def pair_record(p) -> dict:
+    """The pair a job ran with, from its ``pair`` section (the typed ``Pair`` or the composed one)."""
+    return {"name": p.name, "expert": p.expert.path, "amateur": getattr(p.amateur, "path", None),
+            "early_exit": getattr(p.amateur, "early_exit", None), "revision": getattr(p.expert, "revision", None),
+            "amateur_revision": getattr(p.amateur, "revision", None)}
 
 
 def select_positives(examples, which: str, column: str | None = None):
@@ -88,7 +88,7 @@ def finished_records(path, per_positive: int) -> list[dict]:
 def generate_identity(cfg: DictConfig, g: dict) -> dict:
     """What decides the negatives: a directory holds the output of one identity only."""
     return {"data": OmegaConf.to_container(cfg.data, resolve=True), "split": OmegaConf.to_container(cfg.split),
-            "pair": pair_record(cfg), "prompt": OmegaConf.to_container(cfg.prompt, resolve=True),
+            "pair": pair_record(cfg.pair), "prompt": OmegaConf.to_container(cfg.prompt, resolve=True),
             "max_length": cfg.runtime.max_length, "dtype": cfg.runtime.dtype,
             "generate": {k: v for k, v in g.items() if k not in ("out", "limit")}}
 
@@ -193,6 +193,32 @@ def write_negatives(job: GenerateJob, cfg: DictConfig, pair, rows, inputs) -> di
             if cfg.runtime.progress and ((i + 1) % every == 0 or i + 1 == len(rows)):
                 log.info("  %d/%d positives (%.1fs)", i + 1, len(rows), time.perf_counter() - start)
     return models
+
+
+def positives_of(examples, g: dict):
+    """The positives of ``cdm.generate`` (``g``): top_rated ranks each group on the human aspect;
+    at most ``limit`` of them, in table order."""
+    from cscore import rundir
+    from cscore.scorers.kinds.shared import target_aspect
+
+    column = f"{rundir.HUMAN}{target_aspect(examples, g['aspect'])}" if g["positives"] == "top_rated" else None
+    positives = select_positives(examples, g["positives"], column)
+    return positives.head(g["limit"]) if g["limit"] is not None else positives
+
+
+def make(job: GenerateJob, run, cfg: DictConfig, positives) -> None:
+    """The negatives of the positives not written yet (the pair loads only when some are left),
+    then provenance.json marked complete. ``run``: the typed config; ``cfg``: as composed (recorded)."""
+    from cscore.scorers.kinds.shared import load_pair, make_prompts
+
+    rows = todo(job, positives)
+    models = None
+    if len(rows):
+        pair = load_pair(run, ["expert", "amateur"])
+        prompts, spans = make_prompts(run, rows, pair.tokenizer)
+        inputs = pair.encode(prompts, list(rows["text"]), max_length=run.runtime.max_length, source_spans=spans)
+        models = write_negatives(job, cfg, pair, rows, inputs)
+    finish(job, cfg, len(positives), models)
 
 
 def finish(job: GenerateJob, cfg: DictConfig, n_positives: int, models: dict | None) -> dict:

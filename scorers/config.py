@@ -6,16 +6,19 @@ tracking) choose their own values; their dataclasses here say what each key mean
 
 The nodes are stored as plain dicts of the defaults, so composition is what YAML composes
 (untyped: ``+key=`` and ``open_dict`` work as before, ``1`` stays ``1``); ``typed(cfg)`` checks a
-composed config against the dataclasses once and returns a ``RunConfig``."""
+composed config against the dataclasses once and returns a ``RunConfig``, the one object the
+stages of ``cscore run`` and the method kinds read (it lives here, not in cli, so that the kinds in
+scorers may read it; the ConfigStore registration and ``typed`` are cli's)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cscore.errors import ConfigError
+from cscore.scorers.config_groups import Data, JudgePrompt, Prompt, Tracking
 from cscore.scorers.methods.params import Param, setting
 from cscore.scorers.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
 
@@ -190,3 +193,29 @@ class Pair:
     expert: ModelSpec = setting(ModelSpec(), doc="the expert model")
     amateur: ModelSpec = setting(ModelSpec(), doc="the amateur model")
 
+
+
+@dataclass
+class RunConfig(RunSettings):
+    """A composed ``cscore run`` config as typed objects (``cscore.cli.typed.typed`` builds it once)."""
+    data: Data = field(default_factory=Data)
+    pair: Pair = field(default_factory=Pair)
+    method: Any = None  # the method's Params: checked, every default filled in
+    prompt: Prompt = field(default_factory=Prompt)
+    judge_prompt: JudgePrompt | None = None  # composed for the judge methods only
+    baseline: dict | None = None  # {baseline name: its settings} (checked by cscore.scorers.baselines)
+    tracking: Tracking = field(default_factory=Tracking)
+    # the method section as composed (name, variant, parameters in config order, values as written:
+    # gamma=1 stays 1): what the signature and the variant rows record
+    method_given: dict = field(default_factory=dict)
+    # the data section as composed: the loader takes its options as given and refuses one it does not know
+    data_given: dict = field(default_factory=dict)
+
+    @property
+    def params(self) -> dict:
+        """The method's parameters (checked, defaults filled in) without its name and variant."""
+        from dataclasses import fields
+
+        from cscore.scorers.methods import NOT_PARAMS
+
+        return {f.name: getattr(self.method, f.name) for f in fields(self.method) if f.name not in NOT_PARAMS}
