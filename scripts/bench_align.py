@@ -1,8 +1,11 @@
 """Benchmark: seconds to align a cross-family pair's tokens into units (and sum the statistics
 over them) next to the seconds of the two forward passes that made the statistics.
 
-    python scripts/bench_align.py [--data summeval] [--split dev] [--expert gguf:gemma3-270m]
-                                  [--amateur gguf:smollm2] [--repeat 3]
+    python scripts/bench_align.py [--data summeval] [--split dev] [--dev-ids FILE]
+                                  [--expert gguf:gemma3-270m] [--amateur gguf:smollm2] [--repeat 3]
+
+``--dev-ids`` is ``split.dev_ids`` of ``cscore run``: the groups listed in the file are dev (e.g. the
+CD-judge paper's 10 SummEval documents), so the bench reads the passes such a run cached.
 
 The passes go through the statistics cache (the default one, as `cscore run` uses): a pass already
 cached is not run again and its seconds are those recorded when it was computed.
@@ -25,13 +28,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--data", default="summeval")
     ap.add_argument("--split", default="dev", help="all | dev | test (dev: 10 %% of the documents, seed 0)")
+    ap.add_argument("--dev-ids", default=None, help="a file of group ids that form dev (as split.dev_ids)")
     ap.add_argument("--expert", default="gguf:gemma3-270m")
     ap.add_argument("--amateur", default="gguf:smollm2")
     ap.add_argument("--repeat", type=int, default=3, help="alignment timings (the best one is reported)")
     args = ap.parse_args()
 
     examples, _ = load_examples(args.data)
-    examples = splits.select(examples, args.split)
+    if args.dev_ids:
+        examples = splits.select_labelled(splits.label_by_ids(examples, args.dev_ids), args.split)
+    else:
+        examples = splits.select(examples, args.split)
     prompts, spans = build(examples)
     pair = ModelPair.load(args.expert, args.amateur, lazy=True)
     if not pair.aligned:
