@@ -175,11 +175,14 @@ def pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask=
 
 
 SPARSE_PACKED = True  # packed rows through packed_attention (False: the dense block-causal mask; benchmarks)
+SPARSE_ON_CUDA = False  # on an H100 one dense masked call per layer was faster (docs/performance.md#gpu)
 
 
 def sparse_packed(model) -> bool:
-    """Whether packed rows of ``model`` run through ``packed_attention`` (SDPA models)."""
-    return SPARSE_PACKED and packed_attention.usable(model)
+    """Whether packed rows of ``model`` run through ``packed_attention`` (SDPA models): on a CPU,
+    where skipping the mask's row² work pays; on CUDA the dense mask, which launches fewer kernels."""
+    on_cuda = next(model.parameters()).device.type == "cuda"
+    return SPARSE_PACKED and packed_attention.usable(model) and (SPARSE_ON_CUDA or not on_cuda)
 
 
 def run_base(model, ids, mask, positions, items, batch_rows, where):

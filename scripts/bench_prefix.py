@@ -407,6 +407,13 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
         finally:
             engine.SPARSE_PACKED = True
 
+    def sparse():  # packed rows through packed_attention also on CUDA (the default there: the dense mask)
+        engine.SPARSE_ON_CUDA = True
+        try:
+            return stats_of(True)
+        finally:
+            engine.SPARSE_ON_CUDA = False
+
     paper_loop(pair.expert.model, items[:2], TEMPS, pad_id=pad)  # warm-up: first-call allocations and kernels
     pair.statistics(inputs=type(inputs)(inputs.items[:2]), temperatures=TEMPS, token_budget=budget)
     runs = [] if args.skip_paper else [("paper", paper)]
@@ -416,6 +423,8 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
              ("unshared", lambda: stats_of(False)), ("shared", lambda: stats_of(True))]
     if args.dense_too:
         runs.append(("dense-mask", dense))
+    if args.sparse_too:
+        runs.append(("sparse", sparse))
     if args.kv_cache and exit_layer:
         runs.append(("kv", lambda: kv_cache_pass(pair.expert.model, items, exit_layer, TEMPS)))
     if args.passes:
@@ -551,6 +560,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--per-source", default=None, help="e.g. 1,4,16,64: hypotheses per SummEval document")
     ap.add_argument("--dense-too", action="store_true",
                     help="also time packed rows under the dense block-causal mask (before packed_attention)")
+    ap.add_argument("--sparse-too", action="store_true",
+                    help="also time packed_attention on CUDA (there the engine uses the dense mask)")
     ap.add_argument("--judge", action="store_true", help="time the CD-judge pass with and without sharing")
     ap.add_argument("--tolerance", type=float, default=None,
                     help="max relative contrast-score difference (default 1e-4 float32, 2e-2 bfloat16)")

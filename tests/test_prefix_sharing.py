@@ -264,3 +264,20 @@ def test_sparse_path_builds_no_row_by_row_mask(models):
         mp.setattr(engine, "SPARSE_PACKED", False)
         with pytest.raises(ValueError, match="key-padding"):
             engine.run_base(model, ids, short, pos, ITEMS, rows, where)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_packs_rows_under_the_dense_mask(models, monkeypatch):
+    """On CUDA packed rows take the dense block-causal mask (measured faster there), on the CPU
+    packed_attention; both give the dense mask's numbers."""
+    model = models["float64"].to("cuda")
+    try:
+        assert not engine.sparse_packed(model)
+        monkeypatch.setattr(engine, "SPARSE_ON_CUDA", True)
+        assert engine.sparse_packed(model)
+        sparse, _ = run(model, token_budget=70)
+        monkeypatch.setattr(engine, "SPARSE_ON_CUDA", False)
+        dense, _ = run(model, token_budget=70)
+        assert_same(sparse, dense, atol=1e-12)
+    finally:
+        model.to("cpu")
