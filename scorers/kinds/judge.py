@@ -15,7 +15,14 @@ from cscore import rundir
 from cscore.errors import ConfigError
 from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, Plan, Scored
-from cscore.scorers.kinds.shared import JudgeKind, judge_prompt, judge_setup, plan_variants, stats_cache
+from cscore.scorers.kinds.shared import (
+    JudgeKind,
+    fit_judge_prompt,
+    judge_prompt,
+    judge_setup,
+    plan_variants,
+    stats_cache,
+)
 
 log = logging.getLogger("cscore")
 
@@ -44,19 +51,10 @@ def plan_judge(run: RunConfig):
 def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
     """Token ids per judge prompt (the document cut at a word boundary when the prompt is longer
     than max_length minus the longest continuation), then the continuation contexts."""
-    from cscore.scorers.tokenize import InputError, fit_source, text_ids
-
     room = max_length - max((len(p) for p in prefixes), default=0)
     kept, contexts, truncated = [], [], []
     for i, (text, span) in enumerate(zip(texts, spans)):
-        ids = text_ids(tokenizer, text)
-        cut = len(ids) > room
-        if cut:
-            fitted = fit_source(tokenizer, text, span, room)
-            if fitted is None:
-                raise InputError(f"item {i}: the judge prompt without its source still has more than "
-                                 f"{room} tokens; raise runtime.max_length")
-            text, ids = fitted
+        text, ids, cut = fit_judge_prompt(tokenizer, i, text, span, room)
         kept.append(text)
         truncated.append(cut)
         contexts.append(ids)

@@ -11,7 +11,7 @@ import logging
 from cscore import rundir
 from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import Scored
-from cscore.scorers.kinds.shared import judge_setup, stats_cache
+from cscore.scorers.kinds.shared import fit_judge_prompt, judge_setup, stats_cache
 
 log = logging.getLogger("cscore")
 
@@ -32,20 +32,13 @@ def value_items(tok, texts, spans, values: list[int], max_length: int):
     """One ``EncodedItem`` per (prompt, value), item-major; each prompt cut once (at a word
     boundary of its source) so that it fits with the longest value, the same for every value."""
     from cscore.scorers.judge_parse import score_tokens
-    from cscore.scorers.tokenize import EncodedItem, InputError, fit_source, text_ids
+    from cscore.scorers.tokenize import EncodedItem
 
     ids_of = score_tokens(tok, values[0], values[-1])
     room = max_length - max(len(ids) for ids in ids_of.values())
     items, truncated = [], []
     for i, (text, span) in enumerate(zip(texts, spans)):
-        ids = text_ids(tok, text)
-        cut = len(ids) > room
-        if cut:
-            fitted = fit_source(tok, text, span, room)
-            if fitted is None:
-                raise InputError(f"item {i}: the judge prompt without its source still has more than {room} tokens; "
-                                 "raise runtime.max_length")
-            text, ids = fitted
+        text, ids, cut = fit_judge_prompt(tok, i, text, span, room)
         truncated.append(cut)
         items += [EncodedItem(text, ids, list(ids_of[v]), cut) for v in values]
     return items, truncated, {str(v): list(ids_of[v]) for v in values}

@@ -189,6 +189,22 @@ def judge_setup(run: RunConfig, loaded: Loaded, plan: Plan):
     return params, loaded.examples, pair, asdict(judge_prompt(run))
 
 
+def fit_judge_prompt(tok, i: int, text: str, span, room: int) -> tuple[str, list[int], bool]:
+    """(text, token ids, whether it was cut) of judge prompt ``i``: its source cut at a word
+    boundary when the prompt has more than ``room`` tokens; an InputError when even no source
+    leaves it too long."""
+    from cscore.scorers.tokenize import InputError, fit_source, text_ids
+
+    ids = text_ids(tok, text)
+    if len(ids) <= room:
+        return text, ids, False
+    fitted = fit_source(tok, text, span, room)
+    if fitted is None:
+        raise InputError(f"item {i}: the judge prompt without its source still has more than {room} tokens; "
+                         "raise runtime.max_length")
+    return fitted[0], fitted[1], True
+
+
 class JudgeKind(MethodKind):
     """What the two judge kinds share: the judge prompts in the signature, the counts of judge
     outputs that gave no score in range (their ``judge`` section of metrics.json) in the summary."""
