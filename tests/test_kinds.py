@@ -185,3 +185,26 @@ def test_every_kind_section_of_metrics_json_has_a_schema_in_rundir():
         rundir.check_section("nope", {})
     with pytest.raises(ValueError, match="units must be a str"):
         rundir.check_section("units", {"aligned": True})
+
+
+def test_fit_judge_prompt_cuts_the_source_or_says_what_to_raise(tiny_tokenizer):
+    """A judge prompt over ``room`` tokens loses the end of its source (at a word boundary), one
+    that fits is kept whole, and one too long even without its source is a one-line InputError."""
+    from transformers import AutoTokenizer
+
+    from cscore.scorers.kinds.shared import fit_judge_prompt
+    from cscore.scorers.tokenize import InputError, text_ids
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer)
+    source = " ".join(["the cat sat on the mat"] * 20)
+    text = f"Rate this: {source} Score:"
+    span = (len("Rate this: "), len("Rate this: ") + len(source))
+    full = text_ids(tok, text)
+    same, ids, cut = fit_judge_prompt(tok, 0, text, span, len(full))
+    assert (same, ids, cut) == (text, full, False)
+    short, ids, cut = fit_judge_prompt(tok, 0, text, span, len(full) // 2)
+    assert cut and len(ids) <= len(full) // 2 and ids == text_ids(tok, short)
+    assert short.startswith("Rate this: the cat") and short.endswith("Score:") and len(short) < len(text)
+    with pytest.raises(InputError, match=r"^item 3: the judge prompt without its source still has more than 2 "
+                                          r"tokens; raise runtime.max_length$"):
+        fit_judge_prompt(tok, 3, text, span, 2)
