@@ -82,9 +82,9 @@ def reference_units(expert, amateur) -> list[tuple[np.ndarray, np.ndarray]]:
 def test_unit_contrast_equals_a_float64_reference_from_two_hf_passes():
     """The alignment on the reference's own float64 token log-probabilities gives the reference's
     unit contrast to 1e-9. cscore's whole pipeline (its float64 statistics engine, then the units)
-    agrees to 1e-6: on one of the 10 items the engine's log-probabilities of SmolLM2's last two
-    tokens differ from a plain transformers call by 8.7e-8 (measured 2026-11-25; the engine's,
-    not the alignment's: docs/notes/cross.md)."""
+    agrees at float32's scale: transformers runs both models' RMSNorm in float32 even in float64,
+    so a batched item differs from one run alone by up to 3.3e-6 (the engine's batching, not the
+    alignment: alone it equals the reference to 1.5e-13)."""
     from cscore import ModelPair
     from cscore.scorers import align, methods
     from cscore.scorers.stats import TokenStats
@@ -109,8 +109,13 @@ def test_unit_contrast_equals_a_float64_reference_from_two_hf_passes():
                                                    (("expert", expert), ("amateur", amateur))})
     aligned = {r: align.unit_stats(on_ref[r], units.index[r], units.offsets) for r in on_ref}
     assert np.max(np.abs(methods.score("contrast", aligned, **params) - np.asarray(want))) <= 1e-9
+    # transformers computes Gemma-3's and Llama's RMSNorm in float32 even in a float64 model, and
+    # float32 reductions round differently with the batch's shape: an item run alone by the engine
+    # equals the reference to 1.5e-13, batched with another it differs by up to 3.3e-6 (2026-11-27,
+    # transformers 5.24). The pipeline is therefore checked at float32's scale, per unit and summed.
     for i, (ref_e, ref_a) in enumerate(refs):
         sl = aligned["expert"].item(i)
-        assert np.max(np.abs(stats.unit_stats()["expert"].lp(T_EXP)[sl] - ref_e)) <= 1e-6
-        assert np.max(np.abs(stats.unit_stats()["amateur"].lp(T_AMA)[sl] - ref_a)) <= 1e-6
-    assert np.max(np.abs(np.asarray(got) - np.asarray(want))) <= 1e-6
+        for role, ref_u, t in (("expert", ref_e, T_EXP), ("amateur", ref_a, T_AMA)):
+            np.testing.assert_allclose(stats.unit_stats()[role].lp(t)[sl], ref_u, rtol=1e-5, atol=1e-5)
+    units_per_item = np.array([len(e) for e, _ in refs])
+    assert np.all(np.abs(np.asarray(got) - np.asarray(want)) <= 1e-5 * units_per_item)
