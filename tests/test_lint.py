@@ -40,6 +40,7 @@ def test_ruff_clean(in_ci):
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.slow  # ~25 s idle over the agreed packages: the full suite (CI) runs it
 def test_mypy_clean(in_ci, tmp_path):
     cmd = _tool("mypy", "mypy", in_ci)
     # the repository root is the package: mypy sees it as `cscore` through a symlink
