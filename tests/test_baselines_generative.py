@@ -126,10 +126,11 @@ def test_every_direction_and_f_equal_direct_float64_teacher_forcing(dirs, name, 
     assert list(res.columns) == [name, f"{name}_src_r", f"{name}_src_f", f"{name}_p", f"{name}_r", f"{name}_f"]
     sh = direct(dirs[model], list(zip(SOURCES, HYPS)))
     hs = direct(dirs[model], list(zip(HYPS, SOURCES)))
-    # float64 on both sides (runtime() sets dtype=float64; `direct` runs the float64 model)
-    np.testing.assert_allclose(res.columns[name], sh, rtol=0, atol=1e-9)
-    np.testing.assert_allclose(res.columns[f"{name}_src_r"], hs, rtol=0, atol=1e-9)
-    np.testing.assert_allclose(res.columns[f"{name}_src_f"], (sh + hs) / 2, rtol=0, atol=1e-9)
+    # float64 on both sides (runtime() sets dtype=float64; `direct` runs the float64 model), except
+    # the layer norms' variance, which transformers reduces in float32: the bound scales with the value
+    np.testing.assert_allclose(res.columns[name], sh, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(res.columns[f"{name}_src_r"], hs, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(res.columns[f"{name}_src_f"], (sh + hs) / 2, rtol=1e-9, atol=1e-9)
     for i, (h, refs) in enumerate(zip(HYPS, REFS)):
         pr = direct(dirs[model], [(r, h) for r in refs])
         rc = direct(dirs[model], [(h, r) for r in refs])

@@ -52,11 +52,12 @@ class DeviceLimit:
 
 
 def assert_same(a, b):
-    """Statistics of the float64 model (the ``model`` fixture): batching changes them by ~1e-15."""
+    """Statistics of the float64 model (the ``model`` fixture): batching changes them by ~1e-15 here;
+    transformers' RMSNorm reduces in float32 even in float64, so the bound scales with the value."""
     for h in HEADS:
         np.testing.assert_array_equal(a[h].token_ids, b[h].token_ids)
-        np.testing.assert_allclose(a[h].logp, b[h].logp, rtol=0, atol=1e-9)
-        np.testing.assert_allclose(a[h].logp_max, b[h].logp_max, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(a[h].logp, b[h].logp, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(a[h].logp_max, b[h].logp_max, rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("share", [True, False])
