@@ -19,6 +19,7 @@ from cscore import rundir
 from cscore.cli import names, stages, summary
 from cscore.cli.exits import fail
 from cscore.cli.progress import progress_bar
+from cscore.cli.sweep_points import sweep_others
 from cscore.errors import CscoreError
 from cscore.scorers import kinds, threads
 from cscore.scorers.kinds.base import Progress
@@ -44,15 +45,18 @@ def resolve_pair(cfg: DictConfig, overrides: list[str]) -> list[str]:
     return notes
 
 
-def run(cfg: DictConfig, out_dir: Path, state: dict | None = None) -> dict:
+def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple = ()) -> dict:
     """The whole run: ``cfg`` (as Hydra composed it) is checked into the typed config once, which
     the stages and the kind read; raises CscoreError for anything the user can fix.
-    ``state["stage"]`` says how far it got (a failure before "score" leaves nothing worth keeping)."""
+    ``state["stage"]`` says how far it got (a failure before "score" leaves nothing worth keeping);
+    ``others``: the other jobs of its multirun (``cli/sweep_points.py``)."""
+    from dataclasses import replace
+
     from cscore.cli.validate import validate
 
     state = {} if state is None else state
     state["stage"] = "validate"
-    config = validate(cfg)  # the typed config: all the stages and the kind read
+    config = replace(validate(cfg), sweep_others=others)  # the typed config: all the stages and the kind read
     threads.apply(config.runtime.threads)
     console = summary.make_console()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -120,7 +124,7 @@ def hydra_entry(cfg: DictConfig) -> None:
     handler = attach_row_log(out_dir)
     start, state = time.perf_counter(), {}
     try:
-        run(cfg, out_dir, state)
+        run(cfg, out_dir, state, sweep_others(hc))
     except CscoreError as err:  # inside the job every user error exits 1 (cli/exits.py)
         if os.environ.get("CSCORE_DEBUG"):
             raise

@@ -118,6 +118,9 @@ class Runtime:
     progress: bool | float = setting(True, Rule("true | false | seconds > 0", check_progress),
                                      "a live bar on a terminal; elsewhere a line every 10 s (progress=N: every N s); "
                                      "false: none")
+    share_grid: bool = setting(True, Param(bool), "in a multirun on Hydra's basic launcher, a cd_judge_released "
+                               "job also decodes the points that differ from it only in lam / t (one tree; the "
+                               "cache keeps them for their jobs); scores are the same either way")
 
 
 @dataclass
@@ -210,6 +213,9 @@ class RunConfig(RunSettings):
     method_given: dict = field(default_factory=dict)
     # the data section as composed: the loader takes its options as given and refuses one it does not know
     data_given: dict = field(default_factory=dict)
+    # the other jobs of this job's multirun (Hydra's basic launcher only), each as the overrides in
+    # which it differs from this one ({key: value as written}): cli fills it (cli/sweep_points.py)
+    sweep_others: tuple = ()
 
     @property
     def params(self) -> dict:

@@ -207,27 +207,34 @@ def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) ->
 
 
 def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[str]], dict[str, list[list[int]]]],
-                       ) -> dict[str, tuple[list[list[int]], bool]]:
+                       extra: dict[str, dict] | None = None) -> dict[str, tuple[list[list[int]], bool]]:
     """``through_cache`` for several named decodes at once: {name: (paths, from the cache)}; the
     names the cache lacks are computed in ONE call ``compute(names)`` (so they can share work) and
-    stored. Every key is locked (in sorted order: no two runs wait on each other) while this runs."""
+    stored. ``extra``: more named decodes, computed (and stored, and returned) only alongside a
+    name of ``parts`` the cache lacks, and only those the cache lacks. Every key is locked (in
+    sorted order: no two runs wait on each other) while this runs."""
     from contextlib import ExitStack
 
     from cscore.scorers.cache import stats_key
 
+    extra = extra or {}
     if cache is None:
         return {name: (paths, False) for name, paths in compute(list(parts)).items()}
-    full = {name: {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **p} for name, p in parts.items()}
+    full = {name: {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **p}
+            for name, p in {**parts, **extra}.items()}
     keys = {name: stats_key(p) for name, p in full.items()}
     out: dict[str, tuple[list[list[int]], bool]] = {}
     with ExitStack() as stack:
         for key in sorted(set(keys.values())):
             stack.enter_context(cache.lock(key))
-        for name, key in keys.items():
-            hit = cache.load(key, DecodedPaths)
+        for name in parts:
+            hit = cache.load(keys[name], DecodedPaths)
             if hit is not None:
                 out[name] = (hit.stats["paths"].paths(), True)
         todo = [name for name in parts if name not in out]
+        if todo:
+            todo += [name for name in extra if keys[name] not in {keys[n] for n in parts}
+                     and keys[name] not in cache]
         got = compute(todo) if todo else {}
         for name in todo:
             cache.save(keys[name], {"paths": DecodedPaths.from_lists(got[name])}, full[name])

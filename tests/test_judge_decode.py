@@ -351,3 +351,48 @@ def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_
     _, direct, _ = read_run(out)
     for col in ("output.cd_judge", "score.cd_judge", "parse.cd_judge", "output.amateur", "score.cd_judge_expected"):
         pd.testing.assert_series_equal(direct[col], runs[0.5, 2.0][0][col])
+
+
+@pytest.mark.slow
+def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_path, cscore_cli):
+    """cd_judge_released over a 2 x 2 (λ, t) multirun (basic launcher): the first job decodes the
+    three other contrast rows in its tree and says so in metrics.json; the later jobs read every row
+    from the cache and load no weights; each job's outputs equal a run of that point alone with
+    the cache off. With runtime.share_grid=false each job decodes its own contrast."""
+    args = [a for a in judge_args if a != "method=cd_judge"]
+    args += ["method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=3"]
+
+    def sweep(name, *more):
+        res = cscore_cli("run", "-m", *args, "method.lam=0.5,2", "method.t=0.5,2", *more,
+                         f"cache.dir={tmp_path / name / 'cache'}", f"hydra.sweep.dir={tmp_path / name}", cwd=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        runs = {}
+        for d in sorted((tmp_path / name).iterdir()):
+            if (d / "metrics.json").is_file():
+                cfg, table, metrics = read_run(d)
+                runs[float(cfg["method"]["lam"]), float(cfg["method"]["t"])] = (table, metrics)
+        assert len(runs) == 4
+        return runs
+
+    runs = sweep("shared")
+    first, *later = runs
+    assert runs[first][1]["judge"]["grid_decoded_too"] == [[lam, t] for lam, t in later]
+    for point in later:
+        metrics = runs[point][1]
+        assert metrics["judge"]["grid_decoded_too"] == []
+        assert all(p["from_cache"] for p in metrics["speed"]["passes"].values())
+        assert set(metrics["speed"]["weights"].values()) == {"not used"}
+    alone = sweep("alone", "runtime.share_grid=false")
+    assert all(m["judge"]["grid_decoded_too"] == [] for _, m in alone.values())
+    assert all(not m["speed"]["passes"]["decode cd_judge_released"]["from_cache"] for _, m in alone.values())
+    out = tmp_path / "direct"
+    res = cscore_cli("run", *args, "method.lam=2", "method.t=0.5", "cache.enabled=false", f"hydra.run.dir={out}",
+                     cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    direct = read_run(out)[1]
+    for col in ("output.cd_judge_released", "score.cd_judge_released", "parse.cd_judge_released"):
+        pd.testing.assert_series_equal(direct[col], runs[2.0, 0.5][0][col])
+    for point in runs:
+        pd.testing.assert_series_equal(alone[point][0]["output.cd_judge_released"],
+                                       runs[point][0]["output.cd_judge_released"])
+    assert len({tuple(t["output.cd_judge_released"]) for t, _ in runs.values()}) > 1

@@ -471,8 +471,9 @@ def test_grid_decodes_the_main_and_assistant_rows_once(tiny, tmp_path):
     cache, got, counts = StatsCache(tmp_path), {}, []
     try:
         for lam, t in ((0.5, 1.0), (1.0, 1.0), (0.5, 2.0)):
-            got[lam, t], _ = decode_rows(pair, tiny.prompts, plan, params | {"lam": lam, "t": t}, cache,
-                                         {"ids": "tiny prompts"}, None)
+            got[lam, t], _, also = decode_rows(pair, tiny.prompts, plan, params | {"lam": lam, "t": t}, cache,
+                                               {"ids": "tiny prompts"}, None)
+            assert also == []
             counts.append(dict(prefills))
     finally:
         for h in hooks:
@@ -494,3 +495,50 @@ def test_grid_decodes_the_main_and_assistant_rows_once(tiny, tmp_path):
         assert rows["amateur"][0] == [naive_decode(tiny.asst, p, asst[i], lam=0.0, t=1.0, **kw)
                                       for i, p in enumerate(tiny.prompts)]
     assert got[0.5, 1.0]["cd"][0] != got[0.5, 1.0]["expert"][0]  # the contrast decodes otherwise
+
+
+def test_grid_points_join_the_first_jobs_tree(tiny, tmp_path):
+    """With its sweep's other (λ, t) points given, the first point decodes every contrast row in
+    one tree (one prefill per batch on the main model) and stores them; the later points read all
+    their rows from the cache (no forward at all) and equal a step-by-step recomputation. A point
+    whose contrast is cached does not decode the others."""
+    from types import SimpleNamespace as NS
+
+    from cscore.scorers.cache import StatsCache
+    from cscore.scorers.kinds.judge_released import decode_rows
+
+    pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),
+              amateur=NS(model=tiny.asst, parent=None, exit_layer=None), tokenizer=tiny.tok)
+    plan = NS(variants=[NS(name="expert", params={"who": "main"}), NS(name="cd", params={"who": "contrast"})])
+    params = dict(alpha=0.1, min_keep=20, max_new_tokens=5, batch_size=2, repetition_penalty=None,
+                  max_prompt_tokens=2048)
+    grid = [(0.5, 1.0), (1.0, 1.0), (0.5, 2.0), (3.0, 0.5)]
+    prefills = {"main": 0}
+    hook = tiny.main.model.embed_tokens.register_forward_hook(
+        lambda mod, args, o: prefills.__setitem__("main", prefills["main"] + 1))
+    cache, got, also, calls = StatsCache(tmp_path), {}, {}, []
+    try:
+        for lam, t in grid:
+            got[lam, t], _, also[lam, t] = decode_rows(pair, tiny.prompts, plan, params | {"lam": lam, "t": t}, cache,
+                                                       {"ids": "tiny prompts"}, None, grid)
+            calls.append(prefills["main"])
+    finally:
+        hook.remove()
+    assert also[0.5, 1.0] == [[1.0, 1.0], [0.5, 2.0], [3.0, 0.5]]
+    assert calls[0] > 0 and calls[1:] == [calls[0]] * 3  # the later points ran nothing
+    assert [got[k]["cd"][1] for k in grid] == [False, True, True, True]
+    asst = jr.first_step_logprobs(tiny.asst, tiny.prompts, pad_id=tiny.pad)
+    kw = dict(alpha=0.1, min_keep=20, eos_ids={tiny.main.generation_config.eos_token_id}, max_new_tokens=5)
+    for (lam, t), rows in got.items():
+        assert rows["cd"][0] == [naive_decode(tiny.main, p, asst[i], lam=lam, t=t, **kw)
+                                 for i, p in enumerate(tiny.prompts)]
+    assert len({str(rows["cd"][0]) for rows in got.values()}) > 1  # the points decode differently
+    # a point whose own rows are cached decodes nothing for the others
+    fresh = StatsCache(tmp_path / "fresh")
+    for (lam, t), rows in got.items():
+        if (lam, t) != (3.0, 0.5):
+            decode_rows(pair, tiny.prompts, plan, params | {"lam": lam, "t": t}, fresh, {"ids": "tiny prompts"},
+                        None)
+    _, _, none = decode_rows(pair, tiny.prompts, plan, params | {"lam": 0.5, "t": 1.0}, fresh,
+                             {"ids": "tiny prompts"}, None, grid)
+    assert none == []

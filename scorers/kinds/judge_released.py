@@ -1,5 +1,6 @@
 """The released judge kind (``KIND = "judge_released"``: cd_judge_released): the released
-code's decode, no judge statistics; every grid point decodes. Columns: ``score.<row>``,
+code's decode, no judge statistics; each decoded row cached, a sweep's λ / t points decoded in the
+first job's tree (``grid_points``, ``decode_rows``). Columns: ``score.<row>``,
 ``parse.<row>``, ``output.<row>``. ``metrics.json`` → ``judge.invalid`` counts, per row, No Pred,
 Below, Above and List (a list number read as the score, ``judge_parse.parse_released``)."""
 
@@ -18,12 +19,13 @@ from cscore.scorers.kinds.shared import JudgeKind, judge_setup, plan_variants, s
 log = logging.getLogger("cscore")
 
 
-def released_outputs(pair, prompts: list[list[int]], *, whos: list[str], params: dict,
+def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[float, float] | None], params: dict,
                      progress=None) -> dict[str, list[list[int]]]:
-    """Generated ids per prompt of each row in ``whos``, batched ``batch_size`` at a time in order
-    of length. The rows on the main model (the contrast and the main model alone, λ = 0) decode
-    together as one tree (``judge_released.decode_tree``: one prefill, the steps their paths share
-    once); the assistant alone decodes on its own."""
+    """Generated ids per prompt of each row: ``rows`` maps a name to the (λ, t) it decodes on the
+    main model ((0, 1): the main model alone) or to None (the assistant alone). Batched
+    ``batch_size`` prompts at a time in order of length. The rows on the main model decode together
+    as one tree (``judge_released.decode_tree``: one prefill, the steps their paths share once);
+    the assistant alone decodes on its own."""
     from cscore.scorers import judge_released as jr
 
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
@@ -34,17 +36,17 @@ def released_outputs(pair, prompts: list[list[int]], *, whos: list[str], params:
     common = dict(alpha=params["alpha"], max_new_tokens=params["max_new_tokens"], eos_ids=eos, pad_id=pad_id,
                   repetition_penalty=penalty, vocab_size=len(tok))
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
-    out: dict[str, list] = {w: [None] * len(prompts) for w in whos}
-    on_main = [w for w in whos if w != "asst"]
+    out: dict[str, list] = {name: [None] * len(prompts) for name in rows}
+    on_main = {name: rule for name, rule in rows.items() if rule is not None}
     for s in range(0, len(order), params["batch_size"]):
         idx = order[s:s + params["batch_size"]]
         batch = [prompts[i] for i in idx]
         got = _main_rows(jr, pair, batch, on_main, params, common, penalty, pad_id) if on_main else {}
-        if "asst" in whos:  # the assistant alone: λ = 0, its assistant term is not used
-            got["asst"] = _alone(jr, asst.model, batch, params, common, len(tok))
-        for w in whos:
-            for i, ids in zip(idx, got[w]):
-                out[w][i] = ids
+        for name in rows.keys() - on_main.keys():  # the assistant alone: λ = 0, its assistant term is not used
+            got[name] = _alone(jr, asst.model, batch, params, common, len(tok))
+        for name in rows:
+            for i, ids in zip(idx, got[name]):
+                out[name][i] = ids
         if progress is not None:
             progress(len(idx))
     return out
@@ -57,13 +59,13 @@ def _alone(jr, model, batch, params, common, n_tok) -> list[list[int]]:
                      min_keep=min(params["min_keep"], _vocab(model)), **common)
 
 
-def _main_rows(jr, pair, batch, whos, params, common, penalty, pad_id) -> dict[str, list[list[int]]]:
-    """One batch of the main model's rows: the main model alone by ``decode`` when it is the only
-    one, else every row of ``whos`` as one ``decode_tree`` (rule (0, 1) for the main model alone)."""
+def _main_rows(jr, pair, batch, rows: dict, params, common, penalty, pad_id) -> dict[str, list[list[int]]]:
+    """One batch of the main model's rows ({name: (λ, t)}): the main model alone by ``decode`` when
+    it is the only one, else every row as one ``decode_tree``."""
     main, asst = pair.expert, pair.amateur
-    if whos == ["main"]:
-        return {"main": _alone(jr, main.model, batch, params, common, len(pair.tokenizer))}
-    rules = [(params["lam"], params["t"]) if w == "contrast" else (0.0, 1.0) for w in whos]
+    if set(rows.values()) == {MAIN_ALONE}:
+        alone = _alone(jr, main.model, batch, params, common, len(pair.tokenizer))
+        return {name: alone for name in rows}
     kw = dict(min_keep=min(params["min_keep"], _vocab(main.model)), **common)
     if asst.parent is main:
         kw["asst_exit_layer"] = asst.exit_layer
@@ -71,9 +73,12 @@ def _main_rows(jr, pair, batch, whos, params, common, penalty, pad_id) -> dict[s
     else:
         first = jr.first_step_logprobs(asst.model, batch, pad_id=pad_id, vocab_size=len(pair.tokenizer),
                                        repetition_penalty=penalty)
-    if len(rules) == 1:  # the contrast alone (its main-alone row came from the cache)
-        return {whos[0]: jr.decode(main.model, batch, first, lam=rules[0][0], t=rules[0][1], **kw)}
-    return dict(zip(whos, jr.decode_tree(main.model, batch, first, rules=rules, **kw)))
+    rules = list(dict.fromkeys(rows.values()))  # one tree rule per distinct (λ, t)
+    if len(rules) == 1:  # one contrast (its main-alone row came from the cache)
+        paths = jr.decode(main.model, batch, first, lam=rules[0][0], t=rules[0][1], **kw)
+        return {name: paths for name in rows}
+    got = dict(zip(rules, jr.decode_tree(main.model, batch, first, rules=rules, **kw)))
+    return {name: got[rule] for name, rule in rows.items()}
 
 
 def _vocab(model) -> int:
@@ -120,7 +125,11 @@ def score_released(run: RunConfig, loaded, plan, progress, state: dict):
     table["truncated"] = truncated
     invalid, reports = {}, {}
     with progress.live() as factory:
-        decoded, seconds = decode_rows(pair, prompts, plan, params, cache, base, factory)
+        grid = grid_points(run) if cache is not None else []
+        decoded, seconds, also = decode_rows(pair, prompts, plan, params, cache, base, factory, grid)
+    if also:
+        log.info("decoded %d other grid point(s) of this sweep with this one (one tree): their jobs read them "
+                 "from the cache", len(also))
     for v in plan.variants:
         ids, cached = decoded[v.name]
         outputs = [released_text(tok, x) for x in ids]
@@ -137,36 +146,72 @@ def score_released(run: RunConfig, loaded, plan, progress, state: dict):
         rep.fetch_seconds = seconds[v.name]
         reports[f"decode {v.name}"] = rep
     judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
-                  "invalid": invalid, "judge_prompt": jp.get("name"), "preset": "released",
+                  "invalid": invalid, "judge_prompt": jp.get("name"), "preset": "released", "grid_decoded_too": also,
                   **{k: params[k] for k in ("alpha", "min_keep", "max_new_tokens", "max_prompt_tokens", "batch_size",
                                             "repetition_penalty")}}
     return Scored(table, Passes(None, reports), pair.models, int(sum(truncated)), metrics={"judge": judge_info})
 
 
-def decode_rows(pair, prompts, plan, params, cache, base, factory) -> tuple[dict, dict]:
-    """({row: (decoded ids per prompt, from the cache)}, {row: seconds}): every row through the
-    statistics cache (``judge_decode.released_parts`` keys); the rows it lacks decode in one call
-    (``released_outputs``: the main model's rows as one tree). A row decoded together with another
-    reports their common seconds."""
+MAIN_ALONE = (0.0, 1.0)  # the main model alone: λ = 0 (the assistant's term is 0), t = 1
+
+
+def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> tuple[dict, dict, list]:
+    """({row: (decoded ids per prompt, from the cache)}, {row: seconds}, the ``grid`` points
+    decoded too): every row through the statistics cache (``judge_decode.released_parts`` keys);
+    the rows it lacks decode in one call (``released_outputs``: the main model's rows as one tree).
+    ``grid``: other (λ, t) points of the run's sweep; when the contrast row is not cached, those
+    the cache lacks join its tree and are stored for their own jobs. A row decoded together with
+    another reports their common seconds."""
     from cscore.scorers.judge_decode import released_parts, through_cache_many
 
     who = {v.name: v.params["who"] for v in plan.variants}
+    rule = {"main": MAIN_ALONE, "asst": None, "contrast": (float(params["lam"]), float(params["t"]))}
+    rows = {name: rule[w] for name, w in who.items()}
     parts = {name: released_parts(pair, prompts, w, params, base) for name, w in who.items()}
+    extra, extra_rules = {}, {}
+    if "contrast" in who.values():
+        for lam, t in dict.fromkeys(grid):
+            if (lam, t) != rule["contrast"]:
+                extra[f"λ={lam!r} t={t!r}"] = released_parts(pair, prompts, "contrast", {**params, "lam": lam, "t": t},
+                                                            base)
+                rows[f"λ={lam!r} t={t!r}"] = extra_rules[f"λ={lam!r} t={t!r}"] = (lam, t)
     seconds: dict[str, float] = {}
 
     def compute(names: list[str]) -> dict[str, list[list[int]]]:
         start = time.perf_counter()
-        bar = factory(f"decode {'+'.join(names)}", len(prompts)) if factory else None
-        got = released_outputs(pair, prompts, whos=[who[n] for n in names], params=params, progress=bar)
+        shown = [n for n in names if n in who] + ([f"{len(names) - len(who.keys() & set(names))} grid points"]
+                                                  if set(names) - who.keys() else [])
+        bar = factory(f"decode {'+'.join(shown)}", len(prompts)) if factory else None
+        got = released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar)
         seconds.update({n: time.perf_counter() - start for n in names})
-        return {n: got[who[n]] for n in names}
+        return got
 
     start = time.perf_counter()
-    decoded = through_cache_many(cache, parts, compute)
+    decoded = through_cache_many(cache, parts, compute, extra=extra)
     spent = max(seconds.values(), default=0.0)
     for name in who:  # a cache hit: the time spent reading
         seconds.setdefault(name, time.perf_counter() - start - spent)
-    return decoded, seconds
+    also = [list(extra_rules[n]) for n in extra if n in decoded]
+    return {n: decoded[n] for n in who}, {n: seconds[n] for n in who}, also
+
+
+def grid_points(run: RunConfig) -> list[tuple[float, float]]:
+    """The (λ, t) of the run's sweep siblings that differ from it in ``method.lam`` / ``method.t``
+    only (``RunConfig.sweep_others``); [] when ``runtime.share_grid`` is off."""
+    if not run.runtime.share_grid:
+        return []
+    own = {"method.lam": run.params["lam"], "method.t": run.params["t"]}
+    out = []
+    for diff in run.sweep_others:
+        if not diff or not set(diff) <= own.keys():
+            continue
+        try:
+            point = {**own, **{k: float(v) for k, v in diff.items()}}
+        except ValueError:  # an interpolation or another form: that job decodes for itself
+            continue
+        if point["method.lam"] >= 0 and point["method.t"] > 0:
+            out.append((float(point["method.lam"]), float(point["method.t"])))
+    return out
 
 
 def plan_released(run: RunConfig) -> Plan:
