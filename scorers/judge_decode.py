@@ -207,38 +207,46 @@ def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) ->
 
 
 def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[str]], dict[str, list[list[int]]]],
-                       extra: dict[str, dict] | None = None) -> dict[str, tuple[list[list[int]], bool]]:
-    """``through_cache`` for several named decodes at once: {name: (paths, from the cache)}; the
+                       extra: dict[str, dict] | None = None) -> dict[str, tuple[list[list[int]], bool, float]]:
+    """``through_cache`` for several named decodes at once: {name: (paths, from the cache, seconds
+    of the call that computed them: now, or the run that stored them; NaN when not recorded)}; the
     names the cache lacks are computed in ONE call ``compute(names)`` (so they can share work) and
     stored. ``extra``: more named decodes, computed (and stored, and returned) only alongside a
     name of ``parts`` the cache lacks, and only those the cache lacks. Every key is locked (in
     sorted order: no two runs wait on each other) while this runs."""
+    import time
     from contextlib import ExitStack
 
     from cscore.scorers.cache import stats_key
 
     extra = extra or {}
     if cache is None:
-        return {name: (paths, False) for name, paths in compute(list(parts)).items()}
+        start = time.perf_counter()
+        got = compute(list(parts))
+        return {name: (paths, False, time.perf_counter() - start) for name, paths in got.items()}
     full = {name: {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **p}
             for name, p in {**parts, **extra}.items()}
     keys = {name: stats_key(p) for name, p in full.items()}
-    out: dict[str, tuple[list[list[int]], bool]] = {}
+    out: dict[str, tuple[list[list[int]], bool, float]] = {}
     with ExitStack() as stack:
         for key in sorted(set(keys.values())):
             stack.enter_context(cache.lock(key))
         for name in parts:
             hit = cache.load(keys[name], DecodedPaths)
             if hit is not None:
-                out[name] = (hit.stats["paths"].paths(), True)
+                seconds = ((hit.meta.get("extra") or {}).get("report") or {}).get("seconds", float("nan"))
+                out[name] = (hit.stats["paths"].paths(), True, seconds)
         todo = [name for name in parts if name not in out]
         if todo:
             todo += [name for name in extra if keys[name] not in {keys[n] for n in parts}
                      and keys[name] not in cache]
+        start = time.perf_counter()
         got = compute(todo) if todo else {}
+        seconds = time.perf_counter() - start
         for name in todo:
-            cache.save(keys[name], {"paths": DecodedPaths.from_lists(got[name])}, full[name])
-            out[name] = (got[name], False)
+            cache.save(keys[name], {"paths": DecodedPaths.from_lists(got[name])}, full[name],
+                       extra={"report": {"seconds": seconds}})
+            out[name] = (got[name], False, seconds)
     return out
 
 

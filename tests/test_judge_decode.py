@@ -382,6 +382,9 @@ def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_pa
         assert metrics["judge"]["grid_decoded_too"] == []
         assert all(p["from_cache"] for p in metrics["speed"]["passes"].values())
         assert set(metrics["speed"]["weights"].values()) == {"not used"}
+        # the decode's figures are those of the first job's tree, not the read's
+        was = runs[first][1]["speed"]["passes"]["decode cd_judge_released"]["score_seconds"]
+        assert metrics["speed"]["passes"]["decode cd_judge_released"]["score_seconds"] == was > 0
     alone = sweep("alone", "runtime.share_grid=false")
     assert all(m["judge"]["grid_decoded_too"] == [] for _, m in alone.values())
     assert all(not m["speed"]["passes"]["decode cd_judge_released"]["from_cache"] for _, m in alone.values())

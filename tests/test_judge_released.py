@@ -527,6 +527,8 @@ def test_grid_points_join_the_first_jobs_tree(tiny, tmp_path):
     assert also[0.5, 1.0] == [[1.0, 1.0], [0.5, 2.0], [3.0, 0.5]]
     assert calls[0] > 0 and calls[1:] == [calls[0]] * 3  # the later points ran nothing
     assert [got[k]["cd"][1] for k in grid] == [False, True, True, True]
+    # a row read from the cache reports the seconds of the tree that stored it
+    assert {got[k]["cd"][2] for k in grid} == {got[0.5, 1.0]["cd"][2]} and got[0.5, 1.0]["cd"][2] > 0
     asst = jr.first_step_logprobs(tiny.asst, tiny.prompts, pad_id=tiny.pad)
     kw = dict(alpha=0.1, min_keep=20, eos_ids={tiny.main.generation_config.eos_token_id}, max_new_tokens=5)
     for (lam, t), rows in got.items():

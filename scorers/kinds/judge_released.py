@@ -126,12 +126,12 @@ def score_released(run: RunConfig, loaded, plan, progress, state: dict):
     invalid, reports = {}, {}
     with progress.live() as factory:
         grid = grid_points(run) if cache is not None else []
-        decoded, seconds, also = decode_rows(pair, prompts, plan, params, cache, base, factory, grid)
+        decoded, spent, also = decode_rows(pair, prompts, plan, params, cache, base, factory, grid)
     if also:
         log.info("decoded %d other grid point(s) of this sweep with this one (one tree): their jobs read them "
                  "from the cache", len(also))
     for v in plan.variants:
-        ids, cached = decoded[v.name]
+        ids, cached, seconds = decoded[v.name]
         outputs = [released_text(tok, x) for x in ids]
         parsed = [parse_released(x, lo, hi) for x in outputs]
         status = np.array([p[1] for p in parsed], dtype=object)
@@ -141,9 +141,11 @@ def score_released(run: RunConfig, loaded, plan, progress, state: dict):
         invalid[v.name] = {**{s: int((status == s).sum()) for s in ("No Pred", "Below", "Above", "List")},
                            "n": len(examples)}
         tokens = sum(len(p) for p in prompts) + sum(len(x) for x in ids)
-        rep = engine.EngineReport(seconds[v.name], tokens, tokens, -(-len(prompts) // params["batch_size"]),
+        # seconds: of the decode that made the row (this run's, or the run's that stored it);
+        # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
+        rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // params["batch_size"]),
                                   cached=cached)
-        rep.fetch_seconds = seconds[v.name]
+        rep.fetch_seconds = spent
         reports[f"decode {v.name}"] = rep
     judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
                   "invalid": invalid, "judge_prompt": jp.get("name"), "preset": "released", "grid_decoded_too": also,
@@ -155,13 +157,13 @@ def score_released(run: RunConfig, loaded, plan, progress, state: dict):
 MAIN_ALONE = (0.0, 1.0)  # the main model alone: λ = 0 (the assistant's term is 0), t = 1
 
 
-def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> tuple[dict, dict, list]:
-    """({row: (decoded ids per prompt, from the cache)}, {row: seconds}, the ``grid`` points
-    decoded too): every row through the statistics cache (``judge_decode.released_parts`` keys);
-    the rows it lacks decode in one call (``released_outputs``: the main model's rows as one tree).
-    ``grid``: other (λ, t) points of the run's sweep; when the contrast row is not cached, those
-    the cache lacks join its tree and are stored for their own jobs. A row decoded together with
-    another reports their common seconds."""
+def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> tuple[dict, float, list]:
+    """({row: (decoded ids per prompt, from the cache, seconds of the decode that made them)}, the
+    seconds this call took, the ``grid`` points decoded too): every row through the statistics
+    cache (``judge_decode.released_parts`` keys); the rows it lacks decode in one call
+    (``released_outputs``: the main model's rows as one tree). ``grid``: other (λ, t) points of
+    the run's sweep; when the contrast row is not cached, those the cache lacks join its tree and
+    are stored for their own jobs. Rows decoded together report their common seconds."""
     from cscore.scorers.judge_decode import released_parts, through_cache_many
 
     who = {v.name: v.params["who"] for v in plan.variants}
@@ -172,27 +174,20 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
     if "contrast" in who.values():
         for lam, t in dict.fromkeys(grid):
             if (lam, t) != rule["contrast"]:
-                extra[f"λ={lam!r} t={t!r}"] = released_parts(pair, prompts, "contrast", {**params, "lam": lam, "t": t},
-                                                            base)
-                rows[f"λ={lam!r} t={t!r}"] = extra_rules[f"λ={lam!r} t={t!r}"] = (lam, t)
-    seconds: dict[str, float] = {}
+                name = f"λ={lam!r} t={t!r}"
+                extra[name] = released_parts(pair, prompts, "contrast", {**params, "lam": lam, "t": t}, base)
+                rows[name] = extra_rules[name] = (lam, t)
 
     def compute(names: list[str]) -> dict[str, list[list[int]]]:
-        start = time.perf_counter()
-        shown = [n for n in names if n in who] + ([f"{len(names) - len(who.keys() & set(names))} grid points"]
-                                                  if set(names) - who.keys() else [])
+        others = len(set(names) - who.keys())
+        shown = [n for n in names if n in who] + ([f"{others} grid points"] if others else [])
         bar = factory(f"decode {'+'.join(shown)}", len(prompts)) if factory else None
-        got = released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar)
-        seconds.update({n: time.perf_counter() - start for n in names})
-        return got
+        return released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar)
 
     start = time.perf_counter()
     decoded = through_cache_many(cache, parts, compute, extra=extra)
-    spent = max(seconds.values(), default=0.0)
-    for name in who:  # a cache hit: the time spent reading
-        seconds.setdefault(name, time.perf_counter() - start - spent)
     also = [list(extra_rules[n]) for n in extra if n in decoded]
-    return {n: decoded[n] for n in who}, {n: seconds[n] for n in who}, also
+    return {n: decoded[n] for n in who}, time.perf_counter() - start, also
 
 
 def grid_points(run: RunConfig) -> list[tuple[float, float]]:
