@@ -193,9 +193,46 @@ def _study_key(cfg: dict, aspect: str | None) -> str:
                       sort_keys=True, default=str)
 
 
+POINT_KEYS = ("lam", "t", "score_range", "aspect", "name", "variant")  # what places a run in a study's grid
+
+
+def run_settings(cfg: dict) -> dict:
+    """The method and judge-prompt settings of a judge run other than its place in the grid
+    (``method.decode``, ``method.alpha``, ``judge_prompt.closing``, ...): runs that differ in them
+    are different points, never merged."""
+    method = {f"method.{k}": v for k, v in (cfg.get("method") or {}).items() if k not in POINT_KEYS}
+    prompt = {f"judge_prompt.{k}": v for k, v in (cfg.get("judge_prompt") or {}).items() if k != "name"}
+    return {**method, **prompt}
+
+
+def settings_labels(found: dict[tuple, set[str]]) -> dict[tuple[tuple, str], str]:
+    """{((pair, variant), settings json): label suffix}: where one (pair, variant) of a study comes
+    with different settings, each gets `` [k=v, ...]`` naming the settings that differ ('' else)."""
+    out = {}
+    for who, jsons in found.items():
+        if len(jsons) < 2:
+            out.update({(who, j): "" for j in jsons})
+            continue
+        parsed = {j: json.loads(j) for j in jsons}
+        keys = sorted({k for d in parsed.values() for k in d if len({json.dumps(e.get(k), sort_keys=True)
+                                                                       for e in parsed.values()}) > 1})
+        for j, d in parsed.items():
+            out[who, j] = " [" + ", ".join(f"{k}={_short(d.get(k))}" for k in keys) + "]"
+    return out
+
+
+def _short(value) -> str:
+    """A setting's value for a label: as written when short, else a digest of it."""
+    import hashlib
+
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 24 else "#" + hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
 def collect(runs: list[Run]) -> list[Study]:
     """Complete judge runs grouped into studies (data set, judge prompt, dev ids, aspect) and grid
-    points (pair, method row, range, λ, t). Runs that lack what a judge run has are skipped with a
+    points (pair, method row, its other settings, range, λ, t); a pair whose runs differ in other
+    settings (``run_settings``) is labelled with them. Runs that lack what a judge run has are skipped with a
     note in the study's ``notes`` (or, when nothing is left, a study-less note is lost: callers
     check ``is_judge_run`` first)."""
     parts: dict[str, dict[tuple, list]] = {}
@@ -227,13 +264,19 @@ def collect(runs: list[Run]) -> list[Study]:
             notes[key].append(f"{pair.get('name', '?')} {rng[0]}-{rng[1]} lam={lam:g} t={t:g}: score.{row}_expected "
                               f"not computed: {why}")
         main, asst = model_names(pair)
+        settings = json.dumps(run_settings(cfg), sort_keys=True, default=str)
         point = (pair.get("name", "?"), variant, method.get("name"), int(rng[0]), int(rng[1]), float(lam),
-                 float(t), main, asst)
+                 float(t), main, asst, settings)
         parts.setdefault(key, {}).setdefault(point, []).append((run.path, frame))
     out = []
     for key, points in parts.items():
         built = []
-        for (pair, variant, name, lo, hi, lam, t, main, asst), frames in points.items():
+        found: dict[tuple, set[str]] = {}
+        for point in points:
+            found.setdefault(point[:2], set()).add(point[-1])
+        labels = settings_labels(found)
+        for (pair, variant, name, lo, hi, lam, t, main, asst, settings), frames in points.items():
+            pair = pair + labels[(pair, variant), settings]
             merged = pd.concat([f for _, f in frames], ignore_index=True)
             dup = merged["id"].duplicated()
             if dup.any() and len(frames) > 1:

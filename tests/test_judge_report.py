@@ -340,6 +340,31 @@ def test_an_expected_score_not_computed_is_a_study_note(tmp_path):
                            "kept normalisers"]
 
 
+def test_runs_that_differ_in_other_settings_are_separate_points_and_say_how(tmp_path):
+    """A greedy and a decode=values run of the same pair, range and (λ, t) are two points, each
+    with all its rows, labelled with the setting that differs; a third run that repeats the greedy
+    one merges with it (its ids counted once)."""
+    import yaml
+
+    frame = judge_frame(0.5, 1.0, 1, 5, "pA")
+    runs = {}
+    for name, decode in (("0", "greedy"), ("1", "values"), ("2", "greedy")):
+        run = write_run(tmp_path / name, frame, 0.5, 1.0, 1, 5)
+        cfg = yaml.safe_load((run / rundir.CONFIG).read_text())
+        cfg["method"]["decode"] = decode
+        (run / rundir.CONFIG).write_text(yaml.safe_dump(cfg))
+        runs[name] = run
+    (study,) = judge.collect(find_runs(tmp_path))
+    points = {p.pair: p for p in study.points}
+    assert set(points) == {"pA [method.decode=greedy]", "pA [method.decode=values]"}
+    assert len(points["pA [method.decode=values]"].frame) == len(frame)
+    assert len(points["pA [method.decode=greedy]"].frame) == len(frame)
+    assert points["pA [method.decode=greedy]"].runs == [runs["0"], runs["2"]]
+    # one setting per pair: the label is the pair's name alone
+    (one,) = judge.collect(find_runs(tmp_path / "1"))
+    assert [p.pair for p in one.points] == ["pA"]
+
+
 def test_hyperparameter_table_lists_the_chosen_lambda_and_t(rep):
     t = rep.tables["hyperparameters"]
     rows = [(name, dict(zip(t.columns, cells))) for name, cells in t.rows]
