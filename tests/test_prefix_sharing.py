@@ -220,6 +220,7 @@ def test_packed_attention_equals_the_dense_block_causal_mask(models, side, promp
 
     model = models["float64"]
     monkeypatch.setattr(packed_attention, "BATCH_PROMPTS", prompts)
+    monkeypatch.setattr(engine, "SPARSE_ON_CUDA", True)  # where the models load on a GPU, its sparse path too
     seen = []
     real = packed_attention.attention
 
