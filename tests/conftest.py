@@ -85,6 +85,31 @@ def tiny_dirs(tmp_path_factory):
     return SimpleNamespace(root=root, expert=str(expert), amateur=str(amateur), other=str(other))
 
 
+CHAT = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant:{% endif %}")
+
+
+@pytest.fixture(scope="session")
+def judge_dirs(tiny_dirs, tmp_path_factory):
+    """The tiny models for the judge methods: expert and amateur share a tokenizer and have a chat
+    template (``CHAT``: "<s>user: {content}\nassistant:"); other has its own tokenizer and no
+    chat template (a base model)."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    root = tmp_path_factory.mktemp("judge_models")
+    out = {}
+    for name in ("expert", "amateur", "other"):
+        shutil.copytree(getattr(tiny_dirs, name), root / name)
+        if name != "other":
+            tok = AutoTokenizer.from_pretrained(root / name)
+            tok.chat_template = CHAT
+            tok.save_pretrained(root / name)
+        out[name] = str(root / name)
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer(tmp_path_factory) -> Path:
     """A folder holding only a tokenizer (the one the tiny models use; no torch needed)."""

@@ -127,30 +127,6 @@ def test_values_variant_equals_the_token_variant_on_single_token_values():
 
 # --- CD-judge over the values: end to end ------------------------------------------------------
 
-CHAT = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}assistant:{% endif %}")
-
-
-@pytest.fixture(scope="module")
-def judge_dirs(tiny_dirs, tmp_path_factory):
-    """The tiny models: expert and amateur share a tokenizer and have a chat template; other has its
-    own tokenizer and no chat template (a base model)."""
-    import shutil
-
-    from transformers import AutoTokenizer
-
-    root = tmp_path_factory.mktemp("cross_judge_models")
-    out = {}
-    for name in ("expert", "amateur", "other"):
-        shutil.copytree(getattr(tiny_dirs, name), root / name)
-        if name != "other":
-            tok = AutoTokenizer.from_pretrained(root / name)
-            tok.chat_template = CHAT
-            tok.save_pretrained(root / name)
-        out[name] = str(root / name)
-    return out
-
-
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     """Six demo rows of two documents."""

@@ -4,8 +4,6 @@ models with a chat template; a λ × t grid from the cache equals direct runs)."
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -141,26 +139,6 @@ def test_round_trip_through_arrays():
 
 
 # --- the judge pass on tiny models -----------------------------------------------------------
-
-CHAT = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}assistant:{% endif %}")
-
-
-@pytest.fixture(scope="module")
-def judge_dirs(tiny_dirs, tmp_path_factory):
-    """The tiny pair with a chat template (judge prompts need one)."""
-    from transformers import AutoTokenizer
-
-    root = tmp_path_factory.mktemp("judge_models")
-    out = {}
-    for name in ("expert", "amateur"):
-        shutil.copytree(getattr(tiny_dirs, name), root / name)
-        tok = AutoTokenizer.from_pretrained(root / name)
-        tok.chat_template = CHAT
-        tok.save_pretrained(root / name)
-        out[name] = str(root / name)
-    return out
-
 
 def direct_logits(model_dir, contexts, layers=None):
     """Last-position logits of each context, one at a time, no padding (float64 model)."""

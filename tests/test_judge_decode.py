@@ -5,7 +5,6 @@ step-by-step forwards, the decoded paths through the cache, and the released pro
 from __future__ import annotations
 
 import math
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -99,25 +98,6 @@ def test_decoded_paths_round_trip_through_the_cache(tmp_path):
 
 
 # --- decoding on tiny models -----------------------------------------------------------------
-
-CHAT = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}assistant:{% endif %}")
-
-
-@pytest.fixture(scope="module")
-def judge_dirs(tiny_dirs, tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    root = tmp_path_factory.mktemp("decode_models")
-    out = {}
-    for name in ("expert", "amateur"):
-        shutil.copytree(getattr(tiny_dirs, name), root / name)
-        tok = AutoTokenizer.from_pretrained(root / name)
-        tok.chat_template = CHAT
-        tok.save_pretrained(root / name)
-        out[name] = str(root / name)
-    return out
-
 
 def step_by_step(main, asst, prompt, first, *, c, alpha, steps, layers=None):
     """The path recomputed with one plain full forward per step (no cache, no cscore code)."""
