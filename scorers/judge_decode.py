@@ -212,7 +212,8 @@ def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[st
     of the call that computed them: now, or the run that stored them; NaN when not recorded)}; the
     names the cache lacks are computed in ONE call ``compute(names)`` (so they can share work) and
     stored. ``extra``: more named decodes, computed (and stored, and returned) only alongside a
-    name of ``parts`` the cache lacks, and only those the cache lacks. Every key is locked (in
+    name of ``parts`` the cache lacks, and only those the cache lacks (``compute`` may return
+    fewer of them). Every key is locked (in
     sorted order: no two runs wait on each other) while this runs."""
     import time
     from contextlib import ExitStack
@@ -244,6 +245,8 @@ def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[st
         got = compute(todo) if todo else {}
         seconds = time.perf_counter() - start
         for name in todo:
+            if name not in got and name in extra:  # compute may leave extras out (e.g. out of memory)
+                continue
             cache.save(keys[name], {"paths": DecodedPaths.from_lists(got[name])}, full[name],
                        extra={"report": {"seconds": seconds}})
             out[name] = (got[name], False, seconds)

@@ -544,3 +544,32 @@ def test_grid_points_join_the_first_jobs_tree(tiny, tmp_path):
     _, _, none = decode_rows(pair, tiny.prompts, plan, params | {"lam": 0.5, "t": 1.0}, fresh,
                              {"ids": "tiny prompts"}, None, grid)
     assert none == []
+
+
+def test_grid_points_that_do_not_fit_leave_this_points_rows_alone(tiny, tmp_path, monkeypatch, caplog):
+    """Out of memory in the grid's tree (injected into decode_tree with more than two rules): one
+    warning, this point's rows decoded alone and equal to a run without the grid, nothing stored for
+    the other points."""
+    from types import SimpleNamespace as NS
+
+    from cscore.scorers.cache import StatsCache
+    from cscore.scorers.kinds.judge_released import decode_rows
+
+    pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),
+              amateur=NS(model=tiny.asst, parent=None, exit_layer=None), tokenizer=tiny.tok)
+    plan = NS(variants=[NS(name="expert", params={"who": "main"}), NS(name="cd", params={"who": "contrast"})])
+    params = dict(alpha=0.1, min_keep=20, max_new_tokens=4, batch_size=2, repetition_penalty=None, lam=0.5, t=1.0)
+    real = jr.decode_tree
+
+    def small_device(model, prompts, first=None, *, rules, **kw):
+        if len(rules) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(model, prompts, first, rules=rules, **kw)
+
+    monkeypatch.setattr(jr, "decode_tree", small_device)
+    cache = StatsCache(tmp_path / "c")
+    got, _, also = decode_rows(pair, tiny.prompts, plan, params, cache, {"ids": "p"}, None, [(1.0, 1.0), (2.0, 0.5)])
+    assert also == [] and "out of memory decoding 2 other grid points" in caplog.text
+    want, _, _ = decode_rows(pair, tiny.prompts, plan, params, None, {"ids": "p"}, None)
+    assert {k: v[0] for k, v in got.items()} == {k: v[0] for k, v in want.items()}
+    assert len([d for d in cache.root.iterdir() if not d.name.startswith(".")]) == 2  # this point's two rows

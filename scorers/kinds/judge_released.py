@@ -178,16 +178,43 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
                 extra[name] = released_parts(pair, prompts, "contrast", {**params, "lam": lam, "t": t}, base)
                 rows[name] = extra_rules[name] = (lam, t)
 
-    def compute(names: list[str]) -> dict[str, list[list[int]]]:
+    def decode(names: list[str]) -> dict[str, list[list[int]]]:
         others = len(set(names) - who.keys())
         shown = [n for n in names if n in who] + ([f"{others} grid points"] if others else [])
         bar = factory(f"decode {'+'.join(shown)}", len(prompts)) if factory else None
         return released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar)
 
+    def compute(names: list[str]) -> dict[str, list[list[int]]]:
+        own = [n for n in names if n in who]
+        if len(own) == len(names):
+            return decode(names)
+        try:
+            return decode(names)
+        except RuntimeError as err:  # the tree keeps a KV-cache row per distinct path: it may not fit
+            from cscore.scorers.budget import is_oom
+
+            if not is_oom(err):
+                raise
+            _free_device_memory()
+            log.warning("out of memory decoding %d other grid points with this one: this point's rows decode alone "
+                        "and the other points' jobs decode their own (runtime.share_grid=false skips the attempt)",
+                        len(names) - len(own))
+            return decode(own)
+
     start = time.perf_counter()
     decoded = through_cache_many(cache, parts, compute, extra=extra)
     also = [list(extra_rules[n]) for n in extra if n in decoded]
     return {n: decoded[n] for n in who}, time.perf_counter() - start, also
+
+
+def _free_device_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def grid_points(run: RunConfig) -> list[tuple[float, float]]:
