@@ -367,3 +367,21 @@ def test_mean_stat_is_the_mean_of_its_parts():
     assert avg(df, "score.a") == pytest.approx(np.mean([p(df, "score.a") for p in parts]))
     x, w = df["score.a"].to_numpy(), np.ones((3, len(df)))
     np.testing.assert_allclose(avg.batch(df, [x], [w]), np.mean([p.batch(df, [x], [w]) for p in parts], axis=0))
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.0**17])
+def test_candidate_ranks_equal_sorted_ranks_exactly(scale):
+    """The pair-matrix ranks of two candidates (float32 products while exact, float64 past 2**22
+    in total weight) equal the sort-based average ranks of the materialised versions, bit for bit."""
+    from cscore.metaeval import uncertainty as u
+
+    rng = np.random.default_rng(3)
+    n = 97
+    a = np.round(rng.normal(size=n), 1)  # ties within and across the candidates
+    b = np.round(a + rng.normal(size=n), 1)
+    counts = rng.multinomial(n, np.ones(n) / n, size=40).astype(np.float64) * scale
+    pick = rng.random((40, n)) < 0.5
+    ws = [counts * pick, counts * ~pick]
+    X, W = u._materialise([a, b], ws)
+    on = W > 0
+    np.testing.assert_array_equal(np.where(on, u._candidate_ranks([a, b], ws), 0), np.where(on, u._ranks(X, W), 0))
