@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_prefix import TEMPS, as_stats, keep_stats, slice_examples, source_batches  # noqa: E402
+from bench_prefix import TEMPS, as_stats, keep_stats, padded_batch, slice_examples, source_batches  # noqa: E402
 
 from cscore.scorers import seq2seq  # noqa: E402
 from cscore.scorers.models import load_model  # noqa: E402
@@ -75,24 +75,14 @@ def per_source_loop(model, items):
     per: list = [None] * len(items)
     tokens = 0
     for batch in source_batches(items):
-        enc, enc_mask = padded([items[i][0] for i in batch], device)
-        dec, dec_mask = padded([[START] + items[i][1][:-1] for i in batch], device)
+        enc, enc_mask = padded_batch([items[i][0] for i in batch], PAD, device)
+        dec, dec_mask = padded_batch([[START] + items[i][1][:-1] for i in batch], PAD, device)
         tokens += int(enc_mask.sum() + dec_mask.sum())
         logits = model(input_ids=enc, attention_mask=enc_mask, decoder_input_ids=dec,
                        decoder_attention_mask=dec_mask).logits
         # keep_stats reads item i's row from column len(prompt) - 1: prompt [] + 1 puts it at 0
         keep_stats(per, logits, batch, [([0], items[i][1]) for i in range(len(items))], TEMPS)
     return as_stats([p[0] for p in per], [p[1] for p in per], items, TEMPS), tokens
-
-
-def padded(seqs, device):
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), PAD, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for r, s in enumerate(seqs):
-        ids[r, :len(s)] = torch.tensor(s)
-        mask[r, :len(s)] = 1
-    return ids.to(device), mask.to(device)
 
 
 def cscore_pass(model, items, token_budget: int):
