@@ -1,5 +1,5 @@
 """The other points of this job's multirun, for kinds that can do their work alongside this job's
-(``RunConfig.sweep_others``; cd_judge_released decodes its λ / t siblings in one tree).
+(``RunConfig.sweep_others``; the decoding judge methods decode their λ / t siblings in one tree).
 
 Only under Hydra's basic launcher, which runs the jobs one after another in this process: a
 launcher that runs them in parallel (SLURM arrays) gets nothing, so no job does another's work."""

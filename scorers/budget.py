@@ -36,6 +36,15 @@ def is_oom(err: BaseException) -> bool:
     return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
+def free_device_memory() -> None:
+    """Collect garbage and return the allocator's cached blocks (after an out-of-memory error)."""
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def is_auto(budget) -> bool:
     return isinstance(budget, str) and budget == AUTO
 

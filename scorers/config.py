@@ -118,9 +118,10 @@ class Runtime:
     progress: bool | float = setting(True, Rule("true | false | seconds > 0", check_progress),
                                      "a live bar on a terminal; elsewhere a line every 10 s (progress=N: every N s); "
                                      "false: none")
-    share_grid: bool = setting(True, Param(bool), "in a multirun on Hydra's basic launcher, a cd_judge_released "
-                               "job also decodes the points that differ from it only in lam / t (one tree; the "
-                               "cache keeps them for their jobs); scores are the same either way")
+    share_grid: bool = setting(True, Param(bool), "in a multirun on Hydra's basic launcher, a decoding judge job "
+                               "(cd_judge greedy, cd_judge_released) also decodes the points that differ from it "
+                               "only in lam / t (one tree; the cache keeps them for their jobs); scores are the "
+                               "same either way")
 
 
 @dataclass

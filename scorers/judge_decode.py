@@ -16,6 +16,7 @@ statistics cache (``kind: judge_decode``) under a key that names everything a pa
 from __future__ import annotations
 
 import copy
+import logging
 import math
 from typing import Callable, Sequence
 
@@ -26,6 +27,8 @@ from cscore.scorers.anatomy import decoder_base
 from cscore.scorers.engine import LayerTap
 from cscore.scorers.head import head_logits
 from cscore.scorers.judge_stats import DECODE_FORMAT, DecodedPaths
+
+log = logging.getLogger("cscore")
 
 
 def choose(a: torch.Tensor, z: torch.Tensor, c: float | None, alpha: float) -> int:
@@ -160,38 +163,66 @@ def first_tokens(stats, rule: float | None, alpha: float) -> list[int]:
 
 
 def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: int, cache=None,
-                 judge_key: str | None = None, progress=None) -> dict:
+                 judge_key: str | None = None, progress=None, extra_rules=()) -> dict:
     """{rule: decoded ids per prompt}; each rule's paths read from ``cache`` when it holds them
     (the key: the judge statistics' key, the rule, α where it applies, the stop rule), the rest
-    decoded together (``decode_all``) and stored."""
+    decoded together (``decode_all``: one tree per prompt) and stored. ``extra_rules`` (other
+    points of the run's sweep) join the tree only when a rule of ``rules`` is decoded, and only
+    those the cache lacks; they are stored and returned too. If the tree with them does not fit in
+    memory, ``rules`` decode alone (one warning)."""
     from cscore.scorers.cache import stats_key
-    from cscore.scorers.judge_parse import paper_decided
 
-    main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
+    main, tok = pair.expert, pair.tokenizer
     eos = eos_ids(main.config, tok)
+    stored = cache is not None and judge_key
     keys, out = {}, {}
-    for rule in dict.fromkeys(rules):
+    for rule in dict.fromkeys([*rules, *extra_rules]):
         parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, "judge": judge_key,
                  "rule": "asst" if rule is None else rule, "alpha": alpha if rule else 0.0,
                  "max_new_tokens": max_new_tokens, "eos": sorted(eos), "stop": "paper_decided"}
         keys[rule] = (stats_key(parts), parts)
-        hit = cache.load(keys[rule][0], DecodedPaths) if cache is not None and judge_key else None
+        hit = cache.load(keys[rule][0], DecodedPaths) if stored and rule in rules else None
         if hit is not None:
             out[rule] = hit.stats["paths"].paths()
-    todo = [r for r in keys if r not in out]
+    todo = [r for r in dict.fromkeys(rules) if r not in out]
     if not todo:
         return out
-    firsts = list(zip(*[first_tokens(stats, r, alpha) for r in todo]))
-    early = asst.parent is main
-    got = decode_all(main.model, prompts, firsts, todo, asst=None if early else asst.model,
-                     asst_exit=asst.exit_layer if early else None, alpha=alpha, max_new_tokens=max_new_tokens,
-                     eos_ids=eos, done=lambda ids: paper_decided(path_text(tok, ids)),
-                     progress=progress)
-    for rule, paths in zip(todo, got):
+    more = [r for r in keys if r not in rules and not (stored and keys[r][0] in cache)]
+    got = _decode_rules(pair, stats, prompts, todo, more, alpha, max_new_tokens, eos, progress)
+    for rule, paths in got.items():
         out[rule] = paths.paths()
-        if cache is not None and judge_key:
+        if stored:
             cache.save(keys[rule][0], {"paths": paths}, keys[rule][1])
     return out
+
+
+def _decode_rules(pair, stats, prompts, todo, more, alpha, max_new_tokens, eos, progress) -> dict:
+    """{rule: DecodedPaths} of ``todo`` + ``more`` in one ``decode_all``; of ``todo`` alone when
+    that runs out of memory with ``more``."""
+    from cscore.scorers.budget import free_device_memory, is_oom
+    from cscore.scorers.judge_parse import paper_decided
+
+    main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
+    early = asst.parent is main
+
+    def run(rules):
+        firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
+        got = decode_all(main.model, prompts, firsts, rules, asst=None if early else asst.model,
+                         asst_exit=asst.exit_layer if early else None, alpha=alpha, max_new_tokens=max_new_tokens,
+                         eos_ids=eos, done=lambda ids: paper_decided(path_text(tok, ids)), progress=progress)
+        return dict(zip(rules, got))
+
+    if not more:
+        return run(todo)
+    try:
+        return run(todo + more)
+    except RuntimeError as err:
+        if not is_oom(err):
+            raise
+        free_device_memory()
+        log.warning("out of memory decoding %d other grid points with this one: this point's rows decode alone",
+                    len(more))
+        return run(todo)
 
 
 def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) -> tuple[list[list[int]], bool]:

@@ -150,6 +150,48 @@ def test_greedy_path_equals_step_by_step_forwards(judge_dirs, early_exit):
         assert len({tuple(p) for d in got for p in d.paths()}) > len(prompts)  # the rules' paths differ
 
 
+def test_greedy_extra_rules_join_the_tree_and_fall_back_alone_out_of_memory(judge_dirs, tmp_path, monkeypatch,
+                                                                           caplog):
+    """greedy_paths with the sweep's other rules: decoded with this run's rules and stored (a second
+    call for one of them decodes nothing); the same paths as decoding each alone; an out-of-memory
+    error with them (injected into decode_all) decodes this run's rules alone, one warning."""
+    from types import SimpleNamespace as NS
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cscore.scorers import judge_decode as jd
+    from cscore.scorers.cache import StatsCache
+
+    tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
+    prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in ["The mayor opened a bridge.", "Rain"]]
+    main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
+    stats, _ = judge.compute(main, prompts, asst=None, asst_exit=2, values=[1, 2, 3], value_ids=[(5,), (6,), (7,)],
+                             prefixes=[], n_items=len(prompts), decode_token=lambda t: tok.decode([t]))
+    expert = NS(model=main, config=main.config, parent=None)
+    pair = NS(expert=expert, amateur=NS(parent=expert, exit_layer=2, model=main), tokenizer=tok)
+    kw = dict(alpha=0.1, max_new_tokens=4, judge_key="k" * 64)
+    real, calls = jd.decode_all, []
+    monkeypatch.setattr(jd, "decode_all", lambda *a, **k: calls.append(list(a[3])) or real(*a, **k))
+    alone = {r: jd.greedy_paths(pair, stats, prompts, [0.0, r], **kw)[r] for r in (0.5, 4.0)}
+    cache = StatsCache(tmp_path / "c")
+    calls.clear()
+    got = jd.greedy_paths(pair, stats, prompts, [0.0, 0.5], cache=cache, extra_rules=[4.0, 0.5], **kw)
+    assert calls == [[0.0, 0.5, 4.0]] and got[0.5] == alone[0.5] and got[4.0] == alone[4.0]
+    assert jd.greedy_paths(pair, stats, prompts, [4.0], cache=cache, **kw)[4.0] == alone[4.0]
+    assert len(calls) == 1  # read from the cache
+
+    def small_device(main, prompts, firsts, cs, **k):
+        if len(cs) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+        return real(main, prompts, firsts, cs, **k)
+
+    monkeypatch.setattr(jd, "decode_all", small_device)
+    fresh = StatsCache(tmp_path / "fresh")
+    got = jd.greedy_paths(pair, stats, prompts, [0.0, 0.5], cache=fresh, extra_rules=[4.0], **kw)
+    assert set(got) == {0.0, 0.5} and got[0.5] == alone[0.5]
+    assert "out of memory decoding 1 other grid points" in caplog.text
+
+
 def test_greedy_stops_at_eos_and_a_decided_parse(judge_dirs):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -314,6 +356,9 @@ def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_
     }
     assert judge_cached == {(0.0, 0.5): False, (0.0, 2.0): True, (0.5, 0.5): True, (0.5, 2.0): True}
     assert runs[0.0, 2.0][1]["speed"]["weights"]["expert"] == "not used"  # c = 0: every path cached
+    # the first job decoded the other points' c (1 and 0.25) in its tree: no later job loads weights
+    assert runs[0.0, 0.5][1]["judge"]["grid_decoded_too"] == [[0.5, 0.5], [0.5, 2.0]]
+    assert all(runs[k][1]["speed"]["weights"]["expert"] == "not used" for k in runs if k != (0.0, 0.5))
     pd.testing.assert_series_equal(runs[0.0, 0.5][0]["output.cd_judge"], runs[0.0, 0.5][0]["output.expert"],
                                    check_names=False)
     out = tmp_path / "direct"

@@ -18,6 +18,7 @@ from cscore.scorers.kinds.base import REGISTRY, Plan, Scored
 from cscore.scorers.kinds.shared import (
     JudgeKind,
     fit_judge_prompt,
+    grid_points,
     judge_prompt,
     judge_setup,
     plan_variants,
@@ -117,20 +118,27 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     return got["judge"], report, stats_key(parts)
 
 
-def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, params, factory) -> dict:
-    """{row: its decoded text per prompt} under method.decode=greedy (``scorers.judge_decode``;
-    paths cached next to the statistics); {} for first_token."""
+def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, params, factory) -> tuple[dict, list]:
+    """({row: its decoded text per prompt}, the sweep's other (λ, t) points whose paths were decoded
+    too) under method.decode=greedy (``scorers.judge_decode``; paths cached next to the
+    statistics); ({}, []) for first_token."""
     if params["decode"] != "greedy":
-        return {}
+        return {}, []
     from cscore.scorers.judge_decode import greedy_paths, path_text, rule_of
 
     c = params["lam"] / params["t"]
     rules = {v.name: rule_of(v.params["who"], c) for v in plan.variants}
+    # the sweep's other points' contrast rules, decoded in this run's tree (kinds/shared.py::grid_points)
+    contrast = "contrast" in {v.params["who"] for v in plan.variants}
+    grid = grid_points(run) if key and contrast else []
+    extra = [rule_of("contrast", lam / t) for lam, t in grid]
     paths = greedy_paths(pair, stats, prompts, list(rules.values()), alpha=params["alpha"],
                          max_new_tokens=params["max_new_tokens"], cache=stats_cache(run) if key else None,
-                         judge_key=key, progress=factory("decode", len(prompts)) if factory else None)
+                         judge_key=key, progress=factory("decode", len(prompts)) if factory else None,
+                         extra_rules=extra)
+    also = [[lam, t] for (lam, t), rule in zip(grid, extra) if rule in paths and rule not in rules.values()]
     tok = pair.tokenizer
-    return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}
+    return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also
 
 
 def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
@@ -158,7 +166,7 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
                                               prefixes=prefixes, n_items=len(examples),
                                               progress=factory("judge", len(contexts)) if factory else None)
         firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
-        decoded = decoded_texts(run, pair, stats, key, firsts, plan, params, factory)
+        decoded, also = decoded_texts(run, pair, stats, key, firsts, plan, params, factory)
     table = examples.copy()
     table["prompt"] = kept
     table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
@@ -178,6 +186,7 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
     judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
                   "c": params["lam"] / params["t"], "alpha": params["alpha"], "decode": params["decode"],
                   "max_new_tokens": params["max_new_tokens"], "invalid": invalid, "judge_prompt": jp.get("name"),
+                  "grid_decoded_too": also,
                   "value_tokens": {str(v): list(ids) for v, ids in zip(values, value_ids)},
                   "continuation_prefixes": [list(p) for p in prefixes],
                   "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),

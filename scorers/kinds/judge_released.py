@@ -14,7 +14,13 @@ import numpy as np
 from cscore import rundir
 from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, Passes, Plan, Scored
-from cscore.scorers.kinds.shared import JudgeKind, judge_setup, plan_variants, stats_cache
+from cscore.scorers.kinds.shared import (
+    JudgeKind,
+    grid_points,
+    judge_setup,
+    plan_variants,
+    stats_cache,
+)
 
 log = logging.getLogger("cscore")
 
@@ -191,11 +197,11 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
         try:
             return decode(names)
         except RuntimeError as err:  # the tree keeps a KV-cache row per distinct path: it may not fit
-            from cscore.scorers.budget import is_oom
+            from cscore.scorers.budget import free_device_memory, is_oom
 
             if not is_oom(err):
                 raise
-            _free_device_memory()
+            free_device_memory()
             log.warning("out of memory decoding %d other grid points with this one: this point's rows decode alone "
                         "and the other points' jobs decode their own (runtime.share_grid=false skips the attempt)",
                         len(names) - len(own))
@@ -205,35 +211,6 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
     decoded = through_cache_many(cache, parts, compute, extra=extra)
     also = [list(extra_rules[n]) for n in extra if n in decoded]
     return {n: decoded[n] for n in who}, time.perf_counter() - start, also
-
-
-def _free_device_memory() -> None:
-    import gc
-
-    import torch
-
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def grid_points(run: RunConfig) -> list[tuple[float, float]]:
-    """The (λ, t) of the run's sweep siblings that differ from it in ``method.lam`` / ``method.t``
-    only (``RunConfig.sweep_others``); [] when ``runtime.share_grid`` is off."""
-    if not run.runtime.share_grid:
-        return []
-    own = {"method.lam": run.params["lam"], "method.t": run.params["t"]}
-    out = []
-    for diff in run.sweep_others:
-        if not diff or not set(diff) <= own.keys():
-            continue
-        try:
-            point = {**own, **{k: float(v) for k, v in diff.items()}}
-        except ValueError:  # an interpolation or another form: that job decodes for itself
-            continue
-        if point["method.lam"] >= 0 and point["method.t"] > 0:
-            out.append((float(point["method.lam"]), float(point["method.t"])))
-    return out
 
 
 def plan_released(run: RunConfig) -> Plan:

@@ -227,3 +227,22 @@ class JudgeKind(MethodKind):
                                       f"list numbering (\"1. The summary...\", as the released parse does; "
                                       f"{rundir.PARSE}{name} = List)"))
         return out
+
+
+def grid_points(run: RunConfig) -> list[tuple[float, float]]:
+    """The (λ, t) of the run's sweep siblings that differ from it in ``method.lam`` / ``method.t``
+    only (``RunConfig.sweep_others``); [] when ``runtime.share_grid`` is off."""
+    if not run.runtime.share_grid:
+        return []
+    own = {"method.lam": run.params["lam"], "method.t": run.params["t"]}
+    out = []
+    for diff in run.sweep_others:
+        if not diff or not set(diff) <= own.keys():
+            continue
+        try:
+            point = {**own, **{k: float(v) for k, v in diff.items()}}
+        except ValueError:  # an interpolation or another form: that job decodes for itself
+            continue
+        if point["method.lam"] >= 0 and point["method.t"] > 0:
+            out.append((float(point["method.lam"]), float(point["method.t"])))
+    return out
