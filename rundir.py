@@ -61,7 +61,8 @@ NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 # metrics.json: the sections a method's kind adds (``MethodKind.sections``), each with its schema
 class JudgeSection(TypedDict):
     """``judge`` (cd_judge, cd_judge_released); each kind adds its decoding settings and the
-    judge_prompt's name."""
+    judge_prompt's name; ``grid_decoded_too``: the other (λ, t) points of the sweep whose
+    decodes this run made (``RunConfig.sweep_others``)."""
     score_range: list[int]
     aspect: str
     lam: float
