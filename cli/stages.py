@@ -97,15 +97,29 @@ def speed_figures(scored: Scored) -> dict:
                         "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches,
                         "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
                         "fetch_seconds": round(rep.fetch_seconds, 4)}
-    computed = sum(r.seconds for r in reports.values())
+    computed = sum(r.seconds for r in once(reports, "shared"))
+    if not np.isfinite(computed):  # a pass read from a cache entry that did not record its time
+        computed = None
     return {"passes": passes, "score_seconds": computed,
             "samples_per_second": n / computed if computed else None,
             "from_cache": bool(reports) and all(r.cached for r in reports.values()),
-            "statistics_seconds_this_run": sum(r.fetch_seconds for r in reports.values()),
+            "statistics_seconds_this_run": sum(r.fetch_seconds for r in once(reports, "fetch_shared")),
             "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)
                              for k, v in scored.models.items()},
             "weights": {k: v.status() for k, v in scored.models.items()}, "threads": torch_threads(),
             **peak_memory()}
+
+
+def once(reports: dict, label: str) -> list:
+    """The reports with each ``label`` value once (work done together is counted once); a report
+    without one is its own."""
+    seen, out = set(), []
+    for name, rep in reports.items():
+        key = getattr(rep, label, None) or ("pass", name)
+        if key not in seen:
+            seen.add(key)
+            out.append(rep)
+    return out
 
 
 def torch_threads() -> int:

@@ -163,19 +163,24 @@ def first_tokens(stats, rule: float | None, alpha: float) -> list[int]:
 
 
 def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: int, cache=None,
-                 judge_key: str | None = None, progress=None, extra_rules=()) -> dict:
+                 judge_key: str | None = None, progress=None, extra_rules=(), timing: dict | None = None) -> dict:
     """{rule: decoded ids per prompt}; each rule's paths read from ``cache`` when it holds them
     (the key: the judge statistics' key, the rule, α where it applies, the stop rule), the rest
     decoded together (``decode_all``: one tree per prompt) and stored. ``extra_rules`` (other
     points of the run's sweep) join the tree only when a rule of ``rules`` is decoded, and only
     those the cache lacks; they are stored and returned too. If the tree with them does not fit in
-    memory, ``rules`` decode alone (one warning)."""
+    memory, ``rules`` decode alone (one warning). ``timing`` (a dict) receives ``cached`` (every
+    rule read), ``seconds`` (of this call's decode, else of the calls that stored the rules; NaN
+    where not recorded) and ``call`` (an id of the decode that made them)."""
+    import time
+    import uuid
+
     from cscore.scorers.cache import stats_key
 
     main, tok = pair.expert, pair.tokenizer
     eos = eos_ids(main.config, tok)
     stored = cache is not None and judge_key
-    keys, out = {}, {}
+    keys, out, was = {}, {}, {}
     for rule in dict.fromkeys([*rules, *extra_rules]):
         parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, "judge": judge_key,
                  "rule": "asst" if rule is None else rule, "alpha": alpha if rule else 0.0,
@@ -184,15 +189,23 @@ def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: i
         hit = cache.load(keys[rule][0], DecodedPaths) if stored and rule in rules else None
         if hit is not None:
             out[rule] = hit.stats["paths"].paths()
+            report = (hit.meta.get("extra") or {}).get("report") or {}
+            was[report.get("call") or keys[rule][0]] = report.get("seconds", float("nan"))
     todo = [r for r in dict.fromkeys(rules) if r not in out]
+    timing = {} if timing is None else timing
     if not todo:
+        timing.update(cached=True, seconds=sum(was.values()), call=",".join(sorted(was)))
         return out
     more = [r for r in keys if r not in rules and not (stored and keys[r][0] in cache)]
+    start, call = time.perf_counter(), uuid.uuid4().hex
     got = _decode_rules(pair, stats, prompts, todo, more, alpha, max_new_tokens, eos, progress)
+    seconds = time.perf_counter() - start
+    timing.update(cached=False, seconds=seconds, call=call)
     for rule, paths in got.items():
         out[rule] = paths.paths()
         if stored:
-            cache.save(keys[rule][0], {"paths": paths}, keys[rule][1])
+            cache.save(keys[rule][0], {"paths": paths}, keys[rule][1], extra={"report": {"seconds": seconds,
+                                                                                         "call": call}})
     return out
 
 
@@ -238,36 +251,40 @@ def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) ->
 
 
 def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[str]], dict[str, list[list[int]]]],
-                       extra: dict[str, dict] | None = None) -> dict[str, tuple[list[list[int]], bool, float]]:
+                       extra: dict[str, dict] | None = None) -> dict[str, tuple[list[list[int]], bool, float, str]]:
     """``through_cache`` for several named decodes at once: {name: (paths, from the cache, seconds
-    of the call that computed them: now, or the run that stored them; NaN when not recorded)}; the
+    of the call that computed them: now, or the run that stored them (NaN when not recorded), an id
+    of that call: decodes made together share it)}; the
     names the cache lacks are computed in ONE call ``compute(names)`` (so they can share work) and
     stored. ``extra``: more named decodes, computed (and stored, and returned) only alongside a
     name of ``parts`` the cache lacks, and only those the cache lacks (``compute`` may return
     fewer of them). Every key is locked (in
     sorted order: no two runs wait on each other) while this runs."""
     import time
+    import uuid
     from contextlib import ExitStack
 
     from cscore.scorers.cache import stats_key
 
     extra = extra or {}
+    call = uuid.uuid4().hex
     if cache is None:
         start = time.perf_counter()
         got = compute(list(parts))
-        return {name: (paths, False, time.perf_counter() - start) for name, paths in got.items()}
+        return {name: (paths, False, time.perf_counter() - start, call) for name, paths in got.items()}
     full = {name: {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **p}
             for name, p in {**parts, **extra}.items()}
     keys = {name: stats_key(p) for name, p in full.items()}
-    out: dict[str, tuple[list[list[int]], bool, float]] = {}
+    out: dict[str, tuple[list[list[int]], bool, float, str]] = {}
     with ExitStack() as stack:
         for key in sorted(set(keys.values())):
             stack.enter_context(cache.lock(key))
         for name in parts:
             hit = cache.load(keys[name], DecodedPaths)
             if hit is not None:
-                seconds = ((hit.meta.get("extra") or {}).get("report") or {}).get("seconds", float("nan"))
-                out[name] = (hit.stats["paths"].paths(), True, seconds)
+                was = (hit.meta.get("extra") or {}).get("report") or {}
+                out[name] = (hit.stats["paths"].paths(), True, was.get("seconds", float("nan")),
+                             was.get("call") or keys[name])
         todo = [name for name in parts if name not in out]
         if todo:
             todo += [name for name in extra if keys[name] not in {keys[n] for n in parts}
@@ -279,8 +296,8 @@ def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[st
             if name not in got and name in extra:  # compute may leave extras out (e.g. out of memory)
                 continue
             cache.save(keys[name], {"paths": DecodedPaths.from_lists(got[name])}, full[name],
-                       extra={"report": {"seconds": seconds}})
-            out[name] = (got[name], False, seconds)
+                       extra={"report": {"seconds": seconds, "call": call}})
+            out[name] = (got[name], False, seconds, call)
     return out
 
 

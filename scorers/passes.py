@@ -24,6 +24,10 @@ class EngineReport:
     token_budget: int | None = None  # the budget the pass ended with (runtime.token_budget=auto resolved, halvings)
     oom_retries: int = 0  # batches retried with half the budget after an out-of-memory
     resumed: int = 0  # items read from a checkpoint of an interrupted pass, not computed
+    # reports of work done together carry one label: a run's totals count their seconds once
+    # (``shared``: the computation, e.g. rows decoded as one tree; ``fetch_shared``: this run's call)
+    shared: str | None = None
+    fetch_shared: str | None = None
 
     def record(self) -> dict:
         """What a cache entry keeps of the pass that computed it (its ``extra["report"]``)."""

@@ -359,6 +359,12 @@ def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_
     # the first job decoded the other points' c (1 and 0.25) in its tree: no later job loads weights
     assert runs[0.0, 0.5][1]["judge"]["grid_decoded_too"] == [[0.5, 0.5], [0.5, 2.0]]
     assert all(runs[k][1]["speed"]["weights"]["expert"] == "not used" for k in runs if k != (0.0, 0.5))
+    # the decode is a pass of its own: counted in the run's time, read from the cache by later jobs
+    decode = {k: m["speed"]["passes"]["decode"] for k, (_, m) in runs.items()}
+    assert [d["from_cache"] for d in decode.values()] == [False, True, True, True]
+    first = runs[0.0, 0.5][1]["speed"]
+    assert first["score_seconds"] == pytest.approx(sum(p["score_seconds"] for p in first["passes"].values()),
+                                                   abs=2e-3)
     pd.testing.assert_series_equal(runs[0.0, 0.5][0]["output.cd_judge"], runs[0.0, 0.5][0]["output.expert"],
                                    check_names=False)
     out = tmp_path / "direct"
@@ -410,6 +416,9 @@ def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_pa
         # the decode's figures are those of the first job's tree, not the read's
         was = runs[first][1]["speed"]["passes"]["decode cd_judge_released"]["score_seconds"]
         assert metrics["speed"]["passes"]["decode cd_judge_released"]["score_seconds"] == was > 0
+    for _, metrics in runs.values():  # the rows decoded in one call count once in the run's time
+        assert metrics["speed"]["score_seconds"] == pytest.approx(
+            metrics["speed"]["passes"]["decode cd_judge_released"]["score_seconds"], abs=1e-3)
     alone = sweep("alone", "runtime.share_grid=false")
     assert all(m["judge"]["grid_decoded_too"] == [] for _, m in alone.values())
     assert all(not m["speed"]["passes"]["decode cd_judge_released"]["from_cache"] for _, m in alone.values())

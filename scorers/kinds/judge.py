@@ -118,13 +118,14 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     return got["judge"], report, stats_key(parts)
 
 
-def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, params, factory) -> tuple[dict, list]:
+def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, params, factory) -> tuple[dict, list, dict]:
     """({row: its decoded text per prompt}, the sweep's other (λ, t) points whose paths were decoded
-    too) under method.decode=greedy (``scorers.judge_decode``; paths cached next to the
-    statistics); ({}, []) for first_token."""
+    too, {"decode": its report}) under method.decode=greedy (``scorers.judge_decode``; paths cached
+    next to the statistics); ({}, [], {}) for first_token."""
     if params["decode"] != "greedy":
-        return {}, []
+        return {}, [], {}
     from cscore.scorers.judge_decode import greedy_paths, path_text, rule_of
+    from cscore.scorers.passes import EngineReport
 
     c = params["lam"] / params["t"]
     rules = {v.name: rule_of(v.params["who"], c) for v in plan.variants}
@@ -132,13 +133,19 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, params, facto
     contrast = "contrast" in {v.params["who"] for v in plan.variants}
     grid = grid_points(run) if key and contrast else []
     extra = [rule_of("contrast", lam / t) for lam, t in grid]
+    timing: dict = {}
+    start = time.perf_counter()
     paths = greedy_paths(pair, stats, prompts, list(rules.values()), alpha=params["alpha"],
                          max_new_tokens=params["max_new_tokens"], cache=stats_cache(run) if key else None,
                          judge_key=key, progress=factory("decode", len(prompts)) if factory else None,
-                         extra_rules=extra)
+                         extra_rules=extra, timing=timing)
     also = [[lam, t] for (lam, t), rule in zip(grid, extra) if rule in paths and rule not in rules.values()]
     tok = pair.tokenizer
-    return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also
+    # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
+    tokens = sum(len(p) for p in prompts) + sum(len(x) for rule in set(rules.values()) for x in paths[rule])
+    report = EngineReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
+                          fetch_seconds=time.perf_counter() - start, shared=timing["call"])
+    return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": report}
 
 
 def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
@@ -166,7 +173,7 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
                                               prefixes=prefixes, n_items=len(examples),
                                               progress=factory("judge", len(contexts)) if factory else None)
         firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
-        decoded, also = decoded_texts(run, pair, stats, key, firsts, plan, params, factory)
+        decoded, also, decode_report = decoded_texts(run, pair, stats, key, firsts, plan, params, factory)
     table = examples.copy()
     table["prompt"] = kept
     table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
@@ -197,7 +204,8 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
     log.info("judge statistics: %.1f tokens kept per context on average (max %d) of a %d-token vocabulary",
              sizes.mean(), sizes.max(), stats.vocab)
     label = "judge: " + "+".join(pair.models)
-    return Scored(table, JudgeRun(stats, {label: report}), pair.models, n_truncated, metrics={"judge": judge_info})
+    return Scored(table, JudgeRun(stats, {label: report, **decode_report}), pair.models, n_truncated,
+                  metrics={"judge": judge_info})
 
 
 def expected_missing(stats, plan, params) -> dict[str, str]:

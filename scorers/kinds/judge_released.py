@@ -137,7 +137,7 @@ def score_released(run: RunConfig, loaded, plan, progress, state: dict):
         log.info("decoded %d other grid point(s) of this sweep with this one (one tree): their jobs read them "
                  "from the cache", len(also))
     for v in plan.variants:
-        ids, cached, seconds = decoded[v.name]
+        ids, cached, seconds, call = decoded[v.name]
         outputs = [released_text(tok, x) for x in ids]
         parsed = [parse_released(x, lo, hi) for x in outputs]
         status = np.array([p[1] for p in parsed], dtype=object)
@@ -150,8 +150,7 @@ def score_released(run: RunConfig, loaded, plan, progress, state: dict):
         # seconds: of the decode that made the row (this run's, or the run's that stored it);
         # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
         rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // params["batch_size"]),
-                                  cached=cached)
-        rep.fetch_seconds = spent
+                                  cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
         reports[f"decode {v.name}"] = rep
     judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
                   "invalid": invalid, "judge_prompt": jp.get("name"), "preset": "released", "grid_decoded_too": also,
