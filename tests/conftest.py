@@ -111,6 +111,25 @@ def judge_dirs(tiny_dirs, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def demo_rows(tmp_path_factory):
+    """``demo_rows(k)``: a JSONL file of the demo set's first ``k`` rows of each of its first two
+    documents (few prompts for an end-to-end run)."""
+    import json
+
+    from cscore.data.demo import DEMO_FILE
+
+    def make(per_doc: int) -> Path:
+        lines = [x for x in Path(DEMO_FILE).read_text().splitlines() if x.strip()]
+        docs = [json.loads(x)["doc_id"] for x in lines]
+        keep = [x for d in sorted(set(docs))[:2] for x in [y for y, e in zip(lines, docs) if e == d][:per_doc]]
+        path = tmp_path_factory.mktemp("demo_rows") / "rows.jsonl"
+        path.write_text("\n".join(keep) + "\n")
+        return path
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def tiny_tokenizer(tmp_path_factory) -> Path:
     """A folder holding only a tokenizer (the one the tiny models use; no torch needed)."""
     path = tmp_path_factory.mktemp("tiny_tok") / "tok"

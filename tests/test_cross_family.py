@@ -128,19 +128,9 @@ def test_values_variant_equals_the_token_variant_on_single_token_values():
 # --- CD-judge over the values: end to end ------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def rows(tmp_path_factory):
+def rows(demo_rows):
     """Six demo rows of two documents."""
-    import json
-    from pathlib import Path
-
-    from cscore.data.demo import DEMO_FILE
-
-    lines = [x for x in Path(DEMO_FILE).read_text().splitlines() if x.strip()]
-    docs = [json.loads(x)["doc_id"] for x in lines]
-    keep = [x for d in sorted(set(docs))[:2] for x in [y for y, e in zip(lines, docs) if e == d][:3]]
-    path = tmp_path_factory.mktemp("cross_rows") / "rows.jsonl"
-    path.write_text("\n".join(keep) + "\n")
-    return path
+    return demo_rows(3)
 
 
 def values_args(rows, expert, amateur, *more):

@@ -213,19 +213,9 @@ def test_greedy_stops_at_eos_and_a_decided_parse(judge_dirs):
 
 
 @pytest.fixture(scope="module")
-def rows(tmp_path_factory):
+def rows(demo_rows):
     """Eight demo rows (two documents), so that a CLI run decodes few prompts."""
-    import json
-    from pathlib import Path
-
-    from cscore.data.demo import DEMO_FILE
-
-    lines = [x for x in Path(DEMO_FILE).read_text().splitlines() if x.strip()]
-    docs = [json.loads(x)["doc_id"] for x in lines]
-    keep = [x for d in sorted(set(docs))[:2] for x in [y for y, e in zip(lines, docs) if e == d][:4]]
-    path = tmp_path_factory.mktemp("decode_rows") / "rows.jsonl"
-    path.write_text("\n".join(keep) + "\n")
-    return path
+    return demo_rows(4)
 
 
 @pytest.fixture
