@@ -166,76 +166,44 @@ def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: i
                  judge_key: str | None = None, progress=None, extra_rules=(), timing: dict | None = None) -> dict:
     """{rule: decoded ids per prompt}; each rule's paths read from ``cache`` when it holds them
     (the key: the judge statistics' key, the rule, α where it applies, the stop rule), the rest
-    decoded together (``decode_all``: one tree per prompt) and stored. ``extra_rules`` (other
-    points of the run's sweep) join the tree only when a rule of ``rules`` is decoded, and only
-    those the cache lacks; they are stored and returned too. If the tree with them does not fit in
-    memory, ``rules`` decode alone (one warning). ``timing`` (a dict) receives ``cached`` (every
-    rule read), ``seconds`` (of this call's decode, else of the calls that stored the rules; NaN
-    where not recorded) and ``call`` (an id of the decode that made them)."""
-    import time
-    import uuid
+    decoded together (``decode_all``: one tree per prompt) and stored (``through_cache_many``).
+    ``extra_rules`` (other points of the run's sweep) join the tree only when a rule of ``rules``
+    is decoded, and only those the cache lacks; they are returned too. ``timing`` (a dict)
+    receives ``cached`` (every rule read), ``seconds`` (of this call's decode, else of the calls
+    that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s))."""
+    eos = eos_ids(pair.expert.config, pair.tokenizer)
 
-    from cscore.scorers.cache import stats_key
+    def parts(rule) -> dict:
+        return {"judge": judge_key, "rule": "asst" if rule is None else rule, "alpha": alpha if rule else 0.0,
+                "max_new_tokens": max_new_tokens, "eos": sorted(eos), "stop": "paper_decided"}
 
-    main, tok = pair.expert, pair.tokenizer
-    eos = eos_ids(main.config, tok)
-    stored = cache is not None and judge_key
-    keys, out, was = {}, {}, {}
-    for rule in dict.fromkeys([*rules, *extra_rules]):
-        parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, "judge": judge_key,
-                 "rule": "asst" if rule is None else rule, "alpha": alpha if rule else 0.0,
-                 "max_new_tokens": max_new_tokens, "eos": sorted(eos), "stop": "paper_decided"}
-        keys[rule] = (stats_key(parts), parts)
-        hit = cache.load(keys[rule][0], DecodedPaths) if stored and rule in rules else None
-        if hit is not None:
-            out[rule] = hit.stats["paths"].paths()
-            report = (hit.meta.get("extra") or {}).get("report") or {}
-            was[report.get("call") or keys[rule][0]] = report.get("seconds", float("nan"))
-    todo = [r for r in dict.fromkeys(rules) if r not in out]
-    timing = {} if timing is None else timing
-    if not todo:
-        timing.update(cached=True, seconds=sum(was.values()), call=",".join(sorted(was)))
-        return out
-    more = [r for r in keys if r not in rules and not (stored and keys[r][0] in cache)]
-    start, call = time.perf_counter(), uuid.uuid4().hex
-    got = _decode_rules(pair, stats, prompts, todo, more, alpha, max_new_tokens, eos, progress)
-    seconds = time.perf_counter() - start
-    timing.update(cached=False, seconds=seconds, call=call)
-    for rule, paths in got.items():
-        out[rule] = paths.paths()
-        if stored:
-            cache.save(keys[rule][0], {"paths": paths}, keys[rule][1], extra={"report": {"seconds": seconds,
-                                                                                         "call": call}})
-    return out
+    own = {f"rule {r}": r for r in dict.fromkeys(rules)}
+    more = {f"rule {r}": r for r in dict.fromkeys(extra_rules) if f"rule {r}" not in own}
+
+    def compute(names: list[str]) -> dict[str, list[list[int]]]:
+        todo = [own.get(n, more.get(n)) for n in names]
+        return dict(zip(names, _decode_rules(pair, stats, prompts, todo, alpha, max_new_tokens, eos, progress)))
+
+    got = through_cache_many(cache if judge_key else None, {n: parts(r) for n, r in own.items()}, compute,
+                             extra={n: parts(r) for n, r in more.items()})
+    mine = [got[n] for n in own]
+    calls = {call: seconds for _, _, seconds, call in mine}
+    if timing is not None:
+        timing.update(cached=all(c for _, c, _, _ in mine), seconds=sum(calls.values()), call=",".join(sorted(calls)))
+    return {{**own, **more}[n]: paths for n, (paths, *_) in got.items()}
 
 
-def _decode_rules(pair, stats, prompts, todo, more, alpha, max_new_tokens, eos, progress) -> dict:
-    """{rule: DecodedPaths} of ``todo`` + ``more`` in one ``decode_all``; of ``todo`` alone when
-    that runs out of memory with ``more``."""
-    from cscore.scorers.budget import free_device_memory, is_oom
+def _decode_rules(pair, stats, prompts, rules, alpha, max_new_tokens, eos, progress) -> list[list[list[int]]]:
+    """Decoded ids per prompt of each rule, all rules in one ``decode_all`` (a tree per prompt)."""
     from cscore.scorers.judge_parse import paper_decided
 
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
     early = asst.parent is main
-
-    def run(rules):
-        firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
-        got = decode_all(main.model, prompts, firsts, rules, asst=None if early else asst.model,
-                         asst_exit=asst.exit_layer if early else None, alpha=alpha, max_new_tokens=max_new_tokens,
-                         eos_ids=eos, done=lambda ids: paper_decided(path_text(tok, ids)), progress=progress)
-        return dict(zip(rules, got))
-
-    if not more:
-        return run(todo)
-    try:
-        return run(todo + more)
-    except RuntimeError as err:
-        if not is_oom(err):
-            raise
-        free_device_memory()
-        log.warning("out of memory decoding %d other grid points with this one: this point's rows decode alone",
-                    len(more))
-        return run(todo)
+    firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
+    got = decode_all(main.model, prompts, firsts, rules, asst=None if early else asst.model,
+                     asst_exit=asst.exit_layer if early else None, alpha=alpha, max_new_tokens=max_new_tokens,
+                     eos_ids=eos, done=lambda ids: paper_decided(path_text(tok, ids)), progress=progress)
+    return [paths.paths() for paths in got]
 
 
 def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) -> tuple[list[list[int]], bool]:
@@ -257,8 +225,8 @@ def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[st
     of that call: decodes made together share it)}; the
     names the cache lacks are computed in ONE call ``compute(names)`` (so they can share work) and
     stored. ``extra``: more named decodes, computed (and stored, and returned) only alongside a
-    name of ``parts`` the cache lacks, and only those the cache lacks (``compute`` may return
-    fewer of them). Every key is locked (in
+    name of ``parts`` the cache lacks, and only those the cache lacks; if that runs out of memory,
+    the names of ``parts`` are computed alone (one warning). Every key is locked (in
     sorted order: no two runs wait on each other) while this runs."""
     import time
     import uuid
@@ -286,19 +254,35 @@ def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[st
                 out[name] = (hit.stats["paths"].paths(), True, was.get("seconds", float("nan")),
                              was.get("call") or keys[name])
         todo = [name for name in parts if name not in out]
-        if todo:
-            todo += [name for name in extra if keys[name] not in {keys[n] for n in parts}
-                     and keys[name] not in cache]
+        more = [name for name in extra if keys[name] not in {keys[n] for n in parts} and keys[name] not in cache]
         start = time.perf_counter()
-        got = compute(todo) if todo else {}
+        got = _with_extras(compute, todo, more) if todo else {}
         seconds = time.perf_counter() - start
+        todo += [name for name in more if name in got]
         for name in todo:
-            if name not in got and name in extra:  # compute may leave extras out (e.g. out of memory)
-                continue
             cache.save(keys[name], {"paths": DecodedPaths.from_lists(got[name])}, full[name],
                        extra={"report": {"seconds": seconds, "call": call}})
             out[name] = (got[name], False, seconds, call)
     return out
+
+
+def _with_extras(compute, todo: list[str], more: list[str]) -> dict:
+    """``compute(todo + more)``; ``compute(todo)`` when that runs out of memory (the decode trees
+    keep a KV-cache row per distinct path: many extra points may not fit)."""
+    from cscore.scorers.budget import free_device_memory, is_oom
+
+    if not more:
+        return compute(todo)
+    try:
+        return compute(todo + more)
+    except RuntimeError as err:
+        if not is_oom(err):
+            raise
+        free_device_memory()
+        log.warning("out of memory decoding %d other grid points with this one: this point's rows decode alone "
+                    "and the other points' jobs decode their own (runtime.share_grid=false skips the attempt)",
+                    len(more))
+        return compute(todo)
 
 
 def released_parts(pair, prompts, who: str, params: dict, base: dict) -> dict:

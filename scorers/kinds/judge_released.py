@@ -183,31 +183,14 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
                 extra[name] = released_parts(pair, prompts, "contrast", {**params, "lam": lam, "t": t}, base)
                 rows[name] = extra_rules[name] = (lam, t)
 
-    def decode(names: list[str]) -> dict[str, list[list[int]]]:
+    def compute(names: list[str]) -> dict[str, list[list[int]]]:
         others = len(set(names) - who.keys())
         shown = [n for n in names if n in who] + ([f"{others} grid points"] if others else [])
         bar = factory(f"decode {'+'.join(shown)}", len(prompts)) if factory else None
         return released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar)
 
-    def compute(names: list[str]) -> dict[str, list[list[int]]]:
-        own = [n for n in names if n in who]
-        if len(own) == len(names):
-            return decode(names)
-        try:
-            return decode(names)
-        except RuntimeError as err:  # the tree keeps a KV-cache row per distinct path: it may not fit
-            from cscore.scorers.budget import free_device_memory, is_oom
-
-            if not is_oom(err):
-                raise
-            free_device_memory()
-            log.warning("out of memory decoding %d other grid points with this one: this point's rows decode alone "
-                        "and the other points' jobs decode their own (runtime.share_grid=false skips the attempt)",
-                        len(names) - len(own))
-            return decode(own)
-
     start = time.perf_counter()
-    decoded = through_cache_many(cache, parts, compute, extra=extra)
+    decoded = through_cache_many(cache, parts, compute, extra=extra)  # out of memory with extra: parts alone
     also = [list(extra_rules[n]) for n in extra if n in decoded]
     return {n: decoded[n] for n in who}, time.perf_counter() - start, also
 
