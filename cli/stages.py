@@ -16,6 +16,7 @@ import pandas as pd
 
 import cscore
 from cscore import rundir
+from cscore.scorers import flops
 from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import Loaded, MethodKind, Plan, Scored
 
@@ -88,6 +89,8 @@ def speed_figures(scored: Scored) -> dict:
     pass that computed the statistics (this run, or an earlier one when read from the cache)."""
     n = len(scored.table)
     reports = scored.stats.reports
+    device = next((m for m in scored.models.values()), None)
+    peak = flops.peak_flops(device.device, device.dtype) if device is not None else None
     passes = {}
     for name, rep in reports.items():
         passes[name] = {"from_cache": rep.cached, "seconds_this_run": round(rep.fetch_seconds, 4),
@@ -96,12 +99,17 @@ def speed_figures(scored: Scored) -> dict:
                         "tokens_per_second": rep.tokens / rep.seconds if rep.seconds else None,
                         "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches,
                         "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
-                        "fetch_seconds": round(rep.fetch_seconds, 4)}
+                        "fetch_seconds": round(rep.fetch_seconds, 4), "useful_flops": rep.flops,
+                        "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak)}
     computed = sum(r.seconds for r in once(reports, "shared"))
     if not np.isfinite(computed):  # a pass read from a cache entry that did not record its time
         computed = None
+    useful = [r.flops for r in once(reports, "shared")]
+    total_flops = float(sum(useful)) if useful and None not in useful else None
     return {"passes": passes, "score_seconds": computed,
             "samples_per_second": n / computed if computed else None,
+            "useful_flops": total_flops,  # MFU: only of passes on this run's device (a cache entry may be another's)
+            "mfu": None if any(r.cached for r in reports.values()) else flops.mfu(total_flops, computed, peak),
             "from_cache": bool(reports) and all(r.cached for r in reports.values()),
             "statistics_seconds_this_run": sum(r.fetch_seconds for r in once(reports, "fetch_shared")),
             "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)

@@ -427,10 +427,17 @@ def speed(runs: list[Run]) -> pd.DataFrame:
                      "method": run.config["method"].get("variant"), "items": metrics.get("n_items"),
                      "score_seconds": sp.get("score_seconds"), "samples_per_second": sp.get("samples_per_second"),
                      "tokens_per_second": _tokens_per_second(sp),
+                     "useful_tflop_per_s": _tflop_per_second(sp), "mfu": sp.get("mfu"),
                      "from_cache": any(p.get("from_cache") for p in (sp.get("passes") or {}).values()),
                      "load_seconds": sum((sp.get("load_seconds") or {}).values()),
                      "peak_rss_mb": sp.get("peak_rss_mb"), "peak_gpu_mb": sp.get("peak_gpu_mb")})
     return pd.DataFrame(rows)
+
+
+def _tflop_per_second(sp: dict) -> float | None:
+    """Useful TFLOP/s of a run's computation (metrics.json speed.useful_flops over score_seconds)."""
+    f, s = sp.get("useful_flops"), sp.get("score_seconds")
+    return f / s / 1e12 if f and s else None
 
 
 def speed_points(ds: Dataset, long: pd.DataFrame) -> pd.DataFrame:

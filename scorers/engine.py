@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from cscore.scorers import budget, packed_attention, seq2seq
+from cscore.scorers import budget, flops, packed_attention, seq2seq
 from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
 from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, head_logits, token_statistics
 from cscore.scorers.passes import EngineReport, Outputs, check_inputs, kept
@@ -266,9 +266,11 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         token_budget = budget.resolve(model, longest_row=longest_row(items, window is not None))
     taps = {h: LayerTap(model, k) for h, k in heads.items() if k is not None}
     out = Outputs(offsets, temperatures, heads, device, checkpoint)
+    useful = Useful(flops.costs(model), len(heads))
     try:
         processed, padded, n_batches, retries, token_budget = _run_all(
-            model, items, token_budget, window, heads, taps, out, vocab, pad_id, padding_side, progress, checkpoint)
+            model, items, token_budget, window, heads, taps, out, vocab, pad_id, padding_side, progress, checkpoint,
+            useful)
     finally:
         for tap in taps.values():
             tap.close()
@@ -276,11 +278,25 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     seconds = time.perf_counter() - start_time
     stats = {h: TokenStats(temperatures, offsets, token_ids, logp[h], logp_max[h]) for h in heads}
     return stats, EngineReport(seconds, int(processed), padded, n_batches, token_budget=int(token_budget),
-                               oom_retries=retries)
+                               oom_retries=retries, flops=useful.total)
+
+
+class Useful:
+    """The useful FLOPs of the batches a pass computed (``flops.row_flops``), or None."""
+
+    def __init__(self, costs: flops.Costs | None, scored_heads: int):
+        self.costs, self.scored_heads = costs, scored_heads
+        self.total: float | None = 0.0 if costs is not None else None
+
+    def add(self, items, rows: list[Row]) -> None:
+        if self.costs is None or self.total is None:
+            return
+        self.total += sum(flops.row_flops(self.costs, len(r.prompt), [len(items[i][1]) for i in r.members],
+                                          self.scored_heads) for r in rows)
 
 
 def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id, padding_side, progress,
-             checkpoint) -> tuple[int, int, int, int, int]:
+             checkpoint, useful: Useful) -> tuple[int, int, int, int, int]:
     """Score every item into ``out``, batch by batch: (tokens processed, padded, batches, out-of-memory
     retries, the token budget the last round ran with)."""
     device = next(model.parameters()).device
@@ -303,6 +319,7 @@ def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id
                 _score_batch(model, items, where, pick, out, vocab, device)
                 done[list(where)] = True
                 processed += sum(r.length for r in batch_rows)
+                useful.add(items, batch_rows)
                 padded += ids.numel()
                 n_batches += 1
                 if progress is not None:

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from cscore.scorers import budget
+from cscore.scorers import budget, flops
 from cscore.scorers.engine import (
     LayerTap,
     batch_rows_of,
@@ -133,7 +133,22 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     if chain is not None:
         stats = dataclasses.replace(stats, **{k: v for k, v in chain.items() if k != "tokens"})
     return stats, EngineReport(seconds, int(sum(r.length for r in rows)), padded, len(batches),
-                               token_budget=int(token_budget))
+                               token_budget=int(token_budget), flops=judge_flops(main, asst, items, rows))
+
+
+def judge_flops(main, asst, items, rows) -> float | None:
+    """Useful FLOPs of the first-step pass: each row through the main model (and the assistant,
+    unless it is main's early exit), the heads at each context's last position only."""
+    total = 0.0
+    for model, heads in ((main, 1 if asst is not None else 2), (asst, 1)):
+        if model is None:
+            continue
+        c = flops.costs(model)
+        if c is None:
+            return None
+        total += sum(flops.row_flops(c, len(r.prompt), [len(items[i][1]) for i in r.members], heads,
+                                     scored=len(r.members)) for r in rows)
+    return total
 
 
 def _check_inputs(contexts, n_items, prefixes, asst, asst_exit) -> None:

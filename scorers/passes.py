@@ -28,18 +28,19 @@ class EngineReport:
     # (``shared``: the computation, e.g. rows decoded as one tree; ``fetch_shared``: this run's call)
     shared: str | None = None
     fetch_shared: str | None = None
+    flops: float | None = None  # useful FLOPs (scorers/flops.py); None where the model's config does not say
 
     def record(self) -> dict:
         """What a cache entry keeps of the pass that computed it (its ``extra["report"]``)."""
         return {"seconds": self.seconds, "tokens": self.tokens, "padded_tokens": self.padded_tokens,
-                "batches": self.batches}
+                "batches": self.batches, "flops": self.flops}
 
     @classmethod
     def of_entry(cls, meta: dict) -> EngineReport:
         """The report of a cache hit: the figures of the run that computed the entry, ``cached``."""
         run = (meta.get("extra") or {}).get("report", {})
         return cls(run.get("seconds", float("nan")), run.get("tokens", 0), run.get("padded_tokens", 0),
-                   run.get("batches", 0), cached=True)
+                   run.get("batches", 0), cached=True, flops=run.get("flops"))
 
 
 def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tuple[float, ...]:

@@ -66,7 +66,7 @@ import torch
 
 from cscore.data import load_examples
 from cscore.data.prompts import build
-from cscore.scorers import engine, methods
+from cscore.scorers import engine, flops, methods
 from cscore.scorers.anatomy import decoder_base
 from cscore.scorers.api import ModelPair
 from cscore.scorers.runtime_defaults import MAX_LENGTH, TOKEN_BUDGET
@@ -433,6 +433,9 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
     return runs
 
 
+USEFUL: dict[str, float | None] = {}  # name -> useful FLOPs of cscore's passes (scorers/flops.py)
+
+
 def time_runs(runs, device, repeats: int) -> dict:
     """name -> (best wall seconds, best process CPU seconds, statistics, tokens, tokens text,
     peak memory), the runs interleaved ``repeats`` times (a shared machine's load hits all alike)."""
@@ -448,6 +451,8 @@ def time_runs(runs, device, repeats: int) -> dict:
                 tok = f"{tokens} [real]" if name in ("per-source", "plain fwd") else f"{tokens} [padded]"
             else:
                 stats, tokens = got.stats, sum(r.tokens for r in got.reports.values())
+                useful = [r.flops for r in got.reports.values()]
+                USEFUL[name] = None if None in useful else float(sum(useful))
                 tok = " + ".join(f"{r.tokens} [{r.padded_tokens}]" for r in got.reports.values())
             old = results.get(name)
             results[name] = (min(wall, old[0]) if old else wall, min(cpu, old[1]) if old else cpu, stats, tokens, tok,
@@ -526,6 +531,15 @@ def print_slice(results: dict, n: int, args) -> None:
         flag = " FAIL" if lp > args.tolerance else (" (amplified)" if con > args.tolerance else "")
         print(f"{name:10s} {wall:8.2f} {cpu:8.2f} {n / wall:10.3f} {vs('paper', wall)} {vs('per-source', wall)} "
               f"{peak / 2**20:9.0f}  {lp:.1e} | {con:.1e}{flag}  {tok}")
+    peak = flops.peak_flops(args.device_used, args.dtype_used)
+    for name in ("shared", "unshared"):
+        if USEFUL.get(name) is None or name not in results:
+            continue
+        wall = results[name][0]
+        use = flops.mfu(USEFUL[name], wall, peak)
+        print(f"useful FLOPs {name:10s} {USEFUL[name] / 1e12:.3f} TFLOP, {USEFUL[name] / wall / 1e12:.3f} TFLOP/s; "
+              f"MFU {f'{use:.1%}' if use is not None else '- (no peak known for this device)'}"
+              f"{f' of {peak / 1e12:.0f} TFLOP/s' if peak else ''}")
     for name in ("shared", "unshared", "per-source"):
         if name not in results or "plain fwd" not in results:
             continue
@@ -581,6 +595,7 @@ def main() -> None:
                               dtype="float32" if args.dtype == "auto" else args.dtype)
         what = (f"pair {args.pair}: {pair.expert.name} + {pair.amateur.name}"
                 f"{f' (early exit after {pair.amateur.exit_layer} layers)' if pair.amateur.exit_layer else ''}")
+    args.device_used, args.dtype_used = pair.expert.device, pair.expert.dtype
     if args.tolerance is None:
         args.tolerance = 2e-2 if pair.expert.dtype in (torch.bfloat16, torch.float16) else 1e-4
     gpu = torch.cuda.get_device_name(pair.expert.device) if pair.expert.device.type == "cuda" else "no GPU"

@@ -32,3 +32,38 @@ def test_a_time_that_was_not_recorded_leaves_the_total_unknown():
     got = figures({"decode": EngineReport(math.nan, 10, 10, 1, cached=True, fetch_seconds=0.01),
                    "judge": EngineReport(2.0, 80, 80, 1, fetch_seconds=2.0)})
     assert got["score_seconds"] is None and got["samples_per_second"] is None
+
+
+def test_useful_flops_count_work_done_together_once_and_mfu_needs_a_known_peak(monkeypatch):
+    from cscore.scorers import flops
+
+    tree = dict(fetch_seconds=4.0, shared="call-1", flops=8e12)
+    reports = {"decode expert": EngineReport(4.0, 100, 100, 1, **tree),
+               "decode contrast": EngineReport(4.0, 100, 100, 1, **tree),
+               "judge": EngineReport(2.0, 80, 80, 1, fetch_seconds=2.0, flops=4e12)}
+    model = NS(device="cuda:0", dtype="bfloat16", parent=None, load_seconds=0.0, status=lambda: "loaded")
+    scored = NS(table=pd.DataFrame({"id": range(10)}), stats=NS(reports=reports), models={"expert": model})
+    monkeypatch.setattr("cscore.cli.stages.torch_threads", lambda: 1)
+    monkeypatch.setattr(flops, "peak_flops", lambda device, dtype: None)
+    got = speed_figures(scored)
+    assert got["useful_flops"] == 12e12 and got["mfu"] is None  # no peak known: null, not a guess
+    monkeypatch.setattr(flops, "peak_flops", lambda device, dtype: 1e13)  # as a device of 10 TFLOP/s would give
+    got = speed_figures(scored)
+    assert got["mfu"] == pytest.approx(12e12 / 6.0 / 1e13)
+    assert got["passes"]["judge"]["mfu"] == pytest.approx(4e12 / 2.0 / 1e13)
+    reports["judge"] = EngineReport(2.0, 80, 80, 1, cached=True, fetch_seconds=0.1, flops=4e12)
+    got = speed_figures(scored)  # a pass from the cache ran elsewhere: its device is unknown
+    assert got["useful_flops"] == 12e12 and got["mfu"] is None and got["passes"]["judge"]["mfu"] is None
+    reports["judge"] = EngineReport(2.0, 80, 80, 1, fetch_seconds=2.0, flops=None)
+    assert speed_figures(scored)["useful_flops"] is None  # one pass not counted: the total is unknown
+
+
+def test_report_speed_table_shows_useful_tflops_and_mfu(tmp_path):
+    from cscore.metaeval import tables
+    from cscore.rundir import SCORES, Run
+
+    (tmp_path / SCORES).write_bytes(b"")  # complete: metrics and scores present
+    run = Run(tmp_path, {"data": {"name": "demo"}, "pair": {"name": "p"}, "method": {"variant": "contrast"}},
+              {"n_items": 10, "speed": {"score_seconds": 4.0, "useful_flops": 2e12, "mfu": 0.25, "passes": {}}})
+    row = tables.speed([run]).iloc[0]
+    assert row["useful_tflop_per_s"] == pytest.approx(0.5) and row["mfu"] == 0.25
