@@ -34,7 +34,7 @@ import torch
 
 from cscore.scorers import budget, flops, packed_attention, seq2seq
 from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
-from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, head_logits, token_statistics
+from cscore.scorers.head import chunk_rows, raw_logits, softcap, token_statistics
 from cscore.scorers.passes import EngineReport, Outputs, check_inputs, kept
 from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.stats import TokenStats
@@ -374,12 +374,13 @@ def _score_batch(model, items, where, pick, out: Outputs, vocab, device):
         targets.extend(h)
         dest.append(np.arange(out.offsets[i], out.offsets[i + 1]))
     row_t, col_t, target_t = (upload(torch.tensor(x), device) for x in (rows, cols, targets))
-    chunk = max(1, HEAD_CHUNK_ELEMENTS // vocab)
+    head = model.get_output_embeddings().weight
+    chunk, cap = chunk_rows(vocab, head.device, head.element_size()), softcap(model)
     per_head = {}
     for name, states_at in pick.items():
         picked = states_at((row_t, col_t))
-        got = [token_statistics(head_logits(model, picked[s:s + chunk]), target_t[s:s + chunk], out.temperatures)
-               for s in range(0, len(targets), chunk)]
+        got = [token_statistics(raw_logits(model, picked[s:s + chunk]), target_t[s:s + chunk], out.temperatures,
+                                cap) for s in range(0, len(targets), chunk)]
         per_head[name] = (torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1))
     out.add(torch.from_numpy(np.concatenate(dest)), per_head)
 

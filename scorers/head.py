@@ -11,16 +11,54 @@ import torch
 HEAD_CHUNK_ELEMENTS = 1 << 24  # logits computed per LM-head chunk (rows x vocab)
 
 
+STATS_BLOCK_ELEMENTS = 1 << 22  # on an accelerator: logits per block of token_statistics that are converted
+
+
+def raw_logits(model, hidden: torch.Tensor) -> torch.Tensor:
+    """The LM head's logits in the model's own dtype, not soft-capped: ``token_statistics`` reads
+    them block by block (``cap=softcap(model)``), so no float32 copy of the whole chunk exists."""
+    return model.get_output_embeddings()(hidden)
+
+
+def softcap(model) -> float | None:
+    """Gemma-style final logit soft-capping (``tanh(z / cap) * cap``), or None."""
+    return getattr(model.config, "final_logit_softcapping", None) or None
+
+
 def head_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """Logits from final hidden states through the model's LM head (at least float32),
     including Gemma-style final logit soft-capping when the config asks for it."""
-    logits = model.get_output_embeddings()(hidden)
-    if logits.dtype != torch.float64:
-        logits = logits.float()
-    cap = getattr(model.config, "final_logit_softcapping", None)
+    return prepared(raw_logits(model, hidden), softcap(model))
+
+
+def prepared(logits: torch.Tensor, cap: float | None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``logits`` at least float32 (an exact conversion), soft-capped with ``cap``; into ``out``
+    when given. Each element on its own: a block gives what the whole tensor gives."""
+    work = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    if out is None:
+        out = logits if logits.dtype == work else logits.to(work)
+        if cap:
+            out = torch.tanh(out / cap) * cap
+        return out
+    out.copy_(logits)
     if cap:
-        logits = torch.tanh(logits / cap) * cap
-    return logits
+        out.div_(cap).tanh_().mul_(cap)
+    return out
+
+
+def chunk_rows(vocab: int, device: torch.device, itemsize: int) -> int:
+    """Rows per LM-head chunk: on a CPU ``HEAD_CHUNK_ELEMENTS`` logits (the statistics' blocks
+    stay in cache either way); on an accelerator a quarter of its free memory in the head's own
+    dtype (the statistics convert ``STATS_BLOCK_ELEMENTS`` at a time), at most 65,536 rows."""
+    if device.type != "cuda":
+        return max(1, HEAD_CHUNK_ELEMENTS // vocab)
+    free, _ = torch.cuda.mem_get_info(device)
+    return rows_for_memory(free // 4, vocab, itemsize)
+
+
+def rows_for_memory(budget_bytes: int, vocab: int, itemsize: int) -> int:
+    """Head rows whose logits (``itemsize`` bytes each) fit in ``budget_bytes``, in [1, 65536]."""
+    return int(min(1 << 16, max(1, budget_bytes // max(1, vocab * itemsize))))
 
 
 STATS_ROWS = 4  # logit rows per block of token_statistics and CPU thread: a block and its scratch stay in L2
@@ -33,9 +71,13 @@ EXP_FLOOR = -80.0
 def stats_rows(logits: torch.Tensor) -> int:
     """Rows per block of ``token_statistics``: on a CPU ``STATS_ROWS`` per thread (each operation
     on a block is split over the threads, and every split is a barrier: blocks too small for the
-    thread count are mostly waiting), on an accelerator all rows at once."""
+    thread count are mostly waiting); on an accelerator all rows at once, or, where the logits
+    are converted to float32 (bfloat16 or float16 logits, soft-capping), ``STATS_BLOCK_ELEMENTS``
+    at a time."""
     if logits.device.type != "cpu":
-        return max(logits.shape[0], 1)
+        if logits.dtype in (torch.float32, torch.float64):
+            return max(logits.shape[0], 1)
+        return max(1, STATS_BLOCK_ELEMENTS // max(1, logits.shape[1]))
     return STATS_ROWS * max(1, torch.get_num_threads())
 
 
@@ -45,21 +87,31 @@ def _exact_inverse(t: float) -> bool:
     return mantissa == 0.5
 
 
-def token_statistics(logits: torch.Tensor, targets: torch.Tensor, temperatures: Sequence[float]):
-    """(logp, logp_max) of shape [n_temps, n] from float32 logits [n, V], in blocks of rows
+def token_statistics(logits: torch.Tensor, targets: torch.Tensor, temperatures: Sequence[float],
+                     cap: float | None = None):
+    """(logp, logp_max) of shape [n_temps, n] from logits [n, V], in blocks of rows
     (``stats_rows``): each block is shifted by its row maxima once, then per temperature one exp
     into a reused scratch block and a sum written straight into the [n_temps, n] result (the max
     of z/T is 0 after the shift, so the log of that sum is logsumexp(z/T) without logsumexp's own
     max and subtraction passes; inputs under ``EXP_FLOOR`` are raised to it). The few operations
-    over all rows (log, the target's logit) run once after the blocks, not per block."""
+    over all rows (log, the target's logit) run once after the blocks, not per block.
+
+    Logits below float32 (bfloat16, float16) are read in their own dtype and converted one block
+    at a time, as is soft-capping (``cap``): the same numbers as ``head_logits`` then this
+    function, without a float32 copy of all rows. Sums are in float32 (float64 for float64)."""
     n, vocab = logits.shape
+    work = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    convert = logits.dtype != work or bool(cap)
     rows = min(stats_rows(logits), max(n, 1))
-    lse = logits.new_empty((len(temperatures), n))
-    row_max = logits.new_empty((n, 1))
-    shifted_all, scratch_all = logits.new_empty((rows, vocab)), logits.new_empty((rows, vocab))
+    lse = logits.new_empty((len(temperatures), n), dtype=work)
+    row_max = logits.new_empty((n, 1), dtype=work)
+    shifted_all, scratch_all = logits.new_empty((rows, vocab), dtype=work), logits.new_empty((rows, vocab), dtype=work)
+    converted_all = logits.new_empty((rows, vocab), dtype=work) if convert else None
     for s in range(0, n, rows):
         block = logits[s:s + rows]
         k = block.shape[0]
+        if converted_all is not None:
+            block = prepared(block, cap, out=converted_all[:k])
         shifted, e = shifted_all[:k], scratch_all[:k]
         torch.amax(block, dim=-1, keepdim=True, out=row_max[s:s + k])
         torch.sub(block, row_max[s:s + k], out=shifted)  # <= 0, the max is 0
@@ -72,6 +124,6 @@ def token_statistics(logits: torch.Tensor, targets: torch.Tensor, temperatures: 
                 torch.div(shifted, t, out=e).clamp_(min=EXP_FLOOR)
             torch.sum(e.exp_(), dim=-1, out=lse[j, s:s + k])
     lse.log_()
-    z_target = logits.gather(1, targets[:, None]) - row_max  # the target's shifted logit, as in the block
+    z_target = prepared(logits.gather(1, targets[:, None]), cap) - row_max  # the target's shifted logit
     lp = torch.stack([z_target[:, 0] / t for t in temperatures]) - lse
     return lp, lse.neg_()

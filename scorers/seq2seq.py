@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from cscore.errors import ConfigError
-from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, token_statistics
+from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, chunk_rows, token_statistics
 from cscore.scorers.passes import EngineReport, Outputs, check_inputs, kept
 from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.stats import TokenStats
@@ -54,14 +54,20 @@ def key_part(lm) -> dict:
     return {"layout": {"kind": "encoder-decoder", "decoder_start": int(start)}}
 
 
-def head_logits(model, states: torch.Tensor) -> torch.Tensor:
-    """Logits from decoder states as the model computes them (at least float32)."""
+def raw_logits(model, states: torch.Tensor) -> torch.Tensor:
+    """Logits from decoder states as the model computes them, in its own dtype."""
     if getattr(model.config, "scale_decoder_outputs", False):  # T5 family, tied embeddings
         states = states * (model.model_dim ** -0.5)
     logits = model.get_output_embeddings()(states)
     bias = getattr(model, "final_logits_bias", None)  # BART, Pegasus, Marian, ...
     if bias is not None:
         logits = logits + bias.to(logits.device)
+    return logits
+
+
+def head_logits(model, states: torch.Tensor) -> torch.Tensor:
+    """Logits from decoder states as the model computes them (at least float32)."""
+    logits = raw_logits(model, states)
     return logits if logits.dtype == torch.float64 else logits.float()
 
 
@@ -210,8 +216,9 @@ def _score_batch(model, items, idx, hidden, out, name, vocab, device):
         [t for i in idx for t in items[i][1]]))
     dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in idx])
     picked = hidden[rows, cols]
-    chunk = max(1, HEAD_CHUNK_ELEMENTS // vocab)
-    got = [token_statistics(head_logits(model, picked[s:s + chunk]), targets[s:s + chunk], out.temperatures)
+    chunk = chunk_rows(vocab, picked.device, picked.element_size()) if picked.device.type == "cuda" else \
+        max(1, HEAD_CHUNK_ELEMENTS // vocab)
+    got = [token_statistics(raw_logits(model, picked[s:s + chunk]), targets[s:s + chunk], out.temperatures)
            for s in range(0, len(targets), chunk)]
     lp, lpm = torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1)
     out.add(torch.from_numpy(dest), {name: (lp, lpm)})
