@@ -176,13 +176,27 @@ def pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask=
 
 SPARSE_PACKED = True  # packed rows through packed_attention (False: the dense block-causal mask; benchmarks)
 SPARSE_ON_CUDA = False  # on an H100 one dense masked call per layer was faster (docs/performance.md#gpu)
+# how packed rows of SDPA models run: "sparse" (packed_attention), "flex" (flex_attention with a
+# block mask: masked blocks skipped; eager, so slow, off CUDA), "dense" (one masked SDPA call)
+PACKED_CPU = "sparse"
+PACKED_CUDA = "dense"  # measured: docs/performance.md#gpu; scripts/gpu_check.sh times all three
+
+
+def packed_path(model) -> str:
+    """How packed rows of ``model`` run: "sparse", "flex" or "dense" (models packed_attention
+    cannot take always "dense"): on a CPU ``PACKED_CPU``, on CUDA ``PACKED_CUDA``."""
+    if not (SPARSE_PACKED and packed_attention.usable(model)):
+        return "dense"
+    if next(model.parameters()).device.type != "cuda":
+        return PACKED_CPU
+    return "sparse" if SPARSE_ON_CUDA else PACKED_CUDA
 
 
 def sparse_packed(model) -> bool:
-    """Whether packed rows of ``model`` run through ``packed_attention`` (SDPA models): on a CPU,
-    where skipping the mask's row² work pays; on CUDA the dense mask, which launches fewer kernels."""
-    on_cuda = next(model.parameters()).device.type == "cuda"
-    return SPARSE_PACKED and packed_attention.usable(model) and (SPARSE_ON_CUDA or not on_cuda)
+    """Whether packed rows of ``model`` skip the dense [rows, width, width] mask (``packed_path``
+    sparse or flex): on a CPU, where skipping the mask's row² work pays; on CUDA the dense mask,
+    which launches fewer kernels, unless ``PACKED_CUDA`` says otherwise."""
+    return packed_path(model) != "dense"
 
 
 def run_base(model, ids, mask, positions, items, batch_rows, where):
@@ -201,6 +215,10 @@ def run_base(model, ids, mask, positions, items, batch_rows, where):
             n_p = len(batch_rows[r].prompt)
             prompts.append((r, last_prompt - n_p + 1, n_p))
         hyps.append((r, first, len(items[i][1])))
+    if packed_path(model) == "flex":
+        block_mask = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
+        with packed_attention.flexed(model, block_mask):
+            return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
     with packed_attention.packed(model, packed_attention.layout(prompts, hyps, ids.device)):
         return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
 

@@ -155,6 +155,60 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     return out, None
 
 
+def flex_mask(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], shape: tuple[int, int], device):
+    """The block-causal pattern of a batch of packed rows as a flex_attention ``BlockMask``
+    (``rows`` and ``hyps`` as for ``layout``; ``shape`` = (rows, width)): blocks the pattern
+    forbids entirely are skipped, not computed and masked."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    seg = torch.full(shape, -1, dtype=torch.long)  # -1 padding, 0 prompt, j hypothesis j of its row
+    for r, s, p in rows:
+        seg[r, s:s + p] = 0
+    count: dict[int, int] = {}
+    for r, col, length in hyps:
+        count[r] = count.get(r, 0) + 1
+        seg[r, col:col + length] = count[r]
+    seg = upload(seg, device)
+
+    def allowed(b, h, q, kv):
+        key, query = seg[b, kv], seg[b, q]
+        return ((kv <= q) & (key >= 0) & ((key == 0) | (key == query))) | (q == kv)  # a pad query sees itself
+
+    return create_block_mask(allowed, shape[0], None, shape[1], shape[1], device=device,
+                             _compile=torch.device(device).type == "cuda")
+
+
+_FLEX: ContextVar = ContextVar("cscore_flex_mask", default=None)
+FLEX_NAME = "cscore_flex"
+_COMPILED: dict = {}
+
+
+def _flex_attention(device: torch.device):
+    """flex_attention, compiled on CUDA (its eager form is a reference implementation)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    if device.type != "cuda":
+        return flex_attention
+    if "cuda" not in _COMPILED:
+        _COMPILED["cuda"] = torch.compile(flex_attention, dynamic=True)
+    return _COMPILED["cuda"]
+
+
+def flex_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
+                           is_causal=None, **kwargs):
+    """query [B, H, L, D], key / value [B, Hkv, L, D] -> ([B, L, H, D], None) under the batch's
+    ``flex_mask``; plain SDPA while none is set."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    mask = _FLEX.get()
+    if mask is None or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
+    out = _flex_attention(query.device)(query, key, value, block_mask=mask, scale=scaling,
+                                        enable_gqa=query.shape[1] != key.shape[1])
+    return out.transpose(1, 2), None
+
+
 def _heads(x: torch.Tensor, groups: int, shared: bool) -> torch.Tensor:
     """Key/value heads repeated for their query heads, unless SDPA shares them (``shared``)."""
     return x if groups == 1 or shared else x.repeat_interleave(groups, dim=1)
@@ -164,6 +218,7 @@ def register() -> None:
     from transformers import AttentionInterface
 
     AttentionInterface.register(NAME, attention)
+    AttentionInterface.register(FLEX_NAME, flex_attention_forward)
 
 
 def usable(model) -> bool:
@@ -176,17 +231,30 @@ def usable(model) -> bool:
 @contextmanager
 def packed(model, lay: Layout):
     """Run ``model``'s attention through ``attention`` with ``lay`` for the block inside."""
+    with _switched(model, NAME, _LAYOUT, lay):
+        yield
+
+
+@contextmanager
+def flexed(model, mask):
+    """Run ``model``'s attention through ``flex_attention`` under ``mask`` (``flex_mask``)."""
+    with _switched(model, FLEX_NAME, _FLEX, mask):
+        yield
+
+
+@contextmanager
+def _switched(model, name: str, var: ContextVar, value):
     configs = {id(m.config): m.config for m in model.modules() if getattr(m, "config", None) is not None}
     saved = {k: c._attn_implementation for k, c in configs.items()}
-    token = _LAYOUT.set(lay)
+    token = var.set(value)
     try:
         for c in configs.values():
-            c._attn_implementation = NAME
+            c._attn_implementation = name
         yield
     finally:
         for k, c in configs.items():
             c._attn_implementation = saved[k]
-        _LAYOUT.reset(token)
+        var.reset(token)
 
 
 register()

@@ -414,6 +414,14 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
         finally:
             engine.SPARSE_ON_CUDA = False
 
+    def flex():  # packed rows through flex_attention with a block mask (compiled on CUDA)
+        saved = engine.PACKED_CPU, engine.PACKED_CUDA
+        engine.PACKED_CPU = engine.PACKED_CUDA = "flex"
+        try:
+            return stats_of(True)
+        finally:
+            engine.PACKED_CPU, engine.PACKED_CUDA = saved
+
     paper_loop(pair.expert.model, items[:2], TEMPS, pad_id=pad)  # warm-up: first-call allocations and kernels
     pair.statistics(inputs=type(inputs)(inputs.items[:2]), temperatures=TEMPS, token_budget=budget)
     runs = [] if args.skip_paper else [("paper", paper)]
@@ -425,6 +433,9 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
         runs.append(("dense-mask", dense))
     if args.sparse_too:
         runs.append(("sparse", sparse))
+    if args.flex_too:
+        flex()  # warm-up: on CUDA the first calls compile flex_attention and the mask
+        runs.append(("flex", flex))
     if args.kv_cache and exit_layer:
         runs.append(("kv", lambda: kv_cache_pass(pair.expert.model, items, exit_layer, TEMPS)))
     if args.passes:
@@ -532,7 +543,7 @@ def print_slice(results: dict, n: int, args) -> None:
         print(f"{name:10s} {wall:8.2f} {cpu:8.2f} {n / wall:10.3f} {vs('paper', wall)} {vs('per-source', wall)} "
               f"{peak / 2**20:9.0f}  {lp:.1e} | {con:.1e}{flag}  {tok}")
     peak = flops.peak_flops(args.device_used, args.dtype_used)
-    for name in ("shared", "unshared"):
+    for name in ("shared", "unshared", "dense-mask", "sparse", "flex"):
         if USEFUL.get(name) is None or name not in results:
             continue
         wall = results[name][0]
@@ -574,6 +585,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--per-source", default=None, help="e.g. 1,4,16,64: hypotheses per SummEval document")
     ap.add_argument("--dense-too", action="store_true",
                     help="also time packed rows under the dense block-causal mask (before packed_attention)")
+    ap.add_argument("--flex-too", action="store_true",
+                    help="also time packed rows through flex_attention with a block mask (engine.PACKED_CUDA=flex)")
     ap.add_argument("--sparse-too", action="store_true",
                     help="also time packed_attention on CUDA (there the engine uses the dense mask)")
     ap.add_argument("--judge", action="store_true", help="time the CD-judge pass with and without sharing")

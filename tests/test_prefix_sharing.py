@@ -282,3 +282,51 @@ def test_cuda_packs_rows_under_the_dense_mask(models, monkeypatch):
         assert_same(sparse, dense, atol=1e-12)
     finally:
         model.to("cpu")
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_flex_attention_block_mask_equals_the_dense_mask(models, side, monkeypatch):
+    """packed_path "flex" (flex_attention under a BlockMask of the block-causal pattern; on CUDA
+    compiled, here its eager reference form): the dense mask's numbers, and the flex path is
+    really taken for the packed batches."""
+    from cscore.scorers import packed_attention
+
+    model = models["float64"]
+    monkeypatch.setattr(engine, "PACKED_CPU", "flex")
+    monkeypatch.setattr(engine, "PACKED_CUDA", "flex")
+    assert engine.packed_path(model) == "flex" and engine.sparse_packed(model)
+    seen = []
+    real = packed_attention.flex_attention_forward
+
+    def spy(*args, **kwargs):
+        seen.append(packed_attention._FLEX.get() is not None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(packed_attention, "flex_attention_forward", spy)
+    packed_attention.register()
+    try:
+        flex, _ = run(model, token_budget=70, padding_side=side)
+    finally:
+        monkeypatch.setattr(packed_attention, "flex_attention_forward", real)
+        packed_attention.register()
+    monkeypatch.setattr(engine, "SPARSE_PACKED", False)
+    dense, _ = run(model, token_budget=70, padding_side=side)
+    assert any(seen) and model.config._attn_implementation == "sdpa"
+    assert_same(flex, dense, atol=1e-12)
+
+
+def test_flex_mask_is_the_block_causal_pattern():
+    """The BlockMask's mask function, evaluated at every (query, key), is the dense mask of pad_rows."""
+    rows = [r for r in engine.plan_rows(ITEMS, 70, True) if r.packed][:3]
+    ids, full, _, where = engine.pad_rows(ITEMS, rows, 0, "left", torch.device("cpu"), torch.float32, "sdpa")
+    from cscore.scorers import packed_attention
+
+    prompts = sorted({(r, lp - len(rows[r].prompt) + 1, len(rows[r].prompt)) for r, lp, _ in where.values()})
+    hyps = [(r, first, len(ITEMS[i][1])) for i, (r, _, first) in where.items()]
+    block = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
+    b, w = ids.shape
+    q = torch.arange(w)[:, None].expand(w, w)
+    kv = torch.arange(w)[None, :].expand(w, w)
+    for r in range(b):
+        got = block.mask_mod(torch.tensor(r), torch.tensor(0), q, kv)
+        assert torch.equal(got, full[r, 0])
