@@ -268,7 +268,7 @@ def plot_section(ds, long, stem: str, out: Path, progress: Progress, spec: table
                      "needs runs with several model pairs")
         return
     ylabel = f"{caption.split(',')[0]} (AVG)"
-    plots.save(plots.speed_vs_quality_figure(points, f"{title}\n{caption}", ylabel),
+    plots.save(plots.speed_vs_quality_figure(points, f"{title}\n{caption.split(';')[0]}", ylabel),
                folder / f"{stem}_speed_vs_quality.png")
 
 

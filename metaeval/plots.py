@@ -39,7 +39,7 @@ def wrap(text: str, width_in: float, fontsize: float) -> str:
     """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` points (a character
     is taken as 0.6 of the font size wide: DejaVu Sans' widest common letters)."""
     chars = max(int(width_in * 72 / (0.6 * fontsize)), 20)
-    return "\n".join(textwrap.wrap(text, chars)) if text else text
+    return "\n".join("\n".join(textwrap.wrap(line, chars)) for line in text.split("\n")) if text else text
 
 
 def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = "", caption: str = "",
