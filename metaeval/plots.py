@@ -53,10 +53,11 @@ def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = ""
     groups = list(table.groupby("series", sort=False))
     xs = np.sort(pd.unique(pd.to_numeric(table[param], errors="coerce")))
     xs = xs[np.isfinite(xs)]
-    step = np.diff(xs).min() if len(xs) > 1 else 1.0
+    # the series side by side around each x: at most half the smallest step, 6 % of the axis
+    spread = min(0.5 * np.diff(xs).min(), 0.06 * (xs.max() - xs.min())) if len(xs) > 1 else 0.0
     for k, (series, part) in enumerate(groups):
         part = part.sort_values(param)
-        x = part[param].to_numpy(dtype=float) + dodge(k, len(groups), step)
+        x = part[param].to_numpy(dtype=float) + dodge(k, len(groups), spread)
         y = part["value"].to_numpy(dtype=float)
         if {"low", "high"} <= set(part.columns) and part["low"].notna().any():
             err = np.vstack([y - part["low"].to_numpy(dtype=float), part["high"].to_numpy(dtype=float) - y])
@@ -78,9 +79,9 @@ def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = ""
     return fig
 
 
-def dodge(k: int, n: int, step: float) -> float:
-    """The x offset of series ``k`` of ``n``: side by side within a fifth of the smallest x step."""
-    return 0.0 if n < 2 else (k - (n - 1) / 2) * (0.2 * step / (n - 1))
+def dodge(k: int, n: int, spread: float) -> float:
+    """The x offset of series ``k`` of ``n``, the ``n`` evenly over ``spread`` around the x."""
+    return 0.0 if n < 2 else (k - (n - 1) / 2) * (spread / (n - 1))
 
 
 def heatmap_figure(table: pd.DataFrame, rows: str, cols: str, title: str = ""):
