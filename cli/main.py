@@ -22,6 +22,8 @@ commands:
   data check ...    print a dataset card: data=<name> [tokenizer=<model spec>]
   report DIR        paper-style tables (CIs, significance clusters, bias, speed) and plots
                     from a run or multirun directory; cscore report --help for options
+  list [KIND]       what is available here, one line each: datasets, pairs (which run offline),
+                    methods, baselines; all four when no KIND is named
   cache ls          list the cached per-token statistics (all cache commands: --root DIR)
   cache info KEY    one cache entry in detail, checksum verified (KEY: a key prefix)
   cache clear KEY.. remove cache entries by key prefix, or all of them: cache clear --all
@@ -99,6 +101,11 @@ def dispatch(argv: list[str]) -> None:
         from cscore.cli.report_cmd import main as report_main
 
         report_main(rest)
+        return
+    if command == "list":
+        from cscore.cli.list_cmd import main as list_main
+
+        list_main(rest)
         return
     if command == "cache":
         from cscore.cli.cache_cmd import main as cache_main

@@ -1,6 +1,7 @@
 """QAGS-XSum (Wang, Cho and Lewis, ACL 2020): 239 BBC articles, each with one summary written by
 BART fine-tuned on XSum, and human aspect ``fact`` (factual consistency). See shared/data/README.md,
-section 2.
+section 2. The release's other half, QAGS-CNNDM, has the same layout (``cscore.data.qags_cnndm``):
+``Part`` holds what differs between the two.
 
 Files:
   mturk_xsum.jsonl   (default) the original crowd file: per article, its summary sentences, each
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -35,23 +37,33 @@ from cscore.data.bartscore import record_to_row, records_for
 from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
 
-NAME = "qags_xsum"
-DEFAULT_FILE = "mturk_xsum.jsonl"
-SYSTEM = "bart-xsum"
 OPTIONS = ("source_file",)
 ANSWERS = {"yes": 1, "no": 0}
 
 
-def article_group(text: str) -> str:
+class Part(NamedTuple):
+    """One half of the QAGS release: its dataset name (also the shared folder), default file, the
+    system that wrote its summaries, and the prefix of its article ids."""
+    name: str
+    default_file: str
+    system: str
+    prefix: str
+
+
+XSUM = Part("qags_xsum", "mturk_xsum.jsonl", "bart-xsum", "xsum-")
+NAME, DEFAULT_FILE, SYSTEM = XSUM.name, XSUM.default_file, XSUM.system
+
+
+def article_group(text: str, prefix: str = XSUM.prefix) -> str:
     norm = re.sub(r"\s+", "", text.replace("``", '"').replace("''", '"')).lower()
-    return "xsum-" + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
+    return prefix + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
 
 
-def _row(index: int, article: str, hypothesis, fact: float, where: str) -> dict:
+def _row(index: int, article: str, hypothesis, fact: float, where: str, part: Part = XSUM) -> dict:
     if not isinstance(article, str):
         raise DataError(f"{where}: the article is not a string ({type(article).__name__})")
-    group = article_group(article)
-    return {"id": f"{group}/{SYSTEM}", "group": group, "system": SYSTEM, "task": "summarization",
+    group = article_group(article, part.prefix)
+    return {"id": f"{group}/{part.system}", "group": group, "system": part.system, "task": "summarization",
             "source": article, "reference": None, "hypothesis": hypothesis, "lang_pair": None,
             HUMAN_PREFIX + "fact": fact, "doc_index": index}
 
@@ -71,7 +83,7 @@ def sentence_vote(sentence: dict, where: str) -> int:
     return int(2 * yes > len(responses))
 
 
-def mturk_row(index: int, rec: dict, where: str) -> dict:
+def mturk_row(index: int, rec: dict, where: str, part: Part = XSUM) -> dict:
     if not isinstance(rec.get("article"), str):
         raise DataError(f"{where}: field 'article' is missing or not a string")
     sentences = rec.get("summary_sentences")
@@ -83,17 +95,21 @@ def mturk_row(index: int, rec: dict, where: str) -> dict:
             raise DataError(f"{where}: field 'summary_sentences[{k}].sentence' is missing or not a string")
         texts.append(sent["sentence"].strip())
         votes.append(sentence_vote(sent, f"{where}: summary_sentences[{k}]"))
-    return _row(index, rec["article"], " ".join(texts), sum(votes) / len(votes), where)
+    return _row(index, rec["article"], " ".join(texts), sum(votes) / len(votes), where, part)
 
 
 def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
-    opts = check_options(options, OPTIONS, NAME)
-    file, records, names = records_for(path, opts["source_file"], NAME, DEFAULT_FILE)
-    report = LoadReport(NAME, [str(file)])
+    return load_part(XSUM, path, **options)
+
+
+def load_part(part: Part, path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
+    opts = check_options(options, OPTIONS, part.name)
+    file, records, names = records_for(path, opts["source_file"], part.name, part.default_file)
+    report = LoadReport(part.name, [str(file)])
     rows = []
     for index, (where, rec) in enumerate(records):
         if "summary_sentences" in rec or "article" in rec:  # the crowd file
-            rows.append(mturk_row(index, rec, where))
+            rows.append(mturk_row(index, rec, where, part))
         else:  # BARTScore's form (pickle or its JSONL conversion)
             conv = record_to_row(rec, where, ("fact",), names)
             key = conv["group"]  # the pickle's doc key, 0..238
@@ -104,6 +120,7 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
                     conv["hypothesis"],
                     conv[HUMAN_PREFIX + "fact"],
                     where,
+                    part,
                 )
             )
     if not rows:

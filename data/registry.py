@@ -7,7 +7,7 @@ import difflib
 from collections.abc import Callable, Mapping
 from functools import partial
 
-from cscore.data import demo, dstc9, fed, mqm, qags_xsum, summeval, table, wmt
+from cscore.data import demo, dstc9, fed, mqm, qags_cnndm, qags_xsum, summeval, table, wmt
 from cscore.data.options import loader_options
 from cscore.data.schema import DataError
 
@@ -15,6 +15,7 @@ LOADERS: dict[str, Callable[..., tuple]] = {  # (example table, LoadReport)
     "demo": demo.load,
     "summeval": summeval.load,
     "qags_xsum": qags_xsum.load,
+    "qags_cnndm": qags_cnndm.load,
     "mqm": mqm.load,
     "mqm22": partial(wmt.load, name="mqm22"),  # the same loader; the name is for messages and reports
     "mqm23": partial(wmt.load, name="mqm23"),
@@ -26,7 +27,7 @@ LOADERS: dict[str, Callable[..., tuple]] = {  # (example table, LoadReport)
 # The task of every row a named loader writes (data=table takes data.task): picks the prompt template
 # before any data is read (cli/pair_check.py measures it against runtime.max_length).
 TASKS = {"demo": "summarization", "summeval": "summarization", "qags_xsum": "summarization",
-         "mqm": "translation", "mqm22": "translation", "mqm23": "translation",
+         "qags_cnndm": "summarization", "mqm": "translation", "mqm22": "translation", "mqm23": "translation",
          "fed": "dialogue", "dstc9": "dialogue"}
 
 

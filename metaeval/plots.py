@@ -21,6 +21,7 @@ SINGLE_PASS_NOTE = ("one forward pass produced every row, so they share one spee
 
 DPI = 130  # of every saved PNG
 PANEL_WIDTH = 2.6  # inches, of a panel of distribution_figure
+MAX_LABELLED_X = 8  # a sweep of at most this many values gets one x tick per value
 
 
 def save(fig, out: Path) -> Path:
@@ -38,25 +39,49 @@ def wrap(text: str, width_in: float, fontsize: float) -> str:
     """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` points (a character
     is taken as 0.6 of the font size wide: DejaVu Sans' widest common letters)."""
     chars = max(int(width_in * 72 / (0.6 * fontsize)), 20)
-    return "\n".join(textwrap.wrap(text, chars)) if text else text
+    return "\n".join("\n".join(textwrap.wrap(line, chars)) for line in text.split("\n")) if text else text
 
 
-def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = ""):
+def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = "", caption: str = "",
+                                warning: str = ""):
     """Lines of correlation vs a swept parameter (ContrastScore Fig. 2 / 3). ``table`` has
-    columns param, series, value and optionally low / high (a CI band)."""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for series, part in table.groupby("series", sort=False):
+    columns param, series, value and optionally low / high (an interval, drawn as an error bar in
+    the series' colour, the series side by side so that no two bars cover each other).
+    ``caption``: which correlation, split and n (under the title); ``warning``: a line under the
+    axes (few documents to resample)."""
+    fig, ax = plt.subplots(figsize=(6, 4.4 if warning else 4))
+    groups = list(table.groupby("series", sort=False))
+    xs = np.sort(pd.unique(pd.to_numeric(table[param], errors="coerce")))
+    xs = xs[np.isfinite(xs)]
+    # the series side by side around each x: at most half the smallest step, 6 % of the axis
+    spread = min(0.5 * np.diff(xs).min(), 0.06 * (xs.max() - xs.min())) if len(xs) > 1 else 0.0
+    for k, (series, part) in enumerate(groups):
         part = part.sort_values(param)
-        ax.plot(part[param], part["value"], marker="o", label=str(series))
+        x = part[param].to_numpy(dtype=float) + dodge(k, len(groups), spread)
+        y = part["value"].to_numpy(dtype=float)
         if {"low", "high"} <= set(part.columns) and part["low"].notna().any():
-            ax.fill_between(part[param], part["low"], part["high"], alpha=0.15)
+            err = np.vstack([y - part["low"].to_numpy(dtype=float), part["high"].to_numpy(dtype=float) - y])
+            ax.errorbar(x, y, yerr=np.where(np.isfinite(err), err, 0.0), marker="o", markersize=4, capsize=3,
+                        linewidth=1.2, elinewidth=1.0, label=str(series))
+        else:
+            ax.plot(x, y, marker="o", markersize=4, label=str(series))
+    if 1 < len(xs) <= MAX_LABELLED_X:  # each swept value labelled (not the offsets of the bars)
+        ax.set_xticks(xs, [f"{v:g}" for v in xs])
     ax.set_xlabel(param)
     ax.set_ylabel("correlation")
-    ax.set_title(title)
+    head = title + ("\n" + wrap(caption, 4.4, 8) if caption else "")
+    ax.set_title(head, fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # off the bands
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # off the bars
+    if warning:
+        ax.text(0.0, -0.2, wrap("Warning: " + warning, 4.4, 8), transform=ax.transAxes, ha="left", va="top",
+                fontsize=8, color="tab:red")
     return fig
 
+
+def dodge(k: int, n: int, spread: float) -> float:
+    """The x offset of series ``k`` of ``n``, the ``n`` evenly over ``spread`` around the x."""
+    return 0.0 if n < 2 else (k - (n - 1) / 2) * (spread / (n - 1))
 
 
 def heatmap_figure(table: pd.DataFrame, rows: str, cols: str, title: str = ""):
@@ -122,10 +147,10 @@ def _histogram(ax, x: np.ndarray, color: str) -> None:
 
 
 
-def speed_vs_quality_figure(points: pd.DataFrame, title: str = ""):
+def speed_vs_quality_figure(points: pd.DataFrame, title: str = "", ylabel: str = "correlation (AVG)"):
     """Samples/s against correlation, one labelled point per distinct forward pass (ContrastScore
     Fig. 1); ``points`` has columns label, samples_per_second, value. With a single pass the
-    plot says that it needs several pairs."""
+    plot says that it needs several pairs (``cscore report`` does not write it then)."""
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.scatter(points["samples_per_second"], points["value"])
     speeds = points["samples_per_second"].to_numpy(dtype=float)
@@ -139,8 +164,8 @@ def speed_vs_quality_figure(points: pd.DataFrame, title: str = ""):
                 bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "grey"})  # below the centred point
     _log_x(ax, speeds)
     ax.set_xlabel("samples / second (log)")
-    ax.set_ylabel("correlation (AVG)")
-    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.set_title(wrap(title, 5.5, 9), fontsize=9)
     ax.grid(alpha=0.3)
     return fig
 

@@ -226,13 +226,13 @@ def tiny_sweep(tiny_dirs, tmp_path_factory):
     """A finished two-point multirun of the tiny pair (method.gamma=0.1,0.4; the session's
     statistics cache), run once for the tests that read a sweep (test_report.py) and the one that
     re-runs it (test_cli.py). Shared: copy it before changing anything in it. ``args``: the
-    command, without its hydra.sweep.dir."""
+    command, without its hydra.sweep.dir; ``stdout``: what the command printed."""
     root = tmp_path_factory.mktemp("sweep")
     args = ["run", "-m", f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
             "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false", "method.gamma=0.1,0.4"]
     res = run_cscore(*args, f"hydra.sweep.dir={root / 'sw'}", cwd=root)
     assert res.returncode == 0, res.stdout + res.stderr
-    return SimpleNamespace(dir=root / "sw", args=args)
+    return SimpleNamespace(dir=root / "sw", args=args, stdout=res.stdout)
 
 
 @pytest.fixture

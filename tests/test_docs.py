@@ -59,14 +59,21 @@ def load_config() -> dict:
     return yaml.safe_load((ROOT / "mkdocs.yml").read_text())
 
 
-def test_site_builds_strictly(mkdocs_available, tmp_path):
-    done = mkdocs_build(ROOT / "mkdocs.yml", tmp_path / "site")
+@pytest.fixture(scope="module")
+def built_site(mkdocs_available, tmp_path_factory) -> Path:
+    """The site as ``mkdocs build --strict`` writes it (built once for the tests here)."""
+    site = tmp_path_factory.mktemp("docs") / "site"
+    done = mkdocs_build(ROOT / "mkdocs.yml", site)
     assert done.returncode == 0, done.stdout + done.stderr
+    return site
+
+
+def test_site_builds_strictly(built_site):
     pages = [p for p in nav_files(load_config()["nav"])]
     for page in pages:  # every nav page was written, the API page with its docstrings
-        html = tmp_path / "site" / ("index.html" if page == "index.md" else page.removesuffix(".md") + "/index.html")
+        html = built_site / ("index.html" if page == "index.md" else page.removesuffix(".md") + "/index.html")
         assert html.is_file(), page
-    api = (tmp_path / "site" / "api" / "index.html").read_text()
+    api = (built_site / "api" / "index.html").read_text()
     assert 'id="cscore.scorers.api.ModelPair.statistics"' in api
 
 
@@ -126,3 +133,114 @@ def test_readme_links_resolve():
     local = [link for link in links if not re.match(r"[a-z]+://", link)]
     assert local, "the README links to the documentation pages"
     assert [link for link in local if not (ROOT / link).exists()] == []
+
+
+# ---------------------------------------------------------------- what the built pages show (issue 30, item 9)
+
+def page_html(site: Path, page: str) -> str:
+    return (site / page / "index.html").read_text(encoding="utf-8")
+
+
+def equations(html_text: str) -> list[tuple[str, bool]]:
+    """(TeX, displayed) of every equation pymdownx.arithmatex marked on a page."""
+    import html
+
+    out = []
+    for tag, body in re.findall(r'<(span|div) class="arithmatex">(.*?)</\1>', html_text, re.S):
+        tex = html.unescape(body).strip()
+        opening, closing = (r"\[", r"\]") if tag == "div" else (r"\(", r"\)")
+        assert tex.startswith(opening) and tex.endswith(closing), tex
+        out.append((tex[2:-2].strip(), tag == "div"))
+    return out
+
+
+MATH_PAGES = {"methods/contrastscore": 5, "methods/cdm": 5, "methods/cd-judge": 2}  # equations at least
+
+
+def mathjax_es5(in_ci: bool) -> Path:
+    """The MathJax the site ships (package django-static-mathjax); skips without it, except in CI."""
+    from importlib import resources
+
+    try:
+        folder = Path(str(resources.files("mathjax"))) / "static" / "mathjax" / "es5"
+    except ModuleNotFoundError:
+        folder = None
+    if folder is None or not (folder / "tex-chtml.js").is_file():
+        if in_ci:
+            pytest.fail("CI=true but django-static-mathjax (the docs site's MathJax) is not installed")
+        pytest.skip("the docs site's MathJax needs django-static-mathjax (pip install django-static-mathjax)")
+    return folder
+
+
+def test_equations_are_marked_for_mathjax_which_the_site_ships(built_site, in_ci):
+    mathjax_es5(in_ci)
+    for page, least in MATH_PAGES.items():
+        text = page_html(built_site, page)
+        assert len(equations(text)) >= least, page
+        assert "<pre><span></span><code>generative score" not in text  # no equation left in a code box
+        scripts = re.findall(r'<script src="([^"]+)"', text)
+        assert "../../assets/mathjax-config.js" in scripts and "../../assets/mathjax/tex-chtml.js" in scripts
+        assert scripts.index("../../assets/mathjax-config.js") < scripts.index("../../assets/mathjax/tex-chtml.js")
+    shipped = built_site / "assets" / "mathjax"
+    assert (shipped / "tex-chtml.js").stat().st_size > 100_000
+    assert (shipped / "output" / "chtml" / "fonts" / "woff-v2" / "MathJax_Main-Regular.woff").is_file()
+    for html_file in built_site.rglob("*.html"):  # nothing is fetched from elsewhere: no CDN
+        text = html_file.read_text(encoding="utf-8")
+        assert not re.findall(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//', text), html_file
+
+
+def test_every_equation_typesets_with_the_shipped_mathjax(built_site, in_ci):
+    """Each equation of every page through the shipped MathJax in node (as the browser runs it): no
+    TeX error, no undefined macro."""
+    import json
+
+    es5 = mathjax_es5(in_ci)
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the equations are not typeset here")
+    found = [eq for f in sorted(built_site.rglob("*.html")) for eq in equations(f.read_text(encoding="utf-8"))]
+    assert len(found) >= sum(MATH_PAGES.values())
+    done = subprocess.run([node, str(ROOT / "tests" / "mathjax_check.js"), str(es5)], input=json.dumps(found),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = done.stdout.splitlines()
+    assert len(results) == len(found)
+    assert [(tex, r) for (tex, _), r in zip(found, results) if r != "ok"] == []
+    check = subprocess.run([node, str(ROOT / "tests" / "mathjax_check.js"), str(es5)],
+                           input=json.dumps([[r"\frac{a}{", False], [r"\nosuchmacro", False]]),
+                           capture_output=True, text=True, timeout=120)
+    assert [line.startswith("error: ") for line in check.stdout.splitlines()] == [True, True]  # it can fail
+
+
+def css_rules(css: str) -> dict[str, str]:
+    """{selector: declarations} of a plain stylesheet (comments removed)."""
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    return {sel.strip(): body.strip() for sel, body in re.findall(r"([^{}]+)\{([^}]*)\}", css)}
+
+
+def test_config_reference_keys_never_break_inside_a_name_and_pages_use_the_width(built_site):
+    from cscore.cli.config_reference import config_reference_markdown
+
+    text = page_html(built_site, "reference/config")
+    keys = re.findall(r"<tr>\s*<td><code>([^<]+)</code></td>", text)
+    want = re.findall(r"^\| `([^`]+)` \|", config_reference_markdown(), re.M)
+    assert keys == want and "runtime.token_budget" in keys
+    assert all("\u00ad" not in k and "\u200b" not in k for k in keys)  # no soft hyphen or zero-width break
+    assert '<link rel="stylesheet" href="../../assets/extra.css"' in text
+    rules = css_rules((built_site / "assets" / "extra.css").read_text())
+    code = rules[".md-typeset table code"]
+    assert "white-space: nowrap" in code and "word-break: keep-all" in code and "overflow-wrap: normal" in code
+    assert "max-width: 100%" in rules[".md-grid"]  # text, tables and code use the page's width
+
+
+def test_getting_started_shows_the_first_install_command_first(built_site):
+    import html
+
+    text = page_html(built_site, "getting-started")
+    body = text[text.index("<h1"):]
+    first_pre = body.index("<pre")
+    assert first_pre < body.index("<h2")  # before any section: in view when the page opens
+    block = html.unescape(re.sub(r"<[^>]+>", "", body[first_pre:body.index("</pre>", first_pre)])).strip()
+    lines = block.splitlines()
+    assert max(len(line) for line in lines) <= 60  # no sideways scrolling in the code box
+    assert " ".join(line.rstrip(" \\").strip() for line in lines) == RUN_COMMAND

@@ -86,7 +86,7 @@ def layout_problems(fig, png: Path) -> list[str]:
     if any(a.overlaps(b) for a in top_level for b in axes_boxes):
         problems.append("a figure-level text or legend over an axes")
     legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
-    bars = [p.get_window_extent(renderer) for ax in fig.axes for c in ax.containers for p in c.patches
+    bars = [p.get_window_extent(renderer) for ax in fig.axes for c in ax.containers for p in getattr(c, "patches", ())
             if p.get_height() > 0]
     for legend in legends:
         if any(legend.get_window_extent(renderer).overlaps(b) for b in bars):
@@ -147,8 +147,10 @@ def test_every_png_of_a_sweep_report_keeps_its_text_inside(tiny_sweep, tmp_path,
     res = cscore_main("report", str(tiny_sweep.dir), "--bootstrap", "20", "--permutations", "0", "--out", str(out),
                       cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert {p.name for _, p in saved} == {"demo_corr_vs_gamma.png", "demo_distributions.png",
-                                          "demo_speed_vs_quality.png"}
+    # one model pair: one forward pass, so no speed-vs-quality plot (one dot compares nothing); said why
+    assert {p.name for _, p in saved} == {"demo_corr_vs_gamma.png", "demo_distributions.png"}
+    assert "demo_speed_vs_quality.png not written: every row comes from one forward pass (tiny " in res.stderr
+    assert "needs runs with several model pairs" in res.stderr
     assert_figures_fit(saved, out)
 
 
@@ -163,8 +165,52 @@ def test_two_parameter_heat_map_and_speed_points_keep_their_text_inside(tmp_path
                                           "grid_speed_vs_quality.png"}
     speed = next(f for f, p in saved if p.name == "grid_speed_vs_quality.png")
     assert len(speed.axes[0].collections[0].get_offsets()) == 2  # one point per pair
+    assert speed.axes[0].get_ylabel() == "Pearson (AVG)"
+    assert "Pearson, segment level, split all, n = 48 rows of 12 documents" in flat(speed.axes[0].get_title())
     assert_figures_fit(saved, root / "report")
     assert "to resample" not in res.stdout  # 12 documents: no warning
+
+
+def flat(text: str) -> str:
+    """A wrapped text as one line."""
+    return " ".join(text.split())
+
+
+def test_gamma_plot_says_which_correlation_split_and_n_warns_on_few_documents_and_keeps_bars_apart(
+        tmp_path, cscore_main, saved):
+    root = tmp_path / "gamma"
+    for k, gamma in enumerate((0.1, 0.2, 0.4, 0.8)):  # one pair, one swept parameter, 6 documents
+        write_contrast_run(root / str(k), "pair-a", gamma, 1.0, speed=10.0, groups=6)
+    res = cscore_main("report", str(root), "--bootstrap", "50", "--permutations", "0", "--correlation", "spearman",
+                      "--alpha", "0.1", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert {p.name for _, p in saved} == {"grid_corr_vs_gamma.png", "grid_distributions.png"}
+    assert_figures_fit(saved, root / "report")
+    fig = next(f for f, p in saved if p.name == "grid_corr_vs_gamma.png")
+    (ax,) = fig.axes
+    assert flat(ax.get_title()) == ("grid: correlation with human judgements Spearman, segment level, split all, "
+                                    "n = 24 rows of 6 documents; bars: 90% bootstrap intervals over documents")
+    assert [flat(t.get_text()) for t in ax.texts] == [
+        f"Warning: only 6 items (documents / source segments) to resample (fewer than {MIN_UNITS}): the bootstrap "
+        "intervals rest on too few to be reliable"]
+    # one error bar per series (no overlapping filled bands), each at the interval of the quality table
+    assert not ax.collections or all(type(c).__name__ == "LineCollection" for c in ax.collections)
+    long = pd.read_csv(root / "report" / "grid_quality_long.csv")
+    mains = long[long["label"].str.contains("contrast")]
+    xs = []
+    for bars in ax.containers:
+        series = bars.get_label()
+        segments = bars.lines[2][0].get_segments()  # one vertical segment per gamma, in gamma order
+        want = mains[mains["target"] == series].assign(
+            gamma=lambda d: d["label"].str.extract(r"gamma=([\d.]+)")[0].astype(float)).sort_values("gamma")
+        got = [y for s in segments for y in (s[0][1], s[1][1])]
+        assert got == pytest.approx([y for lh in zip(want["low"], want["high"]) for y in lh]), series
+        xs.append([s[0][0] for s in segments])
+    assert sorted(b.get_label() for b in ax.containers) == ["AVG", "fluency", "overall"]
+    for k, gamma in enumerate((0.1, 0.2, 0.4, 0.8)):  # side by side around each gamma, none on another
+        at = sorted(x[k] for x in xs)
+        assert len(set(at)) == 3 and abs(sum(at) / 3 - gamma) < 1e-9 and at[-1] - at[0] < 0.1 * 0.5
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.1", "0.2", "0.4", "0.8"]
 
 
 def test_layout_check_catches_a_clipped_footnote_and_a_legend_over_bars(tmp_path):

@@ -1,0 +1,161 @@
+"""``cscore list [datasets|pairs|methods|baselines]``: what this installation offers, one line each,
+read from the config folders (``cscore/conf``): the name, the file's first comment line, and whether
+it works here without a network: a dataset whose file is found (``data.path=`` otherwise), a pair
+whose models are all here (a packaged GGUF that is installed, a local folder, a hub model in the
+local hub cache). Nothing is loaded and no network is asked."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import yaml
+
+from cscore.cli.exits import one_line_errors
+
+GROUPS = {"datasets": "data", "pairs": "pair", "methods": "method", "baselines": "baseline"}
+USAGE = "usage: cscore list [datasets|pairs|methods|baselines]   (all four when none is named)"
+
+
+def presets(group: str) -> dict[str, str]:
+    """{name: the file's text} of every config of ``group``, by name."""
+    folder = resources.files("cscore.conf") / group
+    files = sorted((p for p in folder.iterdir() if p.name.endswith(".yaml")), key=lambda p: p.name)
+    return {p.name.removesuffix(".yaml"): p.read_text(encoding="utf-8") for p in files}
+
+
+WIDE = 90  # a description longer than this is cut (with "...")
+SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.(?:\s+(?=[A-Z])|$)")
+
+
+def first_comment(text: str) -> str:
+    """The first sentence of the config file's leading comment (``# @package`` lines are Hydra's,
+    not a description), cut to ``WIDE`` characters."""
+    block = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("#"):
+            break
+        if not line.startswith("# @package"):
+            block.append(line.lstrip("#").strip())
+    about = " ".join(block)
+    end = SENTENCE_END.search(about)
+    about = about[:end.start() + 1] if end else about
+    return about if len(about) <= WIDE else about[:WIDE - 3].rstrip() + "..."
+
+
+# ----- is it here? -----
+
+def shared_file(folder: str, name: str) -> bool:
+    from cscore.data import paths
+    from cscore.data.schema import DataError
+
+    try:
+        paths.default_file(folder, name)
+    except DataError:
+        return False
+    return True
+
+
+def dataset_status(name: str, cfg: dict) -> str:
+    from cscore.data import dstc9, fed, mqm, qags_cnndm, qags_xsum, summeval
+
+    files = {"summeval": ("summeval", summeval.DEFAULT_FILE), "qags_xsum": ("qags_xsum", qags_xsum.DEFAULT_FILE),
+             "qags_cnndm": ("qags_cnndm", qags_cnndm.DEFAULT_FILE), "fed": (fed.DATASET_DIR, fed.DEFAULT_FILE),
+             "dstc9": (dstc9.DATASET_DIR, dstc9.DEFAULT_FILE),
+             "mqm": (f"{mqm.DATASET_DIR}/{mqm.DEFAULT_DIR}", mqm.DEFAULT_FILE)}
+    if name == "demo":
+        return "shipped"
+    if name in files:
+        return "file here" if shared_file(*files[name]) else "no file here: data.path=<file>"
+    if isinstance(cfg.get("pairs"), list) and isinstance(cfg.get("files"), dict):
+        return pairs_found(cfg)
+    return "your file: data.path=<file>"
+
+
+def pairs_found(cfg: dict) -> str:
+    """Which language pairs of an MQM set have a file under data.root (default: the shared mqm/)."""
+    from pathlib import Path
+
+    from cscore.data import wmt
+    from cscore.data.paths import shared_data_dir
+
+    shared = shared_data_dir()
+    base = Path(cfg["root"]) if cfg.get("root") else (shared / "mqm" if shared else None)
+    here = [lp for lp in cfg["pairs"] if wmt.find(lp, list(cfg["files"].get(lp) or []), base)[0] is not None]
+    missing = [lp for lp in cfg["pairs"] if lp not in here]
+    if not missing:
+        return "files here"
+    if not here:
+        return "no file here: data.root=<folder>"
+    return f"here: {', '.join(here)}; not here: {', '.join(missing)} (data.pairs=[{','.join(here)}])"
+
+
+def model_here(spec: str, revision) -> bool:
+    import os
+
+    from cscore.scorers import hub, specs
+
+    try:
+        kind = specs.check_spec(spec)
+    except specs.ModelSpecError:
+        return False
+    if kind == "hub":
+        return hub.in_cache(spec, revision)
+    return kind == "gguf" or os.path.exists(os.path.expanduser(spec))
+
+
+def pair_line(cfg: dict) -> tuple[str, str]:
+    """(the models, offline or not) of a pair config."""
+    from cscore.cli.names import short_name
+
+    expert, amateur = cfg["expert"], cfg.get("amateur") or {}
+    if amateur.get("path"):
+        models = f"{short_name(expert['path'])} + {short_name(amateur['path'])}"
+    else:
+        models = f"{short_name(expert['path'])} + its early exit ({amateur.get('early_exit')})"
+    wanted = [(expert["path"], expert.get("revision"))]
+    if amateur.get("path"):
+        wanted.append((amateur["path"], amateur.get("revision")))
+    offline = all(model_here(str(spec), rev) for spec, rev in wanted)
+    return models, "runs offline" if offline else "needs the hub (not in the local hub cache)"
+
+
+# ----- output -----
+
+def rows(what: str) -> list[tuple[str, str, str]]:
+    """(name, description, status) per config of one kind."""
+    out = []
+    for name, text in presets(GROUPS[what]).items():
+        cfg = yaml.safe_load(text) or {}
+        about, status = first_comment(text), ""
+        if what == "datasets":
+            status = dataset_status(name, cfg)
+        elif what == "pairs":
+            about, status = pair_line(cfg)
+        out.append((name, about, status))
+    return out
+
+
+def section(what: str) -> list[str]:
+    found = rows(what)
+    width = max(len(n) for n, _, _ in found)
+    head = f"{what} ({GROUPS[what]}=<name>):"
+    return [head] + [f"  {n:<{width}}  {about}" + (f"  [{status}]" if status else "") for n, about, status in found]
+
+
+def main(argv: list[str]) -> None:
+    from cscore.errors import ConfigError
+
+    with one_line_errors(code=2):
+        if any(a in ("-h", "--help") for a in argv):
+            print(USAGE)
+            return
+        unknown = [a for a in argv if a not in GROUPS]
+        if unknown or len(argv) > 1:
+            raise ConfigError(f"cscore list: {'unknown kind ' + repr(unknown[0]) if unknown else 'one kind at a time'}"
+                              f"; {USAGE.removeprefix('usage: ')}")
+        lines: list[str] = []
+        for what in argv or list(GROUPS):
+            lines += ([""] if lines else []) + section(what)
+        print("\n".join(lines))

@@ -1,0 +1,39 @@
+"""After a multirun, the command that comes next: ``cscore report <its directory>`` (the Hydra
+callback ``hydra.callbacks.next_step``, conf/config.yaml). Printed by the launching process once
+every job has ended, with how many runs finished and failed."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from cscore import rundir
+
+
+def shown(folder: str) -> str:
+    """The folder as the user can type it from where they ran the sweep: relative when inside it."""
+    path = Path(folder)
+    if path.is_absolute():
+        try:
+            path = path.relative_to(Path.cwd())
+        except ValueError:
+            pass
+    return shlex.quote(str(path))
+
+
+def next_line(sweep_dir: str) -> str:
+    """``next: cscore report <dir>   (N runs finished[, K failed])``."""
+    folder = Path(sweep_dir)
+    jobs = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+    done = sum((p / rundir.METRICS).is_file() for p in jobs)
+    failed = sum((p / rundir.FAILED).is_file() for p in jobs)
+    counts = f"{done} run{'s' * (done != 1)} finished" + (f", {failed} failed" if failed else "")
+    return f"next: cscore report {shown(sweep_dir)}   ({counts}: tables, significance and plots)"
+
+
+class NextStep(Callback):
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        print(next_line(str(config.hydra.sweep.dir)), flush=True)
