@@ -43,6 +43,7 @@ from cscore.scorers.transfer import upload
 
 log = logging.getLogger(__name__)
 
+UNBOUNDED = 1 << 62  # the row length of a model without a sliding window
 PACKED_MAX_PADDING = 0.1  # batches of packed rows: padding at most this fraction of their tokens
 
 
@@ -86,17 +87,31 @@ def sharing_window(model) -> int | None:
     """Whether packed rows can be fed to ``model``: None if not (not a transformers model with
     SDPA or eager attention, which take a custom 4D mask), else the longest row (positions) for
     which a packed row is exact: sliding-window layers would ignore their window under a custom
-    mask, so for them a row must fit in the window (else its items run unshared)."""
+    mask, so for them a row must fit in the window (else its items run unshared) unless
+    ``packed_attention`` runs it (``row_window``)."""
     config = getattr(model, "config", None)
     if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
         return None
     types = getattr(config, "layer_types", None)
     window = getattr(config, "sliding_window", None)
     if types is not None and not any(t != "full_attention" for t in types):
-        return 1 << 62
+        return UNBOUNDED
     if types is not None and any(t not in ("full_attention", "sliding_attention") for t in types):
         return None  # chunked or other attention patterns: not handled
-    return int(window) if window else (1 << 62)
+    return int(window) if window else UNBOUNDED
+
+
+def row_window(model) -> int | None:
+    """``sharing_window`` for this pass: no bound where packed rows run through
+    ``packed_attention``, which applies each sliding-window layer's window itself (CPU SDPA);
+    on the dense-mask path (CUDA, eager) a group whose prompt + hypothesis passes the window
+    runs unshared, said once in the log: a custom 4D mask makes transformers drop the window."""
+    window = sharing_window(model)
+    if window is None or window >= UNBOUNDED or sparse_packed(model):
+        return None if window is None else UNBOUNDED
+    log.info("%s: sliding window of %d positions; on this path (a dense packed mask) items longer than it "
+             "run unshared (a custom mask would drop the window)", type(model).__name__, window)
+    return window
 
 
 def plan_rows(items, token_budget: int, share: bool, window: int | None = None, subset=None) -> list[Row]:
@@ -261,7 +276,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         raise InputError(f"token id {int(token_ids.max())} is outside the model's vocabulary of {vocab}")
 
     start_time = time.perf_counter()
-    window = sharing_window(model) if share_prefix else None
+    window = row_window(model) if share_prefix else None
     if budget.is_auto(token_budget):
         token_budget = budget.resolve(model, longest_row=longest_row(items, window is not None))
     taps = {h: LayerTap(model, k) for h, k in heads.items() if k is not None}

@@ -24,8 +24,8 @@ from cscore.scorers.engine import (
     longest_row,
     pad_rows,
     plan_rows,
+    row_window,
     run_base,
-    sharing_window,
     sparse_packed,
 )
 from cscore.scorers.head import head_logits
@@ -103,7 +103,7 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     start = time.perf_counter()
     window = None
     if share_prefix:
-        windows = [sharing_window(m) for m in ([main] if asst is None else [main, asst])]
+        windows = [row_window(m) for m in ([main] if asst is None else [main, asst])]
         window = None if None in windows else min(windows)
     items = split_shared(contexts) if window is not None else [(c[:-1], c[-1:]) for c in contexts]
     if budget.is_auto(token_budget):  # as engine.compute resolves it
