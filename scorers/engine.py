@@ -35,7 +35,7 @@ import torch
 from cscore.scorers import budget, packed_attention, seq2seq
 from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
 from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, head_logits, token_statistics
-from cscore.scorers.passes import EngineReport, Outputs, check_inputs, kept
+from cscore.scorers.passes import EngineReport, Outputs, announce, check_inputs, kept
 from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
@@ -307,6 +307,8 @@ def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id
     while not done.all():  # one round; another with half the budget after an out-of-memory
         todo = np.flatnonzero(~done)
         rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
+        if not retries:  # the plan, before the first batch
+            announce(progress, tokens=sum(r.length for r in rows), detail=plan_text(rows, window))
         try:
             for batch_rows in batch_rows_of(rows, token_budget):
                 if kept(checkpoint, [i for r in batch_rows for i in r.members], done, progress):
@@ -331,6 +333,15 @@ def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     return processed, padded, n_batches, retries, token_budget
+
+
+def plan_text(rows: list[Row], window: int | None) -> str:
+    """``70 rows, 32 packed: a prompt once for its hypotheses`` for the progress's work line."""
+    packed = sum(r.packed for r in rows)
+    text = f"{len(rows):,} rows" + (f", {packed:,} packed: a prompt once for its hypotheses" if packed else "")
+    if window is not None and window < UNBOUNDED:
+        text += f"; sliding window {window}: longer items unshared"
+    return text
 
 
 def longest_row(items, share: bool) -> int:
