@@ -9,6 +9,7 @@ estimate errs long) the time it will take, and where that is long, the quick sli
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from datetime import datetime, timedelta
@@ -218,19 +219,23 @@ def progress_bar(console, setting, hint: Callable[[float], str | None] | None = 
     return reporter, reporter.factory
 
 
-def quick_slice(run) -> Callable[[float], str | None]:
-    """``hint`` for a run: on a CPU, a pass past LONG seconds gets the split that would take about
-    a minute (``split.use=dev`` with a smaller ``split.dev_fraction``: whole groups, deterministic)."""
+def quick_slice(run, groups: int | None = None) -> Callable[[float], str | None]:
+    """``hint`` for a run of ``groups`` groups: on a CPU, a pass past LONG seconds gets the split
+    that would take about a minute (``split.use=dev`` with a smaller ``split.dev_fraction``: whole
+    groups, deterministic), at least one group."""
     def hint(seconds: float) -> str | None:
         from cscore.scorers.models import auto_device
 
         if seconds < LONG or auto_device(run.runtime.device).type != "cpu":
             return None
         now = run.split.dev_fraction if run.split.use == "dev" and not run.split.dev_ids else 1.0
-        fraction = float(f"{max(0.01, now * 60.0 / seconds):.1g}")
+        least = 1.0 / round(groups / now) if groups else 0.01  # one group of the whole data
+        fraction = max(least, now * 60.0 / seconds)
+        digit = 10 ** math.floor(math.log10(fraction))
+        fraction = math.ceil(round(fraction / digit, 9)) * digit  # one significant digit, rounded up
         if fraction >= now:
             return None
-        return (f"long on a CPU: split.use=dev split.dev_fraction={fraction:g} runs a slice of whole groups "
+        return (f"long on a CPU: split.use=dev split.dev_fraction={fraction:.1g} runs a slice of whole groups "
                 f"(about {seconds * fraction / now:.0f}s for this pass)")
 
     return hint

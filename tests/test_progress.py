@@ -60,7 +60,8 @@ def test_heartbeat_thread_starts_and_stops():
 
 def test_estimate_after_the_first_batch_and_the_quick_slice():
     """First 10 of 100 items in 30 s: 270 s left; a 300 s pass on a CPU gets the dev slice of
-    60 / 300 = 0.2 of the groups (of 0.5 when already on a dev split of 0.5: 0.1); not on CUDA."""
+    60 / 300 = 0.2 of the groups (of 0.5 when already on a dev split of 0.5: 0.1), at least one
+    group; none for a short pass or on CUDA."""
     run = SimpleNamespace(runtime=SimpleNamespace(device="cpu"),
                           split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
     lines, now, console = lines_of(every=1000, hint=quick_slice(run))
@@ -79,6 +80,8 @@ def test_estimate_after_the_first_batch_and_the_quick_slice():
     assert len(printed(console)) == 3  # the estimate once
     run.split.use, run.split.dev_fraction = "dev", 0.5
     assert "split.dev_fraction=0.1 " in quick_slice(run)(300.0)
+    assert "split.dev_fraction=0.04 " in quick_slice(run)(800.0)  # 0.0375 rounded up
+    assert "split.dev_fraction=0.05 " in quick_slice(run, groups=10)(800.0)  # one group of the data's 20
     assert quick_slice(run)(100.0) is None  # short
     run.runtime.device = "cuda"
     assert quick_slice(run)(3000.0) is None
