@@ -168,3 +168,23 @@ def test_values_run_counts_agree(judge_dirs, demo_rows, tmp_path, cscore_cli):
         assert work == [(str(n), f"{speed['tokens']:,}")], name
         said = re.search(rf"^{re.escape(name)}: scored (\d+) items in [\d.]+s \(([\d.]+) samples/s", res.stdout, re.M)
         assert said and said.groups() == (str(n), rate_text(speed["samples_per_second"])), name
+
+
+def test_live_bar_prints_the_work_and_counts_to_the_end():
+    """On a terminal: the work line above the bar; the bar's task ends at its total."""
+    from cscore.cli.progress import Bar
+
+    console = Console(file=io.StringIO(), width=120, force_terminal=True, force_interactive=True)
+    bar = Bar(console)
+    bar.start()
+    try:
+        p = bar.factory("expert", 6)
+        p.work(tokens=40)
+        p(2)
+        p(4)
+    finally:
+        bar.stop()
+    task = bar.bar.tasks[0]
+    assert (task.completed, task.total) == (6, 6)
+    assert "expert: 6 items, 40 tokens to run" in console.file.getvalue()
+    assert "first 2 of 6 items" in console.file.getvalue()
