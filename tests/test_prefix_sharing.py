@@ -356,3 +356,24 @@ def test_dense_path_keeps_long_rows_unshared(gemma_like, monkeypatch):
     rows = engine.plan_rows(items, engine.TOKEN_BUDGET, True, window=6)
     assert on.tokens == sum(r.length for r in rows)
     assert {len(r.prompt) for r in rows if r.packed} == {3}
+
+
+def test_judge_statistics_of_a_sliding_window_model_shared_and_exact(gemma_like):
+    """The judge's pass (scorers/judge.py) packs a sliding-window model's contexts past the window
+    too, with the unshared statistics (float64): main model and an early exit after 2 layers."""
+    from cscore.scorers import judge
+
+    rng = np.random.default_rng(5)
+    docs = [[int(x) for x in rng.integers(4, 390, n)] for n in (12, 8)]
+    contexts = [d + [int(x) for x in rng.integers(4, 390, 3)] + [20, 21] for d in docs for _ in range(3)]
+    contexts = contexts + [c + [9] for c in contexts]
+    kw = dict(asst_exit=2, values=[1, 2, 3], value_ids=[(5,), (6,), (7, 9)], prefixes=[(9,)], n_items=6,
+              decode_token=str)
+    plain, plain_rep = judge.compute(gemma_like, contexts, share_prefix=False, **kw)
+    got, rep = judge.compute(gemma_like, contexts, share_prefix=True, **kw)
+    np.testing.assert_array_equal(got.main_top, plain.main_top)
+    np.testing.assert_array_equal(got.front_ids, plain.front_ids)
+    np.testing.assert_allclose(got.front_a, plain.front_a, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got.front_z, plain.front_z, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got.score_a, plain.score_a, rtol=0, atol=1e-9, equal_nan=True)
+    assert rep.tokens < plain_rep.tokens * 0.7  # each document once per row, though longer than the window
