@@ -18,7 +18,9 @@
   version; packed rows need only a 4D mask (SDPA or eager attention; other models run unshared).
   For SDPA models a packed batch runs its attention through ``packed_attention`` (the prompt
   causally on its own, each hypothesis against prompt + own keys): the mask's pattern without
-  its row² cost (1.36x faster than the dense mask at 64 hypotheses per source on a CPU).
+  its row² cost (1.36x faster than the dense mask at 64 hypotheses per source on a CPU); it
+  also applies a sliding-window layer's window (Gemma 3), so such rows may pass the window
+  (``row_window``; on the dense-mask path they may not).
 * Encoder-decoder models take the path of ``seq2seq.py`` (same outputs).
 """
 
