@@ -17,6 +17,7 @@ from typing import Callable
 
 EVERY = 10.0  # seconds between plain progress lines
 LONG = 120.0  # seconds of a pass after which the quick slice is suggested
+SOON = 5.0  # seconds left under which the estimate is not worth a line
 
 
 def rate_text(rate: float) -> str:
@@ -88,6 +89,8 @@ class Reporter:
     def warm_up(self, p: Pass, seconds: float) -> None:
         """After the first batch: the time the pass will take at its rate, and the slice if long."""
         left = (p.total - p.done) * seconds / p.done
+        if left < SOON:
+            return
         at = (datetime.now() + timedelta(seconds=left)).strftime("%H:%M")
         self.emit(f"{p.name}: first {p.done} of {p.total} items in {seconds:.1f}s; about {left:.0f}s left "
                   f"(done about {at})")

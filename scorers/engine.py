@@ -340,7 +340,8 @@ def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id
 def plan_text(rows: list[Row], window: int | None) -> str:
     """``70 rows, 32 packed: a prompt once for its hypotheses`` for the progress's work line."""
     packed = sum(r.packed for r in rows)
-    text = f"{len(rows):,} rows" + (f", {packed:,} packed: a prompt once for its hypotheses" if packed else "")
+    text = f"{len(rows):,} row{'s' * (len(rows) != 1)}" + (
+        f", {packed:,} packed: a prompt once for its hypotheses" if packed else "")
     if window is not None and window < UNBOUNDED:
         text += f"; sliding window {window}: longer items unshared"
     return text
