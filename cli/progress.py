@@ -177,7 +177,7 @@ def interval(setting) -> float | None:
 class Bar(Reporter):
     """The live rich bar (it redraws itself, elapsed time included); work and warm-up lines above it."""
 
-    def __init__(self, console, hint=None):
+    def __init__(self, console, hint=None, clock: Callable[[], float] = time.monotonic):
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -187,7 +187,7 @@ class Bar(Reporter):
             TimeRemainingColumn,
         )
 
-        super().__init__(console, hint=hint)
+        super().__init__(console, clock=clock, hint=hint)
         self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), TimeRemainingColumn(), console=console)
         self.tasks: dict[int, int] = {}

@@ -175,11 +175,13 @@ def test_live_bar_prints_the_work_and_counts_to_the_end():
     from cscore.cli.progress import Bar
 
     console = Console(file=io.StringIO(), width=120, force_terminal=True, force_interactive=True)
-    bar = Bar(console)
+    now = [0.0]
+    bar = Bar(console, clock=lambda: now[0])
     bar.start()
     try:
         p = bar.factory("expert", 6)
         p.work(tokens=40)
+        now[0] = 20.0
         p(2)
         p(4)
     finally:
@@ -187,4 +189,4 @@ def test_live_bar_prints_the_work_and_counts_to_the_end():
     task = bar.bar.tasks[0]
     assert (task.completed, task.total) == (6, 6)
     assert "expert: 6 items, 40 tokens to run" in console.file.getvalue()
-    assert "first 2 of 6 items" in console.file.getvalue()
+    assert "expert: first 2 of 6 items in 20.0s; about 40s left" in console.file.getvalue()
