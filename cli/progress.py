@@ -129,10 +129,10 @@ class Lines(Reporter):
         self.emit(line(f"scoring with {p.name}", p.done, p.total, now - p.start))
 
     def tick(self) -> None:
-        """A line for the running pass if none came for ``every`` seconds."""
+        """A line for the running pass if none came for ``every`` seconds (at least a second)."""
         with self.lock:
             p, now = self.active, self.clock()
-            if p is not None and not p.finished and now - p.last >= self.every:
+            if p is not None and not p.finished and now - p.last >= max(self.every, 1.0):
                 self.report(p, now)
 
     def start(self) -> None:
@@ -142,7 +142,7 @@ class Lines(Reporter):
             threading.Thread(target=self._beat, args=(stop,), daemon=True, name="cscore-progress").start()
 
     def _beat(self, stop: threading.Event) -> None:
-        while not stop.wait(min(1.0, self.every / 4)):
+        while not stop.wait(min(1.0, max(0.25, self.every / 4))):
             self.tick()
 
     def stop(self) -> None:
