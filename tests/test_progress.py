@@ -49,6 +49,16 @@ def test_heartbeat_lines_come_while_a_batch_runs():
     assert len(printed(console)) == 4
 
 
+def test_heartbeat_lines_at_most_one_a_second():
+    """runtime.progress=0.001 (a line per batch) does not make the heartbeat print every tick."""
+    lines, now, console = lines_of(every=0.001)
+    lines.factory("expert", 8)
+    for t in (0.25, 0.5, 0.75, 1.0, 1.25, 2.0):
+        now[0] = t
+        lines.tick()
+    assert [x.split(", ")[-2] for x in printed(console)] == ["1s so far", "2s so far"]
+
+
 def test_heartbeat_thread_starts_and_stops():
     lines, _, _ = lines_of(every=10)
     lines.heartbeat = True
