@@ -1,56 +1,168 @@
 """Progress of a run's passes: a live rich bar on an interactive terminal; elsewhere (a log
 file, SLURM output, a pipe) a plain line about every 10 seconds per pass (items done of all,
-rate, time left) and one when the pass ends. ``runtime.progress``: true, false, or the seconds
-between lines off a terminal."""
+rate, time left), also while one batch or decode step runs long (a heartbeat thread), and one
+when the pass ends. ``runtime.progress``: true, false, or the seconds between lines off a terminal.
+
+Before a pass runs, what it will do (``work``: items, tokens, decode steps, as the pass planned
+them) is printed; after its first batch (the warm-up: the longest items come first, so the
+estimate errs long) the time it will take, and where that is long, the quick slice (``hint``)."""
 
 from __future__ import annotations
 
+import math
+import threading
 import time
+from datetime import datetime, timedelta
 from typing import Callable
 
 EVERY = 10.0  # seconds between plain progress lines
+LONG = 120.0  # seconds of a pass after which the quick slice is suggested
+SOON = 5.0  # seconds left under which the estimate is not worth a line
 
 
-class Lines:
-    """The plain-line progress: ``factory(name, total)`` returns the pass's ``advance(n)``."""
+def rate_text(rate: float) -> str:
+    """A rate as the summary prints it: one decimal, two significant digits below 1 (0.044)."""
+    if rate == float("inf"):
+        return "-"
+    return f"{rate:.2g}" if rate < 1 else f"{rate:.1f}"
 
-    def __init__(self, console, every: float = EVERY, clock: Callable[[], float] = time.monotonic):
-        self.console, self.every, self.clock = console, every, clock
+
+def work_text(name: str, total: int, counts: dict) -> str:
+    """``expert: 160 items, 25,652 tokens to run (70 rows)`` from what a pass announced."""
+    parts = [f"{total:,} items"]
+    if counts.get("tokens") is not None:
+        parts.append(f"{counts['tokens']:,} tokens")
+    if counts.get("steps") is not None:
+        parts.append(f"at most {counts['steps']:,} decode steps")
+    tail = f" ({counts['detail']})" if counts.get("detail") else ""
+    return f"{name}: {', '.join(parts)} to run{tail}"
+
+
+class Pass:
+    """One pass's progress: called with the items it finished; ``work(**counts)`` says what it
+    will do (tokens=, steps=, detail=) before it starts."""
+
+    takes_work = True
+
+    def __init__(self, owner: "Reporter", name: str, total: int):
+        self.owner, self.name, self.total = owner, name, total
+        self.start = self.last = owner.clock()
+        self.done, self.announced, self.warmed = 0, False, False
+
+    def __call__(self, n: int) -> None:
+        self.owner.advance(self, n)
+
+    def work(self, **counts) -> None:
+        self.announced = True
+        self.owner.emit(work_text(self.name, self.total, counts))
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.total
+
+
+class Reporter:
+    """What both kinds of progress share: passes, the work and warm-up lines (``emit``)."""
+
+    def __init__(self, console, clock: Callable[[], float] = time.monotonic,
+                 hint: Callable[[float], str | None] | None = None):
+        self.console, self.clock, self.hint = console, clock, hint
+        self.lock = threading.RLock()
+        self.active: Pass | None = None
+
+    def emit(self, text: str) -> None:
+        with self.lock:
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def factory(self, name: str, total: int) -> Pass:
+        with self.lock:
+            self.active = Pass(self, name, total)
+            return self.active
+
+    def advance(self, p: Pass, n: int) -> None:
+        with self.lock:
+            p.done += n
+            if p.announced and not p.warmed and 0 < p.done < p.total:
+                p.warmed = True
+                self.warm_up(p, self.clock() - p.start)
+
+    def warm_up(self, p: Pass, seconds: float) -> None:
+        """After the first batch: the time the pass will take at its rate, and the slice if long."""
+        left = (p.total - p.done) * seconds / p.done
+        if left < SOON:
+            return
+        at = (datetime.now() + timedelta(seconds=left)).strftime("%H:%M")
+        self.emit(f"{p.name}: first {p.done} of {p.total} items in {seconds:.1f}s; about {left:.0f}s left "
+                  f"(done about {at})")
+        tip = self.hint(seconds + left) if self.hint else None
+        if tip:
+            self.emit(tip)
 
     def start(self) -> None:
         pass
 
     def stop(self) -> None:
-        pass
+        with self.lock:
+            self.active = None
 
-    def factory(self, name: str, total: int) -> Callable[[int], None]:
-        start = last = self.clock()
-        done = 0
 
-        def advance(n: int) -> None:
-            nonlocal done, last
-            done += n
+class Lines(Reporter):
+    """The plain-line progress: ``factory(name, total)`` returns the pass's ``advance(n)``; a
+    line when ``every`` seconds passed since the last (``tick``, also run by a heartbeat thread
+    between ``start`` and ``stop``, so a long batch still gets its lines) and when it ends."""
+
+    def __init__(self, console, every: float = EVERY, clock: Callable[[], float] = time.monotonic,
+                 hint: Callable[[float], str | None] | None = None, heartbeat: bool = True):
+        super().__init__(console, clock, hint)
+        self.every, self.heartbeat = every, heartbeat
+        self._stop: threading.Event | None = None
+
+    def advance(self, p: Pass, n: int) -> None:
+        with self.lock:
+            super().advance(p, n)
             now = self.clock()
-            if now - last >= self.every or done >= total:
-                last = now
-                self.console.print(line(f"scoring with {name}", done, total, now - start), markup=False,
-                                   highlight=False, soft_wrap=True)
+            if now - p.last >= self.every or p.finished:
+                self.report(p, now)
 
-        return advance
+    def report(self, p: Pass, now: float) -> None:
+        p.last = now
+        self.emit(line(f"scoring with {p.name}", p.done, p.total, now - p.start))
+
+    def tick(self) -> None:
+        """A line for the running pass if none came for ``every`` seconds (at least a second)."""
+        with self.lock:
+            p, now = self.active, self.clock()
+            if p is not None and not p.finished and now - p.last >= max(self.every, 1.0):
+                self.report(p, now)
+
+    def start(self) -> None:
+        if self.heartbeat and self._stop is None:
+            self._stop = threading.Event()
+            stop = self._stop
+            threading.Thread(target=self._beat, args=(stop,), daemon=True, name="cscore-progress").start()
+
+    def _beat(self, stop: threading.Event) -> None:
+        while not stop.wait(min(1.0, max(0.25, self.every / 4))):
+            self.tick()
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
+        super().stop()
 
 
 def line(what: str, done: int, total: int, seconds: float) -> str:
     """``scoring with expert: 48/160 items (30%), 4.1 items/s, 27s left`` (``in 39s`` when done)."""
-    rate = done / seconds if seconds > 0 else float("inf")
+    rate = done / seconds if seconds > 0 and done else float("inf")
     share = f" ({100 * done / total:.0f}%)" if total else ""
     if done >= total:
         tail = f"done in {seconds:.0f}s"
     elif done and rate != float("inf"):
         tail = f"about {(total - done) / rate:.0f}s left"
     else:
-        tail = "time left unknown"
-    speed = f"{rate:.1f} items/s" if rate != float("inf") else "- items/s"
-    return f"{what}: {done}/{total} items{share}, {speed}, {tail}"
+        tail = f"{seconds:.0f}s so far, time left unknown"
+    return f"{what}: {done}/{total} items{share}, {rate_text(rate)} items/s, {tail}"
 
 
 def interval(setting) -> float | None:
@@ -62,28 +174,71 @@ def interval(setting) -> float | None:
     return float(setting)
 
 
-def progress_bar(console, setting):
-    """(bar with start() / stop(), factory(name, total) -> advance(n)), or (None, None) when off."""
+class Bar(Reporter):
+    """The live rich bar (it redraws itself, elapsed time included); work and warm-up lines above it."""
+
+    def __init__(self, console, hint=None, clock: Callable[[], float] = time.monotonic):
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        super().__init__(console, clock=clock, hint=hint)
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), TimeRemainingColumn(), console=console)
+        self.tasks: dict[int, int] = {}
+
+    def emit(self, text: str) -> None:
+        self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def factory(self, name: str, total: int) -> Pass:
+        p = super().factory(name, total)
+        self.tasks[id(p)] = self.bar.add_task(f"scoring with {name}", total=total)
+        return p
+
+    def advance(self, p: Pass, n: int) -> None:
+        super().advance(p, n)
+        self.bar.advance(self.tasks[id(p)], n)
+
+    def start(self) -> None:
+        self.bar.start()
+
+    def stop(self) -> None:
+        self.bar.stop()
+        super().stop()
+
+
+def progress_bar(console, setting, hint: Callable[[float], str | None] | None = None):
+    """(bar with start() / stop(), factory(name, total) -> advance(n)), or (None, None) when off.
+    ``hint(seconds)``: a line suggesting a quicker run for a pass that takes that long, or None."""
     every = interval(setting)
     if every is None:
         return None, None
-    if not console.is_interactive:
-        lines = Lines(console, every)
-        return lines, lines.factory
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    reporter = Lines(console, every, hint=hint) if not console.is_interactive else Bar(console, hint=hint)
+    return reporter, reporter.factory
 
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TimeRemainingColumn(), console=console)
 
-    def factory(name: str, total: int):
-        task = bar.add_task(f"scoring with {name}", total=total)
-        return lambda n: bar.advance(task, n)
+def quick_slice(run, groups: int | None = None) -> Callable[[float], str | None]:
+    """``hint`` for a run of ``groups`` groups: on a CPU, a pass past LONG seconds gets the split
+    that would take about a minute (``split.use=dev`` with a smaller ``split.dev_fraction``: whole
+    groups, deterministic), at least one group."""
+    def hint(seconds: float) -> str | None:
+        from cscore.scorers.models import auto_device
 
-    return bar, factory
+        if seconds < LONG or auto_device(run.runtime.device).type != "cpu":
+            return None
+        now = run.split.dev_fraction if run.split.use == "dev" and not run.split.dev_ids else 1.0
+        least = 1.0 / round(groups / now) if groups else 0.01  # one group of the whole data
+        fraction = max(least, now * 60.0 / seconds)
+        digit = 10 ** math.floor(math.log10(fraction))
+        fraction = math.ceil(round(fraction / digit, 9)) * digit  # one significant digit, rounded up
+        if fraction >= now:
+            return None
+        return (f"long on a CPU: split.use=dev split.dev_fraction={fraction:.1g} runs a slice of whole groups "
+                f"(about {seconds * fraction / now:.0f}s for this pass)")
+
+    return hint

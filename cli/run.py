@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from cscore import rundir
 from cscore.cli import names, stages, summary
 from cscore.cli.exits import fail
-from cscore.cli.progress import progress_bar
+from cscore.cli.progress import progress_bar, quick_slice
 from cscore.cli.sweep_points import sweep_others
 from cscore.errors import CscoreError
 from cscore.scorers import kinds, threads
@@ -66,7 +66,9 @@ def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple
     loaded = stages.load_stage(config)
     plan = kind.plan(config)
     state["stage"] = "models"
-    scored = kind.score(config, loaded, plan, Progress(*progress_bar(console, config.runtime.progress)), state)
+    groups = loaded.examples["group"].nunique() if "group" in loaded.examples else None
+    progress = Progress(*progress_bar(console, config.runtime.progress, quick_slice(config, groups)))
+    scored = kind.score(config, loaded, plan, progress, state)
     state["stage"] = "write"
     corr = stages.evaluate_stage(config, kind, scored, plan)
     metrics = stages.write_stage(config, kind, out_dir, loaded, plan, scored, corr)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from cscore import rundir
+from cscore.cli.progress import rate_text
 from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import Loaded, MethodKind, Scored
 
@@ -63,7 +64,7 @@ def pass_lines(scored: Scored) -> list[str]:
     out = []
     for name, rep in scored.stats.reports.items():
         if rep.cached:
-            was = (f"computed earlier in {rep.seconds:.1f}s, {n / rep.seconds:.1f} samples/s"
+            was = (f"computed earlier in {rep.seconds:.1f}s, {rate_text(n / rep.seconds)} samples/s"
                    if rep.seconds and np.isfinite(rep.seconds) else "computed earlier")
             out.append(f"{name}: statistics of {n} items read from the cache in {rep.fetch_seconds:.2f}s "
                        f"(no forward pass; {was})")
@@ -71,7 +72,7 @@ def pass_lines(scored: Scored) -> list[str]:
             kept = getattr(rep, "resumed", 0)
             resumed = f"; {kept} more resumed from a checkpoint" if kept else ""
             out.append(f"{name}: scored {n - kept} items in {rep.seconds:.1f}s "
-                       f"({(n - kept) / max(rep.seconds, 1e-9):.1f} samples/s, "
+                       f"({rate_text((n - kept) / max(rep.seconds, 1e-9))} samples/s, "
                        f"{rep.tokens / max(rep.seconds, 1e-9):,.0f} tokens/s{resumed})")
     return out
 

@@ -18,7 +18,9 @@
   version; packed rows need only a 4D mask (SDPA or eager attention; other models run unshared).
   For SDPA models a packed batch runs its attention through ``packed_attention`` (the prompt
   causally on its own, each hypothesis against prompt + own keys): the mask's pattern without
-  its row² cost (1.36x faster than the dense mask at 64 hypotheses per source on a CPU).
+  its row² cost (1.36x faster than the dense mask at 64 hypotheses per source on a CPU); it
+  also applies a sliding-window layer's window (Gemma 3), so such rows may pass the window
+  (``row_window``; on the dense-mask path they may not).
 * Encoder-decoder models take the path of ``seq2seq.py`` (same outputs).
 """
 
@@ -35,7 +37,7 @@ import torch
 from cscore.scorers import budget, flops, packed_attention, seq2seq
 from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
 from cscore.scorers.head import chunk_rows, raw_logits, softcap, token_statistics
-from cscore.scorers.passes import EngineReport, Outputs, check_inputs, kept
+from cscore.scorers.passes import EngineReport, Outputs, announce, check_inputs, kept
 from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
@@ -43,6 +45,7 @@ from cscore.scorers.transfer import upload
 
 log = logging.getLogger(__name__)
 
+UNBOUNDED = 1 << 62  # the row length of a model without a sliding window
 PACKED_MAX_PADDING = 0.1  # batches of packed rows: padding at most this fraction of their tokens
 
 
@@ -86,17 +89,32 @@ def sharing_window(model) -> int | None:
     """Whether packed rows can be fed to ``model``: None if not (not a transformers model with
     SDPA or eager attention, which take a custom 4D mask), else the longest row (positions) for
     which a packed row is exact: sliding-window layers would ignore their window under a custom
-    mask, so for them a row must fit in the window (else its items run unshared)."""
+    mask, so for them a row must fit in the window (else its items run unshared) unless
+    ``packed_attention`` runs it (``row_window``)."""
     config = getattr(model, "config", None)
     if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
         return None
     types = getattr(config, "layer_types", None)
     window = getattr(config, "sliding_window", None)
     if types is not None and not any(t != "full_attention" for t in types):
-        return 1 << 62
+        return UNBOUNDED
     if types is not None and any(t not in ("full_attention", "sliding_attention") for t in types):
         return None  # chunked or other attention patterns: not handled
-    return int(window) if window else (1 << 62)
+    return int(window) if window else UNBOUNDED
+
+
+def row_window(model) -> int | None:
+    """``sharing_window`` for this pass: no bound where packed rows run through
+    ``packed_attention``, which applies each sliding-window layer's window itself (CPU SDPA);
+    on the dense-mask path (CUDA, eager) and the flex path a group whose prompt + hypothesis
+    passes the window runs unshared, said once in the log: a custom 4D mask makes transformers
+    drop the window, and the flex block mask has none."""
+    window = sharing_window(model)
+    if window is None or window >= UNBOUNDED or packed_path(model) == "sparse":
+        return None if window is None else UNBOUNDED
+    log.info("%s: sliding window of %d positions; on this path (a dense packed mask) items longer than it "
+             "run unshared (the packed mask would drop the window)", type(model).__name__, window)
+    return window
 
 
 def plan_rows(items, token_budget: int, share: bool, window: int | None = None, subset=None) -> list[Row]:
@@ -279,7 +297,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         raise InputError(f"token id {int(token_ids.max())} is outside the model's vocabulary of {vocab}")
 
     start_time = time.perf_counter()
-    window = sharing_window(model) if share_prefix else None
+    window = row_window(model) if share_prefix else None
     if budget.is_auto(token_budget):
         token_budget = budget.resolve(model, longest_row=longest_row(items, window is not None))
     taps = {h: LayerTap(model, k) for h, k in heads.items() if k is not None}
@@ -326,6 +344,8 @@ def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id
     while not done.all():  # one round; another with half the budget after an out-of-memory
         todo = np.flatnonzero(~done)
         rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
+        if not retries:  # the plan, before the first batch
+            announce(progress, tokens=sum(r.length for r in rows), detail=plan_text(rows, window))
         try:
             for batch_rows in batch_rows_of(rows, token_budget):
                 if kept(checkpoint, [i for r in batch_rows for i in r.members], done, progress):
@@ -351,6 +371,16 @@ def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     return processed, padded, n_batches, retries, token_budget
+
+
+def plan_text(rows: list[Row], window: int | None) -> str:
+    """``70 rows, 32 packed: a prompt once for its hypotheses`` for the progress's work line."""
+    packed = sum(r.packed for r in rows)
+    text = f"{len(rows):,} row{'s' * (len(rows) != 1)}" + (
+        f", {packed:,} packed: a prompt once for its hypotheses" if packed else "")
+    if window is not None and window < UNBOUNDED:
+        text += f"; sliding window {window}: longer items unshared"
+    return text
 
 
 def longest_row(items, share: bool) -> int:

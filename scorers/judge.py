@@ -24,13 +24,14 @@ from cscore.scorers.engine import (
     longest_row,
     pad_rows,
     plan_rows,
+    plan_text,
+    row_window,
     run_base,
-    sharing_window,
     sparse_packed,
 )
 from cscore.scorers.head import head_logits
 from cscore.scorers.judge_stats import JudgeStats
-from cscore.scorers.passes import EngineReport
+from cscore.scorers.passes import EngineReport, announce
 from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.tokenize import InputError
 
@@ -103,13 +104,14 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     start = time.perf_counter()
     window = None
     if share_prefix:
-        windows = [sharing_window(m) for m in ([main] if asst is None else [main, asst])]
+        windows = [row_window(m) for m in ([main] if asst is None else [main, asst])]
         window = None if None in windows else min(windows)
     items = split_shared(contexts) if window is not None else [(c[:-1], c[-1:]) for c in contexts]
     if budget.is_auto(token_budget):  # as engine.compute resolves it
         token_budget = budget.resolve(main, longest_row=longest_row(items, window is not None))
     rows = plan_rows(items, token_budget, window is not None, window)
     batches = list(batch_rows_of(rows, token_budget))
+    announce(progress, tokens=int(sum(r.length for r in rows)), detail=plan_text(rows, window))
     tap = LayerTap(main, asst_exit) if asst_exit is not None else None
     attn = getattr(main.config, "_attn_implementation", None)
     dtype = next(main.parameters()).dtype

@@ -27,6 +27,7 @@ from cscore.scorers.anatomy import decoder_base
 from cscore.scorers.engine import LayerTap
 from cscore.scorers.head import head_logits
 from cscore.scorers.judge_stats import DECODE_FORMAT, DecodedPaths
+from cscore.scorers.passes import announce
 
 log = logging.getLogger("cscore")
 
@@ -122,6 +123,9 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     """One ``DecodedPaths`` per rule of ``cs``; ``firsts[i][j]``: prompt i's first token under cs[j]."""
     stepper = Stepper(main, asst, asst_exit)
     paths: list[list] = [[] for _ in cs]
+    rules = len(set(cs))
+    announce(progress, tokens=sum(len(p) for p in prompts), steps=len(prompts) * rules * max_new_tokens,
+             detail=f"{len(prompts)} prompts x {rules} rules x up to {max_new_tokens} new tokens, one tree per prompt")
     try:
         for prompt, first in zip(prompts, firsts):
             got = decode_prompt(stepper, prompt, first, cs, alpha=alpha, max_new_tokens=max_new_tokens,

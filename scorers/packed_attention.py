@@ -8,6 +8,10 @@ own, and the hypotheses of a batch run as one small batch of (own queries) x (pr
 keys): for a SummEval row (a 480-token prompt, 16 summaries of ~80 tokens) about a quarter of the
 dense work. The numbers are those of the dense mask (tests/test_prefix_sharing.py).
 
+Sliding-window layers (Gemma 3, Mistral: the ``sliding_window`` transformers passes a layer) get
+their window here too, on the positions each token has in its own unpacked sequence (a hypothesis
+token's prompt keys and own keys alike), so packed rows longer than the window stay exact.
+
 It is a transformers attention function ("cscore_packed", registered on import) that the engine
 switches a model to for a packed batch (``packed``); while no layout is set it is plain SDPA."""
 
@@ -38,7 +42,9 @@ class Layout:
     flattened [n * Lh] slots, and their ``real_rows`` / ``real_cols`` in the batch. The prompts as
     one batch (``batched_prompts``): their rows ``p_rows``, ``p_cols`` [rows, P] (padded past each
     prompt's end, which causal attention keeps from every real query), ``p_real`` into the
-    flattened [rows * P] slots, and their ``p_real_rows`` / ``p_real_cols``."""
+    flattened [rows * P] slots, and their ``p_real_rows`` / ``p_real_cols``. ``dist`` [n, 1, Lh,
+    P + Lh]: per (query, key) the query's position minus the key's in the unpacked sequence (0 for
+    padding queries), which a sliding window bounds."""
 
     prompts: list[tuple[int, int, int]]
     rows: torch.Tensor
@@ -53,15 +59,18 @@ class Layout:
     p_real: torch.Tensor
     p_real_rows: torch.Tensor
     p_real_cols: torch.Tensor
+    dist: torch.Tensor
     _bias: dict = field(default_factory=dict)
 
-    def bias(self, dtype: torch.dtype) -> torch.Tensor:
-        """``allow`` as the additive mask (0 / -inf) SDPA turns a boolean mask into, made once per
-        batch rather than in every layer's call (the same numbers: SDPA converts it exactly so)."""
-        if dtype not in self._bias:
-            self._bias[dtype] = torch.zeros(self.allow.shape, dtype=dtype, device=self.allow.device).masked_fill_(
-                ~self.allow, -torch.inf)
-        return self._bias[dtype]
+    def bias(self, dtype: torch.dtype, window: int | None = None) -> torch.Tensor:
+        """``allow`` (within ``window``: keys less than that many positions back) as the additive
+        mask (0 / -inf) SDPA turns a boolean mask into, made once per batch rather than in every
+        layer's call (the same numbers: SDPA converts it exactly so)."""
+        if (dtype, window) not in self._bias:
+            allow = self.allow if window is None else self.allow & (self.dist < window)
+            self._bias[dtype, window] = torch.zeros(allow.shape, dtype=dtype, device=allow.device).masked_fill_(
+                ~allow, -torch.inf)
+        return self._bias[dtype, window]
 
 
 BATCH_PROMPTS = "cuda"  # where the prompts run as one SDPA call: "cuda" (launch-bound), "always", "never"
@@ -112,11 +121,26 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
     own = (k_pos[None, :] >= pmax) & ((k_pos[None, :] - pmax) <= q_pos[:, None])  # [Lh, P + Lh] causal, own part
     allow = k_valid[:, None, :] & ((k_pos[None, None, :] < pmax) | own[None])
     allow[:, :, 0] |= ~q_valid  # a padding query sees one key: no empty softmax row (its output is dropped)
+    p_of = torch.tensor([prompt_len[r][1] for r, _, _ in hyps], dtype=torch.long)[:, None, None]
+    # unpacked positions: a prompt key k is at k, an own key at p + (k - pmax), a query q at p + q
+    dist = torch.where(k_pos[None, None, :] < pmax, p_of + q_pos[None, :, None] - k_pos[None, None, :],
+                       q_pos[None, :, None] - (k_pos[None, None, :] - pmax))
+    dist = dist.masked_fill(~q_valid[:, :, None], 0).to(torch.int32)
     rows_t = torch.tensor([r for r, _, _ in hyps], dtype=torch.long)
     real = torch.flatten(q_valid).nonzero().squeeze(1)
     return Layout(list(rows), *(upload(t, device) for t in (
         rows_t, q_cols, k_cols, allow[:, None], real, rows_t[:, None].expand(n, lh).flatten()[real],
-        q_cols.flatten()[real], *prompt_index(list(rows)))))
+        q_cols.flatten()[real], *prompt_index(list(rows)), dist[:, None])))
+
+
+def causal(length: int, window: int | None, device) -> dict:
+    """SDPA's causal arguments for a prompt of ``length``: ``is_causal``, or within a sliding
+    window shorter than it a boolean mask (a query sees the ``window`` keys up to its own)."""
+    if window is None or length <= window:
+        return {"is_causal": True}
+    n = torch.arange(length, device=device)
+    diff = n[:, None] - n[None, :]
+    return {"attn_mask": (diff >= 0) & (diff < window)}
 
 
 def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
@@ -133,23 +157,26 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     # key/value heads shared by groups of query heads without copying them (enable_gqa), where the
     # kernel takes it: on CUDA only without a mask (else SDPA would fall back to its math kernel)
     masked_gqa = gqa and query.device.type != "cuda"
+    window = kwargs.get("sliding_window")  # a sliding-window layer's (transformers passes it), else None
+    window = int(window) if window else None
     b, h, width, d = query.shape
     out = query.new_zeros((b, width, h, d))  # the layout transformers wants back: no transposed copy
     if batched_prompts(query.device):
         p_rows = lay.p_rows[:, None]
         q, k, v = (x[p_rows, :, lay.p_cols].transpose(1, 2) for x in (query, key, value))  # [R, H(kv), P, D]
-        got = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling, enable_gqa=gqa)
+        got = F.scaled_dot_product_attention(q, k, v, scale=scaling, enable_gqa=gqa,
+                                             **causal(q.shape[2], window, q.device))
         out[lay.p_real_rows, lay.p_real_cols] = got.transpose(1, 2).reshape(-1, h, d)[lay.p_real]
     else:
         for r, s, p in lay.prompts:  # each prompt causally on its own
             ks = slice(s, s + p)
             out[r, ks] = F.scaled_dot_product_attention(query[r:r + 1, :, ks], key[r:r + 1, :, ks],
-                                                        value[r:r + 1, :, ks], is_causal=True, scale=scaling,
-                                                        enable_gqa=gqa)[0].transpose(0, 1)
+                                                        value[r:r + 1, :, ks], scale=scaling, enable_gqa=gqa,
+                                                        **causal(p, window, query.device))[0].transpose(0, 1)
     rows = lay.rows[:, None]
     q = query[rows, :, lay.q_cols].transpose(1, 2)  # [n, H, Lh, D]
     k, v = (_heads(x[rows, :, lay.k_cols].transpose(1, 2), h // x.shape[1], masked_gqa) for x in (key, value))
-    got = F.scaled_dot_product_attention(q, k, v, attn_mask=lay.bias(q.dtype), scale=scaling,
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=lay.bias(q.dtype, window), scale=scaling,
                                          enable_gqa=masked_gqa)  # [n, H, Lh, D]
     out[lay.real_rows, lay.real_cols] = got.transpose(1, 2).reshape(-1, h, d)[lay.real]
     return out, None

@@ -56,6 +56,39 @@ def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tup
     return temperatures
 
 
+def announce(progress, **counts) -> None:
+    """Tell a pass's progress callback what the pass will do before it starts (tokens=, steps=,
+    detail=), where the callback takes it (its ``work``; the CLI's does)."""
+    work = getattr(progress, "work", None)
+    if work is not None:
+        work(**counts)
+
+
+def per_item(factory, group: int):
+    """A progress factory counting items of ``group`` rows each (a judge's values or contexts per
+    item): ``factory(name, rows)`` opens a pass of rows // group items; finished rows are counted
+    as whole items, so the progress counts what the run's summary counts."""
+    if factory is None or group == 1:
+        return factory
+
+    def opened(name: str, rows: int):
+        inner = factory(name, rows // group)
+        if inner is None:
+            return None
+        carry = 0
+
+        def advance(n: int) -> None:
+            nonlocal carry
+            whole, carry = divmod(carry + n, group)
+            if whole:
+                inner(whole)
+
+        advance.work = lambda **counts: announce(inner, **counts)  # type: ignore[attr-defined]
+        return advance
+
+    return opened
+
+
 def kept(checkpoint, members: list[int], done: np.ndarray | None, progress) -> bool:
     """Whether a checkpoint holds every item of this batch (then marked done, not run)."""
     if checkpoint is None or not checkpoint.done[members].all():

@@ -330,3 +330,109 @@ def test_flex_mask_is_the_block_causal_pattern():
     for r in range(b):
         got = block.mask_mod(torch.tensor(r), torch.tensor(0), q, kv)
         assert torch.equal(got, full[r, 0])
+
+
+@pytest.fixture(scope="module")
+def gemma_like():
+    """A tiny random Gemma 3 text model: two sliding-window layers (window 6) and a full one."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(vocab_size=400, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=8, sliding_window=6,
+                              layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                              max_position_embeddings=256, attn_implementation="sdpa")
+    return Gemma3ForCausalLM(config).double().eval()
+
+
+def window_items():
+    """A prompt of 3 tokens with hypotheses of 1-3 (each within the window), prompts of 9 and 14
+    tokens (longer than it) with 1-7, and a singleton."""
+    rng = np.random.default_rng(3)
+    items = []
+    for n, k, most in ((3, 4, 3), (9, 5, 7), (14, 4, 7)):
+        p = [int(x) for x in rng.integers(4, 390, n)]
+        items += [(p, [int(x) for x in rng.integers(4, 390, rng.integers(1, most + 1))]) for _ in range(k)]
+    items.append(([int(x) for x in rng.integers(4, 390, 11)], [5, 6, 7]))
+    return [items[i] for i in rng.permutation(len(items))]
+
+
+@pytest.mark.parametrize("prompts", ["never", "always"])
+@pytest.mark.parametrize("budget", [4096, 20])
+def test_sliding_window_rows_are_shared_and_exact(gemma_like, monkeypatch, prompts, budget):
+    """Packed rows of a sliding-window model give the unshared pass's log-probs (float64), rows
+    longer than the window included: packed_attention applies each window layer's window to the
+    positions of the unpacked sequence. The prompts as one batch or one call each."""
+    from cscore.scorers import packed_attention
+
+    monkeypatch.setattr(packed_attention, "BATCH_PROMPTS", prompts)
+    items = window_items()
+    assert engine.sharing_window(gemma_like) == 6 and engine.row_window(gemma_like) == engine.UNBOUNDED
+    heads = {"model": None}
+    ref, off = engine.compute(gemma_like, items, temperatures=TEMPS, heads=heads, share_prefix=False)
+    got, on = engine.compute(gemma_like, items, temperatures=TEMPS, heads=heads, token_budget=budget)
+    np.testing.assert_allclose(got["model"].logp, ref["model"].logp, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got["model"].logp_max, ref["model"].logp_max, rtol=0, atol=1e-9)
+    rows = engine.plan_rows(items, budget, True)
+    assert any(r.packed and len(r.prompt) + sum(len(items[i][1]) for i in r.members) > 6 for r in rows)
+    assert on.tokens == sum(r.length for r in rows) < off.tokens == sum(len(p) + len(h) for p, h in items)
+
+
+def test_sliding_window_matters_here(gemma_like):
+    """The check above can fail: the same model with its window ignored in packed rows (the mask
+    of every layer full) scores the rows longer than the window differently."""
+    items = window_items()
+    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, share_prefix=False)
+    gemma_like.config.sliding_window = 10_000
+    try:
+        wide, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, share_prefix=False)
+    finally:
+        gemma_like.config.sliding_window = 6
+    assert np.abs(wide["model"].logp - ref["model"].logp).max() > 1e-3
+
+
+def test_dense_path_keeps_long_rows_unshared(gemma_like, monkeypatch):
+    """The dense packed mask (CUDA's path; SPARSE_PACKED=False here) makes transformers drop the
+    window: rows whose prompt + hypothesis passes it run unshared there, and the log-probs stay
+    those of the unshared pass."""
+    items = window_items()
+    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, share_prefix=False)
+    monkeypatch.setattr(engine, "SPARSE_PACKED", False)
+    assert engine.row_window(gemma_like) == 6
+    got, on = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None})
+    np.testing.assert_allclose(got["model"].logp, ref["model"].logp, rtol=0, atol=1e-9)
+    rows = engine.plan_rows(items, engine.TOKEN_BUDGET, True, window=6)
+    assert on.tokens == sum(r.length for r in rows)
+    assert {len(r.prompt) for r in rows if r.packed} == {3}
+
+
+def test_flex_path_keeps_long_rows_unshared(gemma_like, monkeypatch):
+    """The flex block mask has no sliding window: there, as on the dense path, rows whose prompt +
+    hypothesis passes the window run unshared, and the log-probs stay those of the unshared pass."""
+    items = window_items()
+    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, share_prefix=False)
+    monkeypatch.setattr(engine, "PACKED_CPU", "flex")
+    assert engine.row_window(gemma_like) == 6
+    got, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None})
+    np.testing.assert_allclose(got["model"].logp, ref["model"].logp, rtol=0, atol=1e-9)
+
+
+def test_judge_statistics_of_a_sliding_window_model_shared_and_exact(gemma_like):
+    """The judge's pass (scorers/judge.py) packs a sliding-window model's contexts past the window
+    too, with the unshared statistics (float64): main model and an early exit after 2 layers."""
+    from cscore.scorers import judge
+
+    rng = np.random.default_rng(5)
+    docs = [[int(x) for x in rng.integers(4, 390, n)] for n in (12, 8)]
+    contexts = [d + [int(x) for x in rng.integers(4, 390, 3)] + [20, 21] for d in docs for _ in range(3)]
+    contexts = contexts + [c + [9] for c in contexts]
+    kw = dict(asst_exit=2, values=[1, 2, 3], value_ids=[(5,), (6,), (7, 9)], prefixes=[(9,)], n_items=6,
+              decode_token=str)
+    plain, plain_rep = judge.compute(gemma_like, contexts, share_prefix=False, **kw)
+    got, rep = judge.compute(gemma_like, contexts, share_prefix=True, **kw)
+    np.testing.assert_array_equal(got.main_top, plain.main_top)
+    np.testing.assert_array_equal(got.front_ids, plain.front_ids)
+    np.testing.assert_allclose(got.front_a, plain.front_a, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got.front_z, plain.front_z, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got.score_a, plain.score_a, rtol=0, atol=1e-9, equal_nan=True)
+    assert rep.tokens < plain_rep.tokens * 0.7  # each document once per row, though longer than the window

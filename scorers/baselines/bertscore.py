@@ -84,6 +84,7 @@ def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
     from transformers.utils import logging as hf_logging
 
     from cscore.scorers.models import auto_device
+    from cscore.scorers.passes import announce
 
     refs = pick_references(texts, params["references"])
     missing = require_references(name, refs)
@@ -95,12 +96,17 @@ def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
     device = str(auto_device(runtime.get("device", "auto")))
     hf_logging.disable_progress_bar()
     started(runtime)
+    factory = runtime.get("progress")
+    advance = factory(name, len(rows)) if factory else None  # one call: the progress's heartbeat lines meanwhile
+    announce(advance, detail=f"{label}, batches of {params['batch_size']}")
     start = time.perf_counter()
     (p, r, f), digest = bert_score.score([texts.hypotheses[i] for i in rows], [refs[i] for i in rows],
                                          model_type=spec, num_layers=layers, idf=params["idf"],
                                          batch_size=params["batch_size"], lang=params["lang"], device=device,
                                          rescale_with_baseline=params["rescale_with_baseline"], return_hash=True)
     seconds = time.perf_counter() - start
+    if advance is not None:
+        advance(len(rows))
     out = {c: np.full(len(texts), np.nan) for c in COLUMNS}
     for col, values in zip(COLUMNS, (p, r, f)):
         out[col][rows] = values.to(torch.float64).numpy()

@@ -152,6 +152,7 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
     from cscore.data import judge_prompts
     from cscore.scorers import methods
     from cscore.scorers.judge_parse import continuation_prefixes, score_tokens
+    from cscore.scorers.passes import per_item
 
     params, examples, pair, jp = judge_setup(run, loaded, plan)
     lo, hi = params["score_range"]
@@ -171,7 +172,8 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
     with progress.live() as factory:
         stats, report, key = judge_statistics(run, pair, contexts, values=values, value_ids=value_ids,
                                               prefixes=prefixes, n_items=len(examples),
-                                              progress=factory("judge", len(contexts)) if factory else None)
+                                              progress=per_item(factory, 1 + len(prefixes))("judge", len(contexts))
+                                              if factory else None)
         firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
         decoded, also, decode_report = decoded_texts(run, pair, stats, key, firsts, plan, params, factory)
     table = examples.copy()

@@ -21,6 +21,7 @@ from cscore.scorers.kinds.shared import (
     plan_variants,
     stats_cache,
 )
+from cscore.scorers.passes import announce
 
 log = logging.getLogger("cscore")
 
@@ -44,6 +45,10 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
     out: dict[str, list] = {name: [None] * len(prompts) for name in rows}
     on_main = {name: rule for name, rule in rows.items() if rule is not None}
+    batches = -(-len(prompts) // params["batch_size"])
+    announce(progress, tokens=sum(len(p) for p in prompts), steps=len(prompts) * len(rows) * params["max_new_tokens"],
+             detail=f"{len(prompts)} prompts x {len(rows)} rows x up to {params['max_new_tokens']} new tokens, "
+                    f"{batches} batches of up to {params['batch_size']}")
     for s in range(0, len(order), params["batch_size"]):
         idx = order[s:s + params["batch_size"]]
         batch = [prompts[i] for i in idx]

@@ -66,6 +66,7 @@ def value_inputs(run: RunConfig, pair, examples, jp: dict, params: dict, values:
 
 def score_values(run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
     from cscore.scorers import judge_values
+    from cscore.scorers.passes import per_item
 
     params, examples, pair, jp = judge_setup(run, loaded, plan)
     lo, hi = params["score_range"]
@@ -79,7 +80,7 @@ def score_values(run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
     with progress.live() as factory:
         stats = pair.statistics(inputs=inputs, temperatures=judge_values.temperatures(params["t"]),
                                 token_budget=run.runtime.token_budget, padding_side=run.runtime.padding_side,
-                                models=plan.models, progress=factory, cache=stats_cache(run),
+                                models=plan.models, progress=per_item(factory, len(values)), cache=stats_cache(run),
                                 prefix_sharing=run.runtime.prefix_sharing)
     n = len(values)
     a = judge_values.value_logp(stats.stats["expert"], n)

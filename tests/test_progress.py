@@ -1,0 +1,202 @@
+"""Progress off a terminal (cli/progress.py): the work line before a pass (items, tokens, decode
+steps as the pass planned them), the estimate after its first batch and the quick slice where it
+is long on a CPU, heartbeat lines while a batch runs (an injected clock, no sleeps), and the
+counts and samples/s of a judge run's progress, summary and metrics.json agreeing."""
+
+import io
+import json
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from cscore.cli.progress import Lines, quick_slice, rate_text
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def lines_of(**kw):
+    console = Console(file=io.StringIO(), width=200)
+    now = [0.0]
+    return Lines(console, clock=lambda: now[0], heartbeat=False, **kw), now, console
+
+
+def printed(console) -> list[str]:
+    return console.file.getvalue().splitlines()
+
+
+def test_heartbeat_lines_come_while_a_batch_runs():
+    """No item done for 35 s: a line at 10, 20 and 30 s (the heartbeat's ``tick``), none between;
+    none after the pass ends or stops."""
+    lines, now, console = lines_of(every=10)
+    advance = lines.factory("expert", 8)
+    for t in np.arange(0.5, 35.0, 0.5):
+        now[0] = float(t)
+        lines.tick()
+    assert printed(console) == [f"scoring with expert: 0/8 items (0%), - items/s, {s}s so far, time left unknown"
+                                for s in (10, 20, 30)]
+    now[0] = 41.0
+    advance(8)  # the pass ends: its last line, then the heartbeat is quiet
+    now[0] = 90.0
+    lines.tick()
+    assert printed(console)[3:] == ["scoring with expert: 8/8 items (100%), 0.2 items/s, done in 41s"]
+    lines.factory("amateur", 4)
+    lines.stop()
+    now[0] = 200.0
+    lines.tick()
+    assert len(printed(console)) == 4
+
+
+def test_heartbeat_lines_at_most_one_a_second():
+    """runtime.progress=0.001 (a line per batch) does not make the heartbeat print every tick."""
+    lines, now, console = lines_of(every=0.001)
+    lines.factory("expert", 8)
+    for t in (0.25, 0.5, 0.75, 1.0, 1.25, 2.0):
+        now[0] = t
+        lines.tick()
+    assert [x.split(", ")[-2] for x in printed(console)] == ["1s so far", "2s so far"]
+
+
+def test_heartbeat_thread_starts_and_stops():
+    lines, _, _ = lines_of(every=10)
+    lines.heartbeat = True
+    lines.start()
+    assert lines._stop is not None
+    lines.stop()
+    assert lines._stop is None and lines.active is None
+
+
+def test_estimate_after_the_first_batch_and_the_quick_slice():
+    """First 10 of 100 items in 30 s: 270 s left; a 300 s pass on a CPU gets the dev slice of
+    60 / 300 = 0.2 of the groups (of 0.5 when already on a dev split of 0.5: 0.1), at least one
+    group; none for a short pass or on CUDA."""
+    run = SimpleNamespace(runtime=SimpleNamespace(device="cpu"),
+                          split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
+    lines, now, console = lines_of(every=1000, hint=quick_slice(run))
+    p = lines.factory("expert", 100)
+    p.work(tokens=12345)
+    now[0] = 30.0
+    p(10)
+    out = printed(console)
+    assert out[0] == "expert: 100 items, 12,345 tokens to run"
+    assert re.fullmatch(r"expert: first 10 of 100 items in 30\.0s; about 270s left \(done about \d\d:\d\d\)", out[1])
+    assert out[2] == "long on a CPU: split.use=dev split.dev_fraction=0.2 runs a slice of whole groups " \
+                     "(about 60s for this pass)"
+    assert len(out) == 3
+    now[0] = 60.0
+    p(10)
+    assert len(printed(console)) == 3  # the estimate once
+    run.split.use, run.split.dev_fraction = "dev", 0.5
+    assert "split.dev_fraction=0.1 " in quick_slice(run)(300.0)
+    assert "split.dev_fraction=0.04 " in quick_slice(run)(800.0)  # 0.0375 rounded up
+    assert "split.dev_fraction=0.05 " in quick_slice(run, groups=10)(800.0)  # one group of the data's 20
+    assert quick_slice(run)(100.0) is None  # short
+    run.runtime.device = "cuda"
+    assert quick_slice(run)(3000.0) is None
+
+
+def test_work_line_of_a_token_pass(tiny_dirs):
+    """The engine's plan, printed before its first batch: items, tokens with each distinct
+    prompt once (every group fits a row of the budget), rows, packed rows."""
+    from cscore.scorers import engine
+    from cscore.scorers.models import load_model
+
+    rng = np.random.default_rng(1)
+    prompts = [[int(x) for x in rng.integers(4, 390, n)] for n in (20, 9, 14)]
+    items = [(p, [int(x) for x in rng.integers(4, 390, rng.integers(1, 9))]) for p in prompts for _ in range(4)]
+    items.append(([7, 8, 9], [10, 11]))
+    model = load_model(tiny_dirs.expert, dtype="float32").model
+    lines, _, console = lines_of(every=1000)
+    _, report = engine.compute(model, items, temperatures=(1.0,), progress=lines.factory("expert", len(items)))
+    tokens = sum(len(p) for p in prompts) + 3 + sum(len(h) for _, h in items)
+    assert report.tokens == tokens
+    assert printed(console)[0] == f"expert: 13 items, {tokens:,} tokens to run (4 rows, 3 packed: a prompt once " \
+                                  "for its hypotheses)"
+
+
+def test_work_line_of_a_decode_tree(judge_dirs):
+    """decode_all: the prompts' tokens and at most prompts x distinct rules x max_new_tokens steps."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from cscore.scorers.judge_decode import decode_all
+
+    main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float32).eval()
+    prompts = [[5, 6, 7, 8], [9, 10], [11, 12, 13]]
+    rules = [0.0, 0.5, 1.0]
+    lines, _, console = lines_of(every=1000)
+    decode_all(main, prompts, [[5, 5, 5]] * 3, rules, asst_exit=2, alpha=0.1, max_new_tokens=6, eos_ids=set(),
+               done=lambda ids: False, progress=lines.factory("decode", 3))
+    assert printed(console)[0] == "decode: 3 items, 9 tokens, at most 54 decode steps to run (3 prompts x 3 rules " \
+                                  "x up to 6 new tokens, one tree per prompt)"
+    assert printed(console)[-1].startswith("scoring with decode: 3/3 items (100%)")
+
+
+def test_items_of_several_rows_count_as_whole_items():
+    """A judge's rows (values or contexts per item) counted as items: 32 items of 5 rows each,
+    finished in uneven batches, end at 32/32; the work line goes to the items' pass."""
+    from cscore.scorers.passes import announce, per_item
+
+    lines, now, console = lines_of(every=1000)
+    factory = per_item(lines.factory, 5)
+    advance = factory("expert", 160)
+    announce(advance, tokens=100)
+    seen = []
+    for n in (7, 33, 3, 50, 67):
+        now[0] += 1
+        advance(n)
+        seen.append(lines.active.done)
+    assert seen == [1, 8, 8, 18, 32]
+    assert printed(console)[0] == "expert: 32 items, 100 tokens to run"
+    assert printed(console)[-1] == "scoring with expert: 32/32 items (100%), 6.4 items/s, done in 5s"
+
+
+def test_rates_below_one_keep_two_digits():
+    assert [rate_text(x) for x in (32 / 721, 0.5, 1.04, 12.34, float("inf"))] == ["0.044", "0.5", "1.0", "12.3", "-"]
+
+
+@pytest.mark.slow
+def test_values_run_counts_agree(judge_dirs, demo_rows, tmp_path, cscore_cli):
+    """method.decode=values over 3 documents x 2 rows with 5 values: each pass's progress ends at
+    6/6 items (not 30 prompt x value rows), the summary says "scored 6 items" and its samples/s is
+    metrics.json's, as the summary writes rates."""
+    out = tmp_path / "run"
+    res = cscore_cli("run", f"data.path={demo_rows(3)}", f"pair.expert.path={judge_dirs['expert']}",
+                     f"pair.amateur.path={judge_dirs['other']}", "pair.amateur.early_exit=null", "pair.name=tiny",
+                     "runtime.progress=0.001", "runtime.max_length=2048", "method=cd_judge", "method.decode=values",
+                     "runtime.threads=1", f"hydra.run.dir={out}", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    n = metrics["n_items"]
+    assert n == 6
+    for name, speed in metrics["speed"]["passes"].items():
+        ends = re.findall(rf"^scoring with {re.escape(name)}: (\d+)/(\d+) items", res.stdout, re.M)
+        assert ends and ends[-1] == (str(n), str(n)), name
+        work = re.findall(rf"^{re.escape(name)}: (\d+) items, ([\d,]+) tokens to run", res.stdout, re.M)
+        assert work == [(str(n), f"{speed['tokens']:,}")], name
+        said = re.search(rf"^{re.escape(name)}: scored (\d+) items in [\d.]+s \(([\d.]+) samples/s", res.stdout, re.M)
+        assert said and said.groups() == (str(n), rate_text(speed["samples_per_second"])), name
+
+
+def test_live_bar_prints_the_work_and_counts_to_the_end():
+    """On a terminal: the work line above the bar; the bar's task ends at its total."""
+    from cscore.cli.progress import Bar
+
+    console = Console(file=io.StringIO(), width=120, force_terminal=True, force_interactive=True)
+    now = [0.0]
+    bar = Bar(console, clock=lambda: now[0])
+    bar.start()
+    try:
+        p = bar.factory("expert", 6)
+        p.work(tokens=40)
+        now[0] = 20.0
+        p(2)
+        p(4)
+    finally:
+        bar.stop()
+    task = bar.bar.tasks[0]
+    assert (task.completed, task.total) == (6, 6)
+    assert "expert: 6 items, 40 tokens to run" in console.file.getvalue()
+    assert "expert: first 2 of 6 items in 20.0s; about 40s left" in console.file.getvalue()
