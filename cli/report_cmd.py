@@ -182,7 +182,9 @@ def bias_section(ds, stem: str, out: Path) -> list[str]:
 
 
 ACCURACY_NOTES = {
-    "summac": ("quantized accuracy, SummaC benchmark protocol: human label = top score; rows cut alternately "
+    "summac": ("quantized accuracy, SummaC benchmark protocol: human label = SummaC's (SummEval: most of the 3 "
+               "experts gave 5, from their ratings where the data has them, else certain from their mean; other "
+               "data: top score); rows cut alternately "
                "(even positions dev, odd test); threshold = the percentile (0, 0.2, ..., 99.8) of the dev scores "
                "with the best balanced accuracy of score > threshold; reported: balanced accuracy on the test cut "
                "(a constant metric gets 0.5)"),

@@ -23,8 +23,9 @@ log = logging.getLogger("cscore")
 USAGE = """usage: cscore t5score train t5score.train.model=<seq2seq model> data=<dataset> [overrides]
 
   T5Score's discriminative training (ranking margin loss on human-ranked pairs); options in
-  conf/t5score.yaml (t5score.train.*); the default recipe is the paper's (Adafactor, lr 1e-5,
-  batch 32, dropout 0.05, 64 tokens), t5score.train.optimizer=adamw the option. Then:
+  conf/t5score.yaml (t5score.train.*); the default recipe is the paper's and its released script's
+  (Adafactor, lr 1e-5 decaying linearly to 0, batch 32, dropout 0.05, 64 tokens);
+  t5score.train.optimizer=adamw and t5score.train.schedule=constant are options. Then:
   cscore run method=baseline baseline=t5score baseline.t5score.model=<t5score.train.out>"""
 PARAMS = specs_of(T5ScoreTrain)  # the schema: scorers/training_params.py
 

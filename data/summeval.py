@@ -10,23 +10,31 @@ Options:
                must have the JSONL's columns. hub_split may be left out when the dataset has one split.
 Rows: id "<doc_id>/<system>", group doc_id, reference = the first reference (``ref_summ``), and all
 references in the extra column ``references``.
+
+Per-expert ratings: a .jsonl / .parquet record may carry ``expert_scores`` {aspect: [the three
+experts' ratings]} (SummEval's ``expert_annotations``, one list per aspect); they are kept in the
+extra columns ``experts.<aspect>`` (a list per row; their mean must be ``scores.<aspect>``), which
+the SummaC labels of ``cscore report`` read (``metaeval.accuracy.label_rule``). The shared file
+and BARTScore's pickle keep only the mean.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pandas as pd
 
 from cscore.data.bartscore import record_to_row, records_for
 from cscore.data.io import import_datasets
 from cscore.data.options import check_options
-from cscore.data.schema import DataError, LoadReport, validate
+from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
 
 NAME = "summeval"
 DEFAULT_FILE = "summeval.jsonl"
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 OPTIONS = ("source_file", "hub_id", "hub_split")
+RATERS, SCALE = 3, (1, 5)  # three expert ratings on 1-5 per summary and aspect
+EXPERTS = "experts."  # experts.<aspect>: the per-expert ratings, where the file has them
 
 
 def hub_records(hub_id: str, split: str | None) -> tuple[str, Iterator[tuple[str, dict]]]:
@@ -40,6 +48,27 @@ def hub_records(hub_id: str, split: str | None) -> tuple[str, Iterator[tuple[str
     return label, ((f"{label}: row {i}", dict(rec)) for i, rec in enumerate(ds))
 
 
+def with_experts(row: dict, rec: dict, where: str) -> dict:
+    """``row`` with ``experts.<aspect>`` from the record's ``expert_scores``, checked against its mean."""
+    given = rec.get("expert_scores")
+    if given is None:
+        return row
+    if not isinstance(given, Mapping):
+        raise DataError(f"{where}: field 'expert_scores' is not a mapping of aspect -> ratings")
+    for aspect, ratings in given.items():
+        if aspect not in ASPECTS:
+            raise DataError(f"{where}: unexpected aspect 'expert_scores.{aspect}'; expected {list(ASPECTS)}")
+        values = list(ratings) if hasattr(ratings, "__iter__") and not isinstance(ratings, str) else None
+        if not values or not all(is_number(v) for v in values):
+            raise DataError(f"{where}: 'expert_scores.{aspect}' must be a non-empty list of numbers, got {ratings!r}")
+        mean = sum(values) / len(values)
+        if abs(mean - row[HUMAN_PREFIX + aspect]) > 1e-6:
+            raise DataError(f"{where}: the mean of 'expert_scores.{aspect}' ({mean:g}) is not "
+                            f"scores.{aspect} ({row[HUMAN_PREFIX + aspect]:g})")
+        row[EXPERTS + aspect] = [float(v) for v in values]
+    return row
+
+
 def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
     opts = check_options(options, OPTIONS, NAME)
     if opts["hub_id"]:
@@ -49,7 +78,10 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
         file, records, names = records_for(path, opts["source_file"], NAME, DEFAULT_FILE)
         label = str(file)
     report = LoadReport(NAME, [label])
-    rows = [record_to_row(rec, where, ASPECTS, names) for where, rec in records]
+    rows = [with_experts(record_to_row(rec, where, ASPECTS, names), rec, where) for where, rec in records]
+    if any(EXPERTS + a in r for r in rows for a in ASPECTS):
+        for r in rows:  # every row gets the columns (None where a record has no ratings)
+            r.update({EXPERTS + a: r.get(EXPERTS + a) for a in ASPECTS})
     if not rows:
         raise DataError(f"{label}: no records")
     report.n_read = len(rows)

@@ -16,6 +16,16 @@ takes its FalseSum / FactCC / QAGS numbers:
 
 A metric that says nothing (a constant, "always consistent") gets 0.5.
 
+The human label (``label_rule``): SummaC labels a SummEval summary consistent when strictly more
+than half of its three experts gave 5 (``load_summeval``: ``count(rating == 5) > len/2``), so
+``majority_top`` where the per-expert ratings exist (an ``experts.<aspect>`` column, see
+``data.summeval``). The shared SummEval file keeps only the mean of the three ratings; from a mean
+``majority_from_mean`` labels a row positive when every three ratings 1-5 with that mean hold two
+5s (mean >= 14/3), negative otherwise; the means 11/3, 4 and 13/3 could be either (5,5,1 or 5,4,2;
+...) and count as negative (``n_undecided`` says how many). Other data: the top score present
+(QAGS-XSum's ``fact`` is already the majority of its 3 workers). QAGS-XSum is not in the SummaC
+benchmark: scoring it this way is cscore's extension of the protocol.
+
 ``topk``: cscore's earlier rule, kept by name: on all rows, the metric's top share of the size
 of the positive class is predicted positive, and plain accuracy is reported
 (``metaeval.bias.quantized_accuracy`` with its defaults). Its value rewards the majority class:
@@ -68,23 +78,66 @@ def human_labels(human, human_threshold: float | None = None) -> np.ndarray:
     return h >= cut
 
 
-def summac_accuracy(metric, human, *, dev=None, human_threshold: float | None = None) -> dict:
+def majority_top(ratings, top: float) -> np.ndarray:
+    """SummaC's SummEval label per row of ``ratings`` (rows x raters, NaN where a rater is missing):
+    True when strictly more than half of the row's raters gave ``top``."""
+    r = np.asarray(ratings, dtype=np.float64)
+    given = np.isfinite(r).sum(axis=1)
+    return (r == top).sum(axis=1) > given / 2
+
+
+def majority_from_mean(mean, raters: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """(labels, undecided) where only the mean of ``raters`` integer ratings in [lo, hi] is kept:
+    with sum S, at least S − raters·(hi − 1) and at most (S − raters·lo)/(hi − lo) of them are ``hi``;
+    a row is positive when even the fewest make a strict majority, undecided when only the most do."""
+    total = np.rint(np.asarray(mean, dtype=np.float64) * raters)
+    fewest = total - raters * (hi - 1)
+    most = np.floor((total - raters * lo) / (hi - lo))
+    return fewest > raters / 2, (fewest <= raters / 2) & (most > raters / 2)
+
+
+def summac_accuracy(metric, human, *, dev=None, human_threshold: float | None = None, labels=None) -> dict:
     """SummaC protocol (module docstring): ``value`` (test balanced accuracy), ``threshold`` (chosen
     on dev), ``dev_value`` (its balanced accuracy on dev), ``n_dev``, ``n_test``. ``dev``: one bool
     per row (True = dev), default ``alternate_cut``; rows whose metric or human score is not finite
-    are dropped after the cut, so a dropped row does not move the others to the other side."""
+    are dropped after the cut, so a dropped row does not move the others to the other side.
+    ``labels``: one bool per row (``label_rule``'s), default ``human_labels``."""
     m, h = np.asarray(metric, dtype=np.float64).ravel(), np.asarray(human, dtype=np.float64).ravel()
-    if len(m) != len(h):
-        raise ValueError("metric and human must have the same length")
+    if len(m) != len(h) or (labels is not None and len(labels) != len(h)):
+        raise ValueError("metric, human and labels must have the same length")
     dev = alternate_cut(len(m)) if dev is None else np.asarray(dev, dtype=bool)
     ok = np.isfinite(m) & np.isfinite(h)
-    y = human_labels(h[ok], human_threshold) if ok.any() else np.zeros(0, dtype=bool)
+    if labels is not None:
+        y = np.asarray(labels, dtype=bool)[ok]
+    else:
+        y = human_labels(h[ok], human_threshold) if ok.any() else np.zeros(0, dtype=bool)
     m, dev = m[ok], dev[ok]
     thr, dev_value = choose_threshold(m[dev], y[dev])
     test = ~dev
     value = balanced_accuracy(m[test] > thr, y[test]) if test.any() and np.isfinite(thr) else float("nan")
     return {"value": value, "threshold": thr, "dev_value": dev_value, "n_dev": int(dev.sum()),
             "n_test": int(test.sum())}
+
+
+def label_rule(frame, human_column: str, data_name: str | None) -> tuple[np.ndarray | None, dict]:
+    """(labels or None: ``human_labels``' top score, a record of the rule) of one human column of a
+    run table, as the module docstring says: SummEval's per-expert ratings, else its mean."""
+    from cscore.data import summeval
+
+    aspect = human_column.removeprefix("human.")
+    experts = f"{summeval.EXPERTS}{aspect}"
+    if experts in frame.columns:
+        rows = [np.full(summeval.RATERS, np.nan) if r is None else np.asarray(r, dtype=np.float64)
+                for r in frame[experts]]
+        width = max((len(r) for r in rows), default=0)
+        table = np.array([np.pad(r, (0, width - len(r)), constant_values=np.nan) for r in rows])
+        return majority_top(table, summeval.SCALE[1]), {"labels": f"majority of the raters gave {summeval.SCALE[1]}"}
+    if data_name == summeval.NAME:
+        lo, hi = summeval.SCALE
+        labels, undecided = majority_from_mean(frame[human_column].to_numpy(dtype=np.float64), summeval.RATERS, lo, hi)
+        return labels, {"labels": f"majority of {summeval.RATERS} gave {hi}, certain from the mean",
+                        "n_undecided": int(undecided.sum())}
+    return None, {"labels": "top score"}
 
 
 def accuracy(metric, human, protocol: str = "summac", **kw) -> dict:

@@ -15,7 +15,7 @@ import pandas as pd
 from cscore import rundir
 from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import render
-from cscore.metaeval.accuracy import PROTOCOLS, accuracy
+from cscore.metaeval.accuracy import PROTOCOLS, accuracy, label_rule
 from cscore.metaeval.bias import bias_score
 from cscore.metaeval.kendall import VARIANTS, normalize_variant
 from cscore.metaeval.levels import KINDS, LEVELS
@@ -391,11 +391,19 @@ def bias(ds: Dataset) -> pd.DataFrame:
 
 
 def quantized(ds: Dataset, protocol: str = "summac") -> pd.DataFrame:
-    """Quantized accuracy (CDM Table 5) for every aspect, human label = the top score:
-    ``summac`` (threshold chosen on the alternate dev cut, balanced accuracy on the test cut;
-    also ``threshold``, ``n_dev``, ``n_test``) or ``topk`` (see metaeval.accuracy)."""
-    return _per_target(ds, [(h, None) for h in ds.humans], lambda f, col, h:
-                       accuracy(f[col].to_numpy(), f[h].to_numpy(), protocol))
+    """Quantized accuracy (CDM Table 5) for every aspect: ``summac`` (human label by SummaC's rule,
+    ``label_rule``; threshold chosen on the alternate dev cut, balanced accuracy on the test cut;
+    also ``threshold``, ``n_dev``, ``n_test``, ``labels``) or ``topk`` (human label = the top score;
+    see metaeval.accuracy)."""
+    data_name = next(iter(ds.rows.values()))["run"].config.get("data", {}).get("name") if ds.rows else None
+
+    def value(f, col, h):
+        if protocol != "summac":
+            return accuracy(f[col].to_numpy(), f[h].to_numpy(), protocol)
+        labels, rule = label_rule(f, h, data_name)
+        return {**accuracy(f[col].to_numpy(), f[h].to_numpy(), protocol, labels=labels), **rule}
+
+    return _per_target(ds, [(h, None) for h in ds.humans], value)
 
 
 def pairwise(ds: Dataset) -> pd.DataFrame:

@@ -96,9 +96,12 @@ class T5ScoreTrain:
     alpha: float = setting(1.0, Param(float, lo=0.0), "weight of the margin term (the paper's supervised models: 1)")
     min_gap: float = setting(0.0, Param(float, lo=0.0), "pairs need human scores further apart than this")
     optimizer: str = setting("adafactor", Param(str, choices=("adafactor", "adamw")),
-                             "adafactor (the paper's Sec. 5.1 and released script: fixed lr, no relative step) "
-                             "| adamw")
+                             "adafactor (the paper's Sec. 5.1 and released script: no relative step; the lr follows "
+                             "schedule) | adamw")
     lr: float = setting(1.0e-05, RATE, "learning rate (the paper: 1e-5, no warm-up)")
+    schedule: str = setting("linear", Param(str, choices=("linear", "constant")),
+                            "linear (the released script: the Trainer's default, lr decays linearly to 0 over "
+                            "the run's steps, no warm-up) | constant (lr fixed)")
     weight_decay: float = setting(0.01, Param(float, lo=0.0), "on the weight matrices (the released script: 0.01)")
     dropout: float | None = setting(0.05, Param(float, lo=0.0, hi=1.0, nullable=True),
                                     "the model's dropout while training (the paper: 0.05); null: the model's own")

@@ -1,6 +1,8 @@
 """Quantized accuracy (metaeval/accuracy.py): the SummaC benchmark protocol against hand
 computations and a plain loop, the top-k rule kept by name. No models: fast."""
 
+from itertools import product
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,9 @@ from cscore.metaeval.accuracy import (
     alternate_cut,
     balanced_accuracy,
     choose_threshold,
+    label_rule,
+    majority_from_mean,
+    majority_top,
     summac_accuracy,
 )
 from cscore.metaeval.bias import quantized_accuracy
@@ -86,3 +91,102 @@ def test_non_finite_rows_are_dropped_after_the_cut():
 def test_unknown_protocol_is_an_error():
     with pytest.raises(ValueError, match="summac, topk"):
         accuracy(METRIC, HUMAN, "oracle")
+
+
+# ----- SummaC's labels: the majority of the experts gave the top score -----
+
+def test_majority_top_by_hand():
+    ratings = [[5, 5, 4], [5, 4, 4], [5, 5, 5], [3, 5, 5], [4, 4, 4], [5, np.nan, 4], [5, 5, np.nan]]
+    # fives: 2 of 3, 1 of 3, 3 of 3, 2 of 3, 0; one rater missing: 1 of 2 (not more than half), 2 of 2
+    assert majority_top(ratings, 5).tolist() == [True, False, True, True, False, False, True]
+
+
+def brute_force(total: int):
+    """(every triple of ratings 1-5 with this sum has two 5s, some triple has) by enumeration."""
+    votes = [sum(r == 5 for r in t) >= 2 for t in product(range(1, 6), repeat=3) if sum(t) == total]
+    return all(votes), any(votes)
+
+
+def test_majority_from_the_mean_equals_an_enumeration_of_the_ratings():
+    means = np.arange(3, 16) / 3
+    labels, undecided = majority_from_mean(means, 3, 1, 5)
+    for total, lab, und in zip(range(3, 16), labels, undecided):
+        always, sometimes = brute_force(total)
+        assert (lab, und) == (always, sometimes and not always), total
+    assert [t for t, u in zip(range(3, 16), undecided) if u] == [11, 12, 13]  # 5,5,1 / 5,4,2 ... 5,5,3 / 5,4,4
+    assert [t for t, lab in zip(range(3, 16), labels) if lab] == [14, 15]
+
+
+def test_summac_labels_on_the_shared_summeval_file(shared):
+    """On the real file (means only): positives = the summaries whose three ratings sum to 14 or 15
+    (counted here from the file by hand), undecided = sums 11-13; the old rule (mean = 5) had fewer."""
+    import pandas as pd
+
+    from cscore.data import summeval
+
+    path = shared / "summeval" / "summeval.jsonl"
+    frame, _ = summeval.load(str(path))
+    for aspect in summeval.ASPECTS:
+        sums = np.rint(frame[f"human.{aspect}"].to_numpy() * 3).astype(int)
+        labels, rule = label_rule(frame, f"human.{aspect}", "summeval")
+        assert labels.tolist() == (sums >= 14).tolist()
+        assert rule["n_undecided"] == int(((sums >= 11) & (sums <= 13)).sum())
+    sums = pd.Series(np.rint(frame["human.consistency"].to_numpy() * 3).astype(int)).value_counts()
+    assert (sums[15], sums[14], sums[13] + sums[12] + sums[11]) == (1306, 81, 59)  # was 1306 positives
+    assert label_rule(frame, "human.consistency", "demo")[0] is None  # other data: the top score present
+
+
+def test_per_expert_ratings_are_loaded_and_decide_the_labels(tmp_path):
+    import json
+
+    from cscore.data import summeval
+    from cscore.errors import DataError
+
+    def record(i, consistency):
+        scores = {"coherence": 3.0, "consistency": float(np.mean(consistency)), "fluency": 3.0, "relevance": 3.0}
+        return {"doc_id": f"d{i}", "system": "M0", "source": "an article", "reference": "a reference",
+                "references": ["a reference"], "hypothesis": f"summary {i}", "scores": scores,
+                "expert_scores": {"consistency": consistency}}
+
+    # 5,5,3 and 5,4,4 share the mean 13/3: only the ratings tell them apart
+    recs = [record(0, [5, 5, 3]), record(1, [5, 4, 4]), record(2, [5, 5, 5]), record(3, [2, 5, 5])]
+    path = tmp_path / "rated.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    frame, _ = summeval.load(str(path))
+    assert frame["experts.consistency"].tolist() == [[5, 5, 3], [5, 4, 4], [5, 5, 5], [2, 5, 5]]
+    assert frame["experts.coherence"].isna().all()
+    labels, rule = label_rule(frame, "human.consistency", "summeval")
+    assert labels.tolist() == [True, False, True, True] and rule["labels"] == "majority of the raters gave 5"
+    # the coherence column holds no ratings: those rows are not a majority
+    assert label_rule(frame, "human.coherence", "summeval")[0].tolist() == [False] * 4
+    metric = [0.9, 0.8, 0.7, 0.2]
+    res = summac_accuracy(metric, frame["human.consistency"], labels=labels)
+    assert res == summac_accuracy(metric, labels.astype(float))  # 0/1 human scores: the top score is the label
+    assert res != summac_accuracy(metric, frame["human.consistency"])  # the old rule: only 5,5,5 positive
+    path.write_text(json.dumps({**recs[0], "expert_scores": {"consistency": [5, 5, 5]}}) + "\n")
+    with pytest.raises(DataError, match="is not scores.consistency"):
+        summeval.load(str(path))
+
+
+def test_the_report_table_uses_the_summac_labels_for_summeval_only():
+    """tables.quantized: SummEval's rows get the majority labels (mean 14/3 is positive), other data
+    the top score present; the long table says which rule and how many rows it could not decide."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from cscore.metaeval import tables
+
+    rng = np.random.default_rng(0)
+    human = rng.choice([5.0, 14 / 3, 13 / 3, 3.0], size=40)
+    metric = human + rng.normal(scale=0.5, size=40)
+    frame = pd.DataFrame({"id": [str(i) for i in range(40)], "human.consistency": human, "score.m": metric})
+    for name, labels in (("summeval", human >= 14 / 3 - 1e-9), ("demo", human == 5.0)):
+        run = SimpleNamespace(config={"data": {"name": name}})
+        ds = tables.Dataset("k", frame, ["human.consistency"], None, {"m": {"run": run, "variant": "m"}})
+        cell = tables.quantized(ds).iloc[0]
+        assert cell["value"] == summac_accuracy(metric, labels.astype(float))["value"]
+        assert cell["labels"] == ("majority of 3 gave 5, certain from the mean" if name == "summeval" else "top score")
+        if name == "summeval":
+            assert cell["n_undecided"] == int(np.isclose(human, 13 / 3).sum())
+        assert "labels" not in tables.quantized(ds, "topk").columns

@@ -351,3 +351,85 @@ def test_report_shows_baseline_rows_beside_a_model_pairs_rows(tmp_path, tiny_dir
     long = pd.read_csv(next((sweep / "report").glob("*_quality_long.csv")))
     assert {"bleu", "rouge1", "rouge2", "rougeL", "tiny contrast", "tiny expert"} <= set(long["label"])
     assert long["rank"].notna().all()  # one significance clustering over all rows
+
+
+# --- the paper-baseline switches (scripts/paper_baselines.py) against the libraries called directly ---
+
+
+def shared_rows(shared, data: str, n: int = 4):
+    """The first ``n`` rows of a shared dataset as cscore loads them, as the baseline kind gives them."""
+    from cscore.data import qags_xsum, summeval
+
+    frame, _ = {"summeval": summeval, "qags_xsum": qags_xsum}[data].load(str(shared / data / (
+        "summeval.jsonl" if data == "summeval" else "mturk_xsum.jsonl")))
+    frame = frame.head(n)
+    refs = [list(r) if r is not None else [] for r in frame.get("references", [None] * n)]
+    return Texts(frame["hypothesis"].tolist(), frame["source"].tolist(), refs, [None] * n)
+
+
+def test_rouge_bleu_chrf_on_summeval_rows_equal_the_libraries_called_directly(shared):
+    from rouge_score import rouge_scorer
+    from sacrebleu import sentence_bleu, sentence_chrf
+
+    t = shared_rows(shared, "summeval")
+    assert all(len(r) == 11 for r in t.references)
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+
+    def ours(name, **over):
+        return baselines.score(name, baselines.check_params(name, {**defaults(name), **over}), t, {}).columns
+
+    cases = {  # (overrides, per-row value of one type and measure from rouge-score)
+        "best F": ({}, lambda h, refs, s, typ: getattr(s.score_multi(refs, h)[typ], "fmeasure")),
+        "first, recall": ({"references": "first", "measure": "recall"},
+                          lambda h, refs, s, typ: s.score(refs[0], h)[typ].recall),
+        "mean, F": ({"multi": "mean"}, lambda h, refs, s, typ: np.mean([s.score(r, h)[typ].fmeasure for r in refs])),
+        "mean, precision": ({"multi": "mean", "measure": "precision"},
+                            lambda h, refs, s, typ: np.mean([s.score(r, h)[typ].precision for r in refs])),
+    }
+    for label, (over, direct) in cases.items():
+        got = ours("rouge", **over)
+        for typ in ("rouge1", "rouge2", "rougeL"):
+            want = [direct(h, refs, scorer, typ) for h, refs in zip(t.hypotheses, t.references)]
+            np.testing.assert_allclose(got[typ], want, rtol=1e-12, err_msg=f"{label} {typ}")
+    assert not np.allclose(ours("rouge", multi="mean")["rouge1"], ours("rouge")["rouge1"])  # the switch matters
+    np.testing.assert_allclose(ours("bleu")["bleu"], [sentence_bleu(h, r).score for h, r in zip(t.hypotheses,
+                                                                                                 t.references)])
+    np.testing.assert_allclose(ours("chrf")["chrf"], [sentence_chrf(h, r).score for h, r in zip(t.hypotheses,
+                                                                                                 t.references)])
+    np.testing.assert_allclose(ours("bleu", references="first")["bleu"],
+                               [sentence_bleu(h, r[:1]).score for h, r in zip(t.hypotheses, t.references)])
+
+
+def test_against_source_scores_qags_xsum_rows_with_the_article(shared):
+    """QAGS-XSum has no reference: against=source compares each summary with its article."""
+    from rouge_score import rouge_scorer
+    from sacrebleu import sentence_bleu, sentence_chrf
+
+    t = shared_rows(shared, "qags_xsum")
+    assert not any(t.references)
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    for measure in ("fmeasure", "recall"):
+        params = baselines.check_params("rouge", {**defaults("rouge"), "against": "source", "measure": measure})
+        res = baselines.score("rouge", params, t, {})
+        assert "|against:source|" in res.info["signature"]
+        for typ in ("rouge1", "rouge2", "rougeL"):
+            want = [getattr(scorer.score(s, h)[typ], measure) for h, s in zip(t.hypotheses, t.sources)]
+            np.testing.assert_allclose(res.columns[typ], want, rtol=1e-12)
+    for name, direct in (("bleu", sentence_bleu), ("chrf", sentence_chrf)):
+        res = baselines.score(name, baselines.check_params(name, {**defaults(name), "against": "source"}), t, {})
+        np.testing.assert_allclose(res.columns[name], [direct(h, [s]).score for h, s in zip(t.hypotheses, t.sources)])
+        assert res.info["signature"].endswith("|against:source")
+    with pytest.raises(InputError, match="compares the hypothesis with a reference"):  # the default: none here
+        baselines.score("rouge", baselines.check_params("rouge", defaults("rouge")), t, {})
+
+
+def test_rouge_mean_over_references_equals_the_independent_computation():
+    res = run("rouge", SYS, ROW_REFS, use_stemmer=False, multi="mean", measure="recall")
+    for i, (h, refs) in enumerate(zip(SYS, ROW_REFS)):
+        for t in ("rouge1", "rouge2", "rougeL"):
+            want = np.mean([rouge_ref(h, [r])[t][1] for r in refs])
+            assert res.columns[t][i] == pytest.approx(want, abs=1e-12)
+    with pytest.raises(ConfigError, match=re.escape("baseline.rouge.multi must be best | mean")):
+        baselines.check_params("rouge", {**defaults("rouge"), "multi": "max"})
+    with pytest.raises(ConfigError, match=re.escape("baseline.chrf.against must be reference | source")):
+        baselines.check_params("chrf", {**defaults("chrf"), "against": "article"})

@@ -154,6 +154,8 @@ def test_the_default_recipe_is_the_papers_and_is_what_the_trainer_uses(t5_dir, t
     assert meta["optimizer"] == {"class": "Adafactor", "lr": 1e-5, "weight_decay": 0.01, "eps": [1e-30, 1e-3],
                                  "scale_parameter": False, "relative_step": False, "warmup_init": False,
                                  "clip_threshold": 1.0}
+    steps = -(-meta["pairs"]["train"] // 32)  # one epoch of batches of 32
+    assert meta["schedule"] == {"name": "linear", "steps": steps, "warmup_steps": 0, "lr_after_last_step": 0.0}
     cfg = meta["config"]
     assert (cfg["batch_size"], cfg["max_length"], cfg["dropout"], cfg["optimizer"]) == (32, 64, 0.05, "adafactor")
     assert json.loads((out / "config.json").read_text())["dropout_rate"] == 0.05  # the t5_dir base has 0.0
@@ -193,8 +195,59 @@ def test_the_recipe_optimizers_are_stepped_and_lower_the_loss(t5_dir, tmp_path):
         assert loss_now(model, tok) < before, name
 
 
+def test_the_lr_follows_the_released_linear_decay_and_constant_keeps_it(t5_dir, tmp_path):
+    """The lr the optimizer holds when it steps (read by a step pre-hook) is, at step k of N,
+    lr·(N − k)/N (the released script's Trainer default: linear decay to 0, no warm-up), the same
+    as transformers' get_linear_schedule_with_warmup on a fresh optimizer; schedule=constant keeps
+    lr at every step. 13 pairs in batches of 4 over 3 epochs: N = 3·4 = 12 steps."""
+    from transformers import get_linear_schedule_with_warmup
+
+    from cscore.scorers.training import t5score_job
+
+    table = pd.read_csv(rated_table(tmp_path, n_docs=3))
+    pairs = tt.ranking_pairs(table["doc"].tolist(), table["ref"].tolist(), table["hyp"].tolist(),
+                             table["q"].to_numpy(dtype=float))[:13]
+    lr, epochs, batch = 2e-3, 3, 4
+    n = tt.total_steps(len(pairs), batch, epochs)
+    assert n == 12
+    seen = {}
+    for name in tt.SCHEDULES:
+        tok, model = t5score_job.load_model(t5_dir, "cpu", "auto", None)
+        opt = tt.make_optimizer(model, "adamw", lr, 0.01)
+        seen[name] = []
+        opt.register_step_pre_hook(lambda o, args, kwargs, rec=seen[name]: rec.append(o.param_groups[0]["lr"]))
+        schedule = tt.make_schedule(opt, name, n)
+        tt.train(model, tok, pairs, optimizer=opt, alpha=1.0, epochs=epochs, batch_size=batch, max_length=64, seed=0,
+                 schedule=schedule)
+        assert len(seen[name]) == n
+    assert seen["linear"] == pytest.approx([lr * (n - k) / n for k in range(n)], rel=1e-12, abs=0)
+    reference = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    hf = get_linear_schedule_with_warmup(reference, num_warmup_steps=0, num_training_steps=n)
+    expected = []
+    for _ in range(n):
+        expected.append(reference.param_groups[0]["lr"])
+        reference.step()
+        hf.step()
+    assert seen["linear"] == pytest.approx(expected, rel=1e-12, abs=0)
+    assert seen["constant"] == [lr] * n
+    with pytest.raises(ValueError, match="schedule must be one of linear, constant"):
+        tt.make_schedule(opt, "cosine", n)
+
+
+def test_schedule_constant_is_recorded(t5_dir, tmp_path, cscore_main):
+    out = tmp_path / "fixed"
+    res = cscore_main("t5score", "train", *data_args(rated_table(tmp_path)), f"t5score.train.model={t5_dir}",
+                      f"t5score.train.out={out}", "t5score.train.holdout=0.25", "t5score.train.schedule=constant",
+                      cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    meta = json.loads((out / "cscore_t5score.json").read_text())
+    assert meta["schedule"]["name"] == "constant" and meta["schedule"]["lr_after_last_step"] == 1e-5
+    assert meta["optimizer"]["lr"] == 1e-5
+
+
 @pytest.mark.parametrize("extra, message", [
     ([], "t5score.train.model=<seq2seq model (hub id or local directory)> is required"),
+    (["t5score.train.schedule=cosine"], "t5score.train.schedule must be linear | constant"),
     (["t5score.train.alpah=1"], "no setting t5score.train.alpah (did you mean t5score.train.alpha?)"),
     (["t5score.train.condition=hypothesis"], "t5score.train.condition must be reference | source"),
     (["t5score.train.optimizer=sgd"], "t5score.train.optimizer must be adafactor | adamw"),

@@ -1,7 +1,11 @@
 """Lexical reference-based baselines: sentence BLEU and chrF through sacrebleu, ROUGE-N / ROUGE-L
 through rouge-score. Several references per row are given to the libraries as they are: BLEU clips
 n-gram counts by the most of any reference and takes the closest reference length, chrF keeps the
-best-matching reference, ROUGE's ``score_multi`` the reference with the best F per type."""
+best-matching reference, ROUGE's ``score_multi`` the reference with the best F per type
+(``multi: mean``: the mean of each measure over the references instead). ``against: source``
+compares the hypothesis with the row's source text instead of its references (how a table scores
+QAGS-XSum, which has none: BARTScore's QAGS-XSum file puts a copy of the article where the
+reference goes)."""
 
 from __future__ import annotations
 
@@ -26,15 +30,19 @@ from cscore.scorers.tokenize import InputError
 NAMES = ("bleu", "chrf", "rouge")
 ROUGE_TYPE = re.compile(r"^rouge[1-9]$")
 REFS = Param(str, choices=REFERENCE_MODES)
+AGAINST = Param(str, choices=("reference", "source"))
 PARAMS = {
     "bleu": {"tokenize": Param(str, nullable=True), "lowercase": Param(bool), "smooth_method":
              Param(str, choices=("none", "floor", "add-k", "exp")), "smooth_value": Param(float, lo=0.0, nullable=True),
-             "max_ngram_order": Param(int, lo=1), "effective_order": Param(bool), "references": REFS},
+             "max_ngram_order": Param(int, lo=1), "effective_order": Param(bool), "references": REFS,
+             "against": AGAINST},
     "chrf": {"char_order": Param(int, lo=0), "word_order": Param(int, lo=0), "beta": Param(int, lo=0),
-             "lowercase": Param(bool), "whitespace": Param(bool), "eps_smoothing": Param(bool), "references": REFS},
+             "lowercase": Param(bool), "whitespace": Param(bool), "eps_smoothing": Param(bool), "references": REFS,
+             "against": AGAINST},
     "rouge": {"types": Choices(("rouge1", "rouge2", "rougeL", "rougeLsum"), ROUGE_TYPE),
               "measure": Param(str, choices=("fmeasure", "precision", "recall")), "use_stemmer": Param(bool),
-              "split_summaries": Param(bool), "references": REFS},
+              "split_summaries": Param(bool), "references": REFS, "multi": Param(str, choices=("best", "mean")),
+              "against": AGAINST},
 }
 
 
@@ -43,7 +51,10 @@ def columns(name: str, params: dict) -> list[str]:
 
 
 def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
-    refs = pick_references(texts, params["references"])
+    if params["against"] == "source":
+        refs = [[src] if isinstance(src, str) and src.strip() else [] for src in texts.sources]
+    else:
+        refs = pick_references(texts, params["references"])
     missing = require_references(name, refs)
     started(runtime)
     if name == "rouge":
@@ -89,6 +100,8 @@ def _sacrebleu(name: str, params: dict, texts: Texts, refs, missing) -> Result:
             sig = [f"nrefs:{n[0] if len(n) == 1 else f'{n[0]}-{n[-1]}'}" if f.startswith("nrefs:") else f for f in sig]
             signatures[lang or "all"] = "|".join(sig)
             counts[lang or "all"] = len(rows)
+    if params["against"] == "source":
+        signatures = {k: f"{v}|against:source" for k, v in signatures.items()}
     info = {"signature": signatures if len(signatures) > 1 else next(iter(signatures.values())),
             "library": "sacrebleu", "missing_reference": missing, "rows_per_language": counts}
     return Result({name: values}, info)
@@ -131,13 +144,20 @@ def _rouge(params: dict, texts: Texts, refs, missing) -> Result:
             untokenized.append(i)
             continue
         try:
+            if params["multi"] == "mean":
+                each = [scorer.score(r, hyp) for r in refs[i]]
+                for t in params["types"]:
+                    out[t][i] = np.mean([getattr(e[t], params["measure"]) for e in each])
+                continue
             got = scorer.score_multi(refs[i], hyp)
         except LookupError as err:  # rougeLsum with split_summaries needs nltk's punkt data
             raise InputError(f"baseline rouge: {str(err).strip().splitlines()[0]}") from None
         for t in params["types"]:
             out[t][i] = getattr(got[t], params["measure"])
     stem = "stem:yes" if params["use_stemmer"] else "stem:no"
+    multi = "best-f" if params["multi"] == "best" else "mean"
+    against = "|against:source" if params["against"] == "source" else ""
     sig = f"rouge-score|types:{','.join(params['types'])}|measure:{params['measure']}|{stem}|" \
-          f"multi:best-f|version:{version('rouge-score')}"
+          f"multi:{multi}{against}|version:{version('rouge-score')}"
     return Result(out, {"signature": sig, "library": "rouge-score", "missing_reference": missing,
                         "untokenized": untokenized})

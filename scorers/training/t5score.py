@@ -12,11 +12,14 @@ augmentation): then f(ŷ) = (1/|c|) Σ_t log p(c_t | c_<t, ŷ). f is the same te
 log-probability the generative score reads from the statistics engine (target = the text as the
 tokenizer writes it, ending with EOS; decoder input = the start token + the target shifted right).
 
-The recipe (``make_optimizer``, ``dropout_override``): the paper's Sec. 5.1 and its released script
-train with Adafactor (fixed lr 1e-5, no relative step or parameter scaling, weight decay 0.01, as
-transformers' Trainer sets it up for ``--adafactor``), batch 32, dropout 0.05, source and target cut
-to 64 tokens; AdamW is the option. The released trainer divides each summed log-probability by the
-*encoder* input length (its attention mask); f here is Eq. 3's mean over the target tokens."""
+The recipe (``make_optimizer``, ``make_schedule``, ``dropout_override``): the paper's Sec. 5.1 and
+its released script train with Adafactor (lr 1e-5, no relative step or parameter scaling, weight
+decay 0.01, as transformers' Trainer sets it up for ``--adafactor``), batch 32, dropout 0.05,
+source and target cut to 64 tokens; AdamW is the option. The released script leaves the Trainer's
+default schedule, linear decay from the lr to 0 over the run's steps with no warm-up
+(``--warmup_steps 0``); ``schedule=constant`` keeps the lr fixed. The released trainer divides
+each summed log-probability by the *encoder* input length (its attention mask); f here is Eq. 3's
+mean over the target tokens."""
 
 from __future__ import annotations
 
@@ -127,6 +130,7 @@ def pairwise_accuracy(model, tokenizer, pairs: list[RankPair], *, batch_size: in
 
 
 OPTIMIZERS = ("adafactor", "adamw")
+SCHEDULES = ("linear", "constant")
 
 
 def decays(name: str, param) -> bool:
@@ -134,9 +138,9 @@ def decays(name: str, param) -> bool:
 
 
 def make_optimizer(model, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    """Adafactor (the paper's) or AdamW at a fixed ``lr``; weight decay on the weight matrices only,
-    not on norm weights (1-D) and biases (T5's relative attention bias included), as transformers'
-    Trainer groups them."""
+    """Adafactor (the paper's) or AdamW starting at ``lr`` (``make_schedule`` moves it); weight decay
+    on the weight matrices only, not on norm weights (1-D) and biases (T5's relative attention bias
+    included), as transformers' Trainer groups them."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     groups = [{"params": [p for n, p in named if decays(n, p)], "weight_decay": weight_decay},
               {"params": [p for n, p in named if not decays(n, p)], "weight_decay": 0.0}]
@@ -148,6 +152,24 @@ def make_optimizer(model, name: str, lr: float, weight_decay: float) -> torch.op
     if name == "adamw":
         return torch.optim.AdamW(groups, lr=lr)
     raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {name}")
+
+
+def total_steps(n_pairs: int, batch_size: int, epochs: int) -> int:
+    """Optimizer steps of a run: one per batch (the last one may be short), every epoch."""
+    return epochs * math.ceil(n_pairs / batch_size)
+
+
+def make_schedule(optimizer: torch.optim.Optimizer, name: str, steps: int):
+    """The lr schedule, stepped once after each optimizer step. ``linear``: transformers'
+    get_linear_schedule_with_warmup with 0 warm-up steps (what the Trainer builds for the released
+    script): the lr at step k (0-based) is lr·(steps − k)/steps. ``constant``: lr at every step."""
+    from transformers import get_constant_schedule, get_linear_schedule_with_warmup
+
+    if name == "linear":
+        return get_linear_schedule_with_warmup(optimizer, num_warmup_steps=0, num_training_steps=steps)
+    if name == "constant":
+        return get_constant_schedule(optimizer)
+    raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {name}")
 
 
 def describe_optimizer(opt: torch.optim.Optimizer) -> dict:
@@ -168,8 +190,10 @@ def dropout_override(config, p: float | None) -> dict:
 
 
 def train(model, tokenizer, pairs: list[RankPair], *, optimizer: torch.optim.Optimizer, alpha: float, epochs: int,
-          batch_size: int, max_length: int, seed: int, log=None) -> list[float]:
-    """``optimizer`` over shuffled batches of pairs (order from ``seed``); returns the mean loss per epoch."""
+          batch_size: int, max_length: int, seed: int, log=None, schedule=None) -> list[float]:
+    """``optimizer`` over shuffled batches of pairs (order from ``seed``), ``schedule`` (an lr
+    scheduler, None: the optimizer's lr throughout) stepped after each optimizer step; returns the
+    mean loss per epoch."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     opt = optimizer
@@ -186,6 +210,8 @@ def train(model, tokenizer, pairs: list[RankPair], *, optimizer: torch.optim.Opt
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if schedule is not None:
+                schedule.step()
             total += float(loss.detach()) * len(batch)
         losses.append(total / max(len(pairs), 1))
         if log is not None:

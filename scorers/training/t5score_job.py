@@ -100,9 +100,12 @@ def train(cfg: DictConfig, job: T5Job) -> dict:
              fmt(before["train"]), fmt(before["held_out"]))
     start = time.perf_counter()
     opt = tt.make_optimizer(model, t["optimizer"], t["lr"], t["weight_decay"])
+    described = tt.describe_optimizer(opt)  # before training: a linear schedule ends at lr 0
+    steps = tt.total_steps(len(sets["train"]), t["batch_size"], t["epochs"])
+    schedule = tt.make_schedule(opt, t["schedule"], steps)
     try:
         losses = tt.train(model, tok, sets["train"], optimizer=opt, alpha=t["alpha"], epochs=t["epochs"],
-                          seed=t["seed"], log=log.info, **kw)
+                          seed=t["seed"], log=log.info, schedule=schedule, **kw)
     except FloatingPointError as err:
         raise ConfigError(f"t5score train: {err}") from None
     after = {k: tt.pairwise_accuracy(model, tok, v, **kw) for k, v in sets.items()}
@@ -111,7 +114,9 @@ def train(cfg: DictConfig, job: T5Job) -> dict:
     model.save_pretrained(out)
     tok.save_pretrained(out)
     meta = {"base": t["model"], "loss": "max(0, f(worse) - f(better) + alpha (m_better - m_worse)) (T5Score Eq. 3)",
-            "optimizer": tt.describe_optimizer(opt), "dropout": t["dropout"],
+            "optimizer": described, "dropout": t["dropout"],
+            "schedule": {"name": t["schedule"], "steps": steps, "warmup_steps": 0,
+                         "lr_after_last_step": float(schedule.get_last_lr()[0])},
             "pairs": {k: len(v) for k, v in sets.items()}, "epoch_loss": losses,
             "pairwise_accuracy": {"before": before, "after": after},
             "held_out_groups": sorted(set(np.array(job.groups)[job.held])), "identity": job.identity,
