@@ -44,7 +44,7 @@ export PYTHONPATH=/tmp/gpu_check_pp CSCORE_SHARED_DATA="$here/.device/data" CSCO
 } > "$out/env.txt" 2>&1
 if [[ "${2:-}" == "--cpu-smoke" ]]; then
     python scripts/bench_prefix.py --arch qwen_3b_0.5b --arch-layers 1 --device cpu --dtype float32 --threads 1 \
-        --summeval-docs 1 --mqm-segments 1 --skip-paper --flex-too --tokenizer .device/tokenizer 2>&1 \
+        --mqm-segments 1 --only mqm --skip-paper --flex-too --passes shared,flex --tokenizer .device/tokenizer 2>&1 \
         | grep -v "^Loading" | tee "$out/bench.txt"
     exit 0
 fi
