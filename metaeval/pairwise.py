@@ -179,3 +179,41 @@ def acc_eq_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str = "i
     return acc_eq(df[metric_col].to_numpy(dtype=np.float64),
                   df[human_col].to_numpy(dtype=np.float64),
                   None if col is None else df[col].to_numpy())
+
+
+class TieCalibratedStat:
+    """acc23 (or tau23) with tie calibration as a report statistic ``stat(df, metric_col)``:
+    mt-metrics-eval's ``KendallWithTiesOpt`` (``sample_rate=1``: all pairs) at a correlation level,
+    on the rows where ``df[subset[0]] == subset[1]`` when ``subset`` is given. Levels as
+    ``levels.correlate_at``: ``item`` (pairs of systems within each item, averaged over items: the
+    WMT23 segment level), ``system_grouped`` (pairs within each system, averaged), ``segment``
+    (all pairs pooled, ``average_by='none'``), ``system`` (per-system mean scores, all pairs of
+    systems). Epsilon is searched anew on every table it is given, as mt-metrics-eval searches it
+    anew in every permutation; there is no batched form (``uncertainty`` loops over resamples)."""
+
+    batchable = False
+
+    def __init__(self, human_col: str, level: str = "item", variant: str = "acc23", *, subset: tuple | None = None,
+                 group_col: str = "group", system_col: str = "system"):
+        if level not in ("segment", "item", "system_grouped", "system"):
+            raise ValueError(f"unknown level {level!r}")
+        self.variant = _check_variant(variant)
+        self.human_col, self.level, self.subset = human_col, level, subset
+        self.group_col, self.system_col = group_col, system_col
+        where = "" if subset is None else f"[{subset[0]}={subset[1]}]"
+        self.__name__ = f"{self.variant}-calibrated@{level}({human_col}){where}"
+
+    def calibration(self, df: pd.DataFrame, metric_col: str) -> TieCalibration:
+        if self.subset is not None:
+            df = df[df[self.subset[0]] == self.subset[1]]
+        m = df[metric_col].to_numpy(dtype=np.float64)
+        h = df[self.human_col].to_numpy(dtype=np.float64)
+        if self.level == "system":
+            ok = np.isfinite(m) & np.isfinite(h)
+            means = pd.DataFrame({"m": m[ok], "h": h[ok]}).groupby(df[self.system_col].to_numpy()[ok]).mean()
+            return tie_calibration(means["m"].to_numpy(), means["h"].to_numpy(), None, self.variant)
+        col = {"segment": None, "item": self.group_col, "system_grouped": self.system_col}[self.level]
+        return tie_calibration(m, h, None if col is None else df[col].to_numpy(), self.variant)
+
+    def __call__(self, df: pd.DataFrame, metric_col: str) -> float:
+        return float(self.calibration(df, metric_col).value)
