@@ -284,3 +284,29 @@ def test_paper_contrastscore_adds_the_all_datasets_table(sweep, tmp_path, cscore
     assert "Files `all_datasets_*`" in (out / "report.md").read_text()
     sig = signature(out / "all_datasets_quality.md")
     assert sig["datasets"] == "demo,demo2" and sig["correlation"] == "pearson"
+
+
+@pytest.mark.parametrize("level", ["segment", "item", "system_grouped", "system"])
+@pytest.mark.parametrize("resample", ["group", None])
+def test_batched_resamples_of_the_calibrated_statistic_equal_the_per_resample_loop(level, resample):
+    """``TieCalibratedStat.batch`` (weighted pairs, one sort) against the same statistic evaluated on
+    every resampled table (uncertainty's loop for a plain function): same draws, same values."""
+    from cscore.metaeval.uncertainty import bootstrap_ci, permutation_test
+
+    rng = np.random.default_rng(11)
+    df = pd.DataFrame([(f"g{g}", f"s{s}", float(rng.integers(0, 6)) / 5, float(rng.integers(0, 6)) / 5,
+                        float(rng.integers(1, 4)), "x" if g % 3 else "y") for g in range(7) for s in range(4)],
+                      columns=["group", "system", "a", "b", "h", "part"])
+    df.loc[3, "a"] = np.nan  # a non-finite cell is left out
+    for subset in (None, ("part", "x")):
+        stat = TieCalibratedStat("h", level, subset=subset)
+
+        def plain(frame, col, stat=stat):
+            return stat(frame, col)
+
+        got = bootstrap_ci(df, stat, "a", resample=resample, n=25, seed=4)
+        want = bootstrap_ci(df, plain, "a", resample=resample, n=25, seed=4)
+        np.testing.assert_allclose(got.samples, want.samples, rtol=0, atol=1e-12)
+        got = permutation_test(df, stat, "a", "b", n=25, seed=2)
+        want = permutation_test(df, plain, "a", "b", n=25, seed=2)
+        assert got["p_value"] == want["p_value"] and got["delta"] == pytest.approx(want["delta"])
