@@ -278,9 +278,10 @@ class TieCalibratedStat:
             total = pw.sum() + own
             if total == 0:
                 continue
-            values = (pw @ u + own + np.cumsum(np.bincount(step, weights=pw * (t - u), minlength=thresholds.size)))
+            gain = np.bincount(step, weights=pw * (t - u), minlength=thresholds.size)
+            values = np.sum(pw * u) + own + np.cumsum(gain)
             eps = thresholds[_best(values)]
-            out[b] = (pw @ np.where(diff <= eps, t, u) + own) / total
+            out[b] = (np.sum(pw * np.where(diff <= eps, t, u)) + own) / total
         return out
 
     def _items_drawn(self, x, h, keep, units) -> np.ndarray:
@@ -296,9 +297,9 @@ class TieCalibratedStat:
             if c.sum() == 0:
                 continue
             wt = c[p.item] / p.per_item[p.item] / c.sum()
-            values = wt @ u + np.cumsum(np.bincount(step, weights=wt * (t - u), minlength=thresholds.size))
+            values = np.sum(wt * u) + np.cumsum(np.bincount(step, weights=wt * (t - u), minlength=thresholds.size))
             eps = thresholds[_best(values)]
-            out[b] = wt @ np.where(p.diff <= eps, t, u)
+            out[b] = np.sum(wt * np.where(p.diff <= eps, t, u))  # no BLAS: its threads stall on a busy CPU
         return out
 
     def _each(self, df, xs, ws, h, keep, units) -> np.ndarray:
