@@ -33,14 +33,14 @@ PAIRWISE_NOTE = ("acc_eq (Deutsch et al. 2023, WMT23 segment level): pairs of sy
                  "segment, correct when metric and human order them alike or both tie them; metric tie = "
                  "abs(difference) <= epsilon, epsilon chosen per cell to maximise the mean over segments")
 MAX_DISTRIBUTION_ROWS = 6  # metric panels in distributions.png
-COMBINED_STEM = "all_datasets"  # <stem>_quality.{md,csv,tex}: every dataset's columns side by side, one AVG
+COMBINED_STEM = "all"  # all_<task>_quality.{md,csv,tex}: every dataset's columns side by side, one AVG
 
 # --paper X: the statistic that paper's tables report (an option given on the command line wins; the
 # correlation -- --correlation / --kendall -- is taken as a whole or not at all)
 PAPERS = {
     "contrastscore": {"correlation": "pearson", "level": "segment", "combined": True,
                       "says": "ContrastScore Tables 1-2: Pearson over all rows per aspect / language pair; "
-                              f"{COMBINED_STEM}_quality: every dataset's columns and their mean (Table 1's AVG)"},
+                              "all_<task>_quality: every dataset's columns and their mean (Tables 1-2's AVG)"},
     "cdm": {"correlation": "spearman", "level": "segment",
             "says": "CDM Tables 2 and 7: Spearman over all rows; Table 5: quantized accuracy (SummaC protocol)"},
     "cdjudge": {"correlation": "spearman", "level": "segment", "resample": "items",
@@ -231,20 +231,35 @@ def pairwise_section(ds, stem: str, out: Path) -> list[str]:
     return write(out, f"{stem}_pairwise_accuracy", tables.to_table(acc, title, signature))
 
 
-def combined_section(longs: list[tuple[str, object]], spec: tables.Spec, out: Path, console) -> list[str]:
-    """Every dataset's quality columns side by side (``<stem>:<column>``) and AVG = their mean, as
-    ContrastScore Table 1 averages QAGS-XSum and the four SummEval aspects (empty for < 2 datasets)."""
-    if len(longs) < 2:
-        return []
-    long = tables.combined(longs)
-    long.to_csv(out / f"{COMBINED_STEM}_quality_long.csv", index=False)
-    fields = {"datasets": ",".join(stem for stem, _ in longs), **spec.fields()}
-    note = ("each cell the value of its dataset's quality table (intervals and clusters there); AVG = the mean "
-            "over every column of every dataset, nan where a row lacks one")
-    table = tables.to_table(long, "all datasets: correlation with human judgements", f"{Signature(fields)} — {note}")
-    console.print(render.rich(table))
-    return ["", f"Files `{COMBINED_STEM}_*`: the quality columns of {len(longs)} datasets side by side"] + \
-        write(out, f"{COMBINED_STEM}_quality", table)
+def task_of(ds) -> str:
+    """The dataset's task (summarization, translation, ...), for the all-datasets tables."""
+    if "task" in ds.frame.columns and ds.frame["task"].notna().any():
+        return file_stem(ds.frame["task"].dropna().iloc[0])
+    return "datasets"
+
+
+def combined_section(longs: list[tuple[str, str, object]], spec: tables.Spec, out: Path, console) -> list[str]:
+    """Per task (``(stem, task, quality long table)``), every dataset's quality columns side by side
+    (``<stem>:<column>``) and AVG = their mean, as ContrastScore Table 1 averages QAGS-XSum and the
+    four SummEval aspects and Table 2 the six MQM language pairs; ``all_<task>_quality.*``, for
+    every task with two datasets or more."""
+    lines = []
+    for task in dict.fromkeys(t for _, t, _ in longs):
+        part = [(stem, long) for stem, t, long in longs if t == task]
+        if len(part) < 2:
+            continue
+        stem = f"{COMBINED_STEM}_{task}"
+        long = tables.combined(part)
+        long.to_csv(out / f"{stem}_quality_long.csv", index=False)
+        fields = {"datasets": ",".join(s for s, _ in part), **spec.fields()}
+        note = ("each cell the value of its dataset's quality table (intervals and clusters there); AVG = the mean "
+                "over every column of every dataset, nan where a row lacks one")
+        table = tables.to_table(long, f"all {task} datasets: correlation with human judgements",
+                                f"{Signature(fields)} — {note}")
+        console.print(render.rich(table))
+        lines += ["", f"Files `{stem}_*`: the quality columns of {len(part)} {task} datasets side by side"]
+        lines += write(out, f"{stem}_quality", table)
+    return lines
 
 
 def sweep_plot(ds, long, stem: str, folder: Path, title: str) -> None:
@@ -320,7 +335,7 @@ def dataset_section(ds, stem: str, spec: tables.Spec, out: Path, console, progre
     lines += warn(stem, units_warning(items, spec), console)
     long, quality_lines = quality_section(ds, stem, spec, out, console, progress)
     if longs is not None:
-        longs.append((stem, long))
+        longs.append((stem, task_of(ds), long))
     lines += warn(stem, like_note(tables.unreachable_like_threshold(ds, spec), spec), console)
     lines += (quality_lines + bias_section(ds, stem, out) + quantized_section(ds, stem, out, spec.accuracy)
               + pairwise_section(ds, stem, out))
@@ -517,7 +532,7 @@ def main(argv: list[str]) -> None:
                     help="--kendall acc23 / 23: calibrated (the metric-tie epsilon that maximises the value, WMT23 / "
                          "mt-metrics-eval KendallWithTiesOpt; acc23's default) or exact (epsilon 0; 23's default)")
     ap.add_argument("--combined", action="store_true",
-                    help=f"also {COMBINED_STEM}_quality: every dataset's columns side by side and their mean "
+                    help="also all_<task>_quality: every dataset's columns side by side and their mean, per task "
                          "(on with --paper contrastscore)")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples (0: no CIs)")
     ap.add_argument("--resample", default=None,

@@ -272,17 +272,17 @@ def test_paper_contrastscore_adds_the_all_datasets_table(sweep, tmp_path, cscore
     assert res.returncode == 0, res.stderr
     demo = pd.read_csv(out / "demo_quality_long.csv")
     demo2 = pd.read_csv(out / "demo2_quality_long.csv")
-    table = pd.read_csv(out / "all_datasets_quality.csv", index_col="label")
+    table = pd.read_csv(out / "all_summarization_quality.csv", index_col="label")
     humans = ["consistency", "fluency", "relevance", "overall"]
     assert list(table.columns) == [f"{d}:{h}" for d in ("demo", "demo2") for h in humans] + ["AVG"]
-    long = pd.read_csv(out / "all_datasets_quality_long.csv").set_index(["label", "target"])["value"]
+    long = pd.read_csv(out / "all_summarization_quality_long.csv").set_index(["label", "target"])["value"]
     expert = [d.query("label == 'tiny expert' and target == @h")["value"].item() for d in (demo, demo2)
               for h in humans]
     assert long[("tiny expert", "AVG")] == pytest.approx(np.mean(expert))
     assert long[("tiny expert", "demo2:overall")] == pytest.approx(expert[-1])
     assert np.isnan(long[("tiny contrast gamma=0.1", "AVG")])  # demo2 has no row of that name
-    assert "Files `all_datasets_*`" in (out / "report.md").read_text()
-    sig = signature(out / "all_datasets_quality.md")
+    assert "Files `all_summarization_*`" in (out / "report.md").read_text()
+    sig = signature(out / "all_summarization_quality.md")
     assert sig["datasets"] == "demo,demo2" and sig["correlation"] == "pearson"
 
 
