@@ -414,6 +414,20 @@ def default_out(roots: list[Path]) -> Path:
     return parent / "report"
 
 
+def notes(repeated: list[Path], paper: str | None, spec: tables.Spec, console) -> list[str]:
+    """report.md's lines under the status: the runs found under several folders (also on the
+    console) and the ``--paper`` preset the statistic came from."""
+    lines = []
+    if repeated:
+        text = (f"{len(repeated)} run directories lie under more than one of the folders given and count once: "
+                + ", ".join(map(str, repeated)))
+        lines += ["", text]
+        console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True)
+    if paper:
+        lines += ["", f"statistic: --paper {paper}: {PAPERS[paper]['says']} ({spec.describe()})"]
+    return lines
+
+
 def report(root: Path | list[Path], spec: tables.Spec, out: Path | None = None, console=None,
            progress: Progress | None = None, select_by: str = "spearman", combined: bool = False,
            paper: str | None = None) -> Path:
@@ -443,14 +457,7 @@ def report(root: Path | list[Path], spec: tables.Spec, out: Path | None = None, 
     status = (f"runs: {len(runs) - len(incomplete) - len(failed)} complete, {len(failed)} failed, "
               f"{len(incomplete)} incomplete, {len(missing)} not started")
     progress.say(f"{len(runs)} run directories under {where}; {status}")
-    lines = [f"# cscore report: {where}", "", status]
-    if repeated:
-        text = (f"{len(repeated)} run directories lie under more than one of the folders given and count once: "
-                + ", ".join(map(str, repeated)))
-        lines += ["", text]
-        console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True)
-    if paper:
-        lines += ["", f"statistic: --paper {paper}: {PAPERS[paper]['says']} ({spec.describe()})"]
+    lines = [f"# cscore report: {where}", "", status] + notes(repeated, paper, spec, console)
     lines += [f"- failed: {r.path} ({r.failure.get('stage')}: {r.failure.get('error')})" for r in failed]
     lines += [f"- incomplete: {r.path}" for r in incomplete] + [f"- missing: {m}" for m in missing]
 
