@@ -5,6 +5,7 @@ against a brute-force re-derivation of mt-metrics-eval's definition in plain Pyt
 
 import itertools
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -165,6 +166,49 @@ def test_the_combined_table_averages_every_column_of_every_dataset():
                                               "summeval:fluency", "summeval:relevance", "AVG"]
 
 
+@pytest.fixture
+def preset_spec(monkeypatch):
+    """spec(*argv): the Spec that ``cscore report <dir> *argv`` hands to ``report`` (no run read)."""
+    from cscore.cli import report_cmd
+
+    seen = {}
+    monkeypatch.setattr(report_cmd, "report", lambda path, spec, *args, **kwargs: seen.update(spec=spec))
+
+    def spec(*argv) -> tables.Spec:
+        report_cmd.main(["somewhere", *argv])
+        return seen["spec"]
+
+    return spec
+
+
+def test_a_paper_preset_fills_in_what_the_command_line_leaves_out(preset_spec):
+    t5 = preset_spec("--paper", "t5score")
+    assert (t5.level, t5.kind, t5.variant, t5.average, t5.like_threshold) == ("item", "kendall", "like", "micro", 25)
+    assert preset_spec("--paper", "t5score", "--kendall-threshold", "1").like_threshold == 1
+    system = preset_spec("--paper", "t5score", "--level", "system")  # no pooling there: the plain mean
+    assert (system.level, system.variant, system.average) == ("system", "like", "macro")
+    pearson = preset_spec("--paper", "t5score", "--correlation", "pearson")  # the correlation as a whole
+    assert (pearson.kind, pearson.variant, pearson.level, pearson.average) == ("pearson", None, "item", "macro")
+    cdm = preset_spec("--paper", "cdm")
+    assert (cdm.kind, cdm.level, cdm.resample) == ("spearman", "segment", "groups")
+    judge = preset_spec("--paper", "cdjudge")
+    assert (judge.kind, judge.resample) == ("spearman", "items")
+    assert preset_spec("--paper", "cdjudge", "--resample", "groups").resample == "groups"
+    default = preset_spec()
+    assert (default.kind, default.level, default.resample, default.average) == ("pearson", "segment", "groups",
+                                                                                "macro")
+    assert preset_spec("--paper", "contrastscore").fields() == default.fields()
+
+
+def test_several_folders_without_a_common_folder_need_out(tmp_path):
+    from cscore.cli.report_cmd import default_out
+
+    assert default_out([tmp_path / "a"]) == tmp_path / "a" / "report"
+    assert default_out([tmp_path / "x" / "a", tmp_path / "x" / "b" / "c"]) == (tmp_path / "x" / "report").resolve()
+    with pytest.raises(ConfigError, match="give the report's folder with --out"):
+        default_out([Path("/bin"), Path("/etc")])
+
+
 # ---------------------------------------------------------------- the command, on a real tiny sweep
 
 @pytest.fixture(scope="module")
@@ -215,8 +259,8 @@ def test_paper_t5score_reports_the_pooled_kendall_like(sweep, tmp_path, cscore_m
 
 def test_kendall_acc23_in_the_report_is_tie_calibrated(sweep, tmp_path, cscore_main):
     out = tmp_path / "acc"
-    res = cscore_main("report", str(sweep), "--kendall", "acc23", "--level", "item", "--bootstrap", "0",
-                      "--permutations", "20", "--out", str(out), cwd=tmp_path)
+    res = cscore_main("report", str(sweep), "--kendall", "acc23", "--level", "item", "--bootstrap", "20",
+                      "--permutations", "0", "--out", str(out), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     scores = run_scores(sweep)
     cells = list(zip(scores["group"], scores["system"], scores["score.contrast"], scores["human.consistency"]))
@@ -224,6 +268,7 @@ def test_kendall_acc23_in_the_report_is_tie_calibrated(sweep, tmp_path, cscore_m
     got = pd.read_csv(out / "demo_quality_long.csv").query(
         "label == 'tiny contrast gamma=0.4' and target == 'consistency'")
     assert got["value"].item() == pytest.approx(value) and got["epsilon"].item() == pytest.approx(eps)
+    assert got["low"].item() <= value <= got["high"].item()
     assert signature(out / "demo_quality.md")["ties"] == "calibrated"
 
 
@@ -238,23 +283,28 @@ def test_several_folders_make_one_report_and_a_run_given_twice_counts_once(sweep
     pd.testing.assert_frame_equal(pd.read_csv(both / "demo_quality_long.csv"),
                                   pd.read_csv(whole / "demo_quality_long.csv"))
     assert "runs: 2 complete" in (both / "report.md").read_text()
+    res = cscore_main("report", str(sweep), str(tmp_path / "nope"), cwd=tmp_path)
+    assert res.returncode == 2 and "nope does not exist" in res.stderr
+
+
+def test_a_run_under_two_of_the_folders_counts_once_and_the_report_goes_to_their_parent(sweep, tmp_path,
+                                                                                         cscore_main):
+    copy = tmp_path / "copy"
+    shutil.copytree(sweep, copy / "sw", ignore=shutil.ignore_patterns("report"))
     again = tmp_path / "again"
-    res = cscore_main("report", str(sweep), str(sweep / "1"), "--bootstrap", "0", "--permutations", "0",
+    res = cscore_main("report", str(copy / "sw"), str(copy / "sw" / "1"), "--bootstrap", "0", "--permutations", "0",
                       "--out", str(again), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     md = (again / "report.md").read_text()
     assert "runs: 2 complete" in md and "1 run directories lie under more than one of the folders given" in md
-    assert "count once" in res.stdout
-    pd.testing.assert_frame_equal(pd.read_csv(again / "demo_quality_long.csv"),
-                                  pd.read_csv(whole / "demo_quality_long.csv"))
+    assert f"count once: {(copy / 'sw' / '1').resolve()}" in md and "count once" in res.stdout
+    long = pd.read_csv(again / "demo_quality_long.csv")
+    assert len(long) == 5 * 5  # the five rows of the two runs, each once; four aspects and AVG
     # without --out: report/ in the folder that holds them all
-    copy = tmp_path / "copy"
-    shutil.copytree(sweep, copy / "sw", ignore=shutil.ignore_patterns("report"))
     res = cscore_main("report", str(copy / "sw" / "0"), str(copy / "sw" / "1"), "--bootstrap", "0",
                       "--permutations", "0", cwd=tmp_path)
     assert res.returncode == 0 and (copy / "sw" / "report" / "report.md").is_file()
-    res = cscore_main("report", str(sweep), str(tmp_path / "nope"), cwd=tmp_path)
-    assert res.returncode == 2 and "nope does not exist" in res.stderr
+    assert "# cscore report: " in (copy / "sw" / "report" / "report.md").read_text()
 
 
 def test_paper_contrastscore_adds_the_all_datasets_table(sweep, tmp_path, cscore_main):
