@@ -45,7 +45,8 @@ PAPERS = {
             "says": "CDM Tables 2 and 7: Spearman over all rows; Table 5: quantized accuracy (SummaC protocol)"},
     "cdjudge": {"correlation": "spearman", "level": "segment", "resample": "items",
                 "says": "CD-judge Tables 1-2: Pearson, Spearman and Kendall per score range, (lambda, t) chosen "
-                        "by dev Spearman, 95% intervals from a bootstrap over summaries"},
+                        "on dev by --select-by (Spearman unless given), 95% intervals from a bootstrap over "
+                        "summaries"},
     "t5score": {"kendall": "like", "level": "item", "average": "micro",
                 "says": "T5Score segment level (seg-k): WMT20 DARR Kendall-like over pairs of translations of one "
                         "source whose human scores differ by >= the threshold, pooled over segments "

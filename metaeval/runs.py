@@ -63,7 +63,6 @@ def missing_jobs(sweep_dir: Path, runs: list[Run]) -> list[str]:
     return out
 
 
-
 def runs_under(roots: list[Path]) -> tuple[list[Run], list[list[Run]], list[Path]]:
     """The run directories under the folders ``roots`` (``find_runs``): all of them, each once, in
     the order found; those under each root (for ``missing_jobs``); and the run directories found
