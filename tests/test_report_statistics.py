@@ -272,7 +272,7 @@ def test_kendall_acc23_in_the_report_is_tie_calibrated(sweep, tmp_path, cscore_m
     assert signature(out / "demo_quality.md")["ties"] == "calibrated"
 
 
-def test_several_folders_make_one_report_and_a_run_given_twice_counts_once(sweep, tmp_path, cscore_main):
+def test_several_folders_make_one_report_over_all_their_runs(sweep, tmp_path, cscore_main):
     whole = tmp_path / "whole"
     assert cscore_main("report", str(sweep), "--bootstrap", "0", "--permutations", "0", "--out", str(whole),
                        cwd=tmp_path).returncode == 0
