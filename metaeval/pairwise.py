@@ -229,6 +229,20 @@ class TieCalibratedStat:
             return np.ones(len(df), dtype=bool)
         return (df[self.subset[0]] == self.subset[1]).to_numpy()
 
+    def pairs_needed(self, df: pd.DataFrame, metric_col: str) -> int:
+        """How many pairs the search holds at once: all pairs of finite cells within each group of
+        the level (one group at the segment level; the systems' means at the system level)."""
+        df = df[self._keep(df)]
+        ok = np.isfinite(df[metric_col].to_numpy(dtype=np.float64)) & np.isfinite(
+            df[self.human_col].to_numpy(dtype=np.float64))
+        if self.level == "segment":
+            sizes = np.array([ok.sum()])
+        elif self.level == "system":
+            sizes = np.array([df[self.system_col][ok].nunique()])
+        else:
+            sizes = df[self._key_col][ok].value_counts().to_numpy()
+        return int((sizes * (sizes - 1) // 2).sum())
+
     def _search(self, m, h, key) -> TieCalibration:
         if self.level == "system":  # per-system means over the finite cells, then all pairs of systems
             ok = np.isfinite(m) & np.isfinite(h)

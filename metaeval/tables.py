@@ -323,12 +323,29 @@ def columns(ds: Dataset, spec: Spec) -> list[tuple[str, LevelStat | TieCalibrate
     return list(zip(names, stats)) + [("AVG", MeanStat(stats, "AVG"))]
 
 
+MAX_CALIBRATED_PAIRS = 5_000_000  # pairs a tie-calibrated cell may search (all held in memory, ~40 bytes each)
+
+
+def _check_pairs(ds: Dataset, spec: Spec, cols) -> None:
+    """Tie calibration holds every pair of a cell in memory: refuse a table with too many."""
+    for name, stat in cols:
+        if not isinstance(stat, TieCalibratedStat):
+            continue
+        for lb in ds.rows:
+            n = stat.pairs_needed(ds.frame, f"{rundir.SCORE}{lb}")
+            if n > MAX_CALIBRATED_PAIRS:
+                raise ConfigError(f"tie-calibrated {spec.variant} at --level {spec.level} searches all {n:,} pairs of "
+                                  f"column {name} at once, more than {MAX_CALIBRATED_PAIRS:,}: use --level item "
+                                  f"(WMT23's segment level: pairs within each source segment) or --ties exact")
+
+
 def quality(ds: Dataset, spec: Spec, progress: Callable[[int, int, str], None] | None = None) -> pd.DataFrame:
     """Long table: label, target, value, low, high, rank (significance cluster, 1 = best); and
     ``epsilon`` (the metric-tie threshold of each cell) for a tie-calibrated statistic.
     ``progress(done, total, what)`` is called after every step (clusters or one bootstrap)."""
     labels = list(ds.rows)
     cols = columns(ds, spec)
+    _check_pairs(ds, spec, cols)
     total, done = len(cols) * (len(labels) + 1), 0
     rows = []
     for name, stat in cols:

@@ -360,3 +360,17 @@ def test_batched_resamples_of_the_calibrated_statistic_equal_the_per_resample_lo
         got = permutation_test(df, stat, "a", "b", n=25, seed=2)
         want = permutation_test(df, plain, "a", "b", n=25, seed=2)
         assert got["p_value"] == want["p_value"] and got["delta"] == pytest.approx(want["delta"])
+
+
+def test_a_calibrated_cell_with_too_many_pairs_is_a_clear_error(monkeypatch):
+    """Tie calibration holds all pairs of a cell in memory: the count is that of the level's groups
+    (CELLS: 36 pairs pooled, 3 + 1 + 6 within items), and a table above the limit is refused."""
+    df = cells_frame().rename(columns={"m": "score.m", "h": "human.h"})
+    assert TieCalibratedStat("human.h", "segment").pairs_needed(df, "score.m") == 36
+    assert TieCalibratedStat("human.h", "item").pairs_needed(df, "score.m") == 10
+    assert TieCalibratedStat("human.h", "system").pairs_needed(df, "score.m") == 6
+    ds = tables.Dataset("key", df, ["human.h"], None, {"m": {"run": None, "variant": "m", "params": {}, "main": True}})
+    monkeypatch.setattr(tables, "MAX_CALIBRATED_PAIRS", 20)
+    tables.quality(ds, tables.Spec("item", "kendall", "acc23", bootstrap=0, permutations=0))
+    with pytest.raises(ConfigError, match="searches all 36 pairs of column h at once, more than 20: use --level item"):
+        tables.quality(ds, tables.Spec("segment", "kendall", "acc23", bootstrap=0, permutations=0))
