@@ -1,4 +1,4 @@
-"""``cscore report <run or multirun dir>``: paper-style tables and plots from finished runs.
+"""``cscore report <run or multirun dir> [more dirs]``: paper-style tables and plots from finished runs.
 
 Judge runs (``cd_judge``, ``cd_judge_released``) get the CD-judge paper's tables instead
 (``metaeval.judge``: (lambda, t) chosen on dev, correlations by score range, chosen
@@ -20,10 +20,9 @@ from rich.markup import escape
 from cscore import rundir
 from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import judge, judge_plots, plots, render, tables
-from cscore.metaeval.runs import missing_jobs
+from cscore.metaeval.runs import missing_jobs, runs_under
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.uncertainty import few_units_warning
-from cscore.rundir import find_runs
 
 NUMERIC = (int, float)
 BIAS_TITLE = "likelihood bias, BiasScore (closer to 0 is better)"
@@ -34,6 +33,25 @@ PAIRWISE_NOTE = ("acc_eq (Deutsch et al. 2023, WMT23 segment level): pairs of sy
                  "segment, correct when metric and human order them alike or both tie them; metric tie = "
                  "abs(difference) <= epsilon, epsilon chosen per cell to maximise the mean over segments")
 MAX_DISTRIBUTION_ROWS = 6  # metric panels in distributions.png
+COMBINED_STEM = "all"  # all_<task>_quality.{md,csv,tex}: every dataset's columns side by side, one AVG
+
+# --paper X: the statistic that paper's tables report (an option given on the command line wins; the
+# correlation -- --correlation / --kendall -- is taken as a whole or not at all)
+PAPERS = {
+    "contrastscore": {"correlation": "pearson", "level": "segment", "combined": True,
+                      "says": "ContrastScore Tables 1-2: Pearson over all rows per aspect / language pair; "
+                              "all_<task>_quality: every dataset's columns and their mean (Tables 1-2's AVG)"},
+    "cdm": {"correlation": "spearman", "level": "segment",
+            "says": "CDM Tables 2 and 7: Spearman over all rows; Table 5: quantized accuracy (SummaC protocol)"},
+    "cdjudge": {"correlation": "spearman", "level": "segment", "resample": "items",
+                "says": "CD-judge Tables 1-2: Pearson, Spearman and Kendall per score range, (lambda, t) chosen "
+                        "on dev by --select-by (Spearman unless given), 95% intervals from a bootstrap over "
+                        "summaries"},
+    "t5score": {"kendall": "like", "level": "item", "average": "micro",
+                "says": "T5Score segment level (seg-k): WMT20 DARR Kendall-like over pairs of translations of one "
+                        "source whose human scores differ by >= the threshold, pooled over segments "
+                        "(mt-metrics-eval KendallLike, average_by='item')"},
+}
 
 
 class Progress:
@@ -232,6 +250,37 @@ def plot_caption(ds, spec: tables.Spec, items: int) -> str:
     return caption
 
 
+def task_of(ds) -> str:
+    """The dataset's task (summarization, translation, ...), for the all-datasets tables."""
+    if "task" in ds.frame.columns and ds.frame["task"].notna().any():
+        return file_stem(ds.frame["task"].dropna().iloc[0])
+    return "datasets"
+
+
+def combined_section(longs: list[tuple[str, str, object]], spec: tables.Spec, out: Path, console) -> list[str]:
+    """Per task (``(stem, task, quality long table)``), every dataset's quality columns side by side
+    (``<stem>:<column>``) and AVG = their mean, as ContrastScore Table 1 averages QAGS-XSum and the
+    four SummEval aspects and Table 2 the six MQM language pairs; ``all_<task>_quality.*``, for
+    every task with two datasets or more."""
+    lines = []
+    for task in dict.fromkeys(t for _, t, _ in longs):
+        part = [(stem, long) for stem, t, long in longs if t == task]
+        if len(part) < 2:
+            continue
+        stem = f"{COMBINED_STEM}_{task}"
+        long = tables.combined(part)
+        long.to_csv(out / f"{stem}_quality_long.csv", index=False)
+        fields = {"datasets": ",".join(s for s, _ in part), **spec.fields()}
+        note = ("each cell the value of its dataset's quality table (intervals and clusters there); AVG = the mean "
+                "over every column of every dataset, nan where a row lacks one")
+        table = tables.to_table(long, f"all {task} datasets: correlation with human judgements",
+                                f"{Signature(fields)} — {note}")
+        console.print(render.rich(table))
+        lines += ["", f"Files `{stem}_*`: the quality columns of {len(part)} {task} datasets side by side"]
+        lines += write(out, f"{stem}_quality", table)
+    return lines
+
+
 def sweep_plot(ds, long, stem: str, folder: Path, title: str, caption: str = "", warning: str = "") -> None:
     params = swept_params(ds)
     mains = {lb for lb, r in ds.rows.items() if r["main"]}
@@ -303,7 +352,8 @@ def units_warning(items: int, spec: tables.Spec) -> str:
     return few_units_warning(items, unit, what) if what else ""
 
 
-def dataset_section(ds, stem: str, spec: tables.Spec, out: Path, console, progress: Progress) -> list[str]:
+def dataset_section(ds, stem: str, spec: tables.Spec, out: Path, console, progress: Progress,
+                    longs: list | None = None) -> list[str]:
     grouped = "group" in ds.frame and spec.resample == "groups"
     items = ds.frame["group"].nunique() if grouped else len(ds.frame)
     progress.say(f"{stem}: {len(ds.frame)} rows, {items} items, {len(ds.rows)} score rows x "
@@ -312,6 +362,8 @@ def dataset_section(ds, stem: str, spec: tables.Spec, out: Path, console, progre
     lines = ["", f"Files `{stem}_*`: {len(ds.frame)} rows of {describe_key(ds.key)}"]
     lines += warn(stem, units_warning(items, spec), console)
     long, quality_lines = quality_section(ds, stem, spec, out, console, progress)
+    if longs is not None:
+        longs.append((stem, task_of(ds), long))
     lines += warn(stem, like_note(tables.unreachable_like_threshold(ds, spec), spec), console)
     lines += (quality_lines + bias_section(ds, stem, out) + quantized_section(ds, stem, out, spec.accuracy)
               + pairwise_section(ds, stem, out))
@@ -368,41 +420,83 @@ def judge_section(runs, spec: tables.Spec, out: Path, console, progress: Progres
     return lines
 
 
-def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None,
-           progress: Progress | None = None, select_by: str = "spearman") -> Path:
-    from rich.console import Console
-
-    from cscore.scorers import kinds
-
-    console = console or Console()
-    progress = progress or Progress()
-    root = Path(root)
+def _check_folder(root: Path) -> None:
     if not root.exists():
         raise ConfigError(f"{root} does not exist: cscore report reads a run directory, a multirun directory or "
                           "a folder holding runs")
     if not root.is_dir():
         raise ConfigError(f"{root} is a file: cscore report reads a run directory, a multirun directory or a "
                           "folder holding runs")
-    runs = find_runs(root)
+
+
+def default_out(roots: list[Path]) -> Path:
+    """``<dir>/report`` for one folder; for several, ``report`` in the folder that holds them all
+    (a file-system root is refused: give ``--out``)."""
+    if len(roots) == 1:
+        return roots[0] / "report"
+    import os
+
+    parent = Path(os.path.commonpath([str(r.resolve()) for r in roots]))
+    if parent == Path(parent.anchor):
+        raise ConfigError(f"the folders have no common folder but {parent}: give the report's folder with --out")
+    return parent / "report"
+
+
+def notes(repeated: list[Path], paper: str | None, spec: tables.Spec, console) -> list[str]:
+    """report.md's lines under the status: the runs found under several folders (also on the
+    console) and the ``--paper`` preset the statistic came from."""
+    lines = []
+    if repeated:
+        text = (f"{len(repeated)} run directories lie under more than one of the folders given and count once: "
+                + ", ".join(map(str, repeated)))
+        lines += ["", text]
+        console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True)
+    if paper:
+        lines += ["", f"statistic: --paper {paper}: {PAPERS[paper]['says']} ({spec.describe()})"]
+    return lines
+
+
+def report(root: Path | list[Path], spec: tables.Spec, out: Path | None = None, console=None,
+           progress: Progress | None = None, select_by: str = "spearman", combined: bool = False,
+           paper: str | None = None) -> Path:
+    """One report over every run under ``root`` (a folder, or several: a run found under more
+    than one of them counts once, and the report says so). ``combined``: also the quality
+    columns of all datasets side by side with one AVG (``combined_section``); ``paper``: the
+    ``--paper`` preset the statistic came from, named in report.md."""
+    from rich.console import Console
+
+    from cscore.scorers import kinds
+
+    console = console or Console()
+    progress = progress or Progress()
+    roots = [Path(r) for r in (root if isinstance(root, (list, tuple)) else [root])]
+    for r in roots:
+        _check_folder(r)
+    runs, per_root, repeated = runs_under(roots)
+    where = ", ".join(map(str, roots))
     if not runs:
-        raise CscoreError(f"no cscore run directories (with config.yaml) under {root}")
-    out = out or root / "report"
+        raise CscoreError(f"no cscore run directories (with config.yaml) under {where}")
+    out = out or default_out(roots)
     (out / "plots").mkdir(parents=True, exist_ok=True)
     incomplete = [r for r in runs if not r.complete and r.failure is None]
     failed = [r for r in runs if not r.complete and r.failure is not None]
-    missing = missing_jobs(root, runs)
+    missing = [m if len(roots) == 1 else f"{r}: {m}" for r, found in zip(roots, per_root)
+               for m in missing_jobs(r, found)]
     status = (f"runs: {len(runs) - len(incomplete) - len(failed)} complete, {len(failed)} failed, "
               f"{len(incomplete)} incomplete, {len(missing)} not started")
-    progress.say(f"{len(runs)} run directories under {root}; {status}")
-    lines = [f"# cscore report: {root}", "", status]
+    progress.say(f"{len(runs)} run directories under {where}; {status}")
+    lines = [f"# cscore report: {where}", "", status] + notes(repeated, paper, spec, console)
     lines += [f"- failed: {r.path} ({r.failure.get('stage')}: {r.failure.get('error')})" for r in failed]
     lines += [f"- incomplete: {r.path}" for r in incomplete] + [f"- missing: {m}" for m in missing]
 
     judge_methods = kinds.methods_of("judge")  # the methods whose kind writes a judge section
     judge_runs = [r for r in runs if judge.is_judge_run(r, judge_methods)]
     datasets = tables.collect([r for r in runs if not judge.is_judge_run(r, judge_methods)])
+    longs: list = []
     for ds, stem in zip(datasets, stems(datasets)):
-        lines += dataset_section(ds, stem, spec, out, console, progress)
+        lines += dataset_section(ds, stem, spec, out, console, progress, longs)
+    if combined:
+        lines += combined_section(longs, spec, out, console)
     if judge_runs:
         lines += judge_section(judge_runs, spec, out, console, progress, select_by)
 
@@ -430,16 +524,34 @@ class _Parser(argparse.ArgumentParser):
 def spec_from_args(args) -> tables.Spec:
     """The report's statistic from the command line: ``--kendall X`` alone means the Kendall
     correlation with variant X; with ``--correlation pearson|spearman`` it is an error, as is
-    ``--kendall-threshold`` without ``--kendall like`` (``tables.Spec`` checks every value)."""
-    kind = args.correlation or ("kendall" if args.kendall is not None else "pearson")
-    return tables.Spec(args.level, kind, args.kendall, args.bootstrap, args.permutations, args.seed, args.alpha,
-                       args.kendall_threshold, resample=args.resample, accuracy=args.accuracy)
+    ``--kendall-threshold`` without ``--kendall like`` (``tables.Spec`` checks every value).
+    ``--paper P`` fills in what the command line leaves out: its statistic (``--correlation``,
+    ``--kendall``) unless either is given, its ``--level``, ``--average`` and ``--resample`` unless
+    given; without it: Pearson at the segment level, resampling groups."""
+    preset = PAPERS.get(getattr(args, "paper", None) or "", {})
+    own = args.correlation is not None or args.kendall is not None
+    correlation, variant = args.correlation, args.kendall
+    if not own:
+        correlation, variant = preset.get("correlation"), preset.get("kendall")
+    kind = correlation or ("kendall" if variant is not None else "pearson")
+    level = args.level or preset.get("level", "segment")
+    average = args.average or (preset.get("average") if not own and level in ("item", "system_grouped") else None)
+    return tables.Spec(level, kind, variant, args.bootstrap, args.permutations, args.seed, args.alpha,
+                       args.kendall_threshold, resample=args.resample or preset.get("resample", "groups"),
+                       accuracy=args.accuracy, average=average or "macro", ties=args.ties)
 
 
 def main(argv: list[str]) -> None:
     ap = _Parser(prog="cscore report", description=__doc__)
-    ap.add_argument("path", type=Path, help="a run directory, a multirun directory or any folder holding runs")
-    ap.add_argument("--level", default="segment", choices=["segment", "item", "system_grouped", "system"])
+    ap.add_argument("path", type=Path, nargs="+",
+                    help="a run directory, a multirun directory or any folder holding runs; several make one report "
+                         "over all their runs (one found under two of them counts once)")
+    ap.add_argument("--paper", default=None, choices=list(PAPERS),
+                    help="the statistic that paper's tables report (options given here win): contrastscore = Pearson "
+                         "+ the all-datasets table with Table 1's AVG; cdm = Spearman; cdjudge = Spearman, bootstrap "
+                         "over summaries; t5score = --level item --kendall like --average micro (WMT20 seg-k)")
+    ap.add_argument("--level", default=None, choices=["segment", "item", "system_grouped", "system"],
+                    help="default: segment (or the --paper preset's)")
     ap.add_argument("--correlation", default=None, choices=["pearson", "spearman", "kendall"],
                     help="default: pearson, or kendall when --kendall is given")
     ap.add_argument("--kendall", default=None,
@@ -447,8 +559,18 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--kendall-threshold", type=float, default=None,
                     help="--kendall like: count only pairs whose human scores differ by at least this much "
                          f"(default {tables.KENDALL_LIKE_THRESHOLD:g}, WMT DA points on 0-100; e.g. 1 for 1-5 ratings)")
+    ap.add_argument("--average", default=None,
+                    help="--level item / system_grouped: macro (the plain mean of the per-group values; the default) "
+                         "or micro (weighted as mt-metrics-eval's macro=False: --kendall like pools the pairs of "
+                         "all groups, WMT20's seg-k)")
+    ap.add_argument("--ties", default=None,
+                    help="--kendall acc23 / 23: calibrated (the metric-tie epsilon that maximises the value, WMT23 / "
+                         "mt-metrics-eval KendallWithTiesOpt; acc23's default) or exact (epsilon 0; 23's default)")
+    ap.add_argument("--combined", action="store_true",
+                    help="also all_<task>_quality: every dataset's columns side by side and their mean, per task "
+                         "(on with --paper contrastscore)")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples (0: no CIs)")
-    ap.add_argument("--resample", default="groups",
+    ap.add_argument("--resample", default=None,
                     help="bootstrap unit: groups (documents / source segments, all their rows come along; the "
                          "default) or items (rows: summaries, translations)")
     ap.add_argument("--accuracy", default="summac",
@@ -457,11 +579,14 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--permutations", type=int, default=1000, help="permutations per test (0: no clusters)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--alpha", type=float, default=0.05, help="CI level 1 - alpha and significance level, in (0, 1)")
-    ap.add_argument("--out", type=Path, default=None, help="output folder (default: <path>/report)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output folder (default: <path>/report; several paths: report/ in the folder holding them)")
     ap.add_argument("--select-by", default="spearman", choices=list(judge.KINDS),
                     help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
     args = ap.parse_args(argv)
     from cscore.cli.exits import one_line_errors
 
     with one_line_errors():
-        report(args.path, spec_from_args(args), args.out, select_by=args.select_by)
+        combined = args.combined or bool(PAPERS.get(args.paper or "", {}).get("combined"))
+        report(args.path, spec_from_args(args), args.out, select_by=args.select_by, combined=combined,
+               paper=args.paper)

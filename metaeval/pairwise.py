@@ -33,6 +33,7 @@ the same way.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +59,7 @@ class _Pairs:
     human_tie: np.ndarray  # delta human == 0
     item: np.ndarray       # item index 0..n_items-1
     per_item: np.ndarray   # number of pairs in each item
+    label: np.ndarray      # each item's value of ``groups`` (0 without groups)
 
 
 def _pairs(metric, human, groups=None) -> _Pairs:
@@ -65,8 +67,8 @@ def _pairs(metric, human, groups=None) -> _Pairs:
     h = np.asarray(human, dtype=np.float64).ravel()
     if m.shape != h.shape:
         raise ValueError("metric and human differ in length")
-    g = np.zeros(m.size, dtype=np.int64) if groups is None else pd.factorize(
-        np.asarray(groups).ravel())[0]
+    g, uniques = (np.zeros(m.size, dtype=np.int64), np.zeros(1, dtype=np.int64)) if groups is None else \
+        pd.factorize(np.asarray(groups).ravel())
     if g.shape != m.shape:
         raise ValueError("groups differ in length from the scores")
     ok = np.isfinite(m) & np.isfinite(h) & (g >= 0)  # factorize: missing label -> -1
@@ -81,6 +83,7 @@ def _pairs(metric, human, groups=None) -> _Pairs:
     ties: list[np.ndarray] = []
     items: list[np.ndarray] = []
     counts: list[int] = []
+    labels: list[int] = []
     tri_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for s, e in zip(starts, ends):
         k = int(e - s)
@@ -95,13 +98,14 @@ def _pairs(metric, human, groups=None) -> _Pairs:
         agrees.append(((dm > 0) & (dh > 0)) | ((dm < 0) & (dh < 0)))
         ties.append(dh == 0)
         items.append(np.full(dm.size, len(counts), dtype=np.int64))
+        labels.append(g[s])
         counts.append(dm.size)
     if not counts:
         empty = np.zeros(0)
         return _Pairs(empty, empty.astype(bool), empty.astype(bool),
-                      empty.astype(np.int64), empty.astype(np.int64))
+                      empty.astype(np.int64), empty.astype(np.int64), np.asarray(uniques)[:0])
     return _Pairs(np.concatenate(diffs), np.concatenate(agrees), np.concatenate(ties),
-                  np.concatenate(items), np.asarray(counts, dtype=np.int64))
+                  np.concatenate(items), np.asarray(counts, dtype=np.int64), np.asarray(uniques)[labels])
 
 
 def _check_variant(variant: str) -> str:
@@ -136,6 +140,18 @@ def pairwise_accuracy(metric, human, groups=None, epsilon: float = 0.0,
     return _mean_at(_pairs(metric, human, groups), epsilon, _check_variant(variant))
 
 
+def _steps(diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(thresholds, step): the candidate thresholds (0 and every distinct |delta metric|, ascending)
+    and, per pair, the index of the first threshold that ties it (one sort)."""
+    thresholds, step = np.unique(np.r_[0.0, diff], return_inverse=True)
+    return thresholds, step.ravel()[1:]
+
+
+def _best(values: np.ndarray) -> int:
+    """The first (smallest-threshold) candidate within floating-point noise of the maximum."""
+    return int(np.flatnonzero(values >= values.max() - _TOL)[0])
+
+
 def tie_calibration(metric, human, groups=None, variant: str = "acc23") -> TieCalibration:
     """Search the metric-tie threshold maximising the item-averaged acc23 (or tau23)."""
     variant = _check_variant(variant)
@@ -148,15 +164,9 @@ def tie_calibration(metric, human, groups=None, variant: str = "acc23") -> TieCa
     if variant == "23":
         u, t = 2 * u - 1, 2 * t - 1
     w = 1.0 / (p.per_item[p.item] * n_items)
-    base = float(np.sum(w * u))
-    order = np.argsort(p.diff, kind="stable")
-    d_sorted = p.diff[order]
-    gain = np.cumsum((w * (t - u))[order])
-    thresholds = np.unique(np.r_[0.0, d_sorted])
-    k = np.searchsorted(d_sorted, thresholds, side="right")  # pairs tied at each threshold
-    values = base + np.where(k > 0, gain[np.maximum(k - 1, 0)], 0.0)
-    best = int(np.flatnonzero(values >= values.max() - _TOL)[0])
-    eps = float(thresholds[best])
+    thresholds, step = _steps(p.diff)
+    values = float(np.sum(w * u)) + np.cumsum(np.bincount(step, weights=w * (t - u), minlength=thresholds.size))
+    eps = float(thresholds[_best(values)])
     return TieCalibration(_mean_at(p, eps, variant), eps, thresholds, values, n_items,
                           int(p.diff.size))
 
@@ -179,3 +189,150 @@ def acc_eq_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str = "i
     return acc_eq(df[metric_col].to_numpy(dtype=np.float64),
                   df[human_col].to_numpy(dtype=np.float64),
                   None if col is None else df[col].to_numpy())
+
+
+class TieCalibratedStat:
+    """acc23 (or tau23) with tie calibration as a report statistic ``stat(df, metric_col)``:
+    mt-metrics-eval's ``KendallWithTiesOpt`` (``sample_rate=1``: all pairs) at a correlation level,
+    on the rows where ``df[subset[0]] == subset[1]`` when ``subset`` is given. Levels as
+    ``levels.correlate_at``: ``item`` (pairs of systems within each item, averaged over items: the
+    WMT23 segment level), ``system_grouped`` (pairs within each system, averaged), ``segment``
+    (all pairs pooled, ``average_by='none'``), ``system`` (per-system mean scores, all pairs of
+    systems). Epsilon is searched anew on every table (every bootstrap resample, every
+    permutation), as mt-metrics-eval searches it anew in every permutation.
+
+    ``batch`` (``uncertainty``'s resampled versions, see ``LevelStat``) gives the values of the
+    expanded tables: a row drawn k times is k rows, whose k(k-1)/2 pairs among themselves are tied
+    in both scores (correct at every epsilon). Two bootstraps are computed from one sort of the
+    pairs: the segment level (pair weight = the product of its rows' draws) and the item level
+    drawing items (an item's value at every epsilon is fixed, the draws weight it); any other
+    version is expanded and searched on its own."""
+
+    batchable = True
+
+    def __init__(self, human_col: str, level: str = "item", variant: str = "acc23", *, subset: tuple | None = None,
+                 group_col: str = "group", system_col: str = "system"):
+        if level not in ("segment", "item", "system_grouped", "system"):
+            raise ValueError(f"unknown level {level!r}")
+        self.variant = _check_variant(variant)
+        self.human_col, self.level, self.subset = human_col, level, subset
+        self.group_col, self.system_col = group_col, system_col
+        where = "" if subset is None else f"[{subset[0]}={subset[1]}]"
+        self.__name__ = f"{self.variant}-calibrated@{level}({human_col}){where}"
+
+    @property
+    def _key_col(self) -> str | None:
+        return {"segment": None, "item": self.group_col}.get(self.level, self.system_col)
+
+    def _keep(self, df: pd.DataFrame) -> np.ndarray:
+        if self.subset is None:
+            return np.ones(len(df), dtype=bool)
+        return (df[self.subset[0]] == self.subset[1]).to_numpy()
+
+    def pairs_needed(self, df: pd.DataFrame, metric_col: str) -> int:
+        """How many pairs the search holds at once: all pairs of finite cells within each group of
+        the level (one group at the segment level; the systems' means at the system level)."""
+        df = df[self._keep(df)]
+        ok = np.isfinite(df[metric_col].to_numpy(dtype=np.float64)) & np.isfinite(
+            df[self.human_col].to_numpy(dtype=np.float64))
+        if self.level == "segment":
+            sizes = np.array([ok.sum()])
+        elif self.level == "system":
+            sizes = np.array([df[self.system_col][ok].nunique()])
+        else:
+            sizes = df[self._key_col][ok].value_counts().to_numpy()
+        return int((sizes * (sizes - 1) // 2).sum())
+
+    def _search(self, m, h, key) -> TieCalibration:
+        if self.level == "system":  # per-system means over the finite cells, then all pairs of systems
+            ok = np.isfinite(m) & np.isfinite(h)
+            codes = pd.factorize(np.asarray(key)[ok], use_na_sentinel=False)[0]
+            rows = [np.flatnonzero(codes == c) for c in range(codes.max() + 1 if codes.size else 0)]
+            # exactly rounded sums: a mean does not depend on the order of its rows (ties stay ties)
+            mm = np.array([math.fsum(m[ok][r]) / r.size for r in rows])
+            hm = np.array([math.fsum(h[ok][r]) / r.size for r in rows])
+            return tie_calibration(mm, hm, None, self.variant)
+        return tie_calibration(m, h, None if self.level == "segment" else key, self.variant)
+
+    def calibration(self, df: pd.DataFrame, metric_col: str) -> TieCalibration:
+        df = df[self._keep(df)]
+        key = None if self._key_col is None else df[self._key_col].to_numpy()
+        return self._search(df[metric_col].to_numpy(dtype=np.float64), df[self.human_col].to_numpy(dtype=np.float64),
+                            key)
+
+    def __call__(self, df: pd.DataFrame, metric_col: str) -> float:
+        return float(self.calibration(df, metric_col).value)
+
+    def batch(self, df: pd.DataFrame, xs: list, ws: list, units=None) -> np.ndarray:
+        h = df[self.human_col].to_numpy(dtype=np.float64)
+        keep = self._keep(df)
+        if len(xs) == 1 and self.level == "segment":
+            return self._pooled_drawn(np.asarray(xs[0], dtype=np.float64), h, ws[0] * keep)
+        if len(xs) == 1 and self.level == "item" and units is not None and units.col == self.group_col:
+            return self._items_drawn(np.asarray(xs[0], dtype=np.float64), h, keep, units)
+        return self._each(df, xs, ws, h, keep, units)
+
+    def _values(self, u: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (2 * u - 1, 2 * t - 1) if self.variant == "23" else (u, t)
+
+    def _pooled_drawn(self, x, h, W) -> np.ndarray:
+        """Segment level: pair (i, j) enters version b ``W[b, i] * W[b, j]`` times."""
+        rows = np.flatnonzero(np.isfinite(x) & np.isfinite(h) & (W > 0).any(0))
+        x, h, W = x[rows], h[rows], W[:, rows]
+        i, j = np.triu_indices(rows.size, 1)
+        dm, dh = x[j] - x[i], h[j] - h[i]
+        u, t = self._values((((dm > 0) & (dh > 0)) | ((dm < 0) & (dh < 0))).astype(np.float64),
+                            (dh == 0).astype(np.float64))
+        diff = np.abs(dm)
+        thresholds, step = _steps(diff)
+        out = np.full(len(W), np.nan)
+        for b, w in enumerate(W):
+            pw = w[i] * w[j]
+            own = float((w * (w - 1) / 2).sum())  # pairs of a row with its own copies: correct
+            total = pw.sum() + own
+            if total == 0:
+                continue
+            gain = np.bincount(step, weights=pw * (t - u), minlength=thresholds.size)
+            values = np.sum(pw * u) + own + np.cumsum(gain)
+            eps = thresholds[_best(values)]
+            out[b] = (np.sum(pw * np.where(diff <= eps, t, u)) + own) / total
+        return out
+
+    def _items_drawn(self, x, h, keep, units) -> np.ndarray:
+        """Item level drawing items: version b is the mean over drawn items (with their counts)."""
+        p = _pairs(np.where(keep, x, np.nan), h, units.codes)
+        out = np.full(len(units.counts), np.nan)
+        if p.per_item.size == 0:
+            return out
+        drawn = units.counts[:, p.label]  # (versions x items) draws of each item with pairs
+        u, t = self._values(p.agree.astype(np.float64), p.human_tie.astype(np.float64))
+        thresholds, step = _steps(p.diff)
+        for b, c in enumerate(drawn):
+            if c.sum() == 0:
+                continue
+            wt = c[p.item] / p.per_item[p.item] / c.sum()
+            values = np.sum(wt * u) + np.cumsum(np.bincount(step, weights=wt * (t - u), minlength=thresholds.size))
+            eps = thresholds[_best(values)]
+            out[b] = np.sum(wt * np.where(p.diff <= eps, t, u))  # no BLAS: its threads stall on a busy CPU
+        return out
+
+    def _each(self, df, xs, ws, h, keep, units) -> np.ndarray:
+        """Any other version (a permutation, a bootstrap of rows at a grouped level): expanded and
+        searched on its own; a drawn unit's copies are distinct groups of its column."""
+        key_col = self._key_col
+        key = None if key_col is None else pd.factorize(df[key_col], use_na_sentinel=False)[0]
+        copies = units is not None and units.col == key_col
+        W = sum(ws) * keep
+        X = sum(np.where(w > 0, np.asarray(x, dtype=np.float64), 0.0) for x, w in zip(xs, ws))  # NaN stays
+        X = np.broadcast_to(X, W.shape)
+        out = np.empty(len(W))
+        for b in range(len(W)):
+            reps = W[b].astype(np.int64)
+            idx = np.repeat(np.arange(len(reps)), reps)
+            k = None
+            if key is not None:
+                k = key[idx]
+                if copies:  # copy c of a drawn unit: its own group
+                    k = k * (int(reps.max()) + 1) + (np.arange(idx.size) - np.repeat(np.cumsum(reps) - reps, reps))
+            out[b] = self._search(X[b][idx], h[idx], k).value
+        return out

@@ -61,3 +61,27 @@ def missing_jobs(sweep_dir: Path, runs: list[Run]) -> list[str]:
         if str(num) not in done:
             out.append(f"job {num} ({' '.join(f'{k}={overrides[k]}' for k in swept)})")
     return out
+
+
+def runs_under(roots: list[Path]) -> tuple[list[Run], list[list[Run]], list[Path]]:
+    """The run directories under the folders ``roots`` (``find_runs``): all of them, each once, in
+    the order found; those under each root (for ``missing_jobs``); and the run directories found
+    under more than one root (a folder given twice, or one inside another), which the first list
+    holds once and the caller names."""
+    from cscore.rundir import find_runs
+
+    runs: list[Run] = []
+    per_root: list[list[Run]] = []
+    seen: set[Path] = set()
+    repeated: list[Path] = []
+    for root in roots:
+        found = find_runs(root)
+        per_root.append(found)
+        for run in found:
+            key = run.path.resolve()
+            if key not in seen:
+                seen.add(key)
+                runs.append(run)
+            elif key not in repeated:
+                repeated.append(key)
+    return runs, per_root, repeated

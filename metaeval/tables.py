@@ -19,20 +19,26 @@ from cscore.metaeval.accuracy import PROTOCOLS, accuracy, label_rule
 from cscore.metaeval.bias import bias_score
 from cscore.metaeval.kendall import VARIANTS, normalize_variant
 from cscore.metaeval.levels import KINDS, LEVELS
-from cscore.metaeval.pairwise import acc_eq_at
+from cscore.metaeval.pairwise import TieCalibratedStat, acc_eq_at
 from cscore.metaeval.uncertainty import LevelStat, MeanStat, bootstrap_ci, significance_clusters
 from cscore.rundir import Run
 
 # bootstrap units: groups = documents / source segments (all their rows come along), items = rows
 RESAMPLE = {"groups": "group", "items": None}
 KENDALL_LIKE_THRESHOLD = 25.0  # mt-metrics-eval's KendallLike default: WMT DA points on a 0-100 scale
+AVERAGES = ("macro", "micro")  # over the groups of level item / system_grouped (levels.correlate_at)
+TIES = ("calibrated", "exact")  # Kendall 23 / acc23: metric-tie epsilon searched (WMT23) or 0
 
 
 @dataclass
 class Spec:
     """The statistic of the quality tables and its uncertainty; a bad value is a ``ConfigError``
     (one line) when the spec is made. ``variant`` is stored by its canonical name (b, c, 23,
-    acc23, like); ``threshold``: Kendall-like's gold-difference threshold (None: 25)."""
+    acc23, like); ``threshold``: Kendall-like's gold-difference threshold (None: 25); ``average``:
+    macro (plain mean over items / systems) or micro (weighted as mt-metrics-eval's ``macro=False``:
+    for Kendall-like by counted pairs, i.e. pooled, its ``KendallLike`` default); ``ties`` (Kendall
+    23 / acc23 only): calibrated (the metric-tie epsilon that maximises the value, mt-metrics-eval's
+    ``KendallWithTiesOpt``; acc23's default) or exact (epsilon 0, ``KendallVariants``; 23's default)."""
 
     level: str = "segment"
     kind: str = "pearson"
@@ -44,6 +50,8 @@ class Spec:
     threshold: float | None = None  # Kendall-like only: count pairs whose human scores differ by >= this
     resample: str = "groups"  # bootstrap unit: groups (documents / source segments) or items (rows)
     accuracy: str = "summac"  # quantized accuracy protocol (metaeval.accuracy.PROTOCOLS)
+    average: str = "macro"  # over the groups of level item / system_grouped: macro or micro (pooled for like)
+    ties: str | None = None  # Kendall 23 / acc23: calibrated or exact (None: calibrated for acc23, exact for 23)
 
     def __post_init__(self):
         if self.level not in LEVELS:
@@ -74,6 +82,16 @@ class Spec:
             raise ConfigError(f"--resample must be one of {', '.join(RESAMPLE)}, got {self.resample!r}")
         if self.accuracy not in PROTOCOLS:
             raise ConfigError(f"--accuracy must be one of {', '.join(PROTOCOLS)}, got {self.accuracy!r}")
+        if self.average not in AVERAGES:
+            raise ConfigError(f"--average must be one of {', '.join(AVERAGES)}, got {self.average!r}")
+        if self.average == "micro" and self.level not in ("item", "system_grouped"):
+            raise ConfigError(f"--average micro applies to --level item or system_grouped (the levels that average "
+                              f"over groups), not --level {self.level}")
+        if self.ties is not None:
+            if self.ties not in TIES:
+                raise ConfigError(f"--ties must be one of {', '.join(TIES)}, got {self.ties!r}")
+            if self.kind != "kendall" or self.variant not in ("23", "acc23"):
+                raise ConfigError("--ties applies to --kendall acc23 or 23 only")
         if not (_is_number(self.alpha) and 0 < self.alpha < 1):
             raise ConfigError(f"--alpha must lie strictly between 0 and 1 (0.05: 95 % intervals and a 5 % "
                               f"significance level), got {self.alpha!r}")
@@ -89,6 +107,13 @@ class Spec:
             return None
         return KENDALL_LIKE_THRESHOLD if self.threshold is None else float(self.threshold)
 
+    @property
+    def calibrated(self) -> bool:
+        """Kendall 23 / acc23 with the metric-tie epsilon searched (acc23 unless ``ties='exact'``)."""
+        if self.kind != "kendall" or self.variant not in ("23", "acc23"):
+            return False
+        return (self.ties or ("calibrated" if self.variant == "acc23" else "exact")) == "calibrated"
+
     def kendall_kw(self) -> dict:
         """The options ``LevelStat`` / ``correlate_at`` take for this statistic."""
         return {"thresh": self.like_threshold} if self.like else {}
@@ -100,6 +125,10 @@ class Spec:
             out["kendall"] = self.variant or "b"
         if self.like:
             out["threshold"] = f"{self.like_threshold:g}"
+        if self.variant == "acc23" or self.calibrated:
+            out["ties"] = "calibrated" if self.calibrated else "exact"
+        if self.average != "macro":
+            out["average"] = self.average
         return {**out, "bootstrap": self.bootstrap, "resample": self.resample, "seed": self.seed,
                 "permutations": self.permutations, "test": "perm-both", "alpha": self.alpha}
 
@@ -278,20 +307,45 @@ def _target_name(h: str, v, n_humans: int) -> str:
     return str(v) if n_humans == 1 else f"{name}@{v}"
 
 
-def columns(ds: Dataset, spec: Spec) -> list[tuple[str, LevelStat | MeanStat]]:
+def statistic(spec: Spec, human: str, subset: tuple | None = None) -> LevelStat | TieCalibratedStat:
+    """The statistic ``spec`` names, against ``human``, on the rows of ``subset`` (column, value)."""
+    if spec.calibrated:
+        return TieCalibratedStat(human, spec.level, spec.variant or "acc23", subset=subset)
+    return LevelStat(human, spec.level, spec.kind, spec.variant, subset=subset, average=spec.average,
+                     **spec.kendall_kw())
+
+
+def columns(ds: Dataset, spec: Spec) -> list[tuple[str, LevelStat | TieCalibratedStat | MeanStat]]:
     """(name, statistic) of every column of the quality table: one per target, then AVG (their mean)."""
     tgts = targets(ds)
-    stats = [LevelStat(h, spec.level, spec.kind, spec.variant, subset=None if v is None else (ds.split_by, v),
-                       **spec.kendall_kw()) for h, v in tgts]
+    stats = [statistic(spec, h, None if v is None else (ds.split_by, v)) for h, v in tgts]
     names = [_target_name(h, v, len(ds.humans)) for h, v in tgts]
     return list(zip(names, stats)) + [("AVG", MeanStat(stats, "AVG"))]
 
 
+MAX_CALIBRATED_PAIRS = 5_000_000  # pairs a tie-calibrated cell may search (all held in memory, ~40 bytes each)
+
+
+def _check_pairs(ds: Dataset, spec: Spec, cols) -> None:
+    """Tie calibration holds every pair of a cell in memory: refuse a table with too many."""
+    for name, stat in cols:
+        if not isinstance(stat, TieCalibratedStat):
+            continue
+        for lb in ds.rows:
+            n = stat.pairs_needed(ds.frame, f"{rundir.SCORE}{lb}")
+            if n > MAX_CALIBRATED_PAIRS:
+                raise ConfigError(f"tie-calibrated {spec.variant} at --level {spec.level} searches all {n:,} pairs of "
+                                  f"column {name} at once, more than {MAX_CALIBRATED_PAIRS:,}: use --level item "
+                                  f"(WMT23's segment level: pairs within each source segment) or --ties exact")
+
+
 def quality(ds: Dataset, spec: Spec, progress: Callable[[int, int, str], None] | None = None) -> pd.DataFrame:
-    """Long table: label, target, value, low, high, rank (significance cluster, 1 = best).
+    """Long table: label, target, value, low, high, rank (significance cluster, 1 = best); and
+    ``epsilon`` (the metric-tie threshold of each cell) for a tie-calibrated statistic.
     ``progress(done, total, what)`` is called after every step (clusters or one bootstrap)."""
     labels = list(ds.rows)
     cols = columns(ds, spec)
+    _check_pairs(ds, spec, cols)
     total, done = len(cols) * (len(labels) + 1), 0
     rows = []
     for name, stat in cols:
@@ -308,10 +362,29 @@ def quality(ds: Dataset, spec: Spec, progress: Callable[[int, int, str], None] |
                 point, low, high = stat(ds.frame, col), math.nan, math.nan
             rows.append({"label": lb, "target": name, "value": point, "low": low, "high": high,
                          "rank": ranks.get(lb)})
+            if spec.calibrated:  # the metric-tie threshold chosen for the cell (none for AVG)
+                rows[-1]["epsilon"] = stat.calibration(ds.frame, col).epsilon \
+                    if isinstance(stat, TieCalibratedStat) else math.nan
             done += 1
             if progress:
                 progress(done, total, f"{name}: bootstrap {lb}, {spec.bootstrap} resamples")
     return pd.DataFrame(rows)
+
+
+def combined(longs: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+    """The quality tables of several datasets (``(stem, quality long table)``) as one long table:
+    label, target = ``<stem>:<column>`` for every column but AVG, value; then AVG = the mean over
+    all those columns (NaN where a row lacks one), as ContrastScore Table 1 averages the five
+    columns of QAGS-XSum and SummEval. Rows in the order first found."""
+    parts = [long.loc[long["target"] != "AVG", ["label", "target", "value"]].assign(
+        target=lambda f, stem=stem: stem + ":" + f["target"].astype(str)) for stem, long in longs]
+    cells = pd.concat(parts, ignore_index=True)
+    grid = cells.pivot(index="label", columns="target", values="value")
+    grid = grid.reindex(index=list(dict.fromkeys(cells["label"])), columns=list(dict.fromkeys(cells["target"])))
+    avg = grid.mean(axis=1, skipna=False)
+    full = grid.stack(future_stack=True).rename("value").reset_index()
+    return pd.concat([full, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
+                     ignore_index=True)
 
 
 def _cluster_ranks(ds: Dataset, spec: Spec, stat, labels: list[str]) -> dict:
