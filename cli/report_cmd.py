@@ -19,8 +19,9 @@ from rich.markup import escape
 
 from cscore import rundir
 from cscore.errors import ConfigError, CscoreError
+from cscore.files import folder_problem, writing
 from cscore.metaeval import judge, judge_plots, plots, render, tables
-from cscore.metaeval.runs import missing_jobs
+from cscore.metaeval.runs import missing_jobs, run_status
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.uncertainty import few_units_warning
 from cscore.rundir import find_runs
@@ -360,16 +361,14 @@ def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None,
     if not runs:
         raise CscoreError(f"no cscore run directories (with config.yaml) under {root}")
     out = out or root / "report"
+    if (problem := folder_problem(out)) is not None:  # before anything is computed
+        raise ConfigError(f"cannot write the report to {out}: {problem}")
     (out / "plots").mkdir(parents=True, exist_ok=True)
-    incomplete = [r for r in runs if not r.complete and r.failure is None]
-    failed = [r for r in runs if not r.complete and r.failure is not None]
+    outcome = run_status(runs)
     missing = missing_jobs(root, runs)
-    status = (f"runs: {len(runs) - len(incomplete) - len(failed)} complete, {len(failed)} failed, "
-              f"{len(incomplete)} incomplete, {len(missing)} not started")
+    status = outcome.line(len(missing))
     progress.say(f"{len(runs)} run directories under {root}; {status}")
-    lines = [f"# cscore report: {root}", "", status]
-    lines += [f"- failed: {r.path} ({r.failure.get('stage')}: {r.failure.get('error')})" for r in failed]
-    lines += [f"- incomplete: {r.path}" for r in incomplete] + [f"- missing: {m}" for m in missing]
+    lines = [f"# cscore report: {root}", "", status, *outcome.lines(), *[f"- missing: {m}" for m in missing]]
 
     judge_methods = kinds.methods_of("judge")  # the methods whose kind writes a judge section
     judge_runs = [r for r in runs if judge.is_judge_run(r, judge_methods)]
@@ -386,11 +385,9 @@ def report(root: Path, spec: tables.Spec, out: Path | None = None, console=None,
     (out / "report.md").write_text("\n".join(lines) + "\n")
     for m in missing:
         console.print(f"[yellow]missing: {escape(m)}[/]")
-    for r in incomplete:
-        console.print(f"[yellow]incomplete: {escape(str(r.path))}[/]")
-    for r in failed:
-        text = f"failed: {r.path} ({r.failure.get('stage')}: {r.failure.get('error')})"
-        console.print(f"[red]{escape(text)}[/]")
+    for line in outcome.lines():
+        style = {"failed": "red", "finished later": "dim"}.get(line[2:].split(":")[0], "yellow")
+        console.print(f"[{style}]{escape(line[2:])}[/]")
     console.print(f"report written to [bold]{escape(str(out))}[/] in {progress.elapsed():.1f}s")
     return out
 
@@ -436,5 +433,5 @@ def main(argv: list[str]) -> None:
     args = ap.parse_args(argv)
     from cscore.cli.exits import one_line_errors
 
-    with one_line_errors():
+    with one_line_errors(), writing("the report", args.out or args.path / "report"):  # a full disk: one line
         report(args.path, spec_from_args(args), args.out, select_by=args.select_by)
