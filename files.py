@@ -79,10 +79,8 @@ def writing(what: str, where: str | os.PathLike, hint: str = ""):
         code = write_failure(err)
         if code is None:
             raise
-        reason = os.strerror(code)
         blocked = blocking_file(Path(where)) if code in (errno.ENOTDIR, errno.EEXIST) else None
-        if blocked is not None:
-            reason += f" ({blocked} is a file, not a folder)"
+        reason = os.strerror(code) if blocked is None else f"{blocked} is a file, not a folder"
         raise StorageError(f"cannot write {what} to {where}: {reason}{'; ' + hint if hint else ''}") from err
 
 

@@ -58,8 +58,8 @@ def test_a_rust_extensions_io_error_is_read_too(tmp_path):
     with pytest.raises(StorageError) as err:
         with files.writing("the weights", tmp_path / "a_file" / "m"):
             save_file({"w": torch.zeros(3)}, str(tmp_path / "a_file" / "m" / "w.safetensors"))
-    assert str(err.value) == (f"cannot write the weights to {tmp_path / 'a_file' / 'm'}: Not a directory "
-                              f"({tmp_path / 'a_file'} is a file, not a folder)")
+    assert str(err.value) == f"cannot write the weights to {tmp_path / 'a_file' / 'm'}: {tmp_path / 'a_file'} is a " \
+                             "file, not a folder"
     with pytest.raises(ValueError, match="not a write"):  # anything else goes through as it was
         with files.writing("x", tmp_path):
             raise ValueError("not a write (os error 2)")  # ENOENT: a read, not in CANNOT_WRITE
@@ -86,9 +86,9 @@ def test_joining_gguf_parts_under_a_file_is_one_line(tmp_path):
     target = tmp_path / "cache" / "gguf" / "abc" / "m.gguf"
     with pytest.raises(StorageError) as err:
         join_parts(files_, target, sha, "pip install it")
-    assert str(err.value) == (f"cannot write the joined m.gguf to {target.parent}: Not a directory "
-                              f"({tmp_path / 'cache'} is a file, not a folder); set CSCORE_CACHE to a writable "
-                              "folder with room (converted models are cached there)")
+    assert str(err.value) == (f"cannot write the joined m.gguf to {target.parent}: {tmp_path / 'cache'} is a file, "
+                              "not a folder; set CSCORE_CACHE to a writable folder with room (converted models are "
+                              "cached there)")
 
 
 JOIN = """
@@ -196,3 +196,20 @@ def test_judge_decodes_with_the_cache_under_a_file_are_used(tmp_path, caplog):
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
         f"statistics cache {cache.root} cannot be a folder: {tmp_path / 'a_file'} is a file; statistics are "
         "neither read nor stored"]
+
+
+# --- cscore data export ------------------------------------------------------------------------------
+
+
+def test_a_data_export_that_cannot_be_written_is_one_line(tmp_path, cscore_main):
+    (tmp_path / "a_file").write_text("")
+    res = cscore_main("data", "export", "data=demo", f"out={tmp_path / 'a_file' / 'x.parquet'}", cwd=tmp_path)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"cscore: error: cannot write the table to {tmp_path / 'a_file'}: {tmp_path / 'a_file'} is a file, not a "
+        "folder"]
+    res = subprocess.run([sys.executable, "-m", "cscore.cli.main", "data", "export", "data=demo",
+                          f"out={tmp_path / 'x.jsonl'}"], cwd=tmp_path, capture_output=True, text=True,
+                         preexec_fn=file_size_limit(10_000), timeout=300)  # the demo set is about 160 kB
+    assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+        f"cscore: error: cannot write the table to {tmp_path}: {FILE_TOO_LARGE}"], res.stderr[-2000:]
