@@ -71,13 +71,13 @@ def folder_problem(folder: str | os.PathLike) -> str | None:
 def writing(what: str, where: str | os.PathLike, hint: str = ""):
     """Turn a failure to write ``what`` into ``where`` (``write_failure``) into a one-line
     StorageError: ``cannot write <what> to <where>: <reason>[; <hint>]``."""
-    from cscore.errors import StorageError
+    from cscore.errors import CscoreError, StorageError
 
     try:
         yield
     except Exception as err:
         code = write_failure(err)
-        if code is None:
+        if code is None or isinstance(err, CscoreError):  # a user error says what it is already
             raise
         blocked = blocking_file(Path(where)) if code in (errno.ENOTDIR, errno.EEXIST) else None
         reason = os.strerror(code) if blocked is None else f"{blocked} is a file, not a folder"

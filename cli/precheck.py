@@ -140,8 +140,11 @@ def check_data(c: dict) -> None:
 
 def check_cache(c: dict) -> None:
     """A ConfigError when a ``gguf:`` model would be converted into a cache folder that cannot be
-    made ($CSCORE_CACHE under a file, or in a read-only place). An existing folder is left to the
-    run: it may hold the conversion already."""
+    made ($CSCORE_CACHE under a file, or in a read-only place), or on a disk with less room than
+    the GGUF file itself takes (its conversion, dequantized, is larger). An existing folder is left
+    to the run: it may hold the conversion already."""
+    import shutil
+
     from cscore.cli.pair_check import needed_models
     from cscore.files import cache_root, folder_problem
 
@@ -149,10 +152,28 @@ def check_cache(c: dict) -> None:
     folder = cache_root() / "models"
     if not ggufs or folder.is_dir():
         return
+    where = f"{ggufs[0]} is converted once into {folder} (the cache: $CSCORE_CACHE, else ~/.cache/cscore)"
     problem = folder_problem(folder)
     if problem is not None:
-        raise ConfigError(f"{ggufs[0]} is converted once into {folder} (the cache: $CSCORE_CACHE, else "
-                          f"~/.cache/cscore), but {problem}; set CSCORE_CACHE to a writable folder")
+        raise ConfigError(f"{where}, but {problem}; set CSCORE_CACHE to a writable folder")
+    ancestor = next(p for p in folder.parents if p.exists())
+    need, free = gguf_bytes(ggufs[0]), shutil.disk_usage(ancestor).free
+    if need > free:
+        raise ConfigError(f"{where}, which needs more than {need / 1e6:.0f} MB, but {ancestor} has "
+                          f"{free / 1e6:.1f} MB free; set CSCORE_CACHE to a folder with room")
+
+
+def gguf_bytes(spec: str) -> int:
+    """The size of the GGUF file(s) a ``gguf:`` spec names (0 when they cannot be found: the
+    model check says so)."""
+    from cscore.scorers import specs
+
+    rest = spec[len("gguf:"):]
+    try:
+        found = [Path(rest).expanduser()] if specs.names_a_path(rest) else specs.packaged_files(rest)
+        return sum(p.stat().st_size for p in found)
+    except (OSError, specs.ModelSpecError):
+        return 0
 
 
 def check(args: list[str]) -> None:

@@ -118,6 +118,30 @@ def test_joining_gguf_parts_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_pa
     assert res.returncode == 0 and target.stat().st_size == 120_000  # without the limit: joined
 
 
+def test_a_conversion_cache_under_a_file_or_without_room_is_refused_up_front(tmp_path, cscore_main, monkeypatch):
+    """Before anything loads (exit 2): $CSCORE_CACHE under a file; a disk with less room than the
+    GGUF file itself takes (a sparse file with the GGUF magic, 1 GB larger than the free space)."""
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv("CSCORE_CACHE", str(tmp_path / "a_file" / "c"))
+    res = cscore_main("run", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        f"cscore: error: gguf:smollm2 is converted once into {tmp_path / 'a_file' / 'c' / 'models'} (the cache: "
+        f"$CSCORE_CACHE, else ~/.cache/cscore), but {tmp_path / 'a_file'} is a file, not a folder; set CSCORE_CACHE "
+        "to a writable folder"]
+    big = tmp_path / "big.gguf"
+    with open(big, "wb") as f:
+        f.write(b"GGUF")
+        f.truncate(shutil.disk_usage(tmp_path).free + 10**9)
+    monkeypatch.setenv("CSCORE_CACHE", str(tmp_path / "c"))
+    res = cscore_main("run", f"pair.expert.path=gguf:{big}", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith(f"cscore: error: gguf:{big} is converted once into {tmp_path / 'c' / 'models'} ")
+    assert f"which needs more than {big.stat().st_size / 1e6:.0f} MB, but {tmp_path} has " in line
+    assert line.endswith(" MB free; set CSCORE_CACHE to a folder with room")
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "c").exists()
+
+
 @pytest.mark.slow
 def test_converting_the_default_model_on_a_full_disk_is_one_line(tmp_path, demo_rows):
     """The default pair's GGUF model converted into a fresh $CSCORE_CACHE with 1 MiB of room (the
