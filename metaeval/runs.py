@@ -53,11 +53,12 @@ def sweep_axes(overrides: list[str]) -> dict[str, list[tuple[str, str]]] | None:
 
 
 def missing_jobs(sweep_dir: Path, runs: list[Run]) -> list[str]:
-    """Job numbers (Hydra's subdir index) with no complete run directory."""
+    """Job numbers (Hydra's subdir index) that never started: no run directory at all (a job that
+    started and failed or stopped is counted by ``run_status``, not again here)."""
     jobs = expected_jobs(sweep_dir)
     if jobs is None:
         return []
-    done = {r.path.relative_to(sweep_dir).parts[0] for r in runs if r.complete and r.path != Path(sweep_dir)}
+    done = {r.path.relative_to(sweep_dir).parts[0] for r in runs if r.path != Path(sweep_dir)}
     swept = [k for k in (jobs[0] if jobs else {}) if len({j[k] for j in jobs}) > 1]
     out = []
     for num, overrides in enumerate(jobs):

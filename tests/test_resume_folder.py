@@ -134,6 +134,8 @@ def test_an_interrupted_multirun_job_is_finished_in_its_sweep_folder(tiny_dirs, 
     (sweep,) = day.iterdir()
     (sweep / "1" / rundir.METRICS).unlink()  # what Ctrl-C in job 1 leaves
     (sweep / "1" / rundir.FAILED).write_text(json.dumps(INTERRUPTED))
+    assert report_status(sweep, cscore_main, tmp_path) == \
+        "runs: 1 complete, 0 failed, 1 interrupted, 0 incomplete, 0 not started"  # job 1 is not "not started"
     again = cscore_cli(*args, cwd=tmp_path, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"cscore: resuming the unfinished multirun in outputs/multirun/{day.name}/{sweep.name} " in again.stderr
