@@ -58,3 +58,9 @@ class KindError(CscoreError):
 class AlignmentError(InputError):
     """A hypothesis whose tokens cannot be placed on its text (cross-family units; one line, item
     index included)."""
+
+
+class StorageError(CscoreError):
+    """A place cscore writes cannot take the write: a full disk or quota, a file-size limit, a
+    read-only file system, no permission, or a file where a folder must be (one line naming what
+    was being written, where, and why)."""

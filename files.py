@@ -3,10 +3,12 @@ file lock, canonical JSON, digests and sizes."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import re
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +24,64 @@ def cache_root() -> Path:
 
 # ---------------------------------------------------------------------------------------------
 # writing
+
+# an OSError that says the place cannot be written (the user's to fix, not a bug): a full disk or
+# quota, a file-size limit, a read-only file system, no permission, a file where a folder must be
+CANNOT_WRITE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                errno.EEXIST, errno.EISDIR)
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")  # how Rust extensions (safetensors, tokenizers) report one
+
+
+def write_failure(err: BaseException) -> int | None:
+    """The errno of ``err`` when it says a place cannot be written (``CANNOT_WRITE``), else None:
+    an OSError, or an extension's error that carries one in its message (safetensors'
+    ``SafetensorError: ... I/O error: No space left on device (os error 28)``)."""
+    if isinstance(err, OSError):
+        code = err.errno
+    else:
+        found = _OS_ERROR.search(str(err))
+        code = int(found.group(1)) if found else None
+    return code if code in CANNOT_WRITE else None
+
+
+def blocking_file(folder: Path) -> Path | None:
+    """The file that stands where ``folder`` or one of the folders above it must be, if any."""
+    for p in (folder, *folder.parents):
+        if p.exists():
+            return None if p.is_dir() else p
+    return None
+
+
+def folder_problem(folder: str | os.PathLike) -> str | None:
+    """Why nothing can be written at ``folder`` (it or its nearest existing ancestor is a file, or
+    read-only / not permitted), or None."""
+    folder = Path(folder).expanduser()
+    ancestor = folder
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{ancestor} is a file, not a folder"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        what = "write in" if ancestor == folder else "make a folder in"
+        return f"cannot {what} {ancestor} (read-only or not permitted)"
+    return None
+
+
+@contextmanager
+def writing(what: str, where: str | os.PathLike, hint: str = ""):
+    """Turn a failure to write ``what`` into ``where`` (``write_failure``) into a one-line
+    StorageError: ``cannot write <what> to <where>: <reason>[; <hint>]``."""
+    from cscore.errors import CscoreError, StorageError
+
+    try:
+        yield
+    except Exception as err:
+        code = write_failure(err)
+        if code is None or isinstance(err, CscoreError):  # a user error says what it is already
+            raise
+        blocked = blocking_file(Path(where)) if code in (errno.ENOTDIR, errno.EEXIST) else None
+        reason = os.strerror(code) if blocked is None else f"{blocked} is a file, not a folder"
+        raise StorageError(f"cannot write {what} to {where}: {reason}{'; ' + hint if hint else ''}") from err
 
 
 @contextmanager

@@ -46,9 +46,37 @@ def check(c: dict) -> None:
             offline.append((role, spec))
     if offline:
         raise ConfigError(hub_message(offline, hub.unreachable()))
+    check_baseline_models(c)
     check_cross_family(c, models)
     if "expert" in models:
         check_max_length(c, *models["expert"])
+
+
+def baseline_models(c: dict) -> dict[str, tuple[str, str | None]]:
+    """{key: (spec, revision)} of the models a baseline run loads (``baseline.<name>.model``; the
+    packaged BERTScore model is not a spec)."""
+    from cscore.scorers.baselines.bertscore import PACKAGED
+
+    if c["method"].get("name") != "baseline":
+        return {}
+    out = {}
+    for name, params in (c.get("baseline") or {}).items():
+        spec = (params or {}).get("model")
+        if isinstance(spec, str) and spec and not (name == "bertscore" and spec == PACKAGED):
+            out[f"baseline.{name}.model"] = (spec, params.get("revision"))
+    return out
+
+
+def check_baseline_models(c: dict) -> None:
+    """A ConfigError for the first baseline model that cannot load here (as for the pair's)."""
+    for key, (spec, revision) in baseline_models(c).items():
+        try:
+            kind = specs.check_spec(spec)
+        except specs.ModelSpecError as err:
+            raise ConfigError(f"{key}={spec}: {str(err).removeprefix(f'model {spec!r}: ')}") from None
+        if kind == "hub" and (why := hub.usable_offline(spec, revision)):
+            raise ConfigError(f"set {key}= to a local model directory: {spec} is a hub model not in the local hub "
+                              f"cache, and the Hugging Face hub is unreachable ({why})")
 
 
 def check_cross_family(c: dict, models: dict[str, tuple[str, str | None]]) -> None:

@@ -6,7 +6,6 @@ multirun checks every point of its command-line grid before the first job starts
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -87,18 +86,16 @@ OUTPUT_DIRS = ("hydra.run.dir", "hydra.sweep.dir")
 def check_output_dirs(args: list[str]) -> None:
     """A ConfigError when ``hydra.run.dir=`` / ``hydra.sweep.dir=`` names a place no folder can be
     made in (its nearest existing ancestor is a file, or read-only): Hydra would fail with a traceback."""
+    from cscore.files import folder_problem
+
     for arg in args:
         key, _, value = arg.lstrip("+~").partition("=")
         if key not in OUTPUT_DIRS or not value:
             continue
         path = Path(value.strip("'\"").split("${")[0] or ".").expanduser()  # the part before an interpolation
-        ancestor = path
-        while not ancestor.exists() and ancestor != ancestor.parent:
-            ancestor = ancestor.parent
-        if not ancestor.is_dir():
-            raise ConfigError(f"{key}={value}: {ancestor} is a file, not a folder")
-        if not os.access(ancestor, os.W_OK | os.X_OK):
-            raise ConfigError(f"{key}={value}: cannot make a folder in {ancestor} (read-only or not permitted)")
+        problem = folder_problem(path)
+        if problem is not None:
+            raise ConfigError(f"{key}={value}: {problem}")
 
 
 LAUNCHERS = {"slurm": "hydra_plugins.hydra_submitit_launcher", "slurm_warm": "hydra_plugins.hydra_submitit_launcher"}
@@ -115,13 +112,68 @@ def installed(module: str) -> bool:
 
 def check_launcher(args: list[str]) -> None:
     """A ConfigError when ``hydra/launcher=slurm`` asks for a plugin that is not installed (Hydra
-    would print its raw composition error)."""
+    would print its raw composition error), or SlurmUnavailable when SLURM's commands are not on
+    PATH (whether the controller answers is asked as the sweep starts: ``cli/slurm_check.py``)."""
+    from cscore.cli.slurm_check import check_slurm_tools
+
     for arg in args:
         key, _, value = arg.lstrip("+~").partition("=")
         module = LAUNCHERS.get(value) if key == "hydra/launcher" else None
         if module and not installed(module):
             raise ConfigError(f"hydra/launcher={value} needs Hydra's submitit launcher, which is not installed: "
                               "pip install 'cscore[slurm]' (hydra-submitit-launcher==1.2.0)")
+        if module:
+            check_slurm_tools()
+
+
+def check_data(c: dict) -> None:
+    """The data section as its loader will read it (dataset name, options, data.path), before any
+    file is read: the loader's own message, as a ConfigError."""
+    from cscore.data.registry import check_config
+    from cscore.data.schema import DataError
+
+    try:
+        check_config(c["data"])
+    except DataError as err:
+        raise ConfigError(str(err)) from None
+
+
+def check_cache(c: dict) -> None:
+    """A ConfigError when a ``gguf:`` model would be converted into a cache folder that cannot be
+    made ($CSCORE_CACHE under a file, or in a read-only place), or on a disk with less room than
+    the GGUF file itself takes (its conversion, dequantized, is larger). An existing folder is left
+    to the run: it may hold the conversion already."""
+    import shutil
+
+    from cscore.cli.pair_check import needed_models
+    from cscore.files import cache_root, folder_problem
+
+    ggufs = [spec for spec, _ in needed_models(c).values() if spec.startswith("gguf:")]
+    folder = cache_root() / "models"
+    if not ggufs or folder.is_dir():
+        return
+    where = f"{ggufs[0]} is converted once into {folder} (the cache: $CSCORE_CACHE, else ~/.cache/cscore)"
+    problem = folder_problem(folder)
+    if problem is not None:
+        raise ConfigError(f"{where}, but {problem}; set CSCORE_CACHE to a writable folder")
+    ancestor = next(p for p in folder.parents if p.exists())
+    need, free = gguf_bytes(ggufs[0]), shutil.disk_usage(ancestor).free
+    if need > free:
+        raise ConfigError(f"{where}, which needs more than {need / 1e6:.0f} MB, but {ancestor} has "
+                          f"{free / 1e6:.1f} MB free; set CSCORE_CACHE to a folder with room")
+
+
+def gguf_bytes(spec: str) -> int:
+    """The size of the GGUF file(s) a ``gguf:`` spec names (0 when they cannot be found: the
+    model check says so)."""
+    from cscore.scorers import specs
+
+    rest = spec[len("gguf:"):]
+    try:
+        found = [Path(rest).expanduser()] if specs.names_a_path(rest) else specs.packaged_files(rest)
+        return sum(p.stat().st_size for p in found)
+    except (OSError, specs.ModelSpecError):
+        return 0
 
 
 def check(args: list[str]) -> None:
@@ -146,7 +198,10 @@ def check(args: list[str]) -> None:
             raise _missing_key_error(OverridesParser.create().parse_overrides(job), err) from None
         try:
             validate(cfg)
-            pair_check.check(OmegaConf.to_container(cfg, resolve=True))
+            c = OmegaConf.to_container(cfg, resolve=True)
+            check_data(c)
+            pair_check.check(c)
+            check_cache(c)
         except ConfigError as err:
             where = f" (multirun point {' '.join(job)})" if len(jobs) > 1 else ""
             raise ConfigError(f"{err}{where}") from None

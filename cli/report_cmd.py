@@ -19,8 +19,9 @@ from rich.markup import escape
 
 from cscore import rundir
 from cscore.errors import ConfigError, CscoreError
+from cscore.files import folder_problem, writing
 from cscore.metaeval import judge, judge_plots, plots, render, tables
-from cscore.metaeval.runs import missing_jobs, runs_under
+from cscore.metaeval.runs import missing_jobs, run_status, runs_under
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.uncertainty import few_units_warning
 
@@ -477,17 +478,16 @@ def report(root: Path | list[Path], spec: tables.Spec, out: Path | None = None, 
     if not runs:
         raise CscoreError(f"no cscore run directories (with config.yaml) under {where}")
     out = out or default_out(roots)
+    if (problem := folder_problem(out)) is not None:  # before anything is computed
+        raise ConfigError(f"cannot write the report to {out}: {problem}")
     (out / "plots").mkdir(parents=True, exist_ok=True)
-    incomplete = [r for r in runs if not r.complete and r.failure is None]
-    failed = [r for r in runs if not r.complete and r.failure is not None]
+    outcome = run_status(runs)
     missing = [m if len(roots) == 1 else f"{r}: {m}" for r, found in zip(roots, per_root)
                for m in missing_jobs(r, found)]
-    status = (f"runs: {len(runs) - len(incomplete) - len(failed)} complete, {len(failed)} failed, "
-              f"{len(incomplete)} incomplete, {len(missing)} not started")
+    status = outcome.line(len(missing))
     progress.say(f"{len(runs)} run directories under {where}; {status}")
     lines = [f"# cscore report: {where}", "", status] + notes(repeated, paper, spec, console)
-    lines += [f"- failed: {r.path} ({r.failure.get('stage')}: {r.failure.get('error')})" for r in failed]
-    lines += [f"- incomplete: {r.path}" for r in incomplete] + [f"- missing: {m}" for m in missing]
+    lines += [*outcome.lines(), *[f"- missing: {m}" for m in missing]]
 
     judge_methods = kinds.methods_of("judge")  # the methods whose kind writes a judge section
     judge_runs = [r for r in runs if judge.is_judge_run(r, judge_methods)]
@@ -507,11 +507,9 @@ def report(root: Path | list[Path], spec: tables.Spec, out: Path | None = None, 
     (out / "report.md").write_text("\n".join(lines) + "\n")
     for m in missing:
         console.print(f"[yellow]missing: {escape(m)}[/]")
-    for r in incomplete:
-        console.print(f"[yellow]incomplete: {escape(str(r.path))}[/]")
-    for r in failed:
-        text = f"failed: {r.path} ({r.failure.get('stage')}: {r.failure.get('error')})"
-        console.print(f"[red]{escape(text)}[/]")
+    for line in outcome.lines():
+        style = {"failed": "red", "finished later": "dim"}.get(line[2:].split(":")[0], "yellow")
+        console.print(f"[{style}]{escape(line[2:])}[/]")
     console.print(f"report written to [bold]{escape(str(out))}[/] in {progress.elapsed():.1f}s")
     return out
 
@@ -586,7 +584,8 @@ def main(argv: list[str]) -> None:
     args = ap.parse_args(argv)
     from cscore.cli.exits import one_line_errors
 
-    with one_line_errors():
+    roots = [Path(p) for p in (args.path if isinstance(args.path, (list, tuple)) else [args.path])]
+    with one_line_errors(), writing("the report", args.out or default_out(roots)):  # a full disk: one line
         combined = args.combined or bool(PAPERS.get(args.paper or "", {}).get("combined"))
         report(args.path, spec_from_args(args), args.out, select_by=args.select_by, combined=combined,
                paper=args.paper)

@@ -25,12 +25,18 @@ def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
-def check_slurm_available(timeout_s: float = 60.0) -> None:
-    """Return if ``sbatch`` is on PATH and ``squeue`` answers; raise :class:`SlurmUnavailable`
-    (a ``SlurmError``) with a one-line reason otherwise."""
+def check_slurm_tools() -> None:
+    """SlurmUnavailable when ``sbatch`` or ``squeue`` is not on PATH (asked before Hydra starts:
+    ``cli/precheck.py``)."""
     for tool in ("sbatch", "squeue"):
         if shutil.which(tool) is None:
             raise SlurmUnavailable(f"SLURM is not reachable: `{tool}` is not on PATH. {HINT}")
+
+
+def check_slurm_available(timeout_s: float = 60.0) -> None:
+    """Return if ``sbatch`` is on PATH and ``squeue`` answers; raise :class:`SlurmUnavailable`
+    (a ``SlurmError``) with a one-line reason otherwise."""
+    check_slurm_tools()
     try:
         user = getpass.getuser()
     except Exception:  # no passwd entry (containers): any user works for a liveness query

@@ -13,10 +13,11 @@ from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
 
 DEMO_FILE = Path(__file__).parent / "demo" / "demo.jsonl"
+OPTIONS = ()
 
 
 def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
-    check_options(options, (), "demo")
+    check_options(options, OPTIONS, "demo")
     file = Path(path) if path else DEMO_FILE
     if not file.is_file():
         raise DataError(f"data file {file} does not exist (data.path={path})")

@@ -22,12 +22,13 @@ from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, v
 
 DATASET_DIR, DEFAULT_FILE = "dstc9", "dstc9_data.json"
 NAME = "dstc9"
+OPTIONS = ()
 NO_REF = "NO REF"
 
 
 def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
     """DSTC9 interactive evaluation: 2200 dialogs with an overall score (module docstring)."""
-    check_options(options, (), NAME)
+    check_options(options, OPTIONS, NAME)
     file = paths.resolve(path, DATASET_DIR, DEFAULT_FILE)
     data = read_json(file)
     if not isinstance(data, dict):

@@ -9,6 +9,7 @@ import pandas as pd
 
 from cscore.data.io import import_datasets
 from cscore.data.schema import DataError
+from cscore.files import writing
 
 FILE_SUFFIXES = (".parquet", ".jsonl")
 
@@ -19,8 +20,14 @@ def is_folder_target(out: Path) -> bool:
 
 
 def write_table(df: pd.DataFrame, out) -> str:
-    """Write ``df`` to ``out``; returns what was written ("parquet", "jsonl" or "datasets folder")."""
+    """Write ``df`` to ``out``; returns what was written ("parquet", "jsonl" or "datasets folder").
+    A place that cannot take it (full, read-only, a file in the way) is one line (``files.writing``)."""
     out = Path(out)
+    with writing("the table", out if is_folder_target(out) else out.parent):
+        return _write(df, out)
+
+
+def _write(df: pd.DataFrame, out: Path) -> str:
     if is_folder_target(out):
         write_datasets_folder(df, out)
         return "datasets folder"

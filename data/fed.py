@@ -43,6 +43,7 @@ from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
 
 NAME = "fed"
+OPTIONS = ("level",)
 DATASET_DIR, DEFAULT_FILE = "fed", "fed_data.json"
 LEVELS = ("both", "turn", "dialog")
 SYSTEM_LABEL = re.compile(r"^System:\s?")
@@ -130,7 +131,7 @@ def _groups(items) -> dict[int, str]:
 def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
     """FED turn- and/or dialog-level items (see the module docstring for the fields). Option:
     level ("both", the default, "turn" or "dialog")."""
-    level = check_options(options, ("level",), NAME)["level"] or "both"
+    level = check_options(options, OPTIONS, NAME)["level"] or "both"
     if level not in LEVELS:
         raise DataError(f"data.level={level} is not a FED level; use data.level=turn, dialog or both")
     file = paths.resolve(path, DATASET_DIR, DEFAULT_FILE)

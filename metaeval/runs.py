@@ -1,15 +1,18 @@
 """Partly finished multiruns: the jobs a sweep was asked for (Hydra's own multirun.yaml, read with
-Hydra's own override parser) and those without a complete run directory. What a run directory
-holds, when it is complete and how to find them (``Run``, ``find_runs``): ``cscore.rundir``."""
+Hydra's own override parser) and those without a complete run directory; each run's outcome
+(``run_status``: complete, failed, interrupted, incomplete, or finished later by a run of the same
+config). What a run directory holds, when it is complete and how to find them (``Run``,
+``find_runs``): ``cscore.rundir``."""
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from cscore.rundir import Run
+from cscore.rundir import CONFIG, METRICS, Run
 
 
 def expected_jobs(sweep_dir: Path) -> list[dict] | None:
@@ -50,11 +53,12 @@ def sweep_axes(overrides: list[str]) -> dict[str, list[tuple[str, str]]] | None:
 
 
 def missing_jobs(sweep_dir: Path, runs: list[Run]) -> list[str]:
-    """Job numbers (Hydra's subdir index) with no complete run directory."""
+    """Job numbers (Hydra's subdir index) that never started: no run directory at all (a job that
+    started and failed or stopped is counted by ``run_status``, not again here)."""
     jobs = expected_jobs(sweep_dir)
     if jobs is None:
         return []
-    done = {r.path.relative_to(sweep_dir).parts[0] for r in runs if r.complete and r.path != Path(sweep_dir)}
+    done = {r.path.relative_to(sweep_dir).parts[0] for r in runs if r.path != Path(sweep_dir)}
     swept = [k for k in (jobs[0] if jobs else {}) if len({j[k] for j in jobs}) > 1]
     out = []
     for num, overrides in enumerate(jobs):
@@ -85,3 +89,66 @@ def runs_under(roots: list[Path]) -> tuple[list[Run], list[list[Run]], list[Path
             elif key not in repeated:
                 repeated.append(key)
     return runs, per_root, repeated
+
+
+def interrupted(run: Run) -> bool:
+    """A run stopped by Ctrl-C (its failed.json names a KeyboardInterrupt)."""
+    return str((run.failure or {}).get("error", "")).startswith("KeyboardInterrupt")
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return float("-inf")
+
+
+@dataclass
+class Status:
+    """The runs under a report's folder by outcome. ``superseded``: a failed, interrupted or
+    unfinished run whose very config finished later in another directory (``finished_by``), as
+    when the same command was re-run in a new folder; counted apart, not as failed."""
+    complete: list[Run] = field(default_factory=list)
+    failed: list[Run] = field(default_factory=list)
+    interrupted: list[Run] = field(default_factory=list)
+    incomplete: list[Run] = field(default_factory=list)
+    superseded: list[Run] = field(default_factory=list)
+    finished_by: dict[Path, Path] = field(default_factory=dict)
+
+    def line(self, not_started: int) -> str:
+        text = (f"runs: {len(self.complete)} complete, {len(self.failed)} failed, {len(self.interrupted)} interrupted, "
+                f"{len(self.incomplete)} incomplete, {not_started} not started")
+        if self.superseded:
+            text += f"; {len(self.superseded)} stopped earlier and finished by a later run of the same config"
+        return text
+
+    def lines(self) -> list[str]:
+        """report.md's list of the runs that are not complete."""
+        out = [f"- failed: {r.path} ({(r.failure or {}).get('stage')}: {(r.failure or {}).get('error')})"
+               for r in self.failed]
+        out += [f"- interrupted: {r.path} ({(r.failure or {}).get('stage')})" for r in self.interrupted]
+        out += [f"- incomplete: {r.path}" for r in self.incomplete]
+        return out + [f"- finished later: {r.path} (by {self.finished_by[r.path]})" for r in self.superseded]
+
+
+def run_status(runs: list[Run]) -> Status:
+    """Each run's outcome (``Status``). A run is superseded by a complete run with the same
+    config.yaml whose metrics.json was written after the run started (its config.yaml)."""
+    status = Status()
+    done = [r for r in runs if r.complete]
+    status.complete = done
+    for r in runs:
+        if r.complete:
+            continue
+        started = _mtime(r.path / CONFIG)
+        later = [d for d in done if d.config == r.config and _mtime(d.path / METRICS) >= started]
+        if later:
+            status.superseded.append(r)
+            status.finished_by[r.path] = max(later, key=lambda d: _mtime(d.path / METRICS)).path
+        elif r.failure is None:
+            status.incomplete.append(r)
+        elif interrupted(r):
+            status.interrupted.append(r)
+        else:
+            status.failed.append(r)
+    return status

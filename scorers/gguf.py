@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import transformers
 
-from cscore.files import atomic_file, cache_root, file_lock, sha256_file
+from cscore.files import atomic_file, cache_root, file_lock, sha256_file, writing
 from cscore.scorers.gguf_tokenizer import build_gemma3_tokenizer
 from cscore.scorers.specs import (  # noqa: F401 (GGUF_MAGIC: re-exported)
     GGUF_MAGIC,
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 CONVERSION_VERSION = 3  # bump when the conversion code changes what it writes: old caches are not reused
 TRANSFORMERS_MAJOR = int(transformers.__version__.split(".")[0])
+CACHE_HINT = "set CSCORE_CACHE to a writable folder with room (converted models are cached there)"
 
 
 def locate_packaged_gguf(name: str) -> Path:
@@ -55,7 +56,8 @@ def join_parts(parts: list[Path], target: Path, sha256: str, hint: str) -> Path:
     SHA-256 matched, so an existing ``target`` is complete."""
     if target.is_file():
         return target
-    with file_lock(target.with_name(target.name + ".lock")):
+    with writing(f"the joined {target.name}", target.parent, CACHE_HINT), \
+            file_lock(target.with_name(target.name + ".lock")):
         if target.is_file():
             return target
         log.info("joining %d parts into %s", len(parts), target)
@@ -94,7 +96,8 @@ def converted_gguf_dir(gguf_path: Path) -> Path:
     target = conversion_dir(gguf_path)
     if (target / "COMPLETE").exists():
         return target
-    with file_lock(target.with_name(target.name + ".lock")):
+    with writing(f"the converted model of {gguf_path.name}", target.parent, CACHE_HINT), \
+            file_lock(target.with_name(target.name + ".lock")):
         if (target / "COMPLETE").exists():
             return target
         log.info("converting %s (first use; cached at %s)", gguf_path.name, target)

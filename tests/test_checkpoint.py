@@ -6,6 +6,7 @@ run`) are in tests/test_reliability.py."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 
@@ -161,6 +162,27 @@ def test_a_cache_folder_under_a_file_is_one_warning(pair, tmp_path, caplog):
             "neither read nor stored"]
         assert_identical(got, ref)
     assert (tmp_path / "notes.txt").read_text() == "a file"
+
+
+def test_a_checkpoint_on_a_full_disk_is_one_warning_and_the_pass_goes_on(pair, tmp_path, monkeypatch, caplog):
+    """ENOSPC injected at the checkpoint's write (a full disk): checkpointing stops for the pass
+    with one warning; the statistics are those of a pass without a cache, and the entry is stored."""
+    from cscore.scorers import checkpoint
+
+    def no_space(path, data):
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (injected)", str(path))
+
+    prompts, hyps = texts(12)
+    ref = pair.statistics(prompts, hyps, token_budget=BUDGET)
+    monkeypatch.setattr(checkpoint, "write_atomic", no_space)
+    cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
+    with caplog.at_level(logging.WARNING):
+        got = pair.statistics(prompts, hyps, token_budget=BUDGET, cache=cache)
+    assert_identical(got, ref)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning.startswith(f"statistics checkpoint {tmp_path / 'c' / PARTIAL_DIR}/") and warning.endswith(
+        " cannot be written (No space left on device (injected)): this pass goes on without one")
+    assert partial_files(cache) == [] and len(cache.keys()) == 1
 
 
 @pytest.mark.parametrize("value,shown", [("-1", "-1.0"), ("abc", "'abc'"), ("true", "True")])

@@ -139,8 +139,9 @@ def test_a_max_length_no_prompt_fits_is_one_line_before_the_data(tiny_dirs, tmp_
 
 def test_a_max_length_that_fits_the_shortest_prompt_goes_on_to_the_data(tiny_dirs, tmp_path, cscore_main):
     """The check bounds from below: a limit the template leaves room in passes, and the data loads
-    (here: a data file that is not there, the next thing to fail)."""
+    (here: a data file that is not valid JSON, the next thing to fail)."""
+    (tmp_path / "d.jsonl").write_text("not json\n")
     res = cscore_main("run", f"pair.expert.path={tiny_dirs.expert}", "method=single", "runtime.max_length=64",
-                      "data.template=summarization", "data.path=/nonexistent/d.jsonl",
+                      "data.template=summarization", f"data.path={tmp_path / 'd.jsonl'}",
                       f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
-    assert res.returncode == 1 and "/nonexistent/d.jsonl" in res.stderr, res.stderr
+    assert res.returncode == 1 and "d.jsonl:1:1: not valid JSON" in res.stderr, res.stderr

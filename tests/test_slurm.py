@@ -270,18 +270,21 @@ def test_warm_preset_runs_the_first_point_then_the_array(slurm_cluster, tiny_dir
 
 @pytest.mark.slow
 def test_failed_warm_up_job_stops_the_sweep_with_one_line(slurm_cluster, tiny_dirs, tmp_path, cscore_cli):
+    """The warm-up job fails as it reads a data file that is not valid JSON (one that is not there
+    is refused before anything is submitted)."""
+    (tmp_path / "broken.jsonl").write_text("not json\n")
     res = cscore_cli("run", "-m", "hydra/launcher=slurm_warm", *launcher(slurm_cluster), *tiny_args(tiny_dirs),
-                     f"data.path={tmp_path}/missing.jsonl", "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path}/sweep",
+                     f"data.path={tmp_path}/broken.jsonl", "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path}/sweep",
                      cwd=tmp_path, timeout=CLI_TIMEOUT)
     assert res.returncode == 1, res.stdout + res.stderr
     last = res.stderr.strip().splitlines()[-1]
-    assert last.startswith("cscore: error: warm-up job ") and "missing.jsonl" in last and "_log.err" in last, last
+    assert last.startswith("cscore: error: warm-up job ") and "broken.jsonl" in last and "_log.err" in last, last
     assert "Traceback" not in res.stderr
     assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_submission.sh"))) == 1  # no array
 
 
-def assert_one_line_error(res, *fragments):
-    assert res.returncode == 1, res.stdout + res.stderr
+def assert_one_line_error(res, *fragments, code=1):
+    assert res.returncode == code, res.stdout + res.stderr
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, res.stderr
     assert lines[0].startswith("cscore: error: SLURM is not reachable: "), lines[0]
@@ -295,7 +298,7 @@ def test_no_sbatch_on_path_is_one_clear_line(submitit_plugin, tmp_path, cscore_c
     empty.mkdir()
     res = cscore_cli("run", "-m", "hydra/launcher=slurm", "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path}/sweep",
                      cwd=tmp_path, env={**os.environ, "PATH": str(empty)}, timeout=CLI_TIMEOUT)
-    assert_one_line_error(res, "`sbatch` is not on PATH", "scripts/slurm-local.sh start")
+    assert_one_line_error(res, "`sbatch` is not on PATH", "scripts/slurm-local.sh start", code=2)  # before Hydra
     assert not (tmp_path / "sweep").exists()  # nothing submitted, nothing written
 
 

@@ -1,0 +1,83 @@
+"""The same command after a Ctrl-C or a failure resumes in the run directory it left.
+
+Hydra names a new directory for every command (``outputs/<date>/<time>_<name>``,
+``outputs/multirun/<date>/<time>_<name>``). Before it starts, ``earlier_dir`` looks under
+``./outputs`` for the latest directory of the same command (the same overrides, as Hydra recorded
+them in ``.hydra/overrides.yaml`` / ``multirun.yaml``) that a failure left unfinished
+(``failed.json``: a run, or a job of a multirun) and hands it to Hydra as ``hydra.run.dir`` /
+``hydra.sweep.dir``: finished jobs are skipped, the failed run starts again in its own folder
+(which then reads as complete, not failed). Not when the command names its directory itself
+(it resumes there anyway) or says ``resume=false`` (a new directory)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from cscore import rundir
+
+OUTPUTS = Path("outputs")  # conf/config.yaml's hydra.run.dir / hydra.sweep.dir, relative to the working folder
+MULTIRUN_FLAGS = ("-m", "--multirun")
+UNSAFE = set("'\"\\$")  # a folder name Hydra's override grammar would read as something else
+
+
+def task_overrides(args: list[str]) -> list[str]:
+    """The overrides Hydra records as the task's (its own ``hydra.*`` / ``hydra/...`` ones left out)."""
+    return [a for a in args if a not in MULTIRUN_FLAGS and not a.lstrip("+~").startswith("hydra")]
+
+
+def earlier_dir(args: list[str], root: Path = OUTPUTS) -> list[str]:
+    """``args`` with ``hydra.run.dir`` / ``hydra.sweep.dir`` set to the unfinished directory of the
+    same command, if there is one; else ``args`` unchanged."""
+    multirun = any(a in MULTIRUN_FLAGS for a in args)
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    flags = [a for a in args if a.startswith("-") and a not in MULTIRUN_FLAGS]
+    given = {a.lstrip("+~").split("=", 1)[0] for a in args}
+    if flags or "hydra.run.dir" in given or "hydra.sweep.dir" in given or not root.is_dir():
+        return args
+    task = task_overrides(args)
+    if any(a.lstrip("+~").replace(" ", "") in ("resume=false", "resume=False") for a in task):
+        return args
+    found = unfinished_sweep(root, task) if multirun else unfinished_run(root, task)
+    if found is None or UNSAFE & set(str(found)):
+        return args
+    what = "multirun" if multirun else "run"
+    print(f"cscore: resuming the unfinished {what} in {found} (the same command; resume=false starts a new one)",
+          file=sys.stderr, flush=True)
+    return [*args, f"{key}='{found}'"]
+
+
+def unfinished_run(root: Path, task: list[str]) -> Path | None:
+    """The latest run directory under ``root/<date>/`` with these overrides that failed and is not complete."""
+    for failed in sorted(root.glob(f"*/*/{rundir.FAILED}"), reverse=True):
+        folder = failed.parent
+        if folder.parent.name != "multirun" and recorded(folder / ".hydra" / "overrides.yaml") == task \
+                and not rundir.is_complete(folder):
+            return folder
+    return None
+
+
+def unfinished_sweep(root: Path, task: list[str]) -> Path | None:
+    """The latest multirun directory under ``root/multirun/<date>/`` with these overrides, one of
+    whose jobs failed and is not complete."""
+    for record in sorted((root / "multirun").glob("*/*/multirun.yaml"), reverse=True):
+        folder = record.parent
+        try:
+            hydra = (yaml.safe_load(record.read_text()) or {}).get("hydra") or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        if list((hydra.get("overrides") or {}).get("task") or []) != task:
+            continue
+        if any(not rundir.is_complete(f.parent) for f in folder.glob(f"*/{rundir.FAILED}")):
+            return folder
+    return None
+
+
+def recorded(file: Path) -> list[str] | None:
+    try:
+        got = yaml.safe_load(file.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return [str(x) for x in got] if isinstance(got, list) else None
