@@ -113,3 +113,11 @@ def test_the_mistakes_stop_before_torch_is_imported(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads(res.stdout.strip().splitlines()[-1]) == {"codes": [2, 2, 2, 2], "torch": False}
     assert res.stderr.count("cscore: error: ") == 4 and "Traceback" not in res.stderr
+
+
+def test_every_loader_has_its_options_for_the_up_front_check():
+    from cscore.data import registry
+
+    assert set(registry.OPTIONS) == set(registry.LOADERS)
+    for name in registry.LOADERS:
+        registry.check_config({"name": name})  # no KeyError for any dataset, a known one passes
