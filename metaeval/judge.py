@@ -58,6 +58,7 @@ PARSE = rundir.PARSE  # parse.<row>: ok / No Pred / Below / Above
 SPLIT = rundir.SPLIT  # dev / test (split.dev_ids)
 STATUSES = ("No Pred", "Below", "Above")
 LIST = "List"  # the released parse read list numbering as the score (valid there, shown on its own)
+ECHO = "Echo"  # the prompt's range ("1-5") read as its minimum (valid for both parse rules, shown on its own)
 OK = "ok"
 TIE_TOL = 1e-12  # criterion values this close (relative to max(1, |best|)) tie
 ROLES = ("main", "asst", "contrast")
@@ -501,18 +502,20 @@ def across_ranges(long: pd.DataFrame) -> pd.DataFrame:
 def invalid(rows: list[dict]) -> pd.DataFrame:
     """Invalid outputs (paper Tables 6-7) of every row with a parse column, on its reported rows:
     label, role, pair, range, lo, hi, invalid (share, ``bias.invalid_rate`` of parse == "ok"),
-    count, No Pred, Below, Above, other (any other status, e.g. missing), n."""
+    count, No Pred, Below, Above, other (any other status, e.g. missing), List, Echo (valid scores,
+    counted on their own), n."""
     out = []
     for r in rows:
         if r["parse"] is None:
             continue
         status = r["frame"][r["parse"]]
-        rate = invalid_rate(status.isin([OK, LIST]).to_numpy(dtype=bool))
+        rate = invalid_rate(status.isin([OK, LIST, ECHO]).to_numpy(dtype=bool))
         counts = {s: int((status == s).sum()) for s in STATUSES}
         out.append({"label": r["label"], "role": r["role"], "pair": r["pair"], "range": r["range"], "lo": r["lo"],
                     "hi": r["hi"], "invalid": float(rate), "count": rate.count, **counts,
-                    "other": rate.count - sum(counts.values()), LIST: int((status == LIST).sum()), "n": rate.n})
-    cols = ["label", "role", "pair", "range", "lo", "hi", "invalid", "count", *STATUSES, "other", LIST, "n"]
+                    "other": rate.count - sum(counts.values()), LIST: int((status == LIST).sum()),
+                    ECHO: int((status == ECHO).sum()), "n": rate.n})
+    cols = ["label", "role", "pair", "range", "lo", "hi", "invalid", "count", *STATUSES, "other", LIST, ECHO, "n"]
     frame = pd.DataFrame(out, columns=cols)
     order = {lb: i for i, lb in enumerate(dict.fromkeys(frame["label"]))}
     return frame.sort_values(["lo", "hi"]).sort_values("label", key=lambda s: s.map(order), kind="stable") \
@@ -608,13 +611,16 @@ def hyperparameter_table(selections: pd.DataFrame, title: str, signature: str = 
 def invalid_table(frame: pd.DataFrame, title: str, signature: str = "") -> render.Table:
     """Paper Tables 6-7: per model row and range the share of invalid outputs and their kinds."""
     columns = ["Range", "Invalid", *STATUSES] + (["other"] if frame["other"].any() else []) \
-        + ([LIST] if frame[LIST].any() else []) + ["n"]
+        + ([LIST] if frame[LIST].any() else []) + ([ECHO] if frame[ECHO].any() else []) + ["n"]
     rows = []
     for _, r in frame.iterrows():
         share = "nan" if not np.isfinite(r["invalid"]) else f"{100 * r['invalid']:.1f}%"
+        if r[ECHO] and r["n"]:  # a valid share made of echoes is no "ok": say how much of it they are
+            share += f" + {100 * r[ECHO] / r['n']:.1f}% Echo"
         cells = [r["range"], share, *(str(int(r[s])) for s in STATUSES)]
         cells += [str(int(r["other"]))] if "other" in columns else []
         cells += [str(int(r[LIST]))] if LIST in columns else []
+        cells += [str(int(r[ECHO]))] if ECHO in columns else []
         rows.append((r["label"], cells + [str(int(r["n"]))]))
     return render.Table(title, columns, rows, signature, "Model")
 
@@ -701,7 +707,9 @@ def build(study: Study, criterion: Criterion = Criterion(), *, bootstrap: int = 
             "number (set to the range minimum), Below = under the minimum (set to it), Above = over the maximum "
             "(clamped); Invalid = all three / n" + (
                 "; List = a list number read as the score (\"Coherence: 1. The summary...\" -> 1, as the released "
-                "parse reads it; not in Invalid)" if bad[LIST].any() else ""))
+                "parse reads it; not in Invalid)" if bad[LIST].any() else "") + (
+                "; Echo = the prompt's range read as its minimum (\"Coherence: 1-5\" -> 1, as both parse rules read "
+                "it; not in Invalid, its share printed next to it: no judgement)" if bad[ECHO].any() else ""))
     return rep
 
 
