@@ -177,7 +177,8 @@ def test_echo_of_the_range(text, lo, hi, paper, released):
 PREFIXES = ["", "a", "as", "assistant", "assistant\n", "assistant\n4", "assistant\n4\n", "The", "The a", "4",
             "4a", "4\n", "4 ", "Co", "Coherence", "Coherence:", "Coherence: 4", "- ", "-", "Evaluation", "Your",
             "\n\nThe", "1", "1-", "1.", "1. ", "Sc", "x", ".", "3.5", "assis"]
-CONTINUATIONS = ["", "4", "5", "8", "10", "-8", " to 10", "\n5", "ssistant4", "ssistant\n4", "stant 3", "herence: 2", "ore: 3", ": 5", ".5", "-5",
+CONTINUATIONS = ["", "4", "5", "8", "10", "-8", " to 10", "\n5",
+                 "ssistant4", "ssistant\n4", "stant 3", "herence: 2", "ore: 3", ": 5", ".5", "-5",
                  " 5", "\n3", "0", "assistant2", " the summary", "\u0663", "- 2", "nswer 4"]
 
 

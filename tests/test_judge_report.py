@@ -326,6 +326,27 @@ def test_list_numbering_is_its_own_column_and_not_invalid():
     assert "| Main | 1-5 | 40.0% | 1 | 0 | 1 | 2 | 5 |" in md
 
 
+def test_range_echoes_are_their_own_column_and_no_ok_share():
+    """Rows whose parse says Echo (the prompt's range read as its minimum): counted in their own
+    column, not in Invalid (both rules read a score), and the Invalid cell says how much of the
+    row they are, so a row of echoes prints no plain 0.0%."""
+    echoes = pd.DataFrame({"parse.x": ["Echo"] * 4})
+    mixed = pd.DataFrame({"parse.x": ["ok", "Echo", "No Pred", "ok"]})
+    plain = pd.DataFrame({"parse.x": ["ok", "ok", "No Pred", "ok"]})
+    rows = [{"label": lb, "role": "main", "pair": "p", "range": "1-5", "lo": 1, "hi": 5, "frame": f,
+             "parse": "parse.x"} for lb, f in (("Echoes", echoes), ("Mixed", mixed), ("Plain", plain))]
+    inv = judge.invalid(rows).set_index("label")
+    assert (inv.loc["Echoes", "Echo"], inv.loc["Echoes", "count"], inv.loc["Echoes", "n"]) == (4, 0, 4)
+    assert (inv.loc["Mixed", "Echo"], inv.loc["Mixed", "No Pred"], inv.loc["Mixed", "count"]) == (1, 1, 1)
+    assert inv.loc["Plain", "Echo"] == 0
+    md = render.markdown(judge.invalid_table(judge.invalid(rows), "t"))
+    assert "| Model | Range | Invalid | No Pred | Below | Above | Echo | n |" in md
+    assert "| Echoes | 1-5 | 0.0% + 100.0% Echo | 0 | 0 | 0 | 4 | 4 |" in md
+    assert "| Mixed | 1-5 | 25.0% + 25.0% Echo | 1 | 0 | 0 | 1 | 4 |" in md
+    assert "| Plain | 1-5 | 25.0% | 1 | 0 | 0 | 0 | 4 |" in md
+    assert "Echo" not in render.markdown(judge.invalid_table(judge.invalid(rows[2:]), "t"))
+
+
 def test_an_expected_score_not_computed_is_a_study_note(tmp_path):
     """A run whose metrics say an expected score could not be computed (a multi-token range at a
     c off the kept grid): the study carries the reason as a note (cscore report prints it)."""
