@@ -405,6 +405,20 @@ def test_judge_summary_lines_echoes_and_parse_changes():
     assert not any(x.startswith("amateur") for x in lines) and len(lines) == 4
 
 
+def test_parse_changes_count_what_the_other_rule_reads_otherwise():
+    """judge.parse_changes: outputs read under one rule, counted where the other reads another
+    score or status (by hand: "Coherence: 4" and "Score: 3" are numbers only for the released
+    rule, "1-5" an echo for both, "4", "The" and "assistant\n2" alike)."""
+    from cscore.scorers.judge_parse import read_score
+    from cscore.scorers.kinds.shared import parse_changes
+
+    texts = ["Coherence: 4", "4", "Score: 3", "The", "1-5", "assistant\n2"]
+    for rule, other in (("paper", "released"), ("released", "paper")):
+        read = [read_score(x, 1, 5, rule) for x in texts]
+        got = parse_changes(texts, [r[0] for r in read], [r[1] for r in read], 1, 5, rule)
+        assert got == {"rule": other, "outputs": 2}
+
+
 def test_released_prompt_with_first_token_is_refused(judge_args, tmp_path, cscore_main):
     res = cscore_main("run", *judge_args, "judge_prompt=released", "method.decode=first_token",
                       f"hydra.run.dir={tmp_path}/a", cwd=tmp_path)
