@@ -310,6 +310,28 @@ def test_invalid_outputs_are_counted_from_the_parse_columns(rep):
     assert list(rep.invalid["label"])[:2] == ["Main-8B", "Main-8B"] and list(rep.invalid["range"])[:2] == ["1-5", "2-6"]
     md = render.markdown(rep.tables["invalid"])
     assert "| Asst-1B | 1-5 | 21.9% | 5 | 2 | 0 | 32 |" in md
+    # runs without method.parse (made before the key): cd_judge read with the paper's rule, said
+    assert set(rep.invalid["rule"]) == {"paper"}
+    assert "read with method.parse=paper (the paper's Tables 6-7 used method.parse=released)" in \
+        rep.tables["invalid"].signature
+
+
+def test_the_invalid_table_says_which_rule_read_each_row(tmp_path):
+    """method.parse from each run's config (the released preset's default when absent): one rule
+    is named once; two rules name the rows each read."""
+    frame = judge_frame(0.5, 1.0, 1, 5, "pA").rename(columns=lambda c: c.replace(".cd_judge", ".cd_judge_released"))
+    write_run(tmp_path / "a", frame, 0.5, 1.0, 1, 5, name="cd_judge_released")
+    rep_one = judge.build(judge.collect(find_runs(tmp_path))[0], bootstrap=0)
+    assert set(rep_one.invalid["rule"]) == {"released"}
+    assert "read with method.parse=released (the rule of the paper's Tables 6-7)" in rep_one.tables["invalid"].signature
+    cfg = yaml.safe_load((tmp_path / "a" / rundir.CONFIG).read_text())
+    cfg["method"]["parse"] = "paper"
+    write_run(tmp_path / "b", frame, 0.5, 1.0, 1, 5, name="cd_judge_released")
+    (tmp_path / "b" / rundir.CONFIG).write_text(yaml.safe_dump(cfg))
+    rep_two = judge.build(judge.collect(find_runs(tmp_path))[0], bootstrap=0)
+    assert set(rep_two.invalid["rule"]) == {"released", "paper"}
+    sig = rep_two.tables["invalid"].signature
+    assert "method.parse=released: " in sig and "method.parse=paper: " in sig
 
 
 def test_list_numbering_is_its_own_column_and_not_invalid():
