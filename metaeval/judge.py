@@ -58,6 +58,7 @@ PARSE = rundir.PARSE  # parse.<row>: ok / No Pred / Below / Above
 SPLIT = rundir.SPLIT  # dev / test (split.dev_ids)
 STATUSES = ("No Pred", "Below", "Above")
 LIST = "List"  # the released parse read list numbering as the score (valid there, shown on its own)
+ECHO = "Echo"  # the prompt's range ("1-5") read as its minimum (valid for both parse rules, shown on its own)
 OK = "ok"
 TIE_TOL = 1e-12  # criterion values this close (relative to max(1, |best|)) tie
 ROLES = ("main", "asst", "contrast")
@@ -95,6 +96,7 @@ class Point:
     asst: str
     frame: pd.DataFrame
     runs: list[Path] = field(default_factory=list)
+    parse: str = "paper"  # method.parse: the rule that read parse.<row> (paper | released)
 
     @property
     def c(self) -> float:
@@ -229,6 +231,12 @@ def _short(value) -> str:
     return text if len(text) <= 24 else "#" + hashlib.sha1(text.encode()).hexdigest()[:8]
 
 
+def parse_rule(settings: dict, method: str | None) -> str:
+    """The rule that read a run's parse columns: ``method.parse``, or for a run made before the key
+    existed its preset's rule (``cd_judge_released``: released; otherwise the paper's)."""
+    return settings.get("method.parse") or ("released" if method == "cd_judge_released" else "paper")
+
+
 def collect(runs: list[Run]) -> list[Study]:
     """Complete judge runs grouped into studies (data set, judge prompt, dev ids, aspect) and grid
     points (pair, method row, its other settings, range, λ, t); a pair whose runs differ in other
@@ -283,7 +291,8 @@ def collect(runs: list[Run]) -> list[Study]:
                 notes[key].append(f"{pair} {variant} {lo}-{hi} lam={lam} t={t}: {len(frames)} runs, "
                                   f"{int(dup.sum())} repeated ids counted once")
             built.append(Point(pair, variant, name, lo, hi, lam, t, main, asst,
-                               merged[~dup].reset_index(drop=True), [p for p, _ in frames]))
+                               merged[~dup].reset_index(drop=True), [p for p, _ in frames],
+                               parse_rule(json.loads(settings), name)))
         m = meta[key]
         out.append(Study(key, m["data"], m["aspect"], m["dev_ids"], built, notes[key]))
     return out
@@ -442,7 +451,7 @@ def reported_rows(study: Study, selections: list[pd.DataFrame]) -> list[dict]:
                 out.append({"range": point.range, "lo": point.lo, "hi": point.hi, "label": label, "role": role,
                             "pair": point.pair, "score": score, "lam": point.lam if role == "contrast" else 0.0,
                             "t": point.t if role == "contrast" else math.nan, "column": col, "frame": frame,
-                            "parse": parse})
+                            "parse": parse, "rule": point.parse})
     order = {r: i for i, r in enumerate(ROLES)}
     return sorted(out, key=lambda r: (r["lo"], r["hi"], r["score"] != "parsed", order[r["role"]]))
 
@@ -501,18 +510,21 @@ def across_ranges(long: pd.DataFrame) -> pd.DataFrame:
 def invalid(rows: list[dict]) -> pd.DataFrame:
     """Invalid outputs (paper Tables 6-7) of every row with a parse column, on its reported rows:
     label, role, pair, range, lo, hi, invalid (share, ``bias.invalid_rate`` of parse == "ok"),
-    count, No Pred, Below, Above, other (any other status, e.g. missing), n."""
+    count, No Pred, Below, Above, other (any other status, e.g. missing), List, Echo (valid scores,
+    counted on their own), n."""
     out = []
     for r in rows:
         if r["parse"] is None:
             continue
         status = r["frame"][r["parse"]]
-        rate = invalid_rate(status.isin([OK, LIST]).to_numpy(dtype=bool))
+        rate = invalid_rate(status.isin([OK, LIST, ECHO]).to_numpy(dtype=bool))
         counts = {s: int((status == s).sum()) for s in STATUSES}
         out.append({"label": r["label"], "role": r["role"], "pair": r["pair"], "range": r["range"], "lo": r["lo"],
                     "hi": r["hi"], "invalid": float(rate), "count": rate.count, **counts,
-                    "other": rate.count - sum(counts.values()), LIST: int((status == LIST).sum()), "n": rate.n})
-    cols = ["label", "role", "pair", "range", "lo", "hi", "invalid", "count", *STATUSES, "other", LIST, "n"]
+                    "other": rate.count - sum(counts.values()), LIST: int((status == LIST).sum()),
+                    ECHO: int((status == ECHO).sum()), "n": rate.n, "rule": r.get("rule", "paper")})
+    cols = ["label", "role", "pair", "range", "lo", "hi", "invalid", "count", *STATUSES, "other", LIST, ECHO, "n",
+            "rule"]
     frame = pd.DataFrame(out, columns=cols)
     order = {lb: i for i, lb in enumerate(dict.fromkeys(frame["label"]))}
     return frame.sort_values(["lo", "hi"]).sort_values("label", key=lambda s: s.map(order), kind="stable") \
@@ -608,15 +620,29 @@ def hyperparameter_table(selections: pd.DataFrame, title: str, signature: str = 
 def invalid_table(frame: pd.DataFrame, title: str, signature: str = "") -> render.Table:
     """Paper Tables 6-7: per model row and range the share of invalid outputs and their kinds."""
     columns = ["Range", "Invalid", *STATUSES] + (["other"] if frame["other"].any() else []) \
-        + ([LIST] if frame[LIST].any() else []) + ["n"]
+        + ([LIST] if frame[LIST].any() else []) + ([ECHO] if frame[ECHO].any() else []) + ["n"]
     rows = []
     for _, r in frame.iterrows():
         share = "nan" if not np.isfinite(r["invalid"]) else f"{100 * r['invalid']:.1f}%"
+        if r[ECHO] and r["n"]:  # a valid share made of echoes is no "ok": say how much of it they are
+            share += f" + {100 * r[ECHO] / r['n']:.1f}% Echo"
         cells = [r["range"], share, *(str(int(r[s])) for s in STATUSES)]
         cells += [str(int(r["other"]))] if "other" in columns else []
         cells += [str(int(r[LIST]))] if LIST in columns else []
+        cells += [str(int(r[ECHO]))] if ECHO in columns else []
         rows.append((r["label"], cells + [str(int(r["n"]))]))
     return render.Table(title, columns, rows, signature, "Model")
+
+
+def parse_rules_note(frame: pd.DataFrame) -> str:
+    """Which rule read the table's rows: ``method.parse=paper`` (or ``released``; the paper's Tables
+    6-7 used the released rule), or each rule with the rows it read when they differ."""
+    rules = list(dict.fromkeys(frame["rule"]))
+    if len(rules) == 1:
+        return f"method.parse={rules[0]}" + (" (the rule of the paper's Tables 6-7)" if rules[0] == "released" else
+                                             " (the paper's Tables 6-7 used method.parse=released)")
+    return "; ".join(f"method.parse={r}: " + ", ".join(dict.fromkeys(frame.loc[frame["rule"] == r, "label"]))
+                     for r in rules)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -699,9 +725,11 @@ def build(study: Study, criterion: Criterion = Criterion(), *, bootstrap: int = 
             f"{Signature({'data': study.data, 'aspect': study.aspect, 'n': n_test, 'statistic': 'invalid-rate'})} — "
             "from the parse.<row> columns on the reported rows (contrast at the chosen lambda, t): No Pred = no "
             "number (set to the range minimum), Below = under the minimum (set to it), Above = over the maximum "
-            "(clamped); Invalid = all three / n" + (
+            "(clamped); Invalid = all three / n; read with " + parse_rules_note(bad) + (
                 "; List = a list number read as the score (\"Coherence: 1. The summary...\" -> 1, as the released "
-                "parse reads it; not in Invalid)" if bad[LIST].any() else ""))
+                "parse reads it; not in Invalid)" if bad[LIST].any() else "") + (
+                "; Echo = the prompt's range read as its minimum (\"Coherence: 1-5\" -> 1, as both parse rules read "
+                "it; not in Invalid, its share printed next to it: no judgement)" if bad[ECHO].any() else ""))
     return rep
 
 

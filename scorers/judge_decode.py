@@ -166,27 +166,34 @@ def first_tokens(stats, rule: float | None, alpha: float) -> list[int]:
     return stats.pick(ctx, "contrast", rule, alpha).tolist()
 
 
+STOPS = {"paper": "settled_paper", "released": "settled_released", None: "eos"}  # cache key names
+
+
 def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: int, cache=None,
-                 judge_key: str | None = None, progress=None, extra_rules=(), timing: dict | None = None) -> dict:
+                 judge_key: str | None = None, progress=None, extra_rules=(), timing: dict | None = None,
+                 stop: str | None = "paper") -> dict:
     """{rule: decoded ids per prompt}; each rule's paths read from ``cache`` when it holds them
     (the key: the judge statistics' key, the rule, α where it applies, the stop rule), the rest
     decoded together (``decode_all``: one tree per prompt) and stored (``through_cache_many``).
     ``extra_rules`` (other points of the run's sweep) join the tree only when a rule of ``rules``
     is decoded, and only those the cache lacks; they are returned too. ``timing`` (a dict)
     receives ``cached`` (every rule read), ``seconds`` (of this call's decode, else of the calls
-    that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s))."""
+    that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s)).
+    ``stop``: a path also stops once ``judge_parse.settled`` says the parse rule ``stop`` ("paper"
+    or "released") can no longer change its score; None: only at EOS or ``max_new_tokens`` (the
+    whole text)."""
     eos = eos_ids(pair.expert.config, pair.tokenizer)
 
     def parts(rule) -> dict:
         return {"judge": judge_key, "rule": "asst" if rule is None else rule, "alpha": alpha if rule else 0.0,
-                "max_new_tokens": max_new_tokens, "eos": sorted(eos), "stop": "paper_decided"}
+                "max_new_tokens": max_new_tokens, "eos": sorted(eos), "stop": STOPS[stop]}
 
     own = {f"rule {r}": r for r in dict.fromkeys(rules)}
     more = {f"rule {r}": r for r in dict.fromkeys(extra_rules) if f"rule {r}" not in own}
 
     def compute(names: list[str]) -> dict[str, list[list[int]]]:
         todo = [own.get(n, more.get(n)) for n in names]
-        return dict(zip(names, _decode_rules(pair, stats, prompts, todo, alpha, max_new_tokens, eos, progress)))
+        return dict(zip(names, _decode_rules(pair, stats, prompts, todo, alpha, max_new_tokens, eos, progress, stop)))
 
     got = through_cache_many(cache if judge_key else None, {n: parts(r) for n, r in own.items()}, compute,
                              extra={n: parts(r) for n, r in more.items()})
@@ -197,16 +204,23 @@ def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: i
     return {{**own, **more}[n]: paths for n, (paths, *_) in got.items()}
 
 
-def _decode_rules(pair, stats, prompts, rules, alpha, max_new_tokens, eos, progress) -> list[list[list[int]]]:
+def _decode_rules(pair, stats, prompts, rules, alpha, max_new_tokens, eos, progress,
+                  stop: str | None = "paper") -> list[list[list[int]]]:
     """Decoded ids per prompt of each rule, all rules in one ``decode_all`` (a tree per prompt)."""
-    from cscore.scorers.judge_parse import paper_decided
+    from cscore.scorers.judge_parse import settled
 
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
     early = asst.parent is main
     firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
+
+    lo, hi = int(stats.values.min()), int(stats.values.max())
+
+    def done(ids) -> bool:
+        return stop is not None and settled(path_text(tok, ids), stop, lo, hi)
+
     got = decode_all(main.model, prompts, firsts, rules, asst=None if early else asst.model,
                      asst_exit=asst.exit_layer if early else None, alpha=alpha, max_new_tokens=max_new_tokens,
-                     eos_ids=eos, done=lambda ids: paper_decided(path_text(tok, ids)), progress=progress)
+                     eos_ids=eos, done=done, progress=progress)
     return [paths.paths() for paths in got]
 
 

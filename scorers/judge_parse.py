@@ -13,7 +13,14 @@ be read; the score becomes the range minimum), ``"Below"`` (a number under the m
 minimum) and ``"Above"`` (over the maximum; clamped to it). ``"ok"``: a number inside the range.
 ``"List"`` (``parse_released`` only): a number inside the range that reads as list numbering
 ("Coherence: 1. The summary should…"); the released parse takes it as the score and so does
-cscore, but it is counted on its own so that the user sees it.
+cscore, but it is counted on its own so that the user sees it. ``"Echo"`` (both rules): the
+prompt's range echoed ("Coherence: 1-5", "1 to 5"), read as its minimum; both rules take it as
+that score, cscore counts it on its own.
+
+``read_score`` is what the judge methods apply to a decoded output: the released pipeline's
+response text (``released_response_text``: every "assistant" deleted, then stripped; the role
+word a chat model writes before its answer when the prompt has no generation prompt), then the
+chosen rule. ``settled`` says when greedy decoding may stop: once more text cannot change that.
 
 Score tokens. A judge writes the score ``v`` as the tokens of ``str(v)``; ``score_tokens`` lists
 them per value, so that the judge engine can compare the models' probabilities of the values.
@@ -50,8 +57,9 @@ NO_PRED = "No Pred"
 BELOW = "Below"
 ABOVE = "Above"
 LIST = "List"
-STATUSES = (OK, NO_PRED, BELOW, ABOVE, LIST)
-VALID = (OK, LIST)  # a score was read (the released code counts both as valid)
+ECHO = "Echo"
+STATUSES = (OK, NO_PRED, BELOW, ABOVE, LIST, ECHO)
+VALID = (OK, LIST, ECHO)  # a score was read (the released code counts all three as valid)
 
 # the paper's rule: optional leading whitespace, optional sign, ASCII digits, optional decimal part
 _PAPER_NUMBER = re.compile(r"\s*([+-]?[0-9]+(?:\.[0-9]+)?)")
@@ -62,6 +70,13 @@ _RELEASED_NUMBER = re.compile(r"^ ?([+-]?[\d\.]+)")
 # list numbering after the released removals: an integer, one dot, spaces on the same line, then
 # text that is no number ("1. the summary should", "2.  it")
 _LIST_NUMBER = re.compile(r"^ ?[+-]?\d+\.[ \t]+[^\s\d.+-]")
+
+
+def _echo(rest: str, hi: int) -> bool:
+    """Whether ``rest`` (the text after a number read as the minimum) goes on with the range's
+    maximum: "-5", " - 5", "–5", " to 5", " 5" (what "- " deletion leaves of "1 - 5"), and no
+    further digit or dot."""
+    return re.match(rf"(?:\s*(?:-|\u2013|\u2014|to\b)\s*|\s+){hi}(?![0-9.])", rest) is not None
 
 
 def _in_range(value: float, lo: int, hi: int) -> tuple[float, str]:
@@ -83,11 +98,14 @@ def parse_paper(text: str, lo: int, hi: int) -> tuple[float, str]:
     count it as ``"Below"`` (the "Below Range" category of the paper's Tables 6-7).
 
     Returns ``(score, status)``: no number -> ``(lo, "No Pred")``; number < lo -> ``(lo, "Below")``;
-    number > hi -> ``(hi, "Above")``; otherwise ``(number, "ok")``."""
-    match = _PAPER_NUMBER.match(str(text))
+    number > hi -> ``(hi, "Above")``; otherwise ``(number, "ok")``, or ``(lo, "Echo")`` when the
+    number is the minimum followed by the maximum ("1-5", "1 to 5": the prompt's range)."""
+    text = str(text)
+    match = _PAPER_NUMBER.match(text)
     if match is None:
         return float(lo), NO_PRED
-    return _in_range(float(match.group(1)), lo, hi)
+    score, status = _in_range(float(match.group(1)), lo, hi)
+    return (score, ECHO) if status == OK and score == lo and _echo(text[match.end():], hi) else (score, status)
 
 
 # text that more text could still turn into a different paper-rule number ("", " 4", "3.", "-")
@@ -128,8 +146,10 @@ def parse_released(text: str, lo: int, hi: int) -> tuple[float, str]:
        and then text on the same line ("Coherence: 1. The summary should…" -> 1, as the released
        code reads it; "4.", "4.5" and "4.\nThe summary…" stay "ok").
 
-    A decimal score in range ("2.5") is kept as it is. The released pipeline applies this to
-    ``released_response_text`` of the decoded generation."""
+    A decimal score in range ("2.5") is kept as it is; ``(lo, "Echo")`` when the minimum is
+    followed by the maximum ("Coherence: 1-5" -> "1-5": the prompt's range, which the released
+    parse reads as 1). The released pipeline applies this to ``released_response_text`` of the
+    decoded generation."""
     out = str(text).lower()
     for word in RELEASED_REMOVALS:
         out = out.replace(word, "")
@@ -141,10 +161,68 @@ def parse_released(text: str, lo: int, hi: int) -> tuple[float, str]:
     except ValueError:
         return float(lo), NO_PRED
     score, status = _in_range(value, lo, hi)
+    if status == OK and score == lo and _echo(out[match.end():], hi):
+        return score, ECHO
     return (score, LIST) if status == OK and _LIST_NUMBER.match(out) else (score, status)
 
 
 PARSERS = {"paper": parse_paper, "released": parse_released}
+RULES = tuple(PARSERS)
+
+
+def read_score(text: str, lo: int, hi: int, rule: str = "paper") -> tuple[float, str]:
+    """A decoded output's ``(score, status)`` as the released pipeline reads it, under ``rule``
+    ("paper" or "released"): ``released_response_text`` first (so "assistant\n4" gives 4)."""
+    return PARSERS[rule](released_response_text(text), lo, hi)
+
+
+ROLE_WORD = "assistant"
+
+
+def _settled_prefix(text: str) -> str:
+    """The part of ``released_response_text``'s deletion that more text cannot change: every
+    "assistant" deleted from ``text`` without its end when that end could still grow into one
+    ("The a", "assis"). "assistant" has no border (no proper prefix is also a suffix), so later
+    text never joins an "assistant" that ends before that end."""
+    for k in range(len(ROLE_WORD) - 1, 0, -1):
+        if text.endswith(ROLE_WORD[:k]):
+            text = text[:-k]
+            break
+    return text.replace(ROLE_WORD, "")
+
+
+def _echo_open(text: str, lo: int, hi: int) -> bool:
+    """Whether more text could still make ``parse_paper(text)`` an Echo: the number read is the
+    minimum and what follows it is the start of a separator and the maximum ("1", "1-", "1 t",
+    "2 - 1" of 2-10), or all of it (a digit may still follow)."""
+    match = _PAPER_NUMBER.match(text)
+    if match is None or float(match.group(1)) != lo:
+        return False
+    digits = str(hi)
+    head = "|".join(re.escape(digits[:k]) for k in range(1, len(digits) + 1))
+    return re.fullmatch(rf"(?:\s*(?:-|\u2013|\u2014|to?)?\s*)(?:{head})?", text[match.end():]) is not None
+
+
+def settled(text: str, rule: str = "paper", lo: int = 1, hi: int = 5) -> bool:
+    """Whether ``read_score(text + more, lo, hi, rule)`` is the same for every ``more`` (greedy
+    decoding stops there; a sound test, not always the earliest point).
+
+    * paper: ``paper_decided`` of the deleted text (``_settled_prefix``), unless the minimum may
+      still turn into an echo of the range: "The" and "4\n" are settled; "assistant\n", "4a" (an
+      "assistant" may follow) and, in 1-5, "1-" and "1\n" are not.
+    * released: only a start that is no number whatever follows: the first character (after the
+      deletion, leading whitespace and lowercasing) is no digit, sign, dot or space and begins
+      none of the words the rule deletes ("coherence", "relevance", "score", ": ", "- ",
+      "answer"), so no deletion can remove it. A number is never settled before the end: the
+      deletions can join later text to it ("4: 5" reads 45)."""
+    if rule == "paper":
+        kept = _settled_prefix(text)
+        return paper_decided(kept) and not _echo_open(kept, lo, hi)
+    head = _settled_prefix(text).lstrip().lower()
+    if not head:
+        return False
+    first = head[0]
+    return not (first.isdecimal() or first in "+-. " or any(w.startswith(first) for w in RELEASED_REMOVALS))
 
 
 def check_range(lo, hi) -> None:

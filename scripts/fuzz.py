@@ -271,8 +271,9 @@ def main(argv=None) -> int:
 
 
 def check_parse(text: str, lo: int, hi: int) -> None:
-    """Both judge parsers on any text: a score inside [lo, hi] and a known status, never an exception."""
-    from cscore.scorers.judge_parse import NO_PRED, PARSERS, STATUSES, VALID
+    """Both judge parsers on any text: a score inside [lo, hi] and a known status, never an exception;
+    every prefix ``settled`` calls final reads as the whole text does (the greedy stop is sound)."""
+    from cscore.scorers.judge_parse import NO_PRED, PARSERS, STATUSES, VALID, read_score, settled
 
     for name, parse in PARSERS.items():
         score, status = parse(text, lo, hi)
@@ -282,12 +283,17 @@ def check_parse(text: str, lo: int, hi: int) -> None:
             raise Finding(f"{name}: No Pred of {text!r} is not the minimum")
         if status not in VALID and status != NO_PRED and score not in (lo, hi):
             raise Finding(f"{name}: clamped score of {text!r} is {score}")
+        whole = read_score(text[:200], lo, hi, name)
+        for k in range(min(len(text), 200)):
+            if settled(text[:k], name, lo, hi) and read_score(text[:k], lo, hi, name) != whole:
+                raise Finding(f"{name}: {text[:k]!r} is settled but {text[:200]!r} reads {whole}")
 
 
 def judge_texts():
     digits = st.text(alphabet="0123456789.+- \n:٣۵", max_size=12)
     return st.one_of(st.text(max_size=40), digits, st.builds(lambda a, b: a + b, st.sampled_from(
-        ["Score: ", "coherence: ", "- ", " ", "answer", ""]), digits), st.just("9" * 5000), st.just("1e999"))
+        ["Score: ", "coherence: ", "- ", " ", "answer", "assistant", "assis", "The ", ""]), digits),
+        st.just("9" * 5000), st.just("1e999"))
 
 
 def run_parsers(examples: int, seed: int | None, derandomize: bool = False) -> dict:

@@ -110,6 +110,73 @@ def judge_dirs(tiny_dirs, tmp_path_factory):
     return out
 
 
+ROLE_CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>{% endfor %}"
+             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+ROLE_CHAIN = ["<|im_end|>", "<|im_start|>", "assistant", "\u010a", "4", "<|im_end|>"]  # "\u010a": byte-level "\n"
+
+
+def build_role_llama(path: Path, tokenizer, gain: float, seed: int) -> None:
+    """A tiny llama whose next token depends on the current token only (every attention output
+    and MLP projection zero, so the last hidden state is the token's embedding): after each token
+    of ``ROLE_CHAIN`` it puts the logit ``gain * sqrt(hidden)`` on the next one and 0 on every
+    other token; other tokens' embeddings are random and live in other dimensions."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    hidden = 32
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=eos,
+                         tie_word_embeddings=False)
+    model = LlamaForCausalLM(config)
+    ids = [tokenizer.convert_tokens_to_ids(t) for t in ROLE_CHAIN]
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        emb = model.model.embed_tokens.weight
+        emb.normal_(0, 1)
+        emb[:, :len(ids) - 1] = 0  # dimensions 0..4: the chain's tokens only
+        head = model.lm_head.weight
+        head.normal_(0, 0.02)
+        head[:, :len(ids) - 1] = 0
+        for k, (cur, nxt) in enumerate(zip(ids[:-1], ids[1:])):
+            emb[cur] = 0
+            emb[cur, k] = 1.0
+            head[nxt, k] = gain
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+
+
+@pytest.fixture(scope="session")
+def role_judge_dirs(tmp_path_factory):
+    """A judge pair (expert, amateur: one tokenizer with SmolLM2-style chat markers, EOS
+    ``<|im_end|>``) whose models write ``<|im_start|>assistant\n4<|im_end|>`` after a prompt
+    without a generation prompt (it ends with ``<|im_end|>``) and ``4<|im_end|>`` after one with it
+    (``<|im_start|>assistant\n``): skipped special tokens leave the text "assistant\n4". The
+    expert's logits are sharper (gain 3) than the amateur's (gain 1), so every contrast of the
+    judge methods keeps the expert's choice."""
+    from transformers import PreTrainedTokenizerFast
+
+    root = tmp_path_factory.mktemp("role_models")
+    base = build_tokenizer(root / "tok")
+    tok = PreTrainedTokenizerFast.from_pretrained(root / "tok")
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    tok.add_tokens(["assistant"])  # one ordinary token, as in SmolLM2's vocabulary
+    tok.eos_token = "<|im_end|>"
+    tok.chat_template = ROLE_CHAT
+    assert tok("assistant\n4", add_special_tokens=False)["input_ids"] == [tok.convert_tokens_to_ids(t)
+                                                                          for t in ROLE_CHAIN[2:5]]
+    assert len(base) < len(tok)
+    out = {}
+    for name, gain, seed in (("expert", 3.0, 11), ("amateur", 1.0, 12)):
+        build_role_llama(root / name, tok, gain, seed)
+        out[name] = str(root / name)
+    return out
+
+
 @pytest.fixture(scope="session")
 def demo_rows(tmp_path_factory):
     """``demo_rows(k)``: a JSONL file of the demo set's first ``k`` rows of each of its first two

@@ -222,7 +222,7 @@ def test_cli_judge_run_writes_the_interface_columns(judge_sweep):
         assert table["prompt"].str.startswith("<s>user: ").all() and table["prompt"].str.endswith("assistant:").all()
         inv = metrics["judge"]["invalid"]["cd_judge"]
         assert inv["No Pred"] == int((table["parse.cd_judge"] == "No Pred").sum())
-        bad = sum(v for k, v in inv.items() if k != "n")
+        bad = sum(inv[k] for k in ("No Pred", "Below", "Above"))  # List, Echo: scores read, said on their own
         said = (
             f"cd_judge: {bad} of {len(table)} judge outputs gave no score"
             in (judge_sweep.parent / "stdout.txt").read_text()

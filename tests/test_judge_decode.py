@@ -240,7 +240,7 @@ def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, 
     the cache and writes the same table; first_token reads one token."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from cscore.scorers.judge_parse import parse_paper
+    from cscore.scorers.judge_parse import read_score, settled
 
     args = [*judge_args, "method.lam=0.5", "method.t=0.5", "method.max_new_tokens=5"]
     res = cscore_cli("run", *args, f"hydra.run.dir={tmp_path / 'a'}", cwd=tmp_path)
@@ -249,7 +249,7 @@ def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, 
     assert metrics["judge"]["decode"] == "greedy" and metrics["judge"]["alpha"] == 0.1
     for row in ("cd_judge", "expert", "amateur"):
         for text, score, status in zip(table[f"output.{row}"], table[f"score.{row}"], table[f"parse.{row}"]):
-            assert (score, status) == parse_paper(text, 1, 5)
+            assert (score, status) == read_score(text, 1, 5, "paper")
     tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
     asst = AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"], dtype=torch.float64).eval()
@@ -259,7 +259,8 @@ def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, 
     first = int(reference_choice(zm[None], za[None], 1.0, 1.0, 0.1)[0])
     path = step_by_step(main, asst, prompt, first, c=1.0, alpha=0.1, steps=5)
     for k in range(1, 6):  # the run stops where the parse is decided (or at EOS)
-        if k == 5 or paper_decided(tok.decode(path[:k], skip_special_tokens=True)) or path[k - 1] == tok.eos_token_id:
+        if k == 5 or settled(tok.decode(path[:k], skip_special_tokens=True), "paper", 1, 5) \
+                or path[k - 1] == tok.eos_token_id:
             break
     assert table["output.cd_judge"][0] == tok.decode(path[:k], skip_special_tokens=True)
     res = cscore_cli("run", *args, f"hydra.run.dir={tmp_path / 'b'}", cwd=tmp_path)
@@ -288,7 +289,7 @@ def test_path_text_skips_special_tokens(judge_dirs):
 def test_cli_released_prompt_decodes_without_special_tokens(judge_args, tmp_path, cscore_cli, shared):
     """cd_judge with the released prompt (no generation prompt; its files are in the shared data
     folder) decodes; outputs carry no special token text and parse by the paper's rule."""
-    from cscore.scorers.judge_parse import parse_paper
+    from cscore.scorers.judge_parse import read_score
 
     res = cscore_cli("run", *judge_args, "judge_prompt=released", "method.max_new_tokens=4",
                      f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
@@ -297,7 +298,125 @@ def test_cli_released_prompt_decodes_without_special_tokens(judge_args, tmp_path
     assert not table["prompt"].str.endswith("assistant:").any()  # no generation prompt
     for text, score, status in zip(table["output.cd_judge"], table["score.cd_judge"], table["parse.cd_judge"]):
         assert "<s>" not in text and "</s>" not in text and "<pad>" not in text
-        assert (score, status) == parse_paper(text, 1, 5)
+        assert (score, status) == read_score(text, 1, 5, "paper")
+
+
+def plain_greedy_text(model_dir, prompt_text: str, max_new_tokens: int) -> str:
+    """The expert's own greedy generation (transformers' generate, no cscore code) after the
+    prompt as the run sent it, decoded with special tokens skipped."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float64).eval()
+    ids = torch.tensor([tok(prompt_text, add_special_tokens=False)["input_ids"]])
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False,
+                         pad_token_id=tok.pad_token_id)
+    return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+
+
+@pytest.fixture
+def role_args(role_judge_dirs, rows):
+    return [f"data.path={rows}", f"pair.expert.path={role_judge_dirs['expert']}",
+            f"pair.amateur.path={role_judge_dirs['amateur']}", "pair.amateur.early_exit=null", "pair.name=role",
+            "runtime.progress=false", "runtime.dtype=float64", "judge_prompt=released"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method, parse", [("cd_judge", "paper"), ("cd_judge", "released"),
+                                           ("cd_judge_released", "released"), ("cd_judge_released", "paper")])
+def test_cli_role_word_is_deleted_before_the_parse(role_judge_dirs, role_args, tmp_path, cscore_cli, shared,
+                                                   method, parse):
+    """Issue 34 item 1: with the released prompt (no generation prompt) the judge writes its role
+    word first ("<|im_start|>assistant\n4<|im_end|>"). Both presets, under either rule, delete
+    "assistant" as the released code does and read 4 for every row; the expected text is the
+    expert's own greedy generation (transformers' generate) and the expected score the released
+    code's reading of it (delete "assistant", strip: "4")."""
+    out = tmp_path / "r"
+    res = cscore_cli("run", *role_args, f"method={method}", f"method.parse={parse}", f"hydra.run.dir={out}",
+                     cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    _, table, metrics = read_run(out)
+    text = plain_greedy_text(role_judge_dirs["expert"], table["prompt"][0], 8)
+    assert text == "assistant\n4" and float(text.replace("assistant", "").strip()) == 4.0
+    rows = ("expert", "amateur", method)
+    for row in rows:
+        assert (table[f"score.{row}"] == 4.0).all() and (table[f"parse.{row}"] == "ok").all(), row
+        want = "assistant\n4" if method == "cd_judge" else "4"  # the released preset stores its response text
+        assert (table[f"output.{row}"] == want).all(), (row, table[f"output.{row}"].tolist())
+    judge_info = metrics["judge"]
+    assert judge_info["parse"] == parse
+    assert judge_info["invalid"] == {row: {"No Pred": 0, "Below": 0, "Above": 0, "List": 0, "Echo": 0, "n": 8}
+                                     for row in rows}
+    other = "released" if parse == "paper" else "paper"
+    assert judge_info["parse_changes"] == {row: {"rule": other, "outputs": 0} for row in rows}
+
+
+@pytest.mark.slow
+def test_cli_full_output_decodes_to_max_new_tokens(judge_dirs, judge_args, tmp_path, cscore_cli):
+    """Issue 34 item 9: method.full_output=true stores the whole greedy text (up to EOS or
+    max_new_tokens; checked against the step-by-step recomputation), scores and statuses equal
+    to the default run's, which stops once the parse is settled; its paths have their own key."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    args = [*judge_args, "method.lam=0", "method.max_new_tokens=6", f"cache.dir={tmp_path / 'cache'}"]
+    got = {}
+    for full in ("false", "true"):
+        res = cscore_cli("run", *args, f"method.full_output={full}", f"hydra.run.dir={tmp_path / full}",
+                         cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        got[full] = read_run(tmp_path / full)
+    short, full = got["false"][1], got["true"][1]
+    assert got["true"][2]["judge"]["full_output"] is True
+    assert not got["true"][2]["speed"]["passes"]["decode"]["from_cache"]  # not the settled paths' key
+    for col in ("score.expert", "parse.expert", "score.cd_judge", "parse.amateur"):
+        pd.testing.assert_series_equal(short[col], full[col])
+    tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
+    main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
+    longer = 0
+    for i, prompt_text in enumerate(full["prompt"]):
+        prompt = tok(prompt_text, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            first = int(main(torch.tensor([prompt])).logits[0, -1].argmax())
+        path = step_by_step(main, None, prompt, first, c=0.0, alpha=0.1, steps=6, layers=2)
+        if tok.eos_token_id in path:
+            path = path[:path.index(tok.eos_token_id) + 1]
+        assert full["output.expert"][i] == tok.decode(path, skip_special_tokens=True)
+        assert full["output.expert"][i].startswith(short["output.expert"][i])
+        longer += len(full["output.expert"][i]) > len(short["output.expert"][i])
+    assert longer > 0  # the settled run stopped early somewhere
+
+
+def test_judge_summary_lines_echoes_and_parse_changes():
+    """The run summary of a judge run: echoes of the range get their own line (no row of echoes
+    passes silently), and the other rule's changes are said per row."""
+    from cscore.scorers.kinds.shared import JudgeKind
+
+    metrics = {"judge": {
+        "invalid": {"expert": {"No Pred": 0, "Below": 0, "Above": 0, "List": 0, "Echo": 8, "n": 8},
+                    "cd_judge": {"No Pred": 2, "Below": 0, "Above": 0, "List": 0, "Echo": 3, "n": 8},
+                    "amateur": {"No Pred": 0, "Below": 0, "Above": 0, "List": 0, "Echo": 0, "n": 8}},
+        "parse_changes": {"expert": {"rule": "paper", "outputs": 8}, "cd_judge": {"rule": "paper", "outputs": 0},
+                          "amateur": {"rule": "paper", "outputs": 0}}}}
+    lines = [text for _, text in JudgeKind.summary_lines(None, metrics)]
+    assert any(x.startswith("expert: every judge output echoed the prompt's range") for x in lines)
+    assert any(x.startswith("cd_judge: 3 of 8 judge outputs echoed") for x in lines)
+    assert any(x.startswith("cd_judge: 2 of 8 judge outputs gave no score in range (2 No Pred") for x in lines)
+    assert "expert: method.parse=paper would read 8 of 8 outputs otherwise (score or status)" in lines
+    assert not any(x.startswith("amateur") for x in lines) and len(lines) == 4
+
+
+def test_parse_changes_count_what_the_other_rule_reads_otherwise():
+    """judge.parse_changes: outputs read under one rule, counted where the other reads another
+    score or status (by hand: "Coherence: 4" and "Score: 3" are numbers only for the released
+    rule, "1-5" an echo for both, "4", "The" and "assistant\n2" alike)."""
+    from cscore.scorers.judge_parse import read_score
+    from cscore.scorers.kinds.shared import parse_changes
+
+    texts = ["Coherence: 4", "4", "Score: 3", "The", "1-5", "assistant\n2"]
+    for rule, other in (("paper", "released"), ("released", "paper")):
+        read = [read_score(x, 1, 5, rule) for x in texts]
+        got = parse_changes(texts, [r[0] for r in read], [r[1] for r in read], 1, 5, rule)
+        assert got == {"rule": other, "outputs": 2}
 
 
 def test_released_prompt_with_first_token_is_refused(judge_args, tmp_path, cscore_main):

@@ -19,8 +19,9 @@ from cscore.scorers.judge_parse import ABOVE, BELOW, NO_PRED, OK
 
 
 def test_statuses():
-    assert jp.STATUSES == ("ok", "No Pred", "Below", "Above", "List")
-    assert (OK, NO_PRED, BELOW, ABOVE, jp.LIST) == jp.STATUSES
+    assert jp.STATUSES == ("ok", "No Pred", "Below", "Above", "List", "Echo")
+    assert (OK, NO_PRED, BELOW, ABOVE, jp.LIST, jp.ECHO) == jp.STATUSES
+    assert jp.VALID == (OK, jp.LIST, jp.ECHO)
 
 
 # --- the paper's rule ---------------------------------------------------------------------------
@@ -97,6 +98,111 @@ def test_released_response_text():
 
 def test_parsers_table():
     assert jp.PARSERS == {"paper": jp.parse_paper, "released": jp.parse_released}
+    assert jp.RULES == ("paper", "released")
+
+
+# --- what the judge methods apply: the released response text, then a rule ----------------------
+
+def released_pipeline(decoded: str, ignore_score: float, max_score: float) -> float:
+    """The released code's score of one generation, re-derived here from its definition:
+    llama_eval.py keeps ``decode(..., skip_special_tokens=True).replace('assistant', '').strip()``;
+    meta_eval_summeval.py's parse_output lowercases, deletes "coherence", "relevance", "score",
+    ": ", "- ", "answer" in that order, reads ``^ ?([+-]?[\\d\\.]+)`` with float() (a failure or no
+    match: ignore_score), then sets a value under ignore_score to it and one over max_score to it."""
+    import re
+
+    out = decoded.replace("assistant", "").strip().lower()
+    for word in ["coherence", "relevance", "score", ": ", "- ", "answer"]:
+        out = out.replace(word, "")
+    m = re.search(r"^ ?([+-]?[\d\.]+)", out)
+    try:
+        score = float(m.group(1)) if m else ignore_score
+    except ValueError:
+        score = ignore_score
+    return min(max(score, ignore_score), max_score)
+
+
+PIPELINE_TEXTS = ["assistant\n4", "assistant\n\nCoherence: 3", "Coherence: 4", "Score: 3", "answer: 5",
+                  "- Relevance: 2\nThe summary", "Coherence: 1-5", "consistency: 3", "The summary is fine", "7",
+                  "0", "assistant4assistant", " 2.5 out of 5", "1.2.3", "COHERENCE SCORE: 2", "Answer - 3",
+                  "Coherence: 1. The summary"]
+
+
+@pytest.mark.parametrize("lo, hi", [(1, 5), (0, 4), (2, 6)])
+def test_read_score_released_equals_the_released_pipeline(lo, hi):
+    """method.parse=released reads every decoded text as the released code does (score for score);
+    "Coherence: 4", "Score: 3", "answer: 5" and "assistant\n4" are numbers there."""
+    for text in PIPELINE_TEXTS:
+        assert jp.read_score(text, lo, hi, "released")[0] == released_pipeline(text, lo, hi), text
+    assert [jp.read_score(t, 1, 5, "released")[0] for t in ["Coherence: 4", "Score: 3", "answer: 5"]] == [4, 3, 5]
+
+
+def test_read_score_paper_deletes_the_role_word_first():
+    """parse=paper after the released code's deletion: "assistant\n4" is 4 (the paper's rule
+    alone reads no number in it); the paper's rule itself is unchanged."""
+    assert jp.parse_paper("assistant\n4", 1, 5) == (1.0, NO_PRED)
+    assert jp.read_score("assistant\n4", 1, 5, "paper") == (4.0, OK)
+    assert jp.read_score("assistant\n\n 4 is my score", 1, 5) == (4.0, OK)
+    assert jp.read_score("Coherence: 4", 1, 5, "paper") == (1.0, NO_PRED)  # the paper's rule: number first
+    for text in PIPELINE_TEXTS:  # every other text: the paper's rule of the released response text
+        assert jp.read_score(text, 1, 5, "paper") == jp.parse_paper(text.replace("assistant", "").strip(), 1, 5)
+
+
+# --- the prompt's range echoed ------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, lo, hi, paper, released", [
+    ("1-5", 1, 5, (1.0, jp.ECHO), (1.0, jp.ECHO)),
+    ("Coherence: 1-5", 1, 5, (1.0, NO_PRED), (1.0, jp.ECHO)),   # the released rule reads the range as 1
+    ("Coherence: 0-4", 0, 4, (0.0, NO_PRED), (0.0, jp.ECHO)),
+    ("- Relevance: 2 - 6", 2, 6, (2.0, NO_PRED), (2.0, jp.ECHO)),  # "- " deleted: "2 6"
+    ("1 to 5", 1, 5, (1.0, jp.ECHO), (1.0, jp.ECHO)),
+    ("3\u20137", 3, 7, (3.0, jp.ECHO), (3.0, jp.ECHO)),          # an en dash
+    ("1-4", 1, 5, (1.0, OK), (1.0, OK)),                         # not the range: a score of 1
+    ("2-5", 1, 5, (2.0, OK), (2.0, OK)),
+    ("1-50", 1, 5, (1.0, OK), (1.0, OK)),
+    ("1-5.5", 1, 5, (1.0, OK), (1.0, OK)),
+    ("1", 1, 5, (1.0, OK), (1.0, OK)),
+    ("1\n5 is the best", 1, 5, (1.0, jp.ECHO), (1.0, jp.ECHO)),  # whitespace then the maximum
+])
+def test_echo_of_the_range(text, lo, hi, paper, released):
+    """The range's minimum followed by its maximum: the score each rule reads (unchanged: the
+    minimum), with the status Echo."""
+    assert jp.parse_paper(text, lo, hi) == paper
+    assert jp.parse_released(text, lo, hi) == released
+    assert released[0] == released_pipeline(text, lo, hi)
+
+
+# --- when greedy decoding may stop ----------------------------------------------------------------
+
+PREFIXES = ["", "a", "as", "assistant", "assistant\n", "assistant\n4", "assistant\n4\n", "The", "The a", "4",
+            "4a", "4\n", "4 ", "Co", "Coherence", "Coherence:", "Coherence: 4", "- ", "-", "Evaluation", "Your",
+            "\n\nThe", "1", "1-", "1.", "1. ", "Sc", "x", ".", "3.5", "assis"]
+CONTINUATIONS = ["", "4", "5", "8", "10", "-8", " to 10", "\n5",
+                 "ssistant4", "ssistant\n4", "stant 3", "herence: 2", "ore: 3", ": 5", ".5", "-5",
+                 " 5", "\n3", "0", "assistant2", " the summary", "\u0663", "- 2", "nswer 4"]
+
+
+@pytest.mark.parametrize("rule", ["paper", "released"])
+@pytest.mark.parametrize("lo, hi", [(1, 5), (4, 8), (1, 10)])
+def test_settled_text_reads_the_same_whatever_follows(rule, lo, hi):
+    """Soundness of the stop rule: a settled text reads the same score and status with any of
+    the continuations (chosen to join numbers, complete "assistant", echo the range and the
+    released deletions)."""
+    for prefix in PREFIXES:
+        if jp.settled(prefix, rule, lo, hi):
+            want = jp.read_score(prefix, lo, hi, rule)
+            for more in CONTINUATIONS:
+                assert jp.read_score(prefix + more, lo, hi, rule) == want, (rule, prefix, more)
+
+
+def test_settled_examples():
+    paper = {p for p in PREFIXES if jp.settled(p, "paper")}
+    assert {"The", "4\n", "4 ", "Co", "Evaluation", "assistant\n4\n", "The a"} <= paper
+    assert not paper & {"", "a", "assistant", "assistant\n", "assistant\n4", "4", "4a", "assis", "1.", "1-", "1"}
+    assert jp.settled("1\n", "paper", 2, 6) and not jp.settled("1\n", "paper", 1, 5)  # "1\n5": an echo of 1-5
+    released = {p for p in PREFIXES if jp.settled(p, "released")}
+    # only a start no deletion can remove and no number can follow
+    assert released == {"The", "The a", "Evaluation", "Your", "\n\nThe", "x"}
 
 
 # --- score tokens -------------------------------------------------------------------------------
@@ -212,6 +318,6 @@ def test_released_parse_counts_list_numbering_on_its_own():
     assert got == outputs
     statuses = [s for _, s in got.values()]
     assert statuses.count(jp.LIST) == 3
-    assert jp.LIST in jp.STATUSES and set(jp.VALID) == {OK, jp.LIST}
+    assert jp.LIST in jp.STATUSES and set(jp.VALID) == {OK, jp.LIST, jp.ECHO}
     # the paper's parse is unchanged: "1. The" is the score 1, ok
     assert jp.parse_paper("1. The summary", 1, 5) == (1.0, OK)

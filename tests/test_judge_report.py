@@ -310,6 +310,28 @@ def test_invalid_outputs_are_counted_from_the_parse_columns(rep):
     assert list(rep.invalid["label"])[:2] == ["Main-8B", "Main-8B"] and list(rep.invalid["range"])[:2] == ["1-5", "2-6"]
     md = render.markdown(rep.tables["invalid"])
     assert "| Asst-1B | 1-5 | 21.9% | 5 | 2 | 0 | 32 |" in md
+    # runs without method.parse (made before the key): cd_judge read with the paper's rule, said
+    assert set(rep.invalid["rule"]) == {"paper"}
+    assert "read with method.parse=paper (the paper's Tables 6-7 used method.parse=released)" in \
+        rep.tables["invalid"].signature
+
+
+def test_the_invalid_table_says_which_rule_read_each_row(tmp_path):
+    """method.parse from each run's config (the released preset's default when absent): one rule
+    is named once; two rules name the rows each read."""
+    frame = judge_frame(0.5, 1.0, 1, 5, "pA").rename(columns=lambda c: c.replace(".cd_judge", ".cd_judge_released"))
+    write_run(tmp_path / "a", frame, 0.5, 1.0, 1, 5, name="cd_judge_released")
+    rep_one = judge.build(judge.collect(find_runs(tmp_path))[0], bootstrap=0)
+    assert set(rep_one.invalid["rule"]) == {"released"}
+    assert "read with method.parse=released (the rule of the paper's Tables 6-7)" in rep_one.tables["invalid"].signature
+    cfg = yaml.safe_load((tmp_path / "a" / rundir.CONFIG).read_text())
+    cfg["method"]["parse"] = "paper"
+    write_run(tmp_path / "b", frame, 0.5, 1.0, 1, 5, name="cd_judge_released")
+    (tmp_path / "b" / rundir.CONFIG).write_text(yaml.safe_dump(cfg))
+    rep_two = judge.build(judge.collect(find_runs(tmp_path))[0], bootstrap=0)
+    assert set(rep_two.invalid["rule"]) == {"released", "paper"}
+    sig = rep_two.tables["invalid"].signature
+    assert "method.parse=released: " in sig and "method.parse=paper: " in sig
 
 
 def test_list_numbering_is_its_own_column_and_not_invalid():
@@ -324,6 +346,27 @@ def test_list_numbering_is_its_own_column_and_not_invalid():
     md = render.markdown(judge.invalid_table(inv, "t"))
     assert "| Model | Range | Invalid | No Pred | Below | Above | List | n |" in md
     assert "| Main | 1-5 | 40.0% | 1 | 0 | 1 | 2 | 5 |" in md
+
+
+def test_range_echoes_are_their_own_column_and_no_ok_share():
+    """Rows whose parse says Echo (the prompt's range read as its minimum): counted in their own
+    column, not in Invalid (both rules read a score), and the Invalid cell says how much of the
+    row they are, so a row of echoes prints no plain 0.0%."""
+    echoes = pd.DataFrame({"parse.x": ["Echo"] * 4})
+    mixed = pd.DataFrame({"parse.x": ["ok", "Echo", "No Pred", "ok"]})
+    plain = pd.DataFrame({"parse.x": ["ok", "ok", "No Pred", "ok"]})
+    rows = [{"label": lb, "role": "main", "pair": "p", "range": "1-5", "lo": 1, "hi": 5, "frame": f,
+             "parse": "parse.x"} for lb, f in (("Echoes", echoes), ("Mixed", mixed), ("Plain", plain))]
+    inv = judge.invalid(rows).set_index("label")
+    assert (inv.loc["Echoes", "Echo"], inv.loc["Echoes", "count"], inv.loc["Echoes", "n"]) == (4, 0, 4)
+    assert (inv.loc["Mixed", "Echo"], inv.loc["Mixed", "No Pred"], inv.loc["Mixed", "count"]) == (1, 1, 1)
+    assert inv.loc["Plain", "Echo"] == 0
+    md = render.markdown(judge.invalid_table(judge.invalid(rows), "t"))
+    assert "| Model | Range | Invalid | No Pred | Below | Above | Echo | n |" in md
+    assert "| Echoes | 1-5 | 0.0% + 100.0% Echo | 0 | 0 | 0 | 4 | 4 |" in md
+    assert "| Mixed | 1-5 | 25.0% + 25.0% Echo | 1 | 0 | 0 | 1 | 4 |" in md
+    assert "| Plain | 1-5 | 25.0% | 1 | 0 | 0 | 0 | 4 |" in md
+    assert "Echo" not in render.markdown(judge.invalid_table(judge.invalid(rows[2:]), "t"))
 
 
 def test_an_expected_score_not_computed_is_a_study_note(tmp_path):

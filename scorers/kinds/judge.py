@@ -19,8 +19,10 @@ from cscore.scorers.kinds.shared import (
     JudgeKind,
     fit_judge_prompt,
     grid_points,
+    invalid_counts,
     judge_prompt,
     judge_setup,
+    parse_changes,
     plan_variants,
     stats_cache,
 )
@@ -138,7 +140,7 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, params, facto
     paths = greedy_paths(pair, stats, prompts, list(rules.values()), alpha=params["alpha"],
                          max_new_tokens=params["max_new_tokens"], cache=stats_cache(run) if key else None,
                          judge_key=key, progress=factory("decode", len(prompts)) if factory else None,
-                         extra_rules=extra, timing=timing)
+                         extra_rules=extra, timing=timing, stop=None if params["full_output"] else params["parse"])
     also = [[lam, t] for (lam, t), rule in zip(grid, extra) if rule in paths and rule not in rules.values()]
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
@@ -180,21 +182,23 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
     table["prompt"] = kept
     table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
     table["truncated"] = truncated
-    invalid = {}
+    invalid, changes = {}, {}
     module = methods.get(run.method.name)
     for v in plan.variants:
         got = module.judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], alpha=params["alpha"],
-                           score_range=[lo, hi], texts=decoded.get(v.name))
+                           score_range=[lo, hi], texts=decoded.get(v.name), parse=params["parse"])
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
         table[f"{rundir.PARSE}{v.name}"] = got["status"]
         table[f"{rundir.OUTPUT}{v.name}"] = got["text"]
-        counts = {s: int((got["status"] == s).sum()) for s in ("No Pred", "Below", "Above")}
-        invalid[v.name] = {**counts, "n": len(examples)}
+        invalid[v.name] = invalid_counts(got["status"])
+        changes[v.name] = parse_changes(got["text"], got["score"], got["status"], lo, hi, params["parse"])
     sizes = stats.front_sizes
     judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
                   "c": params["lam"] / params["t"], "alpha": params["alpha"], "decode": params["decode"],
-                  "max_new_tokens": params["max_new_tokens"], "invalid": invalid, "judge_prompt": jp.get("name"),
+                  "max_new_tokens": params["max_new_tokens"], "full_output": params["full_output"],
+                  "parse": params["parse"], "invalid": invalid, "parse_changes": changes,
+                  "judge_prompt": jp.get("name"),
                   "grid_decoded_too": also,
                   "value_tokens": {str(v): list(ids) for v, ids in zip(values, value_ids)},
                   "continuation_prefixes": [list(p) for p in prefixes],

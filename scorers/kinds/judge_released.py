@@ -2,7 +2,9 @@
 code's decode, no judge statistics; each decoded row cached, a sweep's λ / t points decoded in the
 first job's tree (``grid_points``, ``decode_rows``). Columns: ``score.<row>``,
 ``parse.<row>``, ``output.<row>``. ``metrics.json`` → ``judge.invalid`` counts, per row, No Pred,
-Below, Above and List (a list number read as the score, ``judge_parse.parse_released``)."""
+Below, Above, List (a list number read as the score, ``judge_parse.parse_released``) and Echo (the
+prompt's range read as its minimum); ``judge.parse_changes`` how many outputs the other rule
+reads otherwise."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from cscore.scorers.kinds.base import REGISTRY, Passes, Plan, Scored
 from cscore.scorers.kinds.shared import (
     JudgeKind,
     grid_points,
+    invalid_counts,
     judge_setup,
+    parse_changes,
     plan_variants,
     stats_cache,
 )
@@ -111,7 +115,7 @@ def released_cache(run: RunConfig, pair, prompts):
 def score_released(run: RunConfig, loaded, plan, progress, state: dict):
     from cscore.data import judge_prompts
     from cscore.scorers import engine
-    from cscore.scorers.judge_parse import parse_released
+    from cscore.scorers.judge_parse import PARSERS
     from cscore.scorers.judge_released import released_prompt_ids, released_text
 
     params, examples, pair, jp = judge_setup(run, loaded, plan)
@@ -134,7 +138,7 @@ def score_released(run: RunConfig, loaded, plan, progress, state: dict):
     table["prompt"] = [tok.decode(p) for p in prompts]
     table["prompt_tokens"] = [len(p) for p in prompts]
     table["truncated"] = truncated
-    invalid, reports = {}, {}
+    invalid, reports, changes = {}, {}, {}
     with progress.live() as factory:
         grid = grid_points(run) if cache is not None else []
         decoded, spent, also = decode_rows(pair, prompts, plan, params, cache, base, factory, grid)
@@ -144,13 +148,14 @@ def score_released(run: RunConfig, loaded, plan, progress, state: dict):
     for v in plan.variants:
         ids, cached, seconds, call = decoded[v.name]
         outputs = [released_text(tok, x) for x in ids]
-        parsed = [parse_released(x, lo, hi) for x in outputs]
+        parsed = [PARSERS[params["parse"]](x, lo, hi) for x in outputs]  # outputs: the released response text
         status = np.array([p[1] for p in parsed], dtype=object)
-        table[f"{rundir.SCORE}{v.name}"] = np.array([p[0] for p in parsed], dtype=np.float64)
+        scores = np.array([p[0] for p in parsed], dtype=np.float64)
+        table[f"{rundir.SCORE}{v.name}"] = scores
         table[f"{rundir.PARSE}{v.name}"] = status
         table[f"{rundir.OUTPUT}{v.name}"] = np.array(outputs, dtype=object)
-        invalid[v.name] = {**{s: int((status == s).sum()) for s in ("No Pred", "Below", "Above", "List")},
-                           "n": len(examples)}
+        invalid[v.name] = invalid_counts(status)
+        changes[v.name] = parse_changes(outputs, scores, status, lo, hi, params["parse"], strip=False)
         tokens = sum(len(p) for p in prompts) + sum(len(x) for x in ids)
         # seconds: of the decode that made the row (this run's, or the run's that stored it);
         # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
@@ -158,7 +163,9 @@ def score_released(run: RunConfig, loaded, plan, progress, state: dict):
                                   cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
         reports[f"decode {v.name}"] = rep
     judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
-                  "invalid": invalid, "judge_prompt": jp.get("name"), "preset": "released", "grid_decoded_too": also,
+                  "invalid": invalid, "parse": params["parse"], "parse_changes": changes,
+                  "judge_prompt": jp.get("name"),
+                  "preset": "released", "grid_decoded_too": also,
                   **{k: params[k] for k in ("alpha", "min_keep", "max_new_tokens", "max_prompt_tokens", "batch_size",
                                             "repetition_penalty")}}
     return Scored(table, Passes(None, reports), pair.models, int(sum(truncated)), metrics={"judge": judge_info})

@@ -205,6 +205,29 @@ def fit_judge_prompt(tok, i: int, text: str, span, room: int) -> tuple[str, list
     return fitted[0], fitted[1], True
 
 
+INVALID_KEYS = ("No Pred", "Below", "Above", "List", "Echo")  # judge_parse's statuses other than "ok"
+
+
+def invalid_counts(status) -> dict[str, int]:
+    """metrics.json → judge.invalid.<row>: how many outputs got each status other than "ok", and n."""
+    status = np.asarray(status, dtype=object)
+    return {**{s: int((status == s).sum()) for s in INVALID_KEYS}, "n": int(status.size)}
+
+
+def parse_changes(texts, scores, statuses, lo: int, hi: int, rule: str, *, strip: bool = True) -> dict:
+    """metrics.json → judge.parse_changes.<row>: ``{"rule": the other rule, "outputs": how many
+    outputs it reads differently (score or status)}``. ``strip``: the texts are decoded outputs
+    (``judge_parse.read_score``); False: already the released response text (the released kind)."""
+    from cscore.scorers.judge_parse import PARSERS, read_score
+
+    other = next(r for r in PARSERS if r != rule)
+    changed = 0
+    for text, score, status in zip(texts, scores, statuses):
+        got = read_score(text, lo, hi, other) if strip else PARSERS[other](text, lo, hi)
+        changed += got != (float(score), status)
+    return {"rule": other, "outputs": int(changed)}
+
+
 class JudgeKind(MethodKind):
     """What the two judge kinds share: the judge prompts in the signature, the counts of judge
     outputs that gave no score in range (their ``judge`` section of metrics.json) in the summary."""
@@ -216,8 +239,9 @@ class JudgeKind(MethodKind):
 
     def summary_lines(self, metrics: dict) -> list[tuple[str, str]]:
         out = []
-        for name, counts in (metrics.get("judge") or {}).get("invalid", {}).items():
-            bad = {s: k for s, k in counts.items() if s not in ("n", "List") and k}
+        judge = metrics.get("judge") or {}
+        for name, counts in judge.get("invalid", {}).items():
+            bad = {s: k for s, k in counts.items() if s not in ("n", "List", "Echo") and k}
             if bad:
                 what = ", ".join(f"{k} {s}" for s, k in bad.items())
                 out.append(("yellow", f"{name}: {sum(bad.values())} of {counts['n']} judge outputs gave no score "
@@ -226,6 +250,16 @@ class JudgeKind(MethodKind):
                 out.append(("yellow", f"{name}: {counts['List']} of {counts['n']} judge outputs read as a score from "
                                       f"list numbering (\"1. The summary...\", as the released parse does; "
                                       f"{rundir.PARSE}{name} = List)"))
+            if counts.get("Echo"):
+                every = "every judge output" if counts["Echo"] == counts["n"] else \
+                    f"{counts['Echo']} of {counts['n']} judge outputs"
+                out.append(("yellow", f"{name}: {every} echoed the prompt's range (\"1-5\"), read as its minimum "
+                                      f"as the parse rule does, not a judgement ({rundir.PARSE}{name} = Echo)"))
+        for name, change in judge.get("parse_changes", {}).items():
+            if change.get("outputs"):
+                n = judge.get("invalid", {}).get(name, {}).get("n", "?")
+                out.append(("dim", f"{name}: method.parse={change['rule']} would read {change['outputs']} of {n} "
+                                   "outputs otherwise (score or status)"))
         return out
 
 

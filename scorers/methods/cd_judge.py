@@ -8,8 +8,10 @@ the judge goes on writing by the same rule, step by step, until EOS, a complete 
 only the token(s) where the score goes; ``decode=values`` (any pair, and the only one a pair whose
 tokenizers differ takes): Eq. 1 over the range's values, each value's string scored whole by each
 model on its own prompt (``scorers/judge_values.py``). The written text is parsed as the paper does
-(``judge_parse.parse_paper``): no number → the range's lowest score
-("No Pred"), below the range → its lowest ("Below"), above → its highest ("Above").
+(``parse=paper``, ``judge_parse.parse_paper``; ``parse=released``: the released code's rule), after
+deleting every "assistant" as the released code does (``judge_parse.read_score``): no number → the
+range's lowest score ("No Pred"), below the range → its lowest ("Below"), above → its highest
+("Above"), the prompt's range echoed ("1-5") → its lowest ("Echo", counted on its own).
 ``expected``: Σ value · q(value), q = softmax over the range's score tokens of the same
 contrast — a distributional variant of ours (G-Eval's probability-weighted score), no ties;
 V_head does not apply to it (every score token is weighed, plausible or not). A value written
@@ -34,7 +36,7 @@ from cscore.scorers.methods.params import POSITIVE, Param, setting
 
 NAME = "cd_judge"
 KIND = "judge"
-ACCEPTS = ("lam", "t", "score_range", "aspect", "alpha", "decode", "max_new_tokens")
+ACCEPTS = ("lam", "t", "score_range", "aspect", "alpha", "decode", "max_new_tokens", "parse", "full_output")
 DECODES = ("greedy", "first_token", "values")
 ROWS = {"expert": "main", "amateur": "asst"}  # comparison rows: who writes the score
 
@@ -55,6 +57,10 @@ class RangeParam:
         return [int(value[0]), int(value[1])]
 
 
+PARSE_RULES = ("paper", "released")
+PARSE_DOC = ("how the output is read (after deleting every 'assistant', as the released code): paper: a number "
+             "at the start; released: the released parse_output (deletes 'coherence', 'score', ': ', ... first; "
+             "the paper's invalid-output tables)")
 ASPECT_DOC = ("the aspect the judge rates; default: the data config's judge_aspect (SummEval: coherence | "
               "consistency | relevance | fluency; FED aspects; DSTC9: overall)")
 
@@ -74,9 +80,13 @@ class Params:
                           "the range's values, each scored whole by each model on its own prompt (the one a "
                           "cross-family pair takes)")
     max_new_tokens: int = setting(64, Param(int, lo=1), "greedy: the longest output (the released code's 64); "
-                                  "stops earlier at EOS or once a number is complete")
+                                  "stops earlier at EOS or, unless full_output, once the parse is settled")
     score_range: list = setting([1, 5], RangeParam(), "or range=0-4 | 1-5 | 2-6 | 3-7; any [lo, hi] of integers")
     aspect: str = setting("${oc.select:data.judge_aspect,coherence}", Param(str), ASPECT_DOC)
+    parse: str = setting("paper", Param(str, choices=PARSE_RULES), PARSE_DOC)
+    full_output: bool = setting(False, Param(bool), "greedy: true decodes every path to EOS or max_new_tokens "
+                                "(output.<row> holds the judge's whole text); false stops once the parse is "
+                                "settled (the same score, far fewer steps)")
 
 
 def needs(**_) -> tuple[str, ...]:
@@ -93,11 +103,12 @@ def contrast_c(lam: float, t: float) -> float:
 
 
 def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alpha: float = 0.0, score_range,
-          texts=None) -> dict:
-    """Per item: ``score`` (parsed), ``status`` (ok / No Pred / Below / Above), ``text`` (what
-    the judge wrote: ``texts`` when decoded, else the first token(s) read from ``stats``) and
-    ``expected`` (NaN where ``stats.expected_note`` says it cannot be computed)."""
-    from cscore.scorers.judge_parse import parse_paper
+          texts=None, parse: str = "paper") -> dict:
+    """Per item: ``score`` (parsed by ``judge_parse.read_score`` under the rule ``parse``),
+    ``status`` (ok / No Pred / Below / Above / List / Echo), ``text`` (what the judge wrote:
+    ``texts`` when decoded, else the first token(s) read from ``stats``) and ``expected`` (NaN
+    where ``stats.expected_note`` says it cannot be computed)."""
+    from cscore.scorers.judge_parse import read_score
 
     lo, hi = int(score_range[0]), int(score_range[1])
     if list(stats.values.tolist()) != list(range(lo, hi + 1)):
@@ -106,7 +117,7 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alp
     c = contrast_c(lam, t) if who == "contrast" else 0.0
     if texts is None:
         texts, _ = stats.decode(who, c, alpha)
-    parsed = [parse_paper(text, lo, hi) for text in texts]
+    parsed = [read_score(text, lo, hi, parse) for text in texts]
     return {"score": np.array([p[0] for p in parsed], dtype=np.float64),
             "status": np.array([p[1] for p in parsed], dtype=object),
             "text": np.array(texts, dtype=object),

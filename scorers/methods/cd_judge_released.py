@@ -5,21 +5,22 @@ Temperature t on the MAIN model; the relative-top filter (keep max(top-``min_kee
 the assistant's log-probs fixed at the first step; greedy decoding of up to ``max_new_tokens``
 over main − λ·asst; the prompt as one system message without a generation prompt (the
 ``judge_prompt=released`` files); the output parsed by ``parse_output``'s rules
-(``judge_parse.parse_released``). The path of the decode depends on λ and t (no judge statistics
-for this preset); each decoded row is cached, and in a sequential multirun the first job decodes
-its λ / t siblings in the same tree (``kinds/judge_released.py``, ``runtime.share_grid``)."""
+(``parse=released``, ``judge_parse.parse_released``; ``parse=paper`` for the paper's). The path of
+the decode depends on λ and t (no judge statistics for this preset); each decoded row is cached,
+and in a sequential multirun the first job decodes its λ / t siblings in the same tree
+(``kinds/judge_released.py``, ``runtime.share_grid``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cscore.scorers.methods.cd_judge import ASPECT_DOC, RangeParam
+from cscore.scorers.methods.cd_judge import ASPECT_DOC, PARSE_DOC, PARSE_RULES, RangeParam
 from cscore.scorers.methods.params import POSITIVE, Param, setting
 
 NAME = "cd_judge_released"
 KIND = "judge_released"
 ACCEPTS = ("lam", "t", "score_range", "aspect", "alpha", "min_keep", "max_new_tokens", "max_prompt_tokens",
-           "batch_size", "repetition_penalty")
+           "batch_size", "repetition_penalty", "parse")
 ROWS = {"expert": "main", "amateur": "asst"}
 
 
@@ -39,6 +40,7 @@ class Params:
     batch_size: int = setting(16, Param(int, lo=1), "prompts per batch")
     repetition_penalty: float | None = setting(None, Param(float, lo=0.0, lo_open=True, nullable=True),
                                                "null: the main model's generation_config value (Qwen2.5: 1.05), else 1")
+    parse: str = setting("released", Param(str, choices=PARSE_RULES), PARSE_DOC)
 
 
 def needs(**_) -> tuple[str, ...]:
