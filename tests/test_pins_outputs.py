@@ -8,7 +8,8 @@ cd_judge, cd_judge_released; one process, the statistics shared through the cach
 the bleu + chrf baselines. Pinned per run: scores.parquet's columns and dtypes, correlations.csv's
 columns and row labels (its text columns, one ``a | b | c`` line per row), the key tree of
 metrics.json (keys and JSON value types, not values) and the run directory's file listing.
-``speed.peak_gpu_mb`` is left out of the tree: it is there only when torch sees a CUDA device.
+``speed.peak_gpu_mb`` is left out of the tree: it is there only when torch sees a CUDA device; ``mfu``
+(run and passes) is pinned as null, its value on a CPU (a number on a CUDA device of known peak).
 
 A mismatch prints a unified diff. Regenerate after an intended change:
 ``CSCORE_UPDATE_PINS=1 python -m pytest tests/test_pins_*.py``."""
@@ -96,6 +97,10 @@ def outputs_record(run: Path) -> dict:
     metrics = json.loads((run / "metrics.json").read_text())
     for section, key in MACHINE_KEYS:
         metrics.get(section, {}).pop(key, None)
+    speed = metrics.get("speed", {})
+    for part in [speed, *(speed.get("passes") or {}).values()]:
+        if "mfu" in part:  # a number on a CUDA device of known peak, else null: pinned as present
+            part["mfu"] = None
     return {"scores.parquet": {c: str(t) for c, t in scores.dtypes.items()},
             "correlations.csv": {"columns": list(corr.columns), "label_columns": labels,
                                  "rows": [" | ".join(r) for r in corr[labels].astype(str).values.tolist()]},
