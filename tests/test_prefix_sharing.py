@@ -221,24 +221,33 @@ def test_packed_attention_equals_the_dense_block_causal_mask(models, side, promp
     model = models["float64"]
     monkeypatch.setattr(packed_attention, "BATCH_PROMPTS", prompts)
     monkeypatch.setattr(engine, "SPARSE_ON_CUDA", True)  # where the models load on a GPU, its sparse path too
-    seen = []
-    real = packed_attention.attention
-
-    def spy(*args, **kwargs):
-        seen.append(packed_attention._LAYOUT.get() is not None)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(packed_attention, "attention", spy)
-    packed_attention.register()  # the registered function is looked up by name at each forward
-    try:
-        sparse, _ = run(model, token_budget=70, padding_side=side)
-    finally:
-        monkeypatch.setattr(packed_attention, "attention", real)
-        packed_attention.register()
+    sparse, seen = run_spied(model, monkeypatch, "attention", packed_attention._LAYOUT, side)
     monkeypatch.setattr(engine, "SPARSE_PACKED", False)
     dense, _ = run(model, token_budget=70, padding_side=side)
-    assert any(seen) and model.config._attn_implementation == "sdpa"
+    assert seen and model.config._attn_implementation == "sdpa"
     assert_same(sparse, dense, atol=1e-12)
+
+
+def run_spied(model, monkeypatch, name: str, var, side: str):
+    """``run`` with packed_attention's registered function ``name`` spied on: (statistics, whether
+    some call saw its layout or mask ``var`` set). The function is looked up by name at each forward."""
+    from cscore.scorers import packed_attention
+
+    seen = []
+    real = getattr(packed_attention, name)
+
+    def spy(*args, **kwargs):
+        seen.append(var.get() is not None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(packed_attention, name, spy)
+    packed_attention.register()
+    try:
+        got, _ = run(model, token_budget=70, padding_side=side)
+    finally:
+        monkeypatch.setattr(packed_attention, name, real)
+        packed_attention.register()
+    return got, any(seen)
 
 
 def test_sparse_path_builds_no_row_by_row_mask(models):
@@ -295,23 +304,10 @@ def test_flex_attention_block_mask_equals_the_dense_mask(models, side, monkeypat
     monkeypatch.setattr(engine, "PACKED_CPU", "flex")
     monkeypatch.setattr(engine, "PACKED_CUDA", "flex")
     assert engine.packed_path(model) == "flex" and engine.sparse_packed(model)
-    seen = []
-    real = packed_attention.flex_attention_forward
-
-    def spy(*args, **kwargs):
-        seen.append(packed_attention._FLEX.get() is not None)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(packed_attention, "flex_attention_forward", spy)
-    packed_attention.register()
-    try:
-        flex, _ = run(model, token_budget=70, padding_side=side)
-    finally:
-        monkeypatch.setattr(packed_attention, "flex_attention_forward", real)
-        packed_attention.register()
+    flex, seen = run_spied(model, monkeypatch, "flex_attention_forward", packed_attention._FLEX, side)
     monkeypatch.setattr(engine, "SPARSE_PACKED", False)
     dense, _ = run(model, token_budget=70, padding_side=side)
-    assert any(seen) and model.config._attn_implementation == "sdpa"
+    assert seen and model.config._attn_implementation == "sdpa"
     assert_same(flex, dense, atol=1e-12)
 
 
