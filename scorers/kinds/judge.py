@@ -152,7 +152,6 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, params, facto
 
 def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
     from cscore.data import judge_prompts
-    from cscore.scorers import methods
     from cscore.scorers.judge_parse import continuation_prefixes, score_tokens
     from cscore.scorers.passes import per_item
 
@@ -182,17 +181,7 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
     table["prompt"] = kept
     table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
     table["truncated"] = truncated
-    invalid, changes = {}, {}
-    module = methods.get(run.method.name)
-    for v in plan.variants:
-        got = module.judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], alpha=params["alpha"],
-                           score_range=[lo, hi], texts=decoded.get(v.name), parse=params["parse"])
-        table[f"{rundir.SCORE}{v.name}"] = got["score"]
-        table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
-        table[f"{rundir.PARSE}{v.name}"] = got["status"]
-        table[f"{rundir.OUTPUT}{v.name}"] = got["text"]
-        invalid[v.name] = invalid_counts(got["status"])
-        changes[v.name] = parse_changes(got["text"], got["score"], got["status"], lo, hi, params["parse"])
+    invalid, changes = score_rows(run, stats, plan, params, decoded, table)
     sizes = stats.front_sizes
     judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
                   "c": params["lam"] / params["t"], "alpha": params["alpha"], "decode": params["decode"],
@@ -212,6 +201,26 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
     label = "judge: " + "+".join(pair.models)
     return Scored(table, JudgeRun(stats, {label: report, **decode_report}), pair.models, n_truncated,
                   metrics={"judge": judge_info})
+
+
+def score_rows(run: RunConfig, stats, plan, params, decoded: dict, table) -> tuple[dict, dict]:
+    """Each row's score, expected score, parse status and text into ``table``; (invalid-output
+    counts, parse changes) per row."""
+    from cscore.scorers import methods
+
+    lo, hi = params["score_range"]
+    invalid, changes = {}, {}
+    module = methods.get(run.method.name)
+    for v in plan.variants:
+        got = module.judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], alpha=params["alpha"],
+                           score_range=[lo, hi], texts=decoded.get(v.name), parse=params["parse"])
+        table[f"{rundir.SCORE}{v.name}"] = got["score"]
+        table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
+        table[f"{rundir.PARSE}{v.name}"] = got["status"]
+        table[f"{rundir.OUTPUT}{v.name}"] = got["text"]
+        invalid[v.name] = invalid_counts(got["status"])
+        changes[v.name] = parse_changes(got["text"], got["score"], got["status"], lo, hi, params["parse"])
+    return invalid, changes
 
 
 def expected_missing(stats, plan, params) -> dict[str, str]:
