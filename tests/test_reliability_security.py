@@ -186,9 +186,11 @@ def test_a_failed_run_removes_only_its_own_directory(tmp_path, cscore_main):
     of the default layout, but never an (empty) folder of the user's above hydra.run.dir: it did."""
     mine = tmp_path / "user" / "experiments"
     mine.mkdir(parents=True)
-    args = ["run", "data=table", f"data.path={tmp_path / 'missing.csv'}", "data.task=summarization"]
+    bad = tmp_path / "bad.csv"  # exists (a missing file stops before any run directory), fails when read
+    bad.write_text("a,b\n1,2\n")
+    args = ["run", "data=table", f"data.path={bad}", "data.task=summarization"]
     res = cscore_main(*args, f"hydra.run.dir={mine / 'run1'}", cwd=tmp_path)
-    assert res.returncode == 1 and "missing.csv does not exist" in res.stderr
+    assert res.returncode == 1 and "bad.csv" in res.stderr, res.stderr
     assert mine.is_dir() and not (mine / "run1").exists()
     work = tmp_path / "work"
     work.mkdir()
