@@ -327,8 +327,7 @@ class Useful:
     def add(self, items, rows: list[Row]) -> None:
         if self.costs is None or self.total is None:
             return
-        self.total += sum(flops.row_flops(self.costs, len(r.prompt), [len(items[i][1]) for i in r.members],
-                                          self.scored_heads) for r in rows)
+        self.total += flops.rows_flops(self.costs, items, rows, self.scored_heads)
 
 
 def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id, padding_side, progress,

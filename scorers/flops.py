@@ -113,6 +113,13 @@ def row_flops(c: Costs, prompt: int, hyps: Sequence[int], scored_heads: int, sco
     return total
 
 
+def rows_flops(c: Costs, items, rows, scored_heads: int, last_only: bool = False) -> int:
+    """``row_flops`` summed over engine rows (``prompt``, ``members`` indexing ``items`` =
+    [(prompt ids, hypothesis ids)]); ``last_only``: each member scored at one position (the judge)."""
+    return sum(row_flops(c, len(r.prompt), [len(items[i][1]) for i in r.members], scored_heads,
+                         scored=len(r.members) if last_only else None) for r in rows)
+
+
 def peak_flops(device, dtype) -> float | None:
     """The device's dense peak FLOP/s for ``dtype`` (a torch dtype or its name), or None for a
     CPU or a device not in ``PEAK_TFLOPS``."""

@@ -148,8 +148,7 @@ def judge_flops(main, asst, items, rows) -> float | None:
         c = flops.costs(model)
         if c is None:
             return None
-        total += sum(flops.row_flops(c, len(r.prompt), [len(items[i][1]) for i in r.members], heads,
-                                     scored=len(r.members)) for r in rows)
+        total += flops.rows_flops(c, items, rows, heads, last_only=True)
     return total
 
 

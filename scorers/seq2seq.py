@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from cscore.errors import ConfigError
-from cscore.scorers.head import HEAD_CHUNK_ELEMENTS, chunk_rows, token_statistics
+from cscore.scorers.head import chunk_rows, token_statistics
 from cscore.scorers.passes import EngineReport, Outputs, announce, check_inputs, kept
 from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.stats import TokenStats
@@ -217,8 +217,7 @@ def _score_batch(model, items, idx, hidden, out, name, vocab, device):
         [t for i in idx for t in items[i][1]]))
     dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in idx])
     picked = hidden[rows, cols]
-    chunk = chunk_rows(vocab, picked.device, picked.element_size()) if picked.device.type == "cuda" else \
-        max(1, HEAD_CHUNK_ELEMENTS // vocab)
+    chunk = chunk_rows(vocab, picked.device, picked.element_size())
     got = [token_statistics(raw_logits(model, picked[s:s + chunk]), targets[s:s + chunk], out.temperatures)
            for s in range(0, len(targets), chunk)]
     lp, lpm = torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1)

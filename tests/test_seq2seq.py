@@ -19,6 +19,7 @@ import torch
 import cscore
 from cscore.errors import ConfigError
 from cscore.scorers import engine, methods, seq2seq
+from cscore.scorers import head as lm_head
 from cscore.scorers.api import ModelPair
 from cscore.scorers.cache import StatsCache
 from cscore.scorers.models import LoadedModel, check_same_kind, early_exit, load_model
@@ -312,7 +313,7 @@ def test_batching_budget_order_and_encoder_sharing_do_not_change_the_statistics(
     left, _, _ = run(its, token_budget=60, padding_side="left")  # causal padding_side does not apply
     assert_same_stats(left, base)
     # the LM head in chunks of 3 target positions
-    monkeypatch.setattr(seq2seq, "HEAD_CHUNK_ELEMENTS", 3 * model.get_output_embeddings().weight.shape[0])
+    monkeypatch.setattr(lm_head, "HEAD_CHUNK_ELEMENTS", 3 * model.get_output_embeddings().weight.shape[0])
     chunked, _, _ = run(its, token_budget=100_000)
     assert_same_stats(chunked, base)
 
