@@ -1,0 +1,80 @@
+"""One plugin registry for every extension point (method kinds, methods, baseline families, data
+loaders): ``@REG.register("name")`` on a class, the base type checked, a name registered twice
+refused, an unknown name answered with a did-you-mean in one line."""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Iterator
+from typing import Generic, TypeVar
+
+from cscore.errors import ConfigError, CscoreError
+
+T = TypeVar("T")
+C = TypeVar("C")
+
+
+def suggest(word: object, options: Iterable[object], prefix: str = "") -> str:
+    """' (did you mean <prefix>X?)' when a close option X exists, else ''."""
+    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
+
+
+def unknown_keys(what: str, unknown: Iterable[object], allowed: Iterable[object], prefix: str = "") -> str:
+    """One line naming unknown keys, each with its did-you-mean, and the allowed ones:
+    '<what>: unknown option x (did you mean y?); allowed: a, b'."""
+    allowed = [str(a) for a in allowed]
+    named = [f"{prefix}{key}{suggest(key, allowed, prefix)}" for key in unknown]
+    noun = "option" if len(named) == 1 else "options"
+    valid = ", ".join(prefix + a for a in allowed) or "none"
+    return f"{what}: unknown {noun} {', '.join(named)}; allowed: {valid}"
+
+
+class Registry(Generic[T]):
+    """Entries of one kind by name. ``base``: every entry must be this class or a subclass of it;
+    ``error``: what ``get`` raises for an unknown name (a ConfigError, exit 2, by default)."""
+
+    def __init__(self, what: str, base: type, error: type[CscoreError] = ConfigError):
+        self.what = what
+        self.base = base
+        self.error = error
+        self.entries: dict[str, type[T]] = {}
+
+    def register(self, name: str) -> Callable[[type[C]], type[C]]:
+        """A class decorator that adds the class under ``name``."""
+        def add(cls: type[C]) -> type[C]:
+            self.add(name, cls)  # type: ignore[arg-type]
+            return cls
+        return add
+
+    def add(self, name: str, cls: type[T]) -> None:
+        if not name:
+            raise CscoreError(f"{self.what}: {cls!r} is registered without a name")
+        if not (isinstance(cls, type) and issubclass(cls, self.base)):
+            raise CscoreError(f"{self.what} {name!r}: {cls!r} is not a {self.base.__name__} subclass")
+        have = self.entries.get(name)
+        if have is not None and have is not cls:
+            raise CscoreError(f"{self.what} {name!r} is registered twice: {have.__module__}.{have.__qualname__} "
+                              f"and {cls.__module__}.{cls.__qualname__}")
+        self.entries[name] = cls
+
+    def get(self, name: str) -> type[T]:
+        try:
+            return self.entries[name]
+        except KeyError:
+            raise self.error(f"unknown {self.what} {name!r}{suggest(name, self.entries)}; "
+                             f"known: {', '.join(sorted(self.entries))}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self.entries)
+
+    def items(self) -> list[tuple[str, type[T]]]:
+        return sorted(self.entries.items())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.entries)
