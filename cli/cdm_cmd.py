@@ -79,35 +79,31 @@ def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     ``overrides``: the command line, for the pair's early-exit rule (as in ``cscore run``)."""
     from cscore.cli.run import resolve_pair
     from cscore.cli.stages import load_stage
-    from cscore.cli.typed import typed
     from cscore.cli.validate import validate
     from cscore.scorers.training import artifacts, negatives
 
     g = checked(cfg.cdm.generate, GENERATE_PARAMS, "cdm.generate")
-    validate(cfg)
-    resolve_pair(cfg, list(overrides))
-    run = typed(cfg)  # the pair as resolved
-    job = negatives.open_job(cfg, g, artifacts.out_dir(g["out"], "cdm", "generate"))
-    negatives.make(job, run, cfg, negatives.positives_of(load_stage(run).examples, g))
+    resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
+    run = validate(cfg)
+    job = negatives.open_job(run, g, artifacts.out_dir(g["out"], "cdm", "generate"))
+    negatives.make(job, run, negatives.positives_of(load_stage(run).examples, g))
     return job.folder.path
 
 
 def train(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     """Train the discriminator (scorers/training/discriminator.py); returns the output directory."""
     from cscore.cli.run import resolve_pair
-    from cscore.cli.typed import typed
     from cscore.cli.validate import validate
-    from cscore.scorers.kinds.shared import load_pair, stats_cache
+    from cscore.scorers.kinds.pair import load_pair, stats_cache
     from cscore.scorers.training import discriminator
 
     t = checked(cfg.cdm.train, TRAIN_PARAMS, "cdm.train")
-    validate(cfg)
-    resolve_pair(cfg, list(overrides))
-    job = discriminator.open_job(cfg, t)
+    resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
+    run = validate(cfg)
+    job = discriminator.open_job(run, t)
     if job.finished:
         log.info("cdm train: %s is finished with this config: skipped (remove it to train again)", job.folder.path)
         return job.folder.path
-    run = typed(cfg)  # the pair as resolved
     pair = load_pair(run, ["expert", "amateur"]) if job.kind == "pooler" else None
-    discriminator.train(cfg, job, pair, stats_cache(run) if pair is not None else None)
+    discriminator.train(run, job, pair, stats_cache(run) if pair is not None else None)
     return job.folder.path

@@ -15,27 +15,28 @@ import os
 
 from cscore.errors import ConfigError
 from cscore.scorers import hub, specs
+from cscore.scorers.config import RunConfig
 
 CHEAP_FACTOR, CHEAP_SLACK = 2, 8  # tokens <= 2 x UTF-8 bytes + 8 for any tokenizer: no need to count
 
 
-def needed_models(c: dict) -> dict[str, tuple[str, str | None]]:
+def needed_models(run: RunConfig) -> dict[str, tuple[str, str | None]]:
     """{role: (spec, revision)} of the models the run loads (an early-exit amateur is the expert's)."""
     from cscore.scorers.variants import models_needed, plan
 
-    method = dict(c["method"])
-    roles = models_needed(plan(method, baseline_t=c["baselines"]["t"], rows=list(c["baselines"]["rows"])))
+    roles = models_needed(plan(run.method, baseline_t=run.baselines.t, rows=list(run.baselines.rows)))
     out = {}
     for role in roles:
-        model = c["pair"].get(role) or {}
-        if model.get("path") is not None:
-            out[role] = (str(model["path"]), model.get("revision"))
+        model = getattr(run.pair, role)
+        if model.path is not None:
+            out[role] = (str(model.path), model.revision)
     return out
 
 
-def check(c: dict) -> None:
-    """ConfigError (one line naming the key to set) for the first model that cannot load here."""
-    models = needed_models(c)
+def check(c: dict, run: RunConfig) -> None:
+    """ConfigError (one line naming the key to set) for the first model that cannot load here
+    (``c``: the config as a plain dict; ``run``: it typed)."""
+    models = needed_models(run)
     offline = []
     for role, (spec, revision) in models.items():
         try:

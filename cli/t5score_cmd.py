@@ -62,7 +62,7 @@ def training_table(cfg: DictConfig, t: dict):
     """The examples, the human aspect that ranks them and each row's context (reference / source)."""
     from cscore.cli.stages import load_stage
     from cscore.cli.validate import validate
-    from cscore.scorers.kinds.shared import target_aspect
+    from cscore.scorers.kinds.aspects import target_aspect
 
     examples = load_stage(validate(cfg)).examples
     aspect = target_aspect(examples, t["aspect"])

@@ -86,4 +86,4 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     return RunConfig(**settings, **top, data=known_only(Data, c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
                      tracking=known_only(Tracking, c.get("tracking") or {"name": "none"}),
-                     method_given=dict(c["method"]), data_given=dict(c.get("data") or {}))
+                     method_given=dict(c["method"]), data_given=dict(c.get("data") or {}), composed=c)

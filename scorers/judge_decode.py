@@ -303,12 +303,12 @@ def _with_extras(compute, todo: list[str], more: list[str]) -> dict:
         return compute(todo)
 
 
-def released_parts(pair, prompts, who: str, params: dict, base: dict) -> dict:
+def released_parts(pair, prompts, who: str, params, base: dict) -> dict:
     """What a released-preset decode depends on (its cache key parts): the models, dtype, device
     and prompt ids (``base``), the row, the decoding settings; λ and t only for the contrast row
     (the main-alone and assistant-alone rows decode with λ = 0, t = 1, so one decode serves every
-    grid point)."""
+    grid point). ``params``: cd_judge_released's Params."""
     keep = ("alpha", "min_keep", "max_new_tokens", "batch_size", "repetition_penalty")
-    point = {"lam": params["lam"], "t": params["t"]} if who == "contrast" else {}
-    return {**base, "preset": "cd_judge_released", "who": who, **{k: params[k] for k in keep}, **point,
+    point = {"lam": params.lam, "t": params.t} if who == "contrast" else {}
+    return {**base, "preset": "cd_judge_released", "who": who, **{k: getattr(params, k) for k in keep}, **point,
             "eos": sorted(eos_ids(pair.expert.config, pair.tokenizer)), "pad": pair.tokenizer.pad_token_id}

@@ -27,6 +27,7 @@ from omegaconf import OmegaConf
 
 import cscore
 from cscore import rundir
+from cscore.cli.typed import typed_method
 from cscore.data import load_examples
 from cscore.metaeval import tables
 from cscore.metaeval.levels import correlate_at
@@ -38,11 +39,9 @@ NOISE = {"expert": 1.0, "amateur": 1.6, "ensemble": 1.2}  # larger = worse metri
 
 
 def compose(overrides: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
+    from cscore.cli.compose import composed
 
-    with initialize_config_module("cscore.conf", version_base="1.3"):
-        return hydra_compose("config", overrides=overrides)
+    return composed("config", overrides)
 
 
 def examples(n_items: int) -> pd.DataFrame:
@@ -60,7 +59,7 @@ def examples(n_items: int) -> pd.DataFrame:
 def write_run(path: Path, overrides: list[str], rows: pd.DataFrame, seed: int) -> None:
     cfg = compose(overrides)
     method = OmegaConf.to_container(cfg.method, resolve=True)
-    variants = plan(method, baseline_t=cfg.baselines.t, rows=list(cfg.baselines.rows))
+    variants = plan(typed_method(method), baseline_t=cfg.baselines.t, rows=list(cfg.baselines.rows))
     rng = np.random.default_rng(seed)
     humans = [c for c in rows.columns if c.startswith("human.")]
     quality = rows[humans].mean(axis=1).to_numpy()

@@ -93,6 +93,13 @@ class MethodKind(ABC):
     @abstractmethod
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored: ...
 
+    def rows(self, run: RunConfig) -> list:
+        """The method's variant rows (its own and the comparison rows) from its typed Params; the
+        section as written (``RunConfig.method_given``) gives only their records' values."""
+        from cscore.scorers.variants import plan
+
+        return plan(run.method, baseline_t=run.baselines.t, rows=list(run.baselines.rows), written=run.method_given)
+
     def signature_fields(self, run: RunConfig) -> dict[str, Any]:
         """The fields of the run's signature that depend on the kind: which pair, which prompt."""
         return {"pair": run.pair.name, "prompt": f"{run.prompt.name}/{run.prompt.condition}"}

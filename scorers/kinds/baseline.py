@@ -19,7 +19,7 @@ import pandas as pd
 from cscore import rundir
 from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, MethodKind, Passes, Plan, Scored
-from cscore.scorers.kinds.shared import stats_cache
+from cscore.scorers.kinds.pair import stats_cache
 from cscore.scorers.tokenize import InputError
 
 log = logging.getLogger("cscore")
@@ -30,15 +30,6 @@ def chosen(run: RunConfig) -> dict:
     from cscore.scorers import baselines
 
     return baselines.check_config(run.method.name, run.baseline)
-
-
-def plan_baseline(run: RunConfig):
-    from cscore.scorers import baselines
-    from cscore.scorers.variants import Variant
-
-    variants = [Variant(col, "baseline", {"baseline": name, "metric": col, **params})
-                for name, params in chosen(run).items() for col in baselines.columns(name, params)]
-    return Plan(variants, [], [])
 
 
 def texts_of(examples: pd.DataFrame):
@@ -82,21 +73,6 @@ def counted(name: str, table: pd.DataFrame, rows: list[int], what: str) -> dict:
     return {"count": len(ids), "ids": ids}
 
 
-def score_baseline(run: RunConfig, loaded, plan, progress, state: dict):
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
-
-    picked = chosen(run)
-    table = loaded.examples.copy()
-    texts = texts_of(table)
-    runtime = runtime_of(run, table["id"], progress.factory)  # the forward passes of bartscore / t5score
-    # set by the first family whose checks pass (references, model): see common.started
-    runtime["started"] = lambda: state.__setitem__("stage", "score")
-    with progress.live():
-        return score_all(picked, table, texts, runtime)
-
-
 def score_all(picked: dict, table: pd.DataFrame, texts, runtime: dict):
     from cscore.scorers import baselines
 
@@ -134,10 +110,26 @@ class Baseline(MethodKind):
     sections = ("baselines",)
 
     def plan(self, run: RunConfig) -> Plan:
-        return plan_baseline(run)
+        from cscore.scorers import baselines
+        from cscore.scorers.variants import Variant
 
-    def score(self, run, loaded, plan, progress, state) -> Scored:
-        return score_baseline(run, loaded, plan, progress, state)
+        variants = [Variant(col, "baseline", run.method, {"baseline": name, "metric": col, **params})
+                    for name, params in chosen(run).items() for col in baselines.columns(name, params)]
+        return Plan(variants, [], [])
+
+    def score(self, run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
+
+        picked = chosen(run)
+        table = loaded.examples.copy()
+        texts = texts_of(table)
+        runtime = runtime_of(run, table["id"], progress.factory)  # the forward passes of bartscore / t5score
+        # set by the first family whose checks pass (references, model): see common.started
+        runtime["started"] = lambda: state.__setitem__("stage", "score")
+        with progress.live():
+            return score_all(picked, table, texts, runtime)
 
     def signature_fields(self, run: RunConfig) -> dict[str, Any]:
         return {"pair": "none", "prompt": "none"}
