@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from cscore.errors import ConfigError
 from cscore.scorers.config_groups import Data, JudgePrompt, Prompt, Tracking
 from cscore.scorers.methods.params import Param, setting
+from cscore.scorers.pass_options import PassOptions
 from cscore.scorers.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
 
 DTYPES = ("auto", "float32", "fp32", "float64", "bfloat16", "bf16", "float16", "fp16")
@@ -224,6 +225,8 @@ class RunConfig(RunSettings):
     # the whole config as composed (interpolations resolved): what a record writes as given (a
     # training job's provenance and identity), never read for a setting
     composed: dict = field(default_factory=dict)
+    # how the forward passes go: built once from ``runtime`` (``typed``), handed to every pass
+    passes: PassOptions = field(default_factory=PassOptions)
     # the other jobs of this job's multirun (Hydra's basic launcher only), each as the overrides in
     # which it differs from this one ({key: value as written}): cli fills it (cli/sweep_points.py)
     sweep_others: tuple = ()

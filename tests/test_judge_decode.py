@@ -133,9 +133,8 @@ def test_greedy_path_equals_step_by_step_forwards(judge_dirs, early_exit):
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
     asst = None if early_exit else AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"],
                                                                         dtype=torch.float64).eval()
-    stats, _ = judge.compute(main, prompts, asst=asst, asst_exit=early_exit, values=[1, 2, 3],
-                             value_ids=[(5,), (6,), (7,)], prefixes=[], n_items=len(prompts),
-                             decode_token=lambda t: tok.decode([t]))
+    stats, _ = judge.compute(main, prompts, judge.Scale([1, 2, 3], [(5,), (6,), (7,)], [], len(prompts),
+                                                        lambda t: tok.decode([t])), asst=asst, asst_exit=early_exit)
     rules = [0.0, 0.5, 4.0, None]
     steps = 5
     for alpha in (0.0, 0.1):
@@ -165,8 +164,8 @@ def test_greedy_extra_rules_join_the_tree_and_fall_back_alone_out_of_memory(judg
     tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
     prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in ["The mayor opened a bridge.", "Rain"]]
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
-    stats, _ = judge.compute(main, prompts, asst=None, asst_exit=2, values=[1, 2, 3], value_ids=[(5,), (6,), (7,)],
-                             prefixes=[], n_items=len(prompts), decode_token=lambda t: tok.decode([t]))
+    stats, _ = judge.compute(main, prompts, judge.Scale([1, 2, 3], [(5,), (6,), (7,)], [], len(prompts),
+                                                        lambda t: tok.decode([t])), asst=None, asst_exit=2)
     expert = NS(model=main, config=main.config, parent=None)
     pair = NS(expert=expert, amateur=NS(parent=expert, exit_layer=2, model=main), tokenizer=tok)
     kw = dict(alpha=0.1, max_new_tokens=4, judge_key="k" * 64)

@@ -57,7 +57,7 @@ def texts_of(examples: pd.DataFrame):
 
 
 def runtime_of(run: RunConfig, ids, progress=None) -> dict:
-    rt = run.runtime
+    rt = run.passes
     return {"ids": [str(i) for i in ids], "device": rt.device, "dtype": rt.dtype, "max_length": rt.max_length,
             "token_budget": rt.token_budget, "cache": stats_cache(run), "progress": progress}
 

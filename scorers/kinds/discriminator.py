@@ -49,7 +49,6 @@ class Discriminator(TokenKind):
         """The comparison rows as for any method (``TokenKind.score``), then score.cdm_gen from the discriminator."""
         from cscore.scorers.methods import cdm, cdm_gen
         from cscore.scorers.methods.common import per_item
-        from cscore.scorers.models import auto_device
 
         main = plan.variants[-1]
         p = main.params  # cdm_gen's Params
@@ -65,7 +64,7 @@ class Discriminator(TokenKind):
             log_odds = pooler_from_dict(meta["pooler"]).score(seqs)
         else:
             c = meta["classifier"]
-            tok, model = load_classifier(str(path), auto_device(run.runtime.device))
+            tok, model = load_classifier(str(path), run.passes.torch_device())
             log_odds = classifier_log_odds(tok, model, list(table["prompt"]), list(table["hypothesis"]), text=c["text"],
                                            batch_size=p.batch_size, max_length=c["max_length"])
         values = log_odds if p.output == "log_odds" else 1.0 / (1.0 + np.exp(-log_odds))

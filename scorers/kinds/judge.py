@@ -59,15 +59,14 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     tok = pair.tokenizer
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
 
-    share = bool(run.runtime.prefix_sharing)
+    opts = run.passes
     digits = digit_tokens(tok) if prefixes else None
+    scale = judge.Scale(values, value_ids, prefixes, n_items, lambda t: tok.decode([t]), digits)
 
     def compute():
-        return judge.compute(main.model, contexts, asst=None if early else asst.model,
-                             asst_exit=asst.exit_layer if early else None, values=values, value_ids=value_ids,
-                             prefixes=prefixes, n_items=n_items, decode_token=lambda t: tok.decode([t]),
-                             token_budget=run.runtime.token_budget, padding_side=run.runtime.padding_side,
-                             pad_id=pad_id, progress=progress, share_prefix=share, digit_ids=digits)
+        return judge.compute(main.model, contexts, scale, asst=None if early else asst.model,
+                             asst_exit=asst.exit_layer if early else None, pad_id=pad_id, progress=progress,
+                             options=opts)
 
     if asst.parent is not None and not early:
         raise ConfigError("the judge's assistant must be a whole model or an early exit of the main model")
@@ -82,9 +81,8 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     parts = {"kind": "judge", "judge_format": FORMAT, "main": model_identity(main), "asst": model_identity(asst),
              "dtype": str(main.dtype), "device": main.device.type, "ids": ids_digest([(c, []) for c in contexts]),
              "values": list(values), "value_ids": [list(v) for v in value_ids],
-             "token_budget": run.runtime.token_budget, "padding_side": run.runtime.padding_side}
-    if share:  # packed rows batch differently (float32 rounding); unshared keys unchanged
-        parts["prefix_sharing"] = True
+             # packed rows batch differently (float32 rounding): a shared key says so; unshared keys unchanged
+             **opts.key_parts(shared=opts.prefix_sharing)}
     if digits is not None:  # one-token ranges: keys unchanged
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
     done: dict = {}
@@ -198,11 +196,11 @@ class Judge(JudgeKind):
         values = list(range(lo, hi + 1))
         value_ids = [tuple(tokens[v]) for v in values]
         prefixes = continuation_prefixes(tokens)
-        kept, contexts, truncated = encode_contexts(tok, texts, spans, prefixes, run.runtime.max_length)
+        kept, contexts, truncated = encode_contexts(tok, texts, spans, prefixes, run.passes.max_length)
         n_truncated = int(sum(truncated))
         if n_truncated:
             log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d", n_truncated,
-                        len(examples), run.runtime.max_length)
+                        len(examples), run.passes.max_length)
         state["stage"] = "score"
         with progress.live() as factory:
             stats, report, key = judge_statistics(run, pair, contexts, values=values, value_ids=value_ids,

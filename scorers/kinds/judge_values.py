@@ -58,7 +58,7 @@ def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int])
         if not getattr(tok, "chat_template", None):
             log.warning("the %s's tokenizer has no chat template: its judge prompts are the plain prompt text", role)
         texts, spans = render(tok, examples, jp, p)
-        built[role] = value_items(tok, texts, spans, values, run.runtime.max_length)
+        built[role] = value_items(tok, texts, spans, values, run.passes.max_length)
     hyps = [str(v) for _ in range(len(examples)) for v in values]
     inputs = ScoringInput(built["expert"][0], built["amateur"][0] if pair.aligned else None,
                           hyps if pair.aligned else None)
@@ -77,13 +77,11 @@ def score_values(run: RunConfig, setup: tuple, plan, progress, state: dict) -> S
     truncated = [any(flags) for flags in zip(*(f for f, _ in per_role.values()))]
     if any(truncated):
         log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d",
-                    sum(truncated), len(examples), run.runtime.max_length)
+                    sum(truncated), len(examples), run.passes.max_length)
     state["stage"] = "score"
     with progress.live() as factory:
-        stats = pair.statistics(inputs=inputs, temperatures=judge_values.temperatures(p.t),
-                                token_budget=run.runtime.token_budget, padding_side=run.runtime.padding_side,
-                                models=plan.models, progress=per_item(factory, len(values)), cache=stats_cache(run),
-                                prefix_sharing=run.runtime.prefix_sharing)
+        stats = pair.statistics(inputs=inputs, temperatures=judge_values.temperatures(p.t), models=plan.models,
+                                progress=per_item(factory, len(values)), cache=stats_cache(run), options=run.passes)
     n = len(values)
     a = judge_values.value_logp(stats.stats["expert"], n)
     b = {t: judge_values.value_logp(stats.stats["amateur"], n, t) for t in {1.0, float(p.t)}}

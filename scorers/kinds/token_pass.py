@@ -42,17 +42,16 @@ class TokenKind(MethodKind):
         prompt_texts, spans = make_prompts(run, examples, pair.tokenizer)
         # a cross-family amateur renders the prompts with its own tokenizer (its own chat template)
         own = make_prompts(run, examples, pair.amateur.tokenizer, "amateur") if pair.aligned else (None, None)
-        rt = run.runtime
-        inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=rt.max_length,
+        opts = run.passes
+        inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=opts.max_length,
                              source_spans=spans, amateur_prompts=own[0], amateur_spans=own[1])
         if inputs.n_truncated:
             log.warning("%d of %d items had their source truncated to fit runtime.max_length=%d", inputs.n_truncated,
-                        len(examples), rt.max_length)
+                        len(examples), opts.max_length)
         state["stage"] = "score"
         with progress.live() as factory:
-            stats = pair.statistics(inputs=inputs, temperatures=plan.temperatures, token_budget=rt.token_budget,
-                                    padding_side=rt.padding_side, models=plan.models, progress=factory,
-                                    cache=stats_cache(run), prefix_sharing=rt.prefix_sharing)
+            stats = pair.statistics(inputs=inputs, temperatures=plan.temperatures, models=plan.models,
+                                    progress=factory, cache=stats_cache(run), options=opts)
         table = examples.copy()
         table["prompt"] = [it.prompt for it in inputs.items]
         table["prompt_tokens"] = [len(it.prompt_ids) for it in inputs.items]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -103,9 +103,8 @@ def momentum_sequences(pair, prompts: list[str], texts: list[str], t: float, cla
     from cscore.scorers.methods import cdm
     from cscore.scorers.methods.common import per_item
 
-    stats = pair.statistics(prompts, texts, temperatures=[t], max_length=max_length,
-                            token_budget=run.runtime.token_budget, padding_side=run.runtime.padding_side,
-                            models=["expert", "amateur"], cache=cache, prefix_sharing=run.runtime.prefix_sharing)
+    stats = pair.statistics(prompts, texts, temperatures=[t], models=["expert", "amateur"], cache=cache,
+                            options=replace(run.passes, max_length=max_length))
     m = cdm.momentum(stats.stats, t, clamp)
     return per_item(m, next(iter(stats.stats.values())).offsets), stats
 
@@ -147,7 +146,7 @@ def train(run: RunConfig, job: TrainJob, pair=None, cache=None) -> dict:
     if job.kind == "pooler":
         record, log_odds = train_pooler(run, job, pair, cache)
     else:
-        record, log_odds = train_classifier(t, job.items, labels, ~held, out, run.runtime.device)
+        record, log_odds = train_classifier(t, job.items, labels, ~held, out, run.passes.device)
     acc = {"train": accuracy(log_odds, labels, ~held), "held_out": accuracy(log_odds, labels, held)}
     groups = np.array([i["group"] for i in job.items])
     meta = {"kind": job.kind, **record, "labels": {"1": "positive", "0": "negative (degraded)"},

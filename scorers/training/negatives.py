@@ -218,7 +218,7 @@ def make(job: GenerateJob, run: RunConfig, positives) -> None:
     if len(rows):
         pair = load_pair(run, ["expert", "amateur"])
         prompts, spans = make_prompts(run, rows, pair.tokenizer)
-        inputs = pair.encode(prompts, list(rows["text"]), max_length=run.runtime.max_length, source_spans=spans)
+        inputs = pair.encode(prompts, list(rows["text"]), max_length=run.passes.max_length, source_spans=spans)
         models = write_negatives(job, run, pair, rows, inputs)
     finish(job, run, len(positives), models)
 
