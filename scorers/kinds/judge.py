@@ -222,7 +222,7 @@ class Judge(JudgeKind):
                       "judge_prompt": jp.get("name"),
                       "grid_decoded_too": also,
                       "value_tokens": {str(v): list(ids) for v, ids in zip(values, value_ids)},
-                      "continuation_prefixes": [list(p) for p in prefixes],
+                      "continuation_prefixes": [list(x) for x in prefixes],
                       "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),
                                                   "vocabulary": stats.vocab}}
         missing = expected_missing(stats, plan, p.lam / p.t)
