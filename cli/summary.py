@@ -3,7 +3,6 @@ per pass what it did, then anything worth a second look; the kind adds its own l
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -86,4 +85,4 @@ def nonfinite_hint(run: RunConfig, column: str) -> str:
     hint = getattr(methods.get(m.name), "nonfinite_hint", None)
     if hint is None or column.removeprefix(rundir.SCORE) != m.variant:
         return ""
-    return hint(asdict(m))  # type: ignore[call-overload]  # m: a method's Params dataclass
+    return hint(vars(m))  # m: a method's Params

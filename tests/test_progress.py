@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from cscore.cli.progress import Lines, quick_slice, rate_text
+from cscore.scorers.pass_options import PassOptions
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -72,7 +73,7 @@ def test_estimate_after_the_first_batch_and_the_quick_slice():
     """First 10 of 100 items in 30 s: 270 s left; a 300 s pass on a CPU gets the dev slice of
     60 / 300 = 0.2 of the groups (of 0.5 when already on a dev split of 0.5: 0.1), at least one
     group; none for a short pass or on CUDA."""
-    run = SimpleNamespace(runtime=SimpleNamespace(device="cpu"),
+    run = SimpleNamespace(passes=PassOptions(device="cpu"),
                           split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
     lines, now, console = lines_of(every=1000, hint=quick_slice(run))
     p = lines.factory("expert", 100)

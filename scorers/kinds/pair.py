@@ -4,7 +4,6 @@ statistics cache of the run."""
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 
 from cscore.scorers.config import RunConfig
 
@@ -25,7 +24,7 @@ def load_pair(run: RunConfig, needed: list[str]):
     if pair.aligned:  # a cross-family pair: only the methods computed on aligned units
         from cscore.scorers.methods import check_aligned
 
-        check_aligned(run.method.name, asdict(run.method))  # `cscore cdm`: config.yaml's method (token momenta)
+        check_aligned(run.method.name, vars(run.method))  # `cscore cdm`: config.yaml's method (token momenta)
     return pair
 
 
