@@ -13,6 +13,7 @@ from cscore.scorers import engine
 from cscore.scorers.api import ModelPair
 from cscore.scorers.cache import StatsCache
 from cscore.scorers.models import load_model
+from cscore.scorers.pass_options import PassOptions
 
 HEADS = {"expert": None, "amateur": 2}  # the full 4-layer model and an early exit after 2 layers
 TEMPS = (0.5, 1.0, 1.5)
@@ -397,7 +398,7 @@ def test_dense_path_keeps_long_rows_unshared(gemma_like, monkeypatch):
     assert engine.row_window(gemma_like) == 6
     got, on = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None})
     np.testing.assert_allclose(got["model"].logp, ref["model"].logp, rtol=0, atol=1e-9)
-    rows = engine.plan_rows(items, engine.TOKEN_BUDGET, True, window=6)
+    rows = engine.plan_rows(items, PassOptions().token_budget, True, window=6)
     assert on.tokens == sum(r.length for r in rows)
     assert {len(r.prompt) for r in rows if r.packed} == {3}
 

@@ -94,7 +94,7 @@ def test_estimate_after_the_first_batch_and_the_quick_slice():
     assert "split.dev_fraction=0.04 " in quick_slice(run)(800.0)  # 0.0375 rounded up
     assert "split.dev_fraction=0.05 " in quick_slice(run, groups=10)(800.0)  # one group of the data's 20
     assert quick_slice(run)(100.0) is None  # short
-    run.runtime.device = "cuda"
+    run.passes = PassOptions(device="cuda")
     assert quick_slice(run)(3000.0) is None
 
 
