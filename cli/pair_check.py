@@ -14,15 +14,15 @@ import json
 import os
 
 from cscore.errors import ConfigError
-from cscore.scorers import hub, specs
-from cscore.scorers.config import RunConfig
+from cscore.scorers.config.run import RunConfig
+from cscore.scorers.models import hub, specs
 
 CHEAP_FACTOR, CHEAP_SLACK = 2, 8  # tokens <= 2 x UTF-8 bytes + 8 for any tokenizer: no need to count
 
 
 def needed_models(run: RunConfig) -> dict[str, tuple[str, str | None]]:
     """{role: (spec, revision)} of the models the run loads (an early-exit amateur is the expert's)."""
-    from cscore.scorers.variants import models_needed, plan
+    from cscore.cli.pipeline.variants import models_needed, plan
 
     roles = models_needed(plan(run.method, baseline_t=run.baselines.t, rows=list(run.baselines.rows)))
     out = {}
@@ -184,7 +184,7 @@ def tokenizer_of(spec: str, revision: str | None):
     from transformers import AutoTokenizer
 
     if spec.startswith("gguf:"):
-        from cscore.scorers import gguf
+        from cscore.scorers.models import gguf
 
         return gguf.load_tokenizer(spec), False
     if specs.kind(spec) == "local":

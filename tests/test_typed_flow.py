@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from cscore.cli.compose import composed
+from cscore.cli.pipeline.variants import plan
 from cscore.cli.typed import typed, typed_method
 from cscore.scorers import methods
-from cscore.scorers.config import Runtime
-from cscore.scorers.pass_options import PassOptions
-from cscore.scorers.variants import plan
+from cscore.scorers.config.run import Runtime
+from cscore.scorers.engine.pass_options import PassOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,7 +85,7 @@ def test_one_place_opens_hydra_s_config_module():
 
 def test_only_the_typed_boundary_reads_what_the_user_wrote():
     """``method_given`` (the method section as written) is built by cli/typed.py, declared in
-    scorers/config.py and read by the signature (cli/stages.py) and ``MethodKind.rows`` (the
+    scorers/config/run.py and read by the signature (cli/pipeline/stages.py) and ``MethodKind.rows`` (the
     variants' records) only; nothing reads the method's parameters as a dict."""
     pattern = re.compile(r"method_given|run\.params|params\[\"")
     hits = set()
@@ -95,4 +95,4 @@ def test_only_the_typed_boundary_reads_what_the_user_wrote():
                 continue  # the baselines' own settings (issue 31 item 4 makes them Params)
             if pattern.search(path.read_text()):
                 hits.add(str(path.relative_to(ROOT)))
-    assert hits == {"scorers/config.py", "cli/typed.py", "cli/stages.py", "scorers/kinds/base.py"}
+    assert hits == {"scorers/config/run.py", "cli/typed.py", "cli/pipeline/stages.py", "cli/pipeline/kinds/base.py"}

@@ -1,5 +1,5 @@
 """``cscore cdm generate``: negatives made from positives by the degraded amateur
-(``cscore.scorers.cdm_generate``), written to <out>/negatives.jsonl one positive at a time, with
+(``cscore.scorers.cdm.generate``), written to <out>/negatives.jsonl one positive at a time, with
 <out>/provenance.json (config, models, versions, counts; ``complete`` once done, written last).
 The same config into the same directory resumes: the positives already written are skipped."""
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from cscore.errors import ConfigError
 from cscore.files import write_atomic
-from cscore.scorers.config import RunConfig
+from cscore.scorers.config.run import RunConfig
 from cscore.scorers.training.artifacts import ArtifactDir, now, versions
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ def todo(job: GenerateJob, positives):
 
 
 def settings(g: dict):
-    from cscore.scorers import cdm_generate as cg
+    from cscore.scorers.cdm import generate as cg
 
     return cg.Settings(strategy=g["strategy"], max_span=g["max_span"], n_negatives=g["n_negatives"],
                        n_segments=g["n_segments"], seed=g["seed"], max_tries=g["max_tries"],
@@ -173,8 +173,8 @@ def record_lines(row, item, made: list[dict], g: dict) -> str:
 def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs) -> dict:
     """Make and append the negatives of ``rows`` (``inputs``: their encoded prompts); returns the
     models record. provenance.json says ``complete: false`` meanwhile."""
-    from cscore.scorers import cdm_generate as cg
-    from cscore.scorers.identity import model_identity
+    from cscore.scorers.cdm import generate as cg
+    from cscore.scorers.models.identity import model_identity
 
     g = job.g
     models = {role: {"spec": m.name, "identity": model_identity(m), "class": m.info.get("class")}
@@ -194,33 +194,6 @@ def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs) -> dic
             if run.runtime.progress and ((i + 1) % every == 0 or i + 1 == len(rows)):
                 log.info("  %d/%d positives (%.1fs)", i + 1, len(rows), time.perf_counter() - start)
     return models
-
-
-def positives_of(examples, g: dict):
-    """The positives of ``cdm.generate`` (``g``): top_rated ranks each group on the human aspect;
-    at most ``limit`` of them, in table order."""
-    from cscore import rundir
-    from cscore.scorers.kinds.aspects import target_aspect
-
-    column = f"{rundir.HUMAN}{target_aspect(examples, g['aspect'])}" if g["positives"] == "top_rated" else None
-    positives = select_positives(examples, g["positives"], column)
-    return positives.head(g["limit"]) if g["limit"] is not None else positives
-
-
-def make(job: GenerateJob, run: RunConfig, positives) -> None:
-    """The negatives of the positives not written yet (the pair loads only when some are left),
-    then provenance.json marked complete. ``run``: the typed config (its ``composed`` is recorded)."""
-    from cscore.scorers.kinds.pair import load_pair
-    from cscore.scorers.kinds.prompts import make_prompts
-
-    rows = todo(job, positives)
-    models = None
-    if len(rows):
-        pair = load_pair(run, ["expert", "amateur"])
-        prompts, spans = make_prompts(run, rows, pair.tokenizer)
-        inputs = pair.encode(prompts, list(rows["text"]), max_length=run.passes.max_length, source_spans=spans)
-        models = write_negatives(job, run, pair, rows, inputs)
-    finish(job, run, len(positives), models)
 
 
 def finish(job: GenerateJob, run: RunConfig, n_positives: int, models: dict | None) -> dict:

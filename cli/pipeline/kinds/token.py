@@ -1,0 +1,14 @@
+"""The token statistics kind (methods without ``KIND``: single, contrast, cd_score, cdm, ...):
+one forward pass per model keeping per-token statistics (cached), every variant a function of them
+(its steps: ``token_pass.TokenKind``)."""
+
+from __future__ import annotations
+
+from cscore.cli.pipeline.kinds.base import REGISTRY
+from cscore.cli.pipeline.kinds.token_pass import TokenKind
+
+
+@REGISTRY.register
+class Token(TokenKind):
+    name = "token"
+    sections = ("units",)  # "aligned" for a cross-family pair (methods on aligned units)
