@@ -20,7 +20,7 @@ from cscore.scorers import flops
 from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import Loaded, MethodKind, Plan, Scored
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
 
 

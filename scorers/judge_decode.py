@@ -29,7 +29,7 @@ from cscore.scorers.head import head_logits
 from cscore.scorers.judge_stats import DECODE_FORMAT, DecodedPaths
 from cscore.scorers.passes import announce
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 def choose(a: torch.Tensor, z: torch.Tensor, c: float | None, alpha: float) -> int:

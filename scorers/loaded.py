@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-log = logging.getLogger("cscore.scorers.models")  # the logger its messages always had
+log = logging.getLogger(__name__)
 
 
 class LoadedModel:

@@ -22,7 +22,7 @@ from cscore.scorers.kinds.base import REGISTRY, MethodKind, Passes, Plan, Scored
 from cscore.scorers.kinds.shared import stats_cache
 from cscore.scorers.tokenize import InputError
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")
 
 

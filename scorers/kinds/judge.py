@@ -27,7 +27,7 @@ from cscore.scorers.kinds.shared import (
     stats_cache,
 )
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 @dataclass

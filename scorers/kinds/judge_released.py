@@ -27,7 +27,7 @@ from cscore.scorers.kinds.shared import (
 )
 from cscore.scorers.passes import announce
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[float, float] | None], params: dict,

@@ -13,7 +13,7 @@ from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import Scored
 from cscore.scorers.kinds.shared import fit_judge_prompt, judge_setup, stats_cache
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 def render(tok, examples, jp: dict, params: dict) -> tuple[list[str], list[tuple[int, int]]]:

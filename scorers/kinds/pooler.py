@@ -19,7 +19,7 @@ from cscore.scorers.config import RunConfig
 from cscore.scorers.kinds.base import REGISTRY, MethodKind, Plan, Scored
 from cscore.scorers.kinds.shared import target_aspect, token_plan, token_score
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 FOLDS_FILE = rundir.CDM_FOLDS
 
 

@@ -17,7 +17,7 @@ from cscore.scorers.config import RunConfig
 from cscore.scorers.config_groups import JudgePrompt
 from cscore.scorers.kinds.base import Loaded, MethodKind, Plan, Progress, Scored
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 def load_pair(run: RunConfig, needed: list[str]):
