@@ -21,10 +21,10 @@ from cscore.cli.exits import fail
 from cscore.cli.progress import progress_bar, quick_slice
 from cscore.cli.sweep_points import sweep_others
 from cscore.errors import CscoreError
+from cscore.progress import Progress
 from cscore.scorers import kinds, threads
-from cscore.scorers.kinds.base import Progress
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
 names.register()  # ${cscore.run_name:} in hydra.run.dir / hydra.sweep.dir (conf/config.yaml)
 

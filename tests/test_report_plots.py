@@ -16,8 +16,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from cscore import __version__, rundir
-from cscore.metaeval import judge, plots
-from cscore.metaeval.uncertainty import MIN_UNITS
+from cscore.metaeval import judge, judge_runs, plots
+from cscore.metaeval.resampling import MIN_UNITS
 from cscore.rundir import find_runs
 
 DEMO_FILE = Path(__file__).resolve().parents[1] / "data" / "demo" / "demo.jsonl"
@@ -286,7 +286,7 @@ def test_a_small_judges_dev_heat_map_shows_the_expected_score_and_every_png_fits
     parsed, expected = [ax for ax in fig.axes if ax.get_title()]  # the colour bars have none
     assert (parsed.get_title(), expected.get_title()) == ("parsed score", "expected score")
     assert [t.get_text() for t in parsed.texts] == ["nan"] * 4  # a constant parsed score: no correlation
-    study = judge.collect(find_runs(root))[0]
+    study = judge_runs.collect(find_runs(root))[0]
     grid = judge.grid(study, judge.Criterion(), "expected")
     want = grid.sort_values(["lam", "t"])["value"]
     assert [t.get_text() for t in expected.texts] == [f"{v:.3f}" for v in want]
