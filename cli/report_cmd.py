@@ -5,6 +5,7 @@ Judge runs (``cd_judge``, ``cd_judge_released``) get the CD-judge paper's tables
 hyper-parameters, range bias, invalid outputs) and plots (``metaeval.judge_plots``); other runs in
 the same folder get the usual tables."""
 
+# This module parses the options and calls metaeval.assemble.report, which builds, writes and prints the report.
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,8 @@ def spec_from_args(args) -> Spec:
     level = args.level or preset.get("level", "segment")
     average = args.average or (preset.get("average") if not own and level in ("item", "system_grouped") else None)
     return Spec(level, kind, variant, args.bootstrap, args.permutations, args.seed, args.alpha,
-                       args.kendall_threshold, resample=args.resample or preset.get("resample", "groups"),
-                       accuracy=args.accuracy, average=average or "macro", ties=args.ties)
+                args.kendall_threshold, resample=args.resample or preset.get("resample", "groups"),
+                accuracy=args.accuracy, average=average or "macro", ties=args.ties)
 
 
 def main(argv: list[str]) -> None:

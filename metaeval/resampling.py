@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from cscore.metaeval.kernels import chunks, materialise
+from cscore.metaeval.kernels import chunks
 from cscore.metaeval.statistic import Stat, Units, batchable
 
 # relative tolerance when comparing a permuted delta with the observed one, so that deltas
@@ -52,7 +52,10 @@ class PerVersion:
         self.__name__ = getattr(fn, "__name__", "stat")
 
     def batch(self, df: pd.DataFrame, xs: list, ws: list, units: Units | None = None) -> np.ndarray:
-        X, W = materialise([np.asarray(x, dtype=np.float64) for x in xs], ws)
+        W = sum(ws)
+        X = np.zeros(np.shape(W))
+        for x, w in zip(xs, ws):  # a row takes the candidate it has weight on (a NaN of another stays out)
+            X = np.where(w > 0, np.asarray(x, dtype=np.float64), X)
         values = np.empty(len(W))
         for b in range(len(W)):
             values[b] = self.fn(self._version(df, X[b], W[b], units, b), self.col)
