@@ -86,10 +86,12 @@ def main(argv: list[str]) -> None:
                     help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
     args = ap.parse_args(argv)
     from cscore.cli.exits import one_line_errors
-    from cscore.scorers import kinds
+    from cscore.cli.pipeline import kinds
+    from cscore.scorers import methods
 
     roots = [Path(p) for p in (args.path if isinstance(args.path, (list, tuple)) else [args.path])]
     with one_line_errors(), writing("the report", args.out or default_out(roots)):  # a full disk: one line
         combined = args.combined or bool(PAPERS.get(args.paper or "", {}).get("combined"))
         report(args.path, spec_from_args(args), args.out, select_by=args.select_by, combined=combined,
-               paper=args.paper, judge_methods=kinds.methods_of("judge"))
+               paper=args.paper, judge_methods=kinds.methods_of("judge"),
+               defaults=methods.with_defaults)

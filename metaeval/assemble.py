@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from rich.markup import escape
 
@@ -92,12 +92,14 @@ def notes(repeated: list[Path], paper: str | None, spec: Spec, console) -> list[
 
 def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console=None,
            progress: Progress | None = None, select_by: str = "spearman", combined: bool = False,
-           paper: str | None = None, judge_methods: Iterable[str] = ()) -> Path:
+           paper: str | None = None, judge_methods: Iterable[str] = (),
+           defaults: Callable[[str, dict], dict] | None = None) -> Path:
     """One report over every run under ``root`` (a folder, or several: a run found under more
     than one of them counts once, and the report says so). ``combined``: also the quality
     columns of all datasets side by side with one AVG (``combined_section``); ``paper``: the
     ``--paper`` preset the statistic came from, named in report.md; ``judge_methods``: the methods
-    whose runs get the judge section even unfinished (``judge_runs.is_judge_run``)."""
+    whose runs get the judge section even unfinished (``judge_runs.is_judge_run``); ``defaults``:
+    a method's parameters with its defaults filled in (``tables.collect``)."""
     from rich.console import Console
 
     console = console or Console()
@@ -122,7 +124,7 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     lines += [*outcome.lines(), *[f"- missing: {m}" for m in missing]]
 
     judged = [r for r in runs if is_judge_run(r, judge_methods)]
-    datasets = tables.collect([r for r in runs if not is_judge_run(r, judge_methods)])
+    datasets = tables.collect([r for r in runs if not is_judge_run(r, judge_methods)], defaults)
     longs: list = []
     for ds, stem in zip(datasets, stems(datasets)):
         lines += dataset_section(ds, stem, spec, out, console, progress, longs)
