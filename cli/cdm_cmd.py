@@ -20,7 +20,7 @@ from cscore.cli.compose import checked
 from cscore.scorers.methods.params import specs_of
 from cscore.scorers.training.params import CdmGenerate, CdmTrain
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 USAGE = """usage: cscore cdm <generate|train> [hydra overrides]
 

@@ -19,7 +19,7 @@ from cscore.errors import ConfigError
 from cscore.scorers.methods.params import specs_of
 from cscore.scorers.training.params import T5ScoreTrain
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 USAGE = """usage: cscore t5score train t5score.train.model=<seq2seq model> data=<dataset> [overrides]
 
   T5Score's discriminative training (ranking margin loss on human-ranked pairs); options in

@@ -31,8 +31,9 @@ from cscore.cli.pipeline.variants import plan
 from cscore.cli.typed import typed_method
 from cscore.data import load_examples
 from cscore.metaeval import tables
+from cscore.metaeval.clusters import significance_clusters
 from cscore.metaeval.levels import correlate_at
-from cscore.metaeval.uncertainty import bootstrap_ci, significance_clusters
+from cscore.metaeval.resampling import bootstrap_ci
 from cscore.rundir import find_runs
 from cscore.scorers import methods
 
@@ -99,7 +100,8 @@ def synthesise(root: Path, n_items: int, sweep: int) -> Path:
 def quiet_report(root: Path, spec: tables.Spec, out: Path) -> None:
     from rich.console import Console
 
-    from cscore.cli.report_cmd import Progress, report
+    from cscore.metaeval.assemble import report
+    from cscore.progress import Progress
 
     sink = Console(file=io.StringIO())
     report(root, spec, out, console=sink, progress=Progress(console=sink))

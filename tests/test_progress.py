@@ -201,3 +201,29 @@ def test_live_bar_prints_the_work_and_counts_to_the_end():
     assert (task.completed, task.total) == (6, 6)
     assert "expert: 6 items, 40 tokens to run" in console.file.getvalue()
     assert "expert: first 2 of 6 items in 20.0s; about 40s left" in console.file.getvalue()
+
+
+def test_one_progress_draws_a_runs_passes_and_says_a_reports_steps():
+    """cscore.progress.Progress: ``live()`` starts and stops the run's reporter around the passes
+    and hands them its factory; off a terminal the report's ``steps`` say the first and last step
+    of a table (steps within ``every`` seconds of the last line stay quiet), then that it is done."""
+    from cscore.progress import Progress
+
+    lines, now, console = lines_of(every=10)
+    run = Progress(lines, lines.factory)
+    with run.live() as factory:
+        advance = factory("expert", 2)
+        now[0] = 4.0
+        advance(2)
+    assert printed(console) == ["scoring with expert: 2/2 items (100%), 0.5 items/s, done in 4s"]
+    with Progress().live() as none:  # runtime.progress=false: no factory, nothing drawn
+        assert none is None
+
+    said = Console(file=io.StringIO(), width=200)
+    report = Progress(console=said, every=3600.0)
+    with report.steps("demo quality") as update:
+        for done in (1, 2, 3):
+            update(done, 3, f"row {done}")
+    got = [re.sub(r"^\[\s*\d+\.\ds\] ", "", x) for x in printed(said)]
+    assert got == ["demo quality 1/3: row 1", "demo quality 3/3: row 3", "demo quality: done"]
+    assert all(re.match(r"^\[\s*\d+\.\ds\] ", x) for x in printed(said))

@@ -20,7 +20,7 @@ from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine import flops
 from cscore.version import __version__
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
 
 

@@ -30,7 +30,7 @@ from cscore.scorers.engine.passes import announce
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
 from cscore.scorers.models.anatomy import decoder_base
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 def choose(a: torch.Tensor, z: torch.Tensor, c: float | None, alpha: float) -> int:

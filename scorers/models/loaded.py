@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-log = logging.getLogger("cscore.scorers.models.models")  # the logger of models.py: its messages share it
+log = logging.getLogger(__name__)
 
 
 class LoadedModel:

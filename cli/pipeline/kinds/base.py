@@ -10,14 +10,14 @@ the run's typed config (``cscore.scorers.config.run.RunConfig``), never a DictCo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterator, TypeVar
+from typing import Any, Callable, ClassVar, TypeVar
 
 import pandas as pd
 
 from cscore import rundir
 from cscore.errors import KindError
+from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
 
 
@@ -59,25 +59,6 @@ class Passes:
 
     stats: Any = None
     reports: dict = field(default_factory=dict)
-
-
-@dataclass
-class Progress:
-    """The live progress of a run's passes, made by the CLI: ``factory(name, total)`` gives a pass
-    its ``advance(n)``; ``bar`` (start/stop) is what draws it. Kinds print nothing themselves."""
-
-    bar: Any = None
-    factory: Callable[[str, int], Callable[[int], None]] | None = None
-
-    @contextmanager
-    def live(self) -> Iterator[Callable[[str, int], Callable[[int], None]] | None]:
-        if self.bar:
-            self.bar.start()
-        try:
-            yield self.factory
-        finally:
-            if self.bar:
-                self.bar.stop()
 
 
 class MethodKind(ABC):

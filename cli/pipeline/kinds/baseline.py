@@ -22,7 +22,7 @@ from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.tokenize import InputError
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")
 
 

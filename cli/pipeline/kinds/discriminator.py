@@ -17,7 +17,7 @@ from cscore.scorers.training.classifier import classifier_log_odds, load_classif
 from cscore.scorers.training.discriminator import pooler_from_dict
 from cscore.scorers.training.negatives import pair_record
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 @REGISTRY.register

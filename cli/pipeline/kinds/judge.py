@@ -20,7 +20,7 @@ from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt, judge_prompt
 from cscore.errors import ConfigError
 from cscore.scorers.config.run import RunConfig
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 @dataclass

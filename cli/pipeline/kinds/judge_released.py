@@ -21,7 +21,7 @@ from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.passes import announce
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[float, float] | None], params,

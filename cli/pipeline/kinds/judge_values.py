@@ -14,7 +14,7 @@ from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt
 from cscore.scorers.config.run import RunConfig
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 def render(tok, examples, jp: dict, p) -> tuple[list[str], list[tuple[int, int]]]:

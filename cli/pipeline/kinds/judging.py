@@ -17,7 +17,7 @@ from cscore.cli.pipeline.kinds.pair import load_pair, model_line
 from cscore.cli.pipeline.kinds.prompts import judge_prompt
 from cscore.scorers.config.run import RunConfig
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 INVALID_KEYS = ("No Pred", "Below", "Above", "List", "Echo")  # judge_parse's statuses other than "ok"
 

@@ -7,7 +7,7 @@ import logging
 
 from cscore.scorers.config.run import RunConfig
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 def load_pair(run: RunConfig, needed: list[str]):

@@ -20,7 +20,7 @@ from cscore.cli.pipeline.kinds.base import REGISTRY, Scored
 from cscore.cli.pipeline.kinds.token_pass import TokenKind
 from cscore.scorers.config.run import RunConfig
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 FOLDS_FILE = rundir.CDM_FOLDS
 
 

@@ -14,7 +14,7 @@ from cscore.cli.pipeline.kinds.pair import load_pair, model_line, stats_cache
 from cscore.cli.pipeline.kinds.prompts import make_prompts
 from cscore.scorers.config.run import RunConfig
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 class TokenKind(MethodKind):
