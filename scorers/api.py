@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from cscore.errors import ConfigError
+from cscore.errors import ConfigError, ShardsPending
 from cscore.scorers import engine, methods, seq2seq
 from cscore.scorers.cache import StatsCache, ids_digest
 from cscore.scorers.identity import model_identity
@@ -31,6 +31,7 @@ from cscore.scorers.models import (
     same_vocabulary,
 )
 from cscore.scorers.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
+from cscore.scorers.shards import Sharding, missing_text, run_pass
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import EncodedItem, encode
 
@@ -260,19 +261,24 @@ class ModelPair:
                    max_length: int = MAX_LENGTH, token_budget: int = TOKEN_BUDGET, padding_side: str = "right",
                    source_spans=None, models: Sequence[str] | None = None,
                    progress: Callable[[str, int], Callable[[int], None]] | None = None,
-                   cache: StatsCache | None = None, prefix_sharing: bool = True) -> PairStatistics:
+                   cache: StatsCache | None = None, prefix_sharing: bool = True,
+                   shards: Sharding | None = None) -> PairStatistics:
         """Run each model once. ``progress(model_name, n_items)`` may return a per-batch callback.
         With ``cache`` (a StatsCache), each pass is read from / stored in the statistics cache, and
         checkpointed as it runs (``cache.checkpoint_seconds``; a killed pass resumes from them).
         ``prefix_sharing``: items with identical prompt ids run the prompt once (causal LMs; the
-        same statistics, see ``engine.compute``)."""
+        same statistics, see ``engine.compute``). ``shards`` (``shards.Sharding``, needs ``cache``):
+        each pass's batches dealt to shards that meet in the cache (``shards.run_pass``); raises
+        ShardsPending when a pass waits for shards this process does not run."""
         if inputs is None:
             if prompts is None or hypotheses is None:
                 raise ValueError("give prompts and hypotheses, or inputs")
             inputs = self.encode(prompts, hypotheses, max_length=max_length, source_spans=source_spans)
         if self.aligned and inputs.amateur_items is None and "amateur" in (models or ["amateur"]):
             raise ConfigError("a cross-family pair needs inputs encoded by its own encode() (each model's tokens)")
-        stats, reports = {}, {}
+        if shards is not None and shards.on and cache is None:
+            raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
+        stats, reports, pending = {}, {}, {}
         for run_model, heads in self.passes(models):
             label = "+".join(heads)
             role = next(iter(heads))
@@ -292,12 +298,24 @@ class ModelPair:
 
             if cache is None:
                 got, report = compute()
+            elif shards is not None and shards.on:
+                parts = self._parts(run_model, run_heads, ids, temperatures, token_budget, padding_side, prefix_sharing)
+                got, report, missing = run_pass(cache, parts, run_heads, pairs, temperatures, shards, compute, label,
+                                                [f"{h}: {run_model.name}" for h in run_heads])
+                if got is None:
+                    pending[label] = missing
+                    continue
             else:
                 got, report = self._cached(cache, run_model, run_heads, ids, temperatures, token_budget, padding_side,
                                            compute, prefix_sharing, [len(h) for _, h in pairs])
             report.fetch_seconds = time.perf_counter() - start
             stats.update({role: got[OWN_PASS]} if own else got)
             reports[label] = report
+        if pending:
+            assert shards is not None
+            missing = sorted({k for ks in pending.values() for k in ks})
+            what = f"{missing_text(missing, shards.count)} not done yet" if missing else "every shard done, not merged"
+            raise ShardsPending(f"statistics ({', '.join(pending)}): {what}", missing, shards.count)
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
         return PairStatistics(stats, inputs, reports, tokenizers)
 
@@ -307,13 +325,7 @@ class ModelPair:
         """One pass through the statistics cache: under the key's lock, read it or compute and
         store it (concurrent jobs compute an entry once), resuming from the pass's checkpoint.
         ``lengths``: the hypotheses' token counts."""
-        parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
-                 "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
-                 "token_budget": token_budget, "padding_side": padding_side}
-        if run_model.is_encoder_decoder:  # ids are (encoder ids, decoder targets); causal keys unchanged
-            parts.update(seq2seq.key_part(run_model))
-        elif prefix_sharing:  # packed rows batch differently (float32 rounding); unshared keys unchanged
-            parts["prefix_sharing"] = True
+        parts = ModelPair._parts(run_model, heads, ids, temperatures, token_budget, padding_side, prefix_sharing)
         done: dict = {}  # the pass computed now: its report and checkpoint
 
         def compute_entry(key: str):
@@ -327,6 +339,18 @@ class ModelPair:
 
         got, meta = cache.get_or_compute(parts, compute_entry, TokenStats, on_saved=discard)
         return got, (engine.EngineReport.of_entry(meta) if meta is not None else done["report"])
+
+    @staticmethod
+    def _parts(run_model, heads, ids, temperatures, token_budget, padding_side, prefix_sharing) -> dict:
+        """The cache key's parts of one pass (a sharded pass has the same key)."""
+        parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
+                 "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
+                 "token_budget": token_budget, "padding_side": padding_side}
+        if run_model.is_encoder_decoder:  # ids are (encoder ids, decoder targets); causal keys unchanged
+            parts.update(seq2seq.key_part(run_model))
+        elif prefix_sharing:  # packed rows batch differently (float32 rounding); unshared keys unchanged
+            parts["prefix_sharing"] = True
+        return parts
 
     def passes(self, wanted: Sequence[str] | None) -> list[tuple[LoadedModel, dict[str, int | None]]]:
         """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass."""

@@ -37,7 +37,7 @@ import torch
 from cscore.scorers import budget, flops, packed_attention, seq2seq
 from cscore.scorers.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
 from cscore.scorers.head import chunk_rows, raw_logits, softcap, token_statistics
-from cscore.scorers.passes import EngineReport, Outputs, announce, check_inputs, kept
+from cscore.scorers.passes import EngineReport, Outputs, check_inputs, deal, kept
 from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
@@ -343,10 +343,15 @@ def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id
     while not done.all():  # one round; another with half the budget after an out-of-memory
         todo = np.flatnonzero(~done)
         rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
-        if not retries:  # the plan, before the first batch
-            announce(progress, tokens=sum(r.length for r in rows), detail=plan_text(rows, window))
+        batches = list(batch_rows_of(rows, token_budget))
+        if not retries:  # the plan, before the first batch (a shard: its part of it)
+            foreign = deal(checkpoint, [[i for r in b for i in r.members] for b in batches],
+                           [max(r.length for r in b) * len(b) for b in batches], progress,
+                           tokens=sum(r.length for r in rows), detail=plan_text(rows, window))
+            if foreign is not None:
+                done |= foreign
         try:
-            for batch_rows in batch_rows_of(rows, token_budget):
+            for batch_rows in batches:
                 if kept(checkpoint, [i for r in batch_rows for i in r.members], done, progress):
                     continue
                 ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from cscore.errors import ConfigError
 from cscore.scorers.head import chunk_rows, token_statistics
-from cscore.scorers.passes import EngineReport, Outputs, announce, check_inputs, kept
+from cscore.scorers.passes import EngineReport, Outputs, check_inputs, deal, kept
 from cscore.scorers.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.stats import TokenStats
 from cscore.scorers.tokenize import InputError
@@ -149,7 +149,10 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     encoder, decoder = model.get_encoder(), model.get_decoder()
     batches = make_batches(enc_lens, dec_lens, groups, token_budget, share_encoder)
     padded = 0
-    announce(progress, tokens=int(sum(enc_lens) + sum(dec_lens)), detail=f"{len(batches):,} batches")
+    costs = [len({groups[i] for i in b}) * max(enc_lens[i] for i in b) + len(b) * max(dec_lens[i] for i in b)
+             for b in batches]
+    deal(checkpoint, batches, costs, progress, tokens=int(sum(enc_lens) + sum(dec_lens)),
+         detail=f"{len(batches):,} batches")
     for idx in batches:
         if kept(checkpoint, idx, None, progress):
             continue
