@@ -314,7 +314,9 @@ class ModelPair:
         if pending:
             assert shards is not None
             missing = sorted({k for ks in pending.values() for k in ks})
-            what = f"{missing_text(missing, shards.count)} not done yet" if missing else "every shard done, not merged"
+            what = (f"{missing_text(missing, shards.count)} not done yet" if missing else
+                    "every shard done; the merge is the parent's (runtime.devices)" if not shards.merge else
+                    f"merged already; shard 0's job writes the run directory (this is shard {shards.index})")
             raise ShardsPending(f"statistics ({', '.join(pending)}): {what}", missing, shards.count)
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
         return PairStatistics(stats, inputs, reports, tokenizers)

@@ -10,12 +10,15 @@ This module does not import torch."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 WORKER_ENV = "CSCORE_SHARD_WORKER"  # set for the worker processes of runtime.devices: the parent merges
 
@@ -110,6 +113,8 @@ def run_pass(cache, parts: dict, heads: dict, pairs, temperatures, sharding: Sha
     key = stats_key(parts)
     with cache.lock(key):
         hit = cache.load(key, TokenStats)
+    if hit is not None and sharding.index not in (None, 0):  # merged before this job: shard 0's job writes
+        return None, None, []  # the run directory (one per sweep point), the others stop here
     if hit is not None:
         return hit.stats, EngineReport.of_entry(hit.meta), []
     folder = cache.root / PARTIAL_DIR / key
@@ -125,7 +130,9 @@ def run_pass(cache, parts: dict, heads: dict, pairs, temperatures, sharding: Sha
                 continue
             checkpoint = Checkpoint(folder, key, head_names, offsets, temperatures, every=every, schema=CACHE_SCHEMA,
                                     shard=(k, sharding.count))
-            checkpoint.load()
+            if checkpoint.load():
+                log.info("statistics (%s): shard %d of %d resumed %d items from its partials", label, k,
+                         sharding.count, checkpoint.n_kept)
             start = time.time()
             try:
                 _, report = compute(checkpoint)

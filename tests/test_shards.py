@@ -102,7 +102,7 @@ def test_every_shard_in_one_process_and_a_shard_that_is_done_is_not_rerun(early_
     with pytest.raises(ShardsPending) as err:
         early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
                                    shards=Sharding(2, 0, merge=False), progress=lambda name, n: calls.append(n))
-    assert len(calls) == 1 and err.value.missing == []  # shard 0 ran; with merge=False (a worker) the pass is left to its parent
+    assert len(calls) == 1 and err.value.missing == []  # shard 0 ran; merge=False (a worker): its parent merges
     got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
                                      shards=Sharding(2), progress=lambda name, n: calls.append(n))
     assert len(calls) == 1  # both shards done: merged, no model run

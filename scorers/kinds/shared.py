@@ -98,6 +98,7 @@ def token_score(run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, 
     from transformers.utils import logging as hf_logging
 
     from cscore.scorers import methods
+    from cscore.scorers.shards import of_runtime
 
     hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
     pair = load_pair(run, plan.models)
@@ -117,7 +118,8 @@ def token_score(run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, 
     with progress.live() as factory:
         stats = pair.statistics(inputs=inputs, temperatures=plan.temperatures, token_budget=rt.token_budget,
                                 padding_side=rt.padding_side, models=plan.models, progress=factory,
-                                cache=stats_cache(run), prefix_sharing=rt.prefix_sharing)
+                                cache=stats_cache(run), prefix_sharing=rt.prefix_sharing,
+                                shards=of_runtime(rt.shards, rt.shard))
     table = examples.copy()
     table["prompt"] = [it.prompt for it in inputs.items]
     table["prompt_tokens"] = [len(it.prompt_ids) for it in inputs.items]
@@ -231,6 +233,7 @@ def parse_changes(texts, scores, statuses, lo: int, hi: int, rule: str, *, strip
 class JudgeKind(MethodKind):
     """What the two judge kinds share: the judge prompts in the signature, the counts of judge
     outputs that gave no score in range (their ``judge`` section of metrics.json) in the summary."""
+    shards = False  # its passes are not sharded (yet): runtime.shards>1 is refused up front
 
     sections: ClassVar[tuple[str, ...]] = ("judge",)
 
