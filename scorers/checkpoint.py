@@ -131,8 +131,6 @@ class Checkpoint:
         """A shard's pass: its planned batches (item indices, padded tokens) dealt to the shards;
         marks the items of the other shards' batches ``foreign`` (never computed here) and returns them."""
         if self.shard is not None:
-            from cscore.scorers.shards import deal
-
             index, count = self.shard
             for members, owner in zip(batches, deal(costs, count)):
                 if owner != index:
@@ -189,6 +187,18 @@ class Checkpoint:
         """Remove the checkpoint (the full entry holds everything now)."""
         self.pending, self.kept = [], []
         remove_folder(self.folder)
+
+
+def deal(costs: Sequence[int], n: int) -> list[int]:
+    """The shard of each batch: batches in plan order (longest first), each to the shard with the
+    fewest padded tokens so far (ties: the lowest index). Every shard deals the same plan alike."""
+    loads = [0] * n
+    owner = []
+    for c in costs:
+        k = min(range(n), key=lambda s: (loads[s], s))
+        owner.append(k)
+        loads[k] += int(c)
+    return owner
 
 
 def remove_folder(folder: Path) -> None:

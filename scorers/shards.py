@@ -18,6 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
+from cscore.scorers.checkpoint import deal  # noqa: F401 - the dealing of batches to shards lives with the partials
+
 log = logging.getLogger(__name__)
 
 WORKER_ENV = "CSCORE_SHARD_WORKER"  # set for the worker processes of runtime.devices: the parent merges
@@ -44,18 +46,6 @@ def of_runtime(shards: int, shard: int | None) -> Sharding:
     """The sharding a run asks for (``runtime.shards`` / ``runtime.shard``; a worker of
     ``runtime.devices`` leaves the merge to its parent)."""
     return Sharding(int(shards), None if shard is None else int(shard), merge=not os.environ.get(WORKER_ENV))
-
-
-def deal(costs: Sequence[int], n: int) -> list[int]:
-    """The shard of each batch: batches in plan order (longest first), each to the shard with the
-    fewest padded tokens so far (ties: the lowest index). Every shard deals the same plan alike."""
-    loads = [0] * n
-    owner = []
-    for c in costs:
-        k = min(range(n), key=lambda s: (loads[s], s))
-        owner.append(k)
-        loads[k] += int(c)
-    return owner
 
 
 # -- the marks a finished shard leaves beside its partials ------------------------------------
@@ -195,6 +185,6 @@ def merged_report(marks: dict[int, dict], count: int, merge_seconds: float):
     wall = max(r["end"] for r in recs) - min(r["start"] for r in recs) + merge_seconds
     flops = [r.get("flops") for r in recs]
     return EngineReport(wall, sum(int(r["tokens"]) for r in recs), sum(int(r["padded_tokens"]) for r in recs),
-                        sum(int(r["batches"]) for r in recs), flops=None if None in flops else float(sum(flops)),
+                        sum(int(r["batches"]) for r in recs), flops=None if None in flops else float(sum(f or 0.0 for f in flops)),
                         shards=count, shard_seconds=[round(float(r["seconds"]), 4) for r in recs],
                         merge_seconds=round(merge_seconds, 4))
