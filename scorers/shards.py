@@ -184,7 +184,8 @@ def merged_report(marks: dict[int, dict], count: int, merge_seconds: float):
     recs = [marks[k] for k in range(count)]
     wall = max(r["end"] for r in recs) - min(r["start"] for r in recs) + merge_seconds
     flops = [r.get("flops") for r in recs]
+    total = None if None in flops else float(sum(f or 0.0 for f in flops))
     return EngineReport(wall, sum(int(r["tokens"]) for r in recs), sum(int(r["padded_tokens"]) for r in recs),
-                        sum(int(r["batches"]) for r in recs), flops=None if None in flops else float(sum(f or 0.0 for f in flops)),
+                        sum(int(r["batches"]) for r in recs), flops=total,
                         shards=count, shard_seconds=[round(float(r["seconds"]), 4) for r in recs],
                         merge_seconds=round(merge_seconds, 4))
