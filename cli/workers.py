@@ -70,8 +70,38 @@ def check(run: RunConfig, kind) -> RunConfig:
                           "runtime.shards=1 (the default)")
     if not run.cache.enabled:
         raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
+    if devices is None and os.environ.get("SLURM_JOB_ID"):
+        check_shared(run)
     device = devices[0] if devices else rt.device
     return replace(run, runtime=replace(rt, shards=shards, devices=devices, device=device))
+
+
+NODE_LOCAL = ("tmpfs", "ramfs")  # file systems no other node sees
+
+
+def check_shared(run: RunConfig) -> None:
+    """Shards of a SLURM job array meet in the statistics cache: a node-local one (tmpfs, e.g.
+    /dev/shm) is refused in one line. (A local disk cannot be told from a shared one here: the
+    docs say the cache must be on a file system every node sees.)"""
+    from cscore.scorers.cache import default_root
+
+    root = Path(run.cache.dir).expanduser() if run.cache.dir else default_root()
+    kind = file_system(root)
+    if kind in NODE_LOCAL:
+        raise ConfigError(f"runtime.shards in a SLURM job: the statistics cache {root} is on {kind}, which no other "
+                          "node sees; the shards meet there: give cache.dir=<a folder on a shared file system>")
+
+
+def file_system(path: Path) -> str | None:
+    """The type of the file system ``path`` is on (/proc/mounts; None where unknown)."""
+    try:
+        mounts = [line.split()[1:3] for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        return None
+    path = path.resolve()
+    best = max((m for m in mounts if len(m) == 2 and path.is_relative_to(m[0])), key=lambda m: len(m[0]),
+               default=None)
+    return best[1] if best else None
 
 
 def array_shards(rest: list[str]) -> list[str]:

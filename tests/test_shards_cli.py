@@ -154,6 +154,20 @@ def test_a_killed_worker_leaves_one_line_and_the_same_command_resumes_identical(
     assert_same_scores(tmp_path / "one", tmp_path / "many")
 
 
+def test_a_slurm_shard_with_a_node_local_cache_is_one_line(tiny_dirs, tmp_path, cscore_main, monkeypatch):
+    from cscore.cli.workers import file_system
+
+    if file_system(Path("/dev/shm")) != "tmpfs":
+        pytest.skip("no tmpfs at /dev/shm here")
+    monkeypatch.setenv("SLURM_JOB_ID", "123")
+    res = cscore_main("run", f"pair.expert.path={tiny_dirs.expert}", "pair.name=tiny", "runtime.progress=false",
+                      "runtime.shards=2", "runtime.shard=0", f"cache.dir=/dev/shm/cscore-test-{os.getpid()}",
+                      f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
+    said = res.stdout + res.stderr
+    assert res.returncode != 0 and "is on tmpfs, which no other node sees" in said, said[-2000:]
+    assert "Traceback" not in said
+
+
 @pytest.mark.parametrize("more,shown", [
     (["method=cd_judge", "runtime.shards=2"], "method=cd_judge (judge kind) cannot shard its passes"),
     (["runtime.shards=2", "runtime.shard=2"], "runtime.shard=2 but runtime.shards=2: shards are 0 .. 1"),
