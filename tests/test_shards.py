@@ -165,3 +165,38 @@ def test_a_damaged_or_foreign_partial_is_never_merged(early_exit_pair, tmp_path,
     got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
                                      shards=Sharding(2))
     assert_identical(got, want)
+
+
+def test_two_sharded_runs_of_one_pass_at_once_compute_each_batch_once(tiny_dirs, tmp_path):
+    """Two runs (threads here; the locks are the processes' too) each running every shard of the
+    same pass on one cache: each shard is computed by one of them, the merge stored once, both
+    get the unsharded statistics."""
+    import threading
+
+    pairs = [ModelPair.load(tiny_dirs.expert, amateur_early_exit=2, dtype="float32") for _ in range(2)]
+    inputs = pairs[0].encode(*texts())
+    want = unsharded(pairs[0], inputs, tmp_path / "one")
+    cache_root = tmp_path / "many"
+    done, got, errors = [], [None, None], []
+
+    def count(name, n):
+        return lambda k: done.append(k)
+
+    def run(i):
+        try:
+            got[i] = pairs[i].statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
+                                         cache=StatsCache(cache_root, checkpoint_seconds=0), shards=Sharding(2),
+                                         progress=count)
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sum(done) == len(inputs.items)  # every item computed once, by one run or the other
+    for g in got:
+        assert_identical(g, want)
+    assert len(StatsCache(cache_root).keys()) == 1 and not any((cache_root / PARTIAL_DIR).rglob("*.npz"))
