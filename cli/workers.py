@@ -1,5 +1,5 @@
 """Sharded runs from the command line (``runtime.shards`` / ``runtime.shard`` / ``runtime.devices``,
-``scorers/shards.py``): the checks made before anything loads, one worker process per device (each
+``scorers/store/shards.py``): the checks made before anything loads, one worker process per device (each
 computes its shard, the parent merges), and the one line a run whose shards are not all done ends with.
 
 A worker is ``cscore run`` with the same overrides and ``runtime.shard=K runtime.device=<its device>``,
@@ -19,8 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from cscore.errors import ConfigError, CscoreError, ShardsPending
-from cscore.scorers.config import RunConfig
-from cscore.scorers.shards import WORKER_ENV
+from cscore.scorers.config.run import RunConfig
+from cscore.scorers.store.shards import WORKER_ENV
 
 log = logging.getLogger("cscore")
 
@@ -83,7 +83,7 @@ def check_shared(run: RunConfig) -> None:
     """Shards of a SLURM job array meet in the statistics cache: a node-local one (tmpfs, e.g.
     /dev/shm) is refused in one line. (A local disk cannot be told from a shared one here: the
     docs say the cache must be on a file system every node sees.)"""
-    from cscore.scorers.cache import default_root
+    from cscore.scorers.store.cache import default_root
 
     root = Path(run.cache.dir).expanduser() if run.cache.dir else default_root()
     kind = file_system(root)

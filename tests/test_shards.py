@@ -1,4 +1,4 @@
-"""Sharded statistics passes (runtime.shards, scorers/shards.py): a pass planned once, its whole
+"""Sharded statistics passes (runtime.shards, scorers/store/shards.py): a pass planned once, its whole
 batches dealt to N shards that write checkpoint partials under the full pass's key, merged into the
 ordinary cache entry: statistics bit-identical to the unsharded pass (causal, early exit, two
 models, cross-family, seq2seq), the same cache key, a shard's partials only its own. The CLI cases
@@ -11,9 +11,9 @@ import pytest
 
 from cscore.errors import ShardsPending
 from cscore.scorers.api import ModelPair
-from cscore.scorers.cache import StatsCache
-from cscore.scorers.checkpoint import PARTIAL_DIR
-from cscore.scorers.shards import Sharding, deal
+from cscore.scorers.store.cache import StatsCache
+from cscore.scorers.store.checkpoint import PARTIAL_DIR
+from cscore.scorers.store.shards import Sharding, deal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from cscore import rundir
-from cscore.scorers.cache import StatsCache
+from cscore.scorers.store.cache import StatsCache
 
 WORDS = ["bridge", "river", "council", "vaccine", "match", "goal", "library", "storm"]
 
