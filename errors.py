@@ -64,3 +64,15 @@ class StorageError(CscoreError):
     """A place cscore writes cannot take the write: a full disk or quota, a file-size limit, a
     read-only file system, no permission, or a file where a folder must be (one line naming what
     was being written, where, and why)."""
+
+
+class ShardsPending(CscoreError):
+    """A sharded pass (``runtime.shards``) whose shards are not all done yet: this process did its
+    part; the run is not complete. ``missing``: the shard indices still to run (exit 0: a shard of a
+    job array or a worker that did its part did not fail)."""
+
+    exit_code = 0
+
+    def __init__(self, message: str, missing: list[int], count: int):
+        super().__init__(message)
+        self.missing, self.count = list(missing), count

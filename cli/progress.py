@@ -54,6 +54,9 @@ class Pass:
 
     def work(self, **counts) -> None:
         self.announced = True
+        if counts.get("items") is not None:  # a shard of a pass: its own items are the total
+            self.total = int(counts["items"])
+            self.owner.resize(self)
         self.owner.emit(work_text(self.name, self.total, counts))
 
     @property
@@ -85,6 +88,9 @@ class Reporter:
             if p.announced and not p.warmed and 0 < p.done < p.total:
                 p.warmed = True
                 self.warm_up(p, self.clock() - p.start)
+
+    def resize(self, p: Pass) -> None:
+        """The pass's total changed (a shard's own items)."""
 
     def warm_up(self, p: Pass, seconds: float) -> None:
         """After the first batch: the time the pass will take at its rate, and the slice if long."""
@@ -203,6 +209,9 @@ class Bar(Reporter):
     def advance(self, p: Pass, n: int) -> None:
         super().advance(p, n)
         self.bar.advance(self.tasks[id(p)], n)
+
+    def resize(self, p: Pass) -> None:
+        self.bar.update(self.tasks[id(p)], total=p.total)
 
     def start(self) -> None:
         self.bar.start()

@@ -16,12 +16,12 @@ import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from cscore import rundir
-from cscore.cli import names, summary
+from cscore.cli import names, summary, workers
 from cscore.cli.exits import fail
 from cscore.cli.pipeline import kinds, stages
 from cscore.cli.progress import progress_bar, quick_slice
 from cscore.cli.sweep_points import sweep_others
-from cscore.errors import CscoreError
+from cscore.errors import CscoreError, ShardsPending
 from cscore.progress import Progress
 from cscore.scorers.engine import threads
 
@@ -46,11 +46,12 @@ def resolve_pair(cfg: DictConfig, overrides: list[str]) -> list[str]:
     return notes
 
 
-def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple = ()) -> dict:
+def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple = (), overrides: tuple = ()) -> dict:
     """The whole run: ``cfg`` (as Hydra composed it) is checked into the typed config once, which
     the stages and the kind read; raises CscoreError for anything the user can fix.
     ``state["stage"]`` says how far it got (a failure before "score" leaves nothing worth keeping);
-    ``others``: the other jobs of its multirun (``cli/sweep_points.py``)."""
+    ``others``: the other jobs of its multirun (``cli/sweep_points.py``); ``overrides``: the job's
+    own (the workers of ``runtime.devices`` run with them, ``cli/workers.py``)."""
     from dataclasses import replace
 
     from cscore.cli.validate import validate
@@ -58,11 +59,15 @@ def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple
     state = {} if state is None else state
     state["stage"] = "validate"
     config = replace(validate(cfg), sweep_others=others)  # the typed config: all the stages and the kind read
+    kind = kinds.of_method(config.method.name)
+    config = workers.check(config, kind)  # runtime.shards / shard / devices, before anything loads
     threads.apply(config.runtime.threads)
     console = summary.make_console()
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / rundir.CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    kind = kinds.of_method(config.method.name)
+    if config.runtime.devices is not None:  # one worker per device computes its shard; this process merges
+        state["stage"] = "shards"
+        workers.run_workers(config, list(overrides), out_dir)
     state["stage"] = "load"
     loaded = stages.load_stage(config)
     plan = kind.plan(config)
@@ -127,7 +132,12 @@ def hydra_entry(cfg: DictConfig) -> None:
     handler = attach_row_log(out_dir)
     start, state = time.perf_counter(), {}
     try:
-        run(cfg, out_dir, state, sweep_others(hc))
+        run(cfg, out_dir, state, sweep_others(hc), tuple(hc.overrides.task))
+    except ShardsPending as err:  # this process did its shard; the run is complete once every shard is
+        log.info(workers.pending_line(err))
+        if untouched(out_dir):  # the shard that merges writes the run directory: no empty one left
+            shutil.rmtree(out_dir, ignore_errors=True)
+        return
     except CscoreError as err:  # inside the job every user error exits 1 (cli/exits.py)
         if os.environ.get("CSCORE_DEBUG"):
             raise

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from cscore.errors import ConfigError
+from cscore.errors import ConfigError, ShardsPending
 from cscore.scorers import methods
 from cscore.scorers.engine import engine, seq2seq
 from cscore.scorers.engine.pass_options import PassOptions
@@ -35,6 +35,7 @@ from cscore.scorers.models.models import (
     same_vocabulary,
 )
 from cscore.scorers.store.cache import StatsCache, ids_digest
+from cscore.scorers.store.shards import missing_text, run_pass
 
 log = logging.getLogger(__name__)
 
@@ -273,15 +274,20 @@ class ModelPair:
         With ``cache`` (a StatsCache), each pass is read from / stored in the statistics cache, and
         checkpointed as it runs (``cache.checkpoint_seconds``; a killed pass resumes from them).
         ``prefix_sharing``: items with identical prompt ids run the prompt once (causal LMs; the
-        same statistics, see ``engine.compute``)."""
+        same statistics, see ``engine.compute``). ``shards`` (a ``Sharding``, a pass option; needs
+        ``cache``): each pass's batches dealt to shards that meet in the cache (``shards.run_pass``);
+        raises ShardsPending when a pass waits for shards this process does not run."""
         opts = PassOptions.given(**settings)
+        shards = opts.shards
         if inputs is None:
             if prompts is None or hypotheses is None:
                 raise ValueError("give prompts and hypotheses, or inputs")
             inputs = self.encode(prompts, hypotheses, max_length=opts.max_length, source_spans=source_spans)
         if self.aligned and inputs.amateur_items is None and "amateur" in (models or ["amateur"]):
             raise ConfigError("a cross-family pair needs inputs encoded by its own encode() (each model's tokens)")
-        stats, reports = {}, {}
+        if shards is not None and shards.on and cache is None:
+            raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
+        stats, reports, pending = {}, {}, {}
         for run_model, heads in self.passes(models):
             label = "+".join(heads)
             role = next(iter(heads))
@@ -300,12 +306,26 @@ class ModelPair:
 
             if cache is None:
                 got, report = compute()
+            elif shards is not None and shards.on:
+                parts = self._parts(run_model, run_heads, ids, temperatures, opts)
+                got, report, missing = run_pass(cache, parts, run_heads, pairs, temperatures, shards, compute, label,
+                                                [f"{h}: {run_model.name}" for h in run_heads], TokenStats)
+                if got is None:
+                    pending[label] = missing
+                    continue
             else:
                 got, report = self._cached(cache, run_model, run_heads, ids, temperatures, opts, compute,
                                            [len(h) for _, h in pairs])
             report.fetch_seconds = time.perf_counter() - start
             stats.update({role: got[OWN_PASS]} if own else got)
             reports[label] = report
+        if pending:
+            assert shards is not None
+            missing = sorted({k for ks in pending.values() for k in ks})
+            what = (f"{missing_text(missing, shards.count)} not done yet" if missing else
+                    "every shard done; the merge is the parent's (runtime.devices)" if not shards.merge else
+                    f"merged already; shard 0's job writes the run directory (this is shard {shards.index})")
+            raise ShardsPending(f"statistics ({', '.join(pending)}): {what}", missing, shards.count)
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
         return PairStatistics(stats, inputs, reports, tokenizers)
 
@@ -314,12 +334,7 @@ class ModelPair:
         """One pass through the statistics cache: under the key's lock, read it or compute and
         store it (concurrent jobs compute an entry once), resuming from the pass's checkpoint.
         ``lengths``: the hypotheses' token counts."""
-        parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
-                 "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
-                 # an encoder-decoder's ids are (encoder ids, decoder targets): its key part instead of sharing's
-                 **opts.key_parts(shared=opts.prefix_sharing and not run_model.is_encoder_decoder)}
-        if run_model.is_encoder_decoder:  # causal keys unchanged
-            parts.update(seq2seq.key_part(run_model))
+        parts = ModelPair._parts(run_model, heads, ids, temperatures, opts)
         done: dict = {}  # the pass computed now: its report and checkpoint
 
         def compute_entry(key: str):
@@ -333,6 +348,17 @@ class ModelPair:
 
         got, meta = cache.get_or_compute(parts, compute_entry, TokenStats, on_saved=discard)
         return got, (engine.EngineReport.of_entry(meta) if meta is not None else done["report"])
+
+    @staticmethod
+    def _parts(run_model, heads, ids, temperatures, opts: PassOptions) -> dict:
+        """The cache key's parts of one pass (a sharded pass has the same key)."""
+        parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
+                 "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
+                 # an encoder-decoder's ids are (encoder ids, decoder targets): its key part instead of sharing's
+                 **opts.key_parts(shared=opts.prefix_sharing and not run_model.is_encoder_decoder)}
+        if run_model.is_encoder_decoder:  # causal keys unchanged
+            parts.update(seq2seq.key_part(run_model))
+        return parts
 
     def passes(self, wanted: Sequence[str] | None) -> list[tuple[LoadedModel, dict[str, int | None]]]:
         """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass."""

@@ -101,6 +101,8 @@ def speed_figures(scored: Scored) -> dict:
                         "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
                         "fetch_seconds": round(rep.fetch_seconds, 4), "useful_flops": rep.flops,
                         "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak)}
+        if rep.shards > 1:  # a sharded pass: its seconds are the wall time, each shard's listed
+            passes[name].update(shards=rep.shards, shard_seconds=rep.shard_seconds, merge_seconds=rep.merge_seconds)
     computed = sum(r.seconds for r in once(reports, "shared"))
     if not np.isfinite(computed):  # a pass read from a cache entry that did not record its time
         computed = None
@@ -115,7 +117,19 @@ def speed_figures(scored: Scored) -> dict:
             "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)
                              for k, v in scored.models.items()},
             "weights": {k: v.status() for k, v in scored.models.items()}, "threads": torch_threads(),
+            **sharded_figures(reports),
             **peak_memory()}
+
+
+def sharded_figures(reports: dict) -> dict:
+    """``shards``, per-shard seconds and ``merge_seconds`` of a run whose passes were sharded
+    (none of these keys otherwise: unsharded metrics unchanged)."""
+    sharded = {name: rep for name, rep in reports.items() if rep.shards > 1}
+    if not sharded:
+        return {}
+    return {"shards": max(rep.shards for rep in sharded.values()),
+            "shard_seconds": {name: rep.shard_seconds for name, rep in sharded.items()},
+            "merge_seconds": round(sum(rep.merge_seconds or 0.0 for rep in sharded.values()), 4)}
 
 
 def once(reports: dict, label: str) -> list:

@@ -77,6 +77,19 @@ def check_threads(value) -> None:
     raise ConfigError(f"runtime.threads must be an integer >= 1, auto or null, got {value!r}")
 
 
+def check_devices(value) -> None:
+    """runtime.devices: null, all (every CUDA device) or a list of devices, one worker process each."""
+    if value is None or value == "all":
+        return
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"runtime.devices must be null, all or a non-empty list of devices such as [cuda:0,cuda:1] "
+                          f"or [cpu,cpu], got {value!r}")
+    for d in value:
+        if d == "auto":
+            raise ConfigError("runtime.devices lists each worker's device: cpu, cuda, cuda:N or mps, not auto")
+        check_device(d)
+
+
 def check_temperatures(values) -> None:
     if not isinstance(values, list) or not values:
         raise ConfigError(f"stats.temperatures must be a non-empty list of numbers > 0, got {values!r}")
@@ -119,6 +132,16 @@ class Runtime:
     progress: bool | float = setting(True, Rule("true | false | seconds > 0", check_progress),
                                      "a live bar on a terminal; elsewhere a line every 10 s (progress=N: every N s); "
                                      "false: none")
+    shards: int = setting(1, Param(int, lo=1), "a statistics pass's batches dealt to this many shards that meet in "
+                          "the statistics cache (a SLURM job array, runtime.devices' workers); scores are the same "
+                          "either way (docs/scaling.md)")
+    shard: int | None = setting(None, Param(int, lo=0, nullable=True), "the one shard this process computes "
+                                "(0 .. runtime.shards-1; a job array's task); null: every shard not done yet; the "
+                                "last shard to finish merges")
+    devices: list | str | None = setting(None, Rule("null, all or a list of devices", check_devices),
+                                         "one worker process per device, each computing one shard (runtime.shards = "
+                                         "their number), then the merge: [cuda:0,cuda:1], all (every CUDA device) "
+                                         "or [cpu,cpu]")
     share_grid: bool = setting(True, Param(bool), "in a multirun on Hydra's basic launcher, a decoding judge job "
                                "(cd_judge greedy, cd_judge_released) also decodes the points that differ from it "
                                "only in lam / t (one tree; the cache keeps them for their jobs); scores are the "

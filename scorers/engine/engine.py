@@ -37,7 +37,7 @@ import torch
 from cscore.scorers.engine import budget, flops, packed_attention, seq2seq
 from cscore.scorers.engine.head import chunk_rows, raw_logits, softcap, token_statistics
 from cscore.scorers.engine.pass_options import PassOptions
-from cscore.scorers.engine.passes import EngineReport, Outputs, announce, check_inputs, kept
+from cscore.scorers.engine.passes import EngineReport, Outputs, check_inputs, deal, kept
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.engine.transfer import upload
@@ -357,10 +357,15 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
     while not done.all():  # one round; another with half the budget after an out-of-memory
         todo = np.flatnonzero(~done)
         rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
-        if not retries:  # the plan, before the first batch
-            announce(progress, tokens=sum(r.length for r in rows), detail=plan_text(rows, window))
+        batches = list(batch_rows_of(rows, token_budget))
+        if not retries:  # the plan, before the first batch (a shard: its part of it)
+            foreign = deal(checkpoint, [[i for r in b for i in r.members] for b in batches],
+                           [max(r.length for r in b) * len(b) for b in batches], progress,
+                           tokens=sum(r.length for r in rows), detail=plan_text(rows, window))
+            if foreign is not None:
+                done |= foreign
         try:
-            for batch_rows in batch_rows_of(rows, token_budget):
+            for batch_rows in batches:
                 if kept(checkpoint, [i for r in batch_rows for i in r.members], done, progress):
                     continue
                 ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,

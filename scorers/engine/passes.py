@@ -29,18 +29,27 @@ class EngineReport:
     shared: str | None = None
     fetch_shared: str | None = None
     flops: float | None = None  # useful FLOPs (scorers/engine/flops.py); None where the model's config does not say
+    # a sharded pass (runtime.shards): its shards, each one's seconds, the merge's; ``seconds`` is then
+    # the pass's wall time (first shard's start to the merge's end), not the sum of the shards
+    shards: int = 1
+    shard_seconds: list | None = None
+    merge_seconds: float | None = None
 
     def record(self) -> dict:
         """What a cache entry keeps of the pass that computed it (its ``extra["report"]``)."""
-        return {"seconds": self.seconds, "tokens": self.tokens, "padded_tokens": self.padded_tokens,
-                "batches": self.batches, "flops": self.flops}
+        out = {"seconds": self.seconds, "tokens": self.tokens, "padded_tokens": self.padded_tokens,
+               "batches": self.batches, "flops": self.flops}
+        if self.shards > 1:  # unsharded entries' meta unchanged
+            out.update(shards=self.shards, shard_seconds=self.shard_seconds, merge_seconds=self.merge_seconds)
+        return out
 
     @classmethod
     def of_entry(cls, meta: dict) -> EngineReport:
         """The report of a cache hit: the figures of the run that computed the entry, ``cached``."""
         run = (meta.get("extra") or {}).get("report", {})
         return cls(run.get("seconds", float("nan")), run.get("tokens", 0), run.get("padded_tokens", 0),
-                   run.get("batches", 0), cached=True, flops=run.get("flops"))
+                   run.get("batches", 0), cached=True, flops=run.get("flops"), shards=run.get("shards", 1),
+                   shard_seconds=run.get("shard_seconds"), merge_seconds=run.get("merge_seconds"))
 
 
 def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tuple[float, ...]:
@@ -89,8 +98,27 @@ def per_item(factory, group: int):
     return opened
 
 
+def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, **counts) -> np.ndarray | None:
+    """A shard's pass (``checkpoint.shard``): deal the planned batches (item indices, padded tokens)
+    to the shards and announce this shard's part; returns the other shards' items (None: unsharded)."""
+    if checkpoint is None or checkpoint.shard is None:
+        announce(progress, **counts)
+        return None
+    foreign = checkpoint.deal(batches, costs)
+    index, count = checkpoint.shard
+    own = [b for b in batches if not foreign[b].all()]
+    announce(progress, items=int(len(foreign) - foreign.sum()),
+             **{**counts, "detail": f"shard {index + 1} of {count}: {len(own):,} of {len(batches):,} batches"})
+    return foreign
+
+
 def kept(checkpoint, members: list[int], done: np.ndarray | None, progress) -> bool:
-    """Whether a checkpoint holds every item of this batch (then marked done, not run)."""
+    """Whether a checkpoint holds every item of this batch (then marked done, not run), or the
+    batch is another shard's (skipped, not counted)."""
+    if checkpoint is not None and checkpoint.foreign[members].all():
+        if done is not None:
+            done[members] = True
+        return True
     if checkpoint is None or not checkpoint.done[members].all():
         return False
     if done is not None:

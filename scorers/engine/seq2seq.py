@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from cscore.errors import ConfigError
 from cscore.scorers.engine.head import chunk_rows, token_statistics
 from cscore.scorers.engine.pass_options import PassOptions
-from cscore.scorers.engine.passes import EngineReport, Outputs, announce, check_inputs, kept
+from cscore.scorers.engine.passes import EngineReport, Outputs, check_inputs, deal, kept
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.engine.transfer import upload
@@ -153,7 +153,10 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     token_budget = opts.budget_for(model, max((e + d for e, d in zip(enc_lens, dec_lens)), default=1))
     batches = make_batches(enc_lens, dec_lens, groups, token_budget, share_encoder)
     padded = 0
-    announce(progress, tokens=int(sum(enc_lens) + sum(dec_lens)), detail=f"{len(batches):,} batches")
+    costs = [len({groups[i] for i in b}) * max(enc_lens[i] for i in b) + len(b) * max(dec_lens[i] for i in b)
+             for b in batches]
+    deal(checkpoint, batches, costs, progress, tokens=int(sum(enc_lens) + sum(dec_lens)),
+         detail=f"{len(batches):,} batches")
     for idx in batches:
         if kept(checkpoint, idx, None, progress):
             continue

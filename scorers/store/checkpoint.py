@@ -1,8 +1,9 @@
 """Checkpoints of one statistics pass: the rows of its completed batches, kept as the pass goes,
 so that a pass that was killed resumes from its last completed batch.
 
-Layout: ``<cache root>/.partial/<key>/<n>-<sha256>.npz``, keyed like the full entry. Each file is
-one flush (the batches completed since the last one): the token positions it covers (``dest``),
+Layout: ``<cache root>/.partial/<key>/<n>-<sha256>.npz``, keyed like the full entry (a shard of a
+sharded pass, ``scorers/store/shards.py``: ``s<K>-<n>-<sha256>.npz``, and ``s<K>of<N>.done.json`` when it is
+done). Each file is one flush (the batches completed since the last one): the token positions it covers (``dest``),
 a header (key, heads, item and token counts, temperatures, ``FORMAT_VERSION``, ``CACHE_SCHEMA``)
 and per head the rows the engine computed, unchanged. A file is written atomically (temp + rename)
 and its name carries the SHA-256 of its bytes: a truncated, damaged or foreign file is removed and
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 
 PARTIAL_DIR = ".partial"  # under the cache root
 CHECKPOINT_SECONDS = 10.0  # default flush interval (cache.checkpoint_seconds)
-_NAME_RE = re.compile(r"^(\d+)-([0-9a-f]{64})\.npz$")
+_NAME_RE = re.compile(r"^(?:s(\d+)-)?(\d+)-([0-9a-f]{64})\.npz$")
 
 
 def _as_numpy(x) -> np.ndarray:
@@ -51,8 +52,10 @@ class Checkpoint:
     put the kept rows into its final arrays."""
 
     def __init__(self, folder: Path, key: str, heads: Sequence[str], offsets: np.ndarray,
-                 temperatures: Sequence[float], every: float = CHECKPOINT_SECONDS, schema: int = 0):
+                 temperatures: Sequence[float], every: float = CHECKPOINT_SECONDS, schema: int = 0,
+                 shard: tuple[int, int] | None = None):
         self.folder, self.heads, self.every = Path(folder), list(heads), float(every)
+        self.shard = shard  # (index, count): this pass computes one shard's batches (files s<index>-...)
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.n_items, self.n_tokens = len(self.offsets) - 1, int(self.offsets[-1])
         self.header = canonical_json({"key": key, "heads": self.heads, "n_items": self.n_items,
@@ -60,6 +63,7 @@ class Checkpoint:
                                       "format_version": FORMAT_VERSION, "cache_schema": schema})
         self.done = np.zeros(self.n_items, dtype=bool)  # items kept by an earlier run
         self.saved = np.zeros(self.n_items, dtype=bool)  # items on disk now (earlier runs' and this one's)
+        self.foreign = np.zeros(self.n_items, dtype=bool)  # items of other shards' batches (``deal``)
         self.kept: list[tuple[np.ndarray, dict]] = []
         self.pending: list[tuple[np.ndarray, dict]] = []
         self.last = time.monotonic()
@@ -77,18 +81,21 @@ class Checkpoint:
     # -- reading ----------------------------------------------------------------------------
 
     def load(self) -> int:
-        """Read the files an earlier run left; a bad one is removed. Returns the items kept."""
+        """Read the files an earlier run left (a shard: its own); a bad one is removed. Returns the
+        items kept."""
         try:
             names = sorted(os.listdir(self.folder))
         except OSError:
             return 0
         for name in names:
             m = _NAME_RE.match(name)
-            if m is None:
-                continue
-            self.seq = max(self.seq, int(m.group(1)) + 1)
+            own = None if m is None or m.group(1) is None else int(m.group(1))
+            if m is None or (self.shard is not None and own != self.shard[0]):
+                continue  # a shard reads its own files; the merge (no shard) reads them all
+            if own == (None if self.shard is None else self.shard[0]):
+                self.seq = max(self.seq, int(m.group(2)) + 1)
             try:
-                dest, rows = self._read(self.folder / name, m.group(2))
+                dest, rows = self._read(self.folder / name, m.group(3))
             except Exception as err:  # noqa: BLE001 - a file that does not read back is never trusted
                 log.warning("checkpoint file %s is damaged (%s): removed, its items are recomputed", name, err)
                 (self.folder / name).unlink(missing_ok=True)
@@ -119,6 +126,16 @@ class Checkpoint:
             if lp.shape != want or lpm.shape != want or lp.dtype.kind != "f" or lpm.dtype.kind != "f":
                 raise ValueError(f"rows of shape {lp.shape}, expected {want}")
         return dest, rows
+
+    def deal(self, batches: Sequence[Sequence[int]], costs: Sequence[int]) -> np.ndarray:
+        """A shard's pass: its planned batches (item indices, padded tokens) dealt to the shards;
+        marks the items of the other shards' batches ``foreign`` (never computed here) and returns them."""
+        if self.shard is not None:
+            index, count = self.shard
+            for members, owner in zip(batches, deal(costs, count)):
+                if owner != index:
+                    self.foreign[list(members)] = True
+        return self.foreign
 
     def _items_of(self, dest: np.ndarray) -> np.ndarray:
         return np.unique(np.searchsorted(self.offsets, dest, side="right") - 1)
@@ -156,7 +173,8 @@ class Checkpoint:
         np.savez(buf, **arrays)
         data = buf.getvalue()
         try:
-            write_atomic(self.folder / f"{self.seq:06d}-{hashlib.sha256(data).hexdigest()}.npz", data)
+            prefix = "" if self.shard is None else f"s{self.shard[0]:03d}-"
+            write_atomic(self.folder / f"{prefix}{self.seq:06d}-{hashlib.sha256(data).hexdigest()}.npz", data)
         except OSError as err:
             self.enabled = False
             log.warning("statistics checkpoint %s cannot be written (%s): this pass goes on without one",
@@ -169,6 +187,18 @@ class Checkpoint:
         """Remove the checkpoint (the full entry holds everything now)."""
         self.pending, self.kept = [], []
         remove_folder(self.folder)
+
+
+def deal(costs: Sequence[int], n: int) -> list[int]:
+    """The shard of each batch: batches in plan order (longest first), each to the shard with the
+    fewest padded tokens so far (ties: the lowest index). Every shard deals the same plan alike."""
+    loads = [0] * n
+    owner = []
+    for c in costs:
+        k = min(range(n), key=lambda s: (loads[s], s))
+        owner.append(k)
+        loads[k] += int(c)
+    return owner
 
 
 def remove_folder(folder: Path) -> None:

@@ -67,6 +67,7 @@ class MethodKind(ABC):
 
     name: ClassVar[str] = ""
     sections: ClassVar[tuple[str, ...]] = ()  # the top-level metrics.json keys its score step writes
+    shards: ClassVar[bool] = True  # its passes can be sharded (runtime.shards: the token statistics pass)
 
     @abstractmethod
     def plan(self, run: RunConfig) -> Plan: ...

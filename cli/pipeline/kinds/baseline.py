@@ -105,6 +105,7 @@ def score_all(picked: dict, table: pd.DataFrame, texts, runtime: dict):
 @REGISTRY.register
 class Baseline(MethodKind):
     """Baselines read no model pair and no scoring prompt: both are "none" in the signature."""
+    shards = False  # its passes are not sharded (yet): runtime.shards>1 is refused up front
 
     name = "baseline"
     sections = ("baselines",)

@@ -45,6 +45,7 @@ def parse_changes(texts, scores, statuses, lo: int, hi: int, rule: str, *, strip
 class JudgeKind(MethodKind):
     """What the two judge kinds share: the judge prompts in the signature, the counts of judge
     outputs that gave no score in range (their ``judge`` section of metrics.json) in the summary."""
+    shards = False  # its passes are not sharded (yet): runtime.shards>1 is refused up front
 
     sections: ClassVar[tuple[str, ...]] = ("judge",)
 

@@ -1,0 +1,162 @@
+"""Sharded statistics passes (``runtime.shards``): one pass planned once over all items, exactly as
+unsharded, its whole batches dealt to N shards; each shard writes its batches as checkpoint partials
+under the full pass's key (``s<K>-`` in the file name, ``checkpoint.Checkpoint``), and once every
+item is covered the merge stores the ordinary cache entry. A batch computes the same numbers in
+whichever process runs it, so the merged statistics are bit-identical to an unsharded pass on the
+same device type and dtype.
+
+This module does not import torch."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from cscore.scorers.engine.pass_options import WORKER_ENV, Sharding  # noqa: F401 - re-exported
+from cscore.scorers.store.checkpoint import deal  # noqa: F401 - the dealing of batches to shards lives with the partials
+
+log = logging.getLogger(__name__)
+
+# -- the marks a finished shard leaves beside its partials ------------------------------------
+
+def mark_path(folder: Path, index: int, count: int) -> Path:
+    return Path(folder) / f"s{index:03d}of{count:03d}.done.json"
+
+
+def write_mark(folder: Path, index: int, count: int, record: dict) -> None:
+    """Shard ``index`` is done: its record, with the partial files that hold its batches."""
+    from cscore.files import write_atomic
+
+    files = sorted(p.name for p in Path(folder).glob(f"s{index:03d}-*.npz"))
+    write_atomic(mark_path(folder, index, count), json.dumps({"shard": index, "shards": count, **record,
+                                                              "files": files}))
+
+
+def read_marks(folder: Path, count: int) -> dict[int, dict]:
+    """The records of the shards of ``count`` that finished. A mark whose files are not all there
+    any more (a damaged one was removed) or that does not read counts as missing."""
+    out = {}
+    for k in range(count):
+        try:
+            record = json.loads(mark_path(folder, k, count).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and all((Path(folder) / f).is_file() for f in record.get("files", [None])):
+            out[k] = record
+    return out
+
+
+def missing_text(missing: Sequence[int], count: int) -> str:
+    names = ", ".join(str(k) for k in missing)
+    return f"shard{'s' * (len(missing) != 1)} {names} of {count}"
+
+
+# -- one sharded pass through the statistics cache --------------------------------------------
+
+def run_pass(cache, parts: dict, heads: dict, pairs, temperatures, sharding: Sharding, compute, label: str,
+             models: list[str], stats_type):
+    """The token statistics of one pass, sharded: the cache entry if there is one; else this
+    process's shards (``sharding.todo()``, each under its own lock, resuming from its own partials,
+    leaving a mark when done), then the merge under the key's lock once every item is covered.
+    ``compute(checkpoint)`` runs the engine with a shard's checkpoint; ``stats_type`` is the payload
+    (``TokenStats``: the store names no payload type itself). Returns (stats per head or
+    None when shards are missing, report or None, the shards missing)."""
+    import time
+
+    from cscore.errors import StorageError
+    from cscore.files import file_lock
+    from cscore.scorers.engine.passes import EngineReport
+    from cscore.scorers.store.cache import CACHE_SCHEMA, stats_key
+    from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint, remove_folder
+    key = stats_key(parts)
+    with cache.lock(key):
+        hit = cache.load(key, stats_type)
+    if hit is not None and sharding.index not in (None, 0):  # merged before this job: shard 0's job writes
+        return None, None, []  # the run directory (one per sweep point), the others stop here
+    if hit is not None:
+        return hit.stats, EngineReport.of_entry(hit.meta), []
+    folder = cache.root / PARTIAL_DIR / key
+    lengths = np.array([len(h) for _, h in pairs], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    every = cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
+    head_names = list(heads)
+    for k in sharding.todo():
+        if key in cache:  # another run merged it meanwhile
+            break
+        with file_lock(cache.root / ".locks" / f"{key}.s{k:03d}.lock"):  # two runs of one shard: one computes
+            if k in read_marks(folder, sharding.count):
+                continue
+            checkpoint = Checkpoint(folder, key, head_names, offsets, temperatures, every=every, schema=CACHE_SCHEMA,
+                                    shard=(k, sharding.count))
+            if checkpoint.load():
+                log.info("statistics (%s): shard %d of %d resumed %d items from its partials", label, k,
+                         sharding.count, checkpoint.n_kept)
+            start = time.time()
+            try:
+                _, report = compute(checkpoint)
+            finally:  # a shard stopped (an error, Ctrl-C, a kill's SIGTERM) keeps what it completed
+                checkpoint.flush()
+            if not checkpoint.enabled:
+                raise StorageError(f"shard {k} of {sharding.count} ({label}): its partials cannot be written to "
+                                   f"{folder}; a sharded pass needs a writable statistics cache")
+            write_mark(folder, k, sharding.count, {
+                "start": start, "end": time.time(), "seconds": report.seconds, "tokens": report.tokens,
+                "padded_tokens": report.padded_tokens, "batches": report.batches, "flops": report.flops,
+                "items": int(len(checkpoint.foreign) - checkpoint.foreign.sum()), "resumed": checkpoint.n_kept})
+    if not sharding.merge:
+        return None, None, [k for k in range(sharding.count) if k not in read_marks(folder, sharding.count)]
+    with cache.lock(key):
+        hit = cache.load(key, stats_type)
+        if hit is not None:
+            remove_folder(folder)
+            return hit.stats, EngineReport.of_entry(hit.meta), []
+        start = time.perf_counter()
+        merged = merge(folder, key, head_names, offsets, temperatures, pairs, CACHE_SCHEMA, stats_type)
+        marks = read_marks(folder, sharding.count)  # after the merge's checks: a damaged file unmarks its shard
+        if merged is None or len(marks) < sharding.count:
+            missing = [k for k in range(sharding.count) if k not in marks] or list(range(sharding.count))
+            return None, None, missing
+        merge_seconds = time.perf_counter() - start
+        report = merged_report(marks, sharding.count, merge_seconds)
+        extra = {"models": models, "report": report.record()}
+        if cache.save(key, merged, parts, extra=extra) is not None:
+            remove_folder(folder)
+    return merged, report, []
+
+
+def merge(folder: Path, key: str, heads: list[str], offsets, temperatures, pairs, schema: int, stats_type):
+    """Every shard's partials into the pass's statistics (None while an item is not covered).
+    Each file is checked as a resumed pass checks it (checksum, header of this very pass)."""
+    from cscore.scorers.store.checkpoint import Checkpoint
+
+    checkpoint = Checkpoint(folder, key, heads, offsets, temperatures, schema=schema)
+    checkpoint.load()
+    if not checkpoint.done.all():
+        return None
+    temps = tuple(float(t) for t in temperatures)
+    n_tok = int(offsets[-1])
+    logp = {h: np.empty((len(temps), n_tok), dtype=np.float64) for h in heads}
+    logp_max = {h: np.empty((len(temps), n_tok), dtype=np.float64) for h in heads}
+    checkpoint.fill(logp, logp_max)
+    token_ids = (np.concatenate([np.asarray(h, dtype=np.int64) for _, h in pairs]) if pairs
+                 else np.zeros(0, np.int64))
+    return {h: stats_type(temps, np.asarray(offsets, dtype=np.int64), token_ids, logp[h], logp_max[h]) for h in heads}
+
+
+def merged_report(marks: dict[int, dict], count: int, merge_seconds: float):
+    """The report of a merged pass: the shards' work summed, its seconds the wall time from the
+    first shard's start to the merge's end (the shards' own seconds listed)."""
+    from cscore.scorers.engine.passes import EngineReport
+
+    recs = [marks[k] for k in range(count)]
+    wall = max(r["end"] for r in recs) - min(r["start"] for r in recs) + merge_seconds
+    flops = [r.get("flops") for r in recs]
+    total = None if None in flops else float(sum(f or 0.0 for f in flops))
+    return EngineReport(wall, sum(int(r["tokens"]) for r in recs), sum(int(r["padded_tokens"]) for r in recs),
+                        sum(int(r["batches"]) for r in recs), flops=total,
+                        shards=count, shard_seconds=[round(float(r["seconds"]), 4) for r in recs],
+                        merge_seconds=round(merge_seconds, 4))
