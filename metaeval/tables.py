@@ -157,10 +157,10 @@ class Dataset:
 
 def _effective(method: str, params: dict) -> dict:
     """The parameters a row was computed with: the recorded ones over the method's defaults
-    (``conf/method/<name>.yaml``, as the scorer fills them in). A comparison row records only what
-    its run set (an ensemble row of a run without ``floor`` leaves it out; ``method=ensemble``
-    writes it), so two records of one computation compare equal only this way. A method this
-    cscore does not know keeps its recorded parameters."""
+    (its ``Params`` dataclass, ``methods.with_defaults``, as the scorer fills them in). A
+    comparison row records only what its run set (an ensemble row of a run without ``floor``
+    leaves it out; ``method=ensemble`` writes it), so two records of one computation compare equal
+    only this way. A method this cscore does not know keeps its recorded parameters."""
     try:
         from cscore.scorers import methods
         return methods.with_defaults(method, params)

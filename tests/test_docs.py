@@ -253,3 +253,50 @@ def test_config_comments_name_existing_docs():
              for m in re.findall(r"docs/[\w./-]+?\.md", path.read_text())}
     assert any(m == "docs/methods/contrastscore.md" for _, m in named)
     assert [(str(p.relative_to(ROOT)), m) for p, m in named if not (ROOT / m).is_file()] == []
+
+
+# ---------------------------------------------------------------- measured figures in one place (issue 31, item 6)
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmarks_page_is_generated_from_the_record():
+    page = _load_script("benchmarks_page")
+    record = yaml.safe_load((ROOT / "docs" / "measured" / "figures.yaml").read_text())
+    assert (ROOT / "docs" / "benchmarks.md").read_text() == page.page_text(), "run python scripts/benchmarks_page.py"
+    text = page.render(record)
+    for entry in record["tests"] + record["demo"]:  # every recorded figure is on the page, with its date
+        assert f"| {entry['figure']} |" in text and str(entry["date"]) in text
+    assert "benchmarks.md" in nav_files(load_config()["nav"]) and "docs/hooks/benchmarks.py" in load_config()["hooks"]
+
+
+def test_the_hook_writes_the_page_from_the_docs_folder_it_builds(tmp_path):
+    (tmp_path / "measured").mkdir()
+    record = yaml.safe_load((ROOT / "docs" / "measured" / "figures.yaml").read_text())
+    record["tour"]["seconds"] = {"cscore run": 7}
+    (tmp_path / "measured" / "figures.yaml").write_text(yaml.safe_dump(record))
+    spec = importlib.util.spec_from_file_location("benchmarks_hook", ROOT / "docs" / "hooks" / "benchmarks.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    hook.on_pre_build({"docs_dir": str(tmp_path)})
+    assert "| `cscore run` | 7 |" in (tmp_path / "benchmarks.md").read_text()
+
+
+def test_the_readme_and_getting_started_link_the_figures_instead_of_repeating_them():
+    """Test counts, test times and the tour's times live on the benchmarks page only; each timed
+    tour command is a line of the README's tour (as scripts/tour_times.py reads it)."""
+    record = yaml.safe_load((ROOT / "docs" / "measured" / "figures.yaml").read_text())
+    tour = _load_script("tour_times").tour_lines()
+    assert set(record["tour"]["seconds"]) <= set(tour)
+    readme, started = (ROOT / "README.md").read_text(), (ROOT / "docs" / "getting-started.md").read_text()
+    for text in (readme, started):
+        assert "benchmarks.md#tests" in text
+        assert not re.search(r"\d[\d,]* (?:of the [\d,]+ )?tests\b", text), "a test count: record it in figures.yaml"
+        assert not re.search(r"\d+ min of tests|took \d+ s", text)
+    commands = [line for line in readme.splitlines() if line.startswith("cscore ")]
+    assert len(commands) >= len(record["tour"]["seconds"])
+    assert not [line for line in commands if re.search(r"\(\d+ s\)|; \d+ s\)", line)], "tour times: figures.yaml"
