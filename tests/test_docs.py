@@ -300,3 +300,13 @@ def test_the_readme_and_getting_started_link_the_figures_instead_of_repeating_th
     commands = [line for line in readme.splitlines() if line.startswith("cscore ")]
     assert len(commands) >= len(record["tour"]["seconds"])
     assert not [line for line in commands if re.search(r"\(\d+ s\)|; \d+ s\)", line)], "tour times: figures.yaml"
+
+
+def test_merge_notes_are_not_published():
+    """docs/notes/ (engineers' merge notes) is left out of the site: excluded, and no nav entry or
+    page links into it."""
+    config = load_config()
+    assert "notes/" in config["exclude_docs"].split()
+    assert not [f for f in nav_files(config["nav"]) if f.startswith("notes/")]
+    pages = [p for p in (ROOT / "docs").rglob("*.md") if p.relative_to(ROOT / "docs").parts[0] != "notes"]
+    assert not [str(p) for p in pages if re.search(r"\]\((?:\.\./)*notes/", p.read_text())]
