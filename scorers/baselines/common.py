@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cscore.errors import ConfigError
-from cscore.scorers.tokenize import InputError
+from cscore.scorers.engine.tokenize import InputError
 
 REFERENCE_MODES = ("all", "first")
 

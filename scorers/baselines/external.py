@@ -17,8 +17,8 @@ import pandas as pd
 
 from cscore.errors import ConfigError
 from cscore.scorers.baselines.common import Result, Texts
+from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.methods.params import Param
-from cscore.scorers.tokenize import InputError
 
 NAMES = ("external",)
 NAME_RE = re.compile(r"^[\w.\-]+$")

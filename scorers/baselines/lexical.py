@@ -24,8 +24,8 @@ from cscore.scorers.baselines.common import (
     require_references,
     started,
 )
+from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.methods.params import Param
-from cscore.scorers.tokenize import InputError
 
 NAMES = ("bleu", "chrf", "rouge")
 ROUGE_TYPE = re.compile(r"^rouge[1-9]$")

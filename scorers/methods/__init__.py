@@ -49,7 +49,7 @@ METHODS = {
     )
 }
 AGGREGATION_KEYS = ("norm", "skip_first")
-# methods a cross-family pair computes on aligned units (scorers/align.py); single reads one model
+# methods a cross-family pair computes on aligned units (scorers/engine/align.py); single reads one model
 ALIGNED = ("single", "ensemble", "contrast", "division", "cd_score", "cdm")
 
 
@@ -164,7 +164,7 @@ def score(name: str, stats: dict, **params) -> np.ndarray:
     if kind != "token":  # a trained pooler needs labels; a judge reads other statistics
         raise ConfigError(f"method {name!r} ({kind}) is not a function of the token statistics alone: "
                           f"score it with `cscore run method={name}`" + (
-                              "; or train one with cscore.scorers.cdm_pooler (cross_validate / train_pooler)"
+                              "; or train one with cscore.scorers.cdm.pooler (cross_validate / train_pooler)"
                               if kind == "pooler" else ""))
     token, agg = split_params(name, checked(name, params))
     values = get(name).token_scores(stats, **token)
