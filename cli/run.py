@@ -47,8 +47,9 @@ def resolve_pair(cfg: DictConfig, overrides: list[str]) -> list[str]:
 
 
 def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple = (), overrides: tuple = ()) -> dict:
-    """The whole run: ``cfg`` (as Hydra composed it) is checked into the typed config once, which
-    the stages and the kind read; raises CscoreError for anything the user can fix.
+    """The whole run: ``cfg`` (as Hydra composed it) is checked into the typed config (the job's
+    ``validate``; the precheck checked it before Hydra started), which the stages and the kind
+    read; raises CscoreError for anything the user can fix.
     ``state["stage"]`` says how far it got (a failure before "score" leaves nothing worth keeping);
     ``others``: the other jobs of its multirun (``cli/sweep_points.py``); ``overrides``: the job's
     own (the workers of ``runtime.devices`` run with them, ``cli/workers.py``)."""

@@ -1,6 +1,6 @@
 """One typed config: the schema's nodes in Hydra's ConfigStore (``register``) and a composed run
-config checked once into typed objects (``typed(cfg) -> RunConfig``; the dataclasses are
-``cscore.scorers.config.run``'s, so that the kinds may read them)."""
+config checked into typed objects (``typed(cfg) -> RunConfig``: by the precheck and by each job's
+``validate``; the dataclasses are ``cscore.scorers.config.run``'s, so that the kinds may read them)."""
 
 from __future__ import annotations
 

@@ -346,7 +346,7 @@ def test_report_shows_baseline_rows_beside_a_model_pairs_rows(tmp_path, tiny_dir
     args = [a for a in table_args(path) if a != "method=baseline"]
     res = cscore_cli("run", *args, *pair, "method=contrast", f"hydra.run.dir={sweep / 'c'}", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
-    res = cscore_cli("report", str(sweep), "--bootstrap", "50", "--permutations", "50", cwd=tmp_path)
+    res = cscore_main("report", str(sweep), "--bootstrap", "50", "--permutations", "50", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     long = pd.read_csv(next((sweep / "report").glob("*_quality_long.csv")))
     assert {"bleu", "rouge1", "rouge2", "rougeL", "tiny contrast", "tiny expert"} <= set(long["label"])

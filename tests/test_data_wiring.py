@@ -68,18 +68,18 @@ def test_mqm23_selects_pairs_and_names_missing_files():
 
 
 @needs_shared
-def test_data_export_writes_the_validated_table(tmp_path, cscore_cli):
-    out = tmp_path / "q.jsonl"
-    res = cscore_cli("data", "export", "data=mqm23", "data.pairs=[zh-en]", f"out={out}", cwd=tmp_path)
+def test_data_export_writes_the_validated_table(tmp_path, cscore_main):
+    out = tmp_path / "q.jsonl"  # in this process: `cscore data` scores nothing (no interpreter start-up)
+    res = cscore_main("data", "export", "data=mqm23", "data.pairs=[zh-en]", f"out={out}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 3770 and rows[0]["task"] == "translation" and "human.mqm" in rows[0]
-    res = cscore_cli("data", "export", "data=mqm22", f"out={tmp_path / 'x.parquet'}", cwd=tmp_path)
+    res = cscore_main("data", "export", "data=mqm22", f"out={tmp_path / 'x.parquet'}", cwd=tmp_path)
     assert res.returncode == 1 and "mqm22: missing MQM file(s)" in res.stderr and "data.paths" in res.stderr
 
 
-def test_data_check_prints_a_card(tmp_path, tiny_tokenizer, cscore_cli):
-    res = cscore_cli("data", "check", "data=demo", f"tokenizer={tiny_tokenizer}", cwd=tmp_path)
+def test_data_check_prints_a_card(tmp_path, tiny_tokenizer, cscore_main):
+    res = cscore_main("data", "check", "data=demo", f"tokenizer={tiny_tokenizer}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "- items: 160" in res.stdout and "- groups: 20" in res.stdout and "| overall | 160 | 1 |" in res.stdout
     assert "| hypothesis |" in res.stdout and "dropped: 0" in res.stdout

@@ -79,10 +79,17 @@ def test_site_builds_strictly(built_site):
 
 @pytest.mark.slow
 def test_strict_build_fails_on_a_broken_link(mkdocs_available, tmp_path):
-    """The check the site test relies on: a link to a page that does not exist stops the build."""
+    """The check the site test relies on: a link to a page that does not exist stops the build
+    (this site's config and pages, less the API page's docstrings: mkdocstrings is most of a
+    build's time and has no part in link validation)."""
     shutil.copytree(ROOT / "docs", tmp_path / "docs", ignore=shutil.ignore_patterns("notes", "hooks"))
-    config = (ROOT / "mkdocs.yml").read_text().replace("- docs/hooks/", f"- {ROOT}/docs/hooks/")
-    (tmp_path / "mkdocs.yml").write_text(config)
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text().replace("- docs/hooks/", f"- {ROOT}/docs/hooks/"))
+    config["plugins"] = [p for p in config["plugins"] if not (isinstance(p, dict) and "mkdocstrings" in p)]
+    config["hooks"] = [h for h in config["hooks"] if not h.endswith("package_path.py")]  # mkdocstrings' paths
+    assert config["plugins"] and config["validation"]["omitted_files"] == "warn"
+    api = tmp_path / "docs" / "api.md"
+    api.write_text(re.sub(r"^::: .*$", "", api.read_text(), flags=re.M))
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
     page = tmp_path / "docs" / "concepts.md"
     page.write_text(page.read_text() + "\nSee [the missing page](missing.md).\n")
     done = mkdocs_build(tmp_path / "mkdocs.yml", tmp_path / "site")
@@ -253,3 +260,60 @@ def test_config_comments_name_existing_docs():
              for m in re.findall(r"docs/[\w./-]+?\.md", path.read_text())}
     assert any(m == "docs/methods/contrastscore.md" for _, m in named)
     assert [(str(p.relative_to(ROOT)), m) for p, m in named if not (ROOT / m).is_file()] == []
+
+
+# ---------------------------------------------------------------- measured figures in one place (issue 31, item 6)
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmarks_page_is_generated_from_the_record():
+    page = _load_script("benchmarks_page")
+    record = yaml.safe_load((ROOT / "docs" / "measured" / "figures.yaml").read_text())
+    assert (ROOT / "docs" / "benchmarks.md").read_text() == page.page_text(), "run python scripts/benchmarks_page.py"
+    text = page.render(record)
+    for entry in record["tests"] + record["demo"]:  # every recorded figure is on the page, with its date
+        assert f"| {entry['figure']} |" in text and str(entry["date"]) in text
+    assert "benchmarks.md" in nav_files(load_config()["nav"]) and "docs/hooks/benchmarks.py" in load_config()["hooks"]
+
+
+def test_the_hook_writes_the_page_from_the_docs_folder_it_builds(tmp_path):
+    (tmp_path / "measured").mkdir()
+    record = yaml.safe_load((ROOT / "docs" / "measured" / "figures.yaml").read_text())
+    record["tour"]["seconds"] = {"cscore run": 7}
+    (tmp_path / "measured" / "figures.yaml").write_text(yaml.safe_dump(record))
+    spec = importlib.util.spec_from_file_location("benchmarks_hook", ROOT / "docs" / "hooks" / "benchmarks.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    hook.on_pre_build({"docs_dir": str(tmp_path)})
+    assert "| `cscore run` | 7 |" in (tmp_path / "benchmarks.md").read_text()
+
+
+def test_the_readme_and_getting_started_link_the_figures_instead_of_repeating_them():
+    """Test counts, test times and the tour's times live on the benchmarks page only; each timed
+    tour command is a line of the README's tour (as scripts/tour_times.py reads it)."""
+    record = yaml.safe_load((ROOT / "docs" / "measured" / "figures.yaml").read_text())
+    tour = _load_script("tour_times").tour_lines()
+    assert set(record["tour"]["seconds"]) <= set(tour)
+    readme, started = (ROOT / "README.md").read_text(), (ROOT / "docs" / "getting-started.md").read_text()
+    for text in (readme, started):
+        assert "benchmarks.md#tests" in text
+        assert not re.search(r"\d[\d,]* (?:of the [\d,]+ )?tests\b", text), "a test count: record it in figures.yaml"
+        assert not re.search(r"\d+ min of tests|took \d+ s", text)
+    commands = [line for line in readme.splitlines() if line.startswith("cscore ")]
+    assert len(commands) >= len(record["tour"]["seconds"])
+    assert not [line for line in commands if re.search(r"\(\d+ s\)|; \d+ s\)", line)], "tour times: figures.yaml"
+
+
+def test_merge_notes_are_not_published():
+    """docs/notes/ (engineers' merge notes) is left out of the site: excluded, and no nav entry or
+    page links into it."""
+    config = load_config()
+    assert "notes/" in config["exclude_docs"].split()
+    assert not [f for f in nav_files(config["nav"]) if f.startswith("notes/")]
+    pages = [p for p in (ROOT / "docs").rglob("*.md") if p.relative_to(ROOT / "docs").parts[0] != "notes"]
+    assert not [str(p) for p in pages if re.search(r"\]\((?:\.\./)*notes/", p.read_text())]

@@ -313,27 +313,39 @@ def plain_greedy_text(model_dir, prompt_text: str, max_new_tokens: int) -> str:
     return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
 
 
-@pytest.fixture
-def role_args(role_judge_dirs, rows):
-    return [f"data.path={rows}", f"pair.expert.path={role_judge_dirs['expert']}",
+ROLE_GRID = [("cd_judge", "paper"), ("cd_judge", "released"), ("cd_judge_released", "released"),
+             ("cd_judge_released", "paper")]
+
+
+@pytest.fixture(scope="module")
+def role_runs(role_judge_dirs, rows, tmp_path_factory, cscore_cli):
+    """The four (method, parse) runs of the role-word test as one multirun (one interpreter, one
+    model load per job): {(method, parse): its job's folder}."""
+    root = tmp_path_factory.mktemp("role_runs")
+    args = [f"data.path={rows}", f"pair.expert.path={role_judge_dirs['expert']}",
             f"pair.amateur.path={role_judge_dirs['amateur']}", "pair.amateur.early_exit=null", "pair.name=role",
             "runtime.progress=false", "runtime.dtype=float64", "judge_prompt=released"]
+    res = cscore_cli("run", "-m", *args, "method=cd_judge,cd_judge_released", "method.parse=paper,released",
+                     f"hydra.sweep.dir={root / 'sw'}", cwd=root)
+    assert res.returncode == 0, res.stdout + res.stderr
+    jobs = {}
+    for d in (root / "sw").iterdir():
+        if (d / "metrics.json").is_file():
+            cfg = read_run(d)[0]
+            jobs[cfg["method"]["name"], cfg["method"]["parse"]] = d
+    assert sorted(jobs) == sorted(ROLE_GRID)
+    return jobs
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method, parse", [("cd_judge", "paper"), ("cd_judge", "released"),
-                                           ("cd_judge_released", "released"), ("cd_judge_released", "paper")])
-def test_cli_role_word_is_deleted_before_the_parse(role_judge_dirs, role_args, tmp_path, cscore_cli, shared,
-                                                   method, parse):
+@pytest.mark.parametrize("method, parse", ROLE_GRID)
+def test_cli_role_word_is_deleted_before_the_parse(role_judge_dirs, role_runs, shared, method, parse):
     """Issue 34 item 1: with the released prompt (no generation prompt) the judge writes its role
     word first ("<|im_start|>assistant\n4<|im_end|>"). Both presets, under either rule, delete
     "assistant" as the released code does and read 4 for every row; the expected text is the
     expert's own greedy generation (transformers' generate) and the expected score the released
     code's reading of it (delete "assistant", strip: "4")."""
-    out = tmp_path / "r"
-    res = cscore_cli("run", *role_args, f"method={method}", f"method.parse={parse}", f"hydra.run.dir={out}",
-                     cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
+    out = role_runs[method, parse]
     _, table, metrics = read_run(out)
     text = plain_greedy_text(role_judge_dirs["expert"], table["prompt"][0], 8)
     assert text == "assistant\n4" and float(text.replace("assistant", "").strip()) == 4.0
@@ -358,12 +370,12 @@ def test_cli_full_output_decodes_to_max_new_tokens(judge_dirs, judge_args, tmp_p
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     args = [*judge_args, "method.lam=0", "method.max_new_tokens=6", f"cache.dir={tmp_path / 'cache'}"]
-    got = {}
-    for full in ("false", "true"):
-        res = cscore_cli("run", *args, f"method.full_output={full}", f"hydra.run.dir={tmp_path / full}",
-                         cwd=tmp_path)
-        assert res.returncode == 0, res.stderr
-        got[full] = read_run(tmp_path / full)
+    # one process, the default run's job first (as two runs in a row would be)
+    res = cscore_cli("run", "-m", *args, "method.full_output=false,true", f"hydra.sweep.dir={tmp_path / 'sw'}",
+                     cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    got = {full: read_run(tmp_path / "sw" / job) for job, full in (("0", "false"), ("1", "true"))}
+    assert [got[full][0]["method"]["full_output"] for full in ("false", "true")] == [False, True]
     short, full = got["false"][1], got["true"][1]
     assert got["true"][2]["judge"]["full_output"] is True
     assert not got["true"][2]["speed"]["passes"]["decode"]["from_cache"]  # not the settled paths' key

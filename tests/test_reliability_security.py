@@ -151,7 +151,7 @@ def test_remote_code_runs_only_when_asked(remote_code_model):
 
 
 @pytest.mark.slow
-def test_run_writes_only_inside_the_named_directory(remote_code_model, tmp_path, cscore_cli):
+def test_run_writes_only_inside_the_named_directory(remote_code_model, tmp_path, cscore_cli, cscore_main):
     """A whole `cscore run` on the model with remote code: the code is not run, and every file the run
     writes is under hydra.run.dir / cache.dir (the working directory gets nothing)."""
     d, marker = remote_code_model
@@ -174,8 +174,7 @@ def test_run_writes_only_inside_the_named_directory(remote_code_model, tmp_path,
     # <dir>/report (it wrote beside the run directory's parent)
     config = tmp_path / "named" / "config.yaml"
     config.write_text(config.read_text().replace("name: table", "name: ../../../escaped", 1))
-    res = cscore_cli("report", str(tmp_path / "named"), "--bootstrap", "10", "--permutations", "10", cwd=work,
-                     timeout=300)
+    res = cscore_main("report", str(tmp_path / "named"), "--bootstrap", "10", "--permutations", "10", cwd=work)
     assert res.returncode == 0, res.stderr[-2000:]
     outside = [p for p in tmp_path.parent.rglob("*escaped*") if "report" not in p.relative_to(tmp_path.parent).parts]
     assert outside == [] and list((tmp_path / "named" / "report").glob("escaped_quality.md"))

@@ -158,7 +158,8 @@ def token_scores(name: str, stats: dict, **params) -> np.ndarray:
 
 def score(name: str, stats: dict, **params) -> np.ndarray:
     """Per-item scores of method ``name`` on ``stats`` ({"expert": TokenStats, ...}); parameters
-    not given take the defaults of ``conf/method/<name>.yaml``."""
+    not given take the defaults of the method's ``Params`` dataclass (``with_defaults``), checked
+    here on each call (``checked``)."""
     kind = getattr(get(name), "KIND", "token")
     if kind != "token":  # a trained pooler needs labels; a judge reads other statistics
         raise ConfigError(f"method {name!r} ({kind}) is not a function of the token statistics alone: "
