@@ -46,29 +46,46 @@ class Registry(Generic[T]):
             return cls
         return add
 
+    def __call__(self, cls: type[C]) -> type[C]:
+        """A class decorator that adds the class under its own ``name`` (``@REG`` on the class)."""
+        self.add(getattr(cls, "name", ""), cls)  # type: ignore[arg-type]
+        return cls
+
     def add(self, name: str, cls: type[T]) -> None:
-        if not name:
-            raise CscoreError(f"{self.what}: {cls!r} is registered without a name")
         if not (isinstance(cls, type) and issubclass(cls, self.base)):
-            raise CscoreError(f"{self.what} {name!r}: {cls!r} is not a {self.base.__name__} subclass")
+            raise self.refusal(f"{self.what} {name!r}: {cls!r} is not a {self.base.__name__} subclass")
+        if not name:
+            raise self.refusal(f"{self.what}: {cls.__name__} has no {self.what} name (set its `name`)")
+        self.check(name, cls)
         have = self.entries.get(name)
-        if have is not None and have is not cls:
-            raise CscoreError(f"{self.what} {name!r} is registered twice: {have.__module__}.{have.__qualname__} "
-                              f"and {cls.__module__}.{cls.__qualname__}")
+        if have is not None:
+            raise self.refusal(f"{self.what} {name!r} is registered twice: {have.__module__}.{have.__qualname__} "
+                               f"and {cls.__module__}.{cls.__qualname__}")
         self.entries[name] = cls
+
+    def check(self, name: str, cls: type[T]) -> None:
+        """What a registry of one kind asks of an entry besides its base (nothing by default)."""
+
+    refusal: type[CscoreError] = CscoreError  # what a refused registration raises
+
+    def unknown(self, name: str) -> str:
+        """The one-line message for a name no entry has."""
+        return f"unknown {self.what} {name!r}{suggest(name, self.entries)}; known: {', '.join(sorted(self.entries))}"
 
     def get(self, name: str) -> type[T]:
         try:
             return self.entries[name]
-        except KeyError:
-            raise self.error(f"unknown {self.what} {name!r}{suggest(name, self.entries)}; "
-                             f"known: {', '.join(sorted(self.entries))}") from None
+        except (KeyError, TypeError):
+            raise self.error(self.unknown(name)) from None
 
     def names(self) -> list[str]:
         return sorted(self.entries)
 
     def items(self) -> list[tuple[str, type[T]]]:
         return sorted(self.entries.items())
+
+    def values(self) -> list[type[T]]:
+        return [cls for _, cls in self.items()]
 
     def __contains__(self, name: object) -> bool:
         return name in self.entries

@@ -4,6 +4,7 @@ writes the page and the MkDocs hook docs/hooks/config_reference.py makes it at e
 
 from __future__ import annotations
 
+import sys
 from dataclasses import MISSING, fields, is_dataclass
 from importlib import resources
 
@@ -103,13 +104,14 @@ def method_sections() -> str:
     from cscore.scorers import methods
 
     out = "\n# Methods (`method=<name>`)\n\nEach method's `Params` (its module in `scorers/methods/`).\n"
-    for name, module in methods.METHODS.items():
-        doc = module.Params.__doc__ or ""
+    for name, method in methods.METHODS.items():
+        module = sys.modules[method.__module__]
+        doc = method.Params.__doc__ or ""
         if doc.startswith("Params("):  # dataclass's own signature text: the module's first paragraph instead
             doc = (module.__doc__ or "").split("\n\n")[0]
         doc = " ".join(doc.split())
         doc = (doc or f"`scorers/methods/{name}.py`.") + method_presets(name)
-        out += table(f"`method={name}`", escape(doc), module.Params, "method.")
+        out += table(f"`method={name}`", escape(doc), method.Params, "method.")
     return out
 
 

@@ -154,7 +154,7 @@ def check_max_length(c: dict, spec: str, revision: str | None) -> None:
         return
     from cscore.scorers import methods
 
-    if getattr(methods.get(c["method"]["name"]), "KIND", "token") in ("judge", "judge_released"):
+    if methods.get(c["method"]["name"]).kind in ("judge", "judge_released"):
         return  # judges build their own prompts (runtime.max_length is checked as they do)
     loaded = tokenizer_of(spec, revision)
     if loaded is None:

@@ -9,6 +9,7 @@ baselines computed the same way; they use temperature ``baseline_t`` (default 1.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from cscore.errors import ConfigError
 from cscore.scorers import methods
@@ -23,8 +24,14 @@ class Variant:
     method: str
     params: dict
 
+    @cached_property
+    def typed(self) -> methods.MethodParams:
+        """The row's settings as its method's typed ``Params``, checked once (a judge row's ``who``
+        names the row, not a setting)."""
+        return methods.params(self.method, {k: v for k, v in self.params.items() if k != "who"})
+
     def needs(self) -> tuple[str, ...]:
-        return methods.get(self.method).needs(**self.params)
+        return methods.get(self.method).needs(self.typed)
 
     def temperatures(self) -> set[float]:
         return {float(v) for k, v in self.params.items() if k in ("t", "t_exp", "t_ama")}
@@ -35,9 +42,9 @@ def plan(method_cfg: dict, baseline_t: float = 1.0, rows=BASELINE_ROWS) -> list[
     name = cfg.pop("name")
     label = cfg.pop("variant", None) or name
     _, agg = methods.split_params(name, cfg)  # unknown keys fail here, before any model is loaded
-    module = methods.get(name)
-    if hasattr(module, "plan_variants"):  # a method of another kind (a judge) names its own rows
-        return [Variant(*row) for row in module.plan_variants(label, cfg, rows)]
+    own = methods.get(name).plan_variants(label, cfg, rows)
+    if own is not None:  # a method of another kind (a judge) names its own rows
+        return [Variant(*row) for row in own]
     main = Variant(label, name, cfg)
     loaded = set(main.needs())
     # agg: norm under a method's own name too (cdm: pooling)
@@ -52,7 +59,7 @@ def plan(method_cfg: dict, baseline_t: float = 1.0, rows=BASELINE_ROWS) -> list[
             out.append(Variant(row, "single", {"model": row, "t": baseline_t, **shared}))
         elif row == "ensemble" and {"expert", "amateur"} <= loaded:
             extra = {"floor": cfg["floor"]} if "floor" in cfg else {}
-            gamma = methods.defaults("ensemble")["gamma"]  # Eq. 6: the YAML's default, 0.5
+            gamma = methods.get("ensemble").Params().gamma  # Eq. 6: the YAML's default, 0.5
             out.append(Variant("ensemble", "ensemble",
                                {"gamma": gamma, "t_exp": baseline_t, "t_ama": baseline_t, **shared, **extra}))
     return out + [main]

@@ -47,8 +47,8 @@ def score_discriminator(run: RunConfig, loaded, plan, progress, state: dict):
     from cscore.scorers.models import auto_device
 
     main = plan.variants[-1]
-    params = methods.check_params(main.method, main.params)
-    path = params["discriminator"]
+    p = methods.params(main.method, main.params, prefix="method")
+    path = p.discriminator
     meta = cdm_gen.read_meta(path)
     scored = token_score(run, loaded, plan, progress, state)
     table = scored.table
@@ -62,11 +62,11 @@ def score_discriminator(run: RunConfig, loaded, plan, progress, state: dict):
         c = meta["classifier"]
         tok, model = load_classifier(str(path), auto_device(run.runtime.device))
         log_odds = classifier_log_odds(tok, model, list(table["prompt"]), list(table["hypothesis"]), text=c["text"],
-                                       batch_size=params["batch_size"], max_length=c["max_length"])
-    values = log_odds if params["output"] == "log_odds" else 1.0 / (1.0 + np.exp(-log_odds))
+                                       batch_size=p.batch_size, max_length=c["max_length"])
+    values = log_odds if p.output == "log_odds" else 1.0 / (1.0 + np.exp(-log_odds))
     table[f"{rundir.SCORE}{main.name}"] = values
     scored.metrics["discriminator"] = {"path": str(Path(path).resolve()), "kind": meta["kind"],
-                                       "output": params["output"], "accuracy": meta.get("accuracy"),
+                                       "output": p.output, "accuracy": meta.get("accuracy"),
                                        "trained_on": meta.get("input"), "generate_counts": meta.get("generate_counts")}
     log.info("%s: %s discriminator from %s (held-out accuracy %s)", main.name, meta["kind"], path,
              (meta.get("accuracy") or {}).get("held_out", {}).get("accuracy"))

@@ -28,23 +28,20 @@ def score_pooler(run: RunConfig, loaded, plan, progress, state: dict):
     from cscore.scorers.methods.common import per_item
 
     main = plan.variants[-1]
-    params = methods.check_params(main.method, main.params)
-    aspect = target_aspect(loaded.examples, params.get("aspect"))  # these checks before any model is loaded
+    p = methods.params(main.method, main.params, prefix="method")
+    aspect = target_aspect(loaded.examples, p.aspect)  # these checks before any model is loaded
     groups = loaded.examples["group"].astype(str).to_numpy()
     cdm_pooler.check_folds(loaded.examples[f"{rundir.HUMAN}{aspect}"].to_numpy(dtype=np.float64), groups,
-                           folds=params["folds"], seed=params["seed"], objective=params["objective"], l2=params["l2"],
-                           threshold=params["threshold"])
+                           folds=p.folds, seed=p.seed, objective=p.objective, l2=p.l2, threshold=p.threshold)
     scored = token_score(run, loaded, plan, progress, state)  # the comparison rows; the pooler's column below
     stats = scored.stats.stats
-    module = methods.get(main.method)
-    momentum = module.token_scores(stats, **{k: params[k] for k in module.MOMENTUM})
+    momentum = methods.get(main.method).token_scores(stats, p)
     offsets = next(iter(stats.values())).offsets
-    sequences = per_item(momentum, offsets, bool(params.get("skip_first", False)))
+    sequences = per_item(momentum, offsets, bool(p.skip_first))
     table = scored.table
     labels = table[f"{rundir.HUMAN}{aspect}"].to_numpy(dtype=np.float64)
-    cv = cdm_pooler.cross_validate(sequences, labels, groups, folds=params["folds"],
-                                   seed=params["seed"], objective=params["objective"], l2=params["l2"],
-                                   threshold=params["threshold"])
+    cv = cdm_pooler.cross_validate(sequences, labels, groups, folds=p.folds, seed=p.seed, objective=p.objective,
+                                   l2=p.l2, threshold=p.threshold)
     table[f"{rundir.SCORE}{main.name}"] = cv.scores
     folds = []
     for fold in cv.folds:
@@ -54,7 +51,7 @@ def score_pooler(run: RunConfig, loaded, plan, progress, state: dict):
         entry["n_test_labelled"] = int(np.isfinite(labels[test]).sum())
         folds.append(entry)
     record = {"method": main.method, "variant": main.name, "aspect": aspect, "k": cv.k, "seed": cv.seed,
-              "objective": cv.objective, "l2": cv.l2, "threshold": params["threshold"],
+              "objective": cv.objective, "l2": cv.l2, "threshold": p.threshold,
               "features": list(cdm_pooler.FEATURES), "group_column": "group",
               "fold_assignment": "groups ranked by sha256(seed, group), cut into k runs", "folds": folds}
     scored.kept["pooler"] = {"record": record, "scores": cv.scores, "labels": labels,

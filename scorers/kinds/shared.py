@@ -129,9 +129,9 @@ def token_score(run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, 
         table[f"{rundir.MEAN_LOGP}{model}"] = stats.score("single", model=model, t=1.0, norm="mean",
                                                           skip_first=skip_first, clamp=None)
     for v in plan.variants:
-        if getattr(methods.get(v.method), "KIND", "token") != "token":
+        if methods.get(v.method).kind != "token":
             continue  # its kind's score step adds that column after this one (a trained pooler)
-        table[f"{rundir.SCORE}{v.name}"] = stats.score(v.method, **v.params)
+        table[f"{rundir.SCORE}{v.name}"] = stats.score_params(v.typed)
     return Scored(table, stats, pair.models, inputs.n_truncated, {"units": "aligned"} if stats.aligned else {})
 
 
