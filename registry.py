@@ -13,10 +13,12 @@ T = TypeVar("T")
 C = TypeVar("C")
 
 
-def suggest(word: object, options: Iterable[object], prefix: str = "") -> str:
-    """' (did you mean <prefix>X?)' when a close option X exists, else ''."""
+def suggest(word: object, options: Iterable[object], prefix: str = "", quoted: bool = False) -> str:
+    """' (did you mean <prefix>X?)' when a close option X exists, else '' (``quoted``: X as 'X')."""
     close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
-    return f" (did you mean {prefix}{close[0]}?)" if close else ""
+    if not close:
+        return ""
+    return f" (did you mean {prefix}{close[0]!r}?)" if quoted else f" (did you mean {prefix}{close[0]}?)"
 
 
 def unknown_keys(what: str, unknown: Iterable[object], allowed: Iterable[object], prefix: str = "") -> str:

@@ -37,8 +37,8 @@ def canonical_names(args: list[str]) -> list[str]:
     from hydra.errors import OverrideParseException
 
     from cscore.errors import ConfigError
+    from cscore.registry import suggest
     from cscore.scorers.baselines import FAMILIES
-    from cscore.scorers.methods.params import suggest
 
     alias = aliases()
     out, unknown = [], []

@@ -16,7 +16,7 @@ def compose(name: str, overrides: list[str], sections: dict[str, dict]) -> DictC
     from hydra import initialize_config_module
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from cscore.scorers.methods.params import suggest
+    from cscore.registry import suggest
 
     try:
         with initialize_config_module(config_module="cscore.conf", version_base="1.3"):

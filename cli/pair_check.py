@@ -131,7 +131,7 @@ def shortest_prompts(c: dict) -> dict[str, str]:
     source = p.get("condition", "source") == "source"
     table = dict(prompts.TEMPLATES if source else prompts.REFERENCE_TEMPLATES)
     table.update((p.get("templates") if source else p.get("reference_templates")) or {})
-    chosen = c["data"].get("template") or c["data"].get("task") or registry.TASKS.get(c["data"].get("name"))
+    chosen = c["data"].get("template") or c["data"].get("task") or registry.task_of(c["data"].get("name"))
     if chosen is not None:
         table = {str(chosen): table.get(chosen, prompts.TEMPLATES.get(chosen, chosen))}
     out = {}

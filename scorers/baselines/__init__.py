@@ -9,9 +9,9 @@ this package only says what they may be."""
 from __future__ import annotations
 
 from cscore.errors import ConfigError
+from cscore.registry import suggest
 from cscore.scorers.baselines import bertscore, external, generative, lexical
 from cscore.scorers.baselines.common import Result, Texts
-from cscore.scorers.methods.params import suggest
 
 FAMILIES = {name: module for module in (lexical, bertscore, generative, external) for name in module.NAMES}
 

@@ -143,7 +143,7 @@ def scored_tokens(stats, skip_first: bool, model: str | None = None) -> np.ndarr
 
 
 def check_aspect(examples, aspect: str) -> None:
-    from cscore.scorers.methods.params import suggest
+    from cscore.registry import suggest
 
     have = [c.removeprefix(rundir.HUMAN) for c in rundir.human_columns(examples.columns)]
     if aspect not in have:
@@ -153,7 +153,7 @@ def check_aspect(examples, aspect: str) -> None:
 
 def target_aspect(table, aspect: str | None) -> str:
     """The human aspect to train on: the one asked for, else the only one, else ``overall``."""
-    from cscore.scorers.methods.params import suggest
+    from cscore.registry import suggest
 
     have = [c.removeprefix(rundir.HUMAN) for c in rundir.human_columns(table.columns)]
     if aspect is None:

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from cscore.errors import ConfigError
+from cscore.registry import suggest
 from cscore.scorers.methods.base import AGGREGATION_KEYS, METHODS, Method, MethodParams
-from cscore.scorers.methods.params import defaults_of, specs_of, suggest
+from cscore.scorers.methods.params import defaults_of, specs_of
 
 __all__ = ["AGGREGATION_KEYS", "METHODS", "Method", "MethodParams", "get", "params", "score", "token_scores"]
 

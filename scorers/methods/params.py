@@ -9,11 +9,11 @@ API's defaults)."""
 from __future__ import annotations
 
 import copy
-import difflib
 import math
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 
 from cscore.errors import ConfigError
+from cscore.registry import suggest
 
 
 @dataclass(frozen=True)
@@ -92,12 +92,6 @@ COMMON = {
     "norm": Param(str, choices=("sum", "mean", "sqrt")),
     "skip_first": Param(bool),
 }
-
-
-def suggest(word: str, options, prefix: str = "") -> str:
-    """' (did you mean <prefix>X?)' when a close option X exists, else ''."""
-    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
-    return f" (did you mean {prefix}{close[0]}?)" if close else ""
 
 
 DOCS = {
