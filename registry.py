@@ -24,10 +24,10 @@ def suggest(word: object, options: Iterable[object], prefix: str = "", quoted: b
 def unknown_keys(what: str, unknown: Iterable[object], allowed: Iterable[object], prefix: str = "") -> str:
     """One line naming unknown keys, each with its did-you-mean, and the allowed ones:
     '<what>: unknown option x (did you mean y?); allowed: a, b'."""
-    allowed = [str(a) for a in allowed]
-    named = [f"{prefix}{key}{suggest(key, allowed, prefix)}" for key in unknown]
+    keys = [str(a) for a in allowed]
+    named = [f"{prefix}{key}{suggest(key, keys, prefix)}" for key in unknown]
     noun = "option" if len(named) == 1 else "options"
-    valid = ", ".join(prefix + a for a in allowed) or "none"
+    valid = ", ".join(prefix + a for a in keys) or "none"
     return f"{what}: unknown {noun} {', '.join(named)}; allowed: {valid}"
 
 

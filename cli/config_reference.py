@@ -107,7 +107,8 @@ def method_sections() -> str:
     for name, method in methods.METHODS.items():
         module = sys.modules[method.__module__]
         doc = method.Params.__doc__ or ""
-        if doc.startswith("Params("):  # dataclass's own signature text: the module's first paragraph instead
+        # the dataclass's own signature text: the module's first paragraph instead
+        if doc.startswith(f"{method.Params.__name__}("):
             doc = (module.__doc__ or "").split("\n\n")[0]
         doc = " ".join(doc.split())
         doc = (doc or f"`scorers/methods/{name}.py`.") + method_presets(name)

@@ -23,7 +23,9 @@ def task_of(name: str | None) -> str | None:
     """The task of every row the named loader writes (None: an unknown name, or data=table, whose
     data.task says): it picks the prompt template before any data is read (cli/pair_check.py
     measures it against runtime.max_length)."""
-    return LOADERS.get(name).task if name in LOADERS else None
+    if name is None or name not in LOADERS:
+        return None
+    return LOADERS.get(name).task
 
 
 def check_config(data: Mapping) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -47,8 +48,8 @@ def score_discriminator(run: RunConfig, loaded, plan, progress, state: dict):
     from cscore.scorers.models import auto_device
 
     main = plan.variants[-1]
-    p = methods.params(main.method, main.params, prefix="method")
-    path = p.discriminator
+    p = cast(cdm_gen.CdmGenParams, methods.params(main.method, main.params, prefix="method"))
+    path = str(p.discriminator)  # checked: a directory `cscore cdm train` wrote
     meta = cdm_gen.read_meta(path)
     scored = token_score(run, loaded, plan, progress, state)
     table = scored.table

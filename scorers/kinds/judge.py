@@ -206,14 +206,13 @@ def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
 def score_rows(run: RunConfig, stats, plan, params, decoded: dict, table) -> tuple[dict, dict]:
     """Each row's score, expected score, parse status and text into ``table``; (invalid-output
     counts, parse changes) per row."""
-    from cscore.scorers import methods
+    from cscore.scorers.methods.cd_judge import judge
 
     lo, hi = params["score_range"]
     invalid, changes = {}, {}
-    module = methods.get(run.method.name)
     for v in plan.variants:
-        got = module.judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], alpha=params["alpha"],
-                           score_range=[lo, hi], texts=decoded.get(v.name), parse=params["parse"])
+        got = judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], alpha=params["alpha"],
+                    score_range=[lo, hi], texts=decoded.get(v.name), parse=params["parse"])
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
         table[f"{rundir.PARSE}{v.name}"] = got["status"]

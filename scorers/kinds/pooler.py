@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import cast
 
 import numpy as np
 
@@ -25,10 +26,11 @@ FOLDS_FILE = rundir.CDM_FOLDS
 
 def score_pooler(run: RunConfig, loaded, plan, progress, state: dict):
     from cscore.scorers import cdm_pooler, methods
+    from cscore.scorers.methods.cdm_classifier import CdmClassifierParams
     from cscore.scorers.methods.common import per_item
 
     main = plan.variants[-1]
-    p = methods.params(main.method, main.params, prefix="method")
+    p = cast(CdmClassifierParams, methods.params(main.method, main.params, prefix="method"))
     aspect = target_aspect(loaded.examples, p.aspect)  # these checks before any model is loaded
     groups = loaded.examples["group"].astype(str).to_numpy()
     cdm_pooler.check_folds(loaded.examples[f"{rundir.HUMAN}{aspect}"].to_numpy(dtype=np.float64), groups,

@@ -12,7 +12,7 @@ from cscore.scorers.methods.params import setting
 
 
 @dataclass
-class Params(MethodParams):
+class BaselineParams(MethodParams):
     """The settings of each baseline are in the ``baseline`` group (conf/baseline/)."""
     name: str = setting("baseline", doc="the method")
     variant: str = setting("baseline", doc="the score column and label")
@@ -22,7 +22,7 @@ class Params(MethodParams):
 class Baseline(Method):
     name = "baseline"
     kind = "baseline"
-    Params = Params
+    Params = BaselineParams
 
     @classmethod
     def needs(cls, p) -> tuple[str, ...]:

@@ -64,7 +64,7 @@ ASPECT_DOC = ("the aspect the judge rates; default: the data config's judge_aspe
 
 
 @dataclass
-class Params(MethodParams):
+class CdJudgeParams(MethodParams):
     """CD-judge (Eq. 1): the judge writes argmax_v [log p_main(v) - lam * log p_asst,t(v)];
     main = pair.expert, assistant = pair.amateur; lam=0: the main model alone (greedy)."""
     name: str = setting("cd_judge", doc="the method")
@@ -129,8 +129,7 @@ def judge_rows(name: str, label: str, params: dict, rows) -> list:
 class CdJudge(Method):
     name = "cd_judge"
     kind = "judge"
-    Params = Params
-    judge = staticmethod(judge)
+    Params = CdJudgeParams
 
     @classmethod
     def plan_variants(cls, label: str, params: dict, rows) -> list:

@@ -20,7 +20,7 @@ from cscore.scorers.methods.params import POSITIVE, Param, setting
 
 
 @dataclass
-class Params(MethodParams):
+class CdJudgeReleasedParams(MethodParams):
     """CD-judge as the released code computes it."""
     name: str = setting("cd_judge_released", doc="the method")
     variant: str = setting("cd_judge_released", doc="the score column and label: score.<variant>")
@@ -42,7 +42,7 @@ class Params(MethodParams):
 class CdJudgeReleased(Method):
     name = "cd_judge_released"
     kind = "judge_released"
-    Params = Params
+    Params = CdJudgeReleasedParams
 
     @classmethod
     def plan_variants(cls, label: str, params: dict, rows) -> list:

@@ -15,7 +15,7 @@ from cscore.scorers.methods.params import Param, common, setting
 
 
 @dataclass
-class Params(MethodParams):
+class CdScoreParams(MethodParams):
     name: str = setting("cd_score", doc="the method")
     variant: str = setting("cd_score", doc="the score column and label: score.<variant>")
     alpha: float = setting(0.1, Param(float, lo=0.0, hi=1.0, lo_open=True),
@@ -32,17 +32,17 @@ class Params(MethodParams):
 @METHODS
 class CdScore(Method):
     name = "cd_score"
-    Params = Params
+    Params = CdScoreParams
 
     @classmethod
-    def token_scores(cls, stats, p: Params) -> np.ndarray:
+    def token_scores(cls, stats, p: CdScoreParams) -> np.ndarray:
         le = logp(stats["expert"], p.t_exp, p.clamp)
         in_head = stats["expert"].lp(p.t_exp) >= np.log(p.alpha) + stats["expert"].lp_max(p.t_exp)
         ratio = le - logp(stats["amateur"], p.t_ama, p.clamp)
         return np.where(in_head, ratio, float(p.outside))
 
     @classmethod
-    def nonfinite_hint(cls, p: Params) -> str:
+    def nonfinite_hint(cls, p: CdScoreParams) -> str:
         if float(p.outside) == float("-inf"):
             return ("; method.outside=-inf (the paper's CD-score) makes a hypothesis -inf as soon as one of its "
                     "tokens falls outside the expert's plausibility head: a finite method.outside (e.g. -50) "

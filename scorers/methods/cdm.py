@@ -23,7 +23,7 @@ POOLING = ("sum", "mean", "min", "max")  # a subset of common.NORMS + common.POO
 
 
 @dataclass
-class Params(MethodParams):
+class CdmParams(MethodParams):
     """Discriminative CDM (Sec. 3.4.2): m_t = log p_e(x_t|s_<t) - log p_a(x_t|s_<t), pooled."""
     name: str = setting("cdm", doc="the method")
     variant: str = setting("cdm", doc="the score column and label: score.<variant>")
@@ -43,9 +43,9 @@ def momentum(stats, t: float = 1.0, clamp: float | None = None) -> np.ndarray:
 @METHODS
 class Cdm(Method):
     name = "cdm"
-    Params = Params
+    Params = CdmParams
     aliases = {"pooling": "norm"}
 
     @classmethod
-    def token_scores(cls, stats, p: Params) -> np.ndarray:
+    def token_scores(cls, stats, p: CdmParams) -> np.ndarray:
         return momentum(stats, p.t, p.clamp)

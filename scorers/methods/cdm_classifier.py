@@ -15,7 +15,7 @@ from cscore.scorers.methods.params import Param, common, setting
 
 
 @dataclass
-class Params(MethodParams):
+class CdmClassifierParams(MethodParams):
     name: str = setting("cdm_classifier", doc="the method")
     variant: str = setting("cdm_classifier", doc="the score column and label: score.<variant>")
     t: float = common("t", 1.0, "temperature of both models")
@@ -38,9 +38,9 @@ class Params(MethodParams):
 class CdmClassifier(Method):
     name = "cdm_classifier"
     kind = "pooler"
-    Params = Params
+    Params = CdmClassifierParams
 
     @classmethod
-    def token_scores(cls, stats, p: Params):
+    def token_scores(cls, stats, p: CdmClassifierParams):
         """m_t per scored token (t, clamp); the pooler's settings (folds, seed, ...) are not used here."""
         return cdm.momentum(stats, p.t, p.clamp)

@@ -62,7 +62,7 @@ def read_meta(path) -> dict:
 
 
 @dataclass
-class Params(MethodParams):
+class CdmGenParams(MethodParams):
     name: str = setting("cdm_gen", doc="the method")
     variant: str = setting("cdm_gen", doc="the score column and label: score.<variant>")
     discriminator: str | None = setting("${oc.select:model,null}", DiscriminatorDir(),
@@ -78,4 +78,4 @@ class CdmGen(Method):
     """Needs the pair's statistics: the comparison rows, and a pooler discriminator's momentum."""
     name = "cdm_gen"
     kind = "discriminator"
-    Params = Params
+    Params = CdmGenParams

@@ -17,7 +17,7 @@ from cscore.scorers.methods.params import common, setting
 
 
 @dataclass
-class Params(MethodParams):
+class ContrastParams(MethodParams):
     """ContrastScore (Eq. 5): sum_t log|p_exp^t - gamma * p_ama^t|, the paper's settings."""
     name: str = setting("contrast", doc="the method")
     variant: str = setting("contrast", doc="the score column and label: score.<variant>")
@@ -43,10 +43,10 @@ def log_abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @METHODS
 class Contrast(Method):
     name = "contrast"
-    Params = Params
+    Params = ContrastParams
 
     @classmethod
-    def token_scores(cls, stats, p: Params) -> np.ndarray:
+    def token_scores(cls, stats, p: ContrastParams) -> np.ndarray:
         a = logp(stats["expert"], p.t_exp, p.clamp)
         la = logp(stats["amateur"], p.t_ama, p.clamp)
         with np.errstate(divide="ignore"):

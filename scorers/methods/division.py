@@ -11,7 +11,7 @@ from cscore.scorers.methods.params import common, setting
 
 
 @dataclass
-class Params(MethodParams):
+class DivisionParams(MethodParams):
     name: str = setting("division", doc="the method")
     variant: str = setting("division", doc="the score column and label: score.<variant>")
     t_exp: float = common("t_exp", 0.5)
@@ -24,8 +24,8 @@ class Params(MethodParams):
 @METHODS
 class Division(Method):
     name = "division"
-    Params = Params
+    Params = DivisionParams
 
     @classmethod
-    def token_scores(cls, stats, p: Params) -> np.ndarray:
+    def token_scores(cls, stats, p: DivisionParams) -> np.ndarray:
         return logp(stats["expert"], p.t_exp, p.clamp) - logp(stats["amateur"], p.t_ama, p.clamp)

@@ -11,7 +11,7 @@ from cscore.scorers.methods.params import common, setting
 
 
 @dataclass
-class Params(MethodParams):
+class EnsembleParams(MethodParams):
     name: str = setting("ensemble", doc="the method")
     variant: str = setting("ensemble", doc="the score column and label: score.<variant>")
     gamma: float = common("gamma", 0.5)
@@ -26,10 +26,10 @@ class Params(MethodParams):
 @METHODS
 class Ensemble(Method):
     name = "ensemble"
-    Params = Params
+    Params = EnsembleParams
 
     @classmethod
-    def token_scores(cls, stats, p: Params) -> np.ndarray:
+    def token_scores(cls, stats, p: EnsembleParams) -> np.ndarray:
         le = logp(stats["expert"], p.t_exp, p.clamp)
         la = logp(stats["amateur"], p.t_ama, p.clamp)
         with np.errstate(divide="ignore"):

@@ -12,7 +12,7 @@ from cscore.scorers.methods.params import common, setting
 
 
 @dataclass
-class Params(MethodParams):
+class SingleParams(MethodParams):
     name: str = setting("single", doc="the method")
     variant: str = setting("${.model}", doc="the score column and label: score.<variant> (default: the model)")
     model: str = common("model", "expert")
@@ -25,14 +25,14 @@ class Params(MethodParams):
 @METHODS
 class Single(Method):
     name = "single"
-    Params = Params
+    Params = SingleParams
 
     @classmethod
-    def needs(cls, p: Params) -> tuple[str, ...]:
+    def needs(cls, p: SingleParams) -> tuple[str, ...]:
         return (p.model,)
 
     @classmethod
-    def token_scores(cls, stats, p: Params) -> np.ndarray:
+    def token_scores(cls, stats, p: SingleParams) -> np.ndarray:
         if p.model not in stats:
             raise ConfigError(f"single: model {p.model!r} has no statistics (have {sorted(stats)})")
         return logp(stats[p.model], p.t, p.clamp)
