@@ -121,15 +121,16 @@ def describe(spec) -> str:
 
 
 def baseline_sections() -> str:
-    from cscore.scorers.baselines import FAMILIES
+    from cscore.scorers.baselines import BASELINES
+    from cscore.scorers.methods.params import specs_of
 
     out = "\n# Baselines (`method=baseline baseline=<name>`)\n\nThe defaults are the presets in `conf/baseline/`.\n"
-    for name, family in FAMILIES.items():
+    for name, baseline in BASELINES.items():
         preset = yaml.safe_load(resources.files("cscore.conf").joinpath("baseline", f"{name}.yaml").read_text())
         lines = [
             f"| `baseline.{name}.{key}` | {type_name(getattr(spec, 'kind', ''))} "
             f"| {cell((preset or {}).get(key))} | {escape(describe(spec))} | |"
-            for key, spec in family.PARAMS[name].items()
+            for key, spec in specs_of(baseline.Params).items()
         ]
         out += f"\n## `baseline={name}`\n\n{COLUMNS}" + "\n".join(lines) + "\n"
     return out

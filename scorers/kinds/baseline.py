@@ -36,7 +36,7 @@ def plan_baseline(run: RunConfig):
     from cscore.scorers import baselines
     from cscore.scorers.variants import Variant
 
-    variants = [Variant(col, "baseline", {"baseline": name, "metric": col, **params})
+    variants = [Variant(col, "baseline", {"baseline": name, "metric": col, **baselines.as_dict(params)})
                 for name, params in chosen(run).items() for col in baselines.columns(name, params)]
     return Plan(variants, [], [])
 
@@ -119,7 +119,8 @@ def score_all(picked: dict, table: pd.DataFrame, texts, runtime: dict):
             truncated |= result.truncated
         reports.update(result.reports)
         models.update(result.models)
-        record[name] = {"columns": list(result.columns), "params": params, **result.info, "seconds": round(seconds, 3)}
+        record[name] = {"columns": list(result.columns), "params": baselines.as_dict(params), **result.info,
+                        "seconds": round(seconds, 3)}
         log.info("baseline %s: %s in %.1fs%s", name, ", ".join(f"score.{c}" for c in result.columns), seconds,
                  f" ({result.info['signature']})" if isinstance(result.info.get("signature"), str) else "")
     table["truncated"] = truncated

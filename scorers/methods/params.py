@@ -112,6 +112,11 @@ def setting(default, spec=None, doc: str = ""):
     return field(default=default, metadata=meta)
 
 
+def required(spec, doc: str = ""):
+    """A schema field without a default (a baseline's settings: its conf/baseline/<name>.yaml gives them)."""
+    return field(metadata={"spec": spec, "doc": doc})
+
+
 def common(key: str, default, doc: str = ""):
     """A setting shared by several methods (``COMMON``), with its own default and meaning."""
     return setting(default, COMMON[key], doc or DOCS[key])
