@@ -357,5 +357,5 @@ class ModelPair:
         """One-call convenience: statistics then one method (temperatures taken from params)."""
         full = methods.with_defaults(method, params)
         temps = sorted({1.0} | {float(v) for k, v in full.items() if k in ("t", "t_exp", "t_ama")})
-        needed = methods.get(method).needs(methods.params(method, params))
+        needed = methods.token_method(method).needs(methods.params(method, params))
         return self.statistics(prompts, hypotheses, temperatures=temps, models=needed).score(method, **params)

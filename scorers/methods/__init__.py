@@ -134,13 +134,18 @@ def token_scores(name: str, stats: dict, **given) -> np.ndarray:
     return get(name).token_scores(stats, params(name, given))
 
 
-def score(name: str, stats: dict, **given) -> np.ndarray:
-    """Per-item scores of method ``name`` on ``stats`` ({"expert": TokenStats, ...}); parameters
-    not given take the defaults of the method's ``Params`` (those of ``conf/method/<name>.yaml``)."""
+def token_method(name: str) -> type[Method]:
+    """Method ``name`` when it is a function of the token statistics alone, else a ConfigError."""
     method = get(name)
     if method.kind != "token":  # a trained pooler needs labels; a judge reads other statistics
         raise ConfigError(f"method {name!r} ({method.kind}) is not a function of the token statistics alone: "
                           f"score it with `cscore run method={name}`" + (
                               "; or train one with cscore.scorers.cdm_pooler (cross_validate / train_pooler)"
                               if method.kind == "pooler" else ""))
-    return method.score(stats, params(name, given))
+    return method
+
+
+def score(name: str, stats: dict, **given) -> np.ndarray:
+    """Per-item scores of method ``name`` on ``stats`` ({"expert": TokenStats, ...}); parameters
+    not given take the defaults of the method's ``Params`` (those of ``conf/method/<name>.yaml``)."""
+    return token_method(name).score(stats, params(name, given))
