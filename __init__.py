@@ -5,7 +5,7 @@ The Python API (``ModelPair``, ``load_model``, ``PairStatistics``) lives in
 does not pull in torch.
 """
 
-__version__ = "0.1.0"
+from cscore.version import __version__  # noqa: F401 (the package's version)
 
 _API = {"ModelPair", "PairStatistics", "load_model", "ScoringInput"}
 

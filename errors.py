@@ -52,7 +52,7 @@ class SlurmUnavailable(SlurmError):
 
 
 class KindError(CscoreError):
-    """A method kind registered twice, under no name, or not a MethodKind (scorers/kinds)."""
+    """A method kind registered twice, under no name, or not a MethodKind (cli/pipeline/kinds)."""
 
 
 class AlignmentError(InputError):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from cscore.cli.exits import one_line_errors
 from cscore.files import cache_root, disk_size
-from cscore.scorers.cache import CacheEntryError, CacheError, StatsCache
-from cscore.scorers.identity import find_identities, identity_label
+from cscore.scorers.models.identity import find_identities, identity_label
+from cscore.scorers.store.cache import CacheEntryError, CacheError, StatsCache
 
 SHOWN = {"temperatures", "heads", "model"}  # key parts the fixed columns already show
 MODEL_DIRS = ("models", "gguf")  # under $CSCORE_CACHE: converted GGUF checkpoints, joined GGUF parts
@@ -71,8 +71,8 @@ def stats_entries(cache: StatsCache) -> list[dict]:
 
 def payload_of(meta: dict | None) -> type:
     """The payload type an entry holds, by its meta.json ``kind`` (none: token statistics)."""
-    from cscore.scorers.judge_stats import DecodedPaths, JudgeStats
-    from cscore.scorers.stats import TokenStats
+    from cscore.scorers.engine.stats import TokenStats
+    from cscore.scorers.judge.stats import DecodedPaths, JudgeStats
 
     kinds = {p.ENTRY_KIND: p for p in (TokenStats, JudgeStats, DecodedPaths)}
     return kinds.get((meta or {}).get("kind"), TokenStats)

@@ -1,5 +1,5 @@
 """``cscore cdm generate`` and ``cscore cdm train`` (Generative CDM, the CDM paper's Algorithm 1);
-the score step of ``method=cdm_gen`` is the discriminator kind (``scorers/kinds/discriminator.py``).
+the score step of ``method=cdm_gen`` is the discriminator kind (``cli/pipeline/kinds/discriminator.py``).
 
 Both commands compose ``conf/cdm.yaml`` (= config.yaml + a ``cdm:`` section) with Hydra's override
 syntax, so ``data=``, ``pair=``, ``prompt=`` and ``runtime.*`` mean what they mean for ``cscore run``;
@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from cscore.cli.compose import checked
 from cscore.scorers.methods.params import specs_of
-from cscore.scorers.training_params import CdmGenerate, CdmTrain
+from cscore.scorers.training.params import CdmGenerate, CdmTrain
 
 log = logging.getLogger("cscore")
 
@@ -34,7 +34,7 @@ USAGE = """usage: cscore cdm <generate|train> [hydra overrides]
 Options: conf/cdm.yaml (cdm.generate.*, cdm.train.*); --cfg prints the composed cdm section."""
 
 
-GENERATE_PARAMS = specs_of(CdmGenerate)  # the schema: scorers/training_params.py
+GENERATE_PARAMS = specs_of(CdmGenerate)  # the schema: scorers/training/params.py
 TRAIN_PARAMS = specs_of(CdmTrain)
 
 
@@ -77,8 +77,9 @@ def parse(argv: list[str]) -> tuple[DictConfig, list[str]]:
 def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     """Make the negatives (scorers/training/negatives.py); returns the output directory.
     ``overrides``: the command line, for the pair's early-exit rule (as in ``cscore run``)."""
+    from cscore.cli.pipeline import negatives as steps
+    from cscore.cli.pipeline.stages import load_stage
     from cscore.cli.run import resolve_pair
-    from cscore.cli.stages import load_stage
     from cscore.cli.typed import typed
     from cscore.cli.validate import validate
     from cscore.scorers.training import artifacts, negatives
@@ -88,16 +89,16 @@ def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     resolve_pair(cfg, list(overrides))
     run = typed(cfg)  # the pair as resolved
     job = negatives.open_job(cfg, g, artifacts.out_dir(g["out"], "cdm", "generate"))
-    negatives.make(job, run, cfg, negatives.positives_of(load_stage(run).examples, g))
+    steps.make(job, run, cfg, steps.positives_of(load_stage(run).examples, g))
     return job.folder.path
 
 
 def train(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     """Train the discriminator (scorers/training/discriminator.py); returns the output directory."""
+    from cscore.cli.pipeline.kinds.shared import load_pair, stats_cache
     from cscore.cli.run import resolve_pair
     from cscore.cli.typed import typed
     from cscore.cli.validate import validate
-    from cscore.scorers.kinds.shared import load_pair, stats_cache
     from cscore.scorers.training import discriminator
 
     t = checked(cfg.cdm.train, TRAIN_PARAMS, "cdm.train")

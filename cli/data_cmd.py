@@ -49,7 +49,7 @@ def token_lengths(texts, tokenizer) -> np.ndarray:
 def card(cfg: DictConfig) -> str:
     from transformers import AutoTokenizer
 
-    from cscore.scorers import gguf
+    from cscore.scorers.models import gguf
 
     df, report = load(cfg)
     lines = [f"# dataset card: {cfg.data.name}", "", f"files: {', '.join(report.source_files)}", ""]

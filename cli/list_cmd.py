@@ -94,7 +94,7 @@ def pairs_found(cfg: dict) -> str:
 def model_here(spec: str, revision) -> bool:
     import os
 
-    from cscore.scorers import hub, specs
+    from cscore.scorers.models import hub, specs
 
     try:
         kind = specs.check_spec(spec)

@@ -166,7 +166,7 @@ def check_cache(c: dict) -> None:
 def gguf_bytes(spec: str) -> int:
     """The size of the GGUF file(s) a ``gguf:`` spec names (0 when they cannot be found: the
     model check says so)."""
-    from cscore.scorers import specs
+    from cscore.scorers.models import specs
 
     rest = spec[len("gguf:"):]
     try:

@@ -227,7 +227,7 @@ def quick_slice(run, groups: int | None = None) -> Callable[[float], str | None]
     that would take about a minute (``split.use=dev`` with a smaller ``split.dev_fraction``: whole
     groups, deterministic), at least one group."""
     def hint(seconds: float) -> str | None:
-        from cscore.scorers.models import auto_device
+        from cscore.scorers.models.models import auto_device
 
         if seconds < LONG or auto_device(run.runtime.device).type != "cpu":
             return None

@@ -466,7 +466,8 @@ def report(root: Path | list[Path], spec: tables.Spec, out: Path | None = None, 
     ``--paper`` preset the statistic came from, named in report.md."""
     from rich.console import Console
 
-    from cscore.scorers import kinds
+    from cscore.cli.pipeline import kinds
+    from cscore.scorers import methods
 
     console = console or Console()
     progress = progress or Progress()
@@ -491,7 +492,7 @@ def report(root: Path | list[Path], spec: tables.Spec, out: Path | None = None, 
 
     judge_methods = kinds.methods_of("judge")  # the methods whose kind writes a judge section
     judge_runs = [r for r in runs if judge.is_judge_run(r, judge_methods)]
-    datasets = tables.collect([r for r in runs if not judge.is_judge_run(r, judge_methods)])
+    datasets = tables.collect([r for r in runs if not judge.is_judge_run(r, judge_methods)], methods.with_defaults)
     longs: list = []
     for ds, stem in zip(datasets, stems(datasets)):
         lines += dataset_section(ds, stem, spec, out, console, progress, longs)

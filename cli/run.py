@@ -1,7 +1,7 @@
 """``cscore run``: load -> plan -> score -> evaluate -> write.
 
 The Hydra entry composes, checks, calls the stages and prints. The shared stages are in
-``cli/stages.py``; plan and score are the method's kind's (``cscore.scorers.kinds``)."""
+``cli/pipeline/stages.py``; plan and score are the method's kind's (``cscore.cli.pipeline.kinds``)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from cscore import rundir
-from cscore.cli import names, stages, summary
+from cscore.cli import names, summary
 from cscore.cli.exits import fail
+from cscore.cli.pipeline import kinds, stages
+from cscore.cli.pipeline.kinds.base import Progress
 from cscore.cli.progress import progress_bar, quick_slice
 from cscore.cli.sweep_points import sweep_others
 from cscore.errors import CscoreError
-from cscore.scorers import kinds, threads
-from cscore.scorers.kinds.base import Progress
+from cscore.scorers.engine import threads
 
 log = logging.getLogger("cscore")
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from cscore import rundir
+from cscore.cli.pipeline.kinds.base import Loaded, MethodKind, Scored
 from cscore.cli.progress import rate_text
-from cscore.scorers.config import RunConfig
-from cscore.scorers.kinds.base import Loaded, MethodKind, Scored
+from cscore.scorers.config.run import RunConfig
 
 CONSOLE_WIDTH_OFF_TERMINAL = 160  # log files and SLURM output: do not squeeze tables to 80 columns
 

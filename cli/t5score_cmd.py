@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from cscore import rundir
 from cscore.errors import ConfigError
 from cscore.scorers.methods.params import specs_of
-from cscore.scorers.training_params import T5ScoreTrain
+from cscore.scorers.training.params import T5ScoreTrain
 
 log = logging.getLogger("cscore")
 USAGE = """usage: cscore t5score train t5score.train.model=<seq2seq model> data=<dataset> [overrides]
@@ -27,7 +27,7 @@ USAGE = """usage: cscore t5score train t5score.train.model=<seq2seq model> data=
   (Adafactor, lr 1e-5 decaying linearly to 0, batch 32, dropout 0.05, 64 tokens);
   t5score.train.optimizer=adamw and t5score.train.schedule=constant are options. Then:
   cscore run method=baseline baseline=t5score baseline.t5score.model=<t5score.train.out>"""
-PARAMS = specs_of(T5ScoreTrain)  # the schema: scorers/training_params.py
+PARAMS = specs_of(T5ScoreTrain)  # the schema: scorers/training/params.py
 
 
 def main(argv: list[str]) -> None:
@@ -60,9 +60,9 @@ def compose(overrides: list[str]) -> DictConfig:
 
 def training_table(cfg: DictConfig, t: dict):
     """The examples, the human aspect that ranks them and each row's context (reference / source)."""
-    from cscore.cli.stages import load_stage
+    from cscore.cli.pipeline.kinds.shared import target_aspect
+    from cscore.cli.pipeline.stages import load_stage
     from cscore.cli.validate import validate
-    from cscore.scorers.kinds.shared import target_aspect
 
     examples = load_stage(validate(cfg)).examples
     aspect = target_aspect(examples, t["aspect"])

@@ -1,6 +1,6 @@
 """One typed config: the schema's nodes in Hydra's ConfigStore (``register``) and a composed run
 config checked once into typed objects (``typed(cfg) -> RunConfig``; the dataclasses are
-``cscore.scorers.config``'s, so that the kinds may read them)."""
+``cscore.scorers.config.run``'s, so that the kinds may read them)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import cast
 from omegaconf import DictConfig, OmegaConf
 
 from cscore.errors import ConfigError
-from cscore.scorers.config import ModelSpec, Pair, RunConfig, RunSettings, check_early_exit
-from cscore.scorers.config_groups import Data, JudgePrompt, Prompt, Tracking
+from cscore.scorers.config.groups import Data, JudgePrompt, Prompt, Tracking
+from cscore.scorers.config.run import ModelSpec, Pair, RunConfig, RunSettings, check_early_exit
 from cscore.scorers.methods.params import check_section, defaults_of
 
 SETTINGS = ("runtime", "stats", "cache", "baselines", "split", "meta")  # the sections checked key by key
@@ -23,7 +23,7 @@ def register() -> None:
     from hydra.core.config_store import ConfigStore
 
     from cscore.scorers import methods
-    from cscore.scorers.training_params import Cdm, T5Score
+    from cscore.scorers.training.params import Cdm, T5Score
 
     store = ConfigStore.instance()
     store.store(group="schema", name="run", node=defaults_of(RunSettings), package="_global_")

@@ -1,6 +1,6 @@
 """Check the whole composed run config before anything expensive (data, models) runs.
 
-The schema (``scorers/config.py``, each method's ``Params``) says what each setting may be; ``typed``
+The schema (``scorers/config/run.py``, each method's ``Params``) says what each setting may be; ``typed``
 checks the config against it once. The first bad setting is a ConfigError naming the key, what
 was given and what is allowed. The checks that read several sections are here."""
 
@@ -12,13 +12,13 @@ from omegaconf import DictConfig
 
 from cscore.cli.typed import RunConfig, resolved, typed
 from cscore.errors import ConfigError
-from cscore.scorers.config import check_budget, check_device  # noqa: F401  (re-exported: tests, callers)
+from cscore.scorers.config.run import check_budget, check_device  # noqa: F401  (re-exported: tests, callers)
 from cscore.scorers.methods.params import check_keys  # noqa: F401  (re-exported: the stage commands)
 
 
 def check_amateur(c: dict) -> None:
     """A method that reads the amateur needs one: a model path or an early exit of the expert."""
-    from cscore.scorers.variants import models_needed, plan
+    from cscore.cli.pipeline.variants import models_needed, plan
 
     method = dict(c["method"])
     variants = plan(method, baseline_t=c["baselines"]["t"], rows=list(c["baselines"]["rows"]))

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cscore.metaeval.bias import _finite, quantized_accuracy
+from cscore.metaeval.bias import finite_pairs, quantized_accuracy
 
 PROTOCOLS = ("summac", "topk")
 PERCENTILES = np.arange(0, 100, 0.2)  # SummaC's candidate thresholds, as percentiles of the scores
@@ -145,6 +145,6 @@ def accuracy(metric, human, protocol: str = "summac", **kw) -> dict:
     if protocol == "summac":
         return summac_accuracy(metric, human, **kw)
     if protocol == "topk":
-        m, _ = _finite(metric, human)
+        m, _ = finite_pairs(metric, human)
         return {"value": quantized_accuracy(metric, human, **kw), "n_test": len(m)}
     raise ValueError(f"unknown accuracy protocol {protocol!r}; use one of {', '.join(PROTOCOLS)}")

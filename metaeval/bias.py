@@ -34,7 +34,7 @@ def _normalize(x: np.ndarray, how: str | None) -> np.ndarray:
     raise ValueError(f"unknown normalization {how!r}; use one of {NORMALIZATIONS}")
 
 
-def _finite(*arrays) -> tuple[np.ndarray, ...]:
+def finite_pairs(*arrays) -> tuple[np.ndarray, ...]:
     cols = [np.asarray(a, dtype=np.float64).ravel() for a in arrays]
     if len({len(a) for a in cols}) != 1:
         raise ValueError("inputs must have the same length")
@@ -47,7 +47,7 @@ def unfairness_score(metric, human, *, normalize: str | None = "minmax") -> np.n
 
     Non-finite pairs are dropped. ``normalize``: see ``bias_score``.
     """
-    m, h = _finite(metric, human)
+    m, h = finite_pairs(metric, human)
     return _normalize(m, normalize) - _normalize(h, normalize)
 
 
@@ -95,7 +95,7 @@ def bias_score(likelihood, metric, human, *, normalize: str | None = "minmax", l
             raise ValueError("lengths must have the same length as likelihood")
         with np.errstate(divide="ignore", invalid="ignore"):
             ls = np.where(lengths > 0, ls / lengths, np.nan)
-    ls, m, h = _finite(ls, metric, human)
+    ls, m, h = finite_pairs(ls, metric, human)
     if len(ls) < 2:
         return float("nan")
     us = _normalize(m, normalize) - _normalize(h, normalize)
@@ -139,7 +139,7 @@ def quantized_accuracy(metric, human, *, human_threshold: float | None = None,
 
     Non-finite pairs are dropped; NaN if nothing remains.
     """
-    m, h = _finite(metric, human)
+    m, h = finite_pairs(metric, human)
     if len(m) == 0:
         return float("nan")
     cut = h.max() if human_threshold is None else human_threshold

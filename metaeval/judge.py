@@ -2,7 +2,7 @@
 CD-judge paper ("Contrastive Decoding Mitigates Score Range Bias in LLM-as-a-Judge", Sec. 4,
 Tables 1-7, Appendix B) from a sweep of judge run directories.
 
-A judge run (``cscore.rundir``; written by the judge kinds, ``scorers/kinds/judge.py``) is one grid point: one
+A judge run (``cscore.rundir``; written by the judge kinds, ``cli/pipeline/kinds/judge.py``) is one grid point: one
 model pair, one aspect, one score range [lo, hi], one (λ, t). Its scores.parquet holds ``score.<variant>`` (the
 contrastive judge's parsed score; variant = ``method.variant``, default the method name),
 ``score.expert`` / ``score.amateur`` (the main / assistant model judging alone, greedy),
@@ -75,7 +75,7 @@ NO_DEV = ("NO DEV SPLIT: lambda and t were selected and are reported on the same
 def is_judge_run(run: Run, judge_methods: Iterable[str] = ()) -> bool:
     """A run of a judge method: the judge kinds' ``judge`` section in its metrics.json, or, for a
     run without one (not finished), a method in ``judge_methods`` (the CLI asks the kinds:
-    ``cscore.scorers.kinds.methods_of("judge")``)."""
+    ``cscore.cli.pipeline.kinds.methods_of("judge")``)."""
     method = run.config.get("method") or {}
     return bool(run.metrics and "judge" in run.metrics) or method.get("name") in tuple(judge_methods)
 

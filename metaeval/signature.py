@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import cscore
+from cscore.version import __version__
 
 SEP = "|"
 
@@ -19,7 +19,7 @@ class Signature:
     fields: dict = field(default_factory=dict)  # ordered: the order they are printed in
 
     def __str__(self) -> str:
-        items = {**{k: v for k, v in self.fields.items() if k != "version"}, "version": cscore.__version__}
+        items = {**{k: v for k, v in self.fields.items() if k != "version"}, "version": __version__}
         return SEP.join(f"{k}:{_clean(v)}" for k, v in items.items())
 
     @classmethod

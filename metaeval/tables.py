@@ -155,15 +155,17 @@ class Dataset:
     rows: dict = field(default_factory=dict)  # label -> {"run": Run, "variant": str, "params": dict}
 
 
-def _effective(method: str, params: dict) -> dict:
+def _effective(method: str, params: dict, defaults: Callable[[str, dict], dict] | None) -> dict:
     """The parameters a row was computed with: the recorded ones over the method's defaults
-    (``conf/method/<name>.yaml``, as the scorer fills them in). A comparison row records only what
+    (``defaults(method, params)``: the caller's method registry, e.g. ``scorers.methods.with_defaults``,
+    as the scorer fills them in). A comparison row records only what
     its run set (an ensemble row of a run without ``floor`` leaves it out; ``method=ensemble``
     writes it), so two records of one computation compare equal only this way. A method this
-    cscore does not know keeps its recorded parameters."""
+    cscore does not know (or no ``defaults``) keeps its recorded parameters."""
+    if defaults is None:
+        return dict(params)
     try:
-        from cscore.scorers import methods
-        return methods.with_defaults(method, params)
+        return defaults(method, params)
     except (CscoreError, ImportError, OSError):
         return dict(params)
 
@@ -252,11 +254,11 @@ def _group(runs: list[Run]) -> dict[str, list[Run]]:
     return by_data
 
 
-def collect(runs: list[Run]) -> list[Dataset]:
+def collect(runs: list[Run], defaults: Callable[[str, dict], dict] | None = None) -> list[Dataset]:
     """Group complete runs by dataset and merge their score columns (one row per example).
     A row repeated across the runs (same pair, method and parameters, defaults filled in:
     ``_effective``) appears once, labelled as ``_labels`` says; ``params`` are its effective
-    parameters; ``main``: some run's configured method."""
+    parameters; ``main``: some run's configured method. ``defaults``: see ``_effective``."""
     by_data = _group(runs)
     out = []
     for key, group in by_data.items():
@@ -274,7 +276,7 @@ def collect(runs: list[Run]) -> list[Dataset]:
             for v in run.done_metrics()["variants"]:
                 main = v["name"] == run.config["method"].get("variant")
                 pair = None if v["method"] == "baseline" else run.config["pair"]  # a baseline reads no pair
-                params = _effective(v["method"], v["params"])
+                params = _effective(v["method"], v["params"], defaults)
                 ident = json.dumps([pair, v["method"], params], sort_keys=True, default=str)
                 if ident in entries:
                     entries[ident]["main"] |= main
@@ -548,7 +550,7 @@ def speed_points(ds: Dataset, long: pd.DataFrame) -> pd.DataFrame:
 
 def _tokens_per_second(sp: dict) -> float | None:
     passes = (sp.get("passes") or {}).values()
-    # the run's total counts work its passes did together once (cli/stages.py::speed_figures)
+    # the run's total counts work its passes did together once (cli/pipeline/stages.py::speed_figures)
     seconds = sp.get("score_seconds") or sum(p.get("score_seconds") or 0 for p in passes)
     tokens = max((p.get("tokens") or 0 for p in passes), default=0)
     return tokens / seconds if seconds else None

@@ -19,10 +19,13 @@ import numpy as np
 import pandas as pd
 
 from cscore.errors import ConfigError
-from cscore.scorers import engine, methods, seq2seq
-from cscore.scorers.cache import StatsCache, ids_digest
-from cscore.scorers.identity import model_identity
-from cscore.scorers.models import (
+from cscore.scorers import methods
+from cscore.scorers.engine import engine, seq2seq
+from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
+from cscore.scorers.engine.stats import TokenStats
+from cscore.scorers.engine.tokenize import EncodedItem, encode
+from cscore.scorers.models.identity import model_identity
+from cscore.scorers.models.models import (
     LoadedModel,
     check_same_kind,
     check_same_vocabulary,
@@ -30,9 +33,7 @@ from cscore.scorers.models import (
     load_model,
     same_vocabulary,
 )
-from cscore.scorers.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
-from cscore.scorers.stats import TokenStats
-from cscore.scorers.tokenize import EncodedItem, encode
+from cscore.scorers.store.cache import StatsCache, ids_digest
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class PairStatistics:
     def unit_stats(self) -> dict[str, TokenStats]:
         """Each model's statistics summed over the aligned units (computed once, no model runs)."""
         if self._units is None:
-            from cscore.scorers import align
+            from cscore.scorers.engine import align
 
             roles = list(self.stats)
             ids = {r: [it.hyp_ids for it in self.inputs.for_role(r)] for r in roles}
@@ -169,7 +170,7 @@ class ModelPair:
     """An expert and (optionally) an amateur: two causal LMs, or two encoder-decoder models
     sharing one tokenizer (the hypothesis is then the decoder target given the prompt). Two causal
     LMs with different tokenizers make a cross-family pair (``aligned``): each scores its own
-    tokens, and the methods compare them on aligned units (``cscore.scorers.align``)."""
+    tokens, and the methods compare them on aligned units (``cscore.scorers.engine.align``)."""
 
     def __init__(self, expert: LoadedModel, amateur: LoadedModel | None = None):
         self.aligned = False
@@ -190,7 +191,7 @@ class ModelPair:
         ``lazy``: weights load on first use (a pass read from the statistics cache needs none).
         ``reuse``: take the models from this process's pool (``models.pooled``; lazy too), and
         drop pooled models this pair does not use."""
-        from cscore.scorers import models as pool
+        from cscore.scorers.models import models as pool
 
         def get(spec, rev):
             if reuse:

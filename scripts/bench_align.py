@@ -20,8 +20,8 @@ import time
 from cscore import ModelPair
 from cscore.data import load_examples, splits
 from cscore.data.prompts import build
-from cscore.scorers import align
-from cscore.scorers.cache import StatsCache, default_root
+from cscore.scorers.engine import align
+from cscore.scorers.store.cache import StatsCache, default_root
 
 
 def main() -> None:

@@ -66,11 +66,12 @@ import torch
 
 from cscore.data import load_examples
 from cscore.data.prompts import build
-from cscore.scorers import engine, flops, methods
-from cscore.scorers.anatomy import decoder_base
+from cscore.scorers import methods
 from cscore.scorers.api import ModelPair
-from cscore.scorers.runtime_defaults import MAX_LENGTH, TOKEN_BUDGET
-from cscore.scorers.stats import TokenStats
+from cscore.scorers.engine import engine, flops
+from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TOKEN_BUDGET
+from cscore.scorers.engine.stats import TokenStats
+from cscore.scorers.models.anatomy import decoder_base
 
 _DEFAULTS = methods.with_defaults("contrast", {})
 TEMPS = tuple(sorted({1.0, float(_DEFAULTS["t_exp"]), float(_DEFAULTS["t_ama"])}))  # the contrast score's
@@ -226,8 +227,8 @@ def kv_cache_pass(model, items, k: int | None, temps, hyp_batch: int = 16):
     hypotheses in batches of ``hyp_batch`` with the prompt's cache copied over the batch."""
     from transformers import DynamicCache
 
-    from cscore.scorers.engine import LayerTap
-    from cscore.scorers.head import head_logits, token_statistics
+    from cscore.scorers.engine.engine import LayerTap
+    from cscore.scorers.engine.head import head_logits, token_statistics
 
     base = decoder_base(model)
     device = next(model.parameters()).device
@@ -310,7 +311,7 @@ def synthetic_pair(arch: str, device: str, dtype: str, layers: int | None,
     """Random Qwen-shaped expert and amateur wrapped as a ModelPair, with ``tokenizer``'s
     tokenizer (a model spec: the packaged SmolLM2 by default; a local Qwen2.5 folder or a cached
     hub id gives Qwen's own sequence lengths). Only the tokenizer and config are read."""
-    from cscore.scorers.models import LoadedModel, auto_device, auto_dtype, load_model
+    from cscore.scorers.models.models import LoadedModel, auto_device, auto_dtype, load_model
 
     tok = load_model(tokenizer, lazy=True).tokenizer
     vocab = min(ARCH[name][5] for name in ARCH_PAIRS[arch])
@@ -336,15 +337,15 @@ def per_source_items(examples, k: int, n_docs: int):
 
 
 def run_judge(examples, pair: ModelPair, args) -> None:
-    """The CD-judge pass (scorers/judge.py) on G-Eval-style coherence prompts (range 1-5, the
+    """The CD-judge pass (scorers/judge/judge.py) on G-Eval-style coherence prompts (range 1-5, the
     expert's chat template), with and without prefix sharing; the kept statistics must agree."""
     from omegaconf import OmegaConf
 
     import cscore.conf
+    from cscore.cli.pipeline.kinds.judge import encode_contexts
     from cscore.data import judge_prompts
-    from cscore.scorers import judge
-    from cscore.scorers.judge_parse import continuation_prefixes, score_tokens
-    from cscore.scorers.kinds.judge import encode_contexts
+    from cscore.scorers.judge import judge
+    from cscore.scorers.judge.parse import continuation_prefixes, score_tokens
 
     jp = OmegaConf.to_container(OmegaConf.load(os.path.join(os.path.dirname(cscore.conf.__file__), "judge_prompt",
                                                             "geval.yaml")))
@@ -444,7 +445,7 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
     return runs
 
 
-USEFUL: dict[str, float | None] = {}  # name -> useful FLOPs of cscore's passes (scorers/flops.py)
+USEFUL: dict[str, float | None] = {}  # name -> useful FLOPs of cscore's passes (scorers/engine/flops.py)
 
 
 def time_runs(runs, device, repeats: int) -> dict:

@@ -27,12 +27,13 @@ from omegaconf import OmegaConf
 
 import cscore
 from cscore import rundir
+from cscore.cli.pipeline.variants import plan
 from cscore.data import load_examples
 from cscore.metaeval import tables
 from cscore.metaeval.levels import correlate_at
 from cscore.metaeval.uncertainty import bootstrap_ci, significance_clusters
 from cscore.rundir import find_runs
-from cscore.scorers.variants import plan
+from cscore.scorers import methods
 
 NOISE = {"expert": 1.0, "amateur": 1.6, "ensemble": 1.2}  # larger = worse metric; main row: 0.8
 
@@ -175,7 +176,7 @@ def main() -> None:
                        permutations=args.permutations)
     with tempfile.TemporaryDirectory() as tmp:
         root = args.run or synthesise(Path(tmp) / "runs", args.items, args.sweep)
-        datasets = tables.collect(find_runs(root))
+        datasets = tables.collect(find_runs(root), methods.with_defaults)
         rows = sum(len(ds.frame) for ds in datasets)
         print(f"{root}: {len(datasets)} dataset(s), {rows} rows, {spec.describe()}")
         _, wall, cpu = timed(quiet_report, root, spec, Path(tmp) / "report")

@@ -1,4 +1,4 @@
-"""Benchmark: cscore's encoder-decoder pass (``scorers/seq2seq.py``) against a plain per-source
+"""Benchmark: cscore's encoder-decoder pass (``scorers/engine/seq2seq.py``) against a plain per-source
 transformers loop, side by side in one process, on the lengths of real slices (not a test).
 
     python scripts/bench_seq2seq.py [--arch t5-small] [--summeval-docs 2] [--mqm-segments 12]
@@ -38,8 +38,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_prefix import TEMPS, as_stats, keep_stats, padded_batch, slice_examples, source_batches  # noqa: E402
 
-from cscore.scorers import seq2seq  # noqa: E402
-from cscore.scorers.models import load_model  # noqa: E402
+from cscore.scorers.engine import seq2seq  # noqa: E402
+from cscore.scorers.models.models import load_model  # noqa: E402
 
 # config.json of t5-small / t5-base: d_model, d_ff, layers (encoder = decoder), heads, d_kv, vocabulary
 T5_ARCH = {"t5-small": (512, 2048, 6, 8, 64, 32128), "t5-base": (768, 3072, 12, 12, 64, 32128)}

@@ -14,7 +14,7 @@ from pathlib import Path
 from cscore import ModelPair
 from cscore.data import load_examples
 from cscore.data.prompts import build
-from cscore.scorers.cache import StatsCache
+from cscore.scorers.store.cache import StatsCache
 
 
 def main() -> None:

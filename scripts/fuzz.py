@@ -273,7 +273,7 @@ def main(argv=None) -> int:
 def check_parse(text: str, lo: int, hi: int) -> None:
     """Both judge parsers on any text: a score inside [lo, hi] and a known status, never an exception;
     every prefix ``settled`` calls final reads as the whole text does (the greedy stop is sound)."""
-    from cscore.scorers.judge_parse import NO_PRED, PARSERS, STATUSES, VALID, read_score, settled
+    from cscore.scorers.judge.parse import NO_PRED, PARSERS, STATUSES, VALID, read_score, settled
 
     for name, parse in PARSERS.items():
         score, status = parse(text, lo, hi)

@@ -23,7 +23,7 @@ if [[ "${1:-}" == "prepare" ]]; then
     grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo '/.device/' >> .git/info/exclude
     cp -r "$src/summeval" "$src/mqm" .device/data/
     python - <<'EOF'
-from cscore.scorers.models import load_model
+from cscore.scorers.models.models import load_model
 lm = load_model("gguf:smollm2", lazy=True)  # its tokenizer and config: no weights are read
 lm.tokenizer.save_pretrained(".device/tokenizer")
 lm.config.save_pretrained(".device/tokenizer")

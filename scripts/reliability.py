@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from cscore import rundir
-from cscore.scorers.cache import CacheEntryError, StatsCache
+from cscore.scorers.store.cache import CacheEntryError, StatsCache
 
 WORDS = ("the council river bridge vaccine patients team match goal library storm mayor city night rain "
          "report police money bank school children road power water price market").split()

@@ -419,7 +419,7 @@ def f32_logp_tol(lp, temperature: float = 1.0, *, typical: float | None = None, 
 
 def _perturbed(ts, sign: float, runs: int):
     """The TokenStats with every log p_T moved by sign * its float32 bound."""
-    from cscore.scorers.stats import TokenStats
+    from cscore.scorers.engine.stats import TokenStats
 
     m = typical_logp(ts)
     logp = ts.logp.astype(np.float64).copy()

@@ -1,4 +1,4 @@
-"""Aligned units of two tokenizations (cscore.scorers.align) and the methods on them.
+"""Aligned units of two tokenizations (cscore.scorers.engine.align) and the methods on them.
 
 Hand-made tokenizers with known splits give the units and unit log-probabilities by hand; the
 real tokenizers of the two packaged models are checked on the hard cases (byte pieces of one
@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cscore.scorers import align, methods
-from cscore.scorers.stats import TokenStats
+from cscore.scorers import methods
+from cscore.scorers.engine import align
+from cscore.scorers.engine.stats import TokenStats
 
 SP = "\u2581"
 
@@ -166,7 +167,7 @@ def test_shared_tokenizer_units_are_tokens_bit_for_bit(tiny_tokenizer):
 
 @pytest.fixture(scope="module")
 def packaged_tokenizers():
-    from cscore.scorers.models import load_model
+    from cscore.scorers.models.models import load_model
 
     try:
         return {"gemma": load_model("gguf:gemma3-270m", lazy=True).tokenizer,
@@ -200,7 +201,7 @@ def test_real_tokenizers_of_the_packaged_models(packaged_tokenizers):
 
 
 def prefix_ends(tokenizer, ids: list[int]) -> list[int]:
-    """A reference for ASCII text, independent of cscore.scorers.align: the byte length of the
+    """A reference for ASCII text, independent of cscore.scorers.engine.align: the byte length of the
     decoded prefix after each token."""
     return [len(tokenizer.decode(ids[:k + 1]).encode()) for k in range(len(ids))]
 

@@ -36,7 +36,7 @@ def ten_items() -> tuple[list[str], list[str]]:
 
 
 def checkpoint_dir(spec: str) -> str:
-    from cscore.scorers import gguf
+    from cscore.scorers.models import gguf
 
     try:
         return str(gguf.converted_gguf_dir(gguf.gguf_path(spec)))
@@ -86,8 +86,9 @@ def test_unit_contrast_equals_a_float64_reference_from_two_hf_passes():
     so a batched item differs from one run alone by up to 3.3e-6 (the engine's batching, not the
     alignment: alone it equals the reference to 1.5e-13)."""
     from cscore import ModelPair
-    from cscore.scorers import align, methods
-    from cscore.scorers.stats import TokenStats
+    from cscore.scorers import methods
+    from cscore.scorers.engine import align
+    from cscore.scorers.engine.stats import TokenStats
 
     prompts, hyps = ten_items()
     assert len(hyps) == 10

@@ -142,3 +142,58 @@ def test_every_sub_package_is_listed_for_setuptools():
              if not {"tests", "docs", ".git", "outputs"} & set(p.relative_to(root).parts)
              and not any(part.startswith(".") or part.endswith(".egg-info") for part in p.relative_to(root).parts)}
     assert found == listed
+
+
+def private_imports(root: Path, name: str) -> list[str]:
+    """``module: from other import _name`` for every import of a private name (``_x``, not ``__x__``)
+    from another module of the package, anywhere in the code (functions included)."""
+    files = module_files(root, name)
+    out = []
+    for m, f in files.items():
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            targets = imported(node, m, f.name == "__init__.py", set(files))
+            if not targets:
+                continue
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.endswith("__"):
+                    out.append(f"{m}: from {'.' * node.level}{node.module or ''} import {a.name}")
+    return sorted(out)
+
+
+def test_no_private_name_is_imported_across_modules():
+    found = private_imports(ROOT, "cscore")
+    assert not found, "private names imported from another module (make them public):\n" + "\n".join(found)
+
+
+def test_the_private_import_finder_sees_function_local_and_relative_imports(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("_hidden = 1\n__all__ = ['_hidden']\n")
+    (pkg / "b.py").write_text("import os\nfrom os import path\nfrom pkg.a import __all__\n")
+    assert private_imports(pkg, "pkg") == []
+    (pkg / "b.py").write_text("def f():\n    from .a import _hidden\n    return _hidden\n")
+    assert private_imports(pkg, "pkg") == ["pkg.b: from .a import _hidden"]
+    (pkg / "b.py").write_text("from os.path import _joinrealpath\n")  # another package's: not ours
+    assert private_imports(pkg, "pkg") == []
+
+
+def test_the_pipeline_imports_no_command():
+    """cli/pipeline sits below the commands (import-linter's cli contract says so too); checked here
+    on the import graph that counts imports inside functions."""
+    graph = import_graph(ROOT, "cscore")
+    up = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith("cscore.cli.pipeline")
+                for t in targets if t.startswith("cscore.cli") and not t.startswith("cscore.cli.pipeline"))
+    assert not up, "\n".join(up)
+
+
+def test_training_imports_no_kind_and_scorers_nothing_above():
+    """scorers (training included) imports no pipeline, command, data or metaeval module, even inside
+    a function."""
+    graph = import_graph(ROOT, "cscore")
+    above = ("cscore.cli", "cscore.data", "cscore.metaeval")
+    up = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith("cscore.scorers")
+                for t in targets if t.startswith(above))
+    assert not up, "\n".join(up)

@@ -18,8 +18,8 @@ import cscore
 from cscore.errors import ConfigError
 from cscore.scorers import baselines
 from cscore.scorers.baselines import Texts
-from cscore.scorers.cache import StatsCache
-from cscore.scorers.tokenize import InputError
+from cscore.scorers.engine.tokenize import InputError
+from cscore.scorers.store.cache import StatsCache
 
 CONF = Path(cscore.__file__).parent / "conf"
 PAD, BOS, EOS, UNK = 0, 1, 2, 3

@@ -21,7 +21,7 @@ import cscore
 from cscore.errors import ConfigError
 from cscore.scorers import baselines
 from cscore.scorers.baselines import Texts
-from cscore.scorers.tokenize import InputError
+from cscore.scorers.engine.tokenize import InputError
 
 CONF = Path(cscore.__file__).parent / "conf"
 

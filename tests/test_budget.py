@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from cscore.errors import CscoreError
-from cscore.scorers import budget, engine
-from cscore.scorers.models import load_model
+from cscore.scorers.engine import budget, engine
+from cscore.scorers.models.models import load_model
 
 TEMPS = (0.5, 1.0)
 HEADS = {"expert": None, "amateur": 2}

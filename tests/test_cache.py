@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from cscore.errors import CscoreError
-from cscore.scorers import identity
-from cscore.scorers.cache import CacheError, StatsCache, ids_digest, stats_key
-from cscore.scorers.identity import model_identity
-from cscore.scorers.stats import TokenStats
+from cscore.scorers.engine.stats import TokenStats
+from cscore.scorers.models import identity
+from cscore.scorers.models.identity import model_identity
+from cscore.scorers.store.cache import CacheError, StatsCache, ids_digest, stats_key
 
 
 def make_stats(n_items=3, temps=(0.5, 1.0, 2.0), seed=0) -> TokenStats:
@@ -136,7 +136,7 @@ def test_damaged_entry_is_removed_and_recomputed(tmp_path, caplog, damage):
         m["arrays"]["0_logp"]["shape"][1] += 1
         meta.write_text(json.dumps(m))
     assert key in cache.keys()
-    with caplog.at_level(logging.WARNING, logger="cscore.scorers.cache"):
+    with caplog.at_level(logging.WARNING, logger="cscore.scorers.store.cache"):
         assert cache.load(key, TokenStats) is None
     assert "corrupted" in caplog.text
     assert not entry.exists() and key not in cache.keys()
@@ -236,7 +236,7 @@ def tiny_llama(tmp_path):
 def loaded(model, path=None, parent=None, exit_layer=None, **info):
     import torch
 
-    from cscore.scorers.models import LoadedModel
+    from cscore.scorers.models.models import LoadedModel
 
     info = dict(info, **({"spec": str(path), "path": str(path)} if path else {}))
     return LoadedModel(model, None, str(path or "mem"), torch.device("cpu"), torch.float32, 0.0, info,
@@ -357,7 +357,7 @@ def test_get_or_compute_computes_once_then_reads_the_entry(tmp_path):
 
 
 def test_a_reader_of_another_payload_type_is_refused_and_the_entry_kept(tmp_path):
-    from cscore.scorers.judge_stats import DecodedPaths
+    from cscore.scorers.judge.stats import DecodedPaths
 
     cache = StatsCache(tmp_path)
     parts = {"kind": "judge_decode", "decode_format": 1, "test": 1}

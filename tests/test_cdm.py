@@ -12,10 +12,12 @@ import pandas as pd
 import pytest
 import torch
 
+from cscore.cli.pipeline.variants import plan
 from cscore.errors import ConfigError
-from cscore.scorers import cdm_pooler, engine, methods
+from cscore.scorers import methods
+from cscore.scorers.cdm import pooler as cdm_pooler
+from cscore.scorers.engine import engine
 from cscore.scorers.methods.common import aggregate, per_item
-from cscore.scorers.variants import plan
 
 V = 4
 # Expert / amateur next-token probabilities (rows: previous token), chosen by hand.
@@ -295,8 +297,8 @@ def cdm_runs(tiny_dirs, tmp_path_factory, cscore_cli):
 
 
 def cached_stats(cache_dir):
-    from cscore.scorers.cache import StatsCache
-    from cscore.scorers.stats import TokenStats
+    from cscore.scorers.engine.stats import TokenStats
+    from cscore.scorers.store.cache import StatsCache
 
     cache = StatsCache(cache_dir)
     out = {}

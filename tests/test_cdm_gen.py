@@ -18,9 +18,9 @@ import torch
 
 from cscore.cli import cdm_cmd
 from cscore.errors import ConfigError
-from cscore.scorers import cdm_generate as cg
 from cscore.scorers import methods
 from cscore.scorers.api import ModelPair
+from cscore.scorers.cdm import generate as cg
 from cscore.scorers.training import discriminator, negatives
 
 TEXT = ("The mayor opened a new bridge over the river on Monday. The council said the bridge cost five million "

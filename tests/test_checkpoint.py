@@ -1,4 +1,4 @@
-"""Checkpoints of a statistics pass (scorers/checkpoint.py): a pass stopped after some batches (an
+"""Checkpoints of a statistics pass (scorers/store/checkpoint.py): a pass stopped after some batches (an
 exception from its progress callback, Ctrl-C) resumes from the batches it completed, computes only
 the rest, and ends with statistics bit-identical to an uninterrupted pass; a damaged or foreign
 checkpoint file is recomputed, never trusted. The CLI cases (a real SIGKILL / SIGINT of `cscore
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from cscore.scorers.api import ModelPair
-from cscore.scorers.cache import StatsCache
-from cscore.scorers.checkpoint import PARTIAL_DIR
+from cscore.scorers.store.cache import StatsCache
+from cscore.scorers.store.checkpoint import PARTIAL_DIR
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -167,7 +167,7 @@ def test_a_cache_folder_under_a_file_is_one_warning(pair, tmp_path, caplog):
 def test_a_checkpoint_on_a_full_disk_is_one_warning_and_the_pass_goes_on(pair, tmp_path, monkeypatch, caplog):
     """ENOSPC injected at the checkpoint's write (a full disk): checkpointing stops for the pass
     with one warning; the statistics are those of a pass without a cache, and the entry is stored."""
-    from cscore.scorers import checkpoint
+    from cscore.scorers.store import checkpoint
 
     def no_space(path, data):
         raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (injected)", str(path))

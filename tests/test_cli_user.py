@@ -19,7 +19,7 @@ from cscore.cli.cache_cmd import cmd_ls
 from cscore.cli.cache_cmd import main as cache_main
 from cscore.data.demo import DEMO_FILE
 from cscore.metaeval.signature import Signature
-from cscore.scorers.cache import StatsCache
+from cscore.scorers.store.cache import StatsCache
 
 
 def composed(*overrides):
@@ -190,7 +190,7 @@ def test_failed_run_is_marked(tmp_path):
 
 
 def test_cache_ls_shows_the_parts_that_tell_entries_apart(tmp_path, monkeypatch):
-    from cscore.scorers.stats import TokenStats
+    from cscore.scorers.engine.stats import TokenStats
 
     cache = StatsCache(tmp_path / "stats")
     offsets = np.array([0, 2])
@@ -248,7 +248,7 @@ def test_the_run_directory_contract(two_runs, tmp_path):
 def test_nonfinite_hint_names_the_cd_score_setting_only_where_it_applies():
     from cscore.cli.summary import nonfinite_hint
     from cscore.scorers import methods
-    from cscore.scorers.config import RunConfig
+    from cscore.scorers.config.run import RunConfig
 
     run = RunConfig(method=methods.get("cd_score").Params(outside=float("-inf")))
     assert "method.outside" in nonfinite_hint(run, "score.cd_score")

@@ -20,7 +20,7 @@ from cscore.cli.typed import RunConfig, typed
 from cscore.errors import ConfigError
 from cscore.scorers import methods
 from cscore.scorers.methods.params import check_section, defaults_of
-from cscore.scorers.training_params import Cdm, T5Score
+from cscore.scorers.training.params import Cdm, T5Score
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "config.md"
 
@@ -162,8 +162,8 @@ def test_method_defaults_come_from_the_params_dataclass():
 
 
 def test_schema_sections_are_dataclasses_with_a_meaning_for_every_setting():
-    from cscore.scorers.config import RunSettings
-    from cscore.scorers.config_groups import Data, JudgePrompt, Prompt, Tracking
+    from cscore.scorers.config.groups import Data, JudgePrompt, Prompt, Tracking
+    from cscore.scorers.config.run import RunSettings
 
     def undocumented(cls, prefix=""):
         out = []

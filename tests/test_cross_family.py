@@ -1,6 +1,6 @@
 """Cross-family pairs beyond aligned units (tests/test_align.py): the reverse pair reads the
 statistics cache of the forward one, and CD-judge over the range's score values
-(``method.decode=values``, ``scorers/judge_values.py``)."""
+(``method.decode=values``, ``scorers/judge/values.py``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_reverse_pair_reads_the_forward_pairs_statistics(tiny_dirs, tmp_path):
     """A,B then B,A: the second pair runs no forward pass and gets, per model, the same statistics
     (A's as amateur are A's as expert); a model alone reads its own pass too."""
     from cscore import ModelPair
-    from cscore.scorers.cache import StatsCache
+    from cscore.scorers.store.cache import StatsCache
 
     cache = StatsCache(tmp_path / "cache", checkpoint_seconds=None)
     forward = ModelPair.load(tiny_dirs.expert, tiny_dirs.other)
@@ -58,8 +58,8 @@ def test_reverse_pair_reads_the_forward_pairs_statistics(tiny_dirs, tmp_path):
 def test_value_scores_by_hand():
     """Two items, range 1-3, value 2 written with two tokens: each value's log-probability is the
     sum of its tokens' (at T = 1 and T = 2), then Eq. 1 over the values with V_head on values."""
-    from cscore.scorers import judge_values
-    from cscore.scorers.stats import TokenStats
+    from cscore.scorers.engine.stats import TokenStats
+    from cscore.scorers.judge import values as judge_values
 
     # item-major: (item 0: "1", "2" = 2 tokens, "3"), (item 1: the same)
     offsets = np.array([0, 1, 3, 4, 5, 7, 8])
@@ -98,7 +98,8 @@ def test_values_variant_equals_the_token_variant_on_single_token_values():
     model's most likely token is a score token and the token variant wrote a score."""
     import torch
 
-    from cscore.scorers import judge, judge_values
+    from cscore.scorers.judge import judge
+    from cscore.scorers.judge import values as judge_values
     from cscore.scorers.methods import cd_judge
 
     n, vocab, ids = 40, 50, [10, 11, 12, 13, 14]  # "1".."5"

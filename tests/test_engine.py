@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from cscore import ModelPair
-from cscore.scorers import engine
-from cscore.scorers.models import early_exit, load_model
-from cscore.scorers.tokenize import InputError
+from cscore.scorers.engine import engine
+from cscore.scorers.engine.tokenize import InputError
+from cscore.scorers.models.models import early_exit, load_model
 
 PROMPTS = [
     "Write an accurate, relevant, and coherent summary of the following texts:\n"

@@ -1,4 +1,4 @@
-"""Useful FLOPs (scorers/flops.py) against independent counts: torch's FlopCounterMode on a real
+"""Useful FLOPs (scorers/engine/flops.py) against independent counts: torch's FlopCounterMode on a real
 forward for the per-token body, head and attention costs; the engine's dense block-causal mask for
 the (query, key) pairs a packed row allows; metrics.json's speed figures for a real run."""
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from cscore.scorers import engine, flops
+from cscore.scorers.engine import engine, flops
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cscore.scorers.cache import StatsCache, ids_digest, stats_key
-from cscore.scorers.stats import TokenStats
+from cscore.scorers.engine.stats import TokenStats
+from cscore.scorers.store.cache import StatsCache, ids_digest, stats_key
 
 FAST = settings(max_examples=80, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))

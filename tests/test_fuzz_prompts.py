@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from cscore.data import prompts
 from cscore.data.schema import DataError
 from cscore.errors import ConfigError, CscoreError
-from cscore.scorers.judge_parse import ABOVE, BELOW, NO_PRED, OK, parse_paper, parse_released
+from cscore.scorers.judge.parse import ABOVE, BELOW, NO_PRED, OK, parse_paper, parse_released
 
 spec = importlib.util.spec_from_file_location("cscore_fuzz", Path(__file__).parents[1] / "scripts" / "fuzz.py")
 fuzz = importlib.util.module_from_spec(spec)

@@ -18,9 +18,9 @@ import pytest
 import torch
 import transformers
 
-from cscore.scorers import engine
-from cscore.scorers.gguf import CONVERSION_VERSION, PACKAGED_GGUF, resolve_path
-from cscore.scorers.models import early_exit, load_model
+from cscore.scorers.engine import engine
+from cscore.scorers.models.gguf import CONVERSION_VERSION, PACKAGED_GGUF, resolve_path
+from cscore.scorers.models.models import early_exit, load_model
 
 pytestmark = pytest.mark.slow  # the fast tier (-m 'not slow') leaves these out
 
@@ -196,7 +196,7 @@ def test_tokenizer_alone_needs_no_conversion_and_equals_the_converted_one(name, 
                                                                          monkeypatch):
     """`cscore data check tokenizer=gguf:...` reads the tokenizer from the GGUF metadata: with an
     empty cache no model is converted, and the ids are those of the converted model's tokenizer."""
-    from cscore.scorers import gguf
+    from cscore.scorers.models import gguf
 
     converted = request.getfixturevalue(fixture).tokenizer
     monkeypatch.setenv("CSCORE_CACHE", str(tmp_path))

@@ -1,4 +1,4 @@
-"""The statistics read from the LM head's logits in their own dtype (scorers/head.py): bfloat16
+"""The statistics read from the LM head's logits in their own dtype (scorers/engine/head.py): bfloat16
 and soft-capped logits converted a block at a time give exactly what a float32 copy gave, no
 float32 copy of all rows is made, float64 stays float64, and a bfloat16 model's statistics stay
 within bfloat16's rounding of the float32 model's."""
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from cscore.scorers import engine, head
+from cscore.scorers.engine import engine, head
 
 TEMPS = (0.5, 1.0, 2.0, 0.7)
 

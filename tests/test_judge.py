@@ -11,8 +11,8 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
-from cscore.scorers import judge  # noqa: E402
-from cscore.scorers.judge_stats import JudgeStats  # noqa: E402
+from cscore.scorers.judge import judge  # noqa: E402
+from cscore.scorers.judge.stats import JudgeStats  # noqa: E402
 
 PAPER_LAMS = (0.01, 0.1, 0.5, 1.0)
 PAPER_TS = (0.5, 1.0, 2.0, 3.0, 4.0, 5.0)
@@ -294,7 +294,7 @@ def test_dev_ids_label_rows_and_split_correlations(judge_dirs, tmp_path, cscore_
 
 
 def test_judge_statistics_round_trip_through_the_cache(tmp_path):
-    from cscore.scorers.cache import StatsCache, stats_key
+    from cscore.scorers.store.cache import StatsCache, stats_key
 
     rng = np.random.default_rng(3)
     st = stats_from_logits(rng.normal(size=(4, 60)).astype(np.float32), rng.normal(size=(4, 60)).astype(np.float32))
@@ -314,8 +314,8 @@ def test_cli_released_preset(judge_dirs, tmp_path, cscore_cli):
     parses with the released rules; the contrast row equals a direct call of the decoder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from cscore.scorers import judge_released as jr
-    from cscore.scorers.judge_parse import parse_released
+    from cscore.scorers.judge import released as jr
+    from cscore.scorers.judge.parse import parse_released
 
     out = tmp_path / "rel"
     args = [a for a in judge_args(judge_dirs) if a not in ("method=cd_judge", "method.decode=first_token")]

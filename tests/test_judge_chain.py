@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cscore.scorers import judge  # noqa: E402
-from cscore.scorers.judge_parse import continuation_prefixes, digit_tokens, score_tokens  # noqa: E402
-from cscore.scorers.judge_stats import CHAIN_CS, JudgeStats  # noqa: E402
+from cscore.scorers.judge import judge  # noqa: E402
+from cscore.scorers.judge.parse import continuation_prefixes, digit_tokens, score_tokens  # noqa: E402
+from cscore.scorers.judge.stats import CHAIN_CS, JudgeStats  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -104,7 +104,7 @@ def test_off_grid_c_is_not_computed_and_says_why(chain_models):
 
 
 def test_chain_round_trips_through_the_cache(chain_models, tmp_path):
-    from cscore.scorers.cache import StatsCache, stats_key
+    from cscore.scorers.store.cache import StatsCache, stats_key
 
     tok, main, asst = chain_models
     stats = chain_pass(tok, main, asst, digit_ids=digit_tokens(tok))

@@ -13,9 +13,9 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
-from cscore.scorers import judge  # noqa: E402
-from cscore.scorers.judge_parse import paper_decided  # noqa: E402
-from cscore.scorers.judge_stats import DecodedPaths, JudgeStats  # noqa: E402
+from cscore.scorers.judge import judge  # noqa: E402
+from cscore.scorers.judge.parse import paper_decided  # noqa: E402
+from cscore.scorers.judge.stats import DecodedPaths, JudgeStats  # noqa: E402
 
 LAMS = (0.0, 0.01, 0.1, 0.5, 1.0, 3.0)
 TS = (0.5, 1.0, 2.0, 5.0)
@@ -87,7 +87,7 @@ def test_paper_decided():
 
 
 def test_decoded_paths_round_trip_through_the_cache(tmp_path):
-    from cscore.scorers.cache import StatsCache, stats_key
+    from cscore.scorers.store.cache import StatsCache, stats_key
 
     paths = DecodedPaths.from_lists([[3, 4, 5], [], [9]])
     cache = StatsCache(tmp_path)
@@ -125,7 +125,7 @@ def test_greedy_path_equals_step_by_step_forwards(judge_dirs, early_exit):
     step-by-step recomputation; the first token is the statistics' choice."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from cscore.scorers.judge_decode import decode_all, first_tokens
+    from cscore.scorers.judge.decode import decode_all, first_tokens
 
     tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
     texts = ["The mayor opened a new bridge.", "Rain is expected on Monday", "A short one"]
@@ -159,8 +159,8 @@ def test_greedy_extra_rules_join_the_tree_and_fall_back_alone_out_of_memory(judg
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from cscore.scorers import judge_decode as jd
-    from cscore.scorers.cache import StatsCache
+    from cscore.scorers.judge import decode as jd
+    from cscore.scorers.store.cache import StatsCache
 
     tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
     prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in ["The mayor opened a bridge.", "Rain"]]
@@ -195,7 +195,7 @@ def test_greedy_extra_rules_join_the_tree_and_fall_back_alone_out_of_memory(judg
 def test_greedy_stops_at_eos_and_a_decided_parse(judge_dirs):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from cscore.scorers.judge_decode import decode_all
+    from cscore.scorers.judge.decode import decode_all
 
     tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
@@ -240,7 +240,7 @@ def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, 
     the cache and writes the same table; first_token reads one token."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from cscore.scorers.judge_parse import read_score, settled
+    from cscore.scorers.judge.parse import read_score, settled
 
     args = [*judge_args, "method.lam=0.5", "method.t=0.5", "method.max_new_tokens=5"]
     res = cscore_cli("run", *args, f"hydra.run.dir={tmp_path / 'a'}", cwd=tmp_path)
@@ -278,7 +278,7 @@ def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, 
 def test_path_text_skips_special_tokens(judge_dirs):
     from transformers import AutoTokenizer
 
-    from cscore.scorers.judge_decode import path_text
+    from cscore.scorers.judge.decode import path_text
 
     tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
     ids = [tok.bos_token_id] + tok("4 is", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
@@ -289,7 +289,7 @@ def test_path_text_skips_special_tokens(judge_dirs):
 def test_cli_released_prompt_decodes_without_special_tokens(judge_args, tmp_path, cscore_cli, shared):
     """cd_judge with the released prompt (no generation prompt; its files are in the shared data
     folder) decodes; outputs carry no special token text and parse by the paper's rule."""
-    from cscore.scorers.judge_parse import read_score
+    from cscore.scorers.judge.parse import read_score
 
     res = cscore_cli("run", *judge_args, "judge_prompt=released", "method.max_new_tokens=4",
                      f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
@@ -389,7 +389,7 @@ def test_cli_full_output_decodes_to_max_new_tokens(judge_dirs, judge_args, tmp_p
 def test_judge_summary_lines_echoes_and_parse_changes():
     """The run summary of a judge run: echoes of the range get their own line (no row of echoes
     passes silently), and the other rule's changes are said per row."""
-    from cscore.scorers.kinds.shared import JudgeKind
+    from cscore.cli.pipeline.kinds.shared import JudgeKind
 
     metrics = {"judge": {
         "invalid": {"expert": {"No Pred": 0, "Below": 0, "Above": 0, "List": 0, "Echo": 8, "n": 8},
@@ -409,8 +409,8 @@ def test_parse_changes_count_what_the_other_rule_reads_otherwise():
     """judge.parse_changes: outputs read under one rule, counted where the other reads another
     score or status (by hand: "Coherence: 4" and "Score: 3" are numbers only for the released
     rule, "1-5" an echo for both, "4", "The" and "assistant\n2" alike)."""
-    from cscore.scorers.judge_parse import read_score
-    from cscore.scorers.kinds.shared import parse_changes
+    from cscore.cli.pipeline.kinds.shared import parse_changes
+    from cscore.scorers.judge.parse import read_score
 
     texts = ["Coherence: 4", "4", "Score: 3", "The", "1-5", "assistant\n2"]
     for rule, other in (("paper", "released"), ("released", "paper")):

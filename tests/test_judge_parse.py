@@ -1,4 +1,4 @@
-"""Judge output parsing and score tokens (scorers/judge_parse.py).
+"""Judge output parsing and score tokens (scorers/judge/parse.py).
 
 Expected values are written by hand: the paper's rule (CD-judge Sec. 4.1, Tables 6-7), the
 released ``parse_output`` as read in akkikiki/contrastive_decoding_llm_judge
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from cscore.errors import ConfigError
-from cscore.scorers import judge_parse as jp
-from cscore.scorers.judge_parse import ABOVE, BELOW, NO_PRED, OK
+from cscore.scorers.judge import parse as jp
+from cscore.scorers.judge.parse import ABOVE, BELOW, NO_PRED, OK
 
 
 def test_statuses():

@@ -1,4 +1,4 @@
-"""cd_judge_released (scorers/judge_released.py): the released CD-judge scoring step against
+"""cd_judge_released (scorers/judge/released.py): the released CD-judge scoring step against
 hand-computed values, greedy decoding on a toy bigram LM whose logits the tests choose (hand-
 computed token by token), and on the tiny random llamas against a full-recompute reference, HF
 greedy generation, batch size 1 and a model truncated to k layers."""
@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from cscore.errors import ConfigError
-from cscore.scorers import judge_released as jr
+from cscore.scorers.judge import released as jr
 
 NEG_INF = -math.inf
 
@@ -455,8 +455,8 @@ def test_grid_decodes_the_main_and_assistant_rows_once(tiny, tmp_path):
     recomputation without cache or padding. Prefills counted on each model's embedding."""
     from types import SimpleNamespace as NS
 
-    from cscore.scorers.cache import StatsCache
-    from cscore.scorers.kinds.judge_released import decode_rows
+    from cscore.cli.pipeline.kinds.judge_released import decode_rows
+    from cscore.scorers.store.cache import StatsCache
 
     pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),
               amateur=NS(model=tiny.asst, parent=None, exit_layer=None), tokenizer=tiny.tok)
@@ -504,8 +504,8 @@ def test_grid_points_join_the_first_jobs_tree(tiny, tmp_path):
     whose contrast is cached does not decode the others."""
     from types import SimpleNamespace as NS
 
-    from cscore.scorers.cache import StatsCache
-    from cscore.scorers.kinds.judge_released import decode_rows
+    from cscore.cli.pipeline.kinds.judge_released import decode_rows
+    from cscore.scorers.store.cache import StatsCache
 
     pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),
               amateur=NS(model=tiny.asst, parent=None, exit_layer=None), tokenizer=tiny.tok)
@@ -552,8 +552,8 @@ def test_grid_points_that_do_not_fit_leave_this_points_rows_alone(tiny, tmp_path
     the other points."""
     from types import SimpleNamespace as NS
 
-    from cscore.scorers.cache import StatsCache
-    from cscore.scorers.kinds.judge_released import decode_rows
+    from cscore.cli.pipeline.kinds.judge_released import decode_rows
+    from cscore.scorers.store.cache import StatsCache
 
     pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),
               amateur=NS(model=tiny.asst, parent=None, exit_layer=None), tokenizer=tiny.tok)

@@ -11,13 +11,14 @@ import pytest
 import cscore
 from cscore import errors
 from cscore.cli.exits import one_line_errors
-from cscore.scorers import kinds, methods
-from cscore.scorers.config import Pair, RunConfig
-from cscore.scorers.config_groups import Data, JudgePrompt, Prompt
-from cscore.scorers.kinds.base import MethodKind, Registry
+from cscore.cli.pipeline import kinds
+from cscore.cli.pipeline.kinds.base import MethodKind, Registry
+from cscore.scorers import methods
+from cscore.scorers.config.groups import Data, JudgePrompt, Prompt
+from cscore.scorers.config.run import Pair, RunConfig
 
 ROOT = Path(cscore.__file__).parent
-SHARED_STAGES = ("cli/run.py", "cli/stages.py", "cli/summary.py")
+SHARED_STAGES = ("cli/run.py", "cli/pipeline/stages.py", "cli/summary.py")
 
 
 def package_files(*under: str) -> list[Path]:
@@ -192,8 +193,8 @@ def test_fit_judge_prompt_cuts_the_source_or_says_what_to_raise(tiny_tokenizer):
     that fits is kept whole, and one too long even without its source is a one-line InputError."""
     from transformers import AutoTokenizer
 
-    from cscore.scorers.kinds.shared import fit_judge_prompt
-    from cscore.scorers.tokenize import InputError, text_ids
+    from cscore.cli.pipeline.kinds.shared import fit_judge_prompt
+    from cscore.scorers.engine.tokenize import InputError, text_ids
 
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer)
     source = " ".join(["the cat sat on the mat"] * 20)

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 60
 # the modules mypy checks (pyproject [tool.mypy] holds the settings)
 MYPY_PACKAGES = ["cscore.errors", "cscore.rundir", "cscore.files", "cscore.data", "cscore.metaeval",
-                 "cscore.scorers.methods", "cscore.scorers.kinds", "cscore.scorers.config",
-                 "cscore.scorers.config_groups", "cscore.scorers.cache", "cscore.cli.typed"]
+                 "cscore.scorers.methods", "cscore.cli.pipeline.kinds", "cscore.scorers.config.run",
+                 "cscore.scorers.config.groups", "cscore.scorers.store.cache", "cscore.cli.typed"]
 
 
 def _tool(name: str, module: str, in_ci: bool) -> list[str]:

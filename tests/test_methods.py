@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from cscore.errors import ConfigError
-from cscore.scorers import engine, methods
+from cscore.scorers import methods
+from cscore.scorers.engine import engine
 from cscore.scorers.methods.common import aggregate
 from cscore.scorers.methods.contrast import log_abs_diff
 
@@ -128,7 +129,7 @@ def test_released_preset_matches_its_own_recipe(stats):
 
 
 def test_clamp_and_floor_bind_on_tiny_probabilities():
-    from cscore.scorers.stats import TokenStats
+    from cscore.scorers.engine.stats import TokenStats
 
     lp = np.array([[-30.0, -1.0]], dtype=np.float32)
     st = TokenStats((1.0,), np.array([0, 2]), np.array([1, 2]), lp, lp.copy())
@@ -163,7 +164,7 @@ def test_float32_tolerance_follows_the_methods_sensitivity(f32):
     """conftest.f32_token_tol: `single` moves by its input bound, ContrastScore by
     (p delta_a + gamma q delta_b) / |p - gamma q| (its derivative, README "Numerics"), down to
     the floor when p_exp = gamma p_ama lies within the bounds."""
-    from cscore.scorers.stats import TokenStats
+    from cscore.scorers.engine.stats import TokenStats
 
     p = np.array([0.7, 0.41, 0.2, 0.4 + 1e-9])  # expert
     q = np.array([0.4, 0.4, 0.3, 0.4])  # amateur

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cscore.scorers import models
 from cscore.scorers.api import ModelPair
-from cscore.scorers.cache import StatsCache
-from cscore.scorers.identity import model_identity
+from cscore.scorers.models import models
+from cscore.scorers.models.identity import model_identity
+from cscore.scorers.store.cache import StatsCache
 
 PROMPTS = ["The mayor opened a new bridge over the river on Monday. Summary:"] * 3 + ["The team won the final."]
 HYPS = ["A bridge was opened.", "The mayor opened a bridge.", "The council said the bridge cost five million.",

@@ -16,9 +16,9 @@ import pytest
 from cscore.errors import CscoreError
 from cscore.files import file_lock
 from cscore.scorers.api import ModelPair
-from cscore.scorers.gguf import GGUF_MAGIC, ModelSpecError, resolve_path
-from cscore.scorers.models import early_exit, load_model
-from cscore.scorers.tokenize import InputError
+from cscore.scorers.engine.tokenize import InputError
+from cscore.scorers.models.gguf import GGUF_MAGIC, ModelSpecError, resolve_path
+from cscore.scorers.models.models import early_exit, load_model
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def test_a_folder_without_a_model_is_named(tmp_path):
 
 def test_an_uncached_hub_id_offline_says_so(tmp_path):
     """A hub id with the hub unreachable (offline mode, empty hub cache): one line naming the spec."""
-    code = ("from cscore.scorers.models import load_model\n"
+    code = ("from cscore.scorers.models.models import load_model\n"
             "try:\n    load_model('nobody-here/no-such-model', device='cpu')\n"
             "except Exception as err:\n    print(type(err).__name__, err)\n")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))

@@ -122,7 +122,7 @@ def rows(tmp_path_factory) -> Path:
 def pass_entries(cscore_main, tmp_path: Path, *args) -> dict[str, dict]:
     """The cache entries one run stores (a fresh cache): {its heads (``amateur+expert``),
     ``judge`` or ``judge_decode:<rule>`` (cd_judge's decoded paths): {key, parts}}."""
-    from cscore.scorers.cache import StatsCache
+    from cscore.scorers.store.cache import StatsCache
 
     cache = tmp_path / "stats"
     tmp_path.mkdir()
@@ -168,7 +168,7 @@ def test_cache_keys_are_pinned(models, rows, tmp_path, cscore_main, pin_snapshot
 def test_key_recipe():
     """The key is ``stats_key`` of the parts: SHA-256 of their canonical JSON with the statistics
     format and cache schema versions (no model, no machine involved)."""
-    from cscore.scorers.cache import stats_key
+    from cscore.scorers.store.cache import stats_key
 
     pinned = json.loads(PIN.read_text())
     assert pinned, "no pinned keys"

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from cscore.scorers import engine
 from cscore.scorers.api import ModelPair
-from cscore.scorers.cache import StatsCache
-from cscore.scorers.models import load_model
+from cscore.scorers.engine import engine
+from cscore.scorers.models.models import load_model
+from cscore.scorers.store.cache import StatsCache
 
 HEADS = {"expert": None, "amateur": 2}  # the full 4-layer model and an early exit after 2 layers
 TEMPS = (0.5, 1.0, 1.5)
@@ -216,7 +216,7 @@ def test_packed_attention_equals_the_dense_block_causal_mask(models, side, promp
     each or all of a batch's prompts padded into one call as on CUDA; the hypotheses against
     prompt + own keys); the dense mask gives the same numbers, and the sparse path is really taken
     (layouts seen by the attention function, the config restored after)."""
-    from cscore.scorers import packed_attention
+    from cscore.scorers.engine import packed_attention
 
     model = models["float64"]
     monkeypatch.setattr(packed_attention, "BATCH_PROMPTS", prompts)
@@ -231,7 +231,7 @@ def test_packed_attention_equals_the_dense_block_causal_mask(models, side, promp
 def run_spied(model, monkeypatch, name: str, var, side: str):
     """``run`` with packed_attention's registered function ``name`` spied on: (statistics, whether
     some call saw its layout or mask ``var`` set). The function is looked up by name at each forward."""
-    from cscore.scorers import packed_attention
+    from cscore.scorers.engine import packed_attention
 
     seen = []
     real = getattr(packed_attention, name)
@@ -298,7 +298,7 @@ def test_flex_attention_block_mask_equals_the_dense_mask(models, side, monkeypat
     """packed_path "flex" (flex_attention under a BlockMask of the block-causal pattern; on CUDA
     compiled, here its eager reference form): the dense mask's numbers, and the flex path is
     really taken for the packed batches."""
-    from cscore.scorers import packed_attention
+    from cscore.scorers.engine import packed_attention
 
     model = models["float64"]
     monkeypatch.setattr(engine, "PACKED_CPU", "flex")
@@ -315,7 +315,7 @@ def test_flex_mask_is_the_block_causal_pattern():
     """The BlockMask's mask function, evaluated at every (query, key), is the dense mask of pad_rows."""
     rows = [r for r in engine.plan_rows(ITEMS, 70, True) if r.packed][:3]
     ids, full, _, where = engine.pad_rows(ITEMS, rows, 0, "left", torch.device("cpu"), torch.float32, "sdpa")
-    from cscore.scorers import packed_attention
+    from cscore.scorers.engine import packed_attention
 
     prompts = sorted({(r, lp - len(rows[r].prompt) + 1, len(rows[r].prompt)) for r, lp, _ in where.values()})
     hyps = [(r, first, len(ITEMS[i][1])) for i, (r, _, first) in where.items()]
@@ -359,7 +359,7 @@ def test_sliding_window_rows_are_shared_and_exact(gemma_like, monkeypatch, promp
     """Packed rows of a sliding-window model give the unshared pass's log-probs (float64), rows
     longer than the window included: packed_attention applies each window layer's window to the
     positions of the unpacked sequence. The prompts as one batch or one call each."""
-    from cscore.scorers import packed_attention
+    from cscore.scorers.engine import packed_attention
 
     monkeypatch.setattr(packed_attention, "BATCH_PROMPTS", prompts)
     items = window_items()
@@ -414,9 +414,9 @@ def test_flex_path_keeps_long_rows_unshared(gemma_like, monkeypatch):
 
 
 def test_judge_statistics_of_a_sliding_window_model_shared_and_exact(gemma_like):
-    """The judge's pass (scorers/judge.py) packs a sliding-window model's contexts past the window
+    """The judge's pass (scorers/judge/judge.py) packs a sliding-window model's contexts past the window
     too, with the unshared statistics (float64): main model and an early exit after 2 layers."""
-    from cscore.scorers import judge
+    from cscore.scorers.judge import judge
 
     rng = np.random.default_rng(5)
     docs = [[int(x) for x in rng.integers(4, 390, n)] for n in (12, 8)]

@@ -100,8 +100,8 @@ def test_estimate_after_the_first_batch_and_the_quick_slice():
 def test_work_line_of_a_token_pass(tiny_dirs):
     """The engine's plan, printed before its first batch: items, tokens with each distinct
     prompt once (every group fits a row of the budget), rows, packed rows."""
-    from cscore.scorers import engine
-    from cscore.scorers.models import load_model
+    from cscore.scorers.engine import engine
+    from cscore.scorers.models.models import load_model
 
     rng = np.random.default_rng(1)
     prompts = [[int(x) for x in rng.integers(4, 390, n)] for n in (20, 9, 14)]
@@ -121,7 +121,7 @@ def test_work_line_of_a_decode_tree(judge_dirs):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from cscore.scorers.judge_decode import decode_all
+    from cscore.scorers.judge.decode import decode_all
 
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float32).eval()
     prompts = [[5, 6, 7, 8], [9, 10], [11, 12, 13]]
@@ -137,7 +137,7 @@ def test_work_line_of_a_decode_tree(judge_dirs):
 def test_items_of_several_rows_count_as_whole_items():
     """A judge's rows (values or contexts per item) counted as items: 32 items of 5 rows each,
     finished in uneven batches, end at 32/32; the work line goes to the items' pass."""
-    from cscore.scorers.passes import announce, per_item
+    from cscore.scorers.engine.passes import announce, per_item
 
     lines, now, console = lines_of(every=1000)
     factory = per_item(lines.factory, 5)

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cscore import rundir
-from cscore.scorers.cache import StatsCache
+from cscore.scorers.store.cache import StatsCache
 
 pytestmark = pytest.mark.slow  # the fast tier (-m 'not slow') leaves these out
 

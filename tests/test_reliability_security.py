@@ -139,7 +139,7 @@ def remote_code_model(tiny_dirs, tmp_path_factory):
 
 
 def test_remote_code_runs_only_when_asked(remote_code_model):
-    from cscore.scorers.models import load_model
+    from cscore.scorers.models.models import load_model
 
     d, marker = remote_code_model
     lm = load_model(str(d), device="cpu", dtype="float32")

@@ -21,9 +21,9 @@ import pandas as pd
 import pytest
 
 from cscore import rundir
-from cscore.scorers import cache as cache_mod
-from cscore.scorers.cache import StatsCache, ids_digest, stats_key
-from cscore.scorers.stats import TokenStats
+from cscore.scorers.engine.stats import TokenStats
+from cscore.scorers.store import cache as cache_mod
+from cscore.scorers.store.cache import StatsCache, ids_digest, stats_key
 
 
 def stats(n_tokens=4000, seed=0) -> TokenStats:
@@ -47,7 +47,7 @@ def file_size_limit(limit: int):
 def test_cache_save_past_a_file_size_limit_stores_nothing(tmp_path):
     code = ("import sys, json; sys.path.insert(0, %r)\n"
             "from test_reliability_storage import stats, PARTS, KEY\n"
-            "from cscore.scorers.cache import StatsCache\n"
+            "from cscore.scorers.store.cache import StatsCache\n"
             "c = StatsCache(sys.argv[1])\n"
             "print(json.dumps({'saved': c.save(KEY, {'expert': stats()}, PARTS) is not None, 'keys': c.keys()}))"
             % str(Path(__file__).parent))

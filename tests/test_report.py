@@ -19,6 +19,7 @@ from cscore.metaeval.plots import plt
 from cscore.metaeval.runs import expected_jobs, missing_jobs
 from cscore.metaeval.signature import Signature
 from cscore.rundir import Run, find_runs
+from cscore.scorers.methods import with_defaults
 
 TABLES = [f"demo_{t}.{ext}" for t in ("quality", "bias", "quantized_accuracy") for ext in ("md", "csv", "tex")]
 REPORT_FILES = tuple(TABLES) + ("demo_quality_long.csv", "report.md", "speed.csv", "speed.md", "speed.tex",
@@ -309,7 +310,7 @@ def test_comparison_rows_pooled_differently_keep_their_own_labels_and_values(tmp
         metrics = {"variants": [{"name": "expert", "method": "single", "params": {"model": "expert", "norm": pooling}},
                                 {"name": "cdm", "method": "cdm", "params": {"pooling": pooling}}]}
         runs.append(Run(path, config, metrics))
-    (ds,) = tables.collect(runs)
+    (ds,) = tables.collect(runs, with_defaults)
     assert list(ds.rows) == ["p expert norm=sum", "p cdm pooling=sum", "p expert norm=max", "p cdm pooling=max"]
     assert ds.frame["score.p expert norm=sum"].tolist() == [0.1, 0.2, 0.3]
     assert ds.frame["score.p expert norm=max"].tolist() == [1.1, 1.2, 1.3]
@@ -462,7 +463,7 @@ def test_a_row_repeated_with_its_defaults_left_out_appears_once(tmp_path):
                    {"name": "contrast", "method": "contrast", "params": {**contrast, "floor": 1e-10}}],
                   {"ensemble": [0.3, 0.2, 0.1], "contrast": [1.0, 2.0, 4.0]}),
     ]
-    (ds,) = tables.collect(runs)
+    (ds,) = tables.collect(runs, with_defaults)
     assert list(ds.rows) == ["p ensemble floor=1e-30", "p contrast floor=1e-30", "p ensemble floor=1e-10",
                              "p contrast floor=1e-10"]
     assert ds.rows["p ensemble floor=1e-30"]["main"]  # some run's method: a main row
@@ -470,12 +471,12 @@ def test_a_row_repeated_with_its_defaults_left_out_appears_once(tmp_path):
     assert ds.frame["score.p ensemble floor=1e-10"].tolist() == [0.3, 0.2, 0.1]
     assert ds.frame["score.p contrast floor=1e-10"].tolist() == [1.0, 2.0, 4.0]
     # one row of a name: no parameters in its label; two pairs of one name: the pair setting that differs
-    (ds,) = tables.collect(runs[1:2])
+    (ds,) = tables.collect(runs[1:2], with_defaults)
     assert list(ds.rows) == ["p ensemble"]
     other = write_run(tmp_path / "3", {"name": "ensemble", "variant": "ensemble"},
                       [{"name": "ensemble", "method": "ensemble", "params": ENSEMBLE}],
                       {"ensemble": [0.5, 0.5, 0.6]}, pair={"name": "p", "amateur": {"early_exit": 4}})
-    (ds,) = tables.collect([runs[1], other])
+    (ds,) = tables.collect([runs[1], other], with_defaults)
     assert list(ds.rows) == ["p ensemble amateur.early_exit=null", "p ensemble amateur.early_exit=4"]  # no Python None
     assert ds.frame["score.p ensemble amateur.early_exit=4"].tolist() == [0.5, 0.5, 0.6]
 
@@ -556,13 +557,13 @@ def test_a_baseline_joins_every_prompt_condition_of_its_data(tmp_path):
     )
     bleu.config["prompt"] = {"condition": "source"}
     got = {json.loads(ds.key)["data"]["name"] + "/" + str(json.loads(ds.key).get("prompt")): ds
-           for ds in tables.collect([src, ref, other, bleu])}
+           for ds in tables.collect([src, ref, other, bleu], with_defaults)}
     assert sorted(got) == ["demo/reference", "demo/source", "summeval/source"]
     for key in ("demo/reference", "demo/source"):
         assert list(got[key].rows) == ["p contrast", "bleu"]
         assert got[key].frame["score.bleu"].tolist() == [5.0, 6.0, 7.0]
     assert list(got["summeval/source"].rows) == ["p contrast"]
-    (alone,) = tables.collect([bleu])
+    (alone,) = tables.collect([bleu], with_defaults)
     assert list(alone.rows) == ["bleu"]
 
 

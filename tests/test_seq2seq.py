@@ -18,13 +18,14 @@ import torch
 
 import cscore
 from cscore.errors import ConfigError
-from cscore.scorers import engine, methods, seq2seq
-from cscore.scorers import head as lm_head
+from cscore.scorers import methods
 from cscore.scorers.api import ModelPair
-from cscore.scorers.cache import StatsCache
-from cscore.scorers.models import LoadedModel, check_same_kind, early_exit, load_model
-from cscore.scorers.stats import TokenStats
-from cscore.scorers.tokenize import InputError, encode, target_ids
+from cscore.scorers.engine import engine, seq2seq
+from cscore.scorers.engine import head as lm_head
+from cscore.scorers.engine.stats import TokenStats
+from cscore.scorers.engine.tokenize import InputError, encode, target_ids
+from cscore.scorers.models.models import LoadedModel, check_same_kind, early_exit, load_model
+from cscore.scorers.store.cache import StatsCache
 
 CONF = Path(cscore.__file__).parent / "conf"
 TEMPS = (0.5, 1.0, 1.7)
@@ -720,7 +721,7 @@ def test_cli_run_contrast_then_cdm_from_the_cache(dirs, tmp_path, cscore_main, m
 def test_an_interrupted_pass_resumes_from_its_checkpoint_bit_identical(loaded, items, tmp_path):
     """Ctrl-C after three batches: the batches kept in the checkpoint are skipped on the re-run,
     the rest run as planned, and the statistics equal an uninterrupted pass's bit for bit."""
-    from cscore.scorers.checkpoint import Checkpoint
+    from cscore.scorers.store.checkpoint import Checkpoint
 
     model, its = loaded["t5", "float32"].model, items["t5"] * 3
     kw = dict(temperatures=TEMPS, token_budget=96)

@@ -1,4 +1,4 @@
-"""The run's speed totals (cli/stages.py::speed_figures): work done together counts once."""
+"""The run's speed totals (cli/pipeline/stages.py::speed_figures): work done together counts once."""
 
 import math
 from types import SimpleNamespace as NS
@@ -6,8 +6,8 @@ from types import SimpleNamespace as NS
 import pandas as pd
 import pytest
 
-from cscore.cli.stages import speed_figures
-from cscore.scorers.passes import EngineReport
+from cscore.cli.pipeline.stages import speed_figures
+from cscore.scorers.engine.passes import EngineReport
 
 
 def figures(reports: dict) -> dict:
@@ -35,7 +35,7 @@ def test_a_time_that_was_not_recorded_leaves_the_total_unknown():
 
 
 def test_useful_flops_count_work_done_together_once_and_mfu_needs_a_known_peak(monkeypatch):
-    from cscore.scorers import flops
+    from cscore.scorers.engine import flops
 
     tree = dict(fetch_seconds=4.0, shared="call-1", flops=8e12)
     reports = {"decode expert": EngineReport(4.0, 100, 100, 1, **tree),
@@ -43,7 +43,7 @@ def test_useful_flops_count_work_done_together_once_and_mfu_needs_a_known_peak(m
                "judge": EngineReport(2.0, 80, 80, 1, fetch_seconds=2.0, flops=4e12)}
     model = NS(device="cuda:0", dtype="bfloat16", parent=None, load_seconds=0.0, status=lambda: "loaded")
     scored = NS(table=pd.DataFrame({"id": range(10)}), stats=NS(reports=reports), models={"expert": model})
-    monkeypatch.setattr("cscore.cli.stages.torch_threads", lambda: 1)
+    monkeypatch.setattr("cscore.cli.pipeline.stages.torch_threads", lambda: 1)
     monkeypatch.setattr(flops, "peak_flops", lambda device, dtype: None)
     got = speed_figures(scored)
     assert got["useful_flops"] == 12e12 and got["mfu"] is None  # no peak known: null, not a guess

@@ -28,8 +28,8 @@ import pytest
 
 from cscore import files
 from cscore.errors import StorageError
-from cscore.scorers import cache as cache_mod
-from cscore.scorers.cache import StatsCache
+from cscore.scorers.store import cache as cache_mod
+from cscore.scorers.store.cache import StatsCache
 
 FILE_TOO_LARGE = os.strerror(errno.EFBIG)
 
@@ -79,7 +79,7 @@ def parts(tmp_path: Path, sizes=(40_000, 40_000, 40_000)) -> tuple[list[Path], s
 
 
 def test_joining_gguf_parts_under_a_file_is_one_line(tmp_path):
-    from cscore.scorers.gguf import join_parts
+    from cscore.scorers.models.gguf import join_parts
 
     files_, sha = parts(tmp_path)
     (tmp_path / "cache").write_text("a file")
@@ -95,7 +95,7 @@ JOIN = """
 import sys
 from pathlib import Path
 from cscore.errors import StorageError
-from cscore.scorers.gguf import join_parts
+from cscore.scorers.models.gguf import join_parts
 try:
     join_parts([Path(p) for p in sys.argv[3:]], Path(sys.argv[1]), sys.argv[2], "hint")
 except StorageError as err:
@@ -196,7 +196,7 @@ PARTS = {"model": {"kind": "dir", "sha256": "1" * 64}, "prompts": "p", "lam": 0.
 
 def test_judge_decodes_on_a_full_cache_are_used_and_not_stored(tmp_path, monkeypatch, caplog):
     """ENOSPC injected at the cache's write of an entry's meta.json (its statistics file was written)."""
-    from cscore.scorers.judge_decode import through_cache
+    from cscore.scorers.judge.decode import through_cache
 
     cache = StatsCache(tmp_path / "c")
     monkeypatch.setattr(cache_mod, "write_atomic", no_space)
@@ -211,7 +211,7 @@ def test_judge_decodes_on_a_full_cache_are_used_and_not_stored(tmp_path, monkeyp
 
 
 def test_judge_decodes_with_the_cache_under_a_file_are_used(tmp_path, caplog):
-    from cscore.scorers.judge_decode import through_cache
+    from cscore.scorers.judge.decode import through_cache
 
     (tmp_path / "a_file").write_text("")
     cache = StatsCache(tmp_path / "a_file" / "c")

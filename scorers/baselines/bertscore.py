@@ -97,8 +97,8 @@ def score(name: str, params: Any, texts: Texts, runtime: dict) -> Result:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from cscore.scorers.models import auto_device
-    from cscore.scorers.passes import announce
+    from cscore.scorers.engine.passes import announce
+    from cscore.scorers.models.models import auto_device
 
     refs = pick_references(texts, params.references)
     missing = require_references(name, refs)

@@ -10,7 +10,7 @@ import numpy as np
 
 from cscore.errors import ConfigError
 from cscore.registry import Registry, suggest
-from cscore.scorers.tokenize import InputError
+from cscore.scorers.engine.tokenize import InputError
 
 REFERENCE_MODES = ("all", "first")
 

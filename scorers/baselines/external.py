@@ -19,8 +19,8 @@ import pandas as pd
 
 from cscore.errors import ConfigError
 from cscore.scorers.baselines.common import BASELINES, Baseline, Result, Texts
+from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.methods.params import Param, required
-from cscore.scorers.tokenize import InputError
 
 NAME_RE = re.compile(r"^[\w.\-]+$")
 

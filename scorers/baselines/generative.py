@@ -1,7 +1,7 @@
 """Generative baselines: BARTScore (Yuan et al. 2021) and T5Score (Qin et al., seed 004, Eq. 1):
 the per-token mean log-probability of a text b given a text a, (1/|b|) log p(b | a), "a -> b",
 from an encoder-decoder model through cscore's statistics engine (teacher forcing,
-``scorers/seq2seq.py``; every target token scored, EOS included; cached like any pass).
+``scorers/engine/seq2seq.py``; every target token scored, EOS included; cached like any pass).
 
 Directions (T5Score Sec. 3.1 after BARTScore) and their columns, for ``<name>`` = bartscore / t5score:
 
@@ -36,8 +36,8 @@ from cscore.scorers.baselines.common import (
     require_references,
     started,
 )
+from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.methods.params import Param, required
-from cscore.scorers.tokenize import InputError
 
 NAMES = ("bartscore", "t5score")
 DIRECTIONS = ("src_hyp", "hyp_src", "ref_hyp", "hyp_ref")

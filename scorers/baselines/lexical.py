@@ -28,8 +28,8 @@ from cscore.scorers.baselines.common import (
     require_references,
     started,
 )
+from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.methods.params import Param, required
-from cscore.scorers.tokenize import InputError
 
 ROUGE_TYPE = re.compile(r"^rouge[1-9]$")
 REFS = Param(str, choices=REFERENCE_MODES)

@@ -31,7 +31,7 @@ for _module in pkgutil.iter_modules(__path__):
     if _module.name not in SHARED:
         importlib.import_module(f"{__name__}.{_module.name}")
 
-# methods a cross-family pair computes on aligned units (scorers/align.py); single reads one model
+# methods a cross-family pair computes on aligned units (scorers/engine/align.py); single reads one model
 ALIGNED = ("single", "ensemble", "contrast", "division", "cd_score", "cdm")
 NOT_PARAMS = ("name", "variant")  # the Params fields that name the method and its column
 
@@ -140,7 +140,7 @@ def token_method(name: str) -> type[Method]:
     if method.kind != "token":  # a trained pooler needs labels; a judge reads other statistics
         raise ConfigError(f"method {name!r} ({method.kind}) is not a function of the token statistics alone: "
                           f"score it with `cscore run method={name}`" + (
-                              "; or train one with cscore.scorers.cdm_pooler (cross_validate / train_pooler)"
+                              "; or train one with cscore.scorers.cdm.pooler (cross_validate / train_pooler)"
                               if method.kind == "pooler" else ""))
     return method
 

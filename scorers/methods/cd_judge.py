@@ -4,10 +4,10 @@ The judge writes argmax_v [log p_main(v) − λ · log p_asst,t(v)] over Li et a
 V_head = {v : p_main(v) ≥ α · max p_main} (``alpha``; 0: the whole vocabulary), t on the assistant,
 λ = 0 is greedy judging with the main model alone. ``decode=greedy`` (the paper's protocol):
 the judge goes on writing by the same rule, step by step, until EOS, a complete number or
-``max_new_tokens`` (``scorers/judge_decode.py``); ``decode=first_token`` (cscore's fast variant):
+``max_new_tokens`` (``scorers/judge/decode.py``); ``decode=first_token`` (cscore's fast variant):
 only the token(s) where the score goes; ``decode=values`` (any pair, and the only one a pair whose
 tokenizers differ takes): Eq. 1 over the range's values, each value's string scored whole by each
-model on its own prompt (``scorers/judge_values.py``). The written text is parsed as the paper does
+model on its own prompt (``scorers/judge/values.py``). The written text is parsed as the paper does
 (``parse=paper``, ``judge_parse.parse_paper``; ``parse=released``: the released code's rule), after
 deleting every "assistant" as the released code does (``judge_parse.read_score``): no number → the
 range's lowest score ("No Pred"), below the range → its lowest ("Below"), above → its highest
@@ -102,7 +102,7 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alp
     ``status`` (ok / No Pred / Below / Above / List / Echo), ``text`` (what the judge wrote:
     ``texts`` when decoded, else the first token(s) read from ``stats``) and ``expected`` (NaN
     where ``stats.expected_note`` says it cannot be computed)."""
-    from cscore.scorers.judge_parse import read_score
+    from cscore.scorers.judge.parse import read_score
 
     lo, hi = int(score_range[0]), int(score_range[1])
     if list(stats.values.tolist()) != list(range(lo, hi + 1)):

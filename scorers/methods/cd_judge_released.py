@@ -1,5 +1,5 @@
 """cd_judge_released: CD-judge as the authors' released code computes it (a preset; see
-docs/methods/cd-judge.md, "The released code as a preset", and ``scorers/judge_released.py`` for every detail).
+docs/methods/cd-judge.md, "The released code as a preset", and ``scorers/judge/released.py`` for every detail).
 
 Temperature t on the MAIN model; the relative-top filter (keep max(top-``min_keep``, p ≥ α·max));
 the assistant's log-probs fixed at the first step; greedy decoding of up to ``max_new_tokens``

@@ -1,6 +1,6 @@
 """cdm_classifier: Classifier-Pooled discriminative CDM (the CDM paper, Sec. 4.1.1, Tables 2-3, 6):
 a small linear model over fixed-size features of the contrastive-momentum sequence m_t (``cdm``),
-trained on labels (``cscore.scorers.cdm_pooler``).
+trained on labels (``cscore.scorers.cdm.pooler``).
 
 Not a function of the statistics alone: it needs labels, so ``methods.score`` refuses it and
 ``cscore run`` scores it as a ``pooler`` kind: every item by a model trained on the other groups

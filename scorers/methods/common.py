@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from cscore.errors import ConfigError
-from cscore.scorers.stats import TokenStats
+from cscore.scorers.engine.stats import TokenStats
 
 NORMS = ("sum", "mean", "sqrt")  # length normalisations of the sum (config: method.norm)
 POOLINGS = ("min", "max")  # reductions over the time steps (CDM's Min- / Max-Pooled; cdm's method.pooling)

@@ -24,9 +24,9 @@ def versions() -> dict:
     import torch
     import transformers
 
-    import cscore
+    from cscore.version import __version__
 
-    return {"cscore": cscore.__version__, "torch": torch.__version__, "transformers": transformers.__version__}
+    return {"cscore": __version__, "torch": torch.__version__, "transformers": transformers.__version__}
 
 
 def write_json(path: Path, obj) -> None:

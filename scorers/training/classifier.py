@@ -17,8 +17,8 @@ def load_classifier(spec: str, device):
     """(tokenizer, AutoModelForSequenceClassification with 2 labels) from a directory or hub id."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from cscore.scorers.gguf import ModelSpecError
-    from cscore.scorers.models import check_local_path, load_failure
+    from cscore.scorers.models.gguf import ModelSpecError
+    from cscore.scorers.models.models import check_local_path, load_failure
 
     if spec.startswith("gguf:"):
         raise ConfigError(f"cdm.train.discriminator={spec}: a GGUF file cannot be trained as a classifier here; "
@@ -62,7 +62,7 @@ def train_classifier(t: dict, items, labels, train_mask, out: Path, device: str)
     to ``out``; returns (its record, the log-odds of every item)."""
     import torch
 
-    from cscore.scorers.models import auto_device
+    from cscore.scorers.models.models import auto_device
 
     torch.manual_seed(t["seed"])
     tok, model = load_classifier(t["discriminator"], auto_device(device))

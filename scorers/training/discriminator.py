@@ -1,7 +1,7 @@
 """``cscore cdm train``: a discriminator from a ``cdm generate`` directory. Label 1 = positive,
 0 = negative; the groups (documents / dialogues) are split into train and held-out, the model is
 trained on the train groups only and its accuracy reported on both. The discriminator is a pooler
-over the pair's contrastive momentum (``cscore.scorers.cdm_pooler``) or a transformers classifier
+over the pair's contrastive momentum (``cscore.scorers.cdm.pooler``) or a transformers classifier
 (``classifier``). Writes the model, then <out>/cscore_discriminator.json last."""
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def momentum_sequences(pair, prompts: list[str], texts: list[str], t: float, cla
 
 
 def train_pooler(cfg, job: TrainJob, pair, cache):
-    from cscore.scorers import cdm_pooler
+    from cscore.scorers.cdm import pooler as cdm_pooler
 
     t, items = job.t, job.items
     # the prompts were cut to fit runtime.max_length when the negatives were made: no second cut
@@ -126,7 +126,7 @@ def train_pooler(cfg, job: TrainJob, pair, cache):
 
 
 def pooler_from_dict(d: dict):
-    from cscore.scorers import cdm_pooler
+    from cscore.scorers.cdm import pooler as cdm_pooler
 
     if list(d.get("features", [])) != list(cdm_pooler.FEATURES):
         raise ConfigError("the discriminator's pooler was trained on other momentum features than this cscore "

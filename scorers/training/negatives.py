@@ -1,5 +1,5 @@
 """``cscore cdm generate``: negatives made from positives by the degraded amateur
-(``cscore.scorers.cdm_generate``), written to <out>/negatives.jsonl one positive at a time, with
+(``cscore.scorers.cdm.generate``), written to <out>/negatives.jsonl one positive at a time, with
 <out>/provenance.json (config, models, versions, counts; ``complete`` once done, written last).
 The same config into the same directory resumes: the positives already written are skipped."""
 
@@ -148,7 +148,7 @@ def todo(job: GenerateJob, positives):
 
 
 def settings(g: dict):
-    from cscore.scorers import cdm_generate as cg
+    from cscore.scorers.cdm import generate as cg
 
     return cg.Settings(strategy=g["strategy"], max_span=g["max_span"], n_negatives=g["n_negatives"],
                        n_segments=g["n_segments"], seed=g["seed"], max_tries=g["max_tries"],
@@ -172,8 +172,8 @@ def record_lines(row, item, made: list[dict], g: dict) -> str:
 def write_negatives(job: GenerateJob, cfg: DictConfig, pair, rows, inputs) -> dict:
     """Make and append the negatives of ``rows`` (``inputs``: their encoded prompts); returns the
     models record. provenance.json says ``complete: false`` meanwhile."""
-    from cscore.scorers import cdm_generate as cg
-    from cscore.scorers.identity import model_identity
+    from cscore.scorers.cdm import generate as cg
+    from cscore.scorers.models.identity import model_identity
 
     g = job.g
     models = {role: {"spec": m.name, "identity": model_identity(m), "class": m.info.get("class")}
@@ -193,32 +193,6 @@ def write_negatives(job: GenerateJob, cfg: DictConfig, pair, rows, inputs) -> di
             if cfg.runtime.progress and ((i + 1) % every == 0 or i + 1 == len(rows)):
                 log.info("  %d/%d positives (%.1fs)", i + 1, len(rows), time.perf_counter() - start)
     return models
-
-
-def positives_of(examples, g: dict):
-    """The positives of ``cdm.generate`` (``g``): top_rated ranks each group on the human aspect;
-    at most ``limit`` of them, in table order."""
-    from cscore import rundir
-    from cscore.scorers.kinds.shared import target_aspect
-
-    column = f"{rundir.HUMAN}{target_aspect(examples, g['aspect'])}" if g["positives"] == "top_rated" else None
-    positives = select_positives(examples, g["positives"], column)
-    return positives.head(g["limit"]) if g["limit"] is not None else positives
-
-
-def make(job: GenerateJob, run, cfg: DictConfig, positives) -> None:
-    """The negatives of the positives not written yet (the pair loads only when some are left),
-    then provenance.json marked complete. ``run``: the typed config; ``cfg``: as composed (recorded)."""
-    from cscore.scorers.kinds.shared import load_pair, make_prompts
-
-    rows = todo(job, positives)
-    models = None
-    if len(rows):
-        pair = load_pair(run, ["expert", "amateur"])
-        prompts, spans = make_prompts(run, rows, pair.tokenizer)
-        inputs = pair.encode(prompts, list(rows["text"]), max_length=run.runtime.max_length, source_spans=spans)
-        models = write_negatives(job, cfg, pair, rows, inputs)
-    finish(job, cfg, len(positives), models)
 
 
 def finish(job: GenerateJob, cfg: DictConfig, n_positives: int, models: dict | None) -> dict:

@@ -70,7 +70,7 @@ def target_ids(tokenizer, text: str, eos_id: int) -> list[int]:
 def mean_logp(model, tokenizer, sources: list[str], targets: list[str], *, max_length: int) -> torch.Tensor:
     """(1/|b|) log p(b | a) per (a, b), differentiable; sources cut to ``max_length`` tokens, targets
     too (training only: a long reference in the reverse direction must not stop the run)."""
-    from cscore.scorers.seq2seq import decoder_start
+    from cscore.scorers.engine.seq2seq import decoder_start
 
     eos = tokenizer.eos_token_id
     start = decoder_start(model)

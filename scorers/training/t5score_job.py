@@ -68,7 +68,7 @@ def load_model(spec: str, device_name: str, dtype_name: str, dropout: float | No
     import torch
     from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from cscore.scorers.models import ModelSpecError, auto_device, auto_dtype, check_local_path, load_failure
+    from cscore.scorers.models.models import ModelSpecError, auto_device, auto_dtype, check_local_path, load_failure
 
     device = auto_device(device_name)
     dtype = torch.float32 if dtype_name == "auto" else auto_dtype(dtype_name, device)

@@ -1,0 +1,182 @@
+"""The shared stages of ``cscore run`` around a kind's plan and score steps: load the data,
+evaluate (correlate with the human scores), write the run directory. They ask the method's kind
+(``cscore.cli.pipeline.kinds``) for what differs between kinds and never name a method or kind. They
+read the run's typed config (``RunConfig``), built once by ``cscore.cli.typed.typed``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import resource
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cscore import rundir
+from cscore.cli.pipeline.kinds.base import Loaded, MethodKind, Plan, Scored
+from cscore.scorers.config.run import RunConfig
+from cscore.scorers.engine import flops
+from cscore.version import __version__
+
+log = logging.getLogger("cscore")
+row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
+
+
+def load_stage(run: RunConfig) -> Loaded:
+    from cscore.data import splits
+    from cscore.data.registry import load_config
+
+    examples, report = load_config(run.data_given)  # the loader checks its own options, as given
+    n_loaded = len(examples)
+    sp = run.split
+    if sp.dev_ids:  # the paper's dev documents by id; a split column labels every row
+        examples = splits.select_labelled(splits.label_by_ids(examples, sp.dev_ids), sp.use)
+    else:
+        examples = splits.select(examples, sp.use, sp.dev_fraction, sp.seed)
+    log.info("data %s: %d rows (%d dropped while loading); split=%s keeps %d", run.data.name, n_loaded,
+             len(report.dropped), sp.use, len(examples))
+    for level, line in report.console_lines():  # one line per reason; the rows go to run.log
+        log.log(level, line)
+    for d in report.details():
+        row_log.info("%s %s: %s %s", d["kind"], d["id"], d["reason"], d["where"])
+    return Loaded(examples, report, n_loaded)
+
+
+def evaluate_stage(run: RunConfig, kind: MethodKind, scored: Scored, plan: Plan) -> pd.DataFrame:
+    from cscore.metaeval.correlation import correlate, correlation_table
+
+    kind.evaluate(scored, correlate)  # what the kind measures itself (a pooler's folds)
+    split_by = run.meta.split_by or run.data.split_by
+    if split_by is None and rundir.SPLIT in scored.table.columns:  # split.dev_ids: dev and test apart
+        split_by = rundir.SPLIT
+    targets = plan.targets if plan.targets is not None else rundir.human_columns(scored.table.columns)
+    corr = correlation_table(scored.table, plan.score_columns, targets, split_by=split_by)
+    corr["metric"] = corr["metric"].str.removeprefix(rundir.SCORE)
+    corr["target"] = corr["target"].str.removeprefix(rundir.HUMAN)
+    return corr
+
+
+def signature(run: RunConfig, kind: MethodKind, scored: Scored) -> str:
+    from cscore.metaeval.signature import Signature
+
+    models = {role: m.name for role, m in scored.models.items()}
+    fields = kind.signature_fields(run)  # the pair and the prompt the kind's methods read
+    return str(Signature({"data": run.data.name, "n": len(scored.table), "split": run.split.use,
+                          "pair": fields["pair"], **models, "method": run.method.name,
+                          "variant": run.method.variant, "params": method_params(run.method_given),
+                          "prompt": fields["prompt"], "level": "segment",
+                          **({"units": scored.metrics["units"]} if scored.metrics.get("units") else {}),
+                          "kendall": "b"}))
+
+
+def method_params(method: dict) -> str:
+    """The method's parameters as ``k=v,...`` in config order, values as written (two presets of one
+    method, e.g. contrast and contrast_released, differ here)."""
+    def text(v):
+        if isinstance(v, str):
+            return v
+        if isinstance(v, float):
+            return repr(v)  # 1e-30, -inf: exact
+        return json.dumps(v, separators=(",", ":"), default=str)  # true, null, [1,5]
+
+    return ",".join(f"{k}={text(v)}" for k, v in method.items() if k not in ("name", "variant")) or "-"
+
+
+def speed_figures(scored: Scored) -> dict:
+    """Per pass: what this run spent (computing, or reading the cache) and the figures of the
+    pass that computed the statistics (this run, or an earlier one when read from the cache)."""
+    n = len(scored.table)
+    reports = scored.stats.reports
+    device = next((m for m in scored.models.values()), None)
+    peak = flops.peak_flops(device.device, device.dtype) if device is not None else None
+    passes = {}
+    for name, rep in reports.items():
+        passes[name] = {"from_cache": rep.cached, "seconds_this_run": round(rep.fetch_seconds, 4),
+                        "score_seconds": round(rep.seconds, 3),
+                        "samples_per_second": n / rep.seconds if rep.seconds else None,
+                        "tokens_per_second": rep.tokens / rep.seconds if rep.seconds else None,
+                        "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches,
+                        "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
+                        "fetch_seconds": round(rep.fetch_seconds, 4), "useful_flops": rep.flops,
+                        "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak)}
+    computed = sum(r.seconds for r in once(reports, "shared"))
+    if not np.isfinite(computed):  # a pass read from a cache entry that did not record its time
+        computed = None
+    useful = [r.flops for r in once(reports, "shared")]
+    total_flops = float(sum(useful)) if useful and None not in useful else None
+    return {"passes": passes, "score_seconds": computed,
+            "samples_per_second": n / computed if computed else None,
+            "useful_flops": total_flops,  # MFU: only of passes on this run's device (a cache entry may be another's)
+            "mfu": None if any(r.cached for r in reports.values()) else flops.mfu(total_flops, computed, peak),
+            "from_cache": bool(reports) and all(r.cached for r in reports.values()),
+            "statistics_seconds_this_run": sum(r.fetch_seconds for r in once(reports, "fetch_shared")),
+            "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)
+                             for k, v in scored.models.items()},
+            "weights": {k: v.status() for k, v in scored.models.items()}, "threads": torch_threads(),
+            **peak_memory()}
+
+
+def once(reports: dict, label: str) -> list:
+    """The reports with each ``label`` value once (work done together is counted once); a report
+    without one is its own."""
+    seen, out = set(), []
+    for name, rep in reports.items():
+        key = getattr(rep, label, None) or ("pass", name)
+        if key not in seen:
+            seen.add(key)
+            out.append(rep)
+    return out
+
+
+def torch_threads() -> int:
+    """The CPU threads torch used (runtime.threads, applied at the start of the job)."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+def peak_memory() -> dict:
+    import torch
+
+    out = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if torch.cuda.is_available():
+        out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return out
+
+
+def write_stage(run: RunConfig, kind: MethodKind, out_dir: Path, loaded: Loaded, plan: Plan, scored: Scored,
+                corr: pd.DataFrame) -> dict:
+    from cscore.metaeval.report import markdown
+
+    table = scored.table
+    rundir.write_parquet_atomic(out_dir / rundir.SCORES, table)
+    for name, text in scored.files.items():
+        rundir.write_text_atomic(out_dir / name, text)
+    corr.to_csv(out_dir / rundir.CORRELATIONS_CSV, index=False)
+    sig = signature(run, kind, scored)
+    (out_dir / rundir.CORRELATIONS_MD).write_text(markdown(corr, kind.title(run), sig) + "\n")
+    extra = set(scored.metrics) - set(kind.sections)
+    if extra:  # a kind writes only the metrics.json sections it declares
+        raise RuntimeError(f"kind {kind.name!r} wrote undeclared metrics.json sections {sorted(extra)}")
+    metrics = {
+        "cscore_version": __version__,
+        "signature": sig,
+        "data": loaded.report.summary(details=True),
+        "n_items": len(table),
+        "split": {"use": run.split.use, "dev_fraction": run.split.dev_fraction, "seed": run.split.seed,
+                  "rows_before_split": loaded.n_loaded},
+        "n_truncated": scored.n_truncated,
+        "truncated_ids": [i for i, t in zip(table["id"], table["truncated"]) if t],
+        "temperatures": plan.temperatures,
+        "variants": [{"name": v.name, "method": v.method, "params": v.params} for v in plan.variants],
+        "models": {k: v.info for k, v in scored.models.items()},
+        "correlations": corr.to_dict(orient="records"),
+        "speed": speed_figures(scored),
+        "nonfinite_scores": {c: int((~np.isfinite(table[c])).sum()) for c in plan.score_columns},
+        **scored.metrics,
+        "environment": {"python": platform.python_version(), "platform": platform.platform()},
+    }
+    rundir.write_metrics(out_dir, metrics)  # written last: marks completion
+    return metrics

@@ -1,0 +1,1 @@
+"""CDM: generating degraded negatives (generate.py) and the pooled discriminator's features (pooler.py)."""

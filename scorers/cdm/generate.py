@@ -1,0 +1,452 @@
+"""Generative CDM: negative examples made by degrading positive ones (the CDM paper, Sec. 3.4.1 and
+Algorithm 1 in App. A.1).
+
+Algorithm 1, as implemented here, for every positive text s+ (a human-written hypothesis):
+
+  1. choose a segment e+ of s+ (``choose_segments``; strategies below);
+  2. regenerate it from the *degraded amateur* p_a^- given the context c = s+ without e+;
+  3. s- = c with the new segment e- in e+'s place: everything outside the segment is kept byte for
+     byte (the texts are spliced at character offsets).
+
+The degraded distribution (paper: log p_a^- ∝ log p_a − γ m, with the contrastive momentum
+m = log p_e − log p_a):
+
+    log p_a^-(v) = log_softmax_v( (1 + γ) · log p_a(v) − γ · log p_e(v) )
+
+γ = 0 is the amateur itself; a larger γ moves probability towards the tokens the amateur likes
+more than the expert does ("machine artifacts"). Optionally divided by a temperature and cut to
+the top-k / top-p tokens before normalising (default: neither).
+
+Segment strategies (all choices are made in token units of the expert's tokenizer, cut at token
+boundaries, then trimmed of surrounding whitespace):
+
+  span       one contiguous run of 1..max_span tokens (the paper's Segment-Single: one random
+             segment of at most 20 tokens)
+  sentence   one whole sentence (split after . ! ? followed by whitespace, or at a line break);
+             cscore's, not in the paper
+  utterance  one whole utterance of a dialogue: one line of the text; a leading speaker label
+             (``User:``, ``System:``, ``A:`` ...) stays, only what follows it is replaced (the
+             paper's Utterance-Single). The dialogue tables of cscore (FED, DSTC9) hold the final
+             response as the hypothesis, a single utterance, so there the whole response is
+             regenerated from the context.
+  multi      n_segments non-overlapping spans of 1..max_span tokens with at least one token
+             between them; fewer when the text is too short (counted). The paper's -Multi
+             manipulations apply 1 to 4 times (uniformly random); a fixed ``n_segments`` is cscore's.
+
+How a segment is regenerated depends on the pair:
+
+  seq2seq (T5)  Algorithm 1 as the paper states it (its models are T5 pairs trained for segment
+                insertion): the segment is removed and re-inserted with the rest of the text as
+                context, by span infilling: the encoder reads prompt + the text with the segment
+                replaced by the first sentinel (``<extra_id_0>``); the decoder starts from its
+                start token + that sentinel and samples until the next sentinel, EOS or a length
+                cap (``fill_tokens``; default twice the segment's tokens + 5).
+  causal LMs    cscore's fallback, not the paper's algorithm: a causal LM cannot read the text
+                after the segment, so it reads prompt + the text before the segment and samples
+                as many tokens as the segment had (stopping early at EOS); the text after the
+                segment is kept as it was, though the new segment never saw it (the paper's
+                appendix reports such left-to-right samplers as weaker negative samplers than
+                infilling ones). The segment starts at the whitespace before it, so the context
+                ends on a word, as the model saw text in training.
+
+Randomness: every choice is a pure function of (seed, item id, negative index, segment index,
+try): segments come from a numpy Generator and tokens from a torch.Generator, both seeded with
+sha256 of those values. Items are generated one at a time (batch size 1, KV cache reused between
+steps), so an item's negatives do not depend on which other items are in the run.
+
+A fill identical to the text it replaces is resampled (up to ``max_tries`` draws in all); a
+negative that still equals its positive is kept and flagged (``on_identical=keep``) or dropped
+(``drop``); either way it is counted."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import inspect
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from cscore.errors import ConfigError
+
+STRATEGIES = ("span", "sentence", "utterance", "multi")
+ON_IDENTICAL = ("keep", "drop")
+LOGP_FLOOR = -1e4  # log-probabilities are floored here so that (1+γ)·log p_a − γ·log p_e never meets ∞ − ∞
+SPEAKER = re.compile(r"^\s*(?:[A-Z][\w .'-]{0,30}|[Ss]peaker ?\w*):\s*")  # "User: ", "System: ", "A: "
+SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
+
+
+# ---------------------------------------------------------------------------------------------
+# deterministic randomness
+
+
+def seed_of(*parts) -> int:
+    """A 63-bit integer from sha256 of the parts (the same on any machine and numpy / torch version)."""
+    digest = hashlib.sha256("\0".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def item_rng(seed: int, *parts) -> np.random.Generator:
+    return np.random.default_rng(seed_of(seed, *parts))
+
+
+def torch_generator(seed: int, *parts) -> torch.Generator:
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(seed_of(seed, *parts))
+    return gen
+
+
+# ---------------------------------------------------------------------------------------------
+# segments
+
+
+def token_boundaries(tokenizer, text: str) -> list[int]:
+    """Character offsets where the tokens of ``text`` start, plus len(text): strictly increasing,
+    first 0. Tokens that share characters (bytes of one character) collapse into one unit."""
+    if not text:
+        return [0]
+    try:
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        starts = [s for s, e in enc["offset_mapping"] if e > s]
+    except (NotImplementedError, KeyError, TypeError):  # a slow tokenizer: no offsets
+        starts = [m.start() for m in re.finditer(r"\S+", text)]
+    return sorted({0, *[s for s in starts if 0 < s < len(text)], len(text)})
+
+
+def trim(text: str, a: int, b: int) -> tuple[int, int]:
+    """[a, b) without whitespace at either end (may become empty: a == b)."""
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    return a, b
+
+
+def snap(bounds: list[int], a: int, b: int) -> tuple[int, int]:
+    """The smallest run of whole tokens covering [a, b)."""
+    i = int(np.searchsorted(bounds, a, side="right")) - 1
+    j = int(np.searchsorted(bounds, b, side="left"))
+    return bounds[max(i, 0)], bounds[min(j, len(bounds) - 1)]
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every sentence, whitespace trimmed."""
+    spans, start = [], 0
+    for m in SENTENCE_END.finditer(text):
+        spans.append(trim(text, start, m.start()))
+        start = m.end()
+    spans.append(trim(text, start, len(text)))
+    return [(a, b) for a, b in spans if b > a]
+
+
+def utterance_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every utterance: one non-empty line each, without its speaker label."""
+    spans, start = [], 0
+    for line in text.split("\n"):
+        label = SPEAKER.match(line)
+        a, b = trim(text, start + (label.end() if label else 0), start + len(line))
+        if b > a:
+            spans.append((a, b))
+        start += len(line) + 1
+    return spans
+
+
+def random_spans(n_units: int, n: int, max_span: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """n non-overlapping runs of 1..max_span units out of n_units, at least one unit apart, in
+    order (fewer when they do not fit). Stars and bars: with slack F = n_units − Σ lengths − (n−1),
+    the n gaps before the runs are the sorted draws x_1 <= ... <= x_n from [0, F]."""
+    n = max(0, min(n, (n_units + 1) // 2))
+    if n == 0:
+        return []
+    lengths = rng.integers(1, max_span + 1, size=n)
+    while lengths.sum() > n_units - (n - 1):  # shorten the longest until they fit (n <= room: each keeps >= 1)
+        lengths[int(np.argmax(lengths))] -= 1
+    slack = n_units - int(lengths.sum()) - (n - 1)
+    gaps = np.sort(rng.choice(slack + n, size=n, replace=False)) - np.arange(n)
+    out, used = [], 0
+    for i in range(n):
+        start = int(gaps[i]) + used + i
+        out.append((start, start + int(lengths[i])))
+        used += int(lengths[i])
+    return out
+
+
+def choose_segments(text: str, bounds: list[int], strategy: str, rng: np.random.Generator, *,
+                    max_span: int = 20, n_segments: int = 3) -> list[tuple[int, int]]:
+    """Character spans [a, b) of ``text`` to regenerate, sorted, non-overlapping, each non-empty
+    and without whitespace at its ends; [] when the text offers none. ``bounds``: token_boundaries."""
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"cdm.generate.strategy must be {' | '.join(STRATEGIES)}, got {strategy!r}")
+    units = len(bounds) - 1
+    if units < 1:
+        return []
+    if strategy in ("sentence", "utterance"):
+        spans = sentence_spans(text) if strategy == "sentence" else utterance_spans(text)
+        if not spans:
+            return []
+        a, b = spans[int(rng.integers(len(spans)))]
+        a, b = snap(bounds, a, b)
+        return [trim(text, a, b)]
+    n = 1 if strategy == "span" else n_segments
+    for _ in range(10):  # a run of whitespace-only tokens trims to nothing: draw again
+        runs = random_spans(units, n, max_span, rng)
+        spans = [trim(text, bounds[i], bounds[j]) for i, j in runs]
+        if spans and all(b > a for a, b in spans):
+            return spans
+    return [s for s in spans if s[1] > s[0]]
+
+
+# ---------------------------------------------------------------------------------------------
+# the degraded distribution
+
+
+def degraded_logprobs(logp_a: torch.Tensor, logp_e: torch.Tensor, gamma: float, *, temperature: float = 1.0,
+                      top_k: int | None = None, top_p: float | None = None,
+                      banned: list[int] | None = None) -> torch.Tensor:
+    """log p_a^- over the vocabulary: log_softmax(((1+γ)·log p_a − γ·log p_e) / T), the tokens in
+    ``banned`` removed, then cut to the top_k tokens and / or the smallest set whose probability
+    reaches top_p (each optional), renormalised. Inputs: log-probabilities over one vocabulary."""
+    a = logp_a.double().clamp(min=LOGP_FLOOR)
+    e = logp_e.double().clamp(min=LOGP_FLOOR)
+    z = ((1.0 + gamma) * a - gamma * e) / temperature
+    if banned:
+        z[banned] = -torch.inf
+    if top_k is not None and top_k < z.numel():
+        kth = torch.topk(z, top_k).values[-1]
+        z = torch.where(z < kth, -torch.inf, z)
+    if top_p is not None and top_p < 1.0:
+        lp = torch.log_softmax(z, dim=-1)
+        order = torch.argsort(lp, descending=True)
+        before = torch.cumsum(lp[order].exp(), dim=0) - lp[order].exp()  # mass of the tokens ranked above
+        drop = order[before >= top_p]
+        z[drop] = -torch.inf
+    return torch.log_softmax(z, dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# the pair as a sampler
+
+
+@dataclass
+class Sampling:
+    gamma: float = 1.0
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+
+class DegradedSampler:
+    """Samples fills from p_a^- of a ``cscore.scorers.api.ModelPair`` (expert + amateur, the amateur
+    possibly an early exit read from the expert's own pass), one item at a time, KV cache kept
+    between steps."""
+
+    def __init__(self, pair, sampling: Sampling):
+        if pair.amateur is None:
+            raise ConfigError("generative CDM needs an amateur: set pair.amateur.path or pair.amateur.early_exit")
+        self.pair, self.sampling = pair, sampling
+        self.tokenizer = pair.tokenizer
+        self.seq2seq = pair.expert.is_encoder_decoder
+        self.passes = pair.passes(["expert", "amateur"])  # [(model, {role: None | exit layer})]
+        self.eos = {int(i) for i in _as_list(self.tokenizer.eos_token_id) + _as_list(
+            getattr(pair.expert.model.config, "eos_token_id", None))}
+        self.vocab = len(self.tokenizer)
+        if self.seq2seq:
+            self.sentinel0, self.sentinel1, self.sentinels = sentinels(self.tokenizer, pair.expert.name)
+
+    def _sample(self, lps: dict, gen: torch.Generator, banned: list[int] | None = None) -> int:
+        n = min(self.vocab, lps["expert"].numel(), lps["amateur"].numel())  # head rows past the tokenizer: never
+        s = self.sampling
+        lp = degraded_logprobs(lps["amateur"][:n].cpu(), lps["expert"][:n].cpu(), s.gamma, temperature=s.temperature,
+                               top_k=s.top_k, top_p=s.top_p, banned=banned)
+        return int(torch.multinomial(lp.exp(), 1, generator=gen))
+
+    # --- decoder-only pairs
+
+    @torch.inference_mode()
+    def continue_causal(self, context_ids: list[int], n_tokens: int, gen: torch.Generator) -> list[int]:
+        """Up to ``n_tokens`` tokens sampled after ``context_ids``; stops at EOS (not included)."""
+        from cscore.scorers.engine.engine import LayerTap
+        from cscore.scorers.engine.head import head_logits
+        from cscore.scorers.models.anatomy import decoder_base
+
+        out: list[int] = []
+        with contextlib.ExitStack() as stack:
+            taps = {}
+            for r, (lm, heads) in enumerate(self.passes):
+                for role, k in heads.items():
+                    if k is not None:
+                        taps[role] = LayerTap(lm.model, k)
+                        stack.callback(taps[role].close)
+            past = [None] * len(self.passes)
+            feed = list(context_ids)
+            for _ in range(n_tokens):
+                lps = {}
+                for r, (lm, heads) in enumerate(self.passes):  # one forward pass per model and step
+                    x = torch.tensor([feed], device=lm.device)
+                    base = decoder_base(lm.model)
+                    o = base(input_ids=x, use_cache=True, **_cache_in(base, past[r]))
+                    past[r] = _cache_out(o)
+                    for role, k in heads.items():
+                        h = o.last_hidden_state[:, -1] if k is None else taps[role].normed()[:, -1]
+                        lps[role] = torch.log_softmax(head_logits(lm.model, h)[0].double(), dim=-1)
+                tok = self._sample(lps, gen)
+                if tok in self.eos:
+                    break
+                out.append(tok)
+                feed = [tok]
+        return out
+
+    # --- encoder-decoder pairs (T5 sentinels)
+
+    @torch.inference_mode()
+    def infill(self, encoder_ids: list[int], max_tokens: int, gen: torch.Generator) -> list[int]:
+        """The fill of the first sentinel: decoder = [start, <extra_id_0>], then sampled tokens until
+        <extra_id_1>, EOS or ``max_tokens``; other sentinels (and padding) are never sampled."""
+        from cscore.scorers.engine.seq2seq import decoder_start
+
+        models = [(role, lm) for lm, heads in self.passes for role in heads]  # seq2seq: no early exits
+        encoded, past = {}, {}
+        for role, lm in models:
+            x = torch.tensor([encoder_ids], device=lm.device)
+            encoded[role] = (lm.model.get_encoder()(input_ids=x, attention_mask=torch.ones_like(x)),
+                             torch.ones_like(x))
+            past[role] = None
+        stop = {self.sentinel1, *self.eos} - {None}
+        banned = sorted((set(self.sentinels) - stop) | {self.tokenizer.pad_token_id} - {None})
+        feed = [decoder_start(self.pair.expert.model), self.sentinel0]
+        out: list[int] = []
+        for _ in range(max_tokens):
+            lps = {}
+            for role, lm in models:
+                enc, mask = encoded[role]
+                o = lm.model(
+                    encoder_outputs=enc,
+                    attention_mask=mask,
+                    use_cache=True,
+                    **_cache_in(lm.model, past[role]),
+                    decoder_input_ids=torch.tensor([feed], device=lm.device),
+                )
+                past[role] = _cache_out(o)
+                lps[role] = torch.log_softmax(o.logits[0, -1].double(), dim=-1)
+            tok = self._sample(lps, gen, banned=banned)
+            if tok in stop:
+                break
+            out.append(tok)
+            feed = [tok]
+        return out
+
+    # --- one segment
+
+    def fill(
+        self, prompt: str, text: str, a: int, b: int, n_tokens: int | None, gen: torch.Generator
+    ) -> tuple[int, str]:
+        """Regenerate text[a:b]: (where the replaced part starts, the new text for text[start:b]).
+        ``n_tokens``: how many tokens to sample (None: as many as the segment has; seq2seq: a cap of
+        twice that + 5)."""
+        tok = self.tokenizer
+        if self.seq2seq:
+            removed = len(tok(text[a:b], add_special_tokens=False)["input_ids"])
+            joiner = "" if not prompt or prompt[-1].isspace() else "\n"
+            masked = prompt + joiner + text[:a] + tok.convert_ids_to_tokens(self.sentinel0) + text[b:]
+            ids = list(tok(masked, add_special_tokens=True)["input_ids"])
+            cap = n_tokens if n_tokens is not None else 2 * removed + 5
+            return a, tok.decode(self.infill(ids, cap, gen), skip_special_tokens=True).strip()
+        start = a
+        # the context ends on a word (" word" is one token) or a line break
+        while start > 0 and text[start - 1] in " \t":
+            start -= 1
+        removed = len(tok(text[start:b], add_special_tokens=False)["input_ids"])
+        context = list(tok(prompt, add_special_tokens=False)["input_ids"]) if prompt else []
+        context += list(tok(text[:start], add_special_tokens=False)["input_ids"]) if start else []
+        if not context:
+            if tok.bos_token_id is None:
+                raise ConfigError("an empty prompt and a segment at the start of the text: nothing to condition on "
+                                  "and the tokenizer has no BOS token")
+            context = [tok.bos_token_id]
+        new = self.continue_causal(context, n_tokens if n_tokens is not None else removed, gen)
+        return start, tok.decode(new, skip_special_tokens=True)
+
+
+@functools.cache
+def _cache_arg(cls) -> str:
+    """The forward argument that takes the KV cache: ``cache`` (transformers >= 5.2x) or ``past_key_values``."""
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+
+
+def _cache_in(module, past) -> dict:
+    return {_cache_arg(type(module)): past}
+
+
+def _cache_out(output):
+    past = getattr(output, "cache", None)
+    return past if past is not None else output.past_key_values
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def sentinels(tokenizer, name: str = "the model") -> tuple[int, int | None, list[int]]:
+    """(<extra_id_0>, <extra_id_1> or None, every <extra_id_k>) ids, or a ConfigError when the
+    tokenizer has none (span infilling needs T5-style sentinels)."""
+    vocab = tokenizer.get_vocab()
+    found = sorted((int(m.group(1)), i) for t, i in vocab.items() if (m := re.fullmatch(r"<extra_id_(\d+)>", t)))
+    if not found or found[0][0] != 0:
+        raise ConfigError(f"{name}: span infilling with an encoder-decoder pair needs T5-style sentinel tokens "
+                          "(<extra_id_0>, <extra_id_1>, ...) and this tokenizer has none; use a T5-family pair "
+                          "or a decoder-only (causal) pair")
+    ids = dict(found)
+    return ids[0], ids.get(1), [i for _, i in found]
+
+
+# ---------------------------------------------------------------------------------------------
+# negatives of one positive
+
+
+@dataclass
+class Settings:
+    strategy: str = "span"
+    max_span: int = 20
+    n_segments: int = 3
+    seed: int = 0
+    n_negatives: int = 1
+    max_tries: int = 3
+    on_identical: str = "keep"
+    fill_tokens: int | None = None  # tokens to sample per segment (None: as many as it had)
+    sampling: Sampling = field(default_factory=Sampling)
+
+
+def make_negatives(sampler: DegradedSampler, item_id: str, prompt: str, positive: str, s: Settings) -> list[dict]:
+    """``s.n_negatives`` records for one positive (module doc). Each: ``index``, ``negative`` (None
+    when dropped), ``spans`` (per segment: positive offsets [start, end), negative offsets, the
+    removed and the new text, draws used, identical), ``identical`` (negative == positive),
+    ``dropped``, ``segments_asked`` / ``segments`` (multi: fewer when the text is short)."""
+    bounds = token_boundaries(sampler.tokenizer, positive)
+    records = []
+    for k in range(s.n_negatives):
+        rng = item_rng(s.seed, item_id, k, "segments")
+        segments = choose_segments(positive, bounds, s.strategy, rng, max_span=s.max_span, n_segments=s.n_segments)
+        text, shift, spans = positive, 0, []
+        for j, (a, b) in enumerate(segments):  # left to right: later contexts see the earlier fills
+            for t in range(s.max_tries):
+                start, new = sampler.fill(prompt, text, a + shift, b + shift, s.fill_tokens,
+                                          torch_generator(s.seed, item_id, k, j, t))
+                removed = text[start:b + shift]
+                if new != removed:
+                    break
+            pos_start = start - shift
+            text = text[:start] + new + text[b + shift:]
+            spans.append({"start": pos_start, "end": b, "neg_start": start, "neg_end": start + len(new),
+                          "removed": removed, "fill": new, "tries": t + 1, "identical": new == removed})
+            shift += len(new) - (b - pos_start)
+        identical = text == positive
+        dropped = identical and s.on_identical == "drop"
+        records.append({"index": k, "negative": None if dropped else text, "spans": spans, "identical": identical,
+                        "dropped": dropped, "segments": len(segments),
+                        "segments_asked": s.n_segments if s.strategy == "multi" else 1})
+    return records

@@ -1,0 +1,210 @@
+"""Aligned units: compare two models whose tokenizers differ (a cross-family pair).
+
+Each model scores the hypothesis in its own tokens. Both tokenizations cover the same text, so
+each token ends at a byte position of the hypothesis (UTF-8). A *unit* is the shortest span whose
+two ends are token ends in both tokenizations; every unit holds at least one token of each model.
+A unit's log-probability under a model is the sum of its tokens' conditional log-probabilities
+(the chain rule: exact, at any temperature, as each token's tempered log-probability is summed).
+
+Where a token ends (``token_ends``), from the fast tokenizer's character offsets:
+* a token's end is the end of its offset span (converted to bytes); the characters between one
+  token's end and the next token's start (a space a tokenizer leaves out of its offsets) belong to
+  the next token, so a leading space merged into a token (``Ġworld``, SentencePiece ``▁world``)
+  and a space written as its own token end at the same place;
+* tokens that share a character (byte-fallback ``<0xE4><0xB8><0xAD>``, a byte-level token that
+  splits a UTF-8 character) end inside it: the end is found by walking back from the last one
+  by each token's own bytes, and kept only where those bytes are the text's bytes there; a
+  normaliser that changes characters (NFKC ``ﬁ`` -> ``fi``) fails that check, so its pieces
+  make one unit with the character;
+* the last token always ends at the end of the text (one that extends past it, or whose offsets
+  stop short of trailing characters, is clamped there); a zero-width token (offsets (k, k))
+  joins the unit of the token before it.
+
+With a shared tokenizer every token end is common: the unit is the token.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from cscore.errors import AlignmentError
+from cscore.scorers.engine.stats import TokenStats
+
+BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # SentencePiece byte fallback
+SPACE = "\u2581"  # SentencePiece's visible space
+
+
+@lru_cache(maxsize=1)
+def byte_level_table() -> dict[str, int]:
+    """The byte-level BPE alphabet: printable bytes stand for themselves, the others are shifted
+    to code points 256 and up, in byte order (``Ġ`` is the space)."""
+    keep = set(range(ord("!"), ord("~") + 1)) | set(range(0xA1, 0xAC + 1)) | set(range(0xAE, 0xFF + 1))
+    table, shifted = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[chr(b)] = b
+        else:
+            table[chr(256 + shifted)] = b
+            shifted += 1
+    return table
+
+
+def is_byte_level(tokenizer) -> bool:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    return backend is not None and type(backend.decoder).__name__ == "ByteLevel"
+
+
+def token_bytes(tokenizer, token_id: int, byte_level: bool | None = None) -> bytes:
+    """The bytes a token stands for: ``<0xNN>`` one byte, a byte-level token its bytes, any other
+    its text with ``▁`` read as a space (checked against the text before it is trusted)."""
+    piece = tokenizer.convert_ids_to_tokens(int(token_id))
+    if piece is None:
+        return b""
+    m = BYTE_TOKEN.match(piece)
+    if m:
+        return bytes([int(m.group(1), 16)])
+    if is_byte_level(tokenizer) if byte_level is None else byte_level:
+        table = byte_level_table()
+        if all(c in table for c in piece):
+            return bytes(table[c] for c in piece)
+    return piece.replace(SPACE, " ").encode("utf-8")
+
+
+def char_to_byte(text: str) -> np.ndarray:
+    """Byte offset of every character position of ``text`` (len(text) + 1 entries)."""
+    sizes = [len(c.encode("utf-8", "surrogatepass")) for c in text]
+    return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+
+
+def offsets_of(tokenizer, text: str, ids: list[int], where: str = "") -> list[tuple[int, int]]:
+    """Character offsets of the hypothesis tokens, re-tokenizing ``text`` (it must give ``ids``)."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise AlignmentError(f"{where}aligned units need a fast tokenizer (character offsets); "
+                             f"{type(tokenizer).__name__} has none")
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    if list(enc["input_ids"]) != [int(i) for i in ids]:
+        raise AlignmentError(f"{where}re-tokenizing the hypothesis gives other tokens than the ones scored")
+    return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
+
+
+def token_ends(tokenizer, text: str, ids: list[int], where: str = "") -> np.ndarray:
+    """Byte position where each token ends, or -1 where that is not a place in the text (inside
+    a character whose pieces cannot be placed). The last token ends at the end of the text."""
+    offsets = offsets_of(tokenizer, text, ids, where)
+    c2b = char_to_byte(text)
+    n, size = len(ids), len(text)
+    starts = [min(a, size) for a, _ in offsets]
+    ends_c = np.maximum.accumulate([min(b, size) for _, b in offsets]) if n else np.zeros(0, np.int64)
+    ends = np.full(n, -1, dtype=np.int64)
+    for k in range(n):
+        nxt = starts[k + 1] if k + 1 < n else size
+        if ends_c[k] <= nxt:
+            ends[k] = c2b[ends_c[k]]
+    if n:
+        ends[-1] = c2b[size]
+    data = text.encode("utf-8", "surrogatepass")
+    byte_level = is_byte_level(tokenizer)
+    for k in range(n - 2, -1, -1):  # inside a shared character: walk back by the next token's bytes
+        if ends[k] < 0 <= ends[k + 1]:
+            raw = token_bytes(tokenizer, ids[k + 1], byte_level)
+            at = ends[k + 1] - len(raw)
+            if raw and at > c2b[starts[k]] and data[at:ends[k + 1]] == raw:
+                ends[k] = at
+    return monotone(ends)
+
+
+def monotone(ends: np.ndarray) -> np.ndarray:
+    """Drop (to -1) any end before an earlier token's end: ends only move forward."""
+    out, last = ends.copy(), -1
+    for k, e in enumerate(ends):
+        if e >= 0:
+            if e < last:
+                out[k] = -1
+            else:
+                last = e
+    return out
+
+
+def effective_ends(ends: np.ndarray) -> np.ndarray:
+    """Each token's end, or for a token that ends nowhere the end of the next one that does."""
+    out = ends.copy()
+    for k in range(len(out) - 2, -1, -1):
+        if out[k] < 0:
+            out[k] = out[k + 1]
+    return out
+
+
+def common_units(ends_a: np.ndarray, ends_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(unit of each token of a, unit of each token of b, number of units) of one hypothesis:
+    units end at the byte positions where both tokenizations end a token."""
+    common = np.intersect1d(ends_a[ends_a >= 0], ends_b[ends_b >= 0])
+    unit_a = np.searchsorted(common, effective_ends(ends_a), side="left")
+    unit_b = np.searchsorted(common, effective_ends(ends_b), side="left")
+    return unit_a.astype(np.int64), unit_b.astype(np.int64), len(common)
+
+
+@dataclass
+class Units:
+    """Aligned units of every item: ``offsets`` (item i owns units [offsets[i], offsets[i+1]))
+    and, per model, the flat unit of each of its scored tokens (non-decreasing)."""
+
+    offsets: np.ndarray
+    index: dict[str, np.ndarray]
+
+    @property
+    def n_units(self) -> int:
+        return int(self.offsets[-1])
+
+
+def align(tokenizers: dict[str, object], texts: list[str], ids: dict[str, list[list[int]]]) -> Units:
+    """Units of two models (``tokenizers`` and ``ids`` keyed by role, two roles) on ``texts``."""
+    (ra, ta), (rb, tb) = tokenizers.items()
+    idx_a, idx_b, counts = [], [], [0]
+    for i, text in enumerate(texts):
+        where = f"item {i}: "
+        ua, ub, n = common_units(token_ends(ta, text, ids[ra][i], where), token_ends(tb, text, ids[rb][i], where))
+        idx_a.append(ua + counts[-1])
+        idx_b.append(ub + counts[-1])
+        counts.append(counts[-1] + n)
+    flat = lambda parts: np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)  # noqa: E731
+    return Units(np.asarray(counts, dtype=np.int64), {ra: flat(idx_a), rb: flat(idx_b)})
+
+
+def unit_sum(values: np.ndarray, index: np.ndarray, n_units: int) -> np.ndarray:
+    """Per unit, the sum of its tokens' values (each row of 2-D ``values`` apart). A unit of one
+    token gets that value itself, bit for bit; longer ones add their tokens left to right."""
+    values = np.asarray(values, dtype=np.float64)
+    rows = values.reshape(-1, values.shape[-1])
+    out = np.zeros((rows.shape[0], n_units), dtype=np.float64)
+    if index.size:
+        first = np.concatenate([[True], index[1:] != index[:-1]])
+        out[:, index[first]] = rows[:, first]
+        rest = np.flatnonzero(~first)
+        for r in range(rows.shape[0]):  # ufunc.at adds in order: left to right within a unit
+            np.add.at(out[r], index[rest], rows[r, rest])
+    return out.reshape(values.shape[:-1] + (n_units,))
+
+
+def unit_stats(stats: TokenStats, index: np.ndarray, offsets: np.ndarray) -> TokenStats:
+    """The statistics of one model on units. ``logp`` is the unit's log-probability; ``logp_max``
+    is set so that ``logp - logp_max`` is the smallest ``logp - logp_max`` of its tokens: a unit
+    is in CD-score's plausibility head when each of its tokens is in the head at its step
+    (a one-token unit keeps its token's value)."""
+    n = int(offsets[-1])
+    if len(index) != int(stats.offsets[-1]):
+        raise ValueError(f"{len(index)} unit indices for {int(stats.offsets[-1])} tokens")
+    logp = unit_sum(stats.logp, index, n)
+    gap = np.asarray(stats.logp, dtype=np.float64) - np.asarray(stats.logp_max, dtype=np.float64)
+    min_gap = np.full(logp.shape, np.inf)
+    for row in range(gap.shape[0]):
+        np.minimum.at(min_gap[row], index, gap[row])
+    counts = np.bincount(index, minlength=n)
+    single = unit_sum(stats.logp_max, index, n)
+    with np.errstate(invalid="ignore"):
+        logp_max = np.where(counts == 1, single, logp - min_gap)
+    return TokenStats(stats.temperatures, np.asarray(offsets, dtype=np.int64), np.arange(n, dtype=np.int64),
+                      logp, logp_max)

@@ -1,0 +1,433 @@
+"""The statistics engine: one forward pass of one model over all items -> TokenStats.
+
+* Items are sorted by length and packed into batches of at most ``token_budget`` padded
+  tokens; results go back to the input order, so scores do not depend on batching.
+* Position ids are computed from the attention mask, so left and right padding agree.
+* The LM head runs only on the hidden states that predict hypothesis tokens, in chunks:
+  no full-vocabulary logit tensor is built for the whole sequence.
+* Each item is (prompt_ids, hyp_ids). Prefix sharing (``share_prefix``, on by default): items
+  with identical prompt ids are packed into one row, the prompt once and its hypotheses after
+  it, under a block-causal mask (a hypothesis token sees the prompt and the earlier tokens of
+  its own hypothesis; its position ids continue from the prompt's end as if it were alone), so
+  the prompt is processed once per row instead of once per item; what is returned is the same.
+  A group longer than the token budget is split over several rows, each with the prompt; the
+  budget counts the prompt once per row. The alternative, the prompt's key/value cache expanded
+  over the group (scripts/bench_prefix.py --kv-cache), measured about as fast on one CPU thread
+  (within ~10 %) and 1.5x slower on two; it copies the prompt's keys and values once per
+  hypothesis (SummEval: 5x the peak memory) and depends on the cache API of each transformers
+  version; packed rows need only a 4D mask (SDPA or eager attention; other models run unshared).
+  For SDPA models a packed batch runs its attention through ``packed_attention`` (the prompt
+  causally on its own, each hypothesis against prompt + own keys): the mask's pattern without
+  its row² cost (1.36x faster than the dense mask at 64 hypotheses per source on a CPU); it
+  also applies a sliding-window layer's window (Gemma 3), so such rows may pass the window
+  (``row_window``; on the dense-mask path they may not).
+* Encoder-decoder models take the path of ``seq2seq.py`` (same outputs).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from cscore.scorers.engine import budget, flops, packed_attention, seq2seq
+from cscore.scorers.engine.head import chunk_rows, raw_logits, softcap, token_statistics
+from cscore.scorers.engine.passes import EngineReport, Outputs, announce, check_inputs, kept
+from cscore.scorers.engine.runtime_defaults import TOKEN_BUDGET
+from cscore.scorers.engine.stats import TokenStats
+from cscore.scorers.engine.tokenize import InputError
+from cscore.scorers.engine.transfer import upload
+from cscore.scorers.models.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
+
+log = logging.getLogger(__name__)
+
+UNBOUNDED = 1 << 62  # the row length of a model without a sliding window
+PACKED_MAX_PADDING = 0.1  # batches of packed rows: padding at most this fraction of their tokens
+
+
+def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float | None = None) -> list[list[int]]:
+    """Indices grouped into batches, longest first; each batch's max_len * size <= budget
+    (an item longer than the budget gets a batch of its own). With ``max_padding``, a batch
+    also stops growing where its padding would pass that fraction of its real tokens (packed
+    rows are long already: a smaller batch costs little, padding costs its full share)."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches, current, current_max, current_sum = [], [], 0, 0
+    for i in order:
+        new_max = max(current_max, lengths[i])
+        padded = new_max * (len(current) + 1)
+        if current and (padded > token_budget or
+                        (max_padding is not None and padded > (1 + max_padding) * (current_sum + lengths[i]))):
+            batches.append(current)
+            current, new_max, current_sum = [], lengths[i], 0
+        current.append(i)
+        current_max = new_max
+        current_sum += lengths[i]
+    if current:
+        batches.append(current)
+    return batches
+
+
+@dataclass
+class Row:
+    """One sequence of a batch: a prompt and, after it, one or more hypotheses (item indices)
+    that all share that prompt."""
+
+    prompt: list[int]
+    members: list[int]
+    length: int  # len(prompt) + the hypotheses' lengths
+
+    @property
+    def packed(self) -> bool:
+        return len(self.members) > 1
+
+
+def sharing_window(model) -> int | None:
+    """Whether packed rows can be fed to ``model``: None if not (not a transformers model with
+    SDPA or eager attention, which take a custom 4D mask), else the longest row (positions) for
+    which a packed row is exact: sliding-window layers would ignore their window under a custom
+    mask, so for them a row must fit in the window (else its items run unshared) unless
+    ``packed_attention`` runs it (``row_window``)."""
+    config = getattr(model, "config", None)
+    if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
+        return None
+    types = getattr(config, "layer_types", None)
+    window = getattr(config, "sliding_window", None)
+    if types is not None and not any(t != "full_attention" for t in types):
+        return UNBOUNDED
+    if types is not None and any(t not in ("full_attention", "sliding_attention") for t in types):
+        return None  # chunked or other attention patterns: not handled
+    return int(window) if window else UNBOUNDED
+
+
+def row_window(model) -> int | None:
+    """``sharing_window`` for this pass: no bound where packed rows run through
+    ``packed_attention``, which applies each sliding-window layer's window itself (CPU SDPA);
+    on the dense-mask path (CUDA, eager) and the flex path a group whose prompt + hypothesis
+    passes the window runs unshared, said once in the log: a custom 4D mask makes transformers
+    drop the window, and the flex block mask has none."""
+    window = sharing_window(model)
+    if window is None or window >= UNBOUNDED or packed_path(model) == "sparse":
+        return None if window is None else UNBOUNDED
+    log.info("%s: sliding window of %d positions; on this path (a dense packed mask) items longer than it "
+             "run unshared (the packed mask would drop the window)", type(model).__name__, window)
+    return window
+
+
+def plan_rows(items, token_budget: int, share: bool, window: int | None = None, subset=None) -> list[Row]:
+    """Rows to run: without sharing one per item; with sharing, the items of each prompt
+    (identical ids) packed first-fit-decreasing into rows of at most ``token_budget`` tokens
+    (and ``window`` positions for sliding-window models); a row holds at least one item.
+    ``subset``: plan only these item indices (the rest is done)."""
+    indices = range(len(items)) if subset is None else [int(i) for i in subset]
+    if not share:
+        return [Row(items[i][0], [i], len(items[i][0]) + len(items[i][1])) for i in indices]
+    groups: dict[tuple, list[int]] = {}
+    for i in indices:
+        groups.setdefault(tuple(items[i][0]), []).append(i)
+    rows = []
+    for key, members in groups.items():
+        prompt = list(key)
+        if len(members) == 1 or (window is not None and len(prompt) + max(len(items[i][1]) for i in members) > window):
+            rows.extend(Row(prompt, [i], len(prompt) + len(items[i][1])) for i in members)
+            continue
+        open_rows: list[Row] = []
+        for i in sorted(members, key=lambda i: (-len(items[i][1]), i)):
+            h = len(items[i][1])
+            for row in open_rows:
+                if row.length + h <= token_budget:
+                    row.members.append(i)
+                    row.length += h
+                    break
+            else:
+                open_rows.append(Row(prompt, [i], len(prompt) + h))
+        for row in open_rows:
+            row.members.sort()
+        rows.extend(open_rows)
+    return rows
+
+
+def pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask=True):
+    """Token ids, attention mask, position ids of a batch of rows, and per item (row, column
+    of the position that predicts its first hypothesis token, column of its own first token).
+    The mask is the usual 2D padding mask when no row is packed, else a 4D block-causal mask
+    (boolean for SDPA, additive for eager attention); with ``dense_mask=False`` (models that
+    take ``packed_attention``, which reads the pattern from its layout) only the key-padding
+    part [rows, 1, 1, width], so no [rows, width, width] tensor is built."""
+    width = max(r.length for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    pos = torch.zeros((len(rows), width), dtype=torch.long)
+    seg = torch.full((len(rows), width), -1, dtype=torch.long)  # -1 pad, 0 prompt, j hypothesis j
+    where = {}
+    for r, row in enumerate(rows):
+        start = width - row.length if padding_side == "left" else 0
+        n_p = len(row.prompt)
+        ids[r, start:start + n_p] = torch.tensor(row.prompt, dtype=torch.long)
+        pos[r, start:start + n_p] = torch.arange(n_p)
+        seg[r, start:start + n_p] = 0
+        col = start + n_p
+        for j, i in enumerate(row.members, 1):
+            h = items[i][1]
+            ids[r, col:col + len(h)] = torch.tensor(h, dtype=torch.long)
+            pos[r, col:col + len(h)] = torch.arange(n_p, n_p + len(h))
+            seg[r, col:col + len(h)] = j
+            where[i] = (r, start + n_p - 1, col)
+            col += len(h)
+    ids, pos = upload(ids, device), upload(pos, device)
+    if not any(row.packed for row in rows):
+        return ids, upload((seg >= 0).long(), device), pos, where
+    seg = upload(seg, device)  # the [rows, width, width] mask is built where it is used
+    if not dense_mask:
+        return ids, (seg >= 0)[:, None, None, :], pos, where
+    n = torch.arange(width, device=device)
+    allow = (n[None, :, None] >= n[None, None, :]) & (seg[:, None, :] >= 0) & (
+        (seg[:, None, :] == 0) | (seg[:, None, :] == seg[:, :, None]))
+    allow |= torch.eye(width, dtype=torch.bool, device=device)[None]  # a pad query sees itself: no empty softmax row
+    allow = allow[:, None]
+    if attn != "sdpa":
+        allow = torch.zeros(allow.shape, dtype=dtype, device=device).masked_fill_(~allow, torch.finfo(dtype).min)
+    return ids, allow, pos, where
+
+
+SPARSE_PACKED = True  # packed rows through packed_attention (False: the dense block-causal mask; benchmarks)
+SPARSE_ON_CUDA = False  # on an H100 one dense masked call per layer was faster (docs/performance.md#gpu)
+# how packed rows of SDPA models run: "sparse" (packed_attention), "flex" (flex_attention with a
+# block mask: masked blocks skipped; eager, so slow, off CUDA), "dense" (one masked SDPA call)
+PACKED_CPU = "sparse"
+PACKED_CUDA = "dense"  # measured: docs/performance.md#gpu; scripts/gpu_check.sh times all three
+
+
+def packed_path(model) -> str:
+    """How packed rows of ``model`` run: "sparse", "flex" or "dense" (models packed_attention
+    cannot take always "dense"): on a CPU ``PACKED_CPU``, on CUDA ``PACKED_CUDA``."""
+    if not (SPARSE_PACKED and packed_attention.usable(model)):
+        return "dense"
+    if next(model.parameters()).device.type != "cuda":
+        return PACKED_CPU
+    return "sparse" if SPARSE_ON_CUDA else PACKED_CUDA
+
+
+def sparse_packed(model) -> bool:
+    """Whether packed rows of ``model`` skip the dense [rows, width, width] mask (``packed_path``
+    sparse or flex): on a CPU, where skipping the mask's row² work pays; on CUDA the dense mask,
+    which launches fewer kernels, unless ``PACKED_CUDA`` says otherwise."""
+    return packed_path(model) != "dense"
+
+
+def run_base(model, ids, mask, positions, items, batch_rows, where):
+    """The decoder stack's last hidden state for a padded batch. Packed rows of an SDPA model go
+    through ``packed_attention`` (the mask's pattern without its row² cost), others as they are
+    (a key-padding-only mask from ``pad_rows(dense_mask=False)`` needs ``packed_attention``)."""
+    base = decoder_base(model)
+    if not (mask.dim() == 4 and sparse_packed(model)):
+        if mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
+            raise ValueError("a key-padding-only mask needs a model that takes packed_attention")
+        return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
+    prompts, hyps, seen = [], [], set()
+    for i, (r, last_prompt, first) in where.items():
+        if r not in seen:
+            seen.add(r)
+            n_p = len(batch_rows[r].prompt)
+            prompts.append((r, last_prompt - n_p + 1, n_p))
+        hyps.append((r, first, len(items[i][1])))
+    if packed_path(model) == "flex":
+        block_mask = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
+        with packed_attention.flexed(model, block_mask):
+            return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
+    with packed_attention.packed(model, packed_attention.layout(prompts, hyps, ids.device)):
+        return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
+
+
+class LayerTap:
+    """Keeps the output of decoder layer k-1 (i.e. the hidden state after k layers) during a
+    forward pass, so an early-exit head reads it without a second pass."""
+
+    def __init__(self, model, k: int):
+        self.norm, self.value = final_norm(model), None
+        self.handle = decoder_layers(model)[k - 1].register_forward_hook(self._keep)
+
+    def _keep(self, module, args, output):
+        self.value = output[0] if isinstance(output, tuple) else output
+
+    def normed(self, index=None) -> torch.Tensor:
+        """The kept state through the final norm; with ``index`` (as for ``tensor[index]``) only
+        the positions picked, so the norm does not run over the rest of the batch."""
+        return self.norm(self.value if index is None else self.value[index])
+
+    def close(self):
+        self.handle.remove()
+
+
+@torch.inference_mode()
+def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float],
+            token_budget: int = TOKEN_BUDGET, padding_side: str = "right", pad_id: int = 0,
+            progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
+            share_prefix: bool = True, checkpoint=None) -> tuple[dict[str, TokenStats], EngineReport]:
+    """Run ``model`` (a transformers causal LM) once over ``items`` = [(prompt_ids, hyp_ids)]
+    (an encoder-decoder model goes to ``seq2seq.compute``: items are (encoder ids, targets)).
+
+    Every hypothesis token is scored, the first included: it is predicted from the last
+    prompt token. ``heads`` maps a name to None (the full model) or k (an early exit after
+    k decoder layers, then the final norm and LM head: the same numbers as running the
+    truncated model, read from the same pass). ``progress`` gets items finished per batch.
+    ``share_prefix``: items with identical prompt ids run the prompt once per packed row (see
+    the module docstring; same statistics, fewer tokens); models that cannot take the packed
+    mask run unshared. The report's ``tokens`` counts what was processed (a shared prompt once
+    per row). ``checkpoint`` (``checkpoint.Checkpoint``): batches whose every item is in its
+    ``done`` are skipped (batches are planned as without it), each computed batch goes to its
+    ``add``, and its ``fill`` puts the kept rows into the result."""
+    if is_encoder_decoder(model):
+        if budget.is_auto(token_budget):
+            token_budget = budget.resolve(model, longest_row=longest_row(items, False))
+        return seq2seq.compute(model, items, temperatures=temperatures, token_budget=token_budget,
+                               padding_side=padding_side, pad_id=pad_id, progress=progress, heads=heads,
+                               checkpoint=checkpoint)
+    heads = {"model": None} if heads is None else dict(heads)
+    temperatures = check_inputs(items, temperatures, padding_side)
+    device = next(model.parameters()).device
+    hyp_lens = np.array([len(h) for _, h in items], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(hyp_lens)])
+    n_tok = int(offsets[-1])
+    token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
+    vocab = model.get_output_embeddings().weight.shape[0]
+    if n_tok and token_ids.max() >= vocab:
+        raise InputError(f"token id {int(token_ids.max())} is outside the model's vocabulary of {vocab}")
+
+    start_time = time.perf_counter()
+    window = row_window(model) if share_prefix else None
+    if budget.is_auto(token_budget):
+        token_budget = budget.resolve(model, longest_row=longest_row(items, window is not None))
+    taps = {h: LayerTap(model, k) for h, k in heads.items() if k is not None}
+    out = Outputs(offsets, temperatures, heads, device, checkpoint)
+    useful = Useful(flops.costs(model), len(heads))
+    try:
+        processed, padded, n_batches, retries, token_budget = _run_all(
+            model, items, token_budget, window, heads, taps, out, vocab, pad_id, padding_side, progress, checkpoint,
+            useful)
+    finally:
+        for tap in taps.values():
+            tap.close()
+    logp, logp_max = out.fetch()  # the one device-to-host copy
+    seconds = time.perf_counter() - start_time
+    stats = {h: TokenStats(temperatures, offsets, token_ids, logp[h], logp_max[h]) for h in heads}
+    return stats, EngineReport(seconds, int(processed), padded, n_batches, token_budget=int(token_budget),
+                               oom_retries=retries, flops=useful.total)
+
+
+class Useful:
+    """The useful FLOPs of the batches a pass computed (``flops.row_flops``), or None."""
+
+    def __init__(self, costs: flops.Costs | None, scored_heads: int):
+        self.costs, self.scored_heads = costs, scored_heads
+        self.total: float | None = 0.0 if costs is not None else None
+
+    def add(self, items, rows: list[Row]) -> None:
+        if self.costs is None or self.total is None:
+            return
+        self.total += flops.rows_flops(self.costs, items, rows, self.scored_heads)
+
+
+def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id, padding_side, progress,
+             checkpoint, useful: Useful) -> tuple[int, int, int, int, int]:
+    """Score every item into ``out``, batch by batch: (tokens processed, padded, batches, out-of-memory
+    retries, the token budget the last round ran with)."""
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    dense = not sparse_packed(model)
+    done = np.zeros(len(items), dtype=bool)
+    processed = padded = n_batches = retries = 0
+    while not done.all():  # one round; another with half the budget after an out-of-memory
+        todo = np.flatnonzero(~done)
+        rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
+        if not retries:  # the plan, before the first batch
+            announce(progress, tokens=sum(r.length for r in rows), detail=plan_text(rows, window))
+        try:
+            for batch_rows in batch_rows_of(rows, token_budget):
+                if kept(checkpoint, [i for r in batch_rows for i in r.members], done, progress):
+                    continue
+                ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
+                                                        attn, dense_mask=dense)
+                final = run_base(model, ids, mask, positions, items, batch_rows, where)
+                pick = {h: (final.__getitem__ if k is None else taps[h].normed) for h, k in heads.items()}
+                _score_batch(model, items, where, pick, out, vocab, device)
+                done[list(where)] = True
+                processed += sum(r.length for r in batch_rows)
+                useful.add(items, batch_rows)
+                padded += ids.numel()
+                n_batches += 1
+                if progress is not None:
+                    progress(len(where))
+        except Exception as err:  # noqa: BLE001 - out-of-memory is retried, anything else raised
+            if not budget.is_oom(err):
+                raise
+            token_budget = smaller_budget(token_budget, batch_rows, err)
+            retries += 1
+            del err
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    return processed, padded, n_batches, retries, token_budget
+
+
+def plan_text(rows: list[Row], window: int | None) -> str:
+    """``70 rows, 32 packed: a prompt once for its hypotheses`` for the progress's work line."""
+    packed = sum(r.packed for r in rows)
+    text = f"{len(rows):,} row{'s' * (len(rows) != 1)}" + (
+        f", {packed:,} packed: a prompt once for its hypotheses" if packed else "")
+    if window is not None and window < UNBOUNDED:
+        text += f"; sliding window {window}: longer items unshared"
+    return text
+
+
+def longest_row(items, share: bool) -> int:
+    """The longest sequence a batch may hold: a packed row can fill the budget, else one item."""
+    return 1 << 62 if share else max((len(p) + len(h) for p, h in items), default=1)
+
+
+def batch_rows_of(rows: list[Row], token_budget: int):
+    """Packed rows and single items batch apart: a single item keeps the plain 2D-mask path (and
+    a sliding-window model's long single item never gets the custom mask, which ignores windows)."""
+    for packed in (True, False):
+        part = [r for r in rows if r.packed == packed]
+        lengths = [r.length for r in part]
+        for batch in make_batches(lengths, token_budget, max_padding=PACKED_MAX_PADDING if packed else None):
+            yield [part[b] for b in batch]
+
+
+def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> int:
+    """Half the budget after an out-of-memory; an error when the batch that failed was one item."""
+    if len(failed) == 1 and not failed[0].packed:
+        raise budget.OutOfMemory(f"out of memory on one item of {failed[0].length} tokens alone "
+                                 f"({type(err).__name__}); lower runtime.max_length or use a larger device") from err
+    new = max(1, token_budget // 2)
+    log.warning("out of memory at token_budget=%d: halved to %d, the batch is retried",
+                                        token_budget, new)
+    return new
+
+
+def _score_batch(model, items, where, pick, out: Outputs, vocab, device):
+    """Gather the states that predict hypothesis tokens; LM head on those only, in chunks.
+    ``where[i]`` = (row, column predicting item i's first token, column of that token);
+    ``pick[head]`` gives a head's states at an index (an early exit's norm runs on those only)."""
+    rows, cols, targets, dest = [], [], [], []
+    for i, (r, last_prompt, first) in where.items():
+        h = items[i][1]
+        rows.extend([r] * len(h))
+        cols.append(last_prompt)  # the prompt's last token predicts the first hypothesis token
+        cols.extend(range(first, first + len(h) - 1))
+        targets.extend(h)
+        dest.append(np.arange(out.offsets[i], out.offsets[i + 1]))
+    row_t, col_t, target_t = (upload(torch.tensor(x), device) for x in (rows, cols, targets))
+    head = model.get_output_embeddings().weight
+    chunk, cap = chunk_rows(vocab, head.device, head.element_size()), softcap(model)
+    per_head = {}
+    for name, states_at in pick.items():
+        picked = states_at((row_t, col_t))
+        got = [token_statistics(raw_logits(model, picked[s:s + chunk]), target_t[s:s + chunk], out.temperatures,
+                                cap) for s in range(0, len(targets), chunk)]
+        per_head[name] = (torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1))
+    out.add(torch.from_numpy(np.concatenate(dest)), per_head)
+

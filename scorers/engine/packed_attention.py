@@ -1,0 +1,287 @@
+"""Attention for packed rows that skips what the block-causal mask forbids.
+
+A packed row (``engine.plan_rows``) is a prompt followed by several hypotheses; a prompt token
+sees the earlier prompt tokens, a hypothesis token the whole prompt and the earlier tokens of its
+own hypothesis. With that pattern as a dense [row, row] mask, attention costs row² per head
+whatever the mask allows (SDPA cannot skip masked blocks). Here the prompt runs causally on its
+own, and the hypotheses of a batch run as one small batch of (own queries) x (prompt keys + own
+keys): for a SummEval row (a 480-token prompt, 16 summaries of ~80 tokens) about a quarter of the
+dense work. The numbers are those of the dense mask (tests/test_prefix_sharing.py).
+
+Sliding-window layers (Gemma 3, Mistral: the ``sliding_window`` transformers passes a layer) get
+their window here too, on the positions each token has in its own unpacked sequence (a hypothesis
+token's prompt keys and own keys alike), so packed rows longer than the window stay exact.
+
+It is a transformers attention function ("cscore_packed", registered on import) that the engine
+switches a model to for a packed batch (``packed``); while no layout is set it is plain SDPA."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from cscore.scorers.engine.transfer import upload
+
+NAME = "cscore_packed"
+_LAYOUT: ContextVar["Layout | None"] = ContextVar("cscore_packed_layout", default=None)
+
+
+@dataclass
+class Layout:
+    """Where the segments of a batch of packed rows are (all tensors on the model's device).
+
+    prompts: (row, first column, length) per row; the hypothesis tensors have one entry per
+    hypothesis: its row, and per query slot its column (``q_cols`` [n, Lh], padded with 0),
+    the columns of its keys (``k_cols`` [n, P + Lh]: the prompt's, then its own) and which
+    (query, key) pairs are allowed (``allow`` [n, 1, Lh, P + Lh]). The real (not padding) query
+    slots, as integer indices (boolean indexing would wait for the device): ``real`` into the
+    flattened [n * Lh] slots, and their ``real_rows`` / ``real_cols`` in the batch. The prompts as
+    one batch (``batched_prompts``): their rows ``p_rows``, ``p_cols`` [rows, P] (padded past each
+    prompt's end, which causal attention keeps from every real query), ``p_real`` into the
+    flattened [rows * P] slots, and their ``p_real_rows`` / ``p_real_cols``. ``dist`` [n, 1, Lh,
+    P + Lh]: per (query, key) the query's position minus the key's in the unpacked sequence (0 for
+    padding queries), which a sliding window bounds."""
+
+    prompts: list[tuple[int, int, int]]
+    rows: torch.Tensor
+    q_cols: torch.Tensor
+    k_cols: torch.Tensor
+    allow: torch.Tensor
+    real: torch.Tensor
+    real_rows: torch.Tensor
+    real_cols: torch.Tensor
+    p_rows: torch.Tensor
+    p_cols: torch.Tensor
+    p_real: torch.Tensor
+    p_real_rows: torch.Tensor
+    p_real_cols: torch.Tensor
+    dist: torch.Tensor
+    _bias: dict = field(default_factory=dict)
+
+    def bias(self, dtype: torch.dtype, window: int | None = None) -> torch.Tensor:
+        """``allow`` (within ``window``: keys less than that many positions back) as the additive
+        mask (0 / -inf) SDPA turns a boolean mask into, made once per batch rather than in every
+        layer's call (the same numbers: SDPA converts it exactly so)."""
+        if (dtype, window) not in self._bias:
+            allow = self.allow if window is None else self.allow & (self.dist < window)
+            self._bias[dtype, window] = torch.zeros(allow.shape, dtype=dtype, device=allow.device).masked_fill_(
+                ~allow, -torch.inf)
+        return self._bias[dtype, window]
+
+
+BATCH_PROMPTS = "cuda"  # where the prompts run as one SDPA call: "cuda" (launch-bound), "always", "never"
+
+
+def batched_prompts(device: torch.device) -> bool:
+    """One padded causal call for all prompts of a batch (fewer kernel launches, some padded
+    work) rather than one call per prompt: on CUDA, where the launches were most of a short
+    prompt's cost (docs/performance.md, GPU)."""
+    return BATCH_PROMPTS == "always" or (BATCH_PROMPTS == "cuda" and device.type == "cuda")
+
+
+def prompt_index(rows: list[tuple[int, int, int]]) -> tuple[torch.Tensor, ...]:
+    """(row index, columns [rows, P], real slots, their rows, their columns) of the prompts."""
+    pmax = max(p for _, _, p in rows)
+    cols = torch.zeros((len(rows), pmax), dtype=torch.long)
+    valid = torch.zeros((len(rows), pmax), dtype=torch.bool)
+    for j, (_, s, p) in enumerate(rows):
+        cols[j, :p] = torch.arange(s, s + p)
+        cols[j, p:] = s + p - 1  # any column of the row: no real query sees past its prompt
+        valid[j, :p] = True
+    row_t = torch.tensor([r for r, _, _ in rows], dtype=torch.long)
+    real = torch.flatten(valid).nonzero().squeeze(1)
+    return row_t, cols, real, row_t[:, None].expand(len(rows), pmax).flatten()[real], cols.flatten()[real]
+
+
+def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], device) -> Layout:
+    """``rows``: (row index, first column, prompt length) per row; ``hyps``: (row, first column,
+    length) per hypothesis."""
+    n = len(hyps)
+    lh = max(length for _, _, length in hyps)
+    prompt_len = {r: (s, p) for r, s, p in rows}
+    pmax = max(p for _, _, p in rows)
+    q_cols = torch.zeros((n, lh), dtype=torch.long)
+    q_valid = torch.zeros((n, lh), dtype=torch.bool)
+    k_cols = torch.zeros((n, pmax + lh), dtype=torch.long)
+    k_valid = torch.zeros((n, pmax + lh), dtype=torch.bool)
+    for j, (r, col, length) in enumerate(hyps):
+        s, p = prompt_len[r]
+        q_cols[j, :length] = torch.arange(col, col + length)
+        q_valid[j, :length] = True
+        k_cols[j, :p] = torch.arange(s, s + p)
+        k_valid[j, :p] = True
+        k_cols[j, pmax:pmax + length] = torch.arange(col, col + length)
+        k_valid[j, pmax:pmax + length] = True
+    q_pos = torch.arange(lh)
+    k_pos = torch.arange(pmax + lh)
+    own = (k_pos[None, :] >= pmax) & ((k_pos[None, :] - pmax) <= q_pos[:, None])  # [Lh, P + Lh] causal, own part
+    allow = k_valid[:, None, :] & ((k_pos[None, None, :] < pmax) | own[None])
+    allow[:, :, 0] |= ~q_valid  # a padding query sees one key: no empty softmax row (its output is dropped)
+    p_of = torch.tensor([prompt_len[r][1] for r, _, _ in hyps], dtype=torch.long)[:, None, None]
+    # unpacked positions: a prompt key k is at k, an own key at p + (k - pmax), a query q at p + q
+    dist = torch.where(k_pos[None, None, :] < pmax, p_of + q_pos[None, :, None] - k_pos[None, None, :],
+                       q_pos[None, :, None] - (k_pos[None, None, :] - pmax))
+    dist = dist.masked_fill(~q_valid[:, :, None], 0).to(torch.int32)
+    rows_t = torch.tensor([r for r, _, _ in hyps], dtype=torch.long)
+    real = torch.flatten(q_valid).nonzero().squeeze(1)
+    return Layout(list(rows), *(upload(t, device) for t in (
+        rows_t, q_cols, k_cols, allow[:, None], real, rows_t[:, None].expand(n, lh).flatten()[real],
+        q_cols.flatten()[real], *prompt_index(list(rows)), dist[:, None])))
+
+
+def causal(length: int, window: int | None, device) -> dict:
+    """SDPA's causal arguments for a prompt of ``length``: ``is_causal``, or within a sliding
+    window shorter than it a boolean mask (a query sees the ``window`` keys up to its own)."""
+    if window is None or length <= window:
+        return {"is_causal": True}
+    n = torch.arange(length, device=device)
+    diff = n[:, None] - n[None, :]
+    return {"attn_mask": (diff >= 0) & (diff < window)}
+
+
+def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
+              **kwargs):
+    """query [B, H, L, D], key / value [B, Hkv, L, D] -> ([B, L, H, D], None), as transformers'
+    SDPA function returns; plain SDPA (with ``attention_mask``) while no layout is set."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    lay = _LAYOUT.get()
+    if lay is None or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
+    gqa = query.shape[1] != key.shape[1]
+    # key/value heads shared by groups of query heads without copying them (enable_gqa), where the
+    # kernel takes it: on CUDA only without a mask (else SDPA would fall back to its math kernel)
+    masked_gqa = gqa and query.device.type != "cuda"
+    window = kwargs.get("sliding_window")  # a sliding-window layer's (transformers passes it), else None
+    window = int(window) if window else None
+    b, h, width, d = query.shape
+    out = query.new_zeros((b, width, h, d))  # the layout transformers wants back: no transposed copy
+    if batched_prompts(query.device):
+        p_rows = lay.p_rows[:, None]
+        q, k, v = (x[p_rows, :, lay.p_cols].transpose(1, 2) for x in (query, key, value))  # [R, H(kv), P, D]
+        got = F.scaled_dot_product_attention(q, k, v, scale=scaling, enable_gqa=gqa,
+                                             **causal(q.shape[2], window, q.device))
+        out[lay.p_real_rows, lay.p_real_cols] = got.transpose(1, 2).reshape(-1, h, d)[lay.p_real]
+    else:
+        for r, s, p in lay.prompts:  # each prompt causally on its own
+            ks = slice(s, s + p)
+            out[r, ks] = F.scaled_dot_product_attention(query[r:r + 1, :, ks], key[r:r + 1, :, ks],
+                                                        value[r:r + 1, :, ks], scale=scaling, enable_gqa=gqa,
+                                                        **causal(p, window, query.device))[0].transpose(0, 1)
+    rows = lay.rows[:, None]
+    q = query[rows, :, lay.q_cols].transpose(1, 2)  # [n, H, Lh, D]
+    k, v = (_heads(x[rows, :, lay.k_cols].transpose(1, 2), h // x.shape[1], masked_gqa) for x in (key, value))
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=lay.bias(q.dtype, window), scale=scaling,
+                                         enable_gqa=masked_gqa)  # [n, H, Lh, D]
+    out[lay.real_rows, lay.real_cols] = got.transpose(1, 2).reshape(-1, h, d)[lay.real]
+    return out, None
+
+
+def flex_mask(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], shape: tuple[int, int], device):
+    """The block-causal pattern of a batch of packed rows as a flex_attention ``BlockMask``
+    (``rows`` and ``hyps`` as for ``layout``; ``shape`` = (rows, width)): blocks the pattern
+    forbids entirely are skipped, not computed and masked."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    seg = torch.full(shape, -1, dtype=torch.long)  # -1 padding, 0 prompt, j hypothesis j of its row
+    for r, s, p in rows:
+        seg[r, s:s + p] = 0
+    count: dict[int, int] = {}
+    for r, col, length in hyps:
+        count[r] = count.get(r, 0) + 1
+        seg[r, col:col + length] = count[r]
+    seg = upload(seg, device)
+
+    def allowed(b, h, q, kv):
+        key, query = seg[b, kv], seg[b, q]
+        return ((kv <= q) & (key >= 0) & ((key == 0) | (key == query))) | (q == kv)  # a pad query sees itself
+
+    return create_block_mask(allowed, shape[0], None, shape[1], shape[1], device=device,
+                             _compile=torch.device(device).type == "cuda")
+
+
+_FLEX: ContextVar = ContextVar("cscore_flex_mask", default=None)
+FLEX_NAME = "cscore_flex"
+_COMPILED: dict = {}
+
+
+def _flex_attention(device: torch.device):
+    """flex_attention, compiled on CUDA (its eager form is a reference implementation)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    if device.type != "cuda":
+        return flex_attention
+    if "cuda" not in _COMPILED:
+        _COMPILED["cuda"] = torch.compile(flex_attention, dynamic=True)
+    return _COMPILED["cuda"]
+
+
+def flex_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
+                           is_causal=None, **kwargs):
+    """query [B, H, L, D], key / value [B, Hkv, L, D] -> ([B, L, H, D], None) under the batch's
+    ``flex_mask``; plain SDPA while none is set."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    mask = _FLEX.get()
+    if mask is None or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
+    out = _flex_attention(query.device)(query, key, value, block_mask=mask, scale=scaling,
+                                        enable_gqa=query.shape[1] != key.shape[1])
+    return out.transpose(1, 2), None
+
+
+def _heads(x: torch.Tensor, groups: int, shared: bool) -> torch.Tensor:
+    """Key/value heads repeated for their query heads, unless SDPA shares them (``shared``)."""
+    return x if groups == 1 or shared else x.repeat_interleave(groups, dim=1)
+
+
+def register() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(NAME, attention)
+    AttentionInterface.register(FLEX_NAME, flex_attention_forward)
+
+
+def usable(model) -> bool:
+    """SDPA models without attention-logit soft-capping (their attention function is plain SDPA)."""
+    config = getattr(model, "config", None)
+    return (getattr(config, "_attn_implementation", None) == "sdpa"
+            and not getattr(config, "attn_logit_softcapping", None))
+
+
+@contextmanager
+def packed(model, lay: Layout):
+    """Run ``model``'s attention through ``attention`` with ``lay`` for the block inside."""
+    with _switched(model, NAME, _LAYOUT, lay):
+        yield
+
+
+@contextmanager
+def flexed(model, mask):
+    """Run ``model``'s attention through ``flex_attention`` under ``mask`` (``flex_mask``)."""
+    with _switched(model, FLEX_NAME, _FLEX, mask):
+        yield
+
+
+@contextmanager
+def _switched(model, name: str, var: ContextVar, value):
+    configs = {id(m.config): m.config for m in model.modules() if getattr(m, "config", None) is not None}
+    saved = {k: c._attn_implementation for k, c in configs.items()}
+    token = var.set(value)
+    try:
+        for c in configs.values():
+            c._attn_implementation = name
+        yield
+    finally:
+        for k, c in configs.items():
+            c._attn_implementation = saved[k]
+        var.reset(token)
+
+
+register()

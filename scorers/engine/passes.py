@@ -1,0 +1,135 @@
+"""What every statistics pass (the causal engine and its seq2seq path) shares: its report, the
+input checks, checkpointed batches skipped, and the outputs collected on the device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from cscore.errors import ConfigError
+from cscore.scorers.engine.tokenize import InputError
+
+
+@dataclass
+class EngineReport:
+    seconds: float  # forward-pass time (for a cache hit: the time of the run that computed it)
+    tokens: int  # input tokens processed (prompt + hypothesis, no padding; a shared prompt once per row)
+    padded_tokens: int
+    batches: int
+    cached: bool = False  # read from the statistics cache instead of computed
+    fetch_seconds: float | None = None  # time this run spent getting the statistics
+    token_budget: int | None = None  # the budget the pass ended with (runtime.token_budget=auto resolved, halvings)
+    oom_retries: int = 0  # batches retried with half the budget after an out-of-memory
+    resumed: int = 0  # items read from a checkpoint of an interrupted pass, not computed
+    # reports of work done together carry one label: a run's totals count their seconds once
+    # (``shared``: the computation, e.g. rows decoded as one tree; ``fetch_shared``: this run's call)
+    shared: str | None = None
+    fetch_shared: str | None = None
+    flops: float | None = None  # useful FLOPs (scorers/engine/flops.py); None where the model's config does not say
+
+    def record(self) -> dict:
+        """What a cache entry keeps of the pass that computed it (its ``extra["report"]``)."""
+        return {"seconds": self.seconds, "tokens": self.tokens, "padded_tokens": self.padded_tokens,
+                "batches": self.batches, "flops": self.flops}
+
+    @classmethod
+    def of_entry(cls, meta: dict) -> EngineReport:
+        """The report of a cache hit: the figures of the run that computed the entry, ``cached``."""
+        run = (meta.get("extra") or {}).get("report", {})
+        return cls(run.get("seconds", float("nan")), run.get("tokens", 0), run.get("padded_tokens", 0),
+                   run.get("batches", 0), cached=True, flops=run.get("flops"))
+
+
+def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tuple[float, ...]:
+    """The checks every engine pass makes; returns the temperatures as floats."""
+    if padding_side not in ("left", "right"):
+        raise ConfigError(f"padding_side must be left or right, got {padding_side!r}")
+    temperatures = tuple(float(t) for t in temperatures)
+    if not temperatures or min(temperatures) <= 0:
+        raise ConfigError(f"temperatures must be positive, got {temperatures}")
+    for i, (p, h) in enumerate(items):
+        if not p or not h:
+            raise InputError(f"item {i}: need at least one prompt token and one hypothesis token")
+    return temperatures
+
+
+def announce(progress, **counts) -> None:
+    """Tell a pass's progress callback what the pass will do before it starts (tokens=, steps=,
+    detail=), where the callback takes it (its ``work``; the CLI's does)."""
+    work = getattr(progress, "work", None)
+    if work is not None:
+        work(**counts)
+
+
+def per_item(factory, group: int):
+    """A progress factory counting items of ``group`` rows each (a judge's values or contexts per
+    item): ``factory(name, rows)`` opens a pass of rows // group items; finished rows are counted
+    as whole items, so the progress counts what the run's summary counts."""
+    if factory is None or group == 1:
+        return factory
+
+    def opened(name: str, rows: int):
+        inner = factory(name, rows // group)
+        if inner is None:
+            return None
+        carry = 0
+
+        def advance(n: int) -> None:
+            nonlocal carry
+            whole, carry = divmod(carry + n, group)
+            if whole:
+                inner(whole)
+
+        advance.work = lambda **counts: announce(inner, **counts)  # type: ignore[attr-defined]
+        return advance
+
+    return opened
+
+
+def kept(checkpoint, members: list[int], done: np.ndarray | None, progress) -> bool:
+    """Whether a checkpoint holds every item of this batch (then marked done, not run)."""
+    if checkpoint is None or not checkpoint.done[members].all():
+        return False
+    if done is not None:
+        done[members] = True
+    if progress is not None:
+        progress(len(members))
+    return True
+
+
+class Outputs:
+    """Per-token statistics collected on the device, copied to the host once at the end (no host
+    synchronisation inside the batch loop)."""
+
+    def __init__(self, offsets, temperatures, heads, device, checkpoint=None):
+        self.checkpoint = checkpoint  # gets each batch's rows too, and fills in the rows it kept
+        self.offsets, self.temperatures, self.heads, self.device = offsets, temperatures, list(heads), device
+        self.n_t = len(temperatures)
+        self.parts: dict[str, list] = {h: [] for h in heads}
+        self.dest: list[torch.Tensor] = []
+
+    def add(self, dest: torch.Tensor, per_head: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self.dest.append(dest)
+        for h, (lp, lpm) in per_head.items():
+            self.parts[h].append((lp, lpm))
+        if self.checkpoint is not None:
+            self.checkpoint.add(dest, per_head)
+
+    def fetch(self):
+        n_tok = int(self.offsets[-1])
+        logp = {h: np.empty((self.n_t, n_tok), dtype=np.float64) for h in self.heads}
+        logp_max = {h: np.empty((self.n_t, n_tok), dtype=np.float64) for h in self.heads}
+        if self.checkpoint is not None:
+            self.checkpoint.fill(logp, logp_max)
+        if not self.dest:
+            return logp, logp_max
+        dest = torch.cat(self.dest).cpu().numpy()
+        for h in self.heads:  # later parts overwrite earlier ones (a retried batch)
+            lp = torch.cat([a for a, _ in self.parts[h]], dim=1).cpu().numpy()
+            lpm = torch.cat([b for _, b in self.parts[h]], dim=1).cpu().numpy()
+            logp[h][:, dest] = lp
+            logp_max[h][:, dest] = lpm
+        return logp, logp_max

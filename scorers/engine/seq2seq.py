@@ -1,0 +1,224 @@
+"""Encoder-decoder (seq2seq) models in the statistics engine: the hypothesis is scored as the
+decoder target given the source (teacher forcing), as BARTScore and T5Score score it.
+
+* Items are (encoder_ids, target_ids) (``tokenize.encode(seq2seq=True)``): the prompt and the
+  hypothesis as the tokenizer formats a text (T5 ``x </s>``, BART ``<s> x </s>``), the target
+  ending with EOS. Every target token is scored, BART's leading ``<s>`` and the EOS included.
+* Decoder input = ``decoder_start_token_id`` + the target shifted right (labels shifted right).
+* Items with the same encoder ids in one batch share one encoder pass (SummEval: 16 summaries
+  per article), and the decoder's cross-attention projects each source's states once
+  (``shared_source_projections``). A batch holds at most ``token_budget`` padded tokens:
+  encoder rows x longest source + items x longest target.
+* Both sides are padded on the right (BART's absolute positions take no position ids, so left
+  padding would move them); causal ``padding_side`` does not apply.
+* The LM head runs on the target positions only, in chunks, with the model's own output scaling
+  (T5) or logits bias (BART family), checked against the model's logits once per call.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from cscore.errors import ConfigError
+from cscore.scorers.engine.head import chunk_rows, token_statistics
+from cscore.scorers.engine.passes import EngineReport, Outputs, announce, check_inputs, kept
+from cscore.scorers.engine.runtime_defaults import TOKEN_BUDGET
+from cscore.scorers.engine.stats import TokenStats
+from cscore.scorers.engine.tokenize import InputError
+from cscore.scorers.engine.transfer import upload
+
+
+def decoder_start(model) -> int:
+    start = getattr(model.config, "decoder_start_token_id", None)
+    if start is None:
+        start = getattr(getattr(model, "generation_config", None), "decoder_start_token_id", None)
+    if start is None:
+        raise ConfigError(f"{type(model).__name__} has no decoder_start_token_id in its config")
+    return int(start)
+
+
+def key_part(lm) -> dict:
+    """Extra statistics-cache key parts: item ids are (encoder ids, decoder targets). ``lm`` is a
+    LoadedModel (its config decides, without loading weights, when it names the start token) or a
+    model."""
+    config = getattr(lm, "config", None)
+    start = getattr(config, "decoder_start_token_id", None) if hasattr(lm, "loaded") else None
+    if start is None:
+        start = decoder_start(lm.model if hasattr(lm, "loaded") else lm)
+    return {"layout": {"kind": "encoder-decoder", "decoder_start": int(start)}}
+
+
+def raw_logits(model, states: torch.Tensor) -> torch.Tensor:
+    """Logits from decoder states as the model computes them, in its own dtype."""
+    if getattr(model.config, "scale_decoder_outputs", False):  # T5 family, tied embeddings
+        states = states * (model.model_dim ** -0.5)
+    logits = model.get_output_embeddings()(states)
+    bias = getattr(model, "final_logits_bias", None)  # BART, Pegasus, Marian, ...
+    if bias is not None:
+        logits = logits + bias.to(logits.device)
+    return logits
+
+
+def head_logits(model, states: torch.Tensor) -> torch.Tensor:
+    """Logits from decoder states as the model computes them (at least float32)."""
+    logits = raw_logits(model, states)
+    return logits if logits.dtype == torch.float64 else logits.float()
+
+
+def check_head(model, enc_ids: list[int], start: int, device) -> None:
+    """The head recipe must give the model's own logits (else: an architecture cscore does not know)."""
+    enc = torch.tensor([enc_ids[:8]], device=device)
+    dec = torch.tensor([[start]], device=device)
+    want = model(input_ids=enc, attention_mask=torch.ones_like(enc), decoder_input_ids=dec).logits[0, -1]
+    states = model.get_encoder()(input_ids=enc, attention_mask=torch.ones_like(enc)).last_hidden_state
+    out = model.get_decoder()(input_ids=dec, encoder_hidden_states=states, encoder_attention_mask=torch.ones_like(enc),
+                              use_cache=False).last_hidden_state
+    got = head_logits(model, out[0, -1:])[0]
+    want = want.to(got.dtype)
+    if not torch.allclose(got, want, rtol=1e-3, atol=1e-3 * (1.0 + float(want.abs().max()))):
+        raise ConfigError(f"cscore does not know how {type(model).__name__} turns decoder states into logits "
+                          "(its LM head differs from T5's and BART's)")
+
+
+def make_batches(enc_lens: Sequence[int], dec_lens: Sequence[int], groups: Sequence[int], token_budget: int,
+                 share: bool = True) -> list[list[int]]:
+    """Indices in batches, longest source first, items of one source together. A batch costs
+    (encoder rows x longest source) + (items x longest target) padded tokens <= budget (an item
+    over budget runs alone); with ``share`` an encoder row serves every item of its source."""
+    order = sorted(range(len(enc_lens)), key=lambda i: (-enc_lens[i], groups[i], -dec_lens[i], i))
+    batches, cur, rows, me, md = [], [], set(), 0, 0
+    for i in order:
+        new_rows = rows | {groups[i] if share else i}
+        ne, nd = max(me, enc_lens[i]), max(md, dec_lens[i])
+        if cur and len(new_rows) * ne + (len(cur) + 1) * nd > token_budget:
+            batches.append(cur)
+            cur, new_rows, ne, nd = [], {groups[i] if share else i}, enc_lens[i], dec_lens[i]
+        cur.append(i)
+        rows, me, md = new_rows, ne, nd
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+def _pad(seqs: list[list[int]], pad_id: int, device):
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        ids[r, :len(s)] = torch.tensor(s, dtype=torch.long)
+        mask[r, :len(s)] = 1
+    return upload(ids, device), upload(mask, device)
+
+
+@torch.inference_mode()
+def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float],
+            token_budget: int = TOKEN_BUDGET, padding_side: str = "right", pad_id: int = 0,
+            progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
+            share_encoder: bool = True, checkpoint=None) -> tuple[dict[str, TokenStats], EngineReport]:
+    """Run an encoder-decoder ``model`` once over ``items`` = [(encoder_ids, target_ids)];
+    the same outputs as ``engine.compute``. ``heads`` names the one head (no early exit);
+    ``checkpoint`` as there."""
+    heads = {"model": None} if heads is None else dict(heads)
+    if len(heads) != 1 or any(k is not None for k in heads.values()):
+        raise ConfigError(f"early exit is for decoder-only models; {type(model).__name__} is an encoder-decoder "
+                          "model: give the amateur a smaller model of its family and pair.amateur.early_exit=null")
+    name = next(iter(heads))
+    temperatures = check_inputs(items, temperatures, padding_side)
+    device = next(model.parameters()).device
+    start_id = decoder_start(model)
+    vocab = model.get_output_embeddings().weight.shape[0]
+    for i, (p, h) in enumerate(items):
+        if max(p) >= vocab or max(h) >= vocab:
+            raise InputError(f"item {i}: token id {max(max(p), max(h))} is outside the model's vocabulary of {vocab}")
+    enc_lens, dec_lens = [len(p) for p, _ in items], [len(h) for _, h in items]
+    first_of: dict[tuple, int] = {}
+    groups = [first_of.setdefault(tuple(p), i) for i, (p, _) in enumerate(items)]
+    offsets = np.concatenate([[0], np.cumsum(dec_lens, dtype=np.int64)]).astype(np.int64)
+    out = Outputs(offsets, temperatures, [name], device, checkpoint)  # one device-to-host copy at the end
+    token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
+
+    start_time = time.perf_counter()
+    if items:
+        check_head(model, items[0][0], start_id, device)
+    encoder, decoder = model.get_encoder(), model.get_decoder()
+    batches = make_batches(enc_lens, dec_lens, groups, token_budget, share_encoder)
+    padded = 0
+    announce(progress, tokens=int(sum(enc_lens) + sum(dec_lens)), detail=f"{len(batches):,} batches")
+    for idx in batches:
+        if kept(checkpoint, idx, None, progress):
+            continue
+        keys = [groups[i] if share_encoder else i for i in idx]
+        uniq = list(dict.fromkeys(keys))
+        row = {k: r for r, k in enumerate(uniq)}
+        enc_ids, enc_mask = _pad([items[k][0] for k in uniq], pad_id, device)
+        dec_ids, dec_mask = _pad([[start_id] + items[i][1][:-1] for i in idx], pad_id, device)
+        padded += enc_ids.numel() + dec_ids.numel()
+        states = encoder(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
+        sel = upload(torch.tensor([row[k] for k in keys]), device)
+        with shared_source_projections(decoder, states, sel, len(idx)) as per_item:
+            hidden = decoder(input_ids=dec_ids, attention_mask=dec_mask, encoder_hidden_states=per_item,
+                             encoder_attention_mask=enc_mask[sel], use_cache=False).last_hidden_state
+        _score_batch(model, items, idx, hidden, out, name, vocab, device)
+        if progress is not None:
+            progress(len(idx))
+    logp, logp_max = out.fetch()
+    seconds = time.perf_counter() - start_time
+    stats = {name: TokenStats(temperatures, offsets, token_ids, logp[name], logp_max[name])}
+    return stats, EngineReport(seconds, int(sum(enc_lens) + sum(dec_lens)), padded, len(batches))
+
+
+@contextmanager
+def shared_source_projections(decoder, states: torch.Tensor, sel: torch.Tensor, n_items: int):
+    """The encoder states per item (``states[sel]``, one row per item) for the decoder's cross-
+    attention. Where items share a source, each linear layer of the decoder that reads them (the
+    cross-attention's keys and values: T5 ``k``/``v``, BART ``k_proj``/``v_proj``) projects each
+    source once, then gives every item its source's rows (SummEval: 16 summaries per article, so
+    not 16 projections of the same article per layer). Plain ``nn.Linear`` only; any other layer,
+    or any other input, runs as it is."""
+    per_item = _per_item(states, sel, n_items)
+    if states.shape[0] == n_items:
+        yield per_item
+        return
+    linears = [m for m in decoder.modules() if type(m) is torch.nn.Linear]
+    saved = [m.__dict__.get("forward") for m in linears]
+
+    def projected_once(m, plain):
+        def forward(x):
+            return _per_item(F.linear(states, m.weight, m.bias), sel, n_items) if x is per_item else plain(x)
+        return forward
+
+    for m in linears:
+        m.forward = projected_once(m, m.forward)
+    try:
+        yield per_item
+    finally:
+        for m, old in zip(linears, saved):
+            del m.forward
+            if old is not None:
+                m.forward = old
+
+
+def _per_item(x: torch.Tensor, sel: torch.Tensor, n_items: int) -> torch.Tensor:
+    """``x[sel]``: a view when one source serves every item, else a copy of whole rows
+    (``index_select``; advanced indexing copies element by element, ~5x slower here)."""
+    return x.expand(n_items, *x.shape[1:]) if x.shape[0] == 1 else x.index_select(0, sel)
+
+
+def _score_batch(model, items, idx, hidden, out, name, vocab, device):
+    """Decoder position j predicts target token j (the start token shifts the target right)."""
+    rows, cols, targets = (upload(torch.tensor(x), device) for x in (
+        [r for r, i in enumerate(idx) for _ in items[i][1]], [j for i in idx for j in range(len(items[i][1]))],
+        [t for i in idx for t in items[i][1]]))
+    dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in idx])
+    picked = hidden[rows, cols]
+    chunk = chunk_rows(vocab, picked.device, picked.element_size())
+    got = [token_statistics(raw_logits(model, picked[s:s + chunk]), targets[s:s + chunk], out.temperatures)
+           for s in range(0, len(targets), chunk)]
+    lp, lpm = torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1)
+    out.add(torch.from_numpy(dest), {name: (lp, lpm)})

@@ -1,0 +1,85 @@
+"""Per-token sufficient statistics of one model on a list of (prompt, hypothesis) items.
+
+For every scored hypothesis token y_t and every cached temperature T we keep
+    logp[T, t]     = log p_T(y_t)          = z_y/T - logsumexp(z/T)
+    logp_max[T, t] = log max_v p_T(v)      = z_max/T - logsumexp(z/T)
+(z = the logits at the position that predicts y_t). That is all the token-level methods
+need: single, ensemble, contrast, division and the plausibility head of CD-score.
+Tokens of all items are stored flat; item i owns [offsets[i], offsets[i+1]).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from cscore.errors import ConfigError
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class TokenStats:
+    # a cache payload (scorers.store.cache.Payload): the entries without a meta "kind"
+    ENTRY_KIND: ClassVar[str | None] = None
+    ENTRY_FORMAT: ClassVar[tuple[str, int] | None] = None
+    ARRAY_NAMES: ClassVar[tuple[str, ...]] = ("temperatures", "offsets", "token_ids", "logp", "logp_max")
+
+    temperatures: tuple[float, ...]
+    offsets: np.ndarray  # int64 [n_items + 1]
+    token_ids: np.ndarray  # int64 [n_tokens], the scored hypothesis tokens
+    logp: np.ndarray  # float64 [n_temps, n_tokens]
+    logp_max: np.ndarray  # float64 [n_temps, n_tokens]
+
+    def __post_init__(self):
+        self.temperatures = tuple(float(t) for t in self.temperatures)
+        n_tok = int(self.offsets[-1])
+        for name in ("logp", "logp_max"):
+            arr = getattr(self, name)
+            if arr.shape != (len(self.temperatures), n_tok):
+                raise ValueError(f"{name} has shape {arr.shape}, expected {(len(self.temperatures), n_tok)}")
+        if self.token_ids.shape != (n_tok,):
+            raise ValueError("token_ids does not match offsets")
+
+    @property
+    def n_items(self) -> int:
+        return len(self.offsets) - 1
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"temperatures": np.asarray(self.temperatures, dtype=np.float64), "offsets": self.offsets,
+                "token_ids": self.token_ids, "logp": self.logp, "logp_max": self.logp_max}
+
+    @classmethod
+    def from_arrays(cls, arrays) -> TokenStats:
+        return cls(tuple(arrays["temperatures"].tolist()), arrays["offsets"], arrays["token_ids"], arrays["logp"],
+                   arrays["logp_max"])
+
+    def entry_figures(self) -> dict:
+        """What a cache entry's meta.json says of it."""
+        return {"temperatures": list(self.temperatures), "n_tokens": int(self.offsets[-1])}
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def _row(self, temperature: float) -> int:
+        for i, t in enumerate(self.temperatures):
+            if abs(t - float(temperature)) < 1e-9:
+                return i
+        raise ConfigError(
+            f"temperature {temperature} was not computed; cached temperatures are {list(self.temperatures)}. "
+            "Add it to stats.temperatures (this needs a new forward pass)."
+        )
+
+    def lp(self, temperature: float = 1.0) -> np.ndarray:
+        """log p_T of every scored token (float64, flat)."""
+        return self.logp[self._row(temperature)].astype(np.float64)
+
+    def lp_max(self, temperature: float = 1.0) -> np.ndarray:
+        """log of the largest probability in the distribution at each scored position."""
+        return self.logp_max[self._row(temperature)].astype(np.float64)
+
+    def item(self, i: int) -> slice:
+        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))

@@ -1,0 +1,314 @@
+"""Greedy decoding of the judge's output under Eq. 1 (``method.decode=greedy`` of cd_judge).
+
+Every step chooses argmax over V_head of log p_main(v) − c · z_v (c = λ / t, z the assistant's
+logits; ``choose``), the same rule as the first step read from the judge statistics. A path
+depends only on c and α, so the c values of one run (the method's c and the main model alone,
+c = 0) are decoded together as a tree: a prefix they share is run once; a branch copies the
+key/value cache. The assistant alone (``None`` instead of c) picks argmax z. The first token
+comes from the judge statistics (exact for the whole λ × t grid); later steps are KV-cached
+forwards of one token. A path stops at an EOS token, when ``done(ids)`` says the parse is
+decided, or after ``max_new_tokens`` tokens.
+
+``judge_stats.DecodedPaths`` holds the outputs of one rule for every prompt, stored in the
+statistics cache (``kind: judge_decode``) under a key that names everything a path depends on.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from cscore.scorers.engine.engine import LayerTap
+from cscore.scorers.engine.head import head_logits
+from cscore.scorers.engine.passes import announce
+from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
+from cscore.scorers.models.anatomy import decoder_base
+
+log = logging.getLogger("cscore")
+
+
+def choose(a: torch.Tensor, z: torch.Tensor, c: float | None, alpha: float) -> int:
+    """One step of Eq. 1 on float64 vectors a = log p_main, z = assistant logits: argmax over
+    V_head of a − c·z (first id on ties); c = None: the assistant alone (argmax z)."""
+    if c is None:
+        return int(torch.argmax(z))
+    score = a - c * z if c else a.clone()
+    if alpha > 0:
+        score[a < a.max() + math.log(alpha)] = -torch.inf
+    return int(torch.argmax(score))
+
+
+class Stepper:
+    """Forwards of the main model and the assistant (a second model, or main's first k layers
+    read from the same forward) with their key/value caches."""
+
+    def __init__(self, main, asst=None, asst_exit: int | None = None):
+        from cscore.scorers.judge.released import cache_attribute
+
+        self.models = [main] if asst is None else [main, asst]
+        self.bases = [decoder_base(m) for m in self.models]
+        self.names = [cache_attribute(b) for b in self.bases]
+        self.tap = LayerTap(main, asst_exit) if asst_exit is not None else None
+        self.device = next(main.parameters()).device
+
+    def close(self):
+        if self.tap is not None:
+            self.tap.close()
+
+    def step(self, ids: list[int], caches):
+        """(a, z, caches) after feeding ``ids`` on top of ``caches`` (None: a fresh prompt)."""
+        x = torch.tensor([ids], device=self.device)
+        logits, new = [], []
+        for k, (model, base, name) in enumerate(zip(self.models, self.bases, self.names)):
+            past = {name: caches[k]} if caches is not None else {}
+            out = base(input_ids=x, use_cache=True, **past)
+            new.append(getattr(out, name))
+            logits.append(head_logits(model, out.last_hidden_state[0, -1]).double())
+        if self.tap is not None:
+            logits.append(head_logits(self.models[0], self.tap.normed()[0, -1]).double())
+        return torch.log_softmax(logits[0], dim=-1), logits[1], tuple(new)
+
+
+@torch.inference_mode()
+def decode_prompt(stepper: Stepper, prompt: list[int], firsts: Sequence[int], cs: Sequence[float | None], *,
+                  alpha: float, max_new_tokens: int, eos_ids, done: Callable[[list[int]], bool]) -> list[list[int]]:
+    """The path of each rule ``cs[j]`` (its first token ``firsts[j]``) on one prompt, as a tree."""
+    out: list = [None] * len(cs)
+    first = _groups([[f] for f in firsts], range(len(cs)))
+
+    def stops(seq):
+        return seq[-1] in eos_ids or len(seq) >= max_new_tokens or done(seq)
+
+    if all(stops(seq) for seq, _ in first):  # no step after the first: the prompt needs no forward
+        for seq, js in first:
+            for j in js:
+                out[j] = seq
+        return out
+    _, _, root = stepper.step(list(prompt), None)
+    stack = [(seq, js, root) for seq, js in first]
+    shared = {id(root): len(stack)}  # caches still to be handed to more than one node
+    while stack:
+        seq, js, caches = stack.pop()
+        if stops(seq):
+            for j in js:
+                out[j] = seq
+            shared[id(caches)] = shared.get(id(caches), 1) - 1
+            continue
+        if shared.get(id(caches), 1) > 1:  # a sibling still needs this cache as it is
+            shared[id(caches)] -= 1
+            caches = copy.deepcopy(caches)
+        a, z, caches = stepper.step([seq[-1]], caches)
+        kids = _groups([seq + [choose(a, z, cs[j], alpha)] for j in js], js)
+        shared[id(caches)] = len(kids)
+        stack.extend((s, g, caches) for s, g in kids)
+    return out
+
+
+def _groups(seqs: list[list[int]], js) -> list[tuple[list[int], list[int]]]:
+    """The rules ``js`` grouped by the sequence each reached."""
+    groups: dict[tuple, list[int]] = {}
+    for seq, j in zip(seqs, js):
+        groups.setdefault(tuple(seq), []).append(j)
+    return [(list(seq), g) for seq, g in groups.items()]
+
+
+def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int]], cs: Sequence[float | None], *,
+               asst=None, asst_exit: int | None = None, alpha: float, max_new_tokens: int, eos_ids,
+               done: Callable[[list[int]], bool], progress=None) -> list[DecodedPaths]:
+    """One ``DecodedPaths`` per rule of ``cs``; ``firsts[i][j]``: prompt i's first token under cs[j]."""
+    stepper = Stepper(main, asst, asst_exit)
+    paths: list[list] = [[] for _ in cs]
+    rules = len(set(cs))
+    announce(progress, tokens=sum(len(p) for p in prompts), steps=len(prompts) * rules * max_new_tokens,
+             detail=f"{len(prompts)} prompts x {rules} rules x up to {max_new_tokens} new tokens, one tree per prompt")
+    try:
+        for prompt, first in zip(prompts, firsts):
+            got = decode_prompt(stepper, prompt, first, cs, alpha=alpha, max_new_tokens=max_new_tokens,
+                                eos_ids=set(eos_ids), done=done)
+            for j, seq in enumerate(got):
+                paths[j].append(seq)
+            if progress is not None:
+                progress(1)
+    finally:
+        stepper.close()
+    return [DecodedPaths.from_lists(p) for p in paths]
+
+
+def path_text(tokenizer, ids) -> str:
+    """The text of a decoded path without special tokens, as the released code's decode reads it
+    (on a prompt without a generation prompt SmolLM2 first writes ``<|im_start|>``)."""
+    return tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+def rule_of(who: str, c: float) -> float | None:
+    """The decoding rule of a row: its c (the main model alone is c = 0), None for the assistant."""
+    return None if who == "asst" else (float(c) if who == "contrast" else 0.0)
+
+
+def eos_ids(config, tokenizer) -> set[int]:
+    """The model config's EOS ids and the tokenizer's (known before the weights load, so a run
+    whose paths are cached loads none)."""
+    got = getattr(config, "eos_token_id", None)
+    ids = set(got if isinstance(got, (list, tuple)) else [got]) | {tokenizer.eos_token_id}
+    return {int(i) for i in ids if i is not None}
+
+
+def first_tokens(stats, rule: float | None, alpha: float) -> list[int]:
+    """Each prompt's first token under ``rule``, read from the judge statistics."""
+    ctx = np.arange(stats.n_items) * (1 + len(stats.prefixes))
+    if rule is None:
+        return stats.asst_top[ctx].tolist()
+    return stats.pick(ctx, "contrast", rule, alpha).tolist()
+
+
+STOPS = {"paper": "settled_paper", "released": "settled_released", None: "eos"}  # cache key names
+
+
+def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: int, cache=None,
+                 judge_key: str | None = None, progress=None, extra_rules=(), timing: dict | None = None,
+                 stop: str | None = "paper") -> dict:
+    """{rule: decoded ids per prompt}; each rule's paths read from ``cache`` when it holds them
+    (the key: the judge statistics' key, the rule, α where it applies, the stop rule), the rest
+    decoded together (``decode_all``: one tree per prompt) and stored (``through_cache_many``).
+    ``extra_rules`` (other points of the run's sweep) join the tree only when a rule of ``rules``
+    is decoded, and only those the cache lacks; they are returned too. ``timing`` (a dict)
+    receives ``cached`` (every rule read), ``seconds`` (of this call's decode, else of the calls
+    that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s)).
+    ``stop``: a path also stops once ``judge_parse.settled`` says the parse rule ``stop`` ("paper"
+    or "released") can no longer change its score; None: only at EOS or ``max_new_tokens`` (the
+    whole text)."""
+    eos = eos_ids(pair.expert.config, pair.tokenizer)
+
+    def parts(rule) -> dict:
+        return {"judge": judge_key, "rule": "asst" if rule is None else rule, "alpha": alpha if rule else 0.0,
+                "max_new_tokens": max_new_tokens, "eos": sorted(eos), "stop": STOPS[stop]}
+
+    own = {f"rule {r}": r for r in dict.fromkeys(rules)}
+    more = {f"rule {r}": r for r in dict.fromkeys(extra_rules) if f"rule {r}" not in own}
+
+    def compute(names: list[str]) -> dict[str, list[list[int]]]:
+        todo = [own.get(n, more.get(n)) for n in names]
+        return dict(zip(names, _decode_rules(pair, stats, prompts, todo, alpha, max_new_tokens, eos, progress, stop)))
+
+    got = through_cache_many(cache if judge_key else None, {n: parts(r) for n, r in own.items()}, compute,
+                             extra={n: parts(r) for n, r in more.items()})
+    mine = [got[n] for n in own]
+    calls = {call: seconds for _, _, seconds, call in mine}
+    if timing is not None:
+        timing.update(cached=all(c for _, c, _, _ in mine), seconds=sum(calls.values()), call=",".join(sorted(calls)))
+    return {{**own, **more}[n]: paths for n, (paths, *_) in got.items()}
+
+
+def _decode_rules(pair, stats, prompts, rules, alpha, max_new_tokens, eos, progress,
+                  stop: str | None = "paper") -> list[list[list[int]]]:
+    """Decoded ids per prompt of each rule, all rules in one ``decode_all`` (a tree per prompt)."""
+    from cscore.scorers.judge.parse import settled
+
+    main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
+    early = asst.parent is main
+    firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
+
+    lo, hi = int(stats.values.min()), int(stats.values.max())
+
+    def done(ids) -> bool:
+        return stop is not None and settled(path_text(tok, ids), stop, lo, hi)
+
+    got = decode_all(main.model, prompts, firsts, rules, asst=None if early else asst.model,
+                     asst_exit=asst.exit_layer if early else None, alpha=alpha, max_new_tokens=max_new_tokens,
+                     eos_ids=eos, done=done, progress=progress)
+    return [paths.paths() for paths in got]
+
+
+def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) -> tuple[list[list[int]], bool]:
+    """(decoded ids per prompt, whether they came from ``cache``): read under the key of
+    ``parts`` (which must name everything the paths depend on), else computed and stored.
+    ``cache`` None: always computed."""
+    if cache is None:
+        return compute(), False
+    parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **parts}
+    got, meta = cache.get_or_compute(parts, lambda key: ({"paths": DecodedPaths.from_lists(compute())}, None),
+                                     DecodedPaths)
+    return got["paths"].paths(), meta is not None
+
+
+def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[str]], dict[str, list[list[int]]]],
+                       extra: dict[str, dict] | None = None) -> dict[str, tuple[list[list[int]], bool, float, str]]:
+    """``through_cache`` for several named decodes at once: {name: (paths, from the cache, seconds
+    of the call that computed them: now, or the run that stored them (NaN when not recorded), an id
+    of that call: decodes made together share it)}; the
+    names the cache lacks are computed in ONE call ``compute(names)`` (so they can share work) and
+    stored. ``extra``: more named decodes, computed (and stored, and returned) only alongside a
+    name of ``parts`` the cache lacks, and only those the cache lacks; if that runs out of memory,
+    the names of ``parts`` are computed alone (one warning). Every key is locked (in
+    sorted order: no two runs wait on each other) while this runs."""
+    import time
+    import uuid
+    from contextlib import ExitStack
+
+    from cscore.scorers.store.cache import stats_key
+
+    extra = extra or {}
+    call = uuid.uuid4().hex
+    if cache is None:
+        start = time.perf_counter()
+        got = compute(list(parts))
+        return {name: (paths, False, time.perf_counter() - start, call) for name, paths in got.items()}
+    full = {name: {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **p}
+            for name, p in {**parts, **extra}.items()}
+    keys = {name: stats_key(p) for name, p in full.items()}
+    out: dict[str, tuple[list[list[int]], bool, float, str]] = {}
+    with ExitStack() as stack:
+        for key in sorted(set(keys.values())):
+            stack.enter_context(cache.lock(key))
+        for name in parts:
+            hit = cache.load(keys[name], DecodedPaths)
+            if hit is not None:
+                was = (hit.meta.get("extra") or {}).get("report") or {}
+                out[name] = (hit.stats["paths"].paths(), True, was.get("seconds", float("nan")),
+                             was.get("call") or keys[name])
+        todo = [name for name in parts if name not in out]
+        more = [name for name in extra if keys[name] not in {keys[n] for n in parts} and keys[name] not in cache]
+        start = time.perf_counter()
+        got = _with_extras(compute, todo, more) if todo else {}
+        seconds = time.perf_counter() - start
+        todo += [name for name in more if name in got]
+        for name in todo:
+            cache.save(keys[name], {"paths": DecodedPaths.from_lists(got[name])}, full[name],
+                       extra={"report": {"seconds": seconds, "call": call}})
+            out[name] = (got[name], False, seconds, call)
+    return out
+
+
+def _with_extras(compute, todo: list[str], more: list[str]) -> dict:
+    """``compute(todo + more)``; ``compute(todo)`` when that runs out of memory (the decode trees
+    keep a KV-cache row per distinct path: many extra points may not fit)."""
+    from cscore.scorers.engine.budget import free_device_memory, is_oom
+
+    if not more:
+        return compute(todo)
+    try:
+        return compute(todo + more)
+    except RuntimeError as err:
+        if not is_oom(err):
+            raise
+        free_device_memory()
+        log.warning("out of memory decoding %d other grid points with this one: this point's rows decode alone "
+                    "and the other points' jobs decode their own (runtime.share_grid=false skips the attempt)",
+                    len(more))
+        return compute(todo)
+
+
+def released_parts(pair, prompts, who: str, params: dict, base: dict) -> dict:
+    """What a released-preset decode depends on (its cache key parts): the models, dtype, device
+    and prompt ids (``base``), the row, the decoding settings; λ and t only for the contrast row
+    (the main-alone and assistant-alone rows decode with λ = 0, t = 1, so one decode serves every
+    grid point)."""
+    keep = ("alpha", "min_keep", "max_new_tokens", "batch_size", "repetition_penalty")
+    point = {"lam": params["lam"], "t": params["t"]} if who == "contrast" else {}
+    return {**base, "preset": "cd_judge_released", "who": who, **{k: params[k] for k in keep}, **point,
+            "eos": sorted(eos_ids(pair.expert.config, pair.tokenizer)), "pad": pair.tokenizer.pad_token_id}

@@ -1,0 +1,296 @@
+"""The judge pass: one forward pass of the main model (and the assistant: an early exit read from
+the same pass, or a second model fed the same batches) over each judge context, keeping what
+``judge_stats.JudgeStats`` needs — the next-token distribution where the score is written.
+
+Contexts are token-id lists (the rendered judge prompt, then the prompt + each continuation prefix
+for multi-token score values). Batches are token-budgeted and sorted by length as in
+``engine.compute``; results go back to input order. Only the last position's hidden state goes
+through the LM head.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from cscore.scorers.engine import budget, flops
+from cscore.scorers.engine.engine import (
+    LayerTap,
+    batch_rows_of,
+    longest_row,
+    pad_rows,
+    plan_rows,
+    plan_text,
+    row_window,
+    run_base,
+    sparse_packed,
+)
+from cscore.scorers.engine.head import head_logits
+from cscore.scorers.engine.passes import EngineReport, announce
+from cscore.scorers.engine.runtime_defaults import TOKEN_BUDGET
+from cscore.scorers.engine.tokenize import InputError
+from cscore.scorers.judge.stats import JudgeStats
+
+
+def front_mask(a: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(order, keep) per row of a, z [B, V] (float64): the token ids sorted by z (ties by id) and
+    which of them are on the front of (z, a) — kept when its a beats every a before it. Any
+    token left out has another with a' ≥ a and z' ≤ z: never better for a − c·z, c > 0, and
+    never an earlier id on a tie."""
+    order = torch.sort(z, dim=1, stable=True).indices
+    a_sorted = a.gather(1, order)
+    run = torch.cummax(a_sorted, dim=1).values
+    prev = torch.cat([torch.full_like(run[:, :1], -torch.inf), run[:, :-1]], dim=1)
+    return order, a_sorted > prev
+
+
+def pareto_front(a: torch.Tensor, z: torch.Tensor) -> list[torch.Tensor]:
+    """Per row of a, z [B, V]: the token ids on the front (``front_mask``), in z order."""
+    order, keep = front_mask(a, z)
+    return [order[r][keep[r]] for r in range(a.shape[0])]
+
+
+def batch_to_host(a, z, z_main, z_asst, score_tok):
+    """What the host keeps of a batch, in one device-to-host copy (not a few per row): whether
+    all logits are finite, both argmaxes, a and z of the score tokens [B, S], and per row its
+    front as (ids, a, z). Token ids travel as float64 (exact below 2^53)."""
+    order, keep = front_mask(a, z)
+    counts = keep.sum(dim=1)
+    rows, cols = keep.nonzero(as_tuple=True)
+    ids = order[rows, cols]
+    finite = torch.isfinite(z_main).all() & torch.isfinite(z_asst).all()
+    parts = [finite[None].double(), torch.argmax(z_main, dim=-1).double(), torch.argmax(z_asst, dim=-1).double(),
+             counts.double(), a[:, score_tok].flatten(), z[:, score_tok].flatten(), ids.double(), a[rows, ids],
+             z[rows, ids]]
+    flat = torch.cat(parts).cpu().numpy()
+    b, n_s, n_f = a.shape[0], len(score_tok), len(ids)
+    cut = np.cumsum([1, b, b, b, b * n_s, b * n_s, n_f, n_f])
+    finite, main_top, asst_top, counts, sa, sz, f_ids, f_a, f_z = np.split(flat, cut)
+    bounds = np.concatenate([[0], np.cumsum(counts.astype(np.int64))])
+    fronts = [(f_ids[lo:hi].astype(np.int64), f_a[lo:hi], f_z[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return (bool(finite[0]), main_top.astype(np.int64), asst_top.astype(np.int64), sa.reshape(b, n_s),
+            sz.reshape(b, n_s), fronts)
+
+
+@torch.inference_mode()
+def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | None = None,
+            values: Sequence[int], value_ids: Sequence[tuple[int, ...]], prefixes: Sequence[tuple[int, ...]],
+            n_items: int, decode_token: Callable[[int], str], token_budget: int = TOKEN_BUDGET,
+            padding_side: str = "right", pad_id: int = 0,
+            progress: Callable[[int], None] | None = None,
+            share_prefix: bool = True, digit_ids: Sequence[int] | None = None) -> tuple[JudgeStats, EngineReport]:
+    """``main``: the main causal LM; the assistant is ``asst`` (another model sharing the
+    vocabulary) or, with ``asst_exit=k``, main's first k layers (+ final norm and LM head).
+    ``share_prefix``: contexts that share a long prefix (``split_shared``) run it once per packed
+    row, as in ``engine.compute``; the same statistics. ``digit_ids`` (the tokens whose text is
+    ASCII digits): where some value is more than one token, the expected score's chain arrays are
+    kept (``judge_stats``; the digit tokens and every value's tokens, the normalisers)."""
+    _check_inputs(contexts, n_items, prefixes, asst, asst_exit)
+    n_ctx = len(contexts)
+    device = next(main.parameters()).device
+    vocab = main.get_output_embeddings().weight.shape[0]
+    single = np.array([len(ids) == 1 for ids in value_ids])
+    score_tok = torch.tensor([ids[0] if len(ids) == 1 else 0 for ids in value_ids], device=device)
+    main_top = np.empty(n_ctx, np.int64)
+    asst_top = np.empty(n_ctx, np.int64)
+    score_a = np.full((n_ctx, len(values)), np.nan)
+    score_z = np.full((n_ctx, len(values)), np.nan)
+    fronts: list = [None] * n_ctx
+    chain = None if single.all() or digit_ids is None else chain_buffers(n_ctx, value_ids, digit_ids, device)
+    start = time.perf_counter()
+    window = None
+    if share_prefix:
+        windows = [row_window(m) for m in ([main] if asst is None else [main, asst])]
+        window = None if None in windows else min(windows)
+    items = split_shared(contexts) if window is not None else [(c[:-1], c[-1:]) for c in contexts]
+    if budget.is_auto(token_budget):  # as engine.compute resolves it
+        token_budget = budget.resolve(main, longest_row=longest_row(items, window is not None))
+    rows = plan_rows(items, token_budget, window is not None, window)
+    batches = list(batch_rows_of(rows, token_budget))
+    announce(progress, tokens=int(sum(r.length for r in rows)), detail=plan_text(rows, window))
+    tap = LayerTap(main, asst_exit) if asst_exit is not None else None
+    attn = getattr(main.config, "_attn_implementation", None)
+    dtype = next(main.parameters()).dtype
+    dense = not (sparse_packed(main) and (asst is None or sparse_packed(asst)))
+    padded = 0
+    pad = (pad_id, padding_side, device, dtype, attn, dense)
+    found = (main_top, asst_top, score_a, score_z, fronts, chain)
+    try:
+        for batch_rows in batches:
+            n_padded, n_done = _judge_batch(main, asst, tap, items, batch_rows, pad, score_tok, single, found)
+            padded += n_padded
+            if progress is not None:
+                progress(n_done)
+    finally:
+        if tap is not None:
+            tap.close()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - start
+    stats = _judge_stats(n_items, prefixes, values, value_ids, found, decode_token, vocab)
+    if chain is not None:
+        stats = dataclasses.replace(stats, **{k: v for k, v in chain.items() if k != "tokens"})
+    return stats, EngineReport(seconds, int(sum(r.length for r in rows)), padded, len(batches),
+                               token_budget=int(token_budget), flops=judge_flops(main, asst, items, rows))
+
+
+def judge_flops(main, asst, items, rows) -> float | None:
+    """Useful FLOPs of the first-step pass: each row through the main model (and the assistant,
+    unless it is main's early exit), the heads at each context's last position only."""
+    total = 0.0
+    for model, heads in ((main, 1 if asst is not None else 2), (asst, 1)):
+        if model is None:
+            continue
+        c = flops.costs(model)
+        if c is None:
+            return None
+        total += flops.rows_flops(c, items, rows, heads, last_only=True)
+    return total
+
+
+def _check_inputs(contexts, n_items, prefixes, asst, asst_exit) -> None:
+    if (asst is None) == (asst_exit is None):
+        raise ValueError("give exactly one of asst (a model) or asst_exit (an early exit of main)")
+    if len(contexts) != n_items * (1 + len(prefixes)):
+        raise ValueError("contexts must be n_items x (1 + len(prefixes))")
+    for i, c in enumerate(contexts):
+        if not c:
+            raise InputError(f"judge prompt {i} has no tokens")
+
+
+def _judge_batch(main, asst, tap, items, batch_rows, pad, score_tok, single, found) -> tuple[int, int]:
+    """Run one batch of packed judge rows through both models and store, at each context's index in
+    ``found`` (main_top, asst_top, score_a, score_z, fronts), what the judge keeps: (padded tokens,
+    contexts done)."""
+    pad_id, padding_side, device, dtype, attn, dense = pad
+    main_top, asst_top, score_a, score_z, fronts, chain = found
+    ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn,
+                                            dense_mask=dense)
+    idx = list(where)
+    rows_t = torch.tensor([where[i][0] for i in idx], device=device)
+    last = torch.tensor([where[i][2] + len(items[i][1]) - 1 for i in idx], device=device)
+    hidden = run_base(main, ids, mask, positions, items, batch_rows, where)
+    z_main = head_logits(main, hidden[rows_t, last])
+    if tap is not None:
+        z_asst = head_logits(main, tap.normed((rows_t, last)))
+    else:
+        h2 = run_base(asst, ids, mask, positions, items, batch_rows, where)
+        z_asst = head_logits(asst, h2[rows_t, last])
+    if z_asst.shape[-1] != z_main.shape[-1]:
+        raise InputError(f"the assistant has {z_asst.shape[-1]} output logits, the main model "
+                         f"{z_main.shape[-1]}: they must share one vocabulary")
+    a = torch.log_softmax(z_main.double(), dim=-1)
+    finite, main_top[idx], asst_top[idx], sa, sz, got = batch_to_host(a, z_asst.double(), z_main, z_asst,
+                                                                       score_tok)
+    if not finite:
+        raise InputError("a model produced non-finite logits on a judge prompt (check dtype and weights)")
+    score_a[idx] = np.where(single, sa, np.nan)
+    score_z[idx] = np.where(single, sz, np.nan)
+    for r, front in enumerate(got):
+        fronts[idx[r]] = front
+    if chain is not None:
+        keep_chain(chain, idx, a, z_asst.double())
+    return ids.numel(), len(idx)
+
+
+def chain_buffers(n_ctx: int, value_ids, digit_ids, device) -> dict:
+    """The chain arrays of ``JudgeStats`` to be filled batch by batch (``keep_chain``)."""
+    from cscore.scorers.judge.stats import CHAIN_CS
+
+    digits = {int(d) for d in digit_ids}
+    ids = np.asarray(sorted(digits | {int(t) for v in value_ids for t in v}), dtype=np.int64)
+    return {"chain_ids": ids, "chain_digit": np.isin(ids, sorted(digits)),
+            "chain_a": np.full((n_ctx, len(ids)), np.nan), "chain_z": np.full((n_ctx, len(ids)), np.nan),
+            "lse_z": np.full(n_ctx, np.nan), "chain_c": np.asarray(CHAIN_CS, dtype=np.float64),
+            "lse_c": np.full((n_ctx, len(CHAIN_CS)), np.nan), "tokens": torch.as_tensor(ids, device=device)}
+
+
+def keep_chain(chain: dict, idx: list[int], a: torch.Tensor, z: torch.Tensor) -> None:
+    """Store a batch's chain values (a = log p_main, z = assistant logits, float64 [B, V])."""
+    tok = chain["tokens"]
+    lse_c = torch.stack([torch.logsumexp(a - c * z, dim=-1) for c in chain["chain_c"].tolist()], dim=1)
+    flat = torch.cat([a[:, tok].flatten(), z[:, tok].flatten(), torch.logsumexp(z, dim=-1), lse_c.flatten()])
+    b, n_t = a.shape[0], len(tok)
+    got_a, got_z, lse_z, got_c = np.split(flat.cpu().numpy(), np.cumsum([b * n_t, b * n_t, b]))
+    chain["chain_a"][idx] = got_a.reshape(b, n_t)
+    chain["chain_z"][idx] = got_z.reshape(b, n_t)
+    chain["lse_z"][idx] = lse_z
+    chain["lse_c"][idx] = got_c.reshape(b, -1)
+
+
+def _judge_stats(n_items, prefixes, values, value_ids, found, decode_token, vocab) -> JudgeStats:
+    """The JudgeStats of a finished pass (``found`` as ``_judge_batch`` filled it)."""
+    main_top, asst_top, score_a, score_z, fronts, _ = found
+    sizes = np.array([len(f[0]) for f in fronts], dtype=np.int64)
+    front_ids = np.concatenate([f[0] for f in fronts]).astype(np.int64)
+    text_ids = np.unique(np.concatenate([front_ids, main_top, asst_top]))
+    return JudgeStats(
+        n_items=n_items, prefixes=[tuple(p) for p in prefixes], values=np.asarray(values, dtype=np.int64),
+        value_ids=[tuple(v) for v in value_ids], main_top=main_top, asst_top=asst_top,
+        front_offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), front_ids=front_ids,
+        front_a=np.concatenate([f[1] for f in fronts]), front_z=np.concatenate([f[2] for f in fronts]),
+        score_a=score_a, score_z=score_z, text_ids=text_ids,
+        text_values=np.asarray([decode_token(int(t)) for t in text_ids], dtype=str), vocab=int(vocab))
+
+
+MIN_SHARED = 8  # a shared prefix shorter than this is not worth a packed row
+
+
+def split_shared(contexts: Sequence[list[int]]) -> list[tuple[list[int], list[int]]]:
+    """Each context as (shared prefix, own suffix), the suffix never empty: contexts are grouped
+    so that the tokens saved, (group size - 1) x the group's common prefix, are largest (judge
+    prompts: every system of a document shares the instructions and the document; all of them
+    share only the instructions). Singletons: (context[:-1], its last token)."""
+    n = len(contexts)
+    order = sorted(range(n), key=lambda i: contexts[i])
+    lcp = [common_prefix(contexts[order[k]], contexts[order[k + 1]]) for k in range(n - 1)]
+    groups = best_groups(lcp)
+    out: list = [None] * n
+    for lo, hi in groups:
+        members = [order[k] for k in range(lo, hi + 1)]
+        shared = min(lcp[lo:hi], default=0)
+        shared = min(shared, min(len(contexts[i]) for i in members) - 1)
+        if hi == lo or shared < MIN_SHARED:
+            for i in members:
+                out[i] = (list(contexts[i][:-1]), list(contexts[i][-1:]))
+        else:
+            for i in members:
+                out[i] = (list(contexts[i][:shared]), list(contexts[i][shared:]))
+    return out
+
+
+def common_prefix(a, b) -> int:
+    n = min(len(a), len(b))
+    k = 0
+    while k < n and a[k] == b[k]:
+        k += 1
+    return k
+
+
+def best_groups(lcp: list[int]) -> list[tuple[int, int]]:
+    """Split sorted positions 0..len(lcp) into runs maximising sum (run size - 1) x min lcp inside
+    the run: a run is kept whole or split at its smallest lcp, whichever saves more (bottom-up
+    over the Cartesian tree of ``lcp``; iterative, no recursion limit)."""
+    n = len(lcp) + 1
+    if n == 1:
+        return [(0, 0)]
+    best: dict[tuple[int, int], tuple[int, list]] = {}
+    stack = [(0, n - 1, False)]
+    while stack:
+        lo, hi, ready = stack.pop()
+        if lo == hi:
+            best[lo, hi] = (0, [(lo, hi)])
+            continue
+        m = min(range(lo, hi), key=lambda k: (lcp[k], k))
+        if not ready:
+            stack += [(lo, hi, True), (lo, m, False), (m + 1, hi, False)]
+            continue
+        left, right = best.pop((lo, m)), best.pop((m + 1, hi))
+        whole = (hi - lo) * lcp[m]
+        split = left[0] + right[0]
+        best[lo, hi] = (whole, [(lo, hi)]) if whole >= split else (split, left[1] + right[1])
+    return best[0, n - 1][1]

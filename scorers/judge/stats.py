@@ -1,0 +1,347 @@
+"""What a judge pass keeps per prompt, and the choices computed from it (no torch here).
+
+CD-judge, Eq. 1 of the paper: the judge writes  argmax_v [log p_main(v) − λ · log p_asst,t(v)]
+with log p_asst,t(v) = z_v / t − logsumexp(z / t) (z: the assistant's logits). The logsumexp is
+the same for every v, so the choice depends on λ and t only through c = λ / t:
+
+    choice(c) = argmax_v [a_v − c · z_v]          a = log p_main (T = 1),  c = λ / t ≥ 0
+
+(the paper's 4 × 6 grid has 24 points but 18 distinct values of c; points with equal c give
+identical scores). Kept per context, exact for every c ≥ 0 (no re-run for any λ, t):
+
+* ``front``: the tokens on the Pareto front of the points (z_v, a_v) — no other token has both
+  a ≥ and z ≤ (one of them strictly). A token off the front is beaten by one on it for every
+  c > 0, so the argmax over the front is the argmax over the vocabulary. Ties go to the smallest
+  token id, as ``torch.argmax``; the front keeps the smallest id of identical points.
+* ``main_top`` / ``asst_top``: each model's own argmax (c = 0 is the main model alone).
+* a and z of the range's score tokens: the expected score Σ v·q(v), q = softmax over the score
+  tokens of a − c·z (the logsumexp cancels here too), and each model's own expected score.
+* the decoded text of every token it may choose, so parsing needs no tokenizer.
+
+A context is a prompt (k = 0) or the prompt followed by one of ``prefixes`` (the proper prefixes
+of multi-token score values, e.g. "1" of "10" for range 1-10 on a one-digit-per-token tokenizer):
+context index = item · (1 + len(prefixes)) + k.
+
+The expected score of a range whose values are not all one token (1-10 on a tokenizer that writes
+one digit per token) chains the contexts (``chain_*`` arrays, kept only for such ranges). At each
+context q = softmax over the whole vocabulary of the row's logits (main: a; assistant: z;
+contrast: a − c·z, i.e. p_main · p_asst,t^−λ renormalised). A value written with the tokens
+t1..tk has the weight
+
+    w(v) = q(t1 | prompt) · q(t2 | t1) · … · q(tk | t1..tk−1) · [q(END | t1..tk)]
+
+where the last factor applies only when t1..tk is itself a proper prefix of another value of the
+range (the value "1" of 1-10: it is complete only if no digit follows), with
+q(END | ·) = 1 − Σ_{d digit token} q(d | ·), a digit token being any token whose text is ASCII
+digits only. A value that no other value of the range extends is not looked past (as in the
+one-token case: "5" counts as 5 whatever follows). The expected score is Σ v·w(v) / Σ w(v).
+The prompt's normaliser is common to every value and cancels; at a continuation context it is
+kept: log Σ exp(z) for the assistant, 0 for the main model (a is a log-softmax), and for the
+contrast log Σ exp(a − c·z) at the c values of ``CHAIN_CS`` (the paper's λ × t grid; it depends
+on c over the whole vocabulary, so other c values cannot be read from one pass: their expected
+score is NaN and ``expected_note`` says why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+FORMAT = 1  # bump when the arrays or their meaning change
+WHO = ("contrast", "main", "asst")
+CHAIN_FORMAT = 1  # the chain arrays' meaning (a cache-key part only where a range needs them)
+# c = λ/t of the paper's grid (λ 0.01, 0.1, 0.5, 1; t 0.5, 1, 2, 3, 4, 5): the contrast's
+# normalisers kept at the continuation contexts (18 distinct values)
+CHAIN_CS = tuple(sorted({lam / t for lam in (0.01, 0.1, 0.5, 1.0) for t in (0.5, 1.0, 2.0, 3.0, 4.0, 5.0)}))
+CHAIN_ARRAYS = ("chain_ids", "chain_digit", "chain_a", "chain_z", "lse_z", "chain_c", "lse_c")
+
+
+def _empty(dtype, *shape):
+    return field(default_factory=lambda: np.zeros(shape, dtype=dtype))
+
+
+@dataclass
+class JudgeStats:
+    # a cache payload (scorers.store.cache.Payload)
+    ENTRY_KIND: ClassVar[str | None] = "judge"
+    ENTRY_FORMAT: ClassVar[tuple[str, int] | None] = ("judge_format", FORMAT)
+    ARRAY_NAMES: ClassVar[tuple[str, ...]] = ("n_items", "prefixes", "values", "value_ids", "main_top", "asst_top",
+                                              "front_offsets", "front_ids", "front_a", "front_z", "score_a",
+                                              "score_z", "text_ids", "text_values", "vocab")
+
+    n_items: int
+    prefixes: list[tuple[int, ...]]  # continuation contexts after the prompt
+    values: np.ndarray  # int64 [n_values]: lo..hi
+    value_ids: list[tuple[int, ...]]  # token ids of str(value)
+    main_top: np.ndarray  # int64 [n_ctx]
+    asst_top: np.ndarray  # int64 [n_ctx]
+    front_offsets: np.ndarray  # int64 [n_ctx + 1]
+    front_ids: np.ndarray  # int64 [n_front]
+    front_a: np.ndarray  # float64: log p_main
+    front_z: np.ndarray  # float64: assistant logit
+    score_a: np.ndarray  # float64 [n_ctx, n_values] (NaN where the value is not one token)
+    score_z: np.ndarray  # float64 [n_ctx, n_values]
+    text_ids: np.ndarray  # int64: ids with a decoded text
+    text_values: np.ndarray  # str: their texts
+    vocab: int
+    # the expected score's chain (ranges with multi-token values only; empty otherwise)
+    chain_ids: np.ndarray = _empty(np.int64, 0)  # int64 [T]: digit tokens and every value's tokens
+    chain_digit: np.ndarray = _empty(np.bool_, 0)  # bool [T]: a digit token (continues a number)
+    chain_a: np.ndarray = _empty(np.float64, 0, 0)  # float64 [n_ctx, T]: log p_main
+    chain_z: np.ndarray = _empty(np.float64, 0, 0)  # float64 [n_ctx, T]: assistant logit
+    lse_z: np.ndarray = _empty(np.float64, 0)  # float64 [n_ctx]: log Σ exp(z)
+    chain_c: np.ndarray = _empty(np.float64, 0)  # float64 [C]
+    lse_c: np.ndarray = _empty(np.float64, 0, 0)  # float64 [n_ctx, C]: log Σ exp(a − c·z)
+
+    OPTIONAL_ARRAYS = CHAIN_ARRAYS  # stored only where a range needs them
+
+    def __post_init__(self):
+        n_ctx = self.n_items * (1 + len(self.prefixes))
+        for name in ("main_top", "asst_top"):
+            if getattr(self, name).shape != (n_ctx,):
+                raise ValueError(f"{name} has shape {getattr(self, name).shape}, expected ({n_ctx},)")
+        if self.front_offsets.shape != (n_ctx + 1,) or int(self.front_offsets[-1]) != len(self.front_ids):
+            raise ValueError("front_offsets does not match the front arrays")
+        if self.score_a.shape != (n_ctx, len(self.values)) or self.score_z.shape != self.score_a.shape:
+            raise ValueError("score arrays do not match contexts x values")
+        if len(self.chain_ids) and (self.chain_a.shape != (n_ctx, len(self.chain_ids))
+                                    or self.chain_z.shape != self.chain_a.shape or self.lse_z.shape != (n_ctx,)
+                                    or self.lse_c.shape != (n_ctx, len(self.chain_c))
+                                    or self.chain_digit.shape != self.chain_ids.shape):
+            raise ValueError("chain arrays do not match contexts x chain tokens")
+        self._text = dict(zip(self.text_ids.tolist(), self.text_values.tolist()))
+        self._prefix_index = {p: k for k, p in enumerate(self.prefixes)}
+
+    @property
+    def n_ctx(self) -> int:
+        return len(self.main_top)
+
+    @property
+    def front_sizes(self) -> np.ndarray:
+        return np.diff(self.front_offsets)
+
+    def text(self, token_id: int) -> str:
+        return self._text[int(token_id)]
+
+    # -- choices ------------------------------------------------------------------------------
+
+    def pick(self, ctx: np.ndarray, who: str, c: float = 0.0, alpha: float = 0.0) -> np.ndarray:
+        """The token chosen at each context in ``ctx``: by the contrast at c = λ/t, or by one model.
+        ``alpha`` > 0: the contrast chooses only among V_head = {v : p_main(v) ≥ α · max p_main}
+        (Li et al.'s plausibility set). V_head is an upper set of a, so a token dominated on the
+        front by another keeps its dominator in V_head: the front ∩ V_head is V_head's front, and
+        the front holds the largest a (its last point)."""
+        if who == "main" or (who == "contrast" and c == 0):
+            return self.main_top[ctx]
+        if who == "asst":
+            return self.asst_top[ctx]
+        if who != "contrast":
+            raise ValueError(f"who must be one of {WHO}")
+        starts, ends = self.front_offsets[ctx], self.front_offsets[ctx + 1]
+        sizes = ends - starts
+        flat = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)]) if len(ctx) else np.zeros(0, int)
+        f = self.front_a[flat] - c * self.front_z[flat]
+        seg = np.repeat(np.arange(len(ctx)), sizes)
+        if alpha > 0:
+            top = np.full(len(ctx), -np.inf)
+            np.maximum.at(top, seg, self.front_a[flat])
+            f = np.where(self.front_a[flat] >= top[seg] + np.log(alpha), f, -np.inf)
+        best = np.full(len(ctx), -np.inf)
+        np.maximum.at(best, seg, f)
+        ids = np.where(f == best[seg], self.front_ids[flat], np.iinfo(np.int64).max)
+        out = np.full(len(ctx), np.iinfo(np.int64).max)
+        np.minimum.at(out, seg, ids)
+        return out
+
+    def decode(self, who: str, c: float = 0.0, alpha: float = 0.0) -> tuple[list[str], list[tuple[int, ...]]]:
+        """Per item: the text written and the token ids chosen. After a token that makes a proper
+        prefix of a multi-token score value, the next token is chosen by the same rule."""
+        width = 1 + len(self.prefixes)
+        chosen: list[tuple[int, ...]] = [()] * self.n_items
+        live = np.arange(self.n_items)
+        ctx = live * width
+        while len(live):
+            got = self.pick(ctx, who, c, alpha)
+            nxt_live, nxt_ctx = [], []
+            for i, tok in zip(live.tolist(), got.tolist()):
+                chosen[i] = chosen[i] + (int(tok),)
+                k = self._prefix_index.get(chosen[i])
+                if k is not None:
+                    nxt_live.append(i)
+                    nxt_ctx.append(i * width + 1 + k)
+            live, ctx = np.asarray(nxt_live, dtype=np.int64), np.asarray(nxt_ctx, dtype=np.int64)
+        texts = ["".join(self.text(t) for t in seq) for seq in chosen]
+        return texts, chosen
+
+    def single_token_values(self) -> bool:
+        return all(len(ids) == 1 for ids in self.value_ids)
+
+    def expected(self, who: str, c: float = 0.0) -> np.ndarray:
+        """Σ value · q(value) over the range, q = softmax over the score tokens of a − c·z
+        (main: a; asst: z). Multi-token values: the chain of the module docstring; NaN where it
+        cannot be computed (``expected_note``)."""
+        ctx = np.arange(self.n_items) * (1 + len(self.prefixes))
+        if self.single_token_values():
+            a, z = self.score_a[ctx], self.score_z[ctx]
+            logits = {"contrast": a - c * z, "main": a, "asst": z}[who]
+        else:
+            logits = self.chain_logits(who, c)
+            if logits is None:
+                return np.full(self.n_items, np.nan)
+        top = logits.max(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore"):
+            q = np.exp(logits - top)
+        q /= q.sum(axis=1, keepdims=True)
+        return q @ self.values.astype(np.float64)
+
+    def expected_note(self, who: str, c: float = 0.0) -> str | None:
+        """Why the expected score of ``who`` at c cannot be computed from these statistics, or None."""
+        if self.single_token_values():
+            return None
+        if not len(self.chain_ids):
+            return "the statistics hold no chain for multi-token values (cached before it existed)"
+        if who == "contrast" and c != 0 and self._chain_c_index(c) is None:
+            return (f"c = {c:g} is not one of the kept normalisers (the paper's grid of lambda/t); the expected score "
+                    "of a multi-token range needs log-sum-exp(a - c*z) over the whole vocabulary")
+        return None
+
+    def _chain_c_index(self, c: float) -> int | None:
+        hit = np.flatnonzero(np.isclose(self.chain_c, c, rtol=1e-12, atol=0.0))
+        return int(hit[0]) if len(hit) else None
+
+    def _chain_rows(self, who: str, c: float):
+        """(scores [n_ctx, T], normalisers [n_ctx]) of ``who`` at c over the chain tokens, or None."""
+        if who == "asst":
+            return self.chain_z, self.lse_z
+        if who == "main" or (who == "contrast" and c == 0):
+            return self.chain_a, np.zeros(self.n_ctx)
+        if who != "contrast":
+            raise ValueError(f"who must be one of {WHO}")
+        j = self._chain_c_index(c)
+        return None if j is None else (self.chain_a - c * self.chain_z, self.lse_c[:, j])
+
+    def chain_logits(self, who: str, c: float = 0.0) -> np.ndarray | None:
+        """log w(v) per item and value [n_items, n_values] (the module docstring's chain), or None
+        when ``expected_note`` says it cannot be computed."""
+        if self.expected_note(who, c) is not None:
+            return None
+        s, lse = self._chain_rows(who, c)
+        col = {int(t): j for j, t in enumerate(self.chain_ids.tolist())}
+        digits = np.flatnonzero(self.chain_digit)
+        width = 1 + len(self.prefixes)
+        base = np.arange(self.n_items) * width
+        out = np.zeros((self.n_items, len(self.values)))
+        for v, ids in enumerate(self.value_ids):
+            for i, tok in enumerate(ids):
+                if i == 0:
+                    out[:, v] += s[base, col[tok]]  # the prompt's normaliser cancels
+                    continue
+                ctx = base + 1 + self._prefix_index[tuple(ids[:i])]
+                out[:, v] += s[ctx, col[tok]] - lse[ctx]
+            k = self._prefix_index.get(tuple(ids))
+            if k is not None:  # another value goes on from here: this one needs a non-digit next
+                ctx = base + 1 + k
+                more = np.exp(s[ctx][:, digits] - lse[ctx][:, None]).sum(axis=1)
+                with np.errstate(divide="ignore"):
+                    out[:, v] += np.log(np.clip(1.0 - more, 0.0, None))
+        return out
+
+    # -- storage ------------------------------------------------------------------------------
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"n_items": np.asarray([self.n_items], dtype=np.int64), "prefixes": _pad(self.prefixes),
+                "values": self.values, "value_ids": _pad(self.value_ids), "main_top": self.main_top,
+                "asst_top": self.asst_top, "front_offsets": self.front_offsets, "front_ids": self.front_ids,
+                "front_a": self.front_a, "front_z": self.front_z, "score_a": self.score_a, "score_z": self.score_z,
+                "text_ids": self.text_ids, "text_values": np.asarray(self.text_values, dtype=str),
+                "vocab": np.asarray([self.vocab], dtype=np.int64),
+                **({k: getattr(self, k) for k in CHAIN_ARRAYS} if len(self.chain_ids) else {})}
+
+    def entry_figures(self) -> dict:
+        """What a cache entry's meta.json says of it (beyond n_items): nothing."""
+        return {}
+
+    @classmethod
+    def from_arrays(cls, arrays) -> "JudgeStats":
+        return cls(
+            int(np.asarray(arrays["n_items"]).reshape(-1)[0]),
+            _unpad(arrays["prefixes"]),
+            np.asarray(arrays["values"]),
+            _unpad(arrays["value_ids"]),
+            *(
+                np.asarray(arrays[k])
+                for k in (
+                    "main_top",
+                    "asst_top",
+                    "front_offsets",
+                    "front_ids",
+                    "front_a",
+                    "front_z",
+                    "score_a",
+                    "score_z",
+                    "text_ids",
+                    "text_values",
+                )
+            ),
+            int(np.asarray(arrays["vocab"]).reshape(-1)[0]),
+            **{k: np.asarray(arrays[k]) for k in CHAIN_ARRAYS if k in arrays},
+        )
+
+
+ARRAYS = JudgeStats.ARRAY_NAMES
+
+
+DECODE_FORMAT = 1  # bump when a decoded path or its arrays change meaning
+DECODE_ARRAYS = ("n_items", "offsets", "token_ids")
+
+
+@dataclass
+class DecodedPaths:
+    """The judge's decoded output ids per prompt under one rule (``judge_decode``), ragged."""
+
+    # a cache payload (scorers.store.cache.Payload)
+    ENTRY_KIND: ClassVar[str | None] = "judge_decode"
+    ENTRY_FORMAT: ClassVar[tuple[str, int] | None] = ("decode_format", DECODE_FORMAT)
+    ARRAY_NAMES: ClassVar[tuple[str, ...]] = DECODE_ARRAYS
+
+    n_items: int
+    offsets: np.ndarray  # int64 [n_items + 1]
+    token_ids: np.ndarray  # int64: the paths, concatenated
+
+    @classmethod
+    def from_lists(cls, paths: Sequence[Sequence[int]]) -> "DecodedPaths":
+        sizes = [len(p) for p in paths]
+        ids = np.asarray([t for p in paths for t in p], dtype=np.int64)
+        return cls(len(paths), np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), ids)
+
+    def paths(self) -> list[list[int]]:
+        return [self.token_ids[lo:hi].tolist() for lo, hi in zip(self.offsets[:-1], self.offsets[1:])]
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"n_items": np.asarray([self.n_items], dtype=np.int64), "offsets": self.offsets,
+                "token_ids": self.token_ids}
+
+    def entry_figures(self) -> dict:
+        return {}
+
+    @classmethod
+    def from_arrays(cls, arrays) -> "DecodedPaths":
+        out = cls(int(np.asarray(arrays["n_items"]).reshape(-1)[0]), np.asarray(arrays["offsets"], dtype=np.int64),
+                  np.asarray(arrays["token_ids"], dtype=np.int64))
+        if out.offsets.shape != (out.n_items + 1,) or int(out.offsets[-1]) != len(out.token_ids):
+            raise ValueError("offsets do not match the decoded paths")
+        return out
+
+
+def _pad(seqs: list[tuple[int, ...]]) -> np.ndarray:
+    width = max((len(s) for s in seqs), default=0)
+    out = np.full((len(seqs), width), -1, dtype=np.int64)
+    for i, s in enumerate(seqs):
+        out[i, :len(s)] = s
+    return out
+
+
+def _unpad(arr: np.ndarray) -> list[tuple[int, ...]]:
+    return [tuple(int(x) for x in row if x >= 0) for row in np.asarray(arr)]

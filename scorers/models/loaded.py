@@ -1,0 +1,73 @@
+"""A loaded model as the scorers use it: the module (loaded lazily), its tokenizer and what
+identifies it (``models.load_model`` builds one)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+import torch
+from torch import nn
+
+log = logging.getLogger("cscore.scorers.models.models")  # the logger of models.py: its messages share it
+
+
+class LoadedModel:
+    """A causal LM (or an encoder-decoder model) ready for scoring, with its tokenizer and identity.
+
+    The weights may load lazily: ``load_model(..., lazy=True)`` reads only the tokenizer and the
+    config, and ``model`` loads the weights on first use. What identifies the model (``info``:
+    class, layers, commit, fingerprint) is known without them, so a run whose statistics are all
+    in the cache never loads a model."""
+
+    def __init__(self, model: nn.Module | None, tokenizer, name: str, device: torch.device, dtype: torch.dtype,
+                 load_seconds: float = 0.0, info: dict | None = None, parent: "LoadedModel | None" = None,
+                 exit_layer: int | None = None, is_encoder_decoder: bool = False, *, config=None,
+                 loader: Callable[[], nn.Module] | None = None):
+        if model is None and loader is None:
+            raise ValueError("give a model or a loader")
+        self._model, self._loader = model, loader
+        self.tokenizer, self.name, self.device, self.dtype = tokenizer, name, device, dtype
+        self.load_seconds = load_seconds
+        self.info = {} if info is None else info
+        self.parent = parent  # for an early exit: the full model it is cut from
+        self.exit_layer = exit_layer
+        self.is_encoder_decoder = is_encoder_decoder  # loaded with AutoModelForSeq2SeqLM (T5, BART, ...)
+        self.config = config if config is not None else getattr(model, "config", None)
+        self.reused = False  # handed out by the process's model pool with its weights already in memory
+        self.touched = False  # the weights were used (since the pool last handed this model out)
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def model(self) -> nn.Module:
+        self.touched = True
+        if self._model is None:
+            if self._loader is None:
+                raise RuntimeError(f"{self.name}: its weights were released (a later job's pair does not use it)")
+            start = time.perf_counter()
+            self._model = self._loader()
+            self._loader = None
+            self.load_seconds = time.perf_counter() - start
+            if self.parent is None:
+                log.info("%s: weights loaded in %.1fs", self.name, self.load_seconds)
+        return self._model
+
+    def status(self) -> str:
+        """How this job had the weights: "loaded" (by this job), "reused" (loaded by an earlier job
+        of this process), "not loaded" (never needed: its statistics came from the cache) or "not
+        used" (in memory from an earlier job, not needed by this one)."""
+        root = self.parent or self
+        if not root.loaded:
+            return "not loaded"
+        if root.reused:
+            return "reused" if root.touched else "not used"
+        return "loaded"
+
+    def release(self) -> None:
+        """Drop the weights (a later ``model`` access is an error)."""
+        self._model = None
+        self._loader = None

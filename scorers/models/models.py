@@ -1,0 +1,272 @@
+"""Loading causal LMs and encoder-decoder (seq2seq) models: hub id, local directory or a
+PyPI-packaged GGUF file; early-exit amateurs (causal LMs only).
+
+Model specs (``pair.expert.path``):
+  * a hub id (``Qwen/Qwen2.5-3B-Instruct``) or a local directory: ``from_pretrained``;
+  * ``gguf:<name>`` for a GGUF file shipped in a PyPI wheel (see ``PACKAGED_GGUF``), or
+    ``gguf:/path/to/file.gguf``: converted once by transformers and cached on disk.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import time
+
+import torch
+from torch import nn
+
+from cscore.errors import ConfigError
+from cscore.scorers.models.anatomy import decoder_base, decoder_layers
+from cscore.scorers.models.gguf import one_line, resolve_path
+from cscore.scorers.models.identity import weight_files
+from cscore.scorers.models.loaded import LoadedModel
+from cscore.scorers.models.specs import SPEC_FORMS, ModelSpecError, check_local_path, kind  # noqa: F401 (re-exported)
+
+log = logging.getLogger(__name__)
+
+
+def auto_device(device: str = "auto") -> torch.device:
+    if device != "auto":
+        return torch.device(device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def auto_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    table = {"float32": torch.float32, "fp32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
+             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in table:
+        raise ConfigError(f"unknown dtype {dtype!r}; use auto or one of {sorted(table)}")
+    return table[dtype]
+
+
+def model_class(config, seq2seq: bool) -> str | None:
+    """The class ``from_pretrained`` will build for ``config`` (None if transformers does not map
+    it, e.g. remote code): known before loading, so it can be part of a cache key."""
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
+    try:
+        return auto._model_mapping[type(config)].__name__
+    except (KeyError, AttributeError):
+        return None
+
+
+def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision: str | None = None,
+               trust_remote_code: bool = False, lazy: bool = False) -> LoadedModel:
+    """Load tokenizer + model by hub id, local directory or ``gguf:`` spec: a causal LM, or a
+    seq2seq model when its config ``is_encoder_decoder``. A spec that names nothing loadable
+    raises ``ModelSpecError`` (an ``InputError``) with a one-line message. ``lazy``: read the
+    tokenizer and config now, the weights on first use of ``.model`` (eager where the class
+    cannot be known without them)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    start = time.perf_counter()
+    path, fingerprint = resolve_path(spec)
+    check_local_path(spec, path)
+    check_hub(spec, revision)
+    dev = auto_device(device)
+    torch_dtype = auto_dtype(dtype, dev)
+    kwargs = {"revision": revision} if revision else {}
+    try:
+        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **kwargs)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, **kwargs)
+    except (OSError, ValueError) as err:  # ValueError: e.g. a config.json transformers does not know
+        raise ModelSpecError(load_failure(spec, path, revision, err)) from err
+    seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+    auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
+
+    def weights() -> nn.Module:
+        try:
+            model = auto.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code, **kwargs)
+        except (OSError, ValueError) as err:
+            raise ModelSpecError(load_failure(spec, path, revision, err)) from err
+        model.to(dev)
+        model.eval()
+        model.requires_grad_(False)
+        return model
+
+    info = {"spec": spec, "path": path, "revision": revision, "fingerprint": fingerprint,
+            "class": model_class(config, seq2seq), "layers": getattr(config, "num_hidden_layers", None),
+            "commit": getattr(config, "_commit_hash", None)}
+    if seq2seq:
+        info["encoder_decoder"] = True
+    lm = LoadedModel(None, tok, spec, dev, torch_dtype, 0.0, info, is_encoder_decoder=seq2seq, config=config,
+                     loader=weights)
+    if not lazy or info["class"] is None:
+        model = lm.model
+        info["class"] = type(model).__name__
+        lm.load_seconds = time.perf_counter() - start
+        lm.touched = False
+    return lm
+
+
+# ---------------------------------------------------------------------------------------------
+# the process's model pool: the jobs of an in-process multirun share loaded models
+
+_POOL: dict[tuple, LoadedModel] = {}
+
+
+def pool_key(spec: str, device: str, dtype: str, revision: str | None, trust_remote_code: bool = False) -> tuple:
+    """What makes two requests the same model: the spec and its load options, and for a local
+    directory the names, sizes and mtimes of its weight files (a model re-saved in place between
+    jobs is loaded again)."""
+    local = os.path.expanduser(str(spec))
+    stamp = ()
+    if os.path.isdir(local):
+        stamp = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in weight_files(local))
+    return (str(spec), str(device), str(dtype), revision, bool(trust_remote_code), stamp)
+
+
+def pooled(spec: str, *, device: str = "auto", dtype: str = "auto", revision: str | None = None,
+           trust_remote_code: bool = False) -> LoadedModel:
+    """``load_model(spec, lazy=True)``, or the same model again if this process has it."""
+    key = pool_key(spec, device, dtype, revision, trust_remote_code)
+    lm = _POOL.get(key)
+    if lm is not None:
+        lm.reused = lm.loaded  # weights already in memory: this job does not load them
+        lm.touched = False
+        return lm
+    lm = load_model(spec, device=device, dtype=dtype, revision=revision, trust_remote_code=trust_remote_code,
+                    lazy=True)
+    _POOL[key] = lm
+    return lm
+
+
+def retain(keys: list[tuple]) -> None:
+    """Drop every pooled model but those of ``keys`` (the next job's), freeing their memory."""
+    dropped = [k for k in _POOL if k not in keys]
+    for k in dropped:
+        _POOL.pop(k).release()
+    if dropped and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def clear_pool() -> None:
+    retain([])
+
+
+def check_hub(spec: str, revision: str | None) -> None:
+    """A hub id the hub cannot serve here and the local hub cache lacks: one line now, instead of
+    transformers retrying for a minute (a cached one loads offline: ``hub.usable_offline``)."""
+    from cscore.scorers.models import hub
+
+    if kind(spec) != "hub":
+        return
+    why = hub.usable_offline(spec, revision)
+    if why:
+        raise ModelSpecError(f"model {spec!r}: the Hugging Face hub is unreachable ({why}) and the model is not in "
+                             f"the local hub cache; download it once with network access, or {SPEC_FORMS}")
+
+
+def load_failure(spec: str, path: str, revision: str | None, err: Exception) -> str:
+    """One line saying why ``from_pretrained`` could not load ``spec``."""
+    if os.path.isdir(os.path.expanduser(path)):
+        return f"model {spec!r}: {path} is not a loadable model directory: {one_line(err)}"
+    from huggingface_hub import errors as hub
+
+    def caused_by(kind) -> bool:
+        return any(isinstance(e, kind) for e in error_chain(err))
+
+    if caused_by(hub.LocalEntryNotFoundError):
+        return (f"model {spec!r}: the Hugging Face hub is unreachable (or HF_HUB_OFFLINE is set) and the "
+                f"model is not in the local hub cache; download it once with network access, or {SPEC_FORMS}")
+    if caused_by(hub.GatedRepoError):  # before RepositoryNotFoundError, its base class
+        return f"model {spec!r}: the hub model is gated; accept its terms and log in (hf auth login)"
+    if caused_by(hub.RepositoryNotFoundError):
+        return f"model {spec!r}: no such model on the Hugging Face hub (or it is private), and no such local directory"
+    if caused_by(hub.RevisionNotFoundError):
+        return f"model {spec!r}: the hub model has no revision {revision!r}"
+    return f"model {spec!r}: could not load it: {one_line(err)}"
+
+
+def error_chain(err: BaseException) -> list[BaseException]:
+    """``err`` and the exceptions it was raised from (each once: chains can loop)."""
+    chain, seen = [], set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    return chain
+
+
+def early_exit(lm: LoadedModel, layers: int | str = "auto") -> LoadedModel:
+    """The first ``layers`` decoder layers of ``lm`` followed by its final norm and LM head.
+    Shares every weight with ``lm`` (no copy; cut when first used). ``auto`` keeps a third of
+    the layers."""
+    if lm.is_encoder_decoder:
+        raise ConfigError(
+            f"early exit is for decoder-only models; {lm.name!r} is an encoder-decoder model: give "
+            "the amateur a smaller model of its family (pair.amateur.path) and pair.amateur.early_exit=null"
+        )
+    total = lm.info.get("layers") if not lm.loaded else None
+    if total is None:
+        total = len(decoder_layers(lm.model))
+    try:
+        k = max(1, round(total / 3)) if layers in ("auto", None) else int(layers)
+    except (TypeError, ValueError):
+        k = None
+    if k is None or not 1 <= k <= total:
+        raise ConfigError(f"early_exit must be auto or a layer count between 1 and {total}, got {layers!r}")
+    info = dict(lm.info, early_exit=k, layers=k)
+    config = copy.deepcopy(lm.config) if lm.config is not None else None
+    if config is not None:
+        cut_config(config, k)
+    return LoadedModel(None, lm.tokenizer, f"{lm.name}[:{k}]", lm.device, lm.dtype, 0.0, info,
+                       parent=lm, exit_layer=k, config=config, loader=lambda: cut_model(lm.model, k))
+
+
+def cut_config(config, k: int) -> None:
+    config.num_hidden_layers = k
+    if isinstance(getattr(config, "layer_types", None), list):
+        config.layer_types = config.layer_types[:k]
+
+
+def cut_model(model: nn.Module, k: int) -> nn.Module:
+    """A shallow copy of ``model`` whose decoder runs its first k layers (weights shared)."""
+    config = copy.deepcopy(model.config)
+    cut_config(config, k)
+    base = decoder_base(model)
+    new_base = copy.copy(base)
+    new_base._modules = dict(base._modules)
+    new_base.layers = nn.ModuleList(list(base.layers)[:k])
+    new_base.config = config
+    new_model = copy.copy(model)
+    new_model._modules = dict(model._modules)
+    base_name = next(name for name, module in model._modules.items() if module is base)
+    setattr(new_model, base_name, new_base)
+    new_model.config = config
+    return new_model
+
+
+def same_vocabulary(a: LoadedModel, b: LoadedModel) -> bool:
+    """Whether the two tokenizers map the same strings to the same ids."""
+    return a.tokenizer.get_vocab() == b.tokenizer.get_vocab()
+
+
+def check_same_vocabulary(a: LoadedModel, b: LoadedModel) -> None:
+    """Token-level methods compare p_exp and p_ama of the same token: the tokenizers must agree."""
+    va, vb = a.tokenizer.get_vocab(), b.tokenizer.get_vocab()
+    if va != vb:
+        only_a = len(set(va) - set(vb))
+        only_b = len(set(vb) - set(va))
+        raise ConfigError(
+            f"expert {a.name!r} and amateur {b.name!r} do not share a vocabulary "
+            f"({len(va)} vs {len(vb)} tokens; {only_a} only in the expert, {only_b} only in the amateur). "
+            "Token-level methods need two models of one family with the same tokenizer."
+        )
+
+
+def check_same_kind(a: LoadedModel, b: LoadedModel) -> None:
+    """Expert and amateur are both decoder-only or both encoder-decoder: one item encoding for both."""
+    if a.is_encoder_decoder != b.is_encoder_decoder:
+        kind = {True: "an encoder-decoder (seq2seq) model", False: "a decoder-only (causal) model"}
+        raise ConfigError(f"expert {a.name!r} is {kind[a.is_encoder_decoder]} but amateur {b.name!r} is "
+                          f"{kind[b.is_encoder_decoder]}; a pair needs two models of one kind and family")

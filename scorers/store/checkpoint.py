@@ -1,0 +1,183 @@
+"""Checkpoints of one statistics pass: the rows of its completed batches, kept as the pass goes,
+so that a pass that was killed resumes from its last completed batch.
+
+Layout: ``<cache root>/.partial/<key>/<n>-<sha256>.npz``, keyed like the full entry. Each file is
+one flush (the batches completed since the last one): the token positions it covers (``dest``),
+a header (key, heads, item and token counts, temperatures, ``FORMAT_VERSION``, ``CACHE_SCHEMA``)
+and per head the rows the engine computed, unchanged. A file is written atomically (temp + rename)
+and its name carries the SHA-256 of its bytes: a truncated, damaged or foreign file is removed and
+its items recomputed, never trusted. Flushes happen at most every ``every`` seconds (each one
+copies the pending rows to the host), and once more when the pass stops on an error or Ctrl-C.
+
+Bit-identity: the engine plans its batches as in an uninterrupted pass and skips only the
+batches whose every item was kept, so each item is computed in the same batch as before.
+The full entry, once stored, makes the checkpoint redundant: ``discard`` removes it.
+
+This module does not import torch (it calls ``.cpu()`` on the tensors it is given)."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from cscore.files import canonical_json, write_atomic
+from cscore.scorers.engine.stats import FORMAT_VERSION
+
+log = logging.getLogger(__name__)
+
+PARTIAL_DIR = ".partial"  # under the cache root
+CHECKPOINT_SECONDS = 10.0  # default flush interval (cache.checkpoint_seconds)
+_NAME_RE = re.compile(r"^(\d+)-([0-9a-f]{64})\.npz$")
+
+
+def _as_numpy(x) -> np.ndarray:
+    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
+
+
+class Checkpoint:
+    """The checkpoint of one pass (one cache key): ``load`` what an earlier run kept, then the
+    engine skips the items in ``done``, reports each completed batch to ``add`` and has ``fill``
+    put the kept rows into its final arrays."""
+
+    def __init__(self, folder: Path, key: str, heads: Sequence[str], offsets: np.ndarray,
+                 temperatures: Sequence[float], every: float = CHECKPOINT_SECONDS, schema: int = 0):
+        self.folder, self.heads, self.every = Path(folder), list(heads), float(every)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.n_items, self.n_tokens = len(self.offsets) - 1, int(self.offsets[-1])
+        self.header = canonical_json({"key": key, "heads": self.heads, "n_items": self.n_items,
+                                      "n_tokens": self.n_tokens, "temperatures": [float(t) for t in temperatures],
+                                      "format_version": FORMAT_VERSION, "cache_schema": schema})
+        self.done = np.zeros(self.n_items, dtype=bool)  # items kept by an earlier run
+        self.saved = np.zeros(self.n_items, dtype=bool)  # items on disk now (earlier runs' and this one's)
+        self.kept: list[tuple[np.ndarray, dict]] = []
+        self.pending: list[tuple[np.ndarray, dict]] = []
+        self.last = time.monotonic()
+        self.seq = 0
+        self.enabled = True
+
+    @property
+    def n_kept(self) -> int:
+        return int(self.done.sum())
+
+    @property
+    def n_saved(self) -> int:
+        return int(self.saved.sum())
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def load(self) -> int:
+        """Read the files an earlier run left; a bad one is removed. Returns the items kept."""
+        try:
+            names = sorted(os.listdir(self.folder))
+        except OSError:
+            return 0
+        for name in names:
+            m = _NAME_RE.match(name)
+            if m is None:
+                continue
+            self.seq = max(self.seq, int(m.group(1)) + 1)
+            try:
+                dest, rows = self._read(self.folder / name, m.group(2))
+            except Exception as err:  # noqa: BLE001 - a file that does not read back is never trusted
+                log.warning("checkpoint file %s is damaged (%s): removed, its items are recomputed", name, err)
+                (self.folder / name).unlink(missing_ok=True)
+                continue
+            self.kept.append((dest, rows))
+            self.done[self._items_of(dest)] = True
+        self.saved |= self.done
+        return self.n_kept
+
+    def _read(self, path: Path, sha: str) -> tuple[np.ndarray, dict]:
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise ValueError("its checksum does not match its name")
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            if str(z["header"]) != self.header:
+                raise ValueError("it belongs to another pass")
+            dest = z["dest"]
+            rows = {h: (z[f"{i}_logp"], z[f"{i}_logp_max"]) for i, h in enumerate(self.heads)}
+        if dest.dtype != np.int64 or dest.ndim != 1 or not dest.size:
+            raise ValueError("bad token positions")
+        if dest.min() < 0 or dest.max() >= self.n_tokens or np.unique(dest).size != dest.size:
+            raise ValueError("token positions out of range or repeated")
+        items = self._items_of(dest)
+        if int(np.diff(self.offsets)[items].sum()) != dest.size:
+            raise ValueError("it holds part of an item")
+        want = (len(json.loads(self.header)["temperatures"]), dest.size)
+        for lp, lpm in rows.values():
+            if lp.shape != want or lpm.shape != want or lp.dtype.kind != "f" or lpm.dtype.kind != "f":
+                raise ValueError(f"rows of shape {lp.shape}, expected {want}")
+        return dest, rows
+
+    def _items_of(self, dest: np.ndarray) -> np.ndarray:
+        return np.unique(np.searchsorted(self.offsets, dest, side="right") - 1)
+
+    def fill(self, logp: dict, logp_max: dict) -> None:
+        """Put the kept rows into the pass's final arrays (as the engine's own rows are put)."""
+        for dest, rows in self.kept:
+            for h, (lp, lpm) in rows.items():
+                logp[h][:, dest] = lp
+                logp_max[h][:, dest] = lpm
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def add(self, dest, per_head: dict) -> None:
+        """One completed batch: token positions and, per head, (logp, logp_max) rows (tensors
+        stay on their device until the next flush)."""
+        if not self.enabled:
+            return
+        self.pending.append((np.asarray(_as_numpy(dest), dtype=np.int64), dict(per_head)))
+        if time.monotonic() - self.last >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the pending batches as one file. A cache folder that cannot take it (read-only,
+        full, blocked) ends checkpointing for this pass with one warning; the pass goes on."""
+        self.last = time.monotonic()
+        if not self.pending or not self.enabled:
+            return
+        pending, self.pending = self.pending, []
+        arrays = {"header": np.array(self.header), "dest": np.concatenate([d for d, _ in pending])}
+        for i, h in enumerate(self.heads):
+            arrays[f"{i}_logp"] = np.concatenate([_as_numpy(rows[h][0]) for _, rows in pending], axis=1)
+            arrays[f"{i}_logp_max"] = np.concatenate([_as_numpy(rows[h][1]) for _, rows in pending], axis=1)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        data = buf.getvalue()
+        try:
+            write_atomic(self.folder / f"{self.seq:06d}-{hashlib.sha256(data).hexdigest()}.npz", data)
+        except OSError as err:
+            self.enabled = False
+            log.warning("statistics checkpoint %s cannot be written (%s): this pass goes on without one",
+                        self.folder, err.strerror or err)
+            return
+        self.seq += 1
+        self.saved[self._items_of(arrays["dest"])] = True
+
+    def discard(self) -> None:
+        """Remove the checkpoint (the full entry holds everything now)."""
+        self.pending, self.kept = [], []
+        remove_folder(self.folder)
+
+
+def remove_folder(folder: Path) -> None:
+    """Remove a checkpoint folder, first renamed so that no reader sees it half-deleted."""
+    trash = folder.with_name(f".trash-{folder.name[:16]}-{os.getpid()}")
+    try:
+        os.rename(folder, trash)
+    except OSError as err:
+        if err.errno not in (errno.ENOENT, errno.ENOTDIR):
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    shutil.rmtree(trash, ignore_errors=True)
