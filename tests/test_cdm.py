@@ -133,7 +133,7 @@ def test_comparison_rows_are_pooled_like_the_method(stats):
 
 
 def test_the_classifier_is_not_a_function_of_the_statistics(stats):
-    with pytest.raises(ConfigError, match="cdm_pooler"):
+    with pytest.raises(ConfigError, match=r"cdm\.pooler"):
         methods.score("cdm_classifier", stats)
     np.testing.assert_array_equal(methods.token_scores("cdm_classifier", stats), methods.token_scores("cdm", stats))
     assert methods.get("cdm_classifier").kind == "pooler"
