@@ -20,7 +20,7 @@ from cscore.cli.compose import checked
 from cscore.scorers.methods.params import specs_of
 from cscore.scorers.training.params import CdmGenerate, CdmTrain
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 USAGE = """usage: cscore cdm <generate|train> [hydra overrides]
 
@@ -80,35 +80,31 @@ def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     from cscore.cli.pipeline import negatives as steps
     from cscore.cli.pipeline.stages import load_stage
     from cscore.cli.run import resolve_pair
-    from cscore.cli.typed import typed
     from cscore.cli.validate import validate
     from cscore.scorers.training import artifacts, negatives
 
     g = checked(cfg.cdm.generate, GENERATE_PARAMS, "cdm.generate")
-    validate(cfg)
-    resolve_pair(cfg, list(overrides))
-    run = typed(cfg)  # the pair as resolved
-    job = negatives.open_job(cfg, g, artifacts.out_dir(g["out"], "cdm", "generate"))
-    steps.make(job, run, cfg, steps.positives_of(load_stage(run).examples, g))
+    resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
+    run = validate(cfg)
+    job = negatives.open_job(run, g, artifacts.out_dir(g["out"], "cdm", "generate"))
+    steps.make(job, run, steps.positives_of(load_stage(run).examples, g))
     return job.folder.path
 
 
 def train(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     """Train the discriminator (scorers/training/discriminator.py); returns the output directory."""
-    from cscore.cli.pipeline.kinds.shared import load_pair, stats_cache
+    from cscore.cli.pipeline.kinds.pair import load_pair, stats_cache
     from cscore.cli.run import resolve_pair
-    from cscore.cli.typed import typed
     from cscore.cli.validate import validate
     from cscore.scorers.training import discriminator
 
     t = checked(cfg.cdm.train, TRAIN_PARAMS, "cdm.train")
-    validate(cfg)
-    resolve_pair(cfg, list(overrides))
-    job = discriminator.open_job(cfg, t)
+    resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
+    run = validate(cfg)
+    job = discriminator.open_job(run, t)
     if job.finished:
         log.info("cdm train: %s is finished with this config: skipped (remove it to train again)", job.folder.path)
         return job.folder.path
-    run = typed(cfg)  # the pair as resolved
     pair = load_pair(run, ["expert", "amateur"]) if job.kind == "pooler" else None
-    discriminator.train(cfg, job, pair, stats_cache(run) if pair is not None else None)
+    discriminator.train(run, job, pair, stats_cache(run) if pair is not None else None)
     return job.folder.path

@@ -1,5 +1,6 @@
-"""Composing the config of a stage command (``cscore cdm``, ``cscore t5score``) from
-``conf/<name>.yaml`` and command-line overrides, with one-line errors."""
+"""Composing a config from ``conf/<name>.yaml`` and command-line overrides: ``composed`` is the one
+place Hydra's config module is opened (``cscore run``'s checks, ``cscore data``, the run names,
+the scripts); ``compose`` adds the one-line errors of a stage command (``cscore cdm``, ``cscore t5score``)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,26 @@ from omegaconf import DictConfig, OmegaConf
 from cscore.errors import ConfigError
 
 
+def composed(name: str = "config", overrides=(), *, hydra: bool = False) -> DictConfig:
+    """``conf/<name>.yaml`` with ``overrides`` (``hydra``: with Hydra's own section); Hydra's
+    errors are the caller's to word."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
+        return hydra_compose(name, overrides=list(overrides), return_hydra_config=hydra)
+
+
 def compose(name: str, overrides: list[str], sections: dict[str, dict]) -> DictConfig:
     """``conf/<name>.yaml`` with ``overrides``. A misspelt key under one of ``sections`` (e.g.
     ``{"cdm.train": TRAIN_PARAMS}``: the settings each section has) is a ConfigError that names
     the closest setting; any other composition failure is a one-line ConfigError too."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
     from cscore.registry import suggest
 
     try:
-        with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
-            return hydra_compose(name, overrides=overrides)
+        return composed(name, overrides)
     except OverrideParseException as err:
         raise ConfigError(f"cannot read the overrides: {str(err).splitlines()[0]}") from None
     except ConfigCompositionException as err:

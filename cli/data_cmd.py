@@ -17,11 +17,9 @@ SHOWN_ROWS = 20  # rows left out that the card lists one by one
 
 
 def compose(overrides: list[str]) -> DictConfig:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
+    from cscore.cli.compose import composed
 
-    with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=overrides)
+    return composed("config", overrides)
 
 
 def load(cfg: DictConfig):

@@ -35,11 +35,12 @@ def pair_label(expert: str, amateur: str | None, early_exit) -> str:
 def models_run(c: dict) -> list[str]:
     """The roles (expert, amateur) the run's method reads; both when that cannot be told."""
     from cscore.cli.pipeline.variants import models_needed, plan
+    from cscore.cli.typed import typed_method
     from cscore.errors import CscoreError
 
     baselines = c.get("baselines") or {}
     try:
-        return models_needed(plan(dict(c["method"]), baseline_t=baselines.get("t", 1.0),
+        return models_needed(plan(typed_method(dict(c["method"])), baseline_t=baselines.get("t", 1.0),
                                   rows=list(baselines.get("rows", ("expert", "amateur", "ensemble")))))
     except (CscoreError, KeyError, TypeError, ValueError):  # a bad method config: validate says so
         return ["expert", "amateur"]
@@ -118,8 +119,9 @@ def sweep_dir(args: list[str]) -> list[str]:
     Set here, as a plain path, so every job (SLURM ones in other processes too) finds the same."""
     import time
 
-    from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
+
+    from cscore.cli.compose import composed
 
     if not any(a in ("-m", "--multirun") for a in args) or any(a.startswith("-") and a not in ("-m", "--multirun")
                                                                 for a in args):
@@ -130,8 +132,7 @@ def sweep_dir(args: list[str]) -> list[str]:
     swept = {part for a in given if is_sweep(a) for part in parts_of(a.lstrip("+~").split("=", 1)[0])}
     plain = [a for a in given if not is_sweep(a) and not a.lstrip("+~").startswith("hydra")]
     try:
-        with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
-            cfg = compose("config", overrides=plain, return_hydra_config=True)
+        cfg = composed("config", plain, hydra=True)
     except Exception:  # noqa: BLE001 - Hydra reports what does not compose
         return args
     hydra = OmegaConf.to_container(cfg.hydra, resolve=False)

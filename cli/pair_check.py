@@ -2,7 +2,7 @@
 
 Every model the method reads: a ``gguf:`` file must start with the GGUF magic, a packaged one
 needs its wheel(s), a local directory needs a config.json and weight files, and a hub id must be
-in the local hub cache or the hub must answer (decided once, fast: ``scorers.models.hub``). Then
+in the local hub cache or the hub must answer (decided once, fast: ``scorers.hub``). Then
 ``runtime.max_length`` against the shortest prompt the run can build: the template with its
 source removed, plus one hypothesis token. The expert's tokenizer is read for that (never its
 weights) only when the limit is small enough that it could matter."""
@@ -14,28 +14,29 @@ import json
 import os
 
 from cscore.errors import ConfigError
+from cscore.scorers.config.run import RunConfig
 from cscore.scorers.models import hub, specs
 
 CHEAP_FACTOR, CHEAP_SLACK = 2, 8  # tokens <= 2 x UTF-8 bytes + 8 for any tokenizer: no need to count
 
 
-def needed_models(c: dict) -> dict[str, tuple[str, str | None]]:
+def needed_models(run: RunConfig) -> dict[str, tuple[str, str | None]]:
     """{role: (spec, revision)} of the models the run loads (an early-exit amateur is the expert's)."""
     from cscore.cli.pipeline.variants import models_needed, plan
 
-    method = dict(c["method"])
-    roles = models_needed(plan(method, baseline_t=c["baselines"]["t"], rows=list(c["baselines"]["rows"])))
+    roles = models_needed(plan(run.method, baseline_t=run.baselines.t, rows=list(run.baselines.rows)))
     out = {}
     for role in roles:
-        model = c["pair"].get(role) or {}
-        if model.get("path") is not None:
-            out[role] = (str(model["path"]), model.get("revision"))
+        model = getattr(run.pair, role)
+        if model.path is not None:
+            out[role] = (str(model.path), model.revision)
     return out
 
 
-def check(c: dict) -> None:
-    """ConfigError (one line naming the key to set) for the first model that cannot load here."""
-    models = needed_models(c)
+def check(c: dict, run: RunConfig) -> None:
+    """ConfigError (one line naming the key to set) for the first model that cannot load here
+    (``c``: the config as a plain dict; ``run``: it typed)."""
+    models = needed_models(run)
     offline = []
     for role, (spec, revision) in models.items():
         try:
@@ -171,7 +172,7 @@ def check_max_length(c: dict, spec: str, revision: str | None) -> None:
 
 
 def prompt_tokens(tok, text: str, seq2seq: bool) -> int:
-    """Tokens of a prompt as ``scorers.engine.tokenize.encode`` counts them (an empty causal prompt: BOS)."""
+    """Tokens of a prompt as ``scorers.tokenize.encode`` counts them (an empty causal prompt: BOS)."""
     ids = tok(text, add_special_tokens=seq2seq)["input_ids"] if text or seq2seq else []
     return max(len(ids), 1)
 

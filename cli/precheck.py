@@ -18,10 +18,9 @@ HYDRA_FLAGS_WE_CHECK = ("-m", "--multirun")
 
 
 def _compose(overrides: list[str]):
-    from hydra import compose, initialize_config_module
+    from cscore.cli.compose import composed
 
-    with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
-        return compose("config", overrides=overrides)
+    return composed("config", overrides)
 
 
 def _missing_key_error(overrides, original: Exception) -> ConfigError:
@@ -138,7 +137,7 @@ def check_data(c: dict) -> None:
         raise ConfigError(str(err)) from None
 
 
-def check_cache(c: dict) -> None:
+def check_cache(run) -> None:
     """A ConfigError when a ``gguf:`` model would be converted into a cache folder that cannot be
     made ($CSCORE_CACHE under a file, or in a read-only place), or on a disk with less room than
     the GGUF file itself takes (its conversion, dequantized, is larger). An existing folder is left
@@ -148,7 +147,7 @@ def check_cache(c: dict) -> None:
     from cscore.cli.pair_check import needed_models
     from cscore.files import cache_root, folder_problem
 
-    ggufs = [spec for spec, _ in needed_models(c).values() if spec.startswith("gguf:")]
+    ggufs = [spec for spec, _ in needed_models(run).values() if spec.startswith("gguf:")]
     folder = cache_root() / "models"
     if not ggufs or folder.is_dir():
         return
@@ -197,11 +196,11 @@ def check(args: list[str]) -> None:
         except ConfigCompositionException as err:
             raise _missing_key_error(OverridesParser.create().parse_overrides(job), err) from None
         try:
-            validate(cfg)
+            run = validate(cfg)
             c = OmegaConf.to_container(cfg, resolve=True)
             check_data(c)
-            pair_check.check(c)
-            check_cache(c)
+            pair_check.check(c, run)
+            check_cache(run)
         except ConfigError as err:
             where = f" (multirun point {' '.join(job)})" if len(jobs) > 1 else ""
             raise ConfigError(f"{err}{where}") from None

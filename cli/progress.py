@@ -227,9 +227,7 @@ def quick_slice(run, groups: int | None = None) -> Callable[[float], str | None]
     that would take about a minute (``split.use=dev`` with a smaller ``split.dev_fraction``: whole
     groups, deterministic), at least one group."""
     def hint(seconds: float) -> str | None:
-        from cscore.scorers.models.models import auto_device
-
-        if seconds < LONG or auto_device(run.runtime.device).type != "cpu":
+        if seconds < LONG or run.passes.torch_device().type != "cpu":
             return None
         now = run.split.dev_fraction if run.split.use == "dev" and not run.split.dev_ids else 1.0
         least = 1.0 / round(groups / now) if groups else 0.01  # one group of the whole data

@@ -19,13 +19,13 @@ from cscore import rundir
 from cscore.cli import names, summary
 from cscore.cli.exits import fail
 from cscore.cli.pipeline import kinds, stages
-from cscore.cli.pipeline.kinds.base import Progress
 from cscore.cli.progress import progress_bar, quick_slice
 from cscore.cli.sweep_points import sweep_others
 from cscore.errors import CscoreError
+from cscore.progress import Progress
 from cscore.scorers.engine import threads
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
 names.register()  # ${cscore.run_name:} in hydra.run.dir / hydra.sweep.dir (conf/config.yaml)
 

@@ -48,14 +48,14 @@ def make_executor(config: DictConfig, name_suffix: str = "_warm"):
     import submitit
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
-    params = OmegaConf.to_container(config.hydra.launcher, resolve=True)
-    params.pop("_target_", None)
-    folder = params.pop("submitit_folder")
+    launcher = OmegaConf.to_container(config.hydra.launcher, resolve=True)
+    launcher.pop("_target_", None)
+    folder = launcher.pop("submitit_folder")
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm",
-                                     slurm_max_num_timeout=params.pop("max_num_timeout", 0))
-    params["name"] = f"{params.get('name') or 'cscore'}{name_suffix}"
+                                     slurm_max_num_timeout=launcher.pop("max_num_timeout", 0))
+    launcher["name"] = f"{launcher.get('name') or 'cscore'}{name_suffix}"
     base = set(OmegaConf.structured(BaseQueueConf).keys())
-    executor.update_parameters(**{k if k in base else f"slurm_{k}": v for k, v in params.items()})
+    executor.update_parameters(**{k if k in base else f"slurm_{k}": v for k, v in launcher.items()})
     return executor
 
 

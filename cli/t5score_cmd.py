@@ -19,7 +19,7 @@ from cscore.errors import ConfigError
 from cscore.scorers.methods.params import specs_of
 from cscore.scorers.training.params import T5ScoreTrain
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 USAGE = """usage: cscore t5score train t5score.train.model=<seq2seq model> data=<dataset> [overrides]
 
   T5Score's discriminative training (ranking margin loss on human-ranked pairs); options in
@@ -58,32 +58,34 @@ def compose(overrides: list[str]) -> DictConfig:
     return compose_stage("t5score", [o for o in overrides if o != "--cfg"], {"t5score.train": PARAMS})
 
 
-def training_table(cfg: DictConfig, t: dict):
-    """The examples, the human aspect that ranks them and each row's context (reference / source)."""
-    from cscore.cli.pipeline.kinds.shared import target_aspect
+def training_table(run, t: dict):
+    """The examples, the human aspect that ranks them and each row's context (reference / source);
+    ``run``: the typed config."""
+    from cscore.cli.pipeline.kinds.aspects import target_aspect
     from cscore.cli.pipeline.stages import load_stage
-    from cscore.cli.validate import validate
 
-    examples = load_stage(validate(cfg)).examples
+    examples = load_stage(run).examples
     aspect = target_aspect(examples, t["aspect"])
     column = "reference" if t["condition"] == "reference" else "source"
     contexts = (
         [c if isinstance(c, str) else "" for c in examples[column]] if column in examples else [""] * len(examples)
     )
     if not any(c.strip() for c in contexts):
-        raise ConfigError(f"t5score.train.condition={t['condition']} but data {cfg.data.name} has no {column} texts; "
+        raise ConfigError(f"t5score.train.condition={t['condition']} but data {run.data.name} has no {column} texts; "
                           "use t5score.train.condition=source or data with references")
     return examples, aspect, contexts
 
 
 def train(cfg: DictConfig, t: dict) -> tuple[Path, bool]:
     """(output directory, whether it was finished earlier with this config: skipped)."""
+    from cscore.cli.validate import validate
     from cscore.scorers.training import t5score_job
 
     if not t["model"]:
         raise ConfigError("t5score.train.model=<seq2seq model (hub id or local directory)> is required")
-    examples, aspect, contexts = training_table(cfg, t)
-    job = t5score_job.open_job(cfg, t, examples, aspect, f"{rundir.HUMAN}{aspect}", contexts)
+    run = validate(cfg)
+    examples, aspect, contexts = training_table(run, t)
+    job = t5score_job.open_job(run, t, examples, aspect, f"{rundir.HUMAN}{aspect}", contexts)
     if not job.finished:
-        t5score_job.train(cfg, job)
+        t5score_job.train(run, job)
     return job.folder.path, job.finished

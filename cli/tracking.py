@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from cscore import rundir
 from cscore.errors import ConfigError
 
-log = logging.getLogger("cscore.tracking")
+log = logging.getLogger(__name__)
 
 BACKENDS = ("none", "mlflow", "wandb")
 SETTINGS = {"none": {"name"},  # the keys each backend's conf/tracking/<name>.yaml has

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from cscore.errors import ConfigError
 from cscore.scorers.config.groups import Data, JudgePrompt, Prompt, Tracking
 from cscore.scorers.config.run import ModelSpec, Pair, RunConfig, RunSettings, check_early_exit
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.methods.params import check_section, defaults_of
 
 SETTINGS = ("runtime", "stats", "cache", "baselines", "split", "meta")  # the sections checked key by key
@@ -81,7 +82,8 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     method = typed_method(c["method"])
     check_tracking(c.get("tracking"))
     top = {k: c[k] for k in ("resume", "out", "tokenizer", "model") if k in c}
-    return RunConfig(**settings, **top, data=known_only(Data, c.get("data")), pair=pair, method=method,
+    return RunConfig(**settings, **top, passes=PassOptions.of(settings["runtime"]),
+                     data=known_only(Data, c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
                      tracking=known_only(Tracking, c.get("tracking") or {"name": "none"}),
-                     method_given=dict(c["method"]), data_given=dict(c.get("data") or {}))
+                     method_given=dict(c["method"]), data_given=dict(c.get("data") or {}), composed=c)

@@ -16,15 +16,14 @@ from cscore.scorers.config.run import check_budget, check_device  # noqa: F401  
 from cscore.scorers.methods.params import check_keys  # noqa: F401  (re-exported: the stage commands)
 
 
-def check_amateur(c: dict) -> None:
+def check_amateur(run: RunConfig) -> None:
     """A method that reads the amateur needs one: a model path or an early exit of the expert."""
     from cscore.cli.pipeline.variants import models_needed, plan
 
-    method = dict(c["method"])
-    variants = plan(method, baseline_t=c["baselines"]["t"], rows=list(c["baselines"]["rows"]))
-    ama = c["pair"].get("amateur") or {}
-    if "amateur" in models_needed(variants) and ama.get("path") is None and ama.get("early_exit") is None:
-        raise ConfigError(f"method {method['name']} needs an amateur: set pair.amateur.path or "
+    variants = plan(run.method, baseline_t=run.baselines.t, rows=list(run.baselines.rows))
+    ama = run.pair.amateur
+    if "amateur" in models_needed(variants) and ama.path is None and ama.early_exit is None:
+        raise ConfigError(f"method {run.method.name} needs an amateur: set pair.amateur.path or "
                           "pair.amateur.early_exit (an early exit of the expert)")
 
 
@@ -45,7 +44,7 @@ def validate(cfg: DictConfig) -> RunConfig:
     c = resolved(cfg)
     run = typed(c)
     check_variant(c["method"].get("variant"))
-    check_amateur(c)
+    check_amateur(run)
     check_baseline(c)
     check_judge_prompt(c)
     return run

@@ -7,12 +7,13 @@
   score side by side (``plots.draw_heatmap``), each with its chosen cell outlined.
 
 Human scores on a judge's range: SummEval's aspects are means of 3 experts on 1-5, so they take
-the values k/3. They are mapped linearly from their scale (``judge.human_scale``) onto [lo, hi]
-and rounded to the nearest score point (``judge.human_on_range``): a 5-point range keeps the
+the values k/3. They are mapped linearly from their scale (``human_scale``) onto [lo, hi]
+and rounded to the nearest score point (``human_on_range``): a 5-point range keeps the
 scale's spacing (lo + round(h) - 1), and a mean of 3 is never halfway between two points."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -27,11 +28,42 @@ from cscore.metaeval.plots import plt
 SERIES_COLORS = {"human": "tab:orange", "main": "tab:blue", "asst": "tab:gray", "contrast": "tab:green"}
 
 
+def human_scale(values) -> tuple[int, int]:
+    """The scale the human scores live on: (1, 5) when every finite value lies in [1, 5] (SummEval's
+    aspects are means of 3 experts on 1-5, G-Eval's and the paper's 5-point scale), else
+    (floor(min), ceil(max))."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0 or (v.min() >= 1 and v.max() <= 5):
+        return 1, 5
+    return int(math.floor(v.min())), int(math.ceil(v.max()))
+
+
+def human_on_range(values, lo: int, hi: int, scale: tuple[int, int] = (1, 5)) -> np.ndarray:
+    """Human scores mapped linearly from ``scale`` onto the judge's range [lo, hi], then rounded to
+    the nearest score point (for SummEval a mean of 3 experts, k/3, is never halfway: the bins are
+    exact). NaN stays NaN."""
+    v = np.asarray(values, dtype=float)
+    a, b = scale
+    mapped = lo + (v - a) * (hi - lo) / (b - a) if b > a else np.full_like(v, lo)
+    return np.clip(np.floor(mapped + 0.5), lo, hi)
+
+
+def score_shares(values, lo: int, hi: int) -> np.ndarray:
+    """Share of the finite values at each integer lo..hi (values rounded to the nearest integer)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return np.zeros(hi - lo + 1)
+    k = np.clip(np.floor(v + 0.5), lo, hi).astype(int) - lo
+    return np.bincount(k, minlength=hi - lo + 1) / v.size
+
+
 def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list[dict]:
     """One panel per range of a pair: range, lo, hi, lam, t, n, series {name: shares at lo..hi},
     from the chosen point's reported rows (parsed scores)."""
     study = rep.study
-    scale = judge.human_scale(np.concatenate([p.frame[study.human].to_numpy(dtype=float) for p in study.points]))
+    scale = human_scale(np.concatenate([p.frame[study.human].to_numpy(dtype=float) for p in study.points]))
     sel = rep.selection[(rep.selection["score"] == "parsed") & (rep.selection["pair"] == pair)
                         & (rep.selection["variant"] == variant)]
     panels = []
@@ -39,11 +71,11 @@ def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list
         point = judge.chosen_point(study, s)
         frame, _ = point.rows("test")
         lo, hi = point.lo, point.hi
-        series = {"human": judge.score_shares(judge.human_on_range(frame[study.human], lo, hi, scale), lo, hi)}
+        series = {"human": score_shares(human_on_range(frame[study.human], lo, hi, scale), lo, hi)}
         for role, row in (("main", "expert"), ("asst", "amateur"), ("contrast", point.variant)):
             col = f"{rundir.SCORE}{row}"
             if col in frame.columns:
-                series[role] = judge.score_shares(frame[col], lo, hi)
+                series[role] = score_shares(frame[col], lo, hi)
         panels.append({"range": point.range, "lo": lo, "hi": hi, "lam": point.lam, "t": point.t, "n": len(frame),
                        "series": series, "names": {"main": point.main, "asst": point.asst},
                        "scale": scale})

@@ -201,7 +201,7 @@ class TieCalibratedStat:
     systems). Epsilon is searched anew on every table (every bootstrap resample, every
     permutation), as mt-metrics-eval searches it anew in every permutation.
 
-    ``batch`` (``uncertainty``'s resampled versions, see ``LevelStat``) gives the values of the
+    ``batch`` (``resampling``'s resampled versions, see ``LevelStat``) gives the values of the
     expanded tables: a row drawn k times is k rows, whose k(k-1)/2 pairs among themselves are tied
     in both scores (correct at every epsilon). Two bootstraps are computed from one sort of the
     pairs: the segment level (pair weight = the product of its rows' draws) and the item level

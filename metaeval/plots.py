@@ -61,7 +61,10 @@ def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = ""
         y = part["value"].to_numpy(dtype=float)
         if {"low", "high"} <= set(part.columns) and part["low"].notna().any():
             err = np.vstack([y - part["low"].to_numpy(dtype=float), part["high"].to_numpy(dtype=float) - y])
-            ax.errorbar(x, y, yerr=np.where(np.isfinite(err), err, 0.0), marker="o", markersize=4, capsize=3,
+            # a value outside its interval (a tie-calibrated acc23: the point is a maximum over epsilon)
+            # gets no bar on that side
+            err = np.where(np.isfinite(err), np.maximum(err, 0.0), 0.0)
+            ax.errorbar(x, y, yerr=err, marker="o", markersize=4, capsize=3,
                         linewidth=1.2, elinewidth=1.0, label=str(series))
         else:
             ax.plot(x, y, marker="o", markersize=4, label=str(series))

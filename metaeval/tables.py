@@ -1,6 +1,6 @@
-"""Paper-style tables from one or more runs: quality (correlations with CIs and significance
-clusters), likelihood bias, quantized accuracy, pairwise accuracy (translation) and speed.
-Works on plain tables; knows nothing of models."""
+"""The quality tables from one or more runs: the runs grouped by dataset (``collect``), then the
+correlations of every score row with CIs and significance clusters (``quality``); the other tables
+are in ``side_tables``. Works on plain tables; knows nothing of models."""
 
 from __future__ import annotations
 
@@ -15,133 +15,12 @@ import pandas as pd
 from cscore import rundir
 from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import render
-from cscore.metaeval.accuracy import PROTOCOLS, accuracy, label_rule
-from cscore.metaeval.bias import bias_score
-from cscore.metaeval.kendall import VARIANTS, normalize_variant
-from cscore.metaeval.levels import KINDS, LEVELS
-from cscore.metaeval.pairwise import TieCalibratedStat, acc_eq_at
-from cscore.metaeval.uncertainty import LevelStat, MeanStat, bootstrap_ci, significance_clusters
+from cscore.metaeval.clusters import significance_clusters
+from cscore.metaeval.pairwise import TieCalibratedStat
+from cscore.metaeval.resampling import bootstrap_ci
+from cscore.metaeval.spec import RESAMPLE, Spec
+from cscore.metaeval.statistic import LevelStat, MeanStat
 from cscore.rundir import Run
-
-# bootstrap units: groups = documents / source segments (all their rows come along), items = rows
-RESAMPLE = {"groups": "group", "items": None}
-KENDALL_LIKE_THRESHOLD = 25.0  # mt-metrics-eval's KendallLike default: WMT DA points on a 0-100 scale
-AVERAGES = ("macro", "micro")  # over the groups of level item / system_grouped (levels.correlate_at)
-TIES = ("calibrated", "exact")  # Kendall 23 / acc23: metric-tie epsilon searched (WMT23) or 0
-
-
-@dataclass
-class Spec:
-    """The statistic of the quality tables and its uncertainty; a bad value is a ``ConfigError``
-    (one line) when the spec is made. ``variant`` is stored by its canonical name (b, c, 23,
-    acc23, like); ``threshold``: Kendall-like's gold-difference threshold (None: 25); ``average``:
-    macro (plain mean over items / systems) or micro (weighted as mt-metrics-eval's ``macro=False``:
-    for Kendall-like by counted pairs, i.e. pooled, its ``KendallLike`` default); ``ties`` (Kendall
-    23 / acc23 only): calibrated (the metric-tie epsilon that maximises the value, mt-metrics-eval's
-    ``KendallWithTiesOpt``; acc23's default) or exact (epsilon 0, ``KendallVariants``; 23's default)."""
-
-    level: str = "segment"
-    kind: str = "pearson"
-    variant: str | None = None  # Kendall variant: b (default), c, 23, acc23, like
-    bootstrap: int = 1000
-    permutations: int = 1000
-    seed: int = 0
-    alpha: float = 0.05
-    threshold: float | None = None  # Kendall-like only: count pairs whose human scores differ by >= this
-    resample: str = "groups"  # bootstrap unit: groups (documents / source segments) or items (rows)
-    accuracy: str = "summac"  # quantized accuracy protocol (metaeval.accuracy.PROTOCOLS)
-    average: str = "macro"  # over the groups of level item / system_grouped: macro or micro (pooled for like)
-    ties: str | None = None  # Kendall 23 / acc23: calibrated or exact (None: calibrated for acc23, exact for 23)
-
-    def __post_init__(self):
-        if self.level not in LEVELS:
-            raise ConfigError(f"unknown level {self.level!r}; use one of {', '.join(LEVELS)}")
-        if self.kind not in KINDS:
-            raise ConfigError(f"unknown correlation {self.kind!r}; use one of {', '.join(KINDS)}")
-        if self.variant is not None:
-            try:
-                self.variant = normalize_variant(self.variant)
-            except ValueError:
-                raise ConfigError(f"unknown Kendall variant {self.variant!r}; use one of {', '.join(VARIANTS)} "
-                                  f"(or tau_b, tau_c, tau_23, acc_23, kendall_like)") from None
-            if self.kind != "kendall":
-                raise ConfigError(f"--kendall {self.variant} applies to the Kendall correlation only, not "
-                                  f"--correlation {self.kind}")
-        if self.threshold is not None:
-            if self.kind != "kendall" or self.variant != "like":
-                raise ConfigError("--kendall-threshold applies to --kendall like only")
-            if not (_is_number(self.threshold) and math.isfinite(self.threshold) and self.threshold > 0):
-                raise ConfigError(f"--kendall-threshold must be a number > 0 (a difference of human scores), "
-                                  f"got {self.threshold!r}")
-        for name, value, what in (("bootstrap", self.bootstrap, "0: no confidence intervals"),
-                                  ("permutations", self.permutations, "0: no significance clusters"),
-                                  ("seed", self.seed, "a random seed")):
-            if not _is_int(value) or value < 0:
-                raise ConfigError(f"--{name} must be a whole number >= 0 ({what}), got {value!r}")
-        if self.resample not in RESAMPLE:
-            raise ConfigError(f"--resample must be one of {', '.join(RESAMPLE)}, got {self.resample!r}")
-        if self.accuracy not in PROTOCOLS:
-            raise ConfigError(f"--accuracy must be one of {', '.join(PROTOCOLS)}, got {self.accuracy!r}")
-        if self.average not in AVERAGES:
-            raise ConfigError(f"--average must be one of {', '.join(AVERAGES)}, got {self.average!r}")
-        if self.average == "micro" and self.level not in ("item", "system_grouped"):
-            raise ConfigError(f"--average micro applies to --level item or system_grouped (the levels that average "
-                              f"over groups), not --level {self.level}")
-        if self.ties is not None:
-            if self.ties not in TIES:
-                raise ConfigError(f"--ties must be one of {', '.join(TIES)}, got {self.ties!r}")
-            if self.kind != "kendall" or self.variant not in ("23", "acc23"):
-                raise ConfigError("--ties applies to --kendall acc23 or 23 only")
-        if not (_is_number(self.alpha) and 0 < self.alpha < 1):
-            raise ConfigError(f"--alpha must lie strictly between 0 and 1 (0.05: 95 % intervals and a 5 % "
-                              f"significance level), got {self.alpha!r}")
-
-    @property
-    def like(self) -> bool:
-        return self.kind == "kendall" and self.variant == "like"
-
-    @property
-    def like_threshold(self) -> float | None:
-        """Kendall-like's threshold (25 unless given); None for every other statistic."""
-        if not self.like:
-            return None
-        return KENDALL_LIKE_THRESHOLD if self.threshold is None else float(self.threshold)
-
-    @property
-    def calibrated(self) -> bool:
-        """Kendall 23 / acc23 with the metric-tie epsilon searched (acc23 unless ``ties='exact'``)."""
-        if self.kind != "kendall" or self.variant not in ("23", "acc23"):
-            return False
-        return (self.ties or ("calibrated" if self.variant == "acc23" else "exact")) == "calibrated"
-
-    def kendall_kw(self) -> dict:
-        """The options ``LevelStat`` / ``correlate_at`` take for this statistic."""
-        return {"thresh": self.like_threshold} if self.like else {}
-
-    def fields(self) -> dict:
-        """The signature fields of this statistic (``cscore.metaeval.signature``)."""
-        out = {"level": self.level, "correlation": self.kind}
-        if self.kind == "kendall":
-            out["kendall"] = self.variant or "b"
-        if self.like:
-            out["threshold"] = f"{self.like_threshold:g}"
-        if self.variant == "acc23" or self.calibrated:
-            out["ties"] = "calibrated" if self.calibrated else "exact"
-        if self.average != "macro":
-            out["average"] = self.average
-        return {**out, "bootstrap": self.bootstrap, "resample": self.resample, "seed": self.seed,
-                "permutations": self.permutations, "test": "perm-both", "alpha": self.alpha}
-
-    def describe(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.fields().items())
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
 @dataclass
@@ -302,7 +181,7 @@ def targets(ds: Dataset) -> list[tuple[str, str | None]]:
     return [(h, None) for h in ds.humans]
 
 
-def _target_name(h: str, v, n_humans: int) -> str:
+def target_name(h: str, v, n_humans: int) -> str:
     name = h.removeprefix(rundir.HUMAN)
     if v is None:
         return name
@@ -321,7 +200,7 @@ def columns(ds: Dataset, spec: Spec) -> list[tuple[str, LevelStat | TieCalibrate
     """(name, statistic) of every column of the quality table: one per target, then AVG (their mean)."""
     tgts = targets(ds)
     stats = [statistic(spec, h, None if v is None else (ds.split_by, v)) for h, v in tgts]
-    names = [_target_name(h, v, len(ds.humans)) for h, v in tgts]
+    names = [target_name(h, v, len(ds.humans)) for h, v in tgts]
     return list(zip(names, stats)) + [("AVG", MeanStat(stats, "AVG"))]
 
 
@@ -431,129 +310,8 @@ def unreachable_like_threshold(ds: Dataset, spec: Spec) -> dict[str, float]:
         d = largest_human_difference(ds.frame, h, spec.level, None if v is None else (ds.split_by, v))
         threshold = spec.like_threshold  # set: spec.like
         if threshold is not None and d < threshold:  # NaN (no pair at all) is no matter of the threshold
-            out[_target_name(h, v, len(ds.humans))] = d
+            out[target_name(h, v, len(ds.humans))] = d
     return out
-
-
-def _per_target(ds: Dataset, tgts, value: Callable) -> pd.DataFrame:
-    """label, target, value (and whatever else ``value`` returns) for every row and target:
-    ``value(frame, score column, human column)`` on the target's rows."""
-    rows = []
-    for lb in ds.rows:
-        for h, v in tgts:
-            part = ds.frame if v is None else ds.frame[ds.frame[ds.split_by] == v]
-            rows.append({"label": lb, "target": _target_name(h, v, len(ds.humans)),
-                         **value(part, f"{rundir.SCORE}{lb}", h)})
-    return pd.DataFrame(rows)
-
-
-def bias(ds: Dataset) -> pd.DataFrame:
-    """BiasScore (ContrastScore Eq. 7) of every row against every aspect, with LS the
-    expert's mean per-token log-likelihood. With ``meta.split_by`` groups (language pairs) it is
-    computed within each group (min-max normalisation and Spearman over that group's rows), then
-    AVG = the mean over the columns, as ContrastScore Table 8 scores each language pair and averages."""
-    ls = f"{rundir.MEAN_LOGP}expert"  # written by the run: no re-deriving of norm / skip_first
-    if ls not in ds.frame.columns or not any(r["variant"] == "expert" for r in ds.rows.values()):
-        return pd.DataFrame()
-    tgts = targets(ds)
-    long = _per_target(ds, tgts, lambda f, col, h: {
-        "value": bias_score(f[ls].to_numpy(), f[col].to_numpy(), f[h].to_numpy())})
-    if all(v is None for _, v in tgts):
-        return long
-    avg = long.groupby("label", sort=False)["value"].agg(lambda v: v.mean(skipna=False))
-    return pd.concat([long, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
-                     ignore_index=True)
-
-
-def quantized(ds: Dataset, protocol: str = "summac") -> pd.DataFrame:
-    """Quantized accuracy (CDM Table 5) for every aspect: ``summac`` (human label by SummaC's rule,
-    ``label_rule``; threshold chosen on the alternate dev cut, balanced accuracy on the test cut;
-    also ``threshold``, ``n_dev``, ``n_test``, ``labels``) or ``topk`` (human label = the top score;
-    see metaeval.accuracy)."""
-    data_name = next(iter(ds.rows.values()))["run"].config.get("data", {}).get("name") if ds.rows else None
-
-    def value(f, col, h):
-        if protocol != "summac":
-            return accuracy(f[col].to_numpy(), f[h].to_numpy(), protocol)
-        labels, rule = label_rule(f, h, data_name)
-        return {**accuracy(f[col].to_numpy(), f[h].to_numpy(), protocol, labels=labels), **rule}
-
-    return _per_target(ds, [(h, None) for h in ds.humans], value)
-
-
-def pairwise(ds: Dataset) -> pd.DataFrame:
-    """Tie-calibrated pairwise accuracy (acc_eq, Deutsch et al. 2023; ContrastScore Table 10)
-    of every row for translation data, as WMT23's segment level: pairs of systems within each
-    source segment (group), averaged over segments, per target (language pair), then AVG (their
-    mean). ``epsilon``: the metric-tie threshold chosen for the cell. Empty for other tasks."""
-    if "task" not in ds.frame.columns or not (ds.frame["task"] == "translation").any():
-        return pd.DataFrame()
-
-    def value(f, col, h):
-        acc, eps = acc_eq_at(f, col, h, level="item")
-        return {"value": acc, "epsilon": eps}
-
-    long = _per_target(ds, targets(ds), value)
-    avg = long.groupby("label", sort=False)["value"].agg(lambda v: v.mean(skipna=False))
-    return pd.concat([long, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
-                     ignore_index=True)
-
-
-def speed(runs: list[Run]) -> pd.DataFrame:
-    rows = []
-    for run in runs:
-        if not run.complete:
-            continue
-        metrics = run.done_metrics()
-        sp = metrics.get("speed", {})
-        rows.append({"run": run.path.name, "data": run.config["data"]["name"], "pair": run.config["pair"].get("name"),
-                     "method": run.config["method"].get("variant"), "items": metrics.get("n_items"),
-                     "score_seconds": sp.get("score_seconds"), "samples_per_second": sp.get("samples_per_second"),
-                     "tokens_per_second": _tokens_per_second(sp),
-                     "useful_tflop_per_s": _tflop_per_second(sp), "mfu": sp.get("mfu"),
-                     "from_cache": any(p.get("from_cache") for p in (sp.get("passes") or {}).values()),
-                     "load_seconds": sum((sp.get("load_seconds") or {}).values()),
-                     "peak_rss_mb": sp.get("peak_rss_mb"), "peak_gpu_mb": sp.get("peak_gpu_mb")})
-    return pd.DataFrame(rows)
-
-
-def _tflop_per_second(sp: dict) -> float | None:
-    """Useful TFLOP/s of a run's computation (metrics.json speed.useful_flops over score_seconds)."""
-    f, s = sp.get("useful_flops"), sp.get("score_seconds")
-    return f / s / 1e12 if f and s else None
-
-
-def speed_points(ds: Dataset, long: pd.DataFrame) -> pd.DataFrame:
-    """One point per distinct forward pass (model pair) for the speed-vs-quality plot.
-
-    Every row of a run (the method and its comparison rows) is scored from the same forward
-    pass per model, and runs of one pair on the same data share it (or read it from the
-    cache), so they share one speed. A point: label = the pair's best main row by AVG quality
-    (the configured method; any row when there is none), value = its AVG, samples_per_second
-    = the median over the pair's runs. Pairs without a speed figure are left out."""
-    avg = long[long["target"] == "AVG"].set_index("label")["value"]
-    by_pair: dict[str, list[str]] = {}
-    for lb, r in ds.rows.items():
-        by_pair.setdefault(json.dumps(r["run"].config["pair"], sort_keys=True, default=str), []).append(lb)
-    rows = []
-    for labels in by_pair.values():
-        runs = {id(ds.rows[lb]["run"]): ds.rows[lb]["run"] for lb in labels}.values()
-        speeds = [s for s in (r.metrics.get("speed", {}).get("samples_per_second") for r in runs) if s]
-        if not speeds:
-            continue
-        mains = [lb for lb in labels if ds.rows[lb]["main"]] or labels
-        best = max(mains, key=lambda lb: -math.inf if pd.isna(avg.get(lb)) else avg[lb])
-        rows.append({"label": best, "value": avg.get(best), "samples_per_second": float(np.median(speeds)),
-                     "rows": len(labels), "runs": len(speeds)})
-    return pd.DataFrame(rows, columns=["label", "value", "samples_per_second", "rows", "runs"])
-
-
-def _tokens_per_second(sp: dict) -> float | None:
-    passes = (sp.get("passes") or {}).values()
-    # the run's total counts work its passes did together once (cli/pipeline/stages.py::speed_figures)
-    seconds = sp.get("score_seconds") or sum(p.get("score_seconds") or 0 for p in passes)
-    tokens = max((p.get("tokens") or 0 for p in passes), default=0)
-    return tokens / seconds if seconds else None
 
 
 def to_table(long: pd.DataFrame, title: str, signature: str) -> render.Table:

@@ -21,7 +21,8 @@ import pandas as pd
 from cscore.errors import ConfigError
 from cscore.scorers import methods
 from cscore.scorers.engine import engine, seq2seq
-from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
+from cscore.scorers.engine.pass_options import PassOptions
+from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import EncodedItem, encode
 from cscore.scorers.models.identity import model_identity
@@ -184,14 +185,19 @@ class ModelPair:
 
     @classmethod
     def load(cls, expert: str, amateur: str | None = None, *, amateur_early_exit: int | str | None = None,
-             device: str = "auto", dtype: str = "auto", revision: str | None = None,
-             amateur_revision: str | None = None, lazy: bool = False, reuse: bool = False) -> "ModelPair":
+             revision: str | None = None, amateur_revision: str | None = None, lazy: bool = False,
+             reuse: bool = False, **settings) -> "ModelPair":
         """Load by spec. With ``amateur_early_exit`` (layer count or "auto") and no other
         amateur spec (or the same spec), the amateur is the expert's first layers.
+        ``settings``: ``device=``, ``dtype=`` (auto: ``models.auto_device`` / ``auto_dtype``) or
+        ``options=`` a run's ``PassOptions`` (its device and dtype).
         ``lazy``: weights load on first use (a pass read from the statistics cache needs none).
         ``reuse``: take the models from this process's pool (``models.pooled``; lazy too), and
         drop pooled models this pair does not use."""
         from cscore.scorers.models import models as pool
+
+        opts = PassOptions.given(**settings)
+        device, dtype = opts.device, opts.dtype
 
         def get(spec, rev):
             if reuse:
@@ -262,19 +268,21 @@ class ModelPair:
 
     def statistics(self, prompts: Sequence[str] | None = None, hypotheses: Sequence[str] | None = None, *,
                    inputs: ScoringInput | None = None, temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
-                   max_length: int = MAX_LENGTH, token_budget: int = TOKEN_BUDGET, padding_side: str = "right",
                    source_spans=None, models: Sequence[str] | None = None,
                    progress: Callable[[str, int], Callable[[int], None]] | None = None,
-                   cache: StatsCache | None = None, prefix_sharing: bool = True) -> PairStatistics:
+                   cache: StatsCache | None = None, **settings) -> PairStatistics:
         """Run each model once. ``progress(model_name, n_items)`` may return a per-batch callback.
+        ``settings``: ``options=`` a ``PassOptions`` (a run's, built once) and / or its fields as
+        keywords (``token_budget``, ``padding_side``, ``prefix_sharing``, ``max_length``).
         With ``cache`` (a StatsCache), each pass is read from / stored in the statistics cache, and
         checkpointed as it runs (``cache.checkpoint_seconds``; a killed pass resumes from them).
         ``prefix_sharing``: items with identical prompt ids run the prompt once (causal LMs; the
         same statistics, see ``engine.compute``)."""
+        opts = PassOptions.given(**settings)
         if inputs is None:
             if prompts is None or hypotheses is None:
                 raise ValueError("give prompts and hypotheses, or inputs")
-            inputs = self.encode(prompts, hypotheses, max_length=max_length, source_spans=source_spans)
+            inputs = self.encode(prompts, hypotheses, max_length=opts.max_length, source_spans=source_spans)
         if self.aligned and inputs.amateur_items is None and "amateur" in (models or ["amateur"]):
             raise ConfigError("a cross-family pair needs inputs encoded by its own encode() (each model's tokens)")
         stats, reports = {}, {}
@@ -291,15 +299,14 @@ class ModelPair:
 
             def compute(checkpoint=None, run_model=run_model, heads=run_heads, label=label, pairs=pairs, pad_id=pad_id):
                 callback = progress(label, len(pairs)) if progress else None
-                return engine.compute(run_model.model, pairs, temperatures=temperatures, token_budget=token_budget,
-                                      padding_side=padding_side, pad_id=pad_id, progress=callback, heads=heads,
-                                      share_prefix=prefix_sharing, checkpoint=checkpoint)
+                return engine.compute(run_model.model, pairs, temperatures=temperatures, pad_id=pad_id,
+                                      progress=callback, heads=heads, checkpoint=checkpoint, options=opts)
 
             if cache is None:
                 got, report = compute()
             else:
-                got, report = self._cached(cache, run_model, run_heads, ids, temperatures, token_budget, padding_side,
-                                           compute, prefix_sharing, [len(h) for _, h in pairs])
+                got, report = self._cached(cache, run_model, run_heads, ids, temperatures, opts, compute,
+                                           [len(h) for _, h in pairs])
             report.fetch_seconds = time.perf_counter() - start
             stats.update({role: got[OWN_PASS]} if own else got)
             reports[label] = report
@@ -307,18 +314,16 @@ class ModelPair:
         return PairStatistics(stats, inputs, reports, tokenizers)
 
     @staticmethod
-    def _cached(cache, run_model, heads, ids, temperatures, token_budget, padding_side, compute, prefix_sharing=False,
-                lengths=()):
+    def _cached(cache, run_model, heads, ids, temperatures, opts: PassOptions, compute, lengths=()):
         """One pass through the statistics cache: under the key's lock, read it or compute and
         store it (concurrent jobs compute an entry once), resuming from the pass's checkpoint.
         ``lengths``: the hypotheses' token counts."""
         parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
                  "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
-                 "token_budget": token_budget, "padding_side": padding_side}
-        if run_model.is_encoder_decoder:  # ids are (encoder ids, decoder targets); causal keys unchanged
+                 # an encoder-decoder's ids are (encoder ids, decoder targets): its key part instead of sharing's
+                 **opts.key_parts(shared=opts.prefix_sharing and not run_model.is_encoder_decoder)}
+        if run_model.is_encoder_decoder:  # causal keys unchanged
             parts.update(seq2seq.key_part(run_model))
-        elif prefix_sharing:  # packed rows batch differently (float32 rounding); unshared keys unchanged
-            parts["prefix_sharing"] = True
         done: dict = {}  # the pass computed now: its report and checkpoint
 
         def compute_entry(key: str):

@@ -60,6 +60,7 @@ import os
 import platform
 import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -356,18 +357,18 @@ def run_judge(examples, pair: ModelPair, args) -> None:
     prefixes = continuation_prefixes(tokens)
     _, contexts, _ = encode_contexts(tok, texts, spans, prefixes, 2048)
     ama = pair.amateur
+    scale = judge.Scale(list(range(1, 6)), [tuple(tokens[v]) for v in range(1, 6)], prefixes, len(texts),
+                        lambda t: tok.decode([t]))
     kw = dict(asst=None if ama.parent is pair.expert else ama.model,
-              asst_exit=ama.exit_layer if ama.parent is pair.expert else None, values=list(range(1, 6)),
-              value_ids=[tuple(tokens[v]) for v in range(1, 6)], prefixes=prefixes, n_items=len(texts),
-              decode_token=lambda t: tok.decode([t]), pad_id=tok.pad_token_id or 0,
+              asst_exit=ama.exit_layer if ama.parent is pair.expert else None, pad_id=tok.pad_token_id or 0,
               token_budget=args.token_budget if args.token_budget == "auto" else int(args.token_budget))
     print(f"\n== CD-judge pass, SummEval {args.summeval_docs} documents x all summaries: {len(contexts)} contexts, "
           f"{sum(map(len, contexts))} tokens")
-    judge.compute(pair.expert.model, contexts[:1 + len(prefixes)], **dict(kw, n_items=1))  # warm-up
+    judge.compute(pair.expert.model, contexts[:1 + len(prefixes)], replace(scale, n_items=1), **kw)  # warm-up
     got = {}
     for name, share in (("unshared", False), ("shared", True)):
         start = time.perf_counter()
-        stats, rep = judge.compute(pair.expert.model, contexts, share_prefix=share, **kw)
+        stats, rep = judge.compute(pair.expert.model, contexts, scale, prefix_sharing=share, **kw)
         got[name] = (time.perf_counter() - start, stats, rep)
         print(f"  {name}: {got[name][0]:.2f} s, {rep.tokens} tokens [{rep.padded_tokens} padded]", flush=True)
     a, b = got["unshared"][1], got["shared"][1]

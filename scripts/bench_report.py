@@ -28,10 +28,12 @@ from omegaconf import OmegaConf
 import cscore
 from cscore import rundir
 from cscore.cli.pipeline.variants import plan
+from cscore.cli.typed import typed_method
 from cscore.data import load_examples
 from cscore.metaeval import tables
+from cscore.metaeval.clusters import significance_clusters
 from cscore.metaeval.levels import correlate_at
-from cscore.metaeval.uncertainty import bootstrap_ci, significance_clusters
+from cscore.metaeval.resampling import bootstrap_ci
 from cscore.rundir import find_runs
 from cscore.scorers import methods
 
@@ -39,11 +41,9 @@ NOISE = {"expert": 1.0, "amateur": 1.6, "ensemble": 1.2}  # larger = worse metri
 
 
 def compose(overrides: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
+    from cscore.cli.compose import composed
 
-    with initialize_config_module("cscore.conf", version_base="1.3"):
-        return hydra_compose("config", overrides=overrides)
+    return composed("config", overrides)
 
 
 def examples(n_items: int) -> pd.DataFrame:
@@ -61,7 +61,7 @@ def examples(n_items: int) -> pd.DataFrame:
 def write_run(path: Path, overrides: list[str], rows: pd.DataFrame, seed: int) -> None:
     cfg = compose(overrides)
     method = OmegaConf.to_container(cfg.method, resolve=True)
-    variants = plan(method, baseline_t=cfg.baselines.t, rows=list(cfg.baselines.rows))
+    variants = plan(typed_method(method), baseline_t=cfg.baselines.t, rows=list(cfg.baselines.rows))
     rng = np.random.default_rng(seed)
     humans = [c for c in rows.columns if c.startswith("human.")]
     quality = rows[humans].mean(axis=1).to_numpy()
@@ -100,7 +100,8 @@ def synthesise(root: Path, n_items: int, sweep: int) -> Path:
 def quiet_report(root: Path, spec: tables.Spec, out: Path) -> None:
     from rich.console import Console
 
-    from cscore.cli.report_cmd import Progress, report
+    from cscore.metaeval.assemble import report
+    from cscore.progress import Progress
 
     sink = Console(file=io.StringIO())
     report(root, spec, out, console=sink, progress=Progress(console=sink))

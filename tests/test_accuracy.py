@@ -169,13 +169,13 @@ def test_per_expert_ratings_are_loaded_and_decide_the_labels(tmp_path):
 
 
 def test_the_report_table_uses_the_summac_labels_for_summeval_only():
-    """tables.quantized: SummEval's rows get the majority labels (mean 14/3 is positive), other data
+    """side_tables.quantized: SummEval's rows get the majority labels (mean 14/3 is positive), other data
     the top score present; the long table says which rule and how many rows it could not decide."""
     from types import SimpleNamespace
 
     import pandas as pd
 
-    from cscore.metaeval import tables
+    from cscore.metaeval import side_tables, tables
 
     rng = np.random.default_rng(0)
     human = rng.choice([5.0, 14 / 3, 13 / 3, 3.0], size=40)
@@ -184,9 +184,9 @@ def test_the_report_table_uses_the_summac_labels_for_summeval_only():
     for name, labels in (("summeval", human >= 14 / 3 - 1e-9), ("demo", human == 5.0)):
         run = SimpleNamespace(config={"data": {"name": name}})
         ds = tables.Dataset("k", frame, ["human.consistency"], None, {"m": {"run": run, "variant": "m"}})
-        cell = tables.quantized(ds).iloc[0]
+        cell = side_tables.quantized(ds).iloc[0]
         assert cell["value"] == summac_accuracy(metric, labels.astype(float))["value"]
         assert cell["labels"] == ("majority of 3 gave 5, certain from the mean" if name == "summeval" else "top score")
         if name == "summeval":
             assert cell["n_undecided"] == int(np.isclose(human, 13 / 3).sum())
-        assert "labels" not in tables.quantized(ds, "topk").columns
+        assert "labels" not in side_tables.quantized(ds, "topk").columns

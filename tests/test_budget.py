@@ -63,11 +63,11 @@ def assert_same(a, b):
 @pytest.mark.parametrize("share", [True, False])
 def test_out_of_memory_halves_the_budget_and_gives_the_same_statistics(model, share):
     data = items()
-    want, plain = engine.compute(model, data, temperatures=TEMPS, heads=HEADS, token_budget=4096, share_prefix=share)
+    want, plain = engine.compute(model, data, temperatures=TEMPS, heads=HEADS, token_budget=4096, prefix_sharing=share)
     assert plain.oom_retries == 0 and plain.token_budget == 4096
     with DeviceLimit(model, 120) as limit:
         got, report = engine.compute(model, data, temperatures=TEMPS, heads=HEADS, token_budget=4096,
-                                     share_prefix=share)
+                                     prefix_sharing=share)
     assert limit.refused == report.oom_retries > 0
     assert report.token_budget <= 128 and report.token_budget == 4096 >> report.oom_retries
     assert_same(got, want)
@@ -76,7 +76,7 @@ def test_out_of_memory_halves_the_budget_and_gives_the_same_statistics(model, sh
 def test_one_item_too_large_alone_is_a_clear_error(model):
     data = items()
     with DeviceLimit(model, 20), pytest.raises(budget.OutOfMemory, match="one item of .* tokens alone") as err:
-        engine.compute(model, data, temperatures=TEMPS, heads=HEADS, token_budget=4096, share_prefix=False)
+        engine.compute(model, data, temperatures=TEMPS, heads=HEADS, token_budget=4096, prefix_sharing=False)
     assert isinstance(err.value, CscoreError)  # the CLI prints one line and exits non-zero
 
 

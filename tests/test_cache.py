@@ -239,8 +239,9 @@ def loaded(model, path=None, parent=None, exit_layer=None, **info):
     from cscore.scorers.models.models import LoadedModel
 
     info = dict(info, **({"spec": str(path), "path": str(path)} if path else {}))
-    return LoadedModel(model, None, str(path or "mem"), torch.device("cpu"), torch.float32, 0.0, info,
-                       parent=parent, exit_layer=exit_layer)
+    lm = LoadedModel(model, None, str(path or "mem"), torch.device("cpu"), torch.float32, info)
+    lm.parent, lm.exit_layer = parent, exit_layer
+    return lm
 
 
 def test_model_identity_of_a_directory_is_memoised(tiny_llama, tmp_path, monkeypatch):

@@ -119,16 +119,18 @@ def test_pooling_is_validated_and_is_the_norm_of_cdm():
 
 
 def test_comparison_rows_are_pooled_like_the_method(stats):
-    variants = plan({"name": "cdm", "variant": "cdm", **methods.defaults("cdm"), "pooling": "max"})
+    from cscore.cli.typed import typed_method
+
+    written = {"name": "cdm", "variant": "cdm", **methods.defaults("cdm"), "pooling": "max"}
+    variants = plan(typed_method(written), written=written)
     assert [v.name for v in variants] == ["expert", "amateur", "ensemble", "cdm"]
-    assert all(v.params["norm"] == "max" for v in variants[:3])
-    assert variants[-1].params["pooling"] == "max" and variants[-1].temperatures() == {1.0}
-    expert = methods.score(variants[0].method, stats, **variants[0].params)
+    assert all(v.params.norm == "max" and v.record["norm"] == "max" for v in variants[:3])
+    assert variants[-1].params.pooling == "max" and variants[-1].temperatures() == {1.0}
+    expert = methods.score(variants[0].method, stats, **variants[0].settings())
     np.testing.assert_allclose(expert, [max(math.log(P_EXP[p][y]) for p, y in item) for item in SCORED], atol=TOL)
     # mean pooling: the momentum row is the expert row minus the amateur row
-    rows = {
-        v.name: methods.score(v.method, stats, **v.params) for v in plan({"name": "cdm", **methods.defaults("cdm")})
-    }
+    rows = {v.name: methods.score(v.method, stats, **v.settings())
+            for v in plan(typed_method({"name": "cdm", **methods.defaults("cdm")}))}
     np.testing.assert_allclose(rows["cdm"], rows["expert"] - rows["amateur"], atol=TOL)
 
 

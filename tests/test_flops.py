@@ -113,7 +113,7 @@ def test_engine_reports_the_useful_flops_of_its_rows(llama):
 
     for share in (False, True):
         for budget in (64, 4096):  # padding and batching change nothing useful
-            _, rep = engine.compute(llama, items, temperatures=[1.0], token_budget=budget, share_prefix=share,
+            _, rep = engine.compute(llama, items, temperatures=[1.0], token_budget=budget, prefix_sharing=share,
                                     heads={"expert": None, "amateur": 2})
             assert rep.flops == by_hand(share), (share, budget)
     assert by_hand(True) < by_hand(False)

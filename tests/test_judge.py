@@ -162,11 +162,11 @@ def test_judge_pass_choices_equal_full_vocabulary_eq1(judge_dirs, early_exit):
     contexts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64)
     asst = None if early_exit else AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"], dtype=torch.float64)
-    kw = dict(asst=asst, asst_exit=early_exit, values=[1, 2, 3], value_ids=[(5,), (6,), (7,)], prefixes=[],
-              n_items=len(contexts), decode_token=lambda t: tok.decode([t]))
+    scale = judge.Scale([1, 2, 3], [(5,), (6,), (7,)], [], len(contexts), lambda t: tok.decode([t]))
+    kw = dict(asst=asst, asst_exit=early_exit)
     got = {}
     for budget, side in ((10_000, "right"), (16, "left"), (30, "right")):
-        got[(budget, side)], _ = judge.compute(main, contexts, token_budget=budget, padding_side=side, **kw)
+        got[(budget, side)], _ = judge.compute(main, contexts, scale, token_budget=budget, padding_side=side, **kw)
     zm = direct_logits(judge_dirs["expert"], contexts)
     za = (direct_logits(judge_dirs["expert"], contexts, layers=2) if early_exit
           else direct_logits(judge_dirs["amateur"], contexts))
@@ -367,11 +367,12 @@ def test_judge_prefix_sharing_gives_the_same_statistics(judge_dirs, early_exit):
     contexts = contexts + [c + [9] for c in contexts]
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64)
     asst = None if early_exit else AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"], dtype=torch.float64)
-    kw = dict(asst=asst, asst_exit=early_exit, values=[1, 2, 3], value_ids=[(5,), (6,), (7, 9)], prefixes=prefixes,
-              n_items=len(texts), decode_token=lambda t: tok.decode([t]))
-    plain, plain_rep = judge.compute(main, contexts, share_prefix=False, **kw)
+    scale = judge.Scale([1, 2, 3], [(5,), (6,), (7, 9)], prefixes, len(texts), lambda t: tok.decode([t]))
+    kw = dict(asst=asst, asst_exit=early_exit)
+    plain, plain_rep = judge.compute(main, contexts, scale, prefix_sharing=False, **kw)
     for budget, side in ((4096, "right"), (40, "left")):
-        got, rep = judge.compute(main, contexts, share_prefix=True, token_budget=budget, padding_side=side, **kw)
+        got, rep = judge.compute(main, contexts, scale, prefix_sharing=True, token_budget=budget, padding_side=side,
+                                 **kw)
         np.testing.assert_array_equal(got.main_top, plain.main_top)
         np.testing.assert_array_equal(got.asst_top, plain.asst_top)
         np.testing.assert_array_equal(got.front_offsets, plain.front_offsets)
@@ -379,5 +380,5 @@ def test_judge_prefix_sharing_gives_the_same_statistics(judge_dirs, early_exit):
         np.testing.assert_allclose(got.front_a, plain.front_a, rtol=0, atol=1e-9)
         np.testing.assert_allclose(got.front_z, plain.front_z, rtol=0, atol=1e-9)
         np.testing.assert_allclose(got.score_a, plain.score_a, rtol=0, atol=1e-9, equal_nan=True)
-    got, rep = judge.compute(main, contexts, share_prefix=True, **kw)
+    got, rep = judge.compute(main, contexts, scale, prefix_sharing=True, **kw)
     assert rep.tokens < plain_rep.tokens / 2  # the document prompt once per row, not once per context

@@ -64,8 +64,9 @@ def chain_pass(tok, main, asst, **kw) -> JudgeStats:
     prefixes = continuation_prefixes(tokens)
     prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in TEXTS]
     contexts = [c for p in prompts for c in [p, *(p + list(x) for x in prefixes)]]
-    stats, _ = judge.compute(main, contexts, asst=asst, values=values, value_ids=value_ids, prefixes=prefixes,
-                             n_items=len(prompts), decode_token=lambda t: tok.decode([t]), **kw)
+    digits = kw.pop("digit_ids", None)
+    scale = judge.Scale(values, value_ids, prefixes, len(prompts), lambda t: tok.decode([t]), digits)
+    stats, _ = judge.compute(main, contexts, scale, asst=asst, **kw)
     return stats
 
 

@@ -133,9 +133,8 @@ def test_greedy_path_equals_step_by_step_forwards(judge_dirs, early_exit):
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
     asst = None if early_exit else AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"],
                                                                         dtype=torch.float64).eval()
-    stats, _ = judge.compute(main, prompts, asst=asst, asst_exit=early_exit, values=[1, 2, 3],
-                             value_ids=[(5,), (6,), (7,)], prefixes=[], n_items=len(prompts),
-                             decode_token=lambda t: tok.decode([t]))
+    stats, _ = judge.compute(main, prompts, judge.Scale([1, 2, 3], [(5,), (6,), (7,)], [], len(prompts),
+                                                        lambda t: tok.decode([t])), asst=asst, asst_exit=early_exit)
     rules = [0.0, 0.5, 4.0, None]
     steps = 5
     for alpha in (0.0, 0.1):
@@ -165,8 +164,8 @@ def test_greedy_extra_rules_join_the_tree_and_fall_back_alone_out_of_memory(judg
     tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
     prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in ["The mayor opened a bridge.", "Rain"]]
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
-    stats, _ = judge.compute(main, prompts, asst=None, asst_exit=2, values=[1, 2, 3], value_ids=[(5,), (6,), (7,)],
-                             prefixes=[], n_items=len(prompts), decode_token=lambda t: tok.decode([t]))
+    stats, _ = judge.compute(main, prompts, judge.Scale([1, 2, 3], [(5,), (6,), (7,)], [], len(prompts),
+                                                        lambda t: tok.decode([t])), asst=None, asst_exit=2)
     expert = NS(model=main, config=main.config, parent=None)
     pair = NS(expert=expert, amateur=NS(parent=expert, exit_layer=2, model=main), tokenizer=tok)
     kw = dict(alpha=0.1, max_new_tokens=4, judge_key="k" * 64)
@@ -389,7 +388,7 @@ def test_cli_full_output_decodes_to_max_new_tokens(judge_dirs, judge_args, tmp_p
 def test_judge_summary_lines_echoes_and_parse_changes():
     """The run summary of a judge run: echoes of the range get their own line (no row of echoes
     passes silently), and the other rule's changes are said per row."""
-    from cscore.cli.pipeline.kinds.shared import JudgeKind
+    from cscore.cli.pipeline.kinds.judging import JudgeKind
 
     metrics = {"judge": {
         "invalid": {"expert": {"No Pred": 0, "Below": 0, "Above": 0, "List": 0, "Echo": 8, "n": 8},
@@ -409,7 +408,7 @@ def test_parse_changes_count_what_the_other_rule_reads_otherwise():
     """judge.parse_changes: outputs read under one rule, counted where the other reads another
     score or status (by hand: "Coherence: 4" and "Score: 3" are numbers only for the released
     rule, "1-5" an echo for both, "4", "The" and "assistant\n2" alike)."""
-    from cscore.cli.pipeline.kinds.shared import parse_changes
+    from cscore.cli.pipeline.kinds.judging import parse_changes
     from cscore.scorers.judge.parse import read_score
 
     texts = ["Coherence: 4", "4", "Score: 3", "The", "1-5", "assistant\n2"]

@@ -6,6 +6,7 @@ greedy generation, batch size 1 and a model truncated to k layers."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +15,7 @@ from torch import nn
 
 from cscore.errors import ConfigError
 from cscore.scorers.judge import released as jr
+from cscore.scorers.methods.cd_judge_released import Params
 
 NEG_INF = -math.inf
 
@@ -460,10 +462,10 @@ def test_grid_decodes_the_main_and_assistant_rows_once(tiny, tmp_path):
 
     pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),
               amateur=NS(model=tiny.asst, parent=None, exit_layer=None), tokenizer=tiny.tok)
-    plan = NS(variants=[NS(name="expert", params={"who": "main"}), NS(name="amateur", params={"who": "asst"}),
-                        NS(name="cd", params={"who": "contrast"})])
-    params = dict(alpha=0.1, min_keep=20, max_new_tokens=5, batch_size=2, repetition_penalty=None,
-                  max_prompt_tokens=2048)
+    plan = NS(variants=[NS(name="expert", who="main"), NS(name="amateur", who="asst"),
+                        NS(name="cd", who="contrast")])
+    params = Params(alpha=0.1, min_keep=20, max_new_tokens=5, batch_size=2, repetition_penalty=None,
+                    max_prompt_tokens=2048)
     prefills = {"main": 0, "asst": 0}
     hooks = [m.model.embed_tokens.register_forward_hook(
         lambda mod, args, o, who=who: prefills.__setitem__(who, prefills[who] + (args[0].shape[1] > 1)))
@@ -471,7 +473,7 @@ def test_grid_decodes_the_main_and_assistant_rows_once(tiny, tmp_path):
     cache, got, counts = StatsCache(tmp_path), {}, []
     try:
         for lam, t in ((0.5, 1.0), (1.0, 1.0), (0.5, 2.0)):
-            got[lam, t], _, also = decode_rows(pair, tiny.prompts, plan, params | {"lam": lam, "t": t}, cache,
+            got[lam, t], _, also = decode_rows(pair, tiny.prompts, plan, replace(params, lam=lam, t=t), cache,
                                                {"ids": "tiny prompts"}, None)
             assert also == []
             counts.append(dict(prefills))
@@ -509,9 +511,9 @@ def test_grid_points_join_the_first_jobs_tree(tiny, tmp_path):
 
     pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),
               amateur=NS(model=tiny.asst, parent=None, exit_layer=None), tokenizer=tiny.tok)
-    plan = NS(variants=[NS(name="expert", params={"who": "main"}), NS(name="cd", params={"who": "contrast"})])
-    params = dict(alpha=0.1, min_keep=20, max_new_tokens=5, batch_size=2, repetition_penalty=None,
-                  max_prompt_tokens=2048)
+    plan = NS(variants=[NS(name="expert", who="main"), NS(name="cd", who="contrast")])
+    params = Params(alpha=0.1, min_keep=20, max_new_tokens=5, batch_size=2, repetition_penalty=None,
+                    max_prompt_tokens=2048)
     grid = [(0.5, 1.0), (1.0, 1.0), (0.5, 2.0), (3.0, 0.5)]
     prefills = {"main": 0}
     hook = tiny.main.model.embed_tokens.register_forward_hook(
@@ -519,7 +521,7 @@ def test_grid_points_join_the_first_jobs_tree(tiny, tmp_path):
     cache, got, also, calls = StatsCache(tmp_path), {}, {}, []
     try:
         for lam, t in grid:
-            got[lam, t], _, also[lam, t] = decode_rows(pair, tiny.prompts, plan, params | {"lam": lam, "t": t}, cache,
+            got[lam, t], _, also[lam, t] = decode_rows(pair, tiny.prompts, plan, replace(params, lam=lam, t=t), cache,
                                                        {"ids": "tiny prompts"}, None, grid)
             calls.append(prefills["main"])
     finally:
@@ -539,9 +541,9 @@ def test_grid_points_join_the_first_jobs_tree(tiny, tmp_path):
     fresh = StatsCache(tmp_path / "fresh")
     for (lam, t), rows in got.items():
         if (lam, t) != (3.0, 0.5):
-            decode_rows(pair, tiny.prompts, plan, params | {"lam": lam, "t": t}, fresh, {"ids": "tiny prompts"},
+            decode_rows(pair, tiny.prompts, plan, replace(params, lam=lam, t=t), fresh, {"ids": "tiny prompts"},
                         None)
-    _, _, none = decode_rows(pair, tiny.prompts, plan, params | {"lam": 0.5, "t": 1.0}, fresh,
+    _, _, none = decode_rows(pair, tiny.prompts, plan, replace(params, lam=0.5, t=1.0), fresh,
                              {"ids": "tiny prompts"}, None, grid)
     assert none == []
 
@@ -557,8 +559,8 @@ def test_grid_points_that_do_not_fit_leave_this_points_rows_alone(tiny, tmp_path
 
     pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),
               amateur=NS(model=tiny.asst, parent=None, exit_layer=None), tokenizer=tiny.tok)
-    plan = NS(variants=[NS(name="expert", params={"who": "main"}), NS(name="cd", params={"who": "contrast"})])
-    params = dict(alpha=0.1, min_keep=20, max_new_tokens=4, batch_size=2, repetition_penalty=None, lam=0.5, t=1.0)
+    plan = NS(variants=[NS(name="expert", who="main"), NS(name="cd", who="contrast")])
+    params = Params(alpha=0.1, min_keep=20, max_new_tokens=4, batch_size=2, repetition_penalty=None, lam=0.5, t=1.0)
     real = jr.decode_tree
 
     def small_device(model, prompts, first=None, *, rules, **kw):

@@ -14,7 +14,7 @@ import yaml
 from scipy import stats
 
 from cscore import __version__, rundir
-from cscore.metaeval import judge, judge_plots, render
+from cscore.metaeval import judge, judge_plots, judge_runs, judge_tables, render
 from cscore.metaeval.plots import plt
 from cscore.metaeval.signature import Signature
 from cscore.rundir import Run, find_runs
@@ -152,7 +152,7 @@ def sweep(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def study(sweep):
-    studies = judge.collect(find_runs(sweep))
+    studies = judge_runs.collect(find_runs(sweep))
     assert len(studies) == 1
     return studies[0]
 
@@ -171,7 +171,7 @@ def scipy_corr(kind, x, y) -> float:
 
 def test_judge_runs_are_collected_into_one_study_of_grid_points(study, sweep):
     runs = find_runs(sweep)
-    assert len(runs) == 16 and all(judge.is_judge_run(r) for r in runs)
+    assert len(runs) == 16 and all(judge_runs.is_judge_run(r) for r in runs)
     assert (study.data, study.aspect, study.human) == ("summeval", "coherence", "human.coherence")
     assert len(study.points) == 16 and study.ranges() == [(1, 5), (2, 6)] and study.has_dev_split
     assert study.settings() == [("pA", "cd_judge", 1, 5), ("pB", "cd_judge", 1, 5), ("pA", "cd_judge", 2, 6),
@@ -179,7 +179,7 @@ def test_judge_runs_are_collected_into_one_study_of_grid_points(study, sweep):
     p = study.points[0]
     assert (p.main, p.asst) == ("Main-8B", "Asst-1B") and "prompt" not in p.frame  # only the columns needed
     token = Run(Path("x"), {"data": {}, "pair": {}, "method": {"name": "contrast"}}, {"variants": []})
-    assert not judge.is_judge_run(token)
+    assert not judge_runs.is_judge_run(token)
 
 
 def test_selection_picks_the_best_dev_point_with_ties_to_the_smallest_lambda(study):
@@ -255,7 +255,7 @@ def test_test_correlations_are_scipys_on_the_test_rows_of_the_chosen_point(rep, 
 def test_resample_items_draws_summaries_and_says_so(rep, study):
     """--resample items (the released evaluation's bootstrap over summaries): each interval is the
     percentile bootstrap of the test rows drawn one by one; the notes and caption name the unit."""
-    from cscore.metaeval.uncertainty import bootstrap_ci
+    from cscore.metaeval.resampling import bootstrap_ci
 
     items = judge.build(study, bootstrap=200, seed=3, resample="items")
     p = next(p for p in study.points if (p.pair, p.lo, p.lam, p.t) == ("pA", 2, 1.0, 1.0))
@@ -286,7 +286,7 @@ def test_averages_and_spread_across_ranges(rep, study):
     t = rep.tables["correlation"]
     assert t.columns == ["Range", "Pear.", "Spear.", "Kend."] and t.row_header == "Model"
     names = [name for name, _ in t.rows]
-    head = names.index(judge.AVERAGE_HEADER)
+    head = names.index(judge_tables.AVERAGE_HEADER)
     avg_rows = dict(t.rows[head + 1:])
     assert avg_rows["Contra. (pA)"][0] == "mean" and avg_rows["Contra. (pA)"][1] == f"{np.mean(values):.4f}"
     first = t.rows[0]
@@ -321,14 +321,14 @@ def test_the_invalid_table_says_which_rule_read_each_row(tmp_path):
     is named once; two rules name the rows each read."""
     frame = judge_frame(0.5, 1.0, 1, 5, "pA").rename(columns=lambda c: c.replace(".cd_judge", ".cd_judge_released"))
     write_run(tmp_path / "a", frame, 0.5, 1.0, 1, 5, name="cd_judge_released")
-    rep_one = judge.build(judge.collect(find_runs(tmp_path))[0], bootstrap=0)
+    rep_one = judge.build(judge_runs.collect(find_runs(tmp_path))[0], bootstrap=0)
     assert set(rep_one.invalid["rule"]) == {"released"}
     assert "read with method.parse=released (the rule of the paper's Tables 6-7)" in rep_one.tables["invalid"].signature
     cfg = yaml.safe_load((tmp_path / "a" / rundir.CONFIG).read_text())
     cfg["method"]["parse"] = "paper"
     write_run(tmp_path / "b", frame, 0.5, 1.0, 1, 5, name="cd_judge_released")
     (tmp_path / "b" / rundir.CONFIG).write_text(yaml.safe_dump(cfg))
-    rep_two = judge.build(judge.collect(find_runs(tmp_path))[0], bootstrap=0)
+    rep_two = judge.build(judge_runs.collect(find_runs(tmp_path))[0], bootstrap=0)
     assert set(rep_two.invalid["rule"]) == {"released", "paper"}
     sig = rep_two.tables["invalid"].signature
     assert "method.parse=released: " in sig and "method.parse=paper: " in sig
@@ -343,7 +343,7 @@ def test_list_numbering_is_its_own_column_and_not_invalid():
     r = inv.iloc[0]
     assert (r["List"], r["No Pred"], r["Above"], r["count"], r["n"], r["other"]) == (2, 1, 1, 2, 5, 0)
     assert r["invalid"] == pytest.approx(2 / 5)
-    md = render.markdown(judge.invalid_table(inv, "t"))
+    md = render.markdown(judge_tables.invalid_table(inv, "t"))
     assert "| Model | Range | Invalid | No Pred | Below | Above | List | n |" in md
     assert "| Main | 1-5 | 40.0% | 1 | 0 | 1 | 2 | 5 |" in md
 
@@ -361,12 +361,12 @@ def test_range_echoes_are_their_own_column_and_no_ok_share():
     assert (inv.loc["Echoes", "Echo"], inv.loc["Echoes", "count"], inv.loc["Echoes", "n"]) == (4, 0, 4)
     assert (inv.loc["Mixed", "Echo"], inv.loc["Mixed", "No Pred"], inv.loc["Mixed", "count"]) == (1, 1, 1)
     assert inv.loc["Plain", "Echo"] == 0
-    md = render.markdown(judge.invalid_table(judge.invalid(rows), "t"))
+    md = render.markdown(judge_tables.invalid_table(judge.invalid(rows), "t"))
     assert "| Model | Range | Invalid | No Pred | Below | Above | Echo | n |" in md
     assert "| Echoes | 1-5 | 0.0% + 100.0% Echo | 0 | 0 | 0 | 4 | 4 |" in md
     assert "| Mixed | 1-5 | 25.0% + 25.0% Echo | 1 | 0 | 0 | 1 | 4 |" in md
     assert "| Plain | 1-5 | 25.0% | 1 | 0 | 0 | 0 | 4 |" in md
-    assert "Echo" not in render.markdown(judge.invalid_table(judge.invalid(rows[2:]), "t"))
+    assert "Echo" not in render.markdown(judge_tables.invalid_table(judge.invalid(rows[2:]), "t"))
 
 
 def test_an_expected_score_not_computed_is_a_study_note(tmp_path):
@@ -378,7 +378,7 @@ def test_an_expected_score_not_computed_is_a_study_note(tmp_path):
     metrics = json.loads((run / rundir.METRICS).read_text())
     metrics["judge"]["expected_not_computed"] = {"cd_judge": "c = 0.3 is not one of the kept normalisers"}
     (run / rundir.METRICS).write_text(json.dumps(metrics))
-    (study,) = judge.collect(find_runs(tmp_path))
+    (study,) = judge_runs.collect(find_runs(tmp_path))
     assert study.notes == ["pA 1-5 lam=0.3 t=1: score.cd_judge_expected not computed: c = 0.3 is not one of the "
                            "kept normalisers"]
 
@@ -397,14 +397,14 @@ def test_runs_that_differ_in_other_settings_are_separate_points_and_say_how(tmp_
         cfg["method"]["decode"] = decode
         (run / rundir.CONFIG).write_text(yaml.safe_dump(cfg))
         runs[name] = run
-    (study,) = judge.collect(find_runs(tmp_path))
+    (study,) = judge_runs.collect(find_runs(tmp_path))
     points = {p.pair: p for p in study.points}
     assert set(points) == {"pA [method.decode=greedy]", "pA [method.decode=values]"}
     assert len(points["pA [method.decode=values]"].frame) == len(frame)
     assert len(points["pA [method.decode=greedy]"].frame) == len(frame)
     assert points["pA [method.decode=greedy]"].runs == [runs["0"], runs["2"]]
     # one setting per pair: the label is the pair's name alone
-    (one,) = judge.collect(find_runs(tmp_path / "1"))
+    (one,) = judge_runs.collect(find_runs(tmp_path / "1"))
     assert [p.pair for p in one.points] == ["pA"]
 
 
@@ -420,7 +420,7 @@ def test_hyperparameter_table_lists_the_chosen_lambda_and_t(rep):
 
 def test_without_a_dev_split_selection_and_report_use_the_same_items_and_say_so(tmp_path):
     root = write_sweep(tmp_path / "nosplit", pairs=("pA",), split=False)
-    (study,) = judge.collect(find_runs(root))
+    (study,) = judge_runs.collect(find_runs(root))
     assert not study.has_dev_split
     sel = judge.select(study)
     assert set(sel["selected_on"]) == {"all"} and set(sel["reported_on"]) == {"all"}
@@ -437,11 +437,11 @@ def test_without_a_dev_split_selection_and_report_use_the_same_items_and_say_so(
 
 def test_human_scores_are_put_on_the_judges_range():
     h = np.array([1, 4 / 3, 5 / 3, 2, 13 / 3, 5, np.nan])
-    assert judge.human_on_range(h, 2, 6)[:6].tolist() == [2, 2, 3, 3, 5, 6]
-    assert np.isnan(judge.human_on_range(h, 2, 6)[6])
-    assert judge.human_on_range(h[:6], 0, 4).tolist() == [0, 0, 1, 1, 3, 4]
-    assert judge.human_scale(h) == (1, 5) and judge.human_scale([0, 2.5, 10]) == (0, 10)
-    assert judge.score_shares([2, 2, 3, np.nan, 6], 2, 6).tolist() == [0.5, 0.25, 0, 0, 0.25]
+    assert judge_plots.human_on_range(h, 2, 6)[:6].tolist() == [2, 2, 3, 3, 5, 6]
+    assert np.isnan(judge_plots.human_on_range(h, 2, 6)[6])
+    assert judge_plots.human_on_range(h[:6], 0, 4).tolist() == [0, 0, 1, 1, 3, 4]
+    assert judge_plots.human_scale(h) == (1, 5) and judge_plots.human_scale([0, 2.5, 10]) == (0, 10)
+    assert judge_plots.score_shares([2, 2, 3, np.nan, 6], 2, 6).tolist() == [0.5, 0.25, 0, 0, 0.25]
 
 
 def test_distribution_panels_and_dev_heat_map(rep):
@@ -495,7 +495,7 @@ def test_report_writes_the_judge_tables_and_plots(sweep, tmp_path, cscore_main):
     want = stats.kendalltau(test["score.cd_judge"], test["human.coherence"])[0]
     got = long.query("label == 'Contra. (pA)' and lo == 2 and correlation == 'kendall'")["value"].item()
     assert got == pytest.approx(want)
-    assert f"{got:.4f} ± " in md and judge.AVERAGE_HEADER in md
+    assert f"{got:.4f} ± " in md and judge_tables.AVERAGE_HEADER in md
     assert "Contra. (pA)" in res.stdout and "Kend." in res.stdout  # printed
     assert "[expected]: the expected score" in " ".join(res.stdout.split())  # text, not rich markup
     report_md = (out / "report.md").read_text()

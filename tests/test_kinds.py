@@ -193,7 +193,7 @@ def test_fit_judge_prompt_cuts_the_source_or_says_what_to_raise(tiny_tokenizer):
     that fits is kept whole, and one too long even without its source is a one-line InputError."""
     from transformers import AutoTokenizer
 
-    from cscore.cli.pipeline.kinds.shared import fit_judge_prompt
+    from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt
     from cscore.scorers.engine.tokenize import InputError, text_ids
 
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer)

@@ -1,5 +1,6 @@
-"""Static checks (issue 21): ruff is clean on the tree, mypy is clean on the typed modules, and no
-function in the package (tests excluded) is over 60 lines."""
+"""Static checks (issue 21): ruff is clean on the tree, mypy is clean on the typed modules, no
+function in the package (tests excluded) is over 60 lines, and no function in scorers/ takes more
+than 8 parameters (issue 31: a pass's settings travel as one ``PassOptions``), with no exceptions."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 60
+MAX_PARAMS = 8  # per function in scorers/ (self / cls not counted; *args / **kwargs not counted)
 # the modules mypy checks (pyproject [tool.mypy] holds the settings)
 MYPY_PACKAGES = ["cscore.errors", "cscore.rundir", "cscore.files", "cscore.data", "cscore.metaeval",
                  "cscore.scorers.methods", "cscore.cli.pipeline.kinds", "cscore.scorers.config.run",
@@ -81,6 +83,36 @@ def test_no_function_over_60_lines():
     assert any(p.name == "engine.py" for p in files)
     found = [hit for p in files for hit in long_functions(p.read_text(), str(p.relative_to(ROOT)))]
     assert not found, "functions over 60 lines:\n" + "\n".join(found)
+
+
+def many_params(source: str, name: str) -> list[str]:
+    """Every function (methods and nested ones included) in ``source`` with more than MAX_PARAMS
+    named parameters (positional and keyword-only; ``self`` / ``cls`` of a method not counted)."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename=name)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            named = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+            if named and named[0].arg in ("self", "cls"):
+                named = named[1:]
+            if len(named) > MAX_PARAMS:
+                found.append(f"{name}:{node.lineno} {node.name} ({len(named)} parameters)")
+    return found
+
+
+def test_many_params_detected():
+    nine = ", ".join(f"a{i}" for i in range(MAX_PARAMS + 1))
+    eight = ", ".join(f"a{i}" for i in range(MAX_PARAMS))
+    assert many_params(f"def f({nine}):\n    pass\n", "m.py") == [f"m.py:1 f ({MAX_PARAMS + 1} parameters)"]
+    assert many_params(f"def f(*, {nine}):\n    pass\n", "m.py") == [f"m.py:1 f ({MAX_PARAMS + 1} parameters)"]
+    assert many_params(f"class C:\n    def f(self, {eight}, **kw):\n        pass\n", "m.py") == []
+
+
+def test_no_function_in_scorers_over_8_parameters():
+    files = [p for p in _package_files() if p.relative_to(ROOT).parts[0] == "scorers"]
+    assert any(p.name == "loaded.py" for p in files)
+    found = [hit for p in files for hit in many_params(p.read_text(), str(p.relative_to(ROOT)))]
+    assert not found, f"functions in scorers/ over {MAX_PARAMS} parameters:\n" + "\n".join(found)
 
 
 def test_a_missing_tool_skips_or_fails_under_ci():

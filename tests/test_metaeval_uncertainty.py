@@ -1,5 +1,6 @@
 """Bootstrap CIs, PERM-BOTH permutation test, significance clusters, BiasScore, quantized
-accuracy and invalid rate (metaeval/uncertainty.py, metaeval/bias.py). Few resamples: fast."""
+accuracy and invalid rate (metaeval/statistic.py, resampling.py, clusters.py, kernels.py, bias.py).
+Few resamples: fast."""
 
 import math
 
@@ -8,19 +9,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from cscore.metaeval import uncertainty
+from cscore.metaeval import kernels
 from cscore.metaeval.bias import bias_score, invalid_rate, quantized_accuracy, unfairness_score
+from cscore.metaeval.clusters import assign_ranks, significance_clusters
 from cscore.metaeval.levels import correlate_at
-from cscore.metaeval.uncertainty import (
-    LevelStat,
-    MeanStat,
-    as_stat,
-    assign_ranks,
-    bootstrap_ci,
-    correlation_stat,
-    permutation_test,
-    significance_clusters,
-)
+from cscore.metaeval.resampling import bootstrap_ci, permutation_test
+from cscore.metaeval.statistic import LevelStat, MeanStat, as_stat, correlation_stat
 
 PEARSON = correlation_stat("human.overall", "pearson")
 
@@ -291,8 +285,8 @@ def _with_fallback(cases, kind_of):
 @pytest.mark.parametrize("stat_args,scheme,fallback", _with_fallback(BOOTSTRAP_CASES, lambda c: c[0][1]))
 def test_batched_bootstrap_equals_loop_on_the_same_draws(stat_args, scheme, fallback, monkeypatch):
     if fallback:
-        monkeypatch.setattr(uncertainty, "_PAIRWISE_MAX", 2)
-        monkeypatch.setattr(uncertainty, "_ROW_PAIRS_MAX", 2)
+        monkeypatch.setattr(kernels, "PAIRWISE_MAX", 2)
+        monkeypatch.setattr(kernels, "ROW_PAIRS_MAX", 2)
     (level, kind, variant, options), (resample, relabel, subset) = stat_args, scheme
     df, n = tied_table(), 10
     stat = LevelStat("human.h", level, kind, variant, subset=subset, **options)
@@ -318,8 +312,8 @@ def _zscored(x):
 @pytest.mark.parametrize("stat_args,fallback", _with_fallback([(st,) for st in STATS], lambda c: c[0][1]))
 def test_batched_permutation_equals_loop_on_the_same_coins(stat_args, fallback, monkeypatch):
     if fallback:
-        monkeypatch.setattr(uncertainty, "_PAIRWISE_MAX", 2)
-        monkeypatch.setattr(uncertainty, "_ROW_PAIRS_MAX", 2)
+        monkeypatch.setattr(kernels, "PAIRWISE_MAX", 2)
+        monkeypatch.setattr(kernels, "ROW_PAIRS_MAX", 2)
     level, kind, variant, options = stat_args
     df, n = tied_table(seed=1), 10
     stat = LevelStat("human.h", level, kind, variant, **options)
@@ -373,8 +367,6 @@ def test_mean_stat_is_the_mean_of_its_parts():
 def test_candidate_ranks_equal_sorted_ranks_exactly(scale):
     """The pair-matrix ranks of two candidates (float32 products while exact, float64 past 2**22
     in total weight) equal the sort-based average ranks of the materialised versions, bit for bit."""
-    from cscore.metaeval import uncertainty as u
-
     rng = np.random.default_rng(3)
     n = 97
     a = np.round(rng.normal(size=n), 1)  # ties within and across the candidates
@@ -382,6 +374,7 @@ def test_candidate_ranks_equal_sorted_ranks_exactly(scale):
     counts = rng.multinomial(n, np.ones(n) / n, size=40).astype(np.float64) * scale
     pick = rng.random((40, n)) < 0.5
     ws = [counts * pick, counts * ~pick]
-    X, W = u._materialise([a, b], ws)
+    X, W = kernels.materialise([a, b], ws)
     on = W > 0
-    np.testing.assert_array_equal(np.where(on, u._candidate_ranks([a, b], ws), 0), np.where(on, u._ranks(X, W), 0))
+    got = kernels._candidate_ranks([a, b], ws)
+    np.testing.assert_array_equal(np.where(on, got, 0), np.where(on, kernels._ranks(X, W), 0))

@@ -11,6 +11,7 @@ import torch
 
 from cscore.scorers.api import ModelPair
 from cscore.scorers.engine import engine
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.models.models import load_model
 from cscore.scorers.store.cache import StatsCache
 
@@ -61,8 +62,8 @@ def assert_same(a, b, atol=1e-9):
 def test_shared_equals_unshared_in_float64(models, side, budget):
     """Full model and early exit; one batch, groups split over rows and batches (budget 70: a
     row holds the prompt and a few hypotheses), and a budget below every item (one item a row)."""
-    ref, ref_report = run(models["float64"], token_budget=4096, padding_side="right", share_prefix=False)
-    got, report = run(models["float64"], token_budget=budget, padding_side=side, share_prefix=True)
+    ref, ref_report = run(models["float64"], token_budget=4096, padding_side="right", prefix_sharing=False)
+    got, report = run(models["float64"], token_budget=budget, padding_side=side, prefix_sharing=True)
     assert_same(got, ref)
     if budget == 70:
         rows = engine.plan_rows(ITEMS, 70, True)
@@ -78,7 +79,7 @@ def test_shared_equals_unshared_in_float64(models, side, budget):
 
 
 def test_shared_float32_within_tolerance(models, f32):
-    ref, _ = run(models["float32"], share_prefix=False)
+    ref, _ = run(models["float32"], prefix_sharing=False)
     for side in ("left", "right"):
         got, _ = run(models["float32"], padding_side=side, token_budget=90)
         for h in HEADS:
@@ -99,7 +100,7 @@ def test_sharing_processes_fewer_tokens(models):
 
     handle = layer0.register_forward_pre_hook(count, with_kwargs=True)
     try:
-        _, off = run(models["float64"], share_prefix=False)
+        _, off = run(models["float64"], prefix_sharing=False)
         fed_off = sum(a * b for a, b in seen)
         seen.clear()
         _, on = run(models["float64"])
@@ -153,7 +154,7 @@ def test_eager_attention_takes_the_additive_mask(tiny_dirs, f32):
     row's all-masked pad queries give NaN in either path (transformers' 2D mask, not packing)."""
     model = load_model(tiny_dirs.expert, dtype="float64").model
     model.config._attn_implementation = "eager"
-    ref, _ = run(model, share_prefix=False)
+    ref, _ = run(model, prefix_sharing=False)
     got, _ = run(model, token_budget=70)
     for h in HEADS:
         for k, t in enumerate(TEMPS):
@@ -166,7 +167,7 @@ def test_model_without_a_custom_mask_runs_unshared(toy_bigram):
     toy = toy_bigram(table).double()
     items = [([1, 2, 3], [4, 5]), ([1, 2, 3], [6]), ([7], [8, 9])]
     on, r_on = engine.compute(toy, items, temperatures=(1.0,), heads={"m": None})
-    off, r_off = engine.compute(toy, items, temperatures=(1.0,), heads={"m": None}, share_prefix=False)
+    off, r_off = engine.compute(toy, items, temperatures=(1.0,), heads={"m": None}, prefix_sharing=False)
     assert r_on.tokens == r_off.tokens
     np.testing.assert_array_equal(on["m"].logp, off["m"].logp)
 
@@ -365,7 +366,7 @@ def test_sliding_window_rows_are_shared_and_exact(gemma_like, monkeypatch, promp
     items = window_items()
     assert engine.sharing_window(gemma_like) == 6 and engine.row_window(gemma_like) == engine.UNBOUNDED
     heads = {"model": None}
-    ref, off = engine.compute(gemma_like, items, temperatures=TEMPS, heads=heads, share_prefix=False)
+    ref, off = engine.compute(gemma_like, items, temperatures=TEMPS, heads=heads, prefix_sharing=False)
     got, on = engine.compute(gemma_like, items, temperatures=TEMPS, heads=heads, token_budget=budget)
     np.testing.assert_allclose(got["model"].logp, ref["model"].logp, rtol=0, atol=1e-9)
     np.testing.assert_allclose(got["model"].logp_max, ref["model"].logp_max, rtol=0, atol=1e-9)
@@ -378,10 +379,10 @@ def test_sliding_window_matters_here(gemma_like):
     """The check above can fail: the same model with its window ignored in packed rows (the mask
     of every layer full) scores the rows longer than the window differently."""
     items = window_items()
-    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, share_prefix=False)
+    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, prefix_sharing=False)
     gemma_like.config.sliding_window = 10_000
     try:
-        wide, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, share_prefix=False)
+        wide, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, prefix_sharing=False)
     finally:
         gemma_like.config.sliding_window = 6
     assert np.abs(wide["model"].logp - ref["model"].logp).max() > 1e-3
@@ -392,12 +393,12 @@ def test_dense_path_keeps_long_rows_unshared(gemma_like, monkeypatch):
     window: rows whose prompt + hypothesis passes it run unshared there, and the log-probs stay
     those of the unshared pass."""
     items = window_items()
-    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, share_prefix=False)
+    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, prefix_sharing=False)
     monkeypatch.setattr(engine, "SPARSE_PACKED", False)
     assert engine.row_window(gemma_like) == 6
     got, on = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None})
     np.testing.assert_allclose(got["model"].logp, ref["model"].logp, rtol=0, atol=1e-9)
-    rows = engine.plan_rows(items, engine.TOKEN_BUDGET, True, window=6)
+    rows = engine.plan_rows(items, PassOptions().token_budget, True, window=6)
     assert on.tokens == sum(r.length for r in rows)
     assert {len(r.prompt) for r in rows if r.packed} == {3}
 
@@ -406,7 +407,7 @@ def test_flex_path_keeps_long_rows_unshared(gemma_like, monkeypatch):
     """The flex block mask has no sliding window: there, as on the dense path, rows whose prompt +
     hypothesis passes the window run unshared, and the log-probs stay those of the unshared pass."""
     items = window_items()
-    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, share_prefix=False)
+    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, prefix_sharing=False)
     monkeypatch.setattr(engine, "PACKED_CPU", "flex")
     assert engine.row_window(gemma_like) == 6
     got, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None})
@@ -422,10 +423,9 @@ def test_judge_statistics_of_a_sliding_window_model_shared_and_exact(gemma_like)
     docs = [[int(x) for x in rng.integers(4, 390, n)] for n in (12, 8)]
     contexts = [d + [int(x) for x in rng.integers(4, 390, 3)] + [20, 21] for d in docs for _ in range(3)]
     contexts = contexts + [c + [9] for c in contexts]
-    kw = dict(asst_exit=2, values=[1, 2, 3], value_ids=[(5,), (6,), (7, 9)], prefixes=[(9,)], n_items=6,
-              decode_token=str)
-    plain, plain_rep = judge.compute(gemma_like, contexts, share_prefix=False, **kw)
-    got, rep = judge.compute(gemma_like, contexts, share_prefix=True, **kw)
+    scale = judge.Scale([1, 2, 3], [(5,), (6,), (7, 9)], [(9,)], 6, str)
+    plain, plain_rep = judge.compute(gemma_like, contexts, scale, asst_exit=2, prefix_sharing=False)
+    got, rep = judge.compute(gemma_like, contexts, scale, asst_exit=2, prefix_sharing=True)
     np.testing.assert_array_equal(got.main_top, plain.main_top)
     np.testing.assert_array_equal(got.front_ids, plain.front_ids)
     np.testing.assert_allclose(got.front_a, plain.front_a, rtol=0, atol=1e-9)

@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from cscore.cli.progress import Lines, quick_slice, rate_text
+from cscore.scorers.engine.pass_options import PassOptions
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -72,7 +73,7 @@ def test_estimate_after_the_first_batch_and_the_quick_slice():
     """First 10 of 100 items in 30 s: 270 s left; a 300 s pass on a CPU gets the dev slice of
     60 / 300 = 0.2 of the groups (of 0.5 when already on a dev split of 0.5: 0.1), at least one
     group; none for a short pass or on CUDA."""
-    run = SimpleNamespace(runtime=SimpleNamespace(device="cpu"),
+    run = SimpleNamespace(passes=PassOptions(device="cpu"),
                           split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
     lines, now, console = lines_of(every=1000, hint=quick_slice(run))
     p = lines.factory("expert", 100)
@@ -93,7 +94,7 @@ def test_estimate_after_the_first_batch_and_the_quick_slice():
     assert "split.dev_fraction=0.04 " in quick_slice(run)(800.0)  # 0.0375 rounded up
     assert "split.dev_fraction=0.05 " in quick_slice(run, groups=10)(800.0)  # one group of the data's 20
     assert quick_slice(run)(100.0) is None  # short
-    run.runtime.device = "cuda"
+    run.passes = PassOptions(device="cuda")
     assert quick_slice(run)(3000.0) is None
 
 
@@ -200,3 +201,29 @@ def test_live_bar_prints_the_work_and_counts_to_the_end():
     assert (task.completed, task.total) == (6, 6)
     assert "expert: 6 items, 40 tokens to run" in console.file.getvalue()
     assert "expert: first 2 of 6 items in 20.0s; about 40s left" in console.file.getvalue()
+
+
+def test_one_progress_draws_a_runs_passes_and_says_a_reports_steps():
+    """cscore.progress.Progress: ``live()`` starts and stops the run's reporter around the passes
+    and hands them its factory; off a terminal the report's ``steps`` say the first and last step
+    of a table (steps within ``every`` seconds of the last line stay quiet), then that it is done."""
+    from cscore.progress import Progress
+
+    lines, now, console = lines_of(every=10)
+    run = Progress(lines, lines.factory)
+    with run.live() as factory:
+        advance = factory("expert", 2)
+        now[0] = 4.0
+        advance(2)
+    assert printed(console) == ["scoring with expert: 2/2 items (100%), 0.5 items/s, done in 4s"]
+    with Progress().live() as none:  # runtime.progress=false: no factory, nothing drawn
+        assert none is None
+
+    said = Console(file=io.StringIO(), width=200)
+    report = Progress(console=said, every=3600.0)
+    with report.steps("demo quality") as update:
+        for done in (1, 2, 3):
+            update(done, 3, f"row {done}")
+    got = [re.sub(r"^\[\s*\d+\.\ds\] ", "", x) for x in printed(said)]
+    assert got == ["demo quality 1/3: row 1", "demo quality 3/3: row 3", "demo quality: done"]
+    assert all(re.match(r"^\[\s*\d+\.\ds\] ", x) for x in printed(said))

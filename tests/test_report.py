@@ -11,9 +11,15 @@ import pytest
 from scipy import stats
 
 from cscore import __version__
-from cscore.cli import report_cmd
-from cscore.cli.report_cmd import stems
-from cscore.metaeval import plots, render, report, tables  # plots selects the Agg backend before pyplot loads
+from cscore.metaeval import (  # plots selects the Agg backend before pyplot loads
+    plots,
+    render,
+    report,
+    report_plots,
+    sections,
+    side_tables,
+    tables,
+)
 from cscore.metaeval.correlation import correlation_table
 from cscore.metaeval.plots import plt
 from cscore.metaeval.runs import expected_jobs, missing_jobs
@@ -125,21 +131,21 @@ def avg_table(ds, values):
 
 def test_file_stems_are_the_data_name_with_the_split_when_not_all():
     datasets = [fake_dataset([fake_run(split=s)]) for s in ("all", "dev", "all")]
-    assert stems(datasets) == ["demo", "demo_dev", "demo_2"]
+    assert sections.stems(datasets) == ["demo", "demo_dev", "demo_2"]
 
 
 def test_a_dataset_key_reads_as_text():
     key = json.dumps({"data": {"name": "summeval", "path": None, "judge_aspect": "coherence"}, "prompt": "reference",
                       "split": {"use": "dev", "dev_fraction": 0.1, "seed": 0, "dev_ids": None}}, sort_keys=True)
-    assert report_cmd.describe_key(key) == ("data summeval (judge_aspect=coherence), split dev (dev_fraction=0.1, "
+    assert sections.describe_key(key) == ("data summeval (judge_aspect=coherence), split dev (dev_fraction=0.1, "
                                             "seed=0), prompt reference")
     key = json.dumps({"data": {"name": "demo"}, "split": {"use": "all", "seed": 0}, "prompt": None})
-    assert report_cmd.describe_key(key) == "data demo, split all"
+    assert sections.describe_key(key) == "data demo, split all"
 
 
 def test_rows_of_one_pass_are_one_speed_point_with_a_note():
     ds = fake_dataset([fake_run()])
-    points = tables.speed_points(ds, avg_table(ds, [0.5, 0.3, 0.4, 0.6]))
+    points = side_tables.speed_points(ds, avg_table(ds, [0.5, 0.3, 0.4, 0.6]))
     assert points[["label", "value", "samples_per_second"]].values.tolist() == [["p1 contrast", 0.6, 10.0]]
     fig = plots.speed_vs_quality_figure(points)
     ax = fig.axes[0]
@@ -150,7 +156,7 @@ def test_rows_of_one_pass_are_one_speed_point_with_a_note():
 
 def test_two_pairs_are_two_speed_points_without_a_note():
     ds = fake_dataset([fake_run("p1", samples_per_second=10.0), fake_run("p2", samples_per_second=40.0)])
-    points = tables.speed_points(ds, avg_table(ds, [0.5, 0.3, 0.4, 0.6, 0.1, 0.2, 0.3, 0.4]))
+    points = side_tables.speed_points(ds, avg_table(ds, [0.5, 0.3, 0.4, 0.6, 0.1, 0.2, 0.3, 0.4]))
     assert points[["label", "samples_per_second"]].values.tolist() == [["p1 contrast", 10.0], ["p2 contrast", 40.0]]
     fig = plots.speed_vs_quality_figure(points)
     assert len(fig.axes[0].collections[0].get_offsets()) == 2
@@ -209,7 +215,7 @@ def test_pairwise_accuracy_of_translation_rows_is_hand_computed(tmp_path):
     # mean 1/2; eps 1 (1/3, 1/3) and eps 2 (0, 1/3) are lower. zh-en: eps 0 gets 2/3, eps 0.1 ties
     # A-B as the humans do: 3/3. neg, de-en: g1 0, g2 2/3 at eps 0 and 1 (the smallest wins);
     # zh-en: only the A-B tie is right, from eps 0.1 on: 1/3.
-    long = tables.pairwise(translation_dataset())
+    long = side_tables.pairwise(translation_dataset())
     got = long.set_index(["label", "target"])
     want = {("m", "de-en"): (1 / 2, 0.0), ("m", "zh-en"): (1.0, 0.1), ("m", "AVG"): (3 / 4, None),
             ("neg", "de-en"): (1 / 3, 0.0), ("neg", "zh-en"): (1 / 3, 0.1), ("neg", "AVG"): (1 / 3, None)}
@@ -219,7 +225,7 @@ def test_pairwise_accuracy_of_translation_rows_is_hand_computed(tmp_path):
         if eps is not None:
             assert got.loc[key, "epsilon"] == pytest.approx(eps)
     # wired into the report: <data>_pairwise_accuracy.{md,csv,tex}, none for other tasks
-    lines = report_cmd.pairwise_section(translation_dataset(), "demo", tmp_path)
+    lines = sections.pairwise_section(translation_dataset(), "demo", tmp_path)
     table = pd.read_csv(tmp_path / "demo_pairwise_accuracy.csv", index_col="label")
     assert list(table.columns) == ["de-en", "zh-en", "AVG"]
     assert table.loc["m"].tolist() == [0.5, 1.0, 0.75] and "acc-eq" in lines[1]
@@ -228,7 +234,7 @@ def test_pairwise_accuracy_of_translation_rows_is_hand_computed(tmp_path):
     assert eps[("m", "zh-en")] == pytest.approx(0.1)
     summary = translation_dataset()
     summary.frame["task"] = "summarization"
-    assert tables.pairwise(summary).empty and report_cmd.pairwise_section(summary, "demo", tmp_path) == []
+    assert side_tables.pairwise(summary).empty and sections.pairwise_section(summary, "demo", tmp_path) == []
 
 
 def test_bias_score_is_computed_per_language_pair_then_averaged(tmp_path):
@@ -251,18 +257,18 @@ def test_bias_score_is_computed_per_language_pair_then_averaged(tmp_path):
         return stats.spearmanr(part["mean_logp.expert"], us)[0]
 
     want = {lp: by_hand(frame[frame["lang_pair"] == lp]) for lp in ("de-en", "zh-en")}
-    got = tables.bias(ds).set_index("target")["value"]
+    got = side_tables.bias(ds).set_index("target")["value"]
     assert list(got.index) == ["de-en", "zh-en", "AVG"]
     assert got["de-en"] == pytest.approx(want["de-en"]) and got["zh-en"] == pytest.approx(want["zh-en"])
     assert got["AVG"] == pytest.approx((want["de-en"] + want["zh-en"]) / 2)
     assert want["de-en"] > 0.5 and want["zh-en"] < -0.5  # overrated in one pair, underrated in the other
     assert abs(by_hand(frame) - got["AVG"]) > 0.1  # pooling all pairs is not their average
-    report_cmd.bias_section(ds, "mqm", tmp_path)
+    sections.bias_section(ds, "mqm", tmp_path)
     md = (tmp_path / "mqm_bias.md").read_text()
     assert "split_by:lang_pair" in md and "AVG = their mean" in md
     assert list(pd.read_csv(tmp_path / "mqm_bias.csv", index_col="label").columns) == ["de-en", "zh-en", "AVG"]
     ds.split_by = None  # no groups: one column per aspect over all rows, as before
-    assert tables.bias(ds)["value"].item() == pytest.approx(by_hand(frame))
+    assert side_tables.bias(ds)["value"].item() == pytest.approx(by_hand(frame))
 
 
 def test_one_table_renders_to_markdown_csv_latex_and_rich():
@@ -425,7 +431,8 @@ def test_a_nan_cell_gets_no_rank_and_leaves_the_others_ranks_alone():
     cells = dict(tables.to_table(long, "t", "s").rows)
     assert cells["flat"] == ["nan", "nan"] and cells["good"][0].endswith(" (1)")
     # the clustering itself: NaN last, unranked, never tested
-    from cscore.metaeval.uncertainty import LevelStat, significance_clusters
+    from cscore.metaeval.clusters import significance_clusters
+    from cscore.metaeval.statistic import LevelStat
 
     clusters = significance_clusters(ranked_dataset(True).frame, LevelStat("human.overall"),
                                      ["score.flat", "score.bad", "score.good"], n=50)
@@ -487,9 +494,9 @@ def test_plot_axes_are_parameters_every_method_row_has():
     ds.rows = {"p division": {"run": run, "variant": "division", "params": {"t_exp": 0.5, "t_ama": 1.5}, "main": True},
                "p cd_score": {"run": run, "variant": "cd_score", "main": True,
                               "params": {"t_exp": 0.5, "t_ama": 1.5, "alpha": 0.1, "outside": -np.inf}}}
-    assert report_cmd.swept_params(ds) == []  # alpha / outside: cd_score's only, no axis
+    assert report_plots.swept_params(ds) == []  # alpha / outside: cd_score's only, no axis
     ds.rows["p division"]["params"]["t_exp"] = 1.0
-    assert report_cmd.swept_params(ds) == ["t_exp"]
+    assert report_plots.swept_params(ds) == ["t_exp"]
 
 
 # ---------------------------------------------------------------- Kendall-like's threshold
@@ -521,7 +528,7 @@ def test_the_largest_human_difference_is_that_of_the_pairs_a_level_compares():
     assert tables.largest_human_difference(f, "human.overall", "system_grouped") == 3.0  # B: 5 - 2
     assert tables.largest_human_difference(f, "human.overall", "system") == 1.5  # means 2 and 3.5
     spec = tables.Spec(kind="kendall", variant="like", level="item", threshold=3)
-    note = report_cmd.like_note(tables.unreachable_like_threshold(like_dataset(), spec), spec)
+    note = sections.like_note(tables.unreachable_like_threshold(like_dataset(), spec), spec)
     assert "differ by >= 3" in note and "at level item" in note and "largest difference: overall 2)" in note
     assert "\n" not in note
 

@@ -16,8 +16,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from cscore import __version__, rundir
-from cscore.metaeval import judge, plots
-from cscore.metaeval.uncertainty import MIN_UNITS
+from cscore.metaeval import judge, judge_runs, plots
+from cscore.metaeval.resampling import MIN_UNITS
 from cscore.rundir import find_runs
 
 DEMO_FILE = Path(__file__).resolve().parents[1] / "data" / "demo" / "demo.jsonl"
@@ -286,7 +286,7 @@ def test_a_small_judges_dev_heat_map_shows_the_expected_score_and_every_png_fits
     parsed, expected = [ax for ax in fig.axes if ax.get_title()]  # the colour bars have none
     assert (parsed.get_title(), expected.get_title()) == ("parsed score", "expected score")
     assert [t.get_text() for t in parsed.texts] == ["nan"] * 4  # a constant parsed score: no correlation
-    study = judge.collect(find_runs(root))[0]
+    study = judge_runs.collect(find_runs(root))[0]
     grid = judge.grid(study, judge.Criterion(), "expected")
     want = grid.sort_values(["lam", "t"])["value"]
     assert [t.get_text() for t in expected.texts] == [f"{v:.3f}" for v in want]
@@ -330,3 +330,14 @@ def test_a_bootstrap_over_three_documents_warns_once(three_document_run, tmp_pat
     res = cscore_main("report", str(three_document_run), "--bootstrap", "0", "--permutations", "0",
                       "--out", str(tmp_path / "rep0"), cwd=tmp_path)
     assert res.returncode == 0 and "to resample" not in res.stdout + (tmp_path / "rep0" / "report.md").read_text()
+
+
+def test_a_value_outside_its_interval_gets_no_bar_on_that_side():
+    """A tie-calibrated acc23 (a maximum over epsilon) can lie outside its bootstrap interval: the
+    sweep plot draws the bar from the interval's far end to the value, not a negative length."""
+    table = pd.DataFrame({"gamma": [0.1, 0.2], "series": ["a", "a"], "value": [0.5, 0.6],
+                          "low": [0.55, 0.4], "high": [0.7, 0.8]})
+    fig = plots.correlation_vs_param_figure(table, "gamma")
+    (bars,) = fig.axes[0].containers[0].lines[2]
+    spans = np.array([sorted(seg[:, 1]) for seg in bars.get_segments()])
+    np.testing.assert_allclose(spans, [[0.5, 0.7], [0.4, 0.8]], rtol=0, atol=1e-12)

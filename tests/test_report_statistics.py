@@ -19,7 +19,7 @@ from cscore.metaeval.kendall import acc_23
 from cscore.metaeval.levels import correlate_at
 from cscore.metaeval.pairwise import TieCalibratedStat
 from cscore.metaeval.signature import Signature
-from cscore.metaeval.uncertainty import LevelStat
+from cscore.metaeval.statistic import LevelStat
 from cscore.rundir import find_runs
 
 # item x system cells: (group, system, metric, human); g3 has one human tie and one metric tie
@@ -201,7 +201,7 @@ def test_a_paper_preset_fills_in_what_the_command_line_leaves_out(preset_spec):
 
 
 def test_several_folders_without_a_common_folder_need_out(tmp_path):
-    from cscore.cli.report_cmd import default_out
+    from cscore.metaeval.assemble import default_out
 
     assert default_out([tmp_path / "a"]) == tmp_path / "a" / "report"
     assert default_out([tmp_path / "x" / "a", tmp_path / "x" / "b" / "c"]) == (tmp_path / "x" / "report").resolve()
@@ -340,8 +340,8 @@ def test_paper_contrastscore_adds_the_all_datasets_table(sweep, tmp_path, cscore
 @pytest.mark.parametrize("resample", ["group", None])
 def test_batched_resamples_of_the_calibrated_statistic_equal_the_per_resample_loop(level, resample):
     """``TieCalibratedStat.batch`` (weighted pairs, one sort) against the same statistic evaluated on
-    every resampled table (uncertainty's loop for a plain function): same draws, same values."""
-    from cscore.metaeval.uncertainty import bootstrap_ci, permutation_test
+    every resampled table (resampling.PerVersion for a plain function): same draws, same values."""
+    from cscore.metaeval.resampling import bootstrap_ci, permutation_test
 
     rng = np.random.default_rng(11)
     df = pd.DataFrame([(f"g{g}", f"s{s}", float(rng.integers(0, 6)) / 5, float(rng.integers(0, 6)) / 5,

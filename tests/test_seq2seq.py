@@ -291,19 +291,19 @@ def test_batching_budget_order_and_encoder_sharing_do_not_change_the_statistics(
         assert sum(done) == len(its) and len(done) == report.batches
         return only(stats), report, counter
 
-    base, rep, enc = run(its, token_budget=100_000, share_encoder=True)
+    base, rep, enc = run(its, token_budget=100_000, prefix_sharing=True)
     max_enc, max_dec = max(len(p) for p, _ in its), max(len(h) for _, h in its)
     # one batch, one encoder row per distinct source
     assert rep.batches == 1 and enc.rows == n_src
     assert rep.padded_tokens == n_src * max_enc + n * max_dec
-    unshared, rep_u, enc_u = run(its, token_budget=100_000, share_encoder=False)
+    unshared, rep_u, enc_u = run(its, token_budget=100_000, prefix_sharing=False)
     assert rep_u.batches == 1 and enc_u.rows == n and rep_u.padded_tokens == n * (max_enc + max_dec)
     assert_same_stats(unshared, base)
     for share in (True, False):
-        tiny, rep_t, _ = run(its, token_budget=1, share_encoder=share)  # every item alone
+        tiny, rep_t, _ = run(its, token_budget=1, prefix_sharing=share)  # every item alone
         assert rep_t.batches == n
         assert_same_stats(tiny, base)
-        mid, rep_m, _ = run(its, token_budget=max_enc + 3 * max_dec, share_encoder=share)
+        mid, rep_m, _ = run(its, token_budget=max_enc + 3 * max_dec, prefix_sharing=share)
         assert 1 < rep_m.batches < n
         assert_same_stats(mid, base)
     rng = np.random.default_rng(0)
@@ -545,7 +545,7 @@ def test_model_pair_encode_ends_targets_with_the_eos_of_the_model(loaded, toks):
     # a tokenizer without an EOS: the model config's
     no_eos = SimpleNamespace(eos_token_id=None)
     fake = LoadedModel(SimpleNamespace(config=SimpleNamespace(eos_token_id=[EOS, 5])), no_eos, "fake",
-                       torch.device("cpu"), torch.float64, is_encoder_decoder=True)
+                       torch.device("cpu"), torch.float64, {"encoder_decoder": True})
     assert ModelPair(fake)._eos() == EOS
     fake.model.config.eos_token_id = None
     with pytest.raises(ConfigError, match="no EOS token"):

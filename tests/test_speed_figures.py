@@ -59,11 +59,11 @@ def test_useful_flops_count_work_done_together_once_and_mfu_needs_a_known_peak(m
 
 
 def test_report_speed_table_shows_useful_tflops_and_mfu(tmp_path):
-    from cscore.metaeval import tables
+    from cscore.metaeval import side_tables
     from cscore.rundir import SCORES, Run
 
     (tmp_path / SCORES).write_bytes(b"")  # complete: metrics and scores present
     run = Run(tmp_path, {"data": {"name": "demo"}, "pair": {"name": "p"}, "method": {"variant": "contrast"}},
               {"n_items": 10, "speed": {"score_seconds": 4.0, "useful_flops": 2e12, "mfu": 0.25, "passes": {}}})
-    row = tables.speed([run]).iloc[0]
+    row = side_tables.speed([run]).iloc[0]
     assert row["useful_tflop_per_s"] == pytest.approx(0.5) and row["mfu"] == 0.25

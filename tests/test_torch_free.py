@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 TESTS = Path(__file__).parent
-TORCH_FREE = ["test_metaeval.py", "test_metaeval_levels.py", "test_metaeval_uncertainty.py", "test_data*.py"]
+TORCH_FREE = ["test_metaeval.py", "test_metaeval_levels.py", "test_metaeval_uncertainty.py", "test_kernels.py",
+              "test_data*.py"]
 
 # pytest in a fresh interpreter, with a finder that notes who imports torch first (and lets the
 # import go on) and a plugin that reports at the end of the session.

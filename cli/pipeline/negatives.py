@@ -3,10 +3,11 @@ negatives (``cscore.scorers.training.negatives`` writes and resumes them)."""
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
-
 from cscore import rundir
-from cscore.cli.pipeline.kinds.shared import load_pair, make_prompts, target_aspect
+from cscore.cli.pipeline.kinds.aspects import target_aspect
+from cscore.cli.pipeline.kinds.pair import load_pair
+from cscore.cli.pipeline.kinds.prompts import make_prompts
+from cscore.scorers.config.run import RunConfig
 from cscore.scorers.training.negatives import GenerateJob, finish, select_positives, todo, write_negatives
 
 
@@ -18,14 +19,14 @@ def positives_of(examples, g: dict):
     return positives.head(g["limit"]) if g["limit"] is not None else positives
 
 
-def make(job: GenerateJob, run, cfg: DictConfig, positives) -> None:
+def make(job: GenerateJob, run: RunConfig, positives) -> None:
     """The negatives of the positives not written yet (the pair loads only when some are left),
-    then provenance.json marked complete. ``run``: the typed config; ``cfg``: as composed (recorded)."""
+    then provenance.json marked complete. ``run``: the typed config (its ``composed`` is recorded)."""
     rows = todo(job, positives)
     models = None
     if len(rows):
         pair = load_pair(run, ["expert", "amateur"])
         prompts, spans = make_prompts(run, rows, pair.tokenizer)
-        inputs = pair.encode(prompts, list(rows["text"]), max_length=run.runtime.max_length, source_spans=spans)
-        models = write_negatives(job, cfg, pair, rows, inputs)
-    finish(job, cfg, len(positives), models)
+        inputs = pair.encode(prompts, list(rows["text"]), max_length=run.passes.max_length, source_spans=spans)
+        models = write_negatives(job, run, pair, rows, inputs)
+    finish(job, run, len(positives), models)

@@ -20,7 +20,7 @@ from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine import flops
 from cscore.version import __version__
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
 
 
@@ -170,7 +170,7 @@ def write_stage(run: RunConfig, kind: MethodKind, out_dir: Path, loaded: Loaded,
         "n_truncated": scored.n_truncated,
         "truncated_ids": [i for i, t in zip(table["id"], table["truncated"]) if t],
         "temperatures": plan.temperatures,
-        "variants": [{"name": v.name, "method": v.method, "params": v.params} for v in plan.variants],
+        "variants": [{"name": v.name, "method": v.method, "params": v.record} for v in plan.variants],
         "models": {k: v.info for k, v in scored.models.items()},
         "correlations": corr.to_dict(orient="records"),
         "speed": speed_figures(scored),

@@ -1,6 +1,11 @@
 """Which score columns a run produces: the configured method plus the comparison rows
 (expert alone, amateur alone, ensemble), all computed from the same statistics.
 
+Rows are planned from the method's typed ``Params`` (checked once, defaults filled in); each row
+holds its own typed ``Params`` (what its scores read) and its ``record`` (what metrics.json
+records: the values as the user wrote them, so ``gamma=1`` stays ``1``; the one place that reads
+them is ``written``, the method section as composed, handed in by the typed boundary).
+
 The comparison rows share the method's length conventions (``norm``, ``skip_first``,
 ``clamp``, ``floor``; ``norm`` also under a method's own name for it: cdm's ``pooling``) so that a preset
 such as ``contrast_released`` is compared with
@@ -8,8 +13,9 @@ baselines computed the same way; they use temperature ``baseline_t`` (default 1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 from cscore.errors import ConfigError
 from cscore.scorers import methods
@@ -22,33 +28,43 @@ BASELINE_ROWS = ("expert", "amateur", "ensemble")
 class Variant:
     name: str  # score column: score.<name>
     method: str
-    params: dict
+    params: Any  # the row's typed Params (checked, every default filled in): what its scores read
+    record: dict  # its parameters as metrics.json records them (values as written)
+    who: str | None = None  # a judge row: whose judgement (main / asst / contrast)
 
-    @cached_property
-    def typed(self) -> methods.MethodParams:
-        """The row's settings as its method's typed ``Params``, checked once (a judge row's ``who``
-        names the row, not a setting)."""
-        return methods.params(self.method, {k: v for k, v in self.params.items() if k != "who"})
+    def settings(self) -> dict:
+        """The row's parameters (typed) without the method's name and variant."""
+        return {f.name: getattr(self.params, f.name) for f in fields(self.params) if f.name not in methods.NOT_PARAMS}
 
     def needs(self) -> tuple[str, ...]:
-        return methods.get(self.method).needs(self.typed)
+        return methods.get(self.method).needs(self.params)
 
     def temperatures(self) -> set[float]:
-        return {float(v) for k, v in self.params.items() if k in ("t", "t_exp", "t_ama")}
+        return {float(getattr(self.params, k)) for k in ("t", "t_exp", "t_ama") if hasattr(self.params, k)}
 
 
-def plan(method_cfg: dict, baseline_t: float = 1.0, rows=BASELINE_ROWS) -> list[Variant]:
-    cfg = dict(method_cfg)
-    name = cfg.pop("name")
-    label = cfg.pop("variant", None) or name
-    _, agg = methods.split_params(name, cfg)  # unknown keys fail here, before any model is loaded
-    own = methods.get(name).plan_variants(label, cfg, rows)
+def row_params(method: str, label: str, **settings):
+    """The typed ``Params`` of a comparison row: its method's defaults with ``settings``."""
+    return methods.get(method).Params(name=method, variant=label, **settings)
+
+
+def plan(p, baseline_t: float = 1.0, rows=BASELINE_ROWS, written: Mapping | None = None) -> list[Variant]:
+    """The rows of method params ``p`` (typed); ``written``: the method section as composed (the
+    records' values as written; None: the typed values)."""
+    name, label = p.name, p.variant or p.name
+    module = methods.get(name)
+    typed = {f.name: getattr(p, f.name) for f in fields(p) if f.name not in methods.NOT_PARAMS}
+    given = {k: v for k, v in (written if written is not None else typed).items() if k not in methods.NOT_PARAMS}
+    own = module.plan_variants(label, given, rows)
     if own is not None:  # a method of another kind (a judge) names its own rows
-        return [Variant(*row) for row in own]
-    main = Variant(label, name, cfg)
+        return [Variant(row, method, p, record, record.get("who")) for row, method, record in own]
+    main = Variant(label, name, p, given)
     loaded = set(main.needs())
-    # agg: norm under a method's own name too (cdm: pooling)
-    shared = {**{k: cfg[k] for k in SHARED if k in cfg}, **agg}
+    aliases = methods.aggregation_keys(module)  # {own name: its key}: cdm calls norm pooling
+    keys = {k: k for k in SHARED if k in typed}
+    keys.update({aliases[own]: own for own in given if own in aliases})
+    share = {key: typed[own] for key, own in keys.items()}
+    share_rec = {key: given.get(own, typed[own]) for key, own in keys.items()}
     out = []
     for row in rows:
         if row not in BASELINE_ROWS:
@@ -56,12 +72,15 @@ def plan(method_cfg: dict, baseline_t: float = 1.0, rows=BASELINE_ROWS) -> list[
         if row == label:
             continue
         if row in ("expert", "amateur") and row in loaded:
-            out.append(Variant(row, "single", {"model": row, "t": baseline_t, **shared}))
+            one = {"model": row, "t": baseline_t}
+            out.append(Variant(row, "single", row_params("single", row, **one, **share), {**one, **share_rec}))
         elif row == "ensemble" and {"expert", "amateur"} <= loaded:
-            extra = {"floor": cfg["floor"]} if "floor" in cfg else {}
-            gamma = methods.get("ensemble").Params().gamma  # Eq. 6: the YAML's default, 0.5
-            out.append(Variant("ensemble", "ensemble",
-                               {"gamma": gamma, "t_exp": baseline_t, "t_ama": baseline_t, **shared, **extra}))
+            gamma = methods.defaults("ensemble")["gamma"]  # Eq. 6: the YAML's default, 0.5
+            mix = {"gamma": gamma, "t_exp": baseline_t, "t_ama": baseline_t}
+            floor = {"floor": typed["floor"]} if "floor" in typed else {}
+            rec = {**mix, **share_rec, **({"floor": given.get("floor", typed["floor"])} if floor else {})}
+            typed_row = row_params("ensemble", "ensemble", **mix, **share, **floor)
+            out.append(Variant("ensemble", "ensemble", typed_row, rec))
     return out + [main]
 
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cscore.errors import ConfigError
 from cscore.scorers.config.groups import Data, JudgePrompt, Prompt, Tracking
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
 from cscore.scorers.methods.params import Param, setting
 
@@ -199,30 +200,33 @@ class Pair:
 
 
 
+class MethodParams(Protocol):
+    """What every method's ``Params`` has (each method module's dataclass: its settings, checked)."""
+    name: str  # the method
+    variant: str  # the score column / label
+
+
 @dataclass
 class RunConfig(RunSettings):
     """A composed ``cscore run`` config as typed objects (``cscore.cli.typed.typed`` builds it once)."""
     data: Data = field(default_factory=Data)
     pair: Pair = field(default_factory=Pair)
-    method: Any = None  # the method's Params: checked, every default filled in
+    method: MethodParams = None  # type: ignore[assignment]  # the method's Params: checked, every default in
     prompt: Prompt = field(default_factory=Prompt)
     judge_prompt: JudgePrompt | None = None  # composed for the judge methods only
     baseline: dict | None = None  # {baseline name: its settings} (checked by cscore.scorers.baselines)
     tracking: Tracking = field(default_factory=Tracking)
     # the method section as composed (name, variant, parameters in config order, values as written:
-    # gamma=1 stays 1): what the signature and the variant rows record
+    # gamma=1 stays 1): the typed boundary's record of what the user wrote, read only for the
+    # signature and the variant records (never for a score: those read ``method``)
     method_given: dict = field(default_factory=dict)
     # the data section as composed: the loader takes its options as given and refuses one it does not know
     data_given: dict = field(default_factory=dict)
+    # the whole config as composed (interpolations resolved): what a record writes as given (a
+    # training job's provenance and identity), never read for a setting
+    composed: dict = field(default_factory=dict)
+    # how the forward passes go: built once from ``runtime`` (``typed``), handed to every pass
+    passes: PassOptions = field(default_factory=PassOptions)
     # the other jobs of this job's multirun (Hydra's basic launcher only), each as the overrides in
     # which it differs from this one ({key: value as written}): cli fills it (cli/sweep_points.py)
     sweep_others: tuple = ()
-
-    @property
-    def params(self) -> dict:
-        """The method's parameters (checked, defaults filled in) without its name and variant."""
-        from dataclasses import fields
-
-        from cscore.scorers.methods import NOT_PARAMS
-
-        return {f.name: getattr(self.method, f.name) for f in fields(self.method) if f.name not in NOT_PARAMS}

@@ -5,7 +5,7 @@
 * Position ids are computed from the attention mask, so left and right padding agree.
 * The LM head runs only on the hidden states that predict hypothesis tokens, in chunks:
   no full-vocabulary logit tensor is built for the whole sequence.
-* Each item is (prompt_ids, hyp_ids). Prefix sharing (``share_prefix``, on by default): items
+* Each item is (prompt_ids, hyp_ids). Prefix sharing (``PassOptions.prefix_sharing``, on by default): items
   with identical prompt ids are packed into one row, the prompt once and its hypotheses after
   it, under a block-causal mask (a hypothesis token sees the prompt and the earlier tokens of
   its own hypothesis; its position ids continue from the prompt's end as if it were alone), so
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -36,8 +36,8 @@ import torch
 
 from cscore.scorers.engine import budget, flops, packed_attention, seq2seq
 from cscore.scorers.engine.head import chunk_rows, raw_logits, softcap, token_statistics
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.passes import EngineReport, Outputs, announce, check_inputs, kept
-from cscore.scorers.engine.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.engine.transfer import upload
@@ -262,10 +262,10 @@ class LayerTap:
 
 
 @torch.inference_mode()
-def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float],
-            token_budget: int = TOKEN_BUDGET, padding_side: str = "right", pad_id: int = 0,
+def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float], pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
-            share_prefix: bool = True, checkpoint=None) -> tuple[dict[str, TokenStats], EngineReport]:
+            checkpoint=None, options: PassOptions | None = None,
+            **settings) -> tuple[dict[str, TokenStats], EngineReport]:
     """Run ``model`` (a transformers causal LM) once over ``items`` = [(prompt_ids, hyp_ids)]
     (an encoder-decoder model goes to ``seq2seq.compute``: items are (encoder ids, targets)).
 
@@ -273,18 +273,19 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     prompt token. ``heads`` maps a name to None (the full model) or k (an early exit after
     k decoder layers, then the final norm and LM head: the same numbers as running the
     truncated model, read from the same pass). ``progress`` gets items finished per batch.
-    ``share_prefix``: items with identical prompt ids run the prompt once per packed row (see
+    ``options`` (``PassOptions``; or its fields as keywords, ``settings``): the token budget, the
+    padding side and ``prefix_sharing``: items with identical prompt ids run the prompt once per packed row (see
     the module docstring; same statistics, fewer tokens); models that cannot take the packed
     mask run unshared. The report's ``tokens`` counts what was processed (a shared prompt once
     per row). ``checkpoint`` (``checkpoint.Checkpoint``): batches whose every item is in its
     ``done`` are skipped (batches are planned as without it), each computed batch goes to its
     ``add``, and its ``fill`` puts the kept rows into the result."""
+    opts = PassOptions.given(options, **settings)
     if is_encoder_decoder(model):
-        if budget.is_auto(token_budget):
-            token_budget = budget.resolve(model, longest_row=longest_row(items, False))
-        return seq2seq.compute(model, items, temperatures=temperatures, token_budget=token_budget,
-                               padding_side=padding_side, pad_id=pad_id, progress=progress, heads=heads,
-                               checkpoint=checkpoint)
+        # the encoder is always shared (runtime.prefix_sharing is the causal packing's)
+        return seq2seq.compute(model, items, temperatures=temperatures, pad_id=pad_id, progress=progress, heads=heads,
+                               checkpoint=checkpoint, options=replace(opts, prefix_sharing=True))
+    padding_side = opts.padding_side
     heads = {"model": None} if heads is None else dict(heads)
     temperatures = check_inputs(items, temperatures, padding_side)
     device = next(model.parameters()).device
@@ -297,16 +298,14 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         raise InputError(f"token id {int(token_ids.max())} is outside the model's vocabulary of {vocab}")
 
     start_time = time.perf_counter()
-    window = row_window(model) if share_prefix else None
-    if budget.is_auto(token_budget):
-        token_budget = budget.resolve(model, longest_row=longest_row(items, window is not None))
+    window = row_window(model) if opts.prefix_sharing else None
+    token_budget = opts.budget_for(model, longest_row(items, window is not None))
     taps = {h: LayerTap(model, k) for h, k in heads.items() if k is not None}
     out = Outputs(offsets, temperatures, heads, device, checkpoint)
     useful = Useful(flops.costs(model), len(heads))
+    job = PassJob(window, heads, taps, out, vocab, (pad_id, padding_side), progress, checkpoint, useful)
     try:
-        processed, padded, n_batches, retries, token_budget = _run_all(
-            model, items, token_budget, window, heads, taps, out, vocab, pad_id, padding_side, progress, checkpoint,
-            useful)
+        processed, padded, n_batches, retries, token_budget = _run_all(model, items, token_budget, job)
     finally:
         for tap in taps.values():
             tap.close()
@@ -330,10 +329,25 @@ class Useful:
         self.total += flops.rows_flops(self.costs, items, rows, self.scored_heads)
 
 
-def _run_all(model, items, token_budget, window, heads, taps, out, vocab, pad_id, padding_side, progress,
-             checkpoint, useful: Useful) -> tuple[int, int, int, int, int]:
-    """Score every item into ``out``, batch by batch: (tokens processed, padded, batches, out-of-memory
+@dataclass(frozen=True)
+class PassJob:
+    """What one pass's batches share (``compute`` sets it up, ``_run_all`` runs it)."""
+    window: int | None  # prefix sharing's row window (None: unshared)
+    heads: dict
+    taps: dict  # an early exit's LayerTap per head
+    out: Outputs
+    vocab: int
+    pad: tuple[int, str]  # (pad id, padding side)
+    progress: Callable[[int], None] | None
+    checkpoint: object
+    useful: Useful
+
+
+def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, int, int, int]:
+    """Score every item into ``job.out``, batch by batch: (tokens processed, padded, batches, out-of-memory
     retries, the token budget the last round ran with)."""
+    window, heads, taps, out, vocab = job.window, job.heads, job.taps, job.out, job.vocab
+    (pad_id, padding_side), progress, checkpoint, useful = job.pad, job.progress, job.checkpoint, job.useful
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
     attn = getattr(getattr(model, "config", None), "_attn_implementation", None)

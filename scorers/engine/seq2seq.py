@@ -27,8 +27,8 @@ import torch.nn.functional as F
 
 from cscore.errors import ConfigError
 from cscore.scorers.engine.head import chunk_rows, token_statistics
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.passes import EngineReport, Outputs, announce, check_inputs, kept
-from cscore.scorers.engine.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.engine.transfer import upload
@@ -117,13 +117,16 @@ def _pad(seqs: list[list[int]], pad_id: int, device):
 
 
 @torch.inference_mode()
-def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float],
-            token_budget: int = TOKEN_BUDGET, padding_side: str = "right", pad_id: int = 0,
+def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float], pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
-            share_encoder: bool = True, checkpoint=None) -> tuple[dict[str, TokenStats], EngineReport]:
+            checkpoint=None, options: PassOptions | None = None,
+            **settings) -> tuple[dict[str, TokenStats], EngineReport]:
     """Run an encoder-decoder ``model`` once over ``items`` = [(encoder_ids, target_ids)];
     the same outputs as ``engine.compute``. ``heads`` names the one head (no early exit);
-    ``checkpoint`` as there."""
+    ``checkpoint`` as there; ``options`` (or its fields as keywords): the token budget, the
+    padding side, and ``prefix_sharing``: a source is encoded once for the items that share it."""
+    opts = PassOptions.given(options, **settings)
+    padding_side, share_encoder = opts.padding_side, opts.prefix_sharing
     heads = {"model": None} if heads is None else dict(heads)
     if len(heads) != 1 or any(k is not None for k in heads.values()):
         raise ConfigError(f"early exit is for decoder-only models; {type(model).__name__} is an encoder-decoder "
@@ -147,6 +150,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     if items:
         check_head(model, items[0][0], start_id, device)
     encoder, decoder = model.get_encoder(), model.get_decoder()
+    token_budget = opts.budget_for(model, max((e + d for e, d in zip(enc_lens, dec_lens)), default=1))
     batches = make_batches(enc_lens, dec_lens, groups, token_budget, share_encoder)
     padded = 0
     announce(progress, tokens=int(sum(enc_lens) + sum(dec_lens)), detail=f"{len(batches):,} batches")

@@ -18,7 +18,8 @@ from __future__ import annotations
 import copy
 import logging
 import math
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Collection, Sequence
 
 import numpy as np
 import torch
@@ -29,7 +30,7 @@ from cscore.scorers.engine.passes import announce
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
 from cscore.scorers.models.anatomy import decoder_base
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 def choose(a: torch.Tensor, z: torch.Tensor, c: float | None, alpha: float) -> int:
@@ -117,10 +118,22 @@ def _groups(seqs: list[list[int]], js) -> list[tuple[list[int], list[int]]]:
     return [(list(seq), g) for seq, g in groups.items()]
 
 
+@dataclass(frozen=True)
+class Steps:
+    """How each path of a tree steps: the plausibility set's ``alpha``, at most ``max_new_tokens``,
+    ending at one of ``eos_ids`` or once ``done(ids)``."""
+    alpha: float
+    max_new_tokens: int
+    eos_ids: Collection[int]
+    done: Callable[[list[int]], bool]
+
+
 def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int]], cs: Sequence[float | None], *,
-               asst=None, asst_exit: int | None = None, alpha: float, max_new_tokens: int, eos_ids,
-               done: Callable[[list[int]], bool], progress=None) -> list[DecodedPaths]:
-    """One ``DecodedPaths`` per rule of ``cs``; ``firsts[i][j]``: prompt i's first token under cs[j]."""
+               asst=None, asst_exit: int | None = None, progress=None, **steps) -> list[DecodedPaths]:
+    """One ``DecodedPaths`` per rule of ``cs``; ``firsts[i][j]``: prompt i's first token under cs[j];
+    ``steps``: the fields of ``Steps`` (alpha, max_new_tokens, eos_ids, done)."""
+    how = Steps(**steps)
+    alpha, max_new_tokens = how.alpha, how.max_new_tokens
     stepper = Stepper(main, asst, asst_exit)
     paths: list[list] = [[] for _ in cs]
     rules = len(set(cs))
@@ -129,7 +142,7 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     try:
         for prompt, first in zip(prompts, firsts):
             got = decode_prompt(stepper, prompt, first, cs, alpha=alpha, max_new_tokens=max_new_tokens,
-                                eos_ids=set(eos_ids), done=done)
+                                eos_ids=set(how.eos_ids), done=how.done)
             for j, seq in enumerate(got):
                 paths[j].append(seq)
             if progress is not None:
@@ -169,9 +182,18 @@ def first_tokens(stats, rule: float | None, alpha: float) -> list[int]:
 STOPS = {"paper": "settled_paper", "released": "settled_released", None: "eos"}  # cache key names
 
 
-def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: int, cache=None,
-                 judge_key: str | None = None, progress=None, extra_rules=(), timing: dict | None = None,
-                 stop: str | None = "paper") -> dict:
+@dataclass(frozen=True)
+class Paths:
+    """What a rule's greedy paths depend on besides the rule (their cache key): the judge
+    statistics' key, ``alpha``, ``max_new_tokens`` and the stop rule."""
+    alpha: float
+    max_new_tokens: int
+    judge_key: str | None = None
+    stop: str | None = "paper"
+
+
+def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, extra_rules=(), timing: dict | None = None,
+                 **paths) -> dict:
     """{rule: decoded ids per prompt}; each rule's paths read from ``cache`` when it holds them
     (the key: the judge statistics' key, the rule, α where it applies, the stop rule), the rest
     decoded together (``decode_all``: one tree per prompt) and stored (``through_cache_many``).
@@ -181,7 +203,9 @@ def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: i
     that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s)).
     ``stop``: a path also stops once ``judge_parse.settled`` says the parse rule ``stop`` ("paper"
     or "released") can no longer change its score; None: only at EOS or ``max_new_tokens`` (the
-    whole text)."""
+    whole text). ``paths``: the fields of ``Paths`` (alpha, max_new_tokens, judge_key, stop)."""
+    how = Paths(**paths)
+    alpha, max_new_tokens, judge_key, stop = how.alpha, how.max_new_tokens, how.judge_key, how.stop
     eos = eos_ids(pair.expert.config, pair.tokenizer)
 
     def parts(rule) -> dict:
@@ -193,7 +217,7 @@ def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: i
 
     def compute(names: list[str]) -> dict[str, list[list[int]]]:
         todo = [own.get(n, more.get(n)) for n in names]
-        return dict(zip(names, _decode_rules(pair, stats, prompts, todo, alpha, max_new_tokens, eos, progress, stop)))
+        return dict(zip(names, _decode_rules(pair, stats, prompts, todo, how, eos, progress)))
 
     got = through_cache_many(cache if judge_key else None, {n: parts(r) for n, r in own.items()}, compute,
                              extra={n: parts(r) for n, r in more.items()})
@@ -204,11 +228,11 @@ def greedy_paths(pair, stats, prompts, rules, *, alpha: float, max_new_tokens: i
     return {{**own, **more}[n]: paths for n, (paths, *_) in got.items()}
 
 
-def _decode_rules(pair, stats, prompts, rules, alpha, max_new_tokens, eos, progress,
-                  stop: str | None = "paper") -> list[list[list[int]]]:
+def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress) -> list[list[list[int]]]:
     """Decoded ids per prompt of each rule, all rules in one ``decode_all`` (a tree per prompt)."""
     from cscore.scorers.judge.parse import settled
 
+    alpha, stop = how.alpha, how.stop
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
     early = asst.parent is main
     firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
@@ -219,8 +243,8 @@ def _decode_rules(pair, stats, prompts, rules, alpha, max_new_tokens, eos, progr
         return stop is not None and settled(path_text(tok, ids), stop, lo, hi)
 
     got = decode_all(main.model, prompts, firsts, rules, asst=None if early else asst.model,
-                     asst_exit=asst.exit_layer if early else None, alpha=alpha, max_new_tokens=max_new_tokens,
-                     eos_ids=eos, done=done, progress=progress)
+                     asst_exit=asst.exit_layer if early else None, progress=progress, alpha=alpha,
+                     max_new_tokens=how.max_new_tokens, eos_ids=eos, done=done)
     return [paths.paths() for paths in got]
 
 
@@ -303,12 +327,12 @@ def _with_extras(compute, todo: list[str], more: list[str]) -> dict:
         return compute(todo)
 
 
-def released_parts(pair, prompts, who: str, params: dict, base: dict) -> dict:
+def released_parts(pair, prompts, who: str, params, base: dict) -> dict:
     """What a released-preset decode depends on (its cache key parts): the models, dtype, device
     and prompt ids (``base``), the row, the decoding settings; λ and t only for the contrast row
     (the main-alone and assistant-alone rows decode with λ = 0, t = 1, so one decode serves every
-    grid point)."""
+    grid point). ``params``: cd_judge_released's Params."""
     keep = ("alpha", "min_keep", "max_new_tokens", "batch_size", "repetition_penalty")
-    point = {"lam": params["lam"], "t": params["t"]} if who == "contrast" else {}
-    return {**base, "preset": "cd_judge_released", "who": who, **{k: params[k] for k in keep}, **point,
+    point = {"lam": params.lam, "t": params.t} if who == "contrast" else {}
+    return {**base, "preset": "cd_judge_released", "who": who, **{k: getattr(params, k) for k in keep}, **point,
             "eos": sorted(eos_ids(pair.expert.config, pair.tokenizer)), "pad": pair.tokenizer.pad_token_id}

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from cscore.scorers.engine import budget, flops
+from cscore.scorers.engine import flops
 from cscore.scorers.engine.engine import (
     LayerTap,
     batch_rows_of,
@@ -30,8 +31,8 @@ from cscore.scorers.engine.engine import (
     sparse_packed,
 )
 from cscore.scorers.engine.head import head_logits
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.passes import EngineReport, announce
-from cscore.scorers.engine.runtime_defaults import TOKEN_BUDGET
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.judge.stats import JudgeStats
 
@@ -76,19 +77,33 @@ def batch_to_host(a, z, z_main, z_asst, score_tok):
             sz.reshape(b, n_s), fronts)
 
 
+@dataclass(frozen=True)
+class Scale:
+    """What the judge pass reads of the score range: its ``values``, each value's token ids, the
+    continuation ``prefixes`` (each item's contexts: its prompt, then the prompt + each prefix),
+    ``n_items``, ``decode_token`` (a token's text) and ``digit_ids`` (the tokens whose text is
+    ASCII digits: where some value is more than one token, the expected score's chain arrays are
+    kept: ``judge_stats``; the digit tokens and every value's tokens, the normalisers)."""
+    values: Sequence[int]
+    value_ids: Sequence[tuple[int, ...]]
+    prefixes: Sequence[tuple[int, ...]]
+    n_items: int
+    decode_token: Callable[[int], str]
+    digit_ids: Sequence[int] | None = None
+
+
 @torch.inference_mode()
-def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | None = None,
-            values: Sequence[int], value_ids: Sequence[tuple[int, ...]], prefixes: Sequence[tuple[int, ...]],
-            n_items: int, decode_token: Callable[[int], str], token_budget: int = TOKEN_BUDGET,
-            padding_side: str = "right", pad_id: int = 0,
-            progress: Callable[[int], None] | None = None,
-            share_prefix: bool = True, digit_ids: Sequence[int] | None = None) -> tuple[JudgeStats, EngineReport]:
+def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, asst_exit: int | None = None,
+            pad_id: int = 0, progress: Callable[[int], None] | None = None, options: PassOptions | None = None,
+            **settings) -> tuple[JudgeStats, EngineReport]:
     """``main``: the main causal LM; the assistant is ``asst`` (another model sharing the
     vocabulary) or, with ``asst_exit=k``, main's first k layers (+ final norm and LM head).
-    ``share_prefix``: contexts that share a long prefix (``split_shared``) run it once per packed
-    row, as in ``engine.compute``; the same statistics. ``digit_ids`` (the tokens whose text is
-    ASCII digits): where some value is more than one token, the expected score's chain arrays are
-    kept (``judge_stats``; the digit tokens and every value's tokens, the normalisers)."""
+    ``options`` (``PassOptions``; or its fields as keywords): the token budget, the padding side
+    and ``prefix_sharing``: contexts that share a long prefix (``split_shared``) run it once per
+    packed row, as in ``engine.compute``; the same statistics."""
+    opts = PassOptions.given(options, **settings)
+    values, value_ids, prefixes, n_items = scale.values, scale.value_ids, scale.prefixes, scale.n_items
+    decode_token, digit_ids, padding_side = scale.decode_token, scale.digit_ids, opts.padding_side
     _check_inputs(contexts, n_items, prefixes, asst, asst_exit)
     n_ctx = len(contexts)
     device = next(main.parameters()).device
@@ -103,12 +118,11 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     chain = None if single.all() or digit_ids is None else chain_buffers(n_ctx, value_ids, digit_ids, device)
     start = time.perf_counter()
     window = None
-    if share_prefix:
+    if opts.prefix_sharing:
         windows = [row_window(m) for m in ([main] if asst is None else [main, asst])]
         window = None if None in windows else min(windows)
     items = split_shared(contexts) if window is not None else [(c[:-1], c[-1:]) for c in contexts]
-    if budget.is_auto(token_budget):  # as engine.compute resolves it
-        token_budget = budget.resolve(main, longest_row=longest_row(items, window is not None))
+    token_budget = opts.budget_for(main, longest_row(items, window is not None))
     rows = plan_rows(items, token_budget, window is not None, window)
     batches = list(batch_rows_of(rows, token_budget))
     announce(progress, tokens=int(sum(r.length for r in rows)), detail=plan_text(rows, window))
@@ -121,7 +135,7 @@ def compute(main, contexts: Sequence[list[int]], *, asst=None, asst_exit: int | 
     found = (main_top, asst_top, score_a, score_z, fronts, chain)
     try:
         for batch_rows in batches:
-            n_padded, n_done = _judge_batch(main, asst, tap, items, batch_rows, pad, score_tok, single, found)
+            n_padded, n_done = _judge_batch((main, asst, tap), items, batch_rows, pad, (score_tok, single), found)
             padded += n_padded
             if progress is not None:
                 progress(n_done)
@@ -162,10 +176,12 @@ def _check_inputs(contexts, n_items, prefixes, asst, asst_exit) -> None:
             raise InputError(f"judge prompt {i} has no tokens")
 
 
-def _judge_batch(main, asst, tap, items, batch_rows, pad, score_tok, single, found) -> tuple[int, int]:
+def _judge_batch(models, items, batch_rows, pad, scoring, found) -> tuple[int, int]:
     """Run one batch of packed judge rows through both models and store, at each context's index in
     ``found`` (main_top, asst_top, score_a, score_z, fronts), what the judge keeps: (padded tokens,
     contexts done)."""
+    main, asst, tap = models  # the main model, the assistant (None: main's early exit, read by ``tap``)
+    score_tok, single = scoring  # each value's token (one-token values), which values are one token
     pad_id, padding_side, device, dtype, attn, dense = pad
     main_top, asst_top, score_a, score_z, fronts, chain = found
     ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn,

@@ -121,7 +121,8 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Collection, Sequence
 
 import torch
 
@@ -300,13 +301,24 @@ def first_step_logprobs(model, prompts: Sequence[Sequence[int]], *, pad_id: int,
     return _asst_logprobs(model, hidden, ids, vocab_size, repetition_penalty)
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """The released decode's settings besides the rule (λ, t) and the assistant (``decode``)."""
+    eos_ids: Collection[int]
+    pad_id: int
+    alpha: float = RELATIVE_TOP
+    min_keep: int = MIN_TOKENS_TO_KEEP
+    max_new_tokens: int = MAX_NEW_TOKENS
+    vocab_size: int | None = None
+    repetition_penalty: float = 1.0
+    finished_pad_id: int | None = None
+
+
 @torch.inference_mode()
 def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | None = None, *, lam: float, t: float,
-           alpha: float = RELATIVE_TOP, min_keep: int = MIN_TOKENS_TO_KEEP, max_new_tokens: int = MAX_NEW_TOKENS,
-           eos_ids: set[int], pad_id: int, asst_exit_layer: int | None = None, vocab_size: int | None = None,
-           repetition_penalty: float = 1.0, finished_pad_id: int | None = None, return_first_scores: bool = False,
-           ) -> list[list[int]] | tuple[list[list[int]], torch.Tensor]:
-    """Greedy contrastive decoding as the released ``_contrastive_decoding`` does it.
+           asst_exit_layer: int | None = None, return_first_scores: bool = False,
+           **settings) -> list[list[int]] | tuple[list[list[int]], torch.Tensor]:
+    """Greedy contrastive decoding as the released ``_contrastive_decoding`` does it (``Decoding``'s settings).
 
     ``prompts``: token ids per row (chat-formatted and truncated already: ``released_prompt_ids``),
     left-padded here with ``pad_id`` under an attention mask, position ids counting real tokens.
@@ -326,18 +338,20 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     ``return_first_scores`` also the contrasted (penalised) step-1 scores [B, V] on the CPU, as
     ``llama_eval.py`` saves them for "0".."9". ``vocab_size``: cut the main logits (and the
     early-exit assistant's) to the first ``vocab_size`` ids (Qwen: ``len(tokenizer)``)."""
+    how = Decoding(**settings)
+    alpha, min_keep, max_new_tokens, eos_ids = how.alpha, how.min_keep, how.max_new_tokens, how.eos_ids
+    pad_id, vocab_size, repetition_penalty = how.pad_id, how.vocab_size, how.repetition_penalty
     batch = len(prompts)
     _check_decode(asst_first, asst_exit_layer, max_new_tokens, (lam, t, alpha, min_keep), repetition_penalty, batch)
     eos = {int(e) for e in eos_ids}
-    fill = int(pad_id if finished_pad_id is None else finished_pad_id)
+    fill = int(pad_id if how.finished_pad_id is None else how.finished_pad_id)
     device = _device(model)
     ids, mask, positions = _left_pad(prompts, pad_id, device)
     if max_new_tokens == 0:
         empty = [[] for _ in range(batch)]
         return (empty, torch.empty(0)) if return_first_scores else empty
     base = decoder_base(model)
-    cache, logits, asst = _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, vocab_size,
-                                   repetition_penalty)
+    cache, logits, asst = _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how)
     vocab = logits.shape[-1]
     _check(lam, t, alpha, min_keep, vocab)
     seen = _seen(ids, vocab) if repetition_penalty != 1.0 else None
@@ -364,10 +378,8 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
 
 @torch.inference_mode()
 def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | None = None, *,
-                rules: Sequence[tuple[float, float]], alpha: float = RELATIVE_TOP, min_keep: int = MIN_TOKENS_TO_KEEP,
-                max_new_tokens: int = MAX_NEW_TOKENS, eos_ids: set[int], pad_id: int,
-                asst_exit_layer: int | None = None, vocab_size: int | None = None,
-                repetition_penalty: float = 1.0) -> list[list[list[int]]]:
+                rules: Sequence[tuple[float, float]], asst_exit_layer: int | None = None,
+                **settings) -> list[list[list[int]]]:
     """``decode`` under several (lam, t) ``rules`` at once, sharing what their paths share:
     ``out[j][i]`` is ``decode(model, prompts, ..., lam, t = rules[j])[i]``. The prompts are run
     once (one prefill for every rule); each row of the batch is a (prompt, path so far) that one or
@@ -376,6 +388,9 @@ def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tenso
     ``max_new_tokens`` leaves. Each rule's scores are ``decode``'s, row by row (the filter, the
     contrast and the repetition penalty see one row at a time), so the paths are the same. With
     rule (0, 1) the main model alone (λ = 0: the assistant's term is 0)."""
+    how = Decoding(**settings)
+    alpha, min_keep, max_new_tokens, eos_ids = how.alpha, how.min_keep, how.max_new_tokens, how.eos_ids
+    pad_id, vocab_size, repetition_penalty = how.pad_id, how.vocab_size, how.repetition_penalty
     batch = len(prompts)
     for lam, t in rules:
         _check_decode(asst_first, asst_exit_layer, max_new_tokens, (lam, t, alpha, min_keep), repetition_penalty,
@@ -386,8 +401,7 @@ def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tenso
     device = _device(model)
     ids, mask, positions = _left_pad(prompts, pad_id, device)
     base = decoder_base(model)
-    cache, logits, asst = _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, vocab_size,
-                                   repetition_penalty)
+    cache, logits, asst = _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how)
     vocab = logits.shape[-1]
     for lam, t in rules:
         _check(lam, t, alpha, min_keep, vocab)
@@ -484,8 +498,9 @@ def _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast: tuple, 
         raise ValueError(f"asst_first has {asst_first.shape[0]} rows for {batch} prompts")
 
 
-def _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, vocab_size, repetition_penalty):
+def _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how: Decoding):
     """decode's prefill pass: (KV cache, main logits at the last position, the assistant's fixed log-probs)."""
+    vocab_size, repetition_penalty = how.vocab_size, how.repetition_penalty
     tap = LayerTap(model, _check_exit_layer(model, asst_exit_layer)) if asst_exit_layer is not None else None
     try:
         out = base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)

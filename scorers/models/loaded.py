@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-log = logging.getLogger("cscore.scorers.models.models")  # the logger of models.py: its messages share it
+log = logging.getLogger(__name__)
 
 
 class LoadedModel:
@@ -22,21 +22,28 @@ class LoadedModel:
     in the cache never loads a model."""
 
     def __init__(self, model: nn.Module | None, tokenizer, name: str, device: torch.device, dtype: torch.dtype,
-                 load_seconds: float = 0.0, info: dict | None = None, parent: "LoadedModel | None" = None,
-                 exit_layer: int | None = None, is_encoder_decoder: bool = False, *, config=None,
-                 loader: Callable[[], nn.Module] | None = None):
+                 info: dict | None = None, *, config=None, loader: Callable[[], nn.Module] | None = None):
+        """``info``: what identifies it (``encoder_decoder: true``: loaded with AutoModelForSeq2SeqLM,
+        T5, BART, ...); ``loader``: loads the weights on first use (``model`` None)."""
         if model is None and loader is None:
             raise ValueError("give a model or a loader")
         self._model, self._loader = model, loader
         self.tokenizer, self.name, self.device, self.dtype = tokenizer, name, device, dtype
-        self.load_seconds = load_seconds
+        self.load_seconds = 0.0
         self.info = {} if info is None else info
-        self.parent = parent  # for an early exit: the full model it is cut from
-        self.exit_layer = exit_layer
-        self.is_encoder_decoder = is_encoder_decoder  # loaded with AutoModelForSeq2SeqLM (T5, BART, ...)
+        self.parent: LoadedModel | None = None  # for an early exit: the full model it is cut from (``cut``)
+        self.exit_layer: int | None = None
+        self.is_encoder_decoder = bool(self.info.get("encoder_decoder", False))
         self.config = config if config is not None else getattr(model, "config", None)
         self.reused = False  # handed out by the process's model pool with its weights already in memory
         self.touched = False  # the weights were used (since the pool last handed this model out)
+
+    def cut(self, k: int, info: dict, config, loader: Callable[[], nn.Module]) -> LoadedModel:
+        """The early exit of this model after its first ``k`` layers (its weights: ``loader``)."""
+        part = LoadedModel(None, self.tokenizer, f"{self.name}[:{k}]", self.device, self.dtype, info, config=config,
+                           loader=loader)
+        part.parent, part.exit_layer = self, k
+        return part
 
     @property
     def loaded(self) -> bool:

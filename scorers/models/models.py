@@ -98,8 +98,7 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
             "commit": getattr(config, "_commit_hash", None)}
     if seq2seq:
         info["encoder_decoder"] = True
-    lm = LoadedModel(None, tok, spec, dev, torch_dtype, 0.0, info, is_encoder_decoder=seq2seq, config=config,
-                     loader=weights)
+    lm = LoadedModel(None, tok, spec, dev, torch_dtype, info, config=config, loader=weights)
     if not lazy or info["class"] is None:
         model = lm.model
         info["class"] = type(model).__name__
@@ -219,8 +218,7 @@ def early_exit(lm: LoadedModel, layers: int | str = "auto") -> LoadedModel:
     config = copy.deepcopy(lm.config) if lm.config is not None else None
     if config is not None:
         cut_config(config, k)
-    return LoadedModel(None, lm.tokenizer, f"{lm.name}[:{k}]", lm.device, lm.dtype, 0.0, info,
-                       parent=lm, exit_layer=k, config=config, loader=lambda: cut_model(lm.model, k))
+    return lm.cut(k, info, config, lambda: cut_model(lm.model, k))
 
 
 def cut_config(config, k: int) -> None:

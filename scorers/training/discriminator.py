@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from cscore.errors import ConfigError
+from cscore.scorers.config.run import RunConfig
 from cscore.scorers.training.artifacts import ArtifactDir, digest, now, out_dir, split_groups, versions
 from cscore.scorers.training.negatives import NEGATIVES, PROVENANCE, pair_record, read_records
 
@@ -69,7 +69,7 @@ class TrainJob:
     labels: np.ndarray | None = None
 
 
-def open_job(cfg: DictConfig, t: dict) -> TrainJob:
+def open_job(run: RunConfig, t: dict) -> TrainJob:
     """Read the negatives, check the output directory and the split (before any model loads)."""
     if not t["input"]:
         raise ConfigError("cdm.train.input=<a `cscore cdm generate` directory> is required")
@@ -82,7 +82,7 @@ def open_job(cfg: DictConfig, t: dict) -> TrainJob:
                 "generate": digest(prov.get("identity")), "discriminator": t["discriminator"],
                 "holdout": t["holdout"], "seed": t["seed"], **{k: t[k] for k in keys}}
     if kind == "pooler":
-        identity["pair"] = pair_record(cfg.pair)
+        identity["pair"] = pair_record(run.pair)
     done = out.check(identity, lambda old: f"{out.path} holds a discriminator trained with another config; "
                                            "give another cdm.train.out")
     job = TrainJob(t, folder, items, prov, out, kind, identity, done is not None)
@@ -97,31 +97,30 @@ def open_job(cfg: DictConfig, t: dict) -> TrainJob:
     return job
 
 
-def momentum_sequences(pair, prompts: list[str], texts: list[str], t: float, clamp, cfg, max_length: int, cache):
+def momentum_sequences(pair, prompts: list[str], texts: list[str], t: float, clamp, run: RunConfig, max_length: int,
+                       cache):
     """Per item the contrastive momentum m_t = log p_e − log p_a of its text given its prompt."""
     from cscore.scorers.methods import cdm
     from cscore.scorers.methods.common import per_item
 
-    stats = pair.statistics(prompts, texts, temperatures=[t], max_length=max_length,
-                            token_budget=cfg.runtime.token_budget, padding_side=cfg.runtime.padding_side,
-                            models=["expert", "amateur"], cache=cache,
-                            prefix_sharing=cfg.runtime.get("prefix_sharing", True))
+    stats = pair.statistics(prompts, texts, temperatures=[t], models=["expert", "amateur"], cache=cache,
+                            options=replace(run.passes, max_length=max_length))
     m = cdm.momentum(stats.stats, t, clamp)
     return per_item(m, next(iter(stats.stats.values())).offsets), stats
 
 
-def train_pooler(cfg, job: TrainJob, pair, cache):
+def train_pooler(run: RunConfig, job: TrainJob, pair, cache):
     from cscore.scorers.cdm import pooler as cdm_pooler
 
     t, items = job.t, job.items
     # the prompts were cut to fit runtime.max_length when the negatives were made: no second cut
     seqs, _ = momentum_sequences(pair, [i["prompt"] for i in items], [i["text"] for i in items], t["t"], t["clamp"],
-                                 cfg, max_length=1 << 30, cache=cache)
+                                 run, max_length=1 << 30, cache=cache)
     x = cdm_pooler.features(seqs)
     train = ~job.held
     pooler = cdm_pooler.fit(x[train], job.labels[train], l2=t["l2"], where="cdm train")
     record = {"pooler": pooler.to_dict(), "momentum": {"t": t["t"], "clamp": t["clamp"], "skip_first": False},
-              "pair": pair_record(cfg.pair), "models": {r: m.name for r, m in pair.models.items()}}
+              "pair": pair_record(run.pair), "models": {r: m.name for r, m in pair.models.items()}}
     return record, pooler.decision(x)
 
 
@@ -136,7 +135,7 @@ def pooler_from_dict(d: dict):
                              d.get("n_train", 0), d.get("n_positive"))
 
 
-def train(cfg: DictConfig, job: TrainJob, pair=None, cache=None) -> dict:
+def train(run: RunConfig, job: TrainJob, pair=None, cache=None) -> dict:
     """Train (``pair``, ``cache``: the loaded pair and statistics cache a pooler reads), then write
     cscore_discriminator.json last; returns it."""
     from cscore.scorers.training.classifier import train_classifier
@@ -145,9 +144,9 @@ def train(cfg: DictConfig, job: TrainJob, pair=None, cache=None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     if job.kind == "pooler":
-        record, log_odds = train_pooler(cfg, job, pair, cache)
+        record, log_odds = train_pooler(run, job, pair, cache)
     else:
-        record, log_odds = train_classifier(t, job.items, labels, ~held, out, cfg.runtime.device)
+        record, log_odds = train_classifier(t, job.items, labels, ~held, out, run.passes.device)
     acc = {"train": accuracy(log_odds, labels, ~held), "held_out": accuracy(log_odds, labels, held)}
     groups = np.array([i["group"] for i in job.items])
     meta = {"kind": job.kind, **record, "labels": {"1": "positive", "0": "negative (degraded)"},
@@ -155,7 +154,7 @@ def train(cfg: DictConfig, job: TrainJob, pair=None, cache=None) -> dict:
             "accuracy": acc, "split": {"holdout": t["holdout"], "seed": t["seed"],
                                        "held_out_groups": sorted(set(groups[held]))},
             "n_items": len(job.items), "input": str(job.input.resolve()), "generate_counts": job.prov.get("counts"),
-            "identity": job.identity, "config": OmegaConf.to_container(cfg.cdm.train, resolve=True),
+            "identity": job.identity, "config": run.composed["cdm"]["train"],
             "versions": versions(), "seconds": round(time.perf_counter() - start, 3), "created": now()}
     job.folder.finish(meta)  # last: marks the directory finished
     log.info("cdm train (%s): accuracy %.3f on %d train items, %.3f on %d held-out items (%d held-out groups)",

@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from cscore.errors import ConfigError
 from cscore.files import write_atomic
+from cscore.scorers.config.run import RunConfig
 from cscore.scorers.training.artifacts import ArtifactDir, now, versions
 
 log = logging.getLogger(__name__)
@@ -85,11 +85,12 @@ def finished_records(path, per_positive: int) -> list[dict]:
     return keep
 
 
-def generate_identity(cfg: DictConfig, g: dict) -> dict:
-    """What decides the negatives: a directory holds the output of one identity only."""
-    return {"data": OmegaConf.to_container(cfg.data, resolve=True), "split": OmegaConf.to_container(cfg.split),
-            "pair": pair_record(cfg.pair), "prompt": OmegaConf.to_container(cfg.prompt, resolve=True),
-            "max_length": cfg.runtime.max_length, "dtype": cfg.runtime.dtype,
+def generate_identity(run: RunConfig, g: dict) -> dict:
+    """What decides the negatives: a directory holds the output of one identity only (the
+    sections as composed: ``RunConfig.composed``)."""
+    c = run.composed
+    return {"data": c["data"], "split": c["split"], "pair": pair_record(run.pair), "prompt": c["prompt"],
+            "max_length": c["runtime"]["max_length"], "dtype": c["runtime"]["dtype"],
             "generate": {k: v for k, v in g.items() if k not in ("out", "limit")}}
 
 
@@ -119,9 +120,9 @@ class GenerateJob:
         return self.folder.path / NEGATIVES
 
 
-def open_job(cfg: DictConfig, g: dict, out) -> GenerateJob:
+def open_job(run: RunConfig, g: dict, out) -> GenerateJob:
     """The directory's job; refuses a directory of another config or one that is not cscore's."""
-    identity = generate_identity(cfg, g)
+    identity = generate_identity(run, g)
     folder = ArtifactDir(out, PROVENANCE)
 
     def refuse(old: dict) -> str:
@@ -169,7 +170,7 @@ def record_lines(row, item, made: list[dict], g: dict) -> str:
     return "".join(lines)
 
 
-def write_negatives(job: GenerateJob, cfg: DictConfig, pair, rows, inputs) -> dict:
+def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs) -> dict:
     """Make and append the negatives of ``rows`` (``inputs``: their encoded prompts); returns the
     models record. provenance.json says ``complete: false`` meanwhile."""
     from cscore.scorers.cdm import generate as cg
@@ -180,7 +181,7 @@ def write_negatives(job: GenerateJob, cfg: DictConfig, pair, rows, inputs) -> di
               for role, m in pair.models.items()}
     s = settings(g)
     sampler = cg.DegradedSampler(pair, s.sampling)
-    job.folder.finish({**job.prov, "complete": False, "config": OmegaConf.to_container(cfg, resolve=True),
+    job.folder.finish({**job.prov, "complete": False, "config": run.composed,
                        "models": models, "versions": versions()})
     start, every = time.perf_counter(), max(1, len(rows) // 10)
     with open(job.negatives, "a", encoding="utf-8") as f:
@@ -190,16 +191,16 @@ def write_negatives(job: GenerateJob, cfg: DictConfig, pair, rows, inputs) -> di
             # all negatives of a positive in one write: resume skips whole positives
             f.write(record_lines(row, item, made, g))
             f.flush()
-            if cfg.runtime.progress and ((i + 1) % every == 0 or i + 1 == len(rows)):
+            if run.runtime.progress and ((i + 1) % every == 0 or i + 1 == len(rows)):
                 log.info("  %d/%d positives (%.1fs)", i + 1, len(rows), time.perf_counter() - start)
     return models
 
 
-def finish(job: GenerateJob, cfg: DictConfig, n_positives: int, models: dict | None) -> dict:
+def finish(job: GenerateJob, run: RunConfig, n_positives: int, models: dict | None) -> dict:
     """provenance.json with ``complete: true`` and the counts (written last); returns the counts."""
     prov = job.prov
     c = counts(read_records(job.negatives))
-    job.folder.finish({**prov, "complete": True, "config": OmegaConf.to_container(cfg, resolve=True),
+    job.folder.finish({**prov, "complete": True, "config": run.composed,
                        "models": models if models is not None else prov.get("models"), "versions": versions(),
                        "positives_selected": n_positives, "counts": c, "updated": now()})
     g = job.g

@@ -189,11 +189,24 @@ def dropout_override(config, p: float | None) -> dict:
     raise ValueError(f"{type(config).__name__} has no dropout_rate or dropout setting")
 
 
-def train(model, tokenizer, pairs: list[RankPair], *, optimizer: torch.optim.Optimizer, alpha: float, epochs: int,
-          batch_size: int, max_length: int, seed: int, log=None, schedule=None) -> list[float]:
+@dataclass(frozen=True)
+class Fit:
+    """How ``train`` fits: the ranking loss's ``alpha``, ``epochs`` of batches of ``batch_size``
+    pairs cut to ``max_length`` tokens, in an order from ``seed``."""
+    alpha: float
+    epochs: int
+    batch_size: int
+    max_length: int
+    seed: int
+
+
+def train(model, tokenizer, pairs: list[RankPair], *, optimizer: torch.optim.Optimizer, log=None, schedule=None,
+          **fit) -> list[float]:
     """``optimizer`` over shuffled batches of pairs (order from ``seed``), ``schedule`` (an lr
     scheduler, None: the optimizer's lr throughout) stepped after each optimizer step; returns the
-    mean loss per epoch."""
+    mean loss per epoch. ``fit``: the fields of ``Fit``."""
+    how = Fit(**fit)
+    alpha, epochs, batch_size, max_length, seed = how.alpha, how.epochs, how.batch_size, how.max_length, how.seed
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     opt = optimizer

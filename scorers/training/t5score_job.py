@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from cscore.errors import ConfigError
+from cscore.scorers.config.run import RunConfig
 from cscore.scorers.training import t5score as tt
 from cscore.scorers.training.artifacts import ArtifactDir, digest, now, out_dir, split_groups, versions
 
@@ -32,15 +32,15 @@ class T5Job:
     sets: dict = field(default_factory=dict)  # train / held_out -> ranking pairs
 
 
-def open_job(cfg: DictConfig, t: dict, examples, aspect: str, column: str, contexts: list[str]) -> T5Job:
+def open_job(run: RunConfig, t: dict, examples, aspect: str, column: str, contexts: list[str]) -> T5Job:
     """Check the output directory, split the groups and build the ranking pairs (before any model loads).
     ``aspect``: the human aspect that ranks the hypotheses, ``column`` its column of ``examples``."""
     folder = ArtifactDir(out_dir(t["out"], "t5score", "train"), META)
     scores = examples[column].to_numpy(dtype=np.float64)
     groups = examples["group"].astype(str).tolist()
-    identity = {"data": digest(OmegaConf.to_container(cfg.data, resolve=True)), "split": digest(
-        OmegaConf.to_container(cfg.split, resolve=True)), "rows": digest(examples["id"].astype(str).tolist()),
-        **{k: v for k, v in t.items() if k != "out"}, "aspect": aspect}
+    identity = {"data": digest(run.composed["data"]), "split": digest(run.composed["split"]),
+                "rows": digest(examples["id"].astype(str).tolist()),
+                **{k: v for k, v in t.items() if k != "out"}, "aspect": aspect}
     done = folder.check(identity, lambda old: f"{folder.path} holds a model trained with another config; "
                                               "give another t5score.train.out")
     job = T5Job(t, folder, identity, aspect, done is not None, groups)
@@ -89,10 +89,10 @@ def load_model(spec: str, device_name: str, dtype_name: str, dropout: float | No
     return tok, model
 
 
-def train(cfg: DictConfig, job: T5Job) -> dict:
+def train(run: RunConfig, job: T5Job) -> dict:
     """Train with the recipe, measure, save the model, then write cscore_t5score.json; returns it."""
     t, sets = job.t, job.sets
-    tok, model = load_model(str(t["model"]), cfg.runtime.device, cfg.runtime.dtype, t["dropout"])
+    tok, model = load_model(str(t["model"]), run.passes.device, run.passes.dtype, t["dropout"])
     kw = {"batch_size": t["batch_size"], "max_length": t["max_length"]}
     before = {k: tt.pairwise_accuracy(model, tok, v, **kw) for k, v in sets.items()}
     log.info("t5score train: %d train pairs, %d held-out pairs (%s-based, human.%s); pairwise accuracy before: "
@@ -120,7 +120,7 @@ def train(cfg: DictConfig, job: T5Job) -> dict:
             "pairs": {k: len(v) for k, v in sets.items()}, "epoch_loss": losses,
             "pairwise_accuracy": {"before": before, "after": after},
             "held_out_groups": sorted(set(np.array(job.groups)[job.held])), "identity": job.identity,
-            "config": OmegaConf.to_container(cfg.t5score.train, resolve=True), "versions": versions(),
+            "config": run.composed["t5score"]["train"], "versions": versions(),
             "seconds": round(time.perf_counter() - start, 3), "created": now()}
     job.folder.finish(meta)  # last: marks the directory finished
     log.info("t5score train: pairwise accuracy after: train %s, held-out %s; saved to %s", fmt(after["train"]),

@@ -2,7 +2,7 @@
 (``Loaded``, ``Plan``, ``Scored``) and the ``Registry`` kinds join by decorator.
 
 A kind owns the plan and score steps of its methods (a method module names its kind with
-``KIND``; "token" when it does not), the signature fields and title that differ from a token
+``kind``; "token" when it does not), the signature fields and title that differ from a token
 method's, its own summary lines (data: the CLI prints them) and its section of metrics.json. The
 shared stages (load, evaluate, write) ask the kind and never a method's name. Every step reads
 the run's typed config (``cscore.scorers.config.run.RunConfig``), never a DictConfig."""
@@ -10,14 +10,14 @@ the run's typed config (``cscore.scorers.config.run.RunConfig``), never a DictCo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterator, TypeVar
+from typing import Any, Callable, ClassVar, TypeVar
 
 import pandas as pd
 
 from cscore import rundir
 from cscore.errors import KindError
+from cscore.progress import Progress
 from cscore.registry import Registry as GenericRegistry
 from cscore.registry import suggest
 from cscore.scorers.config.run import RunConfig
@@ -63,25 +63,6 @@ class Passes:
     reports: dict = field(default_factory=dict)
 
 
-@dataclass
-class Progress:
-    """The live progress of a run's passes, made by the CLI: ``factory(name, total)`` gives a pass
-    its ``advance(n)``; ``bar`` (start/stop) is what draws it. Kinds print nothing themselves."""
-
-    bar: Any = None
-    factory: Callable[[str, int], Callable[[int], None]] | None = None
-
-    @contextmanager
-    def live(self) -> Iterator[Callable[[str, int], Callable[[int], None]] | None]:
-        if self.bar:
-            self.bar.start()
-        try:
-            yield self.factory
-        finally:
-            if self.bar:
-                self.bar.stop()
-
-
 class MethodKind(ABC):
     """One kind of method. ``plan`` and ``score`` are its own; the rest default to a token
     method's behaviour (a model pair, the scoring prompt, no summary lines, no metrics section)."""
@@ -94,6 +75,13 @@ class MethodKind(ABC):
 
     @abstractmethod
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored: ...
+
+    def rows(self, run: RunConfig) -> list:
+        """The method's variant rows (its own and the comparison rows) from its typed Params; the
+        section as written (``RunConfig.method_given``) gives only their records' values."""
+        from cscore.cli.pipeline.variants import plan
+
+        return plan(run.method, baseline_t=run.baselines.t, rows=list(run.baselines.rows), written=run.method_given)
 
     def signature_fields(self, run: RunConfig) -> dict[str, Any]:
         """The fields of the run's signature that depend on the kind: which pair, which prompt."""

@@ -18,11 +18,11 @@ import pandas as pd
 
 from cscore import rundir
 from cscore.cli.pipeline.kinds.base import REGISTRY, MethodKind, Passes, Plan, Scored
-from cscore.cli.pipeline.kinds.shared import stats_cache
+from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.tokenize import InputError
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")
 
 
@@ -30,15 +30,6 @@ def chosen(run: RunConfig) -> dict:
     from cscore.scorers import baselines
 
     return baselines.check_config(run.method.name, run.baseline)
-
-
-def plan_baseline(run: RunConfig):
-    from cscore.cli.pipeline.variants import Variant
-    from cscore.scorers import baselines
-
-    variants = [Variant(col, "baseline", {"baseline": name, "metric": col, **baselines.as_dict(params)})
-                for name, params in chosen(run).items() for col in baselines.columns(name, params)]
-    return Plan(variants, [], [])
 
 
 def texts_of(examples: pd.DataFrame):
@@ -66,7 +57,7 @@ def texts_of(examples: pd.DataFrame):
 
 
 def runtime_of(run: RunConfig, ids, progress=None) -> dict:
-    rt = run.runtime
+    rt = run.passes
     return {"ids": [str(i) for i in ids], "device": rt.device, "dtype": rt.dtype, "max_length": rt.max_length,
             "token_budget": rt.token_budget, "cache": stats_cache(run), "progress": progress}
 
@@ -80,21 +71,6 @@ def counted(name: str, table: pd.DataFrame, rows: list[int], what: str) -> dict:
         for i in ids:
             row_log.info("baseline %s: %s: %s", name, i, what.replace("have", "has"))
     return {"count": len(ids), "ids": ids}
-
-
-def score_baseline(run: RunConfig, loaded, plan, progress, state: dict):
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
-
-    picked = chosen(run)
-    table = loaded.examples.copy()
-    texts = texts_of(table)
-    runtime = runtime_of(run, table["id"], progress.factory)  # the forward passes of bartscore / t5score
-    # set by the first family whose checks pass (references, model): see common.started
-    runtime["started"] = lambda: state.__setitem__("stage", "score")
-    with progress.live():
-        return score_all(picked, table, texts, runtime)
 
 
 def score_all(picked: dict, table: pd.DataFrame, texts, runtime: dict):
@@ -135,10 +111,26 @@ class Baseline(MethodKind):
     sections = ("baselines",)
 
     def plan(self, run: RunConfig) -> Plan:
-        return plan_baseline(run)
+        from cscore.cli.pipeline.variants import Variant
+        from cscore.scorers import baselines
 
-    def score(self, run, loaded, plan, progress, state) -> Scored:
-        return score_baseline(run, loaded, plan, progress, state)
+        variants = [Variant(col, "baseline", run.method, {"baseline": name, "metric": col, **baselines.as_dict(params)})
+                    for name, params in chosen(run).items() for col in baselines.columns(name, params)]
+        return Plan(variants, [], [])
+
+    def score(self, run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
+
+        picked = chosen(run)
+        table = loaded.examples.copy()
+        texts = texts_of(table)
+        runtime = runtime_of(run, table["id"], progress.factory)  # the forward passes of bartscore / t5score
+        # set by the first family whose checks pass (references, model): see common.started
+        runtime["started"] = lambda: state.__setitem__("stage", "score")
+        with progress.live():
+            return score_all(picked, table, texts, runtime)
 
     def signature_fields(self, run: RunConfig) -> dict[str, Any]:
         return {"pair": "none", "prompt": "none"}

@@ -5,82 +5,74 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 
 from cscore import rundir
-from cscore.cli.pipeline.kinds.base import REGISTRY, MethodKind, Plan, Scored
-from cscore.cli.pipeline.kinds.shared import token_plan, token_score
+from cscore.cli.pipeline.kinds.base import REGISTRY, Plan, Scored
+from cscore.cli.pipeline.kinds.token_pass import TokenKind
 from cscore.errors import ConfigError
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.training.classifier import classifier_log_odds, load_classifier
 from cscore.scorers.training.discriminator import pooler_from_dict
 from cscore.scorers.training.negatives import pair_record
 
-log = logging.getLogger("cscore")
-
-
-def plan_discriminator(run: RunConfig):
-    """The token plan, plus the momentum temperature a pooler discriminator reads; refuses a pooler
-    trained on another pair (before any model loads)."""
-    from cscore.scorers.methods import cdm_gen
-
-    plan = token_plan(run)
-    meta = cdm_gen.read_meta(plan.variants[-1].params["discriminator"])
-    if meta["kind"] == "pooler":
-        want, have = meta["pair"], pair_record(run.pair)
-        keys = {"expert": "pair.expert.path", "amateur": "pair.amateur.path", "early_exit": "pair.amateur.early_exit"}
-        diff = [name for k, name in keys.items() if str(want.get(k)) != str(have.get(k))]
-        if diff:
-            raise ConfigError(f"the discriminator's pooler reads the momentum of the pair it was trained with "
-                              f"(expert {want['expert']}, amateur {want['amateur']}, early_exit {want['early_exit']}); "
-                              f"this run's pair differs in {', '.join(diff)}")
-        plan.temperatures = sorted(set(plan.temperatures) | {float(meta["momentum"]["t"])})
-    return plan
-
-
-def score_discriminator(run: RunConfig, loaded, plan, progress, state: dict):
-    """The comparison rows as for any method (``shared.token_score``), then score.cdm_gen from the discriminator."""
-    from cscore.scorers import methods
-    from cscore.scorers.methods import cdm, cdm_gen
-    from cscore.scorers.methods.common import per_item
-    from cscore.scorers.models.models import auto_device
-
-    main = plan.variants[-1]
-    p = cast(cdm_gen.CdmGenParams, methods.params(main.method, main.params, prefix="method"))
-    path = str(p.discriminator)  # checked: a directory `cscore cdm train` wrote
-    meta = cdm_gen.read_meta(path)
-    scored = token_score(run, loaded, plan, progress, state)
-    table = scored.table
-    if meta["kind"] == "pooler":
-        m = meta["momentum"]
-        stats = scored.stats.stats
-        seqs = per_item(cdm.momentum(stats, m["t"], m["clamp"]), next(iter(stats.values())).offsets,
-                        bool(m.get("skip_first", False)))
-        log_odds = pooler_from_dict(meta["pooler"]).score(seqs)
-    else:
-        c = meta["classifier"]
-        tok, model = load_classifier(str(path), auto_device(run.runtime.device))
-        log_odds = classifier_log_odds(tok, model, list(table["prompt"]), list(table["hypothesis"]), text=c["text"],
-                                       batch_size=p.batch_size, max_length=c["max_length"])
-    values = log_odds if p.output == "log_odds" else 1.0 / (1.0 + np.exp(-log_odds))
-    table[f"{rundir.SCORE}{main.name}"] = values
-    scored.metrics["discriminator"] = {"path": str(Path(path).resolve()), "kind": meta["kind"],
-                                       "output": p.output, "accuracy": meta.get("accuracy"),
-                                       "trained_on": meta.get("input"), "generate_counts": meta.get("generate_counts")}
-    log.info("%s: %s discriminator from %s (held-out accuracy %s)", main.name, meta["kind"], path,
-             (meta.get("accuracy") or {}).get("held_out", {}).get("accuracy"))
-    return scored
+log = logging.getLogger(__name__)
 
 
 @REGISTRY.register
-class Discriminator(MethodKind):
+class Discriminator(TokenKind):
     name = "discriminator"
     sections = ("discriminator",)
 
     def plan(self, run: RunConfig) -> Plan:
-        return plan_discriminator(run)
+        """The token plan, plus the momentum temperature a pooler discriminator reads; refuses a pooler
+        trained on another pair (before any model loads)."""
+        from cscore.scorers.methods import cdm_gen
 
-    def score(self, run, loaded, plan, progress, state) -> Scored:
-        return score_discriminator(run, loaded, plan, progress, state)
+        plan = super().plan(run)
+        meta = cdm_gen.read_meta(plan.variants[-1].params.discriminator)
+        if meta["kind"] == "pooler":
+            want, have = meta["pair"], pair_record(run.pair)
+            keys = {"expert": "pair.expert.path", "amateur": "pair.amateur.path",
+                    "early_exit": "pair.amateur.early_exit"}
+            diff = [name for k, name in keys.items() if str(want.get(k)) != str(have.get(k))]
+            if diff:
+                raise ConfigError(f"the discriminator's pooler reads the momentum of the pair it was trained with "
+                                  f"(expert {want['expert']}, amateur {want['amateur']}, "
+                                  f"early_exit {want['early_exit']}); "
+                                  f"this run's pair differs in {', '.join(diff)}")
+            plan.temperatures = sorted(set(plan.temperatures) | {float(meta["momentum"]["t"])})
+        return plan
+
+    def score(self, run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
+        """The comparison rows as for any method (``TokenKind.score``), then score.cdm_gen from the discriminator."""
+        from cscore.scorers.methods import cdm, cdm_gen
+        from cscore.scorers.methods.common import per_item
+
+        main = plan.variants[-1]
+        p = main.params  # cdm_gen's Params
+        path = p.discriminator
+        meta = cdm_gen.read_meta(path)
+        scored = super().score(run, loaded, plan, progress, state)
+        table = scored.table
+        if meta["kind"] == "pooler":
+            m = meta["momentum"]
+            stats = scored.stats.stats
+            seqs = per_item(cdm.momentum(stats, m["t"], m["clamp"]), next(iter(stats.values())).offsets,
+                            bool(m.get("skip_first", False)))
+            log_odds = pooler_from_dict(meta["pooler"]).score(seqs)
+        else:
+            c = meta["classifier"]
+            tok, model = load_classifier(str(path), run.passes.torch_device())
+            log_odds = classifier_log_odds(tok, model, list(table["prompt"]), list(table["hypothesis"]), text=c["text"],
+                                           batch_size=p.batch_size, max_length=c["max_length"])
+        values = log_odds if p.output == "log_odds" else 1.0 / (1.0 + np.exp(-log_odds))
+        table[f"{rundir.SCORE}{main.name}"] = values
+        scored.metrics["discriminator"] = {"path": str(Path(path).resolve()), "kind": meta["kind"],
+                                           "output": p.output, "accuracy": meta.get("accuracy"),
+                                           "trained_on": meta.get("input"),
+                                           "generate_counts": meta.get("generate_counts")}
+        log.info("%s: %s discriminator from %s (held-out accuracy %s)", main.name, meta["kind"], path,
+                 (meta.get("accuracy") or {}).get("held_out", {}).get("accuracy"))
+        return scored

@@ -1,7 +1,7 @@
 """The judge kind (``KIND = "judge"``: cd_judge): its plan and score steps.
 
 Score: render one judge prompt per item (the ``judge_prompt`` group, the expert's chat template),
-run the judge pass once (``scorers.judge.judge``; read from the statistics cache when it holds it), then
+run the judge pass once (``scorers.judge``; read from the statistics cache when it holds it), then
 every row (the method, the main model alone, the assistant alone) is a function of the kept
 statistics. Columns: ``score.<row>``, ``score.<row>_expected``, ``parse.<row>``, ``output.<row>``."""
 
@@ -10,24 +10,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from cscore import rundir
 from cscore.cli.pipeline.kinds.base import REGISTRY, Plan, Scored
-from cscore.cli.pipeline.kinds.shared import (
-    JudgeKind,
-    fit_judge_prompt,
-    grid_points,
-    invalid_counts,
-    judge_prompt,
-    judge_setup,
-    parse_changes,
-    plan_variants,
-    stats_cache,
-)
+from cscore.cli.pipeline.kinds.judging import JudgeKind, grid_points, invalid_counts, parse_changes
+from cscore.cli.pipeline.kinds.pair import stats_cache
+from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt, judge_prompt
 from cscore.errors import ConfigError
 from cscore.scorers.config.run import RunConfig
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -36,19 +29,6 @@ class JudgeRun:
 
     stats: object  # JudgeStats
     reports: dict = field(default_factory=dict)
-
-
-def plan_judge(run: RunConfig):
-    variants = plan_variants(run)
-    params = run.params
-    aspect = params["aspect"]
-    decode = params.get("decode")
-    if decode in ("first_token", "values") and not judge_prompt(run).generation_prompt:
-        raise ConfigError(f"method.decode={decode} reads the token after the prompt, but judge_prompt="
-                          f"{judge_prompt(run).name} has no generation prompt (its first token is the "
-                          "assistant header, not a score): use method.decode=greedy, which skips special tokens")
-    return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
-                targets=[f"{rundir.HUMAN}{aspect}"])
 
 
 def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
@@ -79,15 +59,14 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     tok = pair.tokenizer
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
 
-    share = bool(run.runtime.prefix_sharing)
+    opts = run.passes
     digits = digit_tokens(tok) if prefixes else None
+    scale = judge.Scale(values, value_ids, prefixes, n_items, lambda t: tok.decode([t]), digits)
 
     def compute():
-        return judge.compute(main.model, contexts, asst=None if early else asst.model,
-                             asst_exit=asst.exit_layer if early else None, values=values, value_ids=value_ids,
-                             prefixes=prefixes, n_items=n_items, decode_token=lambda t: tok.decode([t]),
-                             token_budget=run.runtime.token_budget, padding_side=run.runtime.padding_side,
-                             pad_id=pad_id, progress=progress, share_prefix=share, digit_ids=digits)
+        return judge.compute(main.model, contexts, scale, asst=None if early else asst.model,
+                             asst_exit=asst.exit_layer if early else None, pad_id=pad_id, progress=progress,
+                             options=opts)
 
     if asst.parent is not None and not early:
         raise ConfigError("the judge's assistant must be a whole model or an early exit of the main model")
@@ -102,9 +81,8 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     parts = {"kind": "judge", "judge_format": FORMAT, "main": model_identity(main), "asst": model_identity(asst),
              "dtype": str(main.dtype), "device": main.device.type, "ids": ids_digest([(c, []) for c in contexts]),
              "values": list(values), "value_ids": [list(v) for v in value_ids],
-             "token_budget": run.runtime.token_budget, "padding_side": run.runtime.padding_side}
-    if share:  # packed rows batch differently (float32 rounding); unshared keys unchanged
-        parts["prefix_sharing"] = True
+             # packed rows batch differently (float32 rounding): a shared key says so; unshared keys unchanged
+             **opts.key_parts(shared=opts.prefix_sharing)}
     if digits is not None:  # one-token ranges: keys unchanged
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
     done: dict = {}
@@ -120,27 +98,28 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     return got["judge"], report, stats_key(parts)
 
 
-def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, params, factory) -> tuple[dict, list, dict]:
+def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory) -> tuple[dict, list, dict]:
     """({row: its decoded text per prompt}, the sweep's other (λ, t) points whose paths were decoded
-    too, {"decode": its report}) under method.decode=greedy (``scorers.judge.decode``; paths cached
+    too, {"decode": its report}) under method.decode=greedy (``scorers.judge_decode``; paths cached
     next to the statistics); ({}, [], {}) for first_token."""
-    if params["decode"] != "greedy":
+    p: Any = run.method  # cd_judge's Params
+    if p.decode != "greedy":
         return {}, [], {}
     from cscore.scorers.engine.passes import EngineReport
     from cscore.scorers.judge.decode import greedy_paths, path_text, rule_of
 
-    c = params["lam"] / params["t"]
-    rules = {v.name: rule_of(v.params["who"], c) for v in plan.variants}
-    # the sweep's other points' contrast rules, decoded in this run's tree (kinds/shared.py::grid_points)
-    contrast = "contrast" in {v.params["who"] for v in plan.variants}
+    c = p.lam / p.t
+    rules = {v.name: rule_of(v.who, c) for v in plan.variants}
+    # the sweep's other points' contrast rules, decoded in this run's tree (kinds/judging.py::grid_points)
+    contrast = "contrast" in {v.who for v in plan.variants}
     grid = grid_points(run) if key and contrast else []
     extra = [rule_of("contrast", lam / t) for lam, t in grid]
     timing: dict = {}
     start = time.perf_counter()
-    paths = greedy_paths(pair, stats, prompts, list(rules.values()), alpha=params["alpha"],
-                         max_new_tokens=params["max_new_tokens"], cache=stats_cache(run) if key else None,
+    paths = greedy_paths(pair, stats, prompts, list(rules.values()), alpha=p.alpha,
+                         max_new_tokens=p.max_new_tokens, cache=stats_cache(run) if key else None,
                          judge_key=key, progress=factory("decode", len(prompts)) if factory else None,
-                         extra_rules=extra, timing=timing, stop=None if params["full_output"] else params["parse"])
+                         extra_rules=extra, timing=timing, stop=None if p.full_output else p.parse)
     also = [[lam, t] for (lam, t), rule in zip(grid, extra) if rule in paths and rule not in rules.values()]
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
@@ -150,84 +129,32 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, params, facto
     return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": report}
 
 
-def score_judge(run: RunConfig, loaded, plan, progress, state: dict):
-    from cscore.data import judge_prompts
-    from cscore.scorers.engine.passes import per_item
-    from cscore.scorers.judge.parse import continuation_prefixes, score_tokens
-
-    params, examples, pair, jp = judge_setup(run, loaded, plan)
-    lo, hi = params["score_range"]
-    tok = pair.tokenizer
-    chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
-    texts, spans = judge_prompts.build(examples, jp, aspect=params["aspect"], lo=lo, hi=hi, chat=chat)
-    tokens = score_tokens(tok, lo, hi)
-    values = list(range(lo, hi + 1))
-    value_ids = [tuple(tokens[v]) for v in values]
-    prefixes = continuation_prefixes(tokens)
-    kept, contexts, truncated = encode_contexts(tok, texts, spans, prefixes, run.runtime.max_length)
-    n_truncated = int(sum(truncated))
-    if n_truncated:
-        log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d", n_truncated,
-                    len(examples), run.runtime.max_length)
-    state["stage"] = "score"
-    with progress.live() as factory:
-        stats, report, key = judge_statistics(run, pair, contexts, values=values, value_ids=value_ids,
-                                              prefixes=prefixes, n_items=len(examples),
-                                              progress=per_item(factory, 1 + len(prefixes))("judge", len(contexts))
-                                              if factory else None)
-        firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
-        decoded, also, decode_report = decoded_texts(run, pair, stats, key, firsts, plan, params, factory)
-    table = examples.copy()
-    table["prompt"] = kept
-    table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
-    table["truncated"] = truncated
-    invalid, changes = score_rows(run, stats, plan, params, decoded, table)
-    sizes = stats.front_sizes
-    judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
-                  "c": params["lam"] / params["t"], "alpha": params["alpha"], "decode": params["decode"],
-                  "max_new_tokens": params["max_new_tokens"], "full_output": params["full_output"],
-                  "parse": params["parse"], "invalid": invalid, "parse_changes": changes,
-                  "judge_prompt": jp.get("name"),
-                  "grid_decoded_too": also,
-                  "value_tokens": {str(v): list(ids) for v, ids in zip(values, value_ids)},
-                  "continuation_prefixes": [list(p) for p in prefixes],
-                  "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),
-                                              "vocabulary": stats.vocab}}
-    missing = expected_missing(stats, plan, params)
-    if missing:
-        judge_info["expected_not_computed"] = missing
-    log.info("judge statistics: %.1f tokens kept per context on average (max %d) of a %d-token vocabulary",
-             sizes.mean(), sizes.max(), stats.vocab)
-    label = "judge: " + "+".join(pair.models)
-    return Scored(table, JudgeRun(stats, {label: report, **decode_report}), pair.models, n_truncated,
-                  metrics={"judge": judge_info})
-
-
-def score_rows(run: RunConfig, stats, plan, params, decoded: dict, table) -> tuple[dict, dict]:
+def score_rows(run: RunConfig, stats, plan, decoded: dict, table) -> tuple[dict, dict]:
     """Each row's score, expected score, parse status and text into ``table``; (invalid-output
     counts, parse changes) per row."""
     from cscore.scorers.methods.cd_judge import judge
 
-    lo, hi = params["score_range"]
+    p: Any = run.method  # cd_judge's Params
+    lo, hi = p.score_range
     invalid, changes = {}, {}
     for v in plan.variants:
-        got = judge(stats, who=v.params["who"], lam=params["lam"], t=params["t"], alpha=params["alpha"],
-                    score_range=[lo, hi], texts=decoded.get(v.name), parse=params["parse"])
+        got = judge(stats, who=v.who, lam=p.lam, t=p.t, alpha=p.alpha, score_range=[lo, hi],
+                    texts=decoded.get(v.name), parse=p.parse)
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
         table[f"{rundir.PARSE}{v.name}"] = got["status"]
         table[f"{rundir.OUTPUT}{v.name}"] = got["text"]
         invalid[v.name] = invalid_counts(got["status"])
-        changes[v.name] = parse_changes(got["text"], got["score"], got["status"], lo, hi, params["parse"])
+        changes[v.name] = parse_changes(got["text"], got["score"], got["status"], lo, hi, p.parse)
     return invalid, changes
 
 
-def expected_missing(stats, plan, params) -> dict[str, str]:
+def expected_missing(stats, plan, c: float) -> dict[str, str]:
     """{row: why its expected score is NaN} for the rows whose expected score the statistics
     cannot give (a multi-token range at a c off the kept grid), each said once in the log."""
     out = {}
     for v in plan.variants:
-        note = stats.expected_note(v.params["who"], params["lam"] / params["t"])
+        note = stats.expected_note(v.who, c)
         if note is not None:
             out[v.name] = note
             log.warning("score.%s_expected is not computed (NaN): %s", v.name, note)
@@ -240,11 +167,68 @@ class Judge(JudgeKind):
     sections = ("judge", "units")  # units: "values" for a cross-family pair (method.decode=values)
 
     def plan(self, run: RunConfig) -> Plan:
-        return plan_judge(run)
+        variants = self.rows(run)
+        p: Any = run.method  # cd_judge's Params
+        aspect, decode = p.aspect, p.decode
+        if decode in ("first_token", "values") and not judge_prompt(run).generation_prompt:
+            raise ConfigError(f"method.decode={decode} reads the token after the prompt, but judge_prompt="
+                              f"{judge_prompt(run).name} has no generation prompt (its first token is the "
+                              "assistant header, not a score): use method.decode=greedy, which skips special tokens")
+        return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
+                    targets=[f"{rundir.HUMAN}{aspect}"])
 
-    def score(self, run, loaded, plan, progress, state) -> Scored:
-        if run.params.get("decode") == "values":  # the contrast over the range's values (any pair)
+    def score(self, run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
+        from cscore.data import judge_prompts
+        from cscore.scorers.engine.passes import per_item
+        from cscore.scorers.judge.parse import continuation_prefixes, score_tokens
+
+        if run.method.decode == "values":  # type: ignore[attr-defined]  # the contrast over the range's values
             from cscore.cli.pipeline.kinds.judge_values import score_values
 
-            return score_values(run, loaded, plan, progress, state)
-        return score_judge(run, loaded, plan, progress, state)
+            return score_values(run, self.setup(run, loaded, plan), plan, progress, state)
+        p, examples, pair, jp = self.setup(run, loaded, plan)
+        lo, hi = p.score_range
+        tok = pair.tokenizer
+        chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
+        texts, spans = judge_prompts.build(examples, jp, aspect=p.aspect, lo=lo, hi=hi, chat=chat)
+        tokens = score_tokens(tok, lo, hi)
+        values = list(range(lo, hi + 1))
+        value_ids = [tuple(tokens[v]) for v in values]
+        prefixes = continuation_prefixes(tokens)
+        kept, contexts, truncated = encode_contexts(tok, texts, spans, prefixes, run.passes.max_length)
+        n_truncated = int(sum(truncated))
+        if n_truncated:
+            log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d", n_truncated,
+                        len(examples), run.passes.max_length)
+        state["stage"] = "score"
+        with progress.live() as factory:
+            stats, report, key = judge_statistics(run, pair, contexts, values=values, value_ids=value_ids,
+                                                  prefixes=prefixes, n_items=len(examples),
+                                                  progress=per_item(factory, 1 + len(prefixes))("judge", len(contexts))
+                                                  if factory else None)
+            firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
+            decoded, also, decode_report = decoded_texts(run, pair, stats, key, firsts, plan, factory)
+        table = examples.copy()
+        table["prompt"] = kept
+        table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
+        table["truncated"] = truncated
+        invalid, changes = score_rows(run, stats, plan, decoded, table)
+        sizes = stats.front_sizes
+        judge_info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,
+                      "c": p.lam / p.t, "alpha": p.alpha, "decode": p.decode,
+                      "max_new_tokens": p.max_new_tokens, "full_output": p.full_output,
+                      "parse": p.parse, "invalid": invalid, "parse_changes": changes,
+                      "judge_prompt": jp.get("name"),
+                      "grid_decoded_too": also,
+                      "value_tokens": {str(v): list(ids) for v, ids in zip(values, value_ids)},
+                      "continuation_prefixes": [list(x) for x in prefixes],
+                      "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),
+                                                  "vocabulary": stats.vocab}}
+        missing = expected_missing(stats, plan, p.lam / p.t)
+        if missing:
+            judge_info["expected_not_computed"] = missing
+        log.info("judge statistics: %.1f tokens kept per context on average (max %d) of a %d-token vocabulary",
+                 sizes.mean(), sizes.max(), stats.vocab)
+        label = "judge: " + "+".join(pair.models)
+        return Scored(table, JudgeRun(stats, {label: report, **decode_report}), pair.models, n_truncated,
+                      metrics={"judge": judge_info})

@@ -10,30 +10,25 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from cscore import rundir
 from cscore.cli.pipeline.kinds.base import REGISTRY, Passes, Plan, Scored
-from cscore.cli.pipeline.kinds.shared import (
-    JudgeKind,
-    grid_points,
-    invalid_counts,
-    judge_setup,
-    parse_changes,
-    plan_variants,
-    stats_cache,
-)
+from cscore.cli.pipeline.kinds.judging import JudgeKind, grid_points, invalid_counts, parse_changes
+from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.passes import announce
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
-def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[float, float] | None], params: dict,
+def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[float, float] | None], params,
                      progress=None) -> dict[str, list[list[int]]]:
     """Generated ids per prompt of each row: ``rows`` maps a name to the (λ, t) it decodes on the
-    main model ((0, 1): the main model alone) or to None (the assistant alone). Batched
+    main model ((0, 1): the main model alone) or to None (the assistant alone); ``params``:
+    cd_judge_released's Params. Batched
     ``batch_size`` prompts at a time in order of length. The rows on the main model decode together
     as one tree (``judge_released.decode_tree``: one prefill, the steps their paths share once);
     the assistant alone decodes on its own."""
@@ -43,18 +38,19 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
     cfg_eos = main.model.generation_config.eos_token_id
     eos = set(cfg_eos if isinstance(cfg_eos, (list, tuple)) else [cfg_eos]) - {None} or {tok.eos_token_id}
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    penalty = params["repetition_penalty"] or getattr(main.model.generation_config, "repetition_penalty", None) or 1.0
-    common = dict(alpha=params["alpha"], max_new_tokens=params["max_new_tokens"], eos_ids=eos, pad_id=pad_id,
+    p = params
+    penalty = p.repetition_penalty or getattr(main.model.generation_config, "repetition_penalty", None) or 1.0
+    common = dict(alpha=p.alpha, max_new_tokens=p.max_new_tokens, eos_ids=eos, pad_id=pad_id,
                   repetition_penalty=penalty, vocab_size=len(tok))
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
     out: dict[str, list] = {name: [None] * len(prompts) for name in rows}
     on_main = {name: rule for name, rule in rows.items() if rule is not None}
-    batches = -(-len(prompts) // params["batch_size"])
-    announce(progress, tokens=sum(len(p) for p in prompts), steps=len(prompts) * len(rows) * params["max_new_tokens"],
-             detail=f"{len(prompts)} prompts x {len(rows)} rows x up to {params['max_new_tokens']} new tokens, "
-                    f"{batches} batches of up to {params['batch_size']}")
-    for s in range(0, len(order), params["batch_size"]):
-        idx = order[s:s + params["batch_size"]]
+    batches = -(-len(prompts) // p.batch_size)
+    announce(progress, tokens=sum(len(x) for x in prompts), steps=len(prompts) * len(rows) * p.max_new_tokens,
+             detail=f"{len(prompts)} prompts x {len(rows)} rows x up to {p.max_new_tokens} new tokens, "
+                    f"{batches} batches of up to {p.batch_size}")
+    for s in range(0, len(order), p.batch_size):
+        idx = order[s:s + p.batch_size]
         batch = [prompts[i] for i in idx]
         got = _main_rows(jr, pair, batch, on_main, params, common, penalty, pad_id) if on_main else {}
         for name in rows.keys() - on_main.keys():  # the assistant alone: λ = 0, its assistant term is not used
@@ -71,7 +67,7 @@ def _alone(jr, model, batch, params, common, n_tok) -> list[list[int]]:
     import torch
 
     return jr.decode(model, batch, torch.zeros(len(batch), n_tok), lam=0.0, t=1.0,
-                     min_keep=min(params["min_keep"], _vocab(model)), **common)
+                     min_keep=min(params.min_keep, _vocab(model)), **common)
 
 
 def _main_rows(jr, pair, batch, rows: dict, params, common, penalty, pad_id) -> dict[str, list[list[int]]]:
@@ -81,7 +77,7 @@ def _main_rows(jr, pair, batch, rows: dict, params, common, penalty, pad_id) -> 
     if set(rows.values()) == {MAIN_ALONE}:
         alone = _alone(jr, main.model, batch, params, common, len(pair.tokenizer))
         return {name: alone for name in rows}
-    kw = dict(min_keep=min(params["min_keep"], _vocab(main.model)), **common)
+    kw = dict(min_keep=min(params.min_keep, _vocab(main.model)), **common)
     if asst.parent is main:
         kw["asst_exit_layer"] = asst.exit_layer
         first = None
@@ -112,65 +108,6 @@ def released_cache(run: RunConfig, pair, prompts):
                               "ids": ids_digest([(p, []) for p in prompts])}
 
 
-def score_released(run: RunConfig, loaded, plan, progress, state: dict):
-    from cscore.data import judge_prompts
-    from cscore.scorers.engine import engine
-    from cscore.scorers.judge.parse import PARSERS
-    from cscore.scorers.judge.released import released_prompt_ids, released_text
-
-    params, examples, pair, jp = judge_setup(run, loaded, plan)
-    lo, hi = params["score_range"]
-    tok = pair.tokenizer
-    texts, _ = judge_prompts.build(examples, jp, aspect=params["aspect"], lo=lo, hi=hi, chat=None)
-    role, gen_prompt = jp.get("role", "system"), jp.get("generation_prompt", False)
-    prompts = [released_prompt_ids(tok, x, role=role, add_generation_prompt=gen_prompt,
-                                   max_length=params["max_prompt_tokens"]) for x in texts]
-    chats = [tok.apply_chat_template([{"role": role, "content": x}], tokenize=False, add_generation_prompt=gen_prompt)
-             for x in texts]
-    untruncated = [len(tok(c)["input_ids"]) for c in chats]
-    truncated = [n > params["max_prompt_tokens"] for n in untruncated]
-    if any(truncated):
-        log.warning("%d of %d prompts cut to their first %d tokens, as the released code does (its end, with the "
-                    "summary, is lost)", sum(truncated), len(texts), params["max_prompt_tokens"])
-    state["stage"] = "score"
-    cache, base = released_cache(run, pair, prompts)
-    table = examples.copy()
-    table["prompt"] = [tok.decode(p) for p in prompts]
-    table["prompt_tokens"] = [len(p) for p in prompts]
-    table["truncated"] = truncated
-    invalid, reports, changes = {}, {}, {}
-    with progress.live() as factory:
-        grid = grid_points(run) if cache is not None else []
-        decoded, spent, also = decode_rows(pair, prompts, plan, params, cache, base, factory, grid)
-    if also:
-        log.info("decoded %d other grid point(s) of this sweep with this one (one tree): their jobs read them "
-                 "from the cache", len(also))
-    for v in plan.variants:
-        ids, cached, seconds, call = decoded[v.name]
-        outputs = [released_text(tok, x) for x in ids]
-        parsed = [PARSERS[params["parse"]](x, lo, hi) for x in outputs]  # outputs: the released response text
-        status = np.array([p[1] for p in parsed], dtype=object)
-        scores = np.array([p[0] for p in parsed], dtype=np.float64)
-        table[f"{rundir.SCORE}{v.name}"] = scores
-        table[f"{rundir.PARSE}{v.name}"] = status
-        table[f"{rundir.OUTPUT}{v.name}"] = np.array(outputs, dtype=object)
-        invalid[v.name] = invalid_counts(status)
-        changes[v.name] = parse_changes(outputs, scores, status, lo, hi, params["parse"], strip=False)
-        tokens = sum(len(p) for p in prompts) + sum(len(x) for x in ids)
-        # seconds: of the decode that made the row (this run's, or the run's that stored it);
-        # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
-        rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // params["batch_size"]),
-                                  cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
-        reports[f"decode {v.name}"] = rep
-    judge_info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
-                  "invalid": invalid, "parse": params["parse"], "parse_changes": changes,
-                  "judge_prompt": jp.get("name"),
-                  "preset": "released", "grid_decoded_too": also,
-                  **{k: params[k] for k in ("alpha", "min_keep", "max_new_tokens", "max_prompt_tokens", "batch_size",
-                                            "repetition_penalty")}}
-    return Scored(table, Passes(None, reports), pair.models, int(sum(truncated)), metrics={"judge": judge_info})
-
-
 MAIN_ALONE = (0.0, 1.0)  # the main model alone: λ = 0 (the assistant's term is 0), t = 1
 
 
@@ -183,8 +120,8 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
     are stored for their own jobs. Rows decoded together report their common seconds."""
     from cscore.scorers.judge.decode import released_parts, through_cache_many
 
-    who = {v.name: v.params["who"] for v in plan.variants}
-    rule = {"main": MAIN_ALONE, "asst": None, "contrast": (float(params["lam"]), float(params["t"]))}
+    who = {v.name: v.who for v in plan.variants}
+    rule = {"main": MAIN_ALONE, "asst": None, "contrast": (float(params.lam), float(params.t))}
     rows = {name: rule[w] for name, w in who.items()}
     parts = {name: released_parts(pair, prompts, w, params, base) for name, w in who.items()}
     extra, extra_rules = {}, {}
@@ -192,7 +129,7 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
         for lam, t in dict.fromkeys(grid):
             if (lam, t) != rule["contrast"]:
                 name = f"λ={lam!r} t={t!r}"
-                extra[name] = released_parts(pair, prompts, "contrast", {**params, "lam": lam, "t": t}, base)
+                extra[name] = released_parts(pair, prompts, "contrast", replace(params, lam=lam, t=t), base)
                 rows[name] = extra_rules[name] = (lam, t)
 
     def compute(names: list[str]) -> dict[str, list[list[int]]]:
@@ -207,19 +144,70 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
     return {n: decoded[n] for n in who}, time.perf_counter() - start, also
 
 
-def plan_released(run: RunConfig) -> Plan:
-    variants = plan_variants(run)
-    aspect = run.params["aspect"]
-    # no score.<row>_expected: the released code decodes text
-    return Plan(variants, ["expert", "amateur"], [], targets=[f"{rundir.HUMAN}{aspect}"])
-
-
 @REGISTRY.register
 class JudgeReleased(JudgeKind):
     name = "judge_released"
 
     def plan(self, run: RunConfig) -> Plan:
-        return plan_released(run)
+        variants = self.rows(run)
+        aspect = run.method.aspect  # type: ignore[attr-defined]  # cd_judge_released's Params
+        # no score.<row>_expected: the released code decodes text
+        return Plan(variants, ["expert", "amateur"], [], targets=[f"{rundir.HUMAN}{aspect}"])
 
-    def score(self, run, loaded, plan, progress, state) -> Scored:
-        return score_released(run, loaded, plan, progress, state)
+    def score(self, run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
+        from cscore.data import judge_prompts
+        from cscore.scorers.engine import engine
+        from cscore.scorers.judge.parse import PARSERS
+        from cscore.scorers.judge.released import released_prompt_ids, released_text
+
+        p, examples, pair, jp = self.setup(run, loaded, plan)
+        lo, hi = p.score_range
+        tok = pair.tokenizer
+        texts, _ = judge_prompts.build(examples, jp, aspect=p.aspect, lo=lo, hi=hi, chat=None)
+        role, gen_prompt = jp.get("role", "system"), jp.get("generation_prompt", False)
+        prompts = [released_prompt_ids(tok, x, role=role, add_generation_prompt=gen_prompt,
+                                       max_length=p.max_prompt_tokens) for x in texts]
+        chats = [tok.apply_chat_template([{"role": role, "content": x}], tokenize=False,
+                                         add_generation_prompt=gen_prompt) for x in texts]
+        untruncated = [len(tok(c)["input_ids"]) for c in chats]
+        truncated = [n > p.max_prompt_tokens for n in untruncated]
+        if any(truncated):
+            log.warning("%d of %d prompts cut to their first %d tokens, as the released code does (its end, with the "
+                        "summary, is lost)", sum(truncated), len(texts), p.max_prompt_tokens)
+        state["stage"] = "score"
+        cache, base = released_cache(run, pair, prompts)
+        table = examples.copy()
+        table["prompt"] = [tok.decode(x) for x in prompts]
+        table["prompt_tokens"] = [len(x) for x in prompts]
+        table["truncated"] = truncated
+        invalid, reports, changes = {}, {}, {}
+        with progress.live() as factory:
+            grid = grid_points(run) if cache is not None else []
+            decoded, spent, also = decode_rows(pair, prompts, plan, p, cache, base, factory, grid)
+        if also:
+            log.info("decoded %d other grid point(s) of this sweep with this one (one tree): their jobs read them "
+                     "from the cache", len(also))
+        for v in plan.variants:
+            ids, cached, seconds, call = decoded[v.name]
+            outputs = [released_text(tok, x) for x in ids]
+            parsed = [PARSERS[p.parse](x, lo, hi) for x in outputs]  # outputs: the released response text
+            status = np.array([p[1] for p in parsed], dtype=object)
+            scores = np.array([p[0] for p in parsed], dtype=np.float64)
+            table[f"{rundir.SCORE}{v.name}"] = scores
+            table[f"{rundir.PARSE}{v.name}"] = status
+            table[f"{rundir.OUTPUT}{v.name}"] = np.array(outputs, dtype=object)
+            invalid[v.name] = invalid_counts(status)
+            changes[v.name] = parse_changes(outputs, scores, status, lo, hi, p.parse, strip=False)
+            tokens = sum(len(x) for x in prompts) + sum(len(x) for x in ids)
+            # seconds: of the decode that made the row (this run's, or the run's that stored it);
+            # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
+            rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
+                                      cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
+            reports[f"decode {v.name}"] = rep
+        judge_info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,
+                      "invalid": invalid, "parse": p.parse, "parse_changes": changes,
+                      "judge_prompt": jp.get("name"),
+                      "preset": "released", "grid_decoded_too": also,
+                      **{k: getattr(p, k) for k in ("alpha", "min_keep", "max_new_tokens", "max_prompt_tokens",
+                                                    "batch_size", "repetition_penalty")}}
+        return Scored(table, Passes(None, reports), pair.models, int(sum(truncated)), metrics={"judge": judge_info})

@@ -10,22 +10,23 @@ import logging
 
 from cscore import rundir
 from cscore.cli.pipeline.kinds.base import Scored
-from cscore.cli.pipeline.kinds.shared import fit_judge_prompt, judge_setup, stats_cache
+from cscore.cli.pipeline.kinds.pair import stats_cache
+from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt
 from cscore.scorers.config.run import RunConfig
 
-log = logging.getLogger("cscore")
+log = logging.getLogger(__name__)
 
 
-def render(tok, examples, jp: dict, params: dict) -> tuple[list[str], list[tuple[int, int]]]:
+def render(tok, examples, jp: dict, p) -> tuple[list[str], list[tuple[int, int]]]:
     """The judge prompts as this tokenizer's chat template renders them (a tokenizer without one, a
     base model's: the plain prompt text), and each source's span."""
     from cscore.data import judge_prompts
 
-    lo, hi = params["score_range"]
+    lo, hi = p.score_range
     chat = None
     if getattr(tok, "chat_template", None):
         chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
-    return judge_prompts.build(examples, jp, aspect=params["aspect"], lo=lo, hi=hi, chat=chat)
+    return judge_prompts.build(examples, jp, aspect=p.aspect, lo=lo, hi=hi, chat=chat)
 
 
 def value_items(tok, texts, spans, values: list[int], max_length: int):
@@ -44,7 +45,7 @@ def value_items(tok, texts, spans, values: list[int], max_length: int):
     return items, truncated, {str(v): list(ids_of[v]) for v in values}
 
 
-def value_inputs(run: RunConfig, pair, examples, jp: dict, params: dict, values: list[int]):
+def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int]):
     """(ScoringInput, per role: truncated flags and value token ids). A pair sharing a tokenizer
     reads the expert's prompts, as the token variant does."""
     from cscore.scorers.api import ScoringInput
@@ -56,35 +57,34 @@ def value_inputs(run: RunConfig, pair, examples, jp: dict, params: dict, values:
     for role, tok in roles.items():
         if not getattr(tok, "chat_template", None):
             log.warning("the %s's tokenizer has no chat template: its judge prompts are the plain prompt text", role)
-        texts, spans = render(tok, examples, jp, params)
-        built[role] = value_items(tok, texts, spans, values, run.runtime.max_length)
+        texts, spans = render(tok, examples, jp, p)
+        built[role] = value_items(tok, texts, spans, values, run.passes.max_length)
     hyps = [str(v) for _ in range(len(examples)) for v in values]
     inputs = ScoringInput(built["expert"][0], built["amateur"][0] if pair.aligned else None,
                           hyps if pair.aligned else None)
     return inputs, {role: (got[1], got[2]) for role, got in built.items()}
 
 
-def score_values(run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
+def score_values(run: RunConfig, setup: tuple, plan, progress, state: dict) -> Scored:
+    """``setup``: what ``JudgeKind.setup`` gave (the method's Params, examples, pair, judge prompt)."""
     from cscore.scorers.engine.passes import per_item
     from cscore.scorers.judge import values as judge_values
 
-    params, examples, pair, jp = judge_setup(run, loaded, plan)
-    lo, hi = params["score_range"]
+    p, examples, pair, jp = setup
+    lo, hi = p.score_range
     values = list(range(lo, hi + 1))
-    inputs, per_role = value_inputs(run, pair, examples, jp, params, values)
+    inputs, per_role = value_inputs(run, pair, examples, jp, p, values)
     truncated = [any(flags) for flags in zip(*(f for f, _ in per_role.values()))]
     if any(truncated):
         log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d",
-                    sum(truncated), len(examples), run.runtime.max_length)
+                    sum(truncated), len(examples), run.passes.max_length)
     state["stage"] = "score"
     with progress.live() as factory:
-        stats = pair.statistics(inputs=inputs, temperatures=judge_values.temperatures(params["t"]),
-                                token_budget=run.runtime.token_budget, padding_side=run.runtime.padding_side,
-                                models=plan.models, progress=per_item(factory, len(values)), cache=stats_cache(run),
-                                prefix_sharing=run.runtime.prefix_sharing)
+        stats = pair.statistics(inputs=inputs, temperatures=judge_values.temperatures(p.t), models=plan.models,
+                                progress=per_item(factory, len(values)), cache=stats_cache(run), options=run.passes)
     n = len(values)
     a = judge_values.value_logp(stats.stats["expert"], n)
-    b = {t: judge_values.value_logp(stats.stats["amateur"], n, t) for t in {1.0, float(params["t"])}}
+    b = {t: judge_values.value_logp(stats.stats["amateur"], n, t) for t in {1.0, float(p.t)}}
     table = examples.copy()
     first = inputs.items[::n]
     table["prompt"] = [it.prompt for it in first]
@@ -92,15 +92,14 @@ def score_values(run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
     table["truncated"] = truncated
     invalid = {}
     for v in plan.variants:
-        got = judge_values.judge(a, b, values, who=v.params["who"], lam=params["lam"], t=params["t"],
-                                 alpha=params["alpha"])
+        got = judge_values.judge(a, b, values, who=v.who, lam=p.lam, t=p.t, alpha=p.alpha)
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
         table[f"{rundir.PARSE}{v.name}"] = got["status"]
         table[f"{rundir.OUTPUT}{v.name}"] = got["text"]
         invalid[v.name] = {"No Pred": 0, "Below": 0, "Above": 0, "n": len(examples)}
-    info = {"score_range": [lo, hi], "aspect": params["aspect"], "lam": params["lam"], "t": params["t"],
-            "c": params["lam"] / params["t"], "alpha": params["alpha"], "decode": "values", "invalid": invalid,
+    info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,
+            "c": p.lam / p.t, "alpha": p.alpha, "decode": "values", "invalid": invalid,
             "judge_prompt": jp.get("name"), "value_tokens": per_role["expert"][1],
             "chat_template": {role: bool(getattr(m.tokenizer, "chat_template", None))
                               for role, m in pair.models.items()}}

@@ -1,20 +1,14 @@
 """The token statistics kind (methods without ``KIND``: single, contrast, cd_score, cdm, ...):
-one forward pass per model keeping per-token statistics (cached), every variant a function of them."""
+one forward pass per model keeping per-token statistics (cached), every variant a function of them
+(its steps: ``token_pass.TokenKind``)."""
 
 from __future__ import annotations
 
-from cscore.cli.pipeline.kinds.base import REGISTRY, Loaded, MethodKind, Plan, Progress, Scored
-from cscore.cli.pipeline.kinds.shared import token_plan, token_score
-from cscore.scorers.config.run import RunConfig
+from cscore.cli.pipeline.kinds.base import REGISTRY
+from cscore.cli.pipeline.kinds.token_pass import TokenKind
 
 
 @REGISTRY.register
-class Token(MethodKind):
+class Token(TokenKind):
     name = "token"
     sections = ("units",)  # "aligned" for a cross-family pair (methods on aligned units)
-
-    def plan(self, run: RunConfig) -> Plan:
-        return token_plan(run)
-
-    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored:
-        return token_score(run, loaded, plan, progress, state)

@@ -1,0 +1,76 @@
+"""The token statistics kind's steps (``TokenKind``), which the token, pooler and discriminator
+kinds build on: one forward pass per model keeping per-token statistics (cached), then every
+variant that is a function of them alone (the method's row and its comparison rows)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from cscore import rundir
+from cscore.cli.pipeline.kinds.base import Loaded, MethodKind, Plan, Progress, Scored
+from cscore.cli.pipeline.kinds.pair import load_pair, model_line, stats_cache
+from cscore.cli.pipeline.kinds.prompts import make_prompts
+from cscore.scorers.config.run import RunConfig
+
+log = logging.getLogger(__name__)
+
+
+class TokenKind(MethodKind):
+    """Plan: the variant rows, the models they read, the temperatures (``stats.temperatures`` and
+    those the rows ask for). Score: the token statistics pass and every row of it alone."""
+
+    def plan(self, run: RunConfig) -> Plan:
+        from cscore.cli.pipeline.variants import models_needed
+
+        variants = self.rows(run)
+        temps = sorted({float(t) for t in run.stats.temperatures} | {t for v in variants for t in v.temperatures()})
+        return Plan(variants, models_needed(variants), temps)
+
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored:
+        """The token statistics pass and every variant that is a function of it alone."""
+        from transformers.utils import logging as hf_logging
+
+        from cscore.scorers import methods
+
+        hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
+        pair = load_pair(run, plan.models)
+        for role, m in pair.models.items():
+            log.info(model_line(role, m))
+        examples = loaded.examples
+        prompt_texts, spans = make_prompts(run, examples, pair.tokenizer)
+        # a cross-family amateur renders the prompts with its own tokenizer (its own chat template)
+        own = make_prompts(run, examples, pair.amateur.tokenizer, "amateur") if pair.aligned else (None, None)
+        opts = run.passes
+        inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=opts.max_length,
+                             source_spans=spans, amateur_prompts=own[0], amateur_spans=own[1])
+        if inputs.n_truncated:
+            log.warning("%d of %d items had their source truncated to fit runtime.max_length=%d", inputs.n_truncated,
+                        len(examples), opts.max_length)
+        state["stage"] = "score"
+        with progress.live() as factory:
+            stats = pair.statistics(inputs=inputs, temperatures=plan.temperatures, models=plan.models,
+                                    progress=factory, cache=stats_cache(run), options=opts)
+        table = examples.copy()
+        table["prompt"] = [it.prompt for it in inputs.items]
+        table["prompt_tokens"] = [len(it.prompt_ids) for it in inputs.items]
+        table["hypothesis_tokens"] = [len(it.hyp_ids) for it in inputs.items]
+        table["truncated"] = [it.truncated for it in inputs.items]
+        skip_first = bool(getattr(plan.variants[-1].params, "skip_first", False))  # the method's convention
+        for model in plan.models:
+            table[f"{rundir.N_SCORED}{model}"] = self.scored_tokens(stats, skip_first, model)
+            table[f"{rundir.MEAN_LOGP}{model}"] = stats.score("single", model=model, t=1.0, norm="mean",
+                                                              skip_first=skip_first, clamp=None)
+        for v in plan.variants:
+            if methods.get(v.method).kind != "token":
+                continue  # its kind's score step adds that column after this one (a trained pooler)
+            table[f"{rundir.SCORE}{v.name}"] = stats.score_params(v.params)
+        return Scored(table, stats, pair.models, inputs.n_truncated, {"units": "aligned"} if stats.aligned else {})
+
+    @staticmethod
+    def scored_tokens(stats, skip_first: bool, model: str | None = None) -> np.ndarray:
+        from cscore.scorers.methods.common import n_scored
+
+        own = stats.stats.get(model) or next(iter(stats.stats.values()))  # a cross-family pair: each its own tokens
+        return n_scored(own.offsets, skip_first)

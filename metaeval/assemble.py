@@ -1,0 +1,147 @@
+"""The report, assembled: every run under the folders given, grouped into datasets (``tables``)
+and judge studies (``judge_runs``), each dataset's sections (``sections``, ``report_plots``), the
+judge section (``judge_section``), the speed table, and report.md with the runs' status
+(``runs``). ``cscore report`` (``cli/report_cmd.py``) parses its options and calls ``report``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Iterable
+
+from rich.markup import escape
+
+from cscore.errors import ConfigError, CscoreError
+from cscore.files import folder_problem
+from cscore.metaeval import render, side_tables, tables
+from cscore.metaeval.judge_runs import is_judge_run
+from cscore.metaeval.judge_section import judge_section
+from cscore.metaeval.report_plots import plot_section
+from cscore.metaeval.runs import missing_jobs, run_status, runs_under
+from cscore.metaeval.sections import (
+    bias_section,
+    combined_section,
+    describe_key,
+    like_note,
+    pairwise_section,
+    quality_section,
+    quantized_section,
+    stems,
+    task_of,
+    units_warning,
+    warn,
+    write,
+)
+from cscore.metaeval.signature import Signature
+from cscore.metaeval.spec import PAPERS, Spec
+from cscore.progress import Progress
+
+
+def dataset_section(ds, stem: str, spec: Spec, out: Path, console, progress: Progress,
+                    longs: list | None = None) -> list[str]:
+    grouped = "group" in ds.frame and spec.resample == "groups"
+    items = ds.frame["group"].nunique() if grouped else len(ds.frame)
+    progress.say(f"{stem}: {len(ds.frame)} rows, {items} items, {len(ds.rows)} score rows x "
+                 f"{len(tables.targets(ds)) + 1} columns; {spec.bootstrap} bootstrap resamples, "
+                 f"{spec.permutations} permutations")
+    lines = ["", f"Files `{stem}_*`: {len(ds.frame)} rows of {describe_key(ds.key)}"]
+    lines += warn(stem, units_warning(items, spec), console)
+    long, quality_lines = quality_section(ds, stem, spec, out, console, progress)
+    if longs is not None:
+        longs.append((stem, task_of(ds), long))
+    lines += warn(stem, like_note(tables.unreachable_like_threshold(ds, spec), spec), console)
+    lines += (quality_lines + bias_section(ds, stem, out) + quantized_section(ds, stem, out, spec.accuracy)
+              + pairwise_section(ds, stem, out))
+    plot_section(ds, long, stem, out, progress, spec, items)
+    return lines
+
+
+def _check_folder(root: Path) -> None:
+    if not root.exists():
+        raise ConfigError(f"{root} does not exist: cscore report reads a run directory, a multirun directory or "
+                          "a folder holding runs")
+    if not root.is_dir():
+        raise ConfigError(f"{root} is a file: cscore report reads a run directory, a multirun directory or a "
+                          "folder holding runs")
+
+
+def default_out(roots: list[Path]) -> Path:
+    """``<dir>/report`` for one folder; for several, ``report`` in the folder that holds them all
+    (a file-system root is refused: give ``--out``)."""
+    if len(roots) == 1:
+        return roots[0] / "report"
+    parent = Path(os.path.commonpath([str(r.resolve()) for r in roots]))
+    if parent == Path(parent.anchor):
+        raise ConfigError(f"the folders have no common folder but {parent}: give the report's folder with --out")
+    return parent / "report"
+
+
+def notes(repeated: list[Path], paper: str | None, spec: Spec, console) -> list[str]:
+    """report.md's lines under the status: the runs found under several folders (also on the
+    console) and the ``--paper`` preset the statistic came from."""
+    lines = []
+    if repeated:
+        text = (f"{len(repeated)} run directories lie under more than one of the folders given and count once: "
+                + ", ".join(map(str, repeated)))
+        lines += ["", text]
+        console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True)
+    if paper:
+        lines += ["", f"statistic: --paper {paper}: {PAPERS[paper]['says']} ({spec.describe()})"]
+    return lines
+
+
+def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console=None,
+           progress: Progress | None = None, select_by: str = "spearman", combined: bool = False,
+           paper: str | None = None, judge_methods: Iterable[str] = (),
+           defaults: Callable[[str, dict], dict] | None = None) -> Path:
+    """One report over every run under ``root`` (a folder, or several: a run found under more
+    than one of them counts once, and the report says so). ``combined``: also the quality
+    columns of all datasets side by side with one AVG (``combined_section``); ``paper``: the
+    ``--paper`` preset the statistic came from, named in report.md; ``judge_methods``: the methods
+    whose runs get the judge section even unfinished (``judge_runs.is_judge_run``); ``defaults``:
+    a method's parameters with its defaults filled in (``tables.collect``)."""
+    from rich.console import Console
+
+    console = console or Console()
+    progress = progress or Progress()
+    roots = [Path(r) for r in (root if isinstance(root, (list, tuple)) else [root])]
+    for r in roots:
+        _check_folder(r)
+    runs, per_root, repeated = runs_under(roots)
+    where = ", ".join(map(str, roots))
+    if not runs:
+        raise CscoreError(f"no cscore run directories (with config.yaml) under {where}")
+    out = out or default_out(roots)
+    if (problem := folder_problem(out)) is not None:  # before anything is computed
+        raise ConfigError(f"cannot write the report to {out}: {problem}")
+    (out / "plots").mkdir(parents=True, exist_ok=True)
+    outcome = run_status(runs)
+    missing = [m if len(roots) == 1 else f"{r}: {m}" for r, found in zip(roots, per_root)
+               for m in missing_jobs(r, found)]
+    status = outcome.line(len(missing))
+    progress.say(f"{len(runs)} run directories under {where}; {status}")
+    lines = [f"# cscore report: {where}", "", status] + notes(repeated, paper, spec, console)
+    lines += [*outcome.lines(), *[f"- missing: {m}" for m in missing]]
+
+    judged = [r for r in runs if is_judge_run(r, judge_methods)]
+    datasets = tables.collect([r for r in runs if not is_judge_run(r, judge_methods)], defaults)
+    longs: list = []
+    for ds, stem in zip(datasets, stems(datasets)):
+        lines += dataset_section(ds, stem, spec, out, console, progress, longs)
+    if combined:
+        lines += combined_section(longs, spec, out, console)
+    if judged:
+        lines += judge_section(judged, spec, out, console, progress, select_by)
+
+    speed = side_tables.speed(runs)
+    if not speed.empty:
+        ssig = f"{Signature({'table': 'speed', 'phase': 'scoring'})} — scoring phase only; model load separate"
+        lines += write(out, "speed", render.from_frame(speed.round(3).set_index("run"), "Speed", ssig))
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    for m in missing:
+        console.print(f"[yellow]missing: {escape(m)}[/]")
+    for line in outcome.lines():
+        style = {"failed": "red", "finished later": "dim"}.get(line[2:].split(":")[0], "yellow")
+        console.print(f"[{style}]{escape(line[2:])}[/]")
+    console.print(f"report written to [bold]{escape(str(out))}[/] in {progress.elapsed():.1f}s")
+    return out

@@ -1,0 +1,257 @@
+"""The judge runs of a report, as studies (``metaeval.judge``): every run directory of a judge
+method is one grid point (pair, method row, score range, (λ, t)); runs on one data set, judge
+prompt, dev split and aspect form a study. Reading only: nothing here selects or correlates."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from cscore import rundir
+from cscore.rundir import Run
+
+PARSE = rundir.PARSE  # parse.<row>: ok / No Pred / Below / Above
+SPLIT = rundir.SPLIT  # dev / test (split.dev_ids)
+
+
+def is_judge_run(run: Run, judge_methods: Iterable[str] = ()) -> bool:
+    """A run of a judge method: the judge kinds' ``judge`` section in its metrics.json, or, for a
+    run without one (not finished), a method in ``judge_methods`` (the CLI asks the kinds:
+    ``cscore.cli.pipeline.kinds.methods_of("judge")``)."""
+    method = run.config.get("method") or {}
+    return bool(run.metrics and "judge" in run.metrics) or method.get("name") in tuple(judge_methods)
+
+
+@dataclass
+class Point:
+    """One grid point of a study: pair, method row, range, (λ, t), and the rows its run(s) scored
+    (runs of the same point, e.g. split.use=dev and =test, are merged; a repeated id counts once)."""
+
+    pair: str
+    variant: str  # the method's score column: score.<variant>
+    method: str
+    lo: int
+    hi: int
+    lam: float
+    t: float
+    main: str  # model names, for the table rows
+    asst: str
+    frame: pd.DataFrame
+    runs: list[Path] = field(default_factory=list)
+    parse: str = "paper"  # method.parse: the rule that read parse.<row> (paper | released)
+
+    @property
+    def c(self) -> float:
+        return self.lam / self.t if self.t else math.nan
+
+    @property
+    def range(self) -> str:
+        return f"{self.lo}-{self.hi}"
+
+    @property
+    def setting(self) -> tuple:
+        return (self.pair, self.variant, self.lo, self.hi)
+
+    def rows(self, part: str) -> tuple[pd.DataFrame, str]:
+        """(rows, what they are): part="dev" -> the dev rows, or all rows when there are none;
+        part="test" -> the test rows, or all rows when there are none."""
+        f = self.frame
+        if SPLIT in f.columns and (f[SPLIT] == part).any():
+            return f[f[SPLIT] == part], part
+        return f, "all"
+
+
+@dataclass
+class Study:
+    """Judge runs on one data set, judge prompt, dev split and aspect: the grid points of every
+    pair, method row and range."""
+
+    key: str
+    data: str
+    aspect: str
+    dev_ids: str | None
+    points: list[Point]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def human(self) -> str:
+        return f"{rundir.HUMAN}{self.aspect}"
+
+    @property
+    def has_dev_split(self) -> bool:
+        """Every point has dev and test rows: selection and report use different items."""
+        return all(p.rows("dev")[1] == "dev" and p.rows("test")[1] == "test" for p in self.points)
+
+    def ranges(self) -> list[tuple[int, int]]:
+        return sorted({(p.lo, p.hi) for p in self.points})
+
+    def settings(self) -> list[tuple]:
+        """(pair, variant, lo, hi) in the order pairs were found, ranges ascending."""
+        pairs = list(dict.fromkeys((p.pair, p.variant) for p in self.points))
+        have = {p.setting for p in self.points}
+        return [(pr, v, lo, hi) for lo, hi in self.ranges() for pr, v in pairs if (pr, v, lo, hi) in have]
+
+    def grid_points(self, setting: tuple) -> list[Point]:
+        return sorted((p for p in self.points if p.setting == setting), key=lambda p: (p.lam, p.t))
+
+
+def _model_name(path) -> str | None:
+    if not path:
+        return None
+    return str(path).removeprefix("gguf:").rstrip("/").split("/")[-1]
+
+
+def model_names(pair: dict) -> tuple[str, str]:
+    """(main, assistant) names from a pair config: the last part of the model path; an early-exit
+    assistant is '<main> exit <k>'."""
+    name = pair.get("name", "?")
+    expert, amateur = pair.get("expert") or {}, pair.get("amateur") or {}
+    main = _model_name(expert.get("path")) or f"{name} main"
+    exit_k = amateur.get("early_exit")
+    asst = _model_name(amateur.get("path")) or main
+    if exit_k is not None or not amateur.get("path"):
+        asst += f" exit {exit_k if exit_k is not None else '?'}"
+    return main, asst
+
+
+def _columns_needed(path: Path) -> list[str] | None:
+    try:
+        import pyarrow.parquet as pq
+
+        names = pq.read_schema(path).names
+    except Exception:  # noqa: BLE001 - fall back to reading every column
+        return None
+    keep = ("id", "group", "system", SPLIT)
+    return [c for c in names if c in keep or c.startswith((rundir.SCORE, rundir.HUMAN, PARSE))]
+
+
+def _read_scores(run: Run) -> pd.DataFrame:
+    path = run.path / rundir.SCORES
+    return pd.read_parquet(path, columns=_columns_needed(path))
+
+
+def _study_key(cfg: dict, aspect: str | None) -> str:
+    data = {k: v for k, v in (cfg.get("data") or {}).items() if k != "template"}
+    return json.dumps({"data": data, "judge_prompt": (cfg.get("judge_prompt") or {}).get("name"),
+                       "dev_ids": (cfg.get("split") or {}).get("dev_ids"), "aspect": aspect},
+                      sort_keys=True, default=str)
+
+
+POINT_KEYS = ("lam", "t", "score_range", "aspect", "name", "variant")  # what places a run in a study's grid
+
+
+def run_settings(cfg: dict) -> dict:
+    """The method and judge-prompt settings of a judge run other than its place in the grid
+    (``method.decode``, ``method.alpha``, ``judge_prompt.closing``, ...): runs that differ in them
+    are different points, never merged."""
+    method = {f"method.{k}": v for k, v in (cfg.get("method") or {}).items() if k not in POINT_KEYS}
+    prompt = {f"judge_prompt.{k}": v for k, v in (cfg.get("judge_prompt") or {}).items() if k != "name"}
+    return {**method, **prompt}
+
+
+def settings_labels(found: dict[tuple, set[str]]) -> dict[tuple[tuple, str], str]:
+    """{((pair, variant), settings json): label suffix}: where one (pair, variant) of a study comes
+    with different settings, each gets `` [k=v, ...]`` naming the settings that differ ('' else)."""
+    out = {}
+    for who, jsons in found.items():
+        if len(jsons) < 2:
+            out.update({(who, j): "" for j in jsons})
+            continue
+        parsed = {j: json.loads(j) for j in jsons}
+        keys = sorted({k for d in parsed.values() for k in d if len({json.dumps(e.get(k), sort_keys=True)
+                                                                       for e in parsed.values()}) > 1})
+        for j, d in parsed.items():
+            out[who, j] = " [" + ", ".join(f"{k}={_short(d.get(k))}" for k in keys) + "]"
+    return out
+
+
+def _short(value) -> str:
+    """A setting's value for a label: as written when short, else a digest of it."""
+    import hashlib
+
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 24 else "#" + hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def parse_rule(settings: dict, method: str | None) -> str:
+    """The rule that read a run's parse columns: ``method.parse``, or for a run made before the key
+    existed its preset's rule (``cd_judge_released``: released; otherwise the paper's)."""
+    return settings.get("method.parse") or ("released" if method == "cd_judge_released" else "paper")
+
+
+def collect(runs: list[Run]) -> list[Study]:
+    """Complete judge runs grouped into studies (data set, judge prompt, dev ids, aspect) and grid
+    points (pair, method row, its other settings, range, λ, t); a pair whose runs differ in other
+    settings (``run_settings``) is labelled with them. Runs that lack what a judge run has are skipped with a
+    note in the study's ``notes`` (or, when nothing is left, a study-less note is lost: callers
+    check ``is_judge_run`` first)."""
+    parts: dict[str, dict[tuple, list]] = {}
+    meta: dict[str, dict] = {}
+    notes: dict[str, list[str]] = {}
+    for run in runs:
+        if not run.complete or not is_judge_run(run):
+            continue
+        cfg, info = run.config, (run.metrics or {}).get("judge") or {}
+        method = cfg.get("method") or {}
+        aspect = method.get("aspect") or info.get("aspect")
+        rng = method.get("score_range") or info.get("score_range")
+        key = _study_key(cfg, aspect)
+        notes.setdefault(key, [])
+        meta.setdefault(key, {"data": (cfg.get("data") or {}).get("name", "?"), "aspect": aspect,
+                              "dev_ids": (cfg.get("split") or {}).get("dev_ids")})
+        variant = method.get("variant") or method.get("name")
+        lam, t = method.get("lam", info.get("lam")), method.get("t", info.get("t"))
+        if rng is None or lam is None or t is None or aspect is None:
+            notes[key].append(f"{run.path}: no method.score_range / lam / t / aspect; left out")
+            continue
+        frame = _read_scores(run)
+        missing = [c for c in (f"{rundir.SCORE}{variant}", f"{rundir.HUMAN}{aspect}", "id") if c not in frame]
+        if missing:
+            notes[key].append(f"{run.path}: no column {', '.join(missing)}; left out")
+            continue
+        pair = cfg.get("pair") or {}
+        for row, why in (info.get("expected_not_computed") or {}).items():
+            notes[key].append(f"{pair.get('name', '?')} {rng[0]}-{rng[1]} lam={lam:g} t={t:g}: score.{row}_expected "
+                              f"not computed: {why}")
+        main, asst = model_names(pair)
+        settings = json.dumps(run_settings(cfg), sort_keys=True, default=str)
+        point = (pair.get("name", "?"), variant, method.get("name"), int(rng[0]), int(rng[1]), float(lam),
+                 float(t), main, asst, settings)
+        parts.setdefault(key, {}).setdefault(point, []).append((run.path, frame))
+    out = []
+    for key, points in parts.items():
+        built = []
+        found: dict[tuple, set[str]] = {}
+        for point in points:
+            found.setdefault(point[:2], set()).add(point[-1])
+        labels = settings_labels(found)
+        for (pair, variant, name, lo, hi, lam, t, main, asst, settings), frames in points.items():
+            pair = pair + labels[(pair, variant), settings]
+            merged = pd.concat([f for _, f in frames], ignore_index=True)
+            dup = merged["id"].duplicated()
+            if dup.any() and len(frames) > 1:
+                notes[key].append(f"{pair} {variant} {lo}-{hi} lam={lam} t={t}: {len(frames)} runs, "
+                                  f"{int(dup.sum())} repeated ids counted once")
+            built.append(Point(pair, variant, name, lo, hi, lam, t, main, asst,
+                               merged[~dup].reset_index(drop=True), [p for p, _ in frames],
+                               parse_rule(json.loads(settings), name)))
+        m = meta[key]
+        out.append(Study(key, m["data"], m["aspect"], m["dev_ids"], built, notes[key]))
+    return out
+
+
+def stems(studies: list[Study]) -> list[str]:
+    """File-name stem of each study: ``<data>_judge_<aspect>``; a repeat gets ``_2``, ``_3``, ..."""
+    out: list = []
+    seen: dict = {}
+    for s in studies:
+        base = f"{s.data}_judge_{s.aspect}"
+        seen[base] = seen.get(base, 0) + 1
+        out.append(base if seen[base] == 1 else f"{base}_{seen[base]}")
+    return out
+

@@ -1,0 +1,64 @@
+"""The report's section on judge runs (``metaeval.judge``): per study its tables (md / csv / tex),
+their long csv files, notes and plots (``metaeval.judge_plots``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.markup import escape
+
+from cscore.metaeval import judge, judge_plots, judge_runs, render, tables
+from cscore.metaeval.resampling import few_units_warning
+from cscore.metaeval.sections import file_stem, like_note, warn, write
+from cscore.metaeval.spec import Spec
+from cscore.progress import Progress
+
+
+def judge_units_warning(rep: judge.JudgeReport, spec: Spec) -> str:
+    """``few_units_warning`` for the judge's bootstrap: the fewest documents (rows without a group
+    column) behind a reported correlation."""
+    if not spec.bootstrap or rep.long.empty:
+        return ""
+    grouped = "group" in rep.study.points[0].frame.columns and spec.resample == "groups"
+    unit, count = ("documents", "n_groups") if grouped else ("rows", "n")
+    return few_units_warning(int(rep.long[count].min()), f"{unit} in the reported rows",
+                             "the bootstrap intervals (±)")
+
+
+def judge_section(runs, spec: Spec, out: Path, console, progress: Progress,
+                  select_by: str = "spearman") -> list[str]:
+    """The judge studies among ``runs`` (``metaeval.judge``): tables (md / csv / tex), their long
+    csv files and plots; prints the tables. Returns report.md's lines."""
+    criterion = judge.Criterion(select_by, spec.level, spec.variant, spec.like_threshold)
+    studies = judge_runs.collect(runs)
+    lines = []
+    for study, stem in zip(studies, map(file_stem, judge_runs.stems(studies))):
+        settings = study.settings()
+        progress.say(f"{stem}: {len(study.points)} judge grid points, {len(settings)} (pair, range) settings; "
+                     f"(lambda, t) chosen by dev {select_by}; {spec.bootstrap} bootstrap resamples")
+        with progress.steps(f"{stem} correlations") as update:
+            rep = judge.build(study, criterion, bootstrap=spec.bootstrap, seed=spec.seed, alpha=spec.alpha,
+                              resample=spec.resample, progress=update)
+        rep.long.to_csv(out / f"{stem}_correlation_long.csv", index=False)
+        rep.grid.to_csv(out / f"{stem}_grid.csv", index=False)
+        rep.invalid.to_csv(out / f"{stem}_invalid_long.csv", index=False)
+        lines += ["", f"Files `{stem}_*`: judge runs on {study.data}, aspect {study.aspect}: "
+                      f"{len(study.points)} grid points"]
+        lines += warn(stem, judge_units_warning(rep, spec), console)
+        if not study.has_dev_split:
+            lines += ["", f"**{judge.NO_DEV}**"]
+            console.print(f"[bold yellow]{escape(stem)}: {escape(judge.NO_DEV)}[/]")
+        notes = list(study.notes)
+        threshold = spec.like_threshold  # set: spec.like
+        if threshold is not None and study.points:
+            d = tables.largest_human_difference(study.points[0].frame, study.human, spec.level)
+            notes += [like_note({study.aspect: d}, spec)] if d < threshold else []
+        for note in notes:
+            lines.append(f"- note: {note}")
+            console.print(f"[yellow]{escape(stem)}: {escape(note)}[/]")
+        for suffix, table in rep.tables.items():
+            lines += write(out, f"{stem}_{suffix}", table)
+            console.print(render.rich(table))
+        progress.say(f"{stem}: plots")
+        judge_plots.write(rep, out / "plots", stem, criterion)
+    return lines

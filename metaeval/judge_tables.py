@@ -1,0 +1,145 @@
+"""The judge report's tables (CD-judge paper Tables 1-7) rendered from ``metaeval.judge``'s long
+frames, and the statistics over score ranges that two of them show."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from cscore.metaeval import render
+
+KINDS = ("pearson", "spearman", "kendall")
+SHORT = {"pearson": "Pear.", "spearman": "Spear.", "kendall": "Kend."}
+STATUSES = ("No Pred", "Below", "Above")
+LIST = "List"  # the released parse read list numbering as the score (valid there, shown on its own)
+ECHO = "Echo"  # the prompt's range ("1-5") read as its minimum (valid for both parse rules, shown on its own)
+AVERAGE_HEADER = "Average across all score ranges"
+
+
+def across_ranges(long: pd.DataFrame) -> pd.DataFrame:
+    """Per row label and correlation: mean, std (population, ddof=0), spread (max - min) over the
+    ranges where the value is finite, ranges (how many), of (how many ranges the study has)."""
+    n_ranges = long[["lo", "hi"]].drop_duplicates().shape[0]
+    out = []
+    for (label, kind), part in long.groupby(["label", "correlation"], sort=False):
+        v = part["value"].to_numpy(dtype=float)
+        v = v[np.isfinite(v)]
+        out.append({"label": label, "role": part["role"].iloc[0], "score": part["score"].iloc[0],
+                    "correlation": kind, "mean": float(v.mean()) if v.size else math.nan,
+                    "std": float(v.std(ddof=0)) if v.size else math.nan,
+                    "spread": float(v.max() - v.min()) if v.size else math.nan, "ranges": int(v.size),
+                    "of": n_ranges})
+    return pd.DataFrame(out, columns=["label", "role", "score", "correlation", "mean", "std", "spread", "ranges",
+                                      "of"])
+
+
+def _cell(value: float, half: float) -> str:
+    if value is None or not np.isfinite(value):
+        return "nan"
+    return f"{value:.4f} ± {half:.4f}" if np.isfinite(half) else f"{value:.4f}"
+
+
+def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> render.Table:
+    """Paper Tables 1-2: per range the rows with Pear. / Spear. / Kend. as 'value ± half-width',
+    the best of each range and column marked; then the average over ranges (best marked)."""
+    columns = ["Range"] + [SHORT[k] for k in KINDS]
+    rows: list = []
+    best: set = set()
+    cell = {(r.lo, r.hi, r.label, r.correlation): (r.value, r.half_width) for r in long.itertuples()}
+    for (lo, hi), block in long.groupby(["lo", "hi"], sort=True):
+        labels = list(dict.fromkeys(block["label"]))
+        start = len(rows)
+        for lb in labels:
+            rows.append((lb, [f"{lo}-{hi}"] + [_cell(*cell.get((lo, hi, lb, k), (math.nan, math.nan))) for k in KINDS]))
+        for j, k in enumerate(KINDS, start=1):
+            vals = np.array([cell.get((lo, hi, lb, k), (math.nan,))[0] for lb in labels], dtype=float)
+            if np.isfinite(vals).any():
+                best |= {(start + i, j) for i, v in enumerate(vals) if v == np.nanmax(vals)}
+    avg = across_ranges(long)
+    rows.append((AVERAGE_HEADER, [""] * len(columns)))
+    start = len(rows)
+    labels = list(dict.fromkeys(avg["label"]))
+    means = avg.pivot(index="label", columns="correlation", values="mean")
+    for lb in labels:
+        part = avg[avg["label"] == lb]
+        n, of = int(part["ranges"].min()), int(part["of"].iloc[0])
+        where = "mean" if n == of else f"mean of {n} of {of}"
+        rows.append((lb, [where] + [_cell(means.at[lb, k], math.nan) for k in KINDS]))
+    for j, k in enumerate(KINDS, start=1):
+        vals = means.loc[labels, k].to_numpy(dtype=float)
+        if np.isfinite(vals).any():
+            best |= {(start + i, j) for i, v in enumerate(vals) if v == np.nanmax(vals)}
+    return render.Table(title, columns, rows, signature, "Model", best)
+
+
+def range_bias_table(avg: pd.DataFrame, title: str, signature: str = "") -> render.Table:
+    """Per row: mean, std and max - min of each correlation over the ranges; the highest mean and
+    the smallest std / spread of each column marked."""
+    columns, rows, best = [], [], set()
+    for k in KINDS:
+        columns += [f"{SHORT[k]} mean", f"{SHORT[k]} std", f"{SHORT[k]} max-min"]
+    columns.append("ranges")
+    labels = list(dict.fromkeys(avg["label"]))
+    key = avg.set_index(["label", "correlation"])
+    grid = np.full((len(labels), 3 * len(KINDS)), np.nan)
+    for i, lb in enumerate(labels):
+        cells = []
+        for j, k in enumerate(KINDS):
+            r = key.loc[(lb, k)]
+            grid[i, 3 * j:3 * j + 3] = [r["mean"], r["std"], r["spread"]]
+            cells += [render.number(r["mean"]), render.number(r["std"]), render.number(r["spread"])]
+        part = avg[avg["label"] == lb]
+        cells.append(f"{int(part['ranges'].min())}/{int(part['of'].iloc[0])}")
+        rows.append((lb, cells))
+    for j in range(grid.shape[1]):
+        col = grid[:, j]
+        if np.isfinite(col).any():
+            top = np.nanmax(col) if j % 3 == 0 else np.nanmin(col)
+            best |= {(i, j) for i, v in enumerate(col) if v == top}
+    return render.Table(title, columns, rows, signature, "Model", best)
+
+
+def hyperparameter_table(selections: pd.DataFrame, title: str, signature: str = "",
+                         criterion: str = "spearman") -> render.Table:
+    """Paper Tables 3-5: per (pair, range) the chosen λ and t (and c = λ/t, the dev value, the tied
+    grid points), parsed score first, then the expected score."""
+    columns = ["Main", "Asst", "Range", "score", "lambda", "t", "c = lambda/t", f"dev {criterion}", "n dev",
+               "tied (lambda, t)", "selected on"]
+    rows = []
+    for _, s in selections.iterrows():
+        rows.append((str(s["pair"]) + ("" if s["variant"] == "cd_judge" else f" {s['variant']}"),
+                     [s["main"], s["asst"], s["range"], s["score"], f"{s['lam']:g}", f"{s['t']:g}", f"{s['c']:.4g}",
+                      render.number(s["value"]), str(s["n_dev"]),
+                      f"{s['n_tied']} of {s['points']}: {s['tied']}" if s["n_tied"] > 1 else f"1 of {s['points']}",
+                      s["selected_on"]]))
+    return render.Table(title, columns, rows, signature, "Pair")
+
+
+def invalid_table(frame: pd.DataFrame, title: str, signature: str = "") -> render.Table:
+    """Paper Tables 6-7: per model row and range the share of invalid outputs and their kinds."""
+    columns = ["Range", "Invalid", *STATUSES] + (["other"] if frame["other"].any() else []) \
+        + ([LIST] if frame[LIST].any() else []) + ([ECHO] if frame[ECHO].any() else []) + ["n"]
+    rows = []
+    for _, r in frame.iterrows():
+        share = "nan" if not np.isfinite(r["invalid"]) else f"{100 * r['invalid']:.1f}%"
+        if r[ECHO] and r["n"]:  # a valid share made of echoes is no "ok": say how much of it they are
+            share += f" + {100 * r[ECHO] / r['n']:.1f}% Echo"
+        cells = [r["range"], share, *(str(int(r[s])) for s in STATUSES)]
+        cells += [str(int(r["other"]))] if "other" in columns else []
+        cells += [str(int(r[LIST]))] if LIST in columns else []
+        cells += [str(int(r[ECHO]))] if ECHO in columns else []
+        rows.append((r["label"], cells + [str(int(r["n"]))]))
+    return render.Table(title, columns, rows, signature, "Model")
+
+
+def parse_rules_note(frame: pd.DataFrame) -> str:
+    """Which rule read the table's rows: ``method.parse=paper`` (or ``released``; the paper's Tables
+    6-7 used the released rule), or each rule with the rows it read when they differ."""
+    rules = list(dict.fromkeys(frame["rule"]))
+    if len(rules) == 1:
+        return f"method.parse={rules[0]}" + (" (the rule of the paper's Tables 6-7)" if rules[0] == "released" else
+                                             " (the paper's Tables 6-7 used method.parse=released)")
+    return "; ".join(f"method.parse={r}: " + ", ".join(dict.fromkeys(frame.loc[frame["rule"] == r, "label"]))
+                     for r in rules)

@@ -1,0 +1,208 @@
+"""The report's sections on one dataset, each a function that writes its files and returns
+report.md's lines: the quality table (``tables.quality``), likelihood bias, quantized and pairwise
+accuracy (``side_tables``), the all-datasets table (``combined_section``), and the helpers they
+share (file stems, captions, warnings)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from rich.markup import escape
+
+from cscore.metaeval import render, side_tables, tables
+from cscore.metaeval.resampling import few_units_warning
+from cscore.metaeval.signature import Signature
+from cscore.metaeval.spec import KENDALL_LIKE_THRESHOLD, Spec
+from cscore.metaeval.tables import Dataset
+from cscore.progress import Progress
+
+BIAS_TITLE = "likelihood bias, BiasScore (closer to 0 is better)"
+BIAS_NOTE = ("BiasScore = Spearman(LS, US) in [-1, 1]; 0 = the metric's errors do not follow the likelihood; "
+             "> 0: texts the expert finds likely are overrated, < 0: they are underrated | "
+             "LS = expert mean per-token log-lik, US = minmax(metric) - minmax(human)")
+PAIRWISE_NOTE = ("acc_eq (Deutsch et al. 2023, WMT23 segment level): pairs of systems within each source "
+                 "segment, correct when metric and human order them alike or both tie them; metric tie = "
+                 "abs(difference) <= epsilon, epsilon chosen per cell to maximise the mean over segments")
+COMBINED_STEM = "all"  # all_<task>_quality.{md,csv,tex}: every dataset's columns side by side, one AVG
+
+
+def write(out: Path, stem: str, table: render.Table) -> list[str]:
+    """``<stem>.{md,csv,tex}``; returns report.md's lines for the table."""
+    render.save(table, out, stem)
+    return ["", render.markdown(table)]
+
+
+def config_of(ds: Dataset) -> dict:
+    return next(iter(ds.rows.values()))["run"].config
+
+
+def file_stem(text: str) -> str:
+    """``text`` as a file-name part: no path separators, no leading dots (names come from the runs'
+    config.yaml files, which must not steer the report outside its folder)."""
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", str(text)).strip("._") or "data"
+
+
+def stems(datasets: list[Dataset]) -> list[str]:
+    """File-name stem of each dataset: ``<data>``; ``<data>_<split>`` for a dev / test split
+    (split.use); a further dataset that would get the same stem (same data and split, other
+    data options or prompt condition) gets ``_2``, ``_3``, ... in the order found."""
+    out: list[str] = []
+    seen: dict[str, int] = {}
+    for ds in datasets:
+        cfg = config_of(ds)
+        split = cfg.get("split", {}).get("use", "all")
+        base = file_stem(cfg["data"]["name"] + ("" if split in (None, "all") else f"_{split}"))
+        seen[base] = seen.get(base, 0) + 1
+        out.append(base if seen[base] == 1 else f"{base}_{seen[base]}")
+    return out
+
+
+def _options(values: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(values.items()) if v is not None)
+
+
+def describe_key(key: str) -> str:
+    """A dataset's key (``Dataset.key``: data options, split, prompt condition as JSON) as
+    text: ``data demo (judge_aspect=consistency), split all, prompt source``; null options left out,
+    the split's options only for a dev / test split."""
+    d = json.loads(key)
+    data, split = dict(d.get("data") or {}), dict(d.get("split") or {})
+    name, use = data.pop("name", "?"), split.pop("use", "all")
+    parts = [f"data {name}" + (f" ({_options(data)})" if _options(data) else "")]
+    parts.append(f"split {use}" + (f" ({_options(split)})" if use not in (None, "all") and _options(split) else ""))
+    if d.get("prompt") is not None:
+        parts.append(f"prompt {d['prompt']}")
+    return ", ".join(parts)
+
+
+def resample_note(spec: Spec) -> str:
+    """The caption's words for the bootstrap unit ('' without a bootstrap)."""
+    if not spec.bootstrap:
+        return ""
+    unit = ("documents / source segments (all rows of a drawn one come along)" if spec.resample == "groups"
+            else "items (rows: summaries / translations, each drawn on its own)")
+    return f" — {round(100 * (1 - spec.alpha), 1):g}% intervals: percentile bootstrap over {unit}"
+
+
+def quality_section(ds, stem: str, spec: Spec, out: Path, console, progress: Progress):
+    """Quality tables (long csv and wide md / csv / tex); prints the table. Returns (long, lines)."""
+    data = config_of(ds)["data"]["name"]
+    signature = f"{Signature({'data': data, 'n': len(ds.frame), **spec.fields()})}{resample_note(spec)}"
+    with progress.steps(f"{stem} quality") as update:
+        long = tables.quality(ds, spec, update)
+    long.to_csv(out / f"{stem}_quality_long.csv", index=False)
+    table = tables.to_table(long, f"{data}: correlation with human judgements", signature)
+    console.print(render.rich(table))
+    return long, write(out, f"{stem}_quality", table)
+
+
+def bias_section(ds, stem: str, out: Path) -> list[str]:
+    bias = side_tables.bias(ds)
+    if bias.empty:
+        return []
+    data = config_of(ds)["data"]["name"]
+    fields = {"data": data, "n": len(ds.frame), "statistic": "biasscore"}
+    grouped = any(v is not None for _, v in tables.targets(ds))
+    if grouped:
+        fields["split_by"] = ds.split_by
+    note = f"{BIAS_NOTE} | per {ds.split_by} (normalised and correlated within each), AVG = their mean" if grouped \
+        else BIAS_NOTE
+    signature = f"{Signature(fields)} — {note}"
+    return write(out, f"{stem}_bias", tables.to_table(bias, f"{data}: {BIAS_TITLE}", signature))
+
+
+ACCURACY_NOTES = {
+    "summac": ("quantized accuracy, SummaC benchmark protocol: human label = SummaC's (SummEval: most of the 3 "
+               "experts gave 5, from their ratings where the data has them, else certain from their mean; other "
+               "data: top score); rows cut alternately "
+               "(even positions dev, odd test); threshold = the percentile (0, 0.2, ..., 99.8) of the dev scores "
+               "with the best balanced accuracy of score > threshold; reported: balanced accuracy on the test cut "
+               "(a constant metric gets 0.5)"),
+    "topk": ("quantized accuracy, cscore's top-k rule (CDM Table 5 does not say how it cuts): human label = top "
+             "score, prediction = the metric's top share of the same size, plain accuracy on all rows"),
+}
+
+
+def quantized_section(ds, stem: str, out: Path, protocol: str = "summac") -> list[str]:
+    data = config_of(ds)["data"]["name"]
+    acc = side_tables.quantized(ds, protocol)
+    acc.to_csv(out / f"{stem}_quantized_accuracy_long.csv", index=False)  # with threshold and cut sizes
+    fields = {"data": data, "n": len(ds.frame), "statistic": "quantized-accuracy", "protocol": protocol}
+    signature = f"{Signature(fields)} — {ACCURACY_NOTES[protocol]}"
+    title = f"{data}: quantized accuracy, {'SummaC protocol' if protocol == 'summac' else 'top-k rule'} " \
+            "(higher is better)"
+    return write(out, f"{stem}_quantized_accuracy", tables.to_table(acc, title, signature))
+
+
+def pairwise_section(ds, stem: str, out: Path) -> list[str]:
+    acc = side_tables.pairwise(ds)
+    if acc.empty:
+        return []
+    acc.to_csv(out / f"{stem}_pairwise_accuracy_long.csv", index=False)  # with each cell's epsilon
+    data = config_of(ds)["data"]["name"]
+    fields = {"data": data, "n": len(ds.frame), "statistic": "acc-eq", "level": "item", "ties": "calibrated"}
+    signature = f"{Signature(fields)} — {PAIRWISE_NOTE}"
+    title = f"{data}: pairwise accuracy with tie calibration (higher is better)"
+    return write(out, f"{stem}_pairwise_accuracy", tables.to_table(acc, title, signature))
+
+
+def task_of(ds) -> str:
+    """The dataset's task (summarization, translation, ...), for the all-datasets tables."""
+    if "task" in ds.frame.columns and ds.frame["task"].notna().any():
+        return file_stem(ds.frame["task"].dropna().iloc[0])
+    return "datasets"
+
+
+def combined_section(longs: list[tuple[str, str, object]], spec: Spec, out: Path, console) -> list[str]:
+    """Per task (``(stem, task, quality long table)``), every dataset's quality columns side by side
+    (``<stem>:<column>``) and AVG = their mean, as ContrastScore Table 1 averages QAGS-XSum and the
+    four SummEval aspects and Table 2 the six MQM language pairs; ``all_<task>_quality.*``, for
+    every task with two datasets or more."""
+    lines = []
+    for task in dict.fromkeys(t for _, t, _ in longs):
+        part = [(stem, long) for stem, t, long in longs if t == task]
+        if len(part) < 2:
+            continue
+        stem = f"{COMBINED_STEM}_{task}"
+        long = tables.combined(part)
+        long.to_csv(out / f"{stem}_quality_long.csv", index=False)
+        fields = {"datasets": ",".join(s for s, _ in part), **spec.fields()}
+        note = ("each cell the value of its dataset's quality table (intervals and clusters there); AVG = the mean "
+                "over every column of every dataset, nan where a row lacks one")
+        table = tables.to_table(long, f"all {task} datasets: correlation with human judgements",
+                                f"{Signature(fields)} — {note}")
+        console.print(render.rich(table))
+        lines += ["", f"Files `{stem}_*`: the quality columns of {len(part)} {task} datasets side by side"]
+        lines += write(out, f"{stem}_quality", table)
+    return lines
+
+
+def like_note(unreachable: dict[str, float], spec: Spec) -> str:
+    """One line for the Kendall-like columns in which no pair of human scores differs by the
+    threshold (``tables.unreachable_like_threshold``); empty when there are none."""
+    if not unreachable:
+        return ""
+    cols = ", ".join(f"{name} {d:g}" for name, d in unreachable.items())
+    return (f"Kendall-like counts only pairs whose human scores differ by >= {spec.like_threshold:g}, and no pair "
+            f"at level {spec.level} does (largest difference: {cols}): every Kendall-like value there is nan; "
+            f"set --kendall-threshold on the scale of the human scores ({KENDALL_LIKE_THRESHOLD:g} is WMT DA's, "
+            "on 0-100)")
+
+
+def warn(stem: str, text: str, console) -> list[str]:
+    """``text`` (if any) as one yellow console line and as report.md's bold line under the files."""
+    if not text:
+        return []
+    console.print(f"[yellow]{escape(stem)}: {escape(text)}[/]", soft_wrap=True)  # one line in a log too
+    return ["", f"**{text}**"]
+
+
+def units_warning(items: int, spec: Spec) -> str:
+    """``few_units_warning`` for a quality table: its bootstrap resamples ``spec.resample`` units
+    (``items`` of them), its permutations items."""
+    what = " and ".join(w for w, n in (("the bootstrap intervals", spec.bootstrap),
+                                       ("the significance clusters", spec.permutations)) if n)
+    unit = "items (documents / source segments)" if spec.resample == "groups" else "rows"
+    return few_units_warning(items, unit, what) if what else ""

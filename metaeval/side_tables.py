@@ -1,0 +1,139 @@
+"""The report's tables beside quality, one row per score row and a column per target: likelihood
+bias (BiasScore), quantized accuracy, pairwise accuracy (translation), and the runs' speed."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from cscore import rundir
+from cscore.metaeval.accuracy import accuracy, label_rule
+from cscore.metaeval.bias import bias_score
+from cscore.metaeval.pairwise import acc_eq_at
+from cscore.metaeval.tables import Dataset, target_name, targets
+from cscore.rundir import Run
+
+
+def _per_target(ds: Dataset, tgts, value: Callable) -> pd.DataFrame:
+    """label, target, value (and whatever else ``value`` returns) for every row and target:
+    ``value(frame, score column, human column)`` on the target's rows."""
+    rows = []
+    for lb in ds.rows:
+        for h, v in tgts:
+            part = ds.frame if v is None else ds.frame[ds.frame[ds.split_by] == v]
+            rows.append({"label": lb, "target": target_name(h, v, len(ds.humans)),
+                         **value(part, f"{rundir.SCORE}{lb}", h)})
+    return pd.DataFrame(rows)
+
+
+def bias(ds: Dataset) -> pd.DataFrame:
+    """BiasScore (ContrastScore Eq. 7) of every row against every aspect, with LS the
+    expert's mean per-token log-likelihood. With ``meta.split_by`` groups (language pairs) it is
+    computed within each group (min-max normalisation and Spearman over that group's rows), then
+    AVG = the mean over the columns, as ContrastScore Table 8 scores each language pair and averages."""
+    ls = f"{rundir.MEAN_LOGP}expert"  # written by the run: no re-deriving of norm / skip_first
+    if ls not in ds.frame.columns or not any(r["variant"] == "expert" for r in ds.rows.values()):
+        return pd.DataFrame()
+    tgts = targets(ds)
+    long = _per_target(ds, tgts, lambda f, col, h: {
+        "value": bias_score(f[ls].to_numpy(), f[col].to_numpy(), f[h].to_numpy())})
+    if all(v is None for _, v in tgts):
+        return long
+    avg = long.groupby("label", sort=False)["value"].agg(lambda v: v.mean(skipna=False))
+    return pd.concat([long, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
+                     ignore_index=True)
+
+
+def quantized(ds: Dataset, protocol: str = "summac") -> pd.DataFrame:
+    """Quantized accuracy (CDM Table 5) for every aspect: ``summac`` (human label by SummaC's rule,
+    ``label_rule``; threshold chosen on the alternate dev cut, balanced accuracy on the test cut;
+    also ``threshold``, ``n_dev``, ``n_test``, ``labels``) or ``topk`` (human label = the top score;
+    see metaeval.accuracy)."""
+    data_name = next(iter(ds.rows.values()))["run"].config.get("data", {}).get("name") if ds.rows else None
+
+    def value(f, col, h):
+        if protocol != "summac":
+            return accuracy(f[col].to_numpy(), f[h].to_numpy(), protocol)
+        labels, rule = label_rule(f, h, data_name)
+        return {**accuracy(f[col].to_numpy(), f[h].to_numpy(), protocol, labels=labels), **rule}
+
+    return _per_target(ds, [(h, None) for h in ds.humans], value)
+
+
+def pairwise(ds: Dataset) -> pd.DataFrame:
+    """Tie-calibrated pairwise accuracy (acc_eq, Deutsch et al. 2023; ContrastScore Table 10)
+    of every row for translation data, as WMT23's segment level: pairs of systems within each
+    source segment (group), averaged over segments, per target (language pair), then AVG (their
+    mean). ``epsilon``: the metric-tie threshold chosen for the cell. Empty for other tasks."""
+    if "task" not in ds.frame.columns or not (ds.frame["task"] == "translation").any():
+        return pd.DataFrame()
+
+    def value(f, col, h):
+        acc, eps = acc_eq_at(f, col, h, level="item")
+        return {"value": acc, "epsilon": eps}
+
+    long = _per_target(ds, targets(ds), value)
+    avg = long.groupby("label", sort=False)["value"].agg(lambda v: v.mean(skipna=False))
+    return pd.concat([long, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
+                     ignore_index=True)
+
+
+def speed(runs: list[Run]) -> pd.DataFrame:
+    rows = []
+    for run in runs:
+        if not run.complete:
+            continue
+        metrics = run.done_metrics()
+        sp = metrics.get("speed", {})
+        rows.append({"run": run.path.name, "data": run.config["data"]["name"], "pair": run.config["pair"].get("name"),
+                     "method": run.config["method"].get("variant"), "items": metrics.get("n_items"),
+                     "score_seconds": sp.get("score_seconds"), "samples_per_second": sp.get("samples_per_second"),
+                     "tokens_per_second": _tokens_per_second(sp),
+                     "useful_tflop_per_s": _tflop_per_second(sp), "mfu": sp.get("mfu"),
+                     "from_cache": any(p.get("from_cache") for p in (sp.get("passes") or {}).values()),
+                     "load_seconds": sum((sp.get("load_seconds") or {}).values()),
+                     "peak_rss_mb": sp.get("peak_rss_mb"), "peak_gpu_mb": sp.get("peak_gpu_mb")})
+    return pd.DataFrame(rows)
+
+
+def _tflop_per_second(sp: dict) -> float | None:
+    """Useful TFLOP/s of a run's computation (metrics.json speed.useful_flops over score_seconds)."""
+    f, s = sp.get("useful_flops"), sp.get("score_seconds")
+    return f / s / 1e12 if f and s else None
+
+
+def speed_points(ds: Dataset, long: pd.DataFrame) -> pd.DataFrame:
+    """One point per distinct forward pass (model pair) for the speed-vs-quality plot.
+
+    Every row of a run (the method and its comparison rows) is scored from the same forward
+    pass per model, and runs of one pair on the same data share it (or read it from the
+    cache), so they share one speed. A point: label = the pair's best main row by AVG quality
+    (the configured method; any row when there is none), value = its AVG, samples_per_second
+    = the median over the pair's runs. Pairs without a speed figure are left out."""
+    avg = long[long["target"] == "AVG"].set_index("label")["value"]
+    by_pair: dict[str, list[str]] = {}
+    for lb, r in ds.rows.items():
+        by_pair.setdefault(json.dumps(r["run"].config["pair"], sort_keys=True, default=str), []).append(lb)
+    rows = []
+    for labels in by_pair.values():
+        runs = {id(ds.rows[lb]["run"]): ds.rows[lb]["run"] for lb in labels}.values()
+        speeds = [s for s in (r.metrics.get("speed", {}).get("samples_per_second") for r in runs) if s]
+        if not speeds:
+            continue
+        mains = [lb for lb in labels if ds.rows[lb]["main"]] or labels
+        best = max(mains, key=lambda lb: -math.inf if pd.isna(avg.get(lb)) else avg[lb])
+        rows.append({"label": best, "value": avg.get(best), "samples_per_second": float(np.median(speeds)),
+                     "rows": len(labels), "runs": len(speeds)})
+    return pd.DataFrame(rows, columns=["label", "value", "samples_per_second", "rows", "runs"])
+
+
+def _tokens_per_second(sp: dict) -> float | None:
+    passes = (sp.get("passes") or {}).values()
+    # the run's total counts work its passes did together once (cli/pipeline/stages.py::speed_figures)
+    seconds = sp.get("score_seconds") or sum(p.get("score_seconds") or 0 for p in passes)
+    tokens = max((p.get("tokens") or 0 for p in passes), default=0)
+    return tokens / seconds if seconds else None

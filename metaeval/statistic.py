@@ -1,0 +1,205 @@
+"""The statistics that the report resamples: ``stat(df, metric_col) -> float``, e.g. the
+segment-level Kendall tau of ``metric_col`` against ``human.overall``, or
+``levels.correlate_at(df, metric_col, human_col, level, kind)["value"]`` (``as_stat``).
+
+The table holds one row per (item, system) cell with at least the metric columns; the item
+column (``group`` by default) names the document / source segment that a row belongs to.
+A statistic with ``batchable = True`` and a ``batch`` method (``LevelStat`` -- the
+``correlate_at`` value, optionally on a subset of rows -- ``MeanStat``, and
+``pairwise.TieCalibratedStat``) gives the values of many resampled versions of the table at
+once (``kernels``); ``resampling`` turns any other callable into that form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from cscore.metaeval.kernels import Correlation, clean, materialise
+from cscore.metaeval.levels import check_options
+
+Stat = Callable[[pd.DataFrame, str], float]
+
+
+def as_stat(fn: Callable, *args, key: str = "value", **kwargs) -> Stat:
+    """Wrap ``fn(df, metric_col, *args, **kwargs)`` into a ``stat(df, metric_col) -> float``.
+
+    ``fn`` may return a float or a mapping (e.g. ``levels.correlate_at``'s dict); in the
+    latter case ``result[key]`` is used::
+
+        stat = as_stat(correlate_at, "human.overall", "item", "kendall")
+    """
+
+    def stat(df: pd.DataFrame, metric_col: str) -> float:
+        out = fn(df, metric_col, *args, **kwargs)
+        if isinstance(out, dict):
+            out = out[key]
+        return float(out)
+
+    stat.__name__ = getattr(fn, "__name__", "stat")
+    return stat
+
+
+def correlation_stat(human_col: str, kind: str = "pearson") -> LevelStat:
+    """Plain correlation over all rows (``correlation.correlate``, i.e. the segment level)."""
+    stat = LevelStat(human_col, "segment", kind)
+    stat.__name__ = f"{kind}({human_col})"
+    return stat
+
+
+def batchable(stat) -> bool:
+    """Whether ``stat`` can evaluate all resamples at once (``stat.batch``)."""
+    return bool(getattr(stat, "batchable", False))
+
+
+@dataclass
+class Units:
+    """A bootstrap over whole units of column ``col`` where every draw counts as its own unit:
+    ``codes`` the unit of each row, ``counts`` (resamples x units) the draws of each unit."""
+
+    col: str
+    codes: np.ndarray
+    counts: np.ndarray
+
+
+class LevelStat:
+    """``correlate_at(df, metric_col, human_col, level, kind, variant, ...)["value"]`` as a
+    statistic, on the rows where ``df[subset[0]] == subset[1]`` when ``subset`` is given
+    (computed by ``batch``; equal to ``correlate_at`` up to floating-point rounding).
+
+    ``batch(df, xs, ws, units)`` evaluates B resampled versions of the table at once: row i
+    enters version b ``ws[p][b, i]`` times (an integer) with metric value ``xs[p][i]`` -- one
+    candidate for a bootstrap (the metric column, weights = draws), two for a permutation (the
+    own and the other metric's score, weights 0 / 1; a row takes one candidate per version).
+    The result is the statistic of each version's expanded table, in which every row is
+    repeated by its weight. ``units``: see ``Units`` (each draw of that column is one item /
+    system, as ``bootstrap_ci(relabel=True)`` does).
+    """
+
+    batchable = True
+
+    def __init__(self, human_col: str, level: str = "segment", kind: str = "pearson", variant: str | None = None,
+                 *, subset: tuple | None = None, group_col: str = "group", system_col: str = "system",
+                 average: str = "macro", **kendall_kw):
+        check_options(level, average)
+        self.corr = Correlation(kind, variant, kendall_kw)
+        self.human_col, self.level, self.subset, self.average = human_col, level, subset, average
+        self.group_col, self.system_col = group_col, system_col
+        where = "" if subset is None else f"[{subset[0]}={subset[1]}]"
+        self.__name__ = f"{kind}@{level}({human_col}){where}"
+
+    def __call__(self, df: pd.DataFrame, metric_col: str) -> float:
+        """The value on ``df``: one version in which every row enters once."""
+        x = df[metric_col].to_numpy(dtype=np.float64)
+        return float(self.batch(df, [x], [np.ones((1, len(df)))])[0])
+
+    def batch(self, df: pd.DataFrame, xs: list, ws: list, units: Units | None = None) -> np.ndarray:
+        h = df[self.human_col].to_numpy(dtype=np.float64)
+        keep = np.ones(len(df), dtype=bool)
+        if self.subset is not None:
+            keep = (df[self.subset[0]] == self.subset[1]).to_numpy()
+            ws = [w * keep for w in ws]
+        key = self.group_col if self.level == "item" else self.system_col
+        if self.level != "segment" and units is not None and units.col == key:
+            drawn = self._system_drawn if self.level == "system" else self._grouped_drawn
+            return drawn(xs[0], h, keep, units)
+        if self.level == "segment":
+            return self.corr.candidates(xs, ws, h)[0]
+        if self.level == "system":
+            return self._system(df, xs, ws, h)
+        return self._grouped(df[key], xs, ws, h)
+
+    def _micro(self, weights: np.ndarray) -> np.ndarray:
+        return weights if self.average == "micro" else np.ones_like(weights)
+
+    def _grouped(self, key: pd.Series, xs, ws, h) -> np.ndarray:
+        """One correlation per group (item or system) of each version, averaged over groups."""
+        values, weights = [], []
+        for rows in _rows_by_code(*_factorize(key)):
+            v, wt = self.corr.candidates([x[rows] for x in xs], [w[:, rows] for w in ws], h[rows])
+            values.append(v)
+            weights.append(self._micro(wt))
+        return _weighted_mean(np.array(values), np.array(weights))
+
+    def _grouped_drawn(self, x, h, keep, units: Units) -> np.ndarray:
+        """Every draw is a group: per-unit values are fixed, the draws only weight them."""
+        n_units = units.counts.shape[1]
+        values, weights = np.full(n_units, np.nan), np.zeros(n_units)
+        for u, rows in enumerate(_rows_by_code(units.codes, n_units)):
+            v, wt = self.corr.candidates([x[rows]], [keep[rows][None, :].astype(np.float64)], h[rows])
+            values[u], weights[u] = v[0], self._micro(wt)[0]
+        return _weighted_mean(values[:, None], units.counts.T * weights[:, None])
+
+    def _system(self, df: pd.DataFrame, xs, ws, h) -> np.ndarray:
+        """Per-system mean metric and human score of each version, correlated over systems."""
+        xs, ws, h = clean(xs, ws, h)
+        X, W = materialise(xs, ws)
+        codes, n_systems = _factorize(df[self.system_col])
+        count = _sum_by_code(W, codes, n_systems)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mx = _sum_by_code(W * X, codes, n_systems) / count
+            my = _sum_by_code(W * h, codes, n_systems) / count
+        return self.corr.rows(mx, my, (count > 0).astype(np.float64))[0]
+
+    def _system_drawn(self, x, h, keep, units: Units) -> np.ndarray:
+        """Every draw is a system: per-system means are fixed, the draws only weight them."""
+        on = keep & np.isfinite(x) & np.isfinite(h)
+        onehot = _onehot(units.codes, units.counts.shape[1]) * on[:, None]
+        count = onehot.sum(0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mx, my = (np.where(on, x, 0.0) @ onehot) / count, (np.where(on, h, 0.0) @ onehot) / count
+        return self.corr.candidates([mx], [units.counts * (count > 0)], my)[0]
+
+
+class MeanStat:
+    """The mean of several statistics (e.g. the AVG column over aspects); NaN if any is NaN."""
+
+    def __init__(self, stats: list, name: str = "mean"):
+        self.stats = list(stats)
+        self.__name__ = name
+
+    @property
+    def batchable(self) -> bool:
+        return all(batchable(s) for s in self.stats)
+
+    def __call__(self, df: pd.DataFrame, metric_col: str) -> float:
+        return float(np.mean([s(df, metric_col) for s in self.stats]))
+
+    def batch(self, df: pd.DataFrame, xs: list, ws: list, units: Units | None = None) -> np.ndarray:
+        return np.mean([s.batch(df, xs, ws, units) for s in self.stats], axis=0)
+
+
+
+def _factorize(key) -> tuple[np.ndarray, int]:
+    """Integer codes of ``key``; missing values form a group of their own, as in levels.py."""
+    codes, uniques = pd.factorize(np.asarray(key), use_na_sentinel=False)
+    return codes, len(uniques)
+
+
+def _rows_by_code(codes: np.ndarray, n_codes: int) -> list[np.ndarray]:
+    order = np.argsort(codes, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(codes, minlength=n_codes))[:-1])
+
+
+def _sum_by_code(A: np.ndarray, codes: np.ndarray, n_codes: int) -> np.ndarray:
+    """(B, n_codes): the sum of A's columns of each code (every code has a row, as factorize gives)."""
+    order = np.argsort(codes, kind="stable")
+    starts = np.cumsum(np.bincount(codes, minlength=n_codes))[:-1]
+    return np.add.reduceat(A[:, order], np.r_[0, starts], axis=1)
+
+
+def _onehot(codes: np.ndarray, n_codes: int) -> np.ndarray:
+    return (codes[:, None] == np.arange(n_codes)[None, :]).astype(np.float64)
+
+
+def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per version (column), the weighted mean of the finite values (rows); NaN if none."""
+    ok = np.isfinite(values) & (weights > 0)
+    w = np.where(ok, weights, 0.0)
+    total = w.sum(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total > 0, (np.where(ok, values, 0.0) * w).sum(0) / total, np.nan)
+

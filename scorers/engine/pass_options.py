@@ -1,0 +1,62 @@
+"""How the forward passes of a run go: one frozen ``PassOptions`` built once from the run's
+``runtime`` section (``of``) or from the Python API's keywords (``given``), handed to every pass
+(the statistics pass, its seq2seq path, the judge pass). It gives its own cache-key parts and
+resolves ``auto`` in one place each: the device (``torch_device``), the token budget of a loaded
+model (``budget_for``); the dtype of a loaded model is ``models.auto_dtype``'s (at load), the
+threads ``threads.apply``'s (at the start of a job)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TOKEN_BUDGET
+
+
+@dataclass(frozen=True)
+class PassOptions:
+    token_budget: int | str = TOKEN_BUDGET  # padded tokens per batch; "auto": the largest that fits (per model)
+    padding_side: str = "right"
+    prefix_sharing: bool = True  # items with the same prompt run it once (packed rows)
+    max_length: int = MAX_LENGTH  # prompt + hypothesis tokens (the encoding's)
+    device: str = "auto"
+    dtype: str = "auto"
+    threads: int | str | None = None
+
+    @classmethod
+    def of(cls, runtime) -> PassOptions:
+        """From the run's typed ``runtime`` section (``cscore.scorers.config.run.Runtime``)."""
+        return cls(**{f.name: getattr(runtime, f.name) for f in fields(cls)})
+
+    @classmethod
+    def given(cls, options: PassOptions | None = None, **settings) -> PassOptions:
+        """The Python API's keywords (``token_budget=``, ``padding_side=``, ``prefix_sharing=``, ...)
+        over ``options`` (default: the defaults); an unknown keyword is a TypeError, as Python's."""
+        base = options if options is not None else cls()
+        names = {f.name for f in fields(cls)}
+        for key in settings:
+            if key not in names:
+                raise TypeError(f"unexpected keyword argument {key!r}; pass options are {', '.join(sorted(names))}")
+        return replace(base, **settings) if settings else base
+
+    def key_parts(self, shared: bool) -> dict:
+        """What a pass's cache key holds of these options (``shared``: it ran with packed rows:
+        they batch otherwise, so the key says so; an unshared key is what it always was)."""
+        parts: dict = {"token_budget": self.token_budget, "padding_side": self.padding_side}
+        if shared:
+            parts["prefix_sharing"] = True
+        return parts
+
+    def budget_for(self, model, longest_row: int) -> int:
+        """The token budget of a pass of ``model``: ``token_budget``, or for auto the largest that
+        fits (``budget.resolve``: found once per process and model)."""
+        from cscore.scorers.engine import budget
+
+        if budget.is_auto(self.token_budget):
+            return budget.resolve(model, longest_row=longest_row)
+        return int(self.token_budget)
+
+    def torch_device(self):
+        """The device ``device`` names (auto: cuda, else mps, else cpu)."""
+        from cscore.scorers.models.models import auto_device
+
+        return auto_device(self.device)
