@@ -9,13 +9,13 @@ SWEEP_WORDS = ("choice", "range", "interval", "glob", "sort", "shuffle", "tag")
 def aliases() -> dict[str, str]:
     """Row labels accepted as baseline names: ``rouge1`` -> rouge, ``bertscore_f1`` -> bertscore,
     ``bartscore_f`` -> bartscore, ... (the columns each baseline can write)."""
-    from cscore.scorers.baselines import FAMILIES, bertscore, generative
+    from cscore.scorers.baselines import BASELINES, bertscore, generative
 
     out = {f"rouge{n}": "rouge" for n in range(1, 10)} | {"rougeL": "rouge", "rougeLsum": "rouge"}
     out |= {c: "bertscore" for c in bertscore.COLUMNS}
     for name in generative.NAMES:
-        out |= {c: name for c in generative.columns(name, {"directions": list(generative.DIRECTIONS)})}
-    return {a: n for a, n in out.items() if a not in FAMILIES}
+        out |= {c: name for c in generative.columns(name, generative.DIRECTIONS)}
+    return {a: n for a, n in out.items() if a not in BASELINES}
 
 
 def names_in(value) -> list[str]:
@@ -37,8 +37,8 @@ def canonical_names(args: list[str]) -> list[str]:
     from hydra.errors import OverrideParseException
 
     from cscore.errors import ConfigError
-    from cscore.scorers.baselines import FAMILIES
-    from cscore.scorers.methods.params import suggest
+    from cscore.registry import suggest
+    from cscore.scorers.baselines import BASELINES
 
     alias = aliases()
     out, unknown = [], []
@@ -51,7 +51,7 @@ def canonical_names(args: list[str]) -> list[str]:
         except OverrideParseException:
             out.append(arg)  # precheck reports it
             continue
-        unknown += [n for n in names_in(value) if n not in FAMILIES and n not in alias and n not in unknown]
+        unknown += [n for n in names_in(value) if n not in BASELINES and n not in alias and n not in unknown]
         if isinstance(value, list):
             names = list(dict.fromkeys(alias.get(n, n) for n in names_in(value)))
             out.append(f"{arg.split('=', 1)[0]}=[{','.join(names)}]")
@@ -59,7 +59,7 @@ def canonical_names(args: list[str]) -> list[str]:
             key, text = arg.split("=", 1)
             out.append(f"{key}=" + re.sub(r"[A-Za-z_][\w]*", lambda m: alias.get(m.group(), m.group()), text))
     if unknown:
-        wrong = ", ".join(f"{n!r}{suggest(n, [*FAMILIES, *alias])}" for n in unknown)
-        raise ConfigError(f"no baseline config {wrong}; available: {', '.join(FAMILIES)} (a row one writes, "
+        wrong = ", ".join(f"{n!r}{suggest(n, [*BASELINES, *alias])}" for n in unknown)
+        raise ConfigError(f"no baseline config {wrong}; available: {', '.join(BASELINES)} (a row one writes, "
                           "such as rouge1 or bertscore_f1, names it too)")
     return out

@@ -25,7 +25,7 @@ def compose(name: str, overrides: list[str], sections: dict[str, dict]) -> DictC
     the closest setting; any other composition failure is a one-line ConfigError too."""
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from cscore.scorers.methods.params import suggest
+    from cscore.registry import suggest
 
     try:
         return composed(name, overrides)

@@ -4,6 +4,7 @@ writes the page and the MkDocs hook docs/hooks/config_reference.py makes it at e
 
 from __future__ import annotations
 
+import sys
 from dataclasses import MISSING, fields, is_dataclass
 from importlib import resources
 
@@ -103,13 +104,15 @@ def method_sections() -> str:
     from cscore.scorers import methods
 
     out = "\n# Methods (`method=<name>`)\n\nEach method's `Params` (its module in `scorers/methods/`).\n"
-    for name, module in methods.METHODS.items():
-        doc = module.Params.__doc__ or ""
-        if doc.startswith("Params("):  # dataclass's own signature text: the module's first paragraph instead
+    for name, method in methods.METHODS.items():
+        module = sys.modules[method.__module__]
+        doc = method.Params.__doc__ or ""
+        # the dataclass's own signature text: the module's first paragraph instead
+        if doc.startswith(f"{method.Params.__name__}("):
             doc = (module.__doc__ or "").split("\n\n")[0]
         doc = " ".join(doc.split())
         doc = (doc or f"`scorers/methods/{name}.py`.") + method_presets(name)
-        out += table(f"`method={name}`", escape(doc), module.Params, "method.")
+        out += table(f"`method={name}`", escape(doc), method.Params, "method.")
     return out
 
 
@@ -118,15 +121,16 @@ def describe(spec) -> str:
 
 
 def baseline_sections() -> str:
-    from cscore.scorers.baselines import FAMILIES
+    from cscore.scorers.baselines import BASELINES
+    from cscore.scorers.methods.params import specs_of
 
     out = "\n# Baselines (`method=baseline baseline=<name>`)\n\nThe defaults are the presets in `conf/baseline/`.\n"
-    for name, family in FAMILIES.items():
+    for name, baseline in BASELINES.items():
         preset = yaml.safe_load(resources.files("cscore.conf").joinpath("baseline", f"{name}.yaml").read_text())
         lines = [
             f"| `baseline.{name}.{key}` | {type_name(getattr(spec, 'kind', ''))} "
             f"| {cell((preset or {}).get(key))} | {escape(describe(spec))} | |"
-            for key, spec in family.PARAMS[name].items()
+            for key, spec in specs_of(baseline.Params).items()
         ]
         out += f"\n## `baseline={name}`\n\n{COLUMNS}" + "\n".join(lines) + "\n"
     return out

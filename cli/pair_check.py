@@ -132,7 +132,7 @@ def shortest_prompts(c: dict) -> dict[str, str]:
     source = p.get("condition", "source") == "source"
     table = dict(prompts.TEMPLATES if source else prompts.REFERENCE_TEMPLATES)
     table.update((p.get("templates") if source else p.get("reference_templates")) or {})
-    chosen = c["data"].get("template") or c["data"].get("task") or registry.TASKS.get(c["data"].get("name"))
+    chosen = c["data"].get("template") or c["data"].get("task") or registry.task_of(c["data"].get("name"))
     if chosen is not None:
         table = {str(chosen): table.get(chosen, prompts.TEMPLATES.get(chosen, chosen))}
     out = {}
@@ -155,7 +155,7 @@ def check_max_length(c: dict, spec: str, revision: str | None) -> None:
         return
     from cscore.scorers import methods
 
-    if getattr(methods.get(c["method"]["name"]), "KIND", "token") in ("judge", "judge_released"):
+    if methods.get(c["method"]["name"]).kind in ("judge", "judge_released"):
         return  # judges build their own prompts (runtime.max_length is checked as they do)
     loaded = tokenizer_of(spec, revision)
     if loaded is None:

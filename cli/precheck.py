@@ -11,7 +11,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from cscore.errors import ConfigError
-from cscore.scorers.methods.params import suggest
+from cscore.registry import suggest
 
 MAX_POINTS = 512  # larger command-line grids are checked job by job instead
 HYDRA_FLAGS_WE_CHECK = ("-m", "--multirun")

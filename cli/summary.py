@@ -82,7 +82,6 @@ def nonfinite_hint(run: RunConfig, column: str) -> str:
     from cscore.scorers import methods
 
     m = run.method
-    hint = getattr(methods.get(m.name), "nonfinite_hint", None)
-    if hint is None or column.removeprefix(rundir.SCORE) != m.variant:
+    if column.removeprefix(rundir.SCORE) != m.variant:
         return ""
-    return hint(vars(m))  # m: a method's Params
+    return methods.get(m.name).nonfinite_hint(m)

@@ -33,7 +33,8 @@ WANDB_MODES = ("online", "offline")
 def check_config(tracking: dict | None) -> None:
     """A ConfigError for a tracking section that is not one of conf/tracking/ (keys, values).
     Whether the tracker is installed is not checked: its absence costs a warning, not the run."""
-    from cscore.scorers.methods.params import Param, suggest
+    from cscore.registry import suggest
+    from cscore.scorers.methods.params import Param
 
     tracking = tracking or {"name": "none"}
     name = Param(str, choices=BACKENDS).check("tracking.name", tracking.get("name"))

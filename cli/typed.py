@@ -65,10 +65,8 @@ def check_pair(pair: dict) -> Pair:
 def typed_method(method: dict):
     from cscore.scorers import methods
 
-    module = methods.get(method.get("name"))  # type: ignore[arg-type]  # None or any other: the one-line ConfigError
-    params = {k: v for k, v in method.items() if k not in methods.NOT_PARAMS}
-    checked = methods.check_params(module.NAME, params)
-    return module.Params(**{k: method[k] for k in methods.NOT_PARAMS if k in method}, **checked)
+    name = methods.get(method.get("name")).name  # type: ignore[arg-type]  # None or any other: the one-line ConfigError
+    return methods.params(name, method, prefix="method")
 
 
 def typed(cfg: DictConfig | dict) -> RunConfig:

@@ -58,7 +58,7 @@ def check_judge_prompt(c: dict) -> None:
     if not jp:
         return
     name = c["method"].get("name")
-    if not getattr(methods.get(name), "KIND", "token").startswith("judge"):
+    if not methods.get(name).kind.startswith("judge"):
         raise ConfigError(f"judge_prompt={jp.get('name')} is for the judge methods (method=cd_judge | "
                           f"cd_judge_released); this run has method={name}")
     from cscore.data.judge_prompts import check_config

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from cscore.data.io import iter_jsonl
+from cscore.data.loader import LOADERS, Loader
 from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
 
@@ -38,3 +39,11 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
         raise DataError(f"{file}: no records")
     report.n_read = len(rows)
     return validate(pd.DataFrame(rows), report), report
+
+
+@LOADERS
+class Demo(Loader):
+    name = "demo"
+    task = "summarization"
+    options = OPTIONS
+    load = staticmethod(load)

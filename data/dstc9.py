@@ -17,6 +17,7 @@ import pandas as pd
 
 from cscore.data import paths
 from cscore.data.io import read_json
+from cscore.data.loader import LOADERS, Loader
 from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
 
@@ -65,3 +66,11 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
     if not rows:
         raise DataError(f"{file}: no scored dialogs")
     return validate(pd.DataFrame(rows), report), report
+
+
+@LOADERS
+class Dstc9(Loader):
+    name = "dstc9"
+    task = "dialogue"
+    options = OPTIONS
+    load = staticmethod(load)

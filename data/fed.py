@@ -39,6 +39,7 @@ import pandas as pd
 
 from cscore.data import paths
 from cscore.data.io import read_json
+from cscore.data.loader import LOADERS, Loader
 from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
 
@@ -155,3 +156,11 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
         raise DataError(f"{file}: no {level}-level items")
     report.n_read = len(rows)
     return validate(pd.DataFrame(rows), report), report
+
+
+@LOADERS
+class Fed(Loader):
+    name = "fed"
+    task = "dialogue"
+    options = OPTIONS
+    load = staticmethod(load)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from cscore.errors import ConfigError
+from cscore.registry import suggest
 
 STYLES = ("cscore", "released")
 # per style: the placeholders of the source, the hypothesis and the range ends
@@ -44,14 +45,6 @@ RELEASED_ASPECTS = ("coherence", "consistency", "relevance")
 # the keys of a judge_prompt config
 KEYS = ("name", "style", "role", "generation_prompt", "templates", "files", "closing", "dialogue_template",
         "dialogue_aspects")
-
-
-def _suggest(word: str, options) -> str:
-    """' (did you mean X?)' when a close option X exists (data imports nothing of scorers)."""
-    import difflib
-
-    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _name(prompt_cfg: Mapping) -> str:
@@ -70,7 +63,7 @@ def _mapping(prompt_cfg: Mapping, key: str) -> Mapping:
 def check_style(style) -> str:
     if style not in STYLES:
         raise ConfigError(f"judge_prompt.style must be one of {' | '.join(STYLES)}, got {style!r}"
-                          f"{_suggest(str(style), STYLES)}")
+                          f"{suggest(str(style), STYLES)}")
     return style
 
 
@@ -81,7 +74,7 @@ def check_config(prompt_cfg: Mapping) -> None:
     is checked when the prompts are built.)"""
     for key in prompt_cfg:
         if key not in KEYS:
-            raise ConfigError(f"unknown setting judge_prompt.{key}{_suggest(str(key), KEYS)}; "
+            raise ConfigError(f"unknown setting judge_prompt.{key}{suggest(str(key), KEYS)}; "
                               f"judge_prompt has {', '.join(KEYS)}")
     check_style(prompt_cfg.get("style", "cscore"))
     role = prompt_cfg.get("role", "user")
@@ -158,7 +151,7 @@ def _summarization_template(prompt_cfg: Mapping, aspect: str) -> str:
                           f"CD-judge prompts cover only {', '.join(known or RELEASED_ASPECTS)}; use "
                           "judge_prompt=geval (cscore's own prompts) for other aspects")
     raise ConfigError(f"judge_prompt={_name(prompt_cfg)} has no summarization prompt for the aspect "
-                      f"{aspect!r}{_suggest(aspect, known)}; it has {', '.join(known) or 'none'}")
+                      f"{aspect!r}{suggest(aspect, known)}; it has {', '.join(known) or 'none'}")
 
 
 def _dialogue_template(prompt_cfg: Mapping, aspect: str) -> str:
@@ -171,7 +164,7 @@ def _dialogue_template(prompt_cfg: Mapping, aspect: str) -> str:
         raise ConfigError(f"judge_prompt={_name(prompt_cfg)} has no dialogue prompt: {hint}")
     if aspect not in definitions:
         raise ConfigError(f"judge_prompt={_name(prompt_cfg)} has no definition of the dialogue aspect "
-                          f"{aspect!r}{_suggest(aspect, definitions)}; it defines {', '.join(definitions) or 'none'} "
+                          f"{aspect!r}{suggest(aspect, definitions)}; it defines {', '.join(definitions) or 'none'} "
                           f"(add judge_prompt.dialogue_aspects.{aspect})")
     template = str(template)
     missing = [f for f in DIALOGUE_FIELDS if f not in template]

@@ -81,6 +81,7 @@ import pandas as pd
 
 from cscore.data import paths
 from cscore.data.io import decode
+from cscore.data.loader import LOADERS, Loader
 from cscore.data.options import check_options
 from cscore.data.prompts import LANGUAGES
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
@@ -413,3 +414,11 @@ def load_many(files: dict, dataset: str = NAME, **options) -> tuple[pd.DataFrame
         report.merge(rep)
     _check_excludes(opts, systems, ", ".join(report.source_files))
     return _frame(records, report), report
+
+
+@LOADERS
+class Mqm(Loader):
+    name = "mqm"
+    task = "translation"
+    options = OPTIONS
+    load = staticmethod(load)

@@ -4,10 +4,10 @@ close, asks "did you mean ...?"."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 
 from cscore.data.schema import DataError
+from cscore.registry import unknown_keys
 
 # Keys of cfg.data that the runner reads itself; every other key is handed to the loader as an option.
 RUNNER_KEYS = ("name", "path", "template", "split_by", "judge_aspect")
@@ -17,13 +17,7 @@ def unknown_option_message(unknown, allowed, dataset: str, prefix: str = "data."
     keys = list(allowed)
     if prefix == "data.":  # read by the runner, so valid on the command line too
         keys += [k for k in RUNNER_KEYS if k != "name" and k not in keys]
-    valid = [prefix + k for k in keys]
-    named = []
-    for key in unknown:
-        close = difflib.get_close_matches(str(key), keys, n=1)
-        named.append(prefix + str(key) + (f" (did you mean {prefix}{close[0]}?)" if close else ""))
-    noun = "option" if len(named) == 1 else "options"
-    return f"data={dataset}: unknown {noun} {', '.join(named)}; allowed: {', '.join(valid) or 'none'}"
+    return unknown_keys(f"data={dataset}", unknown, keys, prefix)
 
 
 def loader_options(data: Mapping) -> dict:

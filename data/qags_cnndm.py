@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from cscore.data.loader import LOADERS, Loader
+from cscore.data.qags_xsum import OPTIONS as QAGS_OPTIONS
 from cscore.data.qags_xsum import Part, load_part
 from cscore.data.schema import LoadReport
 
@@ -26,3 +28,11 @@ NAME, DEFAULT_FILE, SYSTEM = CNNDM.name, CNNDM.default_file, CNNDM.system
 
 def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
     return load_part(CNNDM, path, **options)
+
+
+@LOADERS
+class QagsCnndm(Loader):
+    name = "qags_cnndm"
+    task = "summarization"
+    options = QAGS_OPTIONS
+    load = staticmethod(load)

@@ -34,6 +34,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from cscore.data.bartscore import record_to_row, records_for
+from cscore.data.loader import LOADERS, Loader
 from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
 
@@ -127,3 +128,11 @@ def load_part(part: Part, path: str | None = None, **options) -> tuple[pd.DataFr
         raise DataError(f"{file}: no records")
     report.n_read = len(rows)
     return validate(pd.DataFrame(rows), report), report
+
+
+@LOADERS
+class QagsXsum(Loader):
+    name = "qags_xsum"
+    task = "summarization"
+    options = OPTIONS
+    load = staticmethod(load)

@@ -26,6 +26,7 @@ import pandas as pd
 
 from cscore.data.bartscore import record_to_row, records_for
 from cscore.data.io import import_datasets
+from cscore.data.loader import LOADERS, Loader
 from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
 
@@ -86,3 +87,11 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
         raise DataError(f"{label}: no records")
     report.n_read = len(rows)
     return validate(pd.DataFrame(rows), report), report
+
+
+@LOADERS
+class Summeval(Loader):
+    name = "summeval"
+    task = "summarization"
+    options = OPTIONS
+    load = staticmethod(load)

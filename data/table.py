@@ -23,7 +23,6 @@ their place in the file. Other columns are not kept."""
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import math
 import numbers
@@ -33,8 +32,10 @@ import numpy as np
 import pandas as pd
 
 from cscore.data import formats
+from cscore.data.loader import LOADERS, Loader
 from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, TASKS, DataError, LoadReport, validate
+from cscore.registry import suggest
 
 NAME = "table"
 OPTIONS = ("task", "columns", "lang_pair", "hub_id", "split")
@@ -46,11 +47,6 @@ MISSING_SCORE = {"", "na", "n/a", "nan", "null", "none"}
 NO_SYSTEM = "unknown"
 
 
-def _closest(name: str, columns) -> str:
-    close = difflib.get_close_matches(str(name), [str(c) for c in columns], n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def map_columns(given: dict, columns, label: str) -> dict:
     """role -> column name (or None) for every role but human."""
     out = {}
@@ -58,7 +54,8 @@ def map_columns(given: dict, columns, label: str) -> dict:
         name = given.get(role)
         if name is not None:
             if name not in columns:
-                raise DataError(f"{label}: no column {name!r} (data.columns.{role}={name}){_closest(name, columns)}; "
+                hint = suggest(name, columns, quoted=True)
+                raise DataError(f"{label}: no column {name!r} (data.columns.{role}={name}){hint}; "
                                 f"columns: {list(columns)}")
             out[role] = name
         elif role in columns:
@@ -87,7 +84,7 @@ def map_human(given, columns, label: str) -> dict:
     out = {}
     for aspect, name in pairs:
         if name not in columns:
-            raise DataError(f"{label}: no column {name!r} (data.columns.human){_closest(name, columns)}; "
+            raise DataError(f"{label}: no column {name!r} (data.columns.human){suggest(name, columns, quoted=True)}; "
                             f"columns: {list(columns)}")
         if str(aspect) in out:
             raise DataError(f"{label}: aspect {aspect!r} named twice in data.columns.human")
@@ -214,3 +211,11 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
         **human_scores(df, human, where, ids, label, report),
     })
     return validate(table, report, dict(zip(ids, where))), report
+
+
+@LOADERS
+class Table(Loader):
+    name = "table"
+    task = None  # data.task says
+    options = OPTIONS
+    load = staticmethod(load)

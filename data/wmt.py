@@ -7,9 +7,11 @@ error that says what to set first, then names a few of the places looked at. Sco
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from cscore.data import mqm
+from cscore.data.loader import LOADERS, Loader
 from cscore.data.options import check_options
 from cscore.data.paths import ENV_VAR, shared_data_dir
 from cscore.data.schema import DataError
@@ -126,3 +128,20 @@ def load(path: str | None = None, *, name: str = "mqm", **options):
         raise DataError(missing_message(name, missing, [lp for lp in pairs if lp not in missing], looked, base))
     scoring = {k: v for k, v in opts.items() if k in mqm.OPTIONS and v is not None}
     return mqm.load_many({lp: str(p) for lp, p in chosen.items()}, dataset=name, **scoring)
+
+
+@LOADERS
+class Mqm22(Loader):
+    """WMT22's MQM (the same loader as mqm23; the name is for messages and reports)."""
+    name = "mqm22"
+    task = "translation"
+    options = OPTIONS
+    load = staticmethod(partial(load, name="mqm22"))
+
+
+@LOADERS
+class Mqm23(Loader):
+    name = "mqm23"
+    task = "translation"
+    options = OPTIONS
+    load = staticmethod(partial(load, name="mqm23"))

@@ -98,22 +98,26 @@ class PairStatistics:
             self._units = {r: align.unit_stats(self.stats[r], units.index[r], units.offsets) for r in roles}
         return self._units
 
-    def method_stats(self, method: str, params: dict) -> dict[str, TokenStats]:
+    def method_stats(self, method: str, model: str = "expert") -> dict[str, TokenStats]:
         """What ``method`` reads: the token statistics, or for a cross-family pair the unit
-        statistics (``single`` reads its one model's own tokens)."""
+        statistics (``single`` reads its one model's own tokens: ``model``)."""
         if not self.aligned:
             return self.stats
         if method == "single":
-            model = methods.with_defaults(method, params).get("model", "expert")
             return {model: self.stats[model]} if model in self.stats else self.stats
         methods.check_aligned(method)
         return self.unit_stats()
 
     def score(self, method: str, **params) -> np.ndarray:
-        return methods.score(method, self.method_stats(method, params), **params)
+        return methods.score(method, self.method_stats(method, params.get("model", "expert")), **params)
+
+    def score_params(self, p: methods.MethodParams) -> np.ndarray:
+        """Method ``p.name``'s scores with its settings already checked (a planned variant's)."""
+        method = methods.get(p.name)
+        return method.score(self.method_stats(p.name, method.needs(p)[0]), p)
 
     def token_scores(self, method: str, **params) -> np.ndarray:
-        return methods.token_scores(method, self.method_stats(method, params), **params)
+        return methods.token_scores(method, self.method_stats(method, params.get("model", "expert")), **params)
 
     def tokens(self, i: int, tokenizer=None, temperature: float = 1.0) -> pd.DataFrame:
         """Per-token view of item ``i``: token id (text if a tokenizer is given) and the
@@ -385,5 +389,5 @@ class ModelPair:
         """One-call convenience: statistics then one method (temperatures taken from params)."""
         full = methods.with_defaults(method, params)
         temps = sorted({1.0} | {float(v) for k, v in full.items() if k in ("t", "t_exp", "t_ama")})
-        needed = methods.get(method).needs(**{k: v for k, v in params.items() if k == "model"})
+        needed = methods.token_method(method).needs(methods.params(method, params))
         return self.statistics(prompts, hypotheses, temperatures=temps, models=needed).score(method, **params)

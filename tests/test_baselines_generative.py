@@ -106,7 +106,7 @@ def direct(path: str, pairs: list[tuple[str, str]]) -> np.ndarray:
     return np.array(out)
 
 
-def params(name: str, **over) -> dict:
+def params(name: str, **over):
     return baselines.check_params(name, {**yaml.safe_load((CONF / "baseline" / f"{name}.yaml").read_text()), **over})
 
 
@@ -167,7 +167,8 @@ def test_the_statistics_cache_serves_a_second_run_and_a_multi_ref_sweep(dirs, tm
     p = params("bartscore", model=dirs["bart"])
     first = baselines.score("bartscore", p, TEXTS, runtime(tmp_path))
     assert not any(r.cached for r in first.reports.values())
-    again = baselines.score("bartscore", {**p, "multi_ref": "max"}, TEXTS, runtime(tmp_path))
+    again = baselines.score("bartscore", params("bartscore", model=dirs["bart"], multi_ref="max"), TEXTS,
+                            runtime(tmp_path))
     assert all(r.cached for r in again.reports.values())
     np.testing.assert_array_equal(again.columns["bartscore"], first.columns["bartscore"])
     same = baselines.score("bartscore", p, TEXTS, runtime(tmp_path))

@@ -215,7 +215,8 @@ def test_rouge_with_several_references_takes_the_best_f_per_type():
 def test_rouge_types_choose_the_columns():
     res = run("rouge", SYS, ROW_REFS, types=["rouge2", "rougeLsum"])
     assert list(res.columns) == ["rouge2", "rougeLsum"]
-    assert baselines.columns("rouge", {**defaults("rouge"), "types": ["rouge3"]}) == ["rouge3"]
+    assert baselines.columns("rouge", baselines.check_params("rouge", {**defaults("rouge"), "types": ["rouge3"]})) == [
+        "rouge3"]
 
 
 # --- references, errors ------------------------------------------------------------------------
@@ -433,3 +434,18 @@ def test_rouge_mean_over_references_equals_the_independent_computation():
         baselines.check_params("rouge", {**defaults("rouge"), "multi": "max"})
     with pytest.raises(ConfigError, match=re.escape("baseline.chrf.against must be reference | source")):
         baselines.check_params("chrf", {**defaults("chrf"), "against": "article"})
+
+
+def test_baselines_are_registered_classes_with_typed_settings():
+    """Each baseline is a Baseline class under its name, its settings a dataclass checked once into
+    typed values (an int where the YAML wrote 4.0), in the order conf/baseline/<name>.yaml gives."""
+    from dataclasses import fields
+
+    assert list(baselines.BASELINES) == ["bleu", "chrf", "rouge", "bertscore", "bartscore", "t5score", "external"]
+    for name in baselines.BASELINES:
+        assert [f.name for f in fields(baselines.family(name).Params)] == list(defaults(name)), name
+    p = baselines.check_params("bleu", {**defaults("bleu"), "max_ngram_order": 4.0})
+    assert isinstance(p, baselines.family("bleu").Params) and p.max_ngram_order == 4
+    assert isinstance(p.max_ngram_order, int) and baselines.as_dict(p) == {**defaults("bleu"), "max_ngram_order": 4}
+    with pytest.raises(ConfigError, match=r"^unknown baseline 'bleau' \(did you mean bleu\?\); known: bleu, chrf, "):
+        baselines.family("bleau")

@@ -138,7 +138,7 @@ def test_the_classifier_is_not_a_function_of_the_statistics(stats):
     with pytest.raises(ConfigError, match=r"cdm\.pooler"):
         methods.score("cdm_classifier", stats)
     np.testing.assert_array_equal(methods.token_scores("cdm_classifier", stats), methods.token_scores("cdm", stats))
-    assert methods.get("cdm_classifier").KIND == "pooler"
+    assert methods.get("cdm_classifier").kind == "pooler"
     assert methods.check_params("cdm_classifier", {"folds": 3, "seed": 7, "aspect": None})["folds"] == 3
     with pytest.raises(ConfigError, match="method.folds must be an integer >= 2, got 1"):
         methods.check_params("cdm_classifier", {"folds": 1})

@@ -297,7 +297,7 @@ def test_t5_without_sentinels_is_a_clear_error(t5):
 def test_cdm_gen_is_not_a_function_of_the_statistics():
     with pytest.raises(ConfigError, match="cscore run method=cdm_gen"):
         methods.score("cdm_gen", {})
-    assert methods.get("cdm_gen").KIND == "discriminator"
+    assert methods.get("cdm_gen").kind == "discriminator"
 
 
 # --- the pipeline ----------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ def test_every_loader_is_load_path_and_options():
     from cscore.data import LOADERS
 
     for name, loader in LOADERS.items():
-        params = list(inspect.signature(loader).parameters.values())
+        params = list(inspect.signature(loader.load).parameters.values())
         assert params[0].name == "path" and params[0].default is None, name
         assert params[-1].kind is inspect.Parameter.VAR_KEYWORD, name
 
@@ -127,10 +127,35 @@ def test_the_data_command_does_not_import_torch():
 
 
 def test_registry_tasks_are_the_tasks_the_loaders_write():
-    """registry.TASKS (read before any data loads, to pick the prompt template) agrees with the
-    rows the demo loader writes, and names every loader but the user's own table."""
+    """Each loader's ``task`` (read before any data loads, to pick the prompt template) agrees with
+    the rows the demo loader writes; every loader has one but the user's own table."""
     from cscore.data import registry
 
-    assert set(registry.TASKS) == set(registry.LOADERS) - {"table"}
+    assert {n for n in registry.LOADERS if registry.task_of(n) is None} == {"table"}
+    assert registry.task_of("no_such_data") is None
     examples, _ = registry.load_examples("demo")
-    assert set(examples["task"]) == {registry.TASKS["demo"]}
+    assert set(examples["task"]) == {registry.task_of("demo")} == {"summarization"}
+    assert registry.task_of("mqm23") == "translation" and registry.task_of("fed") == "dialogue"
+
+
+def test_a_loader_registers_by_decorator_once_and_is_found_by_name(monkeypatch):
+    """A loader is a Loader subclass under @LOADERS; a second one under a taken name is refused;
+    an unknown name is one DataError line with its did-you-mean."""
+    from cscore.data import registry
+    from cscore.errors import CscoreError
+
+    monkeypatch.setattr(registry.LOADERS, "entries", dict(registry.LOADERS.entries))
+
+    @registry.LOADERS
+    class Tiny(registry.Loader):
+        name = "tiny_data"
+        task = "summarization"
+        options = ("level",)
+        load = staticmethod(lambda path=None, **options: ("table", options))
+
+    assert registry.load_examples("tiny_data", level=2) == ("table", {"level": 2})
+    assert registry.task_of("tiny_data") == "summarization"
+    with pytest.raises(CscoreError, match="dataset 'demo' is registered twice"):
+        registry.LOADERS(type("Demo2", (registry.Loader,), {"name": "demo"}))
+    with pytest.raises(DataError, match=r"^unknown dataset data=tiny_dta \(did you mean data=tiny_data\?\); known: "):
+        registry.load_examples("tiny_dta")

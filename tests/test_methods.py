@@ -184,3 +184,49 @@ def test_float32_tolerance_follows_the_methods_sensitivity(f32):
     np.testing.assert_allclose(dev[:3], first_order[:3], rtol=1e-2)  # exact box vs first order
     assert amp[1] > 30 > 3 > amp[0]  # |0.41 - 0.40| = 0.01: amplified ~40x (0.7 vs 0.4: ~2x)
     assert dev[3] == pytest.approx(np.log(1e-9) - np.log(1e-30))  # within the bounds of p = q: the floor
+
+
+def test_a_new_method_is_one_registered_class(stats, monkeypatch):
+    """A method class registered by decorator is found by name, reads its typed settings, is scored
+    with the shared length handling through the Python API, and a second one under its name is refused."""
+    from dataclasses import dataclass
+
+    from cscore.errors import CscoreError
+    from cscore.scorers.methods.params import Param, common, setting
+
+    monkeypatch.setattr(methods.METHODS, "entries", dict(methods.METHODS.entries))
+
+    @dataclass
+    class HalfwayParams(methods.MethodParams):
+        name: str = setting("halfway", doc="the method")
+        variant: str = setting("halfway", doc="the score column and label: score.<variant>")
+        weight: float = setting(0.5, Param(float, lo=0.0, hi=1.0), "the expert's share")
+        norm: str = common("norm", "sum")
+        skip_first: bool = common("skip_first", False)
+
+    @methods.METHODS
+    class Halfway(methods.Method):
+        name = "halfway"
+        Params = HalfwayParams
+
+        @classmethod
+        def token_scores(cls, stats, p):
+            return p.weight * stats["expert"].lp(1.0) + (1 - p.weight) * stats["amateur"].lp(1.0)
+
+    assert methods.get("halfway") is Halfway and methods.defaults("halfway") == {
+        "weight": 0.5, "norm": "sum", "skip_first": False}
+    p = methods.params("halfway", {"weight": 0.25})
+    assert isinstance(p, HalfwayParams) and p.weight == 0.25 and p.name == "halfway"
+    want = per_item(lambda q, y: 0.25 * math.log(P_EXP[q][y]) + 0.75 * math.log(P_AMA[q][y]))
+    np.testing.assert_allclose(methods.score("halfway", stats, weight=0.25), want, atol=1e-12)
+    np.testing.assert_allclose(Halfway.score(stats, p), want, atol=1e-12)
+    np.testing.assert_allclose(methods.score("halfway", stats, weight=0.25, norm="mean"),
+                               [want[0] / 3, want[1]], atol=1e-12)
+    with pytest.raises(ConfigError, match=r"halfway\.weight must be a number in \[0, 1\], got 2"):
+        methods.score("halfway", stats, weight=2)
+    with pytest.raises(CscoreError, match=r"^method 'halfway' is registered twice: .*Halfway and .*Again$"):
+        methods.METHODS(type("Again", (methods.Method,), {"name": "halfway", "Params": HalfwayParams}))
+    with pytest.raises(CscoreError, match="is not a Method subclass"):
+        methods.METHODS.register("other")(HalfwayParams)
+    with pytest.raises(ConfigError, match=r"^unknown method 'halfwya' \(did you mean halfway\?\); known: "):
+        methods.score("halfwya", stats)

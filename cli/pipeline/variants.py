@@ -37,7 +37,7 @@ class Variant:
         return {f.name: getattr(self.params, f.name) for f in fields(self.params) if f.name not in methods.NOT_PARAMS}
 
     def needs(self) -> tuple[str, ...]:
-        return methods.get(self.method).needs(**self.settings())
+        return methods.get(self.method).needs(self.params)
 
     def temperatures(self) -> set[float]:
         return {float(getattr(self.params, k)) for k in ("t", "t_exp", "t_ama") if hasattr(self.params, k)}
@@ -55,9 +55,9 @@ def plan(p, baseline_t: float = 1.0, rows=BASELINE_ROWS, written: Mapping | None
     module = methods.get(name)
     typed = {f.name: getattr(p, f.name) for f in fields(p) if f.name not in methods.NOT_PARAMS}
     given = {k: v for k, v in (written if written is not None else typed).items() if k not in methods.NOT_PARAMS}
-    if hasattr(module, "plan_variants"):  # a method of another kind (a judge) names its own rows
-        return [Variant(row, method, p, record, record.get("who")) for row, method, record
-                in module.plan_variants(label, given, rows)]
+    own = module.plan_variants(label, given, rows)
+    if own is not None:  # a method of another kind (a judge) names its own rows
+        return [Variant(row, method, p, record, record.get("who")) for row, method, record in own]
     main = Variant(label, name, p, given)
     loaded = set(main.needs())
     aliases = methods.aggregation_keys(module)  # {own name: its key}: cdm calls norm pooling

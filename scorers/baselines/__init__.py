@@ -1,33 +1,41 @@
 """Established metrics beside the contrastive rows (``method=baseline baseline=<name>``).
 
 One family per module: ``lexical`` (bleu, chrf, rouge), ``bertscore``, ``generative`` (bartscore,
-t5score), ``external`` (scores computed elsewhere, joined by id: COMET). A family has ``NAMES``,
-``PARAMS`` ({name: {key: Param}}), ``columns(name, params)`` (its score.<column> names) and
-``score(name, params, texts, runtime) -> Result``. Settings live in ``conf/baseline/<name>.yaml``;
-this package only says what they may be."""
+t5score), ``external`` (scores computed elsewhere, joined by id: COMET). Each baseline is a
+``common.Baseline`` registered by name (``@BASELINES``) with its settings as a ``Params`` dataclass,
+``check(params)`` (before anything loads), ``columns(params)`` (its score.<column> names) and
+``score(params, texts, runtime) -> Result``. Settings live in ``conf/baseline/<name>.yaml``; this
+package only says what they may be."""
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import fields
+from typing import Any
+
 from cscore.errors import ConfigError
-from cscore.scorers.baselines import bertscore, external, generative, lexical
-from cscore.scorers.baselines.common import Result, Texts
-from cscore.scorers.methods.params import suggest
+from cscore.registry import suggest
+from cscore.scorers.baselines.common import BASELINES, Baseline, Result, Texts
+from cscore.scorers.methods.params import specs_of
 
-FAMILIES = {name: module for module in (lexical, bertscore, generative, external) for name in module.NAMES}
+# the family modules, each registering its baselines on import, in the order the docs and "known: ..." list them
+FAMILIES = ("lexical", "bertscore", "generative", "external")
+for _family in FAMILIES:
+    importlib.import_module(f"{__name__}.{_family}")
 
-__all__ = ["FAMILIES", "Result", "Texts", "check_config", "columns", "score"]
-
-
-def family(name: str):
-    try:
-        return FAMILIES[name]
-    except KeyError:
-        raise ConfigError(f"unknown baseline {name!r}{suggest(name, FAMILIES)}; known: {', '.join(FAMILIES)}") from None
+__all__ = ["BASELINES", "Baseline", "Result", "Texts", "as_dict", "check_config", "check_params", "columns", "score"]
 
 
-def check_params(name: str, params: dict) -> dict:
-    """The params converted to their types; a ConfigError names the first bad key."""
-    specs = family(name).PARAMS[name]
+def family(name: str) -> type[Baseline]:
+    """The baseline registered as ``name`` (a one-line ConfigError with a did-you-mean when none is)."""
+    return BASELINES.get(name)
+
+
+def check_params(name: str, params: dict) -> Any:
+    """The settings as the baseline's typed ``Params`` (values converted to their types); a
+    ConfigError names the first bad key."""
+    baseline = family(name)
+    specs = specs_of(baseline.Params)
     params = params or {}
     for key in params:
         if key not in specs:
@@ -36,14 +44,19 @@ def check_params(name: str, params: dict) -> dict:
     missing = [k for k in specs if k not in params]
     if missing:
         raise ConfigError(f"baseline.{name} lacks {', '.join(missing)} (conf/baseline/{name}.yaml sets them)")
-    out = {key: specs[key].check(f"baseline.{name}.{key}", value) for key, value in params.items()}
-    if hasattr(family(name), "check"):
-        family(name).check(name, out)
-    return out
+    checked = baseline.Params(**{key: specs[key].check(f"baseline.{name}.{key}", value)
+                                 for key, value in params.items()})
+    baseline.check(checked)
+    return checked
+
+
+def as_dict(params: Any) -> dict:
+    """A baseline's settings as a plain dict in their order (what metrics.json and the variants record)."""
+    return {f.name: getattr(params, f.name) for f in fields(params)}
 
 
 def check_config(method: str | None, chosen: dict | None) -> dict:
-    """{baseline name: checked params} of a run, in the order given; ConfigError when method and the
+    """{baseline name: checked settings} of a run, in the order given; ConfigError when method and the
     ``baseline`` group do not go together."""
     if method != "baseline":
         if chosen:
@@ -51,9 +64,9 @@ def check_config(method: str | None, chosen: dict | None) -> dict:
         return {}
     if not chosen:
         raise ConfigError(f"method=baseline needs baseline=<name> or a list, e.g. 'baseline=[bleu,chrf,rouge]'; "
-                          f"known: {', '.join(FAMILIES)}")
+                          f"known: {', '.join(BASELINES)}")
     out = {name: check_params(name, params) for name, params in chosen.items()}
-    seen = {}
+    seen: dict[str, str] = {}
     for name, params in out.items():
         for col in columns(name, params):
             if col in seen:
@@ -62,9 +75,9 @@ def check_config(method: str | None, chosen: dict | None) -> dict:
     return out
 
 
-def columns(name: str, params: dict) -> list[str]:
-    return family(name).columns(name, params)
+def columns(name: str, params: Any) -> list[str]:
+    return family(name).columns(params)
 
 
-def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
-    return family(name).score(name, params, texts, runtime)
+def score(name: str, params: Any, texts: Texts, runtime: dict) -> Result:
+    return family(name).score(params, texts, runtime)

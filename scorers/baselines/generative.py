@@ -19,12 +19,16 @@ target is never cut (a clear error)."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from cscore.errors import ConfigError
 from cscore.scorers.baselines.common import (
+    BASELINES,
     REFERENCE_MODES,
+    Baseline,
     Choices,
     Result,
     Texts,
@@ -33,19 +37,26 @@ from cscore.scorers.baselines.common import (
     started,
 )
 from cscore.scorers.engine.tokenize import InputError
-from cscore.scorers.methods.params import Param
+from cscore.scorers.methods.params import Param, required
 
 NAMES = ("bartscore", "t5score")
 DIRECTIONS = ("src_hyp", "hyp_src", "ref_hyp", "hyp_ref")
-PARAMS = {name: {"model": Param(str, nullable=True), "revision": Param(str, nullable=True),
-                 "directions": Choices(DIRECTIONS), "references": Param(str, choices=REFERENCE_MODES),
-                 "multi_ref": Param(str, choices=("mean", "max"))} for name in NAMES}
 ONE_WAY = {"src_hyp": "", "hyp_src": "_src_r", "ref_hyp": "_p", "hyp_ref": "_r"}
 BOTH_WAYS = {"_src_f": ("src_hyp", "hyp_src"), "_f": ("ref_hyp", "hyp_ref")}
 
 
-def columns(name: str, params: dict) -> list[str]:
-    have = set(params["directions"])
+@dataclass
+class GenerativeParams:
+    model: str | None = required(Param(str, nullable=True))
+    revision: str | None = required(Param(str, nullable=True))
+    directions: list = required(Choices(DIRECTIONS))
+    references: str = required(Param(str, choices=REFERENCE_MODES))
+    multi_ref: str = required(Param(str, choices=("mean", "max")))
+
+
+def columns(name: str, directions) -> list[str]:
+    """The score.<column> names of ``directions`` (each one way, and both ways where both are there)."""
+    have = set(directions)
     out = []
     for pair_suffix, (a, b) in BOTH_WAYS.items():
         out += [name + ONE_WAY[d] for d in (a, b) if d in have]
@@ -54,8 +65,8 @@ def columns(name: str, params: dict) -> list[str]:
     return out
 
 
-def check(name: str, params: dict) -> None:
-    if not params.get("model"):
+def check(name: str, params: GenerativeParams) -> None:
+    if not params.model:
         raise ConfigError(f"baseline.{name}.model: give the encoder-decoder model to score with (a hub id or a "
                           "local directory; docs/methods/baselines.md lists the papers' checkpoints)")
 
@@ -89,25 +100,25 @@ def mean_logp(pair, items, runtime: dict, label: str):
     return values, stats.reports["expert"], np.array([it.truncated for it in inputs.items])
 
 
-def load(params: dict, runtime: dict):
+def load(params: Any, runtime: dict):
     from cscore.scorers.api import ModelPair
 
-    pair = ModelPair.load(params["model"], device=runtime.get("device", "auto"), dtype=runtime.get("dtype", "auto"),
-                          revision=params.get("revision"))
+    pair = ModelPair.load(params.model, device=runtime.get("device", "auto"), dtype=runtime.get("dtype", "auto"),
+                          revision=params.revision)
     if not pair.expert.is_encoder_decoder:
-        raise ConfigError(f"baseline: {params['model']!r} is a decoder-only model; BARTScore and T5Score score "
+        raise ConfigError(f"baseline: {params.model!r} is a decoder-only model; BARTScore and T5Score score "
                           "with an encoder-decoder (seq2seq) model such as facebook/bart-large-cnn or an mT5")
     return pair
 
 
-def score(name: str, params: dict, texts: Texts, runtime: dict, pair=None) -> Result:
+def score(name: str, params: Any, texts: Texts, runtime: dict, pair=None) -> Result:
     check(name, params)
-    directions = list(params["directions"])
-    refs = pick_references(texts, params["references"])
+    directions = list(params.directions)
+    refs = pick_references(texts, params.references)
     missing = require_references(name, refs) if {"ref_hyp", "hyp_ref"} & set(directions) else []
     pair = load(params, runtime) if pair is None else pair
     started(runtime)
-    agg = params["multi_ref"]  # mean | max over a row's references
+    agg = params.multi_ref  # mean | max over a row's references
     n = len(texts)
     per_dir, reports, truncated = {}, {}, np.zeros(n, dtype=bool)
     for d in directions:
@@ -125,11 +136,11 @@ def score(name: str, params: dict, texts: Texts, runtime: dict, pair=None) -> Re
         if a in per_dir and b in per_dir:  # F per reference (rows and items align: same pairs, same order)
             rows, va = per_dir[a]
             out[name + suffix] = by_row(rows, (va + per_dir[b][1]) / 2.0, n, agg)
-    info = {"model": pair.expert.name, "directions": directions, "multi_ref": params["multi_ref"],
-            "references": params["references"], "missing_reference": missing, "truncated_sources": int(truncated.sum()),
-            "signature": f"{name}|model:{pair.expert.name}|dirs:{','.join(directions)}|refs:{params['references']}|"
-                         f"multi:{params['multi_ref']}|norm:mean|eos:yes"}
-    return Result({c: out[c] for c in columns(name, params)}, info, reports, {name: pair.expert}, truncated)
+    info = {"model": pair.expert.name, "directions": directions, "multi_ref": params.multi_ref,
+            "references": params.references, "missing_reference": missing, "truncated_sources": int(truncated.sum()),
+            "signature": f"{name}|model:{pair.expert.name}|dirs:{','.join(directions)}|refs:{params.references}|"
+                         f"multi:{params.multi_ref}|norm:mean|eos:yes"}
+    return Result({c: out[c] for c in columns(name, directions)}, info, reports, {name: pair.expert}, truncated)
 
 
 def by_row(rows: np.ndarray, values: np.ndarray, n: int, agg: str) -> np.ndarray:
@@ -141,3 +152,30 @@ def by_row(rows: np.ndarray, values: np.ndarray, n: int, agg: str) -> np.ndarray
     out = np.full(n, np.nan)
     out[grouped.index.to_numpy()] = grouped.to_numpy()
     return out
+
+
+class Generative(Baseline):
+    """BARTScore / T5Score: an encoder-decoder model's mean log-likelihood in the chosen directions."""
+    Params = GenerativeParams
+
+    @classmethod
+    def check(cls, params: GenerativeParams) -> None:
+        check(cls.name, params)
+
+    @classmethod
+    def columns(cls, params: GenerativeParams) -> list[str]:
+        return columns(cls.name, params.directions)
+
+    @classmethod
+    def score(cls, params: GenerativeParams, texts: Texts, runtime: dict) -> Result:
+        return score(cls.name, params, texts, runtime)
+
+
+@BASELINES
+class BartScore(Generative):
+    name = "bartscore"
+
+
+@BASELINES
+class T5Score(Generative):
+    name = "t5score"

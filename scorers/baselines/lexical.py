@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from cscore.errors import ConfigError
 from cscore.scorers.baselines.common import (
+    BASELINES,
     REFERENCE_MODES,
+    Baseline,
     Choices,
     Result,
     Texts,
@@ -25,36 +29,54 @@ from cscore.scorers.baselines.common import (
     started,
 )
 from cscore.scorers.engine.tokenize import InputError
-from cscore.scorers.methods.params import Param
+from cscore.scorers.methods.params import Param, required
 
-NAMES = ("bleu", "chrf", "rouge")
 ROUGE_TYPE = re.compile(r"^rouge[1-9]$")
 REFS = Param(str, choices=REFERENCE_MODES)
 AGAINST = Param(str, choices=("reference", "source"))
-PARAMS = {
-    "bleu": {"tokenize": Param(str, nullable=True), "lowercase": Param(bool), "smooth_method":
-             Param(str, choices=("none", "floor", "add-k", "exp")), "smooth_value": Param(float, lo=0.0, nullable=True),
-             "max_ngram_order": Param(int, lo=1), "effective_order": Param(bool), "references": REFS,
-             "against": AGAINST},
-    "chrf": {"char_order": Param(int, lo=0), "word_order": Param(int, lo=0), "beta": Param(int, lo=0),
-             "lowercase": Param(bool), "whitespace": Param(bool), "eps_smoothing": Param(bool), "references": REFS,
-             "against": AGAINST},
-    "rouge": {"types": Choices(("rouge1", "rouge2", "rougeL", "rougeLsum"), ROUGE_TYPE),
-              "measure": Param(str, choices=("fmeasure", "precision", "recall")), "use_stemmer": Param(bool),
-              "split_summaries": Param(bool), "references": REFS, "multi": Param(str, choices=("best", "mean")),
-              "against": AGAINST},
-}
 
 
-def columns(name: str, params: dict) -> list[str]:
-    return list(params["types"]) if name == "rouge" else [name]
+@dataclass
+class BleuParams:
+    tokenize: str | None = required(Param(str, nullable=True))
+    lowercase: bool = required(Param(bool))
+    smooth_method: str = required(Param(str, choices=("none", "floor", "add-k", "exp")))
+    smooth_value: float | None = required(Param(float, lo=0.0, nullable=True))
+    max_ngram_order: int = required(Param(int, lo=1))
+    effective_order: bool = required(Param(bool))
+    references: str = required(REFS)
+    against: str = required(AGAINST)
 
 
-def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
-    if params["against"] == "source":
+@dataclass
+class ChrfParams:
+    char_order: int = required(Param(int, lo=0))
+    word_order: int = required(Param(int, lo=0))
+    beta: int = required(Param(int, lo=0))
+    lowercase: bool = required(Param(bool))
+    whitespace: bool = required(Param(bool))
+    eps_smoothing: bool = required(Param(bool))
+    references: str = required(REFS)
+    against: str = required(AGAINST)
+
+
+@dataclass
+class RougeParams:
+    types: list = required(Choices(("rouge1", "rouge2", "rougeL", "rougeLsum"), ROUGE_TYPE))
+    measure: str = required(Param(str, choices=("fmeasure", "precision", "recall")))
+    use_stemmer: bool = required(Param(bool))
+    split_summaries: bool = required(Param(bool))
+    references: str = required(REFS)
+    multi: str = required(Param(str, choices=("best", "mean")))
+    against: str = required(AGAINST)
+
+
+def score(name: str, params: Any, texts: Texts, runtime: dict) -> Result:
+    """Sentence BLEU / chrF (sacrebleu) or ROUGE (rouge-score) of every row with a reference."""
+    if params.against == "source":
         refs = [[src] if isinstance(src, str) and src.strip() else [] for src in texts.sources]
     else:
-        refs = pick_references(texts, params["references"])
+        refs = pick_references(texts, params.references)
     missing = require_references(name, refs)
     started(runtime)
     if name == "rouge":
@@ -62,29 +84,29 @@ def score(name: str, params: dict, texts: Texts, runtime: dict) -> Result:
     return _sacrebleu(name, params, texts, refs, missing)
 
 
-def _sacrebleu_metric(name: str, params: dict, lang: str | None):
+def _sacrebleu_metric(name: str, params: Any, lang: str | None):
     from sacrebleu.metrics import BLEU, CHRF
 
     try:
         if name == "bleu":
             return BLEU(
-                lowercase=params["lowercase"],
-                tokenize=params["tokenize"],
-                smooth_method=params["smooth_method"],
-                smooth_value=params["smooth_value"],
-                max_ngram_order=params["max_ngram_order"],
-                effective_order=params["effective_order"],
+                lowercase=params.lowercase,
+                tokenize=params.tokenize,
+                smooth_method=params.smooth_method,
+                smooth_value=params.smooth_value,
+                max_ngram_order=params.max_ngram_order,
+                effective_order=params.effective_order,
                 trg_lang=lang or "",
             )
-        return CHRF(char_order=params["char_order"], word_order=params["word_order"], beta=params["beta"],
-                    lowercase=params["lowercase"], whitespace=params["whitespace"],
-                    eps_smoothing=params["eps_smoothing"])
+        return CHRF(char_order=params.char_order, word_order=params.word_order, beta=params.beta,
+                    lowercase=params.lowercase, whitespace=params.whitespace,
+                    eps_smoothing=params.eps_smoothing)
     except Exception as err:  # an unknown tokenizer, a missing MeCab for ja / ko, ...
         raise ConfigError(f"baseline {name}: sacrebleu refused the settings"
                           f"{f' for target language {lang}' if lang else ''}: {str(err).splitlines()[0]}") from None
 
 
-def _sacrebleu(name: str, params: dict, texts: Texts, refs, missing) -> Result:
+def _sacrebleu(name: str, params: Any, texts: Texts, refs, missing) -> Result:
     values = np.full(len(texts), np.nan)
     signatures, counts = {}, {}
     langs = [lang if name == "bleu" else None for lang in texts.target_langs]  # BLEU's tokenizer follows the language
@@ -100,7 +122,7 @@ def _sacrebleu(name: str, params: dict, texts: Texts, refs, missing) -> Result:
             sig = [f"nrefs:{n[0] if len(n) == 1 else f'{n[0]}-{n[-1]}'}" if f.startswith("nrefs:") else f for f in sig]
             signatures[lang or "all"] = "|".join(sig)
             counts[lang or "all"] = len(rows)
-    if params["against"] == "source":
+    if params.against == "source":
         signatures = {k: f"{v}|against:source" for k, v in signatures.items()}
     info = {"signature": signatures if len(signatures) > 1 else next(iter(signatures.values())),
             "library": "sacrebleu", "missing_reference": missing, "rows_per_language": counts}
@@ -123,19 +145,19 @@ def import_rouge():
     return rouge_scorer, tokenizers
 
 
-def _rouge(params: dict, texts: Texts, refs, missing) -> Result:
+def _rouge(params: Any, texts: Texts, refs, missing) -> Result:
     from importlib.metadata import version
 
     rouge_scorer, tokenizers = import_rouge()
 
-    tokenizer = tokenizers.DefaultTokenizer(use_stemmer=params["use_stemmer"])
+    tokenizer = tokenizers.DefaultTokenizer(use_stemmer=params.use_stemmer)
     try:  # the default tokenizer given explicitly: left out, rouge-score logs through absl, which can
         # give the root logger a handler of its own (a console line twice, or a stale stream)
-        scorer = rouge_scorer.RougeScorer(list(params["types"]), use_stemmer=params["use_stemmer"],
-                                          split_summaries=params["split_summaries"], tokenizer=tokenizer)
+        scorer = rouge_scorer.RougeScorer(list(params.types), use_stemmer=params.use_stemmer,
+                                          split_summaries=params.split_summaries, tokenizer=tokenizer)
     except Exception as err:
         raise ConfigError(f"baseline rouge: rouge-score refused the settings: {str(err).splitlines()[0]}") from None
-    out = {t: np.full(len(texts), np.nan) for t in params["types"]}
+    out = {t: np.full(len(texts), np.nan) for t in params.types}
     untokenized = []  # rouge-score keeps only a-z and 0-9: a Chinese or Russian text has no tokens
     for i, hyp in enumerate(texts.hypotheses):
         if not refs[i]:
@@ -144,20 +166,54 @@ def _rouge(params: dict, texts: Texts, refs, missing) -> Result:
             untokenized.append(i)
             continue
         try:
-            if params["multi"] == "mean":
+            if params.multi == "mean":
                 each = [scorer.score(r, hyp) for r in refs[i]]
-                for t in params["types"]:
-                    out[t][i] = np.mean([getattr(e[t], params["measure"]) for e in each])
+                for t in params.types:
+                    out[t][i] = np.mean([getattr(e[t], params.measure) for e in each])
                 continue
             got = scorer.score_multi(refs[i], hyp)
         except LookupError as err:  # rougeLsum with split_summaries needs nltk's punkt data
             raise InputError(f"baseline rouge: {str(err).strip().splitlines()[0]}") from None
-        for t in params["types"]:
-            out[t][i] = getattr(got[t], params["measure"])
-    stem = "stem:yes" if params["use_stemmer"] else "stem:no"
-    multi = "best-f" if params["multi"] == "best" else "mean"
-    against = "|against:source" if params["against"] == "source" else ""
-    sig = f"rouge-score|types:{','.join(params['types'])}|measure:{params['measure']}|{stem}|" \
+        for t in params.types:
+            out[t][i] = getattr(got[t], params.measure)
+    stem = "stem:yes" if params.use_stemmer else "stem:no"
+    multi = "best-f" if params.multi == "best" else "mean"
+    against = "|against:source" if params.against == "source" else ""
+    sig = f"rouge-score|types:{','.join(params.types)}|measure:{params.measure}|{stem}|" \
           f"multi:{multi}{against}|version:{version('rouge-score')}"
     return Result(out, {"signature": sig, "library": "rouge-score", "missing_reference": missing,
                         "untokenized": untokenized})
+
+
+@BASELINES
+class Bleu(Baseline):
+    name = "bleu"
+    Params = BleuParams
+
+    @classmethod
+    def score(cls, params: BleuParams, texts: Texts, runtime: dict) -> Result:
+        return score(cls.name, params, texts, runtime)
+
+
+@BASELINES
+class Chrf(Baseline):
+    name = "chrf"
+    Params = ChrfParams
+
+    @classmethod
+    def score(cls, params: ChrfParams, texts: Texts, runtime: dict) -> Result:
+        return score(cls.name, params, texts, runtime)
+
+
+@BASELINES
+class Rouge(Baseline):
+    name = "rouge"
+    Params = RougeParams
+
+    @classmethod
+    def columns(cls, params: RougeParams) -> list[str]:
+        return list(params.types)
+
+    @classmethod
+    def score(cls, params: RougeParams, texts: Texts, runtime: dict) -> Result:
+        return score(cls.name, params, texts, runtime)

@@ -1,78 +1,54 @@
 """Scoring methods: pure functions of per-token statistics.
 
-Each method is one small module with ``NAME``, ``needs(**params)`` (which models it reads)
-and ``token_scores(stats, **params)`` (one value per hypothesis token). ``score`` adds the
-shared length handling (``norm``, ``skip_first``; a method may give one its own name in
-``AGGREGATION_ALIASES``, as cdm calls ``norm`` ``pooling``). A new method is one new file, one line in
-``METHODS``, its ``Params`` dataclass (the
-one place its defaults are written: Hydra's ConfigStore node ``schema/method/<name>`` that
-``conf/method/<name>.yaml`` builds on, and the Python API's defaults) and its preset YAML.
+Each method is one small module with a ``Method`` subclass registered by name (``@METHODS``,
+``base.py``) and its ``Params`` dataclass (a ``MethodParams``: the one place its defaults are
+written, Hydra's ConfigStore node ``schema/method/<name>`` that ``conf/method/<name>.yaml``
+builds on, and the Python API's defaults). ``params(name, given)`` builds and checks a method's
+settings once; the method reads them typed (``p.gamma``): ``token_scores(stats, p)`` (one value
+per hypothesis token) and ``score(stats, p)``, which adds the shared length handling (``norm``,
+``skip_first``; a method may give one its own name in ``aliases``, as cdm calls ``norm``
+``pooling``). A new method is its module here (imported with the package: no list to edit), its
+preset YAML and its tests.
 """
 
 from __future__ import annotations
 
-import inspect
+import importlib
+import pkgutil
+from collections.abc import Mapping
 
 import numpy as np
 
 from cscore.errors import ConfigError
-from cscore.scorers.methods import (
-    baseline,
-    cd_judge,
-    cd_judge_released,
-    cd_score,
-    cdm,
-    cdm_classifier,
-    cdm_gen,
-    contrast,
-    division,
-    ensemble,
-    single,
-)
-from cscore.scorers.methods.common import aggregate
-from cscore.scorers.methods.params import defaults_of, specs_of, suggest
+from cscore.registry import suggest
+from cscore.scorers.methods.base import AGGREGATION_KEYS, METHODS, Method, MethodParams
+from cscore.scorers.methods.params import defaults_of, specs_of
 
-METHODS = {
-    m.NAME: m
-    for m in (
-        single,
-        ensemble,
-        contrast,
-        division,
-        cd_score,
-        cd_judge,
-        cd_judge_released,
-        cdm,
-        cdm_classifier,
-        cdm_gen,
-        baseline,
-    )
-}
-AGGREGATION_KEYS = ("norm", "skip_first")
+__all__ = ["AGGREGATION_KEYS", "METHODS", "Method", "MethodParams", "get", "params", "score", "token_scores"]
+
+SHARED = ("base", "common", "params")  # the package's own modules; every other module is a method
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name not in SHARED:
+        importlib.import_module(f"{__name__}.{_module.name}")
+
 # methods a cross-family pair computes on aligned units (scorers/engine/align.py); single reads one model
 ALIGNED = ("single", "ensemble", "contrast", "division", "cd_score", "cdm")
-
-
-def get(name: str):
-    try:
-        return METHODS[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown method {name!r}{suggest(name, METHODS)}; known: {', '.join(sorted(METHODS))}"
-        ) from None
-
-
 NOT_PARAMS = ("name", "variant")  # the Params fields that name the method and its column
+
+
+def get(name: str) -> type[Method]:
+    """The method registered as ``name`` (a one-line ConfigError with a did-you-mean when none is)."""
+    return METHODS.get(name)
 
 
 def cross_family_refusal(name: str, method: dict | None = None) -> str | None:
     """Why a cross-family pair (different tokenizers) cannot run method ``name`` with the settings
     ``method`` (a run's method config; None: a score from token statistics), or None when it can:
     the methods on aligned units, and a run of cd_judge over the range's values (``decode=values``)."""
-    module = get(name)
-    if module.NAME in ALIGNED:
+    name = get(name).name
+    if name in ALIGNED:
         return None
-    if module.NAME == cd_judge.NAME and method is not None:
+    if name == "cd_judge" and method is not None:
         decode = method.get("decode") or defaults(name)["decode"]
         if decode == "values":
             return None
@@ -95,29 +71,26 @@ def defaults(name: str) -> dict:
     return {k: v for k, v in defaults_of(get(name).Params).items() if k not in NOT_PARAMS}
 
 
-def with_defaults(name: str, params: dict) -> dict:
+def with_defaults(name: str, params: Mapping) -> dict:
     return {**defaults(name), **params}
 
 
-def accepted_params(module) -> set[str]:
-    """A token method's keyword parameters; a method of another kind lists them in ``ACCEPTS``."""
-    if hasattr(module, "ACCEPTS"):
-        return set(module.ACCEPTS)
-    return set(inspect.signature(module.token_scores).parameters) - {"stats"}
+def accepted_params(method: type[Method]) -> set[str]:
+    """A method's settings besides its name, variant and the aggregation keys."""
+    keys = method.aggregation_keys()
+    return {k for k in defaults_of(method.Params) if k not in NOT_PARAMS and k not in keys}
 
 
-def aggregation_keys(module) -> dict[str, str]:
-    """{parameter: aggregation key}: ``norm`` and ``skip_first``, or the method's own name for one
-    (``AGGREGATION_ALIASES``: cdm calls ``norm`` ``pooling``; the original name is then not taken)."""
-    aliases = dict(getattr(module, "AGGREGATION_ALIASES", {}))
-    return {**{k: k for k in AGGREGATION_KEYS if k not in aliases.values()}, **aliases}
+def aggregation_keys(method: type[Method]) -> dict[str, str]:
+    """{parameter: aggregation key} of a method (``Method.aggregation_keys``)."""
+    return method.aggregation_keys()
 
 
-def split_params(name: str, params: dict) -> tuple[dict, dict]:
+def split_params(name: str, params: Mapping) -> tuple[dict, dict]:
     """Split params into (token-level params, aggregation params); reject unknown keys."""
-    module = get(name)
-    accepted = accepted_params(module)
-    agg_keys = aggregation_keys(module)
+    method = get(name)
+    accepted = accepted_params(method)
+    agg_keys = method.aggregation_keys()
     token, agg = {}, {}
     for key, value in params.items():
         if key in agg_keys:
@@ -129,7 +102,7 @@ def split_params(name: str, params: dict) -> tuple[dict, dict]:
     return token, agg
 
 
-def check_params(name: str, params: dict, prefix: str = "method") -> dict:
+def check_params(name: str, params: Mapping, prefix: str = "method") -> dict:
     """The params converted to their types; a ConfigError names the first bad key and what it may be."""
     accepted = set(defaults(name))
     for key in params:
@@ -141,32 +114,39 @@ def check_params(name: str, params: dict, prefix: str = "method") -> dict:
             for key, value in params.items()}
 
 
-def checked(name: str, params: dict) -> dict:
-    """``params`` with the defaults, checked against the method's ``Params`` (the one range check)."""
-    merged = with_defaults(name, params)
+def params(name: str, given: Mapping, prefix: str | None = None) -> MethodParams:
+    """Method ``name``'s settings as its typed ``Params``, checked once. ``prefix`` None: the Python
+    API's keywords (the defaults fill in what is not given; ``norm`` is ``aggregate``'s to check, as
+    cdm's comparison rows pool with min / max); "method": a run's composed ``method`` section,
+    every key checked and named ``method.<key>``. ``name`` and ``variant`` are taken as given."""
+    method = get(name)
+    given = dict(given)
+    label = {k: given.pop(k) for k in NOT_PARAMS if k in given}
+    if prefix is not None:
+        return method.Params(**label, **check_params(name, given, prefix))
+    merged = with_defaults(name, given)
     split_params(name, merged)  # an unknown key first, as ``has no parameter 'x'``
-    # norm is aggregate's to check: cdm's comparison rows pool with min / max, which a user's
-    # method.norm does not offer (the config check keeps sum | mean | sqrt)
-    check_params(name, {k: v for k, v in merged.items() if k != "norm"}, prefix=name)
-    return merged
+    checked = check_params(name, {k: v for k, v in merged.items() if k != "norm"}, prefix=name)
+    return method.Params(**label, **{**merged, **checked})
 
 
-def token_scores(name: str, stats: dict, **params) -> np.ndarray:
-    token, _ = split_params(name, checked(name, params))
-    return get(name).token_scores(stats, **token)
+def token_scores(name: str, stats: dict, **given) -> np.ndarray:
+    return get(name).token_scores(stats, params(name, given))
 
 
-def score(name: str, stats: dict, **params) -> np.ndarray:
-    """Per-item scores of method ``name`` on ``stats`` ({"expert": TokenStats, ...}); parameters
-    not given take the defaults of the method's ``Params`` dataclass (``with_defaults``), checked
-    here on each call (``checked``)."""
-    kind = getattr(get(name), "KIND", "token")
-    if kind != "token":  # a trained pooler needs labels; a judge reads other statistics
-        raise ConfigError(f"method {name!r} ({kind}) is not a function of the token statistics alone: "
+def token_method(name: str) -> type[Method]:
+    """Method ``name`` when it is a function of the token statistics alone, else a ConfigError."""
+    method = get(name)
+    if method.kind != "token":  # a trained pooler needs labels; a judge reads other statistics
+        raise ConfigError(f"method {name!r} ({method.kind}) is not a function of the token statistics alone: "
                           f"score it with `cscore run method={name}`" + (
                               "; or train one with cscore.scorers.cdm.pooler (cross_validate / train_pooler)"
-                              if kind == "pooler" else ""))
-    token, agg = split_params(name, checked(name, params))
-    values = get(name).token_scores(stats, **token)
-    offsets = next(iter(stats.values())).offsets
-    return aggregate(values, offsets, **agg)
+                              if method.kind == "pooler" else ""))
+    return method
+
+
+def score(name: str, stats: dict, **given) -> np.ndarray:
+    """Per-item scores of method ``name`` on ``stats`` ({"expert": TokenStats, ...}); parameters
+    not given take the defaults of the method's ``Params`` dataclass (a preset YAML may set others),
+    checked once (``params``) into the typed settings the method reads."""
+    return token_method(name).score(stats, params(name, given))

@@ -7,24 +7,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cscore.scorers.methods.base import METHODS, Method, MethodParams
 from cscore.scorers.methods.params import setting
-
-NAME = "baseline"
-KIND = "baseline"
-ACCEPTS = ()
 
 
 @dataclass
-class Params:
+class BaselineParams(MethodParams):
     """The settings of each baseline are in the ``baseline`` group (conf/baseline/)."""
     name: str = setting("baseline", doc="the method")
     variant: str = setting("baseline", doc="the score column and label")
 
 
-def needs(**_) -> tuple[str, ...]:
-    return ()
+@METHODS
+class Baseline(Method):
+    name = "baseline"
+    kind = "baseline"
+    Params = BaselineParams
 
+    @classmethod
+    def needs(cls, p) -> tuple[str, ...]:
+        return ()
 
-def plan_variants(label: str, cfg: dict, rows) -> list:
-    """No comparison rows: the kind's plan step names the columns from the ``baseline`` group."""
-    return []
+    @classmethod
+    def plan_variants(cls, label: str, params: dict, rows) -> list:
+        """No comparison rows: the kind's plan step names the columns from the ``baseline`` group."""
+        return []

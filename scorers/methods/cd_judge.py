@@ -32,11 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from cscore.errors import ConfigError
+from cscore.scorers.methods.base import METHODS, Method, MethodParams
 from cscore.scorers.methods.params import POSITIVE, Param, setting
 
-NAME = "cd_judge"
-KIND = "judge"
-ACCEPTS = ("lam", "t", "score_range", "aspect", "alpha", "decode", "max_new_tokens", "parse", "full_output")
 DECODES = ("greedy", "first_token", "values")
 ROWS = {"expert": "main", "amateur": "asst"}  # comparison rows: who writes the score
 
@@ -66,7 +64,7 @@ ASPECT_DOC = ("the aspect the judge rates; default: the data config's judge_aspe
 
 
 @dataclass
-class Params:
+class CdJudgeParams(MethodParams):
     """CD-judge (Eq. 1): the judge writes argmax_v [log p_main(v) - lam * log p_asst,t(v)];
     main = pair.expert, assistant = pair.amateur; lam=0: the main model alone (greedy)."""
     name: str = setting("cd_judge", doc="the method")
@@ -87,10 +85,6 @@ class Params:
     full_output: bool = setting(False, Param(bool), "greedy: true decodes every path to EOS or max_new_tokens "
                                 "(output.<row> holds the judge's whole text); false stops once the parse is "
                                 "settled (the same score, far fewer steps)")
-
-
-def needs(**_) -> tuple[str, ...]:
-    return ("expert", "amateur")
 
 
 def contrast_c(lam: float, t: float) -> float:
@@ -124,8 +118,19 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alp
             "expected": stats.expected(who, c)}
 
 
-def plan_variants(label: str, params: dict, rows) -> list:
+def judge_rows(name: str, label: str, params: dict, rows) -> list:
     """The method's variant and the main-alone / assistant-alone rows (same prompts, same pass),
     as (name, method, params) of ``variants.Variant``."""
-    out = [(row, NAME, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
-    return out + [(label, NAME, {**params, "who": "contrast"})]
+    out = [(row, name, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
+    return out + [(label, name, {**params, "who": "contrast"})]
+
+
+@METHODS
+class CdJudge(Method):
+    name = "cd_judge"
+    kind = "judge"
+    Params = CdJudgeParams
+
+    @classmethod
+    def plan_variants(cls, label: str, params: dict, rows) -> list:
+        return judge_rows(cls.name, label, params, rows)

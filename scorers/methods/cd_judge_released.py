@@ -14,18 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cscore.scorers.methods.cd_judge import ASPECT_DOC, PARSE_DOC, PARSE_RULES, RangeParam
+from cscore.scorers.methods.base import METHODS, Method, MethodParams
+from cscore.scorers.methods.cd_judge import ASPECT_DOC, PARSE_DOC, PARSE_RULES, RangeParam, judge_rows
 from cscore.scorers.methods.params import POSITIVE, Param, setting
-
-NAME = "cd_judge_released"
-KIND = "judge_released"
-ACCEPTS = ("lam", "t", "score_range", "aspect", "alpha", "min_keep", "max_new_tokens", "max_prompt_tokens",
-           "batch_size", "repetition_penalty", "parse")
-ROWS = {"expert": "main", "amateur": "asst"}
 
 
 @dataclass
-class Params:
+class CdJudgeReleasedParams(MethodParams):
     """CD-judge as the released code computes it."""
     name: str = setting("cd_judge_released", doc="the method")
     variant: str = setting("cd_judge_released", doc="the score column and label: score.<variant>")
@@ -43,10 +38,12 @@ class Params:
     parse: str = setting("released", Param(str, choices=PARSE_RULES), PARSE_DOC)
 
 
-def needs(**_) -> tuple[str, ...]:
-    return ("expert", "amateur")
+@METHODS
+class CdJudgeReleased(Method):
+    name = "cd_judge_released"
+    kind = "judge_released"
+    Params = CdJudgeReleasedParams
 
-
-def plan_variants(label: str, params: dict, rows) -> list:
-    out = [(row, NAME, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
-    return out + [(label, NAME, {**params, "who": "contrast"})]
+    @classmethod
+    def plan_variants(cls, label: str, params: dict, rows) -> list:
+        return judge_rows(cls.name, label, params, rows)

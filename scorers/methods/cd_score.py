@@ -9,14 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cscore.scorers.methods.base import METHODS, Method, MethodParams
 from cscore.scorers.methods.common import logp
 from cscore.scorers.methods.params import Param, common, setting
 
-NAME = "cd_score"
-
 
 @dataclass
-class Params:
+class CdScoreParams(MethodParams):
     name: str = setting("cd_score", doc="the method")
     variant: str = setting("cd_score", doc="the score column and label: score.<variant>")
     alpha: float = setting(0.1, Param(float, lo=0.0, hi=1.0, lo_open=True),
@@ -30,21 +29,22 @@ class Params:
     skip_first: bool = common("skip_first", False)
 
 
-def needs(**_) -> tuple[str, ...]:
-    return ("expert", "amateur")
+@METHODS
+class CdScore(Method):
+    name = "cd_score"
+    Params = CdScoreParams
 
+    @classmethod
+    def token_scores(cls, stats, p: CdScoreParams) -> np.ndarray:
+        le = logp(stats["expert"], p.t_exp, p.clamp)
+        in_head = stats["expert"].lp(p.t_exp) >= np.log(p.alpha) + stats["expert"].lp_max(p.t_exp)
+        ratio = le - logp(stats["amateur"], p.t_ama, p.clamp)
+        return np.where(in_head, ratio, float(p.outside))
 
-def token_scores(stats, *, alpha: float, t_exp: float, t_ama: float, outside: float,
-                 clamp: float | None) -> np.ndarray:
-    le = logp(stats["expert"], t_exp, clamp)
-    in_head = stats["expert"].lp(t_exp) >= np.log(alpha) + stats["expert"].lp_max(t_exp)
-    ratio = le - logp(stats["amateur"], t_ama, clamp)
-    return np.where(in_head, ratio, float(outside))
-
-
-def nonfinite_hint(params: dict) -> str:
-    """Why this method's own scores may be non-finite by design, and what to set instead."""
-    if float(params.get("outside", 0.0)) == float("-inf"):
-        return ("; method.outside=-inf (the paper's CD-score) makes a hypothesis -inf as soon as one of its tokens "
-                "falls outside the expert's plausibility head: a finite method.outside (e.g. -50) penalises instead")
-    return ""
+    @classmethod
+    def nonfinite_hint(cls, p: CdScoreParams) -> str:
+        if float(p.outside) == float("-inf"):
+            return ("; method.outside=-inf (the paper's CD-score) makes a hypothesis -inf as soon as one of its "
+                    "tokens falls outside the expert's plausibility head: a finite method.outside (e.g. -50) "
+                    "penalises instead")
+        return ""

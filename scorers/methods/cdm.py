@@ -7,7 +7,7 @@ pooled over the hypothesis. ``pooling``: ``sum`` (the definition, m(s) = log p_e
 T_e = T_a = 1.
 
 ``pooling`` is this method's name for the shared aggregation key ``norm``
-(``AGGREGATION_ALIASES``): the comparison rows (expert, amateur, ensemble) are pooled the same way,
+(``Cdm.aliases``): the comparison rows (expert, amateur, ensemble) are pooled the same way,
 and a sweep over it reads the cached statistics. The Classifier-Pooled variant, a linear model
 trained on the momentum sequence, is ``cdm_classifier``."""
 
@@ -15,16 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cscore.scorers.methods.base import METHODS, Method, MethodParams
 from cscore.scorers.methods.common import logp
 from cscore.scorers.methods.params import Param, common, setting
 
-NAME = "cdm"
 POOLING = ("sum", "mean", "min", "max")  # a subset of common.NORMS + common.POOLINGS
-AGGREGATION_ALIASES = {"pooling": "norm"}
 
 
 @dataclass
-class Params:
+class CdmParams(MethodParams):
     """Discriminative CDM (Sec. 3.4.2): m_t = log p_e(x_t|s_<t) - log p_a(x_t|s_<t), pooled."""
     name: str = setting("cdm", doc="the method")
     variant: str = setting("cdm", doc="the score column and label: score.<variant>")
@@ -36,14 +35,17 @@ class Params:
     skip_first: bool = common("skip_first", False)
 
 
-def needs(**_) -> tuple[str, ...]:
-    return ("expert", "amateur")
-
-
 def momentum(stats, t: float = 1.0, clamp: float | None = None) -> np.ndarray:
     """m_t per scored token (flat, as the statistics store the tokens)."""
     return logp(stats["expert"], t, clamp) - logp(stats["amateur"], t, clamp)
 
 
-def token_scores(stats, *, t: float, clamp: float | None) -> np.ndarray:
-    return momentum(stats, t, clamp)
+@METHODS
+class Cdm(Method):
+    name = "cdm"
+    Params = CdmParams
+    aliases = {"pooling": "norm"}
+
+    @classmethod
+    def token_scores(cls, stats, p: CdmParams) -> np.ndarray:
+        return momentum(stats, p.t, p.clamp)

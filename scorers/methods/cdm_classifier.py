@@ -10,16 +10,12 @@ are the momentum (the pooler's input); the comparison rows are computed as for a
 from dataclasses import dataclass
 
 from cscore.scorers.methods import cdm
+from cscore.scorers.methods.base import METHODS, Method, MethodParams
 from cscore.scorers.methods.params import Param, common, setting
-
-NAME = "cdm_classifier"
-KIND = "pooler"
-MOMENTUM = ("t", "clamp")  # what the per-token momentum reads; the other keys configure the pooler
-ACCEPTS = (*MOMENTUM, "skip_first", "folds", "seed", "objective", "l2", "threshold", "aspect")
 
 
 @dataclass
-class Params:
+class CdmClassifierParams(MethodParams):
     name: str = setting("cdm_classifier", doc="the method")
     variant: str = setting("cdm_classifier", doc="the score column and label: score.<variant>")
     t: float = common("t", 1.0, "temperature of both models")
@@ -37,9 +33,14 @@ class Params:
     folds: int = setting(5, Param(int, lo=2), "k of the k-fold cross-validation over `group` (document / dialogue)")
     seed: int = setting(0, Param(int), "shuffles the groups into folds")
 
-needs = cdm.needs
 
+@METHODS
+class CdmClassifier(Method):
+    name = "cdm_classifier"
+    kind = "pooler"
+    Params = CdmClassifierParams
 
-def token_scores(stats, *, t: float, clamp: float | None, **pooler):
-    """m_t per scored token; the pooler's keys (folds, seed, ...) are not used here."""
-    return cdm.momentum(stats, t, clamp)
+    @classmethod
+    def token_scores(cls, stats, p: CdmClassifierParams):
+        """m_t per scored token (t, clamp); the pooler's settings (folds, seed, ...) are not used here."""
+        return cdm.momentum(stats, p.t, p.clamp)

@@ -18,13 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cscore.errors import ConfigError
+from cscore.scorers.methods.base import METHODS, Method, MethodParams
 from cscore.scorers.methods.params import Param, setting
 
-NAME = "cdm_gen"
-KIND = "discriminator"
 META_FILE = "cscore_discriminator.json"  # in every directory `cscore cdm train` writes
 OUTPUTS = ("probability", "log_odds")
-ACCEPTS = ("discriminator", "output", "batch_size")
 
 
 class DiscriminatorDir:
@@ -63,10 +61,8 @@ def read_meta(path) -> dict:
     return meta
 
 
-
-
 @dataclass
-class Params:
+class CdmGenParams(MethodParams):
     name: str = setting("cdm_gen", doc="the method")
     variant: str = setting("cdm_gen", doc="the score column and label: score.<variant>")
     discriminator: str | None = setting("${oc.select:model,null}", DiscriminatorDir(),
@@ -76,6 +72,10 @@ class Params:
     batch_size: int = setting(16, Param(int, lo=1), "items per batch when a transformers classifier scores them")
 
 
-def needs(**_) -> tuple[str, ...]:
-    """The pair's statistics: the comparison rows, and a pooler discriminator's momentum."""
-    return ("expert", "amateur")
+
+@METHODS
+class CdmGen(Method):
+    """Needs the pair's statistics: the comparison rows, and a pooler discriminator's momentum."""
+    name = "cdm_gen"
+    kind = "discriminator"
+    Params = CdmGenParams

@@ -11,14 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cscore.scorers.methods.base import METHODS, Method, MethodParams
 from cscore.scorers.methods.common import floor_log, logp
 from cscore.scorers.methods.params import common, setting
 
-NAME = "contrast"
-
 
 @dataclass
-class Params:
+class ContrastParams(MethodParams):
     """ContrastScore (Eq. 5): sum_t log|p_exp^t - gamma * p_ama^t|, the paper's settings."""
     name: str = setting("contrast", doc="the method")
     variant: str = setting("contrast", doc="the score column and label: score.<variant>")
@@ -31,10 +30,6 @@ class Params:
     skip_first: bool = common("skip_first", False, "leave out the first hypothesis token (false: score it too, Eq. 1)")
 
 
-def needs(**_) -> tuple[str, ...]:
-    return ("expert", "amateur")
-
-
 def log_abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """log|e^a - e^b|, stable for very small probabilities."""
     hi = np.maximum(a, b)
@@ -45,10 +40,15 @@ def log_abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(both_zero, -np.inf, out)
 
 
-def token_scores(stats, *, gamma: float, t_exp: float, t_ama: float, clamp: float | None,
-                 floor: float | None) -> np.ndarray:
-    a = logp(stats["expert"], t_exp, clamp)
-    la = logp(stats["amateur"], t_ama, clamp)
-    with np.errstate(divide="ignore"):
-        b = np.log(gamma) + la
-    return floor_log(log_abs_diff(a, b), floor)
+@METHODS
+class Contrast(Method):
+    name = "contrast"
+    Params = ContrastParams
+
+    @classmethod
+    def token_scores(cls, stats, p: ContrastParams) -> np.ndarray:
+        a = logp(stats["expert"], p.t_exp, p.clamp)
+        la = logp(stats["amateur"], p.t_ama, p.clamp)
+        with np.errstate(divide="ignore"):
+            b = np.log(p.gamma) + la
+        return floor_log(log_abs_diff(a, b), p.floor)

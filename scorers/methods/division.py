@@ -5,14 +5,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cscore.scorers.methods.base import METHODS, Method, MethodParams
 from cscore.scorers.methods.common import logp
 from cscore.scorers.methods.params import common, setting
 
-NAME = "division"
-
 
 @dataclass
-class Params:
+class DivisionParams(MethodParams):
     name: str = setting("division", doc="the method")
     variant: str = setting("division", doc="the score column and label: score.<variant>")
     t_exp: float = common("t_exp", 0.5)
@@ -22,9 +21,11 @@ class Params:
     skip_first: bool = common("skip_first", False)
 
 
-def needs(**_) -> tuple[str, ...]:
-    return ("expert", "amateur")
+@METHODS
+class Division(Method):
+    name = "division"
+    Params = DivisionParams
 
-
-def token_scores(stats, *, t_exp: float, t_ama: float, clamp: float | None) -> np.ndarray:
-    return logp(stats["expert"], t_exp, clamp) - logp(stats["amateur"], t_ama, clamp)
+    @classmethod
+    def token_scores(cls, stats, p: DivisionParams) -> np.ndarray:
+        return logp(stats["expert"], p.t_exp, p.clamp) - logp(stats["amateur"], p.t_ama, p.clamp)

@@ -5,14 +5,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cscore.scorers.methods.base import METHODS, Method, MethodParams
 from cscore.scorers.methods.common import floor_log, logp
 from cscore.scorers.methods.params import common, setting
 
-NAME = "ensemble"
-
 
 @dataclass
-class Params:
+class EnsembleParams(MethodParams):
     name: str = setting("ensemble", doc="the method")
     variant: str = setting("ensemble", doc="the score column and label: score.<variant>")
     gamma: float = common("gamma", 0.5)
@@ -24,14 +23,15 @@ class Params:
     skip_first: bool = common("skip_first", False)
 
 
-def needs(**_) -> tuple[str, ...]:
-    return ("expert", "amateur")
+@METHODS
+class Ensemble(Method):
+    name = "ensemble"
+    Params = EnsembleParams
 
-
-def token_scores(stats, *, gamma: float, t_exp: float, t_ama: float, clamp: float | None,
-                 floor: float | None) -> np.ndarray:
-    le = logp(stats["expert"], t_exp, clamp)
-    la = logp(stats["amateur"], t_ama, clamp)
-    with np.errstate(divide="ignore"):
-        mixed = np.logaddexp(np.log(gamma) + le, np.log1p(-gamma) + la)
-    return floor_log(mixed, floor)
+    @classmethod
+    def token_scores(cls, stats, p: EnsembleParams) -> np.ndarray:
+        le = logp(stats["expert"], p.t_exp, p.clamp)
+        la = logp(stats["amateur"], p.t_ama, p.clamp)
+        with np.errstate(divide="ignore"):
+            mixed = np.logaddexp(np.log(p.gamma) + le, np.log1p(-p.gamma) + la)
+        return floor_log(mixed, p.floor)

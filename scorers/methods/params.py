@@ -9,11 +9,11 @@ API's defaults)."""
 from __future__ import annotations
 
 import copy
-import difflib
 import math
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 
 from cscore.errors import ConfigError
+from cscore.registry import suggest
 
 
 @dataclass(frozen=True)
@@ -94,12 +94,6 @@ COMMON = {
 }
 
 
-def suggest(word: str, options, prefix: str = "") -> str:
-    """' (did you mean <prefix>X?)' when a close option X exists, else ''."""
-    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
-    return f" (did you mean {prefix}{close[0]}?)" if close else ""
-
-
 DOCS = {
     "t": "temperature of the model(s)", "t_exp": "expert temperature", "t_ama": "amateur temperature",
     "gamma": "amateur scaling", "clamp": "clip log-probs to [clamp, 0] before combining; null: no clipping",
@@ -116,6 +110,11 @@ def setting(default, spec=None, doc: str = ""):
     if isinstance(default, (list, dict)) or is_dataclass(default):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def required(spec, doc: str = ""):
+    """A schema field without a default (a baseline's settings: its conf/baseline/<name>.yaml gives them)."""
+    return field(metadata={"spec": spec, "doc": doc})
 
 
 def common(key: str, default, doc: str = ""):

@@ -6,14 +6,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from cscore.errors import ConfigError
+from cscore.scorers.methods.base import METHODS, Method, MethodParams
 from cscore.scorers.methods.common import logp
 from cscore.scorers.methods.params import common, setting
 
-NAME = "single"
-
 
 @dataclass
-class Params:
+class SingleParams(MethodParams):
     name: str = setting("single", doc="the method")
     variant: str = setting("${.model}", doc="the score column and label: score.<variant> (default: the model)")
     model: str = common("model", "expert")
@@ -23,11 +22,17 @@ class Params:
     skip_first: bool = common("skip_first", False)
 
 
-def needs(model: str = "expert", **_) -> tuple[str, ...]:
-    return (model,)
+@METHODS
+class Single(Method):
+    name = "single"
+    Params = SingleParams
 
+    @classmethod
+    def needs(cls, p: SingleParams) -> tuple[str, ...]:
+        return (p.model,)
 
-def token_scores(stats, *, model: str, t: float, clamp: float | None) -> np.ndarray:
-    if model not in stats:
-        raise ConfigError(f"single: model {model!r} has no statistics (have {sorted(stats)})")
-    return logp(stats[model], t, clamp)
+    @classmethod
+    def token_scores(cls, stats, p: SingleParams) -> np.ndarray:
+        if p.model not in stats:
+            raise ConfigError(f"single: model {p.model!r} has no statistics (have {sorted(stats)})")
+        return logp(stats[p.model], p.t, p.clamp)

@@ -1,5 +1,5 @@
 """Method kinds as plugins (``base.MethodKind``, ``base.REGISTRY``): one module per kind, each
-registering itself; a method module names its kind with ``KIND`` (default "token").
+registering itself; a method class names its kind with ``kind`` (default "token").
 
 A new kind is one module here (a ``MethodKind`` subclass under ``@REGISTRY.register``), its name
 in ``registry``'s import, its method files, configs and tests."""
@@ -19,7 +19,7 @@ def registry():
 def kind_name(method: str) -> str:
     from cscore.scorers import methods
 
-    return getattr(methods.get(method), "KIND", "token")
+    return methods.get(method).kind
 
 
 def of_method(method: str) -> MethodKind:

@@ -2,7 +2,7 @@
 (``Loaded``, ``Plan``, ``Scored``) and the ``Registry`` kinds join by decorator.
 
 A kind owns the plan and score steps of its methods (a method module names its kind with
-``KIND``; "token" when it does not), the signature fields and title that differ from a token
+``kind``; "token" when it does not), the signature fields and title that differ from a token
 method's, its own summary lines (data: the CLI prints them) and its section of metrics.json. The
 shared stages (load, evaluate, write) ask the kind and never a method's name. Every step reads
 the run's typed config (``cscore.scorers.config.run.RunConfig``), never a DictConfig."""
@@ -18,6 +18,8 @@ import pandas as pd
 from cscore import rundir
 from cscore.errors import KindError
 from cscore.progress import Progress
+from cscore.registry import Registry as GenericRegistry
+from cscore.registry import suggest
 from cscore.scorers.config.run import RunConfig
 
 
@@ -107,34 +109,35 @@ class MethodKind(ABC):
 K = TypeVar("K", bound=MethodKind)
 
 
-class Registry:
-    """Kinds by name: ``@REGISTRY.register`` on a MethodKind subclass; a name registered twice, or a
-    class that is no MethodKind, is refused with one line."""
+class Registry(GenericRegistry[MethodKind]):
+    """Kinds by name (``cscore.registry.Registry``): ``@REGISTRY.register`` on a MethodKind subclass
+    with its ``name``; a name registered twice, a class that is no MethodKind or leaves a step
+    undefined is refused with one line. ``get`` gives the kind's one instance."""
+
+    refusal = KindError
 
     def __init__(self, base: type[MethodKind] = MethodKind):
-        self.base = base
-        self.entries: dict[str, MethodKind] = {}
+        super().__init__("kind", base, error=KindError)
+        self.instances: dict[str, MethodKind] = {}
 
-    def register(self, cls: type[K]) -> type[K]:
-        if not (isinstance(cls, type) and issubclass(cls, self.base)):
-            raise KindError(f"{cls!r} is not a {self.base.__name__} subclass: it cannot be registered as a kind")
-        if not cls.name:
-            raise KindError(f"{cls.__name__} has no kind name (set its `name`)")
+    def register(self, cls: type[K]) -> type[K]:  # type: ignore[override]  # the name is the class's own
+        return self(cls)
+
+    def check(self, name: str, cls: type[MethodKind]) -> None:
         if cls.__abstractmethods__:
-            raise KindError(f"kind {cls.name!r} ({cls.__name__}) does not define "
-                            f"{', '.join(sorted(cls.__abstractmethods__))}")
-        if cls.name in self.entries:
-            have = type(self.entries[cls.name])
-            raise KindError(f"kind {cls.name!r} is registered twice: {have.__module__}.{have.__name__} and "
-                            f"{cls.__module__}.{cls.__name__}")
-        self.entries[cls.name] = cls()
-        return cls
+            missing = ", ".join(sorted(cls.__abstractmethods__))
+            raise KindError(f"kind {name!r} ({cls.__name__}) does not define {missing}")
 
-    def get(self, name: str) -> MethodKind:
-        try:
-            return self.entries[name]
-        except KeyError:
-            raise KindError(f"no method kind {name!r}; registered: {', '.join(sorted(self.entries))}") from None
+    def add(self, name: str, cls: type[MethodKind]) -> None:
+        super().add(name, cls)
+        self.instances[name] = cls()
+
+    def unknown(self, name: str) -> str:
+        return f"no method kind {name!r}{suggest(name, self.entries)}; registered: {', '.join(sorted(self.entries))}"
+
+    def get(self, name: str) -> MethodKind:  # type: ignore[override]  # the kind's instance
+        super().get(name)  # an unknown name: the one-line KindError
+        return self.instances[name]
 
 
 REGISTRY = Registry()

@@ -95,7 +95,8 @@ def score_all(picked: dict, table: pd.DataFrame, texts, runtime: dict):
             truncated |= result.truncated
         reports.update(result.reports)
         models.update(result.models)
-        record[name] = {"columns": list(result.columns), "params": params, **result.info, "seconds": round(seconds, 3)}
+        record[name] = {"columns": list(result.columns), "params": baselines.as_dict(params), **result.info,
+                        "seconds": round(seconds, 3)}
         log.info("baseline %s: %s in %.1fs%s", name, ", ".join(f"score.{c}" for c in result.columns), seconds,
                  f" ({result.info['signature']})" if isinstance(result.info.get("signature"), str) else "")
     table["truncated"] = truncated
@@ -114,7 +115,7 @@ class Baseline(MethodKind):
         from cscore.cli.pipeline.variants import Variant
         from cscore.scorers import baselines
 
-        variants = [Variant(col, "baseline", run.method, {"baseline": name, "metric": col, **params})
+        variants = [Variant(col, "baseline", run.method, {"baseline": name, "metric": col, **baselines.as_dict(params)})
                     for name, params in chosen(run).items() for col in baselines.columns(name, params)]
         return Plan(variants, [], [])
 

@@ -132,15 +132,14 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory) -> t
 def score_rows(run: RunConfig, stats, plan, decoded: dict, table) -> tuple[dict, dict]:
     """Each row's score, expected score, parse status and text into ``table``; (invalid-output
     counts, parse changes) per row."""
-    from cscore.scorers import methods
+    from cscore.scorers.methods.cd_judge import judge
 
     p: Any = run.method  # cd_judge's Params
     lo, hi = p.score_range
     invalid, changes = {}, {}
-    module = methods.get(run.method.name)
     for v in plan.variants:
-        got = module.judge(stats, who=v.who, lam=p.lam, t=p.t, alpha=p.alpha, score_range=[lo, hi],
-                           texts=decoded.get(v.name), parse=p.parse)
+        got = judge(stats, who=v.who, lam=p.lam, t=p.t, alpha=p.alpha, score_range=[lo, hi],
+                    texts=decoded.get(v.name), parse=p.parse)
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
         table[f"{rundir.PARSE}{v.name}"] = got["status"]

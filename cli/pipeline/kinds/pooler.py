@@ -42,8 +42,7 @@ class Pooler(TokenKind):
                                folds=p.folds, seed=p.seed, objective=p.objective, l2=p.l2, threshold=p.threshold)
         scored = super().score(run, loaded, plan, progress, state)  # the comparison rows; the pooler's column below
         stats = scored.stats.stats
-        module = methods.get(main.method)
-        momentum = module.token_scores(stats, **{k: getattr(p, k) for k in module.MOMENTUM})
+        momentum = methods.get(main.method).token_scores(stats, p)
         offsets = next(iter(stats.values())).offsets
         sequences = per_item(momentum, offsets, bool(p.skip_first))
         table = scored.table

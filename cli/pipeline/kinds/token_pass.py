@@ -63,9 +63,9 @@ class TokenKind(MethodKind):
             table[f"{rundir.MEAN_LOGP}{model}"] = stats.score("single", model=model, t=1.0, norm="mean",
                                                               skip_first=skip_first, clamp=None)
         for v in plan.variants:
-            if getattr(methods.get(v.method), "KIND", "token") != "token":
+            if methods.get(v.method).kind != "token":
                 continue  # its kind's score step adds that column after this one (a trained pooler)
-            table[f"{rundir.SCORE}{v.name}"] = stats.score(v.method, **v.settings())
+            table[f"{rundir.SCORE}{v.name}"] = stats.score_params(v.params)
         return Scored(table, stats, pair.models, inputs.n_truncated, {"units": "aligned"} if stats.aligned else {})
 
     @staticmethod

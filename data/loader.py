@@ -1,0 +1,33 @@
+"""What every dataset loader is: a ``Loader`` subclass registered by name in ``LOADERS``
+(``@LOADERS`` on the class, in the loader's own module), saying the task of the rows it writes and
+the options it takes as class attributes, with ``load(path=None, **options) -> (validated example
+table, LoadReport)`` that rejects an option it does not know (``options.check_options``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from cscore.data.schema import DataError
+from cscore.registry import Registry, suggest
+
+
+class Loader:
+    """One dataset. ``task``: the task of every row it writes, which picks the prompt template
+    before any data is read (None: the user's table says, ``data.task``); ``options``: what
+    ``check_config`` checks before any file is read."""
+
+    name: ClassVar[str] = ""
+    task: ClassVar[str | None] = None
+    options: ClassVar[tuple[str, ...]] = ()
+    load: ClassVar[Callable[..., Any]]
+
+
+class Loaders(Registry[Loader]):
+    """The dataset loaders by name; an unknown name is a DataError spelled as the command line does."""
+
+    def unknown(self, name: str) -> str:
+        return f"unknown dataset data={name}{suggest(name, self.entries, 'data=')}; known: {', '.join(self.names())}"
+
+
+LOADERS = Loaders("dataset", Loader, error=DataError)

@@ -1,0 +1,81 @@
+"""What every method is: its settings (``MethodParams``, the one base of each method's ``Params``)
+and its computation (``Method``, one class per method module, registered by name in ``METHODS``
+with ``@METHODS``). Per-method facts are class attributes (``name``, ``kind``, ``Params``,
+``aliases``); a method reads its typed settings (``p.gamma``), never a dict."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from cscore.registry import Registry
+from cscore.scorers.methods.common import aggregate
+from cscore.scorers.methods.params import setting
+
+AGGREGATION_KEYS = ("norm", "skip_first")  # the shared length handling (``common.aggregate``)
+
+
+@dataclass
+class MethodParams:
+    """The one base of every method's settings: its name and its score column (each method's
+    ``Params`` gives them its own defaults; they stay its first two settings)."""
+    name: str = setting("", doc="the method")
+    variant: str = setting("", doc="the score column and label: score.<variant>")
+    # the shared length handling: a method without these settings (a judge, a baseline) reads these;
+    # a token method has them as settings (cdm's norm is its ``pooling``: ``Method.aliases``)
+    norm = "sum"
+    skip_first = False
+
+
+class Method:
+    """One method. ``kind``: token (a function of the token statistics: ``token_scores``) or the
+    kind that scores it (scorers/kinds); ``aliases``: {its own setting: the shared aggregation key}
+    (cdm calls ``norm`` ``pooling``; the shared name is then not taken)."""
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = "token"
+    Params: ClassVar[type[MethodParams]] = MethodParams
+    aliases: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def needs(cls, p: Any) -> tuple[str, ...]:
+        """The models whose statistics it reads."""
+        return ("expert", "amateur")
+
+    @classmethod
+    def token_scores(cls, stats: dict, p: Any) -> np.ndarray:
+        """One value per scored hypothesis token (a token method's own computation)."""
+        raise NotImplementedError(f"method {cls.name!r} ({cls.kind}) has no token scores")
+
+    @classmethod
+    def aggregation_keys(cls) -> dict[str, str]:
+        """{setting: aggregation key}: ``norm`` and ``skip_first``, or the method's own name for one."""
+        return {**{k: k for k in AGGREGATION_KEYS if k not in cls.aliases.values()}, **cls.aliases}
+
+    @classmethod
+    def aggregation(cls, p: Any) -> dict:
+        """The aggregation keys with this run's values (``common.aggregate``'s keywords)."""
+        return {key: getattr(p, own) for own, key in cls.aggregation_keys().items()}
+
+    @classmethod
+    def score(cls, stats: dict, p: Any) -> np.ndarray:
+        """Per-item scores: the token scores with the shared length handling."""
+        offsets = next(iter(stats.values())).offsets
+        return aggregate(cls.token_scores(stats, p), offsets, **cls.aggregation(p))
+
+    @classmethod
+    def plan_variants(cls, label: str, params: dict, rows) -> list | None:
+        """A method of another kind names its own rows as (name, method, params) of
+        ``variants.Variant``; None: the comparison rows of a token method."""
+        return None
+
+    @classmethod
+    def nonfinite_hint(cls, p: Any) -> str:
+        """Why this method's own scores may be non-finite by design, and what to set instead."""
+        return ""
+
+
+METHODS: Registry[Method] = Registry("method", Method)
