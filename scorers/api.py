@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from cscore.errors import ConfigError, ShardsPending
+from cscore.errors import ConfigError
 from cscore.scorers import methods
 from cscore.scorers.engine import engine, seq2seq
 from cscore.scorers.engine.pass_options import PassOptions
@@ -35,7 +35,7 @@ from cscore.scorers.models.models import (
     same_vocabulary,
 )
 from cscore.scorers.store.cache import StatsCache, ids_digest
-from cscore.scorers.store.shards import missing_text, run_pass
+from cscore.scorers.store.shards import ShardedPass, pending_error, run_pass
 
 log = logging.getLogger(__name__)
 
@@ -287,10 +287,7 @@ class ModelPair:
             if prompts is None or hypotheses is None:
                 raise ValueError("give prompts and hypotheses, or inputs")
             inputs = self.encode(prompts, hypotheses, max_length=opts.max_length, source_spans=source_spans)
-        if self.aligned and inputs.amateur_items is None and "amateur" in (models or ["amateur"]):
-            raise ConfigError("a cross-family pair needs inputs encoded by its own encode() (each model's tokens)")
-        if shards is not None and shards.on and cache is None:
-            raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
+        self.check_pass_inputs(inputs, models, cache, shards)
         stats, reports, pending = {}, {}, {}
         for run_model, heads in self.passes(models):
             label = "+".join(heads)
@@ -311,12 +308,13 @@ class ModelPair:
             if cache is None:
                 got, report = compute()
             elif shards is not None and shards.on:
-                parts = self._parts(run_model, run_heads, ids, temperatures, opts)
-                got, report, missing = run_pass(cache, parts, run_heads, pairs, temperatures, shards, compute, label,
-                                                [f"{h}: {run_model.name}" for h in run_heads], TokenStats)
+                job = ShardedPass(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
+                                  list(temperatures), compute, label, [f"{h}: {run_model.name}" for h in run_heads],
+                                  TokenStats)
+                got, report, pending[label] = run_pass(cache, job, shards)
                 if got is None:
-                    pending[label] = missing
                     continue
+                del pending[label]
             else:
                 got, report = self._cached(cache, run_model, run_heads, ids, temperatures, opts, compute,
                                            [len(h) for _, h in pairs])
@@ -324,14 +322,15 @@ class ModelPair:
             stats.update({role: got[OWN_PASS]} if own else got)
             reports[label] = report
         if pending:
-            assert shards is not None
-            missing = sorted({k for ks in pending.values() for k in ks})
-            what = (f"{missing_text(missing, shards.count)} not done yet" if missing else
-                    "every shard done; the merge is the parent's (runtime.devices)" if not shards.merge else
-                    f"merged already; shard 0's job writes the run directory (this is shard {shards.index})")
-            raise ShardsPending(f"statistics ({', '.join(pending)}): {what}", missing, shards.count)
+            raise pending_error(pending, shards)
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
         return PairStatistics(stats, inputs, reports, tokenizers)
+
+    def check_pass_inputs(self, inputs: ScoringInput, models, cache, shards) -> None:
+        if self.aligned and inputs.amateur_items is None and "amateur" in (models or ["amateur"]):
+            raise ConfigError("a cross-family pair needs inputs encoded by its own encode() (each model's tokens)")
+        if shards is not None and shards.on and cache is None:
+            raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
 
     @staticmethod
     def _cached(cache, run_model, heads, ids, temperatures, opts: PassOptions, compute, lengths=()):

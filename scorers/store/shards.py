@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from cscore.errors import ShardsPending
 from cscore.scorers.engine.pass_options import WORKER_ENV, Sharding  # noqa: F401 - re-exported
 from cscore.scorers.store.checkpoint import deal  # noqa: F401 - the dealing of batches to shards lives with the partials
 
@@ -55,75 +58,121 @@ def missing_text(missing: Sequence[int], count: int) -> str:
     return f"shard{'s' * (len(missing) != 1)} {names} of {count}"
 
 
+def pending_error(pending: dict, sharding: Sharding) -> ShardsPending:
+    """What a process says when passes (``pending``: {label: missing shards}) wait on shards it
+    does not run."""
+    missing = sorted({k for ks in pending.values() for k in ks})
+    what = (f"{missing_text(missing, sharding.count)} not done yet" if missing else
+            "every shard done; the merge is the parent's (runtime.devices)" if not sharding.merge else
+            f"merged already; shard 0's job writes the run directory (this is shard {sharding.index})")
+    return ShardsPending(f"statistics ({', '.join(pending)}): {what}", missing, sharding.count)
+
+
 # -- one sharded pass through the statistics cache --------------------------------------------
 
-def run_pass(cache, parts: dict, heads: dict, pairs, temperatures, sharding: Sharding, compute, label: str,
-             models: list[str], stats_type):
+@dataclass(frozen=True)
+class ShardedPass:
+    """One pass to shard: its cache key's ``parts``, its ``heads`` and items (``pairs``), the
+    ``temperatures``; ``compute(checkpoint)`` runs the engine with a shard's checkpoint; ``label``
+    and ``models`` name it in logs and the entry's meta; ``stats_type`` is the payload
+    (``TokenStats``: the store names no payload type itself)."""
+
+    parts: dict
+    heads: dict
+    pairs: list
+    temperatures: list
+    compute: Callable
+    label: str
+    models: list
+    stats_type: type
+
+
+def run_pass(cache, job: ShardedPass, sharding: Sharding):
     """The token statistics of one pass, sharded: the cache entry if there is one; else this
     process's shards (``sharding.todo()``, each under its own lock, resuming from its own partials,
     leaving a mark when done), then the merge under the key's lock once every item is covered.
-    ``compute(checkpoint)`` runs the engine with a shard's checkpoint; ``stats_type`` is the payload
-    (``TokenStats``: the store names no payload type itself). Returns (stats per head or
-    None when shards are missing, report or None, the shards missing)."""
-    import time
-
-    from cscore.errors import StorageError
-    from cscore.files import file_lock
+    Returns (stats per head or None when shards are missing, report or None, the shards missing)."""
     from cscore.scorers.engine.passes import EngineReport
-    from cscore.scorers.store.cache import CACHE_SCHEMA, stats_key
-    from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint, remove_folder
-    key = stats_key(parts)
+    from cscore.scorers.store.cache import stats_key
+    from cscore.scorers.store.checkpoint import PARTIAL_DIR
+
+    key = stats_key(job.parts)
     with cache.lock(key):
-        hit = cache.load(key, stats_type)
+        hit = cache.load(key, job.stats_type)
     if hit is not None and sharding.index not in (None, 0):  # merged before this job: shard 0's job writes
         return None, None, []  # the run directory (one per sweep point), the others stop here
     if hit is not None:
         return hit.stats, EngineReport.of_entry(hit.meta), []
     folder = cache.root / PARTIAL_DIR / key
-    lengths = np.array([len(h) for _, h in pairs], dtype=np.int64)
+    lengths = np.array([len(h) for _, h in job.pairs], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    every = cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
-    head_names = list(heads)
     for k in sharding.todo():
         if key in cache:  # another run merged it meanwhile
             break
-        with file_lock(cache.root / ".locks" / f"{key}.s{k:03d}.lock"):  # two runs of one shard: one computes
-            if k in read_marks(folder, sharding.count):
-                continue
-            checkpoint = Checkpoint(folder, key, head_names, offsets, temperatures, every=every, schema=CACHE_SCHEMA,
-                                    shard=(k, sharding.count))
-            if checkpoint.load():
-                log.info("statistics (%s): shard %d of %d resumed %d items from its partials", label, k,
-                         sharding.count, checkpoint.n_kept)
-            start = time.time()
-            try:
-                _, report = compute(checkpoint)
-            finally:  # a shard stopped (an error, Ctrl-C, a kill's SIGTERM) keeps what it completed
-                checkpoint.flush()
-            if not checkpoint.enabled:
-                raise StorageError(f"shard {k} of {sharding.count} ({label}): its partials cannot be written to "
-                                   f"{folder}; a sharded pass needs a writable statistics cache")
-            write_mark(folder, k, sharding.count, {
-                "start": start, "end": time.time(), "seconds": report.seconds, "tokens": report.tokens,
-                "padded_tokens": report.padded_tokens, "batches": report.batches, "flops": report.flops,
-                "items": int(len(checkpoint.foreign) - checkpoint.foreign.sum()), "resumed": checkpoint.n_kept})
+        compute_shard(cache, job, key, offsets, (k, sharding.count))
     if not sharding.merge:
         return None, None, [k for k in range(sharding.count) if k not in read_marks(folder, sharding.count)]
+    return merge_pass(cache, job, key, offsets, sharding.count)
+
+
+def compute_shard(cache, job: ShardedPass, key: str, offsets, shard: tuple[int, int]) -> None:
+    """Shard ``shard`` = (k, count) of the pass, under its own lock (two runs of one shard: one
+    computes), resuming from its partials; leaves its mark when done."""
+    import time
+
+    from cscore.errors import StorageError
+    from cscore.files import file_lock
+    from cscore.scorers.store.cache import CACHE_SCHEMA
+    from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint
+
+    k, count = shard
+    folder = cache.root / PARTIAL_DIR / key
+    every = cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
+    with file_lock(cache.root / ".locks" / f"{key}.s{k:03d}.lock"):
+        if k in read_marks(folder, count):
+            return
+        checkpoint = Checkpoint(folder, key, list(job.heads), offsets, job.temperatures, every=every,
+                                schema=CACHE_SCHEMA, shard=shard)
+        if checkpoint.load():
+            log.info("statistics (%s): shard %d of %d resumed %d items from its partials", job.label, k, count,
+                     checkpoint.n_kept)
+        start = time.time()
+        try:
+            _, report = job.compute(checkpoint)
+        finally:  # a shard stopped (an error, Ctrl-C, a kill's SIGTERM) keeps what it completed
+            checkpoint.flush()
+        if not checkpoint.enabled:
+            raise StorageError(f"shard {k} of {count} ({job.label}): its partials cannot be written to "
+                               f"{folder}; a sharded pass needs a writable statistics cache")
+        write_mark(folder, k, count, {
+            "start": start, "end": time.time(), "seconds": report.seconds, "tokens": report.tokens,
+            "padded_tokens": report.padded_tokens, "batches": report.batches, "flops": report.flops,
+            "items": int(len(checkpoint.foreign) - checkpoint.foreign.sum()), "resumed": checkpoint.n_kept})
+
+
+def merge_pass(cache, job: ShardedPass, key: str, offsets, count: int):
+    """The merge under the key's lock: every shard's partials into the ordinary cache entry (or the
+    entry another run stored meanwhile); (None, None, missing shards) while one is not done."""
+    import time
+
+    from cscore.scorers.engine.passes import EngineReport
+    from cscore.scorers.store.cache import CACHE_SCHEMA
+    from cscore.scorers.store.checkpoint import PARTIAL_DIR, remove_folder
+
+    folder = cache.root / PARTIAL_DIR / key
     with cache.lock(key):
-        hit = cache.load(key, stats_type)
+        hit = cache.load(key, job.stats_type)
         if hit is not None:
             remove_folder(folder)
             return hit.stats, EngineReport.of_entry(hit.meta), []
         start = time.perf_counter()
-        merged = merge(folder, key, head_names, offsets, temperatures, pairs, CACHE_SCHEMA, stats_type)
-        marks = read_marks(folder, sharding.count)  # after the merge's checks: a damaged file unmarks its shard
-        if merged is None or len(marks) < sharding.count:
-            missing = [k for k in range(sharding.count) if k not in marks] or list(range(sharding.count))
-            return None, None, missing
-        merge_seconds = time.perf_counter() - start
-        report = merged_report(marks, sharding.count, merge_seconds)
-        extra = {"models": models, "report": report.record()}
-        if cache.save(key, merged, parts, extra=extra) is not None:
+        merged = merge(folder, key, list(job.heads), offsets, job.temperatures, job.pairs, CACHE_SCHEMA,
+                       job.stats_type)
+        marks = read_marks(folder, count)  # after the merge's checks: a damaged file unmarks its shard
+        if merged is None or len(marks) < count:
+            return None, None, [k for k in range(count) if k not in marks] or list(range(count))
+        report = merged_report(marks, count, time.perf_counter() - start)
+        if cache.save(key, merged, job.parts, extra={"models": job.models, "report": report.record()}) is not None:
             remove_folder(folder)
     return merged, report, []
 
