@@ -15,7 +15,7 @@ from torch import nn
 
 from cscore.errors import ConfigError
 from cscore.scorers.judge import released as jr
-from cscore.scorers.methods.cd_judge_released import Params
+from cscore.scorers.methods.cd_judge_released import CdJudgeReleasedParams as Params
 
 NEG_INF = -math.inf
 
