@@ -45,7 +45,7 @@ score is NaN and ``expected_note`` says why).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
@@ -187,9 +187,10 @@ class JudgeStats:
             a, z = self.score_a[ctx], self.score_z[ctx]
             logits = {"contrast": a - c * z, "main": a, "asst": z}[who]
         else:
-            logits = self.chain_logits(who, c)
-            if logits is None:
+            chained = self.chain_logits(who, c)
+            if chained is None:
                 return np.full(self.n_items, np.nan)
+            logits = chained
         top = logits.max(axis=1, keepdims=True)
         with np.errstate(invalid="ignore"):
             q = np.exp(logits - top)
@@ -265,29 +266,11 @@ class JudgeStats:
 
     @classmethod
     def from_arrays(cls, arrays) -> "JudgeStats":
-        return cls(
-            int(np.asarray(arrays["n_items"]).reshape(-1)[0]),
-            _unpad(arrays["prefixes"]),
-            np.asarray(arrays["values"]),
-            _unpad(arrays["value_ids"]),
-            *(
-                np.asarray(arrays[k])
-                for k in (
-                    "main_top",
-                    "asst_top",
-                    "front_offsets",
-                    "front_ids",
-                    "front_a",
-                    "front_z",
-                    "score_a",
-                    "score_z",
-                    "text_ids",
-                    "text_values",
-                )
-            ),
-            int(np.asarray(arrays["vocab"]).reshape(-1)[0]),
-            **{k: np.asarray(arrays[k]) for k in CHAIN_ARRAYS if k in arrays},
-        )
+        given: dict[str, Any] = {k: np.asarray(arrays[k]) for k in cls.ARRAY_NAMES[4:-1]}
+        given.update({k: np.asarray(arrays[k]) for k in CHAIN_ARRAYS if k in arrays})
+        return cls(n_items=int(np.asarray(arrays["n_items"]).reshape(-1)[0]), prefixes=_unpad(arrays["prefixes"]),
+                   values=np.asarray(arrays["values"]), value_ids=_unpad(arrays["value_ids"]),
+                   vocab=int(np.asarray(arrays["vocab"]).reshape(-1)[0]), **given)
 
 
 ARRAYS = JudgeStats.ARRAY_NAMES

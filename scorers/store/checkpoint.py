@@ -28,7 +28,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -165,7 +165,7 @@ class Checkpoint:
         if not self.pending or not self.enabled:
             return
         pending, self.pending = self.pending, []
-        arrays = {"header": np.array(self.header), "dest": np.concatenate([d for d, _ in pending])}
+        arrays: dict[str, Any] = {"header": np.array(self.header), "dest": np.concatenate([d for d, _ in pending])}
         for i, h in enumerate(self.heads):
             arrays[f"{i}_logp"] = np.concatenate([_as_numpy(rows[h][0]) for _, rows in pending], axis=1)
             arrays[f"{i}_logp_max"] = np.concatenate([_as_numpy(rows[h][1]) for _, rows in pending], axis=1)
