@@ -105,7 +105,7 @@ except StorageError as err:
 
 @pytest.mark.slow  # a fresh interpreter (its file size limit) that imports torch and transformers
 def test_joining_gguf_parts_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path):
-    from cscore.scorers.gguf import join_parts
+    from cscore.scorers.models.gguf import join_parts
 
     files_, sha = parts(tmp_path)
     target = tmp_path / "c" / "gguf" / "m.gguf"
