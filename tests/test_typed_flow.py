@@ -17,7 +17,7 @@ from cscore.cli.pipeline.variants import plan
 from cscore.cli.typed import typed, typed_method
 from cscore.scorers import methods
 from cscore.scorers.config.run import Runtime
-from cscore.scorers.engine.pass_options import PassOptions
+from cscore.scorers.engine.pass_options import PassOptions, Sharding
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +60,12 @@ def test_the_run_config_is_typed_once_with_its_pass_options():
     run = typed(c)
     assert run.method.gamma == 1.0 and run.method_given["gamma"] == 1
     assert run.passes == PassOptions(token_budget="auto", padding_side="left", prefix_sharing=True,
-                                     max_length=run.runtime.max_length, device="auto", dtype="auto", threads=None)
+                                     max_length=run.runtime.max_length, device="auto", dtype="auto", threads=None,
+                                     shards=Sharding(count=1, index=None, merge=True))
+    sharded = typed(composed("config", ["runtime.token_budget=auto", "runtime.padding_side=left", "runtime.shards=3",
+                                        "runtime.shard=1"])).passes
+    assert sharded.shards == Sharding(3, 1)
+    assert sharded.key_parts(shared=True) == run.passes.key_parts(shared=True)  # not a key part
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.passes.padding_side = "right"  # type: ignore[misc]
 
