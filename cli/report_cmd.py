@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from cscore.files import writing
-from cscore.metaeval.assemble import default_out, report
+from cscore.metaeval.assemble import ReportOptions, default_out, report
 from cscore.metaeval.judge_tables import KINDS
 from cscore.metaeval.spec import KENDALL_LIKE_THRESHOLD, PAPERS, Spec
 
@@ -92,6 +92,6 @@ def main(argv: list[str]) -> None:
     roots = [Path(p) for p in (args.path if isinstance(args.path, (list, tuple)) else [args.path])]
     with one_line_errors(), writing("the report", args.out or default_out(roots)):  # a full disk: one line
         combined = args.combined or bool(PAPERS.get(args.paper or "", {}).get("combined"))
-        report(args.path, spec_from_args(args), args.out, select_by=args.select_by, combined=combined,
-               paper=args.paper, judge_methods=kinds.methods_of("judge"),
-               defaults=methods.with_defaults)
+        options = ReportOptions(select_by=args.select_by, combined=combined, paper=args.paper,
+                                judge_methods=tuple(kinds.methods_of("judge")), defaults=methods.with_defaults)
+        report(args.path, spec_from_args(args), args.out, options=options)

@@ -6,8 +6,9 @@ judge section (``judge_section``), the speed table, and report.md with the runs'
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from rich.markup import escape
 
@@ -90,19 +91,30 @@ def notes(repeated: list[Path], paper: str | None, spec: Spec, console) -> list[
     return lines
 
 
+@dataclass(frozen=True)
+class ReportOptions:
+    """How a report reads its runs. ``select_by``: the statistic that picks the judge's best grid
+    point; ``combined``: also the quality columns of all datasets side by side with one AVG
+    (``combined_section``); ``paper``: the ``--paper`` preset the statistic came from, named in
+    report.md; ``judge_methods``: the methods whose runs get the judge section even unfinished
+    (``judge_runs.is_judge_run``); ``defaults``: a method's parameters with its defaults filled in
+    (``tables.collect``)."""
+
+    select_by: str = "spearman"
+    combined: bool = False
+    paper: str | None = None
+    judge_methods: tuple[str, ...] = ()
+    defaults: Callable[[str, dict], dict] | None = None
+
+
 def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console=None,
-           progress: Progress | None = None, select_by: str = "spearman", combined: bool = False,
-           paper: str | None = None, judge_methods: Iterable[str] = (),
-           defaults: Callable[[str, dict], dict] | None = None) -> Path:
+           progress: Progress | None = None, options: ReportOptions = ReportOptions()) -> Path:
     """One report over every run under ``root`` (a folder, or several: a run found under more
-    than one of them counts once, and the report says so). ``combined``: also the quality
-    columns of all datasets side by side with one AVG (``combined_section``); ``paper``: the
-    ``--paper`` preset the statistic came from, named in report.md; ``judge_methods``: the methods
-    whose runs get the judge section even unfinished (``judge_runs.is_judge_run``); ``defaults``:
-    a method's parameters with its defaults filled in (``tables.collect``)."""
+    than one of them counts once, and the report says so), read as ``options`` say."""
     from rich.console import Console
 
     console = console or Console()
+    judge_methods, paper = options.judge_methods, options.paper
     progress = progress or Progress()
     roots = [Path(r) for r in (root if isinstance(root, (list, tuple)) else [root])]
     for r in roots:
@@ -124,14 +136,14 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     lines += [*outcome.lines(), *[f"- missing: {m}" for m in missing]]
 
     judged = [r for r in runs if is_judge_run(r, judge_methods)]
-    datasets = tables.collect([r for r in runs if not is_judge_run(r, judge_methods)], defaults)
+    datasets = tables.collect([r for r in runs if not is_judge_run(r, judge_methods)], options.defaults)
     longs: list = []
     for ds, stem in zip(datasets, stems(datasets)):
         lines += dataset_section(ds, stem, spec, out, console, progress, longs)
-    if combined:
+    if options.combined:
         lines += combined_section(longs, spec, out, console)
     if judged:
-        lines += judge_section(judged, spec, out, console, progress, select_by)
+        lines += judge_section(judged, spec, out, console, progress, options.select_by)
 
     speed = side_tables.speed(runs)
     if not speed.empty:
