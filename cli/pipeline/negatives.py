@@ -49,6 +49,7 @@ def make_sharded(job: GenerateJob, run: RunConfig, positives) -> list[int]:
     if shards.all_written(job, positives):  # merged (or written unsharded) before: as a finished run
         finish(job, run, len(positives), None)
         shards.clean(job, count)
+        shards.tidy(job)
         return []
     job.folder.path.mkdir(parents=True, exist_ok=True)
     for k in sharding.todo():
@@ -68,4 +69,5 @@ def make_sharded(job: GenerateJob, run: RunConfig, positives) -> list[int]:
         if not missing:
             finish(job, run, len(positives), models)
             shards.clean(job, count)
+    shards.tidy(job)
     return missing

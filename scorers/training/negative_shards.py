@@ -116,3 +116,11 @@ def clean(job: GenerateJob, count: int) -> None:
     for k in range(count):
         shard_file(job, k, count).unlink(missing_ok=True)
         mark_path(folder(job), k, count).unlink(missing_ok=True)
+
+
+def tidy(job: GenerateJob) -> None:
+    """Remove the shards' folder once nothing is left in it (the workers' logs keep it)."""
+    try:
+        folder(job).rmdir()
+    except OSError:
+        pass
