@@ -96,9 +96,11 @@ def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     run = sharding("generate", validate(cfg))  # before torch loads
     from cscore.cli.pipeline import negatives as steps
     from cscore.cli.pipeline.stages import load_stage
+    from cscore.scorers.engine import threads
     from cscore.scorers.training import artifacts, negatives
 
     job = negatives.open_job(run, g, artifacts.out_dir(g["out"], "cdm", "generate"))
+    threads.apply(run.runtime.threads)  # as cscore run (each worker of runtime.devices with its own)
     positives = steps.positives_of(load_stage(run).examples, g)
     if not run.passes.shards.on:
         steps.make(job, run, positives)
@@ -125,12 +127,14 @@ def train(cfg: DictConfig, overrides: list[str] = ()) -> Path:
         "steps are one sequence in one process, not a statistics pass")
     run = sharding("train", validate(cfg), classifier)  # before torch loads
     from cscore.cli.pipeline.kinds.pair import load_pair, stats_cache
+    from cscore.scorers.engine import threads
     from cscore.scorers.training import discriminator
 
     job = discriminator.open_job(run, t)
     if job.finished:
         log.info("cdm train: %s is finished with this config: skipped (remove it to train again)", job.folder.path)
         return job.folder.path
+    threads.apply(run.runtime.threads)  # as cscore run (each worker of runtime.devices with its own)
     if run.runtime.devices is not None:  # one worker per device computes its shard of the momentum pass
         workers.run_workers(run, list(overrides), job.folder.path, command=("cdm", "train"))
     pair = load_pair(run, ["expert", "amateur"]) if job.kind == "pooler" else None
