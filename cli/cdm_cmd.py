@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from cscore.cli.compose import checked
+from cscore.errors import ConfigError, ShardsPending
 from cscore.scorers.methods.params import specs_of
 from cscore.scorers.training.params import CdmGenerate, CdmTrain
 
@@ -30,6 +32,10 @@ USAGE = """usage: cscore cdm <generate|train> [hydra overrides]
              e.g. cscore cdm train cdm.train.input=outputs/cdm/neg cdm.train.out=outputs/cdm/disc
                   cscore cdm train cdm.train.input=... cdm.train.discriminator=/models/my-classifier
   then       cscore run method=cdm_gen model=outputs/cdm/disc
+
+Sharding (docs/scaling.md) as for cscore run: runtime.shards=N [runtime.shard=K] or runtime.devices=[...]
+  generate   the positives dealt to the shards in whole groups; merged into one negatives.jsonl
+  train      the pooler's momentum pass sharded and merged (a classifier's training does not shard)
 
 Options: conf/cdm.yaml (cdm.generate.*, cdm.train.*); --cfg prints the composed cdm section."""
 
@@ -57,7 +63,11 @@ def main(argv: list[str]) -> None:
         if "--cfg" in rest:
             print(OmegaConf.to_yaml(cfg.cdm))
             return
-        out = generate(cfg, overrides) if stage == "generate" else train(cfg, overrides)
+        try:
+            out = generate(cfg, overrides) if stage == "generate" else train(cfg, overrides)
+        except ShardsPending as err:  # this process did its shards; the stage is complete once every shard is
+            log.info(pending_line(stage, overrides, err))
+            return
         print(f"cdm {stage}: {out}")
 
 
@@ -77,34 +87,100 @@ def parse(argv: list[str]) -> tuple[DictConfig, list[str]]:
 def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     """Make the negatives (scorers/training/negatives.py); returns the output directory.
     ``overrides``: the command line, for the pair's early-exit rule (as in ``cscore run``)."""
-    from cscore.cli.pipeline import negatives as steps
-    from cscore.cli.pipeline.stages import load_stage
-    from cscore.cli.run import resolve_pair
+    from cscore.cli import workers
+    from cscore.cli.names import resolve_pair
     from cscore.cli.validate import validate
-    from cscore.scorers.training import artifacts, negatives
 
     g = checked(cfg.cdm.generate, GENERATE_PARAMS, "cdm.generate")
     resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
-    run = validate(cfg)
+    run = sharding("generate", validate(cfg))  # before torch loads
+    from cscore.cli.pipeline import negatives as steps
+    from cscore.cli.pipeline.stages import load_stage
+    from cscore.scorers.engine import threads
+    from cscore.scorers.training import artifacts, negatives
+
     job = negatives.open_job(run, g, artifacts.out_dir(g["out"], "cdm", "generate"))
-    steps.make(job, run, steps.positives_of(load_stage(run).examples, g))
+    threads.apply(run.runtime.threads)  # as cscore run (each worker of runtime.devices with its own)
+    positives = steps.positives_of(load_stage(run).examples, g)
+    if not run.passes.shards.on:
+        steps.make(job, run, positives)
+        return job.folder.path
+    if run.runtime.devices is not None:  # one worker per device writes its shard; this process merges
+        workers.run_workers(run, list(overrides), job.folder.path, command=("cdm", "generate"))
+    missing = steps.make_sharded(job, run, positives)
+    if missing or not run.passes.shards.merge:
+        raise ShardsPending(pending_what(f"cdm generate ({job.folder.path})", missing, run), missing,
+                            run.passes.shards.count)
     return job.folder.path
 
 
 def train(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     """Train the discriminator (scorers/training/discriminator.py); returns the output directory."""
-    from cscore.cli.pipeline.kinds.pair import load_pair, stats_cache
-    from cscore.cli.run import resolve_pair
+    from cscore.cli import workers
+    from cscore.cli.names import resolve_pair
     from cscore.cli.validate import validate
-    from cscore.scorers.training import discriminator
 
     t = checked(cfg.cdm.train, TRAIN_PARAMS, "cdm.train")
     resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
-    run = validate(cfg)
+    classifier = None if t["discriminator"] == "pooler" else (
+        f"with cdm.train.discriminator={t['discriminator']} trains a transformers classifier: its gradient "
+        "steps are one sequence in one process, not a statistics pass")
+    run = sharding("train", validate(cfg), classifier)  # before torch loads
+    from cscore.cli.pipeline.kinds.pair import load_pair, stats_cache
+    from cscore.scorers.engine import threads
+    from cscore.scorers.training import discriminator
+
     job = discriminator.open_job(run, t)
     if job.finished:
         log.info("cdm train: %s is finished with this config: skipped (remove it to train again)", job.folder.path)
         return job.folder.path
+    threads.apply(run.runtime.threads)  # as cscore run (each worker of runtime.devices with its own)
+    if run.runtime.devices is not None:  # one worker per device computes its shard of the momentum pass
+        workers.run_workers(run, list(overrides), job.folder.path, command=("cdm", "train"))
     pair = load_pair(run, ["expert", "amateur"]) if job.kind == "pooler" else None
     discriminator.train(run, job, pair, stats_cache(run) if pair is not None else None)
     return job.folder.path
+
+
+# ---------------------------------------------------------------------------------------------
+# sharding (runtime.shards / runtime.shard / runtime.devices: docs/scaling.md)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A cdm stage as ``cli/workers.py``'s checks see it (they read ``name``, ``shards`` and
+    ``meets_in_cache``: where the shards meet, the statistics cache or the output directory)."""
+
+    name: str
+    shards: bool = True
+    meets_in_cache: bool = True
+
+
+def sharding(stage: str, run, refuse: str | None = None):
+    """The run with its sharding settings checked before anything loads (``workers.check``, as for
+    ``cscore run``); ``refuse``: why this stage cannot give bit-identical output sharded (then
+    runtime.shards / shard / devices are one line)."""
+    from cscore.cli import workers
+
+    rt = run.runtime
+    if refuse and (rt.shards > 1 or rt.shard is not None or rt.devices is not None):
+        raise ConfigError(f"cscore cdm {stage} {refuse}; it cannot shard: run it with runtime.shards=1 (the default)")
+    return workers.check(run, Stage(f"cdm {stage}", meets_in_cache=stage == "train"))
+
+
+def pending_what(label: str, missing: list[int], run) -> str:
+    from cscore.scorers.store.shards import missing_text
+
+    if missing:
+        return f"{label}: {missing_text(missing, run.passes.shards.count)} not done yet"
+    return f"{label}: every shard done; the merge is the parent's (runtime.devices)"
+
+
+def pending_line(stage: str, overrides: list[str], err: ShardsPending) -> str:
+    """The one line a shard that did its part ends with: what is missing and the commands that finish it."""
+    from cscore.cli.workers import stage_line
+
+    if not err.missing:
+        return str(err)
+    commands = " and ".join(stage_line(("cdm", stage), overrides, f"runtime.shard={k}") for k in err.missing)
+    return f"{err}; cdm {stage} is incomplete: {commands} (the last shard to finish merges)"

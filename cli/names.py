@@ -1,6 +1,6 @@
 """What a run is called after: the models that run (the pair's label) and its directory name.
 
-``pair_name`` is the one rule; ``cscore.cli.run.resolve_pair`` applies it to a run's config and
+``pair_name`` is the one rule; ``resolve_pair`` applies it to a run's config and
 the ``cscore.run_name`` resolver (registered by ``register``, used in ``hydra.run.dir`` and
 ``hydra.sweep.dir``) names the run directory with it before Hydra makes that directory."""
 
@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 RESOLVER = "cscore.run_name"
 SWEPT = "sweep"  # a part of a multirun directory's name that differs between its jobs
@@ -170,3 +174,18 @@ def register() -> None:
 
     if not OmegaConf.has_resolver(RESOLVER):
         OmegaConf.register_new_resolver(RESOLVER, run_name)
+
+
+def resolve_pair(cfg: DictConfig, overrides: list[str]) -> list[str]:
+    """Apply the early-exit rule and name the pair after what runs (``pair_name``:
+    a model put in the amateur's place runs whole unless asked otherwise; the label names the
+    models that run, the one model of a single-model method); returns lines to log."""
+    from omegaconf import OmegaConf, open_dict
+
+    name, early_exit, notes = pair_name(OmegaConf.to_container(cfg, resolve=True), overrides)
+    with open_dict(cfg):
+        if early_exit != cfg.pair.amateur.get("early_exit"):
+            cfg.pair.amateur.early_exit = early_exit
+        if name != cfg.pair.get("name"):
+            cfg.pair.name = name
+    return notes

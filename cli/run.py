@@ -13,11 +13,12 @@ import time
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
 from cscore.cli import names, summary, workers
 from cscore.cli.exits import fail
+from cscore.cli.names import resolve_pair  # its home is names.py: cscore cdm imports it without torch
 from cscore.cli.pipeline import kinds, stages
 from cscore.cli.progress import progress_bar, quick_slice
 from cscore.cli.sweep_points import sweep_others
@@ -31,19 +32,6 @@ names.register()  # ${cscore.run_name:} in hydra.run.dir / hydra.sweep.dir (conf
 
 
 HYDRA_FILES = {".hydra", "run.log", "config.yaml"}  # what a run dir holds before any work is done (rundir.LOG, .CONFIG)
-
-
-def resolve_pair(cfg: DictConfig, overrides: list[str]) -> list[str]:
-    """Apply the early-exit rule and name the pair after what runs (``cscore.cli.names.pair_name``:
-    a model put in the amateur's place runs whole unless asked otherwise; the label names the
-    models that run, the one model of a single-model method); returns lines to log."""
-    name, early_exit, notes = names.pair_name(OmegaConf.to_container(cfg, resolve=True), overrides)
-    with open_dict(cfg):
-        if early_exit != cfg.pair.amateur.get("early_exit"):
-            cfg.pair.amateur.early_exit = early_exit
-        if name != cfg.pair.get("name"):
-            cfg.pair.name = name
-    return notes
 
 
 def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple = (), overrides: tuple = ()) -> dict:

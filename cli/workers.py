@@ -69,9 +69,10 @@ def check(run: RunConfig, kind) -> RunConfig:
     if not kind.shards:
         raise ConfigError(f"method={run.method.name} ({kind.name} kind) cannot shard its passes; run it with "
                           "runtime.shards=1 (the default)")
-    if not run.cache.enabled:
+    in_cache = getattr(kind, "meets_in_cache", True)  # cscore cdm generate's shards meet in its output directory
+    if not run.cache.enabled and in_cache:
         raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
-    if devices is None and os.environ.get("SLURM_JOB_ID"):
+    if devices is None and os.environ.get("SLURM_JOB_ID") and in_cache:
         check_shared(run)
     device = devices[0] if devices else rt.device
     runtime = replace(rt, shards=shards, devices=devices, device=device)
@@ -121,17 +122,19 @@ def array_shards(rest: list[str]) -> list[str]:
     return [*rest, f"runtime.shard=range(0,{n})"] if n > 1 else rest
 
 
-def worker_overrides(overrides: list[str], index: int, count: int, device: str, out: Path) -> list[str]:
-    """The parent's overrides with this worker's shard and device, its run directory under ``out``."""
+def worker_overrides(overrides: list[str], index: int, count: int, device: str, out: Path | None) -> list[str]:
+    """The parent's overrides with this worker's shard and device, its run directory under ``out``
+    (None: a stage command, ``cscore cdm``, which has no run directory)."""
     own = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] not in OWN_KEYS]
-    return [*own, f"runtime.shards={count}", f"runtime.shard={index}", f"runtime.device={device}",
-            f"hydra.run.dir={out / f'shard-{index}'}"]
+    run_dir = [] if out is None else [f"hydra.run.dir={out / f'shard-{index}'}"]
+    return [*own, f"runtime.shards={count}", f"runtime.shard={index}", f"runtime.device={device}", *run_dir]
 
 
-def run_workers(run: RunConfig, overrides: list[str], out_dir: Path, emit=None) -> dict:
-    """One ``cscore run`` worker per device, each computing its shard of every pass, side by side;
-    their lines relayed as ``shard K: ...``. Returns {"shard_seconds": [...], "seconds": wall};
-    raises CscoreError naming a shard that failed and the command that finishes the run."""
+def run_workers(run: RunConfig, overrides: list[str], out_dir: Path, emit=None, command: tuple = ("run",)) -> dict:
+    """One ``cscore run`` worker per device (``command``: another cscore command, e.g. ``("cdm",
+    "train")``), each computing its shard of every pass, side by side; their lines relayed as
+    ``shard K: ...``. Returns {"shard_seconds": [...], "seconds": wall}; raises CscoreError naming
+    a shard that failed and the command that finishes the run."""
     devices = run.runtime.devices
     assert isinstance(devices, list)
     emit = emit or (lambda line: print(line, flush=True))
@@ -141,8 +144,8 @@ def run_workers(run: RunConfig, overrides: list[str], out_dir: Path, emit=None) 
     start = time.perf_counter()
     procs, threads, seconds = [], [], [0.0] * len(devices)
     for k, device in enumerate(devices):
-        args = [sys.executable, "-m", "cscore.cli.main", "run",
-                *worker_overrides(overrides, k, len(devices), device, out)]
+        args = [sys.executable, "-m", "cscore.cli.main", *command,
+                *worker_overrides(overrides, k, len(devices), device, out if command == ("run",) else None)]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         procs.append(proc)
         t = threading.Thread(target=_relay, args=(proc, k, out / f"shard-{k}.log", emit, seconds, start), daemon=True)
@@ -157,7 +160,8 @@ def run_workers(run: RunConfig, overrides: list[str], out_dir: Path, emit=None) 
         k, code = failed[0]
         raise CscoreError(f"shard {k} of {len(devices)} (runtime.device={devices[k]}) failed with exit code {code} "
                           f"(its log: {out / f'shard-{k}.log'}); the run is incomplete; the shards done are kept: "
-                          f"{finish_command()} finishes it")
+                          f"{finish_command() if command == ('run',) else stage_line(command, overrides)} "
+                          "finishes it")
     for k in range(len(devices)):  # the workers' run directories hold nothing the run needs (their logs stay)
         shutil.rmtree(out / f"shard-{k}", ignore_errors=True)
     wall = time.perf_counter() - start
@@ -181,6 +185,12 @@ def finish_command(extra: str = "") -> str:
     drop = ("run", "runtime.shard") if extra else ("run",)
     line = "cscore run " + " ".join(shlex.quote(a) for a in args if a.lstrip("+~").split("=", 1)[0] not in drop)
     return f"`{line}{' ' + extra if extra else ''}`"
+
+
+def stage_line(command: tuple, overrides: list[str], extra: str = "") -> str:
+    """A stage command (``cscore cdm train ...``) with its overrides (and ``extra``), to run again."""
+    args = [o for o in overrides if not extra or o.lstrip("+~").split("=", 1)[0] != "runtime.shard"]
+    return "`" + " ".join(["cscore", *command, *(shlex.quote(a) for a in args), *([extra] if extra else [])]) + "`"
 
 
 def pending_line(err: ShardsPending) -> str:

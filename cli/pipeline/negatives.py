@@ -3,12 +3,17 @@ negatives (``cscore.scorers.training.negatives`` writes and resumes them)."""
 
 from __future__ import annotations
 
+import logging
+
 from cscore import rundir
 from cscore.cli.pipeline.kinds.aspects import target_aspect
 from cscore.cli.pipeline.kinds.pair import load_pair
 from cscore.cli.pipeline.kinds.prompts import make_prompts
 from cscore.scorers.config.run import RunConfig
+from cscore.scorers.training import negative_shards as shards
 from cscore.scorers.training.negatives import GenerateJob, finish, select_positives, todo, write_negatives
+
+log = logging.getLogger(__name__)
 
 
 def positives_of(examples, g: dict):
@@ -23,10 +28,46 @@ def make(job: GenerateJob, run: RunConfig, positives) -> None:
     """The negatives of the positives not written yet (the pair loads only when some are left),
     then provenance.json marked complete. ``run``: the typed config (its ``composed`` is recorded)."""
     rows = todo(job, positives)
-    models = None
-    if len(rows):
-        pair = load_pair(run, ["expert", "amateur"])
-        prompts, spans = make_prompts(run, rows, pair.tokenizer)
-        inputs = pair.encode(prompts, list(rows["text"]), max_length=run.passes.max_length, source_spans=spans)
-        models = write_negatives(job, run, pair, rows, inputs)
-    finish(job, run, len(positives), models)
+    finish(job, run, len(positives), write_rows(job, run, rows) if len(rows) else None)
+
+
+def write_rows(job: GenerateJob, run: RunConfig, rows, path=None) -> dict:
+    """The negatives of ``rows`` appended to ``path`` (default negatives.jsonl); the pair loads here."""
+    pair = load_pair(run, ["expert", "amateur"])
+    prompts, spans = make_prompts(run, rows, pair.tokenizer)
+    inputs = pair.encode(prompts, list(rows["text"]), max_length=run.passes.max_length, source_spans=spans)
+    return write_negatives(job, run, pair, rows, inputs, path)
+
+
+def make_sharded(job: GenerateJob, run: RunConfig, positives) -> list[int]:
+    """``runtime.shards``: this process's shards (``Sharding.todo()``: each under its own lock,
+    resuming from its own file, marked when done), then (unless a worker of ``runtime.devices``)
+    the merge into negatives.jsonl and provenance.json. Returns the shards still missing."""
+    sharding = run.passes.shards
+    assert sharding is not None and sharding.on
+    count = sharding.count
+    if shards.all_written(job, positives):  # merged (or written unsharded) before: as a finished run
+        finish(job, run, len(positives), None)
+        shards.clean(job, count)
+        shards.tidy(job)
+        return []
+    job.folder.path.mkdir(parents=True, exist_ok=True)
+    for k in sharding.todo():
+        with shards.shard_lock(job, k):
+            if shards.is_done(job, k, count):
+                continue
+            rows = shards.shard_rows(job, positives, k, count)
+            log.info("cdm generate: shard %d of %d: %d positives to do", k, count, len(rows))
+            models = write_rows(job, run, rows, shards.shard_file(job, k, count)) if len(rows) else None
+            shards.mark_done(job, k, count, models)
+    if not sharding.merge:
+        return [k for k in range(count) if not shards.is_done(job, k, count)]
+    with shards.merge_lock(job):
+        if shards.all_written(job, positives):  # another run merged meanwhile
+            return []
+        missing, models = shards.merge(job, positives, count)
+        if not missing:
+            finish(job, run, len(positives), models)
+            shards.clean(job, count)
+    shards.tidy(job)
+    return missing

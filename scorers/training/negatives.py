@@ -170,9 +170,10 @@ def record_lines(row, item, made: list[dict], g: dict) -> str:
     return "".join(lines)
 
 
-def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs) -> dict:
-    """Make and append the negatives of ``rows`` (``inputs``: their encoded prompts); returns the
-    models record. provenance.json says ``complete: false`` meanwhile."""
+def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs, path=None) -> dict:
+    """Make and append the negatives of ``rows`` (``inputs``: their encoded prompts) to ``path``
+    (default negatives.jsonl; a shard's own file, ``negative_shards``); returns the models record.
+    provenance.json says ``complete: false`` meanwhile."""
     from cscore.scorers.cdm import generate as cg
     from cscore.scorers.models.identity import model_identity
 
@@ -184,7 +185,7 @@ def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs) -> dic
     job.folder.finish({**job.prov, "complete": False, "config": run.composed,
                        "models": models, "versions": versions()})
     start, every = time.perf_counter(), max(1, len(rows) // 10)
-    with open(job.negatives, "a", encoding="utf-8") as f:
+    with open(job.negatives if path is None else path, "a", encoding="utf-8") as f:
         for i, row in enumerate(rows.itertuples(index=False)):
             item = inputs.items[i]
             made = cg.make_negatives(sampler, str(row.id), item.prompt, row.text, s)
