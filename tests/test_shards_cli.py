@@ -93,8 +93,11 @@ def test_cpu_workers_merge_bit_identical_to_the_unsharded_run(tiny_dirs, data, t
                   tmp_path)
     assert many.returncode == 0, many.stderr[-3000:]
     out = many.stdout + many.stderr
-    assert f"statistics: {count} shards on {', '.join(['cpu'] * count)}" in out
-    assert all(f"shard {k}: " in out for k in range(count))  # each worker's lines, relayed
+    assert f"statistics: {count} shards on {', '.join(['cpu'] * count)} (shard 0 in this process" in out
+    assert all(f"shard {k}: " in out for k in range(1, count))  # each worker's lines, relayed
+    assert "shard 0: " not in out  # shard 0 is this process's own
+    assert sorted(p.name for p in (tmp_path / "many" / ".shards").iterdir()) == [
+        f"shard-{k}.log" for k in range(1, count)]  # one worker per other device, its log kept
     assert "every shard done in" in out
     assert_same_scores(root / "one", tmp_path / "many")
     assert StatsCache(tmp_path / "cN").keys() == StatsCache(root / "c1").keys()  # the same entries, same keys
