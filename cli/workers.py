@@ -1,7 +1,8 @@
 """Sharded runs from the command line (``runtime.shards`` / ``runtime.shard`` / ``runtime.devices``,
-``scorers/store/shards.py``): the checks made before anything loads, the worker processes of ``runtime.devices`` (the parent computes
-shard 0 on the first device itself, one worker per other device computes its shard; the parent waits
-for their marks and merges), and the one line a run whose shards are not all done ends with.
+``scorers/store/shards.py``): the checks made before anything loads, the worker processes of
+``runtime.devices`` (the parent computes shard 0 on the first device itself, one worker per other
+device computes its shard; the parent waits for their marks and merges), and the one line a run
+whose shards are not all done ends with.
 
 A worker is ``cscore run`` with the same overrides and ``runtime.shard=K runtime.device=<its device>``,
 its run directory under the parent's ``.shards/``; its lines are relayed with ``shard K:`` in front."""
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from cscore.errors import ConfigError, CscoreError, ShardsPending
 from cscore.scorers.config.run import RunConfig
-from cscore.scorers.engine.pass_options import PassOptions
+from cscore.scorers.engine.pass_options import PassOptions, Sharding
 from cscore.scorers.store.shards import WORKER_ENV
 
 log = logging.getLogger("cscore")
@@ -164,7 +165,7 @@ class Workers:
 
     def parent_run(self, run: RunConfig) -> RunConfig:
         """The parent's run: shard 0 of every pass, then ``wait`` for the workers' shards, then the merge."""
-        sharding = replace(run.passes.shards, index=0, merge=True, wait=self.wait)
+        sharding = Sharding(len(self.devices), 0, merge=True, wait=self.wait)
         return replace(run, passes=replace(run.passes, shards=sharding))
 
     def wait(self, pending, label: str) -> None:
@@ -176,9 +177,9 @@ class Workers:
             missing = pending()
             if not missing:
                 return
-            dead = [k for k in missing if ended.get(k) not in (None, 0)]
+            dead = [(k, code) for k in missing if (code := ended.get(k)) not in (None, 0)]
             if dead:
-                self.fail(dead[0], ended[dead[0]])
+                self.fail(*dead[0])
             if any(ended.get(k, 0) is not None for k in missing):
                 return
             time.sleep(self.POLL)

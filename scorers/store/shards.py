@@ -130,8 +130,9 @@ def wait_and_merge(cache, job: ShardedPass, key: str, offsets, sharding: Shardin
     with this pass by then: this process re-runs what that shard lost, then merges again."""
     from cscore.scorers.store.checkpoint import PARTIAL_DIR
 
-    folder, count = cache.root / PARTIAL_DIR / key, sharding.count
-    sharding.wait(lambda: pending_shards(cache, key, folder, count), job.label)
+    folder, count, wait = cache.root / PARTIAL_DIR / key, sharding.count, sharding.wait
+    assert wait is not None
+    wait(lambda: pending_shards(cache, key, folder, count), job.label)
     marks = read_marks(folder, count)
     if len(marks) == count:
         recs = [marks[k] for k in range(count)]
