@@ -54,16 +54,15 @@ def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple
     console = summary.make_console()
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / rundir.CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    if config.runtime.devices is not None:  # one worker per device computes its shard; this process merges
-        state["stage"] = "shards"
-        workers.run_workers(config, list(overrides), out_dir)
-    state["stage"] = "load"
-    loaded = stages.load_stage(config)
-    plan = kind.plan(config)
-    state["stage"] = "models"
-    groups = loaded.examples["group"].nunique() if "group" in loaded.examples else None
-    progress = Progress(*progress_bar(console, config.runtime.progress, quick_slice(config, groups)))
-    scored = kind.score(config, loaded, plan, progress, state)
+    # runtime.devices: workers compute shards 1 .. N-1; this process shard 0, then waits for theirs and merges
+    with workers.sharded(config, list(overrides), out_dir, state) as config:
+        state["stage"] = "load"
+        loaded = stages.load_stage(config)
+        plan = kind.plan(config)
+        state["stage"] = "models"
+        groups = loaded.examples["group"].nunique() if "group" in loaded.examples else None
+        progress = Progress(*progress_bar(console, config.runtime.progress, quick_slice(config, groups)))
+        scored = kind.score(config, loaded, plan, progress, state)
     state["stage"] = "write"
     corr = stages.evaluate_stage(config, kind, scored, plan)
     metrics = stages.write_stage(config, kind, out_dir, loaded, plan, scored, corr)

@@ -1,6 +1,8 @@
 """Sharded runs from the command line (``runtime.shards`` / ``runtime.shard`` / ``runtime.devices``,
-``scorers/store/shards.py``): the checks made before anything loads, one worker process per device (each
-computes its shard, the parent merges), and the one line a run whose shards are not all done ends with.
+``scorers/store/shards.py``): the checks made before anything loads, the worker processes of
+``runtime.devices`` (the parent computes shard 0 on the first device itself, one worker per other
+device computes its shard; the parent waits for their marks and merges), and the one line a run
+whose shards are not all done ends with.
 
 A worker is ``cscore run`` with the same overrides and ``runtime.shard=K runtime.device=<its device>``,
 its run directory under the parent's ``.shards/``; its lines are relayed with ``shard K:`` in front."""
@@ -15,12 +17,13 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 from cscore.errors import ConfigError, CscoreError, ShardsPending
 from cscore.scorers.config.run import RunConfig
-from cscore.scorers.engine.pass_options import PassOptions
+from cscore.scorers.engine.pass_options import PassOptions, Sharding
 from cscore.scorers.store.shards import WORKER_ENV
 
 log = logging.getLogger("cscore")
@@ -63,6 +66,9 @@ def check(run: RunConfig, kind) -> RunConfig:
     if shards == 1:
         if rt.shard is not None:
             raise ConfigError(f"runtime.shard={rt.shard} but runtime.shards=1: give runtime.shards=N as well")
+        if devices:  # one device: this process runs the pass on it, no worker
+            return replace(run, runtime=replace(rt, devices=None, device=devices[0]),
+                           passes=replace(run.passes, device=devices[0]))
         return run
     if rt.shard is not None and rt.shard >= shards:
         raise ConfigError(f"runtime.shard={rt.shard} but runtime.shards={shards}: shards are 0 .. {shards - 1}")
@@ -130,53 +136,136 @@ def worker_overrides(overrides: list[str], index: int, count: int, device: str, 
     return [*own, f"runtime.shards={count}", f"runtime.shard={index}", f"runtime.device={device}", *run_dir]
 
 
-def run_workers(run: RunConfig, overrides: list[str], out_dir: Path, emit=None, command: tuple = ("run",)) -> dict:
-    """One ``cscore run`` worker per device (``command``: another cscore command, e.g. ``("cdm",
-    "train")``), each computing its shard of every pass, side by side; their lines relayed as
-    ``shard K: ...``. Returns {"shard_seconds": [...], "seconds": wall}; raises CscoreError naming
-    a shard that failed and the command that finishes the run."""
-    devices = run.runtime.devices
-    assert isinstance(devices, list)
-    emit = emit or (lambda line: print(line, flush=True))
-    out = out_dir / WORKER_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, WORKER_ENV: "1"}
+def run_workers(run: RunConfig, overrides: list[str], out_dir: Path, command: tuple) -> None:
+    """A stage command's ``runtime.devices`` (``command``, e.g. ``("cdm", "train")``): one worker
+    per device computes its shard, every shard in a worker; this process merges once they all
+    ended (raises CscoreError naming a shard that failed and the command that finishes it)."""
     start = time.perf_counter()
-    procs, threads, seconds = [], [], [0.0] * len(devices)
-    for k, device in enumerate(devices):
-        args = [sys.executable, "-m", "cscore.cli.main", *command,
-                *worker_overrides(overrides, k, len(devices), device, out if command == ("run",) else None)]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        procs.append(proc)
-        t = threading.Thread(target=_relay, args=(proc, k, out / f"shard-{k}.log", emit, seconds, start), daemon=True)
-        t.start()
-        threads.append(t)
-    emit(f"statistics: {len(devices)} shards on {', '.join(devices)} (one worker process each)")
-    codes = [p.wait() for p in procs]
-    for t in threads:
-        t.join()
-    failed = [(k, c) for k, c in enumerate(codes) if c != 0]
-    if failed:
-        k, code = failed[0]
-        raise CscoreError(f"shard {k} of {len(devices)} (runtime.device={devices[k]}) failed with exit code {code} "
-                          f"(its log: {out / f'shard-{k}.log'}); the run is incomplete; the shards done are kept: "
-                          f"{finish_command() if command == ('run',) else stage_line(command, overrides)} "
-                          "finishes it")
-    for k in range(len(devices)):  # the workers' run directories hold nothing the run needs (their logs stay)
-        shutil.rmtree(out / f"shard-{k}", ignore_errors=True)
-    wall = time.perf_counter() - start
-    emit(f"statistics: every shard done in {wall:.1f}s ({', '.join(f'{s:.1f}s' for s in seconds)} per shard)")
-    return {"shard_seconds": [round(s, 3) for s in seconds], "seconds": round(wall, 3)}
+    workers = Workers(run, overrides, out_dir, command=command, first=0)
+    workers.finish()
+    workers.emit(f"statistics: every shard done in {time.perf_counter() - start:.1f}s")
 
 
-def _relay(proc, k: int, log_path: Path, emit, seconds: list, start: float) -> None:
+class Workers:
+    """The worker processes of ``runtime.devices``: shard K (1 .. N-1) on device K, one ``cscore run``
+    each, side by side, their lines relayed as ``shard K: ...`` (and kept in ``.shards/shard-K.log``).
+    Shard 0 is the parent's own, computed in-process on the first device. ``wait`` is the
+    ``Sharding.wait`` hook the parent's passes call before they merge."""
+
+    POLL = 0.05  # seconds between two looks at the marks
+
+    def __init__(self, run: RunConfig, overrides: list[str], out_dir: Path, emit=None, command: tuple = ("run",),
+                 first: int = 1):
+        devices = run.runtime.devices
+        assert isinstance(devices, list)
+        self.devices, self.out, self.command, self.overrides = devices, out_dir / WORKER_DIR, command, overrides
+        self.emit = emit or (lambda line: print(line, flush=True))
+        self.failed = False
+        self.out.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, WORKER_ENV: "1"}
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.relays: list[threading.Thread] = []
+        run_dir = self.out if command == ("run",) else None  # a stage command (cscore cdm) has no run directory
+        for k in range(first, len(devices)):
+            args = [sys.executable, "-m", "cscore.cli.main", *command,
+                    *worker_overrides(overrides, k, len(devices), devices[k], run_dir)]
+            proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+            self.procs[k] = proc
+            t = threading.Thread(target=_relay, args=(proc, k, self.out / f"shard-{k}.log", self.emit), daemon=True)
+            t.start()
+            self.relays.append(t)
+        self.emit(f"statistics: {len(devices)} shards on {', '.join(devices)} (shard 0 in this process, "
+                  f"one worker process each for the others)" if first else
+                  f"statistics: {len(devices)} shards on {', '.join(devices)} (one worker process each)")
+
+    def parent_run(self, run: RunConfig) -> RunConfig:
+        """The parent's run: shard 0 of every pass, then ``wait`` for the workers' shards, then the merge."""
+        sharding = Sharding(len(self.devices), 0, merge=True, wait=self.wait)
+        return replace(run, passes=replace(run.passes, shards=sharding))
+
+    def wait(self, pending, label: str) -> None:
+        """Until ``pending()`` (the pass's shards not done yet) is empty. A missing shard whose worker
+        ended before the marks were read will not come: a failed one stops the run (``fail``); one
+        that ended well, or shard 0, lost a partial the merge re-runs here."""
+        while True:
+            ended = {k: p.poll() for k, p in self.procs.items()}  # before the marks: a worker marks, then ends
+            missing = pending()
+            if not missing:
+                return
+            dead = [(k, code) for k in missing if (code := ended.get(k)) not in (None, 0)]
+            if dead:
+                self.fail(*dead[0])
+            if any(ended.get(k, 0) is not None for k in missing):
+                return
+            time.sleep(self.POLL)
+
+    def fail(self, k: int, code: int) -> None:
+        """Shard ``k``'s worker failed: the other workers end their shards (kept), then one line."""
+        self.failed = True
+        for p in self.procs.values():
+            p.wait()
+        self.join()
+        n = len(self.devices)
+        raise CscoreError(f"shard {k} of {n} (runtime.device={self.devices[k]}) failed with exit code {code} "
+                          f"(its log: {self.out / f'shard-{k}.log'}); the run is incomplete; the shards done are "
+                          f"kept: {self.again()} finishes it")
+
+    def again(self) -> str:
+        """The command that finishes the run."""
+        return finish_command() if self.command == ("run",) else stage_line(self.command, self.overrides)
+
+    def finish(self) -> None:
+        """After the parent's passes: the workers end; their run directories hold nothing the run
+        needs (their logs stay)."""
+        codes = {k: p.wait() for k, p in self.procs.items()}
+        self.join()
+        failed = [k for k, c in codes.items() if c != 0]
+        if failed:
+            self.fail(failed[0], codes[failed[0]])
+        for k in self.procs:
+            shutil.rmtree(self.out / f"shard-{k}", ignore_errors=True)
+
+    def stop(self) -> None:
+        """The parent failed or was stopped: its workers are stopped too (SIGTERM: each keeps the
+        batches it completed), and waited for."""
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs.values():
+            p.wait()
+        self.join()
+
+    def join(self) -> None:
+        for t in self.relays:
+            t.join()
+
+
+@contextmanager
+def sharded(run: RunConfig, overrides: list[str], out_dir: Path, state: dict):
+    """``runtime.devices``: start the workers of shards 1 .. N-1 and yield the parent's run (shard 0
+    here, the wait hook set); the workers end (or are stopped) when the block does. Without
+    ``runtime.devices``: the run as it is."""
+    if run.runtime.devices is None:
+        yield run
+        return
+    workers = Workers(run, overrides, out_dir)
+    try:
+        yield workers.parent_run(run)
+        workers.finish()
+    except BaseException:
+        if workers.failed:  # the run directory keeps the workers' logs the line names
+            state["stage"] = "shards"
+        workers.stop()
+        raise
+
+
+def _relay(proc, k: int, log_path: Path, emit) -> None:
     with open(log_path, "w") as log_file:
         for line in proc.stdout:
             log_file.write(line)
             text = line.rstrip()
             if text:
                 emit(f"shard {k}: {text}")
-    seconds[k] = time.perf_counter() - start
 
 
 def finish_command(extra: str = "") -> str:

@@ -1,19 +1,27 @@
-"""One statistics pass with 1 and with N shards (CPU worker processes, runtime.devices=[cpu,...]),
-one thread per worker: wall time, the merge's share, and whether the scores are bit-identical.
+"""One statistics pass with 1 and with N shards (runtime.devices=[cpu,...]: this process computes
+shard 0, one worker process each of the others), one thread per process: the command's wall time,
+the pass's wall time, the merge's share, and whether the scores are bit-identical.
 
     python scripts/bench_shards.py                      # SmolLM2 pair, SummEval 4 documents x 16, 1 vs 2
-    python scripts/bench_shards.py --docs 1 --per-doc 4 # a quick look
+    python scripts/bench_shards.py --docs 1 --per-doc 4 # a check that it runs (not a speed figure)
     python scripts/bench_shards.py --devices cuda:0,cuda:1 --threads 0   # a multi-GPU machine
 
-Each run is a fresh `cscore run` with a cache of its own (nothing read from an earlier run). The
-wall time is the command's, model loads and process start-up included: what a user waits for.
-Needs an idle machine: two workers on two busy cores measure the other users. Figures: docs/scaling.md."""
+First one untimed run of the same command warms what only the first run pays (the GGUF model's
+conversion to its cache, the OS's file cache, Python's bytecode). Then 1-shard and N-shard runs
+alternate, --repeats times each (so a change in the machine's load hits both alike), each a fresh
+`cscore run` with a statistics cache of its own (the pass is computed every time). The command's
+wall time (process start-up, imports, model loads, the pass, the merge, the write: what a user
+waits for) and the pass's (metrics.json: its wall time, the first shard's start to the merge's end)
+are reported as medians. Needs an idle machine: two processes on two busy cores measure the other
+users. Figures: docs/scaling.md."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,20 +45,45 @@ def summeval_slice(docs: int, per_doc: int, path: Path) -> Path:
 
 
 def run(args, data: Path, root: Path, name: str, *more: str) -> dict:
+    """One fresh `cscore run` (its own run directory and statistics cache): wall time, speed, scores."""
     out, cache = root / name, root / f"cache_{name}"
     cmd = [sys.executable, "-m", "cscore.cli.main", "run", f"pair={args.pair}", "data=table", f"data.path={data}",
            "data.task=summarization", "data.columns.human=[coherence]", "data.columns.group=group",
            "runtime.progress=false", f"hydra.run.dir={out}", f"cache.dir={cache}", *more]
     if args.threads:
         cmd.append(f"runtime.threads={args.threads}")
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)} if args.threads else None
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     speed = json.loads((out / "metrics.json").read_text())["speed"]
     scores = pd.read_parquet(out / "scores.parquet")
-    return {"wall": wall, "speed": speed, "scores": scores[[c for c in scores.columns if c.startswith("score.")]]}
+    return {"wall": wall, "pass": speed.get("score_seconds") or float("nan"), "merge": speed.get("merge_seconds"),
+            "shard_seconds": speed.get("shard_seconds"),
+            "scores": scores[[c for c in scores.columns if c.startswith("score.")]]}
+
+
+def same(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    return list(a.columns) == list(b.columns) and len(a.columns) > 0 and all(
+        np.array_equal(a[c].to_numpy(), b[c].to_numpy()) for c in a.columns)
+
+
+def measure(args, devices: list[str], root: Path, data: Path) -> tuple[list[dict], list[dict]]:
+    """The warm-up, then 1 and N shards alternately, ``--repeats`` times each."""
+    one_device = f"runtime.device={devices[0]}"
+    many_devices = f"runtime.devices=[{','.join(devices)}]"
+    warm = run(args, data, root, "warm", one_device)
+    print(f"warm-up (untimed): {warm['wall']:.1f}s", flush=True)
+    ones, manys = [], []
+    for i in range(args.repeats):
+        ones.append(run(args, data, root, f"one{i}", one_device))
+        manys.append(run(args, data, root, f"many{i}", many_devices))
+        print(f"repeat {i + 1}: 1 shard {ones[-1]['wall']:.1f}s wall (pass {ones[-1]['pass']:.1f}s); "
+              f"{len(devices)} shards {manys[-1]['wall']:.1f}s wall (pass {manys[-1]['pass']:.1f}s, shards "
+              f"{manys[-1]['shard_seconds']}, merge {manys[-1]['merge'] or 0.0:.3f}s)", flush=True)
+    return [warm, *ones], manys
 
 
 def main() -> None:
@@ -59,26 +92,31 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=4)
     ap.add_argument("--per-doc", type=int, default=16)
     ap.add_argument("--devices", default="cpu,cpu", help="the sharded run's runtime.devices")
-    ap.add_argument("--threads", type=int, default=1, help="runtime.threads of every run (0: leave it out)")
+    ap.add_argument("--threads", type=int, default=1, help="runtime.threads of every process (0: leave it out)")
+    ap.add_argument("--repeats", type=int, default=2, help="runs of each, alternating (medians reported)")
     args = ap.parse_args()
     devices = args.devices.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         data = summeval_slice(args.docs, args.per_doc, root / "slice.csv")
-        one = run(args, data, root, "one", f"runtime.device={devices[0]}")
-        many = run(args, data, root, "many", f"runtime.devices=[{','.join(devices)}]")
-    same = list(one["scores"].columns) == list(many["scores"].columns) and all(
-        np.array_equal(one["scores"][c].to_numpy(), many["scores"][c].to_numpy()) for c in one["scores"].columns)
-    merge = many["speed"].get("merge_seconds") or 0.0
-    pass_seconds = many["speed"].get("score_seconds") or float("nan")
-    print(f"# {time.strftime('%Y-%m-%d')}, {platform.node()} ({platform.machine()}), "
-          f"`python scripts/bench_shards.py {' '.join(sys.argv[1:])}`")
-    print(f"pair={args.pair}, SummEval {args.docs} documents x {args.per_doc}, threads={args.threads or 'default'}")
-    print(f"1 shard:  {one['wall']:.1f}s wall (pass {one['speed'].get('score_seconds') or float('nan'):.1f}s)")
-    print(f"{len(devices)} shards: {many['wall']:.1f}s wall (pass {pass_seconds:.1f}s wall, shards "
-          f"{many['speed'].get('shard_seconds')}, merge {merge:.3f}s = {100 * merge / pass_seconds:.2f} % of the pass)")
-    print(f"wall-time ratio: {one['wall'] / many['wall']:.2f}x; scores bit-identical: {same}")
-    if not same:
+        ones, manys = measure(args, devices, root, data)
+    reference = ones[0]["scores"]
+    identical = all(same(reference, r["scores"]) for r in [*ones, *manys])
+    ones = ones[1:]  # the warm-up is not timed
+    med = {name: statistics.median(r[key] for r in runs) for name, runs, key in [
+        ("one_wall", ones, "wall"), ("one_pass", ones, "pass"), ("many_wall", manys, "wall"),
+        ("many_pass", manys, "pass"), ("merge", manys, "merge")]}
+    print(f"# {time.strftime('%Y-%m-%d')}, {platform.node()} ({platform.machine()}, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f}), `python scripts/bench_shards.py {' '.join(sys.argv[1:])}`")
+    print(f"pair={args.pair}, SummEval {args.docs} documents x {args.per_doc}, threads={args.threads or 'default'}, "
+          f"medians of {args.repeats} alternating runs each, after one untimed warm-up run")
+    print(f"1 shard:  {med['one_wall']:.1f}s command wall, pass {med['one_pass']:.1f}s")
+    print(f"{len(devices)} shards: {med['many_wall']:.1f}s command wall, pass {med['many_pass']:.1f}s "
+          f"(wall: the first shard's start to the merge's end), merge {med['merge']:.3f}s = "
+          f"{100 * med['merge'] / med['many_pass']:.2f} % of the pass")
+    print(f"command wall ratio: {med['one_wall'] / med['many_wall']:.2f}x; pass wall ratio: "
+          f"{med['one_pass'] / med['many_pass']:.2f}x; scores bit-identical (every run): {identical}")
+    if not identical:
         sys.exit(1)
 
 

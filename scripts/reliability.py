@@ -1,12 +1,14 @@
 """Reliability figures: kill `cscore run` and a multirun at chosen moments, resume, and check that
 nothing finished is lost or recomputed, nothing half-written is read as complete, and the final
 scores equal an uninterrupted run's; the same for SIGINT, a full disk (a small tmpfs), a read-only
-statistics cache, two sweeps sharing one cache and one sweep directory, and the fuzzers. A run
-killed inside its forward pass must resume from the pass's checkpoint (every batch is flushed:
-cache.checkpoint_seconds=0).
+statistics cache, two sweeps sharing one cache and one sweep directory, sharded passes
+(``scripts/reliability_shards.py``: one shard killed, one partial damaged, two sharded runs at
+once), and the fuzzers. A run killed inside its forward pass must resume from the pass's
+checkpoint (every batch is flushed: cache.checkpoint_seconds=0).
 
     python scripts/reliability.py --kills 4 --seed 0 --fuzz-examples 2000
     python scripts/reliability.py --quick      # one of each kind of moment, no mounts: for CI
+    python scripts/reliability.py --only shards --fuzz-examples 0   # the sharded-pass cases alone
 
 Everything runs offline on a tiny random Llama built here (saved to a temp dir) and a generated
 table of 200 rows; each `cscore run` takes a few seconds. The tmpfs and read-only bind mounts need
@@ -531,7 +533,7 @@ def table(rows: list[dict], fuzz: list[dict], seed: int, fuzz_examples: int) -> 
 
 QUICK = {"run_moments": ("checkpoint", "cache_write"), "sweep_moments": ("between_jobs",),
          "sigint_run": ("forward", "random"), "sigint_sweep": (), "kills": 1, "sigints": 1, "concurrent": 0,
-         "fuzz_examples": 100, "rows": 100}
+         "shard_faults": 1, "fuzz_examples": 100, "rows": 100}
 
 
 def plan(args, bench: Bench) -> list[tuple]:
@@ -549,6 +551,11 @@ def plan(args, bench: Bench) -> list[tuple]:
     concurrent = q["concurrent"] if args.quick else args.concurrent
     if concurrent:
         cases.append(("two sweeps at once, one cache + one sweep dir", bench.concurrent, concurrent, ()))
+    shard_faults = q["shard_faults"] if args.quick else args.shard_faults
+    if shard_faults:
+        import reliability_shards  # scripts/reliability_shards.py: kill one shard, damage one partial, two at once
+
+        cases += reliability_shards.cases(bench, shard_faults, args.quick)
     if args.quick or args.no_mount or os.geteuid() != 0:
         print("storage cases skipped (need root; --no-mount, --quick)")
         return cases
@@ -564,12 +571,16 @@ def parse(argv):
     ap.add_argument("--kills", type=int, default=4, help="SIGKILLs per moment of a single run and of a multirun")
     ap.add_argument("--sigints", type=int, default=2, help="SIGINTs per moment")
     ap.add_argument("--concurrent", type=int, default=3, help="pairs of simultaneous sweeps")
+    ap.add_argument("--shard-faults", type=int, default=2,
+                    help="iterations of each sharded-pass case (kill one shard, damage one partial, two at once)")
+    ap.add_argument("--only", help="run only the cases whose name contains this (e.g. shards)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fuzz-examples", type=int, default=2000)
     ap.add_argument("--no-mount", action="store_true", help="skip the tmpfs / read-only cases")
     ap.add_argument("--quick", action="store_true",
-                    help="one iteration of a representative subset, no mounts, 100 rows, 100 fuzz inputs: "
-                         "a few minutes (CI); overrides --kills, --sigints, --concurrent, --fuzz-examples")
+                    help="one iteration of a representative subset (of the shard cases: kill one shard), no "
+                         "mounts, 100 rows, 100 fuzz inputs: a few minutes (CI); overrides --kills, --sigints, "
+                         "--concurrent, --shard-faults, --fuzz-examples")
     ap.add_argument("--work", help="working folder (default: a temp dir, removed at the end)")
     ap.add_argument("--json", help="write the details here")
     args = ap.parse_args(argv)
@@ -579,6 +590,7 @@ def parse(argv):
 
 
 def main(argv=None) -> int:
+    sys.modules.setdefault("reliability", sys.modules[__name__])  # what reliability_shards imports from
     args = parse(argv)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="cscore-reliability-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -588,6 +600,8 @@ def main(argv=None) -> int:
     print(f"reference: {ref}", flush=True)
     rows = []
     for name, fn, n, extra in plan(args, bench):
+        if args.only and args.only not in name:
+            continue
         tally = Tally(name)
         for _ in range(n):
             fn(tally, *extra)

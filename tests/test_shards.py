@@ -200,3 +200,78 @@ def test_two_sharded_runs_of_one_pass_at_once_compute_each_batch_once(tiny_dirs,
     for g in got:
         assert_identical(g, want)
     assert len(StatsCache(cache_root).keys()) == 1 and not any((cache_root / PARTIAL_DIR).rglob("*.npz"))
+
+
+def test_the_parent_computes_its_shard_then_waits_for_the_others_marks_and_merges(tiny_dirs, tmp_path):
+    """runtime.devices' layout in one process: the parent computes shard 0 with a ``wait`` hook
+    (cli/workers.py's polls worker processes); here the hook starts the other shard's "worker" (a
+    thread with its own pair, merge=False) only once the parent has asked, so the merge must wait."""
+    import threading
+    import time
+
+    pairs = [ModelPair.load(tiny_dirs.expert, amateur_early_exit=2, dtype="float32") for _ in range(2)]
+    inputs = pairs[0].encode(*texts())
+    want = unsharded(pairs[0], inputs, tmp_path / "one")
+    root = tmp_path / "many"
+    asked, seen, items = [], [], {0: [], 1: []}
+
+    def worker():
+        with pytest.raises(ShardsPending) as err:
+            pairs[1].statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
+                                cache=StatsCache(root, checkpoint_seconds=0), shards=Sharding(2, 1, merge=False),
+                                progress=lambda name, n: items[1].append)
+        assert err.value.missing == []  # its shard done; the merge is the parent's
+
+    def wait(pending, label):
+        asked.append(label)
+        seen.append(pending())
+        thread = threading.Thread(target=worker)
+        thread.start()
+        while pending():
+            time.sleep(0.01)
+        thread.join()
+
+    got = pairs[0].statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
+                              cache=StatsCache(root, checkpoint_seconds=0), shards=Sharding(2, 0, wait=wait),
+                              progress=lambda name, n: items[0].append)
+    assert asked == ["expert+amateur"] and seen == [[1]]  # the parent's own shard done, shard 1 awaited
+    assert_identical(got, want)
+    assert 0 < sum(items[0]) < len(inputs.items) and sum(items[0]) + sum(items[1]) == len(inputs.items)
+    rep = got.reports["expert+amateur"]
+    assert rep.shards == 2 and len(rep.shard_seconds) == 2 and rep.merge_seconds >= 0
+    assert len(StatsCache(root).keys()) == 1 and not any((root / PARTIAL_DIR).rglob("*.npz"))
+    assert Sharding(2, 0, wait=wait) == Sharding(2, 0)  # not a key part, not compared
+
+
+def test_a_damaged_partial_of_a_worker_is_rerun_by_the_parent_only_what_it_lost(early_exit_pair, tmp_path, caplog):
+    import logging
+
+    inputs = early_exit_pair.encode(*texts())
+    want = unsharded(early_exit_pair, inputs, tmp_path / "one")
+    root = tmp_path / "many"
+    cache = StatsCache(root, checkpoint_seconds=0)  # one partial per batch
+    with pytest.raises(ShardsPending):  # the worker of shard 1 done, its mark left
+        early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
+                                   shards=Sharding(2, 1, merge=False))
+    files = sorted((root / PARTIAL_DIR).rglob("s001-*.npz"))
+    assert len(files) >= 2
+    lengths = np.array([len(it.hyp_ids) for it in inputs.for_role("expert")])
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    with np.load(files[0]) as z:
+        lost = np.unique(np.searchsorted(offsets, z["dest"], side="right") - 1).size
+    shard1 = 0  # the items shard 1 kept in all its partials
+    for f in files:
+        with np.load(f) as z:
+            shard1 += np.unique(np.searchsorted(offsets, z["dest"], side="right") - 1).size
+    data = bytearray(files[0].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    files[0].write_bytes(bytes(data))
+    waits = []
+    with caplog.at_level(logging.INFO, logger="cscore"):
+        got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
+                                         shards=Sharding(2, 0, wait=lambda pending, label: waits.append(pending())))
+    assert waits == [[]]  # shard 1's mark counted (its damaged file still there) until the merge read it
+    assert "damaged" in caplog.text and "shard 1 of 2 lost partials" in caplog.text
+    assert f"shard 1 of 2 resumed {shard1 - lost} items from its partials" in caplog.text  # only what it lost runs
+    assert_identical(got, want)
+    assert len(cache.keys()) == 1 and not any((root / PARTIAL_DIR).rglob("*.npz"))

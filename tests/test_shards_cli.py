@@ -93,8 +93,11 @@ def test_cpu_workers_merge_bit_identical_to_the_unsharded_run(tiny_dirs, data, t
                   tmp_path)
     assert many.returncode == 0, many.stderr[-3000:]
     out = many.stdout + many.stderr
-    assert f"statistics: {count} shards on {', '.join(['cpu'] * count)}" in out
-    assert all(f"shard {k}: " in out for k in range(count))  # each worker's lines, relayed
+    assert f"statistics: {count} shards on {', '.join(['cpu'] * count)} (shard 0 in this process" in out
+    assert all(f"shard {k}: " in out for k in range(1, count))  # each worker's lines, relayed
+    assert "shard 0: " not in out  # shard 0 is this process's own
+    assert sorted(p.name for p in (tmp_path / "many" / ".shards").iterdir()) == [
+        f"shard-{k}.log" for k in range(1, count)]  # one worker per other device, its log kept
     assert "every shard done in" in out
     assert_same_scores(root / "one", tmp_path / "many")
     assert StatsCache(tmp_path / "cN").keys() == StatsCache(root / "c1").keys()  # the same entries, same keys
@@ -210,3 +213,19 @@ def test_a_sharded_multirun_leaves_one_run_directory_equal_to_the_unsharded_run(
     assert len(runs) == 1 and sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir()
                                      and not p.name.startswith(".")) == [runs[0].name]
     assert_same_scores(unsharded("two") / "one", runs[0])
+
+
+def test_devices_set_the_parents_sharding_and_one_device_runs_here():
+    """runtime.devices=[cpu,cpu]: two shards on cpu (the workers then give this process shard 0 and
+    their wait hook); one device: no worker, the pass on that device in this process."""
+    from cscore.cli import workers
+    from cscore.cli.compose import composed
+    from cscore.cli.pipeline import kinds
+    from cscore.cli.typed import typed
+
+    kind = kinds.of_method("contrast")
+    one = workers.check(typed(composed("config", ["runtime.devices=[cpu]"])), kind)
+    assert one.runtime.devices is None and one.runtime.device == one.passes.device == "cpu"
+    assert not one.passes.shards.on
+    two = workers.check(typed(composed("config", ["runtime.devices=[cpu,cpu]"])), kind)
+    assert two.runtime.shards == 2 and two.runtime.device == "cpu" and two.passes.shards.index is None

@@ -78,7 +78,7 @@ def check_threads(value) -> None:
 
 
 def check_devices(value) -> None:
-    """runtime.devices: null, all (every CUDA device) or a list of devices, one worker process each."""
+    """runtime.devices: null, all (every CUDA device) or a list of devices, one shard each."""
     if value is None or value == "all":
         return
     if not isinstance(value, list) or not value:
@@ -139,9 +139,10 @@ class Runtime:
                                 "(0 .. runtime.shards-1; a job array's task); null: every shard not done yet; the "
                                 "last shard to finish merges")
     devices: list | str | None = setting(None, Rule("null, all or a list of devices", check_devices),
-                                         "one worker process per device, each computing one shard (runtime.shards = "
-                                         "their number), then the merge: [cuda:0,cuda:1], all (every CUDA device) "
-                                         "or [cpu,cpu]")
+                                         "one shard per device (runtime.shards = their number): this process "
+                                         "computes shard 0 on the first, one worker process each of the others, "
+                                         "then this process merges: [cuda:0,cuda:1], all (every CUDA device) or "
+                                         "[cpu,cpu]")
     share_grid: bool = setting(True, Param(bool), "in a multirun on Hydra's basic launcher, a decoding judge job "
                                "(cd_judge greedy, cd_judge_released) also decodes the points that differ from it "
                                "only in lam / t (one tree; the cache keeps them for their jobs); scores are the "

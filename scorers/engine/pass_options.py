@@ -8,7 +8,8 @@ threads ``threads.apply``'s (at the start of a job)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TOKEN_BUDGET
 
@@ -19,11 +20,16 @@ WORKER_ENV = "CSCORE_SHARD_WORKER"  # set for the worker processes of runtime.de
 class Sharding:
     """How a pass is sharded (``runtime.shards`` / ``runtime.shard``): ``count`` shards; ``index``
     the one this process computes (None: every shard not done yet, one after another); ``merge``:
-    merge once every shard is done (a worker of ``runtime.devices`` leaves it to its parent)."""
+    merge once every shard is done (a worker of ``runtime.devices`` leaves it to its parent);
+    ``wait``: set for the parent of ``runtime.devices`` (``cli/workers.py``), which computes shard
+    ``index`` itself, then calls ``wait(pending, label)`` before the merge: it returns once
+    ``pending()`` (the shards of the pass still missing; [] once merged) is empty, or raises one
+    line naming a worker that died. Not a key part, not compared."""
 
     count: int = 1
     index: int | None = None
     merge: bool = True
+    wait: Callable[[Callable[[], list[int]], str], None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def on(self) -> bool:

@@ -112,7 +112,41 @@ def run_pass(cache, job: ShardedPass, sharding: Sharding):
         compute_shard(cache, job, key, offsets, (k, sharding.count))
     if not sharding.merge:
         return None, None, [k for k in range(sharding.count) if k not in read_marks(folder, sharding.count)]
+    if sharding.wait is not None:  # the parent of runtime.devices: the other shards are its workers'
+        return wait_and_merge(cache, job, key, offsets, sharding)
     return merge_pass(cache, job, key, offsets, sharding.count)
+
+
+def pending_shards(cache, key: str, folder: Path, count: int) -> list[int]:
+    """The shards of a pass not done yet; [] once the pass is merged (by this run or another)."""
+    marks = read_marks(folder, count)
+    missing = [k for k in range(count) if k not in marks]
+    return [] if not missing or key in cache else missing  # the entry looked at last: a merge removes the marks
+
+
+def wait_and_merge(cache, job: ShardedPass, key: str, offsets, sharding: Sharding):
+    """After this process's own shard: ``sharding.wait`` until every other shard's mark is there,
+    then the merge. A partial the merge finds damaged unmarks its shard, whose workers are done
+    with this pass by then: this process re-runs what that shard lost, then merges again."""
+    from cscore.scorers.store.checkpoint import PARTIAL_DIR
+
+    folder, count, wait = cache.root / PARTIAL_DIR / key, sharding.count, sharding.wait
+    assert wait is not None
+    wait(lambda: pending_shards(cache, key, folder, count), job.label)
+    marks = read_marks(folder, count)
+    if len(marks) == count:
+        recs = [marks[k] for k in range(count)]
+        log.info("statistics (%s): every shard done in %.1fs (%s per shard)", job.label,
+                 max(r["end"] for r in recs) - min(r["start"] for r in recs),
+                 ", ".join(f"{float(r['seconds']):.1f}s" for r in recs))
+    got = merge_pass(cache, job, key, offsets, count)
+    if got[0] is None:
+        log.info("statistics (%s): %s lost partials; this process re-runs what %s lost", job.label,
+                 missing_text(got[2], count), "it" if len(got[2]) == 1 else "they")
+        for k in got[2]:
+            compute_shard(cache, job, key, offsets, (k, count))
+        got = merge_pass(cache, job, key, offsets, count)
+    return got
 
 
 def compute_shard(cache, job: ShardedPass, key: str, offsets, shard: tuple[int, int]) -> None:
