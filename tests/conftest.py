@@ -317,7 +317,11 @@ def cscore_main(monkeypatch, capsys):
     fit, --help): no interpreter start-up and imports per call. Like a subprocess: run in
     ``cwd``, its exit status (SystemExit) as returncode, its stdout / stderr captured; what Hydra
     leaves behind (its global state, the logging it configures, sys.argv) is undone after each
-    call. An exception main() does not handle propagates: the test fails with its traceback."""
+    call, and so are the models it loaded (the process's model pool is emptied: the next call loads
+    its own, as a fresh process would). It also runs whole scoring runs where a fresh process is
+    not the point of the test (no interpreter start-up and torch import per run); a test of exit
+    codes, signals or start-up keeps ``cscore_cli``. An exception main() does not handle
+    propagates: the test fails with its traceback."""
     import logging
 
     from cscore.cli.main import main
@@ -342,6 +346,9 @@ def cscore_main(monkeypatch, capsys):
         finally:
             os.chdir(old_cwd)
             GlobalHydra.instance().clear()
+            models = sys.modules.get("cscore.scorers.models.models")  # imported only if the run loaded one
+            if models is not None:
+                models.clear_pool()
             for lg, (handlers, level, propagate, disabled) in saved.items():  # Hydra's dictConfig undone
                 for h in lg.handlers:
                     if h not in handlers:

@@ -233,10 +233,11 @@ def read_run(run_dir):
 
 
 @pytest.mark.slow
-def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, cscore_cli):
+def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, cscore_cli, cscore_main):
     """End to end: the contrast row's output is the decoded path of its c (checked against the
     step-by-step recomputation), parsed by the paper's rule; a second run reads the paths from
-    the cache and writes the same table; first_token reads one token."""
+    the cache and writes the same table; first_token reads one token. The first run is a fresh
+    process; the other two run in this one (what they read comes from the on-disk cache)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from cscore.scorers.judge.parse import read_score, settled
@@ -262,13 +263,13 @@ def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, 
                 or path[k - 1] == tok.eos_token_id:
             break
     assert table["output.cd_judge"][0] == tok.decode(path[:k], skip_special_tokens=True)
-    res = cscore_cli("run", *args, f"hydra.run.dir={tmp_path / 'b'}", cwd=tmp_path)
+    res = cscore_main("run", *args, f"hydra.run.dir={tmp_path / 'b'}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     _, again, metrics_b = read_run(tmp_path / "b")
     assert metrics_b["speed"]["weights"]["expert"] == "not loaded"  # statistics and paths from the cache
     for col in ("output.cd_judge", "score.cd_judge", "output.expert", "output.amateur"):
         pd.testing.assert_series_equal(again[col], table[col])
-    res = cscore_cli("run", *args, "method.decode=first_token", f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path)
+    res = cscore_main("run", *args, "method.decode=first_token", f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     _, one, metrics_c = read_run(tmp_path / "c")
     assert one["output.cd_judge"][0] == tok.decode([first]) and metrics_c["judge"]["decode"] == "first_token"
