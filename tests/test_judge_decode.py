@@ -440,15 +440,16 @@ def test_released_prompt_with_first_token_is_refused(judge_args, tmp_path, cscor
 
 
 @pytest.mark.slow
-def test_cli_released_rows_decode_once_across_lambda(judge_args, tmp_path, cscore_cli):
+def test_cli_released_rows_decode_once_across_lambda(judge_args, tmp_path, cscore_cli, cscore_main):
     """cd_judge_released: the main-alone and assistant-alone rows do not depend on λ or t; a
-    second grid point reads them from the cache (same outputs) and decodes only its contrast row."""
+    second grid point (run in this process) reads them from the cache (same outputs) and decodes
+    only its contrast row."""
     args = [a for a in judge_args if a != "method=cd_judge"]
     args += ["method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=2", "method.t=2"]
     got = {}
-    for lam in (0.5, 1.0):
+    for lam, run in ((0.5, cscore_cli), (1.0, cscore_main)):
         out = tmp_path / f"lam{lam}"
-        res = cscore_cli("run", *args, f"method.lam={lam}", f"hydra.run.dir={out}", cwd=tmp_path)
+        res = run("run", *args, f"method.lam={lam}", f"hydra.run.dir={out}", cwd=tmp_path)
         assert res.returncode == 0, res.stderr
         got[lam] = read_run(out)
     passes = {k: v["from_cache"] for k, v in got[1.0][2]["speed"]["passes"].items()}
@@ -459,10 +460,10 @@ def test_cli_released_rows_decode_once_across_lambda(judge_args, tmp_path, cscor
 
 
 @pytest.mark.slow
-def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_cli):
+def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_cli, cscore_main):
     """A 2 x 2 (λ, t) multirun with greedy decoding: one judge pass (the first step of every
     point), the other points read it; a point whose c was decoded already (λ = 0: c = 0) loads no
-    weights; a point from the caches equals a run with the cache off."""
+    weights; a point from the caches equals a run with the cache off (in this process)."""
     res = cscore_cli("run", "-m", *judge_args, "method.lam=0,0.5", "method.t=0.5,2", "method.max_new_tokens=4",
                      f"cache.dir={tmp_path / 'cache'}", f"hydra.sweep.dir={tmp_path / 'sw'}", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -489,7 +490,7 @@ def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_
     pd.testing.assert_series_equal(runs[0.0, 0.5][0]["output.cd_judge"], runs[0.0, 0.5][0]["output.expert"],
                                    check_names=False)
     out = tmp_path / "direct"
-    res = cscore_cli(
+    res = cscore_main(
         "run",
         *judge_args,
         "method.lam=0.5",
@@ -506,11 +507,12 @@ def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_
 
 
 @pytest.mark.slow
-def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_path, cscore_cli):
+def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_path, cscore_cli, cscore_main):
     """cd_judge_released over a 2 x 2 (λ, t) multirun (basic launcher): the first job decodes the
     three other contrast rows in its tree and says so in metrics.json; the later jobs read every row
     from the cache and load no weights; each job's outputs equal a run of that point alone with
-    the cache off. With runtime.share_grid=false each job decodes its own contrast."""
+    the cache off (that run in this process). With runtime.share_grid=false each job decodes its own
+    contrast."""
     args = [a for a in judge_args if a != "method=cd_judge"]
     args += ["method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=3"]
 
@@ -544,8 +546,8 @@ def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_pa
     assert all(m["judge"]["grid_decoded_too"] == [] for _, m in alone.values())
     assert all(not m["speed"]["passes"]["decode cd_judge_released"]["from_cache"] for _, m in alone.values())
     out = tmp_path / "direct"
-    res = cscore_cli("run", *args, "method.lam=2", "method.t=0.5", "cache.enabled=false", f"hydra.run.dir={out}",
-                     cwd=tmp_path)
+    res = cscore_main("run", *args, "method.lam=2", "method.t=0.5", "cache.enabled=false", f"hydra.run.dir={out}",
+                      cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     direct = read_run(out)[1]
     for col in ("output.cd_judge_released", "score.cd_judge_released", "parse.cd_judge_released"):
