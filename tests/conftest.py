@@ -21,7 +21,7 @@ import pytest
 # One torch thread for the whole suite: this process and every cscore it starts (the variable is
 # inherited; torch reads it when imported). The tests' models are tiny, and with two threads
 # OpenMP's threads wait on each other whenever the shared cores are busy (measured: a tiny
-# `cscore run` took 260 s with two threads against 92-109 s with one, load 6-11; docs/benchmarks.md).
+# `cscore run` took 261 s with two threads against 92 s and 109 s with one, load 6-11; docs/benchmarks.md).
 # A caller's own OMP_NUM_THREADS is kept; a test that needs another count sets it in the
 # environment it passes (tests/test_threads.py).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
