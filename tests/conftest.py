@@ -18,6 +18,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+# One torch thread for the whole suite: this process and every cscore it starts (the variable is
+# inherited; torch reads it when imported). The tests' models are tiny, and with two threads
+# OpenMP's threads wait on each other whenever the shared cores are busy (measured: a tiny
+# `cscore run` took 261 s with two threads against 92 s and 109 s with one, load 6-11; docs/benchmarks.md).
+# A caller's own OMP_NUM_THREADS is kept; a test that needs another count sets it in the
+# environment it passes (tests/test_threads.py).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_stats_cache(tmp_path_factory):
@@ -309,7 +317,11 @@ def cscore_main(monkeypatch, capsys):
     fit, --help): no interpreter start-up and imports per call. Like a subprocess: run in
     ``cwd``, its exit status (SystemExit) as returncode, its stdout / stderr captured; what Hydra
     leaves behind (its global state, the logging it configures, sys.argv) is undone after each
-    call. An exception main() does not handle propagates: the test fails with its traceback."""
+    call, and so are the models it loaded (the process's model pool is emptied: the next call loads
+    its own, as a fresh process would). It also runs whole scoring runs where a fresh process is
+    not the point of the test (no interpreter start-up and torch import per run); a test of exit
+    codes, signals or start-up keeps ``cscore_cli``. An exception main() does not handle
+    propagates: the test fails with its traceback."""
     import logging
 
     from cscore.cli.main import main
@@ -334,6 +346,9 @@ def cscore_main(monkeypatch, capsys):
         finally:
             os.chdir(old_cwd)
             GlobalHydra.instance().clear()
+            models = sys.modules.get("cscore.scorers.models.models")  # imported only if the run loaded one
+            if models is not None:
+                models.clear_pool()
             for lg, (handlers, level, propagate, disabled) in saved.items():  # Hydra's dictConfig undone
                 for h in lg.handlers:
                     if h not in handlers:

@@ -220,7 +220,7 @@ def unit_sums_by_prefix(tok_a, ids_a, lp_a, tok_b, ids_b, lp_b):
 
 
 @pytest.mark.slow
-def test_cli_runs_a_cross_family_pair_on_units(tiny_dirs, tmp_path, cscore_cli):
+def test_cli_runs_a_cross_family_pair_on_units(tiny_dirs, tmp_path, cscore_main):
     """`pair.amateur.path=B` with B's own tokenizer: the run computes contrast on aligned units,
     names them in the signature and metrics; the scores equal a reference from each model's own
     token statistics summed over the spans found by decoding prefixes; each model keeps its own
@@ -233,9 +233,9 @@ def test_cli_runs_a_cross_family_pair_on_units(tiny_dirs, tmp_path, cscore_cli):
     from cscore.scorers.methods.contrast import log_abs_diff
 
     out = tmp_path / "run"
-    res = cscore_cli("run", f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.other}",
-                     "pair.amateur.early_exit=null", "pair.name=cross", "runtime.progress=false",
-                     f"hydra.run.dir={out}", cwd=tmp_path)
+    res = cscore_main("run", f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.other}",
+                      "pair.amateur.early_exit=null", "pair.name=cross", "runtime.progress=false",
+                      f"hydra.run.dir={out}", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["units"] == "aligned" and "|units:aligned|" in metrics["signature"]

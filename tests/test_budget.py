@@ -128,12 +128,12 @@ def test_config_check(value, ok):
 
 
 @pytest.mark.slow
-def test_cli_runs_with_auto(tiny_dirs, tmp_path, cscore_cli):
+def test_cli_runs_with_auto(tiny_dirs, tmp_path, cscore_main):
     import json
 
-    res = cscore_cli("run", f"pair.expert.path={tiny_dirs.expert}", "pair.amateur.path=null",
-                     "pair.amateur.early_exit=2", "pair.name=tiny", "runtime.progress=false", "cache.enabled=false",
-                     "runtime.token_budget=auto", "split.use=dev", f"hydra.run.dir={tmp_path}/r", cwd=tmp_path)
+    res = cscore_main("run", f"pair.expert.path={tiny_dirs.expert}", "pair.amateur.path=null",
+                      "pair.amateur.early_exit=2", "pair.name=tiny", "runtime.progress=false", "cache.enabled=false",
+                      "runtime.token_budget=auto", "split.use=dev", f"hydra.run.dir={tmp_path}/r", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     passes = json.loads((tmp_path / "r" / "metrics.json").read_text())["speed"]["passes"]
     got = passes["expert+amateur"]

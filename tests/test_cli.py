@@ -1,9 +1,11 @@
 """`cscore run` end to end through Hydra, with tiny random models loaded by path.
 
-Runs that score go through a subprocess (``cscore_cli``), several configs per process where the
-test allows (a multirun: every point is a fresh job that keeps nothing in memory; statistics pass
-between points only through the on-disk cache); commands that stop before scoring run in this
-process (``cscore_main``)."""
+The first run of each kind goes through a subprocess (``cscore_cli``: a fresh process, its exit
+status), several configs per process where the test allows (a multirun: every point is a fresh job
+that keeps nothing in memory; statistics pass between points only through the on-disk cache); a
+further run whose test compares what it writes, and commands that stop before scoring, run in this
+process (``cscore_main``: no interpreter start-up and imports per run; its models are let go
+after each call)."""
 
 import json
 import shutil
@@ -80,10 +82,10 @@ def test_run_scores_equal_the_python_api(contrast_run, api_stats, f32):
 
 
 @pytest.mark.slow
-def test_same_config_same_scores(contrast_run, tiny_dirs, api_stats, cscore_cli, f32):
+def test_same_config_same_scores(contrast_run, tiny_dirs, api_stats, cscore_main, f32):
     out, _ = contrast_run
     again = out.parent / "r2"
-    res = cscore_cli("run", *tiny_args(tiny_dirs), f"hydra.run.dir={again}", "runtime.padding_side=left",
+    res = cscore_main("run", *tiny_args(tiny_dirs), f"hydra.run.dir={again}", "runtime.padding_side=left",
                      "runtime.token_budget=777", cwd=out.parent)
     assert res.returncode == 0, res.stderr
     a = pd.read_parquet(out / "scores.parquet")
@@ -101,8 +103,8 @@ def test_same_config_same_scores(contrast_run, tiny_dirs, api_stats, cscore_cli,
 
 
 @pytest.mark.slow
-def test_single_method_uses_only_the_expert(tiny_dirs, tmp_path, cscore_cli):
-    res = cscore_cli("run", *tiny_args(tiny_dirs), "method=single", "method.norm=mean",
+def test_single_method_uses_only_the_expert(tiny_dirs, tmp_path, cscore_main):
+    res = cscore_main("run", *tiny_args(tiny_dirs), "method=single", "method.norm=mean",
                      f"hydra.run.dir={tmp_path}/s", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     scores = pd.read_parquet(tmp_path / "s" / "scores.parquet")
@@ -191,7 +193,7 @@ def test_sweep_points_read_the_statistics_cache(tiny_dirs, tmp_path, cscore_cli,
     assert all(p["from_cache"] for p in second.values())
     assert second["expert"]["score_seconds"] == first["expert"]["score_seconds"]  # the computing run's time
     # a cached sweep point gives bit-for-bit the scores of a direct run without the cache
-    res = cscore_cli("run", *tiny_args(tiny_dirs), "cache.enabled=false", "method.gamma=0.6",
+    res = cscore_main("run", *tiny_args(tiny_dirs), "cache.enabled=false", "method.gamma=0.6",
                      f"hydra.run.dir={tmp_path}/direct", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     pd.testing.assert_frame_equal(pd.read_parquet(g06 / "scores.parquet"),

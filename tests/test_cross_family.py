@@ -180,12 +180,13 @@ def eq1(a, b, lam, alpha):
 
 
 @pytest.mark.slow
-def test_cli_cross_family_judge_over_values_and_the_reverse_pair(judge_dirs, rows, tmp_path, cscore_cli):
+def test_cli_cross_family_judge_over_values_and_the_reverse_pair(judge_dirs, rows, tmp_path, cscore_cli,
+                                                                 cscore_main):
     """A pair whose tokenizers differ: method.decode=values scores every value with each model on
     its own prompt (the chat-template one; the base model's plain text); the rows equal Eq. 1 on
     log-probabilities from two plain transformers passes; signature and metrics name it. The
-    reverse pair at another λ, t reads both passes from the cache (no forward pass) and equals the
-    reference with the roles swapped."""
+    reverse pair at another λ, t reads both passes from the cache (no forward pass; run in this
+    process) and equals the reference with the roles swapped."""
     out = tmp_path / "ab"
     res = cscore_cli("run", *values_args(rows, judge_dirs["expert"], judge_dirs["other"], "method.decode=values",
                                          "method.lam=0.5", "method.t=2", "method.alpha=0.1"),
@@ -203,9 +204,9 @@ def test_cli_cross_family_judge_over_values_and_the_reverse_pair(judge_dirs, row
     for (lam, t), (first, second) in (((0.5, 2.0), ("expert", "other")), ((1.0, 3.0), ("other", "expert"))):
         if first == "other":  # the reverse pair: nothing runs
             out = tmp_path / "ba"
-            res = cscore_cli("run", *values_args(rows, judge_dirs["other"], judge_dirs["expert"],
-                                                 "method.decode=values", f"method.lam={lam}", f"method.t={t}",
-                                                 "method.alpha=0.1"), f"hydra.run.dir={out}", cwd=tmp_path)
+            res = cscore_main("run", *values_args(rows, judge_dirs["other"], judge_dirs["expert"],
+                                                  "method.decode=values", f"method.lam={lam}", f"method.t={t}",
+                                                  "method.alpha=0.1"), f"hydra.run.dir={out}", cwd=tmp_path)
             assert res.returncode == 0, res.stdout + res.stderr
             table, metrics = read_run(out)
             passes = metrics["speed"]["passes"]
@@ -221,15 +222,15 @@ def test_cli_cross_family_judge_over_values_and_the_reverse_pair(judge_dirs, row
 
 
 @pytest.mark.slow
-def test_cli_values_on_one_tokenizer_match_the_token_variant(judge_dirs, rows, tmp_path, cscore_cli):
+def test_cli_values_on_one_tokenizer_match_the_token_variant(judge_dirs, rows, tmp_path, cscore_cli, cscore_main):
     """One tokenizer (single-token values): decode=values and decode=first_token give the same
-    expected score in every row, from two different passes (float64)."""
+    expected score in every row, from two different passes (float64; the second run in this
+    process)."""
     got = {}
-    for decode in ("values", "first_token"):
+    for decode, run in (("values", cscore_cli), ("first_token", cscore_main)):
         out = tmp_path / decode
-        res = cscore_cli("run", *values_args(rows, judge_dirs["expert"], judge_dirs["amateur"],
-                                             f"method.decode={decode}", "method.lam=0.5", "method.t=2"),
-                         f"hydra.run.dir={out}", cwd=tmp_path)
+        res = run("run", *values_args(rows, judge_dirs["expert"], judge_dirs["amateur"], f"method.decode={decode}",
+                                      "method.lam=0.5", "method.t=2"), f"hydra.run.dir={out}", cwd=tmp_path)
         assert res.returncode == 0, res.stdout + res.stderr
         got[decode] = read_run(out)
     (values, m_values), (tokens, _) = got["values"], got["first_token"]

@@ -244,9 +244,9 @@ def test_cli_judge_run_writes_the_interface_columns(judge_sweep):
 
 
 @pytest.mark.slow
-def test_grid_from_cache_equals_direct_runs(judge_sweep, judge_dirs, tmp_path, cscore_cli):
+def test_grid_from_cache_equals_direct_runs(judge_sweep, judge_dirs, tmp_path, cscore_main):
     """A grid point read from the cached judge statistics gives the scores of a run that computes
-    everything itself (cache off)."""
+    everything itself (cache off; in this process: the sweep was the fresh one)."""
     for d in sorted(judge_sweep.iterdir()):
         if not (d / "metrics.json").is_file():
             continue
@@ -255,8 +255,8 @@ def test_grid_from_cache_equals_direct_runs(judge_sweep, judge_dirs, tmp_path, c
         if lam == 0:
             continue
         out = tmp_path / f"direct_{lam}_{t}"
-        res = cscore_cli("run", *judge_args(judge_dirs), f"method.lam={lam}", f"method.t={t}", "cache.enabled=false",
-                         f"hydra.run.dir={out}", cwd=tmp_path)
+        res = cscore_main("run", *judge_args(judge_dirs), f"method.lam={lam}", f"method.t={t}", "cache.enabled=false",
+                          f"hydra.run.dir={out}", cwd=tmp_path)
         assert res.returncode == 0, res.stderr
         direct = pd.read_parquet(out / "scores.parquet")
         for col in ("score.cd_judge", "score.cd_judge_expected", "parse.cd_judge", "output.cd_judge"):
@@ -276,7 +276,7 @@ def test_judge_config_errors(judge_dirs, tmp_path, cscore_main):
 
 
 @pytest.mark.slow
-def test_dev_ids_label_rows_and_split_correlations(judge_dirs, tmp_path, cscore_cli):
+def test_dev_ids_label_rows_and_split_correlations(judge_dirs, tmp_path, cscore_cli, cscore_main):
     ids = tmp_path / "dev.txt"
     ids.write_text("# two demo documents\ndemo-01\ndemo-02\n")
     out = tmp_path / "run"
@@ -288,8 +288,8 @@ def test_dev_ids_label_rows_and_split_correlations(judge_dirs, tmp_path, cscore_
     assert {r["target"] for r in metrics["correlations"]} == {"consistency@dev", "consistency@test"}
     bad = tmp_path / "bad.txt"
     bad.write_text("no-such-doc\n")
-    res = cscore_cli("run", *judge_args(judge_dirs), f"split.dev_ids={bad}", f"hydra.run.dir={tmp_path}/bad",
-                     cwd=tmp_path)
+    res = cscore_main("run", *judge_args(judge_dirs), f"split.dev_ids={bad}", f"hydra.run.dir={tmp_path}/bad",
+                      cwd=tmp_path)
     assert res.returncode != 0 and "no-such-doc" in res.stderr
 
 

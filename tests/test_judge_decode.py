@@ -233,10 +233,11 @@ def read_run(run_dir):
 
 
 @pytest.mark.slow
-def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, cscore_cli):
+def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, cscore_cli, cscore_main):
     """End to end: the contrast row's output is the decoded path of its c (checked against the
     step-by-step recomputation), parsed by the paper's rule; a second run reads the paths from
-    the cache and writes the same table; first_token reads one token."""
+    the cache and writes the same table; first_token reads one token. The first run is a fresh
+    process; the other two run in this one (what they read comes from the on-disk cache)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from cscore.scorers.judge.parse import read_score, settled
@@ -262,13 +263,13 @@ def test_cli_greedy_decodes_parses_and_caches(judge_dirs, judge_args, tmp_path, 
                 or path[k - 1] == tok.eos_token_id:
             break
     assert table["output.cd_judge"][0] == tok.decode(path[:k], skip_special_tokens=True)
-    res = cscore_cli("run", *args, f"hydra.run.dir={tmp_path / 'b'}", cwd=tmp_path)
+    res = cscore_main("run", *args, f"hydra.run.dir={tmp_path / 'b'}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     _, again, metrics_b = read_run(tmp_path / "b")
     assert metrics_b["speed"]["weights"]["expert"] == "not loaded"  # statistics and paths from the cache
     for col in ("output.cd_judge", "score.cd_judge", "output.expert", "output.amateur"):
         pd.testing.assert_series_equal(again[col], table[col])
-    res = cscore_cli("run", *args, "method.decode=first_token", f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path)
+    res = cscore_main("run", *args, "method.decode=first_token", f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     _, one, metrics_c = read_run(tmp_path / "c")
     assert one["output.cd_judge"][0] == tok.decode([first]) and metrics_c["judge"]["decode"] == "first_token"
@@ -439,15 +440,16 @@ def test_released_prompt_with_first_token_is_refused(judge_args, tmp_path, cscor
 
 
 @pytest.mark.slow
-def test_cli_released_rows_decode_once_across_lambda(judge_args, tmp_path, cscore_cli):
+def test_cli_released_rows_decode_once_across_lambda(judge_args, tmp_path, cscore_cli, cscore_main):
     """cd_judge_released: the main-alone and assistant-alone rows do not depend on λ or t; a
-    second grid point reads them from the cache (same outputs) and decodes only its contrast row."""
+    second grid point (run in this process) reads them from the cache (same outputs) and decodes
+    only its contrast row."""
     args = [a for a in judge_args if a != "method=cd_judge"]
     args += ["method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=2", "method.t=2"]
     got = {}
-    for lam in (0.5, 1.0):
+    for lam, run in ((0.5, cscore_cli), (1.0, cscore_main)):
         out = tmp_path / f"lam{lam}"
-        res = cscore_cli("run", *args, f"method.lam={lam}", f"hydra.run.dir={out}", cwd=tmp_path)
+        res = run("run", *args, f"method.lam={lam}", f"hydra.run.dir={out}", cwd=tmp_path)
         assert res.returncode == 0, res.stderr
         got[lam] = read_run(out)
     passes = {k: v["from_cache"] for k, v in got[1.0][2]["speed"]["passes"].items()}
@@ -458,10 +460,10 @@ def test_cli_released_rows_decode_once_across_lambda(judge_args, tmp_path, cscor
 
 
 @pytest.mark.slow
-def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_cli):
+def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_cli, cscore_main):
     """A 2 x 2 (λ, t) multirun with greedy decoding: one judge pass (the first step of every
     point), the other points read it; a point whose c was decoded already (λ = 0: c = 0) loads no
-    weights; a point from the caches equals a run with the cache off."""
+    weights; a point from the caches equals a run with the cache off (in this process)."""
     res = cscore_cli("run", "-m", *judge_args, "method.lam=0,0.5", "method.t=0.5,2", "method.max_new_tokens=4",
                      f"cache.dir={tmp_path / 'cache'}", f"hydra.sweep.dir={tmp_path / 'sw'}", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -488,7 +490,7 @@ def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_
     pd.testing.assert_series_equal(runs[0.0, 0.5][0]["output.cd_judge"], runs[0.0, 0.5][0]["output.expert"],
                                    check_names=False)
     out = tmp_path / "direct"
-    res = cscore_cli(
+    res = cscore_main(
         "run",
         *judge_args,
         "method.lam=0.5",
@@ -505,11 +507,12 @@ def test_cli_greedy_sweep_runs_the_judge_pass_once(judge_args, tmp_path, cscore_
 
 
 @pytest.mark.slow
-def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_path, cscore_cli):
+def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_path, cscore_cli, cscore_main):
     """cd_judge_released over a 2 x 2 (λ, t) multirun (basic launcher): the first job decodes the
     three other contrast rows in its tree and says so in metrics.json; the later jobs read every row
     from the cache and load no weights; each job's outputs equal a run of that point alone with
-    the cache off. With runtime.share_grid=false each job decodes its own contrast."""
+    the cache off (that run in this process). With runtime.share_grid=false each job decodes its own
+    contrast."""
     args = [a for a in judge_args if a != "method=cd_judge"]
     args += ["method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=3"]
 
@@ -543,8 +546,8 @@ def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_pa
     assert all(m["judge"]["grid_decoded_too"] == [] for _, m in alone.values())
     assert all(not m["speed"]["passes"]["decode cd_judge_released"]["from_cache"] for _, m in alone.values())
     out = tmp_path / "direct"
-    res = cscore_cli("run", *args, "method.lam=2", "method.t=0.5", "cache.enabled=false", f"hydra.run.dir={out}",
-                     cwd=tmp_path)
+    res = cscore_main("run", *args, "method.lam=2", "method.t=0.5", "cache.enabled=false", f"hydra.run.dir={out}",
+                      cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     direct = read_run(out)[1]
     for col in ("output.cd_judge_released", "score.cd_judge_released", "parse.cd_judge_released"):

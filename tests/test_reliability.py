@@ -46,7 +46,7 @@ def small_table(path: Path, n: int = 12) -> Path:
     return path
 
 
-def test_sigkill_during_a_rerun_with_another_config_is_not_complete(tiny_dirs, tmp_path, cscore_cli):
+def test_sigkill_during_a_rerun_with_another_config_is_not_complete(tiny_dirs, tmp_path, cscore_cli, cscore_main):
     data, out, cache = small_table(tmp_path / "t.csv"), tmp_path / "run", tmp_path / "cache"
     first = cscore_cli(*run_args(tiny_dirs, data, out, cache, 0.1), cwd=tmp_path, timeout=300)
     assert first.returncode == 0, first.stderr[-2000:]
@@ -65,7 +65,7 @@ def test_sigkill_during_a_rerun_with_another_config_is_not_complete(tiny_dirs, t
     assert again.returncode == 0, again.stderr[-2000:]
     assert "is complete" not in again.stderr  # it was not skipped
     new = pd.read_parquet(out / rundir.SCORES)["score.contrast"]
-    fresh = cscore_cli(*run_args(tiny_dirs, data, tmp_path / "fresh", cache, 0.5), cwd=tmp_path, timeout=300)
+    fresh = cscore_main(*run_args(tiny_dirs, data, tmp_path / "fresh", cache, 0.5), cwd=tmp_path)  # the reference
     assert fresh.returncode == 0
     assert new.tolist() == pd.read_parquet(tmp_path / "fresh" / rundir.SCORES)["score.contrast"].tolist()
     assert new.tolist() != old.tolist()
