@@ -299,9 +299,7 @@ class ModelPair:
         self.check_pass_inputs(inputs, models, cache, shards)
         stats, reports, pending, waiting = {}, {}, {}, {}
         for run_model, heads in self.passes(models):
-            label = "+".join(heads)
-            role = next(iter(heads))
-            start = time.perf_counter()
+            label, role, start = "+".join(heads), next(iter(heads)), time.perf_counter()
             pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
             own = self.aligned  # a cross-family model runs alone: its pass is keyed by what it is, not its role
             run_heads = {OWN_PASS: heads[role]} if own else heads
@@ -321,7 +319,8 @@ class ModelPair:
                                   TokenStats)
                 got, report, _ = run_pass(cache, job, shards)
                 if got is None:  # another shard's batches missing: tried again after this process's other passes
-                    waiting[label] = (job, start, role if own else None)
+                    reports[label], waiting[label] = None, (job, start, role if own else None)
+                    stats.update(dict.fromkeys([role] if own else run_heads))  # its places, in pass order
                     continue
             else:
                 got, report = self._cached(cache, run_model, run_heads, ids, temperatures, opts, compute,

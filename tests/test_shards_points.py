@@ -1,7 +1,9 @@
-"""One run directory per sweep point of a sharded multirun (cli/workers.py ``sweep_point``,
-``one_run_directory``), on Hydra's basic launcher, which runs the jobs one after another in the
-order a SLURM array may end them: of a point's shard jobs, the first that has the merged
-statistics writes the run directory; the others remove their empty ones."""
+"""Which shard job ends with the statistics and writes the run directory, in orders a SLURM job
+array may run its tasks: the last shard job to end has every pass (one it did not merge itself is
+read once its own passes are done), and of a sweep point's shard jobs the first with the merged
+statistics writes the point's one run directory (cli/workers.py ``sweep_point``,
+``one_run_directory``), the others remove their empty ones. The sweeps run on Hydra's basic
+launcher, one job after another; the real job array is tests/test_slurm.py's."""
 
 from __future__ import annotations
 
@@ -16,6 +18,12 @@ import pandas as pd
 import pytest
 
 from cscore import rundir
+from cscore.errors import ShardsPending
+from cscore.scorers.api import ModelPair
+from cscore.scorers.store.cache import StatsCache
+from cscore.scorers.store.shards import Sharding
+
+WORDS = "the mayor opened a new bridge over river council said it cost five million team won final match".split()
 
 
 def cscore(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -26,6 +34,38 @@ def cscore(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
 def gamma_of(run: Path) -> str:
     return next(x.split(":", 1)[1].strip() for x in (run / rundir.CONFIG).read_text().splitlines()
                 if x.strip().startswith("gamma:"))
+
+
+def test_the_last_shard_job_to_end_has_every_pass(tiny_dirs, tmp_path, one_torch_thread):
+    """Shard job 1 computes its part of the expert's pass (shard 0's is not there: the merge waits);
+    while it computes its part of the amateur's, shard job 0 runs whole: it merges the expert's pass
+    and ends waiting for the amateur's. Job 1, the last to end, merges the amateur's and reads the
+    expert's entry: every pass, bit-identical to the unsharded pass."""
+    rng = np.random.default_rng(3)
+    prompts = [f"Summarize: {' '.join(rng.choice(WORDS, size=int(rng.integers(4, 16))))}" for _ in range(16)]
+    hyps = [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 9)))) for _ in range(16)]
+    job0, job1 = [ModelPair.load(tiny_dirs.expert, tiny_dirs.amateur, dtype="float32") for _ in range(2)]
+    inputs = job0.encode(prompts, hyps)
+    settings = {"inputs": inputs, "temperatures": (1.0, 2.0), "token_budget": 160}
+    cache = StatsCache(tmp_path / "cache", checkpoint_seconds=0)
+    ended = []
+
+    def job0_runs_meanwhile(name, n):
+        if name == "amateur":
+            with pytest.raises(ShardsPending) as err:
+                job0.statistics(**settings, cache=cache, shards=Sharding(2, 0))
+            ended.append(err.value)
+
+    got = job1.statistics(**settings, cache=cache, shards=Sharding(2, 1), progress=job0_runs_meanwhile)
+    assert len(ended) == 1 and ended[0].missing == [1], ended
+    assert str(ended[0]).startswith("statistics (amateur): shard 1 of 2 not done yet")  # the expert's it merged
+    assert {k: r.cached for k, r in got.reports.items()} == {"expert": True, "amateur": False}  # read; merged
+    assert list(got.reports) == ["expert", "amateur"]  # in pass order, as an unsharded run's
+    want = job0.statistics(**settings, cache=StatsCache(tmp_path / "one"))
+    assert list(got.stats) == list(want.stats) == ["expert", "amateur"]
+    for head in want.stats:
+        for name in ("offsets", "token_ids", "logp", "logp_max"):
+            assert np.array_equal(getattr(got.stats[head], name), getattr(want.stats[head], name)), (head, name)
 
 
 @pytest.mark.slow
@@ -43,7 +83,7 @@ def test_every_point_of_a_sharded_sweep_gets_one_run_directory(tiny_dirs, demo_r
     assert said.count("not done yet; the run is incomplete") == 4, said[-3000:]  # shards 0 and 1 of each point
     runs = sorted(p.parent for p in (tmp_path / "sweep").glob(f"*/{rundir.METRICS}"))
     assert sorted(gamma_of(r) for r in runs) == ["0.1", "0.5"]
-    assert sorted(p.name for p in (tmp_path / "sweep").iterdir() if not p.name.startswith(".")) == [
+    assert sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir() and not p.name.startswith(".")) == [
         r.name for r in runs]  # the jobs that wrote nothing removed their directories
     from_cache = {gamma_of(r): json.loads((r / rundir.METRICS).read_text())["speed"]["from_cache"] for r in runs}
     assert from_cache == {"0.1": False, "0.5": True}  # the first point's job merged, the second read it

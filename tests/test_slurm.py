@@ -373,20 +373,26 @@ def sharded_array(slurm_cluster, tiny_dirs, tmp_path_factory, cscore_cli):
     then a later sweep point over the merged entry (method.gamma=0.5, again 3 shard jobs)."""
     cwd = tmp_path_factory.mktemp("slurm_shards")
     common = [*launcher(slurm_cluster), *tiny_args(tiny_dirs), f"cache.dir={cwd / 'cache'}"]
-    t0 = time.perf_counter()
-    res = cscore_cli("run", "-m", "hydra/launcher=slurm", *common, *SHARD_ARGS, f"runtime.shards={SHARDS}",
-                     "hydra.sweep.dir=sweep", cwd=cwd, timeout=CLI_TIMEOUT)
-    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
-    t1 = time.perf_counter()
-    later = cscore_cli("run", "-m", "hydra/launcher=slurm", *common, *SHARD_ARGS, "method.gamma=0.5",
-                       f"runtime.shards={SHARDS}", "hydra.sweep.dir=later", cwd=cwd, timeout=CLI_TIMEOUT)
-    assert later.returncode == 0, later.stdout[-4000:] + later.stderr[-4000:]
-    t2 = time.perf_counter()
-    one = cscore_cli("run", *tiny_args(tiny_dirs), *SHARD_ARGS, f"cache.dir={cwd / 'cache1'}",
-                     f"hydra.run.dir={cwd / 'one'}", cwd=cwd, timeout=CLI_TIMEOUT)
-    assert one.returncode == 0, one.stdout[-4000:] + one.stderr[-4000:]
-    print(f"\n{SHARDS}-shard job array {t1 - t0:.1f}s, later point {t2 - t1:.1f}s, unsharded run "
-          f"{time.perf_counter() - t2:.1f}s", file=sys.stderr)
+    # the unsharded run here, while the array runs (its own cache: it computes its own pass)
+    one = subprocess.Popen([sys.executable, "-m", "cscore.cli.main", "run", *tiny_args(tiny_dirs), *SHARD_ARGS,
+                            f"cache.dir={cwd / 'cache1'}", f"hydra.run.dir={cwd / 'one'}"], cwd=cwd, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        t0 = time.perf_counter()
+        res = cscore_cli("run", "-m", "hydra/launcher=slurm", *common, *SHARD_ARGS, f"runtime.shards={SHARDS}",
+                         "hydra.sweep.dir=sweep", cwd=cwd, timeout=CLI_TIMEOUT)
+        assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+        t1 = time.perf_counter()
+        later = cscore_cli("run", "-m", "hydra/launcher=slurm", *common, *SHARD_ARGS, "method.gamma=0.5",
+                           f"runtime.shards={SHARDS}", "hydra.sweep.dir=later", cwd=cwd, timeout=CLI_TIMEOUT)
+        assert later.returncode == 0, later.stdout[-4000:] + later.stderr[-4000:]
+        print(f"\n{SHARDS}-shard job array {t1 - t0:.1f}s, the later point's {time.perf_counter() - t1:.1f}s",
+              file=sys.stderr)
+        out, _ = one.communicate(timeout=CLI_TIMEOUT)
+        assert one.returncode == 0, out[-4000:]
+    finally:
+        one.kill()  # nothing left running when an assertion fails first
+        one.wait()
     return SimpleNamespace(sweep=cwd / "sweep", later=cwd / "later", one=cwd / "one", cache=cwd / "cache")
 
 
