@@ -160,7 +160,7 @@ def run_workers(run: RunConfig, overrides: list[str], out_dir: Path, emit=None) 
         k, code = failed[0]
         raise CscoreError(f"shard {k} of {len(devices)} (runtime.device={devices[k]}) failed with exit code {code} "
                           f"(its log: {out / f'shard-{k}.log'}); the run is incomplete; the shards done are kept: "
-                          f"{finish_command(args=overrides)} finishes it")
+                          f"{finish_command()} finishes it")
     for k in range(len(devices)):  # the workers' run directories hold nothing the run needs (their logs stay)
         shutil.rmtree(out / f"shard-{k}", ignore_errors=True)
     wall = time.perf_counter() - start

@@ -63,8 +63,7 @@ def pending_error(pending: dict, sharding: Sharding) -> ShardsPending:
     does not run."""
     missing = sorted({k for ks in pending.values() for k in ks})
     what = (f"{missing_text(missing, sharding.count)} not done yet" if missing else
-            "every shard done; the merge is the parent's (runtime.devices)" if not sharding.merge else
-            f"merged already; shard 0's job writes the run directory (this is shard {sharding.index})")
+            "every shard done; the merge is the parent's (runtime.devices)")
     return ShardsPending(f"statistics ({', '.join(pending)}): {what}", missing, sharding.count)
 
 
