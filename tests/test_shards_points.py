@@ -19,6 +19,8 @@ import pytest
 
 from cscore import rundir
 from cscore.errors import ShardsPending
+from cscore.metaeval.runs import missing_jobs
+from cscore.rundir import find_runs
 from cscore.scorers.api import ModelPair
 from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.shards import Sharding
@@ -85,6 +87,7 @@ def test_every_point_of_a_sharded_sweep_gets_one_run_directory(tiny_dirs, demo_r
     assert sorted(gamma_of(r) for r in runs) == ["0.1", "0.5"]
     assert sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir() and not p.name.startswith(".")) == [
         r.name for r in runs]  # the jobs that wrote nothing removed their directories
+    assert missing_jobs(tmp_path / "sweep", find_runs(tmp_path / "sweep")) == []  # every point has its directory
     from_cache = {gamma_of(r): json.loads((r / rundir.METRICS).read_text())["speed"]["from_cache"] for r in runs}
     assert from_cache == {"0.1": False, "0.5": True}  # the first point's job merged, the second read it
     # the same sweep again, every job with the entry: one job per point writes

@@ -28,6 +28,8 @@ import pandas as pd
 import pytest
 
 from cscore.cli.slurm_check import SlurmUnavailable, check_slurm_available
+from cscore.metaeval.runs import missing_jobs
+from cscore.rundir import find_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
@@ -415,6 +417,7 @@ def test_three_shard_array_leaves_one_run_directory_equal_to_the_unsharded_run(s
     assert len(merged) == 1, logs
     runs = run_dirs(sweep)
     assert len(runs) == 1, runs  # the jobs that left the merge to another removed theirs
+    assert missing_jobs(sweep, find_runs(sweep)) == []  # `cscore report`: the one sweep point is there
     assert f"run directory: {runs[0]}" in logs[f"{array_id}_{runs[0].name}"]
     pending = [said for t, said in logs.items() if t != f"{array_id}_{runs[0].name}"]
     for said in pending:  # the others' one line: what was missing and the command that runs it
