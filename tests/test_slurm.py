@@ -372,7 +372,8 @@ def score_table(run: Path) -> pd.DataFrame:
 def sharded_array(slurm_cluster, tiny_dirs, tmp_path_factory, cscore_cli):
     """`cscore run -m hydra/launcher=slurm runtime.shards=3` (one 3-task job array, its statistics
     cache in the launching directory); then the same config unsharded (no SLURM, its own cache);
-    then a later sweep point over the merged entry (method.gamma=0.5, again 3 shard jobs)."""
+    then a later sweep point over the merged entry (method.gamma=0.5 as 2 shard jobs, which run at
+    once here: the shard count is no part of the cache key)."""
     cwd = tmp_path_factory.mktemp("slurm_shards")
     common = [*launcher(slurm_cluster), *tiny_args(tiny_dirs), f"cache.dir={cwd / 'cache'}"]
     # the unsharded run here, while the array runs (its own cache: it computes its own pass)
@@ -386,7 +387,7 @@ def sharded_array(slurm_cluster, tiny_dirs, tmp_path_factory, cscore_cli):
         assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
         t1 = time.perf_counter()
         later = cscore_cli("run", "-m", "hydra/launcher=slurm", *common, *SHARD_ARGS, "method.gamma=0.5",
-                           f"runtime.shards={SHARDS}", "hydra.sweep.dir=later", cwd=cwd, timeout=CLI_TIMEOUT)
+                           "runtime.shards=2", "hydra.sweep.dir=later", cwd=cwd, timeout=CLI_TIMEOUT)
         assert later.returncode == 0, later.stdout[-4000:] + later.stderr[-4000:]
         print(f"\n{SHARDS}-shard job array {t1 - t0:.1f}s, the later point's {time.perf_counter() - t1:.1f}s",
               file=sys.stderr)
@@ -439,7 +440,7 @@ def test_three_shard_array_leaves_one_run_directory_equal_to_the_unsharded_run(s
 @pytest.mark.slow
 def test_a_later_sweep_point_reads_the_merged_entry(sharded_array):
     runs = run_dirs(sharded_array.later)
-    assert len(runs) == 1, runs  # three shard jobs, every one with the entry: one writes
+    assert len(runs) == 1, runs  # two shard jobs, both with the entry: one writes
     assert computed_and_read(runs) == {"expert": [True], "amateur": [True]}  # no model ran
     metrics = json.loads((runs[0] / "metrics.json").read_text())
     assert set(metrics["speed"]["weights"].values()) == {"not loaded"}, metrics["speed"]["weights"]
@@ -448,4 +449,4 @@ def test_a_later_sweep_point_reads_the_merged_entry(sharded_array):
     assert np.array_equal(later["score.expert"].to_numpy(), first["score.expert"].to_numpy())
     assert not np.allclose(later["score.contrast"].to_numpy(), first["score.contrast"].to_numpy())
     said = "".join(job_logs(sharded_array.later).values())
-    assert said.count("this sweep point's run directory is ") == SHARDS - 1, said[-3000:]
+    assert said.count("this sweep point's run directory is ") == 1, said[-3000:]  # the other one names it
