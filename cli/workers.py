@@ -93,7 +93,7 @@ def check_shared(run: RunConfig) -> None:
     root = Path(run.cache.dir).expanduser() if run.cache.dir else default_root()
     kind = file_system(root)
     if kind in NODE_LOCAL:
-        raise ConfigError(f"runtime.shards in a SLURM job: the statistics cache {root} is on {kind}, which no other "
+        raise ConfigError(f"runtime.shards on SLURM: the statistics cache {root} is on {kind}, which no other "
                           "node sees; the shards meet there: give cache.dir=<a folder on a shared file system>")
 
 

@@ -320,6 +320,30 @@ def test_failing_squeue_is_one_clear_line_and_nothing_is_submitted(submitit_plug
     assert not (tmp_path / "sbatch-was-called").exists()
 
 
+def test_a_sharded_sweep_with_a_node_local_cache_is_one_line_before_anything_is_submitted(submitit_plugin, tiny_dirs,
+                                                                                         tmp_path, cscore_cli):
+    """The shards of a job array meet in the statistics cache: one on tmpfs (/dev/shm), which no
+    other node sees, is refused in the launching process (a job would refuse it too)."""
+    from cscore.cli.workers import file_system
+
+    if file_system(Path("/dev/shm")) != "tmpfs":
+        pytest.skip("no tmpfs at /dev/shm here")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for tool in ("sbatch", "squeue"):
+        (fake / tool).write_text(f"#!/bin/sh\ntouch {tmp_path}/{tool}-was-called\n")
+        (fake / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
+    res = cscore_cli("run", "-m", "hydra/launcher=slurm", *tiny_args(tiny_dirs), "runtime.shards=3",
+                     f"cache.dir=/dev/shm/cscore-test-{os.getpid()}", f"hydra.sweep.dir={tmp_path}/sweep", cwd=tmp_path,
+                     env=env, timeout=CLI_TIMEOUT)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.returncode != 0 and len(lines) == 1, res.stdout + res.stderr
+    assert "is on tmpfs, which no other node sees" in lines[0] and "cache.dir=" in lines[0], lines[0]
+    assert not list(tmp_path.glob("*-was-called")) and not (tmp_path / "sweep").exists()
+    assert not Path(f"/dev/shm/cscore-test-{os.getpid()}").exists()
+
+
 @pytest.mark.slow
 def test_controller_down_is_one_clear_line(slurm_cluster, tmp_path, cscore_cli):
     """The real squeue against a controller that does not answer (a copy of the cluster's
