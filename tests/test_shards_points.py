@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from cscore import rundir
@@ -90,13 +89,3 @@ def test_every_point_of_a_sharded_sweep_gets_one_run_directory(tiny_dirs, demo_r
     assert missing_jobs(tmp_path / "sweep", find_runs(tmp_path / "sweep")) == []  # every point has its directory
     from_cache = {gamma_of(r): json.loads((r / rundir.METRICS).read_text())["speed"]["from_cache"] for r in runs}
     assert from_cache == {"0.1": False, "0.5": True}  # the first point's job merged, the second read it
-    # the same sweep again, every job with the entry: one job per point writes
-    again = cscore([*base, "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path / 'again'}"], tmp_path)
-    said = again.stdout + again.stderr
-    assert again.returncode == 0, said[-3000:]
-    assert said.count("this sweep point's run directory is ") == 4, said[-3000:]
-    twice = sorted(p.parent for p in (tmp_path / "again").glob(f"*/{rundir.METRICS}"))
-    assert sorted(gamma_of(r) for r in twice) == ["0.1", "0.5"]
-    for a, b in zip(sorted(runs, key=gamma_of), sorted(twice, key=gamma_of)):
-        x, y = pd.read_parquet(a / rundir.SCORES), pd.read_parquet(b / rundir.SCORES)
-        assert np.array_equal(x["score.contrast"].to_numpy(), y["score.contrast"].to_numpy())
