@@ -109,6 +109,11 @@ def installed(module: str) -> bool:
         return False
 
 
+def on_slurm(args: list[str]) -> bool:
+    """``hydra/launcher=slurm`` (or ``slurm_warm``) among the overrides: the jobs run on SLURM nodes."""
+    return any(a.lstrip("+~").partition("=")[::2] in [("hydra/launcher", v) for v in LAUNCHERS] for a in args)
+
+
 def check_launcher(args: list[str]) -> None:
     """A ConfigError when ``hydra/launcher=slurm`` asks for a plugin that is not installed (Hydra
     would print its raw composition error), or SlurmUnavailable when SLURM's commands are not on
@@ -180,11 +185,12 @@ def check(args: list[str]) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from cscore.cli import pair_check
+    from cscore.cli import pair_check, workers
     from cscore.cli.validate import validate
 
     check_output_dirs(args)
     check_launcher(args)
+    slurm = on_slurm(args)
 
     try:
         jobs = points(args)
@@ -201,6 +207,8 @@ def check(args: list[str]) -> None:
             check_data(c)
             pair_check.check(c, run)
             check_cache(run)
+            if slurm and run.runtime.shards > 1 and run.runtime.devices is None:  # before anything is submitted
+                workers.check_shared(run)  # (a job checks it again: cli/workers.py check)
         except ConfigError as err:
             where = f" (multirun point {' '.join(job)})" if len(jobs) > 1 else ""
             raise ConfigError(f"{err}{where}") from None

@@ -34,13 +34,15 @@ names.register()  # ${cscore.run_name:} in hydra.run.dir / hydra.sweep.dir (conf
 HYDRA_FILES = {".hydra", "run.log", "config.yaml"}  # what a run dir holds before any work is done (rundir.LOG, .CONFIG)
 
 
-def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple = (), overrides: tuple = ()) -> dict:
+def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple = (), overrides: tuple = (),
+        point: Path | None = None) -> dict:
     """The whole run: ``cfg`` (as Hydra composed it) is checked into the typed config (the job's
     ``validate``; the precheck checked it before Hydra started), which the stages and the kind
     read; raises CscoreError for anything the user can fix.
     ``state["stage"]`` says how far it got (a failure before "score" leaves nothing worth keeping);
     ``others``: the other jobs of its multirun (``cli/sweep_points.py``); ``overrides``: the job's
-    own (the workers of ``runtime.devices`` run with them, ``cli/workers.py``)."""
+    own (the workers of ``runtime.devices`` run with them, ``cli/workers.py``); ``point``: the record
+    shared by the shard jobs of its sweep point, of which one writes a run directory (``workers.sweep_point``)."""
     from dataclasses import replace
 
     from cscore.cli.validate import validate
@@ -64,8 +66,9 @@ def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple
         progress = Progress(*progress_bar(console, config.runtime.progress, quick_slice(config, groups)))
         scored = kind.score(config, loaded, plan, progress, state)
     state["stage"] = "write"
-    corr = stages.evaluate_stage(config, kind, scored, plan)
-    metrics = stages.write_stage(config, kind, out_dir, loaded, plan, scored, corr)
+    with workers.one_run_directory(point, out_dir, config.runtime.shards):
+        corr = stages.evaluate_stage(config, kind, scored, plan)
+        metrics = stages.write_stage(config, kind, out_dir, loaded, plan, scored, corr)
     summary.print_summary(console, config, kind, out_dir, loaded, scored, corr, metrics)
     return metrics
 
@@ -120,9 +123,9 @@ def hydra_entry(cfg: DictConfig) -> None:
     handler = attach_row_log(out_dir)
     start, state = time.perf_counter(), {}
     try:
-        run(cfg, out_dir, state, sweep_others(hc), tuple(hc.overrides.task))
+        run(cfg, out_dir, state, sweep_others(hc), tuple(hc.overrides.task), workers.sweep_point(hc))
     except ShardsPending as err:  # this process did its shard; the run is complete once every shard is
-        log.info(workers.pending_line(err))
+        log.info(workers.pending_line(err, workers.job_args(hc)))
         if untouched(out_dir):  # the shard that merges writes the run directory: no empty one left
             shutil.rmtree(out_dir, ignore_errors=True)
         return

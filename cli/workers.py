@@ -9,6 +9,8 @@ its run directory under the parent's ``.shards/``; its lines are relayed with ``
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import shlex
@@ -97,7 +99,7 @@ def check_shared(run: RunConfig) -> None:
     root = Path(run.cache.dir).expanduser() if run.cache.dir else default_root()
     kind = file_system(root)
     if kind in NODE_LOCAL:
-        raise ConfigError(f"runtime.shards in a SLURM job: the statistics cache {root} is on {kind}, which no other "
+        raise ConfigError(f"runtime.shards on SLURM: the statistics cache {root} is on {kind}, which no other "
                           "node sees; the shards meet there: give cache.dir=<a folder on a shared file system>")
 
 
@@ -268,9 +270,11 @@ def _relay(proc, k: int, log_path: Path, emit) -> None:
                 emit(f"shard {k}: {text}")
 
 
-def finish_command(extra: str = "") -> str:
-    """The command this process was started with (plus ``extra``), to run again."""
-    args = sys.argv[1:] if sys.argv and sys.argv[0].startswith("cscore") else sys.argv
+def finish_command(extra: str = "", args: list[str] | None = None) -> str:
+    """The command this process was started with (plus ``extra``), to run again. ``args``: the
+    job's own overrides, where ``sys.argv`` is not the command (a SLURM job's is submitit's)."""
+    if args is None:
+        args = sys.argv[1:] if sys.argv and sys.argv[0].startswith("cscore") else sys.argv
     drop = ("run", "runtime.shard") if extra else ("run",)
     line = "cscore run " + " ".join(shlex.quote(a) for a in args if a.lstrip("+~").split("=", 1)[0] not in drop)
     return f"`{line}{' ' + extra if extra else ''}`"
@@ -282,9 +286,64 @@ def stage_line(command: tuple, overrides: list[str], extra: str = "") -> str:
     return "`" + " ".join(["cscore", *command, *(shlex.quote(a) for a in args), *([extra] if extra else [])]) + "`"
 
 
-def pending_line(err: ShardsPending) -> str:
-    """The one line a shard that did its part ends with: what is missing and the commands that finish it."""
+def job_args(hc) -> list[str] | None:
+    """A multirun job's own overrides (its command line is the multirun's, or submitit's in a SLURM
+    job); None for a single run (its command line is the command)."""
+    from hydra.types import RunMode
+
+    return list(hc.overrides.task) if hc.mode == RunMode.MULTIRUN else None
+
+
+def pending_line(err: ShardsPending, args: list[str] | None = None) -> str:
+    """The one line a shard that did its part ends with: what is missing and the commands that finish it
+    (``args``: the job's overrides, see ``finish_command``)."""
     if not err.missing:
         return str(err)
-    commands = " and ".join(finish_command(f"runtime.shard={k}") for k in err.missing)
+    commands = " and ".join(finish_command(f"runtime.shard={k}", args) for k in err.missing)
     return f"{err}; the run is incomplete: {commands} (the last shard to finish merges and writes the run directory)"
+
+
+# -- one run directory per sweep point of a sharded multirun ------------------------------------
+
+POINT_FILE = "point-{}.json"  # under <sweep dir>/.shards/: the run directory a point's job wrote
+
+
+def sweep_point(hc) -> Path | None:
+    """For a job of a sharded multirun (``runtime.shard`` among its task overrides: one job per
+    shard, ``array_shards``), the record its sweep point's jobs share: the overrides without
+    ``runtime.shard`` name the point. None for any other run."""
+    from hydra.types import RunMode
+
+    task = list(hc.overrides.task)
+    own = sorted(o for o in task if o.lstrip("+~").split("=", 1)[0] != "runtime.shard")
+    if hc.mode != RunMode.MULTIRUN or len(own) == len(task):
+        return None
+    digest = hashlib.sha256("\n".join(own).encode()).hexdigest()[:16]
+    return Path(hc.sweep.dir).absolute() / WORKER_DIR / POINT_FILE.format(digest)
+
+
+@contextmanager
+def one_run_directory(point: Path | None, out_dir: Path, count: int):
+    """Around the writing of a run directory: of the jobs of one sweep point (``point``:
+    ``sweep_point``'s record; None: nothing to share) that have the statistics, the first writes
+    its run directory, under the point's lock; a later one raises ShardsPending naming it. Two
+    shard jobs that end together both have the merged entry (one merged, the other read it); a
+    point's jobs that started after another point's job merged the pass all read it. The record
+    is written once the directory is complete: a job killed while writing leaves the point to the
+    next."""
+    if point is None:
+        yield
+        return
+    from cscore import rundir
+    from cscore.files import file_lock, write_atomic
+
+    with file_lock(point.with_suffix(".lock")):
+        try:
+            written = Path(json.loads(point.read_text())["run_dir"])
+        except (OSError, ValueError, KeyError, TypeError):
+            written = None
+        if written is not None and written != out_dir and rundir.is_complete(written):
+            raise ShardsPending(f"statistics merged; this sweep point's run directory is {written} (another "
+                                "shard's job wrote it)", [], count)
+        yield
+        write_atomic(point, json.dumps({"run_dir": str(out_dir)}) + "\n")

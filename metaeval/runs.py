@@ -52,17 +52,26 @@ def sweep_axes(overrides: list[str]) -> dict[str, list[tuple[str, str]]] | None:
     return axes
 
 
+SHARD_KEY = "runtime.shard"  # the jobs of a sharded multirun's sweep point differ in it only; one writes the run dir
+
+
 def missing_jobs(sweep_dir: Path, runs: list[Run]) -> list[str]:
     """Job numbers (Hydra's subdir index) that never started: no run directory at all (a job that
-    started and failed or stopped is counted by ``run_status``, not again here)."""
+    started and failed or stopped is counted by ``run_status``, not again here). The shard jobs
+    of one sweep point (``runtime.shard``) leave one run directory between them: they are missing
+    only when none of them left one."""
     jobs = expected_jobs(sweep_dir)
     if jobs is None:
         return []
     done = {r.path.relative_to(sweep_dir).parts[0] for r in runs if r.path != Path(sweep_dir)}
     swept = [k for k in (jobs[0] if jobs else {}) if len({j[k] for j in jobs}) > 1]
+    points: dict[tuple, list[int]] = {}
+    for num, overrides in enumerate(jobs):
+        points.setdefault(tuple((k, v) for k, v in overrides.items() if k != SHARD_KEY), []).append(num)
+    written = {point for point, nums in points.items() if any(str(n) in done for n in nums)}
     out = []
     for num, overrides in enumerate(jobs):
-        if str(num) not in done:
+        if tuple((k, v) for k, v in overrides.items() if k != SHARD_KEY) not in written:
             out.append(f"job {num} ({' '.join(f'{k}={overrides[k]}' for k in swept)})")
     return out
 

@@ -44,6 +44,15 @@ DEFAULT_TEMPERATURES = TEMPERATURES
 # key of a model run alone (its expert pass), so `B,A` reads the passes of `A,B` and of A or B alone.
 OWN_PASS = "expert"
 
+
+def _keep(stats: dict, reports: dict, label: str, got: dict, report, start: float, own_role: str | None) -> None:
+    """A pass's statistics and report into the run's (``own_role``: a cross-family model's own pass,
+    stored under its role)."""
+    report.fetch_seconds = time.perf_counter() - start
+    stats.update({own_role: got[OWN_PASS]} if own_role else got)
+    reports[label] = report
+
+
 __all__ = ["ModelPair", "PairStatistics", "ScoringInput", "load_model"]
 
 
@@ -288,17 +297,14 @@ class ModelPair:
                 raise ValueError("give prompts and hypotheses, or inputs")
             inputs = self.encode(prompts, hypotheses, max_length=opts.max_length, source_spans=source_spans)
         self.check_pass_inputs(inputs, models, cache, shards)
-        stats, reports, pending = {}, {}, {}
+        stats, reports, pending, waiting = {}, {}, {}, {}
         for run_model, heads in self.passes(models):
-            label = "+".join(heads)
-            role = next(iter(heads))
-            start = time.perf_counter()
+            label, role, start = "+".join(heads), next(iter(heads)), time.perf_counter()
             pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
             own = self.aligned  # a cross-family model runs alone: its pass is keyed by what it is, not its role
             run_heads = {OWN_PASS: heads[role]} if own else heads
             ids = ids_digest(pairs) if cache is not None else None
-            pad_id = (run_model.tokenizer if self.aligned else self.tokenizer).pad_token_id
-            pad_id = 0 if pad_id is None else pad_id
+            pad_id = (run_model.tokenizer if self.aligned else self.tokenizer).pad_token_id or 0
 
             def compute(checkpoint=None, run_model=run_model, heads=run_heads, label=label, pairs=pairs, pad_id=pad_id):
                 callback = progress(label, len(pairs)) if progress else None
@@ -311,16 +317,20 @@ class ModelPair:
                 job = ShardedPass(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
                                   list(temperatures), compute, label, [f"{h}: {run_model.name}" for h in run_heads],
                                   TokenStats)
-                got, report, pending[label] = run_pass(cache, job, shards)
-                if got is None:
+                got, report, _ = run_pass(cache, job, shards)
+                if got is None:  # another shard's batches missing: tried again after this process's other passes
+                    reports[label], waiting[label] = None, (job, start, role if own else None)
+                    stats.update(dict.fromkeys([role] if own else run_heads))  # its places, in pass order
                     continue
-                del pending[label]
             else:
                 got, report = self._cached(cache, run_model, run_heads, ids, temperatures, opts, compute,
                                            [len(h) for _, h in pairs])
-            report.fetch_seconds = time.perf_counter() - start
-            stats.update({role: got[OWN_PASS]} if own else got)
-            reports[label] = report
+            _keep(stats, reports, label, got, report, start, role if own else None)
+        for label, (job, start, own_role) in waiting.items():  # merged meanwhile, or mergeable now: the
+            got, report, pending[label] = run_pass(cache, job, shards)  # last shard job to end has every pass
+            if got is not None:
+                del pending[label]
+                _keep(stats, reports, label, got, report, start, own_role)
         if pending:
             raise pending_error(pending, shards)
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None

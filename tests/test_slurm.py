@@ -21,12 +21,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from cscore.cli.slurm_check import SlurmUnavailable, check_slurm_available
+from cscore.metaeval.runs import missing_jobs
+from cscore.rundir import find_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
@@ -317,6 +320,30 @@ def test_failing_squeue_is_one_clear_line_and_nothing_is_submitted(submitit_plug
     assert not (tmp_path / "sbatch-was-called").exists()
 
 
+def test_a_sharded_sweep_with_a_node_local_cache_is_one_line_before_anything_is_submitted(submitit_plugin, tiny_dirs,
+                                                                                         tmp_path, cscore_cli):
+    """The shards of a job array meet in the statistics cache: one on tmpfs (/dev/shm), which no
+    other node sees, is refused in the launching process (a job would refuse it too)."""
+    from cscore.cli.workers import file_system
+
+    if file_system(Path("/dev/shm")) != "tmpfs":
+        pytest.skip("no tmpfs at /dev/shm here")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for tool in ("sbatch", "squeue"):
+        (fake / tool).write_text(f"#!/bin/sh\ntouch {tmp_path}/{tool}-was-called\n")
+        (fake / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
+    res = cscore_cli("run", "-m", "hydra/launcher=slurm", *tiny_args(tiny_dirs), "runtime.shards=3",
+                     f"cache.dir=/dev/shm/cscore-test-{os.getpid()}", f"hydra.sweep.dir={tmp_path}/sweep", cwd=tmp_path,
+                     env=env, timeout=CLI_TIMEOUT)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.returncode != 0 and len(lines) == 1, res.stdout + res.stderr
+    assert "is on tmpfs, which no other node sees" in lines[0] and "cache.dir=" in lines[0], lines[0]
+    assert not list(tmp_path.glob("*-was-called")) and not (tmp_path / "sweep").exists()
+    assert not Path(f"/dev/shm/cscore-test-{os.getpid()}").exists()
+
+
 @pytest.mark.slow
 def test_controller_down_is_one_clear_line(slurm_cluster, tmp_path, cscore_cli):
     """The real squeue against a controller that does not answer (a copy of the cluster's
@@ -338,3 +365,112 @@ def test_check_slurm_available_raises_a_runtime_error(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="`sbatch` is not on PATH") as info:
         check_slurm_available()
     assert isinstance(info.value, SlurmUnavailable)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# runtime.shards=3 as one job array (issue 32): the last shard to finish merges and writes the run
+# directory; a later sweep point reads the merged entry
+
+
+SHARDS = 3
+SHARD_ARGS = ["runtime.threads=1", "runtime.token_budget=512", "method.gamma=0.1"]  # 160 items: many batches
+
+
+def run_dirs(sweep: Path) -> list[Path]:
+    """A sweep dir's run directories (Hydra's numbered job dirs; .submitit and .shards left out)."""
+    return sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def job_logs(sweep: Path) -> dict[str, str]:
+    """Each array task's stdout (submitit's <job id>_<task>_0_log.out), by task id."""
+    return {p.parent.name: p.read_text() for p in sweep.glob(".submitit/*_*/*_0_log.out")}
+
+
+def score_table(run: Path) -> pd.DataFrame:
+    got = pd.read_parquet(run / "scores.parquet")
+    return got[["id", *[c for c in got.columns if c.startswith(("score.", "mean_logp", "n_scored"))]]]
+
+
+@pytest.fixture(scope="module")
+def sharded_array(slurm_cluster, tiny_dirs, tmp_path_factory, cscore_cli):
+    """`cscore run -m hydra/launcher=slurm runtime.shards=3` (one 3-task job array, its statistics
+    cache in the launching directory); then the same config unsharded (no SLURM, its own cache);
+    then a later sweep point over the merged entry (method.gamma=0.5 as 2 shard jobs, which run at
+    once here: the shard count is no part of the cache key)."""
+    cwd = tmp_path_factory.mktemp("slurm_shards")
+    common = [*launcher(slurm_cluster), *tiny_args(tiny_dirs), f"cache.dir={cwd / 'cache'}"]
+    # the unsharded run here, while the array runs (its own cache: it computes its own pass)
+    one = subprocess.Popen([sys.executable, "-m", "cscore.cli.main", "run", *tiny_args(tiny_dirs), *SHARD_ARGS,
+                            f"cache.dir={cwd / 'cache1'}", f"hydra.run.dir={cwd / 'one'}"], cwd=cwd, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        t0 = time.perf_counter()
+        res = cscore_cli("run", "-m", "hydra/launcher=slurm", *common, *SHARD_ARGS, f"runtime.shards={SHARDS}",
+                         "hydra.sweep.dir=sweep", cwd=cwd, timeout=CLI_TIMEOUT)
+        assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+        t1 = time.perf_counter()
+        later = cscore_cli("run", "-m", "hydra/launcher=slurm", *common, *SHARD_ARGS, "method.gamma=0.5",
+                           "runtime.shards=2", "hydra.sweep.dir=later", cwd=cwd, timeout=CLI_TIMEOUT)
+        assert later.returncode == 0, later.stdout[-4000:] + later.stderr[-4000:]
+        print(f"\n{SHARDS}-shard job array {t1 - t0:.1f}s, the later point's {time.perf_counter() - t1:.1f}s",
+              file=sys.stderr)
+        out, _ = one.communicate(timeout=CLI_TIMEOUT)
+        assert one.returncode == 0, out[-4000:]
+    finally:
+        one.kill()  # nothing left running when an assertion fails first
+        one.wait()
+    return SimpleNamespace(sweep=cwd / "sweep", later=cwd / "later", one=cwd / "one", cache=cwd / "cache")
+
+
+@pytest.mark.slow
+def test_three_shard_array_leaves_one_run_directory_equal_to_the_unsharded_run(sharded_array):
+    sweep = sharded_array.sweep
+    scripts = list(sweep.glob(".submitit/*/*_submission.sh"))
+    assert len(scripts) == 1 and f"#SBATCH --array=0-{SHARDS - 1}%" in scripts[0].read_text()  # one job array
+    array_id = scripts[0].parent.name
+    rows = sacct_rows(array_id, want=SHARDS)
+    assert set(rows) == {f"{array_id}_{k}" for k in range(SHARDS)}, rows
+    assert {r["State"] for r in rows.values()} == {"COMPLETED"}, rows
+    logs = job_logs(sweep)
+    for k in range(SHARDS):  # task k computed shard k of both passes, with work of its own
+        said = logs[f"{array_id}_{k}"]
+        for label in ("expert", "amateur"):
+            done = [x for x in said.splitlines() if f"statistics ({label}): shard {k} of {SHARDS} done: " in x]
+            assert len(done) == 1 and " 0 items" not in done[0], said[-3000:]
+    merged = [t for t, said in logs.items() if "statistics (expert): 3 shards merged in" in said]
+    assert len(merged) == 1, logs
+    runs = run_dirs(sweep)
+    assert len(runs) == 1, runs  # the jobs that left the merge to another removed theirs
+    assert missing_jobs(sweep, find_runs(sweep)) == []  # `cscore report`: the one sweep point is there
+    assert f"run directory: {runs[0]}" in logs[f"{array_id}_{runs[0].name}"]
+    pending = [said for t, said in logs.items() if t != f"{array_id}_{runs[0].name}"]
+    for said in pending:  # the others' one line: what was missing and the command that runs it
+        line = next(x for x in said.splitlines() if "not done yet; the run is incomplete: `cscore run " in x)
+        assert "runtime.shards=3" in line and "submitit" not in line, line
+    a, b = score_table(sharded_array.one), score_table(runs[0])
+    assert list(a.columns) == list(b.columns) and len(a) == 160
+    for c in a.columns:
+        assert np.array_equal(a[c].to_numpy(), b[c].to_numpy()), c  # bit for bit
+    assert (sharded_array.one / "correlations.csv").read_bytes() == (runs[0] / "correlations.csv").read_bytes()
+    speed = json.loads((runs[0] / "metrics.json").read_text())["speed"]
+    assert speed["shards"] == SHARDS and speed["merge_seconds"] > 0
+    assert set(speed["shard_seconds"]) == {"expert", "amateur"}
+    assert all(len(s) == SHARDS and min(s) > 0 for s in speed["shard_seconds"].values()), speed["shard_seconds"]
+    assert not speed["from_cache"]
+    assert not list(sharded_array.cache.glob(".partial/*/*"))  # merged: the partials are gone
+
+
+@pytest.mark.slow
+def test_a_later_sweep_point_reads_the_merged_entry(sharded_array):
+    runs = run_dirs(sharded_array.later)
+    assert len(runs) == 1, runs  # two shard jobs, both with the entry: one writes
+    assert computed_and_read(runs) == {"expert": [True], "amateur": [True]}  # no model ran
+    metrics = json.loads((runs[0] / "metrics.json").read_text())
+    assert set(metrics["speed"]["weights"].values()) == {"not loaded"}, metrics["speed"]["weights"]
+    assert "gamma: 0.5" in (runs[0] / "config.yaml").read_text()
+    later, first = score_table(runs[0]), score_table(run_dirs(sharded_array.sweep)[0])
+    assert np.array_equal(later["score.expert"].to_numpy(), first["score.expert"].to_numpy())
+    assert not np.allclose(later["score.contrast"].to_numpy(), first["score.contrast"].to_numpy())
+    said = "".join(job_logs(sharded_array.later).values())
+    assert said.count("this sweep point's run directory is ") == 1, said[-3000:]  # the other one names it

@@ -63,8 +63,7 @@ def pending_error(pending: dict, sharding: Sharding) -> ShardsPending:
     does not run."""
     missing = sorted({k for ks in pending.values() for k in ks})
     what = (f"{missing_text(missing, sharding.count)} not done yet" if missing else
-            "every shard done; the merge is the parent's (runtime.devices)" if not sharding.merge else
-            f"merged already; shard 0's job writes the run directory (this is shard {sharding.index})")
+            "every shard done; the merge is the parent's (runtime.devices)")
     return ShardsPending(f"statistics ({', '.join(pending)}): {what}", missing, sharding.count)
 
 
@@ -99,9 +98,7 @@ def run_pass(cache, job: ShardedPass, sharding: Sharding):
     key = stats_key(job.parts)
     with cache.lock(key):
         hit = cache.load(key, job.stats_type)
-    if hit is not None and sharding.index not in (None, 0):  # merged before this job: shard 0's job writes
-        return None, None, []  # the run directory (one per sweep point), the others stop here
-    if hit is not None:
+    if hit is not None:  # merged already (which job of a sweep point writes its run directory: cli/workers.py)
         return hit.stats, EngineReport.of_entry(hit.meta), []
     folder = cache.root / PARTIAL_DIR / key
     lengths = np.array([len(h) for _, h in job.pairs], dtype=np.int64)
@@ -178,10 +175,13 @@ def compute_shard(cache, job: ShardedPass, key: str, offsets, shard: tuple[int, 
         if not checkpoint.enabled:
             raise StorageError(f"shard {k} of {count} ({job.label}): its partials cannot be written to "
                                f"{folder}; a sharded pass needs a writable statistics cache")
+        items = int(len(checkpoint.foreign) - checkpoint.foreign.sum())
         write_mark(folder, k, count, {
             "start": start, "end": time.time(), "seconds": report.seconds, "tokens": report.tokens,
             "padded_tokens": report.padded_tokens, "batches": report.batches, "flops": report.flops,
-            "items": int(len(checkpoint.foreign) - checkpoint.foreign.sum()), "resumed": checkpoint.n_kept})
+            "items": items, "resumed": checkpoint.n_kept})
+        log.info("statistics (%s): shard %d of %d done: %d items, %d batches, %.1fs", job.label, k, count, items,
+                 report.batches, report.seconds)
 
 
 def merge_pass(cache, job: ShardedPass, key: str, offsets, count: int):
@@ -208,6 +208,7 @@ def merge_pass(cache, job: ShardedPass, key: str, offsets, count: int):
         report = merged_report(marks, count, time.perf_counter() - start)
         if cache.save(key, merged, job.parts, extra={"models": job.models, "report": report.record()}) is not None:
             remove_folder(folder)
+        log.info("statistics (%s): %d shards merged in %.2fs", job.label, count, report.merge_seconds)
     return merged, report, []
 
 
