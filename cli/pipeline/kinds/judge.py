@@ -14,7 +14,7 @@ from typing import Any
 
 from cscore import rundir
 from cscore.cli.pipeline.kinds.base import REGISTRY, Plan, Scored
-from cscore.cli.pipeline.kinds.judging import JudgeKind, grid_points, invalid_counts, parse_changes
+from cscore.cli.pipeline.kinds.judging import JudgeKind, grid_points, invalid_counts, parse_changes, stop_shard
 from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt, judge_prompt
 from cscore.errors import ConfigError
@@ -63,10 +63,10 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     digits = digit_tokens(tok) if prefixes else None
     scale = judge.Scale(values, value_ids, prefixes, n_items, lambda t: tok.decode([t]), digits)
 
-    def compute():
+    def compute(checkpoint=None):
         return judge.compute(main.model, contexts, scale, asst=None if early else asst.model,
                              asst_exit=asst.exit_layer if early else None, pad_id=pad_id, progress=progress,
-                             options=opts)
+                             options=opts, checkpoint=checkpoint)
 
     if asst.parent is not None and not early:
         raise ConfigError("the judge's assistant must be a whole model or an early exit of the main model")
@@ -85,6 +85,12 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
              **opts.key_parts(shared=opts.prefix_sharing)}
     if digits is not None:  # one-token ranges: keys unchanged
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
+    if opts.shards is not None and opts.shards.on:
+        from cscore.scorers.judge.sharded import first_step
+
+        stats, report = first_step(cache, parts, scale, compute, (main, asst), opts.shards)
+        report.fetch_seconds = time.perf_counter() - start
+        return stats, report, stats_key(parts)
     done: dict = {}
 
     def compute_entry(key: str):
@@ -119,7 +125,8 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory) -> t
     paths = greedy_paths(pair, stats, prompts, list(rules.values()), alpha=p.alpha,
                          max_new_tokens=p.max_new_tokens, cache=stats_cache(run) if key else None,
                          judge_key=key, progress=factory("decode", len(prompts)) if factory else None,
-                         extra_rules=extra, timing=timing, stop=None if p.full_output else p.parse)
+                         extra_rules=extra, timing=timing, stop=None if p.full_output else p.parse,
+                         shards=run.passes.shards)
     also = [[lam, t] for (lam, t), rule in zip(grid, extra) if rule in paths and rule not in rules.values()]
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
@@ -208,6 +215,7 @@ class Judge(JudgeKind):
                                                   if factory else None)
             firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
             decoded, also, decode_report = decoded_texts(run, pair, stats, key, firsts, plan, factory)
+        stop_shard(run.passes.shards, [report, *decode_report.values()])
         table = examples.copy()
         table["prompt"] = kept
         table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
