@@ -194,6 +194,7 @@ class Paths:
     judge_key: str | None = None
     stop: str | None = "paper"
     shards: Any = None  # a Sharding (runtime.shards): the prompts dealt to shards; not a key part
+    adopt: bool = False  # this process merged the sharded first-step pass: shards that left then are its own
 
 
 def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, extra_rules=(), timing: dict | None = None,
@@ -273,7 +274,7 @@ def sharded_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Ca
         decode(names, [u[0] for u in units], lambda k, seqs: done(units[k], {n: [s] for n, s in zip(names, seqs)}))
 
     job = DecodeJob(parts, [[i] for i in order], [len(prompts[i]) + how.max_new_tokens for i in order], compute,
-                    len(prompts), [len(p) for p in prompts], "greedy")
+                    len(prompts), [len(p) for p in prompts], "greedy", how.judge_key if how.adopt else None)
     got, missing = sharded_decodes(cache, job, how.shards)
     if not got:
         raise pending_error({"decode": missing}, how.shards)

@@ -47,7 +47,9 @@ class DecodeJob:
     format)}, the units (prompt indices decoded together, in plan order) and their ``costs``;
     ``compute(names, units, done)`` decodes those units for those rows, calling ``done(unit,
     {name: paths of the unit's prompts})`` as each unit ends; ``n_prompts``, ``tokens`` (each
-    prompt's length) and ``label`` for the logs."""
+    prompt's length) and ``label`` for the logs; ``after``: the key of the pass the decodes read
+    (the first-step pass) when this process merged it: a shard that ended there before its
+    siblings came (``first_step``) left its decodes to this one; None: no such pass."""
 
     parts: dict
     units: list
@@ -56,6 +58,7 @@ class DecodeJob:
     n_prompts: int
     tokens: list
     label: str
+    after: str | None = None
 
     def full(self, name: str) -> dict:
         return {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **self.parts[name]}
@@ -87,6 +90,7 @@ def first_step(cache, parts: dict, scale, compute, models, shards):
     waits for the others while they run (``wait_for_shards``). ``compute(checkpoint)``: the pass
     (``judge.compute``); ``models``: (main, assistant) as loaded. Raises ShardsPending while a
     shard is missing."""
+    from cscore.files import file_lock
     from cscore.scorers.judge import judge
     from cscore.scorers.judge.stats import JudgeStats
     from cscore.scorers.store.cache import stats_key
@@ -101,7 +105,8 @@ def first_step(cache, parts: dict, scale, compute, models, shards):
     key = stats_key(parts)
     got, report, missing = run_pass(cache, job, shards)
     if got is None and missing and shards.index is not None:
-        missing = wait_for_shards(cache, [key], shards.count)
+        with file_lock(shard_lock(cache, key, shards.index)):  # it is still there: its decodes are its own
+            missing = wait_for_shards(cache, [key], shards.count)
     if got is None and not missing:  # every shard done (or merged already): the decodes need the statistics
         got, report, missing = merge_pass(cache, job, key, unit_offsets(n_ctx), shards.count)
     if got is None:
@@ -130,7 +135,11 @@ def sharded_decodes(cache, job: DecodeJob, sharding) -> tuple[dict, list[int]]:
         decode_shard(cache, job, {n: keys[n] for n in todo}, (k, sharding.count))
     missing = missing_shards(cache, [keys[n] for n in todo], sharding.count)
     if missing and sharding.index is not None:
-        missing = wait_for_shards(cache, [keys[n] for n in todo], sharding.count)
+        missing = wait_for_shards(cache, [keys[n] for n in todo], sharding.count, also=[job.after] if job.after else [])
+        if job.after:  # they ended at the first-step pass (their siblings were not there yet): theirs are ours
+            for k in missing:
+                decode_shard(cache, job, {n: keys[n] for n in todo}, (k, sharding.count))
+            missing = missing_shards(cache, [keys[n] for n in todo], sharding.count)
     if missing or not sharding.merge:
         return {}, missing
     call = "shards-" + min(keys[n] for n in todo)[:16]
@@ -240,17 +249,18 @@ def held(path: Path) -> bool:
         os.close(fd)
 
 
-def wait_for_shards(cache, keys: list[str], count: int, grace: float | None = None) -> list[int]:
+def wait_for_shards(cache, keys: list[str], count: int, grace: float | None = None, also=()) -> list[int]:
     """Wait until every shard of the passes ``keys`` is done (or stored), while a missing one runs
-    (holds its shard lock) or, in a SLURM job or a worker of ``runtime.devices``, for ``grace``
-    seconds (START_GRACE) for one still starting. Returns the shards still missing."""
+    (holds its shard lock of one of ``keys`` or ``also``) or, in a SLURM job or a worker of
+    ``runtime.devices``, for ``grace`` seconds (START_GRACE) for one still starting. Returns the
+    shards still missing."""
     if grace is None:
         grace = START_GRACE if os.environ.get(WORKER_ENV) or os.environ.get("SLURM_JOB_ID") else 0.0
     start = time.monotonic()
     said = False
     while True:
         missing = missing_shards(cache, keys, count)
-        running = any(held(shard_lock(cache, key, k)) for key in keys for k in missing)
+        running = any(held(shard_lock(cache, key, k)) for key in [*keys, *also] for k in missing)
         if not missing or (not running and time.monotonic() - start >= grace):
             return missing
         if not said:

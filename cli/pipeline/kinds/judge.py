@@ -104,10 +104,11 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     return got["judge"], report, stats_key(parts)
 
 
-def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory) -> tuple[dict, list, dict]:
+def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory, merged=False) -> tuple[dict, list, dict]:
     """({row: its decoded text per prompt}, the sweep's other (λ, t) points whose paths were decoded
     too, {"decode": its report}) under method.decode=greedy (``scorers.judge_decode``; paths cached
-    next to the statistics); ({}, [], {}) for first_token."""
+    next to the statistics); ({}, [], {}) for first_token. ``merged``: this process merged the sharded
+    first-step pass (the decodes of shards that ended before it are its own, ``judge.sharded``)."""
     p: Any = run.method  # cd_judge's Params
     if p.decode != "greedy":
         return {}, [], {}
@@ -126,7 +127,7 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory) -> t
                          max_new_tokens=p.max_new_tokens, cache=stats_cache(run) if key else None,
                          judge_key=key, progress=factory("decode", len(prompts)) if factory else None,
                          extra_rules=extra, timing=timing, stop=None if p.full_output else p.parse,
-                         shards=run.passes.shards)
+                         shards=run.passes.shards, adopt=merged)
     also = [[lam, t] for (lam, t), rule in zip(grid, extra) if rule in paths and rule not in rules.values()]
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
@@ -214,7 +215,8 @@ class Judge(JudgeKind):
                                                   progress=per_item(factory, 1 + len(prefixes))("judge", len(contexts))
                                                   if factory else None)
             firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
-            decoded, also, decode_report = decoded_texts(run, pair, stats, key, firsts, plan, factory)
+            decoded, also, decode_report = decoded_texts(run, pair, stats, key, firsts, plan, factory,
+                                                         merged=not report.cached)
         stop_shard(run.passes.shards, [report, *decode_report.values()])
         table = examples.copy()
         table["prompt"] = kept
