@@ -227,7 +227,7 @@ def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, extr
     if judge_key and cache is not None and how.shards is not None and how.shards.on:  # this point's rules only
         got = sharded_paths(cache, {n: parts(r) for n, r in own.items()}, prompts, how,
                             lambda names, only, each: _decode_rules(pair, stats, prompts, [own[n] for n in names], how,
-                                                                    eos, progress, only=only, each=each))
+                                                                    eos, progress, (only, each)))
     else:
         got = through_cache_many(cache if judge_key else None, {n: parts(r) for n, r in own.items()}, compute,
                                  extra={n: parts(r) for n, r in more.items()})
@@ -238,15 +238,16 @@ def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, extr
     return {{**own, **more}[n]: paths for n, (paths, *_) in got.items()}
 
 
-def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, only=None, each=None) -> list[list[list[int]]]:
+def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=None) -> list[list[list[int]]]:
     """Decoded ids per prompt of each rule, all rules in one ``decode_all`` (a tree per prompt);
-    ``only``: those prompts (indices) alone; ``each``: as ``decode_all``'s."""
+    ``part``: (prompt indices, each): those prompts alone, each tree to ``each`` (``decode_all``'s)."""
     from cscore.scorers.judge.parse import settled
 
     alpha, stop = how.alpha, how.stop
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
     early = asst.parent is main
     firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
+    only, each = part if part is not None else (None, None)
     if only is not None:
         prompts, firsts = [prompts[i] for i in only], [firsts[i] for i in only]
 

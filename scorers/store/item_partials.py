@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, Checkpoint, _as_numpy
+from cscore.scorers.store.checkpoint import Checkpoint
 
 SIZES = "sizes"  # the fixed array with each item's length of the ragged arrays
 
@@ -39,10 +39,8 @@ class ItemCheckpoint(Checkpoint):
     """The partials of a pass with one entry per item (``offsets``: 0..n_items); ``add(items,
     {name: array})`` with the layout's arrays for those items; ``assemble()`` the merged payload."""
 
-    def __init__(self, folder, key, heads, offsets, temperatures, every: float = CHECKPOINT_SECONDS,
-                 schema: int = 0, shard: tuple[int, int] | None = None, *, layout: Layout,
-                 assemble: Callable[[ItemCheckpoint], dict] | None = None):
-        super().__init__(folder, key, heads, offsets, temperatures, every=every, schema=schema, shard=shard)
+    def __init__(self, *args, layout: Layout, assemble: Callable[[ItemCheckpoint], dict] | None = None, **kw):
+        super().__init__(*args, **kw)  # as ``Checkpoint``: folder, key, heads, offsets, temperatures, every, ...
         if self.n_tokens != self.n_items:
             raise ValueError("an item partial keeps one position per item")
         self.layout, self._assemble = layout, assemble
@@ -66,7 +64,7 @@ class ItemCheckpoint(Checkpoint):
 
     def _arrays(self, pending: list) -> dict[str, Any]:
         names = [*self.layout.fixed, *self.layout.ragged]
-        return {name: np.concatenate([_as_numpy(rows[name]) for _, rows in pending]) for name in names}
+        return {name: np.concatenate([np.asarray(rows[name]) for _, rows in pending]) for name in names}
 
     def gather(self) -> tuple[dict[str, np.ndarray], dict[str, list]]:
         """What the files read hold: ({fixed name: rows in item order, rows of items not kept

@@ -204,6 +204,7 @@ def merge_items(folder: Path, key: str, job: ShardedPass, offsets):
     """``merge`` for a pass with ``partials``: its ``assemble()`` once every item is covered."""
     from cscore.scorers.store.cache import CACHE_SCHEMA
 
+    assert job.partials is not None
     checkpoint = job.partials(folder, key, list(job.heads), offsets, job.temperatures, schema=CACHE_SCHEMA)
     checkpoint.load()
     return checkpoint.assemble() if checkpoint.done.all() else None
