@@ -106,9 +106,9 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
     ``item_partials.ItemCheckpoint``, ``judge_partials``): the planned batches dealt to the shards,
     this shard's computed (those it kept skipped) and added to it; the statistics are then None
     (the merge assembles them)."""
+    checkpoint = settings.pop("checkpoint", None)
     opts = PassOptions.given(options, **settings)
     value_ids, prefixes, n_items = scale.value_ids, scale.prefixes, scale.n_items
-    checkpoint = settings.pop("checkpoint", None)
     padding_side = opts.padding_side
     _check_inputs(contexts, n_items, prefixes, asst, asst_exit)
     device = next(main.parameters()).device
