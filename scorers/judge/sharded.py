@@ -134,7 +134,7 @@ def sharded_decodes(cache, job: DecodeJob, sharding) -> tuple[dict, list[int]]:
     for k in sharding.todo():
         decode_shard(cache, job, {n: keys[n] for n in todo}, (k, sharding.count))
     missing = missing_shards(cache, [keys[n] for n in todo], sharding.count)
-    if missing and sharding.index is not None:
+    if missing and sharding.index is not None and sharding.merge:  # a worker leaves the rest to its parent
         missing = wait_for_shards(cache, [keys[n] for n in todo], sharding.count, also=[job.after] if job.after else [])
         if job.after:  # they ended at the first-step pass (their siblings were not there yet): theirs are ours
             for k in missing:
