@@ -281,3 +281,33 @@ def test_cpu_workers_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_
     assert not list((tmp_path / "cN").glob(".partial/*/*"))
     speed = json.loads((tmp_path / "many" / rundir.METRICS).read_text())["speed"]
     assert speed["shards"] == count
+
+
+def test_an_interrupted_first_step_shard_resumes_from_its_partials(pair, tmp_path, caplog):
+    import logging
+
+    prompts, contexts, scale = contexts_of(pair, 1, 5)
+    want = stats_shards(pair, contexts, scale, StatsCache(tmp_path / "one"), 1)
+    cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
+    parts, opts = parts_of(pair, contexts, scale), PassOptions(token_budget=BUDGET)
+    seen = []
+
+    def stop_after_one(n):  # the pass's progress: interrupted after its first batch
+        seen.append(n)
+        raise KeyboardInterrupt
+
+    def compute(checkpoint=None, progress=None):
+        return judge.compute(pair.expert.model, contexts, scale, asst=pair.amateur.model, pad_id=0, options=opts,
+                             checkpoint=checkpoint, progress=progress)
+
+    with pytest.raises(KeyboardInterrupt):
+        first_step(cache, parts, scale, lambda ck: compute(ck, stop_after_one), (pair.expert, pair.amateur),
+                   Sharding(2, None))
+    assert list(cache.root.glob(f"{PARTIAL_DIR}/*/s000-*.npz")) and not list(cache.root.glob(f"{PARTIAL_DIR}/*/*.json"))
+    done = []
+    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.shards"):
+        got, report = first_step(cache, parts, scale, lambda ck: compute(ck, done.append),
+                                 (pair.expert, pair.amateur), Sharding(2, None))
+    assert_same_stats(want, got)
+    assert f"shard 0 of 2 resumed {seen[0]} items from its partials" in caplog.text
+    assert report.batches == compute()[1].batches - 1  # the kept batch is not computed again
