@@ -246,7 +246,9 @@ def rows(demo_rows):
 
 
 @pytest.mark.parametrize("method", [["method=cd_judge", "method.decode=greedy"], ["method=cd_judge_released"],
-                                    ["method=cd_judge", "method.decode=values"]])
+                                    pytest.param(["method=cd_judge", "method.decode=first_token"],
+                                                 marks=pytest.mark.slow),
+                                    pytest.param(["method=cd_judge", "method.decode=values"], marks=pytest.mark.slow)])
 def test_array_tasks_one_shard_each_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_main, method):
     """runtime.shards=N runtime.shard=K, one after another (a job array whose tasks run apart): every
     task but the last ends pending; the last merges and writes the run directory (2 and 3 shards)."""
