@@ -264,6 +264,10 @@ def test_array_tasks_one_shard_each_equal_the_unsharded_run(judge_dirs, rows, tm
         assert_same_scores(tmp_path / "one", out)
         assert StatsCache(cache).keys() == StatsCache(tmp_path / "c1").keys()
         assert not list(cache.glob(".partial/*/*"))
+        speed = json.loads((out / rundir.METRICS).read_text())["speed"]
+        assert speed["shards"] == count and speed["merge_seconds"] >= 0
+        decodes = [rep for name, rep in speed["passes"].items() if name.startswith("decode")]
+        assert all(rep["shards"] == count and len(rep["shard_seconds"]) == count for rep in decodes)
 
 
 @pytest.mark.slow
@@ -283,6 +287,8 @@ def test_cpu_workers_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_
     assert not list((tmp_path / "cN").glob(".partial/*/*"))
     speed = json.loads((tmp_path / "many" / rundir.METRICS).read_text())["speed"]
     assert speed["shards"] == count
+    decodes = [rep for name, rep in speed["passes"].items() if name.startswith("decode")]
+    assert decodes and all(rep["shards"] == count for rep in decodes)
 
 
 def test_an_interrupted_first_step_shard_resumes_from_its_partials(pair, tmp_path, caplog):

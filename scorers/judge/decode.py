@@ -205,7 +205,8 @@ def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, extr
     ``extra_rules`` (other points of the run's sweep) join the tree only when a rule of ``rules``
     is decoded, and only those the cache lacks; they are returned too. ``timing`` (a dict)
     receives ``cached`` (every rule read), ``seconds`` (of this call's decode, else of the calls
-    that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s)).
+    that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s)); a
+    sharded decode also ``sharded``: the report of its merge (shards, their seconds, the merge's).
     ``stop``: a path also stops once ``judge_parse.settled`` says the parse rule ``stop`` ("paper"
     or "released") can no longer change its score; None: only at EOS or ``max_new_tokens`` (the
     whole text). ``paths``: the fields of ``Paths`` (alpha, max_new_tokens, judge_key, stop)."""
@@ -227,7 +228,7 @@ def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, extr
     if judge_key and cache is not None and how.shards is not None and how.shards.on:  # this point's rules only
         got = sharded_paths(cache, {n: parts(r) for n, r in own.items()}, prompts, how,
                             lambda names, only, each: _decode_rules(pair, stats, prompts, [own[n] for n in names], how,
-                                                                    eos, progress, (only, each)))
+                                                                    eos, progress, (only, each)), timing)
     else:
         got = through_cache_many(cache if judge_key else None, {n: parts(r) for n, r in own.items()}, compute,
                                  extra={n: parts(r) for n, r in more.items()})
@@ -262,10 +263,11 @@ def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=N
     return [paths.paths() for paths in got]
 
 
-def sharded_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Callable) -> dict:
+def sharded_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Callable, timing=None) -> dict:
     """``through_cache_many`` for a sharded run (``judge.sharded``): each prompt's tree is one unit,
     dealt by its cost (its tokens and the steps it may take); ``decode(names, prompt indices,
-    each)`` decodes them. Raises ShardsPending while a shard is missing."""
+    each)`` decodes them; ``timing`` (a dict) gets ``sharded``, a merge's report. Raises
+    ShardsPending while a shard is missing."""
     from cscore.scorers.judge.sharded import DecodeJob, sharded_decodes
     from cscore.scorers.store.shards import pending_error
 
@@ -276,9 +278,12 @@ def sharded_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Ca
 
     job = DecodeJob(parts, [[i] for i in order], [len(prompts[i]) + how.max_new_tokens for i in order], compute,
                     len(prompts), [len(p) for p in prompts], "greedy", how.judge_key if how.adopt else None)
-    got, missing = sharded_decodes(cache, job, how.shards)
+    reports: dict = {}
+    got, missing = sharded_decodes(cache, job, how.shards, reports)
     if not got:
         raise pending_error({"decode": missing}, how.shards)
+    if timing is not None and reports:
+        timing["sharded"] = next(iter(reports.values()))
     return got
 
 

@@ -114,10 +114,11 @@ def first_step(cache, parts: dict, scale, compute, models, shards):
     return got["judge"], report
 
 
-def sharded_decodes(cache, job: DecodeJob, sharding) -> tuple[dict, list[int]]:
+def sharded_decodes(cache, job: DecodeJob, sharding, reports: dict | None = None) -> tuple[dict, list[int]]:
     """({row: (paths, from the cache, seconds, call id)} or {} while shards are missing, the
     shards missing): the rows the cache holds read, the others decoded by this process's shards
-    (``sharding.todo()``) and merged once every shard is done (``sharding.merge``)."""
+    (``sharding.todo()``) and merged once every shard is done (``sharding.merge``); ``reports``
+    (a dict) receives each merged row's report (its shards' seconds, the merge's)."""
     from cscore.scorers.store.cache import stats_key
 
     keys = {name: stats_key(job.full(name)) for name in job.parts}
@@ -149,6 +150,8 @@ def sharded_decodes(cache, job: DecodeJob, sharding) -> tuple[dict, list[int]]:
         if got is None:
             return {}, missing
         out[name] = (got["paths"].paths(), False, report.seconds, call)
+        if reports is not None:
+            reports[name] = report
     return out, []
 
 

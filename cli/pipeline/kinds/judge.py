@@ -14,7 +14,14 @@ from typing import Any
 
 from cscore import rundir
 from cscore.cli.pipeline.kinds.base import REGISTRY, Plan, Scored
-from cscore.cli.pipeline.kinds.judging import JudgeKind, grid_points, invalid_counts, parse_changes, stop_shard
+from cscore.cli.pipeline.kinds.judging import (
+    JudgeKind,
+    grid_points,
+    invalid_counts,
+    parse_changes,
+    shard_figures,
+    stop_shard,
+)
 from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt, judge_prompt
 from cscore.errors import ConfigError
@@ -134,6 +141,7 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory, merg
     tokens = sum(len(p) for p in prompts) + sum(len(x) for rule in set(rules.values()) for x in paths[rule])
     report = EngineReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
                           fetch_seconds=time.perf_counter() - start, shared=timing["call"])
+    shard_figures(report, timing.get("sharded"))
     return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": report}
 
 

@@ -16,7 +16,14 @@ import numpy as np
 
 from cscore import rundir
 from cscore.cli.pipeline.kinds.base import REGISTRY, Passes, Plan, Scored
-from cscore.cli.pipeline.kinds.judging import JudgeKind, grid_points, invalid_counts, parse_changes, stop_shard
+from cscore.cli.pipeline.kinds.judging import (
+    JudgeKind,
+    grid_points,
+    invalid_counts,
+    parse_changes,
+    shard_figures,
+    stop_shard,
+)
 from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.passes import announce
@@ -72,10 +79,10 @@ def plan_batches(prompts, batch_size: int) -> list[list[int]]:
     return [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
 
 
-def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, shards, factory) -> dict:
+def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, shards, factory, reports=None) -> dict:
     """The released rows ``rows`` ({name: rule}) decoded by shards (``judge.sharded``): each batch of
     the plan one unit, dealt by its padded cost; ``parts``: each row's decode key parts. Raises
-    ShardsPending while a shard is missing."""
+    ShardsPending while a shard is missing. ``reports``: each merged row's report (``sharded_decodes``)."""
     from cscore.scorers.judge.sharded import DecodeJob, sharded_decodes
     from cscore.scorers.store.shards import pending_error
 
@@ -89,7 +96,7 @@ def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, shards, 
 
     costs = [len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens) for u in units]
     job = DecodeJob(parts, units, costs, compute, len(prompts), [len(x) for x in prompts], "released")
-    got, missing = sharded_decodes(cache, job, shards)
+    got, missing = sharded_decodes(cache, job, shards, reports)
     if not got:
         raise pending_error({"decode": missing}, shards)
     return got
@@ -143,14 +150,16 @@ def released_cache(run: RunConfig, pair, prompts):
 MAIN_ALONE = (0.0, 1.0)  # the main model alone: λ = 0 (the assistant's term is 0), t = 1
 
 
-def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=(), shards=None) -> tuple[dict, float, list]:
+def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=(), shards=None,
+                merged=None) -> tuple[dict, float, list]:
     """({row: (decoded ids per prompt, from the cache, seconds of the decode that made them)}, the
     seconds this call took, the ``grid`` points decoded too): every row through the statistics
     cache (``judge_decode.released_parts`` keys); the rows it lacks decode in one call
     (``released_outputs``: the main model's rows as one tree). ``grid``: other (λ, t) points of
     the run's sweep; when the contrast row is not cached, those the cache lacks join its tree and
     are stored for their own jobs. Rows decoded together report their common seconds. ``shards``
-    (runtime.shards): the rows decoded by shards (``sharded_rows``), the grid points left out."""
+    (runtime.shards): the rows decoded by shards (``sharded_rows``; ``merged``, a dict, gets each merged
+    row's report), the grid points left out."""
     from cscore.scorers.judge.decode import released_parts, through_cache_many
 
     who = {v.name: v.who for v in plan.variants}
@@ -173,7 +182,8 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=(), shar
 
     start = time.perf_counter()
     if cache is not None and shards is not None and shards.on:
-        decoded = sharded_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, shards, factory)
+        decoded = sharded_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, shards, factory,
+                               merged)
         return decoded, time.perf_counter() - start, []
     decoded = through_cache_many(cache, parts, compute, extra=extra)  # out of memory with extra: parts alone
     also = [list(extra_rules[n]) for n in extra if n in decoded]
@@ -219,7 +229,9 @@ class JudgeReleased(JudgeKind):
         invalid, reports, changes = {}, {}, {}
         with progress.live() as factory:
             grid = grid_points(run) if cache is not None else []
-            decoded, spent, also = decode_rows(pair, prompts, plan, p, cache, base, factory, grid, run.passes.shards)
+            merged: dict = {}  # the shards' figures of a sharded decode
+            decoded, spent, also = decode_rows(pair, prompts, plan, p, cache, base, factory, grid, run.passes.shards,
+                                               merged)
         if also:
             log.info("decoded %d other grid point(s) of this sweep with this one (one tree): their jobs read them "
                      "from the cache", len(also))
@@ -239,7 +251,7 @@ class JudgeReleased(JudgeKind):
             # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
             rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
                                       cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
-            reports[f"decode {v.name}"] = rep
+            reports[f"decode {v.name}"] = shard_figures(rep, merged.get(v.name))
         stop_shard(run.passes.shards, list(reports.values()))
         judge_info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,
                       "invalid": invalid, "parse": p.parse, "parse_changes": changes,

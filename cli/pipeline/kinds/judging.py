@@ -102,6 +102,15 @@ def stop_shard(shards, reports) -> None:
         raise pending_error({"judge": []}, shards)
 
 
+def shard_figures(report, merged):
+    """``report`` (a decode's) with the shards' seconds and the merge's of ``merged`` (the report of
+    a sharded decode's merge, or None: unchanged), for metrics.json's speed."""
+    if merged is not None:
+        report.shards, report.shard_seconds, report.merge_seconds = (merged.shards, merged.shard_seconds,
+                                                                     merged.merge_seconds)
+    return report
+
+
 def grid_points(run: RunConfig) -> list[tuple[float, float]]:
     """The (λ, t) of the run's sweep siblings that differ from it in ``method.lam`` / ``method.t``
     only (``RunConfig.sweep_others``); [] when ``runtime.share_grid`` is off."""
