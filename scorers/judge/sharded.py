@@ -136,11 +136,7 @@ def sharded_decodes(cache, job: DecodeJob, sharding, reports: dict | None = None
         decode_shard(cache, job, {n: keys[n] for n in todo}, (k, sharding.count))
     missing = missing_shards(cache, [keys[n] for n in todo], sharding.count)
     if missing and sharding.index is not None and sharding.merge:  # a worker leaves the rest to its parent
-        missing = wait_for_shards(cache, [keys[n] for n in todo], sharding.count, also=[job.after] if job.after else [])
-        if job.after:  # they ended at the first-step pass (their siblings were not there yet): theirs are ours
-            for k in missing:
-                decode_shard(cache, job, {n: keys[n] for n in todo}, (k, sharding.count))
-            missing = missing_shards(cache, [keys[n] for n in todo], sharding.count)
+        missing = wait_decodes(cache, job, {n: keys[n] for n in todo}, sharding)
     if missing or not sharding.merge:
         return {}, missing
     call = "shards-" + min(keys[n] for n in todo)[:16]
@@ -153,6 +149,28 @@ def sharded_decodes(cache, job: DecodeJob, sharding, reports: dict | None = None
         if reports is not None:
             reports[name] = report
     return out, []
+
+
+def wait_decodes(cache, job: DecodeJob, keys: dict[str, str], sharding) -> list[int]:
+    """The shards still missing after waiting for the others' decodes: through ``sharding.wait``
+    where the run gives one (the parent of runtime.devices: its workers), else while they run
+    (``wait_for_shards``). Then the decodes of shards that will not come are decoded here: under
+    ``sharding.wait``, a worker that ended without them; else those of shards that ended at the
+    first-step pass before this process merged it (``job.after``)."""
+    count = sharding.count
+
+    def pending() -> list[int]:
+        return missing_shards(cache, list(keys.values()), count)
+
+    hook = getattr(sharding, "wait", None)
+    if hook is not None:
+        hook(pending, f"decode {job.label}")
+    else:
+        wait_for_shards(cache, list(keys.values()), count, also=[job.after] if job.after else [])
+    if hook is not None or job.after:
+        for k in pending():
+            decode_shard(cache, job, keys, (k, count))
+    return pending()
 
 
 def decode_shard(cache, job: DecodeJob, keys: dict[str, str], shard: tuple[int, int]) -> None:
