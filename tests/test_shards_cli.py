@@ -173,7 +173,8 @@ def test_a_slurm_shard_with_a_node_local_cache_is_one_line(tiny_dirs, tmp_path, 
 
 
 @pytest.mark.parametrize("more,shown", [
-    (["method=cd_judge", "runtime.shards=2"], "method=cd_judge (judge kind) cannot shard its passes"),
+    (["method=baseline", "baseline=bleu", "runtime.shards=2"],
+     "method=baseline (baseline kind) cannot shard its passes"),
     (["runtime.shards=2", "runtime.shard=2"], "runtime.shard=2 but runtime.shards=2: shards are 0 .. 1"),
     (["runtime.shard=0"], "runtime.shard=0 but runtime.shards=1"),
     (["runtime.shards=2", "cache.enabled=false"], "runtime.shards needs the statistics cache"),

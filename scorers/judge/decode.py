@@ -19,7 +19,7 @@ import copy
 import logging
 import math
 from dataclasses import dataclass
-from typing import Callable, Collection, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 import torch
@@ -129,9 +129,10 @@ class Steps:
 
 
 def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int]], cs: Sequence[float | None], *,
-               asst=None, asst_exit: int | None = None, progress=None, **steps) -> list[DecodedPaths]:
+               asst=None, asst_exit: int | None = None, progress=None, each=None, **steps) -> list[DecodedPaths]:
     """One ``DecodedPaths`` per rule of ``cs``; ``firsts[i][j]``: prompt i's first token under cs[j];
-    ``steps``: the fields of ``Steps`` (alpha, max_new_tokens, eos_ids, done)."""
+    ``steps``: the fields of ``Steps`` (alpha, max_new_tokens, eos_ids, done); ``each(i, paths)``
+    (optional): prompt i's path per rule as soon as its tree is decoded."""
     how = Steps(**steps)
     alpha, max_new_tokens = how.alpha, how.max_new_tokens
     stepper = Stepper(main, asst, asst_exit)
@@ -145,6 +146,8 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
                                 eos_ids=set(how.eos_ids), done=how.done)
             for j, seq in enumerate(got):
                 paths[j].append(seq)
+            if each is not None:
+                each(len(paths[0]) - 1, got)
             if progress is not None:
                 progress(1)
     finally:
@@ -190,6 +193,8 @@ class Paths:
     max_new_tokens: int
     judge_key: str | None = None
     stop: str | None = "paper"
+    shards: Any = None  # a Sharding (runtime.shards): the prompts dealt to shards; not a key part
+    adopt: bool = False  # this process merged the sharded first-step pass: shards that left then are its own
 
 
 def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, extra_rules=(), timing: dict | None = None,
@@ -200,7 +205,8 @@ def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, extr
     ``extra_rules`` (other points of the run's sweep) join the tree only when a rule of ``rules``
     is decoded, and only those the cache lacks; they are returned too. ``timing`` (a dict)
     receives ``cached`` (every rule read), ``seconds`` (of this call's decode, else of the calls
-    that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s)).
+    that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s)); a
+    sharded decode also ``sharded``: the report of its merge (shards, their seconds, the merge's).
     ``stop``: a path also stops once ``judge_parse.settled`` says the parse rule ``stop`` ("paper"
     or "released") can no longer change its score; None: only at EOS or ``max_new_tokens`` (the
     whole text). ``paths``: the fields of ``Paths`` (alpha, max_new_tokens, judge_key, stop)."""
@@ -219,8 +225,13 @@ def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, extr
         todo = [own.get(n, more.get(n)) for n in names]
         return dict(zip(names, _decode_rules(pair, stats, prompts, todo, how, eos, progress)))
 
-    got = through_cache_many(cache if judge_key else None, {n: parts(r) for n, r in own.items()}, compute,
-                             extra={n: parts(r) for n, r in more.items()})
+    if judge_key and cache is not None and how.shards is not None and how.shards.on:  # this point's rules only
+        got = sharded_paths(cache, {n: parts(r) for n, r in own.items()}, prompts, how,
+                            lambda names, only, each: _decode_rules(pair, stats, prompts, [own[n] for n in names], how,
+                                                                    eos, progress, (only, each)), timing)
+    else:
+        got = through_cache_many(cache if judge_key else None, {n: parts(r) for n, r in own.items()}, compute,
+                                 extra={n: parts(r) for n, r in more.items()})
     mine = [got[n] for n in own]
     calls = {call: seconds for _, _, seconds, call in mine}
     if timing is not None:
@@ -228,14 +239,18 @@ def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, extr
     return {{**own, **more}[n]: paths for n, (paths, *_) in got.items()}
 
 
-def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress) -> list[list[list[int]]]:
-    """Decoded ids per prompt of each rule, all rules in one ``decode_all`` (a tree per prompt)."""
+def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=None) -> list[list[list[int]]]:
+    """Decoded ids per prompt of each rule, all rules in one ``decode_all`` (a tree per prompt);
+    ``part``: (prompt indices, each): those prompts alone, each tree to ``each`` (``decode_all``'s)."""
     from cscore.scorers.judge.parse import settled
 
     alpha, stop = how.alpha, how.stop
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
     early = asst.parent is main
     firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
+    only, each = part if part is not None else (None, None)
+    if only is not None:
+        prompts, firsts = [prompts[i] for i in only], [firsts[i] for i in only]
 
     lo, hi = int(stats.values.min()), int(stats.values.max())
 
@@ -243,9 +258,33 @@ def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress) -> lis
         return stop is not None and settled(path_text(tok, ids), stop, lo, hi)
 
     got = decode_all(main.model, prompts, firsts, rules, asst=None if early else asst.model,
-                     asst_exit=asst.exit_layer if early else None, progress=progress, alpha=alpha,
+                     asst_exit=asst.exit_layer if early else None, progress=progress, each=each, alpha=alpha,
                      max_new_tokens=how.max_new_tokens, eos_ids=eos, done=done)
     return [paths.paths() for paths in got]
+
+
+def sharded_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Callable, timing=None) -> dict:
+    """``through_cache_many`` for a sharded run (``judge.sharded``): each prompt's tree is one unit,
+    dealt by its cost (its tokens and the steps it may take); ``decode(names, prompt indices,
+    each)`` decodes them; ``timing`` (a dict) gets ``sharded``, a merge's report. Raises
+    ShardsPending while a shard is missing."""
+    from cscore.scorers.judge.sharded import DecodeJob, sharded_decodes
+    from cscore.scorers.store.shards import pending_error
+
+    order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), i))  # longest first: the deal balances
+
+    def compute(names, units, done):
+        decode(names, [u[0] for u in units], lambda k, seqs: done(units[k], {n: [s] for n, s in zip(names, seqs)}))
+
+    job = DecodeJob(parts, [[i] for i in order], [len(prompts[i]) + how.max_new_tokens for i in order], compute,
+                    len(prompts), [len(p) for p in prompts], "greedy", how.judge_key if how.adopt else None)
+    reports: dict = {}
+    got, missing = sharded_decodes(cache, job, how.shards, reports)
+    if not got:
+        raise pending_error({"decode": missing}, how.shards)
+    if timing is not None and reports:
+        timing["sharded"] = next(iter(reports.values()))
+    return got
 
 
 def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) -> tuple[list[list[int]], bool]:

@@ -11,6 +11,7 @@ through the LM head.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -32,8 +33,9 @@ from cscore.scorers.engine.engine import (
 )
 from cscore.scorers.engine.head import head_logits
 from cscore.scorers.engine.pass_options import PassOptions
-from cscore.scorers.engine.passes import EngineReport, announce
+from cscore.scorers.engine.passes import EngineReport, deal, kept
 from cscore.scorers.engine.tokenize import InputError
+from cscore.scorers.judge.partials import context_rows, first_step_layout, found_of
 from cscore.scorers.judge.stats import JudgeStats
 
 
@@ -95,27 +97,25 @@ class Scale:
 @torch.inference_mode()
 def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, asst_exit: int | None = None,
             pad_id: int = 0, progress: Callable[[int], None] | None = None, options: PassOptions | None = None,
-            **settings) -> tuple[JudgeStats, EngineReport]:
+            **settings) -> tuple[JudgeStats | None, EngineReport]:
     """``main``: the main causal LM; the assistant is ``asst`` (another model sharing the
     vocabulary) or, with ``asst_exit=k``, main's first k layers (+ final norm and LM head).
     ``options`` (``PassOptions``; or its fields as keywords): the token budget, the padding side
     and ``prefix_sharing``: contexts that share a long prefix (``split_shared``) run it once per
-    packed row, as in ``engine.compute``; the same statistics."""
+    packed row, as in ``engine.compute``; the same statistics. ``checkpoint=`` (a shard's
+    ``item_partials.ItemCheckpoint``, ``judge_partials``): the planned batches dealt to the shards,
+    this shard's computed (those it kept skipped) and added to it; the statistics are then None
+    (the merge assembles them)."""
+    checkpoint = settings.pop("checkpoint", None)
     opts = PassOptions.given(options, **settings)
-    values, value_ids, prefixes, n_items = scale.values, scale.value_ids, scale.prefixes, scale.n_items
-    decode_token, digit_ids, padding_side = scale.decode_token, scale.digit_ids, opts.padding_side
+    value_ids, prefixes, n_items = scale.value_ids, scale.prefixes, scale.n_items
+    padding_side = opts.padding_side
     _check_inputs(contexts, n_items, prefixes, asst, asst_exit)
-    n_ctx = len(contexts)
     device = next(main.parameters()).device
     vocab = main.get_output_embeddings().weight.shape[0]
     single = np.array([len(ids) == 1 for ids in value_ids])
     score_tok = torch.tensor([ids[0] if len(ids) == 1 else 0 for ids in value_ids], device=device)
-    main_top = np.empty(n_ctx, np.int64)
-    asst_top = np.empty(n_ctx, np.int64)
-    score_a = np.full((n_ctx, len(values)), np.nan)
-    score_z = np.full((n_ctx, len(values)), np.nan)
-    fronts: list = [None] * n_ctx
-    chain = None if single.all() or digit_ids is None else chain_buffers(n_ctx, value_ids, digit_ids, device)
+    found = found_buffers(len(contexts), scale, device)
     start = time.perf_counter()
     window = None
     if opts.prefix_sharing:
@@ -125,18 +125,23 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
     token_budget = opts.budget_for(main, longest_row(items, window is not None))
     rows = plan_rows(items, token_budget, window is not None, window)
     batches = list(batch_rows_of(rows, token_budget))
-    announce(progress, tokens=int(sum(r.length for r in rows)), detail=plan_text(rows, window))
+    members = [[i for r in b for i in r.members] for b in batches]
+    deal(checkpoint, members, [max(r.length for r in b) * len(b) for b in batches], progress,
+         tokens=int(sum(r.length for r in rows)), detail=plan_text(rows, window))
     tap = LayerTap(main, asst_exit) if asst_exit is not None else None
     attn = getattr(main.config, "_attn_implementation", None)
     dtype = next(main.parameters()).dtype
     dense = not (sparse_packed(main) and (asst is None or sparse_packed(asst)))
-    padded = 0
+    padded = n_run = tokens = 0
     pad = (pad_id, padding_side, device, dtype, attn, dense)
-    found = (main_top, asst_top, score_a, score_z, fronts, chain)
     try:
-        for batch_rows in batches:
+        for batch_rows, own in zip(batches, members):
+            if kept(checkpoint, own, None, progress):
+                continue
             n_padded, n_done = _judge_batch((main, asst, tap), items, batch_rows, pad, (score_tok, single), found)
-            padded += n_padded
+            padded, n_run, tokens = padded + n_padded, n_run + 1, tokens + sum(r.length for r in batch_rows)
+            if checkpoint is not None:
+                checkpoint.add(np.asarray(own, dtype=np.int64), context_rows(found, own))
             if progress is not None:
                 progress(n_done)
     finally:
@@ -145,11 +150,37 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
-    stats = _judge_stats(n_items, prefixes, values, value_ids, found, decode_token, vocab)
-    if chain is not None:
-        stats = dataclasses.replace(stats, **{k: v for k, v in chain.items() if k != "tokens"})
-    return stats, EngineReport(seconds, int(sum(r.length for r in rows)), padded, len(batches),
-                               token_budget=int(token_budget), flops=judge_flops(main, asst, items, rows))
+    stats = None if checkpoint is not None else assembled(scale, found, vocab)
+    done = [r for b, own in zip(batches, members) if checkpoint is None or not checkpoint.foreign[own].all() for r in b]
+    return stats, EngineReport(seconds, int(tokens), padded, n_run, token_budget=int(token_budget),
+                               flops=judge_flops(main, asst, items, done))
+
+
+def found_buffers(n_ctx: int, scale: Scale, device) -> tuple:
+    """What ``_judge_batch`` fills per context: (main_top, asst_top, score_a, score_z, fronts, chain)."""
+    single = all(len(ids) == 1 for ids in scale.value_ids)
+    chain = None if single or scale.digit_ids is None else chain_buffers(n_ctx, scale.value_ids, scale.digit_ids,
+                                                                         device)
+    n_values = len(scale.values)
+    return (np.empty(n_ctx, np.int64), np.empty(n_ctx, np.int64), np.full((n_ctx, n_values), np.nan),
+            np.full((n_ctx, n_values), np.nan), [None] * n_ctx, chain)
+
+
+def first_step_partials(scale: Scale, vocab: int):
+    """The checkpoint class of a shard of this pass (``shards.ShardedPass.partials``): each
+    context's arrays (``partials.context_rows``), assembled once every context is there into the
+    statistics the unsharded pass gives."""
+    from cscore.scorers.store.item_partials import ItemCheckpoint
+
+    single = all(len(ids) == 1 for ids in scale.value_ids)
+    n_ctx = scale.n_items * (1 + len(scale.prefixes))
+    chain = None if single or scale.digit_ids is None else chain_buffers(n_ctx, scale.value_ids, scale.digit_ids,
+                                                                         "cpu")
+
+    def assemble(checkpoint) -> dict:
+        return {"judge": assembled(scale, found_of(checkpoint, chain), vocab)}
+
+    return functools.partial(ItemCheckpoint, layout=first_step_layout(len(scale.values), chain), assemble=assemble)
 
 
 def judge_flops(main, asst, items, rows) -> float | None:
@@ -236,6 +267,17 @@ def keep_chain(chain: dict, idx: list[int], a: torch.Tensor, z: torch.Tensor) ->
     chain["chain_z"][idx] = got_z.reshape(b, n_t)
     chain["lse_z"][idx] = lse_z
     chain["lse_c"][idx] = got_c.reshape(b, -1)
+
+
+def assembled(scale: Scale, found, vocab: int) -> JudgeStats:
+    """The JudgeStats of a finished pass (``found``: every context's, ``_judge_batch``'s or the
+    merged partials')."""
+    stats = _judge_stats(scale.n_items, scale.prefixes, scale.values, scale.value_ids, found, scale.decode_token,
+                         vocab)
+    chain = found[5]
+    if chain is not None:
+        stats = dataclasses.replace(stats, **{k: v for k, v in chain.items() if k != "tokens"})
+    return stats
 
 
 def _judge_stats(n_items, prefixes, values, value_ids, found, decode_token, vocab) -> JudgeStats:

@@ -113,7 +113,7 @@ class Checkpoint:
             if str(z["header"]) != self.header:
                 raise ValueError("it belongs to another pass")
             dest = z["dest"]
-            rows = {h: (z[f"{i}_logp"], z[f"{i}_logp_max"]) for i, h in enumerate(self.heads)}
+            rows = self._rows_of(z)
         if dest.dtype != np.int64 or dest.ndim != 1 or not dest.size:
             raise ValueError("bad token positions")
         if dest.min() < 0 or dest.max() >= self.n_tokens or np.unique(dest).size != dest.size:
@@ -121,11 +121,26 @@ class Checkpoint:
         items = self._items_of(dest)
         if int(np.diff(self.offsets)[items].sum()) != dest.size:
             raise ValueError("it holds part of an item")
+        self._check_rows(dest, rows)
+        return dest, rows
+
+    # the payload of a file (a subclass keeps another: ``scorers/store/item_partials.py``)
+
+    def _rows_of(self, z) -> dict:
+        return {h: (z[f"{i}_logp"], z[f"{i}_logp_max"]) for i, h in enumerate(self.heads)}
+
+    def _check_rows(self, dest: np.ndarray, rows: dict) -> None:
         want = (len(json.loads(self.header)["temperatures"]), dest.size)
         for lp, lpm in rows.values():
             if lp.shape != want or lpm.shape != want or lp.dtype.kind != "f" or lpm.dtype.kind != "f":
                 raise ValueError(f"rows of shape {lp.shape}, expected {want}")
-        return dest, rows
+
+    def _arrays(self, pending: list) -> dict[str, Any]:
+        arrays: dict[str, Any] = {}
+        for i, h in enumerate(self.heads):
+            arrays[f"{i}_logp"] = np.concatenate([_as_numpy(rows[h][0]) for _, rows in pending], axis=1)
+            arrays[f"{i}_logp_max"] = np.concatenate([_as_numpy(rows[h][1]) for _, rows in pending], axis=1)
+        return arrays
 
     def deal(self, batches: Sequence[Sequence[int]], costs: Sequence[int]) -> np.ndarray:
         """A shard's pass: its planned batches (item indices, padded tokens) dealt to the shards;
@@ -165,10 +180,8 @@ class Checkpoint:
         if not self.pending or not self.enabled:
             return
         pending, self.pending = self.pending, []
-        arrays: dict[str, Any] = {"header": np.array(self.header), "dest": np.concatenate([d for d, _ in pending])}
-        for i, h in enumerate(self.heads):
-            arrays[f"{i}_logp"] = np.concatenate([_as_numpy(rows[h][0]) for _, rows in pending], axis=1)
-            arrays[f"{i}_logp_max"] = np.concatenate([_as_numpy(rows[h][1]) for _, rows in pending], axis=1)
+        arrays: dict[str, Any] = {"header": np.array(self.header), "dest": np.concatenate([d for d, _ in pending]),
+                                  **self._arrays(pending)}
         buf = io.BytesIO()
         np.savez(buf, **arrays)
         data = buf.getvalue()

@@ -74,7 +74,10 @@ class ShardedPass:
     """One pass to shard: its cache key's ``parts``, its ``heads`` and items (``pairs``), the
     ``temperatures``; ``compute(checkpoint)`` runs the engine with a shard's checkpoint; ``label``
     and ``models`` name it in logs and the entry's meta; ``stats_type`` is the payload
-    (``TokenStats``: the store names no payload type itself)."""
+    (``TokenStats``: the store names no payload type itself); ``partials``: the checkpoint class
+    of another payload, built as ``Checkpoint`` is and merged by its ``assemble()``
+    (``item_partials.ItemCheckpoint``: the judge's first-step pass and its decodes); None: the
+    token statistics' ``Checkpoint``."""
 
     parts: dict
     heads: dict
@@ -84,6 +87,7 @@ class ShardedPass:
     label: str
     models: list
     stats_type: type
+    partials: Callable | None = None
 
 
 def run_pass(cache, job: ShardedPass, sharding: Sharding):
@@ -162,8 +166,8 @@ def compute_shard(cache, job: ShardedPass, key: str, offsets, shard: tuple[int, 
     with file_lock(cache.root / ".locks" / f"{key}.s{k:03d}.lock"):
         if k in read_marks(folder, count):
             return
-        checkpoint = Checkpoint(folder, key, list(job.heads), offsets, job.temperatures, every=every,
-                                schema=CACHE_SCHEMA, shard=shard)
+        checkpoint = (job.partials or Checkpoint)(folder, key, list(job.heads), offsets, job.temperatures,
+                                                  every=every, schema=CACHE_SCHEMA, shard=shard)
         if checkpoint.load():
             log.info("statistics (%s): shard %d of %d resumed %d items from its partials", job.label, k, count,
                      checkpoint.n_kept)
@@ -200,8 +204,8 @@ def merge_pass(cache, job: ShardedPass, key: str, offsets, count: int):
             remove_folder(folder)
             return hit.stats, EngineReport.of_entry(hit.meta), []
         start = time.perf_counter()
-        merged = merge(folder, key, list(job.heads), offsets, job.temperatures, job.pairs, CACHE_SCHEMA,
-                       job.stats_type)
+        merged = (merge(folder, key, list(job.heads), offsets, job.temperatures, job.pairs, CACHE_SCHEMA,
+                        job.stats_type) if job.partials is None else merge_items(folder, key, job, offsets))
         marks = read_marks(folder, count)  # after the merge's checks: a damaged file unmarks its shard
         if merged is None or len(marks) < count:
             return None, None, [k for k in range(count) if k not in marks] or list(range(count))
@@ -229,6 +233,16 @@ def merge(folder: Path, key: str, heads: list[str], offsets, temperatures, pairs
     token_ids = (np.concatenate([np.asarray(h, dtype=np.int64) for _, h in pairs]) if pairs
                  else np.zeros(0, np.int64))
     return {h: stats_type(temps, np.asarray(offsets, dtype=np.int64), token_ids, logp[h], logp_max[h]) for h in heads}
+
+
+def merge_items(folder: Path, key: str, job: ShardedPass, offsets):
+    """``merge`` for a pass with ``partials``: its ``assemble()`` once every item is covered."""
+    from cscore.scorers.store.cache import CACHE_SCHEMA
+
+    assert job.partials is not None
+    checkpoint = job.partials(folder, key, list(job.heads), offsets, job.temperatures, schema=CACHE_SCHEMA)
+    checkpoint.load()
+    return checkpoint.assemble() if checkpoint.done.all() else None
 
 
 def merged_report(marks: dict[int, dict], count: int, merge_seconds: float):

@@ -14,7 +14,14 @@ from typing import Any
 
 from cscore import rundir
 from cscore.cli.pipeline.kinds.base import REGISTRY, Plan, Scored
-from cscore.cli.pipeline.kinds.judging import JudgeKind, grid_points, invalid_counts, parse_changes
+from cscore.cli.pipeline.kinds.judging import (
+    JudgeKind,
+    grid_points,
+    invalid_counts,
+    parse_changes,
+    shard_figures,
+    stop_shard,
+)
 from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt, judge_prompt
 from cscore.errors import ConfigError
@@ -63,10 +70,10 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     digits = digit_tokens(tok) if prefixes else None
     scale = judge.Scale(values, value_ids, prefixes, n_items, lambda t: tok.decode([t]), digits)
 
-    def compute():
+    def compute(checkpoint=None):
         return judge.compute(main.model, contexts, scale, asst=None if early else asst.model,
                              asst_exit=asst.exit_layer if early else None, pad_id=pad_id, progress=progress,
-                             options=opts)
+                             options=opts, checkpoint=checkpoint)
 
     if asst.parent is not None and not early:
         raise ConfigError("the judge's assistant must be a whole model or an early exit of the main model")
@@ -85,6 +92,12 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
              **opts.key_parts(shared=opts.prefix_sharing)}
     if digits is not None:  # one-token ranges: keys unchanged
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
+    if opts.shards is not None and opts.shards.on:
+        from cscore.scorers.judge.sharded import first_step
+
+        stats, report = first_step(cache, parts, scale, compute, (main, asst), opts.shards)
+        report.fetch_seconds = time.perf_counter() - start
+        return stats, report, stats_key(parts)
     done: dict = {}
 
     def compute_entry(key: str):
@@ -98,10 +111,11 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     return got["judge"], report, stats_key(parts)
 
 
-def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory) -> tuple[dict, list, dict]:
+def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory, merged=False) -> tuple[dict, list, dict]:
     """({row: its decoded text per prompt}, the sweep's other (λ, t) points whose paths were decoded
     too, {"decode": its report}) under method.decode=greedy (``scorers.judge_decode``; paths cached
-    next to the statistics); ({}, [], {}) for first_token."""
+    next to the statistics); ({}, [], {}) for first_token. ``merged``: this process merged the sharded
+    first-step pass (the decodes of shards that ended before it are its own, ``judge.sharded``)."""
     p: Any = run.method  # cd_judge's Params
     if p.decode != "greedy":
         return {}, [], {}
@@ -119,13 +133,15 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory) -> t
     paths = greedy_paths(pair, stats, prompts, list(rules.values()), alpha=p.alpha,
                          max_new_tokens=p.max_new_tokens, cache=stats_cache(run) if key else None,
                          judge_key=key, progress=factory("decode", len(prompts)) if factory else None,
-                         extra_rules=extra, timing=timing, stop=None if p.full_output else p.parse)
+                         extra_rules=extra, timing=timing, stop=None if p.full_output else p.parse,
+                         shards=run.passes.shards, adopt=merged)
     also = [[lam, t] for (lam, t), rule in zip(grid, extra) if rule in paths and rule not in rules.values()]
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
     tokens = sum(len(p) for p in prompts) + sum(len(x) for rule in set(rules.values()) for x in paths[rule])
     report = EngineReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
                           fetch_seconds=time.perf_counter() - start, shared=timing["call"])
+    shard_figures(report, timing.get("sharded"))
     return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": report}
 
 
@@ -207,7 +223,9 @@ class Judge(JudgeKind):
                                                   progress=per_item(factory, 1 + len(prefixes))("judge", len(contexts))
                                                   if factory else None)
             firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
-            decoded, also, decode_report = decoded_texts(run, pair, stats, key, firsts, plan, factory)
+            decoded, also, decode_report = decoded_texts(run, pair, stats, key, firsts, plan, factory,
+                                                         merged=not report.cached)
+        stop_shard(run.passes.shards, [report, *decode_report.values()])
         table = examples.copy()
         table["prompt"] = kept
         table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]

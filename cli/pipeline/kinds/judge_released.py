@@ -16,7 +16,14 @@ import numpy as np
 
 from cscore import rundir
 from cscore.cli.pipeline.kinds.base import REGISTRY, Passes, Plan, Scored
-from cscore.cli.pipeline.kinds.judging import JudgeKind, grid_points, invalid_counts, parse_changes
+from cscore.cli.pipeline.kinds.judging import (
+    JudgeKind,
+    grid_points,
+    invalid_counts,
+    parse_changes,
+    shard_figures,
+    stop_shard,
+)
 from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.passes import announce
@@ -25,13 +32,14 @@ log = logging.getLogger(__name__)
 
 
 def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[float, float] | None], params,
-                     progress=None) -> dict[str, list[list[int]]]:
+                     progress=None, batches=None, each=None) -> dict[str, list[list[int]]]:
     """Generated ids per prompt of each row: ``rows`` maps a name to the (λ, t) it decodes on the
     main model ((0, 1): the main model alone) or to None (the assistant alone); ``params``:
     cd_judge_released's Params. Batched
     ``batch_size`` prompts at a time in order of length. The rows on the main model decode together
     as one tree (``judge_released.decode_tree``: one prefill, the steps their paths share once);
-    the assistant alone decodes on its own."""
+    the assistant alone decodes on its own. ``batches``: those batches of the plan (``plan_batches``)
+    alone (a shard's); ``each(batch, {name: ids per prompt of the batch})`` as each batch ends."""
     from cscore.scorers.judge import released as jr
 
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
@@ -42,15 +50,15 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
     penalty = p.repetition_penalty or getattr(main.model.generation_config, "repetition_penalty", None) or 1.0
     common = dict(alpha=p.alpha, max_new_tokens=p.max_new_tokens, eos_ids=eos, pad_id=pad_id,
                   repetition_penalty=penalty, vocab_size=len(tok))
-    order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
+    plan = plan_batches(prompts, p.batch_size) if batches is None else batches
     out: dict[str, list] = {name: [None] * len(prompts) for name in rows}
     on_main = {name: rule for name, rule in rows.items() if rule is not None}
-    batches = -(-len(prompts) // p.batch_size)
-    announce(progress, tokens=sum(len(x) for x in prompts), steps=len(prompts) * len(rows) * p.max_new_tokens,
-             detail=f"{len(prompts)} prompts x {len(rows)} rows x up to {p.max_new_tokens} new tokens, "
-                    f"{batches} batches of up to {p.batch_size}")
-    for s in range(0, len(order), p.batch_size):
-        idx = order[s:s + p.batch_size]
+    n = sum(len(idx) for idx in plan)
+    announce(progress, tokens=sum(len(prompts[i]) for idx in plan for i in idx),
+             steps=n * len(rows) * p.max_new_tokens,
+             detail=f"{n} prompts x {len(rows)} rows x up to {p.max_new_tokens} new tokens, "
+                    f"{len(plan)} batches of up to {p.batch_size}")
+    for idx in plan:
         batch = [prompts[i] for i in idx]
         got = _main_rows(jr, pair, batch, on_main, params, common, penalty, pad_id) if on_main else {}
         for name in rows.keys() - on_main.keys():  # the assistant alone: λ = 0, its assistant term is not used
@@ -58,9 +66,40 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
         for name in rows:
             for i, ids in zip(idx, got[name]):
                 out[name][i] = ids
+        if each is not None:
+            each(idx, {name: got[name] for name in rows})
         if progress is not None:
             progress(len(idx))
     return out
+
+
+def plan_batches(prompts, batch_size: int) -> list[list[int]]:
+    """The released decode's batches: prompt indices by length, longest first, ``batch_size`` each."""
+    order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
+    return [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+
+
+def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, shards, factory, reports=None) -> dict:
+    """The released rows ``rows`` ({name: rule}) decoded by shards (``judge.sharded``): each batch of
+    the plan one unit, dealt by its padded cost; ``parts``: each row's decode key parts. Raises
+    ShardsPending while a shard is missing. ``reports``: each merged row's report (``sharded_decodes``)."""
+    from cscore.scorers.judge.sharded import DecodeJob, sharded_decodes
+    from cscore.scorers.store.shards import pending_error
+
+    units = sorted(plan_batches(prompts, params.batch_size),
+                   key=lambda u: -len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens))
+
+    def compute(names, todo, done):
+        bar = factory(f"decode {'+'.join(names)}", sum(len(u) for u in todo)) if factory else None
+        released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar,
+                         batches=todo, each=done)
+
+    costs = [len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens) for u in units]
+    job = DecodeJob(parts, units, costs, compute, len(prompts), [len(x) for x in prompts], "released")
+    got, missing = sharded_decodes(cache, job, shards, reports)
+    if not got:
+        raise pending_error({"decode": missing}, shards)
+    return got
 
 
 def _alone(jr, model, batch, params, common, n_tok) -> list[list[int]]:
@@ -111,13 +150,16 @@ def released_cache(run: RunConfig, pair, prompts):
 MAIN_ALONE = (0.0, 1.0)  # the main model alone: λ = 0 (the assistant's term is 0), t = 1
 
 
-def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> tuple[dict, float, list]:
+def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=(), shards=None,
+                merged=None) -> tuple[dict, float, list]:
     """({row: (decoded ids per prompt, from the cache, seconds of the decode that made them)}, the
     seconds this call took, the ``grid`` points decoded too): every row through the statistics
     cache (``judge_decode.released_parts`` keys); the rows it lacks decode in one call
     (``released_outputs``: the main model's rows as one tree). ``grid``: other (λ, t) points of
     the run's sweep; when the contrast row is not cached, those the cache lacks join its tree and
-    are stored for their own jobs. Rows decoded together report their common seconds."""
+    are stored for their own jobs. Rows decoded together report their common seconds. ``shards``
+    (runtime.shards): the rows decoded by shards (``sharded_rows``; ``merged``, a dict, gets each merged
+    row's report), the grid points left out."""
     from cscore.scorers.judge.decode import released_parts, through_cache_many
 
     who = {v.name: v.who for v in plan.variants}
@@ -139,6 +181,10 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
         return released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar)
 
     start = time.perf_counter()
+    if cache is not None and shards is not None and shards.on:
+        decoded = sharded_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, shards, factory,
+                               merged)
+        return decoded, time.perf_counter() - start, []
     decoded = through_cache_many(cache, parts, compute, extra=extra)  # out of memory with extra: parts alone
     also = [list(extra_rules[n]) for n in extra if n in decoded]
     return {n: decoded[n] for n in who}, time.perf_counter() - start, also
@@ -183,7 +229,9 @@ class JudgeReleased(JudgeKind):
         invalid, reports, changes = {}, {}, {}
         with progress.live() as factory:
             grid = grid_points(run) if cache is not None else []
-            decoded, spent, also = decode_rows(pair, prompts, plan, p, cache, base, factory, grid)
+            merged: dict = {}  # the shards' figures of a sharded decode
+            decoded, spent, also = decode_rows(pair, prompts, plan, p, cache, base, factory, grid, run.passes.shards,
+                                               merged)
         if also:
             log.info("decoded %d other grid point(s) of this sweep with this one (one tree): their jobs read them "
                      "from the cache", len(also))
@@ -203,7 +251,8 @@ class JudgeReleased(JudgeKind):
             # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
             rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
                                       cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
-            reports[f"decode {v.name}"] = rep
+            reports[f"decode {v.name}"] = shard_figures(rep, merged.get(v.name))
+        stop_shard(run.passes.shards, list(reports.values()))
         judge_info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,
                       "invalid": invalid, "parse": p.parse, "parse_changes": changes,
                       "judge_prompt": jp.get("name"),

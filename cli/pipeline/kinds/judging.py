@@ -45,7 +45,6 @@ def parse_changes(texts, scores, statuses, lo: int, hi: int, rule: str, *, strip
 class JudgeKind(MethodKind):
     """What the two judge kinds share: the judge prompts in the signature, the counts of judge
     outputs that gave no score in range (their ``judge`` section of metrics.json) in the summary."""
-    shards = False  # its passes are not sharded (yet): runtime.shards>1 is refused up front
 
     sections: ClassVar[tuple[str, ...]] = ("judge",)
 
@@ -89,6 +88,27 @@ class JudgeKind(MethodKind):
                 out.append(("dim", f"{name}: method.parse={change['rule']} would read {change['outputs']} of {n} "
                                    "outputs otherwise (score or status)"))
         return out
+
+
+def stop_shard(shards, reports) -> None:
+    """A shard's job that writes no run directory ends here (ShardsPending): a worker of
+    runtime.devices (its parent merges and writes), or a shard K > 0 of a job array whose passes
+    were all stored before it started (shard 0's job writes the run directory)."""
+    from cscore.scorers.store.shards import pending_error
+
+    if shards is None or not shards.on:
+        return
+    if not shards.merge or (shards.index not in (None, 0) and all(r.cached for r in reports)):
+        raise pending_error({"judge": []}, shards)
+
+
+def shard_figures(report, merged):
+    """``report`` (a decode's) with the shards' seconds and the merge's of ``merged`` (the report of
+    a sharded decode's merge, or None: unchanged), for metrics.json's speed."""
+    if merged is not None:
+        report.shards, report.shard_seconds, report.merge_seconds = (merged.shards, merged.shard_seconds,
+                                                                     merged.merge_seconds)
+    return report
 
 
 def grid_points(run: RunConfig) -> list[tuple[float, float]]:

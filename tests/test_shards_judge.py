@@ -1,0 +1,321 @@
+"""The judge kinds sharded (runtime.shards, scorers/judge/sharded.py): cd_judge's first-step pass
+(its batches dealt to the shards as the token pass deals them, per-context partials under the full
+pass's key) and its greedy decode trees (one prompt's tree never split, the prompts dealt by cost,
+partials under each row's decode key), and cd_judge_released's decode batches. Merged, the cache
+entries and the scores are the unsharded run's bit for bit (1, 2 and 3 shards); a damaged decode
+partial is never merged; an interrupted shard resumes from its own partials."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from cscore import rundir  # noqa: E402
+from cscore.errors import ShardsPending  # noqa: E402
+from cscore.scorers.api import ModelPair  # noqa: E402
+from cscore.scorers.engine.pass_options import PassOptions  # noqa: E402
+from cscore.scorers.judge import decode as jd  # noqa: E402
+from cscore.scorers.judge import judge  # noqa: E402
+from cscore.scorers.judge.sharded import first_step  # noqa: E402
+from cscore.scorers.judge.stats import DecodedPaths, JudgeStats  # noqa: E402
+from cscore.scorers.store.cache import StatsCache, stats_key  # noqa: E402
+from cscore.scorers.store.checkpoint import PARTIAL_DIR  # noqa: E402
+from cscore.scorers.store.shards import Sharding  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+DOCS = ["The mayor opened a new bridge over the river on Monday.", "The council said the library will close.",
+        "A storm hit the coast and the match was called off.", "Rain"]
+BUDGET = 96  # tokens per batch: several batches to deal
+KW = dict(alpha=0.1, max_new_tokens=4, stop=None)
+RULES = [0.0, 0.5, None]  # the main model alone, a contrast, the assistant alone
+
+
+@pytest.fixture(scope="module")
+def pair(judge_dirs):
+    return ModelPair.load(judge_dirs["expert"], judge_dirs["amateur"], dtype="float32")
+
+
+def contexts_of(pair, lo: int, hi: int):
+    """Judge prompts (each document with several summaries: packed rows), their contexts and scale."""
+    from cscore.scorers.judge.parse import continuation_prefixes, digit_tokens, score_tokens
+
+    tok = pair.tokenizer
+    prompts = [tok(f"Rate {lo}-{hi}. Document: {d} Summary: {s}. Score:", add_special_tokens=False)["input_ids"]
+               for d in DOCS for s in ("it rained", "a bridge opened", "no")]
+    tokens = score_tokens(tok, lo, hi)
+    values = list(range(lo, hi + 1))
+    prefixes = continuation_prefixes(tokens)
+    contexts = [c for p in prompts for c in [p, *(p + list(x) for x in prefixes)]]
+    scale = judge.Scale(values, [tuple(tokens[v]) for v in values], prefixes, len(prompts),
+                        lambda t: tok.decode([t]), digit_tokens(tok) if prefixes else None)
+    return prompts, contexts, scale
+
+
+def parts_of(pair, contexts, scale) -> dict:
+    return {"kind": "judge", "test": "shards", "ids": [len(c) for c in contexts], "values": list(scale.values),
+            "prefixes": [list(p) for p in scale.prefixes], "budget": BUDGET}
+
+
+def computer(pair, contexts, scale):
+    opts = PassOptions(token_budget=BUDGET)
+
+    def compute(checkpoint=None):
+        return judge.compute(pair.expert.model, contexts, scale, asst=pair.amateur.model, pad_id=0, options=opts,
+                             checkpoint=checkpoint)
+    return compute
+
+
+def stats_shards(pair, contexts, scale, cache, count):
+    """Every shard of ``count`` one after another, as array tasks would (each but the last leaves
+    the pass pending), the last one merging; count 1: the unsharded cached pass."""
+    compute = computer(pair, contexts, scale)
+    parts = parts_of(pair, contexts, scale)
+    if count == 1:
+        got, _ = cache.get_or_compute(parts, lambda key: ({"judge": compute()[0]}, None), JudgeStats)
+        return got["judge"]
+    for k in range(count - 1):
+        with pytest.raises(ShardsPending) as err:
+            first_step(cache, parts, scale, compute, (pair.expert, pair.amateur), Sharding(count, k))
+        assert err.value.missing == list(range(k + 1, count))
+        assert list(cache.root.glob(f"{PARTIAL_DIR}/*/s{k:03d}-*.npz"))  # each shard computed batches of its own
+    stats, report = first_step(cache, parts, scale, compute, (pair.expert, pair.amateur), Sharding(count, count - 1))
+    assert report.shards == count and len(report.shard_seconds) == count
+    return stats
+
+
+def assert_same_stats(a: JudgeStats, b: JudgeStats) -> None:
+    x, y = a.to_arrays(), b.to_arrays()
+    assert sorted(x) == sorted(y)
+    for name in x:
+        assert same(x[name], y[name]), name
+
+
+def same(x: np.ndarray, y: np.ndarray) -> bool:
+    """Bit for bit: dtype, shape and bytes (NaN where the other has NaN, as the unsharded pass)."""
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def entry_arrays(cache: StatsCache, key: str, payload) -> dict:
+    (stats,) = cache.load(key, payload).stats.values()
+    return stats.to_arrays()
+
+
+@pytest.mark.parametrize("lo,hi", [(1, 5), (1, 10)])
+def test_first_step_pass_sharded_is_bit_identical_under_the_same_key(pair, tmp_path, lo, hi):
+    prompts, contexts, scale = contexts_of(pair, lo, hi)
+    key = stats_key(parts_of(pair, contexts, scale))
+    one = StatsCache(tmp_path / "one")
+    want = stats_shards(pair, contexts, scale, one, 1)
+    for count in (2, 3):
+        cache = StatsCache(tmp_path / f"c{count}", checkpoint_seconds=0)
+        got = stats_shards(pair, contexts, scale, cache, count)
+        assert_same_stats(want, got)
+        assert cache.keys() == one.keys() == [key]  # the ordinary entry, the unsharded key
+        stored, ref = entry_arrays(cache, key, JudgeStats), entry_arrays(one, key, JudgeStats)
+        assert all(same(stored[n], ref[n]) for n in ref)
+        assert (cache.path(key) / "stats.npz").read_bytes() == (one.path(key) / "stats.npz").read_bytes()
+        assert not list((tmp_path / f"c{count}" / PARTIAL_DIR).glob("*/*"))  # the partials removed
+    if hi == 10 and len(scale.prefixes):
+        assert want.chain_a.size  # the multi-token range's chain rows went through the partials too
+
+
+def greedy(pair, stats, prompts, cache, key, shards=None, **more):
+    return jd.greedy_paths(pair, stats, prompts, RULES, cache=cache, judge_key=key, shards=shards, **KW, **more)
+
+
+def decode_entries(cache: StatsCache) -> dict:
+    out = {}
+    for key in cache.keys():
+        if cache.meta(key)["kind"] == "judge_decode":
+            out[key] = cache.load(key, DecodedPaths).stats["paths"].to_arrays()
+            assert (cache.path(key) / "stats.npz").read_bytes()  # the file the comparison reads back
+    return out
+
+
+def decoded_shards(pair, stats, prompts, cache, key, count):
+    for k in range(count - 1):
+        with pytest.raises(ShardsPending) as err:
+            greedy(pair, stats, prompts, cache, key, Sharding(count, k))
+        assert err.value.missing == list(range(k + 1, count))
+        assert len(list(cache.root.glob(f"{PARTIAL_DIR}/*/s{k:03d}-*.npz"))) >= len(RULES)  # its trees, every row
+    return greedy(pair, stats, prompts, cache, key, Sharding(count, count - 1))
+
+
+def test_greedy_decode_trees_sharded_are_the_unsharded_entries(pair, tmp_path):
+    prompts, contexts, scale = contexts_of(pair, 1, 5)
+    one = StatsCache(tmp_path / "one")
+    stats = stats_shards(pair, contexts, scale, one, 1)
+    key = stats_key(parts_of(pair, contexts, scale))
+    want = greedy(pair, stats, prompts, one, key)
+    ref = decode_entries(one)
+    assert len(ref) == len(RULES)
+    for count in (2, 3):
+        cache = StatsCache(tmp_path / f"c{count}", checkpoint_seconds=0)
+        got = decoded_shards(pair, stats, prompts, cache, key, count)
+        assert got == want
+        entries = decode_entries(cache)
+        assert sorted(entries) == sorted(ref)  # the same keys
+        for k, arrays in ref.items():
+            assert all(same(arrays[n], entries[k][n]) for n in arrays)
+            assert (cache.path(k) / "stats.npz").read_bytes() == (one.path(k) / "stats.npz").read_bytes()
+        assert not list((tmp_path / f"c{count}" / PARTIAL_DIR).glob("*/*"))
+
+
+def test_a_damaged_decode_partial_is_never_merged_and_its_shard_runs_again(pair, tmp_path, caplog):
+    prompts, contexts, scale = contexts_of(pair, 1, 5)
+    one = StatsCache(tmp_path / "one")
+    stats = stats_shards(pair, contexts, scale, one, 1)
+    key = stats_key(parts_of(pair, contexts, scale))
+    want = greedy(pair, stats, prompts, one, key)
+    cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
+    with pytest.raises(ShardsPending):
+        greedy(pair, stats, prompts, cache, key, Sharding(2, 0))
+    files = sorted((tmp_path / "c" / PARTIAL_DIR).glob("*/s000-*.npz"))
+    assert len(files) >= len(RULES)
+    data = bytearray(files[0].read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte: its checksum no longer matches its name
+    files[0].write_bytes(bytes(data))
+    with pytest.raises(ShardsPending) as err:  # the last shard: shard 0 lost a file, so it is missing again
+        greedy(pair, stats, prompts, cache, key, Sharding(2, 1))
+    assert err.value.missing == [0]
+    assert "is damaged (its checksum does not match its name)" in caplog.text
+    assert not files[0].exists()
+    assert greedy(pair, stats, prompts, cache, key, Sharding(2, 0)) == want  # shard 0 again, then the merge
+    assert decode_entries(cache).keys() == decode_entries(one).keys()
+
+
+def test_an_interrupted_decode_shard_resumes_from_its_partials(pair, tmp_path, caplog):
+    import logging
+
+    prompts, contexts, scale = contexts_of(pair, 1, 5)
+    one = StatsCache(tmp_path / "one")
+    stats = stats_shards(pair, contexts, scale, one, 1)
+    key = stats_key(parts_of(pair, contexts, scale))
+    want = greedy(pair, stats, prompts, one, key)
+    cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
+    seen = []
+
+    def stop_after_two(n):  # the progress of the decode: interrupted after its second tree
+        seen.append(n)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        greedy(pair, stats, prompts, cache, key, Sharding(1 + 1, None), progress=stop_after_two)
+    kept = list((tmp_path / "c" / PARTIAL_DIR).glob("*/s000-*.npz"))
+    assert kept and not list((tmp_path / "c" / PARTIAL_DIR).glob("*/s000of002.done.json"))
+    calls = []
+    with caplog.at_level(logging.INFO, logger="cscore.scorers.judge.sharded"):
+        got = greedy(pair, stats, prompts, cache, key, Sharding(2, None), progress=calls.append)
+    assert got == want
+    assert "shard 0 of 2 resumed 2 prompts from its partials" in caplog.text
+    assert sum(calls) == len(prompts) - 2  # the two kept trees are not decoded again
+
+
+# -- end to end: the run directory of a sharded judge run equals the unsharded one's ---------------
+
+def judge_args(judge_dirs, rows, out: Path, cache: Path, *more: str) -> list[str]:
+    return ["run", f"data.path={rows}", f"pair.expert.path={judge_dirs['expert']}",
+            f"pair.amateur.path={judge_dirs['amateur']}", "pair.amateur.early_exit=null", "pair.name=tiny",
+            "runtime.progress=false", "runtime.threads=1", "runtime.dtype=float32", "runtime.token_budget=128",
+            "method.max_new_tokens=4", f"hydra.run.dir={out}", f"cache.dir={cache}", *more]
+
+
+def score_columns(run: Path) -> pd.DataFrame:
+    got = pd.read_parquet(run / rundir.SCORES)
+    return got[["id", *[c for c in got.columns if c.startswith((rundir.SCORE, rundir.OUTPUT, rundir.PARSE))]]]
+
+
+def assert_same_scores(a: Path, b: Path) -> None:
+    x, y = score_columns(a), score_columns(b)
+    assert list(x.columns) == list(y.columns) and len(x.columns) > 4
+    for c in x.columns:
+        assert np.array_equal(x[c].to_numpy(), y[c].to_numpy()), c  # bit for bit
+
+
+@pytest.fixture(scope="module")
+def rows(demo_rows):
+    return demo_rows(3)
+
+
+@pytest.mark.parametrize("method", [["method=cd_judge", "method.decode=greedy"], ["method=cd_judge_released"],
+                                    pytest.param(["method=cd_judge", "method.decode=first_token"],
+                                                 marks=pytest.mark.slow),
+                                    pytest.param(["method=cd_judge", "method.decode=values"], marks=pytest.mark.slow)])
+def test_array_tasks_one_shard_each_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_main, method):
+    """runtime.shards=N runtime.shard=K, one after another (a job array whose tasks run apart): every
+    task but the last ends pending; the last merges and writes the run directory (2 and 3 shards)."""
+    one = cscore_main(*judge_args(judge_dirs, rows, tmp_path / "one", tmp_path / "c1", *method), cwd=tmp_path)
+    assert one.returncode == 0, one.stderr[-2000:]
+    for count in (2, 3):
+        out, cache = tmp_path / f"many{count}", tmp_path / f"c{count}"
+        for k in range(count):
+            res = cscore_main(*judge_args(judge_dirs, rows, out, cache, *method, f"runtime.shards={count}",
+                                          f"runtime.shard={k}"), cwd=tmp_path)
+            assert res.returncode == 0, res.stderr[-2000:]
+            assert (out / rundir.METRICS).exists() == (k == count - 1)
+        assert_same_scores(tmp_path / "one", out)
+        assert StatsCache(cache).keys() == StatsCache(tmp_path / "c1").keys()
+        assert not list(cache.glob(".partial/*/*"))
+        speed = json.loads((out / rundir.METRICS).read_text())["speed"]
+        assert speed["shards"] == count and speed["merge_seconds"] >= 0
+        decodes = [rep for name, rep in speed["passes"].items() if name.startswith("decode")]
+        assert all(rep["shards"] == count and len(rep["shard_seconds"]) == count for rep in decodes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method,count", [(["method=cd_judge", "method.decode=greedy"], 2),
+                                          (["method=cd_judge", "method.decode=greedy"], 3),
+                                          (["method=cd_judge_released"], 2)])
+def test_cpu_workers_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_cli, method, count):
+    one = cscore_cli(*judge_args(judge_dirs, rows, tmp_path / "one", tmp_path / "c1", *method), cwd=tmp_path)
+    assert one.returncode == 0, one.stderr[-2000:]
+    devices = ",".join(["cpu"] * count)
+    many = cscore_cli(*judge_args(judge_dirs, rows, tmp_path / "many", tmp_path / "cN", *method,
+                                  f"runtime.devices=[{devices}]"), cwd=tmp_path)
+    assert many.returncode == 0, many.stderr[-3000:]
+    assert "shard 1: " in many.stdout + many.stderr  # a worker's lines, relayed
+    assert_same_scores(tmp_path / "one", tmp_path / "many")
+    assert StatsCache(tmp_path / "cN").keys() == StatsCache(tmp_path / "c1").keys()
+    assert not list((tmp_path / "cN").glob(".partial/*/*"))
+    speed = json.loads((tmp_path / "many" / rundir.METRICS).read_text())["speed"]
+    assert speed["shards"] == count
+    decodes = [rep for name, rep in speed["passes"].items() if name.startswith("decode")]
+    assert decodes and all(rep["shards"] == count for rep in decodes)
+
+
+def test_an_interrupted_first_step_shard_resumes_from_its_partials(pair, tmp_path, caplog):
+    import logging
+
+    prompts, contexts, scale = contexts_of(pair, 1, 5)
+    want = stats_shards(pair, contexts, scale, StatsCache(tmp_path / "one"), 1)
+    cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
+    parts, opts = parts_of(pair, contexts, scale), PassOptions(token_budget=BUDGET)
+    seen = []
+
+    def stop_after_one(n):  # the pass's progress: interrupted after its first batch
+        seen.append(n)
+        raise KeyboardInterrupt
+
+    def compute(checkpoint=None, progress=None):
+        return judge.compute(pair.expert.model, contexts, scale, asst=pair.amateur.model, pad_id=0, options=opts,
+                             checkpoint=checkpoint, progress=progress)
+
+    with pytest.raises(KeyboardInterrupt):
+        first_step(cache, parts, scale, lambda ck: compute(ck, stop_after_one), (pair.expert, pair.amateur),
+                   Sharding(2, None))
+    assert list(cache.root.glob(f"{PARTIAL_DIR}/*/s000-*.npz")) and not list(cache.root.glob(f"{PARTIAL_DIR}/*/*.json"))
+    done = []
+    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.shards"):
+        got, report = first_step(cache, parts, scale, lambda ck: compute(ck, done.append),
+                                 (pair.expert, pair.amateur), Sharding(2, None))
+    assert_same_stats(want, got)
+    assert f"shard 0 of 2 resumed {seen[0]} items from its partials" in caplog.text
+    assert report.batches == compute()[1].batches - 1  # the kept batch is not computed again
