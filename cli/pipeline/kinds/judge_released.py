@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from cscore.cli.pipeline.kinds.judging import (
 )
 from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.scorers.config.run import RunConfig
+from cscore.scorers.engine.pass_options import Sharding
 from cscore.scorers.engine.passes import announce
 
 log = logging.getLogger(__name__)
@@ -79,10 +80,23 @@ def plan_batches(prompts, batch_size: int) -> list[list[int]]:
     return [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
 
 
-def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, shards, factory, reports=None) -> dict:
+@dataclass(frozen=True)
+class ShardedDecode:
+    """A sharded decode's settings: ``shards`` (the run's Sharding) and ``reports`` (a dict that gets
+    each merged row's report, ``sharded_decodes``)."""
+
+    shards: Sharding
+    reports: dict
+
+    @classmethod
+    def of(cls, shards: Sharding | None, reports: dict) -> ShardedDecode | None:
+        return None if shards is None else cls(shards, reports)
+
+
+def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, sharded: ShardedDecode, factory) -> dict:
     """The released rows ``rows`` ({name: rule}) decoded by shards (``judge.sharded``): each batch of
     the plan one unit, dealt by its padded cost; ``parts``: each row's decode key parts. Raises
-    ShardsPending while a shard is missing. ``reports``: each merged row's report (``sharded_decodes``)."""
+    ShardsPending while a shard is missing."""
     from cscore.scorers.judge.sharded import DecodeJob, sharded_decodes
     from cscore.scorers.store.shards import pending_error
 
@@ -96,9 +110,9 @@ def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, shards, 
 
     costs = [len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens) for u in units]
     job = DecodeJob(parts, units, costs, compute, len(prompts), [len(x) for x in prompts], "released")
-    got, missing = sharded_decodes(cache, job, shards, reports)
+    got, missing = sharded_decodes(cache, job, sharded.shards, sharded.reports)
     if not got:
-        raise pending_error({"decode": missing}, shards)
+        raise pending_error({"decode": missing}, sharded.shards)
     return got
 
 
@@ -150,16 +164,15 @@ def released_cache(run: RunConfig, pair, prompts):
 MAIN_ALONE = (0.0, 1.0)  # the main model alone: λ = 0 (the assistant's term is 0), t = 1
 
 
-def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=(), shards=None,
-                merged=None) -> tuple[dict, float, list]:
+def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=(),
+                sharded: ShardedDecode | None = None) -> tuple[dict, float, list]:
     """({row: (decoded ids per prompt, from the cache, seconds of the decode that made them)}, the
     seconds this call took, the ``grid`` points decoded too): every row through the statistics
     cache (``judge_decode.released_parts`` keys); the rows it lacks decode in one call
     (``released_outputs``: the main model's rows as one tree). ``grid``: other (λ, t) points of
     the run's sweep; when the contrast row is not cached, those the cache lacks join its tree and
-    are stored for their own jobs. Rows decoded together report their common seconds. ``shards``
-    (runtime.shards): the rows decoded by shards (``sharded_rows``; ``merged``, a dict, gets each merged
-    row's report), the grid points left out."""
+    are stored for their own jobs. Rows decoded together report their common seconds. ``sharded``
+    (runtime.shards): the rows decoded by shards (``sharded_rows``), the grid points left out."""
     from cscore.scorers.judge.decode import released_parts, through_cache_many
 
     who = {v.name: v.who for v in plan.variants}
@@ -181,9 +194,8 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=(), shar
         return released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar)
 
     start = time.perf_counter()
-    if cache is not None and shards is not None and shards.on:
-        decoded = sharded_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, shards, factory,
-                               merged)
+    if cache is not None and sharded is not None and sharded.shards.on:
+        decoded = sharded_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, sharded, factory)
         return decoded, time.perf_counter() - start, []
     decoded = through_cache_many(cache, parts, compute, extra=extra)  # out of memory with extra: parts alone
     also = [list(extra_rules[n]) for n in extra if n in decoded]
@@ -230,8 +242,8 @@ class JudgeReleased(JudgeKind):
         with progress.live() as factory:
             grid = grid_points(run) if cache is not None else []
             merged: dict = {}  # the shards' figures of a sharded decode
-            decoded, spent, also = decode_rows(pair, prompts, plan, p, cache, base, factory, grid, run.passes.shards,
-                                               merged)
+            decoded, spent, also = decode_rows(pair, prompts, plan, p, cache, base, factory, grid,
+                                               ShardedDecode.of(run.passes.shards, merged))
         if also:
             log.info("decoded %d other grid point(s) of this sweep with this one (one tree): their jobs read them "
                      "from the cache", len(also))
