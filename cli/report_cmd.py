@@ -81,9 +81,9 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--alpha", type=float, default=0.05, help="CI level 1 - alpha and significance level, in (0, 1)")
     ap.add_argument("--out", type=Path, default=None,
-                    help="output folder (default: <path>/report, or <path>/report-<paper> with --paper, so reports with "
-                         "other statistics do not replace each other; several paths: that folder in the one "
-                         "holding them)")
+                    help="output folder (default: <path>/report, or <path>/report-<paper> with --paper, so "
+                         "reports with other statistics do not replace each other; several paths: that folder in "
+                         "the one holding them)")
     ap.add_argument("--select-by", default="spearman", choices=list(KINDS),
                     help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
     args = ap.parse_args(argv)

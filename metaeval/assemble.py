@@ -37,7 +37,6 @@ from cscore.metaeval.signature import Signature
 from cscore.metaeval.spec import PAPERS, Spec
 from cscore.progress import Progress
 
-
 SUMMARY_AFTER = 3  # a report over more datasets prints one line per dataset, not its tables
 
 

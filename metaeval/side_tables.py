@@ -105,6 +105,12 @@ def speed(runs: list[Run]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _tflop_per_second(sp: dict) -> float | None:
+    """Useful TFLOP/s of a run's computation (metrics.json speed.useful_flops over score_seconds)."""
+    f, s = sp.get("useful_flops"), sp.get("score_seconds")
+    return f / s / 1e12 if f and s else None
+
+
 def pair_of(run: Run) -> str | None:
     """The pair the run's signature names (``none`` for a baseline run: it reads no pair); the
     config's pair where the signature has none."""
