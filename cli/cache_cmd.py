@@ -74,7 +74,7 @@ def about_text(e: dict) -> str:
         return "data and method not recorded (written before cscore kept them, or outside a run)"
     split = about.get("split")
     data = f"data {about.get('data', '?')}" + (f" (split {split})" if split not in (None, "all") else "")
-    return f"{data}, written by method {about.get('method', '?')}"
+    return f"{data}, method {about.get('method', '?')}"
 
 
 def stats_entries(cache: StatsCache) -> list[dict]:
@@ -181,11 +181,11 @@ def cmd_ls(cache: StatsCache, console) -> None:
     else:
         extra = differing(entries)
         total = sum(e["size"] for e in entries)
-        lines = [f"statistics cache: {cache.root}", ""]
+        lines = [*wrapped(f"statistics cache: {cache.root}", width, ""), ""]
         for e in entries:
             lines += entry_lines(e, extra, width)
-        lines.append(f"{len(entries)} entries, {human_bytes(total)} in total (cscore cache info KEY: one in detail; "
-                     "cscore cache clear KEY: remove it)")
+        lines += wrapped(f"{len(entries)} entries, {human_bytes(total)} in total (cscore cache info KEY: one in "
+                         "detail; cscore cache clear KEY: remove it)", width, "")
         for line in lines:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     models_ls(console)
@@ -227,7 +227,7 @@ def cmd_info(cache: StatsCache, key: str, console) -> None:
     status = "ok (checksum and shapes verified)" if e["ok"] else f"BROKEN: {e['error']}"
     lines = [
         ("key", e["key"]), ("path", e["path"]), ("status", status), ("size", human_bytes(e["size"])),
-        ("created", _when(e["created"])), ("holds", e["what"]), ("written for", about_text(e)),
+        ("created", _when(e["created"])), ("holds", e["what"]), ("computed for", about_text(e)),
         ("models", ", ".join(e["models"]) or "-"),
         ("heads", ", ".join(e["heads"]) or "-"), ("items", _num(e["n_items"])), ("tokens", _num(e["n_tokens"])),
         ("temperatures", _temps(e["temperatures"])),
@@ -239,9 +239,22 @@ def cmd_info(cache: StatsCache, key: str, console) -> None:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     for name in ("parts", "extra"):
         if e.get(name):
-            console.print(f"[bold]{name}:[/bold]")
-            console.print(json.dumps(e[name], indent=2, sort_keys=True), highlight=False, soft_wrap=True,
-                          markup=False)
+            console.print(f"{name}:", markup=False, highlight=False)
+            for path, value in flat(e[name]):
+                for line in wrapped(f"{json.dumps(path)}: {json.dumps(value, sort_keys=True)}", width, "  "):
+                    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def flat(d: dict, prefix: str = "") -> list[tuple[str, object]]:
+    """A nested dict as (dotted path, value) pairs, sorted, lists kept whole (for ``info``'s lines)."""
+    out: list[tuple[str, object]] = []
+    for k in sorted(d):
+        v = d[k]
+        if isinstance(v, dict) and v:
+            out += flat(v, f"{prefix}{k}.")
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out
 
 
 def clear_models(console) -> None:
