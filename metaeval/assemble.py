@@ -38,6 +38,7 @@ from cscore.metaeval.spec import PAPERS, Spec
 from cscore.progress import Progress
 
 SUMMARY_AFTER = 3  # a report over more datasets prints one line per dataset, not its tables
+STATUS_LINES = 10  # runs not complete named on the console (all of them in report.md)
 
 
 def dataset_section(ds, stem: str, spec: Spec, out: Path, console, progress: Progress,
@@ -174,11 +175,12 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
         ssig = f"{Signature({'table': 'speed', 'phase': 'scoring'})} — scoring phase only; model load separate"
         lines += write(out, "speed", render.from_frame(speed.round(3).set_index("run"), "Speed", ssig))
     (out / "report.md").write_text("\n".join(lines) + "\n")
-    for m in missing:
-        console.print(f"[yellow]missing: {escape(m)}[/]")
-    for line in outcome.lines():
-        style = {"failed": "red", "finished later": "dim"}.get(line[2:].split(":")[0], "yellow")
-        console.print(f"[{style}]{escape(line[2:])}[/]")
+    said = [f"missing: {m}" for m in missing] + [line[2:] for line in outcome.lines()]
+    for line in said[:STATUS_LINES]:
+        style = {"failed": "red", "finished later": "dim"}.get(line.split(":")[0], "yellow")
+        console.print(f"[{style}]{escape(line)}[/]")
+    if len(said) > STATUS_LINES:
+        console.print(f"[yellow]... and {len(said) - STATUS_LINES} more runs not complete (report.md lists them)[/]")
     console.print(f"report {'replaced' if replaced else 'written'} in [bold]{escape(str(out))}[/] "
                   f"(report.md and the tables) in {progress.elapsed():.1f}s", soft_wrap=True)
     return out

@@ -101,15 +101,22 @@ def test_a_report_over_many_datasets_prints_one_line_each(sweep, tmp_path, cscor
         cfg = yaml.safe_load(config.read_text())
         cfg["data"]["name"] = f"demo{k}"
         config.write_text(yaml.safe_dump(cfg))
+    for k in range(12):  # runs that never finished (a config.yaml only): ten named, the rest counted
+        (many / f"x{k}").mkdir()
+        cfg["data"]["name"] = f"ghost{k}"
+        (many / f"x{k}" / "config.yaml").write_text(yaml.safe_dump(cfg))
     res = cscore_main("report", str(many), "--bootstrap", "0", "--permutations", "0", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert f"5 datasets: one line each here, their tables in {many / 'report'}" in lines
+    assert sum(x.startswith("incomplete: ") for x in lines) == 10
+    assert "... and 2 more runs not complete (report.md lists them)" in lines
+    assert (many / "report" / "report.md").read_text().count("- incomplete: ") == 12
     for k in range(5):
         line = next(x for x in lines if x.startswith(f"demo{k}: "))
         assert re.fullmatch(rf"demo{k}: \d+ rows; best .+ \(AVG -?\d\.\d{{3}}\); table in demo{k}_quality\.md", line)
         assert (many / "report" / f"demo{k}_quality.md").is_file()
-    assert len(lines) < 20 and "correlation with human judgements" not in res.stdout  # no table printed
+    assert len(lines) < 30 and "correlation with human judgements" not in res.stdout  # no table printed
 
 
 def test_a_bootstrap_over_one_unit_gives_no_interval():
