@@ -146,7 +146,7 @@ def _part(value) -> str:
 
 
 def wrapped(text: str, width: int, indent: str = "    ") -> list[str]:
-    """``text`` in lines of at most ``width`` characters (a long path or name is split)."""
+    """``text`` in lines of at most ``width`` characters (a word longer than that, a path, stays whole)."""
     return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
                          break_on_hyphens=False, break_long_words=False) or [indent]
 
