@@ -58,6 +58,7 @@ def test_offline_by_choice_names_the_variable(tmp_path, cscore_cli):
     assert res.returncode == 2 and "set pair.expert.path= to a local model directory" in line
     assert "pair.amateur.path" not in line  # method=single reads the expert only
     assert "(HF_HUB_OFFLINE is set)" in line
+    assert line.endswith("set HF_HOME (or HF_HUB_CACHE) to the folder that holds them, and HF_HUB_OFFLINE=1"), line
     stopped_before_data(res, tmp_path)
 
 
