@@ -145,4 +145,4 @@ def test_a_max_length_that_fits_the_shortest_prompt_goes_on_to_the_data(tiny_dir
     res = cscore_main("run", f"pair.expert.path={tiny_dirs.expert}", "method=single", "runtime.max_length=64",
                       "data.template=summarization", f"data.path={tmp_path / 'd.jsonl'}",
                       f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
-    assert res.returncode == 1 and "d.jsonl:1:1: not valid JSON" in res.stderr, res.stderr
+    assert res.returncode == 2 and "d.jsonl:1:1: not valid JSON" in res.stderr, res.stderr
