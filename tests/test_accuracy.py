@@ -255,3 +255,28 @@ def test_the_summac_title_says_when_the_labels_are_an_approximation_from_the_mea
             assert "data.annotations=<SummEval's model_annotations.aligned.jsonl>" in title
         else:
             assert "SummaC protocol" in title and "approximated" not in title
+
+
+def test_the_annotations_file_through_the_cli(tmp_path, cscore_main):
+    """``cscore data export data=summeval data.annotations=<file>`` writes each expert's ratings;
+    a missing annotations file is refused before anything is read (one line, exit 2)."""
+    import json
+
+    row = {"doc_id": "d0", "system": "M0", "source": "an article", "reference": "a reference",
+           "hypothesis": "a summary", "scores": {"coherence": 3.0, "consistency": 13 / 3, "fluency": 4.0,
+                                                 "relevance": 3.0}}
+    note = {"id": "d0", "model_id": "M0", "expert_annotations": [
+        {"coherence": 3, "consistency": c, "fluency": 4, "relevance": 3} for c in (5, 5, 3)]}
+    (tmp_path / "s.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "a.jsonl").write_text(json.dumps(note) + "\n")
+    out = tmp_path / "x.jsonl"
+    res = cscore_main("data", "export", "data=summeval", f"data.path={tmp_path / 's.jsonl'}",
+                      f"data.annotations={tmp_path / 'a.jsonl'}", f"out={out}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(out.read_text().splitlines()[0])["experts.consistency"] == [5, 5, 3]
+    res = cscore_main("run", "data=summeval", f"data.path={tmp_path / 's.jsonl'}",
+                      f"data.annotations={tmp_path / 'none.jsonl'}", cwd=tmp_path)
+    assert res.returncode == 2 and not (tmp_path / "outputs").exists()
+    assert res.stderr.strip().splitlines() == [
+        f"cscore: error: data.annotations={tmp_path / 'none.jsonl'}: no such file (SummEval's "
+        "model_annotations.aligned.jsonl)"]
