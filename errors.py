@@ -1,6 +1,8 @@
 """The errors a user can fix: the CLI prints their one-line message (no traceback) and exits with
-the error's ``exit_code`` (``cscore.cli.exits.one_line_errors``: 2 for a config mistake, 1 for
-anything else the user can fix; 130 for Ctrl-C).
+the error's ``exit_code`` (``cscore.cli.exits.one_line_errors``), whenever it is found: 2 for
+what the user gave (a config or usage mistake, a data file that cannot be read as the dataset), 1
+for anything else the user can fix (a model that cannot load, storage, memory, the cache); 130
+for Ctrl-C.
 
 Anything else is a bug and keeps its traceback. ``CSCORE_DEBUG=1`` shows tracebacks for these too.
 Every CscoreError subclass lives here; the modules that raise them import them from here."""
@@ -20,7 +22,9 @@ class ConfigError(CscoreError, ValueError):
 
 class DataError(CscoreError, ValueError):
     """A dataset that cannot be used as given (the message says where and why). Still a ValueError,
-    as it was before CscoreError existed."""
+    as it was before CscoreError existed. Exit 2, as a config mistake: the input given is wrong."""
+
+    exit_code = 2
 
 
 class InputError(CscoreError, ValueError):

@@ -93,7 +93,7 @@ def main(argv: list[str]) -> None:
 
     from cscore.cli.exits import one_line_errors
 
-    with one_line_errors(code=1, also=(FileNotFoundError, PermissionError, HydraException)):
+    with one_line_errors(also=(FileNotFoundError, PermissionError, HydraException)):  # the error's exit_code
         cfg = compose(argv[1:])
         if argv[0] == "export":
             export(cfg)

@@ -2,9 +2,11 @@
 ``cscore: error: <message>`` and its ``exit_code`` (``CSCORE_DEBUG=1`` keeps the traceback); Ctrl-C
 is one line and exit 130; a bug keeps its traceback.
 
-Where a command has always used one code for every user error, it says so (``code=``): ``cscore
-run`` exits 2 for a mistake found before Hydra starts and 1 for one inside the job, ``cscore data``
-and ``cscore cache`` exit 1 (the tests pin these)."""
+One rule for every command and every moment (docs/troubleshooting.md, "Exit codes"): the error's
+``exit_code``, 2 for a config, usage or data-input mistake (``ConfigError``, ``DataError``), 1 for
+the others; ``cscore run`` checks what it can before Hydra starts (``code=2``: everything found
+there is the command line's), and a data file is read first in the job, before any model.
+``cscore cache`` exits 1 for every error (``code=``: a cache request, the tests pin it)."""
 
 from __future__ import annotations
 

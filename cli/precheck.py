@@ -186,6 +186,7 @@ def check(args: list[str]) -> None:
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
     from cscore.cli import pair_check, workers
+    from cscore.cli.pipeline import kinds
     from cscore.cli.validate import validate
 
     check_output_dirs(args)
@@ -205,6 +206,9 @@ def check(args: list[str]) -> None:
             run = validate(cfg)
             c = OmegaConf.to_container(cfg, resolve=True)
             check_data(c)
+            sharded = workers.check_settings(run)  # runtime.shards / shard / devices; then the kind (imports it)
+            if sharded.runtime.shards > 1:
+                workers.check_kind(sharded, kinds.of_method(run.method.name))
             pair_check.check(c, run)
             check_cache(run)
             if slurm and run.runtime.shards > 1 and run.runtime.devices is None:  # before anything is submitted

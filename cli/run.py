@@ -129,12 +129,12 @@ def hydra_entry(cfg: DictConfig) -> None:
         if untouched(out_dir):  # the shard that merges writes the run directory: no empty one left
             shutil.rmtree(out_dir, ignore_errors=True)
         return
-    except CscoreError as err:  # inside the job every user error exits 1 (cli/exits.py)
+    except CscoreError as err:  # inside the job as before it: the error's exit_code (cli/exits.py)
         if os.environ.get("CSCORE_DEBUG"):
             raise
         log.debug("error", exc_info=True)
         fail_dir(out_dir, fresh and state.get("stage") in ("validate", "load", "models"), err, state)
-        fail(str(err), 1)
+        fail(str(err), err.exit_code or 1)
     except OSError as err:
         fail_dir(out_dir, False, err, state)
         if err.errno not in rundir.NO_ROOM:

@@ -76,6 +76,23 @@ def training_table(run, t: dict):
     return examples, aspect, contexts
 
 
+def check_model(spec: str) -> None:
+    """The model folder (or hub id) checked from its files alone, before the data loads: one line
+    naming ``t5score.train.model``, exit 2 (``cli/pair_check.py`` does the same for ``cscore run``)."""
+    from cscore.scorers.models import hub, specs
+
+    key = f"t5score.train.model={spec}"
+    try:
+        kind = specs.check_spec(spec)
+    except specs.ModelSpecError as err:
+        raise ConfigError(f"{key}: {str(err).removeprefix(f'model {spec!r}: ')}") from None
+    if kind == "gguf":
+        raise ConfigError(f"{key}: a GGUF file is a decoder; T5Score trains a seq2seq model (a local folder or hub id)")
+    if kind == "hub" and (why := hub.usable_offline(spec)):
+        raise ConfigError(f"{key}: a hub model not in the local hub cache, and the Hugging Face hub is unreachable "
+                          f"({why}){hub.PREDOWNLOADED}")
+
+
 def train(cfg: DictConfig, t: dict) -> tuple[Path, bool]:
     """(output directory, whether it was finished earlier with this config: skipped)."""
     from cscore.cli.validate import validate
@@ -83,6 +100,7 @@ def train(cfg: DictConfig, t: dict) -> tuple[Path, bool]:
 
     if not t["model"]:
         raise ConfigError("t5score.train.model=<seq2seq model (hub id or local directory)> is required")
+    check_model(str(t["model"]))
     run = validate(cfg)
     examples, aspect, contexts = training_table(run, t)
     job = t5score_job.open_job(run, t, examples, aspect, f"{rundir.HUMAN}{aspect}", contexts)

@@ -51,6 +51,14 @@ def devices_of(value) -> list[str] | None:
 def check(run: RunConfig, kind) -> RunConfig:
     """The sharding settings checked before anything loads; returns the run with ``runtime.shards``
     set from ``runtime.devices`` (and the device the merge keys its entries by)."""
+    run = check_settings(run)
+    if run.runtime.shards > 1:
+        check_kind(run, kind)
+    return run
+
+
+def check_settings(run: RunConfig) -> RunConfig:
+    """The checks that need no method kind (nothing imported: the precheck runs them first)."""
     rt = run.runtime
     devices = devices_of(rt.devices)
     shards = rt.shards
@@ -74,17 +82,48 @@ def check(run: RunConfig, kind) -> RunConfig:
         return run
     if rt.shard is not None and rt.shard >= shards:
         raise ConfigError(f"runtime.shard={rt.shard} but runtime.shards={shards}: shards are 0 .. {shards - 1}")
+    device = devices[0] if devices else rt.device
+    runtime = replace(rt, shards=shards, devices=devices, device=device)
+    return replace(run, runtime=runtime, passes=PassOptions.of(runtime))  # the passes read the settings checked here
+
+
+def check_kind(run: RunConfig, kind) -> None:
+    """A sharded run (``check_settings`` done): whether its kind shards and where its shards meet."""
     if not kind.shards:
         raise ConfigError(f"method={run.method.name} ({kind.name} kind) cannot shard its passes; run it with "
                           "runtime.shards=1 (the default)")
     in_cache = getattr(kind, "meets_in_cache", True)  # cscore cdm generate's shards meet in its output directory
     if not run.cache.enabled and in_cache:
         raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
-    if devices is None and os.environ.get("SLURM_JOB_ID") and in_cache:
+    if in_cache:
+        check_writable(run)
+    if run.runtime.devices is None and os.environ.get("SLURM_JOB_ID") and in_cache:
         check_shared(run)
-    device = devices[0] if devices else rt.device
-    runtime = replace(rt, shards=shards, devices=devices, device=device)
-    return replace(run, runtime=runtime, passes=PassOptions.of(runtime))  # the passes read the settings checked here
+
+
+def check_writable(run: RunConfig) -> None:
+    """The shards meet in the statistics cache (their locks, partials and the merge are written
+    there): a cache folder this process cannot write in is refused in one line, before anything
+    loads. Asked by making (and removing) a file, so a read-only mount is seen even by root."""
+    import tempfile
+
+    from cscore.files import folder_problem
+    from cscore.scorers.store.cache import default_root
+
+    root = Path(run.cache.dir).expanduser() if run.cache.dir else default_root()
+    problem = folder_problem(root)
+    if problem is None:
+        probe = next(p for p in (root / ".locks", root, *root.parents) if p.exists())
+        try:
+            fd, name = tempfile.mkstemp(prefix=".cscore-probe-", dir=probe)
+            os.close(fd)
+            os.unlink(name)
+        except OSError as err:
+            problem = f"cannot write in {probe} ({err.strerror or err})"
+    if problem is not None:
+        raise ConfigError(f"sharding (runtime.shards / runtime.devices) needs a writable statistics cache shared "
+                          f"by every shard: the shards meet in {root}, but {problem}; give cache.dir=<a writable "
+                          "folder> (or CSCORE_CACHE)")
 
 
 NODE_LOCAL = ("tmpfs", "ramfs")  # file systems no other node sees

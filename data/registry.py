@@ -39,6 +39,9 @@ def check_config(data: Mapping) -> None:
     path = data.get("path")
     if path and not Path(str(path)).expanduser().exists():
         raise DataError(f"data file {Path(str(path)).expanduser()} does not exist (data.path={path})")
+    notes = options.get("annotations")
+    if notes and not Path(str(notes)).expanduser().is_file():
+        raise DataError(f"data.annotations={notes}: no such file (SummEval's model_annotations.aligned.jsonl)")
 
 
 def load_examples(name: str, path: str | None = None, **options):

@@ -15,7 +15,10 @@ Per-expert ratings: a .jsonl / .parquet record may carry ``expert_scores`` {aspe
 experts' ratings]} (SummEval's ``expert_annotations``, one list per aspect); they are kept in the
 extra columns ``experts.<aspect>`` (a list per row; their mean must be ``scores.<aspect>``), which
 the SummaC labels of ``cscore report`` read (``metaeval.accuracy.label_rule``). The shared file
-and BARTScore's pickle keep only the mean.
+and BARTScore's pickle keep only the mean; ``annotations`` names SummEval's own release file
+(``model_annotations.aligned.jsonl``: per line ``id`` = the document, ``model_id`` = the system and
+``expert_annotations``, one {aspect: rating} per expert), whose ratings are joined onto the rows by
+(document, system) and checked against their mean like ``expert_scores``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, v
 NAME = "summeval"
 DEFAULT_FILE = "summeval.jsonl"
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
-OPTIONS = ("source_file", "hub_id", "hub_split")
+OPTIONS = ("source_file", "hub_id", "hub_split", "annotations")
 RATERS, SCALE = 3, (1, 5)  # three expert ratings on 1-5 per summary and aspect
 EXPERTS = "experts."  # experts.<aspect>: the per-expert ratings, where the file has them
 
@@ -70,6 +73,38 @@ def with_experts(row: dict, rec: dict, where: str) -> dict:
     return row
 
 
+def read_annotations(path: str) -> dict[tuple[str, str], dict[str, list]]:
+    """{(document, system): {aspect: the experts' ratings}} of SummEval's model_annotations.aligned.jsonl."""
+    from pathlib import Path
+
+    from cscore.data.io import iter_jsonl
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise DataError(f"data.annotations={path}: no such file (SummEval's model_annotations.aligned.jsonl)")
+    out: dict[tuple[str, str], dict[str, list]] = {}
+    for where, rec in iter_jsonl(file):
+        experts = rec.get("expert_annotations")
+        if not isinstance(rec.get("id"), str) or not isinstance(rec.get("model_id"), str):
+            raise DataError(f"{where}: expected SummEval's 'id' and 'model_id' fields "
+                            "(model_annotations.aligned.jsonl)")
+        if not isinstance(experts, list) or not experts or not all(isinstance(e, Mapping) for e in experts):
+            raise DataError(f"{where}: field 'expert_annotations' must be a non-empty list of {{aspect: rating}}")
+        out[(rec["id"], rec["model_id"])] = {a: [e.get(a) for e in experts] for a in ASPECTS
+                                             if any(a in e for e in experts)}
+    return out
+
+
+def with_annotations(records, annotations: dict, label: str):
+    """The records with ``expert_scores`` from ``annotations``; every record must have its entry."""
+    for where, rec in records:
+        key = (rec.get("doc_id"), rec.get("system"))
+        if key not in annotations:
+            raise DataError(f"{where}: data.annotations has no summary of document {key[0]!r} by system {key[1]!r} "
+                            f"(read {len(annotations)} from the annotations file; {label})")
+        yield where, {**rec, "expert_scores": annotations[key]}
+
+
 def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
     opts = check_options(options, OPTIONS, NAME)
     if opts["hub_id"]:
@@ -78,6 +113,8 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
     else:
         file, records, names = records_for(path, opts["source_file"], NAME, DEFAULT_FILE)
         label = str(file)
+    if opts["annotations"]:
+        records = with_annotations(records, read_annotations(opts["annotations"]), label)
     report = LoadReport(NAME, [label])
     rows = [with_experts(record_to_row(rec, where, ASPECTS, names), rec, where) for where, rec in records]
     if any(EXPERTS + a in r for r in rows for a in ASPECTS):

@@ -38,7 +38,8 @@ arXiv:2305.14324; WMT20 metrics task, Mathur et al. 2020):
   the value is NaN; ``cscore report --kendall-threshold`` sets it.
 
 Undefined values are NaN, never 0: fewer than 2 finite cells -> NaN for every variant; no
-counted pair for ``kendall_like`` -> NaN (mt-metrics-eval returns 0 there, with weight 0).
+counted pair for ``kendall_like`` -> NaN (mt-metrics-eval returns 0 there, with weight 0; the
+macro item-wise average of ``levels.correlate_at`` counts such a group as 0, as mt-metrics-eval's).
 """
 
 from __future__ import annotations

@@ -21,7 +21,11 @@ Spearman and Kendall b / c that is exactly "human or metric constant within the 
 (the BARTScore / G-Eval convention; mt-metrics-eval also drops NaN correlations from the
 average unless ``replace_nans_with_zeros``). The WMT23 variants ``23`` / ``acc23`` are
 defined on constant vectors (tied pairs are scored), so such groups are KEPT for them, as in
-mt-metrics-eval; ``like`` is NaN (skipped) when a group has no pair above the threshold.
+mt-metrics-eval. ``like`` with ``average="macro"``: a group whose cells hold no pair that
+reaches the threshold counts as 0, as in mt-metrics-eval (``KendallLike`` returns 0 there and
+``AverageCorrelation(macro=True)`` averages it in, "item-wise"); when no group has such a pair
+the value is NaN (mt-metrics-eval: 0), so that "no pair reaches the threshold" (1-5 ratings with
+the default 25) is not read as "no correlation". With ``average="micro"`` such a group weighs 0.
 
 Averaging: ``average="macro"`` (default) is the plain mean over kept groups.
 ``average="micro"`` weights each group as mt-metrics-eval's ``AverageCorrelation(macro=
@@ -120,13 +124,15 @@ def _grouped(key, m, h, finite, fn, average: str, is_like: bool, kendall_kw: dic
     indices = pd.Series(np.arange(len(key))).groupby(key, sort=True, dropna=False).indices
     values: list = []
     weights: list = []
-    n_used, n_skipped = 0, 0
+    n_used, n_skipped, n_pairless = 0, 0, 0
     for idx in indices.values():
         idx = idx[finite[idx]]
         if idx.size < 2:
             n_skipped += 1
             continue
         v = fn(m[idx], h[idx])
+        if not np.isfinite(v) and is_like and average == "macro":
+            v, n_pairless = 0.0, n_pairless + 1  # no pair reaches the threshold: 0, as mt-metrics-eval counts it
         if not np.isfinite(v):
             n_skipped += 1
             continue
@@ -136,7 +142,7 @@ def _grouped(key, m, h, finite, fn, average: str, is_like: bool, kendall_kw: dic
         else:
             weights.append(idx.size)
         n_used += idx.size
-    if not values:
-        return np.nan, 0, 0, n_skipped
+    if not values or n_pairless == len(values):  # no group has a counted pair: NaN (mt-metrics-eval: 0)
+        return np.nan, 0, 0, n_skipped + n_pairless
     w = np.asarray(weights, dtype=np.float64) if average == "micro" else None
     return np.average(values, weights=w), n_used, len(values), n_skipped

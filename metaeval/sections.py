@@ -144,8 +144,20 @@ def quantized_section(ds, stem: str, out: Path, protocol: str = "summac") -> lis
     fields = {"data": data, "n": len(ds.frame), "statistic": "quantized-accuracy", "protocol": protocol}
     signature = f"{Signature(fields)} — {ACCURACY_NOTES[protocol]}"
     title = f"{data}: quantized accuracy, {'SummaC protocol' if protocol == 'summac' else 'top-k rule'} " \
-            "(higher is better)"
+            f"(higher is better){approximate_labels(acc)}"
     return write(out, f"{stem}_quantized_accuracy", tables.to_table(acc, title, signature))
+
+
+def approximate_labels(acc) -> str:
+    """What the title says when SummaC's labels came from the experts' mean, not their ratings:
+    an approximation, with the summaries per aspect that the mean cannot decide (counted negative)."""
+    if "n_undecided" not in acc.columns or acc["n_undecided"].isna().all():
+        return ""
+    per = acc.dropna(subset=["n_undecided"]).drop_duplicates("target")
+    counts = ", ".join(f"{t} {int(n)}" for t, n in zip(per["target"], per["n_undecided"]))
+    return (f"; labels approximated from the mean of the experts' ratings (SummaC reads each expert's): "
+            f"summaries the mean cannot decide, counted negative: {counts}; data.annotations=<SummEval's "
+            "model_annotations.aligned.jsonl> gives SummaC's own labels")
 
 
 def pairwise_section(ds, stem: str, out: Path) -> list[str]:

@@ -87,6 +87,7 @@ class LevelStat:
         check_options(level, average)
         self.corr = Correlation(kind, variant, kendall_kw)
         self.human_col, self.level, self.subset, self.average = human_col, level, subset, average
+        self.pairless_zero = self.corr.variant == "like" and average == "macro"  # levels.py: as mt-metrics-eval
         self.group_col, self.system_col = group_col, system_col
         where = "" if subset is None else f"[{subset[0]}={subset[1]}]"
         self.__name__ = f"{kind}@{level}({human_col}){where}"
@@ -117,21 +118,31 @@ class LevelStat:
 
     def _grouped(self, key: pd.Series, xs, ws, h) -> np.ndarray:
         """One correlation per group (item or system) of each version, averaged over groups."""
-        values, weights = [], []
+        values, weights, counted = [], [], []
         for rows in _rows_by_code(*_factorize(key)):
-            v, wt = self.corr.candidates([x[rows] for x in xs], [w[:, rows] for w in ws], h[rows])
+            part = [x[rows] for x in xs], [w[:, rows] for w in ws], h[rows]
+            v, wt = self.corr.candidates(*part)
+            counted.append(np.isfinite(v))
+            if self.pairless_zero:
+                v = np.where(~np.isfinite(v) & (_cells(*part) >= 2), 0.0, v)
             values.append(v)
             weights.append(self._micro(wt))
-        return _weighted_mean(np.array(values), np.array(weights))
+        mean = _weighted_mean(np.array(values), np.array(weights))
+        return np.where(np.array(counted).any(0), mean, np.nan) if self.pairless_zero else mean
 
     def _grouped_drawn(self, x, h, keep, units: Units) -> np.ndarray:
         """Every draw is a group: per-unit values are fixed, the draws only weight them."""
         n_units = units.counts.shape[1]
-        values, weights = np.full(n_units, np.nan), np.zeros(n_units)
+        values, weights, counted = np.full(n_units, np.nan), np.zeros(n_units), np.zeros(n_units, dtype=bool)
         for u, rows in enumerate(_rows_by_code(units.codes, n_units)):
-            v, wt = self.corr.candidates([x[rows]], [keep[rows][None, :].astype(np.float64)], h[rows])
-            values[u], weights[u] = v[0], self._micro(wt)[0]
-        return _weighted_mean(values[:, None], units.counts.T * weights[:, None])
+            part = [x[rows]], [keep[rows][None, :].astype(np.float64)], h[rows]
+            v, wt = self.corr.candidates(*part)
+            counted[u] = np.isfinite(v[0])
+            values[u] = 0.0 if self.pairless_zero and not counted[u] and _cells(*part)[0] >= 2 else v[0]
+            weights[u] = self._micro(wt)[0]
+        draws = units.counts.T * weights[:, None]
+        mean = _weighted_mean(values[:, None], draws)
+        return np.where(((draws > 0) & counted[:, None]).any(0), mean, np.nan) if self.pairless_zero else mean
 
     def _system(self, df: pd.DataFrame, xs, ws, h) -> np.ndarray:
         """Per-system mean metric and human score of each version, correlated over systems."""
@@ -171,6 +182,11 @@ class MeanStat:
     def batch(self, df: pd.DataFrame, xs: list, ws: list, units: Units | None = None) -> np.ndarray:
         return np.mean([s.batch(df, xs, ws, units) for s in self.stats], axis=0)
 
+
+
+def _cells(xs, ws, y) -> np.ndarray:
+    """Per version, the (weighted) number of cells whose metric and human values are finite."""
+    return sum(clean(xs, ws, y)[1]).sum(1)
 
 
 def _factorize(key) -> tuple[np.ndarray, int]:

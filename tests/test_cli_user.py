@@ -164,7 +164,7 @@ def test_a_run_that_fails_before_scoring_leaves_no_directory(tiny_dirs, tmp_path
     (tmp_path / "broken.jsonl").write_text("not json\n")
     res = cscore_main("run", f"pair.expert.path={tiny_dirs.expert}", "data=summeval",
                       f"data.path={tmp_path / 'broken.jsonl'}", cwd=tmp_path)
-    assert res.returncode == 1 and "broken.jsonl:1:1: not valid JSON" in res.stderr
+    assert res.returncode == 2 and "broken.jsonl:1:1: not valid JSON" in res.stderr
     assert len([line for line in (res.stdout + res.stderr).splitlines() if "broken.jsonl" in line]) == 1  # said once
     assert not list(tmp_path.rglob("run.log"))
 

@@ -129,7 +129,7 @@ def test_a_missing_path_is_reported_once(tmp_path, capsys, caplog, dataset, extr
     with pytest.raises(SystemExit) as stop:
         data_cmd.main(["export", f"data={dataset}", f"data.path={missing}", *[f"{k}={v}" for k, v in extra.items()],
                        f"out={tmp_path / 'x.parquet'}"])
-    assert stop.value.code == 1
+    assert stop.value.code == 2  # a data-input mistake (docs/concepts.md, Exit codes)
     assert capsys.readouterr().err == f"cscore: error: data file {missing} does not exist (data.path={missing})\n"
     assert not [r for r in caplog.records if r.name.startswith("cscore")]
 

@@ -75,7 +75,7 @@ def test_data_export_writes_the_validated_table(tmp_path, cscore_main):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 3770 and rows[0]["task"] == "translation" and "human.mqm" in rows[0]
     res = cscore_main("data", "export", "data=mqm22", f"out={tmp_path / 'x.parquet'}", cwd=tmp_path)
-    assert res.returncode == 1 and "mqm22: missing MQM file(s)" in res.stderr and "data.paths" in res.stderr
+    assert res.returncode == 2 and "mqm22: missing MQM file(s)" in res.stderr and "data.paths" in res.stderr
 
 
 def test_data_check_prints_a_card(tmp_path, tiny_tokenizer, cscore_main):

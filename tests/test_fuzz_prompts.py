@@ -120,10 +120,11 @@ def test_judge_number_then_anything(lo, width, value, lead, rest):
     assert (score, status) == want
 
 
-@pytest.mark.parametrize("text", ["", "Coherence", "..", "+.", "٣", "\x00", "9" * 5000, "-" * 3])
+@pytest.mark.parametrize("text", ["", "Coherence", "..", "+.", "1.2.3", "\x00", "9" * 5000, "-" * 3])
 def test_judge_no_number_is_the_minimum(text):
     score, status = parse_paper(text, 1, 5)
     if status == NO_PRED:
         assert score == 1.0
     else:
         assert status == ABOVE and score == 5.0 and text.startswith("9")
+    assert parse_paper("٣", 1, 5) == (3.0, OK)  # a Unicode digit is a number, as G-Eval's \d reads it

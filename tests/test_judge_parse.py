@@ -44,8 +44,19 @@ def test_statuses():
     ("", 2, 6, (2.0, NO_PRED)),
     ("Coherence: 4", 1, 5, (1.0, NO_PRED)),     # the number must come first
     ("- 3", 1, 5, (1.0, NO_PRED)),
-    (".5", 1, 5, (1.0, NO_PRED)),               # digits before a decimal point are required
-    ("\u0663", 0, 4, (0.0, NO_PRED)),           # ASCII digits only (Arabic-Indic three is no number here)
+    # the number as G-Eval reads it (issue 39, item 10b): the run of digits and dots, float() of it
+    (".5", 0, 4, (0.5, OK)),                    # float(".5") = 0.5
+    (".5", 1, 5, (1.0, BELOW)),
+    ("1.2.3", 1, 5, (1.0, NO_PRED)),            # float() refuses it: no number, the lowest score
+    ("3.5.", 1, 5, (1.0, NO_PRED)),
+    ("3..", 1, 5, (1.0, NO_PRED)),
+    (".", 1, 5, (1.0, NO_PRED)),
+    ("4.", 1, 5, (4.0, OK)),                    # float("4.") = 4
+    ("4. The summary is fine", 1, 5, (4.0, OK)),
+    ("\u0663", 0, 4, (3.0, OK)),                # Unicode digits: Arabic-Indic three
+    (" \u0664\u066b", 1, 5, (4.0, OK)),         # the Arabic decimal separator is no dot: the number ends there
+    ("\u0967\u0966", 1, 5, (5.0, ABOVE)),       # Devanagari "10"
+    ("\u00b3", 1, 5, (1.0, NO_PRED)),           # a superscript three is no decimal digit (\d, float)
 ])
 def test_parse_paper(text, lo, hi, want):
     assert jp.parse_paper(text, lo, hi) == want

@@ -326,3 +326,35 @@ def test_acc_eq_nonfinite_and_empty():
     assert (acc, eps) == (pytest.approx(1.0), 0.0)
     acc, eps = acc_eq([1.0], [1.0])
     assert math.isnan(acc)
+
+
+def test_like_macro_counts_a_group_without_a_qualifying_pair_as_zero():
+    """Issue 39, item 10c: mt-metrics-eval's item-wise KendallLike (``AverageCorrelation`` with
+    macro=True) counts a group whose pairs all differ by less than the threshold as 0; cscore's
+    macro default follows it (micro, the pooled value, is unchanged: such a group weighs 0).
+    Hand-computed: group a: 3 pairs, all concordant -> +1; group b: pairs (0,1) dy 50 D, (0,2)
+    dy 100 D, (1,2) dy 50 C -> -1/3; group c: one pair, dy 10 < 25 -> 0; group d: one cell, skipped."""
+    from cscore.metaeval.statistic import LevelStat
+
+    df = pd.DataFrame({"group": list("aaabbbccd"), "system": list("ABCABCABA"),
+                       "m": [0.1, 0.2, 0.3, 0.9, 0.1, 0.5, 0.3, 0.7, 0.5],
+                       "h": [0.0, 30.0, 60.0, 0.0, 50.0, 100.0, 10.0, 20.0, 40.0]})
+    macro = correlate_at(df, "m", "h", "item", "kendall", "like")
+    assert macro["value"] == pytest.approx((1 - 1 / 3 + 0) / 3)  # was (1 - 1/3) / 2, group c left out
+    assert (macro["n_groups"], macro["n_skipped"], macro["n"]) == (3, 1, 8)
+    micro = correlate_at(df, "m", "h", "item", "kendall", "like", average="micro")
+    assert micro["value"] == pytest.approx((3 + 1 - 2) / (3 + 3))
+    stat = LevelStat("h", "item", "kendall", "like")
+    assert stat(df, "m") == pytest.approx(macro["value"])
+    twice = np.array([[2, 1, 1, 1, 1, 1, 0, 1, 1]], dtype=np.float64)  # a resample: row 0 twice, row 6 left out
+    expanded = df.loc[df.index.repeat(twice[0].astype(int))]
+    assert stat.batch(df, [df["m"].to_numpy()], [twice])[0] == pytest.approx(
+        correlate_at(expanded, "m", "h", "item", "kendall", "like")["value"])  # group c has one cell left: skipped
+    from cscore.metaeval.statistic import Units
+
+    draws = Units("group", pd.factorize(df["group"])[0], np.array([[1, 0, 2, 0], [0, 0, 2, 1], [0, 1, 0, 0]], float))
+    got = stat.batch(df, [df["m"].to_numpy()], [np.ones((3, 9))], draws)  # each draw of a group is one group
+    assert got[0] == pytest.approx((1 + 0 + 0) / 3) and np.isnan(got[1]) and got[2] == pytest.approx(-1 / 3)
+    none = df[df["group"].isin(["c", "d"])]  # no group has a qualifying pair: NaN, not 0
+    assert np.isnan(correlate_at(none, "m", "h", "item", "kendall", "like")["value"])
+    assert np.isnan(stat(none, "m"))

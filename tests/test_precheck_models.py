@@ -58,6 +58,7 @@ def test_offline_by_choice_names_the_variable(tmp_path, cscore_cli):
     assert res.returncode == 2 and "set pair.expert.path= to a local model directory" in line
     assert "pair.amateur.path" not in line  # method=single reads the expert only
     assert "(HF_HUB_OFFLINE is set)" in line
+    assert line.endswith("set HF_HOME (or HF_HUB_CACHE) to the folder that holds them, and HF_HUB_OFFLINE=1"), line
     stopped_before_data(res, tmp_path)
 
 
@@ -144,4 +145,4 @@ def test_a_max_length_that_fits_the_shortest_prompt_goes_on_to_the_data(tiny_dir
     res = cscore_main("run", f"pair.expert.path={tiny_dirs.expert}", "method=single", "runtime.max_length=64",
                       "data.template=summarization", f"data.path={tmp_path / 'd.jsonl'}",
                       f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
-    assert res.returncode == 1 and "d.jsonl:1:1: not valid JSON" in res.stderr, res.stderr
+    assert res.returncode == 2 and "d.jsonl:1:1: not valid JSON" in res.stderr, res.stderr

@@ -61,7 +61,7 @@ def test_missing_mqm_files_put_the_fix_first_and_count_the_rest(tiny_dirs, tmp_p
     (root / "generalMT2023" / "zhen" / "mqm_generalMT2023_zhen.tsv").write_text("")
     res = cscore_main("run", "data=mqm23", f"data.root={root}", f"pair.expert.path={tiny_dirs.expert}",
                       "method=single", f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
-    assert res.returncode == 1
+    assert res.returncode == 2  # a data-input mistake (docs/concepts.md, Exit codes)
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1, res.stderr
     line = lines[0]

@@ -63,7 +63,8 @@ def test_a_baseline_hub_model_offline_is_refused_up_front(tmp_path, cscore_main,
     res = cscore_main("run", "method=baseline", "baseline=bartscore", cwd=tmp_path)
     assert_refused(res, "set baseline.bartscore.model= to a local model directory: facebook/bart-large-cnn is a hub "
                         "model not in the local hub cache, and the Hugging Face hub is unreachable "
-                        "(HF_HUB_OFFLINE is set)", tmp_path)
+                        "(HF_HUB_OFFLINE is set); weights downloaded before: set HF_HOME (or HF_HUB_CACHE) to the "
+                        "folder that holds them, and HF_HUB_OFFLINE=1", tmp_path)
     res = cscore_main("run", "method=baseline", "baseline=t5score", f"baseline.t5score.model={tmp_path / 'no'}",
                       cwd=tmp_path)
     assert res.returncode == 2 and f"baseline.t5score.model={tmp_path / 'no'}: " in res.stderr

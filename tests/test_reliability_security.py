@@ -189,12 +189,12 @@ def test_a_failed_run_removes_only_its_own_directory(tmp_path, cscore_main):
     bad.write_text("a,b\n1,2\n")
     args = ["run", "data=table", f"data.path={bad}", "data.task=summarization"]
     res = cscore_main(*args, f"hydra.run.dir={mine / 'run1'}", cwd=tmp_path)
-    assert res.returncode == 1 and "bad.csv" in res.stderr, res.stderr
+    assert res.returncode == 2 and "bad.csv" in res.stderr, res.stderr
     assert mine.is_dir() and not (mine / "run1").exists()
     work = tmp_path / "work"
     work.mkdir()
     res = cscore_main(*args, cwd=work)  # the default outputs/<date>/<time>_... layout
-    assert res.returncode == 1 and not any(work.iterdir())
+    assert res.returncode == 2 and not any(work.iterdir())
 
 
 def test_export_writes_only_what_out_names(tmp_path, cscore_main):

@@ -183,11 +183,47 @@ def test_a_slurm_shard_with_a_node_local_cache_is_one_line(tiny_dirs, tmp_path, 
     (["runtime.devices=cpu"], "runtime.devices must be null, all or a non-empty list"),
 ])
 def test_sharding_settings_are_checked_before_anything_loads(tiny_dirs, tmp_path, cscore_main, more, shown):
+    """Refused by the precheck (issue 39, item 6): one line, exit 2, no run folder."""
     res = cscore_main("run", f"pair.expert.path={tiny_dirs.expert}", "pair.name=tiny", "runtime.progress=false",
                       f"hydra.run.dir={tmp_path / 'r'}", *more, cwd=tmp_path)
-    said = res.stdout + res.stderr
-    assert res.returncode != 0 and shown in said, said[-2000:]
-    assert "Traceback" not in said and "Loading weights" not in said
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and shown in res.stderr, res.stderr
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("more", [["runtime.devices=[cpu,cpu]"], ["runtime.shards=2", "runtime.shard=0"]])
+def test_a_sharded_run_with_a_cache_it_cannot_write_is_refused_up_front(tiny_dirs, tmp_path, cscore_main, more):
+    """The shards meet in the statistics cache: one that cannot be written is refused before the
+    run starts, leaving no run folder and no worker folder. /sys refuses new files even to root
+    (a chmod-ed folder does not: root writes in it), as a read-only mount does."""
+    unwritable = Path("/sys/cscore-stats")
+    try:
+        os.close(os.open("/sys/cscore-probe", os.O_CREAT | os.O_WRONLY))
+        os.unlink("/sys/cscore-probe")
+        pytest.skip("/sys takes new files here")
+    except OSError:
+        pass
+    res = cscore_main("run", f"pair.expert.path={tiny_dirs.expert}", "pair.name=tiny", "runtime.progress=false",
+                      f"hydra.run.dir={tmp_path / 'r'}", f"cache.dir={unwritable}", *more, cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "cscore: error: sharding (runtime.shards / runtime.devices) needs a writable statistics cache shared by "
+        "every shard: the shards meet in /sys/cscore-stats, but cannot write in /sys (Permission denied); give "
+        "cache.dir=<a writable folder> (or CSCORE_CACHE)"]
+    assert not (tmp_path / "r").exists() and not list(tmp_path.rglob(".shards"))
+
+
+def test_a_shard_out_of_range_stops_before_torch_is_imported(tmp_path):
+    """``runtime.shards=2 runtime.shard=5``: one line, exit 2, and the process never imported torch
+    (a fresh interpreter reports what it imported as it exits)."""
+    code = ("import atexit, sys; atexit.register(lambda: print('torch imported:', 'torch' in sys.modules)); "
+            "from cscore.cli.main import main; main(sys.argv[1:])")
+    res = subprocess.run([sys.executable, "-c", code, "run", "runtime.shards=2", "runtime.shard=5"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip().splitlines() == ["cscore: error: runtime.shard=5 but runtime.shards=2: shards are 0 .. 1"]
+    assert res.stdout.strip().splitlines()[-1] == "torch imported: False"
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_a_multirun_with_shards_is_one_job_per_shard():

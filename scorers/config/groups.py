@@ -23,6 +23,8 @@ class Data:
     source_file: str | None = setting(None, doc="a file name inside the dataset's shared folder")
     hub_id: str | None = setting(None, doc="load with datasets.load_dataset(hub_id, split=...) (needs network)")
     hub_split: str | None = setting(None, doc="the split of hub_id")
+    annotations: str | None = setting(None, doc="SummEval: its original model_annotations.aligned.jsonl, whose "
+                                                "per-expert ratings give SummaC's labels")
     split: str | None = setting(None, doc="which split of a DatasetDict (may be left out when there is only one)")
     task: str | None = setting(None, doc="summarization | translation | dialogue (picks the prompt)")
     level: str | None = setting(None, doc="FED: turn | dialog | both")

@@ -61,8 +61,10 @@ ECHO = "Echo"
 STATUSES = (OK, NO_PRED, BELOW, ABOVE, LIST, ECHO)
 VALID = (OK, LIST, ECHO)  # a score was read (the released code counts all three as valid)
 
-# the paper's rule: optional leading whitespace, optional sign, ASCII digits, optional decimal part
-_PAPER_NUMBER = re.compile(r"\s*([+-]?[0-9]+(?:\.[0-9]+)?)")
+# the paper's rule: optional leading whitespace, an optional sign, then G-Eval's number: the run of
+# (Unicode) digits and dots read with float() (G-Eval's parse_output: ``^ ?([\d\.]+)``, float,
+# anything float() refuses is unparsed), so "1.2.3" and "3.5." are no number, "\u0663" is 3
+_PAPER_NUMBER = re.compile(r"\s*([+-]?[\d.]+)")
 # what the released parse_output deletes, in its order ("consistency" is not in the list)
 RELEASED_REMOVALS = ("coherence", "relevance", "score", ": ", "- ", "answer")
 # its pattern, as written there: at most one leading space, then sign, digits and dots in any mix
@@ -89,8 +91,12 @@ def _in_range(value: float, lo: int, hi: int) -> tuple[float, str]:
 
 def parse_paper(text: str, lo: int, hi: int) -> tuple[float, str]:
     """The paper's rule for the text of the chosen token(s): optional leading whitespace, then an
-    optional sign and digits, optionally with a decimal part ("3", " 4", "-1", "2.5"); what follows
-    the number is ignored.
+    optional sign and a number ("3", " 4", "-1", "2.5"); what follows the number is ignored. The
+    number is read as G-Eval's ``parse_output`` reads it (the paper's parse follows G-Eval): the
+    whole run of digits and dots, Python's ``\\d`` (Unicode decimal digits, "\\u0663" is 3) and
+    ``float()``; a run float() refuses ("1.2.3", "3.5.", ".") is no number. Unlike G-Eval, any
+    leading whitespace and a sign are accepted ("  4" is 4 and "-1" is Below, where G-Eval reads no
+    number; for "-1" the score, the minimum, is the same).
 
     The paper (Sec. 4.1) sets an output whose score cannot be parsed to the lowest score of the
     range (following G-Eval) and clamps a score above the maximum to the maximum. What happens
@@ -101,15 +107,26 @@ def parse_paper(text: str, lo: int, hi: int) -> tuple[float, str]:
     number > hi -> ``(hi, "Above")``; otherwise ``(number, "ok")``, or ``(lo, "Echo")`` when the
     number is the minimum followed by the maximum ("1-5", "1 to 5": the prompt's range)."""
     text = str(text)
+    value, end = paper_number(text)
+    if value is None:
+        return float(lo), NO_PRED
+    score, status = _in_range(value, lo, hi)
+    return (score, ECHO) if status == OK and score == lo and _echo(text[end:], hi) else (score, status)
+
+
+def paper_number(text: str) -> tuple[float | None, int]:
+    """(the number ``parse_paper`` reads at the start of ``text`` or None, where it ends)."""
     match = _PAPER_NUMBER.match(text)
     if match is None:
-        return float(lo), NO_PRED
-    score, status = _in_range(float(match.group(1)), lo, hi)
-    return (score, ECHO) if status == OK and score == lo and _echo(text[match.end():], hi) else (score, status)
+        return None, 0
+    try:
+        return float(match.group(1)), match.end()
+    except ValueError:  # "1.2.3", ".", "3..": G-Eval's bare except, the lowest score
+        return None, match.end()
 
 
-# text that more text could still turn into a different paper-rule number ("", " 4", "3.", "-")
-_PAPER_OPEN = re.compile(r"\s*(?:[+-]?(?:[0-9]+(?:\.[0-9]*)?)?)")
+# text that more text could still turn into a different paper-rule number ("", " 4", "3.", "-", ".")
+_PAPER_OPEN = re.compile(r"\s*[+-]?[\d.]*")
 
 
 def paper_decided(text: str) -> bool:
@@ -195,12 +212,12 @@ def _echo_open(text: str, lo: int, hi: int) -> bool:
     """Whether more text could still make ``parse_paper(text)`` an Echo: the number read is the
     minimum and what follows it is the start of a separator and the maximum ("1", "1-", "1 t",
     "2 - 1" of 2-10), or all of it (a digit may still follow)."""
-    match = _PAPER_NUMBER.match(text)
-    if match is None or float(match.group(1)) != lo:
+    value, end = paper_number(text)
+    if value is None or value != lo:
         return False
     digits = str(hi)
     head = "|".join(re.escape(digits[:k]) for k in range(1, len(digits) + 1))
-    return re.fullmatch(rf"(?:\s*(?:-|\u2013|\u2014|to?)?\s*)(?:{head})?", text[match.end():]) is not None
+    return re.fullmatch(rf"(?:\s*(?:-|\u2013|\u2014|to?)?\s*)(?:{head})?", text[end:]) is not None
 
 
 def settled(text: str, rule: str = "paper", lo: int = 1, hi: int = 5) -> bool:

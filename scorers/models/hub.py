@@ -17,6 +17,9 @@ PROBE_SECONDS = 2.0
 DEFAULT_ENDPOINT = "https://huggingface.co"
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
+# the way out for weights downloaded before (on another machine, or before the network went)
+PREDOWNLOADED = ("; weights downloaded before: set HF_HOME (or HF_HUB_CACHE) to the folder that holds them, "
+                 "and HF_HUB_OFFLINE=1")
 _decided: dict[str, str | None] = {}  # endpoint -> None (reachable) or why not
 
 

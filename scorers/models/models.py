@@ -162,7 +162,8 @@ def check_hub(spec: str, revision: str | None) -> None:
     why = hub.usable_offline(spec, revision)
     if why:
         raise ModelSpecError(f"model {spec!r}: the Hugging Face hub is unreachable ({why}) and the model is not in "
-                             f"the local hub cache; download it once with network access, or {SPEC_FORMS}")
+                             f"the local hub cache; download it once with network access, or {SPEC_FORMS}"
+                             f"{hub.PREDOWNLOADED}")
 
 
 def load_failure(spec: str, path: str, revision: str | None, err: Exception) -> str:
@@ -175,8 +176,11 @@ def load_failure(spec: str, path: str, revision: str | None, err: Exception) -> 
         return any(isinstance(e, kind) for e in error_chain(err))
 
     if caused_by(hub.LocalEntryNotFoundError):
+        from cscore.scorers.models.hub import PREDOWNLOADED
+
         return (f"model {spec!r}: the Hugging Face hub is unreachable (or HF_HUB_OFFLINE is set) and the "
-                f"model is not in the local hub cache; download it once with network access, or {SPEC_FORMS}")
+                f"model is not in the local hub cache; download it once with network access, or {SPEC_FORMS}"
+                f"{PREDOWNLOADED}")
     if caused_by(hub.GatedRepoError):  # before RepositoryNotFoundError, its base class
         return f"model {spec!r}: the hub model is gated; accept its terms and log in (hf auth login)"
     if caused_by(hub.RepositoryNotFoundError):

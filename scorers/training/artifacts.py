@@ -73,15 +73,17 @@ class ArtifactDir:
         write_json(self.meta_file, meta)
 
 
-def split_groups(groups: list[str], holdout: float, seed: int) -> np.ndarray:
+def split_groups(groups: list[str], holdout: float, seed: int, what: str = "cdm") -> np.ndarray:
     """True for items of held-out groups: the groups ranked by sha256(seed, group), the first
-    round(holdout * n) (at least one) held out -- the rule of cscore's dev split (data/splits.py)."""
+    round(holdout * n) (at least one) held out -- the rule of cscore's dev split (data/splits.py).
+    ``what``: the command whose items these are (``cdm``: its negatives; ``t5score``: rated rows)."""
     distinct = sorted(set(groups))
     if len(distinct) < 2:
-        raise ConfigError(f"the negatives come from {len(distinct)} group(s); a group-held-out split needs at least 2 "
-                          "(generate from more documents / dialogues)")
+        items, fix = (("the negatives come", "generate from more documents / dialogues") if what == "cdm" else
+                      ("the rated rows come", "give data with more documents / source segments"))
+        raise ConfigError(f"{items} from {len(distinct)} group(s); a group-held-out split needs at least 2 ({fix})")
     ranked = sorted(distinct, key=lambda g: hashlib.sha256(f"{seed}\0{g}".encode()).hexdigest())
     held = set(ranked[:max(1, round(holdout * len(distinct)))])
     if len(held) == len(distinct):
-        raise ConfigError(f"cdm.train.holdout={holdout} holds out every group; lower it")
+        raise ConfigError(f"{what}.train.holdout={holdout} holds out every group; lower it")
     return np.array([g in held for g in groups])

@@ -46,7 +46,7 @@ def open_job(run: RunConfig, t: dict, examples, aspect: str, column: str, contex
     job = T5Job(t, folder, identity, aspect, done is not None, groups)
     if job.finished:
         return job
-    job.held = held = split_groups(groups, t["holdout"], t["seed"])
+    job.held = held = split_groups(groups, t["holdout"], t["seed"], "t5score")
     train_rows = ~held & np.isfinite(scores)
     if t["zscore"]:
         mu, sd = scores[train_rows].mean(), scores[train_rows].std()
