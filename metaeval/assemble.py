@@ -18,7 +18,7 @@ from cscore.metaeval import render, side_tables, tables
 from cscore.metaeval.judge_runs import is_judge_run
 from cscore.metaeval.judge_section import judge_section
 from cscore.metaeval.report_plots import plot_section
-from cscore.metaeval.runs import missing_jobs, run_status, runs_under
+from cscore.metaeval.runs import check_folder, missing_jobs, run_status, runs_under
 from cscore.metaeval.sections import (
     bias_section,
     combined_section,
@@ -55,15 +55,6 @@ def dataset_section(ds, stem: str, spec: Spec, out: Path, console, progress: Pro
               + pairwise_section(ds, stem, out))
     plot_section(ds, long, stem, out, progress, spec, items)
     return lines
-
-
-def _check_folder(root: Path) -> None:
-    if not root.exists():
-        raise ConfigError(f"{root} does not exist: cscore report reads a run directory, a multirun directory or "
-                          "a folder holding runs")
-    if not root.is_dir():
-        raise ConfigError(f"{root} is a file: cscore report reads a run directory, a multirun directory or a "
-                          "folder holding runs")
 
 
 def default_out(roots: list[Path]) -> Path:
@@ -118,7 +109,7 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     progress = progress or Progress()
     roots = [Path(r) for r in (root if isinstance(root, (list, tuple)) else [root])]
     for r in roots:
-        _check_folder(r)
+        check_folder(r)
     runs, per_root, repeated = runs_under(roots)
     where = ", ".join(map(str, roots))
     if not runs:
