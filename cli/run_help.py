@@ -5,8 +5,8 @@ own help: every group and the whole default config), ``--cfg job`` and the confi
 from __future__ import annotations
 
 import textwrap
-from importlib.util import find_spec
-from pathlib import Path
+
+from cscore.cli.compose import conf_folder
 
 WIDTH = 100
 HEAD = """usage: cscore run [overrides]              one run: load, score, meta-evaluate, write
@@ -30,10 +30,8 @@ more:
 
 
 def groups() -> dict[str, list[str]]:
-    """{group: its options}, from the YAML files under ``conf/`` (``hydra/launcher`` included). The
-    folder is found, not imported: importing ``cscore.conf`` registers the schema (``cli/typed.py``)."""
-    spec = find_spec("cscore.conf")
-    root = Path(next(iter(spec.submodule_search_locations or []))) if spec else Path(__file__).parents[1] / "conf"
+    """{group: its options}, from the YAML files under ``conf/`` (``hydra/launcher`` included)."""
+    root = conf_folder()
     out: dict[str, list[str]] = {}
     folders = [(p.name, p) for p in root.iterdir() if p.is_dir() and p.name != "hydra"]
     hydra = root / "hydra"
