@@ -37,6 +37,11 @@ def render(record: dict) -> str:
     lines = [HEAD, "Machines: " + "; ".join(f"**{k}**: {v}" for k, v in record["machines"].items()) + ".", "",
              "## Tests", "", *_rows(record["tests"], ["what", "tests", "figure", "date", "machine",
                                                                       "note"])]
+    lines += ["", "## Commands that answer at once", "",
+              "Wall time of the whole command as a user types it (`python -m cscore.cli.main ...`, the median "
+              "of 3, from the repository's parent folder); none of them imports torch, transformers or "
+              "matplotlib (`tests/test_torch_free.py` checks it).", "",
+              *_rows(record["startup"], ["command", "seconds", "before", "date", "machine", "note"])]
     tour = record["tour"]
     lines += ["", "## The README's tour", "",
               "`python scripts/tour_times.py` ran each line of the README's short tour as a user types it "
