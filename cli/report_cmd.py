@@ -58,14 +58,20 @@ def spec_from_args(args):
                 accuracy=args.accuracy, average=average or "macro", ties=args.ties)
 
 
-def main(argv: list[str]) -> None:
+def check_folders(argv: list[str]) -> None:
+    """A folder that is not there is said at once, before the report's modules load (not on --help)."""
     from cscore.cli.exits import one_line_errors
     from cscore.metaeval.runs import check_folder
 
     if not any(a in ("-h", "--help") for a in argv):
-        with one_line_errors():  # a folder that is not there: said at once
+        with one_line_errors():
             for folder in folders_named(argv):
                 check_folder(Path(folder))
+
+
+def main(argv: list[str]) -> None:
+    check_folders(argv)
+    from cscore.cli.exits import one_line_errors
     from cscore.files import writing
     from cscore.metaeval.assemble import ReportOptions, default_out, report
     from cscore.metaeval.judge_tables import KINDS

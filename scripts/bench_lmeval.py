@@ -120,13 +120,35 @@ def rel(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return float(r.max()), float(np.median(r))
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--summeval-docs", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2, help="alternations of the two sides; medians reported")
     ap.add_argument("--lmeval-batch", type=int, default=1, help="lm-eval's batch_size (its default: 1)")
     ap.add_argument("--float64", action="store_true", help="also a float64 reference of the same tokens")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def alternate(lm, pair: ModelPair, prompts, hyps, repeats: int) -> dict:
+    """The two sides in turn ``repeats`` times (after a warm-up): their seconds, sums and tokens fed."""
+    fed = Fed(lm.model)
+    lmeval_sums(lm, prompts[:2], hyps[:2]), cscore_sums(pair, prompts[:2], hyps[:2])  # warm-up
+    fed.take()
+    out: dict = {"lm-eval": [], "cscore": []}
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out["lm_sums"] = lmeval_sums(lm, prompts, hyps)
+        out["lm-eval"].append(time.perf_counter() - start)
+        out["lm_fed"] = fed.take()
+        start = time.perf_counter()
+        out["cs_sums"], out["cs_ids"], out["cs_fed"] = cscore_sums(pair, prompts, hyps)
+        out["cscore"].append(time.perf_counter() - start)
+        print(f"  lm-eval {out['lm-eval'][-1]:.2f} s, cscore {out['cscore'][-1]:.2f} s", flush=True)
+    return out
+
+
+def main() -> None:
+    args = parse_args()
     torch.set_num_threads(1)
     import lm_eval
     import transformers
@@ -141,26 +163,14 @@ def main() -> None:
           f"({torch.get_num_threads()} thread), transformers {transformers.__version__}, lm_eval "
           f"{getattr(lm_eval, '__version__', '?')}; model {folder.name}; {len(prompts)} items "
           f"({args.summeval_docs} SummEval documents)")
-
     lm_tokens = [lm._encode_pair(p, h) for p, h in zip(prompts, hyps)]
-    fed = Fed(lm.model)
-    lmeval_sums(lm, prompts[:2], hyps[:2]), cscore_sums(pair, prompts[:2], hyps[:2])  # warm-up
-    fed.take()
-    seconds: dict[str, list[float]] = {"lm-eval": [], "cscore": []}
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        lm_out = lmeval_sums(lm, prompts, hyps)
-        seconds["lm-eval"].append(time.perf_counter() - start)
-        lm_fed = fed.take()
-        start = time.perf_counter()
-        cs_out, cs_ids, cs_fed = cscore_sums(pair, prompts, hyps)
-        seconds["cscore"].append(time.perf_counter() - start)
-        print(f"  lm-eval {seconds['lm-eval'][-1]:.2f} s, cscore {seconds['cscore'][-1]:.2f} s", flush=True)
+    got = alternate(lm, pair, prompts, hyps, args.repeats)
+    lm_out, cs_out, lm_fed, cs_fed = got["lm_sums"], got["cs_sums"], got["lm_fed"], got["cs_fed"]
     matched, matched_ids, _ = cscore_sums(pair, contexts, continuations)
     same_tokens = sum(ids == cont for ids, (_, cont) in zip(matched_ids, lm_tokens))
-    extra = [len(cont) - len(ids) for ids, (_, cont) in zip(cs_ids, lm_tokens)]
+    extra = [len(cont) - len(ids) for ids, (_, cont) in zip(got["cs_ids"], lm_tokens)]
 
-    t_lm, t_cs = statistics.median(seconds["lm-eval"]), statistics.median(seconds["cscore"])
+    t_lm, t_cs = statistics.median(got["lm-eval"]), statistics.median(got["cscore"])
     print(f"\ntokens fed: lm-eval {lm_fed[0]} real ({lm_fed[1]} with padding, batch {args.lmeval_batch}); "
           f"cscore {cs_fed['real']} real ({cs_fed['padded']} with padding; prefix sharing)")
     print(f"seconds (median of {args.repeats}): lm-eval {t_lm:.2f}, cscore {t_cs:.2f}; "
@@ -172,11 +182,11 @@ def main() -> None:
     print("  cscore given lm-eval's boundary                               %.2e  %.2e" % rel(matched, lm_out))
     if args.float64:
         ref = float64_sums(lm.model, lm, prompts, hyps)
+        n_scored = sum(len(c) for _, c in lm_tokens)
         print("  float64 reference vs lm-eval                                  %.2e  %.2e" % rel(lm_out, ref))
         print("  float64 reference vs cscore (lm-eval's boundary)              %.2e  %.2e" % rel(matched, ref))
-        print(f"  mean signed difference per scored token, vs float64: lm-eval "
-              f"{np.sum(lm_out - ref) / sum(len(c) for _, c in lm_tokens):.2e}, cscore "
-              f"{np.sum(matched - ref) / sum(len(c) for _, c in lm_tokens):.2e}")
+        print(f"  mean signed difference per scored token, vs float64: lm-eval {np.sum(lm_out - ref) / n_scored:.2e}, "
+              f"cscore {np.sum(matched - ref) / n_scored:.2e}")
 
 
 if __name__ == "__main__":
