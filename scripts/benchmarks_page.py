@@ -38,9 +38,10 @@ def render(record: dict) -> str:
              "## Tests", "", *_rows(record["tests"], ["what", "tests", "figure", "date", "machine",
                                                                       "note"])]
     lines += ["", "## Commands that answer at once", "",
-              "Wall time of the whole command as a user types it (`python -m cscore.cli.main ...`, the median "
-              "of 3, from the repository's parent folder); none of them imports torch, transformers or "
-              "matplotlib (`tests/test_torch_free.py` checks it).", "",
+              "Seconds of the whole command as a user types it, each in a fresh process from an empty folder "
+              "(`python scripts/startup_times.py`; *before*: the same command on the code before issue 42); "
+              "none of them imports torch, transformers or matplotlib (`tests/test_torch_free.py` checks it).",
+              "",
               *_rows(record["startup"], ["command", "seconds", "before", "date", "machine", "note"])]
     tour = record["tour"]
     lines += ["", "## The README's tour", "",
