@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import textwrap
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from cscore.scorers.models.identity import find_identities, identity_label
 from cscore.scorers.store.cache import CacheEntryError, CacheError, StatsCache
 
 SHOWN = {"temperatures", "heads", "model"}  # key parts the fixed columns already show
+WHAT = {None: "token statistics", "judge": "judge statistics", "judge_decode": "decoded judge outputs"}  # meta kind
 MODEL_DIRS = ("models", "gguf")  # under $CSCORE_CACHE: converted GGUF checkpoints, joined GGUF parts
 
 
@@ -42,11 +44,12 @@ def _num(n) -> str:
 
 def summary(cache: StatsCache, key: str, meta: dict | None) -> dict:
     """What a listing shows of one entry (from its meta.json, unverified): key, path, size (bytes),
-    created (epoch s), models, temperatures, n_items, n_tokens, heads, parts, broken (no
-    readable meta.json)."""
+    created (epoch s), models, temperatures, n_items, n_tokens, heads, parts, what (the payload:
+    token statistics, judge statistics, decoded judge outputs), about (data, split, method of the
+    run that wrote it, where recorded), broken (no readable meta.json)."""
     d = cache.path(key)
     out = {"key": key, "path": str(d), "size": disk_size(d), "created": None, "models": [], "temperatures": [],
-           "n_items": None, "n_tokens": None, "heads": [], "broken": meta is None}
+           "n_items": None, "n_tokens": None, "heads": [], "broken": meta is None, "what": "?", "about": {}}
     if meta is None:
         try:
             out["created"] = d.stat().st_mtime
@@ -59,8 +62,19 @@ def summary(cache: StatsCache, key: str, meta: dict | None) -> dict:
     temps = sorted({float(t) for ts in (meta.get("temperatures") or {}).values() for t in ts})
     out.update(created=meta.get("created"), models=[str(m) for m in models], temperatures=temps,
                n_items=meta.get("n_items"), n_tokens=meta.get("n_tokens"), heads=meta.get("heads") or [],
-               parts=meta.get("parts") or {})
+               parts=meta.get("parts") or {}, what=WHAT.get(meta.get("kind"), str(meta.get("kind"))),
+               about=meta.get("about") if isinstance(meta.get("about"), dict) else {})
     return out
+
+
+def about_text(e: dict) -> str:
+    """Which data and method the run that wrote the entry scored (meta.json's ``about``)."""
+    about = e.get("about") or {}
+    if not about:
+        return "data and method not recorded (written before cscore kept them, or outside a run)"
+    split = about.get("split")
+    data = f"data {about.get('data', '?')}" + (f" (split {split})" if split not in (None, "all") else "")
+    return f"{data}, method {about.get('method', '?')}"
 
 
 def stats_entries(cache: StatsCache) -> list[dict]:
@@ -131,32 +145,49 @@ def _part(value) -> str:
     return "-" if value is None else str(value)
 
 
-def cmd_ls(cache: StatsCache, console) -> None:
-    from rich.table import Table
+def wrapped(text: str, width: int, indent: str = "    ") -> list[str]:
+    """``text`` in lines of at most ``width`` characters (a word longer than that, a path, stays whole)."""
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False, break_long_words=False) or [indent]
 
+
+def entry_lines(e: dict, extra: list[str], width: int) -> list[str]:
+    """One entry as a few lines: key (the 12-character prefix ``info`` and ``clear`` take), date,
+    size and payload; what it was computed for; its models; the key parts that tell it apart."""
+    head = f"{e['key'][:12]}  {_when(e['created'])}  {human_bytes(e['size'])}  {e['what']}"
+    if e["broken"]:
+        return [*wrapped(f"{head} (broken: no readable meta.json; cscore cache clear removes it)", width, ""), ""]
+    lines = wrapped(head, width, "")
+    lines += wrapped(about_text(e), width)
+    lines += wrapped(f"{_num(e['n_items'])} items, {_num(e['n_tokens'])} tokens, temperatures "
+                     f"{_temps(e['temperatures'])}", width)
+    lines += wrapped("models: " + ("; ".join(e["models"]) or "-"), width)
+    if extra:
+        parts = e.get("parts") or {}
+        lines += wrapped("key parts: " + ", ".join(f"{k}={_part(parts.get(k))}" for k in extra), width)
+    return [*lines, ""]
+
+
+def text_width(console) -> int:
+    """The terminal's width (at least 60); 80 when the output is no terminal (a file, a pipe)."""
+    return max(console.width, 60) if console.is_terminal else 80
+
+
+def cmd_ls(cache: StatsCache, console) -> None:
     entries = stats_entries(cache)
+    width = text_width(console)
     if not entries:
-        console.print(f"no statistics entries in {cache.root}")
+        console.print(f"no statistics entries in {cache.root}", markup=False, highlight=False, soft_wrap=True)
     else:
         extra = differing(entries)
-        table = Table(title=f"statistics cache: {cache.root}")
-        table.add_column("key", no_wrap=True)
-        table.add_column("models", overflow="fold", min_width=20)
-        table.add_column("items", justify="right")
-        table.add_column("tokens", justify="right")
-        table.add_column("temps", overflow="fold", min_width=7)
-        for k in extra:
-            table.add_column(k, no_wrap=True)
-        table.add_column("size", justify="right", no_wrap=True)
-        table.add_column("created", no_wrap=True)
-        for e in entries:
-            models = "(broken)" if e["broken"] else "\n".join(e["models"]) or "-"
-            cells = [_part((e.get("parts") or {}).get(k)) for k in extra]
-            table.add_row(e["key"][:12], models, _num(e["n_items"]), _num(e["n_tokens"]), _temps(e["temperatures"]),
-                          *cells, human_bytes(e["size"]), _when(e["created"]))
-        console.print(table)
         total = sum(e["size"] for e in entries)
-        console.print(f"{len(entries)} entries, {human_bytes(total)} in total")
+        lines = [*wrapped(f"statistics cache: {cache.root}", width, ""), ""]
+        for e in entries:
+            lines += entry_lines(e, extra, width)
+        lines += wrapped(f"{len(entries)} entries, {human_bytes(total)} in total (cscore cache info KEY: one in "
+                         "detail; cscore cache clear KEY: remove it)", width, "")
+        for line in lines:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     models_ls(console)
 
 
@@ -177,20 +208,18 @@ def model_entries(root: Path | None = None, with_locks: bool = False) -> list[di
 
 
 def models_ls(console) -> None:
-    from rich.table import Table
-
     entries = model_entries()
     if not entries:
-        console.print(f"no converted models in {cache_root()}")
+        console.print(f"no converted models in {cache_root()}", markup=False, highlight=False, soft_wrap=True)
         return
-    table = Table(title=f"converted models: {cache_root()}")
-    for name in ("kind", "name", "size", "created"):
-        table.add_column(name, no_wrap=name != "name", overflow="fold")
+    width = text_width(console)
+    lines = ["", f"converted models: {cache_root()}"]
     for e in entries:
-        table.add_row(e["kind"], e["name"], human_bytes(e["size"]), _when(e["created"]))
-    console.print(table)
-    console.print(f"{len(entries)} files or folders, {human_bytes(sum(e['size'] for e in entries))} in total "
-                  "(cscore cache clear --models removes them; they are rebuilt on next use)")
+        lines += wrapped(f"{_when(e['created'])}  {human_bytes(e['size'])}  {e['kind']}/{e['name']}", width, "")
+    lines += wrapped(f"{len(entries)} files or folders, {human_bytes(sum(e['size'] for e in entries))} in total "
+                     "(cscore cache clear --models removes them; they are rebuilt on next use)", width, "")
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def cmd_info(cache: StatsCache, key: str, console) -> None:
@@ -198,17 +227,34 @@ def cmd_info(cache: StatsCache, key: str, console) -> None:
     status = "ok (checksum and shapes verified)" if e["ok"] else f"BROKEN: {e['error']}"
     lines = [
         ("key", e["key"]), ("path", e["path"]), ("status", status), ("size", human_bytes(e["size"])),
-        ("created", _when(e["created"])), ("models", ", ".join(e["models"]) or "-"),
+        ("created", _when(e["created"])), ("holds", e["what"]), ("computed for", about_text(e)),
+        ("models", ", ".join(e["models"]) or "-"),
         ("heads", ", ".join(e["heads"]) or "-"), ("items", _num(e["n_items"])), ("tokens", _num(e["n_tokens"])),
         ("temperatures", _temps(e["temperatures"])),
     ]
+    width = text_width(console)
     for name, value in lines:
-        console.print(f"[bold]{name:>12}[/bold]  {value}", highlight=False, soft_wrap=True)
+        for line in textwrap.wrap(f"{name:>12}  {value}", width, subsequent_indent=" " * 14, break_on_hyphens=False,
+                                  break_long_words=False):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     for name in ("parts", "extra"):
         if e.get(name):
-            console.print(f"[bold]{name}:[/bold]")
-            console.print(json.dumps(e[name], indent=2, sort_keys=True), highlight=False, soft_wrap=True,
-                          markup=False)
+            console.print(f"{name}:", markup=False, highlight=False)
+            for path, value in flat(e[name]):
+                for line in wrapped(f"{json.dumps(path)}: {json.dumps(value, sort_keys=True)}", width, "  "):
+                    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def flat(d: dict, prefix: str = "") -> list[tuple[str, object]]:
+    """A nested dict as (dotted path, value) pairs, sorted, lists kept whole (for ``info``'s lines)."""
+    out: list[tuple[str, object]] = []
+    for k in sorted(d):
+        v = d[k]
+        if isinstance(v, dict) and v:
+            out += flat(v, f"{prefix}{k}.")
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out
 
 
 def clear_models(console) -> None:
@@ -242,8 +288,6 @@ def main(argv: list[str] | None = None) -> None:
 
     args = parser().parse_args(argv)
     console = Console()
-    if not console.is_terminal:  # piped: do not squeeze the table into 80 columns
-        console = Console(width=max(console.width, 160))
     cache = StatsCache(args.root)
     with one_line_errors(code=1, prefix="cscore cache"):  # a bug keeps its traceback
         if args.action == "ls":

@@ -115,7 +115,9 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--alpha", type=float, default=0.05, help="CI level 1 - alpha and significance level, in (0, 1)")
     ap.add_argument("--out", type=Path, default=None,
-                    help="output folder (default: <path>/report; several paths: report/ in the folder holding them)")
+                    help="output folder (default: <path>/report, or <path>/report-<paper> with --paper, so "
+                         "reports with other statistics do not replace each other; several paths: that folder in "
+                         "the one holding them)")
     ap.add_argument("--select-by", default="spearman", choices=list(KINDS),
                     help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
     args = ap.parse_args(argv)
@@ -123,7 +125,7 @@ def main(argv: list[str]) -> None:
     from cscore.scorers import methods
 
     roots = [Path(p) for p in (args.path if isinstance(args.path, (list, tuple)) else [args.path])]
-    with one_line_errors(), writing("the report", args.out or default_out(roots)):  # a full disk: one line
+    with one_line_errors(), writing("the report", args.out or default_out(roots, args.paper)):  # a full disk: one line
         combined = args.combined or bool(PAPERS.get(args.paper or "", {}).get("combined"))
         options = ReportOptions(select_by=args.select_by, combined=combined, paper=args.paper,
                                 judge_methods=tuple(kinds.methods_of("judge")), defaults=methods.with_defaults)

@@ -103,11 +103,17 @@ def correlation_metrics(records: list[dict]) -> dict[str, float]:
     return out
 
 
+THIS_RUN = ("from_cache", "seconds_this_run", "fetch_seconds")  # a cached pass's own figures
+
+
 def speed_metrics(speed: dict, path: tuple = ("speed",)) -> dict[str, float]:
     """The numbers of metrics.json's ``speed`` (true/false as 1/0), named by their path
-    (``speed/samples_per_second``, ``speed/passes/expert/tokens_per_second``)."""
+    (``speed/samples_per_second``, ``speed/passes/expert/tokens_per_second``). A pass read from
+    the cache logs only what this run spent (its other figures are the computing run's)."""
     out = {}
     for key, value in speed.items():
+        if speed.get("from_cache") is True and path[-2:-1] == ("passes",) and key not in THIS_RUN:
+            continue
         if isinstance(value, dict):
             out.update(speed_metrics(value, (*path, key)))
         elif isinstance(value, (bool, int, float)):

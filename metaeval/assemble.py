@@ -37,9 +37,12 @@ from cscore.metaeval.signature import Signature
 from cscore.metaeval.spec import PAPERS, Spec
 from cscore.progress import Progress
 
+SUMMARY_AFTER = 3  # a report over more datasets prints one line per dataset, not its tables
+STATUS_LINES = 10  # runs not complete named on the console (all of them in report.md)
+
 
 def dataset_section(ds, stem: str, spec: Spec, out: Path, console, progress: Progress,
-                    longs: list | None = None) -> list[str]:
+                    longs: list | None = None, show: bool = True) -> list[str]:
     grouped = "group" in ds.frame and spec.resample == "groups"
     items = ds.frame["group"].nunique() if grouped else len(ds.frame)
     progress.say(f"{stem}: {len(ds.frame)} rows, {items} items, {len(ds.rows)} score rows x "
@@ -47,7 +50,9 @@ def dataset_section(ds, stem: str, spec: Spec, out: Path, console, progress: Pro
                  f"{spec.permutations} permutations")
     lines = ["", f"Files `{stem}_*`: {len(ds.frame)} rows of {describe_key(ds.key)}"]
     lines += warn(stem, units_warning(items, spec), console)
-    long, quality_lines = quality_section(ds, stem, spec, out, console, progress)
+    long, quality_lines = quality_section(ds, stem, spec, out, console if show else None, progress)
+    if not show:
+        console.print(escape(summary_line(stem, long)), highlight=False, soft_wrap=True)
     if longs is not None:
         longs.append((stem, task_of(ds), long))
     lines += warn(stem, like_note(tables.unreachable_like_threshold(ds, spec), spec), console)
@@ -57,15 +62,28 @@ def dataset_section(ds, stem: str, spec: Spec, out: Path, console, progress: Pro
     return lines
 
 
-def default_out(roots: list[Path]) -> Path:
-    """``<dir>/report`` for one folder; for several, ``report`` in the folder that holds them all
-    (a file-system root is refused: give ``--out``)."""
+def summary_line(stem: str, long) -> str:
+    """One dataset in one line: its best row by AVG (or by its one column)."""
+    avg = long[long["target"] == "AVG"] if (long["target"] == "AVG").any() else long
+    avg = avg[avg["value"].notna()]
+    if avg.empty:
+        return f"{stem}: no finite correlation (see {stem}_quality.md)"
+    best = avg.loc[avg["value"].idxmax()]
+    return (f"{stem}: {long['label'].nunique()} rows; best {best['label']} ({best['target']} "
+            f"{best['value']:.3f}); table in {stem}_quality.md")
+
+
+def default_out(roots: list[Path], paper: str | None = None) -> Path:
+    """``<dir>/report`` for one folder (``report-<paper>`` with ``--paper``: reports with other
+    statistics do not replace each other); for several, that folder in the one that holds them
+    all (a file-system root is refused: give ``--out``)."""
+    name = f"report-{paper}" if paper else "report"
     if len(roots) == 1:
-        return roots[0] / "report"
+        return roots[0] / name
     parent = Path(os.path.commonpath([str(r.resolve()) for r in roots]))
     if parent == Path(parent.anchor):
         raise ConfigError(f"the folders have no common folder but {parent}: give the report's folder with --out")
-    return parent / "report"
+    return parent / name
 
 
 def notes(repeated: list[Path], paper: str | None, spec: Spec, console) -> list[str]:
@@ -78,7 +96,9 @@ def notes(repeated: list[Path], paper: str | None, spec: Spec, console) -> list[
         lines += ["", text]
         console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True)
     if paper:
-        lines += ["", f"statistic: --paper {paper}: {PAPERS[paper]['says']} ({spec.describe()})"]
+        text = f"statistic: --paper {paper}: {PAPERS[paper]['says']} ({spec.describe()})"
+        lines += ["", text]
+        console.print(escape(text), highlight=False, soft_wrap=True)
     return lines
 
 
@@ -114,7 +134,8 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     where = ", ".join(map(str, roots))
     if not runs:
         raise CscoreError(f"no cscore run directories (with config.yaml) under {where}")
-    out = out or default_out(roots)
+    out = out or default_out(roots, paper)
+    replaced = (out / "report.md").is_file()
     if (problem := folder_problem(out)) is not None:  # before anything is computed
         raise ConfigError(f"cannot write the report to {out}: {problem}")
     (out / "plots").mkdir(parents=True, exist_ok=True)
@@ -129,8 +150,12 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     judged = [r for r in runs if is_judge_run(r, judge_methods)]
     datasets = tables.collect([r for r in runs if not is_judge_run(r, judge_methods)], options.defaults)
     longs: list = []
+    show = len(datasets) <= SUMMARY_AFTER
+    if not show:
+        console.print(f"{len(datasets)} datasets: one line each here, their tables in {escape(str(out))}",
+                      highlight=False, soft_wrap=True)
     for ds, stem in zip(datasets, stems(datasets)):
-        lines += dataset_section(ds, stem, spec, out, console, progress, longs)
+        lines += dataset_section(ds, stem, spec, out, console, progress, longs, show)
     if options.combined:
         lines += combined_section(longs, spec, out, console)
     if judged:
@@ -141,10 +166,12 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
         ssig = f"{Signature({'table': 'speed', 'phase': 'scoring'})} — scoring phase only; model load separate"
         lines += write(out, "speed", render.from_frame(speed.round(3).set_index("run"), "Speed", ssig))
     (out / "report.md").write_text("\n".join(lines) + "\n")
-    for m in missing:
-        console.print(f"[yellow]missing: {escape(m)}[/]")
-    for line in outcome.lines():
-        style = {"failed": "red", "finished later": "dim"}.get(line[2:].split(":")[0], "yellow")
-        console.print(f"[{style}]{escape(line[2:])}[/]")
-    console.print(f"report written to [bold]{escape(str(out))}[/] in {progress.elapsed():.1f}s")
+    said = [f"missing: {m}" for m in missing] + [line[2:] for line in outcome.lines()]
+    for line in said[:STATUS_LINES]:
+        style = {"failed": "red", "finished later": "dim"}.get(line.split(":")[0], "yellow")
+        console.print(f"[{style}]{escape(line)}[/]")
+    if len(said) > STATUS_LINES:
+        console.print(f"[yellow]... and {len(said) - STATUS_LINES} more runs not complete (report.md lists them)[/]")
+    console.print(f"report {'replaced' if replaced else 'written'} in [bold]{escape(str(out))}[/] "
+                  f"(report.md and the tables) in {progress.elapsed():.1f}s", soft_wrap=True)
     return out

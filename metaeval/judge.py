@@ -52,6 +52,7 @@ from cscore.metaeval.judge_tables import (
     STATUSES,
     across_ranges,
     correlation_table,
+    fallback_note,
     hyperparameter_table,
     invalid_table,
     parse_rules_note,
@@ -232,9 +233,10 @@ def correlations(study: Study, rows: list[dict], criterion: Criterion = Criterio
         frame, col = r["frame"], r["column"]
         finite = np.isfinite(frame[col].to_numpy(dtype=float)) & np.isfinite(frame[study.human].to_numpy(dtype=float))
         groups = int(frame.loc[finite, "group"].nunique()) if "group" in frame.columns else int(finite.sum())
+        units = groups if unit in frame.columns else int(finite.sum())  # what the bootstrap would redraw
         for kind in KINDS:
             stat = criterion.stat(study.human, kind)
-            if bootstrap:
+            if bootstrap and units >= 2:  # one unit redrawn is the same table every time: no interval
                 ci = bootstrap_ci(frame, stat, col, resample=unit if unit in frame.columns else None,
                                   n=bootstrap, seed=seed, alpha=alpha)
                 value, low, high = ci
@@ -294,6 +296,20 @@ class JudgeReport:
     tables: dict = field(default_factory=dict)
 
 
+def degenerate_note(long: pd.DataFrame, bootstrap: int, resample: str) -> str:
+    """The rows printed without ± although a bootstrap ran: fewer than two documents (or
+    summaries) with a score to redraw; '' when none."""
+    if not bootstrap or long.empty:
+        return ""
+    none = long[np.isfinite(long["value"].to_numpy(dtype=float)) & ~np.isfinite(long["low"].to_numpy(dtype=float))]
+    if none.empty:
+        return ""
+    unit = "documents" if resample == "groups" else "summaries"
+    labels = ", ".join(dict.fromkeys(f"{r['label']} {r['range']}" for _, r in none.iterrows()))
+    return (f"no interval (no ±) for {labels}: fewer than two {unit} with a score to resample, so every "
+            "resample is the same table")
+
+
 def notes_of(study: Study, criterion: Criterion, bootstrap: int, alpha: float, seed: int,
              resample: str = "groups") -> list[str]:
     same = not study.has_dev_split
@@ -328,6 +344,7 @@ def build(study: Study, criterion: Criterion = Criterion(), *, bootstrap: int = 
     across = across_ranges(long)
     bad = invalid(rows)
     notes = notes_of(study, criterion, bootstrap, alpha, seed, resample)
+    notes += [n for n in (degenerate_note(long, bootstrap, resample), fallback_note(bad)) if n]
     rep = JudgeReport(study, selection, grid(study, criterion, "parsed"), long, across, bad, rows, notes)
     n_test = max((len(r["frame"]) for r in rows), default=0)
     fields = {"data": study.data, "aspect": study.aspect, "n": n_test,

@@ -23,6 +23,8 @@ from matplotlib.patches import Rectangle
 
 from cscore import rundir
 from cscore.metaeval import judge, plots
+from cscore.metaeval.judge_runs import PARSE
+from cscore.metaeval.judge_tables import STATUSES
 from cscore.metaeval.plots import plt
 
 SERIES_COLORS = {"human": "tab:orange", "main": "tab:blue", "asst": "tab:gray", "contrast": "tab:green"}
@@ -59,6 +61,18 @@ def score_shares(values, lo: int, hi: int) -> np.ndarray:
     return np.bincount(k, minlength=hi - lo + 1) / v.size
 
 
+def fallback_shares(values, parse, lo: int, hi: int) -> np.ndarray:
+    """Share (of the finite values, as ``score_shares``) of the values at each score lo..hi that are
+    fallbacks: an invalid output (No Pred / Below / Above in the parse column) set to a range end."""
+    v = np.asarray(values, dtype=float)
+    finite = np.isfinite(v)
+    invalid = np.asarray(pd.Series(parse).isin(STATUSES), dtype=bool) & finite
+    if not finite.any():
+        return np.zeros(hi - lo + 1)
+    k = np.clip(np.floor(v[invalid] + 0.5), lo, hi).astype(int) - lo
+    return np.bincount(k, minlength=hi - lo + 1) / finite.sum()
+
+
 def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list[dict]:
     """One panel per range of a pair: range, lo, hi, lam, t, n, series {name: shares at lo..hi},
     from the chosen point's reported rows (parsed scores)."""
@@ -72,14 +86,31 @@ def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list
         frame, _ = point.rows("test")
         lo, hi = point.lo, point.hi
         series = {"human": score_shares(human_on_range(frame[study.human], lo, hi, scale), lo, hi)}
+        fallback = {}
         for role, row in (("main", "expert"), ("asst", "amateur"), ("contrast", point.variant)):
             col = f"{rundir.SCORE}{row}"
             if col in frame.columns:
                 series[role] = score_shares(frame[col], lo, hi)
+                if f"{PARSE}{row}" in frame.columns:
+                    fallback[role] = fallback_shares(frame[col], frame[f"{PARSE}{row}"], lo, hi)
         panels.append({"range": point.range, "lo": lo, "hi": hi, "lam": point.lam, "t": point.t, "n": len(frame),
                        "series": series, "names": {"main": point.main, "asst": point.asst},
-                       "scale": scale})
+                       "scale": scale, "fallback": fallback,
+                       "finite": {r: int(np.isfinite(frame[f"{rundir.SCORE}{row}"].to_numpy(dtype=float)).sum())
+                                  for r, row in (("main", "expert"), ("asst", "amateur"), ("contrast", point.variant))
+                                  if r in fallback}})
     return panels
+
+
+FALLBACK_LABEL = "hatched: fallback (invalid output set to a range end)"
+
+
+def fallback_counts(panel: dict) -> str:
+    """The x label's words on fallbacks: '\nfallbacks: main 16/16, asst 16/16' ('' when none)."""
+    finite = panel.get("finite") or {}
+    parts = [f"{role} {round(float(share.sum()) * finite[role])}/{finite[role]}"
+             for role, share in (panel.get("fallback") or {}).items() if share.any()]
+    return f"\nfallbacks: {', '.join(parts)}" if parts else ""
 
 
 def _series_label(name: str, panel: dict) -> str:
@@ -99,12 +130,17 @@ def score_distribution_figure(panels: list[dict], title: str = ""):
         names = list(panel["series"])
         x = np.arange(panel["lo"], panel["hi"] + 1)
         bar_width = 0.8 / len(names)
+        fallback = panel.get("fallback") or {}
         for k, name in enumerate(names):
             label = _series_label(name, panel)
-            handles[label] = ax.bar(x + (k - (len(names) - 1) / 2) * bar_width, panel["series"][name], bar_width,
-                                    color=SERIES_COLORS.get(name), label=label)
+            where = x + (k - (len(names) - 1) / 2) * bar_width
+            handles[label] = ax.bar(where, panel["series"][name], bar_width, color=SERIES_COLORS.get(name),
+                                    label=label)
+            if name in fallback and fallback[name].any():  # hatched: the part of the bar that is no judgement
+                handles[FALLBACK_LABEL] = ax.bar(where, fallback[name], bar_width, fill=False, hatch="///",
+                                                 edgecolor="black", linewidth=0.6, label=FALLBACK_LABEL)
         ax.set_xticks(x)
-        ax.set_xlabel(f"score ({panel['range']}, n={panel['n']})")
+        ax.set_xlabel(f"score ({panel['range']}, n={panel['n']}){fallback_counts(panel)}")
         ax.set_title(f"{panel['range']}: λ={panel['lam']:g}, t={panel['t']:g}", fontsize=9)
         ax.set_ylim(0, 1)
         ax.grid(axis="y", alpha=0.3)

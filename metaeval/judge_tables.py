@@ -35,6 +35,17 @@ def across_ranges(long: pd.DataFrame) -> pd.DataFrame:
                                       "of"])
 
 
+def fallback_note(frame: pd.DataFrame) -> str:
+    """The rows whose scores are partly fallbacks (No Pred / Below / Above set to a range end, from
+    ``judge.invalid``), for the notes under the correlation table; '' when none."""
+    bad = frame[frame["count"] > 0] if not frame.empty else frame
+    if bad.empty:
+        return ""
+    cells = ", ".join(f"{r['label']} {r['range']}: {int(r['count'])}/{int(r['n'])}" for _, r in bad.iterrows())
+    return (f"fallback scores (invalid outputs set to a range end, no judgement): {cells}; a row of only "
+            "fallbacks is constant (nan); see the invalid table")
+
+
 def _cell(value: float, half: float) -> str:
     if value is None or not np.isfinite(value):
         return "nan"
@@ -118,9 +129,9 @@ def hyperparameter_table(selections: pd.DataFrame, title: str, signature: str = 
 
 
 def invalid_table(frame: pd.DataFrame, title: str, signature: str = "") -> render.Table:
-    """Paper Tables 6-7: per model row and range the share of invalid outputs and their kinds."""
-    columns = ["Range", "Invalid", *STATUSES] + (["other"] if frame["other"].any() else []) \
-        + ([LIST] if frame[LIST].any() else []) + ([ECHO] if frame[ECHO].any() else []) + ["n"]
+    """Paper Tables 6-7: per model row and range the share of invalid outputs and their kinds; the
+    List and Echo columns always (valid reads the rule made, 0 where there are none)."""
+    columns = ["Range", "Invalid", *STATUSES] + (["other"] if frame["other"].any() else []) + [LIST, ECHO, "n"]
     rows = []
     for _, r in frame.iterrows():
         share = "nan" if not np.isfinite(r["invalid"]) else f"{100 * r['invalid']:.1f}%"
@@ -128,8 +139,7 @@ def invalid_table(frame: pd.DataFrame, title: str, signature: str = "") -> rende
             share += f" + {100 * r[ECHO] / r['n']:.1f}% Echo"
         cells = [r["range"], share, *(str(int(r[s])) for s in STATUSES)]
         cells += [str(int(r["other"]))] if "other" in columns else []
-        cells += [str(int(r[LIST]))] if LIST in columns else []
-        cells += [str(int(r[ECHO]))] if ECHO in columns else []
+        cells += [str(int(r[LIST])), str(int(r[ECHO]))]  # under either parse rule, 0 included
         rows.append((r["label"], cells + [str(int(r["n"]))]))
     return render.Table(title, columns, rows, signature, "Model")
 

@@ -144,7 +144,8 @@ def bootstrap_ci(df: pd.DataFrame, stat: Stat, metric_col: str, *, resample: str
     Returns ``BootstrapCI(point, low, high)``: point = stat on the full table; low/high =
     the ``alpha/2`` and ``1 - alpha/2`` quantiles (numpy linear interpolation) of the
     resampled statistics. Resamples whose statistic is NaN/inf are counted in ``.n_nan`` and
-    excluded; if none is finite, low and high are NaN.
+    excluded; if none is finite, low and high are NaN, as they are when there are fewer than two
+    units to draw (no resample is drawn: each would be the table itself).
     """
     if n < 1:
         raise ValueError("n must be >= 1")
@@ -153,6 +154,9 @@ def bootstrap_ci(df: pd.DataFrame, stat: Stat, metric_col: str, *, resample: str
     point = float(stat(df, metric_col))
     rng = np.random.default_rng(seed)
     codes, n_units = _unit_codes(df, resample)
+    if n_units < 2:  # one unit redrawn is the same table every time: a zero-width interval says nothing
+        return BootstrapCI(point, math.nan, math.nan, n=0, n_nan=0, n_units=n_units, alpha=alpha, resample=resample,
+                           samples=np.empty(0))
     draws = rng.integers(0, n_units, size=(n, n_units))  # resample b draws units draws[b]
     values = _bootstrap_batch(df, batch_form(stat, metric_col), metric_col, draws, codes,
                               resample if relabel else None)

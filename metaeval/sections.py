@@ -87,15 +87,27 @@ def resample_note(spec: Spec) -> str:
 
 
 def quality_section(ds, stem: str, spec: Spec, out: Path, console, progress: Progress):
-    """Quality tables (long csv and wide md / csv / tex); prints the table. Returns (long, lines)."""
+    """Quality tables (long csv and wide md / csv / tex); prints the table (not with ``console``
+    None: a report over many datasets prints one line each). Returns (long, lines)."""
     data = config_of(ds)["data"]["name"]
     signature = f"{Signature({'data': data, 'n': len(ds.frame), **spec.fields()})}{resample_note(spec)}"
     with progress.steps(f"{stem} quality") as update:
         long = tables.quality(ds, spec, update)
     long.to_csv(out / f"{stem}_quality_long.csv", index=False)
+    if "rank" in long and long["rank"].notna().any():
+        signature += f" — {cluster_note(spec)}"
     table = tables.to_table(long, f"{data}: correlation with human judgements", signature)
-    console.print(render.rich(table))
+    if console is not None:
+        console.print(render.rich(table))
     return long, write(out, f"{stem}_quality", table)
+
+
+def cluster_note(spec: Spec) -> str:
+    """What the ``(1)``, ``(2)`` after a value mean (report.md's words under every quality table)."""
+    return (f"(k) = significance cluster per column, 1 = best: a row opens the next cluster when a row of the "
+            f"current one beats it at alpha = {spec.alpha:g} (one-sided permutation test, PERM-BOTH, "
+            f"{spec.permutations} permutations; mt-metrics-eval's AssignRanks); rows of one cluster are not told "
+            "apart")
 
 
 def bias_section(ds, stem: str, out: Path) -> list[str]:
@@ -164,6 +176,7 @@ def combined_section(longs: list[tuple[str, str, object]], spec: Spec, out: Path
     for task in dict.fromkeys(t for _, t, _ in longs):
         part = [(stem, long) for stem, t, long in longs if t == task]
         if len(part) < 2:
+            lines += warn(part[0][0], single_note(task), console)
             continue
         stem = f"{COMBINED_STEM}_{task}"
         long = tables.combined(part)
@@ -177,6 +190,13 @@ def combined_section(longs: list[tuple[str, str, object]], spec: Spec, out: Path
         lines += ["", f"Files `{stem}_*`: the quality columns of {len(part)} {task} datasets side by side"]
         lines += write(out, f"{stem}_quality", table)
     return lines
+
+
+def single_note(task: str) -> str:
+    """Why a task with one dataset gets no all-datasets table (``--paper contrastscore``'s AVG)."""
+    return (f"the only {task} dataset here: no all_{task}_quality table (its AVG averages two datasets or more; "
+            "ContrastScore Table 1: QAGS-XSum and SummEval, Table 2: the MQM language pairs); give cscore report "
+            "the runs of every dataset, e.g. the folders of one run per dataset, in one command")
 
 
 def like_note(unreachable: dict[str, float], spec: Spec) -> str:

@@ -83,18 +83,23 @@ def pairwise(ds: Dataset) -> pd.DataFrame:
 
 
 def speed(runs: list[Run]) -> pd.DataFrame:
+    """One row per complete run, named by its sweep point (the config values in which it differs
+    from the other runs; its folder's name where none differ). A run that read passes from the
+    cache gives its own time (``score_seconds``) and no speed; a baseline run names no pair."""
+    done = [r for r in runs if r.complete]
+    names = point_names(done)
     rows = []
-    for run in runs:
-        if not run.complete:
-            continue
+    for run in done:
         metrics = run.done_metrics()
         sp = metrics.get("speed", {})
-        rows.append({"run": run.path.name, "data": run.config["data"]["name"], "pair": run.config["pair"].get("name"),
+        cached = any(p.get("from_cache") for p in (sp.get("passes") or {}).values())
+        rows.append({"run": names[id(run)], "data": run.config["data"]["name"], "pair": pair_of(run),
                      "method": run.config["method"].get("variant"), "items": metrics.get("n_items"),
-                     "score_seconds": sp.get("score_seconds"), "samples_per_second": sp.get("samples_per_second"),
-                     "tokens_per_second": _tokens_per_second(sp),
-                     "useful_tflop_per_s": _tflop_per_second(sp), "mfu": sp.get("mfu"),
-                     "from_cache": any(p.get("from_cache") for p in (sp.get("passes") or {}).values()),
+                     "score_seconds": sp.get("score_seconds"),
+                     "samples_per_second": None if cached else sp.get("samples_per_second"),
+                     "tokens_per_second": None if cached else _tokens_per_second(sp),
+                     "useful_tflop_per_s": None if cached else _tflop_per_second(sp), "mfu": sp.get("mfu"),
+                     "from_cache": cached,
                      "load_seconds": sum((sp.get("load_seconds") or {}).values()),
                      "peak_rss_mb": sp.get("peak_rss_mb"), "peak_gpu_mb": sp.get("peak_gpu_mb")})
     return pd.DataFrame(rows)
@@ -104,6 +109,37 @@ def _tflop_per_second(sp: dict) -> float | None:
     """Useful TFLOP/s of a run's computation (metrics.json speed.useful_flops over score_seconds)."""
     f, s = sp.get("useful_flops"), sp.get("score_seconds")
     return f / s / 1e12 if f and s else None
+
+
+def pair_of(run: Run) -> str | None:
+    """The pair the run's signature names (``none`` for a baseline run: it reads no pair); the
+    config's pair where the signature has none."""
+    sig = str((run.metrics or {}).get("signature") or "")
+    named = dict(part.split(":", 1) for part in sig.split("|") if ":" in part)
+    return named.get("pair") or run.config.get("pair", {}).get("name")
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v, default=str) if isinstance(v, list) else v
+    return out
+
+
+def point_names(runs: list[Run]) -> dict[int, str]:
+    """id(run) -> its sweep point as ``key=value ...`` over the config keys whose values differ
+    between ``runs`` (a run's folder name when none differ or a run has the same values as another)."""
+    flat = [_flat(r.config) for r in runs]
+    keys = sorted({k for f in flat for k in f})
+    differ = [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1 and not k.startswith(("hydra.", "cache."))]
+    names = {id(r): " ".join(f"{k}={f.get(k, '-')}" for k in differ) or r.path.name for r, f in zip(runs, flat)}
+    if len(set(names.values())) < len(runs):  # the same point twice: the folders tell them apart
+        names = {id(r): f"{r.path.name}: {names[id(r)]}" if names[id(r)] != r.path.name else r.path.name
+                 for r in runs}
+    return names
 
 
 def speed_points(ds: Dataset, long: pd.DataFrame) -> pd.DataFrame:

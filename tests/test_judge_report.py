@@ -309,7 +309,7 @@ def test_invalid_outputs_are_counted_from_the_parse_columns(rep):
     # grouped by model, ranges ascending within (paper Tables 6-7)
     assert list(rep.invalid["label"])[:2] == ["Main-8B", "Main-8B"] and list(rep.invalid["range"])[:2] == ["1-5", "2-6"]
     md = render.markdown(rep.tables["invalid"])
-    assert "| Asst-1B | 1-5 | 21.9% | 5 | 2 | 0 | 32 |" in md
+    assert "| Asst-1B | 1-5 | 21.9% | 5 | 2 | 0 | 0 | 0 | 32 |" in md  # List and Echo: 0 under the paper rule
     # runs without method.parse (made before the key): cd_judge read with the paper's rule, said
     assert set(rep.invalid["rule"]) == {"paper"}
     assert "read with method.parse=paper (the paper's Tables 6-7 used method.parse=released)" in \
@@ -344,8 +344,8 @@ def test_list_numbering_is_its_own_column_and_not_invalid():
     assert (r["List"], r["No Pred"], r["Above"], r["count"], r["n"], r["other"]) == (2, 1, 1, 2, 5, 0)
     assert r["invalid"] == pytest.approx(2 / 5)
     md = render.markdown(judge_tables.invalid_table(inv, "t"))
-    assert "| Model | Range | Invalid | No Pred | Below | Above | List | n |" in md
-    assert "| Main | 1-5 | 40.0% | 1 | 0 | 1 | 2 | 5 |" in md
+    assert "| Model | Range | Invalid | No Pred | Below | Above | List | Echo | n |" in md
+    assert "| Main | 1-5 | 40.0% | 1 | 0 | 1 | 2 | 0 | 5 |" in md
 
 
 def test_range_echoes_are_their_own_column_and_no_ok_share():
@@ -362,11 +362,13 @@ def test_range_echoes_are_their_own_column_and_no_ok_share():
     assert (inv.loc["Mixed", "Echo"], inv.loc["Mixed", "No Pred"], inv.loc["Mixed", "count"]) == (1, 1, 1)
     assert inv.loc["Plain", "Echo"] == 0
     md = render.markdown(judge_tables.invalid_table(judge.invalid(rows), "t"))
-    assert "| Model | Range | Invalid | No Pred | Below | Above | Echo | n |" in md
-    assert "| Echoes | 1-5 | 0.0% + 100.0% Echo | 0 | 0 | 0 | 4 | 4 |" in md
-    assert "| Mixed | 1-5 | 25.0% + 25.0% Echo | 1 | 0 | 0 | 1 | 4 |" in md
-    assert "| Plain | 1-5 | 25.0% | 1 | 0 | 0 | 0 | 4 |" in md
-    assert "Echo" not in render.markdown(judge_tables.invalid_table(judge.invalid(rows[2:]), "t"))
+    assert "| Model | Range | Invalid | No Pred | Below | Above | List | Echo | n |" in md
+    assert "| Echoes | 1-5 | 0.0% + 100.0% Echo | 0 | 0 | 0 | 0 | 4 | 4 |" in md
+    assert "| Mixed | 1-5 | 25.0% + 25.0% Echo | 1 | 0 | 0 | 0 | 1 | 4 |" in md
+    assert "| Plain | 1-5 | 25.0% | 1 | 0 | 0 | 0 | 0 | 4 |" in md
+    # without any echo or list number the columns stay, at 0: the table reads alike under either rule
+    plain = render.markdown(judge_tables.invalid_table(judge.invalid(rows[2:]), "t"))
+    assert "| Above | List | Echo | n |" in plain and "| Plain | 1-5 | 25.0% | 1 | 0 | 0 | 0 | 0 | 4 |" in plain
 
 
 def test_an_expected_score_not_computed_is_a_study_note(tmp_path):
@@ -465,6 +467,54 @@ def test_distribution_panels_and_dev_heat_map(rep):
         assert len(ax.texts) == 4
     assert expected_ax.texts[0].get_text() == f"{expected.sort_values(['lam', 't'])['value'].iloc[0]:.3f}"
     plt.close(fig)
+
+
+def test_fallback_scores_are_marked_in_the_plot_and_under_the_table(rep):
+    """pA's assistant on 1-5: 5 No Pred and 2 Below on the 32 test rows, all set to the range minimum;
+    the contrast on 2-6: 1 Above clamped to 6. The plot hatches those shares and counts them under
+    each panel; the correlation table's notes name them."""
+    panels = judge_plots.distribution_panels(rep, "pA", "cd_judge")
+    low, high = panels
+    assert low["fallback"]["asst"] == pytest.approx([7 / 32, 0, 0, 0, 0])
+    assert not low["fallback"]["main"].any()
+    assert high["fallback"]["contrast"] == pytest.approx([0, 0, 0, 0, 1 / 32])
+    assert high["fallback"]["asst"] == pytest.approx([7 / 32, 0, 0, 0, 0])
+    assert judge_plots.fallback_counts(low) == "\nfallbacks: asst 7/32, contrast 1/32"
+    fig = judge_plots.score_distribution_figure(panels, "t")
+    for ax, lo in zip(fig.axes, (1, 2)):  # per panel: the assistant's bar at the minimum, the contrast's at the top
+        hatched = [p for p in ax.patches if p.get_hatch() and p.get_height() > 0]
+        assert [round(p.get_height() * 32) for p in hatched] == [7, 1]
+        assert round(hatched[0].get_x() + hatched[0].get_width() / 2) == lo
+    assert "fallbacks: asst 7/32" in fig.axes[0].get_xlabel()
+    assert judge_plots.FALLBACK_LABEL in [t.get_text() for t in fig.legends[0].get_texts()]
+    plt.close(fig)
+    sig = rep.tables["correlation"].signature
+    assert "fallback scores (invalid outputs set to a range end, no judgement): " in sig
+    assert "Asst-1B 1-5: 7/32" in sig and "Main-8B" not in sig.split("fallback scores")[1]
+
+
+def test_a_bootstrap_over_one_document_prints_no_interval(study):
+    """A row whose scored rows lie in one document: the bootstrap would redraw that document every
+    time, so no interval (the table prints the value alone) and a note says why; two documents get one."""
+    frame = base_table()
+    frame["score.x"] = frame["human.coherence"] * 2 + np.arange(len(frame)) % 3
+    frame.loc[frame["group"] != "d3", "score.x"] = np.nan  # an [expected] score defined in one document only
+    row = {"range": "1-5", "lo": 1, "hi": 5, "label": "Main [expected]", "role": "main", "pair": "pA",
+           "score": "expected", "lam": 0.0, "t": np.nan, "column": "score.x", "frame": frame}
+    long = judge.correlations(study, [row], bootstrap=50)
+    assert long["value"].notna().all() and long["low"].isna().all() and long["high"].isna().all()
+    assert (long["n_groups"] == 1).all()
+    assert long.loc[long["correlation"] == "pearson", "value"].item() == pytest.approx(
+        stats.pearsonr(frame.loc[frame["group"] == "d3", "score.x"],
+                       frame.loc[frame["group"] == "d3", "human.coherence"])[0])
+    md = render.markdown(judge_tables.correlation_table(long, "t"))
+    assert "±" not in md
+    note = judge.degenerate_note(long, 50, "groups")
+    assert note.startswith("no interval (no ±) for Main [expected] 1-5: fewer than two documents")
+    two = frame.assign(**{"score.x": np.where(frame["group"].isin(["d3", "d4"]), frame["human.coherence"]
+                                              + np.arange(len(frame)) % 3, np.nan)})
+    long2 = judge.correlations(study, [{**row, "frame": two}], bootstrap=50)
+    assert long2["low"].notna().all() and judge.degenerate_note(long2, 50, "groups") == ""
 
 
 # ---------------------------------------------------------------- cscore report

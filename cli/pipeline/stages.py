@@ -103,15 +103,13 @@ def speed_figures(scored: Scored) -> dict:
                         "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak)}
         if rep.shards > 1:  # a sharded pass: its seconds are the wall time, each shard's listed
             passes[name].update(shards=rep.shards, shard_seconds=rep.shard_seconds, merge_seconds=rep.merge_seconds)
-    computed = sum(r.seconds for r in once(reports, "shared"))
-    if not np.isfinite(computed):  # a pass read from a cache entry that did not record its time
-        computed = None
+    own, cached = own_seconds(scored), any(r.cached for r in reports.values())
     useful = [r.flops for r in once(reports, "shared")]
     total_flops = float(sum(useful)) if useful and None not in useful else None
-    return {"passes": passes, "score_seconds": computed,
-            "samples_per_second": n / computed if computed else None,
+    return {"passes": passes, "score_seconds": own,  # this run's own time, also when the cache supplied passes
+            "samples_per_second": n / own if own and not cached else None,  # a speed only of computed work
             "useful_flops": total_flops,  # MFU: only of passes on this run's device (a cache entry may be another's)
-            "mfu": None if any(r.cached for r in reports.values()) else flops.mfu(total_flops, computed, peak),
+            "mfu": None if any(r.cached for r in reports.values()) else flops.mfu(total_flops, own, peak),
             "from_cache": bool(reports) and all(r.cached for r in reports.values()),
             "statistics_seconds_this_run": sum(r.fetch_seconds for r in once(reports, "fetch_shared")),
             "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)
@@ -119,6 +117,20 @@ def speed_figures(scored: Scored) -> dict:
             "weights": {k: v.status() for k, v in scored.models.items()}, "threads": torch_threads(),
             **sharded_figures(reports),
             **peak_memory()}
+
+
+def own_seconds(scored: Scored) -> float | None:
+    """The seconds this run's score step spent: the kind's own measure (``Scored.seconds``: a
+    baseline run's metrics) or its passes' (computed: their compute time; read from the cache:
+    the time reading took), each piece of shared work once. None where no time was recorded."""
+    if scored.seconds is not None:
+        return round(scored.seconds, 4)
+    reports = scored.stats.reports
+    if any(r.cached for r in reports.values()):
+        total = sum(r.fetch_seconds or 0.0 for r in once(reports, "fetch_shared"))
+    else:
+        total = sum(r.seconds for r in once(reports, "shared"))
+    return float(total) if reports and np.isfinite(total) else None
 
 
 def sharded_figures(reports: dict) -> dict:

@@ -154,8 +154,12 @@ def _check_key(key: str) -> str:
 class StatsCache:
     """Directory of verified entries (a payload per head), one per key."""
 
-    def __init__(self, root: str | os.PathLike | None = None, checkpoint_seconds: float | None = CHECKPOINT_SECONDS):
+    def __init__(self, root: str | os.PathLike | None = None, checkpoint_seconds: float | None = CHECKPOINT_SECONDS,
+                 about: Mapping | None = None):
         self.root = Path(root).expanduser() if root is not None else default_root()
+        # what the run that writes entries scored (data, method): meta.json's ``about``, for ``cscore
+        # cache ls``; never part of a key (an entry is found again by any run with the same key parts)
+        self.about = dict(about or {})
         self.checkpoint_seconds = checkpoint_seconds  # a pass's completed batches kept this often (None: off)
         self.unusable: str | None = None  # why nothing can be written here (found by ``lock``)
 
@@ -329,6 +333,7 @@ class StatsCache:
                 "n_items": first.n_items, "n_tokens": figures[heads[0]].get("n_tokens", 0),
                 **({"kind": kind} if kind else {}), **(dict([fmt]) if fmt else {}),
                 "parts": _normalise(parts), "extra": dict(extra) if extra else {},
+                **({"about": self.about} if self.about else {}),
             }
             meta = json.loads(json.dumps(meta, allow_nan=False, default=json_default))  # as it will be read back
             meta["meta_sha256"] = _meta_digest(meta)

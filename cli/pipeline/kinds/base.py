@@ -52,6 +52,7 @@ class Scored:
     metrics: dict = field(default_factory=dict)  # the kind's sections of metrics.json
     files: dict = field(default_factory=dict)  # kind-specific run-dir files: name -> text (cdm_folds.json)
     kept: dict = field(default_factory=dict)  # what the kind's score step keeps for its evaluate step
+    seconds: float | None = None  # the score step's own time where its passes do not give it (baselines)
 
 
 @dataclass

@@ -100,7 +100,8 @@ def score_all(picked: dict, table: pd.DataFrame, texts, runtime: dict):
         log.info("baseline %s: %s in %.1fs%s", name, ", ".join(f"score.{c}" for c in result.columns), seconds,
                  f" ({result.info['signature']})" if isinstance(result.info.get("signature"), str) else "")
     table["truncated"] = truncated
-    return Scored(table, Passes(None, reports), models, int(truncated.sum()), metrics={"baselines": record})
+    return Scored(table, Passes(None, reports), models, int(truncated.sum()), metrics={"baselines": record},
+                  seconds=sum(r["seconds"] for r in record.values()))
 
 
 @REGISTRY.register

@@ -47,4 +47,7 @@ def stats_cache(run: RunConfig):
     """The statistics cache of this run (None when cache.enabled=false)."""
     from cscore.scorers.store.cache import StatsCache
 
-    return StatsCache(run.cache.dir, run.cache.checkpoint_seconds) if run.cache.enabled else None
+    if not run.cache.enabled:
+        return None
+    about = {"data": run.data.name, "split": run.split.use, "method": run.method.name}
+    return StatsCache(run.cache.dir, run.cache.checkpoint_seconds, about=about)
