@@ -69,11 +69,7 @@ def check_folders(argv: list[str]) -> None:
                 check_folder(Path(folder))
 
 
-def main(argv: list[str]) -> None:
-    check_folders(argv)
-    from cscore.cli.exits import one_line_errors
-    from cscore.files import writing
-    from cscore.metaeval.assemble import ReportOptions, default_out, report
+def parser() -> argparse.ArgumentParser:
     from cscore.metaeval.judge_tables import KINDS
     from cscore.metaeval.spec import KENDALL_LIKE_THRESHOLD, PAPERS
 
@@ -120,8 +116,17 @@ def main(argv: list[str]) -> None:
                          "the one holding them)")
     ap.add_argument("--select-by", default="spearman", choices=list(KINDS),
                     help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str]) -> None:
+    check_folders(argv)
+    args = parser().parse_args(argv)
+    from cscore.cli.exits import one_line_errors
     from cscore.cli.pipeline import kinds
+    from cscore.files import writing
+    from cscore.metaeval.assemble import ReportOptions, default_out, report
+    from cscore.metaeval.spec import PAPERS
     from cscore.scorers import methods
 
     roots = [Path(p) for p in (args.path if isinstance(args.path, (list, tuple)) else [args.path])]
