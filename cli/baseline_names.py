@@ -31,6 +31,8 @@ def canonical_names(args: list[str]) -> list[str]:
     """``args`` with every ``baseline=`` name canonical (a row label becomes its baseline; a list
     keeps each baseline once); a ConfigError names every unknown name at once, each with its
     closest match, and lists the names there are."""
+    if not any(a.lstrip("+~").split("=", 1)[0] == "baseline" and "=" in a for a in args):
+        return args  # the baselines (and pandas, for COMET's scores) load only when one is named
     import re
 
     from hydra.core.override_parser.overrides_parser import OverridesParser

@@ -57,6 +57,9 @@ def main(argv: list[str]) -> None:
     stage, rest = argv[0], argv[1:]
     if stage not in ("generate", "train"):
         fail(f"unknown cdm command {stage!r}; use cscore cdm generate | train (cscore cdm --help)", 2)
+    if any(a in ("-h", "--help") for a in rest):
+        print(USAGE)
+        return
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     with one_line_errors("interrupted; what was written is kept and the same command resumes"):
         cfg, overrides = parse(rest)

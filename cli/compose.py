@@ -4,9 +4,20 @@ the scripts); ``compose`` adds the one-line errors of a stage command (``cscore 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from omegaconf import DictConfig, OmegaConf
 
 from cscore.errors import ConfigError
+
+
+def conf_folder() -> Path:
+    """The folder of ``cscore.conf``, found, not imported: importing it registers the schema
+    (``cli/typed.py``: the methods, Hydra's ConfigStore), which reading a YAML file does not need."""
+    from importlib.util import find_spec
+
+    spec = find_spec("cscore.conf")
+    return Path(next(iter(spec.submodule_search_locations or []))) if spec else Path(__file__).parents[1] / "conf"
 
 
 def composed(name: str = "config", overrides=(), *, hydra: bool = False) -> DictConfig:

@@ -84,10 +84,16 @@ def card(cfg: DictConfig) -> str:
     return "\n".join(lines)
 
 
+USAGE = ("usage: cscore data export data=<name> [data.path=<file>] out=<file.parquet|.jsonl|folder>\n"
+         "       cscore data check data=<name> [data.path=<file>] [tokenizer=<model spec>]")
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["help"] or any(a in ("-h", "--help") for a in argv):
+        print(USAGE)
+        return
     if not argv or argv[0] not in ("export", "check"):
-        print("usage: cscore data export data=<name> [data.path=<file>] out=<file.parquet|.jsonl|folder>\n"
-              "       cscore data check data=<name> [data.path=<file>] [tokenizer=<model spec>]", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         sys.exit(2)
     from hydra.errors import HydraException
 

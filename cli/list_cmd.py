@@ -8,10 +8,10 @@ id). Nothing is loaded and no network is asked."""
 from __future__ import annotations
 
 import re
-from importlib import resources
 
 import yaml
 
+from cscore.cli.compose import conf_folder
 from cscore.cli.exits import one_line_errors
 
 GROUPS = {"datasets": "data", "pairs": "pair", "methods": "method", "baselines": "baseline"}
@@ -20,7 +20,7 @@ USAGE = "usage: cscore list [datasets|pairs|methods|baselines]   (all four when 
 
 def presets(group: str) -> dict[str, str]:
     """{name: the file's text} of every config of ``group``, by name."""
-    folder = resources.files("cscore.conf") / group
+    folder = conf_folder() / group  # read, not imported (no schema registered)
     files = sorted((p for p in folder.iterdir() if p.name.endswith(".yaml")), key=lambda p: p.name)
     return {p.name.removesuffix(".yaml"): p.read_text(encoding="utf-8") for p in files}
 

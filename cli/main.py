@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from cscore.cli.exits import RUN_INTERRUPTED, ctrl_c, one_line_errors
 
@@ -13,7 +14,7 @@ commands:
                     e.g. cscore run method=contrast pair=qwen_3b_0.5b data=demo
                          cscore run -m method.gamma=0.05,0.1,0.2
                          cscore run --cfg job      (print the composed config)
-                         cscore run --help         (config groups and options)
+                         cscore run --help         (config groups and options; --help-all: all)
   cdm generate ...  Generative CDM: negatives from positives with the degraded amateur of the pair
   cdm train ...     train a discriminator on them; then: cscore run method=cdm_gen model=<trained dir>
   t5score train ...  T5Score's discriminative training on human-ranked pairs; then:
@@ -32,7 +33,14 @@ commands:
 
 
 def run_command(rest: list[str]) -> None:
-    """Check the config(s) first (one line per mistake, no run directory), then hand over to Hydra."""
+    """Check the config(s) first (one line per mistake, no run directory), then hand over to Hydra.
+    ``--help`` is the short page (``cli/run_help.py``); ``--help-all`` is Hydra's ``--help``."""
+    if any(a in ("-h", "--help") for a in rest):
+        from cscore.cli import run_help
+
+        print(run_help.text())
+        return
+    rest = ["--help" if a == "--help-all" else a for a in rest]
     with one_line_errors(RUN_INTERRUPTED, code=2):
         from cscore.cli import precheck
         from cscore.cli.baseline_names import canonical_names
@@ -74,49 +82,78 @@ def main(argv: list[str] | None = None) -> None:
         dispatch(list(sys.argv[1:] if argv is None else argv))
 
 
+def print_usage(rest: list[str]) -> None:
+    print(USAGE)
+
+
+def print_version(rest: list[str]) -> None:
+    print(version_line())
+
+
+# each command's module is imported only when that command runs: a command loads what it needs, nothing
+# of the others'
+def data_command(rest: list[str]) -> None:
+    from cscore.cli.data_cmd import main as data_main
+
+    data_main(rest)
+
+
+def cdm_command(rest: list[str]) -> None:
+    from cscore.cli.cdm_cmd import main as cdm_main
+
+    cdm_main(rest)
+
+
+def t5score_command(rest: list[str]) -> None:
+    from cscore.cli.t5score_cmd import main as t5score_main
+
+    t5score_main(rest)
+
+
+def report_command(rest: list[str]) -> None:
+    from cscore.cli.report_cmd import main as report_main
+
+    report_main(rest)
+
+
+def list_command(rest: list[str]) -> None:
+    from cscore.cli.list_cmd import main as list_main
+
+    list_main(rest)
+
+
+def cache_command(rest: list[str]) -> None:
+    from cscore.cli.cache_cmd import main as cache_main
+
+    cache_main(rest)
+
+
+# the subcommands (and the words that ask for the usage or the version): each name -> what runs it
+COMMANDS: dict[str, Callable[[list[str]], None]] = {
+    "run": run_command,
+    "data": data_command,
+    "cdm": cdm_command,
+    "t5score": t5score_command,
+    "report": report_command,
+    "list": list_command,
+    "cache": cache_command,
+    **dict.fromkeys(("-h", "--help", "help"), print_usage),
+    **dict.fromkeys(("-V", "--version", "version"), print_version),
+}
+
+
 def dispatch(argv: list[str]) -> None:
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if not argv:
         print(USAGE)
         return
-    if argv[0] in ("-V", "--version", "version"):
-        print(version_line())
-        return
     command, rest = argv[0], argv[1:]
-    if command == "run":
-        run_command(rest)
-        return
-    if command == "data":
-        from cscore.cli.data_cmd import main as data_main
+    if command not in COMMANDS:
+        from cscore.registry import suggest
 
-        data_main(rest)
-        return
-    if command == "cdm":
-        from cscore.cli.cdm_cmd import main as cdm_main
-
-        cdm_main(rest)
-        return
-    if command == "t5score":
-        from cscore.cli.t5score_cmd import main as t5score_main
-
-        t5score_main(rest)
-        return
-    if command == "report":
-        from cscore.cli.report_cmd import main as report_main
-
-        report_main(rest)
-        return
-    if command == "list":
-        from cscore.cli.list_cmd import main as list_main
-
-        list_main(rest)
-        return
-    if command == "cache":
-        from cscore.cli.cache_cmd import main as cache_main
-
-        cache_main(rest)
-        return
-    print(f"cscore: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
-    sys.exit(2)
+        hint = suggest(command, [c for c in COMMANDS if not c.startswith("-")])
+        print(f"cscore: unknown command {command!r}{hint}\n\n{USAGE}", file=sys.stderr)
+        sys.exit(2)
+    COMMANDS[command](rest)
 
 
 if __name__ == "__main__":

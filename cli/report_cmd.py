@@ -11,10 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cscore.files import writing
-from cscore.metaeval.assemble import ReportOptions, default_out, report
-from cscore.metaeval.judge_tables import KINDS
-from cscore.metaeval.spec import KENDALL_LIKE_THRESHOLD, PAPERS, Spec
+FLAGS = ("--combined", "-h", "--help")  # the options that take no value
 
 
 class _Parser(argparse.ArgumentParser):
@@ -22,13 +19,32 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"cscore: error: {message} (cscore report --help for the options)\n")
 
 
-def spec_from_args(args) -> Spec:
+def folders_named(argv: list[str]) -> list[str]:
+    """The words of ``argv`` that are neither an option nor an option's value: the folders, read
+    before the report's modules (pandas, scipy, matplotlib, the method kinds) load. An abbreviated
+    flag is taken to have a value: a folder after it is left to the full parse, never misread."""
+    out, value_next = [], False
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return out + argv[i + 1:]
+        if value_next:
+            value_next = False
+        elif arg.startswith("-") and len(arg) > 1:
+            value_next = "=" not in arg and arg not in FLAGS
+        else:
+            out.append(arg)
+    return out
+
+
+def spec_from_args(args):
     """The report's statistic from the command line: ``--kendall X`` alone means the Kendall
     correlation with variant X; with ``--correlation pearson|spearman`` it is an error, as is
     ``--kendall-threshold`` without ``--kendall like`` (``Spec`` checks every value).
     ``--paper P`` fills in what the command line leaves out: its statistic (``--correlation``,
     ``--kendall``) unless either is given, its ``--level``, ``--average`` and ``--resample`` unless
     given; without it: Pearson at the segment level, resampling groups."""
+    from cscore.metaeval.spec import PAPERS, Spec
+
     preset = PAPERS.get(getattr(args, "paper", None) or "", {})
     own = args.correlation is not None or args.kendall is not None
     correlation, variant = args.correlation, args.kendall
@@ -42,7 +58,21 @@ def spec_from_args(args) -> Spec:
                 accuracy=args.accuracy, average=average or "macro", ties=args.ties)
 
 
-def main(argv: list[str]) -> None:
+def check_folders(argv: list[str]) -> None:
+    """A folder that is not there is said at once, before the report's modules load (not on --help)."""
+    from cscore.cli.exits import one_line_errors
+    from cscore.metaeval.runs import check_folder
+
+    if not any(a in ("-h", "--help") for a in argv):
+        with one_line_errors():
+            for folder in folders_named(argv):
+                check_folder(Path(folder))
+
+
+def parser() -> argparse.ArgumentParser:
+    from cscore.metaeval.judge_tables import KINDS
+    from cscore.metaeval.spec import KENDALL_LIKE_THRESHOLD, PAPERS
+
     ap = _Parser(prog="cscore report", description=__doc__)
     ap.add_argument("path", type=Path, nargs="+",
                     help="a run directory, a multirun directory or any folder holding runs; several make one report "
@@ -86,9 +116,17 @@ def main(argv: list[str]) -> None:
                          "the one holding them)")
     ap.add_argument("--select-by", default="spearman", choices=list(KINDS),
                     help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str]) -> None:
+    check_folders(argv)
+    args = parser().parse_args(argv)
     from cscore.cli.exits import one_line_errors
     from cscore.cli.pipeline import kinds
+    from cscore.files import writing
+    from cscore.metaeval.assemble import ReportOptions, default_out, report
+    from cscore.metaeval.spec import PAPERS
     from cscore.scorers import methods
 
     roots = [Path(p) for p in (args.path if isinstance(args.path, (list, tuple)) else [args.path])]

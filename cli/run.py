@@ -16,15 +16,14 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
-from cscore.cli import names, summary, workers
+from cscore.cli import names
 from cscore.cli.exits import fail
 from cscore.cli.names import resolve_pair  # its home is names.py: cscore cdm imports it without torch
-from cscore.cli.pipeline import kinds, stages
-from cscore.cli.progress import progress_bar, quick_slice
 from cscore.cli.sweep_points import sweep_others
 from cscore.errors import CscoreError, ShardsPending
-from cscore.progress import Progress
-from cscore.scorers.engine import threads
+
+# the stages, the kinds, the workers and the console are imported where a job runs: `cscore run --help-all`
+# and `--cfg job` end in Hydra before that, with no torch or pandas loaded (tests/test_torch_free.py)
 
 log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
@@ -45,7 +44,12 @@ def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple
     shared by the shard jobs of its sweep point, of which one writes a run directory (``workers.sweep_point``)."""
     from dataclasses import replace
 
+    from cscore.cli import summary, workers
+    from cscore.cli.pipeline import kinds, stages
+    from cscore.cli.progress import progress_bar, quick_slice
     from cscore.cli.validate import validate
+    from cscore.progress import Progress
+    from cscore.scorers.engine import threads
 
     state = {} if state is None else state
     state["stage"] = "validate"
@@ -109,6 +113,8 @@ def attach_row_log(out_dir: Path) -> logging.Handler:
 @hydra.main(version_base="1.3", config_path="pkg://cscore.conf", config_name="config")
 def hydra_entry(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
+
+    from cscore.cli import workers
 
     hc = HydraConfig.get()
     out_dir = Path(hc.runtime.output_dir)

@@ -39,6 +39,9 @@ def main(argv: list[str]) -> None:
         return
     if argv[0] != "train":
         fail(f"unknown t5score command {argv[0]!r}; use cscore t5score train (cscore t5score --help)", 2)
+    if any(a in ("-h", "--help") for a in argv[1:]):
+        print(USAGE)
+        return
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     with one_line_errors("interrupted; nothing was written (the model is saved when training ends)"):
         cfg = compose(argv[1:])

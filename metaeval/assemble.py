@@ -18,7 +18,7 @@ from cscore.metaeval import render, side_tables, tables
 from cscore.metaeval.judge_runs import is_judge_run
 from cscore.metaeval.judge_section import judge_section
 from cscore.metaeval.report_plots import plot_section
-from cscore.metaeval.runs import missing_jobs, run_status, runs_under
+from cscore.metaeval.runs import check_folder, missing_jobs, run_status, runs_under
 from cscore.metaeval.sections import (
     bias_section,
     combined_section,
@@ -71,15 +71,6 @@ def summary_line(stem: str, long) -> str:
     best = avg.loc[avg["value"].idxmax()]
     return (f"{stem}: {long['label'].nunique()} rows; best {best['label']} ({best['target']} "
             f"{best['value']:.3f}); table in {stem}_quality.md")
-
-
-def _check_folder(root: Path) -> None:
-    if not root.exists():
-        raise ConfigError(f"{root} does not exist: cscore report reads a run directory, a multirun directory or "
-                          "a folder holding runs")
-    if not root.is_dir():
-        raise ConfigError(f"{root} is a file: cscore report reads a run directory, a multirun directory or a "
-                          "folder holding runs")
 
 
 def default_out(roots: list[Path], paper: str | None = None) -> Path:
@@ -138,7 +129,7 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     progress = progress or Progress()
     roots = [Path(r) for r in (root if isinstance(root, (list, tuple)) else [root])]
     for r in roots:
-        _check_folder(r)
+        check_folder(r)
     runs, per_root, repeated = runs_under(roots)
     where = ", ".join(map(str, roots))
     if not runs:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from cscore.errors import ConfigError
 from cscore.rundir import CONFIG, METRICS, Run
 
 
@@ -74,6 +75,16 @@ def missing_jobs(sweep_dir: Path, runs: list[Run]) -> list[str]:
         if tuple((k, v) for k, v in overrides.items() if k != SHARD_KEY) not in written:
             out.append(f"job {num} ({' '.join(f'{k}={overrides[k]}' for k in swept)})")
     return out
+
+
+def check_folder(root: Path) -> None:
+    """A ConfigError unless ``root`` is a folder (``cscore report`` asks before it loads the report's modules)."""
+    if not root.exists():
+        raise ConfigError(f"{root} does not exist: cscore report reads a run directory, a multirun directory or "
+                          "a folder holding runs")
+    if not root.is_dir():
+        raise ConfigError(f"{root} is a file: cscore report reads a run directory, a multirun directory or a "
+                          "folder holding runs")
 
 
 def runs_under(roots: list[Path]) -> tuple[list[Run], list[list[Run]], list[Path]]:

@@ -37,6 +37,12 @@ def render(record: dict) -> str:
     lines = [HEAD, "Machines: " + "; ".join(f"**{k}**: {v}" for k, v in record["machines"].items()) + ".", "",
              "## Tests", "", *_rows(record["tests"], ["what", "tests", "figure", "date", "machine",
                                                                       "note"])]
+    lines += ["", "## Commands that answer at once", "",
+              "Seconds of the whole command as a user types it, each in a fresh process from an empty folder "
+              "(`python scripts/startup_times.py`; *before*: the same command on the code before issue 42); "
+              "none of them imports torch, transformers or matplotlib (`tests/test_torch_free.py` checks it).",
+              "",
+              *_rows(record["startup"], ["command", "seconds", "before", "date", "machine", "note"])]
     tour = record["tour"]
     lines += ["", "## The README's tour", "",
               "`python scripts/tour_times.py` ran each line of the README's short tour as a user types it "

@@ -167,15 +167,17 @@ def test_the_combined_table_averages_every_column_of_every_dataset():
 
 
 @pytest.fixture
-def preset_spec(monkeypatch):
-    """spec(*argv): the Spec that ``cscore report <dir> *argv`` hands to ``report`` (no run read)."""
+def preset_spec(monkeypatch, tmp_path):
+    """spec(*argv): the Spec that ``cscore report <dir> *argv`` hands to ``report`` (no run read;
+    report_cmd imports ``report`` once the folder is known to be there)."""
     from cscore.cli import report_cmd
+    from cscore.metaeval import assemble
 
     seen = {}
-    monkeypatch.setattr(report_cmd, "report", lambda path, spec, *args, **kwargs: seen.update(spec=spec))
+    monkeypatch.setattr(assemble, "report", lambda path, spec, *args, **kwargs: seen.update(spec=spec))
 
     def spec(*argv) -> tables.Spec:
-        report_cmd.main(["somewhere", *argv])
+        report_cmd.main([str(tmp_path), *argv])
         return seen["spec"]
 
     return spec

@@ -1,0 +1,54 @@
+"""``cscore run --help``: a short page (at most 100 columns) that points to the details: the config
+groups as they are in ``conf/`` (read from the folders, nothing imported), ``--help-all`` (Hydra's
+own help: every group and the whole default config), ``--cfg job`` and the configuration reference."""
+
+from __future__ import annotations
+
+import textwrap
+
+from cscore.cli.compose import conf_folder
+
+WIDTH = 100
+HEAD = """usage: cscore run [overrides]              one run: load, score, meta-evaluate, write
+       cscore run -m key=a,b [overrides]    a sweep: one run per point of the grid (docs/sweeps.md)
+
+Score a dataset with a model pair and a method; an override is group=option or key=value.
+  cscore run                                    the demo data, the offline SmolLM2 pair, contrast
+  cscore run data=summeval pair=qwen_3b_0.5b method=cd_score
+  cscore run -m method.gamma=0.05,0.1,0.2 runtime.threads=1
+
+config groups (group=option; conf/<group>/<option>.yaml):"""
+TAIL = """
+settings (key=value): any key that `cscore run --cfg job` prints, e.g. method.gamma=0.2
+  every key, its type, default and meaning: docs/reference/config.md (docs/configuration.md)
+
+more:
+  cscore run --cfg job [overrides]   the composed config of this command, nothing run
+  cscore run --help-all              Hydra's help: the groups and the whole default config
+  cscore run --hydra-help            Hydra's own flags (--multirun, --config-dir, --info, ...)
+  cscore list                        what runs here: datasets, pairs (offline or not), methods"""
+
+
+def groups() -> dict[str, list[str]]:
+    """{group: its options}, from the YAML files under ``conf/`` (``hydra/launcher`` included)."""
+    root = conf_folder()
+    out: dict[str, list[str]] = {}
+    folders = [(p.name, p) for p in root.iterdir() if p.is_dir() and p.name != "hydra"]
+    hydra = root / "hydra"
+    if hydra.is_dir():
+        folders += [(f"hydra/{p.name}", p) for p in hydra.iterdir() if p.is_dir()]
+    for name, folder in sorted(folders):
+        options = sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
+        if options:
+            out[name] = options
+    return out
+
+
+def text() -> str:
+    found = groups()
+    pad = max(len(g) for g in found) + 4
+    lines = [HEAD]
+    for group, options in found.items():
+        lines += textwrap.wrap(", ".join(options), WIDTH, initial_indent=f"  {group}".ljust(pad),
+                               subsequent_indent=" " * pad, break_on_hyphens=False)
+    return "\n".join(lines) + "\n" + TAIL
