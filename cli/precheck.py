@@ -186,6 +186,7 @@ def check(args: list[str]) -> None:
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
     from cscore.cli import pair_check, workers
+    from cscore.cli.compose import plain
     from cscore.cli.validate import validate
 
     check_output_dirs(args)
@@ -193,17 +194,17 @@ def check(args: list[str]) -> None:
     slurm = on_slurm(args)
 
     try:
-        jobs = points(args)
+        jobs = points(args) or []
     except OverrideParseException as err:
         raise ConfigError(f"cannot read the overrides: {str(err).splitlines()[0]}") from None
-    for job in jobs or []:
+    for job in jobs:
         try:
             cfg = _compose(job)
         except ConfigCompositionException as err:
             raise _missing_key_error(OverridesParser.create().parse_overrides(job), err) from None
         try:
             run = validate(cfg)
-            c = OmegaConf.to_container(cfg, resolve=True)
+            c = plain(cfg)
             check_data(c)
             pair_check.check(c, run)
             check_cache(run)

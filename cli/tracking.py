@@ -19,6 +19,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
+from cscore.cli.compose import plain
 from cscore.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,8 @@ def correlation_metrics(records: list[dict]) -> dict[str, float]:
     """One metric per row x aspect x statistic (``contrast/overall/pearson``), and per row and
     statistic the mean over aspects (``contrast/AVG/pearson``, NaN if one of them is), as the
     printed tables have it."""
-    out, per_row = {}, {}
+    out: dict[str, float] = {}
+    per_row: dict[tuple[str, str], list[float]] = {}
     for r in records:
         value = float(r["value"]) if r["value"] is not None else math.nan
         out[metric_name(r["metric"], r["target"], r["correlation"])] = value
@@ -202,7 +204,7 @@ class Tracking(Callback):
 
 
 def tracker_settings(config: DictConfig) -> dict:
-    return OmegaConf.to_container(config.tracking, resolve=True) if "tracking" in config else {"name": "none"}
+    return plain(config.tracking) if "tracking" in config else {"name": "none"}
 
 
 def sweep_dir(config: DictConfig) -> str:

@@ -55,7 +55,9 @@ def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float |
     also stops growing where its padding would pass that fraction of its real tokens (packed
     rows are long already: a smaller batch costs little, padding costs its full share)."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    batches, current, current_max, current_sum = [], [], 0, 0
+    batches: list[list[int]] = []
+    current: list[int] = []
+    current_max, current_sum = 0, 0
     for i in order:
         new_max = max(current_max, lengths[i])
         padded = new_max * (len(current) + 1)
@@ -128,7 +130,7 @@ def plan_rows(items, token_budget: int, share: bool, window: int | None = None, 
     groups: dict[tuple, list[int]] = {}
     for i in indices:
         groups.setdefault(tuple(items[i][0]), []).append(i)
-    rows = []
+    rows: list[Row] = []
     for key, members in groups.items():
         prompt = list(key)
         if len(members) == 1 or (window is not None and len(prompt) + max(len(items[i][1]) for i in members) > window):
@@ -246,7 +248,8 @@ class LayerTap:
     forward pass, so an early-exit head reads it without a second pass."""
 
     def __init__(self, model, k: int):
-        self.norm, self.value = final_norm(model), None
+        self.norm = final_norm(model)
+        self.value: torch.Tensor | None = None
         self.handle = decoder_layers(model)[k - 1].register_forward_hook(self._keep)
 
     def _keep(self, module, args, output):
@@ -255,7 +258,14 @@ class LayerTap:
     def normed(self, index=None) -> torch.Tensor:
         """The kept state through the final norm; with ``index`` (as for ``tensor[index]``) only
         the positions picked, so the norm does not run over the rest of the batch."""
-        return self.norm(self.value if index is None else self.value[index])
+        value = self.kept()
+        return self.norm(value if index is None else value[index])
+
+    def kept(self) -> torch.Tensor:
+        """The state the last forward pass left at the tapped layer."""
+        if self.value is None:
+            raise RuntimeError("LayerTap: no forward pass ran through the tapped layer yet")
+        return self.value
 
     def close(self):
         self.handle.remove()

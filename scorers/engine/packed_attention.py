@@ -60,7 +60,7 @@ class Layout:
     p_real_rows: torch.Tensor
     p_real_cols: torch.Tensor
     dist: torch.Tensor
-    _bias: dict = field(default_factory=dict)
+    _bias: dict = field(default_factory=dict, init=False, repr=False)
 
     def bias(self, dtype: torch.dtype, window: int | None = None) -> torch.Tensor:
         """``allow`` (within ``window``: keys less than that many positions back) as the additive

@@ -92,7 +92,10 @@ def make_batches(enc_lens: Sequence[int], dec_lens: Sequence[int], groups: Seque
     (encoder rows x longest source) + (items x longest target) padded tokens <= budget (an item
     over budget runs alone); with ``share`` an encoder row serves every item of its source."""
     order = sorted(range(len(enc_lens)), key=lambda i: (-enc_lens[i], groups[i], -dec_lens[i], i))
-    batches, cur, rows, me, md = [], [], set(), 0, 0
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    rows: set[int] = set()
+    me, md = 0, 0
     for i in order:
         new_rows = rows | {groups[i] if share else i}
         ne, nd = max(me, enc_lens[i]), max(md, dec_lens[i])
@@ -212,14 +215,14 @@ def shared_source_projections(decoder, states: torch.Tensor, sel: torch.Tensor, 
         return forward
 
     for m in linears:
-        m.forward = projected_once(m, m.forward)
+        setattr(m, "forward", projected_once(m, m.forward))  # an instance attribute over the class's method
     try:
         yield per_item
     finally:
         for m, old in zip(linears, saved):
             del m.forward
             if old is not None:
-                m.forward = old
+                setattr(m, "forward", old)
 
 
 def _per_item(x: torch.Tensor, sel: torch.Tensor, n_items: int) -> torch.Tensor:
