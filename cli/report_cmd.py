@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cscore.files import writing
 from cscore.metaeval.assemble import ReportOptions, default_out, report
-from cscore.metaeval.judge_tables import KINDS
+from cscore.metaeval.correlation import CORRELATIONS
 from cscore.metaeval.spec import KENDALL_LIKE_THRESHOLD, PAPERS, Spec
 
 
@@ -53,7 +53,7 @@ def main(argv: list[str]) -> None:
                          "over summaries; t5score = --level item --kendall like --average micro (WMT20 seg-k)")
     ap.add_argument("--level", default=None, choices=["segment", "item", "system_grouped", "system"],
                     help="default: segment (or the --paper preset's)")
-    ap.add_argument("--correlation", default=None, choices=["pearson", "spearman", "kendall"],
+    ap.add_argument("--correlation", default=None, choices=list(CORRELATIONS),
                     help="default: pearson, or kendall when --kendall is given")
     ap.add_argument("--kendall", default=None,
                     help="Kendall variant: b (default), c, 23, acc23, like; implies --correlation kendall")
@@ -82,7 +82,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--alpha", type=float, default=0.05, help="CI level 1 - alpha and significance level, in (0, 1)")
     ap.add_argument("--out", type=Path, default=None,
                     help="output folder (default: <path>/report; several paths: report/ in the folder holding them)")
-    ap.add_argument("--select-by", default="spearman", choices=list(KINDS),
+    ap.add_argument("--select-by", default="spearman", choices=list(CORRELATIONS),
                     help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
     args = ap.parse_args(argv)
     from cscore.cli.exits import one_line_errors

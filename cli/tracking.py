@@ -19,7 +19,6 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
-from cscore.cli.compose import plain
 from cscore.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -204,7 +203,11 @@ class Tracking(Callback):
 
 
 def tracker_settings(config: DictConfig) -> dict:
-    return plain(config.tracking) if "tracking" in config else {"name": "none"}
+    if "tracking" not in config:
+        return {"name": "none"}
+    settings = OmegaConf.to_container(config.tracking, resolve=True)
+    assert isinstance(settings, dict), settings  # a config group: a mapping (cli.compose.plain's check; a cycle)
+    return settings
 
 
 def sweep_dir(config: DictConfig) -> str:

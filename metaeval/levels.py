@@ -39,11 +39,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cscore.metaeval.correlation import correlate
+from cscore.metaeval.correlation import CORRELATIONS, correlate
 from cscore.metaeval.kendall import kendall, kendall_like_counts, normalize_variant
 
 LEVELS = ("segment", "item", "system_grouped", "system")
-KINDS = ("pearson", "spearman", "kendall")
 
 
 def check_options(level: str, average: str) -> None:
@@ -54,8 +53,8 @@ def check_options(level: str, average: str) -> None:
 
 
 def corr_fn(kind: str, variant: str | None, kw: dict):
-    if kind not in KINDS:
-        raise ValueError(f"unknown correlation {kind!r}; use one of {KINDS}")
+    if kind not in CORRELATIONS:
+        raise ValueError(f"unknown correlation {kind!r}; use one of {CORRELATIONS}")
     if kind != "kendall":
         if variant is not None or kw:
             raise ValueError(f"variant / options apply to kind='kendall' only, not {kind!r}")
