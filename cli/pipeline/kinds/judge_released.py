@@ -164,25 +164,21 @@ def released_cache(run: RunConfig, pair, prompts):
 MAIN_ALONE = (0.0, 1.0)  # the main model alone: λ = 0 (the assistant's term is 0), t = 1
 
 
-def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=(),
-                sharded: ShardedDecode | None = None) -> tuple[dict, float, list]:
+def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> tuple[dict, float, list]:
     """({row: (decoded ids per prompt, from the cache, seconds of the decode that made them)}, the
     seconds this call took, the ``grid`` points decoded too): every row through the statistics
     cache (``judge_decode.released_parts`` keys); the rows it lacks decode in one call
     (``released_outputs``: the main model's rows as one tree). ``grid``: other (λ, t) points of
     the run's sweep; when the contrast row is not cached, those the cache lacks join its tree and
-    are stored for their own jobs. Rows decoded together report their common seconds. ``sharded``
-    (runtime.shards): the rows decoded by shards (``sharded_rows``), the grid points left out."""
+    are stored for their own jobs. Rows decoded together report their common seconds. A sharded
+    decode (runtime.shards) is ``decode_sharded``."""
     from cscore.scorers.judge.decode import released_parts, through_cache_many
 
-    who = {v.name: v.who for v in plan.variants}
-    rule = {"main": MAIN_ALONE, "asst": None, "contrast": (float(params.lam), float(params.t))}
-    rows = {name: rule[w] for name, w in who.items()}
-    parts = {name: released_parts(pair, prompts, w, params, base) for name, w in who.items()}
+    who, rows, parts = _row_plan(pair, prompts, plan, params, base)
     extra, extra_rules = {}, {}
     if "contrast" in who.values():
         for lam, t in dict.fromkeys(grid):
-            if (lam, t) != rule["contrast"]:
+            if (lam, t) != rows_rule(params):
                 name = f"λ={lam!r} t={t!r}"
                 extra[name] = released_parts(pair, prompts, "contrast", replace(params, lam=lam, t=t), base)
                 rows[name] = extra_rules[name] = (lam, t)
@@ -194,12 +190,34 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=(),
         return released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar)
 
     start = time.perf_counter()
-    if cache is not None and sharded is not None and sharded.shards.on:
-        decoded = sharded_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, sharded, factory)
-        return decoded, time.perf_counter() - start, []
     decoded = through_cache_many(cache, parts, compute, extra=extra)  # out of memory with extra: parts alone
     also = [list(extra_rules[n]) for n in extra if n in decoded]
     return {n: decoded[n] for n in who}, time.perf_counter() - start, also
+
+
+def decode_sharded(pair, prompts, plan, params, cache, base, factory,
+                   sharded: ShardedDecode) -> tuple[dict, float, list]:
+    """``decode_rows`` with the rows decoded by shards (``sharded_rows``); no grid points join."""
+    who, rows, parts = _row_plan(pair, prompts, plan, params, base)
+    start = time.perf_counter()
+    decoded = sharded_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, sharded, factory)
+    return decoded, time.perf_counter() - start, []
+
+
+def rows_rule(params) -> tuple[float, float]:
+    """The contrast row's (λ, t)."""
+    return float(params.lam), float(params.t)
+
+
+def _row_plan(pair, prompts, plan, params, base) -> tuple[dict, dict, dict]:
+    """({row: who decodes it}, {row: its (λ, t) rule, None for the assistant}, {row: its cache key parts})."""
+    from cscore.scorers.judge.decode import released_parts
+
+    who = {v.name: v.who for v in plan.variants}
+    rule = {"main": MAIN_ALONE, "asst": None, "contrast": rows_rule(params)}
+    rows = {name: rule[w] for name, w in who.items()}
+    parts = {name: released_parts(pair, prompts, w, params, base) for name, w in who.items()}
+    return who, rows, parts
 
 
 @REGISTRY.register
@@ -242,8 +260,11 @@ class JudgeReleased(JudgeKind):
         with progress.live() as factory:
             grid = grid_points(run) if cache is not None else []
             merged: dict = {}  # the shards' figures of a sharded decode
-            decoded, spent, also = decode_rows(pair, prompts, plan, p, cache, base, factory, grid,
-                                               ShardedDecode.of(run.passes.shards, merged))
+            sharded = ShardedDecode.of(run.passes.shards, merged)
+            if cache is not None and sharded is not None and sharded.shards.on:
+                decoded, spent, also = decode_sharded(pair, prompts, plan, p, cache, base, factory, sharded)
+            else:
+                decoded, spent, also = decode_rows(pair, prompts, plan, p, cache, base, factory, grid)
         if also:
             log.info("decoded %d other grid point(s) of this sweep with this one (one tree): their jobs read them "
                      "from the cache", len(also))
