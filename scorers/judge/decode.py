@@ -9,7 +9,7 @@ comes from the judge statistics (exact for the whole λ × t grid); later steps 
 forwards of one token. A path stops at an EOS token, when ``done(ids)`` says the parse is
 decided, or after ``max_new_tokens`` tokens.
 
-``judge_stats.DecodedPaths`` holds the outputs of one rule for every prompt, stored in the
+``cscore.scorers.judge.stats.DecodedPaths`` holds the outputs of one rule for every prompt, stored in the
 statistics cache (``kind: judge_decode``) under a key that names everything a path depends on.
 """
 
@@ -209,7 +209,7 @@ def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, timi
     receives ``cached`` (every rule read), ``seconds`` (of this call's decode, else of the calls
     that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s)); a
     sharded decode also ``sharded``: the report of its merge (shards, their seconds, the merge's).
-    ``stop``: a path also stops once ``judge_parse.settled`` says the parse rule ``stop`` ("paper"
+    ``stop``: a path also stops once ``cscore.scorers.judge.parse.settled`` says the parse rule ``stop`` ("paper"
     or "released") can no longer change its score; None: only at EOS or ``max_new_tokens`` (the
     whole text). ``paths``: the fields of ``Paths`` (alpha, max_new_tokens, judge_key, stop, shards,
     adopt, extra_rules)."""

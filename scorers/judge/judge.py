@@ -1,6 +1,6 @@
 """The judge pass: one forward pass of the main model (and the assistant: an early exit read from
 the same pass, or a second model fed the same batches) over each judge context, keeping what
-``judge_stats.JudgeStats`` needs — the next-token distribution where the score is written.
+``cscore.scorers.judge.stats.JudgeStats`` needs — the next-token distribution where the score is written.
 
 Contexts are token-id lists (the rendered judge prompt, then the prompt + each continuation prefix
 for multi-token score values). Batches are token-budgeted and sorted by length as in
@@ -103,7 +103,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
     ``options`` (``PassOptions``; or its fields as keywords): the token budget, the padding side
     and ``prefix_sharing``: contexts that share a long prefix (``split_shared``) run it once per
     packed row, as in ``engine.compute``; the same statistics. ``checkpoint=`` (a shard's
-    ``item_partials.ItemCheckpoint``, ``judge_partials``): the planned batches dealt to the shards,
+    ``item_partials.ItemCheckpoint``, ``cscore.scorers.judge.partials``): the planned batches dealt to the shards,
     this shard's computed (those it kept skipped) and added to it; the statistics are then None
     (the merge assembles them)."""
     checkpoint = settings.pop("checkpoint", None)

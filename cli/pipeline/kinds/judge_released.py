@@ -2,7 +2,7 @@
 code's decode, no judge statistics; each decoded row cached, a sweep's λ / t points decoded in the
 first job's tree (``grid_points``, ``decode_rows``). Columns: ``score.<row>``,
 ``parse.<row>``, ``output.<row>``. ``metrics.json`` → ``judge.invalid`` counts, per row, No Pred,
-Below, Above, List (a list number read as the score, ``judge_parse.parse_released``) and Echo (the
+Below, Above, List (a list number read as the score, ``cscore.scorers.judge.parse.parse_released``) and Echo (the
 prompt's range read as its minimum); ``judge.parse_changes`` how many outputs the other rule
 reads otherwise."""
 
@@ -38,7 +38,7 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
     main model ((0, 1): the main model alone) or to None (the assistant alone); ``params``:
     cd_judge_released's Params. Batched
     ``batch_size`` prompts at a time in order of length. The rows on the main model decode together
-    as one tree (``judge_released.decode_tree``: one prefill, the steps their paths share once);
+    as one tree (``cscore.scorers.judge.released.decode_tree``: one prefill, the steps their paths share once);
     the assistant alone decodes on its own. ``batches``: those batches of the plan (``plan_batches``)
     alone (a shard's); ``each(batch, {name: ids per prompt of the batch})`` as each batch ends."""
     from cscore.scorers.judge import released as jr
@@ -167,7 +167,7 @@ MAIN_ALONE = (0.0, 1.0)  # the main model alone: λ = 0 (the assistant's term is
 def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> tuple[dict, float, list]:
     """({row: (decoded ids per prompt, from the cache, seconds of the decode that made them)}, the
     seconds this call took, the ``grid`` points decoded too): every row through the statistics
-    cache (``judge_decode.released_parts`` keys); the rows it lacks decode in one call
+    cache (``cscore.scorers.judge.decode.released_parts`` keys); the rows it lacks decode in one call
     (``released_outputs``: the main model's rows as one tree). ``grid``: other (λ, t) points of
     the run's sweep; when the contrast row is not cached, those the cache lacks join its tree and
     are stored for their own jobs. Rows decoded together report their common seconds. A sharded
