@@ -22,7 +22,7 @@ import pandas as pd
 from cscore.errors import ConfigError
 from cscore.scorers import methods
 from cscore.scorers.engine import engine, seq2seq
-from cscore.scorers.engine.pass_options import PassOptions
+from cscore.scorers.engine.pass_options import PassOptions, Sharding
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import EncodedItem, encode
@@ -53,6 +53,19 @@ def _keep(stats: dict, reports: dict, label: str, got: dict, report, start: floa
     report.fetch_seconds = time.perf_counter() - start
     stats.update({own_role: got[OWN_PASS]} if own_role else got)
     reports[label] = report
+
+
+def _settle(cache: StatsCache, sharded: Sharding, waiting: dict, stats: dict, reports: dict) -> None:
+    """The passes that waited for other shards, each merged meanwhile or mergeable now (the last
+    shard job to end has every pass) into ``stats`` and ``reports``; ShardsPending for the rest."""
+    pending = {}
+    for label, (job, start, own_role) in waiting.items():
+        got, report, pending[label] = run_pass(cache, job, sharded)
+        if got is not None:
+            del pending[label]
+            _keep(stats, reports, label, got, report, start, own_role)
+    if pending:
+        raise pending_error(pending, sharded)
 
 
 def _complete(found: dict[str, T | None]) -> dict[str, T]:
@@ -317,7 +330,6 @@ class ModelPair:
         self.check_pass_inputs(inputs, models, cache, shards)
         stats: dict[str, TokenStats | None] = {}  # None: a sharded pass still pending, in its place
         reports: dict[str, engine.EngineReport | None] = {}
-        pending: dict = {}
         waiting: dict[str, tuple[ShardedPass, float, str | None]] = {}
         for run_model, heads in self.passes(models):
             label, role, start = "+".join(heads), next(iter(heads)), time.perf_counter()
@@ -349,13 +361,7 @@ class ModelPair:
             _keep(stats, reports, label, got, report, start, role if own else None)
         if waiting:
             assert cache is not None and sharded is not None  # a pass waits only when sharded through the cache
-            for label, (job, start, own_role) in waiting.items():  # merged meanwhile, or mergeable now: the
-                got, report, pending[label] = run_pass(cache, job, sharded)  # last shard job to end has every pass
-                if got is not None:
-                    del pending[label]
-                    _keep(stats, reports, label, got, report, start, own_role)
-            if pending:
-                raise pending_error(pending, sharded)
+            _settle(cache, sharded, waiting, stats, reports)
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
         return PairStatistics(_complete(stats), inputs, _complete(reports), tokenizers)
 

@@ -32,8 +32,11 @@ def _mypy_settings() -> dict:
 
 
 def untyped_defs_packages(settings: dict) -> list[str]:
-    """The packages whose unannotated function bodies mypy checks (``check_untyped_defs`` overrides;
-    a package is named by its ``pkg`` and ``pkg.*`` patterns, listed once)."""
+    """The packages whose unannotated function bodies mypy checks: all of ``packages`` when
+    ``check_untyped_defs`` is on for all, else its overrides' (a package is named by its ``pkg``
+    and ``pkg.*`` patterns, listed once)."""
+    if settings.get("check_untyped_defs"):
+        return sorted(settings["packages"])
     found = [m for o in settings.get("overrides", []) if o.get("check_untyped_defs")
              for m in ([o["module"]] if isinstance(o["module"], str) else o["module"])]
     return sorted({m.removesuffix(".*") for m in found})
@@ -98,7 +101,8 @@ def test_the_docs_name_the_packages_mypy_checks():
     checked, _, untyped = row.partition("check_untyped_defs")
     assert re.findall(r"`(cscore[\w.]*)`", checked) == settings["packages"]
     assert sorted(re.findall(r"`(cscore[\w.]*)`", untyped)) == untyped_defs_packages(settings)
-    assert untyped_defs_packages(settings), "check_untyped_defs is on for at least cscore.data"
+    assert settings["packages"] == ["cscore"], "mypy checks the whole package"
+    assert untyped_defs_packages(settings) == ["cscore"], "check_untyped_defs is on for the whole package"
     page = (ROOT / "docs" / "architecture.md").read_text()
     assert "-p cscore" not in page, "the command by hand reads the packages from pyproject.toml"
 
@@ -108,6 +112,23 @@ def test_untyped_defs_packages_reads_both_patterns():
                               {"module": "cscore.x.*", "check_untyped_defs": True},
                               {"module": "cscore.y", "ignore_errors": True}]}
     assert untyped_defs_packages(settings) == ["cscore.data", "cscore.x"]
+    assert untyped_defs_packages({**settings, "check_untyped_defs": True, "packages": ["cscore"]}) == ["cscore"]
+
+
+def test_mypy_checks_the_installed_package_and_nothing_beside_it():
+    """``packages`` is the package; ``exclude`` leaves out exactly the folders that are not in it
+    (those [tool.setuptools] does not install: the scripts, tests, docs hooks and outputs)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    installed = {p.split(".")[1] for p in config["tool"]["setuptools"]["packages"] if p.count(".") >= 1}
+    folders = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))
+               and p.name != "site" and not p.name.endswith(".egg-info")}
+    (pattern,) = _mypy_settings()["exclude"]
+    left_out = {f for f in folders if re.search(pattern, f"cscore/{f}/x.py")}
+    assert left_out == folders - installed, (left_out, folders - installed)
 
 
 def _package_files() -> list[Path]:

@@ -120,8 +120,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
     window = None
     if opts.prefix_sharing:
         windows = [row_window(m) for m in ([main] if asst is None else [main, asst])]
-        known = [w for w in windows if w is not None]
-        window = min(known) if len(known) == len(windows) else None
+        window = None if None in windows else min(w for w in windows if w is not None)
     items = split_shared(contexts) if window is not None else [(c[:-1], c[-1:]) for c in contexts]
     token_budget = opts.budget_for(main, longest_row(items, window is not None))
     rows = plan_rows(items, token_budget, window is not None, window)

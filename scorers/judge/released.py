@@ -358,7 +358,7 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     next_pos = positions[:, -1] + 1
     results: list[list[int]] = [[] for _ in range(batch)]
     done = [False] * batch
-    first_scores: torch.Tensor | None = None
+    first_scores = torch.empty(0)  # the step-1 scores (step 0 always runs: max_new_tokens > 0)
     token = None
     for step in range(max_new_tokens):
         if step > 0:
@@ -373,10 +373,7 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
         token = torch.tensor(chosen, dtype=torch.long, device=device)
         if seen is not None:
             seen.scatter_(1, token.clamp(max=vocab)[:, None], True)
-    if not return_first_scores:
-        return results
-    assert first_scores is not None  # step 0 ran: max_new_tokens > 0
-    return results, first_scores
+    return (results, first_scores) if return_first_scores else results
 
 
 @torch.inference_mode()

@@ -204,6 +204,17 @@ def decode_sharded(pair, prompts, plan, params, cache, base, factory,
     return decoded, time.perf_counter() - start, []
 
 
+def decode_run(run, pair, prompts, plan, params, cache, base, factory) -> tuple[dict, float, list, dict]:
+    """``decode_rows`` with the sweep's grid points, or ``decode_sharded`` (runtime.shards, through
+    the cache); and the shards' figures of a sharded decode (by row)."""
+    merged: dict = {}
+    sharded = ShardedDecode.of(run.passes.shards, merged)
+    if cache is not None and sharded is not None and sharded.shards.on:
+        return (*decode_sharded(pair, prompts, plan, params, cache, base, factory, sharded), merged)
+    grid = grid_points(run) if cache is not None else []
+    return (*decode_rows(pair, prompts, plan, params, cache, base, factory, grid), merged)
+
+
 def rows_rule(params) -> tuple[float, float]:
     """The contrast row's (λ, t)."""
     return float(params.lam), float(params.t)
@@ -258,13 +269,7 @@ class JudgeReleased(JudgeKind):
         table["truncated"] = truncated
         invalid, reports, changes = {}, {}, {}
         with progress.live() as factory:
-            grid = grid_points(run) if cache is not None else []
-            merged: dict = {}  # the shards' figures of a sharded decode
-            sharded = ShardedDecode.of(run.passes.shards, merged)
-            if cache is not None and sharded is not None and sharded.shards.on:
-                decoded, spent, also = decode_sharded(pair, prompts, plan, p, cache, base, factory, sharded)
-            else:
-                decoded, spent, also = decode_rows(pair, prompts, plan, p, cache, base, factory, grid)
+            decoded, spent, also, merged = decode_run(run, pair, prompts, plan, p, cache, base, factory)
         if also:
             log.info("decoded %d other grid point(s) of this sweep with this one (one tree): their jobs read them "
                      "from the cache", len(also))
