@@ -1,8 +1,9 @@
 """Static checks (issue 21): ruff is clean on the tree, mypy is clean on the typed packages (in the
 fast tier: incremental, its cache in .mypy_cache), no function in the package (tests excluded) is
-over 60 lines, and no function in scorers/ takes more than 8 parameters (issue 31: a pass's settings
-travel as one ``PassOptions``), with no exceptions. The docs' claims about what mypy covers match
-pyproject.toml."""
+over 60 lines, and no function in the package takes more than 8 parameters, ``*args`` and
+``**kwargs`` counted (issue 31: a pass's settings travel as one ``PassOptions``; issue 40: the whole
+package), but the four keyword shims of scorers/ still to become typed signatures (``OVER_8``, which
+may only shrink). The docs' claims about what mypy covers match pyproject.toml."""
 
 from __future__ import annotations
 
@@ -20,7 +21,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 60
-MAX_PARAMS = 8  # per function in scorers/ (self / cls not counted; *args / **kwargs not counted)
+MAX_PARAMS = 8  # per function (self / cls not counted; *args and **kwargs counted)
+# the keyword shims (``**settings``) that still take a ninth parameter (issue 40 item 2: typed
+# signatures instead); a function fixed leaves this set (the test says so), none joins it
+OVER_8 = {"scorers/api.py statistics", "scorers/engine/engine.py compute", "scorers/engine/seq2seq.py compute",
+          "scorers/judge/judge.py compute"}
 
 
 def _mypy_settings() -> dict:
@@ -164,7 +169,8 @@ def test_no_function_over_60_lines():
 
 def many_params(source: str, name: str) -> list[str]:
     """Every function (methods and nested ones included) in ``source`` with more than MAX_PARAMS
-    named parameters (positional and keyword-only; ``self`` / ``cls`` of a method not counted)."""
+    parameters (positional, keyword-only, ``*args`` and ``**kwargs``; ``self`` / ``cls`` of a
+    method not counted)."""
     found = []
     for node in ast.walk(ast.parse(source, filename=name)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -172,8 +178,9 @@ def many_params(source: str, name: str) -> list[str]:
             named = [*a.posonlyargs, *a.args, *a.kwonlyargs]
             if named and named[0].arg in ("self", "cls"):
                 named = named[1:]
-            if len(named) > MAX_PARAMS:
-                found.append(f"{name}:{node.lineno} {node.name} ({len(named)} parameters)")
+            count = len(named) + (a.vararg is not None) + (a.kwarg is not None)
+            if count > MAX_PARAMS:
+                found.append(f"{name}:{node.lineno} {node.name} ({count} parameters)")
     return found
 
 
@@ -182,14 +189,23 @@ def test_many_params_detected():
     eight = ", ".join(f"a{i}" for i in range(MAX_PARAMS))
     assert many_params(f"def f({nine}):\n    pass\n", "m.py") == [f"m.py:1 f ({MAX_PARAMS + 1} parameters)"]
     assert many_params(f"def f(*, {nine}):\n    pass\n", "m.py") == [f"m.py:1 f ({MAX_PARAMS + 1} parameters)"]
-    assert many_params(f"class C:\n    def f(self, {eight}, **kw):\n        pass\n", "m.py") == []
+    assert many_params(f"class C:\n    def f(self, {eight}):\n        pass\n", "m.py") == []
+    assert many_params(f"class C:\n    def f(self, {eight}, **kw):\n        pass\n", "m.py") == [
+        f"m.py:2 f ({MAX_PARAMS + 1} parameters)"]
+    seven = ", ".join(f"a{i}" for i in range(MAX_PARAMS - 1))
+    assert many_params(f"def f({seven}, *args, **kw):\n    pass\n", "m.py") == [
+        f"m.py:1 f ({MAX_PARAMS + 1} parameters)"]
+    assert many_params(f"def f({seven}, *args):\n    pass\n", "m.py") == []
 
 
-def test_no_function_in_scorers_over_8_parameters():
-    files = [p for p in _package_files() if p.relative_to(ROOT).parts[0] == "scorers"]
-    assert any(p.name == "loaded.py" for p in files)
+def test_no_function_in_the_package_over_8_parameters():
+    files = _package_files()
+    assert {"loaded.py", "levels.py", "judge_released.py", "reliability.py"} <= {p.name for p in files}
     found = [hit for p in files for hit in many_params(p.read_text(), str(p.relative_to(ROOT)))]
-    assert not found, f"functions in scorers/ over {MAX_PARAMS} parameters:\n" + "\n".join(found)
+    where = {f"{hit.split(':')[0]} {hit.split()[1]}" for hit in found}
+    assert where <= OVER_8, f"functions over {MAX_PARAMS} parameters:\n" + "\n".join(
+        h for h in found if f"{h.split(':')[0]} {h.split()[1]}" not in OVER_8)
+    assert where == OVER_8, f"no longer over {MAX_PARAMS} parameters, take them out of OVER_8: {OVER_8 - where}"
 
 
 def test_a_missing_tool_skips_or_fails_under_ci():
