@@ -122,13 +122,13 @@ def _pad(seqs: list[list[int]], pad_id: int, device):
 @torch.inference_mode()
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float], pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
-            checkpoint=None, options: PassOptions | None = None,
-            **settings) -> tuple[dict[str, TokenStats], EngineReport]:
+            checkpoint=None, options: PassOptions | None = None) -> tuple[dict[str, TokenStats], EngineReport]:
     """Run an encoder-decoder ``model`` once over ``items`` = [(encoder_ids, target_ids)];
     the same outputs as ``engine.compute``. ``heads`` names the one head (no early exit);
-    ``checkpoint`` as there; ``options`` (or its fields as keywords): the token budget, the
-    padding side, and ``prefix_sharing``: a source is encoded once for the items that share it."""
-    opts = PassOptions.given(options, **settings)
+    ``checkpoint`` as there; ``options`` (a ``PassOptions``, default the defaults): the token
+    budget, the padding side, and ``prefix_sharing``: a source is encoded once for the items that
+    share it."""
+    opts = options if options is not None else PassOptions()
     padding_side, share_encoder = opts.padding_side, opts.prefix_sharing
     name = one_head(model, heads)
     temperatures = check_inputs(items, temperatures, padding_side)
