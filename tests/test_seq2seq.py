@@ -727,7 +727,7 @@ def test_an_interrupted_pass_resumes_from_its_checkpoint_bit_identical(loaded, i
     from cscore.scorers.store.checkpoint import Checkpoint
 
     model, its = loaded["t5", "float32"].model, items["t5"] * 3
-    kw = dict(temperatures=TEMPS, token_budget=96)
+    kw = dict(temperatures=TEMPS, options=PassOptions(token_budget=96))
     counter = EncoderRows(model)
     try:
         want, full = engine.compute(model, its, **kw)

@@ -274,8 +274,7 @@ class LayerTap:
 @torch.inference_mode()
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float], pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
-            checkpoint=None, options: PassOptions | None = None,
-            **settings) -> tuple[dict[str, TokenStats], EngineReport]:
+            checkpoint=None, options: PassOptions | None = None) -> tuple[dict[str, TokenStats], EngineReport]:
     """Run ``model`` (a transformers causal LM) once over ``items`` = [(prompt_ids, hyp_ids)]
     (an encoder-decoder model goes to ``seq2seq.compute``: items are (encoder ids, targets)).
 
@@ -283,14 +282,14 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     prompt token. ``heads`` maps a name to None (the full model) or k (an early exit after
     k decoder layers, then the final norm and LM head: the same numbers as running the
     truncated model, read from the same pass). ``progress`` gets items finished per batch.
-    ``options`` (``PassOptions``; or its fields as keywords, ``settings``): the token budget, the
+    ``options`` (a ``PassOptions``, default the defaults): the token budget, the
     padding side and ``prefix_sharing``: items with identical prompt ids run the prompt once per packed row (see
     the module docstring; same statistics, fewer tokens); models that cannot take the packed
     mask run unshared. The report's ``tokens`` counts what was processed (a shared prompt once
     per row). ``checkpoint`` (``checkpoint.Checkpoint``): batches whose every item is in its
     ``done`` are skipped (batches are planned as without it), each computed batch goes to its
     ``add``, and its ``fill`` puts the kept rows into the result."""
-    opts = PassOptions.given(options, **settings)
+    opts = options if options is not None else PassOptions()
     if is_encoder_decoder(model):
         # the encoder is always shared (runtime.prefix_sharing is the causal packing's)
         return seq2seq.compute(model, items, temperatures=temperatures, pad_id=pad_id, progress=progress, heads=heads,
