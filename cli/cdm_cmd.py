@@ -14,6 +14,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -87,7 +88,7 @@ def parse(argv: list[str]) -> tuple[DictConfig, list[str]]:
     return compose(overrides), overrides
 
 
-def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
+def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     """Make the negatives (scorers/training/negatives.py); returns the output directory.
     ``overrides``: the command line, for the pair's early-exit rule (as in ``cscore run``)."""
     from cscore.cli import workers
@@ -117,7 +118,7 @@ def generate(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     return job.folder.path
 
 
-def train(cfg: DictConfig, overrides: list[str] = ()) -> Path:
+def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     """Train the discriminator (scorers/training/discriminator.py); returns the output directory."""
     from cscore.cli import workers
     from cscore.cli.names import resolve_pair

@@ -5,6 +5,7 @@ the scripts); ``compose`` adds the one-line errors of a stage command (``cscore 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -18,6 +19,14 @@ def conf_folder() -> Path:
 
     spec = find_spec("cscore.conf")
     return Path(next(iter(spec.submodule_search_locations or []))) if spec else Path(__file__).parents[1] / "conf"
+
+
+def plain(node, resolve: bool = True) -> dict[str, Any]:
+    """A config node (a mapping) as a plain dict, interpolations resolved unless ``resolve`` is false."""
+    out = OmegaConf.to_container(node, resolve=resolve)
+    if not isinstance(out, dict):
+        raise TypeError(f"a config mapping was expected, not {type(out).__name__}")
+    return cast("dict[str, Any]", out)
 
 
 def composed(name: str = "config", overrides=(), *, hydra: bool = False) -> DictConfig:
@@ -56,6 +65,6 @@ def checked(section: DictConfig, specs: dict, prefix: str) -> dict:
     """The settings of one section, each checked by its ``Param`` (one-line ConfigErrors)."""
     from cscore.cli.validate import check_keys
 
-    given = OmegaConf.to_container(section, resolve=True)
+    given = plain(section)
     check_keys(prefix, given, set(specs))
     return {k: spec.check(f"{prefix}.{k}", given.get(k)) for k, spec in specs.items()}

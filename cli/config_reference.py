@@ -126,7 +126,7 @@ def baseline_sections() -> str:
 
     out = "\n# Baselines (`method=baseline baseline=<name>`)\n\nThe defaults are the presets in `conf/baseline/`.\n"
     for name, baseline in BASELINES.items():
-        preset = yaml.safe_load(resources.files("cscore.conf").joinpath("baseline", f"{name}.yaml").read_text())
+        preset = yaml.safe_load((resources.files("cscore.conf") / "baseline" / f"{name}.yaml").read_text())
         lines = [
             f"| `baseline.{name}.{key}` | {type_name(getattr(spec, 'kind', ''))} "
             f"| {cell((preset or {}).get(key))} | {escape(describe(spec))} | |"

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from cscore.data.export import write_table
 from cscore.data.registry import load_config
@@ -23,7 +23,9 @@ def compose(overrides: list[str]) -> DictConfig:
 
 
 def load(cfg: DictConfig):
-    return load_config(OmegaConf.to_container(cfg.data, resolve=True))
+    from cscore.cli.compose import plain
+
+    return load_config(plain(cfg.data))
 
 
 def export(cfg: DictConfig) -> Path:

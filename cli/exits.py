@@ -38,7 +38,7 @@ def one_line_errors(interrupted: str | None = None, *, code: int | None = None, 
     except (CscoreError, *also) as err:
         if os.environ.get("CSCORE_DEBUG"):
             raise
-        fail(str(err), code or getattr(err, "exit_code", 1), prefix)
+        fail(str(err), code if code is not None else int(getattr(err, "exit_code", 1)), prefix)
     except KeyboardInterrupt as err:
         if interrupted is None:
             raise

@@ -89,8 +89,10 @@ def run_name(_root_) -> str:
     """The ``${cscore.run_name:}`` resolver of ``hydra.run.dir``: ``<data>_<models>_<method>``."""
     from omegaconf import OmegaConf
 
-    hydra = OmegaConf.to_container(_root_.hydra, resolve=False)
-    c = OmegaConf.to_container(OmegaConf.masked_copy(_root_, [k for k in _root_ if k != "hydra"]), resolve=True)
+    from cscore.cli.compose import plain
+
+    hydra = plain(_root_.hydra, resolve=False)
+    c = plain(OmegaConf.masked_copy(_root_, [str(k) for k in _root_ if k != "hydra"]))
     return name_of(c, hydra["runtime"]["choices"], list(hydra["overrides"]["task"]), set())
 
 
@@ -126,6 +128,7 @@ def sweep_dir(args: list[str]) -> list[str]:
     from omegaconf import OmegaConf
 
     from cscore.cli.compose import composed
+    from cscore.cli.compose import plain as plain_dict
 
     if not any(a in ("-m", "--multirun") for a in args) or any(a.startswith("-") and a not in ("-m", "--multirun")
                                                                 for a in args):
@@ -139,8 +142,8 @@ def sweep_dir(args: list[str]) -> list[str]:
         cfg = composed("config", plain, hydra=True)
     except Exception:  # noqa: BLE001 - Hydra reports what does not compose
         return args
-    hydra = OmegaConf.to_container(cfg.hydra, resolve=False)
-    c = OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
+    hydra = plain_dict(cfg.hydra, resolve=False)
+    c = plain_dict(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]))
     name = name_of(c, hydra["runtime"]["choices"], plain, swept)
     return [*args, f"hydra.sweep.dir=outputs/multirun/{time.strftime('%Y-%m-%d/%H-%M-%S')}_{name}"]
 
@@ -180,9 +183,11 @@ def resolve_pair(cfg: DictConfig, overrides: list[str]) -> list[str]:
     """Apply the early-exit rule and name the pair after what runs (``pair_name``:
     a model put in the amateur's place runs whole unless asked otherwise; the label names the
     models that run, the one model of a single-model method); returns lines to log."""
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import open_dict
 
-    name, early_exit, notes = pair_name(OmegaConf.to_container(cfg, resolve=True), overrides)
+    from cscore.cli.compose import plain
+
+    name, early_exit, notes = pair_name(plain(cfg), overrides)
     with open_dict(cfg):
         if early_exit != cfg.pair.amateur.get("early_exit"):
             cfg.pair.amateur.early_exit = early_exit

@@ -37,16 +37,18 @@ def check(c: dict, run: RunConfig) -> None:
     """ConfigError (one line naming the key to set) for the first model that cannot load here
     (``c``: the config as a plain dict; ``run``: it typed)."""
     models = needed_models(run)
-    offline = []
+    offline, why = [], ""
     for role, (spec, revision) in models.items():
         try:
             kind = specs.check_spec(spec)
         except specs.ModelSpecError as err:
             raise ConfigError(f"pair.{role}.path={spec}: {str(err).removeprefix(f'model {spec!r}: ')}") from None
-        if kind == "hub" and hub.usable_offline(spec, revision):
+        not_here = hub.usable_offline(spec, revision) if kind == "hub" else None
+        if not_here:
             offline.append((role, spec))
+            why = not_here
     if offline:
-        raise ConfigError(hub_message(offline, hub.unreachable()))
+        raise ConfigError(hub_message(offline, why))
     check_baseline_models(c)
     check_cross_family(c, models)
     if "expert" in models:

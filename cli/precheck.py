@@ -186,6 +186,7 @@ def check(args: list[str]) -> None:
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
     from cscore.cli import pair_check, workers
+    from cscore.cli.compose import plain
     from cscore.cli.pipeline import kinds
     from cscore.cli.validate import validate
 
@@ -194,17 +195,17 @@ def check(args: list[str]) -> None:
     slurm = on_slurm(args)
 
     try:
-        jobs = points(args)
+        jobs = points(args) or []
     except OverrideParseException as err:
         raise ConfigError(f"cannot read the overrides: {str(err).splitlines()[0]}") from None
-    for job in jobs or []:
+    for job in jobs:
         try:
             cfg = _compose(job)
         except ConfigCompositionException as err:
             raise _missing_key_error(OverridesParser.create().parse_overrides(job), err) from None
         try:
             run = validate(cfg)
-            c = OmegaConf.to_container(cfg, resolve=True)
+            c = plain(cfg)
             check_data(c)
             sharded = workers.check_settings(run)  # runtime.shards / shard / devices; then the kind (imports it)
             if sharded.runtime.shards > 1:

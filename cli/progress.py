@@ -188,6 +188,7 @@ class Bar(Reporter):
             BarColumn,
             MofNCompleteColumn,
             Progress,
+            TaskID,
             TextColumn,
             TimeElapsedColumn,
             TimeRemainingColumn,
@@ -196,7 +197,7 @@ class Bar(Reporter):
         super().__init__(console, clock=clock, hint=hint)
         self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), TimeRemainingColumn(), console=console)
-        self.tasks: dict[int, int] = {}
+        self.tasks: dict[int, TaskID] = {}
 
     def emit(self, text: str) -> None:
         self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)

@@ -70,7 +70,7 @@ def check_folders(argv: list[str]) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from cscore.metaeval.judge_tables import KINDS
+    from cscore.metaeval.correlation import CORRELATIONS
     from cscore.metaeval.spec import KENDALL_LIKE_THRESHOLD, PAPERS
 
     ap = _Parser(prog="cscore report", description=__doc__)
@@ -83,7 +83,7 @@ def parser() -> argparse.ArgumentParser:
                          "over summaries; t5score = --level item --kendall like --average micro (WMT20 seg-k)")
     ap.add_argument("--level", default=None, choices=["segment", "item", "system_grouped", "system"],
                     help="default: segment (or the --paper preset's)")
-    ap.add_argument("--correlation", default=None, choices=["pearson", "spearman", "kendall"],
+    ap.add_argument("--correlation", default=None, choices=list(CORRELATIONS),
                     help="default: pearson, or kendall when --kendall is given")
     ap.add_argument("--kendall", default=None,
                     help="Kendall variant: b (default), c, 23, acc23, like; implies --correlation kendall")
@@ -114,7 +114,7 @@ def parser() -> argparse.ArgumentParser:
                     help="output folder (default: <path>/report, or <path>/report-<paper> with --paper, so "
                          "reports with other statistics do not replace each other; several paths: that folder in "
                          "the one holding them)")
-    ap.add_argument("--select-by", default="spearman", choices=list(KINDS),
+    ap.add_argument("--select-by", default="spearman", choices=list(CORRELATIONS),
                     help="judge runs: the dev correlation that picks (lambda, t) per pair and score range")
     return ap
 

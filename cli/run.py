@@ -11,6 +11,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -127,7 +128,8 @@ def hydra_entry(cfg: DictConfig) -> None:
     (out_dir / rundir.FAILED).unlink(missing_ok=True)
     (out_dir / rundir.METRICS).unlink(missing_ok=True)  # an older config's: a kill must not leave it marking completion
     handler = attach_row_log(out_dir)
-    start, state = time.perf_counter(), {}
+    start = time.perf_counter()
+    state: dict[str, Any] = {}  # how far the run got (its stage), for the failure record
     try:
         run(cfg, out_dir, state, sweep_others(hc), tuple(hc.overrides.task), workers.sweep_point(hc))
     except ShardsPending as err:  # this process did its shard; the run is complete once every shard is

@@ -25,6 +25,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from cscore.cli.compose import plain
 from cscore.cli.slurm_check import exit_on_error
 from cscore.errors import SlurmError
 
@@ -48,7 +49,7 @@ def make_executor(config: DictConfig, name_suffix: str = "_warm"):
     import submitit
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
-    launcher = OmegaConf.to_container(config.hydra.launcher, resolve=True)
+    launcher = plain(config.hydra.launcher)
     launcher.pop("_target_", None)
     folder = launcher.pop("submitit_folder")
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm",

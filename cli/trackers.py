@@ -10,11 +10,25 @@ import re
 import shutil
 import time
 from pathlib import Path
+from typing import Literal, get_args
+
+from cscore.errors import ConfigError
 
 MLFLOW_KEY_CHARS = re.compile(r"[^\w.\- /]")
 MLFLOW_PARAM_VALUE_MAX = 6000  # MLflow refuses longer parameter values
 MLFLOW_KEY_MAX = 250
 HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "60"}  # unless set
+
+
+WandbMode = Literal["online", "offline", "disabled", "shared"]
+
+
+def wandb_mode(given: str) -> WandbMode:
+    """``tracking.mode`` (or $WANDB_MODE) as one of the modes ``wandb.init`` takes."""
+    for mode in get_args(WandbMode):
+        if given == mode:
+            return mode
+    raise ConfigError(f"tracking.mode: one of {', '.join(get_args(WandbMode))}, got {given!r}")
 
 
 def outputs_dir() -> Path:
@@ -67,7 +81,10 @@ class MLflowTracker:
         try:
             return self.client.create_experiment(name)
         except MlflowException:  # another job of the sweep created it first
-            return self.client.get_experiment_by_name(name).experiment_id
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
 
     def start_parent(self, sweep_dir: str, overrides) -> str:
         tags = {"cscore.role": "multirun", "cscore.sweep_dir": sweep_dir, "cscore.overrides": " ".join(overrides)}
@@ -128,7 +145,7 @@ class WandbTracker:
                   "cscore": {"run_dir": str(record.run_dir), **record.tags}}
         quiet = self.wandb.Settings(silent=True, console="off", x_disable_stats=True)
         run = self.wandb.init(project=s.get("project"), entity=s.get("entity"), dir=str(root),
-                              mode=s.get("mode") or os.environ.get("WANDB_MODE") or "offline",
+                              mode=wandb_mode(s.get("mode") or os.environ.get("WANDB_MODE") or "offline"),
                               group=record.group, job_type="multirun" if record.group else "run",
                               name=record.name, config=config, settings=quiet, reinit="create_new")
         try:

@@ -93,7 +93,8 @@ def correlation_metrics(records: list[dict]) -> dict[str, float]:
     """One metric per row x aspect x statistic (``contrast/overall/pearson``), and per row and
     statistic the mean over aspects (``contrast/AVG/pearson``, NaN if one of them is), as the
     printed tables have it."""
-    out, per_row = {}, {}
+    out: dict[str, float] = {}
+    per_row: dict[tuple[str, str], list[float]] = {}
     for r in records:
         value = float(r["value"]) if r["value"] is not None else math.nan
         out[metric_name(r["metric"], r["target"], r["correlation"])] = value
@@ -208,7 +209,11 @@ class Tracking(Callback):
 
 
 def tracker_settings(config: DictConfig) -> dict:
-    return OmegaConf.to_container(config.tracking, resolve=True) if "tracking" in config else {"name": "none"}
+    if "tracking" not in config:
+        return {"name": "none"}
+    settings = OmegaConf.to_container(config.tracking, resolve=True)
+    assert isinstance(settings, dict), settings  # a config group: a mapping (cli.compose.plain's check; a cycle)
+    return settings
 
 
 def sweep_dir(config: DictConfig) -> str:

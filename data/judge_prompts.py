@@ -24,12 +24,12 @@ This module imports nothing heavy (no torch, no transformers): tokenizers come i
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from cscore.errors import ConfigError
 from cscore.registry import suggest
+from cscore.score_range import check_range
 
 STYLES = ("cscore", "released")
 # per style: the placeholders of the source, the hypothesis and the range ends
@@ -93,15 +93,6 @@ def check_config(prompt_cfg: Mapping) -> None:
     dialogue = prompt_cfg.get("dialogue_template")
     if dialogue is not None and not (isinstance(dialogue, str) and dialogue.strip()):
         raise ConfigError(f"judge_prompt.dialogue_template must be a non-empty string or null, got {dialogue!r}")
-
-
-def check_range(lo, hi) -> None:
-    """A ConfigError unless lo and hi are integers with lo < hi."""
-    for name, value in (("minimum", lo), ("maximum", hi)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise ConfigError(f"the judge's score range needs integers; its {name} is {value!r}")
-    if lo >= hi:
-        raise ConfigError(f"the judge's score range must have minimum < maximum, got {lo}-{hi}")
 
 
 def aspect_title(aspect: str) -> str:

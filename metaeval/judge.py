@@ -44,10 +44,10 @@ import pandas as pd
 
 from cscore import rundir
 from cscore.metaeval.bias import invalid_rate
+from cscore.metaeval.correlation import CORRELATIONS
 from cscore.metaeval.judge_runs import PARSE, Point, Study
 from cscore.metaeval.judge_tables import (
     ECHO,
-    KINDS,
     LIST,
     STATUSES,
     across_ranges,
@@ -228,13 +228,13 @@ def correlations(study: Study, rows: list[dict], criterion: Criterion = Criterio
     (``resample="items"``: rows, as the released CD-judge evaluation), ``bootstrap`` resamples,
     none when 0."""
     unit = "group" if resample == "groups" else None
-    out, total, done = [], len(rows) * len(KINDS), 0
+    out, total, done = [], len(rows) * len(CORRELATIONS), 0
     for r in rows:
         frame, col = r["frame"], r["column"]
         finite = np.isfinite(frame[col].to_numpy(dtype=float)) & np.isfinite(frame[study.human].to_numpy(dtype=float))
         groups = int(frame.loc[finite, "group"].nunique()) if "group" in frame.columns else int(finite.sum())
         units = groups if unit in frame.columns else int(finite.sum())  # what the bootstrap would redraw
-        for kind in KINDS:
+        for kind in CORRELATIONS:
             stat = criterion.stat(study.human, kind)
             if bootstrap and units >= 2:  # one unit redrawn is the same table every time: no interval
                 ci = bootstrap_ci(frame, stat, col, resample=unit if unit in frame.columns else None,

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from cscore.metaeval import render
+from cscore.metaeval.correlation import CORRELATIONS
 
-KINDS = ("pearson", "spearman", "kendall")
 SHORT = {"pearson": "Pear.", "spearman": "Spear.", "kendall": "Kend."}
 STATUSES = ("No Pred", "Below", "Above")
 LIST = "List"  # the released parse read list numbering as the score (valid there, shown on its own)
@@ -55,7 +55,7 @@ def _cell(value: float, half: float) -> str:
 def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> render.Table:
     """Paper Tables 1-2: per range the rows with Pear. / Spear. / Kend. as 'value ± half-width',
     the best of each range and column marked; then the average over ranges (best marked)."""
-    columns = ["Range"] + [SHORT[k] for k in KINDS]
+    columns = ["Range"] + [SHORT[k] for k in CORRELATIONS]
     rows: list = []
     best: set = set()
     cell = {(r.lo, r.hi, r.label, r.correlation): (r.value, r.half_width) for r in long.itertuples()}
@@ -63,8 +63,9 @@ def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> re
         labels = list(dict.fromkeys(block["label"]))
         start = len(rows)
         for lb in labels:
-            rows.append((lb, [f"{lo}-{hi}"] + [_cell(*cell.get((lo, hi, lb, k), (math.nan, math.nan))) for k in KINDS]))
-        for j, k in enumerate(KINDS, start=1):
+            cells = [_cell(*cell.get((lo, hi, lb, k), (math.nan, math.nan))) for k in CORRELATIONS]
+            rows.append((lb, [f"{lo}-{hi}"] + cells))
+        for j, k in enumerate(CORRELATIONS, start=1):
             vals = np.array([cell.get((lo, hi, lb, k), (math.nan,))[0] for lb in labels], dtype=float)
             if np.isfinite(vals).any():
                 best |= {(start + i, j) for i, v in enumerate(vals) if v == np.nanmax(vals)}
@@ -77,8 +78,8 @@ def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> re
         part = avg[avg["label"] == lb]
         n, of = int(part["ranges"].min()), int(part["of"].iloc[0])
         where = "mean" if n == of else f"mean of {n} of {of}"
-        rows.append((lb, [where] + [_cell(means.at[lb, k], math.nan) for k in KINDS]))
-    for j, k in enumerate(KINDS, start=1):
+        rows.append((lb, [where] + [_cell(means.at[lb, k], math.nan) for k in CORRELATIONS]))
+    for j, k in enumerate(CORRELATIONS, start=1):
         vals = means.loc[labels, k].to_numpy(dtype=float)
         if np.isfinite(vals).any():
             best |= {(start + i, j) for i, v in enumerate(vals) if v == np.nanmax(vals)}
@@ -89,15 +90,15 @@ def range_bias_table(avg: pd.DataFrame, title: str, signature: str = "") -> rend
     """Per row: mean, std and max - min of each correlation over the ranges; the highest mean and
     the smallest std / spread of each column marked."""
     columns, rows, best = [], [], set()
-    for k in KINDS:
+    for k in CORRELATIONS:
         columns += [f"{SHORT[k]} mean", f"{SHORT[k]} std", f"{SHORT[k]} max-min"]
     columns.append("ranges")
     labels = list(dict.fromkeys(avg["label"]))
     key = avg.set_index(["label", "correlation"])
-    grid = np.full((len(labels), 3 * len(KINDS)), np.nan)
+    grid = np.full((len(labels), 3 * len(CORRELATIONS)), np.nan)
     for i, lb in enumerate(labels):
         cells = []
-        for j, k in enumerate(KINDS):
+        for j, k in enumerate(CORRELATIONS):
             r = key.loc[(lb, k)]
             grid[i, 3 * j:3 * j + 3] = [r["mean"], r["std"], r["spread"]]
             cells += [render.number(r["mean"]), render.number(r["std"]), render.number(r["spread"])]

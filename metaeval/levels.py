@@ -40,14 +40,35 @@ Non-finite cells (metric or human) are left out before anything else and counted
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
-from cscore.metaeval.correlation import correlate
+from cscore.metaeval.correlation import CORRELATIONS, correlate
 from cscore.metaeval.kendall import kendall, kendall_like_counts, normalize_variant
 
 LEVELS = ("segment", "item", "system_grouped", "system")
-KINDS = ("pearson", "spearman", "kendall")
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Which columns group the rows into items (``group_col``) and systems (``system_col``), and how
+    the per-group correlations are averaged (``average``: "macro" or "micro")."""
+
+    average: str = "macro"
+    group_col: str = "group"
+    system_col: str = "system"
+
+    @classmethod
+    def split(cls, grouping: Grouping | None, options: dict[str, Any]) -> tuple[Grouping, dict[str, Any]]:
+        """(``grouping`` with the Grouping fields among the keywords ``options``, the other keywords:
+        the Kendall options, ``epsilon`` and ``thresh``)."""
+        names = {f.name for f in fields(cls)}
+        mine = {k: v for k, v in options.items() if k in names}
+        base = grouping if grouping is not None else cls()
+        return replace(base, **mine), {k: v for k, v in options.items() if k not in names}
 
 
 def check_options(level: str, average: str) -> None:
@@ -58,8 +79,8 @@ def check_options(level: str, average: str) -> None:
 
 
 def corr_fn(kind: str, variant: str | None, kw: dict):
-    if kind not in KINDS:
-        raise ValueError(f"unknown correlation {kind!r}; use one of {KINDS}")
+    if kind not in CORRELATIONS:
+        raise ValueError(f"unknown correlation {kind!r}; use one of {CORRELATIONS}")
     if kind != "kendall":
         if variant is not None or kw:
             raise ValueError(f"variant / options apply to kind='kendall' only, not {kind!r}")
@@ -72,17 +93,19 @@ def corr_fn(kind: str, variant: str | None, kw: dict):
 
 def correlate_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str,
                  kind: str = "pearson", variant: str | None = None,
-                 group_col: str = "group", system_col: str = "system",
-                 average: str = "macro", **kendall_kw) -> dict:
-    """Correlation of ``metric_col`` with ``human_col`` at ``level``.
+                 grouping: Grouping | None = None, **options: Any) -> dict:
+    """Correlation of ``metric_col`` with ``human_col`` at ``level``; ``grouping`` (a ``Grouping``;
+    or its fields as keywords: ``average``, ``group_col``, ``system_col``).
 
     Returns ``dict(value, n, n_groups, n_skipped, n_nonfinite)``:
     ``n`` finite cells that entered the value; ``n_groups`` correlations averaged (item /
     system_grouped), systems correlated (system) or 1 (segment, 0 if NaN); ``n_skipped``
     groups / systems left out (segment: 1 if the value is NaN); ``n_nonfinite`` cells
     dropped for a non-finite metric or human score.
-    ``kendall_kw``: ``epsilon`` (metric ties) for b / 23 / acc23, ``thresh`` for like.
+    The other ``options``: ``epsilon`` (metric ties) for b / 23 / acc23, ``thresh`` for like.
     """
+    how, kendall_kw = Grouping.split(grouping, options)
+    average, group_col, system_col = how.average, how.group_col, how.system_col
     check_options(level, average)
     fn = corr_fn(kind, variant, kendall_kw)
     is_like = kind == "kendall" and normalize_variant(variant or "b") == "like"

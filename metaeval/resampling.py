@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -202,10 +204,29 @@ def _zscore(x: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class Permutations:
+    """How ``permutation_test`` permutes and counts (its steps 1, 3 and 4): ``resample`` (None: a
+    coin per cell; a column: its units swap together), ``standardize`` (z-score both metrics
+    first), ``alternative`` ("greater" or "two-sided"), ``plus_one`` (smoothed p)."""
+
+    resample: str | None = None
+    standardize: bool = True
+    alternative: str = "greater"
+    plus_one: bool = False
+
+    @classmethod
+    def given(cls, how: Permutations | None, fields: dict[str, Any]) -> Permutations:
+        """``fields`` (keywords of ``permutation_test``) over ``how`` (default: the defaults); an
+        unknown keyword is a TypeError, as Python's."""
+        return replace(how if how is not None else cls(), **fields)
+
+
 def permutation_test(df: pd.DataFrame, stat: Stat, metric_a: str, metric_b: str, *, n: int = 1000,
-                     seed: int | Sequence[int] = 0, resample: str | None = None, standardize: bool = True,
-                     alternative: str = "greater", plus_one: bool = False) -> dict:
-    """Paired permutation test that metric A beats metric B under ``stat`` (PERM-BOTH).
+                     seed: int | Sequence[int] = 0, how: Permutations | None = None, **fields: Any) -> dict:
+    """Paired permutation test that metric A beats metric B under ``stat`` (PERM-BOTH). ``how``
+    (a ``Permutations``; or its fields as keywords: ``resample``, ``standardize``, ``alternative``,
+    ``plus_one``) sets steps 1, 3 and 4.
 
     As mt-metrics-eval's ``PermutationSigDiff(corr1=B, corr2=A)``:
 
@@ -229,6 +250,8 @@ def permutation_test(df: pd.DataFrame, stat: Stat, metric_a: str, metric_b: str,
     observed test statistic (on the standardised table when ``standardize``; identical to
     ``value_a - value_b`` for scale-invariant statistics such as correlations).
     """
+    opts = Permutations.given(how, fields)
+    resample, standardize, alternative, plus_one = opts.resample, opts.standardize, opts.alternative, opts.plus_one
     if alternative not in ("greater", "two-sided"):
         raise ValueError("alternative must be 'greater' or 'two-sided'")
     if metric_a == metric_b:

@@ -11,8 +11,9 @@ import numpy as np
 
 from cscore.errors import ConfigError
 from cscore.metaeval.accuracy import PROTOCOLS
+from cscore.metaeval.correlation import CORRELATIONS
 from cscore.metaeval.kendall import VARIANTS, normalize_variant
-from cscore.metaeval.levels import KINDS, LEVELS
+from cscore.metaeval.levels import LEVELS
 
 # bootstrap units: groups = documents / source segments (all their rows come along), items = rows
 RESAMPLE = {"groups": "group", "items": None}
@@ -47,8 +48,8 @@ class Spec:
     def __post_init__(self):
         if self.level not in LEVELS:
             raise ConfigError(f"unknown level {self.level!r}; use one of {', '.join(LEVELS)}")
-        if self.kind not in KINDS:
-            raise ConfigError(f"unknown correlation {self.kind!r}; use one of {', '.join(KINDS)}")
+        if self.kind not in CORRELATIONS:
+            raise ConfigError(f"unknown correlation {self.kind!r}; use one of {', '.join(CORRELATIONS)}")
         if self.variant is not None:
             try:
                 self.variant = normalize_variant(self.variant)

@@ -11,9 +11,10 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,7 @@ import pandas as pd
 from cscore.errors import ConfigError
 from cscore.scorers import methods
 from cscore.scorers.engine import engine, seq2seq
-from cscore.scorers.engine.pass_options import PassOptions
+from cscore.scorers.engine.pass_options import PassOptions, Sharding
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import EncodedItem, encode
@@ -37,6 +38,7 @@ from cscore.scorers.models.models import (
 from cscore.scorers.store.cache import StatsCache, ids_digest
 from cscore.scorers.store.shards import ShardedPass, pending_error, run_pass
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 DEFAULT_TEMPERATURES = TEMPERATURES
@@ -51,6 +53,27 @@ def _keep(stats: dict, reports: dict, label: str, got: dict, report, start: floa
     report.fetch_seconds = time.perf_counter() - start
     stats.update({own_role: got[OWN_PASS]} if own_role else got)
     reports[label] = report
+
+
+def _settle(cache: StatsCache, sharded: Sharding, waiting: dict, stats: dict, reports: dict) -> None:
+    """The passes that waited for other shards, each merged meanwhile or mergeable now (the last
+    shard job to end has every pass) into ``stats`` and ``reports``; ShardsPending for the rest."""
+    pending = {}
+    for label, (job, start, own_role) in waiting.items():
+        got, report, pending[label] = run_pass(cache, job, sharded)
+        if got is not None:
+            del pending[label]
+            _keep(stats, reports, label, got, report, start, own_role)
+    if pending:
+        raise pending_error(pending, sharded)
+
+
+def _complete(found: dict[str, T | None]) -> dict[str, T]:
+    """``found`` once every pass is in (None: the place of a pass that never completed)."""
+    missing = [k for k, v in found.items() if v is None]
+    if missing:
+        raise RuntimeError(f"passes without statistics: {missing}")
+    return {k: v for k, v in found.items() if v is not None}
 
 
 __all__ = ["ModelPair", "PairStatistics", "ScoringInput", "load_model"]
@@ -72,7 +95,7 @@ class ScoringInput:
     @property
     def n_truncated(self) -> int:
         """Items whose source was cut (for either model of a cross-family pair)."""
-        amateur = self.amateur_items or [None] * len(self.items)
+        amateur: Sequence[EncodedItem | None] = self.amateur_items or [None] * len(self.items)
         return sum(it.truncated or bool(a and a.truncated) for it, a in zip(self.items, amateur))
 
 
@@ -101,9 +124,12 @@ class PairStatistics:
         if self._units is None:
             from cscore.scorers.engine import align
 
+            tokenizers, texts = self.tokenizers, self.inputs.hypotheses
+            if tokenizers is None or texts is None:
+                raise ValueError("aligned units need a cross-family pair's statistics (its tokenizers and texts)")
             roles = list(self.stats)
             ids = {r: [it.hyp_ids for it in self.inputs.for_role(r)] for r in roles}
-            units = align.align({r: self.tokenizers[r] for r in roles}, self.inputs.hypotheses, ids)
+            units = align.align({r: tokenizers[r] for r in roles}, texts, ids)
             self._units = {r: align.unit_stats(self.stats[r], units.index[r], units.offsets) for r in roles}
         return self._units
 
@@ -170,8 +196,11 @@ def checkpointed(compute, checkpoint, label: str):
         except Exception:  # noqa: BLE001 - e.g. a device that failed: the first error is the one to see
             log.debug("checkpoint not flushed", exc_info=True)
         if isinstance(err, KeyboardInterrupt) and checkpoint.n_saved:  # for the one line Ctrl-C prints
-            err.add_note(f"statistics ({label}): {checkpoint.n_saved} of {checkpoint.n_items} items kept in a "
-                         "checkpoint")
+            note = f"statistics ({label}): {checkpoint.n_saved} of {checkpoint.n_items} items kept in a checkpoint"
+            if sys.version_info >= (3, 11):
+                err.add_note(note)
+            else:  # what add_note does (Python 3.10 has no add_note; cli/exits.py reads __notes__)
+                setattr(err, "__notes__", [*getattr(err, "__notes__", ()), note])
         raise
     report.resumed = checkpoint.n_kept
     return got, report
@@ -260,6 +289,7 @@ class ModelPair:
             spans if amateur_prompts is None else [None] * len(a_prompts))
         if len(a_prompts) != len(hypotheses):
             raise ValueError(f"{len(a_prompts)} amateur prompts but {len(hypotheses)} hypotheses")
+        assert self.amateur is not None  # aligned: a pair of two models
         tok = self.amateur.tokenizer
         amateur_items = [encode(tok, p, h, max_length=max_length, source_span=s, index=i)
                          for i, (p, h, s) in enumerate(zip(a_prompts, hypotheses, a_spans))]
@@ -268,7 +298,7 @@ class ModelPair:
     def _eos(self) -> int:
         """The EOS a seq2seq target ends with: the tokenizer's, else the model config's."""
         eos = self.tokenizer.eos_token_id
-        config = self.expert.config if self.expert.config is not None else self.expert.model.config
+        config = self.expert.config if self.expert.config is not None else getattr(self.expert.model, "config")
         eos = config.eos_token_id if eos is None else eos
         if isinstance(eos, (list, tuple)):
             eos = eos[0] if eos else None
@@ -292,12 +322,15 @@ class ModelPair:
         raises ShardsPending when a pass waits for shards this process does not run."""
         opts = PassOptions.given(**settings)
         shards = opts.shards
+        sharded = shards if shards is not None and shards.on else None
         if inputs is None:
             if prompts is None or hypotheses is None:
                 raise ValueError("give prompts and hypotheses, or inputs")
             inputs = self.encode(prompts, hypotheses, max_length=opts.max_length, source_spans=source_spans)
         self.check_pass_inputs(inputs, models, cache, shards)
-        stats, reports, pending, waiting = {}, {}, {}, {}
+        stats: dict[str, TokenStats | None] = {}  # None: a sharded pass still pending, in its place
+        reports: dict[str, engine.EngineReport | None] = {}
+        waiting: dict[str, tuple[ShardedPass, float, str | None]] = {}
         for run_model, heads in self.passes(models):
             label, role, start = "+".join(heads), next(iter(heads)), time.perf_counter()
             pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
@@ -313,11 +346,11 @@ class ModelPair:
 
             if cache is None:
                 got, report = compute()
-            elif shards is not None and shards.on:
+            elif sharded is not None:
                 job = ShardedPass(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
                                   list(temperatures), compute, label, [f"{h}: {run_model.name}" for h in run_heads],
                                   TokenStats)
-                got, report, _ = run_pass(cache, job, shards)
+                got, report, _ = run_pass(cache, job, sharded)
                 if got is None:  # another shard's batches missing: tried again after this process's other passes
                     reports[label], waiting[label] = None, (job, start, role if own else None)
                     stats.update(dict.fromkeys([role] if own else run_heads))  # its places, in pass order
@@ -326,15 +359,11 @@ class ModelPair:
                 got, report = self._cached(cache, run_model, run_heads, ids, temperatures, opts, compute,
                                            [len(h) for _, h in pairs])
             _keep(stats, reports, label, got, report, start, role if own else None)
-        for label, (job, start, own_role) in waiting.items():  # merged meanwhile, or mergeable now: the
-            got, report, pending[label] = run_pass(cache, job, shards)  # last shard job to end has every pass
-            if got is not None:
-                del pending[label]
-                _keep(stats, reports, label, got, report, start, own_role)
-        if pending:
-            raise pending_error(pending, shards)
+        if waiting:
+            assert cache is not None and sharded is not None  # a pass waits only when sharded through the cache
+            _settle(cache, sharded, waiting, stats, reports)
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
-        return PairStatistics(stats, inputs, reports, tokenizers)
+        return PairStatistics(_complete(stats), inputs, _complete(reports), tokenizers)
 
     def check_pass_inputs(self, inputs: ScoringInput, models, cache, shards) -> None:
         if self.aligned and inputs.amateur_items is None and "amateur" in (models or ["amateur"]):
@@ -376,7 +405,7 @@ class ModelPair:
     def passes(self, wanted: Sequence[str] | None) -> list[tuple[LoadedModel, dict[str, int | None]]]:
         """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass."""
         wanted = list(self.models) if wanted is None else list(wanted)
-        passes = []
+        passes: list[tuple[LoadedModel, dict[str, int | None]]] = []
         if "expert" in wanted:
             passes.append((self.expert, {"expert": None}))
         if "amateur" in wanted:

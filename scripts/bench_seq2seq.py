@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_prefix import TEMPS, as_stats, keep_stats, padded_batch, slice_examples, source_batches  # noqa: E402
 
 from cscore.scorers.engine import seq2seq  # noqa: E402
+from cscore.scorers.engine.pass_options import PassOptions  # noqa: E402
 from cscore.scorers.models.models import load_model  # noqa: E402
 
 # config.json of t5-small / t5-base: d_model, d_ff, layers (encoder = decoder), heads, d_kv, vocabulary
@@ -86,8 +87,8 @@ def per_source_loop(model, items):
 
 
 def cscore_pass(model, items, token_budget: int):
-    stats, report = seq2seq.compute(model, items, temperatures=TEMPS, token_budget=token_budget, pad_id=PAD,
-                                    heads={"expert": None})
+    stats, report = seq2seq.compute(model, items, temperatures=TEMPS, pad_id=PAD, heads={"expert": None},
+                                    options=PassOptions(token_budget=token_budget))
     return stats["expert"], report.tokens
 
 

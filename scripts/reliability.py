@@ -18,7 +18,6 @@ root (skipped otherwise, or with --no-mount) and are always unmounted again. Pri
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import random
@@ -28,15 +27,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+from reliability_checks import Job, Tally, entry_states, same_scores, score_frame
 
 from cscore import rundir
-from cscore.scorers.store.cache import CacheEntryError, StatsCache
+from cscore.scorers.store.cache import StatsCache
 
 WORDS = ("the council river bridge vaccine patients team match goal library storm mayor city night rain "
          "report police money bank school children road power water price market").split()
@@ -93,35 +91,6 @@ def build_table(file: Path, n: int) -> Path:
 # one command, watched
 
 
-class Job:
-    """A `cscore run` subprocess whose output lines are time-stamped as they come."""
-
-    def __init__(self, args: list[str], cwd: Path):
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-        self.start = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "cscore.cli.main", *args], cwd=cwd, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: list[tuple[float, str]] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.append((time.perf_counter() - self.start, line.rstrip("\n")))
-
-    def seen(self, text: str) -> int:
-        return sum(text in line for _, line in list(self.lines))
-
-    def wait(self, timeout: float = 600) -> int:
-        rc = self.proc.wait(timeout)
-        self.reader.join(10)
-        return rc
-
-    @property
-    def output(self) -> str:
-        return "\n".join(line for _, line in self.lines)
-
-
 def has(folder: Path, test) -> int:
     try:
         return sum(1 for p in os.scandir(folder) if test(p.name))
@@ -156,38 +125,6 @@ def run_and_kill(args, cwd, trigger, sig, rng) -> tuple[Job, float | None]:
 # checks
 
 
-def score_frame(run_dir: Path) -> pd.DataFrame:
-    df = pd.read_parquet(run_dir / rundir.SCORES)
-    return df[["id", "hypothesis"] + rundir.score_columns(df.columns)]
-
-
-def same_scores(a: pd.DataFrame, b: pd.DataFrame) -> bool:
-    if (
-        list(a.columns) != list(b.columns)
-        or list(a["id"]) != list(b["id"])
-        or list(a["hypothesis"]) != list(b["hypothesis"])
-    ):
-        return False
-    return all(
-        np.array_equal(a[c].to_numpy(), b[c].to_numpy(), equal_nan=True) for c in rundir.score_columns(a.columns)
-    )
-
-
-def entry_states(cache_dir: Path) -> tuple[set[str], int]:
-    """(keys whose entry verifies, entries that do not verify: read as complete would be a finding)."""
-    from cscore.cli.cache_cmd import payload_of
-
-    cache = StatsCache(cache_dir)
-    good, bad = set(), 0
-    for key in cache.keys():
-        try:
-            cache.read(key, payload_of(cache.meta(key)))
-            good.add(key)
-        except (CacheEntryError, FileNotFoundError, TypeError):  # TypeError: meta.json names no payload type
-            bad += 1
-    return good, bad
-
-
 def job_dirs(sweep: Path, n: int) -> list[Path]:
     return [sweep / str(i) for i in range(n)]
 
@@ -204,26 +141,6 @@ def complete_dirs(dirs, refs) -> tuple[dict[Path, bytes], int]:
             except Exception:
                 wrong += 1
     return done, wrong
-
-
-class Tally:
-    """One row of the table."""
-
-    def __init__(self, case: str):
-        self.case, self.iterations, self.signals = case, 0, 0
-        self.states: collections.Counter = collections.Counter()
-        self.findings: list[str] = []
-        self.lost = self.recomputed = self.bad_read = self.unequal = self.resumed = 0
-
-    def add(self, finding: str):
-        self.findings.append(finding)
-
-    def row(self) -> dict:
-        return {"case": self.case, "iterations": self.iterations, "signals": self.signals,
-                "states": dict(self.states), "lost": self.lost, "recomputed": self.recomputed,
-                "corrupt_read_as_complete": self.bad_read, "final_differs": self.unequal,
-                "items_resumed": self.resumed,
-                "findings": self.findings}
 
 
 def checkpoint_files(cache_dir: Path) -> int:
@@ -590,7 +507,6 @@ def parse(argv):
 
 
 def main(argv=None) -> int:
-    sys.modules.setdefault("reliability", sys.modules[__name__])  # what reliability_shards imports from
     args = parse(argv)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="cscore-reliability-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,8 @@ bench's tiny model and table, checked against the bench's uninterrupted, unshard
   directories): every shard's batches computed once in all, both runs identical.
 
 A shard that computes announces its work (`runtime.progress=true`): `expert+amateur: N items, ...
-to run (shard K+1 of 2: ...)`; a shard that finds its mark done says nothing. Loaded by reliability.py."""
+to run (shard K+1 of 2: ...)`; a shard that finds its mark done says nothing. Loaded by
+reliability.py; it imports only reliability_checks.py (what the two share)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from reliability import Job, Tally, entry_states, same_scores, score_frame
+from reliability_checks import Job, Tally, entry_states, same_scores, score_frame
 
 DEVICES = "runtime.devices=[cpu,cpu]"
 WORK = re.compile(r"items, .* to run \(shard (\d+) of 2: ")  # progress detail: 1-based

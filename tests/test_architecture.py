@@ -1,5 +1,6 @@
 """The import architecture (issue 21): the import-linter contracts of pyproject.toml hold, and
-scorers/, data/, metaeval/ and cli/ have no import cycles (imports inside functions count)."""
+scorers/, data/, metaeval/ and cli/ have no import cycles (imports inside functions count), nor have
+the scripts (each imports its siblings by their file name: ``scripts/`` is on the path of a script)."""
 
 from __future__ import annotations
 
@@ -99,6 +100,28 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_cycles_in_scorers_data_metaeval_cli():
     found = [c for c in cycles(import_graph(ROOT, "cscore")) if any(m.startswith(NO_CYCLES) for m in c)]
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def scripts_graph(folder: Path) -> dict[str, set[str]]:
+    """Script -> the sibling scripts it imports anywhere in its code (functions included)."""
+    files = {f.stem: f for f in sorted(folder.glob("*.py"))}
+    return {name: {m for node in ast.walk(ast.parse(f.read_text(), str(f)))
+                   for m in imported(node, name, False, set(files))} for name, f in files.items()}
+
+
+def test_no_import_cycles_in_scripts():
+    graph = scripts_graph(ROOT / "scripts")
+    assert "reliability_checks" in graph["reliability_shards"]
+    found = cycles(graph)
+    assert not found, "import cycles in scripts/:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_scripts_cycle_finder_sees_sibling_imports(tmp_path):
+    (tmp_path / "a.py").write_text("import b\n")
+    (tmp_path / "b.py").write_text("def f():\n    from a import g\n    return g\n")
+    (tmp_path / "c.py").write_text("import os\nimport a\n")
+    assert scripts_graph(tmp_path) == {"a": {"b"}, "b": {"a"}, "c": {"a"}}
+    assert cycles(scripts_graph(tmp_path)) == [["a", "b"]]
 
 
 def test_the_cycle_finder_sees_imports_inside_functions(tmp_path):

@@ -9,6 +9,7 @@ import torch
 
 from cscore.errors import CscoreError
 from cscore.scorers.engine import budget, engine
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.models.models import load_model
 
 TEMPS = (0.5, 1.0)
@@ -63,11 +64,12 @@ def assert_same(a, b):
 @pytest.mark.parametrize("share", [True, False])
 def test_out_of_memory_halves_the_budget_and_gives_the_same_statistics(model, share):
     data = items()
-    want, plain = engine.compute(model, data, temperatures=TEMPS, heads=HEADS, token_budget=4096, prefix_sharing=share)
+    want, plain = engine.compute(model, data, temperatures=TEMPS, heads=HEADS,
+                                 options=PassOptions(token_budget=4096, prefix_sharing=share))
     assert plain.oom_retries == 0 and plain.token_budget == 4096
     with DeviceLimit(model, 120) as limit:
-        got, report = engine.compute(model, data, temperatures=TEMPS, heads=HEADS, token_budget=4096,
-                                     prefix_sharing=share)
+        got, report = engine.compute(model, data, temperatures=TEMPS, heads=HEADS,
+                                     options=PassOptions(token_budget=4096, prefix_sharing=share))
     assert limit.refused == report.oom_retries > 0
     assert report.token_budget <= 128 and report.token_budget == 4096 >> report.oom_retries
     assert_same(got, want)
@@ -76,7 +78,8 @@ def test_out_of_memory_halves_the_budget_and_gives_the_same_statistics(model, sh
 def test_one_item_too_large_alone_is_a_clear_error(model):
     data = items()
     with DeviceLimit(model, 20), pytest.raises(budget.OutOfMemory, match="one item of .* tokens alone") as err:
-        engine.compute(model, data, temperatures=TEMPS, heads=HEADS, token_budget=4096, prefix_sharing=False)
+        engine.compute(model, data, temperatures=TEMPS, heads=HEADS,
+                       options=PassOptions(token_budget=4096, prefix_sharing=False))
     assert isinstance(err.value, CscoreError)  # the CLI prints one line and exits non-zero
 
 
@@ -84,15 +87,15 @@ def test_other_errors_are_not_retried(model):
     handle = engine.decoder_base(model).register_forward_pre_hook(lambda *a: (_ for _ in ()).throw(KeyError("x")))
     try:
         with pytest.raises(KeyError):
-            engine.compute(model, items(), temperatures=TEMPS, heads=HEADS, token_budget=4096)
+            engine.compute(model, items(), temperatures=TEMPS, heads=HEADS, options=PassOptions(token_budget=4096))
     finally:
         handle.remove()
 
 
 def test_auto_on_the_cpu_is_estimated_once_and_scores_the_same(model):
     data = items()
-    want, _ = engine.compute(model, data, temperatures=TEMPS, heads=HEADS, token_budget=4096)
-    got, report = engine.compute(model, data, temperatures=TEMPS, heads=HEADS, token_budget="auto")
+    want, _ = engine.compute(model, data, temperatures=TEMPS, heads=HEADS, options=PassOptions(token_budget=4096))
+    got, report = engine.compute(model, data, temperatures=TEMPS, heads=HEADS, options=PassOptions(token_budget="auto"))
     assert budget.MIN_BUDGET <= report.token_budget <= budget.CPU_MAX
     assert report.token_budget & (report.token_budget - 1) == 0  # a power of two
     assert_same(got, want)

@@ -317,3 +317,74 @@ def test_merge_notes_are_not_published():
     assert not [f for f in nav_files(config["nav"]) if f.startswith("notes/")]
     pages = [p for p in (ROOT / "docs").rglob("*.md") if p.relative_to(ROOT / "docs").parts[0] != "notes"]
     assert not [str(p) for p in pages if re.search(r"\]\((?:\.\./)*notes/", p.read_text())]
+
+
+# ---------------------------------------------------------------------------------------------
+# dotted names in docstrings and on the pages
+
+DOTTED = re.compile(r"(?<![\w./${-])cscore(?:\.[A-Za-z_]\w*)+(?![\w:-])")  # not a path, a resolver or a tag
+# names that are no Python names: the run-name resolver and the trackers' tags (each a string in cli/)
+NOT_PYTHON = {"cscore.run_name", "cscore.role", "cscore.sweep_dir", "cscore.overrides", "cscore.job"}
+
+
+def resolves(name: str) -> bool:
+    """``name`` (``cscore.a.b.C.d``) is a module, or an attribute path under its longest module prefix."""
+    import importlib
+
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def docstrings(source: str, name: str) -> list[str]:
+    import ast
+
+    return [doc for node in ast.walk(ast.parse(source, filename=name))
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and (doc := ast.get_docstring(node, clean=False))]
+
+
+def unresolved_names(texts: dict[str, list[str]]) -> list[str]:
+    """``where: name`` for each ``cscore.`` name in ``texts`` ({where: [text]}) that resolves to nothing."""
+    return sorted({f"{where}: {n}" for where, parts in texts.items() for text in parts
+                   for n in DOTTED.findall(text) if n not in NOT_PYTHON and not resolves(n)})
+
+
+def test_the_name_checker_finds_names_that_do_not_resolve():
+    text = ("``cscore.metaeval.levels.correlate_at``, cscore.metaeval.levels.Grouping.split, cscore.metaeval "
+            "and cscore.metaeval.levels.no_such, cscore.no_module.x; not scorers/cscore.x, ${cscore.run_name:}, "
+            "the tag cscore.job or a file cscore.egg-info")
+    assert unresolved_names({"m.py": [text]}) == ["m.py: cscore.metaeval.levels.no_such", "m.py: cscore.no_module.x"]
+
+
+def test_the_names_that_are_no_python_names_are_strings_of_cli():
+    source = "".join(f.read_text() for f in sorted((ROOT / "cli").glob("*.py")))
+    assert all(f'"{n}' in source for n in NOT_PYTHON), [n for n in NOT_PYTHON if f'"{n}' not in source]
+
+
+def test_every_dotted_name_in_a_docstring_or_on_a_page_resolves():
+    """Every ``cscore.`` name in the package's docstrings (scripts included) and on the published
+    pages (docs/notes/ is not published) names a module or an attribute: a moved module or function
+    is caught where a docstring or a page still names it by its old place."""
+    texts: dict[str, list[str]] = {}
+    for f in sorted(ROOT.rglob("*.py")):
+        rel = f.relative_to(ROOT)
+        if rel.parts[0] in ("tests", "outputs", "site") or ".venv" in rel.parts:
+            continue
+        texts[str(rel)] = docstrings(f.read_text(), str(rel))
+    pages = {str(p.relative_to(ROOT)): [p.read_text()] for p in sorted((ROOT / "docs").rglob("*.md"))
+             if "notes" not in p.relative_to(ROOT / "docs").parts}
+    assert len(pages) > 10 and "cli/names.py" in texts
+    names = {n for parts in texts.values() for text in parts for n in DOTTED.findall(text)}
+    assert len(names) > 20, names  # the pattern still finds the names written
+    bad = unresolved_names({**texts, **pages})
+    assert not bad, "names that resolve to nothing:\n" + "\n".join(bad)

@@ -12,6 +12,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from cscore.scorers.engine import engine, flops
+from cscore.scorers.engine.pass_options import PassOptions
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +114,8 @@ def test_engine_reports_the_useful_flops_of_its_rows(llama):
 
     for share in (False, True):
         for budget in (64, 4096):  # padding and batching change nothing useful
-            _, rep = engine.compute(llama, items, temperatures=[1.0], token_budget=budget, prefix_sharing=share,
-                                    heads={"expert": None, "amateur": 2})
+            _, rep = engine.compute(llama, items, temperatures=[1.0], heads={"expert": None, "amateur": 2},
+                                    options=PassOptions(token_budget=budget, prefix_sharing=share))
             assert rep.flops == by_hand(share), (share, budget)
     assert by_hand(True) < by_hand(False)
 

@@ -19,6 +19,7 @@ import torch
 import transformers
 
 from cscore.scorers.engine import engine
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.models.gguf import CONVERSION_VERSION, PACKAGED_GGUF, resolve_path
 from cscore.scorers.models.models import early_exit, load_model
 
@@ -183,8 +184,8 @@ def test_gemma3_270m_early_exit_equals_the_truncated_model(gemma, f32):
     for (p, h), w in zip(items, want):
         np.testing.assert_allclose(hyp_logprobs(view.model, p, h), w, rtol=0, atol=f32.logp_tol(w).min())
     for side in ("left", "right"):
-        stats, _ = engine.compute(gemma.model, items, temperatures=(1.0,), padding_side=side,
-                                  pad_id=tok.pad_token_id, heads={"amateur": k})
+        stats, _ = engine.compute(gemma.model, items, temperatures=(1.0,), pad_id=tok.pad_token_id,
+                                  heads={"amateur": k}, options=PassOptions(padding_side=side))
         for i, w in enumerate(want):
             got = stats["amateur"].lp(1.0)[stats["amateur"].item(i)]
             np.testing.assert_allclose(got, w, rtol=0, atol=f32.logp_tol(w).min())

@@ -11,6 +11,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cscore.scorers.engine import engine, head
+from cscore.scorers.engine.pass_options import PassOptions
 
 TEMPS = (0.5, 1.0, 2.0, 0.7)
 
@@ -98,7 +99,7 @@ def test_bfloat16_model_within_its_rounding_of_float32(tiny_dirs, share):
     got = {}
     for dtype in (torch.float32, torch.bfloat16):
         model = AutoModelForCausalLM.from_pretrained(tiny_dirs.expert, dtype=dtype).eval()
-        stats, _ = engine.compute(model, items, temperatures=TEMPS, prefix_sharing=share)
+        stats, _ = engine.compute(model, items, temperatures=TEMPS, options=PassOptions(prefix_sharing=share))
         got[dtype] = stats["model"]
     a, b = got[torch.float32], got[torch.bfloat16]
     # bfloat16 keeps 8 bits of mantissa: hidden states and logits differ by ~2**-8 relative, log p

@@ -230,7 +230,7 @@ def test_test_correlations_are_scipys_on_the_test_rows_of_the_chosen_point(rep, 
         p = next(p for p in study.points if (p.pair, p.lo, p.lam, p.t) == ("pA", lo, lam, t))
         test = p.frame[p.frame["split"] == "test"]
         assert len(test) == 32
-        for kind in judge.KINDS:
+        for kind in judge.CORRELATIONS:
             for label, col in (("Contra. (pA)", "score.cd_judge"), ("Main-8B", "score.expert"),
                                ("Asst-1B", "score.amateur"), ("Contra. (pA) [expected]", None)):
                 got = long[(long["lo"] == lo) & (long["label"] == label) & (long["correlation"] == kind)]

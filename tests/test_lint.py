@@ -1,8 +1,9 @@
 """Static checks (issue 21): ruff is clean on the tree, mypy is clean on the typed packages (in the
 fast tier: incremental, its cache in .mypy_cache), no function in the package (tests excluded) is
-over 60 lines, and no function in scorers/ takes more than 8 parameters (issue 31: a pass's settings
-travel as one ``PassOptions``), with no exceptions. The docs' claims about what mypy covers match
-pyproject.toml."""
+over 60 lines, and no function in the package takes more than 8 parameters, ``*args`` and
+``**kwargs`` counted (issue 31: a pass's settings travel as one ``PassOptions``; issue 40: the whole
+package), but the two keyword shims of scorers/ still to become typed signatures (``OVER_8``, which
+may only shrink). The docs' claims about what mypy covers match pyproject.toml."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 60
-MAX_PARAMS = 8  # per function in scorers/ (self / cls not counted; *args / **kwargs not counted)
+MAX_PARAMS = 8  # per function (self / cls not counted; *args and **kwargs counted)
+# the keyword shims (``**settings``) that still take a ninth parameter (issue 40 item 2: typed
+# signatures instead); a function fixed leaves this set (the test says so), none joins it
+OVER_8 = {"scorers/api.py statistics", "scorers/judge/judge.py compute"}
 
 
 def _mypy_settings() -> dict:
@@ -32,8 +36,11 @@ def _mypy_settings() -> dict:
 
 
 def untyped_defs_packages(settings: dict) -> list[str]:
-    """The packages whose unannotated function bodies mypy checks (``check_untyped_defs`` overrides;
-    a package is named by its ``pkg`` and ``pkg.*`` patterns, listed once)."""
+    """The packages whose unannotated function bodies mypy checks: all of ``packages`` when
+    ``check_untyped_defs`` is on for all, else its overrides' (a package is named by its ``pkg``
+    and ``pkg.*`` patterns, listed once)."""
+    if settings.get("check_untyped_defs"):
+        return sorted(settings["packages"])
     found = [m for o in settings.get("overrides", []) if o.get("check_untyped_defs")
              for m in ([o["module"]] if isinstance(o["module"], str) else o["module"])]
     return sorted({m.removesuffix(".*") for m in found})
@@ -98,7 +105,8 @@ def test_the_docs_name_the_packages_mypy_checks():
     checked, _, untyped = row.partition("check_untyped_defs")
     assert re.findall(r"`(cscore[\w.]*)`", checked) == settings["packages"]
     assert sorted(re.findall(r"`(cscore[\w.]*)`", untyped)) == untyped_defs_packages(settings)
-    assert untyped_defs_packages(settings), "check_untyped_defs is on for at least cscore.data"
+    assert settings["packages"] == ["cscore"], "mypy checks the whole package"
+    assert untyped_defs_packages(settings) == ["cscore"], "check_untyped_defs is on for the whole package"
     page = (ROOT / "docs" / "architecture.md").read_text()
     assert "-p cscore" not in page, "the command by hand reads the packages from pyproject.toml"
 
@@ -108,6 +116,23 @@ def test_untyped_defs_packages_reads_both_patterns():
                               {"module": "cscore.x.*", "check_untyped_defs": True},
                               {"module": "cscore.y", "ignore_errors": True}]}
     assert untyped_defs_packages(settings) == ["cscore.data", "cscore.x"]
+    assert untyped_defs_packages({**settings, "check_untyped_defs": True, "packages": ["cscore"]}) == ["cscore"]
+
+
+def test_mypy_checks_the_installed_package_and_nothing_beside_it():
+    """``packages`` is the package; ``exclude`` leaves out exactly the folders that are not in it
+    (those [tool.setuptools] does not install: the scripts, tests, docs hooks and outputs)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    installed = {p.split(".")[1] for p in config["tool"]["setuptools"]["packages"] if p.count(".") >= 1}
+    folders = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))
+               and p.name != "site" and not p.name.endswith(".egg-info")}
+    (pattern,) = _mypy_settings()["exclude"]
+    left_out = {f for f in folders if re.search(pattern, f"cscore/{f}/x.py")}
+    assert left_out == folders - installed, (left_out, folders - installed)
 
 
 def _package_files() -> list[Path]:
@@ -143,7 +168,8 @@ def test_no_function_over_60_lines():
 
 def many_params(source: str, name: str) -> list[str]:
     """Every function (methods and nested ones included) in ``source`` with more than MAX_PARAMS
-    named parameters (positional and keyword-only; ``self`` / ``cls`` of a method not counted)."""
+    parameters (positional, keyword-only, ``*args`` and ``**kwargs``; ``self`` / ``cls`` of a
+    method not counted)."""
     found = []
     for node in ast.walk(ast.parse(source, filename=name)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -151,8 +177,9 @@ def many_params(source: str, name: str) -> list[str]:
             named = [*a.posonlyargs, *a.args, *a.kwonlyargs]
             if named and named[0].arg in ("self", "cls"):
                 named = named[1:]
-            if len(named) > MAX_PARAMS:
-                found.append(f"{name}:{node.lineno} {node.name} ({len(named)} parameters)")
+            count = len(named) + (a.vararg is not None) + (a.kwarg is not None)
+            if count > MAX_PARAMS:
+                found.append(f"{name}:{node.lineno} {node.name} ({count} parameters)")
     return found
 
 
@@ -161,14 +188,23 @@ def test_many_params_detected():
     eight = ", ".join(f"a{i}" for i in range(MAX_PARAMS))
     assert many_params(f"def f({nine}):\n    pass\n", "m.py") == [f"m.py:1 f ({MAX_PARAMS + 1} parameters)"]
     assert many_params(f"def f(*, {nine}):\n    pass\n", "m.py") == [f"m.py:1 f ({MAX_PARAMS + 1} parameters)"]
-    assert many_params(f"class C:\n    def f(self, {eight}, **kw):\n        pass\n", "m.py") == []
+    assert many_params(f"class C:\n    def f(self, {eight}):\n        pass\n", "m.py") == []
+    assert many_params(f"class C:\n    def f(self, {eight}, **kw):\n        pass\n", "m.py") == [
+        f"m.py:2 f ({MAX_PARAMS + 1} parameters)"]
+    seven = ", ".join(f"a{i}" for i in range(MAX_PARAMS - 1))
+    assert many_params(f"def f({seven}, *args, **kw):\n    pass\n", "m.py") == [
+        f"m.py:1 f ({MAX_PARAMS + 1} parameters)"]
+    assert many_params(f"def f({seven}, *args):\n    pass\n", "m.py") == []
 
 
-def test_no_function_in_scorers_over_8_parameters():
-    files = [p for p in _package_files() if p.relative_to(ROOT).parts[0] == "scorers"]
-    assert any(p.name == "loaded.py" for p in files)
+def test_no_function_in_the_package_over_8_parameters():
+    files = _package_files()
+    assert {"loaded.py", "levels.py", "judge_released.py", "reliability.py"} <= {p.name for p in files}
     found = [hit for p in files for hit in many_params(p.read_text(), str(p.relative_to(ROOT)))]
-    assert not found, f"functions in scorers/ over {MAX_PARAMS} parameters:\n" + "\n".join(found)
+    where = {f"{hit.split(':')[0]} {hit.split()[1]}" for hit in found}
+    assert where <= OVER_8, f"functions over {MAX_PARAMS} parameters:\n" + "\n".join(
+        h for h in found if f"{h.split(':')[0]} {h.split()[1]}" not in OVER_8)
+    assert where == OVER_8, f"no longer over {MAX_PARAMS} parameters, take them out of OVER_8: {OVER_8 - where}"
 
 
 def test_a_missing_tool_skips_or_fails_under_ci():

@@ -46,7 +46,7 @@ ITEMS = make_items()
 
 
 def run(model, items=ITEMS, **kw):
-    return engine.compute(model, items, temperatures=TEMPS, heads=HEADS, **kw)
+    return engine.compute(model, items, temperatures=TEMPS, heads=HEADS, options=PassOptions(**kw))
 
 
 def assert_same(a, b, atol=1e-9):
@@ -167,7 +167,8 @@ def test_model_without_a_custom_mask_runs_unshared(toy_bigram):
     toy = toy_bigram(table).double()
     items = [([1, 2, 3], [4, 5]), ([1, 2, 3], [6]), ([7], [8, 9])]
     on, r_on = engine.compute(toy, items, temperatures=(1.0,), heads={"m": None})
-    off, r_off = engine.compute(toy, items, temperatures=(1.0,), heads={"m": None}, prefix_sharing=False)
+    off, r_off = engine.compute(toy, items, temperatures=(1.0,), heads={"m": None},
+                                options=PassOptions(prefix_sharing=False))
     assert r_on.tokens == r_off.tokens
     np.testing.assert_array_equal(on["m"].logp, off["m"].logp)
 
@@ -366,8 +367,10 @@ def test_sliding_window_rows_are_shared_and_exact(gemma_like, monkeypatch, promp
     items = window_items()
     assert engine.sharing_window(gemma_like) == 6 and engine.row_window(gemma_like) == engine.UNBOUNDED
     heads = {"model": None}
-    ref, off = engine.compute(gemma_like, items, temperatures=TEMPS, heads=heads, prefix_sharing=False)
-    got, on = engine.compute(gemma_like, items, temperatures=TEMPS, heads=heads, token_budget=budget)
+    ref, off = engine.compute(gemma_like, items, temperatures=TEMPS, heads=heads,
+                              options=PassOptions(prefix_sharing=False))
+    got, on = engine.compute(gemma_like, items, temperatures=TEMPS, heads=heads,
+                             options=PassOptions(token_budget=budget))
     np.testing.assert_allclose(got["model"].logp, ref["model"].logp, rtol=0, atol=1e-9)
     np.testing.assert_allclose(got["model"].logp_max, ref["model"].logp_max, rtol=0, atol=1e-9)
     rows = engine.plan_rows(items, budget, True)
@@ -379,10 +382,12 @@ def test_sliding_window_matters_here(gemma_like):
     """The check above can fail: the same model with its window ignored in packed rows (the mask
     of every layer full) scores the rows longer than the window differently."""
     items = window_items()
-    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, prefix_sharing=False)
+    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None},
+                            options=PassOptions(prefix_sharing=False))
     gemma_like.config.sliding_window = 10_000
     try:
-        wide, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, prefix_sharing=False)
+        wide, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None},
+                                 options=PassOptions(prefix_sharing=False))
     finally:
         gemma_like.config.sliding_window = 6
     assert np.abs(wide["model"].logp - ref["model"].logp).max() > 1e-3
@@ -393,7 +398,8 @@ def test_dense_path_keeps_long_rows_unshared(gemma_like, monkeypatch):
     window: rows whose prompt + hypothesis passes it run unshared there, and the log-probs stay
     those of the unshared pass."""
     items = window_items()
-    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, prefix_sharing=False)
+    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None},
+                            options=PassOptions(prefix_sharing=False))
     monkeypatch.setattr(engine, "SPARSE_PACKED", False)
     assert engine.row_window(gemma_like) == 6
     got, on = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None})
@@ -407,7 +413,8 @@ def test_flex_path_keeps_long_rows_unshared(gemma_like, monkeypatch):
     """The flex block mask has no sliding window: there, as on the dense path, rows whose prompt +
     hypothesis passes the window run unshared, and the log-probs stay those of the unshared pass."""
     items = window_items()
-    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None}, prefix_sharing=False)
+    ref, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None},
+                            options=PassOptions(prefix_sharing=False))
     monkeypatch.setattr(engine, "PACKED_CPU", "flex")
     assert engine.row_window(gemma_like) == 6
     got, _ = engine.compute(gemma_like, items, temperatures=TEMPS, heads={"model": None})

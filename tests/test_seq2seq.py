@@ -22,6 +22,7 @@ from cscore.scorers import methods
 from cscore.scorers.api import ModelPair
 from cscore.scorers.engine import engine, seq2seq
 from cscore.scorers.engine import head as lm_head
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import InputError, encode, target_ids
 from cscore.scorers.models.models import LoadedModel, check_same_kind, early_exit, load_model
@@ -285,7 +286,8 @@ def test_batching_budget_order_and_encoder_sharing_do_not_change_the_statistics(
         done = []
         counter = EncoderRows(model)
         try:
-            stats, report = seq2seq.compute(model, its, temperatures=TEMPS, pad_id=PAD, progress=done.append, **kw)
+            stats, report = seq2seq.compute(model, its, temperatures=TEMPS, pad_id=PAD, progress=done.append,
+                                            options=PassOptions(**kw))
         finally:
             counter.close()
         assert sum(done) == len(its) and len(done) == report.batches
@@ -326,7 +328,8 @@ def test_many_hypotheses_of_one_source_share_one_encoder_pass(loaded, items, mon
     its = [(src, h) for _, h in items["t5"]]  # every hypothesis under the first source
     counter = EncoderRows(model)
     try:
-        shared, rep = seq2seq.compute(model, its, temperatures=TEMPS, pad_id=PAD, token_budget=100_000)
+        shared, rep = seq2seq.compute(model, its, temperatures=TEMPS, pad_id=PAD,
+                                      options=PassOptions(token_budget=100_000))
     finally:
         counter.close()
     assert counter.rows == 1 and counter.calls == 1 and rep.batches == 1  # one shared encoder row
@@ -724,7 +727,7 @@ def test_an_interrupted_pass_resumes_from_its_checkpoint_bit_identical(loaded, i
     from cscore.scorers.store.checkpoint import Checkpoint
 
     model, its = loaded["t5", "float32"].model, items["t5"] * 3
-    kw = dict(temperatures=TEMPS, token_budget=96)
+    kw = dict(temperatures=TEMPS, options=PassOptions(token_budget=96))
     counter = EncoderRows(model)
     try:
         want, full = engine.compute(model, its, **kw)

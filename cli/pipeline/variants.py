@@ -19,9 +19,9 @@ from typing import Any
 
 from cscore.errors import ConfigError
 from cscore.scorers import methods
+from cscore.scorers.config.run import BASELINE_ROWS
 
 SHARED = ("norm", "skip_first", "clamp")
-BASELINE_ROWS = ("expert", "amateur", "ensemble")
 
 
 @dataclass(frozen=True)

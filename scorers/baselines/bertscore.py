@@ -56,7 +56,7 @@ def packaged_model_dir() -> Path:
                           "(or give baseline.bertscore.model=<hub id or local directory>)") from None
     for f in dist.files or ():
         if f.name == "config.json" and f.parent.name == "model":
-            folder = Path(dist.locate_file(f)).parent
+            folder = Path(str(dist.locate_file(f))).parent
             if (folder / "model.safetensors").is_file():
                 return folder
     raise ConfigError(f"baseline bertscore: the installed {WHEEL} wheel has no model folder; reinstall it")

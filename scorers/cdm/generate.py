@@ -61,11 +61,11 @@ negative that still equals its positive is kept and flagged (``on_identical=keep
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import inspect
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -308,7 +308,8 @@ class DegradedSampler:
         from cscore.scorers.engine.seq2seq import decoder_start
 
         models = [(role, lm) for lm, heads in self.passes for role in heads]  # seq2seq: no early exits
-        encoded, past = {}, {}
+        encoded: dict[str, tuple[Any, torch.Tensor]] = {}
+        past: dict[str, Any] = {}
         for role, lm in models:
             x = torch.tensor([encoder_ids], device=lm.device)
             encoded[role] = (lm.model.get_encoder()(input_ids=x, attention_mask=torch.ones_like(x)),
@@ -370,13 +371,17 @@ class DegradedSampler:
         return start, tok.decode(new, skip_special_tokens=True)
 
 
-@functools.cache
-def _cache_arg(cls) -> str:
+_CACHE_ARGS: dict[type[torch.nn.Module], str] = {}  # per model class, read once
+
+
+def _cache_arg(cls: type[torch.nn.Module]) -> str:
     """The forward argument that takes the KV cache: ``cache`` (transformers >= 5.2x) or ``past_key_values``."""
-    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+    if cls not in _CACHE_ARGS:
+        _CACHE_ARGS[cls] = "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+    return _CACHE_ARGS[cls]
 
 
-def _cache_in(module, past) -> dict:
+def _cache_in(module: torch.nn.Module, past) -> dict:
     return {_cache_arg(type(module)): past}
 
 

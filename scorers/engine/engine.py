@@ -55,7 +55,9 @@ def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float |
     also stops growing where its padding would pass that fraction of its real tokens (packed
     rows are long already: a smaller batch costs little, padding costs its full share)."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    batches, current, current_max, current_sum = [], [], 0, 0
+    batches: list[list[int]] = []
+    current: list[int] = []
+    current_max, current_sum = 0, 0
     for i in order:
         new_max = max(current_max, lengths[i])
         padded = new_max * (len(current) + 1)
@@ -128,7 +130,7 @@ def plan_rows(items, token_budget: int, share: bool, window: int | None = None, 
     groups: dict[tuple, list[int]] = {}
     for i in indices:
         groups.setdefault(tuple(items[i][0]), []).append(i)
-    rows = []
+    rows: list[Row] = []
     for key, members in groups.items():
         prompt = list(key)
         if len(members) == 1 or (window is not None and len(prompt) + max(len(items[i][1]) for i in members) > window):
@@ -246,7 +248,8 @@ class LayerTap:
     forward pass, so an early-exit head reads it without a second pass."""
 
     def __init__(self, model, k: int):
-        self.norm, self.value = final_norm(model), None
+        self.norm = final_norm(model)
+        self.value: torch.Tensor | None = None
         self.handle = decoder_layers(model)[k - 1].register_forward_hook(self._keep)
 
     def _keep(self, module, args, output):
@@ -255,7 +258,14 @@ class LayerTap:
     def normed(self, index=None) -> torch.Tensor:
         """The kept state through the final norm; with ``index`` (as for ``tensor[index]``) only
         the positions picked, so the norm does not run over the rest of the batch."""
-        return self.norm(self.value if index is None else self.value[index])
+        value = self.kept()
+        return self.norm(value if index is None else value[index])
+
+    def kept(self) -> torch.Tensor:
+        """The state the last forward pass left at the tapped layer."""
+        if self.value is None:
+            raise RuntimeError("LayerTap: no forward pass ran through the tapped layer yet")
+        return self.value
 
     def close(self):
         self.handle.remove()
@@ -264,8 +274,7 @@ class LayerTap:
 @torch.inference_mode()
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float], pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
-            checkpoint=None, options: PassOptions | None = None,
-            **settings) -> tuple[dict[str, TokenStats], EngineReport]:
+            checkpoint=None, options: PassOptions | None = None) -> tuple[dict[str, TokenStats], EngineReport]:
     """Run ``model`` (a transformers causal LM) once over ``items`` = [(prompt_ids, hyp_ids)]
     (an encoder-decoder model goes to ``seq2seq.compute``: items are (encoder ids, targets)).
 
@@ -273,14 +282,14 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     prompt token. ``heads`` maps a name to None (the full model) or k (an early exit after
     k decoder layers, then the final norm and LM head: the same numbers as running the
     truncated model, read from the same pass). ``progress`` gets items finished per batch.
-    ``options`` (``PassOptions``; or its fields as keywords, ``settings``): the token budget, the
+    ``options`` (a ``PassOptions``, default the defaults): the token budget, the
     padding side and ``prefix_sharing``: items with identical prompt ids run the prompt once per packed row (see
     the module docstring; same statistics, fewer tokens); models that cannot take the packed
     mask run unshared. The report's ``tokens`` counts what was processed (a shared prompt once
     per row). ``checkpoint`` (``checkpoint.Checkpoint``): batches whose every item is in its
     ``done`` are skipped (batches are planned as without it), each computed batch goes to its
     ``add``, and its ``fill`` puts the kept rows into the result."""
-    opts = PassOptions.given(options, **settings)
+    opts = options if options is not None else PassOptions()
     if is_encoder_decoder(model):
         # the encoder is always shared (runtime.prefix_sharing is the causal packing's)
         return seq2seq.compute(model, items, temperatures=temperatures, pad_id=pad_id, progress=progress, heads=heads,

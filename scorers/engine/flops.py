@@ -73,7 +73,7 @@ def costs(model) -> Costs | None:
     window = getattr(c, "sliding_window", None)
     n_window = sum(t == "sliding_attention" for t in types) if window else 0
     return Costs(body=layers * per_layer, head=2 * d * vocab, pair=4 * q * (layers - n_window),
-                 window_pair=4 * q * n_window, window=int(window) if n_window else None)
+                 window_pair=4 * q * n_window, window=int(window) if window and n_window else None)
 
 
 def mlp_matrices(model) -> int | None:

@@ -60,7 +60,7 @@ class Layout:
     p_real_rows: torch.Tensor
     p_real_cols: torch.Tensor
     dist: torch.Tensor
-    _bias: dict = field(default_factory=dict)
+    _bias: dict = field(default_factory=dict, init=False, repr=False)
 
     def bias(self, dtype: torch.dtype, window: int | None = None) -> torch.Tensor:
         """``allow`` (within ``window``: keys less than that many positions back) as the additive
@@ -143,8 +143,7 @@ def causal(length: int, window: int | None, device) -> dict:
     return {"attn_mask": (diff >= 0) & (diff < window)}
 
 
-def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
-              **kwargs):
+def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
     """query [B, H, L, D], key / value [B, Hkv, L, D] -> ([B, L, H, D], None), as transformers'
     SDPA function returns; plain SDPA (with ``attention_mask``) while no layout is set."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -152,7 +151,7 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     lay = _LAYOUT.get()
     if lay is None or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      is_causal=is_causal, **kwargs)
+                                      **kwargs)  # is_causal, when given, among them
     gqa = query.shape[1] != key.shape[1]
     # key/value heads shared by groups of query heads without copying them (enable_gqa), where the
     # kernel takes it: on CUDA only without a mask (else SDPA would fall back to its math kernel)
@@ -222,7 +221,7 @@ def _flex_attention(device: torch.device):
 
 
 def flex_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
-                           is_causal=None, **kwargs):
+                           **kwargs):
     """query [B, H, L, D], key / value [B, Hkv, L, D] -> ([B, L, H, D], None) under the batch's
     ``flex_mask``; plain SDPA while none is set."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -230,7 +229,7 @@ def flex_attention_forward(module, query, key, value, attention_mask, dropout: f
     mask = _FLEX.get()
     if mask is None or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      is_causal=is_causal, **kwargs)
+                                      **kwargs)  # is_causal, when given, among them
     out = _flex_attention(query.device)(query, key, value, block_mask=mask, scale=scaling,
                                         enable_gqa=query.shape[1] != key.shape[1])
     return out.transpose(1, 2), None

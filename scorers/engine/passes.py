@@ -4,7 +4,7 @@ input checks, checkpointed batches skipped, and the outputs collected on the dev
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -32,12 +32,12 @@ class EngineReport:
     # a sharded pass (runtime.shards): its shards, each one's seconds, the merge's; ``seconds`` is then
     # the pass's wall time (first shard's start to the merge's end), not the sum of the shards
     shards: int = 1
-    shard_seconds: list | None = None
+    shard_seconds: list[float] | None = None
     merge_seconds: float | None = None
 
     def record(self) -> dict:
         """What a cache entry keeps of the pass that computed it (its ``extra["report"]``)."""
-        out = {"seconds": self.seconds, "tokens": self.tokens, "padded_tokens": self.padded_tokens,
+        out: dict[str, Any] = {"seconds": self.seconds, "tokens": self.tokens, "padded_tokens": self.padded_tokens,
                "batches": self.batches, "flops": self.flops}
         if self.shards > 1:  # unsharded entries' meta unchanged
             out.update(shards=self.shards, shard_seconds=self.shard_seconds, merge_seconds=self.merge_seconds)

@@ -92,7 +92,10 @@ def make_batches(enc_lens: Sequence[int], dec_lens: Sequence[int], groups: Seque
     (encoder rows x longest source) + (items x longest target) padded tokens <= budget (an item
     over budget runs alone); with ``share`` an encoder row serves every item of its source."""
     order = sorted(range(len(enc_lens)), key=lambda i: (-enc_lens[i], groups[i], -dec_lens[i], i))
-    batches, cur, rows, me, md = [], [], set(), 0, 0
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    rows: set[int] = set()
+    me, md = 0, 0
     for i in order:
         new_rows = rows | {groups[i] if share else i}
         ne, nd = max(me, enc_lens[i]), max(md, dec_lens[i])
@@ -119,13 +122,13 @@ def _pad(seqs: list[list[int]], pad_id: int, device):
 @torch.inference_mode()
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float], pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
-            checkpoint=None, options: PassOptions | None = None,
-            **settings) -> tuple[dict[str, TokenStats], EngineReport]:
+            checkpoint=None, options: PassOptions | None = None) -> tuple[dict[str, TokenStats], EngineReport]:
     """Run an encoder-decoder ``model`` once over ``items`` = [(encoder_ids, target_ids)];
     the same outputs as ``engine.compute``. ``heads`` names the one head (no early exit);
-    ``checkpoint`` as there; ``options`` (or its fields as keywords): the token budget, the
-    padding side, and ``prefix_sharing``: a source is encoded once for the items that share it."""
-    opts = PassOptions.given(options, **settings)
+    ``checkpoint`` as there; ``options`` (a ``PassOptions``, default the defaults): the token
+    budget, the padding side, and ``prefix_sharing``: a source is encoded once for the items that
+    share it."""
+    opts = options if options is not None else PassOptions()
     padding_side, share_encoder = opts.padding_side, opts.prefix_sharing
     name = one_head(model, heads)
     temperatures = check_inputs(items, temperatures, padding_side)
@@ -212,14 +215,14 @@ def shared_source_projections(decoder, states: torch.Tensor, sel: torch.Tensor, 
         return forward
 
     for m in linears:
-        m.forward = projected_once(m, m.forward)
+        setattr(m, "forward", projected_once(m, m.forward))  # an instance attribute over the class's method
     try:
         yield per_item
     finally:
         for m, old in zip(linears, saved):
             del m.forward
             if old is not None:
-                m.forward = old
+                setattr(m, "forward", old)
 
 
 def _per_item(x: torch.Tensor, sel: torch.Tensor, n_items: int) -> torch.Tensor:

@@ -9,7 +9,7 @@ comes from the judge statistics (exact for the whole λ × t grid); later steps 
 forwards of one token. A path stops at an EOS token, when ``done(ids)`` says the parse is
 decided, or after ``max_new_tokens`` tokens.
 
-``judge_stats.DecodedPaths`` holds the outputs of one rule for every prompt, stored in the
+``cscore.scorers.judge.stats.DecodedPaths`` holds the outputs of one rule for every prompt, stored in the
 statistics cache (``kind: judge_decode``) under a key that names everything a path depends on.
 """
 
@@ -121,20 +121,21 @@ def _groups(seqs: list[list[int]], js) -> list[tuple[list[int], list[int]]]:
 @dataclass(frozen=True)
 class Steps:
     """How each path of a tree steps: the plausibility set's ``alpha``, at most ``max_new_tokens``,
-    ending at one of ``eos_ids`` or once ``done(ids)``."""
+    ending at one of ``eos_ids`` or once ``done(ids)``; ``each(i, paths)`` (optional) is told prompt
+    i's path per rule as soon as its tree is decoded."""
     alpha: float
     max_new_tokens: int
     eos_ids: Collection[int]
     done: Callable[[list[int]], bool]
+    each: Callable[[int, list], None] | None = None
 
 
 def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int]], cs: Sequence[float | None], *,
-               asst=None, asst_exit: int | None = None, progress=None, each=None, **steps) -> list[DecodedPaths]:
+               asst=None, asst_exit: int | None = None, progress=None, **steps) -> list[DecodedPaths]:
     """One ``DecodedPaths`` per rule of ``cs``; ``firsts[i][j]``: prompt i's first token under cs[j];
-    ``steps``: the fields of ``Steps`` (alpha, max_new_tokens, eos_ids, done); ``each(i, paths)``
-    (optional): prompt i's path per rule as soon as its tree is decoded."""
+    ``steps``: the fields of ``Steps`` (alpha, max_new_tokens, eos_ids, done, each)."""
     how = Steps(**steps)
-    alpha, max_new_tokens = how.alpha, how.max_new_tokens
+    alpha, max_new_tokens, each = how.alpha, how.max_new_tokens, how.each
     stepper = Stepper(main, asst, asst_exit)
     paths: list[list] = [[] for _ in cs]
     rules = len(set(cs))
@@ -195,9 +196,10 @@ class Paths:
     stop: str | None = "paper"
     shards: Any = None  # a Sharding (runtime.shards): the prompts dealt to shards; not a key part
     adopt: bool = False  # this process merged the sharded first-step pass: shards that left then are its own
+    extra_rules: Sequence[float | None] = ()  # other points of the run's sweep (greedy_paths); not a key part
 
 
-def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, extra_rules=(), timing: dict | None = None,
+def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, timing: dict | None = None,
                  **paths) -> dict:
     """{rule: decoded ids per prompt}; each rule's paths read from ``cache`` when it holds them
     (the key: the judge statistics' key, the rule, α where it applies, the stop rule), the rest
@@ -207,10 +209,12 @@ def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, extr
     receives ``cached`` (every rule read), ``seconds`` (of this call's decode, else of the calls
     that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s)); a
     sharded decode also ``sharded``: the report of its merge (shards, their seconds, the merge's).
-    ``stop``: a path also stops once ``judge_parse.settled`` says the parse rule ``stop`` ("paper"
+    ``stop``: a path also stops once ``cscore.scorers.judge.parse.settled`` says the parse rule ``stop`` ("paper"
     or "released") can no longer change its score; None: only at EOS or ``max_new_tokens`` (the
-    whole text). ``paths``: the fields of ``Paths`` (alpha, max_new_tokens, judge_key, stop)."""
+    whole text). ``paths``: the fields of ``Paths`` (alpha, max_new_tokens, judge_key, stop, shards,
+    adopt, extra_rules)."""
     how = Paths(**paths)
+    extra_rules = how.extra_rules
     alpha, max_new_tokens, judge_key, stop = how.alpha, how.max_new_tokens, how.judge_key, how.stop
     eos = eos_ids(pair.expert.config, pair.tokenizer)
 

@@ -1,6 +1,6 @@
 """The judge pass: one forward pass of the main model (and the assistant: an early exit read from
 the same pass, or a second model fed the same batches) over each judge context, keeping what
-``judge_stats.JudgeStats`` needs — the next-token distribution where the score is written.
+``cscore.scorers.judge.stats.JudgeStats`` needs — the next-token distribution where the score is written.
 
 Contexts are token-id lists (the rendered judge prompt, then the prompt + each continuation prefix
 for multi-token score values). Batches are token-budgeted and sorted by length as in
@@ -62,12 +62,12 @@ def batch_to_host(a, z, z_main, z_asst, score_tok):
     all logits are finite, both argmaxes, a and z of the score tokens [B, S], and per row its
     front as (ids, a, z). Token ids travel as float64 (exact below 2^53)."""
     order, keep = front_mask(a, z)
-    counts = keep.sum(dim=1)
+    row_counts = keep.sum(dim=1)
     rows, cols = keep.nonzero(as_tuple=True)
     ids = order[rows, cols]
-    finite = torch.isfinite(z_main).all() & torch.isfinite(z_asst).all()
-    parts = [finite[None].double(), torch.argmax(z_main, dim=-1).double(), torch.argmax(z_asst, dim=-1).double(),
-             counts.double(), a[:, score_tok].flatten(), z[:, score_tok].flatten(), ids.double(), a[rows, ids],
+    all_finite = torch.isfinite(z_main).all() & torch.isfinite(z_asst).all()
+    parts = [all_finite[None].double(), torch.argmax(z_main, dim=-1).double(), torch.argmax(z_asst, dim=-1).double(),
+             row_counts.double(), a[:, score_tok].flatten(), z[:, score_tok].flatten(), ids.double(), a[rows, ids],
              z[rows, ids]]
     flat = torch.cat(parts).cpu().numpy()
     b, n_s, n_f = a.shape[0], len(score_tok), len(ids)
@@ -103,7 +103,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
     ``options`` (``PassOptions``; or its fields as keywords): the token budget, the padding side
     and ``prefix_sharing``: contexts that share a long prefix (``split_shared``) run it once per
     packed row, as in ``engine.compute``; the same statistics. ``checkpoint=`` (a shard's
-    ``item_partials.ItemCheckpoint``, ``judge_partials``): the planned batches dealt to the shards,
+    ``item_partials.ItemCheckpoint``, ``cscore.scorers.judge.partials``): the planned batches dealt to the shards,
     this shard's computed (those it kept skipped) and added to it; the statistics are then None
     (the merge assembles them)."""
     checkpoint = settings.pop("checkpoint", None)
@@ -120,7 +120,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
     window = None
     if opts.prefix_sharing:
         windows = [row_window(m) for m in ([main] if asst is None else [main, asst])]
-        window = None if None in windows else min(windows)
+        window = None if None in windows else min(w for w in windows if w is not None)
     items = split_shared(contexts) if window is not None else [(c[:-1], c[-1:]) for c in contexts]
     token_budget = opts.budget_for(main, longest_row(items, window is not None))
     rows = plan_rows(items, token_budget, window is not None, window)

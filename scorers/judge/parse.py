@@ -47,10 +47,10 @@ Pure Python: nothing here imports torch; the tokenizer is any callable that retu
 
 from __future__ import annotations
 
-import numbers
 import re
 
 from cscore.errors import ConfigError
+from cscore.score_range import check_range
 
 OK = "ok"
 NO_PRED = "No Pred"
@@ -240,15 +240,6 @@ def settled(text: str, rule: str = "paper", lo: int = 1, hi: int = 5) -> bool:
         return False
     first = head[0]
     return not (first.isdecimal() or first in "+-. " or any(w.startswith(first) for w in RELEASED_REMOVALS))
-
-
-def check_range(lo, hi) -> None:
-    """A ConfigError unless lo and hi are integers with lo < hi."""
-    for name, value in (("minimum", lo), ("maximum", hi)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise ConfigError(f"the judge's score range needs integers; its {name} is {value!r}")
-    if lo >= hi:
-        raise ConfigError(f"the judge's score range must have minimum < maximum, got {lo}-{hi}")
 
 
 def score_tokens(tokenizer, lo: int, hi: int) -> dict[int, list[int]]:

@@ -294,7 +294,7 @@ def first_step_logprobs(model, prompts: Sequence[Sequence[int]], *, pad_id: int,
     tap = LayerTap(model, _check_exit_layer(model, exit_layer)) if exit_layer is not None else None
     try:
         out = decoder_base(model)(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
-        hidden = out.last_hidden_state[:, -1] if tap is None else tap.norm(tap.value[:, -1])
+        hidden = out.last_hidden_state[:, -1] if tap is None else tap.norm(tap.kept()[:, -1])
     finally:
         if tap is not None:
             tap.close()
@@ -348,7 +348,7 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     device = _device(model)
     ids, mask, positions = _left_pad(prompts, pad_id, device)
     if max_new_tokens == 0:
-        empty = [[] for _ in range(batch)]
+        empty: list[list[int]] = [[] for _ in range(batch)]
         return (empty, torch.empty(0)) if return_first_scores else empty
     base = decoder_base(model)
     cache, logits, asst = _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how)
@@ -358,7 +358,7 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     next_pos = positions[:, -1] + 1
     results: list[list[int]] = [[] for _ in range(batch)]
     done = [False] * batch
-    first_scores = None
+    first_scores = torch.empty(0)  # the step-1 scores (step 0 always runs: max_new_tokens > 0)
     token = None
     for step in range(max_new_tokens):
         if step > 0:
@@ -407,7 +407,8 @@ def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tenso
         _check(lam, t, alpha, min_keep, vocab)
     seen = _seen(ids, vocab) if repetition_penalty != 1.0 else None
     next_pos = positions[:, -1] + 1
-    rows = [(i, list(range(len(rules))), []) for i in range(batch)]  # (prompt, rules, path so far)
+    # (prompt, rules, path so far)
+    rows: list[tuple[int, list[int], list[int]]] = [(i, list(range(len(rules))), []) for i in range(batch)]
     eos = {int(e) for e in eos_ids}
     token = None
     for step in range(max_new_tokens):
@@ -483,8 +484,8 @@ def _step_scores(logits, asst, contrast: tuple, seen, repetition_penalty: float)
     return scores
 
 
-def _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast: tuple, repetition_penalty,
-                  batch: int) -> None:
+def _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast: tuple[float | None, float, float, int],
+                  repetition_penalty, batch: int) -> None:
     """decode's arguments: one assistant, a whole max_new_tokens >= 0, valid (lam, t, alpha, min_keep),
     a positive penalty, one assistant row per prompt."""
     if (asst_first is None) == (asst_exit_layer is None):
@@ -504,7 +505,7 @@ def _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how
     tap = LayerTap(model, _check_exit_layer(model, asst_exit_layer)) if asst_exit_layer is not None else None
     try:
         out = base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        asst_hidden = None if tap is None else tap.norm(tap.value[:, -1])
+        asst_hidden = None if tap is None else tap.norm(tap.kept()[:, -1])
     finally:
         if tap is not None:
             tap.close()

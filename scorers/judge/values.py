@@ -19,7 +19,7 @@ likely *value* (not its most likely next token): the choice is always a value, s
 empty. Rows: ``main`` (λ = 0: argmax a), ``asst`` (the assistant alone at t = 1: argmax b_1).
 
 Where the values are one token each and both models read one prompt (one tokenizer), the
-expected score equals the token variant's (``judge_stats.JudgeStats.expected``), and the choice
+expected score equals the token variant's (``cscore.scorers.judge.stats.JudgeStats.expected``), and the choice
 equals the token variant's wherever the main model's most likely next token is a score token and
 the token variant writes a score (then both maximise the same scores over the same V_head).
 Unlike the token variant, a value that is a prefix of another ("1" of "10") is scored as written,

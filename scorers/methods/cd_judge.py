@@ -8,8 +8,8 @@ the judge goes on writing by the same rule, step by step, until EOS, a complete 
 only the token(s) where the score goes; ``decode=values`` (any pair, and the only one a pair whose
 tokenizers differ takes): Eq. 1 over the range's values, each value's string scored whole by each
 model on its own prompt (``scorers/judge/values.py``). The written text is parsed as the paper does
-(``parse=paper``, ``judge_parse.parse_paper``; ``parse=released``: the released code's rule), after
-deleting every "assistant" as the released code does (``judge_parse.read_score``): no number → the
+(``parse=paper``, ``cscore.scorers.judge.parse.parse_paper``; ``parse=released``: the released code's rule), after
+deleting every "assistant" as the released code does (``cscore.scorers.judge.parse.read_score``): no number → the
 range's lowest score ("No Pred"), below the range → its lowest ("Below"), above → its highest
 ("Above"), the prompt's range echoed ("1-5") → its lowest ("Echo", counted on its own).
 ``expected``: Σ value · q(value), q = softmax over the range's score tokens of the same
@@ -98,7 +98,7 @@ def contrast_c(lam: float, t: float) -> float:
 
 def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alpha: float = 0.0, score_range,
           texts=None, parse: str = "paper") -> dict:
-    """Per item: ``score`` (parsed by ``judge_parse.read_score`` under the rule ``parse``),
+    """Per item: ``score`` (parsed by ``cscore.scorers.judge.parse.read_score`` under the rule ``parse``),
     ``status`` (ok / No Pred / Below / Above / List / Echo), ``text`` (what the judge wrote:
     ``texts`` when decoded, else the first token(s) read from ``stats``) and ``expected`` (NaN
     where ``stats.expected_note`` says it cannot be computed)."""

@@ -13,7 +13,10 @@ def decoder_base(model: nn.Module) -> nn.Module:
     transformers 4.x Gemma-3 names its base_model_prefix differently but keeps the decoder at
     ``.model``)."""
     base = getattr(model, "model", None)
-    return base if base is not None else getattr(model, model.base_model_prefix)
+    if base is None:
+        base = getattr(model, str(model.base_model_prefix))
+    assert isinstance(base, nn.Module), type(base)
+    return base
 
 
 def decoder_layers(model: nn.Module) -> nn.ModuleList:
@@ -26,7 +29,9 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
 
 def final_norm(model: nn.Module) -> nn.Module:
     """The norm applied to the last layer's output before the LM head."""
-    return decoder_base(model).norm
+    norm = decoder_base(model).norm
+    assert isinstance(norm, nn.Module), type(norm)
+    return norm
 
 
 def is_encoder_decoder(model: nn.Module) -> bool:

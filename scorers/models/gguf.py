@@ -48,6 +48,7 @@ def locate_packaged_gguf(name: str) -> Path:
     entry = PACKAGED_GGUF[name]
     if not entry.parts:
         return files[0]
+    assert entry.sha256 is not None, f"PACKAGED_GGUF[{name!r}]: a split file names its digest"
     return join_parts(files, cache_root() / "gguf" / entry.sha256[:16] / entry.file, entry.sha256, entry.hint)
 
 

@@ -80,7 +80,7 @@ def state_dict_fingerprint(model) -> str:
         t = tensor.detach().to("cpu").contiguous().reshape(-1)
         raw = t.view(torch.uint8).numpy() if t.numel() else np.zeros(0, np.uint8)
         h.update(canonical_json([name, str(t.dtype), list(tensor.shape), int(raw.size)]).encode())
-        h.update(memoryview(raw))
+        h.update(raw.data)
     return h.hexdigest()
 
 
@@ -95,9 +95,9 @@ def model_identity(lm: LoadedModel, index_dir: Path | None = None) -> dict:
     Plus ``class`` and ``early_exit`` (the exit layer of an early-exit amateur, else None).
     An early exit is identified by its parent's weights + the exit layer."""
     if lm.parent is not None:
-        ident = dict(model_identity(lm.parent, index_dir))
-        ident["early_exit"] = lm.exit_layer
-        return ident
+        parent = dict(model_identity(lm.parent, index_dir))
+        parent["early_exit"] = lm.exit_layer
+        return parent
     info = lm.info or {}
     config = lm.config if lm.config is not None else getattr(lm.model, "config", None)
     cls = info.get("class") or type(lm.model).__name__  # known before the weights load (models.model_class)

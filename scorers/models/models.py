@@ -54,7 +54,8 @@ def model_class(config, seq2seq: bool) -> str | None:
 
     auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
     try:
-        return auto._model_mapping[type(config)].__name__
+        cls = auto._model_mapping[type(config)]
+        return cls.__name__ if isinstance(cls, type) else None
     except (KeyError, AttributeError):
         return None
 
@@ -85,7 +86,8 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
 
     def weights() -> nn.Module:
         try:
-            model = auto.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code, **kwargs)
+            model: nn.Module = auto.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code,
+                                                    **kwargs)
         except (OSError, ValueError) as err:
             raise ModelSpecError(load_failure(spec, path, revision, err)) from err
         model.to(dev)
@@ -118,7 +120,7 @@ def pool_key(spec: str, device: str, dtype: str, revision: str | None, trust_rem
     directory the names, sizes and mtimes of its weight files (a model re-saved in place between
     jobs is loaded again)."""
     local = os.path.expanduser(str(spec))
-    stamp = ()
+    stamp: tuple[tuple[str, int, int], ...] = ()
     if os.path.isdir(local):
         stamp = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in weight_files(local))
     return (str(spec), str(device), str(dtype), revision, bool(trust_remote_code), stamp)
@@ -192,11 +194,13 @@ def load_failure(spec: str, path: str, revision: str | None, err: Exception) -> 
 
 def error_chain(err: BaseException) -> list[BaseException]:
     """``err`` and the exceptions it was raised from (each once: chains can loop)."""
-    chain, seen = [], set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        chain.append(err)
-        err = err.__cause__ or err.__context__
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    at: BaseException | None = err
+    while at is not None and id(at) not in seen:
+        seen.add(id(at))
+        chain.append(at)
+        at = at.__cause__ or at.__context__
     return chain
 
 
@@ -238,7 +242,7 @@ def cut_model(model: nn.Module, k: int) -> nn.Module:
     base = decoder_base(model)
     new_base = copy.copy(base)
     new_base._modules = dict(base._modules)
-    new_base.layers = nn.ModuleList(list(base.layers)[:k])
+    new_base.layers = nn.ModuleList(list(decoder_layers(model))[:k])
     new_base.config = config
     new_model = copy.copy(model)
     new_model._modules = dict(model._modules)

@@ -47,7 +47,7 @@ def find_in_distribution(dist_name: str, file_name: str, name: str, hint: str) -
         raise ModelSpecError(f"the model 'gguf:{name}' needs the PyPI package {dist_name}: {hint}") from None
     for f in dist.files or []:
         if f.name == file_name:
-            path = Path(dist.locate_file(f))
+            path = Path(str(dist.locate_file(f)))
             if path.is_file():
                 return path
     raise ModelSpecError(f"{dist_name} is installed but {file_name} was not found in it; reinstall: {hint}")

@@ -16,8 +16,8 @@ compute -> save: concurrent jobs compute one entry once); the token statistics, 
 and its decoded paths all go through it.
 
 What an entry holds is a payload (the ``Payload`` protocol: named arrays out, the same arrays
-back in, the entry's meta ``kind`` and format): ``stats.TokenStats``, ``judge_stats.JudgeStats``,
-``judge_stats.DecodedPaths``. The store imports none of them; a reader names the type it expects.
+back in, the entry's meta ``kind`` and format): ``stats.TokenStats``, ``cscore.scorers.judge.stats.JudgeStats``,
+``cscore.scorers.judge.stats.DecodedPaths``. The store imports none of them; a reader names the type it expects.
 
 This module does not import torch.
 """

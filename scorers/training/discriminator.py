@@ -68,6 +68,12 @@ class TrainJob:
     held: np.ndarray | None = None
     labels: np.ndarray | None = None
 
+    def split(self) -> tuple[np.ndarray, np.ndarray]:
+        """(held-out mask, labels): set by ``open_job`` for a job still to train."""
+        if self.held is None or self.labels is None:
+            raise RuntimeError(f"{self.folder.path} holds this discriminator already: nothing to train")
+        return self.held, self.labels
+
 
 def open_job(run: RunConfig, t: dict) -> TrainJob:
     """Read the negatives, check the output directory and the split (before any model loads)."""
@@ -117,8 +123,9 @@ def train_pooler(run: RunConfig, job: TrainJob, pair, cache):
     seqs, _ = momentum_sequences(pair, [i["prompt"] for i in items], [i["text"] for i in items], t["t"], t["clamp"],
                                  run, max_length=1 << 30, cache=cache)
     x = cdm_pooler.features(seqs)
-    train = ~job.held
-    pooler = cdm_pooler.fit(x[train], job.labels[train], l2=t["l2"], where="cdm train")
+    held, labels = job.split()
+    train = ~held
+    pooler = cdm_pooler.fit(x[train], labels[train], l2=t["l2"], where="cdm train")
     record = {"pooler": pooler.to_dict(), "momentum": {"t": t["t"], "clamp": t["clamp"], "skip_first": False},
               "pair": pair_record(run.pair), "models": {r: m.name for r, m in pair.models.items()}}
     return record, pooler.decision(x)
@@ -140,7 +147,7 @@ def train(run: RunConfig, job: TrainJob, pair=None, cache=None) -> dict:
     cscore_discriminator.json last; returns it."""
     from cscore.scorers.training.classifier import train_classifier
 
-    t, out, held, labels = job.t, job.folder.path, job.held, job.labels
+    (held, labels), t, out = job.split(), job.t, job.folder.path
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     if job.kind == "pooler":

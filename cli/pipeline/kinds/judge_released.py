@@ -2,7 +2,7 @@
 code's decode, no judge statistics; each decoded row cached, a sweep's λ / t points decoded in the
 first job's tree (``grid_points``, ``decode_rows``). Columns: ``score.<row>``,
 ``parse.<row>``, ``output.<row>``. ``metrics.json`` → ``judge.invalid`` counts, per row, No Pred,
-Below, Above, List (a list number read as the score, ``judge_parse.parse_released``) and Echo (the
+Below, Above, List (a list number read as the score, ``cscore.scorers.judge.parse.parse_released``) and Echo (the
 prompt's range read as its minimum); ``judge.parse_changes`` how many outputs the other rule
 reads otherwise."""
 
@@ -38,7 +38,7 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
     main model ((0, 1): the main model alone) or to None (the assistant alone); ``params``:
     cd_judge_released's Params. Batched
     ``batch_size`` prompts at a time in order of length. The rows on the main model decode together
-    as one tree (``judge_released.decode_tree``: one prefill, the steps their paths share once);
+    as one tree (``cscore.scorers.judge.released.decode_tree``: one prefill, the steps their paths share once);
     the assistant alone decodes on its own. ``batches``: those batches of the plan (``plan_batches``)
     alone (a shard's); ``each(batch, {name: ids per prompt of the batch})`` as each batch ends."""
     from cscore.scorers.judge import released as jr
@@ -164,25 +164,21 @@ def released_cache(run: RunConfig, pair, prompts):
 MAIN_ALONE = (0.0, 1.0)  # the main model alone: λ = 0 (the assistant's term is 0), t = 1
 
 
-def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=(),
-                sharded: ShardedDecode | None = None) -> tuple[dict, float, list]:
+def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> tuple[dict, float, list]:
     """({row: (decoded ids per prompt, from the cache, seconds of the decode that made them)}, the
     seconds this call took, the ``grid`` points decoded too): every row through the statistics
-    cache (``judge_decode.released_parts`` keys); the rows it lacks decode in one call
+    cache (``cscore.scorers.judge.decode.released_parts`` keys); the rows it lacks decode in one call
     (``released_outputs``: the main model's rows as one tree). ``grid``: other (λ, t) points of
     the run's sweep; when the contrast row is not cached, those the cache lacks join its tree and
-    are stored for their own jobs. Rows decoded together report their common seconds. ``sharded``
-    (runtime.shards): the rows decoded by shards (``sharded_rows``), the grid points left out."""
+    are stored for their own jobs. Rows decoded together report their common seconds. A sharded
+    decode (runtime.shards) is ``decode_sharded``."""
     from cscore.scorers.judge.decode import released_parts, through_cache_many
 
-    who = {v.name: v.who for v in plan.variants}
-    rule = {"main": MAIN_ALONE, "asst": None, "contrast": (float(params.lam), float(params.t))}
-    rows = {name: rule[w] for name, w in who.items()}
-    parts = {name: released_parts(pair, prompts, w, params, base) for name, w in who.items()}
+    who, rows, parts = _row_plan(pair, prompts, plan, params, base)
     extra, extra_rules = {}, {}
     if "contrast" in who.values():
         for lam, t in dict.fromkeys(grid):
-            if (lam, t) != rule["contrast"]:
+            if (lam, t) != rows_rule(params):
                 name = f"λ={lam!r} t={t!r}"
                 extra[name] = released_parts(pair, prompts, "contrast", replace(params, lam=lam, t=t), base)
                 rows[name] = extra_rules[name] = (lam, t)
@@ -194,12 +190,45 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=(),
         return released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar)
 
     start = time.perf_counter()
-    if cache is not None and sharded is not None and sharded.shards.on:
-        decoded = sharded_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, sharded, factory)
-        return decoded, time.perf_counter() - start, []
     decoded = through_cache_many(cache, parts, compute, extra=extra)  # out of memory with extra: parts alone
     also = [list(extra_rules[n]) for n in extra if n in decoded]
     return {n: decoded[n] for n in who}, time.perf_counter() - start, also
+
+
+def decode_sharded(pair, prompts, plan, params, cache, base, factory,
+                   sharded: ShardedDecode) -> tuple[dict, float, list]:
+    """``decode_rows`` with the rows decoded by shards (``sharded_rows``); no grid points join."""
+    who, rows, parts = _row_plan(pair, prompts, plan, params, base)
+    start = time.perf_counter()
+    decoded = sharded_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, sharded, factory)
+    return decoded, time.perf_counter() - start, []
+
+
+def decode_run(run, pair, prompts, plan, params, cache, base, factory) -> tuple[dict, float, list, dict]:
+    """``decode_rows`` with the sweep's grid points, or ``decode_sharded`` (runtime.shards, through
+    the cache); and the shards' figures of a sharded decode (by row)."""
+    merged: dict = {}
+    sharded = ShardedDecode.of(run.passes.shards, merged)
+    if cache is not None and sharded is not None and sharded.shards.on:
+        return (*decode_sharded(pair, prompts, plan, params, cache, base, factory, sharded), merged)
+    grid = grid_points(run) if cache is not None else []
+    return (*decode_rows(pair, prompts, plan, params, cache, base, factory, grid), merged)
+
+
+def rows_rule(params) -> tuple[float, float]:
+    """The contrast row's (λ, t)."""
+    return float(params.lam), float(params.t)
+
+
+def _row_plan(pair, prompts, plan, params, base) -> tuple[dict, dict, dict]:
+    """({row: who decodes it}, {row: its (λ, t) rule, None for the assistant}, {row: its cache key parts})."""
+    from cscore.scorers.judge.decode import released_parts
+
+    who = {v.name: v.who for v in plan.variants}
+    rule = {"main": MAIN_ALONE, "asst": None, "contrast": rows_rule(params)}
+    rows = {name: rule[w] for name, w in who.items()}
+    parts = {name: released_parts(pair, prompts, w, params, base) for name, w in who.items()}
+    return who, rows, parts
 
 
 @REGISTRY.register
@@ -240,10 +269,7 @@ class JudgeReleased(JudgeKind):
         table["truncated"] = truncated
         invalid, reports, changes = {}, {}, {}
         with progress.live() as factory:
-            grid = grid_points(run) if cache is not None else []
-            merged: dict = {}  # the shards' figures of a sharded decode
-            decoded, spent, also = decode_rows(pair, prompts, plan, p, cache, base, factory, grid,
-                                               ShardedDecode.of(run.passes.shards, merged))
+            decoded, spent, also, merged = decode_run(run, pair, prompts, plan, p, cache, base, factory)
         if also:
             log.info("decoded %d other grid point(s) of this sweep with this one (one tree): their jobs read them "
                      "from the cache", len(also))

@@ -31,7 +31,7 @@ def invalid_counts(status) -> dict[str, int]:
 def parse_changes(texts, scores, statuses, lo: int, hi: int, rule: str, *, strip: bool = True) -> dict:
     """metrics.json → judge.parse_changes.<row>: ``{"rule": the other rule, "outputs": how many
     outputs it reads differently (score or status)}``. ``strip``: the texts are decoded outputs
-    (``judge_parse.read_score``); False: already the released response text (the released kind)."""
+    (``cscore.scorers.judge.parse.read_score``); False: already the released response text (the released kind)."""
     from cscore.scorers.judge.parse import PARSERS, read_score
 
     other = next(r for r in PARSERS if r != rule)
