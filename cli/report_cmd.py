@@ -23,7 +23,8 @@ def folders_named(argv: list[str]) -> list[str]:
     """The words of ``argv`` that are neither an option nor an option's value: the folders, read
     before the report's modules (pandas, scipy, matplotlib, the method kinds) load. An abbreviated
     flag is taken to have a value: a folder after it is left to the full parse, never misread."""
-    out, value_next = [], False
+    out: list[str] = []
+    value_next = False
     for i, arg in enumerate(argv):
         if arg == "--":
             return out + argv[i + 1:]
