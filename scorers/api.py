@@ -316,7 +316,7 @@ class ModelPair:
             elif shards is not None and shards.on:
                 job = ShardedPass(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
                                   list(temperatures), compute, label, [f"{h}: {run_model.name}" for h in run_heads],
-                                  TokenStats)
+                                  TokenStats, since=time.time())
                 got, report, _ = run_pass(cache, job, shards)
                 if got is None:  # another shard's batches missing: tried again after this process's other passes
                     reports[label], waiting[label] = None, (job, start, role if own else None)

@@ -35,6 +35,7 @@ class EngineReport:
     shards: int = 1
     shard_seconds: list | None = None
     merge_seconds: float | None = None
+    kept_shards: list | None = None  # shards an earlier command computed (their items are in ``resumed``)
 
     def record(self) -> dict:
         """What a cache entry keeps of the pass that computed it (its ``extra["report"]``)."""
@@ -175,7 +176,7 @@ def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, **cou
     index, count = checkpoint.shard
     own = [b for b in batches if not foreign[b].all()]
     announce(progress, items=int(len(foreign) - foreign.sum()),
-             **{**counts, "detail": f"shard {index + 1} of {count}: {len(own):,} of {len(batches):,} batches"})
+             **{**counts, "detail": f"shard {index} of {count}: {len(own):,} of {len(batches):,} batches"})
     return foreign
 
 
