@@ -24,7 +24,7 @@ from cscore.scorers.engine import engine, seq2seq
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES
 from cscore.scorers.engine.stats import TokenStats
-from cscore.scorers.engine.tokenize import EncodedItem, encode
+from cscore.scorers.engine.tokenize import EncodedItem, KnownIds, encode
 from cscore.scorers.models.identity import model_identity
 from cscore.scorers.models.models import (
     LoadedModel,
@@ -251,7 +251,8 @@ class ModelPair:
         spans = list(source_spans) if source_spans is not None else [None] * len(prompts)
         s2s = self.expert.is_encoder_decoder
         eos = self._eos() if s2s else None
-        items = [encode(self.tokenizer, p, h, max_length=max_length, source_span=s, index=i, seq2seq=s2s, eos_id=eos)
+        tok = KnownIds(self.tokenizer, [*prompts, *hypotheses], special=s2s)  # one batched call
+        items = [encode(tok, p, h, max_length=max_length, source_span=s, index=i, seq2seq=s2s, eos_id=eos)
                  for i, (p, h, s) in enumerate(zip(prompts, hypotheses, spans))]
         if not self.aligned:
             return ScoringInput(items)
@@ -260,7 +261,7 @@ class ModelPair:
             spans if amateur_prompts is None else [None] * len(a_prompts))
         if len(a_prompts) != len(hypotheses):
             raise ValueError(f"{len(a_prompts)} amateur prompts but {len(hypotheses)} hypotheses")
-        tok = self.amateur.tokenizer
+        tok = KnownIds(self.amateur.tokenizer, [*a_prompts, *hypotheses], special=False)
         amateur_items = [encode(tok, p, h, max_length=max_length, source_span=s, index=i)
                          for i, (p, h, s) in enumerate(zip(a_prompts, hypotheses, a_spans))]
         return ScoringInput(items, amateur_items, list(hypotheses))
