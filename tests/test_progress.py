@@ -322,3 +322,22 @@ def test_a_decode_tree_tells_its_share_step_by_step(judge_dirs):
     assert first[0] == ("part", round(1 / 7 / 3, 6))  # the prompt's forward: 1 of at most 1 + 2 x 3 steps
     assert [s for _, s in first] == sorted(s for _, s in first) and first[-1] == ("part", round(1 / 3, 6))
     assert told.said[-2:] == [("part", 1.0), ("items", 1)]
+
+
+def test_a_released_decode_tells_its_share_step_by_step_within_a_batch(judge_dirs):
+    """released_outputs: 4 prompts in 2 batches of 2, the main model's two rows as one tree: each
+    forward (the main model's and the assistant's first step) is a step of at most 1 + 3 of its
+    batch, so the share moves within the first batch (below 1/2) before its prompts are counted."""
+    from cscore.cli.pipeline.kinds.judge_released import released_outputs
+    from cscore.scorers.api import ModelPair
+    from cscore.scorers.methods.cd_judge_released import CdJudgeReleasedParams
+
+    pair = ModelPair.load(judge_dirs["expert"], judge_dirs["amateur"], dtype="float32")
+    params = CdJudgeReleasedParams(alpha=0.1, min_keep=5, max_new_tokens=3, batch_size=2)
+    told = Told()
+    released_outputs(pair, [[5, 6, 7, 8], [9, 10], [11, 12, 13], [14, 15]],
+                     rows={"main": (0.0, 1.0), "contrast": (0.5, 1.0)}, params=params, progress=told)
+    first = [s for what, s in told.said[:told.said.index(("items", 2))] if what == "part"]
+    assert first[0] == round(0.5 * 1 / 4, 6) and first[-1] == 0.5  # 1 of at most 4 steps of a half; its end
+    assert first == sorted(first) and len(first) >= 3
+    assert told.said.count(("items", 2)) == 2 and told.said[-2:] == [("part", 1.0), ("items", 2)]
