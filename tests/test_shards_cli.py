@@ -139,6 +139,7 @@ def test_a_rerun_says_which_shards_it_kept_and_times_this_command_only(tiny_dirs
     assert first.returncode == 0, first.stderr[-2000:]
     said = first.stdout + first.stderr
     assert "(shard 1 of 2: " in said and "shard 2 of 2" not in said  # the work line
+    assert -1 < said.find("tokenizing 24 items (prompts and hypotheses)") < said.find("(shard 1 of 2: ")  # no silence
     done = {m.group(1): int(m.group(2)) for m in re.finditer(r"statistics \((\w+)\): shard 1 of 2 done: (\d+) items",
                                                                 said)}
     assert "kept" not in said  # its own shard, not one done before it
