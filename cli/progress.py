@@ -103,6 +103,7 @@ class Reporter:
                 self.warm_up(p, self.clock() - p.start)
 
     def shared(self, p: Pass, share: float) -> None:
+        """The pass told its share done: the first estimate once it has run FIRST seconds."""
         with self.lock:
             p.share = min(max(share, 0.0), 1.0)
             seconds = self.clock() - p.start
@@ -235,14 +236,6 @@ class Bar(Reporter):
     def advance(self, p: Pass, n: int) -> None:
         super().advance(p, n)
         self.bar.advance(self.tasks[id(p)], n)
-
-    def shared(self, p: Pass, share: float) -> None:
-        with self.lock:
-            p.share = min(max(share, 0.0), 1.0)
-            seconds = self.clock() - p.start
-            if p.announced and not p.warmed and 0 < p.share < 1 and seconds >= FIRST:
-                p.warmed = True
-                self.warm_up(p, seconds)
 
     def resize(self, p: Pass) -> None:
         self.bar.update(self.tasks[id(p)], total=p.total)
