@@ -41,7 +41,7 @@ from cscore.scorers.engine.passes import EngineReport, Outputs, Ticks, check_inp
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.engine.transfer import upload
-from cscore.scorers.models.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
+from cscore.scorers.models.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder, layer_list
 
 log = logging.getLogger(__name__)
 
@@ -353,8 +353,7 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
     attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
     dense = not sparse_packed(model)
     done = np.zeros(len(items), dtype=bool)
-    layers = decoder_layers(model) if isinstance(getattr(decoder_base(model), "layers", None), torch.nn.ModuleList) \
-        else []
+    layers = layer_list(model)
     processed = padded = n_batches = retries = 0
     while not done.all():  # one round; another with half the budget after an out-of-memory
         todo = np.flatnonzero(~done)

@@ -28,7 +28,7 @@ from cscore.scorers.engine.engine import LayerTap
 from cscore.scorers.engine.head import head_logits
 from cscore.scorers.engine.passes import Ticks, announce, forward_ticks
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
-from cscore.scorers.models.anatomy import decoder_base, decoder_layers
+from cscore.scorers.models.anatomy import decoder_base, layer_list
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     try:
         for prompt, first in zip(prompts, firsts):
             ticks.begin(1)
-            with forward_ticks(decoder_layers(main)[-1:], ticks, 1 + rules * max_new_tokens):
+            with forward_ticks(layer_list(main)[-1:], ticks, 1 + rules * max_new_tokens):
                 got = decode_prompt(stepper, prompt, first, cs, alpha=alpha, max_new_tokens=max_new_tokens,
                                     eos_ids=set(how.eos_ids), done=how.done)
             ticks.end()

@@ -37,7 +37,7 @@ from cscore.scorers.engine.passes import EngineReport, Ticks, deal, kept, layer_
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.judge.partials import context_rows, first_step_layout, found_of
 from cscore.scorers.judge.stats import JudgeStats
-from cscore.scorers.models.anatomy import decoder_layers
+from cscore.scorers.models.anatomy import layer_list
 
 
 def front_mask(a: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,7 +137,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
                 ticks.skip(cost)
                 continue
             ticks.begin(cost)
-            with layer_ticks(decoder_layers(main), ticks):
+            with layer_ticks(layer_list(main), ticks):
                 n_padded, n_done = _judge_batch((main, asst, tap), items, batch_rows, pad, (score_tok, single), found)
             padded, n_run, tokens = padded + n_padded, n_run + 1, tokens + sum(r.length for r in batch_rows)
             if checkpoint is not None:

@@ -28,7 +28,7 @@ from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.pass_options import Sharding
 from cscore.scorers.engine.passes import Ticks, announce, forward_ticks
-from cscore.scorers.models.anatomy import decoder_layers
+from cscore.scorers.models.anatomy import layer_list
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
              detail=f"{n} prompts x {len(rows)} rows x up to {p.max_new_tokens} new tokens, "
                     f"{len(plan)} batches of up to {p.batch_size}")
     ticks = Ticks(progress, [len(idx) for idx in plan])  # a batch a unit; its decode steps within it
-    lasts = [decoder_layers(m)[-1] for m in [main.model] + [asst.model] * (asst.parent is not main)]  # a step each
+    lasts = [x for m in [main.model] + [asst.model] * (asst.parent is not main) for x in layer_list(m)[-1:]]  # a step
     decodes = bool(on_main) + len(rows.keys() - on_main.keys())
     for idx in plan:
         batch = [prompts[i] for i in idx]
