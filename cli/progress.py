@@ -4,8 +4,11 @@ rate, time left), also while one batch or decode step runs long (a heartbeat thr
 when the pass ends. ``runtime.progress``: true, false, or the seconds between lines off a terminal.
 
 Before a pass runs, what it will do (``work``: items, tokens, decode steps, as the pass planned
-them) is printed; after its first batch (the warm-up: the longest items come first, so the
-estimate errs long) the time it will take, and where that is long, the quick slice (``hint``)."""
+them) is printed. The pass also says the share of that work done within a batch (``part``: layer
+by layer of a forward pass, step by step of a decode), so once it has run FIRST seconds (or after
+its first batch, if sooner) a line says the time it will take (the longest items come first and a
+decode counts its most steps, so the estimate errs long) and, where that is long, the quick slice
+(``hint``); the plain lines give the time left from that share too."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from typing import Callable
 EVERY = 10.0  # seconds between plain progress lines
 LONG = 120.0  # seconds of a pass after which the quick slice is suggested
 SOON = 5.0  # seconds left under which the estimate is not worth a line
+FIRST = 3.0  # seconds of a pass after which its share done gives the first estimate
 
 
 def rate_text(rate: float) -> str:
@@ -48,9 +52,18 @@ class Pass:
         self.owner, self.name, self.total = owner, name, total
         self.start = self.last = owner.clock()
         self.done, self.announced, self.warmed = 0, False, False
+        self.share = 0.0  # of the planned work, within a batch too (``part``)
 
     def __call__(self, n: int) -> None:
         self.owner.advance(self, n)
+
+    def part(self, share: float) -> None:
+        """The share of the planned work done (0 to 1), told within a batch."""
+        self.owner.shared(self, share)
+
+    def fraction(self) -> float:
+        """The share done: as told (``part``), else items done of all."""
+        return self.share or (self.done / self.total if self.total else 0.0)
 
     def work(self, **counts) -> None:
         self.announced = True
@@ -89,17 +102,28 @@ class Reporter:
                 p.warmed = True
                 self.warm_up(p, self.clock() - p.start)
 
+    def shared(self, p: Pass, share: float) -> None:
+        """The pass told its share done: the first estimate once it has run FIRST seconds."""
+        with self.lock:
+            p.share = min(max(share, 0.0), 1.0)
+            seconds = self.clock() - p.start
+            if p.announced and not p.warmed and 0 < p.share < 1 and seconds >= FIRST:
+                p.warmed = True
+                self.warm_up(p, seconds)
+
     def resize(self, p: Pass) -> None:
         """The pass's total changed (a shard's own items)."""
 
     def warm_up(self, p: Pass, seconds: float) -> None:
-        """After the first batch: the time the pass will take at its rate, and the slice if long."""
-        left = (p.total - p.done) * seconds / p.done
+        """After its first FIRST seconds or batch: the time the pass will take at its rate, and the
+        slice if long."""
+        share = p.fraction()
+        left = seconds * (1 - share) / share
         if left < SOON:
             return
         at = (datetime.now() + timedelta(seconds=left)).strftime("%H:%M")
-        self.emit(f"{p.name}: first {p.done} of {p.total} items in {seconds:.1f}s; about {left:.0f}s left "
-                  f"(done about {at})")
+        first = f"{max(share, 0.01):.0%} of its work" if p.share else f"first {p.done} of {p.total} items"
+        self.emit(f"{p.name}: {first} in {seconds:.1f}s; about {left:.0f}s left (done about {at})")
         tip = self.hint(seconds + left) if self.hint else None
         if tip:
             self.emit(tip)
@@ -132,7 +156,7 @@ class Lines(Reporter):
 
     def report(self, p: Pass, now: float) -> None:
         p.last = now
-        self.emit(line(f"scoring with {p.name}", p.done, p.total, now - p.start))
+        self.emit(line(f"scoring with {p.name}", p.done, p.total, now - p.start, p.share))
 
     def tick(self) -> None:
         """A line for the running pass if none came for ``every`` seconds (at least a second)."""
@@ -158,17 +182,20 @@ class Lines(Reporter):
         super().stop()
 
 
-def line(what: str, done: int, total: int, seconds: float) -> str:
-    """``scoring with expert: 48/160 items (30%), 4.1 items/s, 27s left`` (``in 39s`` when done)."""
+def line(what: str, done: int, total: int, seconds: float, share: float = 0.0) -> str:
+    """``scoring with expert: 48/160 items (30%), 4.1 items/s, 27s left`` (``in 39s`` when done);
+    ``share``: of the work done, told within a batch (``5% of the work, about 60s left``)."""
     rate = done / seconds if seconds > 0 and done else float("inf")
-    share = f" ({100 * done / total:.0f}%)" if total else ""
+    part = f" ({100 * done / total:.0f}%)" if total else ""
     if done >= total:
         tail = f"done in {seconds:.0f}s"
+    elif share > 0 and seconds > 0:
+        tail = f"{max(share, 0.01):.0%} of the work, about {seconds * (1 - share) / share:.0f}s left"
     elif done and rate != float("inf"):
         tail = f"about {(total - done) / rate:.0f}s left"
     else:
         tail = f"{seconds:.0f}s so far, time left unknown"
-    return f"{what}: {done}/{total} items{share}, {rate_text(rate)} items/s, {tail}"
+    return f"{what}: {done}/{total} items{part}, {rate_text(rate)} items/s, {tail}"
 
 
 def interval(setting) -> float | None:

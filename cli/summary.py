@@ -12,6 +12,7 @@ from cscore import rundir
 from cscore.cli.pipeline.kinds.base import Loaded, MethodKind, Scored
 from cscore.cli.progress import rate_text
 from cscore.scorers.config.run import RunConfig
+from cscore.scorers.store.shards import missing_text
 
 CONSOLE_WIDTH_OFF_TERMINAL = 160  # log files and SLURM output: do not squeeze tables to 80 columns
 
@@ -70,7 +71,10 @@ def pass_lines(scored: Scored) -> list[str]:
                        f"(no forward pass; {was})")
         else:
             kept = getattr(rep, "resumed", 0)
-            resumed = f"; {kept} more resumed from a checkpoint" if kept else ""
+            shards = getattr(rep, "kept_shards", None)
+            before = f"; {kept} more done before this command ({missing_text(shards, rep.shards)}, kept)" if shards \
+                else f"; {kept} more resumed from a checkpoint"
+            resumed = before if kept else ""
             out.append(f"{name}: scored {n - kept} items in {rep.seconds:.1f}s "
                        f"({rate_text((n - kept) / max(rep.seconds, 1e-9))} samples/s, "
                        f"{rep.tokens / max(rep.seconds, 1e-9):,.0f} tokens/s{resumed})")

@@ -25,7 +25,7 @@ from cscore.scorers.engine import engine, seq2seq
 from cscore.scorers.engine.pass_options import PassOptions, Sharding
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES
 from cscore.scorers.engine.stats import TokenStats
-from cscore.scorers.engine.tokenize import EncodedItem, encode
+from cscore.scorers.engine.tokenize import EncodedItem, KnownIds, encode
 from cscore.scorers.models.identity import model_identity
 from cscore.scorers.models.models import (
     LoadedModel,
@@ -280,7 +280,8 @@ class ModelPair:
         spans = list(source_spans) if source_spans is not None else [None] * len(prompts)
         s2s = self.expert.is_encoder_decoder
         eos = self._eos() if s2s else None
-        items = [encode(self.tokenizer, p, h, max_length=max_length, source_span=s, index=i, seq2seq=s2s, eos_id=eos)
+        tok = KnownIds(self.tokenizer, [*prompts, *hypotheses], special=s2s)  # one batched call
+        items = [encode(tok, p, h, max_length=max_length, source_span=s, index=i, seq2seq=s2s, eos_id=eos)
                  for i, (p, h, s) in enumerate(zip(prompts, hypotheses, spans))]
         if not self.aligned:
             return ScoringInput(items)
@@ -290,7 +291,7 @@ class ModelPair:
         if len(a_prompts) != len(hypotheses):
             raise ValueError(f"{len(a_prompts)} amateur prompts but {len(hypotheses)} hypotheses")
         assert self.amateur is not None  # aligned: a pair of two models
-        tok = self.amateur.tokenizer
+        tok = KnownIds(self.amateur.tokenizer, [*a_prompts, *hypotheses], special=False)
         amateur_items = [encode(tok, p, h, max_length=max_length, source_span=s, index=i)
                          for i, (p, h, s) in enumerate(zip(a_prompts, hypotheses, a_spans))]
         return ScoringInput(items, amateur_items, list(hypotheses))
@@ -349,7 +350,7 @@ class ModelPair:
             elif sharded is not None:
                 job = ShardedPass(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
                                   list(temperatures), compute, label, [f"{h}: {run_model.name}" for h in run_heads],
-                                  TokenStats)
+                                  TokenStats, since=time.time())
                 got, report, _ = run_pass(cache, job, sharded)
                 if got is None:  # another shard's batches missing: tried again after this process's other passes
                     reports[label], waiting[label] = None, (job, start, role if own else None)

@@ -48,9 +48,14 @@ def render(record: dict) -> str:
               "`python scripts/tour_times.py` ran each line of the README's short tour as a user types it "
               f"({tour['date']}, "
               f"{tour['machine']}, `runtime.threads=1`, a cold statistics cache, the models "
-              "already converted, other jobs running: load 3-6, so an idle machine is faster).", "",
+              f"already converted, {tour.get('load', 'other jobs running: load 3-6')}, so an idle machine is "
+              "faster).", "",
               "| command | seconds |", "|---|---:|"]
     lines += [f"| `{cmd}` | {sec} |" for cmd, sec in tour["seconds"].items()]
+    lines += ["", "**With a fresh cache** (empty `CSCORE_CACHE`) the first line that uses a model also converts its "
+              "GGUF file once, and says so before it starts, with about how long: add its time below (the "
+              "`pair=smollm2` conversion to `cscore run`, Gemma's to the `pair=gemma_smollm2` line).", "",
+              *_rows(record["conversion"], ["what", "figure", "date", "machine", "note"])]
     lines += ["", "## The default run", "", *_rows(record["demo"], ["what", "figure", "date", "machine", "note"])]
     return "\n".join(lines) + "\n"
 

@@ -227,3 +227,117 @@ def test_one_progress_draws_a_runs_passes_and_says_a_reports_steps():
     got = [re.sub(r"^\[\s*\d+\.\ds\] ", "", x) for x in printed(said)]
     assert got == ["demo quality 1/3: row 1", "demo quality 3/3: row 3", "demo quality: done"]
     assert all(re.match(r"^\[\s*\d+\.\ds\] ", x) for x in printed(said))
+
+
+class Told:
+    """A pass's progress callback that keeps what the pass told it: ('part', share) within a batch,
+    ('items', n) as batches end."""
+
+    def __init__(self):
+        self.said: list = []
+
+    def __call__(self, n: int) -> None:
+        self.said.append(("items", n))
+
+    def work(self, **counts) -> None:
+        pass
+
+    def part(self, share: float) -> None:
+        self.said.append(("part", round(share, 6)))
+
+
+def test_estimate_from_the_share_done_within_the_first_batch():
+    """Issue 39: no item done yet, but 10% of the planned work after 4 s (told within the first
+    batch): the estimate line then (4 * 0.9 / 0.1 = 36 s left), and the plain lines say the time
+    left from the share (at 10 s with 20% done: 10 * 0.8 / 0.2 = 40 s) instead of "unknown"; a
+    share told before FIRST seconds gives no estimate yet; a 400 s pass gets the quick slice."""
+    run = SimpleNamespace(passes=PassOptions(device="cpu"),
+                          split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
+    lines, now, console = lines_of(every=10, hint=quick_slice(run))
+    p = lines.factory("expert", 100)
+    p.work(tokens=500)
+    now[0] = 1.0
+    p.part(0.02)  # before FIRST seconds: too early to say
+    assert printed(console) == ["expert: 100 items, 500 tokens to run"]
+    now[0] = 4.0
+    p.part(0.1)
+    out = printed(console)
+    assert re.fullmatch(r"expert: 10% of its work in 4\.0s; about 36s left \(done about \d\d:\d\d\)", out[1])
+    assert len(out) == 2  # 40 s in all: no slice
+    p.part(0.2)
+    now[0] = 10.0
+    lines.tick()
+    assert printed(console)[2] == "scoring with expert: 0/100 items (0%), - items/s, 20% of the work, about 40s left"
+    long, now, console = lines_of(every=1000, hint=quick_slice(run))
+    q = long.factory("amateur", 8)
+    q.work(tokens=50)
+    now[0] = 4.0
+    q.part(0.01)  # 400 s in all
+    assert printed(console)[2].startswith("long on a CPU: split.use=dev split.dev_fraction=0.2 ")
+
+
+def test_a_token_pass_tells_its_share_layer_by_layer(tiny_dirs):
+    """engine.compute on the 4-layer expert, all items in one batch: the share after each layer
+    (1/4, 2/4, 3/4, then at most 0.99 of the batch) before the batch's items are counted, then 1."""
+    from cscore.scorers.engine import engine
+    from cscore.scorers.models.models import load_model
+
+    model = load_model(tiny_dirs.expert, dtype="float32").model
+    told = Told()
+    items = [([5, 6, 7], [8, 9]), ([10, 11], [12])]
+    engine.compute(model, items, temperatures=(1.0,), progress=told)
+    assert told.said == [("part", 0.25), ("part", 0.5), ("part", 0.75), ("part", 0.99), ("part", 1.0), ("items", 2)]
+
+
+def test_a_token_pass_of_several_batches_tells_its_share_of_the_planned_tokens(tiny_dirs):
+    """Two batches by the budget (padded costs a and b): after the first batch's last layer the
+    share is 0.99 a / (a + b), after it a / (a + b); the seq2seq-free path, 2-layer amateur."""
+    from cscore.scorers.engine import engine
+    from cscore.scorers.models.models import load_model
+
+    model = load_model(tiny_dirs.amateur, dtype="float32").model
+    told = Told()
+    items = [([5] * 12, [8] * 4), ([6] * 3, [9] * 2)]  # 16 and 5 tokens: one row each, a 16-token budget
+    engine.compute(model, items, temperatures=(1.0,), progress=told, token_budget=16, prefix_sharing=False)
+    a, b = 16, 5
+    assert told.said == [("part", round(0.5 * a / (a + b), 6)), ("part", round(0.99 * a / (a + b), 6)),
+                         ("part", round(a / (a + b), 6)), ("items", 1),
+                         ("part", round((a + 0.5 * b) / (a + b), 6)), ("part", round((a + 0.99 * b) / (a + b), 6)),
+                         ("part", 1.0), ("items", 1)]
+
+
+def test_a_decode_tree_tells_its_share_step_by_step(judge_dirs):
+    """decode_all: a prompt's tree is one unit of three; each forward of the main model is a step of
+    at most 1 + rules x max_new_tokens, so the share moves before the first prompt is counted."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from cscore.scorers.judge.decode import decode_all
+
+    main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float32).eval()
+    told = Told()
+    decode_all(main, [[5, 6, 7, 8], [9, 10], [11, 12, 13]], [[5, 5]] * 3, [0.0, 1.0], asst_exit=2, alpha=0.1,
+               max_new_tokens=3, eos_ids=set(), done=lambda ids: False, progress=told)
+    first = told.said[:told.said.index(("items", 1))]
+    assert first[0] == ("part", round(1 / 7 / 3, 6))  # the prompt's forward: 1 of at most 1 + 2 x 3 steps
+    assert [s for _, s in first] == sorted(s for _, s in first) and first[-1] == ("part", round(1 / 3, 6))
+    assert told.said[-2:] == [("part", 1.0), ("items", 1)]
+
+
+def test_a_released_decode_tells_its_share_step_by_step_within_a_batch(judge_dirs):
+    """released_outputs: 4 prompts in 2 batches of 2, the main model's two rows as one tree: each
+    forward (the main model's and the assistant's first step) is a step of at most 1 + 3 of its
+    batch, so the share moves within the first batch (below 1/2) before its prompts are counted."""
+    from cscore.cli.pipeline.kinds.judge_released import released_outputs
+    from cscore.scorers.api import ModelPair
+    from cscore.scorers.methods.cd_judge_released import CdJudgeReleasedParams
+
+    pair = ModelPair.load(judge_dirs["expert"], judge_dirs["amateur"], dtype="float32")
+    params = CdJudgeReleasedParams(alpha=0.1, min_keep=5, max_new_tokens=3, batch_size=2)
+    told = Told()
+    released_outputs(pair, [[5, 6, 7, 8], [9, 10], [11, 12, 13], [14, 15]],
+                     rows={"main": (0.0, 1.0), "contrast": (0.5, 1.0)}, params=params, progress=told)
+    first = [s for what, s in told.said[:told.said.index(("items", 2))] if what == "part"]
+    assert first[0] == round(0.5 * 1 / 4, 6) and first[-1] == 0.5  # 1 of at most 4 steps of a half; its end
+    assert first == sorted(first) and len(first) >= 3
+    assert told.said.count(("items", 2)) == 2 and told.said[-2:] == [("part", 1.0), ("items", 2)]

@@ -84,10 +84,14 @@ def test_sharded_pass_is_bit_identical_and_stored_under_the_same_key(early_exit_
     assert not any((tmp_path / "many" / PARTIAL_DIR).rglob("*"))  # the merge removed the partials
     rep = got.reports["expert+amateur"]
     assert rep.shards == count and len(rep.shard_seconds) == count and rep.merge_seconds >= 0
-    assert rep.batches == want.reports["expert+amateur"].batches  # the same plan, dealt whole
-    assert rep.tokens == want.reports["expert+amateur"].tokens
     again = unsharded(early_exit_pair, inputs, tmp_path / "many", prefix_sharing=share)  # an unsharded reader
-    assert again.reports["expert+amateur"].cached and again.reports["expert+amateur"].shards == count
+    whole = again.reports["expert+amateur"]  # the entry's report: the whole pass
+    assert whole.cached and whole.shards == count
+    assert whole.batches == want.reports["expert+amateur"].batches  # the same plan, dealt whole
+    assert whole.tokens == want.reports["expert+amateur"].tokens
+    # the last call's own: its shard's batches and tokens; the earlier calls' shards kept, their items resumed
+    assert rep.kept_shards == list(range(count - 1)) and 0 < rep.batches < whole.batches
+    assert 0 < rep.tokens < whole.tokens and 0 < rep.resumed < len(texts()[0])
     assert_identical(again, want)
 
 

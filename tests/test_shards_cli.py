@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -124,6 +125,44 @@ def test_array_tasks_one_shard_each_the_last_merges(tiny_dirs, data, tmp_path, u
     last = cscore([*base, "runtime.shard=0"], tmp_path)
     assert last.returncode == 0, last.stderr[-2000:]
     assert_same_scores(unsharded("two") / "one", tmp_path / "many")
+
+
+@pytest.mark.slow
+def test_a_rerun_says_which_shards_it_kept_and_times_this_command_only(tiny_dirs, data, tmp_path, cscore_main):
+    """Issue 39: shard 1 of 2 done by one command, then `runtime.shards=2` (every shard not done)
+    keeps it and computes shard 0, and says so; each pass's summary line counts the items shard 0
+    scored in this command's seconds, the rest as done before it; the work lines count shards from
+    0 as the errors and runtime.shard do; the entry keeps the whole pass's time (both commands)."""
+    base = args(data, tiny_dirs.expert, tiny_dirs.amateur, tmp_path / "many", tmp_path / "cN", "runtime.shards=2",
+                "runtime.progress=1000")
+    first = cscore_main(*base, "runtime.shard=1", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    said = first.stdout + first.stderr
+    assert "(shard 1 of 2: " in said and "shard 2 of 2" not in said  # the work line
+    assert -1 < said.find("tokenizing 24 items (prompts and hypotheses)") < said.find("(shard 1 of 2: ")  # no silence
+    done = {m.group(1): int(m.group(2)) for m in re.finditer(r"statistics \((\w+)\): shard 1 of 2 done: (\d+) items",
+                                                                said)}
+    assert "kept" not in said  # its own shard, not one done before it
+    assert sorted(done) == ["amateur", "expert"] and all(0 < n < 24 for n in done.values())
+    start = time.perf_counter()
+    again = cscore_main(*base, cwd=tmp_path)
+    took = time.perf_counter() - start
+    assert again.returncode == 0, again.stderr[-2000:]
+    said = again.stdout + again.stderr
+    for name, n in done.items():
+        assert (f"statistics ({name}): shard 1 of 2 done already (an earlier run or another job), kept; "
+                f"shard 0 of 2 computed now") in said
+        line = next(x for x in said.splitlines() if x.startswith(f"{name}: scored "))
+        seconds = float(re.search(r"items in ([\d.]+)s", line).group(1))
+        assert line.startswith(f"{name}: scored {24 - n} items in ")
+        assert line.endswith(f"; {n} more done before this command (shard 1 of 2, kept))")
+        assert seconds <= took
+    speed = json.loads((tmp_path / "many" / rundir.METRICS).read_text())["speed"]["passes"]
+    for name, n in done.items():
+        assert speed[name]["score_seconds"] <= took
+    entry = StatsCache(tmp_path / "cN")
+    recorded = [(e.get("extra") or {}).get("report", {}) for e in (entry.meta(k) for k in entry.keys())]
+    assert all(r["shards"] == 2 and r["seconds"] >= max(r["shard_seconds"]) for r in recorded)
 
 
 @pytest.mark.slow

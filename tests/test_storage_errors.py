@@ -153,6 +153,9 @@ def test_converting_the_default_model_on_a_full_disk_is_one_line(tmp_path, demo_
                          preexec_fn=file_size_limit(1 << 20), timeout=600)
     assert res.returncode == 1, res.stderr[-2000:]
     assert "Traceback" not in res.stderr
+    said = res.stdout + res.stderr  # the one-time conversion said first, with about how long (issue 39)
+    assert "converting SmolLM2-135M-Instruct.Q4_1.gguf to a transformers checkpoint, once" in said
+    assert "98 MB, about 16 s on an idle 2-core CPU, up to 123 s on a busy one" in said
     assert res.stderr.strip().splitlines()[-1] == (
         f"cscore: error: cannot write the converted model of SmolLM2-135M-Instruct.Q4_1.gguf to {tmp_path / 'c'}"
         f"/models: {FILE_TOO_LARGE}; set CSCORE_CACHE to a writable folder with room (converted models are cached "

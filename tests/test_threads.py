@@ -27,10 +27,23 @@ def test_apply_sets_auto_and_gives_torch_default_back():
     before = torch.get_num_threads()
     try:
         assert threads.apply(1) == torch.get_num_threads() == 1
-        assert threads.apply("auto") == len(os.sched_getaffinity(0))
+        auto = threads.apply("auto")  # the machine's load moves: its count is pinned by the next test
+        assert 1 <= auto <= len(os.sched_getaffinity(0)) and (auto == 1 or os.cpu_count() > threads.SMALL)
         assert threads.apply(None) == before  # torch's own count, not the previous job's
     finally:
         torch.set_num_threads(before)
+
+
+def test_auto_takes_what_the_machine_has_free():
+    """Issue 39: 16 cores with a load of 5.4: round(10.6) = 11 threads; all 8 this process may use
+    when the other 8 are idle enough; at most OMP_NUM_THREADS; at least 1 under a load past the
+    cores; 1 on a 2-core machine whatever its load."""
+    assert threads.free_cores(cores=16, load=5.4, allowed=16, env={}) == 11
+    assert threads.free_cores(cores=16, load=5.4, allowed=8, env={}) == 8
+    assert threads.free_cores(cores=16, load=5.4, allowed=16, env={"OMP_NUM_THREADS": "4"}) == 4
+    assert threads.free_cores(cores=16, load=40.0, allowed=16, env={}) == 1
+    assert threads.free_cores(cores=2, load=0.0, allowed=2, env={}) == 1
+    assert threads.free_cores(cores=4, load=0.3, allowed=4, env={"OMP_NUM_THREADS": "x"}) == 4
 
 
 def run_args(tiny_dirs, tmp_path, value):
@@ -45,6 +58,19 @@ def test_a_run_uses_and_records_its_threads(tiny_dirs, tmp_path, cscore_cli):
     res = cscore_cli(*run_args(tiny_dirs, tmp_path, 1), cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "2"})
     assert res.returncode == 0, res.stderr
     assert json.loads((tmp_path / "r" / "metrics.json").read_text())["speed"]["threads"] == 1
+
+
+@pytest.mark.slow
+def test_the_default_is_auto(tiny_dirs, tmp_path, cscore_cli):
+    """A run without runtime.threads records auto's count: on a 2-core machine 1, where torch's own
+    default is 2 (OMP_NUM_THREADS=2, which auto also takes as its cap)."""
+    args = [a for a in run_args(tiny_dirs, tmp_path, "x") if not a.startswith("runtime.threads=")]
+    res = cscore_cli(*args, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert res.returncode == 0, res.stderr
+    recorded = json.loads((tmp_path / "r" / "metrics.json").read_text())["speed"]["threads"]
+    assert 1 <= recorded <= min(2, len(os.sched_getaffinity(0)))  # auto's count (the load moves meanwhile)
+    if (os.cpu_count() or 1) <= threads.SMALL:
+        assert recorded == 1
 
 
 @pytest.mark.skipif(shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2,

@@ -60,7 +60,7 @@ def test_the_run_config_is_typed_once_with_its_pass_options():
     run = typed(c)
     assert run.method.gamma == 1.0 and run.method_given["gamma"] == 1
     assert run.passes == PassOptions(token_budget="auto", padding_side="left", prefix_sharing=True,
-                                     max_length=run.runtime.max_length, device="auto", dtype="auto", threads=None,
+                                     max_length=run.runtime.max_length, device="auto", dtype="auto", threads="auto",
                                      shards=Sharding(count=1, index=None, merge=True))
     sharded = typed(composed("config", ["runtime.token_budget=auto", "runtime.padding_side=left", "runtime.shards=3",
                                         "runtime.shard=1"])).passes

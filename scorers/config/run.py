@@ -126,9 +126,9 @@ class Runtime:
                                 "left or right: scores are the same either way")
     prefix_sharing: bool = setting(True, Param(bool), "items with the same prompt run it once (packed rows); "
                                    "scores are the same either way")
-    threads: int | str | None = setting(None, Rule("an integer >= 1, auto or null", check_threads),
-                                        "CPU threads of torch: null = torch's default, an integer, or auto = the "
-                                        "cores this process may use")
+    threads: int | str | None = setting("auto", Rule("an integer >= 1, auto or null", check_threads),
+                                        "CPU threads of torch: auto = the cores this process may use that the machine "
+                                        "has free (1 on 2 cores), null = torch's default, or an integer")
     progress: bool | float = setting(True, Rule("true | false | seconds > 0", check_progress),
                                      "a live bar on a terminal; elsewhere a line every 10 s (progress=N: every N s); "
                                      "false: none")

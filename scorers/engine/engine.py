@@ -37,11 +37,11 @@ import torch
 from cscore.scorers.engine import budget, flops, packed_attention, seq2seq
 from cscore.scorers.engine.head import chunk_rows, raw_logits, softcap, token_statistics
 from cscore.scorers.engine.pass_options import PassOptions
-from cscore.scorers.engine.passes import EngineReport, Outputs, check_inputs, deal, kept
+from cscore.scorers.engine.passes import EngineReport, Outputs, Ticks, check_inputs, deal, kept, layer_ticks
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.engine.transfer import upload
-from cscore.scorers.models.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder
+from cscore.scorers.models.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder, layer_list
 
 log = logging.getLogger(__name__)
 
@@ -362,24 +362,29 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
     attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
     dense = not sparse_packed(model)
     done = np.zeros(len(items), dtype=bool)
+    layers = layer_list(model)
     processed = padded = n_batches = retries = 0
     while not done.all():  # one round; another with half the budget after an out-of-memory
         todo = np.flatnonzero(~done)
         rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
         batches = list(batch_rows_of(rows, token_budget))
+        costs = [max(r.length for r in b) * len(b) for b in batches]
         if not retries:  # the plan, before the first batch (a shard: its part of it)
-            foreign = deal(checkpoint, [[i for r in b for i in r.members] for b in batches],
-                           [max(r.length for r in b) * len(b) for b in batches], progress,
+            foreign = deal(checkpoint, [[i for r in b for i in r.members] for b in batches], costs, progress,
                            tokens=sum(r.length for r in rows), detail=plan_text(rows, window))
             if foreign is not None:
                 done |= foreign
+        ticks = Ticks(progress, costs)  # the share done, layer by layer: an estimate within the first batch
         try:
-            for batch_rows in batches:
+            for batch_rows, cost in zip(batches, costs):
                 if kept(checkpoint, [i for r in batch_rows for i in r.members], done, progress):
+                    ticks.skip(cost)
                     continue
+                ticks.begin(cost)
                 ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
                                                         attn, dense_mask=dense)
-                final = run_base(model, ids, mask, positions, items, batch_rows, where)
+                with layer_ticks(layers, ticks):
+                    final = run_base(model, ids, mask, positions, items, batch_rows, where)
                 pick = {h: (final.__getitem__ if k is None else taps[h].normed) for h, k in heads.items()}
                 _score_batch(model, items, where, pick, out, vocab, device)
                 done[list(where)] = True
@@ -387,6 +392,7 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
                 useful.add(items, batch_rows)
                 padded += ids.numel()
                 n_batches += 1
+                ticks.end()
                 if progress is not None:
                     progress(len(where))
         except Exception as err:  # noqa: BLE001 - out-of-memory is retried, anything else raised

@@ -3,6 +3,7 @@ input checks, checkpointed batches skipped, and the outputs collected on the dev
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -34,6 +35,7 @@ class EngineReport:
     shards: int = 1
     shard_seconds: list[float] | None = None
     merge_seconds: float | None = None
+    kept_shards: list | None = None  # shards an earlier command computed (their items are in ``resumed``)
 
     def record(self) -> dict:
         """What a cache entry keeps of the pass that computed it (its ``extra["report"]``)."""
@@ -73,6 +75,71 @@ def announce(progress, **counts) -> None:
         work(**counts)
 
 
+def share(progress, fraction: float) -> None:
+    """Tell a pass's progress the share of its planned work done (within a batch too), where the
+    callback takes it (its ``part``; the CLI's does): an estimate before the first batch ends."""
+    part = getattr(progress, "part", None)
+    if part is not None:
+        part(fraction)
+
+
+class Ticks:
+    """The share of a pass's planned work done, unit by unit (a batch, a decode tree) and within a
+    unit: ``begin(cost)`` starts one, ``step(k, of)`` says k of its ``of`` sub-steps ran (layers,
+    decode steps; capped below the whole unit), ``end()`` closes it; ``skip(cost)`` takes out a unit
+    that runs nothing here (kept by a checkpoint, another shard's)."""
+
+    def __init__(self, progress, costs: Sequence[float]):
+        self.progress = progress if getattr(progress, "part", None) is not None else None
+        self.total, self.done, self.running, self.count = float(sum(costs)), 0.0, 0.0, 0
+
+    def skip(self, cost: float) -> None:
+        self.total -= cost
+
+    def begin(self, cost: float) -> None:
+        self.running, self.count = float(cost), 0
+
+    def forward(self, limit: int) -> None:
+        """One more step of the running unit, of at most ``limit``."""
+        self.count += 1
+        self.step(self.count, limit)
+
+    def step(self, k: float, of: float) -> None:
+        if self.progress is not None and self.total > 0:
+            share(self.progress, (self.done + self.running * min(k / of, 0.99)) / self.total)
+
+    def end(self) -> None:
+        self.done, self.running = self.done + self.running, 0.0
+        self.step(0, 1)
+
+
+@contextmanager
+def layer_ticks(layers, ticks: Ticks):
+    """``ticks.step(i, n)`` as each of the ``n`` decoder ``layers`` ends its forward (nothing when
+    the pass has no progress that takes shares)."""
+    n = len(layers)
+    handles = [layer.register_forward_hook(lambda *_, i=i: ticks.step(i + 1, n)) for i, layer in enumerate(layers)
+               ] if ticks.progress is not None else []
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextmanager
+def forward_ticks(modules, ticks: Ticks, limit: int):
+    """A step of the running unit (``ticks.forward``) at each forward of any of ``modules`` (a
+    model's last layer: one decode step); ``limit``: the most steps a unit takes."""
+    handles = [m.register_forward_hook(lambda *_: ticks.forward(limit)) for m in modules] \
+        if ticks.progress is not None else []
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
 def per_item(factory, group: int):
     """A progress factory counting items of ``group`` rows each (a judge's values or contexts per
     item): ``factory(name, rows)`` opens a pass of rows // group items; finished rows are counted
@@ -93,6 +160,7 @@ def per_item(factory, group: int):
                 inner(whole)
 
         advance.work = lambda **counts: announce(inner, **counts)  # type: ignore[attr-defined]
+        advance.part = lambda fraction: share(inner, fraction)  # type: ignore[attr-defined]
         return advance
 
     return opened
@@ -108,7 +176,7 @@ def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, **cou
     index, count = checkpoint.shard
     own = [b for b in batches if not foreign[b].all()]
     announce(progress, items=int(len(foreign) - foreign.sum()),
-             **{**counts, "detail": f"shard {index + 1} of {count}: {len(own):,} of {len(batches):,} batches"})
+             **{**counts, "detail": f"shard {index} of {count}: {len(own):,} of {len(batches):,} batches"})
     return foreign
 
 

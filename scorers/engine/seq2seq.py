@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from cscore.errors import ConfigError
 from cscore.scorers.engine.head import chunk_rows, token_statistics
 from cscore.scorers.engine.pass_options import PassOptions
-from cscore.scorers.engine.passes import EngineReport, Outputs, check_inputs, deal, kept
+from cscore.scorers.engine.passes import EngineReport, Outputs, Ticks, check_inputs, deal, kept
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.engine.transfer import upload
@@ -153,9 +153,12 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
              for b in batches]
     deal(checkpoint, batches, costs, progress, tokens=int(sum(enc_lens) + sum(dec_lens)),
          detail=f"{len(batches):,} batches")
-    for idx in batches:
+    ticks = Ticks(progress, costs)
+    for idx, cost in zip(batches, costs):
         if kept(checkpoint, idx, None, progress):
+            ticks.skip(cost)
             continue
+        ticks.begin(cost)
         keys = [groups[i] if share_encoder else i for i in idx]
         uniq = list(dict.fromkeys(keys))
         row = {k: r for r, k in enumerate(uniq)}
@@ -163,11 +166,13 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         dec_ids, dec_mask = _pad([[start_id] + items[i][1][:-1] for i in idx], pad_id, device)
         padded += enc_ids.numel() + dec_ids.numel()
         states = encoder(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
+        ticks.step(1, 2)  # the encoder's half of the batch
         sel = upload(torch.tensor([row[k] for k in keys]), device)
         with shared_source_projections(decoder, states, sel, len(idx)) as per_item:
             hidden = decoder(input_ids=dec_ids, attention_mask=dec_mask, encoder_hidden_states=per_item,
                              encoder_attention_mask=enc_mask[sel], use_cache=False).last_hidden_state
         _score_batch(model, items, idx, hidden, out, name, vocab, device)
+        ticks.end()
         if progress is not None:
             progress(len(idx))
     logp, logp_max = out.fetch()

@@ -1,14 +1,18 @@
 """``runtime.threads``: how many threads torch uses on the CPU, set once at the start of a job.
 
-null keeps torch's own default, an integer sets it, ``auto`` is the number of cores this process
-may run on (its CPU affinity mask: a SLURM or ``taskset`` allocation, not the machine's count).
-A job of an in-process multirun with null gets torch's default back, not the previous job's."""
+``auto`` (the default) is what the machine has free for this process: the cores it may run on
+(its CPU affinity mask: a SLURM or ``taskset`` allocation, not the machine's count), no more than
+the machine's cores less its 1-minute load average (other work), at most ``OMP_NUM_THREADS`` where
+that is set, and 1 on a machine of SMALL cores or fewer (there two threads wait on each other as
+soon as anything else runs: measured up to 25x slower). null keeps torch's own default, an integer
+sets it. A job of an in-process multirun with null gets torch's default back, not the previous job's."""
 
 from __future__ import annotations
 
 import os
 
 AUTO = "auto"
+SMALL = 2  # cores: on a machine this small auto is one thread
 _DEFAULT: list[int] = []  # torch's own count, noted before cscore first changes it
 
 
@@ -20,11 +24,29 @@ def allowed_cores() -> int:
         return os.cpu_count() or 1
 
 
+def free_cores(cores: int | None = None, load: float | None = None, allowed: int | None = None,
+               env: dict | None = None) -> int:
+    """``auto``'s count: the ``allowed`` cores (the affinity mask), at most the machine's ``cores``
+    less its ``load`` (1-minute average), at most ``OMP_NUM_THREADS`` of ``env``; 1 on SMALL cores."""
+    allowed = allowed_cores() if allowed is None else allowed
+    cores = (os.cpu_count() or allowed) if cores is None else cores
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):  # no load average on this platform (Windows)
+            load = 0.0
+    if cores <= SMALL:
+        return 1
+    n = max(1, min(allowed, round(cores - load)))
+    cap = (os.environ if env is None else env).get("OMP_NUM_THREADS", "")
+    return min(n, int(cap)) if cap.isdigit() and int(cap) >= 1 else n
+
+
 def wanted(value) -> int | None:
     """The thread count ``value`` (null, ``auto`` or an integer >= 1) asks for; None: torch's."""
     if value is None:
         return None
-    return allowed_cores() if value == AUTO else int(value)
+    return free_cores() if value == AUTO else int(value)
 
 
 def apply(value) -> int:

@@ -31,6 +31,27 @@ class EncodedItem:
         return len(self.prompt_ids) + len(self.hyp_ids)
 
 
+class KnownIds:
+    """``tokenizer`` with the ids of ``texts`` (tokenized with or without its special tokens) read
+    from one batched call, each distinct text once: the ids each text alone gets (a batch encodes
+    its texts one by one), without a Python call per item (50,000 items: 28 s on a busy 2-core
+    CPU). Any other text, and everything else, goes to the tokenizer itself."""
+
+    def __init__(self, tokenizer, texts, special: bool):
+        distinct = list(dict.fromkeys(t for t in texts if isinstance(t, str) and t))
+        self.tokenizer, self.special = tokenizer, special
+        got = tokenizer(distinct, add_special_tokens=special)["input_ids"] if distinct else []
+        self.known = dict(zip(distinct, got))
+
+    def __call__(self, text, add_special_tokens: bool = True, **kw):
+        if not kw and add_special_tokens == self.special and isinstance(text, str) and text in self.known:
+            return {"input_ids": self.known[text]}
+        return self.tokenizer(text, add_special_tokens=add_special_tokens, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
 def text_ids(tokenizer, text: str, special: bool = False) -> list[int]:
     if special:
         return list(tokenizer(text, add_special_tokens=True)["input_ids"])

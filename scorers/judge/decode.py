@@ -26,9 +26,9 @@ import torch
 
 from cscore.scorers.engine.engine import LayerTap
 from cscore.scorers.engine.head import head_logits
-from cscore.scorers.engine.passes import announce
+from cscore.scorers.engine.passes import Ticks, announce, forward_ticks
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
-from cscore.scorers.models.anatomy import decoder_base
+from cscore.scorers.models.anatomy import decoder_base, layer_list
 
 log = logging.getLogger(__name__)
 
@@ -141,10 +141,14 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     rules = len(set(cs))
     announce(progress, tokens=sum(len(p) for p in prompts), steps=len(prompts) * rules * max_new_tokens,
              detail=f"{len(prompts)} prompts x {rules} rules x up to {max_new_tokens} new tokens, one tree per prompt")
+    ticks = Ticks(progress, [1] * len(prompts))  # a tree a unit; its steps (the main model's forwards) within it
     try:
         for prompt, first in zip(prompts, firsts):
-            got = decode_prompt(stepper, prompt, first, cs, alpha=alpha, max_new_tokens=max_new_tokens,
-                                eos_ids=set(how.eos_ids), done=how.done)
+            ticks.begin(1)
+            with forward_ticks(layer_list(main)[-1:], ticks, 1 + rules * max_new_tokens):
+                got = decode_prompt(stepper, prompt, first, cs, alpha=alpha, max_new_tokens=max_new_tokens,
+                                    eos_ids=set(how.eos_ids), done=how.done)
+            ticks.end()
             for j, seq in enumerate(got):
                 paths[j].append(seq)
             if each is not None:

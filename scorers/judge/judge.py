@@ -33,10 +33,11 @@ from cscore.scorers.engine.engine import (
 )
 from cscore.scorers.engine.head import head_logits
 from cscore.scorers.engine.pass_options import PassOptions
-from cscore.scorers.engine.passes import EngineReport, deal, kept
+from cscore.scorers.engine.passes import EngineReport, Ticks, deal, kept, layer_ticks
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.judge.partials import context_rows, first_step_layout, found_of
 from cscore.scorers.judge.stats import JudgeStats
+from cscore.scorers.models.anatomy import layer_list
 
 
 def front_mask(a: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -109,15 +110,13 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
     checkpoint = settings.pop("checkpoint", None)
     opts = PassOptions.given(options, **settings)
     value_ids, prefixes, n_items = scale.value_ids, scale.prefixes, scale.n_items
-    padding_side = opts.padding_side
     _check_inputs(contexts, n_items, prefixes, asst, asst_exit)
     device = next(main.parameters()).device
     vocab = main.get_output_embeddings().weight.shape[0]
     single = np.array([len(ids) == 1 for ids in value_ids])
     score_tok = torch.tensor([ids[0] if len(ids) == 1 else 0 for ids in value_ids], device=device)
     found = found_buffers(len(contexts), scale, device)
-    start = time.perf_counter()
-    window = None
+    start, window = time.perf_counter(), None
     if opts.prefix_sharing:
         windows = [row_window(m) for m in ([main] if asst is None else [main, asst])]
         window = None if None in windows else min(w for w in windows if w is not None)
@@ -126,22 +125,25 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
     rows = plan_rows(items, token_budget, window is not None, window)
     batches = list(batch_rows_of(rows, token_budget))
     members = [[i for r in b for i in r.members] for b in batches]
-    deal(checkpoint, members, [max(r.length for r in b) * len(b) for b in batches], progress,
-         tokens=int(sum(r.length for r in rows)), detail=plan_text(rows, window))
-    tap = LayerTap(main, asst_exit) if asst_exit is not None else None
-    attn = getattr(main.config, "_attn_implementation", None)
-    dtype = next(main.parameters()).dtype
+    costs = [max(r.length for r in b) * len(b) for b in batches]
+    deal(checkpoint, members, costs, progress, tokens=int(sum(r.length for r in rows)), detail=plan_text(rows, window))
+    tap, ticks = LayerTap(main, asst_exit) if asst_exit is not None else None, Ticks(progress, costs)  # ticks: by layer
+    attn, dtype = getattr(main.config, "_attn_implementation", None), next(main.parameters()).dtype
     dense = not (sparse_packed(main) and (asst is None or sparse_packed(asst)))
     padded = n_run = tokens = 0
-    pad = (pad_id, padding_side, device, dtype, attn, dense)
+    pad = (pad_id, opts.padding_side, device, dtype, attn, dense)
     try:
-        for batch_rows, own in zip(batches, members):
+        for batch_rows, own, cost in zip(batches, members, costs):
             if kept(checkpoint, own, None, progress):
+                ticks.skip(cost)
                 continue
-            n_padded, n_done = _judge_batch((main, asst, tap), items, batch_rows, pad, (score_tok, single), found)
+            ticks.begin(cost)
+            with layer_ticks(layer_list(main), ticks):
+                n_padded, n_done = _judge_batch((main, asst, tap), items, batch_rows, pad, (score_tok, single), found)
             padded, n_run, tokens = padded + n_padded, n_run + 1, tokens + sum(r.length for r in batch_rows)
             if checkpoint is not None:
                 checkpoint.add(np.asarray(own, dtype=np.int64), context_rows(found, own))
+            ticks.end()
             if progress is not None:
                 progress(n_done)
     finally:

@@ -27,6 +27,12 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
     return layers
 
 
+def layer_list(model: nn.Module) -> list[nn.Module]:
+    """The decoder layers where the model has a ``layers`` list, else none (progress ticks only)."""
+    layers = getattr(decoder_base(model), "layers", None)
+    return list(layers) if isinstance(layers, nn.ModuleList) else []
+
+
 def final_norm(model: nn.Module) -> nn.Module:
     """The norm applied to the last layer's output before the LM head."""
     norm = decoder_base(model).norm

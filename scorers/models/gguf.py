@@ -91,6 +91,17 @@ def conversion_dir(gguf_path: Path) -> Path:
     return cache_root() / "models" / f"{gguf_path.stem}-{digest}-c{CONVERSION_VERSION}-tf{TRANSFORMERS_MAJOR}"
 
 
+IDLE_MB_S, BUSY_MB_S = 6.0, 0.8  # MB of GGUF file converted a second on a 2-core CPU: idle, busy (docs/benchmarks.md)
+
+
+def conversion_notice(name: str, size: int, target: Path) -> str:
+    """The line said before a one-time conversion starts: what runs, and about how long it takes."""
+    mb = size / 1e6
+    return (f"converting {name} to a transformers checkpoint, once (first use of this file with transformers "
+            f"{TRANSFORMERS_MAJOR}): {mb:.0f} MB, about {mb / IDLE_MB_S:.0f} s on an idle 2-core CPU, up to "
+            f"{mb / BUSY_MB_S:.0f} s on a busy one; cached at {target}")
+
+
 def converted_gguf_dir(gguf_path: Path) -> Path:
     """Convert a GGUF file to a regular checkpoint once; later calls reuse the cached copy.
     Conversion is atomic (temp dir + rename) and locked."""
@@ -101,7 +112,7 @@ def converted_gguf_dir(gguf_path: Path) -> Path:
             file_lock(target.with_name(target.name + ".lock")):
         if (target / "COMPLETE").exists():
             return target
-        log.info("converting %s (first use; cached at %s)", gguf_path.name, target)
+        log.warning(conversion_notice(gguf_path.name, gguf_path.stat().st_size, target))
         tmp = target.with_name(target.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:

@@ -88,6 +88,7 @@ class ShardedPass:
     models: list
     stats_type: type
     partials: Callable | None = None
+    since: float | None = None  # the command's start (time.time()): shards done before it were kept; None: run_pass's
 
 
 def run_pass(cache, job: ShardedPass, sharding: Sharding):
@@ -107,6 +108,7 @@ def run_pass(cache, job: ShardedPass, sharding: Sharding):
     folder = cache.root / PARTIAL_DIR / key
     lengths = np.array([len(h) for _, h in job.pairs], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    since = said_kept(job, read_marks(folder, sharding.count), sharding)
     for k in sharding.todo():
         if key in cache:  # another run merged it meanwhile
             break
@@ -114,8 +116,24 @@ def run_pass(cache, job: ShardedPass, sharding: Sharding):
     if not sharding.merge:
         return None, None, [k for k in range(sharding.count) if k not in read_marks(folder, sharding.count)]
     if sharding.wait is not None:  # the parent of runtime.devices: the other shards are its workers'
-        return wait_and_merge(cache, job, key, offsets, sharding)
-    return merge_pass(cache, job, key, offsets, sharding.count)
+        return wait_and_merge(cache, job, key, offsets, sharding, since)
+    return merge_pass(cache, job, key, offsets, sharding.count, since)
+
+
+def said_kept(job: ShardedPass, marks: dict[int, dict], sharding: Sharding) -> float:
+    """Where shards were done before this command (an earlier run, another job): which it keeps and
+    which it computes (a log line). Returns the command's start (``job.since``, else now, as
+    ``time.time()``): a shard done before it was kept."""
+    import time
+
+    since = time.time() if job.since is None else job.since
+    kept = sorted(k for k, r in marks.items() if float(r["end"]) < since)
+    if kept:
+        todo = [k for k in sharding.todo() if k not in marks]
+        log.info("statistics (%s): %s done already (an earlier run or another job), kept; %s", job.label,
+                 missing_text(kept, sharding.count),
+                 f"{missing_text(todo, sharding.count)} computed now" if todo else "none to compute here")
+    return since
 
 
 def pending_shards(cache, key: str, folder: Path, count: int) -> list[int]:
@@ -125,7 +143,7 @@ def pending_shards(cache, key: str, folder: Path, count: int) -> list[int]:
     return [] if not missing or key in cache else missing  # the entry looked at last: a merge removes the marks
 
 
-def wait_and_merge(cache, job: ShardedPass, key: str, offsets, sharding: Sharding):
+def wait_and_merge(cache, job: ShardedPass, key: str, offsets, sharding: Sharding, since: float | None = None):
     """After this process's own shard: ``sharding.wait`` until every other shard's mark is there,
     then the merge. A partial the merge finds damaged unmarks its shard, whose workers are done
     with this pass by then: this process re-runs what that shard lost, then merges again."""
@@ -140,13 +158,13 @@ def wait_and_merge(cache, job: ShardedPass, key: str, offsets, sharding: Shardin
         log.info("statistics (%s): every shard done in %.1fs (%s per shard)", job.label,
                  max(r["end"] for r in recs) - min(r["start"] for r in recs),
                  ", ".join(f"{float(r['seconds']):.1f}s" for r in recs))
-    got = merge_pass(cache, job, key, offsets, count)
+    got = merge_pass(cache, job, key, offsets, count, since)
     if got[0] is None:
         log.info("statistics (%s): %s lost partials; this process re-runs what %s lost", job.label,
                  missing_text(got[2], count), "it" if len(got[2]) == 1 else "they")
         for k in got[2]:
             compute_shard(cache, job, key, offsets, (k, count))
-        got = merge_pass(cache, job, key, offsets, count)
+        got = merge_pass(cache, job, key, offsets, count, since)
     return got
 
 
@@ -188,9 +206,10 @@ def compute_shard(cache, job: ShardedPass, key: str, offsets, shard: tuple[int, 
                  report.batches, report.seconds)
 
 
-def merge_pass(cache, job: ShardedPass, key: str, offsets, count: int):
+def merge_pass(cache, job: ShardedPass, key: str, offsets, count: int, since: float | None = None):
     """The merge under the key's lock: every shard's partials into the ordinary cache entry (or the
-    entry another run stored meanwhile); (None, None, missing shards) while one is not done."""
+    entry another run stored meanwhile); (None, None, missing shards) while one is not done. The
+    entry keeps the whole pass's report; the one returned is this command's (``this_command``)."""
     import time
 
     from cscore.scorers.engine.passes import EngineReport
@@ -213,7 +232,7 @@ def merge_pass(cache, job: ShardedPass, key: str, offsets, count: int):
         if cache.save(key, merged, job.parts, extra={"models": job.models, "report": report.record()}) is not None:
             remove_folder(folder)
         log.info("statistics (%s): %d shards merged in %.2fs", job.label, count, report.merge_seconds)
-    return merged, report, []
+    return merged, this_command(report, marks, since), []
 
 
 def merge(folder: Path, key: str, heads: list[str], offsets, temperatures, pairs, schema: int, stats_type):
@@ -243,6 +262,27 @@ def merge_items(folder: Path, key: str, job: ShardedPass, offsets):
     checkpoint = job.partials(folder, key, list(job.heads), offsets, job.temperatures, schema=CACHE_SCHEMA)
     checkpoint.load()
     return checkpoint.assemble() if checkpoint.done.all() else None
+
+
+def this_command(report, marks: dict[int, dict], since: float | None):
+    """A merged pass's ``report`` as this command saw it (``since``: its start): a shard done
+    before then was kept from an earlier run, its items counted as resumed (with those the other
+    shards resumed from their partials), and the seconds and tokens are the shards computed since
+    (their first start to their last end) and the merge."""
+    from dataclasses import replace
+
+    if since is None:
+        return report
+    now = [r for r in marks.values() if float(r["end"]) >= since]
+    kept = sorted(k for k, r in marks.items() if float(r["end"]) < since)
+    wall = max(r["end"] for r in now) - min(r["start"] for r in now) if now else 0.0
+    flops = [r.get("flops") for r in now]
+    return replace(report, seconds=float(wall) + float(report.merge_seconds or 0.0),
+                   tokens=sum(int(r["tokens"]) for r in now), padded_tokens=sum(int(r["padded_tokens"]) for r in now),
+                   batches=sum(int(r["batches"]) for r in now),
+                   flops=None if None in flops else float(sum(f or 0.0 for f in flops)),
+                   resumed=sum(int(marks[k]["items"]) for k in kept) + sum(int(r.get("resumed", 0)) for r in now),
+                   kept_shards=kept)
 
 
 def merged_report(marks: dict[int, dict], count: int, merge_seconds: float):

@@ -27,7 +27,8 @@ from cscore.cli.pipeline.kinds.judging import (
 from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.pass_options import Sharding
-from cscore.scorers.engine.passes import announce
+from cscore.scorers.engine.passes import Ticks, announce, forward_ticks
+from cscore.scorers.models.anatomy import layer_list
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +60,17 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
              steps=n * len(rows) * p.max_new_tokens,
              detail=f"{n} prompts x {len(rows)} rows x up to {p.max_new_tokens} new tokens, "
                     f"{len(plan)} batches of up to {p.batch_size}")
+    ticks = Ticks(progress, [len(idx) for idx in plan])  # a batch a unit; its decode steps within it
+    lasts = [x for m in [main.model] + [asst.model] * (asst.parent is not main) for x in layer_list(m)[-1:]]  # a step
+    decodes = bool(on_main) + len(rows.keys() - on_main.keys())
     for idx in plan:
         batch = [prompts[i] for i in idx]
-        got = _main_rows(jr, pair, batch, on_main, params, common, penalty, pad_id) if on_main else {}
-        for name in rows.keys() - on_main.keys():  # the assistant alone: λ = 0, its assistant term is not used
-            got[name] = _alone(jr, asst.model, batch, params, common, len(tok))
+        ticks.begin(len(idx))
+        with forward_ticks(lasts, ticks, decodes * (p.max_new_tokens + 1)):
+            got = _main_rows(jr, pair, batch, on_main, params, common, penalty, pad_id) if on_main else {}
+            for name in rows.keys() - on_main.keys():  # the assistant alone: λ = 0, its assistant term is not used
+                got[name] = _alone(jr, asst.model, batch, params, common, len(tok))
+        ticks.end()
         for name in rows:
             for i, ids in zip(idx, got[name]):
                 out[name][i] = ids

@@ -39,6 +39,7 @@ class TokenKind(MethodKind):
         for role, m in pair.models.items():
             log.info(model_line(role, m))
         examples = loaded.examples
+        log.info("tokenizing %d items (prompts and hypotheses)", len(examples))  # before the pass's plan line
         prompt_texts, spans = make_prompts(run, examples, pair.tokenizer)
         # a cross-family amateur renders the prompts with its own tokenizer (its own chat template)
         own = make_prompts(run, examples, pair.amateur.tokenizer, "amateur") if pair.aligned else (None, None)
