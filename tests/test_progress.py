@@ -298,7 +298,8 @@ def test_a_token_pass_of_several_batches_tells_its_share_of_the_planned_tokens(t
     model = load_model(tiny_dirs.amateur, dtype="float32").model
     told = Told()
     items = [([5] * 12, [8] * 4), ([6] * 3, [9] * 2)]  # 16 and 5 tokens: one row each, a 16-token budget
-    engine.compute(model, items, temperatures=(1.0,), progress=told, token_budget=16, prefix_sharing=False)
+    engine.compute(model, items, temperatures=(1.0,), progress=told,
+                   options=PassOptions(token_budget=16, prefix_sharing=False))
     a, b = 16, 5
     assert told.said == [("part", round(0.5 * a / (a + b), 6)), ("part", round(0.99 * a / (a + b), 6)),
                          ("part", round(a / (a + b), 6)), ("items", 1),

@@ -99,14 +99,13 @@ class Scale:
 def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, asst_exit: int | None = None,
             pad_id: int = 0, progress: Callable[[int], None] | None = None, options: PassOptions | None = None,
             **settings) -> tuple[JudgeStats | None, EngineReport]:
-    """``main``: the main causal LM; the assistant is ``asst`` (another model sharing the
-    vocabulary) or, with ``asst_exit=k``, main's first k layers (+ final norm and LM head).
-    ``options`` (``PassOptions``; or its fields as keywords): the token budget, the padding side
-    and ``prefix_sharing``: contexts that share a long prefix (``split_shared``) run it once per
-    packed row, as in ``engine.compute``; the same statistics. ``checkpoint=`` (a shard's
-    ``item_partials.ItemCheckpoint``, ``cscore.scorers.judge.partials``): the planned batches dealt to the shards,
-    this shard's computed (those it kept skipped) and added to it; the statistics are then None
-    (the merge assembles them)."""
+    """``main``: the main causal LM; the assistant is ``asst`` (another model sharing the vocabulary) or,
+    with ``asst_exit=k``, main's first k layers (+ final norm and LM head). ``options`` (``PassOptions``;
+    or its fields as keywords): the token budget, the padding side and ``prefix_sharing``: contexts that
+    share a long prefix (``split_shared``) run it once per packed row, as in ``engine.compute``; the same
+    statistics. ``checkpoint=`` (a shard's ``item_partials.ItemCheckpoint``, ``cscore.scorers.judge.partials``):
+    the planned batches dealt to the shards, this shard's computed (those it kept skipped) and added to it;
+    the statistics are then None (the merge assembles them)."""
     checkpoint = settings.pop("checkpoint", None)
     opts = PassOptions.given(options, **settings)
     value_ids, prefixes, n_items = scale.value_ids, scale.prefixes, scale.n_items
