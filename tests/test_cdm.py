@@ -18,6 +18,7 @@ from cscore.scorers import methods
 from cscore.scorers.cdm import pooler as cdm_pooler
 from cscore.scorers.engine import engine
 from cscore.scorers.methods.common import aggregate, per_item
+from cscore.tests.support.cli import tiny_args
 
 V = 4
 # Expert / amateur next-token probabilities (rows: previous token), chosen by hand.
@@ -278,21 +279,16 @@ def test_impossible_folds_are_clear_errors():
 # --- end to end --------------------------------------------------------------------------------
 
 
-def tiny_args(tiny_dirs):
-    return [f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
-            "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false", "data=demo"]
-
-
 @pytest.fixture(scope="module")
 def cdm_runs(tiny_dirs, tmp_path_factory, cscore_cli):
     """A two-point multirun (pooling mean, then max) and a classifier run, all on one fresh
     statistics cache; each run is a fresh process (statistics pass only through the cache)."""
     root = tmp_path_factory.mktemp("cdm")
     cache = root / "stats"
-    res = cscore_cli("run", "-m", *tiny_args(tiny_dirs), f"cache.dir={cache}", "method=cdm",
+    res = cscore_cli("run", "-m", *tiny_args(tiny_dirs, "data=demo"), f"cache.dir={cache}", "method=cdm",
                      "method.pooling=mean,max", f"hydra.sweep.dir={root / 'sw'}", cwd=root)
     assert res.returncode == 0, res.stdout + res.stderr
-    res = cscore_cli("run", *tiny_args(tiny_dirs), f"cache.dir={cache}", "method=cdm_classifier",
+    res = cscore_cli("run", *tiny_args(tiny_dirs, "data=demo"), f"cache.dir={cache}", "method=cdm_classifier",
                      f"hydra.run.dir={root / 'cls'}", cwd=root)
     assert res.returncode == 0, res.stdout + res.stderr
     return root

@@ -17,11 +17,7 @@ import pytest
 from cscore import ModelPair
 from cscore.data import load_examples
 from cscore.data.prompts import build
-
-
-def tiny_args(tiny_dirs):
-    return [f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
-            "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false"]
+from cscore.tests.support.cli import tiny_args
 
 
 @pytest.fixture(scope="module")

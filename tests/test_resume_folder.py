@@ -77,7 +77,7 @@ def table(path: Path, n: int) -> Path:
     return path
 
 
-def tiny_args(tiny_dirs, data: Path, cache: Path) -> list[str]:
+def early_exit_args(tiny_dirs, data: Path, cache: Path) -> list[str]:
     return [f"pair.expert.path={tiny_dirs.expert}", "pair.amateur.path=null", "pair.amateur.early_exit=2",
             "pair.name=tiny", "runtime.progress=false", "runtime.threads=1", "data=table", f"data.path={data}",
             "data.task=summarization", "data.columns.human=[q]", f"cache.dir={cache}"]
@@ -95,7 +95,7 @@ def test_ctrl_c_then_the_same_command_finishes_in_the_same_folder(tiny_dirs, tmp
     """A real SIGINT inside the forward pass (its checkpoint seen on disk), then the same command:
     one run folder, complete; the report of the day counts 1 complete, nothing failed."""
     args = [sys.executable, "-m", "cscore.cli.main", "run",
-            *tiny_args(tiny_dirs, table(tmp_path / "t.csv", 120), tmp_path / "cache"),
+            *early_exit_args(tiny_dirs, table(tmp_path / "t.csv", 120), tmp_path / "cache"),
             "runtime.token_budget=256", "cache.checkpoint_seconds=0"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(args, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -126,7 +126,7 @@ def test_ctrl_c_then_the_same_command_finishes_in_the_same_folder(tiny_dirs, tmp
 def test_an_interrupted_multirun_job_is_finished_in_its_sweep_folder(tiny_dirs, tmp_path, cscore_cli, cscore_main):
     """The sweep folder of a multirun whose job 1 was stopped by Ctrl-C (its failed.json, its
     metrics.json not written yet): the same command skips job 0 and finishes job 1 there."""
-    args = ["run", "-m", *tiny_args(tiny_dirs, table(tmp_path / "t.csv", 12), tmp_path / "cache"),
+    args = ["run", "-m", *early_exit_args(tiny_dirs, table(tmp_path / "t.csv", 12), tmp_path / "cache"),
             "method.gamma=0.1,0.4"]
     first = cscore_cli(*args, cwd=tmp_path, timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]

@@ -30,6 +30,7 @@ import pytest
 from cscore.cli.slurm_check import SlurmUnavailable, check_slurm_available
 from cscore.metaeval.runs import missing_jobs
 from cscore.rundir import find_runs
+from cscore.tests.support.cli import tiny_args
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
@@ -70,11 +71,6 @@ def computed_and_read(run_dirs) -> dict[str, list[bool]]:
         for model, p in json.loads((Path(d) / "metrics.json").read_text())["speed"]["passes"].items():
             out.setdefault(model, []).append(bool(p["from_cache"]))
     return out
-
-
-def tiny_args(tiny_dirs):
-    return [f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
-            "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false"]
 
 
 def default_partition() -> str | None:
@@ -365,7 +361,6 @@ def test_check_slurm_available_raises_a_runtime_error(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="`sbatch` is not on PATH") as info:
         check_slurm_available()
     assert isinstance(info.value, SlurmUnavailable)
-
 
 
 # ---------------------------------------------------------------------------------------------

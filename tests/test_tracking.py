@@ -13,15 +13,16 @@ import pandas as pd
 import pytest
 import yaml
 
+from cscore.tests.support.cli import tiny_args
+
 pytestmark = pytest.mark.slow  # the fast tier (-m 'not slow') leaves these out
 
 mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed (pip install -e '.[mlflow]')")
 wandb_pb = pytest.importorskip("wandb.proto.wandb_internal_pb2", reason="the wandb extra is not installed")
 
 
-def tiny_args(tiny_dirs):
-    return [f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
-            "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false", "split.use=dev"]
+def dev_args(tiny_dirs) -> list[str]:
+    return tiny_args(tiny_dirs, "split.use=dev")
 
 
 def clean_env(root: Path, **extra) -> dict:
@@ -66,10 +67,10 @@ def mlflow_runs(tiny_dirs, tmp_path_factory, cscore_cli):
     """A single run into the default store (./outputs/mlruns) and a multirun into a named one."""
     root = tmp_path_factory.mktemp("mlflow")
     env = clean_env(root)
-    single = run_ok(cscore_cli, "run", *tiny_args(tiny_dirs), "tracking=mlflow", f"hydra.run.dir={root / 'single'}",
+    single = run_ok(cscore_cli, "run", *dev_args(tiny_dirs), "tracking=mlflow", f"hydra.run.dir={root / 'single'}",
                     cwd=root, env=env)
     store = (root / "store").as_uri()
-    sweep = run_ok(cscore_cli, "run", "-m", *tiny_args(tiny_dirs), "tracking=mlflow", f"tracking.tracking_uri={store}",
+    sweep = run_ok(cscore_cli, "run", "-m", *dev_args(tiny_dirs), "tracking=mlflow", f"tracking.tracking_uri={store}",
                    "tracking.experiment=sweeps", "method.gamma=0.1,0.4", f"hydra.sweep.dir={root / 'sw'}",
                    cwd=root, env=env)
     return root, single, sweep, env
@@ -135,7 +136,7 @@ def test_mlflow_multirun_is_a_parent_with_a_child_per_job(mlflow_runs, monkeypat
 
 def test_a_resumed_run_is_not_logged_twice(mlflow_runs, tiny_dirs, cscore_cli, monkeypatch):
     root, _, _, env = mlflow_runs
-    res = run_ok(cscore_cli, "run", *tiny_args(tiny_dirs), "tracking=mlflow", f"hydra.run.dir={root / 'single'}",
+    res = run_ok(cscore_cli, "run", *dev_args(tiny_dirs), "tracking=mlflow", f"hydra.run.dir={root / 'single'}",
                  cwd=root, env=env)
     assert "is complete" in res.stdout + res.stderr
     assert len(search(monkeypatch, (root / "outputs" / "mlruns").as_uri(), "cscore")) == 1
@@ -190,9 +191,9 @@ def wandb_runs(tiny_dirs, tmp_path_factory, cscore_cli):
     """A single run into the default folder (./outputs/wandb) and a multirun into another."""
     root = tmp_path_factory.mktemp("wandb")
     env = clean_env(root)
-    single = run_ok(cscore_cli, "run", *tiny_args(tiny_dirs), "tracking=wandb", f"hydra.run.dir={root / 'single'}",
+    single = run_ok(cscore_cli, "run", *dev_args(tiny_dirs), "tracking=wandb", f"hydra.run.dir={root / 'single'}",
                     cwd=root, env=env)
-    sweep = run_ok(cscore_cli, "run", "-m", *tiny_args(tiny_dirs), "tracking=wandb", f"tracking.dir={root / 'wb'}",
+    sweep = run_ok(cscore_cli, "run", "-m", *dev_args(tiny_dirs), "tracking=wandb", f"tracking.dir={root / 'wb'}",
                    "tracking.project=sweeps", "method.gamma=0.1,0.4", f"hydra.sweep.dir={root / 'sw'}",
                    cwd=root, env=env)
     return root, single, sweep
@@ -239,7 +240,7 @@ def test_an_mlflow_store_that_fails_is_one_warning_and_the_run_succeeds(where, e
     (given up after cscore's default of 2 retries instead of MLflow's minutes)."""
     (tmp_path / "a_file").write_text("")
     uri = (tmp_path / "a_file" / "mlruns").as_uri() if where == "file" else "http://127.0.0.1:9"
-    res = run_ok(cscore_cli, "run", *tiny_args(tiny_dirs), "tracking=mlflow", f"tracking.tracking_uri={uri}",
+    res = run_ok(cscore_cli, "run", *dev_args(tiny_dirs), "tracking=mlflow", f"tracking.tracking_uri={uri}",
                  f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path, env=clean_env(tmp_path))
     (line,) = tracking_lines(res)
     assert "WARNING" in line and "tracking=mlflow: run " in line and f"not tracked ({error}" in line
@@ -249,7 +250,7 @@ def test_an_mlflow_store_that_fails_is_one_warning_and_the_run_succeeds(where, e
 def test_a_failing_wandb_is_one_warning_and_the_run_succeeds(tiny_dirs, tmp_path, cscore_cli):
     """Online with no API key, against a server that is not there: wandb.init refuses."""
     env = clean_env(tmp_path, WANDB_BASE_URL="http://127.0.0.1:9")
-    res = run_ok(cscore_cli, "run", *tiny_args(tiny_dirs), "tracking=wandb", "tracking.mode=online",
+    res = run_ok(cscore_cli, "run", *dev_args(tiny_dirs), "tracking=wandb", "tracking.mode=online",
                  f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path, env=env)
     (line,) = tracking_lines(res)
     assert "WARNING" in line and "tracking=wandb: run " in line and "not tracked (" in line
@@ -263,7 +264,7 @@ def test_a_tracker_that_is_not_installed_is_one_warning_for_a_whole_multirun(tin
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'mlflow\'", name="mlflow")\n')
     path = os.pathsep.join([str(blocker.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
-    res = run_ok(cscore_cli, "run", "-m", *tiny_args(tiny_dirs), "tracking=mlflow", "method.gamma=0.1,0.4",
+    res = run_ok(cscore_cli, "run", "-m", *dev_args(tiny_dirs), "tracking=mlflow", "method.gamma=0.1,0.4",
                  f"hydra.sweep.dir={tmp_path / 'sw'}", cwd=tmp_path, env=clean_env(tmp_path, PYTHONPATH=path))
     (line,) = tracking_lines(res)
     assert 'tracking=mlflow: mlflow is not installed (pip install "cscore[mlflow]"); runs are not tracked' in line
