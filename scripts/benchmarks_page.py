@@ -32,8 +32,28 @@ def _rows(entries: list[dict], cols: list[str]) -> list[str]:
     return out
 
 
-def render(record: dict) -> str:
-    """The page's markdown from the record (a dict as the YAML file reads)."""
+def slowest_tests(times: dict) -> list[str]:
+    """The section of the slowest tests, from docs/measured/test_times.yaml (scripts/test_times.py
+    writes it from a junit report)."""
+    head = (f"{times['run']}, {times['date']}: {times['tests']} tests, {times['test_seconds']} s of test time"
+            + (f", {times['wall']} wall" if times.get("wall") else "")
+            + (f" ({times['load']})" if times.get("load") else "")
+            + ". Written by `python scripts/test_times.py JUNIT --log LOG --write` from the run's junit report; "
+              "set-up and call from its `--durations` lines; *where the time goes* is what the test and the "
+              "fixtures it asks for do (read from their source).")
+    out = ["", "## The slowest tests", "", head, "",
+           "| # | test | s | set-up | call | where the time goes |", "|---:|---|---:|---:|---:|---|"]
+    for i, r in enumerate(times["slowest"], 1):
+        cells = ["" if r.get(k) is None else r[k] for k in ("setup", "call")]
+        out.append(f"| {i} | `{r['test']}` | {r['seconds']} | {cells[0]} | {cells[1]} | {r['costs']} |")
+    out += ["", "The files with the most test time:", "", "| file | s |", "|---|---:|"]
+    out += [f"| `{f['file']}` | {f['seconds']} |" for f in times["slowest_files"]]
+    return out
+
+
+def render(record: dict, times: dict | None = None) -> str:
+    """The page's markdown from the record (a dict as the YAML file reads) and the slowest tests
+    (test_times.yaml as read; None: no such section)."""
     lines = [HEAD, "Machines: " + "; ".join(f"**{k}**: {v}" for k, v in record["machines"].items()) + ".", "",
              "## Tests", "", *_rows(record["tests"], ["what", "tests", "figure", "date", "machine",
                                                                       "note"])]
@@ -46,11 +66,15 @@ def render(record: dict) -> str:
               "| command | seconds |", "|---|---:|"]
     lines += [f"| `{cmd}` | {sec} |" for cmd, sec in tour["seconds"].items()]
     lines += ["", "## The default run", "", *_rows(record["demo"], ["what", "figure", "date", "machine", "note"])]
+    if times:
+        lines += slowest_tests(times)
     return "\n".join(lines) + "\n"
 
 
 def page_text(path: Path = RECORD) -> str:
-    return render(yaml.safe_load(path.read_text()))
+    """The page from the record at ``path`` and the test_times.yaml beside it (if there is one)."""
+    times = path.with_name("test_times.yaml")
+    return render(yaml.safe_load(path.read_text()), yaml.safe_load(times.read_text()) if times.is_file() else None)
 
 
 def main(argv: list[str] | None = None) -> int:
