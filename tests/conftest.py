@@ -7,9 +7,9 @@ Tests reach these through fixtures; plain helpers they import from ``cscore.test
 fixtures that need it import it when they run, so the metaeval and data tests run without torch
 (tests/test_torch_free.py checks that).
 
-Under pytest-xdist (``-n 2``) each worker builds the session fixtures once for itself (in its own
-temp dir) and gets its own statistics cache; converted GGUF models stay shared under
-$CSCORE_CACHE, where a file lock guards each conversion."""
+Under pytest-xdist (``-n 2``): the tiny models and the sweep are built once per run
+(support/shared.py), each worker has its own statistics cache, converted GGUF models are shared
+under $CSCORE_CACHE (a file lock per conversion); support/groups.py keeps serial what must be."""
 
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ from cscore.tests.support.models import (
     toy_bigram_class,
 )
 from cscore.tests.support.pins import snapshot_checker
+from cscore.tests.support.shared import once_per_run
+
+pytest_plugins = ["cscore.tests.support.groups"]
 
 # One torch thread for the whole suite: this process and every cscore it starts (the variable is
 # inherited; torch reads it when imported). The tests' models are tiny, and with two threads
@@ -40,8 +43,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_stats_cache(tmp_path_factory):
-    """Each test session (each xdist worker) gets its own statistics cache (converted GGUF models
-    stay shared)."""
+    """Each test session (each xdist worker) gets its own statistics cache (GGUF models stay shared)."""
     os.environ["CSCORE_STATS_CACHE"] = str(tmp_path_factory.mktemp("stats_cache"))
     yield
 
@@ -50,13 +52,16 @@ def isolated_stats_cache(tmp_path_factory):
 def tiny_dirs(tmp_path_factory):
     """Two tiny llamas sharing one tokenizer (expert 4 layers, amateur 2 layers), and one
     model with a different tokenizer."""
-    root = tmp_path_factory.mktemp("tiny")
-    tok = build_tokenizer(root / "tok")
-    expert = build_llama(root / "expert", tok, layers=4, seed=1)
-    amateur = build_llama(root / "amateur", tok, layers=2, seed=2)
-    other_tok = build_tokenizer(root / "tok_other", vocab_size=300, extra=" zebra quartz")
-    other = build_llama(root / "other", other_tok, layers=2, seed=3)
-    return SimpleNamespace(root=root, expert=str(expert), amateur=str(amateur), other=str(other))
+    def build(root: Path) -> dict:
+        tok = build_tokenizer(root / "tok")
+        expert = build_llama(root / "expert", tok, layers=4, seed=1)
+        amateur = build_llama(root / "amateur", tok, layers=2, seed=2)
+        other = build_llama(root / "other", build_tokenizer(root / "tok_other", vocab_size=300, extra=" zebra quartz"),
+                            layers=2, seed=3)
+        return {"root": str(root), "expert": str(expert), "amateur": str(amateur), "other": str(other)}
+
+    dirs = once_per_run(tmp_path_factory, "tiny", build)
+    return SimpleNamespace(**{**dirs, "root": Path(dirs["root"])})
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +69,7 @@ def judge_dirs(tiny_dirs, tmp_path_factory):
     """The tiny models for the judge methods: expert and amateur share a tokenizer and have a chat
     template (``CHAT``: "<s>user: {content}\nassistant:"); other has its own tokenizer and no
     chat template (a base model)."""
-    return build_judge_dirs(tiny_dirs, tmp_path_factory.mktemp("judge_models"))
+    return once_per_run(tmp_path_factory, "judge_models", lambda root: build_judge_dirs(tiny_dirs, root))
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +80,7 @@ def role_judge_dirs(tmp_path_factory):
     (``<|im_start|>assistant\n``): skipped special tokens leave the text "assistant\n4". The
     expert's logits are sharper (gain 3) than the amateur's (gain 1), so every contrast of the
     judge methods keeps the expert's choice."""
-    return build_role_judge_dirs(tmp_path_factory.mktemp("role_models"))
+    return once_per_run(tmp_path_factory, "role_models", build_role_judge_dirs)
 
 
 @pytest.fixture(scope="session")
@@ -142,11 +147,15 @@ def tiny_sweep(tiny_dirs, tmp_path_factory):
     statistics cache), run once for the tests that read a sweep (test_report.py) and the one that
     re-runs it (test_cli.py). Shared: copy it before changing anything in it. ``args``: the
     command, without its hydra.sweep.dir; ``stdout``: what the command printed."""
-    root = tmp_path_factory.mktemp("sweep")
     args = ["run", "-m", *tiny_args(tiny_dirs, "method.gamma=0.1,0.4")]
-    res = run_cscore(*args, f"hydra.sweep.dir={root / 'sw'}", cwd=root)
-    assert res.returncode == 0, res.stdout + res.stderr
-    return SimpleNamespace(dir=root / "sw", args=args, stdout=res.stdout)
+
+    def build(root: Path) -> dict:
+        res = run_cscore(*args, f"hydra.sweep.dir={root / 'sw'}", cwd=root)
+        assert res.returncode == 0, res.stdout + res.stderr
+        return {"dir": str(root / "sw"), "stdout": res.stdout}
+
+    done = once_per_run(tmp_path_factory, "sweep", build)
+    return SimpleNamespace(dir=Path(done["dir"]), args=args, stdout=done["stdout"])
 
 
 @pytest.fixture
