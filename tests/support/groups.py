@@ -5,7 +5,9 @@
 - the tests of one SERIAL group run in one worker, in order: they share a fixed resource;
 - the other tests of a file that uses a module- or class-scoped fixture run in one worker, so the
   fixture (often a whole ``cscore run``) is built once, not once per worker;
-- a test's own ``@pytest.mark.xdist_group`` wins."""
+- a test's own ``@pytest.mark.xdist_group`` wins.
+
+The lint group's tests are also marked ``lint`` (.ci/run runs them first: ``-m lint``)."""
 
 from __future__ import annotations
 
@@ -48,3 +50,5 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is None and (group := group_of(item)):
             item.add_marker(pytest.mark.xdist_group(group))
+        if GROUP_OF.get(Path(str(item.path)).name) == "lint":
+            item.add_marker(pytest.mark.lint)
