@@ -38,7 +38,7 @@ COSTS = [
     ("kill / signal", r"SIGKILL|SIGINT|SIGTERM|os\.kill|\.kill\(\)"),
     ("model loads", r"from_pretrained|load_model|ModelPair|load_pair|tiny_dirs|judge_dirs|smollm2|gemma"),
     ("Hydra composes", r"compose\(|initialize_config_dir|initialize\(|GlobalHydra"),
-    ("fuzzing", r"@given|hypothesis|fuzz"),
+    ("fuzzing", r"@given|hypothesis\.strategies|from hypothesis|fuzz\.|mutat"),
     ("docs build", r"mkdocs"),
     ("lint / types", r"\bmypy\b|\bruff\b|lint-imports|import_linter"),
 ]
