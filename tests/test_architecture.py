@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import cscore
+from cscore.tests.support import REPO
 
 ROOT = Path(cscore.__file__).parent
 NOT_PACKAGE = {"tests", "outputs", "scripts"}  # folders of the repository that are not part of cscore
@@ -136,7 +137,7 @@ def test_every_sub_package_is_listed_for_setuptools():
     import pytest
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(("cscore", *p.parent.relative_to(root).parts)) for p in root.rglob("__init__.py")
              if not {"tests", "docs", ".git", "outputs"} & set(p.relative_to(root).parts)

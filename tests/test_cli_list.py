@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+from cscore.tests.support import REPO
+
+CONF = REPO / "conf"
 KINDS = {"datasets": "data", "pairs": "pair", "methods": "method", "baselines": "baseline"}
 
 

@@ -21,8 +21,9 @@ from cscore.errors import ConfigError
 from cscore.scorers import methods
 from cscore.scorers.methods.params import check_section, defaults_of
 from cscore.scorers.training.params import Cdm, T5Score
+from cscore.tests.support import REPO
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "config.md"
+PAGE = REPO / "docs" / "reference" / "config.md"
 
 
 def options(group: str) -> list[str]:
@@ -194,7 +195,7 @@ def test_a_bad_setting_is_one_line_with_exit_2(cscore_main, tmp_path, args, mess
 def test_the_mkdocs_hook_writes_the_page_and_leaves_a_current_one_alone(tmp_path):
     import importlib.util
 
-    hook = Path(__file__).resolve().parents[1] / "docs" / "hooks" / "config_reference.py"
+    hook = REPO / "docs" / "hooks" / "config_reference.py"
     spec = importlib.util.spec_from_file_location("config_reference_hook", hook)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -3,7 +3,6 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,8 +10,9 @@ import pytest
 from cscore.data import load_examples
 from cscore.data.prompts import TEMPLATES, render
 from cscore.data.schema import DataError, LoadReport, validate
+from cscore.tests.support import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def test_demo_loads_as_a_validated_table():

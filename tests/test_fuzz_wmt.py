@@ -6,15 +6,15 @@ traceback; a table holds exactly the pairs whose file was found."""
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cscore.data import wmt
 from cscore.data.schema import DataError
+from cscore.tests.support import REPO
 
-spec = importlib.util.spec_from_file_location("cscore_fuzz", Path(__file__).parents[1] / "scripts" / "fuzz.py")
+spec = importlib.util.spec_from_file_location("cscore_fuzz", REPO / "scripts" / "fuzz.py")
 fuzz = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(fuzz)
 

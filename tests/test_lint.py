@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from cscore.tests.support import REPO
+
+ROOT = REPO
 MAX_LINES = 60
 MAX_PARAMS = 8  # per function in scorers/ (self / cls not counted; *args / **kwargs not counted)
 

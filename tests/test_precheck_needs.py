@@ -8,11 +8,12 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from cscore.tests.support import REPO
+
+REPO = REPO
 
 # the cscore command in an interpreter whose hydra_plugins namespace is an empty folder: Hydra's
 # submitit launcher is not installed there, for every way of importing or scanning for it

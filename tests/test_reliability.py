@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from cscore import rundir
 from cscore.scorers.store.cache import StatsCache
+from cscore.tests.support import REPO
 
 pytestmark = pytest.mark.slow  # the fast tier (-m 'not slow') leaves these out
 
@@ -205,7 +206,7 @@ def test_sigint_at_any_moment_is_one_line_and_exit_130(tiny_dirs, tmp_path, long
 def test_the_quick_reliability_script_finds_nothing(tmp_path):
     """`scripts/reliability.py --quick` (the CI-sized sweep of kills, SIGINTs and fuzzing) exits 0
     and its JSON says no run lost, recomputed, corrupt or different, and no finding."""
-    script = Path(__file__).resolve().parents[1] / "scripts" / "reliability.py"
+    script = REPO / "scripts" / "reliability.py"
     details = tmp_path / "reliability.json"
     done = subprocess.run([sys.executable, str(script), "--quick", "--work", str(tmp_path / "work"),
                            "--json", str(details)], capture_output=True, text=True, timeout=1500)

@@ -16,8 +16,9 @@ import pytest
 from cscore.data.io import read_pickle
 from cscore.data.registry import load_examples
 from cscore.data.schema import DataError
+from cscore.tests.support import REPO
 
-PACKAGE = Path(__file__).resolve().parents[1]
+PACKAGE = REPO
 
 
 class Evil:

@@ -19,8 +19,9 @@ from cscore import __version__, rundir
 from cscore.metaeval import judge, judge_runs, plots
 from cscore.metaeval.resampling import MIN_UNITS
 from cscore.rundir import find_runs
+from cscore.tests.support import REPO
 
-DEMO_FILE = Path(__file__).resolve().parents[1] / "data" / "demo" / "demo.jsonl"
+DEMO_FILE = REPO / "data" / "demo" / "demo.jsonl"
 SLACK = 1.0  # pixels: rounding of the text extents
 
 

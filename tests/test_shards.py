@@ -124,9 +124,10 @@ def test_two_models_and_a_cross_family_pair(tiny_dirs, tmp_path):
 
 def test_seq2seq_pair(tmp_path):
     import importlib.util
-    from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("s2s_models", Path(__file__).with_name("test_seq2seq.py"))
+    from cscore.tests.support import TESTS
+
+    spec = importlib.util.spec_from_file_location("s2s_models", next(TESTS.rglob("test_seq2seq.py")))
     s2s = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(s2s)  # its tiny T5 builders
     build_t5, build_tokenizer = s2s.build_t5, s2s.build_tokenizer

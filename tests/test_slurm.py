@@ -30,9 +30,10 @@ import pytest
 from cscore.cli.slurm_check import SlurmUnavailable, check_slurm_available
 from cscore.metaeval.runs import missing_jobs
 from cscore.rundir import find_runs
+from cscore.tests.support import REPO
 from cscore.tests.support.cli import tiny_args
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 STATE = Path(os.environ.get("SLURM_LOCAL_DIR", "/tmp/slurm-local"))
 START_LOCK = Path("/tmp/slurm-local-pytest.start.lock")  # held while a session starts or stops it

@@ -4,9 +4,9 @@ scorer, engine and CLI tests ask for them)."""
 
 import subprocess
 import sys
-from pathlib import Path
 
-TESTS = Path(__file__).parent
+from cscore.tests.support import TESTS
+
 TORCH_FREE = ["test_metaeval.py", "test_metaeval_levels.py", "test_metaeval_uncertainty.py", "test_kernels.py",
               "test_data*.py"]
 
@@ -45,7 +45,7 @@ def test_metaeval_and_data_tests_never_import_torch(tmp_path):
     fixtures set up and torn down, test bodies not run; what the library imports when the data
     command runs is checked in test_data_wiring.py). Run from tmp_path: never the repo root on
     sys.path."""
-    files = sorted({str(p) for pattern in TORCH_FREE for p in TESTS.glob(pattern)})
+    files = sorted({str(p) for pattern in TORCH_FREE for p in TESTS.rglob(pattern)})
     assert len(files) >= 11, files
     res = subprocess.run([sys.executable, "-c", CHECK, "--setup-only", "-q", "-p", "no:cacheprovider", *files],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)

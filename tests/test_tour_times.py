@@ -5,11 +5,12 @@ with why. (Running the lines is the script's job: the tests do not time them.)""
 import importlib.util
 import shlex
 import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "tour_times.py"
+from cscore.tests.support import REPO
+
+SCRIPT = REPO / "scripts" / "tour_times.py"
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,9 @@ from cscore.cli.typed import typed, typed_method
 from cscore.scorers import methods
 from cscore.scorers.config.run import Runtime
 from cscore.scorers.engine.pass_options import PassOptions, Sharding
+from cscore.tests.support import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def test_rows_read_the_typed_params_and_record_the_values_as_written():
