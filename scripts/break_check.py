@@ -77,7 +77,7 @@ BREAKS = [
           ("test_judge_decode.py",)),
     Break("cd_judge_values", "CD-judge Eq. 1, decode=values", "scorers/judge/values.py",
           "return a - lam * b[float(t)] if lam else a", "return a + lam * b[float(t)] if lam else a",
-          ("test_judge.py", "test_judge_decode.py")),
+          ("test_judge.py", "test_judge_decode.py", "test_cross_family.py")),
     Break("cd_judge_released", "CD-judge, the released code's contrast", "scorers/judge/released.py",
           "return main - lam * asst", "return main + lam * asst", ("test_judge_released.py",)),
     Break("parse_clamp", "the parse clamps above the range to its maximum", "scorers/judge/parse.py",
@@ -86,7 +86,8 @@ BREAKS = [
           "        loads[k] += int(c)\n", "", ("test_shards.py", "test_checkpoint.py")),
     Break("shard_merge", "the shard merge waits for every item", "scorers/store/shards.py",
           "    if not checkpoint.done.all():\n        return None\n    temps",
-          "    if not checkpoint.done.any():\n        return None\n    temps", ("test_shards.py",)),
+          "    if not checkpoint.done.any():\n        return None\n    temps",
+          ("test_shards.py", "test_shards_merge.py")),
     Break("resume_partials", "resume from partials: kept items are not recomputed", "scorers/store/checkpoint.py",
           "            self.kept.append((dest, rows))\n            self.done[self._items_of(dest)] = True\n",
           "            self.kept.append((dest, rows))\n", ("test_checkpoint.py", "test_resume_folder.py")),
@@ -122,7 +123,8 @@ def run_break(b: Break, timeout: int) -> dict:
     finally:
         path.write_text(original)
     failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", out, re.M)
-    return {"break": b.name, "formula": b.formula, "file": b.file, "change": f"`{b.old.strip()}` -> `{b.new.strip()}`",
+    change = f"`{b.old.strip()}` -> `{b.new.strip()}`" if b.new.strip() else f"`{b.old.strip()}` removed"
+    return {"break": b.name, "formula": b.formula, "file": b.file, "change": change,
             "tests": " ".join(tests), "exit": rc, "caught_by": failed[0] if failed else None,
             "seconds": round(time.perf_counter() - t0, 1)}
 
