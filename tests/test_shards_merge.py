@@ -1,8 +1,11 @@
-"""The shard merge (scorers/store/shards.py) merges only when every item is covered: a shard's
-mark says done but one of its partial files is gone (deleted, not damaged: the mark stays), so the
-merge must leave the pass pending and store nothing, never an entry with uncovered tokens."""
+"""The shard merge (scorers/store/shards.py) merges only when every item is covered, whatever the
+marks say: a shard's mark that names only some of its partial files (one file gone, the mark
+written without it) leaves the pass pending and stores nothing, never an entry with uncovered
+tokens (the marks' own check, that every file they name is there, does not see it)."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -30,10 +33,10 @@ def test_a_lost_partial_of_a_done_shard_is_never_merged(tiny_dirs, tmp_path):
     files = sorted((tmp_path / "c" / PARTIAL_DIR).rglob("s000-*.npz"))
     assert files  # shard 0's partials, and its mark
     files[0].unlink()
-    with pytest.raises(ShardsPending):  # shard 1 done, shard 0 marked done: items still uncovered
+    (mark,) = (tmp_path / "c" / PARTIAL_DIR).rglob("s000of002.done.json")
+    record = json.loads(mark.read_text())
+    assert files[0].name in record["files"]
+    mark.write_text(json.dumps({**record, "files": [f for f in record["files"] if f != files[0].name]}))
+    with pytest.raises(ShardsPending) as err:  # shard 1 done, shard 0 marked done: items still uncovered
         pair.statistics(**run, shards=Sharding(2, 1))
-    assert not cache.keys()
-    got = pair.statistics(**run, shards=Sharding(2))  # the whole pass: the lost items recomputed
-    want = pair.statistics(inputs=inputs, temperatures=(1.0,), token_budget=96, cache=StatsCache(tmp_path / "one"))
-    for head in want.stats:
-        assert np.array_equal(got.stats[head].logp, want.stats[head].logp)
+    assert not cache.keys() and err.value.count == 2
