@@ -51,7 +51,22 @@ def slowest_tests(times: dict) -> list[str]:
     return out
 
 
-def render(record: dict, times: dict | None = None) -> str:
+def broken_formulas(breaks: dict) -> list[str]:
+    """The section of deliberate breaks, from docs/measured/breaks.yaml (scripts/break_check.py)."""
+    out = ["", "## What a broken core formula fails", "",
+           "`python scripts/break_check.py --write` breaks each core formula on purpose, one at a time, runs the fast "
+           "tier (`-m \"not slow\" -x`) of the test files of its area, records the first test that fails and puts "
+           "the file back. Every break must fail a fast test (the script exits 1 otherwise).", "",
+           "| formula | break | fast test that fails | s | date |", "|---|---|---|---:|---|"]
+    for r in breaks["breaks"]:
+        caught = f"`{r['caught_by']}`" if r.get("caught_by") else "**none**"
+        change = r["change"].replace("|", "\\|").replace("\n", " ")
+        formula = r["formula"].replace("|", "\\|")
+        out.append(f"| {formula} | `{r['file']}`: {change} | {caught} | {r['seconds']} | {r['date']} |")
+    return out
+
+
+def render(record: dict, times: dict | None = None, breaks: dict | None = None) -> str:
     """The page's markdown from the record (a dict as the YAML file reads) and the slowest tests
     (test_times.yaml as read; None: no such section)."""
     lines = [HEAD, "Machines: " + "; ".join(f"**{k}**: {v}" for k, v in record["machines"].items()) + ".", "",
@@ -68,13 +83,16 @@ def render(record: dict, times: dict | None = None) -> str:
     lines += ["", "## The default run", "", *_rows(record["demo"], ["what", "figure", "date", "machine", "note"])]
     if times:
         lines += slowest_tests(times)
+    if breaks:
+        lines += broken_formulas(breaks)
     return "\n".join(lines) + "\n"
 
 
 def page_text(path: Path = RECORD) -> str:
     """The page from the record at ``path`` and the test_times.yaml beside it (if there is one)."""
-    times = path.with_name("test_times.yaml")
-    return render(yaml.safe_load(path.read_text()), yaml.safe_load(times.read_text()) if times.is_file() else None)
+    extra = [path.with_name(name) for name in ("test_times.yaml", "breaks.yaml")]
+    return render(yaml.safe_load(path.read_text()), *(yaml.safe_load(f.read_text()) if f.is_file() else None
+                                                      for f in extra))
 
 
 def main(argv: list[str] | None = None) -> int:
