@@ -5,7 +5,7 @@ dir (nothing is downloaded; tests/support/models.py builds them), the float32 to
 Tests reach these through fixtures; plain helpers they import from ``cscore.tests.support``
 (no ``sys.path`` patching, no ``from conftest import``). This module does not import torch: the
 fixtures that need it import it when they run, so the metaeval and data tests run without torch
-(tests/test_torch_free.py checks that).
+(tests/unit/repo/test_torch_free.py checks that).
 
 Under pytest-xdist (``-n 2``): the tiny models and the sweep are built once per run
 (support/shared.py), each worker has its own statistics cache, converted GGUF models are shared
@@ -37,7 +37,7 @@ pytest_plugins = ["cscore.tests.support.groups"]
 # inherited; torch reads it when imported). The tests' models are tiny, and with two threads
 # OpenMP's threads wait on each other whenever the shared cores are busy (docs/benchmarks.md).
 # A caller's own OMP_NUM_THREADS is kept; a test that needs another count sets it in the
-# environment it passes (tests/test_threads.py).
+# environment it passes (tests/unit/cli/test_threads.py).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
@@ -196,5 +196,5 @@ def shared():
 @pytest.fixture
 def pin_snapshot(request):
     """check(path, text): ``text`` equals the pinned snapshot at ``path``; with CSCORE_UPDATE_PINS=1 the
-    snapshot is written instead (tests/test_pins_*.py: the interfaces a refactor must keep)."""
+    snapshot is written instead (tests/integration/test_pins_*.py: the interfaces a refactor must keep)."""
     return snapshot_checker(Path(request.node.path).name)

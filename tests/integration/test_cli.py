@@ -138,9 +138,9 @@ def test_bad_input_exits_nonzero_with_a_clear_message(tiny_dirs, tmp_path, cscor
 
 
 def test_cross_family_pair_refuses_a_method_without_units_before_scoring(tiny_dirs, tmp_path, cscore_main):
-    """Different tokenizers: the methods on aligned units run (tests/test_align.py); any other
+    """Different tokenizers: the methods on aligned units run (tests/unit/scorers/engine/test_align.py); any other
     method is refused by the precheck (exit 2) with one line, before any weights load
-    (tests/test_cross_family.py: cd_judge)."""
+    (tests/unit/scorers/engine/test_cross_family.py: cd_judge)."""
     res = cscore_main("run", *tiny_args(tiny_dirs), f"pair.amateur.path={tiny_dirs.other}", "method=cdm_classifier",
                       f"hydra.run.dir={tmp_path}/v", cwd=tmp_path)
     assert res.returncode == 2 and "needs expert and amateur to share a tokenizer" in res.stderr

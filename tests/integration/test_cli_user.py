@@ -160,7 +160,7 @@ def test_tables_keep_their_width_off_a_terminal(two_runs):
 
 def test_a_run_that_fails_before_scoring_leaves_no_directory(tiny_dirs, tmp_path, cscore_main):
     """A data file that is there but not valid fails as it loads (one that is not there is refused
-    before the run starts: tests/test_precheck_up_front.py)."""
+    before the run starts: tests/unit/cli/test_precheck_up_front.py)."""
     (tmp_path / "broken.jsonl").write_text("not json\n")
     res = cscore_main("run", f"pair.expert.path={tiny_dirs.expert}", "data=summeval",
                       f"data.path={tmp_path / 'broken.jsonl'}", cwd=tmp_path)

@@ -2,7 +2,7 @@
 key parts (meta.json ``parts``, what ``cscore cache info`` shows) of the token-statistics pass
 (two whole models, and an early-exit amateur riding on the expert's pass), the judge pass
 (method=cd_judge) and the seq2seq pass (a T5 pair, prompt=seq2seq), against
-tests/pins/cache_keys.json (issue 21: keep every cache key through the rebuild).
+tests/integration/pins/cache_keys.json (issue 21: keep every cache key through the rebuild).
 
 The models are built here so that nothing machine-specific reaches a key: the config.json files
 are written by hand (none of transformers' version fields) and the weights come from numpy's
@@ -17,7 +17,7 @@ bytes; 0.8 here) and transformers' Llama / T5 parameter names (they name the ten
 any machine.
 
 A mismatch prints a unified diff. Regenerate after an intended change:
-``CSCORE_UPDATE_PINS=1 python -m pytest tests/test_pins_*.py``."""
+``CSCORE_UPDATE_PINS=1 python -m pytest tests/integration/test_pins_*.py``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Config pins: every preset a user can choose, composed as ``cscore run`` composes it, against the
-snapshot in tests/pins/config/ (issue 21: keep every config key through the rebuild).
+snapshot in tests/integration/pins/config/ (issue 21: keep every config key through the rebuild).
 
 One snapshot per preset: each ``method=``, ``data=``, ``pair=``, ``prompt=``, ``tracking=`` and
 ``+sweep=`` file, each ``judge_prompt=`` and ``range=`` with method=cd_judge, each ``baseline=``
@@ -11,7 +11,7 @@ run directory's name part (``<data>_<models>_<method>``); for a sweep, its
 ``hydra.sweeper.params`` (the sweep's whole content).
 
 A mismatch prints a unified diff. Regenerate after an intended change:
-``CSCORE_UPDATE_PINS=1 python -m pytest tests/test_pins_*.py``."""
+``CSCORE_UPDATE_PINS=1 python -m pytest tests/integration/test_pins_*.py``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Output pins: what a run directory holds, per method, against tests/pins/outputs/<variant>.json
+"""Output pins: what a run directory holds, per method, against tests/integration/pins/outputs/<variant>.json
 (issue 21: keep every output column through the rebuild).
 
 The real ``cscore run`` on the tiny random pair (conftest ``tiny_dirs``, here with a chat template
@@ -12,7 +12,7 @@ metrics.json (keys and JSON value types, not values) and the run directory's fil
 (run and passes) is pinned as null, its value on a CPU (a number on a CUDA device of known peak).
 
 A mismatch prints a unified diff. Regenerate after an intended change:
-``CSCORE_UPDATE_PINS=1 python -m pytest tests/test_pins_*.py``."""
+``CSCORE_UPDATE_PINS=1 python -m pytest tests/integration/test_pins_*.py``."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ array may run its tasks: the last shard job to end has every pass (one it did no
 read once its own passes are done), and of a sweep point's shard jobs the first with the merged
 statistics writes the point's one run directory (cli/workers.py ``sweep_point``,
 ``one_run_directory``), the others remove their empty ones. The sweeps run on Hydra's basic
-launcher, one job after another; the real job array is tests/test_slurm.py's."""
+launcher, one job after another; the real job array is tests/system/test_slurm.py's."""
 
 from __future__ import annotations
 

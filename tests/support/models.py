@@ -1,6 +1,6 @@
 """The tests' models, built from nothing (no download): a byte-level BPE tokenizer trained on a
 small corpus, tiny random llamas, judge models whose next token the tests choose, and a toy
-bigram LM whose logits are a table. torch is imported inside the functions (tests/test_torch_free.py)."""
+bigram LM whose logits are a table. torch is imported inside the functions (tests/unit/repo/test_torch_free.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The snapshot check of the pin tests (tests/test_pins_*.py: the interfaces a refactor must keep)."""
+"""The snapshot check of the pin tests (tests/integration/test_pins_*.py: the interfaces a refactor must keep)."""
 
 from __future__ import annotations
 

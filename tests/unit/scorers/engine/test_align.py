@@ -224,7 +224,7 @@ def test_cli_runs_a_cross_family_pair_on_units(tiny_dirs, tmp_path, cscore_main)
     """`pair.amateur.path=B` with B's own tokenizer: the run computes contrast on aligned units,
     names them in the signature and metrics; the scores equal a reference from each model's own
     token statistics summed over the spans found by decoding prefixes; each model keeps its own
-    token count; a method outside the unit methods is refused (tests/test_cli.py)."""
+    token count; a method outside the unit methods is refused (tests/integration/test_cli.py)."""
     import json
 
     import pandas as pd

@@ -1,4 +1,4 @@
-"""Cross-family pairs beyond aligned units (tests/test_align.py): the reverse pair reads the
+"""Cross-family pairs beyond aligned units (tests/unit/scorers/engine/test_align.py): the reverse pair reads the
 statistics cache of the forward one, and CD-judge over the range's score values
 (``method.decode=values``, ``scorers/judge/values.py``)."""
 

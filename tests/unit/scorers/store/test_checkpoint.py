@@ -2,7 +2,7 @@
 exception from its progress callback, Ctrl-C) resumes from the batches it completed, computes only
 the rest, and ends with statistics bit-identical to an uninterrupted pass; a damaged or foreign
 checkpoint file is recomputed, never trusted. The CLI cases (a real SIGKILL / SIGINT of `cscore
-run`) are in tests/test_reliability.py."""
+run`) are in tests/integration/test_reliability.py."""
 
 from __future__ import annotations
 

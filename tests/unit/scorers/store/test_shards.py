@@ -2,7 +2,7 @@
 batches dealt to N shards that write checkpoint partials under the full pass's key, merged into the
 ordinary cache entry: statistics bit-identical to the unsharded pass (causal, early exit, two
 models, cross-family, seq2seq), the same cache key, a shard's partials only its own. The CLI cases
-(worker processes per device, a killed shard, a missing one) are in tests/test_shards_cli.py."""
+(worker processes per device, a killed shard, a missing one) are in tests/system/test_shards_cli.py."""
 
 from __future__ import annotations
 
