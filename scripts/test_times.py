@@ -48,7 +48,8 @@ def parse_junit(path: Path) -> list[dict]:
     """[{id, file, name, seconds, outcome}] for every test case of the report."""
     cases = []
     for tc in ET.parse(path).getroot().iter("testcase"):
-        classname, name = tc.get("classname", ""), tc.get("name", "")
+        classname = tc.get("classname", "")
+        name = re.sub(r"@[\w.-]+$", "", tc.get("name", ""))  # xdist's --dist loadgroup suffix
         parts = classname.split(".")
         # classname: dotted module path (tests.test_cli) and maybe a class; find the file
         file, cls = None, []
@@ -75,7 +76,8 @@ def parse_durations(log: Path) -> dict[str, dict[str, float]]:
     for line in log.read_text(errors="replace").splitlines():
         m = re.match(r"^\s*([\d.]+)s (setup|call|teardown)\s+(\S.*)$", line)
         if m:
-            out.setdefault(m.group(3).strip(), {})[m.group(2)] = float(m.group(1))
+            node = re.sub(r"@[\w.-]+$", "", m.group(3).strip())
+            out.setdefault(node, {})[m.group(2)] = float(m.group(1))
     return out
 
 

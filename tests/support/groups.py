@@ -31,7 +31,16 @@ GROUP_OF = {name: group for group, names in SERIAL.items() for name in names}
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run in one pytest-xdist worker with its group")
     if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", "no") in ("no", "load"):
-        config.option.dist = "loadgroup"
+        config.option.dist = "loadgroup"  # the controller: its scheduler
+    worker = getattr(config, "workerinput", None)
+    if worker and worker.get("cscore_loadgroup"):
+        config.option.loadgroup = True  # a worker (it re-parses the command line): the groups in its node ids
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist's controller, for each worker: whether the run distributes by group."""
+    node.workerinput["cscore_loadgroup"] = node.config.option.dist == "loadgroup"
 
 
 def group_of(item) -> str | None:

@@ -10,7 +10,7 @@ import yaml
 from cscore.tests.support import REPO
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="3">
-<testcase classname="tests.integration.test_cli" name="test_run_directory_contents" time="41.5" />
+<testcase classname="tests.integration.test_cli" name="test_run_directory_contents@test_cli.py" time="41.5" />
 <testcase classname="tests.unit.test_registry" name="test_register_get_and_names" time="0.01" />
 <testcase classname="tests.unit.cli.test_cli_list" name="test_list_of_an_unknown_kind_is_one_line_and_exit_2"
  time="2.25">
@@ -18,7 +18,7 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="py
 </testsuite></testsuites>"""
 LOG = """============ slowest 60 durations ============
 40.00s setup    tests/integration/test_cli.py::test_run_directory_contents
-1.50s call     tests/integration/test_cli.py::test_run_directory_contents
+1.50s call     tests/integration/test_cli.py::test_run_directory_contents@test_cli.py
 2.25s call     tests/unit/cli/test_cli_list.py::test_list_of_an_unknown_kind_is_one_line_and_exit_2
 """
 
