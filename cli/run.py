@@ -24,7 +24,7 @@ from cscore.cli.sweep_points import sweep_others
 from cscore.errors import CscoreError, ShardsPending
 
 # the stages, the kinds, the workers and the console are imported where a job runs: `cscore run --help-all`
-# and `--cfg job` end in Hydra before that, with no torch or pandas loaded (tests/test_torch_free.py)
+# and `--cfg job` end in Hydra before that, with no torch or pandas loaded (tests/unit/repo/test_torch_free.py)
 
 log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console

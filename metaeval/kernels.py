@@ -5,7 +5,7 @@ A *version* is the cells taken with integer weights (how often each enters it: a
 resample) or, for a permutation, with one of several *candidate* metric values per cell. The
 value of a version is that of the scalar definition (``correlation.correlate``,
 ``kendall.kendall``; ``levels.corr_fn`` picks it) on the expanded cells, in which each cell is
-repeated by its weight, up to floating-point rounding: ``tests/test_kernels.py`` checks that on
+repeated by its weight, up to floating-point rounding: ``tests/unit/metaeval/test_kernels.py`` checks that on
 random data with ties. Pearson comes from weighted sums, Spearman from average ranks (pair
 matrices, or a sort for many cells), Kendall from weighted pair counts; only Kendall over more
 than ``ROW_PAIRS_MAX`` per-version cells calls the scalar function once per version.

@@ -32,15 +32,50 @@ def _rows(entries: list[dict], cols: list[str]) -> list[str]:
     return out
 
 
-def render(record: dict) -> str:
-    """The page's markdown from the record (a dict as the YAML file reads)."""
+def slowest_tests(times: dict) -> list[str]:
+    """The section of the slowest tests, from docs/measured/test_times.yaml (scripts/test_times.py
+    writes it from a junit report)."""
+    head = (f"{times['run']}, {times['date']}: {times['tests']} tests, {times['test_seconds']} s of test time"
+            + (f", {times['wall']} wall" if times.get("wall") else "")
+            + (f" ({times['load']})" if times.get("load") else "")
+            + ". Written by `python scripts/test_times.py JUNIT --log LOG --write` from the run's junit report; "
+              "set-up and call from its `--durations` lines; *where the time goes* is what the test and the "
+              "fixtures it asks for do (read from their source).")
+    out = ["", "## The slowest tests", "", head, "",
+           "| # | test | s | set-up | call | where the time goes |", "|---:|---|---:|---:|---:|---|"]
+    for i, r in enumerate(times["slowest"], 1):
+        cells = ["" if r.get(k) is None else r[k] for k in ("setup", "call")]
+        out.append(f"| {i} | `{r['test']}` | {r['seconds']} | {cells[0]} | {cells[1]} | {r['costs']} |")
+    out += ["", "The files with the most test time:", "", "| file | s |", "|---|---:|"]
+    out += [f"| `{f['file']}` | {f['seconds']} |" for f in times["slowest_files"]]
+    return out
+
+
+def broken_formulas(breaks: dict) -> list[str]:
+    """The section of deliberate breaks, from docs/measured/breaks.yaml (scripts/break_check.py)."""
+    out = ["", "## What a broken core formula fails", "",
+           "`python scripts/break_check.py --write` breaks each core formula on purpose, one at a time, runs the fast "
+           "tier (`-m \"not slow\" -x`) of the test files of its area, records the first test that fails and puts "
+           "the file back. Every break must fail a fast test (the script exits 1 otherwise).", "",
+           "| formula | break | fast test that fails | s | date |", "|---|---|---|---:|---|"]
+    for r in breaks["breaks"]:
+        caught = f"`{r['caught_by']}`" if r.get("caught_by") else "**none**"
+        change = r["change"].replace("|", "\\|").replace("\n", " ")
+        formula = r["formula"].replace("|", "\\|")
+        out.append(f"| {formula} | `{r['file']}`: {change} | {caught} | {r['seconds']} | {r['date']} |")
+    return out
+
+
+def render(record: dict, times: dict | None = None, breaks: dict | None = None) -> str:
+    """The page's markdown from the record (a dict as the YAML file reads) and the slowest tests
+    (test_times.yaml as read; None: no such section)."""
     lines = [HEAD, "Machines: " + "; ".join(f"**{k}**: {v}" for k, v in record["machines"].items()) + ".", "",
              "## Tests", "", *_rows(record["tests"], ["what", "tests", "figure", "date", "machine",
                                                                       "note"])]
     lines += ["", "## Commands that answer at once", "",
               "Seconds of the whole command as a user types it, each in a fresh process from an empty folder "
               "(`python scripts/startup_times.py`; *before*: the same command on the code before issue 42); "
-              "none of them imports torch, transformers or matplotlib (`tests/test_torch_free.py` checks it).",
+              "none of them imports torch, transformers or matplotlib (`tests/unit/repo/test_torch_free.py` checks it).",
               "",
               *_rows(record["startup"], ["command", "seconds", "before", "date", "machine", "note"])]
     tour = record["tour"]
@@ -57,11 +92,18 @@ def render(record: dict) -> str:
               "`pair=smollm2` conversion to `cscore run`, Gemma's to the `pair=gemma_smollm2` line).", "",
               *_rows(record["conversion"], ["what", "figure", "date", "machine", "note"])]
     lines += ["", "## The default run", "", *_rows(record["demo"], ["what", "figure", "date", "machine", "note"])]
+    if times:
+        lines += slowest_tests(times)
+    if breaks:
+        lines += broken_formulas(breaks)
     return "\n".join(lines) + "\n"
 
 
 def page_text(path: Path = RECORD) -> str:
-    return render(yaml.safe_load(path.read_text()))
+    """The page from the record at ``path`` and the test_times.yaml beside it (if there is one)."""
+    extra = [path.with_name(name) for name in ("test_times.yaml", "breaks.yaml")]
+    return render(yaml.safe_load(path.read_text()), *(yaml.safe_load(f.read_text()) if f.is_file() else None
+                                                      for f in extra))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ A traceback, a multi-line message or a message without the file name is a findin
 
     python scripts/fuzz.py --examples 2000 --seed 1          # every target, 2000 inputs each
 
-tests/test_fuzz_*.py run the same checks with a few dozen derandomized examples."""
+tests/integration/test_fuzz_*.py run the same checks with a few dozen derandomized examples."""
 
 from __future__ import annotations
 

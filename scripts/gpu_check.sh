@@ -48,8 +48,8 @@ if [[ "${2:-}" == "--cpu-smoke" ]]; then
         | grep -v "^Loading" | tee "$out/bench.txt"
     exit 0
 fi
-timeout 150 python -m pytest -q -p no:cacheprovider -m "not slow" tests/test_head_stats.py tests/test_flops.py \
-    tests/test_prefix_sharing.py tests/test_engine.py > "$out/tests.txt" 2>&1 || true
+timeout 150 python -m pytest -q -p no:cacheprovider -m "not slow" tests/unit/scorers/engine/test_head_stats.py tests/unit/scorers/engine/test_flops.py \
+    tests/unit/scorers/engine/test_prefix_sharing.py tests/unit/scorers/engine/test_engine.py > "$out/tests.txt" 2>&1 || true
 tail -3 "$out/tests.txt"
 timeout 400 python scripts/bench_prefix.py --arch qwen_3b_0.5b --device cuda --token-budget auto \
     --summeval-docs 10 --mqm-segments 60 --repeats 3 --dense-too --sparse-too --flex-too \

@@ -28,7 +28,7 @@
 #   SLURM_LOCAL_FORCE       1: overwrite an /etc/slurm/slurm.conf this script did not write
 #   CSCORE_ALLOW_SYSTEM_CHANGES  1: same as --allow-system-changes
 #
-# tests/test_slurm.py uses a cluster that is up; with CSCORE_ALLOW_SYSTEM_CHANGES=1 it starts one
+# tests/system/test_slurm.py uses a cluster that is up; with CSCORE_ALLOW_SYSTEM_CHANGES=1 it starts one
 # itself when none is, and stops it at the end if no other pytest session still uses it. A manual
 # `stop` while a test session runs breaks that session (its jobs vanish).
 #

@@ -6,7 +6,7 @@ own hypothesis. With that pattern as a dense [row, row] mask, attention costs ro
 whatever the mask allows (SDPA cannot skip masked blocks). Here the prompt runs causally on its
 own, and the hypotheses of a batch run as one small batch of (own queries) x (prompt keys + own
 keys): for a SummEval row (a 480-token prompt, 16 summaries of ~80 tokens) about a quarter of the
-dense work. The numbers are those of the dense mask (tests/test_prefix_sharing.py).
+dense work. The numbers are those of the dense mask (tests/unit/scorers/engine/test_prefix_sharing.py).
 
 Sliding-window layers (Gemma 3, Mistral: the ``sliding_window`` transformers passes a layer) get
 their window here too, on the positions each token has in its own unpacked sequence (a hypothesis

@@ -1,0 +1,83 @@
+"""The ``cscore`` command as the tests run it (a fresh process, or ``main()`` in this process)
+and the arguments and run folders they share."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def is_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def tiny_args(tiny_dirs, *more: str) -> list[str]:
+    """The overrides of a run of the tiny pair (the ``tiny_dirs`` fixture), then ``more``."""
+    return [f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
+            "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false", *more]
+
+
+def write_jsonl(path: Path, rows, **dumps) -> Path:
+    """``rows`` as a JSONL file at ``path`` (UTF-8; ``dumps``: json.dumps options)."""
+    path.write_text("".join(json.dumps(r, **dumps) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def read_run(run_dir: Path):
+    """(config, scores, metrics) of a finished run folder."""
+    import pandas as pd
+    import yaml
+
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    return cfg, pd.read_parquet(run_dir / "scores.parquet"), json.loads((run_dir / "metrics.json").read_text())
+
+
+def run_cscore(*args, cwd, env=None, timeout=None) -> subprocess.CompletedProcess:
+    """``python -m cscore.cli.main *args`` in ``cwd`` (a fresh process: nothing kept in memory
+    between runs), output captured as text."""
+    return subprocess.run([sys.executable, "-m", "cscore.cli.main", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def main_runner(monkeypatch, capsys):
+    """run(*args, cwd) -> CompletedProcess: ``cscore.cli.main.main(args)`` in this process (the
+    ``cscore_main`` fixture; conftest says when to use it)."""
+    from cscore.cli.main import main
+
+    def run(*args, cwd) -> subprocess.CompletedProcess:
+        from hydra.core.global_hydra import GlobalHydra
+
+        capsys.readouterr()  # only this call's output
+        loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                          if isinstance(lg, logging.Logger))]
+        saved = {lg: (lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in loggers}
+        old_cwd = os.getcwd()
+        monkeypatch.setattr(sys, "argv", list(sys.argv))  # run_command sets it for Hydra
+        os.chdir(cwd)
+        code = 0
+        try:
+            main(list(args))
+        except SystemExit as stop:
+            if isinstance(stop.code, str):  # as the interpreter does: the message on stderr, status 1
+                print(stop.code, file=sys.stderr)
+            code = 0 if stop.code is None else stop.code if isinstance(stop.code, int) else 1
+        finally:
+            os.chdir(old_cwd)
+            GlobalHydra.instance().clear()
+            models = sys.modules.get("cscore.scorers.models.models")  # imported only if the run loaded one
+            if models is not None:
+                models.clear_pool()
+            for lg, (handlers, level, propagate, disabled) in saved.items():  # Hydra's dictConfig undone
+                for h in lg.handlers:
+                    if h not in handlers:
+                        h.close()
+                lg.handlers[:] = handlers
+                lg.level, lg.propagate, lg.disabled = level, propagate, disabled
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["cscore", *args], code, out, err)
+
+    return run

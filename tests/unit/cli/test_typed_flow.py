@@ -1,0 +1,103 @@
+"""The typed config flows (issue 31 item 1): the variants are planned from the method's typed
+``Params`` (their records keep the values as written), the run's pass settings are one frozen
+``PassOptions`` built once (its own cache-key parts, ``auto`` resolved in one place), the configs
+are composed through one helper, and only the typed boundary reads what the user wrote."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+
+import pytest
+
+from cscore.cli.compose import composed
+from cscore.cli.pipeline.variants import plan
+from cscore.cli.typed import typed, typed_method
+from cscore.scorers import methods
+from cscore.scorers.config.run import Runtime
+from cscore.scorers.engine.pass_options import PassOptions, Sharding
+from cscore.tests.support import REPO
+
+ROOT = REPO
+
+
+def test_rows_read_the_typed_params_and_record_the_values_as_written():
+    written = {"name": "contrast", "variant": "contrast", "gamma": 1, "t_exp": 1, "t_ama": 1.5, "floor": 1e-30,
+               "clamp": None, "norm": "mean", "skip_first": True}
+    p = typed_method(written)
+    rows = plan(p, baseline_t=2, rows=["expert", "amateur", "ensemble"], written=written)
+    assert [v.name for v in rows] == ["expert", "amateur", "ensemble", "contrast"]
+    main = rows[-1]
+    assert main.params is p and isinstance(p.gamma, float) and p.gamma == 1.0
+    # the record: what metrics.json writes, as written (gamma=1 stays 1), in config order
+    assert main.record == {k: v for k, v in written.items() if k not in ("name", "variant")}
+    assert type(main.record["gamma"]) is int
+    expert = rows[0]
+    assert expert.record == {"model": "expert", "t": 2, "norm": "mean", "skip_first": True, "clamp": None}
+    assert (expert.params.model, expert.params.t, expert.params.norm, expert.params.skip_first) == (
+        "expert", 2, "mean", True)
+    ens = rows[2]
+    assert ens.record == {"gamma": 0.5, "t_exp": 2, "t_ama": 2, "norm": "mean", "skip_first": True, "clamp": None,
+                          "floor": 1e-30}
+    assert ens.settings() == {"gamma": 0.5, "t_exp": 2, "t_ama": 2, "floor": 1e-30, "clamp": None, "norm": "mean",
+                              "skip_first": True}
+    assert main.temperatures() == {1.0, 1.5} and expert.temperatures() == {2.0}
+    # without a record of what was written, the records are the typed values
+    assert plan(p)[-1].record["gamma"] == 1.0
+
+
+def test_a_judge_plans_its_rows_with_whose_judgement_each_is():
+    written = dict(methods.defaults("cd_judge"), name="cd_judge", variant="cd", aspect="coherence")
+    rows = plan(typed_method(written), written=written)
+    assert [(v.name, v.who) for v in rows] == [("expert", "main"), ("amateur", "asst"), ("cd", "contrast")]
+    assert all(v.record["who"] == v.who and v.params.lam == 0.1 for v in rows)
+
+
+def test_the_run_config_is_typed_once_with_its_pass_options():
+    c = composed("config", ["runtime.token_budget=auto", "runtime.padding_side=left", "method=contrast",
+                            "method.gamma=1"])
+    run = typed(c)
+    assert run.method.gamma == 1.0 and run.method_given["gamma"] == 1
+    assert run.passes == PassOptions(token_budget="auto", padding_side="left", prefix_sharing=True,
+                                     max_length=run.runtime.max_length, device="auto", dtype="auto", threads="auto",
+                                     shards=Sharding(count=1, index=None, merge=True))
+    sharded = typed(composed("config", ["runtime.token_budget=auto", "runtime.padding_side=left", "runtime.shards=3",
+                                        "runtime.shard=1"])).passes
+    assert sharded.shards == Sharding(3, 1)
+    assert sharded.key_parts(shared=True) == run.passes.key_parts(shared=True)  # not a key part
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.passes.padding_side = "right"  # type: ignore[misc]
+
+
+def test_pass_options_give_their_key_parts_and_take_the_api_keywords():
+    opts = PassOptions.of(Runtime(token_budget=512, padding_side="left"))
+    assert opts.key_parts(shared=False) == {"token_budget": 512, "padding_side": "left"}
+    assert opts.key_parts(shared=True) == {"token_budget": 512, "padding_side": "left", "prefix_sharing": True}
+    assert PassOptions.given(opts, prefix_sharing=False) == dataclasses.replace(opts, prefix_sharing=False)
+    assert PassOptions.given() == PassOptions()
+    with pytest.raises(TypeError, match="share_prefix"):
+        PassOptions.given(share_prefix=False)
+    assert opts.budget_for(model=None, longest_row=10) == 512  # a number is the budget: no model is asked
+    assert PassOptions(device="cpu").torch_device().type == "cpu"
+
+
+def test_one_place_opens_hydra_s_config_module():
+    out = subprocess.run(["git", "grep", "-l", "initialize_config_module", "--", "*.py", ":!tests"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.stdout.split() == ["cli/compose.py"]
+
+
+def test_only_the_typed_boundary_reads_what_the_user_wrote():
+    """``method_given`` (the method section as written) is built by cli/typed.py, declared in
+    scorers/config/run.py and read by the signature (cli/pipeline/stages.py) and ``MethodKind.rows`` (the
+    variants' records) only; nothing reads the method's parameters as a dict."""
+    pattern = re.compile(r"method_given|run\.params|params\[\"")
+    hits = set()
+    for folder in ("scorers", "cli"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.relative_to(ROOT).parts[:2] == ("scorers", "baselines"):
+                continue  # the baselines' own settings (issue 31 item 4 makes them Params)
+            if pattern.search(path.read_text()):
+                hits.add(str(path.relative_to(ROOT)))
+    assert hits == {"scorers/config/run.py", "cli/typed.py", "cli/pipeline/stages.py", "cli/pipeline/kinds/base.py"}

@@ -1,0 +1,223 @@
+"""The import architecture (issue 21): the import-linter contracts of pyproject.toml hold, and
+scorers/, data/, metaeval/ and cli/ have no import cycles (imports inside functions count), nor have
+the scripts (each imports its siblings by their file name: ``scripts/`` is on the path of a script)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import cscore
+from cscore.tests.support import REPO
+
+ROOT = Path(cscore.__file__).parent
+NOT_PACKAGE = {"tests", "outputs", "scripts"}  # folders of the repository that are not part of cscore
+NO_CYCLES = ("cscore.scorers", "cscore.data", "cscore.metaeval", "cscore.cli")
+
+
+def module_files(root: Path, name: str) -> dict[str, Path]:
+    """Dotted module name -> file, for the package ``name`` whose folder is ``root``."""
+    out = {}
+    for f in root.rglob("*.py"):
+        rel = f.relative_to(root)
+        if rel.parts[0] in NOT_PACKAGE or any(p.startswith(".") for p in rel.parts):
+            continue
+        out[".".join((name, *rel.with_suffix("").parts)).removesuffix(".__init__")] = f
+    return out
+
+
+def imported(node: ast.AST, module: str, is_package: bool, known: set[str]) -> list[str]:
+    """The known modules one import statement names (``from a import b``: a.b when it is a module)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            parts = module.split(".") if is_package else module.split(".")[:-1]
+            parts = parts[:len(parts) - node.level + 1]
+            base = ".".join(parts + ([base] if base else []))
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+    else:
+        return []
+    out = []
+    for name in names:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            out.append(name)
+    return out
+
+
+def import_graph(root: Path, name: str) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports anywhere in its code (functions included)."""
+    files = module_files(root, name)
+    graph = {m: set() for m in files}
+    for m, f in files.items():
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            graph[m].update(imported(node, m, f.name == "__init__.py", set(files)))
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, edges = work[-1]
+            w = next(edges, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_no_import_cycles_in_scorers_data_metaeval_cli():
+    found = [c for c in cycles(import_graph(ROOT, "cscore")) if any(m.startswith(NO_CYCLES) for m in c)]
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def scripts_graph(folder: Path) -> dict[str, set[str]]:
+    """Script -> the sibling scripts it imports anywhere in its code (functions included)."""
+    files = {f.stem: f for f in sorted(folder.glob("*.py"))}
+    return {name: {m for node in ast.walk(ast.parse(f.read_text(), str(f)))
+                   for m in imported(node, name, False, set(files))} for name, f in files.items()}
+
+
+def test_no_import_cycles_in_scripts():
+    graph = scripts_graph(ROOT / "scripts")
+    assert "reliability_checks" in graph["reliability_shards"]
+    found = cycles(graph)
+    assert not found, "import cycles in scripts/:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_scripts_cycle_finder_sees_sibling_imports(tmp_path):
+    (tmp_path / "a.py").write_text("import b\n")
+    (tmp_path / "b.py").write_text("def f():\n    from a import g\n    return g\n")
+    (tmp_path / "c.py").write_text("import os\nimport a\n")
+    assert scripts_graph(tmp_path) == {"a": {"b"}, "b": {"a"}, "c": {"a"}}
+    assert cycles(scripts_graph(tmp_path)) == [["a", "b"]]
+
+
+def test_the_cycle_finder_sees_imports_inside_functions(tmp_path):
+    """A package whose only cycle goes through a function-local relative import."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from . import a\n")
+    (pkg / "sub" / "a.py").write_text("from pkg.sub.b import f\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from .a import g\n    return g\n")
+    (pkg / "c.py").write_text("import pkg.sub.a\n")
+    graph = import_graph(pkg, "pkg")
+    assert graph["pkg.sub.b"] == {"pkg.sub.a"} and graph["pkg.c"] == {"pkg.sub.a"}
+    assert cycles(graph) == [["pkg.sub.a", "pkg.sub.b"]]
+    (pkg / "sub" / "b.py").write_text("def f():\n    return 1\n")
+    assert cycles(import_graph(pkg, "pkg")) == []
+
+
+def test_import_linter_contracts_hold(capsys):
+    """pyproject.toml's [tool.importlinter] contracts, checked on this copy of cscore."""
+    from importlinter import api  # its public module; importing it sets import-linter up
+    from importlinter.application.use_cases import lint_imports
+
+    config = str(ROOT / "pyproject.toml")
+    contracts = api.read_configuration(config)["contracts_options"]
+    passed = lint_imports(config_filename=config, cache_dir=None, no_logo=True)
+    report = capsys.readouterr().out
+    assert passed, report
+    assert f"Contracts: {len(contracts)} kept, 0 broken." in report, report
+
+
+def test_every_sub_package_is_listed_for_setuptools():
+    """pyproject lists the packages by hand (the root is the package): a new folder with an
+    __init__.py must be there, or a non-editable install silently lacks it."""
+    import pytest
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    root = REPO
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(("cscore", *p.parent.relative_to(root).parts)) for p in root.rglob("__init__.py")
+             if not {"tests", "docs", ".git", "outputs"} & set(p.relative_to(root).parts)
+             and not any(part.startswith(".") or part.endswith(".egg-info") for part in p.relative_to(root).parts)}
+    assert found == listed
+
+
+def private_imports(root: Path, name: str) -> list[str]:
+    """``module: from other import _name`` for every import of a private name (``_x``, not ``__x__``)
+    from another module of the package, anywhere in the code (functions included)."""
+    files = module_files(root, name)
+    out = []
+    for m, f in files.items():
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            targets = imported(node, m, f.name == "__init__.py", set(files))
+            if not targets:
+                continue
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.endswith("__"):
+                    out.append(f"{m}: from {'.' * node.level}{node.module or ''} import {a.name}")
+    return sorted(out)
+
+
+def test_no_private_name_is_imported_across_modules():
+    found = private_imports(ROOT, "cscore")
+    assert not found, "private names imported from another module (make them public):\n" + "\n".join(found)
+
+
+def test_the_private_import_finder_sees_function_local_and_relative_imports(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("_hidden = 1\n__all__ = ['_hidden']\n")
+    (pkg / "b.py").write_text("import os\nfrom os import path\nfrom pkg.a import __all__\n")
+    assert private_imports(pkg, "pkg") == []
+    (pkg / "b.py").write_text("def f():\n    from .a import _hidden\n    return _hidden\n")
+    assert private_imports(pkg, "pkg") == ["pkg.b: from .a import _hidden"]
+    (pkg / "b.py").write_text("from os.path import _joinrealpath\n")  # another package's: not ours
+    assert private_imports(pkg, "pkg") == []
+
+
+def test_the_pipeline_imports_no_command():
+    """cli/pipeline sits below the commands (import-linter's cli contract says so too); checked here
+    on the import graph that counts imports inside functions."""
+    graph = import_graph(ROOT, "cscore")
+    up = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith("cscore.cli.pipeline")
+                for t in targets if t.startswith("cscore.cli") and not t.startswith("cscore.cli.pipeline"))
+    assert not up, "\n".join(up)
+
+
+def test_training_imports_no_kind_and_scorers_nothing_above():
+    """scorers (training included) imports no pipeline, command, data or metaeval module, even inside
+    a function."""
+    graph = import_graph(ROOT, "cscore")
+    above = ("cscore.cli", "cscore.data", "cscore.metaeval")
+    up = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith("cscore.scorers")
+                for t in targets if t.startswith(above))
+    assert not up, "\n".join(up)
