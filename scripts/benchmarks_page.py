@@ -75,7 +75,8 @@ def render(record: dict, times: dict | None = None, breaks: dict | None = None) 
     lines += ["", "## Commands that answer at once", "",
               "Seconds of the whole command as a user types it, each in a fresh process from an empty folder "
               "(`python scripts/startup_times.py`; *before*: the same command on the code before issue 42); "
-              "none of them imports torch, transformers or matplotlib (`tests/unit/repo/test_torch_free.py` checks it).",
+              "none of them imports torch, transformers or matplotlib "
+              "(`tests/unit/repo/test_torch_free.py` checks it).",
               "",
               *_rows(record["startup"], ["command", "seconds", "before", "date", "machine", "note"])]
     tour = record["tour"]
