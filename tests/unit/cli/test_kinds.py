@@ -146,7 +146,7 @@ def test_every_user_error_class_is_defined_in_errors_py():
     assert not elsewhere
 
 
-@pytest.mark.parametrize("err, code", [(errors.ConfigError("bad key"), 2), (errors.DataError("bad row"), 1),
+@pytest.mark.parametrize("err, code", [(errors.ConfigError("bad key"), 2), (errors.DataError("bad row"), 2),
                                        (errors.ModelSpecError("no model"), 1), (errors.CacheEntryError("corrupt"), 1),
                                        (errors.SlurmUnavailable("no slurm"), 1)])
 def test_one_exit_policy_one_line_and_the_error_exit_code(err, code, capsys, monkeypatch):

@@ -11,7 +11,7 @@ from cscore.scorers.engine.passes import EngineReport
 
 
 def figures(reports: dict) -> dict:
-    scored = NS(table=pd.DataFrame({"id": range(10)}), stats=NS(reports=reports), models={})
+    scored = NS(table=pd.DataFrame({"id": range(10)}), stats=NS(reports=reports), seconds=None, models={})
     return speed_figures(scored)
 
 
@@ -22,16 +22,27 @@ def test_reports_of_one_call_count_once_and_others_add_up():
                    "decode amateur": EngineReport(1.0, 50, 50, 1, cached=True, fetch_seconds=4.0, shared="call-0",
                                                   fetch_shared="decode"),
                    "judge": EngineReport(2.0, 80, 80, 1, fetch_seconds=2.0)})
-    assert got["score_seconds"] == pytest.approx(4.0 + 1.0 + 2.0)
+    # a pass read from the cache: this run's time is what it spent (the decode call once, the judge pass),
+    # not the cached pass's compute time of an earlier run; no speed for work partly done elsewhere
+    assert got["score_seconds"] == pytest.approx(4.0 + 2.0)
     assert got["statistics_seconds_this_run"] == pytest.approx(4.0 + 2.0)
-    assert got["samples_per_second"] == pytest.approx(10 / 7.0)
+    assert got["samples_per_second"] is None
+    computed = figures({"decode expert": EngineReport(4.0, 100, 100, 1, **tree),
+                        "decode contrast": EngineReport(4.0, 100, 100, 1, **tree),
+                        "judge": EngineReport(2.0, 80, 80, 1, fetch_seconds=2.0)})
+    assert computed["score_seconds"] == pytest.approx(4.0 + 2.0)  # the shared call once
+    assert computed["samples_per_second"] == pytest.approx(10 / 6.0)
     assert got["passes"]["decode contrast"]["score_seconds"] == 4.0  # each pass keeps its own figures
 
 
 def test_a_time_that_was_not_recorded_leaves_the_total_unknown():
-    got = figures({"decode": EngineReport(math.nan, 10, 10, 1, cached=True, fetch_seconds=0.01),
+    got = figures({"decode": EngineReport(math.nan, 10, 10, 1, fetch_seconds=0.01),
                    "judge": EngineReport(2.0, 80, 80, 1, fetch_seconds=2.0)})
     assert got["score_seconds"] is None and got["samples_per_second"] is None
+    # a cached pass's unrecorded compute time does not matter: this run's reading time is known
+    cached = figures({"decode": EngineReport(math.nan, 10, 10, 1, cached=True, fetch_seconds=0.01),
+                      "judge": EngineReport(2.0, 80, 80, 1, fetch_seconds=2.0)})
+    assert cached["score_seconds"] == pytest.approx(2.01) and cached["samples_per_second"] is None
 
 
 def test_useful_flops_count_work_done_together_once_and_mfu_needs_a_known_peak(monkeypatch):
@@ -42,7 +53,8 @@ def test_useful_flops_count_work_done_together_once_and_mfu_needs_a_known_peak(m
                "decode contrast": EngineReport(4.0, 100, 100, 1, **tree),
                "judge": EngineReport(2.0, 80, 80, 1, fetch_seconds=2.0, flops=4e12)}
     model = NS(device="cuda:0", dtype="bfloat16", parent=None, load_seconds=0.0, status=lambda: "loaded")
-    scored = NS(table=pd.DataFrame({"id": range(10)}), stats=NS(reports=reports), models={"expert": model})
+    scored = NS(table=pd.DataFrame({"id": range(10)}), stats=NS(reports=reports), seconds=None,
+                models={"expert": model})
     monkeypatch.setattr("cscore.cli.pipeline.stages.torch_threads", lambda: 1)
     monkeypatch.setattr(flops, "peak_flops", lambda device, dtype: None)
     got = speed_figures(scored)
