@@ -98,13 +98,15 @@ def demo_with_gaps(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def two_runs(tiny_dirs, demo_with_gaps, tmp_path_factory):
-    """The README's usage line with a replaced amateur (no early_exit given), run twice on one cache,
-    in this process (run_main: the second run meets only what the first left on disk)."""
+def two_runs(tiny_dirs, demo_with_gaps, tmp_path_factory, cscore_cli):
+    """The README's usage line with a replaced amateur (no early_exit given), run twice on one cache:
+    first in a fresh process (the fast tier's one whole ``cscore run`` from a fresh interpreter: what
+    the tests' imports could hide), then in this process (run_main), which meets only what the first
+    left on disk."""
     root = tmp_path_factory.mktemp("user")
     args = [f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
             f"data.path={demo_with_gaps}", f"cache.dir={root / 'stats'}", "runtime.progress=false"]
-    first = run_main("run", *args, f"hydra.run.dir={root / 'a'}", cwd=root)
+    first = cscore_cli("run", *args, f"hydra.run.dir={root / 'a'}", cwd=root)
     second = run_main("run", *args, f"hydra.run.dir={root / 'b'}", cwd=root)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     return root, first, second
