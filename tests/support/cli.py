@@ -45,6 +45,16 @@ def run_cscore(*args, cwd, env=None, timeout=None) -> subprocess.CompletedProces
                           env=env, timeout=timeout)
 
 
+class Captured(io.TextIOWrapper):
+    """A text stream that keeps what is written (UTF-8, with a ``buffer``, as pytest's capsys)."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO(), encoding="UTF-8", newline="", write_through=True)
+
+    def getvalue(self) -> str:
+        return self.buffer.getvalue().decode("UTF-8")
+
+
 def run_main(*args, cwd) -> subprocess.CompletedProcess:
     """``cscore.cli.main.main(args)`` in this process, run in ``cwd``, as run_cscore returns it: its
     exit status as returncode, its stdout / stderr captured; sys.argv, the working folder, Hydra's
@@ -58,7 +68,7 @@ def run_main(*args, cwd) -> subprocess.CompletedProcess:
                                       if isinstance(lg, logging.Logger))]
     saved = {lg: (lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in loggers}
     old_cwd, old_argv = os.getcwd(), sys.argv[:]  # run_command sets sys.argv for Hydra
-    out, err = io.StringIO(), io.StringIO()
+    out, err = Captured(), Captured()
     os.chdir(cwd)
     code = 0
     try:
