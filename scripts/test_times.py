@@ -33,7 +33,7 @@ COSTS = [
     ("SLURM", r"sbatch|squeue|sinfo|slurm|submitit"),
     ("GGUF conversion", r"gguf|convert_gguf|GGUF"),
     ("fresh cscore processes", r"cscore_cli\(|run_cscore\(|\"-m\", \"cscore|'cscore\.cli\.main'|cscore\.cli\.main\""),
-    ("in-process CLI runs", r"cscore_main\("),
+    ("in-process CLI runs", r"cscore_main\(|run_main\((?!\*args, cwd)"),  # not its def, nor cscore_main's call
     ("other subprocesses", r"subprocess\.(run|Popen|check_output|check_call)|sys\.executable"),
     ("kill / signal", r"SIGKILL|SIGINT|SIGTERM|os\.kill|\.kill\(\)"),
     ("model loads", r"from_pretrained|load_model|ModelPair|load_pair|tiny_dirs|judge_dirs|smollm2|gemma"),

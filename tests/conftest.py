@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from cscore.tests.support import f32 as f32_helpers
-from cscore.tests.support.cli import is_ci, main_runner, run_cscore, tiny_args
+from cscore.tests.support.cli import is_ci, main_runner, run_cscore, run_main, tiny_args
 from cscore.tests.support.models import (
     build_judge_dirs,
     build_llama,
@@ -143,14 +143,14 @@ def cscore_cli():
 
 @pytest.fixture(scope="session")
 def tiny_sweep(tiny_dirs, tmp_path_factory):
-    """A finished two-point multirun of the tiny pair (method.gamma=0.1,0.4; the session's
-    statistics cache), run once for the tests that read a sweep (test_report.py) and the one that
-    re-runs it (test_cli.py). Shared: copy it before changing anything in it. ``args``: the
+    """A finished two-point multirun of the tiny pair (method.gamma=0.1,0.4; the session's statistics
+    cache), run once, in this process (run_main), for the tests that read a sweep (test_report.py)
+    and the one that re-runs it (test_cli.py). Shared: copy it before changing anything in it. ``args``: the
     command, without its hydra.sweep.dir; ``stdout``: what the command printed."""
     args = ["run", "-m", *tiny_args(tiny_dirs, "method.gamma=0.1,0.4")]
 
     def build(root: Path) -> dict:
-        res = run_cscore(*args, f"hydra.sweep.dir={root / 'sw'}", cwd=root)
+        res = run_main(*args, f"hydra.sweep.dir={root / 'sw'}", cwd=root)
         assert res.returncode == 0, res.stdout + res.stderr
         return {"dir": str(root / "sw"), "stdout": res.stdout}
 

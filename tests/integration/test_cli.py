@@ -1,11 +1,11 @@
 """`cscore run` end to end through Hydra, with tiny random models loaded by path.
 
-The first run of each kind goes through a subprocess (``cscore_cli``: a fresh process, its exit
-status), several configs per process where the test allows (a multirun: every point is a fresh job
-that keeps nothing in memory; statistics pass between points only through the on-disk cache); a
-further run whose test compares what it writes, and commands that stop before scoring, run in this
-process (``cscore_main``: no interpreter start-up and imports per run; its models are let go
-after each call)."""
+A released preset's multirun goes through a subprocess (``cscore_cli``: a fresh process, its exit
+status; every point is a fresh job that keeps nothing in memory; statistics pass between points
+only through the on-disk cache). The default run the file's tests read (``contrast_run``), further
+runs whose test compares what they write, and commands that stop before scoring run in this
+process (``run_main`` / ``cscore_main``: no interpreter start-up and imports per run; its models
+are let go after each call)."""
 
 import json
 import shutil
@@ -17,13 +17,13 @@ import pytest
 from cscore import ModelPair
 from cscore.data import load_examples
 from cscore.data.prompts import build
-from cscore.tests.support.cli import tiny_args
+from cscore.tests.support.cli import run_main, tiny_args
 
 
 @pytest.fixture(scope="module")
-def contrast_run(tiny_dirs, tmp_path_factory, cscore_cli):
+def contrast_run(tiny_dirs, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "r1"
-    res = cscore_cli("run", *tiny_args(tiny_dirs), f"hydra.run.dir={out}", cwd=out.parent)
+    res = run_main("run", *tiny_args(tiny_dirs), f"hydra.run.dir={out}", cwd=out.parent)
     assert res.returncode == 0, res.stdout + res.stderr
     return out, res
 

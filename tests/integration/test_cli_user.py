@@ -20,6 +20,7 @@ from cscore.cli.cache_cmd import main as cache_main
 from cscore.data.demo import DEMO_FILE
 from cscore.metaeval.signature import Signature
 from cscore.scorers.store.cache import StatsCache
+from cscore.tests.support.cli import run_main
 
 
 def composed(*overrides):
@@ -98,12 +99,15 @@ def demo_with_gaps(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def two_runs(tiny_dirs, demo_with_gaps, tmp_path_factory, cscore_cli):
-    """The README's usage line with a replaced amateur (no early_exit given), run twice on one cache."""
+    """The README's usage line with a replaced amateur (no early_exit given), run twice on one cache:
+    first in a fresh process (the fast tier's one whole ``cscore run`` from a fresh interpreter: what
+    the tests' imports could hide), then in this process (run_main), which meets only what the first
+    left on disk."""
     root = tmp_path_factory.mktemp("user")
     args = [f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
             f"data.path={demo_with_gaps}", f"cache.dir={root / 'stats'}", "runtime.progress=false"]
     first = cscore_cli("run", *args, f"hydra.run.dir={root / 'a'}", cwd=root)
-    second = cscore_cli("run", *args, f"hydra.run.dir={root / 'b'}", cwd=root)
+    second = run_main("run", *args, f"hydra.run.dir={root / 'b'}", cwd=root)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     return root, first, second
 

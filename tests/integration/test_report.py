@@ -1,5 +1,5 @@
 """`cscore report` on a real (tiny-model) sweep: tables, values, plots, missing runs. The sweep
-runs in a subprocess; `cscore report` (no models) runs in this process."""
+(conftest's ``tiny_sweep``) and `cscore report` (no models) run in this process."""
 
 import json
 import shutil

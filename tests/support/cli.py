@@ -3,6 +3,8 @@ and the arguments and run folders they share."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import os
@@ -43,41 +45,65 @@ def run_cscore(*args, cwd, env=None, timeout=None) -> subprocess.CompletedProces
                           env=env, timeout=timeout)
 
 
-def main_runner(monkeypatch, capsys):
-    """run(*args, cwd) -> CompletedProcess: ``cscore.cli.main.main(args)`` in this process (the
-    ``cscore_main`` fixture; conftest says when to use it)."""
+class Captured(io.TextIOWrapper):
+    """A text stream that keeps what is written (UTF-8, with a ``buffer``, as pytest's capsys)."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO(), encoding="UTF-8", newline="", write_through=True)
+
+    def getvalue(self) -> str:
+        return self.buffer.getvalue().decode("UTF-8")
+
+
+def run_main(*args, cwd) -> subprocess.CompletedProcess:
+    """``cscore.cli.main.main(args)`` in this process, run in ``cwd``, as run_cscore returns it: its
+    exit status as returncode, its stdout / stderr captured; sys.argv, the working folder, Hydra's
+    global state, its logging and the model pool are undone after the call. Needs no fixture, so
+    module- and session-scoped fixtures can use it (``cscore_main``: the same for one test)."""
+    from hydra.core.global_hydra import GlobalHydra
+
     from cscore.cli.main import main
 
-    def run(*args, cwd) -> subprocess.CompletedProcess:
-        from hydra.core.global_hydra import GlobalHydra
+    loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(lg, logging.Logger))]
+    saved = {lg: (lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in loggers}
+    old_cwd, old_argv = os.getcwd(), sys.argv[:]  # run_command sets sys.argv for Hydra
+    out, err = Captured(), Captured()
+    os.chdir(cwd)
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+            except SystemExit as stop:
+                if isinstance(stop.code, str):  # as the interpreter does: the message on stderr, status 1
+                    print(stop.code, file=sys.stderr)
+                code = 0 if stop.code is None else stop.code if isinstance(stop.code, int) else 1
+    finally:
+        os.chdir(old_cwd)
+        sys.argv[:] = old_argv
+        GlobalHydra.instance().clear()
+        models = sys.modules.get("cscore.scorers.models.models")  # imported only if the run loaded one
+        if models is not None:
+            models.clear_pool()
+        for lg, (handlers, level, propagate, disabled) in saved.items():  # Hydra's dictConfig undone
+            for h in lg.handlers:
+                if h not in handlers:
+                    h.close()
+            lg.handlers[:] = handlers
+            lg.level, lg.propagate, lg.disabled = level, propagate, disabled
+    return subprocess.CompletedProcess(["cscore", *args], code, out.getvalue(), err.getvalue())
 
-        capsys.readouterr()  # only this call's output
-        loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
-                                          if isinstance(lg, logging.Logger))]
-        saved = {lg: (lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in loggers}
-        old_cwd = os.getcwd()
-        monkeypatch.setattr(sys, "argv", list(sys.argv))  # run_command sets it for Hydra
-        os.chdir(cwd)
-        code = 0
-        try:
-            main(list(args))
-        except SystemExit as stop:
-            if isinstance(stop.code, str):  # as the interpreter does: the message on stderr, status 1
-                print(stop.code, file=sys.stderr)
-            code = 0 if stop.code is None else stop.code if isinstance(stop.code, int) else 1
-        finally:
-            os.chdir(old_cwd)
-            GlobalHydra.instance().clear()
-            models = sys.modules.get("cscore.scorers.models.models")  # imported only if the run loaded one
-            if models is not None:
-                models.clear_pool()
-            for lg, (handlers, level, propagate, disabled) in saved.items():  # Hydra's dictConfig undone
-                for h in lg.handlers:
-                    if h not in handlers:
-                        h.close()
-                lg.handlers[:] = handlers
-                lg.level, lg.propagate, lg.disabled = level, propagate, disabled
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["cscore", *args], code, out, err)
+
+def main_runner(monkeypatch, capsys):
+    """run(*args, cwd) -> CompletedProcess: run_main for one test (the ``cscore_main`` fixture;
+    conftest says when to use it); sys.argv also restored by ``monkeypatch``."""
+
+    def run(*args, cwd) -> subprocess.CompletedProcess:
+        capsys.readouterr()  # what the test printed before stays out of the streams
+        monkeypatch.setattr(sys, "argv", list(sys.argv))
+        res = run_main(*args, cwd=cwd)
+        late = capsys.readouterr()  # written to streams held from before the call (none expected)
+        return subprocess.CompletedProcess(res.args, res.returncode, res.stdout + late.out, res.stderr + late.err)
 
     return run

@@ -302,7 +302,8 @@ def test_no_sbatch_on_path_is_one_clear_line(submitit_plugin, tmp_path, cscore_c
     assert not (tmp_path / "sweep").exists()  # nothing submitted, nothing written
 
 
-def test_failing_squeue_is_one_clear_line_and_nothing_is_submitted(submitit_plugin, tmp_path, cscore_cli):
+def test_failing_squeue_is_one_clear_line_and_nothing_is_submitted(submitit_plugin, tmp_path, cscore_main,
+                                                                   monkeypatch):
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "sbatch").write_text(f"#!/bin/sh\ntouch {tmp_path}/sbatch-was-called\necho 'Submitted batch job 1'\n")
@@ -310,15 +311,16 @@ def test_failing_squeue_is_one_clear_line_and_nothing_is_submitted(submitit_plug
                                  "(connect failure)' >&2\nexit 1\n")
     for f in fake.iterdir():
         f.chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
-    res = cscore_cli("run", "-m", "hydra/launcher=slurm_warm", "method.gamma=0.1,0.5",
-                     f"hydra.sweep.dir={tmp_path}/sweep", cwd=tmp_path, env=env, timeout=CLI_TIMEOUT)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")  # looked up when the sweep starts
+    res = cscore_main("run", "-m", "hydra/launcher=slurm_warm", "method.gamma=0.1,0.5",
+                      f"hydra.sweep.dir={tmp_path}/sweep", cwd=tmp_path)
     assert_one_line_error(res, "`squeue` failed: slurm_load_jobs error: Unable to contact slurm controller")
     assert not (tmp_path / "sbatch-was-called").exists()
 
 
 def test_a_sharded_sweep_with_a_node_local_cache_is_one_line_before_anything_is_submitted(submitit_plugin, tiny_dirs,
-                                                                                         tmp_path, cscore_cli):
+                                                                                         tmp_path, cscore_main,
+                                                                                         monkeypatch):
     """The shards of a job array meet in the statistics cache: one on tmpfs (/dev/shm), which no
     other node sees, is refused in the launching process (a job would refuse it too)."""
     from cscore.cli.workers import file_system
@@ -330,10 +332,10 @@ def test_a_sharded_sweep_with_a_node_local_cache_is_one_line_before_anything_is_
     for tool in ("sbatch", "squeue"):
         (fake / tool).write_text(f"#!/bin/sh\ntouch {tmp_path}/{tool}-was-called\n")
         (fake / tool).chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
-    res = cscore_cli("run", "-m", "hydra/launcher=slurm", *tiny_args(tiny_dirs), "runtime.shards=3",
-                     f"cache.dir=/dev/shm/cscore-test-{os.getpid()}", f"hydra.sweep.dir={tmp_path}/sweep", cwd=tmp_path,
-                     env=env, timeout=CLI_TIMEOUT)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    res = cscore_main("run", "-m", "hydra/launcher=slurm", *tiny_args(tiny_dirs), "runtime.shards=3",
+                      f"cache.dir=/dev/shm/cscore-test-{os.getpid()}", f"hydra.sweep.dir={tmp_path}/sweep",
+                      cwd=tmp_path)
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert res.returncode != 0 and len(lines) == 1, res.stdout + res.stderr
     assert "is on tmpfs, which no other node sees" in lines[0] and "cache.dir=" in lines[0], lines[0]

@@ -217,10 +217,10 @@ def test_export_to_a_datasets_folder_loads_back_equal(tmp_path, capsys):
     assert "expected a .parquet or .jsonl file, or a folder" in capsys.readouterr().err
 
 
-def test_data_check_on_your_own_table(tmp_path, tiny_tokenizer, cscore_cli):
+def test_data_check_on_your_own_table(tmp_path, tiny_tokenizer, cscore_main):
     file = tmp_path / "mine.tsv"
     pd.DataFrame(USER).to_csv(file, sep="\t", index=False)
-    res = cscore_cli("data", "check", "data=table", f"data.path={file}", "data.columns.hypothesis=mt",
+    res = cscore_main("data", "check", "data=table", f"data.path={file}", "data.columns.hypothesis=mt",
                      "data.columns.source=src", "data.columns.human=[fluency]", "data.task=translation",
                      f"tokenizer={tiny_tokenizer}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr

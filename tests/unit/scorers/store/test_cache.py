@@ -301,10 +301,11 @@ def test_model_identity_in_memory_and_hub(tiny_llama):
 # --- CLI ---------------------------------------------------------------------------------------
 
 
-def test_cli_ls_info_clear(tmp_path, cscore_cli):
+def test_cli_ls_info_clear(tmp_path, cscore_main, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # rich reads it for each command's console
+
     def cli(*args, root):
-        return cscore_cli("cache", *args, "--root", str(root), cwd=tmp_path, env=dict(os.environ, COLUMNS="200"),
-                          timeout=60)
+        return cscore_main("cache", *args, "--root", str(root), cwd=tmp_path)
 
     root = tmp_path / "stats"
     cache = StatsCache(root)
