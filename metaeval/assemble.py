@@ -169,9 +169,10 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     said = [f"missing: {m}" for m in missing] + [line[2:] for line in outcome.lines()]
     for line in said[:STATUS_LINES]:
         style = {"failed": "red", "finished later": "dim"}.get(line.split(":")[0], "yellow")
-        console.print(f"[{style}]{escape(line)}[/]")
+        console.print(f"[{style}]{escape(line)}[/]", soft_wrap=True)  # a path is never broken
     if len(said) > STATUS_LINES:
-        console.print(f"[yellow]... and {len(said) - STATUS_LINES} more runs not complete (report.md lists them)[/]")
+        console.print(f"[yellow]... and {len(said) - STATUS_LINES} more runs not complete (report.md lists them)[/]",
+                      soft_wrap=True)
     console.print(f"report {'replaced' if replaced else 'written'} in [bold]{escape(str(out))}[/] "
                   f"(report.md and the tables) in {progress.elapsed():.1f}s", soft_wrap=True)
     return out

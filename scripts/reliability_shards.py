@@ -12,7 +12,7 @@ bench's tiny model and table, checked against the bench's uninterrupted, unshard
   directories): every shard's batches computed once in all, both runs identical.
 
 A shard that computes announces its work (`runtime.progress=true`): `expert+amateur: N items, ...
-to run (shard K+1 of 2: ...)`; a shard that finds its mark done says nothing. Loaded by
+to run (shard K of 2: ...)`; a shard that finds its mark done is said kept. Loaded by
 reliability.py; it imports only reliability_checks.py (what the two share)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 from reliability_checks import Job, Tally, entry_states, same_scores, score_frame
 
 DEVICES = "runtime.devices=[cpu,cpu]"
-WORK = re.compile(r"items, .* to run \(shard (\d+) of 2: ")  # progress detail: 1-based
+WORK = re.compile(r"items, .* to run \(shard (\d+) of 2: ")  # progress detail: 0-based, as runtime.shard
 RESUMED = re.compile(r"shard (\d) of 2 resumed (\d+) items from its partials")
 
 
@@ -40,7 +40,7 @@ def args_of(bench, d: Path, cache: Path, run: str = "run", *more: str) -> list[s
 
 def computed(job: Job) -> list[int]:
     """The shards (0-based) this command computed, one entry per pass of a shard that ran."""
-    return [int(m.group(1)) - 1 for m in WORK.finditer(job.output)]
+    return [int(m.group(1)) for m in WORK.finditer(job.output)]
 
 
 def resumed(job: Job) -> dict[int, int]:

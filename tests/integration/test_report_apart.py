@@ -110,6 +110,8 @@ def test_a_report_over_many_datasets_prints_one_line_each(sweep, tmp_path, cscor
     lines = res.stdout.splitlines()
     assert f"5 datasets: one line each here, their tables in {many / 'report'}" in lines
     assert sum(x.startswith("incomplete: ") for x in lines) == 10
+    named = [x.removeprefix("incomplete: ") for x in lines if x.startswith("incomplete: ")]
+    assert all((many / name).is_dir() and name.startswith(str(many)) for name in named)  # a path is never broken
     assert "... and 2 more runs not complete (report.md lists them)" in lines
     assert (many / "report" / "report.md").read_text().count("- incomplete: ") == 12
     for k in range(5):
