@@ -23,7 +23,9 @@ from cscore.tests.support.cli import run_main, tiny_args
 @pytest.fixture(scope="module")
 def contrast_run(tiny_dirs, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "r1"
-    res = run_main("run", *tiny_args(tiny_dirs), f"hydra.run.dir={out}", cwd=out.parent)
+    # Its own statistics cache: the tests read what a run that computes writes (its speed too).
+    cache = tmp_path_factory.mktemp("contrast_run_cache")
+    res = run_main("run", *tiny_args(tiny_dirs), f"hydra.run.dir={out}", f"cache.dir={cache}", cwd=out.parent)
     assert res.returncode == 0, res.stdout + res.stderr
     return out, res
 
