@@ -9,6 +9,9 @@ The runs (gguf:smollm2 with its early-exit amateur, offline):
   summeval_dev  cscore run data=summeval split.use=dev  (160 rows; needs the shared SummEval file)
   judge_grid    cscore run -m method=cd_judge +sweep=cd_judge_grid data=demo split.use=dev
                 'method.score_range=[1,5]'              (24 (lam, t) points on 16 demo rows, one judge pass)
+  judge_released_grid  cscore run -m method=cd_judge_released method.lam=0.1,1.0 method.t=1,2
+                data=demo split.use=dev                 (4 points, each its own greedy decode)
+  sharded_2     cscore run runtime.devices=[cpu,cpu]    (the demo run as 2 CPU worker shards, merged)
 
 ``record`` stores per run and job the SHA-256 of every ``score.*`` column's float64 bytes, the
 values themselves and their summary (n, finite, mean, min, max), the row ids' SHA-256, the
@@ -18,7 +21,7 @@ difference; exit status 1 on any difference (or a missing run, job, column or ro
 
 Bit identity is only meaningful on the same machine with the same torch build (and the same
 threads setting): float32 forward passes round differently on other CPUs, GPUs or BLAS kernels.
-Each run uses a fresh statistics cache (``--cache DIR`` to share one; a comparison across a change
+Each run uses a fresh statistics cache (``DIR/<run>`` under ``--cache DIR``; a comparison across a change
 should not read statistics computed before it). Run directories go under ``--root``
 (default outputs/pin_scores/<time>_<command>/, which git ignores)."""
 
@@ -44,6 +47,9 @@ RUNS = {
     "summeval_dev": ["run", "data=summeval", "split.use=dev"],
     "judge_grid": ["run", "-m", "method=cd_judge", "+sweep=cd_judge_grid", "data=demo", "split.use=dev",
                    "method.score_range=[1,5]"],
+    "judge_released_grid": ["run", "-m", "method=cd_judge_released", "method.lam=0.1,1.0", "method.t=1,2",
+                            "data=demo", "split.use=dev"],
+    "sharded_2": ["run", "runtime.devices=[cpu,cpu]"],
 }
 NOTE = ("bit identity is only meaningful on the same machine with the same torch build: float32 forward "
         "passes round differently on other CPUs, GPUs or BLAS kernels")
@@ -71,12 +77,12 @@ def run_cscore(name: str, root: Path, cache: Path) -> tuple[Path, float]:
     args = RUNS[name]
     out = root / name
     where = f"hydra.sweep.dir={out}" if "-m" in args else f"hydra.run.dir={out}"
-    env = dict(os.environ, CSCORE_STATS_CACHE=str(cache))
+    env = dict(os.environ, CSCORE_STATS_CACHE=str(cache / name), OMP_NUM_THREADS="1")  # fresh per run
     log = root / f"{name}.log"
     print(f"{name}: cscore {' '.join(args)} ... (output in {log})", flush=True)
     start = time.perf_counter()
     with log.open("w") as f:
-        res = subprocess.run([sys.executable, "-m", "cscore.cli.main", *args, "runtime.progress=60", where],
+        res = subprocess.run([sys.executable, "-m", "cscore.cli.main", *args, "runtime.progress=60", "runtime.threads=1", where],
                              cwd=root, env=env, stdout=f, stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - start
     if res.returncode != 0:
