@@ -155,10 +155,10 @@ def check_max_length(c: dict, spec: str, revision: str | None) -> None:
     texts = shortest_prompts(c)
     if not texts or any(CHEAP_FACTOR * len(t.encode()) + CHEAP_SLACK + 1 <= limit for t in texts.values()):
         return
-    from cscore.scorers import methods
+    from cscore.cli.pipeline import kinds
 
-    if methods.get(c["method"]["name"]).kind in ("judge", "judge_released"):
-        return  # judges build their own prompts (runtime.max_length is checked as they do)
+    if not kinds.of_method(c["method"]["name"]).scoring_prompt:
+        return  # a judge builds its own prompts (runtime.max_length is checked as it does)
     loaded = tokenizer_of(spec, revision)
     if loaded is None:
         return
