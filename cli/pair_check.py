@@ -49,30 +49,24 @@ def check(c: dict, run: RunConfig) -> None:
             why = not_here
     if offline:
         raise ConfigError(hub_message(offline, why))
-    check_baseline_models(c)
+    check_kind_models(c)
     check_cross_family(c, models)
     if "expert" in models:
         check_max_length(c, *models["expert"])
 
 
-def baseline_models(c: dict) -> dict[str, tuple[str, str | None]]:
-    """{key: (spec, revision)} of the models a baseline run loads (``baseline.<name>.model``; the
-    packaged BERTScore model is not a spec)."""
-    from cscore.scorers.baselines.bertscore import PACKAGED
+def kind_models(c: dict) -> dict[str, tuple[str, str | None]]:
+    """{key: (spec, revision)} of the models the method's kind loads beyond the pair (a baseline
+    run's ``baseline.<name>.model``: ``MethodKind.other_models``)."""
+    from cscore.cli.pipeline import kinds
 
-    if c["method"].get("name") != "baseline":
-        return {}
-    out = {}
-    for name, params in (c.get("baseline") or {}).items():
-        spec = (params or {}).get("model")
-        if isinstance(spec, str) and spec and not (name == "bertscore" and spec == PACKAGED):
-            out[f"baseline.{name}.model"] = (spec, params.get("revision"))
-    return out
+    name = c["method"].get("name")
+    return kinds.of_method(name).other_models(c) if name else {}
 
 
-def check_baseline_models(c: dict) -> None:
-    """A ConfigError for the first baseline model that cannot load here (as for the pair's)."""
-    for key, (spec, revision) in baseline_models(c).items():
+def check_kind_models(c: dict) -> None:
+    """A ConfigError for the first model of the kind's own that cannot load here (as for the pair's)."""
+    for key, (spec, revision) in kind_models(c).items():
         try:
             kind = specs.check_spec(spec)
         except specs.ModelSpecError as err:

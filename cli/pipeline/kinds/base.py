@@ -130,6 +130,11 @@ class MethodKind(ABC):
         ``scored.files``) with the run's correlation (``correlate(x, y, "spearman")``: NaN
         where undefined), which the evaluate stage hands it; by default nothing."""
 
+    def other_models(self, c: dict) -> dict[str, tuple[str, str | None]]:
+        """{config key: (spec, revision)} of the models it loads beyond the pair, read from the
+        composed config as a plain dict: checked before anything loads, as the pair's are (none)."""
+        return {}
+
     def summary_lines(self, metrics: dict) -> list[tuple[str, str]]:
         """(style, text) lines for the end-of-run summary from its metrics.json sections."""
         return []

@@ -146,3 +146,14 @@ class Baseline(MethodKind):
     def dir_label(self, c: dict) -> tuple[str, str] | None:
         """A baseline run reads no model pair: its directory is named after its baselines."""
         return "baseline", "+".join(c.get("baseline") or {}) or "none"
+
+    def other_models(self, c: dict) -> dict[str, tuple[str, str | None]]:
+        """``baseline.<name>.model`` of each baseline that names one (the packaged BERTScore model is no spec)."""
+        from cscore.scorers.baselines.bertscore import PACKAGED
+
+        out = {}
+        for name, params in (c.get("baseline") or {}).items():
+            spec = (params or {}).get("model")
+            if isinstance(spec, str) and spec and not (name == "bertscore" and spec == PACKAGED):
+                out[f"baseline.{name}.model"] = (spec, params.get("revision"))
+        return out

@@ -28,8 +28,6 @@ from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.pass_options import Sharding
-from cscore.scorers.engine.passes import Ticks, announce, forward_ticks
-from cscore.scorers.models.anatomy import layer_list
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +41,9 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
     as one tree (``cscore.scorers.judge.released.decode_tree``: one prefill, the steps their paths share once);
     the assistant alone decodes on its own. ``batches``: those batches of the plan (``plan_batches``)
     alone (a shard's); ``each(batch, {name: ids per prompt of the batch})`` as each batch ends."""
+    from cscore.scorers.engine.passes import Ticks, announce, forward_ticks  # torch: when a run decodes
     from cscore.scorers.judge import released as jr
+    from cscore.scorers.models.anatomy import layer_list
 
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
     cfg_eos = main.model.generation_config.eos_token_id

@@ -119,6 +119,30 @@ def test_shared_stages_name_no_method_or_kind():
     assert len((ROOT / "cli/run.py").read_text().splitlines()) < 200
 
 
+def test_kinds_say_what_they_need_and_the_checks_ask_the_kind_not_a_name():
+    """A judge kind reads a judge prompt and builds its own prompts; the checks of cli/pair_check.py
+    (runtime.max_length against the scoring prompt) and cli/validate.py (judge_prompt) ask the kind."""
+    from cscore.cli.validate import check_judge_prompt
+
+    reg = kinds.registry()
+    needs = {name: (reg.kind(name).judge_prompt, reg.kind(name).scoring_prompt) for name in reg}
+    assert needs == {"token": (False, True), "pooler": (False, True), "discriminator": (False, True),
+                     "baseline": (False, True), "judge": (True, False), "judge_released": (True, False)}
+    names = set(methods.METHODS) | set(reg.entries)
+    for rel in ("cli/pair_check.py", "cli/validate.py"):
+        tree = ast.parse((ROOT / rel).read_text())
+        keys = {id(n.slice) for n in ast.walk(tree) if isinstance(n, ast.Subscript)} | {  # config keys: c["x"]
+            id(n.args[0]) for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" and n.args}
+        literals = {n.value for n in ast.walk(tree)
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in keys}
+        assert not literals & names, (rel, literals & names)
+    with pytest.raises(errors.ConfigError) as err:
+        check_judge_prompt({"method": {"name": "contrast"}, "judge_prompt": {"name": "released"}})
+    assert str(err.value) == ("judge_prompt=released is for the judge methods (method=cd_judge | cd_judge_released); "
+                              "this run has method=contrast")
+
+
 def imported_roots(path: Path) -> set[str]:
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
