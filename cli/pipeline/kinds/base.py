@@ -106,7 +106,7 @@ class MethodKind(ABC):
     @abstractmethod
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored: ...
 
-    def rows(self, run: RunConfig) -> list:
+    def rows(self, run: RunConfig) -> list[Variant]:
         """The method's variant rows (its own and the comparison rows) from its typed Params; the
         section as written (``RunConfig.method_given``) gives only their records' values."""
         from cscore.cli.pipeline.variants import plan
@@ -135,7 +135,7 @@ class MethodKind(ABC):
         composed config as a plain dict: checked before anything loads, as the pair's are (none)."""
         return {}
 
-    def summary_lines(self, metrics: dict) -> list[tuple[str, str]]:
+    def summary_lines(self, metrics: dict[str, Any]) -> list[tuple[str, str]]:
         """(style, text) lines for the end-of-run summary from its metrics.json sections."""
         return []
 
