@@ -22,11 +22,15 @@ import time
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cscore.errors import ConfigError, CscoreError, ShardsPending
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.pass_options import PassOptions, Sharding
 from cscore.scorers.store.shards import WORKER_ENV
+
+if TYPE_CHECKING:
+    from cscore.cli.pipeline.kinds.base import RunState
 
 log = logging.getLogger("cscore")
 
@@ -282,7 +286,7 @@ class Workers:
 
 
 @contextmanager
-def sharded(run: RunConfig, overrides: list[str], out_dir: Path, state: dict):
+def sharded(run: RunConfig, overrides: list[str], out_dir: Path, state: RunState):
     """``runtime.devices``: start the workers of shards 1 .. N-1 and yield the parent's run (shard 0
     here, the wait hook set); the workers end (or are stopped) when the block does. Without
     ``runtime.devices``: the run as it is."""
