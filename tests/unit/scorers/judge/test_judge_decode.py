@@ -513,13 +513,13 @@ def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_pa
     three other contrast rows in its tree and says so in metrics.json; the later jobs read every row
     from the cache and load no weights; each job's outputs equal a run of that point alone with
     the cache off (that run in this process). With runtime.share_grid=false each job decodes its own
-    contrast."""
+    contrast (that sweep in this process too: its own cache)."""
     args = [a for a in judge_args if a != "method=cd_judge"]
     args += ["method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=3"]
 
-    def sweep(name, *more):
-        res = cscore_cli("run", "-m", *args, "method.lam=0.5,2", "method.t=0.5,2", *more,
-                         f"cache.dir={tmp_path / name / 'cache'}", f"hydra.sweep.dir={tmp_path / name}", cwd=tmp_path)
+    def sweep(name, *more, run=cscore_cli):
+        res = run("run", "-m", *args, "method.lam=0.5,2", "method.t=0.5,2", *more,
+                  f"cache.dir={tmp_path / name / 'cache'}", f"hydra.sweep.dir={tmp_path / name}", cwd=tmp_path)
         assert res.returncode == 0, res.stdout + res.stderr
         runs = {}
         for d in sorted((tmp_path / name).iterdir()):
@@ -546,7 +546,7 @@ def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_pa
     for point in later:  # a point read from the cache: its own (reading) time, no speed of work done elsewhere
         speed = runs[point][1]["speed"]
         assert speed["score_seconds"] < computed["score_seconds"] and speed["samples_per_second"] is None
-    alone = sweep("alone", "runtime.share_grid=false")
+    alone = sweep("alone", "runtime.share_grid=false", run=cscore_main)
     assert all(m["judge"]["grid_decoded_too"] == [] for _, m in alone.values())
     assert all(not m["speed"]["passes"]["decode cd_judge_released"]["from_cache"] for _, m in alone.values())
     out = tmp_path / "direct"
