@@ -4,6 +4,9 @@ models with a chat template; a λ × t grid from the cache equals direct runs)."
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -207,8 +210,6 @@ def judge_sweep(judge_dirs, sweep_rows, tmp_path_factory, cscore_cli):
 
 
 def read_run(run_dir):
-    import json
-
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     return cfg, pd.read_parquet(run_dir / "scores.parquet"), json.loads((run_dir / "metrics.json").read_text())
 
@@ -282,11 +283,19 @@ def test_judge_config_errors(judge_dirs, tmp_path, cscore_main):
 
 
 @pytest.mark.slow
-def test_dev_ids_label_rows_and_split_correlations(judge_dirs, tmp_path, cscore_cli, cscore_main):
+def test_dev_ids_label_rows_and_split_correlations(judge_dirs, tmp_path, cscore_main):
+    """Two of three demo documents (four rows each) are the dev split (a run in this process)."""
+    from cscore.data.demo import DEMO_FILE
+
+    lines = [x for x in Path(DEMO_FILE).read_text().splitlines() if x.strip()]
+    three = [x for x in lines if json.loads(x)["doc_id"] in ("demo-01", "demo-02", "demo-03")]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("\n".join(three[::2]) + "\n")
     ids = tmp_path / "dev.txt"
     ids.write_text("# two demo documents\ndemo-01\ndemo-02\n")
     out = tmp_path / "run"
-    res = cscore_cli("run", *judge_args(judge_dirs), f"split.dev_ids={ids}", f"hydra.run.dir={out}", cwd=tmp_path)
+    res = cscore_main("run", *judge_args(judge_dirs), f"data.path={data}", f"split.dev_ids={ids}",
+                      f"hydra.run.dir={out}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     _, table, metrics = read_run(out)
     assert set(table.loc[table["split"] == "dev", "group"]) == {"demo-01", "demo-02"}
