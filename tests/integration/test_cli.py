@@ -110,9 +110,9 @@ def test_single_method_uses_only_the_expert(tiny_dirs, tmp_path, cscore_main):
 
 
 @pytest.mark.slow
-def test_released_preset_and_multirun(tiny_dirs, tmp_path, cscore_cli):
-    res = cscore_cli("run", "-m", *tiny_args(tiny_dirs), "method=contrast_released", "method.gamma=0.1,0.5",
-                     f"hydra.sweep.dir={tmp_path}/sweep", cwd=tmp_path)
+def test_released_preset_and_multirun(tiny_dirs, tmp_path, cscore_main):
+    res = cscore_main("run", "-m", *tiny_args(tiny_dirs), "method=contrast_released", "method.gamma=0.1,0.5",
+                      f"hydra.sweep.dir={tmp_path}/sweep", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     runs = sorted((tmp_path / "sweep").glob("*/scores.parquet"))
     assert len(runs) == 2
@@ -156,7 +156,7 @@ def test_help_and_unknown_command(tmp_path, cscore_main):
 
 
 @pytest.mark.slow
-def test_rerun_of_a_sweep_skips_complete_runs_and_redoes_incomplete_ones(tiny_sweep, tmp_path, cscore_cli):
+def test_rerun_of_a_sweep_skips_complete_runs_and_redoes_incomplete_ones(tiny_sweep, tmp_path, cscore_main):
     # a finished two-point sweep (conftest: the `cscore run -m` of tiny_sweep.args succeeded), copied
     # because it is shared; re-run the same command on the copy
     sweep = tmp_path / "sw"
@@ -165,7 +165,7 @@ def test_rerun_of_a_sweep_skips_complete_runs_and_redoes_incomplete_ones(tiny_sw
     first, second = sorted(sweep.glob("*/scores.parquet"))
     stamp = first.stat().st_mtime_ns
     (second.parent / "metrics.json").unlink()  # as if that job had been killed before finishing
-    res = cscore_cli(*args, cwd=tmp_path)
+    res = cscore_main(*args, cwd=tmp_path)
     assert res.returncode == 0
     assert first.stat().st_mtime_ns == stamp  # complete: skipped
     assert (second.parent / "metrics.json").is_file()  # incomplete: redone

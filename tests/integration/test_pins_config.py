@@ -16,34 +16,16 @@ A mismatch prints a unified diff. Regenerate after an intended change:
 from __future__ import annotations
 
 import os
-from importlib import resources
 from pathlib import Path
 
 import pytest
 import yaml
 from omegaconf import OmegaConf, open_dict
 
+from cscore.tests.support.presets import composed, presets
+
 PINS = Path(__file__).parent / "pins" / "config"
 UPDATE = os.environ.get("CSCORE_UPDATE_PINS") == "1"
-
-
-def options(group: str) -> list[str]:
-    folder = resources.files("cscore.conf") / group
-    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
-
-
-def presets() -> dict[str, tuple[str, list[str]]]:
-    """{snapshot name: (config name, overrides)} for every preset there is."""
-    out = {"default": ("config", [])}
-    for group in ("method", "data", "pair", "prompt", "tracking"):
-        out.update({f"{group}-{n}": ("config", [f"{group}={n}"]) for n in options(group)})
-    out.update({f"judge_prompt-{n}": ("config", ["method=cd_judge", f"judge_prompt={n}"])
-                for n in options("judge_prompt")})
-    out.update({f"range-{n}": ("config", ["method=cd_judge", f"range={n}"]) for n in options("range")})
-    out.update({f"baseline-{n}": ("config", ["method=baseline", f"baseline={n}"]) for n in options("baseline")})
-    out.update({f"sweep-{n}": ("config", [f"+sweep={n}"]) for n in options("sweep")})
-    out.update({"stage-cdm": ("cdm", []), "stage-t5score": ("t5score", [])})
-    return out
 
 
 def dump(record: dict) -> str:
@@ -53,15 +35,12 @@ def dump(record: dict) -> str:
 def run_record(overrides: list[str]) -> dict:
     """What ``cscore run <overrides>`` works with: the names made canonical (baseline aliases),
     composed from cscore.conf, the hydra node off, the pair rule applied, then resolved."""
-    from hydra import compose, initialize_config_module
-
     from cscore.cli.baseline_names import canonical_names
     from cscore.cli.names import name_of
     from cscore.cli.run import resolve_pair
 
+    cfg = composed("config", overrides)  # tests/support/presets.py: test_config_schema.py's compose too
     overrides = canonical_names(overrides)
-    with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
-        cfg = compose("config", overrides=overrides, return_hydra_config=True)
     hydra = OmegaConf.to_container(cfg.hydra, resolve=False)
     with open_dict(cfg):
         del cfg["hydra"]

@@ -24,6 +24,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from cscore.tests.support.cli import run_main
+
 PINS = Path(__file__).parent / "pins" / "outputs"
 MODEL_METHODS = ["single", "ensemble", "contrast", "contrast_released", "division", "cd_score", "cdm", "cd_judge",
                  "cd_judge_released"]
@@ -65,8 +67,8 @@ def runs(chat_pair, tmp_path_factory, cscore_cli) -> dict[str, Path]:
     res = cscore_cli("run", "-m", *common, f"method={','.join(MODEL_METHODS)}", f"hydra.sweep.dir={root / 'sw'}",
                      cwd=root, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
-    res = cscore_cli("run", *common, "method=baseline", f"baseline={BASELINES}", f"hydra.run.dir={root / 'bl'}",
-                     cwd=root, timeout=600)
+    res = run_main("run", *common, "method=baseline", f"baseline={BASELINES}", f"hydra.run.dir={root / 'bl'}",
+                   cwd=root)  # in this process: the multirun above was the fresh one
     assert res.returncode == 0, res.stdout + res.stderr
     out = {"baseline_bleu_chrf": root / "bl"}
     for d in sorted((root / "sw").iterdir()):

@@ -20,6 +20,7 @@ from cscore.metaeval import judge, judge_runs, plots
 from cscore.metaeval.resampling import MIN_UNITS
 from cscore.rundir import find_runs
 from cscore.tests.support import REPO
+from cscore.tests.support.cli import run_main
 
 DEMO_FILE = REPO / "data" / "demo" / "demo.jsonl"
 SLACK = 1.0  # pixels: rounding of the text extents
@@ -303,15 +304,15 @@ def test_a_small_judges_dev_heat_map_shows_the_expected_score_and_every_png_fits
 # ---------------------------------------------------------------- few documents, a real tiny run
 
 @pytest.fixture(scope="module")
-def three_document_run(tiny_dirs, tmp_path_factory, cscore_cli):
-    """The tiny pair on the first 3 demo documents (8 systems each)."""
+def three_document_run(tiny_dirs, tmp_path_factory):
+    """The tiny pair on the first 3 demo documents (8 systems each), run in this process."""
     root = tmp_path_factory.mktemp("few")
     docs = [json.loads(line) for line in DEMO_FILE.read_text().splitlines()]
     keep = sorted({d["doc_id"] for d in docs})[:3]
     (root / "three.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs if d["doc_id"] in keep))
-    res = cscore_cli("run", f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
-                     "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false",
-                     f"data.path={root / 'three.jsonl'}", f"hydra.run.dir={root / 'run'}", cwd=root)
+    res = run_main("run", f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
+                   "pair.amateur.early_exit=null", "pair.name=tiny", "runtime.progress=false",
+                   f"data.path={root / 'three.jsonl'}", f"hydra.run.dir={root / 'run'}", cwd=root)
     assert res.returncode == 0, res.stdout + res.stderr
     return root / "run"
 

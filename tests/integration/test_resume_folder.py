@@ -128,7 +128,7 @@ def test_an_interrupted_multirun_job_is_finished_in_its_sweep_folder(tiny_dirs, 
     metrics.json not written yet): the same command skips job 0 and finishes job 1 there."""
     args = ["run", "-m", *early_exit_args(tiny_dirs, table(tmp_path / "t.csv", 12), tmp_path / "cache"),
             "method.gamma=0.1,0.4"]
-    first = cscore_cli(*args, cwd=tmp_path, timeout=600)
+    first = cscore_main(*args, cwd=tmp_path)  # in this process; the resume below is a fresh one
     assert first.returncode == 0, first.stderr[-2000:]
     (day,) = (tmp_path / "outputs" / "multirun").iterdir()
     (sweep,) = day.iterdir()

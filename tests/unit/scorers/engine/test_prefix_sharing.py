@@ -190,15 +190,14 @@ def test_cache_keys_tell_the_two_paths_apart(tiny_dirs, tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_with_and_without_sharing_gives_the_same_scores(tiny_dirs, tmp_path, cscore_cli):
+def test_cli_with_and_without_sharing_gives_the_same_scores(tiny_dirs, tmp_path, cscore_main):
     """One two-point multirun (runtime.prefix_sharing=true,false) on a quarter of the demo set's
-    groups (shared prompts kept whole), float64: the same scores to 1e-9."""
-    import os
-
+    groups (shared prompts kept whole), float64: the same scores to 1e-9 (in this process: one
+    thread, the suite's)."""
     args = ["run", "-m", f"pair.expert.path={tiny_dirs.expert}", "pair.amateur.early_exit=2", "pair.name=tiny",
             "runtime.progress=false", "runtime.dtype=float64", "cache.enabled=false", "split.use=dev",
             "split.dev_fraction=0.25", "runtime.prefix_sharing=true,false", f"hydra.sweep.dir={tmp_path / 'sw'}"]
-    res = cscore_cli(*args, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    res = cscore_main(*args, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     a, b = (pd.read_parquet(tmp_path / "sw" / k / "scores.parquet") for k in ("0", "1"))
     assert len(a) == len(b) > 0 and list(a["id"]) == list(b["id"])

@@ -4,6 +4,9 @@ models with a chat template; a λ × t grid from the cache equals direct runs)."
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -190,19 +193,23 @@ def judge_args(judge_dirs):
 
 
 @pytest.fixture(scope="module")
-def judge_sweep(judge_dirs, tmp_path_factory, cscore_cli):
+def sweep_rows(demo_rows):
+    """Eight demo rows (two documents): the CLI runs of this module score few prompts."""
+    return demo_rows(4)
+
+
+@pytest.fixture(scope="module")
+def judge_sweep(judge_dirs, sweep_rows, tmp_path_factory, cscore_cli):
     """A 2 x 2 (λ, t) multirun over one range: one judge pass, three runs read the cache."""
     root = tmp_path_factory.mktemp("judge_sweep")
-    res = cscore_cli("run", "-m", *judge_args(judge_dirs), "method.lam=0,0.5", "method.t=0.5,2",
-                     f"hydra.sweep.dir={root / 'sw'}", cwd=root)
+    res = cscore_cli("run", "-m", *judge_args(judge_dirs), f"data.path={sweep_rows}", "method.lam=0,0.5",
+                     "method.t=0.5,2", f"hydra.sweep.dir={root / 'sw'}", cwd=root)
     assert res.returncode == 0, res.stdout + res.stderr
     (root / "stdout.txt").write_text(res.stdout)
     return root / "sw"
 
 
 def read_run(run_dir):
-    import json
-
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     return cfg, pd.read_parquet(run_dir / "scores.parquet"), json.loads((run_dir / "metrics.json").read_text())
 
@@ -244,7 +251,7 @@ def test_cli_judge_run_writes_the_interface_columns(judge_sweep):
 
 
 @pytest.mark.slow
-def test_grid_from_cache_equals_direct_runs(judge_sweep, judge_dirs, tmp_path, cscore_main):
+def test_grid_from_cache_equals_direct_runs(judge_sweep, judge_dirs, sweep_rows, tmp_path, cscore_main):
     """A grid point read from the cached judge statistics gives the scores of a run that computes
     everything itself (cache off; in this process: the sweep was the fresh one)."""
     for d in sorted(judge_sweep.iterdir()):
@@ -255,8 +262,8 @@ def test_grid_from_cache_equals_direct_runs(judge_sweep, judge_dirs, tmp_path, c
         if lam == 0:
             continue
         out = tmp_path / f"direct_{lam}_{t}"
-        res = cscore_main("run", *judge_args(judge_dirs), f"method.lam={lam}", f"method.t={t}", "cache.enabled=false",
-                          f"hydra.run.dir={out}", cwd=tmp_path)
+        res = cscore_main("run", *judge_args(judge_dirs), f"data.path={sweep_rows}", f"method.lam={lam}",
+                          f"method.t={t}", "cache.enabled=false", f"hydra.run.dir={out}", cwd=tmp_path)
         assert res.returncode == 0, res.stderr
         direct = pd.read_parquet(out / "scores.parquet")
         for col in ("score.cd_judge", "score.cd_judge_expected", "parse.cd_judge", "output.cd_judge"):
@@ -276,11 +283,19 @@ def test_judge_config_errors(judge_dirs, tmp_path, cscore_main):
 
 
 @pytest.mark.slow
-def test_dev_ids_label_rows_and_split_correlations(judge_dirs, tmp_path, cscore_cli, cscore_main):
+def test_dev_ids_label_rows_and_split_correlations(judge_dirs, tmp_path, cscore_main):
+    """Two of three demo documents (four rows each) are the dev split (a run in this process)."""
+    from cscore.data.demo import DEMO_FILE
+
+    lines = [x for x in Path(DEMO_FILE).read_text().splitlines() if x.strip()]
+    three = [x for x in lines if json.loads(x)["doc_id"] in ("demo-01", "demo-02", "demo-03")]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("\n".join(three[::2]) + "\n")
     ids = tmp_path / "dev.txt"
     ids.write_text("# two demo documents\ndemo-01\ndemo-02\n")
     out = tmp_path / "run"
-    res = cscore_cli("run", *judge_args(judge_dirs), f"split.dev_ids={ids}", f"hydra.run.dir={out}", cwd=tmp_path)
+    res = cscore_main("run", *judge_args(judge_dirs), f"data.path={data}", f"split.dev_ids={ids}",
+                      f"hydra.run.dir={out}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     _, table, metrics = read_run(out)
     assert set(table.loc[table["split"] == "dev", "group"]) == {"demo-01", "demo-02"}
@@ -309,9 +324,10 @@ def test_judge_statistics_round_trip_through_the_cache(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_released_preset(judge_dirs, tmp_path, cscore_cli):
+def test_cli_released_preset(judge_dirs, sweep_rows, tmp_path, cscore_cli):
     """method=cd_judge_released decodes (λ on the assistant's first step, t on the main model) and
-    parses with the released rules; the contrast row equals a direct call of the decoder."""
+    parses with the released rules; the contrast row equals a direct call of the decoder. Eight demo
+    rows of two documents (a float64 decode of all 160 took most of a minute)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from cscore.scorers.judge import released as jr
@@ -319,8 +335,9 @@ def test_cli_released_preset(judge_dirs, tmp_path, cscore_cli):
 
     out = tmp_path / "rel"
     args = [a for a in judge_args(judge_dirs) if a not in ("method=cd_judge", "method.decode=first_token")]
-    res = cscore_cli("run", *args, "method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=3",
-                     "method.lam=0.5", "method.t=2", "runtime.dtype=float64", f"hydra.run.dir={out}", cwd=tmp_path)
+    res = cscore_cli("run", *args, f"data.path={sweep_rows}", "method=cd_judge_released", "judge_prompt=geval",
+                     "method.max_new_tokens=3", "method.lam=0.5", "method.t=2", "runtime.dtype=float64",
+                     f"hydra.run.dir={out}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     cfg, table, metrics = read_run(out)
     assert cfg["judge_prompt"]["role"] == "user"  # judge_prompt=geval given on the command line wins

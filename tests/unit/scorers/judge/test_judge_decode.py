@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 from cscore.scorers.judge import judge  # noqa: E402
 from cscore.scorers.judge.parse import paper_decided  # noqa: E402
 from cscore.scorers.judge.stats import DecodedPaths, JudgeStats  # noqa: E402
+from cscore.tests.support.cli import run_main  # noqa: E402
 
 LAMS = (0.0, 0.01, 0.1, 0.5, 1.0, 3.0)
 TS = (0.5, 1.0, 2.0, 5.0)
@@ -287,13 +288,13 @@ def test_path_text_skips_special_tokens(judge_dirs):
 
 
 @pytest.mark.slow
-def test_cli_released_prompt_decodes_without_special_tokens(judge_args, tmp_path, cscore_cli, shared):
+def test_cli_released_prompt_decodes_without_special_tokens(judge_args, tmp_path, cscore_main, shared):
     """cd_judge with the released prompt (no generation prompt; its files are in the shared data
     folder) decodes; outputs carry no special token text and parse by the paper's rule."""
     from cscore.scorers.judge.parse import read_score
 
-    res = cscore_cli("run", *judge_args, "judge_prompt=released", "method.max_new_tokens=4",
-                     f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
+    res = cscore_main("run", *judge_args, "judge_prompt=released", "method.max_new_tokens=4",
+                      f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     _, table, _ = read_run(tmp_path / "r")
     assert not table["prompt"].str.endswith("assistant:").any()  # no generation prompt
@@ -320,15 +321,15 @@ ROLE_GRID = [("cd_judge", "paper"), ("cd_judge", "released"), ("cd_judge_release
 
 
 @pytest.fixture(scope="module")
-def role_runs(role_judge_dirs, rows, tmp_path_factory, cscore_cli):
-    """The four (method, parse) runs of the role-word test as one multirun (one interpreter, one
+def role_runs(role_judge_dirs, rows, tmp_path_factory):
+    """The four (method, parse) runs of the role-word test as one multirun (in this process, one
     model load per job): {(method, parse): its job's folder}."""
     root = tmp_path_factory.mktemp("role_runs")
     args = [f"data.path={rows}", f"pair.expert.path={role_judge_dirs['expert']}",
             f"pair.amateur.path={role_judge_dirs['amateur']}", "pair.amateur.early_exit=null", "pair.name=role",
             "runtime.progress=false", "runtime.dtype=float64", "judge_prompt=released"]
-    res = cscore_cli("run", "-m", *args, "method=cd_judge,cd_judge_released", "method.parse=paper,released",
-                     f"hydra.sweep.dir={root / 'sw'}", cwd=root)
+    res = run_main("run", "-m", *args, "method=cd_judge,cd_judge_released", "method.parse=paper,released",
+                   f"hydra.sweep.dir={root / 'sw'}", cwd=root)
     assert res.returncode == 0, res.stdout + res.stderr
     jobs = {}
     for d in (root / "sw").iterdir():
@@ -365,16 +366,16 @@ def test_cli_role_word_is_deleted_before_the_parse(role_judge_dirs, role_runs, s
 
 
 @pytest.mark.slow
-def test_cli_full_output_decodes_to_max_new_tokens(judge_dirs, judge_args, tmp_path, cscore_cli):
+def test_cli_full_output_decodes_to_max_new_tokens(judge_dirs, judge_args, tmp_path, cscore_main):
     """Issue 34 item 9: method.full_output=true stores the whole greedy text (up to EOS or
     max_new_tokens; checked against the step-by-step recomputation), scores and statuses equal
     to the default run's, which stops once the parse is settled; its paths have their own key."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     args = [*judge_args, "method.lam=0", "method.max_new_tokens=6", f"cache.dir={tmp_path / 'cache'}"]
-    # one process, the default run's job first (as two runs in a row would be)
-    res = cscore_cli("run", "-m", *args, "method.full_output=false,true", f"hydra.sweep.dir={tmp_path / 'sw'}",
-                     cwd=tmp_path)
+    # one multirun (in this process), the default run's job first (as two runs in a row would be)
+    res = cscore_main("run", "-m", *args, "method.full_output=false,true", f"hydra.sweep.dir={tmp_path / 'sw'}",
+                      cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     got = {full: read_run(tmp_path / "sw" / job) for job, full in (("0", "false"), ("1", "true"))}
     assert [got[full][0]["method"]["full_output"] for full in ("false", "true")] == [False, True]
@@ -513,13 +514,13 @@ def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_pa
     three other contrast rows in its tree and says so in metrics.json; the later jobs read every row
     from the cache and load no weights; each job's outputs equal a run of that point alone with
     the cache off (that run in this process). With runtime.share_grid=false each job decodes its own
-    contrast."""
+    contrast (that sweep in this process too: its own cache)."""
     args = [a for a in judge_args if a != "method=cd_judge"]
     args += ["method=cd_judge_released", "judge_prompt=geval", "method.max_new_tokens=3"]
 
-    def sweep(name, *more):
-        res = cscore_cli("run", "-m", *args, "method.lam=0.5,2", "method.t=0.5,2", *more,
-                         f"cache.dir={tmp_path / name / 'cache'}", f"hydra.sweep.dir={tmp_path / name}", cwd=tmp_path)
+    def sweep(name, *more, run=cscore_cli):
+        res = run("run", "-m", *args, "method.lam=0.5,2", "method.t=0.5,2", *more,
+                  f"cache.dir={tmp_path / name / 'cache'}", f"hydra.sweep.dir={tmp_path / name}", cwd=tmp_path)
         assert res.returncode == 0, res.stdout + res.stderr
         runs = {}
         for d in sorted((tmp_path / name).iterdir()):
@@ -546,7 +547,7 @@ def test_cli_released_sweep_decodes_its_grid_in_the_first_job(judge_args, tmp_pa
     for point in later:  # a point read from the cache: its own (reading) time, no speed of work done elsewhere
         speed = runs[point][1]["speed"]
         assert speed["score_seconds"] < computed["score_seconds"] and speed["samples_per_second"] is None
-    alone = sweep("alone", "runtime.share_grid=false")
+    alone = sweep("alone", "runtime.share_grid=false", run=cscore_main)
     assert all(m["judge"]["grid_decoded_too"] == [] for _, m in alone.values())
     assert all(not m["speed"]["passes"]["decode cd_judge_released"]["from_cache"] for _, m in alone.values())
     out = tmp_path / "direct"
