@@ -92,10 +92,10 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
              **opts.key_parts(shared=opts.prefix_sharing)}
     if digits is not None:  # one-token ranges: keys unchanged
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
-    if opts.shards is not None and opts.shards.on:
+    if run.coordinator.on:
         from cscore.scorers.judge.sharded import first_step
 
-        stats, report = first_step(cache, parts, scale, compute, (main, asst), opts.shards)
+        stats, report = first_step(cache, parts, scale, compute, (main, asst), run.coordinator)
         report.fetch_seconds = time.perf_counter() - start
         return stats, report, stats_key(parts)
     done: dict = {}
@@ -134,7 +134,7 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory, merg
                          max_new_tokens=p.max_new_tokens, cache=stats_cache(run) if key else None,
                          judge_key=key, progress=factory("decode", len(prompts)) if factory else None,
                          extra_rules=extra, timing=timing, stop=None if p.full_output else p.parse,
-                         shards=run.passes.shards, adopt=merged)
+                         shards=run.coordinator, adopt=merged)
     also = [[lam, t] for (lam, t), rule in zip(grid, extra) if rule in paths and rule not in rules.values()]
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
@@ -225,7 +225,7 @@ class Judge(JudgeKind):
             firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
             decoded, also, decode_report = decoded_texts(run, pair, stats, key, firsts, plan, factory,
                                                          merged=not report.cached)
-        stop_shard(run.passes.shards, [report, *decode_report.values()])
+        stop_shard(run.coordinator, [report, *decode_report.values()])
         table = examples.copy()
         table["prompt"] = kept
         table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]

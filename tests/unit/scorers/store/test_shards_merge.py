@@ -14,7 +14,7 @@ from cscore.errors import ShardsPending
 from cscore.scorers.api import ModelPair
 from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.checkpoint import PARTIAL_DIR
-from cscore.scorers.store.shards import Sharding
+from cscore.scorers.store.coordinator import InProcess
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -29,7 +29,7 @@ def test_a_lost_partial_of_a_done_shard_is_never_merged(tiny_dirs, tmp_path):
     cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
     run = dict(inputs=inputs, temperatures=(1.0,), token_budget=96, cache=cache)
     with pytest.raises(ShardsPending):
-        pair.statistics(**run, shards=Sharding(2, 0))
+        pair.statistics(**run, shards=InProcess(2, 0))
     files = sorted((tmp_path / "c" / PARTIAL_DIR).rglob("s000-*.npz"))
     assert files  # shard 0's partials, and its mark
     files[0].unlink()
@@ -38,5 +38,5 @@ def test_a_lost_partial_of_a_done_shard_is_never_merged(tiny_dirs, tmp_path):
     assert files[0].name in record["files"]
     mark.write_text(json.dumps({**record, "files": [f for f in record["files"] if f != files[0].name]}))
     with pytest.raises(ShardsPending) as err:  # shard 1 done, shard 0 marked done: items still uncovered
-        pair.statistics(**run, shards=Sharding(2, 1))
+        pair.statistics(**run, shards=InProcess(2, 1))
     assert not cache.keys() and err.value.count == 2
