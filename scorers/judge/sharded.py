@@ -86,7 +86,7 @@ def first_step(cache, parts: dict, scale, compute, models, shards):
     """The judge's first-step pass sharded: (statistics, report). Its batches dealt to the shards
     (``shards.run_pass``, partials ``judge.first_step_partials``); once every shard is done it is
     merged here, in a worker of runtime.devices too (the decodes read it); a shard of a job array
-    waits for the others while they run (``shards.wait_running``). ``compute(checkpoint)``: the pass
+    waits for the others while they run (``InProcess.wait_running``). ``compute(checkpoint)``: the pass
     (``judge.compute``); ``models``: (main, assistant) as loaded; ``shards``: the coordinator.
     Raises ShardsPending while a shard is missing."""
     from cscore.scorers.engine.passes import EngineReport

@@ -78,7 +78,7 @@ class ShardedPass:
     label: str
     models: list
     stats_type: type
-    report_type: type
+    report_type: Any  # a class with of_entry(meta) and record(); the store names none itself
     partials: Callable | None = None
     since: float | None = None  # the command's start (time.time()): shards done before it were kept; None: run_pass's
 
@@ -209,8 +209,8 @@ def merge_pass(cache, job: ShardedPass, key: str, offsets, count: int, since: fl
             remove_folder(place.folder)
             return Done(hit.stats, job.report_type.of_entry(hit.meta))
         start = time.perf_counter()
-        checkpoint = (job.partials or Checkpoint)(place.folder, key, list(job.heads), offsets, job.temperatures,
-                                                  schema=CACHE_SCHEMA)
+        checkpoint: Any = (job.partials or Checkpoint)(place.folder, key, list(job.heads), offsets, job.temperatures,
+                                                       schema=CACHE_SCHEMA)
         checkpoint.load()  # each file checked as a resumed pass checks it (checksum, header of this very pass)
         if not checkpoint.done.all():
             place.check_items(checkpoint.covered(), f"statistics ({job.label})")
@@ -260,7 +260,7 @@ def this_command(report, marks: dict[int, dict], since: float | None):
                    kept_shards=kept)
 
 
-def merged_report(report_type: type, marks: dict[int, dict], count: int, merge_seconds: float):
+def merged_report(report_type: Any, marks: dict[int, dict], count: int, merge_seconds: float):
     """The report of a merged pass (a ``report_type``): the shards' work summed, its seconds the
     wall time from the first shard's start to the merge's end (the shards' own seconds listed)."""
     recs = [marks[k] for k in range(count)]
