@@ -31,7 +31,7 @@ import numpy as np
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
 from cscore.scorers.store.item_partials import SIZES, ItemCheckpoint, Layout, unit_offsets
 from cscore.scorers.store.meeting import Place
-from cscore.scorers.store.shards import Pending, ShardedPass, merge_pass
+from cscore.scorers.store.shards import Outcome, Pending, ShardedPass, merge_pass
 
 log = logging.getLogger(__name__)
 
@@ -82,18 +82,18 @@ def path_rows(paths: list[list[int]]) -> dict[str, np.ndarray]:
             "ids": np.asarray([t for p in paths for t in p], dtype=np.int64)}
 
 
-def first_step(cache, parts: dict, scale, compute, models, shards):
-    """The judge's first-step pass sharded: (statistics, report). Its batches dealt to the shards
+def first_step(cache, parts: dict, scale, compute, models, shards) -> Outcome:
+    """The judge's first-step pass sharded: ``Done`` (statistics ``{"judge": JudgeStats}``, report)
+    or ``Pending`` (the shards missing: the command raises ShardsPending). Its batches dealt to the shards
     (``shards.run_pass``, partials ``judge.first_step_partials``); once every shard is done it is
     merged here, in a worker of runtime.devices too (the decodes read it); a shard of a job array
     waits for the others while they run (``InProcess.wait_running``). ``compute(checkpoint)``: the pass
-    (``judge.compute``); ``models``: (main, assistant) as loaded; ``shards``: the coordinator.
-    Raises ShardsPending while a shard is missing."""
+    (``judge.compute``); ``models``: (main, assistant) as loaded; ``shards``: the coordinator."""
     from cscore.scorers.engine.passes import EngineReport
     from cscore.scorers.judge import judge
     from cscore.scorers.judge.stats import JudgeStats
     from cscore.scorers.store.cache import stats_key
-    from cscore.scorers.store.shards import pending_error, pending_shards, run_pass
+    from cscore.scorers.store.shards import pending_shards, run_pass
 
     main, asst = models
     n_ctx = scale.n_items * (1 + len(scale.prefixes))
@@ -109,9 +109,7 @@ def first_step(cache, parts: dict, scale, compute, models, shards):
             got = Pending(shards.wait_running(lambda: pending_shards(cache, key, place), place.running))
     if isinstance(got, Pending) and not got.missing:  # every shard done (or merged already): the decodes need it
         got = merge_pass(cache, job, key, unit_offsets(n_ctx), shards.count)
-    if isinstance(got, Pending):
-        raise pending_error({"judge": got.missing}, shards)
-    return got.stats["judge"], got.report
+    return got
 
 
 def sharded_decodes(cache, job: DecodeJob, sharding, reports: dict | None = None) -> tuple[dict, list[int]]:

@@ -94,8 +94,12 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
     if run.coordinator.on:
         from cscore.scorers.judge.sharded import first_step
+        from cscore.scorers.store.shards import Pending, pending_error
 
-        stats, report = first_step(cache, parts, scale, compute, (main, asst), run.coordinator)
+        got = first_step(cache, parts, scale, compute, (main, asst), run.coordinator)
+        if isinstance(got, Pending):  # this process did its part: the command ends with one line
+            raise pending_error({"judge": got.missing}, run.coordinator)
+        stats, report = got.stats["judge"], got.report
         report.fetch_seconds = time.perf_counter() - start
         return stats, report, stats_key(parts)
     done: dict = {}

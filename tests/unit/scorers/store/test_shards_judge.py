@@ -27,6 +27,7 @@ from cscore.scorers.judge.stats import DecodedPaths, JudgeStats  # noqa: E402
 from cscore.scorers.store.cache import StatsCache, stats_key  # noqa: E402
 from cscore.scorers.store.checkpoint import PARTIAL_DIR  # noqa: E402
 from cscore.scorers.store.coordinator import InProcess  # noqa: E402
+from cscore.scorers.store.shards import Done, Pending  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -81,13 +82,13 @@ def stats_shards(pair, contexts, scale, cache, count):
         got, _ = cache.get_or_compute(parts, lambda key: ({"judge": compute()[0]}, None), JudgeStats)
         return got["judge"]
     for k in range(count - 1):
-        with pytest.raises(ShardsPending) as err:
-            first_step(cache, parts, scale, compute, (pair.expert, pair.amateur), InProcess(count, k))
-        assert err.value.missing == list(range(k + 1, count))
+        pending = first_step(cache, parts, scale, compute, (pair.expert, pair.amateur), InProcess(count, k))
+        assert isinstance(pending, Pending) and pending.missing == list(range(k + 1, count))
         assert list(cache.root.glob(f"{PARTIAL_DIR}/*/s{k:03d}-*.npz"))  # each shard computed batches of its own
-    stats, report = first_step(cache, parts, scale, compute, (pair.expert, pair.amateur), InProcess(count, count - 1))
-    assert report.shards == count and len(report.shard_seconds) == count
-    return stats
+    done = first_step(cache, parts, scale, compute, (pair.expert, pair.amateur), InProcess(count, count - 1))
+    assert isinstance(done, Done)
+    assert done.report.shards == count and len(done.report.shard_seconds) == count
+    return done.stats["judge"]
 
 
 def assert_same_stats(a: JudgeStats, b: JudgeStats) -> None:
@@ -314,8 +315,10 @@ def test_an_interrupted_first_step_shard_resumes_from_its_partials(pair, tmp_pat
     assert list(cache.root.glob(f"{PARTIAL_DIR}/*/s000-*.npz")) and not list(cache.root.glob(f"{PARTIAL_DIR}/*/*.json"))
     done = []
     with caplog.at_level(logging.INFO, logger="cscore.scorers.store.shards"):
-        got, report = first_step(cache, parts, scale, lambda ck: compute(ck, done.append),
-                                 (pair.expert, pair.amateur), InProcess(2, None))
+        outcome = first_step(cache, parts, scale, lambda ck: compute(ck, done.append),
+                             (pair.expert, pair.amateur), InProcess(2, None))
+    assert isinstance(outcome, Done)
+    got, report = outcome.stats["judge"], outcome.report
     assert_same_stats(want, got)
     assert f"shard 0 of 2 resumed {seen[0]} items from its partials" in caplog.text
     assert report.batches == compute()[1].batches - 1  # the kept batch is not computed again
