@@ -1,8 +1,9 @@
 """Sharded runs from the command line (``runtime.shards`` / ``runtime.shard`` / ``runtime.devices``,
-``scorers/store/shards.py``): the checks made before anything loads, the worker processes of
-``runtime.devices`` (the parent computes shard 0 on the first device itself, one worker per other
-device computes its shard; the parent waits for their marks and merges), and the one line a run
-whose shards are not all done ends with.
+``scorers/store/shards.py``): the checks made before anything loads, the coordinator of this
+process (``coordinator``: the one place the environment is read for sharding), the worker
+processes of ``runtime.devices`` (the parent computes shard 0 on the first device itself, one
+worker per other device computes its shard; the parent, ``LocalDevices``, waits for their marks
+and merges), and the one line a run whose shards are not all done ends with.
 
 A worker is ``cscore run`` with the same overrides and ``runtime.shard=K runtime.device=<its device>``,
 its run directory under the parent's ``.shards/``; its lines are relayed with ``shard K:`` in front."""
@@ -314,8 +315,8 @@ class LocalDevices(InProcess):
 @contextmanager
 def sharded(run: RunConfig, overrides: list[str], out_dir: Path, state: dict):
     """``runtime.devices``: start the workers of shards 1 .. N-1 and yield the parent's run (shard 0
-    here, the wait hook set); the workers end (or are stopped) when the block does. Without
-    ``runtime.devices``: the run as it is."""
+    here, its coordinator ``LocalDevices``); the workers end (or are stopped) when the block does.
+    Without ``runtime.devices``: the run as it is."""
     if run.runtime.devices is None:
         yield run
         return

@@ -93,13 +93,7 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     if digits is not None:  # one-token ranges: keys unchanged
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
     if run.coordinator.on:
-        from cscore.scorers.judge.sharded import first_step
-        from cscore.scorers.store.shards import Pending, pending_error
-
-        got = first_step(cache, parts, scale, compute, (main, asst), run.coordinator)
-        if isinstance(got, Pending):  # this process did its part: the command ends with one line
-            raise pending_error({"judge": got.missing}, run.coordinator)
-        stats, report = got.stats["judge"], got.report
+        stats, report = sharded_first_step(run, cache, parts, scale, compute, (main, asst))
         report.fetch_seconds = time.perf_counter() - start
         return stats, report, stats_key(parts)
     done: dict = {}
@@ -113,6 +107,18 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     report = engine.EngineReport.of_entry(meta) if meta is not None else done["report"]
     report.fetch_seconds = time.perf_counter() - start
     return got["judge"], report, stats_key(parts)
+
+
+def sharded_first_step(run: RunConfig, cache, parts: dict, scale, compute, models):
+    """The judge pass sharded (``judge.sharded.first_step``): (statistics, report); ShardsPending
+    while a shard is missing (this process did its part: the command ends with one line)."""
+    from cscore.scorers.judge.sharded import first_step
+    from cscore.scorers.store.shards import Pending, pending_error
+
+    got = first_step(cache, parts, scale, compute, models, run.coordinator)
+    if isinstance(got, Pending):
+        raise pending_error({"judge": got.missing}, run.coordinator)
+    return got.stats["judge"], got.report
 
 
 def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory, merged=False) -> tuple[dict, list, dict]:
