@@ -1,9 +1,15 @@
 """One plugin registry for every extension point (method kinds, methods, baseline families, data
 loaders): ``@REG.register("name")`` on a class, the base type checked, a name registered twice
-refused, an unknown name answered with a did-you-mean in one line."""
+refused, an unknown name answered with a did-you-mean in one line.
+
+One plugin convention: a registry finds its plugins with ``discover(package)``, which imports every
+module of the package; a plugin module registers its classes on import. A new plugin is its module
+in that package (and its YAML and tests): no list of names or imports to edit."""
 from __future__ import annotations
 
 import difflib
+import importlib
+import pkgutil
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
@@ -40,6 +46,15 @@ class Registry(Generic[T]):
         self.base = base
         self.error = error
         self.entries: dict[str, type[T]] = {}
+        self.packages: list[str] = []  # the packages ``discover`` walked
+
+    def discover(self, package: str) -> None:
+        """Import every module of ``package`` (its top level, pkgutil's walk, in name order), once;
+        each plugin module registers itself on import, the package's shared modules register nothing."""
+        if package not in self.packages:
+            self.packages.append(package)
+            for module in pkgutil.iter_modules(importlib.import_module(package).__path__):
+                importlib.import_module(f"{package}.{module.name}")
 
     def register(self, name: str) -> Callable[[type[C]], type[C]]:
         """A class decorator that adds the class under ``name``."""

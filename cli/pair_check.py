@@ -49,30 +49,24 @@ def check(c: dict, run: RunConfig) -> None:
             why = not_here
     if offline:
         raise ConfigError(hub_message(offline, why))
-    check_baseline_models(c)
+    check_kind_models(c)
     check_cross_family(c, models)
     if "expert" in models:
         check_max_length(c, *models["expert"])
 
 
-def baseline_models(c: dict) -> dict[str, tuple[str, str | None]]:
-    """{key: (spec, revision)} of the models a baseline run loads (``baseline.<name>.model``; the
-    packaged BERTScore model is not a spec)."""
-    from cscore.scorers.baselines.bertscore import PACKAGED
+def kind_models(c: dict) -> dict[str, tuple[str, str | None]]:
+    """{key: (spec, revision)} of the models the method's kind loads beyond the pair (a baseline
+    run's ``baseline.<name>.model``: ``MethodKind.other_models``)."""
+    from cscore.cli.pipeline import kinds
 
-    if c["method"].get("name") != "baseline":
-        return {}
-    out = {}
-    for name, params in (c.get("baseline") or {}).items():
-        spec = (params or {}).get("model")
-        if isinstance(spec, str) and spec and not (name == "bertscore" and spec == PACKAGED):
-            out[f"baseline.{name}.model"] = (spec, params.get("revision"))
-    return out
+    name = c["method"].get("name")
+    return kinds.of_method(name).other_models(c) if name else {}
 
 
-def check_baseline_models(c: dict) -> None:
-    """A ConfigError for the first baseline model that cannot load here (as for the pair's)."""
-    for key, (spec, revision) in baseline_models(c).items():
+def check_kind_models(c: dict) -> None:
+    """A ConfigError for the first model of the kind's own that cannot load here (as for the pair's)."""
+    for key, (spec, revision) in kind_models(c).items():
         try:
             kind = specs.check_spec(spec)
         except specs.ModelSpecError as err:
@@ -155,10 +149,10 @@ def check_max_length(c: dict, spec: str, revision: str | None) -> None:
     texts = shortest_prompts(c)
     if not texts or any(CHEAP_FACTOR * len(t.encode()) + CHEAP_SLACK + 1 <= limit for t in texts.values()):
         return
-    from cscore.scorers import methods
+    from cscore.cli.pipeline import kinds
 
-    if methods.get(c["method"]["name"]).kind in ("judge", "judge_released"):
-        return  # judges build their own prompts (runtime.max_length is checked as they do)
+    if not kinds.of_method(c["method"]["name"]).scoring_prompt:
+        return  # a judge builds its own prompts (runtime.max_length is checked as it does)
     loaded = tokenizer_of(spec, revision)
     if loaded is None:
         return

@@ -11,7 +11,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -22,6 +22,9 @@ from cscore.cli.exits import fail
 from cscore.cli.names import resolve_pair  # its home is names.py: cscore cdm imports it without torch
 from cscore.cli.sweep_points import sweep_others
 from cscore.errors import CscoreError, ShardsPending
+
+if TYPE_CHECKING:
+    from cscore.cli.pipeline.kinds.base import RunState
 
 # the stages, the kinds, the workers and the console are imported where a job runs: `cscore run --help-all`
 # and `--cfg job` end in Hydra before that, with no torch or pandas loaded (tests/unit/repo/test_torch_free.py)
@@ -34,7 +37,7 @@ names.register()  # ${cscore.run_name:} in hydra.run.dir / hydra.sweep.dir (conf
 HYDRA_FILES = {".hydra", "run.log", "config.yaml"}  # what a run dir holds before any work is done (rundir.LOG, .CONFIG)
 
 
-def run(cfg: DictConfig, out_dir: Path, state: dict | None = None, others: tuple = (), overrides: tuple = (),
+def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: tuple = (), overrides: tuple = (),
         point: Path | None = None) -> dict:
     """The whole run: ``cfg`` (as Hydra composed it) is checked into the typed config (the job's
     ``validate``; the precheck checked it before Hydra started), which the stages and the kind
@@ -129,7 +132,7 @@ def hydra_entry(cfg: DictConfig) -> None:
     (out_dir / rundir.METRICS).unlink(missing_ok=True)  # an older config's: a kill must not leave it marking completion
     handler = attach_row_log(out_dir)
     start = time.perf_counter()
-    state: dict[str, Any] = {}  # how far the run got (its stage), for the failure record
+    state: RunState = {}  # how far the run got (its stage), for the failure record
     try:
         run(cfg, out_dir, state, sweep_others(hc), tuple(hc.overrides.task), workers.sweep_point(hc))
     except ShardsPending as err:  # this process did its shard; the run is complete once every shard is
@@ -157,7 +160,7 @@ def hydra_entry(cfg: DictConfig) -> None:
     log.info("done in %.1fs", time.perf_counter() - start)
 
 
-def fail_dir(out_dir: Path, remove: bool, err: BaseException, state: dict) -> None:
+def fail_dir(out_dir: Path, remove: bool, err: BaseException, state: RunState) -> None:
     """A new run directory that failed before scoring holds nothing worth keeping: removed.
     Any other failed directory gets a failed.json that `cscore report` lists."""
     if remove:

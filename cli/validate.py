@@ -51,16 +51,19 @@ def validate(cfg: DictConfig) -> RunConfig:
 
 
 def check_judge_prompt(c: dict) -> None:
-    """The judge_prompt group goes with the judge methods only (they compose it; others carry none)."""
+    """The judge_prompt group goes with the kinds that read one only (the judge methods compose it;
+    others carry none)."""
+    from cscore.cli.pipeline import kinds
     from cscore.scorers import methods
 
     jp = c.get("judge_prompt")
     if not jp:
         return
     name = c["method"].get("name")
-    if not methods.get(name).kind.startswith("judge"):
-        raise ConfigError(f"judge_prompt={jp.get('name')} is for the judge methods (method=cd_judge | "
-                          f"cd_judge_released); this run has method={name}")
+    if not kinds.of_method(name).judge_prompt:
+        judges = " | ".join(m for m in methods.METHODS if kinds.of_method(m).judge_prompt)
+        raise ConfigError(f"judge_prompt={jp.get('name')} is for the judge methods (method={judges}); "
+                          f"this run has method={name}")
     from cscore.data.judge_prompts import check_config
 
     check_config(jp)

@@ -23,12 +23,15 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from cscore.errors import ConfigError, CscoreError, ShardsPending
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.store.coordinator import ArrayTask, InProcess
+
+if TYPE_CHECKING:
+    from cscore.cli.pipeline.kinds.base import RunState
 
 log = logging.getLogger("cscore")
 
@@ -313,7 +316,7 @@ class LocalDevices(InProcess):
 
 
 @contextmanager
-def sharded(run: RunConfig, overrides: list[str], out_dir: Path, state: dict):
+def sharded(run: RunConfig, overrides: list[str], out_dir: Path, state: RunState):
     """``runtime.devices``: start the workers of shards 1 .. N-1 and yield the parent's run (shard 0
     here, its coordinator ``LocalDevices``); the workers end (or are stopped) when the block does.
     Without ``runtime.devices``: the run as it is."""

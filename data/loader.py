@@ -21,6 +21,7 @@ class Loader:
     task: ClassVar[str | None] = None
     options: ClassVar[tuple[str, ...]] = ()
     load: ClassVar[Callable[..., Any]]
+    builds_on: ClassVar[tuple[str, ...]] = ()  # the loaders whose module its own may import (qags_cnndm: qags_xsum)
 
 
 class Loaders(Registry[Loader]):

@@ -34,5 +34,6 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
 class QagsCnndm(Loader):
     name = "qags_cnndm"
     task = "summarization"
+    builds_on = ("qags_xsum",)  # its reader and options
     options = QAGS_OPTIONS
     load = staticmethod(load)

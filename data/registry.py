@@ -1,16 +1,18 @@
-"""Dataset name -> loader (``loader.LOADERS``: each loader module registers its ``Loader`` on
-import). Every loader is ``load(path=None, **options) -> (validated example table, LoadReport)``
-and rejects options it does not know (``options.check_options``)."""
+"""Dataset name -> loader (``loader.LOADERS``: ``discover`` imports every module of cscore.data,
+each loader module registering its ``Loader``). Every loader is ``load(path=None, **options) ->
+(validated example table, LoadReport)`` and rejects options it does not know (``options.check_options``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
 
-from cscore.data import demo, dstc9, fed, mqm, qags_cnndm, qags_xsum, summeval, table, wmt  # noqa: F401  (register)
+from cscore.data import table
 from cscore.data.loader import LOADERS, Loader
 from cscore.data.options import check_options, loader_options
 from cscore.data.schema import DataError
+
+LOADERS.discover("cscore.data")  # every module here: each loader module registers its loader
 
 __all__ = ["LOADERS", "Loader", "check_config", "check_name", "load_config", "load_examples", "task_of"]
 

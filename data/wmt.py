@@ -135,6 +135,7 @@ class Mqm22(Loader):
     """WMT22's MQM (the same loader as mqm23; the name is for messages and reports)."""
     name = "mqm22"
     task = "translation"
+    builds_on = ("mqm",)  # the MQM reader
     options = OPTIONS
     load = staticmethod(partial(load, name="mqm22"))
 
@@ -143,5 +144,6 @@ class Mqm22(Loader):
 class Mqm23(Loader):
     name = "mqm23"
     task = "translation"
+    builds_on = ("mqm",)
     options = OPTIONS
     load = staticmethod(partial(load, name="mqm23"))

@@ -82,8 +82,8 @@ def run_cscore(name: str, root: Path, cache: Path) -> tuple[Path, float]:
     print(f"{name}: cscore {' '.join(args)} ... (output in {log})", flush=True)
     start = time.perf_counter()
     with log.open("w") as f:
-        res = subprocess.run([sys.executable, "-m", "cscore.cli.main", *args, "runtime.progress=60", "runtime.threads=1", where],
-                             cwd=root, env=env, stdout=f, stderr=subprocess.STDOUT)
+        command = [sys.executable, "-m", "cscore.cli.main", *args, "runtime.progress=60", "runtime.threads=1", where]
+        res = subprocess.run(command, cwd=root, env=env, stdout=f, stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - start
     if res.returncode != 0:
         sys.exit(f"pin_scores: {name} failed (exit {res.returncode}); see {log}")

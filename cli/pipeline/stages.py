@@ -9,7 +9,9 @@ import json
 import logging
 import platform
 import resource
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -19,6 +21,9 @@ from cscore.cli.pipeline.kinds.base import Loaded, MethodKind, Plan, Scored
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine import flops
 from cscore.version import __version__
+
+if TYPE_CHECKING:
+    from cscore.scorers.engine.passes import EngineReport
 
 log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
@@ -91,27 +96,28 @@ def speed_figures(scored: Scored) -> dict:
     reports = scored.stats.reports
     device = next((m for m in scored.models.values()), None)
     peak = flops.peak_flops(device.device, device.dtype) if device is not None else None
-    passes = {}
+    passes: dict[str, dict[str, Any]] = {}
     for name, rep in reports.items():
-        passes[name] = {"from_cache": rep.cached, "seconds_this_run": round(rep.fetch_seconds, 4),
+        passes[name] = {"from_cache": rep.cached, "seconds_this_run": round(rep.fetch_seconds or 0.0, 4),
                         "score_seconds": round(rep.seconds, 3),
                         "samples_per_second": n / rep.seconds if rep.seconds else None,
                         "tokens_per_second": rep.tokens / rep.seconds if rep.seconds else None,
                         "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches,
                         "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
-                        "fetch_seconds": round(rep.fetch_seconds, 4), "useful_flops": rep.flops,
+                        "fetch_seconds": round(rep.fetch_seconds or 0.0, 4), "useful_flops": rep.flops,
                         "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak)}
         if rep.shards > 1:  # a sharded pass: its seconds are the wall time, each shard's listed
             passes[name].update(shards=rep.shards, shard_seconds=rep.shard_seconds, merge_seconds=rep.merge_seconds)
     own, cached = own_seconds(scored), any(r.cached for r in reports.values())
     useful = [r.flops for r in once(reports, "shared")]
-    total_flops = float(sum(useful)) if useful and None not in useful else None
+    known = [f for f in useful if f is not None]
+    total_flops = float(sum(known)) if useful and len(known) == len(useful) else None
     return {"passes": passes, "score_seconds": own,  # this run's own time, also when the cache supplied passes
             "samples_per_second": n / own if own and not cached else None,  # a speed only of computed work
             "useful_flops": total_flops,  # MFU: only of passes on this run's device (a cache entry may be another's)
             "mfu": None if any(r.cached for r in reports.values()) else flops.mfu(total_flops, own, peak),
             "from_cache": bool(reports) and all(r.cached for r in reports.values()),
-            "statistics_seconds_this_run": sum(r.fetch_seconds for r in once(reports, "fetch_shared")),
+            "statistics_seconds_this_run": sum(r.fetch_seconds or 0.0 for r in once(reports, "fetch_shared")),
             "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)
                              for k, v in scored.models.items()},
             "weights": {k: v.status() for k, v in scored.models.items()}, "threads": torch_threads(),
@@ -133,7 +139,7 @@ def own_seconds(scored: Scored) -> float | None:
     return float(total) if reports and np.isfinite(total) else None
 
 
-def sharded_figures(reports: dict) -> dict:
+def sharded_figures(reports: Mapping[str, EngineReport]) -> dict:
     """``shards``, per-shard seconds and ``merge_seconds`` of a run whose passes were sharded
     (none of these keys otherwise: unsharded metrics unchanged)."""
     sharded = {name: rep for name, rep in reports.items() if rep.shards > 1}
@@ -144,7 +150,7 @@ def sharded_figures(reports: dict) -> dict:
             "merge_seconds": round(sum(rep.merge_seconds or 0.0 for rep in sharded.values()), 4)}
 
 
-def once(reports: dict, label: str) -> list:
+def once(reports: Mapping[str, EngineReport], label: str) -> list[EngineReport]:
     """The reports with each ``label`` value once (work done together is counted once); a report
     without one is its own."""
     seen, out = set(), []

@@ -9,7 +9,6 @@ package only says what they may be."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import fields
 from typing import Any
 
@@ -18,10 +17,7 @@ from cscore.registry import suggest
 from cscore.scorers.baselines.common import BASELINES, Baseline, Result, Texts
 from cscore.scorers.methods.params import specs_of
 
-# the family modules, each registering its baselines on import, in the order the docs and "known: ..." list them
-FAMILIES = ("lexical", "bertscore", "generative", "external")
-for _family in FAMILIES:
-    importlib.import_module(f"{__name__}.{_family}")
+BASELINES.discover(__name__)  # every module here: each family module registers its baselines
 
 __all__ = ["BASELINES", "Baseline", "Result", "Texts", "as_dict", "check_config", "check_params", "columns", "score"]
 

@@ -133,6 +133,7 @@ def score(name: str, params: Any, texts: Texts, runtime: dict) -> Result:
 
 @BASELINES
 class BertScore(Baseline):
+    rank = 2
     name = "bertscore"
     Params = BertScoreParams
 

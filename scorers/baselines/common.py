@@ -90,6 +90,8 @@ class Baseline:
 
     name: ClassVar[str] = ""
     Params: ClassVar[type]
+    rank: ClassVar[int] = 9  # where lists place it, cheapest family first (lexical 1 ... external 4)
+    builds_on: ClassVar[tuple[str, ...]] = ()  # the baselines whose module its own may import (none)
 
     @classmethod
     def check(cls, params: Any) -> None:
@@ -105,16 +107,17 @@ class Baseline:
 
 
 class Baselines(Registry[Baseline]):
-    """The baselines in the order their families register them (lexical, bertscore, generative, external)."""
+    """The baselines by family ``rank`` (lexical, bertscore, generative, external), each family's in
+    the order its module registers them."""
 
     def names(self) -> list[str]:
-        return list(self.entries)
+        return [name for name, _ in self.items()]
 
     def items(self) -> list[tuple[str, type[Baseline]]]:
-        return list(self.entries.items())
+        return sorted(self.entries.items(), key=lambda item: item[1].rank)
 
     def unknown(self, name: str) -> str:
-        return f"unknown baseline {name!r}{suggest(name, self.entries)}; known: {', '.join(self.entries)}"
+        return f"unknown baseline {name!r}{suggest(name, self.entries)}; known: {', '.join(self.names())}"
 
 
 BASELINES = Baselines("baseline", Baseline)

@@ -109,6 +109,7 @@ def score(name: str, params: Any, texts: Texts, runtime: dict) -> Result:
 
 @BASELINES
 class External(Baseline):
+    rank = 4
     name = "external"
     Params = ExternalParams
 

@@ -156,6 +156,7 @@ def by_row(rows: np.ndarray, values: np.ndarray, n: int, agg: str) -> np.ndarray
 
 class Generative(Baseline):
     """BARTScore / T5Score: an encoder-decoder model's mean log-likelihood in the chosen directions."""
+    rank = 3
     Params = GenerativeParams
 
     @classmethod

@@ -187,6 +187,7 @@ def _rouge(params: Any, texts: Texts, refs, missing) -> Result:
 
 @BASELINES
 class Bleu(Baseline):
+    rank = 1
     name = "bleu"
     Params = BleuParams
 
@@ -197,6 +198,7 @@ class Bleu(Baseline):
 
 @BASELINES
 class Chrf(Baseline):
+    rank = 1
     name = "chrf"
     Params = ChrfParams
 
@@ -207,6 +209,7 @@ class Chrf(Baseline):
 
 @BASELINES
 class Rouge(Baseline):
+    rank = 1
     name = "rouge"
     Params = RougeParams
 

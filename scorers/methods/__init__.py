@@ -7,14 +7,12 @@ builds on, and the Python API's defaults). ``params(name, given)`` builds and ch
 settings once; the method reads them typed (``p.gamma``): ``token_scores(stats, p)`` (one value
 per hypothesis token) and ``score(stats, p)``, which adds the shared length handling (``norm``,
 ``skip_first``; a method may give one its own name in ``aliases``, as cdm calls ``norm``
-``pooling``). A new method is its module here (imported with the package: no list to edit), its
-preset YAML and its tests.
+``pooling``). A new method is its module here (``METHODS.discover`` imports every module of the
+package: no list to edit), its preset YAML and its tests.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Mapping
 
 import numpy as np
@@ -26,10 +24,7 @@ from cscore.scorers.methods.params import defaults_of, specs_of
 
 __all__ = ["AGGREGATION_KEYS", "METHODS", "Method", "MethodParams", "get", "params", "score", "token_scores"]
 
-SHARED = ("base", "common", "params")  # the package's own modules; every other module is a method
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name not in SHARED:
-        importlib.import_module(f"{__name__}.{_module.name}")
+METHODS.discover(__name__)  # every module here: each method module registers its method
 
 # methods a cross-family pair computes on aligned units (scorers/engine/align.py); single reads one model
 ALIGNED = ("single", "ensemble", "contrast", "division", "cd_score", "cdm")

@@ -39,6 +39,7 @@ class Method:
     kind: ClassVar[str] = "token"
     Params: ClassVar[type[MethodParams]] = MethodParams
     aliases: ClassVar[Mapping[str, str]] = {}
+    builds_on: ClassVar[tuple[str, ...]] = ()  # the methods whose module its own may import (a released variant)
 
     @classmethod
     def needs(cls, p: Any) -> tuple[str, ...]:

@@ -42,6 +42,7 @@ class CdJudgeReleasedParams(MethodParams):
 class CdJudgeReleased(Method):
     name = "cd_judge_released"
     kind = "judge_released"
+    builds_on = ("cd_judge",)  # its paper method
     Params = CdJudgeReleasedParams
 
     @classmethod

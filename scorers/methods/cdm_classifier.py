@@ -38,6 +38,7 @@ class CdmClassifierParams(MethodParams):
 class CdmClassifier(Method):
     name = "cdm_classifier"
     kind = "pooler"
+    builds_on = ("cdm",)  # its paper method
     Params = CdmClassifierParams
 
     @classmethod

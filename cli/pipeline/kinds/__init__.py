@@ -1,18 +1,19 @@
 """Method kinds as plugins (``base.MethodKind``, ``base.REGISTRY``): one module per kind, each
 registering itself; a method class names its kind with ``kind`` (default "token").
 
-A new kind is one module here (a ``MethodKind`` subclass under ``@REGISTRY.register``), its name
-in ``registry``'s import, its method files, configs and tests."""
+A new kind is one module here (a ``MethodKind`` subclass under ``@REGISTRY``: ``registry``
+discovers every module of this package, no list to edit), its method files, configs and tests.
+What a kind needs besides its steps (a judge prompt, the scoring prompt) it says as attributes."""
 
 from __future__ import annotations
 
-from cscore.cli.pipeline.kinds.base import REGISTRY, MethodKind
+from cscore.cli.pipeline.kinds.base import REGISTRY, MethodKind, Registry
 
 
-def registry():
-    """The registry with every kind module imported (each registers itself once, on import)."""
-    from cscore.cli.pipeline.kinds import baseline, discriminator, judge, judge_released, pooler, token  # noqa: F401
-
+def registry() -> Registry:
+    """The registry with every kind module imported (each registers itself once, on import; on
+    first use, as a kind module imports more than the commands that only name one need)."""
+    REGISTRY.discover(__name__)
     return REGISTRY
 
 
@@ -24,7 +25,7 @@ def kind_name(method: str) -> str:
 
 def of_method(method: str) -> MethodKind:
     """The kind of method ``method`` (a ConfigError for an unknown method)."""
-    return registry().get(kind_name(method))
+    return registry().kind(kind_name(method))
 
 
 def methods_of(section: str) -> list[str]:

@@ -1,5 +1,5 @@
 """What every kind of method is: the ``MethodKind`` base, the types the stages pass between them
-(``Loaded``, ``Plan``, ``Scored``) and the ``Registry`` kinds join by decorator.
+(``Loaded``, ``Plan``, ``Scored``, ``RunState``) and the ``Registry`` kinds join by decorator.
 
 A kind owns the plan and score steps of its methods (a method module names its kind with
 ``kind``; "token" when it does not), the signature fields and title that differ from a token
@@ -10,8 +10,9 @@ the run's typed config (``cscore.scorers.config.run.RunConfig``), never a DictCo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Protocol, TypedDict
 
 import pandas as pd
 
@@ -22,17 +23,32 @@ from cscore.registry import Registry as GenericRegistry
 from cscore.registry import suggest
 from cscore.scorers.config.run import RunConfig
 
+if TYPE_CHECKING:
+    from cscore.cli.pipeline.variants import Variant
+    from cscore.data.schema import LoadReport
+    from cscore.scorers.engine.passes import EngineReport
+    from cscore.scorers.models.loaded import LoadedModel
+
+Stage = Literal["validate", "shards", "load", "models", "score", "write"]
+
+
+class RunState(TypedDict, total=False):
+    """How far a run got (``cli/run.py``: a failure before "score" leaves nothing worth keeping);
+    a kind's score step sets "score" when its passes begin."""
+
+    stage: Stage
+
 
 @dataclass
 class Loaded:
     examples: pd.DataFrame
-    report: Any  # cscore.data.schema.LoadReport
+    report: LoadReport
     n_loaded: int
 
 
 @dataclass
 class Plan:
-    variants: list
+    variants: list[Variant]
     models: list[str]  # expert / amateur: the models the variants read
     temperatures: list[float]
     extra_scores: list[str] = field(default_factory=list)  # score.<name> columns beyond the variants'
@@ -43,25 +59,33 @@ class Plan:
         return [f"{rundir.SCORE}{v.name}" for v in self.variants] + [f"{rundir.SCORE}{n}" for n in self.extra_scores]
 
 
+class Statistics(Protocol):
+    """What the shared stages read from ``Scored.stats``: one engine report per pass (the speed
+    figures, the summary). ``PairStatistics`` for the token kinds, ``Passes`` for the others."""
+
+    @property
+    def reports(self) -> Mapping[str, EngineReport]: ...
+
+
 @dataclass
 class Scored:
     table: pd.DataFrame  # the examples + prompt, token counts, truncation and score.<variant> columns
-    stats: Any  # has .reports (one per pass); cscore.scorers.api.PairStatistics for token kinds
-    models: dict  # role -> LoadedModel
+    stats: Statistics
+    models: dict[str, LoadedModel]  # by role
     n_truncated: int
-    metrics: dict = field(default_factory=dict)  # the kind's sections of metrics.json
-    files: dict = field(default_factory=dict)  # kind-specific run-dir files: name -> text (cdm_folds.json)
-    kept: dict = field(default_factory=dict)  # what the kind's score step keeps for its evaluate step
+    metrics: dict[str, Any] = field(default_factory=dict)  # the kind's sections of metrics.json
+    files: dict[str, str] = field(default_factory=dict)  # kind-specific run-dir files: name -> text (cdm_folds.json)
+    kept: dict[str, Any] = field(default_factory=dict)  # what the kind's score step keeps for its evaluate step
     seconds: float | None = None  # the score step's own time where its passes do not give it (baselines)
 
 
 @dataclass
 class Passes:
-    """``Scored.stats`` of a kind without token statistics: what it kept (or None) and one
-    engine report per pass, which the speed figures and the summary read."""
+    """``Scored.stats`` of a kind without token statistics: what it kept (its own statistics, or
+    None) and one engine report per pass."""
 
-    stats: Any = None
-    reports: dict = field(default_factory=dict)
+    stats: object = None
+    reports: dict[str, EngineReport] = field(default_factory=dict)
 
 
 class MethodKind(ABC):
@@ -71,14 +95,18 @@ class MethodKind(ABC):
     name: ClassVar[str] = ""
     sections: ClassVar[tuple[str, ...]] = ()  # the top-level metrics.json keys its score step writes
     shards: ClassVar[bool] = True  # its passes can be sharded (runtime.shards: the token statistics pass)
+    judge_prompt: ClassVar[bool] = False  # its methods read the judge_prompt group (no other kind may name one)
+    scoring_prompt: ClassVar[bool] = True  # it builds the prompt group's scoring prompt (runtime.max_length is
+    # measured against it before a model loads: cli/pair_check.py); a judge builds its own
+    builds_on: ClassVar[tuple[str, ...]] = ()  # the kinds whose module its own may import (none)
 
     @abstractmethod
     def plan(self, run: RunConfig) -> Plan: ...
 
     @abstractmethod
-    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored: ...
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored: ...
 
-    def rows(self, run: RunConfig) -> list:
+    def rows(self, run: RunConfig) -> list[Variant]:
         """The method's variant rows (its own and the comparison rows) from its typed Params; the
         section as written (``RunConfig.method_given``) gives only their records' values."""
         from cscore.cli.pipeline.variants import plan
@@ -102,27 +130,26 @@ class MethodKind(ABC):
         ``scored.files``) with the run's correlation (``correlate(x, y, "spearman")``: NaN
         where undefined), which the evaluate stage hands it; by default nothing."""
 
-    def summary_lines(self, metrics: dict) -> list[tuple[str, str]]:
+    def other_models(self, c: dict) -> dict[str, tuple[str, str | None]]:
+        """{config key: (spec, revision)} of the models it loads beyond the pair, read from the
+        composed config as a plain dict: checked before anything loads, as the pair's are (none)."""
+        return {}
+
+    def summary_lines(self, metrics: dict[str, Any]) -> list[tuple[str, str]]:
         """(style, text) lines for the end-of-run summary from its metrics.json sections."""
         return []
 
 
-K = TypeVar("K", bound=MethodKind)
-
-
 class Registry(GenericRegistry[MethodKind]):
-    """Kinds by name (``cscore.registry.Registry``): ``@REGISTRY.register`` on a MethodKind subclass
-    with its ``name``; a name registered twice, a class that is no MethodKind or leaves a step
-    undefined is refused with one line. ``get`` gives the kind's one instance."""
+    """Kinds by name (``cscore.registry.Registry``): ``@REGISTRY`` on a MethodKind subclass with its
+    ``name``; a name registered twice, a class that is no MethodKind or leaves a step undefined is
+    refused with one line. ``get`` gives the class, ``kind`` its one instance."""
 
     refusal = KindError
 
     def __init__(self, base: type[MethodKind] = MethodKind):
         super().__init__("kind", base, error=KindError)
         self.instances: dict[str, MethodKind] = {}
-
-    def register(self, cls: type[K]) -> type[K]:  # type: ignore[override]  # the name is the class's own
-        return self(cls)
 
     def check(self, name: str, cls: type[MethodKind]) -> None:
         if cls.__abstractmethods__:
@@ -136,8 +163,9 @@ class Registry(GenericRegistry[MethodKind]):
     def unknown(self, name: str) -> str:
         return f"no method kind {name!r}{suggest(name, self.entries)}; registered: {', '.join(sorted(self.entries))}"
 
-    def get(self, name: str) -> MethodKind:  # type: ignore[override]  # the kind's instance
-        super().get(name)  # an unknown name: the one-line KindError
+    def kind(self, name: str) -> MethodKind:
+        """The kind's one instance (an unknown name: the one-line KindError)."""
+        self.get(name)
         return self.instances[name]
 
 

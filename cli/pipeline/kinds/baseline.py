@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 
 from cscore import rundir
-from cscore.cli.pipeline.kinds.base import REGISTRY, MethodKind, Passes, Plan, Scored
+from cscore.cli.pipeline.kinds.base import REGISTRY, Loaded, MethodKind, Passes, Plan, RunState, Scored
 from cscore.cli.pipeline.kinds.pair import stats_cache
+from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.tokenize import InputError
 
@@ -104,7 +105,7 @@ def score_all(picked: dict, table: pd.DataFrame, texts, runtime: dict):
                   seconds=sum(r["seconds"] for r in record.values()))
 
 
-@REGISTRY.register
+@REGISTRY
 class Baseline(MethodKind):
     """Baselines read no model pair and no scoring prompt: both are "none" in the signature."""
     shards = False  # its passes are not sharded (yet): runtime.shards>1 is refused up front
@@ -120,7 +121,7 @@ class Baseline(MethodKind):
                     for name, params in chosen(run).items() for col in baselines.columns(name, params)]
         return Plan(variants, [], [])
 
-    def score(self, run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
@@ -145,3 +146,14 @@ class Baseline(MethodKind):
     def dir_label(self, c: dict) -> tuple[str, str] | None:
         """A baseline run reads no model pair: its directory is named after its baselines."""
         return "baseline", "+".join(c.get("baseline") or {}) or "none"
+
+    def other_models(self, c: dict) -> dict[str, tuple[str, str | None]]:
+        """``baseline.<name>.model`` of each baseline that names one (the packaged BERTScore model is no spec)."""
+        from cscore.scorers.baselines.bertscore import PACKAGED
+
+        out = {}
+        for name, params in (c.get("baseline") or {}).items():
+            spec = (params or {}).get("model")
+            if isinstance(spec, str) and spec and not (name == "bertscore" and spec == PACKAGED):
+                out[f"baseline.{name}.model"] = (spec, params.get("revision"))
+        return out

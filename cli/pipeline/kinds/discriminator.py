@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from cscore import rundir
-from cscore.cli.pipeline.kinds.base import REGISTRY, Plan, Scored
+from cscore.cli.pipeline.kinds.base import REGISTRY, Loaded, Plan, RunState, Scored
 from cscore.cli.pipeline.kinds.token_pass import TokenKind
 from cscore.errors import ConfigError
+from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.training.classifier import classifier_log_odds, load_classifier
 from cscore.scorers.training.discriminator import pooler_from_dict
@@ -20,7 +21,7 @@ from cscore.scorers.training.negatives import pair_record
 log = logging.getLogger(__name__)
 
 
-@REGISTRY.register
+@REGISTRY
 class Discriminator(TokenKind):
     name = "discriminator"
     sections = ("discriminator",)
@@ -45,7 +46,7 @@ class Discriminator(TokenKind):
             plan.temperatures = sorted(set(plan.temperatures) | {float(meta["momentum"]["t"])})
         return plan
 
-    def score(self, run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored:
         """The comparison rows as for any method (``TokenKind.score``), then score.cdm_gen from the discriminator."""
         from cscore.scorers.methods import cdm, cdm_gen
         from cscore.scorers.methods.common import per_item
@@ -54,11 +55,11 @@ class Discriminator(TokenKind):
         p = main.params  # cdm_gen's Params
         path = p.discriminator
         meta = cdm_gen.read_meta(path)
-        scored = super().score(run, loaded, plan, progress, state)
+        scored, pair_stats = self.token_pass(run, loaded, plan, progress, state)
         table = scored.table
         if meta["kind"] == "pooler":
             m = meta["momentum"]
-            stats = scored.stats.stats
+            stats = pair_stats.stats
             seqs = per_item(cdm.momentum(stats, m["t"], m["clamp"]), next(iter(stats.values())).offsets,
                             bool(m.get("skip_first", False)))
             log_odds = pooler_from_dict(meta["pooler"]).score(seqs)

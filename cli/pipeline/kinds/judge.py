@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from cscore import rundir
-from cscore.cli.pipeline.kinds.base import REGISTRY, Plan, Scored
+from cscore.cli.pipeline.kinds.base import REGISTRY, Loaded, Passes, Plan, RunState, Scored
 from cscore.cli.pipeline.kinds.judging import (
     JudgeKind,
     grid_points,
@@ -25,17 +24,10 @@ from cscore.cli.pipeline.kinds.judging import (
 from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt, judge_prompt
 from cscore.errors import ConfigError
+from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class JudgeRun:
-    """What the shared stages read from ``Scored.stats``: the statistics and one report per pass."""
-
-    stats: object  # JudgeStats
-    reports: dict = field(default_factory=dict)
 
 
 def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
@@ -187,7 +179,7 @@ def expected_missing(stats, plan, c: float) -> dict[str, str]:
     return out
 
 
-@REGISTRY.register
+@REGISTRY
 class Judge(JudgeKind):
     name = "judge"
     sections = ("judge", "units")  # units: "values" for a cross-family pair (method.decode=values)
@@ -203,7 +195,7 @@ class Judge(JudgeKind):
         return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
                     targets=[f"{rundir.HUMAN}{aspect}"])
 
-    def score(self, run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored:
         from cscore.data import judge_prompts
         from cscore.scorers.engine.passes import per_item
         from cscore.scorers.judge.parse import continuation_prefixes, score_tokens
@@ -258,5 +250,5 @@ class Judge(JudgeKind):
         log.info("judge statistics: %.1f tokens kept per context on average (max %d) of a %d-token vocabulary",
                  sizes.mean(), sizes.max(), stats.vocab)
         label = "judge: " + "+".join(pair.models)
-        return Scored(table, JudgeRun(stats, {label: report, **decode_report}), pair.models, n_truncated,
+        return Scored(table, Passes(stats, {label: report, **decode_report}), pair.models, n_truncated,
                       metrics={"judge": judge_info})

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from cscore import rundir
-from cscore.cli.pipeline.kinds.base import REGISTRY, Passes, Plan, Scored
+from cscore.cli.pipeline.kinds.base import REGISTRY, Loaded, Passes, Plan, RunState, Scored
 from cscore.cli.pipeline.kinds.judging import (
     JudgeKind,
     grid_points,
@@ -25,9 +25,8 @@ from cscore.cli.pipeline.kinds.judging import (
     stop_shard,
 )
 from cscore.cli.pipeline.kinds.pair import stats_cache
+from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
-from cscore.scorers.engine.passes import Ticks, announce, forward_ticks
-from cscore.scorers.models.anatomy import layer_list
 from cscore.scorers.store.coordinator import InProcess
 
 log = logging.getLogger(__name__)
@@ -42,7 +41,9 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
     as one tree (``cscore.scorers.judge.released.decode_tree``: one prefill, the steps their paths share once);
     the assistant alone decodes on its own. ``batches``: those batches of the plan (``plan_batches``)
     alone (a shard's); ``each(batch, {name: ids per prompt of the batch})`` as each batch ends."""
+    from cscore.scorers.engine.passes import Ticks, announce, forward_ticks  # torch: when a run decodes
     from cscore.scorers.judge import released as jr
+    from cscore.scorers.models.anatomy import layer_list
 
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
     cfg_eos = main.model.generation_config.eos_token_id
@@ -238,7 +239,7 @@ def _row_plan(pair, prompts, plan, params, base) -> tuple[dict, dict, dict]:
     return who, rows, parts
 
 
-@REGISTRY.register
+@REGISTRY
 class JudgeReleased(JudgeKind):
     name = "judge_released"
 
@@ -248,7 +249,7 @@ class JudgeReleased(JudgeKind):
         # no score.<row>_expected: the released code decodes text
         return Plan(variants, ["expert", "amateur"], [], targets=[f"{rundir.HUMAN}{aspect}"])
 
-    def score(self, run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored:
         from cscore.data import judge_prompts
         from cscore.scorers.engine import engine
         from cscore.scorers.judge.parse import PARSERS

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from cscore import rundir
-from cscore.cli.pipeline.kinds.base import Scored
+from cscore.cli.pipeline.kinds.base import RunState, Scored
 from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt
 from cscore.scorers.config.run import RunConfig
@@ -65,7 +65,7 @@ def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int])
     return inputs, {role: (got[1], got[2]) for role, got in built.items()}
 
 
-def score_values(run: RunConfig, setup: tuple, plan, progress, state: dict) -> Scored:
+def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState) -> Scored:
     """``setup``: what ``JudgeKind.setup`` gave (the method's Params, examples, pair, judge prompt)."""
     from cscore.scorers.engine.passes import per_item
     from cscore.scorers.judge import values as judge_values

@@ -47,6 +47,8 @@ class JudgeKind(MethodKind):
     outputs that gave no score in range (their ``judge`` section of metrics.json) in the summary."""
 
     sections: ClassVar[tuple[str, ...]] = ("judge",)
+    judge_prompt = True  # conf/judge_prompt: the prompt the judge reads
+    scoring_prompt = False  # it builds its own prompts (runtime.max_length checked as it does)
 
     def setup(self, run: RunConfig, loaded: Loaded, plan: Plan):
         """What both judge kinds start with: (the method's Params, examples, the loaded pair, the

@@ -16,20 +16,21 @@ import numpy as np
 
 from cscore import rundir
 from cscore.cli.pipeline.kinds.aspects import target_aspect
-from cscore.cli.pipeline.kinds.base import REGISTRY, Scored
+from cscore.cli.pipeline.kinds.base import REGISTRY, Loaded, Plan, RunState, Scored
 from cscore.cli.pipeline.kinds.token_pass import TokenKind
+from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
 
 log = logging.getLogger(__name__)
 FOLDS_FILE = rundir.CDM_FOLDS
 
 
-@REGISTRY.register
+@REGISTRY
 class Pooler(TokenKind):
     name = "pooler"
     sections = ("pooler",)
 
-    def score(self, run: RunConfig, loaded, plan, progress, state: dict) -> Scored:
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored:
         from cscore.scorers import methods
         from cscore.scorers.cdm import pooler as cdm_pooler
         from cscore.scorers.methods.common import per_item
@@ -40,8 +41,9 @@ class Pooler(TokenKind):
         groups = loaded.examples["group"].astype(str).to_numpy()
         cdm_pooler.check_folds(loaded.examples[f"{rundir.HUMAN}{aspect}"].to_numpy(dtype=np.float64), groups,
                                folds=p.folds, seed=p.seed, objective=p.objective, l2=p.l2, threshold=p.threshold)
-        scored = super().score(run, loaded, plan, progress, state)  # the comparison rows; the pooler's column below
-        stats = scored.stats.stats
+        # the comparison rows; the pooler's column below
+        scored, pair_stats = self.token_pass(run, loaded, plan, progress, state)
+        stats = pair_stats.stats
         momentum = methods.get(main.method).token_scores(stats, p)
         offsets = next(iter(stats.values())).offsets
         sequences = per_item(momentum, offsets, bool(p.skip_first))

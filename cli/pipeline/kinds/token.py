@@ -8,7 +8,7 @@ from cscore.cli.pipeline.kinds.base import REGISTRY
 from cscore.cli.pipeline.kinds.token_pass import TokenKind
 
 
-@REGISTRY.register
+@REGISTRY
 class Token(TokenKind):
     name = "token"
     sections = ("units",)  # "aligned" for a cross-family pair (methods on aligned units)

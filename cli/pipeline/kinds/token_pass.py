@@ -5,14 +5,18 @@ variant that is a function of them alone (the method's row and its comparison ro
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cscore import rundir
-from cscore.cli.pipeline.kinds.base import Loaded, MethodKind, Plan, Progress, Scored
+from cscore.cli.pipeline.kinds.base import Loaded, MethodKind, Plan, Progress, RunState, Scored
 from cscore.cli.pipeline.kinds.pair import load_pair, model_line, stats_cache
 from cscore.cli.pipeline.kinds.prompts import make_prompts
 from cscore.scorers.config.run import RunConfig
+
+if TYPE_CHECKING:
+    from cscore.scorers.api import PairStatistics
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +32,13 @@ class TokenKind(MethodKind):
         temps = sorted({float(t) for t in run.stats.temperatures} | {t for v in variants for t in v.temperatures()})
         return Plan(variants, models_needed(variants), temps)
 
-    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: dict) -> Scored:
-        """The token statistics pass and every variant that is a function of it alone."""
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored:
+        return self.token_pass(run, loaded, plan, progress, state)[0]
+
+    def token_pass(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
+                   state: RunState) -> tuple[Scored, PairStatistics]:
+        """The token statistics pass and every variant that is a function of it alone: (what
+        ``score`` gives, the statistics, which a kind built on this one reads further)."""
         from transformers.utils import logging as hf_logging
 
         from cscore.scorers import methods
@@ -68,7 +77,8 @@ class TokenKind(MethodKind):
             if methods.get(v.method).kind != "token":
                 continue  # its kind's score step adds that column after this one (a trained pooler)
             table[f"{rundir.SCORE}{v.name}"] = stats.score_params(v.params)
-        return Scored(table, stats, pair.models, inputs.n_truncated, {"units": "aligned"} if stats.aligned else {})
+        units = {"units": "aligned"} if stats.aligned else {}
+        return Scored(table, stats, pair.models, inputs.n_truncated, units), stats
 
     @staticmethod
     def scored_tokens(stats, skip_first: bool, model: str | None = None) -> np.ndarray:

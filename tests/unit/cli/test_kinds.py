@@ -38,25 +38,25 @@ class Complete(MethodKind):
 def test_registry_refuses_a_collision_a_foreign_class_and_a_nameless_kind():
     reg = Registry()
 
-    @reg.register
+    @reg
     class One(Complete):
         name = "one"
 
-    assert isinstance(reg.get("one"), One)
+    assert reg.get("one") is One and isinstance(reg.kind("one"), One) and reg.kind("one") is reg.kind("one")
 
     class Again(Complete):
         name = "one"
 
     with pytest.raises(errors.KindError, match="registered twice: .*One and .*Again"):
-        reg.register(Again)
+        reg(Again)
     with pytest.raises(errors.KindError, match="not a MethodKind subclass"):
-        reg.register(dict)
+        reg(dict)
 
     class Nameless(Complete):
         pass
 
     with pytest.raises(errors.KindError, match="no kind name"):
-        reg.register(Nameless)
+        reg(Nameless)
 
     class NoScore(MethodKind):
         name = "no_score"
@@ -65,9 +65,9 @@ def test_registry_refuses_a_collision_a_foreign_class_and_a_nameless_kind():
             return None
 
     with pytest.raises(errors.KindError, match="kind 'no_score' .*does not define score"):
-        reg.register(NoScore)
+        reg(NoScore)
     with pytest.raises(errors.KindError, match="no method kind 'two'; registered: one"):
-        reg.get("two")
+        reg.kind("two")
 
 
 def test_every_method_has_a_registered_kind():
@@ -79,7 +79,7 @@ def test_every_method_has_a_registered_kind():
     assert sorted(kinds.methods_of("judge")) == ["cd_judge", "cd_judge_released"]
     # registering a module again (a second import) is refused, not silently replaced
     with pytest.raises(errors.KindError, match="'judge' is registered twice"):
-        reg.register(type(reg.get("judge")))
+        reg(reg.get("judge"))
 
 
 def test_kinds_give_signature_fields_title_and_summary_lines_as_data():
@@ -87,22 +87,22 @@ def test_kinds_give_signature_fields_title_and_summary_lines_as_data():
                     judge_prompt=JudgePrompt(name="geval"), method=methods.get("contrast").Params(),
                     baseline={"bleu": {}, "rouge": {}})
     reg = kinds.registry()
-    assert reg.get("token").signature_fields(cfg) == {"pair": "tiny", "prompt": "p/src"}
-    assert reg.get("judge").signature_fields(cfg) == {"pair": "tiny", "prompt": "judge/geval"}
-    assert reg.get("baseline").signature_fields(cfg) == {"pair": "none", "prompt": "none"}
-    assert reg.get("baseline").title(cfg) == "demo / baseline / bleu,rouge"
-    assert reg.get("pooler").title(cfg) == "demo / tiny / contrast"
+    assert reg.kind("token").signature_fields(cfg) == {"pair": "tiny", "prompt": "p/src"}
+    assert reg.kind("judge").signature_fields(cfg) == {"pair": "tiny", "prompt": "judge/geval"}
+    assert reg.kind("baseline").signature_fields(cfg) == {"pair": "none", "prompt": "none"}
+    assert reg.kind("baseline").title(cfg) == "demo / baseline / bleu,rouge"
+    assert reg.kind("pooler").title(cfg) == "demo / tiny / contrast"
     metrics = {"judge": {"invalid": {"cd_judge": {"No Pred": 2, "Below": 0, "Above": 1, "n": 16},
                                      "expert": {"No Pred": 0, "Below": 0, "Above": 0, "n": 16}}}}
-    assert reg.get("judge_released").summary_lines(metrics) == [
+    assert reg.kind("judge_released").summary_lines(metrics) == [
         (
             "yellow",
             "cd_judge: 3 of 16 judge outputs gave no score in range (2 No Pred, 1 Above; per row in parse.cd_judge)",
         )
     ]
-    assert reg.get("token").summary_lines(metrics) == []
+    assert reg.kind("token").summary_lines(metrics) == []
     listed = {"judge": {"invalid": {"expert": {"No Pred": 0, "Below": 0, "Above": 0, "List": 2, "n": 16}}}}
-    assert reg.get("judge_released").summary_lines(listed) == [
+    assert reg.kind("judge_released").summary_lines(listed) == [
         ("yellow", 'expert: 2 of 16 judge outputs read as a score from list numbering ("1. The summary...", as the '
                    "released parse does; parse.expert = List)")]
 
@@ -117,6 +117,30 @@ def test_shared_stages_name_no_method_or_kind():
         }
         assert not literals & names, (rel, literals & names)
     assert len((ROOT / "cli/run.py").read_text().splitlines()) < 200
+
+
+def test_kinds_say_what_they_need_and_the_checks_ask_the_kind_not_a_name():
+    """A judge kind reads a judge prompt and builds its own prompts; the checks of cli/pair_check.py
+    (runtime.max_length against the scoring prompt) and cli/validate.py (judge_prompt) ask the kind."""
+    from cscore.cli.validate import check_judge_prompt
+
+    reg = kinds.registry()
+    needs = {name: (reg.kind(name).judge_prompt, reg.kind(name).scoring_prompt) for name in reg}
+    assert needs == {"token": (False, True), "pooler": (False, True), "discriminator": (False, True),
+                     "baseline": (False, True), "judge": (True, False), "judge_released": (True, False)}
+    names = set(methods.METHODS) | set(reg.entries)
+    for rel in ("cli/pair_check.py", "cli/validate.py"):
+        tree = ast.parse((ROOT / rel).read_text())
+        keys = {id(n.slice) for n in ast.walk(tree) if isinstance(n, ast.Subscript)} | {  # config keys: c["x"]
+            id(n.args[0]) for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" and n.args}
+        literals = {n.value for n in ast.walk(tree)
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in keys}
+        assert not literals & names, (rel, literals & names)
+    with pytest.raises(errors.ConfigError) as err:
+        check_judge_prompt({"method": {"name": "contrast"}, "judge_prompt": {"name": "released"}})
+    assert str(err.value) == ("judge_prompt=released is for the judge methods (method=cd_judge | cd_judge_released); "
+                              "this run has method=contrast")
 
 
 def imported_roots(path: Path) -> set[str]:

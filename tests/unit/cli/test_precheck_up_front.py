@@ -70,7 +70,7 @@ def test_a_baseline_hub_model_offline_is_refused_up_front(tmp_path, cscore_main,
     assert res.returncode == 2 and f"baseline.t5score.model={tmp_path / 'no'}: " in res.stderr
     composed = OmegaConf.to_container(precheck._compose(["method=baseline", "baseline=[bertscore,bartscore]"]),
                                       resolve=True)
-    assert pair_check.baseline_models(composed) == {  # the packaged BERTScore model is no hub id
+    assert pair_check.kind_models(composed) == {  # the packaged BERTScore model is no hub id
         "baseline.bartscore.model": ("facebook/bart-large-cnn", None)}
 
 
