@@ -8,8 +8,8 @@ same device type and dtype.
 Sharding is one subsystem in three parts: the shard plan (``checkpoint.deal``: batches, decode
 trees, negative groups dealt alike), the meeting place (``meeting.Place``: the partials, marks and
 locks of a pass) and the coordinator (``coordinator``: who computes, waits and merges). A pass
-ends ``Done`` or ``Pending``; ``ShardsPending`` is raised once, where a command ends
-(``pending_error``).
+ends ``Done`` or ``Pending``; ``ShardsPending`` is raised where a command ends (``pending_error``:
+a method kind, the Python API's ``statistics``, the greedy decode).
 
 This module does not import torch or the engine."""
 
