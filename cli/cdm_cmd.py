@@ -106,15 +106,15 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     job = negatives.open_job(run, g, artifacts.out_dir(g["out"], "cdm", "generate"))
     threads.apply(run.runtime.threads)  # as cscore run (each worker of runtime.devices with its own)
     positives = steps.positives_of(load_stage(run).examples, g)
-    if not run.passes.shards.on:
+    if not run.coordinator.on:
         steps.make(job, run, positives)
         return job.folder.path
     if run.runtime.devices is not None:  # one worker per device writes its shard; this process merges
         workers.run_workers(run, list(overrides), job.folder.path, command=("cdm", "generate"))
     missing = steps.make_sharded(job, run, positives)
-    if missing or not run.passes.shards.merge:
+    if missing or not run.coordinator.merge:
         raise ShardsPending(pending_what(f"cdm generate ({job.folder.path})", missing, run), missing,
-                            run.passes.shards.count)
+                            run.coordinator.count)
     return job.folder.path
 
 
@@ -173,10 +173,10 @@ def sharding(stage: str, run, refuse: str | None = None):
 
 
 def pending_what(label: str, missing: list[int], run) -> str:
-    from cscore.scorers.store.shards import missing_text
+    from cscore.scorers.store.meeting import missing_text
 
     if missing:
-        return f"{label}: {missing_text(missing, run.passes.shards.count)} not done yet"
+        return f"{label}: {missing_text(missing, run.coordinator.count)} not done yet"
     return f"{label}: every shard done; the merge is the parent's (runtime.devices)"
 
 

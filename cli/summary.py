@@ -12,7 +12,7 @@ from cscore import rundir
 from cscore.cli.pipeline.kinds.base import Loaded, MethodKind, Scored
 from cscore.cli.progress import rate_text
 from cscore.scorers.config.run import RunConfig
-from cscore.scorers.store.shards import missing_text
+from cscore.scorers.store.meeting import missing_text
 
 CONSOLE_WIDTH_OFF_TERMINAL = 160  # log files and SLURM output: do not squeeze tables to 80 columns
 

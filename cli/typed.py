@@ -82,7 +82,10 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     method = typed_method(c["method"])
     check_tracking(c.get("tracking"))
     top = {k: c[k] for k in ("resume", "out", "tokenizer", "model") if k in c}
+    from cscore.cli.workers import coordinator
+
     return RunConfig(**settings, **top, passes=PassOptions.of(settings["runtime"]),
+                     coordinator=coordinator(settings["runtime"]),
                      data=known_only(Data, c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
                      tracking=known_only(Tracking, c.get("tracking") or {"name": "none"}),

@@ -1,8 +1,9 @@
 """Sharded runs from the command line (``runtime.shards`` / ``runtime.shard`` / ``runtime.devices``,
-``scorers/store/shards.py``): the checks made before anything loads, the worker processes of
-``runtime.devices`` (the parent computes shard 0 on the first device itself, one worker per other
-device computes its shard; the parent waits for their marks and merges), and the one line a run
-whose shards are not all done ends with.
+``scorers/store/shards.py``): the checks made before anything loads, the coordinator of this
+process (``coordinator``: the one place the environment is read for sharding), the worker
+processes of ``runtime.devices`` (the parent computes shard 0 on the first device itself, one
+worker per other device computes its shard; the parent, ``LocalDevices``, waits for their marks
+and merges), and the one line a run whose shards are not all done ends with.
 
 A worker is ``cscore run`` with the same overrides and ``runtime.shard=K runtime.device=<its device>``,
 its run directory under the parent's ``.shards/``; its lines are relayed with ``shard K:`` in front."""
@@ -20,14 +21,14 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from cscore.errors import ConfigError, CscoreError, ShardsPending
 from cscore.scorers.config.run import RunConfig
-from cscore.scorers.engine.pass_options import PassOptions, Sharding
-from cscore.scorers.store.shards import WORKER_ENV
+from cscore.scorers.engine.pass_options import PassOptions
+from cscore.scorers.store.coordinator import ArrayTask, InProcess
 
 if TYPE_CHECKING:
     from cscore.cli.pipeline.kinds.base import RunState
@@ -36,6 +37,21 @@ log = logging.getLogger("cscore")
 
 OWN_KEYS = ("runtime.shards", "runtime.shard", "runtime.devices", "runtime.device")  # set per worker
 WORKER_DIR = ".shards"  # under the parent's run directory: the workers' own run directories and logs
+WORKER_ENV = "CSCORE_SHARD_WORKER"  # set for the worker processes of runtime.devices: the parent merges
+
+
+def coordinator(runtime) -> InProcess:
+    """Who computes, waits and merges in this process (``scorers/store/coordinator.py``): a worker
+    of ``runtime.devices`` (WORKER_ENV) computes its shard and leaves the merge to its parent; a
+    SLURM job's shard (SLURM_JOB_ID) is a task of a job array; any other run computes its shard
+    (``runtime.shard``) or every shard in this process. The one place the environment is read for
+    sharding (the parent of runtime.devices is ``Workers.parent_run``'s ``LocalDevices``)."""
+    count, index = int(runtime.shards), None if runtime.shard is None else int(runtime.shard)
+    if os.environ.get(WORKER_ENV):
+        return ArrayTask(count, index, merge=False)
+    if os.environ.get("SLURM_JOB_ID"):
+        return ArrayTask(count, index)
+    return InProcess(count, index)
 
 
 def devices_of(value) -> list[str] | None:
@@ -88,7 +104,8 @@ def check_settings(run: RunConfig) -> RunConfig:
         raise ConfigError(f"runtime.shard={rt.shard} but runtime.shards={shards}: shards are 0 .. {shards - 1}")
     device = devices[0] if devices else rt.device
     runtime = replace(rt, shards=shards, devices=devices, device=device)
-    return replace(run, runtime=runtime, passes=PassOptions.of(runtime))  # the passes read the settings checked here
+    # the passes read the settings checked here
+    return replace(run, runtime=runtime, passes=PassOptions.of(runtime), coordinator=coordinator(runtime))
 
 
 def check_kind(run: RunConfig, kind) -> None:
@@ -194,8 +211,8 @@ def run_workers(run: RunConfig, overrides: list[str], out_dir: Path, command: tu
 class Workers:
     """The worker processes of ``runtime.devices``: shard K (1 .. N-1) on device K, one ``cscore run``
     each, side by side, their lines relayed as ``shard K: ...`` (and kept in ``.shards/shard-K.log``).
-    Shard 0 is the parent's own, computed in-process on the first device. ``wait`` is the
-    ``Sharding.wait`` hook the parent's passes call before they merge."""
+    Shard 0 is the parent's own, computed in-process on the first device. ``wait`` is how the
+    parent's coordinator (``LocalDevices``) waits for the workers before it merges."""
 
     POLL = 0.05  # seconds between two looks at the marks
 
@@ -225,8 +242,7 @@ class Workers:
 
     def parent_run(self, run: RunConfig) -> RunConfig:
         """The parent's run: shard 0 of every pass, then ``wait`` for the workers' shards, then the merge."""
-        sharding = Sharding(len(self.devices), 0, merge=True, wait=self.wait)
-        return replace(run, passes=replace(run.passes, shards=sharding))
+        return replace(run, coordinator=LocalDevices(len(self.devices), 0, workers=self))
 
     def wait(self, pending, label: str) -> None:
         """Until ``pending()`` (the pass's shards not done yet) is empty. A missing shard whose worker
@@ -285,11 +301,25 @@ class Workers:
             t.join()
 
 
+@dataclass(frozen=True)
+class LocalDevices(InProcess):
+    """The coordinator of the parent of ``runtime.devices``: it computes shard 0, then waits for its
+    workers' shards (``Workers.wait``: one line naming a worker that failed), then merges; a shard
+    a worker lost it computes itself."""
+
+    workers: Workers | None = field(default=None, compare=False)
+    supervises: ClassVar[bool] = True
+
+    def supervise(self, pending, label: str) -> None:
+        assert self.workers is not None
+        self.workers.wait(pending, label)
+
+
 @contextmanager
 def sharded(run: RunConfig, overrides: list[str], out_dir: Path, state: RunState):
     """``runtime.devices``: start the workers of shards 1 .. N-1 and yield the parent's run (shard 0
-    here, the wait hook set); the workers end (or are stopped) when the block does. Without
-    ``runtime.devices``: the run as it is."""
+    here, its coordinator ``LocalDevices``); the workers end (or are stopped) when the block does.
+    Without ``runtime.devices``: the run as it is."""
     if run.runtime.devices is None:
         yield run
         return

@@ -22,7 +22,7 @@ import pandas as pd
 from cscore.errors import ConfigError
 from cscore.scorers import methods
 from cscore.scorers.engine import engine, seq2seq
-from cscore.scorers.engine.pass_options import PassOptions, Sharding
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import EncodedItem, KnownIds, encode
@@ -36,7 +36,8 @@ from cscore.scorers.models.models import (
     same_vocabulary,
 )
 from cscore.scorers.store.cache import StatsCache, ids_digest
-from cscore.scorers.store.shards import ShardedPass, pending_error, run_pass
+from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.shards import Done, ShardedPass, pending_error, run_pass
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -55,15 +56,17 @@ def _keep(stats: dict, reports: dict, label: str, got: dict, report, start: floa
     reports[label] = report
 
 
-def _settle(cache: StatsCache, sharded: Sharding, waiting: dict, stats: dict, reports: dict) -> None:
+def _settle(cache: StatsCache, sharded: InProcess, waiting: dict, stats: dict, reports: dict) -> None:
     """The passes that waited for other shards, each merged meanwhile or mergeable now (the last
-    shard job to end has every pass) into ``stats`` and ``reports``; ShardsPending for the rest."""
+    shard job to end has every pass) into ``stats`` and ``reports``; ShardsPending for the rest
+    (this call is the library's command boundary)."""
     pending = {}
     for label, (job, start, own_role) in waiting.items():
-        got, report, pending[label] = run_pass(cache, job, sharded)
-        if got is not None:
-            del pending[label]
-            _keep(stats, reports, label, got, report, start, own_role)
+        got = run_pass(cache, job, sharded)
+        if isinstance(got, Done):
+            _keep(stats, reports, label, got.stats, got.report, start, own_role)
+        else:
+            pending[label] = got.missing
     if pending:
         raise pending_error(pending, sharded)
 
@@ -318,11 +321,11 @@ class ModelPair:
         With ``cache`` (a StatsCache), each pass is read from / stored in the statistics cache, and
         checkpointed as it runs (``cache.checkpoint_seconds``; a killed pass resumes from them).
         ``prefix_sharing``: items with identical prompt ids run the prompt once (causal LMs; the
-        same statistics, see ``engine.compute``). ``shards`` (a ``Sharding``, a pass option; needs
-        ``cache``): each pass's batches dealt to shards that meet in the cache (``shards.run_pass``);
+        same statistics, see ``engine.compute``). ``shards`` (a coordinator, ``store.coordinator``;
+        needs ``cache``): each pass's batches dealt to shards that meet in the cache (``shards.run_pass``);
         raises ShardsPending when a pass waits for shards this process does not run."""
+        shards = settings.pop("shards", None)
         opts = PassOptions.given(**settings)
-        shards = opts.shards
         sharded = shards if shards is not None and shards.on else None
         if inputs is None:
             if prompts is None or hypotheses is None:
@@ -350,9 +353,11 @@ class ModelPair:
             elif sharded is not None:
                 job = ShardedPass(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
                                   list(temperatures), compute, label, [f"{h}: {run_model.name}" for h in run_heads],
-                                  TokenStats, since=time.time())
-                got, report, _ = run_pass(cache, job, sharded)
-                if got is None:  # another shard's batches missing: tried again after this process's other passes
+                                  TokenStats, engine.EngineReport, since=time.time())
+                outcome = run_pass(cache, job, sharded)
+                if isinstance(outcome, Done):
+                    got, report = outcome.stats, outcome.report
+                else:  # another shard's batches missing: tried again after this process's other passes
                     reports[label], waiting[label] = None, (job, start, role if own else None)
                     stats.update(dict.fromkeys([role] if own else run_heads))  # its places, in pass order
                     continue

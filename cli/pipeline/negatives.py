@@ -40,11 +40,11 @@ def write_rows(job: GenerateJob, run: RunConfig, rows, path=None) -> dict:
 
 
 def make_sharded(job: GenerateJob, run: RunConfig, positives) -> list[int]:
-    """``runtime.shards``: this process's shards (``Sharding.todo()``: each under its own lock,
+    """``runtime.shards``: this process's shards (``run.coordinator.todo()``: each under its own lock,
     resuming from its own file, marked when done), then (unless a worker of ``runtime.devices``)
     the merge into negatives.jsonl and provenance.json. Returns the shards still missing."""
-    sharding = run.passes.shards
-    assert sharding is not None and sharding.on
+    sharding = run.coordinator
+    assert sharding.on
     count = sharding.count
     if shards.all_written(job, positives):  # merged (or written unsharded) before: as a finished run
         finish(job, run, len(positives), None)
@@ -53,7 +53,7 @@ def make_sharded(job: GenerateJob, run: RunConfig, positives) -> list[int]:
         return []
     job.folder.path.mkdir(parents=True, exist_ok=True)
     for k in sharding.todo():
-        with shards.shard_lock(job, k):
+        with shards.shard_lock(job, k, count):
             if shards.is_done(job, k, count):
                 continue
             rows = shards.shard_rows(job, positives, k, count)
@@ -62,7 +62,7 @@ def make_sharded(job: GenerateJob, run: RunConfig, positives) -> list[int]:
             shards.mark_done(job, k, count, models)
     if not sharding.merge:
         return [k for k in range(count) if not shards.is_done(job, k, count)]
-    with shards.merge_lock(job):
+    with shards.merge_lock(job, count):
         if shards.all_written(job, positives):  # another run merged meanwhile
             return []
         missing, models = shards.merge(job, positives, count)

@@ -7,40 +7,9 @@ threads ``threads.apply``'s (at the start of a job)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TOKEN_BUDGET
-
-WORKER_ENV = "CSCORE_SHARD_WORKER"  # set for the worker processes of runtime.devices: the parent merges
-
-
-@dataclass(frozen=True)
-class Sharding:
-    """How a pass is sharded (``runtime.shards`` / ``runtime.shard``): ``count`` shards; ``index``
-    the one this process computes (None: every shard not done yet, one after another); ``merge``:
-    merge once every shard is done (a worker of ``runtime.devices`` leaves it to its parent);
-    ``wait``: set for the parent of ``runtime.devices`` (``cli/workers.py``), which computes shard
-    ``index`` itself, then calls ``wait(pending, label)`` before the merge: it returns once
-    ``pending()`` (the shards of the pass still missing; [] once merged) is empty, or raises one
-    line naming a worker that died. Not a key part, not compared."""
-
-    count: int = 1
-    index: int | None = None
-    merge: bool = True
-    wait: Callable[[Callable[[], list[int]], str], None] | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def on(self) -> bool:
-        return self.count > 1
-
-    def todo(self) -> list[int]:
-        return list(range(self.count)) if self.index is None else [self.index]
-
-    @classmethod
-    def of_runtime(cls, shards: int, shard: int | None) -> Sharding:
-        return cls(int(shards), None if shard is None else int(shard), merge=not os.environ.get(WORKER_ENV))
 
 
 @dataclass(frozen=True)
@@ -52,13 +21,11 @@ class PassOptions:
     device: str = "auto"
     dtype: str = "auto"
     threads: int | str | None = None
-    shards: Sharding | None = None  # not a cache-key part: a sharded pass stores the same entry
 
     @classmethod
     def of(cls, runtime) -> PassOptions:
         """From the run's typed ``runtime`` section (``cscore.scorers.config.run.Runtime``)."""
-        given = {f.name: getattr(runtime, f.name) for f in fields(cls) if f.name != "shards"}
-        return cls(**given, shards=Sharding.of_runtime(runtime.shards, runtime.shard))
+        return cls(**{f.name: getattr(runtime, f.name) for f in fields(cls)})
 
     @classmethod
     def given(cls, options: PassOptions | None = None, **settings) -> PassOptions:

@@ -198,7 +198,7 @@ class Paths:
     max_new_tokens: int
     judge_key: str | None = None
     stop: str | None = "paper"
-    shards: Any = None  # a Sharding (runtime.shards): the prompts dealt to shards; not a key part
+    shards: Any = None  # a coordinator (runtime.shards, store/coordinator.py): prompts dealt to shards; no key part
     adopt: bool = False  # this process merged the sharded first-step pass: shards that left then are its own
     extra_rules: Sequence[float | None] = ()  # other points of the run's sweep (greedy_paths); not a key part
 

@@ -2,7 +2,7 @@
 so that a pass that was killed resumes from its last completed batch.
 
 Layout: ``<cache root>/.partial/<key>/<n>-<sha256>.npz``, keyed like the full entry (a shard of a
-sharded pass, ``scorers/store/shards.py``: ``s<K>-<n>-<sha256>.npz``, and ``s<K>of<N>.done.json`` when it is
+sharded pass, ``scorers/store/meeting.py``: ``s<K>-<n>-<sha256>.npz``, and ``s<K>of<N>.done.json`` when it is
 done). Each file is one flush (the batches completed since the last one): the token positions it covers (``dest``),
 a header (key, heads, item and token counts, temperatures, ``FORMAT_VERSION``, ``CACHE_SCHEMA``)
 and per head the rows the engine computed, unchanged. A file is written atomically (temp + rename)
@@ -64,6 +64,7 @@ class Checkpoint:
         self.done = np.zeros(self.n_items, dtype=bool)  # items kept by an earlier run
         self.saved = np.zeros(self.n_items, dtype=bool)  # items on disk now (earlier runs' and this one's)
         self.foreign = np.zeros(self.n_items, dtype=bool)  # items of other shards' batches (``deal``)
+        self.owner = np.full(self.n_items, -1, dtype=np.int64)  # the shard whose file holds an item (-1: none's)
         self.kept: list[tuple[np.ndarray, dict]] = []
         self.pending: list[tuple[np.ndarray, dict]] = []
         self.last = time.monotonic()
@@ -102,8 +103,15 @@ class Checkpoint:
                 continue
             self.kept.append((dest, rows))
             self.done[self._items_of(dest)] = True
+            if own is not None:
+                self.owner[self._items_of(dest)] = own
         self.saved |= self.done
         return self.n_kept
+
+    def covered(self) -> dict[int, int]:
+        """{shard: the items its files hold}, of the files ``load`` read."""
+        shards, counts = np.unique(self.owner[self.owner >= 0], return_counts=True)
+        return {int(k): int(n) for k, n in zip(shards, counts)}
 
     def _read(self, path: Path, sha: str) -> tuple[np.ndarray, dict]:
         data = path.read_bytes()

@@ -110,7 +110,7 @@ def momentum_sequences(pair, prompts: list[str], texts: list[str], t: float, cla
     from cscore.scorers.methods.common import per_item
 
     stats = pair.statistics(prompts, texts, temperatures=[t], models=["expert", "amateur"], cache=cache,
-                            options=replace(run.passes, max_length=max_length))
+                            options=replace(run.passes, max_length=max_length), shards=run.coordinator)
     m = cdm.momentum(stats.stats, t, clamp)
     return per_item(m, next(iter(stats.stats.values())).offsets), stats
 

@@ -1,6 +1,7 @@
 """``cscore cdm generate`` sharded (``runtime.shards``): the positives are dealt to N shards in whole
-groups (``owners``); shard K writes its positives' negatives to ``<out>/.shards/s<K>of<N>.jsonl``
-(resumable as negatives.jsonl is) and leaves a mark when done; once every shard is marked, the
+groups (``owners``, the shard plan); shard K writes its positives' negatives to
+``<out>/.shards/s<K>of<N>.jsonl`` (resumable as negatives.jsonl is) and leaves a mark when done (the
+folder, marks and locks: ``meeting.Place.of_folder``); once every shard is marked, the
 merge writes negatives.jsonl with every positive's lines in the positives' order, then
 provenance.json. A positive's negatives are a function of that positive alone (seeded by its id,
 generated at batch size 1), so the merged file is byte-identical to an unsharded run's."""
@@ -12,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cscore.files import file_lock, write_atomic
+from cscore.files import write_atomic
 from cscore.scorers.store.checkpoint import deal
-from cscore.scorers.store.shards import mark_path, read_marks, write_mark
+from cscore.scorers.store.meeting import Place
 from cscore.scorers.training.negatives import GenerateJob, finished_records
 
 SHARD_DIR = ".shards"  # under the output directory: the shards' files, marks and (runtime.devices) logs
@@ -34,6 +35,10 @@ def owners(positives, count: int) -> np.ndarray:
 
 def folder(job: GenerateJob) -> Path:
     return job.folder.path / SHARD_DIR
+
+
+def place(job: GenerateJob, count: int) -> Place:
+    return Place.of_folder(folder(job), count)
 
 
 def shard_file(job: GenerateJob, k: int, count: int) -> Path:
@@ -61,20 +66,20 @@ def shard_rows(job: GenerateJob, positives, k: int, count: int):
     return positives[mine].reset_index(drop=True)
 
 
-def shard_lock(job: GenerateJob, k: int):
-    return file_lock(folder(job) / f"s{k:03d}.lock")
+def shard_lock(job: GenerateJob, k: int, count: int):
+    return place(job, count).shard_lock(k)
 
 
-def merge_lock(job: GenerateJob):
-    return file_lock(folder(job) / "merge.lock")
+def merge_lock(job: GenerateJob, count: int):
+    return place(job, count).shard_lock()
 
 
 def mark_done(job: GenerateJob, k: int, count: int, models: dict | None) -> None:
-    write_mark(folder(job), k, count, {"models": models})
+    place(job, count).mark(k, {"models": models})
 
 
 def is_done(job: GenerateJob, k: int, count: int) -> bool:
-    return k in read_marks(folder(job), count)
+    return k in place(job, count).marks()
 
 
 def all_written(job: GenerateJob, positives) -> bool:
@@ -88,7 +93,7 @@ def merge(job: GenerateJob, positives, count: int) -> tuple[list[int], dict | No
     run wrote there, in its order, then the others in the positives' order (as an unsharded run
     appends them). Returns (the shards missing, the models
     record a shard kept). A positive no file holds unmarks its shard (it is reported missing)."""
-    marks = read_marks(folder(job), count)
+    marks = place(job, count).marks()
     missing = [k for k in range(count) if k not in marks]
     if missing:
         return missing, None
@@ -102,7 +107,7 @@ def merge(job: GenerateJob, positives, count: int) -> tuple[list[int], dict | No
     lost = sorted({int(o) for pid, o in zip(positives["id"].astype(str), owners(positives, count))
                    if pid not in earlier and pid not in have})
     for k in lost:
-        mark_path(folder(job), k, count).unlink(missing_ok=True)
+        place(job, count).unmark(k)
     if lost:
         return lost, None
     write_atomic(job.negatives, "".join([*(line for lines in earlier.values() for line in lines),
@@ -115,7 +120,7 @@ def clean(job: GenerateJob, count: int) -> None:
     """The shards' files and marks, once merged (the workers' logs stay)."""
     for k in range(count):
         shard_file(job, k, count).unlink(missing_ok=True)
-        mark_path(folder(job), k, count).unlink(missing_ok=True)
+        place(job, count).unmark(k)
 
 
 def tidy(job: GenerateJob) -> None:

@@ -22,7 +22,7 @@ from cscore.metaeval.runs import missing_jobs
 from cscore.rundir import find_runs
 from cscore.scorers.api import ModelPair
 from cscore.scorers.store.cache import StatsCache
-from cscore.scorers.store.shards import Sharding
+from cscore.scorers.store.coordinator import InProcess
 
 WORDS = "the mayor opened a new bridge over river council said it cost five million team won final match".split()
 
@@ -54,10 +54,10 @@ def test_the_last_shard_job_to_end_has_every_pass(tiny_dirs, tmp_path, one_torch
     def job0_runs_meanwhile(name, n):
         if name == "amateur":
             with pytest.raises(ShardsPending) as err:
-                job0.statistics(**settings, cache=cache, shards=Sharding(2, 0))
+                job0.statistics(**settings, cache=cache, shards=InProcess(2, 0))
             ended.append(err.value)
 
-    got = job1.statistics(**settings, cache=cache, shards=Sharding(2, 1), progress=job0_runs_meanwhile)
+    got = job1.statistics(**settings, cache=cache, shards=InProcess(2, 1), progress=job0_runs_meanwhile)
     assert len(ended) == 1 and ended[0].missing == [1], ended
     assert str(ended[0]).startswith("statistics (amateur): shard 1 of 2 not done yet")  # the expert's it merged
     assert {k: r.cached for k, r in got.reports.items()} == {"expert": True, "amateur": False}  # read; merged

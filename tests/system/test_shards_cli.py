@@ -302,6 +302,6 @@ def test_devices_set_the_parents_sharding_and_one_device_runs_here():
     kind = kinds.of_method("contrast")
     one = workers.check(typed(composed("config", ["runtime.devices=[cpu]"])), kind)
     assert one.runtime.devices is None and one.runtime.device == one.passes.device == "cpu"
-    assert not one.passes.shards.on
+    assert not one.coordinator.on
     two = workers.check(typed(composed("config", ["runtime.devices=[cpu,cpu]"])), kind)
-    assert two.runtime.shards == 2 and two.runtime.device == "cpu" and two.passes.shards.index is None
+    assert two.runtime.shards == 2 and two.runtime.device == "cpu" and two.coordinator.index is None

@@ -84,10 +84,8 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
              **opts.key_parts(shared=opts.prefix_sharing)}
     if digits is not None:  # one-token ranges: keys unchanged
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
-    if opts.shards is not None and opts.shards.on:
-        from cscore.scorers.judge.sharded import first_step
-
-        stats, report = first_step(cache, parts, scale, compute, (main, asst), opts.shards)
+    if run.coordinator.on:
+        stats, report = sharded_first_step(run, cache, parts, scale, compute, (main, asst))
         report.fetch_seconds = time.perf_counter() - start
         return stats, report, stats_key(parts)
     done: dict = {}
@@ -101,6 +99,18 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     report = engine.EngineReport.of_entry(meta) if meta is not None else done["report"]
     report.fetch_seconds = time.perf_counter() - start
     return got["judge"], report, stats_key(parts)
+
+
+def sharded_first_step(run: RunConfig, cache, parts: dict, scale, compute, models):
+    """The judge pass sharded (``judge.sharded.first_step``): (statistics, report); ShardsPending
+    while a shard is missing (this process did its part: the command ends with one line)."""
+    from cscore.scorers.judge.sharded import first_step
+    from cscore.scorers.store.shards import Pending, pending_error
+
+    got = first_step(cache, parts, scale, compute, models, run.coordinator)
+    if isinstance(got, Pending):
+        raise pending_error({"judge": got.missing}, run.coordinator)
+    return got.stats["judge"], got.report
 
 
 def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory, merged=False) -> tuple[dict, list, dict]:
@@ -126,7 +136,7 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory, merg
                          max_new_tokens=p.max_new_tokens, cache=stats_cache(run) if key else None,
                          judge_key=key, progress=factory("decode", len(prompts)) if factory else None,
                          extra_rules=extra, timing=timing, stop=None if p.full_output else p.parse,
-                         shards=run.passes.shards, adopt=merged)
+                         shards=run.coordinator, adopt=merged)
     also = [[lam, t] for (lam, t), rule in zip(grid, extra) if rule in paths and rule not in rules.values()]
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
@@ -217,7 +227,7 @@ class Judge(JudgeKind):
             firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
             decoded, also, decode_report = decoded_texts(run, pair, stats, key, firsts, plan, factory,
                                                          merged=not report.cached)
-        stop_shard(run.passes.shards, [report, *decode_report.values()])
+        stop_shard(run.coordinator, [report, *decode_report.values()])
         table = examples.copy()
         table["prompt"] = kept
         table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]

@@ -27,7 +27,7 @@ from cscore.cli.pipeline.kinds.judging import (
 from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
-from cscore.scorers.engine.pass_options import Sharding
+from cscore.scorers.store.coordinator import InProcess
 
 log = logging.getLogger(__name__)
 
@@ -90,14 +90,14 @@ def plan_batches(prompts, batch_size: int) -> list[list[int]]:
 
 @dataclass(frozen=True)
 class ShardedDecode:
-    """A sharded decode's settings: ``shards`` (the run's Sharding) and ``reports`` (a dict that gets
+    """A sharded decode's settings: ``shards`` (the run's coordinator) and ``reports`` (a dict that gets
     each merged row's report, ``sharded_decodes``)."""
 
-    shards: Sharding
+    shards: InProcess
     reports: dict
 
     @classmethod
-    def of(cls, shards: Sharding | None, reports: dict) -> ShardedDecode | None:
+    def of(cls, shards: InProcess | None, reports: dict) -> ShardedDecode | None:
         return None if shards is None else cls(shards, reports)
 
 
@@ -216,7 +216,7 @@ def decode_run(run, pair, prompts, plan, params, cache, base, factory) -> tuple[
     """``decode_rows`` with the sweep's grid points, or ``decode_sharded`` (runtime.shards, through
     the cache); and the shards' figures of a sharded decode (by row)."""
     merged: dict = {}
-    sharded = ShardedDecode.of(run.passes.shards, merged)
+    sharded = ShardedDecode.of(run.coordinator, merged)
     if cache is not None and sharded is not None and sharded.shards.on:
         return (*decode_sharded(pair, prompts, plan, params, cache, base, factory, sharded), merged)
     grid = grid_points(run) if cache is not None else []
@@ -298,7 +298,7 @@ class JudgeReleased(JudgeKind):
             rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
                                       cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
             reports[f"decode {v.name}"] = shard_figures(rep, merged.get(v.name))
-        stop_shard(run.passes.shards, list(reports.values()))
+        stop_shard(run.coordinator, list(reports.values()))
         judge_info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,
                       "invalid": invalid, "parse": p.parse, "parse_changes": changes,
                       "judge_prompt": jp.get("name"),

@@ -81,7 +81,8 @@ def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState) 
     state["stage"] = "score"
     with progress.live() as factory:
         stats = pair.statistics(inputs=inputs, temperatures=judge_values.temperatures(p.t), models=plan.models,
-                                progress=per_item(factory, len(values)), cache=stats_cache(run), options=run.passes)
+                                progress=per_item(factory, len(values)), cache=stats_cache(run), options=run.passes,
+                                shards=run.coordinator)
     n = len(values)
     a = judge_values.value_logp(stats.stats["expert"], n)
     b = {t: judge_values.value_logp(stats.stats["amateur"], n, t) for t in {1.0, float(p.t)}}

@@ -61,7 +61,8 @@ class TokenKind(MethodKind):
         state["stage"] = "score"
         with progress.live() as factory:
             stats = pair.statistics(inputs=inputs, temperatures=plan.temperatures, models=plan.models,
-                                    progress=factory, cache=stats_cache(run), options=opts)
+                                    progress=factory, cache=stats_cache(run), options=opts,
+                                    shards=run.coordinator)
         table = examples.copy()
         table["prompt"] = [it.prompt for it in inputs.items]
         table["prompt_tokens"] = [len(it.prompt_ids) for it in inputs.items]

@@ -16,7 +16,8 @@ from cscore.cli.pipeline.variants import plan
 from cscore.cli.typed import typed, typed_method
 from cscore.scorers import methods
 from cscore.scorers.config.run import Runtime
-from cscore.scorers.engine.pass_options import PassOptions, Sharding
+from cscore.scorers.engine.pass_options import PassOptions
+from cscore.scorers.store.coordinator import InProcess
 from cscore.tests.support import REPO
 
 ROOT = REPO
@@ -60,11 +61,12 @@ def test_the_run_config_is_typed_once_with_its_pass_options():
     run = typed(c)
     assert run.method.gamma == 1.0 and run.method_given["gamma"] == 1
     assert run.passes == PassOptions(token_budget="auto", padding_side="left", prefix_sharing=True,
-                                     max_length=run.runtime.max_length, device="auto", dtype="auto", threads="auto",
-                                     shards=Sharding(count=1, index=None, merge=True))
-    sharded = typed(composed("config", ["runtime.token_budget=auto", "runtime.padding_side=left", "runtime.shards=3",
-                                        "runtime.shard=1"])).passes
-    assert sharded.shards == Sharding(3, 1)
+                                     max_length=run.runtime.max_length, device="auto", dtype="auto", threads="auto")
+    assert run.coordinator == InProcess(count=1, index=None, merge=True)
+    typed_sharded = typed(composed("config", ["runtime.token_budget=auto", "runtime.padding_side=left",
+                                              "runtime.shards=3", "runtime.shard=1"]))
+    assert typed_sharded.coordinator == InProcess(3, 1)  # the coordinator, not a pass option
+    sharded = typed_sharded.passes
     assert sharded.key_parts(shared=True) == run.passes.key_parts(shared=True)  # not a key part
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.passes.padding_side = "right"  # type: ignore[misc]

@@ -221,3 +221,37 @@ def test_training_imports_no_kind_and_scorers_nothing_above():
     up = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith("cscore.scorers")
                 for t in targets if t.startswith(above))
     assert not up, "\n".join(up)
+
+
+# where scorers/ may read the environment: the model hub's settings, the statistics cache's root and
+# the OpenMP thread cap (OMP_NUM_THREADS); sharding's variables (the worker's, SLURM's) are read by
+# cli/workers.py's ``coordinator`` alone
+ENV_READERS = {"cscore.scorers.models.hub", "cscore.scorers.store.cache", "cscore.scorers.engine.threads"}
+
+
+def environment_reads(root: Path, name: str) -> list[str]:
+    """``module:line`` of each ``os.environ`` / ``os.getenv`` / ``os.putenv`` in the package ``name``."""
+    out = []
+    for m, f in module_files(root, name).items():
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if (isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "putenv", "environb")
+                    and isinstance(node.value, ast.Name) and node.value.id == "os") or (
+                    isinstance(node, ast.ImportFrom) and node.module == "os"
+                    and any(a.name in ("environ", "getenv") for a in node.names)):
+                out.append(f"{m}:{node.lineno}")
+    return sorted(out)
+
+
+def test_scorers_read_the_environment_only_for_the_hub_the_cache_root_and_threads():
+    reads = [r for r in environment_reads(ROOT / "scorers", "cscore.scorers") if r.split(":")[0] not in ENV_READERS]
+    assert not reads, "\n".join(reads)
+
+
+def test_the_environment_finder_sees_each_way_of_reading(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("import os\n\ndef f():\n    return os.environ.get('X')\n")
+    (pkg / "b.py").write_text("from os import getenv\n")
+    (pkg / "c.py").write_text("import os\nx = os.getenv('Y')\ny = os.path.join('a')\n")
+    assert environment_reads(pkg, "pkg") == ["pkg.a:4", "pkg.b:1", "pkg.c:2"]

@@ -6,6 +6,10 @@ models, cross-family, seq2seq), the same cache key, a shard's partials only its 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
 import numpy as np
 import pytest
 
@@ -13,7 +17,8 @@ from cscore.errors import ShardsPending
 from cscore.scorers.api import ModelPair
 from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.checkpoint import PARTIAL_DIR
-from cscore.scorers.store.shards import Sharding, deal
+from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.shards import deal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -46,12 +51,25 @@ def sharded(pair, inputs, root, count, temps=(1.0, 2.0), **kw):
     for k in range(count - 1):
         with pytest.raises(ShardsPending) as err:
             pair.statistics(inputs=inputs, temperatures=temps, token_budget=BUDGET, cache=cache,
-                            shards=Sharding(count, k), **kw)
+                            shards=InProcess(count, k), **kw)
         assert err.value.missing == list(range(k + 1, count)) and err.value.count == count
         names = [p.name for p in (root / PARTIAL_DIR).rglob("*.npz")]
         assert names and all(n.startswith(tuple(f"s{j:03d}-" for j in range(k + 1))) for n in names)
     return pair.statistics(inputs=inputs, temperatures=temps, token_budget=BUDGET, cache=cache,
-                           shards=Sharding(count, count - 1), **kw)
+                           shards=InProcess(count, count - 1), **kw)
+
+
+@dataclass(frozen=True)
+class Supervised(InProcess):
+    """A coordinator that supervises the other shards as the parent of runtime.devices does
+    (cli/workers.py's ``LocalDevices`` polls worker processes): ``hook(pending, label)`` waits."""
+
+    hook: Callable | None = field(default=None, compare=False)
+    supervises: ClassVar[bool] = True
+
+    def supervise(self, pending, label: str) -> None:
+        assert self.hook is not None
+        self.hook(pending, label)
 
 
 def unsharded(pair, inputs, root, temps=(1.0, 2.0), **kw):
@@ -101,14 +119,14 @@ def test_every_shard_in_one_process_and_a_shard_that_is_done_is_not_rerun(early_
     cache = StatsCache(tmp_path / "many", checkpoint_seconds=0)
     with pytest.raises(ShardsPending):
         early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                   shards=Sharding(2, 1))
+                                   shards=InProcess(2, 1))
     calls = []
     with pytest.raises(ShardsPending) as err:
         early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                   shards=Sharding(2, 0, merge=False), progress=lambda name, n: calls.append(n))
+                                   shards=InProcess(2, 0, merge=False), progress=lambda name, n: calls.append(n))
     assert len(calls) == 1 and err.value.missing == []  # shard 0 ran; merge=False (a worker): its parent merges
     got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                     shards=Sharding(2), progress=lambda name, n: calls.append(n))
+                                     shards=InProcess(2), progress=lambda name, n: calls.append(n))
     assert len(calls) == 1  # both shards done: merged, no model run
     assert_identical(got, want)
 
@@ -150,7 +168,7 @@ def test_a_damaged_or_foreign_partial_is_never_merged(early_exit_pair, tmp_path,
     cache = StatsCache(root, checkpoint_seconds=0)
     with pytest.raises(ShardsPending):
         early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                   shards=Sharding(2, 0))
+                                   shards=InProcess(2, 0))
     files = sorted((root / PARTIAL_DIR).rglob("s000-*.npz"))
     data = bytearray(files[0].read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -159,16 +177,16 @@ def test_a_damaged_or_foreign_partial_is_never_merged(early_exit_pair, tmp_path,
     foreign_inputs = early_exit_pair.encode(*other)
     with pytest.raises(ShardsPending):  # another configuration's shard 1: another key, another folder
         early_exit_pair.statistics(inputs=foreign_inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                   shards=Sharding(2, 1))
+                                   shards=InProcess(2, 1))
     with pytest.raises(ShardsPending) as err:  # shard 1 done; shard 0's damaged file: not merged
         early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                   shards=Sharding(2, 1))
+                                   shards=InProcess(2, 1))
     assert not cache.keys()
     assert "damaged" in caplog.text and files[0].name not in {p.name for p in root.rglob("*.npz")}
     assert err.value.missing == [0]
     # shard 0 again: its mark says done, but the merge finds items uncovered; it recomputes them
     got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                     shards=Sharding(2))
+                                     shards=InProcess(2))
     assert_identical(got, want)
 
 
@@ -190,7 +208,7 @@ def test_two_sharded_runs_of_one_pass_at_once_compute_each_batch_once(tiny_dirs,
     def run(i):
         try:
             got[i] = pairs[i].statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
-                                         cache=StatsCache(cache_root, checkpoint_seconds=0), shards=Sharding(2),
+                                         cache=StatsCache(cache_root, checkpoint_seconds=0), shards=InProcess(2),
                                          progress=count)
         except BaseException as err:  # noqa: BLE001 - reported below
             errors.append(err)
@@ -208,7 +226,7 @@ def test_two_sharded_runs_of_one_pass_at_once_compute_each_batch_once(tiny_dirs,
 
 
 def test_the_parent_computes_its_shard_then_waits_for_the_others_marks_and_merges(tiny_dirs, tmp_path):
-    """runtime.devices' layout in one process: the parent computes shard 0 with a ``wait`` hook
+    """runtime.devices' layout in one process: the parent computes shard 0 under a supervising coordinator
     (cli/workers.py's polls worker processes); here the hook starts the other shard's "worker" (a
     thread with its own pair, merge=False) only once the parent has asked, so the merge must wait."""
     import threading
@@ -223,7 +241,7 @@ def test_the_parent_computes_its_shard_then_waits_for_the_others_marks_and_merge
     def worker():
         with pytest.raises(ShardsPending) as err:
             pairs[1].statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
-                                cache=StatsCache(root, checkpoint_seconds=0), shards=Sharding(2, 1, merge=False),
+                                cache=StatsCache(root, checkpoint_seconds=0), shards=InProcess(2, 1, merge=False),
                                 progress=lambda name, n: items[1].append)
         assert err.value.missing == []  # its shard done; the merge is the parent's
 
@@ -237,7 +255,7 @@ def test_the_parent_computes_its_shard_then_waits_for_the_others_marks_and_merge
         thread.join()
 
     got = pairs[0].statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
-                              cache=StatsCache(root, checkpoint_seconds=0), shards=Sharding(2, 0, wait=wait),
+                              cache=StatsCache(root, checkpoint_seconds=0), shards=Supervised(2, 0, hook=wait),
                               progress=lambda name, n: items[0].append)
     assert asked == ["expert+amateur"] and seen == [[1]]  # the parent's own shard done, shard 1 awaited
     assert_identical(got, want)
@@ -245,7 +263,7 @@ def test_the_parent_computes_its_shard_then_waits_for_the_others_marks_and_merge
     rep = got.reports["expert+amateur"]
     assert rep.shards == 2 and len(rep.shard_seconds) == 2 and rep.merge_seconds >= 0
     assert len(StatsCache(root).keys()) == 1 and not any((root / PARTIAL_DIR).rglob("*.npz"))
-    assert Sharding(2, 0, wait=wait) == Sharding(2, 0)  # not a key part, not compared
+    assert Supervised(2, 0, hook=wait) == Supervised(2, 0)  # the hook is not compared
 
 
 def test_a_damaged_partial_of_a_worker_is_rerun_by_the_parent_only_what_it_lost(early_exit_pair, tmp_path, caplog):
@@ -257,7 +275,7 @@ def test_a_damaged_partial_of_a_worker_is_rerun_by_the_parent_only_what_it_lost(
     cache = StatsCache(root, checkpoint_seconds=0)  # one partial per batch
     with pytest.raises(ShardsPending):  # the worker of shard 1 done, its mark left
         early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                   shards=Sharding(2, 1, merge=False))
+                                   shards=InProcess(2, 1, merge=False))
     files = sorted((root / PARTIAL_DIR).rglob("s001-*.npz"))
     assert len(files) >= 2
     lengths = np.array([len(it.hyp_ids) for it in inputs.for_role("expert")])
@@ -274,7 +292,7 @@ def test_a_damaged_partial_of_a_worker_is_rerun_by_the_parent_only_what_it_lost(
     waits = []
     with caplog.at_level(logging.INFO, logger="cscore"):
         got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                         shards=Sharding(2, 0, wait=lambda pending, label: waits.append(pending())))
+                                         shards=Supervised(2, 0, hook=lambda pending, label: waits.append(pending())))
     assert waits == [[]]  # shard 1's mark counted (its damaged file still there) until the merge read it
     assert "damaged" in caplog.text and "shard 1 of 2 lost partials" in caplog.text
     assert f"shard 1 of 2 resumed {shard1 - lost} items from its partials" in caplog.text  # only what it lost runs

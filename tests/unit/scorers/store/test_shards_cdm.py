@@ -143,7 +143,7 @@ def test_generate_every_shard_in_one_process_resumes_an_unsharded_run(cdm, tmp_p
 def test_momentum_statistics_are_bit_identical_for_1_2_3_shards(cdm, tiny_dirs, tmp_path):
     from cscore.scorers.api import ModelPair
     from cscore.scorers.engine.pass_options import PassOptions
-    from cscore.scorers.store.shards import Sharding
+    from cscore.scorers.store.coordinator import InProcess
     from cscore.scorers.training import discriminator
 
     items, _ = discriminator.training_items(cdm.root / "gen")
@@ -151,7 +151,7 @@ def test_momentum_statistics_are_bit_identical_for_1_2_3_shards(cdm, tiny_dirs, 
     pair = ModelPair.load(tiny_dirs.expert, tiny_dirs.amateur, dtype="float32")
 
     def momentum(cache_root: Path, sharding=None):
-        run = SimpleNamespace(passes=PassOptions(token_budget=128, shards=sharding))
+        run = SimpleNamespace(passes=PassOptions(token_budget=128), coordinator=sharding or InProcess())
         return discriminator.momentum_sequences(pair, prompts, texts, 1.0, None, run, 1 << 30,
                                                 StatsCache(cache_root, checkpoint_seconds=0))
 
@@ -160,8 +160,8 @@ def test_momentum_statistics_are_bit_identical_for_1_2_3_shards(cdm, tiny_dirs, 
         root = tmp_path / f"s{count}"
         for k in range(count - 1):
             with pytest.raises(ShardsPending):
-                momentum(root, Sharding(count, k))
-        got, stats = momentum(root, Sharding(count, count - 1))
+                momentum(root, InProcess(count, k))
+        got, stats = momentum(root, InProcess(count, count - 1))
         assert len(got) == len(want) == len(items)
         assert all(np.array_equal(g, w) for g, w in zip(got, want))  # bit for bit, per item
         for role in ("expert", "amateur"):

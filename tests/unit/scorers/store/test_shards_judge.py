@@ -26,7 +26,8 @@ from cscore.scorers.judge.sharded import first_step  # noqa: E402
 from cscore.scorers.judge.stats import DecodedPaths, JudgeStats  # noqa: E402
 from cscore.scorers.store.cache import StatsCache, stats_key  # noqa: E402
 from cscore.scorers.store.checkpoint import PARTIAL_DIR  # noqa: E402
-from cscore.scorers.store.shards import Sharding  # noqa: E402
+from cscore.scorers.store.coordinator import InProcess  # noqa: E402
+from cscore.scorers.store.shards import Done, Pending  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -81,13 +82,13 @@ def stats_shards(pair, contexts, scale, cache, count):
         got, _ = cache.get_or_compute(parts, lambda key: ({"judge": compute()[0]}, None), JudgeStats)
         return got["judge"]
     for k in range(count - 1):
-        with pytest.raises(ShardsPending) as err:
-            first_step(cache, parts, scale, compute, (pair.expert, pair.amateur), Sharding(count, k))
-        assert err.value.missing == list(range(k + 1, count))
+        pending = first_step(cache, parts, scale, compute, (pair.expert, pair.amateur), InProcess(count, k))
+        assert isinstance(pending, Pending) and pending.missing == list(range(k + 1, count))
         assert list(cache.root.glob(f"{PARTIAL_DIR}/*/s{k:03d}-*.npz"))  # each shard computed batches of its own
-    stats, report = first_step(cache, parts, scale, compute, (pair.expert, pair.amateur), Sharding(count, count - 1))
-    assert report.shards == count and len(report.shard_seconds) == count
-    return stats
+    done = first_step(cache, parts, scale, compute, (pair.expert, pair.amateur), InProcess(count, count - 1))
+    assert isinstance(done, Done)
+    assert done.report.shards == count and len(done.report.shard_seconds) == count
+    return done.stats["judge"]
 
 
 def assert_same_stats(a: JudgeStats, b: JudgeStats) -> None:
@@ -142,10 +143,10 @@ def decode_entries(cache: StatsCache) -> dict:
 def decoded_shards(pair, stats, prompts, cache, key, count):
     for k in range(count - 1):
         with pytest.raises(ShardsPending) as err:
-            greedy(pair, stats, prompts, cache, key, Sharding(count, k))
+            greedy(pair, stats, prompts, cache, key, InProcess(count, k))
         assert err.value.missing == list(range(k + 1, count))
         assert len(list(cache.root.glob(f"{PARTIAL_DIR}/*/s{k:03d}-*.npz"))) >= len(RULES)  # its trees, every row
-    return greedy(pair, stats, prompts, cache, key, Sharding(count, count - 1))
+    return greedy(pair, stats, prompts, cache, key, InProcess(count, count - 1))
 
 
 def test_greedy_decode_trees_sharded_are_the_unsharded_entries(pair, tmp_path):
@@ -176,18 +177,18 @@ def test_a_damaged_decode_partial_is_never_merged_and_its_shard_runs_again(pair,
     want = greedy(pair, stats, prompts, one, key)
     cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
     with pytest.raises(ShardsPending):
-        greedy(pair, stats, prompts, cache, key, Sharding(2, 0))
+        greedy(pair, stats, prompts, cache, key, InProcess(2, 0))
     files = sorted((tmp_path / "c" / PARTIAL_DIR).glob("*/s000-*.npz"))
     assert len(files) >= len(RULES)
     data = bytearray(files[0].read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte: its checksum no longer matches its name
     files[0].write_bytes(bytes(data))
     with pytest.raises(ShardsPending) as err:  # the last shard: shard 0 lost a file, so it is missing again
-        greedy(pair, stats, prompts, cache, key, Sharding(2, 1))
+        greedy(pair, stats, prompts, cache, key, InProcess(2, 1))
     assert err.value.missing == [0]
     assert "is damaged (its checksum does not match its name)" in caplog.text
     assert not files[0].exists()
-    assert greedy(pair, stats, prompts, cache, key, Sharding(2, 0)) == want  # shard 0 again, then the merge
+    assert greedy(pair, stats, prompts, cache, key, InProcess(2, 0)) == want  # shard 0 again, then the merge
     assert decode_entries(cache).keys() == decode_entries(one).keys()
 
 
@@ -208,12 +209,12 @@ def test_an_interrupted_decode_shard_resumes_from_its_partials(pair, tmp_path, c
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        greedy(pair, stats, prompts, cache, key, Sharding(1 + 1, None), progress=stop_after_two)
+        greedy(pair, stats, prompts, cache, key, InProcess(1 + 1, None), progress=stop_after_two)
     kept = list((tmp_path / "c" / PARTIAL_DIR).glob("*/s000-*.npz"))
     assert kept and not list((tmp_path / "c" / PARTIAL_DIR).glob("*/s000of002.done.json"))
     calls = []
     with caplog.at_level(logging.INFO, logger="cscore.scorers.judge.sharded"):
-        got = greedy(pair, stats, prompts, cache, key, Sharding(2, None), progress=calls.append)
+        got = greedy(pair, stats, prompts, cache, key, InProcess(2, None), progress=calls.append)
     assert got == want
     assert "shard 0 of 2 resumed 2 prompts from its partials" in caplog.text
     assert sum(calls) == len(prompts) - 2  # the two kept trees are not decoded again
@@ -310,12 +311,14 @@ def test_an_interrupted_first_step_shard_resumes_from_its_partials(pair, tmp_pat
 
     with pytest.raises(KeyboardInterrupt):
         first_step(cache, parts, scale, lambda ck: compute(ck, stop_after_one), (pair.expert, pair.amateur),
-                   Sharding(2, None))
+                   InProcess(2, None))
     assert list(cache.root.glob(f"{PARTIAL_DIR}/*/s000-*.npz")) and not list(cache.root.glob(f"{PARTIAL_DIR}/*/*.json"))
     done = []
     with caplog.at_level(logging.INFO, logger="cscore.scorers.store.shards"):
-        got, report = first_step(cache, parts, scale, lambda ck: compute(ck, done.append),
-                                 (pair.expert, pair.amateur), Sharding(2, None))
+        outcome = first_step(cache, parts, scale, lambda ck: compute(ck, done.append),
+                             (pair.expert, pair.amateur), InProcess(2, None))
+    assert isinstance(outcome, Done)
+    got, report = outcome.stats["judge"], outcome.report
     assert_same_stats(want, got)
     assert f"shard 0 of 2 resumed {seen[0]} items from its partials" in caplog.text
     assert report.batches == compute()[1].batches - 1  # the kept batch is not computed again
