@@ -15,12 +15,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from cscore.errors import ConfigError
 from cscore.scorers.config.groups import Data, JudgePrompt, Prompt, Tracking
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
+from cscore.scorers.methods.base import MethodParams
 from cscore.scorers.methods.params import Param, setting
 
 DTYPES = ("auto", "float32", "fp32", "float64", "bfloat16", "bf16", "float16", "fp16")
@@ -221,13 +222,6 @@ class Pair:
     name: str = setting("", doc="the preset's name")
     expert: ModelSpec = setting(ModelSpec(), doc="the expert model")
     amateur: ModelSpec = setting(ModelSpec(), doc="the amateur model")
-
-
-
-class MethodParams(Protocol):
-    """What every method's ``Params`` has (each method module's dataclass: its settings, checked)."""
-    name: str  # the method
-    variant: str  # the score column / label
 
 
 @dataclass
