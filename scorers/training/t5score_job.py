@@ -104,8 +104,8 @@ def train(run: RunConfig, job: T5Job) -> dict:
     steps = tt.total_steps(len(sets["train"]), t["batch_size"], t["epochs"])
     schedule = tt.make_schedule(opt, t["schedule"], steps)
     try:
-        losses = tt.train(model, tok, sets["train"], optimizer=opt, alpha=t["alpha"], epochs=t["epochs"],
-                          seed=t["seed"], log=log.info, schedule=schedule, **kw)
+        how = tt.Fit(t["alpha"], t["epochs"], t["batch_size"], t["max_length"], t["seed"])
+        losses = tt.train(model, tok, sets["train"], how, optimizer=opt, log=log.info, schedule=schedule)
     except FloatingPointError as err:
         raise ConfigError(f"t5score train: {err}") from None
     after = {k: tt.pairwise_accuracy(model, tok, v, **kw) for k, v in sets.items()}
