@@ -324,14 +324,12 @@ class ModelPair:
     def statistics(self, prompts: Sequence[str] | None = None, hypotheses: Sequence[str] | None = None, *,
                    inputs: ScoringInput | None = None, temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
                    source_spans=None, models: Sequence[str] | None = None,
-                   progress: Callable[[str, int], Callable[[int], None]] | None = None,
-                   cache: StatsCache | None = None, options: PassOptions | None = None,
-                   **overrides) -> PairStatistics:
+                   progress: Callable[[str, int], Callable[[int], None]] | None = None, cache: StatsCache | None = None,
+                   options: PassOptions | None = None, **overrides) -> PairStatistics:
         """Run each model once. ``progress(model_name, n_items)`` may return a per-batch callback.
-        ``options``: how the passes go (a ``PassOptions``, a run's built once; default the
-        defaults). ``overrides``: the Python API's one keyword shim, ``PassOptions`` fields as
-        keywords over ``options`` (``token_budget``, ``padding_side``, ``prefix_sharing``,
-        ``max_length``, ...; an unknown one is a TypeError).
+        ``options``: how the passes go (a ``PassOptions``, a run's built once; default the defaults).
+        ``overrides``: the Python API's one keyword shim, ``PassOptions`` fields as keywords over
+        ``options`` (``token_budget``, ``padding_side``, ``prefix_sharing``, ``max_length``, ...).
         With ``cache`` (a StatsCache), each pass is read from / stored in the statistics cache, and
         checkpointed as it runs (``cache.checkpoint_seconds``; a killed pass resumes from them).
         ``prefix_sharing``: items with identical prompt ids run the prompt once (causal LMs; the
