@@ -95,4 +95,4 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
                      data=known_only(Data, c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
                      tracking=known_only(Tracking, c.get("tracking") or {"name": "none"}),
-                     method_given=dict(c["method"]), composed=c)
+                     method_given=dict(c["method"]))

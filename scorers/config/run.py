@@ -238,9 +238,6 @@ class RunConfig(RunSettings):
     # gamma=1 stays 1): the typed boundary's record of what the user wrote, read only for the
     # signature and the variant records (never for a score: those read ``method``)
     method_given: dict = field(default_factory=dict)
-    # the whole config as composed (interpolations resolved): what a record writes as given (a
-    # training job's provenance and identity), never read for a setting
-    composed: dict = field(default_factory=dict)
     # how the forward passes go: built once from ``runtime`` (``typed``), handed to every pass
     passes: PassOptions = field(default_factory=PassOptions)
     # the other jobs of this job's multirun (Hydra's basic launcher only), each as the overrides in
