@@ -93,6 +93,7 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     ``overrides``: the command line, for the pair's early-exit rule (as in ``cscore run``)."""
     from cscore.cli import workers
     from cscore.cli.names import resolve_pair
+    from cscore.cli.typed import resolved
     from cscore.cli.validate import validate
 
     g = checked(cfg.cdm.generate, GENERATE_PARAMS, "cdm.generate")
@@ -103,7 +104,7 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     from cscore.scorers.engine import threads
     from cscore.scorers.training import artifacts, negatives
 
-    job = negatives.open_job(run, g, artifacts.out_dir(g["out"], "cdm", "generate"))
+    job = negatives.open_job(run, g, artifacts.out_dir(g["out"], "cdm", "generate"), resolved(cfg))
     threads.apply(run.runtime.threads)  # as cscore run (each worker of runtime.devices with its own)
     positives = steps.positives_of(load_stage(run).examples, g)
     if not run.coordinator.on:
@@ -122,6 +123,7 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     """Train the discriminator (scorers/training/discriminator.py); returns the output directory."""
     from cscore.cli import workers
     from cscore.cli.names import resolve_pair
+    from cscore.cli.typed import resolved
     from cscore.cli.validate import validate
 
     t = checked(cfg.cdm.train, TRAIN_PARAMS, "cdm.train")
@@ -134,7 +136,7 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     from cscore.scorers.engine import threads
     from cscore.scorers.training import discriminator
 
-    job = discriminator.open_job(run, t)
+    job = discriminator.open_job(run, t, resolved(cfg))
     if job.finished:
         log.info("cdm train: %s is finished with this config: skipped (remove it to train again)", job.folder.path)
         return job.folder.path

@@ -98,6 +98,7 @@ def check_model(spec: str) -> None:
 
 def train(cfg: DictConfig, t: dict) -> tuple[Path, bool]:
     """(output directory, whether it was finished earlier with this config: skipped)."""
+    from cscore.cli.typed import resolved
     from cscore.cli.validate import validate
     from cscore.scorers.training import t5score_job
 
@@ -106,7 +107,7 @@ def train(cfg: DictConfig, t: dict) -> tuple[Path, bool]:
     check_model(str(t["model"]))
     run = validate(cfg)
     examples, aspect, contexts = training_table(run, t)
-    job = t5score_job.open_job(run, t, examples, aspect, f"{rundir.HUMAN}{aspect}", contexts)
+    job = t5score_job.open_job(run, t, examples, aspect, f"{rundir.HUMAN}{aspect}", contexts, resolved(cfg))
     if not job.finished:
         t5score_job.train(run, job)
     return job.folder.path, job.finished

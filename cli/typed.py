@@ -4,8 +4,9 @@ config checked into typed objects (``typed(cfg) -> RunConfig``: by the precheck 
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
-from typing import cast
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -16,6 +17,9 @@ from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.methods.params import check_section, defaults_of
 
 SETTINGS = ("runtime", "stats", "cache", "baselines", "split", "meta")  # the sections checked key by key
+# the method sections typed in this process, by their text (the job's name, the precheck and the
+# job itself type the same section: once)
+_TYPED_METHODS: dict[str, Any] = {}
 
 
 def register() -> None:
@@ -63,10 +67,15 @@ def check_pair(pair: dict) -> Pair:
 
 
 def typed_method(method: dict):
+    """The method section as its checked ``Params``, once per process and section (its text, in
+    config order, is the key: the same object for every caller; nothing changes it in place)."""
     from cscore.scorers import methods
 
-    name = methods.get(method.get("name")).name  # type: ignore[arg-type]  # None or any other: the one-line ConfigError
-    return methods.params(name, method, prefix="method")
+    key = json.dumps(method, default=repr)
+    if key not in _TYPED_METHODS:
+        name = methods.get(method.get("name")).name  # type: ignore[arg-type]  # None or other: one-line ConfigError
+        _TYPED_METHODS[key] = methods.params(name, method, prefix="method")
+    return _TYPED_METHODS[key]
 
 
 def typed(cfg: DictConfig | dict) -> RunConfig:
@@ -89,4 +98,4 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
                      data=known_only(Data, c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
                      tracking=known_only(Tracking, c.get("tracking") or {"name": "none"}),
-                     method_given=dict(c["method"]), data_given=dict(c.get("data") or {}), composed=c)
+                     method_given=dict(c["method"]))

@@ -14,7 +14,7 @@ from cscore.data.schema import DataError
 
 LOADERS.discover("cscore.data")  # every module here: each loader module registers its loader
 
-__all__ = ["LOADERS", "Loader", "check_config", "check_name", "load_config", "load_examples", "task_of"]
+__all__ = ["LOADERS", "Loader", "check_config", "check_name", "load_config", "load_data", "load_examples", "task_of"]
 
 
 def check_name(name: str) -> None:
@@ -51,6 +51,14 @@ def load_examples(name: str, path: str | None = None, **options):
     loader = LOADERS.get(name)
     options = {k: v for k, v in options.items() if v is not None}
     return loader.load(path, **options)
+
+
+def load_data(data):
+    """The dataset a run's typed ``data`` section (``cscore.scorers.config.groups.Data``) names:
+    ``name``, ``path`` and, of its other settings, the options its loader takes (None: not given;
+    an option it does not take was refused before the run: ``check_config``)."""
+    loader = LOADERS.get(data.name)
+    return load_examples(data.name, data.path, **{k: getattr(data, k, None) for k in loader.options})
 
 
 def load_config(data: Mapping):

@@ -227,36 +227,50 @@ class ModelPair:
 
     @classmethod
     def load(cls, expert: str, amateur: str | None = None, *, amateur_early_exit: int | str | None = None,
-             revision: str | None = None, amateur_revision: str | None = None, lazy: bool = False,
-             reuse: bool = False, **settings) -> "ModelPair":
+             revision: str | None = None, amateur_revision: str | None = None, device: str = "auto",
+             dtype: str = "auto", lazy: bool = False) -> "ModelPair":
         """Load by spec. With ``amateur_early_exit`` (layer count or "auto") and no other
         amateur spec (or the same spec), the amateur is the expert's first layers.
-        ``settings``: ``device=``, ``dtype=`` (auto: ``models.auto_device`` / ``auto_dtype``) or
-        ``options=`` a run's ``PassOptions`` (its device and dtype).
-        ``lazy``: weights load on first use (a pass read from the statistics cache needs none).
-        ``reuse``: take the models from this process's pool (``models.pooled``; lazy too), and
-        drop pooled models this pair does not use."""
-        from cscore.scorers.models import models as pool
-
-        opts = PassOptions.given(**settings)
-        device, dtype = opts.device, opts.dtype
+        ``device``, ``dtype``: auto: ``models.auto_device`` / ``auto_dtype``.
+        ``lazy``: weights load on first use (a pass read from the statistics cache needs none)."""
 
         def get(spec, rev):
-            if reuse:
-                return pool.pooled(spec, device=device, dtype=dtype, revision=rev)
             return load_model(spec, device=device, dtype=dtype, revision=rev, lazy=lazy)
 
-        if reuse:
-            wanted = [pool.pool_key(expert, device, dtype, revision)]
-            if amateur is not None and amateur != expert:
-                wanted.append(pool.pool_key(amateur, device, dtype, amateur_revision))
-            pool.retain(wanted)
-        exp = get(expert, revision)
-        if amateur_early_exit is not None and amateur in (None, expert):
+        return cls._made(get, (expert, revision), (amateur, amateur_revision), amateur_early_exit)
+
+    @classmethod
+    def pooled(cls, expert: str, amateur: str | None = None, *, amateur_early_exit: int | str | None = None,
+               revision: str | None = None, amateur_revision: str | None = None,
+               options: PassOptions | None = None) -> "ModelPair":
+        """``load`` from this process's pool (``models.pooled``: the jobs of an in-process
+        multirun share their models; weights load on first use), on the device and dtype of
+        ``options`` (a run's ``PassOptions``); pooled models this pair does not use are dropped."""
+        from cscore.scorers.models import models as pool
+
+        opts = options if options is not None else PassOptions()
+        device, dtype = opts.device, opts.dtype
+        wanted = [pool.pool_key(expert, device, dtype, revision)]
+        if amateur is not None and amateur != expert:
+            wanted.append(pool.pool_key(amateur, device, dtype, amateur_revision))
+        pool.retain(wanted)
+
+        def get(spec, rev):
+            return pool.pooled(spec, device=device, dtype=dtype, revision=rev)
+
+        return cls._made(get, (expert, revision), (amateur, amateur_revision), amateur_early_exit)
+
+    @classmethod
+    def _made(cls, get: Callable[[str, str | None], LoadedModel], expert: tuple[str, str | None],
+              amateur: tuple[str | None, str | None], amateur_early_exit: int | str | None) -> "ModelPair":
+        """The pair of ``expert`` and ``amateur`` ((spec, revision) each), each model by ``get``."""
+        (expert_spec, revision), (amateur_spec, amateur_revision) = expert, amateur
+        exp = get(expert_spec, revision)
+        if amateur_early_exit is not None and amateur_spec in (None, expert_spec):
             return cls(exp, early_exit(exp, amateur_early_exit))
-        if amateur is None:
+        if amateur_spec is None:
             return cls(exp, None)
-        ama = get(amateur, amateur_revision)
+        ama = get(amateur_spec, amateur_revision)
         if amateur_early_exit is not None:
             ama = early_exit(ama, amateur_early_exit)
         return cls(exp, ama)
@@ -313,19 +327,20 @@ class ModelPair:
     def statistics(self, prompts: Sequence[str] | None = None, hypotheses: Sequence[str] | None = None, *,
                    inputs: ScoringInput | None = None, temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
                    source_spans=None, models: Sequence[str] | None = None,
-                   progress: Callable[[str, int], Callable[[int], None]] | None = None,
-                   cache: StatsCache | None = None, **settings) -> PairStatistics:
+                   progress: Callable[[str, int], Callable[[int], None]] | None = None, cache: StatsCache | None = None,
+                   options: PassOptions | None = None, shards: InProcess | None = None,
+                   **overrides) -> PairStatistics:
         """Run each model once. ``progress(model_name, n_items)`` may return a per-batch callback.
-        ``settings``: ``options=`` a ``PassOptions`` (a run's, built once) and / or its fields as
-        keywords (``token_budget``, ``padding_side``, ``prefix_sharing``, ``max_length``).
+        ``options``: how the passes go (a ``PassOptions``, a run's built once; default the defaults).
+        ``overrides``: the Python API's one keyword shim, ``PassOptions`` fields as keywords over
+        ``options`` (``token_budget``, ``padding_side``, ``prefix_sharing``, ``max_length``, ...).
         With ``cache`` (a StatsCache), each pass is read from / stored in the statistics cache, and
         checkpointed as it runs (``cache.checkpoint_seconds``; a killed pass resumes from them).
         ``prefix_sharing``: items with identical prompt ids run the prompt once (causal LMs; the
         same statistics, see ``engine.compute``). ``shards`` (a coordinator, ``store.coordinator``;
         needs ``cache``): each pass's batches dealt to shards that meet in the cache (``shards.run_pass``);
         raises ShardsPending when a pass waits for shards this process does not run."""
-        shards = settings.pop("shards", None)
-        opts = PassOptions.given(**settings)
+        opts = PassOptions.given(options, overrides)
         sharded = shards if shards is not None and shards.on else None
         if inputs is None:
             if prompts is None or hypotheses is None:

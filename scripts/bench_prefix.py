@@ -70,6 +70,7 @@ from cscore.data.prompts import build
 from cscore.scorers import methods
 from cscore.scorers.api import ModelPair
 from cscore.scorers.engine import engine, flops
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TOKEN_BUDGET
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.models.anatomy import decoder_base
@@ -359,16 +360,17 @@ def run_judge(examples, pair: ModelPair, args) -> None:
     ama = pair.amateur
     scale = judge.Scale(list(range(1, 6)), [tuple(tokens[v]) for v in range(1, 6)], prefixes, len(texts),
                         lambda t: tok.decode([t]))
-    kw = dict(asst=None if ama.parent is pair.expert else ama.model,
-              asst_exit=ama.exit_layer if ama.parent is pair.expert else None, pad_id=tok.pad_token_id or 0,
-              token_budget=args.token_budget if args.token_budget == "auto" else int(args.token_budget))
+    budget = args.token_budget if args.token_budget == "auto" else int(args.token_budget)
+    kw = dict(asst=ama.exit_layer if ama.parent is pair.expert else ama.model, pad_id=tok.pad_token_id or 0)
     print(f"\n== CD-judge pass, SummEval {args.summeval_docs} documents x all summaries: {len(contexts)} contexts, "
           f"{sum(map(len, contexts))} tokens")
-    judge.compute(pair.expert.model, contexts[:1 + len(prefixes)], replace(scale, n_items=1), **kw)  # warm-up
+    judge.compute(pair.expert.model, contexts[:1 + len(prefixes)], replace(scale, n_items=1),
+                  options=PassOptions(token_budget=budget), **kw)  # warm-up
     got = {}
     for name, share in (("unshared", False), ("shared", True)):
         start = time.perf_counter()
-        stats, rep = judge.compute(pair.expert.model, contexts, scale, prefix_sharing=share, **kw)
+        stats, rep = judge.compute(pair.expert.model, contexts, scale,
+                                   options=PassOptions(token_budget=budget, prefix_sharing=share), **kw)
         got[name] = (time.perf_counter() - start, stats, rep)
         print(f"  {name}: {got[name][0]:.2f} s, {rep.tokens} tokens [{rep.padded_tokens} padded]", flush=True)
     a, b = got["unshared"][1], got["shared"][1]

@@ -26,7 +26,7 @@ def positives_of(examples, g: dict):
 
 def make(job: GenerateJob, run: RunConfig, positives) -> None:
     """The negatives of the positives not written yet (the pair loads only when some are left),
-    then provenance.json marked complete. ``run``: the typed config (its ``composed`` is recorded)."""
+    then provenance.json marked complete. ``run``: the typed config (the job's ``config``, as composed, is recorded)."""
     rows = todo(job, positives)
     finish(job, run, len(positives), write_rows(job, run, rows) if len(rows) else None)
 

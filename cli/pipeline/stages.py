@@ -31,9 +31,9 @@ row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, nev
 
 def load_stage(run: RunConfig) -> Loaded:
     from cscore.data import splits
-    from cscore.data.registry import load_config
+    from cscore.data.registry import load_data
 
-    examples, report = load_config(run.data_given)  # the loader checks its own options, as given
+    examples, report = load_data(run.data)  # its loader's options (the precheck refused any other)
     n_loaded = len(examples)
     sp = run.split
     if sp.dev_ids:  # the paper's dev documents by id; a split column labels every row

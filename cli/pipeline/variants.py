@@ -13,6 +13,7 @@ baselines computed the same way; they use temperature ``baseline_t`` (default 1.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -22,6 +23,9 @@ from cscore.scorers import methods
 from cscore.scorers.config.run import BASELINE_ROWS
 
 SHARED = ("norm", "skip_first", "clamp")
+# the rows planned in this process: {(id of the typed params, baseline_t, rows, written): (params,
+# rows)}; the typed params are ``cli.typed.typed_method``'s, one object per method section
+_PLANNED: dict[tuple, tuple[Any, tuple]] = {}
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,18 @@ def row_params(method: str, label: str, **settings):
 
 def plan(p, baseline_t: float = 1.0, rows=BASELINE_ROWS, written: Mapping | None = None) -> list[Variant]:
     """The rows of method params ``p`` (typed); ``written``: the method section as composed (the
-    records' values as written; None: the typed values)."""
+    records' values as written; None: the typed values). Planned once per process for the same
+    ``p`` and arguments (the job's name and the precheck's checks plan the same rows; the job its
+    records' too)."""
+    key = (id(p), baseline_t, tuple(rows), json.dumps(written, default=repr))
+    found = _PLANNED.get(key)
+    if found is None or found[0] is not p:  # (an id reused by another object: planned again)
+        found = _PLANNED[key] = (p, tuple(planned(p, baseline_t, rows, written)))
+    return list(found[1])
+
+
+def planned(p, baseline_t: float, rows, written: Mapping | None) -> list[Variant]:
+    """``plan``'s rows, planned now."""
     name, label = p.name, p.variant or p.name
     module = methods.get(name)
     typed = {f.name: getattr(p, f.name) for f in fields(p) if f.name not in methods.NOT_PARAMS}

@@ -4,8 +4,8 @@ One family per module: ``lexical`` (bleu, chrf, rouge), ``bertscore``, ``generat
 t5score), ``external`` (scores computed elsewhere, joined by id: COMET). Each baseline is a
 ``common.Baseline`` registered by name (``@BASELINES``) with its settings as a ``Params`` dataclass,
 ``check(params)`` (before anything loads), ``columns(params)`` (its score.<column> names) and
-``score(params, texts, runtime) -> Result``. Settings live in ``conf/baseline/<name>.yaml``; this
-package only says what they may be."""
+``score(params, texts, run) -> Result`` (``run``: a ``common.BaselineRun``). Settings live in
+``conf/baseline/<name>.yaml``; this package only says what they may be."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from typing import Any
 
 from cscore.errors import ConfigError
 from cscore.registry import suggest
-from cscore.scorers.baselines.common import BASELINES, Baseline, Result, Texts
+from cscore.scorers.baselines.common import BASELINES, Baseline, BaselineRun, Result, Texts
 from cscore.scorers.methods.params import specs_of
 
 BASELINES.discover(__name__)  # every module here: each family module registers its baselines
 
-__all__ = ["BASELINES", "Baseline", "Result", "Texts", "as_dict", "check_config", "check_params", "columns", "score"]
+__all__ = ["BASELINES", "Baseline", "BaselineRun", "Result", "Texts", "as_dict", "check_config", "check_params",
+           "columns", "score"]
 
 
 def family(name: str) -> type[Baseline]:
@@ -75,5 +76,5 @@ def columns(name: str, params: Any) -> list[str]:
     return family(name).columns(params)
 
 
-def score(name: str, params: Any, texts: Texts, runtime: dict) -> Result:
-    return family(name).score(params, texts, runtime)
+def score(name: str, params: Any, texts: Texts, run: BaselineRun) -> Result:
+    return family(name).score(params, texts, run)

@@ -23,6 +23,7 @@ from cscore.scorers.baselines.common import (
     BASELINES,
     REFERENCE_MODES,
     Baseline,
+    BaselineRun,
     Result,
     Texts,
     pick_references,
@@ -92,7 +93,7 @@ def check_layers(spec: str, params: Any) -> int | None:
     return layers
 
 
-def score(name: str, params: Any, texts: Texts, runtime: dict) -> Result:
+def score(name: str, params: Any, texts: Texts, run: BaselineRun) -> Result:
     import bert_score
     import torch
     from transformers.utils import logging as hf_logging
@@ -107,10 +108,10 @@ def score(name: str, params: Any, texts: Texts, runtime: dict) -> Result:
         spec = str(Path(spec).resolve())
     layers = check_layers(spec, params)
     rows = [i for i, r in enumerate(refs) if r]
-    device = str(auto_device(runtime.get("device", "auto")))
+    device = str(auto_device(run.options.device))
     hf_logging.disable_progress_bar()
-    started(runtime)
-    factory = runtime.get("progress")
+    started(run)
+    factory = run.progress
     advance = factory(name, len(rows)) if factory else None  # one call: the progress's heartbeat lines meanwhile
     announce(advance, detail=f"{label}, batches of {params.batch_size}")
     start = time.perf_counter()
@@ -146,5 +147,5 @@ class BertScore(Baseline):
         return list(COLUMNS)
 
     @classmethod
-    def score(cls, params: BertScoreParams, texts: Texts, runtime: dict) -> Result:
-        return score(cls.name, params, texts, runtime)
+    def score(cls, params: BertScoreParams, texts: Texts, run: BaselineRun) -> Result:
+        return score(cls.name, params, texts, run)

@@ -3,6 +3,7 @@ the checks of list-valued parameters."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from cscore.errors import ConfigError
 from cscore.registry import Registry, suggest
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.tokenize import InputError
 
 REFERENCE_MODES = ("all", "first")
@@ -41,12 +43,25 @@ class Result:
     truncated: np.ndarray | None = None  # rows whose encoder input was cut to fit max_length
 
 
-def started(runtime: dict) -> None:
+@dataclass
+class BaselineRun:
+    """How the baselines of a job run: ``options``, the forward passes' (the run's ``PassOptions``:
+    its device, dtype, max_length and token budget), the run's row ``ids`` (external joins by
+    them), the statistics ``cache`` (None: off), the ``progress`` factory (name, rows) and
+    ``started``, called once (``started``)."""
+
+    options: PassOptions = field(default_factory=PassOptions)
+    ids: list[str] | None = None
+    cache: Any = None  # a StatsCache
+    progress: Callable | None = None
+    started: Callable[[], None] | None = None
+
+
+def started(run: BaselineRun) -> None:
     """A family calls this when its checks have passed (references found, model loaded) and the
-    scoring itself begins: a failure before it leaves no run directory (``runtime["started"]``)."""
-    callback = runtime.get("started")
-    if callback is not None:
-        callback()
+    scoring itself begins: a failure before it leaves no run directory (``run.started``)."""
+    if run.started is not None:
+        run.started()
 
 
 def pick_references(texts: Texts, mode: str) -> list[list[str]]:
@@ -102,7 +117,7 @@ class Baseline:
         return [cls.name]
 
     @classmethod
-    def score(cls, params: Any, texts: Texts, runtime: dict) -> Result:
+    def score(cls, params: Any, texts: Texts, run: BaselineRun) -> Result:
         raise NotImplementedError
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cscore.errors import ConfigError
-from cscore.scorers.baselines.common import BASELINES, Baseline, Result, Texts
+from cscore.scorers.baselines.common import BASELINES, Baseline, BaselineRun, Result, Texts
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.methods.params import Param, required
 
@@ -81,14 +81,14 @@ def columns(params: Any) -> list[str]:
     return list(wanted)
 
 
-def score(name: str, params: Any, texts: Texts, runtime: dict) -> Result:
+def score(name: str, params: Any, texts: Texts, run: BaselineRun) -> Result:
     table = read(params.path)
     ident = params.id_column
     ids = table[ident].astype(str)
     dup = ids[ids.duplicated()].tolist()
     if dup:
         raise InputError(f"{params.path}: id {dup[0]!r} appears more than once")
-    if runtime.get("ids") is None:
+    if run.ids is None:
         raise InputError("baseline external joins scores by row id: the run's ids are needed")
     rows = pd.Index(ids)
     out, missing = {}, set()
@@ -98,10 +98,10 @@ def score(name: str, params: Any, texts: Texts, runtime: dict) -> Result:
         if bad.any():
             raise InputError(f"{params.path}: column {c!r}, id {ids[bad].iloc[0]!r}: {table[c][bad].iloc[0]!r} is "
                              "not a number")
-        col = pd.Series(values.to_numpy(dtype=np.float64), index=rows).reindex(runtime["ids"]).to_numpy()
+        col = pd.Series(values.to_numpy(dtype=np.float64), index=rows).reindex(run.ids).to_numpy()
         missing |= set(np.flatnonzero(np.isnan(col)).tolist())
         out[c] = col
-    extra = len(set(ids) - set(runtime["ids"]))
+    extra = len(set(ids) - set(run.ids))
     info = {"file": str(Path(params.path).expanduser().resolve()), "missing_score": sorted(missing),
             "ids_not_in_run": extra, "signature": f"external|file:{Path(params.path).name}|columns:{','.join(out)}"}
     return Result(out, info)
@@ -122,5 +122,5 @@ class External(Baseline):
         return columns(params)
 
     @classmethod
-    def score(cls, params: ExternalParams, texts: Texts, runtime: dict) -> Result:
-        return score(cls.name, params, texts, runtime)
+    def score(cls, params: ExternalParams, texts: Texts, run: BaselineRun) -> Result:
+        return score(cls.name, params, texts, run)

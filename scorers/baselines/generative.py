@@ -13,8 +13,8 @@ Directions (T5Score Sec. 3.1 after BARTScore) and their columns, for ``<name>`` 
             both                      score.<name>_f      (F: the arithmetic mean of P and R, T5Score's default)
 
 Several references: each is scored and the row takes their mean or max (``multi_ref``; F per
-reference first). The encoder input is cut to ``runtime.max_length`` when too long (counted); a
-target is never cut (a clear error)."""
+reference first). The encoder input is cut to ``runtime.max_length`` (the run's ``PassOptions``)
+when too long (counted); a target is never cut (a clear error)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from cscore.scorers.baselines.common import (
     BASELINES,
     REFERENCE_MODES,
     Baseline,
+    BaselineRun,
     Choices,
     Result,
     Texts,
@@ -36,6 +37,7 @@ from cscore.scorers.baselines.common import (
     require_references,
     started,
 )
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.methods.params import Param, required
 
@@ -80,7 +82,7 @@ def direction_items(direction: str, texts: Texts, refs: list[list[str]]) -> list
     return [(i, b, a) if direction.startswith("hyp_") else (i, a, b) for i, a, b in pairs]
 
 
-def mean_logp(pair, items, runtime: dict, label: str):
+def mean_logp(pair, items, run: BaselineRun, label: str):
     """(1/|b|) log p(b | a) per item, the pass's report and which encoder inputs were cut."""
     srcs, tgts = [a for _, a, _ in items], [b for _, _, b in items]
     for k, (a, b) in enumerate(zip(srcs, tgts)):
@@ -89,41 +91,43 @@ def mean_logp(pair, items, runtime: dict, label: str):
                 f"{label}: row {items[k][0]} has an empty {'encoder input' if not a.strip() else 'target'}"
             )
     try:
-        inputs = pair.encode(srcs, tgts, max_length=runtime["max_length"], source_spans=[(0, len(a)) for a in srcs])
+        inputs = pair.encode(srcs, tgts, max_length=run.options.max_length,
+                             source_spans=[(0, len(a)) for a in srcs])
     except InputError as err:  # "item k: ..." names the k-th pair of this direction: say which row it is
         found = re.match(r"item (\d+):", str(err))
         row = f" (row {items[int(found.group(1))][0]})" if found else ""
         raise InputError(f"{label}: {err}{row}") from None
-    stats = pair.statistics(inputs=inputs, temperatures=[1.0], token_budget=runtime["token_budget"],
-                            models=["expert"], cache=runtime.get("cache"), progress=runtime.get("progress"))
+    # the run's token budget; the other pass options their defaults (a baseline's cache keys as they were)
+    options = PassOptions(token_budget=run.options.token_budget)
+    stats = pair.statistics(inputs=inputs, temperatures=[1.0], models=["expert"], cache=run.cache,
+                            progress=run.progress, options=options)
     values = stats.score("single", model="expert", t=1.0, norm="mean", skip_first=False, clamp=None)
     return values, stats.reports["expert"], np.array([it.truncated for it in inputs.items])
 
 
-def load(params: Any, runtime: dict):
+def load(params: Any, run: BaselineRun):
     from cscore.scorers.api import ModelPair
 
-    pair = ModelPair.load(params.model, device=runtime.get("device", "auto"), dtype=runtime.get("dtype", "auto"),
-                          revision=params.revision)
+    pair = ModelPair.load(params.model, device=run.options.device, dtype=run.options.dtype, revision=params.revision)
     if not pair.expert.is_encoder_decoder:
         raise ConfigError(f"baseline: {params.model!r} is a decoder-only model; BARTScore and T5Score score "
                           "with an encoder-decoder (seq2seq) model such as facebook/bart-large-cnn or an mT5")
     return pair
 
 
-def score(name: str, params: Any, texts: Texts, runtime: dict, pair=None) -> Result:
+def score(name: str, params: Any, texts: Texts, run: BaselineRun, pair=None) -> Result:
     check(name, params)
     directions = list(params.directions)
     refs = pick_references(texts, params.references)
     missing = require_references(name, refs) if {"ref_hyp", "hyp_ref"} & set(directions) else []
-    pair = load(params, runtime) if pair is None else pair
-    started(runtime)
+    pair = load(params, run) if pair is None else pair
+    started(run)
     agg = params.multi_ref  # mean | max over a row's references
     n = len(texts)
     per_dir, reports, truncated = {}, {}, np.zeros(n, dtype=bool)
     for d in directions:
         items = direction_items(d, texts, refs)
-        values, report, cut = mean_logp(pair, items, runtime, f"baseline {name} ({d})")
+        values, report, cut = mean_logp(pair, items, run, f"baseline {name} ({d})")
         reports[f"{name}:{d}"] = report
         rows = np.array([i for i, _, _ in items], dtype=np.int64)
         truncated[rows[cut]] = True
@@ -168,8 +172,8 @@ class Generative(Baseline):
         return columns(cls.name, params.directions)
 
     @classmethod
-    def score(cls, params: GenerativeParams, texts: Texts, runtime: dict) -> Result:
-        return score(cls.name, params, texts, runtime)
+    def score(cls, params: GenerativeParams, texts: Texts, run: BaselineRun) -> Result:
+        return score(cls.name, params, texts, run)
 
 
 @BASELINES

@@ -21,6 +21,7 @@ from cscore.scorers.baselines.common import (
     BASELINES,
     REFERENCE_MODES,
     Baseline,
+    BaselineRun,
     Choices,
     Result,
     Texts,
@@ -71,14 +72,14 @@ class RougeParams:
     against: str = required(AGAINST)
 
 
-def score(name: str, params: Any, texts: Texts, runtime: dict) -> Result:
+def score(name: str, params: Any, texts: Texts, run: BaselineRun) -> Result:
     """Sentence BLEU / chrF (sacrebleu) or ROUGE (rouge-score) of every row with a reference."""
     if params.against == "source":
         refs = [[src] if isinstance(src, str) and src.strip() else [] for src in texts.sources]
     else:
         refs = pick_references(texts, params.references)
     missing = require_references(name, refs)
-    started(runtime)
+    started(run)
     if name == "rouge":
         return _rouge(params, texts, refs, missing)
     return _sacrebleu(name, params, texts, refs, missing)
@@ -192,8 +193,8 @@ class Bleu(Baseline):
     Params = BleuParams
 
     @classmethod
-    def score(cls, params: BleuParams, texts: Texts, runtime: dict) -> Result:
-        return score(cls.name, params, texts, runtime)
+    def score(cls, params: BleuParams, texts: Texts, run: BaselineRun) -> Result:
+        return score(cls.name, params, texts, run)
 
 
 @BASELINES
@@ -203,8 +204,8 @@ class Chrf(Baseline):
     Params = ChrfParams
 
     @classmethod
-    def score(cls, params: ChrfParams, texts: Texts, runtime: dict) -> Result:
-        return score(cls.name, params, texts, runtime)
+    def score(cls, params: ChrfParams, texts: Texts, run: BaselineRun) -> Result:
+        return score(cls.name, params, texts, run)
 
 
 @BASELINES
@@ -218,5 +219,5 @@ class Rouge(Baseline):
         return list(params.types)
 
     @classmethod
-    def score(cls, params: RougeParams, texts: Texts, runtime: dict) -> Result:
-        return score(cls.name, params, texts, runtime)
+    def score(cls, params: RougeParams, texts: Texts, run: BaselineRun) -> Result:
+        return score(cls.name, params, texts, run)

@@ -37,6 +37,7 @@ class Data:
     exclude_systems: list | None = setting(None, doc="list of system names to leave out")
     exclude_references: bool = setting(False, doc="drop human reference \"systems\" (ref-A, refB, ...) as WMT "
                                                   "meta-evaluation does")
+    zero_weight_categories: list | None = setting(None, doc="MQM: error categories weighted 0 (e.g. [Other])")
     split_by: str | None = setting(None, doc="the column correlations are also given per value of (e.g. lang_pair)")
     template: str | None = setting(None, doc="null: the prompt group's template for the task; or a task name / "
                                              "a string with {source}")

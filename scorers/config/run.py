@@ -15,12 +15,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from cscore.errors import ConfigError
 from cscore.scorers.config.groups import Data, JudgePrompt, Prompt, Tracking
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
+from cscore.scorers.methods.base import MethodParams
 from cscore.scorers.methods.params import Param, setting
 from cscore.scorers.store.coordinator import InProcess
 
@@ -224,13 +225,6 @@ class Pair:
     amateur: ModelSpec = setting(ModelSpec(), doc="the amateur model")
 
 
-
-class MethodParams(Protocol):
-    """What every method's ``Params`` has (each method module's dataclass: its settings, checked)."""
-    name: str  # the method
-    variant: str  # the score column / label
-
-
 @dataclass
 class RunConfig(RunSettings):
     """A composed ``cscore run`` config as typed objects (``cscore.cli.typed.typed`` builds it once)."""
@@ -245,11 +239,6 @@ class RunConfig(RunSettings):
     # gamma=1 stays 1): the typed boundary's record of what the user wrote, read only for the
     # signature and the variant records (never for a score: those read ``method``)
     method_given: dict = field(default_factory=dict)
-    # the data section as composed: the loader takes its options as given and refuses one it does not know
-    data_given: dict = field(default_factory=dict)
-    # the whole config as composed (interpolations resolved): what a record writes as given (a
-    # training job's provenance and identity), never read for a setting
-    composed: dict = field(default_factory=dict)
     # how the forward passes go: built once from ``runtime`` (``typed``), handed to every pass
     passes: PassOptions = field(default_factory=PassOptions)
     # who computes which shard of a sharded pass, waits and merges (runtime.shards): the command line

@@ -7,7 +7,9 @@ threads ``threads.apply``'s (at the start of a job)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TOKEN_BUDGET
 
@@ -28,15 +30,16 @@ class PassOptions:
         return cls(**{f.name: getattr(runtime, f.name) for f in fields(cls)})
 
     @classmethod
-    def given(cls, options: PassOptions | None = None, **settings) -> PassOptions:
-        """The Python API's keywords (``token_budget=``, ``padding_side=``, ``prefix_sharing=``, ...)
-        over ``options`` (default: the defaults); an unknown keyword is a TypeError, as Python's."""
+    def given(cls, options: PassOptions | None = None, overrides: Mapping[str, Any] | None = None) -> PassOptions:
+        """The Python API's keywords ``overrides`` ({``token_budget``: ..., ``padding_side``: ...,
+        ``prefix_sharing``: ...}) over ``options`` (default: the defaults); an unknown keyword is a
+        TypeError, as Python's."""
         base = options if options is not None else cls()
         names = {f.name for f in fields(cls)}
-        for key in settings:
+        for key in overrides or {}:
             if key not in names:
                 raise TypeError(f"unexpected keyword argument {key!r}; pass options are {', '.join(sorted(names))}")
-        return replace(base, **settings) if settings else base
+        return replace(base, **overrides) if overrides else base
 
     def key_parts(self, shared: bool) -> dict:
         """What a pass's cache key holds of these options (``shared``: it ran with packed rows:

@@ -3,6 +3,7 @@ input checks, checkpointed batches skipped, and the outputs collected on the dev
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -67,12 +68,15 @@ def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tup
     return temperatures
 
 
-def announce(progress, **counts) -> None:
-    """Tell a pass's progress callback what the pass will do before it starts (tokens=, steps=,
-    detail=), where the callback takes it (its ``work``; the CLI's does)."""
+def announce(progress, *, tokens: int | None = None, steps: int | None = None, items: int | None = None,
+             detail: str | None = None) -> None:
+    """Tell a pass's progress callback what the pass will do before it starts (its ``tokens``, at
+    most ``steps`` decode steps, ``items``: a shard's own, and a ``detail``), where the callback
+    takes it (its ``work``, told the counts given; the CLI's does)."""
     work = getattr(progress, "work", None)
     if work is not None:
-        work(**counts)
+        counts = {"tokens": tokens, "steps": steps, "items": items, "detail": detail}
+        work(**{k: v for k, v in counts.items() if v is not None})
 
 
 def share(progress, fraction: float) -> None:
@@ -159,24 +163,26 @@ def per_item(factory, group: int):
             if whole:
                 inner(whole)
 
-        advance.work = lambda **counts: announce(inner, **counts)  # type: ignore[attr-defined]
+        advance.work = functools.partial(announce, inner)  # type: ignore[attr-defined]
         advance.part = lambda fraction: share(inner, fraction)  # type: ignore[attr-defined]
         return advance
 
     return opened
 
 
-def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, **counts) -> np.ndarray | None:
+def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, *, tokens: int,
+         detail: str) -> np.ndarray | None:
     """A shard's pass (``checkpoint.shard``): deal the planned batches (item indices, padded tokens)
-    to the shards and announce this shard's part; returns the other shards' items (None: unsharded)."""
+    to the shards and announce this shard's part (else the pass's ``tokens`` and ``detail``);
+    returns the other shards' items (None: unsharded)."""
     if checkpoint is None or checkpoint.shard is None:
-        announce(progress, **counts)
+        announce(progress, tokens=tokens, detail=detail)
         return None
     foreign = checkpoint.deal(batches, costs)
     index, count = checkpoint.shard
     own = [b for b in batches if not foreign[b].all()]
-    announce(progress, items=int(len(foreign) - foreign.sum()),
-             **{**counts, "detail": f"shard {index} of {count}: {len(own):,} of {len(batches):,} batches"})
+    announce(progress, tokens=tokens, items=int(len(foreign) - foreign.sum()),
+             detail=f"shard {index} of {count}: {len(own):,} of {len(batches):,} batches")
     return foreign
 
 

@@ -27,6 +27,7 @@ import torch
 from cscore.scorers.engine.engine import LayerTap
 from cscore.scorers.engine.head import head_logits
 from cscore.scorers.engine.passes import Ticks, announce, forward_ticks
+from cscore.scorers.judge.judge import assistant
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
 from cscore.scorers.models.anatomy import decoder_base, layer_list
 
@@ -130,13 +131,13 @@ class Steps:
     each: Callable[[int, list], None] | None = None
 
 
-def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int]], cs: Sequence[float | None], *,
-               asst=None, asst_exit: int | None = None, progress=None, **steps) -> list[DecodedPaths]:
+def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int]], cs: Sequence[float | None],
+               how: Steps, *, asst, progress=None) -> list[DecodedPaths]:
     """One ``DecodedPaths`` per rule of ``cs``; ``firsts[i][j]``: prompt i's first token under cs[j];
-    ``steps``: the fields of ``Steps`` (alpha, max_new_tokens, eos_ids, done, each)."""
-    how = Steps(**steps)
+    ``how``: how each path steps; ``asst``: the assistant, another model or an int k (main's first k
+    layers, as ``judge.compute``'s)."""
     alpha, max_new_tokens, each = how.alpha, how.max_new_tokens, how.each
-    stepper = Stepper(main, asst, asst_exit)
+    stepper = Stepper(main, *assistant(asst))
     paths: list[list] = [[] for _ in cs]
     rules = len(set(cs))
     announce(progress, tokens=sum(len(p) for p in prompts), steps=len(prompts) * rules * max_new_tokens,
@@ -203,8 +204,8 @@ class Paths:
     extra_rules: Sequence[float | None] = ()  # other points of the run's sweep (greedy_paths); not a key part
 
 
-def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, timing: dict | None = None,
-                 **paths) -> dict:
+def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progress=None,
+                 timing: dict | None = None) -> dict:
     """{rule: decoded ids per prompt}; each rule's paths read from ``cache`` when it holds them
     (the key: the judge statistics' key, the rule, α where it applies, the stop rule), the rest
     decoded together (``decode_all``: one tree per prompt) and stored (``through_cache_many``).
@@ -215,9 +216,7 @@ def greedy_paths(pair, stats, prompts, rules, *, cache=None, progress=None, timi
     sharded decode also ``sharded``: the report of its merge (shards, their seconds, the merge's).
     ``stop``: a path also stops once ``cscore.scorers.judge.parse.settled`` says the parse rule ``stop`` ("paper"
     or "released") can no longer change its score; None: only at EOS or ``max_new_tokens`` (the
-    whole text). ``paths``: the fields of ``Paths`` (alpha, max_new_tokens, judge_key, stop, shards,
-    adopt, extra_rules)."""
-    how = Paths(**paths)
+    whole text). ``how``: what the paths depend on, and how they are dealt (``Paths``)."""
     extra_rules = how.extra_rules
     alpha, max_new_tokens, judge_key, stop = how.alpha, how.max_new_tokens, how.judge_key, how.stop
     eos = eos_ids(pair.expert.config, pair.tokenizer)
@@ -265,9 +264,8 @@ def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=N
     def done(ids) -> bool:
         return stop is not None and settled(path_text(tok, ids), stop, lo, hi)
 
-    got = decode_all(main.model, prompts, firsts, rules, asst=None if early else asst.model,
-                     asst_exit=asst.exit_layer if early else None, progress=progress, each=each, alpha=alpha,
-                     max_new_tokens=how.max_new_tokens, eos_ids=eos, done=done)
+    got = decode_all(main.model, prompts, firsts, rules, Steps(alpha, how.max_new_tokens, eos, done, each),
+                     asst=asst.exit_layer if early else asst.model, progress=progress)
     return [paths.paths() for paths in got]
 
 

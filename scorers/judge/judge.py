@@ -95,21 +95,31 @@ class Scale:
     digit_ids: Sequence[int] | None = None
 
 
+def assistant(asst) -> tuple[torch.nn.Module | None, int | None]:
+    """(model, exit layer) of a judge pass's assistant ``asst``: another causal LM sharing the
+    vocabulary (model, None), or an int k: main's first k layers (None, k)."""
+    if asst is None:
+        raise ValueError("give the assistant: a model, or an int k (an early exit of main after k layers)")
+    if isinstance(asst, int) and not isinstance(asst, bool):
+        return None, asst
+    return asst, None
+
+
 @torch.inference_mode()
-def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, asst_exit: int | None = None,
-            pad_id: int = 0, progress: Callable[[int], None] | None = None, options: PassOptions | None = None,
-            **settings) -> tuple[JudgeStats | None, EngineReport]:
-    """``main``: the main causal LM; the assistant is ``asst`` (another model sharing the vocabulary) or,
-    with ``asst_exit=k``, main's first k layers (+ final norm and LM head). ``options`` (``PassOptions``;
-    or its fields as keywords): the token budget, the padding side and ``prefix_sharing``: contexts that
+def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn.Module | int, pad_id: int = 0,
+            progress: Callable[[int], None] | None = None, options: PassOptions | None = None,
+            checkpoint=None) -> tuple[JudgeStats | None, EngineReport]:
+    """``main``: the main causal LM; the assistant ``asst`` is another model sharing the vocabulary or
+    an int k: main's first k layers (+ final norm and LM head). ``options`` (``PassOptions``, default
+    the defaults): the token budget, the padding side and ``prefix_sharing``: contexts that
     share a long prefix (``split_shared``) run it once per packed row, as in ``engine.compute``; the same
-    statistics. ``checkpoint=`` (a shard's ``item_partials.ItemCheckpoint``, ``cscore.scorers.judge.partials``):
+    statistics. ``checkpoint`` (a shard's ``item_partials.ItemCheckpoint``, ``cscore.scorers.judge.partials``):
     the planned batches dealt to the shards, this shard's computed (those it kept skipped) and added to it;
     the statistics are then None (the merge assembles them)."""
-    checkpoint = settings.pop("checkpoint", None)
-    opts = PassOptions.given(options, **settings)
+    opts = options if options is not None else PassOptions()
+    second, asst_exit = assistant(asst)  # the second model (None: main's early exit)
     value_ids, prefixes, n_items = scale.value_ids, scale.prefixes, scale.n_items
-    _check_inputs(contexts, n_items, prefixes, asst, asst_exit)
+    _check_inputs(contexts, n_items, prefixes)
     device = next(main.parameters()).device
     vocab = main.get_output_embeddings().weight.shape[0]
     single = np.array([len(ids) == 1 for ids in value_ids])
@@ -117,7 +127,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
     found = found_buffers(len(contexts), scale, device)
     start, window = time.perf_counter(), None
     if opts.prefix_sharing:
-        windows = [row_window(m) for m in ([main] if asst is None else [main, asst])]
+        windows = [row_window(m) for m in ([main] if second is None else [main, second])]
         window = None if None in windows else min(w for w in windows if w is not None)
     items = split_shared(contexts) if window is not None else [(c[:-1], c[-1:]) for c in contexts]
     token_budget = opts.budget_for(main, longest_row(items, window is not None))
@@ -128,7 +138,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
     deal(checkpoint, members, costs, progress, tokens=int(sum(r.length for r in rows)), detail=plan_text(rows, window))
     tap, ticks = LayerTap(main, asst_exit) if asst_exit is not None else None, Ticks(progress, costs)  # ticks: by layer
     attn, dtype = getattr(main.config, "_attn_implementation", None), next(main.parameters()).dtype
-    dense = not (sparse_packed(main) and (asst is None or sparse_packed(asst)))
+    dense = not (sparse_packed(main) and (second is None or sparse_packed(second)))
     padded = n_run = tokens = 0
     pad = (pad_id, opts.padding_side, device, dtype, attn, dense)
     try:
@@ -138,7 +148,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
                 continue
             ticks.begin(cost)
             with layer_ticks(layer_list(main), ticks):
-                n_padded, n_done = _judge_batch((main, asst, tap), items, batch_rows, pad, (score_tok, single), found)
+                n_padded, n_done = _judge_batch((main, second, tap), items, batch_rows, pad, (score_tok, single), found)
             padded, n_run, tokens = padded + n_padded, n_run + 1, tokens + sum(r.length for r in batch_rows)
             if checkpoint is not None:
                 checkpoint.add(np.asarray(own, dtype=np.int64), context_rows(found, own))
@@ -154,7 +164,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst=None, ass
     stats = None if checkpoint is not None else assembled(scale, found, vocab)
     done = [r for b, own in zip(batches, members) if checkpoint is None or not checkpoint.foreign[own].all() for r in b]
     return stats, EngineReport(seconds, int(tokens), padded, n_run, token_budget=int(token_budget),
-                               flops=judge_flops(main, asst, items, done))
+                               flops=judge_flops(main, second, items, done))
 
 
 def found_buffers(n_ctx: int, scale: Scale, device) -> tuple:
@@ -198,9 +208,7 @@ def judge_flops(main, asst, items, rows) -> float | None:
     return total
 
 
-def _check_inputs(contexts, n_items, prefixes, asst, asst_exit) -> None:
-    if (asst is None) == (asst_exit is None):
-        raise ValueError("give exactly one of asst (a model) or asst_exit (an early exit of main)")
+def _check_inputs(contexts, n_items, prefixes) -> None:
     if len(contexts) != n_items * (1 + len(prefixes)):
         raise ValueError("contexts must be n_items x (1 + len(prefixes))")
     for i, c in enumerate(contexts):

@@ -315,10 +315,10 @@ class Decoding:
 
 
 @torch.inference_mode()
-def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | None = None, *, lam: float, t: float,
-           asst_exit_layer: int | None = None, return_first_scores: bool = False,
-           **settings) -> list[list[int]] | tuple[list[list[int]], torch.Tensor]:
-    """Greedy contrastive decoding as the released ``_contrastive_decoding`` does it (``Decoding``'s settings).
+def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | None = None, *, how: Decoding,
+           lam: float, t: float, asst_exit_layer: int | None = None,
+           return_first_scores: bool = False) -> list[list[int]] | tuple[list[list[int]], torch.Tensor]:
+    """Greedy contrastive decoding as the released ``_contrastive_decoding`` does it (``how``: its settings).
 
     ``prompts``: token ids per row (chat-formatted and truncated already: ``released_prompt_ids``),
     left-padded here with ``pad_id`` under an attention mask, position ids counting real tokens.
@@ -338,7 +338,6 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     ``return_first_scores`` also the contrasted (penalised) step-1 scores [B, V] on the CPU, as
     ``llama_eval.py`` saves them for "0".."9". ``vocab_size``: cut the main logits (and the
     early-exit assistant's) to the first ``vocab_size`` ids (Qwen: ``len(tokenizer)``)."""
-    how = Decoding(**settings)
     alpha, min_keep, max_new_tokens, eos_ids = how.alpha, how.min_keep, how.max_new_tokens, how.eos_ids
     pad_id, vocab_size, repetition_penalty = how.pad_id, how.vocab_size, how.repetition_penalty
     batch = len(prompts)
@@ -377,9 +376,8 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
 
 
 @torch.inference_mode()
-def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | None = None, *,
-                rules: Sequence[tuple[float, float]], asst_exit_layer: int | None = None,
-                **settings) -> list[list[list[int]]]:
+def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | None = None, *, how: Decoding,
+                rules: Sequence[tuple[float, float]], asst_exit_layer: int | None = None) -> list[list[list[int]]]:
     """``decode`` under several (lam, t) ``rules`` at once, sharing what their paths share:
     ``out[j][i]`` is ``decode(model, prompts, ..., lam, t = rules[j])[i]``. The prompts are run
     once (one prefill for every rule); each row of the batch is a (prompt, path so far) that one or
@@ -388,7 +386,6 @@ def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tenso
     ``max_new_tokens`` leaves. Each rule's scores are ``decode``'s, row by row (the filter, the
     contrast and the repetition penalty see one row at a time), so the paths are the same. With
     rule (0, 1) the main model alone (λ = 0: the assistant's term is 0)."""
-    how = Decoding(**settings)
     alpha, min_keep, max_new_tokens, eos_ids = how.alpha, how.min_keep, how.max_new_tokens, how.eos_ids
     pad_id, vocab_size, repetition_penalty = how.pad_id, how.vocab_size, how.repetition_penalty
     batch = len(prompts)

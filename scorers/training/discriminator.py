@@ -65,6 +65,7 @@ class TrainJob:
     kind: str  # pooler | classifier
     identity: dict
     finished: bool  # the directory holds this discriminator already
+    given: dict  # cdm.train as composed: what cscore_discriminator.json records
     held: np.ndarray | None = None
     labels: np.ndarray | None = None
 
@@ -75,8 +76,9 @@ class TrainJob:
         return self.held, self.labels
 
 
-def open_job(run: RunConfig, t: dict) -> TrainJob:
-    """Read the negatives, check the output directory and the split (before any model loads)."""
+def open_job(run: RunConfig, t: dict, config: dict) -> TrainJob:
+    """Read the negatives, check the output directory and the split (before any model loads).
+    ``config``: the whole config as composed (the record keeps its ``cdm.train``)."""
     if not t["input"]:
         raise ConfigError("cdm.train.input=<a `cscore cdm generate` directory> is required")
     folder = Path(t["input"]).expanduser()
@@ -91,7 +93,7 @@ def open_job(run: RunConfig, t: dict) -> TrainJob:
         identity["pair"] = pair_record(run.pair)
     done = out.check(identity, lambda old: f"{out.path} holds a discriminator trained with another config; "
                                            "give another cdm.train.out")
-    job = TrainJob(t, folder, items, prov, out, kind, identity, done is not None)
+    job = TrainJob(t, folder, items, prov, out, kind, identity, done is not None, config["cdm"]["train"])
     if job.finished:
         return job
     job.held = split_groups([i["group"] for i in items], t["holdout"], t["seed"])
@@ -161,7 +163,7 @@ def train(run: RunConfig, job: TrainJob, pair=None, cache=None) -> dict:
             "accuracy": acc, "split": {"holdout": t["holdout"], "seed": t["seed"],
                                        "held_out_groups": sorted(set(groups[held]))},
             "n_items": len(job.items), "input": str(job.input.resolve()), "generate_counts": job.prov.get("counts"),
-            "identity": job.identity, "config": run.composed["cdm"]["train"],
+            "identity": job.identity, "config": job.given,
             "versions": versions(), "seconds": round(time.perf_counter() - start, 3), "created": now()}
     job.folder.finish(meta)  # last: marks the directory finished
     log.info("cdm train (%s): accuracy %.3f on %d train items, %.3f on %d held-out items (%d held-out groups)",

@@ -85,10 +85,10 @@ def finished_records(path, per_positive: int) -> list[dict]:
     return keep
 
 
-def generate_identity(run: RunConfig, g: dict) -> dict:
+def generate_identity(run: RunConfig, g: dict, config: dict) -> dict:
     """What decides the negatives: a directory holds the output of one identity only (the
-    sections as composed: ``RunConfig.composed``)."""
-    c = run.composed
+    sections of ``config``, the whole config as composed)."""
+    c = config
     return {"data": c["data"], "split": c["split"], "pair": pair_record(run.pair), "prompt": c["prompt"],
             "max_length": c["runtime"]["max_length"], "dtype": c["runtime"]["dtype"],
             "generate": {k: v for k, v in g.items() if k not in ("out", "limit")}}
@@ -114,15 +114,17 @@ class GenerateJob:
     identity: dict
     previous: dict | None
     prov: dict  # the provenance so far (the earlier one, or a new one)
+    config: dict  # the whole config as composed (interpolations resolved): what provenance.json records
 
     @property
     def negatives(self):
         return self.folder.path / NEGATIVES
 
 
-def open_job(run: RunConfig, g: dict, out) -> GenerateJob:
-    """The directory's job; refuses a directory of another config or one that is not cscore's."""
-    identity = generate_identity(run, g)
+def open_job(run: RunConfig, g: dict, out, config: dict) -> GenerateJob:
+    """The directory's job; refuses a directory of another config or one that is not cscore's.
+    ``config``: the whole config as composed (its identity's sections; provenance.json records it)."""
+    identity = generate_identity(run, g, config)
     folder = ArtifactDir(out, PROVENANCE)
 
     def refuse(old: dict) -> str:
@@ -131,7 +133,7 @@ def open_job(run: RunConfig, g: dict, out) -> GenerateJob:
                 "give another cdm.generate.out or remove that directory")
 
     previous = folder.check(identity, refuse)
-    job = GenerateJob(folder, g, identity, previous, previous or {"identity": identity, "created": now()})
+    job = GenerateJob(folder, g, identity, previous, previous or {"identity": identity, "created": now()}, config)
     if previous is None and job.negatives.exists():
         raise ConfigError(f"{out} has a {NEGATIVES} but no {PROVENANCE}: not a cscore cdm generate directory")
     return job
@@ -182,7 +184,7 @@ def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs, path=N
               for role, m in pair.models.items()}
     s = settings(g)
     sampler = cg.DegradedSampler(pair, s.sampling)
-    job.folder.finish({**job.prov, "complete": False, "config": run.composed,
+    job.folder.finish({**job.prov, "complete": False, "config": job.config,
                        "models": models, "versions": versions()})
     start, every = time.perf_counter(), max(1, len(rows) // 10)
     with open(job.negatives if path is None else path, "a", encoding="utf-8") as f:
@@ -201,7 +203,7 @@ def finish(job: GenerateJob, run: RunConfig, n_positives: int, models: dict | No
     """provenance.json with ``complete: true`` and the counts (written last); returns the counts."""
     prov = job.prov
     c = counts(read_records(job.negatives))
-    job.folder.finish({**prov, "complete": True, "config": run.composed,
+    job.folder.finish({**prov, "complete": True, "config": job.config,
                        "models": models if models is not None else prov.get("models"), "versions": versions(),
                        "positives_selected": n_positives, "counts": c, "updated": now()})
     g = job.g

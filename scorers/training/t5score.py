@@ -200,12 +200,11 @@ class Fit:
     seed: int
 
 
-def train(model, tokenizer, pairs: list[RankPair], *, optimizer: torch.optim.Optimizer, log=None, schedule=None,
-          **fit) -> list[float]:
-    """``optimizer`` over shuffled batches of pairs (order from ``seed``), ``schedule`` (an lr
+def train(model, tokenizer, pairs: list[RankPair], how: Fit, *, optimizer: torch.optim.Optimizer, log=None,
+          schedule=None) -> list[float]:
+    """``optimizer`` over shuffled batches of pairs (order from ``how.seed``), ``schedule`` (an lr
     scheduler, None: the optimizer's lr throughout) stepped after each optimizer step; returns the
-    mean loss per epoch. ``fit``: the fields of ``Fit``."""
-    how = Fit(**fit)
+    mean loss per epoch. ``how``: how it fits (``Fit``)."""
     alpha, epochs, batch_size, max_length, seed = how.alpha, how.epochs, how.batch_size, how.max_length, how.seed
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)

@@ -27,23 +27,25 @@ class T5Job:
     identity: dict
     aspect: str
     finished: bool
+    given: dict  # t5score.train as composed: what cscore_t5score.json records
     groups: list = field(default_factory=list)
     held: np.ndarray | None = None
     sets: dict = field(default_factory=dict)  # train / held_out -> ranking pairs
 
 
-def open_job(run: RunConfig, t: dict, examples, aspect: str, column: str, contexts: list[str]) -> T5Job:
+def open_job(run: RunConfig, t: dict, examples, aspect: str, column: str, contexts: list[str], config: dict) -> T5Job:
     """Check the output directory, split the groups and build the ranking pairs (before any model loads).
-    ``aspect``: the human aspect that ranks the hypotheses, ``column`` its column of ``examples``."""
+    ``aspect``: the human aspect that ranks the hypotheses, ``column`` its column of ``examples``;
+    ``config``: the whole config as composed (its data and split sections are the identity's)."""
     folder = ArtifactDir(out_dir(t["out"], "t5score", "train"), META)
     scores = examples[column].to_numpy(dtype=np.float64)
     groups = examples["group"].astype(str).tolist()
-    identity = {"data": digest(run.composed["data"]), "split": digest(run.composed["split"]),
+    identity = {"data": digest(config["data"]), "split": digest(config["split"]),
                 "rows": digest(examples["id"].astype(str).tolist()),
                 **{k: v for k, v in t.items() if k != "out"}, "aspect": aspect}
     done = folder.check(identity, lambda old: f"{folder.path} holds a model trained with another config; "
                                               "give another t5score.train.out")
-    job = T5Job(t, folder, identity, aspect, done is not None, groups)
+    job = T5Job(t, folder, identity, aspect, done is not None, config["t5score"]["train"], groups)
     if job.finished:
         return job
     job.held = held = split_groups(groups, t["holdout"], t["seed"], "t5score")
@@ -104,8 +106,8 @@ def train(run: RunConfig, job: T5Job) -> dict:
     steps = tt.total_steps(len(sets["train"]), t["batch_size"], t["epochs"])
     schedule = tt.make_schedule(opt, t["schedule"], steps)
     try:
-        losses = tt.train(model, tok, sets["train"], optimizer=opt, alpha=t["alpha"], epochs=t["epochs"],
-                          seed=t["seed"], log=log.info, schedule=schedule, **kw)
+        how = tt.Fit(t["alpha"], t["epochs"], t["batch_size"], t["max_length"], t["seed"])
+        losses = tt.train(model, tok, sets["train"], how, optimizer=opt, log=log.info, schedule=schedule)
     except FloatingPointError as err:
         raise ConfigError(f"t5score train: {err}") from None
     after = {k: tt.pairwise_accuracy(model, tok, v, **kw) for k, v in sets.items()}
@@ -120,7 +122,7 @@ def train(run: RunConfig, job: T5Job) -> dict:
             "pairs": {k: len(v) for k, v in sets.items()}, "epoch_loss": losses,
             "pairwise_accuracy": {"before": before, "after": after},
             "held_out_groups": sorted(set(np.array(job.groups)[job.held])), "identity": job.identity,
-            "config": run.composed["t5score"]["train"], "versions": versions(),
+            "config": job.given, "versions": versions(),
             "seconds": round(time.perf_counter() - start, 3), "created": now()}
     job.folder.finish(meta)  # last: marks the directory finished
     log.info("t5score train: pairwise accuracy after: train %s, held-out %s; saved to %s", fmt(after["train"]),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,9 @@ from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.engine.tokenize import InputError
+
+if TYPE_CHECKING:
+    from cscore.scorers.baselines import BaselineRun
 
 log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")
@@ -57,10 +60,12 @@ def texts_of(examples: pd.DataFrame):
     return Texts(hyps, [s if isinstance(s, str) else "" for s in examples["source"]], refs, target)
 
 
-def runtime_of(run: RunConfig, ids, progress=None) -> dict:
-    rt = run.passes
-    return {"ids": [str(i) for i in ids], "device": rt.device, "dtype": rt.dtype, "max_length": rt.max_length,
-            "token_budget": rt.token_budget, "cache": stats_cache(run), "progress": progress}
+def runtime_of(run: RunConfig, ids, progress=None) -> BaselineRun:
+    """How the baselines of this job run (``baselines.BaselineRun``): the run's pass options, ids,
+    statistics cache and progress."""
+    from cscore.scorers.baselines import BaselineRun
+
+    return BaselineRun(run.passes, [str(i) for i in ids], stats_cache(run), progress)
 
 
 def counted(name: str, table: pd.DataFrame, rows: list[int], what: str) -> dict:
@@ -74,7 +79,7 @@ def counted(name: str, table: pd.DataFrame, rows: list[int], what: str) -> dict:
     return {"count": len(ids), "ids": ids}
 
 
-def score_all(picked: dict, table: pd.DataFrame, texts, runtime: dict):
+def score_all(picked: dict, table: pd.DataFrame, texts, runtime: BaselineRun):
     from cscore.scorers import baselines
 
     reports, models, record = {}, {}, {}
@@ -131,7 +136,7 @@ class Baseline(MethodKind):
         texts = texts_of(table)
         runtime = runtime_of(run, table["id"], progress.factory)  # the forward passes of bartscore / t5score
         # set by the first family whose checks pass (references, model): see common.started
-        runtime["started"] = lambda: state.__setitem__("stage", "score")
+        runtime.started = lambda: state.__setitem__("stage", "score")
         with progress.live():
             return score_all(picked, table, texts, runtime)
 

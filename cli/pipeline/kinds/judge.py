@@ -63,9 +63,8 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     scale = judge.Scale(values, value_ids, prefixes, n_items, lambda t: tok.decode([t]), digits)
 
     def compute(checkpoint=None):
-        return judge.compute(main.model, contexts, scale, asst=None if early else asst.model,
-                             asst_exit=asst.exit_layer if early else None, pad_id=pad_id, progress=progress,
-                             options=opts, checkpoint=checkpoint)
+        return judge.compute(main.model, contexts, scale, asst=asst.exit_layer if early else asst.model,
+                             pad_id=pad_id, progress=progress, options=opts, checkpoint=checkpoint)
 
     if asst.parent is not None and not early:
         raise ConfigError("the judge's assistant must be a whole model or an early exit of the main model")
@@ -122,7 +121,7 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory, merg
     if p.decode != "greedy":
         return {}, [], {}
     from cscore.scorers.engine.passes import EngineReport
-    from cscore.scorers.judge.decode import greedy_paths, path_text, rule_of
+    from cscore.scorers.judge.decode import Paths, greedy_paths, path_text, rule_of
 
     c = p.lam / p.t
     rules = {v.name: rule_of(v.who, c) for v in plan.variants}
@@ -132,11 +131,10 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory, merg
     extra = [rule_of("contrast", lam / t) for lam, t in grid]
     timing: dict = {}
     start = time.perf_counter()
-    paths = greedy_paths(pair, stats, prompts, list(rules.values()), alpha=p.alpha,
-                         max_new_tokens=p.max_new_tokens, cache=stats_cache(run) if key else None,
-                         judge_key=key, progress=factory("decode", len(prompts)) if factory else None,
-                         extra_rules=extra, timing=timing, stop=None if p.full_output else p.parse,
-                         shards=run.coordinator, adopt=merged)
+    how = Paths(p.alpha, p.max_new_tokens, judge_key=key, stop=None if p.full_output else p.parse,
+                shards=run.coordinator, adopt=merged, extra_rules=extra)
+    paths = greedy_paths(pair, stats, prompts, list(rules.values()), how, cache=stats_cache(run) if key else None,
+                         progress=factory("decode", len(prompts)) if factory else None, timing=timing)
     also = [[lam, t] for (lam, t), rule in zip(grid, extra) if rule in paths and rule not in rules.values()]
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows

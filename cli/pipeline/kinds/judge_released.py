@@ -51,8 +51,8 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     p = params
     penalty = p.repetition_penalty or getattr(main.model.generation_config, "repetition_penalty", None) or 1.0
-    common = dict(alpha=p.alpha, max_new_tokens=p.max_new_tokens, eos_ids=eos, pad_id=pad_id,
-                  repetition_penalty=penalty, vocab_size=len(tok))
+    common = jr.Decoding(eos, pad_id, alpha=p.alpha, max_new_tokens=p.max_new_tokens, vocab_size=len(tok),
+                         repetition_penalty=penalty)
     plan = plan_batches(prompts, p.batch_size) if batches is None else batches
     out: dict[str, list] = {name: [None] * len(prompts) for name in rows}
     on_main = {name: rule for name, rule in rows.items() if rule is not None}
@@ -128,7 +128,7 @@ def _alone(jr, model, batch, params, common, n_tok) -> list[list[int]]:
     import torch
 
     return jr.decode(model, batch, torch.zeros(len(batch), n_tok), lam=0.0, t=1.0,
-                     min_keep=min(params.min_keep, _vocab(model)), **common)
+                     how=replace(common, min_keep=min(params.min_keep, _vocab(model))))
 
 
 def _main_rows(jr, pair, batch, rows: dict, params, common, penalty, pad_id) -> dict[str, list[list[int]]]:
@@ -138,18 +138,18 @@ def _main_rows(jr, pair, batch, rows: dict, params, common, penalty, pad_id) -> 
     if set(rows.values()) == {MAIN_ALONE}:
         alone = _alone(jr, main.model, batch, params, common, len(pair.tokenizer))
         return {name: alone for name in rows}
-    kw = dict(min_keep=min(params.min_keep, _vocab(main.model)), **common)
-    if asst.parent is main:
-        kw["asst_exit_layer"] = asst.exit_layer
+    how = replace(common, min_keep=min(params.min_keep, _vocab(main.model)))
+    exit_layer = asst.exit_layer if asst.parent is main else None
+    if exit_layer is not None:
         first = None
     else:
         first = jr.first_step_logprobs(asst.model, batch, pad_id=pad_id, vocab_size=len(pair.tokenizer),
                                        repetition_penalty=penalty)
     rules = list(dict.fromkeys(rows.values()))  # one tree rule per distinct (λ, t)
     if len(rules) == 1:  # one contrast (its main-alone row came from the cache)
-        paths = jr.decode(main.model, batch, first, lam=rules[0][0], t=rules[0][1], **kw)
+        paths = jr.decode(main.model, batch, first, how=how, lam=rules[0][0], t=rules[0][1], asst_exit_layer=exit_layer)
         return {name: paths for name in rows}
-    got = dict(zip(rules, jr.decode_tree(main.model, batch, first, rules=rules, **kw)))
+    got = dict(zip(rules, jr.decode_tree(main.model, batch, first, how=how, rules=rules, asst_exit_layer=exit_layer)))
     return {name: got[rule] for name, rule in rows.items()}
 
 

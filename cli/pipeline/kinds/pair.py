@@ -15,12 +15,12 @@ def load_pair(run: RunConfig, needed: list[str]):
 
     p, rt = run.pair, run.passes
     assert p.expert.path is not None  # typed() refuses a pair without an expert
-    # reuse=True: the jobs of an in-process multirun share the models; weights load on first use,
+    # pooled: the jobs of an in-process multirun share the models; weights load on first use,
     # so a job whose statistics are all cached loads none
     if "amateur" not in needed:
-        return ModelPair.load(p.expert.path, revision=p.expert.revision, reuse=True, options=rt)
-    pair = ModelPair.load(p.expert.path, p.amateur.path, amateur_early_exit=p.amateur.early_exit,
-                          revision=p.expert.revision, amateur_revision=p.amateur.revision, reuse=True, options=rt)
+        return ModelPair.pooled(p.expert.path, revision=p.expert.revision, options=rt)
+    pair = ModelPair.pooled(p.expert.path, p.amateur.path, amateur_early_exit=p.amateur.early_exit,
+                            revision=p.expert.revision, amateur_revision=p.amateur.revision, options=rt)
     if pair.aligned:  # a cross-family pair: only the methods computed on aligned units
         from cscore.scorers.methods import check_aligned
 

@@ -122,14 +122,14 @@ def test_work_line_of_a_decode_tree(judge_dirs):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from cscore.scorers.judge.decode import decode_all
+    from cscore.scorers.judge.decode import Steps, decode_all
 
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float32).eval()
     prompts = [[5, 6, 7, 8], [9, 10], [11, 12, 13]]
     rules = [0.0, 0.5, 1.0]
     lines, _, console = lines_of(every=1000)
-    decode_all(main, prompts, [[5, 5, 5]] * 3, rules, asst_exit=2, alpha=0.1, max_new_tokens=6, eos_ids=set(),
-               done=lambda ids: False, progress=lines.factory("decode", 3))
+    decode_all(main, prompts, [[5, 5, 5]] * 3, rules, Steps(0.1, 6, set(), lambda ids: False), asst=2,
+               progress=lines.factory("decode", 3))
     assert printed(console)[0] == "decode: 3 items, 9 tokens, at most 54 decode steps to run (3 prompts x 3 rules " \
                                   "x up to 6 new tokens, one tree per prompt)"
     assert printed(console)[-1].startswith("scoring with decode: 3/3 items (100%)")
@@ -313,12 +313,12 @@ def test_a_decode_tree_tells_its_share_step_by_step(judge_dirs):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from cscore.scorers.judge.decode import decode_all
+    from cscore.scorers.judge.decode import Steps, decode_all
 
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float32).eval()
     told = Told()
-    decode_all(main, [[5, 6, 7, 8], [9, 10], [11, 12, 13]], [[5, 5]] * 3, [0.0, 1.0], asst_exit=2, alpha=0.1,
-               max_new_tokens=3, eos_ids=set(), done=lambda ids: False, progress=told)
+    decode_all(main, [[5, 6, 7, 8], [9, 10], [11, 12, 13]], [[5, 5]] * 3, [0.0, 1.0],
+               Steps(0.1, 3, set(), lambda ids: False), asst=2, progress=told)
     first = told.said[:told.said.index(("items", 1))]
     assert first[0] == ("part", round(1 / 7 / 3, 6))  # the prompt's forward: 1 of at most 1 + 2 x 3 steps
     assert [s for _, s in first] == sorted(s for _, s in first) and first[-1] == ("part", round(1 / 3, 6))

@@ -48,6 +48,27 @@ def test_rows_read_the_typed_params_and_record_the_values_as_written():
     assert plan(p)[-1].record["gamma"] == 1.0
 
 
+def test_a_method_section_is_typed_and_its_rows_planned_once_per_process(monkeypatch):
+    """The job's name, the precheck and the job type one method section once (the same object) and
+    plan its rows once per set of arguments; another section is typed and planned on its own."""
+    from cscore.cli.pipeline import variants
+
+    written = dict(methods.defaults("contrast"), name="contrast", variant="c40", gamma=0.25)
+    p = typed_method(written)
+    assert typed_method(dict(written)) is p and p.gamma == 0.25
+    other = typed_method({**written, "gamma": 0.5})
+    assert other is not p and other.gamma == 0.5
+    real, calls = variants.planned, []
+    monkeypatch.setattr(variants, "planned", lambda *a: calls.append(a) or real(*a))
+    first = plan(p, baseline_t=2.0)
+    assert plan(p, baseline_t=2.0) == first and len(calls) == 1
+    assert [v.name for v in first] == ["expert", "amateur", "ensemble", "c40"]
+    assert first[-1].params is p and first[0].params.t == 2.0
+    recorded = plan(p, baseline_t=2.0, written=written)  # the job's own: its records as written
+    assert len(calls) == 2 and recorded[-1].record["gamma"] == 0.25
+    assert plan(p, baseline_t=2.0, written=dict(written)) == recorded and len(calls) == 2
+
+
 def test_a_judge_plans_its_rows_with_whose_judgement_each_is():
     written = dict(methods.defaults("cd_judge"), name="cd_judge", variant="cd", aspect="coherence")
     rows = plan(typed_method(written), written=written)
@@ -76,10 +97,10 @@ def test_pass_options_give_their_key_parts_and_take_the_api_keywords():
     opts = PassOptions.of(Runtime(token_budget=512, padding_side="left"))
     assert opts.key_parts(shared=False) == {"token_budget": 512, "padding_side": "left"}
     assert opts.key_parts(shared=True) == {"token_budget": 512, "padding_side": "left", "prefix_sharing": True}
-    assert PassOptions.given(opts, prefix_sharing=False) == dataclasses.replace(opts, prefix_sharing=False)
+    assert PassOptions.given(opts, {"prefix_sharing": False}) == dataclasses.replace(opts, prefix_sharing=False)
     assert PassOptions.given() == PassOptions()
     with pytest.raises(TypeError, match="share_prefix"):
-        PassOptions.given(share_prefix=False)
+        PassOptions.given(None, {"share_prefix": False})
     assert opts.budget_for(model=None, longest_row=10) == 512  # a number is the budget: no model is asked
     assert PassOptions(device="cpu").torch_device().type == "cpu"
 

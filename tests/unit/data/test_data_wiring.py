@@ -96,6 +96,19 @@ def test_every_loader_is_load_path_and_options():
         assert params[-1].kind is inspect.Parameter.VAR_KEYWORD, name
 
 
+def test_a_run_loads_its_typed_data_section_as_the_composed_one():
+    """``load_data`` reads the run's typed ``Data`` (every key present, defaults filled in): its
+    loader gets the options it takes, so the rows are those of the section as composed."""
+    from cscore.data import load_config
+    from cscore.data.registry import load_data
+    from cscore.scorers.config.groups import Data
+
+    typed, report = load_data(Data(name="demo", template="x {source}"))
+    given, _ = load_config({"name": "demo", "path": None, "template": "x {source}"})
+    pd.testing.assert_frame_equal(typed, given)
+    assert len(typed) == 160 and not report.dropped
+
+
 def test_load_config_hands_every_key_but_the_runners_to_the_loader(tmp_path):
     from cscore.data import load_config
     from cscore.data.options import RUNNER_KEYS, loader_options

@@ -18,7 +18,9 @@ import yaml
 import cscore
 from cscore.errors import ConfigError
 from cscore.scorers import baselines
-from cscore.scorers.baselines import Texts, bertscore
+from cscore.scorers.baselines import BaselineRun, Texts, bertscore
+
+RUN = BaselineRun()  # how these families run: no pass options, ids or cache read
 
 CONF = Path(cscore.__file__).parent / "conf"
 HYPS = ["The council approved a new library that opens next spring.", "A dog bit the man in the park.",
@@ -82,7 +84,7 @@ def test_the_wheel_is_found_through_its_metadata():
 
 @pytest.mark.parametrize("layer", [6, 4])
 def test_scores_equal_bertscore_computed_from_the_models_hidden_states(minilm, layer):
-    res = baselines.score("bertscore", params(num_layers=layer), Texts(HYPS, ["s"] * 3, REFS, [None] * 3), {})
+    res = baselines.score("bertscore", params(num_layers=layer), Texts(HYPS, ["s"] * 3, REFS, [None] * 3), RUN)
     assert list(res.columns) == ["bertscore_p", "bertscore_r", "bertscore_f1"]
     got = np.stack([res.columns[c] for c in res.columns], axis=1)
     want = []
@@ -97,9 +99,9 @@ def test_scores_equal_bertscore_computed_from_the_models_hidden_states(minilm, l
 
 def test_first_reference_only_and_rows_without_one(minilm):
     res = baselines.score("bertscore", params(references="first"),
-                          Texts(HYPS[:2], ["s"] * 2, [REFS[0], REFS[1]], [None] * 2), {})
+                          Texts(HYPS[:2], ["s"] * 2, [REFS[0], REFS[1]], [None] * 2), RUN)
     np.testing.assert_allclose(res.columns["bertscore_f1"][1], direct(minilm, HYPS[1], REFS[1][0], 6)[2], atol=2e-6)
-    res = baselines.score("bertscore", params(), Texts(HYPS[:2], ["s"] * 2, [REFS[0], []], [None] * 2), {})
+    res = baselines.score("bertscore", params(), Texts(HYPS[:2], ["s"] * 2, [REFS[0], []], [None] * 2), RUN)
     assert np.isfinite(res.columns["bertscore_f1"][0]) and np.isnan(res.columns["bertscore_f1"][1])
     assert res.info["missing_reference"] == [1]
 
@@ -107,9 +109,9 @@ def test_first_reference_only_and_rows_without_one(minilm):
 def test_settings_that_bert_score_cannot_use_are_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="has no default layer for"):
         baselines.score("bertscore", params(model=str(bertscore.packaged_model_dir()), num_layers=None),
-                        Texts(HYPS[:1], ["s"], REFS[:1], [None]), {})
+                        Texts(HYPS[:1], ["s"], REFS[:1], [None]), RUN)
     with pytest.raises(ConfigError, match="ships no rescaling baseline"):
-        baselines.score("bertscore", params(rescale_with_baseline=True), Texts(HYPS[:1], ["s"], REFS[:1], [None]), {})
+        baselines.score("bertscore", params(rescale_with_baseline=True), Texts(HYPS[:1], ["s"], REFS[:1], [None]), RUN)
     with pytest.raises(ConfigError, match="baseline.bertscore.num_layers must be an integer >= 1"):
         params(num_layers=0)
 
@@ -120,8 +122,8 @@ def test_a_local_model_directory_gives_the_same_scores(minilm, tmp_path):
     model.to(torch.float64)
     tok.save_pretrained(tmp_path / "m")
     t = Texts(HYPS[:1], ["s"], REFS[:1], [None])
-    a = baselines.score("bertscore", params(), t, {}).columns["bertscore_f1"]
-    b = baselines.score("bertscore", params(model=str(tmp_path / "m")), t, {})
+    a = baselines.score("bertscore", params(), t, RUN).columns["bertscore_f1"]
+    b = baselines.score("bertscore", params(model=str(tmp_path / "m")), t, RUN)
     np.testing.assert_allclose(b.columns["bertscore_f1"], a, atol=1e-6)
     assert str(tmp_path / "m") in b.info["signature"]
 
@@ -148,7 +150,7 @@ def test_idf_weights_follow_bertscores_definition(minilm):
     smoothing), [CLS] / [SEP] weighted 0; precision weights hypothesis pieces, recall reference pieces."""
     tok, model = minilm
     refs = [r[0] for r in REFS]
-    res = baselines.score("bertscore", params(idf=True), Texts(HYPS, ["s"] * 3, [[r] for r in refs], [None] * 3), {})
+    res = baselines.score("bertscore", params(idf=True), Texts(HYPS, ["s"] * 3, [[r] for r in refs], [None] * 3), RUN)
     docs = [set(tok(r.strip())["input_ids"]) for r in refs]
 
     def idf(i):

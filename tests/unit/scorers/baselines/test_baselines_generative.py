@@ -17,7 +17,8 @@ import yaml
 import cscore
 from cscore.errors import ConfigError
 from cscore.scorers import baselines
-from cscore.scorers.baselines import Texts
+from cscore.scorers.baselines import BaselineRun, Texts
+from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.store.cache import StatsCache
 
@@ -110,10 +111,9 @@ def params(name: str, **over):
     return baselines.check_params(name, {**yaml.safe_load((CONF / "baseline" / f"{name}.yaml").read_text()), **over})
 
 
-def runtime(tmp_path=None, **over) -> dict:
-    rt = {"device": "cpu", "dtype": "float64", "max_length": 1024, "token_budget": 4096,
-          "cache": StatsCache(tmp_path / "cache") if tmp_path is not None else None}
-    return {**rt, **over}
+def runtime(tmp_path=None, **over) -> BaselineRun:
+    options = PassOptions(**{"device": "cpu", "dtype": "float64", "max_length": 1024, "token_budget": 4096, **over})
+    return BaselineRun(options, cache=StatsCache(tmp_path / "cache") if tmp_path is not None else None)
 
 
 TEXTS = Texts(HYPS, SOURCES, REFS, [None] * 3)

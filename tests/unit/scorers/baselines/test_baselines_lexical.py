@@ -20,8 +20,10 @@ import yaml
 import cscore
 from cscore.errors import ConfigError
 from cscore.scorers import baselines
-from cscore.scorers.baselines import Texts
+from cscore.scorers.baselines import BaselineRun, Texts
 from cscore.scorers.engine.tokenize import InputError
+
+RUN = BaselineRun()  # how these families run: no pass options, ids or cache read
 
 CONF = Path(cscore.__file__).parent / "conf"
 
@@ -42,7 +44,7 @@ def texts(hyps, refs, langs=None) -> Texts:
 
 def run(name, hyps, refs, **over):
     params = baselines.check_params(name, {**defaults(name), **over})
-    return baselines.score(name, params, texts(hyps, refs), {})
+    return baselines.score(name, params, texts(hyps, refs), RUN)
 
 
 # --- BLEU: an independent implementation ------------------------------------------------------
@@ -244,7 +246,7 @@ def test_rouge_leaves_texts_it_cannot_tokenize_nan_and_counts_them():
 def test_bleu_follows_the_target_language_and_says_so_per_language():
     t = Texts(["我们今天去了公园。", "We went to the park today."], ["x", "y"],
               [["我们今天去公园了。"], ["Today we went to the park."]], ["zh", "en"])
-    res = baselines.score("bleu", baselines.check_params("bleu", defaults("bleu")), t, {})
+    res = baselines.score("bleu", baselines.check_params("bleu", defaults("bleu")), t, RUN)
     assert "tok:zh" in res.info["signature"]["zh"] and "tok:13a" in res.info["signature"]["en"]
     assert res.columns["bleu"][0] > 0  # zh tokenization splits characters: n-grams match
 
@@ -377,7 +379,7 @@ def test_rouge_bleu_chrf_on_summeval_rows_equal_the_libraries_called_directly(sh
     scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
 
     def ours(name, **over):
-        return baselines.score(name, baselines.check_params(name, {**defaults(name), **over}), t, {}).columns
+        return baselines.score(name, baselines.check_params(name, {**defaults(name), **over}), t, RUN).columns
 
     cases = {  # (overrides, per-row value of one type and measure from rouge-score)
         "best F": ({}, lambda h, refs, s, typ: getattr(s.score_multi(refs, h)[typ], "fmeasure")),
@@ -411,17 +413,17 @@ def test_against_source_scores_qags_xsum_rows_with_the_article(shared):
     scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
     for measure in ("fmeasure", "recall"):
         params = baselines.check_params("rouge", {**defaults("rouge"), "against": "source", "measure": measure})
-        res = baselines.score("rouge", params, t, {})
+        res = baselines.score("rouge", params, t, RUN)
         assert "|against:source|" in res.info["signature"]
         for typ in ("rouge1", "rouge2", "rougeL"):
             want = [getattr(scorer.score(s, h)[typ], measure) for h, s in zip(t.hypotheses, t.sources)]
             np.testing.assert_allclose(res.columns[typ], want, rtol=1e-12)
     for name, direct in (("bleu", sentence_bleu), ("chrf", sentence_chrf)):
-        res = baselines.score(name, baselines.check_params(name, {**defaults(name), "against": "source"}), t, {})
+        res = baselines.score(name, baselines.check_params(name, {**defaults(name), "against": "source"}), t, RUN)
         np.testing.assert_allclose(res.columns[name], [direct(h, [s]).score for h, s in zip(t.hypotheses, t.sources)])
         assert res.info["signature"].endswith("|against:source")
     with pytest.raises(InputError, match="compares the hypothesis with a reference"):  # the default: none here
-        baselines.score("rouge", baselines.check_params("rouge", defaults("rouge")), t, {})
+        baselines.score("rouge", baselines.check_params("rouge", defaults("rouge")), t, RUN)
 
 
 def test_rouge_mean_over_references_equals_the_independent_computation():

@@ -430,8 +430,8 @@ def test_judge_statistics_of_a_sliding_window_model_shared_and_exact(gemma_like)
     contexts = [d + [int(x) for x in rng.integers(4, 390, 3)] + [20, 21] for d in docs for _ in range(3)]
     contexts = contexts + [c + [9] for c in contexts]
     scale = judge.Scale([1, 2, 3], [(5,), (6,), (7, 9)], [(9,)], 6, str)
-    plain, plain_rep = judge.compute(gemma_like, contexts, scale, asst_exit=2, prefix_sharing=False)
-    got, rep = judge.compute(gemma_like, contexts, scale, asst_exit=2, prefix_sharing=True)
+    plain, plain_rep = judge.compute(gemma_like, contexts, scale, asst=2, options=PassOptions(prefix_sharing=False))
+    got, rep = judge.compute(gemma_like, contexts, scale, asst=2, options=PassOptions(prefix_sharing=True))
     np.testing.assert_array_equal(got.main_top, plain.main_top)
     np.testing.assert_array_equal(got.front_ids, plain.front_ids)
     np.testing.assert_allclose(got.front_a, plain.front_a, rtol=0, atol=1e-9)

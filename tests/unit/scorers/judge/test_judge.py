@@ -14,6 +14,7 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
+from cscore.scorers.engine.pass_options import PassOptions  # noqa: E402
 from cscore.scorers.judge import judge  # noqa: E402
 from cscore.scorers.judge.stats import JudgeStats  # noqa: E402
 
@@ -166,10 +167,11 @@ def test_judge_pass_choices_equal_full_vocabulary_eq1(judge_dirs, early_exit):
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64)
     asst = None if early_exit else AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"], dtype=torch.float64)
     scale = judge.Scale([1, 2, 3], [(5,), (6,), (7,)], [], len(contexts), lambda t: tok.decode([t]))
-    kw = dict(asst=asst, asst_exit=early_exit)
+    kw = dict(asst=asst if asst is not None else early_exit)
     got = {}
     for budget, side in ((10_000, "right"), (16, "left"), (30, "right")):
-        got[(budget, side)], _ = judge.compute(main, contexts, scale, token_budget=budget, padding_side=side, **kw)
+        opts = PassOptions(token_budget=budget, padding_side=side)
+        got[(budget, side)], _ = judge.compute(main, contexts, scale, options=opts, **kw)
     zm = direct_logits(judge_dirs["expert"], contexts)
     za = (direct_logits(judge_dirs["expert"], contexts, layers=2) if early_exit
           else direct_logits(judge_dirs["amateur"], contexts))
@@ -350,8 +352,8 @@ def test_cli_released_preset(judge_dirs, sweep_rows, tmp_path, cscore_cli):
     asst = AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"], dtype=torch.float64)
     prompt = tok(table["prompt"][0], add_special_tokens=False)["input_ids"]
     first = jr.first_step_logprobs(asst, [prompt], pad_id=tok.pad_token_id, vocab_size=len(tok))
-    ids = jr.decode(main, [prompt], first, lam=0.5, t=2.0, min_keep=len(tok), max_new_tokens=3,
-                    eos_ids={tok.eos_token_id}, pad_id=tok.pad_token_id, vocab_size=len(tok))[0]
+    how = jr.Decoding({tok.eos_token_id}, tok.pad_token_id, min_keep=len(tok), max_new_tokens=3, vocab_size=len(tok))
+    ids = jr.decode(main, [prompt], first, how=how, lam=0.5, t=2.0)[0]
     assert jr.released_text(tok, ids) == table["output.cd_judge_released"][0]
 
 
@@ -385,11 +387,11 @@ def test_judge_prefix_sharing_gives_the_same_statistics(judge_dirs, early_exit):
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64)
     asst = None if early_exit else AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"], dtype=torch.float64)
     scale = judge.Scale([1, 2, 3], [(5,), (6,), (7, 9)], prefixes, len(texts), lambda t: tok.decode([t]))
-    kw = dict(asst=asst, asst_exit=early_exit)
-    plain, plain_rep = judge.compute(main, contexts, scale, prefix_sharing=False, **kw)
+    kw = dict(asst=asst if asst is not None else early_exit)
+    plain, plain_rep = judge.compute(main, contexts, scale, options=PassOptions(prefix_sharing=False), **kw)
     for budget, side in ((4096, "right"), (40, "left")):
-        got, rep = judge.compute(main, contexts, scale, prefix_sharing=True, token_budget=budget, padding_side=side,
-                                 **kw)
+        got, rep = judge.compute(main, contexts, scale, options=PassOptions(prefix_sharing=True, token_budget=budget,
+                                                                          padding_side=side), **kw)
         np.testing.assert_array_equal(got.main_top, plain.main_top)
         np.testing.assert_array_equal(got.asst_top, plain.asst_top)
         np.testing.assert_array_equal(got.front_offsets, plain.front_offsets)
@@ -397,5 +399,5 @@ def test_judge_prefix_sharing_gives_the_same_statistics(judge_dirs, early_exit):
         np.testing.assert_allclose(got.front_a, plain.front_a, rtol=0, atol=1e-9)
         np.testing.assert_allclose(got.front_z, plain.front_z, rtol=0, atol=1e-9)
         np.testing.assert_allclose(got.score_a, plain.score_a, rtol=0, atol=1e-9, equal_nan=True)
-    got, rep = judge.compute(main, contexts, scale, prefix_sharing=True, **kw)
+    got, rep = judge.compute(main, contexts, scale, options=PassOptions(prefix_sharing=True), **kw)
     assert rep.tokens < plain_rep.tokens / 2  # the document prompt once per row, not once per context

@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from cscore.scorers.engine.pass_options import PassOptions  # noqa: E402
 from cscore.scorers.judge import judge  # noqa: E402
 from cscore.scorers.judge.parse import continuation_prefixes, digit_tokens, score_tokens  # noqa: E402
 from cscore.scorers.judge.stats import CHAIN_CS, JudgeStats  # noqa: E402
@@ -66,7 +67,7 @@ def chain_pass(tok, main, asst, **kw) -> JudgeStats:
     contexts = [c for p in prompts for c in [p, *(p + list(x) for x in prefixes)]]
     digits = kw.pop("digit_ids", None)
     scale = judge.Scale(values, value_ids, prefixes, len(prompts), lambda t: tok.decode([t]), digits)
-    stats, _ = judge.compute(main, contexts, scale, asst=asst, **kw)
+    stats, _ = judge.compute(main, contexts, scale, asst=asst, options=PassOptions(**kw))
     return stats
 
 

@@ -127,7 +127,7 @@ def test_greedy_path_equals_step_by_step_forwards(judge_dirs, early_exit):
     step-by-step recomputation; the first token is the statistics' choice."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from cscore.scorers.judge.decode import decode_all, first_tokens
+    from cscore.scorers.judge.decode import Steps, decode_all, first_tokens
 
     tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
     texts = ["The mayor opened a new bridge.", "Rain is expected on Monday", "A short one"]
@@ -135,14 +135,15 @@ def test_greedy_path_equals_step_by_step_forwards(judge_dirs, early_exit):
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
     asst = None if early_exit else AutoModelForCausalLM.from_pretrained(judge_dirs["amateur"],
                                                                         dtype=torch.float64).eval()
+    second = asst if asst is not None else early_exit
     stats, _ = judge.compute(main, prompts, judge.Scale([1, 2, 3], [(5,), (6,), (7,)], [], len(prompts),
-                                                        lambda t: tok.decode([t])), asst=asst, asst_exit=early_exit)
+                                                        lambda t: tok.decode([t])), asst=second)
     rules = [0.0, 0.5, 4.0, None]
     steps = 5
     for alpha in (0.0, 0.1):
         firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
-        got = decode_all(main, prompts, firsts, rules, asst=asst, asst_exit=early_exit, alpha=alpha,
-                         max_new_tokens=steps, eos_ids=set(), done=lambda ids: False)
+        got = decode_all(main, prompts, firsts, rules, Steps(alpha, steps, set(), lambda ids: False),
+                         asst=second)
         for j, rule in enumerate(rules):
             for i, prompt in enumerate(prompts):
                 want = step_by_step(main, asst, prompt, firsts[i][j], c=rule, alpha=alpha, steps=steps,
@@ -167,28 +168,31 @@ def test_greedy_extra_rules_join_the_tree_and_fall_back_alone_out_of_memory(judg
     prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in ["The mayor opened a bridge.", "Rain"]]
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
     stats, _ = judge.compute(main, prompts, judge.Scale([1, 2, 3], [(5,), (6,), (7,)], [], len(prompts),
-                                                        lambda t: tok.decode([t])), asst=None, asst_exit=2)
+                                                        lambda t: tok.decode([t])), asst=2)
     expert = NS(model=main, config=main.config, parent=None)
     pair = NS(expert=expert, amateur=NS(parent=expert, exit_layer=2, model=main), tokenizer=tok)
     kw = dict(alpha=0.1, max_new_tokens=4, judge_key="k" * 64)
+
+    def how(**more):
+        return jd.Paths(**kw, **more)
     real, calls = jd.decode_all, []
     monkeypatch.setattr(jd, "decode_all", lambda *a, **k: calls.append(list(a[3])) or real(*a, **k))
-    alone = {r: jd.greedy_paths(pair, stats, prompts, [0.0, r], **kw)[r] for r in (0.5, 4.0)}
+    alone = {r: jd.greedy_paths(pair, stats, prompts, [0.0, r], how())[r] for r in (0.5, 4.0)}
     cache = StatsCache(tmp_path / "c")
     calls.clear()
-    got = jd.greedy_paths(pair, stats, prompts, [0.0, 0.5], cache=cache, extra_rules=[4.0, 0.5], **kw)
+    got = jd.greedy_paths(pair, stats, prompts, [0.0, 0.5], how(extra_rules=[4.0, 0.5]), cache=cache)
     assert calls == [[0.0, 0.5, 4.0]] and got[0.5] == alone[0.5] and got[4.0] == alone[4.0]
-    assert jd.greedy_paths(pair, stats, prompts, [4.0], cache=cache, **kw)[4.0] == alone[4.0]
+    assert jd.greedy_paths(pair, stats, prompts, [4.0], how(), cache=cache)[4.0] == alone[4.0]
     assert len(calls) == 1  # read from the cache
 
-    def small_device(main, prompts, firsts, cs, **k):
+    def small_device(main, prompts, firsts, cs, steps, **k):
         if len(cs) > 2:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
-        return real(main, prompts, firsts, cs, **k)
+        return real(main, prompts, firsts, cs, steps, **k)
 
     monkeypatch.setattr(jd, "decode_all", small_device)
     fresh = StatsCache(tmp_path / "fresh")
-    got = jd.greedy_paths(pair, stats, prompts, [0.0, 0.5], cache=fresh, extra_rules=[4.0], **kw)
+    got = jd.greedy_paths(pair, stats, prompts, [0.0, 0.5], how(extra_rules=[4.0]), cache=fresh)
     assert set(got) == {0.0, 0.5} and got[0.5] == alone[0.5]
     assert "out of memory decoding 1 other grid points" in caplog.text
 
@@ -196,20 +200,18 @@ def test_greedy_extra_rules_join_the_tree_and_fall_back_alone_out_of_memory(judg
 def test_greedy_stops_at_eos_and_a_decided_parse(judge_dirs):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from cscore.scorers.judge.decode import decode_all
+    from cscore.scorers.judge.decode import Steps, decode_all
 
     tok = AutoTokenizer.from_pretrained(judge_dirs["expert"])
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float64).eval()
     prompt = tok("The mayor opened a new bridge.", add_special_tokens=False)["input_ids"]
-    free = decode_all(main, [prompt], [[5]], [0.0], asst_exit=2, alpha=0.1, max_new_tokens=8, eos_ids=set(),
-                      done=lambda ids: False)[0].paths()[0]
+    free = decode_all(main, [prompt], [[5]], [0.0], Steps(0.1, 8, set(), lambda ids: False), asst=2)[0].paths()[0]
     assert len(free) == 8
     eos = free[3]
-    cut = decode_all(main, [prompt], [[5]], [0.0], asst_exit=2, alpha=0.1, max_new_tokens=8, eos_ids={eos},
-                     done=lambda ids: False)[0].paths()[0]
+    cut = decode_all(main, [prompt], [[5]], [0.0], Steps(0.1, 8, {eos}, lambda ids: False), asst=2)[0].paths()[0]
     assert cut == free[:free.index(eos) + 1]
-    short = decode_all(main, [prompt], [[5]], [0.0], asst_exit=2, alpha=0.1, max_new_tokens=8, eos_ids=set(),
-                       done=lambda ids: len(ids) >= 2)[0].paths()[0]
+    short = decode_all(main, [prompt], [[5]], [0.0], Steps(0.1, 8, set(), lambda ids: len(ids) >= 2),
+                       asst=2)[0].paths()[0]
     assert short == free[:2]
 
 

@@ -17,6 +17,22 @@ from cscore.errors import ConfigError
 from cscore.scorers.judge import released as jr
 from cscore.scorers.methods.cd_judge_released import CdJudgeReleasedParams as Params
 
+CALL = ("lam", "t", "rules", "asst_exit_layer", "return_first_scores")  # jr.decode's own; the rest: Decoding's
+
+
+def how_of(kw: dict) -> dict:
+    """``kw`` as ``jr.decode``'s keywords: its own, and the rest as its ``Decoding``."""
+    return {**{k: kw[k] for k in CALL if k in kw}, "how": jr.Decoding(**{k: v for k, v in kw.items() if k not in CALL})}
+
+
+def decode(model, prompts, first=None, **kw):
+    return jr.decode(model, prompts, first, **how_of(kw))
+
+
+def decode_tree(model, prompts, first=None, **kw):
+    return jr.decode_tree(model, prompts, first, **how_of(kw))
+
+
 NEG_INF = -math.inf
 
 
@@ -164,7 +180,7 @@ def toy(toy_bigram):
 
 def run(model, prompts, asst_rows, **kwargs):
     args = dict(lam=1.0, t=1.0, alpha=0.1, min_keep=2, max_new_tokens=10, eos_ids={0}, pad_id=0) | kwargs
-    return jr.decode(model, prompts, torch.tensor([logs(q) for q in asst_rows]), **args)
+    return decode(model, prompts, torch.tensor([logs(q) for q in asst_rows]), **args)
 
 
 def test_toy_greedy_steps_equal_the_hand_computation(toy):
@@ -251,7 +267,7 @@ def test_toy_first_step_logprobs_and_its_penalty(toy):
 
 def test_toy_argument_errors(toy):
     with pytest.raises(ValueError, match="exactly one"):
-        jr.decode(toy, [[3]], lam=1.0, t=1.0, eos_ids={0}, pad_id=0, min_keep=2)
+        decode(toy, [[3]], lam=1.0, t=1.0, eos_ids={0}, pad_id=0, min_keep=2)
     with pytest.raises(ValueError, match="vocabularies differ"):
         run(toy, [[3]], [Q], vocab_size=4)
     with pytest.raises(ConfigError, match="min_keep"):
@@ -328,7 +344,7 @@ def test_decode_equals_a_full_recompute_and_batch_size_one(tiny):
     widths = []
     hook = tiny.main.model.embed_tokens.register_forward_hook(lambda m, args, out: widths.append(args[0].shape))
     try:
-        free = jr.decode(tiny.main, tiny.prompts, asst, max_new_tokens=8, eos_ids=set(), pad_id=tiny.pad, **KW)
+        free = decode(tiny.main, tiny.prompts, asst, max_new_tokens=8, eos_ids=set(), pad_id=tiny.pad, **KW)
     finally:
         hook.remove()
     width = max(len(p) for p in tiny.prompts)
@@ -337,16 +353,16 @@ def test_decode_equals_a_full_recompute_and_batch_size_one(tiny):
             for i, p in enumerate(tiny.prompts)]
     assert free == want and all(len(w) == 8 for w in want)
     # the assistant matters: lam = 0 decodes differently for some prompt
-    plain = jr.decode(tiny.main, tiny.prompts, asst, max_new_tokens=8, eos_ids=set(), pad_id=tiny.pad,
+    plain = decode(tiny.main, tiny.prompts, asst, max_new_tokens=8, eos_ids=set(), pad_id=tiny.pad,
                       **(KW | {"lam": 0.0}))
     assert plain != free
     # an EOS that some rows meet (the 3rd token of row 0): rows stop at different steps
     eos = {free[0][2]}
-    stopped = jr.decode(tiny.main, tiny.prompts, asst, max_new_tokens=8, eos_ids=eos, pad_id=tiny.pad, **KW)
+    stopped = decode(tiny.main, tiny.prompts, asst, max_new_tokens=8, eos_ids=eos, pad_id=tiny.pad, **KW)
     for row, full in zip(stopped, free):
         assert row == (full[:full.index(free[0][2])] if free[0][2] in full else full)
     assert len(stopped[0]) == 2
-    assert stopped == [jr.decode(tiny.main, [p], asst[i:i + 1], max_new_tokens=8, eos_ids=eos, pad_id=tiny.pad,
+    assert stopped == [decode(tiny.main, [p], asst[i:i + 1], max_new_tokens=8, eos_ids=eos, pad_id=tiny.pad,
                                  **KW)[0] for i, p in enumerate(tiny.prompts)]
 
 
@@ -354,7 +370,7 @@ def test_decode_with_lam_0_is_hf_greedy_generation(tiny):
     """lam = 0 leaves the main model's filtered log-probs, whose argmax is the main model's: the
     same tokens as transformers' own greedy generate with left padding."""
     asst = torch.zeros(len(tiny.prompts), 400, dtype=torch.float64)
-    got = jr.decode(tiny.main, tiny.prompts, asst, max_new_tokens=6, eos_ids=set(), pad_id=tiny.pad,
+    got = decode(tiny.main, tiny.prompts, asst, max_new_tokens=6, eos_ids=set(), pad_id=tiny.pad,
                     **(KW | {"lam": 0.0}))
     width = max(len(p) for p in tiny.prompts)
     ids = torch.tensor([[tiny.pad] * (width - len(p)) + p for p in tiny.prompts])
@@ -369,10 +385,10 @@ def test_decode_with_lam_0_is_hf_greedy_generation(tiny):
 def test_early_exit_assistant_equals_the_truncated_model(tiny):
     """asst_exit_layer = 2 (read from the main model's own prefill) decodes as the 2-layer model's
     step-1 log-probs passed in, with the same contrasted step-1 scores."""
-    via_tap, first_tap = jr.decode(tiny.main, tiny.prompts, asst_exit_layer=2, max_new_tokens=8, eos_ids=set(),
+    via_tap, first_tap = decode(tiny.main, tiny.prompts, asst_exit_layer=2, max_new_tokens=8, eos_ids=set(),
                                    pad_id=tiny.pad, return_first_scores=True, **KW)
     asst = torch.stack([naive_last_logprobs(tiny.cut, p) for p in tiny.prompts])
-    passed, first = jr.decode(tiny.main, tiny.prompts, asst, max_new_tokens=8, eos_ids=set(), pad_id=tiny.pad,
+    passed, first = decode(tiny.main, tiny.prompts, asst, max_new_tokens=8, eos_ids=set(), pad_id=tiny.pad,
                               return_first_scores=True, **KW)
     assert via_tap == passed
     torch.testing.assert_close(first_tap, first, atol=1e-10, rtol=0)
@@ -421,14 +437,14 @@ def test_decode_tree_equals_decode_per_rule_with_one_prefill(tiny, penalty):
     asst = jr.first_step_logprobs(tiny.asst, tiny.prompts, pad_id=tiny.pad, repetition_penalty=penalty)
     rules = [(0.0, 1.0), (0.7, 1.5), (1.0, 0.5), (0.01, 5.0)]
     common = dict(alpha=0.1, min_keep=20, max_new_tokens=8, pad_id=tiny.pad, repetition_penalty=penalty)
-    free = [jr.decode(tiny.main, tiny.prompts, asst, lam=lam, t=t, eos_ids=set(), **common) for lam, t in rules]
+    free = [decode(tiny.main, tiny.prompts, asst, lam=lam, t=t, eos_ids=set(), **common) for lam, t in rules]
     eos = {free[1][0][3]}  # some paths meet it, at different steps
-    want = [jr.decode(tiny.main, tiny.prompts, asst, lam=lam, t=t, eos_ids=eos, **common) for lam, t in rules]
+    want = [decode(tiny.main, tiny.prompts, asst, lam=lam, t=t, eos_ids=eos, **common) for lam, t in rules]
     assert len({str(w) for w in want}) > 1  # the rules decode differently
     widths = []
     hook = tiny.main.model.embed_tokens.register_forward_hook(lambda m, args, o: widths.append(tuple(args[0].shape)))
     try:
-        got = jr.decode_tree(tiny.main, tiny.prompts, asst, rules=rules, eos_ids=eos, **common)
+        got = decode_tree(tiny.main, tiny.prompts, asst, rules=rules, eos_ids=eos, **common)
     finally:
         hook.remove()
     assert got == want
@@ -439,15 +455,15 @@ def test_decode_tree_equals_decode_per_rule_with_one_prefill(tiny, penalty):
                     and not (len(w[i]) == step and step == 8)}
         assert n_rows == len(prefixes)
     # the main model alone is rule (0, 1): decode with the assistant term 0
-    alone = jr.decode(tiny.main, tiny.prompts, torch.zeros_like(asst), lam=0.0, t=1.0, eos_ids=eos, **common)
+    alone = decode(tiny.main, tiny.prompts, torch.zeros_like(asst), lam=0.0, t=1.0, eos_ids=eos, **common)
     assert got[0] == alone
 
 
 def test_decode_tree_with_an_early_exit_assistant(tiny):
     rules = [(0.0, 1.0), (0.7, 1.5)]
     common = dict(alpha=0.1, min_keep=20, max_new_tokens=6, pad_id=tiny.pad, eos_ids=set(), asst_exit_layer=2)
-    want = [jr.decode(tiny.main, tiny.prompts, lam=lam, t=t, **common) for lam, t in rules]
-    assert jr.decode_tree(tiny.main, tiny.prompts, rules=rules, **common) == want
+    want = [decode(tiny.main, tiny.prompts, lam=lam, t=t, **common) for lam, t in rules]
+    assert decode_tree(tiny.main, tiny.prompts, rules=rules, **common) == want
 
 
 def test_grid_decodes_the_main_and_assistant_rows_once(tiny, tmp_path):

@@ -63,16 +63,16 @@ def test_early_exit_amateur_of_a_cached_pair_loads_nothing(tiny_dirs, tmp_path):
 
 
 def test_the_pool_hands_out_one_model_per_spec_and_drops_the_unused(tiny_dirs):
-    a = ModelPair.load(tiny_dirs.expert, tiny_dirs.amateur, reuse=True)
-    b = ModelPair.load(tiny_dirs.expert, tiny_dirs.amateur, reuse=True)
+    a = ModelPair.pooled(tiny_dirs.expert, tiny_dirs.amateur)
+    b = ModelPair.pooled(tiny_dirs.expert, tiny_dirs.amateur)
     assert b.expert is a.expert and b.amateur is a.amateur
     b.expert.model  # loads
-    c = ModelPair.load(tiny_dirs.expert, tiny_dirs.amateur, reuse=True)
+    c = ModelPair.pooled(tiny_dirs.expert, tiny_dirs.amateur)
     assert c.expert.status() == "not used" and c.amateur.status() == "not loaded"
     c.expert.model
     assert c.expert.status() == "reused"
     # another pair: the amateur no longer wanted is dropped (its memory freed), the expert kept
-    d = ModelPair.load(tiny_dirs.expert, amateur_early_exit=1, reuse=True)
+    d = ModelPair.pooled(tiny_dirs.expert, amateur_early_exit=1)
     assert d.expert is a.expert and not a.amateur.loaded
     with pytest.raises(RuntimeError, match="released"):
         a.amateur.model

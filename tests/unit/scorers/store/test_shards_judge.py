@@ -127,8 +127,9 @@ def test_first_step_pass_sharded_is_bit_identical_under_the_same_key(pair, tmp_p
         assert want.chain_a.size  # the multi-token range's chain rows went through the partials too
 
 
-def greedy(pair, stats, prompts, cache, key, shards=None, **more):
-    return jd.greedy_paths(pair, stats, prompts, RULES, cache=cache, judge_key=key, shards=shards, **KW, **more)
+def greedy(pair, stats, prompts, cache, key, shards=None, progress=None):
+    return jd.greedy_paths(pair, stats, prompts, RULES, jd.Paths(**KW, judge_key=key, shards=shards), cache=cache,
+                           progress=progress)
 
 
 def decode_entries(cache: StatsCache) -> dict:

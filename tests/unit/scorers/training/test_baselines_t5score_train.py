@@ -190,7 +190,7 @@ def test_the_recipe_optimizers_are_stepped_and_lower_the_loss(t5_dir, tmp_path):
             assert decay[id(p)] == (0.0 if p.ndim < 2 or "relative_attention_bias" in n else 0.01), n
         assert 0.0 < sum(decay[id(p)] > 0 for p in model.parameters()) < len(decay)
         before = loss_now(model, tok)
-        tt.train(model, tok, pairs, optimizer=opt, alpha=1.0, epochs=4, batch_size=8, max_length=64, seed=0)
+        tt.train(model, tok, pairs, tt.Fit(alpha=1.0, epochs=4, batch_size=8, max_length=64, seed=0), optimizer=opt)
         assert len(opt.state) == len(list(model.parameters()))
         assert loss_now(model, tok) < before, name
 
@@ -217,8 +217,8 @@ def test_the_lr_follows_the_released_linear_decay_and_constant_keeps_it(t5_dir, 
         seen[name] = []
         opt.register_step_pre_hook(lambda o, args, kwargs, rec=seen[name]: rec.append(o.param_groups[0]["lr"]))
         schedule = tt.make_schedule(opt, name, n)
-        tt.train(model, tok, pairs, optimizer=opt, alpha=1.0, epochs=epochs, batch_size=batch, max_length=64, seed=0,
-                 schedule=schedule)
+        tt.train(model, tok, pairs, tt.Fit(alpha=1.0, epochs=epochs, batch_size=batch, max_length=64, seed=0),
+                 optimizer=opt, schedule=schedule)
         assert len(seen[name]) == n
     assert seen["linear"] == pytest.approx([lr * (n - k) / n for k in range(n)], rel=1e-12, abs=0)
     reference = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
