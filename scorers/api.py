@@ -328,8 +328,7 @@ class ModelPair:
                    inputs: ScoringInput | None = None, temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
                    source_spans=None, models: Sequence[str] | None = None,
                    progress: Callable[[str, int], Callable[[int], None]] | None = None, cache: StatsCache | None = None,
-                   options: PassOptions | None = None, shards: InProcess | None = None,
-                   **overrides) -> PairStatistics:
+                   options: PassOptions | None = None, shards: InProcess | None = None, **overrides) -> PairStatistics:
         """Run each model once. ``progress(model_name, n_items)`` may return a per-batch callback.
         ``options``: how the passes go (a ``PassOptions``, a run's built once; default the defaults).
         ``overrides``: the Python API's one keyword shim, ``PassOptions`` fields as keywords over
