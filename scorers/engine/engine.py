@@ -202,7 +202,7 @@ def flat_rows(items, rows, device):
     ``pad_rows(dense_mask=False)`` does: ids, key-padding mask, positions, where (row 0)."""
     ids: list[int] = []
     pos: list[int] = []
-    where = {}
+    where: dict[int, tuple[int, int, int]] = {}
     for row in rows:
         n_p, last_prompt = len(row.prompt), len(ids) + len(row.prompt) - 1
         ids += row.prompt
