@@ -5,6 +5,13 @@ the pass's wall time, the merge's share, and whether the scores are bit-identica
     python scripts/bench_shards.py                      # SmolLM2 pair, SummEval 4 documents x 16, 1 vs 2
     python scripts/bench_shards.py --docs 1 --per-doc 4 # a check that it runs (not a speed figure)
     python scripts/bench_shards.py --devices cuda:0,cuda:1 --threads 0   # a multi-GPU machine
+    python scripts/bench_shards.py --many-batches       # >= 16 batches: 16 documents x 4, budget 1024
+
+``--many-batches`` (issue 42 item 3): a workload of at least 16 batches, so each of 2 shards has 8
+and the split is even (16 SummEval documents x 4 summaries: 20 packed rows of 600-1000 tokens,
+four documents split in two, one row per batch at ``runtime.token_budget=1024``: 20 batches);
+``--token-budget`` sets the budget of any slice.
+Every run's batch count (metrics.json) is printed.
 
 First one untimed run of the same command warms what only the first run pays (the GGUF model's
 conversion to its cache, the OS's file cache, Python's bytecode). Then 1-shard and N-shard runs
@@ -52,6 +59,8 @@ def run(args, data: Path, root: Path, name: str, *more: str) -> dict:
            "runtime.progress=false", f"hydra.run.dir={out}", f"cache.dir={cache}", *more]
     if args.threads:
         cmd.append(f"runtime.threads={args.threads}")
+    if args.token_budget:
+        cmd.append(f"runtime.token_budget={args.token_budget}")
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)} if args.threads else None
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -60,7 +69,9 @@ def run(args, data: Path, root: Path, name: str, *more: str) -> dict:
         sys.exit(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     speed = json.loads((out / "metrics.json").read_text())["speed"]
     scores = pd.read_parquet(out / "scores.parquet")
+    batches = sum(p.get("batches") or 0 for p in speed.get("passes", {}).values())
     return {"wall": wall, "pass": speed.get("score_seconds") or float("nan"), "merge": speed.get("merge_seconds"),
+            "batches": batches,
             "shard_seconds": speed.get("shard_seconds"),
             "scores": scores[[c for c in scores.columns if c.startswith("score.")]]}
 
@@ -75,7 +86,7 @@ def measure(args, devices: list[str], root: Path, data: Path) -> tuple[list[dict
     one_device = f"runtime.device={devices[0]}"
     many_devices = f"runtime.devices=[{','.join(devices)}]"
     warm = run(args, data, root, "warm", one_device)
-    print(f"warm-up (untimed): {warm['wall']:.1f}s", flush=True)
+    print(f"warm-up (untimed): {warm['wall']:.1f}s, {warm['batches']} batches", flush=True)
     ones, manys = [], []
     for i in range(args.repeats):
         ones.append(run(args, data, root, f"one{i}", one_device))
@@ -94,7 +105,13 @@ def main() -> None:
     ap.add_argument("--devices", default="cpu,cpu", help="the sharded run's runtime.devices")
     ap.add_argument("--threads", type=int, default=1, help="runtime.threads of every process (0: leave it out)")
     ap.add_argument("--repeats", type=int, default=2, help="runs of each, alternating (medians reported)")
+    ap.add_argument("--token-budget", type=int, default=None, help="runtime.token_budget of every run")
+    ap.add_argument("--many-batches", action="store_true",
+                    help="a workload of >= 16 batches: 16 documents x 4 at token budget 1024 (unless given)")
     args = ap.parse_args()
+    if args.many_batches:
+        args.docs, args.per_doc = 16, 4
+        args.token_budget = args.token_budget or 1024
     devices = args.devices.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -108,7 +125,8 @@ def main() -> None:
         ("many_pass", manys, "pass"), ("merge", manys, "merge")]}
     print(f"# {time.strftime('%Y-%m-%d')}, {platform.node()} ({platform.machine()}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f}), `python scripts/bench_shards.py {' '.join(sys.argv[1:])}`")
-    print(f"pair={args.pair}, SummEval {args.docs} documents x {args.per_doc}, threads={args.threads or 'default'}, "
+    print(f"pair={args.pair}, SummEval {args.docs} documents x {args.per_doc}, {ones[0]['batches']} batches "
+          f"(token budget {args.token_budget or 'default'}), threads={args.threads or 'default'}, "
           f"medians of {args.repeats} alternating runs each, after one untimed warm-up run")
     print(f"1 shard:  {med['one_wall']:.1f}s command wall, pass {med['one_pass']:.1f}s")
     print(f"{len(devices)} shards: {med['many_wall']:.1f}s command wall, pass {med['many_pass']:.1f}s "

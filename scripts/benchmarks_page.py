@@ -93,6 +93,12 @@ def render(record: dict, times: dict | None = None, breaks: dict | None = None) 
               "`pair=smollm2` conversion to `cscore run`, Gemma's to the `pair=gemma_smollm2` line).", "",
               *_rows(record["conversion"], ["what", "figure", "date", "machine", "note"])]
     lines += ["", "## The default run", "", *_rows(record["demo"], ["what", "figure", "date", "machine", "note"])]
+    if record.get("engine"):
+        lines += ["", "## The statistics pass against its bound", "",
+                  "The shared pass's samples/s against the per-source loop's, as a share of what the matrix "
+                  "products allow (`scripts/bench_prefix.py`; [Performance](performance.md#short-rows)), and "
+                  "the 2-worker pass against one (`scripts/bench_shards.py`).", "",
+                  *_rows(record["engine"], ["what", "figure", "date", "machine", "note"])]
     if times:
         lines += slowest_tests(times)
     if breaks:

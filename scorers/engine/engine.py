@@ -194,6 +194,29 @@ def pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask=
     return ids, allow, pos, where
 
 
+def flat_rows(items, rows, device):
+    """A batch of packed rows for ``packed_attention`` laid end to end in one sequence [1, total],
+    without padding (``pad_rows`` pads every row to the longest: 5 % more tokens on MQM's short
+    rows); the attention reads each prompt's and hypothesis's place from the layout and the
+    position ids restart at each prompt, so each row computes what it does alone. Returns what
+    ``pad_rows(dense_mask=False)`` does: ids, key-padding mask, positions, where (row 0)."""
+    ids: list[int] = []
+    pos: list[int] = []
+    where: dict[int, tuple[int, int, int]] = {}
+    for row in rows:
+        n_p, last_prompt = len(row.prompt), len(ids) + len(row.prompt) - 1
+        ids += row.prompt
+        pos += range(n_p)
+        for i in row.members:
+            h = items[i][1]
+            where[i] = (0, last_prompt, len(ids))
+            ids += h
+            pos += range(n_p, n_p + len(h))
+    mask = torch.ones((1, 1, 1, len(ids)), dtype=torch.bool, device=device)
+    return (upload(torch.tensor([ids], dtype=torch.long), device), mask,
+            upload(torch.tensor([pos], dtype=torch.long), device), where)
+
+
 SPARSE_PACKED = True  # packed rows through packed_attention (False: the dense block-causal mask; benchmarks)
 SPARSE_ON_CUDA = False  # on an H100 one dense masked call per layer was faster (docs/performance.md#gpu)
 # how packed rows of SDPA models run: "sparse" (packed_attention), "flex" (flex_attention with a
@@ -230,9 +253,9 @@ def run_base(model, ids, mask, positions, items, batch_rows, where):
         return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
     prompts, hyps, seen = [], [], set()
     for i, (r, last_prompt, first) in where.items():
-        if r not in seen:
-            seen.add(r)
-            n_p = len(batch_rows[r].prompt)
+        if (r, last_prompt) not in seen:  # a row's prompt (``flat_rows``: several in row 0)
+            seen.add((r, last_prompt))
+            n_p = len(items[i][0])
             prompts.append((r, last_prompt - n_p + 1, n_p))
         hyps.append((r, first, len(items[i][1])))
     if packed_path(model) == "flex":
@@ -361,6 +384,7 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
     dtype = next(model.parameters()).dtype
     attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
     dense = not sparse_packed(model)
+    flat = packed_path(model) == "sparse"  # packed rows end to end, unpadded (the flex mask is per row)
     done = np.zeros(len(items), dtype=bool)
     layers = layer_list(model)
     processed = padded = n_batches = retries = 0
@@ -381,8 +405,11 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
                     ticks.skip(cost)
                     continue
                 ticks.begin(cost)
-                ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
-                                                        attn, dense_mask=dense)
+                if flat and batch_rows[0].packed:
+                    ids, mask, positions, where = flat_rows(items, batch_rows, device)
+                else:
+                    ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
+                                                            attn, dense_mask=dense)
                 with layer_ticks(layers, ticks):
                     final = run_base(model, ids, mask, positions, items, batch_rows, where)
                 pick = {h: (final.__getitem__ if k is None else taps[h].normed) for h, k in heads.items()}

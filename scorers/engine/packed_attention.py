@@ -102,14 +102,14 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
     length) per hypothesis."""
     n = len(hyps)
     lh = max(length for _, _, length in hyps)
-    prompt_len = {r: (s, p) for r, s, p in rows}
     pmax = max(p for _, _, p in rows)
+    prompt_of = _prompts_of(rows, hyps)
     q_cols = torch.zeros((n, lh), dtype=torch.long)
     q_valid = torch.zeros((n, lh), dtype=torch.bool)
     k_cols = torch.zeros((n, pmax + lh), dtype=torch.long)
     k_valid = torch.zeros((n, pmax + lh), dtype=torch.bool)
     for j, (r, col, length) in enumerate(hyps):
-        s, p = prompt_len[r]
+        s, p = prompt_of[j]
         q_cols[j, :length] = torch.arange(col, col + length)
         q_valid[j, :length] = True
         k_cols[j, :p] = torch.arange(s, s + p)
@@ -121,7 +121,7 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
     own = (k_pos[None, :] >= pmax) & ((k_pos[None, :] - pmax) <= q_pos[:, None])  # [Lh, P + Lh] causal, own part
     allow = k_valid[:, None, :] & ((k_pos[None, None, :] < pmax) | own[None])
     allow[:, :, 0] |= ~q_valid  # a padding query sees one key: no empty softmax row (its output is dropped)
-    p_of = torch.tensor([prompt_len[r][1] for r, _, _ in hyps], dtype=torch.long)[:, None, None]
+    p_of = torch.tensor([p for _, p in prompt_of], dtype=torch.long)[:, None, None]
     # unpacked positions: a prompt key k is at k, an own key at p + (k - pmax), a query q at p + q
     dist = torch.where(k_pos[None, None, :] < pmax, p_of + q_pos[None, :, None] - k_pos[None, None, :],
                        q_pos[None, :, None] - (k_pos[None, None, :] - pmax))
@@ -131,6 +131,18 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
     return Layout(list(rows), *(upload(t, device) for t in (
         rows_t, q_cols, k_cols, allow[:, None], real, rows_t[:, None].expand(n, lh).flatten()[real],
         q_cols.flatten()[real], *prompt_index(list(rows)), dist[:, None])))
+
+
+def _prompts_of(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """(first column, length) of each hypothesis's prompt: the last prompt before it in its row
+    (a row holds one prompt, or several end to end: ``engine.flat_rows``)."""
+    starts: dict[int, list[tuple[int, int]]] = {}
+    for r, s, p in sorted(rows, key=lambda x: (x[0], x[1])):
+        starts.setdefault(r, []).append((s, p))
+    out = []
+    for r, col, _ in hyps:
+        out.append(max((sp for sp in starts[r] if sp[0] < col), key=lambda sp: sp[0]))
+    return out
 
 
 def causal(length: int, window: int | None, device) -> dict:

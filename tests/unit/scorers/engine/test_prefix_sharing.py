@@ -277,6 +277,31 @@ def test_sparse_path_builds_no_row_by_row_mask(models):
             engine.run_base(model, ids, short, pos, ITEMS, rows, where)
 
 
+def test_flat_rows_lay_a_batch_end_to_end_without_padding(models):
+    """``flat_rows``: the packed rows of a batch in one unpadded sequence (several prompts in row
+    0): every token the items read is where ``where`` says, with the position it has in its own
+    row, and the hidden states of the prompts and hypotheses equal those of the padded batch
+    (float32, bit for bit), so the engine's statistics are unchanged."""
+    model = models["float32"]
+    rows = [r for r in engine.plan_rows(ITEMS, 70, True) if r.packed][:3]
+    assert len({r.length for r in rows}) == 3  # rows of unequal length: the padded batch has pads
+    ids, mask, pos, where = engine.flat_rows(ITEMS, rows, torch.device("cpu"))
+    assert ids.shape == (1, sum(r.length for r in rows)) and mask.shape == (1, 1, 1, ids.shape[1]) and mask.all()
+    pids, pmask, ppos, pwhere = engine.pad_rows(ITEMS, rows, 0, "right", torch.device("cpu"), torch.float32, "sdpa",
+                                                dense_mask=False)
+    assert pids.numel() > ids.numel() and sorted(where) == sorted(pwhere)
+    got = engine.run_base(model, ids, mask, pos, ITEMS, rows, where)
+    ref = engine.run_base(model, pids, pmask, ppos, ITEMS, rows, pwhere)
+    for i, (r, last_prompt, first) in where.items():
+        pr, plast, pfirst = pwhere[i]
+        n_p, n_h = len(ITEMS[i][0]), len(ITEMS[i][1])
+        assert ids[0, first:first + n_h].tolist() == ITEMS[i][1] and r == 0
+        assert ids[0, last_prompt + 1 - n_p:last_prompt + 1].tolist() == ITEMS[i][0]
+        assert pos[0, first:first + n_h].tolist() == list(range(n_p, n_p + n_h))
+        assert torch.equal(got[0, last_prompt + 1 - n_p:last_prompt + 1], ref[pr, plast + 1 - n_p:plast + 1])
+        assert torch.equal(got[0, first:first + n_h], ref[pr, pfirst:pfirst + n_h])
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_packs_rows_under_the_dense_mask(models, monkeypatch):
     """On CUDA packed rows take the dense block-causal mask (measured faster there), on the CPU
