@@ -3,7 +3,7 @@
 (the statistics pass, its seq2seq path, the judge pass). It gives its own cache-key parts and
 resolves ``auto`` in one place each: the device (``torch_device``), the token budget of a loaded
 model (``budget_for``); the dtype of a loaded model is ``models.auto_dtype``'s (at load), the
-threads ``threads.apply``'s (at the start of a job)."""
+threads ``cscore.cli.threads.apply``'s (at the start of a job)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from cscore.scorers.engine import threads
+from cscore.cli import threads
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "many", "true", "1.5"])
