@@ -1,7 +1,8 @@
 """Sharded runs end to end (runtime.devices / runtime.shards / runtime.shard, cli/workers.py): CPU
-worker processes, one per listed device, each compute their shard and the parent merges; the run
-directory's scores equal the unsharded run's bit for bit (1, 2, 3 shards; a two-model causal pair,
-a cross-family pair, an early-exit pair). A killed worker (SIGKILL) leaves the run incomplete with
+worker processes, one per listed device, each compute their shard and the parent merges (one test:
+3 shards, a two-model causal pair); array tasks one after another in this process (2 and 3 shards;
+two models, a cross-family pair, an early-exit pair); the run directory's scores equal the
+unsharded run's bit for bit. A killed worker (SIGKILL) leaves the run incomplete with
 one line naming the shard; the same command then resumes it from its own partials and ends
 identical. A kind that cannot shard says so before anything loads."""
 
