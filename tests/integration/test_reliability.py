@@ -47,9 +47,10 @@ def small_table(path: Path, n: int = 12) -> Path:
     return path
 
 
-def test_sigkill_during_a_rerun_with_another_config_is_not_complete(tiny_dirs, tmp_path, cscore_cli, cscore_main):
+def test_sigkill_during_a_rerun_with_another_config_is_not_complete(tiny_dirs, tmp_path, cscore_main):
+    """The killed run is a process of its own; the runs before and after it run in this one."""
     data, out, cache = small_table(tmp_path / "t.csv"), tmp_path / "run", tmp_path / "cache"
-    first = cscore_cli(*run_args(tiny_dirs, data, out, cache, 0.1), cwd=tmp_path, timeout=300)
+    first = cscore_main(*run_args(tiny_dirs, data, out, cache, 0.1), cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
     old = pd.read_parquet(out / rundir.SCORES)["score.contrast"]
     # the same directory, another gamma: killed once its config.yaml is written, before it finishes
@@ -62,7 +63,7 @@ def test_sigkill_during_a_rerun_with_another_config_is_not_complete(tiny_dirs, t
     proc.wait()
     assert "gamma: 0.5" in (out / rundir.CONFIG).read_text()
     assert not rundir.is_complete(out)  # the old metrics.json is gone
-    again = cscore_cli(*run_args(tiny_dirs, data, out, cache, 0.5), cwd=tmp_path, timeout=300)
+    again = cscore_main(*run_args(tiny_dirs, data, out, cache, 0.5), cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "is complete" not in again.stderr  # it was not skipped
     new = pd.read_parquet(out / rundir.SCORES)["score.contrast"]
