@@ -8,7 +8,8 @@ checkpoint (every batch is flushed: cache.checkpoint_seconds=0).
 
     python scripts/reliability.py --kills 4 --seed 0 --fuzz-examples 2000
     python scripts/reliability.py --quick      # one of each kind of moment, no mounts: for CI
-    python scripts/reliability.py --only shards --fuzz-examples 0   # the sharded-pass cases alone
+    python scripts/reliability.py --only shards     # the sharded-pass cases alone (no fuzzing)
+    python scripts/reliability.py --quick --only cache_write,fuzz --fuzz-examples 5   # a subset
 
 Everything runs offline on a tiny random Llama built here (saved to a temp dir) and a generated
 table of 200 rows; each `cscore run` takes a few seconds. The tmpfs and read-only bind mounts need
@@ -490,19 +491,25 @@ def parse(argv):
     ap.add_argument("--concurrent", type=int, default=3, help="pairs of simultaneous sweeps")
     ap.add_argument("--shard-faults", type=int, default=2,
                     help="iterations of each sharded-pass case (kill one shard, damage one partial, two at once)")
-    ap.add_argument("--only", help="run only the cases whose name contains this (e.g. shards)")
+    ap.add_argument("--only", help="run only the cases whose name contains one of these comma-separated "
+                                   "words (e.g. shards); the fuzzers only if one of them is fuzz")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--fuzz-examples", type=int, default=2000)
+    ap.add_argument("--fuzz-examples", type=int, help="inputs per fuzz target (default 2000; --quick: 100)")
     ap.add_argument("--no-mount", action="store_true", help="skip the tmpfs / read-only cases")
     ap.add_argument("--quick", action="store_true",
                     help="one iteration of a representative subset (of the shard cases: kill one shard), no "
                          "mounts, 100 rows, 100 fuzz inputs: a few minutes (CI); overrides --kills, --sigints, "
-                         "--concurrent, --shard-faults, --fuzz-examples")
+                         "--concurrent, --shard-faults")
     ap.add_argument("--work", help="working folder (default: a temp dir, removed at the end)")
     ap.add_argument("--json", help="write the details here")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.fuzz_examples = QUICK["fuzz_examples"]
+    if args.fuzz_examples is None:
+        args.fuzz_examples = QUICK["fuzz_examples"] if args.quick else 2000
+    if args.fuzz_examples < 0:
+        ap.error(f"--fuzz-examples must be 0 or more, not {args.fuzz_examples}")
+    args.only = [w for w in args.only.split(",") if w] if args.only else []
+    if args.only and "fuzz" not in args.only:
+        args.fuzz_examples = 0
     return args
 
 
@@ -516,7 +523,7 @@ def main(argv=None) -> int:
     print(f"reference: {ref}", flush=True)
     rows = []
     for name, fn, n, extra in plan(args, bench):
-        if args.only and args.only not in name:
+        if args.only and not any(w in name for w in args.only):
             continue
         tally = Tally(name)
         for _ in range(n):

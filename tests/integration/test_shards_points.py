@@ -8,9 +8,6 @@ launcher, one job after another; the real job array is tests/system/test_slurm.p
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +22,6 @@ from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.coordinator import InProcess
 
 WORDS = "the mayor opened a new bridge over river council said it cost five million team won final match".split()
-
-
-def cscore(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cscore.cli.main", *argv], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
 
 
 def gamma_of(run: Path) -> str:
@@ -70,7 +62,7 @@ def test_the_last_shard_job_to_end_has_every_pass(tiny_dirs, tmp_path, one_torch
 
 
 @pytest.mark.slow
-def test_every_point_of_a_sharded_sweep_gets_one_run_directory(tiny_dirs, demo_rows, tmp_path):
+def test_every_point_of_a_sharded_sweep_gets_one_run_directory(tiny_dirs, demo_rows, tmp_path, cscore_main):
     """`runtime.shard` first: the jobs run shard 0 of both points, then shard 1, then shard 2. The
     first point's shard 2 merges the pass; the second point's shards 0 and 1 had ended before
     that, so its shard 2 (which reads the merged entry) writes its run directory."""
@@ -78,7 +70,7 @@ def test_every_point_of_a_sharded_sweep_gets_one_run_directory(tiny_dirs, demo_r
             f"pair.amateur.path={tiny_dirs.amateur}", "pair.amateur.early_exit=null", "pair.name=tiny",
             "runtime.progress=false", "runtime.threads=1", "runtime.token_budget=256", "runtime.shards=3",
             "data=demo", f"data.path={demo_rows(8)}", f"cache.dir={tmp_path / 'cache'}"]
-    done = cscore([*base, "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
+    done = cscore_main(*base, "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
     said = done.stdout + done.stderr
     assert done.returncode == 0, said[-3000:]
     assert said.count("not done yet; the run is incomplete") == 4, said[-3000:]  # shards 0 and 1 of each point

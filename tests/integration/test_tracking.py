@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from cscore.tests.support.cli import tiny_args
+from cscore.tests.support.cli import run_main, tiny_args
 
 pytestmark = pytest.mark.slow  # the fast tier (-m 'not slow') leaves these out
 
@@ -35,6 +35,23 @@ def clean_env(root: Path, **extra) -> dict:
 
 def run_ok(cscore_cli, *args, cwd, env):
     res = cscore_cli(*args, cwd=cwd, env=env, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    return res
+
+
+def run_here(*args, cwd, env):
+    """run_ok in this process (run_main), for MLflow (its client keeps no run of ours between
+    calls): ``env`` is os.environ during the call, the caller's again after it (the tracker sets
+    its MLflow defaults there). W&B keeps a global run and its service: those stay subprocesses."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        res = run_main(*args, cwd=cwd)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "Traceback" not in res.stdout + res.stderr
     return res
@@ -63,16 +80,16 @@ def signature(run_dir: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def mlflow_runs(tiny_dirs, tmp_path_factory, cscore_cli):
+def mlflow_runs(tiny_dirs, tmp_path_factory):
     """A single run into the default store (./outputs/mlruns) and a multirun into a named one."""
     root = tmp_path_factory.mktemp("mlflow")
     env = clean_env(root)
-    single = run_ok(cscore_cli, "run", *dev_args(tiny_dirs), "tracking=mlflow", f"hydra.run.dir={root / 'single'}",
-                    cwd=root, env=env)
+    single = run_here("run", *dev_args(tiny_dirs), "tracking=mlflow", f"hydra.run.dir={root / 'single'}",
+                      cwd=root, env=env)
     store = (root / "store").as_uri()
-    sweep = run_ok(cscore_cli, "run", "-m", *dev_args(tiny_dirs), "tracking=mlflow", f"tracking.tracking_uri={store}",
-                   "tracking.experiment=sweeps", "method.gamma=0.1,0.4", f"hydra.sweep.dir={root / 'sw'}",
-                   cwd=root, env=env)
+    sweep = run_here("run", "-m", *dev_args(tiny_dirs), "tracking=mlflow", f"tracking.tracking_uri={store}",
+                     "tracking.experiment=sweeps", "method.gamma=0.1,0.4", f"hydra.sweep.dir={root / 'sw'}",
+                     cwd=root, env=env)
     return root, single, sweep, env
 
 
@@ -142,10 +159,10 @@ def test_mlflow_multirun_is_a_parent_with_a_child_per_job(mlflow_runs, monkeypat
         assert_mlflow_run(child, root / "sw" / str(job))
 
 
-def test_a_resumed_run_is_not_logged_twice(mlflow_runs, tiny_dirs, cscore_cli, monkeypatch):
+def test_a_resumed_run_is_not_logged_twice(mlflow_runs, tiny_dirs, monkeypatch):
     root, _, _, env = mlflow_runs
-    res = run_ok(cscore_cli, "run", *dev_args(tiny_dirs), "tracking=mlflow", f"hydra.run.dir={root / 'single'}",
-                 cwd=root, env=env)
+    res = run_here("run", *dev_args(tiny_dirs), "tracking=mlflow", f"hydra.run.dir={root / 'single'}",
+                   cwd=root, env=env)
     assert "is complete" in res.stdout + res.stderr
     assert len(search(monkeypatch, (root / "outputs" / "mlruns").as_uri(), "cscore")) == 1
 
@@ -248,13 +265,13 @@ def test_wandb_multirun_is_a_group_with_a_run_per_job(wandb_runs):
 
 
 @pytest.mark.parametrize("where, error", [("file", "NotADirectoryError"), ("http", "MlflowException")])
-def test_an_mlflow_store_that_fails_is_one_warning_and_the_run_succeeds(where, error, tiny_dirs, tmp_path, cscore_cli):
+def test_an_mlflow_store_that_fails_is_one_warning_and_the_run_succeeds(where, error, tiny_dirs, tmp_path):
     """An unwritable local store (its folder's parent is a file), or a server nobody answers at
     (given up after cscore's default of 2 retries instead of MLflow's minutes)."""
     (tmp_path / "a_file").write_text("")
     uri = (tmp_path / "a_file" / "mlruns").as_uri() if where == "file" else "http://127.0.0.1:9"
-    res = run_ok(cscore_cli, "run", *dev_args(tiny_dirs), "tracking=mlflow", f"tracking.tracking_uri={uri}",
-                 f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path, env=clean_env(tmp_path))
+    res = run_here("run", *dev_args(tiny_dirs), "tracking=mlflow", f"tracking.tracking_uri={uri}",
+                   f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path, env=clean_env(tmp_path))
     (line,) = tracking_lines(res)
     assert "WARNING" in line and "tracking=mlflow: run " in line and f"not tracked ({error}" in line
     assert (tmp_path / "r" / "metrics.json").is_file()

@@ -1,7 +1,8 @@
 """Sharded runs end to end (runtime.devices / runtime.shards / runtime.shard, cli/workers.py): CPU
-worker processes, one per listed device, each compute their shard and the parent merges; the run
-directory's scores equal the unsharded run's bit for bit (1, 2, 3 shards; a two-model causal pair,
-a cross-family pair, an early-exit pair). A killed worker (SIGKILL) leaves the run incomplete with
+worker processes, one per listed device, each compute their shard and the parent merges (one test:
+3 shards, a two-model causal pair); array tasks one after another in this process (2 and 3 shards;
+two models, a cross-family pair, an early-exit pair); the run directory's scores equal the
+unsharded run's bit for bit. A killed worker (SIGKILL) leaves the run incomplete with
 one line naming the shard; the same command then resumes it from its own partials and ends
 identical. A kind that cannot shard says so before anything loads."""
 
@@ -22,6 +23,7 @@ import pytest
 
 from cscore import rundir
 from cscore.scorers.store.cache import StatsCache
+from cscore.tests.support.cli import run_main
 
 WORDS = ["bridge", "river", "council", "vaccine", "match", "goal", "library", "storm"]
 
@@ -69,14 +71,15 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def unsharded(tiny_dirs, data, tmp_path_factory):
-    """unsharded(pair) -> the run directory of the unsharded run of that pair (run once)."""
+    """unsharded(pair) -> the run directory of the unsharded run of that pair (run once, in this
+    process: a fresh process is not what the sharded runs are compared for)."""
     runs: dict[str, Path] = {}
 
     def get(pair: str) -> Path:
         if pair not in runs:
             root = tmp_path_factory.mktemp(f"one_{pair}")
             amateur = {"two": tiny_dirs.amateur, "cross": tiny_dirs.other, "early": None}[pair]
-            one = cscore(args(data, tiny_dirs.expert, amateur, root / "one", root / "c1"), root)
+            one = run_main(*args(data, tiny_dirs.expert, amateur, root / "one", root / "c1"), cwd=root)
             assert one.returncode == 0, one.stderr[-2000:]
             runs[pair] = root
         return runs[pair]
@@ -85,9 +88,11 @@ def unsharded(tiny_dirs, data, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pair,count", [("two", 2), ("two", 3), ("cross", 2), ("early", 3)])
-def test_cpu_workers_merge_bit_identical_to_the_unsharded_run(tiny_dirs, data, tmp_path, unsharded, pair, count):
-    expert, amateur = tiny_dirs.expert, {"two": tiny_dirs.amateur, "cross": tiny_dirs.other, "early": None}[pair]
+def test_cpu_workers_merge_bit_identical_to_the_unsharded_run(tiny_dirs, data, tmp_path, unsharded):
+    """Two worker processes (shards 1 and 2) and this one: their lines relayed, their logs kept, the
+    merge bit-identical. The other pairs and shard counts: the in-process array tasks below."""
+    pair, count = "two", 3
+    expert, amateur = tiny_dirs.expert, tiny_dirs.amateur
     root = unsharded(pair)
     devices = ",".join(["cpu"] * count)
     many = cscore(args(data, expert, amateur, tmp_path / "many", tmp_path / "cN", f"runtime.devices=[{devices}]"),
@@ -115,16 +120,30 @@ def test_cpu_workers_merge_bit_identical_to_the_unsharded_run(tiny_dirs, data, t
 
 
 @pytest.mark.slow
-def test_array_tasks_one_shard_each_the_last_merges(tiny_dirs, data, tmp_path, unsharded):
-    base = args(data, tiny_dirs.expert, tiny_dirs.amateur, tmp_path / "many", tmp_path / "cN", "runtime.shards=2")
-    first = cscore([*base, "runtime.shard=1"], tmp_path)
-    assert first.returncode == 0, first.stderr[-2000:]
-    said = first.stdout + first.stderr
-    assert "shard 0 of 2 not done yet; the run is incomplete: `cscore run" in said and "runtime.shard=0`" in said
-    assert not (tmp_path / "many" / rundir.METRICS).exists()
-    last = cscore([*base, "runtime.shard=0"], tmp_path)
+@pytest.mark.parametrize("pair,count", [("two", 2), ("cross", 2), ("early", 3)])
+def test_array_tasks_one_shard_each_the_last_merges(tiny_dirs, data, tmp_path, unsharded, cscore_main, pair, count):
+    """runtime.shards=N runtime.shard=K, one task after another in this process (a job array's tasks):
+    every task but the last says which shard is missing; the last merges, bit-identical to the
+    unsharded run (two models, a cross-family pair, an early-exit pair)."""
+    amateur = {"two": tiny_dirs.amateur, "cross": tiny_dirs.other, "early": None}[pair]
+    root = unsharded(pair)
+    base = args(data, tiny_dirs.expert, amateur, tmp_path / "many", tmp_path / "cN", f"runtime.shards={count}")
+    for k in range(count - 1, 0, -1):
+        first = cscore_main(*base, f"runtime.shard={k}", cwd=tmp_path)
+        assert first.returncode == 0, first.stderr[-2000:]
+        said = first.stdout + first.stderr
+        missing = ", ".join(str(j) for j in range(k))
+        assert f"shard{'s' * (k > 1)} {missing} of {count} not done yet; the run is incomplete: `cscore run" in said, (
+            said[-2000:])
+        assert "runtime.shard=0`" in said
+        assert not (tmp_path / "many" / rundir.METRICS).exists()
+    last = cscore_main(*base, "runtime.shard=0", cwd=tmp_path)
     assert last.returncode == 0, last.stderr[-2000:]
-    assert_same_scores(unsharded("two") / "one", tmp_path / "many")
+    assert_same_scores(root / "one", tmp_path / "many")
+    assert StatsCache(tmp_path / "cN").keys() == StatsCache(root / "c1").keys()  # the same entries, same keys
+    assert not list((tmp_path / "cN").glob(".partial/*/*"))
+    speed = json.loads((tmp_path / "many" / rundir.METRICS).read_text())["speed"]
+    assert speed["shards"] == count and all(len(s) == count for s in speed["shard_seconds"].values())
 
 
 @pytest.mark.slow
@@ -277,13 +296,15 @@ def test_a_multirun_with_shards_is_one_job_per_shard():
 
 
 @pytest.mark.slow
-def test_a_sharded_multirun_leaves_one_run_directory_equal_to_the_unsharded_run(tiny_dirs, data, tmp_path, unsharded):
+def test_a_sharded_multirun_leaves_one_run_directory_equal_to_the_unsharded_run(tiny_dirs, data, tmp_path, unsharded,
+                                                                               cscore_main):
     """What `-m hydra/launcher=slurm runtime.shards=2` submits as one job array, on Hydra's basic
     launcher: one job per shard; the jobs that leave shards to others remove their empty run
     directories; the last one merges and writes the one run directory."""
     argv = [a for a in args(data, tiny_dirs.expert, tiny_dirs.amateur, tmp_path / "x", tmp_path / "cN")
             if not a.startswith("hydra.run.dir")]
-    done = cscore([argv[0], "-m", *argv[1:], "runtime.shards=2", f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
+    done = cscore_main(argv[0], "-m", *argv[1:], "runtime.shards=2", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                       cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     runs = [p.parent for p in (tmp_path / "sweep").rglob(rundir.METRICS)]
     assert len(runs) == 1 and sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir()

@@ -242,22 +242,23 @@ def cscore(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_cdm_stages_on_three_cpu_workers(cdm, tmp_path):
-    """`runtime.devices=[cpu,cpu,cpu]`: one worker process per device computes its shard, relayed
-    as `shard K: ...`; this process merges. generate: the unsharded negatives.jsonl, byte for byte;
-    train: the unsharded cscore_discriminator.json apart from its timing."""
+def test_cdm_stages_on_two_cpu_workers(cdm, tmp_path):
+    """`runtime.devices=[cpu,cpu]`: a worker process computes shard 1, relayed as `shard 1: ...`;
+    this process computes shard 0 and merges. generate: the unsharded negatives.jsonl, byte for
+    byte; train: the unsharded cscore_discriminator.json apart from its timing. Three shards: the
+    in-process tests above."""
     gen = cscore(["cdm", "generate", *cdm.gen, f"cdm.generate.out={tmp_path / 'gen'}",
-                  "runtime.devices=[cpu,cpu,cpu]"], tmp_path)
+                  "runtime.devices=[cpu,cpu]"], tmp_path)
     assert gen.returncode == 0, gen.stderr[-3000:]
     said = gen.stdout + gen.stderr
-    assert "statistics: 3 shards on cpu, cpu, cpu" in said and all(f"shard {k}: " in said for k in range(3))
+    assert "statistics: 2 shards on cpu, cpu" in said and all(f"shard {k}: " in said for k in range(2))
     assert (tmp_path / "gen" / "negatives.jsonl").read_bytes() == (cdm.root / "gen" / "negatives.jsonl").read_bytes()
     assert_same_provenance(tmp_path / "gen", cdm.root / "gen")
     train = cscore(["cdm", "train", *cdm.train, f"cdm.train.out={tmp_path / 'pooler'}",
-                    f"cache.dir={tmp_path / 'c3'}", "runtime.devices=[cpu,cpu,cpu]"], tmp_path)
+                    f"cache.dir={tmp_path / 'c3'}", "runtime.devices=[cpu,cpu]"], tmp_path)
     assert train.returncode == 0, train.stderr[-3000:]
     said = train.stdout + train.stderr
-    assert all(f"shard {k}: " in said for k in range(3)) and "every shard done in" in said
+    assert all(f"shard {k}: " in said for k in range(2)) and "every shard done in" in said
     assert_same_discriminator(tmp_path / "pooler", cdm.root / "pooler")
     assert StatsCache(tmp_path / "c3").keys() == StatsCache(cdm.root / "c1").keys()
 
@@ -271,18 +272,18 @@ def score_columns(run: Path) -> pd.DataFrame:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["cdm", "cdm_classifier", "cdm_gen"])
-def test_cdm_kinds_of_cscore_run_shard_through_the_token_pass(cdm, tmp_path, method):
+def test_cdm_kinds_of_cscore_run_shard_through_the_token_pass(cdm, tmp_path, cscore_main, method):
     """method=cdm (token kind), cdm_classifier (the pooler kind: its folds read the merged
     momentum) and cdm_gen (the discriminator kind, with the pooler trained above): two array tasks
-    give the unsharded run's scores and cdm_folds.json bit for bit."""
+    (in this process, one after another) give the unsharded run's scores and cdm_folds.json bit for bit."""
     more = {"cdm": [], "cdm_classifier": ["method.folds=2"],
             "cdm_gen": [f"model={cdm.root / 'pooler'}"]}[method]
     base = ["run", *cdm.common, f"method={method}", *more]
-    one = cscore([*base, f"hydra.run.dir={tmp_path / 'one'}", f"cache.dir={tmp_path / 'c1'}"], tmp_path)
+    one = cscore_main(*base, f"hydra.run.dir={tmp_path / 'one'}", f"cache.dir={tmp_path / 'c1'}", cwd=tmp_path)
     assert one.returncode == 0, one.stderr[-3000:]
     argv = [*base, f"hydra.run.dir={tmp_path / 'many'}", f"cache.dir={tmp_path / 'c2'}", "runtime.shards=2"]
     for k in (1, 0):
-        res = cscore([*argv, f"runtime.shard={k}"], tmp_path)
+        res = cscore_main(*argv, f"runtime.shard={k}", cwd=tmp_path)
         assert res.returncode == 0, res.stderr[-3000:]
     x, y = score_columns(tmp_path / "one"), score_columns(tmp_path / "many")
     assert list(x.columns) == list(y.columns) and f"score.{method}" in x.columns

@@ -273,11 +273,11 @@ def test_array_tasks_one_shard_each_equal_the_unsharded_run(judge_dirs, rows, tm
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method,count", [(["method=cd_judge", "method.decode=greedy"], 2),
-                                          (["method=cd_judge", "method.decode=greedy"], 3),
-                                          (["method=cd_judge_released"], 2)])
-def test_cpu_workers_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_cli, method, count):
-    one = cscore_cli(*judge_args(judge_dirs, rows, tmp_path / "one", tmp_path / "c1", *method), cwd=tmp_path)
+def test_cpu_workers_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_cli, cscore_main):
+    """One worker process (the decode pass's relay and merge); the other decodes and shard counts:
+    the array tasks above. The unsharded reference runs in this process."""
+    method, count = ["method=cd_judge", "method.decode=greedy"], 2
+    one = cscore_main(*judge_args(judge_dirs, rows, tmp_path / "one", tmp_path / "c1", *method), cwd=tmp_path)
     assert one.returncode == 0, one.stderr[-2000:]
     devices = ",".join(["cpu"] * count)
     many = cscore_cli(*judge_args(judge_dirs, rows, tmp_path / "many", tmp_path / "cN", *method,
