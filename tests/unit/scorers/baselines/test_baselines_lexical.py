@@ -21,6 +21,7 @@ import cscore
 from cscore.errors import ConfigError
 from cscore.scorers import baselines
 from cscore.scorers.baselines import BaselineRun, Texts
+from cscore.scorers.baselines.lexical import import_rouge
 from cscore.scorers.engine.tokenize import InputError
 
 RUN = BaselineRun()  # how these families run: no pass options, ids or cache read
@@ -371,8 +372,11 @@ def shared_rows(shared, data: str, n: int = 4):
 
 
 def test_rouge_bleu_chrf_on_summeval_rows_equal_the_libraries_called_directly(shared):
-    from rouge_score import rouge_scorer
     from sacrebleu import sentence_bleu, sentence_chrf
+
+    # rouge-score itself, imported as cscore imports it: absl's log handler must not keep this
+    # test's captured stderr (a later in-process run's logging set-up would close it under pytest)
+    rouge_scorer, _ = import_rouge()
 
     t = shared_rows(shared, "summeval")
     assert all(len(r) == 11 for r in t.references)
@@ -405,8 +409,11 @@ def test_rouge_bleu_chrf_on_summeval_rows_equal_the_libraries_called_directly(sh
 
 def test_against_source_scores_qags_xsum_rows_with_the_article(shared):
     """QAGS-XSum has no reference: against=source compares each summary with its article."""
-    from rouge_score import rouge_scorer
     from sacrebleu import sentence_bleu, sentence_chrf
+
+    # rouge-score itself, imported as cscore imports it: absl's log handler must not keep this
+    # test's captured stderr (a later in-process run's logging set-up would close it under pytest)
+    rouge_scorer, _ = import_rouge()
 
     t = shared_rows(shared, "qags_xsum")
     assert not any(t.references)
