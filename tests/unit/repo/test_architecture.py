@@ -191,12 +191,18 @@ def test_no_private_name_is_imported_across_modules():
     assert not found, "private names imported from another module (make them public):\n" + "\n".join(found)
 
 
-def test_the_private_import_finder_sees_function_local_and_relative_imports(tmp_path):
+def write_package(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A package ``pkg`` under ``tmp_path`` holding ``files`` ({name: source}) and an empty __init__."""
     pkg = tmp_path / "pkg"
     pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("_hidden = 1\n__all__ = ['_hidden']\n")
-    (pkg / "b.py").write_text("import os\nfrom os import path\nfrom pkg.a import __all__\n")
+    for name, text in {"__init__.py": "", **files}.items():
+        (pkg / name).write_text(text)
+    return pkg
+
+
+def test_the_private_import_finder_sees_function_local_and_relative_imports(tmp_path):
+    pkg = write_package(tmp_path, {"a.py": "_hidden = 1\n__all__ = ['_hidden']\n",
+                                   "b.py": "import os\nfrom os import path\nfrom pkg.a import __all__\n"})
     assert private_imports(pkg, "pkg") == []
     (pkg / "b.py").write_text("def f():\n    from .a import _hidden\n    return _hidden\n")
     assert private_imports(pkg, "pkg") == ["pkg.b: from .a import _hidden"]
@@ -248,10 +254,7 @@ def test_scorers_read_the_environment_only_for_the_hub_and_the_cache_root():
 
 
 def test_the_environment_finder_sees_each_way_of_reading(tmp_path):
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("import os\n\ndef f():\n    return os.environ.get('X')\n")
-    (pkg / "b.py").write_text("from os import getenv\n")
-    (pkg / "c.py").write_text("import os\nx = os.getenv('Y')\ny = os.path.join('a')\n")
+    pkg = write_package(tmp_path, {"a.py": "import os\n\ndef f():\n    return os.environ.get('X')\n",
+                                   "b.py": "from os import getenv\n",
+                                   "c.py": "import os\nx = os.getenv('Y')\ny = os.path.join('a')\n"})
     assert environment_reads(pkg, "pkg") == ["pkg.a:4", "pkg.b:1", "pkg.c:2"]
