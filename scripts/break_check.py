@@ -36,6 +36,13 @@ class Break:
     tests: tuple[str, ...]  # test file names (found anywhere under tests/)
 
 
+# the merge's two guards (every item done, every shard marked), broken together: either alone is
+# caught by the other
+MERGE_GUARD = ("        merged = None if not checkpoint.done.all() else (\n"
+               "            merge(checkpoint, list(job.heads), offsets, job.temperatures, job.pairs, job.stats_type)\n"
+               "            if job.partials is None else checkpoint.assemble())\n"
+               "        marks = place.marks()  # after the merge's checks: a damaged file unmarks its shard\n"
+               "        if merged is None or len(marks) < count:")
 BREAKS = [
     Break("eq5_gamma", "ContrastScore Eq. 5: gamma scales the amateur", "scorers/methods/contrast.py",
           "b = np.log(p.gamma) + la", "b = la", ("test_methods.py",)),
@@ -85,8 +92,7 @@ BREAKS = [
     Break("shard_deal", "the shard deal (fewest padded tokens first)", "scorers/store/checkpoint.py",
           "        loads[k] += int(c)\n", "", ("test_shards.py", "test_checkpoint.py")),
     Break("shard_merge", "the shard merge waits for every item", "scorers/store/shards.py",
-          "    if not checkpoint.done.all():\n        return None\n    temps",
-          "    if not checkpoint.done.any():\n        return None\n    temps",
+          MERGE_GUARD, MERGE_GUARD.replace("done.all()", "done.any()").replace(" or len(marks) < count:", ":"),
           ("test_shards.py", "test_shards_merge.py")),
     Break("resume_partials", "resume from partials: kept items are not recomputed", "scorers/store/checkpoint.py",
           "            self.kept.append((dest, rows))\n            self.done[self._items_of(dest)] = True\n",
