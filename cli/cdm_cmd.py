@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from cscore.cli.compose import checked
 from cscore.errors import ConfigError, ShardsPending
 from cscore.scorers.methods.params import specs_of
+from cscore.scorers.store.shards import Pending
 from cscore.scorers.training.params import CdmGenerate, CdmTrain
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,9 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     if run.runtime.devices is not None:  # one worker per device computes its shard of the momentum pass
         workers.run_workers(run, list(overrides), job.folder.path, command=("cdm", "train"))
     pair = load_pair(run, ["expert", "amateur"]) if job.kind == "pooler" else None
-    discriminator.train(run, job, pair, stats_cache(run) if pair is not None else None)
+    got = discriminator.train(run, job, pair, stats_cache(run) if pair is not None else None)
+    if isinstance(got, Pending):  # this process did its shards of the momentum pass
+        raise got.error(run.coordinator.count)
     return job.folder.path
 
 

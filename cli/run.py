@@ -22,6 +22,7 @@ from cscore.cli.exits import fail
 from cscore.cli.names import resolve_pair  # its home is names.py: cscore cdm imports it without torch
 from cscore.cli.sweep_points import sweep_others
 from cscore.errors import CscoreError, ShardsPending
+from cscore.scorers.store.shards import Pending
 
 if TYPE_CHECKING:
     from cscore.cli.pipeline.kinds.base import RunState
@@ -72,8 +73,13 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
         groups = loaded.examples["group"].nunique() if "group" in loaded.examples else None
         progress = Progress(*progress_bar(console, config.runtime.progress, quick_slice(config, groups)))
         scored = kind.score(config, loaded, plan, progress, state)
+        if isinstance(scored, Pending):  # this process did its part of a sharded pass: the command ends here
+            raise scored.error(config.coordinator.count)
     state["stage"] = "write"
-    with workers.one_run_directory(point, out_dir, config.runtime.shards):
+    with workers.one_run_directory(point, out_dir) as other:
+        if other is not None:
+            raise ShardsPending(f"statistics merged; this sweep point's run directory is {other} (another "
+                                "shard's job wrote it)", [], config.runtime.shards)
         corr = stages.evaluate_stage(config, kind, scored, plan)
         metrics = stages.write_stage(config, kind, out_dir, loaded, plan, scored, corr)
     summary.print_summary(console, config, kind, out_dir, loaded, scored, corr, metrics)

@@ -396,16 +396,17 @@ def sweep_point(hc) -> Path | None:
 
 
 @contextmanager
-def one_run_directory(point: Path | None, out_dir: Path, count: int):
+def one_run_directory(point: Path | None, out_dir: Path):
     """Around the writing of a run directory: of the jobs of one sweep point (``point``:
     ``sweep_point``'s record; None: nothing to share) that have the statistics, the first writes
-    its run directory, under the point's lock; a later one raises ShardsPending naming it. Two
+    its run directory, under the point's lock; a later one is given the directory written (else
+    None) and ends there, writing nothing (``cli/run.py``: ShardsPending naming it). Two
     shard jobs that end together both have the merged entry (one merged, the other read it); a
     point's jobs that started after another point's job merged the pass all read it. The record
     is written once the directory is complete: a job killed while writing leaves the point to the
     next."""
     if point is None:
-        yield
+        yield None
         return
     from cscore import rundir
     from cscore.files import file_lock, write_atomic
@@ -416,7 +417,7 @@ def one_run_directory(point: Path | None, out_dir: Path, count: int):
         except (OSError, ValueError, KeyError, TypeError):
             written = None
         if written is not None and written != out_dir and rundir.is_complete(written):
-            raise ShardsPending(f"statistics merged; this sweep point's run directory is {written} (another "
-                                "shard's job wrote it)", [], count)
-        yield
+            yield written
+            return
+        yield None
         write_atomic(point, json.dumps({"run_dir": str(out_dir)}) + "\n")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Sequence, TypeVar
 
 import numpy as np
@@ -37,7 +37,7 @@ from cscore.scorers.models.models import (
 )
 from cscore.scorers.store.cache import StatsCache, ids_digest
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shards import Done, ShardedPass, pending_error, run_pass
+from cscore.scorers.store.shards import Done, Pending, ShardedPass, pending_of, run_pass
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -56,19 +56,38 @@ def _keep(stats: dict, reports: dict, label: str, got: dict, report, start: floa
     reports[label] = report
 
 
-def _settle(cache: StatsCache, sharded: InProcess, waiting: dict, stats: dict, reports: dict) -> None:
+def _settle(cache: StatsCache, sharded: InProcess, waiting: dict, stats: dict, reports: dict) -> Pending | None:
     """The passes that waited for other shards, each merged meanwhile or mergeable now (the last
-    shard job to end has every pass) into ``stats`` and ``reports``; ShardsPending for the rest
-    (this call is the library's command boundary)."""
-    pending = {}
+    shard job to end has every pass) into ``stats`` and ``reports``; the rest as one ``Pending``."""
+    pending = []
     for label, (job, start, own_role) in waiting.items():
         got = run_pass(cache, job, sharded)
         if isinstance(got, Done):
             _keep(stats, reports, label, got.stats, got.report, start, own_role)
         else:
-            pending[label] = got.missing
-    if pending:
-        raise pending_error(pending, sharded)
+            pending.append(got.named(label))
+    return pending_of(pending)
+
+
+def request_of(request: PassRequest | None, temperatures: Sequence[float] | None, models: Sequence[str] | None,
+               overrides: dict) -> PassRequest:
+    """``statistics``' keywords as one ``PassRequest``: ``request`` (default: the defaults), then
+    ``temperatures`` / ``models`` when given, then ``overrides``, each a field of ``PassRequest`` or
+    of its ``PassOptions`` (an unknown keyword is a TypeError, as Python's)."""
+    base = request if request is not None else PassRequest()
+    own = {f.name for f in fields(PassRequest)}
+    given = {k: v for k, v in overrides.items() if k in own}
+    if temperatures is not None:
+        given["temperatures"] = temperatures
+    if models is not None:
+        given["models"] = models
+    fields_of_options = {k: v for k, v in overrides.items() if k not in own}
+    named = {f.name for f in fields(PassOptions)}
+    for key in fields_of_options.keys() - named:
+        raise TypeError(f"statistics() got an unexpected keyword argument {key!r}; its keywords are "
+                        f"{', '.join(sorted(own | named))}")
+    options = PassOptions.given(given.pop("options", base.options), fields_of_options)
+    return replace(base, options=options, **given)
 
 
 def _complete(found: dict[str, T | None]) -> dict[str, T]:
@@ -79,7 +98,7 @@ def _complete(found: dict[str, T | None]) -> dict[str, T]:
     return {k: v for k, v in found.items() if v is not None}
 
 
-__all__ = ["ModelPair", "PairStatistics", "ScoringInput", "load_model"]
+__all__ = ["ModelPair", "PairStatistics", "PassRequest", "ScoringInput", "load_model"]
 
 
 @dataclass
@@ -100,6 +119,22 @@ class ScoringInput:
         """Items whose source was cut (for either model of a cross-family pair)."""
         amateur: Sequence[EncodedItem | None] = self.amateur_items or [None] * len(self.items)
         return sum(it.truncated or bool(a and a.truncated) for it, a in zip(self.items, amateur))
+
+
+@dataclass(frozen=True)
+class PassRequest:
+    """How a pair's passes run (``ModelPair.run``): the ``temperatures`` kept, the ``models`` (roles;
+    None: both), the ``options`` (a run's ``PassOptions``), the statistics ``cache`` (None: computed,
+    not stored), the coordinator of a sharded pass (``shards``, ``store.coordinator``: it needs the
+    cache, where the shards meet) and ``progress(model_name, n_items)``, which may return a
+    per-batch callback."""
+
+    temperatures: Sequence[float] = DEFAULT_TEMPERATURES
+    models: Sequence[str] | None = None
+    options: PassOptions = field(default_factory=PassOptions)
+    cache: StatsCache | None = None
+    shards: InProcess | None = None
+    progress: Callable[[str, int], Callable[[int], None] | None] | None = None
 
 
 @dataclass
@@ -325,26 +360,37 @@ class ModelPair:
         return int(eos)
 
     def statistics(self, prompts: Sequence[str] | None = None, hypotheses: Sequence[str] | None = None, *,
-                   inputs: ScoringInput | None = None, temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
-                   source_spans=None, models: Sequence[str] | None = None,
-                   progress: Callable[[str, int], Callable[[int], None]] | None = None, cache: StatsCache | None = None,
-                   options: PassOptions | None = None, shards: InProcess | None = None, **overrides) -> PairStatistics:
-        """Run each model once. ``progress(model_name, n_items)`` may return a per-batch callback.
-        ``options``: how the passes go (a ``PassOptions``, a run's built once; default the defaults).
-        ``overrides``: the Python API's one keyword shim, ``PassOptions`` fields as keywords over
-        ``options`` (``token_budget``, ``padding_side``, ``prefix_sharing``, ``max_length``, ...).
-        With ``cache`` (a StatsCache), each pass is read from / stored in the statistics cache, and
-        checkpointed as it runs (``cache.checkpoint_seconds``; a killed pass resumes from them).
-        ``prefix_sharing``: items with identical prompt ids run the prompt once (causal LMs; the
-        same statistics, see ``engine.compute``). ``shards`` (a coordinator, ``store.coordinator``;
-        needs ``cache``): each pass's batches dealt to shards that meet in the cache (``shards.run_pass``);
-        raises ShardsPending when a pass waits for shards this process does not run."""
-        opts = PassOptions.given(options, overrides)
-        sharded = shards if shards is not None and shards.on else None
+                   inputs: ScoringInput | None = None, source_spans=None, temperatures: Sequence[float] | None = None,
+                   models: Sequence[str] | None = None, request: PassRequest | None = None,
+                   **overrides) -> PairStatistics:
+        """Run each model once (``run``) on ``inputs``, or on ``prompts`` and ``hypotheses`` encoded
+        here (``encode``: ``source_spans``, ``max_length``). How the passes go is one ``PassRequest``:
+        ``request``, with ``temperatures`` and ``models`` over it when given. ``overrides``: the Python
+        API's one keyword shim, fields of ``PassRequest`` (``cache``, ``progress``, ``options``,
+        ``shards``) or of ``PassOptions`` (``token_budget``, ``padding_side``, ``prefix_sharing``,
+        ``max_length``, ...) as keywords. With ``cache`` (a StatsCache), each pass is read from /
+        stored in the statistics cache and checkpointed as it runs (a killed pass resumes). With
+        ``shards`` (a coordinator), raises ShardsPending when a pass waits for shards this process
+        does not run: this call is the library's command boundary."""
+        req = request_of(request, temperatures, models, overrides)
         if inputs is None:
             if prompts is None or hypotheses is None:
                 raise ValueError("give prompts and hypotheses, or inputs")
-            inputs = self.encode(prompts, hypotheses, max_length=opts.max_length, source_spans=source_spans)
+            inputs = self.encode(prompts, hypotheses, max_length=req.options.max_length, source_spans=source_spans)
+        got = self.run(inputs, req)
+        if isinstance(got, Pending):
+            assert req.shards is not None  # only a sharded pass waits
+            raise got.error(req.shards.count)
+        return got
+
+    def run(self, inputs: ScoringInput, request: PassRequest) -> PairStatistics | Pending:
+        """Run each model once on ``inputs`` as ``request`` says: the statistics, or ``Pending`` when a
+        sharded pass (``request.shards``, through the cache: ``shards.run_pass``) waits for shards
+        this process does not run. Causal LMs with ``prefix_sharing`` run each distinct prompt once
+        (the same statistics, see ``engine.compute``)."""
+        opts, cache, progress, temperatures = request.options, request.cache, request.progress, request.temperatures
+        shards, models = request.shards, request.models
+        sharded = shards if shards is not None and shards.on else None
         self.check_pass_inputs(inputs, models, cache, shards)
         stats: dict[str, TokenStats | None] = {}  # None: a sharded pass still pending, in its place
         reports: dict[str, engine.EngineReport | None] = {}
@@ -381,7 +427,9 @@ class ModelPair:
             _keep(stats, reports, label, got, report, start, role if own else None)
         if waiting:
             assert cache is not None and sharded is not None  # a pass waits only when sharded through the cache
-            _settle(cache, sharded, waiting, stats, reports)
+            pending = _settle(cache, sharded, waiting, stats, reports)
+            if pending is not None:
+                return pending
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
         return PairStatistics(_complete(stats), inputs, _complete(reports), tokenizers)
 

@@ -84,6 +84,8 @@ def direction_items(direction: str, texts: Texts, refs: list[list[str]]) -> list
 
 def mean_logp(pair, items, run: BaselineRun, label: str):
     """(1/|b|) log p(b | a) per item, the pass's report and which encoder inputs were cut."""
+    from cscore.scorers.api import PassRequest
+
     srcs, tgts = [a for _, a, _ in items], [b for _, _, b in items]
     for k, (a, b) in enumerate(zip(srcs, tgts)):
         if not a.strip() or not b.strip():
@@ -99,8 +101,8 @@ def mean_logp(pair, items, run: BaselineRun, label: str):
         raise InputError(f"{label}: {err}{row}") from None
     # the run's token budget; the other pass options their defaults (a baseline's cache keys as they were)
     options = PassOptions(token_budget=run.options.token_budget)
-    stats = pair.statistics(inputs=inputs, temperatures=[1.0], models=["expert"], cache=run.cache,
-                            progress=run.progress, options=options)
+    stats = pair.statistics(inputs=inputs, request=PassRequest([1.0], ["expert"], options, run.cache,
+                                                               progress=run.progress))
     values = stats.score("single", model="expert", t=1.0, norm="mean", skip_first=False, clamp=None)
     return values, stats.reports["expert"], np.array([it.truncated for it in inputs.items])
 

@@ -19,7 +19,7 @@ import copy
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Sequence
+from typing import Callable, Collection, Sequence
 
 import numpy as np
 import torch
@@ -30,6 +30,8 @@ from cscore.scorers.engine.passes import Ticks, announce, forward_ticks
 from cscore.scorers.judge.judge import assistant
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
 from cscore.scorers.models.anatomy import decoder_base, layer_list
+from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
 
@@ -199,13 +201,13 @@ class Paths:
     max_new_tokens: int
     judge_key: str | None = None
     stop: str | None = "paper"
-    shards: Any = None  # a coordinator (runtime.shards, store/coordinator.py): prompts dealt to shards; no key part
+    shards: InProcess | None = None  # a coordinator (runtime.shards): prompts dealt to shards; no key part
     adopt: bool = False  # this process merged the sharded first-step pass: shards that left then are its own
     extra_rules: Sequence[float | None] = ()  # other points of the run's sweep (greedy_paths); not a key part
 
 
 def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progress=None,
-                 timing: dict | None = None) -> dict:
+                 timing: dict | None = None) -> dict | Pending:
     """{rule: decoded ids per prompt}; each rule's paths read from ``cache`` when it holds them
     (the key: the judge statistics' key, the rule, α where it applies, the stop rule), the rest
     decoded together (``decode_all``: one tree per prompt) and stored (``through_cache_many``).
@@ -216,7 +218,8 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
     sharded decode also ``sharded``: the report of its merge (shards, their seconds, the merge's).
     ``stop``: a path also stops once ``cscore.scorers.judge.parse.settled`` says the parse rule ``stop`` ("paper"
     or "released") can no longer change its score; None: only at EOS or ``max_new_tokens`` (the
-    whole text). ``how``: what the paths depend on, and how they are dealt (``Paths``)."""
+    whole text). ``how``: what the paths depend on, and how they are dealt (``Paths``). A sharded
+    decode whose shards are not all done gives ``Pending``."""
     extra_rules = how.extra_rules
     alpha, max_new_tokens, judge_key, stop = how.alpha, how.max_new_tokens, how.judge_key, how.stop
     eos = eos_ids(pair.expert.config, pair.tokenizer)
@@ -236,6 +239,8 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
         got = sharded_paths(cache, {n: parts(r) for n, r in own.items()}, prompts, how,
                             lambda names, only, each: _decode_rules(pair, stats, prompts, [own[n] for n in names], how,
                                                                     eos, progress, (only, each)), timing)
+        if isinstance(got, Pending):
+            return got
     else:
         got = through_cache_many(cache if judge_key else None, {n: parts(r) for n, r in own.items()}, compute,
                                  extra={n: parts(r) for n, r in more.items()})
@@ -269,13 +274,13 @@ def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=N
     return [paths.paths() for paths in got]
 
 
-def sharded_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Callable, timing=None) -> dict:
+def sharded_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Callable,
+                  timing=None) -> dict | Pending:
     """``through_cache_many`` for a sharded run (``judge.sharded``): each prompt's tree is one unit,
     dealt by its cost (its tokens and the steps it may take); ``decode(names, prompt indices,
-    each)`` decodes them; ``timing`` (a dict) gets ``sharded``, a merge's report. Raises
-    ShardsPending while a shard is missing."""
+    each)`` decodes them; ``timing`` (a dict) gets ``sharded``, a merge's report. ``Pending``
+    while a shard is missing."""
     from cscore.scorers.judge.sharded import DecodeJob, sharded_decodes
-    from cscore.scorers.store.shards import pending_error
 
     order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), i))  # longest first: the deal balances
 
@@ -287,7 +292,7 @@ def sharded_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Ca
     reports: dict = {}
     got, missing = sharded_decodes(cache, job, how.shards, reports)
     if not got:
-        raise pending_error({"decode": missing}, how.shards)
+        return Pending(missing, ("decode",))
     if timing is not None and reports:
         timing["sharded"] = next(iter(reports.values()))
     return got

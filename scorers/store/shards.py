@@ -8,8 +8,8 @@ same device type and dtype.
 Sharding is one subsystem in three parts: the shard plan (``checkpoint.deal``: batches, decode
 trees, negative groups dealt alike), the meeting place (``meeting.Place``: the partials, marks and
 locks of a pass) and the coordinator (``coordinator``: who computes, waits and merges). A pass
-ends ``Done`` or ``Pending``; ``ShardsPending`` is raised where a command ends (``pending_error``:
-a method kind, the Python API's ``statistics``, the greedy decode).
+ends ``Done`` or ``Pending``, and so does whatever runs it, up to the command: ``ShardsPending``
+(``Pending.error``) is raised there alone (``cli/run.py``, the Python API's ``ModelPair.statistics``).
 
 This module does not import torch or the engine."""
 
@@ -40,21 +40,31 @@ class Done:
 
 @dataclass(frozen=True)
 class Pending:
-    """A pass that waits for shards this process does not run (``missing``)."""
+    """Passes that wait for shards this process does not run: ``missing`` (shard indices; empty:
+    every shard is done and the merge is another process's), ``passes`` their labels. A pass runner
+    returns it; the command that ran the passes ends with ``error()``, raised at its boundary."""
 
     missing: list[int]
+    passes: tuple[str, ...] = ()
+
+    def named(self, label: str) -> Pending:
+        return Pending(self.missing, (label,))
+
+    def error(self, count: int) -> ShardsPending:
+        """What the command says (``count``: the run's shards)."""
+        what = (f"{missing_text(self.missing, count)} not done yet" if self.missing else
+                "every shard done; the merge is the parent's (runtime.devices)")
+        return ShardsPending(f"statistics ({', '.join(self.passes)}): {what}", self.missing, count)
 
 
 Outcome = Union[Done, Pending]
 
 
-def pending_error(pending: dict, coordinator: InProcess) -> ShardsPending:
-    """What a command says when passes (``pending``: {label: missing shards}) wait on shards this
-    process does not run: raised once, at the command's boundary."""
-    missing = sorted({k for ks in pending.values() for k in ks})
-    what = (f"{missing_text(missing, coordinator.count)} not done yet" if missing else
-            "every shard done; the merge is the parent's (runtime.devices)")
-    return ShardsPending(f"statistics ({', '.join(pending)}): {what}", missing, coordinator.count)
+def pending_of(parts: list[Pending]) -> Pending | None:
+    """The passes of ``parts`` that wait, as one (None: none does)."""
+    if not parts:
+        return None
+    return Pending(sorted({k for p in parts for k in p.missing}), tuple(x for p in parts for x in p.passes))
 
 
 # -- one sharded pass through the statistics cache --------------------------------------------

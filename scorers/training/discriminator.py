@@ -16,6 +16,7 @@ import numpy as np
 
 from cscore.errors import ConfigError
 from cscore.scorers.config.run import RunConfig
+from cscore.scorers.store.shards import Pending
 from cscore.scorers.training.artifacts import ArtifactDir, digest, now, out_dir, split_groups, versions
 from cscore.scorers.training.negatives import NEGATIVES, PROVENANCE, pair_record, read_records
 
@@ -107,23 +108,32 @@ def open_job(run: RunConfig, t: dict, config: dict) -> TrainJob:
 
 def momentum_sequences(pair, prompts: list[str], texts: list[str], t: float, clamp, run: RunConfig, max_length: int,
                        cache):
-    """Per item the contrastive momentum m_t = log p_e − log p_a of its text given its prompt."""
+    """Per item the contrastive momentum m_t = log p_e − log p_a of its text given its prompt (and the
+    statistics), or ``Pending`` while a shard of the sharded pass is missing."""
+    from cscore.scorers.api import PassRequest
     from cscore.scorers.methods import cdm
     from cscore.scorers.methods.common import per_item
 
-    stats = pair.statistics(prompts, texts, temperatures=[t], models=["expert", "amateur"], cache=cache,
-                            options=replace(run.passes, max_length=max_length), shards=run.coordinator)
+    options = replace(run.passes, max_length=max_length)
+    inputs = pair.encode(prompts, texts, max_length=max_length)
+    stats = pair.run(inputs, PassRequest([t], ["expert", "amateur"], options, cache, run.coordinator))
+    if isinstance(stats, Pending):
+        return stats
     m = cdm.momentum(stats.stats, t, clamp)
     return per_item(m, next(iter(stats.stats.values())).offsets), stats
 
 
 def train_pooler(run: RunConfig, job: TrainJob, pair, cache):
+    """(the discriminator's record, its log-odds per item), or ``Pending`` (``momentum_sequences``)."""
     from cscore.scorers.cdm import pooler as cdm_pooler
 
     t, items = job.t, job.items
     # the prompts were cut to fit runtime.max_length when the negatives were made: no second cut
-    seqs, _ = momentum_sequences(pair, [i["prompt"] for i in items], [i["text"] for i in items], t["t"], t["clamp"],
-                                 run, max_length=1 << 30, cache=cache)
+    got = momentum_sequences(pair, [i["prompt"] for i in items], [i["text"] for i in items], t["t"], t["clamp"],
+                             run, max_length=1 << 30, cache=cache)
+    if isinstance(got, Pending):
+        return got
+    seqs, _ = got
     x = cdm_pooler.features(seqs)
     held, labels = job.split()
     train = ~held
@@ -144,16 +154,20 @@ def pooler_from_dict(d: dict):
                              d.get("n_train", 0), d.get("n_positive"))
 
 
-def train(run: RunConfig, job: TrainJob, pair=None, cache=None) -> dict:
+def train(run: RunConfig, job: TrainJob, pair=None, cache=None) -> dict | Pending:
     """Train (``pair``, ``cache``: the loaded pair and statistics cache a pooler reads), then write
-    cscore_discriminator.json last; returns it."""
+    cscore_discriminator.json last; returns it (``Pending``: a shard of the pooler's momentum pass
+    is missing, nothing written)."""
     from cscore.scorers.training.classifier import train_classifier
 
     (held, labels), t, out = job.split(), job.t, job.folder.path
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     if job.kind == "pooler":
-        record, log_odds = train_pooler(run, job, pair, cache)
+        got = train_pooler(run, job, pair, cache)
+        if isinstance(got, Pending):
+            return got
+        record, log_odds = got
     else:
         record, log_odds = train_classifier(t, job.items, labels, ~held, out, run.passes.device)
     acc = {"train": accuracy(log_odds, labels, ~held), "held_out": accuracy(log_odds, labels, held)}

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from cscore.data.schema import LoadReport
     from cscore.scorers.engine.passes import EngineReport
     from cscore.scorers.models.loaded import LoadedModel
+    from cscore.scorers.store.shards import Pending
 
 Stage = Literal["validate", "shards", "load", "models", "score", "write"]
 
@@ -104,7 +105,10 @@ class MethodKind(ABC):
     def plan(self, run: RunConfig) -> Plan: ...
 
     @abstractmethod
-    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored: ...
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
+              state: RunState) -> Scored | Pending:
+        """The scored table, or ``Pending``: a sharded pass waits for shards this process does not run
+        (this process did its part; the command ends with one line, ``cli/run.py``)."""
 
     def rows(self, run: RunConfig) -> list[Variant]:
         """The method's variant rows (its own and the comparison rows) from its typed Params; the

@@ -14,6 +14,7 @@ from cscore.cli.pipeline.kinds.token_pass import TokenKind
 from cscore.errors import ConfigError
 from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
+from cscore.scorers.store.shards import Pending
 from cscore.scorers.training.classifier import classifier_log_odds, load_classifier
 from cscore.scorers.training.discriminator import pooler_from_dict
 from cscore.scorers.training.negatives import pair_record
@@ -46,7 +47,8 @@ class Discriminator(TokenKind):
             plan.temperatures = sorted(set(plan.temperatures) | {float(meta["momentum"]["t"])})
         return plan
 
-    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored:
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
+              state: RunState) -> Scored | Pending:
         """The comparison rows as for any method (``TokenKind.score``), then score.cdm_gen from the discriminator."""
         from cscore.scorers.methods import cdm, cdm_gen
         from cscore.scorers.methods.common import per_item
@@ -55,7 +57,10 @@ class Discriminator(TokenKind):
         p = main.params  # cdm_gen's Params
         path = p.discriminator
         meta = cdm_gen.read_meta(path)
-        scored, pair_stats = self.token_pass(run, loaded, plan, progress, state)
+        got = self.token_pass(run, loaded, plan, progress, state)
+        if isinstance(got, Pending):
+            return got
+        scored, pair_stats = got
         table = scored.table
         if meta["kind"] == "pooler":
             m = meta["momentum"]

@@ -26,6 +26,7 @@ from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt, judge_prompt
 from cscore.errors import ConfigError
 from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
+from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,9 @@ def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
 
 
 def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefixes, n_items, progress=None):
-    """The judge pass through the statistics cache (one entry per pair, prompts and range). A range
-    with multi-token values keeps the expected score's chain (``judge_stats``): its key says so."""
+    """(statistics, report, cache key) of the judge pass through the statistics cache (one entry per
+    pair, prompts and range), or ``Pending`` (a sharded pass, a shard missing). A range with
+    multi-token values keeps the expected score's chain (``judge_stats``): its key says so."""
     from cscore.scorers.judge import judge
     from cscore.scorers.judge.parse import digit_tokens
     from cscore.scorers.judge.stats import CHAIN_CS, CHAIN_FORMAT, FORMAT, JudgeStats
@@ -84,9 +86,13 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     if digits is not None:  # one-token ranges: keys unchanged
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
     if run.coordinator.on:
-        stats, report = sharded_first_step(run, cache, parts, scale, compute, (main, asst))
-        report.fetch_seconds = time.perf_counter() - start
-        return stats, report, stats_key(parts)
+        from cscore.scorers.judge.sharded import first_step
+
+        got = first_step(cache, parts, scale, compute, (main, asst), run.coordinator)
+        if isinstance(got, Pending):
+            return got.named("judge")
+        got.report.fetch_seconds = time.perf_counter() - start
+        return got.stats["judge"], got.report, stats_key(parts)
     done: dict = {}
 
     def compute_entry(key: str):
@@ -100,23 +106,13 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     return got["judge"], report, stats_key(parts)
 
 
-def sharded_first_step(run: RunConfig, cache, parts: dict, scale, compute, models):
-    """The judge pass sharded (``judge.sharded.first_step``): (statistics, report); ShardsPending
-    while a shard is missing (this process did its part: the command ends with one line)."""
-    from cscore.scorers.judge.sharded import first_step
-    from cscore.scorers.store.shards import Pending, pending_error
-
-    got = first_step(cache, parts, scale, compute, models, run.coordinator)
-    if isinstance(got, Pending):
-        raise pending_error({"judge": got.missing}, run.coordinator)
-    return got.stats["judge"], got.report
-
-
-def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory, merged=False) -> tuple[dict, list, dict]:
+def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory,
+                  merged=False) -> tuple[dict, list, dict] | Pending:
     """({row: its decoded text per prompt}, the sweep's other (λ, t) points whose paths were decoded
     too, {"decode": its report}) under method.decode=greedy (``scorers.judge_decode``; paths cached
-    next to the statistics); ({}, [], {}) for first_token. ``merged``: this process merged the sharded
-    first-step pass (the decodes of shards that ended before it are its own, ``judge.sharded``)."""
+    next to the statistics); ({}, [], {}) for first_token; ``Pending`` while a shard of a sharded
+    decode is missing. ``merged``: this process merged the sharded first-step pass (the decodes of
+    shards that ended before it are its own, ``judge.sharded``)."""
     p: Any = run.method  # cd_judge's Params
     if p.decode != "greedy":
         return {}, [], {}
@@ -135,6 +131,8 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory, merg
                 shards=run.coordinator, adopt=merged, extra_rules=extra)
     paths = greedy_paths(pair, stats, prompts, list(rules.values()), how, cache=stats_cache(run) if key else None,
                          progress=factory("decode", len(prompts)) if factory else None, timing=timing)
+    if isinstance(paths, Pending):
+        return paths
     also = [[lam, t] for (lam, t), rule in zip(grid, extra) if rule in paths and rule not in rules.values()]
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
@@ -177,6 +175,30 @@ def expected_missing(stats, plan, c: float) -> dict[str, str]:
     return out
 
 
+def judge_passes(run: RunConfig, pair, plan, progress: Progress, contexts, scale: tuple) -> tuple | Pending:
+    """The judge pass, then its rows' greedy decode (``decoded_texts``): (statistics, the pass's
+    report, the decoded texts, the grid points decoded too, the decode's report), or ``Pending`` (a
+    shard missing, or this shard's job writes no run directory: ``stop_shard``). ``scale``: the
+    range's values, their token ids, the continuation prefixes and the number of items."""
+    from cscore.scorers.engine.passes import per_item
+
+    values, value_ids, prefixes, n_items = scale
+    with progress.live() as factory:
+        got = judge_statistics(run, pair, contexts, values=values, value_ids=value_ids, prefixes=prefixes,
+                               n_items=n_items, progress=per_item(factory, 1 + len(prefixes))("judge", len(contexts))
+                               if factory else None)
+        if isinstance(got, Pending):
+            return got
+        stats, report, key = got
+        firsts = [contexts[i * (1 + len(prefixes))] for i in range(n_items)]
+        texts = decoded_texts(run, pair, stats, key, firsts, plan, factory, merged=not report.cached)
+    if isinstance(texts, Pending):
+        return texts
+    decoded, also, decode_report = texts
+    stop = stop_shard(run.coordinator, [report, *decode_report.values()])
+    return stop if stop is not None else (stats, report, decoded, also, decode_report)
+
+
 @REGISTRY
 class Judge(JudgeKind):
     name = "judge"
@@ -193,9 +215,9 @@ class Judge(JudgeKind):
         return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
                     targets=[f"{rundir.HUMAN}{aspect}"])
 
-    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored:
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
+              state: RunState) -> Scored | Pending:
         from cscore.data import judge_prompts
-        from cscore.scorers.engine.passes import per_item
         from cscore.scorers.judge.parse import continuation_prefixes, score_tokens
 
         if run.method.decode == "values":  # type: ignore[attr-defined]  # the contrast over the range's values
@@ -217,15 +239,10 @@ class Judge(JudgeKind):
             log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d", n_truncated,
                         len(examples), run.passes.max_length)
         state["stage"] = "score"
-        with progress.live() as factory:
-            stats, report, key = judge_statistics(run, pair, contexts, values=values, value_ids=value_ids,
-                                                  prefixes=prefixes, n_items=len(examples),
-                                                  progress=per_item(factory, 1 + len(prefixes))("judge", len(contexts))
-                                                  if factory else None)
-            firsts = [contexts[i * (1 + len(prefixes))] for i in range(len(examples))]
-            decoded, also, decode_report = decoded_texts(run, pair, stats, key, firsts, plan, factory,
-                                                         merged=not report.cached)
-        stop_shard(run.coordinator, [report, *decode_report.values()])
+        got = judge_passes(run, pair, plan, progress, contexts, (values, value_ids, prefixes, len(examples)))
+        if isinstance(got, Pending):
+            return got
+        stats, report, decoded, also, decode_report = got
         table = examples.copy()
         table["prompt"] = kept
         table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]

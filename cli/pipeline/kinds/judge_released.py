@@ -28,6 +28,7 @@ from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +102,12 @@ class ShardedDecode:
         return None if shards is None else cls(shards, reports)
 
 
-def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, sharded: ShardedDecode, factory) -> dict:
+def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, sharded: ShardedDecode,
+                 factory) -> dict | Pending:
     """The released rows ``rows`` ({name: rule}) decoded by shards (``judge.sharded``): each batch of
-    the plan one unit, dealt by its padded cost; ``parts``: each row's decode key parts. Raises
-    ShardsPending while a shard is missing."""
+    the plan one unit, dealt by its padded cost; ``parts``: each row's decode key parts.
+    ``Pending`` while a shard is missing."""
     from cscore.scorers.judge.sharded import DecodeJob, sharded_decodes
-    from cscore.scorers.store.shards import pending_error
 
     units = sorted(plan_batches(prompts, params.batch_size),
                    key=lambda u: -len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens))
@@ -120,7 +121,7 @@ def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, sharded:
     job = DecodeJob(parts, units, costs, compute, len(prompts), [len(x) for x in prompts], "released")
     got, missing = sharded_decodes(cache, job, sharded.shards, sharded.reports)
     if not got:
-        raise pending_error({"decode": missing}, sharded.shards)
+        return Pending(missing, ("decode",))
     return got
 
 
@@ -204,21 +205,24 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
 
 
 def decode_sharded(pair, prompts, plan, params, cache, base, factory,
-                   sharded: ShardedDecode) -> tuple[dict, float, list]:
+                   sharded: ShardedDecode) -> tuple[dict, float, list] | Pending:
     """``decode_rows`` with the rows decoded by shards (``sharded_rows``); no grid points join."""
     who, rows, parts = _row_plan(pair, prompts, plan, params, base)
     start = time.perf_counter()
     decoded = sharded_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, sharded, factory)
+    if isinstance(decoded, Pending):
+        return decoded
     return decoded, time.perf_counter() - start, []
 
 
-def decode_run(run, pair, prompts, plan, params, cache, base, factory) -> tuple[dict, float, list, dict]:
+def decode_run(run, pair, prompts, plan, params, cache, base, factory) -> tuple[dict, float, list, dict] | Pending:
     """``decode_rows`` with the sweep's grid points, or ``decode_sharded`` (runtime.shards, through
-    the cache); and the shards' figures of a sharded decode (by row)."""
+    the cache; ``Pending`` while a shard is missing); and the shards' figures of a sharded decode (by row)."""
     merged: dict = {}
     sharded = ShardedDecode.of(run.coordinator, merged)
     if cache is not None and sharded is not None and sharded.shards.on:
-        return (*decode_sharded(pair, prompts, plan, params, cache, base, factory, sharded), merged)
+        got = decode_sharded(pair, prompts, plan, params, cache, base, factory, sharded)
+        return got if isinstance(got, Pending) else (*got, merged)
     grid = grid_points(run) if cache is not None else []
     return (*decode_rows(pair, prompts, plan, params, cache, base, factory, grid), merged)
 
@@ -239,6 +243,22 @@ def _row_plan(pair, prompts, plan, params, base) -> tuple[dict, dict, dict]:
     return who, rows, parts
 
 
+def released_prompts(tok, texts: list[str], jp, max_prompt_tokens: int) -> tuple[list[list[int]], list[bool]]:
+    """(each prompt's ids as the released code builds them, whether it was cut to ``max_prompt_tokens``)."""
+    from cscore.scorers.judge.released import released_prompt_ids
+
+    role, gen_prompt = jp.get("role", "system"), jp.get("generation_prompt", False)
+    prompts = [released_prompt_ids(tok, x, role=role, add_generation_prompt=gen_prompt,
+                                   max_length=max_prompt_tokens) for x in texts]
+    chats = [tok.apply_chat_template([{"role": role, "content": x}], tokenize=False,
+                                     add_generation_prompt=gen_prompt) for x in texts]
+    truncated = [len(tok(c)["input_ids"]) > max_prompt_tokens for c in chats]
+    if any(truncated):
+        log.warning("%d of %d prompts cut to their first %d tokens, as the released code does (its end, with the "
+                    "summary, is lost)", sum(truncated), len(texts), max_prompt_tokens)
+    return prompts, truncated
+
+
 @REGISTRY
 class JudgeReleased(JudgeKind):
     name = "judge_released"
@@ -249,26 +269,18 @@ class JudgeReleased(JudgeKind):
         # no score.<row>_expected: the released code decodes text
         return Plan(variants, ["expert", "amateur"], [], targets=[f"{rundir.HUMAN}{aspect}"])
 
-    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored:
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
+              state: RunState) -> Scored | Pending:
         from cscore.data import judge_prompts
         from cscore.scorers.engine import engine
         from cscore.scorers.judge.parse import PARSERS
-        from cscore.scorers.judge.released import released_prompt_ids, released_text
+        from cscore.scorers.judge.released import released_text
 
         p, examples, pair, jp = self.setup(run, loaded, plan)
         lo, hi = p.score_range
         tok = pair.tokenizer
         texts, _ = judge_prompts.build(examples, jp, aspect=p.aspect, lo=lo, hi=hi, chat=None)
-        role, gen_prompt = jp.get("role", "system"), jp.get("generation_prompt", False)
-        prompts = [released_prompt_ids(tok, x, role=role, add_generation_prompt=gen_prompt,
-                                       max_length=p.max_prompt_tokens) for x in texts]
-        chats = [tok.apply_chat_template([{"role": role, "content": x}], tokenize=False,
-                                         add_generation_prompt=gen_prompt) for x in texts]
-        untruncated = [len(tok(c)["input_ids"]) for c in chats]
-        truncated = [n > p.max_prompt_tokens for n in untruncated]
-        if any(truncated):
-            log.warning("%d of %d prompts cut to their first %d tokens, as the released code does (its end, with the "
-                        "summary, is lost)", sum(truncated), len(texts), p.max_prompt_tokens)
+        prompts, truncated = released_prompts(tok, texts, jp, p.max_prompt_tokens)
         state["stage"] = "score"
         cache, base = released_cache(run, pair, prompts)
         table = examples.copy()
@@ -277,7 +289,10 @@ class JudgeReleased(JudgeKind):
         table["truncated"] = truncated
         invalid, reports, changes = {}, {}, {}
         with progress.live() as factory:
-            decoded, spent, also, merged = decode_run(run, pair, prompts, plan, p, cache, base, factory)
+            got = decode_run(run, pair, prompts, plan, p, cache, base, factory)
+        if isinstance(got, Pending):
+            return got
+        decoded, spent, also, merged = got
         if also:
             log.info("decoded %d other grid point(s) of this sweep with this one (one tree): their jobs read them "
                      "from the cache", len(also))
@@ -298,7 +313,9 @@ class JudgeReleased(JudgeKind):
             rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
                                       cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
             reports[f"decode {v.name}"] = shard_figures(rep, merged.get(v.name))
-        stop_shard(run.coordinator, list(reports.values()))
+        stop = stop_shard(run.coordinator, list(reports.values()))
+        if stop is not None:
+            return stop
         judge_info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,
                       "invalid": invalid, "parse": p.parse, "parse_changes": changes,
                       "judge_prompt": jp.get("name"),

@@ -13,6 +13,7 @@ from cscore.cli.pipeline.kinds.base import RunState, Scored
 from cscore.cli.pipeline.kinds.pair import stats_cache
 from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt
 from cscore.scorers.config.run import RunConfig
+from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,10 @@ def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int])
     return inputs, {role: (got[1], got[2]) for role, got in built.items()}
 
 
-def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState) -> Scored:
-    """``setup``: what ``JudgeKind.setup`` gave (the method's Params, examples, pair, judge prompt)."""
+def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState) -> Scored | Pending:
+    """``setup``: what ``JudgeKind.setup`` gave (the method's Params, examples, pair, judge prompt);
+    ``Pending`` while a shard of the sharded pass is missing."""
+    from cscore.scorers.api import PassRequest
     from cscore.scorers.engine.passes import per_item
     from cscore.scorers.judge import values as judge_values
 
@@ -80,9 +83,10 @@ def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState) 
                     sum(truncated), len(examples), run.passes.max_length)
     state["stage"] = "score"
     with progress.live() as factory:
-        stats = pair.statistics(inputs=inputs, temperatures=judge_values.temperatures(p.t), models=plan.models,
-                                progress=per_item(factory, len(values)), cache=stats_cache(run), options=run.passes,
-                                shards=run.coordinator)
+        stats = pair.run(inputs, PassRequest(judge_values.temperatures(p.t), plan.models, run.passes, stats_cache(run),
+                                             run.coordinator, per_item(factory, len(values))))
+    if isinstance(stats, Pending):
+        return stats
     n = len(values)
     a = judge_values.value_logp(stats.stats["expert"], n)
     b = {t: judge_values.value_logp(stats.stats["amateur"], n, t) for t in {1.0, float(p.t)}}

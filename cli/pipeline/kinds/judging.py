@@ -16,6 +16,7 @@ from cscore.cli.pipeline.kinds.base import Loaded, MethodKind, Plan
 from cscore.cli.pipeline.kinds.pair import load_pair, model_line
 from cscore.cli.pipeline.kinds.prompts import judge_prompt
 from cscore.scorers.config.run import RunConfig
+from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
 
@@ -92,16 +93,15 @@ class JudgeKind(MethodKind):
         return out
 
 
-def stop_shard(shards, reports) -> None:
-    """A shard's job that writes no run directory ends here (ShardsPending): a worker of
-    runtime.devices (its parent merges and writes), or a shard K > 0 of a job array whose passes
-    were all stored before it started (shard 0's job writes the run directory)."""
-    from cscore.scorers.store.shards import pending_error
-
+def stop_shard(shards, reports) -> Pending | None:
+    """``Pending`` for a shard's job that writes no run directory: a worker of runtime.devices (its
+    parent merges and writes), or a shard K > 0 of a job array whose passes were all stored before
+    it started (shard 0's job writes the run directory); None for any other."""
     if shards is None or not shards.on:
-        return
+        return None
     if not shards.merge or (shards.index not in (None, 0) and all(r.cached for r in reports)):
-        raise pending_error({"judge": []}, shards)
+        return Pending([], ("judge",))
+    return None
 
 
 def shard_figures(report, merged):

@@ -20,6 +20,7 @@ from cscore.cli.pipeline.kinds.base import REGISTRY, Loaded, Plan, RunState, Sco
 from cscore.cli.pipeline.kinds.token_pass import TokenKind
 from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
+from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
 FOLDS_FILE = rundir.CDM_FOLDS
@@ -30,7 +31,8 @@ class Pooler(TokenKind):
     name = "pooler"
     sections = ("pooler",)
 
-    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored:
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
+              state: RunState) -> Scored | Pending:
         from cscore.scorers import methods
         from cscore.scorers.cdm import pooler as cdm_pooler
         from cscore.scorers.methods.common import per_item
@@ -42,7 +44,10 @@ class Pooler(TokenKind):
         cdm_pooler.check_folds(loaded.examples[f"{rundir.HUMAN}{aspect}"].to_numpy(dtype=np.float64), groups,
                                folds=p.folds, seed=p.seed, objective=p.objective, l2=p.l2, threshold=p.threshold)
         # the comparison rows; the pooler's column below
-        scored, pair_stats = self.token_pass(run, loaded, plan, progress, state)
+        got = self.token_pass(run, loaded, plan, progress, state)
+        if isinstance(got, Pending):
+            return got
+        scored, pair_stats = got
         stats = pair_stats.stats
         momentum = methods.get(main.method).token_scores(stats, p)
         offsets = next(iter(stats.values())).offsets

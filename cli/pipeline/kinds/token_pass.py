@@ -14,6 +14,7 @@ from cscore.cli.pipeline.kinds.base import Loaded, MethodKind, Plan, Progress, R
 from cscore.cli.pipeline.kinds.pair import load_pair, model_line, stats_cache
 from cscore.cli.pipeline.kinds.prompts import make_prompts
 from cscore.scorers.config.run import RunConfig
+from cscore.scorers.store.shards import Pending
 
 if TYPE_CHECKING:
     from cscore.scorers.api import PairStatistics
@@ -32,16 +33,20 @@ class TokenKind(MethodKind):
         temps = sorted({float(t) for t in run.stats.temperatures} | {t for v in variants for t in v.temperatures()})
         return Plan(variants, models_needed(variants), temps)
 
-    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored:
-        return self.token_pass(run, loaded, plan, progress, state)[0]
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
+              state: RunState) -> Scored | Pending:
+        got = self.token_pass(run, loaded, plan, progress, state)
+        return got if isinstance(got, Pending) else got[0]
 
     def token_pass(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-                   state: RunState) -> tuple[Scored, PairStatistics]:
+                   state: RunState) -> tuple[Scored, PairStatistics] | Pending:
         """The token statistics pass and every variant that is a function of it alone: (what
-        ``score`` gives, the statistics, which a kind built on this one reads further)."""
+        ``score`` gives, the statistics, which a kind built on this one reads further), or
+        ``Pending`` while a shard of the sharded pass is missing."""
         from transformers.utils import logging as hf_logging
 
         from cscore.scorers import methods
+        from cscore.scorers.api import PassRequest
 
         hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
         pair = load_pair(run, plan.models)
@@ -60,9 +65,10 @@ class TokenKind(MethodKind):
                         len(examples), opts.max_length)
         state["stage"] = "score"
         with progress.live() as factory:
-            stats = pair.statistics(inputs=inputs, temperatures=plan.temperatures, models=plan.models,
-                                    progress=factory, cache=stats_cache(run), options=opts,
-                                    shards=run.coordinator)
+            stats = pair.run(inputs, PassRequest(plan.temperatures, plan.models, opts, stats_cache(run),
+                                                 run.coordinator, factory))
+        if isinstance(stats, Pending):
+            return stats
         table = examples.copy()
         table["prompt"] = [it.prompt for it in inputs.items]
         table["prompt_tokens"] = [len(it.prompt_ids) for it in inputs.items]

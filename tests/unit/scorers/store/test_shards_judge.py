@@ -17,7 +17,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cscore import rundir  # noqa: E402
-from cscore.errors import ShardsPending  # noqa: E402
 from cscore.scorers.api import ModelPair  # noqa: E402
 from cscore.scorers.engine.pass_options import PassOptions  # noqa: E402
 from cscore.scorers.judge import decode as jd  # noqa: E402
@@ -143,9 +142,8 @@ def decode_entries(cache: StatsCache) -> dict:
 
 def decoded_shards(pair, stats, prompts, cache, key, count):
     for k in range(count - 1):
-        with pytest.raises(ShardsPending) as err:
-            greedy(pair, stats, prompts, cache, key, InProcess(count, k))
-        assert err.value.missing == list(range(k + 1, count))
+        got = greedy(pair, stats, prompts, cache, key, InProcess(count, k))
+        assert isinstance(got, Pending) and got.missing == list(range(k + 1, count)) and got.passes == ("decode",)
         assert len(list(cache.root.glob(f"{PARTIAL_DIR}/*/s{k:03d}-*.npz"))) >= len(RULES)  # its trees, every row
     return greedy(pair, stats, prompts, cache, key, InProcess(count, count - 1))
 
@@ -177,16 +175,14 @@ def test_a_damaged_decode_partial_is_never_merged_and_its_shard_runs_again(pair,
     key = stats_key(parts_of(pair, contexts, scale))
     want = greedy(pair, stats, prompts, one, key)
     cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
-    with pytest.raises(ShardsPending):
-        greedy(pair, stats, prompts, cache, key, InProcess(2, 0))
+    assert isinstance(greedy(pair, stats, prompts, cache, key, InProcess(2, 0)), Pending)
     files = sorted((tmp_path / "c" / PARTIAL_DIR).glob("*/s000-*.npz"))
     assert len(files) >= len(RULES)
     data = bytearray(files[0].read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte: its checksum no longer matches its name
     files[0].write_bytes(bytes(data))
-    with pytest.raises(ShardsPending) as err:  # the last shard: shard 0 lost a file, so it is missing again
-        greedy(pair, stats, prompts, cache, key, InProcess(2, 1))
-    assert err.value.missing == [0]
+    got = greedy(pair, stats, prompts, cache, key, InProcess(2, 1))  # the last shard: shard 0 lost a file
+    assert isinstance(got, Pending) and got.missing == [0]  # so it is missing again
     assert "is damaged (its checksum does not match its name)" in caplog.text
     assert not files[0].exists()
     assert greedy(pair, stats, prompts, cache, key, InProcess(2, 0)) == want  # shard 0 again, then the merge
