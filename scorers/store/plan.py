@@ -10,7 +10,7 @@ checkpoint's ``shard``), which asks it for its batches' owners."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,8 +27,9 @@ def deal(costs: Sequence[int], n: int) -> list[int]:
     return owner
 
 
-class Shard(NamedTuple):
-    """Shard ``index`` (0-based) of ``count``; a plain ``(index, count)`` tuple reads the same."""
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (0-based) of ``count``."""
 
     index: int
     count: int
