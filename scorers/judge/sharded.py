@@ -1,8 +1,8 @@
 """The judge's decodes sharded (``runtime.shards``): the prompts are grouped in units that are
 never split (cd_judge's greedy decode: one prompt, whose rules form one tree; the released
 decode: one batch of its plan, decoded together), the units dealt to the shards by cost, longest
-first (the shard plan, ``plan.Shard``: every shard deals alike). A shard decodes its units for every row the
-cache lacks and writes each row's paths as partials under that row's own decode key
+first (the shard plan, ``plan.Shard``: every shard deals alike). A shard decodes its units for
+every row the cache lacks and writes each row's paths as partials under that row's own decode key
 (``<cache>/.partial/<key>/s<K>-<n>-<sha256>.npz``, ``item_partials.ItemCheckpoint``: checksum in
 the name, a header naming the decode) and a done mark per row; the merge (``shards.merge_pass``)
 stores the ordinary decode entry, the paths in prompt order: the entry an unsharded run stores.
