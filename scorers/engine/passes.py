@@ -172,17 +172,19 @@ def per_item(factory, group: int):
 
 def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, *, tokens: int,
          detail: str) -> np.ndarray | None:
-    """A shard's pass (``checkpoint.shard``): deal the planned batches (item indices, padded tokens)
-    to the shards and announce this shard's part (else the pass's ``tokens`` and ``detail``);
-    returns the other shards' items (None: unsharded)."""
-    if checkpoint is None or checkpoint.shard is None:
+    """A shard's pass (``checkpoint.shard``, a ``store.plan.Shard`` the pass runner opened it for):
+    the planned batches (item indices, padded tokens) dealt by the shard plan, the other shards'
+    items marked foreign in the checkpoint, and this shard's part announced (else the pass's
+    ``tokens`` and ``detail``); returns the other shards' items (None: unsharded)."""
+    shard = None if checkpoint is None else checkpoint.shard
+    if shard is None:
         announce(progress, tokens=tokens, detail=detail)
         return None
-    foreign = checkpoint.deal(batches, costs)
-    index, count = checkpoint.shard
+    foreign = shard.foreign(batches, costs, checkpoint.n_items)
+    checkpoint.mark_foreign(foreign)
     own = [b for b in batches if not foreign[b].all()]
     announce(progress, tokens=tokens, items=int(len(foreign) - foreign.sum()),
-             detail=f"shard {index} of {count}: {len(own):,} of {len(batches):,} batches")
+             detail=f"shard {shard.index} of {shard.count}: {len(own):,} of {len(batches):,} batches")
     return foreign
 
 

@@ -1,8 +1,8 @@
 """The judge's decodes sharded (``runtime.shards``): the prompts are grouped in units that are
 never split (cd_judge's greedy decode: one prompt, whose rules form one tree; the released
 decode: one batch of its plan, decoded together), the units dealt to the shards by cost, longest
-first (``checkpoint.deal``: every shard deals alike). A shard decodes its units for every row the
-cache lacks and writes each row's paths as partials under that row's own decode key
+first (the shard plan, ``plan.Shard``: every shard deals alike). A shard decodes its units for
+every row the cache lacks and writes each row's paths as partials under that row's own decode key
 (``<cache>/.partial/<key>/s<K>-<n>-<sha256>.npz``, ``item_partials.ItemCheckpoint``: checksum in
 the name, a header naming the decode) and a done mark per row; the merge (``shards.merge_pass``)
 stores the ordinary decode entry, the paths in prompt order: the entry an unsharded run stores.
@@ -31,6 +31,7 @@ import numpy as np
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
 from cscore.scorers.store.item_partials import SIZES, ItemCheckpoint, Layout, unit_offsets
 from cscore.scorers.store.meeting import Place
+from cscore.scorers.store.plan import Shard
 from cscore.scorers.store.shards import Outcome, Pending, ShardedPass, merge_pass
 
 log = logging.getLogger(__name__)
@@ -181,8 +182,6 @@ def decode_shard(cache, job: DecodeJob, keys: dict[str, str], shard: tuple[int, 
     shard lock, its units the partials lack decoded (together), then a mark per row."""
     from contextlib import ExitStack
 
-    from cscore.scorers.store.checkpoint import deal
-
     k, count = shard
     with ExitStack() as stack:
         for key in sorted(set(keys.values())):
@@ -191,7 +190,7 @@ def decode_shard(cache, job: DecodeJob, keys: dict[str, str], shard: tuple[int, 
         if not todo:
             return
         checkpoints = {n: open_partials(cache, job, key, shard) for n, key in todo.items()}
-        mine = [u for u, owner in zip(job.units, deal(job.costs, count)) if owner == k]
+        mine = Shard(k, count).mine(job.units, job.costs)
         start = time.time()
         try:
             done = decode_units(job, checkpoints, mine)
@@ -217,7 +216,7 @@ def open_partials(cache, job: DecodeJob, key: str, shard: tuple[int, int]) -> It
     if ck.load():
         log.info("decode (%s): shard %d of %d resumed %d prompts from its partials", job.label, shard[0], shard[1],
                  ck.n_kept)
-    ck.deal(job.units, job.costs)
+    ck.mark_foreign(Shard(*shard).foreign(job.units, job.costs, ck.n_items))
     return ck
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from cscore.files import canonical_json, write_atomic
 from cscore.scorers.engine.stats import FORMAT_VERSION
+from cscore.scorers.store.plan import Shard
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class Checkpoint:
                  temperatures: Sequence[float], every: float = CHECKPOINT_SECONDS, schema: int = 0,
                  shard: tuple[int, int] | None = None):
         self.folder, self.heads, self.every = Path(folder), list(heads), float(every)
-        self.shard = shard  # (index, count): this pass computes one shard's batches (files s<index>-...)
+        self.shard = None if shard is None else Shard(*shard)  # this pass computes one shard's units (s<index>-...)
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.n_items, self.n_tokens = len(self.offsets) - 1, int(self.offsets[-1])
         self.header = canonical_json({"key": key, "heads": self.heads, "n_items": self.n_items,
@@ -63,7 +64,7 @@ class Checkpoint:
                                       "format_version": FORMAT_VERSION, "cache_schema": schema})
         self.done = np.zeros(self.n_items, dtype=bool)  # items kept by an earlier run
         self.saved = np.zeros(self.n_items, dtype=bool)  # items on disk now (earlier runs' and this one's)
-        self.foreign = np.zeros(self.n_items, dtype=bool)  # items of other shards' batches (``deal``)
+        self.foreign = np.zeros(self.n_items, dtype=bool)  # items of other shards' batches (``mark_foreign``)
         self.owner = np.full(self.n_items, -1, dtype=np.int64)  # the shard whose file holds an item (-1: none's)
         self.kept: list[tuple[np.ndarray, dict]] = []
         self.pending: list[tuple[np.ndarray, dict]] = []
@@ -91,9 +92,9 @@ class Checkpoint:
         for name in names:
             m = _NAME_RE.match(name)
             own = None if m is None or m.group(1) is None else int(m.group(1))
-            if m is None or (self.shard is not None and own != self.shard[0]):
+            if m is None or (self.shard is not None and own != self.shard.index):
                 continue  # a shard reads its own files; the merge (no shard) reads them all
-            if own == (None if self.shard is None else self.shard[0]):
+            if own == (None if self.shard is None else self.shard.index):
                 self.seq = max(self.seq, int(m.group(2)) + 1)
             try:
                 dest, rows = self._read(self.folder / name, m.group(3))
@@ -150,15 +151,9 @@ class Checkpoint:
             arrays[f"{i}_logp_max"] = np.concatenate([_as_numpy(rows[h][1]) for _, rows in pending], axis=1)
         return arrays
 
-    def deal(self, batches: Sequence[Sequence[int]], costs: Sequence[int]) -> np.ndarray:
-        """A shard's pass: its planned batches (item indices, padded tokens) dealt to the shards;
-        marks the items of the other shards' batches ``foreign`` (never computed here) and returns them."""
-        if self.shard is not None:
-            index, count = self.shard
-            for members, owner in zip(batches, deal(costs, count)):
-                if owner != index:
-                    self.foreign[list(members)] = True
-        return self.foreign
+    def mark_foreign(self, items: np.ndarray) -> None:
+        """A shard's pass: the items of other shards' units (``plan.Shard.foreign``), never computed here."""
+        self.foreign |= np.asarray(items, dtype=bool)
 
     def _items_of(self, dest: np.ndarray) -> np.ndarray:
         return np.unique(np.searchsorted(self.offsets, dest, side="right") - 1)
@@ -194,7 +189,7 @@ class Checkpoint:
         np.savez(buf, **arrays)
         data = buf.getvalue()
         try:
-            prefix = "" if self.shard is None else f"s{self.shard[0]:03d}-"
+            prefix = "" if self.shard is None else f"s{self.shard.index:03d}-"
             write_atomic(self.folder / f"{prefix}{self.seq:06d}-{hashlib.sha256(data).hexdigest()}.npz", data)
         except OSError as err:
             self.enabled = False
@@ -208,18 +203,6 @@ class Checkpoint:
         """Remove the checkpoint (the full entry holds everything now)."""
         self.pending, self.kept = [], []
         remove_folder(self.folder)
-
-
-def deal(costs: Sequence[int], n: int) -> list[int]:
-    """The shard of each batch: batches in plan order (longest first), each to the shard with the
-    fewest padded tokens so far (ties: the lowest index). Every shard deals the same plan alike."""
-    loads = [0] * n
-    owner = []
-    for c in costs:
-        k = min(range(n), key=lambda s: (loads[s], s))
-        owner.append(k)
-        loads[k] += int(c)
-    return owner
 
 
 def remove_folder(folder: Path) -> None:

@@ -5,7 +5,7 @@ item is covered the merge stores the ordinary cache entry. A batch computes the 
 whichever process runs it, so the merged statistics are bit-identical to an unsharded pass on the
 same device type and dtype.
 
-Sharding is one subsystem in three parts: the shard plan (``checkpoint.deal``: batches, decode
+Sharding is one subsystem in three parts: the shard plan (``plan.Shard``: batches, decode
 trees, negative groups dealt alike), the meeting place (``meeting.Place``: the partials, marks and
 locks of a pass) and the coordinator (``coordinator``: who computes, waits and merges). A pass
 ends ``Done`` or ``Pending``, and so does whatever runs it, up to the command: ``ShardsPending``
@@ -23,7 +23,6 @@ from typing import Any, Union
 import numpy as np
 
 from cscore.errors import ShardsPending
-from cscore.scorers.store.checkpoint import deal  # noqa: F401 - the shard plan: batches dealt to shards
 from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.meeting import Place, missing_text
 

@@ -1,5 +1,5 @@
 """``cscore cdm generate`` sharded (``runtime.shards``): the positives are dealt to N shards in whole
-groups (``owners``, the shard plan); shard K writes its positives' negatives to
+groups (``owners``, by the shard plan ``store.plan.deal``); shard K writes its positives' negatives to
 ``<out>/.shards/s<K>of<N>.jsonl`` (resumable as negatives.jsonl is) and leaves a mark when done (the
 folder, marks and locks: ``meeting.Place.of_folder``); once every shard is marked, the
 merge writes negatives.jsonl with every positive's lines in the positives' order, then
@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from cscore.files import write_atomic
-from cscore.scorers.store.checkpoint import deal
 from cscore.scorers.store.meeting import Place
+from cscore.scorers.store.plan import deal
 from cscore.scorers.training.negatives import GenerateJob, finished_records
 
 SHARD_DIR = ".shards"  # under the output directory: the shards' files, marks and (runtime.devices) logs

@@ -18,7 +18,7 @@ from cscore.scorers.api import ModelPair
 from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.checkpoint import PARTIAL_DIR
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shards import deal
+from cscore.scorers.store.plan import deal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
