@@ -105,6 +105,25 @@ def test_pass_options_give_their_key_parts_and_take_the_api_keywords():
     assert PassOptions(device="cpu").torch_device().type == "cpu"
 
 
+def test_the_python_api_s_keywords_make_one_pass_request():
+    """``ModelPair.statistics``' shim: ``request``, then ``temperatures`` / ``models``, then keywords that
+    name a field of ``PassRequest`` or of its ``PassOptions``; anything else is a TypeError naming it."""
+    from cscore.scorers.api import DEFAULT_TEMPERATURES, PassRequest, request_of
+    from cscore.scorers.store.cache import StatsCache
+
+    assert request_of(None, None, None, {}) == PassRequest()
+    assert PassRequest().temperatures == DEFAULT_TEMPERATURES and PassRequest().options == PassOptions()
+    base = PassRequest([0.5], ["expert"], PassOptions(token_budget=64))
+    cache = StatsCache(ROOT / "no-such-cache-dir")  # not created: nothing is written
+    got = request_of(base, [1.0, 2.0], None, {"cache": cache, "padding_side": "left"})
+    assert got == PassRequest([1.0, 2.0], ["expert"], PassOptions(token_budget=64, padding_side="left"), cache)
+    again = request_of(base, None, ["amateur"], {"options": PassOptions(token_budget=8), "max_length": 99})
+    assert again.options == PassOptions(token_budget=8, max_length=99) and again.models == ["amateur"]
+    assert again.temperatures == [0.5]
+    with pytest.raises(TypeError, match="'share_prefix'.*cache.*token_budget"):
+        request_of(None, None, None, {"share_prefix": True})
+
+
 def test_one_place_opens_hydra_s_config_module():
     out = subprocess.run(["git", "grep", "-l", "initialize_config_module", "--", "*.py", ":!tests"], cwd=ROOT,
                          capture_output=True, text=True)
