@@ -132,7 +132,7 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     classifier = None if t["discriminator"] == "pooler" else (
         f"with cdm.train.discriminator={t['discriminator']} trains a transformers classifier: its gradient "
         "steps are one sequence in one process, not a statistics pass")
-    run = sharding("train", validate(cfg), classifier)  # before torch loads
+    run = sharding("train", validate(cfg), classifier, listed=cfg.runtime.devices is not None)  # before torch loads
     from cscore.cli import threads
     from cscore.cli.pipeline.kinds.pair import load_pair, stats_cache
     from cscore.scorers.training import discriminator
@@ -165,14 +165,15 @@ class Stage:
     meets_in_cache: bool = True
 
 
-def sharding(stage: str, run, refuse: str | None = None):
+def sharding(stage: str, run, refuse: str | None = None, listed: bool = False):
     """The run with its sharding settings checked before anything loads (``workers.check``, as for
     ``cscore run``); ``refuse``: why this stage cannot give bit-identical output sharded (then
-    runtime.shards / shard / devices are one line)."""
+    runtime.shards / shard / devices are one line; ``listed``: runtime.devices was given, one
+    device too, which the typed run resolved into ``runtime.device``)."""
     from cscore.cli import workers
 
     rt = run.runtime
-    if refuse and (rt.shards > 1 or rt.shard is not None or rt.devices is not None):
+    if refuse and (rt.shards > 1 or rt.shard is not None or listed):
         raise ConfigError(f"cscore cdm {stage} {refuse}; it cannot shard: run it with runtime.shards=1 (the default)")
     return workers.check(run, Stage(f"cdm {stage}", meets_in_cache=stage == "train"))
 

@@ -207,9 +207,9 @@ def check(args: list[str]) -> None:
             run = validate(cfg)
             c = plain(cfg)
             check_data(c)
-            sharded = workers.check_settings(run)  # runtime.shards / shard / devices; then the kind (imports it)
-            if sharded.runtime.shards > 1:
-                workers.check_kind(sharded, kinds.of_method(run.method.name))
+            workers.check_settings(run)  # runtime.shards / shard / devices; then the kind (imports it)
+            if run.runtime.shards > 1:
+                workers.check_kind(run, kinds.of_method(run.method.name))
             pair_check.check(c, run)
             check_cache(run)
             if slurm and run.runtime.shards > 1 and run.runtime.devices is None:  # before anything is submitted

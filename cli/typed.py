@@ -80,7 +80,9 @@ def typed_method(method: dict):
 
 def typed(cfg: DictConfig | dict) -> RunConfig:
     """The composed run config checked against the schema, as typed objects; the first setting
-    that is not allowed is a one-line ConfigError naming it, what was given and what may be."""
+    that is not allowed is a one-line ConfigError naming it, what was given and what may be.
+    ``runtime.devices`` is resolved here, once (``workers.resolve_devices``): the run's
+    ``PassOptions`` and coordinator are built from the resolved runtime."""
     from cscore.cli.tracking import check_config as check_tracking
 
     c = resolved(cfg)
@@ -91,10 +93,10 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     method = typed_method(c["method"])
     check_tracking(c.get("tracking"))
     top = {k: c[k] for k in ("resume", "out", "tokenizer", "model") if k in c}
-    from cscore.cli.workers import coordinator
+    from cscore.cli.workers import coordinator, resolve_devices
 
-    return RunConfig(**settings, **top, passes=PassOptions.of(settings["runtime"]),
-                     coordinator=coordinator(settings["runtime"]),
+    runtime = settings["runtime"] = resolve_devices(settings["runtime"])  # runtime.devices: shards and device
+    return RunConfig(**settings, **top, passes=PassOptions.of(runtime), coordinator=coordinator(runtime),
                      data=known_only(Data, c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
                      tracking=known_only(Tracking, c.get("tracking") or {"name": "none"}),

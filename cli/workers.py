@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from cscore.errors import ConfigError, CscoreError, ShardsPending
-from cscore.scorers.config.run import RunConfig
-from cscore.scorers.engine.pass_options import PassOptions
+from cscore.scorers.config.run import RunConfig, Runtime
 from cscore.scorers.store.coordinator import ArrayTask, InProcess
 
 if TYPE_CHECKING:
@@ -55,61 +54,74 @@ def coordinator(runtime) -> InProcess:
 
 
 def devices_of(value) -> list[str] | None:
-    """``runtime.devices`` as a list (``all``: every CUDA device torch sees)."""
+    """``runtime.devices`` as a list (``all``: every CUDA device torch sees; none there: [])."""
     if value is None:
         return None
     if value == "all":
         import torch
 
         n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if not n:
-            raise ConfigError("runtime.devices=all but torch sees no CUDA device here; give a list, e.g. [cpu,cpu]")
         return [f"cuda:{i}" for i in range(n)]
     return [str(d) for d in value]
 
 
+def resolve_devices(rt: Runtime) -> Runtime:
+    """The runtime settings with ``runtime.devices`` resolved, once, where the typed run is built
+    (``cli/typed.py``: its ``PassOptions`` and coordinator are built from these): N devices are N
+    shards, this process computing on the first; one device runs the pass here, no worker.
+    Settings that do not go together stay as given, for ``check_settings`` to name."""
+    devices = devices_of(rt.devices)
+    if devices is None or sharding_problem(rt, devices) is not None:
+        return rt
+    if len(devices) == 1:
+        return replace(rt, devices=None, device=devices[0])
+    return replace(rt, shards=len(devices), devices=devices, device=devices[0])
+
+
 def check(run: RunConfig, kind) -> RunConfig:
-    """The sharding settings checked before anything loads; returns the run with ``runtime.shards``
-    set from ``runtime.devices`` (and the device the merge keys its entries by)."""
-    run = check_settings(run)
+    """The sharding settings checked before anything loads (a ConfigError); returns ``run`` as
+    given (``runtime.devices`` was resolved when it was built: ``resolve_devices``)."""
+    check_settings(run)
     if run.runtime.shards > 1:
         check_kind(run, kind)
     return run
 
 
-def check_settings(run: RunConfig) -> RunConfig:
+def check_settings(run: RunConfig) -> None:
     """The checks that need no method kind (nothing imported: the precheck runs them first)."""
-    rt = run.runtime
-    devices = devices_of(rt.devices)
+    why = sharding_problem(run.runtime, devices_of(run.runtime.devices))
+    if why is not None:
+        raise ConfigError(why)
+
+
+def sharding_problem(rt: Runtime, devices: list[str] | None) -> str | None:
+    """The one line naming the first sharding settings that do not go together, or None
+    (``devices``: ``runtime.devices`` as a list, ``devices_of``)."""
     shards = rt.shards
     if devices is not None:
+        if not devices:
+            return "runtime.devices=all but torch sees no CUDA device here; give a list, e.g. [cpu,cpu]"
         if shards not in (1, len(devices)):
-            raise ConfigError(f"runtime.shards={shards} but runtime.devices lists {len(devices)} devices: one shard "
-                              "per device (leave runtime.shards out)")
+            return (f"runtime.shards={shards} but runtime.devices lists {len(devices)} devices: one shard "
+                    "per device (leave runtime.shards out)")
         if len({d.split(':')[0] for d in devices}) > 1:
-            raise ConfigError(f"runtime.devices={devices} mixes device types: the shards of a pass must compute alike "
-                              "(one device type, one dtype)")
+            return (f"runtime.devices={devices} mixes device types: the shards of a pass must compute alike "
+                    "(one device type, one dtype)")
         if rt.shard is not None:
-            raise ConfigError("runtime.shard is the one shard this process computes; runtime.devices runs them all: "
-                              "give one of the two")
+            return ("runtime.shard is the one shard this process computes; runtime.devices runs them all: "
+                    "give one of the two")
         shards = len(devices)
     if shards == 1:
         if rt.shard is not None:
-            raise ConfigError(f"runtime.shard={rt.shard} but runtime.shards=1: give runtime.shards=N as well")
-        if devices:  # one device: this process runs the pass on it, no worker
-            return replace(run, runtime=replace(rt, devices=None, device=devices[0]),
-                           passes=replace(run.passes, device=devices[0]))
-        return run
+            return f"runtime.shard={rt.shard} but runtime.shards=1: give runtime.shards=N as well"
+        return None
     if rt.shard is not None and rt.shard >= shards:
-        raise ConfigError(f"runtime.shard={rt.shard} but runtime.shards={shards}: shards are 0 .. {shards - 1}")
-    device = devices[0] if devices else rt.device
-    runtime = replace(rt, shards=shards, devices=devices, device=device)
-    # the passes read the settings checked here
-    return replace(run, runtime=runtime, passes=PassOptions.of(runtime), coordinator=coordinator(runtime))
+        return f"runtime.shard={rt.shard} but runtime.shards={shards}: shards are 0 .. {shards - 1}"
+    return None
 
 
 def check_kind(run: RunConfig, kind) -> None:
-    """A sharded run (``check_settings`` done): whether its kind shards and where its shards meet."""
+    """A sharded run (``check_settings`` passed): whether its kind shards and where its shards meet."""
     if not kind.shards:
         raise ConfigError(f"method={run.method.name} ({kind.name} kind) cannot shard its passes; run it with "
                           "runtime.shards=1 (the default)")

@@ -8,7 +8,8 @@ settings once; the method reads them typed (``p.gamma``): ``token_scores(stats, 
 per hypothesis token) and ``score(stats, p)``, which adds the shared length handling (``norm``,
 ``skip_first``; a method may give one its own name in ``aliases``, as cdm calls ``norm``
 ``pooling``). A new method is its module here (``METHODS.discover`` imports every module of the
-package: no list to edit), its preset YAML and its tests.
+package: no list to edit; its class says whether a cross-family pair computes it, ``aligned``),
+its preset YAML and its tests.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ __all__ = ["AGGREGATION_KEYS", "METHODS", "Method", "MethodParams", "get", "para
 
 METHODS.discover(__name__)  # every module here: each method module registers its method
 
-# methods a cross-family pair computes on aligned units (scorers/engine/align.py); single reads one model
-ALIGNED = ("single", "ensemble", "contrast", "division", "cd_score", "cdm")
 NOT_PARAMS = ("name", "variant")  # the Params fields that name the method and its column
 
 
@@ -36,13 +35,19 @@ def get(name: str) -> type[Method]:
     return METHODS.get(name)
 
 
+def aligned_methods() -> list[str]:
+    """The methods a cross-family pair computes on aligned units (``scorers/engine/align.py``;
+    single reads one model), in name order: those whose class says ``aligned``."""
+    return [name for name, method in METHODS.items() if method.aligned]
+
+
 def cross_family_refusal(name: str, method: dict | None = None) -> str | None:
     """Why a cross-family pair (different tokenizers) cannot run method ``name`` with the settings
     ``method`` (a run's method config; None: a score from token statistics), or None when it can:
     the methods on aligned units, and a run of cd_judge over the range's values (``decode=values``)."""
-    name = get(name).name
-    if name in ALIGNED:
+    if get(name).aligned:
         return None
+    name = get(name).name
     if name == "cd_judge" and method is not None:
         decode = method.get("decode") or defaults(name)["decode"]
         if decode == "values":
@@ -51,7 +56,7 @@ def cross_family_refusal(name: str, method: dict | None = None) -> str | None:
                 "(a cross-family pair): set method.decode=values (Eq. 1 over the range's values, each value scored "
                 "whole by each model on its own prompt)")
     return (f"method {name!r} needs expert and amateur to share a tokenizer; with a cross-family pair "
-            f"(units=aligned) use one of {', '.join(ALIGNED)}, or cd_judge with method.decode=values")
+            f"(units=aligned) use one of {', '.join(aligned_methods())}, or cd_judge with method.decode=values")
 
 
 def check_aligned(name: str, method: dict | None = None) -> None:

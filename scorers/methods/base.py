@@ -1,7 +1,7 @@
 """What every method is: its settings (``MethodParams``, the one base of each method's ``Params``)
 and its computation (``Method``, one class per method module, registered by name in ``METHODS``
 with ``@METHODS``). Per-method facts are class attributes (``name``, ``kind``, ``Params``,
-``aliases``); a method reads its typed settings (``p.gamma``), never a dict."""
+``aliases``, ``aligned``); a method reads its typed settings (``p.gamma``), never a dict."""
 
 from __future__ import annotations
 
@@ -33,12 +33,15 @@ class MethodParams:
 class Method:
     """One method. ``kind``: token (a function of the token statistics: ``token_scores``) or the
     kind that scores it (scorers/kinds); ``aliases``: {its own setting: the shared aggregation key}
-    (cdm calls ``norm`` ``pooling``; the shared name is then not taken)."""
+    (cdm calls ``norm`` ``pooling``; the shared name is then not taken); ``aligned``: whether a
+    cross-family pair (two tokenizers) computes it on aligned units (``scorers/engine/align.py``;
+    each method's class states it, tests/unit/scorers/methods/test_methods.py)."""
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "token"
     Params: ClassVar[type[MethodParams]] = MethodParams
     aliases: ClassVar[Mapping[str, str]] = {}
+    aligned: ClassVar[bool] = False
     builds_on: ClassVar[tuple[str, ...]] = ()  # the methods whose module its own may import (a released variant)
 
     @classmethod

@@ -22,6 +22,7 @@ class BaselineParams(MethodParams):
 class Baseline(Method):
     name = "baseline"
     kind = "baseline"
+    aligned = False  # needs one tokenizer: a cross-family pair is refused
     Params = BaselineParams
 
     @classmethod

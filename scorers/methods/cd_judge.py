@@ -129,6 +129,7 @@ def judge_rows(name: str, label: str, params: dict, rows) -> list:
 class CdJudge(Method):
     name = "cd_judge"
     kind = "judge"
+    aligned = False  # greedy / first_token read one vocabulary; decode=values runs on any pair
     Params = CdJudgeParams
 
     @classmethod

@@ -43,6 +43,7 @@ class CdJudgeReleased(Method):
     name = "cd_judge_released"
     kind = "judge_released"
     builds_on = ("cd_judge",)  # its paper method
+    aligned = False  # needs one tokenizer: a cross-family pair is refused
     Params = CdJudgeReleasedParams
 
     @classmethod

@@ -32,6 +32,7 @@ class CdScoreParams(MethodParams):
 @METHODS
 class CdScore(Method):
     name = "cd_score"
+    aligned = True  # a cross-family pair computes it on aligned units (engine/align.py)
     Params = CdScoreParams
 
     @classmethod

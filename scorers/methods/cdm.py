@@ -45,6 +45,7 @@ class Cdm(Method):
     name = "cdm"
     Params = CdmParams
     aliases = {"pooling": "norm"}
+    aligned = True  # a cross-family pair computes it on aligned units (engine/align.py)
 
     @classmethod
     def token_scores(cls, stats, p: CdmParams) -> np.ndarray:

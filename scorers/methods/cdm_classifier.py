@@ -39,6 +39,7 @@ class CdmClassifier(Method):
     name = "cdm_classifier"
     kind = "pooler"
     builds_on = ("cdm",)  # its paper method
+    aligned = False  # needs one tokenizer: a cross-family pair is refused
     Params = CdmClassifierParams
 
     @classmethod

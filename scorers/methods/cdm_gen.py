@@ -78,4 +78,5 @@ class CdmGen(Method):
     """Needs the pair's statistics: the comparison rows, and a pooler discriminator's momentum."""
     name = "cdm_gen"
     kind = "discriminator"
+    aligned = False  # needs one tokenizer: a cross-family pair is refused
     Params = CdmGenParams

@@ -43,6 +43,7 @@ def log_abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @METHODS
 class Contrast(Method):
     name = "contrast"
+    aligned = True  # a cross-family pair computes it on aligned units (engine/align.py)
     Params = ContrastParams
 
     @classmethod

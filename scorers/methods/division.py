@@ -24,6 +24,7 @@ class DivisionParams(MethodParams):
 @METHODS
 class Division(Method):
     name = "division"
+    aligned = True  # a cross-family pair computes it on aligned units (engine/align.py)
     Params = DivisionParams
 
     @classmethod

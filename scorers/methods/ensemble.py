@@ -26,6 +26,7 @@ class EnsembleParams(MethodParams):
 @METHODS
 class Ensemble(Method):
     name = "ensemble"
+    aligned = True  # a cross-family pair computes it on aligned units (engine/align.py)
     Params = EnsembleParams
 
     @classmethod

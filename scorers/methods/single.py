@@ -25,6 +25,7 @@ class SingleParams(MethodParams):
 @METHODS
 class Single(Method):
     name = "single"
+    aligned = True  # reads one model, in its own tokens
     Params = SingleParams
 
     @classmethod

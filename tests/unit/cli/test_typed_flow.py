@@ -93,6 +93,32 @@ def test_the_run_config_is_typed_once_with_its_pass_options():
         run.passes.padding_side = "right"  # type: ignore[misc]
 
 
+def test_runtime_devices_are_resolved_where_the_run_is_typed(tmp_path, monkeypatch):
+    """runtime.devices becomes the shards and the device once, in ``typed``: the run's PassOptions and
+    coordinator are built from the resolved runtime; ``workers.check`` only checks (ConfigError)."""
+    from cscore.cli import workers
+    from cscore.cli.pipeline import kinds
+    from cscore.errors import ConfigError
+
+    for name in (workers.WORKER_ENV, "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    two = typed(composed("config", ["runtime.devices=[cpu,cpu]", f"cache.dir={tmp_path}"]))
+    rt = two.runtime
+    assert (rt.shards, rt.shard, rt.devices, rt.device) == (2, None, ["cpu", "cpu"], "cpu")
+    assert two.passes == PassOptions.of(rt) and two.passes.device == "cpu"
+    assert two.coordinator == InProcess(2, None)
+    assert workers.check_settings(two) is None and workers.check(two, kinds.of_method("contrast")) is two
+    one = typed(composed("config", ["runtime.devices=[cpu]"]))  # one device: the pass here, no worker
+    assert (one.runtime.shards, one.runtime.devices, one.runtime.device, one.passes.device) == (1, None, "cpu", "cpu")
+    assert one.coordinator == InProcess(1, None) and not one.coordinator.on
+    bad = typed(composed("config", ["runtime.devices=[cpu,cpu]", "runtime.shards=3"]))  # as given: the check names it
+    assert (bad.runtime.shards, bad.runtime.devices, bad.passes.device) == (3, ["cpu", "cpu"], "auto")
+    with pytest.raises(ConfigError, match=r"^runtime\.shards=3 but runtime\.devices lists 2 devices: one shard per"):
+        workers.check_settings(bad)
+    with pytest.raises(ConfigError, match=r"^runtime\.shard is the one shard this process computes"):
+        workers.check_settings(typed(composed("config", ["runtime.devices=[cpu]", "runtime.shard=0"])))
+
+
 def test_pass_options_give_their_key_parts_and_take_the_api_keywords():
     opts = PassOptions.of(Runtime(token_budget=512, padding_side="left"))
     assert opts.key_parts(shared=False) == {"token_budget": 512, "padding_side": "left"}

@@ -136,6 +136,10 @@ ALIGNED_PARAMS = {"contrast": {}, "ensemble": {}, "division": {}, "cd_score": {"
                   "single": {"model": "amateur"}}
 
 
+def test_the_aligned_params_cover_every_method_whose_class_says_aligned():
+    assert sorted(ALIGNED_PARAMS) == methods.aligned_methods()
+
+
 def test_shared_tokenizer_units_are_tokens_bit_for_bit(tiny_tokenizer):
     """With one tokenizer each token is a unit and every method's scores keep their bit pattern."""
     from transformers import AutoTokenizer

@@ -1,6 +1,7 @@
 """Method formulas against hand-computed values, on toy bigram models with chosen logits."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from cscore.scorers import methods
 from cscore.scorers.engine import engine
 from cscore.scorers.methods.common import aggregate
 from cscore.scorers.methods.contrast import log_abs_diff
+from cscore.tests.support import REPO
 
 V = 4
 # Expert / amateur next-token probabilities (rows: previous token), chosen by hand.
@@ -208,6 +210,7 @@ def test_a_new_method_is_one_registered_class(stats, monkeypatch):
     class Halfway(methods.Method):
         name = "halfway"
         Params = HalfwayParams
+        aligned = True
 
         @classmethod
         def token_scores(cls, stats, p):
@@ -215,6 +218,9 @@ def test_a_new_method_is_one_registered_class(stats, monkeypatch):
 
     assert methods.get("halfway") is Halfway and methods.defaults("halfway") == {
         "weight": 0.5, "norm": "sum", "skip_first": False}
+    assert "halfway" in methods.aligned_methods() and methods.cross_family_refusal("halfway") is None
+    assert "use one of cd_score, cdm, contrast, division, ensemble, halfway, single," in methods.cross_family_refusal(
+        "cdm_gen")  # no list edited: its class says it
     p = methods.params("halfway", {"weight": 0.25})
     assert isinstance(p, HalfwayParams) and p.weight == 0.25 and p.name == "halfway"
     want = per_item(lambda q, y: 0.25 * math.log(P_EXP[q][y]) + 0.75 * math.log(P_AMA[q][y]))
@@ -230,3 +236,44 @@ def test_a_new_method_is_one_registered_class(stats, monkeypatch):
         methods.METHODS.register("other")(HalfwayParams)
     with pytest.raises(ConfigError, match=r"^unknown method 'halfwya' \(did you mean halfway\?\); known: "):
         methods.score("halfwya", stats)
+
+
+# --- what a cross-family pair (two tokenizers) computes: each method's class says (``aligned``) ------
+
+
+def test_every_method_states_whether_a_cross_family_pair_computes_it():
+    """Each registered method's own class sets ``aligned`` (none inherits the default); the
+    aligned ones are token methods, which the pair computes on aligned units' statistics."""
+    for name, cls in methods.METHODS.items():
+        assert isinstance(vars(cls).get("aligned"), bool), f"method {name!r}: set aligned = True or False on its class"
+    aligned = methods.aligned_methods()
+    assert aligned == [n for n, cls in methods.METHODS.items() if cls.aligned] == sorted(aligned)
+    assert aligned and all(methods.get(n).kind == "token" for n in aligned)
+
+
+def test_a_cross_family_pair_refuses_exactly_the_methods_not_aligned():
+    """None for an aligned method; the one line naming the aligned ones for any other, with its
+    defaults or as a score of token statistics; cd_judge by its decode (values: any pair)."""
+    listed = ", ".join(methods.aligned_methods())
+    for name, cls in methods.METHODS.items():
+        run = {"name": name, **methods.defaults(name)}
+        if cls.aligned:
+            assert methods.cross_family_refusal(name) is None and methods.cross_family_refusal(name, run) is None
+            methods.check_aligned(name, run)
+            continue
+        generic = (f"method {name!r} needs expert and amateur to share a tokenizer; with a cross-family pair "
+                   f"(units=aligned) use one of {listed}, or cd_judge with method.decode=values")
+        assert methods.cross_family_refusal(name) == generic
+        with pytest.raises(ConfigError, match="^" + re.escape(generic if name != "cd_judge" else
+                                                              "method.decode=greedy reads the judge's text")):
+            methods.check_aligned(name, run)
+    assert methods.cross_family_refusal("cd_judge", {"name": "cd_judge", "decode": "values"}) is None
+    assert "set method.decode=values" in methods.cross_family_refusal("cd_judge", {"decode": "first_token"})
+
+
+def test_the_cross_family_page_names_the_aligned_methods():
+    """docs/cross-family.md quotes the refusal line and names the methods computed on units."""
+    page = " ".join((REPO / "docs" / "cross-family.md").read_text().split())
+    assert methods.cross_family_refusal("cdm_classifier") in page
+    accepts = page.split("## Which methods accept it", 1)[1].split(", and `cd_judge`", 1)[0]
+    assert sorted(re.findall(r"`(\w+)`", accepts)) == methods.aligned_methods()

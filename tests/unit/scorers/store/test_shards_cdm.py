@@ -211,6 +211,7 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
     (["cdm.train.discriminator=/some/classifier", "runtime.shards=2"],
      "cscore cdm train with cdm.train.discriminator=/some/classifier trains a transformers classifier"),
     (["cdm.train.discriminator=/some/classifier", "runtime.devices=[cpu,cpu]"], "it cannot shard"),
+    (["cdm.train.discriminator=/some/classifier", "runtime.devices=[cpu]"], "it cannot shard"),
     (["runtime.shards=2", "runtime.shard=2"], "runtime.shard=2 but runtime.shards=2: shards are 0 .. 1"),
     (["runtime.shard=0"], "runtime.shard=0 but runtime.shards=1"),
     (["runtime.shards=2", "cache.enabled=false"], "runtime.shards needs the statistics cache"),
