@@ -175,7 +175,8 @@ def sharding(stage: str, run, refuse: str | None = None, listed: bool = False):
     rt = run.runtime
     if refuse and (rt.shards > 1 or rt.shard is not None or listed):
         raise ConfigError(f"cscore cdm {stage} {refuse}; it cannot shard: run it with runtime.shards=1 (the default)")
-    return workers.check(run, Stage(f"cdm {stage}", meets_in_cache=stage == "train"))
+    workers.check(run, Stage(f"cdm {stage}", meets_in_cache=stage == "train"))
+    return run
 
 
 def pending_what(label: str, missing: list[int], run) -> str:

@@ -59,7 +59,7 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
     state["stage"] = "validate"
     config = replace(validate(cfg), sweep_others=others)  # the typed config: all the stages and the kind read
     kind = kinds.of_method(config.method.name)
-    config = workers.check(config, kind)  # runtime.shards / shard / devices, before anything loads
+    workers.check(config, kind)  # runtime.shards / shard / devices, before anything loads
     threads.apply(config.runtime.threads)
     console = summary.make_console()
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -78,13 +78,12 @@ def resolve_devices(rt: Runtime) -> Runtime:
     return replace(rt, shards=len(devices), devices=devices, device=devices[0])
 
 
-def check(run: RunConfig, kind) -> RunConfig:
-    """The sharding settings checked before anything loads (a ConfigError); returns ``run`` as
-    given (``runtime.devices`` was resolved when it was built: ``resolve_devices``)."""
+def check(run: RunConfig, kind) -> None:
+    """The sharding settings checked before anything loads (a ConfigError; ``runtime.devices`` was
+    resolved when the run was typed: ``resolve_devices``)."""
     check_settings(run)
     if run.runtime.shards > 1:
         check_kind(run, kind)
-    return run
 
 
 def check_settings(run: RunConfig) -> None:

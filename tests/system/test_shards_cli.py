@@ -321,8 +321,10 @@ def test_devices_set_the_parents_sharding_and_one_device_runs_here():
     from cscore.cli.typed import typed
 
     kind = kinds.of_method("contrast")
-    one = workers.check(typed(composed("config", ["runtime.devices=[cpu]"])), kind)
+    one = typed(composed("config", ["runtime.devices=[cpu]"]))
+    workers.check(one, kind)
     assert one.runtime.devices is None and one.runtime.device == one.passes.device == "cpu"
     assert not one.coordinator.on
-    two = workers.check(typed(composed("config", ["runtime.devices=[cpu,cpu]"])), kind)
+    two = typed(composed("config", ["runtime.devices=[cpu,cpu]"]))
+    workers.check(two, kind)
     assert two.runtime.shards == 2 and two.runtime.device == "cpu" and two.coordinator.index is None

@@ -107,7 +107,7 @@ def test_runtime_devices_are_resolved_where_the_run_is_typed(tmp_path, monkeypat
     assert (rt.shards, rt.shard, rt.devices, rt.device) == (2, None, ["cpu", "cpu"], "cpu")
     assert two.passes == PassOptions.of(rt) and two.passes.device == "cpu"
     assert two.coordinator == InProcess(2, None)
-    assert workers.check_settings(two) is None and workers.check(two, kinds.of_method("contrast")) is two
+    assert workers.check_settings(two) is None and workers.check(two, kinds.of_method("contrast")) is None
     one = typed(composed("config", ["runtime.devices=[cpu]"]))  # one device: the pass here, no worker
     assert (one.runtime.shards, one.runtime.devices, one.runtime.device, one.passes.device) == (1, None, "cpu", "cpu")
     assert one.coordinator == InProcess(1, None) and not one.coordinator.on
