@@ -106,6 +106,10 @@ def train(cfg: DictConfig, t: dict) -> tuple[Path, bool]:
         raise ConfigError("t5score.train.model=<seq2seq model (hub id or local directory)> is required")
     check_model(str(t["model"]))
     run = validate(cfg)
+    if run.runtime.shards > 1 or run.runtime.shard is not None:  # runtime.devices=[a,b] is 2 shards
+        raise ConfigError("cscore t5score train fine-tunes in one process (its gradient steps are not a statistics "
+                          "pass): runtime.shards / runtime.shard / runtime.devices do not apply; give one "
+                          "runtime.device=<device>")
     examples, aspect, contexts = training_table(run, t)
     job = t5score_job.open_job(run, t, examples, aspect, f"{rundir.HUMAN}{aspect}", contexts, resolved(cfg))
     if not job.finished:

@@ -257,6 +257,14 @@ def test_config_errors(tmp_path, cscore_main, extra, message):
     assert res.returncode == 2 and message in res.stderr
 
 
+@pytest.mark.parametrize("extra", [["runtime.devices=[cpu,cpu]"], ["runtime.shards=2"]])
+def test_sharding_is_refused_in_one_line(t5_dir, tmp_path, cscore_main, extra):
+    res = cscore_main("t5score", "train", *data_args(rated_table(tmp_path)), f"t5score.train.model={t5_dir}", *extra,
+                      cwd=tmp_path)
+    assert res.returncode == 2 and "t5score train fine-tunes in one process" in res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "outputs").exists()
+
+
 def test_a_missing_model_directory_is_named_in_one_line_before_the_data_loads(tmp_path, cscore_main):
     """Issue 39, item 6: the model folder is checked from its files before the data loads (here
     the data file is not valid CSV, so had the data loaded first its error would be the one line)."""
