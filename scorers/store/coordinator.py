@@ -58,8 +58,10 @@ class InProcess:
         said = False
         while True:
             missing = pending()
-            if not missing or (not running(missing) and time.monotonic() - start >= self.grace):
+            if not missing:
                 return missing
+            if not running(missing) and time.monotonic() - start >= self.grace:
+                return pending()  # again: a sibling that ended between the two looks has marked its shard
             if not said:
                 log.info("waiting for shard%s %s of %d", "s" * (len(missing) > 1), ", ".join(map(str, missing)),
                          self.count)
