@@ -57,6 +57,13 @@ def test_a_shard_runs_while_its_lock_is_held(tmp_path):
     assert not place.running([1])
 
 
+def test_a_sibling_that_ends_between_the_two_looks_is_not_reported_missing():
+    """The missing shards are read, then whether one runs: a sibling that marks its shard and lets go
+    of its lock in between is done, not missing (the shards are read again once none runs)."""
+    looks = iter([[0, 1], [0]])  # before the sibling's mark, after it
+    assert InProcess(2, 0).wait_running(lambda: next(looks), lambda missing: False) == [0]
+
+
 def test_wait_running_waits_while_a_sibling_holds_its_lock_then_returns_what_is_missing(tmp_path):
     place = Place.of_cache(tmp_path, "k", 2)
     place.folder.mkdir(parents=True)
