@@ -118,7 +118,8 @@ class Baseline:
 
     @classmethod
     def score(cls, params: Any, texts: Texts, run: BaselineRun) -> Result:
-        raise NotImplementedError
+        """The baseline's columns for ``texts`` (every registered baseline gives its own)."""
+        raise NotImplementedError(f"baseline {cls.name!r} does not define score()")
 
 
 class Baselines(Registry[Baseline]):

@@ -157,7 +157,7 @@ def pooler_from_dict(d: dict):
 def train(run: RunConfig, job: TrainJob, pair=None, cache=None) -> dict | Pending:
     """Train (``pair``, ``cache``: the loaded pair and statistics cache a pooler reads), then write
     cscore_discriminator.json last; returns it (``Pending``: a shard of the pooler's momentum pass
-    is missing, nothing written)."""
+    is missing; no discriminator is written)."""
     from cscore.scorers.training.classifier import train_classifier
 
     (held, labels), t, out = job.split(), job.t, job.folder.path
