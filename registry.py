@@ -1,6 +1,6 @@
 """One plugin registry for every extension point (method kinds, methods, baseline families, data
-loaders): ``@REG.register("name")`` on a class, the base type checked, a name registered twice
-refused, an unknown name answered with a did-you-mean in one line.
+loaders): ``@REG`` on a class (its ``name``; ``REG.register("name")`` names it otherwise), the
+base type checked, a name registered twice refused, an unknown name answered with a did-you-mean in one line.
 
 One plugin convention: a registry finds its plugins with ``discover(package)``, which imports every
 module of the package; a plugin module registers its classes on import. A new plugin is its module

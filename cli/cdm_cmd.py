@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from cscore.cli.compose import checked
 from cscore.errors import ConfigError, ShardsPending
 from cscore.scorers.methods.params import specs_of
+from cscore.scorers.store.meeting import pending_text
 from cscore.scorers.store.shards import Pending
 from cscore.scorers.training.params import CdmGenerate, CdmTrain
 
@@ -115,8 +116,8 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
         workers.run_workers(run, list(overrides), job.folder.path, command=("cdm", "generate"))
     missing = steps.make_sharded(job, run, positives)
     if missing or not run.coordinator.merge:
-        raise ShardsPending(pending_what(f"cdm generate ({job.folder.path})", missing, run), missing,
-                            run.coordinator.count)
+        count = run.coordinator.count
+        raise ShardsPending(f"cdm generate ({job.folder.path}): {pending_text(missing, count)}", missing, count)
     return job.folder.path
 
 
@@ -177,14 +178,6 @@ def sharding(stage: str, run, refuse: str | None = None, listed: bool = False):
         raise ConfigError(f"cscore cdm {stage} {refuse}; it cannot shard: run it with runtime.shards=1 (the default)")
     workers.check(run, Stage(f"cdm {stage}", meets_in_cache=stage == "train"))
     return run
-
-
-def pending_what(label: str, missing: list[int], run) -> str:
-    from cscore.scorers.store.meeting import missing_text
-
-    if missing:
-        return f"{label}: {missing_text(missing, run.coordinator.count)} not done yet"
-    return f"{label}: every shard done; the merge is the parent's (runtime.devices)"
 
 
 def pending_line(stage: str, overrides: list[str], err: ShardsPending) -> str:

@@ -141,11 +141,12 @@ def check_writable(run: RunConfig) -> None:
 
     from cscore.files import folder_problem
     from cscore.scorers.store.cache import default_root
+    from cscore.scorers.store.checkpoint import LOCK_DIR
 
     root = Path(run.cache.dir).expanduser() if run.cache.dir else default_root()
     problem = folder_problem(root)
     if problem is None:
-        probe = next(p for p in (root / ".locks", root, *root.parents) if p.exists())
+        probe = next(p for p in (root / LOCK_DIR, root, *root.parents) if p.exists())
         try:
             fd, name = tempfile.mkstemp(prefix=".cscore-probe-", dir=probe)
             os.close(fd)

@@ -61,7 +61,7 @@ def make_sharded(job: GenerateJob, run: RunConfig, positives) -> list[int]:
             models = write_rows(job, run, rows, shards.shard_file(job, k, count)) if len(rows) else None
             shards.mark_done(job, k, count, models)
     if not sharding.merge:
-        return [k for k in range(count) if not shards.is_done(job, k, count)]
+        return shards.place(job, count).missing()
     with shards.merge_lock(job, count):
         if shards.all_written(job, positives):  # another run merged meanwhile
             return []

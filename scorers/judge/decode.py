@@ -290,9 +290,9 @@ def sharded_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Ca
     job = DecodeJob(parts, [[i] for i in order], [len(prompts[i]) + how.max_new_tokens for i in order], compute,
                     len(prompts), [len(p) for p in prompts], "greedy", how.judge_key if how.adopt else None)
     reports: dict = {}
-    got, missing = sharded_decodes(cache, job, how.shards, reports)
-    if not got:
-        return Pending(missing, ("decode",))
+    got = sharded_decodes(cache, job, how.shards, reports)
+    if isinstance(got, Pending):
+        return got
     if timing is not None and reports:
         timing["sharded"] = next(iter(reports.values()))
     return got

@@ -113,9 +113,9 @@ def first_step(cache, parts: dict, scale, compute, models, shards) -> Outcome:
     return got
 
 
-def sharded_decodes(cache, job: DecodeJob, sharding, reports: dict | None = None) -> tuple[dict, list[int]]:
-    """({row: (paths, from the cache, seconds, call id)} or {} while shards are missing, the
-    shards missing): the rows the cache holds read, the others decoded by this process's shards
+def sharded_decodes(cache, job: DecodeJob, sharding, reports: dict | None = None) -> dict | Pending:
+    """{row: (paths, from the cache, seconds, call id)}, or ``Pending`` (the shards missing, "decode"):
+    the rows the cache holds read, the others decoded by this process's shards
     (``sharding.todo()``) and merged once every shard is done (``sharding.merge``); ``reports``
     (a dict) receives each merged row's report (its shards' seconds, the merge's)."""
     from cscore.scorers.store.cache import stats_key
@@ -130,7 +130,7 @@ def sharded_decodes(cache, job: DecodeJob, sharding, reports: dict | None = None
             out[name] = (hit.stats["paths"].paths(), True, was.get("seconds", float("nan")), was.get("call") or key)
     todo = [name for name in job.parts if name not in out]
     if not todo:
-        return out, []
+        return out
     rows = {n: keys[n] for n in todo}
     for k in sharding.todo():
         decode_shard(cache, job, rows, (k, sharding.count))
@@ -138,7 +138,7 @@ def sharded_decodes(cache, job: DecodeJob, sharding, reports: dict | None = None
     if missing and sharding.index is not None and sharding.merge:  # a worker leaves the rest to its parent
         missing = wait_decodes(cache, job, rows, sharding)
     if missing or not sharding.merge:
-        return {}, missing
+        return Pending(missing, ("decode",))
     call = "shards-" + min(rows.values())[:16]
     for name in todo:
         got = merge_pass(cache, job.entry(name), keys[name], unit_offsets(job.n_prompts), sharding.count)
@@ -148,11 +148,11 @@ def sharded_decodes(cache, job: DecodeJob, sharding, reports: dict | None = None
         if again:
             got = merge_pass(cache, job.entry(name), keys[name], unit_offsets(job.n_prompts), sharding.count)
         if isinstance(got, Pending):
-            return {}, got.missing
+            return got.named("decode")
         out[name] = (got.stats["paths"].paths(), False, got.report.seconds, call)
         if reports is not None:
             reports[name] = got.report
-    return out, []
+    return out
 
 
 def wait_decodes(cache, job: DecodeJob, keys: dict[str, str], sharding) -> list[int]:

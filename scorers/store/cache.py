@@ -56,7 +56,7 @@ from cscore.files import (
     write_atomic,
 )
 from cscore.scorers.engine.stats import FORMAT_VERSION  # the per-token format: part of every key
-from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, PARTIAL_DIR, Checkpoint, remove_folder
+from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, LOCK_DIR, PARTIAL_DIR, Checkpoint, remove_folder
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class StatsCache:
     # -- locking --------------------------------------------------------------------------
 
     def _lock_path(self, key: str) -> Path:
-        return self.root / ".locks" / f"{_check_key(key)}.lock"
+        return self.root / LOCK_DIR / f"{_check_key(key)}.lock"
 
     @contextmanager
     def lock(self, key: str):

@@ -39,6 +39,7 @@ from cscore.scorers.store.plan import Shard
 log = logging.getLogger(__name__)
 
 PARTIAL_DIR = ".partial"  # under the cache root
+LOCK_DIR = ".locks"  # under the cache root: the entries' and the shards' locks (``meeting.Place``)
 CHECKPOINT_SECONDS = 10.0  # default flush interval (cache.checkpoint_seconds)
 _NAME_RE = re.compile(r"^(?:s(\d+)-)?(\d+)-([0-9a-f]{64})\.npz$")
 

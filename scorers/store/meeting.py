@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from cscore.files import file_lock, write_atomic
-from cscore.scorers.store.checkpoint import PARTIAL_DIR
+from cscore.scorers.store.checkpoint import LOCK_DIR, PARTIAL_DIR
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class Place:
     @classmethod
     def of_cache(cls, root: Path, key: str, count: int) -> Place:
         """A pass keyed ``key`` in the statistics cache at ``root``."""
-        return cls(Path(root) / PARTIAL_DIR / key, Path(root) / ".locks" / key, count)
+        return cls(Path(root) / PARTIAL_DIR / key, Path(root) / LOCK_DIR / key, count)
 
     @classmethod
     def of_folder(cls, folder: Path, count: int) -> Place:
@@ -134,3 +134,11 @@ def held(path: Path) -> bool:
 def missing_text(missing: Sequence[int], count: int) -> str:
     names = ", ".join(str(k) for k in missing)
     return f"shard{'s' * (len(missing) != 1)} {names} of {count}"
+
+
+def pending_text(missing: Sequence[int], count: int) -> str:
+    """What a command that did its shards says of the rest (``missing``: none, every shard is done
+    and the merge is another process's)."""
+    if missing:
+        return f"{missing_text(missing, count)} not done yet"
+    return "every shard done; the merge is the parent's (runtime.devices)"

@@ -24,7 +24,7 @@ import numpy as np
 
 from cscore.errors import ShardsPending
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.meeting import Place, missing_text
+from cscore.scorers.store.meeting import Place, missing_text, pending_text
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,7 @@ class Pending:
 
     def error(self, count: int) -> ShardsPending:
         """What the command says (``count``: the run's shards)."""
-        what = (f"{missing_text(self.missing, count)} not done yet" if self.missing else
-                "every shard done; the merge is the parent's (runtime.devices)")
+        what = pending_text(self.missing, count)
         return ShardsPending(f"statistics ({', '.join(self.passes)}): {what}", self.missing, count)
 
 

@@ -97,10 +97,6 @@ class ShardedDecode:
     shards: InProcess
     reports: dict
 
-    @classmethod
-    def of(cls, shards: InProcess | None, reports: dict) -> ShardedDecode | None:
-        return None if shards is None else cls(shards, reports)
-
 
 def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, sharded: ShardedDecode,
                  factory) -> dict | Pending:
@@ -109,20 +105,19 @@ def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, sharded:
     ``Pending`` while a shard is missing."""
     from cscore.scorers.judge.sharded import DecodeJob, sharded_decodes
 
-    units = sorted(plan_batches(prompts, params.batch_size),
-                   key=lambda u: -len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens))
+    def cost(u: list[int]) -> int:  # the unit's padded tokens: its prompts and the steps it may take
+        return len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens)
+
+    planned = sorted(((cost(u), u) for u in plan_batches(prompts, params.batch_size)), key=lambda cu: -cu[0])
+    costs, units = [c for c, _ in planned], [u for _, u in planned]
 
     def compute(names, todo, done):
         bar = factory(f"decode {'+'.join(names)}", sum(len(u) for u in todo)) if factory else None
         released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar,
                          batches=todo, each=done)
 
-    costs = [len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens) for u in units]
     job = DecodeJob(parts, units, costs, compute, len(prompts), [len(x) for x in prompts], "released")
-    got, missing = sharded_decodes(cache, job, sharded.shards, sharded.reports)
-    if not got:
-        return Pending(missing, ("decode",))
-    return got
+    return sharded_decodes(cache, job, sharded.shards, sharded.reports)
 
 
 def _alone(jr, model, batch, params, common, n_tok) -> list[list[int]]:
@@ -219,9 +214,8 @@ def decode_run(run, pair, prompts, plan, params, cache, base, factory) -> tuple[
     """``decode_rows`` with the sweep's grid points, or ``decode_sharded`` (runtime.shards, through
     the cache; ``Pending`` while a shard is missing); and the shards' figures of a sharded decode (by row)."""
     merged: dict = {}
-    sharded = ShardedDecode.of(run.coordinator, merged)
-    if cache is not None and sharded is not None and sharded.shards.on:
-        got = decode_sharded(pair, prompts, plan, params, cache, base, factory, sharded)
+    if cache is not None and run.coordinator.on:
+        got = decode_sharded(pair, prompts, plan, params, cache, base, factory, ShardedDecode(run.coordinator, merged))
         return got if isinstance(got, Pending) else (*got, merged)
     grid = grid_points(run) if cache is not None else []
     return (*decode_rows(pair, prompts, plan, params, cache, base, factory, grid), merged)

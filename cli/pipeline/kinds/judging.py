@@ -97,7 +97,7 @@ def stop_shard(shards, reports) -> Pending | None:
     """``Pending`` for a shard's job that writes no run directory: a worker of runtime.devices (its
     parent merges and writes), or a shard K > 0 of a job array whose passes were all stored before
     it started (shard 0's job writes the run directory); None for any other."""
-    if shards is None or not shards.on:
+    if not shards.on:
         return None
     if not shards.merge or (shards.index not in (None, 0) and all(r.cached for r in reports)):
         return Pending([], ("judge",))
