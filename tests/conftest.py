@@ -143,14 +143,17 @@ def cscore_cli():
 
 @pytest.fixture(scope="session")
 def tiny_sweep(tiny_dirs, tmp_path_factory):
-    """A finished two-point multirun of the tiny pair (method.gamma=0.1,0.4; the session's statistics
-    cache), run once, in this process (run_main), for the tests that read a sweep (test_report.py)
-    and the one that re-runs it (test_cli.py). Shared: copy it before changing anything in it. ``args``: the
-    command, without its hydra.sweep.dir; ``stdout``: what the command printed."""
+    """A finished two-point multirun of the tiny pair (method.gamma=0.1,0.4), run once, in this
+    process (run_main), for the tests that read a sweep (test_report.py) and the one that re-runs it
+    (test_cli.py). Its statistics cache is its own, empty when it starts (not the session's, which
+    earlier tests may have filled: a sweep served wholly from a cache has no speed figures), so
+    what it writes does not depend on which tests ran before. Shared: copy it before changing
+    anything in it. ``args``: the command, without its hydra.sweep.dir and cache.dir; ``stdout``:
+    what the command printed."""
     args = ["run", "-m", *tiny_args(tiny_dirs, "method.gamma=0.1,0.4")]
 
     def build(root: Path) -> dict:
-        res = run_main(*args, f"hydra.sweep.dir={root / 'sw'}", cwd=root)
+        res = run_main(*args, f"hydra.sweep.dir={root / 'sw'}", f"cache.dir={root / 'stats'}", cwd=root)
         assert res.returncode == 0, res.stdout + res.stderr
         return {"dir": str(root / "sw"), "stdout": res.stdout}
 

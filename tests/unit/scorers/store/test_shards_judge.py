@@ -247,9 +247,12 @@ def rows(demo_rows):
                                     pytest.param(["method=cd_judge", "method.decode=first_token"],
                                                  marks=pytest.mark.slow),
                                     pytest.param(["method=cd_judge", "method.decode=values"], marks=pytest.mark.slow)])
-def test_array_tasks_one_shard_each_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_main, method):
+def test_array_tasks_one_shard_each_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_main, method, request):
     """runtime.shards=N runtime.shard=K, one after another (a job array whose tasks run apart): every
-    task but the last ends pending; the last merges and writes the run directory (2 and 3 shards)."""
+    task but the last ends pending; the last merges and writes the run directory (2 and 3 shards).
+    cd_judge_released reads the paper's released prompt from the shared data folder (skips without it)."""
+    if "method=cd_judge_released" in method:
+        request.getfixturevalue("shared")
     one = cscore_main(*judge_args(judge_dirs, rows, tmp_path / "one", tmp_path / "c1", *method), cwd=tmp_path)
     assert one.returncode == 0, one.stderr[-2000:]
     for count in (2, 3):
