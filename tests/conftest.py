@@ -155,10 +155,11 @@ def tiny_sweep(tiny_dirs, tmp_path_factory):
     def build(root: Path) -> dict:
         res = run_main(*args, f"hydra.sweep.dir={root / 'sw'}", f"cache.dir={root / 'stats'}", cwd=root)
         assert res.returncode == 0, res.stdout + res.stderr
-        return {"dir": str(root / "sw"), "stdout": res.stdout}
+        return {"dir": str(root / "sw"), "cache": str(root / "stats"), "stdout": res.stdout}
 
     done = once_per_run(tmp_path_factory, "sweep", build)
-    return SimpleNamespace(dir=Path(done["dir"]), args=args, stdout=done["stdout"])
+    # a re-run of the same command names the same cache.dir (the jobs' overrides must match)
+    return SimpleNamespace(dir=Path(done["dir"]), args=[*args, f"cache.dir={done['cache']}"], stdout=done["stdout"])
 
 
 @pytest.fixture
