@@ -1,0 +1,106 @@
+"""Soft pairwise accuracy (SPA; Thompson, Mathur, Deutsch & Khayrallah 2024), the system-level
+meta-metric of the WMT24 metrics task, and its pairwise confidence error (PCE = 1 - SPA).
+
+For every pair of systems (i, j) a paired permutation test over segments gives the one-sided
+p-value for "system i is better than j", once from the human scores and once from the metric's:
+
+    p(i, j) = #{k : sum_s f_ks (x_is - x_js) >= sum_s (x_is - x_js)} / K
+
+with f_k in {-1, +1}^N the k-th of K sign-flip vectors (a flip swaps the two systems' scores on
+that segment). SPA = 1 - mean over pairs i < j of |p_human(i, j) - p_metric(i, j)|.
+
+cscore follows mt-metrics-eval (``mt_metrics_eval/pce.py``, called by ``stats.py``
+``PairwiseConfidenceError``, the WMT24 ``'pce'`` task) step by step, so that the same inputs give
+the same value: K = 1000 flips drawn once from ``numpy.random.default_rng(4)`` as float32 uniforms
+rounded to 0 / 1 (``np.rint``), shared by the human and the metric test and by every pair; scores
+cast to float32; system totals (sums, not means) and flipped totals in float32; a permuted delta
+equal to the observed one counts (``>=``); no +1 smoothing. The flips are an argument, so that a
+test can pass all 2^N of them and get exact p-values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+PERMUTATIONS = 1000  # mt-metrics-eval's default num_permutations
+SEED = 4  # mt-metrics-eval's default seed
+
+
+@dataclass
+class Spa:
+    value: float           # SPA = 1 - pce
+    pce: float             # mean |p_human - p_metric| over system pairs
+    p_human: np.ndarray    # (systems x systems): p(i better than j) in both triangles, NaN diagonal
+    p_metric: np.ndarray
+
+
+def sign_flips(n_segments: int, permutations: int = PERMUTATIONS, seed: int = SEED) -> np.ndarray:
+    """(permutations x n_segments) float32 of -1 / +1, drawn as mt-metrics-eval draws them."""
+    coins = np.rint(np.random.default_rng(seed).random(size=(permutations, n_segments), dtype=np.float32))
+    return coins * np.float32(2.0) - np.float32(1.0)
+
+
+def pairwise_p_values(scores, flips: np.ndarray) -> np.ndarray:
+    """p(i better than j) for every ordered pair of systems, ``scores`` (systems x segments):
+    the share of the rows of ``flips`` whose flipped delta is >= the observed one."""
+    x = np.asarray(scores, dtype=np.float64).astype(np.float32)
+    n_sys = x.shape[0]
+    totals = np.sum(x, axis=1)
+    flipped = np.matmul(flips, x.T)  # (permutations x systems) float32
+    i, j = np.nonzero(~np.eye(n_sys, dtype=bool))
+    hits = np.count_nonzero(flipped[:, i] - flipped[:, j] >= totals[i] - totals[j], axis=0)
+    out = np.full((n_sys, n_sys), np.nan)
+    out[i, j] = hits / flips.shape[0]
+    return out
+
+
+def spa(human, metric, permutations: int = PERMUTATIONS, seed: int = SEED, flips=None) -> Spa:
+    """SPA of ``metric`` against ``human``, both (systems x segments) with the same systems and
+    segments in the same order; ``flips`` (if given) replaces the drawn sign flips."""
+    h, m = np.asarray(human, dtype=np.float64), np.asarray(metric, dtype=np.float64)
+    if h.shape != m.shape or h.ndim != 2:
+        raise ValueError(f"human {h.shape} and metric {m.shape} must be the same (systems x segments) shape")
+    if flips is None:
+        flips = sign_flips(h.shape[1], permutations, seed)
+    p_h, p_m = pairwise_p_values(h, flips), pairwise_p_values(m, flips)
+    upper = np.triu_indices(h.shape[0], 1)
+    pce = float(np.mean(np.abs(p_h - p_m)[upper])) if upper[0].size else float("nan")
+    return Spa(1.0 - pce, pce, p_h, p_m)
+
+
+@dataclass
+class Matrices:
+    systems: list          # sorted names
+    segments: list         # in order of first appearance
+    human: np.ndarray      # (systems x segments)
+    metric: np.ndarray
+    n_dropped: int         # segments left out: some system lacks a finite human or metric score
+
+
+def matrices(df: pd.DataFrame, metric_col: str, human_col: str, system_col: str = "system",
+             group_col: str = "group") -> Matrices:
+    """The long table (one row per segment x system) as two (systems x segments) matrices over the
+    segments every system has finite human and metric scores for (mt-metrics-eval drops segments
+    without a human score, which is the same when a segment is rated for all systems or none)."""
+    frame = df[[system_col, group_col, human_col, metric_col]]
+    if frame.duplicated([system_col, group_col]).any():
+        raise ValueError(f"several rows share a {system_col} and a {group_col}: SPA needs one score per system "
+                         "and segment")
+    segments = list(pd.unique(frame[group_col]))
+    h = frame.pivot(index=system_col, columns=group_col, values=human_col).reindex(columns=segments).sort_index()
+    m = frame.pivot(index=system_col, columns=group_col, values=metric_col).reindex(index=h.index, columns=segments)
+    hv, mv = h.to_numpy(dtype=np.float64), m.to_numpy(dtype=np.float64)
+    keep = (np.isfinite(hv) & np.isfinite(mv)).all(axis=0)
+    return Matrices(list(h.index), [s for s, k in zip(segments, keep) if k], hv[:, keep], mv[:, keep],
+                    int((~keep).sum()))
+
+
+def pairs_table(mat: Matrices, res: Spa) -> pd.DataFrame:
+    """One row per pair of systems i < j: the two p-values SPA compares."""
+    i, j = np.triu_indices(len(mat.systems), 1)
+    return pd.DataFrame({"system_a": np.asarray(mat.systems, dtype=object)[i],
+                         "system_b": np.asarray(mat.systems, dtype=object)[j],
+                         "p_human": res.p_human[i, j], "p_metric": res.p_metric[i, j]})
