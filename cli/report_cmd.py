@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-FLAGS = ("--combined", "-h", "--help")  # the options that take no value
+FLAGS = ("--combined", "--spa", "-h", "--help")  # the options that take no value
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,6 +59,27 @@ def spec_from_args(args):
                 accuracy=args.accuracy, average=average or "macro", ties=args.ties)
 
 
+def spa_from_args(args) -> tuple[int, int] | None:
+    """(permutations, seed) of the soft pairwise accuracy tables: on with ``--spa`` or a ``--paper``
+    preset that has them; ``--spa-permutations`` / ``--spa-seed`` (mt-metrics-eval's 1000 and 4
+    unless given) without either is an error, as is a count < 1 or a seed < 0."""
+    from cscore.errors import ConfigError
+    from cscore.metaeval.spa import PERMUTATIONS, SEED
+    from cscore.metaeval.spec import PAPERS
+
+    on = args.spa or bool(PAPERS.get(args.paper or "", {}).get("spa"))
+    given = [f"--spa-{n}" for n in ("permutations", "seed") if getattr(args, f"spa_{n}") is not None]
+    if not on:
+        if given:
+            raise ConfigError(f"{given[0]} applies with --spa (or a --paper preset that has it)")
+        return None
+    permutations = PERMUTATIONS if args.spa_permutations is None else args.spa_permutations
+    seed = SEED if args.spa_seed is None else args.spa_seed
+    if permutations < 1 or seed < 0:
+        raise ConfigError(f"--spa-permutations must be >= 1 and --spa-seed >= 0, got {permutations} and {seed}")
+    return permutations, seed
+
+
 def check_folders(argv: list[str]) -> None:
     """A folder that is not there is said at once, before the report's modules load (not on --help)."""
     from cscore.cli.exits import one_line_errors
@@ -81,7 +102,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--paper", default=None, choices=list(PAPERS),
                     help="the statistic that paper's tables report (options given here win): contrastscore = Pearson "
                          "+ the all-datasets table with Table 1's AVG; cdm = Spearman; cdjudge = Spearman, bootstrap "
-                         "over summaries; t5score = --level item --kendall like --average micro (WMT20 seg-k)")
+                         "over summaries; t5score = --level item --kendall like --average micro (WMT20 seg-k); "
+                         "contrastscore and t5score also --spa")
     ap.add_argument("--level", default=None, choices=["segment", "item", "system_grouped", "system"],
                     help="default: segment (or the --paper preset's)")
     ap.add_argument("--correlation", default=None, choices=list(CORRELATIONS),
@@ -101,6 +123,14 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--combined", action="store_true",
                     help="also all_<task>_quality: every dataset's columns side by side and their mean, per task "
                          "(on with --paper contrastscore)")
+    ap.add_argument("--spa", action="store_true",
+                    help="translation data: also WMT24's soft pairwise accuracy (system level, from permutation "
+                         "p-values over segments; mt-metrics-eval pce.py) per row and language pair (on with "
+                         "--paper contrastscore / t5score)")
+    ap.add_argument("--spa-permutations", type=int, default=None,
+                    help="--spa: sign-flip permutations per p-value (default 1000, mt-metrics-eval's)")
+    ap.add_argument("--spa-seed", type=int, default=None,
+                    help="--spa: seed of the sign flips (default 4, mt-metrics-eval's)")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples (0: no CIs)")
     ap.add_argument("--resample", default=None,
                     help="bootstrap unit: groups (documents / source segments, all their rows come along; the "
@@ -134,5 +164,6 @@ def main(argv: list[str]) -> None:
     with one_line_errors(), writing("the report", args.out or default_out(roots, args.paper)):  # a full disk: one line
         combined = args.combined or bool(PAPERS.get(args.paper or "", {}).get("combined"))
         options = ReportOptions(select_by=args.select_by, combined=combined, paper=args.paper,
-                                judge_methods=tuple(kinds.methods_of("judge")), defaults=methods.with_defaults)
+                                judge_methods=tuple(kinds.methods_of("judge")), defaults=methods.with_defaults,
+                                spa=spa_from_args(args))
         report(args.path, spec_from_args(args), args.out, options=options)

@@ -27,6 +27,7 @@ from cscore.metaeval.sections import (
     pairwise_section,
     quality_section,
     quantized_section,
+    spa_section,
     stems,
     task_of,
     units_warning,
@@ -73,6 +74,15 @@ def summary_line(stem: str, long) -> str:
             f"{best['value']:.3f}); table in {stem}_quality.md")
 
 
+def spa_lines(ds, stem: str, out: Path, spa: tuple[int, int], console) -> list[str]:
+    """The dataset's soft pairwise accuracy table (translation data only), its settings said once."""
+    lines = spa_section(ds, stem, out, *spa)
+    if lines:
+        console.print(escape(f"{stem}: soft pairwise accuracy (WMT24, system level; {spa[0]} sign-flip permutations, "
+                             f"seed {spa[1]}) in {stem}_spa.md"), highlight=False, soft_wrap=True)
+    return lines
+
+
 def default_out(roots: list[Path], paper: str | None = None) -> Path:
     """``<dir>/report`` for one folder (``report-<paper>`` with ``--paper``: reports with other
     statistics do not replace each other); for several, that folder in the one that holds them
@@ -109,13 +119,15 @@ class ReportOptions:
     (``combined_section``); ``paper``: the ``--paper`` preset the statistic came from, named in
     report.md; ``judge_methods``: the methods whose runs get the judge section even unfinished
     (``judge_runs.is_judge_run``); ``defaults``: a method's parameters with its defaults filled in
-    (``tables.collect``)."""
+    (``tables.collect``); ``spa``: (permutations, seed) of the soft pairwise accuracy tables of
+    translation data (``sections.spa_section``), None for none."""
 
     select_by: str = "spearman"
     combined: bool = False
     paper: str | None = None
     judge_methods: tuple[str, ...] = ()
     defaults: Callable[[str, dict], dict] | None = None
+    spa: tuple[int, int] | None = None
 
 
 def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console=None,
@@ -156,6 +168,8 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
                       highlight=False, soft_wrap=True)
     for ds, stem in zip(datasets, stems(datasets)):
         lines += dataset_section(ds, stem, spec, out, console, progress, longs, show)
+        if options.spa:
+            lines += spa_lines(ds, stem, out, options.spa, console)
     if options.combined:
         lines += combined_section(longs, spec, out, console)
     if judged:

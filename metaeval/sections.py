@@ -1,7 +1,7 @@
 """The report's sections on one dataset, each a function that writes its files and returns
-report.md's lines: the quality table (``tables.quality``), likelihood bias, quantized and pairwise
-accuracy (``side_tables``), the all-datasets table (``combined_section``), and the helpers they
-share (file stems, captions, warnings)."""
+report.md's lines: the quality table (``tables.quality``), likelihood bias, quantized, pairwise and
+soft pairwise accuracy (``side_tables``), the all-datasets table (``combined_section``), and the
+helpers they share (file stems, captions, warnings)."""
 
 from __future__ import annotations
 
@@ -170,6 +170,29 @@ def pairwise_section(ds, stem: str, out: Path) -> list[str]:
     signature = f"{Signature(fields)} — {PAIRWISE_NOTE}"
     title = f"{data}: pairwise accuracy with tie calibration (higher is better)"
     return write(out, f"{stem}_pairwise_accuracy", tables.to_table(acc, title, signature))
+
+
+SPA_NOTE = ("SPA (Thompson et al. 2024, WMT24 system level) = 1 - mean over system pairs of |p_human - p_metric|, "
+            "p = one-sided paired permutation p-value that one system is better (sign flips over segments, shared "
+            "by human and metric, float32 sums as mt-metrics-eval pce.py); PCE = 1 - SPA; segments where every "
+            "system has human and metric scores")
+
+
+def spa_section(ds, stem: str, out: Path, permutations: int, seed: int) -> list[str]:
+    """``<stem>_spa.{md,csv,tex}`` (SPA per row and language pair, AVG), ``<stem>_spa_long.csv``
+    (with PCE and the systems / segments counted) and ``<stem>_spa_pvalues.csv`` (the two p-values
+    of every pair of systems). Translation data only."""
+    long, pvalues = side_tables.spa(ds, permutations, seed)
+    if long.empty:
+        return []
+    long.to_csv(out / f"{stem}_spa_long.csv", index=False)
+    pvalues.to_csv(out / f"{stem}_spa_pvalues.csv", index=False)
+    data = config_of(ds)["data"]["name"]
+    fields = {"data": data, "n": len(ds.frame), "statistic": "spa", "level": "system", "permutations": permutations,
+              "seed": seed, "test": "sign-flip-one-sided"}
+    signature = f"{Signature(fields)} — {SPA_NOTE}"
+    title = f"{data}: soft pairwise accuracy, WMT24 (higher is better)"
+    return write(out, f"{stem}_spa", tables.to_table(long, title, signature))
 
 
 def task_of(ds) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from cscore import rundir
+from cscore.metaeval import spa as soft
 from cscore.metaeval.accuracy import accuracy, label_rule
 from cscore.metaeval.bias import bias_score
 from cscore.metaeval.pairwise import acc_eq_at
@@ -80,6 +81,39 @@ def pairwise(ds: Dataset) -> pd.DataFrame:
     avg = long.groupby("label", sort=False)["value"].agg(lambda v: v.mean(skipna=False))
     return pd.concat([long, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
                      ignore_index=True)
+
+
+def spa(ds: Dataset, permutations: int = soft.PERMUTATIONS,
+        seed: int = soft.SEED) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Soft pairwise accuracy (WMT24 system level, ``metaeval.spa``) of every row for translation
+    data, per target (language pair), then AVG (their mean): (long table with ``pce``,
+    ``n_systems``, ``n_segments``, ``n_dropped``; the p-values of every pair of systems). A target
+    with fewer than 2 systems, no complete segment or several rows per system and segment gets NaN
+    (``note`` says which). Empty for other tasks."""
+    if "task" not in ds.frame.columns or not (ds.frame["task"] == "translation").any():
+        return pd.DataFrame(), pd.DataFrame()
+    pvalues: list[pd.DataFrame] = []
+    tgts = targets(ds)
+    split = any(v is not None for _, v in tgts)
+
+    def value(f, col, h):
+        try:
+            mat = soft.matrices(f, col, h)
+        except ValueError as e:
+            return {"value": np.nan, "pce": np.nan, "note": str(e)}
+        out = {"n_systems": len(mat.systems), "n_segments": len(mat.segments), "n_dropped": mat.n_dropped}
+        if len(mat.systems) < 2 or not mat.segments:
+            return {"value": np.nan, "pce": np.nan, **out, "note": "fewer than 2 systems or no complete segment"}
+        res = soft.spa(mat.human, mat.metric, permutations, seed)
+        target = target_name(h, f[ds.split_by].iloc[0] if split else None, len(ds.humans))
+        pvalues.append(soft.pairs_table(mat, res).assign(label=col.removeprefix(rundir.SCORE), target=target))
+        return {"value": res.value, "pce": res.pce, **out}
+
+    long = _per_target(ds, tgts, value)
+    avg = long.groupby("label", sort=False)["value"].agg(lambda v: v.mean(skipna=False))
+    long = pd.concat([long, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
+                     ignore_index=True)
+    return long, pd.concat(pvalues, ignore_index=True) if pvalues else pd.DataFrame()
 
 
 def speed(runs: list[Run]) -> pd.DataFrame:

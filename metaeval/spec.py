@@ -139,17 +139,19 @@ def _is_number(value) -> bool:
 # --paper X: the statistic that paper's tables report (an option given on the command line wins; the
 # correlation -- --correlation / --kendall -- is taken as a whole or not at all)
 PAPERS: dict[str, dict[str, Any]] = {
-    "contrastscore": {"correlation": "pearson", "level": "segment", "combined": True,
+    "contrastscore": {"correlation": "pearson", "level": "segment", "combined": True, "spa": True,
                       "says": "ContrastScore Tables 1-2: Pearson over all rows per aspect / language pair; "
-                              "all_<task>_quality: every dataset's columns and their mean (Tables 1-2's AVG)"},
+                              "all_<task>_quality: every dataset's columns and their mean (Tables 1-2's AVG); "
+                              "translation data: also WMT24's system-level soft pairwise accuracy (not in the paper)"},
     "cdm": {"correlation": "spearman", "level": "segment",
             "says": "CDM Tables 2 and 7: Spearman over all rows; Table 5: quantized accuracy (SummaC protocol)"},
     "cdjudge": {"correlation": "spearman", "level": "segment", "resample": "items",
                 "says": "CD-judge Tables 1-2: Pearson, Spearman and Kendall per score range, (lambda, t) chosen "
                         "on dev by --select-by (Spearman unless given), 95% intervals from a bootstrap over "
                         "summaries"},
-    "t5score": {"kendall": "like", "level": "item", "average": "micro",
+    "t5score": {"kendall": "like", "level": "item", "average": "micro", "spa": True,
                 "says": "T5Score segment level (seg-k): WMT20 DARR Kendall-like over pairs of translations of one "
                         "source whose human scores differ by >= the threshold, pooled over segments "
-                        "(mt-metrics-eval KendallLike, average_by='item')"},
+                        "(mt-metrics-eval KendallLike, average_by='item'); translation data: also WMT24's "
+                        "system-level soft pairwise accuracy (not in the paper)"},
 }
