@@ -106,7 +106,8 @@ def spa(ds: Dataset, permutations: int = soft.PERMUTATIONS,
             return {"value": np.nan, "pce": np.nan, **out, "note": "fewer than 2 systems or no complete segment"}
         res = soft.spa(mat.human, mat.metric, permutations, seed)
         target = target_name(h, f[ds.split_by].iloc[0] if split else None, len(ds.humans))
-        pvalues.append(soft.pairs_table(mat, res).assign(label=col.removeprefix(rundir.SCORE), target=target))
+        pvalues.append(soft.pairs_table(mat, res).assign(label=col.removeprefix(rundir.SCORE), target=target)
+                       [["label", "target", "system_a", "system_b", "p_human", "p_metric"]])
         return {"value": res.value, "pce": res.pce, **out}
 
     long = _per_target(ds, tgts, value)
