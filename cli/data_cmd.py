@@ -59,7 +59,11 @@ def card(cfg: DictConfig) -> str:
         counts["language pairs"] = ", ".join(
             f"{k} ({v})" for k, v in df["lang_pair"].value_counts().sort_index().items()
         )
-    counts["with reference"] = int(df["reference"].notna().sum())
+    counts["with a reference text"] = int(df["reference"].notna().sum())
+    refs = report.references  # human-reference "systems" in the table (MQM's ref, refB)
+    counts["human-reference rows scored as systems"] = (
+        f"{sum(refs.values())} ({', '.join(f'{s} {n}' for s, n in refs.items())}); "
+        "data.exclude_references=true drops them" if refs else 0)
     lines += [f"- {k}: {v}" for k, v in counts.items()]
     lines += ["", "| aspect | n | min | mean | max | distinct values |", "|---|---:|---:|---:|---:|---:|"]
     for aspect, col in zip(aspects(df), human_columns(df)):

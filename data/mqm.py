@@ -61,7 +61,9 @@ Options:
   exclude_systems         list of system names to exclude (recorded; a name found in no file is a DataError)
   exclude_references      exclude human-reference "systems", as WMT's metric meta-evaluation does:
                           names matching ``REFERENCE_RE`` (ref, refA, refB, ref-A, ref.B, refC,
-                          Human-A.0 ...); recorded as ``human reference excluded``
+                          Human-A.0 ...); recorded as ``human reference excluded``. Left false (the
+                          default), those kept are counted in ``LoadReport.references`` (one console
+                          line: they are scored as systems)
   zero_weight_categories  list of categories weighted 0 (see Scoring)
 ``load_many({lang_pair: path, ...}, **options)`` loads several files (one per language pair) and
 concatenates them (``wmt`` uses it for mqm22 / mqm23).
@@ -387,7 +389,10 @@ def _frame(records: list[dict], report: LoadReport) -> pd.DataFrame:
                         f"{len(report.dropped)} dropped)")
     df = pd.DataFrame(records)
     df["n_raters"] = df["n_raters"].astype("int64")
-    return validate(df, report)
+    df = validate(df, report)
+    kept = df.loc[df["system"].map(is_reference), "system"].value_counts()
+    report.references = {s: int(kept[s]) for s in sorted(kept.index)}  # scored as systems: said on the console
+    return df
 
 
 def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:

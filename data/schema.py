@@ -48,7 +48,9 @@ class LoadReport:
       dropped   rows left out because they cannot be scored (empty hypothesis, inconsistent text)
       ignored   values left out of a kept row (an N/A rating, a missing score)
     ``reasons()`` gives one entry per (kind, reason) with its count, ``console_lines()`` one log line
-    each, ``details()`` every entry; ``summary()`` is what metrics.json stores."""
+    each, ``details()`` every entry; ``summary()`` is what metrics.json stores.
+    ``references``: human-reference "systems" kept in the table and scored like any system
+    (system -> rows; MQM's ``ref`` / ``refB`` unless data.exclude_references=true)."""
 
     dataset: str
     source_files: list[str] = field(default_factory=list)
@@ -56,6 +58,7 @@ class LoadReport:
     dropped: list[dict] = field(default_factory=list)
     excluded: list[dict] = field(default_factory=list)
     ignored: list[dict] = field(default_factory=list)
+    references: dict[str, int] = field(default_factory=dict)
 
     def drop(self, row_id, reason: str, where: str = "") -> None:
         self.dropped.append({"id": str(row_id), "reason": reason, "where": where})
@@ -77,6 +80,23 @@ class LoadReport:
         self.dropped += other.dropped
         self.excluded += other.excluded
         self.ignored += other.ignored
+        for system, n in other.references.items():
+            self.references[system] = self.references.get(system, 0) + n
+
+    def count_references(self, table: pd.DataFrame) -> None:
+        """``references`` recounted on the rows of ``table`` that will be scored (after a split)."""
+        counts = table["system"].value_counts()
+        self.references = {s: int(counts[s]) for s in self.references if counts.get(s, 0)}
+
+    def reference_line(self) -> str:
+        """'mqm: 529 human-reference rows (system ref) scored as a system; ...' ('' when none)."""
+        n = sum(self.references.values())
+        if not n:
+            return ""
+        names = (f"system {next(iter(self.references))}" if len(self.references) == 1 else
+                 "systems " + ", ".join(f"{s} {k}" for s, k in self.references.items()))
+        return (f"{self.dataset}: {n} human-reference row{'' if n == 1 else 's'} ({names}) scored as "
+                f"{'a system' if len(self.references) == 1 else 'systems'}; data.exclude_references=true drops them")
 
     def _entries(self):
         for kind, entries in (("excluded", self.excluded), ("dropped", self.dropped), ("ignored", self.ignored)):
@@ -98,6 +118,8 @@ class LoadReport:
             noun = ("value" if r["kind"] == "ignored" else "row") + ("" if r["count"] == 1 else "s")
             level = logging.INFO if r["kind"] == "excluded" else logging.WARNING
             out.append((level, f"{self.dataset}: {r['kind']} {r['count']} {noun}: {r['reason']}"))
+        if self.references:
+            out.append((logging.INFO, self.reference_line()))
         return out
 
     def details(self) -> list[dict]:
@@ -112,7 +134,9 @@ class LoadReport:
         out = {"dataset": self.dataset, "files": self.source_files, "read": self.n_read,
                "excluded": len(self.excluded), "excluded_by_reason": by_reason("excluded"),
                "dropped": len(self.dropped), "dropped_by_reason": by_reason("dropped"),
-               "ignored_values": len(self.ignored), "ignored_by_reason": by_reason("ignored")}
+               "ignored_values": len(self.ignored), "ignored_by_reason": by_reason("ignored"),
+               "human_references_scored": sum(self.references.values()),
+               "human_references_by_system": dict(self.references)}
         if details:
             out["details"] = self.details()
         return out

@@ -27,6 +27,7 @@ from cscore.metaeval.judge_runs import PARSE
 from cscore.metaeval.judge_tables import STATUSES
 from cscore.metaeval.plots import plt
 
+NO_VALID = "no valid scores, nothing chosen"  # a dev grid of nan cells only
 SERIES_COLORS = {"human": "tab:orange", "main": "tab:blue", "asst": "tab:gray", "contrast": "tab:green"}
 
 
@@ -158,16 +159,19 @@ def score_distribution_figure(panels: list[dict], title: str = ""):
 def dev_heatmap_figure(grids: dict[str, pd.DataFrame], chosen: dict[str, tuple[float, float]], title: str = ""):
     """The dev criterion over λ (rows) x t (columns), one panel per score kind of ``grids``
     ({"parsed": grid, "expected": grid}: a judge whose parsed score is constant has none but the
-    expected score's); each kind's chosen cell (``chosen[kind]``, when there is one) outlined."""
+    expected score's); each kind's chosen cell (``chosen[kind]``, when there is one) outlined, only
+    when it holds a valid (finite) value; a panel of no finite value says "no valid scores"."""
     shape = plots.heatmap_grid(next(iter(grids.values())), "lam", "t").shape
     width = len(grids) * max(1.1 * shape[1] + 2.2, 4.2)
     fig, axes = plt.subplots(1, len(grids), figsize=(width, 0.7 * shape[0] + 2.2), squeeze=False,
                              layout="constrained")
     for ax, (kind, grid) in zip(axes[0], grids.items()):
-        plots.draw_heatmap(ax, grid, "lam", "t", f"{kind} score")
-        if chosen.get(kind) is not None:
-            lams, ts = sorted(grid["lam"].unique()), sorted(grid["t"].unique())
-            i, j = lams.index(chosen[kind][0]), ts.index(chosen[kind][1])
+        cells = plots.heatmap_grid(grid, "lam", "t")
+        valid = bool(np.isfinite(cells.to_numpy(dtype=float)).any())
+        plots.draw_heatmap(ax, grid, "lam", "t", f"{kind} score" if valid else f"{kind} score: {NO_VALID}")
+        pick = chosen.get(kind)
+        if pick is not None and np.isfinite(cells.at[pick[0], pick[1]]):  # a nan cell is no choice
+            i, j = list(cells.index).index(pick[0]), list(cells.columns).index(pick[1])
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.5))
     fig.suptitle(plots.wrap(title, width - 0.4, 10), fontsize=10)
     return fig

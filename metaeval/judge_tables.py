@@ -16,11 +16,13 @@ STATUSES = ("No Pred", "Below", "Above")
 LIST = "List"  # the released parse read list numbering as the score (valid there, shown on its own)
 ECHO = "Echo"  # the prompt's range ("1-5") read as its minimum (valid for both parse rules, shown on its own)
 AVERAGE_HEADER = "Average across all score ranges"
+FEW_RANGES = "needs ≥ 2 ranges"  # a std or max - min over one range is no range bias (0 by definition)
 
 
 def across_ranges(long: pd.DataFrame) -> pd.DataFrame:
     """Per row label and correlation: mean, std (population, ddof=0), spread (max - min) over the
-    ranges where the value is finite, ranges (how many), of (how many ranges the study has)."""
+    ranges where the value is finite, ranges (how many), of (how many ranges the study has).
+    std and spread are nan below 2 finite ranges (no range bias to measure)."""
     n_ranges = long[["lo", "hi"]].drop_duplicates().shape[0]
     out = []
     for (label, kind), part in long.groupby(["label", "correlation"], sort=False):
@@ -28,8 +30,8 @@ def across_ranges(long: pd.DataFrame) -> pd.DataFrame:
         v = v[np.isfinite(v)]
         out.append({"label": label, "role": part["role"].iloc[0], "score": part["score"].iloc[0],
                     "correlation": kind, "mean": float(v.mean()) if v.size else math.nan,
-                    "std": float(v.std(ddof=0)) if v.size else math.nan,
-                    "spread": float(v.max() - v.min()) if v.size else math.nan, "ranges": int(v.size),
+                    "std": float(v.std(ddof=0)) if v.size > 1 else math.nan,
+                    "spread": float(v.max() - v.min()) if v.size > 1 else math.nan, "ranges": int(v.size),
                     "of": n_ranges})
     return pd.DataFrame(out, columns=["label", "role", "score", "correlation", "mean", "std", "spread", "ranges",
                                       "of"])
@@ -88,7 +90,8 @@ def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> re
 
 def range_bias_table(avg: pd.DataFrame, title: str, signature: str = "") -> render.Table:
     """Per row: mean, std and max - min of each correlation over the ranges; the highest mean and
-    the smallest std / spread of each column marked."""
+    the smallest std / spread of each column marked. Below 2 finite ranges std and max - min say
+    ``FEW_RANGES`` (no number, never marked)."""
     columns, rows, best = [], [], set()
     for k in CORRELATIONS:
         columns += [f"{SHORT[k]} mean", f"{SHORT[k]} std", f"{SHORT[k]} max-min"]
@@ -100,8 +103,10 @@ def range_bias_table(avg: pd.DataFrame, title: str, signature: str = "") -> rend
         cells = []
         for j, k in enumerate(CORRELATIONS):
             r = key.loc[(lb, k)]
-            grid[i, 3 * j:3 * j + 3] = [r["mean"], r["std"], r["spread"]]
-            cells += [render.number(r["mean"]), render.number(r["std"]), render.number(r["spread"])]
+            few = r["ranges"] < 2
+            grid[i, 3 * j:3 * j + 3] = [r["mean"], math.nan if few else r["std"], math.nan if few else r["spread"]]
+            spread = [FEW_RANGES if few else render.number(r[c]) for c in ("std", "spread")]
+            cells += [render.number(r["mean"]), *spread]
         part = avg[avg["label"] == lb]
         cells.append(f"{int(part['ranges'].min())}/{int(part['of'].iloc[0])}")
         rows.append((lb, cells))

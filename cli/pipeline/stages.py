@@ -40,6 +40,7 @@ def load_stage(run: RunConfig) -> Loaded:
         examples = splits.select_labelled(splits.label_by_ids(examples, sp.dev_ids), sp.use)
     else:
         examples = splits.select(examples, sp.use, sp.dev_fraction, sp.seed)
+    report.count_references(examples)  # the human-reference rows this run scores, said below
     log.info("data %s: %d rows (%d dropped while loading); split=%s keeps %d", run.data.name, n_loaded,
              len(report.dropped), sp.use, len(examples))
     for level, line in report.console_lines():  # one line per reason; the rows go to run.log

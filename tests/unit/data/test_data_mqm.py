@@ -193,8 +193,13 @@ def test_references_excluded_and_used(ted, ted_file):
     assert details[0]["kind"] == "excluded" and details[0]["where"].startswith(f"{ted_file} line(s) ")
     assert report.summary(details=True)["details"] == details
 
+    assert report.references == {} and report.summary()["human_references_scored"] == 0
+
     df, report = mqm.load(str(ted_file), lang_pair="zh-en", reference_system="refA")  # alias of TED's "ref"
     assert "ref" not in set(df["system"]) and len(df) == 14 * 529
+    assert report.references == {"refB": 529}  # the other reference is still scored as a system, and says so
+    assert report.console_lines()[-1] == (logging.INFO, "mqm: 529 human-reference rows (system refB) scored as a "
+                                                        "system; data.exclude_references=true drops them")
     assert report.summary()["excluded_by_reason"] == {"used as the reference (data.reference_system=ref)": 529}
     with open(ted_file, encoding="utf-8", newline="") as fh:
         ref84 = next(r["target"] for r in csv_rows(fh) if r["system"] == "ref" and r["seg_id"] == "84")

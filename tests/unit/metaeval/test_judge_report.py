@@ -297,6 +297,60 @@ def test_averages_and_spread_across_ranges(rep, study):
     assert row[-1] == "2/2"
 
 
+def _long(values: dict) -> pd.DataFrame:
+    """A correlations frame by hand: {(label, lo, hi): pearson value}; spearman and kendall = value / 2."""
+    rows = [{"lo": lo, "hi": hi, "range": f"{lo}-{hi}", "label": lb, "role": "contrast", "score": "parsed",
+             "correlation": k, "value": v / (1 if k == "pearson" else 2), "half_width": np.nan}
+            for (lb, lo, hi), v in values.items() for k in ("pearson", "spearman", "kendall")]
+    return pd.DataFrame(rows)
+
+
+def test_range_bias_over_one_range_says_it_needs_two_and_marks_no_best():
+    long = _long({("A", 1, 5): 0.40, ("B", 1, 5): 0.30})
+    t = judge_tables.range_bias_table(judge_tables.across_ranges(long), "bias")
+    rows = dict(t.rows)
+    for k in ("Pear.", "Spear.", "Kend."):
+        for stat in ("std", "max-min"):
+            j = t.columns.index(f"{k} {stat}")
+            assert rows["A"][j] == rows["B"][j] == "needs ≥ 2 ranges"
+            assert not any(col == j for _, col in t.best)
+    assert rows["A"][t.columns.index("Pear. mean")] == "0.4000" and rows["A"][-1] == "1/1"
+    assert t.best == {(0, 0), (0, 3), (0, 6)}  # only the highest mean of each correlation (A)
+    md = render.markdown(t)
+    assert "0.0000" not in md and "| needs ≥ 2 ranges |" in md
+
+
+def test_range_bias_with_a_row_finite_on_one_range_only():
+    """Two ranges; B is nan on 2-6: its std and max-min need 2 ranges, A's are numbers and the best."""
+    long = _long({("A", 1, 5): 0.40, ("A", 2, 6): 0.10, ("B", 1, 5): 0.30, ("B", 2, 6): np.nan})
+    t = judge_tables.range_bias_table(judge_tables.across_ranges(long), "bias")
+    rows = dict(t.rows)
+    std, spread = t.columns.index("Pear. std"), t.columns.index("Pear. max-min")
+    assert rows["A"][std] == f"{0.15:.4f}" and rows["A"][spread] == f"{0.30:.4f}"
+    assert rows["B"][std] == rows["B"][spread] == "needs ≥ 2 ranges" and rows["B"][-1] == "1/2"
+    assert (0, std) in t.best and (1, std) not in t.best and (1, spread) not in t.best
+
+
+def _red_boxes(ax) -> list:
+    return [pt for pt in ax.patches if pt.get_edgecolor()[:3] == (1.0, 0.0, 0.0)]
+
+
+def test_a_dev_heat_map_of_nan_cells_chooses_nothing_and_says_so():
+    cells = [(lam, t) for lam in LAMS for t in TS]
+    nan = pd.DataFrame({"lam": [c[0] for c in cells], "t": [c[1] for c in cells], "value": np.nan})
+    some = nan.assign(value=[np.nan, 0.2, np.nan, np.nan])  # only (0.5, 2.0) valid
+    fig = judge_plots.dev_heatmap_figure({"parsed": nan, "expected": some}, {"parsed": (0.5, 1.0),
+                                                                             "expected": (1.0, 1.0)})
+    parsed_ax, expected_ax = [ax for ax in fig.axes if ax.get_title()]
+    assert parsed_ax.get_title() == "parsed score: no valid scores, nothing chosen" and not _red_boxes(parsed_ax)
+    assert expected_ax.get_title() == "expected score" and not _red_boxes(expected_ax)  # chosen cell is nan
+    plt.close(fig)
+    fig = judge_plots.dev_heatmap_figure({"expected": some}, {"expected": (0.5, 2.0)})
+    box = _red_boxes(fig.axes[0])
+    assert len(box) == 1 and box[0].get_xy() == (0.5, -0.5)  # column t=2.0, row lambda=0.5
+    plt.close(fig)
+
+
 def test_invalid_outputs_are_counted_from_the_parse_columns(rep):
     inv = rep.invalid.set_index(["label", "range"])
     a = inv.loc[("Asst-1B", "1-5")]
@@ -560,6 +614,20 @@ def test_report_writes_the_judge_tables_and_plots(sweep, tmp_path, cscore_main):
     assert res.returncode == 0, res.stderr
     sig = (tmp_path / "rep2" / f"{stem}_hyperparameters.md").read_text()
     assert "criterion:pearson" in sig and "dev pearson" in sig
+
+
+def test_report_over_one_score_range_prints_no_range_bias_numbers(tmp_path, cscore_main):
+    """One pair on one range (1-5): the range-bias table says it needs 2 ranges, with no bold 0.0000."""
+    for job, (lam, t) in enumerate((lam, t) for lam in LAMS for t in TS):
+        write_run(tmp_path / "sweep" / str(job), judge_frame(lam, t, 1, 5, "pA"), lam, t, 1, 5, "pA")
+    out = tmp_path / "rep"
+    res = cscore_main("report", str(tmp_path / "sweep"), "--bootstrap", "0", "--permutations", "0",
+                      "--out", str(out), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    md = (out / "summeval_judge_coherence_range_bias.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith("| Contra. (pA) |")]
+    assert len(rows) == 1 and rows[0].count("needs ≥ 2 ranges") == 6 and rows[0].endswith("| 1/1 |")
+    assert "0.0000" not in md and "needs ≥ 2 ranges" in res.stdout
 
 
 def write_token_run(folder: Path) -> None:
