@@ -11,8 +11,7 @@ from cscore.cli.pipeline.kinds.pair import load_pair
 from cscore.cli.pipeline.kinds.prompts import make_prompts
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.training import negative_shards as shards
-from cscore.scorers.training.negatives import (GenerateJob, finish, round_robin, select_positives, todo,
-                                               write_negatives)
+from cscore.scorers.training.negatives import GenerateJob, finish, round_robin, select_positives, todo, write_negatives
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from cscore.errors import ConfigError
 from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.store.shards import Pending
-from cscore.scorers.training.classifier import classifier_log_odds, load_classifier
 from cscore.scorers.training import held_out
+from cscore.scorers.training.classifier import classifier_log_odds, load_classifier
 from cscore.scorers.training.discriminator import pooler_from_dict
 from cscore.scorers.training.negatives import pair_record
 
