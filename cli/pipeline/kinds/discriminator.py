@@ -103,5 +103,6 @@ def held_out_rows(name: str, meta: dict, loaded: Loaded) -> tuple[Loaded, int | 
         raise ConfigError(f"{name}: all {n} rows of this data are rows the {meta['kind']} was trained on: nothing "
                           "held out to score; score other data or another split")
     if n:
-        log.warning("%s: %d rows the %s was trained on are excluded from scoring", name, n, meta["kind"])
+        rows, are = ("rows", "are") if n > 1 else ("row", "is")
+        log.warning("%s: %d %s the %s was trained on %s excluded from scoring", name, n, rows, meta["kind"], are)
     return replace(loaded, examples=loaded.examples[~trained].reset_index(drop=True)), n

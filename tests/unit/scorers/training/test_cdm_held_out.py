@@ -41,6 +41,26 @@ def test_trained_mask_matches_id_group_and_text():
     assert held_out.trained_mask(record, examples).tolist() == [True, False, False, False, False]
 
 
+def test_held_out_rows_leave_out_refuse_all_and_warn_without_a_record(caplog):
+    from cscore.cli.pipeline.kinds.base import Loaded
+    from cscore.cli.pipeline.kinds.discriminator import held_out_rows
+    from cscore.errors import ConfigError
+
+    examples = pd.DataFrame({"id": ["a", "b", "c"], "group": ["g", "g", "h"], "hypothesis": ["x", "y", "z"]})
+    loaded = Loaded(examples, None, 3)
+    items = [{"id": i, "group": g, "text": t, "label": 1} for i, g, t in zip(examples["id"], examples["group"],
+                                                                          examples["hypothesis"])]
+    some = {"kind": "pooler", "trained_rows": held_out.trained_rows(items, [False, True, True], None)}
+    kept, n = held_out_rows("cdm_gen", some, loaded)
+    assert n == 1 and list(kept.examples["id"]) == ["b", "c"] and list(kept.examples.index) == [0, 1]
+    assert "cdm_gen: 1 row the pooler was trained on is excluded from scoring" in caplog.text
+    every = {"kind": "classifier", "trained_rows": held_out.trained_rows(items, [False] * 3, None)}
+    with pytest.raises(ConfigError, match="all 3 rows of this data are rows the classifier was trained on"):
+        held_out_rows("cdm_gen", every, loaded)
+    kept, n = held_out_rows("cdm_gen", {"kind": "pooler"}, loaded)  # trained before the record
+    assert n is None and kept is loaded and "no record of the rows it was trained on" in caplog.text
+
+
 def test_a_limit_of_one_is_refused_before_anything_loads(tmp_path, cscore_main):
     res = cscore_main("cdm", "generate", "data=demo", "cdm.generate.limit=1",
                       f"cdm.generate.out={tmp_path / 'gen'}", cwd=tmp_path)
