@@ -99,6 +99,7 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     from cscore.cli.validate import validate
 
     g = checked(cfg.cdm.generate, GENERATE_PARAMS, "cdm.generate")
+    check_limit(g["limit"])
     resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
     run = sharding("generate", validate(cfg))  # before torch loads
     from cscore.cli import threads
@@ -119,6 +120,16 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
         count = run.coordinator.count
         raise ShardsPending(f"cdm generate ({job.folder.path}): {pending_text(missing, count)}", missing, count)
     return job.folder.path
+
+
+def check_limit(limit: int | None) -> None:
+    """A limit that can never give ``cdm train`` its two groups is refused before anything loads
+    (the positives are drawn round-robin across groups, so a limit of 2 or more spans 2 groups
+    wherever the data has them)."""
+    if limit is not None and limit < 2:
+        raise ConfigError(f"cdm.generate.limit={limit} takes positives of one group (document / dialogue) "
+                          "and cdm train needs at least 2 (one to train on, one held out): give "
+                          "cdm.generate.limit=2 or more (null: all)")
 
 
 def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:

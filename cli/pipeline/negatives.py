@@ -11,17 +11,16 @@ from cscore.cli.pipeline.kinds.pair import load_pair
 from cscore.cli.pipeline.kinds.prompts import make_prompts
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.training import negative_shards as shards
-from cscore.scorers.training.negatives import GenerateJob, finish, select_positives, todo, write_negatives
+from cscore.scorers.training.negatives import GenerateJob, finish, round_robin, select_positives, todo, write_negatives
 
 log = logging.getLogger(__name__)
 
 
 def positives_of(examples, g: dict):
     """The positives of ``cdm.generate`` (``g``): top_rated ranks each group on the human aspect;
-    at most ``limit`` of them, in table order."""
+    at most ``limit`` of them, drawn round-robin across the groups (``round_robin``)."""
     column = f"{rundir.HUMAN}{target_aspect(examples, g['aspect'])}" if g["positives"] == "top_rated" else None
-    positives = select_positives(examples, g["positives"], column)
-    return positives.head(g["limit"]) if g["limit"] is not None else positives
+    return round_robin(select_positives(examples, g["positives"], column), g["limit"])
 
 
 def make(job: GenerateJob, run: RunConfig, positives) -> None:

@@ -2,7 +2,8 @@
 0 = negative; the groups (documents / dialogues) are split into train and held-out, the model is
 trained on the train groups only and its accuracy reported on both. The discriminator is a pooler
 over the pair's contrastive momentum (``cscore.scorers.cdm.pooler``) or a transformers classifier
-(``classifier``). Writes the model, then <out>/cscore_discriminator.json last."""
+(``classifier``). Writes the model, then <out>/cscore_discriminator.json last, with the rows it was
+trained on (``held_out``: ``cscore run method=cdm_gen`` leaves them out)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numpy as np
 from cscore.errors import ConfigError
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.store.shards import Pending
+from cscore.scorers.training import held_out
 from cscore.scorers.training.artifacts import ArtifactDir, digest, now, out_dir, split_groups, versions
 from cscore.scorers.training.negatives import NEGATIVES, PROVENANCE, pair_record, read_records
 
@@ -177,6 +179,7 @@ def train(run: RunConfig, job: TrainJob, pair=None, cache=None) -> dict | Pendin
             "accuracy": acc, "split": {"holdout": t["holdout"], "seed": t["seed"],
                                        "held_out_groups": sorted(set(groups[held]))},
             "n_items": len(job.items), "input": str(job.input.resolve()), "generate_counts": job.prov.get("counts"),
+            held_out.KEY: held_out.trained_rows(job.items, held, (job.prov.get("identity") or {}).get("data")),
             "identity": job.identity, "config": job.given,
             "versions": versions(), "seconds": round(time.perf_counter() - start, 3), "created": now()}
     job.folder.finish(meta)  # last: marks the directory finished

@@ -57,6 +57,18 @@ def select_positives(examples, which: str, column: str | None = None):
     return table.reset_index(drop=True)
 
 
+def round_robin(positives, limit: int | None):
+    """At most ``limit`` positives drawn across the groups: the first positive of every group (groups
+    in table order), then the second of every group, ... (so ``limit`` = k covers min(k, groups)
+    groups, and a larger limit only adds positives); None: all of them, in table order."""
+    if limit is None:
+        return positives
+    rank = positives.groupby("group", sort=False, dropna=False).cumcount().to_numpy()
+    first = positives["group"].map({g: i for i, g in enumerate(positives["group"].unique())}).to_numpy()
+    order = np.lexsort((first, rank))  # by rank within the group, then by the group's first row
+    return positives.iloc[order[:limit]].reset_index(drop=True)
+
+
 def read_records(path) -> list[dict]:
     """The records of a negatives.jsonl: its complete lines (every record ends with a line break;
     text after the last one was cut off by a kill and is ignored)."""

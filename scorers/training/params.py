@@ -27,7 +27,8 @@ class CdmGenerate:
                              "top_rated: each group's hypothesis with the highest human score (on `aspect`)")
     aspect: str | None = setting(None, TEXT, "top_rated: the human aspect; null: the only one, else overall")
     limit: int | None = setting(None, Param(int, lo=1, nullable=True),
-                                "at most this many positives (in table order); null: all")
+                                "at most this many positives, drawn round-robin across the groups (the first "
+                                "of each, then the second, ...); 2 or more (cdm train needs 2 groups); null: all")
     strategy: str = setting("span", Param(str, choices=STRATEGIES),
                             "span (Segment-Single) | sentence | utterance | multi (Segment-Multi)")
     max_span: int = setting(20, COUNT, "span / multi: segments of 1..max_span tokens (the paper: no longer than 20)")

@@ -1,9 +1,11 @@
 """The discriminator kind (``KIND = "discriminator"``: cdm_gen): a discriminator trained by
-``cscore cdm train`` scores each item; the comparison rows are those of a token method."""
+``cscore cdm train`` scores each item; the comparison rows are those of a token method. The rows it
+was trained on are left out of scoring (``held_out_rows``)."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from cscore.errors import ConfigError
 from cscore.progress import Progress
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.store.shards import Pending
+from cscore.scorers.training import held_out
 from cscore.scorers.training.classifier import classifier_log_odds, load_classifier
 from cscore.scorers.training.discriminator import pooler_from_dict
 from cscore.scorers.training.negatives import pair_record
@@ -57,6 +60,7 @@ class Discriminator(TokenKind):
         p = main.params  # cdm_gen's Params
         path = p.discriminator
         meta = cdm_gen.read_meta(path)
+        loaded, excluded = held_out_rows(main.name, meta, loaded)
         got = self.token_pass(run, loaded, plan, progress, state)
         if isinstance(got, Pending):
             return got
@@ -77,8 +81,28 @@ class Discriminator(TokenKind):
         table[f"{rundir.SCORE}{main.name}"] = values
         scored.metrics["discriminator"] = {"path": str(Path(path).resolve()), "kind": meta["kind"],
                                            "output": p.output, "accuracy": meta.get("accuracy"),
-                                           "trained_on": meta.get("input"),
+                                           "trained_on": meta.get("input"), "excluded_trained_rows": excluded,
                                            "generate_counts": meta.get("generate_counts")}
         log.info("%s: %s discriminator from %s (held-out accuracy %s)", main.name, meta["kind"], path,
                  (meta.get("accuracy") or {}).get("held_out", {}).get("accuracy"))
         return scored
+
+
+def held_out_rows(name: str, meta: dict, loaded: Loaded) -> tuple[Loaded, int | None]:
+    """(the rows to score, how many were left out): the rows the discriminator was trained on
+    (``scorers/training/held_out.py``) are not scored, said in one line; None where its record
+    names none (trained by a cscore before the record; said too). All of them: a ConfigError."""
+    record = meta.get(held_out.KEY)
+    if record is None:
+        log.warning("%s: the discriminator has no record of the rows it was trained on (trained by an older "
+                    "cscore): none excluded from scoring; train it again to exclude them", name)
+        return loaded, None
+    trained = held_out.trained_mask(record, loaded.examples)
+    n = int(trained.sum())
+    if n and n == len(trained):
+        raise ConfigError(f"{name}: all {n} rows of this data are rows the {meta['kind']} was trained on: nothing "
+                          "held out to score; score other data or another split")
+    if n:
+        rows, are = ("rows", "are") if n > 1 else ("row", "is")
+        log.warning("%s: %d %s the %s was trained on %s excluded from scoring", name, n, rows, meta["kind"], are)
+    return replace(loaded, examples=loaded.examples[~trained].reset_index(drop=True)), n

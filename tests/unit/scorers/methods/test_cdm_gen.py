@@ -398,6 +398,8 @@ def test_train_reports_group_held_out_accuracy(pipe):
         assert acc["train"]["n"] + acc["held_out"]["n"] == 24 + 48
         held = set(meta["split"]["held_out_groups"])
         assert held and held < set(pipe.table["group"])
+        # the rows trained on: the positives (every row) of the other groups
+        assert sorted(meta["trained_rows"]["rows"]) == sorted(pipe.table[~pipe.table["group"].isin(held)]["id"])
         assert 0.0 <= acc["held_out"]["accuracy"] <= 1.0
     pooler = json.loads((pipe.root / "pooler" / "cscore_discriminator.json").read_text())
     assert pooler["kind"] == "pooler" and set(pooler["pooler"]["weights"]) >= {"mean", "sum", "log_len"}
@@ -430,7 +432,11 @@ def test_run_cdm_gen_scores_with_both_discriminators(pipe, cscore_cli):
     for i, kind in enumerate(("pooler", "classifier")):
         scores = pd.read_parquet(sweep / str(i) / "scores.parquet")
         metrics = json.loads((sweep / str(i) / "metrics.json").read_text())
-        assert len(scores) == 24
+        # the 2 train groups' 16 rows are left out (3 groups, round(0.2 * 3) = 1 held out): the held-out 8 scored
+        held = json.loads((pipe.root / ("pooler", "clf")[i] / "cscore_discriminator.json").read_text())["split"]
+        assert set(scores["id"]) == set(pipe.table[pipe.table["group"].isin(held["held_out_groups"])]["id"])
+        assert len(scores) == 24 - 16 and metrics["discriminator"]["excluded_trained_rows"] == 16
+        assert f"cdm_gen: 16 rows the {kind} was trained on are excluded from scoring" in res.stdout + res.stderr
         for col in ("score.cdm_gen", "score.expert", "score.amateur", "score.ensemble"):
             assert np.isfinite(scores[col]).all(), col
         assert scores["score.cdm_gen"].between(0, 1).all()
