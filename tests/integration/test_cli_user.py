@@ -127,6 +127,30 @@ def test_a_replaced_amateur_runs_whole_and_labels_name_it(two_runs, tiny_dirs, d
     np.testing.assert_allclose(scores["score.amateur"], got, rtol=1e-4)
 
 
+def test_the_python_api_gives_the_runs_scores_bit_for_bit(two_runs, tiny_dirs):
+    """Issue 47 item 2: the API's passes run on the thread count of ``cscore run``'s rule (auto),
+    not on the count torch has (2 here, as torch's own default on a 2-core machine), and give the
+    fresh-process run's scores exactly; torch's count is back after."""
+    import torch
+
+    root, _, _ = two_runs
+    scores = pd.read_parquet(root / "a" / "scores.parquet")
+    run_threads = json.loads((root / "a" / "metrics.json").read_text())["speed"]["threads"]
+    pair = ModelPair.load(tiny_dirs.expert, tiny_dirs.amateur)
+    before, seen = torch.get_num_threads(), []
+    torch.set_num_threads(2)
+    try:
+        st = pair.statistics(list(scores["prompt"]), list(scores["hypothesis"]),
+                             progress=lambda label, n: lambda done: seen.append(torch.get_num_threads()))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert set(seen) == {run_threads}
+    for col, method, params in [("score.expert", "single", {}), ("score.amateur", "single", {"model": "amateur"}),
+                                ("score.ensemble", "ensemble", {}), ("score.contrast", "contrast", {})]:
+        np.testing.assert_array_equal(scores[col].to_numpy(), st.score(method, **params), err_msg=col)
+
+
 @pytest.mark.slow
 def test_left_out_rows_are_one_line_per_reason_and_listed_in_the_run(two_runs):
     root, first, _ = two_runs
