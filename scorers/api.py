@@ -26,6 +26,7 @@ from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import EncodedItem, KnownIds, encode
+from cscore.scorers.models import size
 from cscore.scorers.models.identity import model_identity
 from cscore.scorers.models.models import (
     LoadedModel,
@@ -257,6 +258,7 @@ class ModelPair:
             if expert.is_encoder_decoder:
                 check_same_vocabulary(expert, amateur)
             self.aligned = not same_vocabulary(expert, amateur)
+            size.warn_if_upside_down(expert, amateur)  # one line when the amateur is not the smaller
         self.expert = expert
         self.amateur = amateur
 
