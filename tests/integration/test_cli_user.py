@@ -151,6 +151,24 @@ def test_the_python_api_gives_the_runs_scores_bit_for_bit(two_runs, tiny_dirs):
         np.testing.assert_array_equal(scores[col].to_numpy(), st.score(method, **params), err_msg=col)
 
 
+def test_an_upside_down_pair_says_so_in_one_line(tiny_dirs, tmp_path, cscore_main, monkeypatch):
+    """Issue 47 item 7: the 2-layer model as the expert and the 4-layer one as the amateur: one
+    console line with both parameter counts (built by hand in tests/unit/scorers/models/test_size.py)."""
+    from cscore.scorers.models import size
+
+    monkeypatch.setattr(size, "_CHECKED", set())  # a pair checked earlier in this process is not checked again
+    rows = tmp_path / "four.jsonl"
+    rows.write_text("\n".join(DEMO_FILE.read_text().splitlines()[:4]) + "\n")
+    res = cscore_main("run", f"pair.expert.path={tiny_dirs.amateur}", f"pair.amateur.path={tiny_dirs.expert}",
+                      f"data.path={rows}", "cache.enabled=false", "runtime.progress=false",
+                      f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = [line for line in (res.stdout + res.stderr).splitlines() if "is not smaller than expert" in line]
+    assert len(lines) == 1, res.stdout + res.stderr
+    assert (f"amateur {tiny_dirs.expert} (62,752 parameters) is not smaller than expert {tiny_dirs.amateur} "
+            "(44,192): contrastive methods assume a smaller amateur") in lines[0]
+
+
 @pytest.mark.slow
 def test_left_out_rows_are_one_line_per_reason_and_listed_in_the_run(two_runs):
     root, first, _ = two_runs
