@@ -102,9 +102,9 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     check_limit(g["limit"])
     resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
     run = sharding("generate", validate(cfg))  # before torch loads
-    from cscore.cli import threads
     from cscore.cli.pipeline import negatives as steps
     from cscore.cli.pipeline.stages import load_stage
+    from cscore.scorers.engine import threads
     from cscore.scorers.training import artifacts, negatives
 
     job = negatives.open_job(run, g, artifacts.out_dir(g["out"], "cdm", "generate"), resolved(cfg))
@@ -145,8 +145,8 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
         f"with cdm.train.discriminator={t['discriminator']} trains a transformers classifier: its gradient "
         "steps are one sequence in one process, not a statistics pass")
     run = sharding("train", validate(cfg), classifier, listed=cfg.runtime.devices is not None)  # before torch loads
-    from cscore.cli import threads
     from cscore.cli.pipeline.kinds.pair import load_pair, stats_cache
+    from cscore.scorers.engine import threads
     from cscore.scorers.training import discriminator
 
     job = discriminator.open_job(run, t, resolved(cfg))

@@ -49,11 +49,12 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
     shared by the shard jobs of its sweep point, of which one writes a run directory (``workers.sweep_point``)."""
     from dataclasses import replace
 
-    from cscore.cli import summary, threads, workers
+    from cscore.cli import summary, workers
     from cscore.cli.pipeline import kinds, stages
     from cscore.cli.progress import progress_bar, quick_slice
     from cscore.cli.validate import validate
     from cscore.progress import Progress
+    from cscore.scorers.engine import threads
 
     state = {} if state is None else state
     state["stage"] = "validate"

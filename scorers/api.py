@@ -21,11 +21,12 @@ import pandas as pd
 
 from cscore.errors import ConfigError
 from cscore.scorers import methods
-from cscore.scorers.engine import engine, seq2seq
+from cscore.scorers.engine import engine, seq2seq, threads
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import EncodedItem, KnownIds, encode
+from cscore.scorers.models import size
 from cscore.scorers.models.identity import model_identity
 from cscore.scorers.models.models import (
     LoadedModel,
@@ -257,6 +258,7 @@ class ModelPair:
             if expert.is_encoder_decoder:
                 check_same_vocabulary(expert, amateur)
             self.aligned = not same_vocabulary(expert, amateur)
+            size.warn_if_upside_down(expert, amateur)  # one line when the amateur is not the smaller
         self.expert = expert
         self.amateur = amateur
 
@@ -387,7 +389,13 @@ class ModelPair:
         """Run each model once on ``inputs`` as ``request`` says: the statistics, or ``Pending`` when a
         sharded pass (``request.shards``, through the cache: ``shards.run_pass``) waits for shards
         this process does not run. Causal LMs with ``prefix_sharing`` run each distinct prompt once
-        (the same statistics, see ``engine.compute``)."""
+        (the same statistics, see ``engine.compute``). The passes run on the CPU threads of
+        ``options.threads`` (default auto: ``engine.threads``, the rule of ``cscore run``, so the API
+        has the CLI's speed and its scores bit for bit); torch's previous count is restored after."""
+        with threads.using(request.options.threads):
+            return self._run(inputs, request)
+
+    def _run(self, inputs: ScoringInput, request: PassRequest) -> PairStatistics | Pending:
         opts, cache, progress, temperatures = request.options, request.cache, request.progress, request.temperatures
         shards, models = request.shards, request.models
         sharded = shards if shards is not None and shards.on else None

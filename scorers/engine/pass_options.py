@@ -3,7 +3,7 @@
 (the statistics pass, its seq2seq path, the judge pass). It gives its own cache-key parts and
 resolves ``auto`` in one place each: the device (``torch_device``), the token budget of a loaded
 model (``budget_for``); the dtype of a loaded model is ``models.auto_dtype``'s (at load), the
-threads ``cscore.cli.threads.apply``'s (at the start of a job)."""
+threads ``engine.threads``' (set at the start of a job and around each pass: ``ModelPair.run``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class PassOptions:
     max_length: int = MAX_LENGTH  # prompt + hypothesis tokens (the encoding's)
     device: str = "auto"
     dtype: str = "auto"
-    threads: int | str | None = None
+    threads: int | str | None = "auto"  # torch's CPU threads in a pass (engine.threads): as runtime.threads
 
     @classmethod
     def of(cls, runtime) -> PassOptions:

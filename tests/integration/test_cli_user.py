@@ -127,6 +127,48 @@ def test_a_replaced_amateur_runs_whole_and_labels_name_it(two_runs, tiny_dirs, d
     np.testing.assert_allclose(scores["score.amateur"], got, rtol=1e-4)
 
 
+def test_the_python_api_gives_the_runs_scores_bit_for_bit(two_runs, tiny_dirs):
+    """Issue 47 item 2: the API's passes run on the thread count of ``cscore run``'s rule (auto),
+    not on the count torch has (2 here, as torch's own default on a 2-core machine), and give the
+    fresh-process run's scores exactly; torch's count is back after."""
+    import torch
+
+    root, _, _ = two_runs
+    scores = pd.read_parquet(root / "a" / "scores.parquet")
+    run_threads = json.loads((root / "a" / "metrics.json").read_text())["speed"]["threads"]
+    pair = ModelPair.load(tiny_dirs.expert, tiny_dirs.amateur)
+    before, seen = torch.get_num_threads(), []
+    torch.set_num_threads(2)
+    try:
+        st = pair.statistics(list(scores["prompt"]), list(scores["hypothesis"]),
+                             progress=lambda label, n: lambda done: seen.append(torch.get_num_threads()))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert set(seen) == {run_threads}
+    for col, method, params in [("score.expert", "single", {}), ("score.amateur", "single", {"model": "amateur"}),
+                                ("score.ensemble", "ensemble", {}), ("score.contrast", "contrast", {})]:
+        np.testing.assert_array_equal(scores[col].to_numpy(), st.score(method, **params), err_msg=col)
+
+
+def test_an_upside_down_pair_says_so_in_one_line(tiny_dirs, tmp_path, cscore_main, monkeypatch):
+    """Issue 47 item 7: the 2-layer model as the expert and the 4-layer one as the amateur: one
+    console line with both parameter counts (built by hand in tests/unit/scorers/models/test_size.py)."""
+    from cscore.scorers.models import size
+
+    monkeypatch.setattr(size, "_CHECKED", set())  # a pair checked earlier in this process is not checked again
+    rows = tmp_path / "four.jsonl"
+    rows.write_text("\n".join(DEMO_FILE.read_text().splitlines()[:4]) + "\n")
+    res = cscore_main("run", f"pair.expert.path={tiny_dirs.amateur}", f"pair.amateur.path={tiny_dirs.expert}",
+                      f"data.path={rows}", "cache.enabled=false", "runtime.progress=false",
+                      f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = [line for line in (res.stdout + res.stderr).splitlines() if "is not smaller than expert" in line]
+    assert len(lines) == 1, res.stdout + res.stderr
+    assert (f"amateur {tiny_dirs.expert} (62,752 parameters) is not smaller than expert {tiny_dirs.amateur} "
+            "(44,192): contrastive methods assume a smaller amateur") in lines[0]
+
+
 @pytest.mark.slow
 def test_left_out_rows_are_one_line_per_reason_and_listed_in_the_run(two_runs):
     root, first, _ = two_runs

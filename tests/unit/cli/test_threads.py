@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from cscore.cli import threads
+from cscore.scorers.engine import threads
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "many", "true", "1.5"])

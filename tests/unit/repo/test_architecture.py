@@ -229,10 +229,10 @@ def test_training_imports_no_kind_and_scorers_nothing_above():
     assert not up, "\n".join(up)
 
 
-# where scorers/ may read the environment: the model hub's settings and the statistics cache's root;
-# sharding's variables (the worker's, SLURM's) are read by cli/workers.py's ``coordinator`` alone, the
-# thread cap (OMP_NUM_THREADS) by cli/threads.py
-ENV_READERS = {"cscore.scorers.models.hub", "cscore.scorers.store.cache"}
+# where scorers/ may read the environment: the model hub's settings, the statistics cache's root and
+# the thread cap (OMP_NUM_THREADS, engine/threads.py); sharding's variables (the worker's, SLURM's)
+# are read by cli/workers.py's ``coordinator`` alone
+ENV_READERS = {"cscore.scorers.models.hub", "cscore.scorers.store.cache", "cscore.scorers.engine.threads"}
 
 
 def environment_reads(root: Path, name: str) -> list[str]:
@@ -248,7 +248,7 @@ def environment_reads(root: Path, name: str) -> list[str]:
     return sorted(out)
 
 
-def test_scorers_read_the_environment_only_for_the_hub_and_the_cache_root():
+def test_scorers_read_the_environment_only_for_the_hub_the_cache_root_and_the_thread_cap():
     reads = [r for r in environment_reads(ROOT / "scorers", "cscore.scorers") if r.split(":")[0] not in ENV_READERS]
     assert not reads, "\n".join(reads)
 

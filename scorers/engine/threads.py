@@ -1,19 +1,24 @@
-"""``runtime.threads``: how many threads torch uses on the CPU, set once at the start of a job.
+"""``runtime.threads``: how many threads torch uses on the CPU, set at the start of a job (``apply``)
+and around each pass of ``ModelPair.run`` (``using``: the Python API follows the same rule).
 
 ``auto`` (the default) is what the machine has free for this process: the cores it may run on
 (its CPU affinity mask: a SLURM or ``taskset`` allocation, not the machine's count), no more than
 the machine's cores less its 1-minute load average (other work), at most ``OMP_NUM_THREADS`` where
 that is set, and 1 on a machine of SMALL cores or fewer (there two threads wait on each other as
 soon as anything else runs: measured up to 25x slower). null keeps torch's own default, an integer
-sets it. A job of an in-process multirun with null gets torch's default back, not the previous job's."""
+sets it. A job of an in-process multirun with null gets torch's default back, not the previous job's.
+A job's ``auto`` holds for its passes: the count it set is kept, not found again (the load moves)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 AUTO = "auto"
 SMALL = 2  # cores: on a machine this small auto is one thread
 _DEFAULT: list[int] = []  # torch's own count, noted before cscore first changes it
+_JOB: dict = {}  # what the last ``apply`` asked for (value) and set (count)
 
 
 def allowed_cores() -> int:
@@ -59,4 +64,24 @@ def apply(value) -> int:
     n = _DEFAULT[0] if n is None else n
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
-    return torch.get_num_threads()
+    _JOB.update(value=value, count=torch.get_num_threads())
+    return _JOB["count"]
+
+
+@contextmanager
+def using(value) -> Iterator[int]:
+    """torch's intra-op threads as ``value`` asks (``wanted``; null: the count now) for the duration,
+    the previous count after; yields the count in use. Where a job applied the same ``value`` and
+    its count is still set, that count (a run's passes use the count its job set and records)."""
+    import torch
+
+    before = torch.get_num_threads()
+    job = _JOB.get("value", object()) == value and _JOB.get("count") == before
+    n = before if job else wanted(value)
+    if n is not None and n != before:
+        torch.set_num_threads(n)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
