@@ -114,7 +114,8 @@ def test_cpu_workers_merge_bit_identical_to_the_unsharded_run(tiny_dirs, data, t
         rep = speed["passes"][name]
         assert rep["shards"] == count
         # over the wall time: the seconds it implies are the recorded ones (rounded to the millisecond)
-        assert 24 / rep["samples_per_second"] == pytest.approx(rep["score_seconds"], abs=5e-4 + 1e-9)
+        assert rep["tokens"] / rep["tokens_per_second"] == pytest.approx(rep["score_seconds"], abs=5e-4 + 1e-9)
+    assert speed["items_scored"] == 24 and 24 / speed["samples_per_second"] == pytest.approx(speed["score_seconds"])
     assert "shards" not in json.loads((root / "one" / rundir.METRICS).read_text())["speed"]
     assert not list((tmp_path / "cN").glob(".partial/*/*"))
 
