@@ -395,13 +395,13 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
         costs = [max(r.length for r in b) * len(b) for b in batches]
         if not retries:  # the plan, before the first batch (a shard: its part of it)
             foreign = deal(checkpoint, [[i for r in b for i in r.members] for b in batches], costs, progress,
-                           tokens=sum(r.length for r in rows), detail=plan_text(rows, window))
+                           tokens=[sum(r.length for r in b) for b in batches], detail=plan_text(rows, window))
             if foreign is not None:
                 done |= foreign
         ticks = Ticks(progress, costs)  # the share done, layer by layer: an estimate within the first batch
         try:
             for batch_rows, cost in zip(batches, costs):
-                if kept(checkpoint, [i for r in batch_rows for i in r.members], done, progress):
+                if kept(checkpoint, [i for r in batch_rows for i in r.members], done):
                     ticks.skip(cost)
                     continue
                 ticks.begin(cost)
