@@ -38,7 +38,7 @@ def print_summary(console, run: RunConfig, kind: MethodKind, out_dir: Path, load
     for line in [*pass_lines(scored), speed_line(metrics["speed"])]:
         if line is not None:
             console.print(line)
-    weights = {role: m.status() for role, m in scored.models.items()}
+    weights = metrics["speed"]["weights"]  # this command's (cli/pipeline/stages.py::weights)
     if any(w != "loaded" for w in weights.values()):
         console.print("weights: " + ", ".join(f"{role} {w}" for role, w in weights.items()))
     rep = loaded.report

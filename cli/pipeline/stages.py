@@ -120,9 +120,20 @@ def speed_figures(scored: Scored) -> dict:
             "statistics_seconds_this_run": sum(r.fetch_seconds or 0.0 for r in once(reports, "fetch_shared")),
             "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)
                              for k, v in scored.models.items()},
-            "weights": {k: v.status() for k, v in scored.models.items()}, "threads": torch_threads(),
+            "weights": weights(scored), "threads": torch_threads(),
             **sharded_figures(reports),
             **peak_memory()}
+
+
+def weights(scored: Scored) -> dict[str, str]:
+    """How this command had each model's weights (``status()``: loaded, reused, not loaded, not
+    used); "loaded by workers" for weights this process did not load while other processes of the
+    command computed shards of a pass (``runtime.devices``: its workers; shards kept from an earlier
+    command are not this command's)."""
+    others = any(not r.cached and getattr(r, "shards", 1) > 1 and len(getattr(r, "kept_shards", None) or [])
+                 < r.shards for r in scored.stats.reports.values())
+    status = {k: v.status() for k, v in scored.models.items()}
+    return {k: "loaded by workers" if s == "not loaded" and others else s for k, s in status.items()}
 
 
 def scored_items(scored: Scored) -> int:

@@ -206,11 +206,21 @@ def test_a_killed_worker_leaves_one_line_and_the_same_command_resumes_identical(
     assert not (tmp_path / "many" / rundir.METRICS).exists()
     kept = len(list((tmp_path / "cN").glob(".partial/*/s001-*.npz")))
     assert kept >= 1
+    start = time.perf_counter()
     again = cscore(argv, tmp_path)
+    took = time.perf_counter() - start
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     said = again.stdout + again.stderr
     assert "shard 1: " in said and "shard 1 of 2 resumed" in said  # from its own partials
     assert "shard 0 of 2 resumed" not in said  # shard 0 was done: not run again
+    # issue 47, item 10: this command's time only, and the weights its worker loaded
+    spans = re.findall(r"every shard done; this command's shard 1 of 2 in ([\d.]+)s \([\d.]+s\); "
+                       r"shard 0 of 2 done before it, kept", said)
+    assert spans and all(float(s) <= took for s in spans), said[-3000:]
+    assert "every shard done in" not in said
+    weights = json.loads((tmp_path / "many" / rundir.METRICS).read_text())["speed"]["weights"]
+    assert weights == {"expert": "loaded by workers", "amateur": "loaded by workers"}
+    assert "weights: expert loaded by workers, amateur loaded by workers" in said
     one = cscore(args(data, tiny_dirs.expert, tiny_dirs.amateur, tmp_path / "one", tmp_path / "c1",
                       "cache.checkpoint_seconds=0"), tmp_path)
     assert one.returncode == 0, one.stderr[-2000:]

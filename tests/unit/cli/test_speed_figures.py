@@ -96,3 +96,23 @@ def test_samples_per_second_counts_only_the_items_this_command_scored():
     scored = NS(table=pd.DataFrame({"id": range(10)}), stats=NS(reports=reports))
     assert not any("samples/s" in line for line in pass_lines(scored))
     assert speed_line(figures({"expert": EngineReport(2.0, 100, 100, 1, cached=True, fetch_seconds=0.1)})) is None
+
+
+def test_weights_a_worker_loaded_are_said_so_and_kept_shards_are_not_this_commands():
+    """Issue 47, item 10: the parent of runtime.devices that kept its own shard from an earlier
+    command loaded no weights, but its worker did for the shard it computed now."""
+    from cscore.cli.pipeline.stages import weights
+
+    def said(report, status="not loaded"):
+        model = NS(status=lambda: status)
+        scored = NS(table=pd.DataFrame({"id": range(10)}), stats=NS(reports={"expert": report}),
+                    models={"expert": model, "amateur": model})
+        return weights(scored)
+
+    rerun = EngineReport(5.0, 100, 100, 2, shards=2, kept_shards=[0], resumed=6)
+    assert said(rerun) == {"expert": "loaded by workers", "amateur": "loaded by workers"}
+    assert said(rerun, "loaded") == {"expert": "loaded", "amateur": "loaded"}  # this process's own shard
+    every_kept = EngineReport(0.1, 0, 0, 0, shards=2, kept_shards=[0, 1], resumed=10)
+    assert said(every_kept) == {"expert": "not loaded", "amateur": "not loaded"}  # nobody loaded them now
+    cached = EngineReport(5.0, 100, 100, 2, cached=True, shards=2)
+    assert said(cached) == {"expert": "not loaded", "amateur": "not loaded"}
