@@ -23,6 +23,7 @@ from cscore.scorers.engine import flops
 from cscore.scorers.engine.engine import (
     LayerTap,
     batch_rows_of,
+    batch_tokens,
     longest_row,
     pad_rows,
     plan_rows,
@@ -135,8 +136,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn
     batches = list(batch_rows_of(rows, token_budget))
     members = [[i for r in b for i in r.members] for b in batches]
     costs = [max(r.length for r in b) * len(b) for b in batches]
-    deal(checkpoint, members, costs, progress, tokens=[sum(r.length for r in b) for b in batches],
-         detail=plan_text(rows, window))
+    deal(checkpoint, members, costs, progress, tokens=batch_tokens(batches), detail=plan_text(rows, window))
     tap, ticks = LayerTap(main, asst_exit) if asst_exit is not None else None, Ticks(progress, costs)  # ticks: by layer
     attn, dtype = getattr(main.config, "_attn_implementation", None), next(main.parameters()).dtype
     dense = not (sparse_packed(main) and (second is None or sparse_packed(second)))
