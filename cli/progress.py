@@ -32,13 +32,17 @@ def rate_text(rate: float) -> str:
 
 
 def work_text(name: str, total: int, counts: dict) -> str:
-    """``expert: 160 items, 25,652 tokens to run (70 rows)`` from what a pass announced."""
+    """``expert: 160 items, 25,652 tokens to run (70 rows)`` from what a pass announced: this
+    command's work (``total`` items), with the items kept from before it (``kept``) named apart."""
     parts = [f"{total:,} items"]
     if counts.get("tokens") is not None:
         parts.append(f"{counts['tokens']:,} tokens")
     if counts.get("steps") is not None:
         parts.append(f"at most {counts['steps']:,} decode steps")
-    tail = f" ({counts['detail']})" if counts.get("detail") else ""
+    notes = [counts["detail"]] if counts.get("detail") else []
+    if counts.get("kept"):
+        notes.append(f"{counts['kept']:,} more items done before this command, kept")
+    tail = f" ({'; '.join(notes)})" if notes else ""
     return f"{name}: {', '.join(parts)} to run{tail}"
 
 
@@ -67,7 +71,7 @@ class Pass:
 
     def work(self, **counts) -> None:
         self.announced = True
-        if counts.get("items") is not None:  # a shard of a pass: its own items are the total
+        if counts.get("items") is not None:  # a shard's or a resumed pass's: the items it runs are the total
             self.total = int(counts["items"])
             self.owner.resize(self)
         self.owner.emit(work_text(self.name, self.total, counts))

@@ -35,9 +35,10 @@ def print_summary(console, run: RunConfig, kind: MethodKind, out_dir: Path, load
     for t in rich_tables(corr, kind.title(run)):
         console.print(t)
     console.print(f"[dim]{escape(metrics['signature'])}[/]", soft_wrap=True)
-    for line in pass_lines(scored):
-        console.print(line)
-    weights = {role: m.status() for role, m in scored.models.items()}
+    for line in [*pass_lines(scored), speed_line(metrics["speed"])]:
+        if line is not None:
+            console.print(line)
+    weights = metrics["speed"]["weights"]  # this command's (cli/pipeline/stages.py::weights)
     if any(w != "loaded" for w in weights.values()):
         console.print("weights: " + ", ".join(f"{role} {w}" for role, w in weights.items()))
     rep = loaded.report
@@ -60,13 +61,13 @@ def print_summary(console, run: RunConfig, kind: MethodKind, out_dir: Path, load
 
 
 def pass_lines(scored: Scored) -> list[str]:
-    """Per pass: read from the cache (and how fast it was computed), or scored now, how fast."""
+    """Per pass: read from the cache (and how long it took to compute), or scored now, in how long."""
     n = len(scored.table)
     out = []
     for name, rep in scored.stats.reports.items():
         if rep.cached:
-            was = (f"computed earlier in {rep.seconds:.1f}s, {rate_text(n / rep.seconds)} samples/s"
-                   if rep.seconds and np.isfinite(rep.seconds) else "computed earlier")
+            was = f"computed earlier in {rep.seconds:.1f}s" if rep.seconds and np.isfinite(rep.seconds) \
+                else "computed earlier"
             out.append(f"{name}: statistics of {n} items read from the cache in {rep.fetch_seconds:.2f}s "
                        f"(no forward pass; {was})")
         else:
@@ -76,9 +77,17 @@ def pass_lines(scored: Scored) -> list[str]:
                 else f"; {kept} more resumed from a checkpoint"
             resumed = before if kept else ""
             out.append(f"{name}: scored {n - kept} items in {rep.seconds:.1f}s "
-                       f"({rate_text((n - kept) / max(rep.seconds, 1e-9))} samples/s, "
-                       f"{rep.tokens / max(rep.seconds, 1e-9):,.0f} tokens/s{resumed})")
+                       f"({rep.tokens / max(rep.seconds, 1e-9):,.0f} tokens/s{resumed})")
     return out
+
+
+def speed_line(speed: dict) -> str | None:
+    """The run's one speed figure, as metrics.json and the report's speed table give it: the items
+    this command scored over its scoring seconds (None: no speed of its own, e.g. read from the cache)."""
+    rate, seconds = speed.get("samples_per_second"), speed.get("score_seconds")
+    if rate is None or not seconds:
+        return None
+    return f"speed: {speed['items_scored']} items scored in {seconds:.1f}s, {rate_text(rate)} samples/s"
 
 
 def nonfinite_hint(run: RunConfig, column: str) -> str:

@@ -15,6 +15,7 @@ from cscore.metaeval import spa as soft
 from cscore.metaeval.accuracy import accuracy, label_rule
 from cscore.metaeval.bias import bias_score
 from cscore.metaeval.pairwise import acc_eq_at
+from cscore.metaeval.run_labels import run_labels
 from cscore.metaeval.tables import Dataset, target_name, targets
 from cscore.rundir import Run
 
@@ -154,27 +155,11 @@ def pair_of(run: Run) -> str | None:
     return named.get("pair") or run.config.get("pair", {}).get("name")
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = json.dumps(v, default=str) if isinstance(v, list) else v
-    return out
-
-
 def point_names(runs: list[Run]) -> dict[int, str]:
-    """id(run) -> its sweep point as ``key=value ...`` over the config keys whose values differ
-    between ``runs`` (a run's folder name when none differ or a run has the same values as another)."""
-    flat = [_flat(r.config) for r in runs]
-    keys = sorted({k for f in flat for k in f})
-    differ = [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1 and not k.startswith(("hydra.", "cache."))]
-    names = {id(r): " ".join(f"{k}={f.get(k, '-')}" for k in differ) or r.path.name for r, f in zip(runs, flat)}
-    if len(set(names.values())) < len(runs):  # the same point twice: the folders tell them apart
-        names = {id(r): f"{r.path.name}: {names[id(r)]}" if names[id(r)] != r.path.name else r.path.name
-                 for r in runs}
-    return names
+    """id(run) -> its sweep point: the config values in which it differs from the other ``runs``
+    (``metaeval.run_labels``; a run's folder name when none differ)."""
+    labels = run_labels([r.config for r in runs], [r.path.name for r in runs])
+    return {id(r): lb for r, lb in zip(runs, labels)}
 
 
 def speed_points(ds: Dataset, long: pd.DataFrame) -> pd.DataFrame:

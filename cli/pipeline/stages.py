@@ -92,8 +92,8 @@ def method_params(method: dict) -> str:
 
 def speed_figures(scored: Scored) -> dict:
     """Per pass: what this run spent (computing, or reading the cache) and the figures of the
-    pass that computed the statistics (this run, or an earlier one when read from the cache)."""
-    n = len(scored.table)
+    pass that computed the statistics (this run, or an earlier one when read from the cache); one
+    samples/s, the run's: the items this command scored over its scoring seconds (docs/reports.md)."""
     reports = scored.stats.reports
     device = next((m for m in scored.models.values()), None)
     peak = flops.peak_flops(device.device, device.dtype) if device is not None else None
@@ -101,7 +101,6 @@ def speed_figures(scored: Scored) -> dict:
     for name, rep in reports.items():
         passes[name] = {"from_cache": rep.cached, "seconds_this_run": round(rep.fetch_seconds or 0.0, 4),
                         "score_seconds": round(rep.seconds, 3),
-                        "samples_per_second": n / rep.seconds if rep.seconds else None,
                         "tokens_per_second": rep.tokens / rep.seconds if rep.seconds else None,
                         "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches,
                         "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
@@ -109,21 +108,40 @@ def speed_figures(scored: Scored) -> dict:
                         "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak)}
         if rep.shards > 1:  # a sharded pass: its seconds are the wall time, each shard's listed
             passes[name].update(shards=rep.shards, shard_seconds=rep.shard_seconds, merge_seconds=rep.merge_seconds)
-    own, cached = own_seconds(scored), any(r.cached for r in reports.values())
+    own, cached, items = own_seconds(scored), any(r.cached for r in reports.values()), scored_items(scored)
     useful = [r.flops for r in once(reports, "shared")]
     known = [f for f in useful if f is not None]
     total_flops = float(sum(known)) if useful and len(known) == len(useful) else None
     return {"passes": passes, "score_seconds": own,  # this run's own time, also when the cache supplied passes
-            "samples_per_second": n / own if own and not cached else None,  # a speed only of computed work
+            "items_scored": items,  # by this command: not those an interrupted run or earlier shards kept
+            "samples_per_second": items / own if own and not cached else None,  # a speed only of computed work
             "useful_flops": total_flops,  # MFU: only of passes on this run's device (a cache entry may be another's)
             "mfu": None if any(r.cached for r in reports.values()) else flops.mfu(total_flops, own, peak),
             "from_cache": bool(reports) and all(r.cached for r in reports.values()),
             "statistics_seconds_this_run": sum(r.fetch_seconds or 0.0 for r in once(reports, "fetch_shared")),
             "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)
                              for k, v in scored.models.items()},
-            "weights": {k: v.status() for k, v in scored.models.items()}, "threads": torch_threads(),
+            "weights": weights(scored), "threads": torch_threads(),
             **sharded_figures(reports),
             **peak_memory()}
+
+
+def weights(scored: Scored) -> dict[str, str]:
+    """How this command had each model's weights (``status()``: loaded, reused, not loaded, not
+    used); "loaded by workers" for weights this process did not load while other processes of the
+    command computed shards of a pass (``runtime.devices``: its workers; shards kept from an earlier
+    command are not this command's)."""
+    others = any(not r.cached and getattr(r, "shards", 1) > 1 and len(getattr(r, "kept_shards", None) or [])
+                 < r.shards for r in scored.stats.reports.values())
+    status = {k: v.status() for k, v in scored.models.items()}
+    return {k: "loaded by workers" if s == "not loaded" and others else s for k, s in status.items()}
+
+
+def scored_items(scored: Scored) -> int:
+    """The items this command scored: all but those its passes kept from before it (a checkpoint
+    of an interrupted run, shards an earlier command did; the fewest any computed pass kept)."""
+    kept = [getattr(r, "resumed", 0) or 0 for r in scored.stats.reports.values() if not r.cached]
+    return len(scored.table) - min(kept, default=0)
 
 
 def own_seconds(scored: Scored) -> float | None:

@@ -395,13 +395,13 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
         costs = [max(r.length for r in b) * len(b) for b in batches]
         if not retries:  # the plan, before the first batch (a shard: its part of it)
             foreign = deal(checkpoint, [[i for r in b for i in r.members] for b in batches], costs, progress,
-                           tokens=sum(r.length for r in rows), detail=plan_text(rows, window))
+                           tokens=batch_tokens(batches), detail=plan_text(rows, window))
             if foreign is not None:
                 done |= foreign
         ticks = Ticks(progress, costs)  # the share done, layer by layer: an estimate within the first batch
         try:
             for batch_rows, cost in zip(batches, costs):
-                if kept(checkpoint, [i for r in batch_rows for i in r.members], done, progress):
+                if kept(checkpoint, [i for r in batch_rows for i in r.members], done):
                     ticks.skip(cost)
                     continue
                 ticks.begin(cost)
@@ -456,6 +456,11 @@ def batch_rows_of(rows: list[Row], token_budget: int):
         lengths = [r.length for r in part]
         for batch in make_batches(lengths, token_budget, max_padding=PACKED_MAX_PADDING if packed else None):
             yield [part[b] for b in batch]
+
+
+def batch_tokens(batches: list[list[Row]]) -> list[int]:
+    """The tokens of each batch of rows (a packed row's shared prompt once)."""
+    return [sum(r.length for r in b) for b in batches]
 
 
 def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> int:

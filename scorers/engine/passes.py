@@ -69,13 +69,14 @@ def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tup
 
 
 def announce(progress, *, tokens: int | None = None, steps: int | None = None, items: int | None = None,
-             detail: str | None = None) -> None:
+             kept: int | None = None, detail: str | None = None) -> None:
     """Tell a pass's progress callback what the pass will do before it starts (its ``tokens``, at
-    most ``steps`` decode steps, ``items``: a shard's own, and a ``detail``), where the callback
+    most ``steps`` decode steps, ``items``: those it runs where not all of the pass's (a shard's, a
+    resumed pass's), ``kept``: items done before this command, and a ``detail``), where the callback
     takes it (its ``work``, told the counts given; the CLI's does)."""
     work = getattr(progress, "work", None)
     if work is not None:
-        counts = {"tokens": tokens, "steps": steps, "items": items, "detail": detail}
+        counts = {"tokens": tokens, "steps": steps, "items": items, "kept": kept, "detail": detail}
         work(**{k: v for k, v in counts.items() if v is not None})
 
 
@@ -163,34 +164,46 @@ def per_item(factory, group: int):
             if whole:
                 inner(whole)
 
-        advance.work = functools.partial(announce, inner)  # type: ignore[attr-defined]
+        advance.work = functools.partial(per_group, inner, group)  # type: ignore[attr-defined]
         advance.part = lambda fraction: share(inner, fraction)  # type: ignore[attr-defined]
         return advance
 
     return opened
 
 
-def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, *, tokens: int,
+def per_group(progress, group: int, **counts) -> None:
+    """``announce`` to a progress that counts items of ``group`` rows each: rows told as items."""
+    announce(progress, **{k: v // group if k in ("items", "kept") and v is not None else v for k, v in counts.items()})
+
+
+def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, *, tokens: Sequence[int],
          detail: str) -> np.ndarray | None:
-    """A shard's pass (``checkpoint.shard``, a ``store.plan.Shard`` the pass runner opened it for):
-    the planned batches (item indices, padded tokens) dealt by the shard plan, the other shards'
-    items marked foreign in the checkpoint, and this shard's part announced (else the pass's
-    ``tokens`` and ``detail``); returns the other shards' items (None: unsharded)."""
+    """A pass's plan announced as this command's work: the planned batches (item indices, padded
+    tokens ``costs``, ``tokens`` each), those a checkpoint kept whole (an interrupted run's) left
+    out, and in a shard's pass (``checkpoint.shard``, a ``store.plan.Shard`` the pass runner opened
+    it for) the other shards' batches too, their items marked foreign in the checkpoint. Returns
+    the other shards' items (None: unsharded)."""
     shard = None if checkpoint is None else checkpoint.shard
-    if shard is None:
-        announce(progress, tokens=tokens, detail=detail)
+    if checkpoint is None:
+        announce(progress, tokens=int(sum(tokens)), detail=detail)
         return None
-    foreign = shard.foreign(batches, costs, checkpoint.n_items)
-    checkpoint.mark_foreign(foreign)
-    own = [b for b in batches if not foreign[b].all()]
-    announce(progress, tokens=tokens, items=int(len(foreign) - foreign.sum()),
-             detail=f"shard {shard.index} of {shard.count}: {len(own):,} of {len(batches):,} batches")
+    foreign = None
+    if shard is not None:
+        foreign = shard.foreign(batches, costs, checkpoint.n_items)
+        checkpoint.mark_foreign(foreign)
+        detail = f"shard {shard.index} of {shard.count}: " \
+                 f"{sum(not checkpoint.foreign[b].all() for b in batches):,} of {len(batches):,} batches"
+    runs = [i for i, b in enumerate(batches) if not checkpoint.foreign[b].all() and not checkpoint.done[b].all()]
+    items = sum(len(batches[i]) for i in runs)
+    held = int(checkpoint.n_items - checkpoint.foreign.sum()) - items
+    announce(progress, tokens=int(sum(tokens[i] for i in runs)), items=items if shard or held else None,
+             kept=held or None, detail=detail)
     return foreign
 
 
-def kept(checkpoint, members: list[int], done: np.ndarray | None, progress) -> bool:
+def kept(checkpoint, members: list[int], done: np.ndarray | None) -> bool:
     """Whether a checkpoint holds every item of this batch (then marked done, not run), or the
-    batch is another shard's (skipped, not counted)."""
+    batch is another shard's (skipped). Neither is this command's work: its progress counts neither."""
     if checkpoint is not None and checkpoint.foreign[members].all():
         if done is not None:
             done[members] = True
@@ -199,8 +212,6 @@ def kept(checkpoint, members: list[int], done: np.ndarray | None, progress) -> b
         return False
     if done is not None:
         done[members] = True
-    if progress is not None:
-        progress(len(members))
     return True
 
 

@@ -151,11 +151,11 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     padded = 0
     costs = [len({groups[i] for i in b}) * max(enc_lens[i] for i in b) + len(b) * max(dec_lens[i] for i in b)
              for b in batches]
-    deal(checkpoint, batches, costs, progress, tokens=int(sum(enc_lens) + sum(dec_lens)),
+    deal(checkpoint, batches, costs, progress, tokens=[sum(enc_lens[i] + dec_lens[i] for i in b) for b in batches],
          detail=f"{len(batches):,} batches")
     ticks = Ticks(progress, costs)
     for idx, cost in zip(batches, costs):
-        if kept(checkpoint, idx, None, progress):
+        if kept(checkpoint, idx, None):
             ticks.skip(cost)
             continue
         ticks.begin(cost)

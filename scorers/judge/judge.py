@@ -23,6 +23,7 @@ from cscore.scorers.engine import flops
 from cscore.scorers.engine.engine import (
     LayerTap,
     batch_rows_of,
+    batch_tokens,
     longest_row,
     pad_rows,
     plan_rows,
@@ -135,7 +136,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn
     batches = list(batch_rows_of(rows, token_budget))
     members = [[i for r in b for i in r.members] for b in batches]
     costs = [max(r.length for r in b) * len(b) for b in batches]
-    deal(checkpoint, members, costs, progress, tokens=int(sum(r.length for r in rows)), detail=plan_text(rows, window))
+    deal(checkpoint, members, costs, progress, tokens=batch_tokens(batches), detail=plan_text(rows, window))
     tap, ticks = LayerTap(main, asst_exit) if asst_exit is not None else None, Ticks(progress, costs)  # ticks: by layer
     attn, dtype = getattr(main.config, "_attn_implementation", None), next(main.parameters()).dtype
     dense = not (sparse_packed(main) and (second is None or sparse_packed(second)))
@@ -143,7 +144,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn
     pad = (pad_id, opts.padding_side, device, dtype, attn, dense)
     try:
         for batch_rows, own, cost in zip(batches, members, costs):
-            if kept(checkpoint, own, None, progress):
+            if kept(checkpoint, own, None):
                 ticks.skip(cost)
                 continue
             ticks.begin(cost)

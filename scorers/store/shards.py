@@ -120,7 +120,7 @@ def run_pass(cache, job: ShardedPass, coordinator: InProcess) -> Outcome:
         return Pending(place.missing())
     if coordinator.supervises:  # the parent of runtime.devices: the other shards are its workers'
         coordinator.supervise(lambda: pending_shards(cache, key, place), job.label)
-        said_done(job, place)
+        said_done(job, place, since)
     got = merge_pass(cache, job, key, offsets, coordinator.count, since)
     again = [k for k in got.missing if coordinator.supervises or k in coordinator.todo()] \
         if isinstance(got, Pending) else []
@@ -149,13 +149,28 @@ def said_kept(job: ShardedPass, marks: dict[int, dict], coordinator: InProcess) 
     return since
 
 
-def said_done(job: ShardedPass, place: Place) -> None:
-    marks = place.marks()
-    if len(marks) == place.count:
-        recs = [marks[k] for k in range(place.count)]
-        log.info("statistics (%s): every shard done in %.1fs (%s per shard)", job.label,
-                 max(r["end"] for r in recs) - min(r["start"] for r in recs),
-                 ", ".join(f"{float(r['seconds']):.1f}s" for r in recs))
+def said_done(job: ShardedPass, place: Place, since: float) -> None:
+    text = done_text(place.marks(), place.count, since)
+    if text is not None:
+        log.info("statistics (%s): %s", job.label, text)
+
+
+def done_text(marks: dict[int, dict], count: int, since: float) -> str | None:
+    """Once every shard is marked: how long this command's shards took (``since``: its start),
+    from the first one's start to the last one's end, and each one's seconds; shards done before
+    the command are named as kept, their time not counted (None: a shard is not done yet)."""
+    if len(marks) != count:
+        return None
+    now = [k for k in range(count) if float(marks[k]["end"]) >= since]
+    kept = [k for k in range(count) if k not in now]
+    if not now:
+        return f"every shard done before this command ({missing_text(kept, count)}, kept)"
+    span = max(float(marks[k]["end"]) for k in now) - min(float(marks[k]["start"]) for k in now)
+    each = ", ".join(f"{float(marks[k]['seconds']):.1f}s" for k in now)
+    if not kept:
+        return f"every shard done in {span:.1f}s ({each} per shard)"
+    return (f"every shard done; this command's {missing_text(now, count)} in {span:.1f}s ({each}); "
+            f"{missing_text(kept, count)} done before it, kept")
 
 
 def pending_shards(cache, key: str, place: Place) -> list[int]:

@@ -158,7 +158,8 @@ def long_pass(tiny_dirs, tmp_path_factory):
 
 
 def test_sigkill_inside_a_pass_then_the_same_command_resumes(tiny_dirs, tmp_path, long_pass):
-    args = pass_args(tiny_dirs, long_pass.data, tmp_path / "run", tmp_path / "cache")
+    args = [a if a != "runtime.progress=false" else "runtime.progress=1000"  # the work lines, no others
+            for a in pass_args(tiny_dirs, long_pass.data, tmp_path / "run", tmp_path / "cache")]
     proc = start(args, tmp_path)
     wait_for_checkpoint(proc, tmp_path / "cache")
     os.kill(proc.pid, signal.SIGKILL)
@@ -170,6 +171,12 @@ def test_sigkill_inside_a_pass_then_the_same_command_resumes(tiny_dirs, tmp_path
     said = re.search(r"statistics \(expert\+amateur\): resumed (\d+) of 120 items from a checkpoint", out + err)
     assert said and 0 < int(said.group(1)) < 120
     assert f"scored {120 - int(said.group(1))} items in " in out
+    # issue 47, item 10: this command's work only, the kept items named apart; one speed of that work
+    kept = int(said.group(1))
+    work = re.findall(r"^expert\+amateur: (\d+) items, [\d,]+ tokens to run \(.*; (\d+) more items done before "
+                      r"this command, kept\)$", out, re.M)
+    assert work == [(str(120 - kept), str(kept))], out[-3000:]
+    assert re.search(rf"^speed: {120 - kept} items scored in [\d.]+s, [\d.]+ samples/s$", out, re.M)
     got = pd.read_parquet(tmp_path / "run" / rundir.SCORES)
     cols = [c for c in got.columns if c.startswith((rundir.SCORE, rundir.MEAN_LOGP))]
     assert cols and list(got["id"]) == list(long_pass.scores["id"])

@@ -55,6 +55,24 @@ def test_a_cached_sweep_point_reports_its_own_time_and_no_speed(sweep, tmp_path,
     assert "| method.gamma=0.4 |" in (sweep / "report" / "speed.md").read_text()
 
 
+def test_the_console_prints_the_speed_tables_samples_per_second(tiny_sweep, sweep, tmp_path, cscore_main):
+    """One samples/s (issue 47, item 3): the console's figure of the computed sweep point is its
+    metrics.json's and the speed table's; the cached point has none; the table's run names are short."""
+    from cscore.cli.progress import rate_text
+
+    said = re.findall(r"^speed: (\d+) items scored in ([\d.]+)s, ([\d.]+) samples/s$", tiny_sweep.stdout, re.M)
+    computed = metrics(sweep / "0")["speed"]
+    assert said == [(str(computed["items_scored"]), f"{computed['score_seconds']:.1f}",
+                     rate_text(computed["samples_per_second"]))]
+    res = cscore_main("report", str(sweep), "--bootstrap", "0", "--permutations", "0", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    table = pd.read_csv(sweep / "report" / "speed.csv").set_index("run")
+    assert table.loc["method.gamma=0.1", "samples_per_second"] == pytest.approx(computed["samples_per_second"],
+                                                                                abs=5e-4)  # as rounded there
+    assert computed["items_scored"] == metrics(sweep / "0")["n_items"]  # nothing kept from before
+    assert max(len(name) for name in table.index) <= len("method.gamma=0.1")
+
+
 def test_a_baseline_run_reports_its_own_time_and_no_pair(tmp_path, cscore_main):
     run = tmp_path / "bl"
     res = cscore_main("run", "method=baseline", "baseline=[bleu,chrf]", "runtime.progress=false",

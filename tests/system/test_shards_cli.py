@@ -114,7 +114,8 @@ def test_cpu_workers_merge_bit_identical_to_the_unsharded_run(tiny_dirs, data, t
         rep = speed["passes"][name]
         assert rep["shards"] == count
         # over the wall time: the seconds it implies are the recorded ones (rounded to the millisecond)
-        assert 24 / rep["samples_per_second"] == pytest.approx(rep["score_seconds"], abs=5e-4 + 1e-9)
+        assert rep["tokens"] / rep["tokens_per_second"] == pytest.approx(rep["score_seconds"], abs=5e-4 + 1e-9)
+    assert speed["items_scored"] == 24 and 24 / speed["samples_per_second"] == pytest.approx(speed["score_seconds"])
     assert "shards" not in json.loads((root / "one" / rundir.METRICS).read_text())["speed"]
     assert not list((tmp_path / "cN").glob(".partial/*/*"))
 
@@ -205,11 +206,22 @@ def test_a_killed_worker_leaves_one_line_and_the_same_command_resumes_identical(
     assert not (tmp_path / "many" / rundir.METRICS).exists()
     kept = len(list((tmp_path / "cN").glob(".partial/*/s001-*.npz")))
     assert kept >= 1
+    start = time.perf_counter()
     again = cscore(argv, tmp_path)
+    took = time.perf_counter() - start
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     said = again.stdout + again.stderr
     assert "shard 1: " in said and "shard 1 of 2 resumed" in said  # from its own partials
     assert "shard 0 of 2 resumed" not in said  # shard 0 was done: not run again
+    # issue 47, item 10: this command's time only (the killed pass's kept shard 0 named, not timed; the
+    # pass after it all this command's), and the weights its worker loaded for the pass this process kept
+    assert re.search(r"statistics \(expert\): every shard done; this command's shard 1 of 2 in [\d.]+s \([\d.]+s\); "
+                     r"shard 0 of 2 done before it, kept", said), said[-3000:]
+    spans = [float(x) for x in re.findall(r"every shard done(?:; this command's shard 1 of 2)? in ([\d.]+)s", said)]
+    assert len(spans) == 2 and sum(spans) <= took
+    weights = json.loads((tmp_path / "many" / rundir.METRICS).read_text())["speed"]["weights"]
+    assert weights == {"expert": "loaded by workers", "amateur": "loaded"}
+    assert "weights: expert loaded by workers, amateur loaded" in said
     one = cscore(args(data, tiny_dirs.expert, tiny_dirs.amateur, tmp_path / "one", tmp_path / "c1",
                       "cache.checkpoint_seconds=0"), tmp_path)
     assert one.returncode == 0, one.stderr[-2000:]

@@ -79,3 +79,40 @@ def test_report_speed_table_shows_useful_tflops_and_mfu(tmp_path):
               {"n_items": 10, "speed": {"score_seconds": 4.0, "useful_flops": 2e12, "mfu": 0.25, "passes": {}}})
     row = side_tables.speed([run]).iloc[0]
     assert row["useful_tflop_per_s"] == pytest.approx(0.5) and row["mfu"] == 0.25
+
+
+def test_samples_per_second_counts_only_the_items_this_command_scored():
+    """One figure (issue 47, item 3): items this command scored over its scoring seconds; items a
+    checkpoint or earlier shards kept are not this command's work, and no pass has a figure of its own."""
+    from cscore.cli.summary import pass_lines, speed_line
+
+    reports = {"expert": EngineReport(2.0, 100, 100, 1, fetch_seconds=2.0, resumed=4),
+               "amateur": EngineReport(1.0, 50, 50, 1, fetch_seconds=1.0, resumed=6)}
+    got = figures(reports)
+    assert got["items_scored"] == 10 - 4  # an item either pass still computed is this command's
+    assert got["samples_per_second"] == pytest.approx(6 / 3.0)
+    assert all("samples_per_second" not in p for p in got["passes"].values())
+    assert speed_line(got) == "speed: 6 items scored in 3.0s, 2.0 samples/s"
+    scored = NS(table=pd.DataFrame({"id": range(10)}), stats=NS(reports=reports))
+    assert not any("samples/s" in line for line in pass_lines(scored))
+    assert speed_line(figures({"expert": EngineReport(2.0, 100, 100, 1, cached=True, fetch_seconds=0.1)})) is None
+
+
+def test_weights_a_worker_loaded_are_said_so_and_kept_shards_are_not_this_commands():
+    """Issue 47, item 10: the parent of runtime.devices that kept its own shard from an earlier
+    command loaded no weights, but its worker did for the shard it computed now."""
+    from cscore.cli.pipeline.stages import weights
+
+    def said(report, status="not loaded"):
+        model = NS(status=lambda: status)
+        scored = NS(table=pd.DataFrame({"id": range(10)}), stats=NS(reports={"expert": report}),
+                    models={"expert": model, "amateur": model})
+        return weights(scored)
+
+    rerun = EngineReport(5.0, 100, 100, 2, shards=2, kept_shards=[0], resumed=6)
+    assert said(rerun) == {"expert": "loaded by workers", "amateur": "loaded by workers"}
+    assert said(rerun, "loaded") == {"expert": "loaded", "amateur": "loaded"}  # this process's own shard
+    every_kept = EngineReport(0.1, 0, 0, 0, shards=2, kept_shards=[0, 1], resumed=10)
+    assert said(every_kept) == {"expert": "not loaded", "amateur": "not loaded"}  # nobody loaded them now
+    cached = EngineReport(5.0, 100, 100, 2, cached=True, shards=2)
+    assert said(cached) == {"expert": "not loaded", "amateur": "not loaded"}

@@ -91,6 +91,42 @@ def test_interrupted_pass_resumes_bit_identical(pair, tmp_path, caplog, every, s
     assert_identical(pair.statistics(prompts, hyps, cache=cache, **kw), ref)
 
 
+class Recorder:
+    """A progress factory that keeps what each pass announced (``work``) and the items it counted."""
+
+    def __init__(self):
+        self.said, self.counted = {}, {}
+
+    def __call__(self, name, total):
+        self.counted[name] = 0
+
+        def callback(n):
+            self.counted[name] += n
+        callback.work = lambda **counts: self.said.setdefault(name, counts)
+        return callback
+
+
+def test_a_resumed_pass_announces_and_counts_only_this_commands_items(pair, tmp_path):
+    """Issue 47, item 10: after an interrupt, the work to run leaves out the items the checkpoint
+    kept (named apart), its tokens are those this command runs, and the progress counts to it."""
+    from cscore.cli.progress import work_text
+
+    prompts, hyps = texts()
+    kw = dict(token_budget=BUDGET, prefix_sharing=True)
+    cache = StatsCache(tmp_path / "c", checkpoint_seconds=0.0)
+    with pytest.raises(KeyboardInterrupt):
+        pair.statistics(prompts, hyps, cache=cache, progress=stop_after(3), **kw)
+    seen = Recorder()
+    report = pair.statistics(prompts, hyps, cache=cache, progress=seen, **kw).reports["expert+amateur"]
+    said, kept = seen.said["expert+amateur"], report.resumed
+    assert kept >= 3 and said["items"] == len(prompts) - kept and said["kept"] == kept
+    assert said["tokens"] == report.tokens and seen.counted["expert+amateur"] == len(prompts) - kept
+    assert work_text("expert+amateur", said["items"], said).startswith(
+        f"expert+amateur: {len(prompts) - kept} items, {report.tokens:,} tokens to run (")
+    assert work_text("expert+amateur", said["items"], said).endswith(
+        f"; {kept} more items done before this command, kept)")
+
+
 def test_an_error_keeps_the_completed_batches_too(pair, tmp_path):
     prompts, hyps = texts()
     ref = pair.statistics(prompts, hyps, token_budget=BUDGET)
