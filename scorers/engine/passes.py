@@ -4,6 +4,7 @@ input checks, checkpointed batches skipped, and the outputs collected on the dev
 from __future__ import annotations
 
 import functools
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -12,6 +13,7 @@ import numpy as np
 import torch
 
 from cscore.errors import ConfigError
+from cscore.scorers.models.anatomy import decoder_base, layer_list
 from cscore.scorers.engine.tokenize import InputError
 
 
@@ -142,6 +144,61 @@ def forward_ticks(modules, ticks: Ticks, limit: int):
     finally:
         for h in handles:
             h.remove()
+
+
+def _shape(args, kwargs) -> tuple[int, int]:
+    """(rows, positions) of a decoder layer's input hidden states."""
+    hidden = args[0] if args else kwargs["hidden_states"]
+    return int(hidden.shape[0]), int(hidden.shape[1])
+
+
+@contextmanager
+def decode_ticks(models, clock, progress, now=time.perf_counter):
+    """One unit of a decode (``clock.begin`` to ``clock.end``; ``clock``: a
+    ``decode_clock.DecodeClock``), told each forward of ``models``' decoders: a prefill layer by layer (its share of the rows x positions), a one-position forward as a step;
+    after each, the progress's share of the decode's time (``share``). Nothing without a clock."""
+    if clock is None:
+        yield
+        return
+    layers: dict[int, torch.nn.Module] = {}
+    running = [1]  # the layers of the decoder running now
+
+    def enter(base):
+        running[0] = max(len(getattr(base, "layers", ()) or ()), 1)
+
+    def layer(_module, args, kwargs, _out):
+        rows, positions = _shape(args, kwargs)
+        if positions > 1:
+            told("prefill", rows * positions / running[0])
+
+    def base_end(_module, _args, kwargs, out):
+        hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        if hidden.shape[1] == 1:
+            told("step", int(hidden.shape[0]))
+
+    def told(kind: str, tokens: float) -> None:
+        at = now()
+        if kind == "end":
+            clock.end(at)
+        else:
+            clock.event(kind, tokens, at)
+        fraction = clock.done_share(at)
+        if fraction is not None and 0 < fraction < 1:
+            share(progress, fraction)
+
+    bases = {id(decoder_base(m)): decoder_base(m) for m in models}
+    for m in models:
+        layers.update((id(x), x) for x in layer_list(m))
+    handles = [b.register_forward_pre_hook(lambda b, *_: enter(b)) for b in bases.values()]
+    handles += [b.register_forward_hook(base_end, with_kwargs=True) for b in bases.values()]
+    handles += [x.register_forward_hook(layer, with_kwargs=True) for x in layers.values()]
+    clock.begin(now())
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+    told("end", 0)
 
 
 def per_item(factory, group: int):
