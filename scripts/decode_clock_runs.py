@@ -23,11 +23,26 @@ OUT = Path(__file__).resolve().parents[1] / "tests" / "unit" / "scorers" / "engi
 COMMON = ["data=summeval", "split.use=dev", "split.dev_fraction=0.01", "runtime.progress=5"]
 RUNS = {
     "greedy_smollm2": ["method=cd_judge", "range=2-6", "runtime.max_length=1024", *COMMON],
-    "greedy_smollm2_gemma": ["method=cd_judge", "pair=smollm2_gemma", "range=2-6", "runtime.max_length=768",
-                             "method.lam=0.1", *COMMON],
-    "released_smollm2_gemma": ["method=cd_judge_released", "pair=smollm2_gemma", "runtime.max_length=768",
-                               "method.max_new_tokens=24", "method.batch_size=8", *COMMON],
+    "greedy_gemma": ["method=cd_judge", "pair=gemma3_270m", "range=2-6", "runtime.max_length=768",
+                     "method.lam=0.1", *COMMON],
+    "released_smollm2": ["method=cd_judge_released", "runtime.max_length=768", "method.max_new_tokens=24",
+                         "method.batch_size=8", *COMMON],
 }
+
+
+SPAN = 2.0  # seconds of prefill layers recorded as one event (the clock's sums are the same)
+
+
+def thin(events: list[list]) -> list[list]:
+    """The events with consecutive prefill layers of one unit merged while their span (from the
+    event before them) stays within SPAN seconds: their tokens summed, the last one's time."""
+    out: list[list] = []
+    for kind, tokens, at in events:
+        if kind == "prefill" and len(out) > 1 and out[-1][0] == "prefill" and at - out[-2][2] <= SPAN:
+            out[-1] = ["prefill", round(out[-1][1] + tokens, 2), at]
+        else:
+            out.append([kind, tokens, at])
+    return out
 
 
 def record(target: Path, args: list[str]) -> None:
@@ -66,6 +81,8 @@ def record(target: Path, args: list[str]) -> None:
     except SystemExit as stop:
         if stop.code:
             raise
+    for clock in clocks:
+        clock["events"] = thin(clock["events"])
     target.write_text(json.dumps({"command": "cscore run " + " ".join(args), "decodes": clocks,
                                   "load": round(os.getloadavg()[0], 1)}, separators=(",", ":")) + "\n")
 

@@ -90,25 +90,20 @@ def share(progress, fraction: float) -> None:
 
 
 class Ticks:
-    """The share of a pass's planned work done, unit by unit (a batch, a decode tree) and within a
-    unit: ``begin(cost)`` starts one, ``step(k, of)`` says k of its ``of`` sub-steps ran (layers,
-    decode steps; capped below the whole unit), ``end()`` closes it; ``skip(cost)`` takes out a unit
+    """The share of a pass's planned work done, unit by unit (a batch) and within a unit:
+    ``begin(cost)`` starts one, ``step(k, of)`` says k of its ``of`` sub-steps ran (layers; capped
+    below the whole unit), ``end()`` closes it; ``skip(cost)`` takes out a unit
     that runs nothing here (kept by a checkpoint, another shard's)."""
 
     def __init__(self, progress, costs: Sequence[float]):
         self.progress = progress if getattr(progress, "part", None) is not None else None
-        self.total, self.done, self.running, self.count = float(sum(costs)), 0.0, 0.0, 0
+        self.total, self.done, self.running = float(sum(costs)), 0.0, 0.0
 
     def skip(self, cost: float) -> None:
         self.total -= cost
 
     def begin(self, cost: float) -> None:
-        self.running, self.count = float(cost), 0
-
-    def forward(self, limit: int) -> None:
-        """One more step of the running unit, of at most ``limit``."""
-        self.count += 1
-        self.step(self.count, limit)
+        self.running = float(cost)
 
     def step(self, k: float, of: float) -> None:
         if self.progress is not None and self.total > 0:
@@ -126,19 +121,6 @@ def layer_ticks(layers, ticks: Ticks):
     n = len(layers)
     handles = [layer.register_forward_hook(lambda *_, i=i: ticks.step(i + 1, n)) for i, layer in enumerate(layers)
                ] if ticks.progress is not None else []
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
-
-
-@contextmanager
-def forward_ticks(modules, ticks: Ticks, limit: int):
-    """A step of the running unit (``ticks.forward``) at each forward of any of ``modules`` (a
-    model's last layer: one decode step); ``limit``: the most steps a unit takes."""
-    handles = [m.register_forward_hook(lambda *_: ticks.forward(limit)) for m in modules] \
-        if ticks.progress is not None else []
     try:
         yield
     finally:

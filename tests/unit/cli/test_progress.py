@@ -392,3 +392,34 @@ def test_a_released_decode_feeds_its_clock(judge_dirs, monkeypatch):
     units = clocked.units()
     assert [fed for fed, _ in units] == [16, 8] and all(1 <= steps <= 2 for _, steps in units)
     assert told.said.count(("items", 2)) == 2
+
+
+def test_a_decode_clock_gives_the_first_estimate_and_the_quick_slice():
+    """A decode of 40 trees (100 prefill tokens, at most 60 steps each) on a CPU: its first tree's
+    prefill takes 1 s, its 5 steps 0.2 s each; from its end (2 s) the clock's share gives the
+    estimate; at 3 s (the second tree's prefill done) 5 x 0.2 s for its steps and 38 trees x 2 s
+    are left (77 s), and the whole 80 s decode (< LONG) gets no slice. A decode whose trees take 10
+    times longer (the same events, 10 x the seconds) is 800 s: the slice."""
+    from cscore.scorers.engine.decode_clock import WAIT, DecodeClock, Unit
+
+    run = SimpleNamespace(passes=PassOptions(device="cpu"),
+                          split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
+    for scale, left, tip in ((1, 77, False), (10, 770, True)):
+        lines, now, console = lines_of(every=1000, hint=quick_slice(run))
+        p = lines.factory("decode", 40)
+        p.work(steps=40 * 60)
+        clock = DecodeClock([Unit(100, 60)] * 40, start=0.0)
+        clock.begin(0.0)
+        events = [("prefill", 100, 1.0)] + [("step", 1, 1.0 + 0.2 * k) for k in range(1, 6)]
+        for kind, tokens, at in events:
+            clock.event(kind, tokens, at * scale)
+            assert (clock.done_share(at * scale) is None) is (at * scale < WAIT)  # no tree ended yet
+        clock.end(2.0 * scale)
+        clock.begin(2.0 * scale)
+        clock.event("prefill", 100, 3.0 * scale)
+        now[0] = 3.0 * scale
+        p.part(clock.done_share(3.0 * scale))
+        out = printed(console)
+        assert re.fullmatch(rf"decode: 4% of its work in {3.0 * scale:.1f}s; about {left}s left "
+                            r"\(done about \d\d:\d\d\)", out[1]), out
+        assert ("long on a CPU: split.use=dev" in out[-1]) is tip and len(out) == 2 + tip
