@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from cscore.errors import ConfigError
-from cscore.scorers.models.anatomy import decoder_base, layer_list
 from cscore.scorers.engine.tokenize import InputError
+from cscore.scorers.models.anatomy import decoder_base, layer_list
 
 
 @dataclass
@@ -137,8 +137,9 @@ def _shape(args, kwargs) -> tuple[int, int]:
 @contextmanager
 def decode_ticks(models, clock, progress, now=time.perf_counter):
     """One unit of a decode (``clock.begin`` to ``clock.end``; ``clock``: a
-    ``decode_clock.DecodeClock``), told each forward of ``models``' decoders: a prefill layer by layer (its share of the rows x positions), a one-position forward as a step;
-    after each, the progress's share of the decode's time (``share``). Nothing without a clock."""
+    ``decode_clock.DecodeClock``), told each forward of ``models``' decoders: a prefill layer by
+    layer (each layer its share of the rows x positions), a one-position forward as a step; after
+    each, the progress's share of the decode's time (``share``). Nothing without a clock."""
     if clock is None:
         yield
         return

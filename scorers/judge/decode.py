@@ -25,13 +25,13 @@ from typing import Callable, Collection, Sequence
 import numpy as np
 import torch
 
+from cscore.scorers.engine.decode_clock import DecodeClock, Unit
 from cscore.scorers.engine.engine import LayerTap
 from cscore.scorers.engine.head import head_logits
-from cscore.scorers.engine.decode_clock import DecodeClock, Unit
 from cscore.scorers.engine.passes import announce, decode_ticks
 from cscore.scorers.judge.judge import assistant
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
-from cscore.scorers.models.anatomy import decoder_base, layer_list
+from cscore.scorers.models.anatomy import decoder_base
 from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.shards import Pending
 
