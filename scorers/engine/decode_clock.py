@@ -32,12 +32,19 @@ class Unit:
     and the rows one of its steps feeds."""
     prefill: float
     steps: int
-    rows: int = 1
+    rows: float = 1
 
 
 class DecodeClock:
     def __init__(self, units: Sequence[Unit], start: float, prior: float = 1.0, wait: float = WAIT):
         self.units, self.start, self.prior, self.wait = list(units), start, prior, wait
+        self.rest = [Unit(0.0, 0)]  # rest[i]: the units from i on as one (its rows: a mean step's)
+        for u in reversed(self.units):
+            r = self.rest[-1]
+            steps = r.steps + u.steps
+            rows = (r.rows * r.steps + u.rows * u.steps) / steps if steps else u.rows
+            self.rest.append(Unit(r.prefill + u.prefill, steps, rows))
+        self.rest.reverse()
         self.last = start
         self.prefill_s = self.prefill_tok = self.step_s = 0.0
         self.steps_n = 0
@@ -78,7 +85,7 @@ class DecodeClock:
     def token_cost(self) -> float | None:
         return self.prefill_s / self.prefill_tok if self.prefill_tok > 0 else None
 
-    def step_cost(self, rows: int) -> float | None:
+    def step_cost(self, rows: float) -> float | None:
         if self.steps_n:
             return self.step_s / self.steps_n
         token = self.token_cost()
@@ -101,7 +108,7 @@ class DecodeClock:
         ``wait`` seconds while no unit ended."""
         if not self.ended and at - self.start < self.wait:
             return None
-        parts = [self.unit_left(u, 0.0, 0) for u in self.units[self.next:]]
+        parts = [self.unit_left(self.rest[self.next], 0.0, 0)]
         if self.running is not None:
             parts.append(self.unit_left(self.running, self.fed, self.taken))
         if any(p is None for p in parts):
