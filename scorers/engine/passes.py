@@ -169,7 +169,8 @@ def decode_ticks(models, clock, progress, now=time.perf_counter):
         if fraction is not None and 0 < fraction < 1:
             share(progress, fraction)
 
-    bases = {id(decoder_base(m)): decoder_base(m) for m in models}
+    # an early exit's cut decoder is a shallow copy sharing its hook dicts: one registration serves both
+    bases = {id(getattr(decoder_base(m), "_forward_hooks", m)): decoder_base(m) for m in models}
     for m in models:
         layers.update((id(x), x) for x in layer_list(m))
     handles = [b.register_forward_pre_hook(lambda b, *_: enter(b)) for b in bases.values()]

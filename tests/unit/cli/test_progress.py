@@ -423,3 +423,22 @@ def test_a_decode_clock_gives_the_first_estimate_and_the_quick_slice():
         assert re.fullmatch(rf"decode: 4% of its work in {3.0 * scale:.1f}s; about {left}s left "
                             r"\(done about \d\d:\d\d\)", out[1]), out
         assert ("long on a CPU: split.use=dev" in out[-1]) is tip and len(out) == 2 + tip
+
+
+def test_an_early_exit_released_decode_counts_each_forward_once(judge_dirs, monkeypatch):
+    """released_outputs with the amateur an early exit of the expert (its cut decoder shares the
+    expert's hook dicts): rows main, contrast (one tree) and the assistant alone (the cut model's own
+    decode), so two prefills of the padded 2 x 3 tokens and at most 2 x (3 - 1) steps, each forward
+    one event: the prefills' tokens exactly, the steps within the plan."""
+    from cscore.cli.pipeline.kinds.judge_released import released_outputs
+    from cscore.scorers.api import ModelPair
+    from cscore.scorers.methods.cd_judge_released import CdJudgeReleasedParams
+
+    pair = ModelPair.load(judge_dirs["expert"], amateur_early_exit=1, dtype="float32")
+    params = CdJudgeReleasedParams(alpha=0.1, min_keep=5, max_new_tokens=3, batch_size=2)
+    clocked = Clocked(monkeypatch)
+    released_outputs(pair, [[5, 6, 7], [9, 10]], rows={"main": (0.0, 1.0), "contrast": (0.5, 1.0), "asst": None},
+                     params=params, progress=Told())
+    assert clocked.plans == [[(2 * 3 * 2, 4, 4)]]
+    [(fed, steps)] = clocked.units()
+    assert fed == 12 and 2 <= steps <= 4
