@@ -23,9 +23,9 @@ OUT = Path(__file__).resolve().parents[1] / "tests" / "unit" / "scorers" / "engi
 COMMON = ["data=summeval", "split.use=dev", "split.dev_fraction=0.01", "runtime.progress=5"]
 RUNS = {
     "greedy_smollm2": ["method=cd_judge", "range=2-6", "runtime.max_length=1024", *COMMON],
-    "greedy_gemma": ["method=cd_judge", "pair=gemma3_270m", "range=2-6", "runtime.max_length=768",
-                     "method.lam=0.1", *COMMON],
-    "released_smollm2": ["method=cd_judge_released", "runtime.max_length=768", "method.max_new_tokens=24",
+    "greedy_smollm2_grid": ["-m", "method=cd_judge", "range=2-6", "runtime.max_length=768", "method.lam=0.1,1",
+                            "method.t=1,2", *COMMON],
+    "released_smollm2": ["method=cd_judge_released", "runtime.max_length=512", "method.max_new_tokens=16",
                          "method.batch_size=8", *COMMON],
 }
 
@@ -59,7 +59,7 @@ def record(target: Path, args: list[str]) -> None:
 
     def new_init(self, units, start, *a, **k):
         init(self, units, start, *a, **k)
-        self.rec = {"units": [[u.prefill, u.steps, u.rows] for u in units], "events": []}
+        self.rec = {"units": [[u.prefill, u.steps, u.rows] for u in units], "prior": self.prior, "events": []}
         clocks.append(self.rec)
 
     def new_begin(self, at):

@@ -12,9 +12,11 @@ prefill layer's tokens, or one step), and the start and end of each unit. It est
 * a step's cost: the mean of the steps measured; before the first, a row of a step costs a
   prefill token (``rows``: the rows a step feeds);
 * the steps a unit takes: the share of their most steps that the ended units took; before a
-  unit ended, ``prior`` of the most (a batch runs until its last row stops: near its most), and
-  never fewer than the running unit took already. Until a unit ended or ``wait`` seconds
-  passed, no estimate (a tree's first seconds say little of how far its paths go).
+  unit ended, ``prior`` of the most (a batch runs until its last row stops: near its most), or,
+  with ``prior`` None, twice the steps the running unit took so far (a greedy judge's paths stop
+  once the score is settled, a few of their most), and never fewer than the running unit took.
+  Until a unit ended or ``wait`` seconds passed, no estimate (a tree's first seconds say little
+  of how far its paths go).
 
 Pure: no torch, no clock of its own (``at``: seconds, any origin, told by the caller)."""
 
@@ -31,12 +33,12 @@ class Unit:
     """A unit of the plan: the tokens of its prefills (as the events count them), its most steps,
     and the rows one of its steps feeds."""
     prefill: float
-    steps: int
+    steps: float
     rows: float = 1
 
 
 class DecodeClock:
-    def __init__(self, units: Sequence[Unit], start: float, prior: float = 1.0, wait: float = WAIT):
+    def __init__(self, units: Sequence[Unit], start: float, prior: float | None = 1.0, wait: float = WAIT):
         self.units, self.start, self.prior, self.wait = list(units), start, prior, wait
         self.rest = [Unit(0.0, 0)]  # rest[i]: the units from i on as one (its rows: a mean step's)
         for u in reversed(self.units):
@@ -47,21 +49,22 @@ class DecodeClock:
         self.rest.reverse()
         self.last = start
         self.prefill_s = self.prefill_tok = self.step_s = 0.0
-        self.steps_n = 0
-        self.used = self.most = 0  # the steps the ended units took, and their most
+        self.steps_n = 0.0  # steps measured, each its share of a full model's layers
+        self.used = self.most = 0.0  # the steps the ended units took, and their most
         self.next = self.ended = 0  # the index of the next unit to begin; units ended
         self.running: Unit | None = None
         self.fed = 0.0  # prefill tokens of the running unit measured
-        self.taken = 0  # steps of the running unit measured
+        self.taken = 0.0  # steps of the running unit measured
 
     def begin(self, at: float) -> None:
         """The next unit of the plan starts (the time since the last event is its own)."""
-        self.running, self.fed, self.taken, self.last = self.units[self.next], 0.0, 0, at
+        self.running, self.fed, self.taken, self.last = self.units[self.next], 0.0, 0.0, at
         self.next += 1
 
     def event(self, kind: str, tokens: float, at: float) -> None:
         """A forward ended at ``at``: ``prefill`` (``tokens`` of a prompt or a layer's share of
-        them) or ``step`` (one step; ``tokens``: its rows); it took the time since the last event."""
+        them) or ``step`` (``tokens``: the share of a full model's layers it ran, 1 for a whole
+        model's step); it took the time since the last event."""
         seconds, self.last = max(at - self.last, 0.0), at
         if kind == "prefill":
             self.prefill_s += seconds
@@ -69,8 +72,8 @@ class DecodeClock:
             self.fed += tokens
         elif kind == "step":
             self.step_s += seconds
-            self.steps_n += 1
-            self.taken += 1
+            self.steps_n += tokens
+            self.taken += tokens
         else:
             raise ValueError(f"a decode event is prefill or step, not {kind!r}")
 
@@ -92,10 +95,16 @@ class DecodeClock:
         return None if token is None else token * rows
 
     def share(self) -> float:
-        """The share of its most steps a unit takes (the ended units'; before any, ``prior``)."""
-        return self.used / self.most if self.most else self.prior
+        """The share of its most steps a unit takes: the ended units'; before any, ``prior``, or
+        with ``prior`` None twice the running unit's steps so far (at least one)."""
+        if self.most:
+            return self.used / self.most
+        if self.prior is not None:
+            return self.prior
+        most = self.running.steps if self.running is not None else 0
+        return min(max(2 * self.taken, 1) / most, 1.0) if most else 1.0
 
-    def unit_left(self, u: Unit, fed: float, taken: int) -> float | None:
+    def unit_left(self, u: Unit, fed: float, taken: float) -> float | None:
         """The seconds unit ``u`` has left after ``fed`` prefill tokens and ``taken`` steps."""
         token, step = self.token_cost(), self.step_cost(u.rows)
         if token is None or step is None:

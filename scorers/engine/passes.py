@@ -137,27 +137,28 @@ def _shape(args, kwargs) -> tuple[int, int]:
 @contextmanager
 def decode_ticks(models, clock, progress, now=time.perf_counter):
     """One unit of a decode (``clock.begin`` to ``clock.end``; ``clock``: a
-    ``decode_clock.DecodeClock``), told each forward of ``models``' decoders: a prefill layer by
-    layer (each layer its share of the rows x positions), a one-position forward as a step; after
-    each, the progress's share of the decode's time (``share``). Nothing without a clock."""
+    ``decode_clock.DecodeClock``), told each forward of ``models``' decoders in a full model's
+    terms: a prefill layer by layer (each layer 1/n of the rows x positions, n its model's layers),
+    a one-position forward as a step (an early exit's cut decoder: k/n of one). After each, the
+    progress's share of the decode's time (``share``). Nothing without a clock."""
     if clock is None:
         yield
         return
-    layers: dict[int, torch.nn.Module] = {}
-    running = [1]  # the layers of the decoder running now
+    owner: dict[int, tuple[torch.nn.Module, int]] = {}  # a layer: (it, its full model's layers)
+    for m in models:
+        for x in layer_list(m):
+            owner.setdefault(id(x), (x, len(layer_list(m))))
 
-    def enter(base):
-        running[0] = max(len(getattr(base, "layers", ()) or ()), 1)
-
-    def layer(_module, args, kwargs, _out):
+    def layer(_module, args, kwargs, _out, n=1):
         rows, positions = _shape(args, kwargs)
         if positions > 1:
-            told("prefill", rows * positions / running[0])
+            told("prefill", rows * positions / n)
 
-    def base_end(_module, _args, kwargs, out):
+    def base_end(module, _args, kwargs, out):
         hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
         if hidden.shape[1] == 1:
-            told("step", int(hidden.shape[0]))
+            own = list(getattr(module, "layers", ()) or ())
+            told("step", len(own) / owner[id(own[0])][1] if own and id(own[0]) in owner else 1.0)
 
     def told(kind: str, tokens: float) -> None:
         at = now()
@@ -171,11 +172,8 @@ def decode_ticks(models, clock, progress, now=time.perf_counter):
 
     # an early exit's cut decoder is a shallow copy sharing its hook dicts: one registration serves both
     bases = {id(getattr(decoder_base(m), "_forward_hooks", m)): decoder_base(m) for m in models}
-    for m in models:
-        layers.update((id(x), x) for x in layer_list(m))
-    handles = [b.register_forward_pre_hook(lambda b, *_: enter(b)) for b in bases.values()]
-    handles += [b.register_forward_hook(base_end, with_kwargs=True) for b in bases.values()]
-    handles += [x.register_forward_hook(layer, with_kwargs=True) for x in layers.values()]
+    handles = [b.register_forward_hook(base_end, with_kwargs=True) for b in bases.values()]
+    handles += [x.register_forward_hook(functools.partial(layer, n=n), with_kwargs=True) for x, n in owner.values()]
     clock.begin(now())
     try:
         yield

@@ -166,11 +166,11 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
 def tree_clock(prompts, rules: int, max_new_tokens: int, models: int, progress) -> DecodeClock | None:
     """The clock of ``decode_all`` (None for a progress that takes no share): a tree a unit, its
     prefill the prompt through each of ``models``, at most ``rules`` paths of ``max_new_tokens`` - 1
-    steps of each model."""
+    steps of each model; before a tree ends, twice the steps the running one took."""
     if getattr(progress, "part", None) is None:
         return None
     units = [Unit(len(p) * models, rules * max(max_new_tokens - 1, 0) * models) for p in prompts]
-    return DecodeClock(units, time.perf_counter())
+    return DecodeClock(units, time.perf_counter(), prior=None)  # a path stops early: no prior share
 
 
 def path_text(tokenizer, ids) -> str:

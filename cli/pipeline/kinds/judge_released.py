@@ -82,10 +82,12 @@ def batch_clock(pair, prompts, plan, rows: dict, max_new_tokens: int, progress):
     """(the clock of ``released_outputs``, None for a progress that takes no share; the models it
     watches): a batch a unit, its prefills (the assistant's first step where a separate assistant
     contrasts, each decode's) over the batch's padded tokens, each decode at most
-    ``max_new_tokens`` - 1 steps of the batch's rows (a tree's: per rule)."""
+    ``max_new_tokens`` - 1 steps of the batch's rows (a tree's: per rule); an early exit's own
+    decode counts k/n of a full model's (its k layers of n)."""
     import time
 
     from cscore.scorers.engine.decode_clock import DecodeClock, Unit
+    from cscore.scorers.models.anatomy import layer_list
 
     main, asst = pair.expert, pair.amateur
     alone = sum(rule is None for rule in rows.values())
@@ -94,8 +96,9 @@ def batch_clock(pair, prompts, plan, rows: dict, max_new_tokens: int, progress):
     models = [main.model] + [asst.model] * (separate or alone > 0)
     if getattr(progress, "part", None) is None:
         return None, models
-    prefills = bool(rules) + alone + (separate and bool(rules - {MAIN_ALONE}))
-    decodes = bool(rules) + alone
+    cut = 1.0 if separate else len(layer_list(asst.model)) / len(layer_list(main.model))  # the alone decode's
+    prefills = bool(rules) + alone * cut + (separate and bool(rules - {MAIN_ALONE}))
+    decodes = bool(rules) + alone * cut
 
     def unit(idx: list[int]) -> Unit:
         padded = len(idx) * max(len(prompts[i]) for i in idx)

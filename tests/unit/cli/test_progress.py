@@ -340,16 +340,16 @@ class Clocked:
 
     def units(self) -> list[tuple[float, int]]:
         """(prefill tokens, steps) each unit fed its clock."""
-        out, fed, steps = [], 0.0, 0
+        out, fed, steps = [], 0.0, 0.0
         for kind, tokens in self.events:
             if kind == "begin":
-                fed, steps = 0.0, 0
+                fed, steps = 0.0, 0.0
             elif kind == "end":
-                out.append((round(fed, 6), steps))
+                out.append((round(fed, 6), round(steps, 6)))
             elif kind == "prefill":
                 fed += tokens
             else:
-                steps += 1
+                steps += tokens  # a step: its share of a full model's layers
         return out
 
 
@@ -428,17 +428,21 @@ def test_a_decode_clock_gives_the_first_estimate_and_the_quick_slice():
 def test_an_early_exit_released_decode_counts_each_forward_once(judge_dirs, monkeypatch):
     """released_outputs with the amateur an early exit of the expert (its cut decoder shares the
     expert's hook dicts): rows main, contrast (one tree) and the assistant alone (the cut model's own
-    decode), so two prefills of the padded 2 x 3 tokens and at most 2 x (3 - 1) steps, each forward
-    one event: the prefills' tokens exactly, the steps within the plan."""
+    decode, 1 of the expert's n layers), so a prefill of the padded 2 x 3 tokens, the cut model's
+    (1/n of it) and at most (1 + 1/n) x (3 - 1) steps, each forward one event: the prefills' tokens
+    exactly, the steps within the plan."""
     from cscore.cli.pipeline.kinds.judge_released import released_outputs
     from cscore.scorers.api import ModelPair
     from cscore.scorers.methods.cd_judge_released import CdJudgeReleasedParams
+    from cscore.scorers.models.anatomy import layer_list
 
     pair = ModelPair.load(judge_dirs["expert"], amateur_early_exit=1, dtype="float32")
     params = CdJudgeReleasedParams(alpha=0.1, min_keep=5, max_new_tokens=3, batch_size=2)
     clocked = Clocked(monkeypatch)
     released_outputs(pair, [[5, 6, 7], [9, 10]], rows={"main": (0.0, 1.0), "contrast": (0.5, 1.0), "asst": None},
                      params=params, progress=Told())
-    assert clocked.plans == [[(2 * 3 * 2, 4, 4)]]
+    n = len(layer_list(pair.expert.model))
+    [[(prefill, most, rows)]] = clocked.plans
+    assert (prefill, most, rows) == (pytest.approx(6 * (1 + 1 / n)), pytest.approx(2 * (1 + 1 / n)), 4)
     [(fed, steps)] = clocked.units()
-    assert fed == 12 and 2 <= steps <= 4
+    assert fed == pytest.approx(6 * (1 + 1 / n)) and 1 + 1 / n <= steps <= most + 1e-9

@@ -49,7 +49,7 @@ def test_before_any_unit_ends_the_most_steps_after_wait():
     assert clock.left(5.0) is None
     assert clock.left(WAIT) == pytest.approx(500 * 0.01 + 20 * 0.04 - (WAIT - 5.0))
     clock.event("prefill", 500, 10.0)
-    clock.event("step", 4, 11.0)
+    clock.event("step", 1, 11.0)
     assert clock.left(11.0) == pytest.approx(19 * 1.0)
     with pytest.raises(ValueError):
         clock.event("layer", 1, 12.0)
@@ -57,7 +57,7 @@ def test_before_any_unit_ends_the_most_steps_after_wait():
 
 def replay(decode: dict, grid: float = 1.0) -> list[tuple[float, float | None]]:
     """(time, seconds left estimated then) at each recorded event and every ``grid`` seconds between."""
-    clock = DecodeClock([Unit(*u) for u in decode["units"]], start=0.0)
+    clock = DecodeClock([Unit(*u) for u in decode["units"]], start=0.0, prior=decode["prior"])
     out: list[tuple[float, float | None]] = []
     last = 0.0
     for kind, tokens, at in decode["events"]:
