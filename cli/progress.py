@@ -6,9 +6,10 @@ when the pass ends. ``runtime.progress``: true, false, or the seconds between li
 Before a pass runs, what it will do (``work``: items, tokens, decode steps, as the pass planned
 them) is printed. The pass also says the share of that work done within a batch (``part``: layer
 by layer of a forward pass, step by step of a decode), so once it has run FIRST seconds (or after
-its first batch, if sooner) a line says the time it will take (the longest items come first and a
-decode counts its most steps, so the estimate errs long) and, where that is long, the quick slice
-(``hint``); the plain lines give the time left from that share too."""
+its first batch, if sooner) a line says the time it will take (the longest items come first, so
+the estimate errs long) and, where that is long, the quick slice (``hint``); the plain lines give
+the time left from that share too. A decode tells the share of its time its ``DecodeClock``
+(scorers/engine/decode_clock.py) estimates run, so its lines and its hint follow that clock."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ input checks, checkpointed batches skipped, and the outputs collected on the dev
 from __future__ import annotations
 
 import functools
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -13,6 +14,7 @@ import torch
 
 from cscore.errors import ConfigError
 from cscore.scorers.engine.tokenize import InputError
+from cscore.scorers.models.anatomy import decoder_base, layer_list
 
 
 @dataclass
@@ -89,25 +91,20 @@ def share(progress, fraction: float) -> None:
 
 
 class Ticks:
-    """The share of a pass's planned work done, unit by unit (a batch, a decode tree) and within a
-    unit: ``begin(cost)`` starts one, ``step(k, of)`` says k of its ``of`` sub-steps ran (layers,
-    decode steps; capped below the whole unit), ``end()`` closes it; ``skip(cost)`` takes out a unit
+    """The share of a pass's planned work done, unit by unit (a batch) and within a unit:
+    ``begin(cost)`` starts one, ``step(k, of)`` says k of its ``of`` sub-steps ran (layers; capped
+    below the whole unit), ``end()`` closes it; ``skip(cost)`` takes out a unit
     that runs nothing here (kept by a checkpoint, another shard's)."""
 
     def __init__(self, progress, costs: Sequence[float]):
         self.progress = progress if getattr(progress, "part", None) is not None else None
-        self.total, self.done, self.running, self.count = float(sum(costs)), 0.0, 0.0, 0
+        self.total, self.done, self.running = float(sum(costs)), 0.0, 0.0
 
     def skip(self, cost: float) -> None:
         self.total -= cost
 
     def begin(self, cost: float) -> None:
-        self.running, self.count = float(cost), 0
-
-    def forward(self, limit: int) -> None:
-        """One more step of the running unit, of at most ``limit``."""
-        self.count += 1
-        self.step(self.count, limit)
+        self.running = float(cost)
 
     def step(self, k: float, of: float) -> None:
         if self.progress is not None and self.total > 0:
@@ -132,17 +129,59 @@ def layer_ticks(layers, ticks: Ticks):
             h.remove()
 
 
+def _shape(args, kwargs) -> tuple[int, int]:
+    """(rows, positions) of a decoder layer's input hidden states."""
+    hidden = args[0] if args else kwargs["hidden_states"]
+    return int(hidden.shape[0]), int(hidden.shape[1])
+
+
 @contextmanager
-def forward_ticks(modules, ticks: Ticks, limit: int):
-    """A step of the running unit (``ticks.forward``) at each forward of any of ``modules`` (a
-    model's last layer: one decode step); ``limit``: the most steps a unit takes."""
-    handles = [m.register_forward_hook(lambda *_: ticks.forward(limit)) for m in modules] \
-        if ticks.progress is not None else []
+def decode_ticks(models, clock, progress, now=time.perf_counter):
+    """One unit of a decode (``clock.begin`` to ``clock.end``; ``clock``: a
+    ``decode_clock.DecodeClock``), told each forward of ``models``' decoders in a full model's
+    terms: a prefill layer by layer (each layer 1/n of the rows x positions, n its model's layers),
+    a one-position forward as a step (an early exit's cut decoder: k/n of one). After each, the
+    progress's share of the decode's time (``share``). Nothing without a clock."""
+    if clock is None:
+        yield
+        return
+    owner: dict[int, tuple[torch.nn.Module, int]] = {}  # a layer: (it, its full model's layers)
+    for m in models:
+        for x in layer_list(m):
+            owner.setdefault(id(x), (x, len(layer_list(m))))
+
+    def layer(_module, args, kwargs, _out, n=1):
+        rows, positions = _shape(args, kwargs)
+        if positions > 1:
+            told("prefill", rows * positions / n)
+
+    def base_end(module, _args, kwargs, out):
+        hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        if hidden.shape[1] == 1:
+            own = list(getattr(module, "layers", ()) or ())
+            told("step", len(own) / owner[id(own[0])][1] if own and id(own[0]) in owner else 1.0)
+
+    def told(kind: str, tokens: float) -> None:
+        at = now()
+        if kind == "end":
+            clock.end(at)
+        else:
+            clock.event(kind, tokens, at)
+        fraction = clock.done_share(at)
+        if fraction is not None and 0 < fraction < 1:
+            share(progress, fraction)
+
+    # an early exit's cut decoder is a shallow copy sharing its hook dicts: one registration serves both
+    bases = {id(getattr(decoder_base(m), "_forward_hooks", m)): decoder_base(m) for m in models}
+    handles = [b.register_forward_hook(base_end, with_kwargs=True) for b in bases.values()]
+    handles += [x.register_forward_hook(functools.partial(layer, n=n), with_kwargs=True) for x, n in owner.values()]
+    clock.begin(now())
     try:
         yield
     finally:
         for h in handles:
             h.remove()
+    told("end", 0)
 
 
 def per_item(factory, group: int):

@@ -18,18 +18,20 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable, Collection, Sequence
 
 import numpy as np
 import torch
 
+from cscore.scorers.engine.decode_clock import DecodeClock, Unit
 from cscore.scorers.engine.engine import LayerTap
 from cscore.scorers.engine.head import head_logits
-from cscore.scorers.engine.passes import Ticks, announce, forward_ticks
+from cscore.scorers.engine.passes import announce, decode_ticks
 from cscore.scorers.judge.judge import assistant
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
-from cscore.scorers.models.anatomy import decoder_base, layer_list
+from cscore.scorers.models.anatomy import decoder_base
 from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.shards import Pending
 
@@ -144,14 +146,12 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     rules = len(set(cs))
     announce(progress, tokens=sum(len(p) for p in prompts), steps=len(prompts) * rules * max_new_tokens,
              detail=f"{len(prompts)} prompts x {rules} rules x up to {max_new_tokens} new tokens, one tree per prompt")
-    ticks = Ticks(progress, [1] * len(prompts))  # a tree a unit; its steps (the main model's forwards) within it
+    clock = tree_clock(prompts, rules, max_new_tokens, len(stepper.models), progress)
     try:
         for prompt, first in zip(prompts, firsts):
-            ticks.begin(1)
-            with forward_ticks(layer_list(main)[-1:], ticks, 1 + rules * max_new_tokens):
+            with decode_ticks(stepper.models, clock, progress):
                 got = decode_prompt(stepper, prompt, first, cs, alpha=alpha, max_new_tokens=max_new_tokens,
                                     eos_ids=set(how.eos_ids), done=how.done)
-            ticks.end()
             for j, seq in enumerate(got):
                 paths[j].append(seq)
             if each is not None:
@@ -161,6 +161,16 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     finally:
         stepper.close()
     return [DecodedPaths.from_lists(p) for p in paths]
+
+
+def tree_clock(prompts, rules: int, max_new_tokens: int, models: int, progress) -> DecodeClock | None:
+    """The clock of ``decode_all`` (None for a progress that takes no share): a tree a unit, its
+    prefill the prompt through each of ``models``, at most ``rules`` paths of ``max_new_tokens`` - 1
+    steps of each model; before a tree ends, twice the steps the running one took."""
+    if getattr(progress, "part", None) is None:
+        return None
+    units = [Unit(len(p) * models, rules * max(max_new_tokens - 1, 0) * models) for p in prompts]
+    return DecodeClock(units, time.perf_counter(), prior=None)  # a path stops early: no prior share
 
 
 def path_text(tokenizer, ids) -> str:

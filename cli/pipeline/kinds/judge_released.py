@@ -42,9 +42,8 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
     as one tree (``cscore.scorers.judge.released.decode_tree``: one prefill, the steps their paths share once);
     the assistant alone decodes on its own. ``batches``: those batches of the plan (``plan_batches``)
     alone (a shard's); ``each(batch, {name: ids per prompt of the batch})`` as each batch ends."""
-    from cscore.scorers.engine.passes import Ticks, announce, forward_ticks  # torch: when a run decodes
+    from cscore.scorers.engine.passes import announce, decode_ticks  # torch: when a run decodes
     from cscore.scorers.judge import released as jr
-    from cscore.scorers.models.anatomy import layer_list
 
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
     cfg_eos = main.model.generation_config.eos_token_id
@@ -62,17 +61,13 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
              steps=n * len(rows) * p.max_new_tokens,
              detail=f"{n} prompts x {len(rows)} rows x up to {p.max_new_tokens} new tokens, "
                     f"{len(plan)} batches of up to {p.batch_size}")
-    ticks = Ticks(progress, [len(idx) for idx in plan])  # a batch a unit; its decode steps within it
-    lasts = [x for m in [main.model] + [asst.model] * (asst.parent is not main) for x in layer_list(m)[-1:]]  # a step
-    decodes = bool(on_main) + len(rows.keys() - on_main.keys())
+    clock, models = batch_clock(pair, prompts, plan, rows, p.max_new_tokens, progress)
     for idx in plan:
         batch = [prompts[i] for i in idx]
-        ticks.begin(len(idx))
-        with forward_ticks(lasts, ticks, decodes * (p.max_new_tokens + 1)):
+        with decode_ticks(models, clock, progress):
             got = _main_rows(jr, pair, batch, on_main, params, common, penalty, pad_id) if on_main else {}
             for name in rows.keys() - on_main.keys():  # the assistant alone: λ = 0, its assistant term is not used
                 got[name] = _alone(jr, asst.model, batch, params, common, len(tok))
-        ticks.end()
         for name in rows:
             for i, ids in zip(idx, got[name]):
                 out[name][i] = ids
@@ -81,6 +76,35 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
         if progress is not None:
             progress(len(idx))
     return out
+
+
+def batch_clock(pair, prompts, plan, rows: dict, max_new_tokens: int, progress):
+    """(the clock of ``released_outputs``, None for a progress that takes no share; the models it
+    watches): a batch a unit, its prefills (the assistant's first step where a separate assistant
+    contrasts, each decode's) over the batch's padded tokens, each decode at most
+    ``max_new_tokens`` - 1 steps of the batch's rows (a tree's: per rule); an early exit's own
+    decode counts k/n of a full model's (its k layers of n)."""
+    import time
+
+    from cscore.scorers.engine.decode_clock import DecodeClock, Unit
+    from cscore.scorers.models.anatomy import layer_list
+
+    main, asst = pair.expert, pair.amateur
+    alone = sum(rule is None for rule in rows.values())
+    rules = {rule for rule in rows.values() if rule is not None}
+    separate = asst.parent is not main
+    models = [main.model] + [asst.model] * (separate or alone > 0)
+    if getattr(progress, "part", None) is None:
+        return None, models
+    cut = 1.0 if separate else len(layer_list(asst.model)) / len(layer_list(main.model))  # the alone decode's
+    prefills = bool(rules) + alone * cut + (separate and bool(rules - {MAIN_ALONE}))
+    decodes = bool(rules) + alone * cut
+
+    def unit(idx: list[int]) -> Unit:
+        padded = len(idx) * max(len(prompts[i]) for i in idx)
+        return Unit(padded * prefills, decodes * max(max_new_tokens - 1, 0), len(idx) * max(len(rules), 1))
+
+    return DecodeClock([unit(idx) for idx in plan], time.perf_counter()), models
 
 
 def plan_batches(prompts, batch_size: int) -> list[list[int]]:

@@ -310,38 +310,142 @@ def test_a_token_pass_of_several_batches_tells_its_share_of_the_planned_tokens(t
                          ("part", 1.0), ("items", 1)]
 
 
-def test_a_decode_tree_tells_its_share_step_by_step(judge_dirs):
-    """decode_all: a prompt's tree is one unit of three; each forward of the main model is a step of
-    at most 1 + rules x max_new_tokens, so the share moves before the first prompt is counted."""
+class Clocked:
+    """Records what a decode tells its ``DecodeClock``s (their plans; (kind, tokens) of each event)."""
+
+    def __init__(self, monkeypatch):
+        from cscore.scorers.engine import decode_clock
+
+        self.plans: list = []
+        self.events: list = []
+        base = decode_clock.DecodeClock
+        outer = self
+
+        class Recording(base):  # type: ignore[misc,valid-type]
+            def __init__(self, units, start, *a, **k):
+                super().__init__(units, start, *a, **k)
+                outer.plans.append([(u.prefill, u.steps, u.rows) for u in units])
+
+            def begin(self, at):
+                super().begin(at)
+                outer.events.append(("begin", 0))
+
+            def event(self, kind, tokens, at):
+                super().event(kind, tokens, at)
+                outer.events.append((kind, tokens))
+
+            def end(self, at):
+                super().end(at)
+                outer.events.append(("end", 0))
+
+        monkeypatch.setattr(decode_clock, "DecodeClock", Recording)
+        monkeypatch.setattr("cscore.scorers.judge.decode.DecodeClock", Recording)
+
+    def units(self) -> list[tuple[float, int]]:
+        """(prefill tokens, steps) each unit fed its clock."""
+        out, fed, steps = [], 0.0, 0.0
+        for kind, tokens in self.events:
+            if kind == "begin":
+                fed, steps = 0.0, 0.0
+            elif kind == "end":
+                out.append((round(fed, 6), round(steps, 6)))
+            elif kind == "prefill":
+                fed += tokens
+            else:
+                steps += tokens  # a step: its share of a full model's layers
+        return out
+
+
+def test_a_decode_tree_feeds_its_clock(judge_dirs, monkeypatch):
+    """decode_all: a prompt's tree is one unit of its clock: its prefill (the prompt's tokens, told
+    layer by layer), then one step a forward, at most 2 rules x (3 - 1) steps; each path runs to
+    max_new_tokens (no EOS, never done), so each tree steps 2 to 4 times. The share told is the
+    clock's, once it has an estimate (from the first tree's end), between 0 and 1."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from cscore.scorers.judge.decode import Steps, decode_all
 
     main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float32).eval()
-    told = Told()
+    clocked, told = Clocked(monkeypatch), Told()
     decode_all(main, [[5, 6, 7, 8], [9, 10], [11, 12, 13]], [[5, 5]] * 3, [0.0, 1.0],
                Steps(0.1, 3, set(), lambda ids: False), asst=2, progress=told)
-    first = told.said[:told.said.index(("items", 1))]
-    assert first[0] == ("part", round(1 / 7 / 3, 6))  # the prompt's forward: 1 of at most 1 + 2 x 3 steps
-    assert [s for _, s in first] == sorted(s for _, s in first) and first[-1] == ("part", round(1 / 3, 6))
-    assert told.said[-2:] == [("part", 1.0), ("items", 1)]
+    assert clocked.plans == [[(4, 4, 1), (2, 4, 1), (3, 4, 1)]]
+    units = clocked.units()
+    assert [fed for fed, _ in units] == [4, 2, 3] and all(2 <= steps <= 4 for _, steps in units)
+    parts = [s for what, s in told.said if what == "part"]
+    assert parts and all(0 < s < 1 for s in parts)
+    assert told.said.count(("items", 1)) == 3
 
 
-def test_a_released_decode_tells_its_share_step_by_step_within_a_batch(judge_dirs):
-    """released_outputs: 4 prompts in 2 batches of 2, the main model's two rows as one tree: each
-    forward (the main model's and the assistant's first step) is a step of at most 1 + 3 of its
-    batch, so the share moves within the first batch (below 1/2) before its prompts are counted."""
+def test_a_released_decode_feeds_its_clock(judge_dirs, monkeypatch):
+    """released_outputs: 4 prompts in 2 batches of 2 (padded: 2 x 4 and 2 x 3 tokens), the main
+    model's two rows as one tree after the separate assistant's first step: two prefills a batch,
+    at most 3 - 1 steps (one forward of the batch's rows each), a step feeding 2 prompts x 2 rules."""
     from cscore.cli.pipeline.kinds.judge_released import released_outputs
     from cscore.scorers.api import ModelPair
     from cscore.scorers.methods.cd_judge_released import CdJudgeReleasedParams
 
     pair = ModelPair.load(judge_dirs["expert"], judge_dirs["amateur"], dtype="float32")
     params = CdJudgeReleasedParams(alpha=0.1, min_keep=5, max_new_tokens=3, batch_size=2)
-    told = Told()
+    clocked, told = Clocked(monkeypatch), Told()
     released_outputs(pair, [[5, 6, 7, 8], [9, 10], [11, 12, 13], [14, 15]],
                      rows={"main": (0.0, 1.0), "contrast": (0.5, 1.0)}, params=params, progress=told)
-    first = [s for what, s in told.said[:told.said.index(("items", 2))] if what == "part"]
-    assert first[0] == round(0.5 * 1 / 4, 6) and first[-1] == 0.5  # 1 of at most 4 steps of a half; its end
-    assert first == sorted(first) and len(first) >= 3
-    assert told.said.count(("items", 2)) == 2 and told.said[-2:] == [("part", 1.0), ("items", 2)]
+    assert clocked.plans == [[(2 * 4 * 2, 2, 4), (2 * 2 * 2, 2, 4)]]
+    units = clocked.units()
+    assert [fed for fed, _ in units] == [16, 8] and all(1 <= steps <= 2 for _, steps in units)
+    assert told.said.count(("items", 2)) == 2
+
+
+def test_a_decode_clock_gives_the_first_estimate_and_the_quick_slice():
+    """A decode of 40 trees (100 prefill tokens, at most 60 steps each) on a CPU: its first tree's
+    prefill takes 1 s, its 5 steps 0.2 s each; from its end (2 s) the clock's share gives the
+    estimate; at 3 s (the second tree's prefill done) 5 x 0.2 s for its steps and 38 trees x 2 s
+    are left (77 s), and the whole 80 s decode (< LONG) gets no slice. A decode whose trees take 10
+    times longer (the same events, 10 x the seconds) is 800 s: the slice."""
+    from cscore.scorers.engine.decode_clock import WAIT, DecodeClock, Unit
+
+    run = SimpleNamespace(passes=PassOptions(device="cpu"),
+                          split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
+    for scale, left, tip in ((1, 77, False), (10, 770, True)):
+        lines, now, console = lines_of(every=1000, hint=quick_slice(run))
+        p = lines.factory("decode", 40)
+        p.work(steps=40 * 60)
+        clock = DecodeClock([Unit(100, 60)] * 40, start=0.0)
+        clock.begin(0.0)
+        events = [("prefill", 100, 1.0)] + [("step", 1, 1.0 + 0.2 * k) for k in range(1, 6)]
+        for kind, tokens, at in events:
+            clock.event(kind, tokens, at * scale)
+            assert (clock.done_share(at * scale) is None) is (at * scale < WAIT)  # no tree ended yet
+        clock.end(2.0 * scale)
+        clock.begin(2.0 * scale)
+        clock.event("prefill", 100, 3.0 * scale)
+        now[0] = 3.0 * scale
+        p.part(clock.done_share(3.0 * scale))
+        out = printed(console)
+        assert re.fullmatch(rf"decode: 4% of its work in {3.0 * scale:.1f}s; about {left}s left "
+                            r"\(done about \d\d:\d\d\)", out[1]), out
+        assert ("long on a CPU: split.use=dev" in out[-1]) is tip and len(out) == 2 + tip
+
+
+def test_an_early_exit_released_decode_counts_each_forward_once(judge_dirs, monkeypatch):
+    """released_outputs with the amateur an early exit of the expert (its cut decoder shares the
+    expert's hook dicts): rows main, contrast (one tree) and the assistant alone (the cut model's own
+    decode, 1 of the expert's n layers), so a prefill of the padded 2 x 3 tokens, the cut model's
+    (1/n of it) and at most (1 + 1/n) x (3 - 1) steps, each forward one event: the prefills' tokens
+    exactly, the steps within the plan."""
+    from cscore.cli.pipeline.kinds.judge_released import released_outputs
+    from cscore.scorers.api import ModelPair
+    from cscore.scorers.methods.cd_judge_released import CdJudgeReleasedParams
+    from cscore.scorers.models.anatomy import layer_list
+
+    pair = ModelPair.load(judge_dirs["expert"], amateur_early_exit=1, dtype="float32")
+    params = CdJudgeReleasedParams(alpha=0.1, min_keep=5, max_new_tokens=3, batch_size=2)
+    clocked = Clocked(monkeypatch)
+    released_outputs(pair, [[5, 6, 7], [9, 10]], rows={"main": (0.0, 1.0), "contrast": (0.5, 1.0), "asst": None},
+                     params=params, progress=Told())
+    n = len(layer_list(pair.expert.model))
+    [[(prefill, most, rows)]] = clocked.plans
+    assert (prefill, most, rows) == (pytest.approx(6 * (1 + 1 / n)), pytest.approx(2 * (1 + 1 / n)), 4)
+    [(fed, steps)] = clocked.units()
+    assert fed == pytest.approx(6 * (1 + 1 / n)) and 1 + 1 / n <= steps <= most + 1e-9

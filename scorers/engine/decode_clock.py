@@ -1,0 +1,134 @@
+"""The time a decode will take, from its plan and the cost of the steps measured so far.
+
+A decode runs units (a prompt's tree, a batch of prompts) one after another; each unit runs its
+prefills (forwards over whole prompts: their cost grows with the prompt's tokens) and then at
+most ``steps`` one-token steps (their cost hardly depends on the prompt), and most units stop
+early (a parse settled, every row at EOS). ``DecodeClock`` is told the plan (each unit's prefill
+tokens and most steps) and each measured forward (``event(kind, tokens, at)``: a prefill's or a
+prefill layer's tokens, or one step), and the start and end of each unit. It estimates:
+
+* a prefill token's cost: the prefill seconds over the prefill tokens measured (a layer of a
+  prefill counts its share of the tokens, so a long prefill is measured within seconds);
+* a step's cost: the mean of the steps measured; before the first, a row of a step costs a
+  prefill token (``rows``: the rows a step feeds);
+* the steps a unit takes: the share of their most steps that the ended units took; before a
+  unit ended, ``prior`` of the most (a batch runs until its last row stops: near its most), or,
+  with ``prior`` None, twice the steps the running unit took so far (a greedy judge's paths stop
+  once the score is settled, a few of their most), and never fewer than the running unit took.
+  Until a unit ended or ``wait`` seconds passed, no estimate (a tree's first seconds say little
+  of how far its paths go).
+
+Pure: no torch, no clock of its own (``at``: seconds, any origin, told by the caller)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+WAIT = 10.0  # seconds without an ended unit after which the plan's most steps (x prior) are assumed
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A unit of the plan: the tokens of its prefills (as the events count them), its most steps,
+    and the rows one of its steps feeds."""
+    prefill: float
+    steps: float
+    rows: float = 1
+
+
+class DecodeClock:
+    def __init__(self, units: Sequence[Unit], start: float, prior: float | None = 1.0, wait: float = WAIT):
+        self.units, self.start, self.prior, self.wait = list(units), start, prior, wait
+        self.rest = [Unit(0.0, 0)]  # rest[i]: the units from i on as one (its rows: a mean step's)
+        for u in reversed(self.units):
+            r = self.rest[-1]
+            steps = r.steps + u.steps
+            rows = (r.rows * r.steps + u.rows * u.steps) / steps if steps else u.rows
+            self.rest.append(Unit(r.prefill + u.prefill, steps, rows))
+        self.rest.reverse()
+        self.last = start
+        self.prefill_s = self.prefill_tok = self.step_s = 0.0
+        self.steps_n = 0.0  # steps measured, each its share of a full model's layers
+        self.used = self.most = 0.0  # the steps the ended units took, and their most
+        self.next = self.ended = 0  # the index of the next unit to begin; units ended
+        self.running: Unit | None = None
+        self.fed = 0.0  # prefill tokens of the running unit measured
+        self.taken = 0.0  # steps of the running unit measured
+
+    def begin(self, at: float) -> None:
+        """The next unit of the plan starts (the time since the last event is its own)."""
+        self.running, self.fed, self.taken, self.last = self.units[self.next], 0.0, 0.0, at
+        self.next += 1
+
+    def event(self, kind: str, tokens: float, at: float) -> None:
+        """A forward ended at ``at``: ``prefill`` (``tokens`` of a prompt or a layer's share of
+        them) or ``step`` (``tokens``: the share of a full model's layers it ran, 1 for a whole
+        model's step); it took the time since the last event."""
+        seconds, self.last = max(at - self.last, 0.0), at
+        if kind == "prefill":
+            self.prefill_s += seconds
+            self.prefill_tok += tokens
+            self.fed += tokens
+        elif kind == "step":
+            self.step_s += seconds
+            self.steps_n += tokens
+            self.taken += tokens
+        else:
+            raise ValueError(f"a decode event is prefill or step, not {kind!r}")
+
+    def end(self, at: float) -> None:
+        """The running unit ended (its time since the last event is its own)."""
+        if self.running is not None and self.running.steps > 0:
+            self.used += self.taken
+            self.most += self.running.steps
+        self.ended += 1
+        self.running, self.last = None, at
+
+    def token_cost(self) -> float | None:
+        return self.prefill_s / self.prefill_tok if self.prefill_tok > 0 else None
+
+    def step_cost(self, rows: float) -> float | None:
+        if self.steps_n:
+            return self.step_s / self.steps_n
+        token = self.token_cost()
+        return None if token is None else token * rows
+
+    def share(self) -> float:
+        """The share of its most steps a unit takes: the ended units'; before any, ``prior``, or
+        with ``prior`` None twice the running unit's steps so far (at least one)."""
+        if self.most:
+            return self.used / self.most
+        if self.prior is not None:
+            return self.prior
+        most = self.running.steps if self.running is not None else 0
+        return min(max(2 * self.taken, 1) / most, 1.0) if most else 1.0
+
+    def unit_left(self, u: Unit, fed: float, taken: float) -> float | None:
+        """The seconds unit ``u`` has left after ``fed`` prefill tokens and ``taken`` steps."""
+        token, step = self.token_cost(), self.step_cost(u.rows)
+        if token is None or step is None:
+            return None
+        steps = min(max(self.share() * u.steps, taken + (taken < u.steps)), u.steps)
+        return max(u.prefill - fed, 0.0) * token + max(steps - taken, 0) * step
+
+    def left(self, at: float) -> float | None:
+        """The seconds the decode has left at ``at``; None before a cost is measured, and before
+        ``wait`` seconds while no unit ended."""
+        if not self.ended and at - self.start < self.wait:
+            return None
+        parts = [self.unit_left(self.rest[self.next], 0.0, 0)]
+        if self.running is not None:
+            parts.append(self.unit_left(self.running, self.fed, self.taken))
+        if any(p is None for p in parts):
+            return None
+        return max(sum(p for p in parts if p is not None) - (at - self.last), 0.0)
+
+    def done_share(self, at: float) -> float | None:
+        """The share of the decode's time run at ``at`` (elapsed over elapsed + left); None
+        while ``left`` is."""
+        left = self.left(at)
+        if left is None:
+            return None
+        ran = at - self.start
+        return ran / (ran + left) if ran + left > 0 else 1.0
