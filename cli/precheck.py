@@ -203,7 +203,6 @@ def check(args: list[str]) -> None:
     from cscore.cli.compose import plain
     from cscore.cli.pipeline import kinds
     from cscore.cli.validate import validate
-
     from cscore.data.registry import PRELOADED
 
     PRELOADED.clear()  # an earlier command's (in the same process), never taken

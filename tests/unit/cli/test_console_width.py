@@ -1,5 +1,5 @@
 """Issue 47 item 9: consoles at 80 columns. A run's log lines print the message alone on the console
-(a warning with its level) while run.log keeps the full records; a report table with long row
+(a warning with its level; Hydra's own lines without a date) while run.log keeps the full records; a report table with long row
 labels and intervals packs several columns into each table at 80 columns instead of one a table."""
 
 from __future__ import annotations
@@ -64,12 +64,13 @@ def test_console_lines_carry_no_prefix_and_run_log_keeps_full_records(tiny_dirs,
     rows[3]["hypothesis"] = ""  # dropped while loading: a WARNING line
     data = tmp_path / "demo16.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    run = tmp_path / "run"
-    res = cscore_cli("run", "method=single", f"pair.expert.path={tiny_dirs.expert}", "runtime.progress=false",
-                     f"data.path={data}", f"hydra.run.dir={run}", cwd=tmp_path, timeout=600)
+    res = cscore_cli("run", "-m", "method=single", f"pair.expert.path={tiny_dirs.expert}", "runtime.progress=false",
+                     f"data.path={data}", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path, timeout=600)
+    run = tmp_path / "sweep" / "0"  # a multirun of one job: Hydra's own lines come too
     assert res.returncode == 0, res.stdout + res.stderr
     console = (res.stdout + res.stderr).splitlines()
-    assert not [line for line in console if "[cscore." in line or "][INFO]" in line]
+    assert not [line for line in console if "[cscore." in line or "][INFO]" in line or line.startswith("[20")]
+    assert "[HYDRA] Launching 1 jobs locally" in console, console
     assert "data demo: 15 rows (1 dropped while loading); split=all keeps 15" in console
     warnings = [line for line in console if line.startswith("WARNING: demo: dropped 1 row")]
     assert len(warnings) == 1, console
