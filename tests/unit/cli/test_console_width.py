@@ -1,6 +1,7 @@
 """Issue 47 item 9: consoles at 80 columns. A run's log lines print the message alone on the console
-(a warning with its level; Hydra's own lines without a date) while run.log keeps the full records; a report table with long row
-labels and intervals packs several columns into each table at 80 columns instead of one a table."""
+(a warning with its level; Hydra's own lines without a date) while run.log keeps the full records;
+a report table with long row labels and intervals packs several columns into each table at 80
+columns instead of one a table."""
 
 from __future__ import annotations
 
