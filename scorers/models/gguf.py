@@ -20,8 +20,9 @@ import os
 import shutil
 from pathlib import Path
 
-from cscore.files import atomic_file, cache_root, file_lock, sha256_file, writing
+from cscore.files import atomic_file, cache_root, file_lock, writing
 from cscore.scorers.models.gguf_tokenizer import build_gemma3_tokenizer
+from cscore.scorers.models.identity import file_digest
 from cscore.scorers.models.specs import (  # noqa: F401 (GGUF_MAGIC: re-exported)
     GGUF_MAGIC,
     PACKAGED_GGUF,
@@ -76,7 +77,9 @@ def join_parts(parts: list[Path], target: Path, sha256: str, hint: str) -> Path:
 
 
 def file_fingerprint(path: Path) -> str:
-    return sha256_file(path)
+    """The GGUF file's SHA-256, memoised by its path and stat (``identity.file_digest``): every run
+    names its conversion by it, and a cached run need not read the whole file again (issue 47)."""
+    return file_digest(path)
 
 
 # transformers 4.x builds the Gemma 3 GGUF tokenizer wrongly (Unigram instead of BPE); ours is
