@@ -168,21 +168,33 @@ def check_max_length(c: dict, spec: str, revision: str | None) -> None:
 
 
 def prompt_tokens(tok, text: str, seq2seq: bool) -> int:
-    """Tokens of a prompt as ``scorers.tokenize.encode`` counts them (an empty causal prompt: BOS)."""
-    ids = tok(text, add_special_tokens=seq2seq)["input_ids"] if text or seq2seq else []
-    return max(len(ids), 1)
+    """Tokens of a prompt as ``scorers.tokenize.encode`` counts them (an empty causal prompt: BOS);
+    ``tok``: a transformers tokenizer or a ``tokenizers.Tokenizer`` (the same ids: the first wraps the second)."""
+    if not (text or seq2seq):
+        return 1
+    if hasattr(tok, "encode_batch"):  # tokenizers.Tokenizer
+        return max(len(tok.encode(text, add_special_tokens=seq2seq).ids), 1)
+    return max(len(tok(text, add_special_tokens=seq2seq)["input_ids"]), 1)
+
+
+def fast_tokenizer(file: str | os.PathLike):
+    """A ``tokenizer.json`` read by ``tokenizers`` alone: no torch, no transformers (issue 47: the
+    refusal of a too small runtime.max_length comes within seconds, not after their imports)."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(file))
 
 
 @functools.cache
 def tokenizer_of(spec: str, revision: str | None):
     """(tokenizer, is encoder-decoder) read without weights or network, or None when that cannot be
-    done here (a hub model not cached yet: the run downloads it)."""
-    from transformers import AutoTokenizer
-
+    done here (a hub model not cached yet: the run downloads it). A folder's ``tokenizer.json`` (a
+    ``gguf:`` model's converted copy's) is read with ``tokenizers``; transformers only without one."""
     if spec.startswith("gguf:"):
         from cscore.scorers.models import gguf
 
-        return gguf.load_tokenizer(spec), False
+        file = gguf.cached_tokenizer_file(spec)
+        return (fast_tokenizer(file) if file is not None else gguf.load_tokenizer(spec)), False
     if specs.kind(spec) == "local":
         folder = os.path.expanduser(spec)
     else:
@@ -195,6 +207,10 @@ def tokenizer_of(spec: str, revision: str | None):
     try:
         with open(os.path.join(folder, "config.json")) as f:
             seq2seq = bool(json.load(f).get("is_encoder_decoder", False))
+        if os.path.isfile(os.path.join(folder, "tokenizer.json")):
+            return fast_tokenizer(os.path.join(folder, "tokenizer.json")), seq2seq
+        from transformers import AutoTokenizer
+
         return AutoTokenizer.from_pretrained(folder), seq2seq
-    except (OSError, ValueError):  # no usable tokenizer files: the run says so when it loads the model
+    except Exception:  # no usable tokenizer files (tokenizers raises plain Exception): the run says so at load
         return None

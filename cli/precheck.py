@@ -1,7 +1,8 @@
 """Compose and validate ``cscore run`` configs before Hydra makes a run directory.
 
 A typo or a bad value is reported in one line within a second, not after data and model loading;
-so is a model that cannot load here (``pair_check``) or a launcher that is not installed. A
+so is a model that cannot load here (``pair_check``), a launcher that is not installed, or a data
+file its loader cannot read (``preload_data``: read before torch is imported, kept for the job). A
 multirun checks every point of its command-line grid before the first job starts."""
 
 from __future__ import annotations
@@ -142,6 +143,19 @@ def check_data(c: dict) -> None:
         raise ConfigError(str(err)) from None
 
 
+def preload_data(run) -> None:
+    """Read the run's data file(s) as its loader will (header, columns, every row), before torch is
+    imported: a file that cannot be read as the dataset is refused within seconds, in the loader's
+    own line, as a ConfigError (exit 2). The job takes what was read (``registry.preload``)."""
+    from cscore.data.registry import preload
+    from cscore.data.schema import DataError
+
+    try:
+        preload(run.data)
+    except DataError as err:
+        raise ConfigError(str(err)) from None
+
+
 def check_cache(run) -> None:
     """A ConfigError when a ``gguf:`` model would be converted into a cache folder that cannot be
     made ($CSCORE_CACHE under a file, or in a read-only place), or on a disk with less room than
@@ -189,7 +203,9 @@ def check(args: list[str]) -> None:
     from cscore.cli.compose import plain
     from cscore.cli.pipeline import kinds
     from cscore.cli.validate import validate
+    from cscore.data.registry import PRELOADED
 
+    PRELOADED.clear()  # an earlier command's (in the same process), never taken
     check_output_dirs(args)
     check_launcher(args)
     slurm = on_slurm(args)
@@ -212,6 +228,7 @@ def check(args: list[str]) -> None:
                 workers.check_kind(run, kinds.of_method(run.method.name))
             pair_check.check(c, run)
             check_cache(run)
+            preload_data(run)
             if slurm and run.runtime.shards > 1 and run.runtime.devices is None:  # before anything is submitted
                 workers.check_shared(run)  # (a job checks it again: cli/workers.py check)
         except ConfigError as err:

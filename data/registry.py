@@ -14,7 +14,11 @@ from cscore.data.schema import DataError
 
 LOADERS.discover("cscore.data")  # every module here: each loader module registers its loader
 
-__all__ = ["LOADERS", "Loader", "check_config", "check_name", "load_config", "load_data", "load_examples", "task_of"]
+__all__ = ["LOADERS", "Loader", "check_config", "check_name", "load_config", "load_data", "load_examples", "preload",
+           "task_of"]
+
+# what ``preload`` read before a run's job started, by ``data_key``: the job's ``load_data`` takes it (once)
+PRELOADED: dict[str, tuple] = {}
 
 
 def check_name(name: str) -> None:
@@ -53,10 +57,28 @@ def load_examples(name: str, path: str | None = None, **options):
     return loader.load(path, **options)
 
 
+def data_key(data) -> str:
+    """What a typed ``data`` section asks a loader for: its name, path and the options it takes."""
+    loader = LOADERS.get(data.name)
+    return repr((data.name, data.path, [(k, getattr(data, k, None)) for k in loader.options]))
+
+
+def preload(data) -> None:
+    """Load the dataset a run's typed ``data`` section names now (the precheck: its errors come
+    before torch is imported) and keep it for that run's ``load_data``; each key is read once."""
+    key = data_key(data)
+    if key not in PRELOADED:
+        PRELOADED[key] = load_data(data)
+
+
 def load_data(data):
     """The dataset a run's typed ``data`` section (``cscore.scorers.config.groups.Data``) names:
     ``name``, ``path`` and, of its other settings, the options its loader takes (None: not given;
-    an option it does not take was refused before the run: ``check_config``)."""
+    an option it does not take was refused before the run: ``check_config``). What ``preload``
+    read for it is taken (and forgotten) instead of reading the files again."""
+    found = PRELOADED.pop(data_key(data), None)
+    if found is not None:
+        return found
     loader = LOADERS.get(data.name)
     return load_examples(data.name, data.path, **{k: getattr(data, k, None) for k in loader.options})
 

@@ -94,7 +94,9 @@ def rich(t: Table) -> "Fitted":
 class Fitted:
     """A table that fits the console: when all its columns do not fit in one rich table, the
     columns are split over several tables, each repeating the row names, so that no label or
-    number is cut, ellipsised or wrapped (80 columns on a terminal, 160 in log files)."""
+    number is cut, ellipsised or wrapped (80 columns on a terminal, 160 in log files); when that
+    takes more than one table, long row names wrap and each cell's number stands over its interval
+    if that packs more columns into each table (``layout``)."""
 
     def __init__(self, table: Table):
         self.table = table
@@ -104,8 +106,9 @@ class Fitted:
 
         t = self.table
         yield Text(t.title, style="bold")
-        for group in column_groups(t, options.max_width):
-            yield _rich_part(t, group)
+        shown, groups = layout(t, options.max_width)
+        for group in groups:
+            yield _rich_part(shown, group)
         if t.signature:
             yield Text(t.signature, style="dim")
 
@@ -114,9 +117,40 @@ BORDER = 3  # a column's share of a boxed rich table: one space each side and on
 
 
 def _width(texts) -> int:
+    """The widest line of the texts (a cell may hold several lines)."""
     from rich.cells import cell_len
 
-    return max((cell_len(str(x)) for x in texts), default=0)
+    return max((cell_len(line) for x in texts for line in str(x).split("\n")), default=0)
+
+
+def layout(t: Table, width: int) -> tuple[Table, list[list[int]]]:
+    """The table as printed at ``width`` and its column groups (``column_groups``): as it is when
+    it fits one table, else ``compact`` when that takes fewer tables (issue 47: long row names left
+    room for one column a table at 80 columns)."""
+    groups = column_groups(t, width)
+    if len(groups) == 1:
+        return t, groups
+    small = compact(t, width)
+    fewer = column_groups(small, width)
+    return (small, fewer) if len(fewer) < len(groups) else (t, groups)
+
+
+def compact(t: Table, width: int) -> Table:
+    """``t`` with row names wrapped at a quarter of ``width`` (at least 12 columns, at spaces) and
+    every cell cut at its first space into two lines: "0.3376 [0.244, 0.420] (2)" puts the
+    number over "[0.244, 0.420] (2)"."""
+    import textwrap
+
+    room = max(12, width // 4)
+
+    def name(text: str) -> str:
+        return "\n".join(textwrap.wrap(text, room, break_long_words=False)) or text
+
+    def cell(text: str) -> str:
+        return "\n".join(text.split(" ", 1))
+
+    rows = [(name(n), [cell(c) for c in cells]) for n, cells in t.rows]
+    return Table(t.title, t.columns, rows, t.signature, t.row_header, t.best)
 
 
 def column_groups(t: Table, width: int) -> list[list[int]]:
@@ -139,7 +173,7 @@ def _rich_part(t: Table, group: list[int]):
     from rich.markup import escape
     from rich.table import Table as RichTable
 
-    out = RichTable()
+    out = RichTable(show_lines=any("\n" in text for name, cells in t.rows for text in [name, *cells]))
     out.add_column(escape(t.row_header), style="bold", overflow="fold")
     for j in group:
         out.add_column(escape(t.columns[j]), justify="right", overflow="fold")

@@ -14,16 +14,15 @@ wrongly, so ``gguf_tokenizer`` builds it from the file's metadata, under every v
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import logging
 import os
 import shutil
 from pathlib import Path
 
-import torch
-import transformers
-
-from cscore.files import atomic_file, cache_root, file_lock, sha256_file, writing
+from cscore.files import atomic_file, cache_root, file_lock, writing
 from cscore.scorers.models.gguf_tokenizer import build_gemma3_tokenizer
+from cscore.scorers.models.identity import file_digest
 from cscore.scorers.models.specs import (  # noqa: F401 (GGUF_MAGIC: re-exported)
     GGUF_MAGIC,
     PACKAGED_GGUF,
@@ -37,7 +36,9 @@ log = logging.getLogger(__name__)
 
 
 CONVERSION_VERSION = 3  # bump when the conversion code changes what it writes: old caches are not reused
-TRANSFORMERS_MAJOR = int(transformers.__version__.split(".")[0])
+# read from the installed package's metadata: finding a cached conversion imports neither torch nor transformers
+TRANSFORMERS_VERSION = importlib.metadata.version("transformers")
+TRANSFORMERS_MAJOR = int(TRANSFORMERS_VERSION.split(".")[0])
 CACHE_HINT = "set CSCORE_CACHE to a writable folder with room (converted models are cached there)"
 
 
@@ -76,7 +77,9 @@ def join_parts(parts: list[Path], target: Path, sha256: str, hint: str) -> Path:
 
 
 def file_fingerprint(path: Path) -> str:
-    return sha256_file(path)
+    """The GGUF file's SHA-256, memoised by its path and stat (``identity.file_digest``): every run
+    names its conversion by it, and a cached run need not read the whole file again (issue 47)."""
+    return file_digest(path)
 
 
 # transformers 4.x builds the Gemma 3 GGUF tokenizer wrongly (Unigram instead of BPE); ours is
@@ -127,6 +130,9 @@ def converted_gguf_dir(gguf_path: Path) -> Path:
 def gguf_load_options() -> dict:
     """``from_pretrained`` options giving a plain float32 model from a GGUF file. transformers 5.x
     keeps GGUF weights packed, and will not save them, unless told to dequantize (4.x always does)."""
+    import torch
+    import transformers
+
     options = {"dtype": torch.float32}
     gguf_config = getattr(transformers, "GgufConfig", None)  # 5.x only
     if gguf_config is not None:
@@ -143,12 +149,12 @@ def convert_gguf(gguf_path: Path, out: Path) -> None:
                                                      **gguf_load_options())
         tok = gguf_tokenizer(gguf_path, model.config.model_type)
     except Exception as err:  # a damaged file, an architecture transformers lacks, ...: name the file
-        raise ModelSpecError(f"transformers {transformers.__version__} cannot convert {gguf_path}: "
+        raise ModelSpecError(f"transformers {TRANSFORMERS_VERSION} cannot convert {gguf_path}: "
                              f"{one_line(err)}") from err
     fix_special_tokens(tok, model.config)
     model.save_pretrained(out)
     tok.save_pretrained(out)
-    (out / "COMPLETE").write_text(f"{gguf_path}\ntransformers {transformers.__version__}\n")
+    (out / "COMPLETE").write_text(f"{gguf_path}\ntransformers {TRANSFORMERS_VERSION}\n")
 
 
 def gguf_tokenizer(gguf_path: Path, model_type: str):
@@ -197,10 +203,18 @@ def load_tokenizer(spec: str):
         config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
         tok = gguf_tokenizer(path, config.model_type)
     except Exception as err:  # as in convert_gguf: name the file
-        raise ModelSpecError(f"transformers {transformers.__version__} cannot read the tokenizer of {path}: "
+        raise ModelSpecError(f"transformers {TRANSFORMERS_VERSION} cannot read the tokenizer of {path}: "
                              f"{one_line(err)}") from err
     fix_special_tokens(tok, config)
     return tok
+
+
+def cached_tokenizer_file(spec: str) -> Path | None:
+    """The ``tokenizer.json`` of a ``gguf:`` spec's cached conversion (None: not converted yet), which
+    ``tokenizers`` reads without torch or transformers."""
+    target = conversion_dir(gguf_path(spec))
+    file = target / "tokenizer.json"
+    return file if (target / "COMPLETE").exists() and file.is_file() else None
 
 
 def resolve_path(spec: str) -> tuple[str, str | None]:

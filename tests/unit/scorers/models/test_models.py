@@ -64,7 +64,8 @@ def test_a_damaged_gguf_file_is_named_and_leaves_no_lock(tmp_path, model_cache):
     broken.write_bytes(GGUF_MAGIC + b"\x03\x00\x00\x00cut short")
     message = spec_error(f"gguf:{broken}")
     assert f"cannot convert {broken}" in message
-    assert left_in(model_cache) == []
+    # no lock, no partial conversion; the file's SHA-256 memo (fingerprints/, by path and stat) may stay
+    assert [f for f in left_in(model_cache) if not f.startswith("fingerprints/")] == []
 
 
 def test_a_missing_gguf_path_is_not_taken_for_a_packaged_name(tmp_path, model_cache):
