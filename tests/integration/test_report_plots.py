@@ -286,8 +286,11 @@ def test_a_small_judges_dev_heat_map_shows_the_expected_score_and_every_png_fits
     assert_figures_fit(saved, root / "report")
     fig = next(f for f, p in saved if p.name == f"{stem}_dev_tiny_1-10.png")
     parsed, expected = [ax for ax in fig.axes if ax.get_title()]  # the colour bars have none
-    assert (parsed.get_title(), expected.get_title()) == ("parsed score", "expected score")
-    assert [t.get_text() for t in parsed.texts] == ["nan"] * 4  # a constant parsed score: no correlation
+    # a constant parsed score: no correlation in any cell, so no cell is chosen (issue 47, item 4)
+    assert (parsed.get_title(), expected.get_title()) == ("parsed score: no valid scores, nothing chosen",
+                                                          "expected score")
+    assert [t.get_text() for t in parsed.texts] == ["nan"] * 4
+    assert not [p for p in parsed.patches if p.get_edgecolor()[:3] == (1.0, 0.0, 0.0)]
     study = judge_runs.collect(find_runs(root))[0]
     grid = judge.grid(study, judge.Criterion(), "expected")
     want = grid.sort_values(["lam", "t"])["value"]

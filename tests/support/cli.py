@@ -107,3 +107,19 @@ def main_runner(monkeypatch, capsys):
         return subprocess.CompletedProcess(res.args, res.returncode, res.stdout + late.out, res.stderr + late.err)
 
     return run
+
+
+def write_mqm_with_reference(folder) -> object:
+    """2 segments x (S1, S2 and the human reference ``ref``), one rater, en-de by its file name."""
+    errors = {("S1", 1): ("Accuracy/Mistranslation", "Major"), ("S2", 1): ("Fluency/Grammar", "Minor"),
+              ("S1", 2): ("Fluency/Grammar", "Minor")}
+    text = "system\tdoc\tdoc_id\tseg_id\trater\tsource\ttarget\tcategory\tseverity\n" + "".join(
+        f"{s}\td1\t{seg}\t{seg}\tr1\tSource {seg}.\tZiel {s} {seg}.\t"
+        + "\t".join(errors.get((s, seg), ("No-error", "No-error"))) + "\n"
+        for seg in (1, 2) for s in ("S1", "S2", "ref"))
+    file = folder / "mqm_ted_ende.tsv"
+    file.write_text(text, encoding="utf-8")
+    return file
+
+
+REF_LINE = "mqm: 2 human-reference rows (system ref) scored as a system; data.exclude_references=true drops them"

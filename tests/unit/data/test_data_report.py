@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 
 import pandas as pd
-import pytest
 
 from cscore.data import mqm
 from cscore.data.schema import LoadReport
-from cscore.tests.support.cli import read_run, tiny_args
+from cscore.tests.support.cli import REF_LINE, write_mqm_with_reference
 
 
 def filled_report() -> LoadReport:
@@ -82,22 +81,6 @@ def test_mqm_exclusions_are_deliberate_and_inconsistent_rows_dropped(tmp_path):
         ("excluded", "zh-en/refA/1"), ("excluded", "zh-en/refB/1"), ("dropped", "zh-en/S2/1")]
 
 
-def write_mqm_with_reference(folder) -> object:
-    """2 segments x (S1, S2 and the human reference ``ref``), one rater, en-de by its file name."""
-    errors = {("S1", 1): ("Accuracy/Mistranslation", "Major"), ("S2", 1): ("Fluency/Grammar", "Minor"),
-              ("S1", 2): ("Fluency/Grammar", "Minor")}
-    text = "system\tdoc\tdoc_id\tseg_id\trater\tsource\ttarget\tcategory\tseverity\n" + "".join(
-        f"{s}\td1\t{seg}\t{seg}\tr1\tSource {seg}.\tZiel {s} {seg}.\t"
-        + "\t".join(errors.get((s, seg), ("No-error", "No-error"))) + "\n"
-        for seg in (1, 2) for s in ("S1", "S2", "ref"))
-    file = folder / "mqm_ted_ende.tsv"
-    file.write_text(text, encoding="utf-8")
-    return file
-
-
-REF_LINE = "mqm: 2 human-reference rows (system ref) scored as a system; data.exclude_references=true drops them"
-
-
 def test_mqm_counts_the_human_reference_rows_it_scores_as_a_system(tmp_path):
     file = write_mqm_with_reference(tmp_path)
     df, report = mqm.load(str(file))
@@ -130,28 +113,3 @@ def test_the_data_card_and_export_say_how_many_reference_rows_are_scored(tmp_pat
     assert "- systems: 2" in res.stdout and "- human-reference rows scored as systems: 0" in res.stdout
     res = cscore_main("data", "export", "data=mqm", f"data.path={file}", f"out={tmp_path / 'x.jsonl'}", cwd=tmp_path)
     assert res.returncode == 0 and f"  {REF_LINE}" in res.stdout.splitlines()
-
-
-@pytest.mark.slow
-def test_a_run_says_how_many_reference_rows_it_scores_and_records_it(tmp_path, tiny_dirs, cscore_main):
-    """``cscore run data=mqm``: the console line and metrics.json's data.human_references_scored, counted
-    on the rows the split keeps (dev: 1 of the 2 segments); exclude_references=true: 0 and no line."""
-    file = write_mqm_with_reference(tmp_path)
-    args = [*tiny_args(tiny_dirs, "data=mqm", f"data.path={file}", "method=single"), f"cache.dir={tmp_path / 'c'}"]
-    res = cscore_main("run", *args, f"hydra.run.dir={tmp_path / 'all'}", cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    assert REF_LINE in res.stdout + res.stderr
-    _, scores, metrics = read_run(tmp_path / "all")
-    assert (scores["system"] == "ref").sum() == 2 and metrics["data"]["human_references_scored"] == 2
-    assert metrics["data"]["human_references_by_system"] == {"ref": 2}
-    res = cscore_main("run", *args, "split.use=dev", "split.dev_fraction=0.5", f"hydra.run.dir={tmp_path / 'dev'}",
-                      cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    _, scores, metrics = read_run(tmp_path / "dev")
-    assert len(scores) == 3 and metrics["data"]["human_references_scored"] == 1
-    assert REF_LINE.replace("2 human-reference rows", "1 human-reference row") in res.stdout + res.stderr
-    res = cscore_main("run", *args, "data.exclude_references=true", f"hydra.run.dir={tmp_path / 'x'}", cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    _, scores, metrics = read_run(tmp_path / "x")
-    assert "ref" not in set(scores["system"]) and metrics["data"]["human_references_scored"] == 0
-    assert "scored as a system" not in res.stdout + res.stderr

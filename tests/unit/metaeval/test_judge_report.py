@@ -627,7 +627,8 @@ def test_report_over_one_score_range_prints_no_range_bias_numbers(tmp_path, csco
     md = (out / "summeval_judge_coherence_range_bias.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("| Contra. (pA) |")]
     assert len(rows) == 1 and rows[0].count("needs ≥ 2 ranges") == 6 and rows[0].endswith("| 1/1 |")
-    assert "0.0000" not in md and "needs ≥ 2 ranges" in res.stdout
+    # the console may wrap the cell ("needs" / "≥ 2 ranges") at its width
+    assert "0.0000" not in md and "≥ 2 ranges" in res.stdout
 
 
 def write_token_run(folder: Path) -> None:
