@@ -120,9 +120,9 @@ NOT_CODE = {
     # mt-metrics-eval (google-research/mt-metrics-eval), whose statistics metaeval/ reproduces
     "AverageCorrelation", "AssignRanks", "KendallLike", "KendallVariants", "KendallWithTiesOpt",
     "PairwiseConfidenceError", "PermutationSigDiff", "stats.KendallLike",
-    # the released CD-judge code (scorers/judge/released.py reproduces it) and its transformers classes
+    # the released CD-judge code (scorers/judge/released.py reproduces it) and transformers' classes
     "llama_eval.py", "contrastive_decoding.py", "biggen_eval_contrastive.py", "meta_eval_summeval.py",
-    "AssistedCandidateGenerator", "RepetitionPenaltyLogitsProcessor",
+    "AssistedCandidateGenerator", "RepetitionPenaltyLogitsProcessor", "PreTrainedTokenizerFast",
     # the released bias-mitigation code (metaeval/bias.py), the QAGS release's crowd file
     "calc_cor_before_mitigation.py", "data/mturk_cnndm.jsonl",
     # other libraries: torch's flex attention, gguf's reader, transformers' config attribute
@@ -246,28 +246,38 @@ def dotted_ok(name: str, code: Code) -> bool | None:
     return None
 
 
-def span_refs(span: str, code: Code) -> list[str]:
-    """The names in one backticked span that the package lacks: the span is a name, a call, an
-    assignment (``KIND = "judge"``) or an override (``runtime.shards=2``); a file name
-    (``meta.json``) is no name."""
+def span_ref(span: str, code: Code) -> tuple[str, bool] | None:
+    """The code name in one backticked span and whether the package has it; None when the span names
+    none. The span is a name, a call, an assignment (``KIND = "judge"``) or an override
+    (``runtime.shards=2``); a file name (``meta.json``) is no code name."""
     m = SPAN_NAME.fullmatch(span.strip())
-    if not m or FILE_NAME.fullmatch(m.group(1)):
-        return []
+    if not m or FILE_NAME.fullmatch(m.group(1)) or m.group(1) in NOT_CODE:
+        return None
     name = m.group(1)
-    if name in NOT_CODE or name in code.strings:
-        return []
     if "." in name:
-        return [] if dotted_ok(name, code) in (True, None) else [name]
+        verdict = dotted_ok(name, code)
+        return None if verdict is None else (name, verdict)
     if CAPITAL.fullmatch(name) and (not name.isupper() or CONSTANT.fullmatch(name)):
-        return [] if name in code.defined else [name]
-    return []
+        return name, name in code.defined or name in code.strings
+    return None
+
+
+def code_refs(doc: str, code: Code) -> list[tuple[str, bool]]:
+    """Every code name in a docstring, with whether the package, the tree or the config schema has
+    it: a name in backticks, a path that starts with a folder of the tree, a ``.py`` file's name."""
+    spans = [ref for _, span in SPAN.findall(doc) if (ref := span_ref(span, code))]
+    paths = [(p, path_exists(p, code)) for p in PATH.findall(doc)
+             if p.split("/")[0] in code.folders - RUN_FOLDERS and p not in NOT_CODE]
+    files = [(f, f in code.files) for f in BARE_FILE.findall(doc) if f not in NOT_CODE]
+    return spans + paths + files
 
 
 def missing_refs(doc: str, code: Code) -> list[str]:
-    """Every code name in a docstring that the package, the tree or the config schema lacks: a name
-    in backticks, a path from a folder of the tree, a ``.py`` file's name."""
-    bad = [name for _, span in SPAN.findall(doc) for name in span_refs(span, code)]
-    bad += [p for p in PATH.findall(doc) if p.split("/")[0] in code.folders - RUN_FOLDERS
-            and p not in NOT_CODE and not path_exists(p, code)]
-    bad += [f for f in BARE_FILE.findall(doc) if f not in code.files and f not in NOT_CODE]
-    return bad
+    """The code names in a docstring that the package, the tree or the config schema lacks."""
+    return [name for name, ok in code_refs(doc, code) if not ok]
+
+
+def package_docstrings(root: Path = REPO) -> dict[str, list[str]]:
+    """{module path: its docstrings} for every module of the package, ``__init__.py`` included."""
+    files = sorted(f for d in package_folders(root) for f in d.glob("*.py"))
+    return {f.relative_to(root).as_posix(): docstrings(f.read_text(), str(f)) for f in files}
