@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ast
 import builtins
-import itertools
 import importlib
+import itertools
 import re
 from dataclasses import dataclass, field
 from functools import cache
