@@ -108,7 +108,6 @@ def layout_problems(page: str, modules: list[str], root: Path = REPO) -> list[st
 SPAN = re.compile(r"(`{1,2})([^`\n]+?)\1(?!`)")  # `x` or ``x``
 PATH = re.compile(r"(?<![\w./$~<{-])((?:\w[\w-]*/)+[\w.*<>{}-]*)")  # a/b/, a/b.py, a/*.yaml
 BARE_FILE = re.compile(r"(?<![\w./$~<{-])(\w+\.py)\b")
-NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 CAPITAL = re.compile(r"[A-Z]\w*")  # a ClassName or a CONSTANT
 CONSTANT = re.compile(r"[A-Z][A-Z0-9]*_[A-Z0-9_]+|[A-Z]{3,}")  # ENTRY_KIND, KIND; not T or PCE's 2 letters
 # a span that is a name: alone, called, indexed, assigned or given on the command line
@@ -163,7 +162,7 @@ def assigned(body: list[ast.stmt]) -> set[str]:
 
 def definitions(tree: ast.Module) -> set[str]:
     """Every class, function and assigned name of a module: its top level and each class body."""
-    out = {n for n in assigned(tree.body)}
+    out = assigned(tree.body)
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             out |= assigned(node.body)
@@ -195,7 +194,7 @@ def package_code(root: Path = REPO) -> Code:
             code.top[path] = assigned(tree.body)
             code.defined |= definitions(tree)
             code.strings |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                             and CONSTANT.fullmatch(n.value)}  # the environment variables it reads
+                             and CONSTANT.fullmatch(n.value)}  # names it reads: CSCORE_DEBUG
             if f.name != "__init__.py":
                 code.modules.setdefault(f.stem, []).append(path)
     code.folders |= {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")}
@@ -213,16 +212,17 @@ def path_exists(path: str, code: Code) -> bool:
 
 
 def module_attr(name: str, code: Code) -> bool | None:
-    """``module.attr.attr`` through a module of that last name: True or False, None when its first
-    part names no module."""
+    """``module.attr.attr`` (``kinds.token_pass.TokenKind``, its first part any module or package of
+    that name): True or False, None when its first part names no module."""
     head, *rest = name.split(".")
     if head not in code.modules:
         return None
     for path in code.modules[head]:
         parts = list(rest)
-        while parts and path.endswith("/") and parts[0] in code.modules and \
-                any(p.startswith(path) for p in code.modules[parts[0]]):
-            path = next(p for p in code.modules[parts.pop(0)] if p.startswith(path))
+        while parts and path.endswith("/") and (child := next(
+                (p for p in code.modules.get(parts[0], []) if p in (f"{path}{parts[0]}.py", f"{path}{parts[0]}/")),
+                None)):
+            path, parts = child, parts[1:]
         top = code.top.get(path + "__init__.py" if path.endswith("/") else path, set())
         if not parts or (parts[0] in top and all(p in code.defined for p in parts[1:])):
             return True

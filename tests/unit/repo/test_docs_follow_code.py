@@ -75,13 +75,14 @@ def test_the_docstring_checker_reports_names_that_do_not_exist():
     code = package_code()
     doc = ('The judge kind (``KIND = "judge"``: cd_judge), scored by the kind (scorers/kinds); '
            "``NoSuchClass`` and ``MethodKind``, ``RunConfig.passes`` and ``RunConfig.no_field``, "
-           "``token_pass.TokenKind`` and ``token_pass.NoKind``, ``runtime.max_length`` and "
+           "``token_pass.TokenKind``, ``kinds.token_pass.TokenKind`` and ``token_pass.NoKind``, ``cli.no_such``, "
+           "``runtime.max_length`` and "
            "``runtime.no_such_key``, ``method.gamma=0.2`` and ``method.gammma=0.2``, "
            "scorers/engine/engine.py and scorers/engine/gone.py, no_such_module.py and passes.py; "
            "not code: ``p.gamma``, ``meta.json``, ``CSCORE_DEBUG``, ``None``, outputs/multirun/<date>, "
            "conf/method/*.yaml, ``KendallLike`` (mt-metrics-eval's)")
     assert missing_refs(doc, code) == [
-        "KIND", "NoSuchClass", "RunConfig.no_field", "token_pass.NoKind", "runtime.no_such_key",
+        "KIND", "NoSuchClass", "RunConfig.no_field", "token_pass.NoKind", "cli.no_such", "runtime.no_such_key",
         "method.gammma", "scorers/kinds", "scorers/engine/gone.py", "no_such_module.py"]
 
 
