@@ -1,4 +1,4 @@
-"""The judge's score range (``judge.min_score`` .. ``judge.max_score``), checked in one place: by the
+"""The judge's score range (``method.score_range``: its lowest and highest rating), checked in one place: by the
 prompt loader (``cscore.data.judge_prompts``) and the judge's parser (``cscore.scorers.judge.parse``),
 two layers that may not import each other."""
 

@@ -2,7 +2,7 @@
 ``cscore: error: <message>`` and its ``exit_code`` (``CSCORE_DEBUG=1`` keeps the traceback); Ctrl-C
 is one line and exit 130; a bug keeps its traceback.
 
-One rule for every command and every moment (docs/troubleshooting.md, "Exit codes"): the error's
+One rule for every command and every moment (docs/concepts.md, "Exit codes"): the error's
 ``exit_code``, 2 for a config, usage or data-input mistake (``ConfigError``, ``DataError``), 1 for
 the others; ``cscore run`` checks what it can before Hydra starts (``code=2``: everything found
 there is the command line's), and a data file is read first in the job, before any model.

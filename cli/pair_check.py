@@ -2,7 +2,7 @@
 
 Every model the method reads: a ``gguf:`` file must start with the GGUF magic, a packaged one
 needs its wheel(s), a local directory needs a config.json and weight files, and a hub id must be
-in the local hub cache or the hub must answer (decided once, fast: ``scorers.hub``). Then
+in the local hub cache or the hub must answer (decided once, fast: ``scorers.models.hub``). Then
 ``runtime.max_length`` against the shortest prompt the run can build: the template with its
 source removed, plus one hypothesis token. The expert's tokenizer is read for that (never its
 weights) only when the limit is small enough that it could matter."""

@@ -1,5 +1,5 @@
 """The one check every loader makes of its options: a key it does not know is a DataError that
-names it as the command line spells it (``data.foo``), lists the allowed keys and, when one is
+names it as the command line spells it (``data.<key>``), lists the allowed keys and, when one is
 close, asks "did you mean ...?"."""
 
 from __future__ import annotations

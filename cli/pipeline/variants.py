@@ -90,7 +90,7 @@ def planned(p, baseline_t: float, rows, written: Mapping | None) -> list[Variant
             one = {"model": row, "t": baseline_t}
             out.append(Variant(row, "single", row_params("single", row, **one, **share), {**one, **share_rec}))
         elif row == "ensemble" and {"expert", "amateur"} <= loaded:
-            gamma = methods.defaults("ensemble")["gamma"]  # Eq. 6: the YAML's default, 0.5
+            gamma = methods.defaults("ensemble")["gamma"]  # Eq. 6: ensemble's own default (its Params), 0.5
             mix = {"gamma": gamma, "t_exp": baseline_t, "t_ama": baseline_t}
             floor = {"floor": typed["floor"]} if "floor" in typed else {}
             rec = {**mix, **share_rec, **({"floor": given.get("floor", typed["floor"])} if floor else {})}

@@ -101,7 +101,7 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alp
     """Per item: ``score`` (parsed by ``cscore.scorers.judge.parse.read_score`` under the rule ``parse``),
     ``status`` (ok / No Pred / Below / Above / List / Echo), ``text`` (what the judge wrote:
     ``texts`` when decoded, else the first token(s) read from ``stats``) and ``expected`` (NaN
-    where ``stats.expected_note`` says it cannot be computed)."""
+    where ``JudgeStats.expected_note`` says it cannot be computed)."""
     from cscore.scorers.judge.parse import read_score
 
     lo, hi = int(score_range[0]), int(score_range[1])

@@ -1,4 +1,4 @@
-"""The baseline kind (``KIND = "baseline"``: ``method=baseline``): its plan and score steps.
+"""The baseline kind (``kind = "baseline"``: ``method=baseline``): its plan and score steps.
 
 Plan: one row per score column of the chosen baselines (``baseline=bleu`` or a list), each named
 by its column (``score.bleu``, ``score.rougeL``, ``score.bertscore_f1``, ``score.bartscore``, ...) with

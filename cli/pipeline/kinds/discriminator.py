@@ -1,4 +1,4 @@
-"""The discriminator kind (``KIND = "discriminator"``: cdm_gen): a discriminator trained by
+"""The discriminator kind (``kind = "discriminator"``: cdm_gen): a discriminator trained by
 ``cscore cdm train`` scores each item; the comparison rows are those of a token method. The rows it
 was trained on are left out of scoring (``held_out_rows``)."""
 

@@ -1,4 +1,4 @@
-"""The judge kind (``KIND = "judge"``: cd_judge): its plan and score steps.
+"""The judge kind (``kind = "judge"``: cd_judge): its plan and score steps.
 
 Score: render one judge prompt per item (the ``judge_prompt`` group, the expert's chat template),
 run the judge pass once (``scorers.judge``; read from the statistics cache when it holds it), then
@@ -109,8 +109,8 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
 def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory,
                   merged=False) -> tuple[dict, list, dict] | Pending:
     """({row: its decoded text per prompt}, the sweep's other (λ, t) points whose paths were decoded
-    too, {"decode": its report}) under method.decode=greedy (``scorers.judge_decode``; paths cached
-    next to the statistics); ({}, [], {}) for first_token; ``Pending`` while a shard of a sharded
+    too, {"decode": its report}) under method.decode=greedy (paths cached next to the statistics,
+    as the cache's ``judge_decode`` entries); ({}, [], {}) for first_token; ``Pending`` while a shard of a sharded
     decode is missing. ``merged``: this process merged the sharded first-step pass (the decodes of
     shards that ended before it are its own, ``judge.sharded``)."""
     p: Any = run.method  # cd_judge's Params

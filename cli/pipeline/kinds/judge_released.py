@@ -1,4 +1,4 @@
-"""The released judge kind (``KIND = "judge_released"``: cd_judge_released): the released
+"""The released judge kind (``kind = "judge_released"``: cd_judge_released): the released
 code's decode, no judge statistics; each decoded row cached, a sweep's λ / t points decoded in the
 first job's tree (``grid_points``, ``decode_rows``). Columns: ``score.<row>``,
 ``parse.<row>``, ``output.<row>``. ``metrics.json`` → ``judge.invalid`` counts, per row, No Pred,

@@ -1,4 +1,4 @@
-"""The trained pooler kind (``KIND = "pooler"``: cdm_classifier): its score step.
+"""The trained pooler kind (``kind = "pooler"``: cdm_classifier): its score step.
 
 The forward passes and the comparison rows are those of any token method (``token_pass.TokenKind``,
 the statistics cache included); then the method's column: the per-token momentum of every item, cut

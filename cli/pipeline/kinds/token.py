@@ -1,4 +1,4 @@
-"""The token statistics kind (methods without ``KIND``: single, contrast, cd_score, cdm, ...):
+"""The token statistics kind (methods with the default ``kind = "token"``: single, contrast, cd_score, cdm, ...):
 one forward pass per model keeping per-token statistics (cached), every variant a function of them
 (its steps: ``token_pass.TokenKind``)."""
 

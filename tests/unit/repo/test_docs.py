@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from cscore.tests.support import REPO, TESTS
+from cscore.tests.support.docrefs import docstrings, resolves
 from cscore.tests.support.groups import SERIAL
 
 ROOT = REPO
@@ -374,32 +375,6 @@ def test_merge_notes_are_not_published():
 DOTTED = re.compile(r"(?<![\w./${-])cscore(?:\.[A-Za-z_]\w*)+(?![\w:-])")  # not a path, a resolver or a tag
 # names that are no Python names: the run-name resolver and the trackers' tags (each a string in cli/)
 NOT_PYTHON = {"cscore.run_name", "cscore.role", "cscore.sweep_dir", "cscore.overrides", "cscore.job"}
-
-
-def resolves(name: str) -> bool:
-    """``name`` (``cscore.a.b.C.d``) is a module, or an attribute path under its longest module prefix."""
-    import importlib
-
-    parts = name.split(".")
-    for i in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:i]))
-        except ModuleNotFoundError:
-            continue
-        for attr in parts[i:]:
-            if not hasattr(obj, attr):
-                return False
-            obj = getattr(obj, attr)
-        return True
-    return False
-
-
-def docstrings(source: str, name: str) -> list[str]:
-    import ast
-
-    return [doc for node in ast.walk(ast.parse(source, filename=name))
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and (doc := ast.get_docstring(node, clean=False))]
 
 
 def unresolved_names(texts: dict[str, list[str]]) -> list[str]:
