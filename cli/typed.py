@@ -5,7 +5,7 @@ config checked into typed objects (``typed(cfg) -> RunConfig``: by the precheck 
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import replace
 from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
@@ -48,10 +48,22 @@ def resolved(cfg) -> dict:
         raise ConfigError(f"the config does not resolve: {err}") from None
 
 
-def known_only(cls, given: dict | None):
-    """A ``cls`` from the keys it has (a preset's own loader checks the rest)."""
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in (given or {}).items() if k in names})
+def typed_data(data: dict | None) -> Data:
+    """The data section: the keys every dataset has (``Data``) and the rest as its loader's
+    ``Options``; a key the loader does not declare is the loader's one-line message (naming the
+    options it takes), as a ConfigError."""
+    from cscore.data.options import RUNNER_KEYS
+    from cscore.data.registry import options_of
+    from cscore.data.schema import DataError
+
+    if not data:
+        return Data()
+    try:
+        options = options_of(data)
+    except DataError as err:
+        raise ConfigError(str(err)) from None
+    common = check_section(Data, {k: v for k, v in data.items() if k in RUNNER_KEYS}, "data")
+    return replace(common, options=options)
 
 
 def check_pair(pair: dict) -> Pair:
@@ -62,8 +74,8 @@ def check_pair(pair: dict) -> Pair:
         if role == "amateur" and spec is not None and not (isinstance(spec, str) and spec.strip()):
             raise ConfigError(f"pair.amateur.path must name a model or be null, got {spec!r}")
     check_early_exit((pair.get("amateur") or {}).get("early_exit"))
-    return Pair(name=pair.get("name", ""), expert=known_only(ModelSpec, pair.get("expert")),
-                amateur=known_only(ModelSpec, pair.get("amateur")))
+    return Pair(name=pair.get("name", ""), expert=check_section(ModelSpec, pair.get("expert") or {}, "pair.expert"),
+                amateur=check_section(ModelSpec, pair.get("amateur") or {}, "pair.amateur"))
 
 
 def typed_method(method: dict):
@@ -97,7 +109,7 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
 
     runtime = settings["runtime"] = resolve_devices(settings["runtime"])  # runtime.devices: shards and device
     return RunConfig(**settings, **top, passes=PassOptions.of(runtime), coordinator=coordinator(runtime),
-                     data=known_only(Data, c.get("data")), pair=pair, method=method,
+                     data=typed_data(c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
-                     tracking=known_only(Tracking, c.get("tracking") or {"name": "none"}),
+                     tracking=Tracking(**(c.get("tracking") or {"name": "none"})),
                      method_given=dict(c["method"]))
