@@ -4,9 +4,8 @@ config checked into typed objects (``typed(cfg) -> RunConfig``: by the precheck 
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from typing import Any, cast
+from typing import cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -17,9 +16,6 @@ from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.methods.params import check_section, defaults_of
 
 SETTINGS = ("runtime", "stats", "cache", "baselines", "split", "meta")  # the sections checked key by key
-# the method sections typed in this process, by their text (the job's name, the precheck and the
-# job itself type the same section: once)
-_TYPED_METHODS: dict[str, Any] = {}
 
 
 def register() -> None:
@@ -79,15 +75,12 @@ def check_pair(pair: dict) -> Pair:
 
 
 def typed_method(method: dict):
-    """The method section as its checked ``Params``, once per process and section (its text, in
-    config order, is the key: the same object for every caller; nothing changes it in place)."""
+    """The method section as its checked ``Params`` (a run's: ``typed``, once; the run directory's
+    name reads the composed section before the run is typed: ``names.models_run``)."""
     from cscore.scorers import methods
 
-    key = json.dumps(method, default=repr)
-    if key not in _TYPED_METHODS:
-        name = methods.get(method.get("name")).name  # type: ignore[arg-type]  # None or other: one-line ConfigError
-        _TYPED_METHODS[key] = methods.params(name, method, prefix="method")
-    return _TYPED_METHODS[key]
+    name = methods.get(method.get("name")).name  # type: ignore[arg-type]  # None or other: one-line ConfigError
+    return methods.params(name, method, prefix="method")
 
 
 def typed(cfg: DictConfig | dict) -> RunConfig:
@@ -95,6 +88,7 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     that is not allowed is a one-line ConfigError naming it, what was given and what may be.
     ``runtime.devices`` is resolved here, once (``workers.resolve_devices``): the run's
     ``PassOptions`` and coordinator are built from the resolved runtime."""
+    from cscore.cli.pipeline import variants
     from cscore.cli.tracking import check_config as check_tracking
 
     c = resolved(cfg)
@@ -103,6 +97,8 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     judge_prompt = check_section(JudgePrompt, c["judge_prompt"], "judge_prompt") if c.get("judge_prompt") else None
     pair = check_pair(c["pair"])
     method = typed_method(c["method"])
+    baselines = settings["baselines"]
+    method_plan = variants.method_plan(method, c["method"], baselines.t, list(baselines.rows))
     check_tracking(c.get("tracking"))
     top = {k: c[k] for k in ("resume", "out", "tokenizer", "model") if k in c}
     from cscore.cli.workers import coordinator, resolve_devices
@@ -112,4 +108,4 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
                      data=typed_data(c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
                      tracking=Tracking(**(c.get("tracking") or {"name": "none"})),
-                     method_given=dict(c["method"]))
+                     method_plan=method_plan)
