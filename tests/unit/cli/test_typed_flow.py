@@ -119,14 +119,10 @@ def test_runtime_devices_are_resolved_where_the_run_is_typed(tmp_path, monkeypat
         workers.check_settings(typed(composed("config", ["runtime.devices=[cpu]", "runtime.shard=0"])))
 
 
-def test_pass_options_give_their_key_parts_and_take_the_api_keywords():
+def test_pass_options_give_their_key_parts():
     opts = PassOptions.of(Runtime(token_budget=512, padding_side="left"))
     assert opts.key_parts(shared=False) == {"token_budget": 512, "padding_side": "left"}
     assert opts.key_parts(shared=True) == {"token_budget": 512, "padding_side": "left", "prefix_sharing": True}
-    assert PassOptions.given(opts, {"prefix_sharing": False}) == dataclasses.replace(opts, prefix_sharing=False)
-    assert PassOptions.given() == PassOptions()
-    with pytest.raises(TypeError, match="share_prefix"):
-        PassOptions.given(None, {"share_prefix": False})
     assert opts.budget_for(model=None, longest_row=10) == 512  # a number is the budget: no model is asked
     assert PassOptions(device="cpu").torch_device().type == "cpu"
 

@@ -13,7 +13,7 @@ from cscore.metaeval import kernels
 from cscore.metaeval.bias import bias_score, invalid_rate, quantized_accuracy, unfairness_score
 from cscore.metaeval.clusters import assign_ranks, significance_clusters
 from cscore.metaeval.levels import correlate_at
-from cscore.metaeval.resampling import bootstrap_ci, permutation_test
+from cscore.metaeval.resampling import Permutations, bootstrap_ci, permutation_test
 from cscore.metaeval.statistic import LevelStat, MeanStat, as_stat, correlation_stat
 
 PEARSON = correlation_stat("human.overall", "pearson")
@@ -125,9 +125,10 @@ def test_permutation_human_vs_noise():
     assert better["value_a"] == pytest.approx(1.0)
     worse = permutation_test(df, PEARSON, "score.bad", "score.human", n=200, seed=0)
     assert worse["p_value"] >= 0.99
-    two = permutation_test(df, PEARSON, "score.bad", "score.human", n=200, seed=0, alternative="two-sided")
+    two = permutation_test(df, PEARSON, "score.bad", "score.human", n=200, seed=0,
+                           how=Permutations(alternative="two-sided"))
     assert two["p_value"] <= 0.01
-    smoothed = permutation_test(df, PEARSON, "score.human", "score.bad", n=200, seed=0, plus_one=True)
+    smoothed = permutation_test(df, PEARSON, "score.human", "score.bad", n=200, seed=0, how=Permutations(plus_one=True))
     assert smoothed["p_value"] == pytest.approx((better["p_value"] * 200 + 1) / 201)
 
 
@@ -136,7 +137,8 @@ def test_permutation_deterministic_and_block_swaps():
     a = permutation_test(df, PEARSON, "score.good", "score.good2", n=100, seed=4)
     b = permutation_test(df, PEARSON, "score.good", "score.good2", n=100, seed=4)
     assert a == b
-    blocks = permutation_test(df, PEARSON, "score.good", "score.good2", n=100, seed=4, resample="group")
+    blocks = permutation_test(df, PEARSON, "score.good", "score.good2", n=100, seed=4,
+                              how=Permutations(resample="group"))
     assert 0 <= blocks["p_value"] <= 1 and blocks["delta"] == pytest.approx(a["delta"])
 
 
