@@ -12,8 +12,8 @@ import yaml
 
 HEADER = """# Configuration reference
 
-Generated from the schema (`scorers/config/run.py`, `scorers/config/groups.py`, each method's `Params` in
-`scorers/methods/`, `scorers/training/params.py`, the baselines' settings) by
+Generated from the schema (`scorers/config/run.py`, `scorers/config/groups.py`, each loader's `Options` in
+`data/`, each method's `Params` in `scorers/methods/`, `scorers/training/params.py`, the baselines' settings) by
 `scripts/config_reference.py`; do not edit by hand. The YAML presets under `conf/` choose
 values; a setting not in a preset keeps the default written here. Any key can be set on the
 command line, e.g. `cscore run runtime.token_budget=auto method.gamma=0.2`.
@@ -50,6 +50,8 @@ def rows(cls, prefix: str) -> list[str]:
     out = []
     for f in fields(cls):
         value = default_value(f)
+        if f.metadata.get("section"):  # its own tables (data.options: data_options)
+            continue
         if is_dataclass(value):
             out += rows(type(value), f"{prefix}{f.name}.")
             continue
@@ -85,6 +87,22 @@ def group_sections() -> str:
                       ("tracking", Tracking)):
         text = (cls.__doc__ or "").split("\n\n")[0].strip() + " Defaults here; each preset sets its own."
         out += table(f"`{name}` (group)", escape(" ".join(text.split())), cls, f"{name}.")
+        out += data_options() if name == "data" else ""
+    return out
+
+
+def data_options() -> str:
+    """Each dataset's own options: its loader's ``Options`` (``data.<key>``)."""
+    from cscore.data.registry import LOADERS
+
+    out = ""
+    for name, loader in LOADERS.items():
+        where = f"`{loader.Options.__name__}` in `data/{loader.Options.__module__.rsplit('.', 1)[-1]}.py`"
+        out += f"\n### `data={name}`\n\n"
+        if not fields(loader.Options):
+            out += "No options of its own.\n"
+            continue
+        out += f"Its loader's options ({where}).\n\n{COLUMNS}" + "\n".join(rows(loader.Options, "data.")) + "\n"
     return out
 
 

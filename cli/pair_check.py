@@ -22,9 +22,9 @@ CHEAP_FACTOR, CHEAP_SLACK = 2, 8  # tokens <= 2 x UTF-8 bytes + 8 for any tokeni
 
 def needed_models(run: RunConfig) -> dict[str, tuple[str, str | None]]:
     """{role: (spec, revision)} of the models the run loads (an early-exit amateur is the expert's)."""
-    from cscore.cli.pipeline.variants import models_needed, plan
+    from cscore.cli.pipeline.variants import models_needed
 
-    roles = models_needed(plan(run.method, baseline_t=run.baselines.t, rows=list(run.baselines.rows)))
+    roles = models_needed(list(run.method_plan.rows))
     out = {}
     for role in roles:
         model = getattr(run.pair, role)

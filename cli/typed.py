@@ -4,9 +4,8 @@ config checked into typed objects (``typed(cfg) -> RunConfig``: by the precheck 
 
 from __future__ import annotations
 
-import json
-from dataclasses import fields
-from typing import Any, cast
+from dataclasses import replace
+from typing import cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -17,9 +16,6 @@ from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.methods.params import check_section, defaults_of
 
 SETTINGS = ("runtime", "stats", "cache", "baselines", "split", "meta")  # the sections checked key by key
-# the method sections typed in this process, by their text (the job's name, the precheck and the
-# job itself type the same section: once)
-_TYPED_METHODS: dict[str, Any] = {}
 
 
 def register() -> None:
@@ -48,10 +44,22 @@ def resolved(cfg) -> dict:
         raise ConfigError(f"the config does not resolve: {err}") from None
 
 
-def known_only(cls, given: dict | None):
-    """A ``cls`` from the keys it has (a preset's own loader checks the rest)."""
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in (given or {}).items() if k in names})
+def typed_data(data: dict | None) -> Data:
+    """The data section: the keys every dataset has (``Data``) and the rest as its loader's
+    ``Options``; a key the loader does not declare is the loader's one-line message (naming the
+    options it takes), as a ConfigError."""
+    from cscore.data.options import RUNNER_KEYS
+    from cscore.data.registry import options_of
+    from cscore.data.schema import DataError
+
+    if not data:
+        return Data()
+    try:
+        options = options_of(data)
+    except DataError as err:
+        raise ConfigError(str(err)) from None
+    common = check_section(Data, {k: v for k, v in data.items() if k in RUNNER_KEYS}, "data")
+    return replace(common, options=options)
 
 
 def check_pair(pair: dict) -> Pair:
@@ -62,20 +70,17 @@ def check_pair(pair: dict) -> Pair:
         if role == "amateur" and spec is not None and not (isinstance(spec, str) and spec.strip()):
             raise ConfigError(f"pair.amateur.path must name a model or be null, got {spec!r}")
     check_early_exit((pair.get("amateur") or {}).get("early_exit"))
-    return Pair(name=pair.get("name", ""), expert=known_only(ModelSpec, pair.get("expert")),
-                amateur=known_only(ModelSpec, pair.get("amateur")))
+    return Pair(name=pair.get("name", ""), expert=check_section(ModelSpec, pair.get("expert") or {}, "pair.expert"),
+                amateur=check_section(ModelSpec, pair.get("amateur") or {}, "pair.amateur"))
 
 
 def typed_method(method: dict):
-    """The method section as its checked ``Params``, once per process and section (its text, in
-    config order, is the key: the same object for every caller; nothing changes it in place)."""
+    """The method section as its checked ``Params`` (a run's: ``typed``, once; the run directory's
+    name reads the composed section before the run is typed: ``names.models_run``)."""
     from cscore.scorers import methods
 
-    key = json.dumps(method, default=repr)
-    if key not in _TYPED_METHODS:
-        name = methods.get(method.get("name")).name  # type: ignore[arg-type]  # None or other: one-line ConfigError
-        _TYPED_METHODS[key] = methods.params(name, method, prefix="method")
-    return _TYPED_METHODS[key]
+    name = methods.get(method.get("name")).name  # type: ignore[arg-type]  # None or other: one-line ConfigError
+    return methods.params(name, method, prefix="method")
 
 
 def typed(cfg: DictConfig | dict) -> RunConfig:
@@ -83,6 +88,7 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     that is not allowed is a one-line ConfigError naming it, what was given and what may be.
     ``runtime.devices`` is resolved here, once (``workers.resolve_devices``): the run's
     ``PassOptions`` and coordinator are built from the resolved runtime."""
+    from cscore.cli.pipeline import variants
     from cscore.cli.tracking import check_config as check_tracking
 
     c = resolved(cfg)
@@ -91,13 +97,15 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     judge_prompt = check_section(JudgePrompt, c["judge_prompt"], "judge_prompt") if c.get("judge_prompt") else None
     pair = check_pair(c["pair"])
     method = typed_method(c["method"])
+    baselines = settings["baselines"]
+    method_plan = variants.method_plan(method, c["method"], baselines.t, list(baselines.rows))
     check_tracking(c.get("tracking"))
     top = {k: c[k] for k in ("resume", "out", "tokenizer", "model") if k in c}
     from cscore.cli.workers import coordinator, resolve_devices
 
     runtime = settings["runtime"] = resolve_devices(settings["runtime"])  # runtime.devices: shards and device
     return RunConfig(**settings, **top, passes=PassOptions.of(runtime), coordinator=coordinator(runtime),
-                     data=known_only(Data, c.get("data")), pair=pair, method=method,
+                     data=typed_data(c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
-                     tracking=known_only(Tracking, c.get("tracking") or {"name": "none"}),
-                     method_given=dict(c["method"]))
+                     tracking=Tracking(**(c.get("tracking") or {"name": "none"})),
+                     method_plan=method_plan)

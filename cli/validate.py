@@ -18,11 +18,10 @@ from cscore.scorers.methods.params import check_keys  # noqa: F401  (re-exported
 
 def check_amateur(run: RunConfig) -> None:
     """A method that reads the amateur needs one: a model path or an early exit of the expert."""
-    from cscore.cli.pipeline.variants import models_needed, plan
+    from cscore.cli.pipeline.variants import models_needed
 
-    variants = plan(run.method, baseline_t=run.baselines.t, rows=list(run.baselines.rows))
     ama = run.pair.amateur
-    if "amateur" in models_needed(variants) and ama.path is None and ama.early_exit is None:
+    if "amateur" in models_needed(list(run.method_plan.rows)) and ama.path is None and ama.early_exit is None:
         raise ConfigError(f"method {run.method.name} needs an amateur: set pair.amateur.path or "
                           "pair.amateur.early_exit (an early exit of the expert)")
 

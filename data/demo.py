@@ -14,11 +14,10 @@ from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
 
 DEMO_FILE = Path(__file__).parent / "demo" / "demo.jsonl"
-OPTIONS = ()
 
 
 def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
-    check_options(options, OPTIONS, "demo")
+    check_options(options, (), "demo")
     file = Path(path) if path else DEMO_FILE
     if not file.is_file():
         raise DataError(f"data file {file} does not exist (data.path={path})")
@@ -45,5 +44,4 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
 class Demo(Loader):
     name = "demo"
     task = "summarization"
-    options = OPTIONS
     load = staticmethod(load)

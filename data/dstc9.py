@@ -23,13 +23,12 @@ from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, v
 
 DATASET_DIR, DEFAULT_FILE = "dstc9", "dstc9_data.json"
 NAME = "dstc9"
-OPTIONS = ()
 NO_REF = "NO REF"
 
 
 def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
     """DSTC9 interactive evaluation: 2200 dialogs with an overall score (module docstring)."""
-    check_options(options, OPTIONS, NAME)
+    check_options(options, (), NAME)
     file = paths.resolve(path, DATASET_DIR, DEFAULT_FILE)
     data = read_json(file)
     if not isinstance(data, dict):
@@ -72,5 +71,4 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
 class Dstc9(Loader):
     name = "dstc9"
     task = "dialogue"
-    options = OPTIONS
     load = staticmethod(load)

@@ -34,19 +34,27 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import pandas as pd
 
 from cscore.data import paths
 from cscore.data.io import read_json
-from cscore.data.loader import LOADERS, Loader
+from cscore.data.loader import LOADERS, Loader, option, option_names
 from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
 
 NAME = "fed"
-OPTIONS = ("level",)
 DATASET_DIR, DEFAULT_FILE = "fed", "fed_data.json"
 LEVELS = ("both", "turn", "dialog")
+
+
+@dataclass
+class FedOptions:
+    level: str | None = option(doc="FED: turn | dialog | both")
+
+
+OPTIONS = option_names(FedOptions)
 SYSTEM_LABEL = re.compile(r"^System:\s?")
 
 
@@ -162,5 +170,5 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
 class Fed(Loader):
     name = "fed"
     task = "dialogue"
-    options = OPTIONS
+    Options = FedOptions
     load = staticmethod(load)

@@ -76,6 +76,7 @@ import re
 import tarfile
 import zlib
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ import pandas as pd
 
 from cscore.data import paths
 from cscore.data.io import decode
-from cscore.data.loader import LOADERS, Loader
+from cscore.data.loader import LOADERS, Loader, option, option_names
 from cscore.data.options import check_options
 from cscore.data.prompts import LANGUAGES
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
@@ -91,8 +92,30 @@ from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
 NAME = "mqm"
 DATASET_DIR = "mqm"
 DEFAULT_DIR, DEFAULT_FILE, DEFAULT_PAIR = "ted_zhen", "mqm_ted_zhen.tsv", "zh-en"  # in the shared mqm/ folder
-OPTIONS = ("lang_pair", "reference_system", "exclude_systems", "exclude_references", "zero_weight_categories")
 ASPECT = HUMAN_PREFIX + "mqm"
+
+
+@dataclass
+class MqmScoring:
+    """How MQM files are scored (mqm's options; WMT's loaders, ``wmt``, take them too)."""
+    reference_system: str | None = option(doc="a system whose target serves as the reference (e.g. refA)")
+    exclude_systems: list | None = option(doc="list of system names to leave out")
+    exclude_references: bool = option(False, "drop human reference \"systems\" (ref-A, refB, ...) as WMT "
+                                             "meta-evaluation does")
+    zero_weight_categories: list | None = option(doc="MQM: error categories weighted 0 (e.g. [Other])")
+
+
+@dataclass
+class LangPair:
+    lang_pair: str | None = option(doc="e.g. zh-en (needed for a file other than the default)")
+
+
+@dataclass
+class MqmOptions(MqmScoring, LangPair):
+    """One file's options: its language pair, then how it is scored."""
+
+
+OPTIONS = option_names(MqmOptions)
 
 # Weights in tenths, so that sums are exact.
 MAJOR, MINOR, MINOR_PUNCT, NON_TRANSLATION = 50, 10, 1, 250
@@ -425,5 +448,5 @@ def load_many(files: dict, dataset: str = NAME, **options) -> tuple[pd.DataFrame
 class Mqm(Loader):
     name = "mqm"
     task = "translation"
-    options = OPTIONS
+    Options = MqmOptions
     load = staticmethod(load)

@@ -18,8 +18,7 @@ from __future__ import annotations
 import pandas as pd
 
 from cscore.data.loader import LOADERS, Loader
-from cscore.data.qags_xsum import OPTIONS as QAGS_OPTIONS
-from cscore.data.qags_xsum import Part, load_part
+from cscore.data.qags_xsum import Part, QagsOptions, load_part
 from cscore.data.schema import LoadReport
 
 CNNDM = Part("qags_cnndm", "mturk_cnndm.jsonl", "bottom-up-cnndm", "cnndm-")
@@ -35,5 +34,5 @@ class QagsCnndm(Loader):
     name = "qags_cnndm"
     task = "summarization"
     builds_on = ("qags_xsum",)  # its reader and options
-    options = QAGS_OPTIONS
+    Options = QagsOptions
     load = staticmethod(load)

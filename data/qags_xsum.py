@@ -29,16 +29,24 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import pandas as pd
 
 from cscore.data.bartscore import record_to_row, records_for
-from cscore.data.loader import LOADERS, Loader
+from cscore.data.loader import LOADERS, Loader, option, option_names
 from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
 
-OPTIONS = ("source_file",)
+
+@dataclass
+class QagsOptions:
+    """QAGS-XSum's and QAGS-CNNDM's options."""
+    source_file: str | None = option(doc="a file name inside the dataset's shared folder")
+
+
+OPTIONS = option_names(QagsOptions)
 ANSWERS = {"yes": 1, "no": 0}
 
 
@@ -134,5 +142,5 @@ def load_part(part: Part, path: str | None = None, **options) -> tuple[pd.DataFr
 class QagsXsum(Loader):
     name = "qags_xsum"
     task = "summarization"
-    options = OPTIONS
+    Options = QagsOptions
     load = staticmethod(load)

@@ -1,6 +1,7 @@
 """Dataset name -> loader (``loader.LOADERS``: ``discover`` imports every module of cscore.data,
 each loader module registering its ``Loader``). Every loader is ``load(path=None, **options) ->
-(validated example table, LoadReport)`` and rejects options it does not know (``options.check_options``)."""
+(validated example table, LoadReport)`` and rejects options it does not know (``options.check_options``);
+its ``Options`` dataclass declares the ones it takes (``options_of``: a config's data section as one)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cscore.data import table
-from cscore.data.loader import LOADERS, Loader
+from cscore.data.loader import LOADERS, Loader, option_names
 from cscore.data.options import check_options, loader_options
 from cscore.data.schema import DataError
 
 LOADERS.discover("cscore.data")  # every module here: each loader module registers its loader
 
-__all__ = ["LOADERS", "Loader", "check_config", "check_name", "load_config", "load_data", "load_examples", "preload",
-           "task_of"]
+__all__ = ["LOADERS", "Loader", "check_config", "check_name", "load_config", "load_data", "load_examples",
+           "options_of", "preload", "task_of"]
 
 # what ``preload`` read before a run's job started, by ``data_key``: the job's ``load_data`` takes it (once)
 PRELOADED: dict[str, tuple] = {}
@@ -34,14 +35,21 @@ def task_of(name: str | None) -> str | None:
     return LOADERS.get(name).task
 
 
+def options_of(data: Mapping):
+    """The loader's ``Options`` a composed ``cfg.data`` section (a plain dict) gives: every key but
+    ``options.RUNNER_KEYS``; a key the loader does not declare is a DataError naming the ones it does."""
+    loader = LOADERS.get(data["name"])
+    given = loader_options(data)
+    check_options(given, option_names(loader.Options), loader.name)
+    return loader.Options(**given)
+
+
 def check_config(data: Mapping) -> None:
     """What a composed ``cfg.data`` section says that can be checked before any file is read, with
     the loaders' own messages: a known dataset, options its loader takes, a ``data.path`` that exists."""
-    name = data["name"]
-    loader = LOADERS.get(name)
-    options = check_options(loader_options(data), loader.options, name)
-    if name == "table" and isinstance(options.get("columns"), Mapping):
-        check_options(dict(options["columns"]), table.ROLES, name, prefix="data.columns.")
+    options = vars(options_of(data))
+    if data["name"] == "table" and isinstance(options.get("columns"), Mapping):
+        check_options(dict(options["columns"]), table.ROLES, "table", prefix="data.columns.")
     path = data.get("path")
     if path and not Path(str(path)).expanduser().exists():
         raise DataError(f"data file {Path(str(path)).expanduser()} does not exist (data.path={path})")
@@ -57,10 +65,16 @@ def load_examples(name: str, path: str | None = None, **options):
     return loader.load(path, **options)
 
 
+def given_options(data) -> dict:
+    """The options a typed ``data`` section hands its loader: its ``options`` object's fields
+    (none set: the loader's ``Options`` defaults)."""
+    options = data.options if data.options is not None else LOADERS.get(data.name).Options()
+    return vars(options)
+
+
 def data_key(data) -> str:
-    """What a typed ``data`` section asks a loader for: its name, path and the options it takes."""
-    loader = LOADERS.get(data.name)
-    return repr((data.name, data.path, [(k, getattr(data, k, None)) for k in loader.options]))
+    """What a typed ``data`` section asks a loader for: its name, path and options."""
+    return repr((data.name, data.path, sorted(given_options(data).items())))
 
 
 def preload(data) -> None:
@@ -73,14 +87,13 @@ def preload(data) -> None:
 
 def load_data(data):
     """The dataset a run's typed ``data`` section (``cscore.scorers.config.groups.Data``) names:
-    ``name``, ``path`` and, of its other settings, the options its loader takes (None: not given;
-    an option it does not take was refused before the run: ``check_config``). What ``preload``
-    read for it is taken (and forgotten) instead of reading the files again."""
+    ``name``, ``path`` and its loader's ``options`` (an option the loader does not declare was
+    refused when the section was typed: ``options_of``). What ``preload`` read for it is taken
+    (and forgotten) instead of reading the files again."""
     found = PRELOADED.pop(data_key(data), None)
     if found is not None:
         return found
-    loader = LOADERS.get(data.name)
-    return load_examples(data.name, data.path, **{k: getattr(data, k, None) for k in loader.options})
+    return load_examples(data.name, data.path, **given_options(data))
 
 
 def load_config(data: Mapping):

@@ -24,21 +24,33 @@ and BARTScore's pickle keep only the mean; ``annotations`` names SummEval's own 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 import pandas as pd
 
 from cscore.data.bartscore import record_to_row, records_for
 from cscore.data.io import import_datasets
-from cscore.data.loader import LOADERS, Loader
+from cscore.data.loader import LOADERS, Loader, option, option_names
 from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
 
 NAME = "summeval"
 DEFAULT_FILE = "summeval.jsonl"
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
-OPTIONS = ("source_file", "hub_id", "hub_split", "annotations")
 RATERS, SCALE = 3, (1, 5)  # three expert ratings on 1-5 per summary and aspect
 EXPERTS = "experts."  # experts.<aspect>: the per-expert ratings, where the file has them
+
+
+@dataclass
+class SummevalOptions:
+    source_file: str | None = option(doc="a file name inside the dataset's shared folder")
+    hub_id: str | None = option(doc="load with datasets.load_dataset(hub_id, split=...) (needs network)")
+    hub_split: str | None = option(doc="the split of hub_id")
+    annotations: str | None = option(doc="SummEval: its original model_annotations.aligned.jsonl, whose "
+                                         "per-expert ratings give SummaC's labels")
+
+
+OPTIONS = option_names(SummevalOptions)
 
 
 def hub_records(hub_id: str, split: str | None) -> tuple[str, Iterator[tuple[str, dict]]]:
@@ -130,5 +142,5 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
 class Summeval(Loader):
     name = "summeval"
     task = "summarization"
-    options = OPTIONS
+    Options = SummevalOptions
     load = staticmethod(load)

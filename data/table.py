@@ -27,24 +27,36 @@ import hashlib
 import math
 import numbers
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from cscore.data import formats
-from cscore.data.loader import LOADERS, Loader
+from cscore.data.loader import LOADERS, Loader, option, option_names
 from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, TASKS, DataError, LoadReport, validate
 from cscore.registry import suggest
 
 NAME = "table"
-OPTIONS = ("task", "columns", "lang_pair", "hub_id", "split")
 COLUMN_ROLES = ("hypothesis", "source", "reference", "system", "group", "id", "lang_pair")  # one column each
 ROLES = COLUMN_ROLES + ("human",)
 REQUIRED_ROLES = ("hypothesis", "source")
 TEXT_ROLES = ("hypothesis", "source", "reference")
 MISSING_SCORE = {"", "na", "n/a", "nan", "null", "none"}
 NO_SYSTEM = "unknown"
+
+
+@dataclass
+class TableOptions:
+    task: str | None = option(doc="summarization | translation | dialogue (picks the prompt)")
+    columns: dict | None = option(doc="role -> column name; null: a column named like the role, if there is one")
+    lang_pair: str | None = option(doc="e.g. de-en, for every row (or map a column with columns.lang_pair)")
+    hub_id: str | None = option(doc="read datasets.load_dataset(hub_id) instead of data.path (needs network)")
+    split: str | None = option(doc="which split of a DatasetDict (may be left out when there is only one)")
+
+
+OPTIONS = option_names(TableOptions)
 
 
 def map_columns(given: dict, columns, label: str) -> dict:
@@ -217,5 +229,5 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
 class Table(Loader):
     name = "table"
     task = None  # data.task says
-    options = OPTIONS
+    Options = TableOptions
     load = staticmethod(load)

@@ -7,17 +7,31 @@ error that says what to set first, then names a few of the places looked at. Sco
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from cscore.data import mqm
-from cscore.data.loader import LOADERS, Loader
+from cscore.data.loader import LOADERS, Loader, option, option_names
 from cscore.data.options import check_options
 from cscore.data.paths import ENV_VAR, shared_data_dir
 from cscore.data.schema import DataError
 
-# where the files are, then mqm's scoring options (each file's language pair is its key)
-OPTIONS = ("pairs", "files", "root", "paths") + tuple(k for k in mqm.OPTIONS if k != "lang_pair")
+
+@dataclass
+class Where:
+    pairs: list | None = option(doc="MQM: the language pairs read")
+    files: dict | None = option(doc="MQM: {pair: file name} under root")
+    root: str | None = option(doc="MQM: the folder of the per-pair files (default: the shared mqm/ folder)")
+    paths: dict | None = option(doc="MQM: per-pair file override")
+
+
+@dataclass
+class WmtOptions(mqm.MqmScoring, Where):
+    """Where the files are, then mqm's scoring options (each file's language pair is its key)."""
+
+
+OPTIONS = option_names(WmtOptions)
 
 
 def variants(name: str) -> list[str]:
@@ -136,7 +150,7 @@ class Mqm22(Loader):
     name = "mqm22"
     task = "translation"
     builds_on = ("mqm",)  # the MQM reader
-    options = OPTIONS
+    Options = WmtOptions
     load = staticmethod(partial(load, name="mqm22"))
 
 
@@ -145,5 +159,5 @@ class Mqm23(Loader):
     name = "mqm23"
     task = "translation"
     builds_on = ("mqm",)
-    options = OPTIONS
+    Options = WmtOptions
     load = staticmethod(partial(load, name="mqm23"))

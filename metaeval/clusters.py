@@ -16,12 +16,12 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from cscore.metaeval.resampling import permutation_test
+from cscore.metaeval.resampling import Permutations, permutation_test
 from cscore.metaeval.statistic import Stat
 
 
 def significance_clusters(df: pd.DataFrame, stat: Stat, metrics: list[str], *, n: int = 1000, seed: int = 0,
-                          alpha: float = 0.05, **perm_kwargs) -> list[dict]:
+                          alpha: float = 0.05, how: Permutations = Permutations()) -> list[dict]:
     """Rank metrics into significance clusters as mt-metrics-eval does (``AssignRanks``).
 
     1. value_m = stat(df, m); metrics sorted by decreasing value, ties by name. A metric whose
@@ -38,7 +38,7 @@ def significance_clusters(df: pd.DataFrame, stat: Stat, metrics: list[str], *, n
     Only the p-values the rule needs are computed (those against members of the current
     cluster, stopping at the first significant one); each pair uses its own generator
     seeded with ``(seed, position_k, position_i)``, so results do not depend on which
-    pairs were evaluated. ``perm_kwargs`` go to ``permutation_test`` (e.g. ``resample``).
+    pairs were evaluated. ``how`` goes to ``permutation_test`` (e.g. its ``resample``).
 
     Returns, best first, dicts ``metric, value, rank, pvalues`` where ``pvalues`` maps each
     metric it was compared with to p(k, i).
@@ -51,7 +51,7 @@ def significance_clusters(df: pd.DataFrame, stat: Stat, metrics: list[str], *, n
     pvalues: dict[int, dict[str, float]] = {i: {} for i in range(len(order))}
 
     def pvalue(k: int, i: int) -> float:
-        p = permutation_test(df, stat, order[k], order[i], n=n, seed=[seed, k, i], **perm_kwargs)["p_value"]
+        p = permutation_test(df, stat, order[k], order[i], n=n, seed=[seed, k, i], how=how)["p_value"]
         pvalues[i][order[k]] = p
         return p
 

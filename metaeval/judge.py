@@ -59,6 +59,7 @@ from cscore.metaeval.judge_tables import (
     range_bias_table,
 )
 from cscore.metaeval.kendall import normalize_variant
+from cscore.metaeval.levels import KendallOptions
 from cscore.metaeval.resampling import bootstrap_ci
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.statistic import LevelStat
@@ -99,7 +100,7 @@ class Criterion:
         thresh = self.like_threshold
         if thresh is None:
             return LevelStat(human, self.level, kind, self.variant)
-        return LevelStat(human, self.level, kind, self.variant, thresh=thresh)
+        return LevelStat(human, self.level, kind, self.variant, options=KendallOptions(thresh=thresh))
 
 
 def score_column(row: str, score: str = "parsed") -> str:

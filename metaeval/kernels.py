@@ -28,7 +28,7 @@ class Correlation:
     """One correlation definition as ``correlate_at`` applies it to a set of cells (``scalar``:
     the per-sample function it uses), evaluated on B weighted versions of the cells at once.
     Both methods return (values, micro weights): the cells of each version, or for Kendall-like
-    its counted pairs C + D, as ``correlate_at(average="micro")`` weights a group."""
+    its counted pairs C + D, as ``correlate_at(grouping=Grouping(average="micro"))`` weights a group."""
 
     def __init__(self, kind: str, variant: str | None, kendall_kw: dict):
         self.scalar = corr_fn(kind, variant, kendall_kw)  # validates kind, variant and options

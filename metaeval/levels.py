@@ -40,8 +40,7 @@ Non-finite cells (metric or human) are left out before anything else and counted
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -61,14 +60,18 @@ class Grouping:
     group_col: str = "group"
     system_col: str = "system"
 
-    @classmethod
-    def split(cls, grouping: Grouping | None, options: dict[str, Any]) -> tuple[Grouping, dict[str, Any]]:
-        """(``grouping`` with the Grouping fields among the keywords ``options``, the other keywords:
-        the Kendall options, ``epsilon`` and ``thresh``)."""
-        names = {f.name for f in fields(cls)}
-        mine = {k: v for k, v in options.items() if k in names}
-        base = grouping if grouping is not None else cls()
-        return replace(base, **mine), {k: v for k, v in options.items() if k not in names}
+
+@dataclass(frozen=True)
+class KendallOptions:
+    """The Kendall variants' own settings: ``epsilon`` (metric ties, for b / 23 / acc23) and
+    ``thresh`` (the gold-difference threshold of like, default 25); None: not given."""
+
+    epsilon: float | None = None
+    thresh: float | None = None
+
+    def kw(self) -> dict[str, float]:
+        """The settings given, as ``kendall`` takes them."""
+        return {k: v for k, v in (("epsilon", self.epsilon), ("thresh", self.thresh)) if v is not None}
 
 
 def check_options(level: str, average: str) -> None:
@@ -93,19 +96,18 @@ def corr_fn(kind: str, variant: str | None, kw: dict):
 
 def correlate_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str,
                  kind: str = "pearson", variant: str | None = None,
-                 grouping: Grouping | None = None, **options: Any) -> dict:
-    """Correlation of ``metric_col`` with ``human_col`` at ``level``; ``grouping`` (a ``Grouping``;
-    or its fields as keywords: ``average``, ``group_col``, ``system_col``).
+                 grouping: Grouping = Grouping(), options: KendallOptions = KendallOptions()) -> dict:
+    """Correlation of ``metric_col`` with ``human_col`` at ``level``; ``grouping``: ``average``,
+    ``group_col``, ``system_col``; ``options``: the Kendall variant's own (``KendallOptions``).
 
     Returns ``dict(value, n, n_groups, n_skipped, n_nonfinite)``:
     ``n`` finite cells that entered the value; ``n_groups`` correlations averaged (item /
     system_grouped), systems correlated (system) or 1 (segment, 0 if NaN); ``n_skipped``
     groups / systems left out (segment: 1 if the value is NaN); ``n_nonfinite`` cells
     dropped for a non-finite metric or human score.
-    The other ``options``: ``epsilon`` (metric ties) for b / 23 / acc23, ``thresh`` for like.
     """
-    how, kendall_kw = Grouping.split(grouping, options)
-    average, group_col, system_col = how.average, how.group_col, how.system_col
+    kendall_kw = options.kw()
+    average, group_col, system_col = grouping.average, grouping.group_col, grouping.system_col
     check_options(level, average)
     fn = corr_fn(kind, variant, kendall_kw)
     is_like = kind == "kendall" and normalize_variant(variant or "b") == "like"

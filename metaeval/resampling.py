@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -215,18 +214,12 @@ class Permutations:
     alternative: str = "greater"
     plus_one: bool = False
 
-    @classmethod
-    def given(cls, how: Permutations | None, fields: dict[str, Any]) -> Permutations:
-        """``fields`` (keywords of ``permutation_test``) over ``how`` (default: the defaults); an
-        unknown keyword is a TypeError, as Python's."""
-        return replace(how if how is not None else cls(), **fields)
-
 
 def permutation_test(df: pd.DataFrame, stat: Stat, metric_a: str, metric_b: str, *, n: int = 1000,
-                     seed: int | Sequence[int] = 0, how: Permutations | None = None, **fields: Any) -> dict:
+                     seed: int | Sequence[int] = 0, how: Permutations = Permutations()) -> dict:
     """Paired permutation test that metric A beats metric B under ``stat`` (PERM-BOTH). ``how``
-    (a ``Permutations``; or its fields as keywords: ``resample``, ``standardize``, ``alternative``,
-    ``plus_one``) sets steps 1, 3 and 4.
+    (a ``Permutations``: ``resample``, ``standardize``, ``alternative``, ``plus_one``) sets steps
+    1, 3 and 4.
 
     As mt-metrics-eval's ``PermutationSigDiff(corr1=B, corr2=A)``:
 
@@ -250,8 +243,7 @@ def permutation_test(df: pd.DataFrame, stat: Stat, metric_a: str, metric_b: str,
     observed test statistic (on the standardised table when ``standardize``; identical to
     ``value_a - value_b`` for scale-invariant statistics such as correlations).
     """
-    opts = Permutations.given(how, fields)
-    resample, standardize, alternative, plus_one = opts.resample, opts.standardize, opts.alternative, opts.plus_one
+    resample, standardize, alternative, plus_one = how.resample, how.standardize, how.alternative, how.plus_one
     if alternative not in ("greater", "two-sided"):
         raise ValueError("alternative must be 'greater' or 'two-sided'")
     if metric_a == metric_b:

@@ -13,7 +13,7 @@ from cscore.errors import ConfigError
 from cscore.metaeval.accuracy import PROTOCOLS
 from cscore.metaeval.correlation import CORRELATIONS
 from cscore.metaeval.kendall import VARIANTS, normalize_variant
-from cscore.metaeval.levels import LEVELS
+from cscore.metaeval.levels import LEVELS, KendallOptions
 
 # bootstrap units: groups = documents / source segments (all their rows come along), items = rows
 RESAMPLE = {"groups": "group", "items": None}
@@ -106,9 +106,9 @@ class Spec:
             return False
         return (self.ties or ("calibrated" if self.variant == "acc23" else "exact")) == "calibrated"
 
-    def kendall_kw(self) -> dict:
-        """The options ``LevelStat`` / ``correlate_at`` take for this statistic."""
-        return {"thresh": self.like_threshold} if self.like else {}
+    def kendall_options(self) -> KendallOptions:
+        """The Kendall options ``LevelStat`` / ``correlate_at`` take for this statistic."""
+        return KendallOptions(thresh=self.like_threshold if self.like else None)
 
     def fields(self) -> dict:
         """The signature fields of this statistic (``cscore.metaeval.signature``)."""

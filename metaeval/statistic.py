@@ -13,13 +13,13 @@ once (``kernels``); ``resampling`` turns any other callable into that form.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from cscore.metaeval.kernels import Correlation, clean, materialise
-from cscore.metaeval.levels import Grouping, check_options
+from cscore.metaeval.levels import Grouping, KendallOptions, check_options
 
 Stat = Callable[[pd.DataFrame, str], float]
 
@@ -82,12 +82,12 @@ class LevelStat:
     batchable = True
 
     def __init__(self, human_col: str, level: str = "segment", kind: str = "pearson", variant: str | None = None,
-                 *, subset: tuple | None = None, grouping: Grouping | None = None, **options: Any):
+                 *, subset: tuple | None = None, grouping: Grouping = Grouping(),
+                 options: KendallOptions = KendallOptions()):
         """``grouping`` and ``options`` as ``levels.correlate_at`` takes them."""
-        how, kendall_kw = Grouping.split(grouping, options)
-        group_col, system_col, average = how.group_col, how.system_col, how.average
+        group_col, system_col, average = grouping.group_col, grouping.system_col, grouping.average
         check_options(level, average)
-        self.corr = Correlation(kind, variant, kendall_kw)
+        self.corr = Correlation(kind, variant, options.kw())
         self.human_col, self.level, self.subset, self.average = human_col, level, subset, average
         self.pairless_zero = self.corr.variant == "like" and average == "macro"  # levels.py: as mt-metrics-eval
         self.group_col, self.system_col = group_col, system_col

@@ -16,6 +16,7 @@ from cscore import rundir
 from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import render
 from cscore.metaeval.clusters import significance_clusters
+from cscore.metaeval.levels import Grouping
 from cscore.metaeval.pairwise import TieCalibratedStat
 from cscore.metaeval.resampling import bootstrap_ci
 from cscore.metaeval.spec import RESAMPLE, Spec
@@ -192,8 +193,8 @@ def statistic(spec: Spec, human: str, subset: tuple | None = None) -> LevelStat 
     """The statistic ``spec`` names, against ``human``, on the rows of ``subset`` (column, value)."""
     if spec.calibrated:
         return TieCalibratedStat(human, spec.level, spec.variant or "acc23", subset=subset)
-    return LevelStat(human, spec.level, spec.kind, spec.variant, subset=subset, average=spec.average,
-                     **spec.kendall_kw())
+    return LevelStat(human, spec.level, spec.kind, spec.variant, subset=subset,
+                     grouping=Grouping(average=spec.average), options=spec.kendall_options())
 
 
 def columns(ds: Dataset, spec: Spec) -> list[tuple[str, LevelStat | TieCalibratedStat | MeanStat]]:

@@ -87,8 +87,8 @@ def request_of(request: PassRequest | None, temperatures: Sequence[float] | None
     for key in fields_of_options.keys() - named:
         raise TypeError(f"statistics() got an unexpected keyword argument {key!r}; its keywords are "
                         f"{', '.join(sorted(own | named))}")
-    options = PassOptions.given(given.pop("options", base.options), fields_of_options)
-    return replace(base, options=options, **given)
+    options = given.pop("options", base.options)
+    return replace(base, options=replace(options, **fields_of_options), **given)
 
 
 def _complete(found: dict[str, T | None]) -> dict[str, T]:

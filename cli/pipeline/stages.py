@@ -71,7 +71,7 @@ def signature(run: RunConfig, kind: MethodKind, scored: Scored) -> str:
     fields = kind.signature_fields(run)  # the pair and the prompt the kind's methods read
     return str(Signature({"data": run.data.name, "n": len(scored.table), "split": run.split.use,
                           "pair": fields["pair"], **models, "method": run.method.name,
-                          "variant": run.method.variant, "params": method_params(run.method_given),
+                          "variant": run.method.variant, "params": method_params(run.method_plan.written),
                           "prompt": fields["prompt"], "level": "segment",
                           **({"units": scored.metrics["units"]} if scored.metrics.get("units") else {}),
                           "kendall": "b"}))

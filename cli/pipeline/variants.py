@@ -4,7 +4,9 @@
 Rows are planned from the method's typed ``Params`` (checked once, defaults filled in); each row
 holds its own typed ``Params`` (what its scores read) and its ``record`` (what metrics.json
 records: the values as the user wrote them, so ``gamma=1`` stays ``1``; the one place that reads
-them is ``written``, the method section as composed, handed in by the typed boundary).
+them is ``written``, the method section as composed, handed in by the typed boundary). A run's
+method is planned once, where its config is typed (``method_plan``: ``RunConfig.method_plan``),
+and every stage reads that plan.
 
 The comparison rows share the method's length conventions (``norm``, ``skip_first``,
 ``clamp``, ``floor``; ``norm`` also under a method's own name for it: cdm's ``pooling``) so that a preset
@@ -13,7 +15,6 @@ baselines computed the same way; they use temperature ``baseline_t`` (default 1.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -23,9 +24,6 @@ from cscore.scorers import methods
 from cscore.scorers.config.run import BASELINE_ROWS
 
 SHARED = ("norm", "skip_first", "clamp")
-# the rows planned in this process: {(id of the typed params, baseline_t, rows, written): (params,
-# rows)}; the typed params are ``cli.typed.typed_method``'s, one object per method section
-_PLANNED: dict[tuple, tuple[Any, tuple]] = {}
 
 
 @dataclass(frozen=True)
@@ -52,20 +50,24 @@ def row_params(method: str, label: str, **settings):
     return methods.get(method).Params(name=method, variant=label, **settings)
 
 
+@dataclass(frozen=True)
+class MethodPlan:
+    """A run's method, planned once where its config is typed (``cli.typed``) and passed on as
+    ``RunConfig.method_plan``: its rows and its parameters as written (in config order, without
+    ``name`` and ``variant``: what the signature records, ``gamma=1`` stays ``1``)."""
+    rows: tuple[Variant, ...]
+    written: dict
+
+
+def method_plan(p, written: Mapping, baseline_t: float, rows) -> MethodPlan:
+    """The plan of the method section ``written`` (as composed), typed as ``p``."""
+    params = {k: v for k, v in written.items() if k not in methods.NOT_PARAMS}
+    return MethodPlan(tuple(plan(p, baseline_t, rows, written)), params)
+
+
 def plan(p, baseline_t: float = 1.0, rows=BASELINE_ROWS, written: Mapping | None = None) -> list[Variant]:
     """The rows of method params ``p`` (typed); ``written``: the method section as composed (the
-    records' values as written; None: the typed values). Planned once per process for the same
-    ``p`` and arguments (the job's name and the precheck's checks plan the same rows; the job its
-    records' too)."""
-    key = (id(p), baseline_t, tuple(rows), json.dumps(written, default=repr))
-    found = _PLANNED.get(key)
-    if found is None or found[0] is not p:  # (an id reused by another object: planned again)
-        found = _PLANNED[key] = (p, tuple(planned(p, baseline_t, rows, written)))
-    return list(found[1])
-
-
-def planned(p, baseline_t: float, rows, written: Mapping | None) -> list[Variant]:
-    """``plan``'s rows, planned now."""
+    records' values as written; None: the typed values)."""
     name, label = p.name, p.variant or p.name
     module = methods.get(name)
     typed = {f.name: getattr(p, f.name) for f in fields(p) if f.name not in methods.NOT_PARAMS}

@@ -6,7 +6,8 @@ that conf/cdm.yaml and conf/t5score.yaml build on). Mappings (``data.columns``,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from cscore.scorers.methods.params import Param, setting
 
@@ -15,33 +16,18 @@ TEXT = Param(str, nullable=True)
 
 @dataclass
 class Data:
-    """``data=<preset>`` (conf/data/): which dataset and how it is read. Keys a preset does not
-    have are not read for that dataset; each loader checks its own."""
+    """``data=<preset>`` (conf/data/): which dataset and how it is read. The keys every dataset has
+    are here; the others are its loader's own options (``options``), listed below per dataset."""
     name: str = setting("", doc="the dataset (its loader)")
     path: str | None = setting(None, doc="another file / folder of the dataset's layout; null: the default file")
-    root: str | None = setting(None, doc="MQM: the folder of the per-pair files (default: the shared mqm/ folder)")
-    source_file: str | None = setting(None, doc="a file name inside the dataset's shared folder")
-    hub_id: str | None = setting(None, doc="load with datasets.load_dataset(hub_id, split=...) (needs network)")
-    hub_split: str | None = setting(None, doc="the split of hub_id")
-    annotations: str | None = setting(None, doc="SummEval: its original model_annotations.aligned.jsonl, whose "
-                                                "per-expert ratings give SummaC's labels")
-    split: str | None = setting(None, doc="which split of a DatasetDict (may be left out when there is only one)")
-    task: str | None = setting(None, doc="summarization | translation | dialogue (picks the prompt)")
-    level: str | None = setting(None, doc="FED: turn | dialog | both")
-    lang_pair: str | None = setting(None, doc="e.g. zh-en (needed for a file other than the default)")
-    pairs: list | None = setting(None, doc="MQM: the language pairs read")
-    files: dict | None = setting(None, doc="MQM: {pair: file name} under root")
-    paths: dict | None = setting(None, doc="MQM: per-pair file override")
-    columns: dict | None = setting(None, doc="role -> column name; null: a column named like the role, if there is one")
-    reference_system: str | None = setting(None, doc="a system whose target serves as the reference (e.g. refA)")
-    exclude_systems: list | None = setting(None, doc="list of system names to leave out")
-    exclude_references: bool = setting(False, doc="drop human reference \"systems\" (ref-A, refB, ...) as WMT "
-                                                  "meta-evaluation does")
-    zero_weight_categories: list | None = setting(None, doc="MQM: error categories weighted 0 (e.g. [Other])")
     split_by: str | None = setting(None, doc="the column correlations are also given per value of (e.g. lang_pair)")
     template: str | None = setting(None, doc="null: the prompt group's template for the task; or a task name / "
                                              "a string with {source}")
     judge_aspect: str | None = setting(None, doc="the aspect method=cd_judge rates unless method.aspect is given")
+    # the loader's ``Options`` (a dataclass of cscore.data's loader: its fields are the section's other
+    # keys); None: the loader's defaults. cli/typed.py builds it (``registry.options_of``)
+    options: Any = field(default=None, metadata={"doc": "the dataset's own options (its loader's Options)",
+                                                 "section": True})
 
 
 @dataclass

@@ -235,10 +235,10 @@ class RunConfig(RunSettings):
     judge_prompt: JudgePrompt | None = None  # composed for the judge methods only
     baseline: dict | None = None  # {baseline name: its settings} (checked by cscore.scorers.baselines)
     tracking: Tracking = field(default_factory=Tracking)
-    # the method section as composed (name, variant, parameters in config order, values as written:
-    # gamma=1 stays 1): the typed boundary's record of what the user wrote, read only for the
-    # signature and the variant records (never for a score: those read ``method``)
-    method_given: dict = field(default_factory=dict)
+    # the method planned once where the config is typed (``cli.pipeline.variants.MethodPlan``: its
+    # rows, each with its typed Params and its record, and its parameters as written for the
+    # signature); every stage reads it, none plans again
+    method_plan: Any = None
     # how the forward passes go: built once from ``runtime`` (``typed``), handed to every pass
     passes: PassOptions = field(default_factory=PassOptions)
     # who computes which shard of a sharded pass, waits and merges (runtime.shards): the command line

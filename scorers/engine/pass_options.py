@@ -1,5 +1,5 @@
 """How the forward passes of a run go: one frozen ``PassOptions`` built once from the run's
-``runtime`` section (``of``) or from the Python API's keywords (``given``), handed to every pass
+``runtime`` section (``of``) or by the Python API (``scorers/api.py``: ``request_of``), handed to every pass
 (the statistics pass, its seq2seq path, the judge pass). It gives its own cache-key parts and
 resolves ``auto`` in one place each: the device (``torch_device``), the token budget of a loaded
 model (``budget_for``); the dtype of a loaded model is ``models.auto_dtype``'s (at load), the
@@ -7,9 +7,7 @@ threads ``engine.threads``' (set at the start of a job and around each pass: ``M
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass, fields
 
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TOKEN_BUDGET
 
@@ -28,18 +26,6 @@ class PassOptions:
     def of(cls, runtime) -> PassOptions:
         """From the run's typed ``runtime`` section (``cscore.scorers.config.run.Runtime``)."""
         return cls(**{f.name: getattr(runtime, f.name) for f in fields(cls)})
-
-    @classmethod
-    def given(cls, options: PassOptions | None = None, overrides: Mapping[str, Any] | None = None) -> PassOptions:
-        """The Python API's keywords ``overrides`` ({``token_budget``: ..., ``padding_side``: ...,
-        ``prefix_sharing``: ...}) over ``options`` (default: the defaults); an unknown keyword is a
-        TypeError, as Python's."""
-        base = options if options is not None else cls()
-        names = {f.name for f in fields(cls)}
-        for key in overrides or {}:
-            if key not in names:
-                raise TypeError(f"unexpected keyword argument {key!r}; pass options are {', '.join(sorted(names))}")
-        return replace(base, **overrides) if overrides else base
 
     def key_parts(self, shared: bool) -> dict:
         """What a pass's cache key holds of these options (``shared``: it ran with packed rows:

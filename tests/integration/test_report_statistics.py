@@ -16,11 +16,13 @@ from scipy import stats
 from cscore.errors import ConfigError
 from cscore.metaeval import tables
 from cscore.metaeval.kendall import acc_23
-from cscore.metaeval.levels import correlate_at
+from cscore.metaeval.levels import Grouping, KendallOptions, correlate_at
 from cscore.metaeval.pairwise import TieCalibratedStat
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.statistic import LevelStat
 from cscore.rundir import find_runs
+
+MICRO, LIKE25 = Grouping(average="micro"), KendallOptions(thresh=25)
 
 # item x system cells: (group, system, metric, human); g3 has one human tie and one metric tie
 CELLS = [("g1", "A", 0.9, 80), ("g1", "B", 0.2, 30), ("g1", "C", 0.5, 70),
@@ -53,10 +55,10 @@ def test_pooled_kendall_like_is_wmt20_seg_k_over_all_segments_pairs():
     con, dis = like_counts(CELLS, 25)
     assert (con, dis) == (4, 3)
     df = cells_frame()
-    pooled = correlate_at(df, "m", "h", "item", "kendall", "like", average="micro", thresh=25)["value"]
+    pooled = correlate_at(df, "m", "h", "item", "kendall", "like", MICRO, LIKE25)["value"]
     assert pooled == pytest.approx((con - dis) / (con + dis)) == pytest.approx(1 / 7)
-    assert correlate_at(df, "m", "h", "item", "kendall", "like", thresh=25)["value"] == pytest.approx(0.0)
-    assert LevelStat("h", "item", "kendall", "like", average="micro", thresh=25)(df, "m") == pytest.approx(1 / 7)
+    assert correlate_at(df, "m", "h", "item", "kendall", "like", options=LIKE25)["value"] == pytest.approx(0.0)
+    assert LevelStat("h", "item", "kendall", "like", grouping=MICRO, options=LIKE25)(df, "m") == pytest.approx(1 / 7)
     spec = tables.Spec("item", "kendall", "like", 0, 0, threshold=25, average="micro")
     assert tables.statistic(spec, "h")(df, "m") == pytest.approx(1 / 7)
     assert spec.fields()["average"] == "micro" and "average" not in tables.Spec().fields()
@@ -68,7 +70,7 @@ def test_pooled_kendall_like_on_random_tables_matches_the_brute_force():
         cells = [(f"g{g}", f"s{s}", float(rng.integers(0, 4)), float(rng.integers(0, 100)))
                  for g in range(6) for s in range(rng.integers(2, 6))]
         con, dis = like_counts(cells, 25)
-        got = correlate_at(cells_frame(cells), "m", "h", "item", "kendall", "like", average="micro")["value"]
+        got = correlate_at(cells_frame(cells), "m", "h", "item", "kendall", "like", MICRO)["value"]
         assert got == pytest.approx((con - dis) / (con + dis))
 
 

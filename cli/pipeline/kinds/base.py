@@ -111,11 +111,9 @@ class MethodKind(ABC):
         (this process did its part; the command ends with one line, ``cli/run.py``)."""
 
     def rows(self, run: RunConfig) -> list[Variant]:
-        """The method's variant rows (its own and the comparison rows) from its typed Params; the
-        section as written (``RunConfig.method_given``) gives only their records' values."""
-        from cscore.cli.pipeline.variants import plan
-
-        return plan(run.method, baseline_t=run.baselines.t, rows=list(run.baselines.rows), written=run.method_given)
+        """The method's variant rows (its own and the comparison rows), as planned when the run's
+        config was typed (``RunConfig.method_plan``)."""
+        return list(run.method_plan.rows)
 
     def signature_fields(self, run: RunConfig) -> dict[str, Any]:
         """The fields of the run's signature that depend on the kind: which pair, which prompt."""

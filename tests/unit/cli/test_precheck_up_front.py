@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from cscore.cli import pair_check, precheck
 from cscore.data import registry
+from cscore.data.loader import option_names
 from cscore.data.schema import DataError
 
 SBATCH_HINT = "SLURM is not reachable: `sbatch` is not on PATH."
@@ -53,7 +54,7 @@ def test_the_up_front_data_check_agrees_with_each_loader(dataset, tmp_path):
     with pytest.raises(DataError) as up_front:
         registry.check_config({"name": dataset, "foo": 1})
     assert str(up_front.value) == str(by_loader.value)
-    options = registry.LOADERS.get(dataset).options
+    options = option_names(registry.LOADERS.get(dataset).Options)
     registry.check_config({"name": dataset, "path": str(tmp_path), **dict.fromkeys(options)})
 
 

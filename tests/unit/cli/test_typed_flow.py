@@ -47,25 +47,26 @@ def test_rows_read_the_typed_params_and_record_the_values_as_written():
     assert plan(p)[-1].record["gamma"] == 1.0
 
 
-def test_a_method_section_is_typed_and_its_rows_planned_once_per_process(monkeypatch):
-    """The job's name, the precheck and the job type one method section once (the same object) and
-    plan its rows once per set of arguments; another section is typed and planned on its own."""
-    from cscore.cli.pipeline import variants
+def test_a_run_s_method_is_typed_and_planned_once_and_passed_on(monkeypatch):
+    """``typed`` types the method section and plans its rows once (no memo: another call types
+    and plans again); the checks, the kinds and the signature read ``RunConfig.method_plan``."""
+    from cscore.cli import pair_check
+    from cscore.cli.pipeline import kinds, stages, variants
+    from cscore.cli.validate import check_amateur
 
-    written = dict(methods.defaults("contrast"), name="contrast", variant="c40", gamma=0.25)
-    p = typed_method(written)
-    assert typed_method(dict(written)) is p and p.gamma == 0.25
-    other = typed_method({**written, "gamma": 0.5})
-    assert other is not p and other.gamma == 0.5
-    real, calls = variants.planned, []
-    monkeypatch.setattr(variants, "planned", lambda *a: calls.append(a) or real(*a))
-    first = plan(p, baseline_t=2.0)
-    assert plan(p, baseline_t=2.0) == first and len(calls) == 1
-    assert [v.name for v in first] == ["expert", "amateur", "ensemble", "c40"]
-    assert first[-1].params is p and first[0].params.t == 2.0
-    recorded = plan(p, baseline_t=2.0, written=written)  # the job's own: its records as written
-    assert len(calls) == 2 and recorded[-1].record["gamma"] == 0.25
-    assert plan(p, baseline_t=2.0, written=dict(written)) == recorded and len(calls) == 2
+    real, calls = variants.plan, []
+    monkeypatch.setattr(variants, "plan", lambda *a, **k: calls.append(a) or real(*a, **k))
+    run = typed(composed("config", ["method=contrast", "method.variant=c40", "method.gamma=1", "baselines.t=2"]))
+    assert len(calls) == 1
+    rows = kinds.of_method("contrast").rows(run)
+    check_amateur(run)
+    assert "expert" in pair_check.needed_models(run) and len(calls) == 1
+    assert variants.models_needed(rows) == ["expert", "amateur"]
+    assert [v.name for v in rows] == ["expert", "amateur", "ensemble", "c40"]
+    assert rows[-1].params is run.method and rows[0].params.t == 2.0 and rows[-1].record["gamma"] == 1
+    assert stages.method_params(run.method_plan.written).startswith("gamma=1,")
+    again = typed(composed("config", ["method=contrast", "method.variant=c40", "method.gamma=1"]))
+    assert len(calls) == 2 and again.method is not run.method and again.method == run.method
 
 
 def test_a_judge_plans_its_rows_with_whose_judgement_each_is():
@@ -79,7 +80,7 @@ def test_the_run_config_is_typed_once_with_its_pass_options():
     c = composed("config", ["runtime.token_budget=auto", "runtime.padding_side=left", "method=contrast",
                             "method.gamma=1"])
     run = typed(c)
-    assert run.method.gamma == 1.0 and run.method_given["gamma"] == 1
+    assert run.method.gamma == 1.0 and type(run.method_plan.written["gamma"]) is int
     assert run.passes == PassOptions(token_budget="auto", padding_side="left", prefix_sharing=True,
                                      max_length=run.runtime.max_length, device="auto", dtype="auto", threads="auto")
     assert run.coordinator == InProcess(count=1, index=None, merge=True)
@@ -118,14 +119,10 @@ def test_runtime_devices_are_resolved_where_the_run_is_typed(tmp_path, monkeypat
         workers.check_settings(typed(composed("config", ["runtime.devices=[cpu]", "runtime.shard=0"])))
 
 
-def test_pass_options_give_their_key_parts_and_take_the_api_keywords():
+def test_pass_options_give_their_key_parts():
     opts = PassOptions.of(Runtime(token_budget=512, padding_side="left"))
     assert opts.key_parts(shared=False) == {"token_budget": 512, "padding_side": "left"}
     assert opts.key_parts(shared=True) == {"token_budget": 512, "padding_side": "left", "prefix_sharing": True}
-    assert PassOptions.given(opts, {"prefix_sharing": False}) == dataclasses.replace(opts, prefix_sharing=False)
-    assert PassOptions.given() == PassOptions()
-    with pytest.raises(TypeError, match="share_prefix"):
-        PassOptions.given(None, {"share_prefix": False})
     assert opts.budget_for(model=None, longest_row=10) == 512  # a number is the budget: no model is asked
     assert PassOptions(device="cpu").torch_device().type == "cpu"
 
@@ -161,10 +158,11 @@ def test_one_place_opens_hydra_s_config_module():
 
 
 def test_only_the_typed_boundary_reads_what_the_user_wrote():
-    """``method_given`` (the method section as written) is built by cli/typed.py, declared in
-    scorers/config/run.py and read by the signature (cli/pipeline/stages.py) and ``MethodKind.rows`` (the
-    variants' records) only; nothing reads the method's parameters as a dict."""
-    pattern = re.compile(r"method_given|run\.params|params\[\"")
+    """The method section as written is read where the config is typed (cli/typed.py hands it to
+    ``variants.method_plan``, which keeps the rows' records and the parameters as written) and the
+    plan's ``written`` by the signature (cli/pipeline/stages.py) only; nothing reads the method's
+    parameters as a dict."""
+    pattern = re.compile(r"\.written\b|run\.params|params\[\"")
     hits = set()
     for folder in ("scorers", "cli"):
         for path in (ROOT / folder).rglob("*.py"):
@@ -172,4 +170,4 @@ def test_only_the_typed_boundary_reads_what_the_user_wrote():
                 continue  # the baselines' own settings (issue 31 item 4 makes them Params)
             if pattern.search(path.read_text()):
                 hits.add(str(path.relative_to(ROOT)))
-    assert hits == {"scorers/config/run.py", "cli/typed.py", "cli/pipeline/stages.py", "cli/pipeline/kinds/base.py"}
+    assert hits == {"cli/pipeline/stages.py"}

@@ -3,11 +3,13 @@
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pandas as pd
 import pytest
 
 from cscore.data import load_examples, prompts, splits
+from cscore.data.loader import option
 from cscore.data.schema import DataError
 
 needs_shared = pytest.mark.usefixtures("shared")  # skips without the shared/data folder (fails under CI=true)
@@ -159,14 +161,19 @@ def test_a_loader_registers_by_decorator_once_and_is_found_by_name(monkeypatch):
 
     monkeypatch.setattr(registry.LOADERS, "entries", dict(registry.LOADERS.entries))
 
+    @dataclass
+    class TinyOptions:
+        level: int | None = option(doc="a level")
+
     @registry.LOADERS
     class Tiny(registry.Loader):
         name = "tiny_data"
         task = "summarization"
-        options = ("level",)
+        Options = TinyOptions
         load = staticmethod(lambda path=None, **options: ("table", options))
 
     assert registry.load_examples("tiny_data", level=2) == ("table", {"level": 2})
+    assert registry.options_of({"name": "tiny_data", "path": None, "level": 2}) == TinyOptions(level=2)
     assert registry.task_of("tiny_data") == "summarization"
     with pytest.raises(CscoreError, match="dataset 'demo' is registered twice"):
         registry.LOADERS(type("Demo2", (registry.Loader,), {"name": "demo"}))

@@ -17,7 +17,7 @@ from cscore.metaeval.kendall import (
     tau_b,
     tau_c,
 )
-from cscore.metaeval.levels import correlate_at
+from cscore.metaeval.levels import Grouping, KendallOptions, correlate_at
 from cscore.metaeval.pairwise import acc_eq, acc_eq_at, pairwise_accuracy, tie_calibration
 
 # ---------------------------------------------------------------- Kendall variants
@@ -125,8 +125,8 @@ TABLE = pd.DataFrame({
 }).astype({"score.m": float, "human.h": float})
 
 
-def _at(level, kind, variant=None, df=TABLE, **kw):
-    return correlate_at(df, "score.m", "human.h", level, kind, variant, **kw)
+def _at(level, kind, variant=None, df=TABLE):
+    return correlate_at(df, "score.m", "human.h", level, kind, variant)
 
 
 def test_segment_level_equals_scipy():
@@ -226,7 +226,7 @@ def test_like_micro_average_is_pooled():
                        "h": [0.0, 30.0, 60.0, 0.0, 50.0]})
     # group 1: 3 counted pairs, all C -> +1 ; group 2: 1 pair, D -> -1
     macro = correlate_at(df, "m", "h", "item", "kendall", "like")
-    micro = correlate_at(df, "m", "h", "item", "kendall", "like", average="micro")
+    micro = correlate_at(df, "m", "h", "item", "kendall", "like", Grouping(average="micro"))
     assert macro["value"] == pytest.approx(0.0)
     assert micro["value"] == pytest.approx((3 - 1) / 4)
 
@@ -278,7 +278,7 @@ def test_acc_eq_two_items_with_ties():
     assert t.epsilon == 0.25 and t.value == pytest.approx(2 * 8 / 15 - 1)
     # consistency with the level abstraction at the fixed epsilon
     df = pd.DataFrame({"group": G2, "system": list("xyz") + list("xyzuv"), "m": M2, "h": H2})
-    r = correlate_at(df, "m", "h", "item", "kendall", "acc23", epsilon=0.25)
+    r = correlate_at(df, "m", "h", "item", "kendall", "acc23", options=KendallOptions(epsilon=0.25))
     assert r["value"] == pytest.approx(8 / 15)
     assert acc_eq_at(df, "m", "h") == (pytest.approx(8 / 15), 0.25)
 
@@ -342,7 +342,7 @@ def test_like_macro_counts_a_group_without_a_qualifying_pair_as_zero():
     macro = correlate_at(df, "m", "h", "item", "kendall", "like")
     assert macro["value"] == pytest.approx((1 - 1 / 3 + 0) / 3)  # was (1 - 1/3) / 2, group c left out
     assert (macro["n_groups"], macro["n_skipped"], macro["n"]) == (3, 1, 8)
-    micro = correlate_at(df, "m", "h", "item", "kendall", "like", average="micro")
+    micro = correlate_at(df, "m", "h", "item", "kendall", "like", Grouping(average="micro"))
     assert micro["value"] == pytest.approx((3 + 1 - 2) / (3 + 3))
     stat = LevelStat("h", "item", "kendall", "like")
     assert stat(df, "m") == pytest.approx(macro["value"])

@@ -12,8 +12,8 @@ from scipy import stats
 from cscore.metaeval import kernels
 from cscore.metaeval.bias import bias_score, invalid_rate, quantized_accuracy, unfairness_score
 from cscore.metaeval.clusters import assign_ranks, significance_clusters
-from cscore.metaeval.levels import correlate_at
-from cscore.metaeval.resampling import bootstrap_ci, permutation_test
+from cscore.metaeval.levels import Grouping, KendallOptions, correlate_at
+from cscore.metaeval.resampling import Permutations, bootstrap_ci, permutation_test
 from cscore.metaeval.statistic import LevelStat, MeanStat, as_stat, correlation_stat
 
 PEARSON = correlation_stat("human.overall", "pearson")
@@ -125,9 +125,10 @@ def test_permutation_human_vs_noise():
     assert better["value_a"] == pytest.approx(1.0)
     worse = permutation_test(df, PEARSON, "score.bad", "score.human", n=200, seed=0)
     assert worse["p_value"] >= 0.99
-    two = permutation_test(df, PEARSON, "score.bad", "score.human", n=200, seed=0, alternative="two-sided")
+    two = permutation_test(df, PEARSON, "score.bad", "score.human", n=200, seed=0,
+                           how=Permutations(alternative="two-sided"))
     assert two["p_value"] <= 0.01
-    smoothed = permutation_test(df, PEARSON, "score.human", "score.bad", n=200, seed=0, plus_one=True)
+    smoothed = permutation_test(df, PEARSON, "score.human", "score.bad", n=200, seed=0, how=Permutations(plus_one=True))
     assert smoothed["p_value"] == pytest.approx((better["p_value"] * 200 + 1) / 201)
 
 
@@ -136,7 +137,8 @@ def test_permutation_deterministic_and_block_swaps():
     a = permutation_test(df, PEARSON, "score.good", "score.good2", n=100, seed=4)
     b = permutation_test(df, PEARSON, "score.good", "score.good2", n=100, seed=4)
     assert a == b
-    blocks = permutation_test(df, PEARSON, "score.good", "score.good2", n=100, seed=4, resample="group")
+    blocks = permutation_test(df, PEARSON, "score.good", "score.good2", n=100, seed=4,
+                              how=Permutations(resample="group"))
     assert 0 <= blocks["p_value"] <= 1 and blocks["delta"] == pytest.approx(a["delta"])
 
 
@@ -249,6 +251,12 @@ STATS = [  # (level, kind, variant, options)
 ]
 
 
+def settings(options: dict) -> dict:
+    """A STATS row's options as the ``grouping`` and Kendall ``options`` objects."""
+    kendall = {k: v for k, v in options.items() if k != "average"}
+    return {"grouping": Grouping(average=options.get("average", "macro")), "options": KendallOptions(**kendall)}
+
+
 def _resampled(df, drawn, col, relabel):
     """The loop reference's resample: the rows of each drawn unit, in draw order."""
     units = pd.unique(df[col])
@@ -264,7 +272,7 @@ def _resampled(df, drawn, col, relabel):
 def _reference_stat(level, kind, variant, options, subset=None):
     def stat(d, m):
         part = d if subset is None else d[d[subset[0]] == subset[1]]
-        return correlate_at(part, m, "human.h", level, kind, variant, **options)["value"]
+        return correlate_at(part, m, "human.h", level, kind, variant, **settings(options))["value"]
     return stat
 
 
@@ -289,7 +297,7 @@ def test_batched_bootstrap_equals_loop_on_the_same_draws(stat_args, scheme, fall
         monkeypatch.setattr(kernels, "ROW_PAIRS_MAX", 2)
     (level, kind, variant, options), (resample, relabel, subset) = stat_args, scheme
     df, n = tied_table(), 10
-    stat = LevelStat("human.h", level, kind, variant, subset=subset, **options)
+    stat = LevelStat("human.h", level, kind, variant, subset=subset, **settings(options))
     ci = bootstrap_ci(df, stat, "score.a", resample=resample, n=n, seed=3, relabel=relabel)
     reference = _reference_stat(level, kind, variant, options, subset)
     n_units = len(df) if resample is None else df[resample].nunique()
@@ -316,7 +324,7 @@ def test_batched_permutation_equals_loop_on_the_same_coins(stat_args, fallback, 
         monkeypatch.setattr(kernels, "ROW_PAIRS_MAX", 2)
     level, kind, variant, options = stat_args
     df, n = tied_table(seed=1), 10
-    stat = LevelStat("human.h", level, kind, variant, **options)
+    stat = LevelStat("human.h", level, kind, variant, **settings(options))
     reference = _reference_stat(level, kind, variant, options)
     a, b = _zscored(df["score.a"].to_numpy()), _zscored(df["score.b"].to_numpy())
     rng = np.random.default_rng(5)

@@ -384,7 +384,7 @@ def unresolved_names(texts: dict[str, list[str]]) -> list[str]:
 
 
 def test_the_name_checker_finds_names_that_do_not_resolve():
-    text = ("``cscore.metaeval.levels.correlate_at``, cscore.metaeval.levels.Grouping.split, cscore.metaeval "
+    text = ("``cscore.metaeval.levels.correlate_at``, cscore.metaeval.levels.KendallOptions.kw, cscore.metaeval "
             "and cscore.metaeval.levels.no_such, cscore.no_module.x; not scorers/cscore.x, ${cscore.run_name:}, "
             "the tag cscore.job or a file cscore.egg-info")
     assert unresolved_names({"m.py": [text]}) == ["m.py: cscore.metaeval.levels.no_such", "m.py: cscore.no_module.x"]
