@@ -182,7 +182,7 @@ def per_source_loop(expert, items, temps, exit_layer=None, amateur=None, pad_id:
         tokens += int(mask.sum())
         res = expert(input_ids=ids, attention_mask=mask, output_hidden_states=exit_layer is not None)
         keep_stats(per["expert"], res.logits, batch, items, temps)
-        del res.logits
+        res["logits"] = None  # frees them before the amateur's pass (``del res.logits`` leaves the dict's reference)
         if exit_layer is not None:
             z = expert.get_output_embeddings()(decoder_base(expert).norm(res.hidden_states[exit_layer]))
             keep_stats(per["amateur"], z, batch, items, temps)
@@ -294,7 +294,8 @@ TABLE7 = {"summeval": 44.06, "mqm": 153.99}  # ContrastScore Table 7: Qwen 3B + 
 
 
 def random_qwen(name: str, device, dtype, layers: int | None = None, vocab: int | None = None):
-    """A randomly initialised Qwen2 causal LM with ``name``'s architecture numbers."""
+    """A randomly initialised Qwen2 causal LM with ``name``'s architecture numbers, built in
+    ``dtype`` (no float32 copy first: the 3B in float32 is 12.4 GB and a minute to convert)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     hidden, inter, n_layers, heads, kv, n_vocab, tied = ARCH[name]
@@ -303,8 +304,13 @@ def random_qwen(name: str, device, dtype, layers: int | None = None, vocab: int 
                          tie_word_embeddings=tied, max_position_embeddings=32768, rope_theta=1e6,
                          attn_implementation="sdpa")
     torch.manual_seed(0)
-    with torch.device(device):
-        model = Qwen2ForCausalLM(config).to(dtype)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # parameters created in the target dtype (buffers that need float32 ask for it)
+    try:
+        with torch.device(device):
+            model = Qwen2ForCausalLM(config)
+    finally:
+        torch.set_default_dtype(default)
     return model.eval().requires_grad_(False)
 
 
