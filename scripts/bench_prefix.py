@@ -49,10 +49,11 @@ resident memory above the baseline (CPU: sampled RSS after malloc_trim; CUDA: ma
 the tokens/s of cscore's passes and of the per-source loop next to the plain forward's (by wall
 clock and by this process's CPU time), and every pass's TFLOP/s and MFU (cscore's passes by the
 useful FLOPs of their reports; the baselines by what their forwards compute on real tokens, a
-full-vocabulary head at every position; MFU needs a known GPU: ``flops.PEAK_TFLOPS``). The machine may be shared: every variant runs
-``--repeats`` times, interleaved, after a warm-up, and the best time counts; with one thread
-the CPU seconds are the least disturbed by other jobs. On a loaded small CPU, ``--threads 1`` is
-faster than torch's default for this 135M model (threads wait on each other).
+full-vocabulary head at every position; MFU needs a known GPU: ``flops.PEAK_TFLOPS``). The
+machine may be shared: every variant runs ``--repeats`` times, interleaved, after a warm-up,
+and the best time counts; with one thread the CPU seconds are the least disturbed by other jobs.
+On a loaded small CPU, ``--threads 1`` is faster than torch's default for this 135M model
+(threads wait on each other).
 """
 
 from __future__ import annotations

@@ -142,7 +142,8 @@ def main() -> None:
         ("many_pass", manys, "pass"), ("merge", manys, "merge")]}
     print(f"# {time.strftime('%Y-%m-%d')}, {platform.node()} ({platform.machine()}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f}), `python scripts/bench_shards.py {' '.join(sys.argv[1:])}`")
-    print(f"pair={args.pair}, SummEval {args.docs} documents x {args.per_doc}, {ones[0]['batches']} batches "
+    sets = f" ({' '.join(args.set)})" if args.set else ""
+    print(f"pair={args.pair}{sets}, SummEval {args.docs} documents x {args.per_doc}, {ones[0]['batches']} batches "
           f"(token budget {args.token_budget or 'default'}), threads={args.threads or 'default'}, "
           f"medians of {args.repeats} alternating runs each, after one untimed warm-up run")
     print(f"1 shard:  {med['one_wall']:.1f}s command wall, pass {med['one_pass']:.1f}s")
