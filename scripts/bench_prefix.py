@@ -447,8 +447,6 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
         finally:
             engine.PACKED_CPU, engine.PACKED_CUDA = saved
 
-    MODEL_FLOPS.clear()
-    MODEL_FLOPS.update(baseline_flops(pair, items, exit_layer))
     paper_loop(pair.expert.model, items[:2], TEMPS, pad_id=pad)  # warm-up: first-call allocations and kernels
     pair.statistics(inputs=type(inputs)(inputs.items[:2]), temperatures=TEMPS, token_budget=budget)
     runs = [] if args.skip_paper else [("paper", paper)]
@@ -484,10 +482,11 @@ def forward_flops(model, items, heads: int = 1) -> float | None:
     return float(sum(flops.row_flops(c, len(p) + len(h), [], heads, scored=len(p) + len(h)) for p, h in items))
 
 
-def baseline_flops(pair: ModelPair, items, exit_layer) -> dict[str, float | None]:
+def baseline_flops(pair: ModelPair, items) -> dict[str, float | None]:
     """The paper loop (expert and amateur, one head each), the per-source loop (an early exit's
     second head in the expert's pass, else the amateur's own forward) and the plain forward."""
     ama = pair.amateur.model
+    exit_layer = pair.amateur.exit_layer if pair.amateur.parent is pair.expert else None
     expert = forward_flops(pair.expert.model, items)
     amateur = None if exit_layer else forward_flops(ama, items)
     both = None if expert is None or amateur is None else expert + amateur
@@ -528,6 +527,7 @@ def run_slice(label, examples, pair: ModelPair, args) -> dict:
     total = sum(len(p) + len(h) for p, h in items)
     print(f"\n== {label}: {len(items)} items, {n_prompts} distinct prompts, {total} prompt+hypothesis tokens "
           f"(prompt {sum(len(p) for p, _ in items) / total:.0%})")
+    MODEL_FLOPS.update(baseline_flops(pair, items))  # the same three names every slice
     results = time_runs(slice_runs(pair, inputs, items, args), pair.expert.device, args.repeats)
     table7 = TABLE7.get(label.split(",")[0].lower())
     if args.arch and table7:
