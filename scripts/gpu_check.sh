@@ -18,7 +18,8 @@
 #   4. shards.txt, only where `nvidia-smi -L` lists more than one GPU: the same pair saved to disk
 #      and bench_shards.py --many-batches, 1 shard against 2 workers on cuda:0 and cuda:1 (bit-identical
 #      scores, wall ratio, MFU).
-# About 6 minutes on one H100 (steps 1-3). `--cpu-smoke` runs the very same steps on this CPU at
+# About 6 minutes on one H100 (steps 1-3; step 4 comes last, so a command cut off at a time limit
+# has written the others already). `--cpu-smoke` runs the very same steps on this CPU at
 # one layer, a 49,152-token vocabulary, bfloat16, 1 SummEval document and 1 MQM segment cut to 192
 # tokens, and step 4 on two CPU workers, so a script error shows here, not on a GPU machine's short
 # lease. Output goes to $OUT, else .device/out; everything else of a run (the package link on
