@@ -31,8 +31,10 @@ download: throughput does not depend on weight values), bfloat16 on CUDA, the pa
 16 for the paper-style loop; samples/s printed next to ContrastScore Table 7 (Qwen 3B + 0.5B,
 H100, batch 16: 44.06 SummEval, 153.99 MT). Texts are tokenised with the packaged SmolLM2
 tokenizer unless ``--tokenizer`` names another (a local Qwen2.5 folder or a hub id in the local
-cache gives Qwen's own lengths); ``--arch-layers N`` shrinks both models to N layers for a CPU
-smoke run of that path.
+cache gives Qwen's own lengths); ``--arch-layers N`` shrinks both models to N layers and
+``--arch-vocab N`` their vocabulary for a CPU smoke run of that path; ``--save-arch DIR`` writes
+the pair to DIR/expert and DIR/amateur (for `cscore run`, e.g. ``scripts/bench_shards.py``) and
+stops. The models are built in the target dtype (no float32 copy first).
 
 ``--per-source 1,4,16,64``: throughput as the number of hypotheses per source grows, on
 ``--summeval-docs`` documents (k hypotheses per document, the document's summaries taken in turn,
@@ -45,10 +47,13 @@ difference over 1e-4 with agreeing log-probabilities) and prints samples/s, the
 ratios, the tokens the forward passes processed (padding included in brackets) and the peak
 resident memory above the baseline (CPU: sampled RSS after malloc_trim; CUDA: max allocated), then
 the tokens/s of cscore's passes and of the per-source loop next to the plain forward's (by wall
-clock and by this process's CPU time). The machine may be shared: every variant runs
-``--repeats`` times, interleaved, after a warm-up, and the best time counts; with one thread
-the CPU seconds are the least disturbed by other jobs. On a loaded small CPU, ``--threads 1`` is
-faster than torch's default for this 135M model (threads wait on each other).
+clock and by this process's CPU time), and every pass's TFLOP/s and MFU (cscore's passes by the
+useful FLOPs of their reports; the baselines by what their forwards compute on real tokens, a
+full-vocabulary head at every position; MFU needs a known GPU: ``flops.PEAK_TFLOPS``). The
+machine may be shared: every variant runs ``--repeats`` times, interleaved, after a warm-up,
+and the best time counts; with one thread the CPU seconds are the least disturbed by other jobs.
+On a loaded small CPU, ``--threads 1`` is faster than torch's default for this 135M model
+(threads wait on each other).
 """
 
 from __future__ import annotations
@@ -182,7 +187,7 @@ def per_source_loop(expert, items, temps, exit_layer=None, amateur=None, pad_id:
         tokens += int(mask.sum())
         res = expert(input_ids=ids, attention_mask=mask, output_hidden_states=exit_layer is not None)
         keep_stats(per["expert"], res.logits, batch, items, temps)
-        del res.logits
+        res["logits"] = None  # frees them before the amateur's pass (``del res.logits`` leaves the dict's reference)
         if exit_layer is not None:
             z = expert.get_output_embeddings()(decoder_base(expert).norm(res.hidden_states[exit_layer]))
             keep_stats(per["amateur"], z, batch, items, temps)
@@ -294,7 +299,8 @@ TABLE7 = {"summeval": 44.06, "mqm": 153.99}  # ContrastScore Table 7: Qwen 3B + 
 
 
 def random_qwen(name: str, device, dtype, layers: int | None = None, vocab: int | None = None):
-    """A randomly initialised Qwen2 causal LM with ``name``'s architecture numbers."""
+    """A randomly initialised Qwen2 causal LM with ``name``'s architecture numbers, built in
+    ``dtype`` (no float32 copy first: the 3B in float32 is 12.4 GB and a minute to convert)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     hidden, inter, n_layers, heads, kv, n_vocab, tied = ARCH[name]
@@ -303,28 +309,43 @@ def random_qwen(name: str, device, dtype, layers: int | None = None, vocab: int 
                          tie_word_embeddings=tied, max_position_embeddings=32768, rope_theta=1e6,
                          attn_implementation="sdpa")
     torch.manual_seed(0)
-    with torch.device(device):
-        model = Qwen2ForCausalLM(config).to(dtype)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # parameters created in the target dtype (buffers that need float32 ask for it)
+    try:
+        with torch.device(device):
+            model = Qwen2ForCausalLM(config)
+    finally:
+        torch.set_default_dtype(default)
     return model.eval().requires_grad_(False)
 
 
 def synthetic_pair(arch: str, device: str, dtype: str, layers: int | None,
-                   tokenizer: str = "gguf:smollm2") -> ModelPair:
+                   tokenizer: str = "gguf:smollm2", vocab: int | None = None) -> ModelPair:
     """Random Qwen-shaped expert and amateur wrapped as a ModelPair, with ``tokenizer``'s
     tokenizer (a model spec: the packaged SmolLM2 by default; a local Qwen2.5 folder or a cached
-    hub id gives Qwen's own sequence lengths). Only the tokenizer and config are read."""
+    hub id gives Qwen's own sequence lengths). Only the tokenizer and config are read. ``vocab``:
+    a smaller vocabulary than the architectures' (a smoke run's memory)."""
     from cscore.scorers.models.models import LoadedModel, auto_device, auto_dtype, load_model
 
     tok = load_model(tokenizer, lazy=True).tokenizer
-    vocab = min(ARCH[name][5] for name in ARCH_PAIRS[arch])
+    vocab = vocab or min(ARCH[name][5] for name in ARCH_PAIRS[arch])
     if len(tok) > vocab:
         raise SystemExit(f"--tokenizer {tokenizer}: {len(tok)} tokens, more than the models' vocabulary of {vocab}")
     dev = auto_device(device)
     dt = auto_dtype(dtype, dev)
-    expert, amateur = (random_qwen(name, dev, dt, layers) for name in ARCH_PAIRS[arch])
+    expert, amateur = (random_qwen(name, dev, dt, layers, vocab) for name in ARCH_PAIRS[arch])
     wrap = [LoadedModel(m, tok, f"random {name}{f' ({layers} layers)' if layers else ''}", dev, dt,
                         info={"class": "Qwen2ForCausalLM"}) for m, name in zip((expert, amateur), ARCH_PAIRS[arch])]
     return ModelPair(*wrap)
+
+
+def save_pair(pair: ModelPair, folder: str) -> None:
+    """The random pair as two model folders a `cscore run` (and its shard workers) can load:
+    ``pair.expert.path=DIR/expert pair.amateur.path=DIR/amateur``."""
+    for name, lm in (("expert", pair.expert), ("amateur", pair.amateur)):
+        lm.model.save_pretrained(os.path.join(folder, name))
+        pair.tokenizer.save_pretrained(os.path.join(folder, name))
+    print(f"saved {pair.expert.name} and {pair.amateur.name} to {folder}/expert, {folder}/amateur")
 
 
 def per_source_items(examples, k: int, n_docs: int):
@@ -449,6 +470,28 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
 
 
 USEFUL: dict[str, float | None] = {}  # name -> useful FLOPs of cscore's passes (scorers/engine/flops.py)
+MODEL_FLOPS: dict[str, float | None] = {}  # name -> FLOPs the baselines' forwards compute on real tokens
+
+
+def forward_flops(model, items, heads: int = 1) -> float | None:
+    """FLOPs of a plain forward of every item alone (prompt + hypothesis, causal), with ``heads``
+    full-vocabulary heads at every position, counted as ``flops.row_flops`` counts (padding left out)."""
+    c = flops.costs(model)
+    if c is None:
+        return None
+    return float(sum(flops.row_flops(c, len(p) + len(h), [], heads, scored=len(p) + len(h)) for p, h in items))
+
+
+def baseline_flops(pair: ModelPair, items) -> dict[str, float | None]:
+    """The paper loop (expert and amateur, one head each), the per-source loop (an early exit's
+    second head in the expert's pass, else the amateur's own forward) and the plain forward."""
+    ama = pair.amateur.model
+    exit_layer = pair.amateur.exit_layer if pair.amateur.parent is pair.expert else None
+    expert = forward_flops(pair.expert.model, items)
+    amateur = None if exit_layer else forward_flops(ama, items)
+    both = None if expert is None or amateur is None else expert + amateur
+    return {"paper": both if not exit_layer else None, "plain fwd": expert,
+            "per-source": forward_flops(pair.expert.model, items, heads=2) if exit_layer else both}
 
 
 def time_runs(runs, device, repeats: int) -> dict:
@@ -484,6 +527,7 @@ def run_slice(label, examples, pair: ModelPair, args) -> dict:
     total = sum(len(p) + len(h) for p, h in items)
     print(f"\n== {label}: {len(items)} items, {n_prompts} distinct prompts, {total} prompt+hypothesis tokens "
           f"(prompt {sum(len(p) for p, _ in items) / total:.0%})")
+    MODEL_FLOPS.update(baseline_flops(pair, items))  # the same three names every slice
     results = time_runs(slice_runs(pair, inputs, items, args), pair.expert.device, args.repeats)
     table7 = TABLE7.get(label.split(",")[0].lower())
     if args.arch and table7:
@@ -546,15 +590,7 @@ def print_slice(results: dict, n: int, args) -> None:
         flag = " FAIL" if lp > args.tolerance else (" (amplified)" if con > args.tolerance else "")
         print(f"{name:10s} {wall:8.2f} {cpu:8.2f} {n / wall:10.3f} {vs('paper', wall)} {vs('per-source', wall)} "
               f"{peak / 2**20:9.0f}  {lp:.1e} | {con:.1e}{flag}  {tok}")
-    peak = flops.peak_flops(args.device_used, args.dtype_used)
-    for name in ("shared", "unshared", "dense-mask", "sparse", "flex"):
-        if USEFUL.get(name) is None or name not in results:
-            continue
-        wall = results[name][0]
-        use = flops.mfu(USEFUL[name], wall, peak)
-        print(f"useful FLOPs {name:10s} {USEFUL[name] / 1e12:.3f} TFLOP, {USEFUL[name] / wall / 1e12:.3f} TFLOP/s; "
-              f"MFU {f'{use:.1%}' if use is not None else '- (no peak known for this device)'}"
-              f"{f' of {peak / 1e12:.0f} TFLOP/s' if peak else ''}")
+    print_mfu(results, args)
     for name in ("shared", "unshared", "per-source"):
         if name not in results or "plain fwd" not in results:
             continue
@@ -564,12 +600,31 @@ def print_slice(results: dict, n: int, args) -> None:
               f"{results['plain fwd'][3] / results['plain fwd'][0]:8.1f} (real tokens): {w:.2f}x wall, {c:.2f}x CPU")
 
 
+def print_mfu(results: dict, args) -> None:
+    """TFLOP/s and MFU of every pass: cscore's by the useful FLOPs its report counts (heads at
+    scored positions only), the baselines' by what their forwards compute (heads at every position)."""
+    peak = flops.peak_flops(args.device_used, args.dtype_used)
+    for name in results:
+        count, what = (USEFUL.get(name), "useful") if name in USEFUL else (MODEL_FLOPS.get(name), "model ")
+        if count is None:
+            continue
+        wall = results[name][0]
+        use = flops.mfu(count, wall, peak)
+        print(f"{what} FLOPs {name:10s} {count / 1e12:.3f} TFLOP, {count / wall / 1e12:.3f} TFLOP/s; "
+              f"MFU {f'{use:.1%}' if use is not None else '- (no peak known for this device)'}"
+              f"{f' of {peak / 1e12:.0f} TFLOP/s' if peak else ''}")
+
+
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--pair", default="smollm2")
     ap.add_argument("--arch", choices=sorted(ARCH_PAIRS), default=None,
                     help="random Qwen-shaped expert + amateur instead of --pair (GPU mode)")
     ap.add_argument("--arch-layers", type=int, default=None, help="shrink the --arch models to N layers (smoke run)")
+    ap.add_argument("--arch-vocab", type=int, default=None,
+                    help="shrink the --arch models' vocabulary to N (smoke run; at least the tokenizer's size)")
+    ap.add_argument("--save-arch", default=None, metavar="DIR",
+                    help="save the --arch pair (weights, config, tokenizer) to DIR/expert and DIR/amateur and stop")
     ap.add_argument("--tokenizer", default="gguf:smollm2",
                     help="--arch mode: the tokenizer's model spec (e.g. a local Qwen2.5 folder or cached hub id)")
     ap.add_argument("--device", default="auto")
@@ -604,7 +659,10 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.arch:
-        pair = synthetic_pair(args.arch, args.device, args.dtype, args.arch_layers, args.tokenizer)
+        pair = synthetic_pair(args.arch, args.device, args.dtype, args.arch_layers, args.tokenizer, args.arch_vocab)
+        if args.save_arch:
+            save_pair(pair, args.save_arch)
+            return
         what = f"arch {args.arch}: {pair.expert.name} + {pair.amateur.name}, tokenizer {args.tokenizer}"
     else:
         expert, amateur, exit_ = pair_spec(args.pair)

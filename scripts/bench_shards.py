@@ -6,12 +6,15 @@ the pass's wall time, the merge's share, and whether the scores are bit-identica
     python scripts/bench_shards.py --docs 1 --per-doc 4 # a check that it runs (not a speed figure)
     python scripts/bench_shards.py --devices cuda:0,cuda:1 --threads 0   # a multi-GPU machine
     python scripts/bench_shards.py --many-batches       # >= 16 batches: 16 documents x 4, budget 1024
+    python scripts/bench_shards.py --set pair.expert.path=DIR/expert --set pair.amateur.path=DIR/amateur
+                                                        # any pair, e.g. bench_prefix.py --save-arch DIR's
 
 ``--many-batches`` (issue 42 item 3): a workload of at least 16 batches, so each of 2 shards has 8
 and the split is even (16 SummEval documents x 4 summaries: 20 packed rows of 600-1000 tokens,
 four documents split in two, one row per batch at ``runtime.token_budget=1024``: 20 batches);
 ``--token-budget`` sets the budget of any slice.
-Every run's batch count (metrics.json) is printed.
+Every run's batch count (metrics.json) is printed, and each pass's MFU where the device's peak is
+known (metrics.json's ``mfu``; a sharded pass's over the peak of all its devices together).
 
 First one untimed run of the same command warms what only the first run pays (the GGUF model's
 conversion to its cache, the OS's file cache, Python's bytecode). Then 1-shard and N-shard runs
@@ -56,7 +59,7 @@ def run(args, data: Path, root: Path, name: str, *more: str) -> dict:
     out, cache = root / name, root / f"cache_{name}"
     cmd = [sys.executable, "-m", "cscore.cli.main", "run", f"pair={args.pair}", "data=table", f"data.path={data}",
            "data.task=summarization", "data.columns.human=[coherence]", "data.columns.group=group",
-           "runtime.progress=false", f"hydra.run.dir={out}", f"cache.dir={cache}", *more]
+           "runtime.progress=false", f"hydra.run.dir={out}", f"cache.dir={cache}", *args.set, *more]
     if args.threads:
         cmd.append(f"runtime.threads={args.threads}")
     if args.token_budget:
@@ -71,7 +74,7 @@ def run(args, data: Path, root: Path, name: str, *more: str) -> dict:
     scores = pd.read_parquet(out / "scores.parquet")
     batches = sum(p.get("batches") or 0 for p in speed.get("passes", {}).values())
     return {"wall": wall, "pass": speed.get("score_seconds") or float("nan"), "merge": speed.get("merge_seconds"),
-            "batches": batches,
+            "batches": batches, "mfu": speed.get("mfu"), "flops": speed.get("useful_flops"),
             "shard_seconds": speed.get("shard_seconds"),
             "scores": scores[[c for c in scores.columns if c.startswith("score.")]]}
 
@@ -97,6 +100,18 @@ def measure(args, devices: list[str], root: Path, data: Path) -> tuple[list[dict
     return [warm, *ones], manys
 
 
+def print_mfu(ones: list[dict], manys: list[dict], n_devices: int) -> None:
+    """Useful TFLOP/s and MFU of the fastest 1-shard and N-shard pass (metrics.json's figures; the
+    N-shard MFU over the N devices' peak)."""
+    for label, runs, share in (("1 shard", ones, 1), (f"{n_devices} shards", manys, n_devices)):
+        best = min(runs, key=lambda r: r["pass"])
+        if not best["flops"]:
+            continue
+        mfu = f"{best['mfu'] / share:.1%}" if best["mfu"] is not None else "- (no peak known for this device)"
+        print(f"{label}: useful {best['flops'] / 1e12:.3f} TFLOP in {best['pass']:.2f}s, "
+              f"{best['flops'] / best['pass'] / 1e12:.3f} TFLOP/s; MFU {mfu}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", default="smollm2")
@@ -106,6 +121,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="runtime.threads of every process (0: leave it out)")
     ap.add_argument("--repeats", type=int, default=2, help="runs of each, alternating (medians reported)")
     ap.add_argument("--token-budget", type=int, default=None, help="runtime.token_budget of every run")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="one more override of every run (repeatable), e.g. pair.expert.path=DIR")
     ap.add_argument("--many-batches", action="store_true",
                     help="a workload of >= 16 batches: 16 documents x 4 at token budget 1024 (unless given)")
     args = ap.parse_args()
@@ -125,13 +142,15 @@ def main() -> None:
         ("many_pass", manys, "pass"), ("merge", manys, "merge")]}
     print(f"# {time.strftime('%Y-%m-%d')}, {platform.node()} ({platform.machine()}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f}), `python scripts/bench_shards.py {' '.join(sys.argv[1:])}`")
-    print(f"pair={args.pair}, SummEval {args.docs} documents x {args.per_doc}, {ones[0]['batches']} batches "
+    sets = f" ({' '.join(args.set)})" if args.set else ""
+    print(f"pair={args.pair}{sets}, SummEval {args.docs} documents x {args.per_doc}, {ones[0]['batches']} batches "
           f"(token budget {args.token_budget or 'default'}), threads={args.threads or 'default'}, "
           f"medians of {args.repeats} alternating runs each, after one untimed warm-up run")
     print(f"1 shard:  {med['one_wall']:.1f}s command wall, pass {med['one_pass']:.1f}s")
     print(f"{len(devices)} shards: {med['many_wall']:.1f}s command wall, pass {med['many_pass']:.1f}s "
           f"(wall: the first shard's start to the merge's end), merge {med['merge']:.3f}s = "
           f"{100 * med['merge'] / med['many_pass']:.2f} % of the pass")
+    print_mfu(ones, manys, len(devices))
     print(f"command wall ratio: {med['one_wall'] / med['many_wall']:.2f}x; pass wall ratio: "
           f"{med['one_pass'] / med['many_pass']:.2f}x; scores bit-identical (every run): {identical}")
     if not identical:

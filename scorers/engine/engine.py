@@ -46,14 +46,14 @@ from cscore.scorers.models.anatomy import decoder_base, decoder_layers, final_no
 log = logging.getLogger(__name__)
 
 UNBOUNDED = 1 << 62  # the row length of a model without a sliding window
-PACKED_MAX_PADDING = 0.1  # batches of packed rows: padding at most this fraction of their tokens
+MAX_PADDING = 0.1  # a batch (packed rows or single items): padding at most this fraction of its tokens
 
 
 def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float | None = None) -> list[list[int]]:
     """Indices grouped into batches, longest first; each batch's max_len * size <= budget
     (an item longer than the budget gets a batch of its own). With ``max_padding``, a batch
-    also stops growing where its padding would pass that fraction of its real tokens (packed
-    rows are long already: a smaller batch costs little, padding costs its full share)."""
+    also stops growing where its padding would pass that fraction of its real tokens (a smaller
+    batch costs little, padding costs its full share)."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     current: list[int] = []
@@ -450,11 +450,12 @@ def longest_row(items, share: bool) -> int:
 
 def batch_rows_of(rows: list[Row], token_budget: int):
     """Packed rows and single items batch apart: a single item keeps the plain 2D-mask path (and
-    a sliding-window model's long single item never gets the custom mask, which ignores windows)."""
+    a sliding-window model's long single item never gets the custom mask, which ignores windows).
+    Both cap their padding at ``MAX_PADDING`` (unshared MQM batches padded 25 % without it)."""
     for packed in (True, False):
         part = [r for r in rows if r.packed == packed]
         lengths = [r.length for r in part]
-        for batch in make_batches(lengths, token_budget, max_padding=PACKED_MAX_PADDING if packed else None):
+        for batch in make_batches(lengths, token_budget, max_padding=MAX_PADDING):
             yield [part[b] for b in batch]
 
 

@@ -135,6 +135,20 @@ def test_rows_respect_the_budget_and_hold_every_item_once():
     assert not any(r.packed and len(r.prompt) == 47 for r in rows)
 
 
+def test_unshared_batches_cap_their_padding(models):
+    """Single items batch under the same padding cap as packed rows: lengths 100, 95, 60, 58, 30, 29
+    make three batches by hand (one batch would pad 600 slots for 372 tokens, 61 % more); a pass
+    with sharing off pads at most 10 % over its tokens and scores as the shared pass does."""
+    items = [([5] * (n - 4), [7, 8, 9, 10]) for n in (60, 30, 100, 29, 95, 58)]
+    rows = engine.plan_rows(items, 4096, False)
+    batches = [[r.members[0] for r in b] for b in engine.batch_rows_of(rows, 4096)]
+    assert batches == [[2, 4], [0, 5], [1, 3]]
+    ref, _ = run(models["float64"], prefix_sharing=True)
+    got, off = run(models["float64"], prefix_sharing=False)
+    assert off.batches > 1 and off.padded_tokens <= (1 + engine.MAX_PADDING) * off.tokens
+    assert_same(got, ref)
+
+
 def test_sharing_window_reads_the_config():
     def model(**config):
         return SimpleNamespace(config=SimpleNamespace(**config))
