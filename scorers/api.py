@@ -403,7 +403,7 @@ class ModelPair:
         stats: dict[str, TokenStats | None] = {}  # None: a sharded pass still pending, in its place
         reports: dict[str, engine.EngineReport | None] = {}
         waiting: dict[str, tuple[ShardedPass, float, str | None]] = {}
-        for run_model, heads in self.passes(models):
+        for run_model, heads in self.passes(models, opts.distribution):
             label, role, start = "+".join(heads), next(iter(heads)), time.perf_counter()
             pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
             own = self.aligned  # a cross-family model runs alone: its pass is keyed by what it is, not its role
@@ -470,6 +470,7 @@ class ModelPair:
     @staticmethod
     def _parts(run_model, heads, ids, temperatures, opts: PassOptions) -> dict:
         """The cache key's parts of one pass (a sharded pass has the same key)."""
+        heads = {h: k.key if isinstance(k, engine.Partner) else k for h, k in heads.items()}  # a joint pass's partner
         parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
                  "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
                  # an encoder-decoder's ids are (encoder ids, decoder targets): its key part instead of sharing's
@@ -478,10 +479,12 @@ class ModelPair:
             parts.update(seq2seq.key_part(run_model))
         return parts
 
-    def passes(self, wanted: Sequence[str] | None) -> list[tuple[LoadedModel, dict[str, int | None]]]:
-        """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass."""
+    def passes(self, wanted: Sequence[str] | None, distribution: bool = False) -> list[tuple[LoadedModel, dict]]:
+        """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass;
+        with ``distribution`` (the distributional statistics) expert and amateur run as one joint
+        pass, the amateur a ``engine.Partner`` of the expert's (the pair's statistics read both heads)."""
         wanted = list(self.models) if wanted is None else list(wanted)
-        passes: list[tuple[LoadedModel, dict[str, int | None]]] = []
+        passes: list[tuple[LoadedModel, dict]] = []
         if "expert" in wanted:
             passes.append((self.expert, {"expert": None}))
         if "amateur" in wanted:
@@ -489,8 +492,15 @@ class ModelPair:
             if ama is None:
                 raise ConfigError("this pair has no amateur model (give an amateur model or an early exit "
                                   "of the expert)")
+            if distribution and self.aligned:
+                raise ConfigError("the distributional statistics compare two distributions over one vocabulary, "
+                                  "and this pair's tokenizers differ (a cross-family pair)")
             if ama.parent is self.expert and "expert" in wanted:
                 passes[0][1]["amateur"] = ama.exit_layer
+            elif distribution and "expert" in wanted:
+                base = ama.parent if ama.parent is not None else ama
+                key = {"model": model_identity(base), "exit": ama.exit_layer, "dtype": str(base.dtype)}
+                passes[0][1]["amateur"] = engine.Partner(base, ama.exit_layer, key)
             elif ama.parent is not None:
                 passes.append((ama.parent, {"amateur": ama.exit_layer}))
             else:

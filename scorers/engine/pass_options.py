@@ -23,11 +23,14 @@ class PassOptions:
     device: str = "auto"
     dtype: str = "auto"
     threads: int | str | None = "auto"  # torch's CPU threads in a pass (engine.threads): as runtime.threads
+    # the distributional statistics too (stats.DIST_NAMES; expert and amateur in one joint pass): set by
+    # the run when a method reads them, not a runtime setting
+    distribution: bool = False
 
     @classmethod
     def of(cls, runtime) -> PassOptions:
         """From the run's typed ``runtime`` section (``cscore.scorers.config.run.Runtime``)."""
-        return cls(**{f.name: getattr(runtime, f.name) for f in fields(cls)})
+        return cls(**{f.name: getattr(runtime, f.name) for f in fields(cls) if f.name != "distribution"})
 
     @classmethod
     def given(cls, options: PassOptions | None = None, overrides: Mapping[str, Any] | None = None) -> PassOptions:
@@ -47,6 +50,8 @@ class PassOptions:
         parts: dict = {"token_budget": self.token_budget, "padding_side": self.padding_side}
         if shared:
             parts["prefix_sharing"] = True
+        if self.distribution:  # other keys unchanged
+            parts["distribution"] = True
         return parts
 
     def budget_for(self, model, longest_row: int) -> int:
