@@ -512,6 +512,8 @@ class ModelPair:
     ) -> np.ndarray:
         """One-call convenience: statistics then one method (temperatures taken from params)."""
         full = methods.with_defaults(method, params)
-        temps = sorted({1.0} | {float(v) for k, v in full.items() if k in ("t", "t_exp", "t_ama")})
+        temps = sorted({1.0} | {float(v) for k, v in full.items() if k in ("t", "t_exp", "t_ama", "t_weight")})
         needed = methods.token_method(method).needs(methods.params(method, params))
-        return self.statistics(prompts, hypotheses, temperatures=temps, models=needed).score(method, **params)
+        joint = methods.get(method).distributional(full)  # the distributional statistics: a joint pass
+        return self.statistics(prompts, hypotheses, temperatures=temps, models=needed,
+                               distribution=joint).score(method, **params)
