@@ -88,3 +88,34 @@ def test_a_plain_pass_refuses_to_read_them_in_one_line(pair32):
     with pytest.raises(ConfigError) as err:
         st.stats["amateur"].statistic("jsd", 1.0)
     assert "\n" not in str(err.value) and "binoculars" in str(err.value)
+
+
+def test_sharded_and_cached_they_are_bit_identical(pair32, tmp_path):
+    """2 or 3 shards (each its partials, merged by the last) equal the unsharded pass bit for bit,
+    the distributional statistics included; the entry reads back whole, under a key of its own
+    beside the plain pass's."""
+    from cscore.errors import ShardsPending
+    from cscore.scorers.store.cache import StatsCache
+    from cscore.scorers.store.coordinator import InProcess
+
+    prompts, hyps = PROMPTS * 4, [h + " again" * (i % 3) for i, h in enumerate(HYPS * 4)]
+    inputs = pair32.encode(prompts, hyps)
+    kw = dict(inputs=inputs, temperatures=(0.5, 1.0), token_budget=48, distribution=True)
+    want = pair32.statistics(cache=StatsCache(tmp_path / "one"), **kw)
+    for count in (2, 3):
+        cache = StatsCache(tmp_path / f"s{count}", checkpoint_seconds=0)
+        for k in range(count - 1):
+            with pytest.raises(ShardsPending):
+                pair32.statistics(cache=cache, shards=InProcess(count, k), **kw)
+        got = pair32.statistics(cache=cache, shards=InProcess(count, count - 1), **kw)
+        for role in ("expert", "amateur"):
+            assert sorted(got.stats[role].dist) == sorted(want.stats[role].dist)
+            for name, arr in want.stats[role].dist.items():
+                assert np.array_equal(got.stats[role].dist[name], arr), (count, role, name)
+            assert np.array_equal(got.stats[role].logp, want.stats[role].logp)
+    again = pair32.statistics(cache=StatsCache(tmp_path / "one"), **kw)
+    assert all(r.cached for r in again.reports.values())
+    assert np.array_equal(again.stats["amateur"].dist["jsd"], want.stats["amateur"].dist["jsd"])
+    plain = pair32.statistics(cache=StatsCache(tmp_path / "one"), **{**kw, "distribution": False})
+    assert not any(r.cached for r in plain.reports.values()) and not plain.stats["amateur"].dist
+    assert len(StatsCache(tmp_path / "one").keys()) == 3  # the joint pass; the expert's and the amateur's own
