@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from cscore import ModelPair
-from cscore.errors import ConfigError
 from cscore.scorers import methods
 from cscore.scorers.engine import engine
 from cscore.scorers.engine.stats import TokenStats
