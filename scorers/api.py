@@ -91,6 +91,12 @@ def request_of(request: PassRequest | None, temperatures: Sequence[float] | None
     return replace(base, options=options, **given)
 
 
+def model_names(run_model: LoadedModel, heads: dict) -> list[str]:
+    """``head: model name`` of each head of a pass (a joint pass's partner: its own model's name)."""
+    return [f"{h}: {getattr(k.source, 'name', run_model.name) if isinstance(k, engine.Partner) else run_model.name}"
+            for h, k in heads.items()]
+
+
 def _complete(found: dict[str, T | None]) -> dict[str, T]:
     """``found`` once every pass is in (None: the place of a pass that never completed)."""
     missing = [k for k, v in found.items() if v is None]
@@ -420,7 +426,7 @@ class ModelPair:
                 got, report = compute()
             elif sharded is not None:
                 job = ShardedPass(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
-                                  list(temperatures), compute, label, [f"{h}: {run_model.name}" for h in run_heads],
+                                  list(temperatures), compute, label, model_names(run_model, run_heads),
                                   TokenStats, engine.EngineReport, since=time.time())
                 outcome = run_pass(cache, job, sharded)
                 if isinstance(outcome, Done):
@@ -458,7 +464,7 @@ class ModelPair:
         def compute_entry(key: str):
             done["checkpoint"] = resume(cache, key, heads, lengths, temperatures)
             got, done["report"] = checkpointed(compute, done["checkpoint"], "+".join(heads))
-            return got, {"models": [f"{h}: {run_model.name}" for h in heads], "report": done["report"].record()}
+            return got, {"models": model_names(run_model, heads), "report": done["report"].record()}
 
         def discard() -> None:  # the entry is stored: its checkpoint is not needed any more
             if done["checkpoint"] is not None:

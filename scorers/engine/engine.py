@@ -366,8 +366,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     start_time = time.perf_counter()
     window = joint_window([m for m, _ in models]) if opts.prefix_sharing else None
     token_budget = min(opts.budget_for(m, longest_row(items, window is not None)) for m, _ in models)
-    taps = {h: LayerTap(k.model if isinstance(k, Partner) else model, exit_of(k))
-            for h, k in heads.items() if exit_of(k) is not None}
+    taps = layer_taps(model, heads)
     out = Outputs(offsets, temperatures, heads, next(model.parameters()).device, checkpoint,
                   rows=row_names(heads, opts.distribution))
     useful = Useful([(flops.costs(m), len(names)) for m, names in models])
@@ -388,7 +387,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
 def checked_vocab(models, items) -> int:
     """The vocabulary of the pass's heads (one for all: a joint pass's models must share it), its
     tokens checked against it."""
-    vocabs = {m.get_output_embeddings().weight.shape[0] for m, _ in models}  # type: ignore[attr-defined]
+    vocabs = {m.get_output_embeddings().weight.shape[0] for m, _ in models}
     if len(vocabs) > 1:
         raise ConfigError(f"the joint pass's models have vocabularies of {sorted(vocabs)} entries: the distributional "
                           "statistics compare the two distributions over one vocabulary")
@@ -406,6 +405,16 @@ def row_names(heads: dict, distribution: bool) -> dict[str, tuple[str, ...]]:
         return {h: ROW_NAMES[:2] for h in heads}
     paired = "expert" in heads
     return {h: ROW_NAMES[:2] + (DIST_NAMES if paired and h != "expert" else DIST_NAMES[:1]) for h in heads}
+
+
+def layer_taps(model, heads: dict) -> dict[str, LayerTap]:
+    """A ``LayerTap`` per early-exit head, on its own model (a partner's or ``model``)."""
+    taps = {}
+    for h, k in heads.items():
+        layer = exit_of(k)
+        if layer is not None:
+            taps[h] = LayerTap(k.model if isinstance(k, Partner) else model, layer)
+    return taps
 
 
 def joint_window(models) -> int | None:

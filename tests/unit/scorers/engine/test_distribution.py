@@ -102,6 +102,10 @@ def test_sharded_and_cached_they_are_bit_identical(pair32, tmp_path):
     inputs = pair32.encode(prompts, hyps)
     kw = dict(inputs=inputs, temperatures=(0.5, 1.0), token_budget=48, distribution=True)
     want = pair32.statistics(cache=StatsCache(tmp_path / "one"), **kw)
+    (key,) = StatsCache(tmp_path / "one").keys()  # one joint pass: its entry names both models
+    meta = StatsCache(tmp_path / "one").meta(key)
+    assert meta["heads"] == ["expert", "amateur"]
+    assert meta["extra"]["models"] == [f"expert: {pair32.expert.name}", f"amateur: {pair32.amateur.name}"]
     for count in (2, 3):
         cache = StatsCache(tmp_path / f"s{count}", checkpoint_seconds=0)
         for k in range(count - 1):
