@@ -6,7 +6,6 @@ per token and head, no full distribution kept."""
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import torch
@@ -14,26 +13,28 @@ import torch
 from cscore.scorers.engine.head import prepared
 
 BLOCK_ELEMENTS = 1 << 20  # float64 logits per block (rows x vocab) of each head
-LOG2 = math.log(2.0)
 
 
 def block_rows(vocab: int) -> int:
     return max(1, BLOCK_ELEMENTS // max(1, vocab))
 
 
-def entropy(logp: torch.Tensor) -> torch.Tensor:
-    """-sum_v p(v) log p(v) per row, from log-probabilities ``logp`` [rows, V]."""
-    return -(logp.exp() * logp).sum(-1)
+def entropy(logp: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """-sum_v p(v) log p(v) per row, from ``logp`` [rows, V] and its exp ``p``."""
+    return -(p * logp).sum(-1)
 
 
-def cross(le: torch.Tensor, la: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The pair's statistics per row from the expert's and the amateur's log-probabilities."""
-    pe, pa = le.exp(), la.exp()
-    diff = le - la
-    mixed = torch.logaddexp(le, la) - LOG2  # log of m = (pe + pa) / 2
-    return {"xent_ea": -(pe * la).sum(-1), "xent_ae": -(pa * le).sum(-1),
-            "kl_ea": (pe * diff).sum(-1), "kl_ae": -(pa * diff).sum(-1),
-            "jsd": 0.5 * ((pe * (le - mixed)).sum(-1) + (pa * (la - mixed)).sum(-1))}
+def cross(le: torch.Tensor, pe: torch.Tensor, la: torch.Tensor, pa: torch.Tensor,
+          h_e: torch.Tensor, h_a: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The pair's statistics per row from the expert's and the amateur's log-probabilities, their
+    exps and their entropies: KL(p||q) = H(p, q) - H(p) and JSD = H(m) - (H(pe) + H(pa)) / 2 with
+    m = (pe + pa) / 2 (float64: the differences lose nothing a tolerance of 1e-5 sees unless the
+    divergence is below ~1e-10 of the entropies)."""
+    xent_ea, xent_ae = -(pe * la).sum(-1), -(pa * le).sum(-1)
+    m = (pe + pa).mul_(0.5)
+    h_m = -torch.special.xlogy(m, m).sum(-1)  # 0 log 0 = 0 where both underflow
+    return {"xent_ea": xent_ea, "xent_ae": xent_ae, "kl_ea": xent_ea - h_e, "kl_ae": xent_ae - h_a,
+            "jsd": h_m - 0.5 * (h_e + h_a)}
 
 
 def head_block(logits: torch.Tensor, cap: float | None, t: float) -> torch.Tensor:
@@ -59,9 +60,12 @@ def statistics(logits: dict[str, torch.Tensor], caps: dict[str, float | None], t
     for s in range(0, n, rows):
         for j, t in enumerate(temperatures):
             lp = {h: head_block(z[s:s + rows], caps.get(h), t) for h, z in logits.items()}
-            for h, block in lp.items():
-                out[h]["entropy"][j, s:s + rows] = entropy(block)
+            prob = {h: block.exp() for h, block in lp.items()}
+            ent = {h: entropy(lp[h], prob[h]) for h in lp}
+            for h in lp:
+                out[h]["entropy"][j, s:s + rows] = ent[h]
             for h in others:
-                for name, value in cross(lp[expert], lp[h]).items():  # type: ignore[index]
+                e = expert  # type: str
+                for name, value in cross(lp[e], prob[e], lp[h], prob[h], ent[e], ent[h]).items():
                     out[h][name][j, s:s + rows] = value
     return out
