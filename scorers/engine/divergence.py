@@ -13,6 +13,7 @@ import torch
 from cscore.scorers.engine.head import prepared
 
 BLOCK_ELEMENTS = 1 << 20  # float64 logits per block (rows x vocab) of each head
+TINY = 1e-300  # m below this counts as it in log m (m = 0: m log m = 0); float64's smallest normal ~2e-308
 
 
 def block_rows(vocab: int) -> int:
@@ -32,15 +33,24 @@ def cross(le: torch.Tensor, pe: torch.Tensor, la: torch.Tensor, pa: torch.Tensor
     divergence is below ~1e-10 of the entropies)."""
     xent_ea, xent_ae = -(pe * la).sum(-1), -(pa * le).sum(-1)
     m = (pe + pa).mul_(0.5)
-    h_m = -torch.special.xlogy(m, m).sum(-1)  # 0 log 0 = 0 where both underflow
+    h_m = -(m * m.clamp(min=TINY).log_()).sum(-1)
     return {"xent_ea": xent_ea, "xent_ae": xent_ae, "kl_ea": xent_ea - h_e, "kl_ae": xent_ae - h_a,
             "jsd": h_m - 0.5 * (h_e + h_a)}
 
 
-def head_block(logits: torch.Tensor, cap: float | None, t: float) -> torch.Tensor:
-    """log p_T of a block of one head's logits, in float64 (soft-capped as ``token_statistics`` reads them)."""
+def shifted_block(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """A block of one head's logits in float64 (soft-capped as ``token_statistics`` reads them),
+    less each row's maximum (one shift serves every temperature)."""
     z = prepared(logits, cap).to(torch.float64)
-    return torch.log_softmax(z / t, dim=-1)
+    return z - z.amax(dim=-1, keepdim=True)
+
+
+def at_temperature(shifted: torch.Tensor, t: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log p_T, p_T) of a shifted block: one exp, its sum normalising both."""
+    a = shifted / t
+    e = a.exp()
+    total = e.sum(-1, keepdim=True)
+    return a.sub_(total.log()), e.div_(total)
 
 
 def statistics(logits: dict[str, torch.Tensor], caps: dict[str, float | None], temperatures: Sequence[float],
@@ -58,14 +68,14 @@ def statistics(logits: dict[str, torch.Tensor], caps: dict[str, float | None], t
            for h in logits}
     rows = block_rows(next(iter(vocabs.values())))
     for s in range(0, n, rows):
+        shifted = {h: shifted_block(z[s:s + rows], caps.get(h)) for h, z in logits.items()}
         for j, t in enumerate(temperatures):
-            lp = {h: head_block(z[s:s + rows], caps.get(h), t) for h, z in logits.items()}
-            prob = {h: block.exp() for h, block in lp.items()}
-            ent = {h: entropy(lp[h], prob[h]) for h in lp}
+            lp = {h: at_temperature(block, t) for h, block in shifted.items()}
+            ent = {h: entropy(*lp[h]) for h in lp}
             for h in lp:
                 out[h]["entropy"][j, s:s + rows] = ent[h]
             for h in others:
                 e = expert  # type: str
-                for name, value in cross(lp[e], prob[e], lp[h], prob[h], ent[e], ent[h]).items():
+                for name, value in cross(*lp[e], *lp[h], ent[e], ent[h]).items():
                     out[h][name][j, s:s + rows] = value
     return out
