@@ -123,3 +123,20 @@ def test_sharded_and_cached_they_are_bit_identical(pair32, tmp_path):
     plain = pair32.statistics(cache=StatsCache(tmp_path / "one"), **{**kw, "distribution": False})
     assert not any(r.cached for r in plain.reports.values()) and not plain.stats["amateur"].dist
     assert len(StatsCache(tmp_path / "one").keys()) == 3  # the joint pass; the expert's and the amateur's own
+
+
+def test_probabilities_that_underflow_count_as_zero():
+    """Logits 2000 apart at T = 0.5: most of both distributions underflow float64 to 0; every
+    statistic stays finite and equals the sums over the tokens that carry probability."""
+    from cscore.scorers.engine import divergence
+
+    z_e = torch.tensor([[0.0, -1.0, -2000.0, -3000.0, -2.5]])
+    z_a = torch.tensor([[-0.5, 0.0, -3000.0, -2000.0, -1.0]])
+    got = divergence.statistics({"expert": z_e, "amateur": z_a}, {}, (0.5,), "expert")
+    keep = [0, 1, 4]  # the rest have probability 0 in both
+    le, la = (torch.log_softmax(z[0, keep].double() / 0.5, -1) for z in (z_e, z_a))
+    want = reference(le[None], la[None])
+    assert got["expert"]["entropy"][0].item() == pytest.approx(float(want["entropy_e"][0]), rel=1e-12)
+    for name in DIST_NAMES:
+        assert np.isfinite(got["amateur"][name][0].item())
+        assert got["amateur"][name][0].item() == pytest.approx(float(want[name][0]), rel=1e-9), name
