@@ -74,8 +74,8 @@ def statistics(logits: dict[str, torch.Tensor], caps: dict[str, float | None], t
             ent = {h: entropy(*lp[h]) for h in lp}
             for h in lp:
                 out[h]["entropy"][j, s:s + rows] = ent[h]
-            for h in others:
-                e = expert  # type: str
+            for h in others:  # others is empty when expert is None
+                e = str(expert)
                 for name, value in cross(*lp[e], *lp[h], ent[e], ent[h]).items():
                     out[h][name][j, s:s + rows] = value
     return out
