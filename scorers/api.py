@@ -91,6 +91,12 @@ def request_of(request: PassRequest | None, temperatures: Sequence[float] | None
     return replace(base, options=replace(options, **fields_of_options), **given)
 
 
+def model_names(run_model: LoadedModel, heads: dict) -> list[str]:
+    """``head: model name`` of each head of a pass (a joint pass's partner: its own model's name)."""
+    return [f"{h}: {getattr(k.source, 'name', run_model.name) if isinstance(k, engine.Partner) else run_model.name}"
+            for h, k in heads.items()]
+
+
 def _complete(found: dict[str, T | None]) -> dict[str, T]:
     """``found`` once every pass is in (None: the place of a pass that never completed)."""
     missing = [k for k, v in found.items() if v is None]
@@ -403,7 +409,7 @@ class ModelPair:
         stats: dict[str, TokenStats | None] = {}  # None: a sharded pass still pending, in its place
         reports: dict[str, engine.EngineReport | None] = {}
         waiting: dict[str, tuple[ShardedPass, float, str | None]] = {}
-        for run_model, heads in self.passes(models):
+        for run_model, heads in self.passes(models, opts.distribution):
             label, role, start = "+".join(heads), next(iter(heads)), time.perf_counter()
             pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
             own = self.aligned  # a cross-family model runs alone: its pass is keyed by what it is, not its role
@@ -420,7 +426,7 @@ class ModelPair:
                 got, report = compute()
             elif sharded is not None:
                 job = ShardedPass(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
-                                  list(temperatures), compute, label, [f"{h}: {run_model.name}" for h in run_heads],
+                                  list(temperatures), compute, label, model_names(run_model, run_heads),
                                   TokenStats, engine.EngineReport, since=time.time())
                 outcome = run_pass(cache, job, sharded)
                 if isinstance(outcome, Done):
@@ -458,7 +464,7 @@ class ModelPair:
         def compute_entry(key: str):
             done["checkpoint"] = resume(cache, key, heads, lengths, temperatures)
             got, done["report"] = checkpointed(compute, done["checkpoint"], "+".join(heads))
-            return got, {"models": [f"{h}: {run_model.name}" for h in heads], "report": done["report"].record()}
+            return got, {"models": model_names(run_model, heads), "report": done["report"].record()}
 
         def discard() -> None:  # the entry is stored: its checkpoint is not needed any more
             if done["checkpoint"] is not None:
@@ -470,6 +476,7 @@ class ModelPair:
     @staticmethod
     def _parts(run_model, heads, ids, temperatures, opts: PassOptions) -> dict:
         """The cache key's parts of one pass (a sharded pass has the same key)."""
+        heads = {h: k.key if isinstance(k, engine.Partner) else k for h, k in heads.items()}  # a joint pass's partner
         parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
                  "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
                  # an encoder-decoder's ids are (encoder ids, decoder targets): its key part instead of sharing's
@@ -478,10 +485,12 @@ class ModelPair:
             parts.update(seq2seq.key_part(run_model))
         return parts
 
-    def passes(self, wanted: Sequence[str] | None) -> list[tuple[LoadedModel, dict[str, int | None]]]:
-        """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass."""
+    def passes(self, wanted: Sequence[str] | None, distribution: bool = False) -> list[tuple[LoadedModel, dict]]:
+        """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass;
+        with ``distribution`` (the distributional statistics) expert and amateur run as one joint
+        pass, the amateur a ``engine.Partner`` of the expert's (the pair's statistics read both heads)."""
         wanted = list(self.models) if wanted is None else list(wanted)
-        passes: list[tuple[LoadedModel, dict[str, int | None]]] = []
+        passes: list[tuple[LoadedModel, dict]] = []
         if "expert" in wanted:
             passes.append((self.expert, {"expert": None}))
         if "amateur" in wanted:
@@ -489,8 +498,15 @@ class ModelPair:
             if ama is None:
                 raise ConfigError("this pair has no amateur model (give an amateur model or an early exit "
                                   "of the expert)")
+            if distribution and self.aligned:
+                raise ConfigError("the distributional statistics compare two distributions over one vocabulary, "
+                                  "and this pair's tokenizers differ (a cross-family pair)")
             if ama.parent is self.expert and "expert" in wanted:
                 passes[0][1]["amateur"] = ama.exit_layer
+            elif distribution and "expert" in wanted:
+                base = ama.parent if ama.parent is not None else ama
+                key = {"model": model_identity(base), "exit": ama.exit_layer, "dtype": str(base.dtype)}
+                passes[0][1]["amateur"] = engine.Partner(base, ama.exit_layer, key)
             elif ama.parent is not None:
                 passes.append((ama.parent, {"amateur": ama.exit_layer}))
             else:
@@ -502,6 +518,8 @@ class ModelPair:
     ) -> np.ndarray:
         """One-call convenience: statistics then one method (temperatures taken from params)."""
         full = methods.with_defaults(method, params)
-        temps = sorted({1.0} | {float(v) for k, v in full.items() if k in ("t", "t_exp", "t_ama")})
+        temps = sorted({1.0} | {float(v) for k, v in full.items() if k in ("t", "t_exp", "t_ama", "t_weight")})
         needed = methods.token_method(method).needs(methods.params(method, params))
-        return self.statistics(prompts, hypotheses, temperatures=temps, models=needed).score(method, **params)
+        joint = methods.get(method).distributional(full)  # the distributional statistics: a joint pass
+        return self.statistics(prompts, hypotheses, temperatures=temps, models=needed,
+                               distribution=joint).score(method, **params)

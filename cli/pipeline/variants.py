@@ -42,7 +42,11 @@ class Variant:
         return methods.get(self.method).needs(self.params)
 
     def temperatures(self) -> set[float]:
-        return {float(getattr(self.params, k)) for k in ("t", "t_exp", "t_ama") if hasattr(self.params, k)}
+        return {float(getattr(self.params, k)) for k in ("t", "t_exp", "t_ama", "t_weight") if hasattr(self.params, k)}
+
+    def distributional(self) -> bool:
+        """Whether its scores read the distributional statistics (its pass computes them then)."""
+        return methods.get(self.method).distributional(vars(self.params))
 
 
 def row_params(method: str, label: str, **settings):

@@ -34,11 +34,12 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from cscore.scorers.engine import budget, flops, packed_attention, seq2seq
+from cscore.errors import ConfigError
+from cscore.scorers.engine import budget, divergence, flops, packed_attention, seq2seq
 from cscore.scorers.engine.head import chunk_rows, raw_logits, softcap, token_statistics
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.passes import EngineReport, Outputs, Ticks, check_inputs, deal, kept, layer_ticks
-from cscore.scorers.engine.stats import TokenStats
+from cscore.scorers.engine.stats import DIST_NAMES, ROW_NAMES, TokenStats
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.engine.transfer import upload
 from cscore.scorers.models.anatomy import decoder_base, decoder_layers, final_norm, is_encoder_decoder, layer_list
@@ -266,6 +267,40 @@ def run_base(model, ids, mask, positions, items, batch_rows, where):
         return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
 
 
+@dataclass(frozen=True)
+class Partner:
+    """A head of another model in a joint pass (``PassOptions.distribution``): that model runs on
+    the same batches and its head reads its own states at the same hypothesis positions, so the
+    distributional statistics between it and the expert's head need no second pass. ``source``: the
+    model, or what loads it on first use (a ``LoadedModel``: a cache hit loads no weights);
+    ``exit_layer``: an early exit of it (None: its full depth); ``key``: what the pass's cache key
+    says of it."""
+    source: object
+    exit_layer: int | None = None
+    key: object = None
+
+    @property
+    def model(self):
+        return self.source if isinstance(self.source, torch.nn.Module) else self.source.model  # type: ignore[attr-defined]
+
+
+def head_models(model, heads: dict) -> list[tuple[object, list[str]]]:
+    """The models of a pass and each one's heads: ``model`` first, then each partner's model."""
+    out: list[tuple[object, list[str]]] = [(model, [h for h, k in heads.items() if not isinstance(k, Partner)])]
+    for h, k in heads.items():
+        if isinstance(k, Partner):
+            found = next((names for m, names in out if m is k.model), None)
+            if found is None:
+                out.append((k.model, [h]))
+            else:
+                found.append(h)
+    return out
+
+
+def exit_of(k) -> int | None:
+    return k.exit_layer if isinstance(k, Partner) else k
+
+
 class LayerTap:
     """Keeps the output of decoder layer k-1 (i.e. the hidden state after k layers) during a
     forward pass, so an early-exit head reads it without a second pass."""
@@ -314,51 +349,92 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     ``add``, and its ``fill`` puts the kept rows into the result."""
     opts = options if options is not None else PassOptions()
     if is_encoder_decoder(model):
+        if opts.distribution:
+            raise ConfigError(f"the distributional statistics ({DIST_NAMES[0]}, KL, JSD) are computed for decoder-only "
+                              "models; this pair's expert is an encoder-decoder")
         # the encoder is always shared (runtime.prefix_sharing is the causal packing's)
         return seq2seq.compute(model, items, temperatures=temperatures, pad_id=pad_id, progress=progress, heads=heads,
                                checkpoint=checkpoint, options=replace(opts, prefix_sharing=True))
-    padding_side = opts.padding_side
     heads = {"model": None} if heads is None else dict(heads)
-    temperatures = check_inputs(items, temperatures, padding_side)
-    device = next(model.parameters()).device
+    temperatures = check_inputs(items, temperatures, opts.padding_side)
+    models = head_models(model, heads)
+    vocab = checked_vocab(models, items)
     hyp_lens = np.array([len(h) for _, h in items], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(hyp_lens)])
-    n_tok = int(offsets[-1])
     token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
-    vocab = model.get_output_embeddings().weight.shape[0]
-    if n_tok and token_ids.max() >= vocab:
-        raise InputError(f"token id {int(token_ids.max())} is outside the model's vocabulary of {vocab}")
 
     start_time = time.perf_counter()
-    window = row_window(model) if opts.prefix_sharing else None
-    token_budget = opts.budget_for(model, longest_row(items, window is not None))
-    taps = {h: LayerTap(model, k) for h, k in heads.items() if k is not None}
-    out = Outputs(offsets, temperatures, heads, device, checkpoint)
-    useful = Useful(flops.costs(model), len(heads))
-    job = PassJob(window, heads, taps, out, vocab, (pad_id, padding_side), progress, checkpoint, useful)
+    window = joint_window([m for m, _ in models]) if opts.prefix_sharing else None
+    token_budget = min(opts.budget_for(m, longest_row(items, window is not None)) for m, _ in models)
+    taps = layer_taps(model, heads)
+    out = Outputs(offsets, temperatures, heads, next(model.parameters()).device, checkpoint,
+                  rows=row_names(heads, opts.distribution))
+    useful = Useful([(flops.costs(m), len(names)) for m, names in models])
+    job = PassJob(window, heads, taps, out, vocab, (pad_id, opts.padding_side), progress, checkpoint, useful,
+                  models, opts.distribution)
     try:
         processed, padded, n_batches, retries, token_budget = _run_all(model, items, token_budget, job)
     finally:
         for tap in taps.values():
             tap.close()
-    logp, logp_max = out.fetch()  # the one device-to-host copy
+    logp, logp_max, dist = out.fetch()  # the one device-to-host copy
     seconds = time.perf_counter() - start_time
-    stats = {h: TokenStats(temperatures, offsets, token_ids, logp[h], logp_max[h]) for h in heads}
+    stats = {h: TokenStats(temperatures, offsets, token_ids, logp[h], logp_max[h], dist[h]) for h in heads}
     return stats, EngineReport(seconds, int(processed), padded, n_batches, token_budget=int(token_budget),
                                oom_retries=retries, flops=useful.total)
+
+
+def checked_vocab(models, items) -> int:
+    """The vocabulary of the pass's heads (one for all: a joint pass's models must share it), its
+    tokens checked against it."""
+    vocabs = {m.get_output_embeddings().weight.shape[0] for m, _ in models}
+    if len(vocabs) > 1:
+        raise ConfigError(f"the joint pass's models have vocabularies of {sorted(vocabs)} entries: the distributional "
+                          "statistics compare the two distributions over one vocabulary")
+    vocab = vocabs.pop()
+    top = max((max(h) for _, h in items if h), default=-1)
+    if top >= vocab:
+        raise InputError(f"token id {int(top)} is outside the model's vocabulary of {vocab}")
+    return vocab
+
+
+def row_names(heads: dict, distribution: bool) -> dict[str, tuple[str, ...]]:
+    """Each head's rows: logp and logp_max; with ``distribution`` its entropy too, and for a head
+    beside the expert's the pair's statistics (``stats.DIST_NAMES``)."""
+    if not distribution:
+        return {h: ROW_NAMES[:2] for h in heads}
+    paired = "expert" in heads
+    return {h: ROW_NAMES[:2] + (DIST_NAMES if paired and h != "expert" else DIST_NAMES[:1]) for h in heads}
+
+
+def layer_taps(model, heads: dict) -> dict[str, LayerTap]:
+    """A ``LayerTap`` per early-exit head, on its own model (a partner's or ``model``)."""
+    taps = {}
+    for h, k in heads.items():
+        layer = exit_of(k)
+        if layer is not None:
+            taps[h] = LayerTap(k.model if isinstance(k, Partner) else model, layer)
+    return taps
+
+
+def joint_window(models) -> int | None:
+    """``row_window`` of the pass's models together: the narrowest; None (unshared) if one cannot pack."""
+    windows = [row_window(m) for m in models]
+    return None if any(w is None for w in windows) else min(windows)  # type: ignore[type-var]
 
 
 class Useful:
     """The useful FLOPs of the batches a pass computed (``flops.row_flops``), or None."""
 
-    def __init__(self, costs: flops.Costs | None, scored_heads: int):
-        self.costs, self.scored_heads = costs, scored_heads
-        self.total: float | None = 0.0 if costs is not None else None
+    def __init__(self, models: list[tuple[flops.Costs | None, int]]):
+        """``models``: (costs, scored heads) of each model of the pass (a joint pass: two)."""
+        self.models = models
+        self.total: float | None = 0.0 if all(c is not None for c, _ in models) else None
 
     def add(self, items, rows: list[Row]) -> None:
-        if self.costs is None or self.total is None:
+        if self.total is None:
             return
-        self.total += flops.rows_flops(self.costs, items, rows, self.scored_heads)
+        self.total += sum(flops.rows_flops(c, items, rows, n) for c, n in self.models if c is not None)
 
 
 @dataclass(frozen=True)
@@ -373,18 +449,14 @@ class PassJob:
     progress: Callable[[int], None] | None
     checkpoint: object
     useful: Useful
+    models: list  # (model, its heads) of the pass (``head_models``)
+    distribution: bool  # the distributional statistics too (``row_names``)
 
 
 def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, int, int, int]:
     """Score every item into ``job.out``, batch by batch: (tokens processed, padded, batches, out-of-memory
     retries, the token budget the last round ran with)."""
-    window, heads, taps, out, vocab = job.window, job.heads, job.taps, job.out, job.vocab
-    (pad_id, padding_side), progress, checkpoint, useful = job.pad, job.progress, job.checkpoint, job.useful
-    device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
-    attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    dense = not sparse_packed(model)
-    flat = packed_path(model) == "sparse"  # packed rows end to end, unpadded (the flex mask is per row)
+    window, out, progress, checkpoint, useful = job.window, job.out, job.progress, job.checkpoint, job.useful
     done = np.zeros(len(items), dtype=bool)
     layers = layer_list(model)
     processed = padded = n_batches = retries = 0
@@ -405,19 +477,17 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
                     ticks.skip(cost)
                     continue
                 ticks.begin(cost)
-                if flat and batch_rows[0].packed:
-                    ids, mask, positions, where = flat_rows(items, batch_rows, device)
-                else:
-                    ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype,
-                                                            attn, dense_mask=dense)
-                with layer_ticks(layers, ticks):
-                    final = run_base(model, ids, mask, positions, items, batch_rows, where)
-                pick = {h: (final.__getitem__ if k is None else taps[h].normed) for h, k in heads.items()}
-                _score_batch(model, items, where, pick, out, vocab, device)
+                sources = []
+                for m, names in job.models:  # a joint pass: each model on the same rows
+                    with layer_ticks(layers if m is model else [], ticks):
+                        final, where, size = forward(m, items, batch_rows, job.pad)
+                    sources.append((m, where, {h: final.__getitem__ if exit_of(job.heads[h]) is None
+                                               else job.taps[h].normed for h in names}))
+                    padded += size
+                _score_batch(items, sources, out, job.vocab, job.distribution)
                 done[list(where)] = True
                 processed += sum(r.length for r in batch_rows)
                 useful.add(items, batch_rows)
-                padded += ids.numel()
                 n_batches += 1
                 ticks.end()
                 if progress is not None:
@@ -428,9 +498,21 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
             token_budget = smaller_budget(token_budget, batch_rows, err)
             retries += 1
             del err
-            if device.type == "cuda":
+            if next(model.parameters()).device.type == "cuda":
                 torch.cuda.empty_cache()
     return processed, padded, n_batches, retries, token_budget
+
+
+def forward(model, items, batch_rows: list[Row], pad: tuple[int, str]):
+    """One model's decoder on a batch of rows: (its last hidden state, ``where``, padded tokens)."""
+    device, dtype = next(model.parameters()).device, next(model.parameters()).dtype
+    if packed_path(model) == "sparse" and batch_rows[0].packed:  # packed rows end to end, unpadded
+        ids, mask, positions, where = flat_rows(items, batch_rows, device)
+    else:
+        attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
+        ids, mask, positions, where = pad_rows(items, batch_rows, pad[0], pad[1], device, dtype, attn,
+                                                dense_mask=not sparse_packed(model))
+    return run_base(model, ids, mask, positions, items, batch_rows, where), where, ids.numel()
 
 
 def plan_text(rows: list[Row], window: int | None) -> str:
@@ -475,26 +557,39 @@ def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> 
     return new
 
 
-def _score_batch(model, items, where, pick, out: Outputs, vocab, device):
+def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
     """Gather the states that predict hypothesis tokens; LM head on those only, in chunks.
-    ``where[i]`` = (row, column predicting item i's first token, column of that token);
-    ``pick[head]`` gives a head's states at an index (an early exit's norm runs on those only)."""
-    rows, cols, targets, dest = [], [], [], []
-    for i, (r, last_prompt, first) in where.items():
-        h = items[i][1]
-        rows.extend([r] * len(h))
-        cols.append(last_prompt)  # the prompt's last token predicts the first hypothesis token
-        cols.extend(range(first, first + len(h) - 1))
-        targets.extend(h)
-        dest.append(np.arange(out.offsets[i], out.offsets[i + 1]))
-    row_t, col_t, target_t = (upload(torch.tensor(x), device) for x in (rows, cols, targets))
-    head = model.get_output_embeddings().weight
-    chunk, cap = chunk_rows(vocab, head.device, head.element_size()), softcap(model)
-    per_head = {}
-    for name, states_at in pick.items():
-        picked = states_at((row_t, col_t))
-        got = [token_statistics(raw_logits(model, picked[s:s + chunk]), target_t[s:s + chunk], out.temperatures,
-                                cap) for s in range(0, len(targets), chunk)]
-        per_head[name] = (torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1))
-    out.add(torch.from_numpy(np.concatenate(dest)), per_head)
-
+    ``sources``: per model of the pass (model, ``where``, {head: its states at an index}), with
+    ``where[i]`` = (row, column predicting item i's first token, column of that token) (an early
+    exit's norm runs on the picked states only). With ``distribution`` every head's logits of a
+    chunk are read together (``divergence.statistics``): the pair's statistics need both."""
+    first = sources[0][1]
+    targets = [t for i in first for t in items[i][1]]
+    dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in first])
+    picked, heads = {}, {}
+    for m, where, states_at in sources:
+        rows, cols = [], []
+        for i in first:  # every model's rows in the same item order
+            r, last_prompt, begin = where[i]
+            rows.extend([r] * len(items[i][1]))
+            cols.append(last_prompt)  # the prompt's last token predicts the first hypothesis token
+            cols.extend(range(begin, begin + len(items[i][1]) - 1))
+        device = next(m.parameters()).device
+        index = (upload(torch.tensor(rows), device), upload(torch.tensor(cols), device))
+        for h, at in states_at.items():
+            picked[h], heads[h] = at(index), m
+    lead = next(iter(heads.values())).get_output_embeddings().weight
+    target_t = upload(torch.tensor(targets), lead.device)
+    chunk = chunk_rows(vocab, lead.device, lead.element_size())
+    got: dict[str, list] = {h: [] for h in heads}
+    for s in range(0, len(targets), chunk):
+        logits = {h: raw_logits(m, picked[h][s:s + chunk]) for h, m in heads.items()}
+        caps = {h: softcap(m) for h, m in heads.items()}
+        extra = divergence.statistics(logits, caps, out.temperatures, "expert" if "expert" in heads else None) \
+            if distribution else {}
+        for h, z in logits.items():
+            got[h].append((*token_statistics(z, target_t[s:s + chunk], out.temperatures, caps[h]),
+                           *extra.get(h, {}).values()))
+    per_head = {h: tuple(torch.cat([part[k] for part in parts], dim=1) for k in range(len(parts[0])))
+                for h, parts in got.items()}
+    out.add(torch.from_numpy(dest), per_head)

@@ -21,11 +21,14 @@ class PassOptions:
     device: str = "auto"
     dtype: str = "auto"
     threads: int | str | None = "auto"  # torch's CPU threads in a pass (engine.threads): as runtime.threads
+    # the distributional statistics too (stats.DIST_NAMES; expert and amateur in one joint pass): set by
+    # the run when a method reads them, not a runtime setting
+    distribution: bool = False
 
     @classmethod
     def of(cls, runtime) -> PassOptions:
         """From the run's typed ``runtime`` section (``cscore.scorers.config.run.Runtime``)."""
-        return cls(**{f.name: getattr(runtime, f.name) for f in fields(cls)})
+        return cls(**{f.name: getattr(runtime, f.name) for f in fields(cls) if f.name != "distribution"})
 
     def key_parts(self, shared: bool) -> dict:
         """What a pass's cache key holds of these options (``shared``: it ran with packed rows:
@@ -33,6 +36,8 @@ class PassOptions:
         parts: dict = {"token_budget": self.token_budget, "padding_side": self.padding_side}
         if shared:
             parts["prefix_sharing"] = True
+        if self.distribution:  # other keys unchanged
+            parts["distribution"] = True
         return parts
 
     def budget_for(self, model, longest_row: int) -> int:

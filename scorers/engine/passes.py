@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from cscore.errors import ConfigError
+from cscore.scorers.engine.stats import ROW_NAMES
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.models.anatomy import decoder_base, layer_list
 
@@ -256,34 +257,35 @@ def kept(checkpoint, members: list[int], done: np.ndarray | None) -> bool:
 
 class Outputs:
     """Per-token statistics collected on the device, copied to the host once at the end (no host
-    synchronisation inside the batch loop)."""
+    synchronisation inside the batch loop). A head's rows of a batch are a tuple in the order of
+    ``stats.ROW_NAMES`` (logp, logp_max, then a distributional pass's statistics)."""
 
-    def __init__(self, offsets, temperatures, heads, device, checkpoint=None):
+    def __init__(self, offsets, temperatures, heads, device, checkpoint=None, rows: dict | None = None):
         self.checkpoint = checkpoint  # gets each batch's rows too, and fills in the rows it kept
         self.offsets, self.temperatures, self.heads, self.device = offsets, temperatures, list(heads), device
         self.n_t = len(temperatures)
+        self.names = {h: (rows or {}).get(h, ROW_NAMES[:2]) for h in heads}  # each head's rows, named
         self.parts: dict[str, list] = {h: [] for h in heads}
         self.dest: list[torch.Tensor] = []
 
-    def add(self, dest: torch.Tensor, per_head: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def add(self, dest: torch.Tensor, per_head: dict[str, tuple[torch.Tensor, ...]]) -> None:
         self.dest.append(dest)
-        for h, (lp, lpm) in per_head.items():
-            self.parts[h].append((lp, lpm))
+        for h, rows in per_head.items():
+            self.parts[h].append(rows)
         if self.checkpoint is not None:
             self.checkpoint.add(dest, per_head)
 
     def fetch(self):
+        """(logp, logp_max, dist) of every head: {head: [n_temps, n_tokens]} each, ``dist``
+        {head: {name: [n_temps, n_tokens]}} (empty for a head without distributional statistics)."""
         n_tok = int(self.offsets[-1])
-        logp = {h: np.empty((self.n_t, n_tok), dtype=np.float64) for h in self.heads}
-        logp_max = {h: np.empty((self.n_t, n_tok), dtype=np.float64) for h in self.heads}
+        full = {h: {name: np.empty((self.n_t, n_tok), dtype=np.float64) for name in self.names[h]} for h in self.heads}
         if self.checkpoint is not None:
-            self.checkpoint.fill(logp, logp_max)
-        if not self.dest:
-            return logp, logp_max
-        dest = torch.cat(self.dest).cpu().numpy()
-        for h in self.heads:  # later parts overwrite earlier ones (a retried batch)
-            lp = torch.cat([a for a, _ in self.parts[h]], dim=1).cpu().numpy()
-            lpm = torch.cat([b for _, b in self.parts[h]], dim=1).cpu().numpy()
-            logp[h][:, dest] = lp
-            logp_max[h][:, dest] = lpm
-        return logp, logp_max
+            self.checkpoint.fill(full)
+        if self.dest:
+            dest = torch.cat(self.dest).cpu().numpy()
+            for h in self.heads:  # later parts overwrite earlier ones (a retried batch)
+                for k, name in enumerate(self.names[h]):
+                    full[h][name][:, dest] = torch.cat([rows[k] for rows in self.parts[h]], dim=1).cpu().numpy()
+        return ({h: full[h]["logp"] for h in self.heads}, {h: full[h]["logp_max"] for h in self.heads},
+                {h: {n: a for n, a in full[h].items() if n not in ROW_NAMES[:2]} for h in self.heads})

@@ -175,7 +175,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         ticks.end()
         if progress is not None:
             progress(len(idx))
-    logp, logp_max = out.fetch()
+    logp, logp_max, _ = out.fetch()
     seconds = time.perf_counter() - start_time
     stats = {name: TokenStats(temperatures, offsets, token_ids, logp[name], logp_max[name])}
     return stats, EngineReport(seconds, int(sum(enc_lens) + sum(dec_lens)), padded, len(batches))

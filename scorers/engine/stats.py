@@ -5,12 +5,18 @@ For every scored hypothesis token y_t and every cached temperature T we keep
     logp_max[T, t] = log max_v p_T(v)      = z_max/T - logsumexp(z/T)
 (z = the logits at the position that predicts y_t). That is all the token-level methods
 need: single, ensemble, contrast, division and the plausibility head of CD-score.
+
+A distributional pass (``PassOptions.distribution``: only when a method reads them) also keeps,
+per token and temperature, in ``dist`` (docs/methods/distributional.md):
+    entropy = -sum_v p_T(v) log p_T(v)                       (every head)
+    xent_ea = -sum_v pe_T(v) log pa_T(v),  xent_ae its mirror  (an amateur head, vs the expert)
+    kl_ea = KL(pe_T || pa_T),  kl_ae = KL(pa_T || pe_T),  jsd = JSD(pe_T, pa_T)
 Tokens of all items are stored flat; item i owns [offsets[i], offsets[i+1]).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -18,6 +24,10 @@ import numpy as np
 from cscore.errors import ConfigError
 
 FORMAT_VERSION = 1
+# a distributional pass's statistics: an expert head keeps the first, an amateur head all of them
+DIST_NAMES = ("entropy", "xent_ea", "xent_ae", "kl_ea", "kl_ae", "jsd")
+ROW_NAMES = ("logp", "logp_max", *DIST_NAMES)  # a head's rows of one batch, in this order (a prefix of it)
+DISTRIBUTIONAL_METHODS = "binoculars, divergence and contrast with weight=jsd"
 
 
 @dataclass
@@ -26,18 +36,20 @@ class TokenStats:
     ENTRY_KIND: ClassVar[str | None] = None
     ENTRY_FORMAT: ClassVar[tuple[str, int] | None] = None
     ARRAY_NAMES: ClassVar[tuple[str, ...]] = ("temperatures", "offsets", "token_ids", "logp", "logp_max")
+    OPTIONAL_ARRAYS: ClassVar[tuple[str, ...]] = DIST_NAMES
 
     temperatures: tuple[float, ...]
     offsets: np.ndarray  # int64 [n_items + 1]
     token_ids: np.ndarray  # int64 [n_tokens], the scored hypothesis tokens
     logp: np.ndarray  # float64 [n_temps, n_tokens]
     logp_max: np.ndarray  # float64 [n_temps, n_tokens]
+    dist: dict[str, np.ndarray] = field(default_factory=dict)  # DIST_NAMES kept (a distributional pass)
 
     def __post_init__(self):
         self.temperatures = tuple(float(t) for t in self.temperatures)
         n_tok = int(self.offsets[-1])
-        for name in ("logp", "logp_max"):
-            arr = getattr(self, name)
+        for name in ("logp", "logp_max", *self.dist):
+            arr = self.dist[name] if name in self.dist else getattr(self, name)
             if arr.shape != (len(self.temperatures), n_tok):
                 raise ValueError(f"{name} has shape {arr.shape}, expected {(len(self.temperatures), n_tok)}")
         if self.token_ids.shape != (n_tok,):
@@ -49,12 +61,12 @@ class TokenStats:
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"temperatures": np.asarray(self.temperatures, dtype=np.float64), "offsets": self.offsets,
-                "token_ids": self.token_ids, "logp": self.logp, "logp_max": self.logp_max}
+                "token_ids": self.token_ids, "logp": self.logp, "logp_max": self.logp_max, **self.dist}
 
     @classmethod
     def from_arrays(cls, arrays) -> TokenStats:
         return cls(tuple(arrays["temperatures"].tolist()), arrays["offsets"], arrays["token_ids"], arrays["logp"],
-                   arrays["logp_max"])
+                   arrays["logp_max"], {n: arrays[n] for n in DIST_NAMES if n in arrays})
 
     def entry_figures(self) -> dict:
         """What a cache entry's meta.json says of it."""
@@ -80,6 +92,15 @@ class TokenStats:
     def lp_max(self, temperature: float = 1.0) -> np.ndarray:
         """log of the largest probability in the distribution at each scored position."""
         return self.logp_max[self._row(temperature)].astype(np.float64)
+
+    def statistic(self, name: str, temperature: float = 1.0) -> np.ndarray:
+        """A distributional statistic (``DIST_NAMES``) of every scored token at ``temperature``;
+        a one-line ConfigError when this pass did not keep it."""
+        if name not in self.dist:
+            raise ConfigError(f"these statistics hold no {name!r} (a pass without the distributional statistics, "
+                              f"or a head that has no expert beside it): {DISTRIBUTIONAL_METHODS} read them, "
+                              "and a run of those methods computes them in its own pass")
+        return self.dist[name][self._row(temperature)].astype(np.float64)
 
     def item(self, i: int) -> slice:
         return slice(int(self.offsets[i]), int(self.offsets[i + 1]))

@@ -20,6 +20,7 @@ import numpy as np
 
 from cscore.errors import ConfigError
 from cscore.registry import suggest
+from cscore.scorers.engine.stats import DISTRIBUTIONAL_METHODS
 from cscore.scorers.methods.base import AGGREGATION_KEYS, METHODS, Method, MethodParams
 from cscore.scorers.methods.params import defaults_of, specs_of
 
@@ -45,8 +46,13 @@ def cross_family_refusal(name: str, method: dict | None = None) -> str | None:
     """Why a cross-family pair (different tokenizers) cannot run method ``name`` with the settings
     ``method`` (a run's method config; None: a score from token statistics), or None when it can:
     the methods on aligned units, and a run of cd_judge over the range's values (``decode=values``)."""
-    if get(name).aligned:
+    if get(name).aligned and not (method is not None and get(name).distributional(method)):
         return None
+    if get(name).aligned or get(name).distributional(method or {}):
+        return (f"method {get(name).name!r} with these settings reads the distributional statistics "
+                f"({DISTRIBUTIONAL_METHODS}), which compare the two models' distributions over one vocabulary, "
+                f"and this pair's tokenizers differ (a cross-family pair): use one of {', '.join(aligned_methods())}"
+                " (contrast without weight=jsd), or cd_judge with method.decode=values")
     name = get(name).name
     if name == "cd_judge" and method is not None:
         decode = method.get("decode") or defaults(name)["decode"]

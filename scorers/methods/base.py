@@ -50,6 +50,13 @@ class Method:
         return ("expert", "amateur")
 
     @classmethod
+    def distributional(cls, settings: Mapping) -> bool:
+        """Whether it reads the distributional statistics with these settings (a run's method
+        section, or vars of its typed ``Params``): its pass computes them then (a joint pass of
+        expert and amateur, ``PassOptions.distribution``), and a cross-family pair refuses it."""
+        return False
+
+    @classmethod
     def token_scores(cls, stats: dict, p: Any) -> np.ndarray:
         """One value per scored hypothesis token (a token method's own computation)."""
         raise NotImplementedError(f"method {cls.name!r} ({cls.kind}) has no token scores")

@@ -5,15 +5,22 @@ with p_exp at temperature t_exp (0.5) and p_ama at t_ama (1.5) (footnote 4), gam
 Computed in log space: with a = log p_exp, b = log(gamma) + log p_ama,
     log|e^a - e^b| = max(a, b) + log(1 - e^{-|a - b|}).
 It is -inf only when the two terms are equal; ``floor`` turns that into log(floor).
-The default floor 1e-30 only guards log(0); the released code uses 1e-10 (see presets)."""
+The default floor 1e-30 only guards log(0); the released code uses 1e-10 (see presets).
 
+``weight=jsd``: each token's term weighted by the Jensen-Shannon divergence of the two models'
+distributions at that position (at ``t_weight``; the distributional statistics of a joint pass):
+    sum_t JSD_t * log|p_exp^t - gamma * p_ama^t|"""
+
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from cscore.scorers.methods.base import METHODS, Method, MethodParams
 from cscore.scorers.methods.common import floor_log, logp
-from cscore.scorers.methods.params import common, setting
+from cscore.scorers.methods.params import POSITIVE, Param, common, setting
+
+WEIGHTS = ("none", "jsd")
 
 
 @dataclass
@@ -28,6 +35,9 @@ class ContrastParams(MethodParams):
     clamp: float | None = common("clamp", None, "clip log-probs to [clamp, 0] before combining (released code: -20)")
     norm: str = common("norm", "sum")
     skip_first: bool = common("skip_first", False, "leave out the first hypothesis token (false: score it too, Eq. 1)")
+    weight: str = setting("none", Param(str, choices=WEIGHTS),
+                          doc="none: Eq. 5; jsd: each token's term times the JSD of the two distributions there")
+    t_weight: float = setting(1.0, POSITIVE, doc="temperature of both distributions in the JSD weight")
 
 
 def log_abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -47,9 +57,16 @@ class Contrast(Method):
     Params = ContrastParams
 
     @classmethod
+    def distributional(cls, settings: Mapping) -> bool:
+        return settings.get("weight", "none") == "jsd"
+
+    @classmethod
     def token_scores(cls, stats, p: ContrastParams) -> np.ndarray:
         a = logp(stats["expert"], p.t_exp, p.clamp)
         la = logp(stats["amateur"], p.t_ama, p.clamp)
         with np.errstate(divide="ignore"):
             b = np.log(p.gamma) + la
-        return floor_log(log_abs_diff(a, b), p.floor)
+        term = floor_log(log_abs_diff(a, b), p.floor)
+        if p.weight == "jsd":
+            return stats["amateur"].statistic("jsd", p.t_weight) * term
+        return term

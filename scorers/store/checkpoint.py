@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cscore.files import canonical_json, write_atomic
-from cscore.scorers.engine.stats import FORMAT_VERSION
+from cscore.scorers.engine.stats import FORMAT_VERSION, ROW_NAMES
 from cscore.scorers.store.plan import Shard
 
 log = logging.getLogger(__name__)
@@ -137,19 +137,25 @@ class Checkpoint:
     # the payload of a file (a subclass keeps another: ``scorers/store/item_partials.py``)
 
     def _rows_of(self, z) -> dict:
-        return {h: (z[f"{i}_logp"], z[f"{i}_logp_max"]) for i, h in enumerate(self.heads)}
+        """Per head its rows (``stats.ROW_NAMES`` in order: logp, logp_max, and the distributional
+        statistics a distributional pass keeps)."""
+        return {h: tuple(z[f"{i}_{name}"] for name in ROW_NAMES if f"{i}_{name}" in z.files)
+                for i, h in enumerate(self.heads)}
 
     def _check_rows(self, dest: np.ndarray, rows: dict) -> None:
         want = (len(json.loads(self.header)["temperatures"]), dest.size)
-        for lp, lpm in rows.values():
-            if lp.shape != want or lpm.shape != want or lp.dtype.kind != "f" or lpm.dtype.kind != "f":
-                raise ValueError(f"rows of shape {lp.shape}, expected {want}")
+        for arrays in rows.values():
+            if len(arrays) < 2:
+                raise ValueError("rows without logp and logp_max")
+            for a in arrays:
+                if a.shape != want or a.dtype.kind != "f":
+                    raise ValueError(f"rows of shape {a.shape}, expected {want}")
 
     def _arrays(self, pending: list) -> dict[str, Any]:
         arrays: dict[str, Any] = {}
         for i, h in enumerate(self.heads):
-            arrays[f"{i}_logp"] = np.concatenate([_as_numpy(rows[h][0]) for _, rows in pending], axis=1)
-            arrays[f"{i}_logp_max"] = np.concatenate([_as_numpy(rows[h][1]) for _, rows in pending], axis=1)
+            for k, name in enumerate(ROW_NAMES[:len(pending[0][1][h])]):
+                arrays[f"{i}_{name}"] = np.concatenate([_as_numpy(rows[h][k]) for _, rows in pending], axis=1)
         return arrays
 
     def mark_foreign(self, items: np.ndarray) -> None:
@@ -159,12 +165,20 @@ class Checkpoint:
     def _items_of(self, dest: np.ndarray) -> np.ndarray:
         return np.unique(np.searchsorted(self.offsets, dest, side="right") - 1)
 
-    def fill(self, logp: dict, logp_max: dict) -> None:
-        """Put the kept rows into the pass's final arrays (as the engine's own rows are put)."""
+    def row_names(self) -> dict[str, tuple[str, ...]]:
+        """Each head's statistics in the files read (``stats.ROW_NAMES``; logp and logp_max when none)."""
+        rows = self.kept[0][1] if self.kept else {}
+        return {h: ROW_NAMES[:len(rows[h])] if h in rows else ROW_NAMES[:2] for h in self.heads}
+
+    def fill(self, full: dict) -> None:
+        """Put the kept rows into the pass's final arrays ({head: {name: array}}, ``stats.ROW_NAMES``;
+        as the engine's own rows are put). Rows a file lacks (another pass's layout) are an error."""
         for dest, rows in self.kept:
-            for h, (lp, lpm) in rows.items():
-                logp[h][:, dest] = lp
-                logp_max[h][:, dest] = lpm
+            for h, arrays in rows.items():
+                if len(arrays) != len(full[h]):
+                    raise ValueError(f"checkpoint rows of {h} hold {len(arrays)} statistics, the pass {len(full[h])}")
+                for name, a in zip(ROW_NAMES, arrays):
+                    full[h][name][:, dest] = a
 
     # -- writing ----------------------------------------------------------------------------
 

@@ -254,12 +254,13 @@ def merge(checkpoint, heads: list[str], offsets, temperatures, pairs, stats_type
     """Every shard's partials (``checkpoint``, loaded, every item covered) into the pass's statistics."""
     temps = tuple(float(t) for t in temperatures)
     n_tok = int(offsets[-1])
-    logp = {h: np.empty((len(temps), n_tok), dtype=np.float64) for h in heads}
-    logp_max = {h: np.empty((len(temps), n_tok), dtype=np.float64) for h in heads}
-    checkpoint.fill(logp, logp_max)
+    names = checkpoint.row_names()
+    full = {h: {name: np.empty((len(temps), n_tok), dtype=np.float64) for name in names[h]} for h in heads}
+    checkpoint.fill(full)
     token_ids = (np.concatenate([np.asarray(h, dtype=np.int64) for _, h in pairs]) if pairs
                  else np.zeros(0, np.int64))
-    return {h: stats_type(temps, np.asarray(offsets, dtype=np.int64), token_ids, logp[h], logp_max[h]) for h in heads}
+    return {h: stats_type(temps, np.asarray(offsets, dtype=np.int64), token_ids, full[h]["logp"], full[h]["logp_max"],
+                          {n: a for n, a in full[h].items() if n not in ("logp", "logp_max")}) for h in heads}
 
 
 def this_command(report, marks: dict[int, dict], since: float | None):

@@ -5,6 +5,7 @@ variant that is a function of them alone (the method's row and its comparison ro
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -58,6 +59,8 @@ class TokenKind(MethodKind):
         # a cross-family amateur renders the prompts with its own tokenizer (its own chat template)
         own = make_prompts(run, examples, pair.amateur.tokenizer, "amateur") if pair.aligned else (None, None)
         opts = run.passes
+        if any(v.distributional() for v in plan.variants):  # a joint pass of expert and amateur (other keys unchanged)
+            opts = replace(opts, distribution=True)
         inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=opts.max_length,
                              source_spans=spans, amateur_prompts=own[0], amateur_spans=own[1])
         if inputs.n_truncated:

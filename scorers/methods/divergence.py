@@ -1,0 +1,51 @@
+"""divergence: one distributional statistic of the pair per scored token, averaged (by default)
+over an item: the entropy of one model's distribution, a cross-entropy, a KL divergence or the
+Jensen-Shannon divergence between the expert's and the amateur's distributions at temperature ``t``
+(``stats.DIST_NAMES``; docs/methods/distributional.md). A metric row of its own: higher entropy or
+divergence where the models are less sure or disagree."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cscore.errors import ConfigError
+from cscore.scorers.methods.base import METHODS, Method, MethodParams
+from cscore.scorers.methods.params import Param, common, setting
+
+STATISTICS = ("entropy", "xent_ea", "xent_ae", "kl_ea", "kl_ae", "jsd")
+
+
+@dataclass
+class DivergenceParams(MethodParams):
+    """Mean per-token entropy, cross-entropy, KL or JSD of the pair's distributions."""
+    name: str = setting("divergence", doc="the method")
+    variant: str = setting("${.statistic}", doc="the score column and label: score.<variant> (default: the statistic)")
+    statistic: str = setting("jsd", Param(str, choices=STATISTICS),
+                             doc="entropy (of ``model``), xent_ea = -sum p_e log p_a, xent_ae its mirror, "
+                                 "kl_ea = KL(p_e||p_a), kl_ae = KL(p_a||p_e), jsd")
+    model: str = common("model", "expert", "whose entropy (statistic=entropy)")
+    t: float = common("t", 1.0, "temperature of both distributions")
+    norm: str = common("norm", "mean")
+    skip_first: bool = common("skip_first", False)
+
+
+@METHODS
+class Divergence(Method):
+    name = "divergence"
+    aligned = False  # the distributional statistics need one vocabulary
+    Params = DivergenceParams
+
+    @classmethod
+    def needs(cls, p: DivergenceParams) -> tuple[str, ...]:
+        return (p.model,) if p.statistic == "entropy" else ("expert", "amateur")
+
+    @classmethod
+    def distributional(cls, settings) -> bool:
+        return True
+
+    @classmethod
+    def token_scores(cls, stats, p: DivergenceParams) -> np.ndarray:
+        owner = p.model if p.statistic == "entropy" else "amateur"  # the pair's statistics sit on its head
+        if owner not in stats:
+            raise ConfigError(f"divergence: model {owner!r} has no statistics (have {sorted(stats)})")
+        return stats[owner].statistic(p.statistic, p.t)

@@ -1,0 +1,142 @@
+"""The distributional statistics (issue 49 item 1) against a float64 reference computed from the full
+distributions of a plain forward pass of each model, on tiny random llamas: every head, every kept
+temperature, whatever the batching, padding, prefix sharing or the amateur's kind (another model, an
+early exit of the expert)."""
+
+import numpy as np
+import pytest
+import torch
+
+from cscore import ModelPair
+from cscore.errors import ConfigError
+from cscore.scorers.engine.stats import DIST_NAMES
+
+PROMPT = "Summarise the following text:\nThe council opened a new bridge over the river.\nSummary:\n"
+PROMPTS = [PROMPT, PROMPT, PROMPT, "Translate the following sentence:\nThe team won the final.\n", "Researchers found"]
+HYPS = ["A bridge was opened.", "The council opened a bridge.", "A new bridge.", "The team won the final match.",
+        " that the river rose"]
+TEMPS = (0.5, 1.0, 1.5)
+
+
+def full_logprobs(model, tok, prompt: str, hyp: str, t: float) -> torch.Tensor:
+    """float64 log p_T over the whole vocabulary at each position that predicts a hypothesis token."""
+    p = tok(prompt, add_special_tokens=False)["input_ids"]
+    h = tok(hyp, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = model(torch.tensor([p + h])).logits[0].double()
+    return torch.log_softmax(logits[len(p) - 1:len(p) - 1 + len(h)] / t, dim=-1)
+
+
+def reference(le: torch.Tensor, la: torch.Tensor) -> dict[str, np.ndarray]:
+    """Each statistic from its textbook definition over the full distributions (float64)."""
+    pe, pa = le.exp(), la.exp()
+    m = (pe + pa) / 2
+    out = {"entropy_e": -(pe * le).sum(-1), "entropy": -(pa * la).sum(-1),
+           "xent_ea": -(pe * la).sum(-1), "xent_ae": -(pa * le).sum(-1),
+           "kl_ea": (pe * (le - la)).sum(-1), "kl_ae": (pa * (la - le)).sum(-1),
+           "jsd": 0.5 * (pe * (pe / m).log()).sum(-1) + 0.5 * (pa * (pa / m).log()).sum(-1)}
+    return {k: v.numpy() for k, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def pair32(tiny_dirs):
+    return ModelPair.load(tiny_dirs.expert, tiny_dirs.amateur, dtype="float32")
+
+
+def check_against_reference(st, expert_model, amateur_model, tok, rtol=1e-5):
+    for i, (p, h) in enumerate(zip(PROMPTS, HYPS)):
+        for t in TEMPS:
+            want = reference(full_logprobs(expert_model, tok, p, h, t), full_logprobs(amateur_model, tok, p, h, t))
+            sl = st.stats["expert"].item(i)
+            np.testing.assert_allclose(st.stats["expert"].statistic("entropy", t)[sl], want["entropy_e"], rtol=rtol)
+            for name in DIST_NAMES:
+                np.testing.assert_allclose(st.stats["amateur"].statistic(name, t)[sl], want[name], rtol=rtol,
+                                           err_msg=f"{name} at T={t}, item {i}")
+
+
+@pytest.mark.parametrize("budget, side, sharing", [(1, "right", False), (64, "left", True),
+                                                    (100000, "right", True), (100000, "left", False)])
+def test_every_statistic_equals_the_full_distributions(pair32, budget, side, sharing):
+    """float32 models, relative error <= 1e-5 against float64 sums over the full vocabulary, for every
+    batch size (one item per batch to all at once), padding side and with or without prefix sharing
+    (three of the items share their prompt)."""
+    st = pair32.statistics(PROMPTS, HYPS, temperatures=TEMPS, token_budget=budget, padding_side=side,
+                           prefix_sharing=sharing, distribution=True)
+    check_against_reference(st, pair32.expert.model, pair32.amateur.model, pair32.tokenizer)
+
+
+def test_the_joint_pass_keeps_the_plain_statistics(pair32):
+    """The log-probabilities of a joint pass are those of the separate passes (float32 rounding)."""
+    plain = pair32.statistics(PROMPTS, HYPS, temperatures=TEMPS)
+    joint = pair32.statistics(PROMPTS, HYPS, temperatures=TEMPS, distribution=True)
+    for role in ("expert", "amateur"):
+        for t in TEMPS:
+            np.testing.assert_allclose(joint.stats[role].lp(t), plain.stats[role].lp(t), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(joint.stats[role].lp_max(t), plain.stats[role].lp_max(t), rtol=1e-5, atol=1e-6)
+        assert not plain.stats[role].dist
+
+
+def test_an_early_exit_amateur_rides_on_the_expert_pass(tiny_dirs):
+    pair = ModelPair.load(tiny_dirs.expert, amateur_early_exit=2, dtype="float32")
+    st = pair.statistics(PROMPTS, HYPS, temperatures=TEMPS, distribution=True)
+    exit_model = pair.amateur.model
+    check_against_reference(st, pair.expert.model, exit_model, pair.tokenizer)
+
+
+def test_a_plain_pass_refuses_to_read_them_in_one_line(pair32):
+    st = pair32.statistics(PROMPTS[:1], HYPS[:1], temperatures=(1.0,))
+    with pytest.raises(ConfigError) as err:
+        st.stats["amateur"].statistic("jsd", 1.0)
+    assert "\n" not in str(err.value) and "binoculars" in str(err.value)
+
+
+def test_sharded_and_cached_they_are_bit_identical(pair32, tmp_path):
+    """2 or 3 shards (each its partials, merged by the last) equal the unsharded pass bit for bit,
+    the distributional statistics included; the entry reads back whole, under a key of its own
+    beside the plain pass's."""
+    from cscore.errors import ShardsPending
+    from cscore.scorers.store.cache import StatsCache
+    from cscore.scorers.store.coordinator import InProcess
+
+    prompts, hyps = PROMPTS * 4, [h + " again" * (i % 3) for i, h in enumerate(HYPS * 4)]
+    inputs = pair32.encode(prompts, hyps)
+    kw = dict(inputs=inputs, temperatures=(0.5, 1.0), token_budget=48, distribution=True)
+    want = pair32.statistics(cache=StatsCache(tmp_path / "one"), **kw)
+    (key,) = StatsCache(tmp_path / "one").keys()  # one joint pass: its entry names both models
+    meta = StatsCache(tmp_path / "one").meta(key)
+    assert meta["heads"] == ["expert", "amateur"]
+    assert meta["extra"]["models"] == [f"expert: {pair32.expert.name}", f"amateur: {pair32.amateur.name}"]
+    for count in (2, 3):
+        cache = StatsCache(tmp_path / f"s{count}", checkpoint_seconds=0)
+        for k in range(count - 1):
+            with pytest.raises(ShardsPending):
+                pair32.statistics(cache=cache, shards=InProcess(count, k), **kw)
+        got = pair32.statistics(cache=cache, shards=InProcess(count, count - 1), **kw)
+        for role in ("expert", "amateur"):
+            assert sorted(got.stats[role].dist) == sorted(want.stats[role].dist)
+            for name, arr in want.stats[role].dist.items():
+                assert np.array_equal(got.stats[role].dist[name], arr), (count, role, name)
+            assert np.array_equal(got.stats[role].logp, want.stats[role].logp)
+    again = pair32.statistics(cache=StatsCache(tmp_path / "one"), **kw)
+    assert all(r.cached for r in again.reports.values())
+    assert np.array_equal(again.stats["amateur"].dist["jsd"], want.stats["amateur"].dist["jsd"])
+    plain = pair32.statistics(cache=StatsCache(tmp_path / "one"), **{**kw, "distribution": False})
+    assert not any(r.cached for r in plain.reports.values()) and not plain.stats["amateur"].dist
+    assert len(StatsCache(tmp_path / "one").keys()) == 3  # the joint pass; the expert's and the amateur's own
+
+
+def test_probabilities_that_underflow_count_as_zero():
+    """Logits 2000 apart at T = 0.5: most of both distributions underflow float64 to 0; every
+    statistic stays finite and equals the sums over the tokens that carry probability."""
+    from cscore.scorers.engine import divergence
+
+    z_e = torch.tensor([[0.0, -1.0, -2000.0, -3000.0, -2.5]])
+    z_a = torch.tensor([[-0.5, 0.0, -3000.0, -2000.0, -1.0]])
+    got = divergence.statistics({"expert": z_e, "amateur": z_a}, {}, (0.5,), "expert")
+    keep = [0, 1, 4]  # the rest have probability 0 in both
+    le, la = (torch.log_softmax(z[0, keep].double() / 0.5, -1) for z in (z_e, z_a))
+    want = reference(le[None], la[None])
+    assert got["expert"]["entropy"][0].item() == pytest.approx(float(want["entropy_e"][0]), rel=1e-12)
+    for name in DIST_NAMES:
+        assert np.isfinite(got["amateur"][name][0].item())
+        assert got["amateur"][name][0].item() == pytest.approx(float(want[name][0]), rel=1e-9), name
