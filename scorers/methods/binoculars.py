@@ -1,5 +1,5 @@
 """binoculars: Hans et al., ICML 2024 ("Spotting LLMs with Binoculars"), as the released code
-(ahans30/Binoculars, binoculars/detector.py and metrics.py) computes it:
+(ahans30/Binoculars: its detector and metrics modules) computes it:
     B = mean_t -log q_perf(y_t) / mean_t ( -sum_v p_obs(v) log q_perf(v) )
 the performer's log-perplexity over the cross-perplexity, in which the observer's softmax weighs
 the performer's log-softmax (both at temperature ``t``, 1 in the released code). Here the means run

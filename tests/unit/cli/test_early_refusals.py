@@ -85,7 +85,7 @@ def test_tokenizers_counts_a_prompt_as_transformers_does(tiny_dirs):
 def test_what_the_precheck_read_is_taken_once_by_the_job():
     from cscore.data import registry
 
-    data = SimpleNamespace(name="demo", path=None)
+    data = SimpleNamespace(name="demo", path=None, options=None)  # the typed section: no options given
     registry.PRELOADED.clear()
     registry.preload(data)
     kept = registry.PRELOADED[registry.data_key(data)]

@@ -287,7 +287,7 @@ def test_a_token_pass_tells_its_share_layer_by_layer(tiny_dirs):
 
     model = load_model(tiny_dirs.expert, dtype="float32").model
     told = Told()
-    items = [([5, 6, 7], [8, 9]), ([10, 11], [12])]
+    items = [([5, 6, 7], [8, 9]), ([10, 11, 12], [13, 14])]  # equal lengths: one batch, no padding to cap
     engine.compute(model, items, temperatures=(1.0,), progress=told)
     assert told.said == [("part", 0.25), ("part", 0.5), ("part", 0.75), ("part", 0.99), ("part", 1.0), ("items", 2)]
 
