@@ -127,7 +127,7 @@ def test_released_preset_and_multirun(tiny_dirs, tmp_path, cscore_main):
 
     sig = Signature.parse(json.loads((runs[1].parent / "metrics.json").read_text())["signature"]).fields
     assert sig["method"] == "contrast" and sig["variant"] == "contrast_released" and sig["params"] == (
-        "gamma=0.5,t_exp=1.0,t_ama=1.0,floor=1e-10,clamp=-20.0,norm=sqrt,skip_first=true")
+        "gamma=0.5,t_exp=1.0,t_ama=1.0,floor=1e-10,clamp=-20.0,norm=sqrt,skip_first=true,weight=none,t_weight=1.0")
 
 
 def test_bad_input_exits_nonzero_with_a_clear_message(tiny_dirs, tmp_path, cscore_main):
