@@ -121,3 +121,62 @@ def test_bucket_spec():
     for bad in ("", "a", "4-2", "0-4/0", "1;2"):
         with pytest.raises(ConfigError):
             bucket(bad)
+
+
+def test_sharded_and_cached_the_candidate_heads_are_bit_identical(pair32, tmp_path):
+    """2 shards merged equal the unsharded pass bit for bit, the candidate heads included; the entry
+    reads back whole under a key of its own (a plain pass of the expert gets another)."""
+    from cscore.errors import ShardsPending
+    from cscore.scorers.store.cache import StatsCache
+    from cscore.scorers.store.coordinator import InProcess
+
+    kw = dict(inputs=pair32.encode(PROMPTS * 2, HYPS * 2), temperatures=(1.0,), token_budget=48, distribution=True,
+              exits=(0, 2))
+    want = pair32.statistics(cache=StatsCache(tmp_path / "one"), **kw)
+    cache = StatsCache(tmp_path / "two", checkpoint_seconds=0)
+    with pytest.raises(ShardsPending):
+        pair32.statistics(cache=cache, shards=InProcess(2, 0), **kw)
+    got = pair32.statistics(cache=cache, shards=InProcess(2, 1), **kw)
+    again = pair32.statistics(cache=StatsCache(tmp_path / "one"), **kw)
+    assert all(r.cached for r in again.reports.values())
+    for st in (got, again):
+        assert sorted(st.stats) == ["expert", "layer_0", "layer_2"]
+        for head in ("layer_0", "layer_2"):
+            assert np.array_equal(st.stats[head].dist["jsd"], want.stats[head].dist["jsd"])
+            assert np.array_equal(st.stats[head].logp, want.stats[head].logp)
+        assert np.array_equal(st.score("dola", layers="0,2"), want.score("dola", layers="0,2"))
+    plain = pair32.statistics(cache=StatsCache(tmp_path / "one"), inputs=kw["inputs"], temperatures=(1.0,),
+                              token_budget=48)
+    assert not any(r.cached for r in plain.reports.values()) and sorted(plain.stats) == ["expert"]
+
+
+def test_the_cli_runs_dola_and_sweeps_alpha_from_the_cache(tiny_dirs, tmp_path, cscore_main, monkeypatch):
+    """`cscore run method=dola`: the scores are the method's on the cached statistics; a second run
+    with another alpha is served from the cache (no forward pass) and its scores differ."""
+    import pandas as pd
+
+    from cscore.scorers.engine import engine
+    from cscore.scorers.engine.stats import TokenStats
+    from cscore.scorers.store.cache import StatsCache
+    from cscore.tests.support.cli import tiny_args
+
+    cache = tmp_path / "stats"
+
+    def run(name, *extra):
+        res = cscore_main("run", *tiny_args(tiny_dirs, "data=demo", f"cache.dir={cache}"), "method=dola",
+                          "method.layers=0-3", *extra, f"hydra.run.dir={tmp_path / name}", cwd=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        return pd.read_parquet(tmp_path / name / "scores.parquet")
+
+    first = run("first")
+    (key,) = [k for k in StatsCache(cache).keys() if "layer_0" in StatsCache(cache).meta(k)["heads"]]
+    cached = StatsCache(cache).load(key, TokenStats).stats
+    np.testing.assert_array_equal(first["score.dola"], methods.score("dola", cached, layers="0-3"))
+
+    def no_forward(*a, **k):
+        raise AssertionError("a forward pass ran on a cache hit")
+
+    monkeypatch.setattr(engine, "compute", no_forward)
+    swept = run("alpha", "method.alpha=0.5")
+    np.testing.assert_array_equal(swept["score.dola"], methods.score("dola", cached, layers="0-3", alpha=0.5))
+    assert not np.allclose(swept["score.dola"], first["score.dola"])
