@@ -24,7 +24,7 @@ from cscore.scorers import methods
 from cscore.scorers.engine import engine, seq2seq, threads
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES
-from cscore.scorers.engine.stats import TokenStats
+from cscore.scorers.engine.stats import TokenStats, exit_head
 from cscore.scorers.engine.tokenize import EncodedItem, KnownIds, encode
 from cscore.scorers.models import size
 from cscore.scorers.models.identity import model_identity
@@ -409,7 +409,7 @@ class ModelPair:
         stats: dict[str, TokenStats | None] = {}  # None: a sharded pass still pending, in its place
         reports: dict[str, engine.EngineReport | None] = {}
         waiting: dict[str, tuple[ShardedPass, float, str | None]] = {}
-        for run_model, heads in self.passes(models, opts.distribution):
+        for run_model, heads in self.passes(models, opts.distribution, opts.exits):
             label, role, start = "+".join(heads), next(iter(heads)), time.perf_counter()
             pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
             own = self.aligned  # a cross-family model runs alone: its pass is keyed by what it is, not its role
@@ -485,14 +485,16 @@ class ModelPair:
             parts.update(seq2seq.key_part(run_model))
         return parts
 
-    def passes(self, wanted: Sequence[str] | None, distribution: bool = False) -> list[tuple[LoadedModel, dict]]:
+    def passes(self, wanted: Sequence[str] | None, distribution: bool = False,
+               exits: Sequence[int] = ()) -> list[tuple[LoadedModel, dict]]:
         """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass;
         with ``distribution`` (the distributional statistics) expert and amateur run as one joint
-        pass, the amateur a ``engine.Partner`` of the expert's (the pair's statistics read both heads)."""
+        pass, the amateur a ``engine.Partner`` of the expert's (the pair's statistics read both heads).
+        ``exits``: DoLa's candidate layers, early-exit heads ``layer_<k>`` of the expert's pass."""
         wanted = list(self.models) if wanted is None else list(wanted)
         passes: list[tuple[LoadedModel, dict]] = []
         if "expert" in wanted:
-            passes.append((self.expert, {"expert": None}))
+            passes.append((self.expert, {"expert": None, **self.exit_heads(exits)}))
         if "amateur" in wanted:
             ama = self.amateur
             if ama is None:
@@ -513,6 +515,19 @@ class ModelPair:
                 passes.append((ama, {"amateur": None}))
         return passes
 
+    def exit_heads(self, exits: Sequence[int]) -> dict[str, int]:
+        """{``layer_<k>``: k} for DoLa's candidate layers, each checked against the expert's depth
+        (0: the embedding output; the last layer is the expert itself)."""
+        if exits and self.expert.is_encoder_decoder:
+            raise ConfigError("dola's candidate layers are early exits of a decoder-only expert; this expert is an "
+                              "encoder-decoder")
+        total = self.expert.info.get("layers")
+        for k in exits:
+            if k < 0 or (total is not None and k >= total):
+                raise ConfigError(f"dola: candidate layer {k} is not an early exit of the expert "
+                                  f"(0 to {'its depth' if total is None else total - 1}: 0 is the embedding output)")
+        return {exit_head(k): int(k) for k in exits}
+
     def score(
         self, prompts: Sequence[str], hypotheses: Sequence[str], method: str = "contrast", **params
     ) -> np.ndarray:
@@ -521,5 +536,5 @@ class ModelPair:
         temps = sorted({1.0} | {float(v) for k, v in full.items() if k in ("t", "t_exp", "t_ama", "t_weight")})
         needed = methods.token_method(method).needs(methods.params(method, params))
         joint = methods.get(method).distributional(full)  # the distributional statistics: a joint pass
-        return self.statistics(prompts, hypotheses, temperatures=temps, models=needed,
-                               distribution=joint).score(method, **params)
+        return self.statistics(prompts, hypotheses, temperatures=temps, models=needed, distribution=joint,
+                               exits=methods.get(method).exits(full)).score(method, **params)

@@ -303,15 +303,22 @@ def exit_of(k) -> int | None:
 
 class LayerTap:
     """Keeps the output of decoder layer k-1 (i.e. the hidden state after k layers) during a
-    forward pass, so an early-exit head reads it without a second pass."""
+    forward pass, so an early-exit head reads it without a second pass; k = 0 (a DoLa candidate
+    layer): the input of the first layer, the embedding output (``hidden_states[0]`` of transformers)."""
 
     def __init__(self, model, k: int):
         self.norm = final_norm(model)
         self.value: torch.Tensor | None = None
-        self.handle = decoder_layers(model)[k - 1].register_forward_hook(self._keep)
+        if k == 0:
+            self.handle = decoder_layers(model)[0].register_forward_pre_hook(self._keep_input, with_kwargs=True)
+        else:
+            self.handle = decoder_layers(model)[k - 1].register_forward_hook(self._keep)
 
     def _keep(self, module, args, output):
         self.value = output[0] if isinstance(output, tuple) else output
+
+    def _keep_input(self, module, args, kwargs):
+        self.value = args[0] if args else kwargs["hidden_states"]
 
     def normed(self, index=None) -> torch.Tensor:
         """The kept state through the final norm; with ``index`` (as for ``tensor[index]``) only

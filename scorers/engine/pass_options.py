@@ -24,11 +24,15 @@ class PassOptions:
     # the distributional statistics too (stats.DIST_NAMES; expert and amateur in one joint pass): set by
     # the run when a method reads them, not a runtime setting
     distribution: bool = False
+    # DoLa's candidate layers (methods/dola.py): early-exit heads "layer_<k>" of the expert's pass,
+    # each with the distributional statistics against the expert; set by the run, not a runtime setting
+    exits: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, runtime) -> PassOptions:
         """From the run's typed ``runtime`` section (``cscore.scorers.config.run.Runtime``)."""
-        return cls(**{f.name: getattr(runtime, f.name) for f in fields(cls) if f.name != "distribution"})
+        return cls(**{f.name: getattr(runtime, f.name) for f in fields(cls)
+                      if f.name not in ("distribution", "exits")})
 
     def key_parts(self, shared: bool) -> dict:
         """What a pass's cache key holds of these options (``shared``: it ran with packed rows:

@@ -27,7 +27,12 @@ FORMAT_VERSION = 1
 # a distributional pass's statistics: an expert head keeps the first, an amateur head all of them
 DIST_NAMES = ("entropy", "xent_ea", "xent_ae", "kl_ea", "kl_ae", "jsd")
 ROW_NAMES = ("logp", "logp_max", *DIST_NAMES)  # a head's rows of one batch, in this order (a prefix of it)
-DISTRIBUTIONAL_METHODS = "binoculars, divergence and contrast with weight=jsd"
+DISTRIBUTIONAL_METHODS = "binoculars, divergence, dola and contrast with weight=jsd"
+
+
+def exit_head(k: int) -> str:
+    """The head of DoLa's candidate layer k in the expert's pass (``PassOptions.exits``)."""
+    return f"layer_{int(k)}"
 
 
 @dataclass

@@ -57,6 +57,12 @@ class Method:
         return False
 
     @classmethod
+    def exits(cls, settings: Mapping) -> tuple[int, ...]:
+        """The expert's early exits whose statistics it reads with these settings (dola's candidate
+        layers: heads of the expert's pass, ``PassOptions.exits``); none by default."""
+        return ()
+
+    @classmethod
     def token_scores(cls, stats: dict, p: Any) -> np.ndarray:
         """One value per scored hypothesis token (a token method's own computation)."""
         raise NotImplementedError(f"method {cls.name!r} ({cls.kind}) has no token scores")

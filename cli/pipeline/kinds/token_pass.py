@@ -61,6 +61,9 @@ class TokenKind(MethodKind):
         opts = run.passes
         if any(v.distributional() for v in plan.variants):  # a joint pass of expert and amateur (other keys unchanged)
             opts = replace(opts, distribution=True)
+        exits = sorted({k for v in plan.variants for k in v.exits()})
+        if exits:  # dola's candidate layers: early-exit heads of the expert's pass (other keys unchanged)
+            opts = replace(opts, exits=tuple(exits))
         inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=opts.max_length,
                              source_spans=spans, amateur_prompts=own[0], amateur_spans=own[1])
         if inputs.n_truncated:
