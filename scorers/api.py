@@ -525,7 +525,8 @@ class ModelPair:
         for k in exits:
             if k < 0 or (total is not None and k >= total):
                 raise ConfigError(f"dola: candidate layer {k} is not an early exit of the expert "
-                                  f"(0 to {'its depth' if total is None else total - 1}: 0 is the embedding output)")
+                                  f"(0 to {'its depth' if total is None else total - 1}: 0 is the embedding output); "
+                                  "give method.layers, e.g. the lower half of its layers")
         return {exit_head(k): int(k) for k in exits}
 
     def score(

@@ -28,7 +28,7 @@ class DolaParams(MethodParams):
     """DoLa: log q_N - log q_M, M the candidate layer farthest (JSD) from the final layer, per token."""
     name: str = setting("dola", doc="the method")
     variant: str = setting("dola", doc="the score column and label: score.<variant>")
-    layers: str = setting("0", Param(str),
+    layers: str = setting("0-14/2", Param(str),
                           doc="the candidate (premature) layers: a comma list of k, a-b (inclusive) or a-b/step; "
                               "0 is the embedding output, each below the expert's depth (paper, 32 layers: 0-14/2)")
     alpha: float = setting(0.1, Param(float, lo=0.0, hi=1.0), doc="the adaptive plausibility constraint (paper: 0.1)")
