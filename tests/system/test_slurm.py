@@ -270,15 +270,25 @@ def test_warm_preset_runs_the_first_point_then_the_array(slurm_cluster, tiny_dir
 
 @pytest.mark.slow
 def test_failed_warm_up_job_stops_the_sweep_with_one_line(slurm_cluster, tiny_dirs, tmp_path, cscore_cli):
-    """The warm-up job fails as it reads a data file that is not valid JSON (one that is not there
-    is refused before anything is submitted)."""
+    """The warm-up job fails as it loads an expert whose weights file is damaged (its config and
+    tokenizer pass the precheck; weights load in the job). A data file that is not valid JSON is
+    refused by the precheck before anything is submitted (issue 47, item 8)."""
     (tmp_path / "broken.jsonl").write_text("not json\n")
     res = cscore_cli("run", "-m", "hydra/launcher=slurm_warm", *launcher(slurm_cluster), *tiny_args(tiny_dirs),
-                     f"data.path={tmp_path}/broken.jsonl", "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path}/sweep",
+                     f"data.path={tmp_path}/broken.jsonl", "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path}/early",
+                     cwd=tmp_path, timeout=CLI_TIMEOUT)
+    assert res.returncode == 2 and "broken.jsonl" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert not (tmp_path / "early" / ".submitit").exists()  # nothing submitted
+    damaged = tmp_path / "damaged"
+    shutil.copytree(tiny_dirs.expert, damaged)
+    for weights in damaged.glob("*.safetensors"):
+        weights.write_bytes(b"not a safetensors file")
+    res = cscore_cli("run", "-m", "hydra/launcher=slurm_warm", *launcher(slurm_cluster), *tiny_args(tiny_dirs),
+                     f"pair.expert.path={damaged}", "method.gamma=0.1,0.5", f"hydra.sweep.dir={tmp_path}/sweep",
                      cwd=tmp_path, timeout=CLI_TIMEOUT)
     assert res.returncode == 1, res.stdout + res.stderr
     last = res.stderr.strip().splitlines()[-1]
-    assert last.startswith("cscore: error: warm-up job ") and "broken.jsonl" in last and "_log.err" in last, last
+    assert last.startswith("cscore: error: warm-up job ") and "_log.err" in last, last
     assert "Traceback" not in res.stderr
     assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_submission.sh"))) == 1  # no array
 
