@@ -20,7 +20,7 @@ from cscore.metaeval import judge, judge_runs, plots
 from cscore.metaeval.resampling import MIN_UNITS
 from cscore.rundir import find_runs
 from cscore.tests.support import REPO
-from cscore.tests.support.cli import run_main
+from cscore.tests.support.cli import run_main, write_scored_run
 
 DEMO_FILE = REPO / "data" / "demo" / "demo.jsonl"
 SLACK = 1.0  # pixels: rounding of the text extents
@@ -130,18 +130,9 @@ def write_contrast_run(folder: Path, pair: str, gamma: float, t_exp: float, spee
     params = {"gamma": gamma, "t_exp": t_exp, "t_ama": 1.5}
     for v in ("expert", "amateur", "contrast"):
         frame[f"score.{v}"] = frame["human.overall"] + rng.normal(size=n)
-    folder.mkdir(parents=True)
     config = {"data": {"name": "grid"}, "split": {"use": "all"}, "pair": {"name": pair},
               "method": {"name": "contrast", "variant": "contrast", **params}}
-    (folder / rundir.CONFIG).write_text(yaml.safe_dump(config))
-    frame.to_parquet(folder / rundir.SCORES, index=False)
-    variants = [{"name": "expert", "method": "single", "params": {"model": "expert"}},
-                {"name": "amateur", "method": "single", "params": {"model": "amateur"}},
-                {"name": "contrast", "method": "contrast", "params": params}]
-    rundir.write_metrics(folder, {"cscore_version": __version__, "signature": "s", "data": {}, "n_items": n,
-                                  "split": {"use": "all"}, "n_truncated": 0, "truncated_ids": [],
-                                  "temperatures": [1.0], "variants": variants, "models": {}, "correlations": [],
-                                  "speed": {"samples_per_second": speed}, "nonfinite_scores": {}, "environment": {}})
+    write_scored_run(folder, frame, config, params, speed)
 
 
 def test_every_png_of_a_sweep_report_keeps_its_text_inside(tiny_sweep, tmp_path, cscore_main, saved):

@@ -9,10 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
-from cscore import __version__, rundir
 from cscore.metaeval import side_tables, tables
+from cscore.tests.support.cli import write_scored_run
 
 SYSTEMS, SEGMENTS, PAIRS = 4, 12, ("de-en", "zh-en")
 ROWS = ("expert", "amateur", "contrast")
@@ -31,19 +30,10 @@ def write_translation_run(folder: Path) -> pd.DataFrame:
                           "human.mqm": (rng.integers(-12, 1, size=n) + np.array([s for *_, s in cells])) / 4})
     for k, v in enumerate(ROWS):
         frame[f"score.{v}"] = frame["human.mqm"] + rng.integers(-4 * (k + 1), 4 * (k + 1) + 1, size=n) / 4
-    folder.mkdir(parents=True)
     params = {"gamma": 0.3, "t_exp": 1.0, "t_ama": 1.0}
     config = {"data": {"name": "wmt", "split_by": "lang_pair"}, "split": {"use": "all"}, "pair": {"name": "p"},
               "method": {"name": "contrast", "variant": "contrast", **params}}
-    (folder / rundir.CONFIG).write_text(yaml.safe_dump(config))
-    frame.to_parquet(folder / rundir.SCORES, index=False)
-    variants = [{"name": "expert", "method": "single", "params": {"model": "expert"}},
-                {"name": "amateur", "method": "single", "params": {"model": "amateur"}},
-                {"name": "contrast", "method": "contrast", "params": params}]
-    rundir.write_metrics(folder, {"cscore_version": __version__, "signature": "s", "data": {}, "n_items": n,
-                                  "split": {"use": "all"}, "n_truncated": 0, "truncated_ids": [],
-                                  "temperatures": [1.0], "variants": variants, "models": {}, "correlations": [],
-                                  "speed": {"samples_per_second": 1.0}, "nonfinite_scores": {}, "environment": {}})
+    write_scored_run(folder, frame, config, params)
     return frame
 
 

@@ -123,3 +123,22 @@ def write_mqm_with_reference(folder) -> object:
 
 
 REF_LINE = "mqm: 2 human-reference rows (system ref) scored as a system; data.exclude_references=true drops them"
+
+
+def write_scored_run(folder: Path, frame, config: dict, params: dict, speed: float | None = 1.0) -> None:
+    """A finished contrast run as ``cscore report`` reads it, written by hand: ``config``, the scores
+    ``frame`` and a metrics.json whose variants are expert, amateur and contrast (``params``)."""
+    import yaml
+
+    from cscore import __version__, rundir
+
+    folder.mkdir(parents=True)
+    (folder / rundir.CONFIG).write_text(yaml.safe_dump(config))
+    frame.to_parquet(folder / rundir.SCORES, index=False)
+    variants = [{"name": "expert", "method": "single", "params": {"model": "expert"}},
+                {"name": "amateur", "method": "single", "params": {"model": "amateur"}},
+                {"name": "contrast", "method": "contrast", "params": params}]
+    rundir.write_metrics(folder, {"cscore_version": __version__, "signature": "s", "data": {}, "n_items": len(frame),
+                                  "split": {"use": "all"}, "n_truncated": 0, "truncated_ids": [],
+                                  "temperatures": [1.0], "variants": variants, "models": {}, "correlations": [],
+                                  "speed": {"samples_per_second": speed}, "nonfinite_scores": {}, "environment": {}})
