@@ -9,15 +9,13 @@ from pathlib import Path
 import pandas as pd
 
 from cscore.data.io import iter_jsonl
-from cscore.data.loader import LOADERS, Loader
-from cscore.data.options import check_options
+from cscore.data.loader import LOADERS, Loader, NoOptions
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
 
 DEMO_FILE = Path(__file__).parent / "demo" / "demo.jsonl"
 
 
-def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
-    check_options(options, (), "demo")
+def load(path: str | None = None, options: NoOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
     file = Path(path) if path else DEMO_FILE
     if not file.is_file():
         raise DataError(f"data file {file} does not exist (data.path={path})")

@@ -17,8 +17,7 @@ import pandas as pd
 
 from cscore.data import paths
 from cscore.data.io import read_json
-from cscore.data.loader import LOADERS, Loader
-from cscore.data.options import check_options
+from cscore.data.loader import LOADERS, Loader, NoOptions
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
 
 DATASET_DIR, DEFAULT_FILE = "dstc9", "dstc9_data.json"
@@ -26,9 +25,8 @@ NAME = "dstc9"
 NO_REF = "NO REF"
 
 
-def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
+def load(path: str | None = None, options: NoOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """DSTC9 interactive evaluation: 2200 dialogs with an overall score (module docstring)."""
-    check_options(options, (), NAME)
     file = paths.resolve(path, DATASET_DIR, DEFAULT_FILE)
     data = read_json(file)
     if not isinstance(data, dict):

@@ -40,8 +40,7 @@ import pandas as pd
 
 from cscore.data import paths
 from cscore.data.io import read_json
-from cscore.data.loader import LOADERS, Loader, option, option_names
-from cscore.data.options import check_options
+from cscore.data.loader import LOADERS, Loader, option
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
 
 NAME = "fed"
@@ -54,7 +53,6 @@ class FedOptions:
     level: str | None = option(doc="FED: turn | dialog | both")
 
 
-OPTIONS = option_names(FedOptions)
 SYSTEM_LABEL = re.compile(r"^System:\s?")
 
 
@@ -137,10 +135,10 @@ def _groups(items) -> dict[int, str]:
     return group
 
 
-def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
+def load(path: str | None = None, options: FedOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """FED turn- and/or dialog-level items (see the module docstring for the fields). Option:
     level ("both", the default, "turn" or "dialog")."""
-    level = check_options(options, OPTIONS, NAME)["level"] or "both"
+    level = (options or FedOptions()).level or "both"
     if level not in LEVELS:
         raise DataError(f"data.level={level} is not a FED level; use data.level=turn, dialog or both")
     file = paths.resolve(path, DATASET_DIR, DEFAULT_FILE)

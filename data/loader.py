@@ -1,8 +1,9 @@
 """What every dataset loader is: a ``Loader`` subclass registered by name in ``LOADERS``
 (``@LOADERS`` on the class, in the loader's own module), saying the task of the rows it writes and
 the options it takes (``Options``: a dataclass of ``option`` fields, each a ``data.<key>`` of the
-config) as class attributes, with ``load(path=None, **options) -> (validated example table,
-LoadReport)`` that rejects an option it does not know (``options.check_options``)."""
+config) as class attributes, with ``load(path=None, options=None) -> (validated example table,
+LoadReport)``, ``options`` an instance of its ``Options`` (None: the defaults; the config's keys
+become one in ``registry.options_of``, which refuses a key it does not declare)."""
 
 from __future__ import annotations
 

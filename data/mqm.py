@@ -65,8 +65,8 @@ Options:
                           default), those kept are counted in ``LoadReport.references`` (one console
                           line: they are scored as systems)
   zero_weight_categories  list of categories weighted 0 (see Scoring)
-``load_many({lang_pair: path, ...}, **options)`` loads several files (one per language pair) and
-concatenates them (``wmt`` uses it for mqm22 / mqm23).
+``load_many({lang_pair: path, ...}, dataset, scoring)`` loads several files (one per language pair,
+each scored as ``MqmScoring`` says) and concatenates them (``wmt`` uses it for mqm22 / mqm23).
 """
 
 from __future__ import annotations
@@ -84,8 +84,7 @@ import pandas as pd
 
 from cscore.data import paths
 from cscore.data.io import decode
-from cscore.data.loader import LOADERS, Loader, option, option_names
-from cscore.data.options import check_options
+from cscore.data.loader import LOADERS, Loader, option
 from cscore.data.prompts import LANGUAGES
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
 
@@ -114,8 +113,6 @@ class LangPair:
 class MqmOptions(MqmScoring, LangPair):
     """One file's options: its language pair, then how it is scored."""
 
-
-OPTIONS = option_names(MqmOptions)
 
 # Weights in tenths, so that sums are exact.
 MAJOR, MINOR, MINOR_PUNCT, NON_TRANSLATION = 50, 10, 1, 250
@@ -181,8 +178,9 @@ def _seg_sort_key(seg: str):
     return (0, int(seg), "") if numeric else (1, 0, seg)
 
 
-def _check_options(options: dict, allowed=OPTIONS, dataset: str = NAME) -> dict:
-    opts = check_options(options, allowed, dataset)
+def _scoring(options: MqmScoring, lang_pair: str | None) -> dict:
+    """The options as ``_load_one`` reads them: the lists as lists of names (one name: a list of it)."""
+    opts: dict[str, Any] = {**vars(options), "lang_pair": lang_pair}
     for key in ("exclude_systems", "zero_weight_categories"):
         value = opts[key]
         if value is None:
@@ -418,21 +416,23 @@ def _frame(records: list[dict], report: LoadReport) -> pd.DataFrame:
     return df
 
 
-def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
+def load(path: str | None = None, options: MqmOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """One file (default: the shared TED zh-en file) -> (example table, report); see the module docstring."""
-    opts = _check_options(options)
+    options = options or MqmOptions()
+    opts = _scoring(options, options.lang_pair)
     records, report, systems = _load_one(path, opts)
     _check_excludes(opts, systems, report.source_files[0])
     return _frame(records, report), report
 
 
-def load_many(files: dict, dataset: str = NAME, **options) -> tuple[pd.DataFrame, LoadReport]:
+def load_many(files: dict, dataset: str = NAME,
+              scoring: MqmScoring | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """Several files, one per language pair ({"zh-en": path, "en-de": path}), concatenated. The
-    ``lang_pair`` of each file is its key; other options apply to every file (an exclude_systems name
+    ``lang_pair`` of each file is its key; ``scoring`` applies to every file (an exclude_systems name
     must occur in at least one of them)."""
     if not files:
         raise DataError(f"{NAME}: load_many needs at least one {{lang_pair: path}} entry")
-    opts = _check_options(options, [k for k in OPTIONS if k != "lang_pair"], dataset)
+    opts = _scoring(scoring or MqmScoring(), None)
     report = LoadReport(dataset)
     records, systems = [], set()
     for lang_pair, path in files.items():

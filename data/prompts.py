@@ -11,7 +11,7 @@ breaks are read as layout and left out. The dialogue and reference-based templat
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable, Mapping
 
 import pandas as pd
 
@@ -45,7 +45,10 @@ def target_language(lang_pair: str | None) -> str:
     return LANGUAGES.get(code, code)
 
 
-def render(template: str, source: str, **fields) -> tuple[str, tuple[int, int]]:
+def render(template: str, source: str, fields: Mapping[str, str] | None = None) -> tuple[str, tuple[int, int]]:
+    """The template with ``{source}`` filled by ``source`` and every other ``{name}`` by ``fields``,
+    and the character span of the source inside it."""
+    fields = fields or {}
     if "{source}" not in template:
         raise ConfigError(f"a prompt template must contain {{source}}: {template!r}")
     head, tail = template.split("{source}", 1)
@@ -87,7 +90,7 @@ def build(examples: pd.DataFrame, *, condition: str = "source", templates: dict 
         if condition == "reference" and (filler is None or (isinstance(filler, float)) or not str(filler).strip()):
             raise DataError(f"prompt.condition=reference but row {row.id!r} has no reference (field 'reference' "
                             "is empty); use prompt.condition=source or data with references")
-        prompt, span = render(tpl, str(filler), target_language=target_language(row.lang_pair))
+        prompt, span = render(tpl, str(filler), {"target_language": target_language(row.lang_pair)})
         if chat is not None:
             prompt, span = wrap_chat(prompt, span, chat)
         prompts.append(prompt)

@@ -25,8 +25,8 @@ CNNDM = Part("qags_cnndm", "mturk_cnndm.jsonl", "bottom-up-cnndm", "cnndm-")
 NAME, DEFAULT_FILE, SYSTEM = CNNDM.name, CNNDM.default_file, CNNDM.system
 
 
-def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
-    return load_part(CNNDM, path, **options)
+def load(path: str | None = None, options: QagsOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
+    return load_part(CNNDM, path, options)
 
 
 @LOADERS

@@ -35,8 +35,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from cscore.data.bartscore import record_to_row, records_for
-from cscore.data.loader import LOADERS, Loader, option, option_names
-from cscore.data.options import check_options
+from cscore.data.loader import LOADERS, Loader, option
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
 
 
@@ -46,7 +45,6 @@ class QagsOptions:
     source_file: str | None = option(doc="a file name inside the dataset's shared folder")
 
 
-OPTIONS = option_names(QagsOptions)
 ANSWERS = {"yes": 1, "no": 0}
 
 
@@ -107,13 +105,14 @@ def mturk_row(index: int, rec: dict, where: str, part: Part = XSUM) -> dict:
     return _row(index, rec["article"], " ".join(texts), sum(votes) / len(votes), where, part)
 
 
-def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
-    return load_part(XSUM, path, **options)
+def load(path: str | None = None, options: QagsOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
+    return load_part(XSUM, path, options)
 
 
-def load_part(part: Part, path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
-    opts = check_options(options, OPTIONS, part.name)
-    file, records, names = records_for(path, opts["source_file"], part.name, part.default_file)
+def load_part(part: Part, path: str | None = None,
+              options: QagsOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
+    opts = options or QagsOptions()
+    file, records, names = records_for(path, opts.source_file, part.name, part.default_file)
     report = LoadReport(part.name, [str(file)])
     rows = []
     for index, (where, rec) in enumerate(records):

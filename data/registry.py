@@ -1,7 +1,8 @@
 """Dataset name -> loader (``loader.LOADERS``: ``discover`` imports every module of cscore.data,
-each loader module registering its ``Loader``). Every loader is ``load(path=None, **options) ->
-(validated example table, LoadReport)`` and rejects options it does not know (``options.check_options``);
-its ``Options`` dataclass declares the ones it takes (``options_of``: a config's data section as one)."""
+each loader module registering its ``Loader``). Every loader is ``load(path=None, options=None) ->
+(validated example table, LoadReport)``, ``options`` an instance of its ``Options`` dataclass
+(None: its defaults); ``options_of`` makes one of a config's data section, refusing a key the
+dataclass does not declare (``options.check_options``)."""
 
 from __future__ import annotations
 
@@ -58,11 +59,13 @@ def check_config(data: Mapping) -> None:
         raise DataError(f"data.annotations={notes}: no such file (SummEval's model_annotations.aligned.jsonl)")
 
 
-def load_examples(name: str, path: str | None = None, **options):
-    """The named dataset; options left at None are not passed on (the loader's default applies)."""
+def load_examples(name: str, path: str | None = None, options=None):
+    """The named dataset, read with ``options`` (an instance of its loader's ``Options``; None: the
+    defaults; a field left at None: the loader's own default)."""
     loader = LOADERS.get(name)
-    options = {k: v for k, v in options.items() if v is not None}
-    return loader.load(path, **options)
+    if options is not None and not isinstance(options, loader.Options):
+        raise TypeError(f"data={name} takes a {loader.Options.__name__}, got {type(options).__name__}")
+    return loader.load(path, options)
 
 
 def given_options(data) -> dict:
@@ -93,10 +96,11 @@ def load_data(data):
     found = PRELOADED.pop(data_key(data), None)
     if found is not None:
         return found
-    return load_examples(data.name, data.path, **given_options(data))
+    return load_examples(data.name, data.path, data.options)
 
 
 def load_config(data: Mapping):
     """The dataset a composed ``cfg.data`` section (as a plain dict) names: ``name``, ``path``, and
-    every key but ``options.RUNNER_KEYS`` as loader options."""
-    return load_examples(data["name"], data.get("path"), **loader_options(data))
+    every key but ``options.RUNNER_KEYS`` as its loader's ``Options`` (a key at None is not given)."""
+    given = {k: v for k, v in data.items() if v is not None}
+    return load_examples(data["name"], data.get("path"), options_of({**given, "name": data["name"]}))

@@ -30,8 +30,7 @@ import pandas as pd
 
 from cscore.data.bartscore import record_to_row, records_for
 from cscore.data.io import import_datasets
-from cscore.data.loader import LOADERS, Loader, option, option_names
-from cscore.data.options import check_options
+from cscore.data.loader import LOADERS, Loader, option
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
 
 NAME = "summeval"
@@ -49,8 +48,6 @@ class SummevalOptions:
     annotations: str | None = option(doc="SummEval: its original model_annotations.aligned.jsonl, whose "
                                          "per-expert ratings give SummaC's labels")
 
-
-OPTIONS = option_names(SummevalOptions)
 
 
 def hub_records(hub_id: str, split: str | None) -> tuple[str, Iterator[tuple[str, dict]]]:
@@ -117,16 +114,16 @@ def with_annotations(records, annotations: dict, label: str):
         yield where, {**rec, "expert_scores": annotations[key]}
 
 
-def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
-    opts = check_options(options, OPTIONS, NAME)
-    if opts["hub_id"]:
-        label, records = hub_records(opts["hub_id"], opts["hub_split"])
+def load(path: str | None = None, options: SummevalOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
+    opts = options or SummevalOptions()
+    if opts.hub_id:
+        label, records = hub_records(opts.hub_id, opts.hub_split)
         names = {}
     else:
-        file, records, names = records_for(path, opts["source_file"], NAME, DEFAULT_FILE)
+        file, records, names = records_for(path, opts.source_file, NAME, DEFAULT_FILE)
         label = str(file)
-    if opts["annotations"]:
-        records = with_annotations(records, read_annotations(opts["annotations"]), label)
+    if opts.annotations:
+        records = with_annotations(records, read_annotations(opts.annotations), label)
     report = LoadReport(NAME, [label])
     rows = [with_experts(record_to_row(rec, where, ASPECTS, names), rec, where) for where, rec in records]
     if any(EXPERTS + a in r for r in rows for a in ASPECTS):

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from cscore.data import formats
-from cscore.data.loader import LOADERS, Loader, option, option_names
+from cscore.data.loader import LOADERS, Loader, option
 from cscore.data.options import check_options
 from cscore.data.schema import HUMAN_PREFIX, TASKS, DataError, LoadReport, validate
 from cscore.registry import suggest
@@ -55,8 +55,6 @@ class TableOptions:
     hub_id: str | None = option(doc="read datasets.load_dataset(hub_id) instead of data.path (needs network)")
     split: str | None = option(doc="which split of a DatasetDict (may be left out when there is only one)")
 
-
-OPTIONS = option_names(TableOptions)
 
 
 def map_columns(given: dict, columns, label: str) -> dict:
@@ -182,20 +180,20 @@ def source_group(source) -> str:
     return "src-" + hashlib.sha256(str(source).encode("utf-8")).hexdigest()[:16]
 
 
-def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
+def load(path: str | None = None, options: TableOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """Your own table -> (example table, report); see the module docstring."""
-    opts = check_options(options, OPTIONS, NAME)
-    if not isinstance(opts["columns"] or {}, dict):
+    opts = options or TableOptions()
+    if not isinstance(opts.columns or {}, dict):
         raise DataError(f"data.columns must map roles to column names, e.g. data.columns.hypothesis=<column>; "
-                        f"got {opts['columns']!r}")
-    given = check_options(opts["columns"] or {}, ROLES, NAME, prefix="data.columns.")
-    if opts["task"] not in TASKS:
-        raise DataError(f"data=table needs data.task={'|'.join(TASKS)} (it picks the prompt); got {opts['task']}")
-    if bool(path) == bool(opts["hub_id"]):
+                        f"got {opts.columns!r}")
+    given = check_options(opts.columns or {}, ROLES, NAME, prefix="data.columns.")
+    if opts.task not in TASKS:
+        raise DataError(f"data=table needs data.task={'|'.join(TASKS)} (it picks the prompt); got {opts.task}")
+    if bool(path) == bool(opts.hub_id):
         raise DataError("data=table reads data.path=<file or save_to_disk folder> or data.hub_id=<hub id>: set one")
-    if opts["lang_pair"] and given["lang_pair"]:
+    if opts.lang_pair and given["lang_pair"]:
         raise DataError("set data.lang_pair or data.columns.lang_pair, not both")
-    label, df, where = formats.read(path, opts["hub_id"], opts["split"])
+    label, df, where = formats.read(path, opts.hub_id, opts.split)
     if df.empty:
         raise DataError(f"{label}: no rows")
     columns = map_columns(given, list(df.columns), label)
@@ -217,9 +215,9 @@ def load(path: str | None = None, **options) -> tuple[pd.DataFrame, LoadReport]:
         "id": ids,
         "group": cells("group", as_key) or [source_group(s) if s else i for s, i in zip(texts["source"], ids)],
         "system": cells("system", as_key) or [NO_SYSTEM] * len(df),
-        "task": opts["task"],
+        "task": opts.task,
         **texts,
-        "lang_pair": cells("lang_pair", as_lang_pair) or [opts["lang_pair"]] * len(df),
+        "lang_pair": cells("lang_pair", as_lang_pair) or [opts.lang_pair] * len(df),
         **human_scores(df, human, where, ids, label, report),
     })
     return validate(table, report, dict(zip(ids, where))), report

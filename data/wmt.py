@@ -13,7 +13,6 @@ from pathlib import Path
 
 from cscore.data import mqm
 from cscore.data.loader import LOADERS, Loader, option, option_names
-from cscore.data.options import check_options
 from cscore.data.paths import ENV_VAR, shared_data_dir
 from cscore.data.schema import DataError
 
@@ -30,8 +29,6 @@ class Where:
 class WmtOptions(mqm.MqmScoring, Where):
     """Where the files are, then mqm's scoring options (each file's language pair is its key)."""
 
-
-OPTIONS = option_names(WmtOptions)
 
 
 def variants(name: str) -> list[str]:
@@ -69,19 +66,19 @@ def _mapping(value, what: str, name: str) -> dict:
     return value
 
 
-def checked(opts: dict, name: str) -> tuple[list[str], dict, dict, str | None]:
+def checked(opts: Where, name: str) -> tuple[list[str], dict, dict, str | None]:
     """pairs, files, paths and root, type-checked (settings come from the command line)."""
-    files = {k: _strings(v, f"data.files.{k}", name) for k, v in _mapping(opts["files"], "data.files", name).items()}
-    pairs = _strings(opts["pairs"], "data.pairs", name) if opts["pairs"] is not None else list(files)
+    files = {k: _strings(v, f"data.files.{k}", name) for k, v in _mapping(opts.files, "data.files", name).items()}
+    pairs = _strings(opts.pairs, "data.pairs", name) if opts.pairs is not None else list(files)
     if not pairs:
         raise DataError(f"{name}: no language pair selected (data.pairs=[xx-yy] with data.files or data.paths)")
     paths = {}
-    for k, v in _mapping(opts["paths"], "data.paths", name).items():
+    for k, v in _mapping(opts.paths, "data.paths", name).items():
         if v is not None and not (isinstance(v, str) and v):
             raise DataError(f"{name}: data.paths.{k} must be one file path, got {v!r}")
         if v is not None:
             paths[k] = v
-    root = opts["root"]
+    root = opts.root
     if root is not None and not (isinstance(root, str) and root):
         raise DataError(f"{name}: data.root must be a folder path, got {root!r}")
     return pairs, files, paths, root
@@ -105,8 +102,8 @@ def missing_message(name: str, missing: list[str], found: list[str], looked: lis
             f"{', '.join(looked[:SHOWN])}{more}")
 
 
-def load(path: str | None = None, *, name: str = "mqm", **options):
-    opts = check_options(options, OPTIONS, name)
+def load(path: str | None = None, options: WmtOptions | None = None, *, name: str = "mqm"):
+    opts = options or WmtOptions()
     pairs, files, paths, root = checked(opts, name)
     if path is not None and not (isinstance(path, str) and path):
         raise DataError(f"{name}: data.path must be a file path, got {path!r}")
@@ -140,8 +137,8 @@ def load(path: str | None = None, *, name: str = "mqm", **options):
             chosen[lp] = found
     if missing:
         raise DataError(missing_message(name, missing, [lp for lp in pairs if lp not in missing], looked, base))
-    scoring = {k: v for k, v in opts.items() if k in mqm.OPTIONS and v is not None}
-    return mqm.load_many({lp: str(p) for lp, p in chosen.items()}, dataset=name, **scoring)
+    scoring = mqm.MqmScoring(**{k: getattr(opts, k) for k in option_names(mqm.MqmScoring)})
+    return mqm.load_many({lp: str(p) for lp, p in chosen.items()}, name, scoring)
 
 
 @LOADERS

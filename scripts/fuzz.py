@@ -45,7 +45,7 @@ def _jsonl(records) -> bytes:
 
 
 def seed_files() -> dict[str, tuple[str, bytes, dict]]:
-    """target name -> (file name, content, loader call {"data": name, **options})."""
+    """target name -> (file name, content, loader call: {"data": name} and the loader's options)."""
     demo = [{"id": f"doc{i}/s{i}", "doc_id": f"doc{i}", "system": f"s{i}", "source": f"Text {i}.",
              "reference": "Ref.", "hypothesis": f"Hyp {i}.", "scores": {"overall": i, "fluency": 2.5}}
             for i in range(3)]
@@ -189,12 +189,12 @@ class Finding(AssertionError):
 
 def check_load(file: Path, call: dict) -> str:
     """Load ``file`` as ``call`` says; "ok" or "error", or raise Finding."""
-    from cscore.data.registry import load_examples
+    from cscore.data.registry import load_config
     from cscore.errors import CscoreError
 
     opts = {k: v for k, v in call.items() if k != "data"}
     try:
-        df, report = load_examples(call["data"], str(file), **opts)
+        df, report = load_config({**opts, "name": call["data"], "path": str(file)})
     except CscoreError as err:
         msg = str(err)
         if "\n" in msg or file.name not in msg:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from cscore.data.registry import load_examples
 from cscore.data.schema import DataError
+from cscore.data.table import TableOptions
 from cscore.tests.support import REPO
 
 spec = importlib.util.spec_from_file_location("cscore_fuzz", REPO / "scripts" / "fuzz.py")
@@ -80,8 +81,8 @@ def test_table_rows_keep_their_ids(tmp_path_factory, rows, suffix):
     else:
         frame.to_parquet(f)
     try:
-        df, report = load_examples("table", str(f), task="summarization",
-                                   columns={"source": "src", "hypothesis": "hyp", "human": ["q"]})
+        df, report = load_examples("table", str(f), TableOptions(
+            task="summarization", columns={"source": "src", "hypothesis": "hyp", "human": ["q"]}))
     except DataError as err:
         assert "\n" not in str(err) and str(f) in str(err)
         return
@@ -136,7 +137,7 @@ def test_valid_surrogate_pairs_are_text(tmp_path):
     assert df["hypothesis"][0] == "emoji \U0001F600"
 
 
-TABLE = {"task": "translation", "columns": {"source": "src", "hypothesis": "mt", "human": ["q"]}}
+TABLE = TableOptions(task="translation", columns={"source": "src", "hypothesis": "mt", "human": ["q"]})
 
 
 @pytest.mark.parametrize("name,content,message", [
@@ -149,7 +150,7 @@ def test_table_findings(tmp_path, name, content, message):
     f = tmp_path / name
     f.write_text(content)
     with pytest.raises(DataError, match=message) as err:
-        load_examples("table", str(f), **TABLE)
+        load_examples("table", str(f), TABLE)
     assert "\n" not in str(err.value)
 
 
@@ -158,9 +159,8 @@ def test_table_human_mapping_of_the_wrong_type(tmp_path, human):
     f = tmp_path / "t.jsonl"
     f.write_text('{"src": "a", "mt": "b", "q": 1}\n')
     with pytest.raises(DataError, match=r"data\.columns\.human must be a column name, a list of names or a "):
-        load_examples(
-            "table", str(f), task="translation", columns={"source": "src", "hypothesis": "mt", "human": human}
-        )
+        load_examples("table", str(f), TableOptions(
+            task="translation", columns={"source": "src", "hypothesis": "mt", "human": human}))
 
 
 def test_corrupt_pickle_lengths_and_surrogates(tmp_path):
@@ -219,7 +219,7 @@ def test_parquet_errors_are_one_line(tmp_path):
     f = tmp_path / "t.parquet"
     pq.write_table(table.replace_schema_metadata({b"pandas": json.dumps(meta)}), f)
     with pytest.raises(DataError, match=r"t\.parquet: not a readable parquet file \(TypeError: data type 'sir'"):
-        load_examples("table", str(f), **TABLE)
+        load_examples("table", str(f), TABLE)
     name, content, call = fuzz.seed_files()["table_parquet"]
     data = bytearray(content)
     data[len(data) // 2] ^= 0xFF  # pyarrow's thrift errors span several lines
@@ -239,4 +239,4 @@ def test_parquet_string_column_with_invalid_utf8(tmp_path):
     pq.write_table(table, f)
     with pytest.raises(DataError, match=r"t\.parquet: not a readable parquet file \(ArrowInvalid: Column 0: .*"
                                         r"Invalid UTF8 sequence at string index 1\)"):
-        load_examples("table", str(f), **TABLE)
+        load_examples("table", str(f), TABLE)

@@ -68,7 +68,7 @@ def test_reference_prompts_or_a_one_line_data_error(sources, refs):
 @given(st.text(alphabet="ab{}:0 _sourcetagl", max_size=40), texts)
 def test_any_template_renders_or_is_a_config_error(template, source):
     try:
-        prompt, (a, b) = prompts.render(template, source, target_language="German")
+        prompt, (a, b) = prompts.render(template, source, {"target_language": "German"})
     except ConfigError as err:
         assert "\n" not in str(err) and repr(template) in str(err)
         return

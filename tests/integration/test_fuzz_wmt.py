@@ -57,7 +57,8 @@ def test_options_load_or_fail_in_one_line(tmp_path_factory, opts):
 
     paths = {k: local(v) for k, v in paths.items()} if isinstance(paths, dict) else paths
     try:
-        df, report = wmt.load(place(path), name="mqm23", pairs=pairs, files=files, paths=paths, root=place(root))
+        df, report = wmt.load(place(path), wmt.WmtOptions(pairs=pairs, files=files, paths=paths, root=place(root)),
+                              name="mqm23")
     except DataError as err:
         assert "\n" not in str(err) and str(err).startswith("mqm23"), str(err)
         return
@@ -69,6 +70,7 @@ def test_options_load_or_fail_in_one_line(tmp_path_factory, opts):
 def test_a_well_formed_selection_loads(tmp_path):
     file_name, content, _ = fuzz.seed_files()["mqm_tsv"]
     (tmp_path / "good.tsv").write_bytes(content)
-    df, _ = wmt.load(None, name="mqm23", pairs=["zh-en", "en-de"], root=str(tmp_path),
-                     files={"zh-en": ["missing.tsv", "good.tsv"], "en-de": ["good.tsv"]})
+    df, _ = wmt.load(None, wmt.WmtOptions(pairs=["zh-en", "en-de"], root=str(tmp_path),
+                                          files={"zh-en": ["missing.tsv", "good.tsv"], "en-de": ["good.tsv"]}),
+                     name="mqm23")
     assert sorted(set(df["lang_pair"])) == ["en-de", "zh-en"] and len(df) % 2 == 0

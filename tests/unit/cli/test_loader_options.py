@@ -10,11 +10,10 @@ from dataclasses import dataclass
 import pytest
 
 from cscore.data import demo, registry
-from cscore.data.loader import Loader, option, option_names
-from cscore.data.options import check_options
+from cscore.data.loader import Loader, option
 from cscore.tests.support.cli import tiny_args
 
-SEEN: list[dict] = []  # the options each call of the probe's loader got
+SEEN: list = []  # the options each call of the probe's loader got
 
 
 @dataclass
@@ -22,12 +21,11 @@ class ProbeOptions:
     keep: int | None = option(doc="read only the demo set's first `keep` rows")
 
 
-def probe_load(path=None, **options):
+def probe_load(path=None, options: ProbeOptions | None = None):
     """The demo set, cut to its first ``keep`` rows (an option no other file knows)."""
-    opts = check_options(options, option_names(ProbeOptions), "probe")
-    SEEN.append(dict(options))
+    SEEN.append(options)
     table, report = demo.load(path)
-    return table.head(opts["keep"]).reset_index(drop=True), report
+    return table.head((options or ProbeOptions()).keep).reset_index(drop=True), report
 
 
 class Probe(Loader):
@@ -49,7 +47,7 @@ def test_a_new_loader_option_reaches_the_loader_through_cscore_run(probe, tiny_d
     res = cscore_main("run", *tiny_args(tiny_dirs, "method=single", "data.name=probe", "+data.keep=5",
                                         f"hydra.run.dir={run}", f"cache.dir={tmp_path / 'stats'}"), cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert SEEN == [{"keep": 5}]  # read once, by the precheck; the job took what it read
+    assert SEEN == [ProbeOptions(keep=5)]  # read once, by the precheck; the job took what it read
     assert json.loads((run / "metrics.json").read_text())["n_items"] == 5
 
 
@@ -68,3 +66,5 @@ def test_the_typed_data_section_holds_the_common_keys_and_the_loaders_options(pr
     data = typed_data({"name": "probe", "path": None, "template": "t {source}", "keep": 3})
     assert (data.name, data.template, data.options) == ("probe", "t {source}", ProbeOptions(keep=3))
     assert registry.load_data(data)[0]["id"].tolist() == demo.load()[0]["id"].tolist()[:3]
+    assert len(registry.load_config({"name": "probe", "keep": 2})[0]) == 2  # `cscore data check` / export
+    assert SEEN[-1] == ProbeOptions(keep=2)

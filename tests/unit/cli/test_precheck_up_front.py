@@ -47,10 +47,10 @@ def test_a_data_path_that_does_not_exist_is_refused_up_front(tmp_path, cscore_ma
 
 @pytest.mark.parametrize("dataset", sorted(registry.LOADERS))
 def test_the_up_front_data_check_agrees_with_each_loader(dataset, tmp_path):
-    """The same message as the loader's own for an unknown option (it lists the options the loader
-    takes: its ``options``); every one of them passes."""
+    """The same message as loading the section (``load_config``: what `cscore data check` reads) for
+    an unknown option (it lists the options the loader takes: its ``Options``); every one of them passes."""
     with pytest.raises(DataError) as by_loader:
-        registry.load_examples(dataset, foo=1)
+        registry.load_config({"name": dataset, "foo": 1})
     with pytest.raises(DataError) as up_front:
         registry.check_config({"name": dataset, "foo": 1})
     assert str(up_front.value) == str(by_loader.value)

@@ -84,5 +84,5 @@ def test_prompt_render_returns_the_source_span():
     assert prompt[a:b] == "Some article."
     assert prompt == ("Write an accurate, relevant, and coherent summary of the following texts:\n"
                       "Some article.\nSummary:\n")
-    prompt, (a, b) = render(TEMPLATES["translation"], "Hallo Welt.", target_language="English")
+    prompt, (a, b) = render(TEMPLATES["translation"], "Hallo Welt.", {"target_language": "English"})
     assert prompt == "Translate the following sentence to English:\nHallo Welt.\n" and prompt[a:b] == "Hallo Welt."

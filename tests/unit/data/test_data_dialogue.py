@@ -53,8 +53,8 @@ def test_fed_counts_and_aspects(fed_loaded, fed_file):
     # 125 conversations: 3 turn items + 1 dialog item each (README: ordered in blocks of 4)
     assert df["group"].nunique() == 125 and (df.groupby("group")["level"].apply(sorted).map(tuple) ==
                                              ("dialog", "turn", "turn", "turn")).all()
-    turn, _ = fed.load(str(fed_file), level="turn")
-    dialog, _ = fed.load(str(fed_file), level="dialog")
+    turn, _ = fed.load(str(fed_file), fed.FedOptions(level="turn"))
+    dialog, _ = fed.load(str(fed_file), fed.FedOptions(level="dialog"))
     assert (len(turn), len(dialog)) == (375, 125)
     assert aspects(turn) == TURN_ASPECTS and aspects(dialog) == DIALOG_ASPECTS
 
@@ -112,7 +112,7 @@ def test_fed_malformed(tmp_path):
                                         r"there: is it truncated\?\)"):
         fed.load(str(f))
     with pytest.raises(DataError, match="data.level=turns is not a FED level; use data.level=turn, dialog or both"):
-        fed.load(str(f), level="turns")
+        fed.load(str(f), fed.FedOptions(level="turns"))
 
 
 def test_fed_synthetic_odd_values(tmp_path):

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from cscore.cli import data_cmd
-from cscore.data import LOADERS, load_examples, mqm
+from cscore.data import LOADERS, fed, load_config, load_examples, mqm
 from cscore.data.schema import DataError
 
 MQM_HEADER = "system\tdoc\tdoc_id\tseg_id\trater\tsource\ttarget\tcategory\tseverity\n"
@@ -49,7 +49,7 @@ def test_mqm_without_any_pair_asks_for_the_cli_option(tmp_path):
         mqm.load(str(file))
     assert str(err.value) == (f"{file}: cannot tell the language pair (no :xx-yy suffix on doc, none in the file "
                               "name); set data.lang_pair, e.g. data.lang_pair=zh-en")
-    df, _ = mqm.load(str(file), lang_pair="de-en")  # the option wins
+    df, _ = mqm.load(str(file), mqm.MqmOptions(lang_pair="de-en"))  # the option wins
     assert list(df["lang_pair"]) == ["de-en"]
 
 
@@ -63,12 +63,12 @@ def test_the_reported_command_works_on_the_shared_file(shared, tmp_path, capsys)
 def test_option_errors_speak_the_command_line(tmp_path):
     file = mqm_file(tmp_path, "mqm_ted_zhen.tsv")
     with pytest.raises(DataError, match=re.escape("data.reference_system=refZ: no such system (systems: ['S1'])")):
-        mqm.load(str(file), reference_system="refZ")
+        mqm.load(str(file), mqm.MqmOptions(reference_system="refZ"))
     with pytest.raises(DataError, match=re.escape("data.exclude_systems names unknown system(s) ['S9']")):
-        mqm.load(str(file), exclude_systems=["S9"])
+        mqm.load(str(file), mqm.MqmOptions(exclude_systems=["S9"]))
     with pytest.raises(DataError, match=re.escape("data.level=turns is not a FED level; use data.level=turn, "
                                                   "dialog or both")):
-        load_examples("fed", str(file), level="turns")
+        load_examples("fed", str(file), fed.FedOptions(level="turns"))
 
 
 # ----- C: invalid UTF-8 and broken JSON name file, line and column -----
@@ -92,7 +92,7 @@ def test_invalid_utf8_names_file_line_and_column(tmp_path, dataset, name, conten
     file.write_bytes(content)
     options = {"task": "summarization"} if dataset == "table" else {}
     with pytest.raises(DataError) as err:
-        load_examples(dataset, str(file), **options)
+        load_config({"name": dataset, "path": str(file), **options})
     assert str(err.value).startswith(f"{file}:{line}:{COLUMN}: not valid UTF-8: byte 0xff (invalid start byte)")
 
 
@@ -104,7 +104,7 @@ def test_truncated_jsonl_line_gives_the_whole_json_message(tmp_path, dataset):
     col = cut.index('"cut off') + 1
     options = {"task": "summarization"} if dataset == "table" else {}
     with pytest.raises(DataError) as err:
-        load_examples(dataset, str(file), **options)
+        load_config({"name": dataset, "path": str(file), **options})
     assert str(err.value) == (f"{file}:2:{col}: not valid JSON: Unterminated string starting at: line 2 column {col} "
                               "(the text ends there: is it truncated?)")
 
@@ -113,7 +113,7 @@ def test_a_control_character_inside_a_line_is_named_with_its_column(tmp_path):
     file = tmp_path / "tab.jsonl"
     file.write_text('{"hypothesis": "a\tb"}\n', encoding="utf-8")
     with pytest.raises(DataError) as err:
-        load_examples("table", str(file), task="dialogue")
+        load_config({"name": "table", "path": str(file), "task": "dialogue"})
     assert str(err.value) == f"{file}:1:18: not valid JSON: Invalid control character at: line 1 column 18"
 
 
@@ -139,7 +139,7 @@ def test_a_missing_path_is_reported_once(tmp_path, capsys, caplog, dataset, extr
 @pytest.mark.parametrize("dataset", sorted(LOADERS))
 def test_every_loader_rejects_an_unknown_option(dataset):
     with pytest.raises(DataError) as err:
-        load_examples(dataset, foo=1)
+        load_config({"name": dataset, "foo": 1})
     message = str(err.value)
     assert message.startswith(f"data={dataset}: unknown option data.foo; allowed: ")
     assert "data.path" in message and "data.template" in message and "\n" not in message
@@ -153,7 +153,7 @@ TYPOS = [("mqm", "lang_pairs", "data.lang_pair"), ("fed", "levl", "data.level"),
 @pytest.mark.parametrize("dataset,typo,meant", TYPOS)
 def test_a_close_option_gets_a_did_you_mean(dataset, typo, meant):
     with pytest.raises(DataError, match=re.escape(f"unknown option data.{typo} (did you mean {meant}?); allowed:")):
-        load_examples(dataset, **{typo: "x"})
+        load_config({"name": dataset, typo: "x"})
 
 
 def test_unknown_option_on_the_command_line_is_one_clean_line(tmp_path, capsys):

@@ -20,7 +20,7 @@ from collections import defaultdict
 import pandas as pd
 import pytest
 
-from cscore.data import mqm
+from cscore.data import load_config, mqm
 from cscore.data.schema import DataError
 
 TED = ("mqm", "ted_zhen", "mqm_ted_zhen.tsv")
@@ -41,12 +41,12 @@ def wmt23_file(shared):
 
 @pytest.fixture(scope="module")
 def ted(ted_file):
-    return mqm.load(str(ted_file), lang_pair="zh-en")
+    return mqm.load(str(ted_file), mqm.MqmOptions(lang_pair="zh-en"))
 
 
 @pytest.fixture(scope="module")
 def wmt23(wmt23_file):
-    return mqm.load(str(wmt23_file), lang_pair="zh-en")
+    return mqm.load(str(wmt23_file), mqm.MqmOptions(lang_pair="zh-en"))
 
 
 def score_of(df, system, seg, lang_pair="zh-en"):
@@ -87,7 +87,7 @@ def test_ted_counts_match_the_readme(ted):
 
 def test_defaults_read_the_shared_files(ted):
     pd.testing.assert_frame_equal(mqm.load()[0], ted[0])  # no path: the shared TED zh-en file
-    assert len(mqm.load(lang_pair="zh-en")[0]) == 7935
+    assert len(mqm.load(None, mqm.MqmOptions(lang_pair="zh-en"))[0]) == 7935
 
 
 def test_ted_hand_checked_scores(ted):
@@ -159,7 +159,8 @@ def test_wmt23_tool_variant_equals_the_stored_metric(wmt23_file):
             if "segment" in meta:
                 stored[(r["system"], r["globalSegId"])] = -meta["segment"]["metrics"]["MQM"]
     assert len(stored) == 3770
-    df, _ = mqm.load(str(wmt23_file), zero_weight_categories=["Source issue", "Accuracy/Creative Reinterpretation"])
+    df, _ = mqm.load(str(wmt23_file), mqm.MqmOptions(
+        zero_weight_categories=["Source issue", "Accuracy/Creative Reinterpretation"]))
     got = df.set_index("id")["human.mqm"]
     assert round(got.mean(), 2) == -4.52  # README: variant mean -4.52
     for (system, seg), value in stored.items():
@@ -179,7 +180,7 @@ def test_wmt23_lang_pair_is_read_from_doc_and_texts_are_clean(wmt23_file):
 
 
 def test_references_excluded_and_used(ted, ted_file):
-    df, report = mqm.load(str(ted_file), lang_pair="zh-en", exclude_references=True)
+    df, report = mqm.load(str(ted_file), mqm.MqmOptions(lang_pair="zh-en", exclude_references=True))
     assert len(df) == 13 * 529 and not ({"ref", "refB"} & set(df["system"]))
     reason = "human reference excluded (data.exclude_references=true)"
     summary = report.summary()
@@ -195,7 +196,8 @@ def test_references_excluded_and_used(ted, ted_file):
 
     assert report.references == {} and report.summary()["human_references_scored"] == 0
 
-    df, report = mqm.load(str(ted_file), lang_pair="zh-en", reference_system="refA")  # alias of TED's "ref"
+    # refA: an alias of TED's "ref"
+    df, report = mqm.load(str(ted_file), mqm.MqmOptions(lang_pair="zh-en", reference_system="refA"))
     assert "ref" not in set(df["system"]) and len(df) == 14 * 529
     assert report.references == {"refB": 529}  # the other reference is still scored as a system, and says so
     assert report.console_lines()[-1] == (logging.INFO, "mqm: 529 human-reference rows (system refB) scored as a "
@@ -206,13 +208,13 @@ def test_references_excluded_and_used(ted, ted_file):
     assert (df.loc[df["group"] == "zh-en/84", "reference"] == re.sub("</?v>", "", ref84)).all()
     assert df["reference"].notna().all()
 
-    df, report = mqm.load(str(ted_file), lang_pair="zh-en", exclude_systems=["SMU", "MiSS"])
+    df, report = mqm.load(str(ted_file), mqm.MqmOptions(lang_pair="zh-en", exclude_systems=["SMU", "MiSS"]))
     assert len(df) == 13 * 529
     assert report.summary()["excluded_by_reason"] == {"excluded system (data.exclude_systems)": 1058}
     with pytest.raises(DataError, match="unknown system"):
-        mqm.load(str(ted_file), lang_pair="zh-en", exclude_systems=["NoSuchSystem"])
+        mqm.load(str(ted_file), mqm.MqmOptions(lang_pair="zh-en", exclude_systems=["NoSuchSystem"]))
     with pytest.raises(DataError, match="data.reference_system=refZ: no such system"):
-        mqm.load(str(ted_file), lang_pair="zh-en", reference_system="refZ")
+        mqm.load(str(ted_file), mqm.MqmOptions(lang_pair="zh-en", reference_system="refZ"))
 
 
 def test_plain_gz_and_tar_gz_give_the_same_table(ted, ted_file, tmp_path):
@@ -224,7 +226,7 @@ def test_plain_gz_and_tar_gz_give_the_same_table(ted, ted_file, tmp_path):
         tar.add(ted_file, arcname="mqm_ted_zhen.tsv")
     plain, _ = ted
     for file in (gz, tgz):
-        df, _ = mqm.load(str(file), lang_pair="zh-en")
+        df, _ = mqm.load(str(file), mqm.MqmOptions(lang_pair="zh-en"))
         pd.testing.assert_frame_equal(df, plain)
 
 
@@ -246,22 +248,23 @@ def line(system="A", seg="1", rater="r1", source="源。", target="A target.", c
 
 def test_malformed_files_name_file_and_line(tmp_path):
     with pytest.raises(DataError, match=r"bad\.tsv:1: header lacks column\(s\) \['severity'\]"):
-        mqm.load(write(tmp_path, HEADER.replace("\tseverity", "") + "A\td\t1\t1\tr\ts\tt\tc\n"), lang_pair="zh-en")
+        mqm.load(write(tmp_path, HEADER.replace("\tseverity", "") + "A\td\t1\t1\tr\ts\tt\tc\n"),
+                 mqm.MqmOptions(lang_pair="zh-en"))
     with pytest.raises(DataError, match=r"bad\.tsv:3: unknown severity 'Critical'"):
         mqm.load(write(tmp_path, HEADER + line() + line(category="Accuracy/Addition", severity="Critical")),
-                 lang_pair="zh-en")
+                 mqm.MqmOptions(lang_pair="zh-en"))
     with pytest.raises(DataError, match=r"bad\.tsv:2: expected 9 tab-separated fields, found 8"):
-        mqm.load(write(tmp_path, HEADER + line().replace("\td1", "")), lang_pair="zh-en")
+        mqm.load(write(tmp_path, HEADER + line().replace("\td1", "")), mqm.MqmOptions(lang_pair="zh-en"))
     with pytest.raises(DataError, match=r"bad\.tsv:2: category 'Accuracy/Addition' with severity 'No-error'"):
-        mqm.load(write(tmp_path, HEADER + line(category="Accuracy/Addition")), lang_pair="zh-en")
+        mqm.load(write(tmp_path, HEADER + line(category="Accuracy/Addition")), mqm.MqmOptions(lang_pair="zh-en"))
     with pytest.raises(DataError, match=r"bad\.tsv:2: empty 'system'"):
-        mqm.load(write(tmp_path, HEADER + line(system=" ")), lang_pair="zh-en")
+        mqm.load(write(tmp_path, HEADER + line(system=" ")), mqm.MqmOptions(lang_pair="zh-en"))
     with pytest.raises(DataError, match=r"bad\.tsv: cannot tell the language pair .*set data\.lang_pair, "
                                         r"e\.g\. data\.lang_pair=zh-en$"):
         mqm.load(write(tmp_path, HEADER + line()))
     with pytest.raises(DataError, match=re.escape("data=mqm: unknown option data.lang_pairs (did you mean "
                                                   "data.lang_pair?); allowed: data.lang_pair, ")):
-        mqm.load(write(tmp_path, HEADER + line()), lang_pairs="zh-en")
+        load_config({"name": "mqm", "path": write(tmp_path, HEADER + line()), "lang_pairs": "zh-en"})
 
 
 def test_quotes_spans_weights_and_inconsistent_rows(tmp_path):
@@ -274,7 +277,7 @@ def test_quotes_spans_weights_and_inconsistent_rows(tmp_path):
         line("C", "1", "r1", '"引号', "One text.", "No-error", "No-error"),
         line("C", "1", "r2", '"引号', "Another text.", "No-error", "No-error"),
     ])
-    df, report = mqm.load(write(tmp_path, text, "ok.tsv"), lang_pair="xx-yy")
+    df, report = mqm.load(write(tmp_path, text, "ok.tsv"), mqm.MqmOptions(lang_pair="xx-yy"))
     got = df.set_index("id")
     assert got.loc["xx-yy/A/1", "human.mqm"] == pytest.approx(-(0.1 + 6) / 2)
     assert got.loc["xx-yy/A/1", "hypothesis"] == '"Quoted text' and got.loc["xx-yy/A/1", "source"] == '"引号'
@@ -295,16 +298,16 @@ def test_wmt23_layout_and_load_many(tmp_path):
                               ("S2", "7", "r1", "Source issue", "Minor"), ("refA", "7", "r1", "No-error", "No-error")])
     de = HEADER + line("S1", "7", source="Quelle.", target="Ziel.", category="Fluency/Spelling", severity="Minor")
     files = {"zh-en": write(tmp_path, zh, "zh.tsv"), "en-de": write(tmp_path, de, "de.tsv")}
-    df, report = mqm.load_many(files, exclude_references=True)
+    df, report = mqm.load_many(files, scoring=mqm.MqmScoring(exclude_references=True))
     got = df.set_index("id")["human.mqm"]
     assert got.to_dict() == {"zh-en/S1/7": -2.5, "zh-en/S2/7": -1.0, "en-de/S1/7": -1.0}
     assert set(df["group"]) == {"zh-en/7", "en-de/7"} and set(df["lang_pair"]) == {"zh-en", "en-de"}
     assert report.n_read == 4 and [d["id"] for d in report.excluded] == ["zh-en/refA/7"] and not report.dropped
     assert len(report.source_files) == 2
-    df, _ = mqm.load(files["zh-en"], zero_weight_categories=["Source issue"])
+    df, _ = mqm.load(files["zh-en"], mqm.MqmOptions(zero_weight_categories=["Source issue"]))
     assert df.set_index("id").loc["zh-en/S2/7", "human.mqm"] == 0.0
     with pytest.raises(DataError, match="unknown system"):
-        mqm.load_many(files, exclude_systems=["S9"])
+        mqm.load_many(files, scoring=mqm.MqmScoring(exclude_systems=["S9"]))
 
 
 def test_error_weight_rules():

@@ -71,7 +71,7 @@ def test_mqm_exclusions_are_deliberate_and_inconsistent_rows_dropped(tmp_path):
         f"{s}\td1\t1\t1\tr{i}\tQuelle.\t{t}\tNo-error\tNo-error\n" for i, (s, t) in enumerate(rows))
     file = tmp_path / "mqm_ted_zhen.tsv"
     file.write_text(text, encoding="utf-8")
-    df, report = mqm.load(str(file), exclude_references=True)
+    df, report = mqm.load(str(file), mqm.MqmOptions(exclude_references=True))
     assert list(df["system"]) == ["S1"] and report.n_read == len(df) + report.left_out
     assert report.console_lines() == [
         (logging.INFO, "mqm: excluded 2 rows: human reference excluded (data.exclude_references=true)"),
@@ -88,7 +88,7 @@ def test_mqm_counts_the_human_reference_rows_it_scores_as_a_system(tmp_path):
     assert report.console_lines() == [(logging.INFO, REF_LINE)]
     summary = report.summary()
     assert summary["human_references_scored"] == 2 and summary["human_references_by_system"] == {"ref": 2}
-    df, report = mqm.load(str(file), exclude_references=True)
+    df, report = mqm.load(str(file), mqm.MqmOptions(exclude_references=True))
     assert "ref" not in set(df["system"]) and report.references == {} and report.reference_line() == ""
     assert all("scored as" not in line for _, line in report.console_lines())
     assert report.summary()["human_references_scored"] == 0

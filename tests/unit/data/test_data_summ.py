@@ -17,7 +17,7 @@ import types
 import pandas as pd
 import pytest
 
-from cscore.data import io, paths, qags_xsum, summeval
+from cscore.data import io, load_config, paths, qags_xsum, summeval
 from cscore.data.schema import DataError
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
@@ -214,27 +214,28 @@ def test_hub_path_uses_the_same_conversion(tmp_path, monkeypatch):
         return {"test": records} if split is None else records
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
-    df, report = summeval.load(hub_id="someone/summeval", hub_split="test")
+    df, report = summeval.load(None, summeval.SummevalOptions(hub_id="someone/summeval", hub_split="test"))
     assert calls == [("someone/summeval", "test")] and report.source_files == ["hub:someone/summeval[test]"]
     assert list(df["id"]) == ["d1/A", "d2/A"] and report.summary()["dropped_by_reason"] == {"empty hypothesis": 1}
-    df2, report2 = summeval.load(hub_id="someone/summeval")  # one split: taken without naming it
+    # one split: taken without naming it
+    df2, report2 = summeval.load(None, summeval.SummevalOptions(hub_id="someone/summeval"))
     assert df2.equals(df) and report2.source_files == ["hub:someone/summeval[test]"]
     records[2] = fake_record("d2", scores={"coherence": 1.0})
     with pytest.raises(DataError, match=re.escape("hub:someone/summeval[test]: row 2: missing score field")):
-        summeval.load(hub_id="someone/summeval", hub_split="test")
+        summeval.load(None, summeval.SummevalOptions(hub_id="someone/summeval", hub_split="test"))
 
 
 def test_hub_path_without_datasets_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets -> ImportError
     with pytest.raises(DataError, match="pip install datasets"):
-        summeval.load(hub_id="someone/summeval")
+        summeval.load(None, summeval.SummevalOptions(hub_id="someone/summeval"))
 
 
 def test_unknown_option_is_an_error():
     with pytest.raises(DataError, match="unknown option"):
-        summeval.load(hub_idd="x")
+        load_config({"name": "summeval", "hub_idd": "x"})
     with pytest.raises(DataError, match="unknown option"):
-        qags_xsum.load(hub_id="x")
+        load_config({"name": "qags_xsum", "hub_id": "x"})
 
 
 # ----- QAGS-XSum -----
@@ -265,7 +266,7 @@ def test_qags_crowd_majority_agrees_with_the_pickle(shared):
         raw = io.RefusingUnpickler(fh, "data.pkl").load()
     assert [majority_fact(rec) for rec in crowd] == [raw[i]["sys_summs"][0]["scores"]["fact"] for i in range(239)]
     a, _ = qags_xsum.load()
-    b, _ = qags_xsum.load(source_file="data.pkl")
+    b, _ = qags_xsum.load(None, qags_xsum.QagsOptions(source_file="data.pkl"))
     assert list(a["id"]) == list(b["id"]) and list(a["group"]) == list(b["group"])  # group hash agrees across files
     assert list(a["human.fact"]) == list(b["human.fact"])
     assert [normalized(x) for x in a["hypothesis"]] == [normalized(x) for x in b["hypothesis"]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 
 import datasets
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 from cscore.cli import data_cmd
 from cscore.data import load_examples
 from cscore.data.schema import DataError
+from cscore.data.table import TableOptions
 
 # A user's own layout: none of the column names is cscore's.
 USER = {
@@ -28,7 +30,7 @@ USER = {
 }
 COLUMNS = {"id": "seg", "source": "src", "hypothesis": "mt", "reference": "ref", "system": "engine",
            "human": ["adequacy", "fluency"]}
-OPTIONS = {"task": "translation", "lang_pair": "de-en", "columns": COLUMNS}
+OPTIONS = TableOptions(task="translation", lang_pair="de-en", columns=COLUMNS)
 
 
 def expected_table() -> pd.DataFrame:
@@ -78,32 +80,32 @@ def test_each_file_format_round_trips(tmp_path, suffix, where):
         frame.to_parquet(file, index=False)
     else:
         write_jsonl(file, user_records())
-    df, report = load_examples("table", str(file), **OPTIONS)
+    df, report = load_examples("table", str(file), OPTIONS)
     check(df, report, f"{file}{where}" if where.startswith(":") else f"{file} {where}")
 
 
 def test_save_to_disk_folder_and_its_splits(tmp_path):
     folder = tmp_path / "mine_ds"
     datasets.Dataset.from_pandas(pd.DataFrame(USER)).save_to_disk(str(folder))
-    df, report = load_examples("table", str(folder), **OPTIONS)
+    df, report = load_examples("table", str(folder), OPTIONS)
     check(df, report, f"{folder} row 3")
 
     other = pd.DataFrame(USER).iloc[:2]
     dd = datasets.DatasetDict({"train": datasets.Dataset.from_pandas(other, preserve_index=False),
                                "test": datasets.Dataset.from_pandas(pd.DataFrame(USER))})
     dd.save_to_disk(str(tmp_path / "dd"))
-    df, report = load_examples("table", str(tmp_path / "dd"), split="test", **OPTIONS)
+    df, report = load_examples("table", str(tmp_path / "dd"), replace(OPTIONS, split="test"))
     check(df, report, f"{tmp_path / 'dd'}[test] row 3")
     with pytest.raises(DataError, match=re.escape("has splits ['train', 'test']; choose one with data.split=<split>")):
-        load_examples("table", str(tmp_path / "dd"), **OPTIONS)
+        load_examples("table", str(tmp_path / "dd"), OPTIONS)
     with pytest.raises(DataError, match=re.escape("has no split 'dev' (data.split=dev); its splits: "
                                                   "['train', 'test']")):
-        load_examples("table", str(tmp_path / "dd"), split="dev", **OPTIONS)
+        load_examples("table", str(tmp_path / "dd"), replace(OPTIONS, split="dev"))
     with pytest.raises(DataError, match="holds one dataset without splits; leave out data.split"):
-        load_examples("table", str(folder), split="test", **OPTIONS)
+        load_examples("table", str(folder), replace(OPTIONS, split="test"))
     (tmp_path / "plain").mkdir()
     with pytest.raises(DataError, match="not one written by datasets' save_to_disk"):
-        load_examples("table", str(tmp_path / "plain"), **OPTIONS)
+        load_examples("table", str(tmp_path / "plain"), OPTIONS)
 
 
 def test_hub_id_goes_through_load_dataset(monkeypatch):
@@ -114,11 +116,11 @@ def test_hub_id_goes_through_load_dataset(monkeypatch):
         return datasets.DatasetDict({"test": datasets.Dataset.from_pandas(pd.DataFrame(USER))})
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
-    df, report = load_examples("table", hub_id="someone/ratings", **OPTIONS)
+    df, report = load_examples("table", None, replace(OPTIONS, hub_id="someone/ratings"))
     check(df, report, "hub:someone/ratings[test] row 3")
     assert calls == ["someone/ratings"] and report.source_files == ["hub:someone/ratings[test]"]
     with pytest.raises(DataError, match="set one"):
-        load_examples("table", "x.csv", hub_id="someone/ratings", **OPTIONS)
+        load_examples("table", "x.csv", replace(OPTIONS, hub_id="someone/ratings"))
 
 
 # ----- the mapping -----
@@ -130,8 +132,8 @@ def test_nested_fields_lists_of_turns_defaults_and_aspect_names(tmp_path):
         {"source": ["Hi!", "Hello, how are you?"], "hypothesis": "What?", "scores": {"q": 1, "e": "NA"}},
         {"source": ["Any news?"], "hypothesis": "None today.", "scores": {"q": 3, "e": 1.5}},
     ])
-    df, report = load_examples("table", str(file), task="dialogue",
-                               columns={"human": {"quality": "scores.q", "engaging": "scores.e"}})
+    df, report = load_examples("table", str(file), TableOptions(
+        task="dialogue", columns={"human": {"quality": "scores.q", "engaging": "scores.e"}}))
     assert list(df["id"]) == ["row1", "row2", "row3"] and set(df["system"]) == {"unknown"}
     assert df["source"].iloc[0] == "Hi!\nHello, how are you?" and df["reference"].isna().all()
     assert df["group"].nunique() == 2 and df["lang_pair"].isna().all()
@@ -144,7 +146,7 @@ def test_an_exported_table_loads_back_without_a_mapping(tmp_path):
     demo, _ = load_examples("demo")
     file = tmp_path / "demo.parquet"
     demo.to_parquet(file, index=False)
-    df, _ = load_examples("table", str(file), task="summarization")
+    df, _ = load_examples("table", str(file), TableOptions(task="summarization"))
     pd.testing.assert_frame_equal(df, demo[list(df.columns)])  # human.* columns are found by name
 
 
@@ -153,15 +155,15 @@ def test_missing_columns_name_the_column_and_the_file(tmp_path):
     pd.DataFrame(USER).to_csv(file, index=False)
     with pytest.raises(DataError, match=re.escape(f"{file}: no column 'mtt' (data.columns.hypothesis=mtt) "
                                                   "(did you mean 'mt'?); columns: ")):
-        load_examples("table", str(file), **{**OPTIONS, "columns": {**COLUMNS, "hypothesis": "mtt"}})
+        load_examples("table", str(file), replace(OPTIONS, columns={**COLUMNS, "hypothesis": "mtt"}))
     with pytest.raises(DataError, match=re.escape(f"{file}: no hypothesis column; "
                                                   "set data.columns.hypothesis=<column>")):
-        load_examples("table", str(file), **{**OPTIONS, "columns": {**COLUMNS, "hypothesis": None}})
+        load_examples("table", str(file), replace(OPTIONS, columns={**COLUMNS, "hypothesis": None}))
     with pytest.raises(DataError, match=re.escape(f"{file}: no column 'fluent' (data.columns.human) "
                                                   "(did you mean 'fluency'?)")):
-        load_examples("table", str(file), **{**OPTIONS, "columns": {**COLUMNS, "human": ["fluent"]}})
+        load_examples("table", str(file), replace(OPTIONS, columns={**COLUMNS, "human": ["fluent"]}))
     with pytest.raises(DataError, match=re.escape(f"{file}: no human score columns; set data.columns.human=")):
-        load_examples("table", str(file), **{**OPTIONS, "columns": {**COLUMNS, "human": None}})
+        load_examples("table", str(file), replace(OPTIONS, columns={**COLUMNS, "human": None}))
 
 
 @pytest.mark.parametrize("suffix,where", [(".csv", " row 2"), (".jsonl", ":2")])
@@ -176,24 +178,24 @@ def test_non_numeric_score_names_column_file_and_row(tmp_path, suffix, where):
         write_jsonl(file, frame.astype(object).where(frame.notna(), None).to_dict("records"))
     with pytest.raises(DataError, match=re.escape(f"{file}{where}: column 'adequacy' (data.columns.human) is not "
                                                   "numeric: 'good' (and 1 more rows)")):
-        load_examples("table", str(file), **OPTIONS)
+        load_examples("table", str(file), OPTIONS)
 
 
 def test_other_mistakes_are_one_line_errors(tmp_path):
     file = tmp_path / "mine.csv"
     pd.DataFrame({**USER, "seg": [7, 7, 9, 10]}).to_csv(file, index=False)
     with pytest.raises(DataError, match=re.escape(f"{file}: column 'seg' (data.columns.id) repeats ids ['7']")):
-        load_examples("table", str(file), **OPTIONS)
+        load_examples("table", str(file), OPTIONS)
     with pytest.raises(DataError, match=re.escape("data=table needs data.task=summarization|translation|dialogue")):
-        load_examples("table", str(file), columns=COLUMNS)
+        load_examples("table", str(file), TableOptions(columns=COLUMNS))
     with pytest.raises(DataError, match=re.escape("data=table: unknown option data.columns.hypothesys (did you mean "
                                                   "data.columns.hypothesis?)")):
-        load_examples("table", str(file), task="translation", columns={"hypothesys": "mt"})
+        load_examples("table", str(file), TableOptions(task="translation", columns={"hypothesys": "mt"}))
     with pytest.raises(DataError, match=re.escape(f"{tmp_path / 'mine.xlsx'}: unknown file type '.xlsx'")):
         (tmp_path / "mine.xlsx").write_text("x")
-        load_examples("table", str(tmp_path / "mine.xlsx"), **OPTIONS)
+        load_examples("table", str(tmp_path / "mine.xlsx"), OPTIONS)
     with pytest.raises(DataError, match=re.escape(f"data file {tmp_path / 'nope.csv'} does not exist")):
-        load_examples("table", str(tmp_path / "nope.csv"), **OPTIONS)
+        load_examples("table", str(tmp_path / "nope.csv"), OPTIONS)
 
 
 # ----- export, and the command line -----
@@ -207,10 +209,10 @@ def test_export_to_a_datasets_folder_loads_back_equal(tmp_path, capsys):
             "data.columns.reference=ref", "data.columns.system=engine", "data.columns.human=[adequacy,fluency]"]
     data_cmd.main(["export", *args, f"out={out}"])
     assert "wrote 3 rows" in capsys.readouterr().out
-    table, _ = load_examples("table", str(file), **OPTIONS)
+    table, _ = load_examples("table", str(file), OPTIONS)
     back = datasets.load_from_disk(str(out)).to_pandas()
     pd.testing.assert_frame_equal(back, table)
-    again, _ = load_examples("table", str(out), task="translation")  # and data=table reads it as it is
+    again, _ = load_examples("table", str(out), TableOptions(task="translation"))  # and data=table reads it as it is
     pd.testing.assert_frame_equal(again, table)
     with pytest.raises(SystemExit):
         data_cmd.main(["export", *args, f"out={tmp_path / 'x.csv'}"])

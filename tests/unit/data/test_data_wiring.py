@@ -11,6 +11,7 @@ import pytest
 from cscore.data import load_examples, prompts, splits
 from cscore.data.loader import option
 from cscore.data.schema import DataError
+from cscore.data.wmt import WmtOptions
 
 needs_shared = pytest.mark.usefixtures("shared")  # skips without the shared/data folder (fails under CI=true)
 
@@ -62,11 +63,12 @@ def test_split_is_deterministic_by_group_and_partitions_rows():
 
 @needs_shared
 def test_mqm23_selects_pairs_and_names_missing_files():
-    df, _ = load_examples("mqm23", pairs=["zh-en"], files={"zh-en": [
-        "generalMT2023_zhen/sxs_mqm_generalMT2023_zhen.3ratingsPerSegment.tsv.tar.gz"]})
+    df, _ = load_examples("mqm23", None, WmtOptions(pairs=["zh-en"], files={"zh-en": [
+        "generalMT2023_zhen/sxs_mqm_generalMT2023_zhen.3ratingsPerSegment.tsv.tar.gz"]}))
     assert len(df) == 3770 and set(df["lang_pair"]) == {"zh-en"}
     with pytest.raises(DataError, match=r"missing MQM file\(s\) for he-en: .* Looked for .*mqm_generalMT2023_heen.tsv"):
-        load_examples("mqm23", pairs=["he-en"], files={"he-en": ["generalMT2023/heen/mqm_generalMT2023_heen.tsv"]})
+        load_examples("mqm23", None, WmtOptions(pairs=["he-en"], files={
+            "he-en": ["generalMT2023/heen/mqm_generalMT2023_heen.tsv"]}))
 
 
 @needs_shared
@@ -88,14 +90,15 @@ def test_data_check_prints_a_card(tmp_path, tiny_tokenizer, cscore_main):
 
 
 def test_every_loader_is_load_path_and_options():
+    """``load(path=None, options=None)``, ``options`` its ``Options`` (no keyword catch-all)."""
     import inspect
 
     from cscore.data import LOADERS
 
     for name, loader in LOADERS.items():
-        params = list(inspect.signature(loader.load).parameters.values())
-        assert params[0].name == "path" and params[0].default is None, name
-        assert params[-1].kind is inspect.Parameter.VAR_KEYWORD, name
+        params = [p for p in inspect.signature(loader.load).parameters.values() if p.kind is not p.KEYWORD_ONLY]
+        assert [(p.name, p.default) for p in params] == [("path", None), ("options", None)], name
+        assert not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(loader.load).parameters.values()), name
 
 
 def test_a_run_loads_its_typed_data_section_as_the_composed_one():
@@ -170,9 +173,11 @@ def test_a_loader_registers_by_decorator_once_and_is_found_by_name(monkeypatch):
         name = "tiny_data"
         task = "summarization"
         Options = TinyOptions
-        load = staticmethod(lambda path=None, **options: ("table", options))
+        load = staticmethod(lambda path=None, options=None: ("table", options))
 
-    assert registry.load_examples("tiny_data", level=2) == ("table", {"level": 2})
+    assert registry.load_examples("tiny_data", None, TinyOptions(level=2)) == ("table", TinyOptions(level=2))
+    with pytest.raises(TypeError, match="data=tiny_data takes a TinyOptions, got dict"):
+        registry.load_examples("tiny_data", None, {"level": 2})
     assert registry.options_of({"name": "tiny_data", "path": None, "level": 2}) == TinyOptions(level=2)
     assert registry.task_of("tiny_data") == "summarization"
     with pytest.raises(CscoreError, match="dataset 'demo' is registered twice"):

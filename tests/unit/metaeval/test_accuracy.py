@@ -214,7 +214,7 @@ def test_summevals_original_annotation_file_gives_each_experts_rating(tmp_path):
     data, ann = tmp_path / "summeval.jsonl", tmp_path / "model_annotations.aligned.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     ann.write_text("".join(json.dumps(n) + "\n" for n in reversed(notes)))  # another order: joined by key
-    frame, _ = summeval.load(str(data), annotations=str(ann))
+    frame, _ = summeval.load(str(data), summeval.SummevalOptions(annotations=str(ann)))
     assert frame["experts.consistency"].tolist() == [[5, 5, 3], [5, 4, 4], [5, 5, 5], [2, 5, 5]]
     assert frame["experts.fluency"].tolist() == [[4, 4, 4]] * 4
     labels, rule = label_rule(frame, "human.consistency", "summeval")
@@ -224,11 +224,11 @@ def test_summevals_original_annotation_file_gives_each_experts_rating(tmp_path):
     assert guess.tolist() == [False, False, True, False] and rule["n_undecided"] == 3  # 13/3, 13/3, 4: undecided
     ann.write_text("".join(json.dumps(n) + "\n" for n in notes[1:]))
     with pytest.raises(DataError, match="data.annotations has no summary of document 'd0' by system 'M0'"):
-        summeval.load(str(data), annotations=str(ann))
+        summeval.load(str(data), summeval.SummevalOptions(annotations=str(ann)))
     notes[0]["expert_annotations"][0]["consistency"] = 1  # 1,5,3: not the file's mean 13/3
     ann.write_text("".join(json.dumps(n) + "\n" for n in notes))
     with pytest.raises(DataError, match="is not scores.consistency"):
-        summeval.load(str(data), annotations=str(ann))
+        summeval.load(str(data), summeval.SummevalOptions(annotations=str(ann)))
 
 
 def test_the_summac_title_says_when_the_labels_are_an_approximation_from_the_mean(tmp_path):
