@@ -6,7 +6,7 @@ with ``@METHODS``). Per-method facts are class attributes (``name``, ``kind``, `
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,10 +24,8 @@ class MethodParams:
     ``Params`` gives them its own defaults; they stay its first two settings)."""
     name: str = setting("", doc="the method")
     variant: str = setting("", doc="the score column and label: score.<variant>")
-    # the shared length handling: a method without these settings (a judge, a baseline) reads these;
-    # a token method has them as settings (cdm's norm is its ``pooling``: ``Method.aliases``)
-    norm = "sum"
-    skip_first = False
+    # the shared length handling (``norm``, ``skip_first``) is not here: a method that takes it
+    # declares it among its own settings (cdm's norm is its ``pooling``: ``Method.aliases``)
 
 
 class Method:
@@ -69,8 +67,11 @@ class Method:
 
     @classmethod
     def aggregation_keys(cls) -> dict[str, str]:
-        """{setting: aggregation key}: ``norm`` and ``skip_first``, or the method's own name for one."""
-        return {**{k: k for k in AGGREGATION_KEYS if k not in cls.aliases.values()}, **cls.aliases}
+        """{setting: aggregation key}: the ``norm`` and ``skip_first`` its ``Params`` declares, or the
+        method's own name for one (``aliases``); one it does not take keeps ``aggregate``'s default."""
+        declared = {f.name for f in fields(cls.Params)}
+        shared = {k: k for k in AGGREGATION_KEYS if k in declared and k not in cls.aliases.values()}
+        return {**shared, **cls.aliases}
 
     @classmethod
     def aggregation(cls, p: Any) -> dict:
