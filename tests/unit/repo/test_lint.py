@@ -206,6 +206,29 @@ def test_no_function_in_the_package_over_8_parameters():
     assert not found, f"functions over {MAX_PARAMS} parameters:\n" + "\n".join(found)
 
 
+CATCH_ALLS = ("fields", "options", "overrides")  # settings as a keyword catch-all (issue 48)
+FACADE = "scorers/api.py"  # the documented Python API: its keyword convenience builds the typed objects
+
+
+def settings_catch_alls(source: str, name: str) -> list[str]:
+    """Every function in ``source`` taking ``**fields``, ``**options`` or ``**overrides``."""
+    return [f"{name}:{node.lineno} {node.name} (**{node.args.kwarg.arg})"
+            for node in ast.walk(ast.parse(source, filename=name))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.args.kwarg is not None
+            and node.args.kwarg.arg in CATCH_ALLS]
+
+
+def test_settings_travel_typed_outside_the_api_facade():
+    """One way into each function: a loader takes its ``Options``, a renderer its fields as a
+    mapping; only the Python API facade takes keywords for them."""
+    assert settings_catch_alls("def load(path=None, **options):\n    pass\n", "m.py") == ["m.py:1 load (**options)"]
+    assert settings_catch_alls("def load(path=None, options=None, **kw):\n    pass\n", "m.py") == []
+    files = [p for p in _package_files() if p.relative_to(ROOT).as_posix() != FACADE]
+    assert {"registry.py", "summeval.py", "prompts.py"} <= {p.name for p in files}
+    found = [hit for p in files for hit in settings_catch_alls(p.read_text(), str(p.relative_to(ROOT)))]
+    assert not found, "settings as a keyword catch-all outside " + FACADE + ":\n" + "\n".join(found)
+
+
 def test_a_missing_tool_skips_or_fails_under_ci():
     with pytest.raises(pytest.skip.Exception, match="not installed"):
         _tool("cscore-no-such-linter", "cscore_no_such_linter", in_ci=False)
