@@ -50,7 +50,8 @@ def test_the_check_catches_a_traceback_and_a_bad_message(tmp_path, monkeypatch):
 
     f = tmp_path / "x.jsonl"
     f.write_text("{}\n")
-    broken = type("Broken", (registry.Loader,), {"name": "broken", "load": staticmethod(lambda path: {}["a key"])})
+    broken = type("Broken", (registry.Loader,),
+                  {"name": "broken", "load": staticmethod(lambda path, options: {}["a key"])})
     monkeypatch.setitem(registry.LOADERS.entries, "broken", broken)
     with pytest.raises(fuzz.Finding, match="traceback: KeyError"):
         fuzz.check_load(f, {"data": "broken"})
