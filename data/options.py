@@ -1,6 +1,6 @@
-"""The one check every loader makes of its options: a key it does not know is a DataError that
-names it as the command line spells it (``data.<key>``), lists the allowed keys and, when one is
-close, asks "did you mean ...?"."""
+"""The one check of a loader's options (``registry.options_of``, before its ``Options`` is made;
+data=table's ``columns`` too): a key it does not know is a DataError that names it as the command
+line spells it (``data.<key>``), lists the allowed keys and, when one is close, asks "did you mean ...?"."""
 
 from __future__ import annotations
 
