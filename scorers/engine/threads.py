@@ -12,6 +12,7 @@ A job's ``auto`` holds for its passes: the count it set is kept, not found again
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -19,6 +20,7 @@ AUTO = "auto"
 SMALL = 2  # cores: on a machine this small auto is one thread
 _DEFAULT: list[int] = []  # torch's own count, noted before cscore first changes it
 _JOB: dict = {}  # what the last ``apply`` asked for (value) and set (count)
+_ASKED: dict = {}  # what the job asked for (``ask``: value), torch loaded or not
 
 
 def allowed_cores() -> int:
@@ -66,6 +68,21 @@ def apply(value) -> int:
         torch.set_num_threads(n)
     _JOB.update(value=value, count=torch.get_num_threads())
     return _JOB["count"]
+
+
+def ask(value) -> None:
+    """Note the job's ``runtime.threads`` without loading torch: a job whose statistics all come from
+    the cache never loads it, and ``apply`` runs only before work that computes."""
+    _ASKED["value"] = value
+
+
+def in_use() -> int | None:
+    """torch's intra-op threads now; where torch was never loaded (every statistic from the cache),
+    the count the job asked for (``ask``; None: torch's own, unknown without it)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch.get_num_threads()
+    return wanted(_ASKED.get("value"))
 
 
 @contextmanager
