@@ -67,22 +67,27 @@ def apply(value) -> int:
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
     _JOB.update(value=value, count=torch.get_num_threads())
+    _ASKED.update(value=value, applied=True)
     return _JOB["count"]
 
 
 def ask(value) -> None:
     """Note the job's ``runtime.threads`` without loading torch: a job whose statistics all come from
     the cache never loads it, and ``apply`` runs only before work that computes."""
-    _ASKED["value"] = value
+    _ASKED.update(value=value, applied=False)
 
 
 def in_use() -> int | None:
-    """torch's intra-op threads now; where torch was never loaded (every statistic from the cache),
-    the count the job asked for (``ask``; None: torch's own, unknown without it)."""
+    """torch's intra-op threads now, where the job applied its count; where it did not (every
+    statistic from the cache), the count it asked for (``ask``; null: torch's own, None where torch
+    was never loaded)."""
     torch = sys.modules.get("torch")
-    if torch is not None:
+    if torch is not None and _ASKED.get("applied", True):
         return torch.get_num_threads()
-    return wanted(_ASKED.get("value"))
+    n = wanted(_ASKED.get("value"))
+    if n is None and torch is not None:  # an earlier job of this process loaded torch: its own count
+        return _DEFAULT[0] if _DEFAULT else torch.get_num_threads()
+    return n
 
 
 @contextmanager

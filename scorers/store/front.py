@@ -31,11 +31,11 @@ import numpy as np
 from cscore.files import canonical_json, write_atomic
 from cscore.scorers.engine.tokenize import EncodedItem
 from cscore.scorers.models.identity import WEIGHT_SUFFIXES, file_digest
+from cscore.scorers.store.cache import FRONT_DIR
 
 log = logging.getLogger(__name__)
 
 FRONT_SCHEMA = 1  # bump when a record's layout or what its key covers changes: older records are not read
-FOLDER = "front"
 # the libraries whose versions can change token ids, a model's class or how a device is chosen
 LIBRARIES = ("transformers", "tokenizers", "gguf", "jinja2", "torch", "numpy", "pandas")
 PACKAGE = Path(__file__).resolve().parents[2]  # cscore's own folder (the repository root)
@@ -142,7 +142,7 @@ class FrontIndex:
     """The records under ``<root>/front`` (``root``: the statistics cache's folder)."""
 
     def __init__(self, root: str | os.PathLike):
-        self.folder = Path(root).expanduser() / FOLDER
+        self.folder = Path(root).expanduser() / FRONT_DIR
 
     def write(self, key: str, items: list[EncodedItem], record: dict[str, Any]) -> None:
         """Store the record of ``key``: the encoded ``items`` and ``record`` (its passes' labels and
