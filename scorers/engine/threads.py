@@ -1,5 +1,6 @@
-"""``runtime.threads``: how many threads torch uses on the CPU, set at the start of a job (``apply``)
-and around each pass of ``ModelPair.run`` (``using``: the Python API follows the same rule).
+"""``runtime.threads``: how many threads torch uses on the CPU, set once a job, before its work starts
+(``apply``; a job whose statistics all come from the cache never loads torch: ``ask`` notes the
+value) and around each pass of ``ModelPair.run`` (``using``: the Python API follows the same rule).
 
 ``auto`` (the default) is what the machine has free for this process: the cores it may run on
 (its CPU affinity mask: a SLURM or ``taskset`` allocation, not the machine's count), no more than
