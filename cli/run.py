@@ -76,9 +76,10 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
             threads.apply(config.runtime.threads)
             groups = loaded.examples["group"].nunique() if "group" in loaded.examples else None
             progress = Progress(*progress_bar(console, config.runtime.progress, quick_slice(config, groups)))
-            scored = kind.score(config, loaded, plan, progress, state)
-        if isinstance(scored, Pending):  # this process did its part of a sharded pass: the command ends here
-            raise scored.error(config.coordinator.count)
+            got = kind.score(config, loaded, plan, progress, state)
+            if isinstance(got, Pending):  # this process did its part of a sharded pass: the command ends here
+                raise got.error(config.coordinator.count)
+            scored = got
     state["stage"] = "write"
     with workers.one_run_directory(point, out_dir) as other:
         if other is not None:

@@ -87,10 +87,9 @@ def folder_fingerprint(folder: str | os.PathLike) -> str | None:
 
 def no_accelerator() -> bool:
     """Whether torch could see no GPU here, decided without importing it: Linux with no NVIDIA or
-    AMD (ROCm) device node, or every CUDA device hidden. Anything else is unknown (False)."""
-    hidden = os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1")
+    AMD (ROCm) device node. Anything else is unknown (False)."""
     nodes = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd")
-    return os.uname().sysname == "Linux" and (hidden or not any(os.path.exists(n) for n in nodes))
+    return os.uname().sysname == "Linux" and not any(os.path.exists(n) for n in nodes)
 
 
 def device_and_dtype(device: str, dtype: str) -> tuple[str, str] | None:
