@@ -61,7 +61,7 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
     config = replace(validate(cfg), sweep_others=others)  # the typed config: all the stages and the kind read
     kind = kinds.of_method(config.method.name)
     workers.check(config, kind)  # runtime.shards / shard / devices, before anything loads
-    threads.apply(config.runtime.threads)
+    threads.ask(config.runtime.threads)  # set in torch (apply) only before work that computes: see below
     console = summary.make_console()
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / rundir.CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True))
@@ -71,11 +71,15 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
         loaded = stages.load_stage(config)
         plan = kind.plan(config)
         state["stage"] = "models"
-        groups = loaded.examples["group"].nunique() if "group" in loaded.examples else None
-        progress = Progress(*progress_bar(console, config.runtime.progress, quick_slice(config, groups)))
-        scored = kind.score(config, loaded, plan, progress, state)
-        if isinstance(scored, Pending):  # this process did its part of a sharded pass: the command ends here
-            raise scored.error(config.coordinator.count)
+        scored = kind.kept(config, loaded, plan)  # every statistic in the cache, found without torch: none loads
+        if scored is None:
+            threads.apply(config.runtime.threads)
+            groups = loaded.examples["group"].nunique() if "group" in loaded.examples else None
+            progress = Progress(*progress_bar(console, config.runtime.progress, quick_slice(config, groups)))
+            got = kind.score(config, loaded, plan, progress, state)
+            if isinstance(got, Pending):  # this process did its part of a sharded pass: the command ends here
+                raise got.error(config.coordinator.count)
+            scored = got
     state["stage"] = "write"
     with workers.one_run_directory(point, out_dir) as other:
         if other is not None:

@@ -14,31 +14,30 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, field, fields, replace
-from typing import Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from cscore.errors import ConfigError
 from cscore.scorers import methods
-from cscore.scorers.engine import engine, seq2seq, threads
+from cscore.scorers.engine import threads
 from cscore.scorers.engine.pass_options import PassOptions
+from cscore.scorers.engine.report import EngineReport
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES
 from cscore.scorers.engine.stats import TokenStats, exit_head
 from cscore.scorers.engine.tokenize import EncodedItem, KnownIds, encode
-from cscore.scorers.models import size
 from cscore.scorers.models.identity import model_identity
-from cscore.scorers.models.models import (
-    LoadedModel,
-    check_same_kind,
-    check_same_vocabulary,
-    early_exit,
-    load_model,
-    same_vocabulary,
-)
 from cscore.scorers.store.cache import StatsCache, ids_digest
 from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.shards import Done, Pending, ShardedPass, pending_of, run_pass
+
+if TYPE_CHECKING:
+    from cscore.scorers.models.loaded import LoadedModel
+
+# The engine, the model loader and torch are imported where a pair is built or a pass computed:
+# the statistics and their scores (PairStatistics) need neither, so a run whose statistics all come
+# from the cache imports no torch (tests/integration/test_cached_run.py).
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -93,6 +92,8 @@ def request_of(request: PassRequest | None, temperatures: Sequence[float] | None
 
 def model_names(run_model: LoadedModel, heads: dict) -> list[str]:
     """``head: model name`` of each head of a pass (a joint pass's partner: its own model's name)."""
+    from cscore.scorers.engine import engine
+
     return [f"{h}: {getattr(k.source, 'name', run_model.name) if isinstance(k, engine.Partner) else run_model.name}"
             for h, k in heads.items()]
 
@@ -105,7 +106,16 @@ def _complete(found: dict[str, T | None]) -> dict[str, T]:
     return {k: v for k, v in found.items() if v is not None}
 
 
-__all__ = ["ModelPair", "PairStatistics", "PassRequest", "ScoringInput", "load_model"]
+__all__ = ["ModelPair", "PairStatistics", "PassRequest", "ScoringInput", "load_model"]  # noqa: F822 (load_model: __getattr__)
+
+
+def __getattr__(name: str):
+    """``load_model`` (``models.load_model``), imported with torch when first asked for."""
+    if name == "load_model":
+        from cscore.scorers.models.models import load_model
+
+        return load_model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -152,7 +162,7 @@ class PairStatistics:
 
     stats: dict[str, TokenStats]
     inputs: ScoringInput
-    reports: dict[str, engine.EngineReport] = field(default_factory=dict)
+    reports: dict[str, EngineReport] = field(default_factory=dict)
     tokenizers: dict | None = None  # a cross-family pair's, by role: methods compute on aligned units
     _units: dict[str, TokenStats] | None = field(default=None, repr=False)
 
@@ -258,6 +268,9 @@ class ModelPair:
     tokens, and the methods compare them on aligned units (``cscore.scorers.engine.align``)."""
 
     def __init__(self, expert: LoadedModel, amateur: LoadedModel | None = None):
+        from cscore.scorers.models import size
+        from cscore.scorers.models.models import check_same_kind, check_same_vocabulary, same_vocabulary
+
         self.aligned = False
         if amateur is not None:
             check_same_kind(expert, amateur)
@@ -276,6 +289,8 @@ class ModelPair:
         amateur spec (or the same spec), the amateur is the expert's first layers.
         ``device``, ``dtype``: auto: ``models.auto_device`` / ``auto_dtype``.
         ``lazy``: weights load on first use (a pass read from the statistics cache needs none)."""
+
+        from cscore.scorers.models.models import load_model
 
         def get(spec, rev):
             return load_model(spec, device=device, dtype=dtype, revision=rev, lazy=lazy)
@@ -307,6 +322,8 @@ class ModelPair:
     def _made(cls, get: Callable[[str, str | None], LoadedModel], expert: tuple[str, str | None],
               amateur: tuple[str | None, str | None], amateur_early_exit: int | str | None) -> "ModelPair":
         """The pair of ``expert`` and ``amateur`` ((spec, revision) each), each model by ``get``."""
+        from cscore.scorers.models.models import early_exit
+
         (expert_spec, revision), (amateur_spec, amateur_revision) = expert, amateur
         exp = get(expert_spec, revision)
         if amateur_early_exit is not None and amateur_spec in (None, expert_spec):
@@ -402,12 +419,14 @@ class ModelPair:
             return self._run(inputs, request)
 
     def _run(self, inputs: ScoringInput, request: PassRequest) -> PairStatistics | Pending:
+        from cscore.scorers.engine import engine
+
         opts, cache, progress, temperatures = request.options, request.cache, request.progress, request.temperatures
         shards, models = request.shards, request.models
         sharded = shards if shards is not None and shards.on else None
         self.check_pass_inputs(inputs, models, cache, shards)
         stats: dict[str, TokenStats | None] = {}  # None: a sharded pass still pending, in its place
-        reports: dict[str, engine.EngineReport | None] = {}
+        reports: dict[str, EngineReport | None] = {}
         waiting: dict[str, tuple[ShardedPass, float, str | None]] = {}
         for run_model, heads in self.passes(models, opts.distribution, opts.exits):
             label, role, start = "+".join(heads), next(iter(heads)), time.perf_counter()
@@ -427,7 +446,7 @@ class ModelPair:
             elif sharded is not None:
                 job = ShardedPass(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
                                   list(temperatures), compute, label, model_names(run_model, run_heads),
-                                  TokenStats, engine.EngineReport, since=time.time())
+                                  TokenStats, EngineReport, since=time.time())
                 outcome = run_pass(cache, job, sharded)
                 if isinstance(outcome, Done):
                     got, report = outcome.stats, outcome.report
@@ -446,6 +465,18 @@ class ModelPair:
                 return pending
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
         return PairStatistics(_complete(stats), inputs, _complete(reports), tokenizers)
+
+    def pass_parts(self, inputs: ScoringInput, temperatures: Sequence[float], models: Sequence[str] | None,
+                   opts: PassOptions) -> list[tuple[str, dict]]:
+        """(label, cache key parts) of each pass ``run`` makes for ``inputs`` (as ``_run`` keys them;
+        the cache's front index records them: ``cscore.scorers.store.front``)."""
+        out = []
+        for run_model, heads in self.passes(models, opts.distribution, opts.exits):
+            role = next(iter(heads))
+            run_heads = {OWN_PASS: heads[role]} if self.aligned else heads
+            pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
+            out.append(("+".join(heads), self._parts(run_model, run_heads, ids_digest(pairs), temperatures, opts)))
+        return out
 
     def check_pass_inputs(self, inputs: ScoringInput, models, cache, shards) -> None:
         if self.aligned and inputs.amateur_items is None and "amateur" in (models or ["amateur"]):
@@ -471,11 +502,13 @@ class ModelPair:
                 done["checkpoint"].discard()
 
         got, meta = cache.get_or_compute(parts, compute_entry, TokenStats, on_saved=discard)
-        return got, (engine.EngineReport.of_entry(meta) if meta is not None else done["report"])
+        return got, (EngineReport.of_entry(meta) if meta is not None else done["report"])
 
     @staticmethod
     def _parts(run_model, heads, ids, temperatures, opts: PassOptions) -> dict:
         """The cache key's parts of one pass (a sharded pass has the same key)."""
+        from cscore.scorers.engine import engine, seq2seq
+
         heads = {h: k.key if isinstance(k, engine.Partner) else k for h, k in heads.items()}  # a joint pass's partner
         parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
                  "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
@@ -491,6 +524,8 @@ class ModelPair:
         with ``distribution`` (the distributional statistics) expert and amateur run as one joint
         pass, the amateur a ``engine.Partner`` of the expert's (the pair's statistics read both heads).
         ``exits``: DoLa's candidate layers, early-exit heads ``layer_<k>`` of the expert's pass."""
+        from cscore.scorers.engine import engine
+
         wanted = list(self.models) if wanted is None else list(wanted)
         passes: list[tuple[LoadedModel, dict]] = []
         if "expert" in wanted:

@@ -9,6 +9,7 @@ import json
 import logging
 import platform
 import resource
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from cscore.scorers.engine import flops
 from cscore.version import __version__
 
 if TYPE_CHECKING:
-    from cscore.scorers.engine.passes import EngineReport
+    from cscore.scorers.engine.report import EngineReport
 
 log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
@@ -181,18 +182,18 @@ def once(reports: Mapping[str, EngineReport], label: str) -> list[EngineReport]:
     return out
 
 
-def torch_threads() -> int:
-    """The CPU threads torch used (runtime.threads, applied at the start of the job)."""
-    import torch
+def torch_threads() -> int | None:
+    """The CPU threads torch used (runtime.threads, applied before the job's passes; a job that
+    never loaded torch, every statistic from the cache: the count it asked for)."""
+    from cscore.scorers.engine import threads
 
-    return torch.get_num_threads()
+    return threads.in_use()
 
 
 def peak_memory() -> dict:
-    import torch
-
     out = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    if torch.cuda.is_available():
+    torch = sys.modules.get("torch")  # never loaded (every statistic from the cache): no device memory used
+    if torch is not None and torch.cuda.is_available():
         out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return out
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from cscore.errors import ConfigError
-from cscore.scorers.models.anatomy import decoder_layers
 
 # Dense (no sparsity) peak TFLOP/s per dtype of known devices, by a substring of the CUDA device
 # name (first match wins; longer, more specific names first). Vendor data sheets.
@@ -79,6 +78,8 @@ def costs(model) -> Costs | None:
 def mlp_matrices(model) -> int | None:
     """3 for a gated MLP (gate, up, down), 2 for a plain one, None if the layers are not found."""
     try:
+        from cscore.scorers.models.anatomy import decoder_layers  # torch: only for a model in memory
+
         mlp = getattr(decoder_layers(model)[0], "mlp", None)
     except (AttributeError, IndexError, TypeError, ConfigError):
         return None

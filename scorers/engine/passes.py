@@ -1,61 +1,22 @@
-"""What every statistics pass (the causal engine and its seq2seq path) shares: its report, the
-input checks, checkpointed batches skipped, and the outputs collected on the device."""
+"""What every statistics pass (the causal engine and its seq2seq path) shares: its report
+(``report.EngineReport``), the input checks, checkpointed batches skipped, and the outputs
+collected on the device."""
 
 from __future__ import annotations
 
 import functools
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
 from cscore.errors import ConfigError
+from cscore.scorers.engine.report import EngineReport  # noqa: F401 (re-exported: its home is report.py)
 from cscore.scorers.engine.stats import ROW_NAMES
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.models.anatomy import decoder_base, layer_list
-
-
-@dataclass
-class EngineReport:
-    seconds: float  # forward-pass time (for a cache hit: the time of the run that computed it)
-    tokens: int  # input tokens processed (prompt + hypothesis, no padding; a shared prompt once per row)
-    padded_tokens: int
-    batches: int
-    cached: bool = False  # read from the statistics cache instead of computed
-    fetch_seconds: float | None = None  # time this run spent getting the statistics
-    token_budget: int | None = None  # the budget the pass ended with (runtime.token_budget=auto resolved, halvings)
-    oom_retries: int = 0  # batches retried with half the budget after an out-of-memory
-    resumed: int = 0  # items read from a checkpoint of an interrupted pass, not computed
-    # reports of work done together carry one label: a run's totals count their seconds once
-    # (``shared``: the computation, e.g. rows decoded as one tree; ``fetch_shared``: this run's call)
-    shared: str | None = None
-    fetch_shared: str | None = None
-    flops: float | None = None  # useful FLOPs (scorers/engine/flops.py); None where the model's config does not say
-    # a sharded pass (runtime.shards): its shards, each one's seconds, the merge's; ``seconds`` is then
-    # the pass's wall time (first shard's start to the merge's end), not the sum of the shards
-    shards: int = 1
-    shard_seconds: list[float] | None = None
-    merge_seconds: float | None = None
-    kept_shards: list | None = None  # shards an earlier command computed (their items are in ``resumed``)
-
-    def record(self) -> dict:
-        """What a cache entry keeps of the pass that computed it (its ``extra["report"]``)."""
-        out: dict[str, Any] = {"seconds": self.seconds, "tokens": self.tokens, "padded_tokens": self.padded_tokens,
-               "batches": self.batches, "flops": self.flops}
-        if self.shards > 1:  # unsharded entries' meta unchanged
-            out.update(shards=self.shards, shard_seconds=self.shard_seconds, merge_seconds=self.merge_seconds)
-        return out
-
-    @classmethod
-    def of_entry(cls, meta: dict) -> EngineReport:
-        """The report of a cache hit: the figures of the run that computed the entry, ``cached``."""
-        run = (meta.get("extra") or {}).get("report", {})
-        return cls(run.get("seconds", float("nan")), run.get("tokens", 0), run.get("padded_tokens", 0),
-                   run.get("batches", 0), cached=True, flops=run.get("flops"), shards=run.get("shards", 1),
-                   shard_seconds=run.get("shard_seconds"), merge_seconds=run.get("merge_seconds"))
 
 
 def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tuple[float, ...]:

@@ -1,5 +1,6 @@
-"""``runtime.threads``: how many threads torch uses on the CPU, set at the start of a job (``apply``)
-and around each pass of ``ModelPair.run`` (``using``: the Python API follows the same rule).
+"""``runtime.threads``: how many threads torch uses on the CPU, set once a job, before its work starts
+(``apply``; a job whose statistics all come from the cache never loads torch: ``ask`` notes the
+value) and around each pass of ``ModelPair.run`` (``using``: the Python API follows the same rule).
 
 ``auto`` (the default) is what the machine has free for this process: the cores it may run on
 (its CPU affinity mask: a SLURM or ``taskset`` allocation, not the machine's count), no more than
@@ -12,6 +13,7 @@ A job's ``auto`` holds for its passes: the count it set is kept, not found again
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -19,6 +21,7 @@ AUTO = "auto"
 SMALL = 2  # cores: on a machine this small auto is one thread
 _DEFAULT: list[int] = []  # torch's own count, noted before cscore first changes it
 _JOB: dict = {}  # what the last ``apply`` asked for (value) and set (count)
+_ASKED: dict = {}  # what the job asked for (``ask``: value), torch loaded or not
 
 
 def allowed_cores() -> int:
@@ -65,7 +68,27 @@ def apply(value) -> int:
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
     _JOB.update(value=value, count=torch.get_num_threads())
+    _ASKED.update(value=value, applied=True)
     return _JOB["count"]
+
+
+def ask(value) -> None:
+    """Note the job's ``runtime.threads`` without loading torch: a job whose statistics all come from
+    the cache never loads it, and ``apply`` runs only before work that computes."""
+    _ASKED.update(value=value, applied=False)
+
+
+def in_use() -> int | None:
+    """torch's intra-op threads now, where the job applied its count; where it did not (every
+    statistic from the cache), the count it asked for (``ask``; null: torch's own, None where torch
+    was never loaded)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and _ASKED.get("applied", True):
+        return torch.get_num_threads()
+    n = wanted(_ASKED.get("value"))
+    if n is None and torch is not None:  # an earlier job of this process loaded torch: its own count
+        return _DEFAULT[0] if _DEFAULT else torch.get_num_threads()
+    return n
 
 
 @contextmanager

@@ -66,6 +66,7 @@ READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)  # a cache folder this proc
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk or quota, a file-size limit
 BLOCKED = (errno.ENOTDIR, errno.EEXIST)  # the cache folder, or a folder above it, is a file
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
+FRONT_DIR = "front"  # the front index (``front``): a record per token pass, pointing at its entries
 
 
 class Payload(Protocol):
@@ -419,8 +420,9 @@ class StatsCache:
             freed += self.remove(key)
             drop_stale_lock(self._lock_path(key))
         if keys is None and self.root.is_dir():
-            freed += disk_size(self.root / PARTIAL_DIR)
-            remove_folder(self.root / PARTIAL_DIR)
+            for folder in (PARTIAL_DIR, FRONT_DIR):  # checkpoints, and records of entries now gone
+                freed += disk_size(self.root / folder)
+                remove_folder(self.root / folder)
             now = time.time()
             for p in self.root.iterdir():
                 stale = p.name.startswith(".trash-") or (

@@ -26,8 +26,7 @@ from cscore.scorers.config.run import RunConfig
 if TYPE_CHECKING:
     from cscore.cli.pipeline.variants import Variant
     from cscore.data.schema import LoadReport
-    from cscore.scorers.engine.passes import EngineReport
-    from cscore.scorers.models.loaded import LoadedModel
+    from cscore.scorers.engine.report import EngineReport
     from cscore.scorers.store.shards import Pending
 
 Stage = Literal["validate", "shards", "load", "models", "score", "write"]
@@ -68,11 +67,36 @@ class Statistics(Protocol):
     def reports(self) -> Mapping[str, EngineReport]: ...
 
 
+class RunModel(Protocol):
+    """What the shared stages read of a scored run's models: a ``LoadedModel``, or a model known
+    from the statistics cache's front index whose weights never loaded (``kept_pass.KeptModel``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def info(self) -> dict: ...
+
+    @property
+    def device(self) -> object: ...
+
+    @property
+    def dtype(self) -> object: ...
+
+    @property
+    def parent(self) -> object: ...
+
+    @property
+    def load_seconds(self) -> float: ...
+
+    def status(self) -> str: ...
+
+
 @dataclass
 class Scored:
     table: pd.DataFrame  # the examples + prompt, token counts, truncation and score.<variant> columns
     stats: Statistics
-    models: dict[str, LoadedModel]  # by role
+    models: Mapping[str, RunModel]  # by role
     n_truncated: int
     metrics: dict[str, Any] = field(default_factory=dict)  # the kind's sections of metrics.json
     files: dict[str, str] = field(default_factory=dict)  # kind-specific run-dir files: name -> text (cdm_folds.json)
@@ -103,6 +127,12 @@ class MethodKind(ABC):
 
     @abstractmethod
     def plan(self, run: RunConfig) -> Plan: ...
+
+    def kept(self, run: RunConfig, loaded: Loaded, plan: Plan) -> Scored | None:
+        """The scored run read from the statistics cache before anything loads (no model, torch or
+        transformers: the token kind's ``kept_pass``), where the kind can; None (the default): ``score``
+        runs, after the job's torch threads are set."""
+        return None
 
     @abstractmethod
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,

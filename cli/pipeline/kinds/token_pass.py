@@ -5,20 +5,21 @@ variant that is a function of them alone (the method's row and its comparison ro
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from cscore import rundir
-from cscore.cli.pipeline.kinds.base import Loaded, MethodKind, Plan, Progress, RunState, Scored
+from cscore.cli.pipeline.kinds.base import Loaded, MethodKind, Plan, Progress, RunModel, RunState, Scored
 from cscore.cli.pipeline.kinds.pair import load_pair, model_line, stats_cache
 from cscore.cli.pipeline.kinds.prompts import make_prompts
 from cscore.scorers.config.run import RunConfig
 from cscore.scorers.store.shards import Pending
 
 if TYPE_CHECKING:
-    from cscore.scorers.api import PairStatistics
+    from cscore.scorers.api import PairStatistics, ScoringInput
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,26 @@ class TokenKind(MethodKind):
         got = self.token_pass(run, loaded, plan, progress, state)
         return got if isinstance(got, Pending) else got[0]
 
+    def kept(self, run: RunConfig, loaded: Loaded, plan: Plan) -> Scored | None:
+        """A kind whose score step is the token pass alone: its statistics read through the cache's
+        front index when every entry is there (``kept_pass``: no model, tokenizer or torch loads)."""
+        from cscore.cli.pipeline.kinds import kept_pass
+
+        if type(self).score is not TokenKind.score:  # a kind that does more (a pooler, a discriminator)
+            return None
+        got = kept_pass.read(run, loaded.examples, plan)
+        if got is None:
+            return None
+        inputs, stats, models, notes = got
+        for line in notes:  # what the pair said when it was loaded (an amateur not the smaller)
+            log.warning(line)
+        for role, m in models.items():
+            log.info(model_line(role, m))
+        log.info("%d items encoded as the run that cached their statistics encoded them (no tokenizer or model "
+                 "loaded)", len(loaded.examples))
+        self.say_truncated(inputs.n_truncated, len(loaded.examples), run.passes.max_length)
+        return self.scored(loaded.examples, plan, inputs, stats, models)
+
     def token_pass(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
                    state: RunState) -> tuple[Scored, PairStatistics] | Pending:
         """The token statistics pass and every variant that is a function of it alone: (what
@@ -46,7 +67,7 @@ class TokenKind(MethodKind):
         ``Pending`` while a shard of the sharded pass is missing."""
         from transformers.utils import logging as hf_logging
 
-        from cscore.scorers import methods
+        from cscore.cli.pipeline.kinds import kept_pass
         from cscore.scorers.api import PassRequest
 
         hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
@@ -58,23 +79,31 @@ class TokenKind(MethodKind):
         prompt_texts, spans = make_prompts(run, examples, pair.tokenizer)
         # a cross-family amateur renders the prompts with its own tokenizer (its own chat template)
         own = make_prompts(run, examples, pair.amateur.tokenizer, "amateur") if pair.aligned else (None, None)
-        opts = run.passes
-        if any(v.distributional() for v in plan.variants):  # a joint pass of expert and amateur (other keys unchanged)
-            opts = replace(opts, distribution=True)
-        exits = sorted({k for v in plan.variants for k in v.exits()})
-        if exits:  # dola's candidate layers: early-exit heads of the expert's pass (other keys unchanged)
-            opts = replace(opts, exits=tuple(exits))
+        opts = kept_pass.pass_options(run, plan)
         inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=opts.max_length,
                              source_spans=spans, amateur_prompts=own[0], amateur_spans=own[1])
-        if inputs.n_truncated:
-            log.warning("%d of %d items had their source truncated to fit runtime.max_length=%d", inputs.n_truncated,
-                        len(examples), opts.max_length)
+        self.say_truncated(inputs.n_truncated, len(examples), opts.max_length)
         state["stage"] = "score"
         with progress.live() as factory:
             stats = pair.run(inputs, PassRequest(plan.temperatures, plan.models, opts, stats_cache(run),
                                                  run.coordinator, factory))
         if isinstance(stats, Pending):
             return stats
+        kept_pass.write(run, examples, plan, pair, inputs, stats)  # the runs after this one read it without torch
+        return self.scored(examples, plan, inputs, stats, pair.models), stats
+
+    @staticmethod
+    def say_truncated(n_truncated: int, n: int, max_length: int) -> None:
+        if n_truncated:
+            log.warning("%d of %d items had their source truncated to fit runtime.max_length=%d", n_truncated, n,
+                        max_length)
+
+    def scored(self, examples: pd.DataFrame, plan: Plan, inputs: ScoringInput, stats: PairStatistics,
+               models: Mapping[str, RunModel]) -> Scored:
+        """The examples with their prompt, token counts, truncation and every variant's score that is a
+        function of the statistics alone."""
+        from cscore.scorers import methods
+
         table = examples.copy()
         table["prompt"] = [it.prompt for it in inputs.items]
         table["prompt_tokens"] = [len(it.prompt_ids) for it in inputs.items]
@@ -90,7 +119,7 @@ class TokenKind(MethodKind):
                 continue  # its kind's score step adds that column after this one (a trained pooler)
             table[f"{rundir.SCORE}{v.name}"] = stats.score_params(v.params)
         units = {"units": "aligned"} if stats.aligned else {}
-        return Scored(table, stats, pair.models, inputs.n_truncated, units), stats
+        return Scored(table, stats, dict(models), inputs.n_truncated, units)
 
     @staticmethod
     def scored_tokens(stats, skip_first: bool, model: str | None = None) -> np.ndarray:

@@ -1,0 +1,173 @@
+"""The statistics cache's front index: for a token statistics pass, the keys of its entries and the
+items it encoded, found from what is known without torch or transformers (the run's settings, a
+digest of its data, every file of its model folders, cscore's code, the versions of the libraries
+that tokenize). A run that finds its record and every entry the record names reads them and loads
+no model, tokenizer, torch or transformers (``cscore.cli.pipeline.kinds.kept_pass``); anything else
+takes the full path, which writes the record once its statistics are in the cache.
+
+A record is a shortcut to keys the full path computed: the keys (``cache.stats_key``) are
+unchanged. Its own key (``front_key``) covers everything the items and the keys depend on, more
+than that where it is cheap (any change to cscore's code, to any file of a model folder, to a
+library version): a change misses the record and runs the full path, never reads another's.
+
+Layout: ``<cache root>/front/<key>.npz`` (the items' token ids) and ``<key>.json`` (the passes, the
+models, the prompts; written last, with the SHA-256 of the .npz: a record is complete or absent)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import io
+import json
+import logging
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cscore.files import canonical_json, write_atomic
+from cscore.scorers.engine.tokenize import EncodedItem
+from cscore.scorers.models.identity import WEIGHT_SUFFIXES, file_digest
+from cscore.scorers.store.cache import FRONT_DIR
+
+log = logging.getLogger(__name__)
+
+FRONT_SCHEMA = 1  # bump when a record's layout or what its key covers changes: older records are not read
+# the libraries whose versions can change token ids, a model's class or how a device is chosen
+LIBRARIES = ("transformers", "tokenizers", "gguf", "jinja2", "torch", "numpy", "pandas")
+PACKAGE = Path(__file__).resolve().parents[2]  # cscore's own folder (the repository root)
+NOT_CODE = ("tests", "scripts", "docs")  # folders of the package that no run imports
+_DEVICE = re.compile(r"^(cpu|cuda|mps)(:\d+)?$")
+_DTYPES = {"float32": "float32", "fp32": "float32", "float64": "float64", "bfloat16": "bfloat16",
+           "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}  # as models.auto_dtype reads them
+
+
+@lru_cache(maxsize=1)
+def code_digest() -> str:
+    """SHA-256 over cscore's Python files (paths and contents): any change to the code that builds
+    prompts, encodes or keys a pass misses every record (about 20 ms)."""
+    h = hashlib.sha256(b"cscore-code-v1")
+    packages = [d for d in PACKAGE.iterdir() if (d / "__init__.py").is_file() and d.name not in NOT_CODE]
+    files = sorted([*PACKAGE.glob("*.py"), *(p for d in packages for p in d.rglob("*.py"))])
+    for p in files:
+        h.update(canonical_json([str(p.relative_to(PACKAGE)), p.stat().st_size]).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def library_versions() -> dict[str, str | None]:
+    """The installed versions of ``LIBRARIES``, read from their metadata (none imported)."""
+    out: dict[str, str | None] = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def folder_fingerprint(folder: str | os.PathLike) -> str | None:
+    """SHA-256 over (relative path, size, content SHA-256) of every file under a model folder:
+    weights, config, tokenizer files, chat templates (per-file digests memoised, as the cache key's
+    ``identity.file_digest``). None where the folder holds no weight file (such a model is keyed by
+    its tensors, known only once loaded)."""
+    root = Path(folder).expanduser()
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    if not any(p.name.endswith(WEIGHT_SUFFIXES) for p in files):
+        return None
+    h = hashlib.sha256(b"cscore-folder-v1")
+    for p in files:
+        h.update(canonical_json([str(p.relative_to(root)), p.stat().st_size, file_digest(p)]).encode())
+    return h.hexdigest()
+
+
+def no_accelerator() -> bool:
+    """Whether torch could see no GPU here, decided without importing it: Linux with no NVIDIA or
+    AMD (ROCm) device node. Anything else is unknown (False)."""
+    nodes = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd")
+    return os.uname().sysname == "Linux" and not any(os.path.exists(n) for n in nodes)
+
+
+def device_and_dtype(device: str, dtype: str) -> tuple[str, str] | None:
+    """(device type, torch dtype name) as ``models.auto_device`` / ``auto_dtype`` resolve them,
+    where that is known without torch; None otherwise (``device=auto`` on a machine that may have
+    a GPU, a name models.py would refuse)."""
+    if device == "auto":
+        if not no_accelerator():
+            return None
+        kind = "cpu"
+    elif _DEVICE.match(device):
+        kind = device.split(":")[0]
+    else:
+        return None
+    if dtype == "auto":
+        return kind, "torch.bfloat16" if kind == "cuda" else "torch.float32"
+    return (kind, f"torch.{_DTYPES[dtype]}") if dtype in _DTYPES else None
+
+
+def front_key(what: dict) -> str:
+    """The record's key: ``what`` (the run's part: settings, data digest, model folders, device)
+    with the schema, cscore's code and the library versions."""
+    payload = {"schema": FRONT_SCHEMA, "code": code_digest(), "libraries": library_versions(), "what": what}
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
+def _pack(items: list[EncodedItem]) -> bytes:
+    arrays = {}
+    for name in ("prompt_ids", "hyp_ids"):
+        seqs = [getattr(it, name) for it in items]
+        arrays[name] = np.asarray([t for s in seqs for t in s], dtype="<i8")
+        arrays[name + "_lengths"] = np.asarray([len(s) for s in seqs], dtype="<i8")
+    out = io.BytesIO()
+    np.savez(out, **arrays)  # type: ignore[arg-type]  # numpy's stub: **kwds as allow_pickle
+    return out.getvalue()
+
+
+def _unpack(data: bytes, prompts: list[str], truncated: list[bool]) -> list[EncodedItem]:
+    with np.load(io.BytesIO(data)) as z:
+        split = {name: np.split(z[name], np.cumsum(z[name + "_lengths"])[:-1]) if len(z[name + "_lengths"]) else []
+                 for name in ("prompt_ids", "hyp_ids")}
+    if not len(split["prompt_ids"]) == len(split["hyp_ids"]) == len(prompts) == len(truncated):
+        raise ValueError("the record's items do not match its prompts")
+    return [EncodedItem(p, ids.tolist(), hyp.tolist(), bool(t))
+            for p, ids, hyp, t in zip(prompts, split["prompt_ids"], split["hyp_ids"], truncated)]
+
+
+class FrontIndex:
+    """The records under ``<root>/front`` (``root``: the statistics cache's folder)."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.folder = Path(root).expanduser() / FRONT_DIR
+
+    def write(self, key: str, items: list[EncodedItem], record: dict[str, Any]) -> None:
+        """Store the record of ``key``: the encoded ``items`` and ``record`` (its passes' labels and
+        key parts, its models); a folder that takes no writes only costs the shortcut (a warning)."""
+        data = _pack(items)
+        body = dict(record, schema=FRONT_SCHEMA, prompts=[it.prompt for it in items],
+                    truncated=[it.truncated for it in items], npz_sha256=hashlib.sha256(data).hexdigest())
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.folder / f"{key}.npz", data)
+            write_atomic(self.folder / f"{key}.json", json.dumps(body, default=str))
+        except OSError as err:
+            log.warning("could not write the cache's front index %s: %s", self.folder, err)
+
+    def read(self, key: str) -> tuple[list[EncodedItem], dict[str, Any]] | None:
+        """(the encoded items, the record) of ``key``; None when absent, of another schema or
+        damaged (the full path then runs and writes it again)."""
+        try:
+            body = json.loads((self.folder / f"{key}.json").read_text())
+            data = (self.folder / f"{key}.npz").read_bytes()
+            if body.get("schema") != FRONT_SCHEMA or hashlib.sha256(data).hexdigest() != body.get("npz_sha256"):
+                return None
+            return _unpack(data, body["prompts"], body["truncated"]), body
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            log.warning("the cache's front index record %s is unreadable (%s): the statistics are found "
+                        "the full way", key[:12], err)
+            return None
