@@ -128,7 +128,7 @@ def _pack(items: list[EncodedItem]) -> bytes:
 
 
 def _unpack(data: bytes, prompts: list[str], truncated: list[bool]) -> list[EncodedItem]:
-    with np.load(io.BytesIO(data)) as z:
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
         split = {name: np.split(z[name], np.cumsum(z[name + "_lengths"])[:-1]) if len(z[name + "_lengths"]) else []
                  for name in ("prompt_ids", "hyp_ids")}
     if not len(split["prompt_ids"]) == len(split["hyp_ids"]) == len(prompts) == len(truncated):
