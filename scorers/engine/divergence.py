@@ -7,7 +7,9 @@ no full distribution kept.
 With shifted logits a = z/T - max (a <= 0), e = exp(a) and S = sum e, every statistic but H(m) is a
 dot product: H(p) = log S - <e, a>/S and H(p, q) = log S_q - <e_p, a_q>/S_p (sums of non-negative
 terms); KL(p||q) = H(p, q) - H(p) and JSD = H(m) - (H(p) + H(q))/2 with m = (p + q)/2. Per token,
-head and temperature that is one exp over the vocabulary, and per pair one log (of m): the cost."""
+head and temperature one exp over the vocabulary (none where 1/T is 2-4 times another kept 1/T: a
+product of that one's), per pair and temperature one log (of m): the cost. Every temperature of a
+block is one tensor operation, into buffers reused from block to block."""
 
 from __future__ import annotations
 
@@ -23,43 +25,17 @@ PAIR = ("xent_ea", "xent_ae", "kl_ea", "kl_ae", "jsd")
 
 
 def block_rows(vocab: int, device: torch.device) -> int:
-    """One row at a time on a CPU (a row's vectors stay in cache; measured fastest), blocks of
+    """One row at a time on a CPU (the buffers stay small; measured fastest), blocks of
     ``BLOCK_ELEMENTS`` on an accelerator (fewer kernel launches)."""
     return 1 if device.type == "cpu" else max(1, BLOCK_ELEMENTS // max(1, vocab))
 
 
 def dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """<x, y> per row of [rows, V] blocks, as [rows, 1]."""
-    return torch.bmm(x.unsqueeze(-2), y.unsqueeze(-1)).squeeze(-1)
-
-
-def shifted_block(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
-    """A block of one head's logits in float64 (soft-capped as ``token_statistics`` reads them),
-    less each row's maximum (one shift serves every temperature)."""
-    z = prepared(logits, cap).to(torch.float64)
-    return z - z.amax(dim=-1, keepdim=True)
-
-
-class Head:
-    """One head's block at one temperature: a = shifted / T, e = exp(a), S, log S and H. Given
-    ``base``, this head at a temperature T_b with 1/T = k/T_b for an integer k in 2..4 (T = 0.5 from
-    T = 1), e is base.e ** k by products: no exp."""
-
-    def __init__(self, shifted: torch.Tensor, t: float, base: tuple[float, Head] | None = None):
-        self.a = shifted if t == 1 else shifted * (1.0 / t)
-        k = power_of(t, base[0]) if base else None
-        if base and k:
-            e = base[1].e
-            self.e = e * e if k == 2 else (e * e * e if k == 3 else (e * e).square_())
-        else:
-            self.e = self.a.exp()
-        self.s = self.e.sum(-1, keepdim=True)
-        self.log_s = self.s.log()
-        self.entropy = self.log_s - dot(self.e, self.a) / self.s
-
-    def cross(self, other: Head) -> torch.Tensor:
-        """H(p_self, p_other) = -sum p_self log p_other."""
-        return other.log_s - dot(self.e, other.a) / self.s
+    """<x, y> over the vocabulary of [n_temps, rows, V] blocks, as [n_temps, rows]: one batched
+    product for one row (no product tensor; ``linalg.vecdot`` multiplies then sums), else a sum."""
+    if x.shape[1] == 1:
+        return torch.bmm(x, y.transpose(1, 2)).view(x.shape[0], 1)
+    return (x * y).sum(-1)
 
 
 def power_of(t: float, t_base: float) -> int | None:
@@ -68,22 +44,43 @@ def power_of(t: float, t_base: float) -> int | None:
     return int(k) if k in (2.0, 3.0, 4.0) else None
 
 
-def at_temperatures(shifted: torch.Tensor, temperatures: Sequence[float]) -> list[Head]:
-    """One head's block at every temperature, each from a power of an earlier one where it can."""
-    done: dict[float, Head] = {}
-    for t in sorted(temperatures, reverse=True):  # the larger T first: its powers give the smaller
-        base = next(((tb, h) for tb, h in done.items() if power_of(t, tb)), None)
-        done[t] = Head(shifted, t, base)
-    return [done[t] for t in temperatures]
+def exp_plan(temperatures: Sequence[float]) -> list[tuple[int, int | None, int]]:
+    """(index, base index or None, power) per temperature, larger T first: exp(a/T) is the
+    power-th power of an earlier temperature's where 1/T is 2-4 times its 1/T, else an exp."""
+    order = sorted(range(len(temperatures)), key=lambda j: -temperatures[j])
+    steps: list[tuple[int, int | None, int]] = []
+    for n, j in enumerate(order):
+        base = next((b for b in order[:n] if power_of(temperatures[j], temperatures[b])), None)
+        steps.append((j, base, power_of(temperatures[j], temperatures[base]) or 1 if base is not None else 1))
+    return steps
 
 
-def pair(e: Head, h: Head) -> tuple[torch.Tensor, ...]:
-    """(xent_ea, xent_ae, kl_ea, kl_ae, jsd) of expert ``e`` and head ``h``, each [rows, 1]."""
-    xent_ea, xent_ae = e.cross(h), h.cross(e)
-    m = e.e * (0.5 / e.s)
-    m.addcmul_(h.e, 0.5 / h.s)
-    h_m = -dot(m, m.clamp_(min=TINY).log())
-    return xent_ea, xent_ae, xent_ea - e.entropy, xent_ae - h.entropy, h_m - 0.5 * (e.entropy + h.entropy)
+class Buffers:
+    """One head's reused blocks: a = z/T - max and e = exp(a) at every temperature [n_temps, rows, V]."""
+
+    def __init__(self, temperatures: Sequence[float], rows: int, vocab: int, device: torch.device):
+        self.inv = torch.tensor([1.0 / t for t in temperatures], dtype=torch.float64, device=device).view(-1, 1, 1)
+        self.steps = exp_plan(temperatures)
+        self.a = torch.empty((len(temperatures), rows, vocab), dtype=torch.float64, device=device)
+        self.e = torch.empty_like(self.a)
+
+    def fill(self, logits: torch.Tensor, cap: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(a, e, S) of a block of logits [r, V] (soft-capped as ``token_statistics`` reads them)."""
+        r = logits.shape[0]
+        z = prepared(logits, cap).to(torch.float64)
+        z = z - z.amax(dim=-1, keepdim=True)
+        a, e = self.a[:, :r], self.e[:, :r]
+        torch.mul(z, self.inv, out=a)
+        for j, base, k in self.steps:
+            if base is None:
+                torch.exp(a[j], out=e[j])
+            else:
+                torch.mul(e[base], e[base], out=e[j])
+                if k == 3:
+                    e[j].mul_(e[base])
+                elif k == 4:
+                    e[j].square_()
+        return a, e, e.sum(-1)
 
 
 def statistics(logits: dict[str, torch.Tensor], caps: dict[str, float | None], temperatures: Sequence[float],
@@ -91,25 +88,32 @@ def statistics(logits: dict[str, torch.Tensor], caps: dict[str, float | None], t
     """{head: {name: [n_temps, n] float64}}: ``entropy`` of every head and, for each head but
     ``expert`` (None: no expert head in this pass), the pair's statistics against it."""
     first = next(iter(logits.values()))
-    n, device = first.shape[0], first.device
+    (n, vocab), device = first.shape, first.device
     vocabs = {h: z.shape[1] for h, z in logits.items()}
     if len(set(vocabs.values())) > 1:
         raise ValueError(f"the heads' vocabularies differ ({vocabs}): no distributional statistics between them")
     others = [h for h in logits if expert is not None and h != expert]
-    width = len(temperatures)
-    ent = {h: torch.empty((n, width), dtype=torch.float64, device=device) for h in logits}
-    cross = {h: torch.empty((n, width, len(PAIR)), dtype=torch.float64, device=device) for h in others}
-    rows = block_rows(first.shape[1], device)
+    rows = min(block_rows(vocab, device), max(n, 1))
+    bufs = {h: Buffers(temperatures, rows, vocab, device) for h in logits}
+    m, log_m = torch.empty_like(bufs[next(iter(bufs))].a), torch.empty_like(bufs[next(iter(bufs))].a)
+    out = {h: {name: torch.empty((len(temperatures), n), dtype=torch.float64, device=device)
+               for name in ("entropy", *(PAIR if h in others else ()))} for h in logits}
     for s in range(0, n, rows):
-        heads = {h: at_temperatures(shifted_block(z[s:s + rows], caps.get(h)), temperatures)
-                 for h, z in logits.items()}
-        for j in range(width):
-            at = {h: per_t[j] for h, per_t in heads.items()}
-            for h, head in at.items():
-                ent[h][s:s + rows, j:j + 1] = head.entropy
-            for h in others:  # others is empty when expert is None
-                cross[h][s:s + rows, j] = torch.cat(pair(at[str(expert)], at[h]), dim=-1)
-    out = {h: {"entropy": ent[h].T} for h in logits}
-    for h in others:
-        out[h].update({name: cross[h][:, :, k].T for k, name in enumerate(PAIR)})
+        got = {h: bufs[h].fill(z[s:s + rows], caps.get(h)) for h, z in logits.items()}
+        r = next(iter(got.values()))[0].shape[1]
+        ent = {}
+        for h, (a, e, total) in got.items():
+            ent[h] = total.log() - dot(e, a) / total
+            out[h]["entropy"][:, s:s + r] = ent[h]
+        for h in others:  # others is empty when expert is None
+            (a_x, e_x, s_x), (a_h, e_h, s_h) = got[str(expert)], got[h]
+            xent_ea = s_h.log() - dot(e_x, a_h) / s_x
+            xent_ae = s_x.log() - dot(e_h, a_x) / s_h
+            mm, lm = m[:, :r], log_m[:, :r]
+            torch.mul(e_x, (0.5 / s_x).unsqueeze(-1), out=mm)
+            mm.addcmul_(e_h, (0.5 / s_h).unsqueeze(-1)).clamp_(min=TINY)
+            h_m = -dot(mm, torch.log(mm, out=lm))
+            hx, hh = ent[str(expert)], ent[h]
+            for name, value in zip(PAIR, (xent_ea, xent_ae, xent_ea - hx, xent_ae - hh, h_m - 0.5 * (hx + hh))):
+                out[h][name][:, s:s + r] = value
     return out
