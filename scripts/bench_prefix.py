@@ -4,6 +4,7 @@ in one process on real data (not a test).
     python scripts/bench_prefix.py [--pair smollm2] [--summeval-docs 2] [--mqm-segments 12]
                                    [--threads N] [--repeats N] [--skip-paper] [--kv-cache]
                                    [--device cuda] [--arch qwen_3b_0.5b] [--per-source 1,4,16,64]
+                                   [--distribution]
 
 Slices: SummEval, whole documents with all their summaries (16 each); MQM (the default WMT21
 TED zh-en file), whole segments with every system. Prompts are the paper prompts of
@@ -22,6 +23,8 @@ TED zh-en file), whole segments with every system. Prompts are the paper prompts
   * unshared -- cscore's engine, ``prefix_sharing=False`` (token-budget batches, LM head on
                scored positions only, the early exit read from the expert's pass);
   * shared  -- cscore's engine with prefix sharing (the default);
+  * shared+dist -- (--distribution) the shared pass keeping the distributional statistics too
+               (entropy, cross-entropies, KL, JSD: ``distribution=True``); its extra over ``shared`` is printed
   * kv      -- (--kv-cache) the alternative to packing, for comparison only: each distinct
                prompt run once with a key/value cache, the cache expanded over its hypotheses.
 
@@ -415,9 +418,9 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
     ama = pair.amateur
     exit_layer = ama.exit_layer if ama.parent is pair.expert else None
 
-    def stats_of(sharing):
+    def stats_of(sharing, distribution=False):
         return pair.statistics(inputs=inputs, temperatures=TEMPS, token_budget=budget,
-                               padding_side="right", prefix_sharing=sharing)
+                               padding_side="right", prefix_sharing=sharing, distribution=distribution)
 
     def paper():
         lp_e, lpm_e, t_e = paper_loop(pair.expert.model, items, TEMPS, args.batch_size, pad_id=pad)
@@ -454,6 +457,8 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
                                                     None if exit_layer else ama.model, pad)),
              ("plain fwd", lambda: (None, plain_forward(pair.expert.model, items, pad))),
              ("unshared", lambda: stats_of(False)), ("shared", lambda: stats_of(True))]
+    if args.distribution:
+        runs.append(("shared+dist", lambda: stats_of(True, distribution=True)))
     if args.dense_too:
         runs.append(("dense-mask", dense))
     if args.sparse_too:
@@ -591,6 +596,10 @@ def print_slice(results: dict, n: int, args) -> None:
         print(f"{name:10s} {wall:8.2f} {cpu:8.2f} {n / wall:10.3f} {vs('paper', wall)} {vs('per-source', wall)} "
               f"{peak / 2**20:9.0f}  {lp:.1e} | {con:.1e}{flag}  {tok}")
     print_mfu(results, args)
+    if "shared+dist" in results and "shared" in results:
+        (w, c), (wd, cd) = results["shared"][:2], results["shared+dist"][:2]
+        print(f"distributional statistics (issue 49): shared+dist {wd:.2f} s ({cd:.2f} s CPU) vs shared {w:.2f} s "
+              f"({c:.2f} s CPU): +{wd / w - 1:.1%} wall, +{cd / c - 1:.1%} CPU")
     for name in ("shared", "unshared", "per-source"):
         if name not in results or "plain fwd" not in results:
             continue
@@ -648,6 +657,8 @@ def parse_args() -> argparse.Namespace:
                     help="also time packed rows through flex_attention with a block mask (engine.PACKED_CUDA=flex)")
     ap.add_argument("--sparse-too", action="store_true",
                     help="also time packed_attention on CUDA (there the engine uses the dense mask)")
+    ap.add_argument("--distribution", action="store_true",
+                    help="also time the shared pass with the distributional statistics (shared+dist) and print the extra")
     ap.add_argument("--judge", action="store_true", help="time the CD-judge pass with and without sharing")
     ap.add_argument("--tolerance", type=float, default=None,
                     help="max relative contrast-score difference (default 1e-4 float32, 2e-2 bfloat16)")

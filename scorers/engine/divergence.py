@@ -1,8 +1,15 @@
 """The distributional statistics of a pass's heads at the positions that predict hypothesis tokens
 (``stats.DIST_NAMES``): each head's entropy, and between the expert head and each other head the two
 cross-entropies, the two KL divergences and the Jensen-Shannon divergence, per temperature T (both
-distributions at T). Read from logits the pass already has, in blocks of rows, in float64: O(vocab)
-per token and head, no full distribution kept."""
+distributions at T). Read from logits the pass already has, in float64: O(vocab) per token and head,
+no full distribution kept.
+
+With shifted logits a = z/T - max (a <= 0), e = exp(a) and S = sum e, every statistic but H(m) is a
+dot product: H(p) = log S - <e, a>/S and H(p, q) = log S_q - <e_p, a_q>/S_p (sums of non-negative
+terms); KL(p||q) = H(p, q) - H(p) and JSD = H(m) - (H(p) + H(q))/2 with m = (p + q)/2. Per token,
+head and temperature one exp over the vocabulary (none where 1/T is 2-4 times another kept 1/T: a
+product of that one's), per pair and temperature one log (of m): the cost. Every temperature of a
+block is one tensor operation, into buffers reused from block to block."""
 
 from __future__ import annotations
 
@@ -12,70 +19,101 @@ import torch
 
 from cscore.scorers.engine.head import prepared
 
-BLOCK_ELEMENTS = 1 << 20  # float64 logits per block (rows x vocab) of each head
+BLOCK_ELEMENTS = 1 << 20  # on an accelerator: float64 logits per block (rows x vocab) of each head
 TINY = 1e-300  # m below this counts as it in log m (m = 0: m log m = 0); float64's smallest normal ~2e-308
+PAIR = ("xent_ea", "xent_ae", "kl_ea", "kl_ae", "jsd")
 
 
-def block_rows(vocab: int) -> int:
-    return max(1, BLOCK_ELEMENTS // max(1, vocab))
+def block_rows(vocab: int, device: torch.device) -> int:
+    """One row at a time on a CPU (the buffers stay small; measured fastest), blocks of
+    ``BLOCK_ELEMENTS`` on an accelerator (fewer kernel launches)."""
+    return 1 if device.type == "cpu" else max(1, BLOCK_ELEMENTS // max(1, vocab))
 
 
-def entropy(logp: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """-sum_v p(v) log p(v) per row, from ``logp`` [rows, V] and its exp ``p``."""
-    return -(p * logp).sum(-1)
+def dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """<x, y> over the vocabulary of [n_temps, rows, V] blocks, as [n_temps, rows]: one batched
+    product for one row (no product tensor; ``linalg.vecdot`` multiplies then sums), else a sum."""
+    if x.shape[1] == 1:
+        return torch.bmm(x, y.transpose(1, 2)).view(x.shape[0], 1)
+    return (x * y).sum(-1)
 
 
-def cross(le: torch.Tensor, pe: torch.Tensor, la: torch.Tensor, pa: torch.Tensor,
-          h_e: torch.Tensor, h_a: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The pair's statistics per row from the expert's and the amateur's log-probabilities, their
-    exps and their entropies: KL(p||q) = H(p, q) - H(p) and JSD = H(m) - (H(pe) + H(pa)) / 2 with
-    m = (pe + pa) / 2 (float64: the differences lose nothing a tolerance of 1e-5 sees unless the
-    divergence is below ~1e-10 of the entropies)."""
-    xent_ea, xent_ae = -(pe * la).sum(-1), -(pa * le).sum(-1)
-    m = (pe + pa).mul_(0.5)
-    h_m = -(m * m.clamp(min=TINY).log_()).sum(-1)
-    return {"xent_ea": xent_ea, "xent_ae": xent_ae, "kl_ea": xent_ea - h_e, "kl_ae": xent_ae - h_a,
-            "jsd": h_m - 0.5 * (h_e + h_a)}
+def power_of(t: float, t_base: float) -> int | None:
+    """k in 2..4 with 1/t == k/t_base exactly (in floating point), else None."""
+    k = t_base / t
+    return int(k) if k in (2.0, 3.0, 4.0) else None
 
 
-def shifted_block(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
-    """A block of one head's logits in float64 (soft-capped as ``token_statistics`` reads them),
-    less each row's maximum (one shift serves every temperature)."""
-    z = prepared(logits, cap).to(torch.float64)
-    return z - z.amax(dim=-1, keepdim=True)
+def exp_plan(temperatures: Sequence[float]) -> list[tuple[int, int | None, int]]:
+    """(index, base index or None, power) per temperature, larger T first: exp(a/T) is the
+    power-th power of an earlier temperature's where 1/T is 2-4 times its 1/T, else an exp."""
+    order = sorted(range(len(temperatures)), key=lambda j: -temperatures[j])
+    steps: list[tuple[int, int | None, int]] = []
+    for n, j in enumerate(order):
+        base = next((b for b in order[:n] if power_of(temperatures[j], temperatures[b])), None)
+        steps.append((j, base, power_of(temperatures[j], temperatures[base]) or 1 if base is not None else 1))
+    return steps
 
 
-def at_temperature(shifted: torch.Tensor, t: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log p_T, p_T) of a shifted block: one exp, its sum normalising both."""
-    a = shifted / t
-    e = a.exp()
-    total = e.sum(-1, keepdim=True)
-    return a.sub_(total.log()), e.div_(total)
+class Buffers:
+    """One head's reused blocks: a = z/T - max and e = exp(a) at every temperature [n_temps, rows, V]."""
+
+    def __init__(self, temperatures: Sequence[float], rows: int, vocab: int, device: torch.device):
+        self.inv = torch.tensor([1.0 / t for t in temperatures], dtype=torch.float64, device=device).view(-1, 1, 1)
+        self.steps = exp_plan(temperatures)
+        self.a = torch.empty((len(temperatures), rows, vocab), dtype=torch.float64, device=device)
+        self.e = torch.empty_like(self.a)
+
+    def fill(self, logits: torch.Tensor, cap: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(a, e, S) of a block of logits [r, V] (soft-capped as ``token_statistics`` reads them)."""
+        r = logits.shape[0]
+        z = prepared(logits, cap).to(torch.float64)
+        z = z - z.amax(dim=-1, keepdim=True)
+        a, e = self.a[:, :r], self.e[:, :r]
+        torch.mul(z, self.inv, out=a)
+        for j, base, k in self.steps:
+            if base is None:
+                torch.exp(a[j], out=e[j])
+            else:
+                torch.mul(e[base], e[base], out=e[j])
+                if k == 3:
+                    e[j].mul_(e[base])
+                elif k == 4:
+                    e[j].square_()
+        return a, e, e.sum(-1)
 
 
 def statistics(logits: dict[str, torch.Tensor], caps: dict[str, float | None], temperatures: Sequence[float],
                expert: str | None) -> dict[str, dict[str, torch.Tensor]]:
     """{head: {name: [n_temps, n] float64}}: ``entropy`` of every head and, for each head but
     ``expert`` (None: no expert head in this pass), the pair's statistics against it."""
-    n = next(iter(logits.values())).shape[0]
+    first = next(iter(logits.values()))
+    (n, vocab), device = first.shape, first.device
     vocabs = {h: z.shape[1] for h, z in logits.items()}
     if len(set(vocabs.values())) > 1:
         raise ValueError(f"the heads' vocabularies differ ({vocabs}): no distributional statistics between them")
     others = [h for h in logits if expert is not None and h != expert]
-    device = next(iter(logits.values())).device
+    rows = min(block_rows(vocab, device), max(n, 1))
+    bufs = {h: Buffers(temperatures, rows, vocab, device) for h in logits}
+    m, log_m = torch.empty_like(bufs[next(iter(bufs))].a), torch.empty_like(bufs[next(iter(bufs))].a)
     out = {h: {name: torch.empty((len(temperatures), n), dtype=torch.float64, device=device)
-               for name in (("entropy",) + (("xent_ea", "xent_ae", "kl_ea", "kl_ae", "jsd") if h in others else ()))}
-           for h in logits}
-    rows = block_rows(next(iter(vocabs.values())))
+               for name in ("entropy", *(PAIR if h in others else ()))} for h in logits}
     for s in range(0, n, rows):
-        shifted = {h: shifted_block(z[s:s + rows], caps.get(h)) for h, z in logits.items()}
-        for j, t in enumerate(temperatures):
-            lp = {h: at_temperature(block, t) for h, block in shifted.items()}
-            ent = {h: entropy(*lp[h]) for h in lp}
-            for h in lp:
-                out[h]["entropy"][j, s:s + rows] = ent[h]
-            for h in others:  # others is empty when expert is None
-                e = str(expert)
-                for name, value in cross(*lp[e], *lp[h], ent[e], ent[h]).items():
-                    out[h][name][j, s:s + rows] = value
+        got = {h: bufs[h].fill(z[s:s + rows], caps.get(h)) for h, z in logits.items()}
+        r = next(iter(got.values()))[0].shape[1]
+        ent = {}
+        for h, (a, e, total) in got.items():
+            ent[h] = total.log() - dot(e, a) / total
+            out[h]["entropy"][:, s:s + r] = ent[h]
+        for h in others:  # others is empty when expert is None
+            (a_x, e_x, s_x), (a_h, e_h, s_h) = got[str(expert)], got[h]
+            xent_ea = s_h.log() - dot(e_x, a_h) / s_x
+            xent_ae = s_x.log() - dot(e_h, a_x) / s_h
+            mm, lm = m[:, :r], log_m[:, :r]
+            torch.mul(e_x, (0.5 / s_x).unsqueeze(-1), out=mm)
+            mm.addcmul_(e_h, (0.5 / s_h).unsqueeze(-1)).clamp_(min=TINY)
+            h_m = -dot(mm, torch.log(mm, out=lm))
+            hx, hh = ent[str(expert)], ent[h]
+            for name, value in zip(PAIR, (xent_ea, xent_ae, xent_ea - hx, xent_ae - hh, h_m - 0.5 * (hx + hh))):
+                out[h][name][:, s:s + r] = value
     return out

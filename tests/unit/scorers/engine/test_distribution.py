@@ -140,3 +140,28 @@ def test_probabilities_that_underflow_count_as_zero():
     for name in DIST_NAMES:
         assert np.isfinite(got["amateur"][name][0].item())
         assert got["amateur"][name][0].item() == pytest.approx(float(want[name][0]), rel=1e-9), name
+
+
+@pytest.mark.parametrize("temps", [(0.25, 0.5, 1.0, 2.0), (1.0 / 3, 1.0), (0.7, 1.3)])
+def test_temperatures_read_as_powers_equal_their_own_exp(temps):
+    """A temperature whose 1/T is 2-4 times another's reads exp from products of that one's
+    (``divergence.at_temperatures``); every statistic still equals log_softmax's float64 reference,
+    including rows that underflow in places (logits 900 apart)."""
+    from cscore.scorers.engine import divergence
+
+    g = torch.Generator().manual_seed(3)
+    le = torch.randn(7, 300, generator=g) * 4
+    la = le + torch.randn(7, 300, generator=g)
+    le[0, :5] -= 900.0
+    got = divergence.statistics({"expert": le, "amateur": la}, {}, temps, "expert")
+    for j, t in enumerate(temps):
+        lpe, lpa = torch.log_softmax(le.double() / t, -1), torch.log_softmax(la.double() / t, -1)
+        want = reference(lpe, lpa)
+        pe, pa = lpe.exp(), lpa.exp()
+        m = (pe + pa) / 2  # 0 log 0 = 0 where a probability underflows
+        want["jsd"] = (0.5 * torch.where(pe > 0, pe * (pe / m).log(), 0.0).sum(-1)
+                       + 0.5 * torch.where(pa > 0, pa * (pa / m).log(), 0.0).sum(-1)).numpy()
+        np.testing.assert_allclose(got["expert"]["entropy"][j].numpy(), want["entropy_e"], rtol=1e-9, atol=1e-13)
+        for name in DIST_NAMES:
+            np.testing.assert_allclose(got["amateur"][name][j].numpy(), want[name], rtol=1e-9, atol=1e-13,
+                                       err_msg=f"{name} T={t}")
