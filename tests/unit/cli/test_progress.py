@@ -135,6 +135,22 @@ def test_work_line_of_a_decode_tree(judge_dirs):
     assert printed(console)[-1].startswith("scoring with decode: 3/3 items (100%)")
 
 
+def test_a_decode_of_some_prompts_counts_those_alone(judge_dirs):
+    """A shard's or a resumed run's decode (issue 47 item 10): the pass's progress was made for all
+    3 prompts, decode_all gets 2 of them: the work line and the end say 2 items, not 3."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from cscore.scorers.judge.decode import Steps, decode_all
+
+    main = AutoModelForCausalLM.from_pretrained(judge_dirs["expert"], dtype=torch.float32).eval()
+    lines, _, console = lines_of(every=1000)
+    decode_all(main, [[5, 6, 7, 8], [11, 12, 13]], [[5]] * 2, [0.5], Steps(0.1, 4, set(), lambda ids: False),
+               asst=2, progress=lines.factory("decode", 3))
+    assert printed(console)[0].startswith("decode: 2 items, 7 tokens, at most 8 decode steps to run")
+    assert printed(console)[-1].startswith("scoring with decode: 2/2 items (100%)")
+
+
 def test_items_of_several_rows_count_as_whole_items():
     """A judge's rows (values or contexts per item) counted as items: 32 items of 5 rows each,
     finished in uneven batches, end at 32/32; the work line goes to the items' pass."""
