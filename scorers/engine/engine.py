@@ -567,10 +567,11 @@ def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> 
 
 def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
     """Gather the states that predict hypothesis tokens; LM head on those only: on the CPU its
-    matrix read once per batch (``head_stream``), else in row chunks. ``sources``: per model of the pass (model, ``where``, {head: its states at an index}), with
-    ``where[i]`` = (row, column predicting item i's first token, column of that token) (an early
-    exit's norm runs on the picked states only). With ``distribution`` every head's logits of a
-    chunk are read together (``divergence.statistics``): the pair's statistics need both."""
+    matrix read once per batch (``head_stream``), else in row chunks. ``sources``: per model of
+    the pass (model, ``where``, {head: its states at an index}), with ``where[i]`` = (row, column
+    predicting item i's first token, column of that token) (an early exit's norm runs on the
+    picked states only). With ``distribution`` every head's logits of a chunk are read together
+    (``divergence.statistics``): the pair's statistics need both, in row chunks."""
     first = sources[0][1]
     targets = [t for i in first for t in items[i][1]]
     dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in first])
