@@ -32,7 +32,8 @@ def linear_and_rows(n=37, hidden=48, vocab=3001, dtype=torch.float32, seed=0, bi
     lin = lin.to(dtype)
     states = torch.randn(n, hidden, generator=g).to(dtype)
     targets = torch.randint(0, vocab, (n,), generator=g)
-    targets[:3] = torch.tensor([0, vocab - 1, BLOCK])  # the first id, the last, a block's first
+    if n >= 3:
+        targets[:3] = torch.tensor([0, vocab - 1, BLOCK])  # the first id, the last, a block's first
     return lin, states, targets
 
 
@@ -116,6 +117,13 @@ def test_more_rows_than_a_stream_takes_are_split(small_blocks, monkeypatch):
         monkeypatch.setattr(head_stream, "STREAM_ROWS", 8)
         got = streamed(lin, states, targets)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_no_rows_give_empty_statistics(small_blocks):
+    lin, states, targets = linear_and_rows(n=0)
+    with torch.no_grad():
+        lp, lpm = streamed(lin, states, targets)
+    assert lp.shape == lpm.shape == (len(TEMPS), 0)
 
 
 def test_only_a_plain_linear_head_on_the_cpu_streams():
