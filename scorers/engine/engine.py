@@ -4,7 +4,8 @@
   tokens; results go back to the input order, so scores do not depend on batching.
 * Position ids are computed from the attention mask, so left and right padding agree.
 * The LM head runs only on the hidden states that predict hypothesis tokens, in chunks:
-  no full-vocabulary logit tensor is built for the whole sequence.
+  no full-vocabulary logit tensor is built for the whole sequence (on the CPU the chunks are
+  blocks of the vocabulary for all rows of a batch, so its matrix is read once: ``head_stream``).
 * Each item is (prompt_ids, hyp_ids). Prefix sharing (``PassOptions.prefix_sharing``, on by default): items
   with identical prompt ids are packed into one row, the prompt once and its hypotheses after
   it, under a block-causal mask (a hypothesis token sees the prompt and the earlier tokens of
@@ -35,7 +36,7 @@ import numpy as np
 import torch
 
 from cscore.errors import ConfigError
-from cscore.scorers.engine import budget, divergence, flops, packed_attention, seq2seq
+from cscore.scorers.engine import budget, divergence, flops, head_stream, packed_attention, seq2seq
 from cscore.scorers.engine.head import chunk_rows, raw_logits, softcap, token_statistics
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.passes import EngineReport, Outputs, Ticks, check_inputs, deal, kept, layer_ticks
@@ -565,11 +566,12 @@ def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> 
 
 
 def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
-    """Gather the states that predict hypothesis tokens; LM head on those only, in chunks.
-    ``sources``: per model of the pass (model, ``where``, {head: its states at an index}), with
-    ``where[i]`` = (row, column predicting item i's first token, column of that token) (an early
-    exit's norm runs on the picked states only). With ``distribution`` every head's logits of a
-    chunk are read together (``divergence.statistics``): the pair's statistics need both."""
+    """Gather the states that predict hypothesis tokens; LM head on those only: on the CPU its
+    matrix read once per batch (``head_stream``), else in row chunks. ``sources``: per model of
+    the pass (model, ``where``, {head: its states at an index}), with ``where[i]`` = (row, column
+    predicting item i's first token, column of that token) (an early exit's norm runs on the
+    picked states only). With ``distribution`` every head's logits of a chunk are read together
+    (``divergence.statistics``): the pair's statistics need both, in row chunks."""
     first = sources[0][1]
     targets = [t for i in first for t in items[i][1]]
     dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in first])
@@ -587,16 +589,47 @@ def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
             picked[h], heads[h] = at(index), m
     lead = next(iter(heads.values())).get_output_embeddings().weight
     target_t = upload(torch.tensor(targets), lead.device)
+    streamed = {} if distribution else streamed_heads(heads, picked, target_t, vocab, out.temperatures)
+    rest = {h: m for h, m in heads.items() if h not in streamed}
+    per_head = {**streamed, **chunked_heads(rest, picked, target_t, vocab, out.temperatures, distribution)}
+    out.add(torch.from_numpy(dest), {h: per_head[h] for h in heads})
+
+
+def streamed_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int, temperatures) -> dict:
+    """{head: (logp, logp_max)} of the heads whose matrix streams once per batch (``head_stream``:
+    a plain linear head on the CPU); the heads of one model (an early exit rides on its model's
+    head) read it together, their rows one after the other."""
+    got: dict[str, tuple] = {}
+    for m in {id(m): m for m in heads.values()}.values():
+        lin = head_stream.linear_head(m)
+        if lin is None:
+            continue
+        names = [h for h, hm in heads.items() if hm is m]
+        rows = [picked[h].shape[0] for h in names]
+        lp, lpm = head_stream.streamed_statistics(head_stream.linear_blocks(lin), vocab,
+                                                  torch.cat([picked[h] for h in names]),
+                                                  targets.to(lin.weight.device).repeat(len(names)),
+                                                  temperatures, softcap(m))
+        got.update(zip(names, zip(lp.split(rows, dim=1), lpm.split(rows, dim=1))))
+    return got
+
+
+def chunked_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int, temperatures,
+                  distribution: bool) -> dict:
+    """{head: statistics} from row chunks of ``chunk_rows`` (every head's logits of a chunk at
+    once: with ``distribution`` the pair's statistics need both)."""
+    if not heads:
+        return {}
+    lead = next(iter(heads.values())).get_output_embeddings().weight
     chunk = chunk_rows(vocab, lead.device, lead.element_size())
+    caps = {h: softcap(m) for h, m in heads.items()}
     got: dict[str, list] = {h: [] for h in heads}
     for s in range(0, len(targets), chunk):
         logits = {h: raw_logits(m, picked[h][s:s + chunk]) for h, m in heads.items()}
-        caps = {h: softcap(m) for h, m in heads.items()}
-        extra = divergence.statistics(logits, caps, out.temperatures, "expert" if "expert" in heads else None) \
+        extra = divergence.statistics(logits, caps, temperatures, "expert" if "expert" in heads else None) \
             if distribution else {}
         for h, z in logits.items():
-            got[h].append((*token_statistics(z, target_t[s:s + chunk], out.temperatures, caps[h]),
+            got[h].append((*token_statistics(z, targets[s:s + chunk], temperatures, caps[h]),
                            *extra.get(h, {}).values()))
-    per_head = {h: tuple(torch.cat([part[k] for part in parts], dim=1) for k in range(len(parts[0])))
-                for h, parts in got.items()}
-    out.add(torch.from_numpy(dest), per_head)
+    return {h: tuple(torch.cat([part[k] for part in parts], dim=1) for k in range(len(parts[0])))
+            for h, parts in got.items()}

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from cscore.errors import ConfigError
+from cscore.scorers.engine import head_stream
 from cscore.scorers.engine.head import chunk_rows, token_statistics
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.passes import EngineReport, Outputs, Ticks, check_inputs, deal, kept
@@ -54,11 +55,16 @@ def key_part(lm) -> dict:
     return {"layout": {"kind": "encoder-decoder", "decoder_start": int(start)}}
 
 
+def scaled_states(model, states: torch.Tensor) -> torch.Tensor:
+    """Decoder states as the LM head reads them (the T5 family scales them: tied embeddings)."""
+    if getattr(model.config, "scale_decoder_outputs", False):
+        return states * (model.model_dim ** -0.5)
+    return states
+
+
 def raw_logits(model, states: torch.Tensor) -> torch.Tensor:
     """Logits from decoder states as the model computes them, in its own dtype."""
-    if getattr(model.config, "scale_decoder_outputs", False):  # T5 family, tied embeddings
-        states = states * (model.model_dim ** -0.5)
-    logits = model.get_output_embeddings()(states)
+    logits = model.get_output_embeddings()(scaled_states(model, states))
     bias = getattr(model, "final_logits_bias", None)  # BART, Pegasus, Marian, ...
     if bias is not None:
         logits = logits + bias.to(logits.device)
@@ -243,8 +249,14 @@ def _score_batch(model, items, idx, hidden, out, name, vocab, device):
         [t for i in idx for t in items[i][1]]))
     dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in idx])
     picked = hidden[rows, cols]
-    chunk = chunk_rows(vocab, picked.device, picked.element_size())
-    got = [token_statistics(raw_logits(model, picked[s:s + chunk]), targets[s:s + chunk], out.temperatures)
-           for s in range(0, len(targets), chunk)]
-    lp, lpm = torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1)
+    lin = head_stream.linear_head(model)
+    if lin is not None:  # the CPU: the head's matrix read once per batch
+        blocks = head_stream.linear_blocks(lin, getattr(model, "final_logits_bias", None))
+        lp, lpm = head_stream.streamed_statistics(blocks, vocab, scaled_states(model, picked), targets,
+                                                  out.temperatures)
+    else:
+        chunk = chunk_rows(vocab, picked.device, picked.element_size())
+        got = [token_statistics(raw_logits(model, picked[s:s + chunk]), targets[s:s + chunk], out.temperatures)
+               for s in range(0, len(targets), chunk)]
+        lp, lpm = torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1)
     out.add(torch.from_numpy(dest), {name: (lp, lpm)})

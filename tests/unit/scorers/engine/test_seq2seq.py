@@ -216,6 +216,22 @@ def test_statistics_equal_an_independent_float64_computation(loaded, items, name
 
 
 @pytest.mark.parametrize("name", ["t5", "bart"])
+def test_the_head_read_in_blocks_of_the_vocabulary_equals_the_reference(loaded, items, name, monkeypatch):
+    """On the CPU the head's matrix streams once per batch in blocks of the vocabulary
+    (``head_stream``), T5's output scaling and BART's final_logits_bias applied per block."""
+    from cscore.scorers.engine import head_stream
+
+    monkeypatch.setattr(head_stream, "VOCAB_BLOCK", 64)  # ~400 ids: several blocks
+    lm = loaded[name, "float64"]
+    assert head_stream.linear_head(lm.model) is not None
+    its = items[family(name)]
+    ts = only(engine.compute(lm.model, its, temperatures=TEMPS, pad_id=PAD)[0])
+    want_lp, want_max = reference(lm.model, its, TEMPS)
+    assert_close64(ts.logp, want_lp)
+    assert_close64(ts.logp_max, want_max)
+
+
+@pytest.mark.parametrize("name", ["t5", "bart"])
 def test_float32_statistics_within_the_float32_tolerance(loaded, items, name, f32):
     """The usual dtype: float32 statistics within one float32 evaluation's bound of the float64
     reference of the same weights."""
