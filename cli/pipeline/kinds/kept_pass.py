@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class KeptModel:
     """A model of a pass read through the front index: what it is (its record: ``info`` as the
-    full path found it), its weights never loaded (``status``: "not loaded")."""
+    full path found it); its weights not needed (``status``)."""
 
     name: str
     info: dict
@@ -43,7 +44,12 @@ class KeptModel:
     reused: bool = False
 
     def status(self) -> str:
-        return "not loaded"
+        """"not used" where an earlier job of this process holds the weights (its model pool; an
+        early exit ``name[:k]`` by its model's), else "not loaded"."""
+        models = sys.modules.get("cscore.scorers.models.models")  # imported only if a job loaded one
+        base = self.name.rsplit("[:", 1)[0] if self.name.endswith("]") else self.name
+        held = getattr(models, "_POOL", {}).values() if models is not None else ()
+        return "not used" if any(lm.name == base and lm.loaded for lm in held) else "not loaded"
 
 
 def pass_options(run: RunConfig, plan: Plan) -> PassOptions:
