@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from cscore.cli.progress import Lines, quick_slice, rate_text
+from cscore.scorers.engine import cpu
 from cscore.scorers.engine.pass_options import PassOptions
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -69,10 +70,11 @@ def test_heartbeat_thread_starts_and_stops():
     assert lines._stop is None and lines.active is None
 
 
-def test_estimate_after_the_first_batch_and_the_quick_slice():
+def test_estimate_after_the_first_batch_and_the_quick_slice(monkeypatch):
     """First 10 of 100 items in 30 s: 270 s left; a 300 s pass on a CPU gets the dev slice of
     60 / 300 = 0.2 of the groups (of 0.5 when already on a dev split of 0.5: 0.1), at least one
     group; none for a short pass or on CUDA."""
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: frozenset({"avx2"}))  # no bfloat16 units
     run = SimpleNamespace(passes=PassOptions(device="cpu"),
                           split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
     lines, now, console = lines_of(every=1000, hint=quick_slice(run))
@@ -94,6 +96,28 @@ def test_estimate_after_the_first_batch_and_the_quick_slice():
     assert "split.dev_fraction=0.04 " in quick_slice(run)(800.0)  # 0.0375 rounded up
     assert "split.dev_fraction=0.05 " in quick_slice(run, groups=10)(800.0)  # one group of the data's 20
     assert quick_slice(run)(100.0) is None  # short
+    run.passes = PassOptions(device="cuda")
+    assert quick_slice(run)(3000.0) is None
+
+
+def test_a_float32_run_on_a_cpu_with_bfloat16_units_is_told_so(monkeypatch):
+    """issue 50 item 3: the long-work line names the CPU's bfloat16 units (read from cpuinfo's
+    flags) when the run is in float32 (auto on a CPU), not when it is already bfloat16 or on CUDA."""
+    assert cpu.bf16_units(frozenset({"fpu", "avx512_bf16", "amx_bf16"})) == "AMX-BF16 and AVX512-BF16"
+    assert cpu.bf16_units(frozenset({"fpu", "avx512f"})) is None
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    run = SimpleNamespace(passes=PassOptions(device="cpu"),
+                          split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
+    line = quick_slice(run)(300.0)
+    assert line == ("long on a CPU: split.use=dev split.dev_fraction=0.2 runs a slice of whole groups (about 60s "
+                    "for this pass); this CPU has bfloat16 units (AVX512-BF16): runtime.dtype=bfloat16 runs faster, "
+                    "with scores that differ slightly from float32's (docs/performance.md, bfloat16 on a CPU)")
+    run.split.use, run.split.dev_fraction = "dev", 0.01  # already a small slice: the bfloat16 note alone
+    assert quick_slice(run)(300.0) == "long on a CPU: this CPU has bfloat16 units (AVX512-BF16): " \
+        "runtime.dtype=bfloat16 runs faster, with scores that differ slightly from float32's (docs/performance.md, " \
+        "bfloat16 on a CPU)"
+    run.passes = PassOptions(device="cpu", dtype="bfloat16")
+    assert quick_slice(run)(300.0) is None
     run.passes = PassOptions(device="cuda")
     assert quick_slice(run)(3000.0) is None
 
