@@ -457,12 +457,9 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
                                                     None if exit_layer else ama.model, pad)),
              ("plain fwd", lambda: (None, plain_forward(pair.expert.model, items, pad))),
              ("unshared", lambda: stats_of(False)), ("shared", lambda: stats_of(True))]
-    if args.distribution:
-        runs.append(("shared+dist", lambda: stats_of(True, distribution=True)))
-    if args.dense_too:
-        runs.append(("dense-mask", dense))
-    if args.sparse_too:
-        runs.append(("sparse", sparse))
+    optional = {"shared+dist": (args.distribution, lambda: stats_of(True, distribution=True)),
+                "dense-mask": (args.dense_too, dense), "sparse": (args.sparse_too, sparse)}
+    runs += [(name, fn) for name, (wanted, fn) in optional.items() if wanted]
     if args.flex_too:
         flex()  # warm-up: on CUDA the first calls compile flex_attention and the mask
         runs.append(("flex", flex))
@@ -658,7 +655,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--sparse-too", action="store_true",
                     help="also time packed_attention on CUDA (there the engine uses the dense mask)")
     ap.add_argument("--distribution", action="store_true",
-                    help="also time the shared pass with the distributional statistics (shared+dist) and print the extra")
+                    help="also time the shared pass keeping the distributional statistics (shared+dist)")
     ap.add_argument("--judge", action="store_true", help="time the CD-judge pass with and without sharing")
     ap.add_argument("--tolerance", type=float, default=None,
                     help="max relative contrast-score difference (default 1e-4 float32, 2e-2 bfloat16)")

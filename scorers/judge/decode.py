@@ -146,7 +146,8 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     rules = len(set(cs))
     # items: the prompts this call decodes (a shard's, a resumed run's), not all of the progress's
     announce(progress, tokens=sum(len(p) for p in prompts), steps=len(prompts) * rules * max_new_tokens,
-             items=len(prompts), detail=f"{len(prompts)} prompts x {rules} rules x up to {max_new_tokens} new tokens, one tree per prompt")
+             items=len(prompts),
+             detail=f"{len(prompts)} prompts x {rules} rules x up to {max_new_tokens} new tokens, one tree per prompt")
     clock = tree_clock(prompts, rules, max_new_tokens, len(stepper.models), progress)
     try:
         for prompt, first in zip(prompts, firsts):
