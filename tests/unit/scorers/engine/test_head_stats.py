@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from cscore.scorers.engine import engine, head
 from cscore.scorers.engine.pass_options import PassOptions
+from cscore.tests.support.allocations import Allocations
 
 TEMPS = (0.5, 1.0, 2.0, 0.7)
 
@@ -54,30 +54,15 @@ def test_float64_against_logsumexp():
         assert torch.allclose(lpm[j], want_lpm, rtol=0, atol=1e-12)
 
 
-class Allocations(TorchDispatchMode):
-    """The largest float32 tensor any operation returns."""
-
-    def __init__(self):
-        super().__init__()
-        self.largest = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for x in out if isinstance(out, (tuple, list)) else [out]:
-            if isinstance(x, torch.Tensor) and x.dtype == torch.float32:
-                self.largest = max(self.largest, x.numel())
-        return out
-
-
 def test_no_float32_copy_of_all_rows():
     z, t = logits_and_targets(n=64)
-    with Allocations() as seen:
+    with Allocations(torch.float32) as seen:
         head.token_statistics(z, t, TEMPS)
     rows = head.stats_rows(z)
     assert rows < 64
     assert seen.largest <= rows * z.shape[1]  # blocks only
     z32 = z.float()
-    with Allocations() as seen:
+    with Allocations(torch.float32) as seen:
         head.token_statistics(z32, t, TEMPS)  # the float32 path allocates no copy either
     assert seen.largest <= rows * z.shape[1]
 

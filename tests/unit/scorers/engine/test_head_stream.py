@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from cscore.scorers.engine import engine, head, head_stream
+from cscore.tests.support.allocations import Allocations
 
 TEMPS = (0.5, 1.0, 2.0, 0.7)
 BLOCK = 256  # blocks of the vocabulary in these tests: 3001 ids are 12 blocks, the last one partial
@@ -77,21 +77,6 @@ def test_a_row_does_not_depend_on_the_rows_beside_it(small_blocks, dtype):
             sel = torch.tensor(rows)
             a, b = streamed(lin, states[sel], targets[sel])
             assert torch.equal(a, lp[:, sel]) and torch.equal(b, lpm[:, sel]), rows
-
-
-class Allocations(TorchDispatchMode):
-    """The most elements of any tensor an operation returns."""
-
-    def __init__(self):
-        super().__init__()
-        self.largest = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for x in out if isinstance(out, (tuple, list)) else [out]:
-            if isinstance(x, torch.Tensor):
-                self.largest = max(self.largest, x.numel())
-        return out
 
 
 def test_the_matrix_is_read_once_in_blocks_for_all_rows(small_blocks):
