@@ -6,6 +6,7 @@ the pass's wall time, the merge's share, and whether the scores are bit-identica
     python scripts/bench_shards.py --docs 1 --per-doc 4 # a check that it runs (not a speed figure)
     python scripts/bench_shards.py --devices cuda:0,cuda:1 --threads 0   # a multi-GPU machine
     python scripts/bench_shards.py --many-batches       # >= 16 batches: 16 documents x 4, budget 1024
+    python scripts/bench_shards.py --many-batches --ceiling   # and the most 2 processes gain on this machine
     python scripts/bench_shards.py --set pair.expert.path=DIR/expert --set pair.amateur.path=DIR/amateur
                                                         # any pair, e.g. bench_prefix.py --save-arch DIR's
 
@@ -112,6 +113,53 @@ def print_mfu(ones: list[dict], manys: list[dict], n_devices: int) -> None:
               f"{best['flops'] / best['pass'] / 1e12:.3f} TFLOP/s; MFU {mfu}")
 
 
+def _ceiling_worker(seconds_out, barrier, rounds: int) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    # one SmolLM2 decoder layer's matrix products for a 1,024-token row (576 -> 1,536 -> 576, and the
+    # attention's 576 x 576 projections), float32: the work a shard's pass spends most of its time in
+    x = torch.randn(1024, 576, generator=gen)
+    up, down = torch.randn(576, 1536, generator=gen), torch.randn(1536, 576, generator=gen)
+    proj = torch.randn(576, 576, generator=gen)
+    for _ in range(2):
+        (x @ up) @ down
+    barrier.wait()
+    start = time.perf_counter()
+    for _ in range(rounds):
+        h = torch.nn.functional.silu(x @ up) @ down
+        h = h @ proj @ proj.T
+    seconds_out.put(time.perf_counter() - start)
+
+
+def ceiling(rounds: int = 300) -> None:
+    """The most N one-thread processes can gain on this machine, whatever cscore does: a fixed piece
+    of the pass's kind of work (float32 matrix products at SmolLM2's shapes) timed in one process
+    alone, then in N processes at once. N shards can be at most N x alone / together faster; the
+    difference to that is the hardware's (shared cores, caches, memory bandwidth, the neighbours)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    for n in (1, 2):
+        out, barrier = ctx.Queue(), ctx.Barrier(n)
+        procs = [ctx.Process(target=_ceiling_worker, args=(out, barrier, rounds)) for _ in range(n)]
+        for p in procs:
+            p.start()
+        seconds = [out.get() for _ in procs]
+        for p in procs:
+            p.join()
+        if n == 1:
+            alone = seconds[0]
+            print(f"ceiling: 1 process alone {alone:.2f}s", flush=True)
+        else:
+            together = max(seconds)
+            print(f"ceiling: {n} processes at once {', '.join(f'{s:.2f}s' for s in seconds)}: each "
+                  f"{together / alone:.2f}x slower than alone, so {n} shards can gain at most "
+                  f"{n * alone / together:.2f}x on this machine now (load average {os.getloadavg()[0]:.1f})",
+                  flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", default="smollm2")
@@ -125,7 +173,12 @@ def main() -> None:
                     help="one more override of every run (repeatable), e.g. pair.expert.path=DIR")
     ap.add_argument("--many-batches", action="store_true",
                     help="a workload of >= 16 batches: 16 documents x 4 at token budget 1024 (unless given)")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also time a fixed matrix-product workload in 1 process, then 2 at once, before "
+                         "and after the runs: the most 2 shards can gain on this machine")
     args = ap.parse_args()
+    if args.ceiling:
+        ceiling()
     if args.many_batches:
         args.docs, args.per_doc = 16, 4
         args.token_budget = args.token_budget or 1024
@@ -153,6 +206,8 @@ def main() -> None:
     print_mfu(ones, manys, len(devices))
     print(f"command wall ratio: {med['one_wall'] / med['many_wall']:.2f}x; pass wall ratio: "
           f"{med['one_pass'] / med['many_pass']:.2f}x; scores bit-identical (every run): {identical}")
+    if args.ceiling:
+        ceiling()
     if not identical:
         sys.exit(1)
 
