@@ -56,7 +56,7 @@ class SlurmUnavailable(SlurmError):
 
 
 class KindError(CscoreError):
-    """A method kind registered twice, under no name, or not a MethodKind (cli/pipeline/kinds)."""
+    """A method kind registered twice, under no name, or not a MethodKind (run/kinds)."""
 
 
 class AlignmentError(InputError):

@@ -1,18 +1,33 @@
 """What a command is doing, as it goes: one ``Progress`` for the run's passes and the report's steps.
 
 A run hands its passes ``factory(name, total)`` (each pass gets its ``advance(n)``) inside
-``live()``, which starts and stops ``bar``: both come from ``cli.progress.progress_bar`` (a live
+``live()``, which starts and stops ``bar``: both come from ``progress_bar`` below (a live
 rich bar on a terminal, plain lines elsewhere), and the kinds print nothing themselves. The report
 says its steps on stderr (``say``, ``steps``): a live bar on a terminal; elsewhere (logs, pipes)
 one line for the first and last step of a table and at most one every ``every`` seconds.
 
-This module imports nothing of cscore's layers (cli, metaeval, scorers, data): all of them use it."""
+This module imports nothing of cscore's layers (cli, metaeval, scorers, data): all of them use it.
+
+The passes' reporters (``progress_bar``): a live rich bar on an interactive terminal; elsewhere (a
+log file, SLURM output, a pipe) a plain line about every 10 seconds per pass (items done of all,
+rate, time left), also while one batch or decode step runs long (a heartbeat thread), and one
+when the pass ends. ``runtime.progress``: true, false, or the seconds between lines off a terminal.
+
+Before a pass runs, what it will do (``work``: items, tokens, decode steps, as the pass planned
+them) is printed. The pass also says the share of that work done within a batch (``part``: layer
+by layer of a forward pass, step by step of a decode), so once it has run FIRST seconds (or after
+its first batch, if sooner) a line says the time it will take (the longest items come first, so
+the estimate errs long) and, where that is long, the quick slice (``hint``, run/slice_hint.py); the plain lines give
+the time left from that share too. A decode tells the share of its time its ``DecodeClock``
+(scorers/engine/decode_clock.py) estimates run, so its lines and its hint follow that clock."""
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator
 
 
@@ -83,3 +98,248 @@ class Progress:
                 self.say(f"{title} {done}/{total}: {what}")
 
         return update
+
+
+
+EVERY = 10.0  # seconds between plain progress lines
+SOON = 5.0  # seconds left under which the estimate is not worth a line
+FIRST = 3.0  # seconds of a pass after which its share done gives the first estimate
+
+
+def rate_text(rate: float) -> str:
+    """A rate as the summary prints it: one decimal, two significant digits below 1 (0.044)."""
+    if rate == float("inf"):
+        return "-"
+    return f"{rate:.2g}" if rate < 1 else f"{rate:.1f}"
+
+
+def work_text(name: str, total: int, counts: dict) -> str:
+    """``expert: 160 items, 25,652 tokens to run (70 rows)`` from what a pass announced: this
+    command's work (``total`` items), with the items kept from before it (``kept``) named apart."""
+    parts = [f"{total:,} items"]
+    if counts.get("tokens") is not None:
+        parts.append(f"{counts['tokens']:,} tokens")
+    if counts.get("steps") is not None:
+        parts.append(f"at most {counts['steps']:,} decode steps")
+    notes = [counts["detail"]] if counts.get("detail") else []
+    if counts.get("kept"):
+        notes.append(f"{counts['kept']:,} more items done before this command, kept")
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    return f"{name}: {', '.join(parts)} to run{tail}"
+
+
+class Pass:
+    """One pass's progress: called with the items it finished; ``work(**counts)`` says what it
+    will do (tokens=, steps=, detail=) before it starts."""
+
+    takes_work = True
+
+    def __init__(self, owner: "Reporter", name: str, total: int):
+        self.owner, self.name, self.total = owner, name, total
+        self.start = self.last = owner.clock()
+        self.done, self.announced, self.warmed = 0, False, False
+        self.share = 0.0  # of the planned work, within a batch too (``part``)
+
+    def __call__(self, n: int) -> None:
+        self.owner.advance(self, n)
+
+    def part(self, share: float) -> None:
+        """The share of the planned work done (0 to 1), told within a batch."""
+        self.owner.shared(self, share)
+
+    def fraction(self) -> float:
+        """The share done: as told (``part``), else items done of all."""
+        return self.share or (self.done / self.total if self.total else 0.0)
+
+    def work(self, **counts) -> None:
+        self.announced = True
+        if counts.get("items") is not None:  # a shard's or a resumed pass's: the items it runs are the total
+            self.total = int(counts["items"])
+            self.owner.resize(self)
+        self.owner.emit(work_text(self.name, self.total, counts))
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.total
+
+
+class Reporter:
+    """What both kinds of progress share: passes, the work and warm-up lines (``emit``)."""
+
+    def __init__(self, console, clock: Callable[[], float] = time.monotonic,
+                 hint: Callable[[float], str | None] | None = None):
+        self.console, self.clock, self.hint = console, clock, hint
+        self.lock = threading.RLock()
+        self.active: Pass | None = None
+
+    def emit(self, text: str) -> None:
+        with self.lock:
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def factory(self, name: str, total: int) -> Pass:
+        with self.lock:
+            self.active = Pass(self, name, total)
+            return self.active
+
+    def advance(self, p: Pass, n: int) -> None:
+        with self.lock:
+            p.done += n
+            if p.announced and not p.warmed and 0 < p.done < p.total:
+                p.warmed = True
+                self.warm_up(p, self.clock() - p.start)
+
+    def shared(self, p: Pass, share: float) -> None:
+        """The pass told its share done: the first estimate once it has run FIRST seconds."""
+        with self.lock:
+            p.share = min(max(share, 0.0), 1.0)
+            seconds = self.clock() - p.start
+            if p.announced and not p.warmed and 0 < p.share < 1 and seconds >= FIRST:
+                p.warmed = True
+                self.warm_up(p, seconds)
+
+    def resize(self, p: Pass) -> None:
+        """The pass's total changed (a shard's own items)."""
+
+    def warm_up(self, p: Pass, seconds: float) -> None:
+        """After its first FIRST seconds or batch: the time the pass will take at its rate, and the
+        slice if long."""
+        share = p.fraction()
+        left = seconds * (1 - share) / share
+        if left < SOON:
+            return
+        at = (datetime.now() + timedelta(seconds=left)).strftime("%H:%M")
+        first = f"{max(share, 0.01):.0%} of its work" if p.share else f"first {p.done} of {p.total} items"
+        self.emit(f"{p.name}: {first} in {seconds:.1f}s; about {left:.0f}s left (done about {at})")
+        tip = self.hint(seconds + left) if self.hint else None
+        if tip:
+            self.emit(tip)
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        with self.lock:
+            self.active = None
+
+
+class Lines(Reporter):
+    """The plain-line progress: ``factory(name, total)`` returns the pass's ``advance(n)``; a
+    line when ``every`` seconds passed since the last (``tick``, also run by a heartbeat thread
+    between ``start`` and ``stop``, so a long batch still gets its lines) and when it ends."""
+
+    def __init__(self, console, every: float = EVERY, clock: Callable[[], float] = time.monotonic,
+                 hint: Callable[[float], str | None] | None = None, heartbeat: bool = True):
+        super().__init__(console, clock, hint)
+        self.every, self.heartbeat = every, heartbeat
+        self._stop: threading.Event | None = None
+
+    def advance(self, p: Pass, n: int) -> None:
+        with self.lock:
+            super().advance(p, n)
+            now = self.clock()
+            if now - p.last >= self.every or p.finished:
+                self.report(p, now)
+
+    def report(self, p: Pass, now: float) -> None:
+        p.last = now
+        self.emit(line(f"scoring with {p.name}", p.done, p.total, now - p.start, p.share))
+
+    def tick(self) -> None:
+        """A line for the running pass if none came for ``every`` seconds (at least a second)."""
+        with self.lock:
+            p, now = self.active, self.clock()
+            if p is not None and not p.finished and now - p.last >= max(self.every, 1.0):
+                self.report(p, now)
+
+    def start(self) -> None:
+        if self.heartbeat and self._stop is None:
+            self._stop = threading.Event()
+            stop = self._stop
+            threading.Thread(target=self._beat, args=(stop,), daemon=True, name="cscore-progress").start()
+
+    def _beat(self, stop: threading.Event) -> None:
+        while not stop.wait(min(1.0, max(0.25, self.every / 4))):
+            self.tick()
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
+        super().stop()
+
+
+def line(what: str, done: int, total: int, seconds: float, share: float = 0.0) -> str:
+    """``scoring with expert: 48/160 items (30%), 4.1 items/s, 27s left`` (``in 39s`` when done);
+    ``share``: of the work done, told within a batch (``5% of the work, about 60s left``)."""
+    rate = done / seconds if seconds > 0 and done else float("inf")
+    part = f" ({100 * done / total:.0f}%)" if total else ""
+    if done >= total:
+        tail = f"done in {seconds:.0f}s"
+    elif share > 0 and seconds > 0:
+        tail = f"{max(share, 0.01):.0%} of the work, about {seconds * (1 - share) / share:.0f}s left"
+    elif done and rate != float("inf"):
+        tail = f"about {(total - done) / rate:.0f}s left"
+    else:
+        tail = f"{seconds:.0f}s so far, time left unknown"
+    return f"{what}: {done}/{total} items{part}, {rate_text(rate)} items/s, {tail}"
+
+
+def interval(setting) -> float | None:
+    """Seconds between plain lines for a ``runtime.progress`` value (None: no progress)."""
+    if setting is False or setting is None:
+        return None
+    if setting is True:
+        return EVERY
+    return float(setting)
+
+
+class Bar(Reporter):
+    """The live rich bar (it redraws itself, elapsed time included); work and warm-up lines above it."""
+
+    def __init__(self, console, hint=None, clock: Callable[[], float] = time.monotonic):
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TaskID,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        super().__init__(console, clock=clock, hint=hint)
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), TimeRemainingColumn(), console=console)
+        self.tasks: dict[int, TaskID] = {}
+
+    def emit(self, text: str) -> None:
+        self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def factory(self, name: str, total: int) -> Pass:
+        p = super().factory(name, total)
+        self.tasks[id(p)] = self.bar.add_task(f"scoring with {name}", total=total)
+        return p
+
+    def advance(self, p: Pass, n: int) -> None:
+        super().advance(p, n)
+        self.bar.advance(self.tasks[id(p)], n)
+
+    def resize(self, p: Pass) -> None:
+        self.bar.update(self.tasks[id(p)], total=p.total)
+
+    def start(self) -> None:
+        self.bar.start()
+
+    def stop(self) -> None:
+        self.bar.stop()
+        super().stop()
+
+
+def progress_bar(console, setting, hint: Callable[[float], str | None] | None = None):
+    """(bar with start() / stop(), factory(name, total) -> advance(n)), or (None, None) when off.
+    ``hint(seconds)``: a line suggesting a quicker run for a pass that takes that long, or None."""
+    every = interval(setting)
+    if every is None:
+        return None, None
+    reporter = Lines(console, every, hint=hint) if not console.is_interactive else Bar(console, hint=hint)
+    return reporter, reporter.factory

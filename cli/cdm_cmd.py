@@ -1,9 +1,9 @@
 """``cscore cdm generate`` and ``cscore cdm train`` (Generative CDM, the CDM paper's Algorithm 1);
-the score step of ``method=cdm_gen`` is the discriminator kind (``cli/pipeline/kinds/discriminator.py``).
+the score step of ``method=cdm_gen`` is the discriminator kind (``run/kinds/discriminator.py``).
 
 Both commands compose ``conf/cdm.yaml`` (= config.yaml + a ``cdm:`` section) with Hydra's override
 syntax, so ``data=``, ``pair=``, ``prompt=`` and ``runtime.*`` mean what they mean for ``cscore run``;
-they check it, load what is needed and call ``cscore.scorers.training`` (``negatives``: the negatives
+they check it, load what is needed and call ``cscore.training`` (``negatives``: the negatives
 and their provenance, resumable; ``discriminator``: the group-held-out training and its
 cscore_discriminator.json, written last).
 """
@@ -23,7 +23,7 @@ from cscore.errors import ConfigError, ShardsPending
 from cscore.scorers.methods.params import specs_of
 from cscore.scorers.store.meeting import pending_text
 from cscore.scorers.store.shards import Pending
-from cscore.scorers.training.params import CdmGenerate, CdmTrain
+from cscore.training.params import CdmGenerate, CdmTrain
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ Sharding (docs/scaling.md) as for cscore run: runtime.shards=N [runtime.shard=K]
 Options: conf/cdm.yaml (cdm.generate.*, cdm.train.*); --cfg prints the composed cdm section."""
 
 
-GENERATE_PARAMS = specs_of(CdmGenerate)  # the schema: scorers/training/params.py
+GENERATE_PARAMS = specs_of(CdmGenerate)  # the schema: training/params.py
 TRAIN_PARAMS = specs_of(CdmTrain)
 
 
@@ -91,21 +91,21 @@ def parse(argv: list[str]) -> tuple[DictConfig, list[str]]:
 
 
 def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
-    """Make the negatives (scorers/training/negatives.py); returns the output directory.
+    """Make the negatives (training/negatives.py); returns the output directory.
     ``overrides``: the command line, for the pair's early-exit rule (as in ``cscore run``)."""
-    from cscore.cli import workers
     from cscore.cli.names import resolve_pair
-    from cscore.cli.typed import resolved
-    from cscore.cli.validate import validate
+    from cscore.run import workers
+    from cscore.run.typed import resolved
+    from cscore.run.validate import validate
 
     g = checked(cfg.cdm.generate, GENERATE_PARAMS, "cdm.generate")
     check_limit(g["limit"])
     resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
     run = sharding("generate", validate(cfg))  # before torch loads
-    from cscore.cli.pipeline import negatives as steps
-    from cscore.cli.pipeline.stages import load_stage
+    from cscore.run import negatives as steps
+    from cscore.run.stages import load_stage
     from cscore.scorers.engine import threads
-    from cscore.scorers.training import artifacts, negatives
+    from cscore.training import artifacts, negatives
 
     job = negatives.open_job(run, g, artifacts.out_dir(g["out"], "cdm", "generate"), resolved(cfg))
     threads.apply(run.runtime.threads)  # as cscore run (each worker of runtime.devices with its own)
@@ -133,11 +133,11 @@ def check_limit(limit: int | None) -> None:
 
 
 def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
-    """Train the discriminator (scorers/training/discriminator.py); returns the output directory."""
-    from cscore.cli import workers
+    """Train the discriminator (training/discriminator.py); returns the output directory."""
     from cscore.cli.names import resolve_pair
-    from cscore.cli.typed import resolved
-    from cscore.cli.validate import validate
+    from cscore.run import workers
+    from cscore.run.typed import resolved
+    from cscore.run.validate import validate
 
     t = checked(cfg.cdm.train, TRAIN_PARAMS, "cdm.train")
     resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
@@ -145,9 +145,9 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
         f"with cdm.train.discriminator={t['discriminator']} trains a transformers classifier: its gradient "
         "steps are one sequence in one process, not a statistics pass")
     run = sharding("train", validate(cfg), classifier, listed=cfg.runtime.devices is not None)  # before torch loads
-    from cscore.cli.pipeline.kinds.pair import load_pair, stats_cache
+    from cscore.run.kinds.pair import load_pair, stats_cache
     from cscore.scorers.engine import threads
-    from cscore.scorers.training import discriminator
+    from cscore.training import discriminator
 
     job = discriminator.open_job(run, t, resolved(cfg))
     if job.finished:
@@ -169,7 +169,7 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
 
 @dataclass(frozen=True)
 class Stage:
-    """A cdm stage as ``cli/workers.py``'s checks see it (they read ``name``, ``shards`` and
+    """A cdm stage as ``run/workers.py``'s checks see it (they read ``name``, ``shards`` and
     ``meets_in_cache``: where the shards meet, the statistics cache or the output directory)."""
 
     name: str
@@ -182,7 +182,7 @@ def sharding(stage: str, run, refuse: str | None = None, listed: bool = False):
     ``cscore run``); ``refuse``: why this stage cannot give bit-identical output sharded (then
     runtime.shards / shard / devices are one line; ``listed``: runtime.devices was given, one
     device too, which the typed run resolved into ``runtime.device``)."""
-    from cscore.cli import workers
+    from cscore.run import workers
 
     rt = run.runtime
     if refuse and (rt.shards > 1 or rt.shard is not None or listed):
@@ -193,7 +193,7 @@ def sharding(stage: str, run, refuse: str | None = None, listed: bool = False):
 
 def pending_line(stage: str, overrides: list[str], err: ShardsPending) -> str:
     """The one line a shard that did its part ends with: what is missing and the commands that finish it."""
-    from cscore.cli.workers import stage_line
+    from cscore.run.workers import stage_line
 
     if not err.missing:
         return str(err)

@@ -14,7 +14,7 @@ from cscore.errors import ConfigError
 
 def conf_folder() -> Path:
     """The folder of ``cscore.conf``, found, not imported: importing it registers the schema
-    (``cli/typed.py``: the methods, Hydra's ConfigStore), which reading a YAML file does not need."""
+    (``run/typed.py``: the methods, Hydra's ConfigStore), which reading a YAML file does not need."""
     from importlib.util import find_spec
 
     spec = find_spec("cscore.conf")
@@ -63,7 +63,7 @@ def compose(name: str, overrides: list[str], sections: dict[str, dict]) -> DictC
 
 def checked(section: DictConfig, specs: dict, prefix: str) -> dict:
     """The settings of one section, each checked by its ``Param`` (one-line ConfigErrors)."""
-    from cscore.cli.validate import check_keys
+    from cscore.run.validate import check_keys
 
     given = plain(section)
     check_keys(prefix, given, set(specs))

@@ -12,8 +12,8 @@ import yaml
 
 HEADER = """# Configuration reference
 
-Generated from the schema (`scorers/config/run.py`, `scorers/config/groups.py`, each loader's `Options` in
-`data/`, each method's `Params` in `scorers/methods/`, `scorers/training/params.py`, the baselines' settings) by
+Generated from the schema (`config/run.py`, `config/groups.py`, each loader's `Options` in
+`data/`, each method's `Params` in `scorers/methods/`, `training/params.py`, the baselines' settings) by
 `scripts/config_reference.py`; do not edit by hand. The YAML presets under `conf/` choose
 values; a setting not in a preset keeps the default written here. Any key can be set on the
 command line, e.g. `cscore run runtime.token_budget=auto method.gamma=0.2`.
@@ -67,7 +67,7 @@ def table(title: str, text: str, cls, prefix: str) -> str:
 
 
 def run_sections() -> str:
-    from cscore.scorers.config.run import RunSettings
+    from cscore.config.run import RunSettings
 
     out = ""
     for f in fields(RunSettings):
@@ -79,8 +79,8 @@ def run_sections() -> str:
 
 
 def group_sections() -> str:
-    from cscore.scorers.config.groups import Data, JudgePrompt, Prompt, Tracking
-    from cscore.scorers.config.run import Pair
+    from cscore.config.groups import Data, JudgePrompt, Prompt, Tracking
+    from cscore.config.run import Pair
 
     out = ""
     for name, cls in (("pair", Pair), ("data", Data), ("prompt", Prompt), ("judge_prompt", JudgePrompt),
@@ -155,7 +155,7 @@ def baseline_sections() -> str:
 
 
 def stage_sections() -> str:
-    from cscore.scorers.training.params import CdmGenerate, CdmTrain, T5ScoreTrain
+    from cscore.training.params import CdmGenerate, CdmTrain, T5ScoreTrain
 
     out = "\n# Stage commands\n"
     for title, cls, prefix in (("`cscore cdm generate`", CdmGenerate, "cdm.generate."),

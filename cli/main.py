@@ -47,7 +47,8 @@ def run_command(rest: list[str]) -> None:
 
         rest = canonical_names(rest)  # baseline=rouge1 is rouge; every unknown name in one line
         precheck.check(rest)
-        from cscore.cli import names, resume, workers
+        from cscore.cli import names, resume
+        from cscore.run import workers
 
         rest = workers.array_shards(rest)  # -m runtime.shards=N: one job per shard (one job array)
 
@@ -90,56 +91,27 @@ def print_version(rest: list[str]) -> None:
     print(version_line())
 
 
-# each command's module is imported only when that command runs: a command loads what it needs, nothing
-# of the others'
-def data_command(rest: list[str]) -> None:
-    from cscore.cli.data_cmd import main as data_main
-
-    data_main(rest)
-
-
-def cdm_command(rest: list[str]) -> None:
-    from cscore.cli.cdm_cmd import main as cdm_main
-
-    cdm_main(rest)
-
-
-def t5score_command(rest: list[str]) -> None:
-    from cscore.cli.t5score_cmd import main as t5score_main
-
-    t5score_main(rest)
-
-
-def report_command(rest: list[str]) -> None:
-    from cscore.cli.report_cmd import main as report_main
-
-    report_main(rest)
-
-
-def list_command(rest: list[str]) -> None:
-    from cscore.cli.list_cmd import main as list_main
-
-    list_main(rest)
-
-
-def cache_command(rest: list[str]) -> None:
-    from cscore.cli.cache_cmd import main as cache_main
-
-    cache_main(rest)
-
-
-# the subcommands (and the words that ask for the usage or the version): each name -> what runs it
-COMMANDS: dict[str, Callable[[list[str]], None]] = {
-    "run": run_command,
-    "data": data_command,
-    "cdm": cdm_command,
-    "t5score": t5score_command,
-    "report": report_command,
-    "list": list_command,
-    "cache": cache_command,
-    **dict.fromkeys(("-h", "--help", "help"), print_usage),
-    **dict.fromkeys(("-V", "--version", "version"), print_version),
+# the subcommands (and the words that ask for the usage or the version): each name -> "module:function",
+# imported only when that command runs, so a command loads what it needs and nothing of the others'
+COMMANDS: dict[str, str] = {
+    "run": "cscore.cli.main:run_command",
+    "data": "cscore.cli.data_cmd:main",
+    "cdm": "cscore.cli.cdm_cmd:main",
+    "t5score": "cscore.cli.t5score_cmd:main",
+    "report": "cscore.cli.report_cmd:main",
+    "list": "cscore.cli.list_cmd:main",
+    "cache": "cscore.cli.cache_cmd:main",
+    **dict.fromkeys(("-h", "--help", "help"), "cscore.cli.main:print_usage"),
+    **dict.fromkeys(("-V", "--version", "version"), "cscore.cli.main:print_version"),
 }
+
+
+def entry(command: str) -> Callable[[list[str]], None]:
+    """What runs ``command`` (its module imported now)."""
+    from importlib import import_module
+
+    module, function = COMMANDS[command].split(":")
+    return getattr(import_module(module), function)
 
 
 def dispatch(argv: list[str]) -> None:
@@ -153,7 +125,7 @@ def dispatch(argv: list[str]) -> None:
         hint = suggest(command, [c for c in COMMANDS if not c.startswith("-")])
         print(f"cscore: unknown command {command!r}{hint}\n\n{USAGE}", file=sys.stderr)
         sys.exit(2)
-    COMMANDS[command](rest)
+    entry(command)(rest)
 
 
 if __name__ == "__main__":

@@ -38,9 +38,9 @@ def pair_label(expert: str, amateur: str | None, early_exit) -> str:
 
 def models_run(c: dict) -> list[str]:
     """The roles (expert, amateur) the run's method reads; both when that cannot be told."""
-    from cscore.cli.pipeline.variants import models_needed, plan
-    from cscore.cli.typed import typed_method
     from cscore.errors import CscoreError
+    from cscore.run.typed import typed_method
+    from cscore.run.variants import models_needed, plan
 
     baselines = c.get("baselines") or {}
     try:
@@ -110,8 +110,8 @@ def name_of(c: dict, choices: dict, overrides: list[str], swept: set[str]) -> st
 def kind_label(method, c: dict) -> tuple[str, str] | None:
     """The method's kind's name for a run directory in place of the models (None: the models, also
     for a method that does not exist: the run's check says so)."""
-    from cscore.cli.pipeline import kinds
     from cscore.errors import CscoreError
+    from cscore.run import kinds
 
     try:
         return kinds.of_method(method).dir_label(c)

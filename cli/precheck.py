@@ -163,8 +163,8 @@ def check_cache(run) -> None:
     to the run: it may hold the conversion already."""
     import shutil
 
-    from cscore.cli.pair_check import needed_models
     from cscore.files import cache_root, folder_problem
+    from cscore.run.pair_check import needed_models
 
     ggufs = [spec for spec, _ in needed_models(run).values() if spec.startswith("gguf:")]
     folder = cache_root() / "models"
@@ -199,11 +199,10 @@ def check(args: list[str]) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from cscore.cli import pair_check, workers
     from cscore.cli.compose import plain
-    from cscore.cli.pipeline import kinds
-    from cscore.cli.validate import validate
     from cscore.data.registry import PRELOADED
+    from cscore.run import kinds, pair_check, workers
+    from cscore.run.validate import validate
 
     PRELOADED.clear()  # an earlier command's (in the same process), never taken
     check_output_dirs(args)
@@ -230,7 +229,7 @@ def check(args: list[str]) -> None:
             check_cache(run)
             preload_data(run)
             if slurm and run.runtime.shards > 1 and run.runtime.devices is None:  # before anything is submitted
-                workers.check_shared(run)  # (a job checks it again: cli/workers.py check)
+                workers.check_shared(run)  # (a job checks it again: run/workers.py check)
         except ConfigError as err:
             where = f" (multirun point {' '.join(job)})" if len(jobs) > 1 else ""
             raise ConfigError(f"{err}{where}") from None

@@ -154,10 +154,10 @@ def main(argv: list[str]) -> None:
     check_folders(argv)
     args = parser().parse_args(argv)
     from cscore.cli.exits import one_line_errors
-    from cscore.cli.pipeline import kinds
     from cscore.files import writing
     from cscore.metaeval.assemble import ReportOptions, default_out, report
     from cscore.metaeval.spec import PAPERS
+    from cscore.run import kinds
     from cscore.scorers import methods
 
     roots = [Path(p) for p in (args.path if isinstance(args.path, (list, tuple)) else [args.path])]

@@ -1,7 +1,7 @@
 """``cscore run``: load -> plan -> score -> evaluate -> write.
 
 The Hydra entry composes, checks, calls the stages and prints. The shared stages are in
-``cli/pipeline/stages.py``; plan and score are the method's kind's (``cscore.cli.pipeline.kinds``)."""
+``run/stages.py``; plan and score are the method's kind's (``cscore.run.kinds``)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from cscore.errors import CscoreError, ShardsPending
 from cscore.scorers.store.shards import Pending
 
 if TYPE_CHECKING:
-    from cscore.cli.pipeline.kinds.base import RunState
+    from cscore.run.kinds.base import RunState
 
 # the stages, the kinds, the workers and the console are imported where a job runs: `cscore run --help-all`
 # and `--cfg job` end in Hydra before that, with no torch or pandas loaded (tests/unit/repo/test_torch_free.py)
@@ -45,15 +45,14 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
     read; raises CscoreError for anything the user can fix.
     ``state["stage"]`` says how far it got (a failure before "score" leaves nothing worth keeping);
     ``others``: the other jobs of its multirun (``cli/sweep_points.py``); ``overrides``: the job's
-    own (the workers of ``runtime.devices`` run with them, ``cli/workers.py``); ``point``: the record
+    own (the workers of ``runtime.devices`` run with them, ``run/workers.py``); ``point``: the record
     shared by the shard jobs of its sweep point, of which one writes a run directory (``workers.sweep_point``)."""
     from dataclasses import replace
 
-    from cscore.cli import summary, workers
-    from cscore.cli.pipeline import kinds, stages
-    from cscore.cli.progress import progress_bar, quick_slice
-    from cscore.cli.validate import validate
-    from cscore.progress import Progress
+    from cscore.progress import Progress, progress_bar
+    from cscore.run import kinds, stages, summary, workers
+    from cscore.run.slice_hint import quick_slice
+    from cscore.run.validate import validate
     from cscore.scorers.engine import threads
 
     state = {} if state is None else state
@@ -128,7 +127,7 @@ def attach_row_log(out_dir: Path) -> logging.Handler:
 def hydra_entry(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from cscore.cli import workers
+    from cscore.run import workers
 
     hc = HydraConfig.get()
     out_dir = Path(hc.runtime.output_dir)

@@ -1,4 +1,4 @@
-"""``cscore t5score train``: T5Score's discriminative training (``scorers/training/t5score_job.py``)
+"""``cscore t5score train``: T5Score's discriminative training (``training/t5score_job.py``)
 on the human scores of a dataset (``data=``), composed from ``conf/t5score.yaml`` on top of
 config.yaml. Groups (documents / source segments) are split into train and held-out (``holdout``,
 by sha256(seed, group)); pairwise ranking accuracy on both is measured before and after training.
@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from cscore import rundir
 from cscore.errors import ConfigError
 from cscore.scorers.methods.params import specs_of
-from cscore.scorers.training.params import T5ScoreTrain
+from cscore.training.params import T5ScoreTrain
 
 log = logging.getLogger(__name__)
 USAGE = """usage: cscore t5score train t5score.train.model=<seq2seq model> data=<dataset> [overrides]
@@ -27,7 +27,7 @@ USAGE = """usage: cscore t5score train t5score.train.model=<seq2seq model> data=
   (Adafactor, lr 1e-5 decaying linearly to 0, batch 32, dropout 0.05, 64 tokens);
   t5score.train.optimizer=adamw and t5score.train.schedule=constant are options. Then:
   cscore run method=baseline baseline=t5score baseline.t5score.model=<t5score.train.out>"""
-PARAMS = specs_of(T5ScoreTrain)  # the schema: scorers/training/params.py
+PARAMS = specs_of(T5ScoreTrain)  # the schema: training/params.py
 
 
 def main(argv: list[str]) -> None:
@@ -64,8 +64,8 @@ def compose(overrides: list[str]) -> DictConfig:
 def training_table(run, t: dict):
     """The examples, the human aspect that ranks them and each row's context (reference / source);
     ``run``: the typed config."""
-    from cscore.cli.pipeline.kinds.aspects import target_aspect
-    from cscore.cli.pipeline.stages import load_stage
+    from cscore.run.kinds.aspects import target_aspect
+    from cscore.run.stages import load_stage
 
     examples = load_stage(run).examples
     aspect = target_aspect(examples, t["aspect"])
@@ -81,7 +81,7 @@ def training_table(run, t: dict):
 
 def check_model(spec: str) -> None:
     """The model folder (or hub id) checked from its files alone, before the data loads: one line
-    naming ``t5score.train.model``, exit 2 (``cli/pair_check.py`` does the same for ``cscore run``)."""
+    naming ``t5score.train.model``, exit 2 (``run/pair_check.py`` does the same for ``cscore run``)."""
     from cscore.scorers.models import hub, specs
 
     key = f"t5score.train.model={spec}"
@@ -98,9 +98,9 @@ def check_model(spec: str) -> None:
 
 def train(cfg: DictConfig, t: dict) -> tuple[Path, bool]:
     """(output directory, whether it was finished earlier with this config: skipped)."""
-    from cscore.cli.typed import resolved
-    from cscore.cli.validate import validate
-    from cscore.scorers.training import t5score_job
+    from cscore.run.typed import resolved
+    from cscore.run.validate import validate
+    from cscore.training import t5score_job
 
     if not t["model"]:
         raise ConfigError("t5score.train.model=<seq2seq model (hub id or local directory)> is required")

@@ -29,7 +29,7 @@ def check_name(name: str) -> None:
 
 def task_of(name: str | None) -> str | None:
     """The task of every row the named loader writes (None: an unknown name, or data=table, whose
-    data.task says): it picks the prompt template before any data is read (cli/pair_check.py
+    data.task says): it picks the prompt template before any data is read (run/pair_check.py
     measures it against runtime.max_length)."""
     if name is None or name not in LOADERS:
         return None
@@ -89,7 +89,7 @@ def preload(data) -> None:
 
 
 def load_data(data):
-    """The dataset a run's typed ``data`` section (``cscore.scorers.config.groups.Data``) names:
+    """The dataset a run's typed ``data`` section (``cscore.config.groups.Data``) names:
     ``name``, ``path`` and its loader's ``options`` (an option the loader does not declare was
     refused when the section was typed: ``options_of``). What ``preload`` read for it is taken
     (and forgotten) instead of reading the files again."""

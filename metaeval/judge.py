@@ -2,7 +2,7 @@
 CD-judge paper ("Contrastive Decoding Mitigates Score Range Bias in LLM-as-a-Judge", Sec. 4,
 Tables 1-7, Appendix B) from a sweep of judge run directories.
 
-A judge run (``cscore.rundir``; written by the judge kinds, ``cli/pipeline/kinds/judge.py``) is one grid point: one
+A judge run (``cscore.rundir``; written by the judge kinds, ``run/kinds/judge.py``) is one grid point: one
 model pair, one aspect, one score range [lo, hi], one (λ, t). Its scores.parquet holds ``score.<variant>`` (the
 contrastive judge's parsed score; variant = ``method.variant``, default the method name),
 ``score.expert`` / ``score.amateur`` (the main / assistant model judging alone, greedy),

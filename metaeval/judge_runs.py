@@ -22,7 +22,7 @@ SPLIT = rundir.SPLIT  # dev / test (split.dev_ids)
 def is_judge_run(run: Run, judge_methods: Iterable[str] = ()) -> bool:
     """A run of a judge method: the judge kinds' ``judge`` section in its metrics.json, or, for a
     run without one (not finished), a method in ``judge_methods`` (the CLI asks the kinds:
-    ``cscore.cli.pipeline.kinds.methods_of("judge")``)."""
+    ``cscore.run.kinds.methods_of("judge")``)."""
     method = run.config.get("method") or {}
     return bool(run.metrics and "judge" in run.metrics) or method.get("name") in tuple(judge_methods)
 

@@ -189,7 +189,7 @@ def speed_points(ds: Dataset, long: pd.DataFrame) -> pd.DataFrame:
 
 def _tokens_per_second(sp: dict) -> float | None:
     passes = (sp.get("passes") or {}).values()
-    # the run's total counts work its passes did together once (cli/pipeline/stages.py::speed_figures)
+    # the run's total counts work its passes did together once (run/stages.py::speed_figures)
     seconds = sp.get("score_seconds") or sum(p.get("score_seconds") or 0 for p in passes)
     tokens = max((p.get("tokens") or 0 for p in passes), default=0)
     return tokens / seconds if seconds else None

@@ -368,8 +368,8 @@ def run_judge(examples, pair: ModelPair, args) -> None:
     from omegaconf import OmegaConf
 
     import cscore.conf
-    from cscore.cli.pipeline.kinds.judge import encode_contexts
     from cscore.data import judge_prompts
+    from cscore.run.kinds.judge import encode_contexts
     from cscore.scorers.judge import judge
     from cscore.scorers.judge.parse import continuation_prefixes, score_tokens
 

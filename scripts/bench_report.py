@@ -27,13 +27,13 @@ from omegaconf import OmegaConf
 
 import cscore
 from cscore import rundir
-from cscore.cli.pipeline.variants import plan
-from cscore.cli.typed import typed_method
 from cscore.data import load_examples
 from cscore.metaeval import tables
 from cscore.metaeval.clusters import significance_clusters
 from cscore.metaeval.levels import correlate_at
 from cscore.metaeval.resampling import bootstrap_ci
+from cscore.run.typed import typed_method
+from cscore.run.variants import plan
 from cscore.rundir import find_runs
 from cscore.scorers import methods
 

@@ -1,8 +1,8 @@
 """How long a worker process takes to start, by the two ways a local supervisor could start one
-(issue 40: prefer an existing supervisor to cli/workers.py's, or say why not): submitit's
+(issue 40: prefer an existing supervisor to run/workers.py's, or say why not): submitit's
 ``LocalExecutor`` (hydra-submitit-launcher's; a controller process, then the task, which unpickles
 the function; its result read back from a pickle) and ``subprocess.Popen`` of the interpreter (what
-cli/workers.py does: ``cscore run`` with the worker's overrides). Each worker runs nothing (no cscore
+run/workers.py does: ``cscore run`` with the worker's overrides). Each worker runs nothing (no cscore
 import), so the figure is the supervisor's own cost, paid once per worker before its imports.
 
     python scripts/bench_worker_start.py --repeats 5

@@ -30,7 +30,7 @@ class PassOptions:
 
     @classmethod
     def of(cls, runtime) -> PassOptions:
-        """From the run's typed ``runtime`` section (``cscore.scorers.config.run.Runtime``)."""
+        """From the run's typed ``runtime`` section (``cscore.config.run.Runtime``)."""
         return cls(**{f.name: getattr(runtime, f.name) for f in fields(cls)
                       if f.name not in ("distribution", "exits")})
 

@@ -1,4 +1,4 @@
-"""The runtime settings' defaults, written once: the config schema (``scorers/config/run.py``, ``runtime.*``)
+"""The runtime settings' defaults, written once: the config schema (``config/run.py``, ``runtime.*``)
 and the Python API's keyword defaults read them from here."""
 
 TOKEN_BUDGET = 4096  # padded tokens per batch (batch size x longest item)

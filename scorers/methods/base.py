@@ -30,7 +30,7 @@ class MethodParams:
 
 class Method:
     """One method. ``kind``: token (a function of the token statistics: ``token_scores``) or the
-    kind that scores it (cli/pipeline/kinds/); ``aliases``: {its own setting: the shared aggregation key}
+    kind that scores it (run/kinds/); ``aliases``: {its own setting: the shared aggregation key}
     (cdm calls ``norm`` ``pooling``; the shared name is then not taken); ``aligned``: whether a
     cross-family pair (two tokenizers) computes it on aligned units (``scorers/engine/align.py``;
     each method's class states it, tests/unit/scorers/methods/test_methods.py)."""

@@ -8,11 +8,11 @@ a coordinator and asks it; the shards themselves meet in a ``meeting.Place``.
   shard, then the merge if it is the last one (a worker leaves it to its parent: ``merge=False``);
   where it needs every shard's part (the judge's decodes read the first-step pass) it waits while a
   sibling runs, and ``grace`` seconds for one still starting up;
-- ``LocalDevices`` (``cli/workers.py``): the parent of ``runtime.devices``, which computes shard 0
+- ``LocalDevices`` (``run/workers.py``): the parent of ``runtime.devices``, which computes shard 0
   and supervises the workers of the others (``supervise``: until their marks are there, or one
   line naming a worker that failed).
 
-The command line builds the one that fits (``cli/workers.py``'s ``coordinator``: it alone reads the
+The command line builds the one that fits (``run/workers.py``'s ``coordinator``: it alone reads the
 environment); the library's own default is ``InProcess``."""
 
 from __future__ import annotations

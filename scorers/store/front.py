@@ -2,7 +2,7 @@
 items it encoded, found from what is known without torch or transformers (the run's settings, a
 digest of its data, every file of its model folders, cscore's code, the versions of the libraries
 that tokenize). A run that finds its record and every entry the record names reads them and loads
-no model, tokenizer, torch or transformers (``cscore.cli.pipeline.kinds.kept_pass``); anything else
+no model, tokenizer, torch or transformers (``cscore.run.kinds.kept_pass``); anything else
 takes the full path, which writes the record once its statistics are in the cache.
 
 A record is a shortcut to keys the full path computed: the keys (``cache.stats_key``) are

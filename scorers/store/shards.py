@@ -107,7 +107,7 @@ def run_pass(cache, job: ShardedPass, coordinator: InProcess) -> Outcome:
     key = stats_key(job.parts)
     with cache.lock(key):
         hit = cache.load(key, job.stats_type)
-    if hit is not None:  # merged already (which job of a sweep point writes its run directory: cli/workers.py)
+    if hit is not None:  # merged already (which job of a sweep point writes its run directory: run/workers.py)
         return Done(hit.stats, job.report_type.of_entry(hit.meta))
     place = Place.of_cache(cache.root, key, coordinator.count)
     offsets = job.offsets()

@@ -55,8 +55,8 @@ def test_a_multirun_checks_every_point_before_the_first_job(tmp_path, cscore_mai
 
 
 def test_a_method_that_needs_an_amateur_needs_one():
-    from cscore.cli.validate import validate
     from cscore.errors import ConfigError
+    from cscore.run.validate import validate
 
     with pytest.raises(ConfigError, match="needs an amateur"):
         validate(composed("pair.amateur.early_exit=null"))
@@ -292,9 +292,9 @@ def test_the_run_directory_contract(two_runs, tmp_path):
 
 
 def test_nonfinite_hint_names_the_cd_score_setting_only_where_it_applies():
-    from cscore.cli.summary import nonfinite_hint
+    from cscore.config.run import RunConfig
+    from cscore.run.summary import nonfinite_hint
     from cscore.scorers import methods
-    from cscore.scorers.config.run import RunConfig
 
     run = RunConfig(method=methods.get("cd_score").Params(outside=float("-inf")))
     assert "method.outside" in nonfinite_hint(run, "score.cd_score")

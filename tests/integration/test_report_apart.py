@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from cscore.cli.tracking import speed_metrics
 from cscore.metaeval.resampling import bootstrap_ci
 from cscore.metaeval.statistic import correlation_stat
+from cscore.run.tracking import speed_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +58,7 @@ def test_a_cached_sweep_point_reports_its_own_time_and_no_speed(sweep, tmp_path,
 def test_the_console_prints_the_speed_tables_samples_per_second(tiny_sweep, sweep, tmp_path, cscore_main):
     """One samples/s (issue 47, item 3): the console's figure of the computed sweep point is its
     metrics.json's and the speed table's; the cached point has none; the table's run names are short."""
-    from cscore.cli.progress import rate_text
+    from cscore.progress import rate_text
 
     said = re.findall(r"^speed: (\d+) items scored in ([\d.]+)s, ([\d.]+) samples/s$", tiny_sweep.stdout, re.M)
     computed = metrics(sweep / "0")["speed"]

@@ -1,4 +1,4 @@
-"""Sharded runs end to end (runtime.devices / runtime.shards / runtime.shard, cli/workers.py): CPU
+"""Sharded runs end to end (runtime.devices / runtime.shards / runtime.shard, run/workers.py): CPU
 worker processes, one per listed device, each compute their shard and the parent merges (one test:
 3 shards, a two-model causal pair); array tasks one after another in this process (2 and 3 shards;
 two models, a cross-family pair, an early-exit pair); the run directory's scores equal the
@@ -229,7 +229,7 @@ def test_a_killed_worker_leaves_one_line_and_the_same_command_resumes_identical(
 
 
 def test_a_slurm_shard_with_a_node_local_cache_is_one_line(tiny_dirs, tmp_path, cscore_main, monkeypatch):
-    from cscore.cli.workers import file_system
+    from cscore.run.workers import file_system
 
     if file_system(Path("/dev/shm")) != "tmpfs":
         pytest.skip("no tmpfs at /dev/shm here")
@@ -297,7 +297,7 @@ def test_a_shard_out_of_range_stops_before_torch_is_imported(tmp_path):
 
 
 def test_a_multirun_with_shards_is_one_job_per_shard():
-    from cscore.cli.workers import array_shards
+    from cscore.run.workers import array_shards
 
     assert array_shards(["-m", "runtime.shards=3", "method.gamma=0.1,0.2"]) == [
         "-m", "runtime.shards=3", "method.gamma=0.1,0.2", "runtime.shard=range(0,3)"]
@@ -327,10 +327,9 @@ def test_a_sharded_multirun_leaves_one_run_directory_equal_to_the_unsharded_run(
 def test_devices_set_the_parents_sharding_and_one_device_runs_here():
     """runtime.devices=[cpu,cpu]: two shards on cpu (the workers then give this process shard 0 and
     their wait hook); one device: no worker, the pass on that device in this process."""
-    from cscore.cli import workers
     from cscore.cli.compose import composed
-    from cscore.cli.pipeline import kinds
-    from cscore.cli.typed import typed
+    from cscore.run import kinds, workers
+    from cscore.run.typed import typed
 
     kind = kinds.of_method("contrast")
     one = typed(composed("config", ["runtime.devices=[cpu]"]))

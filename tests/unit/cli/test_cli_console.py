@@ -248,7 +248,7 @@ def test_a_single_model_run_is_named_after_its_model_and_prints_progress_lines(t
 
 
 def test_plain_progress_lines_come_every_interval():
-    from cscore.cli.progress import Lines
+    from cscore.progress import Lines
 
     console = Console(file=io.StringIO(), width=160)
     now = [0.0]

@@ -15,13 +15,13 @@ import pytest
 from omegaconf import OmegaConf, open_dict
 
 from cscore.cli.config_reference import config_reference_markdown
-from cscore.cli.typed import RunConfig, typed
 from cscore.errors import ConfigError
+from cscore.run.typed import RunConfig, typed
 from cscore.scorers import methods
 from cscore.scorers.methods.params import check_section, defaults_of
-from cscore.scorers.training.params import Cdm, T5Score
 from cscore.tests.support import REPO
 from cscore.tests.support.presets import composed, presets
+from cscore.training.params import Cdm, T5Score
 
 PAGE = REPO / "docs" / "reference" / "config.md"
 
@@ -143,8 +143,8 @@ def test_method_defaults_come_from_the_params_dataclass():
 
 
 def test_schema_sections_are_dataclasses_with_a_meaning_for_every_setting():
-    from cscore.scorers.config.groups import Data, JudgePrompt, Prompt, Tracking
-    from cscore.scorers.config.run import RunSettings
+    from cscore.config.groups import Data, JudgePrompt, Prompt, Tracking
+    from cscore.config.run import RunSettings
 
     def undocumented(cls, prefix=""):
         out = []

@@ -69,8 +69,8 @@ def test_tokenizers_counts_a_prompt_as_transformers_does(tiny_dirs):
     """The precheck reads tokenizer.json with ``tokenizers`` alone; its counts are transformers'."""
     from transformers import AutoTokenizer
 
-    from cscore.cli import pair_check
     from cscore.data import prompts
+    from cscore.run import pair_check
 
     slow, fast = AutoTokenizer.from_pretrained(tiny_dirs.other), pair_check.fast_tokenizer(
         f"{tiny_dirs.other}/tokenizer.json")

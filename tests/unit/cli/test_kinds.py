@@ -11,14 +11,14 @@ import pytest
 import cscore
 from cscore import errors
 from cscore.cli.exits import one_line_errors
-from cscore.cli.pipeline import kinds
-from cscore.cli.pipeline.kinds.base import MethodKind, Registry
+from cscore.config.groups import Data, JudgePrompt, Prompt
+from cscore.config.run import Pair, RunConfig
+from cscore.run import kinds
+from cscore.run.kinds.base import MethodKind, Registry
 from cscore.scorers import methods
-from cscore.scorers.config.groups import Data, JudgePrompt, Prompt
-from cscore.scorers.config.run import Pair, RunConfig
 
 ROOT = Path(cscore.__file__).parent
-SHARED_STAGES = ("cli/run.py", "cli/pipeline/stages.py", "cli/summary.py")
+SHARED_STAGES = ("cli/run.py", "run/stages.py", "run/summary.py")
 
 
 def package_files(*under: str) -> list[Path]:
@@ -120,16 +120,16 @@ def test_shared_stages_name_no_method_or_kind():
 
 
 def test_kinds_say_what_they_need_and_the_checks_ask_the_kind_not_a_name():
-    """A judge kind reads a judge prompt and builds its own prompts; the checks of cli/pair_check.py
-    (runtime.max_length against the scoring prompt) and cli/validate.py (judge_prompt) ask the kind."""
-    from cscore.cli.validate import check_judge_prompt
+    """A judge kind reads a judge prompt and builds its own prompts; the checks of run/pair_check.py
+    (runtime.max_length against the scoring prompt) and run/validate.py (judge_prompt) ask the kind."""
+    from cscore.run.validate import check_judge_prompt
 
     reg = kinds.registry()
     needs = {name: (reg.kind(name).judge_prompt, reg.kind(name).scoring_prompt) for name in reg}
     assert needs == {"token": (False, True), "pooler": (False, True), "discriminator": (False, True),
                      "baseline": (False, True), "judge": (True, False), "judge_released": (True, False)}
     names = set(methods.METHODS) | set(reg.entries)
-    for rel in ("cli/pair_check.py", "cli/validate.py"):
+    for rel in ("run/pair_check.py", "run/validate.py"):
         tree = ast.parse((ROOT / rel).read_text())
         keys = {id(n.slice) for n in ast.walk(tree) if isinstance(n, ast.Subscript)} | {  # config keys: c["x"]
             id(n.args[0]) for n in ast.walk(tree)
@@ -217,7 +217,7 @@ def test_fit_judge_prompt_cuts_the_source_or_says_what_to_raise(tiny_tokenizer):
     that fits is kept whole, and one too long even without its source is a one-line InputError."""
     from transformers import AutoTokenizer
 
-    from cscore.cli.pipeline.kinds.prompts import fit_judge_prompt
+    from cscore.run.kinds.prompts import fit_judge_prompt
     from cscore.scorers.engine.tokenize import InputError, text_ids
 
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer)

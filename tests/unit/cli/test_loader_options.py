@@ -61,7 +61,7 @@ def test_an_option_the_loader_does_not_declare_is_one_line_with_exit_2(probe, tm
 
 
 def test_the_typed_data_section_holds_the_common_keys_and_the_loaders_options(probe):
-    from cscore.cli.typed import typed_data
+    from cscore.run.typed import typed_data
 
     data = typed_data({"name": "probe", "path": None, "template": "t {source}", "keep": 3})
     assert (data.name, data.template, data.options) == ("probe", "t {source}", ProbeOptions(keep=3))

@@ -13,10 +13,11 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from cscore.cli import pair_check, precheck
+from cscore.cli import precheck
 from cscore.data import registry
 from cscore.data.loader import option_names
 from cscore.data.schema import DataError
+from cscore.run import pair_check
 
 SBATCH_HINT = "SLURM is not reachable: `sbatch` is not on PATH."
 

@@ -1,4 +1,4 @@
-"""Progress off a terminal (cli/progress.py): the work line before a pass (items, tokens, decode
+"""Progress off a terminal (progress.py): the work line before a pass (items, tokens, decode
 steps as the pass planned them), the estimate after its first batch and the quick slice where it
 is long on a CPU, heartbeat lines while a batch runs (an injected clock, no sleeps), and the
 counts and samples/s of a judge run's progress, summary and metrics.json agreeing."""
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from cscore.cli.progress import Lines, quick_slice, rate_text
+from cscore.progress import Lines, rate_text
+from cscore.run.slice_hint import quick_slice
 from cscore.scorers.engine import cpu
 from cscore.scorers.engine.pass_options import PassOptions
 
@@ -226,7 +227,7 @@ def test_values_run_counts_agree(judge_dirs, demo_rows, tmp_path, cscore_cli):
 
 def test_live_bar_prints_the_work_and_counts_to_the_end():
     """On a terminal: the work line above the bar; the bar's task ends at its total."""
-    from cscore.cli.progress import Bar
+    from cscore.progress import Bar
 
     console = Console(file=io.StringIO(), width=120, force_terminal=True, force_interactive=True)
     now = [0.0]
@@ -422,7 +423,7 @@ def test_a_released_decode_feeds_its_clock(judge_dirs, monkeypatch):
     """released_outputs: 4 prompts in 2 batches of 2 (padded: 2 x 4 and 2 x 3 tokens), the main
     model's two rows as one tree after the separate assistant's first step: two prefills a batch,
     at most 3 - 1 steps (one forward of the batch's rows each), a step feeding 2 prompts x 2 rules."""
-    from cscore.cli.pipeline.kinds.judge_released import released_outputs
+    from cscore.run.kinds.judge_released import released_outputs
     from cscore.scorers.api import ModelPair
     from cscore.scorers.methods.cd_judge_released import CdJudgeReleasedParams
 
@@ -474,7 +475,7 @@ def test_an_early_exit_released_decode_counts_each_forward_once(judge_dirs, monk
     decode, 1 of the expert's n layers), so a prefill of the padded 2 x 3 tokens, the cut model's
     (1/n of it) and at most (1 + 1/n) x (3 - 1) steps, each forward one event: the prefills' tokens
     exactly, the steps within the plan."""
-    from cscore.cli.pipeline.kinds.judge_released import released_outputs
+    from cscore.run.kinds.judge_released import released_outputs
     from cscore.scorers.api import ModelPair
     from cscore.scorers.methods.cd_judge_released import CdJudgeReleasedParams
     from cscore.scorers.models.anatomy import layer_list

@@ -1,4 +1,4 @@
-"""The run's speed totals (cli/pipeline/stages.py::speed_figures): work done together counts once."""
+"""The run's speed totals (run/stages.py::speed_figures): work done together counts once."""
 
 import math
 from types import SimpleNamespace as NS
@@ -6,7 +6,7 @@ from types import SimpleNamespace as NS
 import pandas as pd
 import pytest
 
-from cscore.cli.pipeline.stages import speed_figures
+from cscore.run.stages import speed_figures
 from cscore.scorers.engine.passes import EngineReport
 
 
@@ -55,7 +55,7 @@ def test_useful_flops_count_work_done_together_once_and_mfu_needs_a_known_peak(m
     model = NS(device="cuda:0", dtype="bfloat16", parent=None, load_seconds=0.0, status=lambda: "loaded")
     scored = NS(table=pd.DataFrame({"id": range(10)}), stats=NS(reports=reports), seconds=None,
                 models={"expert": model})
-    monkeypatch.setattr("cscore.cli.pipeline.stages.torch_threads", lambda: 1)
+    monkeypatch.setattr("cscore.run.stages.torch_threads", lambda: 1)
     monkeypatch.setattr(flops, "peak_flops", lambda device, dtype: None)
     got = speed_figures(scored)
     assert got["useful_flops"] == 12e12 and got["mfu"] is None  # no peak known: null, not a guess
@@ -84,7 +84,7 @@ def test_report_speed_table_shows_useful_tflops_and_mfu(tmp_path):
 def test_samples_per_second_counts_only_the_items_this_command_scored():
     """One figure (issue 47, item 3): items this command scored over its scoring seconds; items a
     checkpoint or earlier shards kept are not this command's work, and no pass has a figure of its own."""
-    from cscore.cli.summary import pass_lines, speed_line
+    from cscore.run.summary import pass_lines, speed_line
 
     reports = {"expert": EngineReport(2.0, 100, 100, 1, fetch_seconds=2.0, resumed=4),
                "amateur": EngineReport(1.0, 50, 50, 1, fetch_seconds=1.0, resumed=6)}
@@ -101,7 +101,7 @@ def test_samples_per_second_counts_only_the_items_this_command_scored():
 def test_weights_a_worker_loaded_are_said_so_and_kept_shards_are_not_this_commands():
     """Issue 47, item 10: the parent of runtime.devices that kept its own shard from an earlier
     command loaded no weights, but its worker did for the shard it computed now."""
-    from cscore.cli.pipeline.stages import weights
+    from cscore.run.stages import weights
 
     def said(report, status="not loaded"):
         model = NS(status=lambda: status)

@@ -11,10 +11,10 @@ import re
 import pytest
 
 from cscore.cli.compose import composed
-from cscore.cli.pipeline.variants import plan
-from cscore.cli.typed import typed, typed_method
+from cscore.config.run import Runtime
+from cscore.run.typed import typed, typed_method
+from cscore.run.variants import plan
 from cscore.scorers import methods
-from cscore.scorers.config.run import Runtime
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.store.coordinator import InProcess
 from cscore.tests.support import REPO
@@ -50,9 +50,8 @@ def test_rows_read_the_typed_params_and_record_the_values_as_written():
 def test_a_run_s_method_is_typed_and_planned_once_and_passed_on(monkeypatch):
     """``typed`` types the method section and plans its rows once (no memo: another call types
     and plans again); the checks, the kinds and the signature read ``RunConfig.method_plan``."""
-    from cscore.cli import pair_check
-    from cscore.cli.pipeline import kinds, stages, variants
-    from cscore.cli.validate import check_amateur
+    from cscore.run import kinds, pair_check, stages, variants
+    from cscore.run.validate import check_amateur
 
     real, calls = variants.plan, []
     monkeypatch.setattr(variants, "plan", lambda *a, **k: calls.append(a) or real(*a, **k))
@@ -96,9 +95,8 @@ def test_the_run_config_is_typed_once_with_its_pass_options():
 def test_runtime_devices_are_resolved_where_the_run_is_typed(tmp_path, monkeypatch):
     """runtime.devices becomes the shards and the device once, in ``typed``: the run's PassOptions and
     coordinator are built from the resolved runtime; ``workers.check`` only checks (ConfigError)."""
-    from cscore.cli import workers
-    from cscore.cli.pipeline import kinds
     from cscore.errors import ConfigError
+    from cscore.run import kinds, workers
 
     for name in (workers.WORKER_ENV, "SLURM_JOB_ID"):
         monkeypatch.delenv(name, raising=False)
@@ -158,9 +156,9 @@ def test_one_place_opens_hydra_s_config_module():
 
 
 def test_only_the_typed_boundary_reads_what_the_user_wrote():
-    """The method section as written is read where the config is typed (cli/typed.py hands it to
+    """The method section as written is read where the config is typed (run/typed.py hands it to
     ``variants.method_plan``, which keeps the rows' records and the parameters as written) and the
-    plan's ``written`` by the signature (cli/pipeline/stages.py) only; nothing reads the method's
+    plan's ``written`` by the signature (run/stages.py) only; nothing reads the method's
     parameters as a dict."""
     pattern = re.compile(r"\.written\b|run\.params|params\[\"")
     hits = set()
@@ -170,4 +168,4 @@ def test_only_the_typed_boundary_reads_what_the_user_wrote():
                 continue  # the baselines' own settings (issue 31 item 4 makes them Params)
             if pattern.search(path.read_text()):
                 hits.add(str(path.relative_to(ROOT)))
-    assert hits == {"cli/pipeline/stages.py"}
+    assert hits == {"run/stages.py"}

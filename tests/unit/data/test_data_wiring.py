@@ -104,9 +104,9 @@ def test_every_loader_is_load_path_and_options():
 def test_a_run_loads_its_typed_data_section_as_the_composed_one():
     """``load_data`` reads the run's typed ``Data`` (every key present, defaults filled in): its
     loader gets the options it takes, so the rows are those of the section as composed."""
+    from cscore.config.groups import Data
     from cscore.data import load_config
     from cscore.data.registry import load_data
-    from cscore.scorers.config.groups import Data
 
     typed, report = load_data(Data(name="demo", template="x {source}"))
     given, _ = load_config({"name": "demo", "path": None, "template": "x {source}"})

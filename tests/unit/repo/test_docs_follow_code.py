@@ -24,7 +24,7 @@ PAGE = REPO / "docs" / "architecture.md"
 
 def test_the_layout_names_every_module_under_its_folder_and_only_files_in_the_tree():
     modules = package_modules()
-    assert len(modules) > 150 and "scorers/engine/engine.py" in modules and "cli/pipeline/kinds/base.py" in modules
+    assert len(modules) > 150 and "scorers/engine/engine.py" in modules and "run/kinds/base.py" in modules
     problems = layout_problems(PAGE.read_text(), modules)
     assert not problems, "docs/architecture.md's Layout:\n" + "\n".join(problems)
 
@@ -32,14 +32,14 @@ def test_the_layout_names_every_module_under_its_folder_and_only_files_in_the_tr
 def test_the_layout_reader_places_names_in_their_folders():
     block = layout_block(PAGE.read_text())
     named = layout_names(block)
-    assert named["cli/pipeline/kinds/token_pass.py"] == {"cli/pipeline/kinds"}
+    assert named["run/kinds/token_pass.py"] == {"run/kinds"}
     assert named["scorers/api.py"] == {"scorers"}  # a module's own entry inside a folder
-    assert named["cli/workers.py"] == {"cli", "scorers/store"}  # a path: named from the store's entry too
+    assert named["run/workers.py"] == {"cli", "scorers/store"}  # a path: named from the store's entry too
     assert named["errors.py"] == {""} and named["scripts/make_demo.py"] == {"scripts"}
 
 
 def test_the_layout_check_finds_a_missing_file_and_an_unnamed_module(tmp_path):
-    for path in ("cli/run.py", "cli/exits.py", "cli/pipeline/stages.py", "data/io.py", "errors.py"):
+    for path in ("cli/run.py", "cli/exits.py", "run/stages.py", "data/io.py", "errors.py"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("")
     page = ("# A\n\n## Layout\n\n```\n"
@@ -48,11 +48,11 @@ def test_the_layout_check_finds_a_missing_file_and_an_unnamed_module(tmp_path):
             "data/      cli/exits.py named from another folder\n"
             "errors.py  the errors\n"
             "```\n")
-    modules = ["cli/exits.py", "cli/pipeline/stages.py", "cli/run.py", "data/io.py", "errors.py"]
+    modules = ["cli/exits.py", "run/stages.py", "cli/run.py", "data/io.py", "errors.py"]
     assert layout_problems(page, modules, tmp_path) == [
         "named but not in the tree: cli/gone.py",
         "not named under cli/: cli/exits.py",  # only under data/
-        "not named under data/: data/io.py",  # only under cli/pipeline/
+        "not named under data/: data/io.py",  # only under run/
     ]
 
 
@@ -61,7 +61,7 @@ def test_every_code_name_in_a_docstring_exists():
     the package names is in the tree, the package or the config schema."""
     code = package_code()
     texts = package_docstrings()
-    assert "cli/pipeline/kinds/__init__.py" in texts and "scorers/api.py" in texts
+    assert "run/kinds/__init__.py" in texts and "scorers/api.py" in texts
     refs = [(where, name, ok) for where, docs in texts.items() for doc in docs for name, ok in code_refs(doc, code)]
     checked = {name for _, name, _ in refs}
     # the patterns still find what docstrings write: paths, classes, module attributes, config keys

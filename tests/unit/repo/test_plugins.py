@@ -22,12 +22,12 @@ from cscore.tests.support import REPO
 
 def registries() -> dict[str, tuple[Registry, str]]:
     """Each registry with the package it discovers."""
-    from cscore.cli.pipeline import kinds
     from cscore.data import registry as loaders
+    from cscore.run import kinds
     from cscore.scorers import baselines, methods
 
     return {"methods": (methods.METHODS, "cscore.scorers.methods"),
-            "kinds": (kinds.registry(), "cscore.cli.pipeline.kinds"),
+            "kinds": (kinds.registry(), "cscore.run.kinds"),
             "baselines": (baselines.BASELINES, "cscore.scorers.baselines"),
             "loaders": (loaders.LOADERS, "cscore.data")}
 

@@ -405,7 +405,7 @@ def test_cli_full_output_decodes_to_max_new_tokens(judge_dirs, judge_args, tmp_p
 def test_judge_summary_lines_echoes_and_parse_changes():
     """The run summary of a judge run: echoes of the range get their own line (no row of echoes
     passes silently), and the other rule's changes are said per row."""
-    from cscore.cli.pipeline.kinds.judging import JudgeKind
+    from cscore.run.kinds.judging import JudgeKind
 
     metrics = {"judge": {
         "invalid": {"expert": {"No Pred": 0, "Below": 0, "Above": 0, "List": 0, "Echo": 8, "n": 8},
@@ -425,7 +425,7 @@ def test_parse_changes_count_what_the_other_rule_reads_otherwise():
     """judge.parse_changes: outputs read under one rule, counted where the other reads another
     score or status (by hand: "Coherence: 4" and "Score: 3" are numbers only for the released
     rule, "1-5" an echo for both, "4", "The" and "assistant\n2" alike)."""
-    from cscore.cli.pipeline.kinds.judging import parse_changes
+    from cscore.run.kinds.judging import parse_changes
     from cscore.scorers.judge.parse import read_score
 
     texts = ["Coherence: 4", "4", "Score: 3", "The", "1-5", "assistant\n2"]

@@ -473,7 +473,7 @@ def test_grid_decodes_the_main_and_assistant_rows_once(tiny, tmp_path):
     recomputation without cache or padding. Prefills counted on each model's embedding."""
     from types import SimpleNamespace as NS
 
-    from cscore.cli.pipeline.kinds.judge_released import decode_rows
+    from cscore.run.kinds.judge_released import decode_rows
     from cscore.scorers.store.cache import StatsCache
 
     pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),
@@ -522,7 +522,7 @@ def test_grid_points_join_the_first_jobs_tree(tiny, tmp_path):
     whose contrast is cached does not decode the others."""
     from types import SimpleNamespace as NS
 
-    from cscore.cli.pipeline.kinds.judge_released import decode_rows
+    from cscore.run.kinds.judge_released import decode_rows
     from cscore.scorers.store.cache import StatsCache
 
     pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),
@@ -570,7 +570,7 @@ def test_grid_points_that_do_not_fit_leave_this_points_rows_alone(tiny, tmp_path
     the other points."""
     from types import SimpleNamespace as NS
 
-    from cscore.cli.pipeline.kinds.judge_released import decode_rows
+    from cscore.run.kinds.judge_released import decode_rows
     from cscore.scorers.store.cache import StatsCache
 
     pair = NS(expert=NS(model=tiny.main, config=tiny.main.config, parent=None),

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import torch
 
-from cscore.cli.pipeline.variants import plan
 from cscore.errors import ConfigError
+from cscore.run.variants import plan
 from cscore.scorers import methods
 from cscore.scorers.cdm import pooler as cdm_pooler
 from cscore.scorers.engine import engine
@@ -120,7 +120,7 @@ def test_pooling_is_validated_and_is_the_norm_of_cdm():
 
 
 def test_comparison_rows_are_pooled_like_the_method(stats):
-    from cscore.cli.typed import typed_method
+    from cscore.run.typed import typed_method
 
     written = {"name": "cdm", "variant": "cdm", **methods.defaults("cdm"), "pooling": "max"}
     variants = plan(typed_method(written), written=written)

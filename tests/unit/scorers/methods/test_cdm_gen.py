@@ -21,7 +21,7 @@ from cscore.errors import ConfigError
 from cscore.scorers import methods
 from cscore.scorers.api import ModelPair
 from cscore.scorers.cdm import generate as cg
-from cscore.scorers.training import discriminator, negatives
+from cscore.training import discriminator, negatives
 
 TEXT = ("The mayor opened a new bridge over the river on Monday. The council said the bridge cost five million "
         "and took two years to build! Researchers found that the new vaccine protects most patients.")

@@ -109,7 +109,7 @@ class Recorder:
 def test_a_resumed_pass_announces_and_counts_only_this_commands_items(pair, tmp_path):
     """Issue 47, item 10: after an interrupt, the work to run leaves out the items the checkpoint
     kept (named apart), its tokens are those this command runs, and the progress counts to it."""
-    from cscore.cli.progress import work_text
+    from cscore.progress import work_text
 
     prompts, hyps = texts()
     kw = dict(token_budget=BUDGET, prefix_sharing=True)

@@ -1,5 +1,5 @@
 """Where the shards meet (scorers/store/meeting.py: one path scheme for partials, marks and locks)
-and who waits for whom (scorers/store/coordinator.py; cli/workers.py's ``coordinator`` picks one
+and who waits for whom (scorers/store/coordinator.py; run/workers.py's ``coordinator`` picks one
 from the environment). No model: the marks and locks are files."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def test_wait_running_waits_while_a_sibling_holds_its_lock_then_returns_what_is_
 
 
 def test_the_coordinator_of_a_process_is_read_from_the_environment_in_one_place(monkeypatch):
-    from cscore.cli import workers
+    from cscore.run import workers
 
     runtime = SimpleNamespace(shards=3, shard=1)
     for var in (workers.WORKER_ENV, "SLURM_JOB_ID"):

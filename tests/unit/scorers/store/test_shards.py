@@ -62,7 +62,7 @@ def sharded(pair, inputs, root, count, temps=(1.0, 2.0), **kw):
 @dataclass(frozen=True)
 class Supervised(InProcess):
     """A coordinator that supervises the other shards as the parent of runtime.devices does
-    (cli/workers.py's ``LocalDevices`` polls worker processes): ``hook(pending, label)`` waits."""
+    (run/workers.py's ``LocalDevices`` polls worker processes): ``hook(pending, label)`` waits."""
 
     hook: Callable | None = field(default=None, compare=False)
     supervises: ClassVar[bool] = True
@@ -227,7 +227,7 @@ def test_two_sharded_runs_of_one_pass_at_once_compute_each_batch_once(tiny_dirs,
 
 def test_the_parent_computes_its_shard_then_waits_for_the_others_marks_and_merges(tiny_dirs, tmp_path):
     """runtime.devices' layout in one process: the parent computes shard 0 under a supervising coordinator
-    (cli/workers.py's polls worker processes); here the hook starts the other shard's "worker" (a
+    (run/workers.py's polls worker processes); here the hook starts the other shard's "worker" (a
     thread with its own pair, merge=False) only once the parent has asked, so the merge must wait."""
     import threading
     import time

@@ -92,7 +92,7 @@ def assert_same_discriminator(a: Path, b: Path) -> None:
 
 
 def test_positives_are_dealt_in_whole_groups(cdm):
-    from cscore.scorers.training import negative_shards, negatives
+    from cscore.training import negative_shards, negatives
 
     positives = negatives.select_positives(cdm.table, "hypothesis")
     for count in (1, 2, 3, 5):
@@ -145,7 +145,7 @@ def test_momentum_statistics_are_bit_identical_for_1_2_3_shards(cdm, tiny_dirs, 
     from cscore.scorers.api import ModelPair
     from cscore.scorers.engine.pass_options import PassOptions
     from cscore.scorers.store.coordinator import InProcess
-    from cscore.scorers.training import discriminator
+    from cscore.training import discriminator
 
     items, _ = discriminator.training_items(cdm.root / "gen")
     prompts, texts = [i["prompt"] for i in items], [i["text"] for i in items]

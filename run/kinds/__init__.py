@@ -1,0 +1,36 @@
+"""Method kinds as plugins (``base.MethodKind``, ``base.REGISTRY``): one module per kind, each
+registering itself; a method class names its kind with ``kind`` (default "token").
+
+A new kind is one module here (a ``MethodKind`` subclass under ``@REGISTRY``: ``registry``
+discovers every module of this package, no list to edit), its method files, configs and tests.
+What a kind needs besides its steps (a judge prompt, the scoring prompt) it says as attributes."""
+
+from __future__ import annotations
+
+from cscore.run.kinds.base import REGISTRY, MethodKind, Registry
+
+
+def registry() -> Registry:
+    """The registry with every kind module imported (each registers itself once, on import; on
+    first use, as a kind module imports more than the commands that only name one need)."""
+    REGISTRY.discover(__name__)
+    return REGISTRY
+
+
+def kind_name(method: str) -> str:
+    from cscore.scorers import methods
+
+    return methods.get(method).kind
+
+
+def of_method(method: str) -> MethodKind:
+    """The kind of method ``method`` (a ConfigError for an unknown method)."""
+    return registry().kind(kind_name(method))
+
+
+def methods_of(section: str) -> list[str]:
+    """The methods whose kind writes ``section`` of metrics.json (e.g. "judge")."""
+    from cscore.scorers import methods
+
+    reg = registry()
+    return [m for m in methods.METHODS if section in reg.get(kind_name(m)).sections]

@@ -1,0 +1,204 @@
+"""What every kind of method is: the ``MethodKind`` base, the types the stages pass between them
+(``Loaded``, ``Plan``, ``Scored``, ``RunState``) and the ``Registry`` kinds join by decorator.
+
+A kind owns the plan and score steps of its methods (a method module names its kind with
+``kind``; "token" when it does not), the signature fields and title that differ from a token
+method's, its own summary lines (data: the CLI prints them) and its section of metrics.json. The
+shared stages (load, evaluate, write) ask the kind and never a method's name. Every step reads
+the run's typed config (``cscore.config.run.RunConfig``), never a DictConfig."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Protocol, TypedDict
+
+import pandas as pd
+
+from cscore import rundir
+from cscore.config.run import RunConfig
+from cscore.errors import KindError
+from cscore.progress import Progress
+from cscore.registry import Registry as GenericRegistry
+from cscore.registry import suggest
+
+if TYPE_CHECKING:
+    from cscore.data.schema import LoadReport
+    from cscore.run.variants import Variant
+    from cscore.scorers.engine.report import EngineReport
+    from cscore.scorers.store.shards import Pending
+
+Stage = Literal["validate", "shards", "load", "models", "score", "write"]
+
+
+class RunState(TypedDict, total=False):
+    """How far a run got (``cli/run.py``: a failure before "score" leaves nothing worth keeping);
+    a kind's score step sets "score" when its passes begin."""
+
+    stage: Stage
+
+
+@dataclass
+class Loaded:
+    examples: pd.DataFrame
+    report: LoadReport
+    n_loaded: int
+
+
+@dataclass
+class Plan:
+    variants: list[Variant]
+    models: list[str]  # expert / amateur: the models the variants read
+    temperatures: list[float]
+    extra_scores: list[str] = field(default_factory=list)  # score.<name> columns beyond the variants'
+    targets: list[str] | None = None  # human.<x> columns to correlate with (None: all of them)
+
+    @property
+    def score_columns(self) -> list[str]:
+        return [f"{rundir.SCORE}{v.name}" for v in self.variants] + [f"{rundir.SCORE}{n}" for n in self.extra_scores]
+
+
+class Statistics(Protocol):
+    """What the shared stages read from ``Scored.stats``: one engine report per pass (the speed
+    figures, the summary). ``PairStatistics`` for the token kinds, ``Passes`` for the others."""
+
+    @property
+    def reports(self) -> Mapping[str, EngineReport]: ...
+
+
+class RunModel(Protocol):
+    """What the shared stages read of a scored run's models: a ``LoadedModel``, or a model known
+    from the statistics cache's front index whose weights never loaded (``kept_pass.KeptModel``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def info(self) -> dict: ...
+
+    @property
+    def device(self) -> object: ...
+
+    @property
+    def dtype(self) -> object: ...
+
+    @property
+    def parent(self) -> object: ...
+
+    @property
+    def load_seconds(self) -> float: ...
+
+    def status(self) -> str: ...
+
+
+@dataclass
+class Scored:
+    table: pd.DataFrame  # the examples + prompt, token counts, truncation and score.<variant> columns
+    stats: Statistics
+    models: Mapping[str, RunModel]  # by role
+    n_truncated: int
+    metrics: dict[str, Any] = field(default_factory=dict)  # the kind's sections of metrics.json
+    files: dict[str, str] = field(default_factory=dict)  # kind-specific run-dir files: name -> text (cdm_folds.json)
+    kept: dict[str, Any] = field(default_factory=dict)  # what the kind's score step keeps for its evaluate step
+    seconds: float | None = None  # the score step's own time where its passes do not give it (baselines)
+
+
+@dataclass
+class Passes:
+    """``Scored.stats`` of a kind without token statistics: what it kept (its own statistics, or
+    None) and one engine report per pass."""
+
+    stats: object = None
+    reports: dict[str, EngineReport] = field(default_factory=dict)
+
+
+class MethodKind(ABC):
+    """One kind of method. ``plan`` and ``score`` are its own; the rest default to a token
+    method's behaviour (a model pair, the scoring prompt, no summary lines, no metrics section)."""
+
+    name: ClassVar[str] = ""
+    sections: ClassVar[tuple[str, ...]] = ()  # the top-level metrics.json keys its score step writes
+    shards: ClassVar[bool] = True  # its passes can be sharded (runtime.shards: the token statistics pass)
+    judge_prompt: ClassVar[bool] = False  # its methods read the judge_prompt group (no other kind may name one)
+    scoring_prompt: ClassVar[bool] = True  # it builds the prompt group's scoring prompt (runtime.max_length is
+    # measured against it before a model loads: run/pair_check.py); a judge builds its own
+    builds_on: ClassVar[tuple[str, ...]] = ()  # the kinds whose module its own may import (none)
+
+    @abstractmethod
+    def plan(self, run: RunConfig) -> Plan: ...
+
+    def kept(self, run: RunConfig, loaded: Loaded, plan: Plan) -> Scored | None:
+        """The scored run read from the statistics cache before anything loads (no model, torch or
+        transformers: the token kind's ``kept_pass``), where the kind can; None (the default): ``score``
+        runs, after the job's torch threads are set."""
+        return None
+
+    @abstractmethod
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
+              state: RunState) -> Scored | Pending:
+        """The scored table, or ``Pending``: a sharded pass waits for shards this process does not run
+        (this process did its part; the command ends with one line, ``cli/run.py``)."""
+
+    def rows(self, run: RunConfig) -> list[Variant]:
+        """The method's variant rows (its own and the comparison rows), as planned when the run's
+        config was typed (``RunConfig.method_plan``)."""
+        return list(run.method_plan.rows)
+
+    def signature_fields(self, run: RunConfig) -> dict[str, Any]:
+        """The fields of the run's signature that depend on the kind: which pair, which prompt."""
+        return {"pair": run.pair.name, "prompt": f"{run.prompt.name}/{run.prompt.condition}"}
+
+    def title(self, run: RunConfig) -> str:
+        return f"{run.data.name} / {run.pair.name} / {run.method.variant}"
+
+    def dir_label(self, c: dict) -> tuple[str, str] | None:
+        """(part, text) that names a run directory in place of the models that run, read from the
+        composed config as a plain dict (before it is checked); None: the models."""
+        return None
+
+    def evaluate(self, scored: Scored, correlate: Callable[[Any, Any, str], float]) -> None:
+        """After the score step, what the kind measures itself (into ``scored.metrics`` and
+        ``scored.files``) with the run's correlation (``correlate(x, y, "spearman")``: NaN
+        where undefined), which the evaluate stage hands it; by default nothing."""
+
+    def other_models(self, c: dict) -> dict[str, tuple[str, str | None]]:
+        """{config key: (spec, revision)} of the models it loads beyond the pair, read from the
+        composed config as a plain dict: checked before anything loads, as the pair's are (none)."""
+        return {}
+
+    def summary_lines(self, metrics: dict[str, Any]) -> list[tuple[str, str]]:
+        """(style, text) lines for the end-of-run summary from its metrics.json sections."""
+        return []
+
+
+class Registry(GenericRegistry[MethodKind]):
+    """Kinds by name (``cscore.registry.Registry``): ``@REGISTRY`` on a MethodKind subclass with its
+    ``name``; a name registered twice, a class that is no MethodKind or leaves a step undefined is
+    refused with one line. ``get`` gives the class, ``kind`` its one instance."""
+
+    refusal = KindError
+
+    def __init__(self, base: type[MethodKind] = MethodKind):
+        super().__init__("kind", base, error=KindError)
+        self.instances: dict[str, MethodKind] = {}
+
+    def check(self, name: str, cls: type[MethodKind]) -> None:
+        if cls.__abstractmethods__:
+            missing = ", ".join(sorted(cls.__abstractmethods__))
+            raise KindError(f"kind {name!r} ({cls.__name__}) does not define {missing}")
+
+    def add(self, name: str, cls: type[MethodKind]) -> None:
+        super().add(name, cls)
+        self.instances[name] = cls()
+
+    def unknown(self, name: str) -> str:
+        return f"no method kind {name!r}{suggest(name, self.entries)}; registered: {', '.join(sorted(self.entries))}"
+
+    def kind(self, name: str) -> MethodKind:
+        """The kind's one instance (an unknown name: the one-line KindError)."""
+        self.get(name)
+        return self.instances[name]
+
+
+REGISTRY = Registry()

@@ -1,0 +1,269 @@
+"""The judge kind (``kind = "judge"``: cd_judge): its plan and score steps.
+
+Score: render one judge prompt per item (the ``judge_prompt`` group, the expert's chat template),
+run the judge pass once (``scorers.judge``; read from the statistics cache when it holds it), then
+every row (the method, the main model alone, the assistant alone) is a function of the kept
+statistics. Columns: ``score.<row>``, ``score.<row>_expected``, ``parse.<row>``, ``output.<row>``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from cscore import rundir
+from cscore.config.run import RunConfig
+from cscore.errors import ConfigError
+from cscore.progress import Progress
+from cscore.run.kinds.base import REGISTRY, Loaded, Passes, Plan, RunState, Scored
+from cscore.run.kinds.judging import (
+    JudgeKind,
+    grid_points,
+    invalid_counts,
+    parse_changes,
+    shard_figures,
+    stop_shard,
+)
+from cscore.run.kinds.pair import stats_cache
+from cscore.run.kinds.prompts import fit_judge_prompt, judge_prompt
+from cscore.scorers.store.shards import Pending
+
+log = logging.getLogger(__name__)
+
+
+def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
+    """Token ids per judge prompt (the document cut at a word boundary when the prompt is longer
+    than max_length minus the longest continuation), then the continuation contexts."""
+    room = max_length - max((len(p) for p in prefixes), default=0)
+    kept, contexts, truncated = [], [], []
+    for i, (text, span) in enumerate(zip(texts, spans)):
+        text, ids, cut = fit_judge_prompt(tokenizer, i, text, span, room)
+        kept.append(text)
+        truncated.append(cut)
+        contexts.append(ids)
+        contexts.extend(ids + list(p) for p in prefixes)
+    return kept, contexts, truncated
+
+
+def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefixes, n_items, progress=None):
+    """(statistics, report, cache key) of the judge pass through the statistics cache (one entry per
+    pair, prompts and range), or ``Pending`` (a sharded pass, a shard missing). A range with
+    multi-token values keeps the expected score's chain (``judge_stats``): its key says so."""
+    from cscore.scorers.judge import judge
+    from cscore.scorers.judge.parse import digit_tokens
+    from cscore.scorers.judge.stats import CHAIN_CS, CHAIN_FORMAT, FORMAT, JudgeStats
+    from cscore.scorers.models.identity import model_identity
+    from cscore.scorers.store.cache import ids_digest, stats_key
+
+    main, asst = pair.expert, pair.amateur
+    early = asst.parent is main
+    tok = pair.tokenizer
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+
+    opts = run.passes
+    digits = digit_tokens(tok) if prefixes else None
+    scale = judge.Scale(values, value_ids, prefixes, n_items, lambda t: tok.decode([t]), digits)
+
+    def compute(checkpoint=None):
+        return judge.compute(main.model, contexts, scale, asst=asst.exit_layer if early else asst.model,
+                             pad_id=pad_id, progress=progress, options=opts, checkpoint=checkpoint)
+
+    if asst.parent is not None and not early:
+        raise ConfigError("the judge's assistant must be a whole model or an early exit of the main model")
+    start = time.perf_counter()
+    if not run.cache.enabled:
+        stats, report = compute()
+        report.fetch_seconds = time.perf_counter() - start
+        return stats, report, None
+    from cscore.scorers.engine import engine
+
+    cache = stats_cache(run)
+    parts = {"kind": "judge", "judge_format": FORMAT, "main": model_identity(main), "asst": model_identity(asst),
+             "dtype": str(main.dtype), "device": main.device.type, "ids": ids_digest([(c, []) for c in contexts]),
+             "values": list(values), "value_ids": [list(v) for v in value_ids],
+             # packed rows batch differently (float32 rounding): a shared key says so; unshared keys unchanged
+             **opts.key_parts(shared=opts.prefix_sharing)}
+    if digits is not None:  # one-token ranges: keys unchanged
+        parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
+    if run.coordinator.on:
+        from cscore.scorers.judge.sharded import first_step
+
+        got = first_step(cache, parts, scale, compute, (main, asst), run.coordinator)
+        if isinstance(got, Pending):
+            return got.named("judge")
+        got.report.fetch_seconds = time.perf_counter() - start
+        return got.stats["judge"], got.report, stats_key(parts)
+    done: dict = {}
+
+    def compute_entry(key: str):
+        stats, done["report"] = compute()
+        return {"judge": stats}, {"models": [f"main: {main.name}", f"asst: {asst.name}"],
+                                  "report": done["report"].record()}
+
+    got, meta = cache.get_or_compute(parts, compute_entry, JudgeStats)
+    report = engine.EngineReport.of_entry(meta) if meta is not None else done["report"]
+    report.fetch_seconds = time.perf_counter() - start
+    return got["judge"], report, stats_key(parts)
+
+
+def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory,
+                  merged=False) -> tuple[dict, list, dict] | Pending:
+    """({row: its decoded text per prompt}, the sweep's other (λ, t) points whose paths were decoded
+    too, {"decode": its report}) under method.decode=greedy (paths cached next to the statistics,
+    as the cache's ``judge_decode`` entries); ({}, [], {}) for first_token; ``Pending`` while a shard of a sharded
+    decode is missing. ``merged``: this process merged the sharded first-step pass (the decodes of
+    shards that ended before it are its own, ``judge.sharded``)."""
+    p: Any = run.method  # cd_judge's Params
+    if p.decode != "greedy":
+        return {}, [], {}
+    from cscore.scorers.engine.passes import EngineReport
+    from cscore.scorers.judge.decode import Paths, greedy_paths, path_text, rule_of
+
+    c = p.lam / p.t
+    rules = {v.name: rule_of(v.who, c) for v in plan.variants}
+    # the sweep's other points' contrast rules, decoded in this run's tree (kinds/judging.py::grid_points)
+    contrast = "contrast" in {v.who for v in plan.variants}
+    grid = grid_points(run) if key and contrast else []
+    extra = [rule_of("contrast", lam / t) for lam, t in grid]
+    timing: dict = {}
+    start = time.perf_counter()
+    how = Paths(p.alpha, p.max_new_tokens, judge_key=key, stop=None if p.full_output else p.parse,
+                shards=run.coordinator, adopt=merged, extra_rules=extra)
+    paths = greedy_paths(pair, stats, prompts, list(rules.values()), how, cache=stats_cache(run) if key else None,
+                         progress=factory("decode", len(prompts)) if factory else None, timing=timing)
+    if isinstance(paths, Pending):
+        return paths
+    also = [[lam, t] for (lam, t), rule in zip(grid, extra) if rule in paths and rule not in rules.values()]
+    tok = pair.tokenizer
+    # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
+    tokens = sum(len(p) for p in prompts) + sum(len(x) for rule in set(rules.values()) for x in paths[rule])
+    report = EngineReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
+                          fetch_seconds=time.perf_counter() - start, shared=timing["call"])
+    shard_figures(report, timing.get("sharded"))
+    return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": report}
+
+
+def score_rows(run: RunConfig, stats, plan, decoded: dict, table) -> tuple[dict, dict]:
+    """Each row's score, expected score, parse status and text into ``table``; (invalid-output
+    counts, parse changes) per row."""
+    from cscore.scorers.methods.cd_judge import judge
+
+    p: Any = run.method  # cd_judge's Params
+    lo, hi = p.score_range
+    invalid, changes = {}, {}
+    for v in plan.variants:
+        got = judge(stats, who=v.who, lam=p.lam, t=p.t, alpha=p.alpha, score_range=[lo, hi],
+                    texts=decoded.get(v.name), parse=p.parse)
+        table[f"{rundir.SCORE}{v.name}"] = got["score"]
+        table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
+        table[f"{rundir.PARSE}{v.name}"] = got["status"]
+        table[f"{rundir.OUTPUT}{v.name}"] = got["text"]
+        invalid[v.name] = invalid_counts(got["status"])
+        changes[v.name] = parse_changes(got["text"], got["score"], got["status"], lo, hi, p.parse)
+    return invalid, changes
+
+
+def expected_missing(stats, plan, c: float) -> dict[str, str]:
+    """{row: why its expected score is NaN} for the rows whose expected score the statistics
+    cannot give (a multi-token range at a c off the kept grid), each said once in the log."""
+    out = {}
+    for v in plan.variants:
+        note = stats.expected_note(v.who, c)
+        if note is not None:
+            out[v.name] = note
+            log.warning("score.%s_expected is not computed (NaN): %s", v.name, note)
+    return out
+
+
+def judge_passes(run: RunConfig, pair, plan, progress: Progress, contexts, scale: tuple) -> tuple | Pending:
+    """The judge pass, then its rows' greedy decode (``decoded_texts``): (statistics, the pass's
+    report, the decoded texts, the grid points decoded too, the decode's report), or ``Pending`` (a
+    shard missing, or this shard's job writes no run directory: ``stop_shard``). ``scale``: the
+    range's values, their token ids, the continuation prefixes and the number of items."""
+    from cscore.scorers.engine.passes import per_item
+
+    values, value_ids, prefixes, n_items = scale
+    with progress.live() as factory:
+        got = judge_statistics(run, pair, contexts, values=values, value_ids=value_ids, prefixes=prefixes,
+                               n_items=n_items, progress=per_item(factory, 1 + len(prefixes))("judge", len(contexts))
+                               if factory else None)
+        if isinstance(got, Pending):
+            return got
+        stats, report, key = got
+        firsts = [contexts[i * (1 + len(prefixes))] for i in range(n_items)]
+        texts = decoded_texts(run, pair, stats, key, firsts, plan, factory, merged=not report.cached)
+    if isinstance(texts, Pending):
+        return texts
+    decoded, also, decode_report = texts
+    stop = stop_shard(run.coordinator, [report, *decode_report.values()])
+    return stop if stop is not None else (stats, report, decoded, also, decode_report)
+
+
+@REGISTRY
+class Judge(JudgeKind):
+    name = "judge"
+    sections = ("judge", "units")  # units: "values" for a cross-family pair (method.decode=values)
+
+    def plan(self, run: RunConfig) -> Plan:
+        variants = self.rows(run)
+        p: Any = run.method  # cd_judge's Params
+        aspect, decode = p.aspect, p.decode
+        if decode in ("first_token", "values") and not judge_prompt(run).generation_prompt:
+            raise ConfigError(f"method.decode={decode} reads the token after the prompt, but judge_prompt="
+                              f"{judge_prompt(run).name} has no generation prompt (its first token is the "
+                              "assistant header, not a score): use method.decode=greedy, which skips special tokens")
+        return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
+                    targets=[f"{rundir.HUMAN}{aspect}"])
+
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
+              state: RunState) -> Scored | Pending:
+        from cscore.data import judge_prompts
+        from cscore.scorers.judge.parse import continuation_prefixes, score_tokens
+
+        if run.method.decode == "values":  # type: ignore[attr-defined]  # the contrast over the range's values
+            from cscore.run.kinds.judge_values import score_values
+
+            return score_values(run, self.setup(run, loaded, plan), plan, progress, state)
+        p, examples, pair, jp = self.setup(run, loaded, plan)
+        lo, hi = p.score_range
+        tok = pair.tokenizer
+        chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
+        texts, spans = judge_prompts.build(examples, jp, aspect=p.aspect, lo=lo, hi=hi, chat=chat)
+        tokens = score_tokens(tok, lo, hi)
+        values = list(range(lo, hi + 1))
+        value_ids = [tuple(tokens[v]) for v in values]
+        prefixes = continuation_prefixes(tokens)
+        kept, contexts, truncated = encode_contexts(tok, texts, spans, prefixes, run.passes.max_length)
+        n_truncated = int(sum(truncated))
+        if n_truncated:
+            log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d", n_truncated,
+                        len(examples), run.passes.max_length)
+        state["stage"] = "score"
+        got = judge_passes(run, pair, plan, progress, contexts, (values, value_ids, prefixes, len(examples)))
+        if isinstance(got, Pending):
+            return got
+        stats, report, decoded, also, decode_report = got
+        table = examples.copy()
+        table["prompt"] = kept
+        table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
+        table["truncated"] = truncated
+        invalid, changes = score_rows(run, stats, plan, decoded, table)
+        sizes = stats.front_sizes
+        judge_info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,
+                      "c": p.lam / p.t, "alpha": p.alpha, "decode": p.decode,
+                      "max_new_tokens": p.max_new_tokens, "full_output": p.full_output,
+                      "parse": p.parse, "invalid": invalid, "parse_changes": changes,
+                      "judge_prompt": jp.get("name"),
+                      "grid_decoded_too": also,
+                      "value_tokens": {str(v): list(ids) for v, ids in zip(values, value_ids)},
+                      "continuation_prefixes": [list(x) for x in prefixes],
+                      "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),
+                                                  "vocabulary": stats.vocab}}
+        missing = expected_missing(stats, plan, p.lam / p.t)
+        if missing:
+            judge_info["expected_not_computed"] = missing
+        log.info("judge statistics: %.1f tokens kept per context on average (max %d) of a %d-token vocabulary",
+                 sizes.mean(), sizes.max(), stats.vocab)
+        label = "judge: " + "+".join(pair.models)
+        return Scored(table, Passes(stats, {label: report, **decode_report}), pair.models, n_truncated,
+                      metrics={"judge": judge_info})

@@ -1,0 +1,53 @@
+"""What a kind runs on: the model pair (loaded once per process, weights on first use) and the
+statistics cache of the run."""
+
+from __future__ import annotations
+
+import logging
+
+from cscore.config.run import RunConfig
+
+log = logging.getLogger(__name__)
+
+
+def load_pair(run: RunConfig, needed: list[str]):
+    from cscore.scorers.api import ModelPair
+
+    p, rt = run.pair, run.passes
+    assert p.expert.path is not None  # typed() refuses a pair without an expert
+    # pooled: the jobs of an in-process multirun share the models; weights load on first use,
+    # so a job whose statistics are all cached loads none
+    if "amateur" not in needed:
+        return ModelPair.pooled(p.expert.path, revision=p.expert.revision, options=rt)
+    pair = ModelPair.pooled(p.expert.path, p.amateur.path, amateur_early_exit=p.amateur.early_exit,
+                            revision=p.expert.revision, amateur_revision=p.amateur.revision, options=rt)
+    if pair.aligned:  # a cross-family pair: only the methods computed on aligned units
+        from cscore.scorers.methods import check_aligned
+
+        check_aligned(run.method.name, vars(run.method))  # `cscore cdm`: config.yaml's method (token momenta)
+    return pair
+
+
+def model_line(role: str, m) -> str:
+    """What a model is and how this job has it (loaded, reused from an earlier job, or pending)."""
+    info = m.info
+    what = info.get("spec") or info.get("path")
+    exit_ = f", early exit after {info['early_exit']} of its layers" if info.get("early_exit") else ""
+    root = m.parent or m
+    if not root.loaded:
+        how = "weights load when first needed"
+    elif root.reused:
+        how = "in memory from an earlier job of this process"
+    else:
+        how = f"loaded in {root.load_seconds:.1f}s"
+    return f"{role}: {what} ({info.get('class', '?')}, {info.get('layers')} layers{exit_}; {how})"
+
+
+def stats_cache(run: RunConfig):
+    """The statistics cache of this run (None when cache.enabled=false)."""
+    from cscore.scorers.store.cache import StatsCache
+
+    if not run.cache.enabled:
+        return None
+    about = {"data": run.data.name, "split": run.split.use, "method": run.method.name}
+    return StatsCache(run.cache.dir, run.cache.checkpoint_seconds, about=about)

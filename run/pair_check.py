@@ -1,0 +1,216 @@
+"""The model pair of a composed ``cscore run`` config, checked before any data loads.
+
+Every model the method reads: a ``gguf:`` file must start with the GGUF magic, a packaged one
+needs its wheel(s), a local directory needs a config.json and weight files, and a hub id must be
+in the local hub cache or the hub must answer (decided once, fast: ``scorers.models.hub``). Then
+``runtime.max_length`` against the shortest prompt the run can build: the template with its
+source removed, plus one hypothesis token. The expert's tokenizer is read for that (never its
+weights) only when the limit is small enough that it could matter."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+from cscore.config.run import RunConfig
+from cscore.errors import ConfigError
+from cscore.scorers.models import hub, specs
+
+CHEAP_FACTOR, CHEAP_SLACK = 2, 8  # tokens <= 2 x UTF-8 bytes + 8 for any tokenizer: no need to count
+
+
+def needed_models(run: RunConfig) -> dict[str, tuple[str, str | None]]:
+    """{role: (spec, revision)} of the models the run loads (an early-exit amateur is the expert's)."""
+    from cscore.run.variants import models_needed
+
+    roles = models_needed(list(run.method_plan.rows))
+    out = {}
+    for role in roles:
+        model = getattr(run.pair, role)
+        if model.path is not None:
+            out[role] = (str(model.path), model.revision)
+    return out
+
+
+def check(c: dict, run: RunConfig) -> None:
+    """ConfigError (one line naming the key to set) for the first model that cannot load here
+    (``c``: the config as a plain dict; ``run``: it typed)."""
+    models = needed_models(run)
+    offline, why = [], ""
+    for role, (spec, revision) in models.items():
+        try:
+            kind = specs.check_spec(spec)
+        except specs.ModelSpecError as err:
+            raise ConfigError(f"pair.{role}.path={spec}: {str(err).removeprefix(f'model {spec!r}: ')}") from None
+        not_here = hub.usable_offline(spec, revision) if kind == "hub" else None
+        if not_here:
+            offline.append((role, spec))
+            why = not_here
+    if offline:
+        raise ConfigError(hub_message(offline, why))
+    check_kind_models(c)
+    check_cross_family(c, models)
+    if "expert" in models:
+        check_max_length(c, *models["expert"])
+
+
+def kind_models(c: dict) -> dict[str, tuple[str, str | None]]:
+    """{key: (spec, revision)} of the models the method's kind loads beyond the pair (a baseline
+    run's ``baseline.<name>.model``: ``MethodKind.other_models``)."""
+    from cscore.run import kinds
+
+    name = c["method"].get("name")
+    return kinds.of_method(name).other_models(c) if name else {}
+
+
+def check_kind_models(c: dict) -> None:
+    """A ConfigError for the first model of the kind's own that cannot load here (as for the pair's)."""
+    for key, (spec, revision) in kind_models(c).items():
+        try:
+            kind = specs.check_spec(spec)
+        except specs.ModelSpecError as err:
+            raise ConfigError(f"{key}={spec}: {str(err).removeprefix(f'model {spec!r}: ')}") from None
+        if kind == "hub" and (why := hub.usable_offline(spec, revision)):
+            raise ConfigError(f"set {key}= to a local model directory: {spec} is a hub model not in the local hub "
+                              f"cache, and the Hugging Face hub is unreachable ({why}){hub.PREDOWNLOADED}")
+
+
+def check_cross_family(c: dict, models: dict[str, tuple[str, str | None]]) -> None:
+    """A ConfigError when expert and amateur are two models whose tokenizers differ (read without
+    weights) and the method cannot run on such a pair (``methods.cross_family_refusal``). The
+    tokenizers are read only for a method that would be refused."""
+    from cscore.scorers import methods
+
+    if "expert" not in models or "amateur" not in models or models["expert"] == models["amateur"]:
+        return
+    why = methods.cross_family_refusal(c["method"]["name"], c["method"])
+    if why is None:
+        return
+    expert, amateur = tokenizer_of(*models["expert"]), tokenizer_of(*models["amateur"])
+    if expert is None or amateur is None or expert[1] or amateur[1]:
+        return  # not readable here (the run checks when it loads), or seq2seq (refused at load)
+    if expert[0].get_vocab() != amateur[0].get_vocab():
+        raise ConfigError(why)
+
+
+def installed_gguf() -> list[str]:
+    out = []
+    for name in specs.PACKAGED_GGUF:
+        try:
+            specs.packaged_files(name)
+        except specs.ModelSpecError:
+            continue
+        out.append(f"gguf:{name}")
+    return out
+
+
+def hub_message(offline: list[tuple[str, str]], why: str) -> str:
+    keys = " and ".join(f"pair.{role}.path=" for role, _ in offline)
+    given = " and ".join(spec for _, spec in offline)
+    here = installed_gguf()
+    hint = f" (installed here: {', '.join(here)})" if here else ""
+    return (f"set {keys} to a local model directory or a gguf: spec{hint}: {given} "
+            f"{'is a hub model' if len(offline) == 1 else 'are hub models'} not in the local hub cache, "
+            f"and the Hugging Face hub is unreachable ({why}){hub.PREDOWNLOADED}")
+
+
+# ---------------------------------------------------------------------------------------------
+# runtime.max_length against the shortest prompt
+
+
+def shortest_prompts(c: dict) -> dict[str, str]:
+    """{what: text}: each prompt the run may build, with its source removed (any of them may be
+    the one in use when the task is known only to the loader)."""
+    from cscore.data import prompts, registry
+
+    p = c["prompt"]
+    source = p.get("condition", "source") == "source"
+    table = dict(prompts.TEMPLATES if source else prompts.REFERENCE_TEMPLATES)
+    table.update((p.get("templates") if source else p.get("reference_templates")) or {})
+    chosen = c["data"].get("template") or c["data"].get("task") or registry.task_of(c["data"].get("name"))
+    if chosen is not None:
+        table = {str(chosen): table.get(chosen, prompts.TEMPLATES.get(chosen, chosen))}
+    out = {}
+    for task, template in table.items():
+        if not isinstance(template, str) or "{source}" not in template:
+            continue  # the prompt builder names a bad template when the run reaches it
+        if "{target_language}" not in template:
+            out[f"{task} template"] = template.replace("{source}", "")
+            continue
+        for language in sorted(set(prompts.LANGUAGES.values())):
+            out[f"{task} template for {language}"] = template.replace("{source}", "").replace("{target_language}",
+                                                                                               language)
+    return out
+
+
+def check_max_length(c: dict, spec: str, revision: str | None) -> None:
+    limit = c["runtime"]["max_length"]
+    texts = shortest_prompts(c)
+    if not texts or any(CHEAP_FACTOR * len(t.encode()) + CHEAP_SLACK + 1 <= limit for t in texts.values()):
+        return
+    from cscore.run import kinds
+
+    if not kinds.of_method(c["method"]["name"]).scoring_prompt:
+        return  # a judge builds its own prompts (runtime.max_length is checked as it does)
+    loaded = tokenizer_of(spec, revision)
+    if loaded is None:
+        return
+    tok, seq2seq = loaded
+    counts = {what: prompt_tokens(tok, text, seq2seq) for what, text in texts.items()}
+    what, n = min(counts.items(), key=lambda kv: kv[1])
+    need = n if seq2seq else n + 1
+    if need > limit:
+        raise ConfigError(f"runtime.max_length={limit} is too small for any item: the shortest prompt this run can "
+                          f"build (the {what}, with its source removed) is {n} tokens for the expert's "
+                          f"tokenizer{'' if seq2seq else ', and a hypothesis needs at least one more'}; "
+                          "raise runtime.max_length (default 1024)")
+
+
+def prompt_tokens(tok, text: str, seq2seq: bool) -> int:
+    """Tokens of a prompt as ``scorers.tokenize.encode`` counts them (an empty causal prompt: BOS);
+    ``tok``: a transformers tokenizer or a ``tokenizers.Tokenizer`` (the same ids: the first wraps the second)."""
+    if not (text or seq2seq):
+        return 1
+    if hasattr(tok, "encode_batch"):  # tokenizers.Tokenizer
+        return max(len(tok.encode(text, add_special_tokens=seq2seq).ids), 1)
+    return max(len(tok(text, add_special_tokens=seq2seq)["input_ids"]), 1)
+
+
+def fast_tokenizer(file: str | os.PathLike):
+    """A ``tokenizer.json`` read by ``tokenizers`` alone: no torch, no transformers (issue 47: the
+    refusal of a too small runtime.max_length comes within seconds, not after their imports)."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(file))
+
+
+@functools.cache
+def tokenizer_of(spec: str, revision: str | None):
+    """(tokenizer, is encoder-decoder) read without weights or network, or None when that cannot be
+    done here (a hub model not cached yet: the run downloads it). A folder's ``tokenizer.json`` (a
+    ``gguf:`` model's converted copy's) is read with ``tokenizers``; transformers only without one."""
+    if spec.startswith("gguf:"):
+        from cscore.scorers.models import gguf
+
+        file = gguf.cached_tokenizer_file(spec)
+        return (fast_tokenizer(file) if file is not None else gguf.load_tokenizer(spec)), False
+    if specs.kind(spec) == "local":
+        folder = os.path.expanduser(spec)
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        config = try_to_load_from_cache(spec, "config.json", revision=revision)
+        if not isinstance(config, str):
+            return None
+        folder = os.path.dirname(config)
+    try:
+        with open(os.path.join(folder, "config.json")) as f:
+            seq2seq = bool(json.load(f).get("is_encoder_decoder", False))
+        if os.path.isfile(os.path.join(folder, "tokenizer.json")):
+            return fast_tokenizer(os.path.join(folder, "tokenizer.json")), seq2seq
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(folder), seq2seq
+    except Exception:  # no usable tokenizer files (tokenizers raises plain Exception): the run says so at load
+        return None

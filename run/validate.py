@@ -1,0 +1,68 @@
+"""Check the whole composed run config before anything expensive (data, models) runs.
+
+The schema (``config/run.py``, each method's ``Params``) says what each setting may be; ``typed``
+checks the config against it once. The first bad setting is a ConfigError naming the key, what
+was given and what is allowed. The checks that read several sections are here."""
+
+from __future__ import annotations
+
+import re
+
+from omegaconf import DictConfig
+
+from cscore.config.run import check_budget, check_device  # noqa: F401  (re-exported: tests, callers)
+from cscore.errors import ConfigError
+from cscore.run.typed import RunConfig, resolved, typed
+from cscore.scorers.methods.params import check_keys  # noqa: F401  (re-exported: the stage commands)
+
+
+def check_amateur(run: RunConfig) -> None:
+    """A method that reads the amateur needs one: a model path or an early exit of the expert."""
+    from cscore.run.variants import models_needed
+
+    ama = run.pair.amateur
+    if "amateur" in models_needed(list(run.method_plan.rows)) and ama.path is None and ama.early_exit is None:
+        raise ConfigError(f"method {run.method.name} needs an amateur: set pair.amateur.path or "
+                          "pair.amateur.early_exit (an early exit of the expert)")
+
+
+def check_variant(variant) -> None:
+    if variant is not None and not (isinstance(variant, str) and re.match(r"^[\w.\-]+$", variant)):
+        raise ConfigError(f"method.variant must be a plain name (letters, digits, _ . -), got {variant!r}")
+
+
+def check_baseline(c: dict) -> None:
+    """method=baseline and the ``baseline`` group go together; each baseline's settings are checked."""
+    from cscore.scorers.baselines import check_config
+
+    check_config(c["method"].get("name"), c.get("baseline"))
+
+
+def validate(cfg: DictConfig) -> RunConfig:
+    """The config as typed objects; a ConfigError for the first setting that is not allowed."""
+    c = resolved(cfg)
+    run = typed(c)
+    check_variant(c["method"].get("variant"))
+    check_amateur(run)
+    check_baseline(c)
+    check_judge_prompt(c)
+    return run
+
+
+def check_judge_prompt(c: dict) -> None:
+    """The judge_prompt group goes with the kinds that read one only (the judge methods compose it;
+    others carry none)."""
+    from cscore.run import kinds
+    from cscore.scorers import methods
+
+    jp = c.get("judge_prompt")
+    if not jp:
+        return
+    name = c["method"].get("name")
+    if not kinds.of_method(name).judge_prompt:
+        judges = " | ".join(m for m in methods.METHODS if kinds.of_method(m).judge_prompt)
+        raise ConfigError(f"judge_prompt={jp.get('name')} is for the judge methods (method={judges}); "
+                          f"this run has method={name}")
+    from cscore.data.judge_prompts import check_config
+
+    check_config(jp)

@@ -1,0 +1,114 @@
+"""Which score columns a run produces: the configured method plus the comparison rows
+(expert alone, amateur alone, ensemble), all computed from the same statistics.
+
+Rows are planned from the method's typed ``Params`` (checked once, defaults filled in); each row
+holds its own typed ``Params`` (what its scores read) and its ``record`` (what metrics.json
+records: the values as the user wrote them, so ``gamma=1`` stays ``1``; the one place that reads
+them is ``written``, the method section as composed, handed in by the typed boundary). A run's
+method is planned once, where its config is typed (``method_plan``: ``RunConfig.method_plan``),
+and every stage reads that plan.
+
+The comparison rows share the method's length conventions (``norm``, ``skip_first``,
+``clamp``, ``floor``; ``norm`` also under a method's own name for it: cdm's ``pooling``) so that a preset
+such as ``contrast_released`` is compared with
+baselines computed the same way; they use temperature ``baseline_t`` (default 1.0)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from cscore.config.run import BASELINE_ROWS
+from cscore.errors import ConfigError
+from cscore.scorers import methods
+
+SHARED = ("norm", "skip_first", "clamp")
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # score column: score.<name>
+    method: str
+    params: Any  # the row's typed Params (checked, every default filled in): what its scores read
+    record: dict  # its parameters as metrics.json records them (values as written)
+    who: str | None = None  # a judge row: whose judgement (main / asst / contrast)
+
+    def settings(self) -> dict:
+        """The row's parameters (typed) without the method's name and variant."""
+        return {f.name: getattr(self.params, f.name) for f in fields(self.params) if f.name not in methods.NOT_PARAMS}
+
+    def needs(self) -> tuple[str, ...]:
+        return methods.get(self.method).needs(self.params)
+
+    def temperatures(self) -> set[float]:
+        return {float(getattr(self.params, k)) for k in ("t", "t_exp", "t_ama", "t_weight") if hasattr(self.params, k)}
+
+    def distributional(self) -> bool:
+        """Whether its scores read the distributional statistics (its pass computes them then)."""
+        return methods.get(self.method).distributional(vars(self.params))
+
+    def exits(self) -> tuple[int, ...]:
+        """The expert's early exits its scores read (dola's candidate layers)."""
+        return methods.get(self.method).exits(vars(self.params))
+
+
+def row_params(method: str, label: str, **settings):
+    """The typed ``Params`` of a comparison row: its method's defaults with ``settings``."""
+    return methods.get(method).Params(name=method, variant=label, **settings)
+
+
+@dataclass(frozen=True)
+class MethodPlan:
+    """A run's method, planned once where its config is typed (``run.typed``) and passed on as
+    ``RunConfig.method_plan``: its rows and its parameters as written (in config order, without
+    ``name`` and ``variant``: what the signature records, ``gamma=1`` stays ``1``)."""
+    rows: tuple[Variant, ...]
+    written: dict
+
+
+def method_plan(p, written: Mapping, baseline_t: float, rows) -> MethodPlan:
+    """The plan of the method section ``written`` (as composed), typed as ``p``."""
+    params = {k: v for k, v in written.items() if k not in methods.NOT_PARAMS}
+    return MethodPlan(tuple(plan(p, baseline_t, rows, written)), params)
+
+
+def plan(p, baseline_t: float = 1.0, rows=BASELINE_ROWS, written: Mapping | None = None) -> list[Variant]:
+    """The rows of method params ``p`` (typed); ``written``: the method section as composed (the
+    records' values as written; None: the typed values)."""
+    name, label = p.name, p.variant or p.name
+    module = methods.get(name)
+    typed = {f.name: getattr(p, f.name) for f in fields(p) if f.name not in methods.NOT_PARAMS}
+    given = {k: v for k, v in (written if written is not None else typed).items() if k not in methods.NOT_PARAMS}
+    own = module.plan_variants(label, given, rows)
+    if own is not None:  # a method of another kind (a judge) names its own rows
+        return [Variant(row, method, p, record, record.get("who")) for row, method, record in own]
+    main = Variant(label, name, p, given)
+    loaded = set(main.needs())
+    aliases = methods.aggregation_keys(module)  # {own name: its key}: cdm calls norm pooling
+    keys = {k: k for k in SHARED if k in typed}
+    keys.update({aliases[own]: own for own in given if own in aliases})
+    share = {key: typed[own] for key, own in keys.items()}
+    share_rec = {key: given.get(own, typed[own]) for key, own in keys.items()}
+    out = []
+    for row in rows:
+        if row not in BASELINE_ROWS:
+            raise ConfigError(f"unknown baseline row {row!r}; known: {BASELINE_ROWS}")
+        if row == label:
+            continue
+        if row in ("expert", "amateur") and row in loaded:
+            one = {"model": row, "t": baseline_t}
+            out.append(Variant(row, "single", row_params("single", row, **one, **share), {**one, **share_rec}))
+        elif row == "ensemble" and {"expert", "amateur"} <= loaded:
+            gamma = methods.defaults("ensemble")["gamma"]  # Eq. 6: ensemble's own default (its Params), 0.5
+            mix = {"gamma": gamma, "t_exp": baseline_t, "t_ama": baseline_t}
+            floor = {"floor": typed["floor"]} if "floor" in typed else {}
+            rec = {**mix, **share_rec, **({"floor": given.get("floor", typed["floor"])} if floor else {})}
+            typed_row = row_params("ensemble", "ensemble", **mix, **share, **floor)
+            out.append(Variant("ensemble", "ensemble", typed_row, rec))
+    return out + [main]
+
+
+def models_needed(variants: list[Variant]) -> list[str]:
+    found = {m for v in variants for m in v.needs()}
+    return [m for m in ("expert", "amateur") if m in found]
