@@ -1,6 +1,7 @@
 """The import architecture (issue 21): the import-linter contracts of pyproject.toml hold, and
 scorers/, data/, metaeval/, config/, training/, run/ and cli/ have no import cycles (imports inside
-functions count), nor have the scripts (each imports its siblings by their file name: ``scripts/`` is on the path of a script)."""
+functions count), nor have the scripts (each imports its siblings by their file name: ``scripts/``
+is on the path of a script)."""
 
 from __future__ import annotations
 
