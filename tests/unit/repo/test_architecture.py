@@ -259,7 +259,8 @@ def environment_reads(root: Path, name: str) -> list[str]:
 
 
 def test_scorers_read_the_environment_only_for_the_hub_the_cache_root_and_the_thread_cap():
-    reads = [r for r in environment_reads(ROOT / "scorers", "cscore.scorers") if r.split(":")[0] not in ENV_READERS]
+    reads = [r for name in ("scorers", "config", "training") for r in environment_reads(ROOT / name, f"cscore.{name}")
+             if r.split(":")[0] not in ENV_READERS]
     assert not reads, "\n".join(reads)
 
 
