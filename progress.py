@@ -78,9 +78,9 @@ class Progress:
     @contextmanager
     def _bar(self, title: str):
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-        from rich.progress import Progress as Bar
+        from rich.progress import Progress as RichBar
 
-        bar = Bar(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+        bar = RichBar(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("{task.fields[what]}", markup=False), console=self.console,
                   transient=True)
         task = bar.add_task(title, total=None, what="")
@@ -297,18 +297,11 @@ class Bar(Reporter):
     """The live rich bar (it redraws itself, elapsed time included); work and warm-up lines above it."""
 
     def __init__(self, console, hint=None, clock: Callable[[], float] = time.monotonic):
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TaskID,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import Progress as RichBar
 
         super().__init__(console, clock=clock, hint=hint)
-        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        self.bar = RichBar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), TimeRemainingColumn(), console=console)
         self.tasks: dict[int, TaskID] = {}
 

@@ -390,8 +390,8 @@ def test_the_name_checker_finds_names_that_do_not_resolve():
     assert unresolved_names({"m.py": [text]}) == ["m.py: cscore.metaeval.levels.no_such", "m.py: cscore.no_module.x"]
 
 
-def test_the_names_that_are_no_python_names_are_strings_of_cli():
-    source = "".join(f.read_text() for f in sorted((ROOT / "cli").glob("*.py")))
+def test_the_names_that_are_no_python_names_are_strings_of_cli_and_run():
+    source = "".join(f.read_text() for d in ("cli", "run") for f in sorted((ROOT / d).glob("*.py")))
     assert all(f'"{n}' in source for n in NOT_PYTHON), [n for n in NOT_PYTHON if f'"{n}' not in source]
 
 

@@ -34,12 +34,12 @@ def test_the_layout_reader_places_names_in_their_folders():
     named = layout_names(block)
     assert named["run/kinds/token_pass.py"] == {"run/kinds"}
     assert named["scorers/api.py"] == {"scorers"}  # a module's own entry inside a folder
-    assert named["run/workers.py"] == {"cli", "scorers/store"}  # a path: named from the store's entry too
+    assert named["run/workers.py"] == {"run", "scorers/store"}  # a path: named from the store's entry too
     assert named["errors.py"] == {""} and named["scripts/make_demo.py"] == {"scripts"}
 
 
 def test_the_layout_check_finds_a_missing_file_and_an_unnamed_module(tmp_path):
-    for path in ("cli/run.py", "cli/exits.py", "run/stages.py", "data/io.py", "errors.py"):
+    for path in ("cli/run.py", "cli/exits.py", "cli/pipeline/stages.py", "data/io.py", "errors.py"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("")
     page = ("# A\n\n## Layout\n\n```\n"
@@ -48,11 +48,11 @@ def test_the_layout_check_finds_a_missing_file_and_an_unnamed_module(tmp_path):
             "data/      cli/exits.py named from another folder\n"
             "errors.py  the errors\n"
             "```\n")
-    modules = ["cli/exits.py", "run/stages.py", "cli/run.py", "data/io.py", "errors.py"]
+    modules = ["cli/exits.py", "cli/pipeline/stages.py", "cli/run.py", "data/io.py", "errors.py"]
     assert layout_problems(page, modules, tmp_path) == [
         "named but not in the tree: cli/gone.py",
         "not named under cli/: cli/exits.py",  # only under data/
-        "not named under data/: data/io.py",  # only under run/
+        "not named under data/: data/io.py",  # only under cli/pipeline/
     ]
 
 
