@@ -297,7 +297,14 @@ class Bar(Reporter):
     """The live rich bar (it redraws itself, elapsed time included); work and warm-up lines above it."""
 
     def __init__(self, console, hint=None, clock: Callable[[], float] = time.monotonic):
-        from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TaskID,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
         from rich.progress import Progress as RichBar
 
         super().__init__(console, clock=clock, hint=hint)
