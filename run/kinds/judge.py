@@ -49,9 +49,8 @@ def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
 def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, shards: InProcess, progress=None):
     """(statistics, report, cache key) of the judge pass through the statistics cache (one entry per
     pair, prompts and range), or ``Pending`` (a sharded pass, ``shards`` the job's coordinator, a
-    shard missing). ``ranged``: the range's values, their token ids, the continuation prefixes and
-    the number of items. A range with multi-token values keeps the expected score's chain
-    (``judge_stats``): its key says so."""
+    shard missing). ``ranged``: as ``judge_passes``' ``scale``. A range with multi-token values
+    keeps the expected score's chain (``judge_stats``): its key says so."""
     from cscore.scorers.judge import judge
     from cscore.scorers.judge.parse import digit_tokens
     from cscore.scorers.judge.stats import CHAIN_CS, CHAIN_FORMAT, FORMAT, JudgeStats
@@ -64,9 +63,8 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, shards: InPr
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
 
     opts = run.passes
-    values, value_ids, prefixes, n_items = ranged
-    digits = digit_tokens(tok) if prefixes else None
-    scale = judge.Scale(values, value_ids, prefixes, n_items, lambda t: tok.decode([t]), digits)
+    digits = digit_tokens(tok) if ranged[2] else None  # ranged: (values, value ids, prefixes, items)
+    scale = judge.Scale(*ranged, lambda t: tok.decode([t]), digits)
 
     def compute(checkpoint=None):
         return judge.compute(main.model, contexts, scale, asst=asst.exit_layer if early else asst.model,
@@ -84,7 +82,7 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, shards: InPr
     cache = stats_cache(run)
     parts = {"kind": "judge", "judge_format": FORMAT, "main": model_identity(main), "asst": model_identity(asst),
              "dtype": str(main.dtype), "device": main.device.type, "ids": ids_digest([(c, []) for c in contexts]),
-             "values": list(values), "value_ids": [list(v) for v in value_ids],
+             "values": list(scale.values), "value_ids": [list(v) for v in scale.value_ids],
              # packed rows batch differently (float32 rounding): a shared key says so; unshared keys unchanged
              **opts.key_parts(shared=opts.prefix_sharing)}
     if digits is not None:  # one-token ranges: keys unchanged
