@@ -102,6 +102,7 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     check_limit(g["limit"])
     resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
     run = sharding("generate", validate(cfg))  # before torch loads
+    shards = workers.coordinator(run.runtime)  # the job's, beside the typed config
     from cscore.run import negatives as steps
     from cscore.run.stages import load_stage
     from cscore.scorers.engine import threads
@@ -110,15 +111,15 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     job = negatives.open_job(run, g, artifacts.out_dir(g["out"], "cdm", "generate"), resolved(cfg))
     threads.apply(run.runtime.threads)  # as cscore run (each worker of runtime.devices with its own)
     positives = steps.positives_of(load_stage(run).examples, g)
-    if not run.coordinator.on:
+    if not shards.on:
         steps.make(job, run, positives)
         return job.folder.path
     if run.runtime.devices is not None:  # one worker per device writes its shard; this process merges
         workers.run_workers(run, list(overrides), job.folder.path, command=("cdm", "generate"))
-    missing = steps.make_sharded(job, run, positives)
-    if missing or not run.coordinator.merge:
-        count = run.coordinator.count
-        raise ShardsPending(f"cdm generate ({job.folder.path}): {pending_text(missing, count)}", missing, count)
+    missing = steps.make_sharded(job, run, positives, shards)
+    if missing or not shards.merge:
+        count = shards.count
+        Pending(missing).stop(count, f"cdm generate ({job.folder.path}): {pending_text(missing, count)}")
     return job.folder.path
 
 
@@ -145,6 +146,7 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
         f"with cdm.train.discriminator={t['discriminator']} trains a transformers classifier: its gradient "
         "steps are one sequence in one process, not a statistics pass")
     run = sharding("train", validate(cfg), classifier, listed=cfg.runtime.devices is not None)  # before torch loads
+    shards = workers.coordinator(run.runtime)  # the job's, beside the typed config
     from cscore.run.kinds.pair import load_pair, stats_cache
     from cscore.scorers.engine import threads
     from cscore.training import discriminator
@@ -157,9 +159,9 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     if run.runtime.devices is not None:  # one worker per device computes its shard of the momentum pass
         workers.run_workers(run, list(overrides), job.folder.path, command=("cdm", "train"))
     pair = load_pair(run, ["expert", "amateur"]) if job.kind == "pooler" else None
-    got = discriminator.train(run, job, pair, stats_cache(run) if pair is not None else None)
+    got = discriminator.train(run, job, pair, stats_cache(run) if pair is not None else None, shards)
     if isinstance(got, Pending):  # this process did its shards of the momentum pass
-        raise got.error(run.coordinator.count)
+        got.stop(shards.count)
     return job.folder.path
 
 

@@ -64,8 +64,9 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
     console = summary.make_console()
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / rundir.CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    # runtime.devices: workers compute shards 1 .. N-1; this process shard 0, then waits for theirs and merges
-    with workers.sharded(config, list(overrides), out_dir, state) as config:
+    # the job's coordinator, beside the config (runtime.devices: workers compute shards 1 .. N-1; this
+    # process shard 0, then waits for theirs and merges)
+    with workers.sharded(config, list(overrides), out_dir, state) as shards:
         state["stage"] = "load"
         loaded = stages.load_stage(config)
         plan = kind.plan(config)
@@ -75,15 +76,15 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
             threads.apply(config.runtime.threads)
             groups = loaded.examples["group"].nunique() if "group" in loaded.examples else None
             progress = Progress(*progress_bar(console, config.runtime.progress, quick_slice(config, groups)))
-            got = kind.score(config, loaded, plan, progress, state)
+            got = kind.score(config, loaded, plan, progress, state, shards)
             if isinstance(got, Pending):  # this process did its part of a sharded pass: the command ends here
-                raise got.error(config.coordinator.count)
+                got.stop(shards.count)
             scored = got
     state["stage"] = "write"
     with workers.one_run_directory(point, out_dir) as other:
         if other is not None:
-            raise ShardsPending(f"statistics merged; this sweep point's run directory is {other} (another "
-                                "shard's job wrote it)", [], config.runtime.shards)
+            Pending([]).stop(config.runtime.shards, f"statistics merged; this sweep point's run directory is "
+                             f"{other} (another shard's job wrote it)")
         corr = stages.evaluate_stage(config, kind, scored, plan)
         metrics = stages.write_stage(config, kind, out_dir, loaded, plan, scored, corr)
     summary.print_summary(console, config, kind, out_dir, loaded, scored, corr, metrics)

@@ -23,7 +23,6 @@ from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
 from cscore.scorers.methods.base import MethodParams
 from cscore.scorers.methods.params import Param, setting
-from cscore.scorers.store.coordinator import InProcess
 
 DTYPES = ("auto", "float32", "fp32", "float64", "bfloat16", "bf16", "float16", "fp16")
 DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
@@ -241,9 +240,6 @@ class RunConfig(RunSettings):
     method_plan: Any = None
     # how the forward passes go: built once from ``runtime`` (``typed``), handed to every pass
     passes: PassOptions = field(default_factory=PassOptions)
-    # who computes which shard of a sharded pass, waits and merges (runtime.shards): the command line
-    # sets it (run/workers.py: ``coordinator``, which reads the environment); not a setting, not compared
-    coordinator: InProcess = field(default_factory=InProcess, compare=False, repr=False)
     # the other jobs of this job's multirun (Hydra's basic launcher only), each as the overrides in
     # which it differs from this one ({key: value as written}): cli fills it (cli/sweep_points.py)
     sweep_others: tuple = ()

@@ -10,6 +10,7 @@ from cscore.config.run import RunConfig
 from cscore.run.kinds.aspects import target_aspect
 from cscore.run.kinds.pair import load_pair
 from cscore.run.kinds.prompts import make_prompts
+from cscore.scorers.store.coordinator import InProcess
 from cscore.training import negative_shards as shards
 from cscore.training.negatives import GenerateJob, finish, round_robin, select_positives, todo, write_negatives
 
@@ -38,11 +39,10 @@ def write_rows(job: GenerateJob, run: RunConfig, rows, path=None) -> dict:
     return write_negatives(job, run, pair, rows, inputs, path)
 
 
-def make_sharded(job: GenerateJob, run: RunConfig, positives) -> list[int]:
-    """``runtime.shards``: this process's shards (``run.coordinator.todo()``: each under its own lock,
-    resuming from its own file, marked when done), then (unless a worker of ``runtime.devices``)
+def make_sharded(job: GenerateJob, run: RunConfig, positives, sharding: InProcess) -> list[int]:
+    """``runtime.shards``: this process's shards (``sharding.todo()``, the job's coordinator: each under
+    its own lock, resuming from its own file, marked when done), then (unless a worker of ``runtime.devices``)
     the merge into negatives.jsonl and provenance.json. Returns the shards still missing."""
-    sharding = run.coordinator
     assert sharding.on
     count = sharding.count
     if shards.all_written(job, positives):  # merged (or written unsharded) before: as a finished run

@@ -87,7 +87,8 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     """The composed run config checked against the schema, as typed objects; the first setting
     that is not allowed is a one-line ConfigError naming it, what was given and what may be.
     ``runtime.devices`` is resolved here, once (``workers.resolve_devices``): the run's
-    ``PassOptions`` and coordinator are built from the resolved runtime."""
+    ``PassOptions`` are built from the resolved runtime (and the job's coordinator, beside the
+    config: ``workers.sharded``)."""
     from cscore.run import variants
     from cscore.run.tracking import check_config as check_tracking
 
@@ -101,10 +102,10 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     method_plan = variants.method_plan(method, c["method"], baselines.t, list(baselines.rows))
     check_tracking(c.get("tracking"))
     top = {k: c[k] for k in ("resume", "out", "tokenizer", "model") if k in c}
-    from cscore.run.workers import coordinator, resolve_devices
+    from cscore.run.workers import resolve_devices
 
     runtime = settings["runtime"] = resolve_devices(settings["runtime"])  # runtime.devices: shards and device
-    return RunConfig(**settings, **top, passes=PassOptions.of(runtime), coordinator=coordinator(runtime),
+    return RunConfig(**settings, **top, passes=PassOptions.of(runtime),
                      data=typed_data(c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
                      tracking=Tracking(**(c.get("tracking") or {"name": "none"})),

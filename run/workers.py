@@ -44,7 +44,8 @@ def coordinator(runtime) -> InProcess:
     of ``runtime.devices`` (WORKER_ENV) computes its shard and leaves the merge to its parent; a
     SLURM job's shard (SLURM_JOB_ID) is a task of a job array; any other run computes its shard
     (``runtime.shard``) or every shard in this process. The one place the environment is read for
-    sharding (the parent of runtime.devices is ``Workers.parent_run``'s ``LocalDevices``)."""
+    sharding (the parent of runtime.devices has ``Workers.coordinator``, ``LocalDevices``). Built
+    once per job and handed to the stages beside the typed config, never stored in it."""
     count, index = int(runtime.shards), None if runtime.shard is None else int(runtime.shard)
     if os.environ.get(WORKER_ENV):
         return ArrayTask(count, index, merge=False)
@@ -67,7 +68,7 @@ def devices_of(value) -> list[str] | None:
 
 def resolve_devices(rt: Runtime) -> Runtime:
     """The runtime settings with ``runtime.devices`` resolved, once, where the typed run is built
-    (``run/typed.py``: its ``PassOptions`` and coordinator are built from these): N devices are N
+    (``run/typed.py``: its ``PassOptions`` are built from these, the coordinator too): N devices are N
     shards, this process computing on the first; one device runs the pass here, no worker.
     Settings that do not go together stay as given, for ``check_settings`` to name."""
     devices = devices_of(rt.devices)
@@ -252,9 +253,9 @@ class Workers:
                   f"one worker process each for the others)" if first else
                   f"statistics: {len(devices)} shards on {', '.join(devices)} (one worker process each)")
 
-    def parent_run(self, run: RunConfig) -> RunConfig:
-        """The parent's run: shard 0 of every pass, then ``wait`` for the workers' shards, then the merge."""
-        return replace(run, coordinator=LocalDevices(len(self.devices), 0, workers=self))
+    def coordinator(self) -> InProcess:
+        """The parent's: shard 0 of every pass, then ``wait`` for the workers' shards, then the merge."""
+        return LocalDevices(len(self.devices), 0, workers=self)
 
     def wait(self, pending, label: str) -> None:
         """Until ``pending()`` (the pass's shards not done yet) is empty. A missing shard whose worker
@@ -329,15 +330,16 @@ class LocalDevices(InProcess):
 
 @contextmanager
 def sharded(run: RunConfig, overrides: list[str], out_dir: Path, state: RunState):
-    """``runtime.devices``: start the workers of shards 1 .. N-1 and yield the parent's run (shard 0
-    here, its coordinator ``LocalDevices``); the workers end (or are stopped) when the block does.
-    Without ``runtime.devices``: the run as it is."""
+    """Yield the job's coordinator, which the stages are handed beside the typed config.
+    ``runtime.devices``: start the workers of shards 1 .. N-1 and yield the parent's (shard 0 here,
+    ``LocalDevices``); the workers end (or are stopped) when the block does. Without
+    ``runtime.devices``: ``coordinator``, read from the settings and the environment."""
     if run.runtime.devices is None:
-        yield run
+        yield coordinator(run.runtime)
         return
     workers = Workers(run, overrides, out_dir)
     try:
-        yield workers.parent_run(run)
+        yield workers.coordinator()
         workers.finish()
     except BaseException:
         if workers.failed:  # the run directory keeps the workers' logs the line names

@@ -405,7 +405,7 @@ class ModelPair:
         got = self.run(inputs, req)
         if isinstance(got, Pending):
             assert req.shards is not None  # only a sharded pass waits
-            raise got.error(req.shards.count)
+            got.stop(req.shards.count)
         return got
 
     def run(self, inputs: ScoringInput, request: PassRequest) -> PairStatistics | Pending:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from cscore.data.schema import LoadReport
     from cscore.run.variants import Variant
     from cscore.scorers.engine.report import EngineReport
+    from cscore.scorers.store.coordinator import InProcess
     from cscore.scorers.store.shards import Pending
 
 Stage = Literal["validate", "shards", "load", "models", "score", "write"]
@@ -136,9 +137,10 @@ class MethodKind(ABC):
 
     @abstractmethod
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-              state: RunState) -> Scored | Pending:
+              state: RunState, shards: InProcess) -> Scored | Pending:
         """The scored table, or ``Pending``: a sharded pass waits for shards this process does not run
-        (this process did its part; the command ends with one line, ``cli/run.py``)."""
+        (this process did its part; the command ends with one line, ``cli/run.py``). ``shards``: the
+        job's coordinator (``run/workers.py``: who computes, waits and merges), beside the config."""
 
     def rows(self, run: RunConfig) -> list[Variant]:
         """The method's variant rows (its own and the comparison rows), as planned when the run's

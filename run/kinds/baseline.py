@@ -25,6 +25,7 @@ from cscore.scorers.engine.tokenize import InputError
 
 if TYPE_CHECKING:
     from cscore.scorers.baselines import BaselineRun
+    from cscore.scorers.store.coordinator import InProcess
 
 log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")
@@ -126,7 +127,8 @@ class Baseline(MethodKind):
                     for name, params in chosen(run).items() for col in baselines.columns(name, params)]
         return Plan(variants, [], [])
 
-    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState) -> Scored:
+    def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState,
+              shards: InProcess) -> Scored:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs

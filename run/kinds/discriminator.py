@@ -16,6 +16,7 @@ from cscore.errors import ConfigError
 from cscore.progress import Progress
 from cscore.run.kinds.base import REGISTRY, Loaded, Plan, RunState, Scored
 from cscore.run.kinds.token_pass import TokenKind
+from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.shards import Pending
 from cscore.training import held_out
 from cscore.training.classifier import classifier_log_odds, load_classifier
@@ -51,7 +52,7 @@ class Discriminator(TokenKind):
         return plan
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-              state: RunState) -> Scored | Pending:
+              state: RunState, shards: InProcess) -> Scored | Pending:
         """The comparison rows as for any method (``TokenKind.score``), then score.cdm_gen from the discriminator."""
         from cscore.scorers.methods import cdm, cdm_gen
         from cscore.scorers.methods.common import per_item
@@ -61,7 +62,7 @@ class Discriminator(TokenKind):
         path = p.discriminator
         meta = cdm_gen.read_meta(path)
         loaded, excluded = held_out_rows(main.name, meta, loaded)
-        got = self.token_pass(run, loaded, plan, progress, state)
+        got = self.token_pass(run, loaded, plan, progress, state, shards)
         if isinstance(got, Pending):
             return got
         scored, pair_stats = got

@@ -26,6 +26,7 @@ from cscore.run.kinds.judging import (
 )
 from cscore.run.kinds.pair import stats_cache
 from cscore.run.kinds.prompts import fit_judge_prompt, judge_prompt
+from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
@@ -45,10 +46,11 @@ def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
     return kept, contexts, truncated
 
 
-def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefixes, n_items, progress=None):
+def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, shards: InProcess, progress=None):
     """(statistics, report, cache key) of the judge pass through the statistics cache (one entry per
-    pair, prompts and range), or ``Pending`` (a sharded pass, a shard missing). A range with
-    multi-token values keeps the expected score's chain (``judge_stats``): its key says so."""
+    pair, prompts and range), or ``Pending`` (a sharded pass, ``shards`` the job's coordinator, a
+    shard missing). ``ranged``: as ``judge_passes``' ``scale``. A range with multi-token values
+    keeps the expected score's chain (``judge_stats``): its key says so."""
     from cscore.scorers.judge import judge
     from cscore.scorers.judge.parse import digit_tokens
     from cscore.scorers.judge.stats import CHAIN_CS, CHAIN_FORMAT, FORMAT, JudgeStats
@@ -61,8 +63,8 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
 
     opts = run.passes
-    digits = digit_tokens(tok) if prefixes else None
-    scale = judge.Scale(values, value_ids, prefixes, n_items, lambda t: tok.decode([t]), digits)
+    digits = digit_tokens(tok) if ranged[2] else None  # ranged: (values, value ids, prefixes, items)
+    scale = judge.Scale(ranged[0], ranged[1], ranged[2], ranged[3], lambda t: tok.decode([t]), digits)
 
     def compute(checkpoint=None):
         return judge.compute(main.model, contexts, scale, asst=asst.exit_layer if early else asst.model,
@@ -80,15 +82,15 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     cache = stats_cache(run)
     parts = {"kind": "judge", "judge_format": FORMAT, "main": model_identity(main), "asst": model_identity(asst),
              "dtype": str(main.dtype), "device": main.device.type, "ids": ids_digest([(c, []) for c in contexts]),
-             "values": list(values), "value_ids": [list(v) for v in value_ids],
+             "values": list(scale.values), "value_ids": [list(v) for v in scale.value_ids],
              # packed rows batch differently (float32 rounding): a shared key says so; unshared keys unchanged
              **opts.key_parts(shared=opts.prefix_sharing)}
     if digits is not None:  # one-token ranges: keys unchanged
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
-    if run.coordinator.on:
+    if shards.on:
         from cscore.scorers.judge.sharded import first_step
 
-        got = first_step(cache, parts, scale, compute, (main, asst), run.coordinator)
+        got = first_step(cache, parts, scale, compute, (main, asst), shards)
         if isinstance(got, Pending):
             return got.named("judge")
         got.report.fetch_seconds = time.perf_counter() - start
@@ -106,16 +108,19 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
     return got["judge"], report, stats_key(parts)
 
 
-def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory,
-                  merged=False) -> tuple[dict, list, dict] | Pending:
+def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
+                  shards: InProcess) -> tuple[dict, list, dict] | Pending:
     """({row: its decoded text per prompt}, the sweep's other (λ, t) points whose paths were decoded
     too, {"decode": its report}) under method.decode=greedy (paths cached next to the statistics,
     as the cache's ``judge_decode`` entries); ({}, [], {}) for first_token; ``Pending`` while a shard of a sharded
-    decode is missing. ``merged``: this process merged the sharded first-step pass (the decodes of
-    shards that ended before it are its own, ``judge.sharded``)."""
+    decode (``shards``: the job's coordinator) is missing. ``judged``: the judge pass as
+    ``judge_statistics`` gives it (statistics, report, key); a report not read from the cache says
+    this process merged the sharded first-step pass (the decodes of shards that ended before it are
+    its own, ``judge.sharded``)."""
     p: Any = run.method  # cd_judge's Params
     if p.decode != "greedy":
         return {}, [], {}
+    stats, report, key = judged
     from cscore.scorers.engine.passes import EngineReport
     from cscore.scorers.judge.decode import Paths, greedy_paths, path_text, rule_of
 
@@ -128,7 +133,7 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory,
     timing: dict = {}
     start = time.perf_counter()
     how = Paths(p.alpha, p.max_new_tokens, judge_key=key, stop=None if p.full_output else p.parse,
-                shards=run.coordinator, adopt=merged, extra_rules=extra)
+                shards=shards, adopt=not report.cached, extra_rules=extra)
     paths = greedy_paths(pair, stats, prompts, list(rules.values()), how, cache=stats_cache(run) if key else None,
                          progress=factory("decode", len(prompts)) if factory else None, timing=timing)
     if isinstance(paths, Pending):
@@ -137,10 +142,10 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory,
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
     tokens = sum(len(p) for p in prompts) + sum(len(x) for rule in set(rules.values()) for x in paths[rule])
-    report = EngineReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
+    decode = EngineReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
                           fetch_seconds=time.perf_counter() - start, shared=timing["call"])
-    shard_figures(report, timing.get("sharded"))
-    return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": report}
+    shard_figures(decode, timing.get("sharded"))
+    return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": decode}
 
 
 def score_rows(run: RunConfig, stats, plan, decoded: dict, table) -> tuple[dict, dict]:
@@ -175,27 +180,28 @@ def expected_missing(stats, plan, c: float) -> dict[str, str]:
     return out
 
 
-def judge_passes(run: RunConfig, pair, plan, progress: Progress, contexts, scale: tuple) -> tuple | Pending:
+def judge_passes(run: RunConfig, pair, plan, progress: Progress, contexts, scale: tuple,
+                 shards: InProcess) -> tuple | Pending:
     """The judge pass, then its rows' greedy decode (``decoded_texts``): (statistics, the pass's
     report, the decoded texts, the grid points decoded too, the decode's report), or ``Pending`` (a
     shard missing, or this shard's job writes no run directory: ``stop_shard``). ``scale``: the
-    range's values, their token ids, the continuation prefixes and the number of items."""
+    range's values, their token ids, the continuation prefixes and the number of items;
+    ``shards``: the job's coordinator."""
     from cscore.scorers.engine.passes import per_item
 
-    values, value_ids, prefixes, n_items = scale
+    prefixes, n_items = scale[2], scale[3]
     with progress.live() as factory:
-        got = judge_statistics(run, pair, contexts, values=values, value_ids=value_ids, prefixes=prefixes,
-                               n_items=n_items, progress=per_item(factory, 1 + len(prefixes))("judge", len(contexts))
-                               if factory else None)
+        got = judge_statistics(run, pair, contexts, scale, shards, progress=per_item(factory, 1 + len(prefixes))(
+            "judge", len(contexts)) if factory else None)
         if isinstance(got, Pending):
             return got
         stats, report, key = got
         firsts = [contexts[i * (1 + len(prefixes))] for i in range(n_items)]
-        texts = decoded_texts(run, pair, stats, key, firsts, plan, factory, merged=not report.cached)
+        texts = decoded_texts(run, pair, got, firsts, plan, factory, shards)
     if isinstance(texts, Pending):
         return texts
     decoded, also, decode_report = texts
-    stop = stop_shard(run.coordinator, [report, *decode_report.values()])
+    stop = stop_shard(shards, [report, *decode_report.values()])
     return stop if stop is not None else (stats, report, decoded, also, decode_report)
 
 
@@ -216,14 +222,14 @@ class Judge(JudgeKind):
                     targets=[f"{rundir.HUMAN}{aspect}"])
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-              state: RunState) -> Scored | Pending:
+              state: RunState, shards: InProcess) -> Scored | Pending:
         from cscore.data import judge_prompts
         from cscore.scorers.judge.parse import continuation_prefixes, score_tokens
 
         if run.method.decode == "values":  # type: ignore[attr-defined]  # the contrast over the range's values
             from cscore.run.kinds.judge_values import score_values
 
-            return score_values(run, self.setup(run, loaded, plan), plan, progress, state)
+            return score_values(run, self.setup(run, loaded, plan), plan, progress, state, shards)
         p, examples, pair, jp = self.setup(run, loaded, plan)
         lo, hi = p.score_range
         tok = pair.tokenizer
@@ -239,7 +245,7 @@ class Judge(JudgeKind):
             log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d", n_truncated,
                         len(examples), run.passes.max_length)
         state["stage"] = "score"
-        got = judge_passes(run, pair, plan, progress, contexts, (values, value_ids, prefixes, len(examples)))
+        got = judge_passes(run, pair, plan, progress, contexts, (values, value_ids, prefixes, len(examples)), shards)
         if isinstance(got, Pending):
             return got
         stats, report, decoded, also, decode_report = got

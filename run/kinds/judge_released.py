@@ -115,7 +115,7 @@ def plan_batches(prompts, batch_size: int) -> list[list[int]]:
 
 @dataclass(frozen=True)
 class ShardedDecode:
-    """A sharded decode's settings: ``shards`` (the run's coordinator) and ``reports`` (a dict that gets
+    """A sharded decode's settings: ``shards`` (the job's coordinator) and ``reports`` (a dict that gets
     each merged row's report, ``sharded_decodes``)."""
 
     shards: InProcess
@@ -234,12 +234,15 @@ def decode_sharded(pair, prompts, plan, params, cache, base, factory,
     return decoded, time.perf_counter() - start, []
 
 
-def decode_run(run, pair, prompts, plan, params, cache, base, factory) -> tuple[dict, float, list, dict] | Pending:
+def decode_run(run, pair, prompts, plan, cache, base, factory,
+               shards: InProcess) -> tuple[dict, float, list, dict] | Pending:
     """``decode_rows`` with the sweep's grid points, or ``decode_sharded`` (runtime.shards, through
-    the cache; ``Pending`` while a shard is missing); and the shards' figures of a sharded decode (by row)."""
+    the cache, ``shards`` the job's coordinator; ``Pending`` while a shard is missing); and the
+    shards' figures of a sharded decode (by row). The method's Params: ``run.method``."""
+    params = run.method  # cd_judge_released's Params
     merged: dict = {}
-    if cache is not None and run.coordinator.on:
-        got = decode_sharded(pair, prompts, plan, params, cache, base, factory, ShardedDecode(run.coordinator, merged))
+    if cache is not None and shards.on:
+        got = decode_sharded(pair, prompts, plan, params, cache, base, factory, ShardedDecode(shards, merged))
         return got if isinstance(got, Pending) else (*got, merged)
     grid = grid_points(run) if cache is not None else []
     return (*decode_rows(pair, prompts, plan, params, cache, base, factory, grid), merged)
@@ -288,7 +291,7 @@ class JudgeReleased(JudgeKind):
         return Plan(variants, ["expert", "amateur"], [], targets=[f"{rundir.HUMAN}{aspect}"])
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-              state: RunState) -> Scored | Pending:
+              state: RunState, shards: InProcess) -> Scored | Pending:
         from cscore.data import judge_prompts
         from cscore.scorers.engine import engine
         from cscore.scorers.judge.parse import PARSERS
@@ -307,7 +310,7 @@ class JudgeReleased(JudgeKind):
         table["truncated"] = truncated
         invalid, reports, changes = {}, {}, {}
         with progress.live() as factory:
-            got = decode_run(run, pair, prompts, plan, p, cache, base, factory)
+            got = decode_run(run, pair, prompts, plan, cache, base, factory, shards)
         if isinstance(got, Pending):
             return got
         decoded, spent, also, merged = got
@@ -331,7 +334,7 @@ class JudgeReleased(JudgeKind):
             rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
                                       cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
             reports[f"decode {v.name}"] = shard_figures(rep, merged.get(v.name))
-        stop = stop_shard(run.coordinator, list(reports.values()))
+        stop = stop_shard(shards, list(reports.values()))
         if stop is not None:
             return stop
         judge_info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,

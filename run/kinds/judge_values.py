@@ -13,6 +13,7 @@ from cscore.config.run import RunConfig
 from cscore.run.kinds.base import RunState, Scored
 from cscore.run.kinds.pair import stats_cache
 from cscore.run.kinds.prompts import fit_judge_prompt
+from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
@@ -66,9 +67,9 @@ def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int])
     return inputs, {role: (got[1], got[2]) for role, got in built.items()}
 
 
-def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState) -> Scored | Pending:
+def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState, shards: InProcess) -> Scored | Pending:
     """``setup``: what ``JudgeKind.setup`` gave (the method's Params, examples, pair, judge prompt);
-    ``Pending`` while a shard of the sharded pass is missing."""
+    ``Pending`` while a shard of the sharded pass (``shards``: the job's coordinator) is missing."""
     from cscore.scorers.api import PassRequest
     from cscore.scorers.engine.passes import per_item
     from cscore.scorers.judge import values as judge_values
@@ -84,7 +85,7 @@ def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState) 
     state["stage"] = "score"
     with progress.live() as factory:
         stats = pair.run(inputs, PassRequest(judge_values.temperatures(p.t), plan.models, run.passes, stats_cache(run),
-                                             run.coordinator, per_item(factory, len(values))))
+                                             shards, per_item(factory, len(values))))
     if isinstance(stats, Pending):
         return stats
     n = len(values)

@@ -107,7 +107,7 @@ def what(run: RunConfig, examples: pd.DataFrame, plan: Plan, opts: PassOptions) 
     that may be there), without the cache or with a sharded pass."""
     from cscore.scorers.store import front
 
-    if not run.cache.enabled or run.coordinator.on:
+    if not run.cache.enabled or run.runtime.shards > 1:  # a sharded pass (runtime.shards, or runtime.devices)
         return None
     device = front.device_and_dtype(opts.device, opts.dtype)
     if device is None:

@@ -9,7 +9,8 @@ Sharding is one subsystem in three parts: the shard plan (``plan.Shard``: batche
 trees, negative groups dealt alike), the meeting place (``meeting.Place``: the partials, marks and
 locks of a pass) and the coordinator (``coordinator``: who computes, waits and merges). A pass
 ends ``Done`` or ``Pending``, and so does whatever runs it, up to the command: ``ShardsPending``
-(``Pending.error``) is raised there alone (``cli/run.py``, the Python API's ``ModelPair.statistics``).
+is raised there alone, by ``Pending.stop`` (``cli/run.py``, ``cli/cdm_cmd.py``, the Python API's
+``ModelPair.statistics``).
 
 This module does not import torch or the engine."""
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, NoReturn, Union
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class Done:
 class Pending:
     """Passes that wait for shards this process does not run: ``missing`` (shard indices; empty:
     every shard is done and the merge is another process's), ``passes`` their labels. A pass runner
-    returns it; the command that ran the passes ends with ``error()``, raised at its boundary."""
+    returns it; the command that ran the passes ends with ``stop()``, at its boundary."""
 
     missing: list[int]
     passes: tuple[str, ...] = ()
@@ -49,10 +50,13 @@ class Pending:
     def named(self, label: str) -> Pending:
         return Pending(self.missing, (label,))
 
-    def error(self, count: int) -> ShardsPending:
-        """What the command says (``count``: the run's shards)."""
-        what = pending_text(self.missing, count)
-        return ShardsPending(f"statistics ({', '.join(self.passes)}): {what}", self.missing, count)
+    def stop(self, count: int, message: str | None = None) -> NoReturn:
+        """End the command that ran the passes: the one place ``ShardsPending`` is raised (``count``:
+        the run's shards; ``message``: what the command says, by default the passes and the shards
+        missing)."""
+        if message is None:
+            message = f"statistics ({', '.join(self.passes)}): {pending_text(self.missing, count)}"
+        raise ShardsPending(message, self.missing, count)
 
 
 Outcome = Union[Done, Pending]

@@ -335,7 +335,7 @@ def test_devices_set_the_parents_sharding_and_one_device_runs_here():
     one = typed(composed("config", ["runtime.devices=[cpu]"]))
     workers.check(one, kind)
     assert one.runtime.devices is None and one.runtime.device == one.passes.device == "cpu"
-    assert not one.coordinator.on
+    assert not workers.coordinator(one.runtime).on  # the job's coordinator (workers.sharded: no worker)
     two = typed(composed("config", ["runtime.devices=[cpu,cpu]"]))
     workers.check(two, kind)
-    assert two.runtime.shards == 2 and two.runtime.device == "cpu" and two.coordinator.index is None
+    assert two.runtime.shards == 2 and two.runtime.device == "cpu" and workers.coordinator(two.runtime).index is None

@@ -31,7 +31,7 @@ class Complete(MethodKind):
     def plan(self, cfg):
         return None
 
-    def score(self, cfg, loaded, plan, progress, state):
+    def score(self, cfg, loaded, plan, progress, state, shards):
         return None
 
 

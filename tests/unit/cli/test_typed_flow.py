@@ -16,7 +16,7 @@ from cscore.run.typed import typed, typed_method
 from cscore.run.variants import plan
 from cscore.scorers import methods
 from cscore.scorers.engine.pass_options import PassOptions
-from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.coordinator import ArrayTask, InProcess
 from cscore.tests.support import REPO
 
 ROOT = REPO
@@ -75,17 +75,31 @@ def test_a_judge_plans_its_rows_with_whose_judgement_each_is():
     assert all(v.record["who"] == v.who and v.params.lam == 0.1 for v in rows)
 
 
-def test_the_run_config_is_typed_once_with_its_pass_options():
+def job_coordinator(run, tmp_path):
+    """The coordinator a job of ``run`` is handed beside its config (``workers.sharded``, no runtime.devices)."""
+    from cscore.run import workers
+
+    with workers.sharded(run, [], tmp_path, {}) as shards:
+        return shards
+
+
+def test_the_run_config_is_typed_once_with_its_pass_options(tmp_path, monkeypatch):
+    from cscore.run import workers
+
+    for name in (workers.WORKER_ENV, "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
     c = composed("config", ["runtime.token_budget=auto", "runtime.padding_side=left", "method=contrast",
                             "method.gamma=1"])
     run = typed(c)
     assert run.method.gamma == 1.0 and type(run.method_plan.written["gamma"]) is int
     assert run.passes == PassOptions(token_budget="auto", padding_side="left", prefix_sharing=True,
                                      max_length=run.runtime.max_length, device="auto", dtype="auto", threads="auto")
-    assert run.coordinator == InProcess(count=1, index=None, merge=True)
+    assert job_coordinator(run, tmp_path) == InProcess(count=1, index=None, merge=True)
     typed_sharded = typed(composed("config", ["runtime.token_budget=auto", "runtime.padding_side=left",
                                               "runtime.shards=3", "runtime.shard=1"]))
-    assert typed_sharded.coordinator == InProcess(3, 1)  # the coordinator, not a pass option
+    assert job_coordinator(typed_sharded, tmp_path) == InProcess(3, 1)  # the coordinator, not a pass option
+    monkeypatch.setenv(workers.WORKER_ENV, "1")  # the environment is read when the job starts, not when typed
+    assert job_coordinator(typed_sharded, tmp_path) == ArrayTask(3, 1, merge=False)
     sharded = typed_sharded.passes
     assert sharded.key_parts(shared=True) == run.passes.key_parts(shared=True)  # not a key part
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -94,7 +108,7 @@ def test_the_run_config_is_typed_once_with_its_pass_options():
 
 def test_runtime_devices_are_resolved_where_the_run_is_typed(tmp_path, monkeypatch):
     """runtime.devices becomes the shards and the device once, in ``typed``: the run's PassOptions and
-    coordinator are built from the resolved runtime; ``workers.check`` only checks (ConfigError)."""
+    the job's coordinator are built from the resolved runtime; ``workers.check`` only checks (ConfigError)."""
     from cscore.errors import ConfigError
     from cscore.run import kinds, workers
 
@@ -104,11 +118,11 @@ def test_runtime_devices_are_resolved_where_the_run_is_typed(tmp_path, monkeypat
     rt = two.runtime
     assert (rt.shards, rt.shard, rt.devices, rt.device) == (2, None, ["cpu", "cpu"], "cpu")
     assert two.passes == PassOptions.of(rt) and two.passes.device == "cpu"
-    assert two.coordinator == InProcess(2, None)
+    assert workers.coordinator(two.runtime) == InProcess(2, None)  # cscore cdm's, after its workers
     assert workers.check_settings(two) is None and workers.check(two, kinds.of_method("contrast")) is None
     one = typed(composed("config", ["runtime.devices=[cpu]"]))  # one device: the pass here, no worker
     assert (one.runtime.shards, one.runtime.devices, one.runtime.device, one.passes.device) == (1, None, "cpu", "cpu")
-    assert one.coordinator == InProcess(1, None) and not one.coordinator.on
+    assert job_coordinator(one, tmp_path) == InProcess(1, None) and not job_coordinator(one, tmp_path).on
     bad = typed(composed("config", ["runtime.devices=[cpu,cpu]", "runtime.shards=3"]))  # as given: the check names it
     assert (bad.runtime.shards, bad.runtime.devices, bad.passes.device) == (3, ["cpu", "cpu"], "auto")
     with pytest.raises(ConfigError, match=r"^runtime\.shards=3 but runtime\.devices lists 2 devices: one shard per"):

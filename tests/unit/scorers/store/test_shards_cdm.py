@@ -152,9 +152,9 @@ def test_momentum_statistics_are_bit_identical_for_1_2_3_shards(cdm, tiny_dirs, 
     pair = ModelPair.load(tiny_dirs.expert, tiny_dirs.amateur, dtype="float32")
 
     def momentum(cache_root: Path, sharding=None):
-        run = SimpleNamespace(passes=PassOptions(token_budget=128), coordinator=sharding or InProcess())
-        return discriminator.momentum_sequences(pair, prompts, texts, 1.0, None, run, 1 << 30,
-                                                StatsCache(cache_root, checkpoint_seconds=0))
+        return discriminator.momentum_sequences(pair, prompts, texts, 1.0, None, PassOptions(token_budget=128,
+                                                max_length=1 << 30), StatsCache(cache_root, checkpoint_seconds=0),
+                                                sharding or InProcess())
 
     want, want_stats = momentum(tmp_path / "one")
     for count in (2, 3):
