@@ -26,6 +26,7 @@ from cscore.run.kinds.judging import (
 )
 from cscore.run.kinds.pair import stats_cache
 from cscore.run.kinds.prompts import fit_judge_prompt, judge_prompt
+from cscore.scorers.store.shard_report import ShardedReport
 from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,6 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
         stats, report = compute()
         report.fetch_seconds = time.perf_counter() - start
         return stats, report, None
-    from cscore.scorers.engine import engine
 
     cache = stats_cache(run)
     parts = {"kind": "judge", "judge_format": FORMAT, "main": model_identity(main), "asst": model_identity(asst),
@@ -101,7 +101,7 @@ def judge_statistics(run: RunConfig, pair, contexts, *, values, value_ids, prefi
                                   "report": done["report"].record()}
 
     got, meta = cache.get_or_compute(parts, compute_entry, JudgeStats)
-    report = engine.EngineReport.of_entry(meta) if meta is not None else done["report"]
+    report = ShardedReport.of_entry(meta) if meta is not None else done["report"]
     report.fetch_seconds = time.perf_counter() - start
     return got["judge"], report, stats_key(parts)
 
@@ -116,7 +116,6 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory,
     p: Any = run.method  # cd_judge's Params
     if p.decode != "greedy":
         return {}, [], {}
-    from cscore.scorers.engine.passes import EngineReport
     from cscore.scorers.judge.decode import Paths, greedy_paths, path_text, rule_of
 
     c = p.lam / p.t
@@ -137,8 +136,8 @@ def decoded_texts(run: RunConfig, pair, stats, key, prompts, plan, factory,
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
     tokens = sum(len(p) for p in prompts) + sum(len(x) for rule in set(rules.values()) for x in paths[rule])
-    report = EngineReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
-                          fetch_seconds=time.perf_counter() - start, shared=timing["call"])
+    report = ShardedReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
+                           fetch_seconds=time.perf_counter() - start, shared=timing["call"])
     shard_figures(report, timing.get("sharded"))
     return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": report}
 

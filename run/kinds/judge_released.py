@@ -28,6 +28,7 @@ from cscore.run.kinds.judging import (
 )
 from cscore.run.kinds.pair import stats_cache
 from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.shard_report import ShardedReport
 from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
@@ -290,7 +291,6 @@ class JudgeReleased(JudgeKind):
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
               state: RunState) -> Scored | Pending:
         from cscore.data import judge_prompts
-        from cscore.scorers.engine import engine
         from cscore.scorers.judge.parse import PARSERS
         from cscore.scorers.judge.released import released_text
 
@@ -328,8 +328,8 @@ class JudgeReleased(JudgeKind):
             tokens = sum(len(x) for x in prompts) + sum(len(x) for x in ids)
             # seconds: of the decode that made the row (this run's, or the run's that stored it);
             # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
-            rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
-                                      cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
+            rep = ShardedReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
+                                cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
             reports[f"decode {v.name}"] = shard_figures(rep, merged.get(v.name))
         stop = stop_shard(run.coordinator, list(reports.values()))
         if stop is not None:
