@@ -27,6 +27,7 @@ from cscore.run.kinds.judging import (
     stop_shard,
 )
 from cscore.run.kinds.pair import stats_cache
+from cscore.scorers.engine.report import EngineReport
 from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.shard_report import ShardedReport
 from cscore.scorers.store.shards import Pending
@@ -305,7 +306,8 @@ class JudgeReleased(JudgeKind):
         table["prompt"] = [tok.decode(x) for x in prompts]
         table["prompt_tokens"] = [len(x) for x in prompts]
         table["truncated"] = truncated
-        invalid, reports, changes = {}, {}, {}
+        invalid, changes = {}, {}
+        reports: dict[str, EngineReport] = {}
         with progress.live() as factory:
             got = decode_run(run, pair, prompts, plan, p, cache, base, factory)
         if isinstance(got, Pending):
