@@ -21,6 +21,7 @@ from cscore import rundir
 from cscore.config.run import RunConfig
 from cscore.run.kinds.base import Loaded, MethodKind, Plan, Scored
 from cscore.scorers.engine import flops
+from cscore.scorers.store.shard_report import ShardedReport, figures_of
 from cscore.version import __version__
 
 if TYPE_CHECKING:
@@ -107,8 +108,8 @@ def speed_figures(scored: Scored) -> dict:
                         "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
                         "fetch_seconds": round(rep.fetch_seconds or 0.0, 4), "useful_flops": rep.flops,
                         "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak)}
-        if rep.shards > 1:  # a sharded pass: its seconds are the wall time, each shard's listed
-            passes[name].update(shards=rep.shards, shard_seconds=rep.shard_seconds, merge_seconds=rep.merge_seconds)
+        # a sharded pass: its seconds are the wall time, each shard's listed (none of these keys otherwise)
+        passes[name].update(figures_of(rep))
     own, cached, items = own_seconds(scored), any(r.cached for r in reports.values()), scored_items(scored)
     useful = [r.flops for r in once(reports, "shared")]
     known = [f for f in useful if f is not None]
@@ -132,8 +133,8 @@ def weights(scored: Scored) -> dict[str, str]:
     used); "loaded by workers" for weights this process did not load while other processes of the
     command computed shards of a pass (``runtime.devices``: its workers; shards kept from an earlier
     command are not this command's)."""
-    others = any(not r.cached and getattr(r, "shards", 1) > 1 and len(getattr(r, "kept_shards", None) or [])
-                 < r.shards for r in scored.stats.reports.values())
+    others = any(isinstance(r, ShardedReport) and not r.cached and r.shards > 1 and len(r.kept_shards or []) < r.shards
+                 for r in scored.stats.reports.values())
     status = {k: v.status() for k, v in scored.models.items()}
     return {k: "loaded by workers" if s == "not loaded" and others else s for k, s in status.items()}
 
@@ -162,7 +163,8 @@ def own_seconds(scored: Scored) -> float | None:
 def sharded_figures(reports: Mapping[str, EngineReport]) -> dict:
     """``shards``, per-shard seconds and ``merge_seconds`` of a run whose passes were sharded
     (none of these keys otherwise: unsharded metrics unchanged)."""
-    sharded = {name: rep for name, rep in reports.items() if rep.shards > 1}
+    sharded: dict[str, ShardedReport] = {name: rep for name, rep in reports.items()
+                                         if isinstance(rep, ShardedReport) and rep.shards > 1}
     if not sharded:
         return {}
     return {"shards": max(rep.shards for rep in sharded.values()),

@@ -30,6 +30,7 @@ from cscore.scorers.engine.tokenize import EncodedItem, KnownIds, encode
 from cscore.scorers.models.identity import model_identity
 from cscore.scorers.store.cache import StatsCache, ids_digest
 from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.shard_report import ShardedReport
 from cscore.scorers.store.shards import Done, Pending, ShardedPass, pending_of, run_pass
 
 if TYPE_CHECKING:
@@ -446,7 +447,7 @@ class ModelPair:
             elif sharded is not None:
                 job = ShardedPass(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
                                   list(temperatures), compute, label, model_names(run_model, run_heads),
-                                  TokenStats, EngineReport, since=time.time())
+                                  TokenStats, since=time.time())
                 outcome = run_pass(cache, job, sharded)
                 if isinstance(outcome, Done):
                     got, report = outcome.stats, outcome.report
@@ -502,7 +503,7 @@ class ModelPair:
                 done["checkpoint"].discard()
 
         got, meta = cache.get_or_compute(parts, compute_entry, TokenStats, on_saved=discard)
-        return got, (EngineReport.of_entry(meta) if meta is not None else done["report"])
+        return got, (ShardedReport.of_entry(meta) if meta is not None else done["report"])
 
     @staticmethod
     def _parts(run_model, heads, ids, temperatures, opts: PassOptions) -> dict:

@@ -27,6 +27,7 @@ from cscore.run.kinds.judging import (
 from cscore.run.kinds.pair import stats_cache
 from cscore.run.kinds.prompts import fit_judge_prompt, judge_prompt
 from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.shard_report import ShardedReport
 from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,6 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, shards: InPr
         stats, report = compute()
         report.fetch_seconds = time.perf_counter() - start
         return stats, report, None
-    from cscore.scorers.engine import engine
 
     cache = stats_cache(run)
     parts = {"kind": "judge", "judge_format": FORMAT, "main": model_identity(main), "asst": model_identity(asst),
@@ -103,7 +103,7 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, shards: InPr
                                   "report": done["report"].record()}
 
     got, meta = cache.get_or_compute(parts, compute_entry, JudgeStats)
-    report = engine.EngineReport.of_entry(meta) if meta is not None else done["report"]
+    report = ShardedReport.of_entry(meta) if meta is not None else done["report"]
     report.fetch_seconds = time.perf_counter() - start
     return got["judge"], report, stats_key(parts)
 
@@ -121,7 +121,6 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
     if p.decode != "greedy":
         return {}, [], {}
     stats, report, key = judged
-    from cscore.scorers.engine.passes import EngineReport
     from cscore.scorers.judge.decode import Paths, greedy_paths, path_text, rule_of
 
     c = p.lam / p.t
@@ -142,8 +141,8 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
     tokens = sum(len(p) for p in prompts) + sum(len(x) for rule in set(rules.values()) for x in paths[rule])
-    decode = EngineReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
-                          fetch_seconds=time.perf_counter() - start, shared=timing["call"])
+    decode = ShardedReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
+                           fetch_seconds=time.perf_counter() - start, shared=timing["call"])
     shard_figures(decode, timing.get("sharded"))
     return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": decode}
 

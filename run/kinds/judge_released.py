@@ -27,7 +27,9 @@ from cscore.run.kinds.judging import (
     stop_shard,
 )
 from cscore.run.kinds.pair import stats_cache
+from cscore.scorers.engine.report import EngineReport
 from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.shard_report import ShardedReport
 from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
@@ -293,7 +295,6 @@ class JudgeReleased(JudgeKind):
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
               state: RunState, shards: InProcess) -> Scored | Pending:
         from cscore.data import judge_prompts
-        from cscore.scorers.engine import engine
         from cscore.scorers.judge.parse import PARSERS
         from cscore.scorers.judge.released import released_text
 
@@ -308,7 +309,8 @@ class JudgeReleased(JudgeKind):
         table["prompt"] = [tok.decode(x) for x in prompts]
         table["prompt_tokens"] = [len(x) for x in prompts]
         table["truncated"] = truncated
-        invalid, reports, changes = {}, {}, {}
+        invalid, changes = {}, {}
+        reports: dict[str, EngineReport] = {}
         with progress.live() as factory:
             got = decode_run(run, pair, prompts, plan, cache, base, factory, shards)
         if isinstance(got, Pending):
@@ -331,8 +333,8 @@ class JudgeReleased(JudgeKind):
             tokens = sum(len(x) for x in prompts) + sum(len(x) for x in ids)
             # seconds: of the decode that made the row (this run's, or the run's that stored it);
             # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
-            rep = engine.EngineReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
-                                      cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
+            rep = ShardedReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
+                                cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
             reports[f"decode {v.name}"] = shard_figures(rep, merged.get(v.name))
         stop = stop_shard(shards, list(reports.values()))
         if stop is not None:

@@ -473,7 +473,7 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
         rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
         batches = list(batch_rows_of(rows, token_budget))
         costs = [max(r.length for r in b) * len(b) for b in batches]
-        if not retries:  # the plan, before the first batch (a shard: its part of it)
+        if not retries:  # the plan, before the first batch (or the part of it this process runs)
             foreign = deal(checkpoint, [[i for r in b for i in r.members] for b in batches], costs, progress,
                            tokens=batch_tokens(batches), detail=plan_text(rows, window))
             if foreign is not None:

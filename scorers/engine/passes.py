@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import time
 from contextlib import contextmanager
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 import torch
@@ -35,8 +35,8 @@ def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tup
 def announce(progress, *, tokens: int | None = None, steps: int | None = None, items: int | None = None,
              kept: int | None = None, detail: str | None = None) -> None:
     """Tell a pass's progress callback what the pass will do before it starts (its ``tokens``, at
-    most ``steps`` decode steps, ``items``: those it runs where not all of the pass's (a shard's, a
-    resumed pass's), ``kept``: items done before this command, and a ``detail``), where the callback
+    most ``steps`` decode steps, ``items``: those it runs where not all of the pass's (a part of the
+    plan, a resumed pass's), ``kept``: items done before this command, and a ``detail``), where the callback
     takes it (its ``work``, told the counts given; the CLI's does)."""
     work = getattr(progress, "work", None)
     if work is not None:
@@ -56,7 +56,7 @@ class Ticks:
     """The share of a pass's planned work done, unit by unit (a batch) and within a unit:
     ``begin(cost)`` starts one, ``step(k, of)`` says k of its ``of`` sub-steps ran (layers; capped
     below the whole unit), ``end()`` closes it; ``skip(cost)`` takes out a unit
-    that runs nothing here (kept by a checkpoint, another shard's)."""
+    that runs nothing here (kept by a checkpoint, another process's)."""
 
     def __init__(self, progress, costs: Sequence[float]):
         self.progress = progress if getattr(progress, "part", None) is not None else None
@@ -177,34 +177,47 @@ def per_group(progress, group: int, **counts) -> None:
     announce(progress, **{k: v // group if k in ("items", "kept") and v is not None else v for k, v in counts.items()})
 
 
+class PlanPart(Protocol):
+    """The part of a pass's planned batches this process runs (a checkpoint's ``part``; None: all of
+    them). The caller that opened the checkpoint gives it; the engine only asks it."""
+
+    def foreign(self, units: Sequence[Sequence[int]], costs: Sequence[int], n_items: int) -> np.ndarray:
+        """The items (of ``n_items``) of the planned batches (``units``: item indices, in plan order,
+        padded tokens ``costs``) that other processes run."""
+        ...
+
+    def detail(self, mine: int, planned: int) -> str:
+        """The progress's detail: this process runs ``mine`` of the ``planned`` batches."""
+        ...
+
+
 def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, *, tokens: Sequence[int],
          detail: str) -> np.ndarray | None:
     """A pass's plan announced as this command's work: the planned batches (item indices, padded
     tokens ``costs``, ``tokens`` each), those a checkpoint kept whole (an interrupted run's) left
-    out, and in a shard's pass (``checkpoint.shard``, a ``store.plan.Shard`` the pass runner opened
-    it for) the other shards' batches too, their items marked foreign in the checkpoint. Returns
-    the other shards' items (None: unsharded)."""
-    shard = None if checkpoint is None else checkpoint.shard
+    out, and where this process runs a part of the plan (``checkpoint.part``, a ``PlanPart``) the
+    batches of the rest too, their items marked foreign in the checkpoint. Returns the items other
+    processes run (None: the whole plan is this process's)."""
+    part: PlanPart | None = None if checkpoint is None else checkpoint.part
     if checkpoint is None:
         announce(progress, tokens=int(sum(tokens)), detail=detail)
         return None
     foreign = None
-    if shard is not None:
-        foreign = shard.foreign(batches, costs, checkpoint.n_items)
+    if part is not None:
+        foreign = part.foreign(batches, costs, checkpoint.n_items)
         checkpoint.mark_foreign(foreign)
-        detail = f"shard {shard.index} of {shard.count}: " \
-                 f"{sum(not checkpoint.foreign[b].all() for b in batches):,} of {len(batches):,} batches"
+        detail = part.detail(sum(not checkpoint.foreign[b].all() for b in batches), len(batches))
     runs = [i for i, b in enumerate(batches) if not checkpoint.foreign[b].all() and not checkpoint.done[b].all()]
     items = sum(len(batches[i]) for i in runs)
     held = int(checkpoint.n_items - checkpoint.foreign.sum()) - items
-    announce(progress, tokens=int(sum(tokens[i] for i in runs)), items=items if shard or held else None,
+    announce(progress, tokens=int(sum(tokens[i] for i in runs)), items=items if part is not None or held else None,
              kept=held or None, detail=detail)
     return foreign
 
 
 def kept(checkpoint, members: list[int], done: np.ndarray | None) -> bool:
     """Whether a checkpoint holds every item of this batch (then marked done, not run), or the
-    batch is another shard's (skipped). Neither is this command's work: its progress counts neither."""
+    batch is another process's (skipped). Neither is this command's work: its progress counts neither."""
     if checkpoint is not None and checkpoint.foreign[members].all():
         if done is not None:
             done[members] = True

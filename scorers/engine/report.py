@@ -5,7 +5,9 @@ without it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
+
+R = TypeVar("R", bound="EngineReport")
 
 
 @dataclass
@@ -24,25 +26,15 @@ class EngineReport:
     shared: str | None = None
     fetch_shared: str | None = None
     flops: float | None = None  # useful FLOPs (scorers/engine/flops.py); None where the model's config does not say
-    # a sharded pass (runtime.shards): its shards, each one's seconds, the merge's; ``seconds`` is then
-    # the pass's wall time (first shard's start to the merge's end), not the sum of the shards
-    shards: int = 1
-    shard_seconds: list[float] | None = None
-    merge_seconds: float | None = None
-    kept_shards: list | None = None  # shards an earlier command computed (their items are in ``resumed``)
 
     def record(self) -> dict:
         """What a cache entry keeps of the pass that computed it (its ``extra["report"]``)."""
-        out: dict[str, Any] = {"seconds": self.seconds, "tokens": self.tokens, "padded_tokens": self.padded_tokens,
-               "batches": self.batches, "flops": self.flops}
-        if self.shards > 1:  # unsharded entries' meta unchanged
-            out.update(shards=self.shards, shard_seconds=self.shard_seconds, merge_seconds=self.merge_seconds)
-        return out
+        return {"seconds": self.seconds, "tokens": self.tokens, "padded_tokens": self.padded_tokens,
+                "batches": self.batches, "flops": self.flops}
 
     @classmethod
-    def of_entry(cls, meta: dict) -> EngineReport:
-        """The report of a cache hit: the figures of the run that computed the entry, ``cached``."""
-        run = (meta.get("extra") or {}).get("report", {})
+    def of_record(cls: type[R], run: dict) -> R:
+        """The report of a cache hit: the figures ``record`` kept of the run that computed the entry,
+        ``cached`` (the store reads it from a cache entry's meta)."""
         return cls(run.get("seconds", float("nan")), run.get("tokens", 0), run.get("padded_tokens", 0),
-                   run.get("batches", 0), cached=True, flops=run.get("flops"), shards=run.get("shards", 1),
-                   shard_seconds=run.get("shard_seconds"), merge_seconds=run.get("merge_seconds"))
+                   run.get("batches", 0), cached=True, flops=run.get("flops"))

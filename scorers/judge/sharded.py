@@ -63,10 +63,8 @@ class DecodeJob:
 
     def entry(self, name: str) -> ShardedPass:
         """Row ``name``'s decode as a pass ``shards.merge_pass`` merges (one position per prompt)."""
-        from cscore.scorers.engine.passes import EngineReport
-
         return ShardedPass(self.full(name), {"paths": None}, [((), (0,))] * self.n_prompts, [], self.compute,
-                           f"{self.label} {name}", [], DecodedPaths, EngineReport, partials=decode_partials)
+                           f"{self.label} {name}", [], DecodedPaths, partials=decode_partials)
 
 
 def _assemble(checkpoint) -> dict:
@@ -90,7 +88,6 @@ def first_step(cache, parts: dict, scale, compute, models, shards) -> Outcome:
     merged here, in a worker of runtime.devices too (the decodes read it); a shard of a job array
     waits for the others while they run (``InProcess.wait_running``). ``compute(checkpoint)``: the pass
     (``judge.compute``); ``models``: (main, assistant) as loaded; ``shards``: the coordinator."""
-    from cscore.scorers.engine.passes import EngineReport
     from cscore.scorers.judge import judge
     from cscore.scorers.judge.stats import JudgeStats
     from cscore.scorers.store.cache import stats_key
@@ -100,7 +97,7 @@ def first_step(cache, parts: dict, scale, compute, models, shards) -> Outcome:
     n_ctx = scale.n_items * (1 + len(scale.prefixes))
     vocab = main.model.get_output_embeddings().weight.shape[0]
     job = ShardedPass(parts, {"judge": None}, [((), (0,))] * n_ctx, [], compute, "judge",
-                      [f"main: {main.name}", f"asst: {asst.name}"], JudgeStats, EngineReport,
+                      [f"main: {main.name}", f"asst: {asst.name}"], JudgeStats,
                       partials=judge.first_step_partials(scale, vocab))
     key = stats_key(parts)
     place = Place.of_cache(cache.root, key, shards.count)

@@ -74,6 +74,12 @@ class Checkpoint:
         self.enabled = True
 
     @property
+    def part(self) -> Shard | None:
+        """The part of the pass's plan this process runs (``engine.passes.PlanPart``): a shard's; None:
+        all of it."""
+        return self.shard
+
+    @property
     def n_kept(self) -> int:
         return int(self.done.sum())
 
@@ -159,7 +165,8 @@ class Checkpoint:
         return arrays
 
     def mark_foreign(self, items: np.ndarray) -> None:
-        """A shard's pass: the items of other shards' units (``plan.Shard.foreign``), never computed here."""
+        """A shard's pass: the items of other shards' units (``plan.Shard.foreign``, asked by the
+        engine through ``part``), never computed here."""
         self.foreign |= np.asarray(items, dtype=bool)
 
     def _items_of(self, dest: np.ndarray) -> np.ndarray:

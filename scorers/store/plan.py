@@ -4,8 +4,9 @@ units come in plan order (longest first), each with its cost (padded tokens, cha
 to the shard with the least cost so far. Every shard deals the same plan alike, so no shard needs
 to hear from another; the deal fixes which shard's partials hold an item, never its numbers.
 
-This module does not import torch or the engine: a ``Shard`` is handed to the engine as data (a
-checkpoint's ``shard``), which asks it for its batches' owners."""
+This module does not import torch or the engine: a ``Shard`` is handed to the engine as the part
+of the plan the process runs (a checkpoint's ``part``, an ``engine.passes.PlanPart``), which asks it
+for the items other processes run and the progress's detail; the engine knows nothing of shards."""
 
 from __future__ import annotations
 
@@ -49,3 +50,7 @@ class Shard:
             if owner != self.index:
                 out[list(members)] = True
         return out
+
+    def detail(self, mine: int, planned: int) -> str:
+        """The progress's detail of a shard's pass: ``mine`` of the ``planned`` batches are its."""
+        return f"shard {self.index} of {self.count}: {mine:,} of {planned:,} batches"

@@ -12,7 +12,9 @@ ends ``Done`` or ``Pending``, and so does whatever runs it, up to the command: `
 is raised there alone, by ``Pending.stop`` (``cli/run.py``, ``cli/cdm_cmd.py``, the Python API's
 ``ModelPair.statistics``).
 
-This module does not import torch or the engine."""
+Each pass reports a ``shard_report.ShardedReport`` (the engine's report with the shards' figures).
+
+This module does not import torch or the engine's passes."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import numpy as np
 from cscore.errors import ShardsPending
 from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.meeting import Place, missing_text, pending_text
+from cscore.scorers.store.shard_report import ShardedReport
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +38,7 @@ class Done:
     """A pass whose statistics are in: ``stats`` per head, this command's ``report``."""
 
     stats: dict
-    report: Any
+    report: ShardedReport
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,7 @@ class ShardedPass:
     """One pass to shard: its cache key's ``parts``, its ``heads`` and items (``pairs``), the
     ``temperatures``; ``compute(checkpoint)`` runs the engine with a shard's checkpoint; ``label``
     and ``models`` name it in logs and the entry's meta; ``stats_type`` is the payload
-    (``TokenStats``: the store names no payload type itself), ``report_type`` its report
-    (``EngineReport``: ``of_entry``, ``record``); ``partials``: the checkpoint class
+    (``TokenStats``: the store names no payload type itself); ``partials``: the checkpoint class
     of another payload, built as ``Checkpoint`` is and merged by its ``assemble()``
     (``item_partials.ItemCheckpoint``: the judge's first-step pass and its decodes); None: the
     token statistics' ``Checkpoint``."""
@@ -90,7 +92,6 @@ class ShardedPass:
     label: str
     models: list
     stats_type: type
-    report_type: Any  # a class with of_entry(meta) and record(); the store names none itself
     partials: Callable | None = None
     since: float | None = None  # the command's start (time.time()): shards done before it were kept; None: run_pass's
 
@@ -112,7 +113,7 @@ def run_pass(cache, job: ShardedPass, coordinator: InProcess) -> Outcome:
     with cache.lock(key):
         hit = cache.load(key, job.stats_type)
     if hit is not None:  # merged already (which job of a sweep point writes its run directory: run/workers.py)
-        return Done(hit.stats, job.report_type.of_entry(hit.meta))
+        return Done(hit.stats, ShardedReport.of_entry(hit.meta))
     place = Place.of_cache(cache.root, key, coordinator.count)
     offsets = job.offsets()
     since = said_kept(job, place.marks(), coordinator)
@@ -234,7 +235,7 @@ def merge_pass(cache, job: ShardedPass, key: str, offsets, count: int, since: fl
         hit = cache.load(key, job.stats_type)
         if hit is not None:
             remove_folder(place.folder)
-            return Done(hit.stats, job.report_type.of_entry(hit.meta))
+            return Done(hit.stats, ShardedReport.of_entry(hit.meta))
         start = time.perf_counter()
         checkpoint: Any = (job.partials or Checkpoint)(place.folder, key, list(job.heads), offsets, job.temperatures,
                                                        schema=CACHE_SCHEMA)
@@ -247,7 +248,7 @@ def merge_pass(cache, job: ShardedPass, key: str, offsets, count: int, since: fl
         marks = place.marks()  # after the merge's checks: a damaged file unmarks its shard
         if merged is None or len(marks) < count:
             return Pending([k for k in range(count) if k not in marks] or list(range(count)))
-        report = merged_report(job.report_type, marks, count, time.perf_counter() - start)
+        report = merged_report(marks, count, time.perf_counter() - start)
         if cache.save(key, merged, job.parts, extra={"models": job.models, "report": report.record()}) is not None:
             remove_folder(place.folder)
         log.info("statistics (%s): %d shards merged in %.2fs", job.label, count, report.merge_seconds)
@@ -267,7 +268,7 @@ def merge(checkpoint, heads: list[str], offsets, temperatures, pairs, stats_type
                           {n: a for n, a in full[h].items() if n not in ("logp", "logp_max")}) for h in heads}
 
 
-def this_command(report, marks: dict[int, dict], since: float | None):
+def this_command(report: ShardedReport, marks: dict[int, dict], since: float | None) -> ShardedReport:
     """A merged pass's ``report`` as this command saw it (``since``: its start): a shard done
     before then was kept from an earlier run, its items counted as resumed (with those the other
     shards resumed from their partials), and the seconds and tokens are the shards computed since
@@ -288,14 +289,14 @@ def this_command(report, marks: dict[int, dict], since: float | None):
                    kept_shards=kept)
 
 
-def merged_report(report_type: Any, marks: dict[int, dict], count: int, merge_seconds: float):
-    """The report of a merged pass (a ``report_type``): the shards' work summed, its seconds the
+def merged_report(marks: dict[int, dict], count: int, merge_seconds: float) -> ShardedReport:
+    """The report of a merged pass: the shards' work summed, its seconds the
     wall time from the first shard's start to the merge's end (the shards' own seconds listed)."""
     recs = [marks[k] for k in range(count)]
     wall = max(r["end"] for r in recs) - min(r["start"] for r in recs) + merge_seconds
     flops = [r.get("flops") for r in recs]
     total = None if None in flops else float(sum(f or 0.0 for f in flops))
-    return report_type(wall, sum(int(r["tokens"]) for r in recs), sum(int(r["padded_tokens"]) for r in recs),
-                        sum(int(r["batches"]) for r in recs), flops=total,
-                        shards=count, shard_seconds=[round(float(r["seconds"]), 4) for r in recs],
-                        merge_seconds=round(merge_seconds, 4))
+    return ShardedReport(wall, sum(int(r["tokens"]) for r in recs), sum(int(r["padded_tokens"]) for r in recs),
+                         sum(int(r["batches"]) for r in recs), flops=total,
+                         shards=count, shard_seconds=[round(float(r["seconds"]), 4) for r in recs],
+                         merge_seconds=round(merge_seconds, 4))

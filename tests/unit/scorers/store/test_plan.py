@@ -38,3 +38,22 @@ def test_a_checkpoint_carries_its_shard_and_keeps_the_foreign_items_it_is_told(t
     ck.mark_foreign(ck.shard.foreign(UNITS, COSTS, ck.n_items))
     assert np.flatnonzero(ck.foreign).tolist() == [0, 1, 5]
     assert Checkpoint(tmp_path, "k", ["h"], np.arange(10), [1.0]).shard is None
+
+
+def test_the_engine_asks_the_checkpoint_for_its_part_of_the_plan(tmp_path):
+    """The engine's ``deal`` knows no shards: it asks the checkpoint's ``part`` (a ``PlanPart``) for
+    the items others run and the progress's detail; a shard's checkpoint answers with its shard."""
+    from cscore.scorers.engine.passes import deal
+
+    told: dict = {}
+    progress = lambda n: None  # noqa: E731
+    progress.work = lambda **counts: told.update(counts)  # type: ignore[attr-defined]
+    ck = Checkpoint(tmp_path, "k", ["h"], np.arange(9), [1.0], shard=(1, 2))
+    assert ck.part is ck.shard
+    foreign = deal(ck, UNITS, COSTS, progress, tokens=[5, 3, 3, 2, 1], detail="the plan")
+    assert np.flatnonzero(foreign).tolist() == [0, 1, 5] and np.flatnonzero(ck.foreign).tolist() == [0, 1, 5]
+    assert told == {"tokens": 7, "items": 5, "detail": "shard 1 of 2: 3 of 5 batches"}
+    whole = Checkpoint(tmp_path / "whole", "k", ["h"], np.arange(9), [1.0])
+    told.clear()
+    assert whole.part is None and deal(whole, UNITS, COSTS, progress, tokens=[5, 3, 3, 2, 1], detail="x") is None
+    assert told == {"tokens": 14, "detail": "x"}
