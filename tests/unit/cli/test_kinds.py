@@ -154,7 +154,8 @@ def imported_roots(path: Path) -> set[str]:
 
 
 def test_rich_is_imported_by_cli_only_among_the_stages_and_kinds():
-    offenders = [str(f.relative_to(ROOT)) for f in package_files("scorers", "config", "data") if "rich" in imported_roots(f)]
+    offenders = [str(f.relative_to(ROOT)) for f in package_files("scorers", "config", "data")
+                 if "rich" in imported_roots(f)]
     assert not offenders
 
 
