@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -27,6 +26,7 @@ from cscore.scorers.store.cache import StatsCache, stats_key  # noqa: E402
 from cscore.scorers.store.checkpoint import PARTIAL_DIR  # noqa: E402
 from cscore.scorers.store.coordinator import InProcess  # noqa: E402
 from cscore.scorers.store.shards import Done, Pending  # noqa: E402
+from cscore.tests.support.cli import assert_same_scores  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -226,16 +226,7 @@ def judge_args(judge_dirs, rows, out: Path, cache: Path, *more: str) -> list[str
             "method.max_new_tokens=4", f"hydra.run.dir={out}", f"cache.dir={cache}", *more]
 
 
-def score_columns(run: Path) -> pd.DataFrame:
-    got = pd.read_parquet(run / rundir.SCORES)
-    return got[["id", *[c for c in got.columns if c.startswith((rundir.SCORE, rundir.OUTPUT, rundir.PARSE))]]]
-
-
-def assert_same_scores(a: Path, b: Path) -> None:
-    x, y = score_columns(a), score_columns(b)
-    assert list(x.columns) == list(y.columns) and len(x.columns) > 4
-    for c in x.columns:
-        assert np.array_equal(x[c].to_numpy(), y[c].to_numpy()), c  # bit for bit
+SCORED = (rundir.SCORE, rundir.OUTPUT, rundir.PARSE)  # the columns compared bit for bit
 
 
 @pytest.fixture(scope="module")
@@ -262,7 +253,7 @@ def test_array_tasks_one_shard_each_equal_the_unsharded_run(judge_dirs, rows, tm
                                           f"runtime.shard={k}"), cwd=tmp_path)
             assert res.returncode == 0, res.stderr[-2000:]
             assert (out / rundir.METRICS).exists() == (k == count - 1)
-        assert_same_scores(tmp_path / "one", out)
+        assert_same_scores(tmp_path / "one", out, SCORED, more_than=4)
         assert StatsCache(cache).keys() == StatsCache(tmp_path / "c1").keys()
         assert not list(cache.glob(".partial/*/*"))
         speed = json.loads((out / rundir.METRICS).read_text())["speed"]
@@ -283,7 +274,7 @@ def test_cpu_workers_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_
                                   f"runtime.devices=[{devices}]"), cwd=tmp_path)
     assert many.returncode == 0, many.stderr[-3000:]
     assert "shard 1: " in many.stdout + many.stderr  # a worker's lines, relayed
-    assert_same_scores(tmp_path / "one", tmp_path / "many")
+    assert_same_scores(tmp_path / "one", tmp_path / "many", SCORED, more_than=4)
     assert StatsCache(tmp_path / "cN").keys() == StatsCache(tmp_path / "c1").keys()
     assert not list((tmp_path / "cN").glob(".partial/*/*"))
     speed = json.loads((tmp_path / "many" / rundir.METRICS).read_text())["speed"]
