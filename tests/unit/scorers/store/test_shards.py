@@ -6,6 +6,7 @@ models, cross-family, seq2seq), the same cache key, a shard's partials only its 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -20,6 +21,7 @@ from cscore.scorers.store.checkpoint import PARTIAL_DIR
 from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.plan import deal
 from cscore.tests.support.texts import prompts_and_hyps
+from cscore.tests.support.threads import in_threads
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -189,8 +191,6 @@ def test_two_sharded_runs_of_one_pass_at_once_compute_each_batch_once(tiny_dirs,
     """Two runs (threads here; the locks are the processes' too) each running every shard of the
     same pass on one cache: each shard is computed by one of them, the merge stored once, both
     get the unsharded statistics."""
-    import threading
-
     pairs = [ModelPair.load(tiny_dirs.expert, amateur_early_exit=2, dtype="float32") for _ in range(2)]
     inputs = pairs[0].encode(*texts())
     want = unsharded(pairs[0], inputs, tmp_path / "one")
@@ -208,11 +208,7 @@ def test_two_sharded_runs_of_one_pass_at_once_compute_each_batch_once(tiny_dirs,
         except BaseException as err:  # noqa: BLE001 - reported below
             errors.append(err)
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads([functools.partial(run, i) for i in range(2)])
     assert not errors, errors
     assert sum(done) == len(inputs.items)  # every item computed once, by one run or the other
     for g in got:
