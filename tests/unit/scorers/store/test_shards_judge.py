@@ -148,12 +148,18 @@ def decoded_shards(pair, stats, prompts, cache, key, count):
     return greedy(pair, stats, prompts, cache, key, InProcess(count, count - 1))
 
 
-def test_greedy_decode_trees_sharded_are_the_unsharded_entries(pair, tmp_path):
+def unsharded_decode(pair, tmp_path):
+    """(prompts, judge statistics, their key, the cache at tmp_path/one, greedy paths) of the
+    unsharded 1-5 judge pass and decode: what the sharded decodes must equal."""
     prompts, contexts, scale = contexts_of(pair, 1, 5)
     one = StatsCache(tmp_path / "one")
     stats = stats_shards(pair, contexts, scale, one, 1)
     key = stats_key(parts_of(pair, contexts, scale))
-    want = greedy(pair, stats, prompts, one, key)
+    return prompts, stats, key, one, greedy(pair, stats, prompts, one, key)
+
+
+def test_greedy_decode_trees_sharded_are_the_unsharded_entries(pair, tmp_path):
+    prompts, stats, key, one, want = unsharded_decode(pair, tmp_path)
     ref = decode_entries(one)
     assert len(ref) == len(RULES)
     for count in (2, 3):
@@ -169,11 +175,7 @@ def test_greedy_decode_trees_sharded_are_the_unsharded_entries(pair, tmp_path):
 
 
 def test_a_damaged_decode_partial_is_never_merged_and_its_shard_runs_again(pair, tmp_path, caplog):
-    prompts, contexts, scale = contexts_of(pair, 1, 5)
-    one = StatsCache(tmp_path / "one")
-    stats = stats_shards(pair, contexts, scale, one, 1)
-    key = stats_key(parts_of(pair, contexts, scale))
-    want = greedy(pair, stats, prompts, one, key)
+    prompts, stats, key, one, want = unsharded_decode(pair, tmp_path)
     cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
     assert isinstance(greedy(pair, stats, prompts, cache, key, InProcess(2, 0)), Pending)
     files = sorted((tmp_path / "c" / PARTIAL_DIR).glob("*/s000-*.npz"))
@@ -192,11 +194,7 @@ def test_a_damaged_decode_partial_is_never_merged_and_its_shard_runs_again(pair,
 def test_an_interrupted_decode_shard_resumes_from_its_partials(pair, tmp_path, caplog):
     import logging
 
-    prompts, contexts, scale = contexts_of(pair, 1, 5)
-    one = StatsCache(tmp_path / "one")
-    stats = stats_shards(pair, contexts, scale, one, 1)
-    key = stats_key(parts_of(pair, contexts, scale))
-    want = greedy(pair, stats, prompts, one, key)
+    prompts, stats, key, one, want = unsharded_decode(pair, tmp_path)
     cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
     seen = []
 
