@@ -59,6 +59,14 @@ def read(path: str) -> pd.DataFrame:
     raise ConfigError(f"baseline.external.path={path}: a .csv, .tsv, .jsonl or .parquet file, please")
 
 
+def path_of(params: ExternalParams) -> str:
+    """The scores file (a ConfigError when none is given)."""
+    if not params.path:
+        raise ConfigError("baseline=external reads scores computed elsewhere: give baseline.external.path=<file> "
+                          "(an id column and one column per metric)")
+    return params.path
+
+
 @BASELINES
 class External(Baseline):
     rank = 4
@@ -67,33 +75,32 @@ class External(Baseline):
 
     @classmethod
     def check(cls, params: ExternalParams) -> None:
-        if not params.path:
-            raise ConfigError("baseline=external reads scores computed elsewhere: give baseline.external.path=<file> "
-                              "(an id column and one column per metric)")
         cls.columns(params)
 
     @classmethod
     def columns(cls, params: ExternalParams) -> list[str]:
-        table = read(params.path)
+        path = path_of(params)
+        table = read(path)
         ident = params.id_column
         if ident not in table.columns:
-            raise ConfigError(f"{params.path}: no {ident!r} column (set baseline.external.id_column); "
+            raise ConfigError(f"{path}: no {ident!r} column (set baseline.external.id_column); "
                               f"it has {', '.join(map(str, table.columns))}")
         have = [str(c) for c in table.columns if c != ident]
         wanted = params.columns if params.columns is not None else have
         for c in wanted:
             if c not in have or not NAME_RE.match(c):
-                raise ConfigError(f"{params.path}: no score column {c!r}; it has {', '.join(have) or 'none'}")
+                raise ConfigError(f"{path}: no score column {c!r}; it has {', '.join(have) or 'none'}")
         return list(wanted)
 
     @classmethod
     def score(cls, params: ExternalParams, texts: Texts, run: BaselineRun) -> Result:
-        table = read(params.path)
+        path = path_of(params)
+        table = read(path)
         ident = params.id_column
         ids = table[ident].astype(str)
         dup = ids[ids.duplicated()].tolist()
         if dup:
-            raise InputError(f"{params.path}: id {dup[0]!r} appears more than once")
+            raise InputError(f"{path}: id {dup[0]!r} appears more than once")
         if run.ids is None:
             raise InputError("baseline external joins scores by row id: the run's ids are needed")
         rows = pd.Index(ids)
@@ -102,12 +109,12 @@ class External(Baseline):
             values = pd.to_numeric(table[c], errors="coerce")
             bad = table[c].notna() & values.isna()
             if bad.any():
-                raise InputError(f"{params.path}: column {c!r}, id {ids[bad].iloc[0]!r}: {table[c][bad].iloc[0]!r} is "
+                raise InputError(f"{path}: column {c!r}, id {ids[bad].iloc[0]!r}: {table[c][bad].iloc[0]!r} is "
                                  "not a number")
             col = pd.Series(values.to_numpy(dtype=np.float64), index=rows).reindex(run.ids).to_numpy()
             missing |= set(np.flatnonzero(np.isnan(col)).tolist())
             out[c] = col
         extra = len(set(ids) - set(run.ids))
-        info = {"file": str(Path(params.path).expanduser().resolve()), "missing_score": sorted(missing),
-                "ids_not_in_run": extra, "signature": f"external|file:{Path(params.path).name}|columns:{','.join(out)}"}
+        info = {"file": str(Path(path).expanduser().resolve()), "missing_score": sorted(missing),
+                "ids_not_in_run": extra, "signature": f"external|file:{Path(path).name}|columns:{','.join(out)}"}
         return Result(out, info)
