@@ -11,14 +11,14 @@ SKIP = ("hydra.", "cache.", "runtime.progress", "runtime.shard")  # where a run 
 LONGEST = 40  # characters of a value in a name; a longer one keeps its end (a path's file name)
 
 
-def flat(config: dict, prefix: str = "") -> dict:
-    """``{"a.b": value}`` for every leaf of ``config``; lists as JSON."""
+def flat(config: dict, prefix: str = "", lists_as_json: bool = True) -> dict:
+    """``{"a.b": value}`` for every leaf of ``config``; lists as JSON (or as they are)."""
     out = {}
     for k, v in (config or {}).items():
         if isinstance(v, dict):
-            out.update(flat(v, f"{prefix}{k}."))
+            out.update(flat(v, f"{prefix}{k}.", lists_as_json))
         else:
-            out[f"{prefix}{k}"] = json.dumps(v, default=str) if isinstance(v, list) else v
+            out[f"{prefix}{k}"] = json.dumps(v, default=str) if lists_as_json and isinstance(v, list) else v
     return out
 
 

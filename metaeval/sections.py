@@ -38,6 +38,14 @@ def config_of(ds: Dataset) -> dict:
     return next(iter(ds.rows.values()))["run"].config
 
 
+def side_table(ds, out: Path, stem: str, frame, statistic: dict, note: str, title: str) -> list[str]:
+    """``frame`` as ``<stem>.{md,csv,tex}``, titled ``<data>: <title>``; its signature names the
+    data, its rows and ``statistic`` (fields), then ``note``."""
+    data = config_of(ds)["data"]["name"]
+    fields = {"data": data, "n": len(ds.frame), **statistic}
+    return write(out, stem, tables.to_table(frame, f"{data}: {title}", f"{Signature(fields)} — {note}"))
+
+
 def file_stem(text: str) -> str:
     """``text`` as a file-name part: no path separators, no leading dots (names come from the runs'
     config.yaml files, which must not steer the report outside its folder)."""
@@ -114,15 +122,13 @@ def bias_section(ds, stem: str, out: Path) -> list[str]:
     bias = side_tables.bias(ds)
     if bias.empty:
         return []
-    data = config_of(ds)["data"]["name"]
-    fields = {"data": data, "n": len(ds.frame), "statistic": "biasscore"}
+    statistic = {"statistic": "biasscore"}
     grouped = any(v is not None for _, v in tables.targets(ds))
     if grouped:
-        fields["split_by"] = ds.split_by
+        statistic["split_by"] = ds.split_by
     note = f"{BIAS_NOTE} | per {ds.split_by} (normalised and correlated within each), AVG = their mean" if grouped \
         else BIAS_NOTE
-    signature = f"{Signature(fields)} — {note}"
-    return write(out, f"{stem}_bias", tables.to_table(bias, f"{data}: {BIAS_TITLE}", signature))
+    return side_table(ds, out, f"{stem}_bias", bias, statistic, note, BIAS_TITLE)
 
 
 ACCURACY_NOTES = {
@@ -138,14 +144,12 @@ ACCURACY_NOTES = {
 
 
 def quantized_section(ds, stem: str, out: Path, protocol: str = "summac") -> list[str]:
-    data = config_of(ds)["data"]["name"]
     acc = side_tables.quantized(ds, protocol)
     acc.to_csv(out / f"{stem}_quantized_accuracy_long.csv", index=False)  # with threshold and cut sizes
-    fields = {"data": data, "n": len(ds.frame), "statistic": "quantized-accuracy", "protocol": protocol}
-    signature = f"{Signature(fields)} — {ACCURACY_NOTES[protocol]}"
-    title = f"{data}: quantized accuracy, {'SummaC protocol' if protocol == 'summac' else 'top-k rule'} " \
+    title = f"quantized accuracy, {'SummaC protocol' if protocol == 'summac' else 'top-k rule'} " \
             f"(higher is better){approximate_labels(acc)}"
-    return write(out, f"{stem}_quantized_accuracy", tables.to_table(acc, title, signature))
+    return side_table(ds, out, f"{stem}_quantized_accuracy", acc,
+                      {"statistic": "quantized-accuracy", "protocol": protocol}, ACCURACY_NOTES[protocol], title)
 
 
 def approximate_labels(acc) -> str:
@@ -165,11 +169,9 @@ def pairwise_section(ds, stem: str, out: Path) -> list[str]:
     if acc.empty:
         return []
     acc.to_csv(out / f"{stem}_pairwise_accuracy_long.csv", index=False)  # with each cell's epsilon
-    data = config_of(ds)["data"]["name"]
-    fields = {"data": data, "n": len(ds.frame), "statistic": "acc-eq", "level": "item", "ties": "calibrated"}
-    signature = f"{Signature(fields)} — {PAIRWISE_NOTE}"
-    title = f"{data}: pairwise accuracy with tie calibration (higher is better)"
-    return write(out, f"{stem}_pairwise_accuracy", tables.to_table(acc, title, signature))
+    statistic = {"statistic": "acc-eq", "level": "item", "ties": "calibrated"}
+    return side_table(ds, out, f"{stem}_pairwise_accuracy", acc, statistic, PAIRWISE_NOTE,
+                      "pairwise accuracy with tie calibration (higher is better)")
 
 
 SPA_NOTE = ("SPA (Thompson et al. 2024, WMT24 system level) = 1 - mean over system pairs of |p_human - p_metric|, "
@@ -187,12 +189,10 @@ def spa_section(ds, stem: str, out: Path, permutations: int, seed: int) -> list[
         return []
     long.to_csv(out / f"{stem}_spa_long.csv", index=False)
     pvalues.to_csv(out / f"{stem}_spa_pvalues.csv", index=False)
-    data = config_of(ds)["data"]["name"]
-    fields = {"data": data, "n": len(ds.frame), "statistic": "spa", "level": "system", "permutations": permutations,
-              "seed": seed, "test": "sign-flip-one-sided"}
-    signature = f"{Signature(fields)} — {SPA_NOTE}"
-    title = f"{data}: soft pairwise accuracy, WMT24 (higher is better)"
-    return write(out, f"{stem}_spa", tables.to_table(long, title, signature))
+    statistic = {"statistic": "spa", "level": "system", "permutations": permutations, "seed": seed,
+                 "test": "sign-flip-one-sided"}
+    return side_table(ds, out, f"{stem}_spa", long, statistic, SPA_NOTE,
+                      "soft pairwise accuracy, WMT24 (higher is better)")
 
 
 def task_of(ds) -> str:

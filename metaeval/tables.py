@@ -19,6 +19,7 @@ from cscore.metaeval.clusters import significance_clusters
 from cscore.metaeval.levels import Grouping
 from cscore.metaeval.pairwise import TieCalibratedStat
 from cscore.metaeval.resampling import bootstrap_ci
+from cscore.metaeval.run_labels import flat
 from cscore.metaeval.spec import RESAMPLE, Spec
 from cscore.metaeval.statistic import LevelStat, MeanStat
 from cscore.rundir import Run
@@ -50,16 +51,6 @@ def _effective(method: str, params: dict, defaults: Callable[[str, dict], dict] 
         return dict(params)
 
 
-def _flat(config: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in (config or {}).items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def _differing(dicts: list[dict]) -> list[str]:
     """The keys whose values are not the same in all of ``dicts`` (a missing key counts as None)."""
     keys = sorted({k for d in dicts for k in d})
@@ -87,7 +78,7 @@ def _labels(entries: list[dict]) -> list[str]:
         return f"{e['run'].config['pair'].get('name', '?')} {e['variant']}"
 
     labels = [name(e) for e in entries]
-    for with_keys in (lambda e: e["params"], lambda e: _flat(e["run"].config["pair"])):
+    for with_keys in (lambda e: e["params"], lambda e: flat(e["run"].config["pair"], lists_as_json=False)):
         groups: dict[str, list[int]] = {}
         for i, lb in enumerate(labels):
             groups.setdefault(lb, []).append(i)

@@ -50,22 +50,13 @@ SWEEP = ["method.gamma=0.1,0.5", "pair.amateur.early_exit=1,2"]  # 4 jobs, 2 for
 
 def build_model(folder: Path) -> Path:
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from cscore.tests.support.models import train_bpe
 
     rng = random.Random(7)
     corpus = [" ".join(rng.choice(WORDS) for _ in range(30)) for _ in range(200)]
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(
-        corpus,
-        trainers.BpeTrainer(
-            vocab_size=300,
-            special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        ),
-    )
+    tok = train_bpe(corpus, 300)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
                                    unk_token="<unk>")
     torch.manual_seed(0)

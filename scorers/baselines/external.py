@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -60,51 +59,12 @@ def read(path: str) -> pd.DataFrame:
     raise ConfigError(f"baseline.external.path={path}: a .csv, .tsv, .jsonl or .parquet file, please")
 
 
-def check(params: Any) -> None:
+def path_of(params: ExternalParams) -> str:
+    """The scores file (a ConfigError when none is given)."""
     if not params.path:
         raise ConfigError("baseline=external reads scores computed elsewhere: give baseline.external.path=<file> "
                           "(an id column and one column per metric)")
-    columns(params)
-
-
-def columns(params: Any) -> list[str]:
-    table = read(params.path)
-    ident = params.id_column
-    if ident not in table.columns:
-        raise ConfigError(f"{params.path}: no {ident!r} column (set baseline.external.id_column); "
-                          f"it has {', '.join(map(str, table.columns))}")
-    have = [str(c) for c in table.columns if c != ident]
-    wanted = params.columns if params.columns is not None else have
-    for c in wanted:
-        if c not in have or not NAME_RE.match(c):
-            raise ConfigError(f"{params.path}: no score column {c!r}; it has {', '.join(have) or 'none'}")
-    return list(wanted)
-
-
-def score(name: str, params: Any, texts: Texts, run: BaselineRun) -> Result:
-    table = read(params.path)
-    ident = params.id_column
-    ids = table[ident].astype(str)
-    dup = ids[ids.duplicated()].tolist()
-    if dup:
-        raise InputError(f"{params.path}: id {dup[0]!r} appears more than once")
-    if run.ids is None:
-        raise InputError("baseline external joins scores by row id: the run's ids are needed")
-    rows = pd.Index(ids)
-    out, missing = {}, set()
-    for c in columns(params):
-        values = pd.to_numeric(table[c], errors="coerce")
-        bad = table[c].notna() & values.isna()
-        if bad.any():
-            raise InputError(f"{params.path}: column {c!r}, id {ids[bad].iloc[0]!r}: {table[c][bad].iloc[0]!r} is "
-                             "not a number")
-        col = pd.Series(values.to_numpy(dtype=np.float64), index=rows).reindex(run.ids).to_numpy()
-        missing |= set(np.flatnonzero(np.isnan(col)).tolist())
-        out[c] = col
-    extra = len(set(ids) - set(run.ids))
-    info = {"file": str(Path(params.path).expanduser().resolve()), "missing_score": sorted(missing),
-            "ids_not_in_run": extra, "signature": f"external|file:{Path(params.path).name}|columns:{','.join(out)}"}
-    return Result(out, info)
+    return params.path
 
 
 @BASELINES
@@ -115,12 +75,46 @@ class External(Baseline):
 
     @classmethod
     def check(cls, params: ExternalParams) -> None:
-        check(params)
+        cls.columns(params)
 
     @classmethod
     def columns(cls, params: ExternalParams) -> list[str]:
-        return columns(params)
+        path = path_of(params)
+        table = read(path)
+        ident = params.id_column
+        if ident not in table.columns:
+            raise ConfigError(f"{path}: no {ident!r} column (set baseline.external.id_column); "
+                              f"it has {', '.join(map(str, table.columns))}")
+        have = [str(c) for c in table.columns if c != ident]
+        wanted = params.columns if params.columns is not None else have
+        for c in wanted:
+            if c not in have or not NAME_RE.match(c):
+                raise ConfigError(f"{path}: no score column {c!r}; it has {', '.join(have) or 'none'}")
+        return list(wanted)
 
     @classmethod
     def score(cls, params: ExternalParams, texts: Texts, run: BaselineRun) -> Result:
-        return score(cls.name, params, texts, run)
+        path = path_of(params)
+        table = read(path)
+        ident = params.id_column
+        ids = table[ident].astype(str)
+        dup = ids[ids.duplicated()].tolist()
+        if dup:
+            raise InputError(f"{path}: id {dup[0]!r} appears more than once")
+        if run.ids is None:
+            raise InputError("baseline external joins scores by row id: the run's ids are needed")
+        rows = pd.Index(ids)
+        out, missing = {}, set()
+        for c in cls.columns(params):
+            values = pd.to_numeric(table[c], errors="coerce")
+            bad = table[c].notna() & values.isna()
+            if bad.any():
+                raise InputError(f"{path}: column {c!r}, id {ids[bad].iloc[0]!r}: {table[c][bad].iloc[0]!r} is "
+                                 "not a number")
+            col = pd.Series(values.to_numpy(dtype=np.float64), index=rows).reindex(run.ids).to_numpy()
+            missing |= set(np.flatnonzero(np.isnan(col)).tolist())
+            out[c] = col
+        extra = len(set(ids) - set(run.ids))
+        info = {"file": str(Path(path).expanduser().resolve()), "missing_score": sorted(missing),
+                "ids_not_in_run": extra, "signature": f"external|file:{Path(path).name}|columns:{','.join(out)}"}
+        return Result(out, info)

@@ -186,38 +186,32 @@ def _rouge(params: Any, texts: Texts, refs, missing) -> Result:
                         "untokenized": untokenized})
 
 
-@BASELINES
-class Bleu(Baseline):
+class Lexical(Baseline):
+    """BLEU / chrF / ROUGE: one score of the hypothesis against its references (or its source)."""
     rank = 1
+
+    @classmethod
+    def score(cls, params: Any, texts: Texts, run: BaselineRun) -> Result:
+        return score(cls.name, params, texts, run)
+
+
+@BASELINES
+class Bleu(Lexical):
     name = "bleu"
     Params = BleuParams
 
-    @classmethod
-    def score(cls, params: BleuParams, texts: Texts, run: BaselineRun) -> Result:
-        return score(cls.name, params, texts, run)
-
 
 @BASELINES
-class Chrf(Baseline):
-    rank = 1
+class Chrf(Lexical):
     name = "chrf"
     Params = ChrfParams
 
-    @classmethod
-    def score(cls, params: ChrfParams, texts: Texts, run: BaselineRun) -> Result:
-        return score(cls.name, params, texts, run)
-
 
 @BASELINES
-class Rouge(Baseline):
-    rank = 1
+class Rouge(Lexical):
     name = "rouge"
     Params = RougeParams
 
     @classmethod
     def columns(cls, params: RougeParams) -> list[str]:
         return list(params.types)
-
-    @classmethod
-    def score(cls, params: RougeParams, texts: Texts, run: BaselineRun) -> Result:
-        return score(cls.name, params, texts, run)

@@ -228,15 +228,23 @@ def run_scores(sweep, gamma=0.4) -> pd.DataFrame:
     return next(r for r in find_runs(sweep) if r.config["method"]["gamma"] == gamma).scores()
 
 
-def test_paper_cdm_reports_spearman_and_an_own_option_wins(sweep, tmp_path, cscore_main):
-    out = tmp_path / "cdm"
-    res = cscore_main("report", str(sweep), "--paper", "cdm", "--bootstrap", "0", "--permutations", "0",
-                      "--out", str(out), cwd=tmp_path)
+def report_cells(sweep, out: Path, cscore_main, *options: str, human: str):
+    """``cscore report`` of the sweep with ``options`` (no permutations) into ``out``: the gamma=0.4
+    run's (group, system, score, ``human``) cells and the report's long table of the contrast row on
+    ``human``."""
+    res = cscore_main("report", str(sweep), *options, "--permutations", "0", "--out", str(out), cwd=out.parent)
     assert res.returncode == 0, res.stderr
     scores = run_scores(sweep)
+    cells = list(zip(scores["group"], scores["system"], scores["score.contrast"], scores[f"human.{human}"]))
     long = pd.read_csv(out / "demo_quality_long.csv")
-    got = long.query("label == 'tiny contrast gamma=0.4' and target == 'overall'")["value"].item()
-    assert got == pytest.approx(stats.spearmanr(scores["score.contrast"], scores["human.overall"])[0])
+    return cells, long.query(f"label == 'tiny contrast gamma=0.4' and target == '{human}'")
+
+
+def test_paper_cdm_reports_spearman_and_an_own_option_wins(sweep, tmp_path, cscore_main):
+    out = tmp_path / "cdm"
+    cells, got = report_cells(sweep, out, cscore_main, "--paper", "cdm", "--bootstrap", "0", human="overall")
+    _, _, score, human = zip(*cells)
+    assert got["value"].item() == pytest.approx(stats.spearmanr(score, human)[0])
     assert signature(out / "demo_quality.md")["correlation"] == "spearman"
     assert "statistic: --paper cdm: CDM Tables 2 and 7: Spearman" in (out / "report.md").read_text()
     out = tmp_path / "cdm_pearson"
@@ -247,14 +255,9 @@ def test_paper_cdm_reports_spearman_and_an_own_option_wins(sweep, tmp_path, csco
 
 def test_paper_t5score_reports_the_pooled_kendall_like(sweep, tmp_path, cscore_main):
     out = tmp_path / "t5"
-    res = cscore_main("report", str(sweep), "--paper", "t5score", "--kendall-threshold", "1", "--bootstrap", "20",
-                      "--permutations", "0", "--out", str(out), cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    scores = run_scores(sweep)
-    cells = list(zip(scores["group"], scores["system"], scores["score.contrast"], scores["human.overall"]))
+    cells, got = report_cells(sweep, out, cscore_main, "--paper", "t5score", "--kendall-threshold", "1",
+                              "--bootstrap", "20", human="overall")
     con, dis = like_counts(cells, 1)
-    long = pd.read_csv(out / "demo_quality_long.csv")
-    got = long.query("label == 'tiny contrast gamma=0.4' and target == 'overall'")
     assert got["value"].item() == pytest.approx((con - dis) / (con + dis))
     assert got["low"].item() <= got["value"].item() <= got["high"].item()
     sig = signature(out / "demo_quality.md")
@@ -263,14 +266,9 @@ def test_paper_t5score_reports_the_pooled_kendall_like(sweep, tmp_path, cscore_m
 
 def test_kendall_acc23_in_the_report_is_tie_calibrated(sweep, tmp_path, cscore_main):
     out = tmp_path / "acc"
-    res = cscore_main("report", str(sweep), "--kendall", "acc23", "--level", "item", "--bootstrap", "20",
-                      "--permutations", "0", "--out", str(out), cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    scores = run_scores(sweep)
-    cells = list(zip(scores["group"], scores["system"], scores["score.contrast"], scores["human.consistency"]))
+    cells, got = report_cells(sweep, out, cscore_main, "--kendall", "acc23", "--level", "item", "--bootstrap", "20",
+                              human="consistency")
     value, eps = acc23_calibrated(cells, lambda c: c[0])
-    got = pd.read_csv(out / "demo_quality_long.csv").query(
-        "label == 'tiny contrast gamma=0.4' and target == 'consistency'")
     assert got["value"].item() == pytest.approx(value) and got["epsilon"].item() == pytest.approx(eps)
     assert got["low"].item() <= value <= got["high"].item()
     assert signature(out / "demo_quality.md")["ties"] == "calibrated"

@@ -20,8 +20,7 @@ from cscore.rundir import find_runs
 from cscore.scorers.api import ModelPair
 from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.coordinator import InProcess
-
-WORDS = "the mayor opened a new bridge over river council said it cost five million team won final match".split()
+from cscore.tests.support.texts import WORDS
 
 
 def gamma_of(run: Path) -> str:

@@ -142,3 +142,24 @@ def write_scored_run(folder: Path, frame, config: dict, params: dict, speed: flo
                                   "split": {"use": "all"}, "n_truncated": 0, "truncated_ids": [],
                                   "temperatures": [1.0], "variants": variants, "models": {}, "correlations": [],
                                   "speed": {"samples_per_second": speed}, "nonfinite_scores": {}, "environment": {}})
+
+
+def score_columns(run: Path, prefixes: tuple[str, ...]):
+    """The ``id`` column and the columns starting with one of ``prefixes`` of a run's scores."""
+    import pandas as pd
+
+    from cscore import rundir
+
+    got = pd.read_parquet(run / rundir.SCORES)
+    return got[["id", *[c for c in got.columns if c.startswith(prefixes)]]]
+
+
+def assert_same_scores(a: Path, b: Path, prefixes: tuple[str, ...], more_than: int) -> None:
+    """Runs ``a`` and ``b`` have the same columns of ``prefixes`` (more than ``more_than`` of them,
+    ``id`` included), equal bit for bit."""
+    import numpy as np
+
+    x, y = score_columns(a, prefixes), score_columns(b, prefixes)
+    assert list(x.columns) == list(y.columns) and len(x.columns) > more_than
+    for c in x.columns:
+        assert np.array_equal(x[c].to_numpy(), y[c].to_numpy()), c  # bit for bit

@@ -17,20 +17,40 @@ CORPUS = [
 ] * 20
 
 
-def build_tokenizer(path: Path, vocab_size: int = 400, extra: str = ""):
+SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")  # ids 0 1 2 3
+
+
+def train_bpe(corpus, vocab_size: int, specials=SPECIALS):
+    """A byte-level BPE ``tokenizers.Tokenizer`` trained on ``corpus``, ``specials`` first (ids 0, 1, ...)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(specials),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator([c + extra for c in CORPUS], trainer)
+    tok.train_from_iterator(corpus, trainer)
+    return tok
+
+
+def build_tokenizer(path: Path, vocab_size: int = 400, extra: str = ""):
+    from transformers import PreTrainedTokenizerFast
+
+    tok = train_bpe([c + extra for c in CORPUS], vocab_size)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
                                    unk_token="<unk>")
     fast.save_pretrained(path)
     return fast
+
+
+def sharpen(model) -> None:
+    """Larger random weights (every matrix drawn from N(0, 0.2)): sharper, more varied distributions."""
+    import torch
+
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0, 0.2)
 
 
 def build_llama(path: Path, tokenizer, layers: int = 4, seed: int = 0, hidden: int = 32):
@@ -44,10 +64,7 @@ def build_llama(path: Path, tokenizer, layers: int = 4, seed: int = 0, hidden: i
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          tie_word_embeddings=False)
     model = LlamaForCausalLM(config)
-    with torch.no_grad():  # larger random weights: sharper, more varied distributions
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.normal_(0, 0.2)
+    sharpen(model)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path

@@ -30,6 +30,12 @@ def printed(console) -> list[str]:
     return console.file.getvalue().splitlines()
 
 
+def cpu_run() -> SimpleNamespace:
+    """What quick_slice reads of a run: its passes on a CPU, all the data (dev slices of 0.1)."""
+    return SimpleNamespace(passes=PassOptions(device="cpu"),
+                           split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
+
+
 def test_heartbeat_lines_come_while_a_batch_runs():
     """No item done for 35 s: a line at 10, 20 and 30 s (the heartbeat's ``tick``), none between;
     none after the pass ends or stops."""
@@ -76,8 +82,7 @@ def test_estimate_after_the_first_batch_and_the_quick_slice(monkeypatch):
     60 / 300 = 0.2 of the groups (of 0.5 when already on a dev split of 0.5: 0.1), at least one
     group; none for a short pass or on CUDA."""
     monkeypatch.setattr(cpu, "cpu_flags", lambda: frozenset({"avx2"}))  # no bfloat16 units
-    run = SimpleNamespace(passes=PassOptions(device="cpu"),
-                          split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
+    run = cpu_run()
     lines, now, console = lines_of(every=1000, hint=quick_slice(run))
     p = lines.factory("expert", 100)
     p.work(tokens=12345)
@@ -107,8 +112,7 @@ def test_a_float32_run_on_a_cpu_with_bfloat16_units_is_told_so(monkeypatch):
     assert cpu.bf16_units(frozenset({"fpu", "avx512_bf16", "amx_bf16"})) == "AMX-BF16 and AVX512-BF16"
     assert cpu.bf16_units(frozenset({"fpu", "avx512f"})) is None
     monkeypatch.setattr(cpu, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
-    run = SimpleNamespace(passes=PassOptions(device="cpu"),
-                          split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
+    run = cpu_run()
     line = quick_slice(run)(300.0)
     assert line == ("long on a CPU: split.use=dev split.dev_fraction=0.2 runs a slice of whole groups (about 60s "
                     "for this pass); this CPU has bfloat16 units (AVX512-BF16): runtime.dtype=bfloat16 runs faster, "
@@ -295,8 +299,7 @@ def test_estimate_from_the_share_done_within_the_first_batch():
     batch): the estimate line then (4 * 0.9 / 0.1 = 36 s left), and the plain lines say the time
     left from the share (at 10 s with 20% done: 10 * 0.8 / 0.2 = 40 s) instead of "unknown"; a
     share told before FIRST seconds gives no estimate yet; a 400 s pass gets the quick slice."""
-    run = SimpleNamespace(passes=PassOptions(device="cpu"),
-                          split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
+    run = cpu_run()
     lines, now, console = lines_of(every=10, hint=quick_slice(run))
     p = lines.factory("expert", 100)
     p.work(tokens=500)
@@ -446,8 +449,7 @@ def test_a_decode_clock_gives_the_first_estimate_and_the_quick_slice():
     times longer (the same events, 10 x the seconds) is 800 s: the slice."""
     from cscore.scorers.engine.decode_clock import WAIT, DecodeClock, Unit
 
-    run = SimpleNamespace(passes=PassOptions(device="cpu"),
-                          split=SimpleNamespace(use="all", dev_fraction=0.1, dev_ids=None))
+    run = cpu_run()
     for scale, left, tip in ((1, 77, False), (10, 770, True)):
         lines, now, console = lines_of(every=1000, hint=quick_slice(run))
         p = lines.factory("decode", 40)

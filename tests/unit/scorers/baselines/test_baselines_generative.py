@@ -21,6 +21,7 @@ from cscore.scorers.baselines import BaselineRun, Texts
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.store.cache import StatsCache
+from cscore.tests.support.models import sharpen, train_bpe
 
 CONF = Path(cscore.__file__).parent / "conf"
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
@@ -38,20 +39,10 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def build_tokenizer(style: str):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(
-        CORPUS,
-        trainers.BpeTrainer(
-            vocab_size=300,
-            special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        ),
-    )
+    tok = train_bpe(CORPUS, 300)
     single = "$A </s>" if style == "t5" else "<s> $A </s>"
     tok.post_processor = processors.TemplateProcessing(single=single, special_tokens=[("<s>", BOS), ("</s>", EOS)])
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
@@ -77,10 +68,8 @@ def dirs(tmp_path_factory):
                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=256,
                 dropout=0.0, attention_dropout=0.0, pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS,
                 decoder_start_token_id=EOS, forced_eos_token_id=EOS))
+            sharpen(model)
             with torch.no_grad():
-                for p in model.parameters():
-                    if p.dim() == 2:
-                        p.normal_(0, 0.2)  # sharper distributions than the default init
                 model.final_logits_bias.copy_(torch.randn_like(model.final_logits_bias))
         model.save_pretrained(root / name)
         tok.save_pretrained(root / name)

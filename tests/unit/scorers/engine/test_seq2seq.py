@@ -27,6 +27,7 @@ from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import InputError, encode, target_ids
 from cscore.scorers.models.models import LoadedModel, check_same_kind, early_exit, load_model
 from cscore.scorers.store.cache import StatsCache
+from cscore.tests.support.models import sharpen, train_bpe
 
 CONF = Path(cscore.__file__).parent / "conf"
 TEMPS = (0.5, 1.0, 1.7)
@@ -62,15 +63,10 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def build_tokenizer(path: Path | None, style: str):
     """A byte-level BPE tokenizer with <pad> <s> </s> <unk> = 0 1 2 3. ``style``: "t5" formats a
     text as ``x </s>``, "bart" as ``<s> x </s>``, "plain" adds nothing."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(CORPUS, trainer)
+    tok = train_bpe(CORPUS, 400)
     if style == "t5":
         tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", EOS)])
     elif style == "bart":
@@ -107,10 +103,8 @@ def build_bart(path: Path, tok, *, seed: int) -> str:
                         pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS, decoder_start_token_id=EOS,
                         forced_eos_token_id=EOS)
     model = BartForConditionalGeneration(config)
-    with torch.no_grad():  # larger random weights: sharper, more varied distributions
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.normal_(0, 0.2)
+    sharpen(model)
+    with torch.no_grad():
         model.final_logits_bias.copy_(torch.randn_like(model.final_logits_bias) * 2.0)  # must be honoured
     model.save_pretrained(path)
     tok.save_pretrained(path)

@@ -21,6 +21,7 @@ from cscore.errors import ConfigError
 from cscore.scorers import methods
 from cscore.scorers.api import ModelPair
 from cscore.scorers.cdm import generate as cg
+from cscore.tests.support.models import train_bpe
 from cscore.training import discriminator, negatives
 
 TEXT = ("The mayor opened a new bridge over the river on Monday. The council said the bridge cost five million "
@@ -237,16 +238,11 @@ def test_identical_fills_are_resampled_counted_and_flagged_or_dropped(tok):
 
 
 def t5_tokenizer(sentinels: bool):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
     extra = [f"<extra_id_{i}>" for i in range(3)] if sentinels else []
-    t = Tokenizer(models.BPE(unk_token="<unk>"))
-    t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    t.decoder = decoders.ByteLevel()
-    t.train_from_iterator([TEXT, DIALOGUE] * 20, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<pad>", "</s>", "<unk>", *extra],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    t = train_bpe([TEXT, DIALOGUE] * 20, 300, specials=["<pad>", "</s>", "<unk>", *extra])
     t.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
     return PreTrainedTokenizerFast(tokenizer_object=t, eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
                                    additional_special_tokens=extra)

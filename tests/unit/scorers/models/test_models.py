@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from cscore.scorers.api import ModelPair
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.models.gguf import GGUF_MAGIC, ModelSpecError, resolve_path
 from cscore.scorers.models.models import early_exit, load_model
+from cscore.tests.support.threads import in_threads
 
 
 @pytest.fixture
@@ -170,10 +170,6 @@ def test_file_lock_excludes_while_lock_files_come_and_go(tmp_path):
                 time.sleep(0.001)
                 inside.pop()
 
-    threads = [threading.Thread(target=job) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads([job] * 4)
     assert len(overlaps) == 80 and not any(overlaps)
     assert not lock.exists()

@@ -16,6 +16,7 @@ from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.models import identity
 from cscore.scorers.models.identity import model_identity
 from cscore.scorers.store.cache import CacheError, StatsCache, ids_digest, stats_key
+from cscore.tests.support.threads import in_threads
 
 
 def make_stats(n_items=3, temps=(0.5, 1.0, 2.0), seed=0) -> TokenStats:
@@ -194,8 +195,6 @@ def test_concurrent_jobs_compute_once(tmp_path):
 
 
 def test_lock_excludes_threads(tmp_path):
-    import threading
-
     cache = StatsCache(tmp_path)
     key = stats_key(make_parts())
     inside, overlap = [], []
@@ -208,11 +207,7 @@ def test_lock_excludes_threads(tmp_path):
             time.sleep(0.02)
             inside.pop()
 
-    threads = [threading.Thread(target=job) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads([job] * 4)
     assert not overlap
 
 

@@ -16,20 +16,15 @@ import pytest
 from cscore.scorers.api import ModelPair
 from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.checkpoint import PARTIAL_DIR
+from cscore.tests.support.texts import prompts_and_hyps
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-WORDS = "the mayor opened a new bridge over river council said it cost five million team won final match".split()
 BUDGET = 160  # tokens per batch: a few items each, so a pass has many batches
 
 
 def texts(n: int = 36):
-    """Prompts (every third one shared: packed rows under prefix sharing) and hypotheses."""
-    rng = np.random.default_rng(5)
-    prompts = ["Summarize: the council met." if i % 3 == 0 else
-               "Summarize: " + " ".join(rng.choice(WORDS, size=int(rng.integers(4, 20)))) for i in range(n)]
-    hyps = [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 9)))) for _ in range(n)]
-    return prompts, hyps
+    return prompts_and_hyps(n, seed=5)
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ models, cross-family, seq2seq), the same cache key, a shard's partials only its 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -19,20 +20,16 @@ from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.checkpoint import PARTIAL_DIR
 from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.plan import deal
+from cscore.tests.support.texts import prompts_and_hyps
+from cscore.tests.support.threads import in_threads
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-WORDS = "the mayor opened a new bridge over river council said it cost five million team won final match".split()
 BUDGET = 160  # tokens per batch: a few items each, so a pass has many batches to deal
 
 
 def texts(n: int = 30):
-    """Prompts (every third one shared: packed rows under prefix sharing) and hypotheses."""
-    rng = np.random.default_rng(7)
-    prompts = ["Summarize: the council met." if i % 3 == 0 else
-               "Summarize: " + " ".join(rng.choice(WORDS, size=int(rng.integers(4, 20)))) for i in range(n)]
-    hyps = [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 9)))) for _ in range(n)]
-    return prompts, hyps
+    return prompts_and_hyps(n, seed=7)
 
 
 def assert_identical(a, b):
@@ -194,8 +191,6 @@ def test_two_sharded_runs_of_one_pass_at_once_compute_each_batch_once(tiny_dirs,
     """Two runs (threads here; the locks are the processes' too) each running every shard of the
     same pass on one cache: each shard is computed by one of them, the merge stored once, both
     get the unsharded statistics."""
-    import threading
-
     pairs = [ModelPair.load(tiny_dirs.expert, amateur_early_exit=2, dtype="float32") for _ in range(2)]
     inputs = pairs[0].encode(*texts())
     want = unsharded(pairs[0], inputs, tmp_path / "one")
@@ -213,11 +208,7 @@ def test_two_sharded_runs_of_one_pass_at_once_compute_each_batch_once(tiny_dirs,
         except BaseException as err:  # noqa: BLE001 - reported below
             errors.append(err)
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads([functools.partial(run, i) for i in range(2)])
     assert not errors, errors
     assert sum(done) == len(inputs.items)  # every item computed once, by one run or the other
     for g in got:

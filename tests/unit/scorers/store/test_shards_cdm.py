@@ -20,11 +20,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cscore import rundir
 from cscore.cli import cdm_cmd
 from cscore.errors import ShardsPending
 from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.checkpoint import PARTIAL_DIR
 from cscore.scorers.store.shards import Pending
+from cscore.tests.support.cli import assert_same_scores, score_columns
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -265,13 +267,6 @@ def test_cdm_stages_on_two_cpu_workers(cdm, tmp_path):
     assert StatsCache(tmp_path / "c3").keys() == StatsCache(cdm.root / "c1").keys()
 
 
-def score_columns(run: Path) -> pd.DataFrame:
-    from cscore import rundir
-
-    got = pd.read_parquet(run / rundir.SCORES)
-    return got[["id", *[c for c in got.columns if c.startswith((rundir.SCORE, rundir.MEAN_LOGP, rundir.N_SCORED))]]]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["cdm", "cdm_classifier", "cdm_gen"])
 def test_cdm_kinds_of_cscore_run_shard_through_the_token_pass(cdm, tmp_path, cscore_main, method):
@@ -287,10 +282,9 @@ def test_cdm_kinds_of_cscore_run_shard_through_the_token_pass(cdm, tmp_path, csc
     for k in (1, 0):
         res = cscore_main(*argv, f"runtime.shard={k}", cwd=tmp_path)
         assert res.returncode == 0, res.stderr[-3000:]
-    x, y = score_columns(tmp_path / "one"), score_columns(tmp_path / "many")
-    assert list(x.columns) == list(y.columns) and f"score.{method}" in x.columns
-    for c in x.columns:
-        assert np.array_equal(x[c].to_numpy(), y[c].to_numpy()), c
+    scored = (rundir.SCORE, rundir.MEAN_LOGP, rundir.N_SCORED)
+    assert_same_scores(tmp_path / "one", tmp_path / "many", scored, more_than=1)
+    assert f"score.{method}" in score_columns(tmp_path / "one", scored).columns
     speed = json.loads((tmp_path / "many" / "metrics.json").read_text())["speed"]
     assert speed["shards"] == 2 and all(len(s) == 2 for s in speed["shard_seconds"].values())
     if method == "cdm_classifier":

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -27,6 +26,7 @@ from cscore.scorers.store.cache import StatsCache, stats_key  # noqa: E402
 from cscore.scorers.store.checkpoint import PARTIAL_DIR  # noqa: E402
 from cscore.scorers.store.coordinator import InProcess  # noqa: E402
 from cscore.scorers.store.shards import Done, Pending  # noqa: E402
+from cscore.tests.support.cli import assert_same_scores  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -148,12 +148,18 @@ def decoded_shards(pair, stats, prompts, cache, key, count):
     return greedy(pair, stats, prompts, cache, key, InProcess(count, count - 1))
 
 
-def test_greedy_decode_trees_sharded_are_the_unsharded_entries(pair, tmp_path):
+def unsharded_decode(pair, tmp_path):
+    """(prompts, judge statistics, their key, the cache at tmp_path/one, greedy paths) of the
+    unsharded 1-5 judge pass and decode: what the sharded decodes must equal."""
     prompts, contexts, scale = contexts_of(pair, 1, 5)
     one = StatsCache(tmp_path / "one")
     stats = stats_shards(pair, contexts, scale, one, 1)
     key = stats_key(parts_of(pair, contexts, scale))
-    want = greedy(pair, stats, prompts, one, key)
+    return prompts, stats, key, one, greedy(pair, stats, prompts, one, key)
+
+
+def test_greedy_decode_trees_sharded_are_the_unsharded_entries(pair, tmp_path):
+    prompts, stats, key, one, want = unsharded_decode(pair, tmp_path)
     ref = decode_entries(one)
     assert len(ref) == len(RULES)
     for count in (2, 3):
@@ -169,11 +175,7 @@ def test_greedy_decode_trees_sharded_are_the_unsharded_entries(pair, tmp_path):
 
 
 def test_a_damaged_decode_partial_is_never_merged_and_its_shard_runs_again(pair, tmp_path, caplog):
-    prompts, contexts, scale = contexts_of(pair, 1, 5)
-    one = StatsCache(tmp_path / "one")
-    stats = stats_shards(pair, contexts, scale, one, 1)
-    key = stats_key(parts_of(pair, contexts, scale))
-    want = greedy(pair, stats, prompts, one, key)
+    prompts, stats, key, one, want = unsharded_decode(pair, tmp_path)
     cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
     assert isinstance(greedy(pair, stats, prompts, cache, key, InProcess(2, 0)), Pending)
     files = sorted((tmp_path / "c" / PARTIAL_DIR).glob("*/s000-*.npz"))
@@ -192,11 +194,7 @@ def test_a_damaged_decode_partial_is_never_merged_and_its_shard_runs_again(pair,
 def test_an_interrupted_decode_shard_resumes_from_its_partials(pair, tmp_path, caplog):
     import logging
 
-    prompts, contexts, scale = contexts_of(pair, 1, 5)
-    one = StatsCache(tmp_path / "one")
-    stats = stats_shards(pair, contexts, scale, one, 1)
-    key = stats_key(parts_of(pair, contexts, scale))
-    want = greedy(pair, stats, prompts, one, key)
+    prompts, stats, key, one, want = unsharded_decode(pair, tmp_path)
     cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
     seen = []
 
@@ -226,16 +224,7 @@ def judge_args(judge_dirs, rows, out: Path, cache: Path, *more: str) -> list[str
             "method.max_new_tokens=4", f"hydra.run.dir={out}", f"cache.dir={cache}", *more]
 
 
-def score_columns(run: Path) -> pd.DataFrame:
-    got = pd.read_parquet(run / rundir.SCORES)
-    return got[["id", *[c for c in got.columns if c.startswith((rundir.SCORE, rundir.OUTPUT, rundir.PARSE))]]]
-
-
-def assert_same_scores(a: Path, b: Path) -> None:
-    x, y = score_columns(a), score_columns(b)
-    assert list(x.columns) == list(y.columns) and len(x.columns) > 4
-    for c in x.columns:
-        assert np.array_equal(x[c].to_numpy(), y[c].to_numpy()), c  # bit for bit
+SCORED = (rundir.SCORE, rundir.OUTPUT, rundir.PARSE)  # the columns compared bit for bit
 
 
 @pytest.fixture(scope="module")
@@ -262,7 +251,7 @@ def test_array_tasks_one_shard_each_equal_the_unsharded_run(judge_dirs, rows, tm
                                           f"runtime.shard={k}"), cwd=tmp_path)
             assert res.returncode == 0, res.stderr[-2000:]
             assert (out / rundir.METRICS).exists() == (k == count - 1)
-        assert_same_scores(tmp_path / "one", out)
+        assert_same_scores(tmp_path / "one", out, SCORED, more_than=4)
         assert StatsCache(cache).keys() == StatsCache(tmp_path / "c1").keys()
         assert not list(cache.glob(".partial/*/*"))
         speed = json.loads((out / rundir.METRICS).read_text())["speed"]
@@ -283,7 +272,7 @@ def test_cpu_workers_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_
                                   f"runtime.devices=[{devices}]"), cwd=tmp_path)
     assert many.returncode == 0, many.stderr[-3000:]
     assert "shard 1: " in many.stdout + many.stderr  # a worker's lines, relayed
-    assert_same_scores(tmp_path / "one", tmp_path / "many")
+    assert_same_scores(tmp_path / "one", tmp_path / "many", SCORED, more_than=4)
     assert StatsCache(tmp_path / "cN").keys() == StatsCache(tmp_path / "c1").keys()
     assert not list((tmp_path / "cN").glob(".partial/*/*"))
     speed = json.loads((tmp_path / "many" / rundir.METRICS).read_text())["speed"]
