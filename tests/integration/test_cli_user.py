@@ -330,11 +330,12 @@ def test_ctrl_c_inside_exec_or_an_import_is_still_exit_130(tmp_path, where):
     raised once that code is done."""
     (tmp_path / "ctrl_c_program.py").write_text(CTRL_C_PROGRAM)
     (tmp_path / "ctrl_c_module.py").write_text(
-        "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\nx = sum(range(10**6))\nDONE = True\n")
+        "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\nx = sum(range(10**6))\nDONE = True\n"
+        "print('module done', flush=True)\n")  # still inside the import: the interrupt waits for it
     done = subprocess.run([sys.executable, "-m", "ctrl_c_program", where], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 130, (done.returncode, done.stdout, done.stderr)
     assert "not interrupted" not in done.stdout and "Traceback" not in done.stderr
     assert done.stderr.strip().startswith("cscore: error: interrupted")
-    if where == "import":
-        assert "imported True" in done.stdout  # the module finished importing before the interrupt
+    if where == "import":  # the module finished importing before the interrupt (which may then land
+        assert "module done" in done.stdout  # anywhere after it, even inside the program's next print)
