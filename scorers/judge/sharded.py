@@ -139,8 +139,9 @@ def sharded_decodes(cache, job: DecodeJob, sharding, reports: dict | None = None
     call = "shards-" + min(rows.values())[:16]
     for name in todo:
         got = merge_pass(cache, job.entry(name), keys[name], unit_offsets(job.n_prompts), sharding.count)
-        again = [k for k in got.missing if k in sharding.todo()] if isinstance(got, Pending) else []
-        for k in again:  # a shard of this process whose partials lack what its mark says: decoded again
+        again = [k for k in got.missing if sharding.supervises or k in sharding.todo()] \
+            if isinstance(got, Pending) else []
+        for k in again:  # a shard of this process (a supervisor: any) whose partials lack what its mark says
             decode_shard(cache, job, {name: keys[name]}, (k, sharding.count))
         if again:
             got = merge_pass(cache, job.entry(name), keys[name], unit_offsets(job.n_prompts), sharding.count)

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from types import SimpleNamespace
 
 import pytest
 
 from cscore.files import file_lock
-from cscore.scorers.store.coordinator import START_GRACE, ArrayTask, InProcess
+from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.meeting import Place
 
 
@@ -84,21 +83,6 @@ def test_wait_running_waits_while_a_sibling_holds_its_lock_then_returns_what_is_
     assert InProcess(2, 0).wait_running(place.missing, place.running) == [0]  # shard 1 came; 0 is this one's
     assert time.monotonic() - start >= 0.3
     thread.join()
-
-
-def test_the_coordinator_of_a_process_is_read_from_the_environment_in_one_place(monkeypatch):
-    from cscore.run import workers
-
-    runtime = SimpleNamespace(shards=3, shard=1)
-    for var in (workers.WORKER_ENV, "SLURM_JOB_ID"):
-        monkeypatch.delenv(var, raising=False)
-    assert workers.coordinator(runtime) == InProcess(3, 1)
-    monkeypatch.setenv("SLURM_JOB_ID", "42")
-    got = workers.coordinator(runtime)
-    assert isinstance(got, ArrayTask) and got.merge and got.grace == START_GRACE and got.todo() == [1]
-    monkeypatch.setenv(workers.WORKER_ENV, "1")  # a worker of runtime.devices: its parent merges
-    assert workers.coordinator(runtime) == ArrayTask(3, 1, merge=False)
-    assert not InProcess(3, 1).supervises and InProcess(3).todo() == [0, 1, 2]
 
 
 @pytest.mark.parametrize("count", [1, 2])

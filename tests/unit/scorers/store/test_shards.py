@@ -1,15 +1,15 @@
 """Sharded statistics passes (runtime.shards, scorers/store/shards.py): a pass planned once, its whole
 batches dealt to N shards that write checkpoint partials under the full pass's key, merged into the
 ordinary cache entry: statistics bit-identical to the unsharded pass (causal, early exit, two
-models, cross-family, seq2seq), the same cache key, a shard's partials only its own. The CLI cases
+models, cross-family, seq2seq), the same cache key, a shard's partials only its own. The other
+shards of a parent of runtime.devices are played in this process by the fake coordinator
+(tests/support/coordinator.py): a worker that comes, one that lost a partial, one that never
+comes. The CLI cases
 (worker processes per device, a killed shard, a missing one) are in tests/system/test_shards_cli.py."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -20,6 +20,7 @@ from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.checkpoint import PARTIAL_DIR
 from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.plan import deal
+from cscore.tests.support.coordinator import Scripted, ScriptedParent
 from cscore.tests.support.texts import prompts_and_hyps
 from cscore.tests.support.threads import in_threads
 
@@ -54,19 +55,6 @@ def sharded(pair, inputs, root, count, temps=(1.0, 2.0), **kw):
         assert names and all(n.startswith(tuple(f"s{j:03d}-" for j in range(k + 1))) for n in names)
     return pair.statistics(inputs=inputs, temperatures=temps, token_budget=BUDGET, cache=cache,
                            shards=InProcess(count, count - 1), **kw)
-
-
-@dataclass(frozen=True)
-class Supervised(InProcess):
-    """A coordinator that supervises the other shards as the parent of runtime.devices does
-    (run/workers.py's ``LocalDevices`` polls worker processes): ``hook(pending, label)`` waits."""
-
-    hook: Callable | None = field(default=None, compare=False)
-    supervises: ClassVar[bool] = True
-
-    def supervise(self, pending, label: str) -> None:
-        assert self.hook is not None
-        self.hook(pending, label)
 
 
 def unsharded(pair, inputs, root, temps=(1.0, 2.0), **kw):
@@ -216,45 +204,66 @@ def test_two_sharded_runs_of_one_pass_at_once_compute_each_batch_once(tiny_dirs,
     assert len(StatsCache(cache_root).keys()) == 1 and not any((cache_root / PARTIAL_DIR).rglob("*.npz"))
 
 
-def test_the_parent_computes_its_shard_then_waits_for_the_others_marks_and_merges(tiny_dirs, tmp_path):
-    """runtime.devices' layout in one process: the parent computes shard 0 under a supervising coordinator
-    (run/workers.py's polls worker processes); here the hook starts the other shard's "worker" (a
-    thread with its own pair, merge=False) only once the parent has asked, so the merge must wait."""
-    import threading
-    import time
+def worker_of(pair, inputs, root, damage=False):
+    """play(k) of a fake parent (tests/support/coordinator.py): the worker of shard k computes its
+    shard (merge=False: its parent merges); ``damage``: then one byte of its first partial flips."""
 
-    pairs = [ModelPair.load(tiny_dirs.expert, amateur_early_exit=2, dtype="float32") for _ in range(2)]
-    inputs = pairs[0].encode(*texts())
-    want = unsharded(pairs[0], inputs, tmp_path / "one")
-    root = tmp_path / "many"
-    asked, seen, items = [], [], {0: [], 1: []}
-
-    def worker():
+    def play(k):
         with pytest.raises(ShardsPending) as err:
-            pairs[1].statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
-                                cache=StatsCache(root, checkpoint_seconds=0), shards=InProcess(2, 1, merge=False),
-                                progress=lambda name, n: items[1].append)
+            pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
+                            cache=StatsCache(root, checkpoint_seconds=0), shards=InProcess(2, k, merge=False))
         assert err.value.missing == []  # its shard done; the merge is the parent's
+        if damage:
+            first = sorted((root / PARTIAL_DIR).rglob(f"s{k:03d}-*.npz"))[0]
+            data = bytearray(first.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            first.write_bytes(bytes(data))
+    return play
 
-    def wait(pending, label):
-        asked.append(label)
-        seen.append(pending())
-        thread = threading.Thread(target=worker)
-        thread.start()
-        while pending():
-            time.sleep(0.01)
-        thread.join()
 
-    got = pairs[0].statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
-                              cache=StatsCache(root, checkpoint_seconds=0), shards=Supervised(2, 0, hook=wait),
-                              progress=lambda name, n: items[0].append)
-    assert asked == ["expert+amateur"] and seen == [[1]]  # the parent's own shard done, shard 1 awaited
+def test_the_parent_computes_its_shard_then_waits_for_its_workers_and_merges(early_exit_pair, tmp_path):
+    """runtime.devices' layout in one process: the parent computes shard 0, then supervises; its
+    "worker" (the fake's play) computes shard 1 only then, so the merge must come after it."""
+    inputs = early_exit_pair.encode(*texts())
+    want = unsharded(early_exit_pair, inputs, tmp_path / "one")
+    root = tmp_path / "many"
+    items: dict[int, list] = {0: []}
+    parent = ScriptedParent(2, 0, play=worker_of(early_exit_pair, inputs, root), comes=(1,))
+    got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
+                                     cache=StatsCache(root, checkpoint_seconds=0), shards=parent,
+                                     progress=lambda name, n: items[0].append)
+    assert parent.waits == [("expert+amateur", [1])]  # the parent's own shard done, shard 1 awaited
     assert_identical(got, want)
-    assert 0 < sum(items[0]) < len(inputs.items) and sum(items[0]) + sum(items[1]) == len(inputs.items)
+    assert 0 < sum(items[0]) < len(inputs.items)  # the parent's items: its own shard's only
     rep = got.reports["expert+amateur"]
     assert rep.shards == 2 and len(rep.shard_seconds) == 2 and rep.merge_seconds >= 0
     assert len(StatsCache(root).keys()) == 1 and not any((root / PARTIAL_DIR).rglob("*.npz"))
-    assert Supervised(2, 0, hook=wait) == Supervised(2, 0)  # the hook is not compared
+
+
+def test_a_worker_that_ends_without_its_shard_is_computed_by_the_parent(early_exit_pair, tmp_path, caplog):
+    import logging
+
+    inputs = early_exit_pair.encode(*texts())
+    want = unsharded(early_exit_pair, inputs, tmp_path / "one")
+    root = tmp_path / "many"
+    parent = ScriptedParent(2, 0)  # its worker never comes (it ended well but marked nothing)
+    with caplog.at_level(logging.INFO, logger="cscore"):
+        got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
+                                         cache=StatsCache(root, checkpoint_seconds=0), shards=parent)
+    assert parent.waits == [("expert+amateur", [1])]
+    assert "shard 1 of 2 lost partials; this process re-runs what it lost" in caplog.text
+    assert_identical(got, want)
+
+
+def test_an_array_task_does_not_wait_for_a_sibling_of_a_token_pass(early_exit_pair, tmp_path):
+    """A task of a job array ends pending at once (the last to end merges): it neither waits nor
+    plays its sibling, whatever that one is doing."""
+    inputs = early_exit_pair.encode(*texts())
+    task = Scripted(2, 0, play=worker_of(early_exit_pair, inputs, tmp_path / "many"), comes=(1,))
+    with pytest.raises(ShardsPending) as err:
+        early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
+                                   cache=StatsCache(tmp_path / "many", checkpoint_seconds=0), shards=task)
+    assert err.value.missing == [1] and task.waits == []
 
 
 def test_a_damaged_partial_of_a_worker_is_rerun_by_the_parent_only_what_it_lost(early_exit_pair, tmp_path, caplog):
@@ -264,28 +273,23 @@ def test_a_damaged_partial_of_a_worker_is_rerun_by_the_parent_only_what_it_lost(
     want = unsharded(early_exit_pair, inputs, tmp_path / "one")
     root = tmp_path / "many"
     cache = StatsCache(root, checkpoint_seconds=0)  # one partial per batch
-    with pytest.raises(ShardsPending):  # the worker of shard 1 done, its mark left
-        early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                   shards=InProcess(2, 1, merge=False))
-    files = sorted((root / PARTIAL_DIR).rglob("s001-*.npz"))
-    assert len(files) >= 2
     lengths = np.array([len(it.hyp_ids) for it in inputs.for_role("expert")])
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    with np.load(files[0]) as z:
-        lost = np.unique(np.searchsorted(offsets, z["dest"], side="right") - 1).size
-    shard1 = 0  # the items shard 1 kept in all its partials
-    for f in files:
-        with np.load(f) as z:
-            shard1 += np.unique(np.searchsorted(offsets, z["dest"], side="right") - 1).size
-    data = bytearray(files[0].read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    files[0].write_bytes(bytes(data))
-    waits = []
+    held = []  # the items in each of shard 1's partials, as its worker left them
+
+    def play(k):
+        worker_of(early_exit_pair, inputs, root)(k)
+        for f in sorted((root / PARTIAL_DIR).rglob(f"s{k:03d}-*.npz")):
+            with np.load(f) as z:
+                held.append(np.unique(np.searchsorted(offsets, z["dest"], side="right") - 1).size)
+        worker_of(early_exit_pair, inputs, root, damage=True)(k)  # done already: only its first partial damaged
+
+    parent = ScriptedParent(2, 0, play=play, comes=(1,))
     with caplog.at_level(logging.INFO, logger="cscore"):
         got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                         shards=Supervised(2, 0, hook=lambda pending, label: waits.append(pending())))
-    assert waits == [[]]  # shard 1's mark counted (its damaged file still there) until the merge read it
+                                         shards=parent)
+    assert len(held) >= 2 and parent.waits == [("expert+amateur", [1])]
     assert "damaged" in caplog.text and "shard 1 of 2 lost partials" in caplog.text
-    assert f"shard 1 of 2 resumed {shard1 - lost} items from its partials" in caplog.text  # only what it lost runs
+    assert f"shard 1 of 2 resumed {sum(held) - held[0]} items from its partials" in caplog.text  # only what it lost
     assert_identical(got, want)
     assert len(cache.keys()) == 1 and not any((root / PARTIAL_DIR).rglob("*.npz"))

@@ -3,19 +3,18 @@
 pass's key) and its greedy decode trees (one prompt's tree never split, the prompts dealt by cost,
 partials under each row's decode key), and cd_judge_released's decode batches. Merged, the cache
 entries and the scores are the unsharded run's bit for bit (1, 2 and 3 shards); a damaged decode
-partial is never merged; an interrupted shard resumes from its own partials."""
+partial is never merged; an interrupted shard resumes from its own partials. The waits (a task of
+a job array for its siblings, the parent of runtime.devices for its workers) are played in this
+process by the fake coordinator (tests/support/coordinator.py). The run directory end to end:
+tests/integration/test_shards_judge_cli.py."""
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from cscore import rundir  # noqa: E402
 from cscore.scorers.api import ModelPair  # noqa: E402
 from cscore.scorers.engine.pass_options import PassOptions  # noqa: E402
 from cscore.scorers.judge import decode as jd  # noqa: E402
@@ -26,7 +25,7 @@ from cscore.scorers.store.cache import StatsCache, stats_key  # noqa: E402
 from cscore.scorers.store.checkpoint import PARTIAL_DIR  # noqa: E402
 from cscore.scorers.store.coordinator import InProcess  # noqa: E402
 from cscore.scorers.store.shards import Done, Pending  # noqa: E402
-from cscore.tests.support.cli import assert_same_scores  # noqa: E402
+from cscore.tests.support.coordinator import Scripted, ScriptedParent  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -215,72 +214,6 @@ def test_an_interrupted_decode_shard_resumes_from_its_partials(pair, tmp_path, c
     assert sum(calls) == len(prompts) - 2  # the two kept trees are not decoded again
 
 
-# -- end to end: the run directory of a sharded judge run equals the unsharded one's ---------------
-
-def judge_args(judge_dirs, rows, out: Path, cache: Path, *more: str) -> list[str]:
-    return ["run", f"data.path={rows}", f"pair.expert.path={judge_dirs['expert']}",
-            f"pair.amateur.path={judge_dirs['amateur']}", "pair.amateur.early_exit=null", "pair.name=tiny",
-            "runtime.progress=false", "runtime.threads=1", "runtime.dtype=float32", "runtime.token_budget=128",
-            "method.max_new_tokens=4", f"hydra.run.dir={out}", f"cache.dir={cache}", *more]
-
-
-SCORED = (rundir.SCORE, rundir.OUTPUT, rundir.PARSE)  # the columns compared bit for bit
-
-
-@pytest.fixture(scope="module")
-def rows(demo_rows):
-    return demo_rows(3)
-
-
-@pytest.mark.parametrize("method", [["method=cd_judge", "method.decode=greedy"], ["method=cd_judge_released"],
-                                    pytest.param(["method=cd_judge", "method.decode=first_token"],
-                                                 marks=pytest.mark.slow),
-                                    pytest.param(["method=cd_judge", "method.decode=values"], marks=pytest.mark.slow)])
-def test_array_tasks_one_shard_each_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_main, method, request):
-    """runtime.shards=N runtime.shard=K, one after another (a job array whose tasks run apart): every
-    task but the last ends pending; the last merges and writes the run directory (2 and 3 shards).
-    cd_judge_released reads the paper's released prompt from the shared data folder (skips without it)."""
-    if "method=cd_judge_released" in method:
-        request.getfixturevalue("shared")
-    one = cscore_main(*judge_args(judge_dirs, rows, tmp_path / "one", tmp_path / "c1", *method), cwd=tmp_path)
-    assert one.returncode == 0, one.stderr[-2000:]
-    for count in (2, 3):
-        out, cache = tmp_path / f"many{count}", tmp_path / f"c{count}"
-        for k in range(count):
-            res = cscore_main(*judge_args(judge_dirs, rows, out, cache, *method, f"runtime.shards={count}",
-                                          f"runtime.shard={k}"), cwd=tmp_path)
-            assert res.returncode == 0, res.stderr[-2000:]
-            assert (out / rundir.METRICS).exists() == (k == count - 1)
-        assert_same_scores(tmp_path / "one", out, SCORED, more_than=4)
-        assert StatsCache(cache).keys() == StatsCache(tmp_path / "c1").keys()
-        assert not list(cache.glob(".partial/*/*"))
-        speed = json.loads((out / rundir.METRICS).read_text())["speed"]
-        assert speed["shards"] == count and speed["merge_seconds"] >= 0
-        decodes = [rep for name, rep in speed["passes"].items() if name.startswith("decode")]
-        assert all(rep["shards"] == count and len(rep["shard_seconds"]) == count for rep in decodes)
-
-
-@pytest.mark.slow
-def test_cpu_workers_equal_the_unsharded_run(judge_dirs, rows, tmp_path, cscore_cli, cscore_main):
-    """One worker process (the decode pass's relay and merge); the other decodes and shard counts:
-    the array tasks above. The unsharded reference runs in this process."""
-    method, count = ["method=cd_judge", "method.decode=greedy"], 2
-    one = cscore_main(*judge_args(judge_dirs, rows, tmp_path / "one", tmp_path / "c1", *method), cwd=tmp_path)
-    assert one.returncode == 0, one.stderr[-2000:]
-    devices = ",".join(["cpu"] * count)
-    many = cscore_cli(*judge_args(judge_dirs, rows, tmp_path / "many", tmp_path / "cN", *method,
-                                  f"runtime.devices=[{devices}]"), cwd=tmp_path)
-    assert many.returncode == 0, many.stderr[-3000:]
-    assert "shard 1: " in many.stdout + many.stderr  # a worker's lines, relayed
-    assert_same_scores(tmp_path / "one", tmp_path / "many", SCORED, more_than=4)
-    assert StatsCache(tmp_path / "cN").keys() == StatsCache(tmp_path / "c1").keys()
-    assert not list((tmp_path / "cN").glob(".partial/*/*"))
-    speed = json.loads((tmp_path / "many" / rundir.METRICS).read_text())["speed"]
-    assert speed["shards"] == count
-    decodes = [rep for name, rep in speed["passes"].items() if name.startswith("decode")]
-    assert decodes and all(rep["shards"] == count for rep in decodes)
-
-
 def test_an_interrupted_first_step_shard_resumes_from_its_partials(pair, tmp_path, caplog):
     import logging
 
@@ -311,3 +244,99 @@ def test_an_interrupted_first_step_shard_resumes_from_its_partials(pair, tmp_pat
     assert_same_stats(want, got)
     assert f"shard 0 of 2 resumed {seen[0]} items from its partials" in caplog.text
     assert report.batches == compute()[1].batches - 1  # the kept batch is not computed again
+
+
+# -- the siblings played by the fake coordinator (tests/support/coordinator.py): no process, no wait --
+
+def first_step_of(pair, cache, lo=1, hi=5):
+    """first_step(coordinator) of the 1-lo..hi judge pass on ``cache``, and the unsharded statistics."""
+    prompts, contexts, scale = contexts_of(pair, lo, hi)
+    want = stats_shards(pair, contexts, scale, StatsCache(cache.root.parent / "one"), 1)
+    parts, compute = parts_of(pair, contexts, scale), computer(pair, contexts, scale)
+    return (lambda shards: first_step(cache, parts, scale, compute, (pair.expert, pair.amateur), shards)), want
+
+
+def test_a_task_waits_while_its_sibling_runs_then_merges_the_first_step(pair, tmp_path):
+    cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
+    run, want = first_step_of(pair, cache)
+    task = Scripted(2, 0, play=lambda k: run(InProcess(2, k, merge=False)), comes=(1,))
+    got = run(task)
+    assert task.waits == [("wait", [1])]  # its own shard done, it waited for shard 1
+    assert isinstance(got, Done)
+    assert_same_stats(want, got.stats["judge"])
+    assert len(cache.keys()) == 1 and not list(cache.root.glob(f"{PARTIAL_DIR}/*/*"))
+
+
+def test_a_sibling_that_dies_mid_shard_leaves_the_pass_pending_naming_it_then_resumes(pair, tmp_path, caplog):
+    import logging
+
+    cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
+    prompts, contexts, scale = contexts_of(pair, 1, 5)
+    run, want = first_step_of(pair, cache)
+    parts, opts = parts_of(pair, contexts, scale), PassOptions(token_budget=BUDGET)
+
+    def dies(n):  # the sibling's progress: killed after its first batch
+        raise KeyboardInterrupt
+
+    def sibling(k):
+        def compute(checkpoint=None):
+            return judge.compute(pair.expert.model, contexts, scale, asst=pair.amateur.model, pad_id=0,
+                                 options=opts, checkpoint=checkpoint, progress=dies)
+        with pytest.raises(KeyboardInterrupt):
+            first_step(cache, parts, scale, compute, (pair.expert, pair.amateur), InProcess(2, k, merge=False))
+
+    task = Scripted(2, 0, play=sibling, comes=(1,))
+    got = run(task)
+    assert isinstance(got, Pending) and got.missing == [1] and task.waits == [("wait", [1])]
+    assert list(cache.root.glob(f"{PARTIAL_DIR}/*/s001-*.npz")) and not cache.keys()  # its partials kept
+    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.shards"):
+        done = run(InProcess(2, 1))  # the sibling again: resumes from its partials, the last merges
+    assert "shard 1 of 2 resumed" in caplog.text
+    assert isinstance(done, Done)
+    assert_same_stats(want, done.stats["judge"])
+
+
+def test_a_sibling_that_never_comes_leaves_pending_naming_it(pair, tmp_path):
+    cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
+    run, want = first_step_of(pair, cache)
+    task = Scripted(3, 1)
+    got = run(task)
+    assert isinstance(got, Pending) and got.missing == [0, 2] and task.waits == [("wait", [0, 2])]
+    assert isinstance(run(InProcess(3, 0)), Pending)
+    done = run(InProcess(3, 2))
+    assert isinstance(done, Done)
+    assert_same_stats(want, done.stats["judge"])
+
+
+def test_a_task_waits_for_its_siblings_decodes_then_merges(pair, tmp_path):
+    prompts, stats, key, one, want = unsharded_decode(pair, tmp_path)
+    cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
+
+    def sibling(k):
+        got = greedy(pair, stats, prompts, cache, key, InProcess(2, k, merge=False))
+        assert isinstance(got, Pending) and got.missing == []  # its decodes done; the merge is the waiting task's
+
+    task = Scripted(2, 0, play=sibling, comes=(1,))
+    assert greedy(pair, stats, prompts, cache, key, task) == want
+    assert task.waits == [("wait", [1])]
+    assert decode_entries(cache).keys() == decode_entries(one).keys()
+
+
+@pytest.mark.parametrize("damage", [False, True])
+def test_the_parent_decodes_what_its_worker_did_not_leave(pair, tmp_path, damage):
+    """The parent of runtime.devices: a worker that ended without its decodes (never came), or
+    whose decode partial is damaged: the parent decodes that shard itself and merges."""
+    prompts, stats, key, one, want = unsharded_decode(pair, tmp_path)
+    cache = StatsCache(tmp_path / "c", checkpoint_seconds=0)
+
+    def worker(k):
+        assert isinstance(greedy(pair, stats, prompts, cache, key, InProcess(2, k, merge=False)), Pending)
+        first = sorted((tmp_path / "c" / PARTIAL_DIR).glob(f"*/s{k:03d}-*.npz"))[0]
+        data = bytearray(first.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        first.write_bytes(bytes(data))
+
+    parent = ScriptedParent(2, 0, play=worker, comes=(1,) if damage else ())
+    assert greedy(pair, stats, prompts, cache, key, parent) == want
+    assert [w[1] for w in parent.waits] == [[1]]
+    assert decode_entries(cache).keys() == decode_entries(one).keys()
