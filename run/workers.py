@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from cscore.config.run import RunConfig, Runtime
 from cscore.errors import ConfigError, CscoreError, ShardsPending
-from cscore.scorers.store.coordinator import ArrayTask, InProcess
+from cscore.scorers.store.coordinator import ArrayTask, InProcess, wait_for
 
 if TYPE_CHECKING:
     from cscore.run.kinds.base import RunState
@@ -258,20 +258,23 @@ class Workers:
         return LocalDevices(len(self.devices), 0, workers=self)
 
     def wait(self, pending, label: str) -> None:
-        """Until ``pending()`` (the pass's shards not done yet) is empty. A missing shard whose worker
-        ended before the marks were read will not come: a failed one stops the run (``fail``); one
-        that ended well, or shard 0, lost a partial the merge re-runs here."""
-        while True:
-            ended = {k: p.poll() for k, p in self.procs.items()}  # before the marks: a worker marks, then ends
-            missing = pending()
-            if not missing:
-                return
+        """Until ``pending()`` (the pass's shards not done yet) is empty (``coordinator.wait_for``).
+        A missing shard whose worker ended before the marks were read will not come: a failed one
+        stops the run (``fail``); one that ended well, or shard 0, lost a partial the merge re-runs here."""
+        wait_for(pending, self.look, poll=self.POLL)
+
+    def look(self):
+        """The workers as they are now (looked at before the marks: a worker marks, then ends): the
+        wait goes on while every missing shard's worker is alive."""
+        ended = {k: p.poll() for k, p in self.procs.items()}
+
+        def alive(missing: list[int]) -> bool:
             dead = [(k, code) for k in missing if (code := ended.get(k)) not in (None, 0)]
             if dead:
                 self.fail(*dead[0])
-            if any(ended.get(k, 0) is not None for k in missing):
-                return
-            time.sleep(self.POLL)
+            return not any(ended.get(k, 0) is not None for k in missing)
+
+        return alive
 
     def fail(self, k: int, code: int) -> None:
         """Shard ``k``'s worker failed: the other workers end their shards (kept), then one line."""

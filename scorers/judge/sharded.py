@@ -32,7 +32,7 @@ from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
 from cscore.scorers.store.item_partials import SIZES, ItemCheckpoint, Layout, unit_offsets
 from cscore.scorers.store.meeting import Place
 from cscore.scorers.store.plan import Shard
-from cscore.scorers.store.shards import Outcome, Pending, ShardedPass, merge_pass
+from cscore.scorers.store.shards import Outcome, Pending, ShardedPass, merge_or_redo, merge_pass
 
 log = logging.getLogger(__name__)
 
@@ -138,19 +138,24 @@ def sharded_decodes(cache, job: DecodeJob, sharding, reports: dict | None = None
         return Pending(missing, ("decode",))
     call = "shards-" + min(rows.values())[:16]
     for name in todo:
-        got = merge_pass(cache, job.entry(name), keys[name], unit_offsets(job.n_prompts), sharding.count)
-        again = [k for k in got.missing if sharding.supervises or k in sharding.todo()] \
-            if isinstance(got, Pending) else []
-        for k in again:  # a shard of this process (a supervisor: any) whose partials lack what its mark says
-            decode_shard(cache, job, {name: keys[name]}, (k, sharding.count))
-        if again:
-            got = merge_pass(cache, job.entry(name), keys[name], unit_offsets(job.n_prompts), sharding.count)
+        got = merge_row(cache, job, name, keys[name], sharding)
         if isinstance(got, Pending):
             return got.named("decode")
         out[name] = (got.stats["paths"].paths(), False, got.report.seconds, call)
         if reports is not None:
             reports[name] = got.report
     return out
+
+
+def merge_row(cache, job: DecodeJob, name: str, key: str, sharding) -> Outcome:
+    """Row ``name``'s merge (``shards.merge_or_redo``): a shard of this process (a supervisor: any
+    shard) whose partials lack what its mark says is decoded again, then merged again."""
+    def redo(again: list[int]) -> None:
+        for k in again:
+            decode_shard(cache, job, {name: key}, (k, sharding.count))
+
+    return merge_or_redo(lambda: merge_pass(cache, job.entry(name), key, unit_offsets(job.n_prompts), sharding.count),
+                         redo, lambda k: sharding.supervises or k in sharding.todo())
 
 
 def wait_decodes(cache, job: DecodeJob, keys: dict[str, str], sharding) -> list[int]:

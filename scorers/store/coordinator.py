@@ -12,6 +12,9 @@ a coordinator and asks it; the shards themselves meet in a ``meeting.Place``.
   and supervises the workers of the others (``supervise``: until their marks are there, or one
   line naming a worker that failed).
 
+Both wait in one loop, ``wait_for``: the shards missing polled until none is, or until the
+caller's stop condition ends the wait.
+
 The command line builds the one that fits (``run/workers.py``'s ``coordinator``: it alone reads the
 environment); the library's own default is ``InProcess``."""
 
@@ -55,18 +58,38 @@ class InProcess:
         (``running(missing)``) or for ``grace`` seconds (a sibling still starting). Returns the
         shards still missing."""
         start = time.monotonic()
-        said = False
-        while True:
-            missing = pending()
-            if not missing:
-                return missing
-            if not running(missing) and time.monotonic() - start >= self.grace:
-                return pending()  # again: a sibling that ended between the two looks has marked its shard
-            if not said:
-                log.info("waiting for shard%s %s of %d", "s" * (len(missing) > 1), ", ".join(map(str, missing)),
-                         self.count)
-                said = True
-            time.sleep(POLL)
+
+        def still(missing: list[int]) -> bool:
+            return running(missing) or time.monotonic() - start < self.grace
+
+        def said(missing: list[int]) -> None:
+            log.info("waiting for shard%s %s of %d", "s" * (len(missing) > 1), ", ".join(map(str, missing)),
+                     self.count)
+
+        return wait_for(pending, lambda: still, said=said)
+
+
+def wait_for(pending: Callable[[], list[int]], look: Callable[[], Callable[[list[int]], bool]],
+             poll: float = POLL, said: Callable[[list[int]], None] | None = None) -> list[int]:
+    """The one wait for shards: every ``poll`` seconds, ``pending()`` (the shards missing) until it
+    is empty or the caller's stop condition ends the wait. ``look()`` is taken before each
+    ``pending()`` and gives that condition, ``still(missing)``: wait on (a sibling runs, the grace
+    is not over; a worker process is alive), else stop; it may raise (a worker that failed). Looked
+    at first, then the marks: a shard marks, then its process ends. ``said(missing)``: once, as the
+    wait begins. Returns the shards still missing, looked at once more when stopped (a shard that
+    ended between the two looks has marked)."""
+    told = False
+    while True:
+        still = look()
+        missing = pending()
+        if not missing:
+            return missing
+        if not still(missing):
+            return pending()
+        if not told and said is not None:
+            said(missing)
+            told = True
+        time.sleep(poll)
 
 
 @dataclass(frozen=True)

@@ -126,16 +126,27 @@ def run_pass(cache, job: ShardedPass, coordinator: InProcess) -> Outcome:
     if coordinator.supervises:  # the parent of runtime.devices: the other shards are its workers'
         coordinator.supervise(lambda: pending_shards(cache, key, place), job.label)
         said_done(job, place, since)
-    got = merge_pass(cache, job, key, offsets, coordinator.count, since)
-    again = [k for k in got.missing if coordinator.supervises or k in coordinator.todo()] \
-        if isinstance(got, Pending) else []
-    if again:
+    def redo(again: list[int]) -> None:
         log.info("statistics (%s): %s lost partials; this process re-runs what %s lost", job.label,
                  missing_text(again, coordinator.count), "it" if len(again) == 1 else "they")
         for k in again:
             compute_shard(cache, job, key, offsets, (k, coordinator.count))
-        got = merge_pass(cache, job, key, offsets, coordinator.count, since)
-    return got
+
+    return merge_or_redo(lambda: merge_pass(cache, job, key, offsets, coordinator.count, since), redo,
+                         lambda k: coordinator.supervises or k in coordinator.todo())
+
+
+def merge_or_redo(merge: Callable[[], Outcome], redo: Callable[[list[int]], None],
+                  may_redo: Callable[[int], bool]) -> Outcome:
+    """``merge()``, and where it finds shards lacking (a damaged partial, a mark whose files hold
+    fewer items than it says) that this process may compute (``may_redo(k)``: its own, or every
+    shard under a supervisor): ``redo(those)``, then ``merge()`` again."""
+    got = merge()
+    again = [k for k in got.missing if may_redo(k)] if isinstance(got, Pending) else []
+    if not again:
+        return got
+    redo(again)
+    return merge()
 
 
 def said_kept(job: ShardedPass, marks: dict[int, dict], coordinator: InProcess) -> float:
