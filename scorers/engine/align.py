@@ -1,26 +1,9 @@
 """Aligned units: compare two models whose tokenizers differ (a cross-family pair).
 
-Each model scores the hypothesis in its own tokens. Both tokenizations cover the same text, so
-each token ends at a byte position of the hypothesis (UTF-8). A *unit* is the shortest span whose
-two ends are token ends in both tokenizations; every unit holds at least one token of each model.
-A unit's log-probability under a model is the sum of its tokens' conditional log-probabilities
-(the chain rule: exact, at any temperature, as each token's tempered log-probability is summed).
-
-Where a token ends (``token_ends``), from the fast tokenizer's character offsets:
-* a token's end is the end of its offset span (converted to bytes); the characters between one
-  token's end and the next token's start (a space a tokenizer leaves out of its offsets) belong to
-  the next token, so a leading space merged into a token (``Ġworld``, SentencePiece ``▁world``)
-  and a space written as its own token end at the same place;
-* tokens that share a character (byte-fallback ``<0xE4><0xB8><0xAD>``, a byte-level token that
-  splits a UTF-8 character) end inside it: the end is found by walking back from the last one
-  by each token's own bytes, and kept only where those bytes are the text's bytes there; a
-  normaliser that changes characters (NFKC ``ﬁ`` -> ``fi``) fails that check, so its pieces
-  make one unit with the character;
-* the last token always ends at the end of the text (one that extends past it, or whose offsets
-  stop short of trailing characters, is clamped there); a zero-width token (offsets (k, k))
-  joins the unit of the token before it.
-
-With a shared tokenizer every token end is common: the unit is the token.
+Each token ends at a byte position of the hypothesis (UTF-8); a *unit* is the shortest span whose two
+ends are token ends in both tokenizations, and its log-probability under a model is the sum of its
+tokens' (the chain rule). Token ends come from the fast tokenizer's offsets; the cases that need care
+are in docs/cross-family.md#how-units-are-found.
 """
 
 from __future__ import annotations
@@ -190,10 +173,9 @@ def unit_sum(values: np.ndarray, index: np.ndarray, n_units: int) -> np.ndarray:
 
 
 def unit_stats(stats: TokenStats, index: np.ndarray, offsets: np.ndarray) -> TokenStats:
-    """The statistics of one model on units. ``logp`` is the unit's log-probability; ``logp_max``
-    is set so that ``logp - logp_max`` is the smallest ``logp - logp_max`` of its tokens: a unit
-    is in CD-score's plausibility head when each of its tokens is in the head at its step
-    (a one-token unit keeps its token's value)."""
+    """The statistics of one model on units: ``logp`` the unit's log-probability; ``logp_max`` such that
+    ``logp - logp_max`` is the smallest of its tokens' (a unit is in CD-score's plausibility head when
+    each of its tokens is; a one-token unit keeps its token's value)."""
     n = int(offsets[-1])
     if len(index) != int(stats.offsets[-1]):
         raise ValueError(f"{len(index)} unit indices for {int(stats.offsets[-1])} tokens")

@@ -1,13 +1,7 @@
-"""``runtime.token_budget=auto``: the largest batch (padded tokens) that fits the device, found
-once per (model, device, dtype) in a process, and the out-of-memory test the engine uses to
-halve a budget and retry.
-
-* CUDA: probe. A forward pass of a worst-case batch (one row as long as the budget, the LM head
-  on a full chunk) at 65536 tokens, halved until it fits; 3/4 of what fitted is used, the rest
-  is headroom for fragmentation (the engine still halves on a later out-of-memory).
-* CPU (and MPS): no probe (an out-of-memory there ends the process instead of raising): the
-  budget whose estimated activation memory stays under a quarter of the available memory, at
-  most 8192 (larger batches do not run faster on a CPU).
+"""``runtime.token_budget=auto``: the largest batch (padded tokens) that fits the device, found once per
+(model, device, dtype) in a process. CUDA: a worst-case batch probed from 65536 tokens, halved until it
+fits, 3/4 of it used. CPU and MPS (no probe: an out-of-memory ends the process): the budget whose
+estimated activations stay under a quarter of the available memory, at most 8192.
 """
 
 from __future__ import annotations
@@ -50,9 +44,8 @@ def is_auto(budget) -> bool:
 
 
 def activation_bytes(config, tokens: int, row: int, dtype: torch.dtype) -> int:
-    """A generous estimate of a forward pass's peak activation memory: a dozen hidden-size and
-    two intermediate-size tensors per token, attention scores of one row (the math path keeps
-    them), and the LM head's float32 chunk (head.HEAD_CHUNK_ELEMENTS)."""
+    """A generous estimate of a forward pass's peak activation memory: per token a dozen hidden-size and
+    two intermediate-size tensors, one row's attention scores, and the LM head's float32 chunk."""
     size = torch.finfo(dtype).bits // 8
     hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "d_model", 0) or 1024)
     inter = int(getattr(config, "intermediate_size", 0) or getattr(config, "d_ff", 0) or 4 * hidden)

@@ -1,7 +1,5 @@
-"""What this CPU offers for bfloat16, read from ``/proc/cpuinfo``'s flags (Linux; elsewhere
-nothing is known), without torch: AMX tiles (Intel Sapphire Rapids and later) or AVX512-BF16
-(Intel Cooper Lake, AMD Zen 4 and later) make ``runtime.dtype=bfloat16`` several times faster than
-float32 there (docs/performance.md, "bfloat16 on a CPU")."""
+"""What this CPU offers for bfloat16 (AMX, AVX512-BF16), read from ``/proc/cpuinfo``'s flags without
+torch (docs/performance.md, "bfloat16 on a CPU")."""
 
 from __future__ import annotations
 

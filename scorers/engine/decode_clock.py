@@ -1,24 +1,8 @@
-"""The time a decode will take, from its plan and the cost of the steps measured so far.
-
-A decode runs units (a prompt's tree, a batch of prompts) one after another; each unit runs its
-prefills (forwards over whole prompts: their cost grows with the prompt's tokens) and then at
-most ``steps`` one-token steps (their cost hardly depends on the prompt), and most units stop
-early (a parse settled, every row at EOS). ``DecodeClock`` is told the plan (each unit's prefill
-tokens and most steps) and each measured forward (``event(kind, tokens, at)``: a prefill's or a
-prefill layer's tokens, or one step), and the start and end of each unit. It estimates:
-
-* a prefill token's cost: the prefill seconds over the prefill tokens measured (a layer of a
-  prefill counts its share of the tokens, so a long prefill is measured within seconds);
-* a step's cost: the mean of the steps measured; before the first, a row of a step costs a
-  prefill token (``rows``: the rows a step feeds);
-* the steps a unit takes: the share of their most steps that the ended units took; before a
-  unit ended, ``prior`` of the most (a batch runs until its last row stops: near its most), or,
-  with ``prior`` None, twice the steps the running unit took so far (a greedy judge's paths stop
-  once the score is settled, a few of their most), and never fewer than the running unit took.
-  Until a unit ended or ``wait`` seconds passed, no estimate (a tree's first seconds say little
-  of how far its paths go).
-
-Pure: no torch, no clock of its own (``at``: seconds, any origin, told by the caller)."""
+"""The time a decode will take, from its plan (each unit's prefill tokens and most steps) and the
+forwards measured so far (``event``): a prefill token at the measured cost per token, a step at the
+mean measured step, a unit taking the share of its most steps the ended units took (before any ended:
+``prior``, or twice the running unit's steps). No estimate before a unit ended or ``wait`` seconds
+passed. Pure: no torch, no clock of its own (docs/concepts.md)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""The distributional statistics of a pass's heads at the positions that predict hypothesis tokens
-(``stats.DIST_NAMES``): each head's entropy, and between the expert head and each other head the two
-cross-entropies, the two KL divergences and the Jensen-Shannon divergence, per temperature T (both
-distributions at T). Read from logits the pass already has, in float64: O(vocab) per token and head,
-no full distribution kept.
-
-With shifted logits a = z/T - max (a <= 0), e = exp(a) and S = sum e, every statistic but H(m) is a
-dot product: H(p) = log S - <e, a>/S and H(p, q) = log S_q - <e_p, a_q>/S_p (sums of non-negative
-terms); KL(p||q) = H(p, q) - H(p) and JSD = H(m) - (H(p) + H(q))/2 with m = (p + q)/2. Per token,
-head and temperature one exp over the vocabulary (none where 1/T is 2-4 times another kept 1/T: a
-product of that one's), per pair and temperature one log (of m): the cost. Every temperature of a
-block is one tensor operation, into buffers reused from block to block."""
+"""The distributional statistics of a pass's heads (``stats.DIST_NAMES``), per temperature, in float64:
+each head's entropy and, between the expert head and each other head, the cross-entropies, KL divergences
+and JSD. With a = z/T - max, e = exp(a), S = sum e: H(p) = log S - <e, a>/S, H(p, q) = log S_q - <e_p, a_q>/S_p,
+KL(p||q) = H(p, q) - H(p), JSD = H(m) - (H(p) + H(q))/2 (docs/methods/distributional.md)."""
 
 from __future__ import annotations
 
@@ -25,14 +17,12 @@ PAIR = ("xent_ea", "xent_ae", "kl_ea", "kl_ae", "jsd")
 
 
 def block_rows(vocab: int, device: torch.device) -> int:
-    """One row at a time on a CPU (the buffers stay small; measured fastest), blocks of
-    ``BLOCK_ELEMENTS`` on an accelerator (fewer kernel launches)."""
+    """One row at a time on a CPU (measured fastest), blocks of ``BLOCK_ELEMENTS`` on an accelerator."""
     return 1 if device.type == "cpu" else max(1, BLOCK_ELEMENTS // max(1, vocab))
 
 
 def dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """<x, y> over the vocabulary of [n_temps, rows, V] blocks, as [n_temps, rows]: one batched
-    product for one row (no product tensor; ``linalg.vecdot`` multiplies then sums), else a sum."""
+    """<x, y> over the vocabulary of [n_temps, rows, V] blocks, as [n_temps, rows] (one row: ``bmm``)."""
     if x.shape[1] == 1:
         return torch.bmm(x, y.transpose(1, 2)).view(x.shape[0], 1)
     return (x * y).sum(-1)

@@ -1,28 +1,11 @@
 """The statistics engine: one forward pass of one model over all items -> TokenStats.
 
-* Items are sorted by length and packed into batches of at most ``token_budget`` padded
-  tokens; results go back to the input order, so scores do not depend on batching.
-* Position ids are computed from the attention mask, so left and right padding agree.
-* The LM head runs only on the hidden states that predict hypothesis tokens, in chunks:
-  no full-vocabulary logit tensor is built for the whole sequence (on the CPU the chunks are
-  blocks of the vocabulary for all rows of a batch, so its matrix is read once: ``head_stream``).
-* Each item is (prompt_ids, hyp_ids). Prefix sharing (``PassOptions.prefix_sharing``, on by default): items
-  with identical prompt ids are packed into one row, the prompt once and its hypotheses after
-  it, under a block-causal mask (a hypothesis token sees the prompt and the earlier tokens of
-  its own hypothesis; its position ids continue from the prompt's end as if it were alone), so
-  the prompt is processed once per row instead of once per item; what is returned is the same.
-  A group longer than the token budget is split over several rows, each with the prompt; the
-  budget counts the prompt once per row. The alternative, the prompt's key/value cache expanded
-  over the group (scripts/bench_prefix.py --kv-cache), measured about as fast on one CPU thread
-  (within ~10 %) and 1.5x slower on two; it copies the prompt's keys and values once per
-  hypothesis (SummEval: 5x the peak memory) and depends on the cache API of each transformers
-  version; packed rows need only a 4D mask (SDPA or eager attention; other models run unshared).
-  For SDPA models a packed batch runs its attention through ``packed_attention`` (the prompt
-  causally on its own, each hypothesis against prompt + own keys): the mask's pattern without
-  its row² cost (1.36x faster than the dense mask at 64 hypotheses per source on a CPU); it
-  also applies a sliding-window layer's window (Gemma 3), so such rows may pass the window
-  (``row_window``; on the dense-mask path they may not).
-* Encoder-decoder models take the path of ``seq2seq.py`` (same outputs).
+Items are sorted by length and batched under ``token_budget`` padded tokens (scores do not depend
+on batching); position ids follow the attention mask; the LM head runs only on the states that
+predict hypothesis tokens, in chunks. With prefix sharing, items with identical prompt ids are
+packed into one row under a block-causal mask (``packed_attention`` on SDPA models): same
+statistics, the prompt once per row (docs/performance.md#prefix-sharing). Encoder-decoder models
+take ``seq2seq.py``.
 """
 
 from __future__ import annotations
@@ -52,10 +35,8 @@ MAX_PADDING = 0.1  # a batch (packed rows or single items): padding at most this
 
 
 def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float | None = None) -> list[list[int]]:
-    """Indices grouped into batches, longest first; each batch's max_len * size <= budget
-    (an item longer than the budget gets a batch of its own). With ``max_padding``, a batch
-    also stops growing where its padding would pass that fraction of its real tokens (a smaller
-    batch costs little, padding costs its full share)."""
+    """Indices grouped into batches, longest first; each batch's max_len * size <= budget (a longer
+    item alone). With ``max_padding``, a batch also stops where its padding would pass that fraction."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     current: list[int] = []
@@ -77,8 +58,7 @@ def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float |
 
 @dataclass
 class Row:
-    """One sequence of a batch: a prompt and, after it, one or more hypotheses (item indices)
-    that all share that prompt."""
+    """One sequence of a batch: a prompt and after it the hypotheses (item indices) that share it."""
 
     prompt: list[int]
     members: list[int]
@@ -90,11 +70,8 @@ class Row:
 
 
 def sharing_window(model) -> int | None:
-    """Whether packed rows can be fed to ``model``: None if not (not a transformers model with
-    SDPA or eager attention, which take a custom 4D mask), else the longest row (positions) for
-    which a packed row is exact: sliding-window layers would ignore their window under a custom
-    mask, so for them a row must fit in the window (else its items run unshared) unless
-    ``packed_attention`` runs it (``row_window``)."""
+    """The longest packed row that is exact for ``model`` (its sliding window, else ``UNBOUNDED``),
+    or None where it cannot take a custom 4D mask (neither SDPA nor eager attention)."""
     config = getattr(model, "config", None)
     if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
         return None
@@ -108,11 +85,8 @@ def sharing_window(model) -> int | None:
 
 
 def row_window(model) -> int | None:
-    """``sharing_window`` for this pass: no bound where packed rows run through
-    ``packed_attention``, which applies each sliding-window layer's window itself (CPU SDPA);
-    on the dense-mask path (CUDA, eager) and the flex path a group whose prompt + hypothesis
-    passes the window runs unshared, said once in the log: a custom 4D mask makes transformers
-    drop the window, and the flex block mask has none."""
+    """``sharing_window`` for this pass: unbounded where ``packed_attention`` applies the window
+    itself; on the dense and flex paths (which drop the window) longer groups run unshared."""
     window = sharing_window(model)
     if window is None or window >= UNBOUNDED or packed_path(model) == "sparse":
         return None if window is None else UNBOUNDED
@@ -122,10 +96,8 @@ def row_window(model) -> int | None:
 
 
 def plan_rows(items, token_budget: int, share: bool, window: int | None = None, subset=None) -> list[Row]:
-    """Rows to run: without sharing one per item; with sharing, the items of each prompt
-    (identical ids) packed first-fit-decreasing into rows of at most ``token_budget`` tokens
-    (and ``window`` positions for sliding-window models); a row holds at least one item.
-    ``subset``: plan only these item indices (the rest is done)."""
+    """Rows to run: one per item, or with ``share`` each prompt's items packed first-fit-decreasing
+    into rows of at most ``token_budget`` tokens (and ``window`` positions). ``subset``: only these items."""
     indices = range(len(items)) if subset is None else [int(i) for i in subset]
     if not share:
         return [Row(items[i][0], [i], len(items[i][0]) + len(items[i][1])) for i in indices]
@@ -155,12 +127,10 @@ def plan_rows(items, token_budget: int, share: bool, window: int | None = None, 
 
 
 def pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask=True):
-    """Token ids, attention mask, position ids of a batch of rows, and per item (row, column
-    of the position that predicts its first hypothesis token, column of its own first token).
-    The mask is the usual 2D padding mask when no row is packed, else a 4D block-causal mask
-    (boolean for SDPA, additive for eager attention); with ``dense_mask=False`` (models that
-    take ``packed_attention``, which reads the pattern from its layout) only the key-padding
-    part [rows, 1, 1, width], so no [rows, width, width] tensor is built."""
+    """Token ids, attention mask, position ids of a batch of rows, and ``where``: per item (row, column
+    predicting its first hypothesis token, column of that token). The mask is 2D when no row is packed,
+    else 4D block-causal (boolean for SDPA, additive for eager), or with ``dense_mask=False`` only its
+    key-padding part [rows, 1, 1, width] (for ``packed_attention``)."""
     width = max(r.length for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     pos = torch.zeros((len(rows), width), dtype=torch.long)
@@ -197,11 +167,8 @@ def pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask=
 
 
 def flat_rows(items, rows, device):
-    """A batch of packed rows for ``packed_attention`` laid end to end in one sequence [1, total],
-    without padding (``pad_rows`` pads every row to the longest: 5 % more tokens on MQM's short
-    rows); the attention reads each prompt's and hypothesis's place from the layout and the
-    position ids restart at each prompt, so each row computes what it does alone. Returns what
-    ``pad_rows(dense_mask=False)`` does: ids, key-padding mask, positions, where (row 0)."""
+    """Packed rows for ``packed_attention`` end to end in one unpadded sequence [1, total] (positions
+    restart at each prompt); returns what ``pad_rows(dense_mask=False)`` does, all in row 0."""
     ids: list[int] = []
     pos: list[int] = []
     where: dict[int, tuple[int, int, int]] = {}
@@ -228,8 +195,8 @@ PACKED_CUDA = "dense"  # measured: docs/performance.md#gpu; scripts/gpu_check.sh
 
 
 def packed_path(model) -> str:
-    """How packed rows of ``model`` run: "sparse", "flex" or "dense" (models packed_attention
-    cannot take always "dense"): on a CPU ``PACKED_CPU``, on CUDA ``PACKED_CUDA``."""
+    """How packed rows of ``model`` run: "sparse", "flex" or "dense" (always for models
+    packed_attention cannot take)."""
     if not (SPARSE_PACKED and packed_attention.usable(model)):
         return "dense"
     if next(model.parameters()).device.type != "cuda":
@@ -238,16 +205,13 @@ def packed_path(model) -> str:
 
 
 def sparse_packed(model) -> bool:
-    """Whether packed rows of ``model`` skip the dense [rows, width, width] mask (``packed_path``
-    sparse or flex): on a CPU, where skipping the mask's row² work pays; on CUDA the dense mask,
-    which launches fewer kernels, unless ``PACKED_CUDA`` says otherwise."""
+    """Whether packed rows of ``model`` skip the dense [rows, width, width] mask."""
     return packed_path(model) != "dense"
 
 
 def run_base(model, ids, mask, positions, items, batch_rows, where):
-    """The decoder stack's last hidden state for a padded batch. Packed rows of an SDPA model go
-    through ``packed_attention`` (the mask's pattern without its row² cost), others as they are
-    (a key-padding-only mask from ``pad_rows(dense_mask=False)`` needs ``packed_attention``)."""
+    """The decoder stack's last hidden state for a batch (packed rows of an SDPA model through
+    ``packed_attention`` or flex attention)."""
     base = decoder_base(model)
     if not (mask.dim() == 4 and sparse_packed(model)):
         if mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
@@ -270,12 +234,9 @@ def run_base(model, ids, mask, positions, items, batch_rows, where):
 
 @dataclass(frozen=True)
 class Partner:
-    """A head of another model in a joint pass (``PassOptions.distribution``): that model runs on
-    the same batches and its head reads its own states at the same hypothesis positions, so the
-    distributional statistics between it and the expert's head need no second pass. ``source``: the
-    model, or what loads it on first use (a ``LoadedModel``: a cache hit loads no weights);
-    ``exit_layer``: an early exit of it (None: its full depth); ``key``: what the pass's cache key
-    says of it."""
+    """A head of another model in a joint pass (``PassOptions.distribution``), run on the same batches.
+    ``source``: the model or a ``LoadedModel`` (loaded on first use); ``exit_layer``: an early exit
+    (None: full depth); ``key``: what the pass's cache key says of it."""
     source: object
     exit_layer: int | None = None
     key: object = None
@@ -303,9 +264,8 @@ def exit_of(k) -> int | None:
 
 
 class LayerTap:
-    """Keeps the output of decoder layer k-1 (i.e. the hidden state after k layers) during a
-    forward pass, so an early-exit head reads it without a second pass; k = 0 (a DoLa candidate
-    layer): the input of the first layer, the embedding output (``hidden_states[0]`` of transformers)."""
+    """Keeps the hidden state after k decoder layers during a forward pass, for an early-exit head
+    (k = 0: the embedding output, ``hidden_states[0]`` of transformers)."""
 
     def __init__(self, model, k: int):
         self.norm = final_norm(model)
@@ -322,8 +282,7 @@ class LayerTap:
         self.value = args[0] if args else kwargs["hidden_states"]
 
     def normed(self, index=None) -> torch.Tensor:
-        """The kept state through the final norm; with ``index`` (as for ``tensor[index]``) only
-        the positions picked, so the norm does not run over the rest of the batch."""
+        """The kept state through the final norm; with ``index`` only the positions picked."""
         value = self.kept()
         return self.norm(value if index is None else value[index])
 
@@ -341,20 +300,11 @@ class LayerTap:
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float], pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
             checkpoint=None, options: PassOptions | None = None) -> tuple[dict[str, TokenStats], EngineReport]:
-    """Run ``model`` (a transformers causal LM) once over ``items`` = [(prompt_ids, hyp_ids)]
-    (an encoder-decoder model goes to ``seq2seq.compute``: items are (encoder ids, targets)).
-
-    Every hypothesis token is scored, the first included: it is predicted from the last
-    prompt token. ``heads`` maps a name to None (the full model) or k (an early exit after
-    k decoder layers, then the final norm and LM head: the same numbers as running the
-    truncated model, read from the same pass). ``progress`` gets items finished per batch.
-    ``options`` (a ``PassOptions``, default the defaults): the token budget, the
-    padding side and ``prefix_sharing``: items with identical prompt ids run the prompt once per packed row (see
-    the module docstring; same statistics, fewer tokens); models that cannot take the packed
-    mask run unshared. The report's ``tokens`` counts what was processed (a shared prompt once
-    per row). ``checkpoint`` (``checkpoint.Checkpoint``): batches whose every item is in its
-    ``done`` are skipped (batches are planned as without it), each computed batch goes to its
-    ``add``, and its ``fill`` puts the kept rows into the result."""
+    """Run ``model`` (a transformers causal LM; encoder-decoders go to ``seq2seq.compute``) once over
+    ``items`` = [(prompt_ids, hyp_ids)]; every hypothesis token is scored, the first from the last
+    prompt token. ``heads`` maps a name to None (the full model) or k (an early exit after k decoder
+    layers, then the final norm and LM head). ``progress`` gets items finished per batch.
+    ``checkpoint``: batches all in its ``done`` are skipped, each computed batch goes to its ``add``."""
     opts = options if options is not None else PassOptions()
     if is_encoder_decoder(model):
         if opts.distribution:
@@ -393,8 +343,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
 
 
 def checked_vocab(models, items) -> int:
-    """The vocabulary of the pass's heads (one for all: a joint pass's models must share it), its
-    tokens checked against it."""
+    """The vocabulary the pass's heads share, its tokens checked against it."""
     vocabs = {m.get_output_embeddings().weight.shape[0] for m, _ in models}
     if len(vocabs) > 1:
         raise ConfigError(f"the joint pass's models have vocabularies of {sorted(vocabs)} entries: the distributional "
@@ -407,8 +356,8 @@ def checked_vocab(models, items) -> int:
 
 
 def row_names(heads: dict, distribution: bool) -> dict[str, tuple[str, ...]]:
-    """Each head's rows: logp and logp_max; with ``distribution`` its entropy too, and for a head
-    beside the expert's the pair's statistics (``stats.DIST_NAMES``)."""
+    """Each head's rows: logp and logp_max; with ``distribution`` its entropy, and for a head beside
+    the expert's the pair's statistics (``stats.DIST_NAMES``)."""
     if not distribution:
         return {h: ROW_NAMES[:2] for h in heads}
     paired = "expert" in heads
@@ -539,9 +488,8 @@ def longest_row(items, share: bool) -> int:
 
 
 def batch_rows_of(rows: list[Row], token_budget: int):
-    """Packed rows and single items batch apart: a single item keeps the plain 2D-mask path (and
-    a sliding-window model's long single item never gets the custom mask, which ignores windows).
-    Both cap their padding at ``MAX_PADDING`` (unshared MQM batches padded 25 % without it)."""
+    """Packed rows and single items batch apart (a single item keeps the plain 2D mask), each
+    with padding at most ``MAX_PADDING``."""
     for packed in (True, False):
         part = [r for r in rows if r.packed == packed]
         lengths = [r.length for r in part]
@@ -566,12 +514,8 @@ def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> 
 
 
 def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
-    """Gather the states that predict hypothesis tokens; LM head on those only: on the CPU its
-    matrix read once per batch (``head_stream``), else in row chunks. ``sources``: per model of
-    the pass (model, ``where``, {head: its states at an index}), with ``where[i]`` = (row, column
-    predicting item i's first token, column of that token) (an early exit's norm runs on the
-    picked states only). With ``distribution`` every head's logits of a chunk are read together
-    (``divergence.statistics``): the pair's statistics need both, in row chunks."""
+    """The LM heads on the states that predict hypothesis tokens only (streamed on the CPU, else in
+    row chunks). ``sources``: per model (model, ``where``, {head: its states at an index})."""
     first = sources[0][1]
     targets = [t for i in first for t in items[i][1]]
     dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in first])
@@ -596,9 +540,8 @@ def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
 
 
 def streamed_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int, temperatures) -> dict:
-    """{head: (logp, logp_max)} of the heads whose matrix streams once per batch (``head_stream``:
-    a plain linear head on the CPU); the heads of one model (an early exit rides on its model's
-    head) read it together, their rows one after the other."""
+    """{head: (logp, logp_max)} of the heads whose matrix streams once per batch (``head_stream``);
+    the heads of one model read it together."""
     got: dict[str, tuple] = {}
     for m in {id(m): m for m in heads.values()}.values():
         lin = head_stream.linear_head(m)
@@ -616,8 +559,7 @@ def streamed_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int,
 
 def chunked_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int, temperatures,
                   distribution: bool) -> dict:
-    """{head: statistics} from row chunks of ``chunk_rows`` (every head's logits of a chunk at
-    once: with ``distribution`` the pair's statistics need both)."""
+    """{head: statistics} from row chunks of ``chunk_rows`` (every head's logits of a chunk at once)."""
     if not heads:
         return {}
     lead = next(iter(heads.values())).get_output_embeddings().weight

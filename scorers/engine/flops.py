@@ -1,19 +1,8 @@
-"""Useful FLOPs of a statistics pass and the model FLOPs utilisation (MFU) they give.
-
-Counted from the model's config, matrix products only (2 FLOPs a multiply-add), for the work the
-pass needs, not what it happened to compute (padding and masked attention blocks are not counted):
-
-* the **body** per processed token: per layer the q, k, v, o projections,
-  ``2 d (2 q + 2 kv)``, and the MLP, ``2 m d f`` (m = 3 matrices for a gated MLP, 2 otherwise);
-* the **heads** at scored positions only: ``2 d V`` per head (the model's, and an early exit's);
-* **attention** by sequence length: per layer and (query, key) pair that the mask allows,
-  ``2 q`` for the scores and ``2 q`` for the weighted values; a sliding-window layer counts at
-  most ``window`` keys a query.
-
-A packed row (a prompt and its hypotheses) counts the prompt once, causally, and each hypothesis
-token against the prompt and its own earlier tokens: what prefix sharing leaves to compute.
-Architectures whose config lacks these numbers (e.g. encoder-decoders) give None: no guess.
-docs/performance.md#useful-flops-and-mfu has the formula with a worked example."""
+"""Useful FLOPs of a statistics pass and the model FLOPs utilisation (MFU) they give: matrix products
+only (2 FLOPs a multiply-add), counted from the model's config for the work the pass needs (no padding,
+no masked attention): the body ``2 d (2 q + 2 kv) + 2 m d f`` per token and layer, ``2 d V`` per head at
+scored positions, ``4 q`` per allowed (query, key) pair. None where the config lacks these numbers
+(docs/performance.md#useful-flops-and-mfu)."""
 
 from __future__ import annotations
 
@@ -39,9 +28,8 @@ PEAK_TFLOPS: tuple[tuple[str, dict[str, float]], ...] = (
 
 @dataclass(frozen=True)
 class Costs:
-    """FLOPs of one model: ``body`` per token, ``head`` per scored position and head, ``pair``
-    per allowed (query, key) pair summed over the full-attention layers, ``window_pair`` over
-    the sliding-window layers (whose queries see at most ``window`` keys)."""
+    """FLOPs of one model: ``body`` per token, ``head`` per scored position and head, ``pair`` per
+    allowed (query, key) pair over the full-attention layers, ``window_pair`` over the sliding-window ones."""
 
     body: int
     head: int
@@ -51,8 +39,7 @@ class Costs:
 
 
 def costs(model) -> Costs | None:
-    """The per-token costs of a decoder-only transformers model, or None where its config does
-    not say (an encoder-decoder, a config without the usual fields)."""
+    """The per-token costs of a decoder-only transformers model, or None where its config does not say."""
     c = getattr(model, "config", None)
     if c is None or getattr(c, "is_encoder_decoder", False):
         return None
@@ -102,9 +89,8 @@ def causal_pairs(start: int, n: int, window: int | None = None) -> int:
 
 
 def row_flops(c: Costs, prompt: int, hyps: Sequence[int], scored_heads: int, scored: int | None = None) -> int:
-    """Useful FLOPs of one row: a prompt of ``prompt`` tokens and its hypotheses (lengths), each
-    scored at every token by ``scored_heads`` heads (a lone item is a row with one hypothesis);
-    ``scored``: the positions that go through the heads, if not every hypothesis token."""
+    """Useful FLOPs of one row: a prompt of ``prompt`` tokens and its hypotheses (lengths), scored by
+    ``scored_heads`` heads at every token (or at ``scored`` positions)."""
     tokens = prompt + sum(hyps)
     total = c.body * tokens + c.head * scored_heads * (sum(hyps) if scored is None else scored)
     for window, per in ((None, c.pair), (c.window, c.window_pair)):
@@ -122,8 +108,7 @@ def rows_flops(c: Costs, items, rows, scored_heads: int, last_only: bool = False
 
 
 def peak_flops(device, dtype) -> float | None:
-    """The device's dense peak FLOP/s for ``dtype`` (a torch dtype or its name), or None for a
-    CPU or a device not in ``PEAK_TFLOPS``."""
+    """The device's dense peak FLOP/s for ``dtype`` (a torch dtype or its name), or None if unknown."""
     if getattr(device, "type", str(device).split(":")[0]) != "cuda":
         return None
     import torch

@@ -15,8 +15,7 @@ STATS_BLOCK_ELEMENTS = 1 << 22  # on an accelerator: logits per block of token_s
 
 
 def raw_logits(model, hidden: torch.Tensor) -> torch.Tensor:
-    """The LM head's logits in the model's own dtype, not soft-capped: ``token_statistics`` reads
-    them block by block (``cap=softcap(model)``), so no float32 copy of the whole chunk exists."""
+    """The LM head's logits in the model's own dtype, not soft-capped (``token_statistics`` caps them)."""
     return model.get_output_embeddings()(hidden)
 
 
@@ -26,8 +25,7 @@ def softcap(model) -> float | None:
 
 
 def head_logits(model, hidden: torch.Tensor) -> torch.Tensor:
-    """Logits from final hidden states through the model's LM head (at least float32),
-    including Gemma-style final logit soft-capping when the config asks for it."""
+    """Logits from final hidden states (at least float32), soft-capped where the config asks."""
     return prepared(raw_logits(model, hidden), softcap(model))
 
 
@@ -47,9 +45,8 @@ def prepared(logits: torch.Tensor, cap: float | None, out: torch.Tensor | None =
 
 
 def chunk_rows(vocab: int, device: torch.device, itemsize: int) -> int:
-    """Rows per LM-head chunk: on a CPU ``HEAD_CHUNK_ELEMENTS`` logits (the statistics' blocks
-    stay in cache either way); on an accelerator a quarter of its free memory in the head's own
-    dtype (the statistics convert ``STATS_BLOCK_ELEMENTS`` at a time), at most 65,536 rows."""
+    """Rows per LM-head chunk: on a CPU ``HEAD_CHUNK_ELEMENTS`` logits, on an accelerator a quarter
+    of its free memory in the head's own dtype."""
     if device.type != "cuda":
         return max(1, HEAD_CHUNK_ELEMENTS // vocab)
     free, _ = torch.cuda.mem_get_info(device)
@@ -69,11 +66,8 @@ EXP_FLOOR = -80.0
 
 
 def stats_rows(logits: torch.Tensor) -> int:
-    """Rows per block of ``token_statistics``: on a CPU ``STATS_ROWS`` per thread (each operation
-    on a block is split over the threads, and every split is a barrier: blocks too small for the
-    thread count are mostly waiting); on an accelerator all rows at once, or, where the logits
-    are converted to float32 (bfloat16 or float16 logits, soft-capping), ``STATS_BLOCK_ELEMENTS``
-    at a time."""
+    """Rows per block of ``token_statistics``: on a CPU ``STATS_ROWS`` per thread; on an accelerator
+    all rows, or ``STATS_BLOCK_ELEMENTS`` at a time where the logits are converted."""
     if logits.device.type != "cpu":
         if logits.dtype in (torch.float32, torch.float64):
             return max(logits.shape[0], 1)
@@ -100,16 +94,10 @@ def scaled_exp(shifted: torch.Tensor, t: float, out: torch.Tensor) -> torch.Tens
 
 def token_statistics(logits: torch.Tensor, targets: torch.Tensor, temperatures: Sequence[float],
                      cap: float | None = None):
-    """(logp, logp_max) of shape [n_temps, n] from logits [n, V], in blocks of rows
-    (``stats_rows``): each block is shifted by its row maxima once, then per temperature one exp
-    into a reused scratch block and a sum written straight into the [n_temps, n] result (the max
-    of z/T is 0 after the shift, so the log of that sum is logsumexp(z/T) without logsumexp's own
-    max and subtraction passes; inputs under ``EXP_FLOOR`` are raised to it). The few operations
-    over all rows (log, the target's logit) run once after the blocks, not per block.
-
-    Logits below float32 (bfloat16, float16) are read in their own dtype and converted one block
-    at a time, as is soft-capping (``cap``): the same numbers as ``head_logits`` then this
-    function, without a float32 copy of all rows. Sums are in float32 (float64 for float64)."""
+    """(logp, logp_max) of shape [n_temps, n] from logits [n, V], in blocks of rows: each block is
+    shifted by its row maxima once (so the log of the sum of exp is logsumexp(z/T)), then per
+    temperature one exp (inputs raised to ``EXP_FLOOR``). Logits below float32 and soft-capping
+    (``cap``) are converted a block at a time. Sums are in float32 (float64 for float64)."""
     n, vocab = logits.shape
     work = torch.float64 if logits.dtype == torch.float64 else torch.float32
     convert = logits.dtype != work or bool(cap)

@@ -1,17 +1,7 @@
-"""The LM head's per-token statistics with its weights read once per batch (the CPU path).
-
-Row chunks of ``HEAD_CHUNK_ELEMENTS`` logits re-read the whole head matrix once per chunk (at
-Qwen2.5-3B shapes: ~110 rows a chunk, the 622 MB matrix ~11 times for a batch of ~1,200
-hypothesis tokens). Here the vocabulary is cut into fixed blocks of ``VOCAB_BLOCK`` rows of the
-matrix, each multiplied with all rows of the batch (up to ``STREAM_ROWS``) while it is in cache,
-and the statistics keep a running log-sum-exp per temperature: the row maxima so far, the sums
-rescaled by exp((M_old - M_new) / T) where the maximum grows, the target's logit taken from the
-block that holds it. The blocks' bounds depend on the vocabulary alone, so an item's numbers do
-not depend on the items beside it (as with the row chunks); they equal ``token_statistics``' to
-float32 rounding (the sums are added in another order).
-
-The distributional statistics (``divergence``) need whole rows of both heads and keep the row
-chunks, as does any head that is not a plain ``nn.Linear`` on the CPU."""
+"""The LM head's per-token statistics with its weights read once per batch (the CPU path): the
+vocabulary in fixed blocks of ``VOCAB_BLOCK`` matrix rows, each multiplied with all rows of the batch,
+and a running log-sum-exp per temperature (sums rescaled by exp((M_old - M_new) / T) where the maximum
+grows). Equal to ``token_statistics`` to float32 rounding (docs/performance.md#the-lm-head-read-once-per-batch)."""
 
 from __future__ import annotations
 
@@ -24,9 +14,7 @@ from cscore.scorers.engine.head import HEAD_CHUNK_ELEMENTS, prepared, scaled_exp
 
 VOCAB_BLOCK = 4096  # rows of the head matrix per block: 16 MB in bfloat16 at hidden size 2048
 STREAM_ROWS = HEAD_CHUNK_ELEMENTS // VOCAB_BLOCK  # hidden rows per pass over the matrix: logits as a row chunk's
-# rows are padded to a multiple of this: the CPU's matrix kernels work on tiles of rows (4 for
-# MKL's float64 here) and round a last partial tile differently; whole tiles keep a row's logits
-# the same wherever it stands among however many rows
+# rows are padded to whole tiles of the CPU's matrix kernels: a row's logits the same wherever it stands
 ROW_MULTIPLE = 8
 TILE_ELEMENTS = 1 << 19  # logits per tile of the statistics and CPU thread: 128 rows of a block (64-300: within 7 %)
 
@@ -34,8 +22,8 @@ BlockLogits = Callable[[torch.Tensor, int, int], torch.Tensor]
 
 
 def linear_head(model) -> torch.nn.Linear | None:
-    """The model's output embeddings where they can be read a block of rows at a time: a plain
-    ``nn.Linear`` on the CPU, no hooks, no replaced ``forward``; else None (the row chunks)."""
+    """The model's output embeddings if a plain ``nn.Linear`` on the CPU (no hooks, no replaced
+    ``forward``), else None (the row chunks)."""
     lin = model.get_output_embeddings()
     if type(lin) is not torch.nn.Linear or lin.weight.device.type != "cpu" or "forward" in lin.__dict__:
         return None
@@ -94,8 +82,7 @@ def _stream(block_logits: BlockLogits, vocab: int, hidden: torch.Tensor, targets
 
 def _accumulate(block: torch.Tensor, cap: float | None, row_max: torch.Tensor, sums: torch.Tensor,
                 temperatures: Sequence[float], scratch: torch.Tensor) -> None:
-    """Add a tile of logits [k, b] to the running maxima [k, 1] and sums [n_temps, k]: as
-    ``token_statistics`` does for whole rows, the earlier sums rescaled where the maximum grew."""
+    """Add a tile of logits [k, b] to the running maxima [k, 1] and sums [n_temps, k]."""
     k, b = block.shape
     converted, shifted, e = (scratch[i, :k * b].view(k, b) for i in range(3))
     if block.dtype != scratch.dtype or cap:

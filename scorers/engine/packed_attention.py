@@ -1,19 +1,8 @@
-"""Attention for packed rows that skips what the block-causal mask forbids.
-
-A packed row (``engine.plan_rows``) is a prompt followed by several hypotheses; a prompt token
-sees the earlier prompt tokens, a hypothesis token the whole prompt and the earlier tokens of its
-own hypothesis. With that pattern as a dense [row, row] mask, attention costs row² per head
-whatever the mask allows (SDPA cannot skip masked blocks). Here the prompt runs causally on its
-own, and the hypotheses of a batch run as one small batch of (own queries) x (prompt keys + own
-keys): for a SummEval row (a 480-token prompt, 16 summaries of ~80 tokens) about a quarter of the
-dense work. The numbers are those of the dense mask (tests/unit/scorers/engine/test_prefix_sharing.py).
-
-Sliding-window layers (Gemma 3, Mistral: the ``sliding_window`` transformers passes a layer) get
-their window here too, on the positions each token has in its own unpacked sequence (a hypothesis
-token's prompt keys and own keys alike), so packed rows longer than the window stay exact.
-
-It is a transformers attention function ("cscore_packed", registered on import) that the engine
-switches a model to for a packed batch (``packed``); while no layout is set it is plain SDPA."""
+"""Attention for packed rows (``engine.plan_rows``) that skips what the block-causal mask forbids:
+each prompt runs causally on its own, the hypotheses as one batch of (own queries) x (prompt keys +
+own keys); the numbers are those of the dense mask. Sliding windows apply on each token's unpacked
+position. A transformers attention function ("cscore_packed", registered on import); plain SDPA
+while no layout is set (docs/performance.md#prefix-sharing)."""
 
 from __future__ import annotations
 
@@ -32,19 +21,11 @@ _LAYOUT: ContextVar["Layout | None"] = ContextVar("cscore_packed_layout", defaul
 
 @dataclass
 class Layout:
-    """Where the segments of a batch of packed rows are (all tensors on the model's device).
-
-    prompts: (row, first column, length) per row; the hypothesis tensors have one entry per
-    hypothesis: its row, and per query slot its column (``q_cols`` [n, Lh], padded with 0),
-    the columns of its keys (``k_cols`` [n, P + Lh]: the prompt's, then its own) and which
-    (query, key) pairs are allowed (``allow`` [n, 1, Lh, P + Lh]). The real (not padding) query
-    slots, as integer indices (boolean indexing would wait for the device): ``real`` into the
-    flattened [n * Lh] slots, and their ``real_rows`` / ``real_cols`` in the batch. The prompts as
-    one batch (``batched_prompts``): their rows ``p_rows``, ``p_cols`` [rows, P] (padded past each
-    prompt's end, which causal attention keeps from every real query), ``p_real`` into the
-    flattened [rows * P] slots, and their ``p_real_rows`` / ``p_real_cols``. ``dist`` [n, 1, Lh,
-    P + Lh]: per (query, key) the query's position minus the key's in the unpacked sequence (0 for
-    padding queries), which a sliding window bounds."""
+    """Where the segments of a batch of packed rows are (tensors on the model's device). Per
+    hypothesis: its row, query columns ``q_cols`` [n, Lh], key columns ``k_cols`` [n, P + Lh] (the
+    prompt's, then its own), ``allow`` [n, 1, Lh, P + Lh], and ``dist``: query minus key position
+    unpacked. ``real``: the real query slots (integer indices), at ``real_rows`` / ``real_cols``.
+    The ``p_*`` tensors: the same of the prompts as one batch (``batched_prompts``)."""
 
     prompts: list[tuple[int, int, int]]
     rows: torch.Tensor
@@ -63,9 +44,8 @@ class Layout:
     _bias: dict = field(default_factory=dict, init=False, repr=False)
 
     def bias(self, dtype: torch.dtype, window: int | None = None) -> torch.Tensor:
-        """``allow`` (within ``window``: keys less than that many positions back) as the additive
-        mask (0 / -inf) SDPA turns a boolean mask into, made once per batch rather than in every
-        layer's call (the same numbers: SDPA converts it exactly so)."""
+        """``allow`` (within ``window``) as the additive mask (0 / -inf) SDPA makes of a boolean one,
+        once per batch."""
         if (dtype, window) not in self._bias:
             allow = self.allow if window is None else self.allow & (self.dist < window)
             self._bias[dtype, window] = torch.zeros(allow.shape, dtype=dtype, device=allow.device).masked_fill_(
@@ -77,9 +57,8 @@ BATCH_PROMPTS = "cuda"  # where the prompts run as one SDPA call: "cuda" (launch
 
 
 def batched_prompts(device: torch.device) -> bool:
-    """One padded causal call for all prompts of a batch (fewer kernel launches, some padded
-    work) rather than one call per prompt: on CUDA, where the launches were most of a short
-    prompt's cost (docs/performance.md, GPU)."""
+    """One padded causal call for all prompts of a batch rather than one per prompt (on CUDA:
+    fewer kernel launches)."""
     return BATCH_PROMPTS == "always" or (BATCH_PROMPTS == "cuda" and device.type == "cuda")
 
 
@@ -195,8 +174,7 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
 
 def flex_mask(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], shape: tuple[int, int], device):
     """The block-causal pattern of a batch of packed rows as a flex_attention ``BlockMask``
-    (``rows`` and ``hyps`` as for ``layout``; ``shape`` = (rows, width)): blocks the pattern
-    forbids entirely are skipped, not computed and masked."""
+    (``shape`` = (rows, width)): blocks it forbids entirely are skipped."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     seg = torch.full(shape, -1, dtype=torch.long)  # -1 padding, 0 prompt, j hypothesis j of its row

@@ -1,9 +1,6 @@
-"""How the forward passes of a run go: one frozen ``PassOptions`` built once from the run's
-``runtime`` section (``of``) or by the Python API (``scorers/api.py``: ``request_of``), handed to every pass
-(the statistics pass, its seq2seq path, the judge pass). It gives its own cache-key parts and
-resolves ``auto`` in one place each: the device (``torch_device``), the token budget of a loaded
-model (``budget_for``); the dtype of a loaded model is ``models.auto_dtype``'s (at load), the
-threads ``engine.threads``' (set at the start of a job and around each pass: ``ModelPair.run``)."""
+"""How the forward passes of a run go: one frozen ``PassOptions`` built from the run's ``runtime``
+section (``of``) or by the Python API, handed to every pass; it gives its cache-key parts and resolves
+``auto`` for the device (``torch_device``) and the token budget (``budget_for``)."""
 
 from __future__ import annotations
 
@@ -21,11 +18,9 @@ class PassOptions:
     device: str = "auto"
     dtype: str = "auto"
     threads: int | str | None = "auto"  # torch's CPU threads in a pass (engine.threads): as runtime.threads
-    # the distributional statistics too (stats.DIST_NAMES; expert and amateur in one joint pass): set by
-    # the run when a method reads them, not a runtime setting
+    # set by the run, not runtime settings: the distributional statistics (stats.DIST_NAMES, a joint pass),
+    # and DoLa's candidate layers (early-exit heads "layer_<k>" of the expert's pass)
     distribution: bool = False
-    # DoLa's candidate layers (methods/dola.py): early-exit heads "layer_<k>" of the expert's pass,
-    # each with the distributional statistics against the expert; set by the run, not a runtime setting
     exits: tuple[int, ...] = ()
 
     @classmethod
@@ -35,8 +30,7 @@ class PassOptions:
                       if f.name not in ("distribution", "exits")})
 
     def key_parts(self, shared: bool) -> dict:
-        """What a pass's cache key holds of these options (``shared``: it ran with packed rows:
-        they batch otherwise, so the key says so; an unshared key is what it always was)."""
+        """What a pass's cache key holds of these options (``shared``: it ran with packed rows)."""
         parts: dict = {"token_budget": self.token_budget, "padding_side": self.padding_side}
         if shared:
             parts["prefix_sharing"] = True
@@ -45,8 +39,7 @@ class PassOptions:
         return parts
 
     def budget_for(self, model, longest_row: int) -> int:
-        """The token budget of a pass of ``model``: ``token_budget``, or for auto the largest that
-        fits (``budget.resolve``: found once per process and model)."""
+        """The token budget of a pass of ``model`` (auto: ``budget.resolve``)."""
         from cscore.scorers.engine import budget
 
         if budget.is_auto(self.token_budget):

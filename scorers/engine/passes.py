@@ -34,10 +34,8 @@ def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tup
 
 def announce(progress, *, tokens: int | None = None, steps: int | None = None, items: int | None = None,
              kept: int | None = None, detail: str | None = None) -> None:
-    """Tell a pass's progress callback what the pass will do before it starts (its ``tokens``, at
-    most ``steps`` decode steps, ``items``: those it runs where not all of the pass's (a part of the
-    plan, a resumed pass's), ``kept``: items done before this command, and a ``detail``), where the callback
-    takes it (its ``work``, told the counts given; the CLI's does)."""
+    """Tell a progress callback's ``work`` (where it has one) what the pass will do: its ``tokens``,
+    at most ``steps`` decode steps, the ``items`` it runs, ``kept`` items done before, a ``detail``."""
     work = getattr(progress, "work", None)
     if work is not None:
         counts = {"tokens": tokens, "steps": steps, "items": items, "kept": kept, "detail": detail}
@@ -45,18 +43,15 @@ def announce(progress, *, tokens: int | None = None, steps: int | None = None, i
 
 
 def share(progress, fraction: float) -> None:
-    """Tell a pass's progress the share of its planned work done (within a batch too), where the
-    callback takes it (its ``part``; the CLI's does): an estimate before the first batch ends."""
+    """Tell a progress callback's ``part`` (where it has one) the share of the planned work done."""
     part = getattr(progress, "part", None)
     if part is not None:
         part(fraction)
 
 
 class Ticks:
-    """The share of a pass's planned work done, unit by unit (a batch) and within a unit:
-    ``begin(cost)`` starts one, ``step(k, of)`` says k of its ``of`` sub-steps ran (layers; capped
-    below the whole unit), ``end()`` closes it; ``skip(cost)`` takes out a unit
-    that runs nothing here (kept by a checkpoint, another process's)."""
+    """The share of a pass's planned work done, batch by batch and layer by layer (``step(k, of)``);
+    ``skip(cost)`` takes out a batch that runs nothing here."""
 
     def __init__(self, progress, costs: Sequence[float]):
         self.progress = progress if getattr(progress, "part", None) is not None else None
@@ -79,8 +74,7 @@ class Ticks:
 
 @contextmanager
 def layer_ticks(layers, ticks: Ticks):
-    """``ticks.step(i, n)`` as each of the ``n`` decoder ``layers`` ends its forward (nothing when
-    the pass has no progress that takes shares)."""
+    """``ticks.step(i, n)`` as each of the ``n`` decoder ``layers`` ends its forward."""
     n = len(layers)
     handles = [layer.register_forward_hook(lambda *_, i=i: ticks.step(i + 1, n)) for i, layer in enumerate(layers)
                ] if ticks.progress is not None else []
@@ -99,11 +93,9 @@ def _shape(args, kwargs) -> tuple[int, int]:
 
 @contextmanager
 def decode_ticks(models, clock, progress, now=time.perf_counter):
-    """One unit of a decode (``clock.begin`` to ``clock.end``; ``clock``: a
-    ``decode_clock.DecodeClock``), told each forward of ``models``' decoders in a full model's
-    terms: a prefill layer by layer (each layer 1/n of the rows x positions, n its model's layers),
-    a one-position forward as a step (an early exit's cut decoder: k/n of one). After each, the
-    progress's share of the decode's time (``share``). Nothing without a clock."""
+    """One unit of a decode on ``clock`` (a ``DecodeClock``; None: nothing), told each forward of
+    ``models``' decoders in a full model's terms: a prefill layer by layer (1/n of rows x positions
+    each), a one-position forward as a step (an early exit's: k/n of one); the share goes to ``progress``."""
     if clock is None:
         yield
         return
@@ -147,9 +139,8 @@ def decode_ticks(models, clock, progress, now=time.perf_counter):
 
 
 def per_item(factory, group: int):
-    """A progress factory counting items of ``group`` rows each (a judge's values or contexts per
-    item): ``factory(name, rows)`` opens a pass of rows // group items; finished rows are counted
-    as whole items, so the progress counts what the run's summary counts."""
+    """A progress factory counting items of ``group`` rows each (a judge's values per item):
+    ``factory(name, rows)`` opens a pass of rows // group items."""
     if factory is None or group == 1:
         return factory
 
@@ -178,12 +169,10 @@ def per_group(progress, group: int, **counts) -> None:
 
 
 class PlanPart(Protocol):
-    """The part of a pass's planned batches this process runs (a checkpoint's ``part``; None: all of
-    them). The caller that opened the checkpoint gives it; the engine only asks it."""
+    """The part of a pass's planned batches this process runs (a checkpoint's ``part``; None: all)."""
 
     def foreign(self, units: Sequence[Sequence[int]], costs: Sequence[int], n_items: int) -> np.ndarray:
-        """The items (of ``n_items``) of the planned batches (``units``: item indices, in plan order,
-        padded tokens ``costs``) that other processes run."""
+        """The items of the planned batches (``units``, padded tokens ``costs``) other processes run."""
         ...
 
     def detail(self, mine: int, planned: int) -> str:
@@ -193,11 +182,8 @@ class PlanPart(Protocol):
 
 def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, *, tokens: Sequence[int],
          detail: str) -> np.ndarray | None:
-    """A pass's plan announced as this command's work: the planned batches (item indices, padded
-    tokens ``costs``, ``tokens`` each), those a checkpoint kept whole (an interrupted run's) left
-    out, and where this process runs a part of the plan (``checkpoint.part``, a ``PlanPart``) the
-    batches of the rest too, their items marked foreign in the checkpoint. Returns the items other
-    processes run (None: the whole plan is this process's)."""
+    """Announce a pass's plan as this command's work (less the batches a checkpoint kept and, with a
+    ``PlanPart``, other processes' batches, marked foreign). Returns the items others run, or None."""
     part: PlanPart | None = None if checkpoint is None else checkpoint.part
     if checkpoint is None:
         announce(progress, tokens=int(sum(tokens)), detail=detail)
@@ -216,13 +202,9 @@ def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, *, to
 
 
 def kept(checkpoint, members: list[int], done: np.ndarray | None) -> bool:
-    """Whether a checkpoint holds every item of this batch (then marked done, not run), or the
-    batch is another process's (skipped). Neither is this command's work: its progress counts neither."""
-    if checkpoint is not None and checkpoint.foreign[members].all():
-        if done is not None:
-            done[members] = True
-        return True
-    if checkpoint is None or not checkpoint.done[members].all():
+    """Whether a checkpoint holds every item of this batch or the batch is another process's: then
+    its items are marked ``done`` and it is not run."""
+    if checkpoint is None or not (checkpoint.foreign[members].all() or checkpoint.done[members].all()):
         return False
     if done is not None:
         done[members] = True
@@ -230,9 +212,8 @@ def kept(checkpoint, members: list[int], done: np.ndarray | None) -> bool:
 
 
 class Outputs:
-    """Per-token statistics collected on the device, copied to the host once at the end (no host
-    synchronisation inside the batch loop). A head's rows of a batch are a tuple in the order of
-    ``stats.ROW_NAMES`` (logp, logp_max, then a distributional pass's statistics)."""
+    """Per-token statistics collected on the device, copied to the host once at the end; a head's
+    rows of a batch are a tuple in the order of ``stats.ROW_NAMES``."""
 
     def __init__(self, offsets, temperatures, heads, device, checkpoint=None, rows: dict | None = None):
         self.checkpoint = checkpoint  # gets each batch's rows too, and fills in the rows it kept

@@ -1,6 +1,4 @@
-"""What a statistics pass reports (``EngineReport``): its figures, and those a cache entry keeps of
-the pass that computed it. No torch: a run whose statistics all come from the cache reads them
-without it."""
+"""What a statistics pass reports (``EngineReport``), and what a cache entry keeps of it (no torch)."""
 
 from __future__ import annotations
 
@@ -34,7 +32,6 @@ class EngineReport:
 
     @classmethod
     def of_record(cls: type[R], run: dict) -> R:
-        """The report of a cache hit: the figures ``record`` kept of the run that computed the entry,
-        ``cached`` (the store reads it from a cache entry's meta)."""
+        """The report of a cache hit, from what ``record`` kept."""
         return cls(run.get("seconds", float("nan")), run.get("tokens", 0), run.get("padded_tokens", 0),
                    run.get("batches", 0), cached=True, flops=run.get("flops"))

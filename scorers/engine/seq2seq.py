@@ -1,18 +1,9 @@
-"""Encoder-decoder (seq2seq) models in the statistics engine: the hypothesis is scored as the
-decoder target given the source (teacher forcing), as BARTScore and T5Score score it.
+"""Encoder-decoder models in the statistics engine: the hypothesis is scored as the decoder target
+given the source (teacher forcing), as BARTScore and T5Score do.
 
-* Items are (encoder_ids, target_ids) (``tokenize.encode(seq2seq=True)``): the prompt and the
-  hypothesis as the tokenizer formats a text (T5 ``x </s>``, BART ``<s> x </s>``), the target
-  ending with EOS. Every target token is scored, BART's leading ``<s>`` and the EOS included.
-* Decoder input = ``decoder_start_token_id`` + the target shifted right (labels shifted right).
-* Items with the same encoder ids in one batch share one encoder pass (SummEval: 16 summaries
-  per article), and the decoder's cross-attention projects each source's states once
-  (``shared_source_projections``). A batch holds at most ``token_budget`` padded tokens:
-  encoder rows x longest source + items x longest target.
-* Both sides are padded on the right (BART's absolute positions take no position ids, so left
-  padding would move them); causal ``padding_side`` does not apply.
-* The LM head runs on the target positions only, in chunks, with the model's own output scaling
-  (T5) or logits bias (BART family), checked against the model's logits once per call.
+Items are (encoder_ids, target_ids) (``tokenize.encode(seq2seq=True)``); every target token is scored,
+BART's leading ``<s>`` and the EOS included. Decoder input = ``decoder_start_token_id`` + the target
+shifted right. Items of one source share one encoder pass; both sides are padded on the right.
 """
 
 from __future__ import annotations
@@ -45,9 +36,8 @@ def decoder_start(model) -> int:
 
 
 def key_part(lm) -> dict:
-    """Extra statistics-cache key parts: item ids are (encoder ids, decoder targets). ``lm`` is a
-    LoadedModel (its config decides, without loading weights, when it names the start token) or a
-    model."""
+    """Extra statistics-cache key parts: item ids are (encoder ids, decoder targets). ``lm``: a
+    LoadedModel (its config read without loading weights) or a model."""
     config = getattr(lm, "config", None)
     start = getattr(config, "decoder_start_token_id", None) if hasattr(lm, "loaded") else None
     if start is None:
@@ -129,11 +119,8 @@ def _pad(seqs: list[list[int]], pad_id: int, device):
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float], pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
             checkpoint=None, options: PassOptions | None = None) -> tuple[dict[str, TokenStats], EngineReport]:
-    """Run an encoder-decoder ``model`` once over ``items`` = [(encoder_ids, target_ids)];
-    the same outputs as ``engine.compute``. ``heads`` names the one head (no early exit);
-    ``checkpoint`` as there; ``options`` (a ``PassOptions``, default the defaults): the token
-    budget, the padding side, and ``prefix_sharing``: a source is encoded once for the items that
-    share it."""
+    """Run an encoder-decoder ``model`` once over ``items`` = [(encoder_ids, target_ids)], as
+    ``engine.compute`` does (one head, no early exit; ``prefix_sharing``: a source encoded once)."""
     opts = options if options is not None else PassOptions()
     padding_side, share_encoder = opts.padding_side, opts.prefix_sharing
     name = one_head(model, heads)
@@ -207,12 +194,9 @@ def check_vocabulary(model, items) -> int:
 
 @contextmanager
 def shared_source_projections(decoder, states: torch.Tensor, sel: torch.Tensor, n_items: int):
-    """The encoder states per item (``states[sel]``, one row per item) for the decoder's cross-
-    attention. Where items share a source, each linear layer of the decoder that reads them (the
-    cross-attention's keys and values: T5 ``k``/``v``, BART ``k_proj``/``v_proj``) projects each
-    source once, then gives every item its source's rows (SummEval: 16 summaries per article, so
-    not 16 projections of the same article per layer). Plain ``nn.Linear`` only; any other layer,
-    or any other input, runs as it is."""
+    """The encoder states per item (``states[sel]``) for the decoder's cross-attention; where items
+    share a source, each plain ``nn.Linear`` that reads them (the keys and values) projects each
+    source once, then gives every item its source's rows."""
     per_item = _per_item(states, sel, n_items)
     if states.shape[0] == n_items:
         yield per_item
@@ -237,8 +221,7 @@ def shared_source_projections(decoder, states: torch.Tensor, sel: torch.Tensor, 
 
 
 def _per_item(x: torch.Tensor, sel: torch.Tensor, n_items: int) -> torch.Tensor:
-    """``x[sel]``: a view when one source serves every item, else a copy of whole rows
-    (``index_select``; advanced indexing copies element by element, ~5x slower here)."""
+    """``x[sel]``: a view when one source serves every item, else ``index_select`` (faster than indexing)."""
     return x.expand(n_items, *x.shape[1:]) if x.shape[0] == 1 else x.index_select(0, sel)
 
 

@@ -3,15 +3,9 @@
 For every scored hypothesis token y_t and every cached temperature T we keep
     logp[T, t]     = log p_T(y_t)          = z_y/T - logsumexp(z/T)
     logp_max[T, t] = log max_v p_T(v)      = z_max/T - logsumexp(z/T)
-(z = the logits at the position that predicts y_t). That is all the token-level methods
-need: single, ensemble, contrast, division and the plausibility head of CD-score.
-
-A distributional pass (``PassOptions.distribution``: only when a method reads them) also keeps,
-per token and temperature, in ``dist`` (docs/methods/distributional.md):
-    entropy = -sum_v p_T(v) log p_T(v)                       (every head)
-    xent_ea = -sum_v pe_T(v) log pa_T(v),  xent_ae its mirror  (an amateur head, vs the expert)
-    kl_ea = KL(pe_T || pa_T),  kl_ae = KL(pa_T || pe_T),  jsd = JSD(pe_T, pa_T)
-Tokens of all items are stored flat; item i owns [offsets[i], offsets[i+1]).
+(z = the logits at the position that predicts y_t). A distributional pass also keeps ``dist``
+(``DIST_NAMES``: docs/methods/distributional.md). Tokens of all items are stored flat; item i owns
+[offsets[i], offsets[i+1]).
 """
 
 from __future__ import annotations
@@ -99,8 +93,7 @@ class TokenStats:
         return self.logp_max[self._row(temperature)].astype(np.float64)
 
     def statistic(self, name: str, temperature: float = 1.0) -> np.ndarray:
-        """A distributional statistic (``DIST_NAMES``) of every scored token at ``temperature``;
-        a one-line ConfigError when this pass did not keep it."""
+        """A distributional statistic (``DIST_NAMES``) of every scored token at ``temperature``."""
         if name not in self.dist:
             raise ConfigError(f"these statistics hold no {name!r} (a pass without the distributional statistics, "
                               f"or a head that has no expert beside it): {DISTRIBUTIONAL_METHODS} read them, "

@@ -1,14 +1,6 @@
-"""``runtime.threads``: how many threads torch uses on the CPU, set once a job, before its work starts
-(``apply``; a job whose statistics all come from the cache never loads torch: ``ask`` notes the
-value) and around each pass of ``ModelPair.run`` (``using``: the Python API follows the same rule).
-
-``auto`` (the default) is what the machine has free for this process: the cores it may run on
-(its CPU affinity mask: a SLURM or ``taskset`` allocation, not the machine's count), no more than
-the machine's cores less its 1-minute load average (other work), at most ``OMP_NUM_THREADS`` where
-that is set, and 1 on a machine of SMALL cores or fewer (there two threads wait on each other as
-soon as anything else runs: measured up to 25x slower). null keeps torch's own default, an integer
-sets it. A job of an in-process multirun with null gets torch's default back, not the previous job's.
-A job's ``auto`` holds for its passes: the count it set is kept, not found again (the load moves)."""
+"""``runtime.threads``: torch's CPU threads, set once a job before its work starts (``apply``; ``ask``
+notes the value without loading torch) and around each pass of ``ModelPair.run`` (``using``). ``auto``:
+the cores free for this process (``free_cores``; docs/configuration.md); null: torch's own default."""
 
 from __future__ import annotations
 
@@ -73,15 +65,13 @@ def apply(value) -> int:
 
 
 def ask(value) -> None:
-    """Note the job's ``runtime.threads`` without loading torch: a job whose statistics all come from
-    the cache never loads it, and ``apply`` runs only before work that computes."""
+    """Note the job's ``runtime.threads`` without loading torch (``apply`` runs before work that computes)."""
     _ASKED.update(value=value, applied=False)
 
 
 def in_use() -> int | None:
-    """torch's intra-op threads now, where the job applied its count; where it did not (every
-    statistic from the cache), the count it asked for (``ask``; null: torch's own, None where torch
-    was never loaded)."""
+    """torch's intra-op threads now, or where the job did not apply its count the count it asked
+    for (``ask``; None where torch was never loaded)."""
     torch = sys.modules.get("torch")
     if torch is not None and _ASKED.get("applied", True):
         return torch.get_num_threads()
@@ -93,9 +83,8 @@ def in_use() -> int | None:
 
 @contextmanager
 def using(value) -> Iterator[int]:
-    """torch's intra-op threads as ``value`` asks (``wanted``; null: the count now) for the duration,
-    the previous count after; yields the count in use. Where a job applied the same ``value`` and
-    its count is still set, that count (a run's passes use the count its job set and records)."""
+    """torch's intra-op threads as ``value`` asks for the duration (the job's count where it applied
+    the same ``value``); yields the count in use."""
     import torch
 
     before = torch.get_num_threads()

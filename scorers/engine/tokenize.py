@@ -1,15 +1,7 @@
-"""Turning (prompt, hypothesis) strings into token ids, as the paper does: prompt and
-hypothesis are tokenized separately, without special tokens, and concatenated.
-
-Over-long items: the source text inside the prompt is cut (from its end, at a token
-boundary) until prompt + hypothesis fit ``max_length``; the hypothesis is never cut.
-The cut prompt string is kept, so what was scored can be re-tokenized exactly.
-
-Encoder-decoder models (``seq2seq=True``) are fed as BARTScore and T5Score feed them: prompt
-(encoder) and hypothesis (decoder target) each as the tokenizer formats a text, special tokens
-included (T5 ``x </s>``, BART ``<s> x </s>``), the target ending with EOS (appended if the
-tokenizer does not add it); every target token is scored. ``max_length`` bounds each side: the
-source is cut until the encoder input fits, the target is never cut.
+"""(prompt, hypothesis) strings to token ids, as the paper does: tokenized separately, without special
+tokens. Over-long items: the source inside the prompt is cut from its end until they fit ``max_length``
+(the hypothesis never). With ``seq2seq`` each side as the tokenizer formats a text (special tokens
+included), the target ending with EOS.
 """
 
 from __future__ import annotations
@@ -32,10 +24,8 @@ class EncodedItem:
 
 
 class KnownIds:
-    """``tokenizer`` with the ids of ``texts`` (tokenized with or without its special tokens) read
-    from one batched call, each distinct text once: the ids each text alone gets (a batch encodes
-    its texts one by one), without a Python call per item (50,000 items: 28 s on a busy 2-core
-    CPU). Any other text, and everything else, goes to the tokenizer itself."""
+    """``tokenizer`` with the ids of ``texts`` read from one batched call (each distinct text once);
+    any other text, and everything else, goes to the tokenizer itself."""
 
     def __init__(self, tokenizer, texts, special: bool):
         distinct = list(dict.fromkeys(t for t in texts if isinstance(t, str) and t))

@@ -1,9 +1,5 @@
-"""Host-to-device copies that do not wait for the device.
-
-A plain ``tensor.to("cuda")`` from ordinary host memory copies and then synchronises the stream:
-the host waits until every kernel queued before it has run, so the device idles while the next
-batch is prepared. ``upload`` copies from pinned memory without blocking (torch's pinned-memory
-allocator keeps the source alive until the copy has run); elsewhere it is a plain ``.to``."""
+"""Host-to-device copies that do not wait for the device: from pinned memory, non-blocking, on CUDA
+(a plain ``.to("cuda")`` synchronises the stream); elsewhere a plain ``.to``."""
 
 from __future__ import annotations
 
