@@ -1,15 +1,6 @@
-"""Scoring methods: pure functions of per-token statistics.
-
-Each method is one small module with a ``Method`` subclass registered by name (``@METHODS``,
-``base.py``) and its ``Params`` dataclass (a ``MethodParams``: the one place its defaults are
-written, Hydra's ConfigStore node ``schema/method/<name>`` that ``conf/method/<name>.yaml``
-builds on, and the Python API's defaults). ``params(name, given)`` builds and checks a method's
-settings once; the method reads them typed (``p.gamma``): ``token_scores(stats, p)`` (one value
-per hypothesis token) and ``score(stats, p)``, which adds the shared length handling (``norm``,
-``skip_first``; a method may give one its own name in ``aliases``, as cdm calls ``norm``
-``pooling``). A new method is its module here (``METHODS.discover`` imports every module of the
-package: no list to edit; its class says whether a cross-family pair computes it, ``aligned``),
-its preset YAML and its tests.
+"""Scoring methods: pure functions of per-token statistics. Each method is one module here (found by
+``METHODS.discover``) with a ``Method`` subclass and its ``Params`` dataclass, the one place its defaults
+are written; ``params(name, given)`` checks a method's settings once into that typed form.
 """
 
 from __future__ import annotations
@@ -37,15 +28,13 @@ def get(name: str) -> type[Method]:
 
 
 def aligned_methods() -> list[str]:
-    """The methods a cross-family pair computes on aligned units (``scorers/engine/align.py``;
-    single reads one model), in name order: those whose class says ``aligned``."""
+    """The methods a cross-family pair computes (their class says ``aligned``), in name order."""
     return [name for name, method in METHODS.items() if method.aligned]
 
 
 def cross_family_refusal(name: str, method: dict | None = None) -> str | None:
-    """Why a cross-family pair (different tokenizers) cannot run method ``name`` with the settings
-    ``method`` (a run's method config; None: a score from token statistics), or None when it can:
-    the methods on aligned units, and a run of cd_judge over the range's values (``decode=values``)."""
+    """Why a cross-family pair cannot run method ``name`` with the settings ``method`` (a run's method
+    config; None: a score from token statistics), or None when it can."""
     if get(name).aligned and not (method is not None and get(name).distributional(method)):
         return None
     if get(name).aligned or get(name).distributional(method or {}):
@@ -121,10 +110,8 @@ def check_params(name: str, params: Mapping, prefix: str = "method") -> dict:
 
 
 def params(name: str, given: Mapping, prefix: str | None = None) -> MethodParams:
-    """Method ``name``'s settings as its typed ``Params``, checked once. ``prefix`` None: the Python
-    API's keywords (the defaults fill in what is not given; ``norm`` is ``aggregate``'s to check, as
-    cdm's comparison rows pool with min / max); "method": a run's composed ``method`` section,
-    every key checked and named ``method.<key>``. ``name`` and ``variant`` are taken as given."""
+    """Method ``name``'s settings as its typed ``Params``, checked once. ``prefix`` None: the Python API's
+    keywords over the defaults (``norm`` left to ``aggregate``); "method": a run's composed section."""
     method = get(name)
     given = dict(given)
     label = {k: given.pop(k) for k in NOT_PARAMS if k in given}
@@ -152,7 +139,6 @@ def token_method(name: str) -> type[Method]:
 
 
 def score(name: str, stats: dict, **given) -> np.ndarray:
-    """Per-item scores of method ``name`` on ``stats`` ({"expert": TokenStats, ...}); parameters
-    not given take the defaults of the method's ``Params`` dataclass (a preset YAML may set others),
-    checked once (``params``) into the typed settings the method reads."""
+    """Per-item scores of method ``name`` on ``stats`` ({"expert": TokenStats, ...}); parameters not
+    given take the defaults of its ``Params``."""
     return token_method(name).score(stats, params(name, given))

@@ -1,7 +1,5 @@
-"""What every method is: its settings (``MethodParams``, the one base of each method's ``Params``)
-and its computation (``Method``, one class per method module, registered by name in ``METHODS``
-with ``@METHODS``). Per-method facts are class attributes (``name``, ``kind``, ``Params``,
-``aliases``, ``aligned``); a method reads its typed settings (``p.gamma``), never a dict."""
+"""What every method is: its settings (``MethodParams``, the base of each method's ``Params``) and its
+computation (``Method``, registered by name with ``@METHODS``); per-method facts are class attributes."""
 
 from __future__ import annotations
 
@@ -20,20 +18,16 @@ AGGREGATION_KEYS = ("norm", "skip_first")  # the shared length handling (``commo
 
 @dataclass
 class MethodParams:
-    """The one base of every method's settings: its name and its score column (each method's
-    ``Params`` gives them its own defaults; they stay its first two settings)."""
+    """The base of every method's settings: its name and its score column (the first two settings);
+    a method that takes ``norm`` / ``skip_first`` declares them itself."""
     name: str = setting("", doc="the method")
     variant: str = setting("", doc="the score column and label: score.<variant>")
-    # the shared length handling (``norm``, ``skip_first``) is not here: a method that takes it
-    # declares it among its own settings (cdm's norm is its ``pooling``: ``Method.aliases``)
 
 
 class Method:
-    """One method. ``kind``: token (a function of the token statistics: ``token_scores``) or the
-    kind that scores it (run/kinds/); ``aliases``: {its own setting: the shared aggregation key}
-    (cdm calls ``norm`` ``pooling``; the shared name is then not taken); ``aligned``: whether a
-    cross-family pair (two tokenizers) computes it on aligned units (``scorers/engine/align.py``;
-    each method's class states it, tests/unit/scorers/methods/test_methods.py)."""
+    """One method. ``kind``: token (``token_scores``) or the kind that scores it (run/kinds/);
+    ``aliases``: {its own setting: the shared aggregation key}; ``aligned``: whether a cross-family
+    pair computes it on aligned units."""
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "token"
@@ -49,15 +43,12 @@ class Method:
 
     @classmethod
     def distributional(cls, settings: Mapping) -> bool:
-        """Whether it reads the distributional statistics with these settings (a run's method
-        section, or vars of its typed ``Params``): its pass computes them then (a joint pass of
-        expert and amateur, ``PassOptions.distribution``), and a cross-family pair refuses it."""
+        """Whether it reads the distributional statistics with these settings (then a joint pass)."""
         return False
 
     @classmethod
     def exits(cls, settings: Mapping) -> tuple[int, ...]:
-        """The expert's early exits whose statistics it reads with these settings (dola's candidate
-        layers: heads of the expert's pass, ``PassOptions.exits``); none by default."""
+        """The expert's early exits whose statistics it reads with these settings (dola's layers)."""
         return ()
 
     @classmethod
@@ -67,8 +58,7 @@ class Method:
 
     @classmethod
     def aggregation_keys(cls) -> dict[str, str]:
-        """{setting: aggregation key}: the ``norm`` and ``skip_first`` its ``Params`` declares, or the
-        method's own name for one (``aliases``); one it does not take keeps ``aggregate``'s default."""
+        """{setting: aggregation key}: the ``norm`` and ``skip_first`` its ``Params`` declares, or aliases."""
         declared = {f.name for f in fields(cls.Params)}
         shared = {k: k for k in AGGREGATION_KEYS if k in declared and k not in cls.aliases.values()}
         return {**shared, **cls.aliases}
@@ -86,8 +76,7 @@ class Method:
 
     @classmethod
     def plan_variants(cls, label: str, params: dict, rows) -> list | None:
-        """A method of another kind names its own rows as (name, method, params) of
-        ``variants.Variant``; None: the comparison rows of a token method."""
+        """A method of another kind names its own rows as (name, method, params); None: a token method's."""
         return None
 
     @classmethod

@@ -1,28 +1,12 @@
 """cd_judge: LLM-as-a-judge with contrastive decoding (the CD-judge paper, Eq. 1).
 
 The judge writes argmax_v [log p_main(v) − λ · log p_asst,t(v)] over Li et al.'s plausibility set
-V_head = {v : p_main(v) ≥ α · max p_main} (``alpha``; 0: the whole vocabulary), t on the assistant,
-λ = 0 is greedy judging with the main model alone. ``decode=greedy`` (the paper's protocol):
-the judge goes on writing by the same rule, step by step, until EOS, a complete number or
-``max_new_tokens`` (``scorers/judge/decode.py``); ``decode=first_token`` (cscore's fast variant):
-only the token(s) where the score goes; ``decode=values`` (any pair, and the only one a pair whose
-tokenizers differ takes): Eq. 1 over the range's values, each value's string scored whole by each
-model on its own prompt (``scorers/judge/values.py``). The written text is parsed as the paper does
-(``parse=paper``, ``cscore.scorers.judge.parse.parse_paper``; ``parse=released``: the released code's rule), after
-deleting every "assistant" as the released code does (``cscore.scorers.judge.parse.read_score``): no number → the
-range's lowest score ("No Pred"), below the range → its lowest ("Below"), above → its highest
-("Above"), the prompt's range echoed ("1-5") → its lowest ("Echo", counted on its own).
-``expected``: Σ value · q(value), q = softmax over the range's score tokens of the same
-contrast — a distributional variant of ours (G-Eval's probability-weighted score), no ties;
-V_head does not apply to it (every score token is weighed, plausible or not). A value written
-with several tokens (10 on a one-digit-per-token tokenizer) chains the digit probabilities, the
-value "1" of 1-10 times the probability that no digit follows (``judge_stats``); the contrast's
-chain is kept for the c values of the paper's grid, NaN (and said in metrics.json) at others.
-
-The first step is a function of ``JudgeStats``, c = λ / t and α (see judge_stats): no model
-call; greedy decoding's later steps are decoded per distinct c and cached (``judge_decode``).
-Rows: ``contrast`` (the method), ``main`` (the main model alone: the expert row) and ``asst``
-(the assistant alone, t = 1: the amateur row).
+V_head = {v : p_main(v) ≥ α · max p_main} (``alpha``; 0: the whole vocabulary); λ = 0 is greedy
+judging with the main model alone. ``decode``: greedy (the paper, ``scorers/judge/decode.py``),
+first_token (cscore's fast variant) or values (Eq. 1 over the range's values, ``scorers/judge/values.py``).
+The text is parsed by ``cscore.scorers.judge.parse.read_score``; ``expected``: Σ value · q(value), q =
+softmax over the range's score tokens of the same contrast (V_head does not apply). Rows: ``contrast``,
+``main`` (the expert row) and ``asst`` (t = 1: the amateur row). Details: docs/methods/cd-judge.md.
 """
 
 from __future__ import annotations
@@ -98,10 +82,9 @@ def contrast_c(lam: float, t: float) -> float:
 
 def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alpha: float = 0.0, score_range,
           texts=None, parse: str = "paper") -> dict:
-    """Per item: ``score`` (parsed by ``cscore.scorers.judge.parse.read_score`` under the rule ``parse``),
-    ``status`` (ok / No Pred / Below / Above / List / Echo), ``text`` (what the judge wrote:
-    ``texts`` when decoded, else the first token(s) read from ``stats``) and ``expected`` (NaN
-    where ``JudgeStats.expected_note`` says it cannot be computed)."""
+    """Per item: ``score`` (parsed under the rule ``parse``), ``status`` (ok / No Pred / Below / Above /
+    List / Echo), ``text`` (``texts`` when decoded, else the first token(s) read from ``stats``) and
+    ``expected`` (NaN where it cannot be computed)."""
     from cscore.scorers.judge.parse import read_score
 
     lo, hi = int(score_range[0]), int(score_range[1])

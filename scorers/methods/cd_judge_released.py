@@ -1,14 +1,9 @@
 """cd_judge_released: CD-judge as the authors' released code computes it (a preset; see
 docs/methods/cd-judge.md, "The released code as a preset", and ``scorers/judge/released.py`` for every detail).
 
-Temperature t on the MAIN model; the relative-top filter (keep max(top-``min_keep``, p ≥ α·max));
-the assistant's log-probs fixed at the first step; greedy decoding of up to ``max_new_tokens``
-over main − λ·asst; the prompt as one system message without a generation prompt (the
-``judge_prompt=released`` files); the output parsed by ``parse_output``'s rules
-(``parse=released``, ``cscore.scorers.judge.parse.parse_released``; ``parse=paper`` for the paper's). The path of
-the decode depends on λ and t (no judge statistics for this preset); each decoded row is cached,
-and in a sequential multirun the first job decodes its λ / t siblings in the same tree
-(``kinds/judge_released.py``, ``runtime.share_grid``)."""
+Temperature t on the MAIN model; the relative-top filter (keep max(top-``min_keep``, p ≥ α·max)); the
+assistant's log-probs fixed at the first step; greedy decoding over main − λ·asst; the output parsed by
+``parse_output``'s rules (``parse=released``). Each decoded row is cached."""
 
 from __future__ import annotations
 

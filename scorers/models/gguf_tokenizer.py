@@ -1,18 +1,7 @@
-"""A Gemma-3 tokenizer built from a GGUF file's own metadata.
-
-transformers 4.x reads the gemma3 GGUF vocabulary as a Unigram model, but Gemma 3 uses
-SentencePiece BPE, so words fall apart ("The capital" -> ``The ▁c ap it al``). transformers 5.x
-reads it right (same ids as this builder); the builder serves every version, so the ids never
-depend on which one is installed. The vocabulary is read with ``gguf.GGUFReader`` (gguf >= 0.16)
-and rebuilt as a ``tokenizers`` BPE model:
-
-* SentencePiece BPE keeps no merge list: it merges the adjacent pair whose union is the
-  best-scoring piece. ``tokenizers`` wants ranked merges, so every way of writing a piece as
-  two smaller pieces becomes a merge, ranked by the piece's score (best first);
-* spaces become "▁" (no space is added in front of the text), characters outside the
-  vocabulary fall back to byte tokens ``<0xNN>``;
-* control tokens (``<bos>``, ``<start_of_turn>``, ...) are special tokens, user-defined ones
-  ("\\n\\n", runs of spaces or tabs, HTML tags) are matched whole before BPE runs.
+"""A Gemma-3 tokenizer built from a GGUF file's metadata (transformers 4.x reads it as Unigram; Gemma 3
+is SentencePiece BPE), under every transformers version. SentencePiece BPE keeps no merge list, so every
+split of a piece into two pieces becomes a merge ranked by the piece's score; spaces become "▁", unknown
+characters fall back to ``<0xNN>``; control tokens are special, user-defined ones matched whole.
 """
 
 from __future__ import annotations

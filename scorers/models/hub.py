@@ -1,10 +1,6 @@
-"""Is the Hugging Face hub reachable, and is a hub model in the local hub cache? Decided once per
-process and fast: ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` say no outright; otherwise one
-HEAD request to the hub endpoint (``HF_ENDPOINT``, proxies honoured) that must answer within
-``PROBE_SECONDS``. When the hub is unreachable, ``go_offline`` puts huggingface_hub into offline
-mode, so models in the local cache load without a request (no retries, no warnings).
-
-Torch-free; huggingface_hub is imported only to look into its cache."""
+"""Is the Hugging Face hub reachable (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE``, else one HEAD request
+within ``PROBE_SECONDS``, once per process), and is a hub model in the local cache? When unreachable,
+``go_offline`` lets cached models load without a request. Torch-free."""
 
 from __future__ import annotations
 
@@ -82,8 +78,7 @@ def in_cache(repo_id: str, revision: str | None = None) -> bool:
 
 
 def usable_offline(repo_id: str, revision: str | None = None) -> str | None:
-    """None when ``repo_id`` can be loaded here (the hub answers, or the model is cached and the
-    process is put offline); else why not, in words."""
+    """None when ``repo_id`` can be loaded here (the hub answers, or it is cached: then offline); else why not."""
     why = unreachable()
     if why is None:
         return None

@@ -1,7 +1,5 @@
 """What identifies a model's weights, for the statistics cache key: a hub commit, a fingerprint of
-its weight files (per-file digests memoised on disk), or a digest of its tensors.
-
-Torch is imported only to fingerprint an in-memory model."""
+its weight files (per-file digests memoised on disk), or a digest of its tensors (torch only for that)."""
 
 from __future__ import annotations
 
@@ -85,15 +83,9 @@ def state_dict_fingerprint(model) -> str:
 
 
 def model_identity(lm: LoadedModel, index_dir: Path | None = None) -> dict:
-    """What identifies ``lm``'s weights (JSON data, for ``stats_key``).
-
-    * hub id: ``{"kind": "hub", "id", "revision", "commit"}`` (commit = ``config._commit_hash``);
-    * local directory or converted GGUF: ``{"kind": "files", "fingerprint"}`` over the weight
-      files (per-file digests memoised, see ``file_digest``);
-    * otherwise (in-memory model, or a hub model without a commit hash):
-      ``{"kind": "state_dict", "sha256"}``.
-    Plus ``class`` and ``early_exit`` (the exit layer of an early-exit amateur, else None).
-    An early exit is identified by its parent's weights + the exit layer."""
+    """What identifies ``lm``'s weights (JSON data, for ``stats_key``): ``{"kind": "hub", "id", "revision",
+    "commit"}``, ``{"kind": "files", "fingerprint"}`` (a local directory or converted GGUF), else
+    ``{"kind": "state_dict", "sha256"}``; plus ``class`` and ``early_exit`` (its parent's identity + the layer)."""
     if lm.parent is not None:
         parent = dict(model_identity(lm.parent, index_dir))
         parent["early_exit"] = lm.exit_layer
@@ -124,10 +116,8 @@ def identity_label(ident: Mapping) -> str:
         label = str(ident.get("id"))
         if ident.get("revision"):
             label += f"@{ident['revision']}"
-    elif kind == "files":
-        label = f"{ident.get('class')}#{str(ident.get('fingerprint'))[:8]}"
     else:
-        label = f"{ident.get('class')}#{str(ident.get('sha256'))[:8]}"
+        label = f"{ident.get('class')}#{str(ident.get('fingerprint' if kind == 'files' else 'sha256'))[:8]}"
     if ident.get("early_exit") is not None:
         label += f"[:{ident['early_exit']}]"
     return label

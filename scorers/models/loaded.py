@@ -14,17 +14,13 @@ log = logging.getLogger(__name__)
 
 
 class LoadedModel:
-    """A causal LM (or an encoder-decoder model) ready for scoring, with its tokenizer and identity.
-
-    The weights may load lazily: ``load_model(..., lazy=True)`` reads only the tokenizer and the
-    config, and ``model`` loads the weights on first use. What identifies the model (``info``:
-    class, layers, commit, fingerprint) is known without them, so a run whose statistics are all
-    in the cache never loads a model."""
+    """A causal LM (or an encoder-decoder model) ready for scoring, with its tokenizer and identity
+    (``info``: class, layers, commit, fingerprint); the weights may load on first use of ``model``."""
 
     def __init__(self, model: nn.Module | None, tokenizer, name: str, device: torch.device, dtype: torch.dtype,
                  info: dict | None = None, *, config=None, loader: Callable[[], nn.Module] | None = None):
-        """``info``: what identifies it (``encoder_decoder: true``: loaded with AutoModelForSeq2SeqLM,
-        T5, BART, ...); ``loader``: loads the weights on first use (``model`` None)."""
+        """``info``: what identifies it (``encoder_decoder: true`` for seq2seq); ``loader``: loads the
+        weights on first use (``model`` None)."""
         if model is None and loader is None:
             raise ValueError("give a model or a loader")
         self._model, self._loader = model, loader
@@ -64,9 +60,8 @@ class LoadedModel:
         return self._model
 
     def status(self) -> str:
-        """How this job had the weights: "loaded" (by this job), "reused" (loaded by an earlier job
-        of this process), "not loaded" (never needed: its statistics came from the cache) or "not
-        used" (in memory from an earlier job, not needed by this one)."""
+        """How this job had the weights: "loaded", "reused" (an earlier job's), "not loaded" (never
+        needed) or "not used" (in memory from an earlier job, not needed by this one)."""
         root = self.parent or self
         if not root.loaded:
             return "not loaded"

@@ -1,10 +1,5 @@
-"""Loading causal LMs and encoder-decoder (seq2seq) models: hub id, local directory or a
-PyPI-packaged GGUF file; early-exit amateurs (causal LMs only).
-
-Model specs (``pair.expert.path``):
-  * a hub id (``Qwen/Qwen2.5-3B-Instruct``) or a local directory: ``from_pretrained``;
-  * ``gguf:<name>`` for a GGUF file shipped in a PyPI wheel (see ``PACKAGED_GGUF``), or
-    ``gguf:/path/to/file.gguf``: converted once by transformers and cached on disk.
+"""Loading causal LMs and encoder-decoder models from a hub id, a local directory or a ``gguf:`` spec
+(converted once and cached: ``gguf.py``); early-exit amateurs (causal LMs only); the process's model pool.
 """
 
 from __future__ import annotations
@@ -48,8 +43,8 @@ def auto_dtype(dtype: str, device: torch.device) -> torch.dtype:
 
 
 def model_class(config, seq2seq: bool) -> str | None:
-    """The class ``from_pretrained`` will build for ``config`` (None if transformers does not map
-    it, e.g. remote code): known before loading, so it can be part of a cache key."""
+    """The class ``from_pretrained`` will build for ``config``, known before loading (None if
+    transformers does not map it, e.g. remote code)."""
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
@@ -62,11 +57,8 @@ def model_class(config, seq2seq: bool) -> str | None:
 
 def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision: str | None = None,
                trust_remote_code: bool = False, lazy: bool = False) -> LoadedModel:
-    """Load tokenizer + model by hub id, local directory or ``gguf:`` spec: a causal LM, or a
-    seq2seq model when its config ``is_encoder_decoder``. A spec that names nothing loadable
-    raises ``ModelSpecError`` (an ``InputError``) with a one-line message. ``lazy``: read the
-    tokenizer and config now, the weights on first use of ``.model`` (eager where the class
-    cannot be known without them)."""
+    """Load tokenizer + model (a causal LM, or seq2seq when its config ``is_encoder_decoder``); a spec
+    that names nothing loadable raises ``ModelSpecError``. ``lazy``: the weights on first use of ``.model``."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     start = time.perf_counter()
@@ -115,9 +107,8 @@ _POOL: dict[tuple, LoadedModel] = {}
 
 
 def pool_key(spec: str, device: str, dtype: str, revision: str | None, trust_remote_code: bool = False) -> tuple:
-    """What makes two requests the same model: the spec and its load options, and for a local
-    directory the names, sizes and mtimes of its weight files (a model re-saved in place between
-    jobs is loaded again)."""
+    """What makes two requests the same model: the spec, its load options, and for a local directory
+    the names, sizes and mtimes of its weight files."""
     local = os.path.expanduser(str(spec))
     stamp: tuple[tuple[str, int, int], ...] = ()
     if os.path.isdir(local):
@@ -154,8 +145,8 @@ def clear_pool() -> None:
 
 
 def check_hub(spec: str, revision: str | None) -> None:
-    """A hub id the hub cannot serve here and the local hub cache lacks: one line now, instead of
-    transformers retrying for a minute (a cached one loads offline: ``hub.usable_offline``)."""
+    """One line now for a hub id the hub cannot serve here and the local hub cache lacks (instead of
+    transformers retrying for a minute)."""
     from cscore.scorers.models import hub
 
     if kind(spec) != "hub":
@@ -204,9 +195,8 @@ def error_chain(err: BaseException) -> list[BaseException]:
 
 
 def early_exit(lm: LoadedModel, layers: int | str = "auto") -> LoadedModel:
-    """The first ``layers`` decoder layers of ``lm`` followed by its final norm and LM head.
-    Shares every weight with ``lm`` (no copy; cut when first used). ``auto`` keeps a third of
-    the layers."""
+    """The first ``layers`` decoder layers of ``lm``, then its final norm and LM head, sharing its weights
+    (cut when first used). ``auto`` keeps a third of the layers."""
     if lm.is_encoder_decoder:
         raise ConfigError(
             f"early exit is for decoder-only models; {lm.name!r} is an encoder-decoder model: give "

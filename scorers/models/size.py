@@ -1,7 +1,5 @@
-"""How many parameters a pair's models have, and the one line when the amateur is not the smaller
-one: every contrastive method assumes a smaller amateur (``ModelPair`` warns once per process
-and pair). A model is counted from its config, built on the meta device (no weights read or
-loaded: about 0.1 s; tied weights once), so a run whose statistics are cached still loads none."""
+"""How many parameters a pair's models have (counted on the meta device from the config: no weights),
+and the one line when the amateur is not the smaller one (contrastive methods assume it is)."""
 
 from __future__ import annotations
 
@@ -41,8 +39,7 @@ def readable(n: int) -> str:
 
 
 def upside_down(expert: LoadedModel, amateur: LoadedModel) -> str | None:
-    """The warning line when ``amateur`` has at least as many parameters as ``expert``; None when
-    it is smaller, or a count is unknown."""
+    """The warning line when ``amateur`` has at least as many parameters as ``expert``, else None."""
     if amateur.parent is expert and amateur.exit_layer != expert.info.get("layers"):
         return None  # an early exit of the expert before its last layer: smaller by construction
     n_ama, n_exp = parameters(amateur), parameters(expert)
