@@ -109,8 +109,7 @@ class DecodeClock:
         return max(sum(p for p in parts if p is not None) - (at - self.last), 0.0)
 
     def done_share(self, at: float) -> float | None:
-        """The share of the decode's time run at ``at`` (elapsed over elapsed + left); None
-        while ``left`` is."""
+        """The share of the decode's time run at ``at`` (elapsed over elapsed + left), or None."""
         left = self.left(at)
         if left is None:
             return None

@@ -195,8 +195,7 @@ PACKED_CUDA = "dense"  # measured: docs/performance.md#gpu; scripts/gpu_check.sh
 
 
 def packed_path(model) -> str:
-    """How packed rows of ``model`` run: "sparse", "flex" or "dense" (always for models
-    packed_attention cannot take)."""
+    """How packed rows of ``model`` run: "sparse", "flex" or "dense" (models packed_attention cannot take)."""
     if not (SPARSE_PACKED and packed_attention.usable(model)):
         return "dense"
     if next(model.parameters()).device.type != "cuda":
@@ -210,8 +209,7 @@ def sparse_packed(model) -> bool:
 
 
 def run_base(model, ids, mask, positions, items, batch_rows, where):
-    """The decoder stack's last hidden state for a batch (packed rows of an SDPA model through
-    ``packed_attention`` or flex attention)."""
+    """The decoder stack's last hidden state for a batch (packed rows through ``packed_attention``)."""
     base = decoder_base(model)
     if not (mask.dim() == 4 and sparse_packed(model)):
         if mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
@@ -488,8 +486,7 @@ def longest_row(items, share: bool) -> int:
 
 
 def batch_rows_of(rows: list[Row], token_budget: int):
-    """Packed rows and single items batch apart (a single item keeps the plain 2D mask), each
-    with padding at most ``MAX_PADDING``."""
+    """Packed rows and single items batch apart, each with padding at most ``MAX_PADDING``."""
     for packed in (True, False):
         part = [r for r in rows if r.packed == packed]
         lengths = [r.length for r in part]
@@ -540,8 +537,7 @@ def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
 
 
 def streamed_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int, temperatures) -> dict:
-    """{head: (logp, logp_max)} of the heads whose matrix streams once per batch (``head_stream``);
-    the heads of one model read it together."""
+    """{head: (logp, logp_max)} of the heads whose matrix streams once per batch (``head_stream``)."""
     got: dict[str, tuple] = {}
     for m in {id(m): m for m in heads.values()}.values():
         lin = head_stream.linear_head(m)

@@ -45,8 +45,7 @@ def prepared(logits: torch.Tensor, cap: float | None, out: torch.Tensor | None =
 
 
 def chunk_rows(vocab: int, device: torch.device, itemsize: int) -> int:
-    """Rows per LM-head chunk: on a CPU ``HEAD_CHUNK_ELEMENTS`` logits, on an accelerator a quarter
-    of its free memory in the head's own dtype."""
+    """Rows per LM-head chunk: on a CPU ``HEAD_CHUNK_ELEMENTS`` logits, on CUDA a quarter of free memory."""
     if device.type != "cuda":
         return max(1, HEAD_CHUNK_ELEMENTS // vocab)
     free, _ = torch.cuda.mem_get_info(device)

@@ -44,8 +44,7 @@ class Layout:
     _bias: dict = field(default_factory=dict, init=False, repr=False)
 
     def bias(self, dtype: torch.dtype, window: int | None = None) -> torch.Tensor:
-        """``allow`` (within ``window``) as the additive mask (0 / -inf) SDPA makes of a boolean one,
-        once per batch."""
+        """``allow`` (within ``window``) as the additive mask (0 / -inf), made once per batch."""
         if (dtype, window) not in self._bias:
             allow = self.allow if window is None else self.allow & (self.dist < window)
             self._bias[dtype, window] = torch.zeros(allow.shape, dtype=dtype, device=allow.device).masked_fill_(
@@ -57,8 +56,7 @@ BATCH_PROMPTS = "cuda"  # where the prompts run as one SDPA call: "cuda" (launch
 
 
 def batched_prompts(device: torch.device) -> bool:
-    """One padded causal call for all prompts of a batch rather than one per prompt (on CUDA:
-    fewer kernel launches)."""
+    """One padded causal call for all prompts of a batch rather than one per prompt."""
     return BATCH_PROMPTS == "always" or (BATCH_PROMPTS == "cuda" and device.type == "cuda")
 
 

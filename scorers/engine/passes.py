@@ -212,8 +212,7 @@ def kept(checkpoint, members: list[int], done: np.ndarray | None) -> bool:
 
 
 class Outputs:
-    """Per-token statistics collected on the device, copied to the host once at the end; a head's
-    rows of a batch are a tuple in the order of ``stats.ROW_NAMES``."""
+    """Per-token statistics collected on the device (rows in ``stats.ROW_NAMES`` order), copied once at the end."""
 
     def __init__(self, offsets, temperatures, heads, device, checkpoint=None, rows: dict | None = None):
         self.checkpoint = checkpoint  # gets each batch's rows too, and fills in the rows it kept
