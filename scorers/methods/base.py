@@ -27,7 +27,7 @@ class MethodParams:
 class Method:
     """One method. ``kind``: token (``token_scores``) or the kind that scores it (run/kinds/);
     ``aliases``: {its own setting: the shared aggregation key}; ``aligned``: whether a cross-family
-    pair computes it on aligned units."""
+    pair computes it on aligned units (``scorers/engine/align.py``)."""
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "token"

@@ -1,7 +1,8 @@
-"""A Gemma-3 tokenizer built from a GGUF file's metadata (transformers 4.x reads it as Unigram; Gemma 3
-is SentencePiece BPE), under every transformers version. SentencePiece BPE keeps no merge list, so every
-split of a piece into two pieces becomes a merge ranked by the piece's score; spaces become "▁", unknown
-characters fall back to ``<0xNN>``; control tokens are special, user-defined ones matched whole.
+"""A Gemma-3 tokenizer built from a GGUF file's metadata (``gguf.GGUFReader``; transformers 4.x reads it
+as Unigram, Gemma 3 is SentencePiece BPE), under every transformers version. SentencePiece BPE keeps no
+merge list, so every split of a piece into two pieces becomes a merge ranked by the piece's score;
+spaces become "▁", unknown characters fall back to ``<0xNN>``; control tokens are special, user-defined
+ones matched whole.
 """
 
 from __future__ import annotations

@@ -84,8 +84,8 @@ def state_dict_fingerprint(model) -> str:
 
 def model_identity(lm: LoadedModel, index_dir: Path | None = None) -> dict:
     """What identifies ``lm``'s weights (JSON data, for ``stats_key``): ``{"kind": "hub", "id", "revision",
-    "commit"}``, ``{"kind": "files", "fingerprint"}`` (a local directory or converted GGUF), else
-    ``{"kind": "state_dict", "sha256"}``; plus ``class`` and ``early_exit`` (its parent's identity + the layer)."""
+    "commit"}`` (``config._commit_hash``), ``{"kind": "files", "fingerprint"}`` (a local directory or converted
+    GGUF), else ``{"kind": "state_dict", "sha256"}``; plus ``class`` and ``early_exit`` (parent's identity + layer)."""
     if lm.parent is not None:
         parent = dict(model_identity(lm.parent, index_dir))
         parent["early_exit"] = lm.exit_layer
