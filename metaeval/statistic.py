@@ -1,14 +1,7 @@
-"""The statistics that the report resamples: ``stat(df, metric_col) -> float``, e.g. the
-segment-level Kendall tau of ``metric_col`` against ``human.overall``, or
-``levels.correlate_at(df, metric_col, human_col, level, kind)["value"]`` (``as_stat``).
-
-The table holds one row per (item, system) cell with at least the metric columns; the item
-column (``group`` by default) names the document / source segment that a row belongs to.
-A statistic with ``batchable = True`` and a ``batch`` method (``LevelStat`` -- the
-``correlate_at`` value, optionally on a subset of rows -- ``MeanStat``, and
-``pairwise.TieCalibratedStat``) gives the values of many resampled versions of the table at
-once (``kernels``); ``resampling`` turns any other callable into that form.
-"""
+"""The statistics that the report resamples, ``stat(df, metric_col) -> float`` on a table of one row
+per (item, system) cell. One with ``batchable = True`` and a ``batch`` method (``LevelStat``,
+``MeanStat``, ``pairwise.TieCalibratedStat``) gives many resampled versions of the table at once
+(``kernels``); ``resampling`` turns any other callable into that form."""
 
 from __future__ import annotations
 
@@ -22,32 +15,6 @@ from cscore.metaeval.kernels import Correlation, clean, materialise
 from cscore.metaeval.levels import Grouping, KendallOptions, check_options
 
 Stat = Callable[[pd.DataFrame, str], float]
-
-
-def as_stat(fn: Callable, *args, key: str = "value", **kwargs) -> Stat:
-    """Wrap ``fn(df, metric_col, *args, **kwargs)`` into a ``stat(df, metric_col) -> float``.
-
-    ``fn`` may return a float or a mapping (e.g. ``levels.correlate_at``'s dict); in the
-    latter case ``result[key]`` is used::
-
-        stat = as_stat(correlate_at, "human.overall", "item", "kendall")
-    """
-
-    def stat(df: pd.DataFrame, metric_col: str) -> float:
-        out = fn(df, metric_col, *args, **kwargs)
-        if isinstance(out, dict):
-            out = out[key]
-        return float(out)
-
-    stat.__name__ = getattr(fn, "__name__", "stat")
-    return stat
-
-
-def correlation_stat(human_col: str, kind: str = "pearson") -> LevelStat:
-    """Plain correlation over all rows (``correlation.correlate``, i.e. the segment level)."""
-    stat = LevelStat(human_col, "segment", kind)
-    stat.__name__ = f"{kind}({human_col})"
-    return stat
 
 
 def batchable(stat) -> bool:
