@@ -1,37 +1,13 @@
-"""Meta-evaluation of LLM-as-a-judge runs (``cd_judge``, ``cd_judge_released``): the tables of the
-CD-judge paper ("Contrastive Decoding Mitigates Score Range Bias in LLM-as-a-Judge", Sec. 4,
-Tables 1-7, Appendix B) from a sweep of judge run directories.
+"""Meta-evaluation of LLM-as-a-judge runs (``cd_judge``, ``cd_judge_released``): the CD-judge
+paper's tables (Sec. 4, Tables 1-7) from a sweep of judge runs, one grid point (pair, aspect,
+score range, (λ, t)) each; docs/methods/cd-judge.md describes them.
 
-A judge run (``cscore.rundir``; written by the judge kinds, ``run/kinds/judge.py``) is one grid point: one
-model pair, one aspect, one score range [lo, hi], one (λ, t). Its scores.parquet holds ``score.<variant>`` (the
-contrastive judge's parsed score; variant = ``method.variant``, default the method name),
-``score.expert`` / ``score.amateur`` (the main / assistant model judging alone, greedy),
-``score.<row>_expected`` (the expected score, NaN where undefined), ``parse.<row>`` (ok / No Pred /
-Below / Above), ``human.<aspect>`` and, when ``split.dev_ids`` was given, ``split`` (dev / test).
-
-What is computed (pure pandas / numpy; nothing here loads a model):
-
-* Selection (paper Sec. 4.1, App. B): for every (pair, range) the grid point whose DEV value of the
-  criterion (default: Spearman of the score against ``human.<aspect>``) is highest. Ties: for the
-  paper's method the score of a value v is log p_main(v) − λ·log p_asst,t(v) with
-  log p_asst,t(v) = z_v/t − logsumexp(z/t); the logsumexp is the same for every v and drops out of
-  the argmax, so the judge's choice depends on (λ, t) only through c = λ/t and grid points with
-  equal c give identical scores (λ ∈ {0.01, 0.1, 0.5, 1}, t ∈ {0.5, ..., 5} has several: 0.5/1 =
-  1/2 ...). Points whose criterion is within ``TIE_TOL`` of the best tie; the tie goes to the
-  smallest λ, then the smallest t. The expected score is selected on its own (its own dev
-  criterion). Without a dev split (no ``split`` column, or no dev rows) the point is selected on
-  all rows and reported on the same rows, which the tables say loudly (optimistic numbers).
-* Tables 1-2: per range the main model alone, the assistant alone and the contrast at the chosen
-  point, Pearson / Spearman / Kendall on the TEST rows with 95 % percentile bootstrap intervals
-  (``resampling.bootstrap_ci``; ``cscore report --resample groups``, the default: documents are
-  drawn with replacement and all their summaries come along, as in every report table;
-  ``--resample items``: summaries drawn one by one, as the released evaluation), printed as
-  value ± half the interval's width (the paper's .344_{.038}); then the mean over ranges.
-* Tables 3-5: the chosen λ and t per (pair, range).
-* Range bias: mean, std (population, ddof=0) and max − min of each row's correlation over ranges.
-* Tables 6-7: invalid outputs per model row and range on the reported rows, from the ``parse.<row>``
-  columns through ``bias.invalid_rate`` (not from metrics.json, so filtered rows count right).
-"""
+Selection: per (pair, range) the grid point with the best DEV criterion; points within ``TIE_TOL``
+tie, to the smallest λ, then the smallest t (grid points of equal c = λ/t score alike); the
+expected score is selected on its own. Without a dev split the point is selected and reported on
+all rows, which the tables say loudly. Tables 1-2: correlations on the test rows with bootstrap
+intervals (value ± half width); Tables 3-5: the chosen λ, t; range bias: mean, std (ddof=0) and
+max - min over ranges; Tables 6-7: invalid outputs from the ``parse.<row>`` columns."""
 
 from __future__ import annotations
 

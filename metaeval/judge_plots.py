@@ -1,15 +1,6 @@
-"""Figures of the judge report (matplotlib, Agg backend through ``metaeval.plots``):
-
-* score distributions per score range (the CD-judge paper's Fig. 2 / App. C): the share of the
-  reported items at each score of the range for the main model alone, the assistant alone and the
-  contrast at the chosen (λ, t), next to the human scores put on the same range;
-* the dev criterion over the λ × t grid of every (pair, range), of the parsed and of the expected
-  score side by side (``plots.draw_heatmap``), each with its chosen cell outlined.
-
-Human scores on a judge's range: SummEval's aspects are means of 3 experts on 1-5, so they take
-the values k/3. They are mapped linearly from their scale (``human_scale``) onto [lo, hi]
-and rounded to the nearest score point (``human_on_range``): a 5-point range keeps the
-scale's spacing (lo + round(h) - 1), and a mean of 3 is never halfway between two points."""
+"""Figures of the judge report (``metaeval.plots``): score distributions per score range (CD-judge
+Fig. 2) beside the human scores put on the same range (``human_on_range``), and the dev criterion
+over the λ × t grid of every (pair, range), the chosen cell outlined."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
 """Correlation kernels: Pearson, Spearman and the Kendall variants of many weighted versions of
-one set of cells at once, with array operations.
-
-A *version* is the cells taken with integer weights (how often each enters it: a bootstrap
-resample) or, for a permutation, with one of several *candidate* metric values per cell. The
-value of a version is that of the scalar definition (``correlation.correlate``,
-``kendall.kendall``; ``levels.corr_fn`` picks it) on the expanded cells, in which each cell is
-repeated by its weight, up to floating-point rounding: ``tests/unit/metaeval/test_kernels.py`` checks that on
-random data with ties. Pearson comes from weighted sums, Spearman from average ranks (pair
-matrices, or a sort for many cells), Kendall from weighted pair counts; only Kendall over more
-than ``ROW_PAIRS_MAX`` per-version cells calls the scalar function once per version.
-"""
+one set of cells at once. A version is the cells with integer weights (a bootstrap resample) or
+with one of several candidate metric values per cell (a permutation); its value is that of the
+scalar definition (``levels.corr_fn``) on the expanded cells, up to rounding
+(``tests/unit/metaeval/test_kernels.py``)."""
 
 from __future__ import annotations
 
