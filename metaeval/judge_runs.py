@@ -13,6 +13,7 @@ from typing import Iterable
 import pandas as pd
 
 from cscore import rundir
+from cscore.metaeval.run_labels import numbered
 from cscore.rundir import Run
 
 PARSE = rundir.PARSE  # parse.<row>: ok / No Pred / Below / Above
@@ -246,12 +247,6 @@ def collect(runs: list[Run]) -> list[Study]:
 
 
 def stems(studies: list[Study]) -> list[str]:
-    """File-name stem of each study: ``<data>_judge_<aspect>``; a repeat gets ``_2``, ``_3``, ..."""
-    out: list = []
-    seen: dict = {}
-    for s in studies:
-        base = f"{s.data}_judge_{s.aspect}"
-        seen[base] = seen.get(base, 0) + 1
-        out.append(base if seen[base] == 1 else f"{base}_{seen[base]}")
-    return out
+    """File-name stem of each study: ``<data>_judge_<aspect>``, repeats numbered."""
+    return numbered([f"{s.data}_judge_{s.aspect}" for s in studies])
 

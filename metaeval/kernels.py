@@ -18,10 +18,8 @@ NEAR_CONSTANT = 1e-10  # relative variance below which Pearson is recomputed cel
 
 
 class Correlation:
-    """One correlation definition as ``correlate_at`` applies it to a set of cells (``scalar``:
-    the per-sample function it uses), evaluated on B weighted versions of the cells at once.
-    Both methods return (values, micro weights): the cells of each version, or for Kendall-like
-    its counted pairs C + D, as ``correlate_at(grouping=Grouping(average="micro"))`` weights a group."""
+    """One correlation as ``correlate_at`` applies it (``scalar``), on B weighted versions of the
+    cells at once. Both methods return (values, micro weights: cells, or Kendall-like's C + D)."""
 
     def __init__(self, kind: str, variant: str | None, kendall_kw: dict):
         self.scalar = corr_fn(kind, variant, kendall_kw)  # validates kind, variant and options
@@ -31,8 +29,7 @@ class Correlation:
         self.thresh = float(kendall_kw.get("thresh", 25.0))
 
     def candidates(self, xs: list, ws: list, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Versions given by candidate metric vectors ``xs`` (n,), their weights ``ws`` (B, n)
-        and the human vector ``y`` (n,) (see ``LevelStat``)."""
+        """Versions given by candidate metric vectors ``xs`` (n,), weights ``ws`` (B, n), human ``y``."""
         xs, ws, y = clean(xs, ws, y)
         if self.kind == "pearson":
             return _pearson_candidates(xs, ws, y), sum(ws).sum(1)
@@ -70,8 +67,8 @@ class Correlation:
         return values, weights
 
     def _kendall(self, pairs) -> tuple[np.ndarray, np.ndarray]:
-        """Kendall variants from weighted pair counts, with kendall.py's definitions; ``pairs``:
-        ``_CandidatePairs`` or ``_RowPairs``. A pair is dx = metric difference, dy = human's."""
+        """Kendall variants from weighted pair counts (kendall.py's definitions); dx, dy: a pair's
+        metric and human differences."""
         if self.variant == "like":
             agree = pairs.sum(lambda dx, dy: (np.abs(dy) >= self.thresh) & (np.sign(dx) == np.sign(dy)) & (dy != 0))
             counted = pairs.sum(lambda dx, dy: np.abs(dy) >= self.thresh, uses_x=False)
@@ -110,8 +107,7 @@ class Correlation:
 
 
 class _CandidatePairs:
-    """Pair sums over versions given by candidates: fixed n x n pair matrices, one matrix
-    product per pair of candidates (see ``_pair_sum``)."""
+    """Pair sums over versions given by candidates (``_pair_sum``)."""
 
     def __init__(self, xs, ws, y):
         self.xs, self.ws, self.y, self.W = xs, ws, y, sum(ws)
@@ -177,8 +173,7 @@ def _constant(X, W) -> np.ndarray:
 
 
 def _pearson(X, Y, W) -> np.ndarray:
-    """Weighted Pearson per version = Pearson of the expanded cells; NaN with fewer than 2
-    cells or a constant side (as ``correlation.correlate``)."""
+    """Weighted Pearson per version; NaN with fewer than 2 cells or a constant side."""
     n = W.sum(1)
     with np.errstate(divide="ignore", invalid="ignore"):
         dx = X - ((W * X).sum(1) / n)[:, None]
@@ -189,9 +184,8 @@ def _pearson(X, Y, W) -> np.ndarray:
 
 
 def _pearson_candidates(xs, ws, y) -> np.ndarray:
-    """``_pearson`` of versions given by candidates, from weighted sums (matrix-vector products).
-    Versions whose variance is (nearly) zero on either side are recomputed by ``_pearson``,
-    which tests for an exactly constant side."""
+    """``_pearson`` of versions given by candidates, from weighted sums; a (nearly) zero variance
+    is recomputed by ``_pearson``, which tests for an exactly constant side."""
     W = sum(ws)
     n = W.sum(1)
     shift = np.mean([x.mean() for x in xs])  # any common shift; a central one keeps sums small
@@ -223,8 +217,8 @@ def _spearman(RX, RY, W) -> np.ndarray:
 
 
 def _candidate_ranks(xs, ws) -> np.ndarray:
-    """``_ranks`` of versions given by candidates, from pair matrices: the rank of a cell is the
-    weight of the cells below it plus half the weight of its ties (itself included) plus 1/2."""
+    """``_ranks`` of versions given by candidates: the weight below a cell, half its ties' (itself
+    included), plus 1/2."""
     # every product is a sum of halves of integer weights: exact in float32 (twice BLAS's float64
     # speed) while the weights sum below 2**22
     exact32 = max(float(w.sum(1).max()) for w in ws) < 2**22 if ws else True
@@ -241,8 +235,7 @@ def _candidate_ranks(xs, ws) -> np.ndarray:
 
 
 def _ranks(X, W) -> np.ndarray:
-    """Average ranks (1-based, ties share their mean rank) of every cell of each version's
-    expanded cells; a row of weight k occupies k tied positions. Weight-0 cells: unused."""
+    """Average 1-based ranks of each version's expanded cells (weight k: k tied positions)."""
     X = np.broadcast_to(np.where(W > 0, X, np.inf), W.shape)
     order = np.argsort(X, axis=1, kind="stable")
     xs, ws = np.take_along_axis(X, order, 1), np.take_along_axis(W, order, 1)
@@ -271,10 +264,8 @@ def _n_distinct(X, W) -> np.ndarray:
 
 
 def _pair_sum(xs, ws, pair_fn) -> np.ndarray:
-    """Per version, the sum of ``pair_fn`` over all unordered pairs of expanded cells (two
-    copies of one row included). ``pair_fn(dx)`` gives the (n, n) pair matrix for cell i taking
-    candidate p and cell j candidate q, ``dx[i, j] = xs[q][j] - xs[p][i]``; it must not depend
-    on the pair's order (the matrix for (q, p) is the transpose of (p, q))."""
+    """Per version, the sum of ``pair_fn`` over all unordered pairs of expanded cells;
+    ``pair_fn(dx)``, ``dx[i, j] = xs[q][j] - xs[p][i]``, must not depend on the pair's order."""
     total = 0.0
     for p, (xp, wp) in enumerate(zip(xs, ws)):
         for q in range(p, len(xs)):

@@ -24,8 +24,8 @@ def batchable(stat) -> bool:
 
 @dataclass
 class Units:
-    """A bootstrap over whole units of column ``col`` where every draw counts as its own unit:
-    ``codes`` the unit of each row, ``counts`` (resamples x units) the draws of each unit."""
+    """A bootstrap over the units of column ``col``, each draw its own unit: ``codes`` (the unit of
+    each row), ``counts`` (resamples x units)."""
 
     col: str
     codes: np.ndarray
@@ -33,25 +33,16 @@ class Units:
 
 
 class LevelStat:
-    """``correlate_at(df, metric_col, human_col, level, kind, variant, ...)["value"]`` as a
-    statistic, on the rows where ``df[subset[0]] == subset[1]`` when ``subset`` is given
-    (computed by ``batch``; equal to ``correlate_at`` up to floating-point rounding).
-
-    ``batch(df, xs, ws, units)`` evaluates B resampled versions of the table at once: row i
-    enters version b ``ws[p][b, i]`` times (an integer) with metric value ``xs[p][i]`` -- one
-    candidate for a bootstrap (the metric column, weights = draws), two for a permutation (the
-    own and the other metric's score, weights 0 / 1; a row takes one candidate per version).
-    The result is the statistic of each version's expanded table, in which every row is
-    repeated by its weight. ``units``: see ``Units`` (each draw of that column is one item /
-    system, as ``bootstrap_ci(relabel=True)`` does).
-    """
+    """``correlate_at(...)["value"]`` as a statistic (up to rounding), on the rows where
+    ``df[subset[0]] == subset[1]`` when ``subset`` is given. ``batch(df, xs, ws, units)``: B versions
+    at once, row i entering version b ``ws[p][b, i]`` times with metric value ``xs[p][i]`` (one
+    candidate for a bootstrap, two for a permutation); ``units``: see ``Units``."""
 
     batchable = True
 
     def __init__(self, human_col: str, level: str = "segment", kind: str = "pearson", variant: str | None = None,
                  *, subset: tuple | None = None, grouping: Grouping = Grouping(),
                  options: KendallOptions = KendallOptions()):
-        """``grouping`` and ``options`` as ``levels.correlate_at`` takes them."""
         group_col, system_col, average = grouping.group_col, grouping.system_col, grouping.average
         check_options(level, average)
         self.corr = Correlation(kind, variant, options.kw())
@@ -62,7 +53,6 @@ class LevelStat:
         self.__name__ = f"{kind}@{level}({human_col}){where}"
 
     def __call__(self, df: pd.DataFrame, metric_col: str) -> float:
-        """The value on ``df``: one version in which every row enters once."""
         x = df[metric_col].to_numpy(dtype=np.float64)
         return float(self.batch(df, [x], [np.ones((1, len(df)))])[0])
 
