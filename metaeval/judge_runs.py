@@ -1,6 +1,5 @@
-"""The judge runs of a report, as studies (``metaeval.judge``): every run directory of a judge
-method is one grid point (pair, method row, score range, (λ, t)); runs on one data set, judge
-prompt, dev split and aspect form a study. Reading only: nothing here selects or correlates."""
+"""The judge runs of a report as studies (``metaeval.judge``): a run is one grid point (pair, method
+row, score range, (λ, t)); runs on one data set, judge prompt, dev split and aspect form a study."""
 
 from __future__ import annotations
 
@@ -21,17 +20,15 @@ SPLIT = rundir.SPLIT  # dev / test (split.dev_ids)
 
 
 def is_judge_run(run: Run, judge_methods: Iterable[str] = ()) -> bool:
-    """A run of a judge method: the judge kinds' ``judge`` section in its metrics.json, or, for a
-    run without one (not finished), a method in ``judge_methods`` (the CLI asks the kinds:
-    ``cscore.run.kinds.methods_of("judge")``)."""
+    """A run of a judge method: a ``judge`` section in its metrics.json or, unfinished, a method in
+    ``judge_methods``."""
     method = run.config.get("method") or {}
     return bool(run.metrics and "judge" in run.metrics) or method.get("name") in tuple(judge_methods)
 
 
 @dataclass
 class Point:
-    """One grid point of a study: pair, method row, range, (λ, t), and the rows its run(s) scored
-    (runs of the same point, e.g. split.use=dev and =test, are merged; a repeated id counts once)."""
+    """One grid point of a study and the rows its runs scored (merged; a repeated id counts once)."""
 
     pair: str
     variant: str  # the method's score column: score.<variant>
@@ -59,8 +56,7 @@ class Point:
         return (self.pair, self.variant, self.lo, self.hi)
 
     def rows(self, part: str) -> tuple[pd.DataFrame, str]:
-        """(rows, what they are): part="dev" -> the dev rows, or all rows when there are none;
-        part="test" -> the test rows, or all rows when there are none."""
+        """(rows, what they are): the ``part`` ("dev" / "test") rows, or ("all" rows) when there are none."""
         f = self.frame
         if SPLIT in f.columns and (f[SPLIT] == part).any():
             return f[f[SPLIT] == part], part
@@ -69,8 +65,7 @@ class Point:
 
 @dataclass
 class Study:
-    """Judge runs on one data set, judge prompt, dev split and aspect: the grid points of every
-    pair, method row and range."""
+    """Judge runs on one data set, judge prompt, dev split and aspect."""
 
     key: str
     data: str
@@ -147,17 +142,15 @@ POINT_KEYS = ("lam", "t", "score_range", "aspect", "name", "variant")  # what pl
 
 
 def run_settings(cfg: dict) -> dict:
-    """The method and judge-prompt settings of a judge run other than its place in the grid
-    (``method.decode``, ``method.alpha``, ``judge_prompt.closing``, ...): runs that differ in them
-    are different points, never merged."""
+    """A judge run's method and judge-prompt settings besides its place in the grid (``method.decode``,
+    ``judge_prompt.closing``, ...): runs that differ in them are never merged."""
     method = {f"method.{k}": v for k, v in (cfg.get("method") or {}).items() if k not in POINT_KEYS}
     prompt = {f"judge_prompt.{k}": v for k, v in (cfg.get("judge_prompt") or {}).items() if k != "name"}
     return {**method, **prompt}
 
 
 def settings_labels(found: dict[tuple, set[str]]) -> dict[tuple[tuple, str], str]:
-    """{((pair, variant), settings json): label suffix}: where one (pair, variant) of a study comes
-    with different settings, each gets `` [k=v, ...]`` naming the settings that differ ('' else)."""
+    """{((pair, variant), settings json): `` [k=v, ...]`` naming the settings that differ, or ''}."""
     out = {}
     for who, jsons in found.items():
         if len(jsons) < 2:
@@ -180,17 +173,13 @@ def _short(value) -> str:
 
 
 def parse_rule(settings: dict, method: str | None) -> str:
-    """The rule that read a run's parse columns: ``method.parse``, or for a run made before the key
-    existed its preset's rule (``cd_judge_released``: released; otherwise the paper's)."""
+    """The rule that read a run's parse columns: ``method.parse``, else its preset's."""
     return settings.get("method.parse") or ("released" if method == "cd_judge_released" else "paper")
 
 
 def collect(runs: list[Run]) -> list[Study]:
-    """Complete judge runs grouped into studies (data set, judge prompt, dev ids, aspect) and grid
-    points (pair, method row, its other settings, range, λ, t); a pair whose runs differ in other
-    settings (``run_settings``) is labelled with them. Runs that lack what a judge run has are skipped with a
-    note in the study's ``notes`` (or, when nothing is left, a study-less note is lost: callers
-    check ``is_judge_run`` first)."""
+    """Complete judge runs grouped into studies and grid points (a pair whose runs differ in
+    ``run_settings`` labelled with them); a run that lacks what a judge run has is left out with a note."""
     parts: dict[str, dict[tuple, list]] = {}
     meta: dict[str, dict] = {}
     notes: dict[str, list[str]] = {}
