@@ -60,9 +60,9 @@ def majority_top(ratings, top: float) -> np.ndarray:
 
 
 def majority_from_mean(mean, raters: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """(labels, undecided) where only the mean of ``raters`` integer ratings in [lo, hi] is kept:
-    with sum S, at least S − raters·(hi − 1) and at most (S − raters·lo)/(hi − lo) of them are ``hi``;
-    a row is positive when even the fewest make a strict majority, undecided when only the most do."""
+    """(labels, undecided) from the mean of ``raters`` ratings in [lo, hi]: with sum S, at least
+    S − raters·(hi − 1) and at most (S − raters·lo)/(hi − lo) are ``hi``; positive when even the
+    fewest make a strict majority, undecided when only the most do."""
     total = np.rint(np.asarray(mean, dtype=np.float64) * raters)
     fewest = total - raters * (hi - 1)
     most = np.floor((total - raters * lo) / (hi - lo))
@@ -70,11 +70,9 @@ def majority_from_mean(mean, raters: int, lo: int, hi: int) -> tuple[np.ndarray,
 
 
 def summac_accuracy(metric, human, *, dev=None, human_threshold: float | None = None, labels=None) -> dict:
-    """SummaC protocol (module docstring): ``value`` (test balanced accuracy), ``threshold`` (chosen
-    on dev), ``dev_value`` (its balanced accuracy on dev), ``n_dev``, ``n_test``. ``dev``: one bool
-    per row (True = dev), default ``alternate_cut``; rows whose metric or human score is not finite
-    are dropped after the cut, so a dropped row does not move the others to the other side.
-    ``labels``: one bool per row (``label_rule``'s), default ``human_labels``."""
+    """SummaC protocol: ``value`` (test balanced accuracy), ``threshold`` and ``dev_value`` (chosen
+    on dev), ``n_dev``, ``n_test``. ``dev``: one bool per row, default ``alternate_cut``; non-finite
+    rows are dropped after the cut. ``labels``: one bool per row, default ``human_labels``."""
     m, h = np.asarray(metric, dtype=np.float64).ravel(), np.asarray(human, dtype=np.float64).ravel()
     if len(m) != len(h) or (labels is not None and len(labels) != len(h)):
         raise ValueError("metric, human and labels must have the same length")
@@ -93,8 +91,7 @@ def summac_accuracy(metric, human, *, dev=None, human_threshold: float | None = 
 
 
 def label_rule(frame, human_column: str, data_name: str | None) -> tuple[np.ndarray | None, dict]:
-    """(labels or None: ``human_labels``' top score, a record of the rule) of one human column of a
-    run table, as the module docstring says: SummEval's per-expert ratings, else its mean."""
+    """(labels, or None for ``human_labels``' top score; a record of the rule) of one human column."""
     from cscore.data import summeval
 
     aspect = human_column.removeprefix("human.")

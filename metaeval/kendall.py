@@ -139,14 +139,8 @@ def normalize_variant(variant: str) -> str:
 def kendall(x, y, variant: str = "b", **kw) -> float:
     """Kendall ``variant`` of x (metric) and y (human); ``epsilon`` for b / 23 / acc23, ``thresh`` for like."""
     v = normalize_variant(variant)
-    if v == "b":
-        return tau_b(x, y, **kw)
     if v == "c":
         if kw.get("epsilon", 0.0):
             raise ValueError("tau-c is not defined with a non-zero epsilon")
         return tau_c(x, y)
-    if v == "23":
-        return tau_23(x, y, **kw)
-    if v == "acc23":
-        return acc_23(x, y, **kw)
-    return kendall_like(x, y, **kw)
+    return {"b": tau_b, "23": tau_23, "acc23": acc_23, "like": kendall_like}[v](x, y, **kw)

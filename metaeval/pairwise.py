@@ -48,36 +48,20 @@ def _pairs(metric, human, groups=None) -> _Pairs:
     order = np.argsort(g, kind="stable")
     m, h, g = m[order], h[order], g[order]
     bounds = np.flatnonzero(np.diff(g)) + 1
-    starts = np.r_[0, bounds]
-    ends = np.r_[bounds, m.size]
-    diffs: list[np.ndarray] = []
-    agrees: list[np.ndarray] = []
-    ties: list[np.ndarray] = []
-    items: list[np.ndarray] = []
-    counts: list[int] = []
-    labels: list[int] = []
-    tri_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for s, e in zip(starts, ends):
-        k = int(e - s)
-        if k < 2:
-            continue
-        if k not in tri_cache:
-            tri_cache[k] = np.triu_indices(k, 1)
-        i, j = tri_cache[k]
-        dm = m[s:e][j] - m[s:e][i]
-        dh = h[s:e][j] - h[s:e][i]
-        diffs.append(np.abs(dm))
-        agrees.append(((dm > 0) & (dh > 0)) | ((dm < 0) & (dh < 0)))
-        ties.append(dh == 0)
-        items.append(np.full(dm.size, len(counts), dtype=np.int64))
-        labels.append(g[s])
-        counts.append(dm.size)
-    if not counts:
-        empty = np.zeros(0)
-        return _Pairs(empty, empty.astype(bool), empty.astype(bool),
-                      empty.astype(np.int64), empty.astype(np.int64), np.asarray(uniques)[:0])
-    return _Pairs(np.concatenate(diffs), np.concatenate(agrees), np.concatenate(ties),
-                  np.concatenate(items), np.asarray(counts, dtype=np.int64), np.asarray(uniques)[labels])
+    dms, dhs, labels = [np.zeros(0)], [np.zeros(0)], []  # per item with a pair: metric and human differences
+    tri: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for s, e in zip(np.r_[0, bounds], np.r_[bounds, m.size]):
+        if e - s >= 2:
+            if e - s not in tri:
+                tri[e - s] = np.triu_indices(e - s, 1)
+            i, j = tri[e - s]
+            dms.append(m[s:e][j] - m[s:e][i])
+            dhs.append(h[s:e][j] - h[s:e][i])
+            labels.append(g[s])
+    sizes = np.asarray([d.size for d in dms[1:]], dtype=np.int64)
+    dm, dh = np.concatenate(dms), np.concatenate(dhs)
+    return _Pairs(np.abs(dm), ((dm > 0) & (dh > 0)) | ((dm < 0) & (dh < 0)), dh == 0,
+                  np.repeat(np.arange(sizes.size, dtype=np.int64), sizes), sizes, np.asarray(uniques)[labels])
 
 
 def _check_variant(variant: str) -> str:

@@ -68,8 +68,7 @@ class Matrices:
 def matrices(df: pd.DataFrame, metric_col: str, human_col: str, system_col: str = "system",
              group_col: str = "group") -> Matrices:
     """The long table (one row per segment x system) as two (systems x segments) matrices over the
-    segments every system has finite human and metric scores for (mt-metrics-eval drops segments
-    without a human score, which is the same when a segment is rated for all systems or none)."""
+    segments every system has finite human and metric scores for."""
     frame = df[[system_col, group_col, human_col, metric_col]]
     if frame.duplicated([system_col, group_col]).any():
         raise ValueError(f"several rows share a {system_col} and a {group_col}: SPA needs one score per system "
