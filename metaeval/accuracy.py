@@ -30,11 +30,9 @@ def choose_threshold(scores, labels) -> tuple[float, float]:
         return float("nan"), float("nan")
     candidates = np.percentile(scores, PERCENTILES)
     pred = scores[None, :] > candidates[:, None]  # one row per candidate threshold
-    pos, neg = labels.sum(), (~labels).sum()
-    recall_pos = (pred & labels).sum(axis=1) / pos if pos else None
-    recall_neg = (~pred & ~labels).sum(axis=1) / neg if neg else None
-    parts = [r for r in (recall_pos, recall_neg) if r is not None]
-    bacc = np.mean(parts, axis=0)
+    recalls = [(pred[:, labels == c] == c).sum(axis=1) / (labels == c).sum() for c in (True, False)
+               if (labels == c).any()]
+    bacc = np.mean(recalls, axis=0)
     best = len(bacc) - 1 - int(np.argmax(bacc[::-1]))  # the last maximum
     return float(candidates[best]), float(bacc[best])
 

@@ -12,7 +12,7 @@ from typing import Iterable
 import pandas as pd
 
 from cscore import rundir
-from cscore.metaeval.run_labels import numbered
+from cscore.metaeval.run_labels import differing, numbered
 from cscore.rundir import Run
 
 PARSE = rundir.PARSE  # parse.<row>: ok / No Pred / Below / Above
@@ -126,11 +126,6 @@ def _columns_needed(path: Path) -> list[str] | None:
     return [c for c in names if c in keep or c.startswith((rundir.SCORE, rundir.HUMAN, PARSE))]
 
 
-def _read_scores(run: Run) -> pd.DataFrame:
-    path = run.path / rundir.SCORES
-    return pd.read_parquet(path, columns=_columns_needed(path))
-
-
 def _study_key(cfg: dict, aspect: str | None) -> str:
     data = {k: v for k, v in (cfg.get("data") or {}).items() if k != "template"}
     return json.dumps({"data": data, "judge_prompt": (cfg.get("judge_prompt") or {}).get("name"),
@@ -153,14 +148,10 @@ def settings_labels(found: dict[tuple, set[str]]) -> dict[tuple[tuple, str], str
     """{((pair, variant), settings json): `` [k=v, ...]`` naming the settings that differ, or ''}."""
     out = {}
     for who, jsons in found.items():
-        if len(jsons) < 2:
-            out.update({(who, j): "" for j in jsons})
-            continue
         parsed = {j: json.loads(j) for j in jsons}
-        keys = sorted({k for d in parsed.values() for k in d if len({json.dumps(e.get(k), sort_keys=True)
-                                                                       for e in parsed.values()}) > 1})
+        keys = differing(list(parsed.values())) if len(jsons) > 1 else []
         for j, d in parsed.items():
-            out[who, j] = " [" + ", ".join(f"{k}={_short(d.get(k))}" for k in keys) + "]"
+            out[who, j] = " [" + ", ".join(f"{k}={_short(d.get(k))}" for k in keys) + "]" if keys else ""
     return out
 
 
@@ -199,7 +190,8 @@ def collect(runs: list[Run]) -> list[Study]:
         if rng is None or lam is None or t is None or aspect is None:
             notes[key].append(f"{run.path}: no method.score_range / lam / t / aspect; left out")
             continue
-        frame = _read_scores(run)
+        path = run.path / rundir.SCORES
+        frame = pd.read_parquet(path, columns=_columns_needed(path))
         missing = [c for c in (f"{rundir.SCORE}{variant}", f"{rundir.HUMAN}{aspect}", "id") if c not in frame]
         if missing:
             notes[key].append(f"{run.path}: no column {', '.join(missing)}; left out")

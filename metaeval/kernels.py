@@ -44,7 +44,8 @@ class Correlation:
 
     def rows(self, X: np.ndarray, Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Versions given by their values: X and Y (B, n) or (n,), integer weights W (B, n)."""
-        return self._rows(*clean_rows(X, Y, W))
+        ok = np.isfinite(X) & np.isfinite(Y) & (W > 0)
+        return self._rows(np.where(ok, X, 0.0), np.where(ok, Y, 0.0), np.where(ok, W, 0.0))
 
     def _rows(self, X, Y, W) -> tuple[np.ndarray, np.ndarray]:
         if self.kind == "pearson":
@@ -153,11 +154,6 @@ def clean(xs, ws, y):
         out_x.append(x if ok.all() else np.where(ok, x, 0.0))
         out_w.append(w if ok.all() else w * ok)
     return out_x, out_w, np.where(y_ok, y, 0.0)
-
-
-def clean_rows(X, Y, W):
-    ok = np.isfinite(X) & np.isfinite(Y) & (W > 0)
-    return np.where(ok, X, 0.0), np.where(ok, Y, 0.0), np.where(ok, W, 0.0)
 
 
 def materialise(xs, ws) -> tuple[np.ndarray, np.ndarray]:

@@ -35,6 +35,12 @@ def shown(value) -> str:
     return text if len(text) <= LONGEST else "…" + text[-(LONGEST - 1):]
 
 
+def differing(dicts: list[dict]) -> list[str]:
+    """The keys whose values are not the same in all of ``dicts`` (a missing key counts as None), sorted."""
+    keys = sorted({k for d in dicts for k in d})
+    return [k for k in keys if len({json.dumps(d.get(k), sort_keys=True, default=str) for d in dicts}) > 1]
+
+
 def numbered(names: list[str]) -> list[str]:
     """``names`` with each repeat made distinct: ``_2``, ``_3``, ... in the order found."""
     seen: dict[str, int] = {}

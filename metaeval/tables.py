@@ -18,7 +18,7 @@ from cscore.metaeval.clusters import significance_clusters
 from cscore.metaeval.levels import Grouping
 from cscore.metaeval.pairwise import TieCalibratedStat
 from cscore.metaeval.resampling import bootstrap_ci
-from cscore.metaeval.run_labels import flat
+from cscore.metaeval.run_labels import differing, flat
 from cscore.metaeval.spec import RESAMPLE, Spec
 from cscore.metaeval.statistic import LevelStat, MeanStat
 from cscore.rundir import Run
@@ -47,12 +47,6 @@ def _effective(method: str, params: dict, defaults: Callable[[str, dict], dict] 
         return dict(params)
 
 
-def _differing(dicts: list[dict]) -> list[str]:
-    """The keys whose values are not the same in all of ``dicts`` (a missing key counts as None)."""
-    keys = sorted({k for d in dicts for k in d})
-    return [k for k in keys if len({json.dumps(d.get(k), sort_keys=True, default=str) for d in dicts}) > 1]
-
-
 def _shown(value) -> str:
     """A parameter value as a label shows it, as the config writes it: null, true, [1,5]."""
     if isinstance(value, str):
@@ -78,7 +72,7 @@ def _labels(entries: list[dict]) -> list[str]:
             groups.setdefault(lb, []).append(i)
         for idx in (g for g in groups.values() if len(g) > 1):
             values = [with_keys(entries[i]) for i in idx]
-            keys = _differing(values)
+            keys = differing(values)
             for i, v in zip(idx, values):
                 labels[i] = " ".join([labels[i]] + [f"{k}={_shown(v.get(k))}" for k in keys])
     seen: dict[str, int] = {}
