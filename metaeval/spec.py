@@ -67,9 +67,9 @@ class Spec:
                                   ("seed", self.seed, "a random seed")):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"--{name} must be a whole number >= 0 ({what}), got {value!r}")
-        for name, value, choices in (("resample", self.resample, RESAMPLE), ("accuracy", self.accuracy, PROTOCOLS),
+        for name, given, choices in (("resample", self.resample, RESAMPLE), ("accuracy", self.accuracy, PROTOCOLS),
                                      ("average", self.average, AVERAGES)):
-            _check_choice(name, value, choices)
+            _check_choice(name, given, choices)
         if self.average == "micro" and self.level not in ("item", "system_grouped"):
             raise ConfigError(f"--average micro applies to --level item or system_grouped (the levels that average "
                               f"over groups), not --level {self.level}")
