@@ -1,36 +1,9 @@
-"""Quantized (0/1) accuracy of a metric against binarised human labels, two protocols.
-
-``summac`` (the default of ``cscore report``): the protocol of the SummaC benchmark
-(Laban et al., TACL 2022; github.com/tingofurro/summac), from which the CDM paper's Table 5
-takes its FalseSum / FactCC / QAGS numbers:
-
-* the rows are cut in two, alternately in the data's order: rows 0, 2, 4, ... are the
-  validation ("dev") cut, rows 1, 3, 5, ... the test cut (SummaC's SummEval and XSumFaith
-  loaders do exactly this, ``"val" if i % 2 == 0 else "test"``);
-* on the dev cut the decision threshold is chosen among the metric's percentiles 0, 0.2, ...,
-  99.8 (numpy's linear interpolation); a row is predicted positive when its score is strictly
-  above the threshold; the threshold with the highest balanced accuracy wins, the last one on
-  ties (SummaC's ``choose_best_threshold`` keeps a candidate when it scores ``>=`` the best);
-* the reported value is the balanced accuracy (mean of the recalls of the classes present in
-  the labels) of that threshold on the test cut.
-
-A metric that says nothing (a constant, "always consistent") gets 0.5.
-
-The human label (``label_rule``): SummaC labels a SummEval summary consistent when strictly more
-than half of its three experts gave 5 (``load_summeval``: ``count(rating == 5) > len/2``), so
-``majority_top`` where the per-expert ratings exist (an ``experts.<aspect>`` column, see
-``data.summeval``). The shared SummEval file keeps only the mean of the three ratings; from a mean
-``majority_from_mean`` labels a row positive when every three ratings 1-5 with that mean hold two
-5s (mean >= 14/3), negative otherwise; the means 11/3, 4 and 13/3 could be either (5,5,1 or 5,4,2;
-...) and count as negative (``n_undecided`` says how many). Other data: the top score present
-(QAGS-XSum's ``fact`` is already the majority of its 3 workers). QAGS-XSum is not in the SummaC
-benchmark: scoring it this way is cscore's extension of the protocol.
-
-``topk``: cscore's earlier rule, kept by name: on all rows, the metric's top share of the size
-of the positive class is predicted positive, and plain accuracy is reported
-(``metaeval.bias.quantized_accuracy`` with its defaults). Its value rewards the majority class:
-on SummEval consistency "always consistent" reaches about 0.82.
-"""
+"""Quantized (0/1) accuracy of a metric against binarised human labels (CDM Table 5), two protocols
+(docs/methods/cdm.md): ``summac``, the SummaC benchmark's (alternate dev / test cut, threshold among
+the dev scores' percentiles 0, 0.2, ..., 99.8 with the best balanced accuracy, the last on ties;
+balanced accuracy on test), and ``topk``, cscore's top-k rule (``bias.quantized_accuracy``). The
+human label (``label_rule``): SummEval's majority of experts giving 5, from their ratings or, where
+only the mean is kept, certain from it (``majority_from_mean``); elsewhere the top score."""
 
 from __future__ import annotations
 
@@ -57,11 +30,9 @@ def choose_threshold(scores, labels) -> tuple[float, float]:
         return float("nan"), float("nan")
     candidates = np.percentile(scores, PERCENTILES)
     pred = scores[None, :] > candidates[:, None]  # one row per candidate threshold
-    pos, neg = labels.sum(), (~labels).sum()
-    recall_pos = (pred & labels).sum(axis=1) / pos if pos else None
-    recall_neg = (~pred & ~labels).sum(axis=1) / neg if neg else None
-    parts = [r for r in (recall_pos, recall_neg) if r is not None]
-    bacc = np.mean(parts, axis=0)
+    recalls = [(pred[:, labels == c] == c).sum(axis=1) / (labels == c).sum() for c in (True, False)
+               if (labels == c).any()]
+    bacc = np.mean(recalls, axis=0)
     best = len(bacc) - 1 - int(np.argmax(bacc[::-1]))  # the last maximum
     return float(candidates[best]), float(bacc[best])
 
@@ -87,9 +58,9 @@ def majority_top(ratings, top: float) -> np.ndarray:
 
 
 def majority_from_mean(mean, raters: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """(labels, undecided) where only the mean of ``raters`` integer ratings in [lo, hi] is kept:
-    with sum S, at least S − raters·(hi − 1) and at most (S − raters·lo)/(hi − lo) of them are ``hi``;
-    a row is positive when even the fewest make a strict majority, undecided when only the most do."""
+    """(labels, undecided) from the mean of ``raters`` ratings in [lo, hi]: with sum S, at least
+    S − raters·(hi − 1) and at most (S − raters·lo)/(hi − lo) are ``hi``; positive when even the
+    fewest make a strict majority, undecided when only the most do."""
     total = np.rint(np.asarray(mean, dtype=np.float64) * raters)
     fewest = total - raters * (hi - 1)
     most = np.floor((total - raters * lo) / (hi - lo))
@@ -97,11 +68,9 @@ def majority_from_mean(mean, raters: int, lo: int, hi: int) -> tuple[np.ndarray,
 
 
 def summac_accuracy(metric, human, *, dev=None, human_threshold: float | None = None, labels=None) -> dict:
-    """SummaC protocol (module docstring): ``value`` (test balanced accuracy), ``threshold`` (chosen
-    on dev), ``dev_value`` (its balanced accuracy on dev), ``n_dev``, ``n_test``. ``dev``: one bool
-    per row (True = dev), default ``alternate_cut``; rows whose metric or human score is not finite
-    are dropped after the cut, so a dropped row does not move the others to the other side.
-    ``labels``: one bool per row (``label_rule``'s), default ``human_labels``."""
+    """SummaC protocol: ``value`` (test balanced accuracy), ``threshold`` and ``dev_value`` (chosen
+    on dev), ``n_dev``, ``n_test``. ``dev``: one bool per row, default ``alternate_cut``; non-finite
+    rows are dropped after the cut. ``labels``: one bool per row, default ``human_labels``."""
     m, h = np.asarray(metric, dtype=np.float64).ravel(), np.asarray(human, dtype=np.float64).ravel()
     if len(m) != len(h) or (labels is not None and len(labels) != len(h)):
         raise ValueError("metric, human and labels must have the same length")
@@ -120,8 +89,7 @@ def summac_accuracy(metric, human, *, dev=None, human_threshold: float | None = 
 
 
 def label_rule(frame, human_column: str, data_name: str | None) -> tuple[np.ndarray | None, dict]:
-    """(labels or None: ``human_labels``' top score, a record of the rule) of one human column of a
-    run table, as the module docstring says: SummEval's per-expert ratings, else its mean."""
+    """(labels, or None for ``human_labels``' top score; a record of the rule) of one human column."""
     from cscore.data import summeval
 
     aspect = human_column.removeprefix("human.")

@@ -1,7 +1,5 @@
-"""The report, assembled: every run under the folders given, grouped into datasets (``tables``)
-and judge studies (``judge_runs``), each dataset's sections (``sections``, ``report_plots``), the
-judge section (``judge_section``), the speed table, and report.md with the runs' status
-(``runs``). ``cscore report`` (``cli/report_cmd.py``) parses its options and calls ``report``."""
+"""The report, assembled (``report``, called by ``cscore report``): every run under the folders
+given, as datasets and judge studies, their sections, the speed table and report.md."""
 
 from __future__ import annotations
 
@@ -84,9 +82,8 @@ def spa_lines(ds, stem: str, out: Path, spa: tuple[int, int], console) -> list[s
 
 
 def default_out(roots: list[Path], paper: str | None = None) -> Path:
-    """``<dir>/report`` for one folder (``report-<paper>`` with ``--paper``: reports with other
-    statistics do not replace each other); for several, that folder in the one that holds them
-    all (a file-system root is refused: give ``--out``)."""
+    """``<dir>/report`` (``report-<paper>`` with ``--paper``); for several folders, in the one that
+    holds them all (not a file-system root)."""
     name = f"report-{paper}" if paper else "report"
     if len(roots) == 1:
         return roots[0] / name
@@ -97,8 +94,7 @@ def default_out(roots: list[Path], paper: str | None = None) -> Path:
 
 
 def notes(repeated: list[Path], paper: str | None, spec: Spec, console) -> list[str]:
-    """report.md's lines under the status: the runs found under several folders (also on the
-    console) and the ``--paper`` preset the statistic came from."""
+    """report.md's lines on the runs found under several folders and on the ``--paper`` preset."""
     lines = []
     if repeated:
         text = (f"{len(repeated)} run directories lie under more than one of the folders given and count once: "
@@ -114,26 +110,19 @@ def notes(repeated: list[Path], paper: str | None, spec: Spec, console) -> list[
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """How a report reads its runs. ``select_by``: the statistic that picks the judge's best grid
-    point; ``combined``: also the quality columns of all datasets side by side with one AVG
-    (``combined_section``); ``paper``: the ``--paper`` preset the statistic came from, named in
-    report.md; ``judge_methods``: the methods whose runs get the judge section even unfinished
-    (``judge_runs.is_judge_run``); ``defaults``: a method's parameters with its defaults filled in
-    (``tables.collect``); ``spa``: (permutations, seed) of the soft pairwise accuracy tables of
-    translation data (``sections.spa_section``), None for none."""
+    """How a report reads its runs."""
 
-    select_by: str = "spearman"
-    combined: bool = False
-    paper: str | None = None
-    judge_methods: tuple[str, ...] = ()
-    defaults: Callable[[str, dict], dict] | None = None
-    spa: tuple[int, int] | None = None
+    select_by: str = "spearman"  # the statistic that picks the judge's best grid point
+    combined: bool = False  # also the all-datasets tables (combined_section)
+    paper: str | None = None  # the --paper preset the statistic came from, named in report.md
+    judge_methods: tuple[str, ...] = ()  # methods whose runs get the judge section even unfinished
+    defaults: Callable[[str, dict], dict] | None = None  # a method's parameters, defaults filled in
+    spa: tuple[int, int] | None = None  # (permutations, seed) of the SPA tables; None: none
 
 
 def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console=None,
            progress: Progress | None = None, options: ReportOptions = ReportOptions()) -> Path:
-    """One report over every run under ``root`` (a folder, or several: a run found under more
-    than one of them counts once, and the report says so), read as ``options`` say."""
+    """One report over every run under ``root`` (a folder or several; a run under two counts once)."""
     from rich.console import Console
 
     console = console or Console()

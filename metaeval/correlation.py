@@ -1,11 +1,8 @@
 """Correlations between metric scores and human scores (Pearson, Spearman, Kendall tau-b).
 
-``correlation_table`` computes, for each metric column and each human aspect, the
-segment-level correlation over all rows (optionally per ``split_by`` value, e.g. language
-pair), then the average over aspects, as the papers report it. Rows whose metric or
-human score is not finite are left out of that cell and counted in ``n``. A constant
-vector gives NaN, never 0.
-"""
+``correlation_table``: for each metric and human column the correlation over all rows (optionally
+per ``split_by`` value); rows with a non-finite score are left out of the cell and counted in
+``n_nonfinite``. A constant vector gives NaN, never 0."""
 
 from __future__ import annotations
 

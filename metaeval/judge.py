@@ -1,37 +1,13 @@
-"""Meta-evaluation of LLM-as-a-judge runs (``cd_judge``, ``cd_judge_released``): the tables of the
-CD-judge paper ("Contrastive Decoding Mitigates Score Range Bias in LLM-as-a-Judge", Sec. 4,
-Tables 1-7, Appendix B) from a sweep of judge run directories.
+"""Meta-evaluation of LLM-as-a-judge runs (``cd_judge``, ``cd_judge_released``): the CD-judge
+paper's tables (Sec. 4, Tables 1-7) from a sweep of judge runs, one grid point (pair, aspect,
+score range, (λ, t)) each; docs/methods/cd-judge.md describes them.
 
-A judge run (``cscore.rundir``; written by the judge kinds, ``run/kinds/judge.py``) is one grid point: one
-model pair, one aspect, one score range [lo, hi], one (λ, t). Its scores.parquet holds ``score.<variant>`` (the
-contrastive judge's parsed score; variant = ``method.variant``, default the method name),
-``score.expert`` / ``score.amateur`` (the main / assistant model judging alone, greedy),
-``score.<row>_expected`` (the expected score, NaN where undefined), ``parse.<row>`` (ok / No Pred /
-Below / Above), ``human.<aspect>`` and, when ``split.dev_ids`` was given, ``split`` (dev / test).
-
-What is computed (pure pandas / numpy; nothing here loads a model):
-
-* Selection (paper Sec. 4.1, App. B): for every (pair, range) the grid point whose DEV value of the
-  criterion (default: Spearman of the score against ``human.<aspect>``) is highest. Ties: for the
-  paper's method the score of a value v is log p_main(v) − λ·log p_asst,t(v) with
-  log p_asst,t(v) = z_v/t − logsumexp(z/t); the logsumexp is the same for every v and drops out of
-  the argmax, so the judge's choice depends on (λ, t) only through c = λ/t and grid points with
-  equal c give identical scores (λ ∈ {0.01, 0.1, 0.5, 1}, t ∈ {0.5, ..., 5} has several: 0.5/1 =
-  1/2 ...). Points whose criterion is within ``TIE_TOL`` of the best tie; the tie goes to the
-  smallest λ, then the smallest t. The expected score is selected on its own (its own dev
-  criterion). Without a dev split (no ``split`` column, or no dev rows) the point is selected on
-  all rows and reported on the same rows, which the tables say loudly (optimistic numbers).
-* Tables 1-2: per range the main model alone, the assistant alone and the contrast at the chosen
-  point, Pearson / Spearman / Kendall on the TEST rows with 95 % percentile bootstrap intervals
-  (``resampling.bootstrap_ci``; ``cscore report --resample groups``, the default: documents are
-  drawn with replacement and all their summaries come along, as in every report table;
-  ``--resample items``: summaries drawn one by one, as the released evaluation), printed as
-  value ± half the interval's width (the paper's .344_{.038}); then the mean over ranges.
-* Tables 3-5: the chosen λ and t per (pair, range).
-* Range bias: mean, std (population, ddof=0) and max − min of each row's correlation over ranges.
-* Tables 6-7: invalid outputs per model row and range on the reported rows, from the ``parse.<row>``
-  columns through ``bias.invalid_rate`` (not from metrics.json, so filtered rows count right).
-"""
+Selection: per (pair, range) the grid point with the best DEV criterion; points within ``TIE_TOL``
+tie, to the smallest λ, then the smallest t (grid points of equal c = λ/t score alike); the
+expected score is selected on its own. Without a dev split the point is selected and reported on
+all rows, which the tables say loudly. Tables 1-2: correlations on the test rows with bootstrap
+intervals (value ± half width); Tables 3-5: the chosen λ, t; range bias: mean, std (ddof=0) and
+max - min over ranges; Tables 6-7: invalid outputs from the ``parse.<row>`` columns."""
 
 from __future__ import annotations
 
@@ -97,10 +73,7 @@ class Criterion:
         kind = kind or self.kind
         if kind != "kendall":
             return LevelStat(human, self.level, kind)
-        thresh = self.like_threshold
-        if thresh is None:
-            return LevelStat(human, self.level, kind, self.variant)
-        return LevelStat(human, self.level, kind, self.variant, options=KendallOptions(thresh=thresh))
+        return LevelStat(human, self.level, kind, self.variant, options=KendallOptions(thresh=self.like_threshold))
 
 
 def score_column(row: str, score: str = "parsed") -> str:
@@ -115,8 +88,7 @@ def _value(stat, frame: pd.DataFrame, col: str) -> float:
 
 
 def grid(study: Study, criterion: Criterion = Criterion(), score: str = "parsed") -> pd.DataFrame:
-    """The dev criterion at every grid point: pair, variant, range, lo, hi, lam, t, c, value,
-    n (dev rows with a finite score), selected_on ("dev", or "all" without dev rows)."""
+    """The dev criterion at every grid point (``value``; ``n``: dev rows with a finite score)."""
     stat = criterion.stat(study.human)
     rows = []
     for p in study.points:
@@ -131,9 +103,8 @@ def grid(study: Study, criterion: Criterion = Criterion(), score: str = "parsed"
 
 
 def choose(candidates: pd.DataFrame, tol: float = TIE_TOL) -> tuple[int, list[int]]:
-    """(index of the chosen row, indices of the rows tied with it) of a frame with columns lam, t,
-    value: the highest value; among values within tol * max(1, |best|) of it the smallest lam,
-    then the smallest t. With no finite value every row ties."""
+    """(chosen index, tied indices) of a frame of lam, t, value: the highest value, ties (within
+    tol * max(1, |best|); every row without a finite value) to the smallest lam, then t."""
     finite = candidates[np.isfinite(candidates["value"].to_numpy(dtype=float))]
     if finite.empty:
         tied = candidates
@@ -145,8 +116,7 @@ def choose(candidates: pd.DataFrame, tol: float = TIE_TOL) -> tuple[int, list[in
 
 
 def select(study: Study, criterion: Criterion = Criterion(), score: str = "parsed") -> pd.DataFrame:
-    """One row per (pair, variant, range): the chosen lam, t, c, its dev value, the tied points,
-    the number of grid points, selected_on / reported_on ("dev" / "test", "all" without a split)."""
+    """One row per (pair, variant, range): the chosen point, its dev value and the points tied with it."""
     g = grid(study, criterion, score)
     rows = []
     for setting in study.settings():
@@ -181,12 +151,9 @@ def contrast_label(pair: str, variant: str) -> str:
 
 
 def reported_rows(study: Study, selections: list[pd.DataFrame]) -> list[dict]:
-    """The rows of the correlation table, range by range: the main model alone, the assistant
-    alone and the contrast at the chosen point of each pair (parsed score), then the same with the
-    expected score (the contrast at its own chosen point). Each: range, lo, hi, label, role, pair,
-    score, lam, t, column, frame (the reported rows), parse (parse column or None).
-    A single-model row that two pairs share (same name, same scores) appears once; same name with
-    other scores gets the pair's name added."""
+    """The correlation table's rows, range by range: main alone, assistant alone and the contrast
+    at each pair's chosen point (parsed score), then the same with the expected score. A
+    single-model row two pairs share appears once; the same name with other scores gets the pair's."""
     out: list = []
     seen: dict = {}
     for sel in selections:
@@ -222,12 +189,8 @@ def reported_rows(study: Study, selections: list[pd.DataFrame]) -> list[dict]:
 def correlations(study: Study, rows: list[dict], criterion: Criterion = Criterion(), *, bootstrap: int = 1000,
                  seed: int = 0, alpha: float = 0.05, resample: str = "groups",
                  progress: Callable[[int, int, str], None] | None = None) -> pd.DataFrame:
-    """Long table: range, lo, hi, label, role, pair, score, lam, t, correlation, value, low, high,
-    half_width ((high - low) / 2), n (rows with a finite score and human), n_groups (documents).
-    Intervals: percentile bootstrap over documents (``resample="groups"``: ``bootstrap_ci(resample=
-    "group")``, as every report table; rows when there is no group column) or over summaries
-    (``resample="items"``: rows, as the released CD-judge evaluation), ``bootstrap`` resamples,
-    none when 0."""
+    """Long table of every row's correlations with bootstrap intervals (``half_width``) over
+    documents (``resample="groups"``; rows without a group column) or summaries (``"items"``)."""
     unit = "group" if resample == "groups" else None
     out, total, done = [], len(rows) * len(CORRELATIONS), 0
     for r in rows:
@@ -255,10 +218,8 @@ def correlations(study: Study, rows: list[dict], criterion: Criterion = Criterio
 
 
 def invalid(rows: list[dict]) -> pd.DataFrame:
-    """Invalid outputs (paper Tables 6-7) of every row with a parse column, on its reported rows:
-    label, role, pair, range, lo, hi, invalid (share, ``bias.invalid_rate`` of parse == "ok"),
-    count, No Pred, Below, Above, other (any other status, e.g. missing), List, Echo (valid scores,
-    counted on their own), n."""
+    """Invalid outputs (paper Tables 6-7) of every row with a parse column, on its reported rows;
+    ``other``: any other status, e.g. missing; List and Echo are valid, counted on their own."""
     out = []
     for r in rows:
         if r["parse"] is None:
@@ -298,8 +259,7 @@ class JudgeReport:
 
 
 def degenerate_note(long: pd.DataFrame, bootstrap: int, resample: str) -> str:
-    """The rows printed without ± although a bootstrap ran: fewer than two documents (or
-    summaries) with a score to redraw; '' when none."""
+    """The rows printed without ± although a bootstrap ran (fewer than two units to redraw), or ''."""
     if not bootstrap or long.empty:
         return ""
     none = long[np.isfinite(long["value"].to_numpy(dtype=float)) & ~np.isfinite(long["low"].to_numpy(dtype=float))]

@@ -1,15 +1,6 @@
-"""Figures of the judge report (matplotlib, Agg backend through ``metaeval.plots``):
-
-* score distributions per score range (the CD-judge paper's Fig. 2 / App. C): the share of the
-  reported items at each score of the range for the main model alone, the assistant alone and the
-  contrast at the chosen (λ, t), next to the human scores put on the same range;
-* the dev criterion over the λ × t grid of every (pair, range), of the parsed and of the expected
-  score side by side (``plots.draw_heatmap``), each with its chosen cell outlined.
-
-Human scores on a judge's range: SummEval's aspects are means of 3 experts on 1-5, so they take
-the values k/3. They are mapped linearly from their scale (``human_scale``) onto [lo, hi]
-and rounded to the nearest score point (``human_on_range``): a 5-point range keeps the
-scale's spacing (lo + round(h) - 1), and a mean of 3 is never halfway between two points."""
+"""Figures of the judge report (``metaeval.plots``): score distributions per score range (CD-judge
+Fig. 2) beside the human scores put on the same range (``human_on_range``), and the dev criterion
+over the λ × t grid of every (pair, range), the chosen cell outlined."""
 
 from __future__ import annotations
 
@@ -32,9 +23,7 @@ SERIES_COLORS = {"human": "tab:orange", "main": "tab:blue", "asst": "tab:gray", 
 
 
 def human_scale(values) -> tuple[int, int]:
-    """The scale the human scores live on: (1, 5) when every finite value lies in [1, 5] (SummEval's
-    aspects are means of 3 experts on 1-5, G-Eval's and the paper's 5-point scale), else
-    (floor(min), ceil(max))."""
+    """The human scores' scale: (1, 5) when every finite value lies in it, else (floor(min), ceil(max))."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
     if v.size == 0 or (v.min() >= 1 and v.max() <= 5):
@@ -43,9 +32,8 @@ def human_scale(values) -> tuple[int, int]:
 
 
 def human_on_range(values, lo: int, hi: int, scale: tuple[int, int] = (1, 5)) -> np.ndarray:
-    """Human scores mapped linearly from ``scale`` onto the judge's range [lo, hi], then rounded to
-    the nearest score point (for SummEval a mean of 3 experts, k/3, is never halfway: the bins are
-    exact). NaN stays NaN."""
+    """Human scores mapped linearly from ``scale`` onto [lo, hi] and rounded to the nearest score point
+    (a mean of 3 experts, k/3, is never halfway); NaN stays NaN."""
     v = np.asarray(values, dtype=float)
     a, b = scale
     mapped = lo + (v - a) * (hi - lo) / (b - a) if b > a else np.full_like(v, lo)
@@ -63,8 +51,7 @@ def score_shares(values, lo: int, hi: int) -> np.ndarray:
 
 
 def fallback_shares(values, parse, lo: int, hi: int) -> np.ndarray:
-    """Share (of the finite values, as ``score_shares``) of the values at each score lo..hi that are
-    fallbacks: an invalid output (No Pred / Below / Above in the parse column) set to a range end."""
+    """Share (of the finite values) at each score lo..hi of fallbacks: invalid outputs set to a range end."""
     v = np.asarray(values, dtype=float)
     finite = np.isfinite(v)
     invalid = np.asarray(pd.Series(parse).isin(STATUSES), dtype=bool) & finite
@@ -75,8 +62,7 @@ def fallback_shares(values, parse, lo: int, hi: int) -> np.ndarray:
 
 
 def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list[dict]:
-    """One panel per range of a pair: range, lo, hi, lam, t, n, series {name: shares at lo..hi},
-    from the chosen point's reported rows (parsed scores)."""
+    """One panel per range of a pair, from the chosen point's reported rows (parsed scores)."""
     study = rep.study
     scale = human_scale(np.concatenate([p.frame[study.human].to_numpy(dtype=float) for p in study.points]))
     sel = rep.selection[(rep.selection["score"] == "parsed") & (rep.selection["pair"] == pair)
@@ -120,9 +106,7 @@ def _series_label(name: str, panel: dict) -> str:
 
 
 def score_distribution_figure(panels: list[dict], title: str = ""):
-    """Grouped bars per range: share of items at each score, one bar per series; the legend right
-    of the panels (off the bars), the chosen (λ, t) in each panel's title, a footnote on the human
-    scores below."""
+    """Grouped bars per range: share of items at each score, one bar per series."""
     n = max(len(panels), 1)
     width = 3.4 * n + 2.6
     fig, axes = plt.subplots(1, n, figsize=(width, 4.2), squeeze=False, layout="constrained")
@@ -157,10 +141,8 @@ def score_distribution_figure(panels: list[dict], title: str = ""):
 
 
 def dev_heatmap_figure(grids: dict[str, pd.DataFrame], chosen: dict[str, tuple[float, float]], title: str = ""):
-    """The dev criterion over λ (rows) x t (columns), one panel per score kind of ``grids``
-    ({"parsed": grid, "expected": grid}: a judge whose parsed score is constant has none but the
-    expected score's); each kind's chosen cell (``chosen[kind]``, when there is one) outlined, only
-    when it holds a valid (finite) value; a panel of no finite value says "no valid scores"."""
+    """The dev criterion over λ (rows) x t (columns), one panel per score kind of ``grids``; each
+    kind's chosen cell outlined when it holds a finite value."""
     shape = plots.heatmap_grid(next(iter(grids.values())), "lam", "t").shape
     width = len(grids) * max(1.1 * shape[1] + 2.2, 4.2)
     fig, axes = plt.subplots(1, len(grids), figsize=(width, 0.7 * shape[0] + 2.2), squeeze=False,
@@ -187,9 +169,8 @@ def _setting(frame: pd.DataFrame, pair: str, variant: str, lo, hi) -> pd.DataFra
 
 def write(rep: judge.JudgeReport, folder: Path, stem: str,
           criterion: judge.Criterion = judge.Criterion()) -> list[Path]:
-    """Every figure of one study under ``folder``: ``<stem>_scores_<pair>.png`` (one per pair and
-    method row) and ``<stem>_dev_<pair>_<lo>-<hi>.png`` (one per pair, method row and range: the
-    dev ``criterion`` of the parsed and of the expected score over the grid)."""
+    """Every figure of one study: ``<stem>_scores_<pair>.png`` per pair and method row, and
+    ``<stem>_dev_<pair>_<lo>-<hi>.png`` per range."""
     out = []
     study = rep.study
     grids = {"parsed": rep.grid, "expected": judge.grid(study, criterion, "expected")}

@@ -1,6 +1,5 @@
-"""The judge runs of a report, as studies (``metaeval.judge``): every run directory of a judge
-method is one grid point (pair, method row, score range, (λ, t)); runs on one data set, judge
-prompt, dev split and aspect form a study. Reading only: nothing here selects or correlates."""
+"""The judge runs of a report as studies (``metaeval.judge``): a run is one grid point (pair, method
+row, score range, (λ, t)); runs on one data set, judge prompt, dev split and aspect form a study."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from typing import Iterable
 import pandas as pd
 
 from cscore import rundir
+from cscore.metaeval.run_labels import differing, numbered
 from cscore.rundir import Run
 
 PARSE = rundir.PARSE  # parse.<row>: ok / No Pred / Below / Above
@@ -20,17 +20,15 @@ SPLIT = rundir.SPLIT  # dev / test (split.dev_ids)
 
 
 def is_judge_run(run: Run, judge_methods: Iterable[str] = ()) -> bool:
-    """A run of a judge method: the judge kinds' ``judge`` section in its metrics.json, or, for a
-    run without one (not finished), a method in ``judge_methods`` (the CLI asks the kinds:
-    ``cscore.run.kinds.methods_of("judge")``)."""
+    """A run of a judge method: a ``judge`` section in its metrics.json or, unfinished, a method in
+    ``judge_methods``."""
     method = run.config.get("method") or {}
     return bool(run.metrics and "judge" in run.metrics) or method.get("name") in tuple(judge_methods)
 
 
 @dataclass
 class Point:
-    """One grid point of a study: pair, method row, range, (λ, t), and the rows its run(s) scored
-    (runs of the same point, e.g. split.use=dev and =test, are merged; a repeated id counts once)."""
+    """One grid point of a study and the rows its runs scored (merged; a repeated id counts once)."""
 
     pair: str
     variant: str  # the method's score column: score.<variant>
@@ -58,8 +56,7 @@ class Point:
         return (self.pair, self.variant, self.lo, self.hi)
 
     def rows(self, part: str) -> tuple[pd.DataFrame, str]:
-        """(rows, what they are): part="dev" -> the dev rows, or all rows when there are none;
-        part="test" -> the test rows, or all rows when there are none."""
+        """(rows, what they are): the ``part`` ("dev" / "test") rows, or ("all" rows) when there are none."""
         f = self.frame
         if SPLIT in f.columns and (f[SPLIT] == part).any():
             return f[f[SPLIT] == part], part
@@ -68,8 +65,7 @@ class Point:
 
 @dataclass
 class Study:
-    """Judge runs on one data set, judge prompt, dev split and aspect: the grid points of every
-    pair, method row and range."""
+    """Judge runs on one data set, judge prompt, dev split and aspect."""
 
     key: str
     data: str
@@ -130,11 +126,6 @@ def _columns_needed(path: Path) -> list[str] | None:
     return [c for c in names if c in keep or c.startswith((rundir.SCORE, rundir.HUMAN, PARSE))]
 
 
-def _read_scores(run: Run) -> pd.DataFrame:
-    path = run.path / rundir.SCORES
-    return pd.read_parquet(path, columns=_columns_needed(path))
-
-
 def _study_key(cfg: dict, aspect: str | None) -> str:
     data = {k: v for k, v in (cfg.get("data") or {}).items() if k != "template"}
     return json.dumps({"data": data, "judge_prompt": (cfg.get("judge_prompt") or {}).get("name"),
@@ -146,27 +137,21 @@ POINT_KEYS = ("lam", "t", "score_range", "aspect", "name", "variant")  # what pl
 
 
 def run_settings(cfg: dict) -> dict:
-    """The method and judge-prompt settings of a judge run other than its place in the grid
-    (``method.decode``, ``method.alpha``, ``judge_prompt.closing``, ...): runs that differ in them
-    are different points, never merged."""
+    """A judge run's method and judge-prompt settings besides its place in the grid (``method.decode``,
+    ``judge_prompt.closing``, ...): runs that differ in them are never merged."""
     method = {f"method.{k}": v for k, v in (cfg.get("method") or {}).items() if k not in POINT_KEYS}
     prompt = {f"judge_prompt.{k}": v for k, v in (cfg.get("judge_prompt") or {}).items() if k != "name"}
     return {**method, **prompt}
 
 
 def settings_labels(found: dict[tuple, set[str]]) -> dict[tuple[tuple, str], str]:
-    """{((pair, variant), settings json): label suffix}: where one (pair, variant) of a study comes
-    with different settings, each gets `` [k=v, ...]`` naming the settings that differ ('' else)."""
+    """{((pair, variant), settings json): `` [k=v, ...]`` naming the settings that differ, or ''}."""
     out = {}
     for who, jsons in found.items():
-        if len(jsons) < 2:
-            out.update({(who, j): "" for j in jsons})
-            continue
         parsed = {j: json.loads(j) for j in jsons}
-        keys = sorted({k for d in parsed.values() for k in d if len({json.dumps(e.get(k), sort_keys=True)
-                                                                       for e in parsed.values()}) > 1})
+        keys = differing(list(parsed.values())) if len(jsons) > 1 else []
         for j, d in parsed.items():
-            out[who, j] = " [" + ", ".join(f"{k}={_short(d.get(k))}" for k in keys) + "]"
+            out[who, j] = " [" + ", ".join(f"{k}={_short(d.get(k))}" for k in keys) + "]" if keys else ""
     return out
 
 
@@ -179,17 +164,13 @@ def _short(value) -> str:
 
 
 def parse_rule(settings: dict, method: str | None) -> str:
-    """The rule that read a run's parse columns: ``method.parse``, or for a run made before the key
-    existed its preset's rule (``cd_judge_released``: released; otherwise the paper's)."""
+    """The rule that read a run's parse columns: ``method.parse``, else its preset's."""
     return settings.get("method.parse") or ("released" if method == "cd_judge_released" else "paper")
 
 
 def collect(runs: list[Run]) -> list[Study]:
-    """Complete judge runs grouped into studies (data set, judge prompt, dev ids, aspect) and grid
-    points (pair, method row, its other settings, range, λ, t); a pair whose runs differ in other
-    settings (``run_settings``) is labelled with them. Runs that lack what a judge run has are skipped with a
-    note in the study's ``notes`` (or, when nothing is left, a study-less note is lost: callers
-    check ``is_judge_run`` first)."""
+    """Complete judge runs grouped into studies and grid points (a pair whose runs differ in
+    ``run_settings`` labelled with them); a run that lacks what a judge run has is left out with a note."""
     parts: dict[str, dict[tuple, list]] = {}
     meta: dict[str, dict] = {}
     notes: dict[str, list[str]] = {}
@@ -209,7 +190,8 @@ def collect(runs: list[Run]) -> list[Study]:
         if rng is None or lam is None or t is None or aspect is None:
             notes[key].append(f"{run.path}: no method.score_range / lam / t / aspect; left out")
             continue
-        frame = _read_scores(run)
+        path = run.path / rundir.SCORES
+        frame = pd.read_parquet(path, columns=_columns_needed(path))
         missing = [c for c in (f"{rundir.SCORE}{variant}", f"{rundir.HUMAN}{aspect}", "id") if c not in frame]
         if missing:
             notes[key].append(f"{run.path}: no column {', '.join(missing)}; left out")
@@ -246,12 +228,6 @@ def collect(runs: list[Run]) -> list[Study]:
 
 
 def stems(studies: list[Study]) -> list[str]:
-    """File-name stem of each study: ``<data>_judge_<aspect>``; a repeat gets ``_2``, ``_3``, ..."""
-    out: list = []
-    seen: dict = {}
-    for s in studies:
-        base = f"{s.data}_judge_{s.aspect}"
-        seen[base] = seen.get(base, 0) + 1
-        out.append(base if seen[base] == 1 else f"{base}_{seen[base]}")
-    return out
+    """File-name stem of each study: ``<data>_judge_<aspect>``, repeats numbered."""
+    return numbered([f"{s.data}_judge_{s.aspect}" for s in studies])
 

@@ -20,9 +20,8 @@ FEW_RANGES = "needs ≥ 2 ranges"  # a std or max - min over one range is no ran
 
 
 def across_ranges(long: pd.DataFrame) -> pd.DataFrame:
-    """Per row label and correlation: mean, std (population, ddof=0), spread (max - min) over the
-    ranges where the value is finite, ranges (how many), of (how many ranges the study has).
-    std and spread are nan below 2 finite ranges (no range bias to measure)."""
+    """Per row and correlation over the ranges where it is finite: mean, std (ddof=0), spread (max -
+    min; both nan below 2 ranges), ranges, of (the study's ranges)."""
     n_ranges = long[["lo", "hi"]].drop_duplicates().shape[0]
     out = []
     for (label, kind), part in long.groupby(["label", "correlation"], sort=False):
@@ -38,8 +37,7 @@ def across_ranges(long: pd.DataFrame) -> pd.DataFrame:
 
 
 def fallback_note(frame: pd.DataFrame) -> str:
-    """The rows whose scores are partly fallbacks (No Pred / Below / Above set to a range end, from
-    ``judge.invalid``), for the notes under the correlation table; '' when none."""
+    """The rows whose scores are partly fallbacks (``judge.invalid``), for the notes; '' when none."""
     bad = frame[frame["count"] > 0] if not frame.empty else frame
     if bad.empty:
         return ""
@@ -54,9 +52,17 @@ def _cell(value: float, half: float) -> str:
     return f"{value:.4f} ± {half:.4f}" if np.isfinite(half) else f"{value:.4f}"
 
 
+def _marked(values, j: int, start: int = 0, top=np.nanmax) -> set:
+    """The cells (start + i, j) of column j that hold its ``top`` finite value (none if none is finite)."""
+    vals = np.asarray(values, dtype=float)
+    if not np.isfinite(vals).any():
+        return set()
+    best = top(vals)
+    return {(start + i, j) for i, v in enumerate(vals) if v == best}
+
+
 def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> render.Table:
-    """Paper Tables 1-2: per range the rows with Pear. / Spear. / Kend. as 'value ± half-width',
-    the best of each range and column marked; then the average over ranges (best marked)."""
+    """Paper Tables 1-2: per range 'value ± half-width' per correlation, then the mean over ranges; best marked."""
     columns = ["Range"] + [SHORT[k] for k in CORRELATIONS]
     rows: list = []
     best: set = set()
@@ -68,9 +74,7 @@ def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> re
             cells = [_cell(*cell.get((lo, hi, lb, k), (math.nan, math.nan))) for k in CORRELATIONS]
             rows.append((lb, [f"{lo}-{hi}"] + cells))
         for j, k in enumerate(CORRELATIONS, start=1):
-            vals = np.array([cell.get((lo, hi, lb, k), (math.nan,))[0] for lb in labels], dtype=float)
-            if np.isfinite(vals).any():
-                best |= {(start + i, j) for i, v in enumerate(vals) if v == np.nanmax(vals)}
+            best |= _marked([cell.get((lo, hi, lb, k), (math.nan,))[0] for lb in labels], j, start)
     avg = across_ranges(long)
     rows.append((AVERAGE_HEADER, [""] * len(columns)))
     start = len(rows)
@@ -82,16 +86,13 @@ def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> re
         where = "mean" if n == of else f"mean of {n} of {of}"
         rows.append((lb, [where] + [_cell(means.at[lb, k], math.nan) for k in CORRELATIONS]))
     for j, k in enumerate(CORRELATIONS, start=1):
-        vals = means.loc[labels, k].to_numpy(dtype=float)
-        if np.isfinite(vals).any():
-            best |= {(start + i, j) for i, v in enumerate(vals) if v == np.nanmax(vals)}
+        best |= _marked(means.loc[labels, k], j, start)
     return render.Table(title, columns, rows, signature, "Model", best)
 
 
 def range_bias_table(avg: pd.DataFrame, title: str, signature: str = "") -> render.Table:
-    """Per row: mean, std and max - min of each correlation over the ranges; the highest mean and
-    the smallest std / spread of each column marked. Below 2 finite ranges std and max - min say
-    ``FEW_RANGES`` (no number, never marked)."""
+    """Per row: mean, std and max - min of each correlation over the ranges (``FEW_RANGES`` below 2);
+    the highest mean and the smallest std / spread marked."""
     columns, rows, best = [], [], set()
     for k in CORRELATIONS:
         columns += [f"{SHORT[k]} mean", f"{SHORT[k]} std", f"{SHORT[k]} max-min"]
@@ -111,17 +112,13 @@ def range_bias_table(avg: pd.DataFrame, title: str, signature: str = "") -> rend
         cells.append(f"{int(part['ranges'].min())}/{int(part['of'].iloc[0])}")
         rows.append((lb, cells))
     for j in range(grid.shape[1]):
-        col = grid[:, j]
-        if np.isfinite(col).any():
-            top = np.nanmax(col) if j % 3 == 0 else np.nanmin(col)
-            best |= {(i, j) for i, v in enumerate(col) if v == top}
+        best |= _marked(grid[:, j], j, top=np.nanmax if j % 3 == 0 else np.nanmin)
     return render.Table(title, columns, rows, signature, "Model", best)
 
 
 def hyperparameter_table(selections: pd.DataFrame, title: str, signature: str = "",
                          criterion: str = "spearman") -> render.Table:
-    """Paper Tables 3-5: per (pair, range) the chosen λ and t (and c = λ/t, the dev value, the tied
-    grid points), parsed score first, then the expected score."""
+    """Paper Tables 3-5: per (pair, range) the chosen λ and t, parsed score first, then expected."""
     columns = ["Main", "Asst", "Range", "score", "lambda", "t", "c = lambda/t", f"dev {criterion}", "n dev",
                "tied (lambda, t)", "selected on"]
     rows = []
@@ -135,8 +132,7 @@ def hyperparameter_table(selections: pd.DataFrame, title: str, signature: str = 
 
 
 def invalid_table(frame: pd.DataFrame, title: str, signature: str = "") -> render.Table:
-    """Paper Tables 6-7: per model row and range the share of invalid outputs and their kinds; the
-    List and Echo columns always (valid reads the rule made, 0 where there are none)."""
+    """Paper Tables 6-7: per model row and range the share of invalid outputs and their kinds."""
     columns = ["Range", "Invalid", *STATUSES] + (["other"] if frame["other"].any() else []) + [LIST, ECHO, "n"]
     rows = []
     for _, r in frame.iterrows():
@@ -151,8 +147,7 @@ def invalid_table(frame: pd.DataFrame, title: str, signature: str = "") -> rende
 
 
 def parse_rules_note(frame: pd.DataFrame) -> str:
-    """Which rule read the table's rows: ``method.parse=paper`` (or ``released``; the paper's Tables
-    6-7 used the released rule), or each rule with the rows it read when they differ."""
+    """Which rule (``method.parse``) read the table's rows, each with its rows when they differ."""
     rules = list(dict.fromkeys(frame["rule"]))
     if len(rules) == 1:
         return f"method.parse={rules[0]}" + (" (the rule of the paper's Tables 6-7)" if rules[0] == "released" else

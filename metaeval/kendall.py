@@ -1,46 +1,9 @@
-"""Kendall-tau variants used in metric meta-evaluation, on two score vectors.
+"""Kendall-tau variants of meta-evaluation (b, c, 23, acc23, like) from the pair counts C, D, Tx, Ty,
+Txy (docs/reports.md "Definitions"; mt-metrics-eval ``KendallVariants`` / ``KendallLike``).
 
-Convention: ``x`` is the METRIC vector and ``y`` the HUMAN (gold) vector, as in
-``correlation.correlate(metric, human, kind)``. (mt-metrics-eval's public functions take
-gold first; only the asymmetric options care: ``epsilon`` introduces ties in the metric
-``x``, ``thresh`` filters pairs on the gold ``y``.) Cells where either value is not finite
-are dropped (in tandem) before counting, as mt-metrics-eval drops ``None`` gold scores.
-
-Every variant is a function of the pair counts over the n(n-1)/2 pairs (i < j):
-
-* C  concordant: x and y both untied and ordered the same way;
-* D  discordant: both untied and ordered oppositely;
-* Tx ties only in x (metric tie, gold untied); a metric tie is ``|x_i - x_j| <= epsilon``
-  (epsilon = 0: exact equality);
-* Ty ties only in y (gold tie, metric untied);
-* Txy ties in both.
-
-Definitions (source: google-research/mt-metrics-eval, ``mt_metrics_eval/stats.py``
-``KendallVariants`` / ``KendallLike`` and ``mt_metrics_eval/tau_optimization.py``
-``TauSufficientStats.tau_23`` / ``acc_23``; Deutsch, Foster & Freitag 2023, "Ties Matter",
-arXiv:2305.14324; WMT20 metrics task, Mathur et al. 2020):
-
-* ``tau_b`` = (C - D) / sqrt((N - Tx - Txy) (N - Ty - Txy)), N = all pairs; NaN when x or y
-  is constant (== ``scipy.stats.kendalltau(variant="b")``).
-* ``tau_c`` = 2 (C - D) / (n^2 (m - 1) / m), m = min(#distinct x, #distinct y); NaN when x or
-  y is constant (== ``scipy.stats.kendalltau(variant="c")``).
-* ``tau_23`` = (C + Txy - D - Tx - Ty) / N  (WMT23 "23" variant).
-* ``acc_23`` = (C + Txy) / N  (WMT23 pairwise accuracy "acc23": a pair is correct when both
-  order it the same way or both tie it).
-* ``kendall_like`` (WMT20 DARR "Kendall-like"): only pairs with |y_i - y_j| >= thresh count;
-  a counted pair is concordant when the metric orders it strictly the same way as gold,
-  otherwise discordant -- metric ties count as DISCORDANT (mt-metrics-eval comment:
-  "deliberate inconsistency ... to emulate WMT behaviour"). Value (C - D) / (C + D).
-  Note the ``>=``: with ``thresh <= 0`` gold-tied pairs are counted too, and, since they
-  cannot be strictly ordered, as discordant (mt-metrics-eval does the same).
-  Default ``thresh=25`` (raw DA points, 0-100 scale) as in ``stats.KendallLike``: the threshold
-  is a difference of gold scores on their own scale, so on 1-5 ratings no pair reaches 25 and
-  the value is NaN; ``cscore report --kendall-threshold`` sets it.
-
-Undefined values are NaN, never 0: fewer than 2 finite cells -> NaN for every variant; no
-counted pair for ``kendall_like`` -> NaN (mt-metrics-eval returns 0 there, with weight 0; the
-macro item-wise average of ``levels.correlate_at`` counts such a group as 0, as mt-metrics-eval's).
-"""
+Convention: ``x`` is the METRIC vector and ``y`` the HUMAN one; ``epsilon`` ties the metric
+(|x_i - x_j| <= epsilon), ``thresh`` counts only pairs with |y_i - y_j| >= thresh (Kendall-like,
+default 25: DA points on 0-100). Non-finite cells are dropped in tandem; undefined values are NaN."""
 
 from __future__ import annotations
 
@@ -174,20 +137,10 @@ def normalize_variant(variant: str) -> str:
 
 
 def kendall(x, y, variant: str = "b", **kw) -> float:
-    """Dispatch: variant in b, c, 23, acc23, like (x = metric, y = human).
-
-    Keyword arguments: ``epsilon`` (metric-tie threshold) for b / 23 / acc23; ``thresh``
-    (gold-difference threshold, default 25) for like.
-    """
+    """Kendall ``variant`` of x (metric) and y (human); ``epsilon`` for b / 23 / acc23, ``thresh`` for like."""
     v = normalize_variant(variant)
-    if v == "b":
-        return tau_b(x, y, **kw)
     if v == "c":
         if kw.get("epsilon", 0.0):
             raise ValueError("tau-c is not defined with a non-zero epsilon")
         return tau_c(x, y)
-    if v == "23":
-        return tau_23(x, y, **kw)
-    if v == "acc23":
-        return acc_23(x, y, **kw)
-    return kendall_like(x, y, **kw)
+    return {"b": tau_b, "23": tau_23, "acc23": acc_23, "like": kendall_like}[v](x, y, **kw)

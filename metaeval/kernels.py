@@ -1,15 +1,8 @@
 """Correlation kernels: Pearson, Spearman and the Kendall variants of many weighted versions of
-one set of cells at once, with array operations.
-
-A *version* is the cells taken with integer weights (how often each enters it: a bootstrap
-resample) or, for a permutation, with one of several *candidate* metric values per cell. The
-value of a version is that of the scalar definition (``correlation.correlate``,
-``kendall.kendall``; ``levels.corr_fn`` picks it) on the expanded cells, in which each cell is
-repeated by its weight, up to floating-point rounding: ``tests/unit/metaeval/test_kernels.py`` checks that on
-random data with ties. Pearson comes from weighted sums, Spearman from average ranks (pair
-matrices, or a sort for many cells), Kendall from weighted pair counts; only Kendall over more
-than ``ROW_PAIRS_MAX`` per-version cells calls the scalar function once per version.
-"""
+one set of cells at once. A version is the cells with integer weights (a bootstrap resample) or
+with one of several candidate metric values per cell (a permutation); its value is that of the
+scalar definition (``levels.corr_fn``) on the expanded cells, up to rounding
+(``tests/unit/metaeval/test_kernels.py``)."""
 
 from __future__ import annotations
 
@@ -25,10 +18,8 @@ NEAR_CONSTANT = 1e-10  # relative variance below which Pearson is recomputed cel
 
 
 class Correlation:
-    """One correlation definition as ``correlate_at`` applies it to a set of cells (``scalar``:
-    the per-sample function it uses), evaluated on B weighted versions of the cells at once.
-    Both methods return (values, micro weights): the cells of each version, or for Kendall-like
-    its counted pairs C + D, as ``correlate_at(grouping=Grouping(average="micro"))`` weights a group."""
+    """One correlation as ``correlate_at`` applies it (``scalar``), on B weighted versions of the
+    cells at once. Both methods return (values, micro weights: cells, or Kendall-like's C + D)."""
 
     def __init__(self, kind: str, variant: str | None, kendall_kw: dict):
         self.scalar = corr_fn(kind, variant, kendall_kw)  # validates kind, variant and options
@@ -38,8 +29,7 @@ class Correlation:
         self.thresh = float(kendall_kw.get("thresh", 25.0))
 
     def candidates(self, xs: list, ws: list, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Versions given by candidate metric vectors ``xs`` (n,), their weights ``ws`` (B, n)
-        and the human vector ``y`` (n,) (see ``LevelStat``)."""
+        """Versions given by candidate metric vectors ``xs`` (n,), weights ``ws`` (B, n), human ``y``."""
         xs, ws, y = clean(xs, ws, y)
         if self.kind == "pearson":
             return _pearson_candidates(xs, ws, y), sum(ws).sum(1)
@@ -54,7 +44,8 @@ class Correlation:
 
     def rows(self, X: np.ndarray, Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Versions given by their values: X and Y (B, n) or (n,), integer weights W (B, n)."""
-        return self._rows(*clean_rows(X, Y, W))
+        ok = np.isfinite(X) & np.isfinite(Y) & (W > 0)
+        return self._rows(np.where(ok, X, 0.0), np.where(ok, Y, 0.0), np.where(ok, W, 0.0))
 
     def _rows(self, X, Y, W) -> tuple[np.ndarray, np.ndarray]:
         if self.kind == "pearson":
@@ -77,8 +68,8 @@ class Correlation:
         return values, weights
 
     def _kendall(self, pairs) -> tuple[np.ndarray, np.ndarray]:
-        """Kendall variants from weighted pair counts, with kendall.py's definitions; ``pairs``:
-        ``_CandidatePairs`` or ``_RowPairs``. A pair is dx = metric difference, dy = human's."""
+        """Kendall variants from weighted pair counts (kendall.py's definitions); dx, dy: a pair's
+        metric and human differences."""
         if self.variant == "like":
             agree = pairs.sum(lambda dx, dy: (np.abs(dy) >= self.thresh) & (np.sign(dx) == np.sign(dy)) & (dy != 0))
             counted = pairs.sum(lambda dx, dy: np.abs(dy) >= self.thresh, uses_x=False)
@@ -117,8 +108,7 @@ class Correlation:
 
 
 class _CandidatePairs:
-    """Pair sums over versions given by candidates: fixed n x n pair matrices, one matrix
-    product per pair of candidates (see ``_pair_sum``)."""
+    """Pair sums over versions given by candidates (``_pair_sum``)."""
 
     def __init__(self, xs, ws, y):
         self.xs, self.ws, self.y, self.W = xs, ws, y, sum(ws)
@@ -166,11 +156,6 @@ def clean(xs, ws, y):
     return out_x, out_w, np.where(y_ok, y, 0.0)
 
 
-def clean_rows(X, Y, W):
-    ok = np.isfinite(X) & np.isfinite(Y) & (W > 0)
-    return np.where(ok, X, 0.0), np.where(ok, Y, 0.0), np.where(ok, W, 0.0)
-
-
 def materialise(xs, ws) -> tuple[np.ndarray, np.ndarray]:
     """(values, weights), both (B, n), of versions given by candidates."""
     W = sum(ws)
@@ -184,8 +169,7 @@ def _constant(X, W) -> np.ndarray:
 
 
 def _pearson(X, Y, W) -> np.ndarray:
-    """Weighted Pearson per version = Pearson of the expanded cells; NaN with fewer than 2
-    cells or a constant side (as ``correlation.correlate``)."""
+    """Weighted Pearson per version; NaN with fewer than 2 cells or a constant side."""
     n = W.sum(1)
     with np.errstate(divide="ignore", invalid="ignore"):
         dx = X - ((W * X).sum(1) / n)[:, None]
@@ -196,9 +180,8 @@ def _pearson(X, Y, W) -> np.ndarray:
 
 
 def _pearson_candidates(xs, ws, y) -> np.ndarray:
-    """``_pearson`` of versions given by candidates, from weighted sums (matrix-vector products).
-    Versions whose variance is (nearly) zero on either side are recomputed by ``_pearson``,
-    which tests for an exactly constant side."""
+    """``_pearson`` of versions given by candidates, from weighted sums; a (nearly) zero variance
+    is recomputed by ``_pearson``, which tests for an exactly constant side."""
     W = sum(ws)
     n = W.sum(1)
     shift = np.mean([x.mean() for x in xs])  # any common shift; a central one keeps sums small
@@ -230,8 +213,8 @@ def _spearman(RX, RY, W) -> np.ndarray:
 
 
 def _candidate_ranks(xs, ws) -> np.ndarray:
-    """``_ranks`` of versions given by candidates, from pair matrices: the rank of a cell is the
-    weight of the cells below it plus half the weight of its ties (itself included) plus 1/2."""
+    """``_ranks`` of versions given by candidates: the weight below a cell, half its ties' (itself
+    included), plus 1/2."""
     # every product is a sum of halves of integer weights: exact in float32 (twice BLAS's float64
     # speed) while the weights sum below 2**22
     exact32 = max(float(w.sum(1).max()) for w in ws) < 2**22 if ws else True
@@ -248,8 +231,7 @@ def _candidate_ranks(xs, ws) -> np.ndarray:
 
 
 def _ranks(X, W) -> np.ndarray:
-    """Average ranks (1-based, ties share their mean rank) of every cell of each version's
-    expanded cells; a row of weight k occupies k tied positions. Weight-0 cells: unused."""
+    """Average 1-based ranks of each version's expanded cells (weight k: k tied positions)."""
     X = np.broadcast_to(np.where(W > 0, X, np.inf), W.shape)
     order = np.argsort(X, axis=1, kind="stable")
     xs, ws = np.take_along_axis(X, order, 1), np.take_along_axis(W, order, 1)
@@ -278,10 +260,8 @@ def _n_distinct(X, W) -> np.ndarray:
 
 
 def _pair_sum(xs, ws, pair_fn) -> np.ndarray:
-    """Per version, the sum of ``pair_fn`` over all unordered pairs of expanded cells (two
-    copies of one row included). ``pair_fn(dx)`` gives the (n, n) pair matrix for cell i taking
-    candidate p and cell j candidate q, ``dx[i, j] = xs[q][j] - xs[p][i]``; it must not depend
-    on the pair's order (the matrix for (q, p) is the transpose of (p, q))."""
+    """Per version, the sum of ``pair_fn`` over all unordered pairs of expanded cells;
+    ``pair_fn(dx)``, ``dx[i, j] = xs[q][j] - xs[p][i]``, must not depend on the pair's order."""
     total = 0.0
     for p, (xp, wp) in enumerate(zip(xs, ws)):
         for q in range(p, len(xs)):

@@ -1,42 +1,7 @@
-"""Metric-human correlation at the levels used in meta-evaluation.
-
-The input is a long table with one row per (item, system) cell: ``group`` (item: source
-segment / document id), ``system``, one metric column and one human column.
-
-Levels (mt-metrics-eval names in brackets: ``mt_metrics_eval/stats.py``
-``AverageCorrelation`` / ``_Reshape`` with ``average_by``):
-
-* ``segment``  -- one correlation over all finite cells [``average_by='none'``, "no
-  grouping"];
-* ``item``     -- one correlation per item (across its systems), averaged over items
-  [``average_by='item'``, "item-grouped"; SummEval-style "summary-level"];
-* ``system_grouped`` -- one correlation per system (across its items), averaged over systems
-  [``average_by='sys'``];
-* ``system``   -- per-system mean metric and mean human score (over that system's finite
-  cells), then one correlation over systems [system level, ``level='sys'``].
-
-Skipping: a group (item or system) with fewer than 2 finite cells, or whose correlation is
-undefined (NaN), is left out of the average and counted in ``n_skipped``. For Pearson,
-Spearman and Kendall b / c that is exactly "human or metric constant within the group"
-(the BARTScore / G-Eval convention; mt-metrics-eval also drops NaN correlations from the
-average unless ``replace_nans_with_zeros``). The WMT23 variants ``23`` / ``acc23`` are
-defined on constant vectors (tied pairs are scored), so such groups are KEPT for them, as in
-mt-metrics-eval. ``like`` with ``average="macro"``: a group whose cells hold no pair that
-reaches the threshold counts as 0, as in mt-metrics-eval (``KendallLike`` returns 0 there and
-``AverageCorrelation(macro=True)`` averages it in, "item-wise"); when no group has such a pair
-the value is NaN (mt-metrics-eval: 0), so that "no pair reaches the threshold" (1-5 ratings with
-the default 25) is not read as "no correlation". With ``average="micro"`` such a group weighs 0.
-
-Averaging: ``average="macro"`` (default) is the plain mean over kept groups.
-``average="micro"`` weights each group as mt-metrics-eval's ``AverageCorrelation(macro=
-False)`` does: by its number of finite cells, or for ``like`` by its counted pairs C + D
-(which makes it the pooled (sum C - sum D) / (sum C + sum D) -- the mt-metrics-eval default
-for ``KendallLike`` and the WMT20 DARR definition).
-
-Non-finite cells (metric or human) are left out before anything else and counted in
-``n_nonfinite``. Pearson / Spearman / Kendall-b values come from scipy (via
-``correlation.correlate``); the other Kendall variants from ``metaeval.kendall``.
-"""
+"""Metric-human correlation at the meta-evaluation levels (``LEVELS``: segment, item,
+system_grouped, system; mt-metrics-eval's ``average_by`` none / item / sys and ``level='sys'``) on a
+long table of one row per (item, system) cell. Skipping, NaN and macro / micro averaging follow
+mt-metrics-eval's ``AverageCorrelation``; docs/reports.md "Definitions" spells them out."""
 
 from __future__ import annotations
 
@@ -53,8 +18,7 @@ LEVELS = ("segment", "item", "system_grouped", "system")
 
 @dataclass(frozen=True)
 class Grouping:
-    """Which columns group the rows into items (``group_col``) and systems (``system_col``), and how
-    the per-group correlations are averaged (``average``: "macro" or "micro")."""
+    """The item and system columns, and how per-group correlations are averaged (macro / micro)."""
 
     average: str = "macro"
     group_col: str = "group"
@@ -63,14 +27,12 @@ class Grouping:
 
 @dataclass(frozen=True)
 class KendallOptions:
-    """The Kendall variants' own settings: ``epsilon`` (metric ties, for b / 23 / acc23) and
-    ``thresh`` (the gold-difference threshold of like, default 25); None: not given."""
+    """The Kendall variants' own settings (None: not given): ``epsilon`` (metric ties) and ``thresh``."""
 
     epsilon: float | None = None
     thresh: float | None = None
 
     def kw(self) -> dict[str, float]:
-        """The settings given, as ``kendall`` takes them."""
         return {k: v for k, v in (("epsilon", self.epsilon), ("thresh", self.thresh)) if v is not None}
 
 
@@ -97,15 +59,9 @@ def corr_fn(kind: str, variant: str | None, kw: dict):
 def correlate_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str,
                  kind: str = "pearson", variant: str | None = None,
                  grouping: Grouping = Grouping(), options: KendallOptions = KendallOptions()) -> dict:
-    """Correlation of ``metric_col`` with ``human_col`` at ``level``; ``grouping``: ``average``,
-    ``group_col``, ``system_col``; ``options``: the Kendall variant's own (``KendallOptions``).
-
-    Returns ``dict(value, n, n_groups, n_skipped, n_nonfinite)``:
-    ``n`` finite cells that entered the value; ``n_groups`` correlations averaged (item /
-    system_grouped), systems correlated (system) or 1 (segment, 0 if NaN); ``n_skipped``
-    groups / systems left out (segment: 1 if the value is NaN); ``n_nonfinite`` cells
-    dropped for a non-finite metric or human score.
-    """
+    """Correlation of ``metric_col`` with ``human_col`` at ``level``: ``dict(value, n, n_groups,
+    n_skipped, n_nonfinite)``; ``n`` finite cells that entered, ``n_groups`` correlations averaged /
+    systems correlated (segment: 1, 0 if NaN), ``n_skipped`` groups left out (segment: 1 if NaN)."""
     kendall_kw = options.kw()
     average, group_col, system_col = grouping.average, grouping.group_col, grouping.system_col
     check_options(level, average)

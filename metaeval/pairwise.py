@@ -1,35 +1,7 @@
-"""Pairwise accuracy with tie calibration (acc_eq; Deutsch, Foster & Freitag 2023, WMT23).
-
-Definition (mt-metrics-eval, ``mt_metrics_eval/tau_optimization.py``: ``tau_optimization``,
-``TauSufficientStats.acc_23``; called from ``mt_metrics_eval/stats.py``
-``KendallWithTiesOpt``; the WMT23 segment-level task in ``mt_metrics_eval/tasks.py``
-``WMT23`` uses ``corr_fcn='KendallWithTiesOpt', avg_by='item', sample_rate=1.0`` with the
-default ``variant='acc23'``):
-
-* Scores form an item x system matrix; an item is a ``group`` (source segment / document).
-  For every item, every pair of systems with finite metric and human scores is a pair.
-* At threshold epsilon >= 0 a pair is a METRIC tie when ``|m_i - m_j| <= epsilon``; a HUMAN
-  tie when ``h_i == h_j`` (exact). The pair is correct when metric and human order it the
-  same way (both untied), or both tie it. acc23 of an item = correct pairs / pairs.
-* The value at epsilon is the UNWEIGHTED MEAN OVER ITEMS of the per-item acc23 (items with
-  no pair, i.e. < 2 finite cells, are left out). mt-metrics-eval does NOT pool pairs across
-  items in the item-grouped setting: ``tau_optimization`` keeps one set of counts per row
-  (= item with ``average_by='item'``) and averages ``tau_fn`` over rows. With no grouping
-  (``groups=None``, mt-metrics-eval's ``average_by='none'``) there is one row, i.e. pooled.
-* acc_eq = max over epsilon of that mean; candidates are 0 and every distinct |delta metric|
-  of a pair; ties between candidates go to the SMALLEST epsilon (``np.nanargmax`` over the
-  ascending threshold list). WMT23 used all pairs (``sample_rate=1.0``); the library's
-  default elsewhere is a random 10 % sample -- not reproduced here (always all pairs).
-
-The search is vectorised: each pair contributes ``w * u`` while untied and ``w * t`` once
-epsilon reaches its |delta metric| (u = strict agreement, t = human tie, w = 1 / (pairs of
-its item * items)); sorting pairs by |delta metric| and taking cumulative sums of
-``w * (t - u)`` gives the mean at every candidate at once (O(P log P)). The returned
-accuracy is recomputed exactly at the chosen epsilon from integer counts.
-
-``variant="23"`` optimises the WMT23 tau ('23': +1 for a correct pair, -1 otherwise)
-the same way.
-"""
+"""Pairwise accuracy with tie calibration (acc_eq; Deutsch, Foster & Freitag 2023, WMT23;
+mt-metrics-eval ``KendallWithTiesOpt`` over all pairs): the metric-tie threshold epsilon that
+maximises the unweighted mean over items of acc23 (or tau23), ties to the smallest epsilon, found
+with one sort of the pairs (docs/reports.md "Definitions")."""
 
 from __future__ import annotations
 
@@ -76,36 +48,20 @@ def _pairs(metric, human, groups=None) -> _Pairs:
     order = np.argsort(g, kind="stable")
     m, h, g = m[order], h[order], g[order]
     bounds = np.flatnonzero(np.diff(g)) + 1
-    starts = np.r_[0, bounds]
-    ends = np.r_[bounds, m.size]
-    diffs: list[np.ndarray] = []
-    agrees: list[np.ndarray] = []
-    ties: list[np.ndarray] = []
-    items: list[np.ndarray] = []
-    counts: list[int] = []
-    labels: list[int] = []
-    tri_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for s, e in zip(starts, ends):
-        k = int(e - s)
-        if k < 2:
-            continue
-        if k not in tri_cache:
-            tri_cache[k] = np.triu_indices(k, 1)
-        i, j = tri_cache[k]
-        dm = m[s:e][j] - m[s:e][i]
-        dh = h[s:e][j] - h[s:e][i]
-        diffs.append(np.abs(dm))
-        agrees.append(((dm > 0) & (dh > 0)) | ((dm < 0) & (dh < 0)))
-        ties.append(dh == 0)
-        items.append(np.full(dm.size, len(counts), dtype=np.int64))
-        labels.append(g[s])
-        counts.append(dm.size)
-    if not counts:
-        empty = np.zeros(0)
-        return _Pairs(empty, empty.astype(bool), empty.astype(bool),
-                      empty.astype(np.int64), empty.astype(np.int64), np.asarray(uniques)[:0])
-    return _Pairs(np.concatenate(diffs), np.concatenate(agrees), np.concatenate(ties),
-                  np.concatenate(items), np.asarray(counts, dtype=np.int64), np.asarray(uniques)[labels])
+    dms, dhs, labels = [np.zeros(0)], [np.zeros(0)], []  # per item with a pair: metric and human differences
+    tri: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for s, e in zip(np.r_[0, bounds], np.r_[bounds, m.size]):
+        if e - s >= 2:
+            if e - s not in tri:
+                tri[e - s] = np.triu_indices(e - s, 1)
+            i, j = tri[e - s]
+            dms.append(m[s:e][j] - m[s:e][i])
+            dhs.append(h[s:e][j] - h[s:e][i])
+            labels.append(g[s])
+    sizes = np.asarray([d.size for d in dms[1:]], dtype=np.int64)
+    dm, dh = np.concatenate(dms), np.concatenate(dhs)
+    return _Pairs(np.abs(dm), ((dm > 0) & (dh > 0)) | ((dm < 0) & (dh < 0)), dh == 0,
+                  np.repeat(np.arange(sizes.size, dtype=np.int64), sizes), sizes, np.asarray(uniques)[labels])
 
 
 def _check_variant(variant: str) -> str:
@@ -147,6 +103,17 @@ def _steps(diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return thresholds, step.ravel()[1:]
 
 
+def _scored(agree: np.ndarray, human_tie: np.ndarray, variant: str) -> tuple[np.ndarray, np.ndarray]:
+    """(u, t): a pair's value while untied (strict agreement) and once tied (human tie); 23: ±1."""
+    u, t = agree.astype(np.float64), human_tie.astype(np.float64)
+    return (2 * u - 1, 2 * t - 1) if variant == "23" else (u, t)
+
+
+def _values_at(u, t, w, step: np.ndarray, n: int, base: float = 0.0) -> np.ndarray:
+    """``base`` + the weighted sum at each of the ``n`` thresholds: a pair gives w·u before its step, w·t from it."""
+    return np.sum(w * u) + base + np.cumsum(np.bincount(step, weights=w * (t - u), minlength=n))
+
+
 def _best(values: np.ndarray) -> int:
     """The first (smallest-threshold) candidate within floating-point noise of the maximum."""
     return int(np.flatnonzero(values >= values.max() - _TOL)[0])
@@ -159,13 +126,9 @@ def tie_calibration(metric, human, groups=None, variant: str = "acc23") -> TieCa
     n_items = int(p.per_item.size)
     if n_items == 0:
         return TieCalibration(float("nan"), 0.0, np.zeros(1), np.full(1, np.nan), 0, 0)
-    u = p.agree.astype(np.float64)          # value while untied
-    t = p.human_tie.astype(np.float64)      # value once tied
-    if variant == "23":
-        u, t = 2 * u - 1, 2 * t - 1
-    w = 1.0 / (p.per_item[p.item] * n_items)
+    u, t = _scored(p.agree, p.human_tie, variant)  # a pair's value while untied / once tied
     thresholds, step = _steps(p.diff)
-    values = float(np.sum(w * u)) + np.cumsum(np.bincount(step, weights=w * (t - u), minlength=thresholds.size))
+    values = _values_at(u, t, 1.0 / (p.per_item[p.item] * n_items), step, thresholds.size)
     eps = float(thresholds[_best(values)])
     return TieCalibration(_mean_at(p, eps, variant), eps, thresholds, values, n_items,
                           int(p.diff.size))
@@ -192,20 +155,12 @@ def acc_eq_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str = "i
 
 
 class TieCalibratedStat:
-    """acc23 (or tau23) with tie calibration as a report statistic ``stat(df, metric_col)``:
-    mt-metrics-eval's ``KendallWithTiesOpt`` (``sample_rate=1``: all pairs) at a correlation level,
-    on the rows where ``df[subset[0]] == subset[1]`` when ``subset`` is given. Levels as
-    ``levels.correlate_at``: ``item`` (pairs of systems within each item, averaged over items: the
-    WMT23 segment level), ``system_grouped`` (pairs within each system, averaged), ``segment``
-    (all pairs pooled, ``average_by='none'``), ``system`` (per-system mean scores, all pairs of
-    systems). Epsilon is searched anew on every table (every bootstrap resample, every
-    permutation), as mt-metrics-eval searches it anew in every permutation.
-
-    ``batch`` (``resampling``'s resampled versions, see ``LevelStat``) gives the values of the
-    expanded tables: a row drawn k times is k rows, whose k(k-1)/2 pairs among themselves are tied
-    in both scores (correct at every epsilon). Two bootstraps are computed from one sort of the
-    pairs: the segment level (pair weight = the product of its rows' draws) and the item level
-    drawing items (an item's value at every epsilon is fixed, the draws weight it); any other
+    """acc23 (or tau23) with tie calibration as a report statistic ``stat(df, metric_col)`` at a
+    ``levels.correlate_at`` level (system: per-system means, all pairs of systems), on the rows where
+    ``df[subset[0]] == subset[1]`` when ``subset`` is given; epsilon is searched anew on every table
+    (every resample and permutation), as mt-metrics-eval does. ``batch``: a row drawn k times is k
+    rows whose k(k-1)/2 pairs among themselves are tied in both scores (correct at every epsilon);
+    the segment level and the item level drawing items come from one sort of the pairs, any other
     version is expanded and searched on its own."""
 
     batchable = True
@@ -272,17 +227,13 @@ class TieCalibratedStat:
             return self._items_drawn(np.asarray(xs[0], dtype=np.float64), h, keep, units)
         return self._each(df, xs, ws, h, keep, units)
 
-    def _values(self, u: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return (2 * u - 1, 2 * t - 1) if self.variant == "23" else (u, t)
-
     def _pooled_drawn(self, x, h, W) -> np.ndarray:
         """Segment level: pair (i, j) enters version b ``W[b, i] * W[b, j]`` times."""
         rows = np.flatnonzero(np.isfinite(x) & np.isfinite(h) & (W > 0).any(0))
         x, h, W = x[rows], h[rows], W[:, rows]
         i, j = np.triu_indices(rows.size, 1)
         dm, dh = x[j] - x[i], h[j] - h[i]
-        u, t = self._values((((dm > 0) & (dh > 0)) | ((dm < 0) & (dh < 0))).astype(np.float64),
-                            (dh == 0).astype(np.float64))
+        u, t = _scored(((dm > 0) & (dh > 0)) | ((dm < 0) & (dh < 0)), dh == 0, self.variant)
         diff = np.abs(dm)
         thresholds, step = _steps(diff)
         out = np.full(len(W), np.nan)
@@ -292,9 +243,7 @@ class TieCalibratedStat:
             total = pw.sum() + own
             if total == 0:
                 continue
-            gain = np.bincount(step, weights=pw * (t - u), minlength=thresholds.size)
-            values = np.sum(pw * u) + own + np.cumsum(gain)
-            eps = thresholds[_best(values)]
+            eps = thresholds[_best(_values_at(u, t, pw, step, thresholds.size, own))]
             out[b] = (np.sum(pw * np.where(diff <= eps, t, u)) + own) / total
         return out
 
@@ -305,14 +254,13 @@ class TieCalibratedStat:
         if p.per_item.size == 0:
             return out
         drawn = units.counts[:, p.label]  # (versions x items) draws of each item with pairs
-        u, t = self._values(p.agree.astype(np.float64), p.human_tie.astype(np.float64))
+        u, t = _scored(p.agree, p.human_tie, self.variant)
         thresholds, step = _steps(p.diff)
         for b, c in enumerate(drawn):
             if c.sum() == 0:
                 continue
             wt = c[p.item] / p.per_item[p.item] / c.sum()
-            values = np.sum(wt * u) + np.cumsum(np.bincount(step, weights=wt * (t - u), minlength=thresholds.size))
-            eps = thresholds[_best(values)]
+            eps = thresholds[_best(_values_at(u, t, wt, step, thresholds.size))]
             out[b] = np.sum(wt * np.where(p.diff <= eps, t, u))  # no BLAS: its threads stall on a busy CPU
         return out
 

@@ -25,8 +25,7 @@ MAX_LABELLED_X = 8  # a sweep of at most this many values gets one x tick per va
 
 
 def save(fig, out: Path) -> Path:
-    """Writes ``fig`` at ``DPI``; a figure without a layout engine of its own (constrained) gets
-    tight_layout, which also makes room for a legend placed outside the axes."""
+    """Writes ``fig`` at ``DPI``, with tight_layout unless it has a layout engine of its own."""
     out.parent.mkdir(parents=True, exist_ok=True)
     if fig.get_layout_engine() is None:
         fig.tight_layout()
@@ -37,18 +36,16 @@ def save(fig, out: Path) -> Path:
 
 def wrap(text: str, width_in: float, fontsize: float) -> str:
     """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` points (a character
-    is taken as 0.6 of the font size wide: DejaVu Sans' widest common letters)."""
+    0.6 of the font size wide)."""
     chars = max(int(width_in * 72 / (0.6 * fontsize)), 20)
     return "\n".join("\n".join(textwrap.wrap(line, chars)) for line in text.split("\n")) if text else text
 
 
 def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = "", caption: str = "",
                                 warning: str = ""):
-    """Lines of correlation vs a swept parameter (ContrastScore Fig. 2 / 3). ``table`` has
-    columns param, series, value and optionally low / high (an interval, drawn as an error bar in
-    the series' colour, the series side by side so that no two bars cover each other).
-    ``caption``: which correlation, split and n (under the title); ``warning``: a line under the
-    axes (few documents to resample)."""
+    """Lines of correlation vs a swept parameter (ContrastScore Fig. 2 / 3) from columns param,
+    series, value and optionally low / high (error bars, the series side by side); ``caption``
+    under the title, ``warning`` under the axes."""
     fig, ax = plt.subplots(figsize=(6, 4.4 if warning else 4))
     groups = list(table.groupby("series", sort=False))
     xs = np.sort(pd.unique(pd.to_numeric(table[param], errors="coerce")))
@@ -103,8 +100,7 @@ def heatmap_grid(table: pd.DataFrame, rows: str, cols: str) -> pd.DataFrame:
 
 
 def draw_heatmap(ax, table: pd.DataFrame, rows: str, cols: str, title: str = ""):
-    """``heatmap_grid`` on ``ax``: one coloured cell per (rows, cols) value, written in the cell,
-    and a colour bar (none for an all-nan grid)."""
+    """``heatmap_grid`` on ``ax``, each value written in its cell, and a colour bar (unless all nan)."""
     grid = heatmap_grid(table, rows, cols)
     values = grid.to_numpy(dtype=float)
     im = ax.imshow(values, cmap="viridis", aspect="auto")
@@ -128,8 +124,7 @@ def _ink(rgba) -> str:
 
 
 def distribution_figure(scores: pd.DataFrame, metric_cols: list[str], human_cols: list[str]):
-    """Histograms of the z-scored scores: one panel per human aspect (top row, orange), one per
-    metric (bottom row, blue)."""
+    """Histograms of the z-scored scores: human aspects on top (orange), metrics below (blue)."""
     ncols = max(len(human_cols), len(metric_cols), 1)
     fig = plt.figure(figsize=(PANEL_WIDTH * ncols, 5.4))
     for row, cols in enumerate((human_cols, metric_cols)):
@@ -151,9 +146,8 @@ def _histogram(ax, x: np.ndarray, color: str) -> None:
 
 
 def speed_vs_quality_figure(points: pd.DataFrame, title: str = "", ylabel: str = "correlation (AVG)"):
-    """Samples/s against correlation, one labelled point per distinct forward pass (ContrastScore
-    Fig. 1); ``points`` has columns label, samples_per_second, value. With a single pass the
-    plot says that it needs several pairs (``cscore report`` does not write it then)."""
+    """Samples/s against correlation, one labelled point per forward pass (ContrastScore Fig. 1),
+    from columns label, samples_per_second, value."""
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.scatter(points["samples_per_second"], points["value"])
     speeds = points["samples_per_second"].to_numpy(dtype=float)
@@ -174,8 +168,7 @@ def speed_vs_quality_figure(points: pd.DataFrame, title: str = "", ylabel: str =
 
 
 def _log_x(ax, values: np.ndarray) -> None:
-    """A log x axis labelled with plain numbers: 1, 10, 100 and, over at most 3 decades, 2 and 5
-    between them (matplotlib's own minor labels crowd an axis of one or two decades)."""
+    """A log x axis labelled with plain numbers: 1, 10, 100 and, over at most 3 decades, 2 and 5."""
     ax.set_xscale("log")
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     ax.xaxis.set_major_formatter(plain)

@@ -1,7 +1,5 @@
-"""One table shape and its renderings: markdown, LaTeX, CSV and a rich Table.
-
-Every table cscore writes or prints (a run's correlations, every ``cscore report`` table)
-is a ``Table``; the builders format the cells, the renderers only lay them out."""
+"""One table shape (``Table``, every table cscore writes or prints) and its renderings: markdown,
+LaTeX, CSV and rich. The builders format the cells, the renderers only lay them out."""
 
 from __future__ import annotations
 
@@ -85,18 +83,13 @@ def csv(t: Table) -> str:
 
 
 def rich(t: Table) -> "Fitted":
-    """A rich renderable of the table laid out at the width it is printed at (``Fitted``): the
-    title and the signature as text lines, the best cells bold green. Every text from the table
-    is escaped: a ``[expected]`` in a label or note is text, not rich markup."""
+    """A rich renderable of the table at the width it is printed at (``Fitted``), every text escaped."""
     return Fitted(t)
 
 
 class Fitted:
-    """A table that fits the console: when all its columns do not fit in one rich table, the
-    columns are split over several tables, each repeating the row names, so that no label or
-    number is cut, ellipsised or wrapped (80 columns on a terminal, 160 in log files); when that
-    takes more than one table, long row names wrap and each cell's number stands over its interval
-    if that packs more columns into each table (``layout``)."""
+    """A table that fits the console: columns split over several tables, each repeating the row
+    names, so that no label or number is cut (``layout``); title and signature as text lines."""
 
     def __init__(self, table: Table):
         self.table = table
@@ -124,9 +117,8 @@ def _width(texts) -> int:
 
 
 def layout(t: Table, width: int) -> tuple[Table, list[list[int]]]:
-    """The table as printed at ``width`` and its column groups (``column_groups``): as it is when
-    it fits one table, else ``compact`` when that takes fewer tables (issue 47: long row names left
-    room for one column a table at 80 columns)."""
+    """The table as printed at ``width`` and its column groups: as it is when it fits one table,
+    else ``compact`` when that takes fewer tables."""
     groups = column_groups(t, width)
     if len(groups) == 1:
         return t, groups
@@ -136,9 +128,8 @@ def layout(t: Table, width: int) -> tuple[Table, list[list[int]]]:
 
 
 def compact(t: Table, width: int) -> Table:
-    """``t`` with row names wrapped at a quarter of ``width`` (at least 12 columns, at spaces) and
-    every cell cut at its first space into two lines: "0.3376 [0.244, 0.420] (2)" puts the
-    number over "[0.244, 0.420] (2)"."""
+    """``t`` with row names wrapped at a quarter of ``width`` (at least 12) and every cell cut at its
+    first space into two lines (the number over its interval)."""
     import textwrap
 
     room = max(12, width // 4)
@@ -154,8 +145,7 @@ def compact(t: Table, width: int) -> Table:
 
 
 def column_groups(t: Table, width: int) -> list[list[int]]:
-    """The columns in order, cut into groups whose tables (row names + the group) fit ``width``;
-    a column too wide even alone with the row names is a group of its own (its cells fold)."""
+    """The columns in order, cut into groups whose tables (with the row names) fit ``width``."""
     room = width - 1 - (_width([t.row_header] + [name for name, _ in t.rows]) + BORDER)
     groups: list[list[int]] = [[]]
     used = 0

@@ -1,5 +1,5 @@
-"""The report's figures of one dataset (``metaeval.plots`` draws them): correlation against the
-swept parameter (or a heatmap of two), the score distributions, and speed against quality."""
+"""The report's figures of one dataset (``metaeval.plots``): correlation against the swept parameter
+(or a heatmap of two), the score distributions, and speed against quality."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ KENDALL_NAMES = {"b": "tau_b", "c": "tau_c", "23": "tau_23", "acc23": "acc_23", 
 
 
 def swept_params(ds: Dataset) -> list[str]:
-    """The numeric parameters that every main row has and that differ among them (a parameter of
-    only some methods of a multirun is no axis to plot them on)."""
+    """The numeric parameters that every main row has and that differ among them."""
     mains = [r for r in ds.rows.values() if r["main"]]
     keys = sorted({k for r in mains for k, v in r["params"].items() if isinstance(v, NUMERIC)})
     keys = [k for k in keys if all(isinstance(r["params"].get(k), NUMERIC) for r in mains)]

@@ -1,32 +1,12 @@
-"""Resampling: percentile bootstrap intervals and the paired permutation test, one
-implementation each, in batch form.
-
-* ``bootstrap_ci`` -- percentile bootstrap interval, resampling items (all rows of a drawn
-  item come along, duplicates kept) or single rows.
-* ``permutation_test`` -- the PERM-BOTH paired permutation test of mt-metrics-eval
-  (``mt_metrics_eval/stats.py::PermutationSigDiff``, after Deutsch et al. 2021,
-  https://arxiv.org/abs/2104.00054), used for the WMT22-24 metrics-task significance clusters.
-
-Both draw every resample at once (an index matrix of draws, a matrix of coins), turn it into
-per-row weights (how often each row enters each resample; which metric a row holds) and hand
-them to the statistic's ``batch`` (``statistic``). A statistic without one is wrapped in
-``PerVersion``, which builds each resampled table and calls it once per resample.
-
-PERM-BOTH (``PermutationSigDiff(corr1, corr2, ...)``): both metrics' score vectors are
-z-scored *globally* (``scipy.stats.zscore`` over the whole flattened vector of cells that have a
-gold score, population std, ddof=0 -- not per item); the observed delta is
-``corr(metric2) - corr(metric1)`` on the z-scored vectors; each of the ``k`` permutations
-draws an independent Bernoulli(0.5) coin *per cell* and swaps the two metrics' scores in the
-cells where it came up; the p-value is the *one-sided* share ``#{delta_perm >= delta} / k``
-(no +1 smoothing) for the hypothesis that metric2 is better. (Early stopping every
-``block_size=1000`` runs when p < 0.02 or p > 0.5 never fires for k <= 1000; not implemented.)
-"""
+"""Resampling in batch form: ``bootstrap_ci`` (percentile bootstrap over items or rows) and
+``permutation_test`` (mt-metrics-eval's PERM-BOTH, ``mt_metrics_eval/stats.py::PermutationSigDiff``,
+after Deutsch et al. 2021). Both draw every resample at once, turn the draws into per-row weights
+and hand them to the statistic's ``batch`` (``PerVersion`` for a statistic without one)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -34,10 +14,7 @@ import pandas as pd
 from cscore.metaeval.kernels import chunks
 from cscore.metaeval.statistic import Stat, Units, batchable
 
-# relative tolerance when comparing a permuted delta with the observed one, so that deltas
-# that are equal up to floating-point summation order count as ">=" (mt-metrics-eval uses
-# an exact ">=")
-TIE_EPS = 1e-12
+TIE_EPS = 1e-12  # relative slack of ">=" against a permuted delta (floating-point summation order)
 
 
 class PerVersion:
@@ -132,22 +109,13 @@ def _unit_codes(df: pd.DataFrame, col: str | None) -> tuple[np.ndarray | None, i
 
 def bootstrap_ci(df: pd.DataFrame, stat: Stat, metric_col: str, *, resample: str | None = "group",
                  n: int = 1000, seed: int = 0, alpha: float = 0.05, relabel: bool = True) -> BootstrapCI:
-    """Percentile bootstrap confidence interval of ``stat(df, metric_col)``.
+    """Percentile bootstrap interval of ``stat(df, metric_col)``: ``BootstrapCI(point, low, high)``,
+    low / high the ``alpha/2`` and ``1 - alpha/2`` quantiles (numpy linear) of the finite resampled
+    values (the others counted in ``.n_nan``); NaN with none, or with fewer than two units.
 
-    ``resample="group"`` (or any column): draw as many units (unique values of that column)
-    as there are, uniformly with replacement; every row of a drawn unit comes along and a
-    unit drawn twice appears twice. With ``relabel=True`` (default) each draw gets its own
-    integer label in that column (0, 1, ... in draw order) so that statistics that group by
-    it (e.g. item-level correlations averaged over items) treat the two copies as two items;
-    the original value is kept in the column ``f"{resample}_orig"``.
-    ``resample=None``: draw ``len(df)`` rows with replacement.
-
-    Returns ``BootstrapCI(point, low, high)``: point = stat on the full table; low/high =
-    the ``alpha/2`` and ``1 - alpha/2`` quantiles (numpy linear interpolation) of the
-    resampled statistics. Resamples whose statistic is NaN/inf are counted in ``.n_nan`` and
-    excluded; if none is finite, low and high are NaN, as they are when there are fewer than two
-    units to draw (no resample is drawn: each would be the table itself).
-    """
+    ``resample`` (a column): its units drawn with replacement, every row of a drawn unit along;
+    ``relabel`` gives each draw its own integer label in that column (the original kept in
+    ``<resample>_orig``), so a unit drawn twice is two items. ``resample=None``: rows are drawn."""
     if n < 1:
         raise ValueError("n must be >= 1")
     if not 0 < alpha < 1:
@@ -203,90 +171,40 @@ def _zscore(x: np.ndarray) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True)
-class Permutations:
-    """How ``permutation_test`` permutes and counts (its steps 1, 3 and 4): ``resample`` (None: a
-    coin per cell; a column: its units swap together), ``standardize`` (z-score both metrics
-    first), ``alternative`` ("greater" or "two-sided"), ``plus_one`` (smoothed p)."""
-
-    resample: str | None = None
-    standardize: bool = True
-    alternative: str = "greater"
-    plus_one: bool = False
-
-
 def permutation_test(df: pd.DataFrame, stat: Stat, metric_a: str, metric_b: str, *, n: int = 1000,
-                     seed: int | Sequence[int] = 0, how: Permutations = Permutations()) -> dict:
-    """Paired permutation test that metric A beats metric B under ``stat`` (PERM-BOTH). ``how``
-    (a ``Permutations``: ``resample``, ``standardize``, ``alternative``, ``plus_one``) sets steps
-    1, 3 and 4.
+                     seed: int | Sequence[int] = 0, resample: str | None = None) -> dict:
+    """PERM-BOTH test that metric A beats metric B under ``stat``, as mt-metrics-eval's
+    ``PermutationSigDiff(corr1=B, corr2=A)``: both columns z-scored globally (population std over
+    the finite rows; drop rows without a human score first to match it exactly); observed
+    ``delta = stat(A) - stat(B)``; each of ``n`` permutations swaps A's and B's scores where a fair
+    coin per cell came up (per unit of the column ``resample``: a block permutation, not in
+    mt-metrics-eval); p = #{delta_perm >= delta} / n_valid, one-sided, unsmoothed, ``>=`` with a
+    relative slack of ``TIE_EPS``; permutations with a non-finite delta counted in ``n_nan``.
 
-    As mt-metrics-eval's ``PermutationSigDiff(corr1=B, corr2=A)``:
-
-    1. ``standardize=True``: both metrics' columns are z-scored globally (mean and population
-       std over all rows where the metric is finite; not per item). To match mt-metrics-eval
-       exactly, drop the rows without a human score from ``df`` first (it z-scores after
-       removing them).
-    2. observed ``delta = stat(A) - stat(B)`` on the (standardised) table;
-    3. each of ``n`` permutations flips a fair coin per cell (``resample=None``, as
-       mt-metrics-eval) or per unit of the column ``resample`` (all rows of an item swap
-       together, a block permutation; not in mt-metrics-eval) and swaps A's and B's scores
-       where it came up, then recomputes ``delta_perm``;
-    4. ``alternative="greater"`` (mt-metrics-eval): p = #{delta_perm >= delta} / n_valid;
-       ``"two-sided"``: p = #{|delta_perm| >= |delta|} / n_valid. ``plus_one=True`` gives
-       (count + 1) / (n_valid + 1) instead (mt-metrics-eval does not smooth). ``>=`` allows a
-       relative slack of 1e-12 for floating-point noise. Permutations whose delta is not
-       finite are counted in ``n_nan`` and left out (n_valid = n - n_nan).
-
-    Returns dict(delta, p_value, value_a, value_b, n, n_nan, alternative): ``value_a`` /
-    ``value_b`` are the statistics on the raw (unstandardised) table; ``delta`` is the
-    observed test statistic (on the standardised table when ``standardize``; identical to
-    ``value_a - value_b`` for scale-invariant statistics such as correlations).
-    """
-    resample, standardize, alternative, plus_one = how.resample, how.standardize, how.alternative, how.plus_one
-    if alternative not in ("greater", "two-sided"):
-        raise ValueError("alternative must be 'greater' or 'two-sided'")
+    Returns dict(delta, p_value, value_a, value_b, n, n_nan): ``value_a`` / ``value_b`` on the raw
+    table, ``delta`` on the z-scored one (the same for scale-invariant statistics)."""
     if metric_a == metric_b:
         raise ValueError("metric_a and metric_b must be different columns")
     value_a, value_b = float(stat(df, metric_a)), float(stat(df, metric_b))
-    a = df[metric_a].to_numpy(dtype=np.float64)
-    b = df[metric_b].to_numpy(dtype=np.float64)
-    if standardize:
-        a, b = _zscore(a), _zscore(b)
+    a, b = _zscore(df[metric_a].to_numpy(dtype=np.float64)), _zscore(df[metric_b].to_numpy(dtype=np.float64))
     work = df.copy()
     work[metric_a] = a
     work[metric_b] = b
-
-    def delta_of(frame: pd.DataFrame) -> float:
-        return float(stat(frame, metric_a)) - float(stat(frame, metric_b))
-
-    delta = delta_of(work)
-    result = dict(delta=delta, p_value=math.nan, value_a=value_a, value_b=value_b, n=n, n_nan=0,
-                  alternative=alternative)
+    delta = float(stat(work, metric_a)) - float(stat(work, metric_b))
+    result = dict(delta=delta, p_value=math.nan, value_a=value_a, value_b=value_b, n=n, n_nan=0)
     if not math.isfinite(delta):
         result["n_nan"] = n
         return result
-
     rng = np.random.default_rng(seed)
     codes, n_units = _unit_codes(df, resample)
     coins = _coins(rng, n, n_units)  # permutation k swaps the units where coins[k] is True
     deltas = _permutation_batch(work, batch_form(stat, metric_a), batch_form(stat, metric_b), a, b, coins, codes)
-    result["p_value"], result["n_nan"] = _p_value(deltas, delta, n, alternative, plus_one)
-    return result
-
-
-def _p_value(deltas: np.ndarray, delta: float, n: int, alternative: str, plus_one: bool) -> tuple[float, int]:
-    """(p, n_nan) of the observed ``delta`` among the permutations' ``deltas`` (NaN p if none is finite)."""
     finite = np.isfinite(deltas)
-    n_nan = int((~finite).sum())
-    obs = abs(delta) if alternative == "two-sided" else delta
-    d = np.abs(deltas[finite]) if alternative == "two-sided" else deltas[finite]
-    hits = int((d >= obs - TIE_EPS * max(1.0, abs(obs))).sum())
-    valid = n - n_nan
-    p_value = math.nan
-    if valid:
-        p_value = (hits + 1) / (valid + 1) if plus_one else hits / valid
-    return p_value, n_nan
+    result["n_nan"] = int((~finite).sum())
+    hits = int((deltas[finite] >= delta - TIE_EPS * max(1.0, abs(delta))).sum())
+    if finite.any():
+        result["p_value"] = hits / int(finite.sum())
+    return result
 
 
 def _coins(rng: np.random.Generator, n: int, n_units: int) -> np.ndarray:

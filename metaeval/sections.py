@@ -1,7 +1,5 @@
-"""The report's sections on one dataset, each a function that writes its files and returns
-report.md's lines: the quality table (``tables.quality``), likelihood bias, quantized, pairwise and
-soft pairwise accuracy (``side_tables``), the all-datasets table (``combined_section``), and the
-helpers they share (file stems, captions, warnings)."""
+"""The report's sections on one dataset (quality, bias, quantized, pairwise and soft pairwise
+accuracy) and the all-datasets table, each writing its files and returning report.md's lines."""
 
 from __future__ import annotations
 
@@ -13,6 +11,7 @@ from rich.markup import escape
 
 from cscore.metaeval import render, side_tables, tables
 from cscore.metaeval.resampling import few_units_warning
+from cscore.metaeval.run_labels import numbered
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.spec import KENDALL_LIKE_THRESHOLD, Spec
 from cscore.metaeval.tables import Dataset
@@ -39,32 +38,27 @@ def config_of(ds: Dataset) -> dict:
 
 
 def side_table(ds, out: Path, stem: str, frame, statistic: dict, note: str, title: str) -> list[str]:
-    """``frame`` as ``<stem>.{md,csv,tex}``, titled ``<data>: <title>``; its signature names the
-    data, its rows and ``statistic`` (fields), then ``note``."""
+    """``frame`` as ``<stem>.{md,csv,tex}``, titled ``<data>: <title>``, signed with ``statistic`` and ``note``."""
     data = config_of(ds)["data"]["name"]
     fields = {"data": data, "n": len(ds.frame), **statistic}
     return write(out, stem, tables.to_table(frame, f"{data}: {title}", f"{Signature(fields)} — {note}"))
 
 
 def file_stem(text: str) -> str:
-    """``text`` as a file-name part: no path separators, no leading dots (names come from the runs'
-    config.yaml files, which must not steer the report outside its folder)."""
+    """``text`` as a file-name part: no path separators, no leading dots (a run's config must not
+    steer the report outside its folder)."""
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", str(text)).strip("._") or "data"
 
 
 def stems(datasets: list[Dataset]) -> list[str]:
-    """File-name stem of each dataset: ``<data>``; ``<data>_<split>`` for a dev / test split
-    (split.use); a further dataset that would get the same stem (same data and split, other
-    data options or prompt condition) gets ``_2``, ``_3``, ... in the order found."""
-    out: list[str] = []
-    seen: dict[str, int] = {}
+    """File-name stem of each dataset: ``<data>``, ``<data>_<split>`` for a dev / test split (split.use);
+    repeats (other data options or prompt condition) numbered."""
+    names = []
     for ds in datasets:
         cfg = config_of(ds)
         split = cfg.get("split", {}).get("use", "all")
-        base = file_stem(cfg["data"]["name"] + ("" if split in (None, "all") else f"_{split}"))
-        seen[base] = seen.get(base, 0) + 1
-        out.append(base if seen[base] == 1 else f"{base}_{seen[base]}")
-    return out
+        names.append(file_stem(cfg["data"]["name"] + ("" if split in (None, "all") else f"_{split}")))
+    return numbered(names)
 
 
 def _options(values: dict) -> str:
@@ -72,9 +66,7 @@ def _options(values: dict) -> str:
 
 
 def describe_key(key: str) -> str:
-    """A dataset's key (``Dataset.key``: data options, split, prompt condition as JSON) as
-    text: ``data demo (judge_aspect=consistency), split all, prompt source``; null options left out,
-    the split's options only for a dev / test split."""
+    """A ``Dataset.key`` as text: ``data demo (judge_aspect=consistency), split all, prompt source``."""
     d = json.loads(key)
     data, split = dict(d.get("data") or {}), dict(d.get("split") or {})
     name, use = data.pop("name", "?"), split.pop("use", "all")
@@ -95,8 +87,7 @@ def resample_note(spec: Spec) -> str:
 
 
 def quality_section(ds, stem: str, spec: Spec, out: Path, console, progress: Progress):
-    """Quality tables (long csv and wide md / csv / tex); prints the table (not with ``console``
-    None: a report over many datasets prints one line each). Returns (long, lines)."""
+    """Quality tables (long csv, wide md / csv / tex), printed unless ``console`` is None; (long, lines)."""
     data = config_of(ds)["data"]["name"]
     signature = f"{Signature({'data': data, 'n': len(ds.frame), **spec.fields()})}{resample_note(spec)}"
     with progress.steps(f"{stem} quality") as update:
@@ -181,9 +172,7 @@ SPA_NOTE = ("SPA (Thompson et al. 2024, WMT24 system level) = 1 - mean over syst
 
 
 def spa_section(ds, stem: str, out: Path, permutations: int, seed: int) -> list[str]:
-    """``<stem>_spa.{md,csv,tex}`` (SPA per row and language pair, AVG), ``<stem>_spa_long.csv``
-    (with PCE and the systems / segments counted) and ``<stem>_spa_pvalues.csv`` (the two p-values
-    of every pair of systems). Translation data only."""
+    """``<stem>_spa.{md,csv,tex}``, ``<stem>_spa_long.csv`` and ``<stem>_spa_pvalues.csv`` (translation data)."""
     long, pvalues = side_tables.spa(ds, permutations, seed)
     if long.empty:
         return []
@@ -203,10 +192,8 @@ def task_of(ds) -> str:
 
 
 def combined_section(longs: list[tuple[str, str, object]], spec: Spec, out: Path, console) -> list[str]:
-    """Per task (``(stem, task, quality long table)``), every dataset's quality columns side by side
-    (``<stem>:<column>``) and AVG = their mean, as ContrastScore Table 1 averages QAGS-XSum and the
-    four SummEval aspects and Table 2 the six MQM language pairs; ``all_<task>_quality.*``, for
-    every task with two datasets or more."""
+    """``all_<task>_quality.*`` per task of two datasets or more (``(stem, task, long)``):
+    ``tables.combined``, as ContrastScore Tables 1-2 average their datasets."""
     lines = []
     for task in dict.fromkeys(t for _, t, _ in longs):
         part = [(stem, long) for stem, t, long in longs if t == task]
@@ -235,8 +222,7 @@ def single_note(task: str) -> str:
 
 
 def like_note(unreachable: dict[str, float], spec: Spec) -> str:
-    """One line for the Kendall-like columns in which no pair of human scores differs by the
-    threshold (``tables.unreachable_like_threshold``); empty when there are none."""
+    """One line on the Kendall-like columns no pair reaches (``tables.unreachable_like_threshold``), or ''."""
     if not unreachable:
         return ""
     cols = ", ".join(f"{name} {d:g}" for name, d in unreachable.items())
@@ -255,8 +241,7 @@ def warn(stem: str, text: str, console) -> list[str]:
 
 
 def units_warning(items: int, spec: Spec) -> str:
-    """``few_units_warning`` for a quality table: its bootstrap resamples ``spec.resample`` units
-    (``items`` of them), its permutations items."""
+    """``few_units_warning`` for a quality table over ``items`` units."""
     what = " and ".join(w for w, n in (("the bootstrap intervals", spec.bootstrap),
                                        ("the significance clusters", spec.permutations)) if n)
     unit = "items (documents / source segments)" if spec.resample == "groups" else "rows"

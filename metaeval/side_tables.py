@@ -32,29 +32,31 @@ def _per_target(ds: Dataset, tgts, value: Callable) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _with_avg(long: pd.DataFrame) -> pd.DataFrame:
+    """``long`` and, per label, an AVG row: the mean of its values (NaN if one is)."""
+    avg = long.groupby("label", sort=False)["value"].agg(lambda v: v.mean(skipna=False))
+    return pd.concat([long, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
+                     ignore_index=True)
+
+
+def _translation(ds: Dataset) -> bool:
+    return "task" in ds.frame.columns and bool((ds.frame["task"] == "translation").any())
+
+
 def bias(ds: Dataset) -> pd.DataFrame:
-    """BiasScore (ContrastScore Eq. 7) of every row against every aspect, with LS the
-    expert's mean per-token log-likelihood. With ``meta.split_by`` groups (language pairs) it is
-    computed within each group (min-max normalisation and Spearman over that group's rows), then
-    AVG = the mean over the columns, as ContrastScore Table 8 scores each language pair and averages."""
+    """BiasScore of every row against every aspect (LS: the expert's mean per-token log-likelihood),
+    within each ``meta.split_by`` group with AVG over them, as ContrastScore Table 8."""
     ls = f"{rundir.MEAN_LOGP}expert"  # written by the run: no re-deriving of norm / skip_first
     if ls not in ds.frame.columns or not any(r["variant"] == "expert" for r in ds.rows.values()):
         return pd.DataFrame()
     tgts = targets(ds)
     long = _per_target(ds, tgts, lambda f, col, h: {
         "value": bias_score(f[ls].to_numpy(), f[col].to_numpy(), f[h].to_numpy())})
-    if all(v is None for _, v in tgts):
-        return long
-    avg = long.groupby("label", sort=False)["value"].agg(lambda v: v.mean(skipna=False))
-    return pd.concat([long, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
-                     ignore_index=True)
+    return long if all(v is None for _, v in tgts) else _with_avg(long)
 
 
 def quantized(ds: Dataset, protocol: str = "summac") -> pd.DataFrame:
-    """Quantized accuracy (CDM Table 5) for every aspect: ``summac`` (human label by SummaC's rule,
-    ``label_rule``; threshold chosen on the alternate dev cut, balanced accuracy on the test cut;
-    also ``threshold``, ``n_dev``, ``n_test``, ``labels``) or ``topk`` (human label = the top score;
-    see metaeval.accuracy)."""
+    """Quantized accuracy (CDM Table 5, ``metaeval.accuracy``) of every row for every aspect."""
     data_name = next(iter(ds.rows.values()))["run"].config.get("data", {}).get("name") if ds.rows else None
 
     def value(f, col, h):
@@ -67,31 +69,24 @@ def quantized(ds: Dataset, protocol: str = "summac") -> pd.DataFrame:
 
 
 def pairwise(ds: Dataset) -> pd.DataFrame:
-    """Tie-calibrated pairwise accuracy (acc_eq, Deutsch et al. 2023; ContrastScore Table 10)
-    of every row for translation data, as WMT23's segment level: pairs of systems within each
-    source segment (group), averaged over segments, per target (language pair), then AVG (their
-    mean). ``epsilon``: the metric-tie threshold chosen for the cell. Empty for other tasks."""
-    if "task" not in ds.frame.columns or not (ds.frame["task"] == "translation").any():
+    """acc_eq (ContrastScore Table 10) of every row for translation data at WMT23's segment level,
+    per target, then AVG; ``epsilon``: each cell's metric-tie threshold. Empty for other tasks."""
+    if not _translation(ds):
         return pd.DataFrame()
 
     def value(f, col, h):
         acc, eps = acc_eq_at(f, col, h, level="item")
         return {"value": acc, "epsilon": eps}
 
-    long = _per_target(ds, targets(ds), value)
-    avg = long.groupby("label", sort=False)["value"].agg(lambda v: v.mean(skipna=False))
-    return pd.concat([long, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
-                     ignore_index=True)
+    return _with_avg(_per_target(ds, targets(ds), value))
 
 
 def spa(ds: Dataset, permutations: int = soft.PERMUTATIONS,
         seed: int = soft.SEED) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Soft pairwise accuracy (WMT24 system level, ``metaeval.spa``) of every row for translation
-    data, per target (language pair), then AVG (their mean): (long table with ``pce``,
-    ``n_systems``, ``n_segments``, ``n_dropped``; the p-values of every pair of systems). A target
-    with fewer than 2 systems, no complete segment or several rows per system and segment gets NaN
-    (``note`` says which). Empty for other tasks."""
-    if "task" not in ds.frame.columns or not (ds.frame["task"] == "translation").any():
+    """SPA (``metaeval.spa``) of every row for translation data, per target, then AVG: (long table
+    with ``pce`` and the counts, the p-values of every pair of systems); a target it cannot score
+    gets NaN and a ``note``. Empty for other tasks."""
+    if not _translation(ds):
         return pd.DataFrame(), pd.DataFrame()
     pvalues: list[pd.DataFrame] = []
     tgts = targets(ds)
@@ -111,11 +106,7 @@ def spa(ds: Dataset, permutations: int = soft.PERMUTATIONS,
                        [["label", "target", "system_a", "system_b", "p_human", "p_metric"]])
         return {"value": res.value, "pce": res.pce, **out}
 
-    long = _per_target(ds, tgts, value)
-    avg = long.groupby("label", sort=False)["value"].agg(lambda v: v.mean(skipna=False))
-    long = pd.concat([long, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
-                     ignore_index=True)
-    return long, pd.concat(pvalues, ignore_index=True) if pvalues else pd.DataFrame()
+    return _with_avg(_per_target(ds, tgts, value)), pd.concat(pvalues, ignore_index=True) if pvalues else pd.DataFrame()
 
 
 def speed(runs: list[Run]) -> pd.DataFrame:
@@ -156,20 +147,14 @@ def pair_of(run: Run) -> str | None:
 
 
 def point_names(runs: list[Run]) -> dict[int, str]:
-    """id(run) -> its sweep point: the config values in which it differs from the other ``runs``
-    (``metaeval.run_labels``; a run's folder name when none differ)."""
+    """id(run) -> its sweep point (``metaeval.run_labels``)."""
     labels = run_labels([r.config for r in runs], [r.path.name for r in runs])
     return {id(r): lb for r, lb in zip(runs, labels)}
 
 
 def speed_points(ds: Dataset, long: pd.DataFrame) -> pd.DataFrame:
-    """One point per distinct forward pass (model pair) for the speed-vs-quality plot.
-
-    Every row of a run (the method and its comparison rows) is scored from the same forward
-    pass per model, and runs of one pair on the same data share it (or read it from the
-    cache), so they share one speed. A point: label = the pair's best main row by AVG quality
-    (the configured method; any row when there is none), value = its AVG, samples_per_second
-    = the median over the pair's runs. Pairs without a speed figure are left out."""
+    """One point per model pair (all its rows share one forward pass, so one speed) for the
+    speed-vs-quality plot: its best main row by AVG, that AVG, the median samples/s of its runs."""
     avg = long[long["target"] == "AVG"].set_index("label")["value"]
     by_pair: dict[str, list[str]] = {}
     for lb, r in ds.rows.items():

@@ -1,22 +1,7 @@
-"""Soft pairwise accuracy (SPA; Thompson, Mathur, Deutsch & Khayrallah 2024), the system-level
-meta-metric of the WMT24 metrics task, and its pairwise confidence error (PCE = 1 - SPA).
-
-For every pair of systems (i, j) a paired permutation test over segments gives the one-sided
-p-value for "system i is better than j", once from the human scores and once from the metric's:
-
-    p(i, j) = #{k : sum_s f_ks (x_is - x_js) >= sum_s (x_is - x_js)} / K
-
-with f_k in {-1, +1}^N the k-th of K sign-flip vectors (a flip swaps the two systems' scores on
-that segment). SPA = 1 - mean over pairs i < j of |p_human(i, j) - p_metric(i, j)|.
-
-cscore follows mt-metrics-eval (``mt_metrics_eval/pce.py``, called by ``stats.py``
-``PairwiseConfidenceError``, the WMT24 ``'pce'`` task) step by step, so that the same inputs give
-the same value: K = 1000 flips drawn once from ``numpy.random.default_rng(4)`` as float32 uniforms
-rounded to 0 / 1 (``np.rint``), shared by the human and the metric test and by every pair; scores
-cast to float32; system totals (sums, not means) and flipped totals in float32; a permuted delta
-equal to the observed one counts (``>=``); no +1 smoothing. The flips are an argument, so that a
-test can pass all 2^N of them and get exact p-values.
-"""
+"""Soft pairwise accuracy (SPA; Thompson et al. 2024, WMT24 system level) and PCE = 1 - SPA, step by
+step as mt-metrics-eval's ``mt_metrics_eval/pce.py`` (float32 sums, 1000 flips from
+``default_rng(4)``, ``>=``, no smoothing); docs/reports.md "Soft pairwise accuracy" gives the
+formula. The flips are an argument, so a test can pass all 2^N of them."""
 
 from __future__ import annotations
 
@@ -83,8 +68,7 @@ class Matrices:
 def matrices(df: pd.DataFrame, metric_col: str, human_col: str, system_col: str = "system",
              group_col: str = "group") -> Matrices:
     """The long table (one row per segment x system) as two (systems x segments) matrices over the
-    segments every system has finite human and metric scores for (mt-metrics-eval drops segments
-    without a human score, which is the same when a segment is rated for all systems or none)."""
+    segments every system has finite human and metric scores for."""
     frame = df[[system_col, group_col, human_col, metric_col]]
     if frame.duplicated([system_col, group_col]).any():
         raise ValueError(f"several rows share a {system_col} and a {group_col}: SPA needs one score per system "

@@ -24,13 +24,8 @@ TIES = ("calibrated", "exact")  # Kendall 23 / acc23: metric-tie epsilon searche
 
 @dataclass
 class Spec:
-    """The statistic of the quality tables and its uncertainty; a bad value is a ``ConfigError``
-    (one line) when the spec is made. ``variant`` is stored by its canonical name (b, c, 23,
-    acc23, like); ``threshold``: Kendall-like's gold-difference threshold (None: 25); ``average``:
-    macro (plain mean over items / systems) or micro (weighted as mt-metrics-eval's ``macro=False``:
-    for Kendall-like by counted pairs, i.e. pooled, its ``KendallLike`` default); ``ties`` (Kendall
-    23 / acc23 only): calibrated (the metric-tie epsilon that maximises the value, mt-metrics-eval's
-    ``KendallWithTiesOpt``; acc23's default) or exact (epsilon 0, ``KendallVariants``; 23's default)."""
+    """The statistic of the quality tables and its uncertainty; a bad value is a one-line
+    ``ConfigError`` when the spec is made. ``variant`` is stored by its canonical name."""
 
     level: str = "segment"
     kind: str = "pearson"
@@ -39,11 +34,13 @@ class Spec:
     permutations: int = 1000
     seed: int = 0
     alpha: float = 0.05
-    threshold: float | None = None  # Kendall-like only: count pairs whose human scores differ by >= this
+    threshold: float | None = None  # Kendall-like only: count pairs whose human scores differ by >= this (25)
     resample: str = "groups"  # bootstrap unit: groups (documents / source segments) or items (rows)
     accuracy: str = "summac"  # quantized accuracy protocol (metaeval.accuracy.PROTOCOLS)
-    average: str = "macro"  # over the groups of level item / system_grouped: macro or micro (pooled for like)
-    ties: str | None = None  # Kendall 23 / acc23: calibrated or exact (None: calibrated for acc23, exact for 23)
+    average: str = "macro"  # over the groups of level item / system_grouped: macro, or micro (mt-metrics-eval's
+    # macro=False: weighted by cells, for Kendall-like by counted pairs, i.e. pooled)
+    ties: str | None = None  # Kendall 23 / acc23: calibrated (epsilon searched, KendallWithTiesOpt) or exact
+    # (epsilon 0); None: calibrated for acc23, exact for 23
 
     def __post_init__(self):
         if self.level not in LEVELS:
@@ -60,7 +57,7 @@ class Spec:
                 raise ConfigError(f"--kendall {self.variant} applies to the Kendall correlation only, not "
                                   f"--correlation {self.kind}")
         if self.threshold is not None:
-            if self.kind != "kendall" or self.variant != "like":
+            if not self.like:
                 raise ConfigError("--kendall-threshold applies to --kendall like only")
             if not (_is_number(self.threshold) and math.isfinite(self.threshold) and self.threshold > 0):
                 raise ConfigError(f"--kendall-threshold must be a number > 0 (a difference of human scores), "
@@ -68,20 +65,16 @@ class Spec:
         for name, value, what in (("bootstrap", self.bootstrap, "0: no confidence intervals"),
                                   ("permutations", self.permutations, "0: no significance clusters"),
                                   ("seed", self.seed, "a random seed")):
-            if not _is_int(value) or value < 0:
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"--{name} must be a whole number >= 0 ({what}), got {value!r}")
-        if self.resample not in RESAMPLE:
-            raise ConfigError(f"--resample must be one of {', '.join(RESAMPLE)}, got {self.resample!r}")
-        if self.accuracy not in PROTOCOLS:
-            raise ConfigError(f"--accuracy must be one of {', '.join(PROTOCOLS)}, got {self.accuracy!r}")
-        if self.average not in AVERAGES:
-            raise ConfigError(f"--average must be one of {', '.join(AVERAGES)}, got {self.average!r}")
+        for name, given, choices in (("resample", self.resample, RESAMPLE), ("accuracy", self.accuracy, PROTOCOLS),
+                                     ("average", self.average, AVERAGES)):
+            _check_choice(name, given, choices)
         if self.average == "micro" and self.level not in ("item", "system_grouped"):
             raise ConfigError(f"--average micro applies to --level item or system_grouped (the levels that average "
                               f"over groups), not --level {self.level}")
         if self.ties is not None:
-            if self.ties not in TIES:
-                raise ConfigError(f"--ties must be one of {', '.join(TIES)}, got {self.ties!r}")
+            _check_choice("ties", self.ties, TIES)
             if self.kind != "kendall" or self.variant not in ("23", "acc23"):
                 raise ConfigError("--ties applies to --kendall acc23 or 23 only")
         if not (_is_number(self.alpha) and 0 < self.alpha < 1):
@@ -128,8 +121,9 @@ class Spec:
         return " ".join(f"{k}={v}" for k, v in self.fields().items())
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+def _check_choice(name: str, value, choices) -> None:
+    if value not in choices:
+        raise ConfigError(f"--{name} must be one of {', '.join(choices)}, got {value!r}")
 
 
 def _is_number(value) -> bool:

@@ -1,14 +1,7 @@
-"""The statistics that the report resamples: ``stat(df, metric_col) -> float``, e.g. the
-segment-level Kendall tau of ``metric_col`` against ``human.overall``, or
-``levels.correlate_at(df, metric_col, human_col, level, kind)["value"]`` (``as_stat``).
-
-The table holds one row per (item, system) cell with at least the metric columns; the item
-column (``group`` by default) names the document / source segment that a row belongs to.
-A statistic with ``batchable = True`` and a ``batch`` method (``LevelStat`` -- the
-``correlate_at`` value, optionally on a subset of rows -- ``MeanStat``, and
-``pairwise.TieCalibratedStat``) gives the values of many resampled versions of the table at
-once (``kernels``); ``resampling`` turns any other callable into that form.
-"""
+"""The statistics that the report resamples, ``stat(df, metric_col) -> float`` on a table of one row
+per (item, system) cell. One with ``batchable = True`` and a ``batch`` method (``LevelStat``,
+``MeanStat``, ``pairwise.TieCalibratedStat``) gives many resampled versions of the table at once
+(``kernels``); ``resampling`` turns any other callable into that form."""
 
 from __future__ import annotations
 
@@ -24,32 +17,6 @@ from cscore.metaeval.levels import Grouping, KendallOptions, check_options
 Stat = Callable[[pd.DataFrame, str], float]
 
 
-def as_stat(fn: Callable, *args, key: str = "value", **kwargs) -> Stat:
-    """Wrap ``fn(df, metric_col, *args, **kwargs)`` into a ``stat(df, metric_col) -> float``.
-
-    ``fn`` may return a float or a mapping (e.g. ``levels.correlate_at``'s dict); in the
-    latter case ``result[key]`` is used::
-
-        stat = as_stat(correlate_at, "human.overall", "item", "kendall")
-    """
-
-    def stat(df: pd.DataFrame, metric_col: str) -> float:
-        out = fn(df, metric_col, *args, **kwargs)
-        if isinstance(out, dict):
-            out = out[key]
-        return float(out)
-
-    stat.__name__ = getattr(fn, "__name__", "stat")
-    return stat
-
-
-def correlation_stat(human_col: str, kind: str = "pearson") -> LevelStat:
-    """Plain correlation over all rows (``correlation.correlate``, i.e. the segment level)."""
-    stat = LevelStat(human_col, "segment", kind)
-    stat.__name__ = f"{kind}({human_col})"
-    return stat
-
-
 def batchable(stat) -> bool:
     """Whether ``stat`` can evaluate all resamples at once (``stat.batch``)."""
     return bool(getattr(stat, "batchable", False))
@@ -57,8 +24,8 @@ def batchable(stat) -> bool:
 
 @dataclass
 class Units:
-    """A bootstrap over whole units of column ``col`` where every draw counts as its own unit:
-    ``codes`` the unit of each row, ``counts`` (resamples x units) the draws of each unit."""
+    """A bootstrap over the units of column ``col``, each draw its own unit: ``codes`` (the unit of
+    each row), ``counts`` (resamples x units)."""
 
     col: str
     codes: np.ndarray
@@ -66,25 +33,16 @@ class Units:
 
 
 class LevelStat:
-    """``correlate_at(df, metric_col, human_col, level, kind, variant, ...)["value"]`` as a
-    statistic, on the rows where ``df[subset[0]] == subset[1]`` when ``subset`` is given
-    (computed by ``batch``; equal to ``correlate_at`` up to floating-point rounding).
-
-    ``batch(df, xs, ws, units)`` evaluates B resampled versions of the table at once: row i
-    enters version b ``ws[p][b, i]`` times (an integer) with metric value ``xs[p][i]`` -- one
-    candidate for a bootstrap (the metric column, weights = draws), two for a permutation (the
-    own and the other metric's score, weights 0 / 1; a row takes one candidate per version).
-    The result is the statistic of each version's expanded table, in which every row is
-    repeated by its weight. ``units``: see ``Units`` (each draw of that column is one item /
-    system, as ``bootstrap_ci(relabel=True)`` does).
-    """
+    """``correlate_at(...)["value"]`` as a statistic (up to rounding), on the rows where
+    ``df[subset[0]] == subset[1]`` when ``subset`` is given. ``batch(df, xs, ws, units)``: B versions
+    at once, row i entering version b ``ws[p][b, i]`` times with metric value ``xs[p][i]`` (one
+    candidate for a bootstrap, two for a permutation); ``units``: see ``Units``."""
 
     batchable = True
 
     def __init__(self, human_col: str, level: str = "segment", kind: str = "pearson", variant: str | None = None,
                  *, subset: tuple | None = None, grouping: Grouping = Grouping(),
                  options: KendallOptions = KendallOptions()):
-        """``grouping`` and ``options`` as ``levels.correlate_at`` takes them."""
         group_col, system_col, average = grouping.group_col, grouping.system_col, grouping.average
         check_options(level, average)
         self.corr = Correlation(kind, variant, options.kw())
@@ -95,7 +53,6 @@ class LevelStat:
         self.__name__ = f"{kind}@{level}({human_col}){where}"
 
     def __call__(self, df: pd.DataFrame, metric_col: str) -> float:
-        """The value on ``df``: one version in which every row enters once."""
         x = df[metric_col].to_numpy(dtype=np.float64)
         return float(self.batch(df, [x], [np.ones((1, len(df)))])[0])
 

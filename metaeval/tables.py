@@ -1,6 +1,5 @@
-"""The quality tables from one or more runs: the runs grouped by dataset (``collect``), then the
-correlations of every score row with CIs and significance clusters (``quality``); the other tables
-are in ``side_tables``. Works on plain tables; knows nothing of models."""
+"""The quality tables: runs grouped by dataset (``collect``), then the correlation of every score
+row with intervals and significance clusters (``quality``). Works on plain tables."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from cscore.metaeval.clusters import significance_clusters
 from cscore.metaeval.levels import Grouping
 from cscore.metaeval.pairwise import TieCalibratedStat
 from cscore.metaeval.resampling import bootstrap_ci
-from cscore.metaeval.run_labels import flat
+from cscore.metaeval.run_labels import differing, flat
 from cscore.metaeval.spec import RESAMPLE, Spec
 from cscore.metaeval.statistic import LevelStat, MeanStat
 from cscore.rundir import Run
@@ -38,23 +37,14 @@ class Dataset:
 
 def _effective(method: str, params: dict, defaults: Callable[[str, dict], dict] | None) -> dict:
     """The parameters a row was computed with: the recorded ones over the method's defaults
-    (``defaults(method, params)``: the caller's method registry, e.g. ``scorers.methods.with_defaults``,
-    as the scorer fills them in). A comparison row records only what
-    its run set (an ensemble row of a run without ``floor`` leaves it out; ``method=ensemble``
-    writes it), so two records of one computation compare equal only this way. A method this
-    cscore does not know (or no ``defaults``) keeps its recorded parameters."""
+    (``defaults(method, params)``, e.g. ``scorers.methods.with_defaults``), so that two records of one
+    computation compare equal; a method it does not know keeps its recorded parameters."""
     if defaults is None:
         return dict(params)
     try:
         return defaults(method, params)
     except (CscoreError, ImportError, OSError):
         return dict(params)
-
-
-def _differing(dicts: list[dict]) -> list[str]:
-    """The keys whose values are not the same in all of ``dicts`` (a missing key counts as None)."""
-    keys = sorted({k for d in dicts for k in d})
-    return [k for k in keys if len({json.dumps(d.get(k), sort_keys=True, default=str) for d in dicts}) > 1]
 
 
 def _shown(value) -> str:
@@ -67,11 +57,9 @@ def _shown(value) -> str:
 
 
 def _labels(entries: list[dict]) -> list[str]:
-    """One label per distinct row: ``<pair> <variant>`` (a baseline row, which reads no pair:
-    ``<variant>``); rows that would share it add the parameters that tell them apart
-    (``contrast gamma=0.1``, ``expert norm=max``), then the pair settings that differ (pairs of
-    one name); rows alike in all of that are numbered (``#2``, ...). Rows computed differently
-    never share a label, and a row's label names no parameter that does not vary."""
+    """One label per distinct row: ``<pair> <variant>`` (a baseline: ``<variant>``); rows that would
+    share it add the parameters, then the pair settings, that tell them apart (``contrast
+    gamma=0.1``); rows alike in all of that are numbered (``#2``, ...)."""
     def name(e):
         if e["method"] == "baseline":
             return e["variant"]
@@ -84,7 +72,7 @@ def _labels(entries: list[dict]) -> list[str]:
             groups.setdefault(lb, []).append(i)
         for idx in (g for g in groups.values() if len(g) > 1):
             values = [with_keys(entries[i]) for i in idx]
-            keys = _differing(values)
+            keys = differing(values)
             for i, v in zip(idx, values):
                 labels[i] = " ".join([labels[i]] + [f"{k}={_shown(v.get(k))}" for k in keys])
     seen: dict[str, int] = {}
@@ -126,10 +114,9 @@ def _group(runs: list[Run]) -> dict[str, list[Run]]:
 
 
 def collect(runs: list[Run], defaults: Callable[[str, dict], dict] | None = None) -> list[Dataset]:
-    """Group complete runs by dataset and merge their score columns (one row per example).
-    A row repeated across the runs (same pair, method and parameters, defaults filled in:
-    ``_effective``) appears once, labelled as ``_labels`` says; ``params`` are its effective
-    parameters; ``main``: some run's configured method. ``defaults``: see ``_effective``."""
+    """Complete runs grouped by dataset, their score columns merged (one row per example); a row
+    repeated across runs (same pair, method and ``_effective`` parameters) appears once; ``main``:
+    some run's configured method."""
     by_data = _group(runs)
     out = []
     for key, group in by_data.items():
@@ -245,15 +232,12 @@ def quality(ds: Dataset, spec: Spec, progress: Callable[[int, int, str], None] |
 
 
 def combined(longs: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
-    """The quality tables of several datasets (``(stem, quality long table)``) as one long table:
-    label, target = ``<stem>:<column>`` for every column but AVG, value; then AVG = the mean over
-    all those columns (NaN where a row lacks one), as ContrastScore Table 1 averages the five
-    columns of QAGS-XSum and SummEval. Rows in the order first found."""
+    """The quality tables of several datasets (``(stem, long)``) as one: target ``<stem>:<column>``
+    for every column but AVG, then AVG over all of them (NaN where a row lacks one), as
+    ContrastScore Table 1 averages QAGS-XSum and SummEval."""
     parts = [long.loc[long["target"] != "AVG", ["label", "target", "value"]].assign(
         target=lambda f, stem=stem: stem + ":" + f["target"].astype(str)) for stem, long in longs]
-    cells = pd.concat(parts, ignore_index=True)
-    grid = cells.pivot(index="label", columns="target", values="value")
-    grid = grid.reindex(index=list(dict.fromkeys(cells["label"])), columns=list(dict.fromkeys(cells["target"])))
+    grid = _grid(pd.concat(parts, ignore_index=True), "value")
     avg = grid.mean(axis=1, skipna=False)
     full = grid.stack(future_stack=True).rename("value").reset_index()
     return pd.concat([full, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
@@ -270,10 +254,8 @@ def _cluster_ranks(ds: Dataset, spec: Spec, stat, labels: list[str]) -> dict:
 
 def largest_human_difference(frame: pd.DataFrame, human: str, level: str, subset: tuple | None = None,
                              group_col: str = "group", system_col: str = "system") -> float:
-    """The largest |difference| between two human scores that a correlation at ``level`` compares:
-    any two rows (segment), two rows of one item (item) or of one system (system_grouped), two
-    systems' mean scores (system); on the rows where ``frame[subset[0]] == subset[1]``. NaN when
-    there is no such pair. Kendall-like counts only pairs that differ by at least its threshold."""
+    """The largest |difference| of two human scores that a correlation at ``level`` compares (of two
+    systems' means at the system level), on the rows of ``subset``; NaN without such a pair."""
     f = frame if subset is None else frame[frame[subset[0]] == subset[1]]
     h = pd.to_numeric(f[human], errors="coerce")
     ok = np.isfinite(h.to_numpy(dtype=np.float64))
@@ -316,7 +298,10 @@ def to_table(long: pd.DataFrame, title: str, signature: str) -> render.Table:
             s += f" ({int(r['rank'])})"
         return s
 
-    long = long.assign(cell=long.apply(cell, axis=1))
-    grid = long.pivot(index="label", columns="target", values="cell")
-    grid = grid.reindex(index=list(dict.fromkeys(long["label"])), columns=list(dict.fromkeys(long["target"])))
-    return render.from_frame(grid, title, signature)
+    return render.from_frame(_grid(long.assign(cell=long.apply(cell, axis=1)), "cell"), title, signature)
+
+
+def _grid(long: pd.DataFrame, values: str) -> pd.DataFrame:
+    """label x target, both in the order first found."""
+    grid = long.pivot(index="label", columns="target", values=values)
+    return grid.reindex(index=list(dict.fromkeys(long["label"])), columns=list(dict.fromkeys(long["target"])))

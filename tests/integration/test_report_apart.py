@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from cscore.metaeval.resampling import bootstrap_ci
-from cscore.metaeval.statistic import correlation_stat
+from cscore.metaeval.statistic import LevelStat
 from cscore.run.tracking import speed_metrics
 
 pytestmark = pytest.mark.slow
@@ -141,7 +141,7 @@ def test_a_report_over_many_datasets_prints_one_line_each(sweep, tmp_path, cscor
 
 def test_a_bootstrap_over_one_unit_gives_no_interval():
     frame = pd.DataFrame({"group": ["d"] * 6, "m": [1.0, 2, 3, 4, 6, 5], "h": [1.0, 2, 3, 4, 5, 6]})
-    stat = correlation_stat("h", "pearson")
+    stat = LevelStat("h", "segment", "pearson")
     one = bootstrap_ci(frame, stat, "m", resample="group", n=50)
     assert one.point == pytest.approx(np.corrcoef(frame["m"], frame["h"])[0, 1])
     assert np.isnan(one.low) and np.isnan(one.high) and one.n_units == 1

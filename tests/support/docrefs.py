@@ -118,12 +118,12 @@ RUN_FOLDERS = {"outputs"}  # paths a run writes (``outputs/multirun/<date>``), n
 NOT_CODE = {
     # mt-metrics-eval (google-research/mt-metrics-eval), whose statistics metaeval/ reproduces
     "AverageCorrelation", "AssignRanks", "KendallLike", "KendallVariants", "KendallWithTiesOpt",
-    "PairwiseConfidenceError", "PermutationSigDiff", "stats.KendallLike",
+    "PermutationSigDiff",
     # the released CD-judge code (scorers/judge/released.py reproduces it) and transformers' classes
     "llama_eval.py", "contrastive_decoding.py", "biggen_eval_contrastive.py", "meta_eval_summeval.py",
     "AssistedCandidateGenerator", "RepetitionPenaltyLogitsProcessor", "PreTrainedTokenizerFast",
-    # the released bias-mitigation code (metaeval/bias.py), the QAGS release's crowd file
-    "calc_cor_before_mitigation.py", "data/mturk_cnndm.jsonl",
+    # the QAGS release's crowd file
+    "data/mturk_cnndm.jsonl",
     # other libraries: torch's flex attention, gguf's reader, transformers' config attribute
     "BlockMask", "gguf.GGUFReader", "config._commit_hash",
 }
