@@ -1,5 +1,5 @@
-"""Write a validated example table: a .parquet or .jsonl file, or a ``datasets`` folder (what
-``save_to_disk`` writes; ``datasets.load_from_disk`` reads it back, and ``data=table`` loads it)."""
+"""Write a validated example table: a .parquet or .jsonl file, or a ``datasets`` folder
+(``data=table`` loads each back)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The one check of a loader's options (``registry.options_of``, before its ``Options`` is made;
-data=table's ``columns`` too): a key it does not know is a DataError that names it as the command
-line spells it (``data.<key>``), lists the allowed keys and, when one is close, asks "did you mean ...?"."""
+"""The one check of a loader's option keys: an unknown one is a DataError that names it as the
+command line spells it (``data.<key>``) and suggests the closest."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ def unknown_option_message(unknown, allowed, dataset: str, prefix: str = "data."
 
 
 def loader_options(data: Mapping) -> dict:
-    """The loader's options in a composed ``cfg.data`` section (a plain dict): every key but
-    ``RUNNER_KEYS``."""
+    """The loader's options in a composed ``cfg.data`` section: every key but ``RUNNER_KEYS``."""
     return {k: v for k, v in data.items() if k not in RUNNER_KEYS}
 
 

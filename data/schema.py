@@ -208,3 +208,12 @@ def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) ->
     cols = list(REQUIRED) + list(OPTIONAL) + human_columns(df)
     extra = [c for c in df.columns if c not in cols]
     return df[cols + extra]
+
+
+def table_of(rows: list[dict], report: LoadReport, empty: str) -> tuple[pd.DataFrame, LoadReport]:
+    """A loader's validated table of ``rows`` and its report (``n_read``: the rows, unless set);
+    ``empty``: the DataError when there are none."""
+    if not rows:
+        raise DataError(empty)
+    report.n_read = report.n_read or len(rows)
+    return validate(pd.DataFrame(rows), report), report

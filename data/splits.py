@@ -1,7 +1,6 @@
-"""Deterministic dev / test split by group (document or source segment), so that all
-hypotheses of one source land on the same side. The CD-judge paper tunes on 10 % of the
-documents. A group is in dev when its rank under sha256(seed, group) is in the first
-round(fraction * n_groups) positions."""
+"""Deterministic dev / test split by group, so that all hypotheses of one source land on the same
+side: a group is in dev when its rank under sha256(seed, group) is in the first
+round(fraction * n_groups) positions (the CD-judge paper tunes on 10 % of the documents)."""
 
 from __future__ import annotations
 

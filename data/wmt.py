@@ -1,9 +1,5 @@
-"""MQM22 / MQM23: several language pairs of WMT MQM files, found by their published names.
-
-Each language pair lists candidate file names (relative to ``root``, default the shared
-``mqm/`` folder); the first that exists is read, with ``.gz`` / ``.tar.gz`` variants tried
-too. ``paths`` overrides one pair's file; ``pairs`` selects pairs. A pair with no file is an
-error that says what to set first, then names a few of the places looked at. Scoring is ``cscore.data.mqm``'s."""
+"""MQM22 / MQM23: several language pairs of WMT MQM files, found by their published names and
+scored by ``cscore.data.mqm``; docs/datasets.md (MQM files)."""
 
 from __future__ import annotations
 
