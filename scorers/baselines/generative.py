@@ -1,20 +1,12 @@
-"""Generative baselines: BARTScore (Yuan et al. 2021) and T5Score (Qin et al., seed 004, Eq. 1):
-the per-token mean log-probability of a text b given a text a, (1/|b|) log p(b | a), "a -> b",
-from an encoder-decoder model through cscore's statistics engine (teacher forcing,
-``scorers/engine/seq2seq.py``; every target token scored, EOS included; cached like any pass).
+"""Generative baselines: BARTScore (Yuan et al. 2021) and T5Score (Qin et al., seed 004, Eq. 1),
+the per-token mean log-probability (1/|b|) log p(b | a) of a text b given a text a, teacher-forced
+through cscore's statistics engine (``scorers/engine/seq2seq.py``). Directions and columns, for
+``<name>`` = bartscore / t5score (F: the arithmetic mean of both ways, per reference first):
 
-Directions (T5Score Sec. 3.1 after BARTScore) and their columns, for ``<name>`` = bartscore / t5score:
-
-  src_hyp   source -> hypothesis      score.<name>        (BARTScore's s -> h; T5Score's source precision)
-  hyp_src   hypothesis -> source      score.<name>_src_r  (source recall)
-            both                      score.<name>_src_f  (their arithmetic mean)
-  ref_hyp   reference -> hypothesis   score.<name>_p      (precision)
-  hyp_ref   hypothesis -> reference   score.<name>_r      (recall)
-            both                      score.<name>_f      (F: the arithmetic mean of P and R, T5Score's default)
-
-Several references: each is scored and the row takes their mean or max (``multi_ref``; F per
-reference first). The encoder input is cut to ``runtime.max_length`` (the run's ``PassOptions``)
-when too long (counted); a target is never cut (a clear error)."""
+  src_hyp  source -> hypothesis     score.<name>
+  hyp_src  hypothesis -> source     score.<name>_src_r  (both: score.<name>_src_f)
+  ref_hyp  reference -> hypothesis  score.<name>_p
+  hyp_ref  hypothesis -> reference  score.<name>_r      (both: score.<name>_f)"""
 
 from __future__ import annotations
 
@@ -117,12 +109,12 @@ def load(params: Any, run: BaselineRun):
     return pair
 
 
-def score(name: str, params: Any, texts: Texts, run: BaselineRun, pair=None) -> Result:
+def score(name: str, params: Any, texts: Texts, run: BaselineRun) -> Result:
     check(name, params)
     directions = list(params.directions)
     refs = pick_references(texts, params.references)
     missing = require_references(name, refs) if {"ref_hyp", "hyp_ref"} & set(directions) else []
-    pair = load(params, run) if pair is None else pair
+    pair = load(params, run)
     started(run)
     agg = params.multi_ref  # mean | max over a row's references
     n = len(texts)
