@@ -113,12 +113,7 @@ def _scoring(options: MqmScoring, lang_pair: str | None) -> dict:
     opts: dict[str, Any] = {**vars(options), "lang_pair": lang_pair}
     for key in ("exclude_systems", "zero_weight_categories"):
         value = opts[key]
-        if value is None:
-            opts[key] = []
-        elif isinstance(value, str):
-            opts[key] = [value]
-        else:
-            opts[key] = [str(v) for v in value]
+        opts[key] = [] if value is None else [value] if isinstance(value, str) else [str(v) for v in value]
     opts["exclude_references"] = bool(opts["exclude_references"])
     return opts
 

@@ -98,16 +98,8 @@ def load_part(part: Part, path: str | None = None,
         else:  # BARTScore's form (pickle or its JSONL conversion)
             conv = record_to_row(rec, where, ("fact",), names)
             key = conv["group"]  # the pickle's doc key, 0..238
-            rows.append(
-                _row(
-                    int(key) if key.isascii() and key.isdigit() and len(key) < 19 else index,
-                    conv["source"],
-                    conv["hypothesis"],
-                    conv[HUMAN_PREFIX + "fact"],
-                    where,
-                    part,
-                )
-            )
+            position = int(key) if key.isascii() and key.isdigit() and len(key) < 19 else index
+            rows.append(_row(position, conv["source"], conv["hypothesis"], conv[HUMAN_PREFIX + "fact"], where, part))
     return table_of(rows, report, f"{file}: no records")
 
 

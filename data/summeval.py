@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
 from cscore.data.bartscore import record_to_row, records_for
-from cscore.data.io import import_datasets
+from cscore.data.io import import_datasets, iter_jsonl
 from cscore.data.loader import LOADERS, Loader, option
 from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, table_of
 
@@ -65,10 +66,6 @@ def with_experts(row: dict, rec: dict, where: str) -> dict:
 
 def read_annotations(path: str) -> dict[tuple[str, str], dict[str, list]]:
     """{(document, system): {aspect: the experts' ratings}} of SummEval's model_annotations.aligned.jsonl."""
-    from pathlib import Path
-
-    from cscore.data.io import iter_jsonl
-
     file = Path(path).expanduser()
     if not file.is_file():
         raise DataError(f"data.annotations={path}: no such file (SummEval's model_annotations.aligned.jsonl)")
