@@ -67,19 +67,6 @@ class RougeParams:
     against: str = required(AGAINST)
 
 
-def score(name: str, params: Any, texts: Texts, run: BaselineRun) -> Result:
-    """Sentence BLEU / chrF (sacrebleu) or ROUGE (rouge-score) of every row with a reference."""
-    if params.against == "source":
-        refs = [[src] if isinstance(src, str) and src.strip() else [] for src in texts.sources]
-    else:
-        refs = pick_references(texts, params.references)
-    missing = require_references(name, refs)
-    started(run)
-    if name == "rouge":
-        return _rouge(params, texts, refs, missing)
-    return _sacrebleu(name, params, texts, refs, missing)
-
-
 def _sacrebleu_metric(name: str, params: Any, lang: str | None):
     from sacrebleu.metrics import BLEU, CHRF
 
@@ -180,7 +167,16 @@ class Lexical(Baseline):
 
     @classmethod
     def score(cls, params: Any, texts: Texts, run: BaselineRun) -> Result:
-        return score(cls.name, params, texts, run)
+        """Sentence BLEU / chrF (sacrebleu) or ROUGE (rouge-score) of every row with a reference."""
+        if params.against == "source":
+            refs = [[src] if isinstance(src, str) and src.strip() else [] for src in texts.sources]
+        else:
+            refs = pick_references(texts, params.references)
+        missing = require_references(cls.name, refs)
+        started(run)
+        if cls.name == "rouge":
+            return _rouge(params, texts, refs, missing)
+        return _sacrebleu(cls.name, params, texts, refs, missing)
 
 
 @BASELINES
