@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from cscore.data import paths
 from cscore.data.prompts import wrap_chat
+from cscore.data.schema import DataError
 from cscore.errors import ConfigError
 from cscore.registry import suggest
 from cscore.score_range import check_range
@@ -90,9 +92,6 @@ def aspect_title(aspect: str) -> str:
 
 def resolve_file(path: str) -> Path:
     """A prompt file: ``path`` itself when it is a file, else (relative) inside the shared data folder."""
-    from cscore.data import paths
-    from cscore.data.schema import DataError
-
     file = Path(str(path)).expanduser()
     if file.is_file():
         return file

@@ -13,15 +13,11 @@ from cscore.data.schema import DataError
 
 LOADERS.discover("cscore.data")  # every module here: each loader module registers its loader
 
-__all__ = ["LOADERS", "Loader", "check_config", "check_name", "load_config", "load_data", "load_examples",
+__all__ = ["LOADERS", "Loader", "check_config", "load_config", "load_data", "load_examples",
            "options_of", "preload", "task_of"]
 
 # what ``preload`` read before a run's job started, by ``data_key``: the job's ``load_data`` takes it (once)
 PRELOADED: dict[str, tuple] = {}
-
-
-def check_name(name: str) -> None:
-    LOADERS.get(name)  # an unknown name: the one-line DataError with its did-you-mean
 
 
 def task_of(name: str | None) -> str | None:
@@ -62,15 +58,10 @@ def load_examples(name: str, path: str | None = None, options=None):
     return loader.load(path, options)
 
 
-def given_options(data) -> dict:
-    """The options a typed ``data`` section hands its loader (none set: the ``Options`` defaults)."""
-    options = data.options if data.options is not None else LOADERS.get(data.name).Options()
-    return vars(options)
-
-
 def data_key(data) -> str:
-    """What a typed ``data`` section asks a loader for: its name, path and options."""
-    return repr((data.name, data.path, sorted(given_options(data).items())))
+    """What a typed ``data`` section asks a loader for: its name, path and options (none set: the defaults)."""
+    options = data.options if data.options is not None else LOADERS.get(data.name).Options()
+    return repr((data.name, data.path, sorted(vars(options).items())))
 
 
 def preload(data) -> None:

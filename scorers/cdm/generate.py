@@ -193,8 +193,6 @@ class DegradedSampler:
                                top_k=s.top_k, top_p=s.top_p, banned=banned)
         return int(torch.multinomial(lp.exp(), 1, generator=gen))
 
-    # --- decoder-only pairs
-
     @torch.inference_mode()
     def continue_causal(self, context_ids: list[int], n_tokens: int, gen: torch.Generator) -> list[int]:
         """Up to ``n_tokens`` tokens sampled after ``context_ids``; stops at EOS (not included)."""
@@ -205,7 +203,7 @@ class DegradedSampler:
         out: list[int] = []
         with contextlib.ExitStack() as stack:
             taps = {}
-            for r, (lm, heads) in enumerate(self.passes):
+            for lm, heads in self.passes:
                 for role, k in heads.items():
                     if k is not None:
                         taps[role] = LayerTap(lm.model, k)
@@ -228,8 +226,6 @@ class DegradedSampler:
                 out.append(tok)
                 feed = [tok]
         return out
-
-    # --- encoder-decoder pairs (T5 sentinels)
 
     @torch.inference_mode()
     def infill(self, encoder_ids: list[int], max_tokens: int, gen: torch.Generator) -> list[int]:
@@ -265,8 +261,6 @@ class DegradedSampler:
             feed = [tok]
         return out
 
-    # --- one segment
-
     def fill(self, prompt: str, text: str, a: int, b: int, n_tokens: int | None,
              gen: torch.Generator) -> tuple[int, str]:
         """Regenerate text[a:b]: (where the replaced part starts, the new text for text[start:b]).
@@ -299,15 +293,13 @@ class DegradedSampler:
 _CACHE_ARGS: dict[type[torch.nn.Module], str] = {}  # per model class, read once
 
 
-def _cache_arg(cls: type[torch.nn.Module]) -> str:
-    """The forward argument that takes the KV cache: ``cache`` (transformers >= 5.2x) or ``past_key_values``."""
+def _cache_in(module: torch.nn.Module, past) -> dict:
+    """``past`` as the forward argument that takes the KV cache: ``cache`` (transformers >= 5.2x) or
+    ``past_key_values``."""
+    cls = type(module)
     if cls not in _CACHE_ARGS:
         _CACHE_ARGS[cls] = "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
-    return _CACHE_ARGS[cls]
-
-
-def _cache_in(module: torch.nn.Module, past) -> dict:
-    return {_cache_arg(type(module)): past}
+    return {_CACHE_ARGS[cls]: past}
 
 
 def _cache_out(output):

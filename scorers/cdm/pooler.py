@@ -77,12 +77,6 @@ class Pooler:
                 "labels": self.rule, "n_train": self.n_train, "n_positive": self.n_positive}
 
 
-def _standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    center = x.mean(axis=0)
-    scale = x.std(axis=0)
-    return center, np.where(scale > 0, scale, 1.0)
-
-
 def _logistic(z: np.ndarray, y: np.ndarray, l2: float, max_iter: int = 100, tol: float = 1e-10) -> np.ndarray:
     """argmin_w sum_i logloss(y_i, a_i . w) + l2/2 |w[:-1]|^2 (the last weight, the bias, unpenalised),
     a_i = (z_i, 1): Newton steps with backtracking on the objective."""
@@ -150,7 +144,8 @@ def fit(x: np.ndarray, labels, *, objective: str = "logistic", l2: float = 1.0,
     """train_pooler on precomputed features ``x``; ``where`` names the training set in errors."""
     keep, y, rule = training_labels(labels, objective=objective, l2=l2, threshold=threshold, where=where)
     x = np.asarray(x, dtype=np.float64)[keep]
-    center, scale = _standardise(x)
+    center, scale = x.mean(axis=0), x.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
     z = (x - center) / scale
     if objective == "ridge":
         mean = float(y.mean())
