@@ -117,8 +117,7 @@ class BertScore(Baseline):
         device = str(auto_device(run.options.device))
         hf_logging.disable_progress_bar()
         started(run)
-        factory = run.progress
-        advance = factory(cls.name, len(rows)) if factory else None  # one call: heartbeat lines meanwhile
+        advance = run.progress(cls.name, len(rows)) if run.progress else None  # one call: heartbeat lines meanwhile
         announce(advance, detail=f"{label}, batches of {params.batch_size}")
         start = time.perf_counter()
         (p, r, f), digest = bert_score.score([texts.hypotheses[i] for i in rows], [refs[i] for i in rows],

@@ -81,14 +81,14 @@ def require_references(name: str, refs: list[list[str]]) -> list[int]:
 class Choices:
     """A list parameter whose items come from a fixed set (or match ``pattern``)."""
 
-    def __init__(self, allowed: tuple, pattern=None, nonempty: bool = True):
-        self.allowed, self.pattern, self.nonempty = allowed, pattern, nonempty
+    def __init__(self, allowed: tuple, pattern=None):
+        self.allowed, self.pattern = allowed, pattern
 
     def ok(self, item) -> bool:
         return isinstance(item, str) and (item in self.allowed or bool(self.pattern and self.pattern.match(item)))
 
     def check(self, key: str, value):
-        if not isinstance(value, (list, tuple)) or (self.nonempty and not value) or not all(map(self.ok, value)):
+        if not isinstance(value, (list, tuple)) or not value or not all(map(self.ok, value)):
             raise ConfigError(f"{key} must be a list of {' | '.join(self.allowed)}, got {value!r}")
         if len(set(value)) != len(value):
             raise ConfigError(f"{key} lists an item twice: {value!r}")
