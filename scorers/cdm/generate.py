@@ -180,8 +180,8 @@ class DegradedSampler:
         self.tokenizer = pair.tokenizer
         self.seq2seq = pair.expert.is_encoder_decoder
         self.passes = pair.passes(["expert", "amateur"])  # [(model, {role: None | exit layer})]
-        self.eos = {int(i) for i in _as_list(self.tokenizer.eos_token_id) + _as_list(
-            getattr(pair.expert.model.config, "eos_token_id", None))}
+        given = [self.tokenizer.eos_token_id, getattr(pair.expert.model.config, "eos_token_id", None)]
+        self.eos = {int(i) for v in given for i in (v if isinstance(v, (list, tuple)) else [v]) if i is not None}
         self.vocab = len(self.tokenizer)
         if self.seq2seq:
             self.sentinel0, self.sentinel1, self.sentinels = sentinels(self.tokenizer, pair.expert.name)
@@ -305,12 +305,6 @@ def _cache_in(module: torch.nn.Module, past) -> dict:
 def _cache_out(output):
     past = getattr(output, "cache", None)
     return past if past is not None else output.past_key_values
-
-
-def _as_list(value) -> list:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def sentinels(tokenizer, name: str = "the model") -> tuple[int, int | None, list[int]]:
