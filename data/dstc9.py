@@ -16,7 +16,6 @@ NO_REF = "NO REF"
 
 
 def load(path: str | None = None, options: NoOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """DSTC9 interactive evaluation: 2200 dialogs with an overall score (module docstring)."""
     file = paths.resolve(path, DATASET_DIR, DEFAULT_FILE)
     data = read_json(file)
     if not isinstance(data, dict):

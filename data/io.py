@@ -88,7 +88,6 @@ def loads(text: str, file, line_no: int | None = None):
 
 
 def read_json(file: Path):
-    """The value of a whole-file JSON document."""
     text = read_text(file)
     value = loads(text, file)
     check_text(value, file, text)

@@ -18,7 +18,6 @@ def option(default: Any = None, doc: str = ""):
 
 
 def option_names(options: type) -> tuple[str, ...]:
-    """The keys an ``Options`` dataclass declares, in order."""
     return tuple(f.name for f in fields(options))
 
 

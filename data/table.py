@@ -161,7 +161,6 @@ def source_group(source) -> str:
 
 
 def load(path: str | None = None, options: TableOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """Your own table -> (example table, report); see the module docstring."""
     opts = options or TableOptions()
     if not isinstance(opts.columns or {}, dict):
         raise DataError(f"data.columns must map roles to column names, e.g. data.columns.hypothesis=<column>; "
