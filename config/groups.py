@@ -1,8 +1,6 @@
-"""The schema of the preset groups whose files choose their own values (data, prompt,
-judge_prompt, tracking) and of the stage commands (``cscore cdm``, ``cscore t5score``: their
-defaults are written here once, the ConfigStore nodes ``schema/cdm`` and ``schema/t5score``
-that conf/cdm.yaml and conf/t5score.yaml build on). Mappings (``data.columns``,
-``prompt.templates``, ...) are one setting each: their keys are the preset's own."""
+"""The schema of the preset groups that choose their own values (data, prompt, judge_prompt,
+tracking; the stage commands' is training/params.py). A mapping (``data.columns``,
+``prompt.templates``, ...) is one setting: its keys are the preset's."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Datasets: loaders -> one validated example table (see ``schema``), plus prompts.
-
-This package imports nothing else of cscore but ``cscore.errors``."""
+"""Datasets: loaders -> one validated example table (see ``schema``), plus prompts."""
 
 from cscore.data.registry import LOADERS, load_config, load_examples  # noqa: F401
 from cscore.data.schema import LoadReport, validate  # noqa: F401

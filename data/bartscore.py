@@ -1,11 +1,5 @@
-"""BARTScore's "unified" summarization files (SummEval, QAGS-XSum), read as JSONL-shaped records.
-
-Files, chosen by suffix:
-  .jsonl    one summary per line: doc_id, system, source, reference, references, hypothesis, scores
-  .parquet  the same columns
-  .pkl      BARTScore's pickle {doc_id: {src, ref_summ, ref_summs?, sys_summs: {system: {sys_summ,
-            scores}}}}, read by ``io.read_pickle`` (no class or function is ever loaded)
-``record_to_row`` turns one record into a row of the example table (plus a ``references`` list)."""
+"""BARTScore's "unified" summarization files (SummEval, QAGS-XSum): .jsonl, .parquet or its
+pickle (read by ``io.read_pickle``), as JSONL-shaped records; ``record_to_row`` makes a table row."""
 
 from __future__ import annotations
 

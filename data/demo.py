@@ -1,6 +1,5 @@
-"""The offline demo set: a SYNTHETIC sanity set written for cscore (see demo/CARD.md).
-Its candidates are controlled corruptions of a reference summary; the gold scores follow
-the corruption severity. Numbers on it say nothing about real metric quality."""
+"""The offline demo set: a SYNTHETIC sanity set written for cscore (demo/CARD.md); numbers on it
+say nothing about real metric quality."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import pandas as pd
 
 from cscore.data.io import iter_jsonl
 from cscore.data.loader import LOADERS, Loader, NoOptions
-from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
+from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, table_of
 
 DEMO_FILE = Path(__file__).parent / "demo" / "demo.jsonl"
 
@@ -32,10 +31,7 @@ def load(path: str | None = None, options: NoOptions | None = None) -> tuple[pd.
             raise DataError(f"{where}: field 'scores' is not an object ({type(rec['scores']).__name__})")
         row.update({HUMAN_PREFIX + k: v for k, v in rec["scores"].items()})
         rows.append(row)
-    if not rows:
-        raise DataError(f"{file}: no records")
-    report.n_read = len(rows)
-    return validate(pd.DataFrame(rows), report), report
+    return table_of(rows, report, f"{file}: no records")
 
 
 @LOADERS

@@ -1,15 +1,5 @@
-"""The DSTC9 interactive-evaluation track (as flattened for Yeh et al. 2021): open-domain dialogues
-with an overall score. See shared/data/README.md, section 5.
-
-The file ``dstc9/dstc9_data.json`` holds parallel lists ``contexts``, ``responses``, ``references``
-and ``scores``. ``load(path=None)``: one dialog-level row per index i:
-  source = ``contexts[i]`` joined with newlines (the file has no speaker labels; empty turns are kept
-  as empty lines), hypothesis = ``responses[i]`` (the final utterance, as given), human.overall =
-  ``scores[i]`` (rates the whole dialog), reference None (the file's ``"NO REF"`` placeholder; any
-  other reference string is kept), system "unknown" (the file has no system labels), id and group
-  "dstc9/<i>". The 51 empty responses are dropped by ``validate`` (reason ``empty hypothesis``);
-  a null score is dropped as ``missing score``.
-"""
+"""The DSTC9 interactive-evaluation track (as flattened for Yeh et al. 2021): 2200 open-domain
+dialogues with an overall score; fields: docs/datasets.md (DSTC9)."""
 
 from __future__ import annotations
 
@@ -18,7 +8,7 @@ import pandas as pd
 from cscore.data import paths
 from cscore.data.io import read_json
 from cscore.data.loader import LOADERS, Loader, NoOptions
-from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
+from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, table_of
 
 DATASET_DIR, DEFAULT_FILE = "dstc9", "dstc9_data.json"
 NAME = "dstc9"
@@ -26,7 +16,6 @@ NO_REF = "NO REF"
 
 
 def load(path: str | None = None, options: NoOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """DSTC9 interactive evaluation: 2200 dialogs with an overall score (module docstring)."""
     file = paths.resolve(path, DATASET_DIR, DEFAULT_FILE)
     data = read_json(file)
     if not isinstance(data, dict):
@@ -60,9 +49,7 @@ def load(path: str | None = None, options: NoOptions | None = None) -> tuple[pd.
                      "source": "\n".join(context), "reference": None if ref in (None, NO_REF) else ref,
                      "hypothesis": response, "lang_pair": None, HUMAN_PREFIX + "overall": float(score)})
     report.n_read = n
-    if not rows:
-        raise DataError(f"{file}: no scored dialogs")
-    return validate(pd.DataFrame(rows), report), report
+    return table_of(rows, report, f"{file}: no scored dialogs")
 
 
 @LOADERS

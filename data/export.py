@@ -1,5 +1,5 @@
-"""Write a validated example table: a .parquet or .jsonl file, or a ``datasets`` folder (what
-``save_to_disk`` writes; ``datasets.load_from_disk`` reads it back, and ``data=table`` loads it)."""
+"""Write a validated example table: a .parquet or .jsonl file, or a ``datasets`` folder
+(``data=table`` loads each back)."""
 
 from __future__ import annotations
 
@@ -24,22 +24,18 @@ def write_table(df: pd.DataFrame, out) -> str:
     A place that cannot take it (full, read-only, a file in the way) is one line (``files.writing``)."""
     out = Path(out)
     with writing("the table", out if is_folder_target(out) else out.parent):
-        return _write(df, out)
-
-
-def _write(df: pd.DataFrame, out: Path) -> str:
-    if is_folder_target(out):
-        write_datasets_folder(df, out)
-        return "datasets folder"
-    if out.suffix not in FILE_SUFFIXES:
-        raise DataError(f"out={out}: expected a .parquet or .jsonl file, or a folder (no suffix) for a datasets "
-                        "folder")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".parquet":
-        df.to_parquet(out, index=False)
-    else:
-        df.to_json(out, orient="records", lines=True, force_ascii=False)
-    return out.suffix[1:]
+        if is_folder_target(out):
+            write_datasets_folder(df, out)
+            return "datasets folder"
+        if out.suffix not in FILE_SUFFIXES:
+            raise DataError(f"out={out}: expected a .parquet or .jsonl file, or a folder (no suffix) for a datasets "
+                            "folder")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.suffix == ".parquet":
+            df.to_parquet(out, index=False)
+        else:
+            df.to_json(out, orient="records", lines=True, force_ascii=False)
+        return out.suffix[1:]
 
 
 def write_datasets_folder(df: pd.DataFrame, out: Path) -> None:

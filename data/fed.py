@@ -1,34 +1,5 @@
-"""FED (Mehri and Eskenazi, SIGDIAL 2020): open-domain dialogue, rated at turn and dialog level.
-See shared/data/README.md, section 4. There are no reference responses: ``reference`` is None.
-
-The file ``fed/fed_data.json`` is a JSON array; an object with a ``response`` key is a turn-level
-item, one without is a dialog-level item. ``load(path=None, level="both" | "turn" | "dialog")``:
-  turn level    source     = ``context`` exactly as the file gives it: one utterance per line,
-                             each with its ``User: `` / ``System: `` label, ending with a User line
-                hypothesis = ``response`` with its leading ``System: `` label removed
-  dialog level  the whole conversation (``context``) is rated. It is split at its LAST ``System:``
-                utterance: hypothesis = that utterance (label removed); source = every line before
-                it (labels kept). Lines after it (in FED always exactly one closing ``User:`` line)
-                are in neither field. The human scores still rate the whole conversation.
-  system  = ``system`` (Meena, Mitsuku, Human); task "dialogue"; extra column ``level`` ("turn" or
-            "dialog") so that the two levels can be told apart (``overall`` exists at both levels,
-            with the same 0-4 scale but a different object of judgment: split or filter by ``level``).
-  id      = "fed/<level>/<index of the item in the JSON array>"
-  group   = "fed/conv<k>", the conversation: the file is ordered in blocks (turn items, then the
-            dialog item of the same conversation); a turn item joins the next dialog item when its
-            context is a prefix of that dialog's context, otherwise it is its own group (its id).
-  human.<aspect>: the mean over annotators of the numeric values. Aspect names are lower_snake_case
-    of the file's names: Interesting, Engaging, Specific, Relevant, Correct, Semantically appropriate
-    (-> semantically_appropriate), Understandable, Fluent, Overall (turn level); Coherent, Error
-    recovery (-> error_recovery), Consistent, Diverse, Depth, Likeable, Understanding, Flexible,
-    Informative, Inquisitive, Overall (dialog level). An aspect absent at one level is NaN there.
-  Annotator values that are not numbers (the file's free-text ``"N/A (reason)"`` answers, or
-  anything else non-numeric) are left out of the mean, and each one is recorded in the report's
-  ``ignored`` list as ``annotation N/A ignored: <aspect>`` (or ``annotation non-numeric ignored:
-  <aspect>``). When no numeric value is left the aspect is NaN for that row, recorded as
-  ``no numeric annotation (human.<aspect> = NaN)``. The row itself is kept; rows that are dropped
-  (e.g. ``empty hypothesis``) are in the report's ``dropped`` list.
-"""
+"""FED (Mehri and Eskenazi, SIGDIAL 2020): open-domain dialogue rated at turn and dialog level
+(``data.level``); no references. Fields, groups and aspects: docs/datasets.md (FED)."""
 
 from __future__ import annotations
 
@@ -41,7 +12,7 @@ import pandas as pd
 from cscore.data import paths
 from cscore.data.io import read_json
 from cscore.data.loader import LOADERS, Loader, option
-from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
+from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, table_of
 
 NAME = "fed"
 DATASET_DIR, DEFAULT_FILE = "fed", "fed_data.json"
@@ -158,10 +129,7 @@ def load(path: str | None = None, options: FedOptions | None = None) -> tuple[pd
                "source": source, "reference": None, "hypothesis": hypothesis, "lang_pair": None, "level": kind}
         row.update(_scores(item["annotations"], row_id, f"{file}: item {i}", report))
         rows.append(row)
-    if not rows:
-        raise DataError(f"{file}: no {level}-level items")
-    report.n_read = len(rows)
-    return validate(pd.DataFrame(rows), report), report
+    return table_of(rows, report, f"{file}: no {level}-level items")
 
 
 @LOADERS

@@ -1,12 +1,6 @@
-"""Read a user's table into a DataFrame, whatever it is stored as:
-  .csv / .tsv   UTF-8 text, one header row; every cell is read as text (the mapping converts)
-  .jsonl        one JSON object per line
-  .parquet      a parquet file
-  a folder      written by ``datasets``' ``save_to_disk`` (a Dataset or a DatasetDict)
-  a hub id      ``datasets.load_dataset(hub_id)`` (needs the network)
-Nested fields (a JSON object, a parquet / datasets struct) become dotted columns: ``scores.fluency``.
-Each read returns (label, frame, where): ``where[i]`` says where row i is, for messages
-("<file>:<line>" for JSONL, "<file> row <n>" otherwise, n counted from 1 after any header)."""
+"""Read a user's table (.csv / .tsv as text, .jsonl, .parquet, a ``save_to_disk`` folder or a hub
+id) into (label, frame, where): nested fields become dotted columns, ``where[i]`` says where row i
+is ("<file>:<line>" for JSONL, "<file> row <n>" otherwise)."""
 
 from __future__ import annotations
 

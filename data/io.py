@@ -35,8 +35,7 @@ def read_text(file: Path) -> str:
 
 
 def json_error(err: json.JSONDecodeError, label, line: int | None = None, text: str = "") -> DataError:
-    """``label:line:column: not valid JSON: <message>: line L column C``. ``line`` is the file's line
-    number when ``err`` comes from parsing that one line (JSONL); ``text`` is what was parsed."""
+    """``label:line:column: not valid JSON: ...``; ``line``: the JSONL line parsed, ``text`` what was parsed."""
     line_no = err.lineno if line is None else line
     message = f"{label}:{line_no}:{err.colno}: not valid JSON: {err.msg}: line {line_no} column {err.colno}"
     if text and (err.pos >= len(text.rstrip()) or err.msg.startswith("Unterminated string")):
@@ -48,8 +47,7 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # how JSON writes half of 
 
 
 def lone_surrogate(value, path: str = "") -> str | None:
-    """The dotted path of the first string (or key) in ``value`` that holds a lone UTF-16 surrogate
-    (JSON's "\\udc40" without its pair: not text, no UTF-8 form), else None."""
+    """The dotted path of the first string (or key) in ``value`` holding a lone UTF-16 surrogate, else None."""
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -67,8 +65,7 @@ def lone_surrogate(value, path: str = "") -> str | None:
 
 
 def check_text(value, where, raw: str | None = None) -> None:
-    """A DataError naming the field when ``value`` holds a lone surrogate (``raw``: the JSON text,
-    searched first so that clean files cost one regex scan)."""
+    """A DataError naming the field that holds a lone surrogate (``raw``: the JSON text, scanned first)."""
     if raw is not None and not _SURROGATE_ESCAPE.search(raw):
         return
     try:
@@ -80,33 +77,31 @@ def check_text(value, where, raw: str | None = None) -> None:
                         "it is not text")
 
 
-def read_json(file: Path):
-    """The value of a whole-file JSON document."""
-    text = read_text(file)
+def loads(text: str, file, line_no: int | None = None):
+    """``json.loads`` of a whole file, or of its line ``line_no`` (JSONL), with errors that say where."""
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as err:
-        raise json_error(err, file, text=text) from None
+        raise json_error(err, file, line_no, text) from None
     except (ValueError, RecursionError) as err:  # an integer of > 4300 digits; nesting deeper than the stack
-        raise DataError(f"{file}: not usable JSON: {err}") from None
+        raise DataError(f"{file}{'' if line_no is None else f':{line_no}'}: not usable JSON: {err}") from None
+
+
+def read_json(file: Path):
+    text = read_text(file)
+    value = loads(text, file)
     check_text(value, file, text)
     return value
 
 
 def iter_jsonl(file: Path) -> Iterator[tuple[str, dict]]:
-    """(where, record) for every non-blank line; where = "<file>:<line>". Lines are split on "\\n"
-    only (a JSON string may hold a raw U+2028, which ``splitlines`` would split on)."""
+    """(where = "<file>:<line>", record) of every non-blank line, split on "\\n" only (not U+2028)."""
     for line_no, line in enumerate(read_text(file).split("\n"), 1):
         line = line.rstrip("\r")
         if not line.strip():
             continue
         where = f"{file}:{line_no}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise json_error(err, file, line_no, line) from None
-        except (ValueError, RecursionError) as err:  # an integer of > 4300 digits; nesting deeper than the stack
-            raise DataError(f"{file}:{line_no}: not usable JSON: {err}") from None
+        rec = loads(line, file, line_no)
         if not isinstance(rec, dict):
             raise DataError(f"{where}: expected a JSON object, got {type(rec).__name__}")
         check_text(rec, where, line)

@@ -1,32 +1,21 @@
-"""Prompts for LLM-as-a-judge scoring (the ``cd_judge`` method; the ``judge_prompt`` config group).
+"""Prompts for LLM-as-a-judge scoring (``cd_judge``; the ``judge_prompt`` config group): one score
+in ``lo``-``hi`` for one aspect of a hypothesis given its source. Two placeholder styles: ``cscore``
+(``{min}``, ``{max}``, ``{source}``, ``{hypothesis}``; the dialogue template also ``{aspect_title}``
+and ``{definition}``, filled by ``template_for``) and ``released`` (the CD-judge release's files:
+``{min_range}``, ``{max_range}``, ``{{Document}}``, ``{{Summary}}``, read where they lie).
 
-A judge prompt asks an instruct model for one score in a range ``lo``-``hi`` for one aspect of a
-hypothesis (a summary, a dialogue response) given its source (the article, the conversation so
-far). Two placeholder styles:
-
-* ``cscore`` (``conf/judge_prompt/geval.yaml``): ``{min}``, ``{max}``, ``{source}``,
-  ``{hypothesis}``; the dialogue template also has ``{aspect_title}`` and ``{definition}``, filled
-  by ``template_for`` from the aspect's name and its definition in the config;
-* ``released`` (``conf/judge_prompt/released.yaml``): the placeholders of the CD-judge release's
-  prompt files, ``{min_range}``, ``{max_range}``, ``{{Document}}``, ``{{Summary}}``. Those files
-  are read where they lie (the shared data folder or any path given); nothing is copied.
-
-Filling never runs ``str.format`` over the template: documents contain braces. The template is
-cut at its source and hypothesis placeholders, the range placeholders are filled in the template's
-pieces only, and the source and hypothesis texts are put between the pieces as they are. So a
-document may hold "{min}", "{{Summary}}" or any other braces and comes out unchanged (the released
-code's chained ``str.replace`` would also replace a "{{Summary}}" inside the document).
-
-``render`` / ``build`` also return the character span of the source inside the prompt, so that the
-caller can shorten only the source when a prompt is too long.
-
-This module imports nothing heavy (no torch, no transformers): tokenizers come in as arguments."""
+Filling never runs ``str.format`` (documents contain braces): the template is cut at its source and
+hypothesis placeholders, the range is filled in the pieces only and the texts are put between them
+verbatim. ``render`` / ``build`` also return the source's character span (truncation cuts only it)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from cscore.data import paths
+from cscore.data.prompts import wrap_chat
+from cscore.data.schema import DataError
 from cscore.errors import ConfigError
 from cscore.registry import suggest
 from cscore.score_range import check_range
@@ -42,6 +31,8 @@ DIALOGUE_FIELDS = ("{aspect_title}", "{definition}")
 TASKS = ("summarization", "dialogue")
 ROLES = ("user", "system")
 RELEASED_ASPECTS = ("coherence", "consistency", "relevance")
+CHAT_CHANGED = ("the chat template changed the judge prompt's text, so the source cannot be located in it; use a "
+                "model whose chat template keeps the message as it is")
 # the keys of a judge_prompt config
 KEYS = ("name", "style", "role", "generation_prompt", "templates", "files", "closing", "dialogue_template",
         "dialogue_aspects")
@@ -68,10 +59,8 @@ def check_style(style) -> str:
 
 
 def check_config(prompt_cfg: Mapping) -> None:
-    """A ConfigError for the first judge_prompt setting that is not allowed: an unknown key, a
-    style or role that does not exist, a non-boolean generation_prompt, a template, file path or
-    definition that is not a string. (Whether files exist and templates hold their placeholders
-    is checked when the prompts are built.)"""
+    """A ConfigError for the first judge_prompt setting of a wrong key or type (whether files exist
+    and templates hold their placeholders is checked when the prompts are built)."""
     for key in prompt_cfg:
         if key not in KEYS:
             raise ConfigError(f"unknown setting judge_prompt.{key}{suggest(str(key), KEYS)}; "
@@ -102,12 +91,7 @@ def aspect_title(aspect: str) -> str:
 
 
 def resolve_file(path: str) -> Path:
-    """A prompt file: ``path`` itself when it is a file (``~`` expanded); a relative path that is not
-    a file is looked up inside the shared data folder (``cscore.data.paths``). ConfigError if
-    neither exists, naming what was looked for and how to fix it."""
-    from cscore.data import paths
-    from cscore.data.schema import DataError
-
+    """A prompt file: ``path`` itself when it is a file, else (relative) inside the shared data folder."""
     file = Path(str(path)).expanduser()
     if file.is_file():
         return file
@@ -166,9 +150,8 @@ def _dialogue_template(prompt_cfg: Mapping, aspect: str) -> str:
 
 
 def with_closing(template: str, closing: str | None, aspect: str) -> str:
-    """``template``, then a blank line and ``closing`` with ``{aspect}`` filled (the aspect's name,
-    lower case, underscores as spaces): the CD-judge paper's Appendix A prompts end with "What is the
-    <aspect> of the summary above? Provide only rating and no other text." None or '': unchanged."""
+    """``template``, a blank line and ``closing`` with ``{aspect}`` filled (lower case, underscores as
+    spaces), as the CD-judge paper's Appendix A prompts end; None or '': unchanged."""
     if not closing or not closing.strip():
         return template
     name = str(aspect).replace("_", " ").strip().lower()
@@ -176,10 +159,8 @@ def with_closing(template: str, closing: str | None, aspect: str) -> str:
 
 
 def template_for(prompt_cfg: Mapping, aspect: str, task: str) -> str:
-    """The template for one aspect of one task ("summarization" or "dialogue", the dataset's task
-    column): for summarization ``templates[aspect]`` (inline text) or ``files[aspect]`` (a path,
-    read as UTF-8); for dialogue ``dialogue_template`` with ``{aspect_title}`` and ``{definition}``
-    (from ``dialogue_aspects[aspect]``) filled in. ConfigError for an aspect or task without one."""
+    """The template for one aspect of one task: summarization ``templates[aspect]`` or
+    ``files[aspect]``; dialogue ``dialogue_template`` filled from ``dialogue_aspects[aspect]``."""
     if task == "summarization":
         return with_closing(_summarization_template(prompt_cfg, aspect), prompt_cfg.get("closing"), aspect)
     if task == "dialogue":
@@ -188,9 +169,8 @@ def template_for(prompt_cfg: Mapping, aspect: str, task: str) -> str:
 
 
 def _pieces(template: str, style: str) -> tuple[list[str], list[str]]:
-    """The template cut at its source and hypothesis placeholders: (texts between them, the order
-    of the placeholders as 'source' / 'hypothesis'). ConfigError if a placeholder is missing or
-    repeated, or a range placeholder is missing."""
+    """(the texts between the source and hypothesis placeholders, their order); ConfigError if one
+    is missing or repeated, or a range placeholder is missing."""
     marks = PLACEHOLDERS[style]
     problems = []
     for key in ("source", "hypothesis"):
@@ -213,9 +193,7 @@ def _pieces(template: str, style: str) -> tuple[list[str], list[str]]:
 
 def render(template: str, *, source: str, hypothesis: str, lo: int, hi: int,
            style: str) -> tuple[str, tuple[int, int]]:
-    """The filled prompt and the character span ``(start, end)`` of the source text inside it
-    (``prompt[start:end] == source``). The range placeholders are filled in the template only;
-    source and hypothesis are inserted verbatim, braces and all."""
+    """The filled prompt and the span ``(start, end)`` of the source in it (``prompt[start:end] == source``)."""
     check_style(style)
     check_range(lo, hi)
     marks = PLACEHOLDERS[style]
@@ -237,9 +215,8 @@ def render(template: str, *, source: str, hypothesis: str, lo: int, hi: int,
 
 
 def chat_renderer(tokenizer, role: str = "user", generation_prompt: bool = True) -> Callable[[str], str]:
-    """``text -> the tokenizer's chat template around one message {role, content: text}`` (a string,
-    not tokens), with the assistant header when ``generation_prompt``. ConfigError when the
-    tokenizer has no chat template or its template refuses the role."""
+    """``text -> the tokenizer's chat template around one {role, content: text} message`` (with the
+    assistant header when ``generation_prompt``); ConfigError when it has none or refuses the role."""
     if role not in ROLES:
         raise ConfigError(f"judge_prompt.role must be one of {' | '.join(ROLES)}, got {role!r}")
     model = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
@@ -261,9 +238,7 @@ def chat_renderer(tokenizer, role: str = "user", generation_prompt: bool = True)
 
 def build(examples, prompt_cfg: Mapping, *, aspect: str, lo: int, hi: int,
           chat: Callable[[str], str] | None) -> tuple[list[str], list[tuple[int, int]]]:
-    """One judge prompt per row of ``examples`` (columns ``source``, ``hypothesis``, ``task``), put
-    through ``chat`` when given, and the span of each row's source inside its prompt (moved with
-    the chat wrapper). The style is ``prompt_cfg["style"]``."""
+    """One judge prompt per row of ``examples`` (through ``chat`` when given) and its source's span."""
     style = check_style(prompt_cfg.get("style", "cscore"))
     templates: dict[str, str] = {}
     prompts, spans = [], []
@@ -273,12 +248,7 @@ def build(examples, prompt_cfg: Mapping, *, aspect: str, lo: int, hi: int,
         prompt, (start, end) = render(templates[task], source=source, hypothesis=hypothesis, lo=lo, hi=hi,
                                       style=style)
         if chat is not None:
-            wrapped = chat(prompt)
-            at = wrapped.find(prompt)
-            if at < 0:
-                raise ConfigError("the chat template changed the judge prompt's text, so the source cannot be "
-                                  "located in it; use a model whose chat template keeps the message as it is")
-            prompt, start, end = wrapped, start + at, end + at
+            prompt, (start, end) = wrap_chat(prompt, (start, end), chat, CHAT_CHANGED)
         prompts.append(prompt)
         spans.append((start, end))
     return prompts, spans

@@ -1,9 +1,6 @@
-"""What every dataset loader is: a ``Loader`` subclass registered by name in ``LOADERS``
-(``@LOADERS`` on the class, in the loader's own module), saying the task of the rows it writes and
-the options it takes (``Options``: a dataclass of ``option`` fields, each a ``data.<key>`` of the
-config) as class attributes, with ``load(path=None, options=None) -> (validated example table,
-LoadReport)``, ``options`` an instance of its ``Options`` (None: the defaults; the config's keys
-become one in ``registry.options_of``, which refuses a key it does not declare)."""
+"""What every dataset loader is: a ``Loader`` registered in ``LOADERS`` with its task, its
+``Options`` dataclass (each field a ``data.<key>``) and ``load(path=None, options=None) ->
+(validated example table, LoadReport)``."""
 
 from __future__ import annotations
 
@@ -16,13 +13,11 @@ from cscore.registry import Registry, suggest
 
 
 def option(default: Any = None, doc: str = ""):
-    """One option of a loader's ``Options``: its default (None: not given, the loader's own default
-    applies) and its meaning (docs/reference/config.md lists it under the loader)."""
+    """One option of a loader's ``Options``: its default (None: the loader's own) and its meaning."""
     return field(default=default, metadata={"doc": doc})
 
 
 def option_names(options: type) -> tuple[str, ...]:
-    """The keys an ``Options`` dataclass declares, in order."""
     return tuple(f.name for f in fields(options))
 
 
@@ -32,10 +27,7 @@ class NoOptions:
 
 
 class Loader:
-    """One dataset. ``task``: the task of every row it writes, which picks the prompt template
-    before any data is read (None: the user's table says, ``data.task``); ``Options``: the
-    dataclass of the options it takes (``data.<key>``; the typed run config holds one, and
-    ``check_config`` checks them before any file is read)."""
+    """One dataset: ``task`` of every row it writes (None: ``data.task`` says), ``Options`` it takes."""
 
     name: ClassVar[str] = ""
     task: ClassVar[str | None] = None

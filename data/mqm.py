@@ -1,73 +1,11 @@
 """Google's WMT MQM expert annotations (google/wmt-mqm-human-evaluation), read from the raw
-error-level TSVs: one row per marked error, scored here into one example per (system, segment).
-See shared/data/README.md, section 3.
+error-level TSVs (``.tsv``, ``.gz``, or an archive of one ``.tsv``): one row per marked error, scored
+here into one example per (system, segment). Layout, options and rows: docs/datasets.md (MQM files).
 
-Files (chosen by suffix; the TSV text is read in memory, nothing is extracted to disk):
-  .tsv                 plain TSV, e.g. ``mqm/ted_zhen/mqm_ted_zhen.tsv``
-  .tsv.gz / .gz        gzip-compressed TSV
-  .tar.gz / .tgz / .tar  an archive holding exactly one ``.tsv`` member (the published form of
-                       ``sxs_mqm_generalMT2023_zhen.3ratingsPerSegment.tsv.tar.gz``)
-TSV layout: tab-separated, UTF-8, one header row, NO quoting (fields may begin with or contain ``"``,
-so lines are split on tabs exactly as csv.QUOTE_NONE would). Columns are looked up by header name:
-  system, rater, source, target, category, severity   required
-  seg_id or globalSegId                               required: the global segment id (join key)
-  doc; doc_id or docSegId                             optional (``doc`` is kept as an extra column)
-  any other column (comment, metadata, ...)           ignored
-Header fields starting with ``#`` (the WMT23 sxs file ends its header with a documentation comment
-that no data row has) are not columns. Every data row must have as many fields as there are columns.
-
-Scoring (the repository README's official weights, as stated in shared/data/README.md 3.1):
-  weight of one error row =
-    0    severity No-error, Neutral or HOTW-test (HOTW rows are attention checks, not errors)
-    25   category ``Non-translation!`` (any error severity; in the files it is always Major)
-    5    severity Major (including Major Fluency/Punctuation)
-    0.1  severity Minor and category ``Fluency/Punctuation``
-    1    severity Minor, any other category (Source error / Source issue / Other included)
-  rater penalty = sum of that rater's row weights for the (system, segment);
-  human.mqm = - mean of the rater penalties over the raters who rated that (system, segment)
-  (0 is best). Sums are exact (kept in tenths). Severities and category names are compared
-  case-insensitively, ignoring spaces around ``/``. Any other severity is a DataError naming the
-  file, line and value; so is an empty category, or ``No-error`` used as only one of category and
-  severity.
-  Option ``zero_weight_categories`` (default none) gives listed categories weight 0; with
-  ("Source issue", "Accuracy/Creative Reinterpretation") the WMT23 sxs scores equal the rating tool's
-  own ``metrics.MQM`` (README 3.3).
-
-Texts: ``<v>``/``</v>`` span marks are removed from source and target, then runs of whitespace are
-collapsed to one space and the ends stripped (the annotation tool sometimes inserts a space next to
-a mark; the files have no double spaces or line breaks of their own). Every row of a (system,
-segment) must then carry the same target, and every row of a segment the same source; a pair whose
-target differs between its rows, or every pair of a segment whose source differs, is dropped and
-recorded (reason ``inconsistent target text`` / ``inconsistent source text``).
-
-Rows: one per (system, segment); id "<lang_pair>/<system>/<seg>", group "<lang_pair>/<seg>" (all
-systems of a segment share it, and language pairs never collide), task "translation", extra columns
-``doc`` (document name, or None) and ``n_raters``. ``LoadReport.n_read`` counts (system, segment)
-pairs, so n_read = len(table) + len(excluded) + len(dropped). Rows left out because an option asked
-for it (exclude_systems, exclude_references, reference_system) are ``excluded``; rows with
-inconsistent texts are ``dropped``.
-
-Options:
-  lang_pair               e.g. "zh-en"; if left out: the default file's pair when no path is given,
-                          else read from a ``:xx-yy`` suffix of ``doc`` (the WMT23 files have one),
-                          else from the file name as WMT publishes it (``mqm_ted_zhen.tsv``,
-                          ``mqm_generalMT2023_ende.tsv``: a name part that is two language codes),
-                          else a DataError asks for data.lang_pair
-  reference_system        a system whose target becomes the ``reference`` of every segment it has
-                          (None: reference stays None). Matched exactly, else by the alias rule
-                          lower case, ``-``/``.``/``_`` removed, bare ``ref`` = ``refA`` (so "refA",
-                          "ref-A" and "ref.A" all find TED's ``ref``). Its own rows are excluded
-                          (reason ``used as the reference``): a metric would compare it with itself.
-  exclude_systems         list of system names to exclude (recorded; a name found in no file is a DataError)
-  exclude_references      exclude human-reference "systems", as WMT's metric meta-evaluation does:
-                          names matching ``REFERENCE_RE`` (ref, refA, refB, ref-A, ref.B, refC,
-                          Human-A.0 ...); recorded as ``human reference excluded``. Left false (the
-                          default), those kept are counted in ``LoadReport.references`` (one console
-                          line: they are scored as systems)
-  zero_weight_categories  list of categories weighted 0 (see Scoring)
-``load_many({lang_pair: path, ...}, dataset, scoring)`` loads several files (one per language pair,
-each scored as ``MqmScoring`` says) and concatenates them (``wmt`` uses it for mqm22 / mqm23).
-"""
+Weight of one error row (the official weights, in tenths so that sums are exact): 0 for severity
+No-error / Neutral / HOTW-test or a ``zero_weight_categories`` category, 25 for category
+``Non-translation!``, 5 Major, 0.1 Minor ``Fluency/Punctuation``, 1 any other Minor. human.mqm =
+- the mean over the (system, segment)'s raters of each rater's summed weights (0 is best)."""
 
 from __future__ import annotations
 
@@ -134,8 +72,6 @@ COLUMN_NAMES = {  # role -> accepted header names, in order of preference
 OPTIONAL_ROLES = {"doc", "doc_seg"}
 
 
-# ----- small helpers -----
-
 def _norm_label(value: str) -> str:
     """Severity / category for comparisons: lower case, no spaces around '/', stripped."""
     return re.sub(r"\s*/\s*", "/", value.strip()).casefold()
@@ -158,12 +94,6 @@ def error_weight_tenths(category: str, severity: str, zero_categories=frozenset(
     return MINOR_PUNCT if cat == PUNCTUATION else MINOR
 
 
-def error_weight(category: str, severity: str) -> float:
-    """The official MQM weight of one error row (Major 5, Minor 1, Minor Fluency/Punctuation 0.1,
-    Non-translation 25, No-error / Neutral / HOTW-test 0)."""
-    return error_weight_tenths(category, severity) / 10
-
-
 def _alias(name: str) -> str:
     key = re.sub(r"[-._\s]", "", name).casefold()
     return "refa" if key == "ref" else key
@@ -183,17 +113,10 @@ def _scoring(options: MqmScoring, lang_pair: str | None) -> dict:
     opts: dict[str, Any] = {**vars(options), "lang_pair": lang_pair}
     for key in ("exclude_systems", "zero_weight_categories"):
         value = opts[key]
-        if value is None:
-            opts[key] = []
-        elif isinstance(value, str):
-            opts[key] = [value]
-        else:
-            opts[key] = [str(v) for v in value]
+        opts[key] = [] if value is None else [value] if isinstance(value, str) else [str(v) for v in value]
     opts["exclude_references"] = bool(opts["exclude_references"])
     return opts
 
-
-# ----- reading the TSV text -----
 
 def read_tsv_text(file: Path) -> tuple[str, str]:
     """(label used in messages, decoded text) of a .tsv, .gz or single-member tar archive."""
@@ -229,12 +152,8 @@ def _columns(header: list[str], label: str) -> tuple[dict, int]:
     fields = [h.strip() for h in header]
     while fields and fields[-1].startswith("#"):
         fields.pop()
-    index = {}
-    for role, names in COLUMN_NAMES.items():
-        for n in names:
-            if n in fields:
-                index[role] = fields.index(n)
-                break
+    found = {role: next((fields.index(n) for n in names if n in fields), None) for role, names in COLUMN_NAMES.items()}
+    index = {role: i for role, i in found.items() if i is not None}
     missing = [" or ".join(COLUMN_NAMES[r]) for r in COLUMN_NAMES if r not in index and r not in OPTIONAL_ROLES]
     if missing:
         raise DataError(f"{label}:1: header lacks column(s) {missing}; header is {fields}")
@@ -280,8 +199,6 @@ def parse_rows(label: str, text: str) -> list[dict]:
     return rows
 
 
-# ----- the language pair -----
-
 def lang_pair_from_name(name: str) -> str | None:
     """"zh-en" from a WMT file name such as ``mqm_ted_zhen.tsv`` or
     ``sxs_mqm_generalMT2023_zhen.3ratingsPerSegment.tsv.tar.gz``: the one name part (split at
@@ -313,8 +230,6 @@ def infer_lang_pair(rows: list[dict], label: str, file: Path) -> str:
     raise DataError(f"{label}: cannot tell the language pair (no :xx-yy suffix on doc, none in the file name); "
                     "set data.lang_pair, e.g. data.lang_pair=zh-en")
 
-
-# ----- scoring -----
 
 def _span(lines: list[int]) -> str:
     lines = sorted(lines)

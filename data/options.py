@@ -1,6 +1,5 @@
-"""The one check of a loader's options (``registry.options_of``, before its ``Options`` is made;
-data=table's ``columns`` too): a key it does not know is a DataError that names it as the command
-line spells it (``data.<key>``), lists the allowed keys and, when one is close, asks "did you mean ...?"."""
+"""The one check of a loader's option keys: an unknown one is a DataError that names it as the
+command line spells it (``data.<key>``) and suggests the closest."""
 
 from __future__ import annotations
 
@@ -13,16 +12,8 @@ from cscore.registry import unknown_keys
 RUNNER_KEYS = ("name", "path", "template", "split_by", "judge_aspect")
 
 
-def unknown_option_message(unknown, allowed, dataset: str, prefix: str = "data.") -> str:
-    keys = list(allowed)
-    if prefix == "data.":  # read by the runner, so valid on the command line too
-        keys += [k for k in RUNNER_KEYS if k != "name" and k not in keys]
-    return unknown_keys(f"data={dataset}", unknown, keys, prefix)
-
-
 def loader_options(data: Mapping) -> dict:
-    """The loader's options in a composed ``cfg.data`` section (a plain dict): every key but
-    ``RUNNER_KEYS``."""
+    """The loader's options in a composed ``cfg.data`` section: every key but ``RUNNER_KEYS``."""
     return {k: v for k, v in data.items() if k not in RUNNER_KEYS}
 
 
@@ -30,5 +21,8 @@ def check_options(options: dict, allowed, dataset: str, prefix: str = "data.") -
     """``options`` with every allowed key present (None when not given); a DataError on any other key."""
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise DataError(unknown_option_message(unknown, allowed, dataset, prefix))
+        keys = list(allowed)
+        if prefix == "data.":  # read by the runner, so valid on the command line too
+            keys += [k for k in RUNNER_KEYS if k != "name" and k not in keys]
+        raise DataError(unknown_keys(f"data={dataset}", unknown, keys, prefix))
     return {k: options.get(k) for k in allowed}

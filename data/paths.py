@@ -1,9 +1,5 @@
-"""Where the shared human-judgment data lives. Nothing is ever copied into the repository.
-
-The folder is ``$CSCORE_SHARED_DATA`` if that variable is set; otherwise the first ``shared/data``
-folder found walking up from the current working directory, then from this package's directory
-(the repository usually sits at ``<workspace>/main``, with ``<workspace>/shared/data`` beside it).
-"""
+"""Where the shared human-judgment data lives: ``$CSCORE_SHARED_DATA``, else the first
+``shared/data`` folder walking up from the working directory, then from this package."""
 
 from __future__ import annotations
 

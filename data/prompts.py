@@ -1,13 +1,7 @@
-"""Prompt templates (the `prompt` config group fills them). A template holds ``{source}``;
-``render`` returns the prompt and the character span of the filled text inside it, so that
-truncation can cut only that span.
-
-Source-based scoring (h | s) fills the slot with the source; reference-based (h | r) with
-the reference. The summarization and translation templates for h | s are the ContrastScore
-paper's (Table 6; the released code writes the MT one the same way). The table typesets the
-summarization prompt as "...texts:\\n {Article}\\n Summary:\\n"; the spaces after the line
-breaks are read as layout and left out. The dialogue and reference-based templates are cscore's.
-"""
+"""Prompt templates (the ``prompt`` config group). A template holds ``{source}``; ``render``
+returns the prompt and the character span of the filled text, so that truncation cuts only that.
+The h | s summarization and translation templates are the ContrastScore paper's (Table 6; the
+spaces its table typesets after line breaks are layout, left out); the others are cscore's."""
 
 from __future__ import annotations
 
@@ -62,14 +56,18 @@ def render(template: str, source: str, fields: Mapping[str, str] | None = None) 
     return prompt, (len(head), len(head) + len(source))
 
 
-def wrap_chat(prompt: str, span: tuple[int, int], chat: Callable[[str], str]) -> tuple[str, tuple[int, int]]:
-    """Put the prompt into a chat template (``chat`` renders one user turn plus the assistant
-    header); the source span moves with it."""
+CHAT_CHANGED = ("prompt.chat_template=true: the chat template changed the prompt text, so the source cannot be "
+                "located in it")
+
+
+def wrap_chat(prompt: str, span: tuple[int, int], chat: Callable[[str], str],
+              changed: str = CHAT_CHANGED) -> tuple[str, tuple[int, int]]:
+    """Put the prompt into a chat template (``chat``: one turn plus the assistant header); the source
+    span moves with it. ``changed``: the ConfigError when the template changed the prompt text."""
     full = chat(prompt)
     at = full.find(prompt)
     if at < 0:
-        raise ConfigError("prompt.chat_template=true: the chat template changed the prompt text, so the source "
-                          "cannot be located in it")
+        raise ConfigError(changed)
     return full, (span[0] + at, span[1] + at)
 
 

@@ -1,17 +1,5 @@
-"""QAGS-CNNDM (Wang, Cho and Lewis, ACL 2020): the other half of the QAGS release beside XSum.
-CNN/DailyMail articles, each with one summary from the bottom-up summarizer of Gehrmann et al.
-(2018), as the QAGS paper states (235 summaries), and human aspect ``fact`` (factual consistency).
-
-Files, read exactly as QAGS-XSum's (``cscore.data.qags_xsum``, the same rules and checks):
-  mturk_cnndm.jsonl  (default) the original crowd file of W4ngatang/qags (``data/mturk_cnndm.jsonl``):
-                     per article its summary sentences (several per summary here), each with the
-                     yes/no answers of three workers.
-  data.pkl / .jsonl  BARTScore's unified form of the same data (its QAGS_CNN folder), if you have it.
-Default place: ``<shared data>/qags_cnndm/mturk_cnndm.jsonl``; anywhere else: data.path=<file>.
-
-``fact`` = the share of the summary's sentences that a strict majority of workers judged supported,
-so with three sentences it takes the values 0, 1/3, 2/3 and 1. Rows: system ``bottom-up-cnndm``;
-group ``cnndm-<hash of the article>``; id ``<group>/bottom-up-cnndm``; ``doc_index`` the position."""
+"""QAGS-CNNDM: the CNN/DailyMail half of the QAGS release (235 summaries of the bottom-up
+summarizer), read exactly as QAGS-XSum's (``cscore.data.qags_xsum``); docs/datasets.md (QAGS)."""
 
 from __future__ import annotations
 

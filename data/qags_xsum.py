@@ -1,29 +1,6 @@
-"""QAGS-XSum (Wang, Cho and Lewis, ACL 2020): 239 BBC articles, each with one summary written by
-BART fine-tuned on XSum, and human aspect ``fact`` (factual consistency). See shared/data/README.md,
-section 2. The release's other half, QAGS-CNNDM, has the same layout (``cscore.data.qags_cnndm``):
-``Part`` holds what differs between the two.
-
-Files:
-  mturk_xsum.jsonl   (default) the original crowd file: per article, its summary sentences, each
-                     with the yes/no answers of the workers ("is it supported by the article?").
-                     A .jsonl file whose records hold ``summary_sentences`` is read this way.
-  data.pkl           BARTScore's pickle (read without allowing any class or function, see
-                     ``bartscore``); ``ref_summ`` there is a copy of the article, so it is not used.
-  qags_xsum.jsonl    the conversion of data.pkl (same fields as summeval.jsonl, scores {"fact"}).
-Option: source_file, a file name inside the shared ``qags_xsum/`` folder, used when no path is given.
-
-Score rule for the crowd file: a summary sentence is factual (1) when strictly more than half of
-its workers answered "yes" (a tie would count as 0; the file has 3 answers per sentence, so none
-occur), and ``fact`` = the fraction of the summary's sentences that are factual. This rule
-reproduces BARTScore's ``fact`` exactly for all 239 summaries (tested). Every XSum summary has one
-sentence, so ``fact`` is 0 or 1 (116 ones, 123 zeros).
-
-Rows: system is the fixed name ``bart-xsum`` in every file. No article id exists in the data (the
-pickle's keys 0..238 and the crowd file's line order are positions only), so group is a stable hash
-of the article text, normalized so that both files give the same value: whitespace removed,
-PTB quotes (`` and '') turned into ", lower-cased. id = "<group>/bart-xsum". The position (pickle
-key / crowd-file record number, 0-based) is kept in the extra column ``doc_index``.
-"""
+"""QAGS-XSum (Wang, Cho and Lewis, ACL 2020): 239 BBC articles, each with one BART summary, and
+human aspect ``fact``. ``Part`` holds what differs from QAGS-CNNDM (``cscore.data.qags_cnndm``).
+Files, the score rule and the article hash: docs/datasets.md (QAGS)."""
 
 from __future__ import annotations
 
@@ -36,7 +13,7 @@ import pandas as pd
 
 from cscore.data.bartscore import record_to_row, records_for
 from cscore.data.loader import LOADERS, Loader, option
-from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, validate
+from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, table_of
 
 
 @dataclass
@@ -121,20 +98,9 @@ def load_part(part: Part, path: str | None = None,
         else:  # BARTScore's form (pickle or its JSONL conversion)
             conv = record_to_row(rec, where, ("fact",), names)
             key = conv["group"]  # the pickle's doc key, 0..238
-            rows.append(
-                _row(
-                    int(key) if key.isascii() and key.isdigit() and len(key) < 19 else index,
-                    conv["source"],
-                    conv["hypothesis"],
-                    conv[HUMAN_PREFIX + "fact"],
-                    where,
-                    part,
-                )
-            )
-    if not rows:
-        raise DataError(f"{file}: no records")
-    report.n_read = len(rows)
-    return validate(pd.DataFrame(rows), report), report
+            position = int(key) if key.isascii() and key.isdigit() and len(key) < 19 else index
+            rows.append(_row(position, conv["source"], conv["hypothesis"], conv[HUMAN_PREFIX + "fact"], where, part))
+    return table_of(rows, report, f"{file}: no records")
 
 
 @LOADERS

@@ -1,8 +1,5 @@
-"""Dataset name -> loader (``loader.LOADERS``: ``discover`` imports every module of cscore.data,
-each loader module registering its ``Loader``). Every loader is ``load(path=None, options=None) ->
-(validated example table, LoadReport)``, ``options`` an instance of its ``Options`` dataclass
-(None: its defaults); ``options_of`` makes one of a config's data section, refusing a key the
-dataclass does not declare (``options.check_options``)."""
+"""Dataset name -> loader (``loader.LOADERS``, filled by ``discover``): the checks of a config's
+data section and the reads of a run's dataset."""
 
 from __future__ import annotations
 
@@ -16,29 +13,24 @@ from cscore.data.schema import DataError
 
 LOADERS.discover("cscore.data")  # every module here: each loader module registers its loader
 
-__all__ = ["LOADERS", "Loader", "check_config", "check_name", "load_config", "load_data", "load_examples",
+__all__ = ["LOADERS", "Loader", "check_config", "load_config", "load_data", "load_examples",
            "options_of", "preload", "task_of"]
 
 # what ``preload`` read before a run's job started, by ``data_key``: the job's ``load_data`` takes it (once)
 PRELOADED: dict[str, tuple] = {}
 
 
-def check_name(name: str) -> None:
-    LOADERS.get(name)  # an unknown name: the one-line DataError with its did-you-mean
-
-
 def task_of(name: str | None) -> str | None:
-    """The task of every row the named loader writes (None: an unknown name, or data=table, whose
-    data.task says): it picks the prompt template before any data is read (run/pair_check.py
-    measures it against runtime.max_length)."""
+    """The task of every row the named loader writes (None: an unknown name, or data=table): it picks
+    the prompt template before any data is read."""
     if name is None or name not in LOADERS:
         return None
     return LOADERS.get(name).task
 
 
 def options_of(data: Mapping):
-    """The loader's ``Options`` a composed ``cfg.data`` section (a plain dict) gives: every key but
-    ``options.RUNNER_KEYS``; a key the loader does not declare is a DataError naming the ones it does."""
+    """The loader's ``Options`` of a composed ``cfg.data`` section (a plain dict): every key but
+    ``options.RUNNER_KEYS``; an undeclared key is a DataError."""
     loader = LOADERS.get(data["name"])
     given = loader_options(data)
     check_options(given, option_names(loader.Options), loader.name)
@@ -46,8 +38,7 @@ def options_of(data: Mapping):
 
 
 def check_config(data: Mapping) -> None:
-    """What a composed ``cfg.data`` section says that can be checked before any file is read, with
-    the loaders' own messages: a known dataset, options its loader takes, a ``data.path`` that exists."""
+    """Before any file is read: a known dataset, options its loader takes, a ``data.path`` that exists."""
     options = vars(options_of(data))
     if data["name"] == "table" and isinstance(options.get("columns"), Mapping):
         check_options(dict(options["columns"]), table.ROLES, "table", prefix="data.columns.")
@@ -60,39 +51,29 @@ def check_config(data: Mapping) -> None:
 
 
 def load_examples(name: str, path: str | None = None, options=None):
-    """The named dataset, read with ``options`` (an instance of its loader's ``Options``; None: the
-    defaults; a field left at None: the loader's own default)."""
+    """The named dataset, read with ``options`` (its loader's ``Options``; None: the defaults)."""
     loader = LOADERS.get(name)
     if options is not None and not isinstance(options, loader.Options):
         raise TypeError(f"data={name} takes a {loader.Options.__name__}, got {type(options).__name__}")
     return loader.load(path, options)
 
 
-def given_options(data) -> dict:
-    """The options a typed ``data`` section hands its loader: its ``options`` object's fields
-    (none set: the loader's ``Options`` defaults)."""
-    options = data.options if data.options is not None else LOADERS.get(data.name).Options()
-    return vars(options)
-
-
 def data_key(data) -> str:
-    """What a typed ``data`` section asks a loader for: its name, path and options."""
-    return repr((data.name, data.path, sorted(given_options(data).items())))
+    """What a typed ``data`` section asks a loader for: its name, path and options (none set: the defaults)."""
+    options = data.options if data.options is not None else LOADERS.get(data.name).Options()
+    return repr((data.name, data.path, sorted(vars(options).items())))
 
 
 def preload(data) -> None:
-    """Load the dataset a run's typed ``data`` section names now (the precheck: its errors come
-    before torch is imported) and keep it for that run's ``load_data``; each key is read once."""
+    """Load a run's dataset now (its errors come before torch is imported) for ``load_data``."""
     key = data_key(data)
     if key not in PRELOADED:
         PRELOADED[key] = load_data(data)
 
 
 def load_data(data):
-    """The dataset a run's typed ``data`` section (``cscore.config.groups.Data``) names:
-    ``name``, ``path`` and its loader's ``options`` (an option the loader does not declare was
-    refused when the section was typed: ``options_of``). What ``preload`` read for it is taken
-    (and forgotten) instead of reading the files again."""
+    """The dataset a run's typed ``data`` section (``cscore.config.groups.Data``) names; what
+    ``preload`` read for it is taken (and forgotten) instead of reading the files again."""
     found = PRELOADED.pop(data_key(data), None)
     if found is not None:
         return found
@@ -100,7 +81,6 @@ def load_data(data):
 
 
 def load_config(data: Mapping):
-    """The dataset a composed ``cfg.data`` section (as a plain dict) names: ``name``, ``path``, and
-    every key but ``options.RUNNER_KEYS`` as its loader's ``Options`` (a key at None is not given)."""
+    """The dataset a composed ``cfg.data`` section (a plain dict) names (a key at None is not given)."""
     given = {k: v for k, v in data.items() if v is not None}
     return load_examples(data["name"], data.get("path"), options_of({**given, "name": data["name"]}))

@@ -43,14 +43,10 @@ def is_number(value) -> bool:
 
 @dataclass
 class LoadReport:
-    """What a loader read and what it left out. Three kinds of entry, each {"id", "reason", "where"}:
-      excluded  rows left out on purpose, because an option asked for it (data.exclude_references=true)
-      dropped   rows left out because they cannot be scored (empty hypothesis, inconsistent text)
-      ignored   values left out of a kept row (an N/A rating, a missing score)
-    ``reasons()`` gives one entry per (kind, reason) with its count, ``console_lines()`` one log line
-    each, ``details()`` every entry; ``summary()`` is what metrics.json stores.
-    ``references``: human-reference "systems" kept in the table and scored like any system
-    (system -> rows; MQM's ``ref`` / ``refB`` unless data.exclude_references=true)."""
+    """What a loader read and what it left out, each entry {"id", "reason", "where"}: ``excluded`` rows
+    (an option asked for it), ``dropped`` rows (they cannot be scored), ``ignored`` values of a kept
+    row (an N/A rating); ``summary()`` is what metrics.json stores. ``references``: human-reference
+    "systems" kept and scored like any system (system -> rows)."""
 
     dataset: str
     source_files: list[str] = field(default_factory=list)
@@ -208,3 +204,12 @@ def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) ->
     cols = list(REQUIRED) + list(OPTIONAL) + human_columns(df)
     extra = [c for c in df.columns if c not in cols]
     return df[cols + extra]
+
+
+def table_of(rows: list[dict], report: LoadReport, empty: str) -> tuple[pd.DataFrame, LoadReport]:
+    """A loader's validated table of ``rows`` and its report (``n_read``: the rows, unless set);
+    ``empty``: the DataError when there are none."""
+    if not rows:
+        raise DataError(empty)
+    report.n_read = report.n_read or len(rows)
+    return validate(pd.DataFrame(rows), report), report

@@ -1,14 +1,16 @@
-"""Deterministic dev / test split by group (document or source segment), so that all
-hypotheses of one source land on the same side. The CD-judge paper tunes on 10 % of the
-documents. A group is in dev when its rank under sha256(seed, group) is in the first
-round(fraction * n_groups) positions."""
+"""Deterministic dev / test split by group, so that all hypotheses of one source land on the same
+side: a group is in dev when its rank under sha256(seed, group) is in the first
+round(fraction * n_groups) positions (the CD-judge paper tunes on 10 % of the documents)."""
 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from cscore.data.schema import DataError
 
 SPLITS = ("all", "dev", "test")
 
@@ -32,10 +34,6 @@ def select(df: pd.DataFrame, split: str = "all", fraction: float = 0.1, seed: in
 
 def read_ids(path) -> list[str]:
     """Group ids from a text file: one per line; blank lines and lines starting with # are skipped."""
-    from pathlib import Path
-
-    from cscore.data.schema import DataError
-
     file = Path(str(path)).expanduser()
     try:
         text = file.read_text(encoding="utf-8")
@@ -50,8 +48,6 @@ def read_ids(path) -> list[str]:
 def label_by_ids(df: pd.DataFrame, path) -> pd.DataFrame:
     """A copy with column ``split`` = "dev" for rows whose group is listed in the file at ``path``,
     "test" otherwise (the CD-judge paper's dev documents). Every listed id must be a group."""
-    from cscore.data.schema import DataError
-
     ids = read_ids(path)
     groups = set(df["group"].astype(str))
     unknown = [i for i in ids if i not in groups]

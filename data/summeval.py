@@ -1,37 +1,19 @@
-"""SummEval (Fabbri et al., TACL 2021) in BARTScore's unified form: 100 CNN/DailyMail test articles
-x 16 systems = 1600 summaries, each with the mean of 3 expert ratings (1-5) for coherence,
-consistency, fluency and relevance. See shared/data/README.md, section 1.
-
-Files (see ``bartscore``): the conversion ``summeval/summeval.jsonl`` (the default), a .parquet
-file with the same columns (how a hub dataset is read offline), or BARTScore's ``summeval/data.pkl``.
-Options:
-  source_file  file name inside the shared ``summeval/`` folder, used when no path is given
-  hub_id       load ``datasets.load_dataset(hub_id, split=hub_split)`` instead of a file; the rows
-               must have the JSONL's columns. hub_split may be left out when the dataset has one split.
-Rows: id "<doc_id>/<system>", group doc_id, reference = the first reference (``ref_summ``), and all
-references in the extra column ``references``.
-
-Per-expert ratings: a .jsonl / .parquet record may carry ``expert_scores`` {aspect: [the three
-experts' ratings]} (SummEval's ``expert_annotations``, one list per aspect); they are kept in the
-extra columns ``experts.<aspect>`` (a list per row; their mean must be ``scores.<aspect>``), which
-the SummaC labels of ``cscore report`` read (``metaeval.accuracy.label_rule``). The shared file
-and BARTScore's pickle keep only the mean; ``annotations`` names SummEval's own release file
-(``model_annotations.aligned.jsonl``: per line ``id`` = the document, ``model_id`` = the system and
-``expert_annotations``, one {aspect: rating} per expert), whose ratings are joined onto the rows by
-(document, system) and checked against their mean like ``expert_scores``.
-"""
+"""SummEval (Fabbri et al., TACL 2021) in BARTScore's unified form: 100 CNN/DailyMail articles x
+16 systems, the mean of 3 expert ratings (1-5) for four aspects. Files, options and the per-expert
+``experts.<aspect>`` columns (SummaC's labels): docs/datasets.md (SummEval)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
 from cscore.data.bartscore import record_to_row, records_for
-from cscore.data.io import import_datasets
+from cscore.data.io import import_datasets, iter_jsonl
 from cscore.data.loader import LOADERS, Loader, option
-from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, validate
+from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, table_of
 
 NAME = "summeval"
 DEFAULT_FILE = "summeval.jsonl"
@@ -84,10 +66,6 @@ def with_experts(row: dict, rec: dict, where: str) -> dict:
 
 def read_annotations(path: str) -> dict[tuple[str, str], dict[str, list]]:
     """{(document, system): {aspect: the experts' ratings}} of SummEval's model_annotations.aligned.jsonl."""
-    from pathlib import Path
-
-    from cscore.data.io import iter_jsonl
-
     file = Path(path).expanduser()
     if not file.is_file():
         raise DataError(f"data.annotations={path}: no such file (SummEval's model_annotations.aligned.jsonl)")
@@ -129,10 +107,7 @@ def load(path: str | None = None, options: SummevalOptions | None = None) -> tup
     if any(EXPERTS + a in r for r in rows for a in ASPECTS):
         for r in rows:  # every row gets the columns (None where a record has no ratings)
             r.update({EXPERTS + a: r.get(EXPERTS + a) for a in ASPECTS})
-    if not rows:
-        raise DataError(f"{label}: no records")
-    report.n_read = len(rows)
-    return validate(pd.DataFrame(rows), report), report
+    return table_of(rows, report, f"{label}: no records")
 
 
 @LOADERS

@@ -1,25 +1,5 @@
-"""``data=table``: your own outputs and ratings, from any table (see ``formats``: CSV, TSV, JSONL,
-parquet, a ``save_to_disk`` folder or a hub id) and a column mapping.
-
-Options (all ``data.<key>`` on the command line):
-  task        summarization | translation | dialogue (required: it picks the prompt)
-  columns     the mapping, role -> column name:
-                hypothesis, source   required; default: a column of that name
-                reference, system, group, id, lang_pair   optional; default: a column of that name, if any
-                human   the score columns: a name, a list of names (aspect = column name, less a
-                        leading "human.") or a mapping aspect -> column; default: the columns
-                        named human.<aspect> (so an exported table loads back as it is)
-  lang_pair   e.g. de-en, for every row (or map a column with columns.lang_pair); translation prompts
-              name its target language (English when there is none)
-  hub_id      read ``datasets.load_dataset(hub_id)`` instead of data.path
-  split       the split of a DatasetDict (save_to_disk folder or hub id); may be left out when there is one
-Rows: id = the id column, else "row<n>" (n = record number, from 1); group = the group column, else
-"src-" + a hash of the source text (rows sharing a source share a group); system = the system
-column, else "unknown". Texts may be lists of strings (joined with newlines, e.g. dialogue turns).
-Human scores: numbers, or text holding a number; an empty cell or NA / N/A / NaN / null / None is
-a missing score (NaN, recorded in the report as ignored); anything else is a DataError naming the
-column, the file and the row. Rows with an empty hypothesis or source are dropped and recorded with
-their place in the file. Other columns are not kept."""
+"""``data=table``: your own outputs and ratings, from any table (``formats``) and a column mapping
+(``data.columns``: role -> column); options and defaults: docs/datasets.md (Your own data)."""
 
 from __future__ import annotations
 
@@ -181,7 +161,6 @@ def source_group(source) -> str:
 
 
 def load(path: str | None = None, options: TableOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """Your own table -> (example table, report); see the module docstring."""
     opts = options or TableOptions()
     if not isinstance(opts.columns or {}, dict):
         raise DataError(f"data.columns must map roles to column names, e.g. data.columns.hypothesis=<column>; "

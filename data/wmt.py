@@ -1,9 +1,5 @@
-"""MQM22 / MQM23: several language pairs of WMT MQM files, found by their published names.
-
-Each language pair lists candidate file names (relative to ``root``, default the shared
-``mqm/`` folder); the first that exists is read, with ``.gz`` / ``.tar.gz`` variants tried
-too. ``paths`` overrides one pair's file; ``pairs`` selects pairs. A pair with no file is an
-error that says what to set first, then names a few of the places looked at. Scoring is ``cscore.data.mqm``'s."""
+"""MQM22 / MQM23: several language pairs of WMT MQM files, found by their published names and
+scored by ``cscore.data.mqm``; docs/datasets.md (MQM files)."""
 
 from __future__ import annotations
 
@@ -32,10 +28,7 @@ class WmtOptions(mqm.MqmScoring, Where):
 
 
 def variants(name: str) -> list[str]:
-    out = [name]
-    if name.endswith(".tsv"):
-        out += [name + ".gz", name + ".tar.gz"]
-    return out
+    return [name, name + ".gz", name + ".tar.gz"] if name.endswith(".tsv") else [name]
 
 
 def find(lang_pair: str, candidates: list[str], root: Path | None) -> tuple[Path | None, list[str]]:
@@ -123,13 +116,10 @@ def load(path: str | None = None, options: WmtOptions | None = None, *, name: st
     looked: list[str] = []
     for lp in pairs:
         if lp in paths:
-            p = Path(paths[lp])
-            if not p.is_file():
-                missing.append(lp)
-                looked.append(f"{p} (data.paths.{lp})")
-            chosen[lp] = p
-            continue
-        found, tried = find(lp, list(files[lp]), base)
+            given = Path(paths[lp])
+            found, tried = (given if given.is_file() else None), [f"{given} (data.paths.{lp})"]
+        else:
+            found, tried = find(lp, list(files[lp]), base)
         if found is None:
             missing.append(lp)
             looked += tried or files[lp]

@@ -1,11 +1,6 @@
-"""Established metrics beside the contrastive rows (``method=baseline baseline=<name>``).
-
-One family per module: ``lexical`` (bleu, chrf, rouge), ``bertscore``, ``generative`` (bartscore,
-t5score), ``external`` (scores computed elsewhere, joined by id: COMET). Each baseline is a
-``common.Baseline`` registered by name (``@BASELINES``) with its settings as a ``Params`` dataclass,
-``check(params)`` (before anything loads), ``columns(params)`` (its score.<column> names) and
-``score(params, texts, run) -> Result`` (``run``: a ``common.BaselineRun``). Settings live in
-``conf/baseline/<name>.yaml``; this package only says what they may be."""
+"""Established metrics beside the contrastive rows (``method=baseline baseline=<name>``), one family
+per module (``lexical``, ``bertscore``, ``generative``, ``external``), each a ``common.Baseline``
+registered by name; settings in ``conf/baseline/<name>.yaml``, documented in docs/methods/baselines.md."""
 
 from __future__ import annotations
 
@@ -23,15 +18,10 @@ __all__ = ["BASELINES", "Baseline", "BaselineRun", "Result", "Texts", "as_dict",
            "columns", "score"]
 
 
-def family(name: str) -> type[Baseline]:
-    """The baseline registered as ``name`` (a one-line ConfigError with a did-you-mean when none is)."""
-    return BASELINES.get(name)
-
-
 def check_params(name: str, params: dict) -> Any:
     """The settings as the baseline's typed ``Params`` (values converted to their types); a
     ConfigError names the first bad key."""
-    baseline = family(name)
+    baseline = BASELINES.get(name)
     specs = specs_of(baseline.Params)
     params = params or {}
     for key in params:
@@ -73,8 +63,8 @@ def check_config(method: str | None, chosen: dict | None) -> dict:
 
 
 def columns(name: str, params: Any) -> list[str]:
-    return family(name).columns(params)
+    return BASELINES.get(name).columns(params)
 
 
 def score(name: str, params: Any, texts: Texts, run: BaselineRun) -> Result:
-    return family(name).score(params, texts, run)
+    return BASELINES.get(name).score(params, texts, run)

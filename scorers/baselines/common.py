@@ -1,5 +1,4 @@
-"""What every baseline family shares: the texts of a run, a family's result, reference lists and
-the checks of list-valued parameters."""
+"""What every baseline family shares: a run's texts, a family's result, reference lists, list checks."""
 
 from __future__ import annotations
 
@@ -45,10 +44,9 @@ class Result:
 
 @dataclass
 class BaselineRun:
-    """How the baselines of a job run: ``options``, the forward passes' (the run's ``PassOptions``:
-    its device, dtype, max_length and token budget), the run's row ``ids`` (external joins by
-    them), the statistics ``cache`` (None: off), the ``progress`` factory (name, rows) and
-    ``started``, called once (``started``)."""
+    """How the baselines of a job run: the forward passes' ``options``, the run's row ``ids`` (external
+    joins by them), the statistics ``cache`` (None: off), the ``progress`` factory (name, rows) and
+    ``started`` (called once, by ``started``)."""
 
     options: PassOptions = field(default_factory=PassOptions)
     ids: list[str] | None = None
@@ -58,8 +56,8 @@ class BaselineRun:
 
 
 def started(run: BaselineRun) -> None:
-    """A family calls this when its checks have passed (references found, model loaded) and the
-    scoring itself begins: a failure before it leaves no run directory (``run.started``)."""
+    """Called by a family when its checks have passed and scoring begins (an earlier failure leaves
+    no run directory)."""
     if run.started is not None:
         run.started()
 
@@ -71,8 +69,7 @@ def pick_references(texts: Texts, mode: str) -> list[list[str]]:
 
 
 def require_references(name: str, refs: list[list[str]]) -> list[int]:
-    """Indices of the rows without a reference (their scores become NaN, counted); none at all is an
-    error: a reference-based metric has nothing to compare with."""
+    """Indices of the rows without a reference (NaN, counted); no reference at all is an InputError."""
     missing = [i for i, r in enumerate(refs) if not r]
     if refs and len(missing) == len(refs):
         raise InputError(f"baseline {name} compares the hypothesis with a reference and no row of this data has "
@@ -84,14 +81,14 @@ def require_references(name: str, refs: list[list[str]]) -> list[int]:
 class Choices:
     """A list parameter whose items come from a fixed set (or match ``pattern``)."""
 
-    def __init__(self, allowed: tuple, pattern=None, nonempty: bool = True):
-        self.allowed, self.pattern, self.nonempty = allowed, pattern, nonempty
+    def __init__(self, allowed: tuple, pattern=None):
+        self.allowed, self.pattern = allowed, pattern
 
     def ok(self, item) -> bool:
         return isinstance(item, str) and (item in self.allowed or bool(self.pattern and self.pattern.match(item)))
 
     def check(self, key: str, value):
-        if not isinstance(value, (list, tuple)) or (self.nonempty and not value) or not all(map(self.ok, value)):
+        if not isinstance(value, (list, tuple)) or not value or not all(map(self.ok, value)):
             raise ConfigError(f"{key} must be a list of {' | '.join(self.allowed)}, got {value!r}")
         if len(set(value)) != len(value):
             raise ConfigError(f"{key} lists an item twice: {value!r}")
@@ -99,9 +96,8 @@ class Choices:
 
 
 class Baseline:
-    """One baseline (``baseline=<name>``): its settings (``Params``, a dataclass of ``required``
-    settings: conf/baseline/<name>.yaml gives the values), the check made before anything loads,
-    its score.<column> names and its score. Registered by name with ``@BASELINES``."""
+    """One baseline (``baseline=<name>``, registered with ``@BASELINES``): its settings (``Params``,
+    values from conf/baseline/<name>.yaml), its check before anything loads, columns and score."""
 
     name: ClassVar[str] = ""
     Params: ClassVar[type]

@@ -1,11 +1,6 @@
-"""Scores computed elsewhere, joined by row id: a metric whose package cannot live in cscore's
-environment (COMET: unbabel-comet pins numpy < 2 and transformers < 5) runs in its own environment
-on the rows ``cscore data export`` writes, and its per-row scores come back as score.<column> rows of
-the same tables (docs/methods/baselines.md, COMET).
-
-The file (.csv, .tsv, .jsonl or .parquet) has an ``id`` column and one column per metric. Rows of
-the run without a score (an id the file lacks, an empty cell) get NaN and are counted; a score that
-is not a number, a duplicate id, or a column that is not there is an error naming the file."""
+"""Scores computed elsewhere (COMET, whose package cannot live in cscore's environment), read from
+a .csv / .tsv / .jsonl / .parquet file with an id column and joined by row id; a run's row without a
+score gets NaN and is counted (docs/methods/baselines.md, COMET)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,12 @@
-"""Generative baselines: BARTScore (Yuan et al. 2021) and T5Score (Qin et al., seed 004, Eq. 1):
-the per-token mean log-probability of a text b given a text a, (1/|b|) log p(b | a), "a -> b",
-from an encoder-decoder model through cscore's statistics engine (teacher forcing,
-``scorers/engine/seq2seq.py``; every target token scored, EOS included; cached like any pass).
+"""Generative baselines: BARTScore (Yuan et al. 2021) and T5Score (Qin et al., seed 004, Eq. 1),
+the per-token mean log-probability (1/|b|) log p(b | a) of a text b given a text a, teacher-forced
+through cscore's statistics engine (``scorers/engine/seq2seq.py``). Directions and columns, for
+``<name>`` = bartscore / t5score (F: the arithmetic mean of both ways, per reference first):
 
-Directions (T5Score Sec. 3.1 after BARTScore) and their columns, for ``<name>`` = bartscore / t5score:
-
-  src_hyp   source -> hypothesis      score.<name>        (BARTScore's s -> h; T5Score's source precision)
-  hyp_src   hypothesis -> source      score.<name>_src_r  (source recall)
-            both                      score.<name>_src_f  (their arithmetic mean)
-  ref_hyp   reference -> hypothesis   score.<name>_p      (precision)
-  hyp_ref   hypothesis -> reference   score.<name>_r      (recall)
-            both                      score.<name>_f      (F: the arithmetic mean of P and R, T5Score's default)
-
-Several references: each is scored and the row takes their mean or max (``multi_ref``; F per
-reference first). The encoder input is cut to ``runtime.max_length`` (the run's ``PassOptions``)
-when too long (counted); a target is never cut (a clear error)."""
+  src_hyp  source -> hypothesis     score.<name>
+  hyp_src  hypothesis -> source     score.<name>_src_r  (both: score.<name>_src_f)
+  ref_hyp  reference -> hypothesis  score.<name>_p
+  hyp_ref  hypothesis -> reference  score.<name>_r      (both: score.<name>_f)"""
 
 from __future__ import annotations
 
@@ -67,12 +59,6 @@ def columns(name: str, directions) -> list[str]:
     return out
 
 
-def check(name: str, params: GenerativeParams) -> None:
-    if not params.model:
-        raise ConfigError(f"baseline.{name}.model: give the encoder-decoder model to score with (a hub id or a "
-                          "local directory; docs/methods/baselines.md lists the papers' checkpoints)")
-
-
 def direction_items(direction: str, texts: Texts, refs: list[list[str]]) -> list[tuple[int, str, str]]:
     """(row, encoder text, target text) for every pair scored in ``direction``."""
     if direction in ("src_hyp", "hyp_src"):
@@ -117,38 +103,6 @@ def load(params: Any, run: BaselineRun):
     return pair
 
 
-def score(name: str, params: Any, texts: Texts, run: BaselineRun, pair=None) -> Result:
-    check(name, params)
-    directions = list(params.directions)
-    refs = pick_references(texts, params.references)
-    missing = require_references(name, refs) if {"ref_hyp", "hyp_ref"} & set(directions) else []
-    pair = load(params, run) if pair is None else pair
-    started(run)
-    agg = params.multi_ref  # mean | max over a row's references
-    n = len(texts)
-    per_dir, reports, truncated = {}, {}, np.zeros(n, dtype=bool)
-    for d in directions:
-        items = direction_items(d, texts, refs)
-        values, report, cut = mean_logp(pair, items, run, f"baseline {name} ({d})")
-        reports[f"{name}:{d}"] = report
-        rows = np.array([i for i, _, _ in items], dtype=np.int64)
-        truncated[rows[cut]] = True
-        per_dir[d] = (rows, values)
-    out = {}
-    for suffix, (a, b) in BOTH_WAYS.items():
-        for d in (a, b):
-            if d in per_dir:
-                out[name + ONE_WAY[d]] = by_row(*per_dir[d], n, agg)
-        if a in per_dir and b in per_dir:  # F per reference (rows and items align: same pairs, same order)
-            rows, va = per_dir[a]
-            out[name + suffix] = by_row(rows, (va + per_dir[b][1]) / 2.0, n, agg)
-    info = {"model": pair.expert.name, "directions": directions, "multi_ref": params.multi_ref,
-            "references": params.references, "missing_reference": missing, "truncated_sources": int(truncated.sum()),
-            "signature": f"{name}|model:{pair.expert.name}|dirs:{','.join(directions)}|refs:{params.references}|"
-                         f"multi:{params.multi_ref}|norm:mean|eos:yes"}
-    return Result({c: out[c] for c in columns(name, directions)}, info, reports, {name: pair.expert}, truncated)
-
-
 def by_row(rows: np.ndarray, values: np.ndarray, n: int, agg: str) -> np.ndarray:
     """One value per row: the item's value, or ``agg`` (mean / max) over the row's items (references);
     NaN for a row without items."""
@@ -167,7 +121,9 @@ class Generative(Baseline):
 
     @classmethod
     def check(cls, params: GenerativeParams) -> None:
-        check(cls.name, params)
+        if not params.model:
+            raise ConfigError(f"baseline.{cls.name}.model: give the encoder-decoder model to score with (a hub id "
+                              "or a local directory; docs/methods/baselines.md lists the papers' checkpoints)")
 
     @classmethod
     def columns(cls, params: GenerativeParams) -> list[str]:
@@ -175,7 +131,37 @@ class Generative(Baseline):
 
     @classmethod
     def score(cls, params: GenerativeParams, texts: Texts, run: BaselineRun) -> Result:
-        return score(cls.name, params, texts, run)
+        cls.check(params)
+        name = cls.name
+        directions = list(params.directions)
+        refs = pick_references(texts, params.references)
+        missing = require_references(name, refs) if {"ref_hyp", "hyp_ref"} & set(directions) else []
+        pair = load(params, run)
+        started(run)
+        agg = params.multi_ref  # mean | max over a row's references
+        n = len(texts)
+        per_dir, reports, truncated = {}, {}, np.zeros(n, dtype=bool)
+        for d in directions:
+            items = direction_items(d, texts, refs)
+            values, report, cut = mean_logp(pair, items, run, f"baseline {name} ({d})")
+            reports[f"{name}:{d}"] = report
+            rows = np.array([i for i, _, _ in items], dtype=np.int64)
+            truncated[rows[cut]] = True
+            per_dir[d] = (rows, values)
+        out = {}
+        for suffix, (a, b) in BOTH_WAYS.items():
+            for d in (a, b):
+                if d in per_dir:
+                    out[name + ONE_WAY[d]] = by_row(*per_dir[d], n, agg)
+            if a in per_dir and b in per_dir:  # F per reference (rows and items align: same pairs, same order)
+                rows, va = per_dir[a]
+                out[name + suffix] = by_row(rows, (va + per_dir[b][1]) / 2.0, n, agg)
+        info = {"model": pair.expert.name, "directions": directions, "multi_ref": params.multi_ref,
+                "references": params.references, "missing_reference": missing,
+                "truncated_sources": int(truncated.sum()),
+                "signature": f"{name}|model:{pair.expert.name}|dirs:{','.join(directions)}|refs:{params.references}|"
+                             f"multi:{params.multi_ref}|norm:mean|eos:yes"}
+        return Result({c: out[c] for c in columns(name, directions)}, info, reports, {name: pair.expert}, truncated)
 
 
 @BASELINES

@@ -1,11 +1,6 @@
-"""Lexical reference-based baselines: sentence BLEU and chrF through sacrebleu, ROUGE-N / ROUGE-L
-through rouge-score. Several references per row are given to the libraries as they are: BLEU clips
-n-gram counts by the most of any reference and takes the closest reference length, chrF keeps the
-best-matching reference, ROUGE's ``score_multi`` the reference with the best F per type
-(``multi: mean``: the mean of each measure over the references instead). ``against: source``
-compares the hypothesis with the row's source text instead of its references (how a table scores
-QAGS-XSum, which has none: BARTScore's QAGS-XSum file puts a copy of the article where the
-reference goes)."""
+"""Lexical baselines: sentence BLEU and chrF through sacrebleu, ROUGE through rouge-score, each
+library handling several references its own way (``multi: mean`` for ROUGE: the mean instead);
+``against: source`` compares with the row's source instead (docs/methods/baselines.md)."""
 
 from __future__ import annotations
 
@@ -72,33 +67,14 @@ class RougeParams:
     against: str = required(AGAINST)
 
 
-def score(name: str, params: Any, texts: Texts, run: BaselineRun) -> Result:
-    """Sentence BLEU / chrF (sacrebleu) or ROUGE (rouge-score) of every row with a reference."""
-    if params.against == "source":
-        refs = [[src] if isinstance(src, str) and src.strip() else [] for src in texts.sources]
-    else:
-        refs = pick_references(texts, params.references)
-    missing = require_references(name, refs)
-    started(run)
-    if name == "rouge":
-        return _rouge(params, texts, refs, missing)
-    return _sacrebleu(name, params, texts, refs, missing)
-
-
 def _sacrebleu_metric(name: str, params: Any, lang: str | None):
     from sacrebleu.metrics import BLEU, CHRF
 
     try:
         if name == "bleu":
-            return BLEU(
-                lowercase=params.lowercase,
-                tokenize=params.tokenize,
-                smooth_method=params.smooth_method,
-                smooth_value=params.smooth_value,
-                max_ngram_order=params.max_ngram_order,
-                effective_order=params.effective_order,
-                trg_lang=lang or "",
-            )
+            return BLEU(lowercase=params.lowercase, tokenize=params.tokenize, smooth_method=params.smooth_method,
+                        smooth_value=params.smooth_value, max_ngram_order=params.max_ngram_order,
+                        effective_order=params.effective_order, trg_lang=lang or "")
         return CHRF(char_order=params.char_order, word_order=params.word_order, beta=params.beta,
                     lowercase=params.lowercase, whitespace=params.whitespace,
                     eps_smoothing=params.eps_smoothing)
@@ -131,10 +107,9 @@ def _sacrebleu(name: str, params: Any, texts: Texts, refs, missing) -> Result:
 
 
 def import_rouge():
-    """rouge-score imports absl, whose log handler keeps the sys.stderr of that moment and closes it
-    whenever logging is configured anew (Hydra does, per run) unless it is the interpreter's own
-    stream: a stream swapped in by a caller (a test's capture) would be closed under it. So absl is
-    first imported with the interpreter's stderr in place."""
+    """rouge-score, its absl first imported with the interpreter's own stderr in place: absl's log
+    handler keeps the sys.stderr of that moment and closes it when logging is configured anew
+    (Hydra does, per run) unless it is the interpreter's own."""
     if "absl.logging" not in sys.modules and sys.__stderr__ is not None:
         saved, sys.stderr = sys.stderr, sys.__stderr__
         try:
@@ -192,7 +167,16 @@ class Lexical(Baseline):
 
     @classmethod
     def score(cls, params: Any, texts: Texts, run: BaselineRun) -> Result:
-        return score(cls.name, params, texts, run)
+        """Sentence BLEU / chrF (sacrebleu) or ROUGE (rouge-score) of every row with a reference."""
+        if params.against == "source":
+            refs = [[src] if isinstance(src, str) and src.strip() else [] for src in texts.sources]
+        else:
+            refs = pick_references(texts, params.references)
+        missing = require_references(cls.name, refs)
+        started(run)
+        if cls.name == "rouge":
+            return _rouge(params, texts, refs, missing)
+        return _sacrebleu(cls.name, params, texts, refs, missing)
 
 
 @BASELINES

@@ -1,62 +1,13 @@
 """Generative CDM: negative examples made by degrading positive ones (the CDM paper, Sec. 3.4.1 and
-Algorithm 1 in App. A.1).
-
-Algorithm 1, as implemented here, for every positive text s+ (a human-written hypothesis):
-
-  1. choose a segment e+ of s+ (``choose_segments``; strategies below);
-  2. regenerate it from the *degraded amateur* p_a^- given the context c = s+ without e+;
-  3. s- = c with the new segment e- in e+'s place: everything outside the segment is kept byte for
-     byte (the texts are spliced at character offsets).
-
-The degraded distribution (paper: log p_a^- ∝ log p_a − γ m, with the contrastive momentum
-m = log p_e − log p_a):
+Algorithm 1 in App. A.1): choose a segment e+ of a positive text s+ (``choose_segments``),
+regenerate it from the degraded amateur given the rest, and splice the fill in at character offsets
+(everything outside the segment is kept byte for byte). The degraded distribution:
 
     log p_a^-(v) = log_softmax_v( (1 + γ) · log p_a(v) − γ · log p_e(v) )
 
-γ = 0 is the amateur itself; a larger γ moves probability towards the tokens the amateur likes
-more than the expert does ("machine artifacts"). Optionally divided by a temperature and cut to
-the top-k / top-p tokens before normalising (default: neither).
-
-Segment strategies (all choices are made in token units of the expert's tokenizer, cut at token
-boundaries, then trimmed of surrounding whitespace):
-
-  span       one contiguous run of 1..max_span tokens (the paper's Segment-Single: one random
-             segment of at most 20 tokens)
-  sentence   one whole sentence (split after . ! ? followed by whitespace, or at a line break);
-             cscore's, not in the paper
-  utterance  one whole utterance of a dialogue: one line of the text; a leading speaker label
-             (``User:``, ``System:``, ``A:`` ...) stays, only what follows it is replaced (the
-             paper's Utterance-Single). The dialogue tables of cscore (FED, DSTC9) hold the final
-             response as the hypothesis, a single utterance, so there the whole response is
-             regenerated from the context.
-  multi      n_segments non-overlapping spans of 1..max_span tokens with at least one token
-             between them; fewer when the text is too short (counted). The paper's -Multi
-             manipulations apply 1 to 4 times (uniformly random); a fixed ``n_segments`` is cscore's.
-
-How a segment is regenerated depends on the pair:
-
-  seq2seq (T5)  Algorithm 1 as the paper states it (its models are T5 pairs trained for segment
-                insertion): the segment is removed and re-inserted with the rest of the text as
-                context, by span infilling: the encoder reads prompt + the text with the segment
-                replaced by the first sentinel (``<extra_id_0>``); the decoder starts from its
-                start token + that sentinel and samples until the next sentinel, EOS or a length
-                cap (``fill_tokens``; default twice the segment's tokens + 5).
-  causal LMs    cscore's fallback, not the paper's algorithm: a causal LM cannot read the text
-                after the segment, so it reads prompt + the text before the segment and samples
-                as many tokens as the segment had (stopping early at EOS); the text after the
-                segment is kept as it was, though the new segment never saw it (the paper's
-                appendix reports such left-to-right samplers as weaker negative samplers than
-                infilling ones). The segment starts at the whitespace before it, so the context
-                ends on a word, as the model saw text in training.
-
-Randomness: every choice is a pure function of (seed, item id, negative index, segment index,
-try): segments come from a numpy Generator and tokens from a torch.Generator, both seeded with
-sha256 of those values. Items are generated one at a time (batch size 1, KV cache reused between
-steps), so an item's negatives do not depend on which other items are in the run.
-
-A fill identical to the text it replaces is resampled (up to ``max_tries`` draws in all); a
-negative that still equals its positive is kept and flagged (``on_identical=keep``) or dropped
-(``drop``); either way it is counted."""
+Seq2seq (T5) pairs infill the segment at a sentinel (the paper's algorithm); causal pairs continue
+the text before it (cscore's fallback). Every draw is seeded by sha256 of (seed, item id, negative,
+segment, try). Strategies, regeneration and identical fills: docs/methods/cdm.md (Generative CDM)."""
 
 from __future__ import annotations
 
@@ -73,14 +24,9 @@ import torch
 from cscore.errors import ConfigError
 
 STRATEGIES = ("span", "sentence", "utterance", "multi")
-ON_IDENTICAL = ("keep", "drop")
 LOGP_FLOOR = -1e4  # log-probabilities are floored here so that (1+γ)·log p_a − γ·log p_e never meets ∞ − ∞
 SPEAKER = re.compile(r"^\s*(?:[A-Z][\w .'-]{0,30}|[Ss]peaker ?\w*):\s*")  # "User: ", "System: ", "A: "
 SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
-
-
-# ---------------------------------------------------------------------------------------------
-# deterministic randomness
 
 
 def seed_of(*parts) -> int:
@@ -97,10 +43,6 @@ def torch_generator(seed: int, *parts) -> torch.Generator:
     gen = torch.Generator(device="cpu")
     gen.manual_seed(seed_of(seed, *parts))
     return gen
-
-
-# ---------------------------------------------------------------------------------------------
-# segments
 
 
 def token_boundaries(tokenizer, text: str) -> list[int]:
@@ -155,9 +97,8 @@ def utterance_spans(text: str) -> list[tuple[int, int]]:
 
 
 def random_spans(n_units: int, n: int, max_span: int, rng: np.random.Generator) -> list[tuple[int, int]]:
-    """n non-overlapping runs of 1..max_span units out of n_units, at least one unit apart, in
-    order (fewer when they do not fit). Stars and bars: with slack F = n_units − Σ lengths − (n−1),
-    the n gaps before the runs are the sorted draws x_1 <= ... <= x_n from [0, F]."""
+    """n non-overlapping runs of 1..max_span units out of n_units, at least one unit apart, in order
+    (fewer when they do not fit); stars and bars: the gaps are sorted draws from the slack."""
     n = max(0, min(n, (n_units + 1) // 2))
     if n == 0:
         return []
@@ -176,8 +117,8 @@ def random_spans(n_units: int, n: int, max_span: int, rng: np.random.Generator) 
 
 def choose_segments(text: str, bounds: list[int], strategy: str, rng: np.random.Generator, *,
                     max_span: int = 20, n_segments: int = 3) -> list[tuple[int, int]]:
-    """Character spans [a, b) of ``text`` to regenerate, sorted, non-overlapping, each non-empty
-    and without whitespace at its ends; [] when the text offers none. ``bounds``: token_boundaries."""
+    """Character spans [a, b) of ``text`` to regenerate: sorted, non-overlapping, non-empty, trimmed
+    ([] when the text offers none). ``bounds``: token_boundaries."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"cdm.generate.strategy must be {' | '.join(STRATEGIES)}, got {strategy!r}")
     units = len(bounds) - 1
@@ -199,16 +140,11 @@ def choose_segments(text: str, bounds: list[int], strategy: str, rng: np.random.
     return [s for s in spans if s[1] > s[0]]
 
 
-# ---------------------------------------------------------------------------------------------
-# the degraded distribution
-
-
 def degraded_logprobs(logp_a: torch.Tensor, logp_e: torch.Tensor, gamma: float, *, temperature: float = 1.0,
                       top_k: int | None = None, top_p: float | None = None,
                       banned: list[int] | None = None) -> torch.Tensor:
-    """log p_a^- over the vocabulary: log_softmax(((1+γ)·log p_a − γ·log p_e) / T), the tokens in
-    ``banned`` removed, then cut to the top_k tokens and / or the smallest set whose probability
-    reaches top_p (each optional), renormalised. Inputs: log-probabilities over one vocabulary."""
+    """log p_a^- over the vocabulary: log_softmax(((1+γ)·log p_a − γ·log p_e) / T) without ``banned``,
+    cut to the top_k tokens and / or the smallest set reaching probability top_p, renormalised."""
     a = logp_a.double().clamp(min=LOGP_FLOOR)
     e = logp_e.double().clamp(min=LOGP_FLOOR)
     z = ((1.0 + gamma) * a - gamma * e) / temperature
@@ -226,10 +162,6 @@ def degraded_logprobs(logp_a: torch.Tensor, logp_e: torch.Tensor, gamma: float, 
     return torch.log_softmax(z, dim=-1)
 
 
-# ---------------------------------------------------------------------------------------------
-# the pair as a sampler
-
-
 @dataclass
 class Sampling:
     gamma: float = 1.0
@@ -239,9 +171,7 @@ class Sampling:
 
 
 class DegradedSampler:
-    """Samples fills from p_a^- of a ``cscore.scorers.api.ModelPair`` (expert + amateur, the amateur
-    possibly an early exit read from the expert's own pass), one item at a time, KV cache kept
-    between steps."""
+    """Samples fills from p_a^- of a ``cscore.scorers.api.ModelPair``, one item at a time, KV cache kept."""
 
     def __init__(self, pair, sampling: Sampling):
         if pair.amateur is None:
@@ -250,8 +180,8 @@ class DegradedSampler:
         self.tokenizer = pair.tokenizer
         self.seq2seq = pair.expert.is_encoder_decoder
         self.passes = pair.passes(["expert", "amateur"])  # [(model, {role: None | exit layer})]
-        self.eos = {int(i) for i in _as_list(self.tokenizer.eos_token_id) + _as_list(
-            getattr(pair.expert.model.config, "eos_token_id", None))}
+        given = [self.tokenizer.eos_token_id, getattr(pair.expert.model.config, "eos_token_id", None)]
+        self.eos = {int(i) for v in given for i in (v if isinstance(v, (list, tuple)) else [v]) if i is not None}
         self.vocab = len(self.tokenizer)
         if self.seq2seq:
             self.sentinel0, self.sentinel1, self.sentinels = sentinels(self.tokenizer, pair.expert.name)
@@ -263,8 +193,6 @@ class DegradedSampler:
                                top_k=s.top_k, top_p=s.top_p, banned=banned)
         return int(torch.multinomial(lp.exp(), 1, generator=gen))
 
-    # --- decoder-only pairs
-
     @torch.inference_mode()
     def continue_causal(self, context_ids: list[int], n_tokens: int, gen: torch.Generator) -> list[int]:
         """Up to ``n_tokens`` tokens sampled after ``context_ids``; stops at EOS (not included)."""
@@ -275,7 +203,7 @@ class DegradedSampler:
         out: list[int] = []
         with contextlib.ExitStack() as stack:
             taps = {}
-            for r, (lm, heads) in enumerate(self.passes):
+            for lm, heads in self.passes:
                 for role, k in heads.items():
                     if k is not None:
                         taps[role] = LayerTap(lm.model, k)
@@ -299,12 +227,10 @@ class DegradedSampler:
                 feed = [tok]
         return out
 
-    # --- encoder-decoder pairs (T5 sentinels)
-
     @torch.inference_mode()
     def infill(self, encoder_ids: list[int], max_tokens: int, gen: torch.Generator) -> list[int]:
-        """The fill of the first sentinel: decoder = [start, <extra_id_0>], then sampled tokens until
-        <extra_id_1>, EOS or ``max_tokens``; other sentinels (and padding) are never sampled."""
+        """The fill of <extra_id_0>: sampled after [start, <extra_id_0>] until <extra_id_1>, EOS or
+        ``max_tokens``; other sentinels (and padding) are never sampled."""
         from cscore.scorers.engine.seq2seq import decoder_start
 
         models = [(role, lm) for lm, heads in self.passes for role in heads]  # seq2seq: no early exits
@@ -323,13 +249,9 @@ class DegradedSampler:
             lps = {}
             for role, lm in models:
                 enc, mask = encoded[role]
-                o = lm.model(
-                    encoder_outputs=enc,
-                    attention_mask=mask,
-                    use_cache=True,
-                    **_cache_in(lm.model, past[role]),
-                    decoder_input_ids=torch.tensor([feed], device=lm.device),
-                )
+                x = torch.tensor([feed], device=lm.device)
+                o = lm.model(encoder_outputs=enc, attention_mask=mask, use_cache=True, decoder_input_ids=x,
+                             **_cache_in(lm.model, past[role]))
                 past[role] = _cache_out(o)
                 lps[role] = torch.log_softmax(o.logits[0, -1].double(), dim=-1)
             tok = self._sample(lps, gen, banned=banned)
@@ -339,11 +261,8 @@ class DegradedSampler:
             feed = [tok]
         return out
 
-    # --- one segment
-
-    def fill(
-        self, prompt: str, text: str, a: int, b: int, n_tokens: int | None, gen: torch.Generator
-    ) -> tuple[int, str]:
+    def fill(self, prompt: str, text: str, a: int, b: int, n_tokens: int | None,
+             gen: torch.Generator) -> tuple[int, str]:
         """Regenerate text[a:b]: (where the replaced part starts, the new text for text[start:b]).
         ``n_tokens``: how many tokens to sample (None: as many as the segment has; seq2seq: a cap of
         twice that + 5)."""
@@ -374,26 +293,18 @@ class DegradedSampler:
 _CACHE_ARGS: dict[type[torch.nn.Module], str] = {}  # per model class, read once
 
 
-def _cache_arg(cls: type[torch.nn.Module]) -> str:
-    """The forward argument that takes the KV cache: ``cache`` (transformers >= 5.2x) or ``past_key_values``."""
+def _cache_in(module: torch.nn.Module, past) -> dict:
+    """``past`` as the forward argument that takes the KV cache: ``cache`` (transformers >= 5.2x) or
+    ``past_key_values``."""
+    cls = type(module)
     if cls not in _CACHE_ARGS:
         _CACHE_ARGS[cls] = "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
-    return _CACHE_ARGS[cls]
-
-
-def _cache_in(module: torch.nn.Module, past) -> dict:
-    return {_cache_arg(type(module)): past}
+    return {_CACHE_ARGS[cls]: past}
 
 
 def _cache_out(output):
     past = getattr(output, "cache", None)
     return past if past is not None else output.past_key_values
-
-
-def _as_list(value) -> list:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def sentinels(tokenizer, name: str = "the model") -> tuple[int, int | None, list[int]]:
@@ -407,10 +318,6 @@ def sentinels(tokenizer, name: str = "the model") -> tuple[int, int | None, list
                           "or a decoder-only (causal) pair")
     ids = dict(found)
     return ids[0], ids.get(1), [i for _, i in found]
-
-
-# ---------------------------------------------------------------------------------------------
-# negatives of one positive
 
 
 @dataclass
@@ -427,10 +334,9 @@ class Settings:
 
 
 def make_negatives(sampler: DegradedSampler, item_id: str, prompt: str, positive: str, s: Settings) -> list[dict]:
-    """``s.n_negatives`` records for one positive (module doc). Each: ``index``, ``negative`` (None
-    when dropped), ``spans`` (per segment: positive offsets [start, end), negative offsets, the
-    removed and the new text, draws used, identical), ``identical`` (negative == positive),
-    ``dropped``, ``segments_asked`` / ``segments`` (multi: fewer when the text is short)."""
+    """``s.n_negatives`` records for one positive: ``index``, ``negative`` (None when dropped),
+    ``spans`` (per segment: offsets in both texts, removed and new text, draws), ``identical``,
+    ``dropped``, ``segments_asked`` / ``segments``."""
     bounds = token_boundaries(sampler.tokenizer, positive)
     records = []
     for k in range(s.n_negatives):

@@ -1,36 +1,10 @@
-"""Classifier-Pooled discriminative CDM: a small linear model that turns the sequence of step-wise
-contrastive momenta m_t = log p_e - log p_a of a hypothesis into one score (the CDM paper,
-Sec. 4.1.1: "We train a small linear classifier to convert the sequence of contrastive momentums
-as a trainable pooler using annotated training data"; App. A.4: "a trainable, linear time series
-model-based pooler").
-
-A linear model needs a fixed-size input, and hypotheses differ in length, so each sequence is
-summarised by ``FEATURES`` (``features``):
-
-* ``mean``, ``min``, ``max``, ``sum``: the fixed poolings themselves (Avg / Min / Max-Pooled and the
-  definition), so a linear model over them contains every fixed pooling as a special case;
-* ``q10`` ... ``q90``: order statistics between min and max: robust versions of the same idea
-  (the paper notes that sum pooling over-weights a few very low-probability steps);
-* ``std``: how uneven the momentum is along the text;
-* ``frac_pos``: the share of steps where the expert is more confident than the amateur;
-* ``log_len``: log(1 + number of scored tokens), so the model can undo the length effect the
-  paper points out for sum pooling.
-First / last step values are left out: in these prompts they mark the prompt/hypothesis boundary
-and the cut-off of the text, not its quality. Features are standardised with the training items'
-mean and standard deviation only.
-
-Objectives: ``logistic`` (default; the paper's classifier): L2-regularised logistic regression,
-fitted by Newton's method with backtracking (deterministic), on binary labels; the score is the
-decision value w.x + b (the log-odds of "good", monotone in the class probability). Human scores
-are binarised with ``binarize``: labels that are already 0/1 stay as they are (the generative
-stage's positives / negatives); otherwise a label is positive when it is above the training items'
-median (at or above it when more than half of them share the top value, e.g. SummEval
-consistency), or at or above a given ``threshold``. ``ridge``: L2-regularised least squares onto
-the human score itself (a linear regressor, for graded targets).
-
-``cross_validate`` scores every item with a model trained on the other groups only (k folds over
-``group``: document / dialogue, shuffled by ``seed``); ``train_pooler`` trains one model on any
-(sequences, labels), e.g. the generative stage's positives and negatives. numpy only."""
+"""Classifier-Pooled discriminative CDM (the CDM paper, Sec. 4.1.1 and App. A.4): a small linear
+model turns the sequence of step-wise contrastive momenta m_t = log p_e - log p_a of a hypothesis
+into one score. Each sequence is summarised by ``FEATURES`` (the fixed poolings, quantiles, std,
+share of positive steps, log length), standardised with the training items' statistics only.
+Objectives: ``logistic`` (L2-regularised logistic regression by Newton's method on labels cut by
+``binarize``; the score is the decision value) or ``ridge`` (least squares onto the human score).
+``cross_validate`` scores every item with a model trained on the other groups only. numpy only."""
 
 from __future__ import annotations
 
@@ -47,8 +21,7 @@ OBJECTIVES = ("logistic", "ridge")
 
 
 def features(sequences) -> np.ndarray:
-    """[n_items, len(FEATURES)]: the fixed-size summary of each momentum sequence (an empty
-    sequence, a hypothesis with no scored token, gives all zeros)."""
+    """[n_items, len(FEATURES)]: the summary of each momentum sequence (an empty one: all zeros)."""
     out = np.zeros((len(sequences), len(FEATURES)), dtype=np.float64)
     for i, seq in enumerate(sequences):
         m = np.asarray(seq, dtype=np.float64)
@@ -63,8 +36,8 @@ def features(sequences) -> np.ndarray:
 
 
 def binarize(labels, threshold: float | None = None) -> tuple[np.ndarray, str]:
-    """(y, rule): y True for a positive label, ``rule`` how it was cut (for the record).
-    Non-finite labels must be removed first."""
+    """(y, rule): y True for a positive (finite) label, ``rule`` how it was cut: 0/1 as given, else
+    above the median (at or above it when more than half share the top value) or >= ``threshold``."""
     labels = np.asarray(labels, dtype=np.float64)
     if threshold is not None:
         return labels >= threshold, f">= {float(threshold):g}"
@@ -102,12 +75,6 @@ class Pooler:
                 "weights": {f: float(w) for f, w in zip(FEATURES, self.weights)}, "bias": float(self.bias),
                 "center": [float(c) for c in self.center], "scale": [float(s) for s in self.scale],
                 "labels": self.rule, "n_train": self.n_train, "n_positive": self.n_positive}
-
-
-def _standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    center = x.mean(axis=0)
-    scale = x.std(axis=0)
-    return center, np.where(scale > 0, scale, 1.0)
 
 
 def _logistic(z: np.ndarray, y: np.ndarray, l2: float, max_iter: int = 100, tol: float = 1e-10) -> np.ndarray:
@@ -151,8 +118,8 @@ def train_pooler(sequences, labels, *, objective: str = "logistic", l2: float = 
 
 def training_labels(labels, *, objective: str = "logistic", l2: float = 1.0, threshold: float | None = None,
                     where: str = "") -> tuple[np.ndarray, np.ndarray, str]:
-    """(which labels are finite, the targets of those, how they were cut); a ConfigError when
-    they cannot train a model (fewer than 2, or one class only). ``where`` names the set in errors."""
+    """(which labels are finite, their targets, how they were cut); a ConfigError when they cannot
+    train a model (fewer than 2, or one class only). ``where`` names the set in errors."""
     if objective not in OBJECTIVES:
         raise ConfigError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     if not l2 > 0:
@@ -177,7 +144,8 @@ def fit(x: np.ndarray, labels, *, objective: str = "logistic", l2: float = 1.0,
     """train_pooler on precomputed features ``x``; ``where`` names the training set in errors."""
     keep, y, rule = training_labels(labels, objective=objective, l2=l2, threshold=threshold, where=where)
     x = np.asarray(x, dtype=np.float64)[keep]
-    center, scale = _standardise(x)
+    center, scale = x.mean(axis=0), x.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
     z = (x - center) / scale
     if objective == "ridge":
         mean = float(y.mean())
@@ -189,9 +157,8 @@ def fit(x: np.ndarray, labels, *, objective: str = "logistic", l2: float = 1.0,
 
 
 def group_folds(groups, k: int, seed: int) -> np.ndarray:
-    """Fold index (0..k-1) of every item: the distinct groups ranked by sha256(seed, group) (as
-    ``cscore.data.splits`` ranks them: the same folds on any machine and numpy version), cut into
-    k runs of nearly equal group counts; all items of a group share its fold."""
+    """Fold index (0..k-1) of every item: the groups ranked by sha256(seed, group) (as
+    ``cscore.data.splits`` ranks them), cut into k runs of nearly equal group counts."""
     groups = np.asarray(groups).astype(str)
     distinct = sorted(set(groups.tolist()))
     if k < 2:
@@ -232,8 +199,8 @@ class CrossValidation:
 
 def check_folds(labels, groups, *, folds: int = 5, seed: int = 0, objective: str = "logistic", l2: float = 1.0,
                 threshold: float | None = None) -> np.ndarray:
-    """The fold of every item, once every fold's training labels are known to train a model
-    (the ConfigErrors of ``cross_validate``, without any features: run it before the models)."""
+    """The fold of every item, once every fold's labels can train a model (``cross_validate``'s
+    ConfigErrors, before any model runs)."""
     labels = np.asarray(labels, dtype=np.float64)
     fold_of = group_folds(groups, folds, seed)
     for f in range(folds):

@@ -122,8 +122,6 @@ NOT_CODE = {
     # the released CD-judge code (scorers/judge/released.py reproduces it) and transformers' classes
     "llama_eval.py", "contrastive_decoding.py", "biggen_eval_contrastive.py", "meta_eval_summeval.py",
     "AssistedCandidateGenerator", "RepetitionPenaltyLogitsProcessor", "PreTrainedTokenizerFast",
-    # the QAGS release's crowd file
-    "data/mturk_cnndm.jsonl",
     # other libraries: torch's flex attention, gguf's reader, transformers' config attribute
     "BlockMask", "gguf.GGUFReader", "config._commit_hash",
 }

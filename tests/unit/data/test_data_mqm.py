@@ -311,11 +311,12 @@ def test_wmt23_layout_and_load_many(tmp_path):
 
 
 def test_error_weight_rules():
-    assert mqm.error_weight("Fluency/Punctuation", "Minor") == 0.1
-    assert mqm.error_weight("Fluency/Punctuation", "Major") == 5
-    assert mqm.error_weight("Non-translation!", "Major") == 25
-    assert mqm.error_weight("Source error", "Minor") == 1
-    assert mqm.error_weight("No-error", "No-error") == 0 and mqm.error_weight("Other", "Neutral") == 0
-    assert mqm.error_weight("Found", "HOTW-test") == 0
+    weight = mqm.error_weight_tenths  # in tenths of a point
+    assert weight("Fluency/Punctuation", "Minor") == 1
+    assert weight("Fluency/Punctuation", "Major") == 50
+    assert weight("Non-translation!", "Major") == 250
+    assert weight("Source error", "Minor") == 10
+    assert weight("No-error", "No-error") == 0 and weight("Other", "Neutral") == 0
+    assert weight("Found", "HOTW-test") == 0
     assert [mqm.is_reference(s) for s in ("ref", "refA", "ref-B", "ref.C", "Human-A.0", "refinery", "SMU")] == \
         [True, True, True, True, True, False, False]

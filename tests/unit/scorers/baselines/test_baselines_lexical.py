@@ -452,11 +452,11 @@ def test_baselines_are_registered_classes_with_typed_settings():
 
     assert list(baselines.BASELINES) == ["bleu", "chrf", "rouge", "bertscore", "bartscore", "t5score", "external"]
     for name in baselines.BASELINES:
-        assert [f.name for f in fields(baselines.family(name).Params)] == list(defaults(name)), name
-        own = baselines.family(name).score.__func__  # type: ignore[attr-defined]
+        assert [f.name for f in fields(baselines.BASELINES.get(name).Params)] == list(defaults(name)), name
+        own = baselines.BASELINES.get(name).score.__func__  # type: ignore[attr-defined]
         assert own is not baselines.Baseline.score.__func__, f"{name}: no score()"  # the base's raises
     p = baselines.check_params("bleu", {**defaults("bleu"), "max_ngram_order": 4.0})
-    assert isinstance(p, baselines.family("bleu").Params) and p.max_ngram_order == 4
+    assert isinstance(p, baselines.BASELINES.get("bleu").Params) and p.max_ngram_order == 4
     assert isinstance(p.max_ngram_order, int) and baselines.as_dict(p) == {**defaults("bleu"), "max_ngram_order": 4}
     with pytest.raises(ConfigError, match=r"^unknown baseline 'bleau' \(did you mean bleu\?\); known: bleu, chrf, "):
-        baselines.family("bleau")
+        baselines.BASELINES.get("bleau")
