@@ -12,7 +12,7 @@ from typing import Iterable
 import pandas as pd
 
 from cscore import rundir
-from cscore.metaeval.run_labels import differing, numbered
+from cscore.metaeval.names import differing, numbered
 from cscore.rundir import Run
 
 PARSE = rundir.PARSE  # parse.<row>: ok / No Pred / Below / Above
@@ -151,7 +151,7 @@ def settings_labels(found: dict[tuple, set[str]]) -> dict[tuple[tuple, str], str
         parsed = {j: json.loads(j) for j in jsons}
         keys = differing(list(parsed.values())) if len(jsons) > 1 else []
         for j, d in parsed.items():
-            out[who, j] = " [" + ", ".join(f"{k}={_short(d.get(k))}" for k in keys) + "]" if keys else ""
+            out[who, j] = " [" + ", ".join(f"{k}={_short(d.get(k))}" for k in keys) + "]" if len(jsons) > 1 else ""
     return out
 
 

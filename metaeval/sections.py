@@ -10,8 +10,8 @@ from pathlib import Path
 from rich.markup import escape
 
 from cscore.metaeval import render, side_tables, tables
+from cscore.metaeval.names import numbered
 from cscore.metaeval.resampling import few_units_warning
-from cscore.metaeval.run_labels import numbered
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.spec import KENDALL_LIKE_THRESHOLD, Spec
 from cscore.metaeval.tables import Dataset

@@ -16,9 +16,10 @@ from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import render
 from cscore.metaeval.clusters import significance_clusters
 from cscore.metaeval.levels import Grouping
+from cscore.metaeval.names import differing
 from cscore.metaeval.pairwise import TieCalibratedStat
 from cscore.metaeval.resampling import bootstrap_ci
-from cscore.metaeval.run_labels import differing, flat
+from cscore.metaeval.run_labels import flat
 from cscore.metaeval.spec import RESAMPLE, Spec
 from cscore.metaeval.statistic import LevelStat, MeanStat
 from cscore.rundir import Run
