@@ -120,8 +120,8 @@ NOT_CODE = {
     "AverageCorrelation", "AssignRanks", "KendallLike", "KendallVariants", "KendallWithTiesOpt",
     "PairwiseConfidenceError", "PermutationSigDiff", "stats.KendallLike",
     # the released CD-judge code (scorers/judge/released.py reproduces it) and transformers' classes
-    "llama_eval.py", "contrastive_decoding.py", "biggen_eval_contrastive.py", "meta_eval_summeval.py",
-    "AssistedCandidateGenerator", "RepetitionPenaltyLogitsProcessor", "PreTrainedTokenizerFast",
+    "llama_eval.py", "contrastive_decoding.py", "meta_eval_summeval.py",
+    "RepetitionPenaltyLogitsProcessor", "PreTrainedTokenizerFast",
     # the released bias-mitigation code (metaeval/bias.py), the QAGS release's crowd file
     "calc_cor_before_mitigation.py", "data/mturk_cnndm.jsonl",
     # other libraries: torch's flex attention, gguf's reader, transformers' config attribute
