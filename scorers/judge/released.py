@@ -230,11 +230,9 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     if max_new_tokens == 0:
         empty: list[list[int]] = [[] for _ in range(batch)]
         return (empty, torch.empty(0)) if return_first_scores else empty
-    base = decoder_base(model)
-    cache, logits, asst = _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how)
+    base, cache, logits, asst, seen = _prefill(model, (ids, mask, positions), asst_first, asst_exit_layer, how,
+                                               [(lam, t, alpha, min_keep)])
     vocab = logits.shape[-1]
-    _check(lam, t, alpha, min_keep, vocab)
-    seen = _seen(ids, vocab) if repetition_penalty != 1.0 else None
     next_pos = positions[:, -1] + 1
     results: list[list[int]] = [[] for _ in range(batch)]
     done = [False] * batch
@@ -267,33 +265,28 @@ def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tenso
     ``max_new_tokens`` leaves. Each rule's scores are ``decode``'s, row by row (the filter, the
     contrast and the repetition penalty see one row at a time), so the paths are the same. With
     rule (0, 1) the main model alone (λ = 0: the assistant's term is 0)."""
-    alpha, min_keep, max_new_tokens, eos_ids = how.alpha, how.min_keep, how.max_new_tokens, how.eos_ids
-    pad_id, vocab_size, repetition_penalty = how.pad_id, how.vocab_size, how.repetition_penalty
+    max_new_tokens, vocab_size, repetition_penalty = how.max_new_tokens, how.vocab_size, how.repetition_penalty
     batch = len(prompts)
-    for lam, t in rules:
-        _check_decode(asst_first, asst_exit_layer, max_new_tokens, (lam, t, alpha, min_keep), repetition_penalty,
-                      batch)
+    contrasts = [(lam, t, how.alpha, how.min_keep) for lam, t in rules]
+    for contrast in contrasts:
+        _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast, repetition_penalty, batch)
     out: list[list[list[int]]] = [[[] for _ in range(batch)] for _ in rules]
     if max_new_tokens == 0 or not rules:
         return out
     device = _device(model)
-    ids, mask, positions = _left_pad(prompts, pad_id, device)
-    base = decoder_base(model)
-    cache, logits, asst = _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how)
+    ids, mask, positions = _left_pad(prompts, how.pad_id, device)
+    base, cache, logits, asst, seen = _prefill(model, (ids, mask, positions), asst_first, asst_exit_layer, how,
+                                               contrasts)
     vocab = logits.shape[-1]
-    for lam, t in rules:
-        _check(lam, t, alpha, min_keep, vocab)
-    seen = _seen(ids, vocab) if repetition_penalty != 1.0 else None
     next_pos = positions[:, -1] + 1
     # (prompt, rules, path so far)
     rows: list[tuple[int, list[int], list[int]]] = [(i, list(range(len(rules))), []) for i in range(batch)]
-    eos = {int(e) for e in eos_ids}
+    eos = {int(e) for e in how.eos_ids}
     token = None
     for step in range(max_new_tokens):
         if step > 0:
             mask, cache, next_pos, logits = _step(model, base, token, mask, next_pos, cache, vocab_size)
-        picks = _tree_picks(logits, asst, rows, [(lam, t, alpha, min_keep) for lam, t in rules], seen,
-                            repetition_penalty)
+        picks = _tree_picks(logits, asst, rows, contrasts, seen, repetition_penalty)
         rows, keep, chosen = _branch(rows, picks, eos, out, last=step == max_new_tokens - 1)
         if not rows:
             break
@@ -377,9 +370,14 @@ def _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast: tuple[f
         raise ValueError(f"asst_first has {asst_first.shape[0]} rows for {batch} prompts")
 
 
-def _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how: Decoding):
-    """decode's prefill pass: (KV cache, main logits at the last position, the assistant's fixed log-probs)."""
+def _prefill(model, padded, asst_first, asst_exit_layer, how: Decoding,
+             contrasts: list[tuple[float, float, float, int]]):
+    """decode's prefill pass over ``padded`` (``_left_pad``), each (lam, t, alpha, min_keep) of ``contrasts``
+    checked against the vocabulary: (the decoder base, KV cache, main logits at the last position, the
+    assistant's fixed log-probs, the ids seen per row for the repetition penalty or None)."""
+    ids, mask, positions = padded
     vocab_size, repetition_penalty = how.vocab_size, how.repetition_penalty
+    base = decoder_base(model)
     tap = LayerTap(model, _check_exit_layer(model, asst_exit_layer)) if asst_exit_layer is not None else None
     try:
         out = base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
@@ -397,7 +395,9 @@ def _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how
     if asst.shape != (batch, vocab):
         raise ValueError(f"the assistant's log-probs are {tuple(asst.shape)}, the main model's logits "
                          f"{(batch, vocab)}: the vocabularies differ (vocab_size cuts both)")
-    return cache, logits, asst
+    for contrast in contrasts:
+        _check(*contrast, vocab)
+    return base, cache, logits, asst, _seen(ids, vocab) if repetition_penalty != 1.0 else None
 
 
 def _take(chosen: list[int], done: list[bool], eos: set[int], fill: int, results: list[list[int]]) -> None:
