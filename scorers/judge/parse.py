@@ -167,16 +167,11 @@ def _echo_open(text: str, lo: int, hi: int) -> bool:
 
 def settled(text: str, rule: str = "paper", lo: int = 1, hi: int = 5) -> bool:
     """Whether ``read_score(text + more, lo, hi, rule)`` is the same for every ``more`` (greedy
-    decoding stops there; a sound test, not always the earliest point).
-
-    * paper: ``paper_decided`` of the deleted text (``_settled_prefix``), unless the minimum may
-      still turn into an echo of the range: "The" and "4\n" are settled; "assistant\n", "4a" (an
-      "assistant" may follow) and, in 1-5, "1-" and "1\n" are not.
-    * released: only a start that is no number whatever follows: the first character (after the
-      deletion, leading whitespace and lowercasing) is no digit, sign, dot or space and begins
-      none of the words the rule deletes ("coherence", "relevance", "score", ": ", "- ",
-      "answer"), so no deletion can remove it. A number is never settled before the end: the
-      deletions can join later text to it ("4: 5" reads 45)."""
+    decoding stops there; sound, not always the earliest point). paper: ``paper_decided`` of the text
+    after the "assistant" deletion, unless the minimum may still become an echo ("The", "4\\n":
+    settled; "assistant\\n", "4a", "1-" of 1-5: not). released: only a start that is no number
+    whatever follows (no digit, sign, dot or space, and no start of a ``RELEASED_REMOVALS`` word);
+    a number is never settled before the end ("4: 5" reads 45)."""
     if rule == "paper":
         kept = _settled_prefix(text)
         return paper_decided(kept) and not _echo_open(kept, lo, hi)

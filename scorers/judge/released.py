@@ -61,17 +61,11 @@ def _check(lam: float | None, t: float, alpha: float, min_keep: int, vocab: int 
 def relative_top_filter(main_logits: torch.Tensor, asst_logits: torch.Tensor, *, t: float,
                         alpha: float = RELATIVE_TOP, min_keep: int = MIN_TOKENS_TO_KEEP,
                         ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(main log-probs, assistant log-probs), both [B, V], filtered as
-    ``contrastive_decoding.py::_relative_top_filter`` does:
-
-    * main: ``log_softmax(main_logits / t)`` (t divides the MAIN logits);
-    * assistant: ``log_softmax(asst_logits)`` at temperature 1 (so log-probs or raw logits may be
-      passed: log_softmax of log-probs is the same log-probs);
-    * threshold ``min(min_keep-th largest main log-prob, max main log-prob + log(alpha))``;
-      tokens with main log-prob strictly below it get -inf (main) and -1e-3 (assistant).
-      ``alpha=0`` keeps every token (log 0 = -inf, as ``np.log`` gives).
-
-    Computed in float32 (float64 inputs stay float64)."""
+    """(main log-probs, assistant log-probs), both [B, V], filtered as the released
+    ``_relative_top_filter``: main ``log_softmax(main_logits / t)``, assistant ``log_softmax(asst_logits)``
+    at temperature 1 (log-probs may be passed); tokens whose main log-prob is strictly below
+    ``min(min_keep-th largest, max + log(alpha))`` get -inf (main) and -1e-3 (assistant); ``alpha=0``
+    keeps every token. Float32 (float64 inputs stay float64)."""
     main = _as_float(main_logits)
     if main.dim() != 2 or asst_logits.shape != main.shape:
         raise ValueError(f"main and assistant logits must both be [B, V]; got {tuple(main_logits.shape)} "
@@ -257,14 +251,10 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
 @torch.inference_mode()
 def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | None = None, *, how: Decoding,
                 rules: Sequence[tuple[float, float]], asst_exit_layer: int | None = None) -> list[list[list[int]]]:
-    """``decode`` under several (lam, t) ``rules`` at once, sharing what their paths share:
-    ``out[j][i]`` is ``decode(model, prompts, ..., lam, t = rules[j])[i]``. The prompts are run
-    once (one prefill for every rule); each row of the batch is a (prompt, path so far) that one or
-    more rules reached, fed once per step; where the rules of a row choose different tokens the
-    row branches (its KV-cache rows are copied) and a rule that meets an EOS id or
-    ``max_new_tokens`` leaves. Each rule's scores are ``decode``'s, row by row (the filter, the
-    contrast and the repetition penalty see one row at a time), so the paths are the same. With
-    rule (0, 1) the main model alone (λ = 0: the assistant's term is 0)."""
+    """``decode`` under several (lam, t) ``rules`` at once: ``out[j][i]`` is ``decode(..., lam, t =
+    rules[j])[i]``. One prefill for every rule; each batch row is a (prompt, path so far) that one or
+    more rules reached, and it branches (its KV-cache rows copied) where they choose different tokens.
+    Each rule's scores are ``decode``'s row by row, so the paths are the same."""
     max_new_tokens, vocab_size, repetition_penalty = how.max_new_tokens, how.vocab_size, how.repetition_penalty
     batch = len(prompts)
     contrasts = [(lam, t, how.alpha, how.min_keep) for lam, t in rules]
