@@ -7,6 +7,7 @@ import json
 import shutil
 import textwrap
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from cscore.cli.exits import one_line_errors
@@ -51,10 +52,8 @@ def summary(cache: StatsCache, key: str, meta: dict | None) -> dict:
     out = {"key": key, "path": str(d), "size": disk_size(d), "created": None, "models": [], "temperatures": [],
            "n_items": None, "n_tokens": None, "heads": [], "broken": meta is None, "what": "?", "about": {}}
     if meta is None:
-        try:
+        with suppress(OSError):
             out["created"] = d.stat().st_mtime
-        except OSError:
-            pass
         return out
     models = (meta.get("extra") or {}).get("models")
     if not isinstance(models, list) or not models:
