@@ -51,13 +51,11 @@ def models_run(c: dict) -> list[str]:
 
 
 def pair_name(c: dict, overrides: list[str]) -> tuple[str, object, list[str]]:
-    """(label, the amateur's early exit, notes) for the plain config ``c``.
-
-    A pair config's ``amateur.early_exit`` is for the model that config names: another model put
-    in the amateur's place (``pair.amateur.path=B``) runs whole unless the command line asks for
-    an early exit too. The label is ``pair.name`` when given on the command line; else the one
-    model a single-model method reads (``gemma3-270m``, ``smollm2[:auto]`` for an early exit);
-    else, with a model path overridden, ``A+B`` / ``A+A[:k]``; else the pair config's name."""
+    """(label, the amateur's early exit, notes) for the plain config ``c``. Another model put in the
+    amateur's place (``pair.amateur.path=B``) runs whole unless the command line asks for an early exit
+    too. The label: ``pair.name`` when given on the command line; else the one model a single-model
+    method reads (``smollm2[:auto]`` for an early exit); else, with a model path overridden, ``A+B`` /
+    ``A+A[:k]``; else the pair config's name."""
     p = c["pair"]
     ama = p.get("amateur") or {}
     expert, amateur, early_exit = p["expert"]["path"], ama.get("path"), ama.get("early_exit")

@@ -167,13 +167,10 @@ def _asst_logprobs(model, hidden, ids, vocab_size, penalty) -> torch.Tensor:
 def first_step_logprobs(model, prompts: Sequence[Sequence[int]], *, pad_id: int, exit_layer: int | None = None,
                         vocab_size: int | None = None, repetition_penalty: float = 1.0) -> torch.Tensor:
     """The assistant's log-probs [B, V] for the first new token (the released ``base_logits[:, 0, :]``
-    after ``_relative_top_filter``'s log_softmax), from one left-padded pass over ``prompts``.
-
-    ``model``: the assistant, or, with ``exit_layer=k``, the model whose first k decoder layers +
-    final norm + LM head are the assistant (read with ``engine.LayerTap``; this runs the whole model).
-    ``vocab_size``: cut the logits to the first ``vocab_size`` ids (Qwen: ``len(tokenizer)``).
-    ``repetition_penalty``: the main model's generation_config value (Qwen2.5-Instruct: 1.05),
-    applied over the padded prompt ids before the log_softmax. Float32 (float64 for a float64 model)."""
+    after its log_softmax), from one left-padded pass over ``prompts``; ``model`` is the assistant, or,
+    with ``exit_layer=k``, the model whose first k layers + final norm + LM head are (``engine.LayerTap``).
+    ``vocab_size`` cuts the logits (Qwen: ``len(tokenizer)``); ``repetition_penalty`` (the main model's
+    generation_config value) applies over the padded prompt ids first. Float32 (float64 stays)."""
     ids, mask, positions = _left_pad(prompts, pad_id, _device(model))
     tap = LayerTap(model, _check_exit_layer(model, exit_layer)) if exit_layer is not None else None
     try:

@@ -101,12 +101,9 @@ def _normalise(parts: Mapping) -> dict:
 
 
 def stats_key(parts: Mapping) -> str:
-    """SHA-256 (hex) of the canonical JSON of ``parts`` + FORMAT_VERSION + CACHE_SCHEMA.
-
-    Pass everything that changes the statistics, e.g. ``{"model": model_identity(lm),
-    "dtype": str(lm.dtype), "device": lm.device.type, "temperatures": [...], "ids":
-    ids_digest(pairs), "heads": {...}}``. Values must be JSON data (numpy scalars, tuples,
-    sets, Paths, torch dtypes/devices are converted); ``temperatures`` is compared as floats."""
+    """SHA-256 (hex) of the canonical JSON of ``parts`` + FORMAT_VERSION + CACHE_SCHEMA: everything
+    that changes the statistics (model identity, dtype, device, temperatures, ``ids_digest``, ...), as
+    JSON data (numpy scalars, sets, Paths, torch dtypes/devices converted; temperatures as floats)."""
     payload = {"parts": _normalise(parts), "format_version": FORMAT_VERSION, "cache_schema": CACHE_SCHEMA}
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
