@@ -85,13 +85,17 @@ def dir_part(text) -> str:
 
 def run_name(_root_) -> str:
     """The ``${cscore.run_name:}`` resolver of ``hydra.run.dir``: ``<data>_<models>_<method>``."""
+    hydra, c = hydra_and_rest(_root_)
+    return name_of(c, hydra["runtime"]["choices"], list(hydra["overrides"]["task"]), set())
+
+
+def hydra_and_rest(cfg) -> tuple[dict, dict]:
+    """(Hydra's section unresolved, the rest of the config resolved), as plain dicts."""
     from omegaconf import OmegaConf
 
     from cscore.cli.compose import plain
 
-    hydra = plain(_root_.hydra, resolve=False)
-    c = plain(OmegaConf.masked_copy(_root_, [str(k) for k in _root_ if k != "hydra"]))
-    return name_of(c, hydra["runtime"]["choices"], list(hydra["overrides"]["task"]), set())
+    return plain(cfg.hydra, resolve=False), plain(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]))
 
 
 def name_of(c: dict, choices: dict, overrides: list[str], swept: set[str]) -> str:
@@ -123,10 +127,7 @@ def sweep_dir(args: list[str]) -> list[str]:
     Set here, as a plain path, so every job (SLURM ones in other processes too) finds the same."""
     import time
 
-    from omegaconf import OmegaConf
-
     from cscore.cli.compose import composed
-    from cscore.cli.compose import plain as plain_dict
 
     if not any(a in ("-m", "--multirun") for a in args) or any(a.startswith("-") and a not in ("-m", "--multirun")
                                                                 for a in args):
@@ -140,8 +141,7 @@ def sweep_dir(args: list[str]) -> list[str]:
         cfg = composed("config", plain, hydra=True)
     except Exception:  # noqa: BLE001 - Hydra reports what does not compose
         return args
-    hydra = plain_dict(cfg.hydra, resolve=False)
-    c = plain_dict(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]))
+    hydra, c = hydra_and_rest(cfg)
     name = name_of(c, hydra["runtime"]["choices"], plain, swept)
     return [*args, f"hydra.sweep.dir=outputs/multirun/{time.strftime('%Y-%m-%d/%H-%M-%S')}_{name}"]
 
