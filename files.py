@@ -10,7 +10,7 @@ import json
 import os
 import re
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -114,12 +114,9 @@ def fsync_dir(path: Path) -> None:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return
-    try:
+    with suppress(OSError):
         os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    os.close(fd)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,13 +147,10 @@ def drop_stale_lock(path: Path) -> None:
     """Remove the lock file ``path`` left by a holder that crashed, unless someone holds it now."""
     if not path.exists():
         return
-    try:
-        with open(path, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if is_same_file(fh, path):
-                path.unlink()
-    except OSError:  # held (or gone): leave it
-        pass
+    with suppress(OSError), open(path, "a") as fh:  # held (or gone): leave it
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if is_same_file(fh, path):
+            path.unlink()
 
 
 def is_same_file(fh, path: Path) -> bool:
@@ -213,8 +207,6 @@ def disk_size(path: Path) -> int:
     total = 0
     for dirpath, _, files in os.walk(path):
         for name in files:
-            try:
+            with suppress(OSError):
                 total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass
     return total

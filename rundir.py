@@ -1,21 +1,10 @@
-"""The run directory: the one contract between `cscore run` (writes) and `cscore report` (reads).
-
-    config.yaml       the resolved config (Hydra's own copies are in .hydra/)
-    scores.parquet    one row per example: the example columns, human.<aspect>, score.<variant>,
-                      per model n_scored.<model> / mean_logp.<model> (scored tokens, mean log p),
-                      a judge row's parse.<row> / output.<row>, split (dev / test with split.dev_ids)
-    metrics.json      written last and atomically: its presence (with the keys below) marks completion;
-                      a kind adds its own sections (SECTIONS: judge, pooler, discriminator, baselines, units)
-    correlations.md / correlations.csv, run.log
-    cdm_folds.json    the pooler kind's folds (method=cdm_classifier)
-    failed.json       only after a failure once scoring had started (error, stage, time)
-
-A run is complete when metrics.json holds every key of METRICS_KEYS, scores.parquet exists (with
-the SHA-256 metrics.json recorded for it, ``scores_sha256``) and, when a config is given,
-config.yaml is that config. Nothing else decides it. ``find_runs`` reads every run directory
-under a folder as a ``Run``.
-
-This module imports nothing of cscore's layers (cli, metaeval, scorers, data): all of them read it."""
+"""The run directory: the one contract between `cscore run` (writes) and `cscore report` (reads);
+its files: docs/concepts.md ("Run directories"), its columns: the prefixes below. metrics.json is
+written last and atomically (a kind adds its ``SECTIONS``). A run is complete when metrics.json
+holds every key of METRICS_KEYS, scores.parquet exists (with the SHA-256 metrics.json recorded for
+it, ``scores_sha256``) and, when a config is given, config.yaml is that config. ``find_runs`` reads
+every run directory under a folder as a ``Run``. This module imports nothing of cscore's layers
+(cli, metaeval, scorers, data): all of them read it."""
 
 from __future__ import annotations
 

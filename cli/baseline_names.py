@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-SWEEP_WORDS = ("choice", "range", "interval", "glob", "sort", "shuffle", "tag")
-
 
 def aliases() -> dict[str, str]:
     """Row labels accepted as baseline names: ``rouge1`` -> rouge, ``bertscore_f1`` -> bertscore,

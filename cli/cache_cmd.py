@@ -7,6 +7,7 @@ import json
 import shutil
 import textwrap
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from cscore.cli.exits import one_line_errors
@@ -51,10 +52,8 @@ def summary(cache: StatsCache, key: str, meta: dict | None) -> dict:
     out = {"key": key, "path": str(d), "size": disk_size(d), "created": None, "models": [], "temperatures": [],
            "n_items": None, "n_tokens": None, "heads": [], "broken": meta is None, "what": "?", "about": {}}
     if meta is None:
-        try:
+        with suppress(OSError):
             out["created"] = d.stat().st_mtime
-        except OSError:
-            pass
         return out
     models = (meta.get("extra") or {}).get("models")
     if not isinstance(models, list) or not models:
@@ -173,21 +172,25 @@ def text_width(console) -> int:
     return max(console.width, 60) if console.is_terminal else 80
 
 
+def show(console, lines: list[str]) -> None:
+    """Plain lines (no markup, no highlighting, not re-wrapped)."""
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 def cmd_ls(cache: StatsCache, console) -> None:
     entries = stats_entries(cache)
     width = text_width(console)
     if not entries:
-        console.print(f"no statistics entries in {cache.root}", markup=False, highlight=False, soft_wrap=True)
+        show(console, [f"no statistics entries in {cache.root}"])
     else:
         extra = differing(entries)
         total = sum(e["size"] for e in entries)
         lines = [*wrapped(f"statistics cache: {cache.root}", width, ""), ""]
         for e in entries:
             lines += entry_lines(e, extra, width)
-        lines += wrapped(f"{len(entries)} entries, {human_bytes(total)} in total (cscore cache info KEY: one in "
-                         "detail; cscore cache clear KEY: remove it)", width, "")
-        for line in lines:
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        show(console, lines + wrapped(f"{len(entries)} entries, {human_bytes(total)} in total (cscore cache info "
+                                      "KEY: one in detail; cscore cache clear KEY: remove it)", width, ""))
     models_ls(console)
 
 
@@ -210,7 +213,7 @@ def model_entries(root: Path | None = None, with_locks: bool = False) -> list[di
 def models_ls(console) -> None:
     entries = model_entries()
     if not entries:
-        console.print(f"no converted models in {cache_root()}", markup=False, highlight=False, soft_wrap=True)
+        show(console, [f"no converted models in {cache_root()}"])
         return
     width = text_width(console)
     lines = ["", f"converted models: {cache_root()}"]
@@ -218,8 +221,7 @@ def models_ls(console) -> None:
         lines += wrapped(f"{_when(e['created'])}  {human_bytes(e['size'])}  {e['kind']}/{e['name']}", width, "")
     lines += wrapped(f"{len(entries)} files or folders, {human_bytes(sum(e['size'] for e in entries))} in total "
                      "(cscore cache clear --models removes them; they are rebuilt on next use)", width, "")
-    for line in lines:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    show(console, lines)
 
 
 def cmd_info(cache: StatsCache, key: str, console) -> None:
@@ -234,15 +236,13 @@ def cmd_info(cache: StatsCache, key: str, console) -> None:
     ]
     width = text_width(console)
     for name, value in lines:
-        for line in textwrap.wrap(f"{name:>12}  {value}", width, subsequent_indent=" " * 14, break_on_hyphens=False,
-                                  break_long_words=False):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        show(console, textwrap.wrap(f"{name:>12}  {value}", width, subsequent_indent=" " * 14,
+                                    break_on_hyphens=False, break_long_words=False))
     for name in ("parts", "extra"):
         if e.get(name):
             console.print(f"{name}:", markup=False, highlight=False)
             for path, value in flat(e[name]):
-                for line in wrapped(f"{json.dumps(path)}: {json.dumps(value, sort_keys=True)}", width, "  "):
-                    console.print(line, markup=False, highlight=False, soft_wrap=True)
+                show(console, wrapped(f"{json.dumps(path)}: {json.dumps(value, sort_keys=True)}", width, "  "))
 
 
 def flat(d: dict, prefix: str = "") -> list[tuple[str, object]]:

@@ -55,8 +55,7 @@ def rows(cls, prefix: str) -> list[str]:
         if is_dataclass(value):
             out += rows(type(value), f"{prefix}{f.name}.")
             continue
-        spec = f.metadata.get("spec")
-        allowed = spec.describe() if spec is not None and hasattr(spec, "describe") else ""
+        allowed = describe(f.metadata.get("spec"))
         out.append(f"| `{prefix}{f.name}` | {type_name(f.type)} | {cell(value)} | {escape(allowed)} "
                    f"| {escape(f.metadata.get('doc', ''))} |")
     return out

@@ -16,12 +16,6 @@ from cscore.errors import ConfigError
 SHOWN_ROWS = 20  # rows left out that the card lists one by one
 
 
-def compose(overrides: list[str]) -> DictConfig:
-    from cscore.cli.compose import composed
-
-    return composed("config", overrides)
-
-
 def load(cfg: DictConfig):
     from cscore.cli.compose import plain
 
@@ -103,10 +97,11 @@ def main(argv: list[str]) -> None:
         sys.exit(2)
     from hydra.errors import HydraException
 
+    from cscore.cli.compose import composed
     from cscore.cli.exits import one_line_errors
 
     with one_line_errors(also=(FileNotFoundError, PermissionError, HydraException)):  # the error's exit_code
-        cfg = compose(argv[1:])
+        cfg = composed("config", argv[1:])
         if argv[0] == "export":
             export(cfg)
         else:

@@ -1,12 +1,7 @@
-"""The one exit policy of every ``cscore`` command: a user error (``cscore.errors``) is one line
-``cscore: error: <message>`` and its ``exit_code`` (``CSCORE_DEBUG=1`` keeps the traceback); Ctrl-C
-is one line and exit 130; a bug keeps its traceback.
-
-One rule for every command and every moment (docs/concepts.md, "Exit codes"): the error's
-``exit_code``, 2 for a config, usage or data-input mistake (``ConfigError``, ``DataError``), 1 for
-the others; ``cscore run`` checks what it can before Hydra starts (``code=2``: everything found
-there is the command line's), and a data file is read first in the job, before any model.
-``cscore cache`` exits 1 for every error (``code=``: a cache request, the tests pin it)."""
+"""The one exit policy of every ``cscore`` command (docs/concepts.md, "Exit codes"): a user error
+(``cscore.errors``) is one line ``cscore: error: <message>`` and its ``exit_code`` (2 for
+``ConfigError`` / ``DataError``, else 1; ``CSCORE_DEBUG=1`` keeps the traceback); Ctrl-C is one line
+and exit 130; a bug keeps its traceback. ``cscore cache`` exits 1 for every error (``code=``)."""
 
 from __future__ import annotations
 

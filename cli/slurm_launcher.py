@@ -1,18 +1,9 @@
 """``hydra/launcher=slurm_warm``: before the sweep's job array, run the sweep's first point alone as
-one SLURM job and wait for it.
-
-Why: the statistics (the forward pass of each model) depend on data, pair, prompt, runtime and
-stats settings, not on method parameters. With the statistics cache, the warm-up job computes
-them once and writes the cache (under the cache key's lock); the array jobs of a sweep over method
-parameters then find them and only apply their method. With the plain ``slurm`` launcher the
-forward pass is shared too, through the cache's lock, but all jobs start together and all but
-one wait on the lock, each holding its allocation idle. The warm-up is worth it when allocations
-are precious (GPUs); without the cache it only adds one job's latency.
-
-A Hydra callback (``on_multirun_start``, in the launching process), not a launcher subclass:
-Hydra only instantiates launchers that live in the ``hydra_plugins`` namespace package, while a
-callback may be any importable class. The warm-up job runs ``cscore run <point 0>
-hydra.run.dir=<sweep dir>/warm`` with the sweep's launcher settings (job name ``<name>_warm``).
+one SLURM job (``cscore run <point 0> hydra.run.dir=<sweep dir>/warm``, job name ``<name>_warm``)
+and wait for it, so that it fills the statistics cache and the array jobs, which differ only in
+method parameters, start with their statistics there instead of idling on the cache's lock.
+A Hydra callback (``on_multirun_start``), since Hydra only instantiates launchers that live in
+the ``hydra_plugins`` namespace package.
 """
 
 from __future__ import annotations

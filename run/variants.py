@@ -1,17 +1,11 @@
 """Which score columns a run produces: the configured method plus the comparison rows
 (expert alone, amateur alone, ensemble), all computed from the same statistics.
 
-Rows are planned from the method's typed ``Params`` (checked once, defaults filled in); each row
-holds its own typed ``Params`` (what its scores read) and its ``record`` (what metrics.json
-records: the values as the user wrote them, so ``gamma=1`` stays ``1``; the one place that reads
-them is ``written``, the method section as composed, handed in by the typed boundary). A run's
-method is planned once, where its config is typed (``method_plan``: ``RunConfig.method_plan``),
-and every stage reads that plan.
-
-The comparison rows share the method's length conventions (``norm``, ``skip_first``,
-``clamp``, ``floor``; ``norm`` also under a method's own name for it: cdm's ``pooling``) so that a preset
-such as ``contrast_released`` is compared with
-baselines computed the same way; they use temperature ``baseline_t`` (default 1.0)."""
+Each row holds its typed ``Params`` and its ``record`` (what metrics.json records: the values as the
+user wrote them, so ``gamma=1`` stays ``1``). A run's method is planned once, where its config is
+typed (``RunConfig.method_plan``). The comparison rows share the method's length conventions
+(``norm``, ``skip_first``, ``clamp``, ``floor``; cdm's ``pooling`` as ``norm``) and use temperature
+``baseline_t`` (default 1.0)."""
 
 from __future__ import annotations
 

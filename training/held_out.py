@@ -1,12 +1,7 @@
-"""The rows a discriminator of ``cscore cdm train`` was trained on, recorded with it
-(``cscore_discriminator.json``: ``trained_rows``) so that ``cscore run method=cdm_gen`` leaves them
-out of scoring, as a held-out evaluation must.
-
-A row is named by its id and a digest of its group and text (the positive's text: the hypothesis,
-or a reference), so a row counts as trained on only where the scored data holds the very same
-text under the same id and group: the same data under another config name matches, another data
-set whose ids happen to agree does not. Only the positives of the train groups are training rows;
-the held-out groups' positives and every negative (not a row of any data) are not."""
+"""The rows a discriminator of ``cscore cdm train`` was trained on (``cscore_discriminator.json``:
+``trained_rows``), so that ``cscore run method=cdm_gen`` leaves them out of scoring. A row is named
+by its id and a digest of its group and text, so only the very same text under the same id and
+group counts; only the positives of the train groups are training rows."""
 
 from __future__ import annotations
 

@@ -1,25 +1,13 @@
 """T5Score's discriminative training (seed 004, Sec. 3.3): fine-tune a seq2seq scorer so that, of
 two hypotheses of the same source / reference, the one humans rate higher gets the higher score.
-
-Ranking pairs (D_RR): within a group (one source and its reference), every two hypotheses whose
-human scores differ, (ŷ+, ŷ−, m+, m−) with m+ > m−. Loss (Eq. 3):
+Over ranking pairs (ŷ+, ŷ−, m+, m−) of a group with m+ > m−, the loss (Eq. 3) is
 
     L = max(0, f(ŷ−) − f(ŷ+) + α (m+ − m−)),    f(ŷ) = (1/|ŷ|) Σ_t log p(ŷ_t | ŷ_<t, c)
 
-with c the reference (reference-based) or the source (source-based). Because T5Score scores with the
-F-score of both directions, the pairs are repeated with input and output swapped (the paper's
-augmentation): then f(ŷ) = (1/|c|) Σ_t log p(c_t | c_<t, ŷ). f is the same teacher-forced mean
-log-probability the generative score reads from the statistics engine (target = the text as the
-tokenizer writes it, ending with EOS; decoder input = the start token + the target shifted right).
-
-The recipe (``make_optimizer``, ``make_schedule``, ``dropout_override``): the paper's Sec. 5.1 and
-its released script train with Adafactor (lr 1e-5, no relative step or parameter scaling, weight
-decay 0.01, as transformers' Trainer sets it up for ``--adafactor``), batch 32, dropout 0.05,
-source and target cut to 64 tokens; AdamW is the option. The released script leaves the Trainer's
-default schedule, linear decay from the lr to 0 over the run's steps with no warm-up
-(``--warmup_steps 0``); ``schedule=constant`` keeps the lr fixed. The released trainer divides
-each summed log-probability by the *encoder* input length (its attention mask); f here is Eq. 3's
-mean over the target tokens."""
+with c the reference or the source; the pairs are repeated with input and output swapped (the
+paper's augmentation). f is the engine's teacher-forced mean log-probability (the target ends with
+EOS). The recipe (``make_optimizer``, ``make_schedule``, ``dropout_override``) and where it differs
+from the released script: docs/methods/baselines.md."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Method kinds as plugins (``base.MethodKind``, ``base.REGISTRY``): one module per kind, each
-registering itself; a method class names its kind with ``kind`` (default "token").
-
-A new kind is one module here (a ``MethodKind`` subclass under ``@REGISTRY``: ``registry``
-discovers every module of this package, no list to edit), its method files, configs and tests.
-What a kind needs besides its steps (a judge prompt, the scoring prompt) it says as attributes."""
+registering itself (``registry`` discovers every module of this package, no list to edit); a method
+class names its kind with ``kind`` (default "token"). What a kind needs besides its steps (a judge
+prompt, the scoring prompt) it says as attributes."""
 
 from __future__ import annotations
 

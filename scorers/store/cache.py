@@ -1,25 +1,11 @@
-"""On-disk store of per-token statistics (``TokenStats``), content-addressed.
+"""On-disk store of per-token statistics (``TokenStats``) and other payloads, content-addressed.
 
-The key is the SHA-256 of everything that changes the numbers (see ``stats_key``): the model's
-identity (``identity.model_identity``), dtype, device type, the temperature set, a digest of the
-exact token ids scored (``ids_digest``: tokenizer, prompt template, texts and truncation all end
-up there), ``FORMAT_VERSION`` and ``CACHE_SCHEMA``.
-
-Layout: ``<root>/<key>/stats.npz`` (arrays per head) + ``meta.json`` (SHA-256 and size of
-stats.npz, array shapes, key parts, created time, and ``meta_sha256``: the SHA-256 of the rest of
-meta.json, so that a damaged head name or shape there is caught too). An entry appears by renaming a finished temp
-directory, so it is complete or absent; its checksum and shapes are verified on every load and
-a bad entry is removed and reported as a miss. While a pass runs, its completed batches are kept
-under ``.partial/<key>/`` (``checkpoint``, module ``checkpoint``) until the entry is stored.
-``get_or_compute(parts, compute, payload_type)`` is the one way through it (lock -> load ->
-compute -> save: concurrent jobs compute one entry once); the token statistics, the judge pass
-and its decoded paths all go through it.
-
-What an entry holds is a payload (the ``Payload`` protocol: named arrays out, the same arrays
-back in, the entry's meta ``kind`` and format): ``stats.TokenStats``, ``cscore.scorers.judge.stats.JudgeStats``,
-``cscore.scorers.judge.stats.DecodedPaths``. The store imports none of them; a reader names the type it expects.
-
-This module does not import torch.
+The key is the SHA-256 of everything that changes the numbers (``stats_key``). An entry is
+``<root>/<key>/stats.npz`` + ``meta.json`` (checksums, shapes, key parts; ``meta_sha256`` covers
+meta.json itself); it appears by renaming a finished temp directory and is verified on every load
+(a bad entry is removed and reported as a miss). ``get_or_compute`` is the one way through it
+(lock -> load -> compute -> save). A payload (``Payload``) names itself; the store imports none of
+them. This module does not import torch.
 """
 
 from __future__ import annotations
@@ -115,12 +101,9 @@ def _normalise(parts: Mapping) -> dict:
 
 
 def stats_key(parts: Mapping) -> str:
-    """SHA-256 (hex) of the canonical JSON of ``parts`` + FORMAT_VERSION + CACHE_SCHEMA.
-
-    Pass everything that changes the statistics, e.g. ``{"model": model_identity(lm),
-    "dtype": str(lm.dtype), "device": lm.device.type, "temperatures": [...], "ids":
-    ids_digest(pairs), "heads": {...}}``. Values must be JSON data (numpy scalars, tuples,
-    sets, Paths, torch dtypes/devices are converted); ``temperatures`` is compared as floats."""
+    """SHA-256 (hex) of the canonical JSON of ``parts`` + FORMAT_VERSION + CACHE_SCHEMA: everything
+    that changes the statistics (model identity, dtype, device, temperatures, ``ids_digest``, ...), as
+    JSON data (numpy scalars, sets, Paths, torch dtypes/devices converted; temperatures as floats)."""
     payload = {"parts": _normalise(parts), "format_version": FORMAT_VERSION, "cache_schema": CACHE_SCHEMA}
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 

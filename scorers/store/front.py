@@ -1,17 +1,12 @@
 """The statistics cache's front index: for a token statistics pass, the keys of its entries and the
-items it encoded, found from what is known without torch or transformers (the run's settings, a
-digest of its data, every file of its model folders, cscore's code, the versions of the libraries
-that tokenize). A run that finds its record and every entry the record names reads them and loads
-no model, tokenizer, torch or transformers (``cscore.run.kinds.kept_pass``); anything else
-takes the full path, which writes the record once its statistics are in the cache.
+items it encoded, found without torch or transformers (from the run's settings, a digest of its
+data, every file of its model folders, cscore's code and the tokenizing libraries' versions). A run
+that finds its record and every entry it names loads no model (``cscore.run.kinds.kept_pass``);
+anything else takes the full path, which writes the record. A record's own key (``front_key``)
+covers more than the entry keys depend on, so a change misses it, never reads another's.
 
-A record is a shortcut to keys the full path computed: the keys (``cache.stats_key``) are
-unchanged. Its own key (``front_key``) covers everything the items and the keys depend on, more
-than that where it is cheap (any change to cscore's code, to any file of a model folder, to a
-library version): a change misses the record and runs the full path, never reads another's.
-
-Layout: ``<cache root>/front/<key>.npz`` (the items' token ids) and ``<key>.json`` (the passes, the
-models, the prompts; written last, with the SHA-256 of the .npz: a record is complete or absent)."""
+Layout: ``<cache root>/front/<key>.npz`` (the items' token ids) and ``<key>.json`` (written last,
+with the SHA-256 of the .npz: a record is complete or absent)."""
 
 from __future__ import annotations
 

@@ -120,8 +120,8 @@ NOT_CODE = {
     "AverageCorrelation", "AssignRanks", "KendallLike", "KendallVariants", "KendallWithTiesOpt",
     "PermutationSigDiff",
     # the released CD-judge code (scorers/judge/released.py reproduces it) and transformers' classes
-    "llama_eval.py", "contrastive_decoding.py", "biggen_eval_contrastive.py", "meta_eval_summeval.py",
-    "AssistedCandidateGenerator", "RepetitionPenaltyLogitsProcessor", "PreTrainedTokenizerFast",
+    "llama_eval.py", "contrastive_decoding.py", "meta_eval_summeval.py",
+    "RepetitionPenaltyLogitsProcessor", "PreTrainedTokenizerFast",
     # other libraries: torch's flex attention, gguf's reader, transformers' config attribute
     "BlockMask", "gguf.GGUFReader", "config._commit_hash",
 }
