@@ -121,7 +121,7 @@ def select(study: Study, criterion: Criterion = Criterion(), score: str = "parse
     rows = []
     for setting in study.settings():
         pair, variant, lo, hi = setting
-        cand = g[(g["pair"] == pair) & (g["variant"] == variant) & (g["lo"] == lo) & (g["hi"] == hi)]
+        cand = at_setting(g, setting)
         if score == "expected" and not np.isfinite(cand["value"].to_numpy(dtype=float)).any():
             continue  # no expected score (a multi-token range off the kept c grid: a study note) or none that varies
         best, tied = choose(cand)
@@ -135,6 +135,12 @@ def select(study: Study, criterion: Criterion = Criterion(), score: str = "parse
     cols = ["pair", "variant", "range", "lo", "hi", "main", "asst", "score", "lam", "t", "c", "value", "n_dev",
             "points", "n_tied", "tied", "selected_on", "reported_on"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def at_setting(frame: pd.DataFrame, setting: tuple) -> pd.DataFrame:
+    """The rows of ``frame`` (a grid or a selection) of one (pair, variant, lo, hi)."""
+    pair, variant, lo, hi = setting
+    return frame[(frame["pair"] == pair) & (frame["variant"] == variant) & (frame["lo"] == lo) & (frame["hi"] == hi)]
 
 
 def chosen_point(study: Study, sel_row) -> Point:

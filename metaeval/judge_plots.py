@@ -40,25 +40,20 @@ def human_on_range(values, lo: int, hi: int, scale: tuple[int, int] = (1, 5)) ->
     return np.clip(np.floor(mapped + 0.5), lo, hi)
 
 
-def score_shares(values, lo: int, hi: int) -> np.ndarray:
-    """Share of the finite values at each integer lo..hi (values rounded to the nearest integer)."""
+def score_shares(values, lo: int, hi: int, counted=None) -> np.ndarray:
+    """Share of the finite values at each integer lo..hi (values rounded to the nearest integer), of
+    those where ``counted`` (a mask) only when given."""
     v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
+    finite = np.isfinite(v)
+    if not finite.any():
         return np.zeros(hi - lo + 1)
-    k = np.clip(np.floor(v + 0.5), lo, hi).astype(int) - lo
-    return np.bincount(k, minlength=hi - lo + 1) / v.size
+    k = np.clip(np.floor(v[finite if counted is None else finite & counted] + 0.5), lo, hi).astype(int) - lo
+    return np.bincount(k, minlength=hi - lo + 1) / finite.sum()
 
 
 def fallback_shares(values, parse, lo: int, hi: int) -> np.ndarray:
     """Share (of the finite values) at each score lo..hi of fallbacks: invalid outputs set to a range end."""
-    v = np.asarray(values, dtype=float)
-    finite = np.isfinite(v)
-    invalid = np.asarray(pd.Series(parse).isin(STATUSES), dtype=bool) & finite
-    if not finite.any():
-        return np.zeros(hi - lo + 1)
-    k = np.clip(np.floor(v[invalid] + 0.5), lo, hi).astype(int) - lo
-    return np.bincount(k, minlength=hi - lo + 1) / finite.sum()
+    return score_shares(values, lo, hi, np.asarray(pd.Series(parse).isin(STATUSES), dtype=bool))
 
 
 def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list[dict]:
@@ -163,10 +158,6 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(text)).strip("_")
 
 
-def _setting(frame: pd.DataFrame, pair: str, variant: str, lo, hi) -> pd.DataFrame:
-    return frame[(frame["pair"] == pair) & (frame["variant"] == variant) & (frame["lo"] == lo) & (frame["hi"] == hi)]
-
-
 def write(rep: judge.JudgeReport, folder: Path, stem: str,
           criterion: judge.Criterion = judge.Criterion()) -> list[Path]:
     """Every figure of one study: ``<stem>_scores_<pair>.png`` per pair and method row, and
@@ -181,11 +172,11 @@ def write(rep: judge.JudgeReport, folder: Path, stem: str,
         title = f"{study.data} {study.aspect}, {judge.contrast_label(pair, variant)}: score distributions"
         out.append(plots.save(score_distribution_figure(panels, title), folder / f"{stem}_scores_{name}.png"))
         for _, s in parsed[(parsed["pair"] == pair) & (parsed["variant"] == variant)].iterrows():
+            setting = (pair, variant, s["lo"], s["hi"])
             chosen = {kind: (c["lam"], c["t"]) for kind in grids
-                      for _, c in _setting(rep.selection[rep.selection["score"] == kind], pair, variant,
-                                           s["lo"], s["hi"]).iterrows()}
+                      for _, c in judge.at_setting(rep.selection[rep.selection["score"] == kind], setting).iterrows()}
             where = "dev" if s["selected_on"] == "dev" else "ALL rows (no dev split)"
-            fig = dev_heatmap_figure({k: _setting(g, pair, variant, s["lo"], s["hi"]) for k, g in grids.items()},
+            fig = dev_heatmap_figure({k: judge.at_setting(g, setting) for k, g in grids.items()},
                                      chosen, f"{pair} {s['range']}: {where} {criterion.kind} (chosen: outlined)")
             out.append(plots.save(fig, folder / f"{stem}_dev_{name}_{s['range']}.png"))
     return out

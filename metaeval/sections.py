@@ -37,8 +37,12 @@ def config_of(ds: Dataset) -> dict:
     return next(iter(ds.rows.values()))["run"].config
 
 
-def side_table(ds, out: Path, stem: str, frame, statistic: dict, note: str, title: str) -> list[str]:
-    """``frame`` as ``<stem>.{md,csv,tex}``, titled ``<data>: <title>``, signed with ``statistic`` and ``note``."""
+def side_table(ds, out: Path, stem: str, frame, statistic: dict, note: str, title: str,
+               long: bool = False) -> list[str]:
+    """``frame`` as ``<stem>.{md,csv,tex}`` (and ``<stem>_long.csv`` with ``long``), titled ``<data>: <title>``,
+    signed with ``statistic`` and ``note``."""
+    if long:
+        frame.to_csv(out / f"{stem}_long.csv", index=False)
     data = config_of(ds)["data"]["name"]
     fields = {"data": data, "n": len(ds.frame), **statistic}
     return write(out, stem, tables.to_table(frame, f"{data}: {title}", f"{Signature(fields)} — {note}"))
@@ -135,12 +139,11 @@ ACCURACY_NOTES = {
 
 
 def quantized_section(ds, stem: str, out: Path, protocol: str = "summac") -> list[str]:
-    acc = side_tables.quantized(ds, protocol)
-    acc.to_csv(out / f"{stem}_quantized_accuracy_long.csv", index=False)  # with threshold and cut sizes
+    acc = side_tables.quantized(ds, protocol)  # its long csv with threshold and cut sizes
     title = f"quantized accuracy, {'SummaC protocol' if protocol == 'summac' else 'top-k rule'} " \
             f"(higher is better){approximate_labels(acc)}"
     return side_table(ds, out, f"{stem}_quantized_accuracy", acc,
-                      {"statistic": "quantized-accuracy", "protocol": protocol}, ACCURACY_NOTES[protocol], title)
+                      {"statistic": "quantized-accuracy", "protocol": protocol}, ACCURACY_NOTES[protocol], title, True)
 
 
 def approximate_labels(acc) -> str:
@@ -159,10 +162,9 @@ def pairwise_section(ds, stem: str, out: Path) -> list[str]:
     acc = side_tables.pairwise(ds)
     if acc.empty:
         return []
-    acc.to_csv(out / f"{stem}_pairwise_accuracy_long.csv", index=False)  # with each cell's epsilon
-    statistic = {"statistic": "acc-eq", "level": "item", "ties": "calibrated"}
+    statistic = {"statistic": "acc-eq", "level": "item", "ties": "calibrated"}  # long csv: each cell's epsilon
     return side_table(ds, out, f"{stem}_pairwise_accuracy", acc, statistic, PAIRWISE_NOTE,
-                      "pairwise accuracy with tie calibration (higher is better)")
+                      "pairwise accuracy with tie calibration (higher is better)", long=True)
 
 
 SPA_NOTE = ("SPA (Thompson et al. 2024, WMT24 system level) = 1 - mean over system pairs of |p_human - p_metric|, "
@@ -176,12 +178,11 @@ def spa_section(ds, stem: str, out: Path, permutations: int, seed: int) -> list[
     long, pvalues = side_tables.spa(ds, permutations, seed)
     if long.empty:
         return []
-    long.to_csv(out / f"{stem}_spa_long.csv", index=False)
     pvalues.to_csv(out / f"{stem}_spa_pvalues.csv", index=False)
     statistic = {"statistic": "spa", "level": "system", "permutations": permutations, "seed": seed,
                  "test": "sign-flip-one-sided"}
     return side_table(ds, out, f"{stem}_spa", long, statistic, SPA_NOTE,
-                      "soft pairwise accuracy, WMT24 (higher is better)")
+                      "soft pairwise accuracy, WMT24 (higher is better)", long=True)
 
 
 def task_of(ds) -> str:
