@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cscore.cli.exits import one_line_errors
 from cscore.files import cache_root, disk_size
+from cscore.metaeval import names
 from cscore.scorers.models.identity import find_identities, identity_label
 from cscore.scorers.store.cache import CacheEntryError, CacheError, StatsCache
 
@@ -130,12 +131,7 @@ def differing(entries: list[dict]) -> list[str]:
     by_models: dict[tuple, list[dict]] = {}
     for e in entries:
         by_models.setdefault(tuple(e["models"]), []).append(e.get("parts") or {})
-    keys = set()
-    for parts in by_models.values():
-        for k in set().union(*parts) - SHOWN:
-            if len({repr(p.get(k)) for p in parts}) > 1:
-                keys.add(k)
-    return sorted(keys)
+    return sorted({k for parts in by_models.values() for k in names.differing(parts)} - SHOWN)
 
 
 def _part(value) -> str:

@@ -8,12 +8,12 @@ import getpass
 import os
 import shutil
 import subprocess
-import sys
 import traceback
 from contextlib import contextmanager
 
 from hydra.experimental.callback import Callback
 
+from cscore.cli.exits import fail
 from cscore.errors import CscoreError, SlurmUnavailable
 
 HINT = ("hydra/launcher=slurm submits the sweep with sbatch: run it on a SLURM submit host, "
@@ -54,26 +54,19 @@ def check_slurm_available(timeout_s: float = 60.0) -> None:
         raise SlurmUnavailable(f"SLURM is not reachable: `squeue` failed: {why}. {HINT}")
 
 
-def fail(message: str) -> None:
-    """Print ``cscore: error: <message>`` and exit with status 1. SystemExit, because Hydra turns
-    an exception raised in a callback into a warning and goes on."""
-    print(f"cscore: error: {message}", file=sys.stderr, flush=True)
-    raise SystemExit(1)
-
-
 @contextmanager
 def exit_on_error(what: str):
-    """For a Hydra callback: a CscoreError exits with its one line, anything else (a bug) with its
-    traceback; either way the sweep stops instead of Hydra logging a warning and going on."""
+    """For a Hydra callback: a CscoreError exits 1 with its one line, anything else (a bug) with its
+    traceback; either way SystemExit, so the sweep stops instead of Hydra logging a warning and going on."""
     try:
         yield
     except CscoreError as err:
         if os.environ.get("CSCORE_DEBUG"):
             traceback.print_exc()
-        fail(str(err))
+        fail(str(err), 1)
     except Exception:
         traceback.print_exc()
-        fail(f"{what} failed (traceback above)")
+        fail(f"{what} failed (traceback above)", 1)
 
 
 class SlurmCheck(Callback):

@@ -16,7 +16,7 @@ from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import render
 from cscore.metaeval.clusters import significance_clusters
 from cscore.metaeval.levels import Grouping
-from cscore.metaeval.names import differing
+from cscore.metaeval.names import differing, numbered
 from cscore.metaeval.pairwise import TieCalibratedStat
 from cscore.metaeval.resampling import bootstrap_ci
 from cscore.metaeval.run_labels import flat
@@ -76,12 +76,7 @@ def _labels(entries: list[dict]) -> list[str]:
             keys = differing(values)
             for i, v in zip(idx, values):
                 labels[i] = " ".join([labels[i]] + [f"{k}={_shown(v.get(k))}" for k in keys])
-    seen: dict[str, int] = {}
-    for i, lb in enumerate(labels):
-        seen[lb] = seen.get(lb, 0) + 1
-        if seen[lb] > 1:
-            labels[i] = f"{lb} #{seen[lb]}"
-    return labels
+    return numbered(labels, " #")
 
 
 def _data_key(run: Run, prompt: bool = True) -> str:
