@@ -158,7 +158,7 @@ def main(argv: list[str]) -> None:
     from cscore.run import kinds
     from cscore.scorers import methods
 
-    roots = [Path(p) for p in (args.path if isinstance(args.path, (list, tuple)) else [args.path])]
+    roots = list(args.path)  # nargs="+", type=Path
     with one_line_errors(), writing("the report", args.out or default_out(roots, args.paper)):  # a full disk: one line
         combined = args.combined or bool(PAPERS.get(args.paper or "", {}).get("combined"))
         options = ReportOptions(select_by=args.select_by, combined=combined, paper=args.paper,

@@ -54,9 +54,12 @@ def correlation_table(df: pd.DataFrame, metrics: list[str], humans: list[str],
 
 def per_metric(table: pd.DataFrame, kind: str) -> pd.DataFrame:
     """Rows = metrics, columns = targets + AVG (mean over targets), for one correlation."""
-    sub = table[table["correlation"] == kind]
-    out = sub.pivot(index="metric", columns="target", values="value")
-    out = out[list(dict.fromkeys(sub["target"]))]  # keep input order
-    out = out.reindex(list(dict.fromkeys(sub["metric"])))
+    out = grid(table[table["correlation"] == kind], "value", "metric")
     out["AVG"] = out.mean(axis=1, skipna=False)
     return out
+
+
+def grid(long: pd.DataFrame, values: str, index: str = "label") -> pd.DataFrame:
+    """``index`` x target of a long table, both in the order first found."""
+    wide = long.pivot(index=index, columns="target", values=values)
+    return wide.reindex(index=list(dict.fromkeys(long[index])), columns=list(dict.fromkeys(long["target"])))

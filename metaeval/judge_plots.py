@@ -69,7 +69,8 @@ def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list
         lo, hi = point.lo, point.hi
         series = {"human": score_shares(human_on_range(frame[study.human], lo, hi, scale), lo, hi)}
         fallback = {}
-        for role, row in (("main", "expert"), ("asst", "amateur"), ("contrast", point.variant)):
+        rows = {**judge.ROW_OF_ROLE, "contrast": point.variant}  # the score column of each role
+        for role, row in rows.items():
             col = f"{rundir.SCORE}{row}"
             if col in frame.columns:
                 series[role] = score_shares(frame[col], lo, hi)
@@ -78,9 +79,8 @@ def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list
         panels.append({"range": point.range, "lo": lo, "hi": hi, "lam": point.lam, "t": point.t, "n": len(frame),
                        "series": series, "names": {"main": point.main, "asst": point.asst},
                        "scale": scale, "fallback": fallback,
-                       "finite": {r: int(np.isfinite(frame[f"{rundir.SCORE}{row}"].to_numpy(dtype=float)).sum())
-                                  for r, row in (("main", "expert"), ("asst", "amateur"), ("contrast", point.variant))
-                                  if r in fallback}})
+                       "finite": {r: int(np.isfinite(frame[f"{rundir.SCORE}{rows[r]}"].to_numpy(dtype=float)).sum())
+                                  for r in fallback}})
     return panels
 
 

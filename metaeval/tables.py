@@ -15,6 +15,7 @@ from cscore import rundir
 from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import render
 from cscore.metaeval.clusters import significance_clusters
+from cscore.metaeval.correlation import grid
 from cscore.metaeval.levels import Grouping
 from cscore.metaeval.names import differing, numbered
 from cscore.metaeval.pairwise import TieCalibratedStat
@@ -233,9 +234,9 @@ def combined(longs: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
     ContrastScore Table 1 averages QAGS-XSum and SummEval."""
     parts = [long.loc[long["target"] != "AVG", ["label", "target", "value"]].assign(
         target=lambda f, stem=stem: stem + ":" + f["target"].astype(str)) for stem, long in longs]
-    grid = _grid(pd.concat(parts, ignore_index=True), "value")
-    avg = grid.mean(axis=1, skipna=False)
-    full = grid.stack(future_stack=True).rename("value").reset_index()
+    wide = grid(pd.concat(parts, ignore_index=True), "value")
+    avg = wide.mean(axis=1, skipna=False)
+    full = wide.stack(future_stack=True).rename("value").reset_index()
     return pd.concat([full, pd.DataFrame({"label": avg.index, "target": "AVG", "value": avg.to_numpy()})],
                      ignore_index=True)
 
@@ -294,10 +295,4 @@ def to_table(long: pd.DataFrame, title: str, signature: str) -> render.Table:
             s += f" ({int(r['rank'])})"
         return s
 
-    return render.from_frame(_grid(long.assign(cell=long.apply(cell, axis=1)), "cell"), title, signature)
-
-
-def _grid(long: pd.DataFrame, values: str) -> pd.DataFrame:
-    """label x target, both in the order first found."""
-    grid = long.pivot(index="label", columns="target", values=values)
-    return grid.reindex(index=list(dict.fromkeys(long["label"])), columns=list(dict.fromkeys(long["target"])))
+    return render.from_frame(grid(long.assign(cell=long.apply(cell, axis=1)), "cell"), title, signature)
