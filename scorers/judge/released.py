@@ -26,6 +26,7 @@ import torch
 from cscore.errors import ConfigError
 from cscore.scorers.engine.engine import LayerTap
 from cscore.scorers.engine.head import head_logits
+from cscore.scorers.judge.parse import released_response_text
 from cscore.scorers.models.anatomy import decoder_base, decoder_layers
 
 RELATIVE_TOP = 0.1  # _relative_top_filter(relative_top=0.1)
@@ -414,6 +415,5 @@ def released_prompt_ids(tokenizer, text: str, *, role: str = "system", add_gener
 
 
 def released_text(tokenizer, ids: Sequence[int]) -> str:
-    """The text ``llama_eval.py`` keeps from the generated ids: special tokens skipped, every
-    "assistant" removed (the header the model writes first), stripped."""
-    return tokenizer.decode(list(ids), skip_special_tokens=True).replace("assistant", "").strip()
+    """The text ``llama_eval.py`` keeps from the generated ids: ``released_response_text`` of their decoding."""
+    return released_response_text(tokenizer.decode(list(ids), skip_special_tokens=True))
