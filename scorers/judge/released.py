@@ -2,15 +2,9 @@
 (``akkikiki/contrastive_decoding_llm_judge`` at commit 764691b) computes it, which is not quite the
 paper's Eq. 1: t divides the MAIN logits, the assistant's step-1 log-probs are fixed for every step,
 and the relative-top filter keeps max(top 1000, p >= 0.1 max). Each step, with where it is in the
-released code: docs/methods/cd-judge.md. No code is taken from it.
-
-This module: ``relative_top_filter`` / ``relative_top_scores`` (the scoring step),
-``first_step_logprobs`` (the assistant's fixed step-1 log-probs, from a separate model or an early
-exit of a model), ``decode`` (greedy decoding over the contrasted scores with the main model's KV
-cache), ``decode_tree`` (``decode`` for several (λ, t) at once) and the text helpers
-``released_prompt_ids`` / ``released_text``. Results do not depend on the batch (up to
-floating-point summation order), except that with a repetition penalty the pad id counts as seen in
-a left-padded row, as in the released code (its pad is the EOS token, which every chat prompt holds).
+released code: docs/methods/cd-judge.md. No code is taken from it. Results do not depend on the batch
+(up to floating-point summation order), except that with a repetition penalty the pad id counts as
+seen in a left-padded row, as in the released code (its pad is the EOS token, which every chat prompt holds).
 """
 
 from __future__ import annotations
