@@ -58,6 +58,11 @@ def check_style(style) -> str:
     return style
 
 
+def check_role(role) -> None:
+    if role not in ROLES:
+        raise ConfigError(f"judge_prompt.role must be one of {' | '.join(ROLES)}, got {role!r}")
+
+
 def check_config(prompt_cfg: Mapping) -> None:
     """A ConfigError for the first judge_prompt setting of a wrong key or type (whether files exist
     and templates hold their placeholders is checked when the prompts are built)."""
@@ -66,9 +71,7 @@ def check_config(prompt_cfg: Mapping) -> None:
             raise ConfigError(f"unknown setting judge_prompt.{key}{suggest(str(key), KEYS)}; "
                               f"judge_prompt has {', '.join(KEYS)}")
     check_style(prompt_cfg.get("style", "cscore"))
-    role = prompt_cfg.get("role", "user")
-    if role not in ROLES:
-        raise ConfigError(f"judge_prompt.role must be one of {' | '.join(ROLES)}, got {role!r}")
+    check_role(prompt_cfg.get("role", "user"))
     if not isinstance(prompt_cfg.get("generation_prompt", True), bool):
         raise ConfigError(f"judge_prompt.generation_prompt must be true | false, "
                           f"got {prompt_cfg.get('generation_prompt')!r}")
@@ -204,21 +207,17 @@ def render(template: str, *, source: str, hypothesis: str, lo: int, hi: int,
         raise ConfigError(f"judge prompt template still holds {' and '.join(left)}: a dialogue template must be "
                           "filled by template_for (judge_prompt.dialogue_template)")
     texts = {"source": str(source), "hypothesis": str(hypothesis)}
-    prompt, start = filled[0], None
+    prompt, starts = filled[0], {}
     for key, piece in zip(order, filled[1:]):
-        if key == "source":
-            start = len(prompt)
+        starts[key] = len(prompt)
         prompt += texts[key] + piece
-    if start is None:  # never: _pieces raised a ConfigError for a missing source placeholder
-        raise ConfigError("judge prompt template has no source placeholder")
-    return prompt, (start, start + len(texts["source"]))
+    return prompt, (starts["source"], starts["source"] + len(texts["source"]))
 
 
 def chat_renderer(tokenizer, role: str = "user", generation_prompt: bool = True) -> Callable[[str], str]:
     """``text -> the tokenizer's chat template around one {role, content: text} message`` (with the
     assistant header when ``generation_prompt``); ConfigError when it has none or refuses the role."""
-    if role not in ROLES:
-        raise ConfigError(f"judge_prompt.role must be one of {' | '.join(ROLES)}, got {role!r}")
+    check_role(role)
     model = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
     if not getattr(tokenizer, "chat_template", None):
         raise ConfigError(f"judge prompts need an instruct model's chat template; {model} has none")

@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 
 from cscore.data import mqm
-from cscore.data.loader import LOADERS, Loader, option, option_names
+from cscore.data.loader import LOADERS, Loader, option
 from cscore.data.paths import ENV_VAR, shared_data_dir
 from cscore.data.schema import DataError
 
@@ -127,8 +127,7 @@ def load(path: str | None = None, options: WmtOptions | None = None, *, name: st
             chosen[lp] = found
     if missing:
         raise DataError(missing_message(name, missing, [lp for lp in pairs if lp not in missing], looked, base))
-    scoring = mqm.MqmScoring(**{k: getattr(opts, k) for k in option_names(mqm.MqmScoring)})
-    return mqm.load_many({lp: str(p) for lp, p in chosen.items()}, name, scoring)
+    return mqm.load_many({lp: str(p) for lp, p in chosen.items()}, name, opts)  # opts: an MqmScoring too
 
 
 @LOADERS
@@ -142,9 +141,6 @@ class Mqm22(Loader):
 
 
 @LOADERS
-class Mqm23(Loader):
+class Mqm23(Mqm22):
     name = "mqm23"
-    task = "translation"
-    builds_on = ("mqm",)
-    Options = WmtOptions
     load = staticmethod(partial(load, name="mqm23"))

@@ -4,7 +4,7 @@ registered by name; settings in ``conf/baseline/<name>.yaml``, documented in doc
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import asdict as as_dict  # a baseline's settings in their order (metrics.json, variants)
 from typing import Any
 
 from cscore.errors import ConfigError
@@ -35,11 +35,6 @@ def check_params(name: str, params: dict) -> Any:
                                  for key, value in params.items()})
     baseline.check(checked)
     return checked
-
-
-def as_dict(params: Any) -> dict:
-    """A baseline's settings as a plain dict in their order (what metrics.json and the variants record)."""
-    return {f.name: getattr(params, f.name) for f in fields(params)}
 
 
 def check_config(method: str | None, chosen: dict | None) -> dict:

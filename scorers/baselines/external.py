@@ -54,12 +54,23 @@ def read(path: str) -> pd.DataFrame:
     raise ConfigError(f"baseline.external.path={path}: a .csv, .tsv, .jsonl or .parquet file, please")
 
 
-def path_of(params: ExternalParams) -> str:
-    """The scores file (a ConfigError when none is given)."""
-    if not params.path:
+def score_table(params: ExternalParams) -> tuple[str, pd.DataFrame, list[str]]:
+    """(the scores file, its table, the score columns read), checked."""
+    path = params.path
+    if not path:
         raise ConfigError("baseline=external reads scores computed elsewhere: give baseline.external.path=<file> "
                           "(an id column and one column per metric)")
-    return params.path
+    table = read(path)
+    ident = params.id_column
+    if ident not in table.columns:
+        raise ConfigError(f"{path}: no {ident!r} column (set baseline.external.id_column); "
+                          f"it has {', '.join(map(str, table.columns))}")
+    have = [str(c) for c in table.columns if c != ident]
+    wanted = params.columns if params.columns is not None else have
+    for c in wanted:
+        if c not in have or not NAME_RE.match(c):
+            raise ConfigError(f"{path}: no score column {c!r}; it has {', '.join(have) or 'none'}")
+    return path, table, list(wanted)
 
 
 @BASELINES
@@ -70,29 +81,16 @@ class External(Baseline):
 
     @classmethod
     def check(cls, params: ExternalParams) -> None:
-        cls.columns(params)
+        score_table(params)
 
     @classmethod
     def columns(cls, params: ExternalParams) -> list[str]:
-        path = path_of(params)
-        table = read(path)
-        ident = params.id_column
-        if ident not in table.columns:
-            raise ConfigError(f"{path}: no {ident!r} column (set baseline.external.id_column); "
-                              f"it has {', '.join(map(str, table.columns))}")
-        have = [str(c) for c in table.columns if c != ident]
-        wanted = params.columns if params.columns is not None else have
-        for c in wanted:
-            if c not in have or not NAME_RE.match(c):
-                raise ConfigError(f"{path}: no score column {c!r}; it has {', '.join(have) or 'none'}")
-        return list(wanted)
+        return score_table(params)[2]
 
     @classmethod
     def score(cls, params: ExternalParams, texts: Texts, run: BaselineRun) -> Result:
-        path = path_of(params)
-        table = read(path)
-        ident = params.id_column
-        ids = table[ident].astype(str)
+        path, table, columns = score_table(params)
+        ids = table[params.id_column].astype(str)
         dup = ids[ids.duplicated()].tolist()
         if dup:
             raise InputError(f"{path}: id {dup[0]!r} appears more than once")
@@ -100,7 +98,7 @@ class External(Baseline):
             raise InputError("baseline external joins scores by row id: the run's ids are needed")
         rows = pd.Index(ids)
         out, missing = {}, set()
-        for c in cls.columns(params):
+        for c in columns:
             values = pd.to_numeric(table[c], errors="coerce")
             bad = table[c].notna() & values.isna()
             if bad.any():

@@ -48,14 +48,15 @@ class GenerativeParams:
     multi_ref: str = required(Param(str, choices=("mean", "max")))
 
 
-def columns(name: str, directions) -> list[str]:
-    """The score.<column> names of ``directions`` (each one way, and both ways where both are there)."""
+def columns(name: str, directions) -> dict[str, tuple[str, ...]]:
+    """score.<column> -> the directions it averages, for ``directions`` (each one way, and both ways
+    where both are there), in column order."""
     have = set(directions)
-    out = []
+    out: dict[str, tuple[str, ...]] = {}
     for pair_suffix, (a, b) in BOTH_WAYS.items():
-        out += [name + ONE_WAY[d] for d in (a, b) if d in have]
+        out.update({name + ONE_WAY[d]: (d,) for d in (a, b) if d in have})
         if {a, b} <= have:
-            out.append(name + pair_suffix)
+            out[name + pair_suffix] = (a, b)
     return out
 
 
@@ -127,7 +128,7 @@ class Generative(Baseline):
 
     @classmethod
     def columns(cls, params: GenerativeParams) -> list[str]:
-        return columns(cls.name, params.directions)
+        return list(columns(cls.name, params.directions))
 
     @classmethod
     def score(cls, params: GenerativeParams, texts: Texts, run: BaselineRun) -> Result:
@@ -149,19 +150,15 @@ class Generative(Baseline):
             truncated[rows[cut]] = True
             per_dir[d] = (rows, values)
         out = {}
-        for suffix, (a, b) in BOTH_WAYS.items():
-            for d in (a, b):
-                if d in per_dir:
-                    out[name + ONE_WAY[d]] = by_row(*per_dir[d], n, agg)
-            if a in per_dir and b in per_dir:  # F per reference (rows and items align: same pairs, same order)
-                rows, va = per_dir[a]
-                out[name + suffix] = by_row(rows, (va + per_dir[b][1]) / 2.0, n, agg)
+        for column, (a, *b) in columns(name, directions).items():
+            rows, values = per_dir[a]  # F per reference: both ways' rows and items align (same pairs, same order)
+            out[column] = by_row(rows, (values + per_dir[b[0]][1]) / 2.0 if b else values, n, agg)
         info = {"model": pair.expert.name, "directions": directions, "multi_ref": params.multi_ref,
                 "references": params.references, "missing_reference": missing,
                 "truncated_sources": int(truncated.sum()),
                 "signature": f"{name}|model:{pair.expert.name}|dirs:{','.join(directions)}|refs:{params.references}|"
                              f"multi:{params.multi_ref}|norm:mean|eos:yes"}
-        return Result({c: out[c] for c in columns(name, directions)}, info, reports, {name: pair.expert}, truncated)
+        return Result(out, info, reports, {name: pair.expert}, truncated)
 
 
 @BASELINES

@@ -5,12 +5,7 @@ Sec. 4.1, Appendix C.1) and ``parse_released`` (the released ``parse_output`` of
 ``src/meta_eval_summeval.py``, step for step). ``"No Pred"`` (the range minimum), ``"Below"`` (set
 to the minimum) and ``"Above"`` (clamped) are the paper's invalid outputs (Tables 6-7); ``"List"``
 (list numbering) and ``"Echo"`` (the prompt's range echoed, read as its minimum) are valid scores
-counted on their own. ``read_score`` applies a rule to a decoded output after
-``released_response_text``; ``settled`` says when greedy decoding may stop.
-
-``score_tokens`` lists the tokens of ``str(v)`` per value; where a value takes several tokens
-(1-10 on Qwen2.5 or SmolLM2, one digit per token) ``continuation_prefixes`` lists the contexts
-that need a second look (how tokenizers split digits: docs/methods/cd-judge.md). Pure Python: the
+counted on their own. How tokenizers split digits: docs/methods/cd-judge.md. Pure Python: the
 tokenizer is any callable that returns ``{"input_ids": [...]}``."""
 
 from __future__ import annotations

@@ -2,15 +2,9 @@
 (``akkikiki/contrastive_decoding_llm_judge`` at commit 764691b) computes it, which is not quite the
 paper's Eq. 1: t divides the MAIN logits, the assistant's step-1 log-probs are fixed for every step,
 and the relative-top filter keeps max(top 1000, p >= 0.1 max). Each step, with where it is in the
-released code: docs/methods/cd-judge.md. No code is taken from it.
-
-This module: ``relative_top_filter`` / ``relative_top_scores`` (the scoring step),
-``first_step_logprobs`` (the assistant's fixed step-1 log-probs, from a separate model or an early
-exit of a model), ``decode`` (greedy decoding over the contrasted scores with the main model's KV
-cache), ``decode_tree`` (``decode`` for several (λ, t) at once) and the text helpers
-``released_prompt_ids`` / ``released_text``. Results do not depend on the batch (up to
-floating-point summation order), except that with a repetition penalty the pad id counts as seen in
-a left-padded row, as in the released code (its pad is the EOS token, which every chat prompt holds).
+released code: docs/methods/cd-judge.md. No code is taken from it. Results do not depend on the batch
+(up to floating-point summation order), except that with a repetition penalty the pad id counts as
+seen in a left-padded row, as in the released code (its pad is the EOS token, which every chat prompt holds).
 """
 
 from __future__ import annotations
@@ -26,6 +20,7 @@ import torch
 from cscore.errors import ConfigError
 from cscore.scorers.engine.engine import LayerTap
 from cscore.scorers.engine.head import head_logits
+from cscore.scorers.judge.parse import released_response_text
 from cscore.scorers.models.anatomy import decoder_base, decoder_layers
 
 RELATIVE_TOP = 0.1  # _relative_top_filter(relative_top=0.1)
@@ -414,6 +409,5 @@ def released_prompt_ids(tokenizer, text: str, *, role: str = "system", add_gener
 
 
 def released_text(tokenizer, ids: Sequence[int]) -> str:
-    """The text ``llama_eval.py`` keeps from the generated ids: special tokens skipped, every
-    "assistant" removed (the header the model writes first), stripped."""
-    return tokenizer.decode(list(ids), skip_special_tokens=True).replace("assistant", "").strip()
+    """The text ``llama_eval.py`` keeps from the generated ids: ``released_response_text`` of their decoding."""
+    return released_response_text(tokenizer.decode(list(ids), skip_special_tokens=True))
