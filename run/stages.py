@@ -21,7 +21,7 @@ from cscore import rundir
 from cscore.config.run import RunConfig
 from cscore.run.kinds.base import Loaded, MethodKind, Plan, Scored
 from cscore.scorers.engine import flops
-from cscore.scorers.store.shard_report import ShardedReport, figures_of
+from cscore.scorers.store.runner import PassReport, figures_of
 from cscore.version import __version__
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def weights(scored: Scored) -> dict[str, str]:
     used); "loaded by workers" for weights this process did not load while other processes of the
     command computed shards of a pass (``runtime.devices``: its workers; shards kept from an earlier
     command are not this command's)."""
-    others = any(isinstance(r, ShardedReport) and not r.cached and r.shards > 1 and len(r.kept_shards or []) < r.shards
+    others = any(isinstance(r, PassReport) and not r.cached and r.shards > 1 and len(r.kept_shards or []) < r.shards
                  for r in scored.stats.reports.values())
     status = {k: v.status() for k, v in scored.models.items()}
     return {k: "loaded by workers" if s == "not loaded" and others else s for k, s in status.items()}
@@ -163,8 +163,8 @@ def own_seconds(scored: Scored) -> float | None:
 def sharded_figures(reports: Mapping[str, EngineReport]) -> dict:
     """``shards``, per-shard seconds and ``merge_seconds`` of a run whose passes were sharded
     (none of these keys otherwise: unsharded metrics unchanged)."""
-    sharded: dict[str, ShardedReport] = {name: rep for name, rep in reports.items()
-                                         if isinstance(rep, ShardedReport) and rep.shards > 1}
+    sharded: dict[str, PassReport] = {name: rep for name, rep in reports.items()
+                                         if isinstance(rep, PassReport) and rep.shards > 1}
     if not sharded:
         return {}
     return {"shards": max(rep.shards for rep in sharded.values()),

@@ -1,5 +1,5 @@
 """Sharded runs from the command line (``runtime.shards`` / ``runtime.shard`` / ``runtime.devices``,
-``scorers/store/shards.py``): the checks made before anything loads, the coordinator of this
+``scorers/store/runner.py``): the checks made before anything loads, the coordinator of this
 process (``coordinator``: the one place the environment is read for sharding), the worker
 processes of ``runtime.devices`` (the parent computes shard 0 on the first device itself, one
 worker per other device computes its shard; the parent, ``LocalDevices``, waits for their marks

@@ -30,8 +30,7 @@ from cscore.scorers.engine.tokenize import EncodedItem, KnownIds, encode
 from cscore.scorers.models.identity import model_identity
 from cscore.scorers.store.cache import StatsCache, ids_digest
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shard_report import ShardedReport
-from cscore.scorers.store.shards import Done, Pending, ShardedPass, pending_of, run_pass
+from cscore.scorers.store.runner import Done, PassReport, Pending, ShardedPass, pending_of, run_pass
 
 if TYPE_CHECKING:
     from cscore.scorers.models.loaded import LoadedModel
@@ -503,7 +502,7 @@ class ModelPair:
                 done["checkpoint"].discard()
 
         got, meta = cache.get_or_compute(parts, compute_entry, TokenStats, on_saved=discard)
-        return got, (ShardedReport.of_entry(meta) if meta is not None else done["report"])
+        return got, (PassReport.of_entry(meta) if meta is not None else done["report"])
 
     @staticmethod
     def _parts(run_model, heads, ids, temperatures, opts: PassOptions) -> dict:

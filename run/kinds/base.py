@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from cscore.run.variants import Variant
     from cscore.scorers.engine.report import EngineReport
     from cscore.scorers.store.coordinator import InProcess
-    from cscore.scorers.store.shards import Pending
+    from cscore.scorers.store.runner import Pending
 
 Stage = Literal["validate", "shards", "load", "models", "score", "write"]
 

@@ -27,8 +27,7 @@ from cscore.run.kinds.judging import (
 from cscore.run.kinds.pair import stats_cache
 from cscore.run.kinds.prompts import fit_judge_prompt, judge_prompt
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shard_report import ShardedReport
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import PassReport, Pending
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +102,7 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, shards: InPr
                                   "report": done["report"].record()}
 
     got, meta = cache.get_or_compute(parts, compute_entry, JudgeStats)
-    report = ShardedReport.of_entry(meta) if meta is not None else done["report"]
+    report = PassReport.of_entry(meta) if meta is not None else done["report"]
     report.fetch_seconds = time.perf_counter() - start
     return got["judge"], report, stats_key(parts)
 
@@ -141,7 +140,7 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
     tokens = sum(len(p) for p in prompts) + sum(len(x) for rule in set(rules.values()) for x in paths[rule])
-    decode = ShardedReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
+    decode = PassReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
                            fetch_seconds=time.perf_counter() - start, shared=timing["call"])
     shard_figures(decode, timing.get("sharded"))
     return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": decode}

@@ -29,8 +29,7 @@ from cscore.run.kinds.judging import (
 from cscore.run.kinds.pair import stats_cache
 from cscore.scorers.engine.report import EngineReport
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shard_report import ShardedReport
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import PassReport, Pending
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +332,7 @@ class JudgeReleased(JudgeKind):
             tokens = sum(len(x) for x in prompts) + sum(len(x) for x in ids)
             # seconds: of the decode that made the row (this run's, or the run's that stored it);
             # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
-            rep = ShardedReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
+            rep = PassReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
                                 cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
             reports[f"decode {v.name}"] = shard_figures(rep, merged.get(v.name))
         stop = stop_shard(shards, list(reports.values()))

@@ -16,8 +16,7 @@ from cscore.run.kinds.aspects import check_aspect
 from cscore.run.kinds.base import Loaded, MethodKind, Plan
 from cscore.run.kinds.pair import load_pair, model_line
 from cscore.run.kinds.prompts import judge_prompt
-from cscore.scorers.store.shard_report import ShardedReport
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import PassReport, Pending
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +104,7 @@ def stop_shard(shards, reports) -> Pending | None:
     return None
 
 
-def shard_figures(report: ShardedReport, merged: ShardedReport | None) -> ShardedReport:
+def shard_figures(report: PassReport, merged: PassReport | None) -> PassReport:
     """``report`` (a decode's) with the shards' seconds and the merge's of ``merged`` (the report of
     a sharded decode's merge, or None: unchanged), for metrics.json's speed."""
     if merged is not None:

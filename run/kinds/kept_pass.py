@@ -147,7 +147,7 @@ def read(run: RunConfig, examples: pd.DataFrame, plan: Plan
     from cscore.scorers.engine.stats import TokenStats
     from cscore.scorers.store import front
     from cscore.scorers.store.cache import stats_key
-    from cscore.scorers.store.shard_report import ShardedReport
+    from cscore.scorers.store.runner import PassReport
 
     key = what(run, examples, plan, pass_options(run, plan))
     if key is None:
@@ -164,7 +164,7 @@ def read(run: RunConfig, examples: pd.DataFrame, plan: Plan
         entry = cache.load(stats_key(one["parts"]), TokenStats)
         if entry is None:  # removed since (cscore cache rm, clear): the full path computes it again
             return None
-        reports[one["label"]] = ShardedReport.of_entry(entry.meta)
+        reports[one["label"]] = PassReport.of_entry(entry.meta)
         reports[one["label"]].fetch_seconds = time.perf_counter() - start
         stats.update(entry.stats)
     inputs = ScoringInput(items)

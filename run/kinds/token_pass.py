@@ -16,7 +16,7 @@ from cscore.config.run import RunConfig
 from cscore.run.kinds.base import Loaded, MethodKind, Plan, Progress, RunModel, RunState, Scored
 from cscore.run.kinds.pair import load_pair, model_line, stats_cache
 from cscore.run.kinds.prompts import make_prompts
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import Pending
 
 if TYPE_CHECKING:
     from cscore.scorers.api import PairStatistics, ScoringInput

@@ -29,10 +29,10 @@ from typing import Callable
 import numpy as np
 
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
+from cscore.scorers.store.checkpoint import Shard
 from cscore.scorers.store.item_partials import SIZES, ItemCheckpoint, Layout, unit_offsets
 from cscore.scorers.store.meeting import Place
-from cscore.scorers.store.plan import Shard
-from cscore.scorers.store.shards import Outcome, Pending, ShardedPass, merge_or_redo, merge_pass
+from cscore.scorers.store.runner import Outcome, Pending, ShardedPass, merge_or_redo, merge_pass, pass_work, run
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,6 @@ def first_step(cache, parts: dict, scale, compute, models, shards) -> Outcome:
     from cscore.scorers.judge import judge
     from cscore.scorers.judge.stats import JudgeStats
     from cscore.scorers.store.cache import stats_key
-    from cscore.scorers.store.shards import pending_shards, run_pass
 
     main, asst = models
     n_ctx = scale.n_items * (1 + len(scale.prefixes))
@@ -99,14 +98,13 @@ def first_step(cache, parts: dict, scale, compute, models, shards) -> Outcome:
     job = ShardedPass(parts, {"judge": None}, [((), (0,))] * n_ctx, [], compute, "judge",
                       [f"main: {main.name}", f"asst: {asst.name}"], JudgeStats,
                       partials=judge.first_step_partials(scale, vocab))
-    key = stats_key(parts)
-    place = Place.of_cache(cache.root, key, shards.count)
-    got = run_pass(cache, job, shards)
+    work = pass_work(cache, job, shards.count)
+    got = run(work, shards)
     if isinstance(got, Pending) and got.missing and shards.index is not None:
-        with place.shard_lock(shards.index):  # it is still there: its decodes are its own
-            got = Pending(shards.wait_running(lambda: pending_shards(cache, key, place), place.running))
+        with work.place.shard_lock(shards.index):  # it is still there: its decodes are its own
+            got = Pending(shards.wait_running(work.pending, work.place.running))
     if isinstance(got, Pending) and not got.missing:  # every shard done (or merged already): the decodes need it
-        got = merge_pass(cache, job, key, unit_offsets(n_ctx), shards.count)
+        got = merge_pass(cache, job, stats_key(parts), unit_offsets(n_ctx), shards.count)
     return got
 
 

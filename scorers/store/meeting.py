@@ -142,3 +142,4 @@ def pending_text(missing: Sequence[int], count: int) -> str:
     if missing:
         return f"{missing_text(missing, count)} not done yet"
     return "every shard done; the merge is the parent's (runtime.devices)"
+

@@ -1,4 +1,4 @@
-"""Sharded statistics passes (runtime.shards, scorers/store/shards.py): a pass planned once, its whole
+"""Sharded statistics passes (runtime.shards, scorers/store/runner.py): a pass planned once, its whole
 batches dealt to N shards that write checkpoint partials under the full pass's key, merged into the
 ordinary cache entry: statistics bit-identical to the unsharded pass (causal, early exit, two
 models, cross-family, seq2seq), the same cache key, a shard's partials only its own. The other
@@ -17,9 +17,8 @@ import pytest
 from cscore.errors import ShardsPending
 from cscore.scorers.api import ModelPair
 from cscore.scorers.store.cache import StatsCache
-from cscore.scorers.store.checkpoint import PARTIAL_DIR
+from cscore.scorers.store.checkpoint import PARTIAL_DIR, deal
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.plan import deal
 from cscore.tests.support.coordinator import Scripted, ScriptedParent
 from cscore.tests.support.texts import prompts_and_hyps
 from cscore.tests.support.threads import in_threads
@@ -232,7 +231,7 @@ def test_the_parent_computes_its_shard_then_waits_for_its_workers_and_merges(ear
     got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
                                      cache=StatsCache(root, checkpoint_seconds=0), shards=parent,
                                      progress=lambda name, n: items[0].append)
-    assert parent.waits == [("expert+amateur", [1])]  # the parent's own shard done, shard 1 awaited
+    assert parent.waits == [("statistics (expert+amateur)", [1])]  # the parent's own shard done, shard 1 awaited
     assert_identical(got, want)
     assert 0 < sum(items[0]) < len(inputs.items)  # the parent's items: its own shard's only
     rep = got.reports["expert+amateur"]
@@ -250,7 +249,7 @@ def test_a_worker_that_ends_without_its_shard_is_computed_by_the_parent(early_ex
     with caplog.at_level(logging.INFO, logger="cscore"):
         got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
                                          cache=StatsCache(root, checkpoint_seconds=0), shards=parent)
-    assert parent.waits == [("expert+amateur", [1])]
+    assert parent.waits == [("statistics (expert+amateur)", [1])]
     assert "shard 1 of 2 lost partials; this process re-runs what it lost" in caplog.text
     assert_identical(got, want)
 
@@ -288,7 +287,7 @@ def test_a_damaged_partial_of_a_worker_is_rerun_by_the_parent_only_what_it_lost(
     with caplog.at_level(logging.INFO, logger="cscore"):
         got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
                                          shards=parent)
-    assert len(held) >= 2 and parent.waits == [("expert+amateur", [1])]
+    assert len(held) >= 2 and parent.waits == [("statistics (expert+amateur)", [1])]
     assert "damaged" in caplog.text and "shard 1 of 2 lost partials" in caplog.text
     assert f"shard 1 of 2 resumed {sum(held) - held[0]} items from its partials" in caplog.text  # only what it lost
     assert_identical(got, want)

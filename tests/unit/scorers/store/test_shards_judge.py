@@ -24,7 +24,7 @@ from cscore.scorers.judge.stats import DecodedPaths, JudgeStats  # noqa: E402
 from cscore.scorers.store.cache import StatsCache, stats_key  # noqa: E402
 from cscore.scorers.store.checkpoint import PARTIAL_DIR  # noqa: E402
 from cscore.scorers.store.coordinator import InProcess  # noqa: E402
-from cscore.scorers.store.shards import Done, Pending  # noqa: E402
+from cscore.scorers.store.runner import Done, Pending  # noqa: E402
 from cscore.tests.support.coordinator import Scripted, ScriptedParent  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -236,7 +236,7 @@ def test_an_interrupted_first_step_shard_resumes_from_its_partials(pair, tmp_pat
                    InProcess(2, None))
     assert list(cache.root.glob(f"{PARTIAL_DIR}/*/s000-*.npz")) and not list(cache.root.glob(f"{PARTIAL_DIR}/*/*.json"))
     done = []
-    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.shards"):
+    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.runner"):
         outcome = first_step(cache, parts, scale, lambda ck: compute(ck, done.append),
                              (pair.expert, pair.amateur), InProcess(2, None))
     assert isinstance(outcome, Done)
@@ -289,7 +289,7 @@ def test_a_sibling_that_dies_mid_shard_leaves_the_pass_pending_naming_it_then_re
     got = run(task)
     assert isinstance(got, Pending) and got.missing == [1] and task.waits == [("wait", [1])]
     assert list(cache.root.glob(f"{PARTIAL_DIR}/*/s001-*.npz")) and not cache.keys()  # its partials kept
-    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.shards"):
+    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.runner"):
         done = run(InProcess(2, 1))  # the sibling again: resumes from its partials, the last merges
     assert "shard 1 of 2 resumed" in caplog.text
     assert isinstance(done, Done)

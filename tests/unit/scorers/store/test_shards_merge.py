@@ -1,4 +1,4 @@
-"""The shard merge (scorers/store/shards.py) merges only when every item is covered, whatever the
+"""The shard merge (scorers/store/runner.py) merges only when every item is covered, whatever the
 marks say: a shard's mark that names only some of its partial files (one file gone, the mark
 written without it) stores nothing, never an entry with uncovered tokens (the marks' own check,
 that every file they name is there, does not see it). The merge then removes that mark
