@@ -171,11 +171,11 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
 
 @dataclass(frozen=True)
 class Stage:
-    """A cdm stage as ``run/workers.py``'s checks see it (they read ``name``, ``shards`` and
+    """A cdm stage as ``run/workers.py``'s checks see it (they read ``name``, ``splits`` and
     ``meets_in_cache``: where the shards meet, the statistics cache or the output directory)."""
 
     name: str
-    shards: bool = True
+    splits: bool = True
     meets_in_cache: bool = True
 
 

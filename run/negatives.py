@@ -80,7 +80,7 @@ def make_parts(job: GenerateJob, run: RunConfig, positives, coordinator: InProce
         return {"models": write_rows(job, run, rows, part_file(place, k)) if len(rows) else None}
 
     def merge() -> Outcome:
-        with place.shard_lock():
+        with place.lock():
             if all_written(job, positives):  # another run merged meanwhile
                 return Done({}, None)
             got = merge_parts(job, positives, place)

@@ -52,7 +52,7 @@ class Discriminator(TokenKind):
         return plan
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-              state: RunState, shards: InProcess) -> Scored | Pending:
+              state: RunState, coordinator: InProcess) -> Scored | Pending:
         """The comparison rows as for any method (``TokenKind.score``), then score.cdm_gen from the discriminator."""
         from cscore.scorers.methods import cdm, cdm_gen
         from cscore.scorers.methods.common import per_item
@@ -62,7 +62,7 @@ class Discriminator(TokenKind):
         path = p.discriminator
         meta = cdm_gen.read_meta(path)
         loaded, excluded = held_out_rows(main.name, meta, loaded)
-        got = self.token_pass(run, loaded, plan, progress, state, shards)
+        got = self.token_pass(run, loaded, plan, progress, state, coordinator)
         if isinstance(got, Pending):
             return got
         scored, pair_stats = got

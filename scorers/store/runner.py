@@ -6,7 +6,7 @@ computes, waits and merges is the coordinator's (``coordinator.py``); where the 
 ``meeting.Place``. A run ends ``Done`` or ``Pending``; ``ShardsPending`` is raised by
 ``Pending.stop`` alone, at the command's boundary.
 
-The statistics pass (``run_pass``), the judge's first step and decodes (``judge/sharded.py``) and
+The statistics pass (``run_pass``), the judge's first step and decodes (``judge/partials.py``, ``run_rows``) and
 the CDM negatives (``run/negatives.py``) are its payloads. A batch computes the same numbers in
 whichever process runs it, so a merge is bit-identical to an unsharded run. Each pass reports a
 ``PassReport`` (the engine's report with the shards' figures).
@@ -16,7 +16,7 @@ No torch."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn, Union
 
@@ -105,6 +105,47 @@ class PassReport(EngineReport):
         return report
 
 
+    def adopt(self, merged: PassReport | None) -> PassReport:
+        """This report (a decode's) with the shards' seconds and the merge's of ``merged`` (a
+        sharded decode's merge; None: unchanged), for metrics.json's speed."""
+        if merged is not None:
+            self.shards, self.shard_seconds = merged.shards, merged.shard_seconds
+            self.merge_seconds = merged.merge_seconds
+        return self
+
+    def kept_text(self) -> str | None:
+        """Where shards an earlier command computed were kept: which (None: none)."""
+        return f"{missing_text(self.kept_shards, self.shards)}, kept" if self.kept_shards else None
+
+
+def run_figures(reports: Mapping[str, EngineReport]) -> dict:
+    """metrics.json's ``shards``, per-shard seconds and ``merge_seconds`` of a run whose passes were
+    sharded (none of these keys otherwise: unsharded metrics unchanged)."""
+    split = {name: rep for name, rep in reports.items() if isinstance(rep, PassReport) and rep.shards > 1}
+    if not split:
+        return {}
+    return {"shards": max(rep.shards for rep in split.values()),
+            "shard_seconds": {name: rep.shard_seconds for name, rep in split.items()},
+            "merge_seconds": round(sum(rep.merge_seconds or 0.0 for rep in split.values()), 4)}
+
+
+def by_others(reports) -> bool:
+    """Whether other processes of this command computed shards of a computed pass (``runtime.devices``'
+    workers; shards kept from an earlier command are not this command's)."""
+    return any(isinstance(r, PassReport) and not r.cached and r.shards > 1 and len(r.kept_shards or []) < r.shards
+               for r in reports)
+
+
+def stop_early(coordinator: InProcess, reports, label: str = "judge") -> Pending | None:
+    """``Pending`` for a shard's job that writes no run directory: a worker of runtime.devices (its
+    parent merges and writes), or a shard K > 0 of a job array whose passes were all stored before
+    it started (shard 0's job writes the run directory); None for any other."""
+    if coordinator.on and (not coordinator.merge or (coordinator.index not in (None, 0)
+                                                     and all(r.cached for r in reports))):
+        return Pending([], (label,))
+    return None
+
+
 def figures_of(report: EngineReport) -> dict:
     """The keys ``report`` adds for a sharded pass (``PassReport.figures``; none for another)."""
     return report.figures() if isinstance(report, PassReport) else {}
@@ -165,7 +206,7 @@ def compute_one(work: Work, k: int) -> None:
     """Shard ``k`` under its own lock (two runs of one shard: one computes), then its mark."""
     import time
 
-    with work.place.shard_lock(k):
+    with work.place.lock(k):
         if k in work.place.marks():
             return
         start = time.time()
@@ -231,7 +272,7 @@ def done_text(marks: dict[int, dict], count: int, since: float) -> str | None:
 # -- the statistics pass: a payload through the statistics cache ---------------------------------
 
 @dataclass(frozen=True)
-class ShardedPass:
+class PassJob:
     """One pass to shard: its cache key's ``parts``, its ``heads`` and items (``pairs``), the
     ``temperatures``; ``compute(checkpoint)`` runs the engine with a shard's checkpoint; ``label``
     and ``models`` name it in logs and the entry's meta; ``stats_type`` is the payload (the store
@@ -255,7 +296,7 @@ class ShardedPass:
         return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
-def pass_work(cache, job: ShardedPass, count: int) -> Work:
+def pass_work(cache, job: PassJob, count: int) -> Work:
     """``job`` as the runner's ``Work``: its entry in ``cache``, its shards' partials under the key."""
     import time
 
@@ -274,13 +315,21 @@ def pass_work(cache, job: ShardedPass, count: int) -> Work:
                 lambda: merge_pass(cache, job, key, offsets, count, since), since)
 
 
-def run_pass(cache, job: ShardedPass, coordinator: InProcess) -> Outcome:
+def check_cache(coordinator: InProcess | None, cache) -> None:
+    """A split pass needs the statistics cache: its shards meet there (a ConfigError otherwise)."""
+    from cscore.errors import ConfigError
+
+    if coordinator is not None and coordinator.on and cache is None:
+        raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
+
+
+def run_pass(cache, job: PassJob, coordinator: InProcess) -> Outcome:
     """The token statistics of one pass, sharded (``run``): the cache entry if there is one; else
     this process's shards, then the merge once every item is covered."""
     return run(pass_work(cache, job, coordinator.count), coordinator)
 
 
-def compute_shard(cache, job: ShardedPass, key: str, offsets, shard: tuple[int, int]) -> dict:
+def compute_shard(cache, job: PassJob, key: str, offsets, shard: tuple[int, int]) -> dict:
     """Shard ``shard`` = (k, count) of the pass (its lock held), resuming from its partials; its
     mark's figures."""
     from cscore.errors import StorageError
@@ -309,7 +358,7 @@ def compute_shard(cache, job: ShardedPass, key: str, offsets, shard: tuple[int, 
             "batches": report.batches, "flops": report.flops, "items": items, "resumed": checkpoint.n_kept}
 
 
-def merge_pass(cache, job: ShardedPass, key: str, offsets, count: int, since: float | None = None) -> Outcome:
+def merge_pass(cache, job: PassJob, key: str, offsets, count: int, since: float | None = None) -> Outcome:
     """The merge under the key's lock: every shard's partials into the ordinary cache entry (or the
     entry another run stored meanwhile); Pending (the shards missing) while one is not done. The
     entry keeps the whole pass's report; the one returned is this command's (``this_command``)."""
@@ -388,3 +437,174 @@ def merged_report(marks: dict[int, dict], count: int, merge_seconds: float) -> P
                          sum(int(r["batches"]) for r in recs), flops=total,
                          shards=count, shard_seconds=[round(float(r["seconds"]), 4) for r in recs],
                          merge_seconds=round(merge_seconds, 4))
+
+
+# -- rows computed together: one cache entry per row, their units shared (the judge's decodes) ----
+
+@dataclass(frozen=True)
+class RowsJob:
+    """Rows computed together over the same units: ``parts`` {row: its cache key's parts}; the units
+    (item indices never split, in plan order) and their ``costs``; ``compute(names, units, done)``
+    computes those units for those rows, calling ``done(unit, {name: the unit's partial arrays})``
+    as each ends; ``partials`` the rows' checkpoint class (an ``ItemCheckpoint``, merged by its
+    ``assemble()``), ``stats_type`` their payload, ``head`` its one head; ``n_items``, ``tokens``
+    (each item's) and ``label`` for the logs; ``after``: the key of the pass the rows read when this
+    process merged it (shards that ended there before their siblings came left their rows here)."""
+
+    parts: dict
+    units: list
+    costs: list
+    compute: Callable
+    n_items: int
+    tokens: list
+    label: str
+    partials: Callable
+    stats_type: type
+    head: str = "paths"
+    after: str | None = None
+
+    def entry(self, name: str) -> PassJob:
+        """Row ``name`` as a pass ``merge_pass`` merges (one position per item)."""
+        return PassJob(self.parts[name], {self.head: None}, [((), (0,))] * self.n_items, [], self.compute,
+                       f"{self.label} {name}", [], self.stats_type, partials=self.partials)
+
+
+def run_rows(cache, job: RowsJob, coordinator: InProcess, reports: dict | None = None) -> dict | Pending:
+    """{row: (its entry's stats, from the cache, seconds, call id)}, or ``Pending`` (the shards
+    missing): the rows the cache holds read, the others computed by this process's shards and
+    merged once every shard is done; ``reports`` (a dict) receives each merged row's report."""
+    from cscore.scorers.store.cache import stats_key
+
+    keys = {name: stats_key(job.parts[name]) for name in job.parts}
+    out = {}
+    for name, key in keys.items():
+        with cache.lock(key):
+            hit = cache.load(key, job.stats_type)
+        if hit is not None:
+            was = (hit.meta.get("extra") or {}).get("report") or {}
+            out[name] = (hit.stats, True, was.get("seconds", float("nan")), was.get("call") or key)
+    rows = {n: keys[n] for n in job.parts if n not in out}
+    if not rows:
+        return out
+    for k in coordinator.todo():
+        rows_shard(cache, job, rows, (k, coordinator.count))
+    missing = rows_missing(cache, list(rows.values()), coordinator.count)
+    if missing and coordinator.index is not None and coordinator.merge:  # a worker leaves the rest to its parent
+        missing = wait_rows(cache, job, rows, coordinator)
+    if missing or not coordinator.merge:
+        return Pending(missing, ("decode",))
+    call = "shards-" + min(rows.values())[:16]
+    for name, key in rows.items():
+        got = merge_row(cache, job, name, key, coordinator)
+        if isinstance(got, Pending):
+            return got.named("decode")
+        out[name] = (got.stats, False, got.report.seconds, call)
+        if reports is not None:
+            reports[name] = got.report
+    return out
+
+
+def merge_row(cache, job: RowsJob, name: str, key: str, coordinator: InProcess) -> Outcome:
+    """Row ``name``'s merge (``merge_or_redo``): a shard of this process (a supervisor: any) whose
+    partials lack what its mark says is computed again, then merged again."""
+    def redo(again: list[int]) -> None:
+        for k in again:
+            rows_shard(cache, job, {name: key}, (k, coordinator.count))
+
+    entry = job.entry(name)
+    return merge_or_redo(lambda: merge_pass(cache, entry, key, entry.offsets(), coordinator.count), redo,
+                         lambda k: coordinator.supervises or k in coordinator.todo())
+
+
+def wait_rows(cache, job: RowsJob, keys: dict[str, str], coordinator: InProcess) -> list[int]:
+    """The shards still missing after waiting for the others' rows, as the coordinator says (a
+    supervisor: for its workers; else while they run). Then the rows of shards that will not come
+    are computed here: under a supervisor, a worker that ended without them; else those of shards
+    that ended at ``job.after`` before this process merged it."""
+    count = coordinator.count
+    places = [Place.of_cache(cache.root, key, count) for key in [*keys.values(), *([job.after] if job.after else [])]]
+
+    def pending() -> list[int]:
+        return rows_missing(cache, list(keys.values()), count)
+
+    if coordinator.supervises:
+        coordinator.supervise(pending, f"decode {job.label}")
+    else:
+        coordinator.wait_running(pending, lambda ks: any(p.running(ks) for p in places))
+    if coordinator.supervises or job.after:
+        for k in pending():
+            rows_shard(cache, job, keys, (k, count))
+    return pending()
+
+
+def rows_shard(cache, job: RowsJob, keys: dict[str, str], shard: tuple[int, int]) -> None:
+    """Shard ``shard`` = (k, count) of the rows ``keys`` ({name: key}): under each row's shard lock,
+    its units the partials lack computed (together), then a mark per row."""
+    import time
+    from contextlib import ExitStack
+
+    from cscore.scorers.store.checkpoint import Shard
+
+    k, count = shard
+    with ExitStack() as stack:
+        for key in sorted(set(keys.values())):
+            stack.enter_context(Place.of_cache(cache.root, key, count).lock(k))
+        todo = {n: key for n, key in keys.items() if k not in Place.of_cache(cache.root, key, count).marks()}
+        if not todo:
+            return
+        checkpoints = {n: open_rows(cache, job, key, shard) for n, key in todo.items()}
+        mine = Shard(k, count).mine(job.units, job.costs)
+        start = time.time()
+        try:
+            done = compute_rows(job, checkpoints, mine)
+        finally:  # a shard stopped keeps what it completed
+            for ck in checkpoints.values():
+                ck.flush()
+        record = {"start": start, "end": time.time(), "seconds": time.time() - start, "batches": done,
+                  "tokens": sum(job.tokens[i] for u in mine for i in u), "flops": None,
+                  "items": sum(len(u) for u in mine)}
+        for n, key in todo.items():
+            Place.of_cache(cache.root, key, count).mark(k, {**record, "padded_tokens": record["tokens"],
+                                                            "resumed": checkpoints[n].n_kept})
+
+
+def open_rows(cache, job: RowsJob, key: str, shard: tuple[int, int]):
+    from cscore.scorers.store.cache import CACHE_SCHEMA
+    from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, Shard
+
+    every = cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
+    folder = Place.of_cache(cache.root, key, shard[1]).folder
+    ck = job.partials(folder, key, [job.head], np.arange(job.n_items + 1, dtype=np.int64), [], every=every,
+                      schema=CACHE_SCHEMA, shard=shard)
+    if ck.load():
+        log.info("decode (%s): shard %d of %d resumed %d prompts from its partials", job.label, shard[0], shard[1],
+                 ck.n_kept)
+    ck.mark_foreign(Shard(*shard).foreign(job.units, job.costs, ck.n_items))
+    return ck
+
+
+def compute_rows(job: RowsJob, checkpoints: dict, units: list) -> int:
+    """Compute ``units`` for the rows whose partials lack them (units with the same rows to do in
+    one call); each unit's arrays go to its rows' partials. Returns the units computed."""
+    groups: dict[tuple, list] = {}
+    for unit in units:
+        need = tuple(n for n, ck in checkpoints.items() if not ck.done[unit].all())
+        if need:
+            groups.setdefault(need, []).append(unit)
+
+    def done(unit, arrays: dict) -> None:
+        for name, got in arrays.items():
+            checkpoints[name].add(np.asarray(unit, dtype=np.int64), got)
+
+    for need, group in groups.items():
+        job.compute(list(need), group, done)
+    return sum(len(g) for g in groups.values())
+
+
+def rows_missing(cache, keys: list[str], count: int) -> list[int]:
+    """The shards whose mark is missing for some row of ``keys`` that is not stored yet."""
+    missing: set[int] = set()
+    for key in keys:
+        if key not in cache:
+            missing |= set(Place.of_cache(cache.root, key, count).missing())
+    return sorted(missing)
