@@ -104,10 +104,10 @@ def model_files(spec: str, revision: str | None) -> dict | None:
 def what(run: RunConfig, examples: pd.DataFrame, plan: Plan, opts: PassOptions) -> dict | None:
     """What the record of this run's pass is keyed by (``front.front_key`` adds the code and the
     libraries); None where something is known only to torch or transformers (a hub model, a GPU
-    that may be there), without the cache or with a sharded pass."""
+    that may be there), without the cache or with a pass split over processes."""
     from cscore.scorers.store import front
 
-    if not run.cache.enabled or run.runtime.shards > 1:  # a sharded pass (runtime.shards, or runtime.devices)
+    if not run.cache.enabled or run.runtime.split:
         return None
     device = front.device_and_dtype(opts.device, opts.dtype)
     if device is None:
