@@ -139,7 +139,7 @@ def split_rows(pair, prompts, rows: dict, parts: dict, params, cache, split: Spl
         released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar,
                          batches=todo, each=done)
 
-    return decodes(cache, parts, (units, costs), compute, [len(x) for x in prompts], "released", split.coordinator,
+    return decodes(cache, parts, (units, costs, [len(x) for x in prompts]), compute, "released", split.coordinator,
                    split.reports)
 
 

@@ -300,9 +300,8 @@ def split_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Call
         decode(names, [u[0] for u in units], lambda k, seqs: done(units[k], {n: [s] for n, s in zip(names, seqs)}))
 
     reports: dict = {}
-    got = decodes(cache, parts, ([[i] for i in order], [len(prompts[i]) + how.max_new_tokens for i in order]),
-                  compute, [len(p) for p in prompts], "greedy", how.coordinator, reports,
-                  how.judge_key if how.adopt else None)
+    plan = ([[i] for i in order], [len(prompts[i]) + how.max_new_tokens for i in order], [len(p) for p in prompts])
+    got = decodes(cache, parts, plan, compute, "greedy", how.coordinator, reports, how.judge_key if how.adopt else None)
     if isinstance(got, Pending):
         return got
     if timing is not None and reports:

@@ -70,19 +70,19 @@ def path_rows(paths: list[list[int]]) -> dict[str, np.ndarray]:
             "ids": np.asarray([t for p in paths for t in p], dtype=np.int64)}
 
 
-def decodes(cache, parts: dict, units: tuple[list, list], compute: Callable, tokens: list, label: str,
-            coordinator, reports: dict | None = None, after: str | None = None) -> dict | Pending:
+def decodes(cache, parts: dict, plan: tuple[list, list, list], compute: Callable, label: str, coordinator,
+            reports: dict | None = None, after: str | None = None) -> dict | Pending:
     """{row: (paths, from the cache, seconds, call id)} of rows decoded on the runner (``run_rows``),
-    or ``Pending``: ``parts`` {row: its decode key's parts, without kind and format}; ``units``:
-    (the units, prompt indices decoded together in plan order; their costs); ``compute(names,
-    units, done)`` decodes them, ``done(unit, {name: the unit's paths})`` as each ends; ``tokens``
-    each prompt's length; ``after``: the first-step pass's key when this process merged it."""
+    or ``Pending``: ``parts`` {row: its decode key's parts, without kind and format}; ``plan``: (the
+    units, prompt indices decoded together in plan order; their costs; each prompt's length);
+    ``compute(names, units, done)`` decodes them, ``done(unit, {name: the unit's paths})`` as each
+    ends; ``after``: the first-step pass's key when this process merged it."""
     def each(names, todo, done) -> None:
         compute(names, todo, lambda unit, paths: done(unit, {n: path_rows(p) for n, p in paths.items()}))
 
     full = {n: {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **p} for n, p in parts.items()}
-    job = RowsJob(full, units[0], units[1], each, len(tokens), tokens, label, decode_partials, DecodedPaths,
-                  after=after)
+    units, costs, tokens = plan
+    job = RowsJob(full, units, costs, each, len(tokens), tokens, label, decode_partials, DecodedPaths, after=after)
     got = run_rows(cache, job, coordinator, reports)
     if isinstance(got, Pending):
         return got
