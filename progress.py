@@ -153,7 +153,7 @@ class Pass:
 
     def work(self, **counts) -> None:
         self.announced = True
-        if counts.get("items") is not None:  # a shard's or a resumed pass's: the items it runs are the total
+        if counts.get("items") is not None:  # a part's or a resumed pass's: the items it runs are the total
             self.total = int(counts["items"])
             self.owner.resize(self)
         self.owner.emit(work_text(self.name, self.total, counts))
@@ -198,7 +198,7 @@ class Reporter:
                 self.warm_up(p, seconds)
 
     def resize(self, p: Pass) -> None:
-        """The pass's total changed (a shard's own items)."""
+        """The pass's total changed (a part's own items)."""
 
     def warm_up(self, p: Pass, seconds: float) -> None:
         """After its first FIRST seconds or batch: the time the pass will take at its rate, and the

@@ -22,7 +22,7 @@ from cscore.cli.compose import checked
 from cscore.errors import ConfigError, ShardsPending
 from cscore.scorers.methods.params import specs_of
 from cscore.scorers.store.meeting import pending_text
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import Pending
 from cscore.training.params import CdmGenerate, CdmTrain
 
 log = logging.getLogger(__name__)
@@ -116,9 +116,9 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
         return job.folder.path
     if run.runtime.devices is not None:  # one worker per device writes its shard; this process merges
         workers.run_workers(run, list(overrides), job.folder.path, command=("cdm", "generate"))
-    missing = steps.make_sharded(job, run, positives, shards)
-    if missing or not shards.merge:
-        count = shards.count
+    got = steps.make_parts(job, run, positives, shards)
+    if isinstance(got, Pending) or not shards.merge:
+        missing, count = got.missing if isinstance(got, Pending) else [], shards.count
         Pending(missing).stop(count, f"cdm generate ({job.folder.path}): {pending_text(missing, count)}")
     return job.folder.path
 
@@ -171,11 +171,11 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
 
 @dataclass(frozen=True)
 class Stage:
-    """A cdm stage as ``run/workers.py``'s checks see it (they read ``name``, ``shards`` and
+    """A cdm stage as ``run/workers.py``'s checks see it (they read ``name``, ``splits`` and
     ``meets_in_cache``: where the shards meet, the statistics cache or the output directory)."""
 
     name: str
-    shards: bool = True
+    splits: bool = True
     meets_in_cache: bool = True
 
 

@@ -22,7 +22,7 @@ from cscore.cli.exits import fail
 from cscore.cli.names import resolve_pair  # its home is names.py: cscore cdm imports it without torch
 from cscore.cli.sweep_points import sweep_others
 from cscore.errors import CscoreError, ShardsPending
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import Pending
 
 if TYPE_CHECKING:
     from cscore.run.kinds.base import RunState

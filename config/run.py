@@ -149,6 +149,11 @@ class Runtime:
                                "only in lam / t (one tree; the cache keeps them for their jobs); scores are the "
                                "same either way")
 
+    @property
+    def split(self) -> bool:
+        """Whether the passes are split over processes (runtime.shards > 1, or runtime.devices)."""
+        return self.shards > 1
+
 
 @dataclass
 class Stats:

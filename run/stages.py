@@ -21,7 +21,7 @@ from cscore import rundir
 from cscore.config.run import RunConfig
 from cscore.run.kinds.base import Loaded, MethodKind, Plan, Scored
 from cscore.scorers.engine import flops
-from cscore.scorers.store.shard_report import ShardedReport, figures_of
+from cscore.scorers.store.runner import by_others, figures_of, run_figures
 from cscore.version import __version__
 
 if TYPE_CHECKING:
@@ -108,14 +108,14 @@ def speed_figures(scored: Scored) -> dict:
                         "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
                         "fetch_seconds": round(rep.fetch_seconds or 0.0, 4), "useful_flops": rep.flops,
                         "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak)}
-        # a sharded pass: its seconds are the wall time, each shard's listed (none of these keys otherwise)
+        # a pass split over processes: its seconds are the wall time, each part's listed (none otherwise)
         passes[name].update(figures_of(rep))
     own, cached, items = own_seconds(scored), any(r.cached for r in reports.values()), scored_items(scored)
     useful = [r.flops for r in once(reports, "shared")]
     known = [f for f in useful if f is not None]
     total_flops = float(sum(known)) if useful and len(known) == len(useful) else None
     return {"passes": passes, "score_seconds": own,  # this run's own time, also when the cache supplied passes
-            "items_scored": items,  # by this command: not those an interrupted run or earlier shards kept
+            "items_scored": items,  # by this command: not those an interrupted run or an earlier command kept
             "samples_per_second": items / own if own and not cached else None,  # a speed only of computed work
             "useful_flops": total_flops,  # MFU: only of passes on this run's device (a cache entry may be another's)
             "mfu": None if any(r.cached for r in reports.values()) else flops.mfu(total_flops, own, peak),
@@ -124,24 +124,22 @@ def speed_figures(scored: Scored) -> dict:
             "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)
                              for k, v in scored.models.items()},
             "weights": weights(scored), "threads": torch_threads(),
-            **sharded_figures(reports),
+            **run_figures(reports),
             **peak_memory()}
 
 
 def weights(scored: Scored) -> dict[str, str]:
     """How this command had each model's weights (``status()``: loaded, reused, not loaded, not
     used); "loaded by workers" for weights this process did not load while other processes of the
-    command computed shards of a pass (``runtime.devices``: its workers; shards kept from an earlier
-    command are not this command's)."""
-    others = any(isinstance(r, ShardedReport) and not r.cached and r.shards > 1 and len(r.kept_shards or []) < r.shards
-                 for r in scored.stats.reports.values())
+    command computed parts of a pass (``runner.by_others``)."""
+    others = by_others(scored.stats.reports.values())
     status = {k: v.status() for k, v in scored.models.items()}
     return {k: "loaded by workers" if s == "not loaded" and others else s for k, s in status.items()}
 
 
 def scored_items(scored: Scored) -> int:
     """The items this command scored: all but those its passes kept from before it (a checkpoint
-    of an interrupted run, shards an earlier command did; the fewest any computed pass kept)."""
+    of an interrupted run, parts an earlier command did; the fewest any computed pass kept)."""
     kept = [getattr(r, "resumed", 0) or 0 for r in scored.stats.reports.values() if not r.cached]
     return len(scored.table) - min(kept, default=0)
 
@@ -158,18 +156,6 @@ def own_seconds(scored: Scored) -> float | None:
     else:
         total = sum(r.seconds for r in once(reports, "shared"))
     return float(total) if reports and np.isfinite(total) else None
-
-
-def sharded_figures(reports: Mapping[str, EngineReport]) -> dict:
-    """``shards``, per-shard seconds and ``merge_seconds`` of a run whose passes were sharded
-    (none of these keys otherwise: unsharded metrics unchanged)."""
-    sharded: dict[str, ShardedReport] = {name: rep for name, rep in reports.items()
-                                         if isinstance(rep, ShardedReport) and rep.shards > 1}
-    if not sharded:
-        return {}
-    return {"shards": max(rep.shards for rep in sharded.values()),
-            "shard_seconds": {name: rep.shard_seconds for name, rep in sharded.items()},
-            "merge_seconds": round(sum(rep.merge_seconds or 0.0 for rep in sharded.values()), 4)}
 
 
 def once(reports: Mapping[str, EngineReport], label: str) -> list[EngineReport]:

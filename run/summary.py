@@ -12,8 +12,7 @@ from cscore import rundir
 from cscore.config.run import RunConfig
 from cscore.progress import rate_text
 from cscore.run.kinds.base import Loaded, MethodKind, Scored
-from cscore.scorers.store.meeting import missing_text
-from cscore.scorers.store.shard_report import ShardedReport
+from cscore.scorers.store.runner import PassReport
 
 CONSOLE_WIDTH_OFF_TERMINAL = 160  # log files and SLURM output: do not squeeze tables to 80 columns
 
@@ -74,8 +73,8 @@ def pass_lines(scored: Scored) -> list[str]:
         else:
             kept = getattr(rep, "resumed", 0)
             before = f"; {kept} more resumed from a checkpoint"
-            if isinstance(rep, ShardedReport) and rep.kept_shards:
-                before = f"; {kept} more done before this command ({missing_text(rep.kept_shards, rep.shards)}, kept)"
+            if isinstance(rep, PassReport) and rep.kept_text():
+                before = f"; {kept} more done before this command ({rep.kept_text()})"
             resumed = before if kept else ""
             out.append(f"{name}: scored {n - kept} items in {rep.seconds:.1f}s "
                        f"({rep.tokens / max(rep.seconds, 1e-9):,.0f} tokens/s{resumed})")

@@ -88,7 +88,7 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     that is not allowed is a one-line ConfigError naming it, what was given and what may be.
     ``runtime.devices`` is resolved here, once (``workers.resolve_devices``): the run's
     ``PassOptions`` are built from the resolved runtime (and the job's coordinator, beside the
-    config: ``workers.sharded``)."""
+    config: ``run/workers.py``)."""
     from cscore.run import variants
     from cscore.run.tracking import check_config as check_tracking
 
@@ -104,7 +104,7 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     top = {k: c[k] for k in ("resume", "out", "tokenizer", "model") if k in c}
     from cscore.run.workers import resolve_devices
 
-    runtime = settings["runtime"] = resolve_devices(settings["runtime"])  # runtime.devices: shards and device
+    runtime = settings["runtime"] = resolve_devices(settings["runtime"])  # runtime.devices: parts and device
     return RunConfig(**settings, **top, passes=PassOptions.of(runtime),
                      data=typed_data(c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),

@@ -1,5 +1,5 @@
 """Sharded runs from the command line (``runtime.shards`` / ``runtime.shard`` / ``runtime.devices``,
-``scorers/store/shards.py``): the checks made before anything loads, the coordinator of this
+``scorers/store/runner.py``): the checks made before anything loads, the coordinator of this
 process (``coordinator``: the one place the environment is read for sharding), the worker
 processes of ``runtime.devices`` (the parent computes shard 0 on the first device itself, one
 worker per other device computes its shard; the parent, ``LocalDevices``, waits for their marks
@@ -122,7 +122,7 @@ def sharding_problem(rt: Runtime, devices: list[str] | None) -> str | None:
 
 def check_kind(run: RunConfig, kind) -> None:
     """A sharded run (``check_settings`` passed): whether its kind shards and where its shards meet."""
-    if not kind.shards:
+    if not kind.splits:
         raise ConfigError(f"method={run.method.name} ({kind.name} kind) cannot shard its passes; run it with "
                           "runtime.shards=1 (the default)")
     in_cache = getattr(kind, "meets_in_cache", True)  # cscore cdm generate's shards meet in its output directory
@@ -346,7 +346,7 @@ def sharded(run: RunConfig, overrides: list[str], out_dir: Path, state: RunState
         workers.finish()
     except BaseException:
         if workers.failed:  # the run directory keeps the workers' logs the line names
-            state["stage"] = "shards"
+            state["stage"] = "workers"
         workers.stop()
         raise
 

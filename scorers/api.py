@@ -30,8 +30,7 @@ from cscore.scorers.engine.tokenize import EncodedItem, KnownIds, encode
 from cscore.scorers.models.identity import model_identity
 from cscore.scorers.store.cache import StatsCache, ids_digest
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shard_report import ShardedReport
-from cscore.scorers.store.shards import Done, Pending, ShardedPass, pending_of, run_pass
+from cscore.scorers.store.runner import Done, PassJob, PassReport, Pending, check_cache, pending_of, run_pass
 
 if TYPE_CHECKING:
     from cscore.scorers.models.loaded import LoadedModel
@@ -57,12 +56,12 @@ def _keep(stats: dict, reports: dict, label: str, got: dict, report, start: floa
     reports[label] = report
 
 
-def _settle(cache: StatsCache, sharded: InProcess, waiting: dict, stats: dict, reports: dict) -> Pending | None:
-    """The passes that waited for other shards, each merged meanwhile or mergeable now (the last
-    shard job to end has every pass) into ``stats`` and ``reports``; the rest as one ``Pending``."""
+def _settle(cache: StatsCache, coordinator: InProcess, waiting: dict, stats: dict, reports: dict) -> Pending | None:
+    """The passes that waited for other processes' parts, each merged meanwhile or mergeable now (the
+    last job to end has every pass) into ``stats`` and ``reports``; the rest as one ``Pending``."""
     pending = []
     for label, (job, start, own_role) in waiting.items():
-        got = run_pass(cache, job, sharded)
+        got = run_pass(cache, job, coordinator)
         if isinstance(got, Done):
             _keep(stats, reports, label, got.stats, got.report, start, own_role)
         else:
@@ -143,15 +142,15 @@ class ScoringInput:
 class PassRequest:
     """How a pair's passes run (``ModelPair.run``): the ``temperatures`` kept, the ``models`` (roles;
     None: both), the ``options`` (a run's ``PassOptions``), the statistics ``cache`` (None: computed,
-    not stored), the coordinator of a sharded pass (``shards``, ``store.coordinator``: it needs the
-    cache, where the shards meet) and ``progress(model_name, n_items)``, which may return a
+    not stored), the job's ``coordinator`` (``store.coordinator``: a pass split over processes needs
+    the cache, where its parts meet) and ``progress(model_name, n_items)``, which may return a
     per-batch callback."""
 
     temperatures: Sequence[float] = DEFAULT_TEMPERATURES
     models: Sequence[str] | None = None
     options: PassOptions = field(default_factory=PassOptions)
     cache: StatsCache | None = None
-    shards: InProcess | None = None
+    coordinator: InProcess | None = None
     progress: Callable[[str, int], Callable[[int], None] | None] | None = None
 
 
@@ -393,11 +392,11 @@ class ModelPair:
         here (``encode``: ``source_spans``, ``max_length``). How the passes go is one ``PassRequest``:
         ``request``, with ``temperatures`` and ``models`` over it when given. ``overrides``: the Python
         API's one keyword shim, fields of ``PassRequest`` (``cache``, ``progress``, ``options``,
-        ``shards``) or of ``PassOptions`` (``token_budget``, ``padding_side``, ``prefix_sharing``,
+        ``coordinator``) or of ``PassOptions`` (``token_budget``, ``padding_side``, ``prefix_sharing``,
         ``max_length``, ...) as keywords. With ``cache`` (a StatsCache), each pass is read from /
-        stored in the statistics cache and checkpointed as it runs (a killed pass resumes). With
-        ``shards`` (a coordinator), raises ShardsPending when a pass waits for shards this process
-        does not run: this call is the library's command boundary."""
+        stored in the statistics cache and checkpointed as it runs (a killed pass resumes). With a
+        ``coordinator``, ends with ``Pending.stop`` when a pass waits for parts this process does not
+        run: this call is the library's command boundary."""
         req = request_of(request, temperatures, models, overrides)
         if inputs is None:
             if prompts is None or hypotheses is None:
@@ -405,14 +404,14 @@ class ModelPair:
             inputs = self.encode(prompts, hypotheses, max_length=req.options.max_length, source_spans=source_spans)
         got = self.run(inputs, req)
         if isinstance(got, Pending):
-            assert req.shards is not None  # only a sharded pass waits
-            got.stop(req.shards.count)
+            assert req.coordinator is not None  # only a split pass waits
+            got.stop(req.coordinator.count)
         return got
 
     def run(self, inputs: ScoringInput, request: PassRequest) -> PairStatistics | Pending:
         """Run each model once on ``inputs`` as ``request`` says: the statistics, or ``Pending`` when a
-        sharded pass (``request.shards``, through the cache: ``shards.run_pass``) waits for shards
-        this process does not run. Causal LMs with ``prefix_sharing`` run each distinct prompt once
+        pass split over processes (``request.coordinator``, through the cache: ``runner.run_pass``)
+        waits for parts this process does not run. Causal LMs with ``prefix_sharing`` run each distinct prompt once
         (the same statistics, see ``engine.compute``). The passes run on the CPU threads of
         ``options.threads`` (default auto: ``engine.threads``, the rule of ``cscore run``, so the API
         has the CLI's speed and its scores bit for bit); torch's previous count is restored after."""
@@ -423,12 +422,12 @@ class ModelPair:
         from cscore.scorers.engine import engine
 
         opts, cache, progress, temperatures = request.options, request.cache, request.progress, request.temperatures
-        shards, models = request.shards, request.models
-        sharded = shards if shards is not None and shards.on else None
-        self.check_pass_inputs(inputs, models, cache, shards)
-        stats: dict[str, TokenStats | None] = {}  # None: a sharded pass still pending, in its place
+        coordinator, models = request.coordinator, request.models
+        split = coordinator if coordinator is not None and coordinator.on else None
+        self.check_pass_inputs(inputs, models, cache, coordinator)
+        stats: dict[str, TokenStats | None] = {}  # None: a split pass still pending, in its place
         reports: dict[str, EngineReport | None] = {}
-        waiting: dict[str, tuple[ShardedPass, float, str | None]] = {}
+        waiting: dict[str, tuple[PassJob, float, str | None]] = {}
         for run_model, heads in self.passes(models, opts.distribution, opts.exits):
             label, role, start = "+".join(heads), next(iter(heads)), time.perf_counter()
             pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
@@ -444,14 +443,14 @@ class ModelPair:
 
             if cache is None:
                 got, report = compute()
-            elif sharded is not None:
-                job = ShardedPass(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
+            elif split is not None:
+                job = PassJob(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
                                   list(temperatures), compute, label, model_names(run_model, run_heads),
                                   TokenStats, since=time.time())
-                outcome = run_pass(cache, job, sharded)
+                outcome = run_pass(cache, job, split)
                 if isinstance(outcome, Done):
                     got, report = outcome.stats, outcome.report
-                else:  # another shard's batches missing: tried again after this process's other passes
+                else:  # another process's batches missing: tried again after this process's other passes
                     reports[label], waiting[label] = None, (job, start, role if own else None)
                     stats.update(dict.fromkeys([role] if own else run_heads))  # its places, in pass order
                     continue
@@ -460,8 +459,8 @@ class ModelPair:
                                            [len(h) for _, h in pairs])
             _keep(stats, reports, label, got, report, start, role if own else None)
         if waiting:
-            assert cache is not None and sharded is not None  # a pass waits only when sharded through the cache
-            pending = _settle(cache, sharded, waiting, stats, reports)
+            assert cache is not None and split is not None  # a pass waits only when split through the cache
+            pending = _settle(cache, split, waiting, stats, reports)
             if pending is not None:
                 return pending
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
@@ -479,11 +478,10 @@ class ModelPair:
             out.append(("+".join(heads), self._parts(run_model, run_heads, ids_digest(pairs), temperatures, opts)))
         return out
 
-    def check_pass_inputs(self, inputs: ScoringInput, models, cache, shards) -> None:
+    def check_pass_inputs(self, inputs: ScoringInput, models, cache, coordinator) -> None:
         if self.aligned and inputs.amateur_items is None and "amateur" in (models or ["amateur"]):
             raise ConfigError("a cross-family pair needs inputs encoded by its own encode() (each model's tokens)")
-        if shards is not None and shards.on and cache is None:
-            raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
+        check_cache(coordinator, cache)
 
     @staticmethod
     def _cached(cache, run_model, heads, ids, temperatures, opts: PassOptions, compute, lengths=()):
@@ -503,11 +501,11 @@ class ModelPair:
                 done["checkpoint"].discard()
 
         got, meta = cache.get_or_compute(parts, compute_entry, TokenStats, on_saved=discard)
-        return got, (ShardedReport.of_entry(meta) if meta is not None else done["report"])
+        return got, (PassReport.of_entry(meta) if meta is not None else done["report"])
 
     @staticmethod
     def _parts(run_model, heads, ids, temperatures, opts: PassOptions) -> dict:
-        """The cache key's parts of one pass (a sharded pass has the same key)."""
+        """The cache key's parts of one pass (a split pass has the same key)."""
         from cscore.scorers.engine import engine, seq2seq
 
         heads = {h: k.key if isinstance(k, engine.Partner) else k for h, k in heads.items()}  # a joint pass's partner

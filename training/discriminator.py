@@ -19,7 +19,7 @@ from cscore.config.run import RunConfig
 from cscore.errors import ConfigError
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import Pending
 from cscore.training import held_out
 from cscore.training.artifacts import ArtifactDir, digest, now, out_dir, split_groups, versions
 from cscore.training.negatives import NEGATIVES, PROVENANCE, pair_record, read_records
@@ -111,30 +111,30 @@ def open_job(run: RunConfig, t: dict, config: dict) -> TrainJob:
 
 
 def momentum_sequences(pair, prompts: list[str], texts: list[str], t: float, clamp, options: PassOptions, cache,
-                       shards: InProcess | None = None):
+                       coordinator: InProcess | None = None):
     """Per item the contrastive momentum m_t = log p_e − log p_a of its text given its prompt (and the
-    statistics), or ``Pending`` while a shard of the sharded pass (``shards``: the job's coordinator)
+    statistics), or ``Pending`` while a part of the split pass (``coordinator``: the job's)
     is missing. ``options``: the run's pass options (their ``max_length`` cuts the prompts)."""
     from cscore.scorers.api import PassRequest
     from cscore.scorers.methods import cdm
     from cscore.scorers.methods.common import per_item
 
     inputs = pair.encode(prompts, texts, max_length=options.max_length)
-    stats = pair.run(inputs, PassRequest([t], ["expert", "amateur"], options, cache, shards))
+    stats = pair.run(inputs, PassRequest([t], ["expert", "amateur"], options, cache, coordinator))
     if isinstance(stats, Pending):
         return stats
     m = cdm.momentum(stats.stats, t, clamp)
     return per_item(m, next(iter(stats.stats.values())).offsets), stats
 
 
-def train_pooler(run: RunConfig, job: TrainJob, pair, cache, shards: InProcess | None = None):
+def train_pooler(run: RunConfig, job: TrainJob, pair, cache, coordinator: InProcess | None = None):
     """(the discriminator's record, its log-odds per item), or ``Pending`` (``momentum_sequences``)."""
     from cscore.scorers.cdm import pooler as cdm_pooler
 
     t, items = job.t, job.items
     # the prompts were cut to fit runtime.max_length when the negatives were made: no second cut
     got = momentum_sequences(pair, [i["prompt"] for i in items], [i["text"] for i in items], t["t"], t["clamp"],
-                             replace(run.passes, max_length=1 << 30), cache, shards)
+                             replace(run.passes, max_length=1 << 30), cache, coordinator)
     if isinstance(got, Pending):
         return got
     seqs, _ = got
@@ -158,17 +158,17 @@ def pooler_from_dict(d: dict):
                              d.get("n_train", 0), d.get("n_positive"))
 
 
-def train(run: RunConfig, job: TrainJob, pair=None, cache=None, shards: InProcess | None = None) -> dict | Pending:
-    """Train (``pair``, ``cache``: the loaded pair and statistics cache a pooler reads; ``shards``: the
+def train(run: RunConfig, job: TrainJob, pair=None, cache=None, coordinator: InProcess | None = None) -> dict | Pending:
+    """Train (``pair``, ``cache``: the loaded pair and statistics cache a pooler reads; ``coordinator``: the
     job's coordinator of its momentum pass), then write cscore_discriminator.json last; returns it
-    (``Pending``: a shard of the pooler's momentum pass is missing; no discriminator is written)."""
+    (``Pending``: a part of the pooler's momentum pass is missing; no discriminator is written)."""
     from cscore.training.classifier import train_classifier
 
     (held, labels), t, out = job.split(), job.t, job.folder.path
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     if job.kind == "pooler":
-        got = train_pooler(run, job, pair, cache, shards)
+        got = train_pooler(run, job, pair, cache, coordinator)
         if isinstance(got, Pending):
             return got
         record, log_odds = got

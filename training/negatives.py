@@ -186,7 +186,7 @@ def record_lines(row, item, made: list[dict], g: dict) -> str:
 
 def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs, path=None) -> dict:
     """Make and append the negatives of ``rows`` (``inputs``: their encoded prompts) to ``path``
-    (default negatives.jsonl; a shard's own file, ``negative_shards``); returns the models record.
+    (default negatives.jsonl; a part's own file, ``run/negatives.py``); returns the models record.
     provenance.json says ``complete: false`` meanwhile."""
     from cscore.scorers.cdm import generate as cg
     from cscore.scorers.models.identity import model_identity

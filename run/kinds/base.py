@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from cscore.run.variants import Variant
     from cscore.scorers.engine.report import EngineReport
     from cscore.scorers.store.coordinator import InProcess
-    from cscore.scorers.store.shards import Pending
+    from cscore.scorers.store.runner import Pending
 
-Stage = Literal["validate", "shards", "load", "models", "score", "write"]
+Stage = Literal["validate", "workers", "load", "models", "score", "write"]
 
 
 class RunState(TypedDict, total=False):
@@ -120,7 +120,7 @@ class MethodKind(ABC):
 
     name: ClassVar[str] = ""
     sections: ClassVar[tuple[str, ...]] = ()  # the top-level metrics.json keys its score step writes
-    shards: ClassVar[bool] = True  # its passes can be sharded (runtime.shards: the token statistics pass)
+    splits: ClassVar[bool] = True  # its passes can be split over processes (the token statistics pass)
     judge_prompt: ClassVar[bool] = False  # its methods read the judge_prompt group (no other kind may name one)
     scoring_prompt: ClassVar[bool] = True  # it builds the prompt group's scoring prompt (runtime.max_length is
     # measured against it before a model loads: run/pair_check.py); a judge builds its own
@@ -137,9 +137,9 @@ class MethodKind(ABC):
 
     @abstractmethod
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-              state: RunState, shards: InProcess) -> Scored | Pending:
-        """The scored table, or ``Pending``: a sharded pass waits for shards this process does not run
-        (this process did its part; the command ends with one line, ``cli/run.py``). ``shards``: the
+              state: RunState, coordinator: InProcess) -> Scored | Pending:
+        """The scored table, or ``Pending``: a pass waits for parts this process does not run (this
+        process did its own; the command ends with one line, ``cli/run.py``). ``coordinator``: the
         job's coordinator (``run/workers.py``: who computes, waits and merges), beside the config."""
 
     def rows(self, run: RunConfig) -> list[Variant]:

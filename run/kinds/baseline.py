@@ -114,7 +114,7 @@ def score_all(picked: dict, table: pd.DataFrame, texts, runtime: BaselineRun):
 @REGISTRY
 class Baseline(MethodKind):
     """Baselines read no model pair and no scoring prompt: both are "none" in the signature."""
-    shards = False  # its passes are not sharded (yet): runtime.shards>1 is refused up front
+    splits = False  # its passes are not split over processes (yet): refused up front
 
     name = "baseline"
     sections = ("baselines",)
@@ -128,7 +128,7 @@ class Baseline(MethodKind):
         return Plan(variants, [], [])
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress, state: RunState,
-              shards: InProcess) -> Scored:
+              coordinator: InProcess) -> Scored:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs

@@ -17,7 +17,7 @@ from cscore.progress import Progress
 from cscore.run.kinds.base import REGISTRY, Loaded, Plan, RunState, Scored
 from cscore.run.kinds.token_pass import TokenKind
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import Pending
 from cscore.training import held_out
 from cscore.training.classifier import classifier_log_odds, load_classifier
 from cscore.training.discriminator import pooler_from_dict
@@ -52,7 +52,7 @@ class Discriminator(TokenKind):
         return plan
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-              state: RunState, shards: InProcess) -> Scored | Pending:
+              state: RunState, coordinator: InProcess) -> Scored | Pending:
         """The comparison rows as for any method (``TokenKind.score``), then score.cdm_gen from the discriminator."""
         from cscore.scorers.methods import cdm, cdm_gen
         from cscore.scorers.methods.common import per_item
@@ -62,7 +62,7 @@ class Discriminator(TokenKind):
         path = p.discriminator
         meta = cdm_gen.read_meta(path)
         loaded, excluded = held_out_rows(main.name, meta, loaded)
-        got = self.token_pass(run, loaded, plan, progress, state, shards)
+        got = self.token_pass(run, loaded, plan, progress, state, coordinator)
         if isinstance(got, Pending):
             return got
         scored, pair_stats = got

@@ -21,14 +21,11 @@ from cscore.run.kinds.judging import (
     grid_points,
     invalid_counts,
     parse_changes,
-    shard_figures,
-    stop_shard,
 )
 from cscore.run.kinds.pair import stats_cache
 from cscore.run.kinds.prompts import fit_judge_prompt, judge_prompt
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shard_report import ShardedReport
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import PassReport, Pending, stop_early
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +44,10 @@ def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
     return kept, contexts, truncated
 
 
-def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, shards: InProcess, progress=None):
+def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, coordinator: InProcess, progress=None):
     """(statistics, report, cache key) of the judge pass through the statistics cache (one entry per
-    pair, prompts and range), or ``Pending`` (a sharded pass, ``shards`` the job's coordinator, a
-    shard missing). ``ranged``: as ``judge_passes``' ``scale``. A range with multi-token values
+    pair, prompts and range), or ``Pending`` (a split pass, ``coordinator`` the job's, a part
+    missing). ``ranged``: as ``judge_passes``' ``scale``. A range with multi-token values
     keeps the expected score's chain (``judge_stats``): its key says so."""
     from cscore.scorers.judge import judge
     from cscore.scorers.judge.parse import digit_tokens
@@ -87,10 +84,10 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, shards: InPr
              **opts.key_parts(shared=opts.prefix_sharing)}
     if digits is not None:  # one-token ranges: keys unchanged
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
-    if shards.on:
-        from cscore.scorers.judge.sharded import first_step
+    if coordinator.on:
+        from cscore.scorers.judge.judge import first_step
 
-        got = first_step(cache, parts, scale, compute, (main, asst), shards)
+        got = first_step(cache, parts, scale, compute, (main, asst), coordinator)
         if isinstance(got, Pending):
             return got.named("judge")
         got.report.fetch_seconds = time.perf_counter() - start
@@ -103,20 +100,20 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, shards: InPr
                                   "report": done["report"].record()}
 
     got, meta = cache.get_or_compute(parts, compute_entry, JudgeStats)
-    report = ShardedReport.of_entry(meta) if meta is not None else done["report"]
+    report = PassReport.of_entry(meta) if meta is not None else done["report"]
     report.fetch_seconds = time.perf_counter() - start
     return got["judge"], report, stats_key(parts)
 
 
 def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
-                  shards: InProcess) -> tuple[dict, list, dict] | Pending:
+                  coordinator: InProcess) -> tuple[dict, list, dict] | Pending:
     """({row: its decoded text per prompt}, the sweep's other (λ, t) points whose paths were decoded
     too, {"decode": its report}) under method.decode=greedy (paths cached next to the statistics,
-    as the cache's ``judge_decode`` entries); ({}, [], {}) for first_token; ``Pending`` while a shard of a sharded
-    decode (``shards``: the job's coordinator) is missing. ``judged``: the judge pass as
+    as the cache's ``judge_decode`` entries); ({}, [], {}) for first_token; ``Pending`` while a part of a split
+    decode (``coordinator``: the job's) is missing. ``judged``: the judge pass as
     ``judge_statistics`` gives it (statistics, report, key); a report not read from the cache says
-    this process merged the sharded first-step pass (the decodes of shards that ended before it are
-    its own, ``judge.sharded``)."""
+    this process merged the split first-step pass (the decodes of parts that ended before it are
+    its own, ``partials.decodes``)."""
     p: Any = run.method  # cd_judge's Params
     if p.decode != "greedy":
         return {}, [], {}
@@ -132,7 +129,7 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
     timing: dict = {}
     start = time.perf_counter()
     how = Paths(p.alpha, p.max_new_tokens, judge_key=key, stop=None if p.full_output else p.parse,
-                shards=shards, adopt=not report.cached, extra_rules=extra)
+                coordinator=coordinator, adopt=not report.cached, extra_rules=extra)
     paths = greedy_paths(pair, stats, prompts, list(rules.values()), how, cache=stats_cache(run) if key else None,
                          progress=factory("decode", len(prompts)) if factory else None, timing=timing)
     if isinstance(paths, Pending):
@@ -141,9 +138,9 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
     tok = pair.tokenizer
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
     tokens = sum(len(p) for p in prompts) + sum(len(x) for rule in set(rules.values()) for x in paths[rule])
-    decode = ShardedReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
+    decode = PassReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
                            fetch_seconds=time.perf_counter() - start, shared=timing["call"])
-    shard_figures(decode, timing.get("sharded"))
+    decode.adopt(timing.get("merged"))
     return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": decode}
 
 
@@ -180,27 +177,27 @@ def expected_missing(stats, plan, c: float) -> dict[str, str]:
 
 
 def judge_passes(run: RunConfig, pair, plan, progress: Progress, contexts, scale: tuple,
-                 shards: InProcess) -> tuple | Pending:
+                 coordinator: InProcess) -> tuple | Pending:
     """The judge pass, then its rows' greedy decode (``decoded_texts``): (statistics, the pass's
     report, the decoded texts, the grid points decoded too, the decode's report), or ``Pending`` (a
-    shard missing, or this shard's job writes no run directory: ``stop_shard``). ``scale``: the
+    part missing, or this job writes no run directory: ``runner.stop_early``). ``scale``: the
     range's values, their token ids, the continuation prefixes and the number of items;
-    ``shards``: the job's coordinator."""
+    ``coordinator``: the job's."""
     from cscore.scorers.engine.passes import per_item
 
     prefixes, n_items = scale[2], scale[3]
     with progress.live() as factory:
-        got = judge_statistics(run, pair, contexts, scale, shards, progress=per_item(factory, 1 + len(prefixes))(
+        got = judge_statistics(run, pair, contexts, scale, coordinator, progress=per_item(factory, 1 + len(prefixes))(
             "judge", len(contexts)) if factory else None)
         if isinstance(got, Pending):
             return got
         stats, report, key = got
         firsts = [contexts[i * (1 + len(prefixes))] for i in range(n_items)]
-        texts = decoded_texts(run, pair, got, firsts, plan, factory, shards)
+        texts = decoded_texts(run, pair, got, firsts, plan, factory, coordinator)
     if isinstance(texts, Pending):
         return texts
     decoded, also, decode_report = texts
-    stop = stop_shard(shards, [report, *decode_report.values()])
+    stop = stop_early(coordinator, [report, *decode_report.values()])
     return stop if stop is not None else (stats, report, decoded, also, decode_report)
 
 
@@ -221,14 +218,14 @@ class Judge(JudgeKind):
                     targets=[f"{rundir.HUMAN}{aspect}"])
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-              state: RunState, shards: InProcess) -> Scored | Pending:
+              state: RunState, coordinator: InProcess) -> Scored | Pending:
         from cscore.data import judge_prompts
         from cscore.scorers.judge.parse import continuation_prefixes, score_tokens
 
         if run.method.decode == "values":  # type: ignore[attr-defined]  # the contrast over the range's values
             from cscore.run.kinds.judge_values import score_values
 
-            return score_values(run, self.setup(run, loaded, plan), plan, progress, state, shards)
+            return score_values(run, self.setup(run, loaded, plan), plan, progress, state, coordinator)
         p, examples, pair, jp = self.setup(run, loaded, plan)
         lo, hi = p.score_range
         tok = pair.tokenizer
@@ -244,7 +241,8 @@ class Judge(JudgeKind):
             log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d", n_truncated,
                         len(examples), run.passes.max_length)
         state["stage"] = "score"
-        got = judge_passes(run, pair, plan, progress, contexts, (values, value_ids, prefixes, len(examples)), shards)
+        got = judge_passes(run, pair, plan, progress, contexts, (values, value_ids, prefixes, len(examples)),
+                           coordinator)
         if isinstance(got, Pending):
             return got
         stats, report, decoded, also, decode_report = got

@@ -23,14 +23,11 @@ from cscore.run.kinds.judging import (
     grid_points,
     invalid_counts,
     parse_changes,
-    shard_figures,
-    stop_shard,
 )
 from cscore.run.kinds.pair import stats_cache
 from cscore.scorers.engine.report import EngineReport
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shard_report import ShardedReport
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import PassReport, Pending, stop_early
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +40,7 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
     ``batch_size`` prompts at a time in order of length. The rows on the main model decode together
     as one tree (``cscore.scorers.judge.released.decode_tree``: one prefill, the steps their paths share once);
     the assistant alone decodes on its own. ``batches``: those batches of the plan (``plan_batches``)
-    alone (a shard's); ``each(batch, {name: ids per prompt of the batch})`` as each batch ends."""
+    alone (a part's); ``each(batch, {name: ids per prompt of the batch})`` as each batch ends."""
     from cscore.scorers.engine.passes import announce, decode_ticks  # torch: when a run decodes
     from cscore.scorers.judge import released as jr
 
@@ -116,20 +113,20 @@ def plan_batches(prompts, batch_size: int) -> list[list[int]]:
 
 
 @dataclass(frozen=True)
-class ShardedDecode:
-    """A sharded decode's settings: ``shards`` (the job's coordinator) and ``reports`` (a dict that gets
-    each merged row's report, ``sharded_decodes``)."""
+class SplitDecode:
+    """A split decode's settings: ``coordinator`` (the job's) and ``reports`` (a dict that gets each
+    merged row's report, ``partials.decodes``)."""
 
-    shards: InProcess
+    coordinator: InProcess
     reports: dict
 
 
-def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, sharded: ShardedDecode,
+def split_rows(pair, prompts, rows: dict, parts: dict, params, cache, split: SplitDecode,
                  factory) -> dict | Pending:
-    """The released rows ``rows`` ({name: rule}) decoded by shards (``judge.sharded``): each batch of
-    the plan one unit, dealt by its padded cost; ``parts``: each row's decode key parts.
-    ``Pending`` while a shard is missing."""
-    from cscore.scorers.judge.sharded import DecodeJob, sharded_decodes
+    """The released rows ``rows`` ({name: rule}) decoded in parts (``partials.decodes``): each batch
+    of the plan one unit, dealt by its padded cost; ``parts``: each row's decode key parts.
+    ``Pending`` while a part is missing."""
+    from cscore.scorers.judge.partials import decodes
 
     def cost(u: list[int]) -> int:  # the unit's padded tokens: its prompts and the steps it may take
         return len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens)
@@ -142,8 +139,8 @@ def sharded_rows(pair, prompts, rows: dict, parts: dict, params, cache, sharded:
         released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar,
                          batches=todo, each=done)
 
-    job = DecodeJob(parts, units, costs, compute, len(prompts), [len(x) for x in prompts], "released")
-    return sharded_decodes(cache, job, sharded.shards, sharded.reports)
+    return decodes(cache, parts, (units, costs, [len(x) for x in prompts]), compute, "released", split.coordinator,
+                   split.reports)
 
 
 def _alone(jr, model, batch, params, common, n_tok) -> list[list[int]]:
@@ -200,8 +197,8 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
     cache (``cscore.scorers.judge.decode.released_parts`` keys); the rows it lacks decode in one call
     (``released_outputs``: the main model's rows as one tree). ``grid``: other (λ, t) points of
     the run's sweep; when the contrast row is not cached, those the cache lacks join its tree and
-    are stored for their own jobs. Rows decoded together report their common seconds. A sharded
-    decode (runtime.shards) is ``decode_sharded``."""
+    are stored for their own jobs. Rows decoded together report their common seconds. A decode
+    split over processes is ``decode_split``."""
     from cscore.scorers.judge.decode import released_parts, through_cache_many
 
     who, rows, parts = _row_plan(pair, prompts, plan, params, base)
@@ -225,26 +222,26 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
     return {n: decoded[n] for n in who}, time.perf_counter() - start, also
 
 
-def decode_sharded(pair, prompts, plan, params, cache, base, factory,
-                   sharded: ShardedDecode) -> tuple[dict, float, list] | Pending:
-    """``decode_rows`` with the rows decoded by shards (``sharded_rows``); no grid points join."""
+def decode_split(pair, prompts, plan, params, cache, base, factory,
+                   split: SplitDecode) -> tuple[dict, float, list] | Pending:
+    """``decode_rows`` with the rows decoded in parts (``split_rows``); no grid points join."""
     who, rows, parts = _row_plan(pair, prompts, plan, params, base)
     start = time.perf_counter()
-    decoded = sharded_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, sharded, factory)
+    decoded = split_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, split, factory)
     if isinstance(decoded, Pending):
         return decoded
     return decoded, time.perf_counter() - start, []
 
 
 def decode_run(run, pair, prompts, plan, cache, base, factory,
-               shards: InProcess) -> tuple[dict, float, list, dict] | Pending:
-    """``decode_rows`` with the sweep's grid points, or ``decode_sharded`` (runtime.shards, through
-    the cache, ``shards`` the job's coordinator; ``Pending`` while a shard is missing); and the
-    shards' figures of a sharded decode (by row). The method's Params: ``run.method``."""
+               coordinator: InProcess) -> tuple[dict, float, list, dict] | Pending:
+    """``decode_rows`` with the sweep's grid points, or ``decode_split`` (through the cache,
+    ``coordinator`` the job's; ``Pending`` while a part is missing); and the merge reports of a
+    split decode (by row). The method's Params: ``run.method``."""
     params = run.method  # cd_judge_released's Params
     merged: dict = {}
-    if cache is not None and shards.on:
-        got = decode_sharded(pair, prompts, plan, params, cache, base, factory, ShardedDecode(shards, merged))
+    if cache is not None and coordinator.on:
+        got = decode_split(pair, prompts, plan, params, cache, base, factory, SplitDecode(coordinator, merged))
         return got if isinstance(got, Pending) else (*got, merged)
     grid = grid_points(run) if cache is not None else []
     return (*decode_rows(pair, prompts, plan, params, cache, base, factory, grid), merged)
@@ -293,7 +290,7 @@ class JudgeReleased(JudgeKind):
         return Plan(variants, ["expert", "amateur"], [], targets=[f"{rundir.HUMAN}{aspect}"])
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-              state: RunState, shards: InProcess) -> Scored | Pending:
+              state: RunState, coordinator: InProcess) -> Scored | Pending:
         from cscore.data import judge_prompts
         from cscore.scorers.judge.parse import PARSERS
         from cscore.scorers.judge.released import released_text
@@ -312,7 +309,7 @@ class JudgeReleased(JudgeKind):
         invalid, changes = {}, {}
         reports: dict[str, EngineReport] = {}
         with progress.live() as factory:
-            got = decode_run(run, pair, prompts, plan, cache, base, factory, shards)
+            got = decode_run(run, pair, prompts, plan, cache, base, factory, coordinator)
         if isinstance(got, Pending):
             return got
         decoded, spent, also, merged = got
@@ -333,10 +330,10 @@ class JudgeReleased(JudgeKind):
             tokens = sum(len(x) for x in prompts) + sum(len(x) for x in ids)
             # seconds: of the decode that made the row (this run's, or the run's that stored it);
             # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
-            rep = ShardedReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
+            rep = PassReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
                                 cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
-            reports[f"decode {v.name}"] = shard_figures(rep, merged.get(v.name))
-        stop = stop_shard(shards, list(reports.values()))
+            reports[f"decode {v.name}"] = rep.adopt(merged.get(v.name))
+        stop = stop_early(coordinator, list(reports.values()))
         if stop is not None:
             return stop
         judge_info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,

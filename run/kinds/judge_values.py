@@ -14,7 +14,7 @@ from cscore.run.kinds.base import RunState, Scored
 from cscore.run.kinds.pair import stats_cache
 from cscore.run.kinds.prompts import fit_judge_prompt
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import Pending
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +67,10 @@ def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int])
     return inputs, {role: (got[1], got[2]) for role, got in built.items()}
 
 
-def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState, shards: InProcess) -> Scored | Pending:
+def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState,
+                 coordinator: InProcess) -> Scored | Pending:
     """``setup``: what ``JudgeKind.setup`` gave (the method's Params, examples, pair, judge prompt);
-    ``Pending`` while a shard of the sharded pass (``shards``: the job's coordinator) is missing."""
+    ``Pending`` while a part of the split pass (``coordinator``: the job's) is missing."""
     from cscore.scorers.api import PassRequest
     from cscore.scorers.engine.passes import per_item
     from cscore.scorers.judge import values as judge_values
@@ -85,7 +86,7 @@ def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState, 
     state["stage"] = "score"
     with progress.live() as factory:
         stats = pair.run(inputs, PassRequest(judge_values.temperatures(p.t), plan.models, run.passes, stats_cache(run),
-                                             shards, per_item(factory, len(values))))
+                                             coordinator, per_item(factory, len(values))))
     if isinstance(stats, Pending):
         return stats
     n = len(values)

@@ -16,8 +16,6 @@ from cscore.run.kinds.aspects import check_aspect
 from cscore.run.kinds.base import Loaded, MethodKind, Plan
 from cscore.run.kinds.pair import load_pair, model_line
 from cscore.run.kinds.prompts import judge_prompt
-from cscore.scorers.store.shard_report import ShardedReport
-from cscore.scorers.store.shards import Pending
 
 log = logging.getLogger(__name__)
 
@@ -92,26 +90,6 @@ class JudgeKind(MethodKind):
                 out.append(("dim", f"{name}: method.parse={change['rule']} would read {change['outputs']} of {n} "
                                    "outputs otherwise (score or status)"))
         return out
-
-
-def stop_shard(shards, reports) -> Pending | None:
-    """``Pending`` for a shard's job that writes no run directory: a worker of runtime.devices (its
-    parent merges and writes), or a shard K > 0 of a job array whose passes were all stored before
-    it started (shard 0's job writes the run directory); None for any other."""
-    if not shards.on:
-        return None
-    if not shards.merge or (shards.index not in (None, 0) and all(r.cached for r in reports)):
-        return Pending([], ("judge",))
-    return None
-
-
-def shard_figures(report: ShardedReport, merged: ShardedReport | None) -> ShardedReport:
-    """``report`` (a decode's) with the shards' seconds and the merge's of ``merged`` (the report of
-    a sharded decode's merge, or None: unchanged), for metrics.json's speed."""
-    if merged is not None:
-        report.shards, report.shard_seconds, report.merge_seconds = (merged.shards, merged.shard_seconds,
-                                                                     merged.merge_seconds)
-    return report
 
 
 def grid_points(run: RunConfig) -> list[tuple[float, float]]:

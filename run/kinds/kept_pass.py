@@ -104,10 +104,10 @@ def model_files(spec: str, revision: str | None) -> dict | None:
 def what(run: RunConfig, examples: pd.DataFrame, plan: Plan, opts: PassOptions) -> dict | None:
     """What the record of this run's pass is keyed by (``front.front_key`` adds the code and the
     libraries); None where something is known only to torch or transformers (a hub model, a GPU
-    that may be there), without the cache or with a sharded pass."""
+    that may be there), without the cache or with a pass split over processes."""
     from cscore.scorers.store import front
 
-    if not run.cache.enabled or run.runtime.shards > 1:  # a sharded pass (runtime.shards, or runtime.devices)
+    if not run.cache.enabled or run.runtime.split:
         return None
     device = front.device_and_dtype(opts.device, opts.dtype)
     if device is None:
@@ -147,7 +147,7 @@ def read(run: RunConfig, examples: pd.DataFrame, plan: Plan
     from cscore.scorers.engine.stats import TokenStats
     from cscore.scorers.store import front
     from cscore.scorers.store.cache import stats_key
-    from cscore.scorers.store.shard_report import ShardedReport
+    from cscore.scorers.store.runner import PassReport
 
     key = what(run, examples, plan, pass_options(run, plan))
     if key is None:
@@ -164,7 +164,7 @@ def read(run: RunConfig, examples: pd.DataFrame, plan: Plan
         entry = cache.load(stats_key(one["parts"]), TokenStats)
         if entry is None:  # removed since (cscore cache rm, clear): the full path computes it again
             return None
-        reports[one["label"]] = ShardedReport.of_entry(entry.meta)
+        reports[one["label"]] = PassReport.of_entry(entry.meta)
         reports[one["label"]].fetch_seconds = time.perf_counter() - start
         stats.update(entry.stats)
     inputs = ScoringInput(items)

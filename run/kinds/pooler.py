@@ -21,7 +21,7 @@ from cscore.run.kinds.aspects import target_aspect
 from cscore.run.kinds.base import REGISTRY, Loaded, Plan, RunState, Scored
 from cscore.run.kinds.token_pass import TokenKind
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import Pending
 
 log = logging.getLogger(__name__)
 FOLDS_FILE = rundir.CDM_FOLDS
@@ -33,7 +33,7 @@ class Pooler(TokenKind):
     sections = ("pooler",)
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-              state: RunState, shards: InProcess) -> Scored | Pending:
+              state: RunState, coordinator: InProcess) -> Scored | Pending:
         from cscore.scorers import methods
         from cscore.scorers.cdm import pooler as cdm_pooler
         from cscore.scorers.methods.common import per_item
@@ -45,7 +45,7 @@ class Pooler(TokenKind):
         cdm_pooler.check_folds(loaded.examples[f"{rundir.HUMAN}{aspect}"].to_numpy(dtype=np.float64), groups,
                                folds=p.folds, seed=p.seed, objective=p.objective, l2=p.l2, threshold=p.threshold)
         # the comparison rows; the pooler's column below
-        got = self.token_pass(run, loaded, plan, progress, state, shards)
+        got = self.token_pass(run, loaded, plan, progress, state, coordinator)
         if isinstance(got, Pending):
             return got
         scored, pair_stats = got

@@ -16,7 +16,7 @@ from cscore.config.run import RunConfig
 from cscore.run.kinds.base import Loaded, MethodKind, Plan, Progress, RunModel, RunState, Scored
 from cscore.run.kinds.pair import load_pair, model_line, stats_cache
 from cscore.run.kinds.prompts import make_prompts
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import Pending
 
 if TYPE_CHECKING:
     from cscore.scorers.api import PairStatistics, ScoringInput
@@ -37,8 +37,8 @@ class TokenKind(MethodKind):
         return Plan(variants, models_needed(variants), temps)
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-              state: RunState, shards: InProcess) -> Scored | Pending:
-        got = self.token_pass(run, loaded, plan, progress, state, shards)
+              state: RunState, coordinator: InProcess) -> Scored | Pending:
+        got = self.token_pass(run, loaded, plan, progress, state, coordinator)
         return got if isinstance(got, Pending) else got[0]
 
     def kept(self, run: RunConfig, loaded: Loaded, plan: Plan) -> Scored | None:
@@ -62,10 +62,10 @@ class TokenKind(MethodKind):
         return self.scored(loaded.examples, plan, inputs, stats, models)
 
     def token_pass(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
-                   state: RunState, shards: InProcess) -> tuple[Scored, PairStatistics] | Pending:
+                   state: RunState, coordinator: InProcess) -> tuple[Scored, PairStatistics] | Pending:
         """The token statistics pass and every variant that is a function of it alone: (what
         ``score`` gives, the statistics, which a kind built on this one reads further), or
-        ``Pending`` while a shard of the sharded pass (``shards``: the job's coordinator) is missing."""
+        ``Pending`` while a part of the split pass (``coordinator``: the job's) is missing."""
         from transformers.utils import logging as hf_logging
 
         from cscore.run.kinds import kept_pass
@@ -87,7 +87,7 @@ class TokenKind(MethodKind):
         state["stage"] = "score"
         with progress.live() as factory:
             stats = pair.run(inputs, PassRequest(plan.temperatures, plan.models, opts, stats_cache(run),
-                                                 shards, factory))
+                                                 coordinator, factory))
         if isinstance(stats, Pending):
             return stats
         kept_pass.write(run, examples, plan, pair, inputs, stats)  # the runs after this one read it without torch

@@ -33,7 +33,7 @@ from cscore.scorers.judge.judge import assistant
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
 from cscore.scorers.models.anatomy import decoder_base
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import Pending
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     stepper = Stepper(main, *assistant(asst))
     paths: list[list] = [[] for _ in cs]
     rules = len(set(cs))
-    # items: the prompts this call decodes (a shard's, a resumed run's), not all of the progress's
+    # items: the prompts this call decodes (a part's, a resumed run's), not all of the progress's
     announce(progress, tokens=sum(len(p) for p in prompts), steps=len(prompts) * rules * max_new_tokens,
              items=len(prompts),
              detail=f"{len(prompts)} prompts x {rules} rules x up to {max_new_tokens} new tokens, one tree per prompt")
@@ -213,8 +213,8 @@ class Paths:
     max_new_tokens: int
     judge_key: str | None = None
     stop: str | None = "paper"
-    shards: InProcess | None = None  # a coordinator (runtime.shards): prompts dealt to shards; no key part
-    adopt: bool = False  # this process merged the sharded first-step pass: shards that left then are its own
+    coordinator: InProcess | None = None  # the job's: prompts dealt to its parts; no key part
+    adopt: bool = False  # this process merged the split first-step pass: parts that left then are its own
     extra_rules: Sequence[float | None] = ()  # other points of the run's sweep (greedy_paths); not a key part
 
 
@@ -227,11 +227,11 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
     is decoded, and only those the cache lacks; they are returned too. ``timing`` (a dict)
     receives ``cached`` (every rule read), ``seconds`` (of this call's decode, else of the calls
     that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s)); a
-    sharded decode also ``sharded``: the report of its merge (shards, their seconds, the merge's).
+    split decode also ``merged``: the report of its merge (its parts' seconds, the merge's).
     ``stop``: a path also stops once ``cscore.scorers.judge.parse.settled`` says the parse rule ``stop`` ("paper"
     or "released") can no longer change its score; None: only at EOS or ``max_new_tokens`` (the
-    whole text). ``how``: what the paths depend on, and how they are dealt (``Paths``). A sharded
-    decode whose shards are not all done gives ``Pending``."""
+    whole text). ``how``: what the paths depend on, and how they are dealt (``Paths``). A split
+    decode whose parts are not all done gives ``Pending``."""
     extra_rules = how.extra_rules
     alpha, max_new_tokens, judge_key, stop = how.alpha, how.max_new_tokens, how.judge_key, how.stop
     eos = eos_ids(pair.expert.config, pair.tokenizer)
@@ -247,8 +247,8 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
         todo = [own.get(n, more.get(n)) for n in names]
         return dict(zip(names, _decode_rules(pair, stats, prompts, todo, how, eos, progress)))
 
-    if judge_key and cache is not None and how.shards is not None and how.shards.on:  # this point's rules only
-        got = sharded_paths(cache, {n: parts(r) for n, r in own.items()}, prompts, how,
+    if judge_key and cache is not None and how.coordinator is not None and how.coordinator.on:  # this point's only
+        got = split_paths(cache, {n: parts(r) for n, r in own.items()}, prompts, how,
                             lambda names, only, each: _decode_rules(pair, stats, prompts, [own[n] for n in names], how,
                                                                     eos, progress, (only, each)), timing)
         if isinstance(got, Pending):
@@ -286,27 +286,26 @@ def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=N
     return [paths.paths() for paths in got]
 
 
-def sharded_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Callable,
+def split_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Callable,
                   timing=None) -> dict | Pending:
-    """``through_cache_many`` for a sharded run (``judge.sharded``): each prompt's tree is one unit,
-    dealt by its cost (its tokens and the steps it may take); ``decode(names, prompt indices,
-    each)`` decodes them; ``timing`` (a dict) gets ``sharded``, a merge's report. ``Pending``
-    while a shard is missing."""
-    from cscore.scorers.judge.sharded import DecodeJob, sharded_decodes
+    """``through_cache_many`` split over processes (``partials.decodes``): each prompt's tree is one
+    unit, dealt by its cost (its tokens and the steps it may take); ``decode(names, prompt indices,
+    each)`` decodes them; ``timing`` (a dict) gets ``merged``, a merge's report. ``Pending``
+    while a part is missing."""
+    from cscore.scorers.judge.partials import decodes
 
     order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), i))  # longest first: the deal balances
 
     def compute(names, units, done):
         decode(names, [u[0] for u in units], lambda k, seqs: done(units[k], {n: [s] for n, s in zip(names, seqs)}))
 
-    job = DecodeJob(parts, [[i] for i in order], [len(prompts[i]) + how.max_new_tokens for i in order], compute,
-                    len(prompts), [len(p) for p in prompts], "greedy", how.judge_key if how.adopt else None)
     reports: dict = {}
-    got = sharded_decodes(cache, job, how.shards, reports)
+    plan = ([[i] for i in order], [len(prompts[i]) + how.max_new_tokens for i in order], [len(p) for p in prompts])
+    got = decodes(cache, parts, plan, compute, "greedy", how.coordinator, reports, how.judge_key if how.adopt else None)
     if isinstance(got, Pending):
         return got
     if timing is not None and reports:
-        timing["sharded"] = next(iter(reports.values()))
+        timing["merged"] = next(iter(reports.values()))
     return got
 
 

@@ -114,8 +114,8 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn
     an int k: main's first k layers (+ final norm and LM head). ``options`` (``PassOptions``, default
     the defaults): the token budget, the padding side and ``prefix_sharing``: contexts that
     share a long prefix (``split_shared``) run it once per packed row, as in ``engine.compute``; the same
-    statistics. ``checkpoint`` (a shard's ``item_partials.ItemCheckpoint``, ``cscore.scorers.judge.partials``):
-    the planned batches dealt to the shards, this shard's computed (those it kept skipped) and added to it;
+    statistics. ``checkpoint`` (a part's ``item_partials.ItemCheckpoint``, ``cscore.scorers.judge.partials``):
+    the planned batches dealt to the parts, this part's computed (those it kept skipped) and added to it;
     the statistics are then None (the merge assembles them)."""
     opts = options if options is not None else PassOptions()
     second, asst_exit = assistant(asst)  # the second model (None: main's early exit)
@@ -179,9 +179,9 @@ def found_buffers(n_ctx: int, scale: Scale, device) -> tuple:
 
 
 def first_step_partials(scale: Scale, vocab: int):
-    """The checkpoint class of a shard of this pass (``shards.ShardedPass.partials``): each
-    context's arrays (``partials.context_rows``), assembled once every context is there into the
-    statistics the unsharded pass gives."""
+    """The checkpoint class of a part of this pass (``runner.PassJob.partials``): each context's
+    arrays (``partials.context_rows``), assembled once every context is there into the statistics
+    the unsplit pass gives."""
     from cscore.scorers.store.item_partials import ItemCheckpoint
 
     single = all(len(ids) == 1 for ids in scale.value_ids)
@@ -362,3 +362,30 @@ def best_groups(lcp: list[int]) -> list[tuple[int, int]]:
         split = left[0] + right[0]
         best[lo, hi] = (whole, [(lo, hi)]) if whole >= split else (split, left[1] + right[1])
     return best[0, n - 1][1]
+
+
+def first_step(cache, parts: dict, scale, compute, models, coordinator):
+    """The judge's first-step pass on the runner: ``Done`` (statistics ``{"judge": JudgeStats}``,
+    report) or ``Pending``. Once every part is done it is merged here, in a worker of
+    runtime.devices too (the decodes read it); a task of a job array waits for the others while
+    they run (``InProcess.wait_running``). ``compute(checkpoint)``: the pass (``judge.compute``);
+    ``models``: (main, assistant) as loaded; ``coordinator``: the job's."""
+    from cscore.scorers.store.cache import stats_key
+    from cscore.scorers.store.item_partials import unit_offsets
+    from cscore.scorers.store.runner import PassJob, Pending, merge_pass, pass_work, run
+
+    main, asst = models
+    n_ctx = scale.n_items * (1 + len(scale.prefixes))
+    vocab = main.model.get_output_embeddings().weight.shape[0]
+    job = PassJob(parts, {"judge": None}, [((), (0,))] * n_ctx, [], compute, "judge",
+                  [f"main: {main.name}", f"asst: {asst.name}"], JudgeStats,
+                  partials=first_step_partials(scale, vocab))
+    work = pass_work(cache, job, coordinator.count)
+    got = run(work, coordinator)
+    if isinstance(got, Pending) and got.missing and coordinator.index is not None:
+        with work.place.lock(coordinator.index):  # it is still there: its decodes are its own
+            got = Pending(coordinator.wait_running(work.pending, work.place.running))
+    if isinstance(got, Pending) and not got.missing:  # every part done (or merged already): the decodes need it
+        got = merge_pass(cache, job, stats_key(parts), unit_offsets(n_ctx), coordinator.count)
+    return got
+

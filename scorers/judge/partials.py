@@ -1,19 +1,27 @@
-"""What a shard of the judge's first-step pass keeps of its contexts (``runtime.shards``): per
-context the two argmaxes, the score tokens' a and z, its Pareto front (ragged) and, for ranges
-with multi-token values, its chain rows, as ``item_partials.ItemCheckpoint`` arrays. The merge
-puts them back where ``judge._judge_batch`` puts them, so the statistics it assembles are the
-unsharded pass's, bit for bit.
+"""The judge's partials (run by ``store/runner.py``): the first-step pass's
+contexts (per context the two argmaxes, the score tokens' a and z, its Pareto front, ragged, and,
+for ranges with multi-token values, its chain rows) and the decodes' paths, as
+``item_partials.ItemCheckpoint`` arrays. The merge puts them back where the unsplit pass puts them
+(``judge._judge_batch``; the decode entry's paths in prompt order), so the statistics and paths
+are the unsplit run's, bit for bit. A unit (a prompt's tree, a released batch) decodes the same
+paths in whichever process decodes it.
 
 This module does not import torch."""
 
 from __future__ import annotations
 
+import functools
+from typing import Callable
+
 import numpy as np
 
-from cscore.scorers.store.item_partials import SIZES, Layout
+from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
+from cscore.scorers.store.item_partials import SIZES, ItemCheckpoint, Layout
+from cscore.scorers.store.runner import Pending, RowsJob, run_rows
 
 CHAIN_ROWS = ("chain_a", "chain_z", "lse_z", "lse_c")  # per context (the others are the same for all)
 FRONT = ("front_ids", "front_a", "front_z")
+DECODE_LAYOUT = Layout({SIZES: ()}, ("ids",))
 
 
 def first_step_layout(n_values: int, chain: dict | None) -> Layout:
@@ -46,3 +54,36 @@ def found_of(checkpoint, chain: dict | None) -> tuple:
         chain = {**chain, **{name: fixed[name] for name in CHAIN_ROWS}}
     return (fixed["main_top"].astype(np.int64), fixed["asst_top"].astype(np.int64), fixed["score_a"],
             fixed["score_z"], fronts, chain)
+
+
+def _assemble(checkpoint) -> dict:
+    _, ragged = checkpoint.gather()
+    return {"paths": DecodedPaths.from_lists([ids.tolist() for ids in ragged["ids"]])}
+
+
+decode_partials = functools.partial(ItemCheckpoint, layout=DECODE_LAYOUT, assemble=_assemble)
+
+
+def path_rows(paths: list[list[int]]) -> dict[str, np.ndarray]:
+    """A unit's paths as a decode partial's arrays."""
+    return {SIZES: np.asarray([len(p) for p in paths], dtype=np.int64),
+            "ids": np.asarray([t for p in paths for t in p], dtype=np.int64)}
+
+
+def decodes(cache, parts: dict, plan: tuple[list, list, list], compute: Callable, label: str, coordinator,
+            reports: dict | None = None, after: str | None = None) -> dict | Pending:
+    """{row: (paths, from the cache, seconds, call id)} of rows decoded on the runner (``run_rows``),
+    or ``Pending``: ``parts`` {row: its decode key's parts, without kind and format}; ``plan``: (the
+    units, prompt indices decoded together in plan order; their costs; each prompt's length);
+    ``compute(names, units, done)`` decodes them, ``done(unit, {name: the unit's paths})`` as each
+    ends; ``after``: the first-step pass's key when this process merged it."""
+    def each(names, todo, done) -> None:
+        compute(names, todo, lambda unit, paths: done(unit, {n: path_rows(p) for n, p in paths.items()}))
+
+    full = {n: {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **p} for n, p in parts.items()}
+    units, costs, tokens = plan
+    job = RowsJob(full, units, costs, each, len(tokens), tokens, label, decode_partials, DecodedPaths, after=after)
+    got = run_rows(cache, job, coordinator, reports)
+    if isinstance(got, Pending):
+        return got
+    return {n: (stats["paths"].paths(), cached, seconds, call) for n, (stats, cached, seconds, call) in got.items()}

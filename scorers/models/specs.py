@@ -17,7 +17,7 @@ from cscore.scorers.models.identity import WEIGHT_SUFFIXES
 
 GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 SPEC_FORMS = "give a local model directory, a hub id such as Qwen/Qwen2.5-3B-Instruct, or a gguf: spec"
-INDEX_SUFFIX = ".index.json"  # sharded checkpoints: model.safetensors.index.json names the shards
+INDEX_SUFFIX = ".index.json"  # weights split over files: model.safetensors.index.json names them
 
 
 class PackagedGGUF(NamedTuple):
@@ -106,7 +106,7 @@ def check_local_path(spec: str, path: str) -> None:
 
 
 def check_weights(spec: str, path: str) -> None:
-    """A model directory holds at least one weight file (or a shard index naming them)."""
+    """A model directory holds at least one weight file (or an index naming them)."""
     names = os.listdir(os.path.expanduser(path))
     if not any(n.endswith(WEIGHT_SUFFIXES) or n.endswith(INDEX_SUFFIX) for n in names):
         raise ModelSpecError(f"model {spec!r}: {path} has a config.json but no weight file "

@@ -14,6 +14,11 @@ Bit-identity: the engine plans its batches as in an uninterrupted pass and skips
 batches whose every item was kept, so each item is computed in the same batch as before.
 The full entry, once stored, makes the checkpoint redundant: ``discard`` removes it.
 
+The shard plan (``deal``, ``Shard``): units (a statistics batch, a decode tree, a CDM negative
+group) in plan order, each to the shard with the least cost so far; every shard deals alike, so
+the deal fixes which shard's partials hold an item, never its numbers. A ``Shard`` is the part of
+the plan a checkpoint computes (``part``, an ``engine.passes.PlanPart``).
+
 This module does not import torch (it calls ``.cpu()`` on the tensors it is given)."""
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import os
 import re
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -34,7 +40,6 @@ import numpy as np
 
 from cscore.files import canonical_json, write_atomic
 from cscore.scorers.engine.stats import FORMAT_VERSION, ROW_NAMES
-from cscore.scorers.store.plan import Shard
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +170,7 @@ class Checkpoint:
         return arrays
 
     def mark_foreign(self, items: np.ndarray) -> None:
-        """A shard's pass: the items of other shards' units (``plan.Shard.foreign``, asked by the
+        """A shard's pass: the items of other shards' units (``Shard.foreign``, asked by the
         engine through ``part``), never computed here."""
         self.foreign |= np.asarray(items, dtype=bool)
 
@@ -237,3 +242,45 @@ def remove_folder(folder: Path) -> None:
             shutil.rmtree(folder, ignore_errors=True)
         return
     shutil.rmtree(trash, ignore_errors=True)
+
+
+# -- the shard plan (runtime.shards): which shard's partials hold which unit -----------------------
+
+def deal(costs: Sequence[int], n: int) -> list[int]:
+    """The shard of each unit: units in plan order (longest first), each to the shard with the
+    least cost so far (padded tokens; ties: the lowest index). Every shard deals the same plan alike."""
+    loads = [0] * n
+    owner = []
+    for c in costs:
+        k = min(range(n), key=lambda s: (loads[s], s))
+        owner.append(k)
+        loads[k] += int(c)
+    return owner
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (0-based) of ``count``."""
+
+    index: int
+    count: int
+
+    def owners(self, costs: Sequence[int]) -> list[int]:
+        """Whose each unit is (the units' ``costs`` in plan order)."""
+        return deal(costs, self.count)
+
+    def mine(self, units: Sequence, costs: Sequence[int]) -> list:
+        """This shard's units, in plan order."""
+        return [u for u, owner in zip(units, self.owners(costs)) if owner == self.index]
+
+    def foreign(self, units: Sequence[Sequence[int]], costs: Sequence[int], n_items: int) -> np.ndarray:
+        """The items (of ``n_items``) in other shards' units (``units``: each a list of item indices)."""
+        out = np.zeros(n_items, dtype=bool)
+        for members, owner in zip(units, self.owners(costs)):
+            if owner != self.index:
+                out[list(members)] = True
+        return out
+
+    def detail(self, mine: int, planned: int) -> str:
+        """The progress's detail of a shard's pass: ``mine`` of the ``planned`` batches are its."""
+        return f"shard {self.index} of {self.count}: {mine:,} of {planned:,} batches"

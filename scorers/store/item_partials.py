@@ -1,7 +1,7 @@
 """Checkpoint partials whose payload is not per-token rows: one entry per item (a judge context, a
 decoded prompt), kept as named arrays. ``ItemCheckpoint`` is a ``checkpoint.Checkpoint`` (the same
 files ``[s<K>-]<n>-<sha256>.npz``, the same checks: checksum in the name, a header naming this very
-pass, positions in range and not repeated; a shard's files, ``mark_foreign``), with one position per item.
+pass, positions in range and not repeated; a part's files, ``mark_foreign``), with one position per item.
 
 A ``Layout`` names the arrays: ``fixed`` ones hold one row per item of the file (their trailing
 shape given), ``ragged`` ones each item's own run, item after item, their lengths in the fixed

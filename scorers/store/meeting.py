@@ -61,7 +61,7 @@ class Place:
         """Shard ``k``'s lock (two runs of one shard: one computes); None: the merge's."""
         return self.stem.with_name(self.stem.name + ("" if k is None else f".s{k:03d}") + ".lock")
 
-    def shard_lock(self, k: int | None = None):
+    def lock(self, k: int | None = None):
         return file_lock(self.lock_path(k))
 
     def files(self, k: int) -> list[str]:
@@ -142,3 +142,4 @@ def pending_text(missing: Sequence[int], count: int) -> str:
     if missing:
         return f"{missing_text(missing, count)} not done yet"
     return "every shard done; the merge is the parent's (runtime.devices)"
+

@@ -25,7 +25,7 @@ from cscore.cli import cdm_cmd
 from cscore.errors import ShardsPending
 from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.checkpoint import PARTIAL_DIR
-from cscore.scorers.store.shards import Pending
+from cscore.scorers.store.runner import Pending
 from cscore.tests.support.cli import assert_same_scores, score_columns
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -94,15 +94,16 @@ def assert_same_discriminator(a: Path, b: Path) -> None:
 
 
 def test_positives_are_dealt_in_whole_groups(cdm):
-    from cscore.training import negative_shards, negatives
+    from cscore.run import negatives as steps
+    from cscore.training import negatives
 
     positives = negatives.select_positives(cdm.table, "hypothesis")
     for count in (1, 2, 3, 5):
-        owner = negative_shards.owners(positives, count)
+        owner = steps.owners(positives, count)
         per_group = pd.Series(owner).groupby(positives["group"].to_numpy()).nunique()
         assert (per_group == 1).all()  # a group never splits
         assert set(owner) == set(range(min(count, 4)))  # four groups: every shard gets one while there are enough
-        assert np.array_equal(owner, negative_shards.owners(positives, count))
+        assert np.array_equal(owner, steps.owners(positives, count))
 
 
 @pytest.mark.parametrize("count", [2, 3])

@@ -1,4 +1,4 @@
-"""The judge kinds sharded end to end (runtime.shards, runtime.devices; scorers/judge/sharded.py):
+"""The judge kinds sharded end to end (runtime.shards, runtime.devices; scorers/judge/partials.py):
 the run directory of a sharded cd_judge / cd_judge_released run equals the unsharded one's bit for
 bit, as array tasks one after another in this process (2 and 3 shards) and with a CPU worker
 process (slow tier). The passes themselves (bit-identical first-step pass and decodes, a damaged

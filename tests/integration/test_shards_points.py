@@ -45,10 +45,10 @@ def test_the_last_shard_job_to_end_has_every_pass(tiny_dirs, tmp_path, one_torch
     def job0_runs_meanwhile(name, n):
         if name == "amateur":
             with pytest.raises(ShardsPending) as err:
-                job0.statistics(**settings, cache=cache, shards=InProcess(2, 0))
+                job0.statistics(**settings, cache=cache, coordinator=InProcess(2, 0))
             ended.append(err.value)
 
-    got = job1.statistics(**settings, cache=cache, shards=InProcess(2, 1), progress=job0_runs_meanwhile)
+    got = job1.statistics(**settings, cache=cache, coordinator=InProcess(2, 1), progress=job0_runs_meanwhile)
     assert len(ended) == 1 and ended[0].missing == [1], ended
     assert str(ended[0]).startswith("statistics (amateur): shard 1 of 2 not done yet")  # the expert's it merged
     assert {k: r.cached for k, r in got.reports.items()} == {"expert": True, "amateur": False}  # read; merged

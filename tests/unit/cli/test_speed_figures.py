@@ -8,7 +8,7 @@ import pytest
 
 from cscore.run.stages import speed_figures
 from cscore.scorers.engine.passes import EngineReport
-from cscore.scorers.store.shard_report import ShardedReport
+from cscore.scorers.store.runner import PassReport
 
 
 def figures(reports: dict) -> dict:
@@ -110,10 +110,10 @@ def test_weights_a_worker_loaded_are_said_so_and_kept_shards_are_not_this_comman
                     models={"expert": model, "amateur": model})
         return weights(scored)
 
-    rerun = ShardedReport(5.0, 100, 100, 2, shards=2, kept_shards=[0], resumed=6)
+    rerun = PassReport(5.0, 100, 100, 2, shards=2, kept_shards=[0], resumed=6)
     assert said(rerun) == {"expert": "loaded by workers", "amateur": "loaded by workers"}
     assert said(rerun, "loaded") == {"expert": "loaded", "amateur": "loaded"}  # this process's own shard
-    every_kept = ShardedReport(0.1, 0, 0, 0, shards=2, kept_shards=[0, 1], resumed=10)
+    every_kept = PassReport(0.1, 0, 0, 0, shards=2, kept_shards=[0, 1], resumed=10)
     assert said(every_kept) == {"expert": "not loaded", "amateur": "not loaded"}  # nobody loaded them now
-    cached = ShardedReport(5.0, 100, 100, 2, cached=True, shards=2)
+    cached = PassReport(5.0, 100, 100, 2, cached=True, shards=2)
     assert said(cached) == {"expert": "not loaded", "amateur": "not loaded"}

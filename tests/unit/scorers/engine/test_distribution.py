@@ -110,8 +110,8 @@ def test_sharded_and_cached_they_are_bit_identical(pair32, tmp_path):
         cache = StatsCache(tmp_path / f"s{count}", checkpoint_seconds=0)
         for k in range(count - 1):
             with pytest.raises(ShardsPending):
-                pair32.statistics(cache=cache, shards=InProcess(count, k), **kw)
-        got = pair32.statistics(cache=cache, shards=InProcess(count, count - 1), **kw)
+                pair32.statistics(cache=cache, coordinator=InProcess(count, k), **kw)
+        got = pair32.statistics(cache=cache, coordinator=InProcess(count, count - 1), **kw)
         for role in ("expert", "amateur"):
             assert sorted(got.stats[role].dist) == sorted(want.stats[role].dist)
             for name, arr in want.stats[role].dist.items():

@@ -135,8 +135,8 @@ def test_sharded_and_cached_the_candidate_heads_are_bit_identical(pair32, tmp_pa
     want = pair32.statistics(cache=StatsCache(tmp_path / "one"), **kw)
     cache = StatsCache(tmp_path / "two", checkpoint_seconds=0)
     with pytest.raises(ShardsPending):
-        pair32.statistics(cache=cache, shards=InProcess(2, 0), **kw)
-    got = pair32.statistics(cache=cache, shards=InProcess(2, 1), **kw)
+        pair32.statistics(cache=cache, coordinator=InProcess(2, 0), **kw)
+    got = pair32.statistics(cache=cache, coordinator=InProcess(2, 1), **kw)
     again = pair32.statistics(cache=StatsCache(tmp_path / "one"), **kw)
     assert all(r.cached for r in again.reports.values())
     for st in (got, again):

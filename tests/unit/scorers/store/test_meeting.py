@@ -51,7 +51,7 @@ def test_a_shard_runs_while_its_lock_is_held(tmp_path):
     place = Place.of_cache(tmp_path, "k", 2)
     place.lock_path(1).parent.mkdir(parents=True)
     assert not place.running([0, 1])
-    with place.shard_lock(1):
+    with place.lock(1):
         assert place.running([1]) and not place.running([0])
     assert not place.running([1])
 

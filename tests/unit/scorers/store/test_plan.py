@@ -1,4 +1,4 @@
-"""The shard plan (scorers/store/plan.py): which shard owns which unit, for batches, decode trees
+"""The shard plan (scorers/store/meeting.py): which shard owns which unit, for batches, decode trees
 and negative groups alike. The deal itself (greedy by cost, ties to the lowest index) is pinned in
 test_shards.py; here the ``Shard`` value that every dealer asks."""
 
@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cscore.scorers.store.checkpoint import Checkpoint
-from cscore.scorers.store.plan import Shard, deal
+from cscore.scorers.store.checkpoint import Checkpoint, Shard, deal
 
 # costs 50, 30, 30, 20, 10 dealt to 2 (the loads before each): 50 -> 0 (0, 0: a tie, the lowest index);
 # 30 -> 1 (50, 0); 30 -> 1 (50, 30); 20 -> 0 (50, 60); 10 -> 1 (70, 60)

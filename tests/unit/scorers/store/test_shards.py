@@ -1,4 +1,4 @@
-"""Sharded statistics passes (runtime.shards, scorers/store/shards.py): a pass planned once, its whole
+"""Sharded statistics passes (runtime.shards, scorers/store/runner.py): a pass planned once, its whole
 batches dealt to N shards that write checkpoint partials under the full pass's key, merged into the
 ordinary cache entry: statistics bit-identical to the unsharded pass (causal, early exit, two
 models, cross-family, seq2seq), the same cache key, a shard's partials only its own. The other
@@ -17,9 +17,8 @@ import pytest
 from cscore.errors import ShardsPending
 from cscore.scorers.api import ModelPair
 from cscore.scorers.store.cache import StatsCache
-from cscore.scorers.store.checkpoint import PARTIAL_DIR
+from cscore.scorers.store.checkpoint import PARTIAL_DIR, deal
 from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.plan import deal
 from cscore.tests.support.coordinator import Scripted, ScriptedParent
 from cscore.tests.support.texts import prompts_and_hyps
 from cscore.tests.support.threads import in_threads
@@ -49,12 +48,12 @@ def sharded(pair, inputs, root, count, temps=(1.0, 2.0), **kw):
     for k in range(count - 1):
         with pytest.raises(ShardsPending) as err:
             pair.statistics(inputs=inputs, temperatures=temps, token_budget=BUDGET, cache=cache,
-                            shards=InProcess(count, k), **kw)
+                            coordinator=InProcess(count, k), **kw)
         assert err.value.missing == list(range(k + 1, count)) and err.value.count == count
         names = [p.name for p in (root / PARTIAL_DIR).rglob("*.npz")]
         assert names and all(n.startswith(tuple(f"s{j:03d}-" for j in range(k + 1))) for n in names)
     return pair.statistics(inputs=inputs, temperatures=temps, token_budget=BUDGET, cache=cache,
-                           shards=InProcess(count, count - 1), **kw)
+                           coordinator=InProcess(count, count - 1), **kw)
 
 
 def unsharded(pair, inputs, root, temps=(1.0, 2.0), **kw):
@@ -104,14 +103,14 @@ def test_every_shard_in_one_process_and_a_shard_that_is_done_is_not_rerun(early_
     cache = StatsCache(tmp_path / "many", checkpoint_seconds=0)
     with pytest.raises(ShardsPending):
         early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                   shards=InProcess(2, 1))
+                                   coordinator=InProcess(2, 1))
     calls = []
     with pytest.raises(ShardsPending) as err:
         early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                   shards=InProcess(2, 0, merge=False), progress=lambda name, n: calls.append(n))
+                                   coordinator=InProcess(2, 0, merge=False), progress=lambda name, n: calls.append(n))
     assert len(calls) == 1 and err.value.missing == []  # shard 0 ran; merge=False (a worker): its parent merges
     got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                     shards=InProcess(2), progress=lambda name, n: calls.append(n))
+                                     coordinator=InProcess(2), progress=lambda name, n: calls.append(n))
     assert len(calls) == 1  # both shards done: merged, no model run
     assert_identical(got, want)
 
@@ -153,7 +152,7 @@ def test_a_damaged_or_foreign_partial_is_never_merged(early_exit_pair, tmp_path,
     cache = StatsCache(root, checkpoint_seconds=0)
     with pytest.raises(ShardsPending):
         early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                   shards=InProcess(2, 0))
+                                   coordinator=InProcess(2, 0))
     files = sorted((root / PARTIAL_DIR).rglob("s000-*.npz"))
     data = bytearray(files[0].read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -162,16 +161,16 @@ def test_a_damaged_or_foreign_partial_is_never_merged(early_exit_pair, tmp_path,
     foreign_inputs = early_exit_pair.encode(*other)
     with pytest.raises(ShardsPending):  # another configuration's shard 1: another key, another folder
         early_exit_pair.statistics(inputs=foreign_inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                   shards=InProcess(2, 1))
+                                   coordinator=InProcess(2, 1))
     with pytest.raises(ShardsPending) as err:  # shard 1 done; shard 0's damaged file: not merged
         early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                   shards=InProcess(2, 1))
+                                   coordinator=InProcess(2, 1))
     assert not cache.keys()
     assert "damaged" in caplog.text and files[0].name not in {p.name for p in root.rglob("*.npz")}
     assert err.value.missing == [0]
     # shard 0 again: its mark says done, but the merge finds items uncovered; it recomputes them
     got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                     shards=InProcess(2))
+                                     coordinator=InProcess(2))
     assert_identical(got, want)
 
 
@@ -191,7 +190,7 @@ def test_two_sharded_runs_of_one_pass_at_once_compute_each_batch_once(tiny_dirs,
     def run(i):
         try:
             got[i] = pairs[i].statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
-                                         cache=StatsCache(cache_root, checkpoint_seconds=0), shards=InProcess(2),
+                                         cache=StatsCache(cache_root, checkpoint_seconds=0), coordinator=InProcess(2),
                                          progress=count)
         except BaseException as err:  # noqa: BLE001 - reported below
             errors.append(err)
@@ -211,7 +210,7 @@ def worker_of(pair, inputs, root, damage=False):
     def play(k):
         with pytest.raises(ShardsPending) as err:
             pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
-                            cache=StatsCache(root, checkpoint_seconds=0), shards=InProcess(2, k, merge=False))
+                            cache=StatsCache(root, checkpoint_seconds=0), coordinator=InProcess(2, k, merge=False))
         assert err.value.missing == []  # its shard done; the merge is the parent's
         if damage:
             first = sorted((root / PARTIAL_DIR).rglob(f"s{k:03d}-*.npz"))[0]
@@ -230,9 +229,9 @@ def test_the_parent_computes_its_shard_then_waits_for_its_workers_and_merges(ear
     items: dict[int, list] = {0: []}
     parent = ScriptedParent(2, 0, play=worker_of(early_exit_pair, inputs, root), comes=(1,))
     got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
-                                     cache=StatsCache(root, checkpoint_seconds=0), shards=parent,
+                                     cache=StatsCache(root, checkpoint_seconds=0), coordinator=parent,
                                      progress=lambda name, n: items[0].append)
-    assert parent.waits == [("expert+amateur", [1])]  # the parent's own shard done, shard 1 awaited
+    assert parent.waits == [("statistics (expert+amateur)", [1])]  # the parent's own shard done, shard 1 awaited
     assert_identical(got, want)
     assert 0 < sum(items[0]) < len(inputs.items)  # the parent's items: its own shard's only
     rep = got.reports["expert+amateur"]
@@ -249,8 +248,8 @@ def test_a_worker_that_ends_without_its_shard_is_computed_by_the_parent(early_ex
     parent = ScriptedParent(2, 0)  # its worker never comes (it ended well but marked nothing)
     with caplog.at_level(logging.INFO, logger="cscore"):
         got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
-                                         cache=StatsCache(root, checkpoint_seconds=0), shards=parent)
-    assert parent.waits == [("expert+amateur", [1])]
+                                         cache=StatsCache(root, checkpoint_seconds=0), coordinator=parent)
+    assert parent.waits == [("statistics (expert+amateur)", [1])]
     assert "shard 1 of 2 lost partials; this process re-runs what it lost" in caplog.text
     assert_identical(got, want)
 
@@ -262,7 +261,7 @@ def test_an_array_task_does_not_wait_for_a_sibling_of_a_token_pass(early_exit_pa
     task = Scripted(2, 0, play=worker_of(early_exit_pair, inputs, tmp_path / "many"), comes=(1,))
     with pytest.raises(ShardsPending) as err:
         early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET,
-                                   cache=StatsCache(tmp_path / "many", checkpoint_seconds=0), shards=task)
+                                   cache=StatsCache(tmp_path / "many", checkpoint_seconds=0), coordinator=task)
     assert err.value.missing == [1] and task.waits == []
 
 
@@ -287,8 +286,8 @@ def test_a_damaged_partial_of_a_worker_is_rerun_by_the_parent_only_what_it_lost(
     parent = ScriptedParent(2, 0, play=play, comes=(1,))
     with caplog.at_level(logging.INFO, logger="cscore"):
         got = early_exit_pair.statistics(inputs=inputs, temperatures=(1.0, 2.0), token_budget=BUDGET, cache=cache,
-                                         shards=parent)
-    assert len(held) >= 2 and parent.waits == [("expert+amateur", [1])]
+                                         coordinator=parent)
+    assert len(held) >= 2 and parent.waits == [("statistics (expert+amateur)", [1])]
     assert "damaged" in caplog.text and "shard 1 of 2 lost partials" in caplog.text
     assert f"shard 1 of 2 resumed {sum(held) - held[0]} items from its partials" in caplog.text  # only what it lost
     assert_identical(got, want)

@@ -1,7 +1,7 @@
 """The line a sharded pass logs once every shard is done (issue 47, item 10): this command's
 shards' time only; shards done before it named as kept, their time and the gap not counted."""
 
-from cscore.scorers.store.shards import done_text
+from cscore.scorers.store.runner import done_text
 
 SINCE = 1000.0  # this command's start (time.time())
 

@@ -1,4 +1,4 @@
-"""The judge kinds sharded (runtime.shards, scorers/judge/sharded.py): cd_judge's first-step pass
+"""The judge kinds sharded (runtime.shards, scorers/judge/partials.py): cd_judge's first-step pass
 (its batches dealt to the shards as the token pass deals them, per-context partials under the full
 pass's key) and its greedy decode trees (one prompt's tree never split, the prompts dealt by cost,
 partials under each row's decode key), and cd_judge_released's decode batches. Merged, the cache
@@ -19,12 +19,12 @@ from cscore.scorers.api import ModelPair  # noqa: E402
 from cscore.scorers.engine.pass_options import PassOptions  # noqa: E402
 from cscore.scorers.judge import decode as jd  # noqa: E402
 from cscore.scorers.judge import judge  # noqa: E402
-from cscore.scorers.judge.sharded import first_step  # noqa: E402
+from cscore.scorers.judge.judge import first_step  # noqa: E402
 from cscore.scorers.judge.stats import DecodedPaths, JudgeStats  # noqa: E402
 from cscore.scorers.store.cache import StatsCache, stats_key  # noqa: E402
 from cscore.scorers.store.checkpoint import PARTIAL_DIR  # noqa: E402
 from cscore.scorers.store.coordinator import InProcess  # noqa: E402
-from cscore.scorers.store.shards import Done, Pending  # noqa: E402
+from cscore.scorers.store.runner import Done, Pending  # noqa: E402
 from cscore.tests.support.coordinator import Scripted, ScriptedParent  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -126,7 +126,7 @@ def test_first_step_pass_sharded_is_bit_identical_under_the_same_key(pair, tmp_p
 
 
 def greedy(pair, stats, prompts, cache, key, shards=None, progress=None):
-    return jd.greedy_paths(pair, stats, prompts, RULES, jd.Paths(**KW, judge_key=key, shards=shards), cache=cache,
+    return jd.greedy_paths(pair, stats, prompts, RULES, jd.Paths(**KW, judge_key=key, coordinator=shards), cache=cache,
                            progress=progress)
 
 
@@ -207,7 +207,7 @@ def test_an_interrupted_decode_shard_resumes_from_its_partials(pair, tmp_path, c
     kept = list((tmp_path / "c" / PARTIAL_DIR).glob("*/s000-*.npz"))
     assert kept and not list((tmp_path / "c" / PARTIAL_DIR).glob("*/s000of002.done.json"))
     calls = []
-    with caplog.at_level(logging.INFO, logger="cscore.scorers.judge.sharded"):
+    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.runner"):
         got = greedy(pair, stats, prompts, cache, key, InProcess(2, None), progress=calls.append)
     assert got == want
     assert "shard 0 of 2 resumed 2 prompts from its partials" in caplog.text
@@ -236,7 +236,7 @@ def test_an_interrupted_first_step_shard_resumes_from_its_partials(pair, tmp_pat
                    InProcess(2, None))
     assert list(cache.root.glob(f"{PARTIAL_DIR}/*/s000-*.npz")) and not list(cache.root.glob(f"{PARTIAL_DIR}/*/*.json"))
     done = []
-    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.shards"):
+    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.runner"):
         outcome = first_step(cache, parts, scale, lambda ck: compute(ck, done.append),
                              (pair.expert, pair.amateur), InProcess(2, None))
     assert isinstance(outcome, Done)
@@ -289,7 +289,7 @@ def test_a_sibling_that_dies_mid_shard_leaves_the_pass_pending_naming_it_then_re
     got = run(task)
     assert isinstance(got, Pending) and got.missing == [1] and task.waits == [("wait", [1])]
     assert list(cache.root.glob(f"{PARTIAL_DIR}/*/s001-*.npz")) and not cache.keys()  # its partials kept
-    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.shards"):
+    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.runner"):
         done = run(InProcess(2, 1))  # the sibling again: resumes from its partials, the last merges
     assert "shard 1 of 2 resumed" in caplog.text
     assert isinstance(done, Done)

@@ -1,4 +1,4 @@
-"""The shard merge (scorers/store/shards.py) merges only when every item is covered, whatever the
+"""The shard merge (scorers/store/runner.py) merges only when every item is covered, whatever the
 marks say: a shard's mark that names only some of its partial files (one file gone, the mark
 written without it) stores nothing, never an entry with uncovered tokens (the marks' own check,
 that every file they name is there, does not see it). The merge then removes that mark
@@ -41,7 +41,7 @@ def short_mark(pair, inputs, root):
     cache = StatsCache(root, checkpoint_seconds=0)
     run = dict(inputs=inputs, temperatures=(1.0,), token_budget=96, cache=cache)
     with pytest.raises(ShardsPending):
-        pair.statistics(**run, shards=InProcess(2, 0))
+        pair.statistics(**run, coordinator=InProcess(2, 0))
     files = sorted((root / PARTIAL_DIR).rglob("s000-*.npz"))
     assert len(files) >= 2  # shard 0's partials (one per batch), and its mark
     offsets = np.concatenate([[0], np.cumsum([len(it.hyp_ids) for it in inputs.items])])
@@ -67,12 +67,12 @@ def test_a_lost_partial_of_a_done_shard_is_never_merged_and_the_shard_runs_again
     run, mark, items, lost = short_mark(pair, inputs, tmp_path / "c")
     cache = run["cache"]
     with caplog.at_level(logging.WARNING), pytest.raises(ShardsPending) as err:  # shard 1, then the merge
-        pair.statistics(**run, shards=InProcess(2, 1))
+        pair.statistics(**run, coordinator=InProcess(2, 1))
     assert not cache.keys() and err.value.count == 2
     assert err.value.missing == [0] and not mark.exists()  # the short mark removed: shard 0 is missing again
     assert f"shard 0 of 2 is marked done but its partials hold {items - lost} of its {items} items" in caplog.text
     with caplog.at_level(logging.INFO, logger="cscore"):
-        got = pair.statistics(**run, shards=InProcess(2, 0))  # shard 0 again: only what it lacks, then the merge
+        got = pair.statistics(**run, coordinator=InProcess(2, 0))  # shard 0 again: only what it lacks, then the merge
     assert f"shard 0 of 2 resumed {items - lost} items from its partials" in caplog.text
     assert len(cache.keys()) == 1 and not list((tmp_path / "c" / PARTIAL_DIR).rglob("*.npz"))
     assert_identical(got, want)
@@ -83,7 +83,7 @@ def test_one_process_running_every_shard_recomputes_a_short_mark_in_the_same_cal
     want = pair.statistics(inputs=inputs, temperatures=(1.0,), token_budget=96, cache=StatsCache(tmp_path / "one"))
     run, mark, items, lost = short_mark(pair, inputs, tmp_path / "c")
     with caplog.at_level(logging.INFO, logger="cscore"):
-        got = pair.statistics(**run, shards=InProcess(2))  # shard 1, the merge finds shard 0 short, shard 0, merge
+        got = pair.statistics(**run, coordinator=InProcess(2))  # shard 1, the merge finds shard 0 short, shard 0, merge
     assert "shard 0 of 2 lost partials; this process re-runs what it lost" in caplog.text
     assert f"shard 0 of 2 resumed {items - lost} items from its partials" in caplog.text
     assert len(run["cache"].keys()) == 1

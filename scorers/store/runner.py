@@ -1,0 +1,610 @@
+"""The one sharded runner (``runtime.shards``): any shardable work runs here as a ``Work``: its
+units dealt to the shards (``meeting.deal``), ``compute(k)`` of this process's shards (each under
+its lock, resuming from its partials, marked when done), ``merge()`` of every shard's partials
+once all are marked, a shard the merge finds lacking computed again (``merge_or_redo``). Who
+computes, waits and merges is the coordinator's (``coordinator.py``); where the shards meet is a
+``meeting.Place``. A run ends ``Done`` or ``Pending``; ``ShardsPending`` is raised by
+``Pending.stop`` alone, at the command's boundary.
+
+The statistics pass (``run_pass``), the judge's first step and decodes (``judge/partials.py``, ``run_rows``) and
+the CDM negatives (``run/negatives.py``) are its payloads. A batch computes the same numbers in
+whichever process runs it, so a merge is bit-identical to an unsharded run. Each pass reports a
+``PassReport`` (the engine's report with the shards' figures).
+
+No torch."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn, Union
+
+import numpy as np
+
+from cscore.errors import ShardsPending
+from cscore.scorers.engine.report import EngineReport
+from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.meeting import Place, missing_text, pending_text
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Done:
+    """Work whose result is in: ``stats`` (a pass's per head), this command's ``report`` (a pass's
+    ``PassReport``; None: work that reports none)."""
+
+    stats: dict
+    report: Any = None
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Passes that wait for shards this process does not run: ``missing`` (shard indices; empty:
+    every shard is done and the merge is another process's), ``passes`` their labels. A pass runner
+    returns it; the command that ran the passes ends with ``stop()``, at its boundary."""
+
+    missing: list[int]
+    passes: tuple[str, ...] = ()
+
+    def named(self, label: str) -> Pending:
+        return Pending(self.missing, (label,))
+
+    def stop(self, count: int, message: str | None = None) -> NoReturn:
+        """End the command that ran the passes: the one place ``ShardsPending`` is raised (``count``:
+        the run's shards; ``message``: what the command says, by default the passes and the shards
+        missing)."""
+        if message is None:
+            message = f"statistics ({', '.join(self.passes)}): {pending_text(self.missing, count)}"
+        raise ShardsPending(message, self.missing, count)
+
+
+Outcome = Union[Done, Pending]
+
+
+def pending_of(parts: list[Pending]) -> Pending | None:
+    """The passes of ``parts`` that wait, as one (None: none does)."""
+    if not parts:
+        return None
+    return Pending(sorted({k for p in parts for k in p.missing}), tuple(x for p in parts for x in p.passes))
+
+
+# -- the report of a pass run through the store -----------------------------------------------
+
+@dataclass
+class PassReport(EngineReport):
+    """``EngineReport`` with the figures of a sharded pass; ``shards`` 1: not sharded (then
+    ``record`` and ``figures`` add nothing). For a sharded pass ``seconds`` is the pass's wall
+    time (first shard's start to the merge's end), not the sum of the shards."""
+
+    shards: int = 1
+    shard_seconds: list[float] | None = None  # each shard's seconds
+    merge_seconds: float | None = None
+    kept_shards: list | None = None  # shards an earlier command computed (their items are in ``resumed``)
+
+    def figures(self) -> dict:
+        """The keys a sharded pass adds (to a cache entry's report, to metrics.json's speed); none
+        for an unsharded pass (its meta and metrics unchanged)."""
+        if self.shards <= 1:
+            return {}
+        return {"shards": self.shards, "shard_seconds": self.shard_seconds, "merge_seconds": self.merge_seconds}
+
+    def record(self) -> dict:
+        """What a cache entry keeps of the pass that computed it (its ``extra["report"]``)."""
+        return {**super().record(), **self.figures()}
+
+    @classmethod
+    def of_entry(cls, meta: dict) -> PassReport:
+        """The report of a cache hit: the figures of the run that computed the entry (its shards'
+        too, where it was sharded), ``cached``."""
+        run = (meta.get("extra") or {}).get("report", {})
+        report = cls.of_record(run)
+        report.shards, report.shard_seconds = run.get("shards", 1), run.get("shard_seconds")
+        report.merge_seconds = run.get("merge_seconds")
+        return report
+
+
+    def adopt(self, merged: PassReport | None) -> PassReport:
+        """This report (a decode's) with the shards' seconds and the merge's of ``merged`` (a
+        sharded decode's merge; None: unchanged), for metrics.json's speed."""
+        if merged is not None:
+            self.shards, self.shard_seconds = merged.shards, merged.shard_seconds
+            self.merge_seconds = merged.merge_seconds
+        return self
+
+    def kept_text(self) -> str | None:
+        """Where shards an earlier command computed were kept: which (None: none)."""
+        return f"{missing_text(self.kept_shards, self.shards)}, kept" if self.kept_shards else None
+
+
+def run_figures(reports: Mapping[str, EngineReport]) -> dict:
+    """metrics.json's ``shards``, per-shard seconds and ``merge_seconds`` of a run whose passes were
+    sharded (none of these keys otherwise: unsharded metrics unchanged)."""
+    split = {name: rep for name, rep in reports.items() if isinstance(rep, PassReport) and rep.shards > 1}
+    if not split:
+        return {}
+    return {"shards": max(rep.shards for rep in split.values()),
+            "shard_seconds": {name: rep.shard_seconds for name, rep in split.items()},
+            "merge_seconds": round(sum(rep.merge_seconds or 0.0 for rep in split.values()), 4)}
+
+
+def by_others(reports) -> bool:
+    """Whether other processes of this command computed shards of a computed pass (``runtime.devices``'
+    workers; shards kept from an earlier command are not this command's)."""
+    return any(isinstance(r, PassReport) and not r.cached and r.shards > 1 and len(r.kept_shards or []) < r.shards
+               for r in reports)
+
+
+def stop_early(coordinator: InProcess, reports, label: str = "judge") -> Pending | None:
+    """``Pending`` for a shard's job that writes no run directory: a worker of runtime.devices (its
+    parent merges and writes), or a shard K > 0 of a job array whose passes were all stored before
+    it started (shard 0's job writes the run directory); None for any other."""
+    if coordinator.on and (not coordinator.merge or (coordinator.index not in (None, 0)
+                                                     and all(r.cached for r in reports))):
+        return Pending([], (label,))
+    return None
+
+
+def figures_of(report: EngineReport) -> dict:
+    """The keys ``report`` adds for a sharded pass (``PassReport.figures``; none for another)."""
+    return report.figures() if isinstance(report, PassReport) else {}
+
+
+# -- the runner ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Work:
+    """One payload: ``label`` (the logs'), ``place`` (where its shards meet), ``stored()`` (its
+    merged result if it is in, else None), ``merged()`` (whether it is in now: a cheap look),
+    ``compute(k)`` (shard k's units, resumed from its partials; returns its mark's figures),
+    ``merge()`` (every shard's partials assembled under the merge lock: ``Done``, or ``Pending``
+    naming the shards lacking); ``since``: the command's start (time.time(); None: now)."""
+
+    label: str
+    place: Place
+    stored: Callable[[], Outcome | None]
+    merged: Callable[[], bool]
+    compute: Callable[[int], dict]
+    merge: Callable[[], Outcome]
+    since: float | None = None
+
+    def pending(self) -> list[int]:
+        """The shards not done yet; [] once merged (the marks looked at first: a merge removes them)."""
+        missing = self.place.missing()
+        return [] if not missing or self.merged() else missing
+
+
+def run(work: Work, coordinator: InProcess) -> Outcome:
+    """``work`` as ``coordinator`` says: the stored result if there is one; else this process's
+    shards (``todo()``), then (where it merges; a supervisor first waits for its workers) the merge,
+    a shard the merge finds lacking computed again where this process may (``merge_or_redo``)."""
+    hit = work.stored()
+    if hit is not None:
+        return hit
+    said_kept(work, coordinator)
+    for k in coordinator.todo():
+        if work.merged():  # another run merged it meanwhile
+            break
+        compute_one(work, k)
+    if not coordinator.merge:
+        return Pending(work.place.missing())
+    if coordinator.supervises:  # the parent of runtime.devices: the other shards are its workers'
+        coordinator.supervise(work.pending, work.label)
+        said_done(work)
+
+    def redo(again: list[int]) -> None:
+        log.info("%s: %s lost partials; this process re-runs what %s lost", work.label,
+                 missing_text(again, coordinator.count), "it" if len(again) == 1 else "they")
+        for k in again:
+            compute_one(work, k)
+
+    return merge_or_redo(work.merge, redo, lambda k: coordinator.supervises or k in coordinator.todo())
+
+
+def compute_one(work: Work, k: int) -> None:
+    """Shard ``k`` under its own lock (two runs of one shard: one computes), then its mark."""
+    import time
+
+    with work.place.lock(k):
+        if k in work.place.marks():
+            return
+        start = time.time()
+        figures = work.compute(k)
+        end = time.time()
+        work.place.mark(k, {"start": start, "end": end, "seconds": end - start, **figures})
+
+
+def merge_or_redo(merge: Callable[[], Outcome], redo: Callable[[list[int]], None],
+                  may_redo: Callable[[int], bool]) -> Outcome:
+    """``merge()``, and where it finds shards lacking that this process may compute
+    (``may_redo(k)``): ``redo(those)``, then ``merge()`` again."""
+    got = merge()
+    again = [k for k in got.missing if may_redo(k)] if isinstance(got, Pending) else []
+    if not again:
+        return got
+    redo(again)
+    return merge()
+
+
+def said_kept(work: Work, coordinator: InProcess) -> None:
+    """Where shards were done before this command (an earlier run, another job): which it keeps and
+    which it computes (a log line)."""
+    marks = work.place.marks()
+    kept = sorted(k for k, r in marks.items() if float(r.get("end", 0.0)) < started(work))
+    if kept:
+        todo = [k for k in coordinator.todo() if k not in marks]
+        log.info("%s: %s done already (an earlier run or another job), kept; %s", work.label,
+                 missing_text(kept, coordinator.count),
+                 f"{missing_text(todo, coordinator.count)} computed now" if todo else "none to compute here")
+
+
+def started(work: Work) -> float:
+    import time
+
+    return time.time() if work.since is None else work.since
+
+
+def said_done(work: Work) -> None:
+    text = done_text(work.place.marks(), work.place.count, started(work))
+    if text is not None:
+        log.info("%s: %s", work.label, text)
+
+
+def done_text(marks: dict[int, dict], count: int, since: float) -> str | None:
+    """Once every shard is marked: how long this command's shards took (``since``: its start),
+    from the first one's start to the last one's end, and each one's seconds; shards done before
+    the command are named as kept, their time not counted (None: a shard is not done yet)."""
+    if len(marks) != count:
+        return None
+    now = [k for k in range(count) if float(marks[k]["end"]) >= since]
+    kept = [k for k in range(count) if k not in now]
+    if not now:
+        return f"every shard done before this command ({missing_text(kept, count)}, kept)"
+    span = max(float(marks[k]["end"]) for k in now) - min(float(marks[k]["start"]) for k in now)
+    each = ", ".join(f"{float(marks[k]['seconds']):.1f}s" for k in now)
+    if not kept:
+        return f"every shard done in {span:.1f}s ({each} per shard)"
+    return (f"every shard done; this command's {missing_text(now, count)} in {span:.1f}s ({each}); "
+            f"{missing_text(kept, count)} done before it, kept")
+
+
+# -- the statistics pass: a payload through the statistics cache ---------------------------------
+
+@dataclass(frozen=True)
+class PassJob:
+    """One pass to shard: its cache key's ``parts``, its ``heads`` and items (``pairs``), the
+    ``temperatures``; ``compute(checkpoint)`` runs the engine with a shard's checkpoint; ``label``
+    and ``models`` name it in logs and the entry's meta; ``stats_type`` is the payload (the store
+    names no payload type itself); ``partials``: the checkpoint class of another payload, merged by
+    its ``assemble()`` (``item_partials.ItemCheckpoint``); None: ``Checkpoint``; ``since``: the
+    command's start."""
+
+    parts: dict
+    heads: dict
+    pairs: list
+    temperatures: list
+    compute: Callable
+    label: str
+    models: list
+    stats_type: type
+    partials: Callable | None = None
+    since: float | None = None
+
+    def offsets(self) -> np.ndarray:
+        lengths = np.array([len(h) for _, h in self.pairs], dtype=np.int64)
+        return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+
+def pass_work(cache, job: PassJob, count: int) -> Work:
+    """``job`` as the runner's ``Work``: its entry in ``cache``, its shards' partials under the key."""
+    import time
+
+    from cscore.scorers.store.cache import stats_key
+
+    key = stats_key(job.parts)
+    offsets, since = job.offsets(), time.time() if job.since is None else job.since
+
+    def stored() -> Outcome | None:
+        with cache.lock(key):
+            hit = cache.load(key, job.stats_type)
+        return None if hit is None else Done(hit.stats, PassReport.of_entry(hit.meta))
+
+    return Work(f"statistics ({job.label})", Place.of_cache(cache.root, key, count), stored, lambda: key in cache,
+                lambda k: compute_shard(cache, job, key, offsets, (k, count)),
+                lambda: merge_pass(cache, job, key, offsets, count, since), since)
+
+
+def check_cache(coordinator: InProcess | None, cache) -> None:
+    """A split pass needs the statistics cache: its shards meet there (a ConfigError otherwise)."""
+    from cscore.errors import ConfigError
+
+    if coordinator is not None and coordinator.on and cache is None:
+        raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
+
+
+def run_pass(cache, job: PassJob, coordinator: InProcess) -> Outcome:
+    """The token statistics of one pass, sharded (``run``): the cache entry if there is one; else
+    this process's shards, then the merge once every item is covered."""
+    return run(pass_work(cache, job, coordinator.count), coordinator)
+
+
+def compute_shard(cache, job: PassJob, key: str, offsets, shard: tuple[int, int]) -> dict:
+    """Shard ``shard`` = (k, count) of the pass (its lock held), resuming from its partials; its
+    mark's figures."""
+    from cscore.errors import StorageError
+    from cscore.scorers.store.cache import CACHE_SCHEMA
+    from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, Checkpoint
+
+    k, count = shard
+    place = Place.of_cache(cache.root, key, count)
+    every = cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
+    checkpoint = (job.partials or Checkpoint)(place.folder, key, list(job.heads), offsets, job.temperatures,
+                                              every=every, schema=CACHE_SCHEMA, shard=shard)
+    if checkpoint.load():
+        log.info("statistics (%s): shard %d of %d resumed %d items from its partials", job.label, k, count,
+                 checkpoint.n_kept)
+    try:
+        _, report = job.compute(checkpoint)
+    finally:  # a shard stopped (an error, Ctrl-C, a kill's SIGTERM) keeps what it completed
+        checkpoint.flush()
+    if not checkpoint.enabled:
+        raise StorageError(f"shard {k} of {count} ({job.label}): its partials cannot be written to "
+                           f"{place.folder}; a sharded pass needs a writable statistics cache")
+    items = int(len(checkpoint.foreign) - checkpoint.foreign.sum())
+    log.info("statistics (%s): shard %d of %d done: %d items, %d batches, %.1fs", job.label, k, count, items,
+             report.batches, report.seconds)
+    return {"seconds": report.seconds, "tokens": report.tokens, "padded_tokens": report.padded_tokens,
+            "batches": report.batches, "flops": report.flops, "items": items, "resumed": checkpoint.n_kept}
+
+
+def merge_pass(cache, job: PassJob, key: str, offsets, count: int, since: float | None = None) -> Outcome:
+    """The merge under the key's lock: every shard's partials into the ordinary cache entry (or the
+    entry another run stored meanwhile); Pending (the shards missing) while one is not done. The
+    entry keeps the whole pass's report; the one returned is this command's (``this_command``)."""
+    import time
+
+    from cscore.scorers.store.cache import CACHE_SCHEMA
+    from cscore.scorers.store.checkpoint import Checkpoint, remove_folder
+
+    place = Place.of_cache(cache.root, key, count)
+    with cache.lock(key):
+        hit = cache.load(key, job.stats_type)
+        if hit is not None:
+            remove_folder(place.folder)
+            return Done(hit.stats, PassReport.of_entry(hit.meta))
+        start = time.perf_counter()
+        checkpoint: Any = (job.partials or Checkpoint)(place.folder, key, list(job.heads), offsets, job.temperatures,
+                                                       schema=CACHE_SCHEMA)
+        checkpoint.load()  # each file checked as a resumed pass checks it (checksum, header of this very pass)
+        if not checkpoint.done.all():
+            place.check_items(checkpoint.covered(), f"statistics ({job.label})")
+        merged = None if not checkpoint.done.all() else (
+            merge(checkpoint, list(job.heads), offsets, job.temperatures, job.pairs, job.stats_type)
+            if job.partials is None else checkpoint.assemble())
+        marks = place.marks()  # after the merge's checks: a damaged file unmarks its shard
+        if merged is None or len(marks) < count:
+            return Pending([k for k in range(count) if k not in marks] or list(range(count)))
+        report = merged_report(marks, count, time.perf_counter() - start)
+        if cache.save(key, merged, job.parts, extra={"models": job.models, "report": report.record()}) is not None:
+            remove_folder(place.folder)
+        log.info("statistics (%s): %d shards merged in %.2fs", job.label, count, report.merge_seconds)
+    return Done(merged, this_command(report, marks, since))
+
+
+def merge(checkpoint, heads: list[str], offsets, temperatures, pairs, stats_type) -> dict:
+    """Every shard's partials (``checkpoint``, loaded, every item covered) into the pass's statistics."""
+    temps = tuple(float(t) for t in temperatures)
+    n_tok = int(offsets[-1])
+    names = checkpoint.row_names()
+    full = {h: {name: np.empty((len(temps), n_tok), dtype=np.float64) for name in names[h]} for h in heads}
+    checkpoint.fill(full)
+    token_ids = (np.concatenate([np.asarray(h, dtype=np.int64) for _, h in pairs]) if pairs
+                 else np.zeros(0, np.int64))
+    return {h: stats_type(temps, np.asarray(offsets, dtype=np.int64), token_ids, full[h]["logp"], full[h]["logp_max"],
+                          {n: a for n, a in full[h].items() if n not in ("logp", "logp_max")}) for h in heads}
+
+
+def this_command(report: PassReport, marks: dict[int, dict], since: float | None) -> PassReport:
+    """A merged pass's ``report`` as this command saw it (``since``: its start): a shard done
+    before then was kept from an earlier run, its items counted as resumed (with those the other
+    shards resumed from their partials), and the seconds and tokens are the shards computed since
+    (their first start to their last end) and the merge."""
+    from dataclasses import replace
+
+    if since is None:
+        return report
+    now = [r for r in marks.values() if float(r["end"]) >= since]
+    kept = sorted(k for k, r in marks.items() if float(r["end"]) < since)
+    wall = max(r["end"] for r in now) - min(r["start"] for r in now) if now else 0.0
+    flops = [r.get("flops") for r in now]
+    return replace(report, seconds=float(wall) + float(report.merge_seconds or 0.0),
+                   tokens=sum(int(r["tokens"]) for r in now), padded_tokens=sum(int(r["padded_tokens"]) for r in now),
+                   batches=sum(int(r["batches"]) for r in now),
+                   flops=None if None in flops else float(sum(f or 0.0 for f in flops)),
+                   resumed=sum(int(marks[k]["items"]) for k in kept) + sum(int(r.get("resumed", 0)) for r in now),
+                   kept_shards=kept)
+
+
+def merged_report(marks: dict[int, dict], count: int, merge_seconds: float) -> PassReport:
+    """The report of a merged pass: the shards' work summed, its seconds the
+    wall time from the first shard's start to the merge's end (the shards' own seconds listed)."""
+    recs = [marks[k] for k in range(count)]
+    wall = max(r["end"] for r in recs) - min(r["start"] for r in recs) + merge_seconds
+    flops = [r.get("flops") for r in recs]
+    total = None if None in flops else float(sum(f or 0.0 for f in flops))
+    return PassReport(wall, sum(int(r["tokens"]) for r in recs), sum(int(r["padded_tokens"]) for r in recs),
+                         sum(int(r["batches"]) for r in recs), flops=total,
+                         shards=count, shard_seconds=[round(float(r["seconds"]), 4) for r in recs],
+                         merge_seconds=round(merge_seconds, 4))
+
+
+# -- rows computed together: one cache entry per row, their units shared (the judge's decodes) ----
+
+@dataclass(frozen=True)
+class RowsJob:
+    """Rows computed together over the same units: ``parts`` {row: its cache key's parts}; the units
+    (item indices never split, in plan order) and their ``costs``; ``compute(names, units, done)``
+    computes those units for those rows, calling ``done(unit, {name: the unit's partial arrays})``
+    as each ends; ``partials`` the rows' checkpoint class (an ``ItemCheckpoint``, merged by its
+    ``assemble()``), ``stats_type`` their payload, ``head`` its one head; ``n_items``, ``tokens``
+    (each item's) and ``label`` for the logs; ``after``: the key of the pass the rows read when this
+    process merged it (shards that ended there before their siblings came left their rows here)."""
+
+    parts: dict
+    units: list
+    costs: list
+    compute: Callable
+    n_items: int
+    tokens: list
+    label: str
+    partials: Callable
+    stats_type: type
+    head: str = "paths"
+    after: str | None = None
+
+    def entry(self, name: str) -> PassJob:
+        """Row ``name`` as a pass ``merge_pass`` merges (one position per item)."""
+        return PassJob(self.parts[name], {self.head: None}, [((), (0,))] * self.n_items, [], self.compute,
+                       f"{self.label} {name}", [], self.stats_type, partials=self.partials)
+
+
+def run_rows(cache, job: RowsJob, coordinator: InProcess, reports: dict | None = None) -> dict | Pending:
+    """{row: (its entry's stats, from the cache, seconds, call id)}, or ``Pending`` (the shards
+    missing): the rows the cache holds read, the others computed by this process's shards and
+    merged once every shard is done; ``reports`` (a dict) receives each merged row's report."""
+    from cscore.scorers.store.cache import stats_key
+
+    keys = {name: stats_key(job.parts[name]) for name in job.parts}
+    out = {}
+    for name, key in keys.items():
+        with cache.lock(key):
+            hit = cache.load(key, job.stats_type)
+        if hit is not None:
+            was = (hit.meta.get("extra") or {}).get("report") or {}
+            out[name] = (hit.stats, True, was.get("seconds", float("nan")), was.get("call") or key)
+    rows = {n: keys[n] for n in job.parts if n not in out}
+    if not rows:
+        return out
+    for k in coordinator.todo():
+        rows_shard(cache, job, rows, (k, coordinator.count))
+    missing = rows_missing(cache, list(rows.values()), coordinator.count)
+    if missing and coordinator.index is not None and coordinator.merge:  # a worker leaves the rest to its parent
+        missing = wait_rows(cache, job, rows, coordinator)
+    if missing or not coordinator.merge:
+        return Pending(missing, ("decode",))
+    call = "shards-" + min(rows.values())[:16]
+    for name, key in rows.items():
+        got = merge_row(cache, job, name, key, coordinator)
+        if isinstance(got, Pending):
+            return got.named("decode")
+        out[name] = (got.stats, False, got.report.seconds, call)
+        if reports is not None:
+            reports[name] = got.report
+    return out
+
+
+def merge_row(cache, job: RowsJob, name: str, key: str, coordinator: InProcess) -> Outcome:
+    """Row ``name``'s merge (``merge_or_redo``): a shard of this process (a supervisor: any) whose
+    partials lack what its mark says is computed again, then merged again."""
+    def redo(again: list[int]) -> None:
+        for k in again:
+            rows_shard(cache, job, {name: key}, (k, coordinator.count))
+
+    entry = job.entry(name)
+    return merge_or_redo(lambda: merge_pass(cache, entry, key, entry.offsets(), coordinator.count), redo,
+                         lambda k: coordinator.supervises or k in coordinator.todo())
+
+
+def wait_rows(cache, job: RowsJob, keys: dict[str, str], coordinator: InProcess) -> list[int]:
+    """The shards still missing after waiting for the others' rows, as the coordinator says (a
+    supervisor: for its workers; else while they run). Then the rows of shards that will not come
+    are computed here: under a supervisor, a worker that ended without them; else those of shards
+    that ended at ``job.after`` before this process merged it."""
+    count = coordinator.count
+    places = [Place.of_cache(cache.root, key, count) for key in [*keys.values(), *([job.after] if job.after else [])]]
+
+    def pending() -> list[int]:
+        return rows_missing(cache, list(keys.values()), count)
+
+    if coordinator.supervises:
+        coordinator.supervise(pending, f"decode {job.label}")
+    else:
+        coordinator.wait_running(pending, lambda ks: any(p.running(ks) for p in places))
+    if coordinator.supervises or job.after:
+        for k in pending():
+            rows_shard(cache, job, keys, (k, count))
+    return pending()
+
+
+def rows_shard(cache, job: RowsJob, keys: dict[str, str], shard: tuple[int, int]) -> None:
+    """Shard ``shard`` = (k, count) of the rows ``keys`` ({name: key}): under each row's shard lock,
+    its units the partials lack computed (together), then a mark per row."""
+    import time
+    from contextlib import ExitStack
+
+    from cscore.scorers.store.checkpoint import Shard
+
+    k, count = shard
+    with ExitStack() as stack:
+        for key in sorted(set(keys.values())):
+            stack.enter_context(Place.of_cache(cache.root, key, count).lock(k))
+        todo = {n: key for n, key in keys.items() if k not in Place.of_cache(cache.root, key, count).marks()}
+        if not todo:
+            return
+        checkpoints = {n: open_rows(cache, job, key, shard) for n, key in todo.items()}
+        mine = Shard(k, count).mine(job.units, job.costs)
+        start = time.time()
+        try:
+            done = compute_rows(job, checkpoints, mine)
+        finally:  # a shard stopped keeps what it completed
+            for ck in checkpoints.values():
+                ck.flush()
+        record = {"start": start, "end": time.time(), "seconds": time.time() - start, "batches": done,
+                  "tokens": sum(job.tokens[i] for u in mine for i in u), "flops": None,
+                  "items": sum(len(u) for u in mine)}
+        for n, key in todo.items():
+            Place.of_cache(cache.root, key, count).mark(k, {**record, "padded_tokens": record["tokens"],
+                                                            "resumed": checkpoints[n].n_kept})
+
+
+def open_rows(cache, job: RowsJob, key: str, shard: tuple[int, int]):
+    from cscore.scorers.store.cache import CACHE_SCHEMA
+    from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, Shard
+
+    every = cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
+    folder = Place.of_cache(cache.root, key, shard[1]).folder
+    ck = job.partials(folder, key, [job.head], np.arange(job.n_items + 1, dtype=np.int64), [], every=every,
+                      schema=CACHE_SCHEMA, shard=shard)
+    if ck.load():
+        log.info("decode (%s): shard %d of %d resumed %d prompts from its partials", job.label, shard[0], shard[1],
+                 ck.n_kept)
+    ck.mark_foreign(Shard(*shard).foreign(job.units, job.costs, ck.n_items))
+    return ck
+
+
+def compute_rows(job: RowsJob, checkpoints: dict, units: list) -> int:
+    """Compute ``units`` for the rows whose partials lack them (units with the same rows to do in
+    one call); each unit's arrays go to its rows' partials. Returns the units computed."""
+    groups: dict[tuple, list] = {}
+    for unit in units:
+        need = tuple(n for n, ck in checkpoints.items() if not ck.done[unit].all())
+        if need:
+            groups.setdefault(need, []).append(unit)
+
+    def done(unit, arrays: dict) -> None:
+        for name, got in arrays.items():
+            checkpoints[name].add(np.asarray(unit, dtype=np.int64), got)
+
+    for need, group in groups.items():
+        job.compute(list(need), group, done)
+    return sum(len(g) for g in groups.values())
+
+
+def rows_missing(cache, keys: list[str], count: int) -> list[int]:
+    """The shards whose mark is missing for some row of ``keys`` that is not stored yet."""
+    missing: set[int] = set()
+    for key in keys:
+        if key not in cache:
+            missing |= set(Place.of_cache(cache.root, key, count).missing())
+    return sorted(missing)
