@@ -171,7 +171,7 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
 
 @dataclass(frozen=True)
 class Stage:
-    """A cdm stage as ``run/workers.py``'s checks see it (they read ``name``, ``splits`` and
+    """A cdm stage as ``run/launch.py``'s checks see it (they read ``name``, ``splits`` and
     ``meets_in_cache``: where the shards meet, the statistics cache or the output directory)."""
 
     name: str
@@ -180,16 +180,16 @@ class Stage:
 
 
 def sharding(stage: str, run, refuse: str | None = None, listed: bool = False):
-    """The run with its sharding settings checked before anything loads (``workers.check``, as for
+    """The run with its sharding settings checked before anything loads (``launch.check``, as for
     ``cscore run``); ``refuse``: why this stage cannot give bit-identical output sharded (then
     runtime.shards / shard / devices are one line; ``listed``: runtime.devices was given, one
     device too, which the typed run resolved into ``runtime.device``)."""
-    from cscore.run import workers
+    from cscore.run import launch
 
     rt = run.runtime
     if refuse and (rt.shards > 1 or rt.shard is not None or listed):
         raise ConfigError(f"cscore cdm {stage} {refuse}; it cannot shard: run it with runtime.shards=1 (the default)")
-    workers.check(run, Stage(f"cdm {stage}", meets_in_cache=stage == "train"))
+    launch.check(run, Stage(f"cdm {stage}", meets_in_cache=stage == "train"))
     return run
 
 

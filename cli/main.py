@@ -48,9 +48,9 @@ def run_command(rest: list[str]) -> None:
         rest = canonical_names(rest)  # baseline=rouge1 is rouge; every unknown name in one line
         precheck.check(rest)
         from cscore.cli import names, resume
-        from cscore.run import workers
+        from cscore.run import launch
 
-        rest = workers.array_shards(rest)  # -m runtime.shards=N: one job per shard (one job array)
+        rest = launch.array_shards(rest)  # -m runtime.shards=N: one job per shard (one job array)
 
         rest = resume.earlier_dir(rest)  # the same command resumes in the folder a failure or Ctrl-C left
         rest = names.sweep_dir(rest)  # a multirun's folder named after what its jobs share

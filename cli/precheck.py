@@ -201,7 +201,7 @@ def check(args: list[str]) -> None:
 
     from cscore.cli.compose import plain
     from cscore.data.registry import PRELOADED
-    from cscore.run import kinds, pair_check, workers
+    from cscore.run import kinds, launch, pair_check
     from cscore.run.validate import validate
 
     PRELOADED.clear()  # an earlier command's (in the same process), never taken
@@ -222,14 +222,14 @@ def check(args: list[str]) -> None:
             run = validate(cfg)
             c = plain(cfg)
             check_data(c)
-            workers.check_settings(run)  # runtime.shards / shard / devices; then the kind (imports it)
+            launch.check_settings(run)  # runtime.shards / shard / devices; then the kind (imports it)
             if run.runtime.shards > 1:
-                workers.check_kind(run, kinds.of_method(run.method.name))
+                launch.check_kind(run, kinds.of_method(run.method.name))
             pair_check.check(c, run)
             check_cache(run)
             preload_data(run)
             if slurm and run.runtime.shards > 1 and run.runtime.devices is None:  # before anything is submitted
-                workers.check_shared(run)  # (a job checks it again: run/workers.py check)
+                launch.check_shared(run)  # (a job checks it again: run/launch.py check)
         except ConfigError as err:
             where = f" (multirun point {' '.join(job)})" if len(jobs) > 1 else ""
             raise ConfigError(f"{err}{where}") from None

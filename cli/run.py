@@ -46,11 +46,11 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
     ``state["stage"]`` says how far it got (a failure before "score" leaves nothing worth keeping);
     ``others``: the other jobs of its multirun (``cli/sweep_points.py``); ``overrides``: the job's
     own (the workers of ``runtime.devices`` run with them, ``run/workers.py``); ``point``: the record
-    shared by the shard jobs of its sweep point, of which one writes a run directory (``workers.sweep_point``)."""
+    shared by the shard jobs of its sweep point, of which one writes a run directory (``launch.sweep_point``)."""
     from dataclasses import replace
 
     from cscore.progress import Progress, progress_bar
-    from cscore.run import kinds, stages, summary, workers
+    from cscore.run import kinds, launch, stages, summary, workers
     from cscore.run.slice_hint import quick_slice
     from cscore.run.validate import validate
     from cscore.scorers.engine import threads
@@ -59,7 +59,7 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
     state["stage"] = "validate"
     config = replace(validate(cfg), sweep_others=others)  # the typed config: all the stages and the kind read
     kind = kinds.of_method(config.method.name)
-    workers.check(config, kind)  # runtime.shards / shard / devices, before anything loads
+    launch.check(config, kind)  # runtime.shards / shard / devices, before anything loads
     threads.ask(config.runtime.threads)  # set in torch (apply) only before work that computes: see below
     console = summary.make_console()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -81,7 +81,7 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
                 got.stop(shards.count)
             scored = got
     state["stage"] = "write"
-    with workers.one_run_directory(point, out_dir) as other:
+    with launch.one_run_directory(point, out_dir) as other:
         if other is not None:
             Pending([]).stop(config.runtime.shards, f"statistics merged; this sweep point's run directory is "
                              f"{other} (another shard's job wrote it)")
@@ -128,7 +128,7 @@ def attach_row_log(out_dir: Path) -> logging.Handler:
 def hydra_entry(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from cscore.run import workers
+    from cscore.run import launch, workers
 
     hc = HydraConfig.get()
     out_dir = Path(hc.runtime.output_dir)
@@ -144,7 +144,7 @@ def hydra_entry(cfg: DictConfig) -> None:
     start = time.perf_counter()
     state: RunState = {}  # how far the run got (its stage), for the failure record
     try:
-        run(cfg, out_dir, state, sweep_others(hc), tuple(hc.overrides.task), workers.sweep_point(hc))
+        run(cfg, out_dir, state, sweep_others(hc), tuple(hc.overrides.task), launch.sweep_point(hc))
     except ShardsPending as err:  # this process did its shard; the run is complete once every shard is
         log.info(workers.pending_line(err, workers.job_args(hc)))
         if untouched(out_dir):  # the shard that merges writes the run directory: no empty one left

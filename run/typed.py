@@ -86,7 +86,7 @@ def typed_method(method: dict):
 def typed(cfg: DictConfig | dict) -> RunConfig:
     """The composed run config checked against the schema, as typed objects; the first setting
     that is not allowed is a one-line ConfigError naming it, what was given and what may be.
-    ``runtime.devices`` is resolved here, once (``workers.resolve_devices``): the run's
+    ``runtime.devices`` is resolved here, once (``launch.resolve_devices``): the run's
     ``PassOptions`` are built from the resolved runtime (and the job's coordinator, beside the
     config: ``run/workers.py``)."""
     from cscore.run import variants
@@ -102,7 +102,7 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     method_plan = variants.method_plan(method, c["method"], baselines.t, list(baselines.rows))
     check_tracking(c.get("tracking"))
     top = {k: c[k] for k in ("resume", "out", "tokenizer", "model") if k in c}
-    from cscore.run.workers import resolve_devices
+    from cscore.run.launch import resolve_devices
 
     runtime = settings["runtime"] = resolve_devices(settings["runtime"])  # runtime.devices: parts and device
     return RunConfig(**settings, **top, passes=PassOptions.of(runtime),

@@ -1,7 +1,7 @@
 """Which shard job ends with the statistics and writes the run directory, in orders a SLURM job
 array may run its tasks: the last shard job to end has every pass (one it did not merge itself is
 read once its own passes are done), and of a sweep point's shard jobs the first with the merged
-statistics writes the point's one run directory (run/workers.py ``sweep_point``,
+statistics writes the point's one run directory (run/launch.py ``sweep_point``,
 ``one_run_directory``), the others remove their empty ones. The sweeps run on Hydra's basic
 launcher, one job after another; the real job array is tests/system/test_slurm.py's."""
 

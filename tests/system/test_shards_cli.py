@@ -219,7 +219,7 @@ def test_a_killed_worker_leaves_one_line_and_the_same_command_resumes_identical(
 
 
 def test_a_slurm_shard_with_a_node_local_cache_is_one_line(tiny_dirs, tmp_path, cscore_main, monkeypatch):
-    from cscore.run.workers import file_system
+    from cscore.run.launch import file_system
 
     if file_system(Path("/dev/shm")) != "tmpfs":
         pytest.skip("no tmpfs at /dev/shm here")
@@ -287,7 +287,7 @@ def test_a_shard_out_of_range_stops_before_torch_is_imported(tmp_path):
 
 
 def test_a_multirun_with_shards_is_one_job_per_shard():
-    from cscore.run.workers import array_shards
+    from cscore.run.launch import array_shards
 
     assert array_shards(["-m", "runtime.shards=3", "method.gamma=0.1,0.2"]) == [
         "-m", "runtime.shards=3", "method.gamma=0.1,0.2", "runtime.shard=range(0,3)"]
@@ -318,14 +318,14 @@ def test_devices_set_the_parents_sharding_and_one_device_runs_here():
     """runtime.devices=[cpu,cpu]: two shards on cpu (the workers then give this process shard 0 and
     their wait hook); one device: no worker, the pass on that device in this process."""
     from cscore.cli.compose import composed
-    from cscore.run import kinds, workers
+    from cscore.run import kinds, launch, workers
     from cscore.run.typed import typed
 
     kind = kinds.of_method("contrast")
     one = typed(composed("config", ["runtime.devices=[cpu]"]))
-    workers.check(one, kind)
+    launch.check(one, kind)
     assert one.runtime.devices is None and one.runtime.device == one.passes.device == "cpu"
     assert not workers.coordinator(one.runtime).on  # the job's coordinator (workers.sharded: no worker)
     two = typed(composed("config", ["runtime.devices=[cpu,cpu]"]))
-    workers.check(two, kind)
+    launch.check(two, kind)
     assert two.runtime.shards == 2 and two.runtime.device == "cpu" and workers.coordinator(two.runtime).index is None

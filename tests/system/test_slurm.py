@@ -333,7 +333,7 @@ def test_a_sharded_sweep_with_a_node_local_cache_is_one_line_before_anything_is_
                                                                                          monkeypatch):
     """The shards of a job array meet in the statistics cache: one on tmpfs (/dev/shm), which no
     other node sees, is refused in the launching process (a job would refuse it too)."""
-    from cscore.run.workers import file_system
+    from cscore.run.launch import file_system
 
     if file_system(Path("/dev/shm")) != "tmpfs":
         pytest.skip("no tmpfs at /dev/shm here")

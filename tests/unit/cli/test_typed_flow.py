@@ -108,9 +108,9 @@ def test_the_run_config_is_typed_once_with_its_pass_options(tmp_path, monkeypatc
 
 def test_runtime_devices_are_resolved_where_the_run_is_typed(tmp_path, monkeypatch):
     """runtime.devices becomes the shards and the device once, in ``typed``: the run's PassOptions and
-    the job's coordinator are built from the resolved runtime; ``workers.check`` only checks (ConfigError)."""
+    the job's coordinator are built from the resolved runtime; ``launch.check`` only checks (ConfigError)."""
     from cscore.errors import ConfigError
-    from cscore.run import kinds, workers
+    from cscore.run import kinds, launch, workers
 
     for name in (workers.WORKER_ENV, "SLURM_JOB_ID"):
         monkeypatch.delenv(name, raising=False)
@@ -119,16 +119,16 @@ def test_runtime_devices_are_resolved_where_the_run_is_typed(tmp_path, monkeypat
     assert (rt.shards, rt.shard, rt.devices, rt.device) == (2, None, ["cpu", "cpu"], "cpu")
     assert two.passes == PassOptions.of(rt) and two.passes.device == "cpu"
     assert workers.coordinator(two.runtime) == InProcess(2, None)  # cscore cdm's, after its workers
-    assert workers.check_settings(two) is None and workers.check(two, kinds.of_method("contrast")) is None
+    assert launch.check_settings(two) is None and launch.check(two, kinds.of_method("contrast")) is None
     one = typed(composed("config", ["runtime.devices=[cpu]"]))  # one device: the pass here, no worker
     assert (one.runtime.shards, one.runtime.devices, one.runtime.device, one.passes.device) == (1, None, "cpu", "cpu")
     assert job_coordinator(one, tmp_path) == InProcess(1, None) and not job_coordinator(one, tmp_path).on
     bad = typed(composed("config", ["runtime.devices=[cpu,cpu]", "runtime.shards=3"]))  # as given: the check names it
     assert (bad.runtime.shards, bad.runtime.devices, bad.passes.device) == (3, ["cpu", "cpu"], "auto")
     with pytest.raises(ConfigError, match=r"^runtime\.shards=3 but runtime\.devices lists 2 devices: one shard per"):
-        workers.check_settings(bad)
+        launch.check_settings(bad)
     with pytest.raises(ConfigError, match=r"^runtime\.shard is the one shard this process computes"):
-        workers.check_settings(typed(composed("config", ["runtime.devices=[cpu]", "runtime.shard=0"])))
+        launch.check_settings(typed(composed("config", ["runtime.devices=[cpu]", "runtime.shard=0"])))
 
 
 def test_pass_options_give_their_key_parts():
