@@ -141,6 +141,61 @@ def test_generate_every_shard_in_one_process_resumes_an_unsharded_run(cdm, tmp_p
     assert (out / "negatives.jsonl").stat().st_mtime_ns == mtime
 
 
+def generate_parts(args: list[str], out: Path, coordinator, *more: str):
+    """``cscore cdm generate``'s sharded step (``run/negatives.py`` ``make_parts``) run in this process
+    with ``coordinator`` (the fake ones of tests/support/coordinator.py): what ``cdm_cmd.generate``
+    does, the coordinator given rather than read from the settings and the environment."""
+    from cscore.cli.names import resolve_pair
+    from cscore.run import negatives as steps
+    from cscore.run.stages import load_stage
+    from cscore.run.typed import resolved
+    from cscore.run.validate import validate
+    from cscore.training import artifacts, negatives
+
+    cfg, ov = cdm_cmd.parse([*args, f"cdm.generate.out={out}", f"runtime.shards={coordinator.count}", *more])
+    g = cdm_cmd.checked(cfg.cdm.generate, cdm_cmd.GENERATE_PARAMS, "cdm.generate")
+    resolve_pair(cfg, list(ov))
+    run = cdm_cmd.sharding("generate", validate(cfg))
+    job = negatives.open_job(run, g, artifacts.out_dir(g["out"], "cdm", "generate"), resolved(cfg))
+    return steps.make_parts(job, run, steps.positives_of(load_stage(run).examples, g), coordinator)
+
+
+@pytest.mark.parametrize("damage", ["missing", "cut"])
+def test_generate_a_lost_shard_is_run_again_by_the_process_allowed_to(cdm, tmp_path, damage):
+    """A shard marked done whose part is missing or cut short when the merge reads it: the parent
+    of runtime.devices (it may compute any shard) runs it again and merges the unsharded
+    negatives.jsonl; an array task that does not own it leaves it pending, and the shard's own
+    task then runs it again and merges the same file."""
+    from cscore.run.negatives import PARTS
+    from cscore.scorers.store.coordinator import InProcess
+    from cscore.tests.support.coordinator import Scripted, ScriptedParent
+
+    def lose(out: Path, k: int) -> None:
+        part = out / PARTS / f"s{k:03d}of002.jsonl"
+        assert part.read_text().count("\n") >= 2  # two groups, three positives each
+        part.unlink() if damage == "missing" else part.write_bytes(part.read_bytes()[:-20])
+
+    def worker(out: Path, k: int) -> None:
+        assert isinstance(generate_parts(cdm.gen, out, InProcess(2, k, merge=False)), Pending)  # its part, no merge
+        lose(out, k)
+
+    want = (cdm.root / "gen" / "negatives.jsonl").read_bytes()
+    out = tmp_path / "parent"
+    parent = ScriptedParent(2, 0, play=lambda k: worker(out, k), comes=(1,))
+    assert not isinstance(generate_parts(cdm.gen, out, parent), Pending)
+    assert parent.waits == [("cdm generate", [1])]  # shard 1 came (then lost its part); the parent ran it again
+    assert (out / "negatives.jsonl").read_bytes() == want
+    assert_same_provenance(out, cdm.root / "gen")
+
+    out = tmp_path / "array"
+    worker(out, 0)
+    assert generate_parts(cdm.gen, out, Scripted(2, 1)) == Pending([0])  # shard 0's, not this task's to redo
+    assert not (out / "negatives.jsonl").exists()
+    assert not isinstance(generate_parts(cdm.gen, out, Scripted(2, 0)), Pending)  # its own task: run again, merged
+    assert (out / "negatives.jsonl").read_bytes() == want
+    assert_same_provenance(out, cdm.root / "gen")
+
+
 # --- cscore cdm train: the momentum pass --------------------------------------------------------
 
 
