@@ -1,4 +1,4 @@
-"""The coordinators of sharded runs from the command line (``scorers/store/coordinator.py`` has
+"""The coordinators of sharded runs from the command line (``scorers/store/runner.py`` has
 the protocol): ``coordinator`` picks this process's from the settings and the environment (the one
 place sharding reads it); ``runtime.devices`` starts one worker process per device but the first
 (``Workers``: ``cscore run`` with ``runtime.shard=K runtime.device=<its device>``, its run directory
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from cscore.config.run import RunConfig
 from cscore.errors import CscoreError, ShardsPending
-from cscore.scorers.store.coordinator import ArrayTask, InProcess, wait_for
+from cscore.scorers.store.runner import ArrayTask, InProcess, wait_for
 
 if TYPE_CHECKING:
     from cscore.run.kinds.base import RunState
@@ -37,7 +37,7 @@ WORKER_ENV = "CSCORE_SHARD_WORKER"  # set for the worker processes of runtime.de
 
 
 def coordinator(runtime) -> InProcess:
-    """Who computes, waits and merges in this process (``scorers/store/coordinator.py``): a worker
+    """Who computes, waits and merges in this process (``scorers/store/runner.py``): a worker
     of ``runtime.devices`` (WORKER_ENV) computes its shard and leaves the merge to its parent; a
     SLURM job's shard (SLURM_JOB_ID) is a task of a job array; any other run computes its shard
     (``runtime.shard``) or every shard in this process. The one place the environment is read for
@@ -106,7 +106,7 @@ class Workers:
         return LocalDevices(len(self.devices), 0, workers=self)
 
     def wait(self, pending, label: str) -> None:
-        """Until ``pending()`` (the pass's shards not done yet) is empty (``coordinator.wait_for``).
+        """Until ``pending()`` (the pass's shards not done yet) is empty (``runner.wait_for``).
         A missing shard whose worker ended before the marks were read will not come: a failed one
         stops the run (``fail``); one that ended well, or shard 0, lost a partial the merge re-runs here."""
         wait_for(pending, self.look, poll=self.POLL)

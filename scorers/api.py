@@ -29,8 +29,7 @@ from cscore.scorers.engine.stats import TokenStats, exit_head
 from cscore.scorers.engine.tokenize import EncodedItem, KnownIds, encode
 from cscore.scorers.models.identity import model_identity
 from cscore.scorers.store.cache import StatsCache, ids_digest
-from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.runner import Done, PassJob, PassReport, Pending, check_cache, pending_of, run_pass
+from cscore.scorers.store.runner import Done, InProcess, PassJob, PassReport, Pending, check_cache, pending_of, run_pass
 
 if TYPE_CHECKING:
     from cscore.scorers.models.loaded import LoadedModel
@@ -142,7 +141,7 @@ class ScoringInput:
 class PassRequest:
     """How a pair's passes run (``ModelPair.run``): the ``temperatures`` kept, the ``models`` (roles;
     None: both), the ``options`` (a run's ``PassOptions``), the statistics ``cache`` (None: computed,
-    not stored), the job's ``coordinator`` (``store.coordinator``: a pass split over processes needs
+    not stored), the job's ``coordinator`` (``store.runner``: a pass split over processes needs
     the cache, where its parts meet) and ``progress(model_name, n_items)``, which may return a
     per-batch callback."""
 

@@ -18,8 +18,7 @@ import numpy as np
 from cscore.config.run import RunConfig
 from cscore.errors import ConfigError
 from cscore.scorers.engine.pass_options import PassOptions
-from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.runner import Pending
+from cscore.scorers.store.runner import InProcess, Pending
 from cscore.training import held_out
 from cscore.training.artifacts import ArtifactDir, digest, now, out_dir, split_groups, versions
 from cscore.training.negatives import NEGATIVES, PROVENANCE, pair_record, read_records

@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     from cscore.data.schema import LoadReport
     from cscore.run.variants import Variant
     from cscore.scorers.engine.report import EngineReport
-    from cscore.scorers.store.coordinator import InProcess
-    from cscore.scorers.store.runner import Pending
+    from cscore.scorers.store.runner import InProcess, Pending
 
 Stage = Literal["validate", "workers", "load", "models", "score", "write"]
 

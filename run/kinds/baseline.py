@@ -25,7 +25,7 @@ from cscore.scorers.engine.tokenize import InputError
 
 if TYPE_CHECKING:
     from cscore.scorers.baselines import BaselineRun
-    from cscore.scorers.store.coordinator import InProcess
+    from cscore.scorers.store.runner import InProcess
 
 log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")

@@ -16,8 +16,7 @@ from cscore.errors import ConfigError
 from cscore.progress import Progress
 from cscore.run.kinds.base import REGISTRY, Loaded, Plan, RunState, Scored
 from cscore.run.kinds.token_pass import TokenKind
-from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.runner import Pending
+from cscore.scorers.store.runner import InProcess, Pending
 from cscore.training import held_out
 from cscore.training.classifier import classifier_log_odds, load_classifier
 from cscore.training.discriminator import pooler_from_dict

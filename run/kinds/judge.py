@@ -24,8 +24,7 @@ from cscore.run.kinds.judging import (
 )
 from cscore.run.kinds.pair import stats_cache
 from cscore.run.kinds.prompts import fit_judge_prompt, judge_prompt
-from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.runner import PassReport, Pending, stop_early
+from cscore.scorers.store.runner import InProcess, PassReport, Pending, stop_early
 
 log = logging.getLogger(__name__)
 

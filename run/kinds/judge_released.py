@@ -26,8 +26,7 @@ from cscore.run.kinds.judging import (
 )
 from cscore.run.kinds.pair import stats_cache
 from cscore.scorers.engine.report import EngineReport
-from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.runner import PassReport, Pending, stop_early
+from cscore.scorers.store.runner import InProcess, PassReport, Pending, stop_early
 
 log = logging.getLogger(__name__)
 

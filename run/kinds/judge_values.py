@@ -13,8 +13,7 @@ from cscore.config.run import RunConfig
 from cscore.run.kinds.base import RunState, Scored
 from cscore.run.kinds.pair import stats_cache
 from cscore.run.kinds.prompts import fit_judge_prompt
-from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.runner import Pending
+from cscore.scorers.store.runner import InProcess, Pending
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,7 @@ from cscore.progress import Progress
 from cscore.run.kinds.aspects import target_aspect
 from cscore.run.kinds.base import REGISTRY, Loaded, Plan, RunState, Scored
 from cscore.run.kinds.token_pass import TokenKind
-from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.runner import Pending
+from cscore.scorers.store.runner import InProcess, Pending
 
 log = logging.getLogger(__name__)
 FOLDS_FILE = rundir.CDM_FOLDS

@@ -20,7 +20,7 @@ from cscore.scorers.store.runner import Pending
 
 if TYPE_CHECKING:
     from cscore.scorers.api import PairStatistics, ScoringInput
-    from cscore.scorers.store.coordinator import InProcess
+    from cscore.scorers.store.runner import InProcess
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,7 @@ from cscore.scorers.engine.passes import announce, decode_ticks
 from cscore.scorers.judge.judge import assistant
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
 from cscore.scorers.models.anatomy import decoder_base
-from cscore.scorers.store.coordinator import InProcess
-from cscore.scorers.store.runner import Pending
+from cscore.scorers.store.runner import InProcess, Pending
 
 log = logging.getLogger(__name__)
 

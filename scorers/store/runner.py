@@ -1,33 +1,102 @@
 """The one sharded runner (``runtime.shards``): any shardable work runs here as a ``Work``: its
-units dealt to the shards (``meeting.deal``), ``compute(k)`` of this process's shards (each under
-its lock, resuming from its partials, marked when done), ``merge()`` of every shard's partials
-once all are marked, a shard the merge finds lacking computed again (``merge_or_redo``). Who
-computes, waits and merges is the coordinator's (``coordinator.py``); where the shards meet is a
-``meeting.Place``. A run ends ``Done`` or ``Pending``; ``ShardsPending`` is raised by
-``Pending.stop`` alone, at the command's boundary.
+units dealt to the shards (``checkpoint.deal``), ``compute(k)`` of this process's shards (under
+its lock, resumed from its partials, marked when done), ``merge()`` once every shard is marked, a
+shard the merge finds lacking computed again (``merge_or_redo``). Who computes, waits and merges
+is the coordinator's (``InProcess``, ``ArrayTask``; the parent of ``runtime.devices``:
+``run/workers.py``); the shards meet in a ``meeting.Place``. A run ends ``Done`` or ``Pending``;
+``Pending.stop`` alone raises ``ShardsPending``, at the command's boundary.
 
-The statistics pass (``run_pass``), the judge's first step and decodes (``judge/partials.py``, ``run_rows``) and
-the CDM negatives (``run/negatives.py``) are its payloads. A batch computes the same numbers in
-whichever process runs it, so a merge is bit-identical to an unsharded run. Each pass reports a
-``PassReport`` (the engine's report with the shards' figures).
+Payloads: the statistics pass (``run_pass``), the judge's first step and decodes
+(``judge/partials.py``, ``run_rows``), the CDM negatives (``run/negatives.py``). A batch computes
+the same numbers in whichever process runs it: a merge is bit-identical to an unsharded run.
 
 No torch."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn, Union
+from typing import Any, ClassVar, NoReturn, Union
 
 import numpy as np
 
 from cscore.errors import ShardsPending
 from cscore.scorers.engine.report import EngineReport
-from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.meeting import Place, missing_text, pending_text
 
 log = logging.getLogger(__name__)
+
+START_GRACE = 120.0  # seconds a task of a job array waits for siblings still starting up
+POLL = 0.25
+
+
+# -- the coordinators: who computes which shard, who waits for whom, who merges ----------------
+
+@dataclass(frozen=True)
+class InProcess:
+    """This process computes shard ``index`` of ``count`` (None: every shard not done yet), then
+    merges once every shard is done (``merge``). The library's default; the command line picks one
+    per job (``run/workers.py`` ``coordinator``: ``ArrayTask``, ``LocalDevices``)."""
+
+    count: int = 1
+    index: int | None = None
+    merge: bool = True
+    grace: float = 0.0
+    supervises: ClassVar[bool] = False  # a parent whose workers compute the other shards (``supervise``)
+
+    @property
+    def on(self) -> bool:
+        return self.count > 1
+
+    def todo(self) -> list[int]:
+        return list(range(self.count)) if self.index is None else [self.index]
+
+    def supervise(self, pending: Callable[[], list[int]], label: str) -> None:
+        """A supervisor's wait before the merge (``LocalDevices``); nothing to wait for here."""
+
+    def wait_running(self, pending: Callable[[], list[int]], running: Callable[[list[int]], bool]) -> list[int]:
+        """Wait until ``pending()`` is empty, while one of the shards missing runs (``running``) or
+        for ``grace`` seconds (a sibling still starting). Returns the shards still missing."""
+        start = time.monotonic()
+
+        def still(missing: list[int]) -> bool:
+            return running(missing) or time.monotonic() - start < self.grace
+
+        def said(missing: list[int]) -> None:
+            log.info("waiting for shard%s %s of %d", "s" * (len(missing) > 1), ", ".join(map(str, missing)),
+                     self.count)
+
+        return wait_for(pending, lambda: still, said=said)
+
+
+@dataclass(frozen=True)
+class ArrayTask(InProcess):
+    """One task of a job array (SLURM; a worker of ``runtime.devices``, ``merge=False``): its shard,
+    then the merge if it is the last; it waits ``grace`` seconds for a sibling still starting."""
+
+    grace: float = START_GRACE
+
+
+def wait_for(pending: Callable[[], list[int]], look: Callable[[], Callable[[list[int]], bool]],
+             poll: float = POLL, said: Callable[[list[int]], None] | None = None) -> list[int]:
+    """The one wait for shards: ``pending()`` every ``poll`` seconds until it is empty or
+    ``still(missing)`` (``look()``, taken before each ``pending()``: a shard marks, then its process
+    ends) says stop (it may raise: a worker that failed); then ``pending()`` once more. ``said``:
+    once, as the wait begins."""
+    told = False
+    while True:
+        still = look()
+        missing = pending()
+        if not missing:
+            return missing
+        if not still(missing):
+            return pending()
+        if not told and said is not None:
+            said(missing)
+            told = True
+        time.sleep(poll)
 
 
 @dataclass(frozen=True)
@@ -204,8 +273,6 @@ def run(work: Work, coordinator: InProcess) -> Outcome:
 
 def compute_one(work: Work, k: int) -> None:
     """Shard ``k`` under its own lock (two runs of one shard: one computes), then its mark."""
-    import time
-
     with work.place.lock(k):
         if k in work.place.marks():
             return
@@ -240,8 +307,6 @@ def said_kept(work: Work, coordinator: InProcess) -> None:
 
 
 def started(work: Work) -> float:
-    import time
-
     return time.time() if work.since is None else work.since
 
 
@@ -298,8 +363,6 @@ class PassJob:
 
 def pass_work(cache, job: PassJob, count: int) -> Work:
     """``job`` as the runner's ``Work``: its entry in ``cache``, its shards' partials under the key."""
-    import time
-
     from cscore.scorers.store.cache import stats_key
 
     key = stats_key(job.parts)
@@ -362,8 +425,6 @@ def merge_pass(cache, job: PassJob, key: str, offsets, count: int, since: float 
     """The merge under the key's lock: every shard's partials into the ordinary cache entry (or the
     entry another run stored meanwhile); Pending (the shards missing) while one is not done. The
     entry keeps the whole pass's report; the one returned is this command's (``this_command``)."""
-    import time
-
     from cscore.scorers.store.cache import CACHE_SCHEMA
     from cscore.scorers.store.checkpoint import Checkpoint, remove_folder
 
@@ -540,7 +601,6 @@ def wait_rows(cache, job: RowsJob, keys: dict[str, str], coordinator: InProcess)
 def rows_shard(cache, job: RowsJob, keys: dict[str, str], shard: tuple[int, int]) -> None:
     """Shard ``shard`` = (k, count) of the rows ``keys`` ({name: key}): under each row's shard lock,
     its units the partials lack computed (together), then a mark per row."""
-    import time
     from contextlib import ExitStack
 
     from cscore.scorers.store.checkpoint import Shard

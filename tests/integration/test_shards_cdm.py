@@ -167,7 +167,7 @@ def test_generate_a_lost_shard_is_run_again_by_the_process_allowed_to(cdm, tmp_p
     negatives.jsonl; an array task that does not own it leaves it pending, and the shard's own
     task then runs it again and merges the same file."""
     from cscore.run.negatives import PARTS
-    from cscore.scorers.store.coordinator import InProcess
+    from cscore.scorers.store.runner import InProcess
     from cscore.tests.support.coordinator import Scripted, ScriptedParent
 
     def lose(out: Path, k: int) -> None:
@@ -202,7 +202,7 @@ def test_generate_a_lost_shard_is_run_again_by_the_process_allowed_to(cdm, tmp_p
 def test_momentum_statistics_are_bit_identical_for_1_2_3_shards(cdm, tiny_dirs, tmp_path):
     from cscore.scorers.api import ModelPair
     from cscore.scorers.engine.pass_options import PassOptions
-    from cscore.scorers.store.coordinator import InProcess
+    from cscore.scorers.store.runner import InProcess
     from cscore.training import discriminator
 
     items, _ = discriminator.training_items(cdm.root / "gen")

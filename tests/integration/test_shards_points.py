@@ -19,7 +19,7 @@ from cscore.metaeval.runs import missing_jobs
 from cscore.rundir import find_runs
 from cscore.scorers.api import ModelPair
 from cscore.scorers.store.cache import StatsCache
-from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.runner import InProcess
 from cscore.tests.support.texts import WORDS
 
 

@@ -1,4 +1,4 @@
-"""A coordinator for unit tests (the protocol of ``scorers/store/coordinator.py``): the other shards
+"""A coordinator for unit tests (the protocol of ``scorers/store/runner.py``): the other shards
 are played in this process, one after another, at the moment this one would wait for them; no
 subprocess, no thread, no sleep.
 
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.runner import InProcess
 
 
 @dataclass(frozen=True)

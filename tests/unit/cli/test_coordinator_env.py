@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from cscore.scorers.store.coordinator import START_GRACE, ArrayTask, InProcess
+from cscore.scorers.store.runner import START_GRACE, ArrayTask, InProcess
 
 
 def test_the_coordinator_of_a_process_is_read_from_the_environment_in_one_place(monkeypatch):

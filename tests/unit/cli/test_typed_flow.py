@@ -16,7 +16,7 @@ from cscore.run.typed import typed, typed_method
 from cscore.run.variants import plan
 from cscore.scorers import methods
 from cscore.scorers.engine.pass_options import PassOptions
-from cscore.scorers.store.coordinator import ArrayTask, InProcess
+from cscore.scorers.store.runner import ArrayTask, InProcess
 from cscore.tests.support import REPO
 
 ROOT = REPO

@@ -96,7 +96,7 @@ def test_sharded_and_cached_they_are_bit_identical(pair32, tmp_path):
     beside the plain pass's."""
     from cscore.errors import ShardsPending
     from cscore.scorers.store.cache import StatsCache
-    from cscore.scorers.store.coordinator import InProcess
+    from cscore.scorers.store.runner import InProcess
 
     prompts, hyps = PROMPTS * 4, [h + " again" * (i % 3) for i, h in enumerate(HYPS * 4)]
     inputs = pair32.encode(prompts, hyps)

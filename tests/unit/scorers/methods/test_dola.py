@@ -128,7 +128,7 @@ def test_sharded_and_cached_the_candidate_heads_are_bit_identical(pair32, tmp_pa
     reads back whole under a key of its own (a plain pass of the expert gets another)."""
     from cscore.errors import ShardsPending
     from cscore.scorers.store.cache import StatsCache
-    from cscore.scorers.store.coordinator import InProcess
+    from cscore.scorers.store.runner import InProcess
 
     kw = dict(inputs=pair32.encode(PROMPTS * 2, HYPS * 2), temperatures=(1.0,), token_budget=48, distribution=True,
               exits=(0, 2))

@@ -1,5 +1,5 @@
 """Where the shards meet (scorers/store/meeting.py: one path scheme for partials, marks and locks)
-and who waits for whom (scorers/store/coordinator.py; run/workers.py's ``coordinator`` picks one
+and who waits for whom (scorers/store/runner.py; run/workers.py's ``coordinator`` picks one
 from the environment). No model: the marks and locks are files."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 import pytest
 
 from cscore.files import file_lock
-from cscore.scorers.store.coordinator import InProcess
 from cscore.scorers.store.meeting import Place
+from cscore.scorers.store.runner import InProcess
 
 
 def test_one_path_scheme_for_a_pass_in_the_cache_and_for_a_folder_of_its_own(tmp_path):

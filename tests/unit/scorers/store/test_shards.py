@@ -18,7 +18,7 @@ from cscore.errors import ShardsPending
 from cscore.scorers.api import ModelPair
 from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.checkpoint import PARTIAL_DIR, deal
-from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.runner import InProcess
 from cscore.tests.support.coordinator import Scripted, ScriptedParent
 from cscore.tests.support.texts import prompts_and_hyps
 from cscore.tests.support.threads import in_threads

@@ -23,8 +23,11 @@ from cscore.scorers.judge.judge import first_step  # noqa: E402
 from cscore.scorers.judge.stats import DecodedPaths, JudgeStats  # noqa: E402
 from cscore.scorers.store.cache import StatsCache, stats_key  # noqa: E402
 from cscore.scorers.store.checkpoint import PARTIAL_DIR  # noqa: E402
-from cscore.scorers.store.coordinator import InProcess  # noqa: E402
-from cscore.scorers.store.runner import Done, Pending  # noqa: E402
+from cscore.scorers.store.runner import (  # noqa: E402
+    Done,
+    InProcess,  # noqa: E402
+    Pending,
+)
 from cscore.tests.support.coordinator import Scripted, ScriptedParent  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

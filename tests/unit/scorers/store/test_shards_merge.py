@@ -17,7 +17,7 @@ from cscore.errors import ShardsPending
 from cscore.scorers.api import ModelPair
 from cscore.scorers.store.cache import StatsCache
 from cscore.scorers.store.checkpoint import PARTIAL_DIR
-from cscore.scorers.store.coordinator import InProcess
+from cscore.scorers.store.runner import InProcess
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -1,4 +1,4 @@
-"""The one wait for shards (scorers/store/coordinator.py ``wait_for``): an array task's (while a
+"""The one wait for shards (scorers/store/runner.py ``wait_for``): an array task's (while a
 sibling runs, or its grace) and the parent of runtime.devices' (run/workers.py ``Workers.look``:
 while a missing shard's worker is alive, one line if it failed). No model, no process started:
 the marks are a list, the workers objects that answer ``poll``."""
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from cscore.errors import CscoreError
-from cscore.scorers.store.coordinator import InProcess, wait_for
+from cscore.scorers.store.runner import InProcess, wait_for
 
 
 def test_the_stop_condition_is_looked_at_before_the_marks_and_the_marks_once_more_when_it_stops():
@@ -36,7 +36,7 @@ def test_the_stop_condition_is_looked_at_before_the_marks_and_the_marks_once_mor
 
 def test_the_waiting_line_is_said_once_and_only_when_there_is_a_wait(caplog):
     looks = iter([[2], [2], [2], []])
-    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.coordinator"):
+    with caplog.at_level(logging.INFO, logger="cscore.scorers.store.runner"):
         assert InProcess(3, 0, grace=5.0).wait_running(lambda: next(looks), lambda missing: False) == []
         assert InProcess(3, 0).wait_running(lambda: [1, 2], lambda missing: False) == [1, 2]  # no grace, none runs
     assert [r.getMessage() for r in caplog.records] == ["waiting for shard 2 of 3"]
