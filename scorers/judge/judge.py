@@ -114,7 +114,7 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn
     an int k: main's first k layers (+ final norm and LM head). ``options`` (``PassOptions``, default
     the defaults): the token budget, the padding side and ``prefix_sharing``: contexts that
     share a long prefix (``split_shared``) run it once per packed row, as in ``engine.compute``; the same
-    statistics. ``checkpoint`` (a part's ``item_partials.ItemCheckpoint``, ``cscore.scorers.judge.partials``):
+    statistics. ``checkpoint`` (a part's ``checkpoint.ItemCheckpoint``, ``cscore.scorers.judge.partials``):
     the planned batches dealt to the parts, this part's computed (those it kept skipped) and added to it;
     the statistics are then None (the merge assembles them)."""
     opts = options if options is not None else PassOptions()
@@ -182,7 +182,7 @@ def first_step_partials(scale: Scale, vocab: int):
     """The checkpoint class of a part of this pass (``runner.PassJob.partials``): each context's
     arrays (``partials.context_rows``), assembled once every context is there into the statistics
     the unsplit pass gives."""
-    from cscore.scorers.store.item_partials import ItemCheckpoint
+    from cscore.scorers.store.checkpoint import ItemCheckpoint
 
     single = all(len(ids) == 1 for ids in scale.value_ids)
     n_ctx = scale.n_items * (1 + len(scale.prefixes))
@@ -371,7 +371,7 @@ def first_step(cache, parts: dict, scale, compute, models, coordinator):
     they run (``InProcess.wait_running``). ``compute(checkpoint)``: the pass (``judge.compute``);
     ``models``: (main, assistant) as loaded; ``coordinator``: the job's."""
     from cscore.scorers.store.cache import stats_key
-    from cscore.scorers.store.item_partials import unit_offsets
+    from cscore.scorers.store.checkpoint import unit_offsets
     from cscore.scorers.store.runner import PassJob, Pending, merge_pass, pass_work, run
 
     main, asst = models

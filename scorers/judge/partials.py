@@ -1,7 +1,7 @@
 """The judge's partials (run by ``store/runner.py``): the first-step pass's
 contexts (per context the two argmaxes, the score tokens' a and z, its Pareto front, ragged, and,
 for ranges with multi-token values, its chain rows) and the decodes' paths, as
-``item_partials.ItemCheckpoint`` arrays. The merge puts them back where the unsplit pass puts them
+``checkpoint.ItemCheckpoint`` arrays. The merge puts them back where the unsplit pass puts them
 (``judge._judge_batch``; the decode entry's paths in prompt order), so the statistics and paths
 are the unsplit run's, bit for bit. A unit (a prompt's tree, a released batch) decodes the same
 paths in whichever process decodes it.
@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
-from cscore.scorers.store.item_partials import SIZES, ItemCheckpoint, Layout
+from cscore.scorers.store.checkpoint import SIZES, ItemCheckpoint, Layout
 from cscore.scorers.store.runner import Pending, RowsJob, run_rows
 
 CHAIN_ROWS = ("chain_a", "chain_z", "lse_z", "lse_c")  # per context (the others are the same for all)

@@ -1,7 +1,7 @@
 """Where the shards of one sharded unit of work meet (``runtime.shards``): the one path scheme for
 their partials, done marks and locks, and the reading of the marks. Every sharded kind of work
 meets in a ``Place``; what its partials hold is its own payload (``checkpoint.Checkpoint``: token
-statistics; ``item_partials.ItemCheckpoint``: the judge's first step and its decodes; the CDM
+statistics; ``checkpoint.ItemCheckpoint``: the judge's first step and its decodes; the CDM
 generator's negatives.jsonl lines).
 
 A place is a folder (partials ``s<K>-...``, marks ``s<K>of<N>.done.json``) and a lock stem (shard K's

@@ -342,7 +342,7 @@ class PassJob:
     ``temperatures``; ``compute(checkpoint)`` runs the engine with a shard's checkpoint; ``label``
     and ``models`` name it in logs and the entry's meta; ``stats_type`` is the payload (the store
     names no payload type itself); ``partials``: the checkpoint class of another payload, merged by
-    its ``assemble()`` (``item_partials.ItemCheckpoint``); None: ``Checkpoint``; ``since``: the
+    its ``assemble()`` (``checkpoint.ItemCheckpoint``); None: ``Checkpoint``; ``since``: the
     command's start."""
 
     parts: dict
