@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from cscore.cli.compose import checked
 from cscore.errors import ConfigError, ShardsPending
 from cscore.scorers.methods.params import specs_of
-from cscore.scorers.store.meeting import pending_text
+from cscore.scorers.store.checkpoint import pending_text
 from cscore.scorers.store.runner import Pending
 from cscore.training.params import CdmGenerate, CdmTrain
 

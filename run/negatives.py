@@ -17,8 +17,7 @@ from cscore.run.kinds.aspects import target_aspect
 from cscore.run.kinds.pair import load_pair
 from cscore.run.kinds.prompts import make_prompts
 from cscore.scorers.store import runner
-from cscore.scorers.store.checkpoint import deal
-from cscore.scorers.store.meeting import Place
+from cscore.scorers.store.checkpoint import Place, deal
 from cscore.scorers.store.runner import Done, InProcess, Outcome, Pending, Work
 from cscore.training.negatives import (
     GenerateJob,

@@ -3,7 +3,7 @@ units dealt to the shards (``checkpoint.deal``), ``compute(k)`` of this process'
 its lock, resumed from its partials, marked when done), ``merge()`` once every shard is marked, a
 shard the merge finds lacking computed again (``merge_or_redo``). Who computes, waits and merges
 is the coordinator's (``InProcess``, ``ArrayTask``; the parent of ``runtime.devices``:
-``run/workers.py``); the shards meet in a ``meeting.Place``. A run ends ``Done`` or ``Pending``;
+``run/workers.py``); the shards meet in a ``checkpoint.Place``. A run ends ``Done`` or ``Pending``;
 ``Pending.stop`` alone raises ``ShardsPending``, at the command's boundary.
 
 Payloads: the statistics pass (``run_pass``), the judge's first step and decodes
@@ -24,7 +24,7 @@ import numpy as np
 
 from cscore.errors import ShardsPending
 from cscore.scorers.engine.report import EngineReport
-from cscore.scorers.store.meeting import Place, missing_text, pending_text
+from cscore.scorers.store.checkpoint import Place, missing_text, pending_text
 
 log = logging.getLogger(__name__)
 

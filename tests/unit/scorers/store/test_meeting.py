@@ -1,4 +1,4 @@
-"""Where the shards meet (scorers/store/meeting.py: one path scheme for partials, marks and locks)
+"""Where the shards meet (scorers/store/checkpoint.py ``Place``: one path scheme for partials, marks and locks)
 and who waits for whom (scorers/store/runner.py; run/workers.py's ``coordinator`` picks one
 from the environment). No model: the marks and locks are files."""
 
@@ -11,7 +11,7 @@ import time
 import pytest
 
 from cscore.files import file_lock
-from cscore.scorers.store.meeting import Place
+from cscore.scorers.store.checkpoint import Place
 from cscore.scorers.store.runner import InProcess
 
 

@@ -1,4 +1,4 @@
-"""The shard plan (scorers/store/meeting.py): which shard owns which unit, for batches, decode trees
+"""The shard plan (scorers/store/checkpoint.py): which shard owns which unit, for batches, decode trees
 and negative groups alike. The deal itself (greedy by cost, ties to the lowest index) is pinned in
 test_shards.py; here the ``Shard`` value that every dealer asks."""
 

@@ -2,7 +2,7 @@
 marks say: a shard's mark that names only some of its partial files (one file gone, the mark
 written without it) stores nothing, never an entry with uncovered tokens (the marks' own check,
 that every file they name is there, does not see it). The merge then removes that mark
-(``meeting.Place.check_items``: its files hold fewer items than it says), so the shard is missing
+(``checkpoint.Place.check_items``: its files hold fewer items than it says), so the shard is missing
 again, computes only what its partials lack, and the pass merges: never pending forever."""
 
 from __future__ import annotations
