@@ -368,7 +368,7 @@ def first_step(cache, parts: dict, scale, compute, models, coordinator):
     """The judge's first-step pass on the runner: ``Done`` (statistics ``{"judge": JudgeStats}``,
     report) or ``Pending``. Once every part is done it is merged here, in a worker of
     runtime.devices too (the decodes read it); a task of a job array waits for the others while
-    they run (``InProcess.wait_running``). ``compute(checkpoint)``: the pass (``judge.compute``);
+    they run (``InProcess.wait``). ``compute(checkpoint)``: the pass (``judge.compute``);
     ``models``: (main, assistant) as loaded; ``coordinator``: the job's."""
     from cscore.scorers.store.cache import stats_key
     from cscore.scorers.store.checkpoint import unit_offsets
@@ -384,7 +384,7 @@ def first_step(cache, parts: dict, scale, compute, models, coordinator):
     got = run(work, coordinator)
     if isinstance(got, Pending) and got.missing and coordinator.index is not None:
         with work.place.lock(coordinator.index):  # it is still there: its decodes are its own
-            got = Pending(coordinator.wait_running(work.pending, work.place.running))
+            got = Pending(coordinator.wait(work.pending, work.place.running, work.label))
     if isinstance(got, Pending) and not got.missing:  # every part done (or merged already): the decodes need it
         got = merge_pass(cache, job, stats_key(parts), unit_offsets(n_ctx), coordinator.count)
     return got

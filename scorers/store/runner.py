@@ -56,6 +56,19 @@ class InProcess:
     def supervise(self, pending: Callable[[], list[int]], label: str) -> None:
         """A supervisor's wait before the merge (``LocalDevices``); nothing to wait for here."""
 
+    def redoes(self, k: int) -> bool:
+        """Whether this process computes shard ``k`` again when a merge finds it lacking: its own
+        (a supervisor: any)."""
+        return self.supervises or k in self.todo()
+
+    def wait(self, pending: Callable[[], list[int]], running: Callable[[list[int]], bool], label: str) -> list[int]:
+        """The one wait for the other shards, for any payload: a supervisor's for its workers
+        (``supervise``), another's while they run (``wait_running``). The shards still missing."""
+        if self.supervises:
+            self.supervise(pending, label)
+            return pending()
+        return self.wait_running(pending, running)
+
     def wait_running(self, pending: Callable[[], list[int]], running: Callable[[list[int]], bool]) -> list[int]:
         """Wait until ``pending()`` is empty, while one of the shards missing runs (``running``) or
         for ``grace`` seconds (a sibling still starting). Returns the shards still missing."""
@@ -259,7 +272,7 @@ def run(work: Work, coordinator: InProcess) -> Outcome:
     if not coordinator.merge:
         return Pending(work.place.missing())
     if coordinator.supervises:  # the parent of runtime.devices: the other shards are its workers'
-        coordinator.supervise(work.pending, work.label)
+        coordinator.wait(work.pending, work.place.running, work.label)
         said_done(work)
 
     def redo(again: list[int]) -> None:
@@ -268,7 +281,7 @@ def run(work: Work, coordinator: InProcess) -> Outcome:
         for k in again:
             compute_one(work, k)
 
-    return merge_or_redo(work.merge, redo, lambda k: coordinator.supervises or k in coordinator.todo())
+    return merge_or_redo(work.merge, redo, coordinator)
 
 
 def compute_one(work: Work, k: int) -> None:
@@ -282,12 +295,11 @@ def compute_one(work: Work, k: int) -> None:
         work.place.mark(k, {"start": start, "end": end, "seconds": end - start, **figures})
 
 
-def merge_or_redo(merge: Callable[[], Outcome], redo: Callable[[list[int]], None],
-                  may_redo: Callable[[int], bool]) -> Outcome:
-    """``merge()``, and where it finds shards lacking that this process may compute
-    (``may_redo(k)``): ``redo(those)``, then ``merge()`` again."""
+def merge_or_redo(merge: Callable[[], Outcome], redo: Callable[[list[int]], None], coordinator: InProcess) -> Outcome:
+    """The one merge of every payload: ``merge()``, and where it finds shards lacking that this
+    process computes again (``coordinator.redoes``): ``redo(those)``, then ``merge()`` again."""
     got = merge()
-    again = [k for k in got.missing if may_redo(k)] if isinstance(got, Pending) else []
+    again = [k for k in got.missing if coordinator.redoes(k)] if isinstance(got, Pending) else []
     if not again:
         return got
     redo(again)
@@ -547,34 +559,24 @@ def run_rows(cache, job: RowsJob, coordinator: InProcess, reports: dict | None =
     rows = {n: keys[n] for n in job.parts if n not in out}
     if not rows:
         return out
-    for k in coordinator.todo():
-        rows_shard(cache, job, rows, (k, coordinator.count))
+    rows_shards(cache, job, rows, coordinator.todo(), coordinator.count)
     missing = rows_missing(cache, list(rows.values()), coordinator.count)
     if missing and coordinator.index is not None and coordinator.merge:  # a worker leaves the rest to its parent
         missing = wait_rows(cache, job, rows, coordinator)
     if missing or not coordinator.merge:
         return Pending(missing, ("decode",))
     call = "shards-" + min(rows.values())[:16]
-    for name, key in rows.items():
-        got = merge_row(cache, job, name, key, coordinator)
+    for name, key in rows.items():  # each row's merge (``merge_or_redo``), its lacking shards redone alone
+        entry = job.entry(name)
+        got = merge_or_redo(lambda: merge_pass(cache, entry, key, entry.offsets(), coordinator.count),
+                            lambda again: rows_shards(cache, job, {name: key}, again, coordinator.count),
+                            coordinator)
         if isinstance(got, Pending):
             return got.named("decode")
         out[name] = (got.stats, False, got.report.seconds, call)
         if reports is not None:
             reports[name] = got.report
     return out
-
-
-def merge_row(cache, job: RowsJob, name: str, key: str, coordinator: InProcess) -> Outcome:
-    """Row ``name``'s merge (``merge_or_redo``): a shard of this process (a supervisor: any) whose
-    partials lack what its mark says is computed again, then merged again."""
-    def redo(again: list[int]) -> None:
-        for k in again:
-            rows_shard(cache, job, {name: key}, (k, coordinator.count))
-
-    entry = job.entry(name)
-    return merge_or_redo(lambda: merge_pass(cache, entry, key, entry.offsets(), coordinator.count), redo,
-                         lambda k: coordinator.supervises or k in coordinator.todo())
 
 
 def wait_rows(cache, job: RowsJob, keys: dict[str, str], coordinator: InProcess) -> list[int]:
@@ -588,14 +590,16 @@ def wait_rows(cache, job: RowsJob, keys: dict[str, str], coordinator: InProcess)
     def pending() -> list[int]:
         return rows_missing(cache, list(keys.values()), count)
 
-    if coordinator.supervises:
-        coordinator.supervise(pending, f"decode {job.label}")
-    else:
-        coordinator.wait_running(pending, lambda ks: any(p.running(ks) for p in places))
+    coordinator.wait(pending, lambda ks: any(p.running(ks) for p in places), f"decode {job.label}")
     if coordinator.supervises or job.after:
-        for k in pending():
-            rows_shard(cache, job, keys, (k, count))
+        rows_shards(cache, job, keys, pending(), count)
     return pending()
+
+
+def rows_shards(cache, job: RowsJob, keys: dict[str, str], shards: list[int], count: int) -> None:
+    """Each of ``shards`` (of ``count``) of the rows ``keys`` ({name: key}) in turn (``rows_shard``)."""
+    for k in shards:
+        rows_shard(cache, job, keys, (k, count))
 
 
 def rows_shard(cache, job: RowsJob, keys: dict[str, str], shard: tuple[int, int]) -> None:
