@@ -1,49 +1,11 @@
-"""The partial files of a pass and where the shards meet (``Place``). A checkpoint keeps the rows
-of a pass's completed batches as the pass goes, so that a pass that was killed resumes from its
-last completed batch.
+"""The partial files of a pass (``Checkpoint``, ``ItemCheckpoint``), the shard plan (``deal``,
+``Shard``) and where the shards meet (``Place``): a killed pass resumes from its last completed
+batch, a shard's partials and done mark meet its siblings' in one folder. Each file is one flush,
+written atomically, the SHA-256 of its bytes in its name: a damaged or foreign file is removed and
+its items computed again, never trusted. The file layout, the marks and why a resumed or merged
+pass is bit-identical: docs/scaling.md (Partial files and marks).
 
-Layout: ``<cache root>/.partial/<key>/<n>-<sha256>.npz``, keyed like the full entry (a shard of a
-sharded pass, ``Place``: ``s<K>-<n>-<sha256>.npz``, and ``s<K>of<N>.done.json`` when it is
-done). Each file is one flush (the batches completed since the last one): the token positions it covers (``dest``),
-a header (key, heads, item and token counts, temperatures, ``FORMAT_VERSION``, ``CACHE_SCHEMA``)
-and per head the rows the engine computed, unchanged. A file is written atomically (temp + rename)
-and its name carries the SHA-256 of its bytes: a truncated, damaged or foreign file is removed and
-its items recomputed, never trusted. Flushes happen at most every ``every`` seconds (each one
-copies the pending rows to the host), and once more when the pass stops on an error or Ctrl-C.
-
-Bit-identity: the engine plans its batches as in an uninterrupted pass and skips only the
-batches whose every item was kept, so each item is computed in the same batch as before.
-The full entry, once stored, makes the checkpoint redundant: ``discard`` removes it.
-
-The shard plan (``deal``, ``Shard``): units (a statistics batch, a decode tree, a CDM negative
-group) in plan order, each to the shard with the least cost so far; every shard deals alike, so
-the deal fixes which shard's partials hold an item, never its numbers. A ``Shard`` is the part of
-the plan a checkpoint computes (``part``, an ``engine.passes.PlanPart``).
-
-``ItemCheckpoint``: partials with one position per item (a judge context, a decoded prompt),
-kept as named arrays (a ``Layout``: ``fixed`` ones, one row per item; ``ragged`` ones, each item's
-run, their lengths in ``sizes``), with the same files and checks; ``assemble`` (given by the pass)
-turns a complete one into the cache entry's payload.
-
-``Place``: where the shards of one sharded unit of work meet (``runtime.shards``): the one path scheme for
-their partials, done marks and locks, and the reading of the marks. Every sharded kind of work
-meets in a ``Place``; what its partials hold is its own payload (``Checkpoint``: token
-statistics; ``ItemCheckpoint``: the judge's first step and its decodes; the CDM
-generator's negatives.jsonl lines).
-
-A place is a folder (partials ``s<K>-...``, marks ``s<K>of<N>.done.json``) and a lock stem (shard K's
-lock ``<stem>.s<K>.lock``, the merge's ``<stem>.lock``):
-
-- a statistics, judge or decode pass: ``<cache>/.partial/<key>/``, locks ``<cache>/.locks/<key>...``
-  (the merge's lock is the cache entry's own, ``StatsCache.lock``);
-- ``cscore cdm generate``: ``<out>/.shards/`` (partials ``s<K>of<N>.jsonl``), locks
-  ``<out>/.shards/shards...``.
-
-A mark lists the partial files its shard wrote and how many items they hold: a mark whose files
-are not all there, or that does not read, counts as missing; one whose files hold fewer items than
-it says is removed by ``check_items`` (its shard is missing again and computes what it lacks).
-
-This module does not import torch (it calls ``.cpu()`` on the tensors it is given)."""
+No torch (it calls ``.cpu()`` on the tensors it is given)."""
 
 from __future__ import annotations
 

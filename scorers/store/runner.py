@@ -1,16 +1,9 @@
-"""The one sharded runner (``runtime.shards``): any shardable work runs here as a ``Work``: its
-units dealt to the shards (``checkpoint.deal``), ``compute(k)`` of this process's shards (under
-its lock, resumed from its partials, marked when done), ``merge()`` once every shard is marked, a
-shard the merge finds lacking computed again (``merge_or_redo``). Who computes, waits and merges
-is the coordinator's (``InProcess``, ``ArrayTask``; the parent of ``runtime.devices``:
-``run/workers.py``); the shards meet in a ``checkpoint.Place``. A run ends ``Done`` or ``Pending``;
-``Pending.stop`` alone raises ``ShardsPending``, at the command's boundary.
-
-Payloads: the statistics pass (``run_pass``), the judge's first step and decodes
-(``judge/partials.py``, ``run_rows``), the CDM negatives (``run/negatives.py``). A batch computes
-the same numbers in whichever process runs it: a merge is bit-identical to an unsharded run.
-
-No torch."""
+"""The one sharded runner (``runtime.shards``): a payload is a ``Work`` (its shards' compute, its
+merge, its ``checkpoint.Place``); ``run`` computes this process's shards, then merges where the
+coordinator says (``InProcess``, ``ArrayTask``; ``run/workers.py``'s ``LocalDevices``), a shard the
+merge finds lacking computed again (``merge_or_redo``). Payloads: the statistics pass
+(``run_pass``), the judge's first step and decodes (``run_rows``), the CDM negatives
+(``run/negatives.py``). How it fits together: docs/scaling.md. No torch."""
 
 from __future__ import annotations
 
@@ -479,10 +472,8 @@ def merge(checkpoint, heads: list[str], offsets, temperatures, pairs, stats_type
 
 
 def this_command(report: PassReport, marks: dict[int, dict], since: float | None) -> PassReport:
-    """A merged pass's ``report`` as this command saw it (``since``: its start): a shard done
-    before then was kept from an earlier run, its items counted as resumed (with those the other
-    shards resumed from their partials), and the seconds and tokens are the shards computed since
-    (their first start to their last end) and the merge."""
+    """A merged pass's ``report`` as this command (started at ``since``) saw it: shards done before
+    counted as kept and their items as resumed; the seconds and tokens those of the shards since."""
     from dataclasses import replace
 
     if since is None:
@@ -580,10 +571,9 @@ def run_rows(cache, job: RowsJob, coordinator: InProcess, reports: dict | None =
 
 
 def wait_rows(cache, job: RowsJob, keys: dict[str, str], coordinator: InProcess) -> list[int]:
-    """The shards still missing after waiting for the others' rows, as the coordinator says (a
-    supervisor: for its workers; else while they run). Then the rows of shards that will not come
-    are computed here: under a supervisor, a worker that ended without them; else those of shards
-    that ended at ``job.after`` before this process merged it."""
+    """The shards still missing after waiting for the others' rows (``InProcess.wait``), having
+    computed here those that will not come (a supervisor's worker that ended without them; shards
+    that ended at ``job.after`` before this process merged it)."""
     count = coordinator.count
     places = [Place.of_cache(cache.root, key, count) for key in [*keys.values(), *([job.after] if job.after else [])]]
 
