@@ -23,6 +23,7 @@ CORRELATIONS_MD = "correlations.md"
 CORRELATIONS_CSV = "correlations.csv"
 LOG = "run.log"
 FAILED = "failed.json"
+SHARDS = ".shards"  # a split run's own folder: workers' run directories and logs, sweep points, CDM parts
 
 CDM_FOLDS = "cdm_folds.json"
 

@@ -14,10 +14,9 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from cscore import rundir
 from cscore.config.run import RunConfig, Runtime
 from cscore.errors import ConfigError
-
-SWEEP_DIR = ".shards"  # under a sharded multirun's sweep directory: the points' records
 
 
 def devices_of(value) -> list[str] | None:
@@ -185,7 +184,7 @@ def sweep_point(hc) -> Path | None:
     if hc.mode != RunMode.MULTIRUN or len(own) == len(task):
         return None
     digest = hashlib.sha256("\n".join(own).encode()).hexdigest()[:16]
-    return Path(hc.sweep.dir).absolute() / SWEEP_DIR / POINT_FILE.format(digest)
+    return Path(hc.sweep.dir).absolute() / rundir.SHARDS / POINT_FILE.format(digest)
 
 
 @contextmanager
@@ -201,7 +200,6 @@ def one_run_directory(point: Path | None, out_dir: Path):
     if point is None:
         yield None
         return
-    from cscore import rundir
     from cscore.files import file_lock, write_atomic
 
     with file_lock(point.with_suffix(".lock")):

@@ -31,7 +31,6 @@ from cscore.training.negatives import (
 
 log = logging.getLogger(__name__)
 
-PARTS = ".shards"  # under the output directory: the shards' files, marks and (runtime.devices) logs
 
 
 def positives_of(examples, g: dict):
@@ -63,7 +62,7 @@ def make_parts(job: GenerateJob, run: RunConfig, positives, coordinator: InProce
     with every positive's lines in the positives' order, then provenance.json. A positive's negatives
     depend on that positive alone, so the merged file is byte-identical to an unsharded run's."""
     count = coordinator.count
-    place = Place.of_folder(job.folder.path / PARTS, count)
+    place = Place.of_folder(job.folder.path / rundir.SHARDS, count)
 
     def stored() -> Outcome | None:  # merged (or written unsharded) before: as a finished run
         if not all_written(job, positives):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from cscore import rundir
 from cscore.config.run import RunConfig
 from cscore.errors import CscoreError, ShardsPending
 from cscore.scorers.store.runner import ArrayTask, InProcess, wait_for
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("cscore")
 
 OWN_KEYS = ("runtime.shards", "runtime.shard", "runtime.devices", "runtime.device")  # set per worker
-WORKER_DIR = ".shards"  # under the parent's run directory: the workers' own run directories and logs
 WORKER_ENV = "CSCORE_SHARD_WORKER"  # set for the worker processes of runtime.devices: the parent merges
 
 
@@ -81,7 +81,7 @@ class Workers:
                  first: int = 1):
         devices = run.runtime.devices
         assert isinstance(devices, list)
-        self.devices, self.out, self.command, self.overrides = devices, out_dir / WORKER_DIR, command, overrides
+        self.devices, self.out, self.command, self.overrides = devices, out_dir / rundir.SHARDS, command, overrides
         self.emit = emit or (lambda line: print(line, flush=True))
         self.failed = False
         self.out.mkdir(parents=True, exist_ok=True)

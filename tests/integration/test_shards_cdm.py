@@ -166,12 +166,12 @@ def test_generate_a_lost_shard_is_run_again_by_the_process_allowed_to(cdm, tmp_p
     of runtime.devices (it may compute any shard) runs it again and merges the unsharded
     negatives.jsonl; an array task that does not own it leaves it pending, and the shard's own
     task then runs it again and merges the same file."""
-    from cscore.run.negatives import PARTS
+    from cscore.rundir import SHARDS
     from cscore.scorers.store.runner import InProcess
     from cscore.tests.support.coordinator import Scripted, ScriptedParent
 
     def lose(out: Path, k: int) -> None:
-        part = out / PARTS / f"s{k:03d}of002.jsonl"
+        part = out / SHARDS / f"s{k:03d}of002.jsonl"
         assert part.read_text().count("\n") >= 2  # two groups, three positives each
         part.unlink() if damage == "missing" else part.write_bytes(part.read_bytes()[:-20])
 
