@@ -119,7 +119,7 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     got = steps.make_parts(job, run, positives, shards)
     if isinstance(got, Pending) or not shards.merge:
         missing, count = got.missing if isinstance(got, Pending) else [], shards.count
-        Pending(missing).stop(count, f"cdm generate ({job.folder.path}): {pending_text(missing, count)}")
+        Pending(missing).stop(shards, f"cdm generate ({job.folder.path}): {pending_text(missing, count)}")
     return job.folder.path
 
 
@@ -161,7 +161,7 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     pair = load_pair(run, ["expert", "amateur"]) if job.kind == "pooler" else None
     got = discriminator.train(run, job, pair, stats_cache(run) if pair is not None else None, shards)
     if isinstance(got, Pending):  # this process did its shards of the momentum pass
-        got.stop(shards.count)
+        got.stop(shards)
     return job.folder.path
 
 

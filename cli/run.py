@@ -78,12 +78,12 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
             progress = Progress(*progress_bar(console, config.runtime.progress, quick_slice(config, groups)))
             got = kind.score(config, loaded, plan, progress, state, shards)
             if isinstance(got, Pending):  # this process did its part of a sharded pass: the command ends here
-                got.stop(shards.count)
+                got.stop(shards)
             scored = got
     state["stage"] = "write"
     with launch.one_run_directory(point, out_dir) as other:
         if other is not None:
-            Pending([]).stop(config.runtime.shards, f"statistics merged; this sweep point's run directory is "
+            Pending([]).stop(shards, f"statistics merged; this sweep point's run directory is "
                              f"{other} (another shard's job wrote it)")
         corr = stages.evaluate_stage(config, kind, scored, plan)
         metrics = stages.write_stage(config, kind, out_dir, loaded, plan, scored, corr)

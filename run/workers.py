@@ -83,7 +83,7 @@ class Workers:
         assert isinstance(devices, list)
         self.devices, self.out, self.command, self.overrides = devices, out_dir / rundir.SHARDS, command, overrides
         self.emit = emit or (lambda line: print(line, flush=True))
-        self.failed = False
+        self.failed, self.since = False, time.time()  # the command's start: its workers' shards are this command's
         self.out.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, WORKER_ENV: "1"}
         self.procs: dict[int, subprocess.Popen] = {}
@@ -103,7 +103,7 @@ class Workers:
 
     def coordinator(self) -> InProcess:
         """The parent's: shard 0 of every pass, then ``wait`` for the workers' shards, then the merge."""
-        return LocalDevices(len(self.devices), 0, workers=self)
+        return LocalDevices(len(self.devices), 0, since=self.since, workers=self)
 
     def wait(self, pending, label: str) -> None:
         """Until ``pending()`` (the pass's shards not done yet) is empty (``runner.wait_for``).

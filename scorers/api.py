@@ -404,7 +404,7 @@ class ModelPair:
         got = self.run(inputs, req)
         if isinstance(got, Pending):
             assert req.coordinator is not None  # only a split pass waits
-            got.stop(req.coordinator.count)
+            got.stop(req.coordinator)
         return got
 
     def run(self, inputs: ScoringInput, request: PassRequest) -> PairStatistics | Pending:
@@ -445,7 +445,7 @@ class ModelPair:
             elif split is not None:
                 job = PassJob(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
                                   list(temperatures), compute, label, model_names(run_model, run_heads),
-                                  TokenStats, since=time.time())
+                                  TokenStats)
                 outcome = run_pass(cache, job, split)
                 if isinstance(outcome, Done):
                     got, report = outcome.stats, outcome.report

@@ -380,7 +380,7 @@ def first_step(cache, parts: dict, scale, compute, models, coordinator):
     job = PassJob(parts, {"judge": None}, [((), (0,))] * n_ctx, [], compute, "judge",
                   [f"main: {main.name}", f"asst: {asst.name}"], JudgeStats,
                   partials=first_step_partials(scale, vocab))
-    work = pass_work(cache, job, coordinator.count)
+    work = pass_work(cache, job, coordinator)
     got = run(work, coordinator)
     if isinstance(got, Pending) and got.missing and coordinator.index is not None:
         with work.place.lock(coordinator.index):  # it is still there: its decodes are its own

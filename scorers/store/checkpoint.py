@@ -456,8 +456,8 @@ def missing_text(missing: Sequence[int], count: int) -> str:
 
 
 def pending_text(missing: Sequence[int], count: int) -> str:
-    """What a command that did its shards says of the rest (``missing``: none, every shard is done
-    and the merge is another process's)."""
+    """What a command that did its shards says of the rest (``missing``: none, the rest and the
+    merge are another process's: the parent of runtime.devices, the task of an array that ends last)."""
     if missing:
         return f"{missing_text(missing, count)} not done yet"
-    return "every shard done; the merge is the parent's (runtime.devices)"
+    return "this process's shards done; another process merges"

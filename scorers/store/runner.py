@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, NoReturn, Union
 
 import numpy as np
@@ -31,12 +31,14 @@ POLL = 0.25
 class InProcess:
     """This process computes shard ``index`` of ``count`` (None: every shard not done yet), then
     merges once every shard is done (``merge``). The library's default; the command line picks one
-    per job (``run/workers.py`` ``coordinator``: ``ArrayTask``, ``LocalDevices``)."""
+    per job (``run/workers.py`` ``coordinator``: ``ArrayTask``, ``LocalDevices``). ``since``: the
+    job's start (time.time()): shards marked before it are an earlier command's, kept."""
 
     count: int = 1
     index: int | None = None
     merge: bool = True
     grace: float = 0.0
+    since: float = field(default_factory=time.time, compare=False)
     supervises: ClassVar[bool] = False  # a parent whose workers compute the other shards (``supervise``)
 
     @property
@@ -126,13 +128,15 @@ class Pending:
     def named(self, label: str) -> Pending:
         return Pending(self.missing, (label,))
 
-    def stop(self, count: int, message: str | None = None) -> NoReturn:
-        """End the command that ran the passes: the one place ``ShardsPending`` is raised (``count``:
-        the run's shards; ``message``: what the command says, by default the passes and the shards
-        missing)."""
+    def stop(self, coordinator: InProcess, message: str | None = None) -> NoReturn:
+        """End the command that ran the passes: the one place ``ShardsPending`` is raised
+        (``message``: what the command says, by default the passes and the shards missing). A
+        process that does not merge (a worker of runtime.devices) names none missing: its parent
+        computes, waits for and merges the rest."""
+        missing = self.missing if coordinator.merge else []
         if message is None:
-            message = f"statistics ({', '.join(self.passes)}): {pending_text(self.missing, count)}"
-        raise ShardsPending(message, self.missing, count)
+            message = f"statistics ({', '.join(self.passes)}): {pending_text(missing, coordinator.count)}"
+        raise ShardsPending(message, missing, coordinator.count)
 
 
 Outcome = Union[Done, Pending]
@@ -234,7 +238,7 @@ class Work:
     merged result if it is in, else None), ``merged()`` (whether it is in now: a cheap look),
     ``compute(k)`` (shard k's units, resumed from its partials; returns its mark's figures),
     ``merge()`` (every shard's partials assembled under the merge lock: ``Done``, or ``Pending``
-    naming the shards lacking); ``since``: the command's start (time.time(); None: now)."""
+    naming the shards lacking)."""
 
     label: str
     place: Place
@@ -242,7 +246,6 @@ class Work:
     merged: Callable[[], bool]
     compute: Callable[[int], dict]
     merge: Callable[[], Outcome]
-    since: float | None = None
 
     def pending(self) -> list[int]:
         """The shards not done yet; [] once merged (the marks looked at first: a merge removes them)."""
@@ -266,7 +269,7 @@ def run(work: Work, coordinator: InProcess) -> Outcome:
         return Pending(work.place.missing())
     if coordinator.supervises:  # the parent of runtime.devices: the other shards are its workers'
         coordinator.wait(work.pending, work.place.running, work.label)
-        said_done(work)
+        said_done(work, coordinator.since)
 
     def redo(again: list[int]) -> None:
         log.info("%s: %s lost partials; this process re-runs what %s lost", work.label,
@@ -303,7 +306,7 @@ def said_kept(work: Work, coordinator: InProcess) -> None:
     """Where shards were done before this command (an earlier run, another job): which it keeps and
     which it computes (a log line)."""
     marks = work.place.marks()
-    kept = sorted(k for k, r in marks.items() if float(r.get("end", 0.0)) < started(work))
+    kept = sorted(k for k, r in marks.items() if float(r.get("end", 0.0)) < coordinator.since)
     if kept:
         todo = [k for k in coordinator.todo() if k not in marks]
         log.info("%s: %s done already (an earlier run or another job), kept; %s", work.label,
@@ -311,12 +314,8 @@ def said_kept(work: Work, coordinator: InProcess) -> None:
                  f"{missing_text(todo, coordinator.count)} computed now" if todo else "none to compute here")
 
 
-def started(work: Work) -> float:
-    return time.time() if work.since is None else work.since
-
-
-def said_done(work: Work) -> None:
-    text = done_text(work.place.marks(), work.place.count, started(work))
+def said_done(work: Work, since: float) -> None:
+    text = done_text(work.place.marks(), work.place.count, since)
     if text is not None:
         log.info("%s: %s", work.label, text)
 
@@ -347,8 +346,7 @@ class PassJob:
     ``temperatures``; ``compute(checkpoint)`` runs the engine with a shard's checkpoint; ``label``
     and ``models`` name it in logs and the entry's meta; ``stats_type`` is the payload (the store
     names no payload type itself); ``partials``: the checkpoint class of another payload, merged by
-    its ``assemble()`` (``checkpoint.ItemCheckpoint``); None: ``Checkpoint``; ``since``: the
-    command's start."""
+    its ``assemble()`` (``checkpoint.ItemCheckpoint``); None: ``Checkpoint``."""
 
     parts: dict
     heads: dict
@@ -359,19 +357,18 @@ class PassJob:
     models: list
     stats_type: type
     partials: Callable | None = None
-    since: float | None = None
 
     def offsets(self) -> np.ndarray:
         lengths = np.array([len(h) for _, h in self.pairs], dtype=np.int64)
         return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
-def pass_work(cache, job: PassJob, count: int) -> Work:
+def pass_work(cache, job: PassJob, coordinator: InProcess) -> Work:
     """``job`` as the runner's ``Work``: its entry in ``cache``, its shards' partials under the key."""
     from cscore.scorers.store.cache import stats_key
 
     key = stats_key(job.parts)
-    offsets, since = job.offsets(), time.time() if job.since is None else job.since
+    offsets, count = job.offsets(), coordinator.count
 
     def stored() -> Outcome | None:
         with cache.lock(key):
@@ -380,7 +377,7 @@ def pass_work(cache, job: PassJob, count: int) -> Work:
 
     return Work(f"statistics ({job.label})", Place.of_cache(cache.root, key, count), stored, lambda: key in cache,
                 lambda k: compute_shard(cache, job, key, offsets, (k, count)),
-                lambda: merge_pass(cache, job, key, offsets, count, since), since)
+                lambda: merge_pass(cache, job, key, offsets, count, coordinator.since))
 
 
 def check_cache(coordinator: InProcess | None, cache) -> None:
@@ -394,7 +391,7 @@ def check_cache(coordinator: InProcess | None, cache) -> None:
 def run_pass(cache, job: PassJob, coordinator: InProcess) -> Outcome:
     """The token statistics of one pass, sharded (``run``): the cache entry if there is one; else
     this process's shards, then the merge once every item is covered."""
-    return run(pass_work(cache, job, coordinator.count), coordinator)
+    return run(pass_work(cache, job, coordinator), coordinator)
 
 
 def compute_shard(cache, job: PassJob, key: str, offsets, shard: tuple[int, int]) -> dict:
