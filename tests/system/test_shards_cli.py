@@ -177,7 +177,7 @@ def test_a_rerun_says_which_shards_it_kept_and_times_this_command_only(tiny_dirs
 
 @pytest.mark.slow
 def test_a_killed_worker_leaves_one_line_and_the_same_command_resumes_identical(tiny_dirs, tmp_path):
-    data = table(tmp_path / "t.csv", 90)
+    data = table(tmp_path / "t.csv", 300)  # shard 1's passes take ~0.5 s: the kill lands inside them, under load too
     argv = args(data, tiny_dirs.expert, tiny_dirs.amateur, tmp_path / "many", tmp_path / "cN",
                 "runtime.devices=[cpu,cpu]", "cache.checkpoint_seconds=0")
     proc = subprocess.Popen([sys.executable, "-m", "cscore.cli.main", *argv], cwd=tmp_path, env=env(), text=True,
