@@ -118,7 +118,7 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
         workers.run_workers(run, list(overrides), job.folder.path, command=("cdm", "generate"))
     got = steps.make_parts(job, run, positives, shards)
     if isinstance(got, Pending) or not shards.merge:
-        missing, count = got.missing if isinstance(got, Pending) else [], shards.count
+        missing, count = got.missing if isinstance(got, Pending) and shards.merge else [], shards.count
         Pending(missing).stop(shards, f"cdm generate ({job.folder.path}): {pending_text(missing, count)}")
     return job.folder.path
 
