@@ -17,6 +17,7 @@ from pathlib import Path
 from cscore import rundir
 from cscore.config.run import RunConfig, Runtime
 from cscore.errors import ConfigError
+from cscore.run import workers
 
 
 def devices_of(value) -> list[str] | None:
@@ -95,7 +96,7 @@ def check_kind(run: RunConfig, kind) -> None:
         raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
     if in_cache:
         check_writable(run)
-    if run.runtime.devices is None and os.environ.get("SLURM_JOB_ID") and in_cache:
+    if run.runtime.devices is None and in_cache and workers.array_task():  # not runtime.devices' workers: one node
         check_shared(run)
 
 

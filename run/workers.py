@@ -46,9 +46,15 @@ def coordinator(runtime) -> InProcess:
     count, index = int(runtime.shards), None if runtime.shard is None else int(runtime.shard)
     if os.environ.get(WORKER_ENV):
         return ArrayTask(count, index, merge=False)
-    if os.environ.get("SLURM_JOB_ID"):
+    if array_task():
         return ArrayTask(count, index)
     return InProcess(count, index)
+
+
+def array_task() -> bool:
+    """Whether this process is a task of a SLURM job array (a SLURM job, not a worker of
+    runtime.devices, whose siblings are on its node)."""
+    return bool(os.environ.get("SLURM_JOB_ID")) and not os.environ.get(WORKER_ENV)
 
 
 def worker_overrides(overrides: list[str], index: int, count: int, device: str, out: Path | None) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -230,6 +231,15 @@ def test_a_slurm_shard_with_a_node_local_cache_is_one_line(tiny_dirs, tmp_path, 
     said = res.stdout + res.stderr
     assert res.returncode != 0 and "is on tmpfs, which no other node sees" in said, said[-2000:]
     assert "Traceback" not in said
+    # runtime.devices inside one SLURM job: its workers are on this node, a node-local cache serves them
+    cache = Path(f"/dev/shm/cscore-test-{os.getpid()}-devices")
+    try:
+        res = cscore_main(*args(table(tmp_path / "t.csv", 24), tiny_dirs.expert, None, tmp_path / "d", cache,
+                                "runtime.devices=[cpu,cpu]"), cwd=tmp_path)
+        said = res.stdout + res.stderr
+        assert res.returncode == 0 and "every shard done in" in said, said[-2000:]
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @pytest.mark.parametrize("more,shown", [
