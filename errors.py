@@ -72,8 +72,9 @@ class StorageError(CscoreError):
 
 class ShardsPending(CscoreError):
     """A sharded pass (``runtime.shards``) whose shards are not all done yet: this process did its
-    part; the run is not complete. ``missing``: the shard indices still to run (exit 0: a shard of a
-    job array or a worker that did its part did not fail)."""
+    part; the run is not complete. ``missing``: the shard indices still to run ([] where another
+    process finishes: a worker's parent) (exit 0: a shard of a job array or a worker that did its
+    part did not fail)."""
 
     exit_code = 0
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("cscore")
 
 OWN_KEYS = ("runtime.shards", "runtime.shard", "runtime.devices", "runtime.device")  # set per worker
-WORKER_ENV = "CSCORE_SHARD_WORKER"  # set for the worker processes of runtime.devices: the parent merges
+WORKER_ENV = "CSCORE_SHARD_WORKER"  # a worker of runtime.devices: set to its parent's start; the parent merges
 
 
 def coordinator(runtime) -> InProcess:
@@ -44,8 +44,8 @@ def coordinator(runtime) -> InProcess:
     sharding (the parent of runtime.devices has ``Workers.coordinator``, ``LocalDevices``). Built
     once per job and handed to the stages beside the typed config, never stored in it."""
     count, index = int(runtime.shards), None if runtime.shard is None else int(runtime.shard)
-    if os.environ.get(WORKER_ENV):
-        return ArrayTask(count, index, merge=False)
+    if os.environ.get(WORKER_ENV):  # its value: the parent's start (time.time()), this command's
+        return ArrayTask(count, index, merge=False, since=float(os.environ[WORKER_ENV]))
     if array_task():
         return ArrayTask(count, index)
     return InProcess(count, index)
@@ -91,7 +91,7 @@ class Workers:
         self.emit = emit or (lambda line: print(line, flush=True))
         self.failed, self.since = False, time.time()  # the command's start: its workers' shards are this command's
         self.out.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, WORKER_ENV: "1"}
+        env = {**os.environ, WORKER_ENV: repr(self.since)}
         self.procs: dict[int, subprocess.Popen] = {}
         self.relays: list[threading.Thread] = []
         run_dir = self.out if command == ("run",) else None  # a stage command (cscore cdm) has no run directory

@@ -386,6 +386,6 @@ def first_step(cache, parts: dict, scale, compute, models, coordinator):
         with work.place.lock(coordinator.index):  # it is still there: its decodes are its own
             got = Pending(coordinator.wait(work.pending, work.place.running, work.label))
     if isinstance(got, Pending) and not got.missing:  # every part done (or merged already): the decodes need it
-        got = merge_pass(cache, job, stats_key(parts), unit_offsets(n_ctx), coordinator.count)
+        got = merge_pass(cache, job, stats_key(parts), unit_offsets(n_ctx), coordinator.count, coordinator.since)
     return got
 

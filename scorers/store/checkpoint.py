@@ -457,7 +457,8 @@ def missing_text(missing: Sequence[int], count: int) -> str:
 
 def pending_text(missing: Sequence[int], count: int) -> str:
     """What a command that did its shards says of the rest (``missing``: none, the rest and the
-    merge are another process's: the parent of runtime.devices, the task of an array that ends last)."""
+    merge are another process's: the parent of runtime.devices, the task of an array that ends last,
+    shard 0's job where every pass was stored)."""
     if missing:
         return f"{missing_text(missing, count)} not done yet"
-    return "this process's shards done; another process merges"
+    return "this process's shards done; another process merges or writes the run directory"

@@ -119,7 +119,8 @@ class Done:
 @dataclass(frozen=True)
 class Pending:
     """Passes that wait for shards this process does not run: ``missing`` (shard indices; empty:
-    every shard is done and the merge is another process's), ``passes`` their labels. A pass runner
+    the rest is another process's: every shard done and its merge, a worker's parent, shard 0's
+    job that writes the run directory), ``passes`` their labels. A pass runner
     returns it; the command that ran the passes ends with ``stop()``, at its boundary."""
 
     missing: list[int]
@@ -556,7 +557,8 @@ def run_rows(cache, job: RowsJob, coordinator: InProcess, reports: dict | None =
     call = "shards-" + min(rows.values())[:16]
     for name, key in rows.items():  # each row's merge (``merge_or_redo``), its lacking shards redone alone
         entry = job.entry(name)
-        got = merge_or_redo(lambda: merge_pass(cache, entry, key, entry.offsets(), coordinator.count),
+        since = coordinator.since
+        got = merge_or_redo(lambda: merge_pass(cache, entry, key, entry.offsets(), coordinator.count, since),
                             lambda again: rows_shards(cache, job, {name: key}, again, coordinator.count),
                             coordinator)
         if isinstance(got, Pending):

@@ -21,4 +21,6 @@ def test_the_coordinator_of_a_process_is_read_from_the_environment_in_one_place(
     assert isinstance(got, ArrayTask) and got.merge and got.grace == START_GRACE and got.todo() == [1]
     monkeypatch.setenv(workers.WORKER_ENV, "1")  # a worker of runtime.devices: its parent merges
     assert workers.coordinator(runtime) == ArrayTask(3, 1, merge=False)
+    monkeypatch.setenv(workers.WORKER_ENV, "1234.5")  # the parent's start: the worker's shards are its command's
+    assert workers.coordinator(runtime).since == 1234.5 and not workers.array_task()
     assert not InProcess(3, 1).supervises and InProcess(3).todo() == [0, 1, 2]
