@@ -1,109 +1,295 @@
-"""The distributional statistics of a pass's heads (``stats.DIST_NAMES``), per temperature, in float64:
-each head's entropy and, between the expert head and each other head, the cross-entropies, KL divergences
-and JSD. With a = z/T - max, e = exp(a), S = sum e: H(p) = log S - <e, a>/S, H(p, q) = log S_q - <e_p, a_q>/S_p,
-KL(p||q) = H(p, q) - H(p), JSD = H(m) - (H(p) + H(q))/2 (docs/methods/distributional.md)."""
+"""The per-token statistics of a joint pass's heads in float64 (``stats.ROW_NAMES``), per temperature:
+each head's log p(target), log max p and entropy and, between the expert head and each other head, the
+cross-entropies, KL divergences and JSD. With d = z - max, e = exp(d/T), S = sum e: H(p) = log S - <d, e>/(T S),
+H(p, q) = log S_q - <d_q, e_p>/(T S_p), KL(p||q) = H(p, q) - H(p), JSD = H(m) - (H(p) + H(q))/2
+(docs/methods/distributional.md).
+
+Two loops over a row's vocabulary in chunks that stay in cache (the first keeps e, the second reads it
+back), each sum a matrix product. Temperatures whose 1/T are small multiples k of one base read
+exp(d * base) once and its powers. H(m) = log(S_p + r S_q) - <log w, e_p/S_p + e_q/S_q>/2 with
+w = e_p + r e_q, r = S_p / S_q from the first loop: w is m up to a constant, so one log per entry."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import torch
 
 from cscore.scorers.engine.head import prepared
 
-BLOCK_ELEMENTS = 1 << 20  # on an accelerator: float64 logits per block (rows x vocab) of each head
-TINY = 1e-300  # m below this counts as it in log m (m = 0: m log m = 0); float64's smallest normal ~2e-308
+CPU_CHUNK = 8192  # vocabulary entries per chunk on a CPU (one row at a time): its blocks stay in L2
+BLOCK_ELEMENTS = 1 << 20  # on an accelerator: rows x vocabulary per block, the whole vocabulary a chunk
+MAX_POWER = 8  # 1/T = k * base with k <= this reads powers of exp(d * base) instead of its own exp
+FLOOR = -690.0  # d/T raised to this where exp would underflow: a normal float64 (> 1e-300), log w finite
 PAIR = ("xent_ea", "xent_ae", "kl_ea", "kl_ae", "jsd")
 
-
-def block_rows(vocab: int, device: torch.device) -> int:
-    """One row at a time on a CPU (measured fastest), blocks of ``BLOCK_ELEMENTS`` on an accelerator."""
-    return 1 if device.type == "cpu" else max(1, BLOCK_ELEMENTS // max(1, vocab))
+Plan = list[tuple[float, dict[int, list[int]]]]
 
 
-def dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """<x, y> over the vocabulary of [n_temps, rows, V] blocks, as [n_temps, rows] (one row: ``bmm``)."""
-    if x.shape[1] == 1:
-        return torch.bmm(x, y.transpose(1, 2)).view(x.shape[0], 1)
-    return (x * y).sum(-1)
+def groups(temperatures: Sequence[float]) -> Plan:
+    """(base, {power k: [indices of temperatures with 1/T = k * base]}) per group, each group one exp:
+    the base that covers most of the temperatures left, the largest such."""
+    left = sorted(range(len(temperatures)), key=lambda j: -temperatures[j])
+    out = []
+    while left:
+        best: tuple[float, dict[int, int]] = (1.0 / temperatures[left[0]], {left[0]: 1})
+        for d in range(2, MAX_POWER + 1):
+            base = 1.0 / temperatures[left[0]] / d
+            ks = {j: round(1.0 / temperatures[j] / base) for j in left}
+            fit = {j: k for j, k in ks.items()
+                   if 1 <= k <= MAX_POWER and abs(1.0 / temperatures[j] / base - k) <= 1e-12 * k}
+            if len(fit) > len(best[1]):
+                best = (base, fit)
+        powers: dict[int, list[int]] = {}
+        for j, k in best[1].items():
+            powers.setdefault(k, []).append(j)
+        out.append((best[0], powers))
+        left = [j for j in left if j not in best[1]]
+    return out
 
 
-def power_of(t: float, t_base: float) -> int | None:
-    """k in 2..4 with 1/t == k/t_base exactly (in floating point), else None."""
-    k = t_base / t
-    return int(k) if k in (2.0, 3.0, 4.0) else None
+def power_steps(one: torch.Tensor, powers: dict[int, list[int]], slots: Sequence[torch.Tensor]) -> list[tuple]:
+    """The products that raise ``one`` = exp(d * base) to each power k of ``powers`` into ``slots[j]`` of
+    its temperatures j, as (out, a, b) for ``torch.mul`` or (out, a, None) for a copy (a power another
+    temperature or k = 1 holds); an intermediate power no temperature keeps gets a buffer of its own."""
+    have = {1: one}
+    steps: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]] = []
 
+    def get(k: int) -> torch.Tensor:
+        if k not in have:
+            a, b = get(k // 2), get(k - k // 2)
+            have[k] = slots[powers[k][0]] if k in powers else torch.empty_like(one)
+            steps.append((have[k], a, b))
+        return have[k]
 
-def exp_plan(temperatures: Sequence[float]) -> list[tuple[int, int | None, int]]:
-    """(index, base index or None, power) per temperature, larger T first: exp(a/T) is the
-    power-th power of an earlier temperature's where 1/T is 2-4 times its 1/T, else an exp."""
-    order = sorted(range(len(temperatures)), key=lambda j: -temperatures[j])
-    steps: list[tuple[int, int | None, int]] = []
-    for n, j in enumerate(order):
-        base = next((b for b in order[:n] if power_of(temperatures[j], temperatures[b])), None)
-        steps.append((j, base, power_of(temperatures[j], temperatures[base]) or 1 if base is not None else 1))
+    for k, js in powers.items():
+        for j in js:
+            if slots[j].data_ptr() != get(k).data_ptr():
+                steps.append((slots[j], have[k], None))
     return steps
 
 
-class Buffers:
-    """One head's reused blocks: a = z/T - max and e = exp(a) at every temperature [n_temps, rows, V]."""
+def chunks(widths: list[list[int]], vocab: int, device: torch.device) -> list[tuple[int, int]]:
+    """(start, end) column ranges: every head's block edges (``widths``) and, on a CPU, ``CPU_CHUNK`` within them."""
+    edges = {0, vocab}
+    for ws in widths:
+        at = 0
+        for w in ws:
+            at += w
+            edges.add(at)
+    cuts = sorted(edges)
+    step = CPU_CHUNK if device.type == "cpu" else vocab
+    return [(c, min(c + step, b)) for a, b in zip(cuts, cuts[1:]) for c in range(a, b, step)]
 
-    def __init__(self, temperatures: Sequence[float], rows: int, vocab: int, device: torch.device):
-        self.inv = torch.tensor([1.0 / t for t in temperatures], dtype=torch.float64, device=device).view(-1, 1, 1)
-        self.steps = exp_plan(temperatures)
-        self.a = torch.empty((len(temperatures), rows, vocab), dtype=torch.float64, device=device)
-        self.e = torch.empty_like(self.a)
 
-    def fill(self, logits: torch.Tensor, cap: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(a, e, S) of a block of logits [r, V] (soft-capped as ``token_statistics`` reads them)."""
-        r = logits.shape[0]
-        z = prepared(logits, cap).to(torch.float64)
-        z = z - z.amax(dim=-1, keepdim=True)
-        a, e = self.a[:, :r], self.e[:, :r]
-        torch.mul(z, self.inv, out=a)
-        for j, base, k in self.steps:
-            if base is None:
-                torch.exp(a[j], out=e[j])
+class View(NamedTuple):
+    """One block's buffers for r rows and a chunk of c columns."""
+    d: torch.Tensor  # [r, H + 1, c]: d * scale per head, then ones
+    d_h: list  # d's rows per head [r, c]
+    heads: torch.Tensor  # [r, H, c]: d's rows of the heads
+    one: torch.Tensor  # [r, H, c]: exp(d * base)
+    steps: list  # per group, ``power_steps`` into e per temperature [r, H, c]
+    e_h: list  # e per head [r, n_t, c]
+    flat_t: torch.Tensor  # [r, c, n_t * H]: e, its rows (temperature, head), transposed
+    w: torch.Tensor  # [r, n_t, c]: log w
+
+
+class Block:
+    """The reused buffers of a block of ``rows``: d and exp(d * base) of a chunk of C columns, e =
+    exp(d/T) per temperature and head over the whole vocabulary [R, n_t, H, V] (the second loop reads
+    it back), log w of a chunk; ``view`` their views (cached: a CPU's rows are all alike)."""
+
+    def __init__(self, heads: int, temperatures: Sequence[float], rows: int, cols: int, vocab: int,
+                 device: torch.device):
+        self.plan, self.heads, self.n_t = groups(temperatures), heads, len(temperatures)
+        self.scale = self.plan[0][0]  # d is kept times the first group's base: its exp needs no product
+        f64 = torch.float64
+        self.d = torch.empty((rows, heads + 1, cols), dtype=f64, device=device)
+        self.d[:, heads] = 1.0
+        self.e = torch.empty((rows, self.n_t, heads, vocab), dtype=f64, device=device)
+        self.one = torch.empty((rows, heads, cols), dtype=f64, device=device)
+        self.w = torch.empty((rows, self.n_t, cols), dtype=f64, device=device)
+        self.views: dict[tuple[int, int, int], View] = {}
+
+    def view(self, r: int, c0: int, c1: int) -> View:
+        if (r, c0, c1) not in self.views:
+            c = c1 - c0
+            e, one = self.e[:r, :, :, c0:c1], self.one[:r, :, :c]
+            by_t = [e[:, j] for j in range(self.n_t)]
+            self.views[r, c0, c1] = View(self.d[:r, :, :c], [self.d[:r, h, :c] for h in range(self.heads)],
+                                         self.d[:r, :self.heads, :c], one,
+                                         [power_steps(one, powers, by_t) for _, powers in self.plan],
+                                         [e[:, :, h] for h in range(self.heads)],
+                                         e.reshape(r, -1, c).transpose(1, 2), self.w[:r, :, :c])
+        return self.views[r, c0, c1]
+
+    def fill(self, chunk: list[torch.Tensor], shift: torch.Tensor, caps: list[float | None], floor: bool,
+             at: tuple[int, int, int]) -> View:
+        """d and e of one block's logit chunks (each [r, c] or [c], soft-capped as ``token_statistics``
+        reads them; ``at`` = (r, c0, c1)), ``shift`` = -max * scale [r, H, 1]; exp's inputs raised to
+        ``FLOOR`` where ``floor``."""
+        v = self.view(*at)
+        for h, z in enumerate(chunk):
+            v.d_h[h].copy_(prepared(z, caps[h]) if caps[h] else z)
+        torch.add(shift, v.heads, alpha=self.scale, out=v.heads)  # (z - max) * scale
+        for g, ((base, powers), steps) in enumerate(zip(self.plan, v.steps)):
+            if g == 0 and not floor:
+                torch.exp(v.heads, out=v.one)
             else:
-                torch.mul(e[base], e[base], out=e[j])
-                if k == 3:
-                    e[j].mul_(e[base])
-                elif k == 4:
-                    e[j].square_()
-        return a, e, e.sum(-1)
+                torch.mul(v.heads, base / self.scale, out=v.one)
+                if floor:
+                    v.one.clamp_(min=FLOOR / max(powers))
+                v.one.exp_()
+            for out, a, b in steps:
+                torch.mul(a, b, out=out) if b is not None else out.copy_(a)
+        return v
 
 
-def statistics(logits: dict[str, torch.Tensor], caps: dict[str, float | None], temperatures: Sequence[float],
-               expert: str | None) -> dict[str, dict[str, torch.Tensor]]:
-    """{head: {name: [n_temps, n] float64}}: ``entropy`` of every head and, for each head but
-    ``expert`` (None: no expert head in this pass), the pair's statistics against it."""
-    first = next(iter(logits.values()))
-    (n, vocab), device = first.shape, first.device
-    vocabs = {h: z.shape[1] for h, z in logits.items()}
+def statistics(logits: dict[str, torch.Tensor | Sequence[torch.Tensor]], caps: dict[str, float | None],
+               temperatures: Sequence[float], expert: str | None,
+               targets: torch.Tensor | None = None) -> dict[str, dict[str, torch.Tensor]]:
+    """{head: {name: [n_temps, n] float64}} from each head's logits [n, V] (or its column blocks): with
+    ``targets`` ``logp`` and ``logp_max``; ``entropy`` of every head; for each head but ``expert``
+    (None: no expert head in this pass) the pair's statistics against it."""
+    names = list(logits)
+    blocks = {h: [z] if isinstance(z, torch.Tensor) else list(z) for h, z in logits.items()}
+    vocabs = {h: sum(z.shape[1] for z in b) for h, b in blocks.items()}
     if len(set(vocabs.values())) > 1:
         raise ValueError(f"the heads' vocabularies differ ({vocabs}): no distributional statistics between them")
-    others = [h for h in logits if expert is not None and h != expert]
-    rows = min(block_rows(vocab, device), max(n, 1))
-    bufs = {h: Buffers(temperatures, rows, vocab, device) for h in logits}
-    m, log_m = torch.empty_like(bufs[next(iter(bufs))].a), torch.empty_like(bufs[next(iter(bufs))].a)
-    out = {h: {name: torch.empty((len(temperatures), n), dtype=torch.float64, device=device)
-               for name in ("entropy", *(PAIR if h in others else ()))} for h in logits}
-    for s in range(0, n, rows):
-        got = {h: bufs[h].fill(z[s:s + rows], caps.get(h)) for h, z in logits.items()}
-        r = next(iter(got.values()))[0].shape[1]
-        ent = {}
-        for h, (a, e, total) in got.items():
-            ent[h] = total.log() - dot(e, a) / total
-            out[h]["entropy"][:, s:s + r] = ent[h]
-        for h in others:  # others is empty when expert is None
-            (a_x, e_x, s_x), (a_h, e_h, s_h) = got[str(expert)], got[h]
-            xent_ea = s_h.log() - dot(e_x, a_h) / s_x
-            xent_ae = s_x.log() - dot(e_h, a_x) / s_h
-            mm, lm = m[:, :r], log_m[:, :r]
-            torch.mul(e_x, (0.5 / s_x).unsqueeze(-1), out=mm)
-            mm.addcmul_(e_h, (0.5 / s_h).unsqueeze(-1)).clamp_(min=TINY)
-            h_m = -dot(mm, torch.log(mm, out=lm))
-            hx, hh = ent[str(expert)], ent[h]
-            for name, value in zip(PAIR, (xent_ea, xent_ae, xent_ea - hx, xent_ae - hh, h_m - 0.5 * (hx + hh))):
-                out[h][name][:, s:s + r] = value
+    first = blocks[names[0]][0]
+    n, vocab, device = first.shape[0], vocabs[names[0]], first.device
+    spans = chunks([[z.shape[1] for z in b] for b in blocks.values()], vocab, device)
+    x = names.index(expert) if expert is not None and expert in names else None
+    others = [i for i in range(len(names)) if x is not None and i != x]
+    capped = [caps.get(h) for h in names]
+    run = Run(blocks, names, capped, temperatures, x, others, maxima_of(blocks, names, capped, first_only=True), spans)
+    run.rows(range(n), floor=False)
+    bad = ~(run.sums.isfinite().flatten(1).all(1) & run.cross.isfinite().flatten(1).all(1))
+    if bad.any():  # exp overflowed (a larger logit past the first block) or underflowed to 0 in both models:
+        rows = bad.nonzero()[:, 0].tolist()  # those rows again, from the rows' maxima, exp's inputs floored
+        run.shift_by(maxima_of(blocks, names, capped, first_only=False), rows)
+        run.rows(rows, floor=True)
+    maxima = run.maxima
+    out = finish(names, x, others, temperatures, run.sums, run.cross, run.ratio[..., 0], run.block.scale)
+    if targets is not None:
+        inv = torch.tensor([1.0 / t for t in temperatures], dtype=torch.float64, device=device).view(-1, 1)
+        log_total = run.sums[:, len(names)].view(n, len(temperatures), len(names)).log()
+        for i, h in enumerate(names):
+            z_t = prepared(target_logits(blocks[h], targets.to(device)), caps.get(h)).double()
+            out[h] = {"logp": (z_t - maxima[:, i]) * inv - log_total[:, :, i].t(), "logp_max": -log_total[:, :, i].t(),
+                      **out[h]}
+    return out
+
+
+def maxima_of(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[float | None],
+              first_only: bool) -> torch.Tensor:
+    """[n, H] float64: each row's largest logit per head, or (``first_only``) its largest in the first
+    column block: exp's shift, which only needs to keep exp finite (rows that overflow are run again)."""
+    def top(zs: list[torch.Tensor]) -> torch.Tensor:
+        return zs[0].amax(dim=-1) if first_only or len(zs) == 1 else torch.stack([z.amax(dim=-1) for z in zs]).amax(0)
+    return torch.stack([prepared(top(blocks[h]), cap).double() for h, cap in zip(names, caps)], dim=1)
+
+
+def target_logits(blocks: list[torch.Tensor], targets: torch.Tensor) -> torch.Tensor:
+    """z[i, targets[i]] from a head's column blocks."""
+    got, at = None, 0
+    for z in blocks:
+        inside = (targets >= at) & (targets < at + z.shape[1])
+        here = z.gather(1, (targets - at).clamp(0, z.shape[1] - 1).view(-1, 1))[:, 0]
+        got = here if got is None else torch.where(inside, here, got)
+        at += z.shape[1]
+    assert got is not None
+    return got
+
+
+class Run:
+    """Two loops over a row's chunks: the sums <d_g, e_(j,h)> and sum e_(j,h) [n, H + 1, n_t * H]; then,
+    with the ratio r = S_x / S_o of the sums [n, others, n_t], <log w_j', e_(j,h)> [others, n, n_t, n_t * H]
+    per other head o, w = e_x + r e_o (proportional to m = (p_x + p_o) / 2)."""
+
+    def __init__(self, blocks, names, caps, temperatures, x, others, maxima, spans):
+        n, n_h, n_t = maxima.shape[0], len(names), len(temperatures)
+        device = maxima.device
+        self.blocks, self.names, self.caps, self.x, self.others = blocks, names, caps, x, others
+        self.spans, self.n_t, self.n = spans, n_t, n
+        self.sums = torch.zeros((n, n_h + 1, n_t * n_h), dtype=torch.float64, device=device)
+        self.cross = torch.zeros((n, len(others), n_t, n_t * n_h), dtype=torch.float64, device=device)
+        self.ratio = torch.ones((n, len(others), n_t, 1), dtype=torch.float64, device=device)
+        cols, vocab = max(c1 - c0 for c0, c1 in spans), spans[-1][1]
+        self.step = 1 if device.type == "cpu" else min(max(n, 1), max(1, BLOCK_ELEMENTS // cols))
+        self.block = Block(n_h, temperatures, self.step, cols, vocab, device)
+        self.maxima = maxima.clone()
+        self.shift = (-maxima * self.block.scale).unsqueeze(-1)  # [n, H, 1]
+        self.where = [[where(self.blocks[h], c0, c1) for h in names] for c0, c1 in spans]
+
+    def shift_by(self, maxima: torch.Tensor, rows: list[int]) -> None:
+        """exp's shift of ``rows`` from ``maxima`` [n, H]."""
+        self.maxima[rows] = maxima[rows]
+        self.shift[rows] = (-maxima[rows] * self.block.scale).unsqueeze(-1)
+
+    def rows(self, which, floor: bool) -> None:
+        """The sums of rows ``which``: a range (in steps of ``step`` rows), or row indices (one at a time,
+        from zero: rows run again)."""
+        ranged = isinstance(which, range)
+        n_h, x, others = len(self.names), self.x, list(enumerate(self.others))
+        if ranged:
+            bounds = [(s, min(s + self.step, self.n)) for s in range(which.start, which.stop, self.step)]
+        else:
+            bounds = [(s, s + 1) for s in which]
+        split = ranged and self.step == 1  # one row at a time: every row's views at once, no slicing per row
+        cut = (lambda t: t.split(1)) if split else (lambda t: [t[a:b] for a, b in bounds])
+        logits = [[cut(z) for z in self.blocks[h]] for h in self.names]
+        sums, shift, ratio, cross = cut(self.sums), cut(self.shift), cut(self.ratio), cut(self.cross)
+        for k, (s, e) in enumerate(bounds):
+            r = e - s
+            if not ranged:
+                sums[k].zero_()
+                cross[k].zero_()
+            for (c0, c1), at in zip(self.spans, self.where):
+                chunk = [logits[h][b][k] if whole else logits[h][b][k][:, a:z] for h, (b, a, z, whole) in enumerate(at)]
+                self.block.fill(chunk, shift[k], self.caps, floor, (r, c0, c1))
+                sums[k].baddbmm_(self.block.views[r, c0, c1].d, self.block.views[r, c0, c1].flat_t)
+            if not others:
+                continue
+            total = sums[k][:, n_h].view(r, self.n_t, n_h)
+            pairs = []
+            for o, i in others:
+                torch.div(total[:, :, x], total[:, :, i], out=ratio[k][:, o, :, 0])
+                pairs.append((cross[k][:, o], ratio[k][:, o], i))
+            for c0, c1 in self.spans:
+                v = self.block.views[r, c0, c1]
+                for part, rat, i in pairs:
+                    torch.addcmul(v.e_h[x], v.e_h[i], rat, out=v.w).log_()
+                    part.baddbmm_(v.w, v.flat_t)
+
+
+def where(blocks: list[torch.Tensor], c0: int, c1: int) -> tuple[int, int, int, bool]:
+    """(block, first, last column within it, whether the whole block) of columns c0..c1 of column blocks."""
+    at = 0
+    for b, z in enumerate(blocks):
+        if c0 < at + z.shape[1]:
+            return b, c0 - at, c1 - at, c0 == at and c1 == at + z.shape[1]
+        at += z.shape[1]
+    raise IndexError(f"columns {c0}..{c1} past the logits' {at}")
+
+
+def finish(names: list[str], x: int | None, others: list[int], temperatures: Sequence[float], sums: torch.Tensor,
+           cross: torch.Tensor, ratio: torch.Tensor, scale: float) -> dict[str, dict[str, torch.Tensor]]:
+    """The statistics from ``Run``'s sums."""
+    n, n_h, n_t = sums.shape[0], len(names), len(temperatures)
+    inv = torch.tensor([1.0 / t / scale for t in temperatures], dtype=torch.float64, device=sums.device).view(n_t, 1)
+    p = sums.view(n, n_h + 1, n_t, n_h).permute(2, 3, 1, 0)  # [n_t, H (e's head), H + 1 (d's head | sum), n]
+    total = p[:, :, n_h]  # [n_t, H, n]
+    log_total = total.log()
+    ent = [log_total[:, h] - inv * p[:, h, h] / total[:, h] for h in range(n_h)]
+    out = {h: {"entropy": ent[i]} for i, h in enumerate(names)}
+    for o, i in enumerate(others):
+        assert x is not None
+        xent_ea = log_total[:, i] - inv * p[:, x, i] / total[:, x]
+        xent_ae = log_total[:, x] - inv * p[:, i, x] / total[:, i]
+        q = cross[:, o].reshape(n, n_t, n_t, n_h).diagonal(dim1=1, dim2=2)  # [n, H, n_t]: <log w_j, e_(j,h)>
+        q_x, q_o = q[:, x].t(), q[:, i].t()
+        h_m = (total[:, x] + ratio[:, o].t() * total[:, i]).log() - 0.5 * (q_x / total[:, x] + q_o / total[:, i])
+        hx, hh = ent[x], ent[i]
+        out[names[i]].update(zip(PAIR, (xent_ea, xent_ae, xent_ea - hx, xent_ae - hh, h_m - 0.5 * (hx + hh))))
     return out

@@ -553,6 +553,24 @@ def streamed_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int,
     return got
 
 
+def dist_logits(heads: dict, hidden: dict, vocab: int) -> dict:
+    """{head: its raw logits}: a plain linear head on a CPU as column blocks ``divergence.CPU_CHUNK``
+    wide (as the distributional statistics read them), one product for the heads of one model."""
+    got: dict = {}
+    for m in {id(m): m for m in heads.values()}.values():
+        names = [h for h, hm in heads.items() if hm is m]
+        lin = head_stream.linear_head(m)
+        if lin is None:
+            got.update((h, raw_logits(m, hidden[h])) for h in names)
+            continue
+        rows = [hidden[h].shape[0] for h in names]
+        blocks = head_stream.logit_blocks(head_stream.linear_blocks(lin), vocab, torch.cat([hidden[h] for h in names]),
+                                          divergence.CPU_CHUNK)
+        parts = [z.split(rows) for z in blocks]
+        got.update((h, [p[k] for p in parts]) for k, h in enumerate(names))
+    return got
+
+
 def chunked_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int, temperatures,
                   distribution: bool) -> dict:
     """{head: statistics} from row chunks of ``chunk_rows`` (every head's logits of a chunk at once)."""
@@ -563,11 +581,15 @@ def chunked_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int, 
     caps = {h: softcap(m) for h, m in heads.items()}
     got: dict[str, list] = {h: [] for h in heads}
     for s in range(0, len(targets), chunk):
-        logits = {h: raw_logits(m, picked[h][s:s + chunk]) for h, m in heads.items()}
-        extra = divergence.statistics(logits, caps, temperatures, "expert" if "expert" in heads else None) \
-            if distribution else {}
-        for h, z in logits.items():
-            got[h].append((*token_statistics(z, targets[s:s + chunk], temperatures, caps[h]),
-                           *extra.get(h, {}).values()))
+        if distribution:  # logp and logp_max too, in float64 from the same sums
+            logits = dist_logits(heads, {h: picked[h][s:s + chunk] for h in heads}, vocab)
+            extra = divergence.statistics(logits, caps, temperatures, "expert" if "expert" in heads else None,
+                                          targets[s:s + chunk])
+            for h in logits:
+                got[h].append(tuple(extra[h].values()))
+            continue
+        for h, m in heads.items():
+            got[h].append(token_statistics(raw_logits(m, picked[h][s:s + chunk]), targets[s:s + chunk], temperatures,
+                                           caps[h]))
     return {h: tuple(torch.cat([part[k] for part in parts], dim=1) for k in range(len(parts[0])))
             for h, parts in got.items()}

@@ -52,6 +52,16 @@ def streamed_statistics(block_logits: BlockLogits, vocab: int, hidden: torch.Ten
     return torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1)
 
 
+def logit_blocks(block_logits: BlockLogits, vocab: int, hidden: torch.Tensor, width: int) -> list[torch.Tensor]:
+    """``lin(hidden)`` as column blocks [n, width] (the last narrower): a product per block of matrix
+    rows is faster on a CPU than one, and no [n, V] tensor is written. Rows padded as ``_stream``
+    pads them: a row's logits the same wherever it stands."""
+    n = hidden.shape[0]
+    if n % ROW_MULTIPLE:
+        hidden = torch.cat([hidden, hidden.new_zeros((ROW_MULTIPLE - n % ROW_MULTIPLE, hidden.shape[1]))])
+    return [block_logits(hidden, v0, min(vocab, v0 + width))[:n] for v0 in range(0, vocab, width)]
+
+
 def _stream(block_logits: BlockLogits, vocab: int, hidden: torch.Tensor, targets: torch.Tensor,
             temperatures: Sequence[float], cap: float | None):
     """One pass over the head's blocks for all rows of ``hidden``."""
