@@ -1,8 +1,8 @@
 """The per-token statistics of a joint pass's heads in float64 (``stats.ROW_NAMES``), per temperature:
 each head's log p(target), log max p and entropy and, between the expert head and each other head, the
 cross-entropies, KL divergences and JSD. With d = z - max, e = exp(d/T), S = sum e: H(p) = log S - <d, e>/(T S),
-H(p, q) = log S_q - <d_q, e_p>/(T S_p), KL(p||q) = H(p, q) - H(p), JSD = H(m) - (H(p) + H(q))/2
-(docs/methods/distributional.md).
+H(p, q) = log S_q - <d_q, e_p>/(T S_p), KL(p||q) = H(p, q) - H(p), JSD = H(m) - (H(p) + H(q))/2,
+log p(y) = d(y)/T - log S, log max p = -log S (docs/methods/distributional.md).
 
 Two loops over a row's vocabulary in chunks that stay in cache (the first keeps e, the second reads it
 back), each sum a matrix product. Temperatures whose 1/T are small multiples k of one base read
@@ -17,7 +17,8 @@ import torch
 
 from cscore.scorers.engine.head import prepared
 
-CPU_CHUNK = 8192  # vocabulary entries per chunk on a CPU (one row at a time): its blocks stay in L2
+CPU_CHUNK = 16384  # vocabulary entries per chunk on a CPU (one row at a time): its blocks stay in L2
+HEAD_BLOCK = 8192  # a linear head's logits per column block on a CPU (a faster product than wider ones)
 BLOCK_ELEMENTS = 1 << 20  # on an accelerator: rows x vocabulary per block, the whole vocabulary a chunk
 MAX_POWER = 8  # 1/T = k * base with k <= this reads powers of exp(d * base) instead of its own exp
 FLOOR = -690.0  # d/T raised to this where exp would underflow: a normal float64 (> 1e-300), log w finite
@@ -33,7 +34,7 @@ def groups(temperatures: Sequence[float]) -> Plan:
     out = []
     while left:
         best: tuple[float, dict[int, int]] = (1.0 / temperatures[left[0]], {left[0]: 1})
-        for d in range(2, MAX_POWER + 1):
+        for d in range(1, MAX_POWER + 1):
             base = 1.0 / temperatures[left[0]] / d
             ks = {j: round(1.0 / temperatures[j] / base) for j in left}
             fit = {j: k for j, k in ks.items()
@@ -69,17 +70,26 @@ def power_steps(one: torch.Tensor, powers: dict[int, list[int]], slots: Sequence
     return steps
 
 
-def chunks(widths: list[list[int]], vocab: int, device: torch.device) -> list[tuple[int, int]]:
-    """(start, end) column ranges: every head's block edges (``widths``) and, on a CPU, ``CPU_CHUNK`` within them."""
-    edges = {0, vocab}
-    for ws in widths:
-        at = 0
-        for w in ws:
-            at += w
-            edges.add(at)
-    cuts = sorted(edges)
-    step = CPU_CHUNK if device.type == "cpu" else vocab
-    return [(c, min(c + step, b)) for a, b in zip(cuts, cuts[1:]) for c in range(a, b, step)]
+def by_blocks(device: torch.device) -> bool:
+    """Whether rows go in blocks over the whole vocabulary (an accelerator), not one at a time in chunks."""
+    return device.type != "cpu"
+
+
+def chunks(vocab: int, device: torch.device) -> list[tuple[int, int]]:
+    """(start, end) column ranges: ``CPU_CHUNK`` wide on a CPU, the whole vocabulary elsewhere."""
+    step = vocab if by_blocks(device) else CPU_CHUNK
+    return [(c, min(c + step, vocab)) for c in range(0, vocab, step)]
+
+
+def pieces(blocks: list[torch.Tensor], c0: int, c1: int) -> list[tuple[int, int, int, int]]:
+    """(block, first, last column within it, offset in the chunk) of the blocks holding columns c0..c1."""
+    out, at = [], 0
+    for b, z in enumerate(blocks):
+        lo, hi = max(c0, at), min(c1, at + z.shape[1])
+        if lo < hi:
+            out.append((b, lo - at, hi - at, lo - c0))
+        at += z.shape[1]
+    return out
 
 
 class View(NamedTuple):
@@ -96,8 +106,8 @@ class View(NamedTuple):
 
 class Block:
     """The reused buffers of a block of ``rows``: d and exp(d * base) of a chunk of C columns, e =
-    exp(d/T) per temperature and head over the whole vocabulary [R, n_t, H, V] (the second loop reads
-    it back), log w of a chunk; ``view`` their views (cached: a CPU's rows are all alike)."""
+    exp(d/T) per temperature and head of every chunk [chunks, R, n_t, H, C] (the second loop reads it
+    back), log w of a chunk; ``view`` their views (cached: a CPU's rows are all alike)."""
 
     def __init__(self, heads: int, temperatures: Sequence[float], rows: int, cols: int, vocab: int,
                  device: torch.device):
@@ -106,15 +116,17 @@ class Block:
         f64 = torch.float64
         self.d = torch.empty((rows, heads + 1, cols), dtype=f64, device=device)
         self.d[:, heads] = 1.0
-        self.e = torch.empty((rows, self.n_t, heads, vocab), dtype=f64, device=device)
+        self.cols = cols  # e is kept chunk by chunk, each chunk's block contiguous
+        self.e = torch.empty((-(-vocab // cols), rows, self.n_t, heads, cols), dtype=f64, device=device)
         self.one = torch.empty((rows, heads, cols), dtype=f64, device=device)
         self.w = torch.empty((rows, self.n_t, cols), dtype=f64, device=device)
         self.views: dict[tuple[int, int, int], View] = {}
+        self.targets: dict[tuple, torch.Tensor] = {}
 
     def view(self, r: int, c0: int, c1: int) -> View:
         if (r, c0, c1) not in self.views:
             c = c1 - c0
-            e, one = self.e[:r, :, :, c0:c1], self.one[:r, :, :c]
+            e, one = self.e[c0 // self.cols, :r, :, :, :c], self.one[:r, :, :c]
             by_t = [e[:, j] for j in range(self.n_t)]
             self.views[r, c0, c1] = View(self.d[:r, :, :c], [self.d[:r, h, :c] for h in range(self.heads)],
                                          self.d[:r, :self.heads, :c], one,
@@ -123,14 +135,22 @@ class Block:
                                          e.reshape(r, -1, c).transpose(1, 2), self.w[:r, :, :c])
         return self.views[r, c0, c1]
 
-    def fill(self, chunk: list[torch.Tensor], shift: torch.Tensor, caps: list[float | None], floor: bool,
+    def target(self, at: tuple[int, int, int], head: int, off: int, width: int) -> torch.Tensor:
+        """Where a head's logit piece of ``width`` columns at ``off`` goes in d, [r, w] (cached)."""
+        key = (*at, head, off, width)
+        if key not in self.targets:
+            whole = self.view(*at).d_h[head]
+            self.targets[key] = whole if off == 0 and width == whole.shape[-1] else whole[:, off:off + width]
+        return self.targets[key]
+
+    def fill(self, pieces: list[tuple[torch.Tensor, torch.Tensor, float | None]], shift: torch.Tensor, floor: bool,
              at: tuple[int, int, int]) -> View:
-        """d and e of one block's logit chunks (each [r, c] or [c], soft-capped as ``token_statistics``
-        reads them; ``at`` = (r, c0, c1)), ``shift`` = -max * scale [r, H, 1]; exp's inputs raised to
-        ``FLOOR`` where ``floor``."""
+        """d and e of a chunk of one block's rows (``at`` = (r, c0, c1)) from its logit pieces (source,
+        ``target``, soft cap: soft-capped as ``token_statistics`` reads them), ``shift`` = -c * scale
+        [r, H, 1]; exp's inputs raised to ``FLOOR`` where ``floor``."""
         v = self.view(*at)
-        for h, z in enumerate(chunk):
-            v.d_h[h].copy_(prepared(z, caps[h]) if caps[h] else z)
+        for z, dst, cap in pieces:
+            dst.copy_(prepared(z, cap) if cap else z)
         torch.add(shift, v.heads, alpha=self.scale, out=v.heads)  # (z - max) * scale
         for g, ((base, powers), steps) in enumerate(zip(self.plan, v.steps)):
             if g == 0 and not floor:
@@ -158,18 +178,16 @@ def statistics(logits: dict[str, torch.Tensor | Sequence[torch.Tensor]], caps: d
         raise ValueError(f"the heads' vocabularies differ ({vocabs}): no distributional statistics between them")
     first = blocks[names[0]][0]
     n, vocab, device = first.shape[0], vocabs[names[0]], first.device
-    spans = chunks([[z.shape[1] for z in b] for b in blocks.values()], vocab, device)
+    spans = chunks(vocab, device)
     x = names.index(expert) if expert is not None and expert in names else None
     others = [i for i in range(len(names)) if x is not None and i != x]
     capped = [caps.get(h) for h in names]
-    run = Run(blocks, names, capped, temperatures, x, others, maxima_of(blocks, names, capped, first_only=True), spans)
+    maxima = maxima_of(blocks, names, capped)
+    run = Run(blocks, names, capped, temperatures, x, others, maxima, spans)
     run.rows(range(n), floor=False)
     bad = ~(run.sums.isfinite().flatten(1).all(1) & run.cross.isfinite().flatten(1).all(1))
-    if bad.any():  # exp overflowed (a larger logit past the first block) or underflowed to 0 in both models:
-        rows = bad.nonzero()[:, 0].tolist()  # those rows again, from the rows' maxima, exp's inputs floored
-        run.shift_by(maxima_of(blocks, names, capped, first_only=False), rows)
-        run.rows(rows, floor=True)
-    maxima = run.maxima
+    if bad.any():  # exp underflowed to 0 in both models somewhere: those rows again, exp's inputs floored
+        run.rows(bad.nonzero()[:, 0].tolist(), floor=True)
     out = finish(names, x, others, temperatures, run.sums, run.cross, run.ratio[..., 0], run.block.scale)
     if targets is not None:
         inv = torch.tensor([1.0 / t for t in temperatures], dtype=torch.float64, device=device).view(-1, 1)
@@ -181,13 +199,10 @@ def statistics(logits: dict[str, torch.Tensor | Sequence[torch.Tensor]], caps: d
     return out
 
 
-def maxima_of(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[float | None],
-              first_only: bool) -> torch.Tensor:
-    """[n, H] float64: each row's largest logit per head, or (``first_only``) its largest in the first
-    column block: exp's shift, which only needs to keep exp finite (rows that overflow are run again)."""
-    def top(zs: list[torch.Tensor]) -> torch.Tensor:
-        return zs[0].amax(dim=-1) if first_only or len(zs) == 1 else torch.stack([z.amax(dim=-1) for z in zs]).amax(0)
-    return torch.stack([prepared(top(blocks[h]), cap).double() for h, cap in zip(names, caps)], dim=1)
+def maxima_of(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[float | None]) -> torch.Tensor:
+    """[n, H] float64: each row's largest logit per head (soft-capped), exp's shift."""
+    return torch.stack([prepared(torch.stack([z.amax(dim=-1) for z in blocks[h]]).amax(0), cap).double()
+                        for h, cap in zip(names, caps)], dim=1)
 
 
 def target_logits(blocks: list[torch.Tensor], targets: torch.Tensor) -> torch.Tensor:
@@ -216,16 +231,20 @@ class Run:
         self.cross = torch.zeros((n, len(others), n_t, n_t * n_h), dtype=torch.float64, device=device)
         self.ratio = torch.ones((n, len(others), n_t, 1), dtype=torch.float64, device=device)
         cols, vocab = max(c1 - c0 for c0, c1 in spans), spans[-1][1]
-        self.step = 1 if device.type == "cpu" else min(max(n, 1), max(1, BLOCK_ELEMENTS // cols))
+        self.step = min(max(n, 1), max(1, BLOCK_ELEMENTS // cols)) if by_blocks(device) else 1
         self.block = Block(n_h, temperatures, self.step, cols, vocab, device)
-        self.maxima = maxima.clone()
         self.shift = (-maxima * self.block.scale).unsqueeze(-1)  # [n, H, 1]
-        self.where = [[where(self.blocks[h], c0, c1) for h in names] for c0, c1 in spans]
+        self.widths = [[z.shape[1] for z in self.blocks[h]] for h in names]
+        self.pieces = [[pieces(self.blocks[h], c0, c1) for h in names] for c0, c1 in spans]
+        self.plans: dict[tuple, list[tuple]] = {}
 
-    def shift_by(self, maxima: torch.Tensor, rows: list[int]) -> None:
-        """exp's shift of ``rows`` from ``maxima`` [n, H]."""
-        self.maxima[rows] = maxima[rows]
-        self.shift[rows] = (-maxima[rows] * self.block.scale).unsqueeze(-1)
+    def plan(self, where: tuple[int, int, int], span: int) -> list[tuple]:
+        """A chunk's logit pieces: (head, block, first, last column, whole block, target in d, soft cap)."""
+        if (where, span) not in self.plans:
+            self.plans[where, span] = [(g, b, a, z, z - a == self.widths[g][b], self.block.target(where, g, off, z - a),
+                                        cap) for g, (parts, cap) in enumerate(zip(self.pieces[span], self.caps))
+                                       for b, a, z, off in parts]
+        return self.plans[where, span]
 
     def rows(self, which, floor: bool) -> None:
         """The sums of rows ``which``: a range (in steps of ``step`` rows), or row indices (one at a time,
@@ -236,19 +255,21 @@ class Run:
             bounds = [(s, min(s + self.step, self.n)) for s in range(which.start, which.stop, self.step)]
         else:
             bounds = [(s, s + 1) for s in which]
-        split = ranged and self.step == 1  # one row at a time: every row's views at once, no slicing per row
-        cut = (lambda t: t.split(1)) if split else (lambda t: [t[a:b] for a, b in bounds])
+        flat = ranged and self.step == 1  # one row at a time: every row's views at once, no slicing per row
+        cut = (lambda t: t.split(1)) if flat else (lambda t: [t[a:b] for a, b in bounds])
         logits = [[cut(z) for z in self.blocks[h]] for h in self.names]
-        sums, shift, ratio, cross = cut(self.sums), cut(self.shift), cut(self.ratio), cut(self.cross)
+        sums, shift, ratio, cross = (cut(t) for t in (self.sums, self.shift, self.ratio, self.cross))
         for k, (s, e) in enumerate(bounds):
             r = e - s
             if not ranged:
                 sums[k].zero_()
                 cross[k].zero_()
-            for (c0, c1), at in zip(self.spans, self.where):
-                chunk = [logits[h][b][k] if whole else logits[h][b][k][:, a:z] for h, (b, a, z, whole) in enumerate(at)]
-                self.block.fill(chunk, shift[k], self.caps, floor, (r, c0, c1))
-                sums[k].baddbmm_(self.block.views[r, c0, c1].d, self.block.views[r, c0, c1].flat_t)
+            for span, (c0, c1) in enumerate(self.spans):
+                where = (r, c0, c1)
+                pieces = [(logits[g][b][k] if whole else logits[g][b][k][..., a:z], dst, cap)
+                          for g, b, a, z, whole, dst, cap in self.plan(where, span)]
+                v = self.block.fill(pieces, shift[k], floor, where)
+                sums[k].baddbmm_(v.d, v.flat_t)
             if not others:
                 continue
             total = sums[k][:, n_h].view(r, self.n_t, n_h)
@@ -261,16 +282,6 @@ class Run:
                 for part, rat, i in pairs:
                     torch.addcmul(v.e_h[x], v.e_h[i], rat, out=v.w).log_()
                     part.baddbmm_(v.w, v.flat_t)
-
-
-def where(blocks: list[torch.Tensor], c0: int, c1: int) -> tuple[int, int, int, bool]:
-    """(block, first, last column within it, whether the whole block) of columns c0..c1 of column blocks."""
-    at = 0
-    for b, z in enumerate(blocks):
-        if c0 < at + z.shape[1]:
-            return b, c0 - at, c1 - at, c0 == at and c1 == at + z.shape[1]
-        at += z.shape[1]
-    raise IndexError(f"columns {c0}..{c1} past the logits' {at}")
 
 
 def finish(names: list[str], x: int | None, others: list[int], temperatures: Sequence[float], sums: torch.Tensor,

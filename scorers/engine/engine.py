@@ -554,7 +554,7 @@ def streamed_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int,
 
 
 def dist_logits(heads: dict, hidden: dict, vocab: int) -> dict:
-    """{head: its raw logits}: a plain linear head on a CPU as column blocks ``divergence.CPU_CHUNK``
+    """{head: its raw logits}: a plain linear head on a CPU as column blocks ``divergence.HEAD_BLOCK``
     wide (as the distributional statistics read them), one product for the heads of one model."""
     got: dict = {}
     for m in {id(m): m for m in heads.values()}.values():
@@ -565,7 +565,7 @@ def dist_logits(heads: dict, hidden: dict, vocab: int) -> dict:
             continue
         rows = [hidden[h].shape[0] for h in names]
         blocks = head_stream.logit_blocks(head_stream.linear_blocks(lin), vocab, torch.cat([hidden[h] for h in names]),
-                                          divergence.CPU_CHUNK)
+                                          divergence.HEAD_BLOCK)
         parts = [z.split(rows) for z in blocks]
         got.update((h, [p[k] for p in parts]) for k, h in enumerate(names))
     return got

@@ -142,10 +142,26 @@ def test_probabilities_that_underflow_count_as_zero():
         assert got["amateur"][name][0].item() == pytest.approx(float(want[name][0]), rel=1e-9), name
 
 
-@pytest.mark.parametrize("temps", [(0.25, 0.5, 1.0, 2.0), (1.0 / 3, 1.0), (0.7, 1.3)])
+def assert_reference(got: dict, le: torch.Tensor, la: torch.Tensor, temps) -> None:
+    """Every statistic of ``divergence.statistics`` against log_softmax's float64 reference (0 log 0 = 0
+    where a probability underflows)."""
+    for j, t in enumerate(temps):
+        lpe, lpa = torch.log_softmax(le.double() / t, -1), torch.log_softmax(la.double() / t, -1)
+        want = reference(lpe, lpa)
+        pe, pa = lpe.exp(), lpa.exp()
+        m = (pe + pa) / 2
+        want["jsd"] = (0.5 * torch.where(pe > 0, pe * (pe / m).log(), 0.0).sum(-1)
+                       + 0.5 * torch.where(pa > 0, pa * (pa / m).log(), 0.0).sum(-1)).numpy()
+        np.testing.assert_allclose(got["expert"]["entropy"][j].numpy(), want["entropy_e"], rtol=1e-9, atol=1e-13)
+        for name in DIST_NAMES:
+            np.testing.assert_allclose(got["amateur"][name][j].numpy(), want[name], rtol=1e-9, atol=1e-13,
+                                       err_msg=f"{name} T={t}")
+
+
+@pytest.mark.parametrize("temps", [(0.25, 0.5, 1.0, 2.0), (1.0 / 3, 1.0), (0.7, 1.3), (1.0, 0.5, 1.0)])
 def test_temperatures_read_as_powers_equal_their_own_exp(temps):
-    """A temperature whose 1/T is 2-4 times another's reads exp from products of that one's
-    (``divergence.at_temperatures``); every statistic still equals log_softmax's float64 reference,
+    """Temperatures whose 1/T are multiples of one base read exp once and its powers (``divergence.groups``),
+    a temperature twice reads it once; every statistic still equals log_softmax's float64 reference,
     including rows that underflow in places (logits 900 apart)."""
     from cscore.scorers.engine import divergence
 
@@ -153,15 +169,77 @@ def test_temperatures_read_as_powers_equal_their_own_exp(temps):
     le = torch.randn(7, 300, generator=g) * 4
     la = le + torch.randn(7, 300, generator=g)
     le[0, :5] -= 900.0
-    got = divergence.statistics({"expert": le, "amateur": la}, {}, temps, "expert")
-    for j, t in enumerate(temps):
-        lpe, lpa = torch.log_softmax(le.double() / t, -1), torch.log_softmax(la.double() / t, -1)
-        want = reference(lpe, lpa)
-        pe, pa = lpe.exp(), lpa.exp()
-        m = (pe + pa) / 2  # 0 log 0 = 0 where a probability underflows
-        want["jsd"] = (0.5 * torch.where(pe > 0, pe * (pe / m).log(), 0.0).sum(-1)
-                       + 0.5 * torch.where(pa > 0, pa * (pa / m).log(), 0.0).sum(-1)).numpy()
-        np.testing.assert_allclose(got["expert"]["entropy"][j].numpy(), want["entropy_e"], rtol=1e-9, atol=1e-13)
-        for name in DIST_NAMES:
-            np.testing.assert_allclose(got["amateur"][name][j].numpy(), want[name], rtol=1e-9, atol=1e-13,
-                                       err_msg=f"{name} T={t}")
+    assert_reference(divergence.statistics({"expert": le, "amateur": la}, {}, temps, "expert"), le, la, temps)
+
+
+def test_one_exp_per_group_of_temperatures():
+    """The default temperatures are one group (1/T = 2, 3, 6 times 1/3); 0.7 and 1.3 share no small base."""
+    from cscore.scorers.engine.divergence import groups
+
+    (base, powers), = groups((0.5, 1.0, 1.5))
+    assert base == pytest.approx(1 / 3) and powers == {2: [2], 3: [1], 6: [0]}
+    (base, powers), = groups((0.25, 0.5, 1.0, 2.0))
+    assert base == 0.5 and powers == {1: [3], 2: [2], 4: [1], 8: [0]}
+    assert [p for _, p in groups((0.7, 1.3))] == [{1: [1]}, {1: [0]}]
+    assert groups((1.0, 1.0)) == [(1.0, {1: [0, 1]})]
+
+
+def test_column_blocks_and_a_larger_logit_past_the_first_block():
+    """Logits as column blocks (a joint pass's linear heads on a CPU), read in chunks that span blocks,
+    give what the whole logits give, rows whose largest logit lies far past their first block
+    included; every statistic equals the float64 reference; logp and logp_max equal
+    ``token_statistics``'s, and every row's numbers are the same bits whatever rows it is computed with."""
+    from cscore.scorers.engine import divergence
+    from cscore.scorers.engine.head import token_statistics
+
+    g = torch.Generator().manual_seed(11)
+    le = torch.randn(6, 2077, generator=g) * 4
+    la = le + torch.randn(6, 2077, generator=g)
+    le[2, 1800] += 3000.0  # a point mass in the expert: entropy 0
+    la[4, 1500] += 800.0  # exp(1600) overflows float64 at T = 0.5
+    targets = torch.randint(0, 2077, (6,), generator=g)
+    targets[4] = 1500
+    as_blocks = {h: [z[:, c:c + 700].contiguous() for c in range(0, 2077, 700)] for h, z in (("expert", le),
+                                                                                            ("amateur", la))}
+    whole = divergence.statistics({"expert": le, "amateur": la}, {}, TEMPS, "expert", targets)
+    blocked = divergence.statistics(as_blocks, {}, TEMPS, "expert", targets)
+    assert_reference(blocked, le, la, TEMPS)
+    for h, z in (("expert", le), ("amateur", la)):
+        lp, lpm = token_statistics(z, targets, TEMPS)
+        np.testing.assert_allclose(blocked[h]["logp"].numpy(), lp.double().numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(blocked[h]["logp_max"].numpy(), lpm.double().numpy(), rtol=1e-6, atol=1e-6)
+        for name, value in blocked[h].items():
+            np.testing.assert_allclose(value.numpy(), whole[h][name].numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
+    for rows in ([4], [1, 2]):
+        part = divergence.statistics({h: [b[rows] for b in bs] for h, bs in as_blocks.items()}, {}, TEMPS, "expert",
+                                     targets[rows])
+        for h in part:
+            for name, value in part[h].items():
+                assert torch.equal(value, blocked[h][name][:, rows]), (rows, h, name)
+
+
+def test_the_accelerator_path_blocks_of_rows_over_the_whole_vocabulary(monkeypatch):
+    """On an accelerator rows go in blocks over the whole vocabulary (``divergence.by_blocks``), a row
+    whose exp underflows in both models again on its own; run here on the CPU, every statistic
+    equals the float64 reference and the one-row path."""
+    from cscore.scorers.engine import divergence
+
+    g = torch.Generator().manual_seed(7)
+    le = torch.randn(9, 500, generator=g) * 4
+    la = le + torch.randn(9, 500, generator=g)
+    le[3, :4] -= 2000.0
+    la[3, :4] -= 2000.0  # both underflow there at every temperature: row 3 runs again, floored
+    targets = torch.randint(0, 500, (9,), generator=g)
+    one_row = divergence.statistics({"expert": le, "amateur": la}, {}, TEMPS, "expert", targets)
+    monkeypatch.setattr(divergence, "by_blocks", lambda device: True)
+    monkeypatch.setattr(divergence, "BLOCK_ELEMENTS", 4 * 500)  # blocks of 4 rows: 4, 4 and 1
+    blocks = divergence.statistics({"expert": le, "amateur": la}, {}, TEMPS, "expert", targets)
+    keep = torch.ones(500, dtype=torch.bool)
+    keep[:4] = False
+    assert_reference({h: {k: v[:, [3]] for k, v in d.items()} for h, d in blocks.items()},
+                     le[[3]][:, keep], la[[3]][:, keep], TEMPS)
+    rest = [0, 1, 2, 4, 5, 6, 7, 8]
+    assert_reference({h: {k: v[:, rest] for k, v in d.items()} for h, d in blocks.items()}, le[rest], la[rest], TEMPS)
+    for h in blocks:
+        for name, value in blocks[h].items():
+            np.testing.assert_allclose(value.numpy(), one_row[h][name].numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
