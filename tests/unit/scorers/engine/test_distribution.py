@@ -184,7 +184,7 @@ def test_one_exp_per_group_of_temperatures():
     assert groups((1.0, 1.0)) == [(1.0, {1: [0, 1]})]
 
 
-def test_column_blocks_and_a_larger_logit_past_the_first_block():
+def test_column_blocks_and_a_larger_logit_past_the_first_block(monkeypatch):
     """Logits as column blocks (a joint pass's linear heads on a CPU), read in chunks that span blocks,
     give what the whole logits give, rows whose largest logit lies far past their first block
     included; every statistic equals the float64 reference; logp and logp_max equal
@@ -196,7 +196,7 @@ def test_column_blocks_and_a_larger_logit_past_the_first_block():
     le = torch.randn(6, 2077, generator=g) * 4
     la = le + torch.randn(6, 2077, generator=g)
     le[2, 1800] += 3000.0  # a point mass in the expert: entropy 0
-    la[4, 1500] += 800.0  # exp(1600) overflows float64 at T = 0.5
+    la[4, 1500] += 800.0  # the amateur's mass on one token: the rest underflow at T = 0.5
     targets = torch.randint(0, 2077, (6,), generator=g)
     targets[4] = 1500
     as_blocks = {h: [z[:, c:c + 700].contiguous() for c in range(0, 2077, 700)] for h, z in (("expert", le),
@@ -204,6 +204,12 @@ def test_column_blocks_and_a_larger_logit_past_the_first_block():
     whole = divergence.statistics({"expert": le, "amateur": la}, {}, TEMPS, "expert", targets)
     blocked = divergence.statistics(as_blocks, {}, TEMPS, "expert", targets)
     assert_reference(blocked, le, la, TEMPS)
+    monkeypatch.setattr(divergence, "CPU_CHUNK", 500)  # chunks 0-500, ..., 2000-2077 across the edges at 700, 1400
+    chunked = divergence.statistics(as_blocks, {}, TEMPS, "expert", targets)
+    for h in chunked:
+        for name, value in chunked[h].items():
+            np.testing.assert_allclose(value.numpy(), whole[h][name].numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
+    monkeypatch.undo()
     for h, z in (("expert", le), ("amateur", la)):
         lp, lpm = token_statistics(z, targets, TEMPS)
         np.testing.assert_allclose(blocked[h]["logp"].numpy(), lp.double().numpy(), rtol=1e-6, atol=1e-6)
