@@ -16,6 +16,7 @@ from typing import NamedTuple, Sequence
 import torch
 
 from cscore.scorers.engine.head import prepared
+from cscore.scorers.engine.head_stream import target_in_block
 
 CPU_CHUNK = 16384  # vocabulary entries per chunk on a CPU (one row at a time): its blocks stay in L2
 HEAD_BLOCK = 8192  # a linear head's logits per column block on a CPU (a faster product than wider ones)
@@ -209,12 +210,10 @@ def target_logits(blocks: list[torch.Tensor], targets: torch.Tensor) -> torch.Te
     """z[i, targets[i]] from a head's column blocks."""
     got, at = None, 0
     for z in blocks:
-        inside = (targets >= at) & (targets < at + z.shape[1])
-        here = z.gather(1, (targets - at).clamp(0, z.shape[1] - 1).view(-1, 1))[:, 0]
-        got = here if got is None else torch.where(inside, here, got)
+        got = target_in_block(z, at, targets, got)
         at += z.shape[1]
     assert got is not None
-    return got
+    return got[:, 0]
 
 
 class Run:

@@ -536,14 +536,18 @@ def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
     out.add(torch.from_numpy(dest), {h: per_head[h] for h in heads})
 
 
+def by_model(heads: dict) -> list[tuple]:
+    """(model, its head names) per distinct model of ``heads``: the heads one product computes."""
+    return [(m, [h for h, hm in heads.items() if hm is m]) for m in {id(m): m for m in heads.values()}.values()]
+
+
 def streamed_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int, temperatures) -> dict:
     """{head: (logp, logp_max)} of the heads whose matrix streams once per batch (``head_stream``)."""
     got: dict[str, tuple] = {}
-    for m in {id(m): m for m in heads.values()}.values():
+    for m, names in by_model(heads):
         lin = head_stream.linear_head(m)
         if lin is None:
             continue
-        names = [h for h, hm in heads.items() if hm is m]
         rows = [picked[h].shape[0] for h in names]
         lp, lpm = head_stream.streamed_statistics(head_stream.linear_blocks(lin), vocab,
                                                   torch.cat([picked[h] for h in names]),
@@ -557,8 +561,7 @@ def dist_logits(heads: dict, hidden: dict, vocab: int) -> dict:
     """{head: its raw logits}: a plain linear head on a CPU as column blocks ``divergence.HEAD_BLOCK``
     wide (as the distributional statistics read them), one product for the heads of one model."""
     got: dict = {}
-    for m in {id(m): m for m in heads.values()}.values():
-        names = [h for h, hm in heads.items() if hm is m]
+    for m, names in by_model(heads):
         lin = head_stream.linear_head(m)
         if lin is None:
             got.update((h, raw_logits(m, hidden[h])) for h in names)

@@ -52,13 +52,26 @@ def streamed_statistics(block_logits: BlockLogits, vocab: int, hidden: torch.Ten
     return torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1)
 
 
-def logit_blocks(block_logits: BlockLogits, vocab: int, hidden: torch.Tensor, width: int) -> list[torch.Tensor]:
-    """``lin(hidden)`` as column blocks [n, width] (the last narrower): a product per block of matrix
-    rows is faster on a CPU than one, and no [n, V] tensor is written. Rows padded as ``_stream``
-    pads them: a row's logits the same wherever it stands."""
+def padded(hidden: torch.Tensor) -> torch.Tensor:
+    """``hidden`` with zero rows up to a multiple of ``ROW_MULTIPLE``: a row's logits the same wherever it stands."""
     n = hidden.shape[0]
     if n % ROW_MULTIPLE:
         hidden = torch.cat([hidden, hidden.new_zeros((ROW_MULTIPLE - n % ROW_MULTIPLE, hidden.shape[1]))])
+    return hidden
+
+
+def target_in_block(z: torch.Tensor, v0: int, targets: torch.Tensor, got: torch.Tensor | None) -> torch.Tensor:
+    """z[i, targets[i] - v0] where the target lies in this block of columns from v0, else ``got`` [n, 1]."""
+    inside = (targets >= v0) & (targets < v0 + z.shape[1])
+    here = z.gather(1, (targets - v0).clamp(0, z.shape[1] - 1).view(-1, 1))
+    return here if got is None else torch.where(inside.view(-1, 1), here, got)
+
+
+def logit_blocks(block_logits: BlockLogits, vocab: int, hidden: torch.Tensor, width: int) -> list[torch.Tensor]:
+    """``lin(hidden)`` as column blocks [n, width] (the last narrower): a product per block of matrix
+    rows is faster on a CPU than one, and no [n, V] tensor is written; rows ``padded`` as ``_stream`` pads them."""
+    n = hidden.shape[0]
+    hidden = padded(hidden)
     return [block_logits(hidden, v0, min(vocab, v0 + width))[:n] for v0 in range(0, vocab, width)]
 
 
@@ -66,8 +79,7 @@ def _stream(block_logits: BlockLogits, vocab: int, hidden: torch.Tensor, targets
             temperatures: Sequence[float], cap: float | None):
     """One pass over the head's blocks for all rows of ``hidden``."""
     n = hidden.shape[0]
-    if n % ROW_MULTIPLE:
-        hidden = torch.cat([hidden, hidden.new_zeros((ROW_MULTIPLE - n % ROW_MULTIPLE, hidden.shape[1]))])
+    hidden = padded(hidden)
     work = torch.float64 if hidden.dtype == torch.float64 else torch.float32
     rows = hidden.shape[0]
     sums = hidden.new_zeros((len(temperatures), rows), dtype=work)
@@ -78,9 +90,7 @@ def _stream(block_logits: BlockLogits, vocab: int, hidden: torch.Tensor, targets
     scratch = hidden.new_empty((3, min(tile, rows) * VOCAB_BLOCK), dtype=work)
     for v0 in range(0, vocab, VOCAB_BLOCK):
         z = block_logits(hidden, v0, min(vocab, v0 + VOCAB_BLOCK))
-        inside = (target_col >= v0) & (target_col < v0 + z.shape[1])
-        here = z.gather(1, (target_col - v0).clamp_(0, z.shape[1] - 1))
-        z_target = here if z_target is None else torch.where(inside, here, z_target)
+        z_target = target_in_block(z, v0, target_col, z_target)
         for s in range(0, rows, tile):
             _accumulate(z[s:s + tile], cap, row_max[s:s + tile], sums[:, s:s + tile], temperatures, scratch)
     assert z_target is not None
