@@ -45,6 +45,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def isolated_stats_cache(tmp_path_factory):
     """Each test session (each xdist worker) gets its own statistics cache (GGUF models stay shared)."""
     os.environ["CSCORE_STATS_CACHE"] = str(tmp_path_factory.mktemp("stats_cache"))
+    # the native kernel is built once per run (shared by the xdist workers), not in the user's cache
+    os.environ.setdefault("CSCORE_NATIVE_DIR", str(tmp_path_factory.getbasetemp().parent / "native"))
     yield
 
 

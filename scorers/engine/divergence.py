@@ -15,6 +15,7 @@ from typing import NamedTuple, Sequence
 
 import torch
 
+from cscore.scorers.engine import native
 from cscore.scorers.engine.head import prepared
 from cscore.scorers.engine.head_stream import target_in_block
 
@@ -183,6 +184,8 @@ def statistics(logits: dict[str, torch.Tensor | Sequence[torch.Tensor]], caps: d
     x = names.index(expert) if expert is not None and expert in names else None
     others = [i for i in range(len(names)) if x is not None and i != x]
     capped = [caps.get(h) for h in names]
+    if not by_blocks(device) and native.usable(blocks):
+        return fused(blocks, names, capped, temperatures, x, others, targets)
     maxima = maxima_of(blocks, names, capped)
     run = Run(blocks, names, capped, temperatures, x, others, maxima, spans)
     run.rows(range(n), floor=False)
@@ -197,6 +200,32 @@ def statistics(logits: dict[str, torch.Tensor | Sequence[torch.Tensor]], caps: d
             z_t = prepared(target_logits(blocks[h], targets.to(device)), caps.get(h)).double()
             out[h] = {"logp": (z_t - maxima[:, i]) * inv - log_total[:, :, i].t(), "logp_max": -log_total[:, :, i].t(),
                       **out[h]}
+    return out
+
+
+def fused(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[float | None],
+          temperatures: Sequence[float], x: int | None, others: list[int],
+          targets: torch.Tensor | None) -> dict[str, dict[str, torch.Tensor]]:
+    """``statistics`` from the native kernel's sums (d = z - max, so <d, e> is divided by T here)."""
+    heads = [[prepared(z, cap) for z in blocks[h]] if cap else blocks[h] for h, cap in zip(names, caps)]
+    got = native.statistics(heads, groups(temperatures), len(temperatures), x, others)
+    inv = torch.tensor([1.0 / t for t in temperatures], dtype=torch.float64).view(-1, 1)
+    total, de = got["S"].permute(1, 2, 0), got["de"].permute(1, 2, 0)  # [n_t, H, n]
+    log_total = total.log()
+    ent = [log_total[:, h] - inv * de[:, h] / total[:, h] for h in range(len(names))]
+    out: dict[str, dict[str, torch.Tensor]] = {h: {"entropy": ent[i]} for i, h in enumerate(names)}
+    xo, ox, wl = (got[k].permute(1, 2, 0) for k in ("xo", "ox", "wl"))  # [n_t, n_o, n]
+    for o, i in enumerate(others):
+        assert x is not None
+        xent_ea = log_total[:, i] - inv * xo[:, o] / total[:, x]
+        xent_ae = log_total[:, x] - inv * ox[:, o] / total[:, i]
+        h_m = (2.0 * total[:, x]).log() - wl[:, o] / (2.0 * total[:, x])  # sum w = 2 S_x
+        hx, hh = ent[x], ent[i]
+        out[names[i]].update(zip(PAIR, (xent_ea, xent_ae, xent_ea - hx, xent_ae - hh, h_m - 0.5 * (hx + hh))))
+    if targets is not None:
+        for i, h in enumerate(names):
+            z_t = target_logits(heads[i], targets).double()
+            out[h] = {"logp": (z_t - got["mx"][:, i]) * inv - log_total[:, i], "logp_max": -log_total[:, i], **out[h]}
     return out
 
 

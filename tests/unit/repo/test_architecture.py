@@ -240,9 +240,11 @@ def test_no_package_imports_one_above_it_even_inside_a_function():
 
 
 # where scorers/ may read the environment: the model hub's settings, the statistics cache's root and
-# the thread cap (OMP_NUM_THREADS, engine/threads.py); sharding's variables (the worker's, SLURM's)
+# the thread cap (OMP_NUM_THREADS, engine/threads.py), the native kernel's build (CC, its folder, its
+# off switch: engine/native.py); sharding's variables (the worker's, SLURM's)
 # are read by run/workers.py's ``coordinator`` alone
-ENV_READERS = {"cscore.scorers.models.hub", "cscore.scorers.store.cache", "cscore.scorers.engine.threads"}
+ENV_READERS = {"cscore.scorers.models.hub", "cscore.scorers.store.cache", "cscore.scorers.engine.threads",
+               "cscore.scorers.engine.native"}
 
 
 def environment_reads(root: Path, name: str) -> list[str]:

@@ -125,7 +125,25 @@ def test_sharded_and_cached_they_are_bit_identical(pair32, tmp_path):
     assert len(StatsCache(tmp_path / "one").keys()) == 3  # the joint pass; the expert's and the amateur's own
 
 
-def test_probabilities_that_underflow_count_as_zero():
+@pytest.fixture(params=["native", "torch"])
+def kernel(request, monkeypatch):
+    """A kernel-level test on both CPU kernels: the fused C one (``native``, checked to have run) and torch's."""
+    from cscore.scorers.engine import native
+
+    if request.param == "torch":
+        monkeypatch.setattr(native, "usable", lambda blocks: False)
+        yield request.param
+        return
+    if native.library() is None:
+        pytest.skip("no C compiler here: the torch kernel is the one that runs")
+    calls = []
+    run = native.statistics
+    monkeypatch.setattr(native, "statistics", lambda *a: calls.append(1) or run(*a))
+    yield request.param
+    assert calls, "the native kernel did not run"
+
+
+def test_probabilities_that_underflow_count_as_zero(kernel):
     """Logits 2000 apart at T = 0.5: most of both distributions underflow float64 to 0; every
     statistic stays finite and equals the sums over the tokens that carry probability."""
     from cscore.scorers.engine import divergence
@@ -159,7 +177,7 @@ def assert_reference(got: dict, le: torch.Tensor, la: torch.Tensor, temps) -> No
 
 
 @pytest.mark.parametrize("temps", [(0.25, 0.5, 1.0, 2.0), (1.0 / 3, 1.0), (0.7, 1.3), (1.0, 0.5, 1.0)])
-def test_temperatures_read_as_powers_equal_their_own_exp(temps):
+def test_temperatures_read_as_powers_equal_their_own_exp(temps, kernel):
     """Temperatures whose 1/T are multiples of one base read exp once and its powers (``divergence.groups``),
     a temperature twice reads it once; every statistic still equals log_softmax's float64 reference,
     including rows that underflow in places (logits 900 apart)."""
@@ -184,7 +202,7 @@ def test_one_exp_per_group_of_temperatures():
     assert groups((1.0, 1.0)) == [(1.0, {1: [0, 1]})]
 
 
-def test_column_blocks_and_a_larger_logit_past_the_first_block(monkeypatch):
+def test_column_blocks_and_a_larger_logit_past_the_first_block(monkeypatch, kernel):
     """Logits as column blocks (a joint pass's linear heads on a CPU), read in chunks that span blocks,
     give what the whole logits give, rows whose largest logit lies far past their first block
     included; every statistic equals the float64 reference; logp and logp_max equal
@@ -209,7 +227,7 @@ def test_column_blocks_and_a_larger_logit_past_the_first_block(monkeypatch):
     for h in chunked:
         for name, value in chunked[h].items():
             np.testing.assert_allclose(value.numpy(), whole[h][name].numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
-    monkeypatch.undo()
+    monkeypatch.setattr(divergence, "CPU_CHUNK", 16384)
     for h, z in (("expert", le), ("amateur", la)):
         lp, lpm = token_statistics(z, targets, TEMPS)
         np.testing.assert_allclose(blocked[h]["logp"].numpy(), lp.double().numpy(), rtol=1e-6, atol=1e-6)
@@ -249,3 +267,35 @@ def test_the_accelerator_path_blocks_of_rows_over_the_whole_vocabulary(monkeypat
     for h in blocks:
         for name, value in blocks[h].items():
             np.testing.assert_allclose(value.numpy(), one_row[h][name].numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_both_kernels_agree_and_without_a_compiler_the_torch_one_runs(monkeypatch, tmp_path, caplog):
+    """The fused C kernel and torch's give the same statistics (to float64 rounding); where the C kernel
+    cannot be built (here: a compiler that fails) one warning says so and the torch kernel runs."""
+    from cscore.scorers.engine import divergence, native
+
+    g = torch.Generator().manual_seed(5)
+    le = torch.randn(5, 3000, generator=g) * 3
+    la = le + torch.randn(5, 3000, generator=g) * 0.01  # close distributions: KL and JSD ~1e-5 of H
+    targets = torch.randint(0, 3000, (5,), generator=g)
+    monkeypatch.setenv("CSCORE_NATIVE_DIR", str(tmp_path))
+    monkeypatch.setenv("CC", "false")
+    native.library.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger=native.__name__):
+            assert native.library() is None and not native.usable({"expert": [le]})
+            fallback = divergence.statistics({"expert": le, "amateur": la}, {}, TEMPS, "expert", targets)
+        assert "the torch kernel runs instead" in caplog.text and "false failed" in caplog.text
+        monkeypatch.setenv("CSCORE_NATIVE", "0")
+        native.library.cache_clear()
+        assert native.library() is None
+    finally:
+        native.library.cache_clear()
+    monkeypatch.undo()
+    if native.library() is None:
+        pytest.skip("no C compiler here")
+    fused = divergence.statistics({"expert": le, "amateur": la}, {}, TEMPS, "expert", targets)
+    assert_reference(fused, le, la, TEMPS)
+    for h in fused:
+        for name, value in fused[h].items():
+            np.testing.assert_allclose(value.numpy(), fallback[h][name].numpy(), rtol=1e-10, atol=1e-14, err_msg=name)

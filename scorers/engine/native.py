@@ -1,0 +1,146 @@
+"""``divergence.c``, the distributional statistics' fused CPU kernel: built once per machine (its CPU,
+compiler and source) with the system's C compiler into the user's cache, loaded with ctypes, run over
+row ranges in threads (ctypes lets go of the GIL). ``library()`` is None where there is no compiler,
+the build fails or ``CSCORE_NATIVE=0``: ``divergence`` then runs its torch kernel (same numbers to
+~1e-15, slower)."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterable
+
+import torch
+from filelock import FileLock
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("divergence.c")
+FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-fno-trapping-math",
+         "-fassociative-math", "-fno-signed-zeros", "-fopenmp-simd", "-fPIC", "-shared"]
+I64 = ctypes.POINTER(ctypes.c_int64)
+F64 = ctypes.POINTER(ctypes.c_double)
+
+
+class Spec(ctypes.Structure):
+    _fields_ = [*((name, ctypes.c_int64) for name in ("heads", "n_t", "n_g", "x", "n_o", "vocab")),
+                *((name, F64 if name == "base" else I64)
+                  for name in ("ptr", "width", "stride", "first", "base", "group", "power", "top", "others"))]
+
+
+def cpu_identity() -> str:
+    """What a ``-march=native`` build depends on: the machine and its CPU's feature flags."""
+    flags = ""
+    try:
+        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    except OSError:
+        pass
+    return f"{platform.machine()} {platform.processor()} {flags}"
+
+
+def cache_dir() -> Path:
+    """``CSCORE_NATIVE_DIR``, else cscore/native in the user's cache (``XDG_CACHE_HOME``, ~/.cache)."""
+    if os.environ.get("CSCORE_NATIVE_DIR"):
+        return Path(os.environ["CSCORE_NATIVE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cscore" / "native"
+
+
+@functools.cache
+def library() -> ctypes.CDLL | None:
+    """The built kernel, or None (logged once)."""
+    if os.environ.get("CSCORE_NATIVE", "1") == "0":
+        return None
+    compiler = shutil.which(os.environ.get("CC", "gcc"))
+    if compiler is None:
+        log.info("no C compiler: the distributional statistics run the torch kernel")
+        return None
+    try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+        key = hashlib.sha256("\0".join([SOURCE.read_text(), *FLAGS, version, cpu_identity()]).encode()).hexdigest()
+        folder = cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        built = folder / f"divergence-{key[:20]}.so"
+        with FileLock(str(built) + ".lock", timeout=300):
+            if not built.exists():
+                build(compiler, built)
+        lib = ctypes.CDLL(str(built))
+    except (OSError, subprocess.SubprocessError, RuntimeError) as err:
+        log.warning("the native distributional kernel is unavailable (%s): the torch kernel runs instead", err)
+        return None
+    lib.stats.argtypes = [ctypes.POINTER(Spec), ctypes.c_int64, ctypes.c_int64, *[F64] * 6]
+    lib.stats.restype = ctypes.c_int
+    return lib
+
+
+def build(compiler: str, target: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        out = Path(tmp) / target.name
+        done = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(out), "-lm"], capture_output=True, text=True,
+                              timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"{compiler} failed: {done.stderr.strip()[-500:]}")
+        os.replace(out, target)
+
+
+def usable(blocks: dict[str, list[torch.Tensor]]) -> bool:
+    """Whether the kernel can read these logits: CPU tensors of float32 or narrower floats."""
+    return all(z.device.type == "cpu" and z.dtype in (torch.float32, torch.bfloat16, torch.float16)
+               for b in blocks.values() for z in b) and library() is not None
+
+
+def as_i64(values: Iterable[int]) -> torch.Tensor:
+    return torch.tensor(list(values), dtype=torch.int64)
+
+
+def statistics(blocks: list[list[torch.Tensor]], plan: list[tuple[float, dict[int, list[int]]]], n_t: int,
+               x: int | None, others: list[int]) -> dict[str, torch.Tensor]:
+    """The kernel's sums for the heads' column blocks (float32 [n, width], ``blocks[h]``) under the
+    temperature ``plan`` (``divergence.groups``): mx [n, H]; S, de [n, n_t, H]; xo, ox, wl [n, n_t, n_o]."""
+    lib = library()
+    assert lib is not None
+    heads = [[z if z.dtype == torch.float32 and z.stride(-1) == 1 else z.float().contiguous() for z in b]
+             for b in blocks]
+    flat = [z for b in heads for z in b]
+    n, n_o = flat[0].shape[0], len(others)
+    group, power = [0] * n_t, [1] * n_t
+    for g, (_, powers) in enumerate(plan):
+        for k, js in powers.items():
+            for j in js:
+                group[j], power[j] = g, k
+    keep = {"ptr": as_i64(z.data_ptr() for z in flat), "width": as_i64(z.shape[1] for z in flat),
+            "stride": as_i64(z.stride(0) for z in flat),
+            "first": as_i64([0, *torch.tensor([len(b) for b in heads]).cumsum(0).tolist()]),
+            "base": torch.tensor([b for b, _ in plan], dtype=torch.float64), "group": as_i64(group),
+            "power": as_i64(power), "top": as_i64(max(p) for _, p in plan), "others": as_i64(others or [0])}
+    spec = Spec(len(heads), n_t, len(plan), x if x is not None else 0, n_o, sum(z.shape[1] for z in heads[0]),
+                *[ctypes.cast(keep[k].data_ptr(), F64 if k == "base" else I64) for k in
+                  ("ptr", "width", "stride", "first", "base", "group", "power", "top", "others")])
+    f64 = torch.float64
+    out = {"mx": torch.empty((n, len(heads)), dtype=f64), "S": torch.empty((n, n_t, len(heads)), dtype=f64),
+           "de": torch.empty((n, n_t, len(heads)), dtype=f64),
+           **{k: torch.empty((n, n_t, n_o), dtype=f64) for k in ("xo", "ox", "wl")}}
+    ptrs = [ctypes.cast(out[k].data_ptr(), F64) for k in ("mx", "S", "de", "xo", "ox", "wl")]
+    parts = max(1, min(n, torch.get_num_threads()))
+    bounds = [(n * p // parts, n * (p + 1) // parts) for p in range(parts)]
+
+    def run(bound: tuple[int, int]) -> int:
+        return lib.stats(ctypes.byref(spec), bound[0], bound[1], *ptrs)
+
+    if parts == 1:
+        codes = [run(bounds[0])]
+    else:
+        with ThreadPoolExecutor(parts) as pool:
+            codes = list(pool.map(run, bounds))
+    if any(codes):
+        raise MemoryError("the native distributional kernel could not allocate its buffers")
+    del heads, keep  # kept alive until the kernel is done
+    return out
