@@ -18,24 +18,39 @@ extern double log(double);
 typedef struct {
     int64_t heads, n_t, n_g, x, n_o, vocab;
     const int64_t *ptr, *width, *stride, *first; /* column blocks of head h: first[h] .. first[h + 1] */
+    const int64_t *bf16;                         /* per block: bfloat16 logits (else float32) */
     const double *base;                          /* [n_g] */
-    const int64_t *group, *power, *top;          /* [n_t], [n_t], [n_g]: the largest power in a group */
+    const int64_t *group, *power;                /* [n_t]: a temperature's group and power */
     const int64_t *others;                       /* [n_o] */
 } Spec;
 
 typedef struct { int64_t block, at; } Cursor;
 
-static double row_max(const Spec *s, int64_t h, int64_t row) {
+/* Logits [row, at .. at + len) of block b as float32 into ``out`` (a bfloat16 is a float32's top half). */
+static void logits(const Spec *s, int64_t b, int64_t row, int64_t at, int64_t len, float *out) {
+    if (s->bf16[b]) {
+        const uint16_t *z = (const uint16_t *)(intptr_t)s->ptr[b] + row * s->stride[b] + at;
+        for (int64_t k = 0; k < len; k++) {
+            uint32_t u = (uint32_t)z[k] << 16;
+            memcpy(out + k, &u, sizeof u);
+        }
+    } else {
+        memcpy(out, (const float *)(intptr_t)s->ptr[b] + row * s->stride[b] + at, sizeof(float) * len);
+    }
+}
+
+static double row_max(const Spec *s, int64_t h, int64_t row, float *buf) {
     float lane[LANES];
     for (int k = 0; k < LANES; k++) lane[k] = -INFINITY;
     float tail = -INFINITY;
-    for (int64_t b = s->first[h]; b < s->first[h + 1]; b++) {
-        const float *z = (const float *)(intptr_t)s->ptr[b] + row * s->stride[b];
-        int64_t n = s->width[b], c = 0;
-        for (; c + LANES <= n; c += LANES)
-            for (int k = 0; k < LANES; k++) lane[k] = z[c + k] > lane[k] ? z[c + k] : lane[k];
-        for (; c < n; c++) tail = z[c] > tail ? z[c] : tail;
-    }
+    for (int64_t b = s->first[h]; b < s->first[h + 1]; b++)
+        for (int64_t c0 = 0; c0 < s->width[b]; c0 += CH) {
+            int64_t n = s->width[b] - c0 < CH ? s->width[b] - c0 : CH, c = 0;
+            logits(s, b, row, c0, n, buf);
+            for (; c + LANES <= n; c += LANES)
+                for (int k = 0; k < LANES; k++) lane[k] = buf[c + k] > lane[k] ? buf[c + k] : lane[k];
+            for (; c < n; c++) tail = buf[c] > tail ? buf[c] : tail;
+        }
     for (int k = 0; k < LANES; k++) tail = lane[k] > tail ? lane[k] : tail;
     return (double)tail;
 }
@@ -64,7 +79,8 @@ static int64_t skip(const Spec *s, Cursor *cur) {
 static int64_t load(const Spec *s, Cursor *cur, int64_t row, const double *mx, double *d) {
     int64_t len = span(s, cur);
     for (int64_t h = 0; h < s->heads; h++) {
-        const float *z = (const float *)(intptr_t)s->ptr[cur[h].block] + row * s->stride[cur[h].block] + cur[h].at;
+        float z[CH];
+        logits(s, cur[h].block, row, cur[h].at, len, z);
         double m = mx[h], *out = d + h * CH;
         for (int64_t k = 0; k < len; k++) out[k] = (double)z[k] - m;
     }
@@ -172,7 +188,7 @@ int stats(const Spec *s, int64_t row0, int64_t row1, double *mx, double *S, doub
     for (int64_t row = row0; row < row1; row++) {
         double *m = mx + row * H, *sr = S + row * n_t * H, *dr = de + row * n_t * H;
         double *xr = xo + row * n_t * n_o, *orow = ox + row * n_t * n_o, *wr = wl + row * n_t * n_o;
-        for (int64_t h = 0; h < H; h++) m[h] = row_max(s, h, row);
+        for (int64_t h = 0; h < H; h++) m[h] = row_max(s, h, row, (float *)d);
         for (int64_t k = 0; k < n_t * H; k++) sr[k] = dr[k] = 0.0;
         for (int64_t k = 0; k < n_t * n_o; k++) xr[k] = orow[k] = wr[k] = 0.0;
         start(s, cur);

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 UNBOUNDED = 1 << 62  # the row length of a model without a sliding window
 MAX_PADDING = 0.1  # a batch (packed rows or single items): padding at most this fraction of its tokens
+DIST_CHUNK_BYTES = 1 << 27  # a joint pass's logits per row chunk on a CPU, all heads (SmolLM2: 341 rows, Qwen bf16: 220)
 
 
 def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float | None = None) -> list[list[int]]:
@@ -581,6 +582,8 @@ def chunked_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int, 
         return {}
     lead = next(iter(heads.values())).get_output_embeddings().weight
     chunk = chunk_rows(vocab, lead.device, lead.element_size())
+    if distribution and lead.device.type == "cpu":  # every head's logits of a chunk at once, in their dtype
+        chunk = max(1, DIST_CHUNK_BYTES // (len(heads) * vocab * lead.element_size()))
     caps = {h: softcap(m) for h, m in heads.items()}
     got: dict[str, list] = {h: [] for h in heads}
     for s in range(0, len(targets), chunk):

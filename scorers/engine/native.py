@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("divergence.c")
 FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-fno-trapping-math",
-         "-fassociative-math", "-fno-signed-zeros", "-fopenmp-simd", "-fPIC", "-shared"]
+         "-fassociative-math", "-fno-signed-zeros", "-fopenmp-simd", "-fPIC", "-shared", "-Wl,-z,now"]
 I64 = ctypes.POINTER(ctypes.c_int64)
 F64 = ctypes.POINTER(ctypes.c_double)
 
@@ -34,7 +34,7 @@ F64 = ctypes.POINTER(ctypes.c_double)
 class Spec(ctypes.Structure):
     _fields_ = [*((name, ctypes.c_int64) for name in ("heads", "n_t", "n_g", "x", "n_o", "vocab")),
                 *((name, F64 if name == "base" else I64)
-                  for name in ("ptr", "width", "stride", "first", "base", "group", "power", "top", "others"))]
+                  for name in ("ptr", "width", "stride", "first", "bf16", "base", "group", "power", "others"))]
 
 
 def cpu_identity() -> str:
@@ -107,8 +107,8 @@ def statistics(blocks: list[list[torch.Tensor]], plan: list[tuple[float, dict[in
     temperature ``plan`` (``divergence.groups``): mx [n, H]; S, de [n, n_t, H]; xo, ox, wl [n, n_t, n_o]."""
     lib = library()
     assert lib is not None
-    heads = [[z if z.dtype == torch.float32 and z.stride(-1) == 1 else z.float().contiguous() for z in b]
-             for b in blocks]
+    heads = [[z if z.dtype in (torch.float32, torch.bfloat16) and z.stride(-1) == 1 else z.float().contiguous()
+              for z in b] for b in blocks]
     flat = [z for b in heads for z in b]
     n, n_o = flat[0].shape[0], len(others)
     group, power = [0] * n_t, [1] * n_t
@@ -117,13 +117,13 @@ def statistics(blocks: list[list[torch.Tensor]], plan: list[tuple[float, dict[in
             for j in js:
                 group[j], power[j] = g, k
     keep = {"ptr": as_i64(z.data_ptr() for z in flat), "width": as_i64(z.shape[1] for z in flat),
-            "stride": as_i64(z.stride(0) for z in flat),
+            "stride": as_i64(z.stride(0) for z in flat), "bf16": as_i64(int(z.dtype == torch.bfloat16) for z in flat),
             "first": as_i64([0, *torch.tensor([len(b) for b in heads]).cumsum(0).tolist()]),
             "base": torch.tensor([b for b, _ in plan], dtype=torch.float64), "group": as_i64(group),
-            "power": as_i64(power), "top": as_i64(max(p) for _, p in plan), "others": as_i64(others or [0])}
+            "power": as_i64(power), "others": as_i64(others or [0])}
     spec = Spec(len(heads), n_t, len(plan), x if x is not None else 0, n_o, sum(z.shape[1] for z in heads[0]),
                 *[ctypes.cast(keep[k].data_ptr(), F64 if k == "base" else I64) for k in
-                  ("ptr", "width", "stride", "first", "base", "group", "power", "top", "others")])
+                  ("ptr", "width", "stride", "first", "bf16", "base", "group", "power", "others")])
     f64 = torch.float64
     out = {"mx": torch.empty((n, len(heads)), dtype=f64), "S": torch.empty((n, n_t, len(heads)), dtype=f64),
            "de": torch.empty((n, n_t, len(heads)), dtype=f64),

@@ -190,6 +190,23 @@ def test_temperatures_read_as_powers_equal_their_own_exp(temps, kernel):
     assert_reference(divergence.statistics({"expert": le, "amateur": la}, {}, temps, "expert"), le, la, temps)
 
 
+def test_bfloat16_logits_read_as_their_float32_values(kernel):
+    """A bfloat16 head's logits (one head bfloat16, the other float32) give what their float32 values give."""
+    from cscore.scorers.engine import divergence
+
+    g = torch.Generator().manual_seed(13)
+    le = (torch.randn(4, 1000, generator=g) * 4).bfloat16()
+    la = torch.randn(4, 1000, generator=g) * 4
+    targets = torch.randint(0, 1000, (4,), generator=g)
+    half = divergence.statistics({"expert": list(le.split(300, 1)), "amateur": la}, {}, TEMPS, "expert", targets)
+    full = divergence.statistics({"expert": list(le.float().split(300, 1)), "amateur": la}, {}, TEMPS, "expert",
+                                 targets)
+    assert_reference(half, le.float(), la, TEMPS)
+    for h in half:
+        for name, value in half[h].items():
+            assert torch.equal(value, full[h][name]), (h, name)
+
+
 def test_one_exp_per_group_of_temperatures():
     """The default temperatures are one group (1/T = 2, 3, 6 times 1/3); 0.7 and 1.3 share no small base."""
     from cscore.scorers.engine.divergence import groups
