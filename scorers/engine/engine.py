@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 UNBOUNDED = 1 << 62  # the row length of a model without a sliding window
 MAX_PADDING = 0.1  # a batch (packed rows or single items): padding at most this fraction of its tokens
-DIST_CHUNK_BYTES = 1 << 27  # a joint pass's logits per row chunk on a CPU, all heads (SmolLM2: 341 rows, Qwen bf16: 220)
+DIST_CHUNK_BYTES = 1 << 27  # a joint pass's logits per CPU row chunk, all heads (SmolLM2: 341 rows, Qwen bf16: 220)
 
 
 def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float | None = None) -> list[list[int]]:
