@@ -89,6 +89,12 @@ def request_of(request: PassRequest | None, temperatures: Sequence[float] | None
     return replace(base, options=replace(options, **fields_of_options), **given)
 
 
+def partner_key(k) -> dict:
+    """What a joint pass's cache key says of its partner (computed only for a key: an in-memory
+    model's identity reads all its weights)."""
+    return {"model": model_identity(k.source), "exit": k.exit_layer, "dtype": str(k.source.dtype)}
+
+
 def model_names(run_model: LoadedModel, heads: dict) -> list[str]:
     """``head: model name`` of each head of a pass (a joint pass's partner: its own model's name)."""
     from cscore.scorers.engine import engine
@@ -507,7 +513,7 @@ class ModelPair:
         """The cache key's parts of one pass (a split pass has the same key)."""
         from cscore.scorers.engine import engine, seq2seq
 
-        heads = {h: k.key if isinstance(k, engine.Partner) else k for h, k in heads.items()}  # a joint pass's partner
+        heads = {h: partner_key(k) if isinstance(k, engine.Partner) else k for h, k in heads.items()}
         parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
                  "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
                  # an encoder-decoder's ids are (encoder ids, decoder targets): its key part instead of sharing's
@@ -539,9 +545,7 @@ class ModelPair:
             if ama.parent is self.expert and "expert" in wanted:
                 passes[0][1]["amateur"] = ama.exit_layer
             elif distribution and "expert" in wanted:
-                base = ama.parent if ama.parent is not None else ama
-                key = {"model": model_identity(base), "exit": ama.exit_layer, "dtype": str(base.dtype)}
-                passes[0][1]["amateur"] = engine.Partner(base, ama.exit_layer, key)
+                passes[0][1]["amateur"] = engine.Partner(ama.parent if ama.parent is not None else ama, ama.exit_layer)
             elif ama.parent is not None:
                 passes.append((ama.parent, {"amateur": ama.exit_layer}))
             else:

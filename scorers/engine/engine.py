@@ -235,10 +235,9 @@ def run_base(model, ids, mask, positions, items, batch_rows, where):
 class Partner:
     """A head of another model in a joint pass (``PassOptions.distribution``), run on the same batches.
     ``source``: the model or a ``LoadedModel`` (loaded on first use); ``exit_layer``: an early exit
-    (None: full depth); ``key``: what the pass's cache key says of it."""
+    (None: full depth)."""
     source: object
     exit_layer: int | None = None
-    key: object = None
 
     @property
     def model(self):
