@@ -1,8 +1,8 @@
 """``divergence.c``, the distributional statistics' fused CPU kernel: built once per machine (its CPU,
 compiler and source) with the system's C compiler into the user's cache, loaded with ctypes, run over
-row ranges in threads (ctypes lets go of the GIL). ``library()`` is None where there is no compiler,
-the build fails or ``CSCORE_NATIVE=0``: ``divergence`` then runs its torch kernel (same numbers to
-~1e-15, slower)."""
+row ranges in threads (ctypes lets go of the GIL). ``library()`` is None where there is no compiler
+or the build fails (one warning) or ``CSCORE_NATIVE=0``: ``divergence`` then runs its torch kernel
+(same numbers to ~1e-15, slower)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def library() -> ctypes.CDLL | None:
         return None
     compiler = shutil.which(os.environ.get("CC", "gcc"))
     if compiler is None:
-        log.info("no C compiler: the distributional statistics run the torch kernel")
+        log.warning("no C compiler (gcc, or $CC): the distributional statistics run the torch kernel instead")
         return None
     try:
         version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
