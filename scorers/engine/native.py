@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Iterable
 
 import torch
-from filelock import FileLock
+
+from cscore.files import cache_root, file_lock
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,10 @@ def cpu_identity() -> str:
 
 
 def cache_dir() -> Path:
-    """``CSCORE_NATIVE_DIR``, else cscore/native in the user's cache (``XDG_CACHE_HOME``, ~/.cache)."""
+    """``CSCORE_NATIVE_DIR``, else native/ in cscore's cache ($CSCORE_CACHE, ~/.cache/cscore)."""
     if os.environ.get("CSCORE_NATIVE_DIR"):
         return Path(os.environ["CSCORE_NATIVE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cscore" / "native"
+    return cache_root() / "native"
 
 
 @functools.cache
@@ -69,7 +70,7 @@ def library() -> ctypes.CDLL | None:
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
         built = folder / f"divergence-{key[:20]}.so"
-        with FileLock(str(built) + ".lock", timeout=300):
+        with file_lock(folder / f"{built.name}.lock"):
             if not built.exists():
                 build(compiler, built)
         lib = ctypes.CDLL(str(built))
