@@ -1,6 +1,7 @@
 /* The distributional statistics of divergence.py on a CPU, one row at a time, fused: per chunk of a
    row's vocabulary d = z - max, exp(d * base) per temperature group and its powers, every sum, all in
-   L1; a second loop computes e again (cheaper than keeping it) for sum w log w, w = e_x + r e_o.
+   L1; exp(d * base) of the row is kept for a second loop, which sums w log w, w = e_x + r e_o, with
+   r = S_x / S_o from the first (keeping it measured faster than computing it again).
    Built by native.py with the system's C compiler; exp and log are glibc's vector versions. */
 #include <math.h>
 #include <stdint.h>
@@ -97,7 +98,7 @@ static void power(double *p, int64_t k, int *have, int64_t len) {
 }
 
 /* The powers of exp(d * base) of every head and group a temperature asks for (and the powers on the way):
-   pw[((h * n_g + g) * 8 + k - 1) * CH]. exp(d * base) is read from ``kept`` (already computed) when
+   pw[((h * n_g + g) * 8 + k - 1) * CH]. exp(d * base) is read from ``kept`` (the first loop's) when
    ``again``, else computed and written there when ``kept`` is not NULL. */
 static void powers(const Spec *s, const double *d, double *pw, double *kept, int again, int64_t len) {
     for (int64_t h = 0; h < s->heads; h++)
@@ -219,7 +220,6 @@ int stats(const Spec *s, int64_t row0, int64_t row1, double *mx, double *S, doub
                 }
         }
     }
-    free(kept);
-    free(d); free(pw); free(cur);
+    free(kept); free(d); free(pw); free(cur);
     return 0;
 }

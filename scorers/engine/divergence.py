@@ -192,14 +192,9 @@ def statistics(logits: dict[str, torch.Tensor | Sequence[torch.Tensor]], caps: d
     bad = ~(run.sums.isfinite().flatten(1).all(1) & run.cross.isfinite().flatten(1).all(1))
     if bad.any():  # exp underflowed to 0 in both models somewhere: those rows again, exp's inputs floored
         run.rows(bad.nonzero()[:, 0].tolist(), floor=True)
-    out = finish(names, x, others, temperatures, run.sums, run.cross, run.ratio[..., 0], run.block.scale)
+    total, out = finish(names, x, others, temperatures, run.sums, run.cross, run.ratio[..., 0], run.block.scale)
     if targets is not None:
-        inv = torch.tensor([1.0 / t for t in temperatures], dtype=torch.float64, device=device).view(-1, 1)
-        log_total = run.sums[:, len(names)].view(n, len(temperatures), len(names)).log()
-        for i, h in enumerate(names):
-            z_t = prepared(target_logits(blocks[h], targets.to(device)), caps.get(h)).double()
-            out[h] = {"logp": (z_t - maxima[:, i]) * inv - log_total[:, :, i].t(), "logp_max": -log_total[:, :, i].t(),
-                      **out[h]}
+        with_logp(out, [blocks[h] for h in names], capped, targets.to(device), maxima, total, temperatures)
     return out
 
 
@@ -209,24 +204,42 @@ def fused(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[fl
     """``statistics`` from the native kernel's sums (d = z - max, so <d, e> is divided by T here)."""
     heads = [[prepared(z, cap) for z in blocks[h]] if cap else blocks[h] for h, cap in zip(names, caps)]
     got = native.statistics(heads, groups(temperatures), len(temperatures), x, others)
-    inv = torch.tensor([1.0 / t for t in temperatures], dtype=torch.float64).view(-1, 1)
-    total, de = got["S"].permute(1, 2, 0), got["de"].permute(1, 2, 0)  # [n_t, H, n]
+    total, de, xo, ox, wl = (got[k].permute(1, 2, 0) for k in ("S", "de", "xo", "ox", "wl"))  # [n_t, ., n]
+    s_x = total[:, [x]] if x is not None else total[:, :0]
+    h_m = (2.0 * s_x).log() - wl / (2.0 * s_x)  # sum w = 2 S_x: H(m) = log sum w - sum m log w
+    out = assemble(names, x, others, temperatures, total, de, xo, ox, h_m, 1.0)
+    if targets is not None:
+        with_logp(out, heads, [None] * len(names), targets, got["mx"], total, temperatures)
+    return out
+
+
+def assemble(names: list[str], x: int | None, others: list[int], temperatures: Sequence[float], total: torch.Tensor,
+             de: torch.Tensor, xo: torch.Tensor, ox: torch.Tensor, h_m: torch.Tensor,
+             scale: float) -> dict[str, dict[str, torch.Tensor]]:
+    """The statistics from either kernel's sums, each [n_t, ., n]: per head S and de = <d_h, e_h>; per other
+    head o xo = <d_o, e_x>, ox = <d_x, e_o> and H(m); d is z - max times ``scale``."""
+    inv = torch.tensor([1.0 / t / scale for t in temperatures], dtype=torch.float64, device=total.device).view(-1, 1)
     log_total = total.log()
     ent = [log_total[:, h] - inv * de[:, h] / total[:, h] for h in range(len(names))]
-    out: dict[str, dict[str, torch.Tensor]] = {h: {"entropy": ent[i]} for i, h in enumerate(names)}
-    xo, ox, wl = (got[k].permute(1, 2, 0) for k in ("xo", "ox", "wl"))  # [n_t, n_o, n]
+    out = {h: {"entropy": ent[i]} for i, h in enumerate(names)}
     for o, i in enumerate(others):
         assert x is not None
         xent_ea = log_total[:, i] - inv * xo[:, o] / total[:, x]
         xent_ae = log_total[:, x] - inv * ox[:, o] / total[:, i]
-        h_m = (2.0 * total[:, x]).log() - wl[:, o] / (2.0 * total[:, x])  # sum w = 2 S_x
         hx, hh = ent[x], ent[i]
-        out[names[i]].update(zip(PAIR, (xent_ea, xent_ae, xent_ea - hx, xent_ae - hh, h_m - 0.5 * (hx + hh))))
-    if targets is not None:
-        for i, h in enumerate(names):
-            z_t = target_logits(heads[i], targets).double()
-            out[h] = {"logp": (z_t - got["mx"][:, i]) * inv - log_total[:, i], "logp_max": -log_total[:, i], **out[h]}
+        out[names[i]].update(zip(PAIR, (xent_ea, xent_ae, xent_ea - hx, xent_ae - hh, h_m[:, o] - 0.5 * (hx + hh))))
     return out
+
+
+def with_logp(out: dict, blocks: list[list[torch.Tensor]], caps: list[float | None], targets: torch.Tensor,
+              maxima: torch.Tensor, total: torch.Tensor, temperatures: Sequence[float]) -> None:
+    """``logp`` = d(y)/T - log S and ``logp_max`` = -log S put first in each head's statistics
+    (``maxima`` [n, H], ``total`` S [n_t, H, n])."""
+    inv = torch.tensor([1.0 / t for t in temperatures], dtype=torch.float64, device=total.device).view(-1, 1)
+    log_total = total.log()
+    for i, h in enumerate(out):
+        z_t = prepared(target_logits(blocks[i], targets), caps[i]).double()
+        out[h] = {"logp": (z_t - maxima[:, i]) * inv - log_total[:, i], "logp_max": -log_total[:, i], **out[h]}
 
 
 def maxima_of(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[float | None]) -> torch.Tensor:
@@ -313,22 +326,17 @@ class Run:
 
 
 def finish(names: list[str], x: int | None, others: list[int], temperatures: Sequence[float], sums: torch.Tensor,
-           cross: torch.Tensor, ratio: torch.Tensor, scale: float) -> dict[str, dict[str, torch.Tensor]]:
-    """The statistics from ``Run``'s sums."""
+           cross: torch.Tensor, ratio: torch.Tensor, scale: float) -> tuple[torch.Tensor, dict]:
+    """S [n_t, H, n] and the statistics from ``Run``'s sums."""
     n, n_h, n_t = sums.shape[0], len(names), len(temperatures)
-    inv = torch.tensor([1.0 / t / scale for t in temperatures], dtype=torch.float64, device=sums.device).view(n_t, 1)
     p = sums.view(n, n_h + 1, n_t, n_h).permute(2, 3, 1, 0)  # [n_t, H (e's head), H + 1 (d's head | sum), n]
     total = p[:, :, n_h]  # [n_t, H, n]
-    log_total = total.log()
-    ent = [log_total[:, h] - inv * p[:, h, h] / total[:, h] for h in range(n_h)]
-    out = {h: {"entropy": ent[i]} for i, h in enumerate(names)}
+    de = torch.stack([p[:, h, h] for h in range(n_h)], dim=1)
+    xo, ox, h_m = (torch.zeros((n_t, len(others), n), dtype=sums.dtype, device=sums.device) for _ in range(3))
     for o, i in enumerate(others):
         assert x is not None
-        xent_ea = log_total[:, i] - inv * p[:, x, i] / total[:, x]
-        xent_ae = log_total[:, x] - inv * p[:, i, x] / total[:, i]
+        xo[:, o], ox[:, o] = p[:, x, i], p[:, i, x]
         q = cross[:, o].reshape(n, n_t, n_t, n_h).diagonal(dim1=1, dim2=2)  # [n, H, n_t]: <log w_j, e_(j,h)>
         q_x, q_o = q[:, x].t(), q[:, i].t()
-        h_m = (total[:, x] + ratio[:, o].t() * total[:, i]).log() - 0.5 * (q_x / total[:, x] + q_o / total[:, i])
-        hx, hh = ent[x], ent[i]
-        out[names[i]].update(zip(PAIR, (xent_ea, xent_ae, xent_ea - hx, xent_ae - hh, h_m - 0.5 * (hx + hh))))
-    return out
+        h_m[:, o] = (total[:, x] + ratio[:, o].t() * total[:, i]).log() - 0.5 * (q_x / total[:, x] + q_o / total[:, i])
+    return total, assemble(names, x, others, temperatures, total, de, xo, ox, h_m, scale)

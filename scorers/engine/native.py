@@ -22,6 +22,7 @@ from typing import Iterable
 import torch
 
 from cscore.files import cache_root, file_lock
+from cscore.scorers.engine.cpu import cpu_flags
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +41,7 @@ class Spec(ctypes.Structure):
 
 def cpu_identity() -> str:
     """What a ``-march=native`` build depends on: the machine and its CPU's feature flags."""
-    flags = ""
-    try:
-        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
-    except OSError:
-        pass
-    return f"{platform.machine()} {platform.processor()} {flags}"
+    return f"{platform.machine()} {platform.processor()} {' '.join(sorted(cpu_flags()))}"
 
 
 def cache_dir() -> Path:
