@@ -207,18 +207,18 @@ def fused(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[fl
     total, de, xo, ox, wl = (got[k].permute(1, 2, 0) for k in ("S", "de", "xo", "ox", "wl"))  # [n_t, ., n]
     s_x = total[:, [x]] if x is not None else total[:, :0]
     h_m = (2.0 * s_x).log() - wl / (2.0 * s_x)  # sum w = 2 S_x: H(m) = log sum w - sum m log w
-    out = assemble(names, x, others, temperatures, total, de, xo, ox, h_m, 1.0)
+    out = assemble(names, x, others, inverse(temperatures, 1.0, total.device),
+                   {"S": total, "de": de, "xo": xo, "ox": ox, "h_m": h_m})
     if targets is not None:
         with_logp(out, heads, [None] * len(names), targets, got["mx"], total, temperatures)
     return out
 
 
-def assemble(names: list[str], x: int | None, others: list[int], temperatures: Sequence[float], total: torch.Tensor,
-             de: torch.Tensor, xo: torch.Tensor, ox: torch.Tensor, h_m: torch.Tensor,
-             scale: float) -> dict[str, dict[str, torch.Tensor]]:
-    """The statistics from either kernel's sums, each [n_t, ., n]: per head S and de = <d_h, e_h>; per other
-    head o xo = <d_o, e_x>, ox = <d_x, e_o> and H(m); d is z - max times ``scale``."""
-    inv = torch.tensor([1.0 / t / scale for t in temperatures], dtype=torch.float64, device=total.device).view(-1, 1)
+def assemble(names: list[str], x: int | None, others: list[int], inv: torch.Tensor,
+             sums: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """The statistics from either kernel's ``sums``, each [n_t, ., n]: per head S and de = <d_h, e_h>; per
+    other head o xo = <d_o, e_x>, ox = <d_x, e_o> and h_m = H(m); d is z - max times T * ``inv`` [n_t, 1]."""
+    total, de, xo, ox, h_m = (sums[k] for k in ("S", "de", "xo", "ox", "h_m"))
     log_total = total.log()
     ent = [log_total[:, h] - inv * de[:, h] / total[:, h] for h in range(len(names))]
     out = {h: {"entropy": ent[i]} for i, h in enumerate(names)}
@@ -231,11 +231,16 @@ def assemble(names: list[str], x: int | None, others: list[int], temperatures: S
     return out
 
 
+def inverse(temperatures: Sequence[float], scale: float, device: torch.device) -> torch.Tensor:
+    """[n_t, 1] float64: 1 / (T * scale)."""
+    return torch.tensor([1.0 / t / scale for t in temperatures], dtype=torch.float64, device=device).view(-1, 1)
+
+
 def with_logp(out: dict, blocks: list[list[torch.Tensor]], caps: list[float | None], targets: torch.Tensor,
               maxima: torch.Tensor, total: torch.Tensor, temperatures: Sequence[float]) -> None:
     """``logp`` = d(y)/T - log S and ``logp_max`` = -log S put first in each head's statistics
     (``maxima`` [n, H], ``total`` S [n_t, H, n])."""
-    inv = torch.tensor([1.0 / t for t in temperatures], dtype=torch.float64, device=total.device).view(-1, 1)
+    inv = inverse(temperatures, 1.0, total.device)
     log_total = total.log()
     for i, h in enumerate(out):
         z_t = prepared(target_logits(blocks[i], targets), caps[i]).double()
@@ -339,4 +344,5 @@ def finish(names: list[str], x: int | None, others: list[int], temperatures: Seq
         q = cross[:, o].reshape(n, n_t, n_t, n_h).diagonal(dim1=1, dim2=2)  # [n, H, n_t]: <log w_j, e_(j,h)>
         q_x, q_o = q[:, x].t(), q[:, i].t()
         h_m[:, o] = (total[:, x] + ratio[:, o].t() * total[:, i]).log() - 0.5 * (q_x / total[:, x] + q_o / total[:, i])
-    return total, assemble(names, x, others, temperatures, total, de, xo, ox, h_m, scale)
+    return total, assemble(names, x, others, inverse(temperatures, scale, total.device),
+                           {"S": total, "de": de, "xo": xo, "ox": ox, "h_m": h_m})
