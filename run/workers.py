@@ -1,11 +1,6 @@
-"""The coordinators of sharded runs from the command line (``scorers/store/runner.py`` has
-the protocol): ``coordinator`` picks this process's from the settings and the environment (the one
-place sharding reads it); ``runtime.devices`` starts one worker process per device but the first
-(``Workers``: ``cscore run`` with ``runtime.shard=K runtime.device=<its device>``, its run directory
-under the parent's ``.shards/``, its lines relayed as ``shard K: ...``), the parent
-(``LocalDevices``) computing shard 0, waiting for their marks and merging; ``pending_line`` is the
-line a run whose shards are not all done ends with. The checks made before anything loads are
-``run/launch.py``'s."""
+"""The command line's coordinators (the protocol: ``scorers/store/runner.py``): ``coordinator``
+reads the settings and environment; ``runtime.devices`` starts a ``cscore run`` worker per device
+but the first (``Workers``), the parent (``LocalDevices``) computing shard 0 and merging."""
 
 from __future__ import annotations
 
@@ -37,12 +32,9 @@ WORKER_ENV = "CSCORE_SHARD_WORKER"  # a worker of runtime.devices: set to its pa
 
 
 def coordinator(runtime) -> InProcess:
-    """Who computes, waits and merges in this process (``scorers/store/runner.py``): a worker
-    of ``runtime.devices`` (WORKER_ENV) computes its shard and leaves the merge to its parent; a
-    SLURM job's shard (SLURM_JOB_ID) is a task of a job array; any other run computes its shard
-    (``runtime.shard``) or every shard in this process. The one place the environment is read for
-    sharding (the parent of runtime.devices has ``Workers.coordinator``, ``LocalDevices``). Built
-    once per job and handed to the stages beside the typed config, never stored in it."""
+    """This process's coordinator: a worker of ``runtime.devices`` (WORKER_ENV) leaves the merge to
+    its parent; a SLURM job is a task of a job array; else ``runtime.shard`` or every shard here.
+    The one place sharding reads the environment."""
     count, index = int(runtime.shards), None if runtime.shard is None else int(runtime.shard)
     if os.environ.get(WORKER_ENV):  # its value: the parent's start (time.time()), this command's
         return ArrayTask(count, index, merge=False, since=float(os.environ[WORKER_ENV]))
@@ -52,23 +44,20 @@ def coordinator(runtime) -> InProcess:
 
 
 def array_task() -> bool:
-    """Whether this process is a task of a SLURM job array (a SLURM job, not a worker of
-    runtime.devices, whose siblings are on its node)."""
+    """Whether this process is a task of a SLURM job array (not a worker of runtime.devices)."""
     return bool(os.environ.get("SLURM_JOB_ID")) and not os.environ.get(WORKER_ENV)
 
 
 def worker_overrides(overrides: list[str], index: int, count: int, device: str, out: Path | None) -> list[str]:
-    """The parent's overrides with this worker's shard and device, its run directory under ``out``
-    (None: a stage command, ``cscore cdm``, which has no run directory)."""
+    """The parent's overrides with this worker's shard, device and run directory (``out`` None: none)."""
     own = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] not in OWN_KEYS]
     run_dir = [] if out is None else [f"hydra.run.dir={out / f'shard-{index}'}"]
     return [*own, f"runtime.shards={count}", f"runtime.shard={index}", f"runtime.device={device}", *run_dir]
 
 
 def run_workers(run: RunConfig, overrides: list[str], out_dir: Path, command: tuple) -> None:
-    """A stage command's ``runtime.devices`` (``command``, e.g. ``("cdm", "train")``): one worker
-    per device computes its shard, every shard in a worker; this process merges once they all
-    ended (raises CscoreError naming a shard that failed and the command that finishes it)."""
+    """A stage command's ``runtime.devices`` (e.g. ``("cdm", "train")``): a worker per device, then
+    this process merges (CscoreError names a shard that failed)."""
     start = time.perf_counter()
     workers = Workers(run, overrides, out_dir, command=command, first=0)
     workers.finish()
@@ -76,10 +65,8 @@ def run_workers(run: RunConfig, overrides: list[str], out_dir: Path, command: tu
 
 
 class Workers:
-    """The worker processes of ``runtime.devices``: shard K (1 .. N-1) on device K, one ``cscore run``
-    each, side by side, their lines relayed as ``shard K: ...`` (and kept in ``.shards/shard-K.log``).
-    Shard 0 is the parent's own, computed in-process on the first device. ``wait`` is how the
-    parent's coordinator (``LocalDevices``) waits for the workers before it merges."""
+    """The worker processes of ``runtime.devices``: shard K on device K, their lines relayed as
+    ``shard K: ...`` and kept in ``.shards/shard-K.log``; shard 0 is the parent's own."""
 
     POLL = 0.05  # seconds between two looks at the marks
 
@@ -108,18 +95,15 @@ class Workers:
                   f"statistics: {len(devices)} shards on {', '.join(devices)} (one worker process each)")
 
     def coordinator(self) -> InProcess:
-        """The parent's: shard 0 of every pass, then ``wait`` for the workers' shards, then the merge."""
+        """The parent's: shard 0, then wait for the workers, then merge."""
         return LocalDevices(len(self.devices), 0, since=self.since, workers=self)
 
     def wait(self, pending, label: str) -> None:
-        """Until ``pending()`` (the pass's shards not done yet) is empty (``runner.wait_for``).
-        A missing shard whose worker ended before the marks were read will not come: a failed one
-        stops the run (``fail``); one that ended well, or shard 0, lost a partial the merge re-runs here."""
+        """Until ``pending()`` is empty or a missing shard's worker ended (a failed one: ``fail``)."""
         wait_for(pending, self.look, poll=self.POLL)
 
     def look(self):
-        """The workers as they are now (looked at before the marks: a worker marks, then ends): the
-        wait goes on while every missing shard's worker is alive."""
+        """The workers now (before the marks: a worker marks, then ends): go on while all missing are alive."""
         ended = {k: p.poll() for k, p in self.procs.items()}
 
         def alive(missing: list[int]) -> bool:
@@ -131,7 +115,7 @@ class Workers:
         return alive
 
     def fail(self, k: int, code: int) -> None:
-        """Shard ``k``'s worker failed: the other workers end their shards (kept), then one line."""
+        """Shard ``k``'s worker failed: the others end their shards (kept), then one line."""
         self.failed = True
         for p in self.procs.values():
             p.wait()
@@ -146,8 +130,7 @@ class Workers:
         return finish_command() if self.command == ("run",) else stage_line(self.command, self.overrides)
 
     def finish(self) -> None:
-        """After the parent's passes: the workers end; their run directories hold nothing the run
-        needs (their logs stay)."""
+        """Wait for the workers and remove their run directories (their logs stay)."""
         codes = {k: p.wait() for k, p in self.procs.items()}
         self.join()
         failed = [k for k, c in codes.items() if c != 0]
@@ -157,8 +140,7 @@ class Workers:
             shutil.rmtree(self.out / f"shard-{k}", ignore_errors=True)
 
     def stop(self) -> None:
-        """The parent failed or was stopped: its workers are stopped too (SIGTERM: each keeps the
-        batches it completed), and waited for."""
+        """Stop the workers (SIGTERM: each keeps its completed batches) and wait for them."""
         for p in self.procs.values():
             if p.poll() is None:
                 p.terminate()
@@ -173,9 +155,7 @@ class Workers:
 
 @dataclass(frozen=True)
 class LocalDevices(InProcess):
-    """The coordinator of the parent of ``runtime.devices``: it computes shard 0, then waits for its
-    workers' shards (``Workers.wait``: one line naming a worker that failed), then merges; a shard
-    a worker lost it computes itself."""
+    """The parent of ``runtime.devices``: shard 0, a wait for the workers, the merge; a lost shard redone here."""
 
     workers: Workers | None = field(default=None, compare=False)
     supervises: ClassVar[bool] = True
@@ -187,10 +167,8 @@ class LocalDevices(InProcess):
 
 @contextmanager
 def sharded(run: RunConfig, overrides: list[str], out_dir: Path, state: RunState):
-    """Yield the job's coordinator, which the stages are handed beside the typed config.
-    ``runtime.devices``: start the workers of shards 1 .. N-1 and yield the parent's (shard 0 here,
-    ``LocalDevices``); the workers end (or are stopped) when the block does. Without
-    ``runtime.devices``: ``coordinator``, read from the settings and the environment."""
+    """Yield the job's coordinator; with ``runtime.devices``, start the workers of shards 1 .. N-1
+    first and end (or stop) them with the block."""
     if run.runtime.devices is None:
         yield coordinator(run.runtime)
         return
@@ -215,8 +193,8 @@ def _relay(proc, k: int, log_path: Path, emit) -> None:
 
 
 def finish_command(extra: str = "", args: list[str] | None = None) -> str:
-    """The command this process was started with (plus ``extra``), to run again. ``args``: the
-    job's own overrides, where ``sys.argv`` is not the command (a SLURM job's is submitit's)."""
+    """This process's command (plus ``extra``), to run again; ``args``: the job's overrides where
+    ``sys.argv`` is not the command (submitit's)."""
     if args is None:
         args = sys.argv[1:] if sys.argv and sys.argv[0].startswith("cscore") else sys.argv
     drop = ("run", "runtime.shard") if extra else ("run",)
@@ -225,22 +203,20 @@ def finish_command(extra: str = "", args: list[str] | None = None) -> str:
 
 
 def stage_line(command: tuple, overrides: list[str], extra: str = "") -> str:
-    """A stage command (``cscore cdm train ...``) with its overrides (and ``extra``), to run again."""
+    """A stage command with its overrides (and ``extra``), to run again."""
     args = [o for o in overrides if not extra or o.lstrip("+~").split("=", 1)[0] != "runtime.shard"]
     return "`" + " ".join(["cscore", *command, *(shlex.quote(a) for a in args), *([extra] if extra else [])]) + "`"
 
 
 def job_args(hc) -> list[str] | None:
-    """A multirun job's own overrides (its command line is the multirun's, or submitit's in a SLURM
-    job); None for a single run (its command line is the command)."""
+    """A multirun job's own overrides; None for a single run."""
     from hydra.types import RunMode
 
     return list(hc.overrides.task) if hc.mode == RunMode.MULTIRUN else None
 
 
 def pending_line(err: ShardsPending, args: list[str] | None = None) -> str:
-    """The one line a shard that did its part ends with: what is missing and the commands that finish it
-    (``args``: the job's overrides, see ``finish_command``)."""
+    """The line a shard that did its part ends with: what is missing and the commands that finish it."""
     if not err.missing:
         return str(err)
     commands = " and ".join(finish_command(f"runtime.shard={k}", args) for k in err.missing)

@@ -1,11 +1,6 @@
-"""The partial files of a pass (``Checkpoint``, ``ItemCheckpoint``), the shard plan (``deal``,
-``Shard``) and where the shards meet (``Place``): a killed pass resumes from its last completed
-batch, a shard's partials and done mark meet its siblings' in one folder. Each file is one flush,
-written atomically, the SHA-256 of its bytes in its name: a damaged or foreign file is removed and
-its items computed again, never trusted. The file layout, the marks and why a resumed or merged
-pass is bit-identical: docs/scaling.md (Partial files and marks).
-
-No torch (it calls ``.cpu()`` on the tensors it is given)."""
+"""A pass's partial files (``Checkpoint``, ``ItemCheckpoint``), the shard plan (``deal``, ``Shard``)
+and where shards meet (``Place``). Each file is one atomic flush named by its SHA-256: a damaged or
+foreign file is removed and its items computed again. Layout: docs/scaling.md. No torch."""
 
 from __future__ import annotations
 
@@ -41,9 +36,8 @@ def _as_numpy(x) -> np.ndarray:
 
 
 class Checkpoint:
-    """The checkpoint of one pass (one cache key): ``load`` what an earlier run kept, then the
-    engine skips the items in ``done``, reports each completed batch to ``add`` and has ``fill``
-    put the kept rows into its final arrays."""
+    """One pass's checkpoint: ``load`` what an earlier run kept; the engine skips ``done`` items,
+    ``add``s each completed batch and ``fill``s the kept rows into its arrays."""
 
     def __init__(self, folder: Path, key: str, heads: Sequence[str], offsets: np.ndarray,
                  temperatures: Sequence[float], every: float = CHECKPOINT_SECONDS, schema: int = 0,
@@ -67,8 +61,7 @@ class Checkpoint:
 
     @property
     def part(self) -> Shard | None:
-        """The part of the pass's plan this process runs (``engine.passes.PlanPart``): a shard's; None:
-        all of it."""
+        """The part of the plan this process runs (``engine.passes.PlanPart``; None: all)."""
         return self.shard
 
     @property
@@ -79,11 +72,8 @@ class Checkpoint:
     def n_saved(self) -> int:
         return int(self.saved.sum())
 
-    # -- reading ----------------------------------------------------------------------------
-
     def load(self) -> int:
-        """Read the files an earlier run left (a shard: its own); a bad one is removed. Returns the
-        items kept."""
+        """Read the files an earlier run left (a shard: its own), a bad one removed; the items kept."""
         try:
             names = sorted(os.listdir(self.folder))
         except OSError:
@@ -109,7 +99,7 @@ class Checkpoint:
         return self.n_kept
 
     def covered(self) -> dict[int, int]:
-        """{shard: the items its files hold}, of the files ``load`` read."""
+        """{shard: the items its files hold}."""
         shards, counts = np.unique(self.owner[self.owner >= 0], return_counts=True)
         return {int(k): int(n) for k, n in zip(shards, counts)}
 
@@ -132,11 +122,8 @@ class Checkpoint:
         self._check_rows(dest, rows)
         return dest, rows
 
-    # the payload of a file (a subclass keeps another: ``ItemCheckpoint``)
-
     def _rows_of(self, z) -> dict:
-        """Per head its rows (``stats.ROW_NAMES`` in order: logp, logp_max, and the distributional
-        statistics a distributional pass keeps)."""
+        """Per head its rows, in ``stats.ROW_NAMES`` order."""
         return {h: tuple(z[f"{i}_{name}"] for name in ROW_NAMES if f"{i}_{name}" in z.files)
                 for i, h in enumerate(self.heads)}
 
@@ -157,21 +144,19 @@ class Checkpoint:
         return arrays
 
     def mark_foreign(self, items: np.ndarray) -> None:
-        """A shard's pass: the items of other shards' units (``Shard.foreign``, asked by the
-        engine through ``part``), never computed here."""
+        """The items of other shards' units (``Shard.foreign``): never computed here."""
         self.foreign |= np.asarray(items, dtype=bool)
 
     def _items_of(self, dest: np.ndarray) -> np.ndarray:
         return np.unique(np.searchsorted(self.offsets, dest, side="right") - 1)
 
     def row_names(self) -> dict[str, tuple[str, ...]]:
-        """Each head's statistics in the files read (``stats.ROW_NAMES``; logp and logp_max when none)."""
+        """Each head's statistics in the files read (logp and logp_max when none)."""
         rows = self.kept[0][1] if self.kept else {}
         return {h: ROW_NAMES[:len(rows[h])] if h in rows else ROW_NAMES[:2] for h in self.heads}
 
     def fill(self, full: dict) -> None:
-        """Put the kept rows into the pass's final arrays ({head: {name: array}}, ``stats.ROW_NAMES``;
-        as the engine's own rows are put). Rows a file lacks (another pass's layout) are an error."""
+        """Put the kept rows into the pass's arrays ({head: {name: array}}); another layout is an error."""
         for dest, rows in self.kept:
             for h, arrays in rows.items():
                 if len(arrays) != len(full[h]):
@@ -179,11 +164,8 @@ class Checkpoint:
                 for name, a in zip(ROW_NAMES, arrays):
                     full[h][name][:, dest] = a
 
-    # -- writing ----------------------------------------------------------------------------
-
     def add(self, dest, per_head: dict) -> None:
-        """One completed batch: token positions and, per head, (logp, logp_max) rows (tensors
-        stay on their device until the next flush)."""
+        """One completed batch: token positions and each head's rows (kept on device until a flush)."""
         if not self.enabled:
             return
         self.pending.append((np.asarray(_as_numpy(dest), dtype=np.int64), dict(per_head)))
@@ -191,8 +173,8 @@ class Checkpoint:
             self.flush()
 
     def flush(self) -> None:
-        """Write the pending batches as one file. A cache folder that cannot take it (read-only,
-        full, blocked) ends checkpointing for this pass with one warning; the pass goes on."""
+        """Write the pending batches as one file; a folder that cannot take it ends checkpointing
+        for this pass with one warning."""
         self.last = time.monotonic()
         if not self.pending or not self.enabled:
             return
@@ -220,7 +202,7 @@ class Checkpoint:
 
 
 def remove_folder(folder: Path) -> None:
-    """Remove a checkpoint folder, first renamed so that no reader sees it half-deleted."""
+    """Remove a folder, renamed first so no reader sees it half-deleted."""
     trash = folder.with_name(f".trash-{folder.name[:16]}-{os.getpid()}")
     try:
         os.rename(folder, trash)
@@ -234,8 +216,7 @@ def remove_folder(folder: Path) -> None:
 # -- the shard plan (runtime.shards): which shard's partials hold which unit -----------------------
 
 def deal(costs: Sequence[int], n: int) -> list[int]:
-    """The shard of each unit: units in plan order (longest first), each to the shard with the
-    least cost so far (padded tokens; ties: the lowest index). Every shard deals the same plan alike."""
+    """Each unit's shard: in plan order, each to the shard with the least cost so far (ties: lowest)."""
     loads = [0] * n
     owner = []
     for c in costs:
@@ -253,7 +234,7 @@ class Shard:
     count: int
 
     def owners(self, costs: Sequence[int]) -> list[int]:
-        """Whose each unit is (the units' ``costs`` in plan order)."""
+        """Each unit's shard."""
         return deal(costs, self.count)
 
     def mine(self, units: Sequence, costs: Sequence[int]) -> list:
@@ -261,7 +242,7 @@ class Shard:
         return [u for u, owner in zip(units, self.owners(costs)) if owner == self.index]
 
     def foreign(self, units: Sequence[Sequence[int]], costs: Sequence[int], n_items: int) -> np.ndarray:
-        """The items (of ``n_items``) in other shards' units (``units``: each a list of item indices)."""
+        """A mask of the items in other shards' units."""
         out = np.zeros(n_items, dtype=bool)
         for members, owner in zip(units, self.owners(costs)):
             if owner != self.index:
@@ -269,7 +250,7 @@ class Shard:
         return out
 
     def detail(self, mine: int, planned: int) -> str:
-        """The progress's detail of a shard's pass: ``mine`` of the ``planned`` batches are its."""
+        """The progress line's detail of a shard's pass."""
         return f"shard {self.index} of {self.count}: {mine:,} of {planned:,} batches"
 
 
@@ -280,8 +261,7 @@ SIZES = "sizes"  # the fixed array with each item's length of the ragged arrays
 
 @dataclass(frozen=True)
 class Layout:
-    """The arrays of an item partial: ``fixed`` {name: trailing shape}, ``ragged`` names (each
-    item's run of ``sizes[item]`` values)."""
+    """An item partial's arrays: ``fixed`` {name: trailing shape}; ``ragged`` (``sizes[item]`` values each)."""
 
     fixed: dict = field(default_factory=dict)
     ragged: tuple = ()
@@ -291,8 +271,7 @@ class Layout:
 
 
 class ItemCheckpoint(Checkpoint):
-    """The partials of a pass with one entry per item (``offsets``: 0..n_items); ``add(items,
-    {name: array})`` with the layout's arrays for those items; ``assemble()`` the merged payload."""
+    """Partials with one entry per item: ``add(items, {name: array})``; ``assemble()`` merges."""
 
     def __init__(self, *args, layout: Layout, assemble: Callable[[ItemCheckpoint], dict] | None = None, **kw):
         super().__init__(*args, **kw)  # as ``Checkpoint``: folder, key, heads, offsets, temperatures, every, ...
@@ -322,8 +301,7 @@ class ItemCheckpoint(Checkpoint):
         return {name: np.concatenate([np.asarray(rows[name]) for _, rows in pending]) for name in names}
 
     def gather(self) -> tuple[dict[str, np.ndarray], dict[str, list]]:
-        """What the files read hold: ({fixed name: rows in item order, rows of items not kept
-        undefined}, {ragged name: each item's run, None where not kept})."""
+        """({fixed name: rows by item}, {ragged name: each item's run, None if not kept})."""
         fixed: dict[str, np.ndarray] = {}
         ragged: dict[str, list] = {name: [None] * self.n_items for name in self.layout.ragged}
         for dest, rows in self.kept:
@@ -346,7 +324,7 @@ class ItemCheckpoint(Checkpoint):
 
 
 def unit_offsets(n_items: int) -> np.ndarray:
-    """The offsets of an item partial: one position per item."""
+    """An item partial's offsets: one position per item."""
     return np.arange(n_items + 1, dtype=np.int64)
 
 
@@ -355,7 +333,7 @@ def unit_offsets(n_items: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Place:
-    """The meeting place of the ``count`` shards of one unit of work (see the module's docstring)."""
+    """Where the ``count`` shards of one piece of work meet: partials, marks, locks."""
 
     folder: Path
     stem: Path
@@ -363,34 +341,30 @@ class Place:
 
     @classmethod
     def of_cache(cls, root: Path, key: str, count: int) -> Place:
-        """A pass keyed ``key`` in the statistics cache at ``root``."""
+        """A cache entry's."""
         return cls(Path(root) / PARTIAL_DIR / key, Path(root) / LOCK_DIR / key, count)
 
     @classmethod
     def of_folder(cls, folder: Path, count: int) -> Place:
-        """Work whose partials lie in a folder of their own (``cscore cdm generate``'s ``.shards``)."""
+        """Partials in a folder of their own (``cscore cdm generate``)."""
         return cls(Path(folder), Path(folder) / "shards", count)
-
-    # -- paths --------------------------------------------------------------------------------
 
     def mark_path(self, k: int) -> Path:
         return self.folder / f"s{k:03d}of{self.count:03d}.done.json"
 
     def lock_path(self, k: int | None = None) -> Path:
-        """Shard ``k``'s lock (two runs of one shard: one computes); None: the merge's."""
+        """Shard ``k``'s lock; None: the merge's."""
         return self.stem.with_name(self.stem.name + ("" if k is None else f".s{k:03d}") + ".lock")
 
     def lock(self, k: int | None = None):
         return file_lock(self.lock_path(k))
 
     def files(self, k: int) -> list[str]:
-        """The partial files shard ``k`` wrote (``s<K>-*.npz``)."""
+        """Shard ``k``'s partial files."""
         return sorted(p.name for p in self.folder.glob(f"s{k:03d}-*.npz"))
 
-    # -- marks --------------------------------------------------------------------------------
-
     def mark(self, k: int, record: dict) -> None:
-        """Shard ``k`` is done: its ``record``, with the partial files that hold its items."""
+        """Mark shard ``k`` done, naming its partial files."""
         write_atomic(self.mark_path(k), json.dumps({"shard": k, "shards": self.count, **record,
                                                     "files": self.files(k)}))
 
@@ -398,8 +372,7 @@ class Place:
         self.mark_path(k).unlink(missing_ok=True)
 
     def marks(self) -> dict[int, dict]:
-        """The records of the shards that finished. A mark whose files are not all there any more
-        (a damaged one was removed) or that does not read counts as missing."""
+        """The finished shards' records; a mark that does not read or lacks a file is missing."""
         out = {}
         for k in range(self.count):
             try:
@@ -416,9 +389,8 @@ class Place:
         return [k for k in range(self.count) if k not in marks]
 
     def check_items(self, covered: dict[int, int], label: str) -> list[int]:
-        """The shards whose mark says more items than their partials hold (``covered``: {shard:
-        items its files hold}, as the merge read them): their marks are removed, so they are
-        missing again (a shard computes what its partials lack) rather than marked forever."""
+        """Unmark (and return) the shards whose mark says more items than their partials hold
+        (``covered``), so they run again."""
         marks = self.marks()
         short = [k for k, r in marks.items() if "items" in r and covered.get(k, 0) < int(r["items"])]
         for k in short:
@@ -428,15 +400,13 @@ class Place:
             self.unmark(k)
         return short
 
-    # -- who is running -----------------------------------------------------------------------
-
     def running(self, shards: Sequence[int]) -> bool:
-        """Whether some process holds the lock of one of ``shards`` now (it is computing it)."""
+        """Whether some process is computing one of ``shards`` (holds its lock)."""
         return any(held(self.lock_path(k)) for k in shards)
 
 
 def held(path: Path) -> bool:
-    """Whether someone holds the lock file ``path`` now (``files.file_lock``)."""
+    """Whether someone holds the lock file ``path``."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -456,9 +426,7 @@ def missing_text(missing: Sequence[int], count: int) -> str:
 
 
 def pending_text(missing: Sequence[int], count: int) -> str:
-    """What a command that did its shards says of the rest (``missing``: none, the rest and the
-    merge are another process's: the parent of runtime.devices, the task of an array that ends last,
-    shard 0's job where every pass was stored)."""
+    """What a command that did its shards says of the rest (none missing: another process merges)."""
     if missing:
         return f"{missing_text(missing, count)} not done yet"
     return "this process's shards done; another process merges or writes the run directory"

@@ -1,9 +1,6 @@
-"""The one sharded runner (``runtime.shards``): a payload is a ``Work`` (its shards' compute, its
-merge, its ``checkpoint.Place``); ``run`` computes this process's shards, then merges where the
-coordinator says (``InProcess``, ``ArrayTask``; ``run/workers.py``'s ``LocalDevices``), a shard the
-merge finds lacking computed again (``merge_or_redo``). Payloads: the statistics pass
-(``run_pass``), the judge's first step and decodes (``run_rows``), the CDM negatives
-(``run/negatives.py``). How it fits together: docs/scaling.md. No torch."""
+"""The one sharded runner (``runtime.shards``): ``run`` computes this process's shards of a
+``Work``, then merges where its coordinator says. Payloads: the statistics pass (``run_pass``), the
+judge's rows (``run_rows``), the CDM negatives (``run/negatives.py``). See docs/scaling.md."""
 
 from __future__ import annotations
 
@@ -29,17 +26,15 @@ POLL = 0.25
 
 @dataclass(frozen=True)
 class InProcess:
-    """This process computes shard ``index`` of ``count`` (None: every shard not done yet), then
-    merges once every shard is done (``merge``). The library's default; the command line picks one
-    per job (``run/workers.py`` ``coordinator``: ``ArrayTask``, ``LocalDevices``). ``since``: the
-    job's start (time.time()): shards marked before it are an earlier command's, kept."""
+    """This process computes shard ``index`` of ``count`` (None: every shard), then merges if
+    ``merge``. ``since``: the job's start; shards marked before it are an earlier command's."""
 
     count: int = 1
     index: int | None = None
     merge: bool = True
     grace: float = 0.0
     since: float = field(default_factory=time.time, compare=False)
-    supervises: ClassVar[bool] = False  # a parent whose workers compute the other shards (``supervise``)
+    supervises: ClassVar[bool] = False  # a parent whose workers compute the other shards
 
     @property
     def on(self) -> bool:
@@ -49,24 +44,21 @@ class InProcess:
         return list(range(self.count)) if self.index is None else [self.index]
 
     def supervise(self, pending: Callable[[], list[int]], label: str) -> None:
-        """A supervisor's wait before the merge (``LocalDevices``); nothing to wait for here."""
+        """A supervisor's wait for its workers (``LocalDevices``)."""
 
     def redoes(self, k: int) -> bool:
-        """Whether this process computes shard ``k`` again when a merge finds it lacking: its own
-        (a supervisor: any)."""
+        """Whether this process computes a shard the merge finds lacking again."""
         return self.supervises or k in self.todo()
 
     def wait(self, pending: Callable[[], list[int]], running: Callable[[list[int]], bool], label: str) -> list[int]:
-        """The one wait for the other shards, for any payload: a supervisor's for its workers
-        (``supervise``), another's while they run (``wait_running``). The shards still missing."""
+        """Wait for the other shards; returns those still missing."""
         if self.supervises:
             self.supervise(pending, label)
             return pending()
         return self.wait_running(pending, running)
 
     def wait_running(self, pending: Callable[[], list[int]], running: Callable[[list[int]], bool]) -> list[int]:
-        """Wait until ``pending()`` is empty, while one of the shards missing runs (``running``) or
-        for ``grace`` seconds (a sibling still starting). Returns the shards still missing."""
+        """Wait while a missing shard runs or for ``grace`` seconds (a sibling still starting)."""
         start = time.monotonic()
 
         def still(missing: list[int]) -> bool:
@@ -81,18 +73,15 @@ class InProcess:
 
 @dataclass(frozen=True)
 class ArrayTask(InProcess):
-    """One task of a job array (SLURM; a worker of ``runtime.devices``, ``merge=False``): its shard,
-    then the merge if it is the last; it waits ``grace`` seconds for a sibling still starting."""
+    """A task of a job array (or, ``merge=False``, a worker of ``runtime.devices``)."""
 
     grace: float = START_GRACE
 
 
 def wait_for(pending: Callable[[], list[int]], look: Callable[[], Callable[[list[int]], bool]],
              poll: float = POLL, said: Callable[[list[int]], None] | None = None) -> list[int]:
-    """The one wait for shards: ``pending()`` every ``poll`` seconds until it is empty or
-    ``still(missing)`` (``look()``, taken before each ``pending()``: a shard marks, then its process
-    ends) says stop (it may raise: a worker that failed); then ``pending()`` once more. ``said``:
-    once, as the wait begins."""
+    """The one wait loop: ``pending()`` every ``poll`` seconds until it is empty or ``look()``'s
+    answer (taken first: a shard marks, then ends) says stop; then ``pending()`` once more."""
     told = False
     while True:
         still = look()
@@ -109,8 +98,7 @@ def wait_for(pending: Callable[[], list[int]], look: Callable[[], Callable[[list
 
 @dataclass(frozen=True)
 class Done:
-    """Work whose result is in: ``stats`` (a pass's per head), this command's ``report`` (a pass's
-    ``PassReport``; None: work that reports none)."""
+    """Work whose result is in, and this command's ``report`` of it."""
 
     stats: dict
     report: Any = None
@@ -118,10 +106,8 @@ class Done:
 
 @dataclass(frozen=True)
 class Pending:
-    """Passes that wait for shards this process does not run: ``missing`` (shard indices; empty:
-    the rest is another process's: every shard done and its merge, a worker's parent, shard 0's
-    job that writes the run directory), ``passes`` their labels. A pass runner
-    returns it; the command that ran the passes ends with ``stop()``, at its boundary."""
+    """Passes waiting for shards this process does not run (``missing`` empty: another process
+    merges); the command ends with ``stop()``."""
 
     missing: list[int]
     passes: tuple[str, ...] = ()
@@ -130,10 +116,7 @@ class Pending:
         return Pending(self.missing, (label,))
 
     def stop(self, coordinator: InProcess, message: str | None = None) -> NoReturn:
-        """End the command that ran the passes: the one place ``ShardsPending`` is raised
-        (``message``: what the command says, by default the passes and the shards missing). A
-        process that does not merge (a worker of runtime.devices) names none missing: its parent
-        computes, waits for and merges the rest."""
+        """The one place ``ShardsPending`` is raised; a process that does not merge names none missing."""
         missing = self.missing if coordinator.merge else []
         if message is None:
             message = f"statistics ({', '.join(self.passes)}): {pending_text(missing, coordinator.count)}"
@@ -144,7 +127,7 @@ Outcome = Union[Done, Pending]
 
 
 def pending_of(parts: list[Pending]) -> Pending | None:
-    """The passes of ``parts`` that wait, as one (None: none does)."""
+    """``parts`` as one (None: none)."""
     if not parts:
         return None
     return Pending(sorted({k for p in parts for k in p.missing}), tuple(x for p in parts for x in p.passes))
@@ -154,9 +137,8 @@ def pending_of(parts: list[Pending]) -> Pending | None:
 
 @dataclass
 class PassReport(EngineReport):
-    """``EngineReport`` with the figures of a sharded pass; ``shards`` 1: not sharded (then
-    ``record`` and ``figures`` add nothing). For a sharded pass ``seconds`` is the pass's wall
-    time (first shard's start to the merge's end), not the sum of the shards."""
+    """``EngineReport`` with a sharded pass's figures (``shards`` 1: none); ``seconds`` is then the
+    wall time from the first shard's start to the merge's end."""
 
     shards: int = 1
     shard_seconds: list[float] | None = None  # each shard's seconds
@@ -164,43 +146,38 @@ class PassReport(EngineReport):
     kept_shards: list | None = None  # shards an earlier command computed (their items are in ``resumed``)
 
     def figures(self) -> dict:
-        """The keys a sharded pass adds (to a cache entry's report, to metrics.json's speed); none
-        for an unsharded pass (its meta and metrics unchanged)."""
+        """The keys a sharded pass adds to its cache entry and metrics.json (none if unsharded)."""
         if self.shards <= 1:
             return {}
         return {"shards": self.shards, "shard_seconds": self.shard_seconds, "merge_seconds": self.merge_seconds}
 
     def record(self) -> dict:
-        """What a cache entry keeps of the pass that computed it (its ``extra["report"]``)."""
+        """A cache entry's ``extra["report"]``."""
         return {**super().record(), **self.figures()}
 
     @classmethod
     def of_entry(cls, meta: dict) -> PassReport:
-        """The report of a cache hit: the figures of the run that computed the entry (its shards'
-        too, where it was sharded), ``cached``."""
+        """A cache hit's report: the figures of the run that computed the entry."""
         run = (meta.get("extra") or {}).get("report", {})
         report = cls.of_record(run)
         report.shards, report.shard_seconds = run.get("shards", 1), run.get("shard_seconds")
         report.merge_seconds = run.get("merge_seconds")
         return report
 
-
     def adopt(self, merged: PassReport | None) -> PassReport:
-        """This report (a decode's) with the shards' seconds and the merge's of ``merged`` (a
-        sharded decode's merge; None: unchanged), for metrics.json's speed."""
+        """This decode report with the shard figures of ``merged`` (None: unchanged)."""
         if merged is not None:
             self.shards, self.shard_seconds = merged.shards, merged.shard_seconds
             self.merge_seconds = merged.merge_seconds
         return self
 
     def kept_text(self) -> str | None:
-        """Where shards an earlier command computed were kept: which (None: none)."""
+        """The shards an earlier command computed (None: none)."""
         return f"{missing_text(self.kept_shards, self.shards)}, kept" if self.kept_shards else None
 
 
 def run_figures(reports: Mapping[str, EngineReport]) -> dict:
-    """metrics.json's ``shards``, per-shard seconds and ``merge_seconds`` of a run whose passes were
-    sharded (none of these keys otherwise: unsharded metrics unchanged)."""
+    """metrics.json's shard figures of a run (none if no pass was sharded)."""
     split = {name: rep for name, rep in reports.items() if isinstance(rep, PassReport) and rep.shards > 1}
     if not split:
         return {}
@@ -210,16 +187,14 @@ def run_figures(reports: Mapping[str, EngineReport]) -> dict:
 
 
 def by_others(reports) -> bool:
-    """Whether other processes of this command computed shards of a computed pass (``runtime.devices``'
-    workers; shards kept from an earlier command are not this command's)."""
+    """Whether other processes of this command (``runtime.devices``' workers) computed shards."""
     return any(isinstance(r, PassReport) and not r.cached and r.shards > 1 and len(r.kept_shards or []) < r.shards
                for r in reports)
 
 
 def stop_early(coordinator: InProcess, reports, label: str = "judge") -> Pending | None:
-    """``Pending`` for a shard's job that writes no run directory: a worker of runtime.devices (its
-    parent merges and writes), or a shard K > 0 of a job array whose passes were all stored before
-    it started (shard 0's job writes the run directory); None for any other."""
+    """``Pending`` for a job that writes no run directory: a worker of runtime.devices, or shard K > 0
+    of an array whose passes were all stored already (shard 0 writes it); else None."""
     if coordinator.on and (not coordinator.merge or (coordinator.index not in (None, 0)
                                                      and all(r.cached for r in reports))):
         return Pending([], (label,))
@@ -227,7 +202,7 @@ def stop_early(coordinator: InProcess, reports, label: str = "judge") -> Pending
 
 
 def figures_of(report: EngineReport) -> dict:
-    """The keys ``report`` adds for a sharded pass (``PassReport.figures``; none for another)."""
+    """``PassReport.figures`` of ``report`` ({} for another report)."""
     return report.figures() if isinstance(report, PassReport) else {}
 
 
@@ -235,11 +210,8 @@ def figures_of(report: EngineReport) -> dict:
 
 @dataclass(frozen=True)
 class Work:
-    """One payload: ``label`` (the logs'), ``place`` (where its shards meet), ``stored()`` (its
-    merged result if it is in, else None), ``merged()`` (whether it is in now: a cheap look),
-    ``compute(k)`` (shard k's units, resumed from its partials; returns its mark's figures),
-    ``merge()`` (every shard's partials assembled under the merge lock: ``Done``, or ``Pending``
-    naming the shards lacking)."""
+    """One payload: ``stored()`` its result if in; ``merged()`` a cheap look; ``compute(k)`` shard k
+    (resumed; returns its mark's figures); ``merge()`` ``Done`` or ``Pending`` (the shards lacking)."""
 
     label: str
     place: Place
@@ -249,15 +221,13 @@ class Work:
     merge: Callable[[], Outcome]
 
     def pending(self) -> list[int]:
-        """The shards not done yet; [] once merged (the marks looked at first: a merge removes them)."""
+        """The shards not done yet; [] once merged (marks first: a merge removes them)."""
         missing = self.place.missing()
         return [] if not missing or self.merged() else missing
 
 
 def run(work: Work, coordinator: InProcess) -> Outcome:
-    """``work`` as ``coordinator`` says: the stored result if there is one; else this process's
-    shards (``todo()``), then (where it merges; a supervisor first waits for its workers) the merge,
-    a shard the merge finds lacking computed again where this process may (``merge_or_redo``)."""
+    """The stored result, else this process's shards, then (where it merges) the merge."""
     hit = work.stored()
     if hit is not None:
         return hit
@@ -270,7 +240,9 @@ def run(work: Work, coordinator: InProcess) -> Outcome:
         return Pending(work.place.missing())
     if coordinator.supervises:  # the parent of runtime.devices: the other shards are its workers'
         coordinator.wait(work.pending, work.place.running, work.label)
-        said_done(work, coordinator.since)
+        text = done_text(work.place.marks(), work.place.count, coordinator.since)
+        if text is not None:
+            log.info("%s: %s", work.label, text)
 
     def redo(again: list[int]) -> None:
         log.info("%s: %s lost partials; this process re-runs what %s lost", work.label,
@@ -282,7 +254,7 @@ def run(work: Work, coordinator: InProcess) -> Outcome:
 
 
 def compute_one(work: Work, k: int) -> None:
-    """Shard ``k`` under its own lock (two runs of one shard: one computes), then its mark."""
+    """Shard ``k`` under its lock (two runs of one shard: one computes), then its mark."""
     with work.place.lock(k):
         if k in work.place.marks():
             return
@@ -293,8 +265,7 @@ def compute_one(work: Work, k: int) -> None:
 
 
 def merge_or_redo(merge: Callable[[], Outcome], redo: Callable[[list[int]], None], coordinator: InProcess) -> Outcome:
-    """The one merge of every payload: ``merge()``, and where it finds shards lacking that this
-    process computes again (``coordinator.redoes``): ``redo(those)``, then ``merge()`` again."""
+    """``merge()``; where it finds shards lacking that this process redoes: ``redo``, merge again."""
     got = merge()
     again = [k for k in got.missing if coordinator.redoes(k)] if isinstance(got, Pending) else []
     if not again:
@@ -304,8 +275,7 @@ def merge_or_redo(merge: Callable[[], Outcome], redo: Callable[[list[int]], None
 
 
 def said_kept(work: Work, coordinator: InProcess) -> None:
-    """Where shards were done before this command (an earlier run, another job): which it keeps and
-    which it computes (a log line)."""
+    """A log line naming the shards done before this command (kept) and those computed now."""
     marks = work.place.marks()
     kept = sorted(k for k, r in marks.items() if float(r.get("end", 0.0)) < coordinator.since)
     if kept:
@@ -315,16 +285,9 @@ def said_kept(work: Work, coordinator: InProcess) -> None:
                  f"{missing_text(todo, coordinator.count)} computed now" if todo else "none to compute here")
 
 
-def said_done(work: Work, since: float) -> None:
-    text = done_text(work.place.marks(), work.place.count, since)
-    if text is not None:
-        log.info("%s: %s", work.label, text)
-
-
 def done_text(marks: dict[int, dict], count: int, since: float) -> str | None:
-    """Once every shard is marked: how long this command's shards took (``since``: its start),
-    from the first one's start to the last one's end, and each one's seconds; shards done before
-    the command are named as kept, their time not counted (None: a shard is not done yet)."""
+    """How long this command's shards took, once every shard is marked (None before); shards done
+    before ``since`` are named as kept."""
     if len(marks) != count:
         return None
     now = [k for k in range(count) if float(marks[k]["end"]) >= since]
@@ -343,11 +306,8 @@ def done_text(marks: dict[int, dict], count: int, since: float) -> str | None:
 
 @dataclass(frozen=True)
 class PassJob:
-    """One pass to shard: its cache key's ``parts``, its ``heads`` and items (``pairs``), the
-    ``temperatures``; ``compute(checkpoint)`` runs the engine with a shard's checkpoint; ``label``
-    and ``models`` name it in logs and the entry's meta; ``stats_type`` is the payload (the store
-    names no payload type itself); ``partials``: the checkpoint class of another payload, merged by
-    its ``assemble()`` (``checkpoint.ItemCheckpoint``); None: ``Checkpoint``."""
+    """One pass to shard; ``compute(checkpoint)`` runs the engine with a shard's checkpoint;
+    ``partials``: another payload's checkpoint class (merged by its ``assemble()``)."""
 
     parts: dict
     heads: dict
@@ -365,7 +325,7 @@ class PassJob:
 
 
 def pass_work(cache, job: PassJob, coordinator: InProcess) -> Work:
-    """``job`` as the runner's ``Work``: its entry in ``cache``, its shards' partials under the key."""
+    """``job`` as a ``Work``: its entry in ``cache``, its partials under the key."""
     from cscore.scorers.store.cache import stats_key
 
     key = stats_key(job.parts)
@@ -382,7 +342,7 @@ def pass_work(cache, job: PassJob, coordinator: InProcess) -> Work:
 
 
 def check_cache(coordinator: InProcess | None, cache) -> None:
-    """A split pass needs the statistics cache: its shards meet there (a ConfigError otherwise)."""
+    """A split pass needs the statistics cache: its shards meet there."""
     from cscore.errors import ConfigError
 
     if coordinator is not None and coordinator.on and cache is None:
@@ -390,23 +350,20 @@ def check_cache(coordinator: InProcess | None, cache) -> None:
 
 
 def run_pass(cache, job: PassJob, coordinator: InProcess) -> Outcome:
-    """The token statistics of one pass, sharded (``run``): the cache entry if there is one; else
-    this process's shards, then the merge once every item is covered."""
+    """One pass's token statistics, sharded (``run``)."""
     return run(pass_work(cache, job, coordinator), coordinator)
 
 
 def compute_shard(cache, job: PassJob, key: str, offsets, shard: tuple[int, int]) -> dict:
-    """Shard ``shard`` = (k, count) of the pass (its lock held), resuming from its partials; its
-    mark's figures."""
+    """Shard (k, count) of the pass, resumed from its partials; returns its mark's figures."""
     from cscore.errors import StorageError
     from cscore.scorers.store.cache import CACHE_SCHEMA
-    from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, Checkpoint
+    from cscore.scorers.store.checkpoint import Checkpoint
 
     k, count = shard
     place = Place.of_cache(cache.root, key, count)
-    every = cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
     checkpoint = (job.partials or Checkpoint)(place.folder, key, list(job.heads), offsets, job.temperatures,
-                                              every=every, schema=CACHE_SCHEMA, shard=shard)
+                                              every=every_of(cache), schema=CACHE_SCHEMA, shard=shard)
     if checkpoint.load():
         log.info("statistics (%s): shard %d of %d resumed %d items from its partials", job.label, k, count,
                  checkpoint.n_kept)
@@ -425,9 +382,8 @@ def compute_shard(cache, job: PassJob, key: str, offsets, shard: tuple[int, int]
 
 
 def merge_pass(cache, job: PassJob, key: str, offsets, count: int, since: float | None = None) -> Outcome:
-    """The merge under the key's lock: every shard's partials into the ordinary cache entry (or the
-    entry another run stored meanwhile); Pending (the shards missing) while one is not done. The
-    entry keeps the whole pass's report; the one returned is this command's (``this_command``)."""
+    """Under the key's lock, every shard's partials into the cache entry (Pending while a shard is
+    not done); the entry keeps the whole pass's report, the one returned is this command's."""
     from cscore.scorers.store.cache import CACHE_SCHEMA
     from cscore.scorers.store.checkpoint import Checkpoint, remove_folder
 
@@ -457,7 +413,7 @@ def merge_pass(cache, job: PassJob, key: str, offsets, count: int, since: float 
 
 
 def merge(checkpoint, heads: list[str], offsets, temperatures, pairs, stats_type) -> dict:
-    """Every shard's partials (``checkpoint``, loaded, every item covered) into the pass's statistics."""
+    """Every shard's partials (loaded, every item covered) into the pass's statistics."""
     temps = tuple(float(t) for t in temperatures)
     n_tok = int(offsets[-1])
     names = checkpoint.row_names()
@@ -471,7 +427,7 @@ def merge(checkpoint, heads: list[str], offsets, temperatures, pairs, stats_type
 
 def this_command(report: PassReport, marks: dict[int, dict], since: float | None) -> PassReport:
     """A merged pass's ``report`` as this command (started at ``since``) saw it: shards done before
-    counted as kept and their items as resumed; the seconds and tokens those of the shards since."""
+    are kept (their items resumed), the figures those of the shards since."""
     from dataclasses import replace
 
     if since is None:
@@ -479,39 +435,36 @@ def this_command(report: PassReport, marks: dict[int, dict], since: float | None
     now = [r for r in marks.values() if float(r["end"]) >= since]
     kept = sorted(k for k, r in marks.items() if float(r["end"]) < since)
     wall = max(r["end"] for r in now) - min(r["start"] for r in now) if now else 0.0
-    flops = [r.get("flops") for r in now]
-    return replace(report, seconds=float(wall) + float(report.merge_seconds or 0.0),
-                   tokens=sum(int(r["tokens"]) for r in now), padded_tokens=sum(int(r["padded_tokens"]) for r in now),
-                   batches=sum(int(r["batches"]) for r in now),
-                   flops=None if None in flops else float(sum(f or 0.0 for f in flops)),
+    return replace(report, seconds=float(wall) + float(report.merge_seconds or 0.0), **summed(now),
                    resumed=sum(int(marks[k]["items"]) for k in kept) + sum(int(r.get("resumed", 0)) for r in now),
                    kept_shards=kept)
 
 
+def summed(records: list[dict]) -> dict:
+    """The work figures of shard marks, summed (flops None if a shard has none)."""
+    flops = [r.get("flops") for r in records]
+    return {"tokens": sum(int(r["tokens"]) for r in records),
+            "padded_tokens": sum(int(r["padded_tokens"]) for r in records),
+            "batches": sum(int(r["batches"]) for r in records),
+            "flops": None if None in flops else float(sum(f or 0.0 for f in flops))}
+
+
 def merged_report(marks: dict[int, dict], count: int, merge_seconds: float) -> PassReport:
-    """The report of a merged pass: the shards' work summed, its seconds the
-    wall time from the first shard's start to the merge's end (the shards' own seconds listed)."""
+    """A merged pass's report: the shards' work summed, its seconds the wall time from the first
+    shard's start to the merge's end."""
     recs = [marks[k] for k in range(count)]
     wall = max(r["end"] for r in recs) - min(r["start"] for r in recs) + merge_seconds
-    flops = [r.get("flops") for r in recs]
-    total = None if None in flops else float(sum(f or 0.0 for f in flops))
-    return PassReport(wall, sum(int(r["tokens"]) for r in recs), sum(int(r["padded_tokens"]) for r in recs),
-                         sum(int(r["batches"]) for r in recs), flops=total,
-                         shards=count, shard_seconds=[round(float(r["seconds"]), 4) for r in recs],
-                         merge_seconds=round(merge_seconds, 4))
+    return PassReport(wall, **summed(recs), shards=count, shard_seconds=[round(float(r["seconds"]), 4) for r in recs],
+                      merge_seconds=round(merge_seconds, 4))
 
 
 # -- rows computed together: one cache entry per row, their units shared (the judge's decodes) ----
 
 @dataclass(frozen=True)
 class RowsJob:
-    """Rows computed together over the same units: ``parts`` {row: its cache key's parts}; the units
-    (item indices never split, in plan order) and their ``costs``; ``compute(names, units, done)``
-    computes those units for those rows, calling ``done(unit, {name: the unit's partial arrays})``
-    as each ends; ``partials`` the rows' checkpoint class (an ``ItemCheckpoint``, merged by its
-    ``assemble()``), ``stats_type`` their payload, ``head`` its one head; ``n_items``, ``tokens``
-    (each item's) and ``label`` for the logs; ``after``: the key of the pass the rows read when this
-    process merged it (shards that ended there before their siblings came left their rows here)."""
+    """Rows (one cache entry each) computed together over shared units: ``compute(names, units,
+    done)`` calls ``done(unit, {name: arrays})`` as each unit ends; ``partials`` an ``ItemCheckpoint``
+    class; ``after`` the key of the pass the rows read, when this process merged it."""
 
     parts: dict
     units: list
@@ -526,15 +479,14 @@ class RowsJob:
     after: str | None = None
 
     def entry(self, name: str) -> PassJob:
-        """Row ``name`` as a pass ``merge_pass`` merges (one position per item)."""
+        """Row ``name`` as a pass ``merge_pass`` merges."""
         return PassJob(self.parts[name], {self.head: None}, [((), (0,))] * self.n_items, [], self.compute,
                        f"{self.label} {name}", [], self.stats_type, partials=self.partials)
 
 
 def run_rows(cache, job: RowsJob, coordinator: InProcess, reports: dict | None = None) -> dict | Pending:
-    """{row: (its entry's stats, from the cache, seconds, call id)}, or ``Pending`` (the shards
-    missing): the rows the cache holds read, the others computed by this process's shards and
-    merged once every shard is done; ``reports`` (a dict) receives each merged row's report."""
+    """{row: (stats, from the cache, seconds, call id)}, or ``Pending``; ``reports`` receives each
+    merged row's report."""
     from cscore.scorers.store.cache import stats_key
 
     keys = {name: stats_key(job.parts[name]) for name in job.parts}
@@ -555,7 +507,7 @@ def run_rows(cache, job: RowsJob, coordinator: InProcess, reports: dict | None =
     if missing or not coordinator.merge:
         return Pending(missing, ("decode",))
     call = "shards-" + min(rows.values())[:16]
-    for name, key in rows.items():  # each row's merge (``merge_or_redo``), its lacking shards redone alone
+    for name, key in rows.items():  # each row's merge, its lacking shards redone alone
         entry = job.entry(name)
         since = coordinator.since
         got = merge_or_redo(lambda: merge_pass(cache, entry, key, entry.offsets(), coordinator.count, since),
@@ -570,9 +522,8 @@ def run_rows(cache, job: RowsJob, coordinator: InProcess, reports: dict | None =
 
 
 def wait_rows(cache, job: RowsJob, keys: dict[str, str], coordinator: InProcess) -> list[int]:
-    """The shards still missing after waiting for the others' rows (``InProcess.wait``), having
-    computed here those that will not come (a supervisor's worker that ended without them; shards
-    that ended at ``job.after`` before this process merged it)."""
+    """The shards still missing after the wait, those that will not come computed here (a worker
+    that ended without them; shards that ended at ``job.after`` before this process merged it)."""
     count = coordinator.count
     places = [Place.of_cache(cache.root, key, count) for key in [*keys.values(), *([job.after] if job.after else [])]]
 
@@ -586,14 +537,14 @@ def wait_rows(cache, job: RowsJob, keys: dict[str, str], coordinator: InProcess)
 
 
 def rows_shards(cache, job: RowsJob, keys: dict[str, str], shards: list[int], count: int) -> None:
-    """Each of ``shards`` (of ``count``) of the rows ``keys`` ({name: key}) in turn (``rows_shard``)."""
+    """Each of ``shards`` of the rows ``keys`` ({name: key}) in turn."""
     for k in shards:
         rows_shard(cache, job, keys, (k, count))
 
 
 def rows_shard(cache, job: RowsJob, keys: dict[str, str], shard: tuple[int, int]) -> None:
-    """Shard ``shard`` = (k, count) of the rows ``keys`` ({name: key}): under each row's shard lock,
-    its units the partials lack computed (together), then a mark per row."""
+    """Shard (k, count) of the rows ``keys`` under each row's lock: the units their partials lack
+    computed together, then a mark per row."""
     from contextlib import ExitStack
 
     from cscore.scorers.store.checkpoint import Shard
@@ -623,12 +574,11 @@ def rows_shard(cache, job: RowsJob, keys: dict[str, str], shard: tuple[int, int]
 
 def open_rows(cache, job: RowsJob, key: str, shard: tuple[int, int]):
     from cscore.scorers.store.cache import CACHE_SCHEMA
-    from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, Shard
+    from cscore.scorers.store.checkpoint import Shard
 
-    every = cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
     folder = Place.of_cache(cache.root, key, shard[1]).folder
-    ck = job.partials(folder, key, [job.head], np.arange(job.n_items + 1, dtype=np.int64), [], every=every,
-                      schema=CACHE_SCHEMA, shard=shard)
+    ck = job.partials(folder, key, [job.head], np.arange(job.n_items + 1, dtype=np.int64), [],
+                      every=every_of(cache), schema=CACHE_SCHEMA, shard=shard)
     if ck.load():
         log.info("decode (%s): shard %d of %d resumed %d prompts from its partials", job.label, shard[0], shard[1],
                  ck.n_kept)
@@ -637,8 +587,7 @@ def open_rows(cache, job: RowsJob, key: str, shard: tuple[int, int]):
 
 
 def compute_rows(job: RowsJob, checkpoints: dict, units: list) -> int:
-    """Compute ``units`` for the rows whose partials lack them (units with the same rows to do in
-    one call); each unit's arrays go to its rows' partials. Returns the units computed."""
+    """``units`` for the rows whose partials lack them (one call per set of rows); returns the count."""
     groups: dict[tuple, list] = {}
     for unit in units:
         need = tuple(n for n, ck in checkpoints.items() if not ck.done[unit].all())
@@ -655,9 +604,16 @@ def compute_rows(job: RowsJob, checkpoints: dict, units: list) -> int:
 
 
 def rows_missing(cache, keys: list[str], count: int) -> list[int]:
-    """The shards whose mark is missing for some row of ``keys`` that is not stored yet."""
+    """The shards unmarked for some row of ``keys`` not stored yet."""
     missing: set[int] = set()
     for key in keys:
         if key not in cache:
             missing |= set(Place.of_cache(cache.root, key, count).missing())
     return sorted(missing)
+
+
+def every_of(cache) -> float:
+    """The cache's checkpoint flush interval."""
+    from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS
+
+    return cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
