@@ -1,6 +1,5 @@
-"""Read a user's table (.csv / .tsv as text, .jsonl, .parquet, a ``save_to_disk`` folder or a hub
-id) into (label, frame, where): nested fields become dotted columns, ``where[i]`` says where row i
-is ("<file>:<line>" for JSONL, "<file> row <n>" otherwise)."""
+"""Read a user's table (.csv / .tsv as text, .jsonl, .parquet, a ``save_to_disk`` folder or a hub id) into
+(label, frame, where): nested fields become dotted columns, ``where[i]`` says where row i is."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The one place data files are read: text, JSON, JSONL, parquet and pickles, with errors that say
-where (file, line and column, and the decoder's message in full)."""
+"""The one place data files are read (text, JSON, JSONL, parquet, pickles), with errors that say where."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""QAGS-XSum (Wang, Cho and Lewis, ACL 2020): 239 BBC articles, each with one BART summary, and
-human aspect ``fact``. ``Part`` holds what differs from QAGS-CNNDM (``cscore.data.qags_cnndm``).
-Files, the score rule and the article hash: docs/datasets.md (QAGS)."""
+"""QAGS-XSum (Wang, Cho and Lewis, ACL 2020): 239 BBC articles with one BART summary each and human
+aspect ``fact``; ``Part`` holds what differs in QAGS-CNNDM. docs/datasets.md (QAGS)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ ANSWERS = {"yes": 1, "no": 0}
 
 
 class Part(NamedTuple):
-    """One half of the QAGS release: its dataset name (also the shared folder), default file, the
-    system that wrote its summaries, and the prefix of its article ids."""
+    """One half of the QAGS release: dataset name (and shared folder), default file, system, article id prefix."""
     name: str
     default_file: str
     system: str

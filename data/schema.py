@@ -100,8 +100,7 @@ class LoadReport:
                 yield kind, e
 
     def reasons(self) -> list[dict]:
-        """[{"kind": "excluded" | "dropped" | "ignored", "reason": str, "count": int}], in order of
-        first occurrence within each kind (excluded first). Only "excluded" is deliberate."""
+        """[{"kind", "reason", "count"}] in order of first occurrence within each kind (excluded first)."""
         counts: dict[tuple[str, str], int] = {}
         for kind, e in self._entries():
             counts[(kind, e["reason"])] = counts.get((kind, e["reason"]), 0) + 1
@@ -159,7 +158,7 @@ def _at(where: dict, row_id) -> str:
 
 def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) -> pd.DataFrame:
     """Check the table; drop (and record) rows with an empty hypothesis or source; raise on the rest.
-    ``where`` (id -> location in the file) fills the ``where`` of the drops."""
+    ``where``: id -> location in the file."""
     where = where or {}
     label = f"{report.dataset} ({', '.join(report.source_files)})" if report.source_files else report.dataset
     missing = [c for c in REQUIRED if c not in df.columns]
@@ -207,8 +206,7 @@ def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) ->
 
 
 def table_of(rows: list[dict], report: LoadReport, empty: str) -> tuple[pd.DataFrame, LoadReport]:
-    """A loader's validated table of ``rows`` and its report (``n_read``: the rows, unless set);
-    ``empty``: the DataError when there are none."""
+    """A loader's validated table of ``rows`` and its report; ``empty``: the DataError when there are none."""
     if not rows:
         raise DataError(empty)
     report.n_read = report.n_read or len(rows)

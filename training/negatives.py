@@ -1,7 +1,5 @@
-"""``cscore cdm generate``: negatives made from positives by the degraded amateur
-(``cscore.scorers.cdm.generate``), written to <out>/negatives.jsonl one positive at a time, with
-<out>/provenance.json (config, models, versions, counts; ``complete`` once done, written last).
-The same config into the same directory resumes: the positives already written are skipped."""
+"""``cscore cdm generate``: negatives of positives made by the degraded amateur, appended to negatives.jsonl
+one positive at a time, provenance.json written last; the same config in the same directory resumes."""
 
 from __future__ import annotations
 
@@ -31,10 +29,8 @@ def pair_record(p) -> dict:
 
 
 def select_positives(examples, which: str, column: str | None = None):
-    """The rows whose text is a positive, with a ``text`` column and the id negatives are named after.
-    hypothesis: every row; reference: one row per (group, reference), text = the reference, id =
-    <group>/reference; top_rated: per group the row with the highest ``column`` (the human score;
-    ties: the first)."""
+    """The rows whose text is a positive, with a ``text`` column: every hypothesis, each group's reference
+    once, or each group's row with the highest ``column`` (top_rated)."""
     table = examples.copy()
     if which == "hypothesis":
         table["text"] = table["hypothesis"]
@@ -58,9 +54,7 @@ def select_positives(examples, which: str, column: str | None = None):
 
 
 def round_robin(positives, limit: int | None):
-    """At most ``limit`` positives drawn across the groups: the first positive of every group (groups
-    in table order), then the second of every group, ... (so ``limit`` = k covers min(k, groups)
-    groups, and a larger limit only adds positives); None: all of them, in table order."""
+    """At most ``limit`` positives: the first of every group, then the second, ...; None: all of them."""
     if limit is None:
         return positives
     rank = positives.groupby("group", sort=False, dropna=False).cumcount().to_numpy()
@@ -70,8 +64,7 @@ def round_robin(positives, limit: int | None):
 
 
 def read_records(path) -> list[dict]:
-    """The records of a negatives.jsonl: its complete lines (every record ends with a line break;
-    text after the last one was cut off by a kill and is ignored)."""
+    """The records of a negatives.jsonl: its complete lines (text after the last line break is ignored)."""
     if not path.exists():
         return []
     raw = path.read_bytes()
@@ -85,8 +78,8 @@ def read_records(path) -> list[dict]:
 
 
 def finished_records(path, per_positive: int) -> list[dict]:
-    """The records of the positives that have all ``per_positive`` negatives written; the file is
-    rewritten without the rest (a positive cut off by a kill is then made again, identically)."""
+    """The records of the positives with all ``per_positive`` negatives written; the file is rewritten
+    without the rest."""
     records = read_records(path)
     n: dict = {}
     for r in records:
@@ -98,8 +91,7 @@ def finished_records(path, per_positive: int) -> list[dict]:
 
 
 def generate_identity(run: RunConfig, g: dict, config: dict) -> dict:
-    """What decides the negatives: a directory holds the output of one identity only (the
-    sections of ``config``, the whole config as composed)."""
+    """What decides the negatives (``config``: the whole config as composed)."""
     c = config
     return {"data": c["data"], "split": c["split"], "pair": pair_record(run.pair), "prompt": c["prompt"],
             "max_length": c["runtime"]["max_length"], "dtype": c["runtime"]["dtype"],
@@ -134,8 +126,7 @@ class GenerateJob:
 
 
 def open_job(run: RunConfig, g: dict, out, config: dict) -> GenerateJob:
-    """The directory's job; refuses a directory of another config or one that is not cscore's.
-    ``config``: the whole config as composed (its identity's sections; provenance.json records it)."""
+    """The directory's job; refuses a directory of another config or one that is not cscore's."""
     identity = generate_identity(run, g, config)
     folder = ArtifactDir(out, PROVENANCE)
 
@@ -152,8 +143,7 @@ def open_job(run: RunConfig, g: dict, out, config: dict) -> GenerateJob:
 
 
 def todo(job: GenerateJob, positives):
-    """The positives whose negatives are not written yet (a cut-off positive is dropped from the file
-    and redone); creates the directory."""
+    """The positives whose negatives are not written yet; creates the directory."""
     done = {r["source_id"] for r in finished_records(job.negatives, job.g["n_negatives"])}
     rest = positives[~positives["id"].astype(str).isin(done)].reset_index(drop=True)
     log.info("cdm generate: %d positives (%s), %d done earlier, %d to do -> %s", len(positives), job.g["positives"],
@@ -185,9 +175,8 @@ def record_lines(row, item, made: list[dict], g: dict) -> str:
 
 
 def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs, path=None) -> dict:
-    """Make and append the negatives of ``rows`` (``inputs``: their encoded prompts) to ``path``
-    (default negatives.jsonl; a part's own file, ``run/negatives.py``); returns the models record.
-    provenance.json says ``complete: false`` meanwhile."""
+    """Make and append the negatives of ``rows`` (``inputs``: their encoded prompts) to ``path`` (default
+    negatives.jsonl); returns the models record."""
     from cscore.scorers.cdm import generate as cg
     from cscore.scorers.models.identity import model_identity
 
@@ -218,18 +207,9 @@ def finish(job: GenerateJob, run: RunConfig, n_positives: int, models: dict | No
     job.folder.finish({**prov, "complete": True, "config": job.config,
                        "models": models if models is not None else prov.get("models"), "versions": versions(),
                        "positives_selected": n_positives, "counts": c, "updated": now()})
-    g = job.g
-    log.info(
-        "cdm generate: %d negatives of %d positives (%d identical to their positive: %d kept and flagged, "
-        "%d dropped; %d segment fills equal to the removed text after %d draws; %d negatives with fewer "
-        "segments than asked)",
-        c["negatives_written"],
-        c["positives"],
-        c["identical_kept"] + c["identical_dropped"],
-        c["identical_kept"],
-        c["identical_dropped"],
-        c["identical_fills"],
-        g["max_tries"],
-        c["fewer_segments"],
-    )
+    log.info("cdm generate: %d negatives of %d positives (%d identical to their positive: %d kept and flagged, "
+             "%d dropped; %d segment fills equal to the removed text after %d draws; %d negatives with fewer "
+             "segments than asked)", c["negatives_written"], c["positives"],
+             c["identical_kept"] + c["identical_dropped"], c["identical_kept"], c["identical_dropped"],
+             c["identical_fills"], job.g["max_tries"], c["fewer_segments"])
     return c
