@@ -86,24 +86,18 @@ def aspect_title(aspect: str) -> str:
     return words[:1].upper() + words[1:]
 
 
-def resolve_file(path: str) -> Path:
-    """A prompt file: ``path`` itself when it is a file, else (relative) inside the shared data folder."""
+def read_file(path: str) -> str:
+    """A prompt file's text: ``path`` itself when it is a file, else (relative) inside the shared data folder."""
     file = Path(str(path)).expanduser()
-    if file.is_file():
-        return file
-    if file.is_absolute():
+    if file.is_absolute() and not file.is_file():
         raise ConfigError(f"judge prompt file {file} does not exist; point judge_prompt.files.<aspect> at "
                           "an existing file")
     try:
-        return paths.default_file(*file.parts)
+        file = file if file.is_file() else paths.default_file(*file.parts)
     except DataError as err:
         raise ConfigError(f"judge prompt file {path} not found (neither relative to {Path.cwd()} nor in the shared "
                           f"data folder: {err}). Give the file's path as judge_prompt.files.<aspect>=/path/to/"
                           f"{file.name}, or set {paths.ENV_VAR} to the folder that holds {file.as_posix()}") from None
-
-
-def read_file(path: str) -> str:
-    file = resolve_file(path)
     try:
         return file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:

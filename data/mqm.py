@@ -64,8 +64,7 @@ LANG_SUFFIX = re.compile(r":([a-z]{2,3}-[a-z]{2,3})$")
 COLUMN_NAMES = {  # role -> accepted header names, in order of preference
     "system": ("system",), "doc": ("doc",), "doc_seg": ("doc_id", "docSegId"), "seg": ("seg_id", "globalSegId"),
     "rater": ("rater",), "source": ("source",), "target": ("target",), "category": ("category",),
-    "severity": ("severity",),
-}
+    "severity": ("severity",)}
 OPTIONAL_ROLES = {"doc", "doc_seg"}
 
 
@@ -308,13 +307,12 @@ def _reference(label: str, opts: dict, systems: set, targets: dict) -> tuple[str
     return ref_system, reference
 
 
-def _check_excludes(opts: dict, systems: set, where: str) -> None:
+def _frame(records: list[dict], report: LoadReport, opts: dict, systems: set,
+           where: str) -> tuple[pd.DataFrame, LoadReport]:
+    """The validated table of the records; every data.exclude_systems name must be one of ``systems``."""
     unknown = sorted(set(opts["exclude_systems"]) - systems)
     if unknown:
         raise DataError(f"{where}: data.exclude_systems names unknown system(s) {unknown} (systems: {sorted(systems)})")
-
-
-def _frame(records: list[dict], report: LoadReport) -> pd.DataFrame:
     if not records:
         raise DataError(f"{NAME}: no usable rows left in {report.source_files} ({len(report.excluded)} excluded, "
                         f"{len(report.dropped)} dropped)")
@@ -323,7 +321,7 @@ def _frame(records: list[dict], report: LoadReport) -> pd.DataFrame:
     df = validate(df, report)
     kept = df.loc[df["system"].map(is_reference), "system"].value_counts()
     report.references = {s: int(kept[s]) for s in sorted(kept.index)}  # scored as systems: said on the console
-    return df
+    return df, report
 
 
 def load(path: str | None = None, options: MqmOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
@@ -331,8 +329,7 @@ def load(path: str | None = None, options: MqmOptions | None = None) -> tuple[pd
     options = options or MqmOptions()
     opts = _scoring(options, options.lang_pair)
     records, report, systems = _load_one(path, opts)
-    _check_excludes(opts, systems, report.source_files[0])
-    return _frame(records, report), report
+    return _frame(records, report, opts, systems, report.source_files[0])
 
 
 def load_many(files: dict, dataset: str = NAME,
@@ -348,8 +345,7 @@ def load_many(files: dict, dataset: str = NAME,
         records += one
         systems |= sys_one
         report.merge(rep)
-    _check_excludes(opts, systems, ", ".join(report.source_files))
-    return _frame(records, report), report
+    return _frame(records, report, opts, systems, ", ".join(report.source_files))
 
 
 @LOADERS

@@ -36,15 +36,11 @@ XSUM = Part("qags_xsum", "mturk_xsum.jsonl", "bart-xsum", "xsum-")
 NAME, DEFAULT_FILE, SYSTEM = XSUM.name, XSUM.default_file, XSUM.system
 
 
-def article_group(text: str, prefix: str = XSUM.prefix) -> str:
-    norm = re.sub(r"\s+", "", text.replace("``", '"').replace("''", '"')).lower()
-    return prefix + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
-
-
 def _row(index: int, article: str, hypothesis, fact: float, where: str, part: Part = XSUM) -> dict:
     if not isinstance(article, str):
         raise DataError(f"{where}: the article is not a string ({type(article).__name__})")
-    group = article_group(article, part.prefix)
+    norm = re.sub(r"\s+", "", article.replace("``", '"').replace("''", '"')).lower()  # the article hash
+    group = part.prefix + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
     return {"id": f"{group}/{part.system}", "group": group, "system": part.system, "task": "summarization",
             "source": article, "reference": None, "hypothesis": hypothesis, "lang_pair": None,
             HUMAN_PREFIX + "fact": fact, "doc_index": index}

@@ -22,9 +22,7 @@ PRELOADED: dict[str, tuple] = {}
 
 def task_of(name: str | None) -> str | None:
     """The task of every row the named loader writes (None: unknown, or data=table), before any read."""
-    if name is None or name not in LOADERS:
-        return None
-    return LOADERS.get(name).task
+    return LOADERS.get(name).task if name is not None and name in LOADERS else None
 
 
 def options_of(data: Mapping):
@@ -72,9 +70,7 @@ def preload(data) -> None:
 def load_data(data):
     """The dataset a run's typed ``data`` section names (what ``preload`` read, if it did)."""
     found = PRELOADED.pop(data_key(data), None)
-    if found is not None:
-        return found
-    return load_examples(data.name, data.path, data.options)
+    return found if found is not None else load_examples(data.name, data.path, data.options)
 
 
 def load_config(data: Mapping):

@@ -1,17 +1,7 @@
-"""The one example table every loader returns.
-
-Columns (one row per scored hypothesis):
-  id          unique string id of the row
-  group       document / source-segment id (the hypotheses of one group share a source)
-  system      the system that produced the hypothesis
-  task        summarization | translation | dialogue
-  source      source text (article, source sentence, dialogue context)
-  reference   reference text, or None
-  hypothesis  the text to score (non-empty)
-  lang_pair   e.g. "zh-en" for translation, else None
-  human.<aspect>  human scores, one float column per aspect
-Nothing is dropped silently: every removed row is recorded in a ``LoadReport``.
-"""
+"""The one example table every loader returns, one row per scored hypothesis: ``id`` (unique), ``group``
+(the rows sharing a source), ``system``, ``task`` (summarization | translation | dialogue), ``source``,
+``reference`` (or None), ``hypothesis`` (non-empty), ``lang_pair`` (e.g. "zh-en", else None) and a float
+column ``human.<aspect>`` per aspect. Every removed row is recorded in a ``LoadReport``."""
 
 from __future__ import annotations
 
@@ -43,10 +33,8 @@ def is_number(value) -> bool:
 
 @dataclass
 class LoadReport:
-    """What a loader read and what it left out, each entry {"id", "reason", "where"}: ``excluded`` rows
-    (an option asked for it), ``dropped`` rows (they cannot be scored), ``ignored`` values of a kept
-    row (an N/A rating); ``summary()`` is what metrics.json stores. ``references``: human-reference
-    "systems" kept and scored like any system (system -> rows)."""
+    """What a loader read and left out: ``excluded`` rows (an option asked), ``dropped`` rows (not scorable),
+    ``ignored`` values of kept rows; ``references``: human-reference systems scored as systems (-> rows)."""
 
     dataset: str
     source_files: list[str] = field(default_factory=list)

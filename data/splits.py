@@ -19,19 +19,15 @@ def rank_groups(groups, seed: int) -> list:
     return sorted(sorted(set(groups)), key=lambda g: hashlib.sha256(f"{seed}\0{g}".encode()).hexdigest())
 
 
-def dev_groups(groups, fraction: float, seed: int = 0) -> set[str]:
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"split.dev_fraction must be in [0, 1], got {fraction}")
-    ranked = rank_groups(map(str, groups), seed)
-    return set(ranked[: round(fraction * len(ranked))])
-
-
 def select(df: pd.DataFrame, split: str = "all", fraction: float = 0.1, seed: int = 0) -> pd.DataFrame:
     if split not in SPLITS:
         raise ValueError(f"split.use must be one of {', '.join(SPLITS)}, got {split}")
     if split == "all":
         return df
-    dev = df["group"].astype(str).isin(dev_groups(df["group"], fraction, seed))
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"split.dev_fraction must be in [0, 1], got {fraction}")
+    ranked = rank_groups(map(str, df["group"]), seed)
+    dev = df["group"].astype(str).isin(set(ranked[: round(fraction * len(ranked))]))
     return df[dev if split == "dev" else ~dev].reset_index(drop=True)
 
 

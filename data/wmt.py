@@ -26,14 +26,11 @@ class WmtOptions(mqm.MqmScoring, Where):
     """Where the files are, then mqm's scoring options (each file's language pair is its key)."""
 
 
-def variants(name: str) -> list[str]:
-    return [name, name + ".gz", name + ".tar.gz"] if name.endswith(".tsv") else [name]
-
-
 def find(lang_pair: str, candidates: list[str], root: Path | None) -> tuple[Path | None, list[str]]:
+    """The first candidate file (a .tsv also as .gz or .tar.gz) under ``root``, and the paths looked at."""
     looked = []
     for cand in candidates:
-        for name in variants(cand):
+        for name in [cand, cand + ".gz", cand + ".tar.gz"] if cand.endswith(".tsv") else [cand]:
             p = Path(name) if Path(name).is_absolute() or root is None else root / name
             looked.append(str(p))
             if p.is_file():

@@ -26,10 +26,6 @@ def versions() -> dict:
     return {"cscore": __version__, "torch": torch.__version__, "transformers": transformers.__version__}
 
 
-def write_json(path: Path, obj) -> None:
-    write_atomic(Path(path), json.dumps(obj, indent=1, default=float) + "\n")
-
-
 def digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -66,7 +62,7 @@ class ArtifactDir:
 
     def finish(self, meta: dict) -> None:
         """Write the identity JSON (after everything else): from now on the directory is finished."""
-        write_json(self.meta_file, meta)
+        write_atomic(self.meta_file, json.dumps(meta, indent=1, default=float) + "\n")
 
 
 def split_groups(groups: list[str], holdout: float, seed: int, what: str = "cdm") -> np.ndarray:

@@ -152,26 +152,16 @@ def todo(job: GenerateJob, positives):
     return rest
 
 
-def settings(g: dict):
-    from cscore.scorers.cdm import generate as cg
-
-    return cg.Settings(strategy=g["strategy"], max_span=g["max_span"], n_negatives=g["n_negatives"],
-                       n_segments=g["n_segments"], seed=g["seed"], max_tries=g["max_tries"],
-                       on_identical=g["on_identical"], fill_tokens=g["fill_tokens"],
-                       sampling=cg.Sampling(g["gamma"], g["temperature"], g["top_k"], g["top_p"]))
-
-
 def record_lines(row, item, made: list[dict], g: dict) -> str:
-    lines = []
-    for r in made:
-        rec = {"id": f"{row.id}#neg{r['index']}", "source_id": str(row.id), "group": str(row.group),
-               "system": str(row.system), "prompt": item.prompt, "prompt_truncated": item.truncated,
-               "positive": row.text, "negative": r["negative"], "spans": r["spans"],
-               "strategy": g["strategy"], "gamma": g["gamma"], "seed": g["seed"],
-               "tries": sum(s["tries"] for s in r["spans"]), "identical": r["identical"],
-               "dropped": r["dropped"], "segments": r["segments"], "segments_asked": r["segments_asked"]}
-        lines.append(json.dumps(rec, ensure_ascii=False) + "\n")
-    return "".join(lines)
+    """The JSONL lines of one positive's negatives."""
+    return "".join(json.dumps({
+        "id": f"{row.id}#neg{r['index']}", "source_id": str(row.id), "group": str(row.group),
+        "system": str(row.system), "prompt": item.prompt, "prompt_truncated": item.truncated,
+        "positive": row.text, "negative": r["negative"], "spans": r["spans"],
+        "strategy": g["strategy"], "gamma": g["gamma"], "seed": g["seed"],
+        "tries": sum(s["tries"] for s in r["spans"]), "identical": r["identical"],
+        "dropped": r["dropped"], "segments": r["segments"], "segments_asked": r["segments_asked"],
+    }, ensure_ascii=False) + "\n" for r in made)
 
 
 def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs, path=None) -> dict:
@@ -183,7 +173,10 @@ def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs, path=N
     g = job.g
     models = {role: {"spec": m.name, "identity": model_identity(m), "class": m.info.get("class")}
               for role, m in pair.models.items()}
-    s = settings(g)
+    s = cg.Settings(strategy=g["strategy"], max_span=g["max_span"], n_negatives=g["n_negatives"],
+                    n_segments=g["n_segments"], seed=g["seed"], max_tries=g["max_tries"],
+                    on_identical=g["on_identical"], fill_tokens=g["fill_tokens"],
+                    sampling=cg.Sampling(g["gamma"], g["temperature"], g["top_k"], g["top_p"]))
     sampler = cg.DegradedSampler(pair, s.sampling)
     job.folder.finish({**job.prov, "complete": False, "config": job.config,
                        "models": models, "versions": versions()})
