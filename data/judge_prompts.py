@@ -57,8 +57,7 @@ def check_role(role) -> None:
 
 
 def check_config(prompt_cfg: Mapping) -> None:
-    """A ConfigError for the first judge_prompt setting of a wrong key or type (files and placeholders
-    are checked when the prompts are built)."""
+    """A ConfigError for the first judge_prompt setting of a wrong key or type."""
     for key in prompt_cfg:
         if key not in KEYS:
             raise ConfigError(f"unknown setting judge_prompt.{key}{suggest(str(key), KEYS)}; "
@@ -199,8 +198,7 @@ def render(template: str, *, source: str, hypothesis: str, lo: int, hi: int,
 
 
 def chat_renderer(tokenizer, role: str = "user", generation_prompt: bool = True) -> Callable[[str], str]:
-    """``text -> the tokenizer's chat template around one message``; ConfigError when it has none or
-    refuses the role."""
+    """``text -> the tokenizer's chat template around one message``; ConfigError if it cannot render one."""
     check_role(role)
     model = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
     if not getattr(tokenizer, "chat_template", None):

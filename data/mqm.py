@@ -196,8 +196,7 @@ def parse_rows(label: str, text: str) -> list[dict]:
 
 
 def lang_pair_from_name(name: str) -> str | None:
-    """"zh-en" from a WMT file name such as ``mqm_ted_zhen.tsv``: the one name part that is two known
-    language codes run together; None when there is not exactly one."""
+    """"zh-en" from a WMT file name such as ``mqm_ted_zhen.tsv``; None unless exactly one pair is named."""
     found = set()
     for part in re.split(r"[._\-\s]+", name.lower()):
         if not part.isalpha():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import numbers
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,9 +90,7 @@ class LoadReport:
 
     def reasons(self) -> list[dict]:
         """[{"kind", "reason", "count"}] in order of first occurrence within each kind (excluded first)."""
-        counts: dict[tuple[str, str], int] = {}
-        for kind, e in self._entries():
-            counts[(kind, e["reason"])] = counts.get((kind, e["reason"]), 0) + 1
+        counts = Counter((kind, e["reason"]) for kind, e in self._entries())
         return [{"kind": k, "reason": r, "count": n} for (k, r), n in counts.items()]
 
     def console_lines(self) -> list[tuple[int, str]]:
@@ -145,8 +144,7 @@ def _at(where: dict, row_id) -> str:
 
 
 def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) -> pd.DataFrame:
-    """Check the table; drop (and record) rows with an empty hypothesis or source; raise on the rest.
-    ``where``: id -> location in the file."""
+    """Check the table, dropping (and recording) rows with an empty hypothesis or source; ``where``: id -> place."""
     where = where or {}
     label = f"{report.dataset} ({', '.join(report.source_files)})" if report.source_files else report.dataset
     missing = [c for c in REQUIRED if c not in df.columns]

@@ -45,8 +45,7 @@ def read_ids(path) -> list[str]:
 
 
 def label_by_ids(df: pd.DataFrame, path) -> pd.DataFrame:
-    """A copy with column ``split``: "dev" for the groups listed in the file at ``path`` (each must be a
-    group), "test" otherwise."""
+    """A copy with column ``split``: "dev" for the groups listed in the file at ``path``, else "test"."""
     ids = read_ids(path)
     groups = set(df["group"].astype(str))
     unknown = [i for i in ids if i not in groups]

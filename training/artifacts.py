@@ -66,8 +66,7 @@ class ArtifactDir:
 
 
 def split_groups(groups: list[str], holdout: float, seed: int, what: str = "cdm") -> np.ndarray:
-    """True for items of held-out groups, ranked as data/splits.py ranks (at least one group held out);
-    ``what``: the command (cdm or t5score)."""
+    """True for items of held-out groups (at least one), ranked as data/splits.py ranks; ``what``: cdm | t5score."""
     ranked = rank_groups(groups, seed)
     if len(ranked) < 2:
         items, fix = (("the negatives come", "generate from more documents / dialogues") if what == "cdm" else

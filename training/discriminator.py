@@ -152,8 +152,7 @@ def pooler_from_dict(d: dict):
 
 
 def train(run: RunConfig, job: TrainJob, pair=None, cache=None, coordinator: InProcess | None = None) -> dict | Pending:
-    """Train, then write cscore_discriminator.json last and return it (``Pending``: a part of the pooler's
-    momentum pass is missing)."""
+    """Train, then write cscore_discriminator.json last and return it (or ``Pending``)."""
     from cscore.training.classifier import train_classifier
 
     (held, labels), t, out = job.split(), job.t, job.folder.path

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,12 +79,9 @@ def read_records(path) -> list[dict]:
 
 
 def finished_records(path, per_positive: int) -> list[dict]:
-    """The records of the positives with all ``per_positive`` negatives written; the file is rewritten
-    without the rest."""
+    """The records of the positives with all ``per_positive`` negatives written (the file keeps only them)."""
     records = read_records(path)
-    n: dict = {}
-    for r in records:
-        n[r["source_id"]] = n.get(r["source_id"], 0) + 1
+    n = Counter(r["source_id"] for r in records)
     keep = [r for r in records if n[r["source_id"]] == per_positive]
     if path.exists() and (len(keep) < len(records) or not path.read_bytes().endswith(b"\n") and path.stat().st_size):
         write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep))
@@ -165,8 +163,7 @@ def record_lines(row, item, made: list[dict], g: dict) -> str:
 
 
 def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs, path=None) -> dict:
-    """Make and append the negatives of ``rows`` (``inputs``: their encoded prompts) to ``path`` (default
-    negatives.jsonl); returns the models record."""
+    """Append the negatives of ``rows`` to ``path`` (default negatives.jsonl); returns the models record."""
     from cscore.scorers.cdm import generate as cg
     from cscore.scorers.models.identity import model_identity
 

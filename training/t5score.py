@@ -118,8 +118,7 @@ def decays(name: str, param) -> bool:
 
 
 def make_optimizer(model, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    """Adafactor (the paper's) or AdamW at ``lr``; weight decay on the weight matrices only, as
-    transformers' Trainer groups them."""
+    """Adafactor (the paper's) or AdamW; weight decay on the weight matrices only, as the Trainer does."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     groups = [{"params": [p for n, p in named if decays(n, p)], "weight_decay": weight_decay},
               {"params": [p for n, p in named if not decays(n, p)], "weight_decay": 0.0}]
@@ -139,8 +138,7 @@ def total_steps(n_pairs: int, batch_size: int, epochs: int) -> int:
 
 
 def make_schedule(optimizer: torch.optim.Optimizer, name: str, steps: int):
-    """The lr schedule, stepped after each optimizer step: ``linear`` (to 0, no warm-up, as the Trainer
-    builds for the released script) or ``constant``."""
+    """The lr schedule: ``linear`` (to 0, no warm-up, as the released script's Trainer) or ``constant``."""
     from transformers import get_constant_schedule, get_linear_schedule_with_warmup
 
     if name == "linear":
@@ -179,8 +177,7 @@ class Fit:
 
 def train(model, tokenizer, pairs: list[RankPair], how: Fit, *, optimizer: torch.optim.Optimizer, log=None,
           schedule=None) -> list[float]:
-    """``optimizer`` over shuffled batches of pairs, ``schedule`` (None: none) stepped after each step;
-    returns the mean loss per epoch."""
+    """``optimizer`` (and ``schedule``) over shuffled batches of pairs; returns the mean loss per epoch."""
     torch.manual_seed(how.seed)
     rng = np.random.default_rng(how.seed)
     model.train()
