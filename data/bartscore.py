@@ -15,9 +15,6 @@ from cscore.data.schema import HUMAN_PREFIX, DataError, is_number
 # How the JSONL fields are called in BARTScore's pickle (for error messages).
 PICKLE_NAMES = {"source": "src", "reference": "ref_summ", "references": "ref_summs", "hypothesis": "sys_summ"}
 
-
-# ----- files -> records -----
-
 def _require(record, keys, where: str) -> None:
     """A dict holding ``keys``, or a DataError naming where."""
     if not isinstance(record, dict):
@@ -60,9 +57,6 @@ def records_for(path: str | None, source_file: str | None, dataset_dir: str, def
     if suffix in (".pkl", ".pickle"):
         return file, pickle_records(read_pickle(file), file), PICKLE_NAMES
     raise DataError(f"{file}: unknown file type {suffix!r}; expected .jsonl, .parquet or .pkl")
-
-
-# ----- one record -> one row -----
 
 def _text(rec, key, where, names, optional=False):
     value = rec.get(key)

@@ -20,8 +20,7 @@ def is_folder_target(out: Path) -> bool:
 
 
 def write_table(df: pd.DataFrame, out) -> str:
-    """Write ``df`` to ``out``; returns what was written ("parquet", "jsonl" or "datasets folder").
-    A place that cannot take it (full, read-only, a file in the way) is one line (``files.writing``)."""
+    """Write ``df`` to ``out``; returns what was written ("parquet", "jsonl" or "datasets folder")."""
     out = Path(out)
     with writing("the table", out if is_folder_target(out) else out.parent):
         if is_folder_target(out):

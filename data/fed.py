@@ -107,8 +107,7 @@ def _groups(items) -> dict[int, str]:
 
 
 def load(path: str | None = None, options: FedOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """FED turn- and/or dialog-level items (see the module docstring for the fields). Option:
-    level ("both", the default, "turn" or "dialog")."""
+    """FED's turn- and/or dialog-level items (``data.level``: both, the default, turn or dialog)."""
     level = (options or FedOptions()).level or "both"
     if level not in LEVELS:
         raise DataError(f"data.level={level} is not a FED level; use data.level=turn, dialog or both")

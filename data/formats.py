@@ -1,6 +1,5 @@
-"""Read a user's table (.csv / .tsv as text, .jsonl, .parquet, a ``save_to_disk`` folder or a hub
-id) into (label, frame, where): nested fields become dotted columns, ``where[i]`` says where row i
-is ("<file>:<line>" for JSONL, "<file> row <n>" otherwise)."""
+"""Read a user's table (.csv / .tsv as text, .jsonl, .parquet, a ``save_to_disk`` folder or a hub id) into
+(label, frame, where): nested fields become dotted columns, ``where[i]`` says where row i is."""
 
 from __future__ import annotations
 
@@ -21,7 +20,8 @@ NEEDS_DATASETS = "reading a datasets folder or hub id"
 def read(path: str | None, hub_id: str | None = None, split: str | None = None):
     """(label, frame, where) of a file, a save_to_disk folder or a hub dataset."""
     if hub_id:
-        return read_hub(hub_id, split)
+        ds, label = choose_split(import_datasets(NEEDS_DATASETS).load_dataset(hub_id), split, f"hub:{hub_id}")
+        return framed(label, ds.to_pandas())
     if path is None:
         raise DataError("data.path is required (a file or a save_to_disk folder) when no hub id is given")
     file = Path(path).expanduser()
@@ -109,10 +109,4 @@ def read_dataset_dir(folder: Path, split: str | None):
     except FileNotFoundError as err:
         raise DataError(f"{folder}: a folder, but not one written by datasets' save_to_disk ({err})") from None
     ds, label = choose_split(ds, split, str(folder))
-    return framed(label, ds.to_pandas())
-
-
-def read_hub(hub_id: str, split: str | None):
-    ds = import_datasets(NEEDS_DATASETS).load_dataset(hub_id)
-    ds, label = choose_split(ds, split, f"hub:{hub_id}")
     return framed(label, ds.to_pandas())

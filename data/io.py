@@ -1,5 +1,4 @@
-"""The one place data files are read: text, JSON, JSONL, parquet and pickles, with errors that say
-where (file, line and column, and the decoder's message in full)."""
+"""The one place data files are read (text, JSON, JSONL, parquet, pickles), with errors that say where."""
 
 from __future__ import annotations
 
@@ -32,15 +31,6 @@ def read_text(file: Path) -> str:
     except OSError as err:
         raise DataError(f"{file}: cannot read ({err.strerror or err})") from None
     return decode(raw, file)
-
-
-def json_error(err: json.JSONDecodeError, label, line: int | None = None, text: str = "") -> DataError:
-    """``label:line:column: not valid JSON: ...``; ``line``: the JSONL line parsed, ``text`` what was parsed."""
-    line_no = err.lineno if line is None else line
-    message = f"{label}:{line_no}:{err.colno}: not valid JSON: {err.msg}: line {line_no} column {err.colno}"
-    if text and (err.pos >= len(text.rstrip()) or err.msg.startswith("Unterminated string")):
-        message += " (the text ends there: is it truncated?)"
-    return DataError(message)
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # how JSON writes half of a UTF-16 pair
@@ -82,7 +72,11 @@ def loads(text: str, file, line_no: int | None = None):
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise json_error(err, file, line_no, text) from None
+        line = err.lineno if line_no is None else line_no
+        message = f"{file}:{line}:{err.colno}: not valid JSON: {err.msg}: line {line} column {err.colno}"
+        if text and (err.pos >= len(text.rstrip()) or err.msg.startswith("Unterminated string")):
+            message += " (the text ends there: is it truncated?)"
+        raise DataError(message) from None
     except (ValueError, RecursionError) as err:  # an integer of > 4300 digits; nesting deeper than the stack
         raise DataError(f"{file}{'' if line_no is None else f':{line_no}'}: not usable JSON: {err}") from None
 

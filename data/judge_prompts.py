@@ -1,12 +1,6 @@
-"""Prompts for LLM-as-a-judge scoring (``cd_judge``; the ``judge_prompt`` config group): one score
-in ``lo``-``hi`` for one aspect of a hypothesis given its source. Two placeholder styles: ``cscore``
-(``{min}``, ``{max}``, ``{source}``, ``{hypothesis}``; the dialogue template also ``{aspect_title}``
-and ``{definition}``, filled by ``template_for``) and ``released`` (the CD-judge release's files:
-``{min_range}``, ``{max_range}``, ``{{Document}}``, ``{{Summary}}``, read where they lie).
-
-Filling never runs ``str.format`` (documents contain braces): the template is cut at its source and
-hypothesis placeholders, the range is filled in the pieces only and the texts are put between them
-verbatim. ``render`` / ``build`` also return the source's character span (truncation cuts only it)."""
+"""Prompts for LLM-as-a-judge scoring (``cd_judge``; the ``judge_prompt`` config group): one score in
+``lo``-``hi`` for one aspect of a hypothesis given its source, in the ``cscore`` or ``released`` (the
+CD-judge release's files) placeholder style. Filling never runs ``str.format`` (documents contain braces)."""
 
 from __future__ import annotations
 
@@ -33,7 +27,6 @@ ROLES = ("user", "system")
 RELEASED_ASPECTS = ("coherence", "consistency", "relevance")
 CHAT_CHANGED = ("the chat template changed the judge prompt's text, so the source cannot be located in it; use a "
                 "model whose chat template keeps the message as it is")
-# the keys of a judge_prompt config
 KEYS = ("name", "style", "role", "generation_prompt", "templates", "files", "closing", "dialogue_template",
         "dialogue_aspects")
 
@@ -64,8 +57,7 @@ def check_role(role) -> None:
 
 
 def check_config(prompt_cfg: Mapping) -> None:
-    """A ConfigError for the first judge_prompt setting of a wrong key or type (whether files exist
-    and templates hold their placeholders is checked when the prompts are built)."""
+    """A ConfigError for the first judge_prompt setting of a wrong key or type."""
     for key in prompt_cfg:
         if key not in KEYS:
             raise ConfigError(f"unknown setting judge_prompt.{key}{suggest(str(key), KEYS)}; "
@@ -93,24 +85,18 @@ def aspect_title(aspect: str) -> str:
     return words[:1].upper() + words[1:]
 
 
-def resolve_file(path: str) -> Path:
-    """A prompt file: ``path`` itself when it is a file, else (relative) inside the shared data folder."""
+def read_file(path: str) -> str:
+    """A prompt file's text: ``path`` itself when it is a file, else (relative) inside the shared data folder."""
     file = Path(str(path)).expanduser()
-    if file.is_file():
-        return file
-    if file.is_absolute():
+    if file.is_absolute() and not file.is_file():
         raise ConfigError(f"judge prompt file {file} does not exist; point judge_prompt.files.<aspect> at "
                           "an existing file")
     try:
-        return paths.default_file(*file.parts)
+        file = file if file.is_file() else paths.default_file(*file.parts)
     except DataError as err:
         raise ConfigError(f"judge prompt file {path} not found (neither relative to {Path.cwd()} nor in the shared "
                           f"data folder: {err}). Give the file's path as judge_prompt.files.<aspect>=/path/to/"
                           f"{file.name}, or set {paths.ENV_VAR} to the folder that holds {file.as_posix()}") from None
-
-
-def read_file(path: str) -> str:
-    file = resolve_file(path)
     try:
         return file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -153,8 +139,7 @@ def _dialogue_template(prompt_cfg: Mapping, aspect: str) -> str:
 
 
 def with_closing(template: str, closing: str | None, aspect: str) -> str:
-    """``template``, a blank line and ``closing`` with ``{aspect}`` filled (lower case, underscores as
-    spaces), as the CD-judge paper's Appendix A prompts end; None or '': unchanged."""
+    """``template``, a blank line and ``closing`` with ``{aspect}`` filled; None or '': unchanged."""
     if not closing or not closing.strip():
         return template
     name = str(aspect).replace("_", " ").strip().lower()
@@ -162,8 +147,7 @@ def with_closing(template: str, closing: str | None, aspect: str) -> str:
 
 
 def template_for(prompt_cfg: Mapping, aspect: str, task: str) -> str:
-    """The template for one aspect of one task: summarization ``templates[aspect]`` or
-    ``files[aspect]``; dialogue ``dialogue_template`` filled from ``dialogue_aspects[aspect]``."""
+    """The template for one aspect of one task (summarization or dialogue)."""
     if task == "summarization":
         return with_closing(_summarization_template(prompt_cfg, aspect), prompt_cfg.get("closing"), aspect)
     if task == "dialogue":
@@ -172,8 +156,7 @@ def template_for(prompt_cfg: Mapping, aspect: str, task: str) -> str:
 
 
 def _pieces(template: str, style: str) -> tuple[list[str], list[str]]:
-    """(the texts between the source and hypothesis placeholders, their order); ConfigError if one
-    is missing or repeated, or a range placeholder is missing."""
+    """(the texts around the source and hypothesis placeholders, their order); ConfigError on a bad template."""
     marks = PLACEHOLDERS[style]
     problems = []
     for key in ("source", "hypothesis"):
@@ -215,8 +198,7 @@ def render(template: str, *, source: str, hypothesis: str, lo: int, hi: int,
 
 
 def chat_renderer(tokenizer, role: str = "user", generation_prompt: bool = True) -> Callable[[str], str]:
-    """``text -> the tokenizer's chat template around one {role, content: text} message`` (with the
-    assistant header when ``generation_prompt``); ConfigError when it has none or refuses the role."""
+    """``text -> the tokenizer's chat template around one message``; ConfigError if it cannot render one."""
     check_role(role)
     model = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
     if not getattr(tokenizer, "chat_template", None):

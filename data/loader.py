@@ -1,6 +1,5 @@
-"""What every dataset loader is: a ``Loader`` registered in ``LOADERS`` with its task, its
-``Options`` dataclass (each field a ``data.<key>``) and ``load(path=None, options=None) ->
-(validated example table, LoadReport)``."""
+"""A dataset loader: a ``Loader`` registered in ``LOADERS`` with its task, ``Options`` (each field a
+``data.<key>``) and ``load(path=None, options=None) -> (validated example table, LoadReport)``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
-"""Google's WMT MQM expert annotations (google/wmt-mqm-human-evaluation), read from the raw
-error-level TSVs (``.tsv``, ``.gz``, or an archive of one ``.tsv``): one row per marked error, scored
-here into one example per (system, segment). Layout, options and rows: docs/datasets.md (MQM files).
-
-Weight of one error row (the official weights, in tenths so that sums are exact): 0 for severity
-No-error / Neutral / HOTW-test or a ``zero_weight_categories`` category, 25 for category
-``Non-translation!``, 5 Major, 0.1 Minor ``Fluency/Punctuation``, 1 any other Minor. human.mqm =
-- the mean over the (system, segment)'s raters of each rater's summed weights (0 is best)."""
+"""Google's WMT MQM expert annotations (google/wmt-mqm-human-evaluation), read from the raw error-level
+TSVs (``.tsv``, ``.gz`` or an archive of one ``.tsv``) and scored into one example per (system, segment);
+docs/datasets.md (MQM files). human.mqm = - the mean over raters of each rater's summed error weights: 0 for
+No-error / Neutral / HOTW-test or a ``zero_weight_categories`` category, 25 for ``Non-translation!``,
+5 Major, 0.1 Minor ``Fluency/Punctuation``, 1 any other Minor."""
 
 from __future__ import annotations
 
@@ -67,8 +64,7 @@ LANG_SUFFIX = re.compile(r":([a-z]{2,3}-[a-z]{2,3})$")
 COLUMN_NAMES = {  # role -> accepted header names, in order of preference
     "system": ("system",), "doc": ("doc",), "doc_seg": ("doc_id", "docSegId"), "seg": ("seg_id", "globalSegId"),
     "rater": ("rater",), "source": ("source",), "target": ("target",), "category": ("category",),
-    "severity": ("severity",),
-}
+    "severity": ("severity",)}
 OPTIONAL_ROLES = {"doc", "doc_seg"}
 
 
@@ -78,7 +74,7 @@ def _norm_label(value: str) -> str:
 
 
 def clean_text(text: str) -> str:
-    """Remove <v>/</v> span marks, collapse whitespace runs, strip the ends."""
+    """Without <v>/</v> span marks, whitespace runs collapsed, ends stripped."""
     return " ".join(SPAN_MARK.sub("", text).split())
 
 
@@ -200,9 +196,7 @@ def parse_rows(label: str, text: str) -> list[dict]:
 
 
 def lang_pair_from_name(name: str) -> str | None:
-    """"zh-en" from a WMT file name such as ``mqm_ted_zhen.tsv`` or
-    ``sxs_mqm_generalMT2023_zhen.3ratingsPerSegment.tsv.tar.gz``: the one name part (split at
-    ``_ . -``) that is two known language codes run together; None when there is not exactly one."""
+    """"zh-en" from a WMT file name such as ``mqm_ted_zhen.tsv``; None unless exactly one pair is named."""
     found = set()
     for part in re.split(r"[._\-\s]+", name.lower()):
         if not part.isalpha():
@@ -215,8 +209,7 @@ def lang_pair_from_name(name: str) -> str | None:
 
 
 def infer_lang_pair(rows: list[dict], label: str, file: Path) -> str:
-    """The pair named by a ``:xx-yy`` suffix of ``doc``, else by the file name, else by the name of
-    the archive member read (``label`` is "<file>[<member>]" for an archive)."""
+    """The pair named by a ``:xx-yy`` suffix of ``doc``, else by the file's or the archive member's name."""
     found = {m.group(1) for r in rows if r["doc"] and (m := LANG_SUFFIX.search(r["doc"].strip()))}
     if len(found) > 1:
         raise DataError(f"{label}: the doc column names several language pairs {sorted(found)}; one file holds "
@@ -313,13 +306,12 @@ def _reference(label: str, opts: dict, systems: set, targets: dict) -> tuple[str
     return ref_system, reference
 
 
-def _check_excludes(opts: dict, systems: set, where: str) -> None:
+def _frame(records: list[dict], report: LoadReport, opts: dict, systems: set,
+           where: str) -> tuple[pd.DataFrame, LoadReport]:
+    """The validated table of the records; every data.exclude_systems name must be one of ``systems``."""
     unknown = sorted(set(opts["exclude_systems"]) - systems)
     if unknown:
         raise DataError(f"{where}: data.exclude_systems names unknown system(s) {unknown} (systems: {sorted(systems)})")
-
-
-def _frame(records: list[dict], report: LoadReport) -> pd.DataFrame:
     if not records:
         raise DataError(f"{NAME}: no usable rows left in {report.source_files} ({len(report.excluded)} excluded, "
                         f"{len(report.dropped)} dropped)")
@@ -328,23 +320,20 @@ def _frame(records: list[dict], report: LoadReport) -> pd.DataFrame:
     df = validate(df, report)
     kept = df.loc[df["system"].map(is_reference), "system"].value_counts()
     report.references = {s: int(kept[s]) for s in sorted(kept.index)}  # scored as systems: said on the console
-    return df
+    return df, report
 
 
 def load(path: str | None = None, options: MqmOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """One file (default: the shared TED zh-en file) -> (example table, report); see the module docstring."""
+    """One file (default: the shared TED zh-en file) -> (example table, report)."""
     options = options or MqmOptions()
     opts = _scoring(options, options.lang_pair)
     records, report, systems = _load_one(path, opts)
-    _check_excludes(opts, systems, report.source_files[0])
-    return _frame(records, report), report
+    return _frame(records, report, opts, systems, report.source_files[0])
 
 
 def load_many(files: dict, dataset: str = NAME,
               scoring: MqmScoring | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """Several files, one per language pair ({"zh-en": path, "en-de": path}), concatenated. The
-    ``lang_pair`` of each file is its key; ``scoring`` applies to every file (an exclude_systems name
-    must occur in at least one of them)."""
+    """Several files by language pair ({"zh-en": path, ...}), concatenated, each scored with ``scoring``."""
     if not files:
         raise DataError(f"{NAME}: load_many needs at least one {{lang_pair: path}} entry")
     opts = _scoring(scoring or MqmScoring(), None)
@@ -355,8 +344,7 @@ def load_many(files: dict, dataset: str = NAME,
         records += one
         systems |= sys_one
         report.merge(rep)
-    _check_excludes(opts, systems, ", ".join(report.source_files))
-    return _frame(records, report), report
+    return _frame(records, report, opts, systems, ", ".join(report.source_files))
 
 
 @LOADERS

@@ -1,5 +1,4 @@
-"""The one check of a loader's option keys: an unknown one is a DataError that names it as the
-command line spells it (``data.<key>``) and suggests the closest."""
+"""The check of a loader's option keys: an unknown one is a DataError naming it as ``data.<key>``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Prompt templates (the ``prompt`` config group). A template holds ``{source}``; ``render``
-returns the prompt and the character span of the filled text, so that truncation cuts only that.
-The h | s summarization and translation templates are the ContrastScore paper's (Table 6; the
-spaces its table typesets after line breaks are layout, left out); the others are cscore's."""
+"""Prompt templates (the ``prompt`` config group); the summarization and translation ones are the
+ContrastScore paper's (Table 6), the others cscore's."""
 
 from __future__ import annotations
 
@@ -40,8 +38,7 @@ def target_language(lang_pair: str | None) -> str:
 
 
 def render(template: str, source: str, fields: Mapping[str, str] | None = None) -> tuple[str, tuple[int, int]]:
-    """The template with ``{source}`` filled by ``source`` and every other ``{name}`` by ``fields``,
-    and the character span of the source inside it."""
+    """The filled template and the character span of the source in it (truncation cuts only that)."""
     fields = fields or {}
     if "{source}" not in template:
         raise ConfigError(f"a prompt template must contain {{source}}: {template!r}")
@@ -62,8 +59,8 @@ CHAT_CHANGED = ("prompt.chat_template=true: the chat template changed the prompt
 
 def wrap_chat(prompt: str, span: tuple[int, int], chat: Callable[[str], str],
               changed: str = CHAT_CHANGED) -> tuple[str, tuple[int, int]]:
-    """Put the prompt into a chat template (``chat``: one turn plus the assistant header); the source
-    span moves with it. ``changed``: the ConfigError when the template changed the prompt text."""
+    """The prompt put into a chat template and its moved source span; ``changed``: the ConfigError's text
+    when the template changed the prompt."""
     full = chat(prompt)
     at = full.find(prompt)
     if at < 0:
@@ -74,8 +71,7 @@ def wrap_chat(prompt: str, span: tuple[int, int], chat: Callable[[str], str],
 def build(examples: pd.DataFrame, *, condition: str = "source", templates: dict | None = None,
           reference_templates: dict | None = None, template: str | None = None,
           chat: Callable[[str], str] | None = None) -> tuple[list[str], list[tuple[int, int]]]:
-    """Prompts and source spans for every row. ``template`` (a task name or a string with
-    {source}) overrides the per-task choice."""
+    """Prompts and source spans for every row; ``template`` (a task name or a template) overrides the task's."""
     if condition not in CONDITIONS:
         raise ConfigError(f"prompt.condition must be one of {CONDITIONS}, got {condition!r}")
     table = dict(TEMPLATES if condition == "source" else REFERENCE_TEMPLATES)

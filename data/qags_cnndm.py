@@ -1,5 +1,4 @@
-"""QAGS-CNNDM: the CNN/DailyMail half of the QAGS release (235 summaries of the bottom-up
-summarizer), read exactly as QAGS-XSum's (``cscore.data.qags_xsum``); docs/datasets.md (QAGS)."""
+"""QAGS-CNNDM: the CNN/DailyMail half of the QAGS release, read as QAGS-XSum's; docs/datasets.md (QAGS)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""QAGS-XSum (Wang, Cho and Lewis, ACL 2020): 239 BBC articles, each with one BART summary, and
-human aspect ``fact``. ``Part`` holds what differs from QAGS-CNNDM (``cscore.data.qags_cnndm``).
-Files, the score rule and the article hash: docs/datasets.md (QAGS)."""
+"""QAGS-XSum (Wang, Cho and Lewis, ACL 2020): 239 BBC articles with one BART summary each and human
+aspect ``fact``; ``Part`` holds what differs in QAGS-CNNDM. docs/datasets.md (QAGS)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ ANSWERS = {"yes": 1, "no": 0}
 
 
 class Part(NamedTuple):
-    """One half of the QAGS release: its dataset name (also the shared folder), default file, the
-    system that wrote its summaries, and the prefix of its article ids."""
+    """One half of the QAGS release: dataset name (and shared folder), default file, system, article id prefix."""
     name: str
     default_file: str
     system: str
@@ -38,15 +36,11 @@ XSUM = Part("qags_xsum", "mturk_xsum.jsonl", "bart-xsum", "xsum-")
 NAME, DEFAULT_FILE, SYSTEM = XSUM.name, XSUM.default_file, XSUM.system
 
 
-def article_group(text: str, prefix: str = XSUM.prefix) -> str:
-    norm = re.sub(r"\s+", "", text.replace("``", '"').replace("''", '"')).lower()
-    return prefix + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
-
-
 def _row(index: int, article: str, hypothesis, fact: float, where: str, part: Part = XSUM) -> dict:
     if not isinstance(article, str):
         raise DataError(f"{where}: the article is not a string ({type(article).__name__})")
-    group = article_group(article, part.prefix)
+    norm = re.sub(r"\s+", "", article.replace("``", '"').replace("''", '"')).lower()  # the article hash
+    group = part.prefix + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
     return {"id": f"{group}/{part.system}", "group": group, "system": part.system, "task": "summarization",
             "source": article, "reference": None, "hypothesis": hypothesis, "lang_pair": None,
             HUMAN_PREFIX + "fact": fact, "doc_index": index}

@@ -16,21 +16,17 @@ LOADERS.discover("cscore.data")  # every module here: each loader module registe
 __all__ = ["LOADERS", "Loader", "check_config", "load_config", "load_data", "load_examples",
            "options_of", "preload", "task_of"]
 
-# what ``preload`` read before a run's job started, by ``data_key``: the job's ``load_data`` takes it (once)
+# what ``preload`` read, by ``data_key``: ``load_data`` takes it (once)
 PRELOADED: dict[str, tuple] = {}
 
 
 def task_of(name: str | None) -> str | None:
-    """The task of every row the named loader writes (None: an unknown name, or data=table): it picks
-    the prompt template before any data is read."""
-    if name is None or name not in LOADERS:
-        return None
-    return LOADERS.get(name).task
+    """The task of every row the named loader writes (None: unknown, or data=table), before any read."""
+    return LOADERS.get(name).task if name is not None and name in LOADERS else None
 
 
 def options_of(data: Mapping):
-    """The loader's ``Options`` of a composed ``cfg.data`` section (a plain dict): every key but
-    ``options.RUNNER_KEYS``; an undeclared key is a DataError."""
+    """The loader's ``Options`` of a composed ``cfg.data`` section; an undeclared key is a DataError."""
     loader = LOADERS.get(data["name"])
     given = loader_options(data)
     check_options(given, option_names(loader.Options), loader.name)
@@ -72,12 +68,9 @@ def preload(data) -> None:
 
 
 def load_data(data):
-    """The dataset a run's typed ``data`` section (``cscore.config.groups.Data``) names; what
-    ``preload`` read for it is taken (and forgotten) instead of reading the files again."""
+    """The dataset a run's typed ``data`` section names (what ``preload`` read, if it did)."""
     found = PRELOADED.pop(data_key(data), None)
-    if found is not None:
-        return found
-    return load_examples(data.name, data.path, data.options)
+    return found if found is not None else load_examples(data.name, data.path, data.options)
 
 
 def load_config(data: Mapping):

@@ -1,23 +1,14 @@
-"""The one example table every loader returns.
-
-Columns (one row per scored hypothesis):
-  id          unique string id of the row
-  group       document / source-segment id (the hypotheses of one group share a source)
-  system      the system that produced the hypothesis
-  task        summarization | translation | dialogue
-  source      source text (article, source sentence, dialogue context)
-  reference   reference text, or None
-  hypothesis  the text to score (non-empty)
-  lang_pair   e.g. "zh-en" for translation, else None
-  human.<aspect>  human scores, one float column per aspect
-Nothing is dropped silently: every removed row is recorded in a ``LoadReport``.
-"""
+"""The one example table every loader returns, one row per scored hypothesis: ``id`` (unique), ``group``
+(the rows sharing a source), ``system``, ``task`` (summarization | translation | dialogue), ``source``,
+``reference`` (or None), ``hypothesis`` (non-empty), ``lang_pair`` (e.g. "zh-en", else None) and a float
+column ``human.<aspect>`` per aspect. Every removed row is recorded in a ``LoadReport``."""
 
 from __future__ import annotations
 
 import logging
 import math
 import numbers
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,10 +34,8 @@ def is_number(value) -> bool:
 
 @dataclass
 class LoadReport:
-    """What a loader read and what it left out, each entry {"id", "reason", "where"}: ``excluded`` rows
-    (an option asked for it), ``dropped`` rows (they cannot be scored), ``ignored`` values of a kept
-    row (an N/A rating); ``summary()`` is what metrics.json stores. ``references``: human-reference
-    "systems" kept and scored like any system (system -> rows)."""
+    """What a loader read and left out: ``excluded`` rows (an option asked), ``dropped`` rows (not scorable),
+    ``ignored`` values of kept rows; ``references``: human-reference systems scored as systems (-> rows)."""
 
     dataset: str
     source_files: list[str] = field(default_factory=list)
@@ -100,11 +89,8 @@ class LoadReport:
                 yield kind, e
 
     def reasons(self) -> list[dict]:
-        """[{"kind": "excluded" | "dropped" | "ignored", "reason": str, "count": int}], in order of
-        first occurrence within each kind (excluded first). Only "excluded" is deliberate."""
-        counts: dict[tuple[str, str], int] = {}
-        for kind, e in self._entries():
-            counts[(kind, e["reason"])] = counts.get((kind, e["reason"]), 0) + 1
+        """[{"kind", "reason", "count"}] in order of first occurrence within each kind (excluded first)."""
+        counts = Counter((kind, e["reason"]) for kind, e in self._entries())
         return [{"kind": k, "reason": r, "count": n} for (k, r), n in counts.items()]
 
     def console_lines(self) -> list[tuple[int, str]]:
@@ -158,8 +144,7 @@ def _at(where: dict, row_id) -> str:
 
 
 def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) -> pd.DataFrame:
-    """Check the table; drop (and record) rows with an empty hypothesis or source; raise on the rest.
-    ``where`` (id -> location in the file) fills the ``where`` of the drops."""
+    """Check the table, dropping (and recording) rows with an empty hypothesis or source; ``where``: id -> place."""
     where = where or {}
     label = f"{report.dataset} ({', '.join(report.source_files)})" if report.source_files else report.dataset
     missing = [c for c in REQUIRED if c not in df.columns]
@@ -207,8 +192,7 @@ def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) ->
 
 
 def table_of(rows: list[dict], report: LoadReport, empty: str) -> tuple[pd.DataFrame, LoadReport]:
-    """A loader's validated table of ``rows`` and its report (``n_read``: the rows, unless set);
-    ``empty``: the DataError when there are none."""
+    """A loader's validated table of ``rows`` and its report; ``empty``: the DataError when there are none."""
     if not rows:
         raise DataError(empty)
     report.n_read = report.n_read or len(rows)

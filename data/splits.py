@@ -1,6 +1,5 @@
-"""Deterministic dev / test split by group, so that all hypotheses of one source land on the same
-side: a group is in dev when its rank under sha256(seed, group) is in the first
-round(fraction * n_groups) positions (the CD-judge paper tunes on 10 % of the documents)."""
+"""Deterministic dev / test split by group (all hypotheses of one source on the same side): the first
+round(fraction * n_groups) groups ranked by sha256(seed, group) are dev."""
 
 from __future__ import annotations
 
@@ -15,12 +14,9 @@ from cscore.data.schema import DataError
 SPLITS = ("all", "dev", "test")
 
 
-def dev_groups(groups, fraction: float, seed: int = 0) -> set[str]:
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"split.dev_fraction must be in [0, 1], got {fraction}")
-    unique = sorted(set(map(str, groups)))
-    ranked = sorted(unique, key=lambda g: hashlib.sha256(f"{seed}\0{g}".encode()).hexdigest())
-    return set(ranked[: round(fraction * len(unique))])
+def rank_groups(groups, seed: int) -> list:
+    """The distinct groups ordered by sha256(seed, group); the first ones are dev (or held out)."""
+    return sorted(sorted(set(groups)), key=lambda g: hashlib.sha256(f"{seed}\0{g}".encode()).hexdigest())
 
 
 def select(df: pd.DataFrame, split: str = "all", fraction: float = 0.1, seed: int = 0) -> pd.DataFrame:
@@ -28,7 +24,10 @@ def select(df: pd.DataFrame, split: str = "all", fraction: float = 0.1, seed: in
         raise ValueError(f"split.use must be one of {', '.join(SPLITS)}, got {split}")
     if split == "all":
         return df
-    dev = df["group"].astype(str).isin(dev_groups(df["group"], fraction, seed))
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"split.dev_fraction must be in [0, 1], got {fraction}")
+    ranked = rank_groups(map(str, df["group"]), seed)
+    dev = df["group"].astype(str).isin(set(ranked[: round(fraction * len(ranked))]))
     return df[dev if split == "dev" else ~dev].reset_index(drop=True)
 
 
@@ -46,8 +45,7 @@ def read_ids(path) -> list[str]:
 
 
 def label_by_ids(df: pd.DataFrame, path) -> pd.DataFrame:
-    """A copy with column ``split`` = "dev" for rows whose group is listed in the file at ``path``,
-    "test" otherwise (the CD-judge paper's dev documents). Every listed id must be a group."""
+    """A copy with column ``split``: "dev" for the groups listed in the file at ``path``, else "test"."""
     ids = read_ids(path)
     groups = set(df["group"].astype(str))
     unknown = [i for i in ids if i not in groups]

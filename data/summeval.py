@@ -1,6 +1,5 @@
-"""SummEval (Fabbri et al., TACL 2021) in BARTScore's unified form: 100 CNN/DailyMail articles x
-16 systems, the mean of 3 expert ratings (1-5) for four aspects. Files, options and the per-expert
-``experts.<aspect>`` columns (SummaC's labels): docs/datasets.md (SummEval)."""
+"""SummEval (Fabbri et al., TACL 2021) in BARTScore's unified form: 100 CNN/DailyMail articles x 16
+systems, the mean of 3 expert ratings (1-5) for four aspects; docs/datasets.md (SummEval)."""
 
 from __future__ import annotations
 
@@ -29,7 +28,6 @@ class SummevalOptions:
     hub_split: str | None = option(doc="the split of hub_id")
     annotations: str | None = option(doc="SummEval: its original model_annotations.aligned.jsonl, whose "
                                          "per-expert ratings give SummaC's labels")
-
 
 
 def hub_records(hub_id: str, split: str | None) -> tuple[str, Iterator[tuple[str, dict]]]:

@@ -36,7 +36,6 @@ class TableOptions:
     split: str | None = option(doc="which split of a DatasetDict (may be left out when there is only one)")
 
 
-
 def map_columns(given: dict, columns, label: str) -> dict:
     """role -> column name (or None) for every role but human."""
     out = {}
@@ -58,8 +57,8 @@ def map_columns(given: dict, columns, label: str) -> dict:
 
 
 def map_human(given, columns, label: str) -> dict:
-    """aspect -> column from data.columns.human: a name, a list of names (aspect = the name without
-    a leading "human."), or aspect -> column; when not given, every "human.<aspect>" column."""
+    """aspect -> column from data.columns.human (a name, a list of names or a mapping); when not given,
+    every "human.<aspect>" column."""
     if not given:
         given = [c for c in columns if str(c).startswith(HUMAN_PREFIX)]
     if not given:

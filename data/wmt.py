@@ -26,15 +26,11 @@ class WmtOptions(mqm.MqmScoring, Where):
     """Where the files are, then mqm's scoring options (each file's language pair is its key)."""
 
 
-
-def variants(name: str) -> list[str]:
-    return [name, name + ".gz", name + ".tar.gz"] if name.endswith(".tsv") else [name]
-
-
 def find(lang_pair: str, candidates: list[str], root: Path | None) -> tuple[Path | None, list[str]]:
+    """The first candidate file (a .tsv also as .gz or .tar.gz) under ``root``, and the paths looked at."""
     looked = []
     for cand in candidates:
-        for name in variants(cand):
+        for name in [cand, cand + ".gz", cand + ".tar.gz"] if cand.endswith(".tsv") else [cand]:
             p = Path(name) if Path(name).is_absolute() or root is None else root / name
             looked.append(str(p))
             if p.is_file():
@@ -65,12 +61,10 @@ def checked(opts: Where, name: str) -> tuple[list[str], dict, dict, str | None]:
     pairs = _strings(opts.pairs, "data.pairs", name) if opts.pairs is not None else list(files)
     if not pairs:
         raise DataError(f"{name}: no language pair selected (data.pairs=[xx-yy] with data.files or data.paths)")
-    paths = {}
-    for k, v in _mapping(opts.paths, "data.paths", name).items():
-        if v is not None and not (isinstance(v, str) and v):
+    paths = {k: v for k, v in _mapping(opts.paths, "data.paths", name).items() if v is not None}
+    for k, v in paths.items():
+        if not (isinstance(v, str) and v):
             raise DataError(f"{name}: data.paths.{k} must be one file path, got {v!r}")
-        if v is not None:
-            paths[k] = v
     root = opts.root
     if root is not None and not (isinstance(root, str) and root):
         raise DataError(f"{name}: data.root must be a folder path, got {root!r}")

@@ -58,8 +58,7 @@ def classifier_log_odds(tok, model, prompts, texts, *, text: str, batch_size: in
 
 
 def train_classifier(t: dict, items, labels, train_mask, out: Path, device: str):
-    """Fine-tune a 2-class sequence classifier (AdamW, cross-entropy) on the train groups; saves it
-    to ``out``; returns (its record, the log-odds of every item)."""
+    """Fine-tune on the train groups and save to ``out``; returns (its record, the log-odds of every item)."""
     import torch
 
     from cscore.scorers.models.models import auto_device

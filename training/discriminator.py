@@ -1,9 +1,5 @@
-"""``cscore cdm train``: a discriminator from a ``cdm generate`` directory. Label 1 = positive,
-0 = negative; the groups (documents / dialogues) are split into train and held-out, the model is
-trained on the train groups only and its accuracy reported on both. The discriminator is a pooler
-over the pair's contrastive momentum (``cscore.scorers.cdm.pooler``) or a transformers classifier
-(``classifier``). Writes the model, then <out>/cscore_discriminator.json last, with the rows it was
-trained on (``held_out``: ``cscore run method=cdm_gen`` leaves them out)."""
+"""``cscore cdm train``: a discriminator (a momentum pooler or a transformers classifier) trained on the
+train groups of a ``cdm generate`` directory, its accuracy reported on train and held-out groups."""
 
 from __future__ import annotations
 
@@ -81,8 +77,7 @@ class TrainJob:
 
 
 def open_job(run: RunConfig, t: dict, config: dict) -> TrainJob:
-    """Read the negatives, check the output directory and the split (before any model loads).
-    ``config``: the whole config as composed (the record keeps its ``cdm.train``)."""
+    """Read the negatives, check the output directory and the split (before any model loads)."""
     if not t["input"]:
         raise ConfigError("cdm.train.input=<a `cscore cdm generate` directory> is required")
     folder = Path(t["input"]).expanduser()
@@ -111,9 +106,8 @@ def open_job(run: RunConfig, t: dict, config: dict) -> TrainJob:
 
 def momentum_sequences(pair, prompts: list[str], texts: list[str], t: float, clamp, options: PassOptions, cache,
                        coordinator: InProcess | None = None):
-    """Per item the contrastive momentum m_t = log p_e − log p_a of its text given its prompt (and the
-    statistics), or ``Pending`` while a part of the split pass (``coordinator``: the job's)
-    is missing. ``options``: the run's pass options (their ``max_length`` cuts the prompts)."""
+    """(per item the contrastive momentum log p_e − log p_a of its text given its prompt, the statistics),
+    or ``Pending`` while a part of the split pass is missing."""
     from cscore.scorers.api import PassRequest
     from cscore.scorers.methods import cdm
     from cscore.scorers.methods.common import per_item
@@ -158,9 +152,7 @@ def pooler_from_dict(d: dict):
 
 
 def train(run: RunConfig, job: TrainJob, pair=None, cache=None, coordinator: InProcess | None = None) -> dict | Pending:
-    """Train (``pair``, ``cache``: the loaded pair and statistics cache a pooler reads; ``coordinator``: the
-    job's coordinator of its momentum pass), then write cscore_discriminator.json last; returns it
-    (``Pending``: a part of the pooler's momentum pass is missing; no discriminator is written)."""
+    """Train, then write cscore_discriminator.json last and return it (or ``Pending``)."""
     from cscore.training.classifier import train_classifier
 
     (held, labels), t, out = job.split(), job.t, job.folder.path

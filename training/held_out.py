@@ -1,7 +1,5 @@
-"""The rows a discriminator of ``cscore cdm train`` was trained on (``cscore_discriminator.json``:
-``trained_rows``), so that ``cscore run method=cdm_gen`` leaves them out of scoring. A row is named
-by its id and a digest of its group and text, so only the very same text under the same id and
-group counts; only the positives of the train groups are training rows."""
+"""The rows a ``cscore cdm train`` discriminator was trained on (the positives of its train groups, by id
+and a digest of group and text), so that ``cscore run method=cdm_gen`` leaves them out of scoring."""
 
 from __future__ import annotations
 
@@ -17,8 +15,7 @@ def row_digest(group, text) -> str:
 
 
 def trained_rows(items: list[dict], held: np.ndarray, data: dict | None) -> dict:
-    """The record of the training rows: ``data`` (the generate run's data section, for the reader),
-    ``rows`` {id: digest} of the positives outside the held-out groups."""
+    """The record of the training rows: ``data`` (the generate run's data section) and ``rows`` {id: digest}."""
     rows = {str(i["id"]): row_digest(i["group"], i["text"]) for i, h in zip(items, held)
             if i["label"] == 1 and not h}
     return {"data": data, "n": len(rows), "rows": rows}

@@ -1,13 +1,12 @@
-"""``cscore cdm generate``: negatives made from positives by the degraded amateur
-(``cscore.scorers.cdm.generate``), written to <out>/negatives.jsonl one positive at a time, with
-<out>/provenance.json (config, models, versions, counts; ``complete`` once done, written last).
-The same config into the same directory resumes: the positives already written are skipped."""
+"""``cscore cdm generate``: negatives of positives made by the degraded amateur, appended to negatives.jsonl
+one positive at a time, provenance.json written last; the same config in the same directory resumes."""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,10 +30,8 @@ def pair_record(p) -> dict:
 
 
 def select_positives(examples, which: str, column: str | None = None):
-    """The rows whose text is a positive, with a ``text`` column and the id negatives are named after.
-    hypothesis: every row; reference: one row per (group, reference), text = the reference, id =
-    <group>/reference; top_rated: per group the row with the highest ``column`` (the human score;
-    ties: the first)."""
+    """The rows whose text is a positive, with a ``text`` column: every hypothesis, each group's reference
+    once, or each group's row with the highest ``column`` (top_rated)."""
     table = examples.copy()
     if which == "hypothesis":
         table["text"] = table["hypothesis"]
@@ -58,9 +55,7 @@ def select_positives(examples, which: str, column: str | None = None):
 
 
 def round_robin(positives, limit: int | None):
-    """At most ``limit`` positives drawn across the groups: the first positive of every group (groups
-    in table order), then the second of every group, ... (so ``limit`` = k covers min(k, groups)
-    groups, and a larger limit only adds positives); None: all of them, in table order."""
+    """At most ``limit`` positives: the first of every group, then the second, ...; None: all of them."""
     if limit is None:
         return positives
     rank = positives.groupby("group", sort=False, dropna=False).cumcount().to_numpy()
@@ -70,8 +65,7 @@ def round_robin(positives, limit: int | None):
 
 
 def read_records(path) -> list[dict]:
-    """The records of a negatives.jsonl: its complete lines (every record ends with a line break;
-    text after the last one was cut off by a kill and is ignored)."""
+    """The records of a negatives.jsonl: its complete lines (text after the last line break is ignored)."""
     if not path.exists():
         return []
     raw = path.read_bytes()
@@ -85,12 +79,9 @@ def read_records(path) -> list[dict]:
 
 
 def finished_records(path, per_positive: int) -> list[dict]:
-    """The records of the positives that have all ``per_positive`` negatives written; the file is
-    rewritten without the rest (a positive cut off by a kill is then made again, identically)."""
+    """The records of the positives with all ``per_positive`` negatives written (the file keeps only them)."""
     records = read_records(path)
-    n: dict = {}
-    for r in records:
-        n[r["source_id"]] = n.get(r["source_id"], 0) + 1
+    n = Counter(r["source_id"] for r in records)
     keep = [r for r in records if n[r["source_id"]] == per_positive]
     if path.exists() and (len(keep) < len(records) or not path.read_bytes().endswith(b"\n") and path.stat().st_size):
         write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep))
@@ -98,8 +89,7 @@ def finished_records(path, per_positive: int) -> list[dict]:
 
 
 def generate_identity(run: RunConfig, g: dict, config: dict) -> dict:
-    """What decides the negatives: a directory holds the output of one identity only (the
-    sections of ``config``, the whole config as composed)."""
+    """What decides the negatives (``config``: the whole config as composed)."""
     c = config
     return {"data": c["data"], "split": c["split"], "pair": pair_record(run.pair), "prompt": c["prompt"],
             "max_length": c["runtime"]["max_length"], "dtype": c["runtime"]["dtype"],
@@ -134,8 +124,7 @@ class GenerateJob:
 
 
 def open_job(run: RunConfig, g: dict, out, config: dict) -> GenerateJob:
-    """The directory's job; refuses a directory of another config or one that is not cscore's.
-    ``config``: the whole config as composed (its identity's sections; provenance.json records it)."""
+    """The directory's job; refuses a directory of another config or one that is not cscore's."""
     identity = generate_identity(run, g, config)
     folder = ArtifactDir(out, PROVENANCE)
 
@@ -152,8 +141,7 @@ def open_job(run: RunConfig, g: dict, out, config: dict) -> GenerateJob:
 
 
 def todo(job: GenerateJob, positives):
-    """The positives whose negatives are not written yet (a cut-off positive is dropped from the file
-    and redone); creates the directory."""
+    """The positives whose negatives are not written yet; creates the directory."""
     done = {r["source_id"] for r in finished_records(job.negatives, job.g["n_negatives"])}
     rest = positives[~positives["id"].astype(str).isin(done)].reset_index(drop=True)
     log.info("cdm generate: %d positives (%s), %d done earlier, %d to do -> %s", len(positives), job.g["positives"],
@@ -162,39 +150,30 @@ def todo(job: GenerateJob, positives):
     return rest
 
 
-def settings(g: dict):
-    from cscore.scorers.cdm import generate as cg
-
-    return cg.Settings(strategy=g["strategy"], max_span=g["max_span"], n_negatives=g["n_negatives"],
-                       n_segments=g["n_segments"], seed=g["seed"], max_tries=g["max_tries"],
-                       on_identical=g["on_identical"], fill_tokens=g["fill_tokens"],
-                       sampling=cg.Sampling(g["gamma"], g["temperature"], g["top_k"], g["top_p"]))
-
-
 def record_lines(row, item, made: list[dict], g: dict) -> str:
-    lines = []
-    for r in made:
-        rec = {"id": f"{row.id}#neg{r['index']}", "source_id": str(row.id), "group": str(row.group),
-               "system": str(row.system), "prompt": item.prompt, "prompt_truncated": item.truncated,
-               "positive": row.text, "negative": r["negative"], "spans": r["spans"],
-               "strategy": g["strategy"], "gamma": g["gamma"], "seed": g["seed"],
-               "tries": sum(s["tries"] for s in r["spans"]), "identical": r["identical"],
-               "dropped": r["dropped"], "segments": r["segments"], "segments_asked": r["segments_asked"]}
-        lines.append(json.dumps(rec, ensure_ascii=False) + "\n")
-    return "".join(lines)
+    """The JSONL lines of one positive's negatives."""
+    return "".join(json.dumps({
+        "id": f"{row.id}#neg{r['index']}", "source_id": str(row.id), "group": str(row.group),
+        "system": str(row.system), "prompt": item.prompt, "prompt_truncated": item.truncated,
+        "positive": row.text, "negative": r["negative"], "spans": r["spans"],
+        "strategy": g["strategy"], "gamma": g["gamma"], "seed": g["seed"],
+        "tries": sum(s["tries"] for s in r["spans"]), "identical": r["identical"],
+        "dropped": r["dropped"], "segments": r["segments"], "segments_asked": r["segments_asked"],
+    }, ensure_ascii=False) + "\n" for r in made)
 
 
 def write_negatives(job: GenerateJob, run: RunConfig, pair, rows, inputs, path=None) -> dict:
-    """Make and append the negatives of ``rows`` (``inputs``: their encoded prompts) to ``path``
-    (default negatives.jsonl; a part's own file, ``run/negatives.py``); returns the models record.
-    provenance.json says ``complete: false`` meanwhile."""
+    """Append the negatives of ``rows`` to ``path`` (default negatives.jsonl); returns the models record."""
     from cscore.scorers.cdm import generate as cg
     from cscore.scorers.models.identity import model_identity
 
     g = job.g
     models = {role: {"spec": m.name, "identity": model_identity(m), "class": m.info.get("class")}
               for role, m in pair.models.items()}
-    s = settings(g)
+    s = cg.Settings(strategy=g["strategy"], max_span=g["max_span"], n_negatives=g["n_negatives"],
+                    n_segments=g["n_segments"], seed=g["seed"], max_tries=g["max_tries"],
+                    on_identical=g["on_identical"], fill_tokens=g["fill_tokens"],
+                    sampling=cg.Sampling(g["gamma"], g["temperature"], g["top_k"], g["top_p"]))
     sampler = cg.DegradedSampler(pair, s.sampling)
     job.folder.finish({**job.prov, "complete": False, "config": job.config,
                        "models": models, "versions": versions()})
@@ -218,18 +197,9 @@ def finish(job: GenerateJob, run: RunConfig, n_positives: int, models: dict | No
     job.folder.finish({**prov, "complete": True, "config": job.config,
                        "models": models if models is not None else prov.get("models"), "versions": versions(),
                        "positives_selected": n_positives, "counts": c, "updated": now()})
-    g = job.g
-    log.info(
-        "cdm generate: %d negatives of %d positives (%d identical to their positive: %d kept and flagged, "
-        "%d dropped; %d segment fills equal to the removed text after %d draws; %d negatives with fewer "
-        "segments than asked)",
-        c["negatives_written"],
-        c["positives"],
-        c["identical_kept"] + c["identical_dropped"],
-        c["identical_kept"],
-        c["identical_dropped"],
-        c["identical_fills"],
-        g["max_tries"],
-        c["fewer_segments"],
-    )
+    log.info("cdm generate: %d negatives of %d positives (%d identical to their positive: %d kept and flagged, "
+             "%d dropped; %d segment fills equal to the removed text after %d draws; %d negatives with fewer "
+             "segments than asked)", c["negatives_written"], c["positives"],
+             c["identical_kept"] + c["identical_dropped"], c["identical_kept"], c["identical_dropped"],
+             c["identical_fills"], job.g["max_tries"], c["fewer_segments"])
     return c

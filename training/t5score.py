@@ -1,13 +1,7 @@
-"""T5Score's discriminative training (seed 004, Sec. 3.3): fine-tune a seq2seq scorer so that, of
-two hypotheses of the same source / reference, the one humans rate higher gets the higher score.
-Over ranking pairs (ŷ+, ŷ−, m+, m−) of a group with m+ > m−, the loss (Eq. 3) is
-
-    L = max(0, f(ŷ−) − f(ŷ+) + α (m+ − m−)),    f(ŷ) = (1/|ŷ|) Σ_t log p(ŷ_t | ŷ_<t, c)
-
-with c the reference or the source; the pairs are repeated with input and output swapped (the
-paper's augmentation). f is the engine's teacher-forced mean log-probability (the target ends with
-EOS). The recipe (``make_optimizer``, ``make_schedule``, ``dropout_override``) and where it differs
-from the released script: docs/methods/baselines.md."""
+"""T5Score's discriminative training (Sec. 3.3): over ranking pairs (ŷ+, ŷ−, m+, m−) of a group with
+m+ > m−, the loss (Eq. 3) L = max(0, f(ŷ−) − f(ŷ+) + α (m+ − m−)), f the mean log-probability of the
+hypothesis given the reference or source (pairs also swapped, as the paper augments). The recipe and
+where it differs from the released script: docs/methods/baselines.md."""
 
 from __future__ import annotations
 
@@ -44,9 +38,8 @@ def ranking_pairs(groups, contexts, hypotheses, scores, *, both_directions: bool
                 continue
             hi, lo = (a, b) if scores[a] > scores[b] else (b, a)
             for rev in ((False, True) if both_directions else (False,)):
-                out.append(
-                    RankPair(g, contexts[hi], hypotheses[hi], hypotheses[lo], float(scores[hi] - scores[lo]), rev)
-                )
+                out.append(RankPair(g, contexts[hi], hypotheses[hi], hypotheses[lo], float(scores[hi] - scores[lo]),
+                                    rev))
     return out
 
 
@@ -56,8 +49,7 @@ def target_ids(tokenizer, text: str, eos_id: int) -> list[int]:
 
 
 def mean_logp(model, tokenizer, sources: list[str], targets: list[str], *, max_length: int) -> torch.Tensor:
-    """(1/|b|) log p(b | a) per (a, b), differentiable; sources cut to ``max_length`` tokens, targets
-    too (training only: a long reference in the reverse direction must not stop the run)."""
+    """(1/|b|) log p(b | a) per (a, b), differentiable; sources and targets cut to ``max_length`` tokens."""
     from cscore.scorers.engine.seq2seq import decoder_start
 
     eos = tokenizer.eos_token_id
@@ -126,9 +118,7 @@ def decays(name: str, param) -> bool:
 
 
 def make_optimizer(model, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    """Adafactor (the paper's) or AdamW starting at ``lr`` (``make_schedule`` moves it); weight decay
-    on the weight matrices only, not on norm weights (1-D) and biases (T5's relative attention bias
-    included), as transformers' Trainer groups them."""
+    """Adafactor (the paper's) or AdamW; weight decay on the weight matrices only, as the Trainer does."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     groups = [{"params": [p for n, p in named if decays(n, p)], "weight_decay": weight_decay},
               {"params": [p for n, p in named if not decays(n, p)], "weight_decay": 0.0}]
@@ -148,9 +138,7 @@ def total_steps(n_pairs: int, batch_size: int, epochs: int) -> int:
 
 
 def make_schedule(optimizer: torch.optim.Optimizer, name: str, steps: int):
-    """The lr schedule, stepped once after each optimizer step. ``linear``: transformers'
-    get_linear_schedule_with_warmup with 0 warm-up steps (what the Trainer builds for the released
-    script): the lr at step k (0-based) is lr·(steps − k)/steps. ``constant``: lr at every step."""
+    """The lr schedule: ``linear`` (to 0, no warm-up, as the released script's Trainer) or ``constant``."""
     from transformers import get_constant_schedule, get_linear_schedule_with_warmup
 
     if name == "linear":
@@ -179,8 +167,7 @@ def dropout_override(config, p: float | None) -> dict:
 
 @dataclass(frozen=True)
 class Fit:
-    """How ``train`` fits: the ranking loss's ``alpha``, ``epochs`` of batches of ``batch_size``
-    pairs cut to ``max_length`` tokens, in an order from ``seed``."""
+    """How ``train`` fits: the loss's ``alpha``, ``epochs`` of batches, texts cut to ``max_length`` tokens."""
     alpha: float
     epochs: int
     batch_size: int
@@ -190,35 +177,30 @@ class Fit:
 
 def train(model, tokenizer, pairs: list[RankPair], how: Fit, *, optimizer: torch.optim.Optimizer, log=None,
           schedule=None) -> list[float]:
-    """``optimizer`` over shuffled batches of pairs (order from ``how.seed``), ``schedule`` (an lr
-    scheduler, None: the optimizer's lr throughout) stepped after each optimizer step; returns the
-    mean loss per epoch. ``how``: how it fits (``Fit``)."""
-    alpha, epochs, batch_size, max_length, seed = how.alpha, how.epochs, how.batch_size, how.max_length, how.seed
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    opt = optimizer
+    """``optimizer`` (and ``schedule``) over shuffled batches of pairs; returns the mean loss per epoch."""
+    torch.manual_seed(how.seed)
+    rng = np.random.default_rng(how.seed)
     model.train()
     losses = []
-    for epoch in range(epochs):
+    for epoch in range(how.epochs):
         total = 0.0
         order = rng.permutation(len(pairs))  # a new batch order every epoch
-        for s in range(0, len(order), batch_size):
-            batch = [pairs[i] for i in order[s:s + batch_size]]
-            fb, fw = pair_scores(model, tokenizer, batch, max_length=max_length)
+        for s in range(0, len(order), how.batch_size):
+            batch = [pairs[i] for i in order[s:s + how.batch_size]]
+            fb, fw = pair_scores(model, tokenizer, batch, max_length=how.max_length)
             margins = torch.tensor([p.margin for p in batch], dtype=fb.dtype, device=fb.device)
-            loss = ranking_loss(fb, fw, margins, alpha).mean()
-            opt.zero_grad()
+            loss = ranking_loss(fb, fw, margins, how.alpha).mean()
+            optimizer.zero_grad()
             loss.backward()
-            opt.step()
+            optimizer.step()
             if schedule is not None:
                 schedule.step()
             total += float(loss.detach()) * len(batch)
         losses.append(total / max(len(pairs), 1))
         if log is not None:
-            log(f"  epoch {epoch + 1}/{epochs}: mean ranking loss {losses[-1]:.4f}")
+            log(f"  epoch {epoch + 1}/{how.epochs}: mean ranking loss {losses[-1]:.4f}")
         if not math.isfinite(losses[-1]):
-            raise FloatingPointError(
-                f"the ranking loss is {losses[-1]} after epoch {epoch + 1}; lower the learning rate"
-            )
+            raise FloatingPointError(f"the ranking loss is {losses[-1]} after epoch {epoch + 1}; "
+                                     "lower the learning rate")
     model.eval()
     return losses

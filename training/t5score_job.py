@@ -1,7 +1,5 @@
-"""``cscore t5score train``: T5Score's discriminative training (``t5score``) on the human scores of
-a table. Groups (documents / source segments) are split into train and held-out (by sha256(seed,
-group)); pairwise ranking accuracy on both is measured before and after training. Writes the model
-and tokenizer (``save_pretrained``), then ``cscore_t5score.json`` last."""
+"""``cscore t5score train``: T5Score's discriminative training on a table's human scores, with pairwise
+accuracy on train and held-out groups before and after; writes the model, then ``cscore_t5score.json`` last."""
 
 from __future__ import annotations
 
@@ -34,9 +32,8 @@ class T5Job:
 
 
 def open_job(run: RunConfig, t: dict, examples, aspect: str, column: str, contexts: list[str], config: dict) -> T5Job:
-    """Check the output directory, split the groups and build the ranking pairs (before any model loads).
-    ``aspect``: the human aspect that ranks the hypotheses, ``column`` its column of ``examples``;
-    ``config``: the whole config as composed (its data and split sections are the identity's)."""
+    """Check the output directory, split the groups and build the ranking pairs (before any model loads);
+    ``column``: the column of the human ``aspect``, ``config``: the whole config as composed."""
     folder = ArtifactDir(out_dir(t["out"], "t5score", "train"), META)
     scores = examples[column].to_numpy(dtype=np.float64)
     groups = examples["group"].astype(str).tolist()
