@@ -33,9 +33,7 @@ _OS_ERROR = re.compile(r"\(os error (\d+)\)")  # how Rust extensions (safetensor
 
 
 def write_failure(err: BaseException) -> int | None:
-    """The errno of ``err`` when it says a place cannot be written (``CANNOT_WRITE``), else None:
-    an OSError, or an extension's error that carries one in its message (safetensors'
-    ``SafetensorError: ... I/O error: No space left on device (os error 28)``)."""
+    """The errno of ``err`` (an OSError, or an extension's error naming one) if in ``CANNOT_WRITE``, else None."""
     if isinstance(err, OSError):
         code = err.errno
     else:
@@ -44,21 +42,17 @@ def write_failure(err: BaseException) -> int | None:
     return code if code in CANNOT_WRITE else None
 
 
-def blocking_file(folder: Path) -> Path | None:
-    """The file that stands where ``folder`` or one of the folders above it must be, if any."""
-    for p in (folder, *folder.parents):
-        if p.exists():
-            return None if p.is_dir() else p
-    return None
+def nearest(folder: Path) -> Path:
+    """``folder`` if it exists, else the nearest folder above it that does (else the root)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
 
 
 def folder_problem(folder: str | os.PathLike) -> str | None:
-    """Why nothing can be written at ``folder`` (it or its nearest existing ancestor is a file, or
-    read-only / not permitted), or None."""
+    """Why nothing can be written at ``folder`` (a file in its place, read-only, not permitted), or None."""
     folder = Path(folder).expanduser()
-    ancestor = folder
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
+    ancestor = nearest(folder)
     if not ancestor.is_dir():
         return f"{ancestor} is a file, not a folder"
     if not os.access(ancestor, os.W_OK | os.X_OK):
@@ -69,8 +63,8 @@ def folder_problem(folder: str | os.PathLike) -> str | None:
 
 @contextmanager
 def writing(what: str, where: str | os.PathLike, hint: str = ""):
-    """Turn a failure to write ``what`` into ``where`` (``write_failure``) into a one-line
-    StorageError: ``cannot write <what> to <where>: <reason>[; <hint>]``."""
+    """A failure to write ``what`` to ``where`` as a one-line StorageError
+    (``cannot write <what> to <where>: <reason>[; <hint>]``)."""
     from cscore.errors import CscoreError, StorageError
 
     try:
@@ -79,8 +73,10 @@ def writing(what: str, where: str | os.PathLike, hint: str = ""):
         code = write_failure(err)
         if code is None or isinstance(err, CscoreError):  # a user error says what it is already
             raise
-        blocked = blocking_file(Path(where)) if code in (errno.ENOTDIR, errno.EEXIST) else None
-        reason = os.strerror(code) if blocked is None else f"{blocked} is a file, not a folder"
+        blocked = nearest(Path(where))
+        reason = os.strerror(code)
+        if code in (errno.ENOTDIR, errno.EEXIST) and blocked.exists() and not blocked.is_dir():
+            reason = f"{blocked} is a file, not a folder"
         raise StorageError(f"cannot write {what} to {where}: {reason}{'; ' + hint if hint else ''}") from err
 
 
@@ -125,9 +121,7 @@ def fsync_dir(path: Path) -> None:
 
 @contextmanager
 def file_lock(path: Path):
-    """Exclusive fcntl lock on the file ``path``, which is removed again on release (on errors
-    too), so no stray lock files are left behind. A waiter that gets a lock on a file already
-    removed by the previous holder tries again on the new one."""
+    """Exclusive fcntl lock on the file ``path``, removed again on release (no stray lock files)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:

@@ -1,9 +1,5 @@
-"""The same command after a Ctrl-C or a failure resumes in the run directory it left.
-
-``earlier_dir`` looks under ``./outputs`` for the latest directory of the same command (the same
-overrides, as Hydra recorded them) that a failure left unfinished (``failed.json``) and hands it to
-Hydra as ``hydra.run.dir`` / ``hydra.sweep.dir``: finished jobs are skipped. Not when the command
-names its directory itself or says ``resume=false``."""
+"""The same command after a Ctrl-C or a failure resumes in the run directory it left (``failed.json``
+under ``./outputs``, the same overrides), unless it names its directory or says ``resume=false``."""
 
 from __future__ import annotations
 
@@ -56,8 +52,7 @@ def unfinished_run(root: Path, task: list[str]) -> Path | None:
 
 
 def unfinished_sweep(root: Path, task: list[str]) -> Path | None:
-    """The latest multirun directory under ``root/multirun/<date>/`` with these overrides, one of
-    whose jobs failed and is not complete."""
+    """The latest multirun directory in ``root/multirun`` with these overrides and a failed, unfinished job."""
     for record in sorted((root / "multirun").glob("*/*/multirun.yaml"), reverse=True):
         folder = record.parent
         try:
