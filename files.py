@@ -22,11 +22,7 @@ def cache_root() -> Path:
     return Path(os.environ.get("CSCORE_CACHE", Path.home() / ".cache" / "cscore")).expanduser()
 
 
-# ---------------------------------------------------------------------------------------------
-# writing
-
-# an OSError that says the place cannot be written (the user's to fix, not a bug): a full disk or
-# quota, a file-size limit, a read-only file system, no permission, a file where a folder must be
+# the errnos that say a place cannot be written (the user's to fix, not a bug)
 CANNOT_WRITE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
                 errno.EEXIST, errno.EISDIR)
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")  # how Rust extensions (safetensors, tokenizers) report one
@@ -115,10 +111,6 @@ def fsync_dir(path: Path) -> None:
     os.close(fd)
 
 
-# ---------------------------------------------------------------------------------------------
-# locking
-
-
 @contextmanager
 def file_lock(path: Path):
     """Exclusive fcntl lock on the file ``path``, removed again on release (no stray lock files)."""
@@ -157,10 +149,6 @@ def is_same_file(fh, path: Path) -> bool:
     return (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino)
 
 
-# ---------------------------------------------------------------------------------------------
-# content
-
-
 def json_default(obj: Any):
     """JSON for the values cache keys and metadata hold beyond plain JSON data."""
     if isinstance(obj, np.generic):
@@ -169,9 +157,7 @@ def json_default(obj: Any):
         return obj.tolist()
     if isinstance(obj, (set, frozenset)):
         return sorted(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    if type(obj).__module__ == "torch" and type(obj).__name__ in ("dtype", "device"):
+    if isinstance(obj, Path) or (type(obj).__module__ == "torch" and type(obj).__name__ in ("dtype", "device")):
         return str(obj)
     raise TypeError(f"cache key parts must be JSON data, got {type(obj).__name__}: {obj!r}")
 

@@ -52,23 +52,18 @@ class Progress:
     def steps(self, title: str):
         """Yields ``update(done, total, what)`` for the steps of one table."""
         if self.console.is_terminal:
-            with self._bar(title) as update:
-                yield update
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichBar
+
+            bar = RichBar(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), TextColumn("{task.fields[what]}", markup=False), console=self.console,
+                          transient=True)
+            task = bar.add_task(title, total=None, what="")
+            with bar:
+                yield lambda done, total, what: bar.update(task, completed=done, total=total, what=what)
         else:
             yield self._lines(title)
         self.say(f"{title}: done")
-
-    @contextmanager
-    def _bar(self, title: str):
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-        from rich.progress import Progress as RichBar
-
-        bar = RichBar(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.fields[what]}", markup=False), console=self.console,
-                  transient=True)
-        task = bar.add_task(title, total=None, what="")
-        with bar:
-            yield lambda done, total, what: bar.update(task, completed=done, total=total, what=what)
 
     def _lines(self, title: str):
         last = -math.inf

@@ -74,12 +74,6 @@ def about_text(e: dict) -> str:
     return f"{data}, method {about.get('method', '?')}"
 
 
-def stats_entries(cache: StatsCache) -> list[dict]:
-    """One summary per entry, oldest first (checksums not verified: see ``entry_info``)."""
-    out = [summary(cache, k, cache.meta(k)) for k in cache.keys()]
-    return sorted(out, key=lambda e: (e["created"] or 0, e["key"]))
-
-
 def payload_of(meta: dict | None) -> type:
     """The payload type an entry holds, by its meta.json ``kind`` (none: token statistics)."""
     from cscore.scorers.engine.stats import TokenStats
@@ -170,7 +164,8 @@ def show(console, lines: list[str]) -> None:
 
 
 def cmd_ls(cache: StatsCache, console) -> None:
-    entries = stats_entries(cache)
+    entries = sorted((summary(cache, k, cache.meta(k)) for k in cache.keys()),
+                     key=lambda e: (e["created"] or 0, e["key"]))  # oldest first
     width = text_width(console)
     if not entries:
         show(console, [f"no statistics entries in {cache.root}"])

@@ -42,19 +42,9 @@ def first_comment(text: str) -> str:
 
 # ----- is it here? -----
 
-def shared_file(folder: str, name: str) -> bool:
-    from cscore.data import paths
-    from cscore.data.schema import DataError
-
-    try:
-        paths.default_file(folder, name)
-    except DataError:
-        return False
-    return True
-
-
 def dataset_status(name: str, cfg: dict) -> str:
-    from cscore.data import dstc9, fed, mqm, qags_cnndm, qags_xsum, summeval
+    from cscore.data import dstc9, fed, mqm, paths, qags_cnndm, qags_xsum, summeval
+    from cscore.data.schema import DataError
 
     files = {"summeval": ("summeval", summeval.DEFAULT_FILE), "qags_xsum": ("qags_xsum", qags_xsum.DEFAULT_FILE),
              "qags_cnndm": ("qags_cnndm", qags_cnndm.DEFAULT_FILE), "fed": (fed.DATASET_DIR, fed.DEFAULT_FILE),
@@ -63,7 +53,11 @@ def dataset_status(name: str, cfg: dict) -> str:
     if name == "demo":
         return "shipped"
     if name in files:
-        return "file here" if shared_file(*files[name]) else "no file here: data.path=<file>"
+        try:
+            paths.default_file(*files[name])
+        except DataError:
+            return "no file here: data.path=<file>"
+        return "file here"
     if isinstance(cfg.get("pairs"), list) and isinstance(cfg.get("files"), dict):
         return pairs_found(cfg)
     return "your file: data.path=<file>"

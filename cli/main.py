@@ -59,7 +59,7 @@ def run_command(rest: list[str]) -> None:
         hydra_entry()
 
 
-def version_line() -> str:
+def print_version(rest: list[str]) -> None:
     """``cscore 0.1.0 (torch 2.13.0, transformers 5.0.0, python 3.12.3)``, from the packages' metadata."""
     import platform
     from importlib import metadata
@@ -72,8 +72,8 @@ def version_line() -> str:
         except metadata.PackageNotFoundError:
             return "not installed"
 
-    return (f"cscore {__version__} (torch {installed('torch')}, transformers {installed('transformers')}, "
-            f"python {platform.python_version()})")
+    print(f"cscore {__version__} (torch {installed('torch')}, transformers {installed('transformers')}, "
+          f"python {platform.python_version()})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -83,10 +83,6 @@ def main(argv: list[str] | None = None) -> None:
 
 def print_usage(rest: list[str]) -> None:
     print(USAGE)
-
-
-def print_version(rest: list[str]) -> None:
-    print(version_line())
 
 
 # each command -> "module:function", imported only when that command runs

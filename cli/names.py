@@ -26,13 +26,6 @@ def short_name(spec: str) -> str:
     return os.path.basename(spec).removesuffix(".gguf") or spec
 
 
-def pair_label(expert: str, amateur: str | None, early_exit) -> str:
-    ama = short_name(amateur) if amateur else short_name(expert)
-    if early_exit is not None:
-        ama += f"[:{early_exit}]"
-    return f"{short_name(expert)}+{ama}"
-
-
 def models_run(c: dict) -> list[str]:
     """The roles (expert, amateur) the run's method reads; both when that cannot be told."""
     from cscore.errors import CscoreError
@@ -64,13 +57,13 @@ def pair_name(c: dict, overrides: list[str]) -> tuple[str, object, list[str]]:
     if overridden(overrides, "pair.name"):
         return p.get("name"), early_exit, notes
     roles = models_run(c) if "method" in c else ["expert", "amateur"]
+    amateur_label = short_name(amateur or expert) + (f"[:{early_exit}]" if early_exit is not None else "")
     if roles == ["expert"]:
         return short_name(expert), early_exit, notes
     if roles == ["amateur"]:
-        exit_ = f"[:{early_exit}]" if early_exit is not None else ""
-        return short_name(amateur or expert) + exit_, early_exit, notes
+        return amateur_label, early_exit, notes
     if overridden(overrides, "pair.expert.path") or overridden(overrides, "pair.amateur.path"):
-        return pair_label(expert, amateur, early_exit), early_exit, notes
+        return f"{short_name(expert)}+{amateur_label}", early_exit, notes
     return p.get("name"), early_exit, notes
 
 

@@ -15,11 +15,6 @@ MULTIRUN_FLAGS = ("-m", "--multirun")
 UNSAFE = set("'\"\\$")  # a folder name Hydra's override grammar would read as something else
 
 
-def task_overrides(args: list[str]) -> list[str]:
-    """The overrides Hydra records as the task's (its own ``hydra.*`` / ``hydra/...`` ones left out)."""
-    return [a for a in args if a not in MULTIRUN_FLAGS and not a.lstrip("+~").startswith("hydra")]
-
-
 def earlier_dir(args: list[str], root: Path = OUTPUTS) -> list[str]:
     """``args`` with ``hydra.run.dir`` / ``hydra.sweep.dir`` set to the unfinished directory of the
     same command, if there is one; else ``args`` unchanged."""
@@ -29,7 +24,7 @@ def earlier_dir(args: list[str], root: Path = OUTPUTS) -> list[str]:
     given = {a.lstrip("+~").split("=", 1)[0] for a in args}
     if flags or "hydra.run.dir" in given or "hydra.sweep.dir" in given or not root.is_dir():
         return args
-    task = task_overrides(args)
+    task = [a for a in args if a not in MULTIRUN_FLAGS and not a.lstrip("+~").startswith("hydra")]  # as Hydra records
     if any(a.lstrip("+~").replace(" ", "") in ("resume=false", "resume=False") for a in task):
         return args
     found = unfinished_sweep(root, task) if multirun else unfinished_run(root, task)
