@@ -78,8 +78,7 @@ def writing(what: str, where: str | os.PathLike, hint: str = ""):
 
 @contextmanager
 def atomic_file(path: str | os.PathLike, mode: str = "w"):
-    """Open a temp file beside ``path`` for writing; on success it is fsynced and renamed onto
-    ``path`` (readers see the old file or the whole new one), on an error it is removed."""
+    """Write ``path`` through a temp file beside it: fsynced and renamed onto it on success, removed on an error."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")

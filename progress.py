@@ -176,8 +176,7 @@ class Reporter:
         """The pass's total changed (a part's own items)."""
 
     def warm_up(self, p: Pass, seconds: float) -> None:
-        """After its first FIRST seconds or batch: the time the pass will take at its rate, and the
-        slice if long."""
+        """After the pass's first FIRST seconds or batch: the time it will take, and the slice if long."""
         share = p.fraction()
         left = seconds * (1 - share) / share
         if left < SOON:
@@ -198,9 +197,8 @@ class Reporter:
 
 
 class Lines(Reporter):
-    """The plain-line progress: ``factory(name, total)`` returns the pass's ``advance(n)``; a
-    line when ``every`` seconds passed since the last (``tick``, also run by a heartbeat thread
-    between ``start`` and ``stop``, so a long batch still gets its lines) and when it ends."""
+    """Plain lines: one every ``every`` seconds (``tick``, also run by a heartbeat thread between ``start``
+    and ``stop``, so a long batch still gets its lines) and one when the pass ends."""
 
     def __init__(self, console, every: float = EVERY, clock: Callable[[], float] = time.monotonic,
                  hint: Callable[[float], str | None] | None = None, heartbeat: bool = True):

@@ -28,8 +28,7 @@ def plain(node, resolve: bool = True) -> dict[str, Any]:
 
 
 def composed(name: str = "config", overrides=(), *, hydra: bool = False) -> DictConfig:
-    """``conf/<name>.yaml`` with ``overrides`` (``hydra``: with Hydra's own section); Hydra's
-    errors are the caller's to word."""
+    """``conf/<name>.yaml`` with ``overrides`` (``hydra``: with Hydra's own section); Hydra's errors pass through."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 

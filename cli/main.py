@@ -100,10 +100,7 @@ COMMANDS: dict[str, str] = {
 
 
 def dispatch(argv: list[str]) -> None:
-    if not argv:
-        print(USAGE)
-        return
-    command, rest = argv[0], argv[1:]
+    command, rest = (argv[0], argv[1:]) if argv else ("help", [])
     if command not in COMMANDS:
         from cscore.registry import suggest
 

@@ -16,8 +16,7 @@ UNSAFE = set("'\"\\$")  # a folder name Hydra's override grammar would read as s
 
 
 def earlier_dir(args: list[str], root: Path = OUTPUTS) -> list[str]:
-    """``args`` with ``hydra.run.dir`` / ``hydra.sweep.dir`` set to the unfinished directory of the
-    same command, if there is one; else ``args`` unchanged."""
+    """``args`` with ``hydra.run.dir`` / ``hydra.sweep.dir`` set to the same command's unfinished directory, if any."""
     multirun = any(a in MULTIRUN_FLAGS for a in args)
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     flags = [a for a in args if a.startswith("-") and a not in MULTIRUN_FLAGS]
