@@ -1,8 +1,6 @@
 """cscore: contrastive evaluation metrics, run as reproducible experiments.
 
-The Python API (``ModelPair``, ``load_model``, ``PairStatistics``) lives in
-``cscore.scorers.api``; it is re-exported here lazily so that ``import cscore.metaeval``
-does not pull in torch.
+The Python API (``cscore.scorers.api``) is re-exported here lazily: ``import cscore.metaeval`` needs no torch.
 """
 
 from cscore.version import __version__  # noqa: F401 (the package's version)

@@ -1,11 +1,6 @@
-"""The errors a user can fix: the CLI prints their one-line message (no traceback) and exits with
-the error's ``exit_code`` (``cscore.cli.exits.one_line_errors``), whenever it is found: 2 for
-what the user gave (a config or usage mistake, a data file that cannot be read as the dataset), 1
-for anything else the user can fix (a model that cannot load, storage, memory, the cache); 130
-for Ctrl-C.
-
-Anything else is a bug and keeps its traceback. ``CSCORE_DEBUG=1`` shows tracebacks for these too.
-Every CscoreError subclass lives here; the modules that raise them import them from here."""
+"""The errors a user can fix: the CLI prints their one-line message and exits with their ``exit_code``:
+2 for what the user gave (config, usage, data), 1 for the rest (model, storage, memory, cache).
+Anything else is a bug and keeps its traceback (``CSCORE_DEBUG=1``: these too). Ctrl-C exits 130."""
 
 
 class CscoreError(Exception):
@@ -21,8 +16,7 @@ class ConfigError(CscoreError, ValueError):
 
 
 class DataError(CscoreError, ValueError):
-    """A dataset that cannot be used as given (the message says where and why). Still a ValueError,
-    as it was before CscoreError existed. Exit 2, as a config mistake: the input given is wrong."""
+    """A dataset that cannot be used as given (the message says where and why)."""
 
     exit_code = 2
 
@@ -60,14 +54,11 @@ class KindError(CscoreError):
 
 
 class AlignmentError(InputError):
-    """A hypothesis whose tokens cannot be placed on its text (cross-family units; one line, item
-    index included)."""
+    """A hypothesis whose tokens cannot be placed on its text (one line, item index included)."""
 
 
 class StorageError(CscoreError):
-    """A place cscore writes cannot take the write: a full disk or quota, a file-size limit, a
-    read-only file system, no permission, or a file where a folder must be (one line naming what
-    was being written, where, and why)."""
+    """A place cscore writes cannot take the write (full disk, read-only, no permission, a file in the way)."""
 
 
 class ShardsPending(CscoreError):

@@ -22,20 +22,14 @@ def cache_root() -> Path:
     return Path(os.environ.get("CSCORE_CACHE", Path.home() / ".cache" / "cscore")).expanduser()
 
 
-# ---------------------------------------------------------------------------------------------
-# writing
-
-# an OSError that says the place cannot be written (the user's to fix, not a bug): a full disk or
-# quota, a file-size limit, a read-only file system, no permission, a file where a folder must be
+# the errnos that say a place cannot be written (the user's to fix, not a bug)
 CANNOT_WRITE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
                 errno.EEXIST, errno.EISDIR)
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")  # how Rust extensions (safetensors, tokenizers) report one
 
 
 def write_failure(err: BaseException) -> int | None:
-    """The errno of ``err`` when it says a place cannot be written (``CANNOT_WRITE``), else None:
-    an OSError, or an extension's error that carries one in its message (safetensors'
-    ``SafetensorError: ... I/O error: No space left on device (os error 28)``)."""
+    """The errno of ``err`` (an OSError, or an extension's error naming one) if in ``CANNOT_WRITE``, else None."""
     if isinstance(err, OSError):
         code = err.errno
     else:
@@ -44,21 +38,17 @@ def write_failure(err: BaseException) -> int | None:
     return code if code in CANNOT_WRITE else None
 
 
-def blocking_file(folder: Path) -> Path | None:
-    """The file that stands where ``folder`` or one of the folders above it must be, if any."""
-    for p in (folder, *folder.parents):
-        if p.exists():
-            return None if p.is_dir() else p
-    return None
+def nearest(folder: Path) -> Path:
+    """``folder`` if it exists, else the nearest folder above it that does (else the root)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
 
 
 def folder_problem(folder: str | os.PathLike) -> str | None:
-    """Why nothing can be written at ``folder`` (it or its nearest existing ancestor is a file, or
-    read-only / not permitted), or None."""
+    """Why nothing can be written at ``folder`` (a file in its place, read-only, not permitted), or None."""
     folder = Path(folder).expanduser()
-    ancestor = folder
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
+    ancestor = nearest(folder)
     if not ancestor.is_dir():
         return f"{ancestor} is a file, not a folder"
     if not os.access(ancestor, os.W_OK | os.X_OK):
@@ -69,8 +59,8 @@ def folder_problem(folder: str | os.PathLike) -> str | None:
 
 @contextmanager
 def writing(what: str, where: str | os.PathLike, hint: str = ""):
-    """Turn a failure to write ``what`` into ``where`` (``write_failure``) into a one-line
-    StorageError: ``cannot write <what> to <where>: <reason>[; <hint>]``."""
+    """A failure to write ``what`` to ``where`` as a one-line StorageError
+    (``cannot write <what> to <where>: <reason>[; <hint>]``)."""
     from cscore.errors import CscoreError, StorageError
 
     try:
@@ -79,15 +69,16 @@ def writing(what: str, where: str | os.PathLike, hint: str = ""):
         code = write_failure(err)
         if code is None or isinstance(err, CscoreError):  # a user error says what it is already
             raise
-        blocked = blocking_file(Path(where)) if code in (errno.ENOTDIR, errno.EEXIST) else None
-        reason = os.strerror(code) if blocked is None else f"{blocked} is a file, not a folder"
+        blocked = nearest(Path(where))
+        reason = os.strerror(code)
+        if code in (errno.ENOTDIR, errno.EEXIST) and blocked.exists() and not blocked.is_dir():
+            reason = f"{blocked} is a file, not a folder"
         raise StorageError(f"cannot write {what} to {where}: {reason}{'; ' + hint if hint else ''}") from err
 
 
 @contextmanager
 def atomic_file(path: str | os.PathLike, mode: str = "w"):
-    """Open a temp file beside ``path`` for writing; on success it is fsynced and renamed onto
-    ``path`` (readers see the old file or the whole new one), on an error it is removed."""
+    """Write ``path`` through a temp file beside it: fsynced and renamed onto it on success, removed on an error."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
@@ -119,15 +110,9 @@ def fsync_dir(path: Path) -> None:
     os.close(fd)
 
 
-# ---------------------------------------------------------------------------------------------
-# locking
-
-
 @contextmanager
 def file_lock(path: Path):
-    """Exclusive fcntl lock on the file ``path``, which is removed again on release (on errors
-    too), so no stray lock files are left behind. A waiter that gets a lock on a file already
-    removed by the previous holder tries again on the new one."""
+    """Exclusive fcntl lock on the file ``path``, removed again on release (no stray lock files)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
@@ -163,10 +148,6 @@ def is_same_file(fh, path: Path) -> bool:
     return (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino)
 
 
-# ---------------------------------------------------------------------------------------------
-# content
-
-
 def json_default(obj: Any):
     """JSON for the values cache keys and metadata hold beyond plain JSON data."""
     if isinstance(obj, np.generic):
@@ -175,9 +156,7 @@ def json_default(obj: Any):
         return obj.tolist()
     if isinstance(obj, (set, frozenset)):
         return sorted(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    if type(obj).__module__ == "torch" and type(obj).__name__ in ("dtype", "device"):
+    if isinstance(obj, Path) or (type(obj).__module__ == "torch" and type(obj).__name__ in ("dtype", "device")):
         return str(obj)
     raise TypeError(f"cache key parts must be JSON data, got {type(obj).__name__}: {obj!r}")
 

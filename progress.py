@@ -1,25 +1,8 @@
 """What a command is doing, as it goes: one ``Progress`` for the run's passes and the report's steps.
 
-A run hands its passes ``factory(name, total)`` (each pass gets its ``advance(n)``) inside
-``live()``, which starts and stops ``bar``: both come from ``progress_bar`` below (a live
-rich bar on a terminal, plain lines elsewhere), and the kinds print nothing themselves. The report
-says its steps on stderr (``say``, ``steps``): a live bar on a terminal; elsewhere (logs, pipes)
-one line for the first and last step of a table and at most one every ``every`` seconds.
-
-This module imports nothing of cscore's layers (cli, metaeval, scorers, data): all of them use it.
-
-The passes' reporters (``progress_bar``): a live rich bar on an interactive terminal; elsewhere (a
-log file, SLURM output, a pipe) a plain line about every 10 seconds per pass (items done of all,
-rate, time left), also while one batch or decode step runs long (a heartbeat thread), and one
-when the pass ends. ``runtime.progress``: true, false, or the seconds between lines off a terminal.
-
-Before a pass runs, what it will do (``work``: items, tokens, decode steps, as the pass planned
-them) is printed. The pass also says the share of that work done within a batch (``part``: layer
-by layer of a forward pass, step by step of a decode), so once it has run FIRST seconds (or after
-its first batch, if sooner) a line says the time it will take (the longest items come first, so
-the estimate errs long) and, where that is long, the quick slice (``hint``, run/slice_hint.py); the plain lines give
-the time left from that share too. A decode tells the share of its time its ``DecodeClock``
-(scorers/engine/decode_clock.py) estimates run, so its lines and its hint follow that clock."""
+A pass's reporter (``progress_bar``) is a live rich bar on a terminal, elsewhere a plain line about
+every 10 seconds (also while a batch runs long); it prints the pass's planned work first, and once
+the pass has run a few seconds, the time it will take. Imports nothing of cscore's layers."""
 
 from __future__ import annotations
 
@@ -69,23 +52,18 @@ class Progress:
     def steps(self, title: str):
         """Yields ``update(done, total, what)`` for the steps of one table."""
         if self.console.is_terminal:
-            with self._bar(title) as update:
-                yield update
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichBar
+
+            bar = RichBar(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), TextColumn("{task.fields[what]}", markup=False), console=self.console,
+                          transient=True)
+            task = bar.add_task(title, total=None, what="")
+            with bar:
+                yield lambda done, total, what: bar.update(task, completed=done, total=total, what=what)
         else:
             yield self._lines(title)
         self.say(f"{title}: done")
-
-    @contextmanager
-    def _bar(self, title: str):
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-        from rich.progress import Progress as RichBar
-
-        bar = RichBar(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.fields[what]}", markup=False), console=self.console,
-                  transient=True)
-        task = bar.add_task(title, total=None, what="")
-        with bar:
-            yield lambda done, total, what: bar.update(task, completed=done, total=total, what=what)
 
     def _lines(self, title: str):
         last = -math.inf
@@ -98,7 +76,6 @@ class Progress:
                 self.say(f"{title} {done}/{total}: {what}")
 
         return update
-
 
 
 EVERY = 10.0  # seconds between plain progress lines
@@ -131,8 +108,6 @@ def work_text(name: str, total: int, counts: dict) -> str:
 class Pass:
     """One pass's progress: called with the items it finished; ``work(**counts)`` says what it
     will do (tokens=, steps=, detail=) before it starts."""
-
-    takes_work = True
 
     def __init__(self, owner: "Reporter", name: str, total: int):
         self.owner, self.name, self.total = owner, name, total
@@ -201,8 +176,7 @@ class Reporter:
         """The pass's total changed (a part's own items)."""
 
     def warm_up(self, p: Pass, seconds: float) -> None:
-        """After its first FIRST seconds or batch: the time the pass will take at its rate, and the
-        slice if long."""
+        """After the pass's first FIRST seconds or batch: the time it will take, and the slice if long."""
         share = p.fraction()
         left = seconds * (1 - share) / share
         if left < SOON:
@@ -223,9 +197,8 @@ class Reporter:
 
 
 class Lines(Reporter):
-    """The plain-line progress: ``factory(name, total)`` returns the pass's ``advance(n)``; a
-    line when ``every`` seconds passed since the last (``tick``, also run by a heartbeat thread
-    between ``start`` and ``stop``, so a long batch still gets its lines) and when it ends."""
+    """Plain lines: one every ``every`` seconds (``tick``, also run by a heartbeat thread between ``start``
+    and ``stop``, so a long batch still gets its lines) and one when the pass ends."""
 
     def __init__(self, console, every: float = EVERY, clock: Callable[[], float] = time.monotonic,
                  hint: Callable[[float], str | None] | None = None, heartbeat: bool = True):
@@ -284,15 +257,6 @@ def line(what: str, done: int, total: int, seconds: float, share: float = 0.0) -
     return f"{what}: {done}/{total} items{part}, {rate_text(rate)} items/s, {tail}"
 
 
-def interval(setting) -> float | None:
-    """Seconds between plain lines for a ``runtime.progress`` value (None: no progress)."""
-    if setting is False or setting is None:
-        return None
-    if setting is True:
-        return EVERY
-    return float(setting)
-
-
 class Bar(Reporter):
     """The live rich bar (it redraws itself, elapsed time included); work and warm-up lines above it."""
 
@@ -338,8 +302,8 @@ class Bar(Reporter):
 def progress_bar(console, setting, hint: Callable[[float], str | None] | None = None):
     """(bar with start() / stop(), factory(name, total) -> advance(n)), or (None, None) when off.
     ``hint(seconds)``: a line suggesting a quicker run for a pass that takes that long, or None."""
-    every = interval(setting)
-    if every is None:
+    if setting is False or setting is None:
         return None, None
+    every = EVERY if setting is True else float(setting)
     reporter = Lines(console, every, hint=hint) if not console.is_interactive else Bar(console, hint=hint)
     return reporter, reporter.factory

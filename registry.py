@@ -1,10 +1,7 @@
-"""One plugin registry for every extension point (method kinds, methods, baseline families, data
-loaders): ``@REG`` on a class (its ``name``; ``REG.register("name")`` names it otherwise), the
-base type checked, a name registered twice refused, an unknown name answered with a did-you-mean in one line.
+"""One plugin registry for every extension point (method kinds, methods, baseline families, data loaders).
 
-One plugin convention: a registry finds its plugins with ``discover(package)``, which imports every
-module of the package; a plugin module registers its classes on import. A new plugin is its module
-in that package (and its YAML and tests): no list of names or imports to edit."""
+A registry finds its plugins with ``discover(package)``, which imports every module of the package;
+a plugin module registers its classes on import (``@REG``), so a new plugin is just its module."""
 from __future__ import annotations
 
 import difflib
@@ -38,8 +35,7 @@ def unknown_keys(what: str, unknown: Iterable[object], allowed: Iterable[object]
 
 
 class Registry(Generic[T]):
-    """Entries of one kind by name. ``base``: every entry must be this class or a subclass of it;
-    ``error``: what ``get`` raises for an unknown name (a ConfigError, exit 2, by default)."""
+    """Entries of one kind by name, each a subclass of ``base``; ``get`` raises ``error`` for an unknown name."""
 
     def __init__(self, what: str, base: type, error: type[CscoreError] = ConfigError):
         self.what = what
@@ -49,8 +45,7 @@ class Registry(Generic[T]):
         self.packages: list[str] = []  # the packages ``discover`` walked
 
     def discover(self, package: str) -> None:
-        """Import every module of ``package`` (its top level, pkgutil's walk, in name order), once;
-        each plugin module registers itself on import, the package's shared modules register nothing."""
+        """Import every top-level module of ``package``, once (each plugin module registers itself)."""
         if package not in self.packages:
             self.packages.append(package)
             for module in pkgutil.iter_modules(importlib.import_module(package).__path__):

@@ -1,6 +1,5 @@
-"""The judge's score range (``method.score_range``: its lowest and highest rating), checked in one place: by the
-prompt loader (``cscore.data.judge_prompts``) and the judge's parser (``cscore.scorers.judge.parse``),
-two layers that may not import each other."""
+"""The judge's score range (``method.score_range``) check, shared by the prompt loader
+(``cscore.data.judge_prompts``) and the judge's parser (``cscore.scorers.judge.parse``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,3 @@
-"""cscore's version, in a module of its own: the signature and the run directory record it without
-importing the package root (whose lazy re-export reaches into ``scorers``)."""
+"""cscore's version, in a module of its own so that it is read without importing the package root."""
 
 __version__ = "0.1.0"

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 
 def aliases() -> dict[str, str]:
-    """Row labels accepted as baseline names: ``rouge1`` -> rouge, ``bertscore_f1`` -> bertscore,
-    ``bartscore_f`` -> bartscore, ... (the columns each baseline can write)."""
+    """Row labels accepted as baseline names (``rouge1`` -> rouge, ``bertscore_f1`` -> bertscore, ...)."""
     from cscore.scorers.baselines import BASELINES, bertscore, generative
 
     out = {f"rouge{n}": "rouge" for n in range(1, 10)} | {"rougeL": "rouge", "rougeLsum": "rouge"}
@@ -26,9 +25,8 @@ def names_in(value) -> list[str]:
 
 
 def canonical_names(args: list[str]) -> list[str]:
-    """``args`` with every ``baseline=`` name canonical (a row label becomes its baseline; a list
-    keeps each baseline once); a ConfigError names every unknown name at once, each with its
-    closest match, and lists the names there are."""
+    """``args`` with every ``baseline=`` name canonical (a list keeps each baseline once); a ConfigError
+    names every unknown name at once."""
     if not any(a.lstrip("+~").split("=", 1)[0] == "baseline" and "=" in a for a in args):
         return args  # the baselines (and pandas, for COMET's scores) load only when one is named
     import re

@@ -45,10 +45,7 @@ def _num(n) -> str:
 
 
 def summary(cache: StatsCache, key: str, meta: dict | None) -> dict:
-    """What a listing shows of one entry (from its meta.json, unverified): key, path, size (bytes),
-    created (epoch s), models, temperatures, n_items, n_tokens, heads, parts, what (the payload:
-    token statistics, judge statistics, decoded judge outputs), about (data, split, method of the
-    run that wrote it, where recorded), broken (no readable meta.json)."""
+    """What a listing shows of one entry, from its meta.json, unverified (``broken``: no readable meta.json)."""
     d = cache.path(key)
     out = {"key": key, "path": str(d), "size": disk_size(d), "created": None, "models": [], "temperatures": [],
            "n_items": None, "n_tokens": None, "heads": [], "broken": meta is None, "what": "?", "about": {}}
@@ -75,12 +72,6 @@ def about_text(e: dict) -> str:
     split = about.get("split")
     data = f"data {about.get('data', '?')}" + (f" (split {split})" if split not in (None, "all") else "")
     return f"{data}, method {about.get('method', '?')}"
-
-
-def stats_entries(cache: StatsCache) -> list[dict]:
-    """One summary per entry, oldest first (checksums not verified: see ``entry_info``)."""
-    out = [summary(cache, k, cache.meta(k)) for k in cache.keys()]
-    return sorted(out, key=lambda e: (e["created"] or 0, e["key"]))
 
 
 def payload_of(meta: dict | None) -> type:
@@ -126,8 +117,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def differing(entries: list[dict]) -> list[str]:
-    """Key parts (beyond models and temperatures) whose values differ between entries of the
-    same models: the columns that tell such entries apart."""
+    """Key parts (beyond models and temperatures) that tell apart entries of the same models."""
     by_models: dict[tuple, list[dict]] = {}
     for e in entries:
         by_models.setdefault(tuple(e["models"]), []).append(e.get("parts") or {})
@@ -147,8 +137,7 @@ def wrapped(text: str, width: int, indent: str = "    ") -> list[str]:
 
 
 def entry_lines(e: dict, extra: list[str], width: int) -> list[str]:
-    """One entry as a few lines: key (the 12-character prefix ``info`` and ``clear`` take), date,
-    size and payload; what it was computed for; its models; the key parts that tell it apart."""
+    """One entry as a few lines: key prefix, date, size, payload; what it was computed for; models; key parts."""
     head = f"{e['key'][:12]}  {_when(e['created'])}  {human_bytes(e['size'])}  {e['what']}"
     if e["broken"]:
         return [*wrapped(f"{head} (broken: no readable meta.json; cscore cache clear removes it)", width, ""), ""]
@@ -175,7 +164,8 @@ def show(console, lines: list[str]) -> None:
 
 
 def cmd_ls(cache: StatsCache, console) -> None:
-    entries = stats_entries(cache)
+    entries = sorted((summary(cache, k, cache.meta(k)) for k in cache.keys()),
+                     key=lambda e: (e["created"] or 0, e["key"]))  # oldest first
     width = text_width(console)
     if not entries:
         show(console, [f"no statistics entries in {cache.root}"])
@@ -191,8 +181,7 @@ def cmd_ls(cache: StatsCache, console) -> None:
 
 
 def model_entries(root: Path | None = None, with_locks: bool = False) -> list[dict]:
-    """Converted GGUF checkpoints and joined GGUF files under the cscore cache folder (their
-    lock files only with ``with_locks``)."""
+    """Converted GGUF checkpoints and joined GGUF files under the cache folder (lock files only ``with_locks``)."""
     root = cache_root() if root is None else root
     out = []
     for kind in MODEL_DIRS:

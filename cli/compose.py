@@ -1,6 +1,5 @@
-"""Composing a config from ``conf/<name>.yaml`` and command-line overrides: ``composed`` is the one
-place Hydra's config module is opened (``cscore run``'s checks, ``cscore data``, the run names,
-the scripts); ``compose`` adds the one-line errors of a stage command (``cscore cdm``, ``cscore t5score``)."""
+"""Composing a config from ``conf/<name>.yaml`` and overrides: ``composed`` is the one place Hydra's
+config module is opened; ``compose`` adds the one-line errors of a stage command."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from cscore.errors import ConfigError
 
 
 def conf_folder() -> Path:
-    """The folder of ``cscore.conf``, found, not imported: importing it registers the schema
-    (``run/typed.py``: the methods, Hydra's ConfigStore), which reading a YAML file does not need."""
+    """The folder of ``cscore.conf``, found, not imported (importing it registers the schema)."""
     from importlib.util import find_spec
 
     spec = find_spec("cscore.conf")
@@ -30,8 +28,7 @@ def plain(node, resolve: bool = True) -> dict[str, Any]:
 
 
 def composed(name: str = "config", overrides=(), *, hydra: bool = False) -> DictConfig:
-    """``conf/<name>.yaml`` with ``overrides`` (``hydra``: with Hydra's own section); Hydra's
-    errors are the caller's to word."""
+    """``conf/<name>.yaml`` with ``overrides`` (``hydra``: with Hydra's own section); Hydra's errors pass through."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 
@@ -40,9 +37,8 @@ def composed(name: str = "config", overrides=(), *, hydra: bool = False) -> Dict
 
 
 def compose(name: str, overrides: list[str], sections: dict[str, dict]) -> DictConfig:
-    """``conf/<name>.yaml`` with ``overrides``. A misspelt key under one of ``sections`` (e.g.
-    ``{"cdm.train": TRAIN_PARAMS}``: the settings each section has) is a ConfigError that names
-    the closest setting; any other composition failure is a one-line ConfigError too."""
+    """``conf/<name>.yaml`` with ``overrides``; a failure is a one-line ConfigError, one that names the
+    closest setting for a misspelt key under one of ``sections`` ({section: its settings})."""
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
     from cscore.registry import suggest

@@ -1,6 +1,5 @@
-"""The console's log lines (``conf/hydra/job_logging/cscore.yaml``): the message alone, a warning or
-an error with its level in front; run.log keeps the full record (time, logger, level). Hydra's
-default put a ~65-character prefix on every console line, which wrapped at 80 columns (issue 47)."""
+"""The console's log lines (``conf/hydra/job_logging/cscore.yaml``): the message alone, a warning or an
+error with its level in front; run.log keeps the full record."""
 
 from __future__ import annotations
 

@@ -35,11 +35,6 @@ def export(cfg: DictConfig) -> Path:
     return out
 
 
-def token_lengths(texts, tokenizer) -> np.ndarray:
-    enc = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-    return np.array([len(ids) for ids in enc])
-
-
 def card(cfg: DictConfig) -> str:
     from transformers import AutoTokenizer
 
@@ -70,7 +65,8 @@ def card(cfg: DictConfig) -> str:
     for col in ("source", "reference", "hypothesis"):
         texts = df[col].dropna().astype(str)
         if len(texts):
-            q = np.percentile(token_lengths(texts, tok), [5, 50, 95, 100])
+            lengths = np.array([len(ids) for ids in tok(list(texts), add_special_tokens=False)["input_ids"]])
+            q = np.percentile(lengths, [5, 50, 95, 100])
             lines.append(f"| {col} | " + " | ".join(f"{x:.0f}" for x in q) + " |")
     summary = report.summary()
     lines += ["", f"rows read: {summary['read']}; excluded: {summary['excluded']}; dropped: {summary['dropped']}; "

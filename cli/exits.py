@@ -1,7 +1,5 @@
-"""The one exit policy of every ``cscore`` command (docs/concepts.md, "Exit codes"): a user error
-(``cscore.errors``) is one line ``cscore: error: <message>`` and its ``exit_code`` (2 for
-``ConfigError`` / ``DataError``, else 1; ``CSCORE_DEBUG=1`` keeps the traceback); Ctrl-C is one line
-and exit 130; a bug keeps its traceback. ``cscore cache`` exits 1 for every error (``code=``)."""
+"""The one exit policy of every ``cscore`` command (docs/concepts.md, "Exit codes"): a user error is one
+line and its ``exit_code``, Ctrl-C one line and exit 130; a bug keeps its traceback."""
 
 from __future__ import annotations
 
@@ -21,9 +19,8 @@ def fail(message: str, code: int, prefix: str = "cscore: error") -> None:
 @contextmanager
 def one_line_errors(interrupted: str | None = None, *, code: int | None = None, also: tuple = (),
                     prefix: str = "cscore: error"):
-    """A command's user errors (and the ``also`` exceptions) as one line and their exit_code (2 for a
-    ConfigError, 1 for the others), or ``code`` for all of them (``CSCORE_DEBUG=1`` keeps the
-    traceback); with ``interrupted``, Ctrl-C is that line, exit 130."""
+    """A command's user errors (and ``also``) as one line and their exit_code, or ``code`` for all
+    (``CSCORE_DEBUG=1`` keeps the traceback); with ``interrupted``, Ctrl-C is that line, exit 130."""
     import os
 
     from cscore.errors import CscoreError
@@ -61,10 +58,9 @@ def _deliver(frame) -> None:
 
 
 def unsafe_to_interrupt(frame) -> bool:
-    """An import in progress, or code compiled from a string (exec/eval: dataclasses, namedtuple).
-    There a KeyboardInterrupt can abort a C extension's initialisation (exit -6), or set CPython
-    3.11's "unhandled KeyboardInterrupt" flag, which makes the process die by SIGINT (exit -2) after
-    our exit 130. The outermost frame is not looked at: ``python -c`` runs the program as a string."""
+    """An import in progress, or code compiled from a string (exec/eval), where a KeyboardInterrupt can
+    abort a C extension's initialisation or kill the process by SIGINT. The outermost frame is not
+    looked at: ``python -c`` runs the program as a string."""
     while frame is not None and frame.f_back is not None:
         name = frame.f_code.co_filename
         if name == "<string>" or name.startswith("<frozen importlib"):
@@ -75,10 +71,8 @@ def unsafe_to_interrupt(frame) -> bool:
 
 @contextmanager
 def ctrl_c(program: bool):
-    """Ctrl-C anywhere in a command: one line, exit 130. As the program (``main()`` with no
-    arguments), the first Ctrl-C makes later ones ignored, and so does the end of the command:
-    the way out (cleanup, atexit, interpreter shutdown) cannot be cut into a traceback or a death
-    by the signal (exit -2)."""
+    """Ctrl-C anywhere in a command: one line, exit 130. As the program, the first Ctrl-C and the end of
+    the command make later ones ignored, so the way out is not cut into a traceback."""
     if program:
         signal.signal(signal.SIGINT, _first_ctrl_c)
     try:

@@ -1,6 +1,5 @@
-"""``cscore list [datasets|pairs|methods|baselines]``: what this installation offers, one line each,
-read from the config folders (``cscore/conf``): the name, the file's first comment line, and whether
-it works here without a network (else what it needs). Nothing is loaded and no network is asked."""
+"""``cscore list [datasets|pairs|methods|baselines]``: what this installation offers, one line each
+(name, description, whether it works here offline), read from ``cscore/conf``; nothing is loaded."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.(?:\s+(?=[A-Z])|$)")
 
 
 def first_comment(text: str) -> str:
-    """The first sentence of the config file's leading comment (``# @package`` lines are Hydra's,
-    not a description), cut to ``WIDE`` characters."""
+    """The first sentence of the config file's leading comment (not ``# @package``), cut to ``WIDE`` characters."""
     block = []
     for line in text.splitlines():
         line = line.strip()
@@ -44,19 +42,9 @@ def first_comment(text: str) -> str:
 
 # ----- is it here? -----
 
-def shared_file(folder: str, name: str) -> bool:
-    from cscore.data import paths
-    from cscore.data.schema import DataError
-
-    try:
-        paths.default_file(folder, name)
-    except DataError:
-        return False
-    return True
-
-
 def dataset_status(name: str, cfg: dict) -> str:
-    from cscore.data import dstc9, fed, mqm, qags_cnndm, qags_xsum, summeval
+    from cscore.data import dstc9, fed, mqm, paths, qags_cnndm, qags_xsum, summeval
+    from cscore.data.schema import DataError
 
     files = {"summeval": ("summeval", summeval.DEFAULT_FILE), "qags_xsum": ("qags_xsum", qags_xsum.DEFAULT_FILE),
              "qags_cnndm": ("qags_cnndm", qags_cnndm.DEFAULT_FILE), "fed": (fed.DATASET_DIR, fed.DEFAULT_FILE),
@@ -65,7 +53,11 @@ def dataset_status(name: str, cfg: dict) -> str:
     if name == "demo":
         return "shipped"
     if name in files:
-        return "file here" if shared_file(*files[name]) else "no file here: data.path=<file>"
+        try:
+            paths.default_file(*files[name])
+        except DataError:
+            return "no file here: data.path=<file>"
+        return "file here"
     if isinstance(cfg.get("pairs"), list) and isinstance(cfg.get("files"), dict):
         return pairs_found(cfg)
     return "your file: data.path=<file>"
@@ -90,8 +82,7 @@ def pairs_found(cfg: dict) -> str:
 
 
 def model_need(spec: str, revision) -> str | None:
-    """None when ``spec`` loads here without a network; else what it needs, in words (the install
-    command of a packaged GGUF that is not installed, as ``cscore run`` gives it)."""
+    """None when ``spec`` loads here without a network; else what it needs, in words."""
     import os
 
     from cscore.scorers.models import hub, specs
@@ -102,11 +93,8 @@ def model_need(spec: str, revision) -> str | None:
         packaged = specs.PACKAGED_GGUF.get(spec.removeprefix("gguf:"))
         return f"needs {packaged.hint}" if packaged else str(err).removeprefix(f"model {spec!r}: ")
     if kind == "hub":
-        return None if hub.in_cache(spec, revision) else HUB_NEED
+        return None if hub.in_cache(spec, revision) else "needs the hub (not in the local hub cache)"
     return None if kind == "gguf" or os.path.exists(os.path.expanduser(spec)) else "not here"
-
-
-HUB_NEED = "needs the hub (not in the local hub cache)"
 
 
 def pair_line(cfg: dict) -> tuple[str, str]:
@@ -118,10 +106,8 @@ def pair_line(cfg: dict) -> tuple[str, str]:
         models = f"{short_name(expert['path'])} + {short_name(amateur['path'])}"
     else:
         models = f"{short_name(expert['path'])} + its early exit ({amateur.get('early_exit')})"
-    wanted = [(expert["path"], expert.get("revision"))]
-    if amateur.get("path"):
-        wanted.append((amateur["path"], amateur.get("revision")))
-    needs = list(dict.fromkeys(n for spec, rev in wanted if (n := model_need(str(spec), rev))))
+    wanted = [expert, amateur] if amateur.get("path") else [expert]
+    needs = list(dict.fromkeys(n for m in wanted if (n := model_need(str(m["path"]), m.get("revision")))))
     return models, "; ".join(needs) or "runs offline"
 
 

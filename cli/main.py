@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
 from cscore.cli.exits import RUN_INTERRUPTED, ctrl_c, one_line_errors
 
@@ -60,9 +59,8 @@ def run_command(rest: list[str]) -> None:
         hydra_entry()
 
 
-def version_line() -> str:
-    """``cscore 0.1.0 (torch 2.13.0, transformers 5.0.0, python 3.12.3)``, read from the installed
-    packages' metadata (nothing is imported)."""
+def print_version(rest: list[str]) -> None:
+    """``cscore 0.1.0 (torch 2.13.0, transformers 5.0.0, python 3.12.3)``, from the packages' metadata."""
     import platform
     from importlib import metadata
 
@@ -74,8 +72,8 @@ def version_line() -> str:
         except metadata.PackageNotFoundError:
             return "not installed"
 
-    return (f"cscore {__version__} (torch {installed('torch')}, transformers {installed('transformers')}, "
-            f"python {platform.python_version()})")
+    print(f"cscore {__version__} (torch {installed('torch')}, transformers {installed('transformers')}, "
+          f"python {platform.python_version()})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -87,12 +85,7 @@ def print_usage(rest: list[str]) -> None:
     print(USAGE)
 
 
-def print_version(rest: list[str]) -> None:
-    print(version_line())
-
-
-# the subcommands (and the words that ask for the usage or the version): each name -> "module:function",
-# imported only when that command runs, so a command loads what it needs and nothing of the others'
+# each command -> "module:function", imported only when that command runs
 COMMANDS: dict[str, str] = {
     "run": "cscore.cli.main:run_command",
     "data": "cscore.cli.data_cmd:main",
@@ -106,26 +99,18 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def entry(command: str) -> Callable[[list[str]], None]:
-    """What runs ``command`` (its module imported now)."""
-    from importlib import import_module
-
-    module, function = COMMANDS[command].split(":")
-    return getattr(import_module(module), function)
-
-
 def dispatch(argv: list[str]) -> None:
-    if not argv:
-        print(USAGE)
-        return
-    command, rest = argv[0], argv[1:]
+    command, rest = (argv[0], argv[1:]) if argv else ("help", [])
     if command not in COMMANDS:
         from cscore.registry import suggest
 
         hint = suggest(command, [c for c in COMMANDS if not c.startswith("-")])
         print(f"cscore: unknown command {command!r}{hint}\n\n{USAGE}", file=sys.stderr)
         sys.exit(2)
-    entry(command)(rest)
+    from importlib import import_module
+
+    module, function = COMMANDS[command].split(":")
+    getattr(import_module(module), function)(rest)
 
 
 if __name__ == "__main__":

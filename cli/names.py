@@ -1,8 +1,5 @@
-"""What a run is called after: the models that run (the pair's label) and its directory name.
-
-``pair_name`` is the one rule; ``resolve_pair`` applies it to a run's config and
-the ``cscore.run_name`` resolver (registered by ``register``, used in ``hydra.run.dir`` and
-``hydra.sweep.dir``) names the run directory with it before Hydra makes that directory."""
+"""What a run is called after: the models that run (the pair's label, ``pair_name``) and its
+directory name (the ``cscore.run_name`` resolver of ``hydra.run.dir`` / ``hydra.sweep.dir``)."""
 
 from __future__ import annotations
 
@@ -29,13 +26,6 @@ def short_name(spec: str) -> str:
     return os.path.basename(spec).removesuffix(".gguf") or spec
 
 
-def pair_label(expert: str, amateur: str | None, early_exit) -> str:
-    ama = short_name(amateur) if amateur else short_name(expert)
-    if early_exit is not None:
-        ama += f"[:{early_exit}]"
-    return f"{short_name(expert)}+{ama}"
-
-
 def models_run(c: dict) -> list[str]:
     """The roles (expert, amateur) the run's method reads; both when that cannot be told."""
     from cscore.errors import CscoreError
@@ -52,10 +42,9 @@ def models_run(c: dict) -> list[str]:
 
 def pair_name(c: dict, overrides: list[str]) -> tuple[str, object, list[str]]:
     """(label, the amateur's early exit, notes) for the plain config ``c``. Another model put in the
-    amateur's place (``pair.amateur.path=B``) runs whole unless the command line asks for an early exit
-    too. The label: ``pair.name`` when given on the command line; else the one model a single-model
-    method reads (``smollm2[:auto]`` for an early exit); else, with a model path overridden, ``A+B`` /
-    ``A+A[:k]``; else the pair config's name."""
+    amateur's place runs whole unless the command line asks for an early exit too. The label: a given
+    ``pair.name``, else the one model a single-model method reads, else ``A+B`` / ``A+A[:k]`` with a
+    model path overridden, else the pair config's name."""
     p = c["pair"]
     ama = p.get("amateur") or {}
     expert, amateur, early_exit = p["expert"]["path"], ama.get("path"), ama.get("early_exit")
@@ -68,13 +57,13 @@ def pair_name(c: dict, overrides: list[str]) -> tuple[str, object, list[str]]:
     if overridden(overrides, "pair.name"):
         return p.get("name"), early_exit, notes
     roles = models_run(c) if "method" in c else ["expert", "amateur"]
+    amateur_label = short_name(amateur or expert) + (f"[:{early_exit}]" if early_exit is not None else "")
     if roles == ["expert"]:
         return short_name(expert), early_exit, notes
     if roles == ["amateur"]:
-        exit_ = f"[:{early_exit}]" if early_exit is not None else ""
-        return short_name(amateur or expert) + exit_, early_exit, notes
+        return amateur_label, early_exit, notes
     if overridden(overrides, "pair.expert.path") or overridden(overrides, "pair.amateur.path"):
-        return pair_label(expert, amateur, early_exit), early_exit, notes
+        return f"{short_name(expert)}+{amateur_label}", early_exit, notes
     return p.get("name"), early_exit, notes
 
 
@@ -99,9 +88,8 @@ def hydra_and_rest(cfg) -> tuple[dict, dict]:
 
 
 def name_of(c: dict, choices: dict, overrides: list[str], swept: set[str]) -> str:
-    """``<data>_<models>_<method>`` for the plain config ``c``: the models that run
-    (``pair_name``), or what the method's kind names instead (``MethodKind.dir_label``: a baseline
-    run, its baselines); a part in ``swept`` reads ``sweep``."""
+    """``<data>_<models>_<method>`` for the plain config ``c`` (the models, or what the method's kind
+    names instead: ``MethodKind.dir_label``); a part in ``swept`` reads ``sweep``."""
     label = kind_label(c["method"].get("name"), c)
     part, models = label if label is not None else ("pair", pair_name(c, overrides)[0])
     parts = [("data", choices.get("data") or c["data"].get("name")), (part, models),
@@ -110,8 +98,7 @@ def name_of(c: dict, choices: dict, overrides: list[str], swept: set[str]) -> st
 
 
 def kind_label(method, c: dict) -> tuple[str, str] | None:
-    """The method's kind's name for a run directory in place of the models (None: the models, also
-    for a method that does not exist: the run's check says so)."""
+    """The method's kind's name for a run directory in place of the models (None: the models)."""
     from cscore.errors import CscoreError
     from cscore.run import kinds
 
@@ -119,31 +106,6 @@ def kind_label(method, c: dict) -> tuple[str, str] | None:
         return kinds.of_method(method).dir_label(c)
     except CscoreError:
         return None
-
-
-def sweep_dir(args: list[str]) -> list[str]:
-    """``args`` of a multirun with ``hydra.sweep.dir=outputs/multirun/<date>/<time>_<name>`` added
-    (unless given): the name of ``name_of`` for what its jobs share, the parts they vary ``sweep``.
-    Set here, as a plain path, so every job (SLURM ones in other processes too) finds the same."""
-    import time
-
-    from cscore.cli.compose import composed
-
-    if not any(a in ("-m", "--multirun") for a in args) or any(a.startswith("-") and a not in ("-m", "--multirun")
-                                                                for a in args):
-        return args
-    given = [a for a in args if a not in ("-m", "--multirun")]
-    if any(a.lstrip("+~").startswith("hydra.sweep.dir=") for a in given):
-        return args
-    swept = {part for a in given if is_sweep(a) for part in parts_of(a.lstrip("+~").split("=", 1)[0])}
-    plain = [a for a in given if not is_sweep(a) and not a.lstrip("+~").startswith("hydra")]
-    try:
-        cfg = composed("config", plain, hydra=True)
-    except Exception:  # noqa: BLE001 - Hydra reports what does not compose
-        return args
-    hydra, c = hydra_and_rest(cfg)
-    name = name_of(c, hydra["runtime"]["choices"], plain, swept)
-    return [*args, f"hydra.sweep.dir=outputs/multirun/{time.strftime('%Y-%m-%d/%H-%M-%S')}_{name}"]
 
 
 # the parts of a directory name (data, pair, method, or a kind's own: baseline) each swept key can change
@@ -154,9 +116,28 @@ PARTS = {"data": {"data"}, "data.name": {"data"},
          "baseline": {"baseline"}}  # the baseline group: the part the baseline kind names (its dir_label)
 
 
-def parts_of(key: str) -> set[str]:
-    """The parts of a directory name a swept key can change."""
-    return PARTS.get(key, set())
+def sweep_dir(args: list[str]) -> list[str]:
+    """``args`` of a multirun with ``hydra.sweep.dir=outputs/multirun/<date>/<time>_<name>`` added (unless
+    given), named by ``name_of`` for what its jobs share; a plain path, the same for every job."""
+    import time
+
+    from cscore.cli.compose import composed
+
+    if not any(a in ("-m", "--multirun") for a in args) or any(a.startswith("-") and a not in ("-m", "--multirun")
+                                                                for a in args):
+        return args
+    given = [a for a in args if a not in ("-m", "--multirun")]
+    if any(a.lstrip("+~").startswith("hydra.sweep.dir=") for a in given):
+        return args
+    swept = {part for a in given if is_sweep(a) for part in PARTS.get(a.lstrip("+~").split("=", 1)[0], set())}
+    plain = [a for a in given if not is_sweep(a) and not a.lstrip("+~").startswith("hydra")]
+    try:
+        cfg = composed("config", plain, hydra=True)
+    except Exception:  # noqa: BLE001 - Hydra reports what does not compose
+        return args
+    hydra, c = hydra_and_rest(cfg)
+    name = name_of(c, hydra["runtime"]["choices"], plain, swept)
+    return [*args, f"hydra.sweep.dir=outputs/multirun/{time.strftime('%Y-%m-%d/%H-%M-%S')}_{name}"]
 
 
 def is_sweep(override: str) -> bool:
@@ -178,9 +159,7 @@ def register() -> None:
 
 
 def resolve_pair(cfg: DictConfig, overrides: list[str]) -> list[str]:
-    """Apply the early-exit rule and name the pair after what runs (``pair_name``:
-    a model put in the amateur's place runs whole unless asked otherwise; the label names the
-    models that run, the one model of a single-model method); returns lines to log."""
+    """Apply the early-exit rule and name the pair after what runs (``pair_name``); returns lines to log."""
     from omegaconf import open_dict
 
     from cscore.cli.compose import plain

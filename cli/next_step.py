@@ -1,6 +1,5 @@
-"""After a multirun, the command that comes next: ``cscore report <its directory>`` (the Hydra
-callback ``hydra.callbacks.next_step``, conf/config.yaml). Printed by the launching process once
-every job has ended, with how many runs finished and failed."""
+"""After a multirun, the command that comes next (``cscore report <its directory>``) with how many runs
+finished and failed: the Hydra callback ``hydra.callbacks.next_step`` in conf/config.yaml."""
 
 from __future__ import annotations
 

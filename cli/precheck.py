@@ -1,9 +1,6 @@
-"""Compose and validate ``cscore run`` configs before Hydra makes a run directory.
-
-A typo or a bad value is reported in one line within a second, not after data and model loading;
-so is a model that cannot load here (``pair_check``), a launcher that is not installed, or a data
-file its loader cannot read (``preload_data``: read before torch is imported, kept for the job). A
-multirun checks every point of its command-line grid before the first job starts."""
+"""Compose and validate ``cscore run`` configs before Hydra makes a run directory: a typo, a bad
+value, a model that cannot load, a missing launcher or an unreadable data file is one line within
+a second. A multirun checks every point of its command-line grid before the first job starts."""
 
 from __future__ import annotations
 
@@ -84,8 +81,7 @@ OUTPUT_DIRS = ("hydra.run.dir", "hydra.sweep.dir")
 
 
 def check_output_dirs(args: list[str]) -> None:
-    """A ConfigError when ``hydra.run.dir=`` / ``hydra.sweep.dir=`` names a place no folder can be
-    made in (its nearest existing ancestor is a file, or read-only): Hydra would fail with a traceback."""
+    """A ConfigError when ``hydra.run.dir=`` / ``hydra.sweep.dir=`` names a place no folder can be made in."""
     from cscore.files import folder_problem
 
     for arg in args:
@@ -110,17 +106,12 @@ def installed(module: str) -> bool:
         return False
 
 
-def on_slurm(args: list[str]) -> bool:
-    """``hydra/launcher=slurm`` (or ``slurm_warm``) among the overrides: the jobs run on SLURM nodes."""
-    return any(a.lstrip("+~").partition("=")[::2] in [("hydra/launcher", v) for v in LAUNCHERS] for a in args)
-
-
-def check_launcher(args: list[str]) -> None:
-    """A ConfigError when ``hydra/launcher=slurm`` asks for a plugin that is not installed (Hydra
-    would print its raw composition error), or SlurmUnavailable when SLURM's commands are not on
-    PATH (whether the controller answers is asked as the sweep starts: ``cli/slurm_check.py``)."""
+def check_launcher(args: list[str]) -> bool:
+    """Whether the jobs run on SLURM (``hydra/launcher=slurm`` or ``slurm_warm``); a ConfigError when that
+    needs a plugin that is not installed, or SlurmUnavailable when SLURM's commands are not on PATH."""
     from cscore.cli.slurm_check import check_slurm_tools
 
+    slurm = False
     for arg in args:
         key, _, value = arg.lstrip("+~").partition("=")
         module = LAUNCHERS.get(value) if key == "hydra/launcher" else None
@@ -129,11 +120,12 @@ def check_launcher(args: list[str]) -> None:
                               "pip install 'cscore[slurm]' (hydra-submitit-launcher==1.2.0)")
         if module:
             check_slurm_tools()
+            slurm = True
+    return slurm
 
 
 def check_data(c: dict) -> None:
-    """The data section as its loader will read it (dataset name, options, data.path), before any
-    file is read: the loader's own message, as a ConfigError."""
+    """The data section as its loader will read it, before any file is read (its message as a ConfigError)."""
     from cscore.data.registry import check_config
     from cscore.data.schema import DataError
 
@@ -144,9 +136,8 @@ def check_data(c: dict) -> None:
 
 
 def preload_data(run) -> None:
-    """Read the run's data file(s) as its loader will (header, columns, every row), before torch is
-    imported: a file that cannot be read as the dataset is refused within seconds, in the loader's
-    own line, as a ConfigError (exit 2). The job takes what was read (``registry.preload``)."""
+    """Read the run's data file(s) as its loader will, before torch is imported (its message as a
+    ConfigError); the job takes what was read."""
     from cscore.data.registry import preload
     from cscore.data.schema import DataError
 
@@ -158,9 +149,7 @@ def preload_data(run) -> None:
 
 def check_cache(run) -> None:
     """A ConfigError when a ``gguf:`` model would be converted into a cache folder that cannot be
-    made ($CSCORE_CACHE under a file, or in a read-only place), or on a disk with less room than
-    the GGUF file itself takes (its conversion, dequantized, is larger). An existing folder is left
-    to the run: it may hold the conversion already."""
+    made, or on a disk with less room than the GGUF file takes (an existing folder is left to the run)."""
     import shutil
 
     from cscore.files import cache_root, folder_problem
@@ -182,8 +171,7 @@ def check_cache(run) -> None:
 
 
 def gguf_bytes(spec: str) -> int:
-    """The size of the GGUF file(s) a ``gguf:`` spec names (0 when they cannot be found: the
-    model check says so)."""
+    """The size of the GGUF file(s) a ``gguf:`` spec names (0 when they cannot be found)."""
     from cscore.scorers.models import specs
 
     rest = spec[len("gguf:"):]
@@ -206,8 +194,7 @@ def check(args: list[str]) -> None:
 
     PRELOADED.clear()  # an earlier command's (in the same process), never taken
     check_output_dirs(args)
-    check_launcher(args)
-    slurm = on_slurm(args)
+    slurm = check_launcher(args)
 
     try:
         jobs = points(args) or []

@@ -5,7 +5,6 @@ Judge runs (``cd_judge``, ``cd_judge_released``) get the CD-judge paper's tables
 hyper-parameters, range bias, invalid outputs) and plots (``metaeval.judge_plots``); other runs in
 the same folder get the usual tables."""
 
-# This module parses the options and calls metaeval.assemble.report, which builds, writes and prints the report.
 from __future__ import annotations
 
 import argparse
@@ -20,9 +19,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def folders_named(argv: list[str]) -> list[str]:
-    """The words of ``argv`` that are neither an option nor an option's value: the folders, read
-    before the report's modules (pandas, scipy, matplotlib, the method kinds) load. An abbreviated
-    flag is taken to have a value: a folder after it is left to the full parse, never misread."""
+    """The words of ``argv`` that are neither an option nor an option's value: the folders (an
+    abbreviated flag is taken to have a value)."""
     out: list[str] = []
     value_next = False
     for i, arg in enumerate(argv):
@@ -38,9 +36,7 @@ def folders_named(argv: list[str]) -> list[str]:
 
 
 def spec_from_args(args):
-    """The report's statistic from the command line (``Spec`` checks every value): ``--kendall X``
-    alone means Kendall variant X; ``--paper P`` fills in what is not given (its statistic unless
-    ``--correlation`` / ``--kendall`` is, its ``--level``, ``--average``, ``--resample``); without it:
+    """The report's statistic from the command line; ``--paper P`` fills in what is not given, else
     Pearson at the segment level, resampling groups."""
     from cscore.metaeval.spec import PAPERS, Spec
 
@@ -58,9 +54,8 @@ def spec_from_args(args):
 
 
 def spa_from_args(args) -> tuple[int, int] | None:
-    """(permutations, seed) of the soft pairwise accuracy tables: on with ``--spa`` or a ``--paper``
-    preset that has them; ``--spa-permutations`` / ``--spa-seed`` (mt-metrics-eval's 1000 and 4
-    unless given) without either is an error, as is a count < 1 or a seed < 0."""
+    """(permutations, seed) of the soft pairwise accuracy tables, or None when neither ``--spa`` nor the
+    ``--paper`` preset asks for them (a ConfigError for an ``--spa-*`` option then, or a bad value)."""
     from cscore.errors import ConfigError
     from cscore.metaeval.spa import PERMUTATIONS, SEED
     from cscore.metaeval.spec import PAPERS
@@ -79,7 +74,7 @@ def spa_from_args(args) -> tuple[int, int] | None:
 
 
 def check_folders(argv: list[str]) -> None:
-    """A folder that is not there is said at once, before the report's modules load (not on --help)."""
+    """A folder that is not there is said at once, before the report's modules load."""
     from cscore.cli.exits import one_line_errors
     from cscore.metaeval.runs import check_folder
 

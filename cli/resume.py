@@ -1,9 +1,5 @@
-"""The same command after a Ctrl-C or a failure resumes in the run directory it left.
-
-``earlier_dir`` looks under ``./outputs`` for the latest directory of the same command (the same
-overrides, as Hydra recorded them) that a failure left unfinished (``failed.json``) and hands it to
-Hydra as ``hydra.run.dir`` / ``hydra.sweep.dir``: finished jobs are skipped. Not when the command
-names its directory itself or says ``resume=false``."""
+"""The same command after a Ctrl-C or a failure resumes in the run directory it left (``failed.json``
+under ``./outputs``, the same overrides), unless it names its directory or says ``resume=false``."""
 
 from __future__ import annotations
 
@@ -19,21 +15,15 @@ MULTIRUN_FLAGS = ("-m", "--multirun")
 UNSAFE = set("'\"\\$")  # a folder name Hydra's override grammar would read as something else
 
 
-def task_overrides(args: list[str]) -> list[str]:
-    """The overrides Hydra records as the task's (its own ``hydra.*`` / ``hydra/...`` ones left out)."""
-    return [a for a in args if a not in MULTIRUN_FLAGS and not a.lstrip("+~").startswith("hydra")]
-
-
 def earlier_dir(args: list[str], root: Path = OUTPUTS) -> list[str]:
-    """``args`` with ``hydra.run.dir`` / ``hydra.sweep.dir`` set to the unfinished directory of the
-    same command, if there is one; else ``args`` unchanged."""
+    """``args`` with ``hydra.run.dir`` / ``hydra.sweep.dir`` set to the same command's unfinished directory, if any."""
     multirun = any(a in MULTIRUN_FLAGS for a in args)
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     flags = [a for a in args if a.startswith("-") and a not in MULTIRUN_FLAGS]
     given = {a.lstrip("+~").split("=", 1)[0] for a in args}
     if flags or "hydra.run.dir" in given or "hydra.sweep.dir" in given or not root.is_dir():
         return args
-    task = task_overrides(args)
+    task = [a for a in args if a not in MULTIRUN_FLAGS and not a.lstrip("+~").startswith("hydra")]  # as Hydra records
     if any(a.lstrip("+~").replace(" ", "") in ("resume=false", "resume=False") for a in task):
         return args
     found = unfinished_sweep(root, task) if multirun else unfinished_run(root, task)
@@ -56,8 +46,7 @@ def unfinished_run(root: Path, task: list[str]) -> Path | None:
 
 
 def unfinished_sweep(root: Path, task: list[str]) -> Path | None:
-    """The latest multirun directory under ``root/multirun/<date>/`` with these overrides, one of
-    whose jobs failed and is not complete."""
+    """The latest multirun directory in ``root/multirun`` with these overrides and a failed, unfinished job."""
     for record in sorted((root / "multirun").glob("*/*/multirun.yaml"), reverse=True):
         folder = record.parent
         try:

@@ -1,6 +1,5 @@
-"""``cscore run --help``: a short page (at most 100 columns) that points to the details: the config
-groups as they are in ``conf/`` (read from the folders, nothing imported), ``--help-all`` (Hydra's
-own help: every group and the whole default config), ``--cfg job`` and the configuration reference."""
+"""``cscore run --help``: a short page (at most 100 columns) with the config groups read from ``conf/``,
+pointing to ``--help-all`` (Hydra's help), ``--cfg job`` and the configuration reference."""
 
 from __future__ import annotations
 

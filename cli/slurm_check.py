@@ -1,6 +1,5 @@
 """Is SLURM reachable from here? Asked before a sweep is handed to submitit (the Hydra callback
-``SlurmCheck``, wired in conf/hydra/launcher/slurm.yaml), so that a missing or
-down cluster is one clear line instead of a traceback from deep inside submitit."""
+``SlurmCheck``), so that a missing or down cluster is one clear line, not a traceback."""
 
 from __future__ import annotations
 
@@ -26,16 +25,14 @@ def _first_line(text: str) -> str:
 
 
 def check_slurm_tools() -> None:
-    """SlurmUnavailable when ``sbatch`` or ``squeue`` is not on PATH (asked before Hydra starts:
-    ``cli/precheck.py``)."""
+    """SlurmUnavailable when ``sbatch`` or ``squeue`` is not on PATH."""
     for tool in ("sbatch", "squeue"):
         if shutil.which(tool) is None:
             raise SlurmUnavailable(f"SLURM is not reachable: `{tool}` is not on PATH. {HINT}")
 
 
 def check_slurm_available(timeout_s: float = 60.0) -> None:
-    """Return if ``sbatch`` is on PATH and ``squeue`` answers; raise :class:`SlurmUnavailable`
-    (a ``SlurmError``) with a one-line reason otherwise."""
+    """SlurmUnavailable, with a one-line reason, unless ``sbatch`` is on PATH and ``squeue`` answers."""
     check_slurm_tools()
     try:
         user = getpass.getuser()
@@ -56,8 +53,8 @@ def check_slurm_available(timeout_s: float = 60.0) -> None:
 
 @contextmanager
 def exit_on_error(what: str):
-    """For a Hydra callback: a CscoreError exits 1 with its one line, anything else (a bug) with its
-    traceback; either way SystemExit, so the sweep stops instead of Hydra logging a warning and going on."""
+    """For a Hydra callback: any error exits 1 (a CscoreError with its one line, a bug with its traceback),
+    so the sweep stops instead of Hydra logging a warning and going on."""
     try:
         yield
     except CscoreError as err:
@@ -70,8 +67,7 @@ def exit_on_error(what: str):
 
 
 class SlurmCheck(Callback):
-    """``hydra.callbacks.slurm_check`` in conf/hydra/launcher/slurm.yaml: runs in the launching
-    process before the sweep is handed to the submitit launcher."""
+    """``hydra.callbacks.slurm_check`` in conf/hydra/launcher/slurm.yaml, run before the sweep is submitted."""
 
     def on_multirun_start(self, config, **kwargs) -> None:
         with exit_on_error("the SLURM check"):

@@ -1,10 +1,6 @@
-"""``hydra/launcher=slurm_warm``: before the sweep's job array, run the sweep's first point alone as
-one SLURM job (``cscore run <point 0> hydra.run.dir=<sweep dir>/warm``, job name ``<name>_warm``)
-and wait for it, so that it fills the statistics cache and the array jobs, which differ only in
-method parameters, start with their statistics there instead of idling on the cache's lock.
-A Hydra callback (``on_multirun_start``), since Hydra only instantiates launchers that live in
-the ``hydra_plugins`` namespace package.
-"""
+"""``hydra/launcher=slurm_warm``: before the sweep's job array, run its first point alone as one SLURM
+job and wait for it, so that it fills the statistics cache the array jobs then read. A Hydra callback,
+since Hydra only instantiates launchers that live in the ``hydra_plugins`` namespace package."""
 
 from __future__ import annotations
 
@@ -24,8 +20,7 @@ WARM_DIR = "warm"  # <hydra.sweep.dir>/warm: the warm-up job's run dir (a comple
 
 
 def sweep_points(config: DictConfig) -> list[list[str]]:
-    """The task overrides of every job of the sweep, in job order, as the basic sweeper expands
-    them (job 0 takes the first value of every swept key)."""
+    """The task overrides of every job of the sweep, in the basic sweeper's job order."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -35,8 +30,8 @@ def sweep_points(config: DictConfig) -> list[list[str]]:
     return BasicSweeper.split_arguments(parsed, None)[0]
 
 
-def make_executor(config: DictConfig, name_suffix: str = "_warm"):
-    """A submitit SLURM executor with the sweep's launcher settings (as the submitit plugin maps them)."""
+def make_executor(config: DictConfig):
+    """A submitit SLURM executor with the sweep's launcher settings, for the job ``<name>_warm``."""
     import submitit
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
@@ -45,7 +40,7 @@ def make_executor(config: DictConfig, name_suffix: str = "_warm"):
     folder = launcher.pop("submitit_folder")
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm",
                                      slurm_max_num_timeout=launcher.pop("max_num_timeout", 0))
-    launcher["name"] = f"{launcher.get('name') or 'cscore'}{name_suffix}"
+    launcher["name"] = f"{launcher.get('name') or 'cscore'}_warm"
     base = set(OmegaConf.structured(BaseQueueConf).keys())
     executor.update_parameters(**{k if k in base else f"slurm_{k}": v for k, v in launcher.items()})
     return executor
@@ -70,8 +65,7 @@ def warm_up(config: DictConfig) -> None:
     cmd = [sys.executable, "-m", "cscore.cli.main", "run", *points[0], f"hydra.run.dir={run_dir}"]
     try:
         job = make_executor(config).submit(CommandFunction(cmd, verbose=True, cwd=os.getcwd()))
-    except (FailedSubmissionError, ValueError, OSError) as err:  # sbatch refused it, a launcher setting
-        # submitit does not take, a submitit folder it cannot write
+    except (FailedSubmissionError, ValueError, OSError) as err:  # sbatch, a launcher setting, the submitit folder
         raise SlurmError(f"could not submit the warm-up job: {_reason(err)}") from err
     print(f"[cscore] warm-up job {job.job_id}: {' '.join(points[0])} -> {run_dir}", file=sys.stderr, flush=True)
     try:
@@ -81,8 +75,7 @@ def warm_up(config: DictConfig) -> None:
 
 
 def _reason(err: Exception) -> str:
-    """The gist of a failure: cscore's own error line if the job's output has one, else the last
-    `SomeError: ...` line of the trace submitit sends back, else the last line."""
+    """The gist of a failure: cscore's own error line, else the trace's last `SomeError: ...` line, else its last."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     ours = [line.split("cscore: error: ", 1)[1] for line in lines if "cscore: error: " in line]
     if ours:

@@ -1,8 +1,5 @@
-"""The other points of this job's multirun, for kinds that can do their work alongside this job's
-(``RunConfig.sweep_others``; the decoding judge methods decode their λ / t siblings in one tree).
-
-Only under Hydra's basic launcher, which runs the jobs one after another in this process: a
-launcher that runs them in parallel (SLURM arrays) gets nothing, so no job does another's work."""
+"""The other points of this job's multirun (``RunConfig.sweep_others``), for kinds that do their work
+alongside this job's; only under Hydra's basic launcher, which runs the jobs in this process."""
 
 from __future__ import annotations
 
@@ -10,9 +7,8 @@ from pathlib import Path
 
 
 def sweep_others(hc) -> tuple[dict[str, str], ...]:
-    """For each other job of the multirun ``hc`` (``HydraConfig.get()``) belongs to, the overrides in
-    which it differs from this job ({key: value as written}); () for a single run, another
-    launcher, or a sweep whose jobs cannot be listed (``metaeval.runs.expected_jobs``)."""
+    """For each other job of the multirun of ``hc`` (``HydraConfig.get()``), the overrides in which it
+    differs from this job ({key: value as written}); () where there are none or they cannot be listed."""
     from hydra.types import RunMode
 
     from cscore.metaeval.runs import expected_jobs, sweep_axes
