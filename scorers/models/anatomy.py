@@ -1,5 +1,4 @@
-"""Where the parts of a transformers causal LM are: its decoder stack, the decoder layers, the
-final norm. The engine (early-exit heads) and early-exit amateurs both find them here."""
+"""Where the parts of a transformers causal LM are: its decoder stack, the decoder layers, the final norm."""
 
 from __future__ import annotations
 

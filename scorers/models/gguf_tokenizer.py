@@ -1,9 +1,5 @@
-"""A Gemma-3 tokenizer built from a GGUF file's metadata (``gguf.GGUFReader``; transformers 4.x reads it
-as Unigram, Gemma 3 is SentencePiece BPE), under every transformers version. SentencePiece BPE keeps no
-merge list, so every split of a piece into two pieces becomes a merge ranked by the piece's score;
-spaces become "▁", unknown characters fall back to ``<0xNN>``; control tokens are special, user-defined
-ones matched whole.
-"""
+"""A Gemma-3 tokenizer (SentencePiece BPE) built from a GGUF file's metadata, under every transformers
+version: every split of a piece into two pieces becomes a merge ranked by the piece's score."""
 
 from __future__ import annotations
 
@@ -76,8 +72,7 @@ def build_gemma3_tokenizer(gguf_path: str | Path):
                        fuse_unk=True, byte_fallback=True))
     tk.normalizer = normalizers.Replace(" ", SPACE)
     tk.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()])
-    # user-defined pieces are matched whole (longest first) in the normalized text, so "  " and
-    # "▁▁" both find "▁▁"; control tokens only match verbatim
+    # user-defined pieces match whole in the normalized text, control tokens only verbatim
     tk.add_special_tokens([AddedToken(t, special=True, normalized=False)
                            for t, ty in zip(tokens, types) if ty == CONTROL])
     tk.add_tokens([AddedToken(t, special=False, normalized=True)
