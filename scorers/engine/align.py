@@ -20,14 +20,8 @@ SPACE = "\u2581"  # SentencePiece's visible space
 def byte_level_table() -> dict[str, int]:
     """The byte-level BPE alphabet: printable bytes as themselves, the others from code point 256 on."""
     keep = set(range(ord("!"), ord("~") + 1)) | set(range(0xA1, 0xAC + 1)) | set(range(0xAE, 0xFF + 1))
-    table, shifted = {}, 0
-    for b in range(256):
-        if b in keep:
-            table[chr(b)] = b
-        else:
-            table[chr(256 + shifted)] = b
-            shifted += 1
-    return table
+    shifted = [b for b in range(256) if b not in keep]
+    return {**{chr(b): b for b in keep}, **{chr(256 + i): b for i, b in enumerate(shifted)}}
 
 
 def is_byte_level(tokenizer) -> bool:

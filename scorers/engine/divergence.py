@@ -100,8 +100,7 @@ class View(NamedTuple):
 
 
 class Block:
-    """The reused buffers of a block of ``rows`` (d, exp(d * base), e of every chunk, log w) and their
-    cached ``view``s."""
+    """The reused buffers of a block of ``rows`` (d, exp(d * base), e of every chunk, log w), ``view``s cached."""
 
     def __init__(self, heads: int, temperatures: Sequence[float], rows: int, cols: int, vocab: int,
                  device: torch.device):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -29,8 +30,7 @@ DIST_CHUNK_BYTES = 1 << 27  # a joint pass's logits per CPU row chunk, all heads
 
 
 def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float | None = None) -> list[list[int]]:
-    """Indices in batches, longest first, each max_len * size <= budget (a longer item alone) and,
-    with ``max_padding``, at most that fraction padding."""
+    """Indices in batches, longest first: max_len * size <= budget (a longer item alone), padding <= ``max_padding``."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     current: list[int] = []
@@ -64,8 +64,7 @@ class Row:
 
 
 def sharing_window(model) -> int | None:
-    """The longest exact packed row for ``model`` (its sliding window, else ``UNBOUNDED``); None where it
-    cannot take a 4D mask."""
+    """The longest exact packed row for ``model`` (its sliding window, else ``UNBOUNDED``); None: no 4D mask."""
     config = getattr(model, "config", None)
     if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
         return None
@@ -199,24 +198,25 @@ def sparse_packed(model) -> bool:
 
 def run_base(model, ids, mask, positions, items, batch_rows, where):
     """The decoder stack's last hidden state for a batch (packed rows through ``packed_attention``)."""
-    base = decoder_base(model)
-    if not (mask.dim() == 4 and sparse_packed(model)):
-        if mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
-            raise ValueError("a key-padding-only mask needs a model that takes packed_attention")
-        return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
-    prompts, hyps, seen = [], [], set()
-    for i, (r, last_prompt, first) in where.items():
-        if (r, last_prompt) not in seen:  # a row's prompt (``flat_rows``: several in row 0)
-            seen.add((r, last_prompt))
-            n_p = len(items[i][0])
-            prompts.append((r, last_prompt - n_p + 1, n_p))
-        hyps.append((r, first, len(items[i][1])))
-    if packed_path(model) == "flex":
-        block_mask = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
-        with packed_attention.flexed(model, block_mask):
-            return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
-    with packed_attention.packed(model, packed_attention.layout(prompts, hyps, ids.device)):
-        return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
+    switch: Any = nullcontext()
+    if mask.dim() == 4 and sparse_packed(model):
+        prompts, hyps, seen = [], [], set()
+        for i, (r, last_prompt, first) in where.items():
+            if (r, last_prompt) not in seen:  # a row's prompt (``flat_rows``: several in row 0)
+                seen.add((r, last_prompt))
+                n_p = len(items[i][0])
+                prompts.append((r, last_prompt - n_p + 1, n_p))
+            hyps.append((r, first, len(items[i][1])))
+        if packed_path(model) == "flex":
+            block_mask = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
+            switch = packed_attention.flexed(model, block_mask)
+        else:
+            switch = packed_attention.packed(model, packed_attention.layout(prompts, hyps, ids.device))
+    elif mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
+        raise ValueError("a key-padding-only mask needs a model that takes packed_attention")
+    with switch:
+        return decoder_base(model)(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                   use_cache=False).last_hidden_state
 
 
 @dataclass(frozen=True)
@@ -302,9 +302,11 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
 
     start_time = time.perf_counter()
-    window = joint_window([m for m, _ in models]) if opts.prefix_sharing else None
+    windows = [row_window(m) for m, _ in models] if opts.prefix_sharing else [None]  # None: a model cannot pack
+    window = None if any(w is None for w in windows) else min(windows)  # type: ignore[type-var]
     token_budget = min(opts.budget_for(m, longest_row(items, window is not None)) for m, _ in models)
-    taps = layer_taps(model, heads)
+    taps = {h: LayerTap(k.model if isinstance(k, Partner) else model, exit_of(k))  # type: ignore[arg-type]
+            for h, k in heads.items() if exit_of(k) is not None}
     out = Outputs(offsets, temperatures, heads, next(model.parameters()).device, checkpoint,
                   rows=row_names(heads, opts.distribution))
     useful = Useful([(flops.costs(m), len(names)) for m, names in models])
@@ -341,22 +343,6 @@ def row_names(heads: dict, distribution: bool) -> dict[str, tuple[str, ...]]:
         return {h: ROW_NAMES[:2] for h in heads}
     paired = "expert" in heads
     return {h: ROW_NAMES[:2] + (DIST_NAMES if paired and h != "expert" else DIST_NAMES[:1]) for h in heads}
-
-
-def layer_taps(model, heads: dict) -> dict[str, LayerTap]:
-    """A ``LayerTap`` per early-exit head, on its own model (a partner's or ``model``)."""
-    taps = {}
-    for h, k in heads.items():
-        layer = exit_of(k)
-        if layer is not None:
-            taps[h] = LayerTap(k.model if isinstance(k, Partner) else model, layer)
-    return taps
-
-
-def joint_window(models) -> int | None:
-    """``row_window`` of the pass's models together: the narrowest; None (unshared) if one cannot pack."""
-    windows = [row_window(m) for m in models]
-    return None if any(w is None for w in windows) else min(windows)  # type: ignore[type-var]
 
 
 class Useful:

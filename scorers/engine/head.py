@@ -54,9 +54,7 @@ def rows_for_memory(budget_bytes: int, vocab: int, itemsize: int) -> int:
 
 
 STATS_ROWS = 4  # logit rows per block of token_statistics and CPU thread: a block and its scratch stay in L2
-# z/T is raised to this before exp: exp(-80) changes a sum >= 1 by less than float64's rounding, while
-# torch's CPU exp is ~10x slower under float32's underflow (about -87)
-EXP_FLOOR = -80.0
+EXP_FLOOR = -80.0  # z/T raised to this: below float64's rounding of a sum >= 1; CPU exp is ~10x slower under -87
 
 
 def stats_rows(logits: torch.Tensor) -> int:

@@ -82,12 +82,6 @@ def layer_ticks(layers, ticks: Ticks):
             h.remove()
 
 
-def _shape(args, kwargs) -> tuple[int, int]:
-    """(rows, positions) of a decoder layer's input hidden states."""
-    hidden = args[0] if args else kwargs["hidden_states"]
-    return int(hidden.shape[0]), int(hidden.shape[1])
-
-
 @contextmanager
 def decode_ticks(models, clock, progress, now=time.perf_counter):
     """One unit of a decode on ``clock`` (a ``DecodeClock``, or None), told each forward of ``models``'
@@ -101,7 +95,7 @@ def decode_ticks(models, clock, progress, now=time.perf_counter):
             owner.setdefault(id(x), (x, len(layer_list(m))))
 
     def layer(_module, args, kwargs, _out, n=1):
-        rows, positions = _shape(args, kwargs)
+        rows, positions = (args[0] if args else kwargs["hidden_states"]).shape[:2]
         if positions > 1:
             told("prefill", rows * positions / n)
 

@@ -12,8 +12,7 @@ import numpy as np
 from cscore.errors import ConfigError
 
 FORMAT_VERSION = 1
-# a distributional pass's statistics: an expert head keeps the first, an amateur head all of them
-DIST_NAMES = ("entropy", "xent_ea", "xent_ae", "kl_ea", "kl_ae", "jsd")
+DIST_NAMES = ("entropy", "xent_ea", "xent_ae", "kl_ea", "kl_ae", "jsd")  # an expert head keeps the first only
 ROW_NAMES = ("logp", "logp_max", *DIST_NAMES)  # a head's rows of one batch, in this order (a prefix of it)
 DISTRIBUTIONAL_METHODS = "binoculars, divergence, dola and contrast with weight=jsd"
 

@@ -16,7 +16,6 @@ _ASKED: dict = {}  # what the job asked for (``ask``: value), torch loaded or no
 
 
 def allowed_cores() -> int:
-    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity masks on this platform (macOS)

@@ -26,8 +26,7 @@ log = logging.getLogger(__name__)
 
 
 CONVERSION_VERSION = 3  # bump when the conversion code changes what it writes: old caches are not reused
-# read from the installed package's metadata: finding a cached conversion imports neither torch nor transformers
-TRANSFORMERS_VERSION = importlib.metadata.version("transformers")
+TRANSFORMERS_VERSION = importlib.metadata.version("transformers")  # from metadata: transformers is not imported
 TRANSFORMERS_MAJOR = int(TRANSFORMERS_VERSION.split(".")[0])
 CACHE_HINT = "set CSCORE_CACHE to a writable folder with room (converted models are cached there)"
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 SPACE = "\u2581"  # SentencePiece's visible space
-# token types of GGUF's tokenizer.ggml.token_type (llama.cpp); 6 = byte, <0xNN>
-NORMAL, CONTROL, USER_DEFINED = 1, 3, 4
+NORMAL, CONTROL, USER_DEFINED = 1, 3, 4  # GGUF's tokenizer.ggml.token_type (llama.cpp)
 
 
 def read_gguf_vocab(gguf_path: str | Path) -> dict:
@@ -38,13 +37,11 @@ def bpe_merges(tokens: list[str], scores: list[float], types: list[int]) -> list
     """Ranked merges for a SentencePiece BPE vocabulary (only normal pieces take part)."""
     normal = {tok: i for i, tok in enumerate(tokens) if types[i] == NORMAL}
     merges = []
-    # best score first; equal scores keep the file order
-    for i in sorted(normal.values(), key=lambda i: (-scores[i], i)):
+    for i in sorted(normal.values(), key=lambda i: (-scores[i], i)):  # best score first, then file order
         piece = tokens[i]
         splits = [(piece[:k], piece[k:]) for k in range(1, len(piece))
                   if piece[:k] in normal and piece[k:] in normal]
-        # several splits of one piece: the one made of better-ranked halves first
-        splits.sort(key=lambda pair: (normal[pair[0]], normal[pair[1]]))
+        splits.sort(key=lambda pair: (normal[pair[0]], normal[pair[1]]))  # better-ranked halves first
         merges.extend(splits)
     return merges
 
