@@ -1,5 +1,5 @@
-"""A Gemma-3 tokenizer (SentencePiece BPE) built from a GGUF file's metadata, under every transformers
-version: every split of a piece into two pieces becomes a merge ranked by the piece's score."""
+"""A Gemma-3 tokenizer (SentencePiece BPE) built from a GGUF file's metadata (``gguf.GGUFReader``) under every
+transformers version: every split of a piece into two pieces becomes a merge ranked by the piece's score."""
 
 from __future__ import annotations
 

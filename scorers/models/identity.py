@@ -79,8 +79,8 @@ def state_dict_fingerprint(model) -> str:
 
 
 def model_identity(lm: LoadedModel, index_dir: Path | None = None) -> dict:
-    """What identifies ``lm``'s weights as JSON data: its kind (hub, files, state_dict), the kind's fields,
-    ``class`` and ``early_exit``."""
+    """What identifies ``lm``'s weights as JSON data: its kind (hub: ``config._commit_hash``, files, state_dict),
+    the kind's fields, ``class`` and ``early_exit``."""
     if lm.parent is not None:
         parent = dict(model_identity(lm.parent, index_dir))
         parent["early_exit"] = lm.exit_layer
