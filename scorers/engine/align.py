@@ -1,10 +1,5 @@
-"""Aligned units: compare two models whose tokenizers differ (a cross-family pair).
-
-Each token ends at a byte position of the hypothesis (UTF-8); a *unit* is the shortest span whose two
-ends are token ends in both tokenizations, and its log-probability under a model is the sum of its
-tokens' (the chain rule). Token ends come from the fast tokenizer's offsets; the cases that need care
-are in docs/cross-family.md#how-units-are-found.
-"""
+"""Aligned units for two models whose tokenizers differ: a unit is the shortest byte span whose ends are token
+ends in both tokenizations, its log-probability the sum of its tokens' (docs/cross-family.md#how-units-are-found)."""
 
 from __future__ import annotations
 
@@ -23,17 +18,10 @@ SPACE = "\u2581"  # SentencePiece's visible space
 
 @lru_cache(maxsize=1)
 def byte_level_table() -> dict[str, int]:
-    """The byte-level BPE alphabet: printable bytes stand for themselves, the others are shifted
-    to code points 256 and up, in byte order (``Ġ`` is the space)."""
+    """The byte-level BPE alphabet: printable bytes as themselves, the others from code point 256 on."""
     keep = set(range(ord("!"), ord("~") + 1)) | set(range(0xA1, 0xAC + 1)) | set(range(0xAE, 0xFF + 1))
-    table, shifted = {}, 0
-    for b in range(256):
-        if b in keep:
-            table[chr(b)] = b
-        else:
-            table[chr(256 + shifted)] = b
-            shifted += 1
-    return table
+    shifted = [b for b in range(256) if b not in keep]
+    return {**{chr(b): b for b in keep}, **{chr(256 + i): b for i, b in enumerate(shifted)}}
 
 
 def is_byte_level(tokenizer) -> bool:
@@ -42,8 +30,7 @@ def is_byte_level(tokenizer) -> bool:
 
 
 def token_bytes(tokenizer, token_id: int, byte_level: bool | None = None) -> bytes:
-    """The bytes a token stands for: ``<0xNN>`` one byte, a byte-level token its bytes, any other
-    its text with ``▁`` read as a space (checked against the text before it is trusted)."""
+    """The bytes a token stands for (``<0xNN>``, byte-level, or its text with ``▁`` as a space)."""
     piece = tokenizer.convert_ids_to_tokens(int(token_id))
     if piece is None:
         return b""
@@ -75,8 +62,7 @@ def offsets_of(tokenizer, text: str, ids: list[int], where: str = "") -> list[tu
 
 
 def token_ends(tokenizer, text: str, ids: list[int], where: str = "") -> np.ndarray:
-    """Byte position where each token ends, or -1 where that is not a place in the text (inside
-    a character whose pieces cannot be placed). The last token ends at the end of the text."""
+    """Byte position where each token ends, or -1 inside a character whose pieces cannot be placed."""
     offsets = offsets_of(tokenizer, text, ids, where)
     c2b = char_to_byte(text)
     n, size = len(ids), len(text)
@@ -122,8 +108,7 @@ def effective_ends(ends: np.ndarray) -> np.ndarray:
 
 
 def common_units(ends_a: np.ndarray, ends_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """(unit of each token of a, unit of each token of b, number of units) of one hypothesis:
-    units end at the byte positions where both tokenizations end a token."""
+    """(unit of each token of a, of each token of b, number of units) of one hypothesis."""
     common = np.intersect1d(ends_a[ends_a >= 0], ends_b[ends_b >= 0])
     unit_a = np.searchsorted(common, effective_ends(ends_a), side="left")
     unit_b = np.searchsorted(common, effective_ends(ends_b), side="left")
@@ -132,8 +117,7 @@ def common_units(ends_a: np.ndarray, ends_b: np.ndarray) -> tuple[np.ndarray, np
 
 @dataclass
 class Units:
-    """Aligned units of every item: ``offsets`` (item i owns units [offsets[i], offsets[i+1]))
-    and, per model, the flat unit of each of its scored tokens (non-decreasing)."""
+    """Aligned units of every item (``offsets``) and per model the unit of each scored token."""
 
     offsets: np.ndarray
     index: dict[str, np.ndarray]
@@ -158,8 +142,7 @@ def align(tokenizers: dict[str, object], texts: list[str], ids: dict[str, list[l
 
 
 def unit_sum(values: np.ndarray, index: np.ndarray, n_units: int) -> np.ndarray:
-    """Per unit, the sum of its tokens' values (each row of 2-D ``values`` apart). A unit of one
-    token gets that value itself, bit for bit; longer ones add their tokens left to right."""
+    """Per unit, the sum of its tokens' values left to right (a one-token unit's value bit for bit)."""
     values = np.asarray(values, dtype=np.float64)
     rows = values.reshape(-1, values.shape[-1])
     out = np.zeros((rows.shape[0], n_units), dtype=np.float64)
@@ -173,9 +156,7 @@ def unit_sum(values: np.ndarray, index: np.ndarray, n_units: int) -> np.ndarray:
 
 
 def unit_stats(stats: TokenStats, index: np.ndarray, offsets: np.ndarray) -> TokenStats:
-    """The statistics of one model on units: ``logp`` the unit's log-probability; ``logp_max`` such that
-    ``logp - logp_max`` is the smallest of its tokens' (a unit is in CD-score's plausibility head when
-    each of its tokens is; a one-token unit keeps its token's value)."""
+    """One model's statistics on units: ``logp`` summed, ``logp - logp_max`` the smallest of its tokens'."""
     n = int(offsets[-1])
     if len(index) != int(stats.offsets[-1]):
         raise ValueError(f"{len(index)} unit indices for {int(stats.offsets[-1])} tokens")

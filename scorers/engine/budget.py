@@ -1,8 +1,5 @@
-"""``runtime.token_budget=auto``: the largest batch (padded tokens) that fits the device, found once per
-(model, device, dtype) in a process. CUDA: a worst-case batch probed from 65536 tokens, halved until it
-fits, 3/4 of it used. CPU and MPS (no probe: an out-of-memory ends the process): the budget whose
-estimated activations stay under a quarter of the available memory, at most 8192.
-"""
+"""``runtime.token_budget=auto``: the largest batch that fits the device, once per (model, device, dtype):
+probed on CUDA (3/4 of what fits), elsewhere estimated to keep activations under a quarter of free memory."""
 
 from __future__ import annotations
 
@@ -44,8 +41,7 @@ def is_auto(budget) -> bool:
 
 
 def activation_bytes(config, tokens: int, row: int, dtype: torch.dtype) -> int:
-    """A generous estimate of a forward pass's peak activation memory: per token a dozen hidden-size and
-    two intermediate-size tensors, one row's attention scores, and the LM head's float32 chunk."""
+    """A generous estimate of a forward pass's peak activation memory."""
     size = torch.finfo(dtype).bits // 8
     hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "d_model", 0) or 1024)
     inter = int(getattr(config, "intermediate_size", 0) or getattr(config, "d_ff", 0) or 4 * hidden)

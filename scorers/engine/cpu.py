@@ -1,5 +1,4 @@
-"""What this CPU offers for bfloat16 (AMX, AVX512-BF16), read from ``/proc/cpuinfo``'s flags without
-torch (docs/performance.md, "bfloat16 on a CPU")."""
+"""What this CPU offers for bfloat16 (AMX, AVX512-BF16), read from ``/proc/cpuinfo`` without torch."""
 
 from __future__ import annotations
 
@@ -23,7 +22,6 @@ def cpu_flags() -> frozenset[str]:
 
 
 def bf16_units(flags: frozenset[str] | None = None) -> str | None:
-    """"AMX-BF16 and AVX512-BF16", "AVX512-BF16", ... for the bfloat16 units among ``flags``
-    (default: this CPU's), or None."""
+    """The bfloat16 units among ``flags`` (default: this CPU's), e.g. "AVX512-BF16", or None."""
     have = cpu_flags() if flags is None else flags
     return " and ".join(name for flag, name in BF16_FLAGS if flag in have) or None

@@ -1,8 +1,5 @@
-"""The time a decode will take, from its plan (each unit's prefill tokens and most steps) and the
-forwards measured so far (``event``): a prefill token at the measured cost per token, a step at the
-mean measured step, a unit taking the share of its most steps the ended units took (before any ended:
-``prior``, or twice the running unit's steps). No estimate before a unit ended or ``wait`` seconds
-passed. Pure: no torch, no clock of its own (docs/concepts.md)."""
+"""The time a decode will take, from its plan (each unit's prefill tokens and most steps) and the forwards
+measured so far; pure: no torch, no clock of its own (docs/concepts.md)."""
 
 from __future__ import annotations
 
@@ -14,8 +11,7 @@ WAIT = 10.0  # seconds without an ended unit after which the plan's most steps (
 
 @dataclass(frozen=True)
 class Unit:
-    """A unit of the plan: the tokens of its prefills (as the events count them), its most steps,
-    and the rows one of its steps feeds."""
+    """A unit of the plan: its prefill tokens, its most steps, the rows one step feeds."""
     prefill: float
     steps: float
     rows: float = 1
@@ -46,9 +42,7 @@ class DecodeClock:
         self.next += 1
 
     def event(self, kind: str, tokens: float, at: float) -> None:
-        """A forward ended at ``at``: ``prefill`` (``tokens`` of a prompt or a layer's share of
-        them) or ``step`` (``tokens``: the share of a full model's layers it ran, 1 for a whole
-        model's step); it took the time since the last event."""
+        """A ``prefill`` or ``step`` forward (``tokens``: its share of a full model's) ended at ``at``."""
         seconds, self.last = max(at - self.last, 0.0), at
         if kind == "prefill":
             self.prefill_s += seconds
@@ -79,8 +73,7 @@ class DecodeClock:
         return None if token is None else token * rows
 
     def share(self) -> float:
-        """The share of its most steps a unit takes: the ended units'; before any, ``prior``, or
-        with ``prior`` None twice the running unit's steps so far (at least one)."""
+        """The share of its most steps a unit takes: the ended units', else ``prior``, else a guess."""
         if self.most:
             return self.used / self.most
         if self.prior is not None:
@@ -97,8 +90,7 @@ class DecodeClock:
         return max(u.prefill - fed, 0.0) * token + max(steps - taken, 0) * step
 
     def left(self, at: float) -> float | None:
-        """The seconds the decode has left at ``at``; None before a cost is measured, and before
-        ``wait`` seconds while no unit ended."""
+        """The seconds the decode has left at ``at``; None until costs are measured and a unit ended (or ``wait``)."""
         if not self.ended and at - self.start < self.wait:
             return None
         parts = [self.unit_left(self.rest[self.next], 0.0, 0)]

@@ -1,13 +1,8 @@
-"""The per-token statistics of a joint pass's heads in float64 (``stats.ROW_NAMES``), per temperature:
-each head's log p(target), log max p and entropy and, between the expert head and each other head, the
-cross-entropies, KL divergences and JSD. With d = z - max, e = exp(d/T), S = sum e: H(p) = log S - <d, e>/(T S),
-H(p, q) = log S_q - <d_q, e_p>/(T S_p), KL(p||q) = H(p, q) - H(p), JSD = H(m) - (H(p) + H(q))/2,
-log p(y) = d(y)/T - log S, log max p = -log S (docs/methods/distributional.md).
-
-Two loops over a row's vocabulary in chunks that stay in cache (the first keeps e, the second reads it
-back), each sum a matrix product. Temperatures whose 1/T are small multiples k of one base read
-exp(d * base) once and its powers. H(m) = log(S_p + r S_q) - <log w, e_p/S_p + e_q/S_q>/2 with
-w = e_p + r e_q, r = S_p / S_q from the first loop: w is m up to a constant, so one log per entry."""
+"""A joint pass's per-token statistics in float64 (``stats.ROW_NAMES``) per temperature: each head's
+log p(target), log max p and entropy, and against the expert head the cross-entropies, KLs and JSD.
+With d = z - max, e = exp(d/T), S = sum e: H(p) = log S - <d, e>/(T S), H(p, q) = log S_q - <d_q, e_p>/(T S_p),
+H(m) = log(S_p + r S_q) - <log w, e_p/S_p + e_q/S_q>/2 with w = e_p + r e_q, r = S_p / S_q
+(docs/methods/distributional.md). Two cache-sized loops over the vocabulary, each sum a matrix product."""
 
 from __future__ import annotations
 
@@ -30,8 +25,7 @@ Plan = list[tuple[float, dict[int, list[int]]]]
 
 
 def groups(temperatures: Sequence[float]) -> Plan:
-    """(base, {power k: [indices of temperatures with 1/T = k * base]}) per group, each group one exp:
-    the base that covers most of the temperatures left, the largest such."""
+    """(base, {power k: [temperatures with 1/T = k * base]}) per group (one exp each), greedily largest."""
     left = sorted(range(len(temperatures)), key=lambda j: -temperatures[j])
     out = []
     while left:
@@ -52,9 +46,8 @@ def groups(temperatures: Sequence[float]) -> Plan:
 
 
 def power_steps(one: torch.Tensor, powers: dict[int, list[int]], slots: Sequence[torch.Tensor]) -> list[tuple]:
-    """The products that raise ``one`` = exp(d * base) to each power k of ``powers`` into ``slots[j]`` of
-    its temperatures j, as (out, a, b) for ``torch.mul`` or (out, a, None) for a copy (a power another
-    temperature or k = 1 holds); an intermediate power no temperature keeps gets a buffer of its own."""
+    """The steps raising ``one`` = exp(d * base) to each power of ``powers`` into ``slots``: (out, a, b)
+    for ``torch.mul``, (out, a, None) for a copy."""
     have = {1: one}
     steps: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]] = []
 
@@ -78,13 +71,13 @@ def by_blocks(device: torch.device) -> bool:
 
 
 def chunks(vocab: int, device: torch.device) -> list[tuple[int, int]]:
-    """(start, end) column ranges: ``CPU_CHUNK`` wide on a CPU, the whole vocabulary elsewhere."""
+    """(start, end) column ranges, ``CPU_CHUNK`` wide on a CPU."""
     step = vocab if by_blocks(device) else CPU_CHUNK
     return [(c, min(c + step, vocab)) for c in range(0, vocab, step)]
 
 
 def pieces(blocks: list[torch.Tensor], c0: int, c1: int) -> list[tuple[int, int, int, int]]:
-    """(block, first, last column within it, offset in the chunk) of the blocks holding columns c0..c1."""
+    """(block, first, last column, offset in the chunk) of the blocks holding columns c0..c1."""
     out, at = [], 0
     for b, z in enumerate(blocks):
         lo, hi = max(c0, at), min(c1, at + z.shape[1])
@@ -107,9 +100,7 @@ class View(NamedTuple):
 
 
 class Block:
-    """The reused buffers of a block of ``rows``: d and exp(d * base) of a chunk of C columns, e =
-    exp(d/T) per temperature and head of every chunk [chunks, R, n_t, H, C] (the second loop reads it
-    back), log w of a chunk; ``view`` their views (cached: a CPU's rows are all alike)."""
+    """The reused buffers of a block of ``rows`` (d, exp(d * base), e of every chunk, log w), ``view``s cached."""
 
     def __init__(self, heads: int, temperatures: Sequence[float], rows: int, cols: int, vocab: int,
                  device: torch.device):
@@ -147,9 +138,8 @@ class Block:
 
     def fill(self, pieces: list[tuple[torch.Tensor, torch.Tensor, float | None]], shift: torch.Tensor, floor: bool,
              at: tuple[int, int, int]) -> View:
-        """d and e of a chunk of one block's rows (``at`` = (r, c0, c1)) from its logit pieces (source,
-        ``target``, soft cap: soft-capped as ``token_statistics`` reads them), ``shift`` = -c * scale
-        [r, H, 1]; exp's inputs raised to ``FLOOR`` where ``floor``."""
+        """d and e of a chunk (``at`` = (r, c0, c1)) from its logit pieces (source, ``target``, soft cap);
+        exp's inputs raised to ``FLOOR`` where ``floor``."""
         v = self.view(*at)
         for z, dst, cap in pieces:
             dst.copy_(prepared(z, cap) if cap else z)
@@ -170,9 +160,8 @@ class Block:
 def statistics(logits: dict[str, torch.Tensor | Sequence[torch.Tensor]], caps: dict[str, float | None],
                temperatures: Sequence[float], expert: str | None,
                targets: torch.Tensor | None = None) -> dict[str, dict[str, torch.Tensor]]:
-    """{head: {name: [n_temps, n] float64}} from each head's logits [n, V] (or its column blocks): with
-    ``targets`` ``logp`` and ``logp_max``; ``entropy`` of every head; for each head but ``expert``
-    (None: no expert head in this pass) the pair's statistics against it."""
+    """{head: {name: [n_temps, n] float64}} from logits [n, V] (or column blocks): every head's entropy,
+    each non-``expert`` head's pair statistics, and with ``targets`` logp and logp_max."""
     names = list(logits)
     blocks = {h: [z] if isinstance(z, torch.Tensor) else list(z) for h, z in logits.items()}
     vocabs = {h: sum(z.shape[1] for z in b) for h, b in blocks.items()}
@@ -201,7 +190,7 @@ def statistics(logits: dict[str, torch.Tensor | Sequence[torch.Tensor]], caps: d
 def fused(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[float | None],
           temperatures: Sequence[float], x: int | None, others: list[int],
           targets: torch.Tensor | None) -> dict[str, dict[str, torch.Tensor]]:
-    """``statistics`` from the native kernel's sums (d = z - max, so <d, e> is divided by T here)."""
+    """``statistics`` from the native kernel's sums."""
     heads = [[prepared(z, cap) for z in blocks[h]] if cap else blocks[h] for h, cap in zip(names, caps)]
     got = native.statistics(heads, groups(temperatures), len(temperatures), x, others)
     total, de, xo, ox, wl = (got[k].permute(1, 2, 0) for k in ("S", "de", "xo", "ox", "wl"))  # [n_t, ., n]
@@ -216,8 +205,8 @@ def fused(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[fl
 
 def assemble(names: list[str], x: int | None, others: list[int], inv: torch.Tensor,
              sums: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
-    """The statistics from either kernel's ``sums``, each [n_t, ., n]: per head S and de = <d_h, e_h>; per
-    other head o xo = <d_o, e_x>, ox = <d_x, e_o> and h_m = H(m); d is z - max times T * ``inv`` [n_t, 1]."""
+    """The statistics from either kernel's ``sums`` [n_t, ., n]: S, de = <d_h, e_h> per head; xo, ox, h_m
+    per other head; d is z - max times T * ``inv``."""
     total, de, xo, ox, h_m = (sums[k] for k in ("S", "de", "xo", "ox", "h_m"))
     log_total = total.log()
     ent = [log_total[:, h] - inv * de[:, h] / total[:, h] for h in range(len(names))]
@@ -238,8 +227,7 @@ def inverse(temperatures: Sequence[float], scale: float, device: torch.device) -
 
 def with_logp(out: dict, blocks: list[list[torch.Tensor]], caps: list[float | None], targets: torch.Tensor,
               maxima: torch.Tensor, total: torch.Tensor, temperatures: Sequence[float]) -> None:
-    """``logp`` = d(y)/T - log S and ``logp_max`` = -log S put first in each head's statistics
-    (``maxima`` [n, H], ``total`` S [n_t, H, n])."""
+    """Put ``logp`` = d(y)/T - log S and ``logp_max`` = -log S first in each head's statistics."""
     inv = inverse(temperatures, 1.0, total.device)
     log_total = total.log()
     for i, h in enumerate(out):
@@ -264,9 +252,8 @@ def target_logits(blocks: list[torch.Tensor], targets: torch.Tensor) -> torch.Te
 
 
 class Run:
-    """Two loops over a row's chunks: the sums <d_g, e_(j,h)> and sum e_(j,h) [n, H + 1, n_t * H]; then,
-    with the ratio r = S_x / S_o of the sums [n, others, n_t], <log w_j', e_(j,h)> [others, n, n_t, n_t * H]
-    per other head o, w = e_x + r e_o (proportional to m = (p_x + p_o) / 2)."""
+    """The torch kernel's two loops over a row's chunks: <d_g, e_(j,h)> and S, then <log w, e_(j,h)> per
+    other head (w = e_x + r e_o, proportional to m)."""
 
     def __init__(self, blocks, names, caps, temperatures, x, others, maxima, spans):
         n, n_h, n_t = maxima.shape[0], len(names), len(temperatures)
@@ -293,8 +280,7 @@ class Run:
         return self.plans[where, span]
 
     def rows(self, which, floor: bool) -> None:
-        """The sums of rows ``which``: a range (in steps of ``step`` rows), or row indices (one at a time,
-        from zero: rows run again)."""
+        """The sums of rows ``which``: a range (``step`` rows at a time) or row indices (rerun from zero)."""
         ranged = isinstance(which, range)
         n_h, x, others = len(self.names), self.x, list(enumerate(self.others))
         if ranged:

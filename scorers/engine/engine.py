@@ -1,19 +1,13 @@
-"""The statistics engine: one forward pass of one model over all items -> TokenStats.
-
-Items are sorted by length and batched under ``token_budget`` padded tokens (scores do not depend
-on batching); position ids follow the attention mask; the LM head runs only on the states that
-predict hypothesis tokens, in chunks. With prefix sharing, items with identical prompt ids are
-packed into one row under a block-causal mask (``packed_attention`` on SDPA models): same
-statistics, the prompt once per row (docs/performance.md#prefix-sharing). Encoder-decoder models
-take ``seq2seq.py``.
-"""
+"""The statistics engine: one forward pass of one model over all items -> TokenStats, batched under a
+token budget; items sharing a prompt are packed into one row (docs/performance.md#prefix-sharing)."""
 
 from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -36,8 +30,7 @@ DIST_CHUNK_BYTES = 1 << 27  # a joint pass's logits per CPU row chunk, all heads
 
 
 def make_batches(lengths: Sequence[int], token_budget: int, max_padding: float | None = None) -> list[list[int]]:
-    """Indices grouped into batches, longest first; each batch's max_len * size <= budget (a longer
-    item alone). With ``max_padding``, a batch also stops where its padding would pass that fraction."""
+    """Indices in batches, longest first: max_len * size <= budget (a longer item alone), padding <= ``max_padding``."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     current: list[int] = []
@@ -71,8 +64,7 @@ class Row:
 
 
 def sharing_window(model) -> int | None:
-    """The longest packed row that is exact for ``model`` (its sliding window, else ``UNBOUNDED``),
-    or None where it cannot take a custom 4D mask (neither SDPA nor eager attention)."""
+    """The longest exact packed row for ``model`` (its sliding window, else ``UNBOUNDED``); None: no 4D mask."""
     config = getattr(model, "config", None)
     if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
         return None
@@ -86,8 +78,7 @@ def sharing_window(model) -> int | None:
 
 
 def row_window(model) -> int | None:
-    """``sharing_window`` for this pass: unbounded where ``packed_attention`` applies the window
-    itself; on the dense and flex paths (which drop the window) longer groups run unshared."""
+    """``sharing_window``, unbounded where ``packed_attention`` applies the window itself."""
     window = sharing_window(model)
     if window is None or window >= UNBOUNDED or packed_path(model) == "sparse":
         return None if window is None else UNBOUNDED
@@ -97,8 +88,8 @@ def row_window(model) -> int | None:
 
 
 def plan_rows(items, token_budget: int, share: bool, window: int | None = None, subset=None) -> list[Row]:
-    """Rows to run: one per item, or with ``share`` each prompt's items packed first-fit-decreasing
-    into rows of at most ``token_budget`` tokens (and ``window`` positions). ``subset``: only these items."""
+    """One row per item, or with ``share`` each prompt's items packed first-fit-decreasing into rows of
+    at most ``token_budget`` tokens (and ``window`` positions); ``subset``: only these items."""
     indices = range(len(items)) if subset is None else [int(i) for i in subset]
     if not share:
         return [Row(items[i][0], [i], len(items[i][0]) + len(items[i][1])) for i in indices]
@@ -128,10 +119,8 @@ def plan_rows(items, token_budget: int, share: bool, window: int | None = None, 
 
 
 def pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask=True):
-    """Token ids, attention mask, position ids of a batch of rows, and ``where``: per item (row, column
-    predicting its first hypothesis token, column of that token). The mask is 2D when no row is packed,
-    else 4D block-causal (boolean for SDPA, additive for eager), or with ``dense_mask=False`` only its
-    key-padding part [rows, 1, 1, width] (for ``packed_attention``)."""
+    """(ids, mask, positions, ``where``: per item (row, last prompt column, first hypothesis column)) of a
+    batch. The mask is 2D unless a row is packed, then 4D block-causal, or key-padding only without ``dense_mask``."""
     width = max(r.length for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     pos = torch.zeros((len(rows), width), dtype=torch.long)
@@ -168,8 +157,7 @@ def pad_rows(items, rows, pad_id, padding_side, device, dtype, attn, dense_mask=
 
 
 def flat_rows(items, rows, device):
-    """Packed rows for ``packed_attention`` end to end in one unpadded sequence [1, total] (positions
-    restart at each prompt); returns what ``pad_rows(dense_mask=False)`` does, all in row 0."""
+    """Packed rows end to end in one unpadded row, as ``pad_rows(dense_mask=False)`` returns them."""
     ids: list[int] = []
     pos: list[int] = []
     where: dict[int, tuple[int, int, int]] = {}
@@ -189,10 +177,9 @@ def flat_rows(items, rows, device):
 
 SPARSE_PACKED = True  # packed rows through packed_attention (False: the dense block-causal mask; benchmarks)
 SPARSE_ON_CUDA = False  # on an H100 one dense masked call per layer was faster (docs/performance.md#gpu)
-# how packed rows of SDPA models run: "sparse" (packed_attention), "flex" (flex_attention with a
-# block mask: masked blocks skipped; eager, so slow, off CUDA), "dense" (one masked SDPA call)
+# packed rows of SDPA models: "sparse" (packed_attention), "flex" (flex_attention), "dense" (one masked call)
 PACKED_CPU = "sparse"
-PACKED_CUDA = "dense"  # measured: docs/performance.md#gpu; scripts/gpu_check.sh times all three
+PACKED_CUDA = "dense"
 
 
 def packed_path(model) -> str:
@@ -211,31 +198,30 @@ def sparse_packed(model) -> bool:
 
 def run_base(model, ids, mask, positions, items, batch_rows, where):
     """The decoder stack's last hidden state for a batch (packed rows through ``packed_attention``)."""
-    base = decoder_base(model)
-    if not (mask.dim() == 4 and sparse_packed(model)):
-        if mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
-            raise ValueError("a key-padding-only mask needs a model that takes packed_attention")
-        return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
-    prompts, hyps, seen = [], [], set()
-    for i, (r, last_prompt, first) in where.items():
-        if (r, last_prompt) not in seen:  # a row's prompt (``flat_rows``: several in row 0)
-            seen.add((r, last_prompt))
-            n_p = len(items[i][0])
-            prompts.append((r, last_prompt - n_p + 1, n_p))
-        hyps.append((r, first, len(items[i][1])))
-    if packed_path(model) == "flex":
-        block_mask = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
-        with packed_attention.flexed(model, block_mask):
-            return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
-    with packed_attention.packed(model, packed_attention.layout(prompts, hyps, ids.device)):
-        return base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
+    switch: Any = nullcontext()
+    if mask.dim() == 4 and sparse_packed(model):
+        prompts, hyps, seen = [], [], set()
+        for i, (r, last_prompt, first) in where.items():
+            if (r, last_prompt) not in seen:  # a row's prompt (``flat_rows``: several in row 0)
+                seen.add((r, last_prompt))
+                n_p = len(items[i][0])
+                prompts.append((r, last_prompt - n_p + 1, n_p))
+            hyps.append((r, first, len(items[i][1])))
+        if packed_path(model) == "flex":
+            block_mask = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
+            switch = packed_attention.flexed(model, block_mask)
+        else:
+            switch = packed_attention.packed(model, packed_attention.layout(prompts, hyps, ids.device))
+    elif mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
+        raise ValueError("a key-padding-only mask needs a model that takes packed_attention")
+    with switch:
+        return decoder_base(model)(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                   use_cache=False).last_hidden_state
 
 
 @dataclass(frozen=True)
 class Partner:
-    """A head of another model in a joint pass (``PassOptions.distribution``), run on the same batches.
-    ``source``: the model or a ``LoadedModel`` (loaded on first use); ``exit_layer``: an early exit
-    (None: full depth)."""
+    """A head of another model (or ``LoadedModel``) in a joint pass, optionally an early exit."""
     source: object
     exit_layer: int | None = None
 
@@ -262,8 +248,7 @@ def exit_of(k) -> int | None:
 
 
 class LayerTap:
-    """Keeps the hidden state after k decoder layers during a forward pass, for an early-exit head
-    (k = 0: the embedding output, ``hidden_states[0]`` of transformers)."""
+    """Keeps the hidden state after k decoder layers (k = 0: the embeddings) for an early-exit head."""
 
     def __init__(self, model, k: int):
         self.norm = final_norm(model)
@@ -298,17 +283,14 @@ class LayerTap:
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float], pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
             checkpoint=None, options: PassOptions | None = None) -> tuple[dict[str, TokenStats], EngineReport]:
-    """Run ``model`` (a transformers causal LM; encoder-decoders go to ``seq2seq.compute``) once over
-    ``items`` = [(prompt_ids, hyp_ids)]; every hypothesis token is scored, the first from the last
-    prompt token. ``heads`` maps a name to None (the full model) or k (an early exit after k decoder
-    layers, then the final norm and LM head). ``progress`` gets items finished per batch.
-    ``checkpoint``: batches all in its ``done`` are skipped, each computed batch goes to its ``add``."""
+    """Score every hypothesis token of ``items`` = [(prompt_ids, hyp_ids)] in one pass of ``model``.
+    ``heads``: name -> None (full model) or k (early exit after k layers); ``checkpoint``: batches it
+    holds are skipped, computed ones go to its ``add``."""
     opts = options if options is not None else PassOptions()
     if is_encoder_decoder(model):
         if opts.distribution:
             raise ConfigError(f"the distributional statistics ({DIST_NAMES[0]}, KL, JSD) are computed for decoder-only "
                               "models; this pair's expert is an encoder-decoder")
-        # the encoder is always shared (runtime.prefix_sharing is the causal packing's)
         return seq2seq.compute(model, items, temperatures=temperatures, pad_id=pad_id, progress=progress, heads=heads,
                                checkpoint=checkpoint, options=replace(opts, prefix_sharing=True))
     heads = {"model": None} if heads is None else dict(heads)
@@ -320,9 +302,11 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
 
     start_time = time.perf_counter()
-    window = joint_window([m for m, _ in models]) if opts.prefix_sharing else None
+    windows = [row_window(m) for m, _ in models] if opts.prefix_sharing else [None]  # None: a model cannot pack
+    window = None if any(w is None for w in windows) else min(windows)  # type: ignore[type-var]
     token_budget = min(opts.budget_for(m, longest_row(items, window is not None)) for m, _ in models)
-    taps = layer_taps(model, heads)
+    taps = {h: LayerTap(k.model if isinstance(k, Partner) else model, exit_of(k))  # type: ignore[arg-type]
+            for h, k in heads.items() if exit_of(k) is not None}
     out = Outputs(offsets, temperatures, heads, next(model.parameters()).device, checkpoint,
                   rows=row_names(heads, opts.distribution))
     useful = Useful([(flops.costs(m), len(names)) for m, names in models])
@@ -354,35 +338,17 @@ def checked_vocab(models, items) -> int:
 
 
 def row_names(heads: dict, distribution: bool) -> dict[str, tuple[str, ...]]:
-    """Each head's rows: logp and logp_max; with ``distribution`` its entropy, and for a head beside
-    the expert's the pair's statistics (``stats.DIST_NAMES``)."""
+    """Each head's rows: logp, logp_max and with ``distribution`` its ``stats.DIST_NAMES``."""
     if not distribution:
         return {h: ROW_NAMES[:2] for h in heads}
     paired = "expert" in heads
     return {h: ROW_NAMES[:2] + (DIST_NAMES if paired and h != "expert" else DIST_NAMES[:1]) for h in heads}
 
 
-def layer_taps(model, heads: dict) -> dict[str, LayerTap]:
-    """A ``LayerTap`` per early-exit head, on its own model (a partner's or ``model``)."""
-    taps = {}
-    for h, k in heads.items():
-        layer = exit_of(k)
-        if layer is not None:
-            taps[h] = LayerTap(k.model if isinstance(k, Partner) else model, layer)
-    return taps
-
-
-def joint_window(models) -> int | None:
-    """``row_window`` of the pass's models together: the narrowest; None (unshared) if one cannot pack."""
-    windows = [row_window(m) for m in models]
-    return None if any(w is None for w in windows) else min(windows)  # type: ignore[type-var]
-
-
 class Useful:
     """The useful FLOPs of the batches a pass computed (``flops.row_flops``), or None."""
 
     def __init__(self, models: list[tuple[flops.Costs | None, int]]):
-        """``models``: (costs, scored heads) of each model of the pass (a joint pass: two)."""
         self.models = models
         self.total: float | None = 0.0 if all(c is not None for c, _ in models) else None
 
@@ -409,8 +375,7 @@ class PassJob:
 
 
 def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, int, int, int]:
-    """Score every item into ``job.out``, batch by batch: (tokens processed, padded, batches, out-of-memory
-    retries, the token budget the last round ran with)."""
+    """Score every item into ``job.out``: (tokens, padded, batches, OOM retries, final token budget)."""
     window, out, progress, checkpoint, useful = job.window, job.out, job.progress, job.checkpoint, job.useful
     done = np.zeros(len(items), dtype=bool)
     layers = layer_list(model)
@@ -471,7 +436,7 @@ def forward(model, items, batch_rows: list[Row], pad: tuple[int, str]):
 
 
 def plan_text(rows: list[Row], window: int | None) -> str:
-    """``70 rows, 32 packed: a prompt once for its hypotheses`` for the progress's work line."""
+    """The plan for the progress's work line."""
     packed = sum(r.packed for r in rows)
     text = f"{len(rows):,} row{'s' * (len(rows) != 1)}" + (
         f", {packed:,} packed: a prompt once for its hypotheses" if packed else "")
@@ -505,14 +470,13 @@ def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> 
         raise budget.OutOfMemory(f"out of memory on one item of {failed[0].length} tokens alone "
                                  f"({type(err).__name__}); lower runtime.max_length or use a larger device") from err
     new = max(1, token_budget // 2)
-    log.warning("out of memory at token_budget=%d: halved to %d, the batch is retried",
-                                        token_budget, new)
+    log.warning("out of memory at token_budget=%d: halved to %d, the batch is retried", token_budget, new)
     return new
 
 
 def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
-    """The LM heads on the states that predict hypothesis tokens only (streamed on the CPU, else in
-    row chunks). ``sources``: per model (model, ``where``, {head: its states at an index})."""
+    """The LM heads on the states predicting hypothesis tokens; ``sources``: (model, ``where``,
+    {head: its states at an index}) per model."""
     first = sources[0][1]
     targets = [t for i in first for t in items[i][1]]
     dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in first])
@@ -558,8 +522,7 @@ def streamed_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int,
 
 
 def dist_logits(heads: dict, hidden: dict, vocab: int) -> dict:
-    """{head: its raw logits}: a plain linear head on a CPU as column blocks ``divergence.HEAD_BLOCK``
-    wide (as the distributional statistics read them), one product for the heads of one model."""
+    """{head: raw logits}, a plain CPU head's as ``divergence.HEAD_BLOCK``-wide column blocks."""
     got: dict = {}
     for m, names in by_model(heads):
         lin = head_stream.linear_head(m)
@@ -576,7 +539,7 @@ def dist_logits(heads: dict, hidden: dict, vocab: int) -> dict:
 
 def chunked_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int, temperatures,
                   distribution: bool) -> dict:
-    """{head: statistics} from row chunks of ``chunk_rows`` (every head's logits of a chunk at once)."""
+    """{head: statistics} from row chunks of ``chunk_rows``."""
     if not heads:
         return {}
     lead = next(iter(heads.values())).get_output_embeddings().weight

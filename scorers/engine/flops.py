@@ -1,8 +1,5 @@
-"""Useful FLOPs of a statistics pass and the model FLOPs utilisation (MFU) they give: matrix products
-only (2 FLOPs a multiply-add), counted from the model's config for the work the pass needs (no padding,
-no masked attention): the body ``2 d (2 q + 2 kv) + 2 m d f`` per token and layer, ``2 d V`` per head at
-scored positions, ``4 q`` per allowed (query, key) pair. None where the config lacks these numbers
-(docs/performance.md#useful-flops-and-mfu)."""
+"""Useful FLOPs of a statistics pass (matrix products the work needs, from the model's config) and the
+model FLOPs utilisation they give (docs/performance.md#useful-flops-and-mfu)."""
 
 from __future__ import annotations
 
@@ -11,8 +8,7 @@ from typing import Sequence
 
 from cscore.errors import ConfigError
 
-# Dense (no sparsity) peak TFLOP/s per dtype of known devices, by a substring of the CUDA device
-# name (first match wins; longer, more specific names first). Vendor data sheets.
+# Dense peak TFLOP/s per dtype by a substring of the CUDA device name (first match wins). Vendor data sheets.
 PEAK_TFLOPS: tuple[tuple[str, dict[str, float]], ...] = (
     ("H200", {"bfloat16": 989.4, "float16": 989.4, "float32": 66.9}),
     ("H100 PCIe", {"bfloat16": 756.0, "float16": 756.0, "float32": 51.2}),
@@ -28,8 +24,7 @@ PEAK_TFLOPS: tuple[tuple[str, dict[str, float]], ...] = (
 
 @dataclass(frozen=True)
 class Costs:
-    """FLOPs of one model: ``body`` per token, ``head`` per scored position and head, ``pair`` per
-    allowed (query, key) pair over the full-attention layers, ``window_pair`` over the sliding-window ones."""
+    """FLOPs of one model: per token, per scored position and head, per allowed (query, key) pair."""
 
     body: int
     head: int
@@ -76,21 +71,16 @@ def mlp_matrices(model) -> int | None:
 
 
 def causal_pairs(start: int, n: int, window: int | None = None) -> int:
-    """Allowed (query, key) pairs of ``n`` queries at positions start..start+n-1 that each see
-    every earlier key and themselves (at most ``window`` keys with a window)."""
+    """Allowed causal (query, key) pairs of ``n`` queries from position ``start`` (within ``window``)."""
     if n <= 0:
         return 0
     if window is None:
         return n * start + n * (n + 1) // 2
-    total = 0
-    for k in range(start + 1, start + n + 1):  # keys seen by the query at position k - 1
-        total += min(k, window)
-    return total
+    return sum(min(k, window) for k in range(start + 1, start + n + 1))  # keys seen by the query at k - 1
 
 
 def row_flops(c: Costs, prompt: int, hyps: Sequence[int], scored_heads: int, scored: int | None = None) -> int:
-    """Useful FLOPs of one row: a prompt of ``prompt`` tokens and its hypotheses (lengths), scored by
-    ``scored_heads`` heads at every token (or at ``scored`` positions)."""
+    """Useful FLOPs of a prompt and its hypotheses (lengths), every token scored (or ``scored`` positions)."""
     tokens = prompt + sum(hyps)
     total = c.body * tokens + c.head * scored_heads * (sum(hyps) if scored is None else scored)
     for window, per in ((None, c.pair), (c.window, c.window_pair)):
@@ -101,8 +91,7 @@ def row_flops(c: Costs, prompt: int, hyps: Sequence[int], scored_heads: int, sco
 
 
 def rows_flops(c: Costs, items, rows, scored_heads: int, last_only: bool = False) -> int:
-    """``row_flops`` summed over engine rows (``prompt``, ``members`` indexing ``items`` =
-    [(prompt ids, hypothesis ids)]); ``last_only``: each member scored at one position (the judge)."""
+    """``row_flops`` summed over engine rows; ``last_only``: each member scored at one position."""
     return sum(row_flops(c, len(r.prompt), [len(items[i][1]) for i in r.members], scored_heads,
                          scored=len(r.members) if last_only else None) for r in rows)
 

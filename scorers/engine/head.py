@@ -1,5 +1,4 @@
-"""The LM head on final hidden states and the per-token statistics read from its logits, shared
-by the statistics engine, its seq2seq path, the judge and the token-budget probe."""
+"""The LM head on final hidden states and the per-token statistics read from its logits."""
 
 from __future__ import annotations
 
@@ -9,8 +8,6 @@ from typing import Sequence
 import torch
 
 HEAD_CHUNK_ELEMENTS = 1 << 24  # logits computed per LM-head chunk (rows x vocab)
-
-
 STATS_BLOCK_ELEMENTS = 1 << 22  # on an accelerator: logits per block of token_statistics that are converted
 
 
@@ -30,8 +27,7 @@ def head_logits(model, hidden: torch.Tensor) -> torch.Tensor:
 
 
 def prepared(logits: torch.Tensor, cap: float | None, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``logits`` at least float32 (an exact conversion), soft-capped with ``cap``; into ``out``
-    when given. Each element on its own: a block gives what the whole tensor gives."""
+    """``logits`` at least float32, soft-capped with ``cap``, into ``out`` when given (elementwise)."""
     work = torch.float64 if logits.dtype == torch.float64 else torch.float32
     if out is None:
         out = logits if logits.dtype == work else logits.to(work)
@@ -58,15 +54,12 @@ def rows_for_memory(budget_bytes: int, vocab: int, itemsize: int) -> int:
 
 
 STATS_ROWS = 4  # logit rows per block of token_statistics and CPU thread: a block and its scratch stay in L2
-# z/T is raised to this before exp: exp(-80) < 2e-35 changes a sum >= 1 by less than float64's
-# rounding even over a whole vocabulary, while torch's CPU exp takes a ~10x slower path for inputs
-# under float32's underflow (about -87), where most of a large vocabulary lies at low T
-EXP_FLOOR = -80.0
+EXP_FLOOR = -80.0  # z/T raised to this: below float64's rounding of a sum >= 1; CPU exp is ~10x slower under -87
 
 
 def stats_rows(logits: torch.Tensor) -> int:
-    """Rows per block of ``token_statistics``: on a CPU ``STATS_ROWS`` per thread; on an accelerator
-    all rows, or ``STATS_BLOCK_ELEMENTS`` at a time where the logits are converted."""
+    """Rows per block of ``token_statistics``: ``STATS_ROWS`` per CPU thread; on an accelerator all, or
+    ``STATS_BLOCK_ELEMENTS`` logits where they are converted."""
     if logits.device.type != "cpu":
         if logits.dtype in (torch.float32, torch.float64):
             return max(logits.shape[0], 1)
@@ -74,17 +67,11 @@ def stats_rows(logits: torch.Tensor) -> int:
     return STATS_ROWS * max(1, torch.get_num_threads())
 
 
-def _exact_inverse(t: float) -> bool:
-    """Whether 1/t is exact, i.e. t is a power of two (0.5, 2, ...)."""
-    mantissa, _ = math.frexp(t)
-    return mantissa == 0.5
-
-
 def scaled_exp(shifted: torch.Tensor, t: float, out: torch.Tensor) -> torch.Tensor:
     """exp(max(shifted / t, EXP_FLOOR)) into ``out``."""
     if t == 1.0:
         torch.clamp(shifted, min=EXP_FLOOR, out=out)
-    elif _exact_inverse(t):  # x * (1/t) == x / t exactly; a product is ~2.5x faster than a quotient
+    elif math.frexp(t)[0] == 0.5:  # t a power of two: x * (1/t) == x / t exactly, and ~2.5x faster
         torch.mul(shifted, 1.0 / t, out=out).clamp_(min=EXP_FLOOR)
     else:
         torch.div(shifted, t, out=out).clamp_(min=EXP_FLOOR)
@@ -93,10 +80,8 @@ def scaled_exp(shifted: torch.Tensor, t: float, out: torch.Tensor) -> torch.Tens
 
 def token_statistics(logits: torch.Tensor, targets: torch.Tensor, temperatures: Sequence[float],
                      cap: float | None = None):
-    """(logp, logp_max) of shape [n_temps, n] from logits [n, V], in blocks of rows: each block is
-    shifted by its row maxima once (so the log of the sum of exp is logsumexp(z/T)), then per
-    temperature one exp (inputs raised to ``EXP_FLOOR``). Logits below float32 and soft-capping
-    (``cap``) are converted a block at a time. Sums are in float32 (float64 for float64)."""
+    """(logp, logp_max) [n_temps, n] from logits [n, V], in blocks of rows shifted by their maxima, one
+    exp per temperature (inputs raised to ``EXP_FLOOR``); sums in float32 (float64 for float64)."""
     n, vocab = logits.shape
     work = torch.float64 if logits.dtype == torch.float64 else torch.float32
     convert = logits.dtype != work or bool(cap)

@@ -1,7 +1,6 @@
-"""The LM head's per-token statistics with its weights read once per batch (the CPU path): the
-vocabulary in fixed blocks of ``VOCAB_BLOCK`` matrix rows, each multiplied with all rows of the batch,
-and a running log-sum-exp per temperature (sums rescaled by exp((M_old - M_new) / T) where the maximum
-grows). Equal to ``token_statistics`` to float32 rounding (docs/performance.md#the-lm-head-read-once-per-batch)."""
+"""The LM head's per-token statistics with its weights read once per batch (the CPU path): blocks of
+``VOCAB_BLOCK`` matrix rows and a running log-sum-exp per temperature, ``token_statistics`` to float32
+rounding (docs/performance.md#the-lm-head-read-once-per-batch)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ BlockLogits = Callable[[torch.Tensor, int, int], torch.Tensor]
 
 
 def linear_head(model) -> torch.nn.Linear | None:
-    """The model's output embeddings if a plain ``nn.Linear`` on the CPU (no hooks, no replaced
-    ``forward``), else None (the row chunks)."""
+    """The model's output embeddings if a plain ``nn.Linear`` on the CPU (no hooks), else None."""
     lin = model.get_output_embeddings()
     if type(lin) is not torch.nn.Linear or lin.weight.device.type != "cpu" or "forward" in lin.__dict__:
         return None
@@ -33,8 +31,7 @@ def linear_head(model) -> torch.nn.Linear | None:
 
 
 def linear_blocks(lin: torch.nn.Linear, bias: torch.Tensor | None = None) -> BlockLogits:
-    """``lin(hidden)[:, v0:v1]`` (plus ``bias[..., v0:v1]`` where given, as seq2seq heads add it)
-    from the rows v0..v1 of the matrix alone."""
+    """``lin(hidden)[:, v0:v1]`` (plus ``bias[..., v0:v1]``) from the rows v0..v1 of the matrix alone."""
     def block(hidden: torch.Tensor, v0: int, v1: int) -> torch.Tensor:
         z = F.linear(hidden, lin.weight[v0:v1], None if lin.bias is None else lin.bias[v0:v1])
         return z if bias is None else z + bias[..., v0:v1].to(z.device)
@@ -43,8 +40,7 @@ def linear_blocks(lin: torch.nn.Linear, bias: torch.Tensor | None = None) -> Blo
 
 def streamed_statistics(block_logits: BlockLogits, vocab: int, hidden: torch.Tensor, targets: torch.Tensor,
                         temperatures: Sequence[float], cap: float | None = None):
-    """(logp, logp_max) of shape [n_temps, n], as ``token_statistics(lin(hidden), targets, ...)``
-    gives them, with the head read once per ``STREAM_ROWS`` rows."""
+    """(logp, logp_max) [n_temps, n] as ``token_statistics`` gives them, the head read once per ``STREAM_ROWS``."""
     got = [_stream(block_logits, vocab, hidden[s:s + STREAM_ROWS], targets[s:s + STREAM_ROWS], temperatures, cap)
            for s in range(0, max(1, hidden.shape[0]), STREAM_ROWS)]
     if len(got) == 1:
@@ -68,8 +64,7 @@ def target_in_block(z: torch.Tensor, v0: int, targets: torch.Tensor, got: torch.
 
 
 def logit_blocks(block_logits: BlockLogits, vocab: int, hidden: torch.Tensor, width: int) -> list[torch.Tensor]:
-    """``lin(hidden)`` as column blocks [n, width] (the last narrower): a product per block of matrix
-    rows is faster on a CPU than one, and no [n, V] tensor is written; rows ``padded`` as ``_stream`` pads them."""
+    """``lin(hidden)`` as column blocks [n, width] (faster on a CPU than one product), rows ``padded``."""
     n = hidden.shape[0]
     hidden = padded(hidden)
     return [block_logits(hidden, v0, min(vocab, v0 + width))[:n] for v0 in range(0, vocab, width)]

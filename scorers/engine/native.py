@@ -1,8 +1,5 @@
-"""``divergence.c``, the distributional statistics' fused CPU kernel: built once per machine (its CPU,
-compiler and source) with the system's C compiler into the user's cache, loaded with ctypes, run over
-row ranges in threads (ctypes lets go of the GIL). ``library()`` is None where there is no compiler
-or the build fails (one warning) or ``CSCORE_NATIVE=0``: ``divergence`` then runs its torch kernel
-(same numbers to ~1e-15, slower)."""
+"""``divergence.c``, the distributional statistics' fused CPU kernel: built once per machine into the cache,
+loaded with ctypes, run over row ranges in threads. Without it ``divergence`` runs its torch kernel."""
 
 from __future__ import annotations
 
@@ -45,7 +42,7 @@ def cpu_identity() -> str:
 
 
 def cache_dir() -> Path:
-    """``CSCORE_NATIVE_DIR``, else native/ in cscore's cache ($CSCORE_CACHE, ~/.cache/cscore)."""
+    """``CSCORE_NATIVE_DIR``, else native/ in cscore's cache."""
     if os.environ.get("CSCORE_NATIVE_DIR"):
         return Path(os.environ["CSCORE_NATIVE_DIR"])
     return cache_root() / "native"
@@ -100,8 +97,8 @@ def as_i64(values: Iterable[int]) -> torch.Tensor:
 
 def statistics(blocks: list[list[torch.Tensor]], plan: list[tuple[float, dict[int, list[int]]]], n_t: int,
                x: int | None, others: list[int]) -> dict[str, torch.Tensor]:
-    """The kernel's sums for the heads' column blocks (float32 [n, width], ``blocks[h]``) under the
-    temperature ``plan`` (``divergence.groups``): mx [n, H]; S, de [n, n_t, H]; xo, ox, wl [n, n_t, n_o]."""
+    """The kernel's sums for the heads' column blocks under ``divergence.groups``' ``plan``: mx [n, H];
+    S, de [n, n_t, H]; xo, ox, wl [n, n_t, n_o]."""
     lib = library()
     assert lib is not None
     heads = [[z if z.dtype in (torch.float32, torch.bfloat16) and z.stride(-1) == 1 else z.float().contiguous()

@@ -1,8 +1,6 @@
-"""Attention for packed rows (``engine.plan_rows``) that skips what the block-causal mask forbids:
-each prompt runs causally on its own, the hypotheses as one batch of (own queries) x (prompt keys +
-own keys); the numbers are those of the dense mask. Sliding windows apply on each token's unpacked
-position. A transformers attention function ("cscore_packed", registered on import); plain SDPA
-while no layout is set (docs/performance.md#prefix-sharing)."""
+"""Attention for packed rows (``engine.plan_rows``) that skips what the block-causal mask forbids: each
+prompt causally on its own, the hypotheses as one batch over (prompt + own keys); the dense mask's numbers.
+Registered with transformers on import; plain SDPA while no layout is set (docs/performance.md#prefix-sharing)."""
 
 from __future__ import annotations
 
@@ -21,11 +19,9 @@ _LAYOUT: ContextVar["Layout | None"] = ContextVar("cscore_packed_layout", defaul
 
 @dataclass
 class Layout:
-    """Where the segments of a batch of packed rows are (tensors on the model's device). Per
-    hypothesis: its row, query columns ``q_cols`` [n, Lh], key columns ``k_cols`` [n, P + Lh] (the
-    prompt's, then its own), ``allow`` [n, 1, Lh, P + Lh], and ``dist``: query minus key position
-    unpacked. ``real``: the real query slots (integer indices), at ``real_rows`` / ``real_cols``.
-    The ``p_*`` tensors: the same of the prompts as one batch (``batched_prompts``)."""
+    """Where the segments of a batch of packed rows are: per hypothesis its row, query and key columns
+    (the prompt's, then its own), ``allow`` and ``dist`` (unpacked query minus key position); ``real``:
+    the real query slots; ``p_*``: the same of the prompts as one batch."""
 
     prompts: list[tuple[int, int, int]]
     rows: torch.Tensor
@@ -75,8 +71,7 @@ def prompt_index(rows: list[tuple[int, int, int]]) -> tuple[torch.Tensor, ...]:
 
 
 def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], device) -> Layout:
-    """``rows``: (row index, first column, prompt length) per row; ``hyps``: (row, first column,
-    length) per hypothesis."""
+    """The ``Layout`` of (row, first column, length) per prompt (``rows``) and per hypothesis."""
     n = len(hyps)
     lh = max(length for _, _, length in hyps)
     pmax = max(p for _, _, p in rows)
@@ -111,8 +106,7 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
 
 
 def _prompts_of(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
-    """(first column, length) of each hypothesis's prompt: the last prompt before it in its row
-    (a row holds one prompt, or several end to end: ``engine.flat_rows``)."""
+    """(first column, length) of each hypothesis's prompt: the last one before it in its row."""
     starts: dict[int, list[tuple[int, int]]] = {}
     for r, s, p in sorted(rows, key=lambda x: (x[0], x[1])):
         starts.setdefault(r, []).append((s, p))
@@ -123,8 +117,7 @@ def _prompts_of(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int
 
 
 def causal(length: int, window: int | None, device) -> dict:
-    """SDPA's causal arguments for a prompt of ``length``: ``is_causal``, or within a sliding
-    window shorter than it a boolean mask (a query sees the ``window`` keys up to its own)."""
+    """SDPA's causal arguments for a prompt of ``length``: ``is_causal``, or a sliding-window mask."""
     if window is None or length <= window:
         return {"is_causal": True}
     n = torch.arange(length, device=device)
@@ -133,8 +126,7 @@ def causal(length: int, window: int | None, device) -> dict:
 
 
 def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
-    """query [B, H, L, D], key / value [B, Hkv, L, D] -> ([B, L, H, D], None), as transformers'
-    SDPA function returns; plain SDPA (with ``attention_mask``) while no layout is set."""
+    """query [B, H, L, D], key / value [B, Hkv, L, D] -> ([B, L, H, D], None), as transformers' SDPA."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     lay = _LAYOUT.get()
@@ -142,8 +134,7 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)  # is_causal, when given, among them
     gqa = query.shape[1] != key.shape[1]
-    # key/value heads shared by groups of query heads without copying them (enable_gqa), where the
-    # kernel takes it: on CUDA only without a mask (else SDPA would fall back to its math kernel)
+    # enable_gqa with a mask: not on CUDA (SDPA would fall back to its math kernel)
     masked_gqa = gqa and query.device.type != "cuda"
     window = kwargs.get("sliding_window")  # a sliding-window layer's (transformers passes it), else None
     window = int(window) if window else None
@@ -171,8 +162,7 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
 
 
 def flex_mask(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], shape: tuple[int, int], device):
-    """The block-causal pattern of a batch of packed rows as a flex_attention ``BlockMask``
-    (``shape`` = (rows, width)): blocks it forbids entirely are skipped."""
+    """The block-causal pattern of a batch of packed rows (``shape`` = (rows, width)) as a ``BlockMask``."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     seg = torch.full(shape, -1, dtype=torch.long)  # -1 padding, 0 prompt, j hypothesis j of its row
@@ -210,8 +200,7 @@ def _flex_attention(device: torch.device):
 
 def flex_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
                            **kwargs):
-    """query [B, H, L, D], key / value [B, Hkv, L, D] -> ([B, L, H, D], None) under the batch's
-    ``flex_mask``; plain SDPA while none is set."""
+    """As ``attention``, through flex_attention under the batch's ``flex_mask`` (plain SDPA while none is set)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     mask = _FLEX.get()
@@ -242,18 +231,14 @@ def usable(model) -> bool:
             and not getattr(config, "attn_logit_softcapping", None))
 
 
-@contextmanager
 def packed(model, lay: Layout):
     """Run ``model``'s attention through ``attention`` with ``lay`` for the block inside."""
-    with _switched(model, NAME, _LAYOUT, lay):
-        yield
+    return _switched(model, NAME, _LAYOUT, lay)
 
 
-@contextmanager
 def flexed(model, mask):
     """Run ``model``'s attention through ``flex_attention`` under ``mask`` (``flex_mask``)."""
-    with _switched(model, FLEX_NAME, _FLEX, mask):
-        yield
+    return _switched(model, FLEX_NAME, _FLEX, mask)
 
 
 @contextmanager

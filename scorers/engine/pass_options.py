@@ -1,6 +1,5 @@
-"""How the forward passes of a run go: one frozen ``PassOptions`` built from the run's ``runtime``
-section (``of``) or by the Python API, handed to every pass; it gives its cache-key parts and resolves
-``auto`` for the device (``torch_device``) and the token budget (``budget_for``)."""
+"""How the forward passes of a run go: one frozen ``PassOptions`` from the run's ``runtime`` section or
+the Python API, handed to every pass."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ class PassOptions:
     device: str = "auto"
     dtype: str = "auto"
     threads: int | str | None = "auto"  # torch's CPU threads in a pass (engine.threads): as runtime.threads
-    # set by the run, not runtime settings: the distributional statistics (stats.DIST_NAMES, a joint pass),
-    # and DoLa's candidate layers (early-exit heads "layer_<k>" of the expert's pass)
+    # set by the run: the distributional statistics (a joint pass), DoLa's candidate layers (early-exit heads)
     distribution: bool = False
     exits: tuple[int, ...] = ()
 

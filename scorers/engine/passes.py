@@ -1,5 +1,4 @@
-"""What every statistics pass (the causal engine and its seq2seq path) shares: its report
-(``report.EngineReport``), the input checks, checkpointed batches skipped, and the outputs
+"""What every statistics pass shares: input checks, progress, checkpointed batches skipped, and the outputs
 collected on the device."""
 
 from __future__ import annotations
@@ -34,8 +33,7 @@ def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tup
 
 def announce(progress, *, tokens: int | None = None, steps: int | None = None, items: int | None = None,
              kept: int | None = None, detail: str | None = None) -> None:
-    """Tell a progress callback's ``work`` (where it has one) what the pass will do: its ``tokens``,
-    at most ``steps`` decode steps, the ``items`` it runs, ``kept`` items done before, a ``detail``."""
+    """Tell a progress callback's ``work`` (where it has one) what the pass will do."""
     work = getattr(progress, "work", None)
     if work is not None:
         counts = {"tokens": tokens, "steps": steps, "items": items, "kept": kept, "detail": detail}
@@ -50,8 +48,7 @@ def share(progress, fraction: float) -> None:
 
 
 class Ticks:
-    """The share of a pass's planned work done, batch by batch and layer by layer (``step(k, of)``);
-    ``skip(cost)`` takes out a batch that runs nothing here."""
+    """The share of a pass's planned work done, batch by batch and layer by layer."""
 
     def __init__(self, progress, costs: Sequence[float]):
         self.progress = progress if getattr(progress, "part", None) is not None else None
@@ -85,17 +82,10 @@ def layer_ticks(layers, ticks: Ticks):
             h.remove()
 
 
-def _shape(args, kwargs) -> tuple[int, int]:
-    """(rows, positions) of a decoder layer's input hidden states."""
-    hidden = args[0] if args else kwargs["hidden_states"]
-    return int(hidden.shape[0]), int(hidden.shape[1])
-
-
 @contextmanager
 def decode_ticks(models, clock, progress, now=time.perf_counter):
-    """One unit of a decode on ``clock`` (a ``DecodeClock``; None: nothing), told each forward of
-    ``models``' decoders in a full model's terms: a prefill layer by layer (1/n of rows x positions
-    each), a one-position forward as a step (an early exit's: k/n of one); the share goes to ``progress``."""
+    """One unit of a decode on ``clock`` (a ``DecodeClock``, or None), told each forward of ``models``'
+    decoders in a full model's terms; the share done goes to ``progress``."""
     if clock is None:
         yield
         return
@@ -105,7 +95,7 @@ def decode_ticks(models, clock, progress, now=time.perf_counter):
             owner.setdefault(id(x), (x, len(layer_list(m))))
 
     def layer(_module, args, kwargs, _out, n=1):
-        rows, positions = _shape(args, kwargs)
+        rows, positions = (args[0] if args else kwargs["hidden_states"]).shape[:2]
         if positions > 1:
             told("prefill", rows * positions / n)
 
@@ -139,8 +129,7 @@ def decode_ticks(models, clock, progress, now=time.perf_counter):
 
 
 def per_item(factory, group: int):
-    """A progress factory counting items of ``group`` rows each (a judge's values per item):
-    ``factory(name, rows)`` opens a pass of rows // group items."""
+    """A progress factory counting items of ``group`` rows each (a judge's values per item)."""
     if factory is None or group == 1:
         return factory
 
@@ -182,8 +171,8 @@ class PlanPart(Protocol):
 
 def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, *, tokens: Sequence[int],
          detail: str) -> np.ndarray | None:
-    """Announce a pass's plan as this command's work (less the batches a checkpoint kept and, with a
-    ``PlanPart``, other processes' batches, marked foreign). Returns the items others run, or None."""
+    """Announce a pass's plan, less the batches a checkpoint kept or (``PlanPart``) other processes run;
+    returns the items others run, or None."""
     part: PlanPart | None = None if checkpoint is None else checkpoint.part
     if checkpoint is None:
         announce(progress, tokens=int(sum(tokens)), detail=detail)
@@ -202,8 +191,7 @@ def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, *, to
 
 
 def kept(checkpoint, members: list[int], done: np.ndarray | None) -> bool:
-    """Whether a checkpoint holds every item of this batch or the batch is another process's: then
-    its items are marked ``done`` and it is not run."""
+    """Whether a checkpoint holds this batch or another process runs it (then its items are ``done``)."""
     if checkpoint is None or not (checkpoint.foreign[members].all() or checkpoint.done[members].all()):
         return False
     if done is not None:
@@ -230,8 +218,7 @@ class Outputs:
             self.checkpoint.add(dest, per_head)
 
     def fetch(self):
-        """(logp, logp_max, dist) of every head: {head: [n_temps, n_tokens]} each, ``dist``
-        {head: {name: [n_temps, n_tokens]}} (empty for a head without distributional statistics)."""
+        """(logp, logp_max, dist) per head, each [n_temps, n_tokens] (``dist``: {name: array})."""
         n_tok = int(self.offsets[-1])
         full = {h: {name: np.empty((self.n_t, n_tok), dtype=np.float64) for name in self.names[h]} for h in self.heads}
         if self.checkpoint is not None:

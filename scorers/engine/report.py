@@ -19,8 +19,7 @@ class EngineReport:
     token_budget: int | None = None  # the budget the pass ended with (runtime.token_budget=auto resolved, halvings)
     oom_retries: int = 0  # batches retried with half the budget after an out-of-memory
     resumed: int = 0  # items read from a checkpoint of an interrupted pass, not computed
-    # reports of work done together carry one label: a run's totals count their seconds once
-    # (``shared``: the computation, e.g. rows decoded as one tree; ``fetch_shared``: this run's call)
+    # reports of work done together carry one label, their seconds counted once
     shared: str | None = None
     fetch_shared: str | None = None
     flops: float | None = None  # useful FLOPs (scorers/engine/flops.py); None where the model's config does not say

@@ -1,5 +1,4 @@
-"""The runtime settings' defaults, written once: the config schema (``config/run.py``, ``runtime.*``)
-and the Python API's keyword defaults read them from here."""
+"""The runtime settings' defaults, read by the config schema (``config/run.py``) and the Python API."""
 
 TOKEN_BUDGET = 4096  # padded tokens per batch (batch size x longest item)
 MAX_LENGTH = 1024  # prompt + hypothesis tokens

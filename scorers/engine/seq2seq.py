@@ -1,10 +1,6 @@
-"""Encoder-decoder models in the statistics engine: the hypothesis is scored as the decoder target
-given the source (teacher forcing), as BARTScore and T5Score do.
-
-Items are (encoder_ids, target_ids) (``tokenize.encode(seq2seq=True)``); every target token is scored,
-BART's leading ``<s>`` and the EOS included. Decoder input = ``decoder_start_token_id`` + the target
-shifted right. Items of one source share one encoder pass; both sides are padded on the right.
-"""
+"""Encoder-decoder models in the statistics engine: every token of the decoder target (BART's ``<s>`` and
+the EOS included) is scored given the source by teacher forcing, as BARTScore and T5Score do; items of one
+source share one encoder pass."""
 
 from __future__ import annotations
 
@@ -36,8 +32,7 @@ def decoder_start(model) -> int:
 
 
 def key_part(lm) -> dict:
-    """Extra statistics-cache key parts: item ids are (encoder ids, decoder targets). ``lm``: a
-    LoadedModel (its config read without loading weights) or a model."""
+    """Extra statistics-cache key parts of ``lm`` (a LoadedModel, not loaded for this, or a model)."""
     config = getattr(lm, "config", None)
     start = getattr(config, "decoder_start_token_id", None) if hasattr(lm, "loaded") else None
     if start is None:
@@ -84,9 +79,8 @@ def check_head(model, enc_ids: list[int], start: int, device) -> None:
 
 def make_batches(enc_lens: Sequence[int], dec_lens: Sequence[int], groups: Sequence[int], token_budget: int,
                  share: bool = True) -> list[list[int]]:
-    """Indices in batches, longest source first, items of one source together. A batch costs
-    (encoder rows x longest source) + (items x longest target) padded tokens <= budget (an item
-    over budget runs alone); with ``share`` an encoder row serves every item of its source."""
+    """Indices in batches, longest source first, of (encoder rows x longest source) + (items x longest
+    target) <= budget padded tokens; with ``share`` one encoder row per source."""
     order = sorted(range(len(enc_lens)), key=lambda i: (-enc_lens[i], groups[i], -dec_lens[i], i))
     batches: list[list[int]] = []
     cur: list[int] = []
@@ -194,9 +188,8 @@ def check_vocabulary(model, items) -> int:
 
 @contextmanager
 def shared_source_projections(decoder, states: torch.Tensor, sel: torch.Tensor, n_items: int):
-    """The encoder states per item (``states[sel]``) for the decoder's cross-attention; where items
-    share a source, each plain ``nn.Linear`` that reads them (the keys and values) projects each
-    source once, then gives every item its source's rows."""
+    """The encoder states per item (``states[sel]``); where items share a source, the decoder's plain
+    ``nn.Linear`` projections of them run once per source."""
     per_item = _per_item(states, sel, n_items)
     if states.shape[0] == n_items:
         yield per_item

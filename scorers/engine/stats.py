@@ -1,12 +1,6 @@
-"""Per-token sufficient statistics of one model on a list of (prompt, hypothesis) items.
-
-For every scored hypothesis token y_t and every cached temperature T we keep
-    logp[T, t]     = log p_T(y_t)          = z_y/T - logsumexp(z/T)
-    logp_max[T, t] = log max_v p_T(v)      = z_max/T - logsumexp(z/T)
-(z = the logits at the position that predicts y_t). A distributional pass also keeps ``dist``
-(``DIST_NAMES``: docs/methods/distributional.md). Tokens of all items are stored flat; item i owns
-[offsets[i], offsets[i+1]).
-"""
+"""Per-token sufficient statistics of one model on (prompt, hypothesis) items: per scored token and
+temperature logp = log p_T(y_t) and logp_max = log max_v p_T(v) (a distributional pass also ``dist``),
+stored flat: item i owns [offsets[i], offsets[i+1])."""
 
 from __future__ import annotations
 
@@ -18,8 +12,7 @@ import numpy as np
 from cscore.errors import ConfigError
 
 FORMAT_VERSION = 1
-# a distributional pass's statistics: an expert head keeps the first, an amateur head all of them
-DIST_NAMES = ("entropy", "xent_ea", "xent_ae", "kl_ea", "kl_ae", "jsd")
+DIST_NAMES = ("entropy", "xent_ea", "xent_ae", "kl_ea", "kl_ae", "jsd")  # an expert head keeps the first only
 ROW_NAMES = ("logp", "logp_max", *DIST_NAMES)  # a head's rows of one batch, in this order (a prefix of it)
 DISTRIBUTIONAL_METHODS = "binoculars, divergence, dola and contrast with weight=jsd"
 

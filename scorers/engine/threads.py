@@ -1,6 +1,5 @@
-"""``runtime.threads``: torch's CPU threads, set once a job before its work starts (``apply``; ``ask``
-notes the value without loading torch) and around each pass of ``ModelPair.run`` (``using``). ``auto``:
-the cores free for this process (``free_cores``; docs/configuration.md); null: torch's own default."""
+"""``runtime.threads``: torch's CPU threads, set per job (``apply``) and around each pass (``using``);
+``auto``: the cores free for this process, null: torch's own default."""
 
 from __future__ import annotations
 
@@ -17,7 +16,6 @@ _ASKED: dict = {}  # what the job asked for (``ask``: value), torch loaded or no
 
 
 def allowed_cores() -> int:
-    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity masks on this platform (macOS)
@@ -26,8 +24,7 @@ def allowed_cores() -> int:
 
 def free_cores(cores: int | None = None, load: float | None = None, allowed: int | None = None,
                env: dict | None = None) -> int:
-    """``auto``'s count: the ``allowed`` cores (the affinity mask), at most the machine's ``cores``
-    less its ``load`` (1-minute average), at most ``OMP_NUM_THREADS`` of ``env``; 1 on SMALL cores."""
+    """``auto``'s count: the ``allowed`` cores, at most ``cores`` less ``load`` and ``OMP_NUM_THREADS``."""
     allowed = allowed_cores() if allowed is None else allowed
     cores = (os.cpu_count() or allowed) if cores is None else cores
     if load is None:
@@ -70,8 +67,7 @@ def ask(value) -> None:
 
 
 def in_use() -> int | None:
-    """torch's intra-op threads now, or where the job did not apply its count the count it asked
-    for (``ask``; None where torch was never loaded)."""
+    """torch's intra-op threads now, or the count the job asked for where it did not apply it."""
     torch = sys.modules.get("torch")
     if torch is not None and _ASKED.get("applied", True):
         return torch.get_num_threads()
@@ -83,8 +79,7 @@ def in_use() -> int | None:
 
 @contextmanager
 def using(value) -> Iterator[int]:
-    """torch's intra-op threads as ``value`` asks for the duration (the job's count where it applied
-    the same ``value``); yields the count in use."""
+    """torch's intra-op threads as ``value`` asks for the duration; yields the count in use."""
     import torch
 
     before = torch.get_num_threads()

@@ -1,8 +1,5 @@
-"""(prompt, hypothesis) strings to token ids, as the paper does: tokenized separately, without special
-tokens. Over-long items: the source inside the prompt is cut from its end until they fit ``max_length``
-(the hypothesis never). With ``seq2seq`` each side as the tokenizer formats a text (special tokens
-included), the target ending with EOS.
-"""
+"""(prompt, hypothesis) strings to token ids, tokenized separately without special tokens (``seq2seq``:
+with them); over-long items have the source cut from its end, never the hypothesis."""
 
 from __future__ import annotations
 
@@ -24,8 +21,7 @@ class EncodedItem:
 
 
 class KnownIds:
-    """``tokenizer`` with the ids of ``texts`` read from one batched call (each distinct text once);
-    any other text, and everything else, goes to the tokenizer itself."""
+    """``tokenizer`` with the ids of ``texts`` read from one batched call; anything else goes to it."""
 
     def __init__(self, tokenizer, texts, special: bool):
         distinct = list(dict.fromkeys(t for t in texts if isinstance(t, str) and t))
@@ -60,7 +56,6 @@ def fit_source(tokenizer, prompt: str, span: tuple[int, int], budget: int,
                special: bool = False) -> tuple[str, list[int]] | None:
     """Largest cut of prompt[a:b] (kept from its start) whose prompt fits ``budget`` tokens."""
     a, b = span
-    # Candidate cut points: word boundaries inside the source, plus "drop it all".
     cuts = sorted({a} | {i for i in range(a + 1, b) if prompt[i].isspace()})
 
     def render(c: int) -> tuple[str, list[int]]:
@@ -81,8 +76,7 @@ def fit_source(tokenizer, prompt: str, span: tuple[int, int], budget: int,
 
 def encode(tokenizer, prompt: str, hypothesis: str, *, max_length: int, source_span: tuple[int, int] | None = None,
            index: int | None = None, seq2seq: bool = False, eos_id: int | None = None) -> EncodedItem:
-    """One item: (prompt ids, hypothesis ids) for a causal LM, or (encoder ids, decoder target)
-    with ``seq2seq`` (``eos_id``: the model's EOS)."""
+    """One item: (prompt ids, hypothesis ids), or (encoder ids, decoder target) with ``seq2seq``."""
     where = f"item {index}: " if index is not None else ""
     if not isinstance(hypothesis, str) or not hypothesis.strip():
         raise InputError(f"{where}empty hypothesis; nothing to score")

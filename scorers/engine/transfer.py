@@ -1,5 +1,4 @@
-"""Host-to-device copies that do not wait for the device: from pinned memory, non-blocking, on CUDA
-(a plain ``.to("cuda")`` synchronises the stream); elsewhere a plain ``.to``."""
+"""Host-to-device copies that do not wait for the device (pinned, non-blocking, on CUDA)."""
 
 from __future__ import annotations
 

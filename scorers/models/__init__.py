@@ -1,2 +1,1 @@
-"""Models: loading a model spec (hub id, local folder, GGUF) into a pool, what identifies its
-weights (the cache key), and where a causal LM's parts are (anatomy)."""
+"""Models: loading a model spec into a pool, what identifies its weights, where a causal LM's parts are."""

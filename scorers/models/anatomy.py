@@ -1,5 +1,4 @@
-"""Where the parts of a transformers causal LM are: its decoder stack, the decoder layers, the
-final norm. The engine (early-exit heads) and early-exit amateurs both find them here."""
+"""Where the parts of a transformers causal LM are: its decoder stack, the decoder layers, the final norm."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ def decoder_base(model: nn.Module) -> nn.Module:
 
 
 def decoder_layers(model: nn.Module) -> nn.ModuleList:
-    """The decoder layers, in order (``decoder_base(model).layers``)."""
     layers = getattr(decoder_base(model), "layers", None)
     if not isinstance(layers, nn.ModuleList):
         raise ConfigError(f"early exit needs a decoder with a `layers` list; {type(model).__name__} has none")
@@ -39,5 +37,4 @@ def final_norm(model: nn.Module) -> nn.Module:
 
 
 def is_encoder_decoder(model: nn.Module) -> bool:
-    """An encoder-decoder (seq2seq) model such as T5 or BART."""
     return bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))

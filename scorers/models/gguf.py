@@ -1,7 +1,5 @@
-"""GGUF model files: ``gguf:<name>`` (a file shipped in PyPI wheels, ``specs.PACKAGED_GGUF``; split
-files joined once) or ``gguf:/path/x.gguf``, converted once by transformers and cached under
-``$CSCORE_CACHE/models/<stem>-<sha256[:16]>-c<version>-tf<major>`` (each transformers major its own).
-"""
+"""GGUF model files (``gguf:<packaged name>`` or ``gguf:/path/x.gguf``), converted once by transformers
+and cached under ``$CSCORE_CACHE/models/``, one conversion per transformers major version."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ log = logging.getLogger(__name__)
 
 
 CONVERSION_VERSION = 3  # bump when the conversion code changes what it writes: old caches are not reused
-# read from the installed package's metadata: finding a cached conversion imports neither torch nor transformers
-TRANSFORMERS_VERSION = importlib.metadata.version("transformers")
+TRANSFORMERS_VERSION = importlib.metadata.version("transformers")  # from metadata: transformers is not imported
 TRANSFORMERS_MAJOR = int(TRANSFORMERS_VERSION.split(".")[0])
 CACHE_HINT = "set CSCORE_CACHE to a writable folder with room (converted models are cached there)"
 
@@ -45,7 +42,7 @@ def locate_packaged_gguf(name: str) -> Path:
 
 
 def join_parts(parts: list[Path], target: Path, sha256: str, hint: str) -> Path:
-    """Concatenate ``parts`` into ``target`` once; it appears (by rename) only once its SHA-256 matched."""
+    """Concatenate ``parts`` into ``target`` once, renamed into place only once its SHA-256 matched."""
     if target.is_file():
         return target
     with writing(f"the joined {target.name}", target.parent, CACHE_HINT), \
@@ -66,14 +63,12 @@ def join_parts(parts: list[Path], target: Path, sha256: str, hint: str) -> Path:
     return target
 
 
-# transformers 4.x builds the Gemma 3 GGUF tokenizer wrongly (Unigram instead of BPE); ours is
-# built from the GGUF metadata instead, under every version, so ids do not depend on it
+# transformers 4.x builds the Gemma 3 GGUF tokenizer wrongly: ours is built from the metadata, under every version
 OWN_TOKENIZER = ("gemma3", "gemma3_text")
 
 
 def conversion_dir(gguf_path: Path) -> Path:
-    """Where the conversion of ``gguf_path`` is cached: keyed by the file's SHA-256 (memoised), the
-    conversion code's version and the transformers major version that wrote it."""
+    """Where the conversion of ``gguf_path`` is cached (its SHA-256, ``CONVERSION_VERSION``, transformers major)."""
     digest = file_digest(gguf_path)[:16]
     return cache_root() / "models" / f"{gguf_path.stem}-{digest}-c{CONVERSION_VERSION}-tf{TRANSFORMERS_MAJOR}"
 
@@ -111,8 +106,7 @@ def converted_gguf_dir(gguf_path: Path) -> Path:
 
 
 def gguf_load_options() -> dict:
-    """``from_pretrained`` options giving a plain float32 model from a GGUF file. transformers 5.x
-    keeps GGUF weights packed, and will not save them, unless told to dequantize (4.x always does)."""
+    """``from_pretrained`` options giving a plain float32 model from a GGUF file (5.x must be told to dequantize)."""
     import torch
     import transformers
 
@@ -155,8 +149,7 @@ def one_line(err: BaseException) -> str:
 
 
 def fix_special_tokens(tok, config) -> None:
-    """transformers 4.x reads some GGUF special tokens wrongly (SmolLM2: eos becomes the bos
-    token, no pad). The model config has them right: copy eos / pad ids from it."""
+    """Copy the eos / pad ids from the model config (transformers 4.x reads some GGUF ones wrongly)."""
     for attr in ("eos", "pad"):
         token_id = getattr(config, f"{attr}_token_id", None)
         if isinstance(token_id, int) and 0 <= token_id < len(tok):
@@ -174,8 +167,7 @@ def gguf_path(spec: str) -> Path:
 
 
 def load_tokenizer(spec: str):
-    """The tokenizer of a ``gguf:`` spec without converting the weights (the cached copy's, else read
-    from the file's metadata as the conversion does)."""
+    """The tokenizer of a ``gguf:`` spec without converting the weights."""
     from transformers import AutoConfig, AutoTokenizer
 
     path = gguf_path(spec)

@@ -1,17 +1,12 @@
-"""A Gemma-3 tokenizer built from a GGUF file's metadata (``gguf.GGUFReader``; transformers 4.x reads it
-as Unigram, Gemma 3 is SentencePiece BPE), under every transformers version. SentencePiece BPE keeps no
-merge list, so every split of a piece into two pieces becomes a merge ranked by the piece's score;
-spaces become "▁", unknown characters fall back to ``<0xNN>``; control tokens are special, user-defined
-ones matched whole.
-"""
+"""A Gemma-3 tokenizer (SentencePiece BPE) built from a GGUF file's metadata (``gguf.GGUFReader``) under every
+transformers version: every split of a piece into two pieces becomes a merge ranked by the piece's score."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 SPACE = "\u2581"  # SentencePiece's visible space
-# token types of GGUF's tokenizer.ggml.token_type (llama.cpp); 6 = byte, <0xNN>
-NORMAL, CONTROL, USER_DEFINED = 1, 3, 4
+NORMAL, CONTROL, USER_DEFINED = 1, 3, 4  # GGUF's tokenizer.ggml.token_type (llama.cpp)
 
 
 def read_gguf_vocab(gguf_path: str | Path) -> dict:
@@ -42,13 +37,11 @@ def bpe_merges(tokens: list[str], scores: list[float], types: list[int]) -> list
     """Ranked merges for a SentencePiece BPE vocabulary (only normal pieces take part)."""
     normal = {tok: i for i, tok in enumerate(tokens) if types[i] == NORMAL}
     merges = []
-    # best score first; equal scores keep the file order
-    for i in sorted(normal.values(), key=lambda i: (-scores[i], i)):
+    for i in sorted(normal.values(), key=lambda i: (-scores[i], i)):  # best score first, then file order
         piece = tokens[i]
         splits = [(piece[:k], piece[k:]) for k in range(1, len(piece))
                   if piece[:k] in normal and piece[k:] in normal]
-        # several splits of one piece: the one made of better-ranked halves first
-        splits.sort(key=lambda pair: (normal[pair[0]], normal[pair[1]]))
+        splits.sort(key=lambda pair: (normal[pair[0]], normal[pair[1]]))  # better-ranked halves first
         merges.extend(splits)
     return merges
 
@@ -76,8 +69,7 @@ def build_gemma3_tokenizer(gguf_path: str | Path):
                        fuse_unk=True, byte_fallback=True))
     tk.normalizer = normalizers.Replace(" ", SPACE)
     tk.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()])
-    # user-defined pieces are matched whole (longest first) in the normalized text, so "  " and
-    # "▁▁" both find "▁▁"; control tokens only match verbatim
+    # user-defined pieces match whole in the normalized text, control tokens only verbatim
     tk.add_special_tokens([AddedToken(t, special=True, normalized=False)
                            for t, ty in zip(tokens, types) if ty == CONTROL])
     tk.add_tokens([AddedToken(t, special=False, normalized=True)

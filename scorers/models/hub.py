@@ -1,6 +1,5 @@
-"""Is the Hugging Face hub reachable (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE``, else one HEAD request
-within ``PROBE_SECONDS``, once per process), and is a hub model in the local cache? When unreachable,
-``go_offline`` lets cached models load without a request. Torch-free."""
+"""Is the Hugging Face hub reachable (one HEAD request per process), and is a hub model in the local cache?
+Torch-free."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What identifies a model's weights, for the statistics cache key: a hub commit, a fingerprint of
-its weight files (per-file digests memoised on disk), or a digest of its tensors (torch only for that)."""
+"""What identifies a model's weights for the statistics cache key: a hub commit, a fingerprint of its
+weight files, or a digest of its tensors."""
 
 from __future__ import annotations
 
@@ -20,16 +20,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FINGERPRINT_SCHEMA = 1
-# files of a model directory whose content changes the logits (tokenizer files do not: the
-# token ids themselves are in the key)
+# files whose content changes the logits (not the tokenizer's: the token ids are in the key)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".msgpack", ".h5")
 CONFIG_FILES = ("config.json",)
 KINDS = ("hub", "files", "state_dict")
 
 
 def file_digest(path: str | os.PathLike, index_dir: Path | None = None) -> str:
-    """SHA-256 of a file's content, memoised in ``index_dir`` (default
-    ``cache_root()/fingerprints``) by (absolute path, size, mtime_ns, inode, ctime_ns)."""
+    """SHA-256 of a file's content, memoised in ``index_dir`` (default: the cache's fingerprints/)."""
     real = Path(os.path.realpath(path))
     st = real.stat()
     stamp = {"path": str(real), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino,
@@ -57,8 +55,7 @@ def weight_files(directory: str | os.PathLike) -> list[Path]:
 
 
 def weights_fingerprint(directory: str | os.PathLike, index_dir: Path | None = None) -> str | None:
-    """SHA-256 over (name, size, content SHA-256) of a model directory's weight files and
-    config.json; None when the directory holds no weight file."""
+    """SHA-256 over a model directory's weight files and config.json; None without a weight file."""
     files = weight_files(directory)
     if not any(p.name.endswith(WEIGHT_SUFFIXES) for p in files):
         return None
@@ -69,8 +66,7 @@ def weights_fingerprint(directory: str | os.PathLike, index_dir: Path | None = N
 
 
 def state_dict_fingerprint(model) -> str:
-    """SHA-256 over every tensor of ``model.state_dict()`` (name, dtype, shape, bytes): for
-    in-memory models without files. Reads all weights: fine for small models only."""
+    """SHA-256 over every tensor of ``model.state_dict()``, for in-memory models without files."""
     import torch
 
     h = hashlib.sha256(b"cscore-state-dict-v1")
@@ -83,9 +79,8 @@ def state_dict_fingerprint(model) -> str:
 
 
 def model_identity(lm: LoadedModel, index_dir: Path | None = None) -> dict:
-    """What identifies ``lm``'s weights (JSON data, for ``stats_key``): ``{"kind": "hub", "id", "revision",
-    "commit"}`` (``config._commit_hash``), ``{"kind": "files", "fingerprint"}`` (a local directory or converted
-    GGUF), else ``{"kind": "state_dict", "sha256"}``; plus ``class`` and ``early_exit`` (parent's identity + layer)."""
+    """What identifies ``lm``'s weights as JSON data: its kind (hub: ``config._commit_hash``, files, state_dict),
+    the kind's fields, ``class`` and ``early_exit``."""
     if lm.parent is not None:
         parent = dict(model_identity(lm.parent, index_dir))
         parent["early_exit"] = lm.exit_layer
@@ -109,8 +104,7 @@ def model_identity(lm: LoadedModel, index_dir: Path | None = None) -> dict:
 
 
 def identity_label(ident: Mapping) -> str:
-    """A short name for an identity: ``org/name@revision``, or ``Class#digest`` (``[:k]`` for an
-    early exit)."""
+    """A short name for an identity: ``org/name@revision`` or ``Class#digest``, ``[:k]`` for an early exit."""
     kind = ident.get("kind")
     if kind == "hub":
         label = str(ident.get("id"))

@@ -1,5 +1,4 @@
-"""A loaded model as the scorers use it: the module (loaded lazily), its tokenizer and what
-identifies it (``models.load_model`` builds one)."""
+"""A loaded model as the scorers use it: the module (loaded lazily), its tokenizer and its identity."""
 
 from __future__ import annotations
 
@@ -14,13 +13,10 @@ log = logging.getLogger(__name__)
 
 
 class LoadedModel:
-    """A causal LM (or an encoder-decoder model) ready for scoring, with its tokenizer and identity
-    (``info``: class, layers, commit, fingerprint); the weights may load on first use of ``model``."""
+    """A model ready for scoring with its tokenizer and ``info``; the weights may load on first use."""
 
     def __init__(self, model: nn.Module | None, tokenizer, name: str, device: torch.device, dtype: torch.dtype,
                  info: dict | None = None, *, config=None, loader: Callable[[], nn.Module] | None = None):
-        """``info``: what identifies it (``encoder_decoder: true`` for seq2seq); ``loader``: loads the
-        weights on first use (``model`` None)."""
         if model is None and loader is None:
             raise ValueError("give a model or a loader")
         self._model, self._loader = model, loader
@@ -60,8 +56,7 @@ class LoadedModel:
         return self._model
 
     def status(self) -> str:
-        """How this job had the weights: "loaded", "reused" (an earlier job's), "not loaded" (never
-        needed) or "not used" (in memory from an earlier job, not needed by this one)."""
+        """How this job had the weights: "loaded", "reused", "not loaded" or "not used" (an earlier job's)."""
         root = self.parent or self
         if not root.loaded:
             return "not loaded"

@@ -1,6 +1,5 @@
-"""Loading causal LMs and encoder-decoder models from a hub id, a local directory or a ``gguf:`` spec
-(converted once and cached: ``gguf.py``); early-exit amateurs (causal LMs only); the process's model pool.
-"""
+"""Loading causal LMs and encoder-decoder models from a hub id, a local directory or a ``gguf:`` spec;
+early-exit amateurs; the process's model pool."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ def auto_dtype(dtype: str, device: torch.device) -> torch.dtype:
 
 
 def model_class(config, seq2seq: bool) -> str | None:
-    """The class ``from_pretrained`` will build for ``config``, known before loading (None if
-    transformers does not map it, e.g. remote code)."""
+    """The class name ``from_pretrained`` will build for ``config`` (None if transformers does not map it)."""
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
@@ -57,8 +55,8 @@ def model_class(config, seq2seq: bool) -> str | None:
 
 def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision: str | None = None,
                trust_remote_code: bool = False, lazy: bool = False) -> LoadedModel:
-    """Load tokenizer + model (a causal LM, or seq2seq when its config ``is_encoder_decoder``); a spec
-    that names nothing loadable raises ``ModelSpecError``. ``lazy``: the weights on first use of ``.model``."""
+    """Load tokenizer + model (causal, or seq2seq when its config ``is_encoder_decoder``), else raise
+    ``ModelSpecError``; ``lazy``: the weights on first use of ``.model``."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     start = time.perf_counter()
@@ -100,15 +98,13 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
     return lm
 
 
-# ---------------------------------------------------------------------------------------------
 # the process's model pool: the jobs of an in-process multirun share loaded models
 
 _POOL: dict[tuple, LoadedModel] = {}
 
 
 def pool_key(spec: str, device: str, dtype: str, revision: str | None, trust_remote_code: bool = False) -> tuple:
-    """What makes two requests the same model: the spec, its load options, and for a local directory
-    the names, sizes and mtimes of its weight files."""
+    """The spec, its load options and for a local directory its weight files' names, sizes and mtimes."""
     local = os.path.expanduser(str(spec))
     stamp: tuple[tuple[str, int, int], ...] = ()
     if os.path.isdir(local):
@@ -145,8 +141,7 @@ def clear_pool() -> None:
 
 
 def check_hub(spec: str, revision: str | None) -> None:
-    """One line now for a hub id the hub cannot serve here and the local hub cache lacks (instead of
-    transformers retrying for a minute)."""
+    """Fail at once for a hub id the hub cannot serve and the local cache lacks (transformers retries)."""
     from cscore.scorers.models import hub
 
     if kind(spec) != "hub":
@@ -195,13 +190,10 @@ def error_chain(err: BaseException) -> list[BaseException]:
 
 
 def early_exit(lm: LoadedModel, layers: int | str = "auto") -> LoadedModel:
-    """The first ``layers`` decoder layers of ``lm``, then its final norm and LM head, sharing its weights
-    (cut when first used). ``auto`` keeps a third of the layers."""
+    """``lm`` cut after its first ``layers`` decoder layers (``auto``: a third), weights shared."""
     if lm.is_encoder_decoder:
-        raise ConfigError(
-            f"early exit is for decoder-only models; {lm.name!r} is an encoder-decoder model: give "
-            "the amateur a smaller model of its family (pair.amateur.path) and pair.amateur.early_exit=null"
-        )
+        raise ConfigError(f"early exit is for decoder-only models; {lm.name!r} is an encoder-decoder model: give the "
+                          "amateur a smaller model of its family (pair.amateur.path) and pair.amateur.early_exit=null")
     total = lm.info.get("layers") if not lm.loaded else None
     if total is None:
         total = len(decoder_layers(lm.model))
@@ -252,11 +244,9 @@ def check_same_vocabulary(a: LoadedModel, b: LoadedModel) -> None:
     if va != vb:
         only_a = len(set(va) - set(vb))
         only_b = len(set(vb) - set(va))
-        raise ConfigError(
-            f"expert {a.name!r} and amateur {b.name!r} do not share a vocabulary "
-            f"({len(va)} vs {len(vb)} tokens; {only_a} only in the expert, {only_b} only in the amateur). "
-            "Token-level methods need two models of one family with the same tokenizer."
-        )
+        raise ConfigError(f"expert {a.name!r} and amateur {b.name!r} do not share a vocabulary ({len(va)} vs "
+                          f"{len(vb)} tokens; {only_a} only in the expert, {only_b} only in the amateur). "
+                          "Token-level methods need two models of one family with the same tokenizer.")
 
 
 def check_same_kind(a: LoadedModel, b: LoadedModel) -> None:

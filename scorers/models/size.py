@@ -1,5 +1,5 @@
-"""How many parameters a pair's models have (counted on the meta device from the config: no weights),
-and the one line when the amateur is not the smaller one (contrastive methods assume it is)."""
+"""How many parameters a pair's models have (on the meta device), and a warning when the amateur is not
+the smaller one."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ _CHECKED: set[tuple] = set()  # (expert, amateur) pairs checked in this process
 
 
 def parameters(lm: LoadedModel) -> int | None:
-    """The parameters ``lm`` computes with (an early exit: its layers only); None where its class
-    cannot be built from its config here (e.g. remote code)."""
+    """The parameters ``lm`` computes with; None where its class cannot be built here."""
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     if lm.config is None:

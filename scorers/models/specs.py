@@ -1,9 +1,5 @@
-"""What a model spec (``pair.expert.path``) names, checked from file names, headers and package
-metadata alone: no torch, no transformers, no network. ``cscore run`` calls ``check_spec`` for
-every model of the pair before any data loads; ``models.load_model`` uses the same checks.
-
-Spec forms: ``gguf:<packaged name>`` (a GGUF file in a PyPI wheel, ``PACKAGED_GGUF``),
-``gguf:<path>`` (a GGUF file), a local model directory, or a hub id."""
+"""What a model spec (``pair.expert.path``) names, checked from file names, headers and package metadata
+alone (no torch, no network): ``gguf:<packaged name>``, ``gguf:<path>``, a local model directory or a hub id."""
 
 from __future__ import annotations
 
@@ -122,8 +118,7 @@ def kind(spec: str) -> str:
 
 
 def check_spec(spec: str) -> str:
-    """Check what can be checked without loading anything; returns ``kind(spec)``. A hub id is
-    left to ``cscore.scorers.models.hub`` (cache, reachability)."""
+    """Check what can be checked without loading anything (a hub id: nothing); returns ``kind(spec)``."""
     what = kind(spec)
     if what == "gguf":
         rest = spec[len("gguf:"):]
