@@ -128,6 +128,21 @@ def file_lock(path: Path):
         fh.close()  # releases the lock
 
 
+def held(path: Path) -> bool:
+    """Whether someone holds the lock file ``path``."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def drop_stale_lock(path: Path) -> None:
     """Remove the lock file ``path`` left by a holder that crashed, unless someone holds it now."""
     if not path.exists():

@@ -5,7 +5,6 @@ foreign file is removed and its items computed again. Layout: docs/scaling.md. N
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import io
 import json
@@ -20,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from cscore.files import canonical_json, file_lock, write_atomic
+from cscore.files import canonical_json, file_lock, held, write_atomic
 from cscore.scorers.engine.stats import FORMAT_VERSION, ROW_NAMES
 
 log = logging.getLogger(__name__)
@@ -403,21 +402,6 @@ class Place:
     def running(self, shards: Sequence[int]) -> bool:
         """Whether some process is computing one of ``shards`` (holds its lock)."""
         return any(held(self.lock_path(k)) for k in shards)
-
-
-def held(path: Path) -> bool:
-    """Whether someone holds the lock file ``path``."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
 
 
 def missing_text(missing: Sequence[int], count: int) -> str:
