@@ -1,11 +1,5 @@
-"""The errors a user can fix: the CLI prints their one-line message (no traceback) and exits with
-the error's ``exit_code`` (``cscore.cli.exits.one_line_errors``), whenever it is found: 2 for
-what the user gave (a config or usage mistake, a data file that cannot be read as the dataset), 1
-for anything else the user can fix (a model that cannot load, storage, memory, the cache); 130
-for Ctrl-C.
-
-Anything else is a bug and keeps its traceback. ``CSCORE_DEBUG=1`` shows tracebacks for these too.
-Every CscoreError subclass lives here; the modules that raise them import them from here."""
+"""The errors a user can fix: the CLI prints their one-line message and exits with their ``exit_code``
+(2: what the user gave is wrong; 1: anything else). Every other exception is a bug and keeps its traceback."""
 
 
 class CscoreError(Exception):
@@ -21,8 +15,7 @@ class ConfigError(CscoreError, ValueError):
 
 
 class DataError(CscoreError, ValueError):
-    """A dataset that cannot be used as given (the message says where and why). Still a ValueError,
-    as it was before CscoreError existed. Exit 2, as a config mistake: the input given is wrong."""
+    """A dataset that cannot be used as given (the message says where and why)."""
 
     exit_code = 2
 
@@ -60,21 +53,16 @@ class KindError(CscoreError):
 
 
 class AlignmentError(InputError):
-    """A hypothesis whose tokens cannot be placed on its text (cross-family units; one line, item
-    index included)."""
+    """A hypothesis whose tokens cannot be placed on its text (cross-family units)."""
 
 
 class StorageError(CscoreError):
-    """A place cscore writes cannot take the write: a full disk or quota, a file-size limit, a
-    read-only file system, no permission, or a file where a folder must be (one line naming what
-    was being written, where, and why)."""
+    """A place cscore writes cannot take the write (full disk, read-only, no permission, a file for a folder)."""
 
 
 class ShardsPending(CscoreError):
-    """A sharded pass (``runtime.shards``) whose shards are not all done yet: this process did its
-    part; the run is not complete. ``missing``: the shard indices still to run ([] where another
-    process finishes: a worker's parent) (exit 0: a shard of a job array or a worker that did its
-    part did not fail)."""
+    """A sharded pass whose shards are not all done: this process did its part (exit 0). ``missing``: the
+    shard indices still to run ([] where another process finishes)."""
 
     exit_code = 0
 
