@@ -83,12 +83,12 @@ def check_kind(run: RunConfig, kind) -> None:
     if not kind.splits:
         raise ConfigError(f"method={run.method.name} ({kind.name} kind) cannot shard its passes; run it with "
                           "runtime.shards=1 (the default)")
-    in_cache = getattr(kind, "meets_in_cache", True)  # cscore cdm generate's shards meet in its output directory
-    if not run.cache.enabled and in_cache:
+    if not getattr(kind, "meets_in_cache", True):  # cscore cdm generate's shards meet in its output directory
+        return
+    if not run.cache.enabled:
         raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
-    if in_cache:
-        check_writable(run)
-    if run.runtime.devices is None and in_cache and workers.array_task():  # not runtime.devices' workers: one node
+    check_writable(run)
+    if run.runtime.devices is None and workers.array_task():  # not runtime.devices' workers: one node
         check_shared(run)
 
 

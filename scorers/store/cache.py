@@ -240,8 +240,7 @@ class StatsCache:
     def save(
         self, key: str, stats: Mapping[str, Payload], parts: Mapping, extra: Mapping | None = None
     ) -> Path | None:
-        """Write an entry atomically; a valid entry written first is kept. A read-only or full folder
-        stores nothing (a warning; None)."""
+        """Write an entry atomically (a valid one written first is kept); a read-only or full folder stores none."""
         _check_key(key)
         if not stats:
             raise ValueError("nothing to save: stats is empty")
@@ -312,8 +311,7 @@ class StatsCache:
         return False
 
     def checkpoint(self, key: str, heads, offsets, temperatures, every: float) -> Checkpoint | None:
-        """The checkpoint of the pass computing ``key`` (None where nothing can be written); take it under
-        ``lock(key)``."""
+        """The checkpoint of the pass computing ``key``, taken under ``lock(key)`` (None where nothing is written)."""
         if self.unusable is not None:
             return None
         folder = self.root / PARTIAL_DIR / _check_key(key)

@@ -58,8 +58,7 @@ def library_versions() -> dict[str, str | None]:
 
 
 def folder_fingerprint(folder: str | os.PathLike) -> str | None:
-    """SHA-256 over (relative path, size, content SHA-256) of every file under a model folder; None where
-    it holds no weight file."""
+    """SHA-256 over every file (path, size, content) under a model folder; None where it holds no weights."""
     root = Path(folder).expanduser()
     files = sorted(p for p in root.rglob("*") if p.is_file())
     if not any(p.name.endswith(WEIGHT_SUFFIXES) for p in files):
