@@ -83,11 +83,6 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
     return metrics
 
 
-def completed(cfg: DictConfig, out_dir: Path) -> bool:
-    """Complete with this very config: a re-run of a sweep skips it."""
-    return rundir.is_complete(out_dir, OmegaConf.to_yaml(cfg, resolve=True))
-
-
 def untouched(out_dir: Path) -> bool:
     """Nothing but what Hydra and the first lines of a run write: safe to remove after a failure."""
     return out_dir.is_dir() and {p.name for p in out_dir.iterdir()} <= HYDRA_FILES
@@ -113,7 +108,7 @@ def hydra_entry(cfg: DictConfig) -> None:
     fresh = untouched(out_dir)  # a new directory: a run that fails before any work removes it
     for note in resolve_pair(cfg, list(hc.overrides.task)):
         log.info(note)
-    if cfg.get("resume", True) and completed(cfg, out_dir):
+    if cfg.get("resume", True) and rundir.is_complete(out_dir, OmegaConf.to_yaml(cfg, resolve=True)):
         log.info("%s is complete (same config, metrics.json present): skipped; resume=false re-runs it", out_dir)
         return
     (out_dir / rundir.FAILED).unlink(missing_ok=True)
