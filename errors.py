@@ -1,6 +1,5 @@
-"""The errors a user can fix: the CLI prints their one-line message and exits with their ``exit_code``:
-2 for what the user gave (config, usage, data), 1 for the rest (model, storage, memory, cache).
-Anything else is a bug and keeps its traceback (``CSCORE_DEBUG=1``: these too). Ctrl-C exits 130."""
+"""The errors a user can fix: the CLI prints their one-line message and exits with their ``exit_code``
+(2: what the user gave is wrong; 1: anything else). Every other exception is a bug and keeps its traceback."""
 
 
 class CscoreError(Exception):
@@ -54,18 +53,16 @@ class KindError(CscoreError):
 
 
 class AlignmentError(InputError):
-    """A hypothesis whose tokens cannot be placed on its text (one line, item index included)."""
+    """A hypothesis whose tokens cannot be placed on its text (cross-family units)."""
 
 
 class StorageError(CscoreError):
-    """A place cscore writes cannot take the write (full disk, read-only, no permission, a file in the way)."""
+    """A place cscore writes cannot take the write (full disk, read-only, no permission, a file for a folder)."""
 
 
 class ShardsPending(CscoreError):
-    """A sharded pass (``runtime.shards``) whose shards are not all done yet: this process did its
-    part; the run is not complete. ``missing``: the shard indices still to run ([] where another
-    process finishes: a worker's parent) (exit 0: a shard of a job array or a worker that did its
-    part did not fail)."""
+    """A sharded pass whose shards are not all done: this process did its part (exit 0). ``missing``: the
+    shard indices still to run ([] where another process finishes)."""
 
     exit_code = 0
 

@@ -1,10 +1,5 @@
-"""The run directory: the one contract between `cscore run` (writes) and `cscore report` (reads);
-its files: docs/concepts.md ("Run directories"), its columns: the prefixes below. metrics.json is
-written last and atomically (a kind adds its ``SECTIONS``). A run is complete when metrics.json
-holds every key of METRICS_KEYS, scores.parquet exists (with the SHA-256 metrics.json recorded for
-it, ``scores_sha256``) and, when a config is given, config.yaml is that config. ``find_runs`` reads
-every run directory under a folder as a ``Run``. This module imports nothing of cscore's layers
-(cli, metaeval, scorers, data): all of them read it."""
+"""The run directory: the contract between `cscore run` (writes) and `cscore report` (reads). A run is
+complete once metrics.json, written last, holds METRICS_KEYS and scores.parquet matches its checksum."""
 
 from __future__ import annotations
 
@@ -42,17 +37,12 @@ METRICS_KEYS = ("schema", "cscore_version", "signature", "data", "n_items", "spl
                 "temperatures", "variants", "models", "correlations", "speed", "nonfinite_scores", "environment")
 
 
-# a run directory that cannot be written: full disk or quota, a file-size limit, a read-only file system
-NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)  # a run directory that cannot be written
 
 
-
-
-# metrics.json: the sections a method's kind adds (``MethodKind.sections``), each with its schema
+# metrics.json: the sections a method's kind adds, each with its schema
 class JudgeSection(TypedDict):
-    """``judge`` (cd_judge, cd_judge_released); each kind adds its decoding settings and the
-    judge_prompt's name; ``grid_decoded_too``: the other (λ, t) points of the sweep whose
-    decodes this run made (``RunConfig.sweep_others``)."""
+    """``judge`` (cd_judge, cd_judge_released); each kind adds its decoding settings."""
     score_range: list[int]
     aspect: str
     lam: float
@@ -105,13 +95,13 @@ def check_section(name: str, value) -> None:
 
 
 def write_parquet_atomic(path: Path, table) -> None:
-    """scores.parquet whole or not at all (two jobs writing the same run directory never tear it)."""
+    """scores.parquet whole or not at all."""
     with atomic_file(Path(path), "wb") as f:
         table.to_parquet(f, index=False)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    write_atomic(Path(path), text)  # the package's one atomic writer (no torch)
+    write_atomic(Path(path), text)
 
 
 def write_metrics(run_dir: Path, metrics: dict) -> None:

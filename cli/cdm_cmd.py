@@ -1,12 +1,5 @@
-"""``cscore cdm generate`` and ``cscore cdm train`` (Generative CDM, the CDM paper's Algorithm 1);
-the score step of ``method=cdm_gen`` is the discriminator kind (``run/kinds/discriminator.py``).
-
-Both commands compose ``conf/cdm.yaml`` (= config.yaml + a ``cdm:`` section) with Hydra's override
-syntax, so ``data=``, ``pair=``, ``prompt=`` and ``runtime.*`` mean what they mean for ``cscore run``;
-they check it, load what is needed and call ``cscore.training`` (``negatives``: the negatives
-and their provenance, resumable; ``discriminator``: the group-held-out training and its
-cscore_discriminator.json, written last).
-"""
+"""``cscore cdm generate`` and ``cscore cdm train`` (Generative CDM): both compose ``conf/cdm.yaml`` with
+Hydra's override syntax and call ``cscore.training``; ``method=cdm_gen`` scores with ``run/kinds/discriminator.py``."""
 
 from __future__ import annotations
 
@@ -43,12 +36,8 @@ Sharding (docs/scaling.md) as for cscore run: runtime.shards=N [runtime.shard=K]
 Options: conf/cdm.yaml (cdm.generate.*, cdm.train.*); --cfg prints the composed cdm section."""
 
 
-GENERATE_PARAMS = specs_of(CdmGenerate)  # the schema: training/params.py
+GENERATE_PARAMS = specs_of(CdmGenerate)
 TRAIN_PARAMS = specs_of(CdmTrain)
-
-
-# ---------------------------------------------------------------------------------------------
-# the command
 
 
 def main(argv: list[str]) -> None:
@@ -91,8 +80,7 @@ def parse(argv: list[str]) -> tuple[DictConfig, list[str]]:
 
 
 def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
-    """Make the negatives (training/negatives.py); returns the output directory.
-    ``overrides``: the command line, for the pair's early-exit rule (as in ``cscore run``)."""
+    """Make the negatives (training/negatives.py); returns the output directory."""
     from cscore.cli.names import resolve_pair
     from cscore.run import workers
     from cscore.run.typed import resolved
@@ -124,9 +112,7 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
 
 
 def check_limit(limit: int | None) -> None:
-    """A limit that can never give ``cdm train`` its two groups is refused before anything loads
-    (the positives are drawn round-robin across groups, so a limit of 2 or more spans 2 groups
-    wherever the data has them)."""
+    """A limit that can never give ``cdm train`` its two groups is refused before anything loads."""
     if limit is not None and limit < 2:
         raise ConfigError(f"cdm.generate.limit={limit} takes positives of one group (document / dialogue) "
                           "and cdm train needs at least 2 (one to train on, one held out): give "
@@ -165,14 +151,9 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     return job.folder.path
 
 
-# ---------------------------------------------------------------------------------------------
-# sharding (runtime.shards / runtime.shard / runtime.devices: docs/scaling.md)
-
-
 @dataclass(frozen=True)
 class Stage:
-    """A cdm stage as ``run/launch.py``'s checks see it (they read ``name``, ``splits`` and
-    ``meets_in_cache``: where the shards meet, the statistics cache or the output directory)."""
+    """A cdm stage as ``run/launch.py``'s checks see it (``meets_in_cache``: else the output directory)."""
 
     name: str
     splits: bool = True
@@ -180,10 +161,8 @@ class Stage:
 
 
 def sharding(stage: str, run, refuse: str | None = None, listed: bool = False):
-    """The run with its sharding settings checked before anything loads (``launch.check``, as for
-    ``cscore run``); ``refuse``: why this stage cannot give bit-identical output sharded (then
-    runtime.shards / shard / devices are one line; ``listed``: runtime.devices was given, one
-    device too, which the typed run resolved into ``runtime.device``)."""
+    """The run with its sharding settings checked before anything loads; ``refuse``: why this stage cannot
+    shard; ``listed``: runtime.devices was given (one device too)."""
     from cscore.run import launch
 
     rt = run.runtime
@@ -194,7 +173,7 @@ def sharding(stage: str, run, refuse: str | None = None, listed: bool = False):
 
 
 def pending_line(stage: str, overrides: list[str], err: ShardsPending) -> str:
-    """The one line a shard that did its part ends with: what is missing and the commands that finish it."""
+    """The line a shard that did its part ends with: what is missing and the commands that finish it."""
     from cscore.run.workers import stage_line
 
     if not err.missing:

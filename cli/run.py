@@ -1,7 +1,5 @@
-"""``cscore run``: load -> plan -> score -> evaluate -> write.
-
-The Hydra entry composes, checks, calls the stages and prints. The shared stages are in
-``run/stages.py``; plan and score are the method's kind's (``cscore.run.kinds``)."""
+"""``cscore run``: load -> plan -> score -> evaluate -> write; stages in ``run/stages.py``, plan and score
+the method's kind's (``cscore.run.kinds``)."""
 
 from __future__ import annotations
 
@@ -19,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from cscore import rundir
 from cscore.cli import names
 from cscore.cli.exits import fail
-from cscore.cli.names import resolve_pair  # its home is names.py: cscore cdm imports it without torch
+from cscore.cli.names import resolve_pair
 from cscore.cli.sweep_points import sweep_others
 from cscore.errors import CscoreError, ShardsPending
 from cscore.scorers.store.runner import Pending
@@ -27,26 +25,21 @@ from cscore.scorers.store.runner import Pending
 if TYPE_CHECKING:
     from cscore.run.kinds.base import RunState
 
-# the stages, the kinds, the workers and the console are imported where a job runs: `cscore run --help-all`
-# and `--cfg job` end in Hydra before that, with no torch or pandas loaded (tests/unit/repo/test_torch_free.py)
+# the stages, kinds and workers are imported where a job runs: `--help-all` and `--cfg job` load no torch
 
 log = logging.getLogger(__name__)
 row_log = logging.getLogger("cscore.rows")  # per-row details: run.log only, never the console
 names.register()  # ${cscore.run_name:} in hydra.run.dir / hydra.sweep.dir (conf/config.yaml)
 
 
-HYDRA_FILES = {".hydra", "run.log", "config.yaml"}  # what a run dir holds before any work is done (rundir.LOG, .CONFIG)
+HYDRA_FILES = {".hydra", "run.log", "config.yaml"}  # what a run dir holds before any work is done
 
 
 def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: tuple = (), overrides: tuple = (),
         point: Path | None = None) -> dict:
-    """The whole run: ``cfg`` (as Hydra composed it) is checked into the typed config (the job's
-    ``validate``; the precheck checked it before Hydra started), which the stages and the kind
-    read; raises CscoreError for anything the user can fix.
-    ``state["stage"]`` says how far it got (a failure before "score" leaves nothing worth keeping);
-    ``others``: the other jobs of its multirun (``cli/sweep_points.py``); ``overrides``: the job's
-    own (the workers of ``runtime.devices`` run with them, ``run/workers.py``); ``point``: the record
-    shared by the shard jobs of its sweep point, of which one writes a run directory (``launch.sweep_point``)."""
+    """The whole run of ``cfg`` (as Hydra composed it); raises CscoreError for anything the user can fix.
+    ``state["stage"]`` says how far it got; ``others``: the other jobs of its multirun; ``overrides``: the
+    job's own; ``point``: the record its sweep point's shard jobs share (``launch.sweep_point``)."""
     from dataclasses import replace
 
     from cscore.progress import Progress, progress_bar
@@ -57,15 +50,14 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
 
     state = {} if state is None else state
     state["stage"] = "validate"
-    config = replace(validate(cfg), sweep_others=others)  # the typed config: all the stages and the kind read
+    config = replace(validate(cfg), sweep_others=others)
     kind = kinds.of_method(config.method.name)
     launch.check(config, kind)  # runtime.shards / shard / devices, before anything loads
-    threads.ask(config.runtime.threads)  # set in torch (apply) only before work that computes: see below
+    threads.ask(config.runtime.threads)  # applied in torch only before work that computes
     console = summary.make_console()
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / rundir.CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    # the job's coordinator, beside the config (runtime.devices: workers compute shards 1 .. N-1; this
-    # process shard 0, then waits for theirs and merges)
+    # runtime.devices: workers compute shards 1 .. N-1, this process shard 0, then merges
     with workers.sharded(config, list(overrides), out_dir, state) as shards:
         state["stage"] = "load"
         loaded = stages.load_stage(config)
@@ -91,28 +83,9 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
     return metrics
 
 
-# ---------------------------------------------------------------------------------------------
-# run directory bookkeeping
-
-
-def completed(cfg: DictConfig, out_dir: Path) -> bool:
-    """Complete (``cscore.rundir``) with this very config: a re-run of a sweep skips it."""
-    return rundir.is_complete(out_dir, OmegaConf.to_yaml(cfg, resolve=True))
-
-
 def untouched(out_dir: Path) -> bool:
     """Nothing but what Hydra and the first lines of a run write: safe to remove after a failure."""
     return out_dir.is_dir() and {p.name for p in out_dir.iterdir()} <= HYDRA_FILES
-
-
-def mark_failed(out_dir: Path, err: BaseException, stage: str) -> None:
-    """Leave a failed.json that `cscore report` lists; removed when the run is started again."""
-    record = {"error": f"{type(err).__name__}: {err}".strip(), "stage": stage,
-              "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    try:
-        rundir.write_text_atomic(out_dir / rundir.FAILED, json.dumps(record, indent=2) + "\n")
-    except OSError:
-        pass
 
 
 def attach_row_log(out_dir: Path) -> logging.Handler:
@@ -135,7 +108,7 @@ def hydra_entry(cfg: DictConfig) -> None:
     fresh = untouched(out_dir)  # a new directory: a run that fails before any work removes it
     for note in resolve_pair(cfg, list(hc.overrides.task)):
         log.info(note)
-    if cfg.get("resume", True) and completed(cfg, out_dir):
+    if cfg.get("resume", True) and rundir.is_complete(out_dir, OmegaConf.to_yaml(cfg, resolve=True)):
         log.info("%s is complete (same config, metrics.json present): skipped; resume=false re-runs it", out_dir)
         return
     (out_dir / rundir.FAILED).unlink(missing_ok=True)
@@ -171,8 +144,7 @@ def hydra_entry(cfg: DictConfig) -> None:
 
 
 def fail_dir(out_dir: Path, remove: bool, err: BaseException, state: RunState) -> None:
-    """A new run directory that failed before scoring holds nothing worth keeping: removed.
-    Any other failed directory gets a failed.json that `cscore report` lists."""
+    """A new run directory that failed before scoring is removed; any other gets a failed.json."""
     if remove:
         shutil.rmtree(out_dir, ignore_errors=True)  # run.log stays open; harmless on POSIX
         outputs = Path.cwd().resolve() / "outputs"  # the default layout's; folders elsewhere are the user's
@@ -180,4 +152,9 @@ def fail_dir(out_dir: Path, remove: bool, err: BaseException, state: RunState) -
             if parent.is_relative_to(outputs) and parent.is_dir() and not any(parent.iterdir()):
                 parent.rmdir()
     else:
-        mark_failed(out_dir, err, state.get("stage", "?"))
+        record = {"error": f"{type(err).__name__}: {err}".strip(), "stage": state.get("stage", "?"),
+                  "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        try:
+            rundir.write_text_atomic(out_dir / rundir.FAILED, json.dumps(record, indent=2) + "\n")
+        except OSError:
+            pass

@@ -1,10 +1,5 @@
-"""``cscore t5score train``: T5Score's discriminative training (``training/t5score_job.py``)
-on the human scores of a dataset (``data=``), composed from ``conf/t5score.yaml`` on top of
-config.yaml. Groups (documents / source segments) are split into train and held-out (``holdout``,
-by sha256(seed, group)); pairwise ranking accuracy on both is measured before and after training.
-Writes the model and tokenizer (``save_pretrained``) and ``cscore_t5score.json`` last; the same
-command into a finished directory is skipped, another config into it refused. Then score with
-``cscore run method=baseline baseline=t5score baseline.t5score.model=<out>``."""
+"""``cscore t5score train``: T5Score's discriminative training (``training/t5score_job.py``) on a dataset's
+human scores, composed from ``conf/t5score.yaml``; a finished directory with the same config is skipped."""
 
 from __future__ import annotations
 
@@ -27,7 +22,7 @@ USAGE = """usage: cscore t5score train t5score.train.model=<seq2seq model> data=
   (Adafactor, lr 1e-5 decaying linearly to 0, batch 32, dropout 0.05, 64 tokens);
   t5score.train.optimizer=adamw and t5score.train.schedule=constant are options. Then:
   cscore run method=baseline baseline=t5score baseline.t5score.model=<t5score.train.out>"""
-PARAMS = specs_of(T5ScoreTrain)  # the schema: training/params.py
+PARAMS = specs_of(T5ScoreTrain)
 
 
 def main(argv: list[str]) -> None:
@@ -62,8 +57,7 @@ def compose(overrides: list[str]) -> DictConfig:
 
 
 def training_table(run, t: dict):
-    """The examples, the human aspect that ranks them and each row's context (reference / source);
-    ``run``: the typed config."""
+    """The examples, the human aspect that ranks them and each row's context (reference / source)."""
     from cscore.run.kinds.aspects import target_aspect
     from cscore.run.stages import load_stage
 
@@ -80,8 +74,7 @@ def training_table(run, t: dict):
 
 
 def check_model(spec: str) -> None:
-    """The model folder (or hub id) checked from its files alone, before the data loads: one line
-    naming ``t5score.train.model``, exit 2 (``run/pair_check.py`` does the same for ``cscore run``)."""
+    """The model folder (or hub id) checked from its files alone, before the data loads (a ConfigError)."""
     from cscore.scorers.models import hub, specs
 
     key = f"t5score.train.model={spec}"

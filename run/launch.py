@@ -1,9 +1,5 @@
-"""Sharded runs from the command line, before and around the work (``runtime.shards`` /
-``runtime.shard`` / ``runtime.devices``): the settings checked before anything loads
-(``check``, ``check_settings``, ``check_kind``, ``check_writable``, ``check_shared``),
-``runtime.devices`` resolved (``resolve_devices``), a sharded multirun's one job per shard
-(``array_shards``) and one run directory per sweep point (``sweep_point``,
-``one_run_directory``). The coordination itself is ``run/workers.py``'s."""
+"""Sharded runs around the work: the sharding settings checked before anything loads, ``runtime.devices``
+resolved, a multirun's one job per shard and one run directory per sweep point (coordination: ``run/workers.py``)."""
 
 from __future__ import annotations
 
@@ -33,9 +29,7 @@ def devices_of(value) -> list[str] | None:
 
 
 def resolve_devices(rt: Runtime) -> Runtime:
-    """The runtime settings with ``runtime.devices`` resolved, once, where the typed run is built
-    (``run/typed.py``: its ``PassOptions`` are built from these, the coordinator too): N devices are N
-    shards, this process computing on the first; one device runs the pass here, no worker.
+    """``runtime.devices`` resolved: N devices are N shards, this process on the first; one device runs here.
     Settings that do not go together stay as given, for ``check_settings`` to name."""
     devices = devices_of(rt.devices)
     if devices is None or sharding_problem(rt, devices) is not None:
@@ -46,23 +40,21 @@ def resolve_devices(rt: Runtime) -> Runtime:
 
 
 def check(run: RunConfig, kind) -> None:
-    """The sharding settings checked before anything loads (a ConfigError; ``runtime.devices`` was
-    resolved when the run was typed: ``resolve_devices``)."""
+    """The sharding settings checked before anything loads (a ConfigError)."""
     check_settings(run)
     if run.runtime.shards > 1:
         check_kind(run, kind)
 
 
 def check_settings(run: RunConfig) -> None:
-    """The checks that need no method kind (nothing imported: the precheck runs them first)."""
+    """The checks that need no method kind."""
     why = sharding_problem(run.runtime, devices_of(run.runtime.devices))
     if why is not None:
         raise ConfigError(why)
 
 
 def sharding_problem(rt: Runtime, devices: list[str] | None) -> str | None:
-    """The one line naming the first sharding settings that do not go together, or None
-    (``devices``: ``runtime.devices`` as a list, ``devices_of``)."""
+    """The line naming the first sharding settings that do not go together, or None."""
     shards = rt.shards
     if devices is not None:
         if not devices:
@@ -87,23 +79,21 @@ def sharding_problem(rt: Runtime, devices: list[str] | None) -> str | None:
 
 
 def check_kind(run: RunConfig, kind) -> None:
-    """A sharded run (``check_settings`` passed): whether its kind shards and where its shards meet."""
+    """A sharded run: whether its kind shards and where its shards meet."""
     if not kind.splits:
         raise ConfigError(f"method={run.method.name} ({kind.name} kind) cannot shard its passes; run it with "
                           "runtime.shards=1 (the default)")
-    in_cache = getattr(kind, "meets_in_cache", True)  # cscore cdm generate's shards meet in its output directory
-    if not run.cache.enabled and in_cache:
+    if not getattr(kind, "meets_in_cache", True):  # cscore cdm generate's shards meet in its output directory
+        return
+    if not run.cache.enabled:
         raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
-    if in_cache:
-        check_writable(run)
-    if run.runtime.devices is None and in_cache and workers.array_task():  # not runtime.devices' workers: one node
+    check_writable(run)
+    if run.runtime.devices is None and workers.array_task():  # not runtime.devices' workers: one node
         check_shared(run)
 
 
 def check_writable(run: RunConfig) -> None:
-    """The shards meet in the statistics cache (their locks, partials and the merge are written
-    there): a cache folder this process cannot write in is refused in one line, before anything
-    loads. Asked by making (and removing) a file, so a read-only mount is seen even by root."""
+    """A statistics cache this process cannot write in is refused (a probe file: root sees read-only mounts)."""
     import tempfile
 
     from cscore.files import folder_problem
@@ -130,9 +120,7 @@ NODE_LOCAL = ("tmpfs", "ramfs")  # file systems no other node sees
 
 
 def check_shared(run: RunConfig) -> None:
-    """Shards of a SLURM job array meet in the statistics cache: a node-local one (tmpfs, e.g.
-    /dev/shm) is refused in one line. (A local disk cannot be told from a shared one here: the
-    docs say the cache must be on a file system every node sees.)"""
+    """A SLURM job array's statistics cache on a node-local file system (tmpfs) is refused."""
     from cscore.scorers.store.cache import default_root
 
     root = Path(run.cache.dir).expanduser() if run.cache.dir else default_root()
@@ -155,8 +143,7 @@ def file_system(path: Path) -> str | None:
 
 
 def array_shards(rest: list[str]) -> list[str]:
-    """``cscore run -m ... runtime.shards=N`` without ``runtime.shard`` / ``runtime.devices``: one
-    job per shard (``runtime.shard=range(0,N)``), so a launcher submits them as one job array."""
+    """``cscore run -m ... runtime.shards=N`` without ``runtime.shard`` / ``runtime.devices``: one job per shard."""
     if not any(a in ("-m", "--multirun") for a in rest):
         return rest
     given = {a.lstrip("+~").split("=", 1)[0]: a.split("=", 1)[1] for a in rest if "=" in a and not a.startswith("-")}
@@ -175,9 +162,7 @@ POINT_FILE = "point-{}.json"  # under <sweep dir>/.shards/: the run directory a 
 
 
 def sweep_point(hc) -> Path | None:
-    """For a job of a sharded multirun (``runtime.shard`` among its task overrides: one job per
-    shard, ``array_shards``), the record its sweep point's jobs share: the overrides without
-    ``runtime.shard`` name the point. None for any other run."""
+    """For a job of a sharded multirun, the record its sweep point's jobs share; None for any other run."""
     from hydra.types import RunMode
 
     task = list(hc.overrides.task)
@@ -190,14 +175,8 @@ def sweep_point(hc) -> Path | None:
 
 @contextmanager
 def one_run_directory(point: Path | None, out_dir: Path):
-    """Around the writing of a run directory: of the jobs of one sweep point (``point``:
-    ``sweep_point``'s record; None: nothing to share) that have the statistics, the first writes
-    its run directory, under the point's lock; a later one is given the directory written (else
-    None) and ends there, writing nothing (``cli/run.py``: ShardsPending naming it). Two
-    shard jobs that end together both have the merged entry (one merged, the other read it); a
-    point's jobs that started after another point's job merged the pass all read it. The record
-    is written once the directory is complete: a job killed while writing leaves the point to the
-    next."""
+    """Around writing a run directory: the first job of a sweep point writes it; a later one is given the
+    directory written (else None) and writes nothing. The record is written once the directory is complete."""
     if point is None:
         yield None
         return

@@ -1,6 +1,5 @@
-"""``cscore cdm generate``'s pipeline steps: the positives of a dataset and the pair that writes their
-negatives (``cscore.training.negatives`` writes and resumes them); ``runtime.shards``: the
-positives dealt to the shards (``make_parts``)."""
+"""``cscore cdm generate``'s steps: the positives of a dataset, their negatives written by the pair
+(``cscore.training.negatives``), and under ``runtime.shards`` the positives dealt to the shards."""
 
 from __future__ import annotations
 
@@ -32,17 +31,14 @@ from cscore.training.negatives import (
 log = logging.getLogger(__name__)
 
 
-
 def positives_of(examples, g: dict):
-    """The positives of ``cdm.generate`` (``g``): top_rated ranks each group on the human aspect;
-    at most ``limit`` of them, drawn round-robin across the groups (``round_robin``)."""
+    """The positives of ``cdm.generate`` (``g``): at most ``limit``, drawn round-robin across the groups."""
     column = f"{rundir.HUMAN}{target_aspect(examples, g['aspect'])}" if g["positives"] == "top_rated" else None
     return round_robin(select_positives(examples, g["positives"], column), g["limit"])
 
 
 def make(job: GenerateJob, run: RunConfig, positives) -> None:
-    """The negatives of the positives not written yet (the pair loads only when some are left),
-    then provenance.json marked complete. ``run``: the typed config (the job's ``config``, as composed, is recorded)."""
+    """The negatives of the positives not written yet, then provenance.json marked complete."""
     rows = todo(job, positives)
     finish(job, run, len(positives), write_rows(job, run, rows) if len(rows) else None)
 
@@ -56,11 +52,8 @@ def write_rows(job: GenerateJob, run: RunConfig, rows, path=None) -> dict:
 
 
 def make_parts(job: GenerateJob, run: RunConfig, positives, coordinator: InProcess) -> Outcome:
-    """``runtime.shards``, on the one runner (``runner.run``): the positives dealt in whole groups
-    (``owners``), this process's shards each writing ``<out>/.shards/s<K>of<N>.jsonl`` (resumable
-    as negatives.jsonl is), then (unless a worker of ``runtime.devices``) the merge: negatives.jsonl
-    with every positive's lines in the positives' order, then provenance.json. A positive's negatives
-    depend on that positive alone, so the merged file is byte-identical to an unsharded run's."""
+    """``runtime.shards``: the positives dealt in whole groups, each shard writing
+    ``<out>/.shards/s<K>of<N>.jsonl``, then the merge into negatives.jsonl (byte-identical to an unsharded run's)."""
     count = coordinator.count
     place = Place.of_folder(job.folder.path / rundir.SHARDS, count)
 
@@ -97,8 +90,7 @@ def make_parts(job: GenerateJob, run: RunConfig, positives, coordinator: InProce
 
 
 def owners(positives, count: int) -> np.ndarray:
-    """The shard of each positive: its group's, the groups (by their texts' characters, largest
-    first; ties in table order) each to the shard with the fewest characters so far."""
+    """The shard of each positive: whole groups, largest first, each to the shard with the fewest characters."""
     groups = positives["group"].astype(str).tolist()
     cost: dict[str, int] = {}
     for g, text in zip(groups, positives["text"]):
@@ -113,8 +105,7 @@ def part_file(place: Place, k: int) -> Path:
 
 
 def finished_lines(path: Path, per_positive: int) -> dict[str, list[str]]:
-    """{positive id: its lines, as written} for the positives whose ``per_positive`` negatives are
-    all in ``path`` (complete lines only; the file is not changed)."""
+    """{positive id: its lines} for the positives whose ``per_positive`` negatives are all in ``path``."""
     raw = path.read_text(encoding="utf-8") if path.exists() else ""
     out: dict[str, list[str]] = {}
     for line in raw[:raw.rfind("\n") + 1].splitlines(keepends=True):
@@ -123,8 +114,7 @@ def finished_lines(path: Path, per_positive: int) -> dict[str, list[str]]:
 
 
 def part_rows(job: GenerateJob, positives, place: Place, k: int):
-    """Shard ``k``'s positives whose negatives are written neither in negatives.jsonl (an earlier
-    unsharded run's) nor in its own file (which drops a positive cut off by a kill)."""
+    """Shard ``k``'s positives whose negatives are neither in negatives.jsonl nor in its own file."""
     n = job.g["n_negatives"]
     done = set(finished_lines(job.negatives, n)) | {r["source_id"] for r in finished_records(part_file(place, k), n)}
     ids = positives["id"].astype(str)
@@ -133,16 +123,14 @@ def part_rows(job: GenerateJob, positives, place: Place, k: int):
 
 
 def all_written(job: GenerateJob, positives) -> bool:
-    """negatives.jsonl holds every positive's negatives (an earlier merge or unsharded run)."""
+    """negatives.jsonl holds every positive's negatives."""
     have = finished_lines(job.negatives, job.g["n_negatives"])
     return all(str(i) in have for i in positives["id"])
 
 
 def merge_parts(job: GenerateJob, positives, place: Place) -> Outcome:
-    """When every shard is marked: negatives.jsonl, the positives an earlier run wrote there first,
-    in its order, then the others in the positives' order (as an unsharded run appends them);
-    ``Done`` with the models record a shard kept. A positive no file holds unmarks its shard
-    (``Pending`` names it: the runner computes it again where it may)."""
+    """When every shard is marked: negatives.jsonl, earlier lines first, then the others in the positives'
+    order. A positive no file holds unmarks its shard (``Pending`` names it)."""
     marks, count = place.marks(), place.count
     missing = [k for k in range(count) if k not in marks]
     if missing:
@@ -166,7 +154,7 @@ def merge_parts(job: GenerateJob, positives, place: Place) -> Outcome:
 
 
 def clean(place: Place) -> None:
-    """The shards' files and marks, once merged (the workers' logs stay)."""
+    """The shards' files and marks, once merged."""
     for k in range(place.count):
         part_file(place, k).unlink(missing_ok=True)
         place.unmark(k)

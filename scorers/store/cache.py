@@ -1,12 +1,5 @@
-"""On-disk store of per-token statistics (``TokenStats``) and other payloads, content-addressed.
-
-The key is the SHA-256 of everything that changes the numbers (``stats_key``). An entry is
-``<root>/<key>/stats.npz`` + ``meta.json`` (checksums, shapes, key parts; ``meta_sha256`` covers
-meta.json itself); it appears by renaming a finished temp directory and is verified on every load
-(a bad entry is removed and reported as a miss). ``get_or_compute`` is the one way through it
-(lock -> load -> compute -> save). A payload (``Payload``) names itself; the store imports none of
-them. This module does not import torch.
-"""
+"""Content-addressed on-disk store of per-token statistics and other payloads: ``<root>/<key>/stats.npz``
+and ``meta.json``, published by renaming a temp directory and verified on every load. No torch."""
 
 from __future__ import annotations
 
@@ -28,7 +21,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping, NamedTuple, Proto
 
 import numpy as np
 
-from cscore.errors import CacheEntryError, CacheError  # defined in errors.py
+from cscore.errors import CacheEntryError, CacheError
 from cscore.files import (
     atomic_file,
     cache_root,
@@ -41,7 +34,7 @@ from cscore.files import (
     sha256_file,
     write_atomic,
 )
-from cscore.scorers.engine.stats import FORMAT_VERSION  # the per-token format: part of every key
+from cscore.scorers.engine.stats import FORMAT_VERSION
 from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, LOCK_DIR, PARTIAL_DIR, Checkpoint, remove_folder
 
 log = logging.getLogger(__name__)
@@ -56,10 +49,8 @@ FRONT_DIR = "front"  # the front index (``front``): a record per token pass, poi
 
 
 class Payload(Protocol):
-    """What an entry keeps per head: named arrays out (``to_arrays``) and back in (``from_arrays``).
-    ``ENTRY_KIND`` is meta.json's ``kind`` (None: per-token statistics, which entries older than
-    kinds hold), ``ENTRY_FORMAT`` the (meta.json field, version) a reader checks, ``ARRAY_NAMES``
-    the arrays; ``entry_figures`` what meta.json says of it (temperatures, n_tokens)."""
+    """What an entry keeps per head, as named arrays. ``ENTRY_KIND`` is meta.json's ``kind`` (None: token
+    statistics); ``ENTRY_FORMAT`` the (meta.json field, version) a reader checks."""
 
     ENTRY_KIND: ClassVar[str | None]
     ENTRY_FORMAT: ClassVar[tuple[str, int] | None]
@@ -82,15 +73,10 @@ class Entry(NamedTuple):
 
 
 def default_root() -> Path:
-    """Where the statistics live: $CSCORE_STATS_CACHE, else $CSCORE_CACHE/stats, else
-    ~/.cache/cscore/stats (``cache.dir=`` / ``--root`` override all three)."""
+    """$CSCORE_STATS_CACHE, else $CSCORE_CACHE/stats, else ~/.cache/cscore/stats."""
     if os.environ.get("CSCORE_STATS_CACHE"):
         return Path(os.environ["CSCORE_STATS_CACHE"]).expanduser()
     return cache_root() / "stats"
-
-
-# ---------------------------------------------------------------------------------------------
-# keys
 
 
 def _normalise(parts: Mapping) -> dict:
@@ -101,16 +87,13 @@ def _normalise(parts: Mapping) -> dict:
 
 
 def stats_key(parts: Mapping) -> str:
-    """SHA-256 (hex) of the canonical JSON of ``parts`` + FORMAT_VERSION + CACHE_SCHEMA: everything
-    that changes the statistics (model identity, dtype, device, temperatures, ``ids_digest``, ...), as
-    JSON data (numpy scalars, sets, Paths, torch dtypes/devices converted; temperatures as floats)."""
+    """SHA-256 (hex) of ``parts`` (everything that changes the statistics), FORMAT_VERSION and CACHE_SCHEMA."""
     payload = {"parts": _normalise(parts), "format_version": FORMAT_VERSION, "cache_schema": CACHE_SCHEMA}
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
 def ids_digest(items: Iterable) -> str:
-    """SHA-256 over the exact token ids scored: every (prompt_ids, hyp_ids), with lengths.
-    ``items`` holds (prompt_ids, hyp_ids) pairs or objects with those attributes."""
+    """SHA-256 over every (prompt_ids, hyp_ids) scored, with lengths (pairs or objects with those attributes)."""
     h = hashlib.sha256(b"cscore-ids-v1")
     n = 0
     for it in items:
@@ -125,10 +108,6 @@ def ids_digest(items: Iterable) -> str:
     return h.hexdigest()
 
 
-# ---------------------------------------------------------------------------------------------
-# the store
-
-
 def _check_key(key: str) -> str:
     if not isinstance(key, str) or not _KEY_RE.match(key):
         raise ValueError(f"a cache key is 64 lowercase hex characters (stats_key), got {key!r}")
@@ -141,25 +120,19 @@ class StatsCache:
     def __init__(self, root: str | os.PathLike | None = None, checkpoint_seconds: float | None = CHECKPOINT_SECONDS,
                  about: Mapping | None = None):
         self.root = Path(root).expanduser() if root is not None else default_root()
-        # what the run that writes entries scored (data, method): meta.json's ``about``, for ``cscore
-        # cache ls``; never part of a key (an entry is found again by any run with the same key parts)
-        self.about = dict(about or {})
-        self.checkpoint_seconds = checkpoint_seconds  # a pass's completed batches kept this often (None: off)
+        self.about = dict(about or {})  # meta.json's ``about`` (what the writing run scored); in no key
+        self.checkpoint_seconds = checkpoint_seconds  # None: no checkpoints
         self.unusable: str | None = None  # why nothing can be written here (found by ``lock``)
 
     def path(self, key: str) -> Path:
         return self.root / _check_key(key)
-
-    # -- locking --------------------------------------------------------------------------
 
     def _lock_path(self, key: str) -> Path:
         return self.root / LOCK_DIR / f"{_check_key(key)}.lock"
 
     @contextmanager
     def lock(self, key: str):
-        """Exclusive fcntl lock for ``key`` (across processes and threads). In a cache folder this
-        process cannot write, no lock can be taken and none is needed by it: entries there are
-        read (they appear complete or not at all) and new ones are not stored (``save``)."""
+        """Exclusive lock for ``key``; a folder this process cannot write is read without one."""
         with ExitStack() as stack:
             try:
                 stack.enter_context(file_lock(self._lock_path(key)))
@@ -170,8 +143,7 @@ class StatsCache:
             yield
 
     def _cannot_write(self, err: OSError) -> None:
-        """One warning per cache: a read-only folder is read without a lock; one under (or at) a
-        file can be neither read nor written. The run goes on either way."""
+        """One warning per cache; the run goes on."""
         if self.unusable is not None:
             return
         self.unusable = err.strerror or str(err)
@@ -183,15 +155,11 @@ class StatsCache:
             log.warning("statistics cache %s is not writable (%s): reading it without a lock", self.root,
                         err.strerror)
 
-    # -- reading ----------------------------------------------------------------------------
-
     def get_or_compute(self, parts: Mapping, compute: Callable[[str], tuple[Mapping[str, Payload], Mapping | None]],
                        payload_type: type[Payload], on_saved: Callable[[], None] | None = None
                        ) -> tuple[dict[str, Any], dict | None]:
-        """The entry of ``parts`` (key: ``stats_key(parts)``): under its lock, read it, else
-        ``compute(key)`` -> (payload per head, meta.json's ``extra``) and store it (``on_saved``
-        runs once it is stored). Returns (payload per head, the entry's meta.json when it was
-        read; None when it was computed now)."""
+        """Under the key's lock, read the entry of ``parts``, else ``compute(key)`` -> (payloads, extra) and
+        store it. Returns (payload per head, meta.json; None when computed now)."""
         key = stats_key(parts)
         with self.lock(key):
             hit = self.load(key, payload_type)
@@ -203,8 +171,7 @@ class StatsCache:
             return dict(stats), None
 
     def read(self, key: str, payload_type: type[Payload]) -> Entry:
-        """Read and verify an entry of ``payload_type``; raises FileNotFoundError (absent) or
-        CacheEntryError."""
+        """Read and verify an entry; raises FileNotFoundError (absent) or CacheEntryError."""
         d = self.path(key)
         if not d.is_dir():
             raise FileNotFoundError(d)
@@ -249,8 +216,7 @@ class StatsCache:
             raise CacheEntryError(f"stats.npz is invalid: {type(err).__name__}: {err}") from None
 
     def load(self, key: str, payload_type: type[Payload]) -> Entry | None:
-        """The entry (payload per head and meta.json), or None on a miss. A corrupted or partial
-        entry is logged, removed and reported as a miss."""
+        """The entry, or None on a miss; a damaged entry is logged, removed and missed."""
         try:
             return self.read(key, payload_type)
         except FileNotFoundError:
@@ -271,15 +237,10 @@ class StatsCache:
     def __contains__(self, key: str) -> bool:
         return (self.path(key) / "meta.json").is_file()
 
-    # -- writing ----------------------------------------------------------------------------
-
     def save(
         self, key: str, stats: Mapping[str, Payload], parts: Mapping, extra: Mapping | None = None
     ) -> Path | None:
-        """Write an entry atomically (temp dir in ``root``, fsync, rename). If another writer
-        got there first with a valid entry, it is kept and this one is dropped. A read-only or
-        full cache folder stores nothing (a warning; None): the statistics are still returned to
-        the run, and whatever was half-written is removed."""
+        """Write an entry atomically (a valid one written first is kept); a read-only or full folder stores none."""
         _check_key(key)
         if not stats:
             raise ValueError("nothing to save: stats is empty")
@@ -349,18 +310,12 @@ class StatsCache:
                 self.remove(key)
         return False
 
-    # -- checkpoints ------------------------------------------------------------------------
-
     def checkpoint(self, key: str, heads, offsets, temperatures, every: float) -> Checkpoint | None:
-        """The checkpoint of the pass that computes entry ``key`` (None where nothing can be
-        written). Take it under ``lock(key)``; ``load`` it, hand it to the engine, ``discard`` it
-        once the entry is saved."""
+        """The checkpoint of the pass computing ``key``, taken under ``lock(key)`` (None where nothing is written)."""
         if self.unusable is not None:
             return None
         folder = self.root / PARTIAL_DIR / _check_key(key)
         return Checkpoint(folder, key, heads, offsets, temperatures, every=every, schema=CACHE_SCHEMA)
-
-    # -- listing / removal ------------------------------------------------------------------
 
     def keys(self) -> list[str]:
         if not self.root.is_dir():
@@ -380,7 +335,7 @@ class StatsCache:
         return found[0]
 
     def remove(self, key: str) -> int:
-        """Remove one entry (readers never see it half-deleted); returns the bytes freed."""
+        """Remove one entry; returns the bytes freed."""
         d = self.path(key)
         if not d.exists():
             return 0
@@ -395,15 +350,14 @@ class StatsCache:
         return size
 
     def clear(self, keys: Iterable[str] | None = None) -> int:
-        """Remove the given entries (full keys or unique prefixes), or all of them (and stale
-        temp dirs) when ``keys`` is None. Returns the bytes freed."""
+        """Remove the given entries (keys or unique prefixes), or everything when None; returns the bytes freed."""
         targets = self.keys() if keys is None else list(dict.fromkeys(self.resolve(k) for k in keys))
         freed = 0
         for key in targets:
             freed += self.remove(key)
             drop_stale_lock(self._lock_path(key))
         if keys is None and self.root.is_dir():
-            for folder in (PARTIAL_DIR, FRONT_DIR):  # checkpoints, and records of entries now gone
+            for folder in (PARTIAL_DIR, FRONT_DIR):
                 freed += disk_size(self.root / folder)
                 remove_folder(self.root / folder)
             now = time.time()
@@ -417,7 +371,7 @@ class StatsCache:
 
 
 def _meta_digest(meta: dict) -> str | None:
-    """SHA-256 of meta.json's content less its ``meta_sha256`` (None when it cannot be hashed)."""
+    """SHA-256 of meta.json less ``meta_sha256`` (None when it cannot be hashed)."""
     try:
         return hashlib.sha256(
             canonical_json({k: v for k, v in meta.items() if k != "meta_sha256"}).encode()
@@ -441,7 +395,7 @@ def _pack(stats: Mapping[str, Payload]) -> dict[str, np.ndarray]:
 
 
 def _unpack(data: bytes, heads: list, arrays_meta: dict, payload_type: type[Payload]) -> dict:
-    """The statistics per head from stats.npz, each array checked against meta.json."""
+    """The payload per head, each array checked against meta.json."""
     stats = {}
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         if sorted(z.files) != sorted(arrays_meta):

@@ -1,12 +1,6 @@
-"""The statistics cache's front index: for a token statistics pass, the keys of its entries and the
-items it encoded, found without torch or transformers (from the run's settings, a digest of its
-data, every file of its model folders, cscore's code and the tokenizing libraries' versions). A run
-that finds its record and every entry it names loads no model (``cscore.run.kinds.kept_pass``);
-anything else takes the full path, which writes the record. A record's own key (``front_key``)
-covers more than the entry keys depend on, so a change misses it, never reads another's.
-
-Layout: ``<cache root>/front/<key>.npz`` (the items' token ids) and ``<key>.json`` (written last,
-with the SHA-256 of the .npz: a record is complete or absent)."""
+"""The statistics cache's front index: per token statistics pass, its entry keys and encoded items, found
+without torch, so a run whose entries all exist loads no model (``cscore.run.kinds.kept_pass``).
+Layout: ``<cache root>/front/<key>.npz`` (token ids) and ``<key>.json`` (written last, with the .npz's SHA-256)."""
 
 from __future__ import annotations
 
@@ -30,8 +24,7 @@ from cscore.scorers.store.cache import FRONT_DIR
 
 log = logging.getLogger(__name__)
 
-FRONT_SCHEMA = 1  # bump when a record's layout or what its key covers changes: older records are not read
-# the libraries whose versions can change token ids, a model's class or how a device is chosen
+FRONT_SCHEMA = 1  # bump when a record's layout or what its key covers changes
 LIBRARIES = ("transformers", "tokenizers", "gguf", "jinja2", "torch", "numpy", "pandas")
 PACKAGE = Path(__file__).resolve().parents[2]  # cscore's own folder (the repository root)
 NOT_CODE = ("tests", "scripts", "docs")  # folders of the package that no run imports
@@ -42,8 +35,7 @@ _DTYPES = {"float32": "float32", "fp32": "float32", "float64": "float64", "bfloa
 
 @lru_cache(maxsize=1)
 def code_digest() -> str:
-    """SHA-256 over cscore's Python files (paths and contents): any change to the code that builds
-    prompts, encodes or keys a pass misses every record (about 20 ms)."""
+    """SHA-256 over cscore's Python files (paths and contents): any code change misses every record."""
     h = hashlib.sha256(b"cscore-code-v1")
     packages = [d for d in PACKAGE.iterdir() if (d / "__init__.py").is_file() and d.name not in NOT_CODE]
     files = sorted([*PACKAGE.glob("*.py"), *(p for d in packages for p in d.rglob("*.py"))])
@@ -55,7 +47,7 @@ def code_digest() -> str:
 
 @lru_cache(maxsize=1)
 def library_versions() -> dict[str, str | None]:
-    """The installed versions of ``LIBRARIES``, read from their metadata (none imported)."""
+    """The installed versions of ``LIBRARIES``, none imported."""
     out: dict[str, str | None] = {}
     for name in LIBRARIES:
         try:
@@ -66,10 +58,7 @@ def library_versions() -> dict[str, str | None]:
 
 
 def folder_fingerprint(folder: str | os.PathLike) -> str | None:
-    """SHA-256 over (relative path, size, content SHA-256) of every file under a model folder:
-    weights, config, tokenizer files, chat templates (per-file digests memoised, as the cache key's
-    ``identity.file_digest``). None where the folder holds no weight file (such a model is keyed by
-    its tensors, known only once loaded)."""
+    """SHA-256 over every file (path, size, content) under a model folder; None where it holds no weights."""
     root = Path(folder).expanduser()
     files = sorted(p for p in root.rglob("*") if p.is_file())
     if not any(p.name.endswith(WEIGHT_SUFFIXES) for p in files):
@@ -81,16 +70,13 @@ def folder_fingerprint(folder: str | os.PathLike) -> str | None:
 
 
 def no_accelerator() -> bool:
-    """Whether torch could see no GPU here, decided without importing it: Linux with no NVIDIA or
-    AMD (ROCm) device node. Anything else is unknown (False)."""
+    """Linux with no NVIDIA or AMD device node (torch sees no GPU); False where unknown."""
     nodes = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd")
     return os.uname().sysname == "Linux" and not any(os.path.exists(n) for n in nodes)
 
 
 def device_and_dtype(device: str, dtype: str) -> tuple[str, str] | None:
-    """(device type, torch dtype name) as ``models.auto_device`` / ``auto_dtype`` resolve them,
-    where that is known without torch; None otherwise (``device=auto`` on a machine that may have
-    a GPU, a name models.py would refuse)."""
+    """(device type, torch dtype name) as the model loader resolves them, where known without torch; else None."""
     if device == "auto":
         if not no_accelerator():
             return None
@@ -105,8 +91,7 @@ def device_and_dtype(device: str, dtype: str) -> tuple[str, str] | None:
 
 
 def front_key(what: dict) -> str:
-    """The record's key: ``what`` (the run's part: settings, data digest, model folders, device)
-    with the schema, cscore's code and the library versions."""
+    """The record's key: ``what`` (the run's settings, data, models) with the schema, code and library versions."""
     payload = {"schema": FRONT_SCHEMA, "code": code_digest(), "libraries": library_versions(), "what": what}
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
@@ -139,8 +124,7 @@ class FrontIndex:
         self.folder = Path(root).expanduser() / FRONT_DIR
 
     def write(self, key: str, items: list[EncodedItem], record: dict[str, Any]) -> None:
-        """Store the record of ``key``: the encoded ``items`` and ``record`` (its passes' labels and
-        key parts, its models); a folder that takes no writes only costs the shortcut (a warning)."""
+        """Store the encoded ``items`` and ``record`` of ``key``; a folder that takes no writes only warns."""
         data = _pack(items)
         body = dict(record, schema=FRONT_SCHEMA, prompts=[it.prompt for it in items],
                     truncated=[it.truncated for it in items], npz_sha256=hashlib.sha256(data).hexdigest())
@@ -152,8 +136,7 @@ class FrontIndex:
             log.warning("could not write the cache's front index %s: %s", self.folder, err)
 
     def read(self, key: str) -> tuple[list[EncodedItem], dict[str, Any]] | None:
-        """(the encoded items, the record) of ``key``; None when absent, of another schema or
-        damaged (the full path then runs and writes it again)."""
+        """(the encoded items, the record) of ``key``; None when absent, of another schema or damaged."""
         try:
             body = json.loads((self.folder / f"{key}.json").read_text())
             data = (self.folder / f"{key}.npz").read_bytes()
