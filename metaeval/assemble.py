@@ -1,5 +1,4 @@
-"""The report, assembled (``report``, called by ``cscore report``): every run under the folders
-given, as datasets and judge studies, their sections, the speed table and report.md."""
+"""The whole report of ``cscore report``: datasets and judge studies, their sections, speed, report.md."""
 
 from __future__ import annotations
 
@@ -82,8 +81,7 @@ def spa_lines(ds, stem: str, out: Path, spa: tuple[int, int], console) -> list[s
 
 
 def default_out(roots: list[Path], paper: str | None = None) -> Path:
-    """``<dir>/report`` (``report-<paper>`` with ``--paper``); for several folders, in the one that
-    holds them all (not a file-system root)."""
+    """``<dir>/report`` (``report-<paper>`` with ``--paper``); for several folders, in their common folder."""
     name = f"report-{paper}" if paper else "report"
     if len(roots) == 1:
         return roots[0] / name

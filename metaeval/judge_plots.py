@@ -1,6 +1,5 @@
-"""Figures of the judge report (``metaeval.plots``): score distributions per score range (CD-judge
-Fig. 2) beside the human scores put on the same range (``human_on_range``), and the dev criterion
-over the λ × t grid of every (pair, range), the chosen cell outlined."""
+"""Figures of the judge report: score distributions per score range (CD-judge Fig. 2) beside the human
+scores, and the dev criterion over the λ × t grid of every (pair, range), the chosen cell outlined."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ def human_scale(values) -> tuple[int, int]:
 
 
 def human_on_range(values, lo: int, hi: int, scale: tuple[int, int] = (1, 5)) -> np.ndarray:
-    """Human scores mapped linearly from ``scale`` onto [lo, hi] and rounded to the nearest score point
-    (a mean of 3 experts, k/3, is never halfway); NaN stays NaN."""
+    """Human scores mapped linearly from ``scale`` onto [lo, hi], rounded to the nearest score point."""
     v = np.asarray(values, dtype=float)
     a, b = scale
     mapped = lo + (v - a) * (hi - lo) / (b - a) if b > a else np.full_like(v, lo)
@@ -41,8 +39,7 @@ def human_on_range(values, lo: int, hi: int, scale: tuple[int, int] = (1, 5)) ->
 
 
 def score_shares(values, lo: int, hi: int, counted=None) -> np.ndarray:
-    """Share of the finite values at each integer lo..hi (values rounded to the nearest integer), of
-    those where ``counted`` (a mask) only when given."""
+    """Share of the finite values (rounded) at each integer lo..hi, counting only where ``counted`` when given."""
     v = np.asarray(values, dtype=float)
     finite = np.isfinite(v)
     if not finite.any():
@@ -136,8 +133,7 @@ def score_distribution_figure(panels: list[dict], title: str = ""):
 
 
 def dev_heatmap_figure(grids: dict[str, pd.DataFrame], chosen: dict[str, tuple[float, float]], title: str = ""):
-    """The dev criterion over λ (rows) x t (columns), one panel per score kind of ``grids``; each
-    kind's chosen cell outlined when it holds a finite value."""
+    """The dev criterion over λ (rows) x t (columns), one panel per score kind, each chosen finite cell outlined."""
     shape = plots.heatmap_grid(next(iter(grids.values())), "lam", "t").shape
     width = len(grids) * max(1.1 * shape[1] + 2.2, 4.2)
     fig, axes = plt.subplots(1, len(grids), figsize=(width, 0.7 * shape[0] + 2.2), squeeze=False,
@@ -160,8 +156,7 @@ def _safe(text: str) -> str:
 
 def write(rep: judge.JudgeReport, folder: Path, stem: str,
           criterion: judge.Criterion = judge.Criterion()) -> list[Path]:
-    """Every figure of one study: ``<stem>_scores_<pair>.png`` per pair and method row, and
-    ``<stem>_dev_<pair>_<lo>-<hi>.png`` per range."""
+    """Every figure of one study: ``<stem>_scores_<pair>.png`` and ``<stem>_dev_<pair>_<lo>-<hi>.png``."""
     out = []
     study = rep.study
     grids = {"parsed": rep.grid, "expected": judge.grid(study, criterion, "expected")}

@@ -1,5 +1,4 @@
-"""The judge report's tables (CD-judge paper Tables 1-7) rendered from ``metaeval.judge``'s long
-frames, and the statistics over score ranges that two of them show."""
+"""The judge report's tables (CD-judge paper Tables 1-7) and the statistics over score ranges they show."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ FEW_RANGES = "needs ≥ 2 ranges"  # a std or max - min over one range is no ran
 
 
 def across_ranges(long: pd.DataFrame) -> pd.DataFrame:
-    """Per row and correlation over the ranges where it is finite: mean, std (ddof=0), spread (max -
-    min; both nan below 2 ranges), ranges, of (the study's ranges)."""
+    """Per row and correlation over its finite ranges: mean, std (ddof=0), spread (max - min), ranges, of."""
     n_ranges = long[["lo", "hi"]].drop_duplicates().shape[0]
     out = []
     for (label, kind), part in long.groupby(["label", "correlation"], sort=False):
@@ -91,8 +89,7 @@ def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> re
 
 
 def range_bias_table(avg: pd.DataFrame, title: str, signature: str = "") -> render.Table:
-    """Per row: mean, std and max - min of each correlation over the ranges (``FEW_RANGES`` below 2);
-    the highest mean and the smallest std / spread marked."""
+    """Per row: mean, std and max - min of each correlation over the ranges; the best of each marked."""
     columns, rows, best = [], [], set()
     for k in CORRELATIONS:
         columns += [f"{SHORT[k]} mean", f"{SHORT[k]} std", f"{SHORT[k]} max-min"]

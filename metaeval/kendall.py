@@ -1,9 +1,5 @@
-"""Kendall-tau variants of meta-evaluation (b, c, 23, acc23, like) from the pair counts C, D, Tx, Ty,
-Txy (docs/reports.md "Definitions"; mt-metrics-eval ``KendallVariants`` / ``KendallLike``).
-
-Convention: ``x`` is the METRIC vector and ``y`` the HUMAN one; ``epsilon`` ties the metric
-(|x_i - x_j| <= epsilon), ``thresh`` counts only pairs with |y_i - y_j| >= thresh (Kendall-like,
-default 25: DA points on 0-100). Non-finite cells are dropped in tandem; undefined values are NaN."""
+"""Kendall-tau variants (b, c, 23, acc23, like) from pair counts, as mt-metrics-eval's ``KendallVariants``.
+``x`` is the metric, ``y`` the human vector; ``epsilon`` ties the metric, ``thresh`` is Kendall-like's."""
 
 from __future__ import annotations
 
@@ -108,7 +104,7 @@ def acc_23(x, y, epsilon: float = 0.0) -> float:
 
 
 def kendall_like_counts(x, y, thresh: float = 25.0) -> tuple[int, int]:
-    """(concordant, discordant) of the WMT20 Kendall-like formulation (see module doc)."""
+    """(concordant, discordant) over the pairs whose human scores differ by >= ``thresh``."""
     x, y = _finite_pair(x, y)
     con = dis = 0
     for dx, dy in _pair_diffs(x, y):
