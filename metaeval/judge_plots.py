@@ -48,11 +48,6 @@ def score_shares(values, lo: int, hi: int, counted=None) -> np.ndarray:
     return np.bincount(k, minlength=hi - lo + 1) / finite.sum()
 
 
-def fallback_shares(values, parse, lo: int, hi: int) -> np.ndarray:
-    """Share (of the finite values) at each score lo..hi of fallbacks: invalid outputs set to a range end."""
-    return score_shares(values, lo, hi, np.asarray(pd.Series(parse).isin(STATUSES), dtype=bool))
-
-
 def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list[dict]:
     """One panel per range of a pair, from the chosen point's reported rows (parsed scores)."""
     study = rep.study
@@ -71,8 +66,9 @@ def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list
             col = f"{rundir.SCORE}{row}"
             if col in frame.columns:
                 series[role] = score_shares(frame[col], lo, hi)
-                if f"{PARSE}{row}" in frame.columns:
-                    fallback[role] = fallback_shares(frame[col], frame[f"{PARSE}{row}"], lo, hi)
+                if f"{PARSE}{row}" in frame.columns:  # invalid outputs set to a range end
+                    fallen = np.asarray(frame[f"{PARSE}{row}"].isin(STATUSES), dtype=bool)
+                    fallback[role] = score_shares(frame[col], lo, hi, fallen)
         panels.append({"range": point.range, "lo": lo, "hi": hi, "lam": point.lam, "t": point.t, "n": len(frame),
                        "series": series, "names": {"main": point.main, "asst": point.asst},
                        "scale": scale, "fallback": fallback,
@@ -92,11 +88,6 @@ def fallback_counts(panel: dict) -> str:
     return f"\nfallbacks: {', '.join(parts)}" if parts else ""
 
 
-def _series_label(name: str, panel: dict) -> str:
-    return {"human": "human", "contrast": "contrast (chosen λ, t)"}.get(
-        name, f"{name}: {panel['names'].get(name, name)}")
-
-
 def score_distribution_figure(panels: list[dict], title: str = ""):
     """Grouped bars per range: share of items at each score, one bar per series."""
     n = max(len(panels), 1)
@@ -109,7 +100,8 @@ def score_distribution_figure(panels: list[dict], title: str = ""):
         bar_width = 0.8 / len(names)
         fallback = panel.get("fallback") or {}
         for k, name in enumerate(names):
-            label = _series_label(name, panel)
+            label = {"human": "human", "contrast": "contrast (chosen λ, t)"}.get(
+                name, f"{name}: {panel['names'].get(name, name)}")
             where = x + (k - (len(names) - 1) / 2) * bar_width
             handles[label] = ax.bar(where, panel["series"][name], bar_width, color=SERIES_COLORS.get(name),
                                     label=label)
@@ -150,10 +142,6 @@ def dev_heatmap_figure(grids: dict[str, pd.DataFrame], chosen: dict[str, tuple[f
     return fig
 
 
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(text)).strip("_")
-
-
 def write(rep: judge.JudgeReport, folder: Path, stem: str,
           criterion: judge.Criterion = judge.Criterion()) -> list[Path]:
     """Every figure of one study: ``<stem>_scores_<pair>.png`` and ``<stem>_dev_<pair>_<lo>-<hi>.png``."""
@@ -162,7 +150,7 @@ def write(rep: judge.JudgeReport, folder: Path, stem: str,
     grids = {"parsed": rep.grid, "expected": judge.grid(study, criterion, "expected")}
     parsed = rep.selection[rep.selection["score"] == "parsed"]
     for pair, variant in dict.fromkeys(zip(parsed["pair"], parsed["variant"])):
-        name = _safe(pair if variant == "cd_judge" else f"{pair}_{variant}")
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", pair if variant == "cd_judge" else f"{pair}_{variant}").strip("_")
         panels = distribution_panels(rep, pair, variant)
         title = f"{study.data} {study.aspect}, {judge.contrast_label(pair, variant)}: score distributions"
         out.append(plots.save(score_distribution_figure(panels, title), folder / f"{stem}_scores_{name}.png"))

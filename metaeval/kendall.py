@@ -7,6 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from cscore.metaeval.bias import finite_pairs
+
 VARIANTS = ("b", "c", "23", "acc23", "like")
 _ALIASES = {"tau_b": "b", "tau_c": "c", "tau_23": "23", "acc_23": "acc23", "acc": "acc23",
             "kendall_like": "like", "darr": "like"}
@@ -26,15 +28,6 @@ class PairCounts(NamedTuple):
         return sum(self)
 
 
-def _finite_pair(x, y) -> tuple[np.ndarray, np.ndarray]:
-    x = np.asarray(x, dtype=np.float64).ravel()
-    y = np.asarray(y, dtype=np.float64).ravel()
-    if x.shape != y.shape:
-        raise ValueError(f"x and y differ in length: {x.size} != {y.size}")
-    ok = np.isfinite(x) & np.isfinite(y)
-    return x[ok], y[ok]
-
-
 def _pair_diffs(x: np.ndarray, y: np.ndarray):
     """Yield (dx, dy) = (x_j - x_i, y_j - y_i) for all pairs i < j, in row chunks."""
     n = x.size
@@ -50,7 +43,7 @@ def pair_counts(x, y, epsilon: float = 0.0) -> PairCounts:
     """Counts (C, D, Tx, Ty, Txy) over all pairs of finite cells; metric tie = |dx| <= epsilon."""
     if epsilon < 0:
         raise ValueError("epsilon must be >= 0")
-    x, y = _finite_pair(x, y)
+    x, y = finite_pairs(x, y)
     con = dis = tx = ty = txy = 0
     for dx, dy in _pair_diffs(x, y):
         tie_x = np.abs(dx) <= epsilon
@@ -78,7 +71,7 @@ def tau_b(x, y, epsilon: float = 0.0) -> float:
 
 def tau_c(x, y) -> float:
     """Kendall tau-c / Stuart's tau-c (scipy ``kendalltau(variant="c")``)."""
-    xf, yf = _finite_pair(x, y)
+    xf, yf = finite_pairs(x, y)
     c = pair_counts(xf, yf)
     n_pairs = c.total
     if n_pairs == 0 or c.ties_x + c.ties_both == n_pairs or c.ties_y + c.ties_both == n_pairs:
@@ -105,7 +98,7 @@ def acc_23(x, y, epsilon: float = 0.0) -> float:
 
 def kendall_like_counts(x, y, thresh: float = 25.0) -> tuple[int, int]:
     """(concordant, discordant) over the pairs whose human scores differ by >= ``thresh``."""
-    x, y = _finite_pair(x, y)
+    x, y = finite_pairs(x, y)
     con = dis = 0
     for dx, dy in _pair_diffs(x, y):
         counted = np.abs(dy) >= thresh

@@ -60,8 +60,7 @@ def correlate_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str,
     """Correlation of ``metric_col`` with ``human_col`` at ``level``: ``dict(value, n, n_groups, n_skipped,
     n_nonfinite)``, ``n_groups`` the correlations averaged or systems correlated."""
     kendall_kw = options.kw()
-    average, group_col, system_col = grouping.average, grouping.group_col, grouping.system_col
-    check_options(level, average)
+    check_options(level, grouping.average)
     fn = corr_fn(kind, variant, kendall_kw)
     is_like = kind == "kendall" and normalize_variant(variant or "b") == "like"
 
@@ -80,9 +79,9 @@ def correlate_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str,
         return out(value, finite.sum() if ok else 0, int(ok), int(not ok))
 
     if level == "system":
-        return out(*_system_level(df[system_col].to_numpy(), m, h, finite, fn))
-    key = df[group_col if level == "item" else system_col]
-    return out(*_grouped(key.to_numpy(), m, h, finite, fn, average, is_like, kendall_kw))
+        return out(*_system_level(df[grouping.system_col].to_numpy(), m, h, finite, fn))
+    key = df[grouping.group_col if level == "item" else grouping.system_col]
+    return out(*_grouped(key.to_numpy(), m, h, finite, fn, grouping.average, is_like, kendall_kw))
 
 
 def _system_level(key, m, h, finite, fn) -> tuple:

@@ -133,10 +133,7 @@ def compact(t: Table, width: int) -> Table:
     def name(text: str) -> str:
         return "\n".join(textwrap.wrap(text, room, break_long_words=False)) or text
 
-    def cell(text: str) -> str:
-        return "\n".join(text.split(" ", 1))
-
-    rows = [(name(n), [cell(c) for c in cells]) for n, cells in t.rows]
+    rows = [(name(n), ["\n".join(c.split(" ", 1)) for c in cells]) for n, cells in t.rows]
     return Table(t.title, t.columns, rows, t.signature, t.row_header, t.best)
 
 

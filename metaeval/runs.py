@@ -75,21 +75,15 @@ def runs_under(roots: list[Path]) -> tuple[list[Run], list[list[Run]], list[Path
     """(every run directory under ``roots`` once, those under each root, those found under several roots)."""
     from cscore.rundir import find_runs
 
-    runs: list[Run] = []
-    per_root: list[list[Run]] = []
-    seen: set[Path] = set()
+    per_root = [find_runs(root) for root in roots]
+    first: dict[Path, Run] = {}
     repeated: list[Path] = []
-    for root in roots:
-        found = find_runs(root)
-        per_root.append(found)
-        for run in found:
-            key = run.path.resolve()
-            if key not in seen:
-                seen.add(key)
-                runs.append(run)
-            elif key not in repeated:
-                repeated.append(key)
-    return runs, per_root, repeated
+    for run in itertools.chain(*per_root):
+        key = run.path.resolve()
+        if key in first and key not in repeated:
+            repeated.append(key)
+        first.setdefault(key, run)
+    return list(first.values()), per_root, repeated
 
 
 def interrupted(run: Run) -> bool:
@@ -132,14 +126,12 @@ class Status:
 
 def run_status(runs: list[Run]) -> Status:
     """Each run's outcome; a complete run of the same config with a later metrics.json supersedes a run."""
-    status = Status()
-    done = [r for r in runs if r.complete]
-    status.complete = done
+    status = Status(complete=[r for r in runs if r.complete])
     for r in runs:
         if r.complete:
             continue
         started = _mtime(r.path / CONFIG)
-        later = [d for d in done if d.config == r.config and _mtime(d.path / METRICS) >= started]
+        later = [d for d in status.complete if d.config == r.config and _mtime(d.path / METRICS) >= started]
         if later:
             status.superseded.append(r)
             status.finished_by[r.path] = max(later, key=lambda d: _mtime(d.path / METRICS)).path

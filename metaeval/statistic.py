@@ -111,7 +111,7 @@ class LevelStat:
     def _system_drawn(self, x, h, keep, units: Units) -> np.ndarray:
         """Every draw is a system: per-system means are fixed, the draws only weight them."""
         on = keep & np.isfinite(x) & np.isfinite(h)
-        onehot = _onehot(units.codes, units.counts.shape[1]) * on[:, None]
+        onehot = ((units.codes[:, None] == np.arange(units.counts.shape[1])[None, :]) & on[:, None]).astype(np.float64)
         count = onehot.sum(0)
         with np.errstate(divide="ignore", invalid="ignore"):
             mx, my = (np.where(on, x, 0.0) @ onehot) / count, (np.where(on, h, 0.0) @ onehot) / count
@@ -157,10 +157,6 @@ def _sum_by_code(A: np.ndarray, codes: np.ndarray, n_codes: int) -> np.ndarray:
     order = np.argsort(codes, kind="stable")
     starts = np.cumsum(np.bincount(codes, minlength=n_codes))[:-1]
     return np.add.reduceat(A[:, order], np.r_[0, starts], axis=1)
-
-
-def _onehot(codes: np.ndarray, n_codes: int) -> np.ndarray:
-    return (codes[:, None] == np.arange(n_codes)[None, :]).astype(np.float64)
 
 
 def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
