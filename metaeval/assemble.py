@@ -124,7 +124,6 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     from rich.console import Console
 
     console = console or Console()
-    judge_methods, paper = options.judge_methods, options.paper
     progress = progress or Progress()
     roots = [Path(r) for r in (root if isinstance(root, (list, tuple)) else [root])]
     for r in roots:
@@ -133,7 +132,7 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     where = ", ".join(map(str, roots))
     if not runs:
         raise CscoreError(f"no cscore run directories (with config.yaml) under {where}")
-    out = out or default_out(roots, paper)
+    out = out or default_out(roots, options.paper)
     replaced = (out / "report.md").is_file()
     if (problem := folder_problem(out)) is not None:  # before anything is computed
         raise ConfigError(f"cannot write the report to {out}: {problem}")
@@ -143,11 +142,11 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
                for m in missing_jobs(r, found)]
     status = outcome.line(len(missing))
     progress.say(f"{len(runs)} run directories under {where}; {status}")
-    lines = [f"# cscore report: {where}", "", status] + notes(repeated, paper, spec, console)
+    lines = [f"# cscore report: {where}", "", status] + notes(repeated, options.paper, spec, console)
     lines += [*outcome.lines(), *[f"- missing: {m}" for m in missing]]
 
-    judged = [r for r in runs if is_judge_run(r, judge_methods)]
-    datasets = tables.collect([r for r in runs if not is_judge_run(r, judge_methods)], options.defaults)
+    judged = [r for r in runs if is_judge_run(r, options.judge_methods)]
+    datasets = tables.collect([r for r in runs if not is_judge_run(r, options.judge_methods)], options.defaults)
     longs: list = []
     show = len(datasets) <= SUMMARY_AFTER
     if not show:
