@@ -140,8 +140,7 @@ def contrast_label(pair: str, variant: str) -> str:
 
 
 def reported_rows(study: Study, selections: list[pd.DataFrame]) -> list[dict]:
-    """The correlation table's rows per range: main, assistant and contrast at each pair's chosen point,
-    parsed then expected score; a single-model row two pairs share appears once."""
+    """The correlation table's rows: main, assistant and contrast at each pair's chosen point, per range and score."""
     out: list = []
     seen: dict = {}
     for sel in selections:

@@ -80,8 +80,7 @@ def _labels(entries: list[dict]) -> list[str]:
 
 def _data_key(run: Run, prompt: bool = True) -> str:
     d, split = run.config["data"], run.config.get("split", {})
-    extra = {k: v for k, v in d.items() if k not in ("template",)}
-    key = {"data": extra, "split": split}
+    key = {"data": {k: v for k, v in d.items() if k != "template"}, "split": split}
     if prompt:
         key["prompt"] = run.config.get("prompt", {}).get("condition")
     return json.dumps(key, sort_keys=True, default=str)
@@ -109,8 +108,7 @@ def _group(runs: list[Run]) -> dict[str, list[Run]]:
 
 
 def collect(runs: list[Run], defaults: Callable[[str, dict], dict] | None = None) -> list[Dataset]:
-    """Complete runs grouped by dataset, their score columns merged; a row repeated across runs (same
-    pair, method and parameters) appears once."""
+    """Complete runs grouped by dataset, their score columns merged; a row repeated across runs appears once."""
     by_data = _group(runs)
     out = []
     for key, group in by_data.items():
