@@ -1,9 +1,5 @@
-"""Quantized (0/1) accuracy of a metric against binarised human labels (CDM Table 5), two protocols
-(docs/methods/cdm.md): ``summac``, the SummaC benchmark's (alternate dev / test cut, threshold among
-the dev scores' percentiles 0, 0.2, ..., 99.8 with the best balanced accuracy, the last on ties;
-balanced accuracy on test), and ``topk``, cscore's top-k rule (``bias.quantized_accuracy``). The
-human label (``label_rule``): SummEval's majority of experts giving 5, from their ratings or, where
-only the mean is kept, certain from it (``majority_from_mean``); elsewhere the top score."""
+"""Quantized (0/1) accuracy of a metric against binarised human labels (CDM Table 5; docs/methods/cdm.md):
+the SummaC benchmark's protocol (``summac``) or cscore's top-k rule (``topk``)."""
 
 from __future__ import annotations
 
@@ -23,8 +19,7 @@ def balanced_accuracy(pred, labels) -> float:
 
 
 def choose_threshold(scores, labels) -> tuple[float, float]:
-    """(threshold, balanced accuracy on these rows): the percentile threshold of ``scores`` whose
-    prediction ``score > threshold`` has the highest balanced accuracy, the last one on ties."""
+    """(threshold, balanced accuracy): the percentile of ``scores`` best as ``score > threshold``, the last on ties."""
     scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
     if len(scores) == 0:
         return float("nan"), float("nan")
@@ -50,17 +45,15 @@ def human_labels(human, human_threshold: float | None = None) -> np.ndarray:
 
 
 def majority_top(ratings, top: float) -> np.ndarray:
-    """SummaC's SummEval label per row of ``ratings`` (rows x raters, NaN where a rater is missing):
-    True when strictly more than half of the row's raters gave ``top``."""
+    """SummaC's SummEval label per row of ``ratings`` (NaN: no rater): more than half the raters gave ``top``."""
     r = np.asarray(ratings, dtype=np.float64)
     given = np.isfinite(r).sum(axis=1)
     return (r == top).sum(axis=1) > given / 2
 
 
 def majority_from_mean(mean, raters: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """(labels, undecided) from the mean of ``raters`` ratings in [lo, hi]: with sum S, at least
-    S − raters·(hi − 1) and at most (S − raters·lo)/(hi − lo) are ``hi``; positive when even the
-    fewest make a strict majority, undecided when only the most do."""
+    """(labels, undecided) from the mean of ``raters`` ratings in [lo, hi]: positive when even the fewest
+    possible ``hi`` ratings make a strict majority, undecided when only the most do."""
     total = np.rint(np.asarray(mean, dtype=np.float64) * raters)
     fewest = total - raters * (hi - 1)
     most = np.floor((total - raters * lo) / (hi - lo))
@@ -68,9 +61,8 @@ def majority_from_mean(mean, raters: int, lo: int, hi: int) -> tuple[np.ndarray,
 
 
 def summac_accuracy(metric, human, *, dev=None, human_threshold: float | None = None, labels=None) -> dict:
-    """SummaC protocol: ``value`` (test balanced accuracy), ``threshold`` and ``dev_value`` (chosen
-    on dev), ``n_dev``, ``n_test``. ``dev``: one bool per row, default ``alternate_cut``; non-finite
-    rows are dropped after the cut. ``labels``: one bool per row, default ``human_labels``."""
+    """SummaC protocol: ``value`` (test balanced accuracy), ``threshold``, ``dev_value``, ``n_dev``, ``n_test``;
+    ``dev`` and ``labels`` default to ``alternate_cut`` and ``human_labels``."""
     m, h = np.asarray(metric, dtype=np.float64).ravel(), np.asarray(human, dtype=np.float64).ravel()
     if len(m) != len(h) or (labels is not None and len(labels) != len(h)):
         raise ValueError("metric, human and labels must have the same length")

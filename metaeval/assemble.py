@@ -1,5 +1,4 @@
-"""The report, assembled (``report``, called by ``cscore report``): every run under the folders
-given, as datasets and judge studies, their sections, the speed table and report.md."""
+"""The whole report of ``cscore report``: datasets and judge studies, their sections, speed, report.md."""
 
 from __future__ import annotations
 
@@ -82,8 +81,7 @@ def spa_lines(ds, stem: str, out: Path, spa: tuple[int, int], console) -> list[s
 
 
 def default_out(roots: list[Path], paper: str | None = None) -> Path:
-    """``<dir>/report`` (``report-<paper>`` with ``--paper``); for several folders, in the one that
-    holds them all (not a file-system root)."""
+    """``<dir>/report`` (``report-<paper>`` with ``--paper``); for several folders, in their common folder."""
     name = f"report-{paper}" if paper else "report"
     if len(roots) == 1:
         return roots[0] / name
@@ -126,7 +124,6 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     from rich.console import Console
 
     console = console or Console()
-    judge_methods, paper = options.judge_methods, options.paper
     progress = progress or Progress()
     roots = [Path(r) for r in (root if isinstance(root, (list, tuple)) else [root])]
     for r in roots:
@@ -135,7 +132,7 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     where = ", ".join(map(str, roots))
     if not runs:
         raise CscoreError(f"no cscore run directories (with config.yaml) under {where}")
-    out = out or default_out(roots, paper)
+    out = out or default_out(roots, options.paper)
     replaced = (out / "report.md").is_file()
     if (problem := folder_problem(out)) is not None:  # before anything is computed
         raise ConfigError(f"cannot write the report to {out}: {problem}")
@@ -145,11 +142,11 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
                for m in missing_jobs(r, found)]
     status = outcome.line(len(missing))
     progress.say(f"{len(runs)} run directories under {where}; {status}")
-    lines = [f"# cscore report: {where}", "", status] + notes(repeated, paper, spec, console)
+    lines = [f"# cscore report: {where}", "", status] + notes(repeated, options.paper, spec, console)
     lines += [*outcome.lines(), *[f"- missing: {m}" for m in missing]]
 
-    judged = [r for r in runs if is_judge_run(r, judge_methods)]
-    datasets = tables.collect([r for r in runs if not is_judge_run(r, judge_methods)], options.defaults)
+    judged = [r for r in runs if is_judge_run(r, options.judge_methods)]
+    datasets = tables.collect([r for r in runs if not is_judge_run(r, options.judge_methods)], options.defaults)
     longs: list = []
     show = len(datasets) <= SUMMARY_AFTER
     if not show:

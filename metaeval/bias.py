@@ -23,14 +23,8 @@ def _minmax(x: np.ndarray) -> np.ndarray:
 
 
 def bias_score(likelihood, metric, human) -> float:
-    """BiasScore = Spearman rho(LS, US) over a data set (ContrastScore Eq. 7, after Ohi et al. 2024).
-
-    LS(t): the mean per-token log-likelihood of the output (Ohi et al.'s ``-loss``, length-normalised).
-    US(t) = minmax(metric)(t) - minmax(human)(t), signed (positive = the evaluator overrates t): each
-    score vector rescaled to [0, 1] over the data set, as their released code does. Positive
-    BiasScore: high-likelihood texts are overrated. Rows with a non-finite input are dropped; NaN
-    when fewer than two rows remain or LS or US is constant.
-    """
+    """BiasScore = Spearman(LS, US): LS the mean per-token log-likelihood, US = minmax(metric) - minmax(human)
+    (positive: high-likelihood texts are overrated); non-finite rows dropped, NaN below two rows."""
     ls, m, h = finite_pairs(likelihood, metric, human)
     if len(ls) < 2:
         return float("nan")
@@ -38,11 +32,8 @@ def bias_score(likelihood, metric, human) -> float:
 
 
 def quantized_accuracy(metric, human) -> float:
-    """Quantized accuracy (CDM paper, Sec. 4.2.2 and Table 5), cscore's top-k rule, in [0, 1]:
-    human label = the highest human score in the data (SummEval consistency: every expert gave 5;
-    0/1 labels unchanged); prediction = metric >= its quantile that predicts as many positives as
-    there are human positives; accuracy = mean(prediction == label). Non-finite pairs are dropped;
-    NaN if nothing remains."""
+    """Quantized accuracy (CDM Table 5), cscore's top-k rule: label = the top human score, prediction = the
+    metric's top share of the same size, accuracy = mean(prediction == label); NaN with no finite pair."""
     m, h = finite_pairs(metric, human)
     if len(m) == 0:
         return float("nan")
@@ -68,11 +59,7 @@ class Rate(float):
 
 
 def invalid_rate(parsed_ok) -> Rate:
-    """Share of judge outputs that could not be parsed: ``#(not parsed_ok) / n``.
-
-    ``parsed_ok``: one bool per judge call (True = a valid score was parsed). Returns a
-    float subclass with ``.count`` (invalid outputs) and ``.n`` (calls); NaN when empty.
-    """
+    """Share of judge calls whose output could not be parsed (``parsed_ok`` False); NaN when empty."""
     ok = np.asarray(parsed_ok)
     if ok.dtype != bool:
         if not np.isin(ok, [0, 1]).all():

@@ -1,5 +1,4 @@
-"""Significance clusters: mt-metrics-eval's rank assignment (``mt_metrics_eval/data.py::
-CompareMetrics`` + ``AssignRanks``) over ``resampling.permutation_test`` p-values."""
+"""Significance clusters: mt-metrics-eval's ``AssignRanks`` over ``resampling.permutation_test`` p-values."""
 
 from __future__ import annotations
 
@@ -14,13 +13,9 @@ from cscore.metaeval.statistic import Stat
 
 def significance_clusters(df: pd.DataFrame, stat: Stat, metrics: list[str], *, n: int = 1000, seed: int = 0,
                           alpha: float = 0.05) -> list[dict]:
-    """Rank metrics into significance clusters as mt-metrics-eval's ``AssignRanks``: metrics sorted
-    by decreasing ``stat`` (ties by name); walking down, metric i opens a new cluster iff
-    p(k, i) <= alpha (one-sided PERM-BOTH p-value that k beats i) for ANY member k of the current
-    cluster; earlier clusters are never compared. A metric whose value is not finite comes last
-    with ``rank=None``, untested. Only the p-values the rule needs are computed, each pair with its
-    own generator seeded ``(seed, position_k, position_i)``. Returns, best first, dicts ``metric,
-    value, rank, pvalues`` (``pvalues``: each metric it was compared with -> p(k, i))."""
+    """Metrics by decreasing ``stat``; metric i opens a new cluster when some member k of the current one
+    beats it (p(k, i) <= alpha). Returns, best first, dicts ``metric, value, rank, pvalues``; a
+    non-finite value comes last with ``rank=None``."""
     if len(set(metrics)) != len(metrics):
         raise ValueError("metrics must be distinct")
     values = {m: float(stat(df, m)) for m in metrics}

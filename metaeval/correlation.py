@@ -1,8 +1,5 @@
-"""Correlations between metric scores and human scores (Pearson, Spearman, Kendall tau-b).
-
-``correlation_table``: for each metric and human column the correlation over all rows (optionally
-per ``split_by`` value); rows with a non-finite score are left out of the cell and counted in
-``n_nonfinite``. A constant vector gives NaN, never 0."""
+"""Correlations between metric and human scores (Pearson, Spearman, Kendall tau-b); non-finite rows are
+left out, a constant vector gives NaN."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""Meta-evaluation of LLM-as-a-judge runs (``cd_judge``, ``cd_judge_released``): the CD-judge
-paper's tables (Sec. 4, Tables 1-7) from a sweep of judge runs, one grid point (pair, aspect,
-score range, (λ, t)) each; docs/methods/cd-judge.md describes them.
-
-Selection: per (pair, range) the grid point with the best DEV criterion; points within ``TIE_TOL``
-tie, to the smallest λ, then the smallest t (grid points of equal c = λ/t score alike); the
-expected score is selected on its own. Without a dev split the point is selected and reported on
-all rows, which the tables say loudly. Tables 1-2: correlations on the test rows with bootstrap
-intervals (value ± half width); Tables 3-5: the chosen λ, t; range bias: mean, std (ddof=0) and
-max - min over ranges; Tables 6-7: invalid outputs from the ``parse.<row>`` columns."""
+"""Meta-evaluation of LLM-as-a-judge runs (``cd_judge``, ``cd_judge_released``): the CD-judge paper's
+Tables 1-7 from a sweep of judge runs, (λ, t) chosen per (pair, range) on dev (docs/methods/cd-judge.md)."""
 
 from __future__ import annotations
 
@@ -48,14 +40,9 @@ NO_DEV = ("NO DEV SPLIT: lambda and t were selected and are reported on the same
           "(optimistic; give split.dev_ids to select on dev documents)")
 
 
-# ----------------------------------------------------------------------------------------------
-# selection
-
-
 @dataclass(frozen=True)
 class Criterion:
-    """The statistic that picks (λ, t) on dev and that the tables report: ``kind`` for the
-    selection, ``level`` (``levels.LEVELS``) and the Kendall ``variant`` for every correlation."""
+    """The statistic that picks (λ, t) on dev (``kind``) and the level and Kendall variant of every correlation."""
 
     kind: str = "spearman"
     level: str = "segment"
@@ -64,7 +51,7 @@ class Criterion:
 
     @property
     def like_threshold(self) -> float | None:
-        """Kendall-like's threshold (25 unless given) when the Kendall variant is ``like``, else None."""
+        """Kendall-like's threshold (25 unless given); None for other variants."""
         if self.variant is None or normalize_variant(self.variant) != "like":
             return None
         return 25.0 if self.thresh is None else float(self.thresh)
@@ -103,8 +90,8 @@ def grid(study: Study, criterion: Criterion = Criterion(), score: str = "parsed"
 
 
 def choose(candidates: pd.DataFrame, tol: float = TIE_TOL) -> tuple[int, list[int]]:
-    """(chosen index, tied indices) of a frame of lam, t, value: the highest value, ties (within
-    tol * max(1, |best|); every row without a finite value) to the smallest lam, then t."""
+    """(chosen index, tied indices): the highest value (ties within tol * max(1, |best|), or all rows when
+    none is finite) to the smallest lam, then t."""
     finite = candidates[np.isfinite(candidates["value"].to_numpy(dtype=float))]
     if finite.empty:
         tied = candidates
@@ -125,7 +112,7 @@ def select(study: Study, criterion: Criterion = Criterion(), score: str = "parse
         if score == "expected" and not np.isfinite(cand["value"].to_numpy(dtype=float)).any():
             continue  # no expected score (a multi-token range off the kept c grid: a study note) or none that varies
         best, tied = choose(cand)
-        point = next(p for p in study.grid_points(setting) if p.lam == g.at[best, "lam"] and p.t == g.at[best, "t"])
+        point = chosen_point(study, g.loc[best])
         rows.append({"pair": pair, "variant": variant, "range": f"{lo}-{hi}", "lo": lo, "hi": hi,
                      "main": point.main, "asst": point.asst, "score": score,
                      "lam": point.lam, "t": point.t, "c": point.c, "value": g.at[best, "value"],
@@ -138,7 +125,7 @@ def select(study: Study, criterion: Criterion = Criterion(), score: str = "parse
 
 
 def at_setting(frame: pd.DataFrame, setting: tuple) -> pd.DataFrame:
-    """The rows of ``frame`` (a grid or a selection) of one (pair, variant, lo, hi)."""
+    """The rows of a grid or a selection of one (pair, variant, lo, hi)."""
     pair, variant, lo, hi = setting
     return frame[(frame["pair"] == pair) & (frame["variant"] == variant) & (frame["lo"] == lo) & (frame["hi"] == hi)]
 
@@ -148,18 +135,12 @@ def chosen_point(study: Study, sel_row) -> Point:
     return next(p for p in study.grid_points(setting) if p.lam == sel_row["lam"] and p.t == sel_row["t"])
 
 
-# ----------------------------------------------------------------------------------------------
-# the reported rows (paper Tables 1-2, 6-7)
-
-
 def contrast_label(pair: str, variant: str) -> str:
     return f"Contra. ({pair})" if variant == "cd_judge" else f"{variant} ({pair})"
 
 
 def reported_rows(study: Study, selections: list[pd.DataFrame]) -> list[dict]:
-    """The correlation table's rows, range by range: main alone, assistant alone and the contrast
-    at each pair's chosen point (parsed score), then the same with the expected score. A
-    single-model row two pairs share appears once; the same name with other scores gets the pair's."""
+    """The correlation table's rows: main, assistant and contrast at each pair's chosen point, per range and score."""
     out: list = []
     seen: dict = {}
     for sel in selections:
@@ -195,8 +176,7 @@ def reported_rows(study: Study, selections: list[pd.DataFrame]) -> list[dict]:
 def correlations(study: Study, rows: list[dict], criterion: Criterion = Criterion(), *, bootstrap: int = 1000,
                  seed: int = 0, alpha: float = 0.05, resample: str = "groups",
                  progress: Callable[[int, int, str], None] | None = None) -> pd.DataFrame:
-    """Long table of every row's correlations with bootstrap intervals (``half_width``) over
-    documents (``resample="groups"``; rows without a group column) or summaries (``"items"``)."""
+    """Long table of every row's correlations with bootstrap intervals over documents or summaries."""
     unit = "group" if resample == "groups" else None
     out, total, done = [], len(rows) * len(CORRELATIONS), 0
     for r in rows:
@@ -207,9 +187,8 @@ def correlations(study: Study, rows: list[dict], criterion: Criterion = Criterio
         for kind in CORRELATIONS:
             stat = criterion.stat(study.human, kind)
             if bootstrap and units >= 2:  # one unit redrawn is the same table every time: no interval
-                ci = bootstrap_ci(frame, stat, col, resample=unit if unit in frame.columns else None,
-                                  n=bootstrap, seed=seed, alpha=alpha)
-                value, low, high = ci
+                value, low, high = bootstrap_ci(frame, stat, col, resample=unit if unit in frame.columns else None,
+                                                n=bootstrap, seed=seed, alpha=alpha)
             else:
                 value, low, high = _value(stat, frame, col), math.nan, math.nan
             out.append({**{k: r[k] for k in ("range", "lo", "hi", "label", "role", "pair", "score", "lam", "t")},
@@ -224,8 +203,7 @@ def correlations(study: Study, rows: list[dict], criterion: Criterion = Criterio
 
 
 def invalid(rows: list[dict]) -> pd.DataFrame:
-    """Invalid outputs (paper Tables 6-7) of every row with a parse column, on its reported rows;
-    ``other``: any other status, e.g. missing; List and Echo are valid, counted on their own."""
+    """Invalid outputs (paper Tables 6-7) of every row with a parse column; List and Echo are valid, counted apart."""
     out = []
     for r in rows:
         if r["parse"] is None:
@@ -243,10 +221,6 @@ def invalid(rows: list[dict]) -> pd.DataFrame:
     order = {lb: i for i, lb in enumerate(dict.fromkeys(frame["label"]))}
     return frame.sort_values(["lo", "hi"]).sort_values("label", key=lambda s: s.map(order), kind="stable") \
         .reset_index(drop=True)
-
-
-# ----------------------------------------------------------------------------------------------
-# everything of one study
 
 
 @dataclass
@@ -318,8 +292,7 @@ def build(study: Study, criterion: Criterion = Criterion(), *, bootstrap: int = 
               "selection": "same-items" if not study.has_dev_split else "dev", "criterion": criterion.kind,
               "level": criterion.level, "kendall": criterion.variant or "b",
               **({} if criterion.like_threshold is None else {"threshold": f"{criterion.like_threshold:g}"}),
-              "bootstrap": bootstrap,
-              "resample": resample, "seed": seed, "alpha": alpha}
+              "bootstrap": bootstrap, "resample": resample, "seed": seed, "alpha": alpha}
     sig = str(Signature(fields))
     warn = f"{NO_DEV} — " if not study.has_dev_split else ""
     head = f"{study.data} {study.aspect}"

@@ -1,6 +1,5 @@
-"""Figures of the judge report (``metaeval.plots``): score distributions per score range (CD-judge
-Fig. 2) beside the human scores put on the same range (``human_on_range``), and the dev criterion
-over the λ × t grid of every (pair, range), the chosen cell outlined."""
+"""Figures of the judge report: score distributions per score range (CD-judge Fig. 2) beside the human
+scores, and the dev criterion over the λ × t grid of every (pair, range), the chosen cell outlined."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ def human_scale(values) -> tuple[int, int]:
 
 
 def human_on_range(values, lo: int, hi: int, scale: tuple[int, int] = (1, 5)) -> np.ndarray:
-    """Human scores mapped linearly from ``scale`` onto [lo, hi] and rounded to the nearest score point
-    (a mean of 3 experts, k/3, is never halfway); NaN stays NaN."""
+    """Human scores mapped linearly from ``scale`` onto [lo, hi], rounded to the nearest score point."""
     v = np.asarray(values, dtype=float)
     a, b = scale
     mapped = lo + (v - a) * (hi - lo) / (b - a) if b > a else np.full_like(v, lo)
@@ -41,19 +39,13 @@ def human_on_range(values, lo: int, hi: int, scale: tuple[int, int] = (1, 5)) ->
 
 
 def score_shares(values, lo: int, hi: int, counted=None) -> np.ndarray:
-    """Share of the finite values at each integer lo..hi (values rounded to the nearest integer), of
-    those where ``counted`` (a mask) only when given."""
+    """Share of the finite values (rounded) at each integer lo..hi, counting only where ``counted`` when given."""
     v = np.asarray(values, dtype=float)
     finite = np.isfinite(v)
     if not finite.any():
         return np.zeros(hi - lo + 1)
     k = np.clip(np.floor(v[finite if counted is None else finite & counted] + 0.5), lo, hi).astype(int) - lo
     return np.bincount(k, minlength=hi - lo + 1) / finite.sum()
-
-
-def fallback_shares(values, parse, lo: int, hi: int) -> np.ndarray:
-    """Share (of the finite values) at each score lo..hi of fallbacks: invalid outputs set to a range end."""
-    return score_shares(values, lo, hi, np.asarray(pd.Series(parse).isin(STATUSES), dtype=bool))
 
 
 def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list[dict]:
@@ -74,8 +66,9 @@ def distribution_panels(rep: judge.JudgeReport, pair: str, variant: str) -> list
             col = f"{rundir.SCORE}{row}"
             if col in frame.columns:
                 series[role] = score_shares(frame[col], lo, hi)
-                if f"{PARSE}{row}" in frame.columns:
-                    fallback[role] = fallback_shares(frame[col], frame[f"{PARSE}{row}"], lo, hi)
+                if f"{PARSE}{row}" in frame.columns:  # invalid outputs set to a range end
+                    fallen = np.asarray(frame[f"{PARSE}{row}"].isin(STATUSES), dtype=bool)
+                    fallback[role] = score_shares(frame[col], lo, hi, fallen)
         panels.append({"range": point.range, "lo": lo, "hi": hi, "lam": point.lam, "t": point.t, "n": len(frame),
                        "series": series, "names": {"main": point.main, "asst": point.asst},
                        "scale": scale, "fallback": fallback,
@@ -95,11 +88,6 @@ def fallback_counts(panel: dict) -> str:
     return f"\nfallbacks: {', '.join(parts)}" if parts else ""
 
 
-def _series_label(name: str, panel: dict) -> str:
-    return {"human": "human", "contrast": "contrast (chosen λ, t)"}.get(
-        name, f"{name}: {panel['names'].get(name, name)}")
-
-
 def score_distribution_figure(panels: list[dict], title: str = ""):
     """Grouped bars per range: share of items at each score, one bar per series."""
     n = max(len(panels), 1)
@@ -112,7 +100,8 @@ def score_distribution_figure(panels: list[dict], title: str = ""):
         bar_width = 0.8 / len(names)
         fallback = panel.get("fallback") or {}
         for k, name in enumerate(names):
-            label = _series_label(name, panel)
+            label = {"human": "human", "contrast": "contrast (chosen λ, t)"}.get(
+                name, f"{name}: {panel['names'].get(name, name)}")
             where = x + (k - (len(names) - 1) / 2) * bar_width
             handles[label] = ax.bar(where, panel["series"][name], bar_width, color=SERIES_COLORS.get(name),
                                     label=label)
@@ -136,8 +125,7 @@ def score_distribution_figure(panels: list[dict], title: str = ""):
 
 
 def dev_heatmap_figure(grids: dict[str, pd.DataFrame], chosen: dict[str, tuple[float, float]], title: str = ""):
-    """The dev criterion over λ (rows) x t (columns), one panel per score kind of ``grids``; each
-    kind's chosen cell outlined when it holds a finite value."""
+    """The dev criterion over λ (rows) x t (columns), one panel per score kind, each chosen finite cell outlined."""
     shape = plots.heatmap_grid(next(iter(grids.values())), "lam", "t").shape
     width = len(grids) * max(1.1 * shape[1] + 2.2, 4.2)
     fig, axes = plt.subplots(1, len(grids), figsize=(width, 0.7 * shape[0] + 2.2), squeeze=False,
@@ -154,20 +142,15 @@ def dev_heatmap_figure(grids: dict[str, pd.DataFrame], chosen: dict[str, tuple[f
     return fig
 
 
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(text)).strip("_")
-
-
 def write(rep: judge.JudgeReport, folder: Path, stem: str,
           criterion: judge.Criterion = judge.Criterion()) -> list[Path]:
-    """Every figure of one study: ``<stem>_scores_<pair>.png`` per pair and method row, and
-    ``<stem>_dev_<pair>_<lo>-<hi>.png`` per range."""
+    """Every figure of one study: ``<stem>_scores_<pair>.png`` and ``<stem>_dev_<pair>_<lo>-<hi>.png``."""
     out = []
     study = rep.study
     grids = {"parsed": rep.grid, "expected": judge.grid(study, criterion, "expected")}
     parsed = rep.selection[rep.selection["score"] == "parsed"]
     for pair, variant in dict.fromkeys(zip(parsed["pair"], parsed["variant"])):
-        name = _safe(pair if variant == "cd_judge" else f"{pair}_{variant}")
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", pair if variant == "cd_judge" else f"{pair}_{variant}").strip("_")
         panels = distribution_panels(rep, pair, variant)
         title = f"{study.data} {study.aspect}, {judge.contrast_label(pair, variant)}: score distributions"
         out.append(plots.save(score_distribution_figure(panels, title), folder / f"{stem}_scores_{name}.png"))

@@ -20,8 +20,7 @@ SPLIT = rundir.SPLIT  # dev / test (split.dev_ids)
 
 
 def is_judge_run(run: Run, judge_methods: Iterable[str] = ()) -> bool:
-    """A run of a judge method: a ``judge`` section in its metrics.json or, unfinished, a method in
-    ``judge_methods``."""
+    """A run with a ``judge`` section in its metrics.json or, unfinished, of a method in ``judge_methods``."""
     method = run.config.get("method") or {}
     return bool(run.metrics and "judge" in run.metrics) or method.get("name") in tuple(judge_methods)
 
@@ -103,8 +102,7 @@ def _model_name(path) -> str | None:
 
 
 def model_names(pair: dict) -> tuple[str, str]:
-    """(main, assistant) names from a pair config: the last part of the model path; an early-exit
-    assistant is '<main> exit <k>'."""
+    """(main, assistant) names: the last part of each model path; an early-exit assistant is '<main> exit <k>'."""
     name = pair.get("name", "?")
     expert, amateur = pair.get("expert") or {}, pair.get("amateur") or {}
     main = _model_name(expert.get("path")) or f"{name} main"
@@ -137,8 +135,7 @@ POINT_KEYS = ("lam", "t", "score_range", "aspect", "name", "variant")  # what pl
 
 
 def run_settings(cfg: dict) -> dict:
-    """A judge run's method and judge-prompt settings besides its place in the grid (``method.decode``,
-    ``judge_prompt.closing``, ...): runs that differ in them are never merged."""
+    """A judge run's method and judge-prompt settings besides its place in the grid (never merged across)."""
     method = {f"method.{k}": v for k, v in (cfg.get("method") or {}).items() if k not in POINT_KEYS}
     prompt = {f"judge_prompt.{k}": v for k, v in (cfg.get("judge_prompt") or {}).items() if k != "name"}
     return {**method, **prompt}
@@ -169,8 +166,7 @@ def parse_rule(settings: dict, method: str | None) -> str:
 
 
 def collect(runs: list[Run]) -> list[Study]:
-    """Complete judge runs grouped into studies and grid points (a pair whose runs differ in
-    ``run_settings`` labelled with them); a run that lacks what a judge run has is left out with a note."""
+    """Complete judge runs grouped into studies and grid points; a run lacking what a judge run has gets a note."""
     parts: dict[str, dict[tuple, list]] = {}
     meta: dict[str, dict] = {}
     notes: dict[str, list[str]] = {}

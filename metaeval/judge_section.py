@@ -1,5 +1,4 @@
-"""The report's section on judge runs (``metaeval.judge``): per study its tables (md / csv / tex),
-their long csv files, notes and plots (``metaeval.judge_plots``)."""
+"""The report's section on judge runs: per study its tables, long csv files, notes and plots."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from cscore.progress import Progress
 
 
 def judge_units_warning(rep: judge.JudgeReport, spec: Spec) -> str:
-    """``few_units_warning`` for the judge's bootstrap: the fewest documents (rows without a group
-    column) behind a reported correlation."""
+    """``few_units_warning`` for the fewest documents (or rows) behind a reported correlation."""
     if not spec.bootstrap or rep.long.empty:
         return ""
     grouped = "group" in rep.study.points[0].frame.columns and spec.resample == "groups"
@@ -27,8 +25,7 @@ def judge_units_warning(rep: judge.JudgeReport, spec: Spec) -> str:
 
 def judge_section(runs, spec: Spec, out: Path, console, progress: Progress,
                   select_by: str = "spearman") -> list[str]:
-    """The judge studies among ``runs`` (``metaeval.judge``): tables (md / csv / tex), their long
-    csv files and plots; prints the tables. Returns report.md's lines."""
+    """The judge studies among ``runs``: writes their files, prints their tables, returns report.md's lines."""
     criterion = judge.Criterion(select_by, spec.level, spec.variant, spec.like_threshold)
     studies = judge_runs.collect(runs)
     lines = []

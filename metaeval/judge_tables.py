@@ -1,5 +1,4 @@
-"""The judge report's tables (CD-judge paper Tables 1-7) rendered from ``metaeval.judge``'s long
-frames, and the statistics over score ranges that two of them show."""
+"""The judge report's tables (CD-judge paper Tables 1-7) and the statistics over score ranges they show."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ FEW_RANGES = "needs ≥ 2 ranges"  # a std or max - min over one range is no ran
 
 
 def across_ranges(long: pd.DataFrame) -> pd.DataFrame:
-    """Per row and correlation over the ranges where it is finite: mean, std (ddof=0), spread (max -
-    min; both nan below 2 ranges), ranges, of (the study's ranges)."""
+    """Per row and correlation over its finite ranges: mean, std (ddof=0), spread (max - min), ranges, of."""
     n_ranges = long[["lo", "hi"]].drop_duplicates().shape[0]
     out = []
     for (label, kind), part in long.groupby(["label", "correlation"], sort=False):
@@ -91,12 +89,9 @@ def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> re
 
 
 def range_bias_table(avg: pd.DataFrame, title: str, signature: str = "") -> render.Table:
-    """Per row: mean, std and max - min of each correlation over the ranges (``FEW_RANGES`` below 2);
-    the highest mean and the smallest std / spread marked."""
-    columns, rows, best = [], [], set()
-    for k in CORRELATIONS:
-        columns += [f"{SHORT[k]} mean", f"{SHORT[k]} std", f"{SHORT[k]} max-min"]
-    columns.append("ranges")
+    """Per row: mean, std and max - min of each correlation over the ranges; the best of each marked."""
+    columns = [f"{SHORT[k]} {s}" for k in CORRELATIONS for s in ("mean", "std", "max-min")] + ["ranges"]
+    rows, best = [], set()
     labels = list(dict.fromkeys(avg["label"]))
     key = avg.set_index(["label", "correlation"])
     grid = np.full((len(labels), 3 * len(CORRELATIONS)), np.nan)
@@ -121,13 +116,11 @@ def hyperparameter_table(selections: pd.DataFrame, title: str, signature: str = 
     """Paper Tables 3-5: per (pair, range) the chosen λ and t, parsed score first, then expected."""
     columns = ["Main", "Asst", "Range", "score", "lambda", "t", "c = lambda/t", f"dev {criterion}", "n dev",
                "tied (lambda, t)", "selected on"]
-    rows = []
-    for _, s in selections.iterrows():
-        rows.append((str(s["pair"]) + ("" if s["variant"] == "cd_judge" else f" {s['variant']}"),
-                     [s["main"], s["asst"], s["range"], s["score"], f"{s['lam']:g}", f"{s['t']:g}", f"{s['c']:.4g}",
-                      render.number(s["value"]), str(s["n_dev"]),
-                      f"{s['n_tied']} of {s['points']}: {s['tied']}" if s["n_tied"] > 1 else f"1 of {s['points']}",
-                      s["selected_on"]]))
+    rows = [(str(s["pair"]) + ("" if s["variant"] == "cd_judge" else f" {s['variant']}"),
+             [s["main"], s["asst"], s["range"], s["score"], f"{s['lam']:g}", f"{s['t']:g}", f"{s['c']:.4g}",
+              render.number(s["value"]), str(s["n_dev"]),
+              f"{s['n_tied']} of {s['points']}: {s['tied']}" if s["n_tied"] > 1 else f"1 of {s['points']}",
+              s["selected_on"]]) for _, s in selections.iterrows()]
     return render.Table(title, columns, rows, signature, "Pair")
 
 

@@ -1,15 +1,13 @@
-"""Kendall-tau variants of meta-evaluation (b, c, 23, acc23, like) from the pair counts C, D, Tx, Ty,
-Txy (docs/reports.md "Definitions"; mt-metrics-eval ``KendallVariants`` / ``KendallLike``).
-
-Convention: ``x`` is the METRIC vector and ``y`` the HUMAN one; ``epsilon`` ties the metric
-(|x_i - x_j| <= epsilon), ``thresh`` counts only pairs with |y_i - y_j| >= thresh (Kendall-like,
-default 25: DA points on 0-100). Non-finite cells are dropped in tandem; undefined values are NaN."""
+"""Kendall-tau variants (b, c, 23, acc23, like) from pair counts, as mt-metrics-eval's ``KendallVariants``.
+``x`` is the metric, ``y`` the human vector; ``epsilon`` ties the metric, ``thresh`` is Kendall-like's."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import numpy as np
+
+from cscore.metaeval.bias import finite_pairs
 
 VARIANTS = ("b", "c", "23", "acc23", "like")
 _ALIASES = {"tau_b": "b", "tau_c": "c", "tau_23": "23", "acc_23": "acc23", "acc": "acc23",
@@ -30,15 +28,6 @@ class PairCounts(NamedTuple):
         return sum(self)
 
 
-def _finite_pair(x, y) -> tuple[np.ndarray, np.ndarray]:
-    x = np.asarray(x, dtype=np.float64).ravel()
-    y = np.asarray(y, dtype=np.float64).ravel()
-    if x.shape != y.shape:
-        raise ValueError(f"x and y differ in length: {x.size} != {y.size}")
-    ok = np.isfinite(x) & np.isfinite(y)
-    return x[ok], y[ok]
-
-
 def _pair_diffs(x: np.ndarray, y: np.ndarray):
     """Yield (dx, dy) = (x_j - x_i, y_j - y_i) for all pairs i < j, in row chunks."""
     n = x.size
@@ -54,7 +43,7 @@ def pair_counts(x, y, epsilon: float = 0.0) -> PairCounts:
     """Counts (C, D, Tx, Ty, Txy) over all pairs of finite cells; metric tie = |dx| <= epsilon."""
     if epsilon < 0:
         raise ValueError("epsilon must be >= 0")
-    x, y = _finite_pair(x, y)
+    x, y = finite_pairs(x, y)
     con = dis = tx = ty = txy = 0
     for dx, dy in _pair_diffs(x, y):
         tie_x = np.abs(dx) <= epsilon
@@ -82,7 +71,7 @@ def tau_b(x, y, epsilon: float = 0.0) -> float:
 
 def tau_c(x, y) -> float:
     """Kendall tau-c / Stuart's tau-c (scipy ``kendalltau(variant="c")``)."""
-    xf, yf = _finite_pair(x, y)
+    xf, yf = finite_pairs(x, y)
     c = pair_counts(xf, yf)
     n_pairs = c.total
     if n_pairs == 0 or c.ties_x + c.ties_both == n_pairs or c.ties_y + c.ties_both == n_pairs:
@@ -108,8 +97,8 @@ def acc_23(x, y, epsilon: float = 0.0) -> float:
 
 
 def kendall_like_counts(x, y, thresh: float = 25.0) -> tuple[int, int]:
-    """(concordant, discordant) of the WMT20 Kendall-like formulation (see module doc)."""
-    x, y = _finite_pair(x, y)
+    """(concordant, discordant) over the pairs whose human scores differ by >= ``thresh``."""
+    x, y = finite_pairs(x, y)
     con = dis = 0
     for dx, dy in _pair_diffs(x, y):
         counted = np.abs(dy) >= thresh

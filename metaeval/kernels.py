@@ -1,8 +1,5 @@
-"""Correlation kernels: Pearson, Spearman and the Kendall variants of many weighted versions of
-one set of cells at once. A version is the cells with integer weights (a bootstrap resample) or
-with one of several candidate metric values per cell (a permutation); its value is that of the
-scalar definition (``levels.corr_fn``) on the expanded cells, up to rounding
-(``tests/unit/metaeval/test_kernels.py``)."""
+"""Pearson, Spearman and the Kendall variants of many weighted versions of one set of cells at once (a
+bootstrap's integer weights, a permutation's candidate values), equal to ``levels.corr_fn`` up to rounding."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ NEAR_CONSTANT = 1e-10  # relative variance below which Pearson is recomputed cel
 
 
 class Correlation:
-    """One correlation as ``correlate_at`` applies it (``scalar``), on B weighted versions of the
-    cells at once. Both methods return (values, micro weights: cells, or Kendall-like's C + D)."""
+    """One correlation on B weighted versions of the cells at once; returns (values, micro weights)."""
 
     def __init__(self, kind: str, variant: str | None, kendall_kw: dict):
         self.scalar = corr_fn(kind, variant, kendall_kw)  # validates kind, variant and options
@@ -68,8 +64,7 @@ class Correlation:
         return values, weights
 
     def _kendall(self, pairs) -> tuple[np.ndarray, np.ndarray]:
-        """Kendall variants from weighted pair counts (kendall.py's definitions); dx, dy: a pair's
-        metric and human differences."""
+        """Kendall variants from weighted pair counts; dx, dy: a pair's metric and human differences."""
         if self.variant == "like":
             agree = pairs.sum(lambda dx, dy: (np.abs(dy) >= self.thresh) & (np.sign(dx) == np.sign(dy)) & (dy != 0))
             counted = pairs.sum(lambda dx, dy: np.abs(dy) >= self.thresh, uses_x=False)
@@ -180,8 +175,7 @@ def _pearson(X, Y, W) -> np.ndarray:
 
 
 def _pearson_candidates(xs, ws, y) -> np.ndarray:
-    """``_pearson`` of versions given by candidates, from weighted sums; a (nearly) zero variance
-    is recomputed by ``_pearson``, which tests for an exactly constant side."""
+    """``_pearson`` of versions given by candidates, from weighted sums; a near-zero variance is recomputed."""
     W = sum(ws)
     n = W.sum(1)
     shift = np.mean([x.mean() for x in xs])  # any common shift; a central one keeps sums small
@@ -202,8 +196,7 @@ def _pearson_candidates(xs, ws, y) -> np.ndarray:
 
 
 def _spearman(RX, RY, W) -> np.ndarray:
-    """Pearson of the average ranks of the expanded cells. Ranks of S cells average (S + 1) / 2
-    on both sides, and their sums are exact, so a constant side gives a variance of exactly 0."""
+    """Pearson of the average ranks of the expanded cells (exact sums: a constant side has variance 0)."""
     S = W.sum(1)
     mean_sq = S * ((S + 1) / 2) ** 2
     vx, vy = (W * RX * RX).sum(1) - mean_sq, (W * RY * RY).sum(1) - mean_sq
@@ -213,10 +206,8 @@ def _spearman(RX, RY, W) -> np.ndarray:
 
 
 def _candidate_ranks(xs, ws) -> np.ndarray:
-    """``_ranks`` of versions given by candidates: the weight below a cell, half its ties' (itself
-    included), plus 1/2."""
-    # every product is a sum of halves of integer weights: exact in float32 (twice BLAS's float64
-    # speed) while the weights sum below 2**22
+    """``_ranks`` of versions given by candidates: the weight below a cell, half its ties', plus 1/2."""
+    # sums of halves of integer weights: exact in float32 (twice as fast) while the weights sum below 2**22
     exact32 = max(float(w.sum(1).max()) for w in ws) < 2**22 if ws else True
     dtype = np.float32 if exact32 else np.float64
     ranks = 0.0
@@ -260,8 +251,7 @@ def _n_distinct(X, W) -> np.ndarray:
 
 
 def _pair_sum(xs, ws, pair_fn) -> np.ndarray:
-    """Per version, the sum of ``pair_fn`` over all unordered pairs of expanded cells;
-    ``pair_fn(dx)``, ``dx[i, j] = xs[q][j] - xs[p][i]``, must not depend on the pair's order."""
+    """Per version, the sum of an order-free ``pair_fn(dx)`` over all unordered pairs of expanded cells."""
     total = 0.0
     for p, (xp, wp) in enumerate(zip(xs, ws)):
         for q in range(p, len(xs)):
@@ -270,7 +260,6 @@ def _pair_sum(xs, ws, pair_fn) -> np.ndarray:
             # (p, q) and (q, p) give the same sum; a cell is not paired with itself
             total = total + (both - wp @ np.diag(m) if p == q else 2 * both)
     return np.asarray(total / 2)  # an array already (the same object) once a candidate was added
-
 
 
 def chunks(n: int, width: int):

@@ -1,7 +1,5 @@
-"""Metric-human correlation at the meta-evaluation levels (``LEVELS``: segment, item,
-system_grouped, system; mt-metrics-eval's ``average_by`` none / item / sys and ``level='sys'``) on a
-long table of one row per (item, system) cell. Skipping, NaN and macro / micro averaging follow
-mt-metrics-eval's ``AverageCorrelation``; docs/reports.md "Definitions" spells them out."""
+"""Metric-human correlation at the meta-evaluation levels (``LEVELS``) on a long table of one row per (item,
+system) cell, as mt-metrics-eval's ``AverageCorrelation``; docs/reports.md spells them out."""
 
 from __future__ import annotations
 
@@ -59,12 +57,10 @@ def corr_fn(kind: str, variant: str | None, kw: dict):
 def correlate_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str,
                  kind: str = "pearson", variant: str | None = None,
                  grouping: Grouping = Grouping(), options: KendallOptions = KendallOptions()) -> dict:
-    """Correlation of ``metric_col`` with ``human_col`` at ``level``: ``dict(value, n, n_groups,
-    n_skipped, n_nonfinite)``; ``n`` finite cells that entered, ``n_groups`` correlations averaged /
-    systems correlated (segment: 1, 0 if NaN), ``n_skipped`` groups left out (segment: 1 if NaN)."""
+    """Correlation of ``metric_col`` with ``human_col`` at ``level``: ``dict(value, n, n_groups, n_skipped,
+    n_nonfinite)``, ``n_groups`` the correlations averaged or systems correlated."""
     kendall_kw = options.kw()
-    average, group_col, system_col = grouping.average, grouping.group_col, grouping.system_col
-    check_options(level, average)
+    check_options(level, grouping.average)
     fn = corr_fn(kind, variant, kendall_kw)
     is_like = kind == "kendall" and normalize_variant(variant or "b") == "like"
 
@@ -83,9 +79,9 @@ def correlate_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str,
         return out(value, finite.sum() if ok else 0, int(ok), int(not ok))
 
     if level == "system":
-        return out(*_system_level(df[system_col].to_numpy(), m, h, finite, fn))
-    key = df[group_col if level == "item" else system_col]
-    return out(*_grouped(key.to_numpy(), m, h, finite, fn, average, is_like, kendall_kw))
+        return out(*_system_level(df[grouping.system_col].to_numpy(), m, h, finite, fn))
+    key = df[grouping.group_col if level == "item" else grouping.system_col]
+    return out(*_grouped(key.to_numpy(), m, h, finite, fn, grouping.average, is_like, kendall_kw))
 
 
 def _system_level(key, m, h, finite, fn) -> tuple:

@@ -1,7 +1,5 @@
-"""Pairwise accuracy with tie calibration (acc_eq; Deutsch, Foster & Freitag 2023, WMT23;
-mt-metrics-eval ``KendallWithTiesOpt`` over all pairs): the metric-tie threshold epsilon that
-maximises the unweighted mean over items of acc23 (or tau23), ties to the smallest epsilon, found
-with one sort of the pairs (docs/reports.md "Definitions")."""
+"""Pairwise accuracy with tie calibration (acc_eq; Deutsch et al. 2023, WMT23; mt-metrics-eval
+``KendallWithTiesOpt``): the smallest metric-tie epsilon maximising the item mean of acc23 (or tau23)."""
 
 from __future__ import annotations
 
@@ -87,18 +85,14 @@ def _mean_at(p: _Pairs, epsilon: float, variant: str) -> float:
 
 def pairwise_accuracy(metric, human, groups=None, epsilon: float = 0.0,
                       variant: str = "acc23") -> float:
-    """acc23 (or tau23) at a fixed metric-tie threshold, averaged over items (groups).
-
-    ``groups=None``: one item, i.e. all pairs pooled. NaN when no item has a pair.
-    """
+    """acc23 (or tau23) at a fixed metric-tie threshold, averaged over items (``groups``; None: all pairs pooled)."""
     if epsilon < 0:
         raise ValueError("epsilon must be >= 0")
     return _mean_at(_pairs(metric, human, groups), epsilon, _check_variant(variant))
 
 
 def _steps(diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(thresholds, step): the candidate thresholds (0 and every distinct |delta metric|, ascending)
-    and, per pair, the index of the first threshold that ties it (one sort)."""
+    """(thresholds: 0 and every distinct |delta metric|, ascending; per pair the first threshold that ties it)."""
     thresholds, step = np.unique(np.r_[0.0, diff], return_inverse=True)
     return thresholds, step.ravel()[1:]
 
@@ -142,9 +136,8 @@ def acc_eq(metric, human, groups=None) -> tuple[float, float]:
 
 def acc_eq_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str = "item",
               group_col: str = "group", system_col: str = "system") -> tuple[float, float]:
-    """acc_eq on a long table: level 'item' (pairs of systems within each group, WMT23
-    segment-level), 'system_grouped' (pairs of items within each system) or 'segment'
-    (all pairs of cells pooled, mt-metrics-eval ``average_by='none'``)."""
+    """acc_eq on a long table: pairs within each group (item), within each system (system_grouped) or all
+    pairs pooled (segment)."""
     groups = {"item": group_col, "system_grouped": system_col, "segment": None}
     if level not in groups:
         raise ValueError(f"unknown level {level!r}; use one of {tuple(groups)}")
@@ -155,13 +148,8 @@ def acc_eq_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str = "i
 
 
 class TieCalibratedStat:
-    """acc23 (or tau23) with tie calibration as a report statistic ``stat(df, metric_col)`` at a
-    ``levels.correlate_at`` level (system: per-system means, all pairs of systems), on the rows where
-    ``df[subset[0]] == subset[1]`` when ``subset`` is given; epsilon is searched anew on every table
-    (every resample and permutation), as mt-metrics-eval does. ``batch``: a row drawn k times is k
-    rows whose k(k-1)/2 pairs among themselves are tied in both scores (correct at every epsilon);
-    the segment level and the item level drawing items come from one sort of the pairs, any other
-    version is expanded and searched on its own."""
+    """Tie-calibrated acc23 (or tau23) as a report statistic at a ``levels.correlate_at`` level, on the rows
+    of ``subset`` (column, value); epsilon is searched anew on every resample and permutation."""
 
     batchable = True
 
@@ -185,8 +173,7 @@ class TieCalibratedStat:
         return (df[self.subset[0]] == self.subset[1]).to_numpy()
 
     def pairs_needed(self, df: pd.DataFrame, metric_col: str) -> int:
-        """How many pairs the search holds at once: all pairs of finite cells within each group of
-        the level (one group at the segment level; the systems' means at the system level)."""
+        """How many pairs the search holds at once (all pairs of finite cells within each group of the level)."""
         df = df[self._keep(df)]
         ok = np.isfinite(df[metric_col].to_numpy(dtype=np.float64)) & np.isfinite(
             df[self.human_col].to_numpy(dtype=np.float64))
@@ -228,7 +215,7 @@ class TieCalibratedStat:
         return self._each(df, xs, ws, h, keep, units)
 
     def _pooled_drawn(self, x, h, W) -> np.ndarray:
-        """Segment level: pair (i, j) enters version b ``W[b, i] * W[b, j]`` times."""
+        """Segment level: pair (i, j) enters version b ``W[b, i] * W[b, j]`` times; a row's own copies tie."""
         rows = np.flatnonzero(np.isfinite(x) & np.isfinite(h) & (W > 0).any(0))
         x, h, W = x[rows], h[rows], W[:, rows]
         i, j = np.triu_indices(rows.size, 1)
@@ -265,8 +252,7 @@ class TieCalibratedStat:
         return out
 
     def _each(self, df, xs, ws, h, keep, units) -> np.ndarray:
-        """Any other version (a permutation, a bootstrap of rows at a grouped level): expanded and
-        searched on its own; a drawn unit's copies are distinct groups of its column."""
+        """Any other version, expanded and searched on its own; a drawn unit's copies are distinct groups."""
         key_col = self._key_col
         key = None if key_col is None else pd.factorize(df[key_col], use_na_sentinel=False)[0]
         copies = units is not None and units.col == key_col

@@ -18,7 +18,6 @@ from cscore import rundir
 SINGLE_PASS_NOTE = ("one forward pass produced every row, so they share one speed:\n"
                     "speed vs quality needs runs with several model pairs")
 
-
 DPI = 130  # of every saved PNG
 PANEL_WIDTH = 2.6  # inches, of a panel of distribution_figure
 MAX_LABELLED_X = 8  # a sweep of at most this many values gets one x tick per value
@@ -35,17 +34,15 @@ def save(fig, out: Path) -> Path:
 
 
 def wrap(text: str, width_in: float, fontsize: float) -> str:
-    """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` points (a character
-    0.6 of the font size wide)."""
+    """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` points."""
     chars = max(int(width_in * 72 / (0.6 * fontsize)), 20)
     return "\n".join("\n".join(textwrap.wrap(line, chars)) for line in text.split("\n")) if text else text
 
 
 def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = "", caption: str = "",
                                 warning: str = ""):
-    """Lines of correlation vs a swept parameter (ContrastScore Fig. 2 / 3) from columns param,
-    series, value and optionally low / high (error bars, the series side by side); ``caption``
-    under the title, ``warning`` under the axes."""
+    """Lines of correlation vs a swept parameter (ContrastScore Fig. 2 / 3) from columns param, series, value
+    and optionally low / high (error bars)."""
     fig, ax = plt.subplots(figsize=(6, 4.4 if warning else 4))
     groups = list(table.groupby("series", sort=False))
     xs = np.sort(pd.unique(pd.to_numeric(table[param], errors="coerce")))
@@ -58,8 +55,7 @@ def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = ""
         y = part["value"].to_numpy(dtype=float)
         if {"low", "high"} <= set(part.columns) and part["low"].notna().any():
             err = np.vstack([y - part["low"].to_numpy(dtype=float), part["high"].to_numpy(dtype=float) - y])
-            # a value outside its interval (a tie-calibrated acc23: the point is a maximum over epsilon)
-            # gets no bar on that side
+            # a value outside its interval (a tie-calibrated acc23) gets no bar on that side
             err = np.where(np.isfinite(err), np.maximum(err, 0.0), 0.0)
             ax.errorbar(x, y, yerr=err, marker="o", markersize=4, capsize=3,
                         linewidth=1.2, elinewidth=1.0, label=str(series))
@@ -144,10 +140,8 @@ def _histogram(ax, x: np.ndarray, color: str) -> None:
     ax.set_xlabel("z-score", fontsize=8)
 
 
-
 def speed_vs_quality_figure(points: pd.DataFrame, title: str = "", ylabel: str = "correlation (AVG)"):
-    """Samples/s against correlation, one labelled point per forward pass (ContrastScore Fig. 1),
-    from columns label, samples_per_second, value."""
+    """Samples/s against correlation, one labelled point per forward pass (ContrastScore Fig. 1)."""
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.scatter(points["samples_per_second"], points["value"])
     speeds = points["samples_per_second"].to_numpy(dtype=float)

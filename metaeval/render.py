@@ -37,8 +37,7 @@ def plain(value) -> str:
 
 
 def from_frame(frame: pd.DataFrame, title: str, signature: str = "", cell=plain, best: bool = False) -> Table:
-    """Rows = the frame's index, columns = its columns, each cell ``cell(value)``.
-    ``best``: mark the highest value of each column (numeric frames only)."""
+    """Rows = the frame's index, columns = its columns, each cell ``cell(value)``; ``best``: mark each column's top."""
     rows = [(str(idx), [cell(v) for v in row]) for idx, row in frame.iterrows()]
     marked = set()
     if best:
@@ -88,8 +87,7 @@ def rich(t: Table) -> "Fitted":
 
 
 class Fitted:
-    """A table that fits the console: columns split over several tables, each repeating the row
-    names, so that no label or number is cut (``layout``); title and signature as text lines."""
+    """A table that fits the console: its columns split over several tables (``layout``), none cut."""
 
     def __init__(self, table: Table):
         self.table = table
@@ -117,8 +115,7 @@ def _width(texts) -> int:
 
 
 def layout(t: Table, width: int) -> tuple[Table, list[list[int]]]:
-    """The table as printed at ``width`` and its column groups: as it is when it fits one table,
-    else ``compact`` when that takes fewer tables."""
+    """The table as printed at ``width`` (``compact`` when that takes fewer tables) and its column groups."""
     groups = column_groups(t, width)
     if len(groups) == 1:
         return t, groups
@@ -128,8 +125,7 @@ def layout(t: Table, width: int) -> tuple[Table, list[list[int]]]:
 
 
 def compact(t: Table, width: int) -> Table:
-    """``t`` with row names wrapped at a quarter of ``width`` (at least 12) and every cell cut at its
-    first space into two lines (the number over its interval)."""
+    """``t`` with row names wrapped at a quarter of ``width`` and every cell cut into two lines at its first space."""
     import textwrap
 
     room = max(12, width // 4)
@@ -137,10 +133,7 @@ def compact(t: Table, width: int) -> Table:
     def name(text: str) -> str:
         return "\n".join(textwrap.wrap(text, room, break_long_words=False)) or text
 
-    def cell(text: str) -> str:
-        return "\n".join(text.split(" ", 1))
-
-    rows = [(name(n), [cell(c) for c in cells]) for n, cells in t.rows]
+    rows = [(name(n), ["\n".join(c.split(" ", 1)) for c in cells]) for n, cells in t.rows]
     return Table(t.title, t.columns, rows, t.signature, t.row_header, t.best)
 
 

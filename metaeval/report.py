@@ -13,9 +13,8 @@ def correlation_tables(table: pd.DataFrame, title: str = "") -> list[render.Tabl
     out = []
     for kind in CORRELATIONS:
         name = kind + (" (tau-b)" if kind == "kendall" else "")
-        frame = per_metric(table, kind)
         name = f"{title} - {name}" if title else name.capitalize()
-        out.append(render.from_frame(frame, name, cell=render.number, best=True))
+        out.append(render.from_frame(per_metric(table, kind), name, cell=render.number, best=True))
     return out
 
 

@@ -1,5 +1,5 @@
-"""The report's figures of one dataset (``metaeval.plots``): correlation against the swept parameter
-(or a heatmap of two), the score distributions, and speed against quality."""
+"""The report's figures of one dataset: correlation against the swept parameters, score distributions,
+speed against quality."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from cscore.progress import Progress
 NUMERIC = (int, float)
 MAX_DISTRIBUTION_ROWS = 6  # metric panels in distributions.png
 KENDALL_NAMES = {"b": "tau_b", "c": "tau_c", "23": "tau_23", "acc23": "acc_23", "like": "Kendall-like"}
-
 
 
 def swept_params(ds: Dataset) -> list[str]:

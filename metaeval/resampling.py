@@ -1,7 +1,5 @@
-"""Resampling in batch form: ``bootstrap_ci`` (percentile bootstrap over items or rows) and
-``permutation_test`` (mt-metrics-eval's PERM-BOTH, ``mt_metrics_eval/stats.py::PermutationSigDiff``,
-after Deutsch et al. 2021). Both draw every resample at once, turn the draws into per-row weights
-and hand them to the statistic's ``batch`` (``PerVersion`` for a statistic without one)."""
+"""Percentile bootstrap intervals (``bootstrap_ci``) and mt-metrics-eval's PERM-BOTH test
+(``permutation_test``), every resample drawn at once and handed to the statistic's ``batch`` as row weights."""
 
 from __future__ import annotations
 
@@ -18,10 +16,8 @@ TIE_EPS = 1e-12  # relative slack of ">=" against a permuted delta (floating-poi
 
 
 class PerVersion:
-    """A plain statistic ``fn(df, col)`` in batch form: each version becomes its own table (every
-    row repeated by its weight, column ``col`` holding the version's metric values) and ``fn`` is
-    called on it. With ``units`` every draw of a unit is a unit of its own: its rows get the draw's
-    integer label in ``units.col`` (the original value kept in ``<col>_orig``)."""
+    """A plain statistic ``fn(df, col)`` in batch form: ``fn`` on each version as its own table, every row
+    repeated by its weight; with ``units`` each draw of a unit is relabelled a unit of its own."""
 
     batchable = True
 
@@ -63,9 +59,8 @@ def batch_form(stat: Stat, col: str):
 
 
 class BootstrapCI(tuple):
-    """``(point, low, high)``; also ``.n`` (resamples drawn), ``.n_nan`` (resamples whose
-    statistic was not finite, left out of the interval), ``.n_units`` (items or rows
-    resampled), ``.alpha``, ``.resample`` and ``.samples`` (the finite resampled values)."""
+    """``(point, low, high)`` with ``.n``, ``.n_nan`` (non-finite resamples, left out), ``.n_units``,
+    ``.alpha``, ``.resample`` and ``.samples`` (the finite resampled values)."""
 
     n: int
     n_nan: int
@@ -109,13 +104,8 @@ def _unit_codes(df: pd.DataFrame, col: str | None) -> tuple[np.ndarray | None, i
 
 def bootstrap_ci(df: pd.DataFrame, stat: Stat, metric_col: str, *, resample: str | None = "group",
                  n: int = 1000, seed: int = 0, alpha: float = 0.05, relabel: bool = True) -> BootstrapCI:
-    """Percentile bootstrap interval of ``stat(df, metric_col)``: ``BootstrapCI(point, low, high)``,
-    low / high the ``alpha/2`` and ``1 - alpha/2`` quantiles (numpy linear) of the finite resampled
-    values (the others counted in ``.n_nan``); NaN with none, or with fewer than two units.
-
-    ``resample`` (a column): its units drawn with replacement, every row of a drawn unit along;
-    ``relabel`` gives each draw its own integer label in that column (the original kept in
-    ``<resample>_orig``), so a unit drawn twice is two items. ``resample=None``: rows are drawn."""
+    """Percentile bootstrap interval of ``stat(df, metric_col)`` over the units of column ``resample``
+    (rows when None); NaN bounds with fewer than two units. ``relabel``: a unit drawn twice is two items."""
     if n < 1:
         raise ValueError("n must be >= 1")
     if not 0 < alpha < 1:
@@ -157,8 +147,6 @@ def _bootstrap_batch(df, stat, metric_col, draws, codes, relabel_col) -> np.ndar
     return values
 
 
-# paired permutation test (PERM-BOTH)
-
 def _zscore(x: np.ndarray) -> np.ndarray:
     """scipy.stats.zscore (ddof=0) over the finite entries; NaN stays NaN; constant -> 0."""
     x = np.asarray(x, dtype=np.float64)
@@ -173,16 +161,9 @@ def _zscore(x: np.ndarray) -> np.ndarray:
 
 def permutation_test(df: pd.DataFrame, stat: Stat, metric_a: str, metric_b: str, *, n: int = 1000,
                      seed: int | Sequence[int] = 0, resample: str | None = None) -> dict:
-    """PERM-BOTH test that metric A beats metric B under ``stat``, as mt-metrics-eval's
-    ``PermutationSigDiff(corr1=B, corr2=A)``: both columns z-scored globally (population std over
-    the finite rows; drop rows without a human score first to match it exactly); observed
-    ``delta = stat(A) - stat(B)``; each of ``n`` permutations swaps A's and B's scores where a fair
-    coin per cell came up (per unit of the column ``resample``: a block permutation, not in
-    mt-metrics-eval); p = #{delta_perm >= delta} / n_valid, one-sided, unsmoothed, ``>=`` with a
-    relative slack of ``TIE_EPS``; permutations with a non-finite delta counted in ``n_nan``.
-
-    Returns dict(delta, p_value, value_a, value_b, n, n_nan): ``value_a`` / ``value_b`` on the raw
-    table, ``delta`` on the z-scored one (the same for scale-invariant statistics)."""
+    """One-sided PERM-BOTH test that metric A beats B under ``stat`` (mt-metrics-eval's
+    ``PermutationSigDiff(corr1=B, corr2=A)``) on z-scored columns, swapping per cell or per unit of
+    ``resample``. Returns dict(delta, p_value, value_a, value_b, n, n_nan)."""
     if metric_a == metric_b:
         raise ValueError("metric_a and metric_b must be different columns")
     value_a, value_b = float(stat(df, metric_a)), float(stat(df, metric_b))
@@ -214,8 +195,7 @@ def _coins(rng: np.random.Generator, n: int, n_units: int) -> np.ndarray:
 
 
 def _permutation_batch(work, stat_a, stat_b, a, b, coins, codes) -> np.ndarray:
-    """delta of every permutation through ``stat.batch``: in permutation k a row holds the
-    other metric's score where the coin came up."""
+    """delta of every permutation through ``stat.batch``; a row swaps scores where its coin came up."""
     deltas = np.empty(len(coins))
     for part in chunks(len(coins), len(work)):
         swap = coins[part] if codes is None else coins[part][:, codes]

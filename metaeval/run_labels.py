@@ -1,7 +1,5 @@
-"""Short names of compared runs, as sweep points are named: the config values in which they differ
-(``method.gamma=0.1 pair=qwen_3b_0.5b``). A config group (data, pair, method, ...) that differs is
-named by its preset (``method=cd_judge``), and its keys show only where runs of one preset differ,
-so two methods' many different settings do not all land in the name."""
+"""Short names of compared runs: the config values in which they differ (``method.gamma=0.1``), a
+differing config group by its preset (``method=cd_judge``)."""
 
 from __future__ import annotations
 
@@ -36,10 +34,8 @@ def shown(value) -> str:
 
 
 def run_labels(configs: list[dict], folders: list[str]) -> list[str]:
-    """One label per config: the groups whose presets differ (``method=cd_judge``), then the keys
-    whose values differ among the runs of the same preset of the key's group (among all runs for
-    a key outside a group); a run's folder name where nothing differs, and ``<folder>: <label>``
-    where two runs would share a label."""
+    """One label per config: the differing presets, then the keys that differ among runs of the key's
+    group's preset; the folder name where nothing differs, ``<folder>: <label>`` where labels repeat."""
     flats = [flat(c) for c in configs]
     groups = [g for g in dict.fromkeys(k for c in configs for k in c)
               if any(preset(c.get(g)) is not None for c in configs)]

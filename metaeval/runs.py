@@ -1,8 +1,5 @@
-"""Partly finished multiruns: the jobs a sweep was asked for (Hydra's own multirun.yaml, read with
-Hydra's own override parser) and those without a complete run directory; each run's outcome
-(``run_status``: complete, failed, interrupted, incomplete, or finished later by a run of the same
-config). What a run directory holds, when it is complete and how to find them (``Run``,
-``find_runs``): ``cscore.rundir``."""
+"""Partly finished multiruns: the jobs a sweep was asked for (Hydra's multirun.yaml), those that left no
+run directory, and each run's outcome (``run_status``)."""
 
 from __future__ import annotations
 
@@ -17,8 +14,7 @@ from cscore.rundir import CONFIG, METRICS, Run
 
 
 def expected_jobs(sweep_dir: Path) -> list[dict] | None:
-    """The jobs a multirun was asked for, in Hydra's job order, from its multirun.yaml (None when
-    unknown: no file, or a sweep Hydra's basic sweeper does not enumerate)."""
+    """The jobs a multirun was asked for, in Hydra's order (None: no multirun.yaml, or a sweep not enumerated)."""
     file = Path(sweep_dir) / "multirun.yaml"
     if not file.is_file():
         return None
@@ -31,9 +27,8 @@ def expected_jobs(sweep_dir: Path) -> list[dict] | None:
 
 
 def sweep_axes(overrides: list[str]) -> dict[str, list[tuple[str, str]]] | None:
-    """{key: [(key, value), ...]} as Hydra's basic sweeper splits ``overrides``: a later override
-    of a key replaces its values in the key's first place (None: one that does not parse or is
-    no list of values)."""
+    """{key: [(key, value), ...]} as Hydra's basic sweeper splits ``overrides`` (None: one that does not
+    parse or is no list of values)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -57,58 +52,38 @@ SHARD_KEY = "runtime.shard"  # the jobs of a sharded multirun's sweep point diff
 
 
 def missing_jobs(sweep_dir: Path, runs: list[Run]) -> list[str]:
-    """Job numbers (Hydra's subdir index) that never started: no run directory at all (a job that
-    started and failed or stopped is counted by ``run_status``, not again here). The shard jobs
-    of one sweep point (``runtime.shard``) leave one run directory between them: they are missing
-    only when none of them left one."""
+    """The jobs that left no run directory; the shard jobs of one sweep point (``runtime.shard``) share one."""
     jobs = expected_jobs(sweep_dir)
     if jobs is None:
         return []
     done = {r.path.relative_to(sweep_dir).parts[0] for r in runs if r.path != Path(sweep_dir)}
     swept = [k for k in (jobs[0] if jobs else {}) if len({j[k] for j in jobs}) > 1]
-    points: dict[tuple, list[int]] = {}
-    for num, overrides in enumerate(jobs):
-        points.setdefault(tuple((k, v) for k, v in overrides.items() if k != SHARD_KEY), []).append(num)
-    written = {point for point, nums in points.items() if any(str(n) in done for n in nums)}
-    out = []
-    for num, overrides in enumerate(jobs):
-        if tuple((k, v) for k, v in overrides.items() if k != SHARD_KEY) not in written:
-            out.append(f"job {num} ({' '.join(f'{k}={overrides[k]}' for k in swept)})")
-    return out
+    points = [tuple((k, v) for k, v in overrides.items() if k != SHARD_KEY) for overrides in jobs]
+    written = {point for num, point in enumerate(points) if str(num) in done}
+    return [f"job {num} ({' '.join(f'{k}={jobs[num][k]}' for k in swept)})"
+            for num, point in enumerate(points) if point not in written]
 
 
 def check_folder(root: Path) -> None:
-    """A ConfigError unless ``root`` is a folder (``cscore report`` asks before it loads the report's modules)."""
-    if not root.exists():
-        raise ConfigError(f"{root} does not exist: cscore report reads a run directory, a multirun directory or "
-                          "a folder holding runs")
+    """A ConfigError unless ``root`` is a folder."""
     if not root.is_dir():
-        raise ConfigError(f"{root} is a file: cscore report reads a run directory, a multirun directory or a "
-                          "folder holding runs")
+        raise ConfigError(f"{root} {'is a file' if root.exists() else 'does not exist'}: cscore report reads a run "
+                          "directory, a multirun directory or a folder holding runs")
 
 
 def runs_under(roots: list[Path]) -> tuple[list[Run], list[list[Run]], list[Path]]:
-    """The run directories under the folders ``roots`` (``find_runs``): all of them, each once, in
-    the order found; those under each root (for ``missing_jobs``); and the run directories found
-    under more than one root (a folder given twice, or one inside another), which the first list
-    holds once and the caller names."""
+    """(every run directory under ``roots`` once, those under each root, those found under several roots)."""
     from cscore.rundir import find_runs
 
-    runs: list[Run] = []
-    per_root: list[list[Run]] = []
-    seen: set[Path] = set()
+    per_root = [find_runs(root) for root in roots]
+    first: dict[Path, Run] = {}
     repeated: list[Path] = []
-    for root in roots:
-        found = find_runs(root)
-        per_root.append(found)
-        for run in found:
-            key = run.path.resolve()
-            if key not in seen:
-                seen.add(key)
-                runs.append(run)
-            elif key not in repeated:
-                repeated.append(key)
-    return runs, per_root, repeated
+    for run in itertools.chain(*per_root):
+        key = run.path.resolve()
+        if key in first and key not in repeated:
+            repeated.append(key)
+        first.setdefault(key, run)
+    return list(first.values()), per_root, repeated
 
 
 def interrupted(run: Run) -> bool:
@@ -125,9 +100,7 @@ def _mtime(path: Path) -> float:
 
 @dataclass
 class Status:
-    """The runs under a report's folder by outcome. ``superseded``: a failed, interrupted or
-    unfinished run whose very config finished later in another directory (``finished_by``), as
-    when the same command was re-run in a new folder; counted apart, not as failed."""
+    """The runs by outcome; ``superseded``: not complete, its config finished later elsewhere (``finished_by``)."""
     complete: list[Run] = field(default_factory=list)
     failed: list[Run] = field(default_factory=list)
     interrupted: list[Run] = field(default_factory=list)
@@ -152,16 +125,13 @@ class Status:
 
 
 def run_status(runs: list[Run]) -> Status:
-    """Each run's outcome (``Status``). A run is superseded by a complete run with the same
-    config.yaml whose metrics.json was written after the run started (its config.yaml)."""
-    status = Status()
-    done = [r for r in runs if r.complete]
-    status.complete = done
+    """Each run's outcome; a complete run of the same config with a later metrics.json supersedes a run."""
+    status = Status(complete=[r for r in runs if r.complete])
     for r in runs:
         if r.complete:
             continue
         started = _mtime(r.path / CONFIG)
-        later = [d for d in done if d.config == r.config and _mtime(d.path / METRICS) >= started]
+        later = [d for d in status.complete if d.config == r.config and _mtime(d.path / METRICS) >= started]
         if later:
             status.superseded.append(r)
             status.finished_by[r.path] = max(later, key=lambda d: _mtime(d.path / METRICS)).path

@@ -39,8 +39,7 @@ def config_of(ds: Dataset) -> dict:
 
 def side_table(ds, out: Path, stem: str, frame, statistic: dict, note: str, title: str,
                long: bool = False) -> list[str]:
-    """``frame`` as ``<stem>.{md,csv,tex}`` (and ``<stem>_long.csv`` with ``long``), titled ``<data>: <title>``,
-    signed with ``statistic`` and ``note``."""
+    """``frame`` as ``<stem>.{md,csv,tex}`` (and ``<stem>_long.csv`` with ``long``), signed with ``statistic``."""
     if long:
         frame.to_csv(out / f"{stem}_long.csv", index=False)
     data = config_of(ds)["data"]["name"]
@@ -49,14 +48,12 @@ def side_table(ds, out: Path, stem: str, frame, statistic: dict, note: str, titl
 
 
 def file_stem(text: str) -> str:
-    """``text`` as a file-name part: no path separators, no leading dots (a run's config must not
-    steer the report outside its folder)."""
+    """``text`` as a file-name part: no path separators, no leading dots."""
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", str(text)).strip("._") or "data"
 
 
 def stems(datasets: list[Dataset]) -> list[str]:
-    """File-name stem of each dataset: ``<data>``, ``<data>_<split>`` for a dev / test split (split.use);
-    repeats (other data options or prompt condition) numbered."""
+    """File-name stem of each dataset: ``<data>`` or ``<data>_<split>`` (split.use), repeats numbered."""
     names = []
     for ds in datasets:
         cfg = config_of(ds)
@@ -147,8 +144,7 @@ def quantized_section(ds, stem: str, out: Path, protocol: str = "summac") -> lis
 
 
 def approximate_labels(acc) -> str:
-    """What the title says when SummaC's labels came from the experts' mean, not their ratings:
-    an approximation, with the summaries per aspect that the mean cannot decide (counted negative)."""
+    """The title's words when SummaC's labels came from the experts' mean, not their ratings ('' otherwise)."""
     if "n_undecided" not in acc.columns or acc["n_undecided"].isna().all():
         return ""
     per = acc.dropna(subset=["n_undecided"]).drop_duplicates("target")
@@ -193,8 +189,7 @@ def task_of(ds) -> str:
 
 
 def combined_section(longs: list[tuple[str, str, object]], spec: Spec, out: Path, console) -> list[str]:
-    """``all_<task>_quality.*`` per task of two datasets or more (``(stem, task, long)``):
-    ``tables.combined``, as ContrastScore Tables 1-2 average their datasets."""
+    """``all_<task>_quality.*`` (``tables.combined``) per task of two datasets or more (``(stem, task, long)``)."""
     lines = []
     for task in dict.fromkeys(t for _, t, _ in longs):
         part = [(stem, long) for stem, t, long in longs if t == task]

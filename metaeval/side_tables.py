@@ -21,8 +21,7 @@ from cscore.rundir import Run
 
 
 def _per_target(ds: Dataset, tgts, value: Callable) -> pd.DataFrame:
-    """label, target, value (and whatever else ``value`` returns) for every row and target:
-    ``value(frame, score column, human column)`` on the target's rows."""
+    """``value(frame, score column, human column)`` on each target's rows, for every row and target."""
     rows = []
     for lb in ds.rows:
         for h, v in tgts:
@@ -44,8 +43,7 @@ def _translation(ds: Dataset) -> bool:
 
 
 def bias(ds: Dataset) -> pd.DataFrame:
-    """BiasScore of every row against every aspect (LS: the expert's mean per-token log-likelihood),
-    within each ``meta.split_by`` group with AVG over them, as ContrastScore Table 8."""
+    """BiasScore of every row against every aspect, within each ``meta.split_by`` group with AVG over them."""
     ls = f"{rundir.MEAN_LOGP}expert"  # written by the run: no re-deriving of norm / skip_first
     if ls not in ds.frame.columns or not any(r["variant"] == "expert" for r in ds.rows.values()):
         return pd.DataFrame()
@@ -69,8 +67,7 @@ def quantized(ds: Dataset, protocol: str = "summac") -> pd.DataFrame:
 
 
 def pairwise(ds: Dataset) -> pd.DataFrame:
-    """acc_eq (ContrastScore Table 10) of every row for translation data at WMT23's segment level,
-    per target, then AVG; ``epsilon``: each cell's metric-tie threshold. Empty for other tasks."""
+    """acc_eq (ContrastScore Table 10) of every row per target, then AVG (translation data only)."""
     if not _translation(ds):
         return pd.DataFrame()
 
@@ -83,9 +80,7 @@ def pairwise(ds: Dataset) -> pd.DataFrame:
 
 def spa(ds: Dataset, permutations: int = soft.PERMUTATIONS,
         seed: int = soft.SEED) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """SPA (``metaeval.spa``) of every row for translation data, per target, then AVG: (long table
-    with ``pce`` and the counts, the p-values of every pair of systems); a target it cannot score
-    gets NaN and a ``note``. Empty for other tasks."""
+    """SPA of every row per target, then AVG, and the p-values of every pair of systems (translation data only)."""
     if not _translation(ds):
         return pd.DataFrame(), pd.DataFrame()
     pvalues: list[pd.DataFrame] = []
@@ -110,9 +105,7 @@ def spa(ds: Dataset, permutations: int = soft.PERMUTATIONS,
 
 
 def speed(runs: list[Run]) -> pd.DataFrame:
-    """One row per complete run, named by its sweep point (the config values in which it differs
-    from the other runs; its folder's name where none differ). A run that read passes from the
-    cache gives its own time (``score_seconds``) and no speed; a baseline run names no pair."""
+    """One row per complete run, named by its sweep point; a run that read passes from the cache has no speed."""
     done = [r for r in runs if r.complete]
     names = point_names(done)
     rows = []
@@ -139,8 +132,7 @@ def _tflop_per_second(sp: dict) -> float | None:
 
 
 def pair_of(run: Run) -> str | None:
-    """The pair the run's signature names (``none`` for a baseline run: it reads no pair); the
-    config's pair where the signature has none."""
+    """The pair the run's signature names (``none`` for a baseline), else the config's."""
     sig = str((run.metrics or {}).get("signature") or "")
     named = dict(part.split(":", 1) for part in sig.split("|") if ":" in part)
     return named.get("pair") or run.config.get("pair", {}).get("name")
@@ -153,8 +145,7 @@ def point_names(runs: list[Run]) -> dict[int, str]:
 
 
 def speed_points(ds: Dataset, long: pd.DataFrame) -> pd.DataFrame:
-    """One point per model pair (all its rows share one forward pass, so one speed) for the
-    speed-vs-quality plot: its best main row by AVG, that AVG, the median samples/s of its runs."""
+    """Per model pair for the speed-vs-quality plot: its best main row by AVG, that AVG, its median samples/s."""
     avg = long[long["target"] == "AVG"].set_index("label")["value"]
     by_pair: dict[str, list[str]] = {}
     for lb, r in ds.rows.items():

@@ -1,9 +1,5 @@
-"""The signature printed under every table: what produced a number, sacrebleu style.
-
-    data:demo|n:160|pair:smollm2|...|version:0.1.0
-
-``key:value`` fields joined by ``|``, cscore's version last; ``Signature.parse`` reads one back.
-A value never holds ``|`` (it is written as ``/``); it may hold ``:`` (only the first one splits)."""
+"""The signature printed under every table, sacrebleu style: ``key:value`` fields joined by ``|``
+(``data:demo|n:160|...|version:0.1.0``), cscore's version last; ``Signature.parse`` reads one back."""
 
 from __future__ import annotations
 

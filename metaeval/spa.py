@@ -1,7 +1,5 @@
-"""Soft pairwise accuracy (SPA; Thompson et al. 2024, WMT24 system level) and PCE = 1 - SPA, step by
-step as mt-metrics-eval's ``mt_metrics_eval/pce.py`` (float32 sums, 1000 flips from
-``default_rng(4)``, ``>=``, no smoothing); docs/reports.md "Soft pairwise accuracy" gives the
-formula. The flips are an argument, so a test can pass all 2^N of them."""
+"""Soft pairwise accuracy (SPA; Thompson et al. 2024, WMT24 system level) and PCE = 1 - SPA, step by step as
+mt-metrics-eval's ``pce.py``; docs/reports.md gives the formula."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ def sign_flips(n_segments: int, permutations: int = PERMUTATIONS, seed: int = SE
 
 
 def pairwise_p_values(scores, flips: np.ndarray) -> np.ndarray:
-    """p(i better than j) for every ordered pair of systems, ``scores`` (systems x segments):
-    the share of the rows of ``flips`` whose flipped delta is >= the observed one."""
+    """p(i better than j) for every ordered pair of systems: the share of ``flips`` whose delta is >= the observed."""
     x = np.asarray(scores, dtype=np.float64).astype(np.float32)
     n_sys = x.shape[0]
     totals = np.sum(x, axis=1)
@@ -43,8 +40,7 @@ def pairwise_p_values(scores, flips: np.ndarray) -> np.ndarray:
 
 
 def spa(human, metric, permutations: int = PERMUTATIONS, seed: int = SEED, flips=None) -> Spa:
-    """SPA of ``metric`` against ``human``, both (systems x segments) with the same systems and
-    segments in the same order; ``flips`` (if given) replaces the drawn sign flips."""
+    """SPA of ``metric`` against ``human``, both (systems x segments); ``flips`` replaces the drawn sign flips."""
     h, m = np.asarray(human, dtype=np.float64), np.asarray(metric, dtype=np.float64)
     if h.shape != m.shape or h.ndim != 2:
         raise ValueError(f"human {h.shape} and metric {m.shape} must be the same (systems x segments) shape")
@@ -67,8 +63,7 @@ class Matrices:
 
 def matrices(df: pd.DataFrame, metric_col: str, human_col: str, system_col: str = "system",
              group_col: str = "group") -> Matrices:
-    """The long table (one row per segment x system) as two (systems x segments) matrices over the
-    segments every system has finite human and metric scores for."""
+    """The long table as (systems x segments) matrices over the segments every system has finite scores for."""
     frame = df[[system_col, group_col, human_col, metric_col]]
     if frame.duplicated([system_col, group_col]).any():
         raise ValueError(f"several rows share a {system_col} and a {group_col}: SPA needs one score per system "

@@ -1,5 +1,4 @@
-"""The statistic of the report's quality tables and its uncertainty, as the command line gives it
-(``cscore report --level --correlation --kendall ... --bootstrap --permutations``), checked once."""
+"""The statistic of the report's quality tables and its uncertainty, as ``cscore report``'s options give it."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ TIES = ("calibrated", "exact")  # Kendall 23 / acc23: metric-tie epsilon searche
 
 @dataclass
 class Spec:
-    """The statistic of the quality tables and its uncertainty; a bad value is a one-line
-    ``ConfigError`` when the spec is made. ``variant`` is stored by its canonical name."""
+    """The statistic of the quality tables and its uncertainty, checked when made (a ``ConfigError``)."""
 
     level: str = "segment"
     kind: str = "pearson"
@@ -37,10 +35,8 @@ class Spec:
     threshold: float | None = None  # Kendall-like only: count pairs whose human scores differ by >= this (25)
     resample: str = "groups"  # bootstrap unit: groups (documents / source segments) or items (rows)
     accuracy: str = "summac"  # quantized accuracy protocol (metaeval.accuracy.PROTOCOLS)
-    average: str = "macro"  # over the groups of level item / system_grouped: macro, or micro (mt-metrics-eval's
-    # macro=False: weighted by cells, for Kendall-like by counted pairs, i.e. pooled)
-    ties: str | None = None  # Kendall 23 / acc23: calibrated (epsilon searched, KendallWithTiesOpt) or exact
-    # (epsilon 0); None: calibrated for acc23, exact for 23
+    average: str = "macro"  # over the groups of level item / system_grouped: macro, or micro (weighted)
+    ties: str | None = None  # Kendall 23 / acc23: calibrated or exact; None: calibrated for acc23, exact for 23
 
     def __post_init__(self):
         if self.level not in LEVELS:
@@ -130,8 +126,7 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
-# --paper X: the statistic that paper's tables report (an option given on the command line wins; the
-# correlation -- --correlation / --kendall -- is taken as a whole or not at all)
+# --paper X: the statistic that paper's tables report (an option given on the command line wins)
 PAPERS: dict[str, dict[str, Any]] = {
     "contrastscore": {"correlation": "pearson", "level": "segment", "combined": True, "spa": True,
                       "says": "ContrastScore Tables 1-2: Pearson over all rows per aspect / language pair; "

@@ -1,7 +1,5 @@
-"""The statistics that the report resamples, ``stat(df, metric_col) -> float`` on a table of one row
-per (item, system) cell. One with ``batchable = True`` and a ``batch`` method (``LevelStat``,
-``MeanStat``, ``pairwise.TieCalibratedStat``) gives many resampled versions of the table at once
-(``kernels``); ``resampling`` turns any other callable into that form."""
+"""The statistics the report resamples, ``stat(df, metric_col) -> float``; one with ``batchable = True``
+has a ``batch`` method that evaluates many resampled versions of the table at once."""
 
 from __future__ import annotations
 
@@ -24,8 +22,7 @@ def batchable(stat) -> bool:
 
 @dataclass
 class Units:
-    """A bootstrap over the units of column ``col``, each draw its own unit: ``codes`` (the unit of
-    each row), ``counts`` (resamples x units)."""
+    """A bootstrap over the units of column ``col``: ``codes`` (each row's unit), ``counts`` (resamples x units)."""
 
     col: str
     codes: np.ndarray
@@ -33,22 +30,19 @@ class Units:
 
 
 class LevelStat:
-    """``correlate_at(...)["value"]`` as a statistic (up to rounding), on the rows where
-    ``df[subset[0]] == subset[1]`` when ``subset`` is given. ``batch(df, xs, ws, units)``: B versions
-    at once, row i entering version b ``ws[p][b, i]`` times with metric value ``xs[p][i]`` (one
-    candidate for a bootstrap, two for a permutation); ``units``: see ``Units``."""
+    """``correlate_at(...)["value"]`` as a statistic, on the rows of ``subset`` (column, value). ``batch``: row i
+    enters version b ``ws[p][b, i]`` times with metric value ``xs[p][i]``."""
 
     batchable = True
 
     def __init__(self, human_col: str, level: str = "segment", kind: str = "pearson", variant: str | None = None,
                  *, subset: tuple | None = None, grouping: Grouping = Grouping(),
                  options: KendallOptions = KendallOptions()):
-        group_col, system_col, average = grouping.group_col, grouping.system_col, grouping.average
-        check_options(level, average)
+        check_options(level, grouping.average)
         self.corr = Correlation(kind, variant, options.kw())
-        self.human_col, self.level, self.subset, self.average = human_col, level, subset, average
-        self.pairless_zero = self.corr.variant == "like" and average == "macro"  # levels.py: as mt-metrics-eval
-        self.group_col, self.system_col = group_col, system_col
+        self.human_col, self.level, self.subset, self.average = human_col, level, subset, grouping.average
+        self.pairless_zero = self.corr.variant == "like" and self.average == "macro"  # levels.py: as mt-metrics-eval
+        self.group_col, self.system_col = grouping.group_col, grouping.system_col
         where = "" if subset is None else f"[{subset[0]}={subset[1]}]"
         self.__name__ = f"{kind}@{level}({human_col}){where}"
 
@@ -117,7 +111,7 @@ class LevelStat:
     def _system_drawn(self, x, h, keep, units: Units) -> np.ndarray:
         """Every draw is a system: per-system means are fixed, the draws only weight them."""
         on = keep & np.isfinite(x) & np.isfinite(h)
-        onehot = _onehot(units.codes, units.counts.shape[1]) * on[:, None]
+        onehot = ((units.codes[:, None] == np.arange(units.counts.shape[1])[None, :]) & on[:, None]).astype(np.float64)
         count = onehot.sum(0)
         with np.errstate(divide="ignore", invalid="ignore"):
             mx, my = (np.where(on, x, 0.0) @ onehot) / count, (np.where(on, h, 0.0) @ onehot) / count
@@ -142,7 +136,6 @@ class MeanStat:
         return np.mean([s.batch(df, xs, ws, units) for s in self.stats], axis=0)
 
 
-
 def _cells(xs, ws, y) -> np.ndarray:
     """Per version, the (weighted) number of cells whose metric and human values are finite."""
     return sum(clean(xs, ws, y)[1]).sum(1)
@@ -160,14 +153,10 @@ def _rows_by_code(codes: np.ndarray, n_codes: int) -> list[np.ndarray]:
 
 
 def _sum_by_code(A: np.ndarray, codes: np.ndarray, n_codes: int) -> np.ndarray:
-    """(B, n_codes): the sum of A's columns of each code (every code has a row, as factorize gives)."""
+    """(B, n_codes): the sum of A's columns of each code."""
     order = np.argsort(codes, kind="stable")
     starts = np.cumsum(np.bincount(codes, minlength=n_codes))[:-1]
     return np.add.reduceat(A[:, order], np.r_[0, starts], axis=1)
-
-
-def _onehot(codes: np.ndarray, n_codes: int) -> np.ndarray:
-    return (codes[:, None] == np.arange(n_codes)[None, :]).astype(np.float64)
 
 
 def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:

@@ -38,9 +38,8 @@ class Dataset:
 
 
 def _effective(method: str, params: dict, defaults: Callable[[str, dict], dict] | None) -> dict:
-    """The parameters a row was computed with: the recorded ones over the method's defaults
-    (``defaults(method, params)``, e.g. ``scorers.methods.with_defaults``), so that two records of one
-    computation compare equal; a method it does not know keeps its recorded parameters."""
+    """The recorded parameters over the method's defaults (``defaults(method, params)``), so that two
+    records of one computation compare equal; unchanged for a method ``defaults`` does not know."""
     if defaults is None:
         return dict(params)
     try:
@@ -59,9 +58,8 @@ def _shown(value) -> str:
 
 
 def _labels(entries: list[dict]) -> list[str]:
-    """One label per distinct row: ``<pair> <variant>`` (a baseline: ``<variant>``); rows that would
-    share it add the parameters, then the pair settings, that tell them apart (``contrast
-    gamma=0.1``); rows alike in all of that are numbered (``#2``, ...)."""
+    """One label per row: ``<pair> <variant>`` (a baseline: ``<variant>``), plus the parameters, then the
+    pair settings, that tell rows of one label apart; rows alike in all of that numbered (``#2``)."""
     def name(e):
         if e["method"] == "baseline":
             return e["variant"]
@@ -82,8 +80,7 @@ def _labels(entries: list[dict]) -> list[str]:
 
 def _data_key(run: Run, prompt: bool = True) -> str:
     d, split = run.config["data"], run.config.get("split", {})
-    extra = {k: v for k, v in d.items() if k not in ("template",)}
-    key = {"data": extra, "split": split}
+    key = {"data": {k: v for k, v in d.items() if k != "template"}, "split": split}
     if prompt:
         key["prompt"] = run.config.get("prompt", {}).get("condition")
     return json.dumps(key, sort_keys=True, default=str)
@@ -111,9 +108,7 @@ def _group(runs: list[Run]) -> dict[str, list[Run]]:
 
 
 def collect(runs: list[Run], defaults: Callable[[str, dict], dict] | None = None) -> list[Dataset]:
-    """Complete runs grouped by dataset, their score columns merged (one row per example); a row
-    repeated across runs (same pair, method and ``_effective`` parameters) appears once; ``main``:
-    some run's configured method."""
+    """Complete runs grouped by dataset, their score columns merged; a row repeated across runs appears once."""
     by_data = _group(runs)
     out = []
     for key, group in by_data.items():
@@ -197,9 +192,8 @@ def _check_pairs(ds: Dataset, spec: Spec, cols) -> None:
 
 
 def quality(ds: Dataset, spec: Spec, progress: Callable[[int, int, str], None] | None = None) -> pd.DataFrame:
-    """Long table: label, target, value, low, high, rank (significance cluster, 1 = best); and
-    ``epsilon`` (the metric-tie threshold of each cell) for a tie-calibrated statistic.
-    ``progress(done, total, what)`` is called after every step (clusters or one bootstrap)."""
+    """Long table: label, target, value, low, high, rank (significance cluster, 1 = best), and each
+    cell's ``epsilon`` for a tie-calibrated statistic; ``progress(done, total, what)`` after every step."""
     labels = list(ds.rows)
     cols = columns(ds, spec)
     _check_pairs(ds, spec, cols)
@@ -229,9 +223,8 @@ def quality(ds: Dataset, spec: Spec, progress: Callable[[int, int, str], None] |
 
 
 def combined(longs: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
-    """The quality tables of several datasets (``(stem, long)``) as one: target ``<stem>:<column>``
-    for every column but AVG, then AVG over all of them (NaN where a row lacks one), as
-    ContrastScore Table 1 averages QAGS-XSum and SummEval."""
+    """The quality tables of several datasets (``(stem, long)``) as one: ``<stem>:<column>`` for every
+    column but AVG, then AVG over all of them (NaN where a row lacks one)."""
     parts = [long.loc[long["target"] != "AVG", ["label", "target", "value"]].assign(
         target=lambda f, stem=stem: stem + ":" + f["target"].astype(str)) for stem, long in longs]
     wide = grid(pd.concat(parts, ignore_index=True), "value")
@@ -251,8 +244,7 @@ def _cluster_ranks(ds: Dataset, spec: Spec, stat, labels: list[str]) -> dict:
 
 def largest_human_difference(frame: pd.DataFrame, human: str, level: str, subset: tuple | None = None,
                              group_col: str = "group", system_col: str = "system") -> float:
-    """The largest |difference| of two human scores that a correlation at ``level`` compares (of two
-    systems' means at the system level), on the rows of ``subset``; NaN without such a pair."""
+    """The largest |difference| of two human scores a correlation at ``level`` compares; NaN without a pair."""
     f = frame if subset is None else frame[frame[subset[0]] == subset[1]]
     h = pd.to_numeric(f[human], errors="coerce")
     ok = np.isfinite(h.to_numpy(dtype=np.float64))
@@ -272,8 +264,7 @@ def largest_human_difference(frame: pd.DataFrame, human: str, level: str, subset
 
 
 def unreachable_like_threshold(ds: Dataset, spec: Spec) -> dict[str, float]:
-    """Kendall-like only: the columns (name -> the largest human difference) in which no pair of
-    human scores differs by the threshold, so every row's value there is NaN."""
+    """Kendall-like only: the columns (name -> largest human difference) where no pair reaches the threshold."""
     if not spec.like:
         return {}
     out = {}
