@@ -25,9 +25,8 @@ class MethodParams:
 
 
 class Method:
-    """One method. ``kind``: token (``token_scores``) or the kind that scores it (run/kinds/);
-    ``aliases``: {its own setting: the shared aggregation key}; ``aligned``: whether a cross-family
-    pair computes it on aligned units (``scorers/engine/align.py``)."""
+    """One method. ``kind``: token or the kind that scores it; ``aliases``: {its setting: aggregation key};
+    ``aligned``: whether a cross-family pair computes it on aligned units."""
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "token"
