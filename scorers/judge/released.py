@@ -25,6 +25,11 @@ MAX_NEW_TOKENS = 64  # llama_eval.py
 MAX_PROMPT_TOKENS = 2048  # llama_eval.py: truncation=True, max_length=2048
 
 
+def _whole(x) -> bool:
+    """Whether ``x`` is an integer (not a bool)."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
 def _as_float(x: torch.Tensor) -> torch.Tensor:
     """float64 stays float64; anything else becomes float32 (the released ``.float()``)."""
     return x if x.dtype == torch.float64 else x.float()
@@ -37,12 +42,7 @@ def _check(lam: float | None, t: float, alpha: float, min_keep: int, vocab: int 
         raise ConfigError(f"cd_judge_released: t must be positive, got {t}")
     if not 0.0 <= alpha <= 1.0:
         raise ConfigError(f"cd_judge_released: alpha must be in [0, 1], got {alpha}")
-    if (
-        isinstance(min_keep, bool)
-        or not isinstance(min_keep, numbers.Integral)
-        or not 1 <= min_keep <= (vocab or min_keep)
-    ):
-        # the released code indexes sorted[..., min_keep - 1]: an IndexError when V < min_keep
+    if not _whole(min_keep) or not 1 <= min_keep <= (vocab or min_keep):  # the released code: an IndexError
         size = "" if vocab is None else f" ({vocab})"
         raise ConfigError(f"cd_judge_released: min_keep must be an integer between 1 and the vocabulary "
                           f"size{size}, got {min_keep!r}")
@@ -85,9 +85,6 @@ def apply_repetition_penalty(scores: torch.Tensor, seen: torch.Tensor, penalty: 
     return torch.where(seen, torch.where(scores < 0, scores * penalty, scores / penalty), scores)
 
 
-# --- models ---------------------------------------------------------------------------------------
-
-
 def _device(model) -> torch.device:
     return next(model.parameters()).device
 
@@ -111,7 +108,7 @@ def _left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.devic
 
 def _check_exit_layer(model, k: int) -> int:
     total = len(decoder_layers(model))
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= total:
+    if not _whole(k) or not 1 <= k <= total:
         raise ConfigError(f"cd_judge_released: the assistant's exit layer must be between 1 and {total}, got {k!r}")
     return int(k)
 
@@ -317,7 +314,7 @@ def _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast: tuple[f
     """decode's arguments checked."""
     if (asst_first is None) == (asst_exit_layer is None):
         raise ValueError("give exactly one of asst_first (the assistant's step-1 log-probs) and asst_exit_layer")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
+    if not _whole(max_new_tokens) or max_new_tokens < 0:
         raise ConfigError(f"cd_judge_released: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
     _check(*contrast, None)
     if not repetition_penalty > 0:
@@ -364,9 +361,6 @@ def _take(chosen: list[int], done: list[bool], eos: set[int], fill: int, results
             done[r] = True
         else:
             results[r].append(chosen[r])
-
-
-# --- text ----------------------------------------------------------------------------------------
 
 
 def released_prompt_ids(tokenizer, text: str, *, role: str = "system", add_generation_prompt: bool = False,

@@ -20,8 +20,7 @@ import numpy as np
 FORMAT = 1  # bump when the arrays or their meaning change
 WHO = ("contrast", "main", "asst")
 CHAIN_FORMAT = 1  # the chain arrays' meaning (a cache-key part only where a range needs them)
-# c = λ/t of the paper's grid (λ 0.01, 0.1, 0.5, 1; t 0.5, 1, 2, 3, 4, 5): the contrast's
-# normalisers kept at the continuation contexts (18 distinct values)
+# c = λ/t of the paper's λ × t grid: the contrast's normalisers kept at the continuation contexts
 CHAIN_CS = tuple(sorted({lam / t for lam in (0.01, 0.1, 0.5, 1.0) for t in (0.5, 1.0, 2.0, 3.0, 4.0, 5.0)}))
 CHAIN_ARRAYS = ("chain_ids", "chain_digit", "chain_a", "chain_z", "lse_z", "chain_c", "lse_c")
 
@@ -92,8 +91,6 @@ class JudgeStats:
 
     def text(self, token_id: int) -> str:
         return self._text[int(token_id)]
-
-    # -- choices ------------------------------------------------------------------------------
 
     def pick(self, ctx: np.ndarray, who: str, c: float = 0.0, alpha: float = 0.0) -> np.ndarray:
         """The token chosen at each context in ``ctx``: by the contrast at c = λ/t (over V_head when
@@ -210,8 +207,6 @@ class JudgeStats:
                 with np.errstate(divide="ignore"):
                     out[:, v] += np.log(np.clip(1.0 - more, 0.0, None))
         return out
-
-    # -- storage ------------------------------------------------------------------------------
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"n_items": np.asarray([self.n_items], dtype=np.int64), "prefixes": _pad(self.prefixes),
