@@ -1,8 +1,8 @@
 """Reading a score out of an LLM judge's output, and the token ids a score can be written with.
 
 Two rules return ``(score, status)``: ``parse_paper`` (the CD-judge paper) and ``parse_released`` (the
-released ``parse_output``). "No Pred", "Below" and "Above" are the paper's invalid outputs; "List" and
-"Echo" are valid scores counted on their own. Pure Python."""
+released ``parse_output`` of ``src/meta_eval_summeval.py``). "No Pred", "Below" and "Above" are the
+paper's invalid outputs; "List" and "Echo" are valid scores counted on their own. Pure Python."""
 
 from __future__ import annotations
 

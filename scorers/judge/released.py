@@ -69,7 +69,7 @@ def relative_top_filter(main_logits: torch.Tensor, asst_logits: torch.Tensor, *,
 
 def relative_top_scores(main_logits: torch.Tensor, asst_logprobs: torch.Tensor, *, lam: float, t: float,
                         alpha: float = RELATIVE_TOP, min_keep: int = MIN_TOKENS_TO_KEEP) -> torch.Tensor:
-    """One step's contrasted scores [B, V] (the released ``_select_contrast``):
+    """One step's contrasted scores [B, V] (``contrastive_decoding.py::_select_contrast``):
     ``main_logprob - lam * asst_logprob`` after ``relative_top_filter``."""
     if not math.isfinite(lam):
         raise ConfigError(f"cd_judge_released: lam must be finite, got {lam}")

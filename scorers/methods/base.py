@@ -26,7 +26,7 @@ class MethodParams:
 
 class Method:
     """One method. ``kind``: token or the kind that scores it; ``aliases``: {its setting: aggregation key};
-    ``aligned``: whether a cross-family pair computes it on aligned units."""
+    ``aligned``: whether a cross-family pair computes it on aligned units (``scorers/engine/align.py``)."""
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "token"
