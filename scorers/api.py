@@ -52,8 +52,7 @@ def _keep(stats: dict, reports: dict, label: str, got: dict, report, start: floa
 
 
 def _settle(cache: StatsCache, coordinator: InProcess, waiting: dict, stats: dict, reports: dict) -> Pending | None:
-    """The passes that waited for other processes' parts into ``stats`` and ``reports`` where merged;
-    the rest as one ``Pending``."""
+    """The passes that waited for other processes' parts: merged into ``stats``, or one ``Pending``."""
     pending = []
     for label, (job, start, own_role) in waiting.items():
         got = run_pass(cache, job, coordinator)
@@ -203,8 +202,7 @@ class PairStatistics:
         return methods.token_scores(method, self.method_stats(method, params.get("model", "expert")), **params)
 
     def tokens(self, i: int, tokenizer=None, temperature: float = 1.0) -> pd.DataFrame:
-        """Per-token table of item ``i``: token id (and text, given a tokenizer) and each model's log-probs
-        at ``temperature`` (a cross-family pair: the expert's tokens only)."""
+        """Per-token table of item ``i``: token id (and text) and each model's log-probs at ``temperature``."""
         first = next(iter(self.stats.values()))
         sl = first.item(i)
         table = {"token_id": first.token_ids[sl]}
@@ -288,8 +286,7 @@ class ModelPair:
     def pooled(cls, expert: str, amateur: str | None = None, *, amateur_early_exit: int | str | None = None,
                revision: str | None = None, amateur_revision: str | None = None,
                options: PassOptions | None = None) -> "ModelPair":
-        """``load`` from this process's model pool on the device and dtype of ``options``; pooled
-        models this pair does not use are dropped."""
+        """``load`` from this process's model pool; pooled models this pair does not use are dropped."""
         from cscore.scorers.models import models as pool
 
         opts = options if options is not None else PassOptions()
@@ -462,8 +459,7 @@ class ModelPair:
 
     @staticmethod
     def _cached(cache, run_model, heads, ids, temperatures, opts: PassOptions, compute, lengths=()):
-        """One pass through the statistics cache: read it, or compute (resuming from its checkpoint) and store it.
-        ``lengths``: the hypotheses' token counts."""
+        """One pass through the statistics cache: read, or computed (resuming from its checkpoint) and stored."""
         parts = ModelPair._parts(run_model, heads, ids, temperatures, opts)
         done: dict = {}  # the pass computed now: its report and checkpoint
 

@@ -18,8 +18,7 @@ REFERENCE_MODES = ("all", "first")
 
 @dataclass
 class Texts:
-    """The run's rows as plain strings: one hypothesis and source per row, and every reference of
-    the row (SummEval: 11; none where the data has no reference)."""
+    """The run's rows as plain strings: hypothesis, source and every reference (none where the data has none)."""
 
     hypotheses: list[str]
     sources: list[str]
@@ -56,8 +55,7 @@ class BaselineRun:
 
 
 def started(run: BaselineRun) -> None:
-    """Called by a family when its checks have passed and scoring begins (an earlier failure leaves
-    no run directory)."""
+    """Called by a family when its checks have passed and scoring begins."""
     if run.started is not None:
         run.started()
 
@@ -119,8 +117,7 @@ class Baseline:
 
 
 class Baselines(Registry[Baseline]):
-    """The baselines by family ``rank`` (lexical, bertscore, generative, external), each family's in
-    the order its module registers them."""
+    """The baselines by family ``rank``, each family's in the order its module registers them."""
 
     def names(self) -> list[str]:
         return [name for name, _ in self.items()]

@@ -201,8 +201,7 @@ def check_folds(labels, groups, *, folds: int = 5, seed: int = 0, objective: str
 
 def cross_validate(sequences, labels, groups, *, folds: int = 5, seed: int = 0, objective: str = "logistic",
                    l2: float = 1.0, threshold: float | None = None) -> CrossValidation:
-    """Score every item with a pooler trained only on items of other groups (k-fold over groups).
-    Items with a non-finite label are scored but not trained on."""
+    """Score every item with a pooler trained only on other groups (items without a finite label too)."""
     x = features(sequences)
     labels = np.asarray(labels, dtype=np.float64)
     groups = np.asarray(groups).astype(str)

@@ -281,8 +281,7 @@ def split_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Call
 
 
 def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) -> tuple[list[list[int]], bool]:
-    """(decoded ids per prompt, whether they came from ``cache``): read under the key of ``parts``,
-    else computed and stored."""
+    """(decoded ids per prompt, whether read from ``cache``): read under the key of ``parts``, else computed."""
     if cache is None:
         return compute(), False
     parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **parts}

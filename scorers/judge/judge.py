@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -161,8 +162,7 @@ def found_buffers(n_ctx: int, scale: Scale, device) -> tuple:
 
 
 def first_step_partials(scale: Scale, vocab: int):
-    """The checkpoint class of a part of this pass (``runner.PassJob.partials``), assembled into the
-    statistics the unsplit pass gives."""
+    """The checkpoint class of a part of this pass (``runner.PassJob.partials``)."""
     from cscore.scorers.store.checkpoint import ItemCheckpoint
 
     chain = chain_buffers(scale.n_items * (1 + len(scale.prefixes)), scale, "cpu")
@@ -230,8 +230,7 @@ def _judge_batch(models, items, batch_rows, pad, scoring, found) -> tuple[int, i
 
 
 def chain_buffers(n_ctx: int, scale: Scale, device) -> dict | None:
-    """The chain arrays of ``JudgeStats`` to be filled batch by batch (``keep_chain``), or None
-    where every value is one token."""
+    """The chain arrays of ``JudgeStats`` to fill batch by batch, or None where every value is one token."""
     from cscore.scorers.judge.stats import CHAIN_CS
 
     if all(len(ids) == 1 for ids in scale.value_ids) or scale.digit_ids is None:
@@ -258,8 +257,7 @@ def keep_chain(chain: dict, idx: list[int], a: torch.Tensor, z: torch.Tensor) ->
 
 
 def assembled(scale: Scale, found, vocab: int) -> JudgeStats:
-    """The JudgeStats of a finished pass (``found``: every context's, ``_judge_batch``'s or the
-    merged partials')."""
+    """The JudgeStats of a finished pass (``found``: every context's, computed or merged)."""
     stats = _judge_stats(scale.n_items, scale.prefixes, scale.values, scale.value_ids, found, scale.decode_token,
                          vocab)
     chain = found[5]
@@ -291,7 +289,7 @@ def split_shared(contexts: Sequence[list[int]]) -> list[tuple[list[int], list[in
     saved are largest. Singletons: (context[:-1], its last token)."""
     n = len(contexts)
     order = sorted(range(n), key=lambda i: contexts[i])
-    lcp = [common_prefix(contexts[order[k]], contexts[order[k + 1]]) for k in range(n - 1)]
+    lcp = [len(os.path.commonprefix([contexts[order[k]], contexts[order[k + 1]]])) for k in range(n - 1)]
     groups = best_groups(lcp)
     out: list = [None] * n
     for lo, hi in groups:
@@ -307,17 +305,8 @@ def split_shared(contexts: Sequence[list[int]]) -> list[tuple[list[int], list[in
     return out
 
 
-def common_prefix(a, b) -> int:
-    n = min(len(a), len(b))
-    k = 0
-    while k < n and a[k] == b[k]:
-        k += 1
-    return k
-
-
 def best_groups(lcp: list[int]) -> list[tuple[int, int]]:
-    """Split sorted positions 0..len(lcp) into runs maximising sum (run size - 1) x min lcp inside
-    the run (bottom-up over the Cartesian tree of ``lcp``)."""
+    """Split sorted positions 0..len(lcp) into runs maximising sum (run size - 1) x min lcp in the run."""
     n = len(lcp) + 1
     if n == 1:
         return [(0, 0)]

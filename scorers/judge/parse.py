@@ -176,7 +176,6 @@ def digit_tokens(tokenizer) -> list[int]:
 
 
 def continuation_prefixes(tokens: dict[int, list[int]]) -> list[tuple[int, ...]]:
-    """Every proper, non-empty prefix of the multi-token value encodings, sorted: the contexts after
-    which the judge looks at one more token."""
+    """Every proper, non-empty prefix of the multi-token value encodings, sorted."""
     prefixes = {tuple(ids[:k]) for ids in tokens.values() for k in range(1, len(ids))}
     return sorted(prefixes)

@@ -135,8 +135,7 @@ def _logits(model, hidden: torch.Tensor, vocab_size: int | None) -> torch.Tensor
 
 
 def _asst_logprobs(model, hidden, ids, vocab_size, penalty) -> torch.Tensor:
-    """Step-1 assistant log-probs from its last hidden state: LM head, vocabulary cut, repetition
-    penalty over the padded prompt ids, log_softmax."""
+    """Step-1 assistant log-probs from its last hidden state (vocabulary cut, repetition penalty applied)."""
     logits = _logits(model, hidden, vocab_size)
     logits = apply_repetition_penalty(logits, _seen(ids, logits.shape[-1]), penalty)
     return logits.log_softmax(dim=-1)
@@ -181,19 +180,18 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     ``asst_exit_layer=k``, ``model``'s first k layers on the prefill. Each step: ``relative_top_scores``,
     the repetition penalty, argmax; a row stops at an id of ``eos_ids`` (not returned) or after
     ``max_new_tokens``. ``return_first_scores``: also the step-1 scores [B, V] on the CPU."""
-    alpha, min_keep, max_new_tokens, eos_ids = how.alpha, how.min_keep, how.max_new_tokens, how.eos_ids
-    pad_id, vocab_size, repetition_penalty = how.pad_id, how.vocab_size, how.repetition_penalty
-    batch = len(prompts)
-    _check_decode(asst_first, asst_exit_layer, max_new_tokens, (lam, t, alpha, min_keep), repetition_penalty, batch)
-    eos = {int(e) for e in eos_ids}
-    fill = int(pad_id if how.finished_pad_id is None else how.finished_pad_id)
+    max_new_tokens, vocab_size, repetition_penalty = how.max_new_tokens, how.vocab_size, how.repetition_penalty
+    contrast, batch = (lam, t, how.alpha, how.min_keep), len(prompts)
+    _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast, repetition_penalty, batch)
+    eos = {int(e) for e in how.eos_ids}
+    fill = int(how.pad_id if how.finished_pad_id is None else how.finished_pad_id)
     device = _device(model)
-    ids, mask, positions = _left_pad(prompts, pad_id, device)
+    ids, mask, positions = _left_pad(prompts, how.pad_id, device)
     if max_new_tokens == 0:
         empty: list[list[int]] = [[] for _ in range(batch)]
         return (empty, torch.empty(0)) if return_first_scores else empty
     base, cache, logits, asst, seen = _prefill(model, (ids, mask, positions), asst_first, asst_exit_layer, how,
-                                               [(lam, t, alpha, min_keep)])
+                                               [contrast])
     vocab = logits.shape[-1]
     next_pos = positions[:, -1] + 1
     results: list[list[int]] = [[] for _ in range(batch)]
@@ -203,7 +201,7 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     for step in range(max_new_tokens):
         if step > 0:
             mask, cache, next_pos, logits = _step(model, base, token, mask, next_pos, cache, vocab_size)
-        scores = _step_scores(logits, asst, (lam, t, alpha, min_keep), seen, repetition_penalty)
+        scores = _step_scores(logits, asst, contrast, seen, repetition_penalty)
         if step == 0 and return_first_scores:
             first_scores = scores.cpu()
         chosen = scores.argmax(dim=-1).tolist()

@@ -93,8 +93,7 @@ class JudgeStats:
         return self._text[int(token_id)]
 
     def pick(self, ctx: np.ndarray, who: str, c: float = 0.0, alpha: float = 0.0) -> np.ndarray:
-        """The token chosen at each context in ``ctx``: by the contrast at c = λ/t (over V_head when
-        ``alpha`` > 0), or by one model."""
+        """The token chosen at each context in ``ctx``: by the contrast at c = λ/t (over V_head), or one model."""
         if who == "main" or (who == "contrast" and c == 0):
             return self.main_top[ctx]
         if who == "asst":

@@ -109,8 +109,7 @@ def check_params(name: str, params: Mapping, prefix: str = "method") -> dict:
 
 
 def params(name: str, given: Mapping, prefix: str | None = None) -> MethodParams:
-    """Method ``name``'s settings as its typed ``Params``, checked once (``prefix`` None: the Python API's
-    keywords over the defaults)."""
+    """Method ``name``'s settings as its typed ``Params``, checked once (``prefix`` None: API keywords)."""
     method = get(name)
     given = dict(given)
     label = {k: given.pop(k) for k in NOT_PARAMS if k in given}

@@ -18,8 +18,7 @@ AGGREGATION_KEYS = ("norm", "skip_first")  # the shared length handling (``commo
 
 @dataclass
 class MethodParams:
-    """The base of every method's settings: its name and its score column (the first two settings);
-    a method that takes ``norm`` / ``skip_first`` declares them itself."""
+    """The base of every method's settings: its name and its score column."""
     name: str = setting("", doc="the method")
     variant: str = setting("", doc="the score column and label: score.<variant>")
 

@@ -12,8 +12,7 @@ POOLINGS = ("min", "max")  # reductions over the time steps (CDM's Min- / Max-Po
 
 
 def logp(stats: TokenStats, temperature: float, clamp: float | None = None) -> np.ndarray:
-    """log p_T(y_t) per token; with ``clamp`` the value is clipped to [clamp, 0] first
-    (the released ContrastScore code clamps at -20)."""
+    """log p_T(y_t) per token, clipped to [clamp, 0] first when ``clamp`` is given."""
     lp = stats.lp(temperature)
     if clamp is not None:
         lp = np.clip(lp, float(clamp), 0.0)

@@ -48,8 +48,7 @@ def bucket(spec) -> tuple[int, ...]:
 
 
 def chosen(stats: dict, p: DolaParams) -> tuple[np.ndarray, np.ndarray]:
-    """(M per token, log q_M(y_t) per token): the candidate with the largest JSD to the final layer
-    (the first of the bucket's order on a tie, as the released code's argmax)."""
+    """(M per token, log q_M(y_t) per token): the candidate farthest (JSD) from the final layer, first on ties."""
     layers = bucket(p.layers)
     missing = [k for k in layers if exit_head(k) not in stats]
     if missing:
