@@ -31,8 +31,8 @@ class Texts:
 
 @dataclass
 class Result:
-    """A family's output: score columns (name -> one value per row, NaN where a row could not be
-    scored), a record for metrics.json, forward-pass reports and loaded models (by role)."""
+    """A family's output: score columns (NaN where a row could not be scored), a record for metrics.json,
+    pass reports and loaded models."""
 
     columns: dict[str, np.ndarray]
     info: dict = field(default_factory=dict)
@@ -43,9 +43,8 @@ class Result:
 
 @dataclass
 class BaselineRun:
-    """How the baselines of a job run: the forward passes' ``options``, the run's row ``ids`` (external
-    joins by them), the statistics ``cache`` (None: off), the ``progress`` factory (name, rows) and
-    ``started`` (called once, by ``started``)."""
+    """How the baselines of a job run: pass ``options``, the run's row ``ids``, the statistics ``cache``
+    (None: off), the ``progress`` factory (name, rows) and ``started`` (called once)."""
 
     options: PassOptions = field(default_factory=PassOptions)
     ids: list[str] | None = None

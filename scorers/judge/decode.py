@@ -1,10 +1,6 @@
-"""Greedy decoding of the judge's output under Eq. 1 (``method.decode=greedy`` of cd_judge).
-
-Every step chooses argmax over V_head of log p_main(v) − c · z_v (c = λ / t; None: the assistant
-alone). A path depends only on c and α, so a run's rules are decoded together as a tree per prompt
-(a shared prefix runs once, a branch copies the KV cache); the first token comes from the judge
-statistics. Paths are cached as ``cscore.scorers.judge.stats.DecodedPaths`` (``kind: judge_decode``).
-"""
+"""Greedy decoding of the judge's output under Eq. 1 (``method.decode=greedy`` of cd_judge): each step
+chooses argmax over V_head of log p_main(v) − c · z_v (c = λ / t); a run's rules decode together as one
+tree per prompt. Paths are cached as ``cscore.scorers.judge.stats.DecodedPaths``."""
 
 from __future__ import annotations
 

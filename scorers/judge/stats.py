@@ -1,9 +1,6 @@
 """What a judge pass keeps per prompt, and the choices computed from it (no torch here).
 
-CD-judge, Eq. 1: the choice depends on λ and t only through c = λ / t,
-
-    choice(c) = argmax_v [a_v − c · z_v]          a = log p_main (T = 1),  z = assistant logits
-
+CD-judge, Eq. 1: choice(c) = argmax_v [a_v − c · z_v], a = log p_main, z = assistant logits, c = λ / t.
 Kept per context, exact for every c ≥ 0: the Pareto front of the points (z_v, a_v), ``main_top`` /
 ``asst_top``, a and z of the score tokens, and the text of every token it may choose. Context index =
 item · (1 + len(prefixes)) + k (k = 0: the prompt). Multi-token values: the ``chain_*`` arrays
