@@ -1,5 +1,9 @@
-"""cd_score: the contrastive-decoding objective as a score, ContrastScore Eq. 4 (Li et al. 2023):
-    log(p_exp / p_ama)  if h_t is in V_head = {v : p_exp(v) >= alpha * max_w p_exp(w)}, else ``outside``."""
+"""cd_score: the contrastive-decoding objective used as a score, ContrastScore Eq. 4
+(Li et al. 2023):
+    log(p_exp / p_ama)  if h_t is in V_head = {v : p_exp(v) >= alpha * max_w p_exp(w)}
+    outside             otherwise (the paper: -inf, which rules the hypothesis out).
+The head uses the expert distribution at t_exp. ``outside`` may be set to a finite
+penalty to make the ablation usable for correlations."""
 
 from dataclasses import dataclass
 

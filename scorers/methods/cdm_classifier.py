@@ -1,5 +1,6 @@
-"""cdm_classifier: Classifier-Pooled discriminative CDM (the CDM paper, Sec. 4.1.1): a linear model over
-features of the momentum m_t (``cscore.scorers.cdm.pooler``), cross-validated over ``group`` by ``cscore run``."""
+"""cdm_classifier: Classifier-Pooled discriminative CDM (the CDM paper, Sec. 4.1.1, Tables 2-3, 6):
+a small linear model over fixed-size features of the contrastive-momentum sequence m_t (``cdm``),
+trained on labels (``cscore.scorers.cdm.pooler``)."""
 
 from dataclasses import dataclass
 

@@ -1,6 +1,7 @@
-"""cdm_gen: Generative CDM (the CDM paper, Sec. 3.4.1): a hypothesis's score from a discriminator trained on
-positives and their degraded negatives (``cscore cdm generate``, ``cscore cdm train``:
-``cscore.scorers.cdm.generate``). ``cscore run method=cdm_gen model=<dir>`` scores it."""
+"""cdm_gen: Generative CDM (the CDM paper, Sec. 3.4.1, Algorithm 1): the score of a hypothesis is
+what a discriminator trained on positives and their degraded negatives says about it
+(``cscore cdm generate`` makes the negatives, ``cscore cdm train`` the discriminator:
+``cscore.scorers.cdm.generate``, ``cscore.cli.cdm_cmd``)."""
 
 from __future__ import annotations
 
