@@ -34,30 +34,25 @@ from cscore.scorers.store.runner import Done, InProcess, PassJob, PassReport, Pe
 if TYPE_CHECKING:
     from cscore.scorers.models.loaded import LoadedModel
 
-# The engine, the model loader and torch are imported where a pair is built or a pass computed:
-# the statistics and their scores (PairStatistics) need neither, so a run whose statistics all come
-# from the cache imports no torch (tests/integration/test_cached_run.py).
+# torch is imported only where a pair is built or a pass computed: a fully cached run imports none.
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 DEFAULT_TEMPERATURES = TEMPERATURES
-# The head a cross-family model's pass is computed and cached under, whatever role it plays: the
-# key of a model run alone (its expert pass), so `B,A` reads the passes of `A,B` and of A or B alone.
+# The head a cross-family model's pass is cached under, whatever its role (`B,A` reads `A,B`'s passes).
 OWN_PASS = "expert"
 
 
 def _keep(stats: dict, reports: dict, label: str, got: dict, report, start: float, own_role: str | None) -> None:
-    """A pass's statistics and report into the run's (``own_role``: a cross-family model's own pass,
-    stored under its role)."""
+    """A pass's statistics and report into the run's (``own_role``: a cross-family model's, stored under its role)."""
     report.fetch_seconds = time.perf_counter() - start
     stats.update({own_role: got[OWN_PASS]} if own_role else got)
     reports[label] = report
 
 
 def _settle(cache: StatsCache, coordinator: InProcess, waiting: dict, stats: dict, reports: dict) -> Pending | None:
-    """The passes that waited for other processes' parts, each merged meanwhile or mergeable now (the
-    last job to end has every pass) into ``stats`` and ``reports``; the rest as one ``Pending``."""
+    """The passes that waited for other processes' parts: merged into ``stats``, or one ``Pending``."""
     pending = []
     for label, (job, start, own_role) in waiting.items():
         got = run_pass(cache, job, coordinator)
@@ -70,9 +65,8 @@ def _settle(cache: StatsCache, coordinator: InProcess, waiting: dict, stats: dic
 
 def request_of(request: PassRequest | None, temperatures: Sequence[float] | None, models: Sequence[str] | None,
                overrides: dict) -> PassRequest:
-    """``statistics``' keywords as one ``PassRequest``: ``request`` (default: the defaults), then
-    ``temperatures`` / ``models`` when given, then ``overrides``, each a field of ``PassRequest`` or
-    of its ``PassOptions`` (an unknown keyword is a TypeError, as Python's)."""
+    """``statistics``' keywords as one ``PassRequest``: ``request``, then ``temperatures`` / ``models``,
+    then ``overrides`` (fields of ``PassRequest`` or ``PassOptions``; an unknown one is a TypeError)."""
     base = request if request is not None else PassRequest()
     own = {f.name for f in fields(PassRequest)}
     given = {k: v for k, v in overrides.items() if k in own}
@@ -90,13 +84,12 @@ def request_of(request: PassRequest | None, temperatures: Sequence[float] | None
 
 
 def partner_key(k) -> dict:
-    """What a joint pass's cache key says of its partner (computed only for a key: an in-memory
-    model's identity reads all its weights)."""
+    """What a joint pass's cache key says of its partner."""
     return {"model": model_identity(k.source), "exit": k.exit_layer, "dtype": str(k.source.dtype)}
 
 
 def model_names(run_model: LoadedModel, heads: dict) -> list[str]:
-    """``head: model name`` of each head of a pass (a joint pass's partner: its own model's name)."""
+    """``head: model name`` of each head of a pass."""
     from cscore.scorers.engine import engine
 
     return [f"{h}: {getattr(k.source, 'name', run_model.name) if isinstance(k, engine.Partner) else run_model.name}"
@@ -104,7 +97,7 @@ def model_names(run_model: LoadedModel, heads: dict) -> list[str]:
 
 
 def _complete(found: dict[str, T | None]) -> dict[str, T]:
-    """``found`` once every pass is in (None: the place of a pass that never completed)."""
+    """``found`` once every pass is in (None: a pass that never completed)."""
     missing = [k for k, v in found.items() if v is None]
     if missing:
         raise RuntimeError(f"passes without statistics: {missing}")
@@ -115,7 +108,7 @@ __all__ = ["ModelPair", "PairStatistics", "PassRequest", "ScoringInput", "load_m
 
 
 def __getattr__(name: str):
-    """``load_model`` (``models.load_model``), imported with torch when first asked for."""
+    """``load_model``, imported with torch when first asked for."""
     if name == "load_model":
         from cscore.scorers.models.models import load_model
 
@@ -125,8 +118,7 @@ def __getattr__(name: str):
 
 @dataclass
 class ScoringInput:
-    """Encoded items shared by both models when they share one tokenizer; a cross-family pair
-    (``ModelPair.aligned``) has the amateur's own in ``amateur_items`` and keeps the texts."""
+    """Encoded items of both models; a cross-family pair has the amateur's own in ``amateur_items``."""
 
     items: list[EncodedItem]
     amateur_items: list[EncodedItem] | None = None
@@ -145,11 +137,9 @@ class ScoringInput:
 
 @dataclass(frozen=True)
 class PassRequest:
-    """How a pair's passes run (``ModelPair.run``): the ``temperatures`` kept, the ``models`` (roles;
-    None: both), the ``options`` (a run's ``PassOptions``), the statistics ``cache`` (None: computed,
-    not stored), the job's ``coordinator`` (``store.runner``: a pass split over processes needs
-    the cache, where its parts meet) and ``progress(model_name, n_items)``, which may return a
-    per-batch callback."""
+    """How a pair's passes run (``ModelPair.run``). ``models``: roles (None: both); ``cache`` None:
+    computed, not stored; ``coordinator``: the job's, to split a pass over processes through the cache;
+    ``progress(model_name, n_items)`` may return a per-batch callback."""
 
     temperatures: Sequence[float] = DEFAULT_TEMPERATURES
     models: Sequence[str] | None = None
@@ -161,9 +151,7 @@ class PassRequest:
 
 @dataclass
 class PairStatistics:
-    """Per-token statistics of the loaded models on one list of items. Every method and
-    every cheap parameter (gamma, norm, temperatures in the cached set) is a pure function
-    of this object."""
+    """Per-token statistics of the loaded models on one list of items; every method is a pure function of them."""
 
     stats: dict[str, TokenStats]
     inputs: ScoringInput
@@ -194,8 +182,7 @@ class PairStatistics:
         return self._units
 
     def method_stats(self, method: str, model: str = "expert") -> dict[str, TokenStats]:
-        """What ``method`` reads: the token statistics, or for a cross-family pair the unit
-        statistics (``single`` reads its one model's own tokens: ``model``)."""
+        """What ``method`` reads: the token statistics, or a cross-family pair's unit statistics."""
         if not self.aligned:
             return self.stats
         if method == "single":
@@ -215,8 +202,7 @@ class PairStatistics:
         return methods.token_scores(method, self.method_stats(method, params.get("model", "expert")), **params)
 
     def tokens(self, i: int, tokenizer=None, temperature: float = 1.0) -> pd.DataFrame:
-        """Per-token view of item ``i``: token id (text if a tokenizer is given) and the
-        log-probabilities of each model at ``temperature`` (a cross-family pair: the expert's tokens only)."""
+        """Per-token table of item ``i``: token id (and text) and each model's log-probs at ``temperature``."""
         first = next(iter(self.stats.values()))
         sl = first.item(i)
         table = {"token_id": first.token_ids[sl]}
@@ -231,8 +217,7 @@ class PairStatistics:
 
 
 def resume(cache: StatsCache, key: str, heads, lengths, temperatures):
-    """The checkpoint of the pass for ``key`` with what an earlier, interrupted run kept (None
-    when checkpoints are off or the cache takes no writes); says how much it kept."""
+    """The checkpoint of the pass for ``key``, loaded with what an interrupted run kept (None: checkpoints off)."""
     if cache.checkpoint_seconds is None:
         return None
     offsets = np.concatenate([[0], np.cumsum(np.asarray(lengths, dtype=np.int64))])
@@ -244,8 +229,7 @@ def resume(cache: StatsCache, key: str, heads, lengths, temperatures):
 
 
 def checkpointed(compute, checkpoint, label: str):
-    """``compute(checkpoint)``; when it stops early (an error, Ctrl-C), the batches it completed
-    since the last flush are kept too."""
+    """``compute(checkpoint)``; when it stops early (an error, Ctrl-C), the batches it completed are kept."""
     if checkpoint is None:
         return compute()
     try:
@@ -267,10 +251,9 @@ def checkpointed(compute, checkpoint, label: str):
 
 
 class ModelPair:
-    """An expert and (optionally) an amateur: two causal LMs, or two encoder-decoder models
-    sharing one tokenizer (the hypothesis is then the decoder target given the prompt). Two causal
-    LMs with different tokenizers make a cross-family pair (``aligned``): each scores its own
-    tokens, and the methods compare them on aligned units (``cscore.scorers.engine.align``)."""
+    """An expert and (optionally) an amateur: two causal LMs, or two encoder-decoders sharing one
+    tokenizer. Causal LMs with different tokenizers make a cross-family pair (``aligned``): each
+    scores its own tokens and the methods compare them on aligned units (``cscore.scorers.engine.align``)."""
 
     def __init__(self, expert: LoadedModel, amateur: LoadedModel | None = None):
         from cscore.scorers.models import size
@@ -290,11 +273,8 @@ class ModelPair:
     def load(cls, expert: str, amateur: str | None = None, *, amateur_early_exit: int | str | None = None,
              revision: str | None = None, amateur_revision: str | None = None, device: str = "auto",
              dtype: str = "auto", lazy: bool = False) -> "ModelPair":
-        """Load by spec. With ``amateur_early_exit`` (layer count or "auto") and no other
-        amateur spec (or the same spec), the amateur is the expert's first layers.
-        ``device``, ``dtype``: auto: ``models.auto_device`` / ``auto_dtype``.
-        ``lazy``: weights load on first use (a pass read from the statistics cache needs none)."""
-
+        """Load by spec. With ``amateur_early_exit`` (layer count or "auto") and no other amateur
+        spec, the amateur is the expert's first layers. ``lazy``: weights load on first use."""
         from cscore.scorers.models.models import load_model
 
         def get(spec, rev):
@@ -306,9 +286,7 @@ class ModelPair:
     def pooled(cls, expert: str, amateur: str | None = None, *, amateur_early_exit: int | str | None = None,
                revision: str | None = None, amateur_revision: str | None = None,
                options: PassOptions | None = None) -> "ModelPair":
-        """``load`` from this process's pool (``models.pooled``: the jobs of an in-process
-        multirun share their models; weights load on first use), on the device and dtype of
-        ``options`` (a run's ``PassOptions``); pooled models this pair does not use are dropped."""
+        """``load`` from this process's model pool; pooled models this pair does not use are dropped."""
         from cscore.scorers.models import models as pool
 
         opts = options if options is not None else PassOptions()
@@ -326,7 +304,7 @@ class ModelPair:
     @classmethod
     def _made(cls, get: Callable[[str, str | None], LoadedModel], expert: tuple[str, str | None],
               amateur: tuple[str | None, str | None], amateur_early_exit: int | str | None) -> "ModelPair":
-        """The pair of ``expert`` and ``amateur`` ((spec, revision) each), each model by ``get``."""
+        """The pair of ``expert`` and ``amateur`` ((spec, revision) each), loaded by ``get``."""
         from cscore.scorers.models.models import early_exit
 
         (expert_spec, revision), (amateur_spec, amateur_revision) = expert, amateur
@@ -355,8 +333,8 @@ class ModelPair:
                source_spans: Sequence[tuple[int, int] | None] | None = None,
                amateur_prompts: Sequence[str] | None = None,
                amateur_spans: Sequence[tuple[int, int] | None] | None = None) -> ScoringInput:
-        """Encode with the expert's tokenizer; a cross-family pair also encodes with the amateur's
-        (``amateur_prompts`` / ``amateur_spans``: its own rendering of the prompts, default the same)."""
+        """Encode with the expert's tokenizer; a cross-family pair also with the amateur's
+        (``amateur_prompts`` / ``amateur_spans``: its own prompts, default the same)."""
         if len(prompts) != len(hypotheses):
             raise ValueError(f"{len(prompts)} prompts but {len(hypotheses)} hypotheses")
         spans = list(source_spans) if source_spans is not None else [None] * len(prompts)
@@ -393,15 +371,10 @@ class ModelPair:
                    inputs: ScoringInput | None = None, source_spans=None, temperatures: Sequence[float] | None = None,
                    models: Sequence[str] | None = None, request: PassRequest | None = None,
                    **overrides) -> PairStatistics:
-        """Run each model once (``run``) on ``inputs``, or on ``prompts`` and ``hypotheses`` encoded
-        here (``encode``: ``source_spans``, ``max_length``). How the passes go is one ``PassRequest``:
-        ``request``, with ``temperatures`` and ``models`` over it when given. ``overrides``: the Python
-        API's one keyword shim, fields of ``PassRequest`` (``cache``, ``progress``, ``options``,
-        ``coordinator``) or of ``PassOptions`` (``token_budget``, ``padding_side``, ``prefix_sharing``,
-        ``max_length``, ...) as keywords. With ``cache`` (a StatsCache), each pass is read from /
-        stored in the statistics cache and checkpointed as it runs (a killed pass resumes). With a
-        ``coordinator``, ends with ``Pending.stop`` when a pass waits for parts this process does not
-        run: this call is the library's command boundary."""
+        """Run each model once (``run``) on ``inputs``, or on ``prompts`` and ``hypotheses`` encoded here.
+        ``request``, ``temperatures``, ``models`` and ``overrides`` (fields of ``PassRequest`` or
+        ``PassOptions`` as keywords) make one ``PassRequest``. With a ``coordinator``, ends with
+        ``Pending.stop`` when a pass waits for parts this process does not run."""
         req = request_of(request, temperatures, models, overrides)
         if inputs is None:
             if prompts is None or hypotheses is None:
@@ -415,11 +388,8 @@ class ModelPair:
 
     def run(self, inputs: ScoringInput, request: PassRequest) -> PairStatistics | Pending:
         """Run each model once on ``inputs`` as ``request`` says: the statistics, or ``Pending`` when a
-        pass split over processes (``request.coordinator``, through the cache: ``runner.run_pass``)
-        waits for parts this process does not run. Causal LMs with ``prefix_sharing`` run each distinct prompt once
-        (the same statistics, see ``engine.compute``). The passes run on the CPU threads of
-        ``options.threads`` (default auto: ``engine.threads``, the rule of ``cscore run``, so the API
-        has the CLI's speed and its scores bit for bit); torch's previous count is restored after."""
+        split pass waits for parts this process does not run. The passes run on ``options.threads``
+        CPU threads (auto: the rule of ``cscore run``); torch's previous count is restored after."""
         with threads.using(request.options.threads):
             return self._run(inputs, request)
 
@@ -473,8 +443,7 @@ class ModelPair:
 
     def pass_parts(self, inputs: ScoringInput, temperatures: Sequence[float], models: Sequence[str] | None,
                    opts: PassOptions) -> list[tuple[str, dict]]:
-        """(label, cache key parts) of each pass ``run`` makes for ``inputs`` (as ``_run`` keys them;
-        the cache's front index records them: ``cscore.scorers.store.front``)."""
+        """(label, cache key parts) of each pass ``run`` makes for ``inputs``."""
         out = []
         for run_model, heads in self.passes(models, opts.distribution, opts.exits):
             role = next(iter(heads))
@@ -490,9 +459,7 @@ class ModelPair:
 
     @staticmethod
     def _cached(cache, run_model, heads, ids, temperatures, opts: PassOptions, compute, lengths=()):
-        """One pass through the statistics cache: under the key's lock, read it or compute and
-        store it (concurrent jobs compute an entry once), resuming from the pass's checkpoint.
-        ``lengths``: the hypotheses' token counts."""
+        """One pass through the statistics cache: read, or computed (resuming from its checkpoint) and stored."""
         parts = ModelPair._parts(run_model, heads, ids, temperatures, opts)
         done: dict = {}  # the pass computed now: its report and checkpoint
 
@@ -524,10 +491,9 @@ class ModelPair:
 
     def passes(self, wanted: Sequence[str] | None, distribution: bool = False,
                exits: Sequence[int] = ()) -> list[tuple[LoadedModel, dict]]:
-        """Forward passes to run: an early-exit amateur of the expert rides on the expert's pass;
-        with ``distribution`` (the distributional statistics) expert and amateur run as one joint
-        pass, the amateur a ``engine.Partner`` of the expert's (the pair's statistics read both heads).
-        ``exits``: DoLa's candidate layers, early-exit heads ``layer_<k>`` of the expert's pass."""
+        """Forward passes to run: an early-exit amateur rides on the expert's pass; with ``distribution``
+        both run as one joint pass (the amateur an ``engine.Partner``). ``exits``: DoLa's candidate
+        layers, heads ``layer_<k>`` of the expert's pass."""
         from cscore.scorers.engine import engine
 
         wanted = list(self.models) if wanted is None else list(wanted)
@@ -553,8 +519,7 @@ class ModelPair:
         return passes
 
     def exit_heads(self, exits: Sequence[int]) -> dict[str, int]:
-        """{``layer_<k>``: k} for DoLa's candidate layers, each checked against the expert's depth
-        (0: the embedding output; the last layer is the expert itself)."""
+        """{``layer_<k>``: k} for DoLa's candidate layers, each checked against the expert's depth."""
         if exits and self.expert.is_encoder_decoder:
             raise ConfigError("dola's candidate layers are early exits of a decoder-only expert; this expert is an "
                               "encoder-decoder")

@@ -19,8 +19,7 @@ __all__ = ["BASELINES", "Baseline", "BaselineRun", "Result", "Texts", "as_dict",
 
 
 def check_params(name: str, params: dict) -> Any:
-    """The settings as the baseline's typed ``Params`` (values converted to their types); a
-    ConfigError names the first bad key."""
+    """The settings as the baseline's typed ``Params``; a ConfigError names the first bad key."""
     baseline = BASELINES.get(name)
     specs = specs_of(baseline.Params)
     params = params or {}

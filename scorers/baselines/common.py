@@ -18,8 +18,7 @@ REFERENCE_MODES = ("all", "first")
 
 @dataclass
 class Texts:
-    """The run's rows as plain strings: one hypothesis and source per row, and every reference of
-    the row (SummEval: 11; none where the data has no reference)."""
+    """The run's rows as plain strings: hypothesis, source and every reference (none where the data has none)."""
 
     hypotheses: list[str]
     sources: list[str]
@@ -32,8 +31,8 @@ class Texts:
 
 @dataclass
 class Result:
-    """A family's output: score columns (name -> one value per row, NaN where a row could not be
-    scored), a record for metrics.json, forward-pass reports and loaded models (by role)."""
+    """A family's output: score columns (NaN where a row could not be scored), a record for metrics.json,
+    pass reports and loaded models."""
 
     columns: dict[str, np.ndarray]
     info: dict = field(default_factory=dict)
@@ -44,9 +43,8 @@ class Result:
 
 @dataclass
 class BaselineRun:
-    """How the baselines of a job run: the forward passes' ``options``, the run's row ``ids`` (external
-    joins by them), the statistics ``cache`` (None: off), the ``progress`` factory (name, rows) and
-    ``started`` (called once, by ``started``)."""
+    """How the baselines of a job run: pass ``options``, the run's row ``ids``, the statistics ``cache``
+    (None: off), the ``progress`` factory (name, rows) and ``started`` (called once)."""
 
     options: PassOptions = field(default_factory=PassOptions)
     ids: list[str] | None = None
@@ -56,8 +54,7 @@ class BaselineRun:
 
 
 def started(run: BaselineRun) -> None:
-    """Called by a family when its checks have passed and scoring begins (an earlier failure leaves
-    no run directory)."""
+    """Called by a family when its checks have passed and scoring begins."""
     if run.started is not None:
         run.started()
 
@@ -119,8 +116,7 @@ class Baseline:
 
 
 class Baselines(Registry[Baseline]):
-    """The baselines by family ``rank`` (lexical, bertscore, generative, external), each family's in
-    the order its module registers them."""
+    """The baselines by family ``rank``, each family's in the order its module registers them."""
 
     def names(self) -> list[str]:
         return [name for name, _ in self.items()]

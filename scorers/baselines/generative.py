@@ -105,8 +105,7 @@ def load(params: Any, run: BaselineRun):
 
 
 def by_row(rows: np.ndarray, values: np.ndarray, n: int, agg: str) -> np.ndarray:
-    """One value per row: the item's value, or ``agg`` (mean / max) over the row's items (references);
-    NaN for a row without items."""
+    """One value per row: the item's value, or ``agg`` over the row's items; NaN for a row without any."""
     import pandas as pd
 
     grouped = pd.Series(values).groupby(rows).agg(agg)

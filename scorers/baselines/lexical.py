@@ -107,9 +107,8 @@ def _sacrebleu(name: str, params: Any, texts: Texts, refs, missing) -> Result:
 
 
 def import_rouge():
-    """rouge-score, its absl first imported with the interpreter's own stderr in place: absl's log
-    handler keeps the sys.stderr of that moment and closes it when logging is configured anew
-    (Hydra does, per run) unless it is the interpreter's own."""
+    """rouge-score, its absl first imported with the interpreter's own stderr in place (absl's handler keeps
+    that stream and closes it when Hydra configures logging anew, unless it is the interpreter's own)."""
     if "absl.logging" not in sys.modules and sys.__stderr__ is not None:
         saved, sys.stderr = sys.stderr, sys.__stderr__
         try:

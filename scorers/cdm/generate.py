@@ -1,13 +1,7 @@
-"""Generative CDM: negative examples made by degrading positive ones (the CDM paper, Sec. 3.4.1 and
-Algorithm 1 in App. A.1): choose a segment e+ of a positive text s+ (``choose_segments``),
-regenerate it from the degraded amateur given the rest, and splice the fill in at character offsets
-(everything outside the segment is kept byte for byte). The degraded distribution:
-
-    log p_a^-(v) = log_softmax_v( (1 + γ) · log p_a(v) − γ · log p_e(v) )
-
-Seq2seq (T5) pairs infill the segment at a sentinel (the paper's algorithm); causal pairs continue
-the text before it (cscore's fallback). Every draw is seeded by sha256 of (seed, item id, negative,
-segment, try). Strategies, regeneration and identical fills: docs/methods/cdm.md (Generative CDM)."""
+"""Generative CDM (the CDM paper, Algorithm 1): negatives made by regenerating segments of a positive text
+from the degraded amateur, log p_a^-(v) = log_softmax_v((1 + γ) · log p_a(v) − γ · log p_e(v)), spliced in
+at character offsets. Seq2seq pairs infill at a sentinel; causal pairs continue the text before the
+segment. Every draw is seeded by sha256 (docs/methods/cdm.md)."""
 
 from __future__ import annotations
 
@@ -46,8 +40,7 @@ def torch_generator(seed: int, *parts) -> torch.Generator:
 
 
 def token_boundaries(tokenizer, text: str) -> list[int]:
-    """Character offsets where the tokens of ``text`` start, plus len(text): strictly increasing,
-    first 0. Tokens that share characters (bytes of one character) collapse into one unit."""
+    """Character offsets where the tokens of ``text`` start, plus len(text): strictly increasing, first 0."""
     if not text:
         return [0]
     try:
@@ -98,7 +91,7 @@ def utterance_spans(text: str) -> list[tuple[int, int]]:
 
 def random_spans(n_units: int, n: int, max_span: int, rng: np.random.Generator) -> list[tuple[int, int]]:
     """n non-overlapping runs of 1..max_span units out of n_units, at least one unit apart, in order
-    (fewer when they do not fit); stars and bars: the gaps are sorted draws from the slack."""
+    (fewer when they do not fit)."""
     n = max(0, min(n, (n_units + 1) // 2))
     if n == 0:
         return []
@@ -143,8 +136,7 @@ def choose_segments(text: str, bounds: list[int], strategy: str, rng: np.random.
 def degraded_logprobs(logp_a: torch.Tensor, logp_e: torch.Tensor, gamma: float, *, temperature: float = 1.0,
                       top_k: int | None = None, top_p: float | None = None,
                       banned: list[int] | None = None) -> torch.Tensor:
-    """log p_a^- over the vocabulary: log_softmax(((1+γ)·log p_a − γ·log p_e) / T) without ``banned``,
-    cut to the top_k tokens and / or the smallest set reaching probability top_p, renormalised."""
+    """log p_a^- over the vocabulary at temperature T, without ``banned``, cut to top_k and / or top_p."""
     a = logp_a.double().clamp(min=LOGP_FLOOR)
     e = logp_e.double().clamp(min=LOGP_FLOOR)
     z = ((1.0 + gamma) * a - gamma * e) / temperature
@@ -229,8 +221,7 @@ class DegradedSampler:
 
     @torch.inference_mode()
     def infill(self, encoder_ids: list[int], max_tokens: int, gen: torch.Generator) -> list[int]:
-        """The fill of <extra_id_0>: sampled after [start, <extra_id_0>] until <extra_id_1>, EOS or
-        ``max_tokens``; other sentinels (and padding) are never sampled."""
+        """The fill of <extra_id_0>, sampled until <extra_id_1>, EOS or ``max_tokens``."""
         from cscore.scorers.engine.seq2seq import decoder_start
 
         models = [(role, lm) for lm, heads in self.passes for role in heads]  # seq2seq: no early exits
@@ -264,8 +255,7 @@ class DegradedSampler:
     def fill(self, prompt: str, text: str, a: int, b: int, n_tokens: int | None,
              gen: torch.Generator) -> tuple[int, str]:
         """Regenerate text[a:b]: (where the replaced part starts, the new text for text[start:b]).
-        ``n_tokens``: how many tokens to sample (None: as many as the segment has; seq2seq: a cap of
-        twice that + 5)."""
+        ``n_tokens`` None: as many tokens as the segment has (seq2seq: a cap of twice that + 5)."""
         tok = self.tokenizer
         if self.seq2seq:
             removed = len(tok(text[a:b], add_special_tokens=False)["input_ids"])
@@ -294,8 +284,7 @@ _CACHE_ARGS: dict[type[torch.nn.Module], str] = {}  # per model class, read once
 
 
 def _cache_in(module: torch.nn.Module, past) -> dict:
-    """``past`` as the forward argument that takes the KV cache: ``cache`` (transformers >= 5.2x) or
-    ``past_key_values``."""
+    """``past`` as the forward argument that takes the KV cache."""
     cls = type(module)
     if cls not in _CACHE_ARGS:
         _CACHE_ARGS[cls] = "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
@@ -308,8 +297,7 @@ def _cache_out(output):
 
 
 def sentinels(tokenizer, name: str = "the model") -> tuple[int, int | None, list[int]]:
-    """(<extra_id_0>, <extra_id_1> or None, every <extra_id_k>) ids, or a ConfigError when the
-    tokenizer has none (span infilling needs T5-style sentinels)."""
+    """(<extra_id_0>, <extra_id_1> or None, every <extra_id_k>) ids; a ConfigError when there are none."""
     vocab = tokenizer.get_vocab()
     found = sorted((int(m.group(1)), i) for t, i in vocab.items() if (m := re.fullmatch(r"<extra_id_(\d+)>", t)))
     if not found or found[0][0] != 0:
@@ -334,9 +322,7 @@ class Settings:
 
 
 def make_negatives(sampler: DegradedSampler, item_id: str, prompt: str, positive: str, s: Settings) -> list[dict]:
-    """``s.n_negatives`` records for one positive: ``index``, ``negative`` (None when dropped),
-    ``spans`` (per segment: offsets in both texts, removed and new text, draws), ``identical``,
-    ``dropped``, ``segments_asked`` / ``segments``."""
+    """``s.n_negatives`` records for one positive (``negative`` None when dropped)."""
     bounds = token_boundaries(sampler.tokenizer, positive)
     records = []
     for k in range(s.n_negatives):

@@ -1,10 +1,6 @@
-"""Classifier-Pooled discriminative CDM (the CDM paper, Sec. 4.1.1 and App. A.4): a small linear
-model turns the sequence of step-wise contrastive momenta m_t = log p_e - log p_a of a hypothesis
-into one score. Each sequence is summarised by ``FEATURES`` (the fixed poolings, quantiles, std,
-share of positive steps, log length), standardised with the training items' statistics only.
-Objectives: ``logistic`` (L2-regularised logistic regression by Newton's method on labels cut by
-``binarize``; the score is the decision value) or ``ridge`` (least squares onto the human score).
-``cross_validate`` scores every item with a model trained on the other groups only. numpy only."""
+"""Classifier-Pooled discriminative CDM (the CDM paper, Sec. 4.1.1): a linear model on ``FEATURES`` of
+the momenta m_t = log p_e - log p_a turns a hypothesis into one score; ``logistic`` (on labels cut by
+``binarize``) or ``ridge``. ``cross_validate`` scores each item with a model trained on other groups."""
 
 from __future__ import annotations
 
@@ -36,8 +32,7 @@ def features(sequences) -> np.ndarray:
 
 
 def binarize(labels, threshold: float | None = None) -> tuple[np.ndarray, str]:
-    """(y, rule): y True for a positive (finite) label, ``rule`` how it was cut: 0/1 as given, else
-    above the median (at or above it when more than half share the top value) or >= ``threshold``."""
+    """(y, rule): y True for a positive label; 0/1 as given, else above the median or >= ``threshold``."""
     labels = np.asarray(labels, dtype=np.float64)
     if threshold is not None:
         return labels >= threshold, f">= {float(threshold):g}"
@@ -78,8 +73,7 @@ class Pooler:
 
 
 def _logistic(z: np.ndarray, y: np.ndarray, l2: float, max_iter: int = 100, tol: float = 1e-10) -> np.ndarray:
-    """argmin_w sum_i logloss(y_i, a_i . w) + l2/2 |w[:-1]|^2 (the last weight, the bias, unpenalised),
-    a_i = (z_i, 1): Newton steps with backtracking on the objective."""
+    """L2-regularised logistic regression (the bias, last, unpenalised) by Newton steps with backtracking."""
     a = np.hstack([z, np.ones((len(z), 1))])
     reg = np.full(a.shape[1], float(l2))
     reg[-1] = 0.0
@@ -111,15 +105,13 @@ def _logistic(z: np.ndarray, y: np.ndarray, l2: float, max_iter: int = 100, tol:
 
 def train_pooler(sequences, labels, *, objective: str = "logistic", l2: float = 1.0,
                  threshold: float | None = None) -> Pooler:
-    """One pooler trained on momentum ``sequences`` and their ``labels`` (human scores, or 1/0 for
-    positives / negatives); items with a non-finite label are left out. See the module doc."""
+    """One pooler trained on momentum ``sequences`` and their ``labels``; non-finite labels are left out."""
     return fit(features(sequences), labels, objective=objective, l2=l2, threshold=threshold)
 
 
 def training_labels(labels, *, objective: str = "logistic", l2: float = 1.0, threshold: float | None = None,
                     where: str = "") -> tuple[np.ndarray, np.ndarray, str]:
-    """(which labels are finite, their targets, how they were cut); a ConfigError when they cannot
-    train a model (fewer than 2, or one class only). ``where`` names the set in errors."""
+    """(which labels are finite, their targets, how they were cut); a ConfigError when they cannot train a model."""
     if objective not in OBJECTIVES:
         raise ConfigError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     if not l2 > 0:
@@ -157,8 +149,7 @@ def fit(x: np.ndarray, labels, *, objective: str = "logistic", l2: float = 1.0,
 
 
 def group_folds(groups, k: int, seed: int) -> np.ndarray:
-    """Fold index (0..k-1) of every item: the groups ranked by sha256(seed, group) (as
-    ``cscore.data.splits`` ranks them), cut into k runs of nearly equal group counts."""
+    """Fold index (0..k-1) of every item: the groups ranked by sha256(seed, group), cut into k runs."""
     groups = np.asarray(groups).astype(str)
     distinct = sorted(set(groups.tolist()))
     if k < 2:
@@ -199,8 +190,7 @@ class CrossValidation:
 
 def check_folds(labels, groups, *, folds: int = 5, seed: int = 0, objective: str = "logistic", l2: float = 1.0,
                 threshold: float | None = None) -> np.ndarray:
-    """The fold of every item, once every fold's labels can train a model (``cross_validate``'s
-    ConfigErrors, before any model runs)."""
+    """The fold of every item, once every fold's labels can train a model."""
     labels = np.asarray(labels, dtype=np.float64)
     fold_of = group_folds(groups, folds, seed)
     for f in range(folds):
@@ -211,8 +201,7 @@ def check_folds(labels, groups, *, folds: int = 5, seed: int = 0, objective: str
 
 def cross_validate(sequences, labels, groups, *, folds: int = 5, seed: int = 0, objective: str = "logistic",
                    l2: float = 1.0, threshold: float | None = None) -> CrossValidation:
-    """Score every item with a pooler trained only on items of other groups (k-fold over groups).
-    Items with a non-finite label are scored but not trained on."""
+    """Score every item with a pooler trained only on other groups (items without a finite label too)."""
     x = features(sequences)
     labels = np.asarray(labels, dtype=np.float64)
     groups = np.asarray(groups).astype(str)

@@ -1,17 +1,6 @@
-"""Greedy decoding of the judge's output under Eq. 1 (``method.decode=greedy`` of cd_judge).
-
-Every step chooses argmax over V_head of log p_main(v) − c · z_v (c = λ / t, z the assistant's
-logits; ``choose``), the same rule as the first step read from the judge statistics. A path
-depends only on c and α, so the c values of one run (the method's c and the main model alone,
-c = 0) are decoded together as a tree: a prefix they share is run once; a branch copies the
-key/value cache. The assistant alone (``None`` instead of c) picks argmax z. The first token
-comes from the judge statistics (exact for the whole λ × t grid); later steps are KV-cached
-forwards of one token. A path stops at an EOS token, when ``done(ids)`` says the parse is
-decided, or after ``max_new_tokens`` tokens.
-
-``cscore.scorers.judge.stats.DecodedPaths`` holds the outputs of one rule for every prompt, stored in the
-statistics cache (``kind: judge_decode``) under a key that names everything a path depends on.
-"""
+"""Greedy decoding of the judge's output under Eq. 1 (``method.decode=greedy`` of cd_judge): each step
+chooses argmax over V_head of log p_main(v) − c · z_v (c = λ / t); a run's rules decode together as one
+tree per prompt. Paths are cached as ``cscore.scorers.judge.stats.DecodedPaths``."""
 
 from __future__ import annotations
 
@@ -38,8 +27,7 @@ log = logging.getLogger(__name__)
 
 
 def choose(a: torch.Tensor, z: torch.Tensor, c: float | None, alpha: float) -> int:
-    """One step of Eq. 1 on float64 vectors a = log p_main, z = assistant logits: argmax over
-    V_head of a − c·z (first id on ties); c = None: the assistant alone (argmax z)."""
+    """One step of Eq. 1 (a = log p_main, z = assistant logits): argmax over V_head of a − c·z; c None: argmax z."""
     if c is None:
         return int(torch.argmax(z))
     score = a - c * z if c else a.clone()
@@ -49,8 +37,7 @@ def choose(a: torch.Tensor, z: torch.Tensor, c: float | None, alpha: float) -> i
 
 
 class Stepper:
-    """Forwards of the main model and the assistant (a second model, or main's first k layers
-    read from the same forward) with their key/value caches."""
+    """Forwards of the main model and the assistant (a second model, or main's first k layers) with KV caches."""
 
     def __init__(self, main, asst=None, asst_exit: int | None = None):
         from cscore.scorers.judge.released import cache_attribute
@@ -124,9 +111,7 @@ def _groups(seqs: list[list[int]], js) -> list[tuple[list[int], list[int]]]:
 
 @dataclass(frozen=True)
 class Steps:
-    """How each path of a tree steps: the plausibility set's ``alpha``, at most ``max_new_tokens``,
-    ending at one of ``eos_ids`` or once ``done(ids)``; ``each(i, paths)`` (optional) is told prompt
-    i's path per rule as soon as its tree is decoded."""
+    """How each path of a tree steps and ends; ``each(i, paths)`` is told prompt i's paths once decoded."""
     alpha: float
     max_new_tokens: int
     eos_ids: Collection[int]
@@ -137,8 +122,7 @@ class Steps:
 def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int]], cs: Sequence[float | None],
                how: Steps, *, asst, progress=None) -> list[DecodedPaths]:
     """One ``DecodedPaths`` per rule of ``cs``; ``firsts[i][j]``: prompt i's first token under cs[j];
-    ``how``: how each path steps; ``asst``: the assistant, another model or an int k (main's first k
-    layers, as ``judge.compute``'s)."""
+    ``asst``: another model or an int k (main's first k layers)."""
     alpha, max_new_tokens, each = how.alpha, how.max_new_tokens, how.each
     stepper = Stepper(main, *assistant(asst))
     paths: list[list] = [[] for _ in cs]
@@ -165,9 +149,7 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
 
 
 def tree_clock(prompts, rules: int, max_new_tokens: int, models: int, progress) -> DecodeClock | None:
-    """The clock of ``decode_all`` (None for a progress that takes no share): a tree a unit, its
-    prefill the prompt through each of ``models``, at most ``rules`` paths of ``max_new_tokens`` - 1
-    steps of each model; before a tree ends, twice the steps the running one took."""
+    """The clock of ``decode_all`` (None for a progress that takes no share): a tree a unit."""
     if getattr(progress, "part", None) is None:
         return None
     units = [Unit(len(p) * models, rules * max(max_new_tokens - 1, 0) * models) for p in prompts]
@@ -175,8 +157,7 @@ def tree_clock(prompts, rules: int, max_new_tokens: int, models: int, progress) 
 
 
 def path_text(tokenizer, ids) -> str:
-    """The text of a decoded path without special tokens, as the released code's decode reads it
-    (on a prompt without a generation prompt SmolLM2 first writes ``<|im_start|>``)."""
+    """The text of a decoded path without special tokens, as the released code reads it."""
     return tokenizer.decode(list(ids), skip_special_tokens=True)
 
 
@@ -186,8 +167,7 @@ def rule_of(who: str, c: float) -> float | None:
 
 
 def eos_ids(config, tokenizer) -> set[int]:
-    """The model config's EOS ids and the tokenizer's (known before the weights load, so a run
-    whose paths are cached loads none)."""
+    """The model config's EOS ids and the tokenizer's (known before the weights load)."""
     got = getattr(config, "eos_token_id", None)
     ids = set(got if isinstance(got, (list, tuple)) else [got]) | {tokenizer.eos_token_id}
     return {int(i) for i in ids if i is not None}
@@ -206,8 +186,7 @@ STOPS = {"paper": "settled_paper", "released": "settled_released", None: "eos"} 
 
 @dataclass(frozen=True)
 class Paths:
-    """What a rule's greedy paths depend on besides the rule (their cache key): the judge
-    statistics' key, ``alpha``, ``max_new_tokens`` and the stop rule."""
+    """What a rule's greedy paths depend on besides the rule (their cache key), and how they are dealt."""
     alpha: float
     max_new_tokens: int
     judge_key: str | None = None
@@ -219,18 +198,11 @@ class Paths:
 
 def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progress=None,
                  timing: dict | None = None) -> dict | Pending:
-    """{rule: decoded ids per prompt}; each rule's paths read from ``cache`` when it holds them
-    (the key: the judge statistics' key, the rule, α where it applies, the stop rule), the rest
-    decoded together (``decode_all``: one tree per prompt) and stored (``through_cache_many``).
-    ``extra_rules`` (other points of the run's sweep) join the tree only when a rule of ``rules``
-    is decoded, and only those the cache lacks; they are returned too. ``timing`` (a dict)
-    receives ``cached`` (every rule read), ``seconds`` (of this call's decode, else of the calls
-    that stored the rules; NaN where not recorded) and ``call`` (an id of the decode(s)); a
-    split decode also ``merged``: the report of its merge (its parts' seconds, the merge's).
-    ``stop``: a path also stops once ``cscore.scorers.judge.parse.settled`` says the parse rule ``stop`` ("paper"
-    or "released") can no longer change its score; None: only at EOS or ``max_new_tokens`` (the
-    whole text). ``how``: what the paths depend on, and how they are dealt (``Paths``). A split
-    decode whose parts are not all done gives ``Pending``."""
+    """{rule: decoded ids per prompt}: read from ``cache``, the rest decoded together and stored.
+    ``extra_rules`` join the tree only when a rule of ``rules`` is decoded, and are returned too.
+    ``timing`` receives ``cached``, ``seconds`` and ``call`` (and ``merged`` for a split decode).
+    ``stop``: a path also stops once ``cscore.scorers.judge.parse.settled`` says its score is fixed.
+    A split decode whose parts are not all done gives ``Pending``."""
     extra_rules = how.extra_rules
     alpha, max_new_tokens, judge_key, stop = how.alpha, how.max_new_tokens, how.judge_key, how.stop
     eos = eos_ids(pair.expert.config, pair.tokenizer)
@@ -263,8 +235,7 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
 
 
 def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=None) -> list[list[list[int]]]:
-    """Decoded ids per prompt of each rule, all rules in one ``decode_all`` (a tree per prompt);
-    ``part``: (prompt indices, each): those prompts alone, each tree to ``each`` (``decode_all``'s)."""
+    """Decoded ids per prompt of each rule, in one ``decode_all``; ``part``: (prompt indices, each)."""
     from cscore.scorers.judge.parse import settled
 
     alpha, stop = how.alpha, how.stop
@@ -287,10 +258,7 @@ def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=N
 
 def split_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Callable,
                   timing=None) -> dict | Pending:
-    """``through_cache_many`` split over processes (``partials.decodes``): each prompt's tree is one
-    unit, dealt by its cost (its tokens and the steps it may take); ``decode(names, prompt indices,
-    each)`` decodes them; ``timing`` (a dict) gets ``merged``, a merge's report. ``Pending``
-    while a part is missing."""
+    """``through_cache_many`` split over processes, a prompt's tree a unit; ``Pending`` while a part is missing."""
     from cscore.scorers.judge.partials import decodes
 
     order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), i))  # longest first: the deal balances
@@ -309,9 +277,7 @@ def split_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Call
 
 
 def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) -> tuple[list[list[int]], bool]:
-    """(decoded ids per prompt, whether they came from ``cache``): read under the key of
-    ``parts`` (which must name everything the paths depend on), else computed and stored.
-    ``cache`` None: always computed."""
+    """(decoded ids per prompt, whether read from ``cache``): read under the key of ``parts``, else computed."""
     if cache is None:
         return compute(), False
     parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **parts}
@@ -322,15 +288,9 @@ def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) ->
 
 def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[str]], dict[str, list[list[int]]]],
                        extra: dict[str, dict] | None = None) -> dict[str, tuple[list[list[int]], bool, float, str]]:
-    """``through_cache`` for several named decodes at once: {name: (paths, from the cache, seconds
-    of the call that computed them: now, or the run that stored them (NaN when not recorded), an id
-    of that call: decodes made together share it)}; the
-    names the cache lacks are computed in ONE call ``compute(names)`` (so they can share work) and
-    stored. ``extra``: more named decodes, computed (and stored, and returned) only alongside a
-    name of ``parts`` the cache lacks, and only those the cache lacks; if that runs out of memory,
-    the names of ``parts`` are computed alone (one warning). Every key is locked (in
-    sorted order: no two runs wait on each other) while this runs."""
-    import time
+    """``through_cache`` for several named decodes: {name: (paths, from the cache, seconds, call id)};
+    the names the cache lacks are computed in one ``compute(names)`` call and stored. ``extra``: more
+    decodes, computed only alongside a missing name of ``parts`` (dropped if that runs out of memory)."""
     import uuid
     from contextlib import ExitStack
 
@@ -369,8 +329,7 @@ def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[st
 
 
 def _with_extras(compute, todo: list[str], more: list[str]) -> dict:
-    """``compute(todo + more)``; ``compute(todo)`` when that runs out of memory (the decode trees
-    keep a KV-cache row per distinct path: many extra points may not fit)."""
+    """``compute(todo + more)``; ``compute(todo)`` when that runs out of memory."""
     from cscore.scorers.engine.budget import free_device_memory, is_oom
 
     if not more:
@@ -388,10 +347,8 @@ def _with_extras(compute, todo: list[str], more: list[str]) -> dict:
 
 
 def released_parts(pair, prompts, who: str, params, base: dict) -> dict:
-    """What a released-preset decode depends on (its cache key parts): the models, dtype, device
-    and prompt ids (``base``), the row, the decoding settings; λ and t only for the contrast row
-    (the main-alone and assistant-alone rows decode with λ = 0, t = 1, so one decode serves every
-    grid point). ``params``: cd_judge_released's Params."""
+    """A released-preset decode's cache key parts; λ and t only for the contrast row (the other rows
+    decode with λ = 0, t = 1, one decode for every grid point)."""
     keep = ("alpha", "min_keep", "max_new_tokens", "batch_size", "repetition_penalty")
     point = {"lam": params.lam, "t": params.t} if who == "contrast" else {}
     return {**base, "preset": "cd_judge_released", "who": who, **{k: getattr(params, k) for k in keep}, **point,

@@ -1,17 +1,13 @@
-"""The judge pass: one forward pass of the main model (and the assistant: an early exit read from
-the same pass, or a second model fed the same batches) over each judge context, keeping what
-``cscore.scorers.judge.stats.JudgeStats`` needs — the next-token distribution where the score is written.
-
-Contexts are token-id lists (the rendered judge prompt, then the prompt + each continuation prefix
-for multi-token score values). Batches are token-budgeted and sorted by length as in
-``engine.compute``; results go back to input order. Only the last position's hidden state goes
-through the LM head.
+"""The judge pass: one forward pass of the main model and the assistant over each judge context (a
+prompt, or a prompt + a continuation prefix), keeping what ``cscore.scorers.judge.stats.JudgeStats``
+needs of the next-token distribution. Batches are planned as in ``engine.compute``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -42,10 +38,8 @@ from cscore.scorers.models.anatomy import layer_list
 
 
 def front_mask(a: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(order, keep) per row of a, z [B, V] (float64): the token ids sorted by z (ties by id) and
-    which of them are on the front of (z, a) — kept when its a beats every a before it. Any
-    token left out has another with a' ≥ a and z' ≤ z: never better for a − c·z, c > 0, and
-    never an earlier id on a tie."""
+    """(order, keep) per row of a, z [B, V]: the token ids sorted by z (ties by id) and which are on
+    the Pareto front of (z, a); a token left out is never chosen by a − c·z, c > 0."""
     order = torch.sort(z, dim=1, stable=True).indices
     a_sorted = a.gather(1, order)
     run = torch.cummax(a_sorted, dim=1).values
@@ -60,9 +54,8 @@ def pareto_front(a: torch.Tensor, z: torch.Tensor) -> list[torch.Tensor]:
 
 
 def batch_to_host(a, z, z_main, z_asst, score_tok):
-    """What the host keeps of a batch, in one device-to-host copy (not a few per row): whether
-    all logits are finite, both argmaxes, a and z of the score tokens [B, S], and per row its
-    front as (ids, a, z). Token ids travel as float64 (exact below 2^53)."""
+    """What the host keeps of a batch, in one device-to-host copy: whether all logits are finite, both
+    argmaxes, a and z of the score tokens [B, S], and per row its front as (ids, a, z)."""
     order, keep = front_mask(a, z)
     row_counts = keep.sum(dim=1)
     rows, cols = keep.nonzero(as_tuple=True)
@@ -83,11 +76,8 @@ def batch_to_host(a, z, z_main, z_asst, score_tok):
 
 @dataclass(frozen=True)
 class Scale:
-    """What the judge pass reads of the score range: its ``values``, each value's token ids, the
-    continuation ``prefixes`` (each item's contexts: its prompt, then the prompt + each prefix),
-    ``n_items``, ``decode_token`` (a token's text) and ``digit_ids`` (the tokens whose text is
-    ASCII digits: where some value is more than one token, the expected score's chain arrays are
-    kept: ``judge_stats``; the digit tokens and every value's tokens, the normalisers)."""
+    """What the judge pass reads of the score range; ``digit_ids``: the digit tokens, for the chain
+    arrays kept where some value is more than one token."""
     values: Sequence[int]
     value_ids: Sequence[tuple[int, ...]]
     prefixes: Sequence[tuple[int, ...]]
@@ -97,8 +87,7 @@ class Scale:
 
 
 def assistant(asst) -> tuple[torch.nn.Module | None, int | None]:
-    """(model, exit layer) of a judge pass's assistant ``asst``: another causal LM sharing the
-    vocabulary (model, None), or an int k: main's first k layers (None, k)."""
+    """(model, exit layer) of an assistant ``asst``: a model (model, None), or an int k (None, k)."""
     if asst is None:
         raise ValueError("give the assistant: a model, or an int k (an early exit of main after k layers)")
     if isinstance(asst, int) and not isinstance(asst, bool):
@@ -110,13 +99,9 @@ def assistant(asst) -> tuple[torch.nn.Module | None, int | None]:
 def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn.Module | int, pad_id: int = 0,
             progress: Callable[[int], None] | None = None, options: PassOptions | None = None,
             checkpoint=None) -> tuple[JudgeStats | None, EngineReport]:
-    """``main``: the main causal LM; the assistant ``asst`` is another model sharing the vocabulary or
-    an int k: main's first k layers (+ final norm and LM head). ``options`` (``PassOptions``, default
-    the defaults): the token budget, the padding side and ``prefix_sharing``: contexts that
-    share a long prefix (``split_shared``) run it once per packed row, as in ``engine.compute``; the same
-    statistics. ``checkpoint`` (a part's ``checkpoint.ItemCheckpoint``, ``cscore.scorers.judge.partials``):
-    the planned batches dealt to the parts, this part's computed (those it kept skipped) and added to it;
-    the statistics are then None (the merge assembles them)."""
+    """The judge statistics of ``main`` and the assistant ``asst`` (a model sharing the vocabulary, or
+    an int k: main's first k layers). With ``prefix_sharing`` a long shared prefix runs once per packed
+    row. ``checkpoint``: a part's; only its batches run and the statistics are None."""
     opts = options if options is not None else PassOptions()
     second, asst_exit = assistant(asst)  # the second model (None: main's early exit)
     value_ids, prefixes, n_items = scale.value_ids, scale.prefixes, scale.n_items
@@ -170,24 +155,17 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn
 
 def found_buffers(n_ctx: int, scale: Scale, device) -> tuple:
     """What ``_judge_batch`` fills per context: (main_top, asst_top, score_a, score_z, fronts, chain)."""
-    single = all(len(ids) == 1 for ids in scale.value_ids)
-    chain = None if single or scale.digit_ids is None else chain_buffers(n_ctx, scale.value_ids, scale.digit_ids,
-                                                                         device)
+    chain = chain_buffers(n_ctx, scale, device)
     n_values = len(scale.values)
     return (np.empty(n_ctx, np.int64), np.empty(n_ctx, np.int64), np.full((n_ctx, n_values), np.nan),
             np.full((n_ctx, n_values), np.nan), [None] * n_ctx, chain)
 
 
 def first_step_partials(scale: Scale, vocab: int):
-    """The checkpoint class of a part of this pass (``runner.PassJob.partials``): each context's
-    arrays (``partials.context_rows``), assembled once every context is there into the statistics
-    the unsplit pass gives."""
+    """The checkpoint class of a part of this pass (``runner.PassJob.partials``)."""
     from cscore.scorers.store.checkpoint import ItemCheckpoint
 
-    single = all(len(ids) == 1 for ids in scale.value_ids)
-    n_ctx = scale.n_items * (1 + len(scale.prefixes))
-    chain = None if single or scale.digit_ids is None else chain_buffers(n_ctx, scale.value_ids, scale.digit_ids,
-                                                                         "cpu")
+    chain = chain_buffers(scale.n_items * (1 + len(scale.prefixes)), scale, "cpu")
 
     def assemble(checkpoint) -> dict:
         return {"judge": assembled(scale, found_of(checkpoint, chain), vocab)}
@@ -196,8 +174,7 @@ def first_step_partials(scale: Scale, vocab: int):
 
 
 def judge_flops(main, asst, items, rows) -> float | None:
-    """Useful FLOPs of the first-step pass: each row through the main model (and the assistant,
-    unless it is main's early exit), the heads at each context's last position only."""
+    """Useful FLOPs of the first-step pass (the heads at each context's last position only)."""
     total = 0.0
     for model, heads in ((main, 1 if asst is not None else 2), (asst, 1)):
         if model is None:
@@ -218,9 +195,7 @@ def _check_inputs(contexts, n_items, prefixes) -> None:
 
 
 def _judge_batch(models, items, batch_rows, pad, scoring, found) -> tuple[int, int]:
-    """Run one batch of packed judge rows through both models and store, at each context's index in
-    ``found`` (main_top, asst_top, score_a, score_z, fronts), what the judge keeps: (padded tokens,
-    contexts done)."""
+    """Run one batch through both models into ``found``: (padded tokens, contexts done)."""
     main, asst, tap = models  # the main model, the assistant (None: main's early exit, read by ``tap``)
     score_tok, single = scoring  # each value's token (one-token values), which values are one token
     pad_id, padding_side, device, dtype, attn, dense = pad
@@ -254,12 +229,14 @@ def _judge_batch(models, items, batch_rows, pad, scoring, found) -> tuple[int, i
     return ids.numel(), len(idx)
 
 
-def chain_buffers(n_ctx: int, value_ids, digit_ids, device) -> dict:
-    """The chain arrays of ``JudgeStats`` to be filled batch by batch (``keep_chain``)."""
+def chain_buffers(n_ctx: int, scale: Scale, device) -> dict | None:
+    """The chain arrays of ``JudgeStats`` to fill batch by batch, or None where every value is one token."""
     from cscore.scorers.judge.stats import CHAIN_CS
 
-    digits = {int(d) for d in digit_ids}
-    ids = np.asarray(sorted(digits | {int(t) for v in value_ids for t in v}), dtype=np.int64)
+    if all(len(ids) == 1 for ids in scale.value_ids) or scale.digit_ids is None:
+        return None
+    digits = {int(d) for d in scale.digit_ids}
+    ids = np.asarray(sorted(digits | {int(t) for v in scale.value_ids for t in v}), dtype=np.int64)
     return {"chain_ids": ids, "chain_digit": np.isin(ids, sorted(digits)),
             "chain_a": np.full((n_ctx, len(ids)), np.nan), "chain_z": np.full((n_ctx, len(ids)), np.nan),
             "lse_z": np.full(n_ctx, np.nan), "chain_c": np.asarray(CHAIN_CS, dtype=np.float64),
@@ -280,8 +257,7 @@ def keep_chain(chain: dict, idx: list[int], a: torch.Tensor, z: torch.Tensor) ->
 
 
 def assembled(scale: Scale, found, vocab: int) -> JudgeStats:
-    """The JudgeStats of a finished pass (``found``: every context's, ``_judge_batch``'s or the
-    merged partials')."""
+    """The JudgeStats of a finished pass (``found``: every context's, computed or merged)."""
     stats = _judge_stats(scale.n_items, scale.prefixes, scale.values, scale.value_ids, found, scale.decode_token,
                          vocab)
     chain = found[5]
@@ -291,7 +267,7 @@ def assembled(scale: Scale, found, vocab: int) -> JudgeStats:
 
 
 def _judge_stats(n_items, prefixes, values, value_ids, found, decode_token, vocab) -> JudgeStats:
-    """The JudgeStats of a finished pass (``found`` as ``_judge_batch`` filled it)."""
+    """The JudgeStats of a finished pass without its chain arrays."""
     main_top, asst_top, score_a, score_z, fronts, _ = found
     sizes = np.array([len(f[0]) for f in fronts], dtype=np.int64)
     front_ids = np.concatenate([f[0] for f in fronts]).astype(np.int64)
@@ -309,13 +285,11 @@ MIN_SHARED = 8  # a shared prefix shorter than this is not worth a packed row
 
 
 def split_shared(contexts: Sequence[list[int]]) -> list[tuple[list[int], list[int]]]:
-    """Each context as (shared prefix, own suffix), the suffix never empty: contexts are grouped
-    so that the tokens saved, (group size - 1) x the group's common prefix, are largest (judge
-    prompts: every system of a document shares the instructions and the document; all of them
-    share only the instructions). Singletons: (context[:-1], its last token)."""
+    """Each context as (shared prefix, own suffix), the suffix never empty, grouped so that the tokens
+    saved are largest. Singletons: (context[:-1], its last token)."""
     n = len(contexts)
     order = sorted(range(n), key=lambda i: contexts[i])
-    lcp = [common_prefix(contexts[order[k]], contexts[order[k + 1]]) for k in range(n - 1)]
+    lcp = [len(os.path.commonprefix([contexts[order[k]], contexts[order[k + 1]]])) for k in range(n - 1)]
     groups = best_groups(lcp)
     out: list = [None] * n
     for lo, hi in groups:
@@ -331,18 +305,8 @@ def split_shared(contexts: Sequence[list[int]]) -> list[tuple[list[int], list[in
     return out
 
 
-def common_prefix(a, b) -> int:
-    n = min(len(a), len(b))
-    k = 0
-    while k < n and a[k] == b[k]:
-        k += 1
-    return k
-
-
 def best_groups(lcp: list[int]) -> list[tuple[int, int]]:
-    """Split sorted positions 0..len(lcp) into runs maximising sum (run size - 1) x min lcp inside
-    the run: a run is kept whole or split at its smallest lcp, whichever saves more (bottom-up
-    over the Cartesian tree of ``lcp``; iterative, no recursion limit)."""
+    """Split sorted positions 0..len(lcp) into runs maximising sum (run size - 1) x min lcp in the run."""
     n = len(lcp) + 1
     if n == 1:
         return [(0, 0)]
@@ -365,11 +329,8 @@ def best_groups(lcp: list[int]) -> list[tuple[int, int]]:
 
 
 def first_step(cache, parts: dict, scale, compute, models, coordinator):
-    """The judge's first-step pass on the runner: ``Done`` (statistics ``{"judge": JudgeStats}``,
-    report) or ``Pending``. Once every part is done it is merged here, in a worker of
-    runtime.devices too (the decodes read it); a task of a job array waits for the others while
-    they run (``InProcess.wait``). ``compute(checkpoint)``: the pass (``judge.compute``);
-    ``models``: (main, assistant) as loaded; ``coordinator``: the job's."""
+    """The judge's first-step pass on the runner: ``Done`` or ``Pending``. Once every part is done it
+    is merged here (the decodes read it). ``models``: (main, assistant) as loaded."""
     from cscore.scorers.store.cache import stats_key
     from cscore.scorers.store.checkpoint import unit_offsets
     from cscore.scorers.store.runner import PassJob, Pending, merge_pass, pass_work, run

@@ -1,12 +1,8 @@
 """Reading a score out of an LLM judge's output, and the token ids a score can be written with.
 
-Two rules, both returning ``(score, status)`` (``STATUSES``): ``parse_paper`` (the CD-judge paper,
-Sec. 4.1, Appendix C.1) and ``parse_released`` (the released ``parse_output`` of
-``src/meta_eval_summeval.py``, step for step). ``"No Pred"`` (the range minimum), ``"Below"`` (set
-to the minimum) and ``"Above"`` (clamped) are the paper's invalid outputs (Tables 6-7); ``"List"``
-(list numbering) and ``"Echo"`` (the prompt's range echoed, read as its minimum) are valid scores
-counted on their own. How tokenizers split digits: docs/methods/cd-judge.md. Pure Python: the
-tokenizer is any callable that returns ``{"input_ids": [...]}``."""
+Two rules return ``(score, status)``: ``parse_paper`` (the CD-judge paper) and ``parse_released`` (the
+released ``parse_output`` of ``src/meta_eval_summeval.py``). "No Pred", "Below" and "Above" are the
+paper's invalid outputs; "List" and "Echo" are valid scores counted on their own. Pure Python."""
 
 from __future__ import annotations
 
@@ -24,23 +20,18 @@ ECHO = "Echo"
 STATUSES = (OK, NO_PRED, BELOW, ABOVE, LIST, ECHO)
 VALID = (OK, LIST, ECHO)  # a score was read (the released code counts all three as valid)
 
-# the paper's rule: optional leading whitespace, an optional sign, then G-Eval's number: the run of
-# (Unicode) digits and dots read with float() (G-Eval's parse_output: ``^ ?([\d\.]+)``, float,
-# anything float() refuses is unparsed), so "1.2.3" and "3.5." are no number, "\u0663" is 3
+# the paper's rule: whitespace, a sign, then G-Eval's number: a run of digits and dots read with float()
 _PAPER_NUMBER = re.compile(r"\s*([+-]?[\d.]+)")
 # what the released parse_output deletes, in its order ("consistency" is not in the list)
 RELEASED_REMOVALS = ("coherence", "relevance", "score", ": ", "- ", "answer")
 # its pattern, as written there: at most one leading space, then sign, digits and dots in any mix
 _RELEASED_NUMBER = re.compile(r"^ ?([+-]?[\d\.]+)")
-# list numbering after the released removals: an integer, one dot, spaces on the same line, then
-# text that is no number ("1. the summary should", "2.  it")
+# list numbering after the released removals: "1. the summary should"
 _LIST_NUMBER = re.compile(r"^ ?[+-]?\d+\.[ \t]+[^\s\d.+-]")
 
 
 def _echo(rest: str, hi: int) -> bool:
-    """Whether ``rest`` (the text after a number read as the minimum) goes on with the range's
-    maximum: "-5", " - 5", "–5", " to 5", " 5" (what "- " deletion leaves of "1 - 5"), and no
-    further digit or dot."""
+    """Whether ``rest`` (the text after the minimum) goes on with the range's maximum: "-5", " to 5", " 5"."""
     return re.match(rf"(?:\s*(?:-|\u2013|\u2014|to\b)\s*|\s+){hi}(?![0-9.])", rest) is not None
 
 
@@ -53,15 +44,9 @@ def _in_range(value: float, lo: int, hi: int) -> tuple[float, str]:
 
 
 def parse_paper(text: str, lo: int, hi: int) -> tuple[float, str]:
-    """The paper's rule for the text of the chosen token(s): optional leading whitespace, then an
-    optional sign and a number read as G-Eval's ``parse_output`` reads it (the whole run of digits
-    and dots, Python's Unicode ``\\d``, ``float()``; a run float() refuses, "1.2.3", is no number);
-    what follows the number is ignored. Below the minimum (the paper does not say) is set to the
-    minimum, as the released code does.
-
-    Returns ``(score, status)``: no number -> ``(lo, "No Pred")``; number < lo -> ``(lo, "Below")``;
-    number > hi -> ``(hi, "Above")``; otherwise ``(number, "ok")``, or ``(lo, "Echo")`` when the
-    number is the minimum followed by the maximum ("1-5", "1 to 5": the prompt's range)."""
+    """The paper's rule: a number at the start (as G-Eval reads it), the rest ignored. No number ->
+    ``(lo, "No Pred")``; below / above the range -> ``(lo, "Below")`` / ``(hi, "Above")``; else
+    ``(number, "ok")``, or ``(lo, "Echo")`` for the minimum followed by the maximum ("1-5")."""
     text = str(text)
     value, end = paper_number(text)
     if value is None:
@@ -86,27 +71,18 @@ _PAPER_OPEN = re.compile(r"\s*[+-]?[\d.]*")
 
 
 def paper_decided(text: str) -> bool:
-    """Whether ``parse_paper``'s reading of ``text`` can no longer change however the text goes on:
-    a whole number followed by something else ("4\n", "3.5 "), or a start that is no number
-    ("The", "-x"). Greedy decoding stops there (the parse of the full output is the same)."""
+    """Whether ``parse_paper``'s reading of ``text`` can no longer change however the text goes on."""
     return _PAPER_OPEN.fullmatch(str(text)) is None
 
 
 def released_response_text(decoded: str) -> str:
-    """What the released ``llama_eval.py`` stores as a response (and later hands to
-    ``parse_output``): the generated tokens decoded without special tokens, every "assistant"
-    deleted, then stripped of surrounding whitespace."""
+    """What the released ``llama_eval.py`` stores as a response: every "assistant" deleted, stripped."""
     return str(decoded).replace("assistant", "").strip()
 
 
 def parse_released(text: str, lo: int, hi: int) -> tuple[float, str]:
-    """The released ``parse_output``, step for step: lowercase; delete, one after the other, every
-    ``RELEASED_REMOVALS`` ("consistency" is NOT deleted: "Consistency: 3" yields no number); match
-    ``^ ?([+-]?[\\d\\.]+)``; no match, or a match ``float()`` refuses ("1.2.3"), -> ``(lo, "No Pred")``
-    (the original's ``--ignore_score`` and bare ``except``); below / above the range ->
-    ``(lo, "Below")`` / ``(hi, "Above")``; otherwise ``(value, "ok")``, ``(value, "List")`` for list
-    numbering ("Coherence: 1. The summary should…" -> 1; "4.", "4.5", "4.\\nThe…" stay "ok"), or
-    ``(lo, "Echo")`` for the minimum followed by the maximum ("Coherence: 1-5")."""
+    """The released ``parse_output``, step for step: lowercase, delete ``RELEASED_REMOVALS``, read the
+    number; statuses as ``parse_paper``'s, and ``(value, "List")`` for list numbering ("1. The summary")."""
     out = str(text).lower()
     for word in RELEASED_REMOVALS:
         out = out.replace(word, "")
@@ -128,8 +104,7 @@ RULES = tuple(PARSERS)
 
 
 def read_score(text: str, lo: int, hi: int, rule: str = "paper") -> tuple[float, str]:
-    """A decoded output's ``(score, status)`` as the released pipeline reads it, under ``rule``
-    ("paper" or "released"): ``released_response_text`` first (so "assistant\n4" gives 4)."""
+    """A decoded output's ``(score, status)`` under ``rule``, after ``released_response_text``."""
     return PARSERS[rule](released_response_text(text), lo, hi)
 
 
@@ -137,10 +112,7 @@ ROLE_WORD = "assistant"
 
 
 def _settled_prefix(text: str) -> str:
-    """The part of ``released_response_text``'s deletion that more text cannot change: every
-    "assistant" deleted from ``text`` without its end when that end could still grow into one
-    ("The a", "assis"). "assistant" has no border (no proper prefix is also a suffix), so later
-    text never joins an "assistant" that ends before that end."""
+    """``text`` with every "assistant" deleted, less an end that could still grow into one ("assis")."""
     for k in range(len(ROLE_WORD) - 1, 0, -1):
         if text.endswith(ROLE_WORD[:k]):
             text = text[:-k]
@@ -149,9 +121,7 @@ def _settled_prefix(text: str) -> str:
 
 
 def _echo_open(text: str, lo: int, hi: int) -> bool:
-    """Whether more text could still make ``parse_paper(text)`` an Echo: the number read is the
-    minimum and what follows it is the start of a separator and the maximum ("1", "1-", "1 t",
-    "2 - 1" of 2-10), or all of it (a digit may still follow)."""
+    """Whether more text could still make ``parse_paper(text)`` an Echo ("1", "1-", "1 t" of 1-5)."""
     value, end = paper_number(text)
     if value is None or value != lo:
         return False
@@ -161,12 +131,8 @@ def _echo_open(text: str, lo: int, hi: int) -> bool:
 
 
 def settled(text: str, rule: str = "paper", lo: int = 1, hi: int = 5) -> bool:
-    """Whether ``read_score(text + more, lo, hi, rule)`` is the same for every ``more`` (greedy
-    decoding stops there; sound, not always the earliest point). paper: ``paper_decided`` of the text
-    after the "assistant" deletion, unless the minimum may still become an echo ("The", "4\\n":
-    settled; "assistant\\n", "4a", "1-" of 1-5: not). released: only a start that is no number
-    whatever follows (no digit, sign, dot or space, and no start of a ``RELEASED_REMOVALS`` word);
-    a number is never settled before the end ("4: 5" reads 45)."""
+    """Whether ``read_score(text + more, lo, hi, rule)`` is the same for every ``more`` (sound, not
+    always the earliest point; released: only a start that can be no number)."""
     if rule == "paper":
         kept = _settled_prefix(text)
         return paper_decided(kept) and not _echo_open(kept, lo, hi)
@@ -178,9 +144,8 @@ def settled(text: str, rule: str = "paper", lo: int = 1, hi: int = 5) -> bool:
 
 
 def score_tokens(tokenizer, lo: int, hi: int) -> dict[int, list[int]]:
-    """``{v: token ids of str(v)}`` for every integer v in [lo, hi], encoded without special
-    tokens. A ConfigError if a value encodes to nothing or two values to the same ids (the judge
-    could not tell them apart)."""
+    """``{v: token ids of str(v)}`` for every integer v in [lo, hi]; a ConfigError if a value encodes
+    to nothing or two to the same ids."""
     check_range(lo, hi)
     tokens: dict[int, list[int]] = {}
     seen: dict[tuple[int, ...], int] = {}
@@ -202,9 +167,7 @@ def single_token_values(tokens: dict[int, list[int]]) -> bool:
 
 
 def digit_tokens(tokenizer) -> list[int]:
-    """The ids of every token whose text is ASCII digits only ("0".."9" on SmolLM2 and Qwen2.5;
-    also "10".."999" on Llama 3): the tokens that go on writing a number (the expected score's
-    chain, ``judge_stats``). Read from the vocabulary's token strings, each confirmed by decoding."""
+    """The ids of every token whose text is ASCII digits only (the tokens that go on writing a number)."""
     out = []
     for piece, i in tokenizer.get_vocab().items():
         if piece.isascii() and piece.isdigit() and tokenizer.decode([i]) == piece:
@@ -213,8 +176,6 @@ def digit_tokens(tokenizer) -> list[int]:
 
 
 def continuation_prefixes(tokens: dict[int, list[int]]) -> list[tuple[int, ...]]:
-    """Every proper, non-empty prefix of the multi-token value encodings, once each, sorted: the
-    contexts after which the judge must look at one more token. Range 1-10 on a tokenizer with one
-    digit per token gives ``[(id of "1",)]``; range 0-4, or any range on Llama 3, gives ``[]``."""
+    """Every proper, non-empty prefix of the multi-token value encodings, sorted."""
     prefixes = {tuple(ids[:k]) for ids in tokens.values() for k in range(1, len(ids))}
     return sorted(prefixes)

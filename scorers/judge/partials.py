@@ -1,11 +1,5 @@
-"""The judge's partials (run by ``store/runner.py``): the first-step pass's
-contexts (per context the two argmaxes, the score tokens' a and z, its Pareto front, ragged, and,
-for ranges with multi-token values, its chain rows) and the decodes' paths, as
-``checkpoint.ItemCheckpoint`` arrays. The merge puts them back where the unsplit pass puts them
-(``judge._judge_batch``; the decode entry's paths in prompt order), so the statistics and paths
-are the unsplit run's, bit for bit. A unit (a prompt's tree, a released batch) decodes the same
-paths in whichever process decodes it.
-
+"""The judge's partials (run by ``store/runner.py``): the first-step pass's per-context arrays and the
+decodes' paths as ``checkpoint.ItemCheckpoint`` arrays, merged into the unsplit run's, bit for bit.
 This module does not import torch."""
 
 from __future__ import annotations
@@ -46,8 +40,7 @@ def context_rows(found, own: list[int]) -> dict[str, np.ndarray]:
 
 
 def found_of(checkpoint, chain: dict | None) -> tuple:
-    """``found`` (main_top, asst_top, score_a, score_z, fronts, chain) of a checkpoint holding every
-    context (``chain``: the pass's chain buffers, its per-context rows filled here)."""
+    """``found`` of a checkpoint holding every context (``chain``: the pass's chain buffers or None)."""
     fixed, ragged = checkpoint.gather()
     fronts = [(ids.astype(np.int64), a, z) for ids, a, z in zip(*(ragged[name] for name in FRONT))]
     if chain is not None:
@@ -72,11 +65,8 @@ def path_rows(paths: list[list[int]]) -> dict[str, np.ndarray]:
 
 def decodes(cache, parts: dict, plan: tuple[list, list, list], compute: Callable, label: str, coordinator,
             reports: dict | None = None, after: str | None = None) -> dict | Pending:
-    """{row: (paths, from the cache, seconds, call id)} of rows decoded on the runner (``run_rows``),
-    or ``Pending``: ``parts`` {row: its decode key's parts, without kind and format}; ``plan``: (the
-    units, prompt indices decoded together in plan order; their costs; each prompt's length);
-    ``compute(names, units, done)`` decodes them, ``done(unit, {name: the unit's paths})`` as each
-    ends; ``after``: the first-step pass's key when this process merged it."""
+    """{row: (paths, from the cache, seconds, call id)} of rows decoded on the runner, or ``Pending``.
+    ``plan``: (units, their costs, each prompt's length); ``compute(names, units, done)`` decodes them."""
     def each(names, todo, done) -> None:
         compute(names, todo, lambda unit, paths: done(unit, {n: path_rows(p) for n, p in paths.items()}))
 

@@ -1,11 +1,6 @@
-"""cd_judge_released: the contrastive decoding of the CD-judge paper as its released code
-(``akkikiki/contrastive_decoding_llm_judge`` at commit 764691b) computes it, which is not quite the
-paper's Eq. 1: t divides the MAIN logits, the assistant's step-1 log-probs are fixed for every step,
-and the relative-top filter keeps max(top 1000, p >= 0.1 max). Each step, with where it is in the
-released code: docs/methods/cd-judge.md. No code is taken from it. Results do not depend on the batch
-(up to floating-point summation order), except that with a repetition penalty the pad id counts as
-seen in a left-padded row, as in the released code (its pad is the EOS token, which every chat prompt holds).
-"""
+"""cd_judge_released: the CD-judge contrastive decoding as its released code computes it (t divides the
+MAIN logits, the assistant's step-1 log-probs are fixed, the relative-top filter keeps max(top 1000,
+p >= 0.1 max)); each step is mapped to that code in docs/methods/cd-judge.md. No code is taken from it."""
 
 from __future__ import annotations
 
@@ -30,6 +25,11 @@ MAX_NEW_TOKENS = 64  # llama_eval.py
 MAX_PROMPT_TOKENS = 2048  # llama_eval.py: truncation=True, max_length=2048
 
 
+def _whole(x) -> bool:
+    """Whether ``x`` is an integer (not a bool)."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
 def _as_float(x: torch.Tensor) -> torch.Tensor:
     """float64 stays float64; anything else becomes float32 (the released ``.float()``)."""
     return x if x.dtype == torch.float64 else x.float()
@@ -42,12 +42,7 @@ def _check(lam: float | None, t: float, alpha: float, min_keep: int, vocab: int 
         raise ConfigError(f"cd_judge_released: t must be positive, got {t}")
     if not 0.0 <= alpha <= 1.0:
         raise ConfigError(f"cd_judge_released: alpha must be in [0, 1], got {alpha}")
-    if (
-        isinstance(min_keep, bool)
-        or not isinstance(min_keep, numbers.Integral)
-        or not 1 <= min_keep <= (vocab or min_keep)
-    ):
-        # the released code indexes sorted[..., min_keep - 1]: an IndexError when V < min_keep
+    if not _whole(min_keep) or not 1 <= min_keep <= (vocab or min_keep):  # the released code: an IndexError
         size = "" if vocab is None else f" ({vocab})"
         raise ConfigError(f"cd_judge_released: min_keep must be an integer between 1 and the vocabulary "
                           f"size{size}, got {min_keep!r}")
@@ -56,11 +51,9 @@ def _check(lam: float | None, t: float, alpha: float, min_keep: int, vocab: int 
 def relative_top_filter(main_logits: torch.Tensor, asst_logits: torch.Tensor, *, t: float,
                         alpha: float = RELATIVE_TOP, min_keep: int = MIN_TOKENS_TO_KEEP,
                         ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(main log-probs, assistant log-probs), both [B, V], filtered as the released
-    ``_relative_top_filter``: main ``log_softmax(main_logits / t)``, assistant ``log_softmax(asst_logits)``
-    at temperature 1 (log-probs may be passed); tokens whose main log-prob is strictly below
-    ``min(min_keep-th largest, max + log(alpha))`` get -inf (main) and -1e-3 (assistant); ``alpha=0``
-    keeps every token. Float32 (float64 inputs stay float64)."""
+    """(main log-probs, assistant log-probs) [B, V] as the released ``_relative_top_filter``: main
+    ``log_softmax(main_logits / t)``, assistant at temperature 1; tokens whose main log-prob is below
+    ``min(min_keep-th largest, max + log(alpha))`` get -inf (main) and -1e-3 (assistant)."""
     main = _as_float(main_logits)
     if main.dim() != 2 or asst_logits.shape != main.shape:
         raise ValueError(f"main and assistant logits must both be [B, V]; got {tuple(main_logits.shape)} "
@@ -76,9 +69,8 @@ def relative_top_filter(main_logits: torch.Tensor, asst_logits: torch.Tensor, *,
 
 def relative_top_scores(main_logits: torch.Tensor, asst_logprobs: torch.Tensor, *, lam: float, t: float,
                         alpha: float = RELATIVE_TOP, min_keep: int = MIN_TOKENS_TO_KEEP) -> torch.Tensor:
-    """The contrasted scores [B, V] of one step, ``contrastive_decoding.py::_select_contrast``:
-    ``main_logprob - lam * asst_logprob`` after ``relative_top_filter`` (see there: t on the main
-    model, the assistant log-softmaxed at temperature 1, filtered tokens -inf)."""
+    """One step's contrasted scores [B, V] (``contrastive_decoding.py::_select_contrast``):
+    ``main_logprob - lam * asst_logprob`` after ``relative_top_filter``."""
     if not math.isfinite(lam):
         raise ConfigError(f"cd_judge_released: lam must be finite, got {lam}")
     main, asst = relative_top_filter(main_logits, asst_logprobs, t=t, alpha=alpha, min_keep=min_keep)
@@ -86,16 +78,11 @@ def relative_top_scores(main_logits: torch.Tensor, asst_logprobs: torch.Tensor, 
 
 
 def apply_repetition_penalty(scores: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
-    """transformers' ``RepetitionPenaltyLogitsProcessor``: for the ids marked in ``seen``
-    ([B, V] bool; extra columns are ignored), a score s becomes s * penalty if s < 0 else
-    s / penalty (-inf stays -inf)."""
+    """transformers' ``RepetitionPenaltyLogitsProcessor`` on the ids marked in ``seen`` ([B, >= V] bool)."""
     if penalty == 1.0:
         return scores
     seen = seen[:, :scores.shape[-1]]
     return torch.where(seen, torch.where(scores < 0, scores * penalty, scores / penalty), scores)
-
-
-# --- models ---------------------------------------------------------------------------------------
 
 
 def _device(model) -> torch.device:
@@ -121,22 +108,20 @@ def _left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.devic
 
 def _check_exit_layer(model, k: int) -> int:
     total = len(decoder_layers(model))
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= total:
+    if not _whole(k) or not 1 <= k <= total:
         raise ConfigError(f"cd_judge_released: the assistant's exit layer must be between 1 and {total}, got {k!r}")
     return int(k)
 
 
 def _seen(ids: torch.Tensor, vocab: int) -> torch.Tensor:
-    """[B, V + 1] bool: which ids occur in each row of ``ids``; column V collects every id >= V
-    (outside the cut vocabulary: never penalised, as in transformers)."""
+    """[B, V + 1] bool: which ids occur in each row of ``ids``; column V collects every id >= V."""
     seen = torch.zeros((ids.shape[0], vocab + 1), dtype=torch.bool, device=ids.device)
     seen.scatter_(1, ids.clamp(max=vocab), True)
     return seen
 
 
 def cache_attribute(base) -> str:
-    """The keyword (and output field) of the decoder's KV cache: ``cache`` in transformers >= 5.x
-    where ``past_key_values`` is deprecated, else ``past_key_values``."""
+    """The keyword and output field of the decoder's KV cache: ``cache`` (transformers >= 5) or ``past_key_values``."""
     try:
         params = inspect.signature(base.forward).parameters
     except (TypeError, ValueError):
@@ -150,9 +135,7 @@ def _logits(model, hidden: torch.Tensor, vocab_size: int | None) -> torch.Tensor
 
 
 def _asst_logprobs(model, hidden, ids, vocab_size, penalty) -> torch.Tensor:
-    """Step-1 assistant log-probs from its last-position hidden state: LM head, vocabulary cut,
-    the repetition penalty over the padded prompt ids (the released assistant's ``generate``
-    applies the main model's logits processors), log_softmax at temperature 1."""
+    """Step-1 assistant log-probs from its last hidden state (vocabulary cut, repetition penalty applied)."""
     logits = _logits(model, hidden, vocab_size)
     logits = apply_repetition_penalty(logits, _seen(ids, logits.shape[-1]), penalty)
     return logits.log_softmax(dim=-1)
@@ -161,11 +144,8 @@ def _asst_logprobs(model, hidden, ids, vocab_size, penalty) -> torch.Tensor:
 @torch.inference_mode()
 def first_step_logprobs(model, prompts: Sequence[Sequence[int]], *, pad_id: int, exit_layer: int | None = None,
                         vocab_size: int | None = None, repetition_penalty: float = 1.0) -> torch.Tensor:
-    """The assistant's log-probs [B, V] for the first new token (the released ``base_logits[:, 0, :]``
-    after its log_softmax), from one left-padded pass over ``prompts``; ``model`` is the assistant, or,
-    with ``exit_layer=k``, the model whose first k layers + final norm + LM head are (``engine.LayerTap``).
-    ``vocab_size`` cuts the logits (Qwen: ``len(tokenizer)``); ``repetition_penalty`` (the main model's
-    generation_config value) applies over the padded prompt ids first. Float32 (float64 stays)."""
+    """The assistant's log-probs [B, V] for the first new token, from one left-padded pass over ``prompts``;
+    with ``exit_layer=k`` the assistant is ``model``'s first k layers. ``vocab_size`` cuts the logits."""
     ids, mask, positions = _left_pad(prompts, pad_id, _device(model))
     tap = LayerTap(model, _check_exit_layer(model, exit_layer)) if exit_layer is not None else None
     try:
@@ -194,30 +174,24 @@ class Decoding:
 def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | None = None, *, how: Decoding,
            lam: float, t: float, asst_exit_layer: int | None = None,
            return_first_scores: bool = False) -> list[list[int]] | tuple[list[list[int]], torch.Tensor]:
-    """Greedy contrastive decoding as the released ``_contrastive_decoding`` does it (``how``: its settings).
+    """Greedy contrastive decoding as the released ``_contrastive_decoding``: the new ids per row.
 
-    ``prompts``: token ids per row (``released_prompt_ids``), left-padded here with ``pad_id``.
-    The assistant's step-1 log-probs are FIXED for every step: ``asst_first`` [B, V]
-    (``first_step_logprobs``) or, with ``asst_exit_layer=k``, an early exit of ``model`` after k
-    layers read from this call's own prefill pass. Each step: ``relative_top_scores``, then the
-    repetition penalty (over the row's padded prompt ids and the tokens chosen so far), then argmax.
-    A row stops at the first id in ``eos_ids`` (not returned) or after ``max_new_tokens``; finished
-    rows are fed ``finished_pad_id`` (default ``pad_id``). Returns the new ids per row; with
-    ``return_first_scores`` also the contrasted step-1 scores [B, V] on the CPU (``llama_eval.py``
-    saves them for "0".."9"). ``vocab_size`` cuts the main logits (and the early-exit assistant's)."""
-    alpha, min_keep, max_new_tokens, eos_ids = how.alpha, how.min_keep, how.max_new_tokens, how.eos_ids
-    pad_id, vocab_size, repetition_penalty = how.pad_id, how.vocab_size, how.repetition_penalty
-    batch = len(prompts)
-    _check_decode(asst_first, asst_exit_layer, max_new_tokens, (lam, t, alpha, min_keep), repetition_penalty, batch)
-    eos = {int(e) for e in eos_ids}
-    fill = int(pad_id if how.finished_pad_id is None else how.finished_pad_id)
+    The assistant's step-1 log-probs are fixed for every step: ``asst_first`` [B, V] or, with
+    ``asst_exit_layer=k``, ``model``'s first k layers on the prefill. Each step: ``relative_top_scores``,
+    the repetition penalty, argmax; a row stops at an id of ``eos_ids`` (not returned) or after
+    ``max_new_tokens``. ``return_first_scores``: also the step-1 scores [B, V] on the CPU."""
+    max_new_tokens, vocab_size, repetition_penalty = how.max_new_tokens, how.vocab_size, how.repetition_penalty
+    contrast, batch = (lam, t, how.alpha, how.min_keep), len(prompts)
+    _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast, repetition_penalty, batch)
+    eos = {int(e) for e in how.eos_ids}
+    fill = int(how.pad_id if how.finished_pad_id is None else how.finished_pad_id)
     device = _device(model)
-    ids, mask, positions = _left_pad(prompts, pad_id, device)
+    ids, mask, positions = _left_pad(prompts, how.pad_id, device)
     if max_new_tokens == 0:
         empty: list[list[int]] = [[] for _ in range(batch)]
         return (empty, torch.empty(0)) if return_first_scores else empty
     base, cache, logits, asst, seen = _prefill(model, (ids, mask, positions), asst_first, asst_exit_layer, how,
-                                               [(lam, t, alpha, min_keep)])
+                                               [contrast])
     vocab = logits.shape[-1]
     next_pos = positions[:, -1] + 1
     results: list[list[int]] = [[] for _ in range(batch)]
@@ -227,7 +201,7 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     for step in range(max_new_tokens):
         if step > 0:
             mask, cache, next_pos, logits = _step(model, base, token, mask, next_pos, cache, vocab_size)
-        scores = _step_scores(logits, asst, (lam, t, alpha, min_keep), seen, repetition_penalty)
+        scores = _step_scores(logits, asst, contrast, seen, repetition_penalty)
         if step == 0 and return_first_scores:
             first_scores = scores.cpu()
         chosen = scores.argmax(dim=-1).tolist()
@@ -243,10 +217,8 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
 @torch.inference_mode()
 def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | None = None, *, how: Decoding,
                 rules: Sequence[tuple[float, float]], asst_exit_layer: int | None = None) -> list[list[list[int]]]:
-    """``decode`` under several (lam, t) ``rules`` at once: ``out[j][i]`` is ``decode(..., lam, t =
-    rules[j])[i]``. One prefill for every rule; each batch row is a (prompt, path so far) that one or
-    more rules reached, and it branches (its KV-cache rows copied) where they choose different tokens.
-    Each rule's scores are ``decode``'s row by row, so the paths are the same."""
+    """``decode`` under several (lam, t) ``rules`` at once: ``out[j][i]`` is ``decode``'s row i under
+    rules[j]. One prefill; each batch row is a (prompt, path) some rules reached, branching where they differ."""
     max_new_tokens, vocab_size, repetition_penalty = how.max_new_tokens, how.vocab_size, how.repetition_penalty
     batch = len(prompts)
     contrasts = [(lam, t, how.alpha, how.min_keep) for lam, t in rules]
@@ -283,8 +255,7 @@ def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tenso
 
 
 def _tree_picks(logits, asst, rows, contrasts, seen, penalty) -> dict[tuple[int, int], int]:
-    """{(row, rule): the token the rule chooses on that row}: ``_step_scores`` on the rows each
-    rule is on (the assistant's row of each row's prompt), then argmax."""
+    """{(row, rule): the token the rule chooses on that row}."""
     picks = {}
     for j, contrast in enumerate(contrasts):
         members = [k for k, (_, js, _) in enumerate(rows) if j in js]
@@ -299,9 +270,8 @@ def _tree_picks(logits, asst, rows, contrasts, seen, penalty) -> dict[tuple[int,
 
 
 def _branch(rows, picks, eos: set[int], out, last: bool):
-    """The next rows after one step: each row's rules grouped by the token they chose; a group
-    that chose an EOS id, or made its last allowed token, ends (its path goes to ``out``).
-    Returns (rows, the old row of each new row, the token each new row is fed)."""
+    """(rows, old row of each, token each is fed) after one step: each row's rules grouped by their
+    token; a group at EOS or its last allowed token ends (its path goes to ``out``)."""
     new_rows, keep, chosen = [], [], []
     for k, (i, js, path) in enumerate(rows):
         groups: dict[int, list[int]] = {}
@@ -339,11 +309,10 @@ def _step_scores(logits, asst, contrast: tuple, seen, repetition_penalty: float)
 
 def _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast: tuple[float | None, float, float, int],
                   repetition_penalty, batch: int) -> None:
-    """decode's arguments: one assistant, a whole max_new_tokens >= 0, valid (lam, t, alpha, min_keep),
-    a positive penalty, one assistant row per prompt."""
+    """decode's arguments checked."""
     if (asst_first is None) == (asst_exit_layer is None):
         raise ValueError("give exactly one of asst_first (the assistant's step-1 log-probs) and asst_exit_layer")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
+    if not _whole(max_new_tokens) or max_new_tokens < 0:
         raise ConfigError(f"cd_judge_released: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
     _check(*contrast, None)
     if not repetition_penalty > 0:
@@ -354,9 +323,8 @@ def _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast: tuple[f
 
 def _prefill(model, padded, asst_first, asst_exit_layer, how: Decoding,
              contrasts: list[tuple[float, float, float, int]]):
-    """decode's prefill pass over ``padded`` (``_left_pad``), each (lam, t, alpha, min_keep) of ``contrasts``
-    checked against the vocabulary: (the decoder base, KV cache, main logits at the last position, the
-    assistant's fixed log-probs, the ids seen per row for the repetition penalty or None)."""
+    """decode's prefill over ``padded``: (decoder base, KV cache, last main logits, the assistant's
+    fixed log-probs, the ids seen per row or None); ``contrasts`` are checked against the vocabulary."""
     ids, mask, positions = padded
     vocab_size, repetition_penalty = how.vocab_size, how.repetition_penalty
     base = decoder_base(model)
@@ -393,16 +361,10 @@ def _take(chosen: list[int], done: list[bool], eos: set[int], fill: int, results
             results[r].append(chosen[r])
 
 
-# --- text ----------------------------------------------------------------------------------------
-
-
 def released_prompt_ids(tokenizer, text: str, *, role: str = "system", add_generation_prompt: bool = False,
                         max_length: int = MAX_PROMPT_TOKENS) -> list[int]:
-    """Token ids of one filled prompt as ``llama_eval.py`` builds them: one ``role`` message
-    (llama_eval: ``system``, no generation prompt; BiGGen: ``user`` with it) through
-    ``apply_chat_template(tokenize=False)``, then the tokenizer with its special tokens (a second
-    BOS where the template already wrote one) and ``truncation=True, max_length=2048`` on the
-    tokenizer's ``truncation_side`` (right by default: the first 2048 tokens stay)."""
+    """Token ids of one filled prompt as ``llama_eval.py`` builds them: one ``role`` message through the
+    chat template as text, then the tokenizer with its special tokens, truncated to ``max_length``."""
     chat = tokenizer.apply_chat_template([{"role": role, "content": text}], tokenize=False,
                                          add_generation_prompt=add_generation_prompt)
     return list(tokenizer(chat, truncation=True, max_length=max_length)["input_ids"])

@@ -1,17 +1,10 @@
 """What a judge pass keeps per prompt, and the choices computed from it (no torch here).
 
-CD-judge, Eq. 1: the choice depends on λ and t only through c = λ / t,
-
-    choice(c) = argmax_v [a_v − c · z_v]          a = log p_main (T = 1),  z = assistant logits
-
-Kept per context, exact for every c ≥ 0: ``front``, the Pareto front of the points (z_v, a_v)
-(the argmax over it is the argmax over the vocabulary; ties go to the smallest token id, as
-``torch.argmax``); ``main_top`` / ``asst_top``; a and z of the range's score tokens (the expected
-score); the decoded text of every token it may choose. A context is a prompt (k = 0) or the prompt
-followed by one of ``prefixes`` (proper prefixes of multi-token score values): context index =
-item · (1 + len(prefixes)) + k. Multi-token values chain the contexts (``chain_*`` arrays; the
-contrast's normalisers are kept at the c values of ``CHAIN_CS``): the formula is in
-docs/methods/cd-judge.md ("The expected score of multi-token values").
+CD-judge, Eq. 1: choice(c) = argmax_v [a_v − c · z_v], a = log p_main, z = assistant logits, c = λ / t.
+Kept per context, exact for every c ≥ 0: the Pareto front of the points (z_v, a_v), ``main_top`` /
+``asst_top``, a and z of the score tokens, and the text of every token it may choose. Context index =
+item · (1 + len(prefixes)) + k (k = 0: the prompt). Multi-token values: the ``chain_*`` arrays
+(docs/methods/cd-judge.md).
 """
 
 from __future__ import annotations
@@ -24,8 +17,7 @@ import numpy as np
 FORMAT = 1  # bump when the arrays or their meaning change
 WHO = ("contrast", "main", "asst")
 CHAIN_FORMAT = 1  # the chain arrays' meaning (a cache-key part only where a range needs them)
-# c = λ/t of the paper's grid (λ 0.01, 0.1, 0.5, 1; t 0.5, 1, 2, 3, 4, 5): the contrast's
-# normalisers kept at the continuation contexts (18 distinct values)
+# c = λ/t of the paper's λ × t grid: the contrast's normalisers kept at the continuation contexts
 CHAIN_CS = tuple(sorted({lam / t for lam in (0.01, 0.1, 0.5, 1.0) for t in (0.5, 1.0, 2.0, 3.0, 4.0, 5.0)}))
 CHAIN_ARRAYS = ("chain_ids", "chain_digit", "chain_a", "chain_z", "lse_z", "chain_c", "lse_c")
 
@@ -97,14 +89,8 @@ class JudgeStats:
     def text(self, token_id: int) -> str:
         return self._text[int(token_id)]
 
-    # -- choices ------------------------------------------------------------------------------
-
     def pick(self, ctx: np.ndarray, who: str, c: float = 0.0, alpha: float = 0.0) -> np.ndarray:
-        """The token chosen at each context in ``ctx``: by the contrast at c = λ/t, or by one model.
-        ``alpha`` > 0: the contrast chooses only among V_head = {v : p_main(v) ≥ α · max p_main}
-        (Li et al.'s plausibility set). V_head is an upper set of a, so a token dominated on the
-        front by another keeps its dominator in V_head: the front ∩ V_head is V_head's front, and
-        the front holds the largest a (its last point)."""
+        """The token chosen at each context in ``ctx``: by the contrast at c = λ/t (over V_head), or one model."""
         if who == "main" or (who == "contrast" and c == 0):
             return self.main_top[ctx]
         if who == "asst":
@@ -128,8 +114,7 @@ class JudgeStats:
         return out
 
     def decode(self, who: str, c: float = 0.0, alpha: float = 0.0) -> tuple[list[str], list[tuple[int, ...]]]:
-        """Per item: the text written and the token ids chosen. After a token that makes a proper
-        prefix of a multi-token score value, the next token is chosen by the same rule."""
+        """Per item: the text written and the token ids chosen (a proper prefix of a score value goes on)."""
         width = 1 + len(self.prefixes)
         chosen: list[tuple[int, ...]] = [()] * self.n_items
         live = np.arange(self.n_items)
@@ -151,9 +136,8 @@ class JudgeStats:
         return all(len(ids) == 1 for ids in self.value_ids)
 
     def expected(self, who: str, c: float = 0.0) -> np.ndarray:
-        """Σ value · q(value) over the range, q = softmax over the score tokens of a − c·z
-        (main: a; asst: z). Multi-token values: the chain (see the module docstring); NaN where it
-        cannot be computed (``expected_note``)."""
+        """Σ value · q(value), q = softmax over the score tokens of a − c·z (main: a; asst: z); NaN
+        where it cannot be computed (``expected_note``)."""
         ctx = np.arange(self.n_items) * (1 + len(self.prefixes))
         if self.single_token_values():
             a, z = self.score_a[ctx], self.score_z[ctx]
@@ -196,8 +180,7 @@ class JudgeStats:
         return None if j is None else (self.chain_a - c * self.chain_z, self.lse_c[:, j])
 
     def chain_logits(self, who: str, c: float = 0.0) -> np.ndarray | None:
-        """log w(v) per item and value [n_items, n_values] (the chain: docs/methods/cd-judge.md), or None
-        when ``expected_note`` says it cannot be computed."""
+        """log w(v) per item and value [n_items, n_values], or None where it cannot be computed."""
         if self.expected_note(who, c) is not None:
             return None
         s, lse = self._chain_rows(who, c)
@@ -220,8 +203,6 @@ class JudgeStats:
                 with np.errstate(divide="ignore"):
                     out[:, v] += np.log(np.clip(1.0 - more, 0.0, None))
         return out
-
-    # -- storage ------------------------------------------------------------------------------
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"n_items": np.asarray([self.n_items], dtype=np.int64), "prefixes": _pad(self.prefixes),

@@ -1,15 +1,6 @@
-"""CD-judge over the range's score values (``method.decode=values``): Eq. 1 with the choice
-restricted to the values lo..hi, each scored whole as ``str(v)`` after each model's own judge
-prompt (so it works for a cross-family pair). With a = log p_main(v) (T = 1) and b_t = log p_asst,t(v)
-(sums over the value's tokens, read from the token statistics pass):
-
-    score(v)  = a(v) − λ · b_t(v)
-    choice    = argmax over V_head of score(v)   (ties: the lowest value)
-    V_head    = {v : a(v) ≥ log α + max_w a(w)}  over the values (α = 0: every value)
-    expected  = Σ_v v · softmax_v(score)(v)      (V_head does not apply)
-
-Rows: ``main`` (λ = 0), ``asst`` (the assistant alone at t = 1). More: docs/methods/cd-judge.md.
-No torch here: the arrays come from ``TokenStats``.
+"""CD-judge over the range's score values (``method.decode=values``): Eq. 1 with the choice restricted
+to lo..hi, each value scored whole by each model on its own prompt (works for a cross-family pair):
+score(v) = a(v) − λ · b_t(v), a = log p_main(v), b_t = log p_asst,t(v). No torch here.
 """
 
 from __future__ import annotations
@@ -28,8 +19,7 @@ def temperatures(t: float) -> list[float]:
 
 
 def value_logp(stats: TokenStats, n_values: int, t: float = 1.0) -> np.ndarray:
-    """[n_items, n_values]: log p_t of each value's string, the sum over its tokens. Items of
-    ``stats`` are item-major: item i, value k is i · n_values + k."""
+    """[n_items, n_values]: log p_t of each value's string (``stats`` item i, value k at i · n_values + k)."""
     if stats.n_items % n_values:
         raise ValueError(f"{stats.n_items} statistics items are not n_items x {n_values} values")
     if (stats.lengths < 1).any():
@@ -52,8 +42,7 @@ def row_logits(who: str, a: np.ndarray, b: dict[float, np.ndarray], lam: float, 
 
 
 def choose(score: np.ndarray, a: np.ndarray, values: np.ndarray, alpha: float = 0.0) -> np.ndarray:
-    """The value chosen per item: argmax of ``score`` over V_head (a ≥ log α + max a), ties to the
-    lowest value."""
+    """The value chosen per item: argmax of ``score`` over V_head (a ≥ log α + max a), ties to the lowest."""
     allowed = np.ones(score.shape, dtype=bool)
     if alpha > 0:
         allowed = a >= a.max(axis=1, keepdims=True) + np.log(alpha)
@@ -71,8 +60,7 @@ def expected(score: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 def judge(a: np.ndarray, b: dict[float, np.ndarray], values, *, who: str = "contrast", lam: float = 0.0,
           t: float = 1.0, alpha: float = 0.0) -> dict[str, np.ndarray]:
-    """Per item: ``score`` (the chosen value), ``expected``, ``status`` (always ok: the judge writes
-    a value of the range) and ``text`` (the value's string)."""
+    """Per item: ``score`` (the chosen value), ``expected``, ``status`` (always ok) and ``text``."""
     values = np.asarray(values, dtype=np.int64)
     score = row_logits(who, a, b, lam, t)
     chosen = choose(score, a, values, alpha if who == "contrast" else 0.0)

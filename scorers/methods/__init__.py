@@ -33,8 +33,7 @@ def aligned_methods() -> list[str]:
 
 
 def cross_family_refusal(name: str, method: dict | None = None) -> str | None:
-    """Why a cross-family pair cannot run method ``name`` with the settings ``method`` (a run's method
-    config; None: a score from token statistics), or None when it can."""
+    """Why a cross-family pair cannot run method ``name`` with the settings ``method``, or None."""
     if get(name).aligned and not (method is not None and get(name).distributional(method)):
         return None
     if get(name).aligned or get(name).distributional(method or {}):
@@ -110,8 +109,7 @@ def check_params(name: str, params: Mapping, prefix: str = "method") -> dict:
 
 
 def params(name: str, given: Mapping, prefix: str | None = None) -> MethodParams:
-    """Method ``name``'s settings as its typed ``Params``, checked once. ``prefix`` None: the Python API's
-    keywords over the defaults (``norm`` left to ``aggregate``); "method": a run's composed section."""
+    """Method ``name``'s settings as its typed ``Params``, checked once (``prefix`` None: API keywords)."""
     method = get(name)
     given = dict(given)
     label = {k: given.pop(k) for k in NOT_PARAMS if k in given}
@@ -139,6 +137,5 @@ def token_method(name: str) -> type[Method]:
 
 
 def score(name: str, stats: dict, **given) -> np.ndarray:
-    """Per-item scores of method ``name`` on ``stats`` ({"expert": TokenStats, ...}); parameters not
-    given take the defaults of its ``Params``."""
+    """Per-item scores of method ``name`` on ``stats`` ({"expert": TokenStats, ...})."""
     return token_method(name).score(stats, params(name, given))

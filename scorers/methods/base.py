@@ -18,16 +18,14 @@ AGGREGATION_KEYS = ("norm", "skip_first")  # the shared length handling (``commo
 
 @dataclass
 class MethodParams:
-    """The base of every method's settings: its name and its score column (the first two settings);
-    a method that takes ``norm`` / ``skip_first`` declares them itself."""
+    """The base of every method's settings: its name and its score column."""
     name: str = setting("", doc="the method")
     variant: str = setting("", doc="the score column and label: score.<variant>")
 
 
 class Method:
-    """One method. ``kind``: token (``token_scores``) or the kind that scores it (run/kinds/);
-    ``aliases``: {its own setting: the shared aggregation key}; ``aligned``: whether a cross-family
-    pair computes it on aligned units (``scorers/engine/align.py``)."""
+    """One method. ``kind``: token or the kind that scores it; ``aliases``: {its setting: aggregation key};
+    ``aligned``: whether a cross-family pair computes it on aligned units (``scorers/engine/align.py``)."""
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "token"

@@ -1,7 +1,5 @@
-"""baseline: established metrics (BLEU, chrF, ROUGE, BERTScore, BARTScore, T5Score) as rows of the
-same tables. The metrics and their settings come from the ``baseline`` config group
-(``cscore.scorers.baselines``), not from method parameters; ``cscore run method=baseline
-baseline=<name>`` scores them (kind ``baseline``). They read no model pair."""
+"""baseline: established metrics (BLEU, chrF, ROUGE, BERTScore, ...) as rows of the same tables, set in the
+``baseline`` config group (``cscore.scorers.baselines``); ``cscore run method=baseline baseline=<name>``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""binoculars: Hans et al., ICML 2024 ("Spotting LLMs with Binoculars"), as the released code
-(ahans30/Binoculars: its detector and metrics modules) computes it:
+"""binoculars: Hans et al., ICML 2024, as the released code computes it:
     B = mean_t -log q_perf(y_t) / mean_t ( -sum_v p_obs(v) log q_perf(v) )
-the performer's log-perplexity over the cross-perplexity, in which the observer's softmax weighs
-the performer's log-softmax (both at temperature ``t``, 1 in the released code). Here the means run
-over the scored hypothesis tokens (docs/methods/distributional.md: the released code's positions
-beside these). ``performer``: which model of the pair plays it (the other observes). Reads the
-distributional statistics (a joint pass: ``stats.DIST_NAMES``)."""
+over the scored hypothesis tokens (docs/methods/distributional.md); reads the distributional statistics."""
 
 from dataclasses import dataclass
 

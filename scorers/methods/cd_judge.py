@@ -1,12 +1,8 @@
 """cd_judge: LLM-as-a-judge with contrastive decoding (the CD-judge paper, Eq. 1).
 
-The judge writes argmax_v [log p_main(v) − λ · log p_asst,t(v)] over Li et al.'s plausibility set
-V_head = {v : p_main(v) ≥ α · max p_main} (``alpha``; 0: the whole vocabulary); λ = 0 is greedy
-judging with the main model alone. ``decode``: greedy (the paper, ``scorers/judge/decode.py``),
-first_token (cscore's fast variant) or values (Eq. 1 over the range's values, ``scorers/judge/values.py``).
-The text is parsed by ``cscore.scorers.judge.parse.read_score``; ``expected``: Σ value · q(value), q =
-softmax over the range's score tokens of the same contrast (V_head does not apply). Rows: ``contrast``,
-``main`` (the expert row) and ``asst`` (t = 1: the amateur row). Details: docs/methods/cd-judge.md.
+The judge writes argmax_v [log p_main(v) − λ · log p_asst,t(v)] over the plausibility set V_head.
+``decode``: greedy (``scorers/judge/decode.py``), first_token or values (``scorers/judge/values.py``).
+Rows: ``contrast``, ``main`` and ``asst``. Details: docs/methods/cd-judge.md.
 """
 
 from __future__ import annotations
@@ -82,9 +78,8 @@ def contrast_c(lam: float, t: float) -> float:
 
 def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alpha: float = 0.0, score_range,
           texts=None, parse: str = "paper") -> dict:
-    """Per item: ``score`` (parsed under the rule ``parse``), ``status`` (ok / No Pred / Below / Above /
-    List / Echo), ``text`` (``texts`` when decoded, else the first token(s) read from ``stats``) and
-    ``expected`` (NaN where it cannot be computed)."""
+    """Per item: ``score`` and ``status`` (parsed under ``parse``), ``text`` (``texts``, else the first
+    token(s) read from ``stats``) and ``expected``."""
     from cscore.scorers.judge.parse import read_score
 
     lo, hi = int(score_range[0]), int(score_range[1])
@@ -102,8 +97,7 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alp
 
 
 def judge_rows(name: str, label: str, params: dict, rows) -> list:
-    """The method's variant and the main-alone / assistant-alone rows (same prompts, same pass),
-    as (name, method, params) of ``variants.Variant``."""
+    """The method's variant and the main-alone / assistant-alone rows, as (name, method, params)."""
     out = [(row, name, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
     return out + [(label, name, {**params, "who": "contrast"})]
 

@@ -1,9 +1,5 @@
-"""cd_judge_released: CD-judge as the authors' released code computes it (a preset; see
-docs/methods/cd-judge.md, "The released code as a preset", and ``scorers/judge/released.py`` for every detail).
-
-Temperature t on the MAIN model; the relative-top filter (keep max(top-``min_keep``, p ≥ α·max)); the
-assistant's log-probs fixed at the first step; greedy decoding over main − λ·asst; the output parsed by
-``parse_output``'s rules (``parse=released``). Each decoded row is cached."""
+"""cd_judge_released: CD-judge as the authors' released code computes it (``scorers/judge/released.py``;
+docs/methods/cd-judge.md)."""
 
 from __future__ import annotations
 

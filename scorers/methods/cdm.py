@@ -1,10 +1,5 @@
-"""cdm: Discriminative CDM (Contrastive Distribution Methods, Sec. 3.4.2): the step-wise
-contrastive momentum
-    m_t = log p_e(x_t | s_<t) - log p_a(x_t | s_<t)
-pooled over the hypothesis. ``pooling``: ``sum`` (the definition, m(s) = log p_e(s) - log p_a(s)),
-``mean`` / ``max`` / ``min`` (the paper's Avg- / Max- / Min-Pooled). Both models at temperature
-``t`` (1: the paper's plain log-probabilities). ``pooling`` is this method's name for the shared
-aggregation key ``norm`` (``Cdm.aliases``): the comparison rows are pooled the same way."""
+"""cdm: Discriminative CDM (Sec. 3.4.2): the contrastive momentum m_t = log p_e(x_t | s_<t) - log p_a(x_t | s_<t)
+pooled over the hypothesis; ``pooling`` is this method's name for the aggregation key ``norm``."""
 
 from dataclasses import dataclass
 

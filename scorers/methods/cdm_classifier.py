@@ -1,9 +1,6 @@
 """cdm_classifier: Classifier-Pooled discriminative CDM (the CDM paper, Sec. 4.1.1, Tables 2-3, 6):
 a small linear model over fixed-size features of the contrastive-momentum sequence m_t (``cdm``),
-trained on labels (``cscore.scorers.cdm.pooler``).
-
-``cscore run`` scores it as a ``pooler`` kind (k-fold cross-validation over ``group``); its token
-values are the momentum, the pooler's input."""
+trained on labels (``cscore.scorers.cdm.pooler``)."""
 
 from dataclasses import dataclass
 

@@ -1,10 +1,7 @@
 """cdm_gen: Generative CDM (the CDM paper, Sec. 3.4.1, Algorithm 1): the score of a hypothesis is
 what a discriminator trained on positives and their degraded negatives says about it
 (``cscore cdm generate`` makes the negatives, ``cscore cdm train`` the discriminator:
-``cscore.scorers.cdm.generate``, ``cscore.cli.cdm_cmd``).
-
-``output``: ``probability`` = P(positive | hypothesis), or ``log_odds`` = log P(positive) − log P(negative).
-``cscore run method=cdm_gen model=<dir>`` scores it (kind ``discriminator``)."""
+``cscore.scorers.cdm.generate``, ``cscore.cli.cdm_cmd``)."""
 
 from __future__ import annotations
 
@@ -64,7 +61,6 @@ class CdmGenParams(MethodParams):
     output: str = setting("probability", Param(str, choices=OUTPUTS),
                           "probability: P(positive) in [0, 1] | log_odds: log P(positive) - log P(negative)")
     batch_size: int = setting(16, Param(int, lo=1), "items per batch when a transformers classifier scores them")
-
 
 
 @METHODS

@@ -12,8 +12,7 @@ POOLINGS = ("min", "max")  # reductions over the time steps (CDM's Min- / Max-Po
 
 
 def logp(stats: TokenStats, temperature: float, clamp: float | None = None) -> np.ndarray:
-    """log p_T(y_t) per token; with ``clamp`` the value is clipped to [clamp, 0] first
-    (the released ContrastScore code clamps at -20)."""
+    """log p_T(y_t) per token, clipped to [clamp, 0] first when ``clamp`` is given."""
     lp = stats.lp(temperature)
     if clamp is not None:
         lp = np.clip(lp, float(clamp), 0.0)
@@ -30,8 +29,7 @@ def floor_log(values: np.ndarray, floor: float | None) -> np.ndarray:
 
 
 def scored_mask(offsets: np.ndarray, skip_first: bool) -> np.ndarray:
-    """Which flat tokens count. The paper scores every hypothesis token (w_t = 1, Eq. 1);
-    the released code's target mask skips the first one."""
+    """Which flat tokens count (``skip_first``: the released code's mask, without each item's first)."""
     n = int(offsets[-1])
     mask = np.ones(n, dtype=bool)
     if skip_first:
@@ -41,12 +39,8 @@ def scored_mask(offsets: np.ndarray, skip_first: bool) -> np.ndarray:
 
 
 def aggregate(values: np.ndarray, offsets: np.ndarray, norm: str = "sum", skip_first: bool = False) -> np.ndarray:
-    """Sum per item the values of the scored tokens, then normalise by length:
-    ``sum`` (Eq. 1 with w_t = 1), ``mean`` (divide by the number of scored tokens) or
-    ``sqrt`` (divide by its square root, as the released code does). An item with no
-    scored token sums to 0 (the count is clamped to 1, as in the released code).
-    ``min`` / ``max`` pool instead: the smallest / largest value among the scored tokens
-    (CDM's Min- / Max-Pooled); an item with no scored token gets 0 there too."""
+    """Per item, the scored tokens' values summed and normalised (``sum``, ``mean``, ``sqrt`` of the
+    count) or pooled (``min`` / ``max``); an item with no scored token gets 0."""
     if norm not in NORMS + POOLINGS:
         raise ConfigError(f"norm must be one of {NORMS + POOLINGS}, got {norm!r}")
     offsets = np.asarray(offsets, dtype=np.int64)

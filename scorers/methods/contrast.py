@@ -2,14 +2,8 @@
     sum_t log | p_exp^t - gamma * p_ama^t |
 with p_exp at temperature t_exp (0.5) and p_ama at t_ama (1.5) (footnote 4), gamma = 0.1.
 
-Computed in log space: with a = log p_exp, b = log(gamma) + log p_ama,
-    log|e^a - e^b| = max(a, b) + log(1 - e^{-|a - b|}).
-It is -inf only when the two terms are equal; ``floor`` turns that into log(floor).
-The default floor 1e-30 only guards log(0); the released code uses 1e-10 (see presets).
-
-``weight=jsd``: each token's term weighted by the Jensen-Shannon divergence of the two models'
-distributions at that position (at ``t_weight``; the distributional statistics of a joint pass):
-    sum_t JSD_t * log|p_exp^t - gamma * p_ama^t|"""
+Computed in log space; ``floor`` guards log(0). ``weight=jsd``: each token's term weighted by the
+Jensen-Shannon divergence of the two distributions there (at ``t_weight``)."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass

@@ -1,8 +1,5 @@
-"""divergence: one distributional statistic of the pair per scored token, averaged (by default)
-over an item: the entropy of one model's distribution, a cross-entropy, a KL divergence or the
-Jensen-Shannon divergence between the expert's and the amateur's distributions at temperature ``t``
-(``stats.DIST_NAMES``; docs/methods/distributional.md). A metric row of its own: higher entropy or
-divergence where the models are less sure or disagree."""
+"""divergence: one distributional statistic of the pair per scored token (an entropy, cross-entropy, KL
+or JSD at temperature ``t``), averaged over an item (docs/methods/distributional.md)."""
 
 from dataclasses import dataclass
 

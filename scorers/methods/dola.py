@@ -1,12 +1,8 @@
 """dola: Chuang et al., ICLR 2024 ("DoLa: Decoding by Contrasting Layers"), for scoring a given text.
-At each hypothesis token the amateur is the candidate early exit M (``layers``, the bucket) whose
-distribution q_M = softmax(lm_head(norm(h_M))) has the largest Jensen-Shannon divergence to the final
-layer's q_N, and the token's score is
-    log q_N(y_t) - log q_M(y_t)    where q_N(y_t) >= alpha * max_w q_N(w)   (adaptive plausibility)
-and, outside that set (the paper's decoding gives -inf there), ``outside``: the expert's log q_N(y_t),
-or the released lm_score's constant -1000. Reads only kept statistics: per candidate layer its JSD to
-the final layer and log q_j(y_t) (early-exit heads ``layer_<k>`` of the expert's one pass), and the
-final layer's log q_N(y_t) and log max q_N; an alpha sweep runs no model (docs/methods/distributional.md)."""
+Per hypothesis token, with M the candidate early exit (``layers``) farthest (JSD) from the final layer:
+    log q_N(y_t) - log q_M(y_t)    where q_N(y_t) >= alpha * max_w q_N(w)
+and ``outside`` that set. Reads the early-exit heads ``layer_<k>`` of the expert's one pass
+(docs/methods/distributional.md)."""
 
 import re
 from collections.abc import Mapping
@@ -52,8 +48,7 @@ def bucket(spec) -> tuple[int, ...]:
 
 
 def chosen(stats: dict, p: DolaParams) -> tuple[np.ndarray, np.ndarray]:
-    """(M per token, log q_M(y_t) per token): the candidate with the largest JSD to the final layer
-    (the first of the bucket's order on a tie, as the released code's argmax)."""
+    """(M per token, log q_M(y_t) per token): the candidate farthest (JSD) from the final layer, first on ties."""
     layers = bucket(p.layers)
     missing = [k for k in layers if exit_head(k) not in stats]
     if missing:
