@@ -1,6 +1,5 @@
-"""The trackers behind ``tracking=``: the callback (run/tracking.py) hands them a finished run
-(its ``Record``). MLflow and W&B are optional extras (``cscore[mlflow]``, ``cscore[wandb]``),
-imported only when a run asks for them; nothing here imports the callback."""
+"""The trackers behind ``tracking=`` (run/tracking.py hands them a finished run's ``Record``); MLflow and W&B
+are optional extras, imported only when a run asks for them."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from cscore.errors import ConfigError
 
@@ -25,10 +24,9 @@ WandbMode = Literal["online", "offline", "disabled", "shared"]
 
 def wandb_mode(given: str) -> WandbMode:
     """``tracking.mode`` (or $WANDB_MODE) as one of the modes ``wandb.init`` takes."""
-    for mode in get_args(WandbMode):
-        if given == mode:
-            return mode
-    raise ConfigError(f"tracking.mode: one of {', '.join(get_args(WandbMode))}, got {given!r}")
+    if given not in get_args(WandbMode):
+        raise ConfigError(f"tracking.mode: one of {', '.join(get_args(WandbMode))}, got {given!r}")
+    return cast(WandbMode, given)
 
 
 def outputs_dir() -> Path:

@@ -1,9 +1,5 @@
-"""The judge kind (``kind = "judge"``: cd_judge): its plan and score steps.
-
-Score: render one judge prompt per item (the ``judge_prompt`` group, the expert's chat template),
-run the judge pass once (``scorers.judge``; read from the statistics cache when it holds it), then
-every row (the method, the main model alone, the assistant alone) is a function of the kept
-statistics. Columns: ``score.<row>``, ``score.<row>_expected``, ``parse.<row>``, ``output.<row>``."""
+"""The judge kind (``kind = "judge"``: cd_judge): one judge pass over the rendered judge prompts (cached), then
+every row (the method, the main model alone, the assistant alone) a function of the kept statistics."""
 
 from __future__ import annotations
 
@@ -16,12 +12,7 @@ from cscore.config.run import RunConfig
 from cscore.errors import ConfigError
 from cscore.progress import Progress
 from cscore.run.kinds.base import REGISTRY, Loaded, Passes, Plan, RunState, Scored
-from cscore.run.kinds.judging import (
-    JudgeKind,
-    grid_points,
-    invalid_counts,
-    parse_changes,
-)
+from cscore.run.kinds.judging import JudgeKind, grid_points, invalid_counts, parse_changes
 from cscore.run.kinds.pair import stats_cache
 from cscore.run.kinds.prompts import fit_judge_prompt, judge_prompt
 from cscore.scorers.store.runner import InProcess, PassReport, Pending, stop_early
@@ -44,10 +35,8 @@ def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
 
 
 def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, coordinator: InProcess, progress=None):
-    """(statistics, report, cache key) of the judge pass through the statistics cache (one entry per
-    pair, prompts and range), or ``Pending`` (a split pass, ``coordinator`` the job's, a part
-    missing). ``ranged``: as ``judge_passes``' ``scale``. A range with multi-token values
-    keeps the expected score's chain (``judge_stats``): its key says so."""
+    """(statistics, report, cache key) of the judge pass through the statistics cache, or ``Pending`` (a part
+    of a split pass missing). ``ranged``: as ``judge_passes``' ``scale``."""
     from cscore.scorers.judge import judge
     from cscore.scorers.judge.parse import digit_tokens
     from cscore.scorers.judge.stats import CHAIN_CS, CHAIN_FORMAT, FORMAT, JudgeStats
@@ -106,13 +95,9 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, coordinator:
 
 def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
                   coordinator: InProcess) -> tuple[dict, list, dict] | Pending:
-    """({row: its decoded text per prompt}, the sweep's other (λ, t) points whose paths were decoded
-    too, {"decode": its report}) under method.decode=greedy (paths cached next to the statistics,
-    as the cache's ``judge_decode`` entries); ({}, [], {}) for first_token; ``Pending`` while a part of a split
-    decode (``coordinator``: the job's) is missing. ``judged``: the judge pass as
-    ``judge_statistics`` gives it (statistics, report, key); a report not read from the cache says
-    this process merged the split first-step pass (the decodes of parts that ended before it are
-    its own, ``partials.decodes``)."""
+    """({row: its decoded text per prompt}, the sweep's other (λ, t) points decoded too, {"decode": its report})
+    under method.decode=greedy, else ({}, [], {}); ``Pending`` while a part of a split decode is missing.
+    ``judged``: what ``judge_statistics`` gave."""
     p: Any = run.method  # cd_judge's Params
     if p.decode != "greedy":
         return {}, [], {}
@@ -177,11 +162,9 @@ def expected_missing(stats, plan, c: float) -> dict[str, str]:
 
 def judge_passes(run: RunConfig, pair, plan, progress: Progress, contexts, scale: tuple,
                  coordinator: InProcess) -> tuple | Pending:
-    """The judge pass, then its rows' greedy decode (``decoded_texts``): (statistics, the pass's
-    report, the decoded texts, the grid points decoded too, the decode's report), or ``Pending`` (a
-    part missing, or this job writes no run directory: ``runner.stop_early``). ``scale``: the
-    range's values, their token ids, the continuation prefixes and the number of items;
-    ``coordinator``: the job's."""
+    """The judge pass, then its rows' greedy decode: (statistics, the pass's report, the decoded texts, the grid
+    points decoded too, the decode's report), or ``Pending`` (a part missing, or ``runner.stop_early``).
+    ``scale``: the range's values, their token ids, the continuation prefixes and the number of items."""
     from cscore.scorers.engine.passes import per_item
 
     prefixes, n_items = scale[2], scale[3]

@@ -1,8 +1,5 @@
-"""The judge kind's score step under ``method.decode=values`` (``scorers/judge/values.py``): each
-model renders the judge prompt with its own chat template and scores every value of the range as a
-continuation of it, in its own tokens, through the token statistics pass (cached per model; a
-cross-family pair's passes are keyed by model, not role). Every row and every λ, t of the paper's
-grid is then a function of the kept statistics. The columns are the judge kind's."""
+"""The judge kind's score step under ``method.decode=values`` (``scorers/judge/values.py``): each model scores
+every value of the range after its own rendering of the judge prompt, through the token statistics pass."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ log = logging.getLogger(__name__)
 
 
 def render(tok, examples, jp: dict, p) -> tuple[list[str], list[tuple[int, int]]]:
-    """The judge prompts as this tokenizer's chat template renders them (a tokenizer without one, a
-    base model's: the plain prompt text), and each source's span."""
+    """The judge prompts in this tokenizer's chat template (none: the plain text), and each source's span."""
     from cscore.data import judge_prompts
 
     lo, hi = p.score_range
@@ -31,8 +27,7 @@ def render(tok, examples, jp: dict, p) -> tuple[list[str], list[tuple[int, int]]
 
 
 def value_items(tok, texts, spans, values: list[int], max_length: int):
-    """One ``EncodedItem`` per (prompt, value), item-major; each prompt cut once (at a word
-    boundary of its source) so that it fits with the longest value, the same for every value."""
+    """One ``EncodedItem`` per (prompt, value), item-major; each prompt cut once to fit with the longest value."""
     from cscore.scorers.engine.tokenize import EncodedItem
     from cscore.scorers.judge.parse import score_tokens
 
@@ -47,8 +42,7 @@ def value_items(tok, texts, spans, values: list[int], max_length: int):
 
 
 def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int]):
-    """(ScoringInput, per role: truncated flags and value token ids). A pair sharing a tokenizer
-    reads the expert's prompts, as the token variant does."""
+    """(ScoringInput, per role: truncated flags and value token ids); a shared tokenizer: the expert's prompts."""
     from cscore.scorers.api import ScoringInput
 
     roles = {"expert": pair.expert.tokenizer}
@@ -68,8 +62,7 @@ def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int])
 
 def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState,
                  coordinator: InProcess) -> Scored | Pending:
-    """``setup``: what ``JudgeKind.setup`` gave (the method's Params, examples, pair, judge prompt);
-    ``Pending`` while a part of the split pass (``coordinator``: the job's) is missing."""
+    """``setup``: what ``JudgeKind.setup`` gave; ``Pending`` while a part of the split pass is missing."""
     from cscore.scorers.api import PassRequest
     from cscore.scorers.engine.passes import per_item
     from cscore.scorers.judge import values as judge_values

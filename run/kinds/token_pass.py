@@ -1,6 +1,5 @@
-"""The token statistics kind's steps (``TokenKind``), which the token, pooler and discriminator
-kinds build on: one forward pass per model keeping per-token statistics (cached), then every
-variant that is a function of them alone (the method's row and its comparison rows)."""
+"""The token statistics kind's steps (``TokenKind``; the pooler and discriminator kinds build on them): one
+forward pass per model keeping per-token statistics (cached), then every variant that is a function of them."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ log = logging.getLogger(__name__)
 
 
 class TokenKind(MethodKind):
-    """Plan: the variant rows, the models they read, the temperatures (``stats.temperatures`` and
-    those the rows ask for). Score: the token statistics pass and every row of it alone."""
+    """Plan: the rows, the models they read, the temperatures; score: the token pass and every row of it."""
 
     def plan(self, run: RunConfig) -> Plan:
         from cscore.run.variants import models_needed
@@ -42,8 +40,7 @@ class TokenKind(MethodKind):
         return got if isinstance(got, Pending) else got[0]
 
     def kept(self, run: RunConfig, loaded: Loaded, plan: Plan) -> Scored | None:
-        """A kind whose score step is the token pass alone: its statistics read through the cache's
-        front index when every entry is there (``kept_pass``: no model, tokenizer or torch loads)."""
+        """The token pass read through the cache's front index (``kept_pass``), for a kind that does no more."""
         from cscore.run.kinds import kept_pass
 
         if type(self).score is not TokenKind.score:  # a kind that does more (a pooler, a discriminator)
@@ -63,9 +60,7 @@ class TokenKind(MethodKind):
 
     def token_pass(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
                    state: RunState, coordinator: InProcess) -> tuple[Scored, PairStatistics] | Pending:
-        """The token statistics pass and every variant that is a function of it alone: (what
-        ``score`` gives, the statistics, which a kind built on this one reads further), or
-        ``Pending`` while a part of the split pass (``coordinator``: the job's) is missing."""
+        """(what ``score`` gives, the statistics), or ``Pending`` while a part of the split pass is missing."""
         from transformers.utils import logging as hf_logging
 
         from cscore.run.kinds import kept_pass
@@ -101,8 +96,7 @@ class TokenKind(MethodKind):
 
     def scored(self, examples: pd.DataFrame, plan: Plan, inputs: ScoringInput, stats: PairStatistics,
                models: Mapping[str, RunModel]) -> Scored:
-        """The examples with their prompt, token counts, truncation and every variant's score that is a
-        function of the statistics alone."""
+        """The examples with their prompt, token counts, truncation and every token variant's score."""
         from cscore.scorers import methods
 
         table = examples.copy()
