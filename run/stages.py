@@ -103,9 +103,8 @@ def speed_figures(scored: Scored) -> dict:
                         "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches,
                         "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
                         "fetch_seconds": round(rep.fetch_seconds or 0.0, 4), "useful_flops": rep.flops,
-                        "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak)}
-        # a pass split over processes: its seconds are the wall time, each part's listed (none otherwise)
-        passes[name].update(figures_of(rep))
+                        "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak),
+                        **figures_of(rep)}  # a pass split over processes: each part's figures
     own, cached, items = own_seconds(scored), any(r.cached for r in reports.values()), scored_items(scored)
     useful = [r.flops for r in once(reports, "shared")]
     known = [f for f in useful if f is not None]

@@ -58,8 +58,7 @@ class MLflowTracker:
         uri = settings.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI") \
             or (outputs_dir() / "mlruns").as_uri()
         if "://" not in uri or uri.startswith("file:"):
-            # MLflow 3 keeps its file store only on request (the SQL store needs the full mlflow,
-            # whose pinned pyarrow would replace cscore's): a local file store is what we ask for
+            # MLflow 3 keeps its file store only on request (its SQL store needs a pyarrow that would replace ours)
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         else:  # MLflow's own defaults retry an unreachable server for minutes (4 measured), per run
             for name, value in HTTP_DEFAULTS.items():

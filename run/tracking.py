@@ -113,15 +113,6 @@ def missing(name: str, err: BaseException) -> bool:
     return isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] == name
 
 
-def warn(name: str, what: str, err: BaseException) -> None:
-    """The one line a tracker's failure costs."""
-    if missing(name, err):
-        log.warning("tracking=%s: %s is not installed (pip install \"cscore[%s]\"); runs are not tracked",
-                    name, name, name)
-    else:
-        log.warning("tracking=%s: %s not tracked (%s); the run itself is not affected", name, what, first_line(err))
-
-
 def sweep_keys(config: DictConfig) -> list[str]:
     """The keys a multirun sweeps: command-line sweeps (``a=1,2``) and hydra.sweeper.params."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -227,9 +218,15 @@ def guarded(settings: dict, what: str, action, state: dict):
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.ERROR)
         return action(trackers.make(settings))
-    except Exception as err:  # the tracker's failure never fails the run
-        warn(settings["name"], what, err)
-        state["missing"] = missing(settings["name"], err)
+    except Exception as err:  # the tracker's failure never fails the run: one line
+        tracker = settings["name"]
+        state["missing"] = missing(tracker, err)
+        if state["missing"]:
+            log.warning("tracking=%s: %s is not installed (pip install \"cscore[%s]\"); runs are not tracked",
+                        tracker, tracker, tracker)
+        else:
+            log.warning("tracking=%s: %s not tracked (%s); the run itself is not affected", tracker, what,
+                        first_line(err))
         return None
     finally:
         for name, level in levels.items():

@@ -23,19 +23,16 @@ def check_amateur(run: RunConfig) -> None:
                           "pair.amateur.early_exit (an early exit of the expert)")
 
 
-def check_variant(variant) -> None:
-    if variant is not None and not (isinstance(variant, str) and re.match(r"^[\w.\-]+$", variant)):
-        raise ConfigError(f"method.variant must be a plain name (letters, digits, _ . -), got {variant!r}")
-
-
 def validate(cfg: DictConfig) -> RunConfig:
     """The config as typed objects; a ConfigError for the first setting that is not allowed."""
-    from cscore.scorers.baselines import check_config as check_baseline
-
     c = resolved(cfg)
     run = typed(c)
-    check_variant(c["method"].get("variant"))
+    variant = c["method"].get("variant")
+    if variant is not None and not (isinstance(variant, str) and re.match(r"^[\w.\-]+$", variant)):
+        raise ConfigError(f"method.variant must be a plain name (letters, digits, _ . -), got {variant!r}")
     check_amateur(run)
+    from cscore.scorers.baselines import check_config as check_baseline
+
     check_baseline(c["method"].get("name"), c.get("baseline"))  # method=baseline and the baseline group together
     check_judge_prompt(c)
     return run

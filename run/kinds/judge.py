@@ -106,7 +106,6 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
 
     c = p.lam / p.t
     rules = {v.name: rule_of(v.who, c) for v in plan.variants}
-    # the sweep's other points' contrast rules, decoded in this run's tree (kinds/judging.py::grid_points)
     contrast = "contrast" in {v.who for v in plan.variants}
     grid = grid_points(run) if key and contrast else []
     extra = [rule_of("contrast", lam / t) for lam, t in grid]
@@ -189,15 +188,14 @@ class Judge(JudgeKind):
     sections = ("judge", "units")  # units: "values" for a cross-family pair (method.decode=values)
 
     def plan(self, run: RunConfig) -> Plan:
-        variants = self.rows(run)
-        p: Any = run.method  # cd_judge's Params
-        aspect, decode = p.aspect, p.decode
+        decode = run.method.decode  # type: ignore[attr-defined]  # cd_judge's Params
         if decode in ("first_token", "values") and not judge_prompt(run).generation_prompt:
             raise ConfigError(f"method.decode={decode} reads the token after the prompt, but judge_prompt="
                               f"{judge_prompt(run).name} has no generation prompt (its first token is the "
                               "assistant header, not a score): use method.decode=greedy, which skips special tokens")
-        return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
-                    targets=[f"{rundir.HUMAN}{aspect}"])
+        plan = super().plan(run)
+        plan.extra_scores = [f"{v.name}_expected" for v in plan.variants]
+        return plan
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
               state: RunState, coordinator: InProcess) -> Scored | Pending:
@@ -238,8 +236,7 @@ class Judge(JudgeKind):
                       "c": p.lam / p.t, "alpha": p.alpha, "decode": p.decode,
                       "max_new_tokens": p.max_new_tokens, "full_output": p.full_output,
                       "parse": p.parse, "invalid": invalid, "parse_changes": changes,
-                      "judge_prompt": jp.get("name"),
-                      "grid_decoded_too": also,
+                      "judge_prompt": jp.get("name"), "grid_decoded_too": also,
                       "value_tokens": {str(v): list(ids) for v, ids in zip(values, value_ids)},
                       "continuation_prefixes": [list(x) for x in prefixes],
                       "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),

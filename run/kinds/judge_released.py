@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -92,35 +92,6 @@ def plan_batches(prompts, batch_size: int) -> list[list[int]]:
     return [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
 
 
-@dataclass(frozen=True)
-class SplitDecode:
-    """A split decode's coordinator (the job's) and the dict that gets each merged row's report."""
-
-    coordinator: InProcess
-    reports: dict
-
-
-def split_rows(pair, prompts, rows: dict, parts: dict, params, cache, split: SplitDecode,
-                 factory) -> dict | Pending:
-    """The rows ``rows`` ({name: rule}) decoded in parts (``partials.decodes``), a batch a unit dealt by its
-    padded cost; ``parts``: each row's decode key parts. ``Pending`` while a part is missing."""
-    from cscore.scorers.judge.partials import decodes
-
-    def cost(u: list[int]) -> int:  # the unit's padded tokens: its prompts and the steps it may take
-        return len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens)
-
-    planned = sorted(((cost(u), u) for u in plan_batches(prompts, params.batch_size)), key=lambda cu: -cu[0])
-    costs, units = [c for c, _ in planned], [u for _, u in planned]
-
-    def compute(names, todo, done):
-        bar = factory(f"decode {'+'.join(names)}", sum(len(u) for u in todo)) if factory else None
-        released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar,
-                         batches=todo, each=done)
-
-    return decodes(cache, parts, (units, costs, [len(x) for x in prompts]), compute, "released", split.coordinator,
-                   split.reports)
-
-
 def _alone(jr, model, batch, params, common, n_tok) -> list[list[int]]:
     import torch
 
@@ -136,11 +107,8 @@ def _main_rows(jr, pair, batch, rows: dict, params, common, penalty, pad_id) -> 
         return {name: alone for name in rows}
     how = replace(common, min_keep=min(params.min_keep, _vocab(main.model)))
     exit_layer = asst.exit_layer if asst.parent is main else None
-    if exit_layer is not None:
-        first = None
-    else:
-        first = jr.first_step_logprobs(asst.model, batch, pad_id=pad_id, vocab_size=len(pair.tokenizer),
-                                       repetition_penalty=penalty)
+    first = None if exit_layer is not None else jr.first_step_logprobs(
+        asst.model, batch, pad_id=pad_id, vocab_size=len(pair.tokenizer), repetition_penalty=penalty)
     rules = list(dict.fromkeys(rows.values()))  # one tree rule per distinct (λ, t)
     if len(rules) == 1:  # one contrast (its main-alone row came from the cache)
         paths = jr.decode(main.model, batch, first, how=how, lam=rules[0][0], t=rules[0][1], asst_exit_layer=exit_layer)
@@ -198,16 +166,32 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
 def decode_run(run, pair, prompts, plan, cache, base, factory,
                coordinator: InProcess) -> tuple[dict, float, list, dict] | Pending:
     """``decode_rows`` with the sweep's grid points, or split over processes the rows decoded in parts
-    (``split_rows``, no grid points; ``Pending`` while a part is missing); and a split decode's merge reports."""
+    (``partials.decodes``: a batch a unit, dealt by its padded cost; no grid points; ``Pending`` while a part is
+    missing); and a split decode's merge reports by row."""
     params = run.method  # cd_judge_released's Params
+    if cache is None or not coordinator.on:
+        grid = grid_points(run) if cache is not None else []
+        return (*decode_rows(pair, prompts, plan, params, cache, base, factory, grid), {})
+    from cscore.scorers.judge.partials import decodes
+
+    _, rows, parts = _row_plan(pair, prompts, plan, params, base)
+    start = time.perf_counter()
+
+    def cost(u: list[int]) -> int:  # the unit's padded tokens: its prompts and the steps it may take
+        return len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens)
+
+    planned = sorted(((cost(u), u) for u in plan_batches(prompts, params.batch_size)), key=lambda cu: -cu[0])
+    costs, units = [c for c, _ in planned], [u for _, u in planned]
+
+    def compute(names, todo, done):
+        bar = factory(f"decode {'+'.join(names)}", sum(len(u) for u in todo)) if factory else None
+        released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar,
+                         batches=todo, each=done)
+
     merged: dict = {}
-    if cache is not None and coordinator.on:
-        _, rows, parts = _row_plan(pair, prompts, plan, params, base)
-        start = time.perf_counter()
-        decoded = split_rows(pair, prompts, rows, parts, params, cache, SplitDecode(coordinator, merged), factory)
-        return decoded if isinstance(decoded, Pending) else (decoded, time.perf_counter() - start, [], merged)
-    grid = grid_points(run) if cache is not None else []
-    return (*decode_rows(pair, prompts, plan, params, cache, base, factory, grid), merged)
+    decoded = decodes(cache, parts, (units, costs, [len(x) for x in prompts]), compute, "released", coordinator,
+                      merged)
+    return decoded if isinstance(decoded, Pending) else (decoded, time.perf_counter() - start, [], merged)
 
 
 def rows_rule(params) -> tuple[float, float]:
@@ -245,12 +229,6 @@ def released_prompts(tok, texts: list[str], jp, max_prompt_tokens: int) -> tuple
 @REGISTRY
 class JudgeReleased(JudgeKind):
     name = "judge_released"
-
-    def plan(self, run: RunConfig) -> Plan:
-        variants = self.rows(run)
-        aspect = run.method.aspect  # type: ignore[attr-defined]  # cd_judge_released's Params
-        # no score.<row>_expected: the released code decodes text
-        return Plan(variants, ["expert", "amateur"], [], targets=[f"{rundir.HUMAN}{aspect}"])
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
               state: RunState, coordinator: InProcess) -> Scored | Pending:
@@ -291,8 +269,7 @@ class JudgeReleased(JudgeKind):
             invalid[v.name] = invalid_counts(status)
             changes[v.name] = parse_changes(outputs, scores, status, lo, hi, p.parse, strip=False)
             tokens = sum(len(x) for x in prompts) + sum(len(x) for x in ids)
-            # seconds: of the decode that made the row (this run's, or the run's that stored it);
-            # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
+            # seconds: of the decode that made the row; fetch_seconds: what this run spent on its rows
             rep = PassReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
                                 cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
             reports[f"decode {v.name}"] = rep.adopt(merged.get(v.name))
@@ -301,8 +278,7 @@ class JudgeReleased(JudgeKind):
             return stop
         judge_info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,
                       "invalid": invalid, "parse": p.parse, "parse_changes": changes,
-                      "judge_prompt": jp.get("name"),
-                      "preset": "released", "grid_decoded_too": also,
+                      "judge_prompt": jp.get("name"), "preset": "released", "grid_decoded_too": also,
                       **{k: getattr(p, k) for k in ("alpha", "min_keep", "max_new_tokens", "max_prompt_tokens",
                                                     "batch_size", "repetition_penalty")}}
         return Scored(table, Passes(None, reports), pair.models, int(sum(truncated)), metrics={"judge": judge_info})

@@ -59,6 +59,11 @@ class JudgeKind(MethodKind):
             log.info(model_line(role, m))
         return p, loaded.examples, pair, asdict(judge_prompt(run))
 
+    def plan(self, run: RunConfig) -> Plan:
+        """The rows, read on both models, correlated with the human aspect the judge rates."""
+        aspect = run.method.aspect  # type: ignore[attr-defined]  # a judge's Params
+        return Plan(self.rows(run), ["expert", "amateur"], [], targets=[f"{rundir.HUMAN}{aspect}"])
+
     def signature_fields(self, run: RunConfig) -> dict[str, Any]:
         return {"pair": run.pair.name, "prompt": f"judge/{judge_prompt(run).name}"}
 
