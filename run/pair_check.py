@@ -39,9 +39,9 @@ def check(c: dict, run: RunConfig) -> None:
     if offline:
         raise ConfigError(hub_message(offline, why))
     for key, (spec, revision) in kind_models(c).items():  # the kind's own models, as the pair's
-        if spec_kind(key, spec) == "hub" and (why := hub.usable_offline(spec, revision)):
+        if spec_kind(key, spec) == "hub" and (unreachable := hub.usable_offline(spec, revision)):
             raise ConfigError(f"set {key}= to a local model directory: {spec} is a hub model not in the local hub "
-                              f"cache, and the Hugging Face hub is unreachable ({why}){hub.PREDOWNLOADED}")
+                              f"cache, and the Hugging Face hub is unreachable ({unreachable}){hub.PREDOWNLOADED}")
     check_cross_family(c, models)
     if "expert" in models:
         check_max_length(c, *models["expert"])
