@@ -80,21 +80,16 @@ def check_cross_family(c: dict, models: dict[str, tuple[str, str | None]]) -> No
         raise ConfigError(why)
 
 
-def installed_gguf() -> list[str]:
-    out = []
+def hub_message(offline: list[tuple[str, str]], why: str) -> str:
+    keys = " and ".join(f"pair.{role}.path=" for role, _ in offline)
+    given = " and ".join(spec for _, spec in offline)
+    here = []  # the packaged gguf: models installed here
     for name in specs.PACKAGED_GGUF:
         try:
             specs.packaged_files(name)
         except specs.ModelSpecError:
             continue
-        out.append(f"gguf:{name}")
-    return out
-
-
-def hub_message(offline: list[tuple[str, str]], why: str) -> str:
-    keys = " and ".join(f"pair.{role}.path=" for role, _ in offline)
-    given = " and ".join(spec for _, spec in offline)
-    here = installed_gguf()
+        here.append(f"gguf:{name}")
     hint = f" (installed here: {', '.join(here)})" if here else ""
     return (f"set {keys} to a local model directory or a gguf: spec{hint}: {given} "
             f"{'is a hub model' if len(offline) == 1 else 'are hub models'} not in the local hub cache, "

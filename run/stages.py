@@ -90,8 +90,7 @@ def method_params(method: dict) -> str:
 
 
 def speed_figures(scored: Scored) -> dict:
-    """metrics.json's ``speed``: per pass what this run spent and the figures of the pass that computed the
-    statistics, and the run's samples/s (docs/reports.md)."""
+    """metrics.json's ``speed``: per pass what this run spent and what computing took; the run's samples/s."""
     reports = scored.stats.reports
     device = next((m for m in scored.models.values()), None)
     peak = flops.peak_flops(device.device, device.dtype) if device is not None else None
@@ -137,8 +136,7 @@ def scored_items(scored: Scored) -> int:
 
 
 def own_seconds(scored: Scored) -> float | None:
-    """The seconds this run's score step spent (``Scored.seconds``, else its passes', shared work once); None
-    where no time was recorded."""
+    """This run's score step's seconds (``Scored.seconds``, else its passes', shared work once), or None."""
     if scored.seconds is not None:
         return round(scored.seconds, 4)
     reports = scored.stats.reports

@@ -72,8 +72,7 @@ def metric_name(*parts) -> str:
 
 
 def correlation_metrics(records: list[dict]) -> dict[str, float]:
-    """One metric per row x aspect x statistic (``contrast/overall/pearson``), and per row and statistic the
-    mean over aspects (``contrast/AVG/pearson``)."""
+    """A metric per row x aspect x statistic (``contrast/overall/pearson``), and per row the mean over aspects."""
     out: dict[str, float] = {}
     per_row: dict[tuple[str, str], list[float]] = {}
     for r in records:
@@ -89,8 +88,7 @@ THIS_RUN = ("from_cache", "seconds_this_run", "fetch_seconds")  # a cached pass'
 
 
 def speed_metrics(speed: dict, path: tuple = ("speed",)) -> dict[str, float]:
-    """The numbers of metrics.json's ``speed`` by their path (``speed/samples_per_second``); a pass read from the
-    cache: only what this run spent."""
+    """The numbers of metrics.json's ``speed`` by their path; a pass read from the cache: what this run spent."""
     out = {}
     for key, value in speed.items():
         if speed.get("from_cache") is True and path[-2:-1] == ("passes",) and key not in THIS_RUN:
@@ -106,11 +104,6 @@ def first_line(err: BaseException) -> str:
     text = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
     text = f"{type(err).__name__}: {text}" if text else type(err).__name__
     return text if len(text) <= 300 else text[:297] + "..."
-
-
-def missing(name: str, err: BaseException) -> bool:
-    """Is ``err`` the tracker's package not being installed?"""
-    return isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] == name
 
 
 def sweep_keys(config: DictConfig) -> list[str]:
@@ -207,8 +200,7 @@ QUIET_LOGGERS = ("urllib3", "mlflow", "wandb")  # their retries and notices: the
 
 
 def guarded(settings: dict, what: str, action, state: dict):
-    """``action(tracker)`` for the configured tracker; any failure is one warning line, a missing tracker not
-    tried again."""
+    """``action(tracker)`` for the configured tracker; any failure costs one warning line."""
     from cscore.run import trackers
 
     if state.get("missing"):
@@ -220,7 +212,7 @@ def guarded(settings: dict, what: str, action, state: dict):
         return action(trackers.make(settings))
     except Exception as err:  # the tracker's failure never fails the run: one line
         tracker = settings["name"]
-        state["missing"] = missing(tracker, err)
+        state["missing"] = isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] == tracker
         if state["missing"]:
             log.warning("tracking=%s: %s is not installed (pip install \"cscore[%s]\"); runs are not tracked",
                         tracker, tracker, tracker)

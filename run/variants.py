@@ -32,14 +32,6 @@ class Variant:
     def temperatures(self) -> set[float]:
         return {float(getattr(self.params, k)) for k in ("t", "t_exp", "t_ama", "t_weight") if hasattr(self.params, k)}
 
-    def distributional(self) -> bool:
-        """Whether its scores read the distributional statistics (its pass computes them then)."""
-        return methods.get(self.method).distributional(vars(self.params))
-
-    def exits(self) -> tuple[int, ...]:
-        """The expert's early exits its scores read (dola's candidate layers)."""
-        return methods.get(self.method).exits(vars(self.params))
-
 
 def row_params(method: str, label: str, **settings):
     """The typed ``Params`` of a comparison row: its method's defaults with ``settings``."""

@@ -117,8 +117,7 @@ class MethodKind(ABC):
     def plan(self, run: RunConfig) -> Plan: ...
 
     def kept(self, run: RunConfig, loaded: Loaded, plan: Plan) -> Scored | None:
-        """The scored run read from the statistics cache before anything loads, where the kind can; None: ``score``
-        runs."""
+        """The scored run read from the statistics cache before anything loads (None: ``score`` runs)."""
         return None
 
     @abstractmethod

@@ -30,8 +30,7 @@ class Discriminator(TokenKind):
     sections = ("discriminator",)
 
     def plan(self, run: RunConfig) -> Plan:
-        """The token plan, plus the momentum temperature a pooler discriminator reads; refuses a pooler
-        trained on another pair (before any model loads)."""
+        """The token plan and a pooler's momentum temperature; a pooler trained on another pair is refused."""
         from cscore.scorers.methods import cdm_gen
 
         plan = super().plan(run)

@@ -21,8 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
-    """Token ids per judge prompt (the document cut at a word boundary when the prompt is longer
-    than max_length minus the longest continuation), then the continuation contexts."""
+    """(texts, contexts, truncated): each judge prompt cut to fit with the longest continuation, then those."""
     room = max_length - max((len(p) for p in prefixes), default=0)
     kept, contexts, truncated = [], [], []
     for i, (text, span) in enumerate(zip(texts, spans)):
@@ -128,8 +127,7 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
 
 
 def score_rows(run: RunConfig, stats, plan, decoded: dict, table) -> tuple[dict, dict]:
-    """Each row's score, expected score, parse status and text into ``table``; (invalid-output
-    counts, parse changes) per row."""
+    """Each row's score, expected score, parse status and text into ``table``; (invalid counts, parse changes)."""
     from cscore.scorers.methods.cd_judge import judge
 
     p: Any = run.method  # cd_judge's Params
@@ -148,8 +146,7 @@ def score_rows(run: RunConfig, stats, plan, decoded: dict, table) -> tuple[dict,
 
 
 def expected_missing(stats, plan, c: float) -> dict[str, str]:
-    """{row: why its expected score is NaN} for the rows whose expected score the statistics
-    cannot give (a multi-token range at a c off the kept grid), each said once in the log."""
+    """{row: why its expected score is NaN} (a multi-token range at a c off the kept grid), each logged once."""
     out = {}
     for v in plan.variants:
         note = stats.expected_note(v.who, c)

@@ -15,17 +15,6 @@ from cscore.scorers.store.runner import InProcess, Pending
 log = logging.getLogger(__name__)
 
 
-def render(tok, examples, jp: dict, p) -> tuple[list[str], list[tuple[int, int]]]:
-    """The judge prompts in this tokenizer's chat template (none: the plain text), and each source's span."""
-    from cscore.data import judge_prompts
-
-    lo, hi = p.score_range
-    chat = None
-    if getattr(tok, "chat_template", None):
-        chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
-    return judge_prompts.build(examples, jp, aspect=p.aspect, lo=lo, hi=hi, chat=chat)
-
-
 def value_items(tok, texts, spans, values: list[int], max_length: int):
     """One ``EncodedItem`` per (prompt, value), item-major; each prompt cut once to fit with the longest value."""
     from cscore.scorers.engine.tokenize import EncodedItem
@@ -42,17 +31,23 @@ def value_items(tok, texts, spans, values: list[int], max_length: int):
 
 
 def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int]):
-    """(ScoringInput, per role: truncated flags and value token ids); a shared tokenizer: the expert's prompts."""
+    """(ScoringInput, per role: truncated flags and value token ids): each tokenizer renders the judge prompts
+    with its chat template (none: the plain text); a shared tokenizer: the expert's prompts."""
+    from cscore.data import judge_prompts
     from cscore.scorers.api import ScoringInput
 
+    lo, hi = p.score_range
     roles = {"expert": pair.expert.tokenizer}
     if pair.aligned:
         roles["amateur"] = pair.amateur.tokenizer
     built = {}
     for role, tok in roles.items():
-        if not getattr(tok, "chat_template", None):
+        chat = None
+        if getattr(tok, "chat_template", None):
+            chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
+        else:
             log.warning("the %s's tokenizer has no chat template: its judge prompts are the plain prompt text", role)
-        texts, spans = render(tok, examples, jp, p)
+        texts, spans = judge_prompts.build(examples, jp, aspect=p.aspect, lo=lo, hi=hi, chat=chat)
         built[role] = value_items(tok, texts, spans, values, run.passes.max_length)
     hyps = [str(v) for _ in range(len(examples)) for v in values]
     inputs = ScoringInput(built["expert"][0], built["amateur"][0] if pair.aligned else None,

@@ -49,10 +49,12 @@ class KeptModel:
 
 def pass_options(run: RunConfig, plan: Plan) -> PassOptions:
     """The run's pass options with what its variants read: the distributional statistics, early-exit heads."""
+    from cscore.scorers import methods
+
     opts = run.passes
-    if any(v.distributional() for v in plan.variants):
+    if any(methods.get(v.method).distributional(vars(v.params)) for v in plan.variants):
         opts = replace(opts, distribution=True)
-    exits = sorted({k for v in plan.variants for k in v.exits()})
+    exits = sorted({k for v in plan.variants for k in methods.get(v.method).exits(vars(v.params))})
     if exits:
         opts = replace(opts, exits=tuple(exits))
     return opts
@@ -72,8 +74,7 @@ def frame_digest(df: pd.DataFrame) -> str:
 
 
 def model_files(spec: str, revision: str | None) -> dict | None:
-    """The folder a model spec loads from (a local directory, a converted ``gguf:`` file) and its files'
-    fingerprint; None where that is not known without loading it."""
+    """The folder a model spec loads from and its files' fingerprint, where known without loading it."""
     from cscore.scorers.models import gguf, specs
     from cscore.scorers.store import front
 

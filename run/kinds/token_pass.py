@@ -7,7 +7,6 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
 from cscore import rundir
@@ -98,6 +97,7 @@ class TokenKind(MethodKind):
                models: Mapping[str, RunModel]) -> Scored:
         """The examples with their prompt, token counts, truncation and every token variant's score."""
         from cscore.scorers import methods
+        from cscore.scorers.methods.common import n_scored
 
         table = examples.copy()
         table["prompt"] = [it.prompt for it in inputs.items]
@@ -106,7 +106,8 @@ class TokenKind(MethodKind):
         table["truncated"] = [it.truncated for it in inputs.items]
         skip_first = bool(getattr(plan.variants[-1].params, "skip_first", False))  # the method's convention
         for model in plan.models:
-            table[f"{rundir.N_SCORED}{model}"] = self.scored_tokens(stats, skip_first, model)
+            own = stats.stats.get(model) or next(iter(stats.stats.values()))  # a cross-family pair: its own tokens
+            table[f"{rundir.N_SCORED}{model}"] = n_scored(own.offsets, skip_first)
             table[f"{rundir.MEAN_LOGP}{model}"] = stats.score("single", model=model, t=1.0, norm="mean",
                                                               skip_first=skip_first, clamp=None)
         for v in plan.variants:
@@ -115,10 +116,3 @@ class TokenKind(MethodKind):
             table[f"{rundir.SCORE}{v.name}"] = stats.score_params(v.params)
         units = {"units": "aligned"} if stats.aligned else {}
         return Scored(table, stats, dict(models), inputs.n_truncated, units)
-
-    @staticmethod
-    def scored_tokens(stats, skip_first: bool, model: str | None = None) -> np.ndarray:
-        from cscore.scorers.methods.common import n_scored
-
-        own = stats.stats.get(model) or next(iter(stats.stats.values()))  # a cross-family pair: each its own tokens
-        return n_scored(own.offsets, skip_first)
