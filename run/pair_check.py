@@ -64,8 +64,7 @@ def kind_models(c: dict) -> dict[str, tuple[str, str | None]]:
 
 
 def check_cross_family(c: dict, models: dict[str, tuple[str, str | None]]) -> None:
-    """A ConfigError when the tokenizers of expert and amateur differ and the method cannot run on such a pair
-    (``methods.cross_family_refusal``)."""
+    """A ConfigError when the pair's tokenizers differ and ``methods.cross_family_refusal`` refuses the method."""
     from cscore.scorers import methods
 
     if "expert" not in models or "amateur" not in models or models["expert"] == models["amateur"]:

@@ -63,8 +63,7 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
 
 
 def batch_clock(pair, prompts, plan, rows: dict, max_new_tokens: int, progress):
-    """(the clock of ``released_outputs``, None for a progress that takes no share; the models it watches): one
-    unit per batch; an early exit's own decode counts k/n of a full model's (its k layers of n)."""
+    """(the decode clock of ``released_outputs``, None where progress takes no share; the models it watches)."""
     from cscore.scorers.engine.decode_clock import DecodeClock, Unit
     from cscore.scorers.models.anatomy import layer_list
 

@@ -28,8 +28,7 @@ def invalid_counts(status) -> dict[str, int]:
 
 
 def parse_changes(texts, scores, statuses, lo: int, hi: int, rule: str, *, strip: bool = True) -> dict:
-    """{"rule": the other parse rule, "outputs": how many outputs it reads differently}; ``strip``=False: the
-    texts are already the released response text."""
+    """{"rule": the other parse rule, "outputs": how many outputs it reads otherwise}; ``strip``: decoded texts."""
     from cscore.scorers.judge.parse import PARSERS, read_score
 
     other = next(r for r in PARSERS if r != rule)
@@ -94,8 +93,7 @@ class JudgeKind(MethodKind):
 
 
 def grid_points(run: RunConfig) -> list[tuple[float, float]]:
-    """The (λ, t) of the sweep's other jobs that differ only in ``method.lam`` / ``method.t`` (none when
-    ``runtime.share_grid`` is off)."""
+    """The (λ, t) of the sweep's other jobs that differ only in ``method.lam`` / ``method.t`` (runtime.share_grid)."""
     if not run.runtime.share_grid:
         return []
     p = run.method
