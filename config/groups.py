@@ -1,6 +1,5 @@
-"""The schema of the preset groups that choose their own values (data, prompt, judge_prompt,
-tracking; the stage commands' is training/params.py). A mapping (``data.columns``,
-``prompt.templates``, ...) is one setting: its keys are the preset's."""
+"""The schema of the preset groups that choose their own values (data, prompt, judge_prompt, tracking); a
+mapping (``prompt.templates``, ...) is one setting whose keys are the preset's."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ class Data:
     template: str | None = setting(None, doc="null: the prompt group's template for the task; or a task name / "
                                              "a string with {source}")
     judge_aspect: str | None = setting(None, doc="the aspect method=cd_judge rates unless method.aspect is given")
-    # the loader's ``Options`` (a dataclass of cscore.data's loader: its fields are the section's other
-    # keys); None: the loader's defaults. run/typed.py builds it (``registry.options_of``)
+    # the loader's ``Options`` (the section's other keys; None: its defaults), built by run/typed.py
     options: Any = field(default=None, metadata={"doc": "the dataset's own options (its loader's Options)",
                                                  "section": True})
 

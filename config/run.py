@@ -1,14 +1,5 @@
-"""The run's config schema: one dataclass per section, each setting with its default (written
-once, here), what it may be and its meaning. ``conf/config.yaml`` builds on the ConfigStore node
-``schema/run`` made from ``RunSettings``; the method presets on ``schema/method/<name>`` (each
-method's ``Params``). The presets of the other groups (data, pair, prompt, judge_prompt,
-tracking) choose their own values; their dataclasses here say what each key means.
-
-The nodes are stored as plain dicts of the defaults, so composition is what YAML composes
-(untyped: ``+key=`` and ``open_dict`` work as before, ``1`` stays ``1``); ``typed(cfg)`` checks a
-composed config against the dataclasses once and returns a ``RunConfig``, the one object the
-stages of ``cscore run`` and the method kinds read (it lives here, not in cli, so that the kinds in
-scorers may read it; the ConfigStore registration and ``typed`` are cli's)."""
+"""The run's config schema: one dataclass per section, each setting with its default, what it may be and its
+meaning; and ``RunConfig``, the composed config as typed objects that the stages and the kinds read."""
 
 from __future__ import annotations
 
@@ -17,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cscore.config.groups import Data, JudgePrompt, Prompt, Tracking
+from cscore.config.groups import TEXT, Data, JudgePrompt, Prompt, Tracking
 from cscore.errors import ConfigError
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.runtime_defaults import MAX_LENGTH, TEMPERATURES, TOKEN_BUDGET
@@ -107,9 +98,6 @@ def check_early_exit(value):
     if value is None or value == "auto":
         return value
     return Param(int, lo=1).check("pair.amateur.early_exit", value)
-
-
-OPTIONAL_TEXT = Param(str, nullable=True)
 
 
 @dataclass
@@ -213,9 +201,9 @@ class RunSettings:
 
 @dataclass
 class ModelSpec:
-    path: str | None = setting(None, OPTIONAL_TEXT, "hub id, local directory or gguf: spec; amateur null: an "
+    path: str | None = setting(None, TEXT, "hub id, local directory or gguf: spec; amateur null: an "
                                                     "early exit of the expert")
-    revision: str | None = setting(None, OPTIONAL_TEXT, "hub revision (branch, tag or commit)")
+    revision: str | None = setting(None, TEXT, "hub revision (branch, tag or commit)")
     early_exit: int | str | None = setting(None, Rule("an integer >= 1, auto or null", check_early_exit),
                                            "amateur only: int k, or auto = a third of the expert's layers; "
                                            "decoder-only models")
@@ -239,12 +227,8 @@ class RunConfig(RunSettings):
     judge_prompt: JudgePrompt | None = None  # composed for the judge methods only
     baseline: dict | None = None  # {baseline name: its settings} (checked by cscore.scorers.baselines)
     tracking: Tracking = field(default_factory=Tracking)
-    # the method planned once where the config is typed (``run.variants.MethodPlan``: its
-    # rows, each with its typed Params and its record, and its parameters as written for the
-    # signature); every stage reads it, none plans again
-    method_plan: Any = None
+    method_plan: Any = None  # the method planned once where the config is typed (``run.variants.MethodPlan``)
     # how the forward passes go: built once from ``runtime`` (``typed``), handed to every pass
     passes: PassOptions = field(default_factory=PassOptions)
-    # the other jobs of this job's multirun (Hydra's basic launcher only), each as the overrides in
-    # which it differs from this one ({key: value as written}): cli fills it (cli/sweep_points.py)
+    # the other jobs of this multirun (Hydra's basic launcher), each as its overrides that differ from this one's
     sweep_others: tuple = ()

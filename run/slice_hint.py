@@ -1,5 +1,5 @@
-"""The hint a long pass on a CPU prints (``progress_bar``'s ``hint``): the quick slice that would
-take about a minute, and bfloat16 where the CPU has the units for it."""
+"""The hint a long pass on a CPU prints: the quick slice that would take about a minute, and bfloat16 where
+the CPU has the units for it."""
 
 from __future__ import annotations
 
@@ -12,10 +12,8 @@ LONG = 120.0  # seconds of a pass after which the quick slice is suggested
 
 
 def quick_slice(run, groups: int | None = None) -> Callable[[float], str | None]:
-    """``hint`` for a run of ``groups`` groups: on a CPU, a pass past LONG seconds gets the split
-    that would take about a minute (``split.use=dev`` with a smaller ``split.dev_fraction``: whole
-    groups, deterministic), at least one group; and, where the CPU has bfloat16 units and the run is
-    in float32, that ``runtime.dtype=bfloat16`` is the faster choice there."""
+    """The progress bar's ``hint`` for a run of ``groups`` groups: on a CPU, after LONG seconds of a pass, the
+    ``split.dev_fraction`` that would take about a minute, and ``runtime.dtype=bfloat16`` where it is faster."""
     def hint(seconds: float) -> str | None:
         if seconds < LONG or run.passes.torch_device().type != "cpu":
             return None

@@ -1,7 +1,5 @@
-"""The shared stages of ``cscore run`` around a kind's plan and score steps: load the data,
-evaluate (correlate with the human scores), write the run directory. They ask the method's kind
-(``cscore.run.kinds``) for what differs between kinds and never name a method or kind. They
-read the run's typed config (``RunConfig``), built once by ``cscore.run.typed.typed``."""
+"""The shared stages of ``cscore run`` around a kind's plan and score steps: load the data, evaluate (correlate
+with the human scores), write the run directory; they ask the method's kind for what differs."""
 
 from __future__ import annotations
 
@@ -80,8 +78,7 @@ def signature(run: RunConfig, kind: MethodKind, scored: Scored) -> str:
 
 
 def method_params(method: dict) -> str:
-    """The method's parameters as ``k=v,...`` in config order, values as written (two presets of one
-    method, e.g. contrast and contrast_released, differ here)."""
+    """The method's parameters as ``k=v,...`` in config order, values as written."""
     def text(v):
         if isinstance(v, str):
             return v
@@ -93,9 +90,7 @@ def method_params(method: dict) -> str:
 
 
 def speed_figures(scored: Scored) -> dict:
-    """Per pass: what this run spent (computing, or reading the cache) and the figures of the
-    pass that computed the statistics (this run, or an earlier one when read from the cache); one
-    samples/s, the run's: the items this command scored over its scoring seconds (docs/reports.md)."""
+    """metrics.json's ``speed``: per pass what this run spent and what computing took; the run's samples/s."""
     reports = scored.stats.reports
     device = next((m for m in scored.models.values()), None)
     peak = flops.peak_flops(device.device, device.dtype) if device is not None else None
@@ -107,9 +102,8 @@ def speed_figures(scored: Scored) -> dict:
                         "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches,
                         "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
                         "fetch_seconds": round(rep.fetch_seconds or 0.0, 4), "useful_flops": rep.flops,
-                        "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak)}
-        # a pass split over processes: its seconds are the wall time, each part's listed (none otherwise)
-        passes[name].update(figures_of(rep))
+                        "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak),
+                        **figures_of(rep)}  # a pass split over processes: each part's figures
     own, cached, items = own_seconds(scored), any(r.cached for r in reports.values()), scored_items(scored)
     useful = [r.flops for r in once(reports, "shared")]
     known = [f for f in useful if f is not None]
@@ -129,25 +123,20 @@ def speed_figures(scored: Scored) -> dict:
 
 
 def weights(scored: Scored) -> dict[str, str]:
-    """How this command had each model's weights (``status()``: loaded, reused, not loaded, not
-    used); "loaded by workers" for weights this process did not load while other processes of the
-    command computed parts of a pass (``runner.by_others``)."""
+    """How this command had each model's weights (``status()``, or "loaded by workers")."""
     others = by_others(scored.stats.reports.values())
     status = {k: v.status() for k, v in scored.models.items()}
     return {k: "loaded by workers" if s == "not loaded" and others else s for k, s in status.items()}
 
 
 def scored_items(scored: Scored) -> int:
-    """The items this command scored: all but those its passes kept from before it (a checkpoint
-    of an interrupted run, parts an earlier command did; the fewest any computed pass kept)."""
+    """The items this command scored: all but those its computed passes kept from before it (the fewest)."""
     kept = [getattr(r, "resumed", 0) or 0 for r in scored.stats.reports.values() if not r.cached]
     return len(scored.table) - min(kept, default=0)
 
 
 def own_seconds(scored: Scored) -> float | None:
-    """The seconds this run's score step spent: the kind's own measure (``Scored.seconds``: a
-    baseline run's metrics) or its passes' (computed: their compute time; read from the cache:
-    the time reading took), each piece of shared work once. None where no time was recorded."""
+    """This run's score step's seconds (``Scored.seconds``, else its passes', shared work once), or None."""
     if scored.seconds is not None:
         return round(scored.seconds, 4)
     reports = scored.stats.reports
@@ -159,8 +148,7 @@ def own_seconds(scored: Scored) -> float | None:
 
 
 def once(reports: Mapping[str, EngineReport], label: str) -> list[EngineReport]:
-    """The reports with each ``label`` value once (work done together is counted once); a report
-    without one is its own."""
+    """The reports with each ``label`` value once (work done together counted once)."""
     seen, out = set(), []
     for name, rep in reports.items():
         key = getattr(rep, label, None) or ("pass", name)
@@ -171,8 +159,7 @@ def once(reports: Mapping[str, EngineReport], label: str) -> list[EngineReport]:
 
 
 def torch_threads() -> int | None:
-    """The CPU threads torch used (runtime.threads, applied before the job's passes; a job that
-    never loaded torch, every statistic from the cache: the count it asked for)."""
+    """The CPU threads torch used (without torch loaded: the count the job asked for)."""
     from cscore.scorers.engine import threads
 
     return threads.in_use()

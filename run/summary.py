@@ -82,8 +82,7 @@ def pass_lines(scored: Scored) -> list[str]:
 
 
 def speed_line(speed: dict) -> str | None:
-    """The run's one speed figure, as metrics.json and the report's speed table give it: the items
-    this command scored over its scoring seconds (None: no speed of its own, e.g. read from the cache)."""
+    """The items this command scored over its scoring seconds (None: no speed of its own)."""
     rate, seconds = speed.get("samples_per_second"), speed.get("score_seconds")
     if rate is None or not seconds:
         return None

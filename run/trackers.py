@@ -1,6 +1,5 @@
-"""The trackers behind ``tracking=``: the callback (run/tracking.py) hands them a finished run
-(its ``Record``). MLflow and W&B are optional extras (``cscore[mlflow]``, ``cscore[wandb]``),
-imported only when a run asks for them; nothing here imports the callback."""
+"""The trackers behind ``tracking=`` (run/tracking.py hands them a finished run's ``Record``); MLflow and W&B
+are optional extras, imported only when a run asks for them."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from cscore.errors import ConfigError
 
@@ -25,10 +24,9 @@ WandbMode = Literal["online", "offline", "disabled", "shared"]
 
 def wandb_mode(given: str) -> WandbMode:
     """``tracking.mode`` (or $WANDB_MODE) as one of the modes ``wandb.init`` takes."""
-    for mode in get_args(WandbMode):
-        if given == mode:
-            return mode
-    raise ConfigError(f"tracking.mode: one of {', '.join(get_args(WandbMode))}, got {given!r}")
+    if given not in get_args(WandbMode):
+        raise ConfigError(f"tracking.mode: one of {', '.join(get_args(WandbMode))}, got {given!r}")
+    return cast(WandbMode, given)
 
 
 def outputs_dir() -> Path:
@@ -60,8 +58,7 @@ class MLflowTracker:
         uri = settings.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI") \
             or (outputs_dir() / "mlruns").as_uri()
         if "://" not in uri or uri.startswith("file:"):
-            # MLflow 3 keeps its file store only on request (the SQL store needs the full mlflow,
-            # whose pinned pyarrow would replace cscore's): a local file store is what we ask for
+            # MLflow 3 keeps its file store only on request (its SQL store needs a pyarrow that would replace ours)
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         else:  # MLflow's own defaults retry an unreachable server for minutes (4 measured), per run
             for name, value in HTTP_DEFAULTS.items():

@@ -1,9 +1,5 @@
-"""Experiment tracking: the Hydra callback ``hydra.callbacks.tracking`` (conf/config.yaml) that
-hands each finished run to MLflow or W&B (``tracking=mlflow`` / ``tracking=wandb``; conf/tracking/).
-
-It reads what the run wrote to its run directory (config.yaml, metrics.json; ``cscore.rundir``)
-and imports nothing of the run itself. A tracker that is not installed, cannot be reached or
-fails costs one warning line; the run's outcome and exit status stay what they were."""
+"""The Hydra callback that hands each finished run directory to MLflow or W&B (``tracking=``, conf/tracking/); a
+tracker that is missing or fails costs one warning line, never the run."""
 
 from __future__ import annotations
 
@@ -31,32 +27,19 @@ WANDB_MODES = ("online", "offline")
 
 
 def check_config(tracking: dict | None) -> None:
-    """A ConfigError for a tracking section that is not one of conf/tracking/ (keys, values).
-    Whether the tracker is installed is not checked: its absence costs a warning, not the run."""
-    from cscore.registry import suggest
-    from cscore.scorers.methods.params import Param
+    """A ConfigError for a tracking section that is not one of conf/tracking/ (keys, values)."""
+    from cscore.config.groups import Tracking
+    from cscore.scorers.methods.params import Param, check_keys, check_section
 
     tracking = tracking or {"name": "none"}
     name = Param(str, choices=BACKENDS).check("tracking.name", tracking.get("name"))
-    known = SETTINGS[name]
-    for key in tracking:
-        if key not in known:
-            raise ConfigError(f"unknown setting tracking.{key}{suggest(key, known)}; "
-                              f"tracking={name} has {', '.join(sorted(known))}")
-    for key in ("tracking_uri", "experiment", "project", "entity", "dir"):
-        if key in tracking:
-            Param(str, nullable=True).check(f"tracking.{key}", tracking[key])
-    if "artifacts" in tracking:
-        Param(bool).check("tracking.artifacts", tracking["artifacts"])
+    check_keys("tracking", tracking, SETTINGS[name], owner=f"tracking={name}")
+    check_section(Tracking, tracking, "tracking")  # each value as the schema has it
     if tracking.get("mode") is not None:
         Param(str, choices=WANDB_MODES).check("tracking.mode", tracking["mode"])
     if name == "mlflow" and not str(tracking.get("experiment") or "").strip():
         raise ConfigError("tracking.experiment must name an MLflow experiment, got "
                           f"{tracking.get('experiment')!r}")
-
-
-# ---------------------------------------------------------------------------------------------
-# what a finished run directory says
 
 
 @dataclass
@@ -84,15 +67,12 @@ def read_record(run_dir: Path, name: str) -> Record | None:
 
 
 def metric_name(*parts) -> str:
-    """``a/b/c`` from parts, each kept to what trackers allow in a name (letters, digits, _ - . and
-    space; MLflow: ``[/\\w.\\- :]``): anything else, ``@`` of a split target included, becomes ``_``."""
+    """``a/b/c`` from parts, each character trackers do not allow in a name as ``_``."""
     return "/".join(re.sub(r"[^\w.\- ]", "_", str(p)).strip(".") or "_" for p in parts)
 
 
 def correlation_metrics(records: list[dict]) -> dict[str, float]:
-    """One metric per row x aspect x statistic (``contrast/overall/pearson``), and per row and
-    statistic the mean over aspects (``contrast/AVG/pearson``, NaN if one of them is), as the
-    printed tables have it."""
+    """A metric per row x aspect x statistic (``contrast/overall/pearson``), and per row the mean over aspects."""
     out: dict[str, float] = {}
     per_row: dict[tuple[str, str], list[float]] = {}
     for r in records:
@@ -108,9 +88,7 @@ THIS_RUN = ("from_cache", "seconds_this_run", "fetch_seconds")  # a cached pass'
 
 
 def speed_metrics(speed: dict, path: tuple = ("speed",)) -> dict[str, float]:
-    """The numbers of metrics.json's ``speed`` (true/false as 1/0), named by their path
-    (``speed/samples_per_second``, ``speed/passes/expert/tokens_per_second``). A pass read from
-    the cache logs only what this run spent (its other figures are the computing run's)."""
+    """The numbers of metrics.json's ``speed`` by their path; a pass read from the cache: what this run spent."""
     out = {}
     for key, value in speed.items():
         if speed.get("from_cache") is True and path[-2:-1] == ("passes",) and key not in THIS_RUN:
@@ -122,28 +100,10 @@ def speed_metrics(speed: dict, path: tuple = ("speed",)) -> dict[str, float]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# the callback
-
-
 def first_line(err: BaseException) -> str:
     text = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
     text = f"{type(err).__name__}: {text}" if text else type(err).__name__
     return text if len(text) <= 300 else text[:297] + "..."
-
-
-def missing(name: str, err: BaseException) -> bool:
-    """Is ``err`` the tracker's package not being installed?"""
-    return isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] == name
-
-
-def warn(name: str, what: str, err: BaseException) -> None:
-    """The one line a tracker's failure costs."""
-    if missing(name, err):
-        log.warning("tracking=%s: %s is not installed (pip install \"cscore[%s]\"); runs are not tracked",
-                    name, name, name)
-    else:
-        log.warning("tracking=%s: %s not tracked (%s); the run itself is not affected", name, what, first_line(err))
 
 
 def sweep_keys(config: DictConfig) -> list[str]:
@@ -240,8 +200,7 @@ QUIET_LOGGERS = ("urllib3", "mlflow", "wandb")  # their retries and notices: the
 
 
 def guarded(settings: dict, what: str, action, state: dict):
-    """``action(tracker)`` for the configured tracker; any failure is one warning line. A tracker
-    that is not installed is not tried again in this process (``state["missing"]``)."""
+    """``action(tracker)`` for the configured tracker; any failure costs one warning line."""
     from cscore.run import trackers
 
     if state.get("missing"):
@@ -251,9 +210,15 @@ def guarded(settings: dict, what: str, action, state: dict):
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.ERROR)
         return action(trackers.make(settings))
-    except Exception as err:  # the tracker's failure never fails the run
-        warn(settings["name"], what, err)
-        state["missing"] = missing(settings["name"], err)
+    except Exception as err:  # the tracker's failure never fails the run: one line
+        tracker = settings["name"]
+        state["missing"] = isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] == tracker
+        if state["missing"]:
+            log.warning("tracking=%s: %s is not installed (pip install \"cscore[%s]\"); runs are not tracked",
+                        tracker, tracker, tracker)
+        else:
+            log.warning("tracking=%s: %s not tracked (%s); the run itself is not affected", tracker, what,
+                        first_line(err))
         return None
     finally:
         for name, level in levels.items():

@@ -1,6 +1,5 @@
-"""One typed config: the schema's nodes in Hydra's ConfigStore (``register``) and a composed run
-config checked into typed objects (``typed(cfg) -> RunConfig``: by the precheck and by each job's
-``validate``; the dataclasses are ``cscore.config.run``'s, so that the kinds may read them)."""
+"""The schema's nodes in Hydra's ConfigStore (``register``) and a composed run config checked into typed
+objects (``typed(cfg) -> RunConfig``; the dataclasses are ``cscore.config.run``'s)."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ SETTINGS = ("runtime", "stats", "cache", "baselines", "split", "meta")  # the se
 
 
 def register() -> None:
-    """Store the schema's defaults: ``schema/run`` (conf/config.yaml builds on it),
-    ``schema/method/<name>`` (conf/method/*.yaml), ``schema/cdm`` and ``schema/t5score``."""
+    """Store the schema's defaults: ``schema/run``, ``schema/method/<name>``, ``schema/cdm``, ``schema/t5score``."""
     from hydra.core.config_store import ConfigStore
 
     from cscore.scorers import methods
@@ -45,9 +43,7 @@ def resolved(cfg) -> dict:
 
 
 def typed_data(data: dict | None) -> Data:
-    """The data section: the keys every dataset has (``Data``) and the rest as its loader's
-    ``Options``; a key the loader does not declare is the loader's one-line message (naming the
-    options it takes), as a ConfigError."""
+    """The data section: the keys every dataset has (``Data``), the rest as its loader's ``Options``."""
     from cscore.data.options import RUNNER_KEYS
     from cscore.data.registry import options_of
     from cscore.data.schema import DataError
@@ -63,20 +59,18 @@ def typed_data(data: dict | None) -> Data:
 
 
 def check_pair(pair: dict) -> Pair:
-    for role in ("expert", "amateur"):
-        spec = (pair.get(role) or {}).get("path")
-        if role == "expert" and not (isinstance(spec, str) and spec.strip()):
-            raise ConfigError(f"pair.expert.path must name a model (hub id, local dir or gguf: spec), got {spec!r}")
-        if role == "amateur" and spec is not None and not (isinstance(spec, str) and spec.strip()):
-            raise ConfigError(f"pair.amateur.path must name a model or be null, got {spec!r}")
-    check_early_exit((pair.get("amateur") or {}).get("early_exit"))
-    return Pair(name=pair.get("name", ""), expert=check_section(ModelSpec, pair.get("expert") or {}, "pair.expert"),
-                amateur=check_section(ModelSpec, pair.get("amateur") or {}, "pair.amateur"))
+    expert, amateur = pair.get("expert") or {}, pair.get("amateur") or {}
+    if not (isinstance(spec := expert.get("path"), str) and spec.strip()):
+        raise ConfigError(f"pair.expert.path must name a model (hub id, local dir or gguf: spec), got {spec!r}")
+    if (spec := amateur.get("path")) is not None and not (isinstance(spec, str) and spec.strip()):
+        raise ConfigError(f"pair.amateur.path must name a model or be null, got {spec!r}")
+    check_early_exit(amateur.get("early_exit"))
+    return Pair(name=pair.get("name", ""), expert=check_section(ModelSpec, expert, "pair.expert"),
+                amateur=check_section(ModelSpec, amateur, "pair.amateur"))
 
 
 def typed_method(method: dict):
-    """The method section as its checked ``Params`` (a run's: ``typed``, once; the run directory's
-    name reads the composed section before the run is typed: ``names.models_run``)."""
+    """The method section as its checked ``Params``."""
     from cscore.scorers import methods
 
     name = methods.get(method.get("name")).name  # type: ignore[arg-type]  # None or other: one-line ConfigError
@@ -84,11 +78,8 @@ def typed_method(method: dict):
 
 
 def typed(cfg: DictConfig | dict) -> RunConfig:
-    """The composed run config checked against the schema, as typed objects; the first setting
-    that is not allowed is a one-line ConfigError naming it, what was given and what may be.
-    ``runtime.devices`` is resolved here, once (``launch.resolve_devices``): the run's
-    ``PassOptions`` are built from the resolved runtime (and the job's coordinator, beside the
-    config: ``run/workers.py``)."""
+    """The composed run config as typed objects (a one-line ConfigError for the first setting not allowed);
+    ``runtime.devices`` is resolved here, once, and the ``PassOptions`` built from the resolved runtime."""
     from cscore.run import variants
     from cscore.run.tracking import check_config as check_tracking
 

@@ -1,8 +1,5 @@
-"""Check the whole composed run config before anything expensive (data, models) runs.
-
-The schema (``config/run.py``, each method's ``Params``) says what each setting may be; ``typed``
-checks the config against it once. The first bad setting is a ConfigError naming the key, what
-was given and what is allowed. The checks that read several sections are here."""
+"""Check the whole composed run config before anything expensive runs: ``typed`` against the schema, then
+the checks that read several sections."""
 
 from __future__ import annotations
 
@@ -26,32 +23,23 @@ def check_amateur(run: RunConfig) -> None:
                           "pair.amateur.early_exit (an early exit of the expert)")
 
 
-def check_variant(variant) -> None:
-    if variant is not None and not (isinstance(variant, str) and re.match(r"^[\w.\-]+$", variant)):
-        raise ConfigError(f"method.variant must be a plain name (letters, digits, _ . -), got {variant!r}")
-
-
-def check_baseline(c: dict) -> None:
-    """method=baseline and the ``baseline`` group go together; each baseline's settings are checked."""
-    from cscore.scorers.baselines import check_config
-
-    check_config(c["method"].get("name"), c.get("baseline"))
-
-
 def validate(cfg: DictConfig) -> RunConfig:
     """The config as typed objects; a ConfigError for the first setting that is not allowed."""
     c = resolved(cfg)
     run = typed(c)
-    check_variant(c["method"].get("variant"))
+    variant = c["method"].get("variant")
+    if variant is not None and not (isinstance(variant, str) and re.match(r"^[\w.\-]+$", variant)):
+        raise ConfigError(f"method.variant must be a plain name (letters, digits, _ . -), got {variant!r}")
     check_amateur(run)
-    check_baseline(c)
+    from cscore.scorers.baselines import check_config as check_baseline
+
+    check_baseline(c["method"].get("name"), c.get("baseline"))  # method=baseline and the baseline group together
     check_judge_prompt(c)
     return run
 
 
 def check_judge_prompt(c: dict) -> None:
-    """The judge_prompt group goes with the kinds that read one only (the judge methods compose it;
-    others carry none)."""
+    """The judge_prompt group goes only with the kinds that read one."""
     from cscore.run import kinds
     from cscore.scorers import methods
 

@@ -1,11 +1,5 @@
-"""Which score columns a run produces: the configured method plus the comparison rows
-(expert alone, amateur alone, ensemble), all computed from the same statistics.
-
-Each row holds its typed ``Params`` and its ``record`` (what metrics.json records: the values as the
-user wrote them, so ``gamma=1`` stays ``1``). A run's method is planned once, where its config is
-typed (``RunConfig.method_plan``). The comparison rows share the method's length conventions
-(``norm``, ``skip_first``, ``clamp``, ``floor``; cdm's ``pooling`` as ``norm``) and use temperature
-``baseline_t`` (default 1.0)."""
+"""Which score columns a run produces: the configured method plus the comparison rows (expert alone, amateur
+alone, ensemble), which share the method's length conventions (``norm``, ``skip_first``, ``clamp``, ``floor``)."""
 
 from __future__ import annotations
 
@@ -38,14 +32,6 @@ class Variant:
     def temperatures(self) -> set[float]:
         return {float(getattr(self.params, k)) for k in ("t", "t_exp", "t_ama", "t_weight") if hasattr(self.params, k)}
 
-    def distributional(self) -> bool:
-        """Whether its scores read the distributional statistics (its pass computes them then)."""
-        return methods.get(self.method).distributional(vars(self.params))
-
-    def exits(self) -> tuple[int, ...]:
-        """The expert's early exits its scores read (dola's candidate layers)."""
-        return methods.get(self.method).exits(vars(self.params))
-
 
 def row_params(method: str, label: str, **settings):
     """The typed ``Params`` of a comparison row: its method's defaults with ``settings``."""
@@ -54,9 +40,7 @@ def row_params(method: str, label: str, **settings):
 
 @dataclass(frozen=True)
 class MethodPlan:
-    """A run's method, planned once where its config is typed (``run.typed``) and passed on as
-    ``RunConfig.method_plan``: its rows and its parameters as written (in config order, without
-    ``name`` and ``variant``: what the signature records, ``gamma=1`` stays ``1``)."""
+    """A run's method, planned once where its config is typed: its rows and its parameters as written."""
     rows: tuple[Variant, ...]
     written: dict
 
@@ -68,8 +52,7 @@ def method_plan(p, written: Mapping, baseline_t: float, rows) -> MethodPlan:
 
 
 def plan(p, baseline_t: float = 1.0, rows=BASELINE_ROWS, written: Mapping | None = None) -> list[Variant]:
-    """The rows of method params ``p`` (typed); ``written``: the method section as composed (the
-    records' values as written; None: the typed values)."""
+    """The rows of method params ``p`` (typed); ``written``: the method section as composed (None: the typed)."""
     name, label = p.name, p.variant or p.name
     module = methods.get(name)
     typed = {f.name: getattr(p, f.name) for f in fields(p) if f.name not in methods.NOT_PARAMS}

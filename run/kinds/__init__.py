@@ -1,7 +1,5 @@
-"""Method kinds as plugins (``base.MethodKind``, ``base.REGISTRY``): one module per kind, each
-registering itself (``registry`` discovers every module of this package, no list to edit); a method
-class names its kind with ``kind`` (default "token"). What a kind needs besides its steps (a judge
-prompt, the scoring prompt) it says as attributes."""
+"""Method kinds as plugins (``base.MethodKind``, ``base.REGISTRY``): one module per kind, each registering
+itself; a method class names its kind with ``kind`` (default "token")."""
 
 from __future__ import annotations
 
@@ -9,8 +7,7 @@ from cscore.run.kinds.base import REGISTRY, MethodKind, Registry
 
 
 def registry() -> Registry:
-    """The registry with every kind module imported (each registers itself once, on import; on
-    first use, as a kind module imports more than the commands that only name one need)."""
+    """The registry with every kind module imported (on first use)."""
     REGISTRY.discover(__name__)
     return REGISTRY
 

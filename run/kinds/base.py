@@ -1,11 +1,5 @@
-"""What every kind of method is: the ``MethodKind`` base, the types the stages pass between them
-(``Loaded``, ``Plan``, ``Scored``, ``RunState``) and the ``Registry`` kinds join by decorator.
-
-A kind owns the plan and score steps of its methods (a method module names its kind with
-``kind``; "token" when it does not), the signature fields and title that differ from a token
-method's, its own summary lines (data: the CLI prints them) and its section of metrics.json. The
-shared stages (load, evaluate, write) ask the kind and never a method's name. Every step reads
-the run's typed config (``cscore.config.run.RunConfig``), never a DictConfig."""
+"""The ``MethodKind`` base (a kind owns its methods' plan and score steps), the types the stages pass between
+them (``Loaded``, ``Plan``, ``Scored``, ``RunState``) and the ``Registry`` kinds join by decorator."""
 
 from __future__ import annotations
 
@@ -33,8 +27,7 @@ Stage = Literal["validate", "workers", "load", "models", "score", "write"]
 
 
 class RunState(TypedDict, total=False):
-    """How far a run got (``cli/run.py``: a failure before "score" leaves nothing worth keeping);
-    a kind's score step sets "score" when its passes begin."""
+    """How far a run got; a kind's score step sets "score" when its passes begin."""
 
     stage: Stage
 
@@ -60,16 +53,14 @@ class Plan:
 
 
 class Statistics(Protocol):
-    """What the shared stages read from ``Scored.stats``: one engine report per pass (the speed
-    figures, the summary). ``PairStatistics`` for the token kinds, ``Passes`` for the others."""
+    """``Scored.stats``: one engine report per pass (``PairStatistics`` or ``Passes``)."""
 
     @property
     def reports(self) -> Mapping[str, EngineReport]: ...
 
 
 class RunModel(Protocol):
-    """What the shared stages read of a scored run's models: a ``LoadedModel``, or a model known
-    from the statistics cache's front index whose weights never loaded (``kept_pass.KeptModel``)."""
+    """A scored run's model: a ``LoadedModel``, or a ``kept_pass.KeptModel`` whose weights never loaded."""
 
     @property
     def name(self) -> str: ...
@@ -106,44 +97,36 @@ class Scored:
 
 @dataclass
 class Passes:
-    """``Scored.stats`` of a kind without token statistics: what it kept (its own statistics, or
-    None) and one engine report per pass."""
+    """``Scored.stats`` of a kind without token statistics: its own statistics (or None), a report per pass."""
 
     stats: object = None
     reports: dict[str, EngineReport] = field(default_factory=dict)
 
 
 class MethodKind(ABC):
-    """One kind of method. ``plan`` and ``score`` are its own; the rest default to a token
-    method's behaviour (a model pair, the scoring prompt, no summary lines, no metrics section)."""
+    """One kind of method: ``plan`` and ``score`` are its own; the rest default to a token method's."""
 
     name: ClassVar[str] = ""
     sections: ClassVar[tuple[str, ...]] = ()  # the top-level metrics.json keys its score step writes
     splits: ClassVar[bool] = True  # its passes can be split over processes (the token statistics pass)
     judge_prompt: ClassVar[bool] = False  # its methods read the judge_prompt group (no other kind may name one)
-    scoring_prompt: ClassVar[bool] = True  # it builds the prompt group's scoring prompt (runtime.max_length is
-    # measured against it before a model loads: run/pair_check.py); a judge builds its own
+    scoring_prompt: ClassVar[bool] = True  # it builds the prompt group's scoring prompt (a judge: its own)
     builds_on: ClassVar[tuple[str, ...]] = ()  # the kinds whose module its own may import (none)
 
     @abstractmethod
     def plan(self, run: RunConfig) -> Plan: ...
 
     def kept(self, run: RunConfig, loaded: Loaded, plan: Plan) -> Scored | None:
-        """The scored run read from the statistics cache before anything loads (no model, torch or
-        transformers: the token kind's ``kept_pass``), where the kind can; None (the default): ``score``
-        runs, after the job's torch threads are set."""
+        """The scored run read from the statistics cache before anything loads (None: ``score`` runs)."""
         return None
 
     @abstractmethod
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
               state: RunState, coordinator: InProcess) -> Scored | Pending:
-        """The scored table, or ``Pending``: a pass waits for parts this process does not run (this
-        process did its own; the command ends with one line, ``cli/run.py``). ``coordinator``: the
-        job's coordinator (``run/workers.py``: who computes, waits and merges), beside the config."""
+        """The scored table, or ``Pending``: a pass waits for parts this process does not run."""
 
     def rows(self, run: RunConfig) -> list[Variant]:
-        """The method's variant rows (its own and the comparison rows), as planned when the run's
-        config was typed (``RunConfig.method_plan``)."""
+        """The method's variant rows, as planned when the config was typed (``RunConfig.method_plan``)."""
         return list(run.method_plan.rows)
 
     def signature_fields(self, run: RunConfig) -> dict[str, Any]:
@@ -154,18 +137,14 @@ class MethodKind(ABC):
         return f"{run.data.name} / {run.pair.name} / {run.method.variant}"
 
     def dir_label(self, c: dict) -> tuple[str, str] | None:
-        """(part, text) that names a run directory in place of the models that run, read from the
-        composed config as a plain dict (before it is checked); None: the models."""
+        """(part, text) that names a run directory in place of its models (None: the models)."""
         return None
 
     def evaluate(self, scored: Scored, correlate: Callable[[Any, Any, str], float]) -> None:
-        """After the score step, what the kind measures itself (into ``scored.metrics`` and
-        ``scored.files``) with the run's correlation (``correlate(x, y, "spearman")``: NaN
-        where undefined), which the evaluate stage hands it; by default nothing."""
+        """After the score step, what the kind measures itself with ``correlate(x, y, "spearman")``."""
 
     def other_models(self, c: dict) -> dict[str, tuple[str, str | None]]:
-        """{config key: (spec, revision)} of the models it loads beyond the pair, read from the
-        composed config as a plain dict: checked before anything loads, as the pair's are (none)."""
+        """{config key: (spec, revision)} of the models it loads beyond the pair."""
         return {}
 
     def summary_lines(self, metrics: dict[str, Any]) -> list[tuple[str, str]]:
@@ -174,9 +153,7 @@ class MethodKind(ABC):
 
 
 class Registry(GenericRegistry[MethodKind]):
-    """Kinds by name (``cscore.registry.Registry``): ``@REGISTRY`` on a MethodKind subclass with its
-    ``name``; a name registered twice, a class that is no MethodKind or leaves a step undefined is
-    refused with one line. ``get`` gives the class, ``kind`` its one instance."""
+    """Kinds by name: ``@REGISTRY`` on a MethodKind subclass; ``get`` gives the class, ``kind`` its one instance."""
 
     refusal = KindError
 

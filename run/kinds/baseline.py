@@ -1,11 +1,5 @@
-"""The baseline kind (``kind = "baseline"``: ``method=baseline``): its plan and score steps.
-
-Plan: one row per score column of the chosen baselines (``baseline=bleu`` or a list), each named
-by its column (``score.bleu``, ``score.rougeL``, ``score.bertscore_f1``, ``score.bartscore``, ...) with
-the baseline's settings as its parameters, so ``cscore report`` tells apart rows computed
-differently. Score: every baseline on the run's texts (``cscore.scorers.baselines``); rows a
-reference-based metric cannot score (no reference) get NaN, are counted, logged and listed in
-metrics.json (``baselines.<name>.missing_reference``)."""
+"""The baseline kind (``kind = "baseline"``: ``method=baseline``): one row per score column of the chosen
+baselines, with the baseline's settings as its parameters; rows a metric cannot score are NaN and counted."""
 
 from __future__ import annotations
 
@@ -59,14 +53,6 @@ def texts_of(examples: pd.DataFrame):
     langs = examples["lang_pair"] if "lang_pair" in examples.columns else [None] * len(examples)
     target = [lp.split("-")[-1] if isinstance(lp, str) and "-" in lp else None for lp in langs]
     return Texts(hyps, [s if isinstance(s, str) else "" for s in examples["source"]], refs, target)
-
-
-def runtime_of(run: RunConfig, ids, progress=None) -> BaselineRun:
-    """How the baselines of this job run (``baselines.BaselineRun``): the run's pass options, ids,
-    statistics cache and progress."""
-    from cscore.scorers.baselines import BaselineRun
-
-    return BaselineRun(run.passes, [str(i) for i in ids], stats_cache(run), progress)
 
 
 def counted(name: str, table: pd.DataFrame, rows: list[int], what: str) -> dict:
@@ -131,12 +117,15 @@ class Baseline(MethodKind):
               coordinator: InProcess) -> Scored:
         from transformers.utils import logging as hf_logging
 
+        from cscore.scorers.baselines import BaselineRun
+
         hf_logging.disable_progress_bar()  # per-model "Loading weights" bars: noise in logs
 
         picked = chosen(run)
         table = loaded.examples.copy()
         texts = texts_of(table)
-        runtime = runtime_of(run, table["id"], progress.factory)  # the forward passes of bartscore / t5score
+        # the forward passes of bartscore / t5score
+        runtime = BaselineRun(run.passes, [str(i) for i in table["id"]], stats_cache(run), progress.factory)
         # set by the first family whose checks pass (references, model): see common.started
         runtime.started = lambda: state.__setitem__("stage", "score")
         with progress.live():

@@ -1,6 +1,5 @@
-"""The discriminator kind (``kind = "discriminator"``: cdm_gen): a discriminator trained by
-``cscore cdm train`` scores each item; the comparison rows are those of a token method. The rows it
-was trained on are left out of scoring (``held_out_rows``)."""
+"""The discriminator kind (``kind = "discriminator"``: cdm_gen): a discriminator trained by ``cscore cdm train``
+scores each item it was not trained on; the comparison rows are a token method's."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ class Discriminator(TokenKind):
     sections = ("discriminator",)
 
     def plan(self, run: RunConfig) -> Plan:
-        """The token plan, plus the momentum temperature a pooler discriminator reads; refuses a pooler
-        trained on another pair (before any model loads)."""
+        """The token plan and a pooler's momentum temperature; a pooler trained on another pair is refused."""
         from cscore.scorers.methods import cdm_gen
 
         plan = super().plan(run)
@@ -89,9 +87,8 @@ class Discriminator(TokenKind):
 
 
 def held_out_rows(name: str, meta: dict, loaded: Loaded) -> tuple[Loaded, int | None]:
-    """(the rows to score, how many were left out): the rows the discriminator was trained on
-    (``training/held_out.py``) are not scored, said in one line; None where its record
-    names none (trained by a cscore before the record; said too). All of them: a ConfigError."""
+    """(the rows to score, how many the discriminator was trained on and were left out; None: no record of
+    them); a ConfigError where it was trained on all of them."""
     record = meta.get(held_out.KEY)
     if record is None:
         log.warning("%s: the discriminator has no record of the rows it was trained on (trained by an older "

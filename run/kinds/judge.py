@@ -1,9 +1,5 @@
-"""The judge kind (``kind = "judge"``: cd_judge): its plan and score steps.
-
-Score: render one judge prompt per item (the ``judge_prompt`` group, the expert's chat template),
-run the judge pass once (``scorers.judge``; read from the statistics cache when it holds it), then
-every row (the method, the main model alone, the assistant alone) is a function of the kept
-statistics. Columns: ``score.<row>``, ``score.<row>_expected``, ``parse.<row>``, ``output.<row>``."""
+"""The judge kind (``kind = "judge"``: cd_judge): one judge pass over the rendered judge prompts (cached), then
+every row (the method, the main model alone, the assistant alone) a function of the kept statistics."""
 
 from __future__ import annotations
 
@@ -16,12 +12,7 @@ from cscore.config.run import RunConfig
 from cscore.errors import ConfigError
 from cscore.progress import Progress
 from cscore.run.kinds.base import REGISTRY, Loaded, Passes, Plan, RunState, Scored
-from cscore.run.kinds.judging import (
-    JudgeKind,
-    grid_points,
-    invalid_counts,
-    parse_changes,
-)
+from cscore.run.kinds.judging import JudgeKind, grid_points, invalid_counts, parse_changes
 from cscore.run.kinds.pair import stats_cache
 from cscore.run.kinds.prompts import fit_judge_prompt, judge_prompt
 from cscore.scorers.store.runner import InProcess, PassReport, Pending, stop_early
@@ -30,8 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
-    """Token ids per judge prompt (the document cut at a word boundary when the prompt is longer
-    than max_length minus the longest continuation), then the continuation contexts."""
+    """(texts, contexts, truncated): each judge prompt cut to fit with the longest continuation, then those."""
     room = max_length - max((len(p) for p in prefixes), default=0)
     kept, contexts, truncated = [], [], []
     for i, (text, span) in enumerate(zip(texts, spans)):
@@ -44,10 +34,8 @@ def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
 
 
 def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, coordinator: InProcess, progress=None):
-    """(statistics, report, cache key) of the judge pass through the statistics cache (one entry per
-    pair, prompts and range), or ``Pending`` (a split pass, ``coordinator`` the job's, a part
-    missing). ``ranged``: as ``judge_passes``' ``scale``. A range with multi-token values
-    keeps the expected score's chain (``judge_stats``): its key says so."""
+    """(statistics, report, cache key) of the judge pass through the statistics cache, or ``Pending`` (a part
+    of a split pass missing). ``ranged``: as ``judge_passes``' ``scale``."""
     from cscore.scorers.judge import judge
     from cscore.scorers.judge.parse import digit_tokens
     from cscore.scorers.judge.stats import CHAIN_CS, CHAIN_FORMAT, FORMAT, JudgeStats
@@ -106,13 +94,9 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, coordinator:
 
 def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
                   coordinator: InProcess) -> tuple[dict, list, dict] | Pending:
-    """({row: its decoded text per prompt}, the sweep's other (λ, t) points whose paths were decoded
-    too, {"decode": its report}) under method.decode=greedy (paths cached next to the statistics,
-    as the cache's ``judge_decode`` entries); ({}, [], {}) for first_token; ``Pending`` while a part of a split
-    decode (``coordinator``: the job's) is missing. ``judged``: the judge pass as
-    ``judge_statistics`` gives it (statistics, report, key); a report not read from the cache says
-    this process merged the split first-step pass (the decodes of parts that ended before it are
-    its own, ``partials.decodes``)."""
+    """({row: its decoded text per prompt}, the sweep's other (λ, t) points decoded too, {"decode": its report})
+    under method.decode=greedy, else ({}, [], {}); ``Pending`` while a part of a split decode is missing.
+    ``judged``: what ``judge_statistics`` gave."""
     p: Any = run.method  # cd_judge's Params
     if p.decode != "greedy":
         return {}, [], {}
@@ -121,7 +105,6 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
 
     c = p.lam / p.t
     rules = {v.name: rule_of(v.who, c) for v in plan.variants}
-    # the sweep's other points' contrast rules, decoded in this run's tree (kinds/judging.py::grid_points)
     contrast = "contrast" in {v.who for v in plan.variants}
     grid = grid_points(run) if key and contrast else []
     extra = [rule_of("contrast", lam / t) for lam, t in grid]
@@ -144,8 +127,7 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
 
 
 def score_rows(run: RunConfig, stats, plan, decoded: dict, table) -> tuple[dict, dict]:
-    """Each row's score, expected score, parse status and text into ``table``; (invalid-output
-    counts, parse changes) per row."""
+    """Each row's score, expected score, parse status and text into ``table``; (invalid counts, parse changes)."""
     from cscore.scorers.methods.cd_judge import judge
 
     p: Any = run.method  # cd_judge's Params
@@ -164,8 +146,7 @@ def score_rows(run: RunConfig, stats, plan, decoded: dict, table) -> tuple[dict,
 
 
 def expected_missing(stats, plan, c: float) -> dict[str, str]:
-    """{row: why its expected score is NaN} for the rows whose expected score the statistics
-    cannot give (a multi-token range at a c off the kept grid), each said once in the log."""
+    """{row: why its expected score is NaN} (a multi-token range at a c off the kept grid), each logged once."""
     out = {}
     for v in plan.variants:
         note = stats.expected_note(v.who, c)
@@ -177,11 +158,9 @@ def expected_missing(stats, plan, c: float) -> dict[str, str]:
 
 def judge_passes(run: RunConfig, pair, plan, progress: Progress, contexts, scale: tuple,
                  coordinator: InProcess) -> tuple | Pending:
-    """The judge pass, then its rows' greedy decode (``decoded_texts``): (statistics, the pass's
-    report, the decoded texts, the grid points decoded too, the decode's report), or ``Pending`` (a
-    part missing, or this job writes no run directory: ``runner.stop_early``). ``scale``: the
-    range's values, their token ids, the continuation prefixes and the number of items;
-    ``coordinator``: the job's."""
+    """The judge pass, then its rows' greedy decode: (statistics, the pass's report, the decoded texts, the grid
+    points decoded too, the decode's report), or ``Pending`` (a part missing, or ``runner.stop_early``).
+    ``scale``: the range's values, their token ids, the continuation prefixes and the number of items."""
     from cscore.scorers.engine.passes import per_item
 
     prefixes, n_items = scale[2], scale[3]
@@ -206,15 +185,14 @@ class Judge(JudgeKind):
     sections = ("judge", "units")  # units: "values" for a cross-family pair (method.decode=values)
 
     def plan(self, run: RunConfig) -> Plan:
-        variants = self.rows(run)
-        p: Any = run.method  # cd_judge's Params
-        aspect, decode = p.aspect, p.decode
+        decode = run.method.decode  # type: ignore[attr-defined]  # cd_judge's Params
         if decode in ("first_token", "values") and not judge_prompt(run).generation_prompt:
             raise ConfigError(f"method.decode={decode} reads the token after the prompt, but judge_prompt="
                               f"{judge_prompt(run).name} has no generation prompt (its first token is the "
                               "assistant header, not a score): use method.decode=greedy, which skips special tokens")
-        return Plan(variants, ["expert", "amateur"], [], extra_scores=[f"{v.name}_expected" for v in variants],
-                    targets=[f"{rundir.HUMAN}{aspect}"])
+        plan = super().plan(run)
+        plan.extra_scores = [f"{v.name}_expected" for v in plan.variants]
+        return plan
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
               state: RunState, coordinator: InProcess) -> Scored | Pending:
@@ -255,8 +233,7 @@ class Judge(JudgeKind):
                       "c": p.lam / p.t, "alpha": p.alpha, "decode": p.decode,
                       "max_new_tokens": p.max_new_tokens, "full_output": p.full_output,
                       "parse": p.parse, "invalid": invalid, "parse_changes": changes,
-                      "judge_prompt": jp.get("name"),
-                      "grid_decoded_too": also,
+                      "judge_prompt": jp.get("name"), "grid_decoded_too": also,
                       "value_tokens": {str(v): list(ids) for v, ids in zip(values, value_ids)},
                       "continuation_prefixes": [list(x) for x in prefixes],
                       "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),

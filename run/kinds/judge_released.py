@@ -1,16 +1,11 @@
-"""The released judge kind (``kind = "judge_released"``: cd_judge_released): the released
-code's decode, no judge statistics; each decoded row cached, a sweep's λ / t points decoded in the
-first job's tree (``grid_points``, ``decode_rows``). Columns: ``score.<row>``,
-``parse.<row>``, ``output.<row>``. ``metrics.json`` → ``judge.invalid`` counts, per row, No Pred,
-Below, Above, List (a list number read as the score, ``cscore.scorers.judge.parse.parse_released``) and Echo (the
-prompt's range read as its minimum); ``judge.parse_changes`` how many outputs the other rule
-reads otherwise."""
+"""The released judge kind (``kind = "judge_released"``: cd_judge_released): the released code's decode, each
+decoded row cached, a sweep's λ / t points decoded in the first job's tree (``decode_rows``)."""
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -18,12 +13,7 @@ from cscore import rundir
 from cscore.config.run import RunConfig
 from cscore.progress import Progress
 from cscore.run.kinds.base import REGISTRY, Loaded, Passes, Plan, RunState, Scored
-from cscore.run.kinds.judging import (
-    JudgeKind,
-    grid_points,
-    invalid_counts,
-    parse_changes,
-)
+from cscore.run.kinds.judging import JudgeKind, grid_points, invalid_counts, parse_changes
 from cscore.run.kinds.pair import stats_cache
 from cscore.scorers.engine.report import EngineReport
 from cscore.scorers.store.runner import InProcess, PassReport, Pending, stop_early
@@ -33,13 +23,9 @@ log = logging.getLogger(__name__)
 
 def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[float, float] | None], params,
                      progress=None, batches=None, each=None) -> dict[str, list[list[int]]]:
-    """Generated ids per prompt of each row: ``rows`` maps a name to the (λ, t) it decodes on the
-    main model ((0, 1): the main model alone) or to None (the assistant alone); ``params``:
-    cd_judge_released's Params. Batched
-    ``batch_size`` prompts at a time in order of length. The rows on the main model decode together
-    as one tree (``cscore.scorers.judge.released.decode_tree``: one prefill, the steps their paths share once);
-    the assistant alone decodes on its own. ``batches``: those batches of the plan (``plan_batches``)
-    alone (a part's); ``each(batch, {name: ids per prompt of the batch})`` as each batch ends."""
+    """Generated ids per prompt of each row; ``rows`` maps a name to the (λ, t) it decodes on the main model or
+    to None (the assistant alone). The main model's rows decode as one tree; ``batches``: only those batches of
+    ``plan_batches`` (a part's); ``each(batch, {name: ids per prompt of the batch})`` as each batch ends."""
     from cscore.scorers.engine.passes import announce, decode_ticks  # torch: when a run decodes
     from cscore.scorers.judge import released as jr
 
@@ -77,13 +63,7 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
 
 
 def batch_clock(pair, prompts, plan, rows: dict, max_new_tokens: int, progress):
-    """(the clock of ``released_outputs``, None for a progress that takes no share; the models it
-    watches): a batch a unit, its prefills (the assistant's first step where a separate assistant
-    contrasts, each decode's) over the batch's padded tokens, each decode at most
-    ``max_new_tokens`` - 1 steps of the batch's rows (a tree's: per rule); an early exit's own
-    decode counts k/n of a full model's (its k layers of n)."""
-    import time
-
+    """(the decode clock of ``released_outputs``, None where progress takes no share; the models it watches)."""
     from cscore.scorers.engine.decode_clock import DecodeClock, Unit
     from cscore.scorers.models.anatomy import layer_list
 
@@ -111,37 +91,6 @@ def plan_batches(prompts, batch_size: int) -> list[list[int]]:
     return [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
 
 
-@dataclass(frozen=True)
-class SplitDecode:
-    """A split decode's settings: ``coordinator`` (the job's) and ``reports`` (a dict that gets each
-    merged row's report, ``partials.decodes``)."""
-
-    coordinator: InProcess
-    reports: dict
-
-
-def split_rows(pair, prompts, rows: dict, parts: dict, params, cache, split: SplitDecode,
-                 factory) -> dict | Pending:
-    """The released rows ``rows`` ({name: rule}) decoded in parts (``partials.decodes``): each batch
-    of the plan one unit, dealt by its padded cost; ``parts``: each row's decode key parts.
-    ``Pending`` while a part is missing."""
-    from cscore.scorers.judge.partials import decodes
-
-    def cost(u: list[int]) -> int:  # the unit's padded tokens: its prompts and the steps it may take
-        return len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens)
-
-    planned = sorted(((cost(u), u) for u in plan_batches(prompts, params.batch_size)), key=lambda cu: -cu[0])
-    costs, units = [c for c, _ in planned], [u for _, u in planned]
-
-    def compute(names, todo, done):
-        bar = factory(f"decode {'+'.join(names)}", sum(len(u) for u in todo)) if factory else None
-        released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar,
-                         batches=todo, each=done)
-
-    return decodes(cache, parts, (units, costs, [len(x) for x in prompts]), compute, "released", split.coordinator,
-                   split.reports)
-
-
 def _alone(jr, model, batch, params, common, n_tok) -> list[list[int]]:
     import torch
 
@@ -150,19 +99,15 @@ def _alone(jr, model, batch, params, common, n_tok) -> list[list[int]]:
 
 
 def _main_rows(jr, pair, batch, rows: dict, params, common, penalty, pad_id) -> dict[str, list[list[int]]]:
-    """One batch of the main model's rows ({name: (λ, t)}): the main model alone by ``decode`` when
-    it is the only one, else every row as one ``decode_tree``."""
+    """One batch of the main model's rows ({name: (λ, t)}), as one tree where they differ."""
     main, asst = pair.expert, pair.amateur
     if set(rows.values()) == {MAIN_ALONE}:
         alone = _alone(jr, main.model, batch, params, common, len(pair.tokenizer))
         return {name: alone for name in rows}
     how = replace(common, min_keep=min(params.min_keep, _vocab(main.model)))
     exit_layer = asst.exit_layer if asst.parent is main else None
-    if exit_layer is not None:
-        first = None
-    else:
-        first = jr.first_step_logprobs(asst.model, batch, pad_id=pad_id, vocab_size=len(pair.tokenizer),
-                                       repetition_penalty=penalty)
+    first = None if exit_layer is not None else jr.first_step_logprobs(
+        asst.model, batch, pad_id=pad_id, vocab_size=len(pair.tokenizer), repetition_penalty=penalty)
     rules = list(dict.fromkeys(rows.values()))  # one tree rule per distinct (λ, t)
     if len(rules) == 1:  # one contrast (its main-alone row came from the cache)
         paths = jr.decode(main.model, batch, first, how=how, lam=rules[0][0], t=rules[0][1], asst_exit_layer=exit_layer)
@@ -191,13 +136,9 @@ MAIN_ALONE = (0.0, 1.0)  # the main model alone: λ = 0 (the assistant's term is
 
 
 def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> tuple[dict, float, list]:
-    """({row: (decoded ids per prompt, from the cache, seconds of the decode that made them)}, the
-    seconds this call took, the ``grid`` points decoded too): every row through the statistics
-    cache (``cscore.scorers.judge.decode.released_parts`` keys); the rows it lacks decode in one call
-    (``released_outputs``: the main model's rows as one tree). ``grid``: other (λ, t) points of
-    the run's sweep; when the contrast row is not cached, those the cache lacks join its tree and
-    are stored for their own jobs. Rows decoded together report their common seconds. A decode
-    split over processes is ``decode_split``."""
+    """({row: (ids per prompt, from the cache, seconds of the decode that made them)}, this call's seconds, the
+    ``grid`` points decoded too): the rows the statistics cache lacks decode in one call; ``grid``'s (λ, t) points
+    the cache lacks join the contrast row's tree and are stored for their own jobs."""
     from cscore.scorers.judge.decode import released_parts, through_cache_many
 
     who, rows, parts = _row_plan(pair, prompts, plan, params, base)
@@ -221,29 +162,35 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
     return {n: decoded[n] for n in who}, time.perf_counter() - start, also
 
 
-def decode_split(pair, prompts, plan, params, cache, base, factory,
-                   split: SplitDecode) -> tuple[dict, float, list] | Pending:
-    """``decode_rows`` with the rows decoded in parts (``split_rows``); no grid points join."""
-    who, rows, parts = _row_plan(pair, prompts, plan, params, base)
-    start = time.perf_counter()
-    decoded = split_rows(pair, prompts, {n: rows[n] for n in who}, parts, params, cache, split, factory)
-    if isinstance(decoded, Pending):
-        return decoded
-    return decoded, time.perf_counter() - start, []
-
-
 def decode_run(run, pair, prompts, plan, cache, base, factory,
                coordinator: InProcess) -> tuple[dict, float, list, dict] | Pending:
-    """``decode_rows`` with the sweep's grid points, or ``decode_split`` (through the cache,
-    ``coordinator`` the job's; ``Pending`` while a part is missing); and the merge reports of a
-    split decode (by row). The method's Params: ``run.method``."""
+    """``decode_rows`` with the sweep's grid points, or split over processes the rows decoded in parts
+    (``partials.decodes``: a batch a unit, dealt by its padded cost; no grid points; ``Pending`` while a part is
+    missing); and a split decode's merge reports by row."""
     params = run.method  # cd_judge_released's Params
+    if cache is None or not coordinator.on:
+        grid = grid_points(run) if cache is not None else []
+        return (*decode_rows(pair, prompts, plan, params, cache, base, factory, grid), {})
+    from cscore.scorers.judge.partials import decodes
+
+    _, rows, parts = _row_plan(pair, prompts, plan, params, base)
+    start = time.perf_counter()
+
+    def cost(u: list[int]) -> int:  # the unit's padded tokens: its prompts and the steps it may take
+        return len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens)
+
+    planned = sorted(((cost(u), u) for u in plan_batches(prompts, params.batch_size)), key=lambda cu: -cu[0])
+    costs, units = [c for c, _ in planned], [u for _, u in planned]
+
+    def compute(names, todo, done):
+        bar = factory(f"decode {'+'.join(names)}", sum(len(u) for u in todo)) if factory else None
+        released_outputs(pair, prompts, rows={n: rows[n] for n in names}, params=params, progress=bar,
+                         batches=todo, each=done)
+
     merged: dict = {}
-    if cache is not None and coordinator.on:
-        got = decode_split(pair, prompts, plan, params, cache, base, factory, SplitDecode(coordinator, merged))
-        return got if isinstance(got, Pending) else (*got, merged)
-    grid = grid_points(run) if cache is not None else []
-    return (*decode_rows(pair, prompts, plan, params, cache, base, factory, grid), merged)
+    decoded = decodes(cache, parts, (units, costs, [len(x) for x in prompts]), compute, "released", coordinator,
+                      merged)
+    return decoded if isinstance(decoded, Pending) else (decoded, time.perf_counter() - start, [], merged)
 
 
 def rows_rule(params) -> tuple[float, float]:
@@ -281,12 +228,6 @@ def released_prompts(tok, texts: list[str], jp, max_prompt_tokens: int) -> tuple
 @REGISTRY
 class JudgeReleased(JudgeKind):
     name = "judge_released"
-
-    def plan(self, run: RunConfig) -> Plan:
-        variants = self.rows(run)
-        aspect = run.method.aspect  # type: ignore[attr-defined]  # cd_judge_released's Params
-        # no score.<row>_expected: the released code decodes text
-        return Plan(variants, ["expert", "amateur"], [], targets=[f"{rundir.HUMAN}{aspect}"])
 
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
               state: RunState, coordinator: InProcess) -> Scored | Pending:
@@ -327,8 +268,7 @@ class JudgeReleased(JudgeKind):
             invalid[v.name] = invalid_counts(status)
             changes[v.name] = parse_changes(outputs, scores, status, lo, hi, p.parse, strip=False)
             tokens = sum(len(x) for x in prompts) + sum(len(x) for x in ids)
-            # seconds: of the decode that made the row (this run's, or the run's that stored it);
-            # fetch_seconds: what this run spent on its rows (decoding, or reading the cache)
+            # seconds: of the decode that made the row; fetch_seconds: what this run spent on its rows
             rep = PassReport(seconds, tokens, tokens, -(-len(prompts) // p.batch_size),
                                 cached=cached, fetch_seconds=spent, shared=call, fetch_shared="decode")
             reports[f"decode {v.name}"] = rep.adopt(merged.get(v.name))
@@ -337,8 +277,7 @@ class JudgeReleased(JudgeKind):
             return stop
         judge_info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,
                       "invalid": invalid, "parse": p.parse, "parse_changes": changes,
-                      "judge_prompt": jp.get("name"),
-                      "preset": "released", "grid_decoded_too": also,
+                      "judge_prompt": jp.get("name"), "preset": "released", "grid_decoded_too": also,
                       **{k: getattr(p, k) for k in ("alpha", "min_keep", "max_new_tokens", "max_prompt_tokens",
                                                     "batch_size", "repetition_penalty")}}
         return Scored(table, Passes(None, reports), pair.models, int(sum(truncated)), metrics={"judge": judge_info})

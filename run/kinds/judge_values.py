@@ -1,8 +1,5 @@
-"""The judge kind's score step under ``method.decode=values`` (``scorers/judge/values.py``): each
-model renders the judge prompt with its own chat template and scores every value of the range as a
-continuation of it, in its own tokens, through the token statistics pass (cached per model; a
-cross-family pair's passes are keyed by model, not role). Every row and every λ, t of the paper's
-grid is then a function of the kept statistics. The columns are the judge kind's."""
+"""The judge kind's score step under ``method.decode=values`` (``scorers/judge/values.py``): each model scores
+every value of the range after its own rendering of the judge prompt, through the token statistics pass."""
 
 from __future__ import annotations
 
@@ -18,21 +15,8 @@ from cscore.scorers.store.runner import InProcess, Pending
 log = logging.getLogger(__name__)
 
 
-def render(tok, examples, jp: dict, p) -> tuple[list[str], list[tuple[int, int]]]:
-    """The judge prompts as this tokenizer's chat template renders them (a tokenizer without one, a
-    base model's: the plain prompt text), and each source's span."""
-    from cscore.data import judge_prompts
-
-    lo, hi = p.score_range
-    chat = None
-    if getattr(tok, "chat_template", None):
-        chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
-    return judge_prompts.build(examples, jp, aspect=p.aspect, lo=lo, hi=hi, chat=chat)
-
-
 def value_items(tok, texts, spans, values: list[int], max_length: int):
-    """One ``EncodedItem`` per (prompt, value), item-major; each prompt cut once (at a word
-    boundary of its source) so that it fits with the longest value, the same for every value."""
+    """One ``EncodedItem`` per (prompt, value), item-major; each prompt cut once to fit with the longest value."""
     from cscore.scorers.engine.tokenize import EncodedItem
     from cscore.scorers.judge.parse import score_tokens
 
@@ -47,18 +31,23 @@ def value_items(tok, texts, spans, values: list[int], max_length: int):
 
 
 def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int]):
-    """(ScoringInput, per role: truncated flags and value token ids). A pair sharing a tokenizer
-    reads the expert's prompts, as the token variant does."""
+    """(ScoringInput, per role: truncated flags and value token ids): each tokenizer renders the judge prompts
+    with its chat template (none: the plain text); a shared tokenizer: the expert's prompts."""
+    from cscore.data import judge_prompts
     from cscore.scorers.api import ScoringInput
 
+    lo, hi = p.score_range
     roles = {"expert": pair.expert.tokenizer}
     if pair.aligned:
         roles["amateur"] = pair.amateur.tokenizer
     built = {}
     for role, tok in roles.items():
-        if not getattr(tok, "chat_template", None):
+        chat = None
+        if getattr(tok, "chat_template", None):
+            chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
+        else:
             log.warning("the %s's tokenizer has no chat template: its judge prompts are the plain prompt text", role)
-        texts, spans = render(tok, examples, jp, p)
+        texts, spans = judge_prompts.build(examples, jp, aspect=p.aspect, lo=lo, hi=hi, chat=chat)
         built[role] = value_items(tok, texts, spans, values, run.passes.max_length)
     hyps = [str(v) for _ in range(len(examples)) for v in values]
     inputs = ScoringInput(built["expert"][0], built["amateur"][0] if pair.aligned else None,
@@ -68,8 +57,7 @@ def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int])
 
 def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState,
                  coordinator: InProcess) -> Scored | Pending:
-    """``setup``: what ``JudgeKind.setup`` gave (the method's Params, examples, pair, judge prompt);
-    ``Pending`` while a part of the split pass (``coordinator``: the job's) is missing."""
+    """``setup``: what ``JudgeKind.setup`` gave; ``Pending`` while a part of the split pass is missing."""
     from cscore.scorers.api import PassRequest
     from cscore.scorers.engine.passes import per_item
     from cscore.scorers.judge import values as judge_values

@@ -1,5 +1,4 @@
-"""What the judge kinds share: their setup (the aspect checked, the pair loaded, the judge prompt),
-the counts of judge outputs that gave no score in range and the parse rule's changes (metrics.json),
+"""What the judge kinds share: their setup, the counts of invalid outputs and parse changes (metrics.json),
 their summary lines, and the λ / t points of a sweep that a decode may share."""
 
 from __future__ import annotations
@@ -29,9 +28,7 @@ def invalid_counts(status) -> dict[str, int]:
 
 
 def parse_changes(texts, scores, statuses, lo: int, hi: int, rule: str, *, strip: bool = True) -> dict:
-    """metrics.json → judge.parse_changes.<row>: ``{"rule": the other rule, "outputs": how many
-    outputs it reads differently (score or status)}``. ``strip``: the texts are decoded outputs
-    (``cscore.scorers.judge.parse.read_score``); False: already the released response text (the released kind)."""
+    """{"rule": the other parse rule, "outputs": how many outputs it reads otherwise}; ``strip``: decoded texts."""
     from cscore.scorers.judge.parse import PARSERS, read_score
 
     other = next(r for r in PARSERS if r != rule)
@@ -43,16 +40,14 @@ def parse_changes(texts, scores, statuses, lo: int, hi: int, rule: str, *, strip
 
 
 class JudgeKind(MethodKind):
-    """What the two judge kinds share: the judge prompts in the signature, the counts of judge
-    outputs that gave no score in range (their ``judge`` section of metrics.json) in the summary."""
+    """What the two judge kinds share: the judge prompt in the signature, invalid outputs in the summary."""
 
     sections: ClassVar[tuple[str, ...]] = ("judge",)
     judge_prompt = True  # conf/judge_prompt: the prompt the judge reads
     scoring_prompt = False  # it builds its own prompts (runtime.max_length checked as it does)
 
     def setup(self, run: RunConfig, loaded: Loaded, plan: Plan):
-        """What both judge kinds start with: (the method's Params, examples, the loaded pair, the
-        judge prompt config)."""
+        """(the method's Params, examples, the loaded pair, the judge prompt config)."""
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -62,6 +57,11 @@ class JudgeKind(MethodKind):
         for role, m in pair.models.items():
             log.info(model_line(role, m))
         return p, loaded.examples, pair, asdict(judge_prompt(run))
+
+    def plan(self, run: RunConfig) -> Plan:
+        """The rows, read on both models, correlated with the human aspect the judge rates."""
+        aspect = run.method.aspect  # type: ignore[attr-defined]  # a judge's Params
+        return Plan(self.rows(run), ["expert", "amateur"], [], targets=[f"{rundir.HUMAN}{aspect}"])
 
     def signature_fields(self, run: RunConfig) -> dict[str, Any]:
         return {"pair": run.pair.name, "prompt": f"judge/{judge_prompt(run).name}"}
@@ -93,8 +93,7 @@ class JudgeKind(MethodKind):
 
 
 def grid_points(run: RunConfig) -> list[tuple[float, float]]:
-    """The (λ, t) of the run's sweep siblings that differ from it in ``method.lam`` / ``method.t``
-    only (``RunConfig.sweep_others``); [] when ``runtime.share_grid`` is off."""
+    """The (λ, t) of the sweep's other jobs that differ only in ``method.lam`` / ``method.t`` (runtime.share_grid)."""
     if not run.runtime.share_grid:
         return []
     p = run.method

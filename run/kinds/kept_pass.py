@@ -1,8 +1,5 @@
-"""A token statistics pass whose entries are all in the statistics cache, read without a model, a
-tokenizer, torch or transformers: the cache's front index (``cscore.scorers.store.front``) maps what
-is known without them (the run's settings, its data, its model folders' files, the device) to the
-entries' keys and the items as the full path encoded them. ``read`` on the way in (None: the full
-path runs, ``token_pass.TokenKind.token_pass``), ``write`` once the full path has its statistics."""
+"""A token statistics pass read from the statistics cache without a model, tokenizer or torch, through the
+cache's front index (``cscore.scorers.store.front``): ``read`` on the way in, ``write`` after a full pass."""
 
 from __future__ import annotations
 
@@ -31,8 +28,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class KeptModel:
-    """A model of a pass read through the front index: what it is (its record: ``info`` as the
-    full path found it); its weights not needed (``status``)."""
+    """A model of a pass read through the front index, as the full path recorded it; its weights not needed."""
 
     name: str
     info: dict
@@ -44,8 +40,7 @@ class KeptModel:
     reused: bool = False
 
     def status(self) -> str:
-        """"not used" where an earlier job of this process holds the weights (its model pool; an
-        early exit ``name[:k]`` by its model's), else "not loaded"."""
+        """"not used" where an earlier job of this process holds the weights, else "not loaded"."""
         models = sys.modules.get("cscore.scorers.models.models")  # imported only if a job loaded one
         base = self.name.rsplit("[:", 1)[0] if self.name.endswith("]") else self.name
         held = getattr(models, "_POOL", {}).values() if models is not None else ()
@@ -53,12 +48,13 @@ class KeptModel:
 
 
 def pass_options(run: RunConfig, plan: Plan) -> PassOptions:
-    """The run's pass options with what its variants read: the distributional statistics (a joint
-    pass of expert and amateur), DoLa's early-exit heads."""
+    """The run's pass options with what its variants read: the distributional statistics, early-exit heads."""
+    from cscore.scorers import methods
+
     opts = run.passes
-    if any(v.distributional() for v in plan.variants):
+    if any(methods.get(v.method).distributional(vars(v.params)) for v in plan.variants):
         opts = replace(opts, distribution=True)
-    exits = sorted({k for v in plan.variants for k in v.exits()})
+    exits = sorted({k for v in plan.variants for k in methods.get(v.method).exits(vars(v.params))})
     if exits:
         opts = replace(opts, exits=tuple(exits))
     return opts
@@ -78,9 +74,7 @@ def frame_digest(df: pd.DataFrame) -> str:
 
 
 def model_files(spec: str, revision: str | None) -> dict | None:
-    """What a model spec loads from, known without loading it: the folder (a ``gguf:`` file's cached
-    conversion, a local directory) and the fingerprint of every file in it; None for a hub id, a
-    GGUF file not converted yet or a folder without weights."""
+    """The folder a model spec loads from and its files' fingerprint, where known without loading it."""
     from cscore.scorers.models import gguf, specs
     from cscore.scorers.store import front
 
@@ -102,9 +96,8 @@ def model_files(spec: str, revision: str | None) -> dict | None:
 
 
 def what(run: RunConfig, examples: pd.DataFrame, plan: Plan, opts: PassOptions) -> dict | None:
-    """What the record of this run's pass is keyed by (``front.front_key`` adds the code and the
-    libraries); None where something is known only to torch or transformers (a hub model, a GPU
-    that may be there), without the cache or with a pass split over processes."""
+    """What the record of this run's pass is keyed by; None where only torch or transformers would know (a hub
+    model, a GPU), without the cache or with a pass split over processes."""
     from cscore.scorers.store import front
 
     if not run.cache.enabled or run.runtime.split:
@@ -140,8 +133,8 @@ def index(run: RunConfig):
 
 def read(run: RunConfig, examples: pd.DataFrame, plan: Plan
          ) -> tuple[ScoringInput, PairStatistics, dict[str, KeptModel], list[str]] | None:
-    """(the encoded items, the statistics, the models, the warnings the pair gave) of the run's pass
-    when its record and every entry it names are in the cache; None: the full path runs."""
+    """(encoded items, statistics, models, the pair's warnings) where the pass's record and every entry it names
+    are in the cache; None: the full path runs."""
     from cscore.scorers.api import PairStatistics, ScoringInput
     from cscore.scorers.engine.report import EngineReport
     from cscore.scorers.engine.stats import TokenStats
@@ -174,9 +167,8 @@ def read(run: RunConfig, examples: pd.DataFrame, plan: Plan
 
 def write(run: RunConfig, examples: pd.DataFrame, plan: Plan, pair: ModelPair, inputs: ScoringInput,
           stats: PairStatistics) -> None:
-    """Record the pass the full path just read or computed (its entries stored) for the runs after
-    it; nothing where ``what`` is unknown, torch chose another device or dtype than ``what``
-    says, or the pair is cross-family."""
+    """Record the pass the full path just read or computed for the runs after it, where ``what`` is known and
+    holds (device, dtype) and the pair is not cross-family."""
     from cscore.files import canonical_json
     from cscore.scorers.models import size
     from cscore.scorers.store import front

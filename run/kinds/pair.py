@@ -1,13 +1,8 @@
-"""What a kind runs on: the model pair (loaded once per process, weights on first use) and the
-statistics cache of the run."""
+"""What a kind runs on: the model pair (pooled per process, weights on first use) and the statistics cache."""
 
 from __future__ import annotations
 
-import logging
-
 from cscore.config.run import RunConfig
-
-log = logging.getLogger(__name__)
 
 
 def load_pair(run: RunConfig, needed: list[str]):
@@ -15,8 +10,7 @@ def load_pair(run: RunConfig, needed: list[str]):
 
     p, rt = run.pair, run.passes
     assert p.expert.path is not None  # typed() refuses a pair without an expert
-    # pooled: the jobs of an in-process multirun share the models; weights load on first use,
-    # so a job whose statistics are all cached loads none
+    # pooled: the jobs of an in-process multirun share the models, whose weights load on first use
     if "amateur" not in needed:
         return ModelPair.pooled(p.expert.path, revision=p.expert.revision, options=rt)
     pair = ModelPair.pooled(p.expert.path, p.amateur.path, amateur_early_exit=p.amateur.early_exit,

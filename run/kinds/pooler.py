@@ -1,11 +1,5 @@
-"""The trained pooler kind (``kind = "pooler"``: cdm_classifier): its score step.
-
-The forward passes and the comparison rows are those of any token method (``token_pass.TokenKind``,
-the statistics cache included); then the method's column: the per-token momentum of every item, cut
-into its scored tokens, pooled by a linear model trained on the human labels with k-fold
-cross-validation over ``group`` (``cscore.scorers.cdm.pooler``), so that no item is scored by a
-model that saw its group. The folds, their groups, sizes, models and per-fold correlations go to
-``cdm_folds.json`` in the run directory; a summary to metrics.json (``pooler``)."""
+"""The trained pooler kind (``kind = "pooler"``: cdm_classifier): the token pass, then each item's momentum pooled
+by a linear model cross-validated over ``group`` (``cscore.scorers.cdm.pooler``); the folds go to cdm_folds.json."""
 
 from __future__ import annotations
 
@@ -23,7 +17,6 @@ from cscore.run.kinds.token_pass import TokenKind
 from cscore.scorers.store.runner import InProcess, Pending
 
 log = logging.getLogger(__name__)
-FOLDS_FILE = rundir.CDM_FOLDS
 
 
 @REGISTRY
@@ -73,17 +66,16 @@ class Pooler(TokenKind):
         return scored
 
     def evaluate(self, scored: Scored, correlate) -> None:
-        """Each fold's correlations on its held-out items, then cdm_folds.json and metrics.json's
-        ``pooler`` section."""
+        """Each fold's correlations on its held-out items, then cdm_folds.json and the ``pooler`` section."""
         kept = scored.kept.pop("pooler")
         record, scores, labels = kept["record"], kept["scores"], kept["labels"]
         folds = record["folds"]
         for entry, test in zip(folds, kept["tests"]):
             for kind in ("spearman", "pearson"):
                 entry[kind] = correlate(scores[test], labels[test], kind)
-        scored.files[FOLDS_FILE] = json.dumps(record, indent=1, default=float, allow_nan=True) + "\n"
+        scored.files[rundir.CDM_FOLDS] = json.dumps(record, indent=1, default=float, allow_nan=True) + "\n"
         per_fold = {kind: [f[kind] for f in folds] for kind in ("spearman", "pearson")}
-        scored.metrics["pooler"] = {"file": FOLDS_FILE, "aspect": record["aspect"], "k": record["k"],
+        scored.metrics["pooler"] = {"file": rundir.CDM_FOLDS, "aspect": record["aspect"], "k": record["k"],
                                     "seed": record["seed"], "objective": record["objective"], "per_fold": per_fold,
                                     "n_test": [f["n_test"] for f in folds]}
         log.info("%s: %d-fold cross-validation over %d groups on human.%s (seed %d); per-fold Spearman %s",

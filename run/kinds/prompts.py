@@ -35,9 +35,8 @@ def judge_prompt(run: RunConfig) -> JudgePrompt:
 
 
 def fit_judge_prompt(tok, i: int, text: str, span, room: int) -> tuple[str, list[int], bool]:
-    """(text, token ids, whether it was cut) of judge prompt ``i``: its source cut at a word
-    boundary when the prompt has more than ``room`` tokens; an InputError when even no source
-    leaves it too long."""
+    """(text, token ids, whether it was cut): the source cut at a word boundary to fit ``room`` tokens (an InputError
+    where even no source is short enough)."""
     from cscore.scorers.engine.tokenize import InputError, fit_source, text_ids
 
     ids = text_ids(tok, text)

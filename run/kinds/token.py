@@ -1,6 +1,5 @@
-"""The token statistics kind (methods with the default ``kind = "token"``: single, contrast, cd_score, cdm, ...):
-one forward pass per model keeping per-token statistics (cached), every variant a function of them
-(its steps: ``token_pass.TokenKind``)."""
+"""The token statistics kind (methods with the default ``kind = "token"``: single, contrast, cdm, ...); its
+steps: ``token_pass.TokenKind``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The token statistics kind's steps (``TokenKind``), which the token, pooler and discriminator
-kinds build on: one forward pass per model keeping per-token statistics (cached), then every
-variant that is a function of them alone (the method's row and its comparison rows)."""
+"""The token statistics kind's steps (``TokenKind``; the pooler and discriminator kinds build on them): one
+forward pass per model keeping per-token statistics (cached), then every variant that is a function of them."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
 from cscore import rundir
@@ -26,8 +24,7 @@ log = logging.getLogger(__name__)
 
 
 class TokenKind(MethodKind):
-    """Plan: the variant rows, the models they read, the temperatures (``stats.temperatures`` and
-    those the rows ask for). Score: the token statistics pass and every row of it alone."""
+    """Plan: the rows, the models they read, the temperatures; score: the token pass and every row of it."""
 
     def plan(self, run: RunConfig) -> Plan:
         from cscore.run.variants import models_needed
@@ -42,8 +39,7 @@ class TokenKind(MethodKind):
         return got if isinstance(got, Pending) else got[0]
 
     def kept(self, run: RunConfig, loaded: Loaded, plan: Plan) -> Scored | None:
-        """A kind whose score step is the token pass alone: its statistics read through the cache's
-        front index when every entry is there (``kept_pass``: no model, tokenizer or torch loads)."""
+        """The token pass read through the cache's front index (``kept_pass``), for a kind that does no more."""
         from cscore.run.kinds import kept_pass
 
         if type(self).score is not TokenKind.score:  # a kind that does more (a pooler, a discriminator)
@@ -63,9 +59,7 @@ class TokenKind(MethodKind):
 
     def token_pass(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
                    state: RunState, coordinator: InProcess) -> tuple[Scored, PairStatistics] | Pending:
-        """The token statistics pass and every variant that is a function of it alone: (what
-        ``score`` gives, the statistics, which a kind built on this one reads further), or
-        ``Pending`` while a part of the split pass (``coordinator``: the job's) is missing."""
+        """(what ``score`` gives, the statistics), or ``Pending`` while a part of the split pass is missing."""
         from transformers.utils import logging as hf_logging
 
         from cscore.run.kinds import kept_pass
@@ -101,9 +95,9 @@ class TokenKind(MethodKind):
 
     def scored(self, examples: pd.DataFrame, plan: Plan, inputs: ScoringInput, stats: PairStatistics,
                models: Mapping[str, RunModel]) -> Scored:
-        """The examples with their prompt, token counts, truncation and every variant's score that is a
-        function of the statistics alone."""
+        """The examples with their prompt, token counts, truncation and every token variant's score."""
         from cscore.scorers import methods
+        from cscore.scorers.methods.common import n_scored
 
         table = examples.copy()
         table["prompt"] = [it.prompt for it in inputs.items]
@@ -112,7 +106,8 @@ class TokenKind(MethodKind):
         table["truncated"] = [it.truncated for it in inputs.items]
         skip_first = bool(getattr(plan.variants[-1].params, "skip_first", False))  # the method's convention
         for model in plan.models:
-            table[f"{rundir.N_SCORED}{model}"] = self.scored_tokens(stats, skip_first, model)
+            own = stats.stats.get(model) or next(iter(stats.stats.values()))  # a cross-family pair: its own tokens
+            table[f"{rundir.N_SCORED}{model}"] = n_scored(own.offsets, skip_first)
             table[f"{rundir.MEAN_LOGP}{model}"] = stats.score("single", model=model, t=1.0, norm="mean",
                                                               skip_first=skip_first, clamp=None)
         for v in plan.variants:
@@ -121,10 +116,3 @@ class TokenKind(MethodKind):
             table[f"{rundir.SCORE}{v.name}"] = stats.score_params(v.params)
         units = {"units": "aligned"} if stats.aligned else {}
         return Scored(table, stats, dict(models), inputs.n_truncated, units)
-
-    @staticmethod
-    def scored_tokens(stats, skip_first: bool, model: str | None = None) -> np.ndarray:
-        from cscore.scorers.methods.common import n_scored
-
-        own = stats.stats.get(model) or next(iter(stats.stats.values()))  # a cross-family pair: each its own tokens
-        return n_scored(own.offsets, skip_first)
