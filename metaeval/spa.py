@@ -1,5 +1,7 @@
-"""Soft pairwise accuracy (SPA; Thompson et al. 2024, WMT24 system level) and PCE = 1 - SPA, step by step as
-mt-metrics-eval's ``pce.py``; docs/reports.md gives the formula."""
+"""Soft pairwise accuracy (SPA; Thompson et al. 2024, WMT24 system level) and PCE = 1 - SPA, step by
+step as mt-metrics-eval's ``mt_metrics_eval/pce.py`` (float32 sums, 1000 flips from
+``default_rng(4)``, ``>=``, no smoothing); docs/reports.md "Soft pairwise accuracy" gives the
+formula. The flips are an argument, so a test can pass all 2^N of them."""
 
 from __future__ import annotations
 
