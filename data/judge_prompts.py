@@ -139,7 +139,8 @@ def _dialogue_template(prompt_cfg: Mapping, aspect: str) -> str:
 
 
 def with_closing(template: str, closing: str | None, aspect: str) -> str:
-    """``template``, a blank line and ``closing`` with ``{aspect}`` filled; None or '': unchanged."""
+    """``template``, a blank line and ``closing`` with ``{aspect}`` filled (lower case, underscores as spaces),
+    as the CD-judge paper's Appendix A prompts end; None or '': unchanged."""
     if not closing or not closing.strip():
         return template
     name = str(aspect).replace("_", " ").strip().lower()

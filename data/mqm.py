@@ -1,6 +1,7 @@
 """Google's WMT MQM expert annotations (google/wmt-mqm-human-evaluation), read from the raw error-level
 TSVs (``.tsv``, ``.gz`` or an archive of one ``.tsv``) and scored into one example per (system, segment);
-docs/datasets.md (MQM files). human.mqm = - the mean over raters of each rater's summed error weights: 0 for
+docs/datasets.md (MQM files). human.mqm = - the mean over raters of each rater's summed error weights (0 is
+best; official weights, summed in tenths so sums are exact): 0 for
 No-error / Neutral / HOTW-test or a ``zero_weight_categories`` category, 25 for ``Non-translation!``,
 5 Major, 0.1 Minor ``Fluency/Punctuation``, 1 any other Minor."""
 

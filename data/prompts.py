@@ -1,5 +1,5 @@
 """Prompt templates (the ``prompt`` config group); the summarization and translation ones are the
-ContrastScore paper's (Table 6), the others cscore's."""
+ContrastScore paper's (Table 6; the spaces it typesets after line breaks left out), the others cscore's."""
 
 from __future__ import annotations
 

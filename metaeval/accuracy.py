@@ -1,5 +1,6 @@
 """Quantized (0/1) accuracy of a metric against binarised human labels (CDM Table 5; docs/methods/cdm.md):
-the SummaC benchmark's protocol (``summac``) or cscore's top-k rule (``topk``)."""
+the SummaC benchmark's protocol (``summac``: alternate dev / test cut, threshold among the dev scores'
+percentiles 0, 0.2, ..., 99.8, balanced accuracy on test) or cscore's top-k rule (``topk``)."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def majority_from_mean(mean, raters: int, lo: int, hi: int) -> tuple[np.ndarray,
 
 def summac_accuracy(metric, human, *, dev=None, human_threshold: float | None = None, labels=None) -> dict:
     """SummaC protocol: ``value`` (test balanced accuracy), ``threshold``, ``dev_value``, ``n_dev``, ``n_test``;
-    ``dev`` and ``labels`` default to ``alternate_cut`` and ``human_labels``."""
+    ``dev`` and ``labels`` default to ``alternate_cut`` and ``human_labels``; non-finite rows dropped after the cut."""
     m, h = np.asarray(metric, dtype=np.float64).ravel(), np.asarray(human, dtype=np.float64).ravel()
     if len(m) != len(h) or (labels is not None and len(labels) != len(h)):
         raise ValueError("metric, human and labels must have the same length")

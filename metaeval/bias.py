@@ -23,8 +23,9 @@ def _minmax(x: np.ndarray) -> np.ndarray:
 
 
 def bias_score(likelihood, metric, human) -> float:
-    """BiasScore = Spearman(LS, US): LS the mean per-token log-likelihood, US = minmax(metric) - minmax(human)
-    (positive: high-likelihood texts are overrated); non-finite rows dropped, NaN below two rows."""
+    """BiasScore = Spearman(LS, US) (ContrastScore Eq. 7, after Ohi et al. 2024): LS the mean per-token
+    log-likelihood, US = minmax(metric) - minmax(human) over the data set, as their released code
+    (positive: high-likelihood texts are overrated); non-finite rows dropped, NaN below two rows or constant."""
     ls, m, h = finite_pairs(likelihood, metric, human)
     if len(ls) < 2:
         return float("nan")
@@ -32,8 +33,9 @@ def bias_score(likelihood, metric, human) -> float:
 
 
 def quantized_accuracy(metric, human) -> float:
-    """Quantized accuracy (CDM Table 5), cscore's top-k rule: label = the top human score, prediction = the
-    metric's top share of the same size, accuracy = mean(prediction == label); NaN with no finite pair."""
+    """Quantized accuracy (CDM Table 5), cscore's top-k rule: label = the top human score, prediction = metric
+    >= its quantile giving as many positives as there are labels, accuracy = mean(prediction == label); NaN
+    with no finite pair."""
     m, h = finite_pairs(metric, human)
     if len(m) == 0:
         return float("nan")

@@ -13,8 +13,9 @@ from cscore.metaeval.statistic import Stat
 
 def significance_clusters(df: pd.DataFrame, stat: Stat, metrics: list[str], *, n: int = 1000, seed: int = 0,
                           alpha: float = 0.05) -> list[dict]:
-    """Metrics by decreasing ``stat``; metric i opens a new cluster when some member k of the current one
-    beats it (p(k, i) <= alpha). Returns, best first, dicts ``metric, value, rank, pvalues``; a
+    """Metrics by decreasing ``stat`` (ties by name); metric i opens a new cluster when some member k of the
+    current one beats it (p(k, i) <= alpha; earlier clusters never compared), each pair's test seeded
+    ``(seed, position_k, position_i)``. Returns, best first, dicts ``metric, value, rank, pvalues``; a
     non-finite value comes last with ``rank=None``."""
     if len(set(metrics)) != len(metrics):
         raise ValueError("metrics must be distinct")

@@ -1,7 +1,8 @@
 """Kendall-tau variants (b, c, 23, acc23, like) from the pair counts C, D, Tx, Ty, Txy, as mt-metrics-eval's
 ``KendallVariants`` / ``KendallLike`` (docs/reports.md "Definitions"). ``x`` is the metric, ``y`` the human
-vector; ``epsilon`` ties the metric, ``thresh`` counts only pairs with |y_i - y_j| >= thresh (Kendall-like,
-default 25). Non-finite cells are dropped in tandem; undefined values are NaN."""
+vector; ``epsilon`` ties the metric (|x_i - x_j| <= epsilon), ``thresh`` counts only pairs with |y_i - y_j| >=
+thresh (Kendall-like, default 25: DA points on 0-100). Non-finite cells are dropped in tandem; undefined
+values are NaN."""
 
 from __future__ import annotations
 

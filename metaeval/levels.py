@@ -1,5 +1,6 @@
 """Metric-human correlation at the meta-evaluation levels (``LEVELS``) on a long table of one row per (item,
-system) cell, as mt-metrics-eval's ``AverageCorrelation``; docs/reports.md spells them out."""
+system) cell, as mt-metrics-eval's ``AverageCorrelation`` (average_by none / item / sys, level='sys');
+docs/reports.md spells them out."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def correlate_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str,
                  kind: str = "pearson", variant: str | None = None,
                  grouping: Grouping = Grouping(), options: KendallOptions = KendallOptions()) -> dict:
     """Correlation of ``metric_col`` with ``human_col`` at ``level``: ``dict(value, n, n_groups, n_skipped,
-    n_nonfinite)``, ``n_groups`` the correlations averaged or systems correlated."""
+    n_nonfinite)``, ``n_groups`` the correlations averaged or systems correlated, ``n_skipped`` groups left out."""
     kendall_kw = options.kw()
     check_options(level, grouping.average)
     fn = corr_fn(kind, variant, kendall_kw)

@@ -136,8 +136,8 @@ def acc_eq(metric, human, groups=None) -> tuple[float, float]:
 
 def acc_eq_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str = "item",
               group_col: str = "group", system_col: str = "system") -> tuple[float, float]:
-    """acc_eq on a long table: pairs within each group (item), within each system (system_grouped) or all
-    pairs pooled (segment)."""
+    """acc_eq on a long table: pairs within each group (item, WMT23's segment level), within each system
+    (system_grouped) or all pairs pooled (segment, mt-metrics-eval's ``average_by='none'``)."""
     groups = {"item": group_col, "system_grouped": system_col, "segment": None}
     if level not in groups:
         raise ValueError(f"unknown level {level!r}; use one of {tuple(groups)}")
@@ -149,7 +149,8 @@ def acc_eq_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str = "i
 
 class TieCalibratedStat:
     """Tie-calibrated acc23 (or tau23) as a report statistic at a ``levels.correlate_at`` level, on the rows
-    of ``subset`` (column, value); epsilon is searched anew on every resample and permutation."""
+    of ``subset`` (column, value); epsilon is searched anew on every resample and permutation, as
+    mt-metrics-eval does."""
 
     batchable = True
 

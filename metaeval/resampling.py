@@ -105,7 +105,8 @@ def _unit_codes(df: pd.DataFrame, col: str | None) -> tuple[np.ndarray | None, i
 def bootstrap_ci(df: pd.DataFrame, stat: Stat, metric_col: str, *, resample: str | None = "group",
                  n: int = 1000, seed: int = 0, alpha: float = 0.05, relabel: bool = True) -> BootstrapCI:
     """Percentile bootstrap interval of ``stat(df, metric_col)`` over the units of column ``resample``
-    (rows when None); NaN bounds with fewer than two units. ``relabel``: a unit drawn twice is two items."""
+    (rows when None): the alpha/2, 1 - alpha/2 quantiles (numpy linear) of the finite resampled values;
+    NaN bounds with fewer than two units. ``relabel``: a unit drawn twice is two items."""
     if n < 1:
         raise ValueError("n must be >= 1")
     if not 0 < alpha < 1:
@@ -162,8 +163,10 @@ def _zscore(x: np.ndarray) -> np.ndarray:
 def permutation_test(df: pd.DataFrame, stat: Stat, metric_a: str, metric_b: str, *, n: int = 1000,
                      seed: int | Sequence[int] = 0, resample: str | None = None) -> dict:
     """One-sided PERM-BOTH test that metric A beats B under ``stat`` (mt-metrics-eval's
-    ``PermutationSigDiff(corr1=B, corr2=A)``) on z-scored columns, swapping per cell or per unit of
-    ``resample``. Returns dict(delta, p_value, value_a, value_b, n, n_nan)."""
+    ``PermutationSigDiff(corr1=B, corr2=A)``) on columns z-scored globally (population std), swapping per
+    cell or per unit of ``resample`` (a block permutation, not in mt-metrics-eval); p = #{delta_perm >=
+    delta} / n_valid, unsmoothed, ``>=`` with ``TIE_EPS`` slack. Returns dict(delta, p_value, value_a,
+    value_b, n, n_nan), ``value_a`` / ``value_b`` on the raw table, ``delta`` on the z-scored one."""
     if metric_a == metric_b:
         raise ValueError("metric_a and metric_b must be different columns")
     value_a, value_b = float(stat(df, metric_a)), float(stat(df, metric_b))

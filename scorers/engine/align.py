@@ -30,7 +30,8 @@ def is_byte_level(tokenizer) -> bool:
 
 
 def token_bytes(tokenizer, token_id: int, byte_level: bool | None = None) -> bytes:
-    """The bytes a token stands for (``<0xNN>``, byte-level, or its text with ``▁`` as a space)."""
+    """The bytes a token stands for (``<0xNN>``, byte-level, or its text with ``▁`` as a space; checked
+    against the text before it is trusted)."""
     piece = tokenizer.convert_ids_to_tokens(int(token_id))
     if piece is None:
         return b""

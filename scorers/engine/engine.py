@@ -1,5 +1,6 @@
 """The statistics engine: one forward pass of one model over all items -> TokenStats, batched under a
-token budget; items sharing a prompt are packed into one row (docs/performance.md#prefix-sharing)."""
+token budget (scores do not depend on batching); items sharing a prompt are packed into one row, same
+statistics (docs/performance.md#prefix-sharing)."""
 
 from __future__ import annotations
 
@@ -179,7 +180,7 @@ SPARSE_PACKED = True  # packed rows through packed_attention (False: the dense b
 SPARSE_ON_CUDA = False  # on an H100 one dense masked call per layer was faster (docs/performance.md#gpu)
 # packed rows of SDPA models: "sparse" (packed_attention), "flex" (flex_attention), "dense" (one masked call)
 PACKED_CPU = "sparse"
-PACKED_CUDA = "dense"
+PACKED_CUDA = "dense"  # measured: docs/performance.md#gpu
 
 
 def packed_path(model) -> str:
@@ -283,7 +284,8 @@ class LayerTap:
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float], pad_id: int = 0,
             progress: Callable[[int], None] | None = None, heads: dict[str, int | None] | None = None,
             checkpoint=None, options: PassOptions | None = None) -> tuple[dict[str, TokenStats], EngineReport]:
-    """Score every hypothesis token of ``items`` = [(prompt_ids, hyp_ids)] in one pass of ``model``.
+    """Score every hypothesis token of ``items`` = [(prompt_ids, hyp_ids)] (the first from the last prompt
+    token) in one pass of ``model``.
     ``heads``: name -> None (full model) or k (early exit after k layers); ``checkpoint``: batches it
     holds are skipped, computed ones go to its ``add``."""
     opts = options if options is not None else PassOptions()

@@ -1,5 +1,6 @@
 """Attention for packed rows (``engine.plan_rows``) that skips what the block-causal mask forbids: each
-prompt causally on its own, the hypotheses as one batch over (prompt + own keys); the dense mask's numbers.
+prompt causally on its own, the hypotheses as one batch over (prompt + own keys); the dense mask's numbers. Sliding
+windows apply on each token's unpacked position.
 Registered with transformers on import; plain SDPA while no layout is set (docs/performance.md#prefix-sharing)."""
 
 from __future__ import annotations

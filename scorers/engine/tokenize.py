@@ -1,5 +1,6 @@
-"""(prompt, hypothesis) strings to token ids, tokenized separately without special tokens (``seq2seq``:
-with them); over-long items have the source cut from its end, never the hypothesis."""
+"""(prompt, hypothesis) strings to token ids as the paper does, tokenized separately without special tokens
+(``seq2seq``: with them, the target ending with EOS); over-long items have the source cut from its end,
+never the hypothesis."""
 
 from __future__ import annotations
 

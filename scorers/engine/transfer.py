@@ -1,4 +1,5 @@
-"""Host-to-device copies that do not wait for the device (pinned, non-blocking, on CUDA)."""
+"""Host-to-device copies that do not wait for the device (pinned, non-blocking, on CUDA: a plain
+``.to("cuda")`` synchronises the stream)."""
 
 from __future__ import annotations
 

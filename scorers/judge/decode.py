@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 
 
 def choose(a: torch.Tensor, z: torch.Tensor, c: float | None, alpha: float) -> int:
-    """One step of Eq. 1 (a = log p_main, z = assistant logits): argmax over V_head of a − c·z; c None: argmax z."""
+    """One step of Eq. 1 (a = log p_main, z = assistant logits): argmax over V_head of a − c·z (first id on
+    ties); c None: argmax z."""
     if c is None:
         return int(torch.argmax(z))
     score = a - c * z if c else a.clone()
@@ -290,7 +291,8 @@ def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[st
                        extra: dict[str, dict] | None = None) -> dict[str, tuple[list[list[int]], bool, float, str]]:
     """``through_cache`` for several named decodes: {name: (paths, from the cache, seconds, call id)};
     the names the cache lacks are computed in one ``compute(names)`` call and stored. ``extra``: more
-    decodes, computed only alongside a missing name of ``parts`` (dropped if that runs out of memory)."""
+    decodes, computed only alongside a missing name of ``parts`` (dropped if that runs out of memory).
+    Every key is locked, in sorted order (no two runs wait on each other), while this runs."""
     import uuid
     from contextlib import ExitStack
 

@@ -55,7 +55,8 @@ def pareto_front(a: torch.Tensor, z: torch.Tensor) -> list[torch.Tensor]:
 
 def batch_to_host(a, z, z_main, z_asst, score_tok):
     """What the host keeps of a batch, in one device-to-host copy: whether all logits are finite, both
-    argmaxes, a and z of the score tokens [B, S], and per row its front as (ids, a, z)."""
+    argmaxes, a and z of the score tokens [B, S], and per row its front as (ids, a, z). Token ids travel
+    as float64 (exact below 2^53)."""
     order, keep = front_mask(a, z)
     row_counts = keep.sum(dim=1)
     rows, cols = keep.nonzero(as_tuple=True)

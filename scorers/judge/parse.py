@@ -1,8 +1,8 @@
 """Reading a score out of an LLM judge's output, and the token ids a score can be written with.
 
-Two rules return ``(score, status)``: ``parse_paper`` (the CD-judge paper) and ``parse_released`` (the
-released ``parse_output`` of ``src/meta_eval_summeval.py``). "No Pred", "Below" and "Above" are the
-paper's invalid outputs; "List" and "Echo" are valid scores counted on their own. Pure Python."""
+Two rules return ``(score, status)``: ``parse_paper`` (the CD-judge paper, Sec. 4.1, App. C.1) and
+``parse_released`` (the released ``parse_output`` of ``src/meta_eval_summeval.py``). "No Pred", "Below"
+and "Above" are the paper's invalid outputs; "List" and "Echo" are valid scores counted on their own. Pure Python."""
 
 from __future__ import annotations
 
@@ -45,8 +45,9 @@ def _in_range(value: float, lo: int, hi: int) -> tuple[float, str]:
 
 def parse_paper(text: str, lo: int, hi: int) -> tuple[float, str]:
     """The paper's rule: a number at the start (as G-Eval reads it), the rest ignored. No number ->
-    ``(lo, "No Pred")``; below / above the range -> ``(lo, "Below")`` / ``(hi, "Above")``; else
-    ``(number, "ok")``, or ``(lo, "Echo")`` for the minimum followed by the maximum ("1-5")."""
+    ``(lo, "No Pred")``; below / above the range -> ``(lo, "Below")`` (the paper does not say: as the
+    released code) / ``(hi, "Above")``; else ``(number, "ok")``, or ``(lo, "Echo")`` for the minimum
+    followed by the maximum ("1-5")."""
     text = str(text)
     value, end = paper_number(text)
     if value is None:
@@ -82,7 +83,8 @@ def released_response_text(decoded: str) -> str:
 
 def parse_released(text: str, lo: int, hi: int) -> tuple[float, str]:
     """The released ``parse_output``, step for step: lowercase, delete ``RELEASED_REMOVALS``, read the
-    number; statuses as ``parse_paper``'s, and ``(value, "List")`` for list numbering ("1. The summary")."""
+    number; statuses as ``parse_paper``'s, and ``(value, "List")`` for list numbering ("1. The summary").
+    "consistency" is NOT deleted ("Consistency: 3" yields no number); a refused float() is "No Pred"."""
     out = str(text).lower()
     for word in RELEASED_REMOVALS:
         out = out.replace(word, "")
@@ -132,7 +134,7 @@ def _echo_open(text: str, lo: int, hi: int) -> bool:
 
 def settled(text: str, rule: str = "paper", lo: int = 1, hi: int = 5) -> bool:
     """Whether ``read_score(text + more, lo, hi, rule)`` is the same for every ``more`` (sound, not
-    always the earliest point; released: only a start that can be no number)."""
+    always the earliest point; released: only a start that can be no number, as "4: 5" reads 45)."""
     if rule == "paper":
         kept = _settled_prefix(text)
         return paper_decided(kept) and not _echo_open(kept, lo, hi)

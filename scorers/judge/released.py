@@ -1,6 +1,8 @@
-"""cd_judge_released: the CD-judge contrastive decoding as its released code computes it (t divides the
-MAIN logits, the assistant's step-1 log-probs are fixed, the relative-top filter keeps max(top 1000,
-p >= 0.1 max)); each step is mapped to that code in docs/methods/cd-judge.md. No code is taken from it."""
+"""cd_judge_released: the CD-judge contrastive decoding as its released code
+(``akkikiki/contrastive_decoding_llm_judge`` at commit 764691b) computes it: t divides the MAIN logits, the
+assistant's step-1 log-probs are fixed, the relative-top filter keeps max(top 1000, p >= 0.1 max); each step
+is mapped to that code in docs/methods/cd-judge.md. No code is taken from it. Batch-independent, except that
+with a repetition penalty a left-padded row's pad id (EOS) counts as seen, as there."""
 
 from __future__ import annotations
 
@@ -52,8 +54,8 @@ def relative_top_filter(main_logits: torch.Tensor, asst_logits: torch.Tensor, *,
                         alpha: float = RELATIVE_TOP, min_keep: int = MIN_TOKENS_TO_KEEP,
                         ) -> tuple[torch.Tensor, torch.Tensor]:
     """(main log-probs, assistant log-probs) [B, V] as the released ``_relative_top_filter``: main
-    ``log_softmax(main_logits / t)``, assistant at temperature 1; tokens whose main log-prob is below
-    ``min(min_keep-th largest, max + log(alpha))`` get -inf (main) and -1e-3 (assistant)."""
+    ``log_softmax(main_logits / t)``, assistant at temperature 1; tokens whose main log-prob is strictly below
+    ``min(min_keep-th largest, max + log(alpha))`` get -inf (main) and -1e-3 (assistant); ``alpha=0`` keeps all."""
     main = _as_float(main_logits)
     if main.dim() != 2 or asst_logits.shape != main.shape:
         raise ValueError(f"main and assistant logits must both be [B, V]; got {tuple(main_logits.shape)} "
@@ -145,7 +147,8 @@ def _asst_logprobs(model, hidden, ids, vocab_size, penalty) -> torch.Tensor:
 def first_step_logprobs(model, prompts: Sequence[Sequence[int]], *, pad_id: int, exit_layer: int | None = None,
                         vocab_size: int | None = None, repetition_penalty: float = 1.0) -> torch.Tensor:
     """The assistant's log-probs [B, V] for the first new token, from one left-padded pass over ``prompts``;
-    with ``exit_layer=k`` the assistant is ``model``'s first k layers. ``vocab_size`` cuts the logits."""
+    with ``exit_layer=k`` the assistant is ``model``'s first k layers. ``vocab_size`` cuts the logits;
+    ``repetition_penalty`` (the main model's, as the released assistant's ``generate`` applies) comes first."""
     ids, mask, positions = _left_pad(prompts, pad_id, _device(model))
     tap = LayerTap(model, _check_exit_layer(model, exit_layer)) if exit_layer is not None else None
     try:
@@ -364,7 +367,8 @@ def _take(chosen: list[int], done: list[bool], eos: set[int], fill: int, results
 def released_prompt_ids(tokenizer, text: str, *, role: str = "system", add_generation_prompt: bool = False,
                         max_length: int = MAX_PROMPT_TOKENS) -> list[int]:
     """Token ids of one filled prompt as ``llama_eval.py`` builds them: one ``role`` message through the
-    chat template as text, then the tokenizer with its special tokens, truncated to ``max_length``."""
+    chat template as text, then the tokenizer with its special tokens (a second BOS where the template wrote
+    one), truncated to ``max_length`` on the tokenizer's ``truncation_side`` (right: the first tokens stay)."""
     chat = tokenizer.apply_chat_template([{"role": role, "content": text}], tokenize=False,
                                          add_generation_prompt=add_generation_prompt)
     return list(tokenizer(chat, truncation=True, max_length=max_length)["input_ids"])

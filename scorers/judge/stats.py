@@ -1,7 +1,8 @@
 """What a judge pass keeps per prompt, and the choices computed from it (no torch here).
 
 CD-judge, Eq. 1: choice(c) = argmax_v [a_v − c · z_v], a = log p_main, z = assistant logits, c = λ / t.
-Kept per context, exact for every c ≥ 0: the Pareto front of the points (z_v, a_v), ``main_top`` /
+Kept per context, exact for every c ≥ 0 (ties to the smallest token id, as ``torch.argmax``): the Pareto
+front of the points (z_v, a_v), ``main_top`` /
 ``asst_top``, a and z of the score tokens, and the text of every token it may choose. Context index =
 item · (1 + len(prefixes)) + k (k = 0: the prompt). Multi-token values: the ``chain_*`` arrays
 (docs/methods/cd-judge.md).
@@ -17,7 +18,8 @@ import numpy as np
 FORMAT = 1  # bump when the arrays or their meaning change
 WHO = ("contrast", "main", "asst")
 CHAIN_FORMAT = 1  # the chain arrays' meaning (a cache-key part only where a range needs them)
-# c = λ/t of the paper's λ × t grid: the contrast's normalisers kept at the continuation contexts
+# c = λ/t of the paper's grid (λ 0.01, 0.1, 0.5, 1; t 0.5, 1, 2, 3, 4, 5): the contrast's normalisers
+# kept at the continuation contexts
 CHAIN_CS = tuple(sorted({lam / t for lam in (0.01, 0.1, 0.5, 1.0) for t in (0.5, 1.0, 2.0, 3.0, 4.0, 5.0)}))
 CHAIN_ARRAYS = ("chain_ids", "chain_digit", "chain_a", "chain_z", "lse_z", "chain_c", "lse_c")
 

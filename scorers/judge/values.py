@@ -1,6 +1,7 @@
 """CD-judge over the range's score values (``method.decode=values``): Eq. 1 with the choice restricted
 to lo..hi, each value scored whole by each model on its own prompt (works for a cross-family pair):
-score(v) = a(v) − λ · b_t(v), a = log p_main(v), b_t = log p_asst,t(v). No torch here.
+score(v) = a(v) − λ · b_t(v), a = log p_main(v), b_t = log p_asst,t(v); ``expected`` = Σ v · softmax(score)(v)
+(V_head does not apply). Rows ``main`` (λ = 0), ``asst`` (t = 1). No torch here.
 """
 
 from __future__ import annotations

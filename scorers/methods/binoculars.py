@@ -1,6 +1,8 @@
 """binoculars: Hans et al., ICML 2024, as the released code computes it:
     B = mean_t -log q_perf(y_t) / mean_t ( -sum_v p_obs(v) log q_perf(v) )
-over the scored hypothesis tokens (docs/methods/distributional.md); reads the distributional statistics."""
+over the scored hypothesis tokens (docs/methods/distributional.md); reads the distributional statistics.
+
+Both at temperature ``t`` (1 in the released code); ``performer``: the model of the pair that plays it."""
 
 from dataclasses import dataclass
 

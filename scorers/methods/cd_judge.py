@@ -1,8 +1,9 @@
 """cd_judge: LLM-as-a-judge with contrastive decoding (the CD-judge paper, Eq. 1).
 
-The judge writes argmax_v [log p_main(v) − λ · log p_asst,t(v)] over the plausibility set V_head.
-``decode``: greedy (``scorers/judge/decode.py``), first_token or values (``scorers/judge/values.py``).
-Rows: ``contrast``, ``main`` and ``asst``. Details: docs/methods/cd-judge.md.
+The judge writes argmax_v [log p_main(v) − λ · log p_asst,t(v)] over V_head = {v : p_main(v) ≥ α · max p_main}
+(α = 0: all). ``decode``: greedy (``scorers/judge/decode.py``), first_token or values (``scorers/judge/values.py``).
+``expected``: Σ value · q(value), q a softmax over the score tokens of the same contrast (V_head does not
+apply). Rows: ``contrast``, ``main`` and ``asst`` (t = 1). Details: docs/methods/cd-judge.md.
 """
 
 from __future__ import annotations

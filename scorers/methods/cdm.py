@@ -1,5 +1,8 @@
 """cdm: Discriminative CDM (Sec. 3.4.2): the contrastive momentum m_t = log p_e(x_t | s_<t) - log p_a(x_t | s_<t)
-pooled over the hypothesis; ``pooling`` is this method's name for the aggregation key ``norm``."""
+pooled over the hypothesis; ``pooling`` is this method's name for the aggregation key ``norm``.
+
+``pooling``: ``sum`` (m(s) = log p_e(s) - log p_a(s)), or ``mean`` / ``max`` / ``min`` (the paper's
+Avg- / Max- / Min-Pooled); ``t`` = 1 gives the paper's plain log-probabilities."""
 
 from dataclasses import dataclass
 

@@ -1,7 +1,9 @@
 """cdm_gen: Generative CDM (the CDM paper, Sec. 3.4.1, Algorithm 1): the score of a hypothesis is
 what a discriminator trained on positives and their degraded negatives says about it
 (``cscore cdm generate`` makes the negatives, ``cscore cdm train`` the discriminator:
-``cscore.scorers.cdm.generate``, ``cscore.cli.cdm_cmd``)."""
+``cscore.scorers.cdm.generate``, ``cscore.cli.cdm_cmd``).
+
+``output``: ``probability`` = P(positive | hypothesis), or ``log_odds`` = log P(positive) − log P(negative)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ POOLINGS = ("min", "max")  # reductions over the time steps (CDM's Min- / Max-Po
 
 
 def logp(stats: TokenStats, temperature: float, clamp: float | None = None) -> np.ndarray:
-    """log p_T(y_t) per token, clipped to [clamp, 0] first when ``clamp`` is given."""
+    """log p_T(y_t) per token, clipped to [clamp, 0] first when ``clamp`` is given (the released
+    ContrastScore code clamps at -20)."""
     lp = stats.lp(temperature)
     if clamp is not None:
         lp = np.clip(lp, float(clamp), 0.0)
@@ -29,7 +30,8 @@ def floor_log(values: np.ndarray, floor: float | None) -> np.ndarray:
 
 
 def scored_mask(offsets: np.ndarray, skip_first: bool) -> np.ndarray:
-    """Which flat tokens count (``skip_first``: the released code's mask, without each item's first)."""
+    """Which flat tokens count: all (the paper, w_t = 1) or, with ``skip_first``, the released code's
+    mask, without each item's first."""
     n = int(offsets[-1])
     mask = np.ones(n, dtype=bool)
     if skip_first:
@@ -40,7 +42,8 @@ def scored_mask(offsets: np.ndarray, skip_first: bool) -> np.ndarray:
 
 def aggregate(values: np.ndarray, offsets: np.ndarray, norm: str = "sum", skip_first: bool = False) -> np.ndarray:
     """Per item, the scored tokens' values summed and normalised (``sum``, ``mean``, ``sqrt`` of the
-    count) or pooled (``min`` / ``max``); an item with no scored token gets 0."""
+    count, as the released code) or pooled (``min`` / ``max``); an item with no scored token gets 0 (the
+    count clamped to 1, as in the released code)."""
     if norm not in NORMS + POOLINGS:
         raise ConfigError(f"norm must be one of {NORMS + POOLINGS}, got {norm!r}")
     offsets = np.asarray(offsets, dtype=np.int64)

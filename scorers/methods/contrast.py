@@ -2,8 +2,9 @@
     sum_t log | p_exp^t - gamma * p_ama^t |
 with p_exp at temperature t_exp (0.5) and p_ama at t_ama (1.5) (footnote 4), gamma = 0.1.
 
-Computed in log space; ``floor`` guards log(0). ``weight=jsd``: each token's term weighted by the
-Jensen-Shannon divergence of the two distributions there (at ``t_weight``)."""
+Computed in log space; ``floor`` guards log(0) (default 1e-30; the released code's 1e-10: the presets).
+``weight=jsd``: each token's term weighted by the Jensen-Shannon divergence of the two distributions there
+(at ``t_weight``)."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass

@@ -2,7 +2,9 @@
 Per hypothesis token, with M the candidate early exit (``layers``) farthest (JSD) from the final layer:
     log q_N(y_t) - log q_M(y_t)    where q_N(y_t) >= alpha * max_w q_N(w)
 and ``outside`` that set. Reads the early-exit heads ``layer_<k>`` of the expert's one pass
-(docs/methods/distributional.md)."""
+(docs/methods/distributional.md).
+
+``outside``: the expert's log q_N(y_t), or the released lm_score's constant -1000."""
 
 import re
 from collections.abc import Mapping
@@ -48,7 +50,8 @@ def bucket(spec) -> tuple[int, ...]:
 
 
 def chosen(stats: dict, p: DolaParams) -> tuple[np.ndarray, np.ndarray]:
-    """(M per token, log q_M(y_t) per token): the candidate farthest (JSD) from the final layer, first on ties."""
+    """(M per token, log q_M(y_t) per token): the candidate farthest (JSD) from the final
+    layer, the bucket's first on ties (as the released code's argmax)."""
     layers = bucket(p.layers)
     missing = [k for k in layers if exit_head(k) not in stats]
     if missing:

@@ -87,7 +87,8 @@ def _normalise(parts: Mapping) -> dict:
 
 
 def stats_key(parts: Mapping) -> str:
-    """SHA-256 (hex) of ``parts`` (everything that changes the statistics), FORMAT_VERSION and CACHE_SCHEMA."""
+    """SHA-256 (hex) of ``parts`` (everything that changes the statistics) as canonical JSON (temperatures as
+    floats), FORMAT_VERSION and CACHE_SCHEMA."""
     payload = {"parts": _normalise(parts), "format_version": FORMAT_VERSION, "cache_schema": CACHE_SCHEMA}
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
@@ -132,7 +133,8 @@ class StatsCache:
 
     @contextmanager
     def lock(self, key: str):
-        """Exclusive lock for ``key``; a folder this process cannot write is read without one."""
+        """Exclusive fcntl lock for ``key`` (across processes and threads); a folder this process cannot
+        write is read without one (its entries appear complete or not at all)."""
         with ExitStack() as stack:
             try:
                 stack.enter_context(file_lock(self._lock_path(key)))
@@ -240,7 +242,8 @@ class StatsCache:
     def save(
         self, key: str, stats: Mapping[str, Payload], parts: Mapping, extra: Mapping | None = None
     ) -> Path | None:
-        """Write an entry atomically (a valid one written first is kept); a read-only or full folder stores none."""
+        """Write an entry atomically (a valid one written first is kept); a read-only or full folder stores none
+    (a warning; the statistics still go to the run, anything half-written removed)."""
         _check_key(key)
         if not stats:
             raise ValueError("nothing to save: stats is empty")

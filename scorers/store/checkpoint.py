@@ -1,6 +1,7 @@
 """A pass's partial files (``Checkpoint``, ``ItemCheckpoint``), the shard plan (``deal``, ``Shard``)
 and where shards meet (``Place``). Each file is one atomic flush named by its SHA-256: a damaged or
-foreign file is removed and its items computed again. Layout: docs/scaling.md. No torch."""
+foreign file is removed and its items computed again, never trusted. A killed pass resumes from its last
+completed batch; a resumed or merged pass is bit-identical (docs/scaling.md). No torch."""
 
 from __future__ import annotations
 
@@ -215,7 +216,8 @@ def remove_folder(folder: Path) -> None:
 # -- the shard plan (runtime.shards): which shard's partials hold which unit -----------------------
 
 def deal(costs: Sequence[int], n: int) -> list[int]:
-    """Each unit's shard: in plan order, each to the shard with the least cost so far (ties: lowest)."""
+    """Each unit's shard: in plan order, each to the shard with the least cost (padded tokens) so far
+    (ties: lowest); every shard deals the same plan alike."""
     loads = [0] * n
     owner = []
     for c in costs:

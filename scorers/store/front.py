@@ -1,6 +1,8 @@
 """The statistics cache's front index: per token statistics pass, its entry keys and encoded items, found
 without torch, so a run whose entries all exist loads no model (``cscore.run.kinds.kept_pass``).
-Layout: ``<cache root>/front/<key>.npz`` (token ids) and ``<key>.json`` (written last, with the .npz's SHA-256)."""
+A record's key covers more than the entry keys depend on: a change misses it, never reads another's.
+Layout: ``<cache root>/front/<key>.npz`` (token ids) and ``<key>.json`` (written last, with the .npz's SHA-256:
+a record is complete or absent)."""
 
 from __future__ import annotations
 
