@@ -62,10 +62,8 @@ class Rate(float):
 
 def invalid_rate(parsed_ok) -> Rate:
     """Share of judge calls whose output could not be parsed (``parsed_ok`` False); NaN when empty."""
-    ok = np.asarray(parsed_ok)
-    if ok.dtype != bool:
-        if not np.isin(ok, [0, 1]).all():
-            raise ValueError("parsed_ok must hold booleans")
-        ok = ok.astype(bool)
-    ok = ok.ravel()
+    ok = np.asarray(parsed_ok).ravel()
+    if ok.dtype != bool and not np.isin(ok, [0, 1]).all():
+        raise ValueError("parsed_ok must hold booleans")
+    ok = ok.astype(bool)
     return Rate(int((~ok).sum()), ok.size)

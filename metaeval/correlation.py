@@ -10,6 +10,8 @@ import pandas as pd
 from scipy import stats
 
 CORRELATIONS = ("pearson", "spearman", "kendall")
+_SCIPY = {"pearson": stats.pearsonr, "spearman": stats.spearmanr,
+          "kendall": lambda x, y: stats.kendalltau(x, y, variant="b")}
 
 
 def correlate(x, y, kind: str) -> float:
@@ -19,15 +21,11 @@ def correlate(x, y, kind: str) -> float:
     x, y = x[ok], y[ok]
     if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
         return float("nan")
+    if kind not in _SCIPY:
+        raise ValueError(f"unknown correlation {kind!r}; use one of {CORRELATIONS}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if kind == "pearson":
-            return float(stats.pearsonr(x, y)[0])
-        if kind == "spearman":
-            return float(stats.spearmanr(x, y)[0])
-        if kind == "kendall":
-            return float(stats.kendalltau(x, y, variant="b")[0])
-    raise ValueError(f"unknown correlation {kind!r}; use one of {CORRELATIONS}")
+        return float(_SCIPY[kind](x, y)[0])
 
 
 def correlation_table(df: pd.DataFrame, metrics: list[str], humans: list[str],

@@ -168,8 +168,7 @@ def parse_rule(settings: dict, method: str | None) -> str:
 def collect(runs: list[Run]) -> list[Study]:
     """Complete judge runs grouped into studies and grid points; a run lacking what a judge run has gets a note."""
     parts: dict[str, dict[tuple, list]] = {}
-    meta: dict[str, dict] = {}
-    notes: dict[str, list[str]] = {}
+    studies: dict[str, Study] = {}
     for run in runs:
         if not run.complete or not is_judge_run(run):
             continue
@@ -178,24 +177,23 @@ def collect(runs: list[Run]) -> list[Study]:
         aspect = method.get("aspect") or info.get("aspect")
         rng = method.get("score_range") or info.get("score_range")
         key = _study_key(cfg, aspect)
-        notes.setdefault(key, [])
-        meta.setdefault(key, {"data": (cfg.get("data") or {}).get("name", "?"), "aspect": aspect,
-                              "dev_ids": (cfg.get("split") or {}).get("dev_ids")})
+        study = studies.setdefault(key, Study(key, (cfg.get("data") or {}).get("name", "?"), aspect,
+                                              (cfg.get("split") or {}).get("dev_ids"), []))
         variant = method.get("variant") or method.get("name")
         lam, t = method.get("lam", info.get("lam")), method.get("t", info.get("t"))
         if rng is None or lam is None or t is None or aspect is None:
-            notes[key].append(f"{run.path}: no method.score_range / lam / t / aspect; left out")
+            study.notes.append(f"{run.path}: no method.score_range / lam / t / aspect; left out")
             continue
         path = run.path / rundir.SCORES
         frame = pd.read_parquet(path, columns=_columns_needed(path))
         missing = [c for c in (f"{rundir.SCORE}{variant}", f"{rundir.HUMAN}{aspect}", "id") if c not in frame]
         if missing:
-            notes[key].append(f"{run.path}: no column {', '.join(missing)}; left out")
+            study.notes.append(f"{run.path}: no column {', '.join(missing)}; left out")
             continue
         pair = cfg.get("pair") or {}
         for row, why in (info.get("expected_not_computed") or {}).items():
-            notes[key].append(f"{pair.get('name', '?')} {rng[0]}-{rng[1]} lam={lam:g} t={t:g}: score.{row}_expected "
-                              f"not computed: {why}")
+            study.notes.append(f"{pair.get('name', '?')} {rng[0]}-{rng[1]} lam={lam:g} t={t:g}: "
+                               f"score.{row}_expected not computed: {why}")
         main, asst = model_names(pair)
         settings = json.dumps(run_settings(cfg), sort_keys=True, default=str)
         point = (pair.get("name", "?"), variant, method.get("name"), int(rng[0]), int(rng[1]), float(lam),
@@ -203,7 +201,7 @@ def collect(runs: list[Run]) -> list[Study]:
         parts.setdefault(key, {}).setdefault(point, []).append((run.path, frame))
     out = []
     for key, points in parts.items():
-        built = []
+        study = studies[key]
         found: dict[tuple, set[str]] = {}
         for point in points:
             found.setdefault(point[:2], set()).add(point[-1])
@@ -213,13 +211,12 @@ def collect(runs: list[Run]) -> list[Study]:
             merged = pd.concat([f for _, f in frames], ignore_index=True)
             dup = merged["id"].duplicated()
             if dup.any() and len(frames) > 1:
-                notes[key].append(f"{pair} {variant} {lo}-{hi} lam={lam} t={t}: {len(frames)} runs, "
-                                  f"{int(dup.sum())} repeated ids counted once")
-            built.append(Point(pair, variant, name, lo, hi, lam, t, main, asst,
-                               merged[~dup].reset_index(drop=True), [p for p, _ in frames],
-                               parse_rule(json.loads(settings), name)))
-        m = meta[key]
-        out.append(Study(key, m["data"], m["aspect"], m["dev_ids"], built, notes[key]))
+                study.notes.append(f"{pair} {variant} {lo}-{hi} lam={lam} t={t}: {len(frames)} runs, "
+                                   f"{int(dup.sum())} repeated ids counted once")
+            study.points.append(Point(pair, variant, name, lo, hi, lam, t, main, asst,
+                                      merged[~dup].reset_index(drop=True), [p for p, _ in frames],
+                                      parse_rule(json.loads(settings), name)))
+        out.append(study)
     return out
 
 

@@ -89,17 +89,12 @@ class Correlation:
                 tau = 2 * c_minus_d / (n_cells ** 2 * (m - 1) / m)
             else:
                 c_plus_d = pairs.sum(lambda dx, dy: np.abs(sx(dx)) * (dy != 0))
-                tau = self._tau23(c_minus_d, c_plus_d, untied_x, untied_y, n_pairs)
-                undefined = n_pairs == 0
+                con, dis = (c_plus_d + c_minus_d) / 2, (c_plus_d - c_minus_d) / 2
+                ties_y, ties_x = untied_x - c_plus_d, untied_y - c_plus_d  # untied in x: C + D + Ty
+                ties_both = n_pairs - c_plus_d - ties_x - ties_y
+                agree = con + ties_both - dis - ties_x - ties_y if self.variant == "23" else con + ties_both
+                tau, undefined = agree / n_pairs, n_pairs == 0
         return np.where(undefined, np.nan, tau), n_cells
-
-    def _tau23(self, c_minus_d, c_plus_d, untied_x, untied_y, n_pairs) -> np.ndarray:
-        con, dis = (c_plus_d + c_minus_d) / 2, (c_plus_d - c_minus_d) / 2
-        ties_y, ties_x = untied_x - c_plus_d, untied_y - c_plus_d  # untied in x: C + D + Ty
-        ties_both = n_pairs - c_plus_d - ties_x - ties_y
-        if self.variant == "23":
-            return (con + ties_both - dis - ties_x - ties_y) / n_pairs
-        return (con + ties_both) / n_pairs
 
 
 class _CandidatePairs:

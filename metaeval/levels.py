@@ -101,7 +101,7 @@ def _grouped(key, m, h, finite, fn, average: str, is_like: bool, kendall_kw: dic
     """(value, n, n_groups, n_skipped) of the per-group correlations averaged (macro or micro)."""
     indices = pd.Series(np.arange(len(key))).groupby(key, sort=True, dropna=False).indices
     values: list = []
-    weights: list = []
+    weights: list = []  # micro: a group's pairs (Kendall-like) or cells
     n_used, n_skipped, n_pairless = 0, 0, 0
     for idx in indices.values():
         idx = idx[finite[idx]]
@@ -115,10 +115,7 @@ def _grouped(key, m, h, finite, fn, average: str, is_like: bool, kendall_kw: dic
             n_skipped += 1
             continue
         values.append(v)
-        if is_like:
-            weights.append(sum(kendall_like_counts(m[idx], h[idx], **kendall_kw)))
-        else:
-            weights.append(idx.size)
+        weights.append(sum(kendall_like_counts(m[idx], h[idx], **kendall_kw)) if is_like else idx.size)
         n_used += idx.size
     if not values or n_pairless == len(values):  # no group has a counted pair: NaN (mt-metrics-eval: 0)
         return np.nan, 0, 0, n_skipped + n_pairless

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from cscore.metaeval.statistic import subset_rows
+
 _TOL = 1e-12
 
 
@@ -168,14 +170,9 @@ class TieCalibratedStat:
     def _key_col(self) -> str | None:
         return {"segment": None, "item": self.group_col}.get(self.level, self.system_col)
 
-    def _keep(self, df: pd.DataFrame) -> np.ndarray:
-        if self.subset is None:
-            return np.ones(len(df), dtype=bool)
-        return (df[self.subset[0]] == self.subset[1]).to_numpy()
-
     def pairs_needed(self, df: pd.DataFrame, metric_col: str) -> int:
         """How many pairs the search holds at once (all pairs of finite cells within each group of the level)."""
-        df = df[self._keep(df)]
+        df = df[subset_rows(df, self.subset)]
         ok = np.isfinite(df[metric_col].to_numpy(dtype=np.float64)) & np.isfinite(
             df[self.human_col].to_numpy(dtype=np.float64))
         if self.level == "segment":
@@ -198,7 +195,7 @@ class TieCalibratedStat:
         return tie_calibration(m, h, None if self.level == "segment" else key, self.variant)
 
     def calibration(self, df: pd.DataFrame, metric_col: str) -> TieCalibration:
-        df = df[self._keep(df)]
+        df = df[subset_rows(df, self.subset)]
         key = None if self._key_col is None else df[self._key_col].to_numpy()
         return self._search(df[metric_col].to_numpy(dtype=np.float64), df[self.human_col].to_numpy(dtype=np.float64),
                             key)
@@ -208,7 +205,7 @@ class TieCalibratedStat:
 
     def batch(self, df: pd.DataFrame, xs: list, ws: list, units=None) -> np.ndarray:
         h = df[self.human_col].to_numpy(dtype=np.float64)
-        keep = self._keep(df)
+        keep = subset_rows(df, self.subset)
         if len(xs) == 1 and self.level == "segment":
             return self._pooled_drawn(np.asarray(xs[0], dtype=np.float64), h, ws[0] * keep)
         if len(xs) == 1 and self.level == "item" and units is not None and units.col == self.group_col:

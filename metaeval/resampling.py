@@ -38,18 +38,16 @@ class PerVersion:
     def _version(self, df: pd.DataFrame, x: np.ndarray, w: np.ndarray, units: Units | None, b: int) -> pd.DataFrame:
         if units is None:
             rows = np.repeat(np.arange(len(df)), w.astype(np.int64))
-            label = None
         else:  # unit u drawn k times: k copies of its rows, each copy labelled as one draw
             drawn = np.repeat(np.arange(units.counts.shape[1]), units.counts[b].astype(np.int64))
             by_unit = [np.flatnonzero(units.codes == u) for u in range(units.counts.shape[1])]
             rows = np.concatenate([by_unit[u] for u in drawn]) if len(drawn) else np.zeros(0, dtype=np.int64)
-            label = np.repeat(np.arange(len(drawn)), [len(by_unit[u]) for u in drawn])
         frame = df.iloc[rows].copy()
         frame[self.col] = x[rows]
-        if label is not None and units is not None:
+        if units is not None:
             if f"{units.col}_orig" not in df.columns:
                 frame[f"{units.col}_orig"] = frame[units.col].to_numpy()
-            frame[units.col] = label
+            frame[units.col] = np.repeat(np.arange(len(drawn)), [len(by_unit[u]) for u in drawn])
         return frame
 
 

@@ -97,7 +97,7 @@ class Spec:
 
     def kendall_options(self) -> KendallOptions:
         """The Kendall options ``LevelStat`` / ``correlate_at`` take for this statistic."""
-        return KendallOptions(thresh=self.like_threshold if self.like else None)
+        return KendallOptions(thresh=self.like_threshold)
 
     def fields(self) -> dict:
         """The signature fields of this statistic (``cscore.metaeval.signature``)."""

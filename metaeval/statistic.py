@@ -15,6 +15,11 @@ from cscore.metaeval.levels import Grouping, KendallOptions, check_options
 Stat = Callable[[pd.DataFrame, str], float]
 
 
+def subset_rows(df: pd.DataFrame, subset: tuple | None) -> np.ndarray:
+    """The rows of ``subset`` (column, value); all rows when None."""
+    return np.ones(len(df), dtype=bool) if subset is None else (df[subset[0]] == subset[1]).to_numpy()
+
+
 def batchable(stat) -> bool:
     """Whether ``stat`` can evaluate all resamples at once (``stat.batch``)."""
     return bool(getattr(stat, "batchable", False))
@@ -52,9 +57,8 @@ class LevelStat:
 
     def batch(self, df: pd.DataFrame, xs: list, ws: list, units: Units | None = None) -> np.ndarray:
         h = df[self.human_col].to_numpy(dtype=np.float64)
-        keep = np.ones(len(df), dtype=bool)
+        keep = subset_rows(df, self.subset)
         if self.subset is not None:
-            keep = (df[self.subset[0]] == self.subset[1]).to_numpy()
             ws = [w * keep for w in ws]
         key = self.group_col if self.level == "item" else self.system_col
         if self.level != "segment" and units is not None and units.col == key:
