@@ -11,26 +11,11 @@ from rich.markup import escape
 
 from cscore.errors import ConfigError, CscoreError
 from cscore.files import folder_problem
-from cscore.metaeval import render, side_tables, tables
+from cscore.metaeval import render, sections, side_tables, tables
 from cscore.metaeval.judge_runs import is_judge_run
 from cscore.metaeval.judge_section import judge_section
 from cscore.metaeval.report_plots import plot_section
 from cscore.metaeval.runs import check_folder, missing_jobs, run_status, runs_under
-from cscore.metaeval.sections import (
-    bias_section,
-    combined_section,
-    describe_key,
-    like_note,
-    pairwise_section,
-    quality_section,
-    quantized_section,
-    spa_section,
-    stems,
-    task_of,
-    units_warning,
-    warn,
-    write,
-)
 from cscore.metaeval.signature import Signature
 from cscore.metaeval.spec import PAPERS, Spec
 from cscore.progress import Progress
@@ -46,16 +31,16 @@ def dataset_section(ds, stem: str, spec: Spec, out: Path, console, progress: Pro
     progress.say(f"{stem}: {len(ds.frame)} rows, {items} items, {len(ds.rows)} score rows x "
                  f"{len(tables.targets(ds)) + 1} columns; {spec.bootstrap} bootstrap resamples, "
                  f"{spec.permutations} permutations")
-    lines = ["", f"Files `{stem}_*`: {len(ds.frame)} rows of {describe_key(ds.key)}"]
-    lines += warn(stem, units_warning(items, spec), console)
-    long, quality_lines = quality_section(ds, stem, spec, out, console if show else None, progress)
+    lines = ["", f"Files `{stem}_*`: {len(ds.frame)} rows of {sections.describe_key(ds.key)}"]
+    lines += sections.warn(stem, sections.units_warning(items, spec), console)
+    long, quality_lines = sections.quality_section(ds, stem, spec, out, console if show else None, progress)
     if not show:
         console.print(escape(summary_line(stem, long)), highlight=False, soft_wrap=True)
     if longs is not None:
-        longs.append((stem, task_of(ds), long))
-    lines += warn(stem, like_note(tables.unreachable_like_threshold(ds, spec), spec), console)
-    lines += (quality_lines + bias_section(ds, stem, out) + quantized_section(ds, stem, out, spec.accuracy)
-              + pairwise_section(ds, stem, out))
+        longs.append((stem, sections.task_of(ds), long))
+    lines += sections.warn(stem, sections.like_note(tables.unreachable_like_threshold(ds, spec), spec), console)
+    lines += (quality_lines + sections.bias_section(ds, stem, out)
+              + sections.quantized_section(ds, stem, out, spec.accuracy) + sections.pairwise_section(ds, stem, out))
     plot_section(ds, long, stem, out, progress, spec, items)
     return lines
 
@@ -73,7 +58,7 @@ def summary_line(stem: str, long) -> str:
 
 def spa_lines(ds, stem: str, out: Path, spa: tuple[int, int], console) -> list[str]:
     """The dataset's soft pairwise accuracy table (translation data only), its settings said once."""
-    lines = spa_section(ds, stem, out, *spa)
+    lines = sections.spa_section(ds, stem, out, *spa)
     if lines:
         console.print(escape(f"{stem}: soft pairwise accuracy (WMT24, system level; {spa[0]} sign-flip permutations, "
                              f"seed {spa[1]}) in {stem}_spa.md"), highlight=False, soft_wrap=True)
@@ -152,19 +137,19 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     if not show:
         console.print(f"{len(datasets)} datasets: one line each here, their tables in {escape(str(out))}",
                       highlight=False, soft_wrap=True)
-    for ds, stem in zip(datasets, stems(datasets)):
+    for ds, stem in zip(datasets, sections.stems(datasets)):
         lines += dataset_section(ds, stem, spec, out, console, progress, longs, show)
         if options.spa:
             lines += spa_lines(ds, stem, out, options.spa, console)
     if options.combined:
-        lines += combined_section(longs, spec, out, console)
+        lines += sections.combined_section(longs, spec, out, console)
     if judged:
         lines += judge_section(judged, spec, out, console, progress, options.select_by)
 
     speed = side_tables.speed(runs)
     if not speed.empty:
         ssig = f"{Signature({'table': 'speed', 'phase': 'scoring'})} — scoring phase only; model load separate"
-        lines += write(out, "speed", render.from_frame(speed.round(3).set_index("run"), "Speed", ssig))
+        lines += sections.write(out, "speed", render.from_frame(speed.round(3).set_index("run"), "Speed", ssig))
     (out / "report.md").write_text("\n".join(lines) + "\n")
     said = [f"missing: {m}" for m in missing] + [line[2:] for line in outcome.lines()]
     for line in said[:STATUS_LINES]:

@@ -11,21 +11,11 @@ import numpy as np
 import pandas as pd
 
 from cscore import rundir
+from cscore.metaeval import judge_tables
 from cscore.metaeval.bias import invalid_rate
 from cscore.metaeval.correlation import CORRELATIONS
 from cscore.metaeval.judge_runs import PARSE, Point, Study
-from cscore.metaeval.judge_tables import (
-    ECHO,
-    LIST,
-    STATUSES,
-    across_ranges,
-    correlation_table,
-    fallback_note,
-    hyperparameter_table,
-    invalid_table,
-    parse_rules_note,
-    range_bias_table,
-)
+from cscore.metaeval.judge_tables import ECHO, LIST, STATUSES
 from cscore.metaeval.kendall import normalize_variant
 from cscore.metaeval.levels import KendallOptions
 from cscore.metaeval.resampling import bootstrap_ci
@@ -210,11 +200,10 @@ def invalid(rows: list[dict]) -> pd.DataFrame:
             continue
         status = r["frame"][r["parse"]]
         rate = invalid_rate(status.isin([OK, LIST, ECHO]).to_numpy(dtype=bool))
-        counts = {s: int((status == s).sum()) for s in STATUSES}
+        counts = {s: int((status == s).sum()) for s in (*STATUSES, LIST, ECHO)}
         out.append({"label": r["label"], "role": r["role"], "pair": r["pair"], "range": r["range"], "lo": r["lo"],
-                    "hi": r["hi"], "invalid": float(rate), "count": rate.count, **counts,
-                    "other": rate.count - sum(counts.values()), LIST: int((status == LIST).sum()),
-                    ECHO: int((status == ECHO).sum()), "n": rate.n, "rule": r.get("rule", "paper")})
+                    "hi": r["hi"], "invalid": float(rate), "count": rate.count, **counts, "n": rate.n,
+                    "other": rate.count - sum(counts[s] for s in STATUSES), "rule": r.get("rule", "paper")})
     cols = ["label", "role", "pair", "range", "lo", "hi", "invalid", "count", *STATUSES, "other", LIST, ECHO, "n",
             "rule"]
     frame = pd.DataFrame(out, columns=cols)
@@ -282,10 +271,10 @@ def build(study: Study, criterion: Criterion = Criterion(), *, bootstrap: int = 
     rows = reported_rows(study, [parsed, expected])
     long = correlations(study, rows, criterion, bootstrap=bootstrap, seed=seed, alpha=alpha, resample=resample,
                         progress=progress)
-    across = across_ranges(long)
+    across = judge_tables.across_ranges(long)
     bad = invalid(rows)
     notes = notes_of(study, criterion, bootstrap, alpha, seed, resample)
-    notes += [n for n in (degenerate_note(long, bootstrap, resample), fallback_note(bad)) if n]
+    notes += [n for n in (degenerate_note(long, bootstrap, resample), judge_tables.fallback_note(bad)) if n]
     rep = JudgeReport(study, selection, grid(study, criterion, "parsed"), long, across, bad, rows, notes)
     n_test = max((len(r["frame"]) for r in rows), default=0)
     fields = {"data": study.data, "aspect": study.aspect, "n": n_test,
@@ -297,22 +286,22 @@ def build(study: Study, criterion: Criterion = Criterion(), *, bootstrap: int = 
     warn = f"{NO_DEV} — " if not study.has_dev_split else ""
     head = f"{study.data} {study.aspect}"
     loud = " [SELECTED AND REPORTED ON THE SAME ITEMS]" if not study.has_dev_split else ""
-    rep.tables["correlation"] = correlation_table(
+    rep.tables["correlation"] = judge_tables.correlation_table(
         long, f"{head}: judge correlation with human judgements by score range{loud}", f"{sig} — {'; '.join(notes)}")
-    rep.tables["hyperparameters"] = hyperparameter_table(
+    rep.tables["hyperparameters"] = judge_tables.hyperparameter_table(
         selection, f"{head}: lambda and t chosen on {'all rows' if loud else 'dev'}{loud}",
         f"{sig} — {warn}{notes[1 if warn else 0]}", criterion.kind)
-    rep.tables["range_bias"] = range_bias_table(
+    rep.tables["range_bias"] = judge_tables.range_bias_table(
         across, f"{head}: score range bias, correlation across score ranges{loud}",
         f"{sig} — {warn}mean, std (population, ddof=0) and max-min of each row's correlation over the score "
         "ranges (smaller std and max-min: less range bias); ranges = finite values / ranges")
     if not bad.empty:
-        rep.tables["invalid"] = invalid_table(
+        rep.tables["invalid"] = judge_tables.invalid_table(
             bad, f"{head}: invalid judge outputs by score range",
             f"{Signature({'data': study.data, 'aspect': study.aspect, 'n': n_test, 'statistic': 'invalid-rate'})} — "
             "from the parse.<row> columns on the reported rows (contrast at the chosen lambda, t): No Pred = no "
             "number (set to the range minimum), Below = under the minimum (set to it), Above = over the maximum "
-            "(clamped); Invalid = all three / n; read with " + parse_rules_note(bad) + (
+            "(clamped); Invalid = all three / n; read with " + judge_tables.parse_rules_note(bad) + (
                 "; List = a list number read as the score (\"Coherence: 1. The summary...\" -> 1, as the released "
                 "parse reads it; not in Invalid)" if bad[LIST].any() else "") + (
                 "; Echo = the prompt's range read as its minimum (\"Coherence: 1-5\" -> 1, as both parse rules read "
