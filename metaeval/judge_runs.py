@@ -177,7 +177,8 @@ def collect(runs: list[Run]) -> list[Study]:
         aspect = method.get("aspect") or info.get("aspect")
         rng = method.get("score_range") or info.get("score_range")
         key = _study_key(cfg, aspect)
-        study = studies.setdefault(key, Study(key, (cfg.get("data") or {}).get("name", "?"), aspect,
+        # no aspect: its runs are left out below, so the study has no point and is not returned
+        study = studies.setdefault(key, Study(key, (cfg.get("data") or {}).get("name", "?"), aspect or "",
                                               (cfg.get("split") or {}).get("dev_ids"), []))
         variant = method.get("variant") or method.get("name")
         lam, t = method.get("lam", info.get("lam")), method.get("t", info.get("t"))
