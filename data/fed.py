@@ -43,18 +43,14 @@ def _scores(annotations: dict, row_id: str, where: str, report: LoadReport) -> d
             raise DataError(f"{where}: two annotation names map to {col!r}")
         if not isinstance(values, list):
             values = [values]
-        kept = []
         for k, v in enumerate(values):
-            if is_number(v):
-                kept.append(float(v))
-                continue
-            kind = "N/A" if isinstance(v, str) and v.strip().upper().startswith("N/A") else "non-numeric"
-            report.ignore(row_id, f"annotation {kind} ignored: {aspect}",
-                          f"{where}, {raw_name!r}[{k}] = {str(v)[:80]!r}")
-        if kept:
-            scores[col] = sum(kept) / len(kept)
-        else:
-            scores[col] = math.nan
+            if not is_number(v):
+                kind = "N/A" if isinstance(v, str) and v.strip().upper().startswith("N/A") else "non-numeric"
+                report.ignore(row_id, f"annotation {kind} ignored: {aspect}",
+                              f"{where}, {raw_name!r}[{k}] = {str(v)[:80]!r}")
+        kept = [float(v) for v in values if is_number(v)]
+        scores[col] = sum(kept) / len(kept) if kept else math.nan
+        if not kept:
             report.ignore(row_id, f"no numeric annotation ({col} = NaN)", f"{where}, {raw_name!r}")
     return scores
 

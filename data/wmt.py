@@ -26,7 +26,7 @@ class WmtOptions(mqm.MqmScoring, Where):
     """Where the files are, then mqm's scoring options (each file's language pair is its key)."""
 
 
-def find(lang_pair: str, candidates: list[str], root: Path | None) -> tuple[Path | None, list[str]]:
+def find(candidates: list[str], root: Path | None) -> tuple[Path | None, list[str]]:
     """The first candidate file (a .tsv also as .gz or .tar.gz) under ``root``, and the paths looked at."""
     looked = []
     for cand in candidates:
@@ -113,10 +113,10 @@ def load(path: str | None = None, options: WmtOptions | None = None, *, name: st
             given = Path(paths[lp])
             found, tried = (given if given.is_file() else None), [f"{given} (data.paths.{lp})"]
         else:
-            found, tried = find(lp, list(files[lp]), base)
+            found, tried = find(files[lp], base)
         if found is None:
             missing.append(lp)
-            looked += tried or files[lp]
+            looked += tried
         else:
             chosen[lp] = found
     if missing:
