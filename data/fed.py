@@ -120,10 +120,9 @@ def load(path: str | None = None, options: FedOptions | None = None) -> tuple[pd
             source, hypothesis = item["context"], SYSTEM_LABEL.sub("", item["response"], count=1)
         else:
             source, hypothesis = _split_last_system(item["context"])
-        row = {"id": row_id, "group": group[i], "system": str(item["system"]), "task": "dialogue",
-               "source": source, "reference": None, "hypothesis": hypothesis, "lang_pair": None, "level": kind}
-        row.update(_scores(item["annotations"], row_id, f"{file}: item {i}", report))
-        rows.append(row)
+        rows.append({"id": row_id, "group": group[i], "system": str(item["system"]), "task": "dialogue",
+                     "source": source, "reference": None, "hypothesis": hypothesis, "lang_pair": None, "level": kind,
+                     **_scores(item["annotations"], row_id, f"{file}: item {i}", report)})
     return table_of(rows, report, f"{file}: no {level}-level items")
 
 
