@@ -122,8 +122,7 @@ def read_tsv_text(file: Path) -> tuple[str, str]:
         if name.endswith((".tar.gz", ".tgz", ".tar")):
             with tarfile.open(file, "r:*") as tar:
                 members = [m for m in tar.getmembers() if m.isfile()]
-                tsvs = [m for m in members if m.name.lower().endswith(".tsv")]
-                chosen = tsvs if tsvs else members
+                chosen = [m for m in members if m.name.lower().endswith(".tsv")] or members
                 if len(chosen) != 1:
                     raise DataError(f"{file}: expected one .tsv file in the archive, found "
                                     f"{[m.name for m in members] or 'none'}")
