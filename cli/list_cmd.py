@@ -72,7 +72,7 @@ def pairs_found(cfg: dict) -> str:
 
     shared = shared_data_dir()
     base = Path(cfg["root"]) if cfg.get("root") else (shared / "mqm" if shared else None)
-    here = [lp for lp in cfg["pairs"] if wmt.find(lp, list(cfg["files"].get(lp) or []), base)[0] is not None]
+    here = [lp for lp in cfg["pairs"] if wmt.find(list(cfg["files"].get(lp) or []), base)[0] is not None]
     missing = [lp for lp in cfg["pairs"] if lp not in here]
     if not missing:
         return "files here"

@@ -15,6 +15,7 @@ from cscore.data.schema import HUMAN_PREFIX, DataError, is_number
 # How the JSONL fields are called in BARTScore's pickle (for error messages).
 PICKLE_NAMES = {"source": "src", "reference": "ref_summ", "references": "ref_summs", "hypothesis": "sys_summ"}
 
+
 def _require(record, keys, where: str) -> None:
     """A dict holding ``keys``, or a DataError naming where."""
     if not isinstance(record, dict):
@@ -57,6 +58,7 @@ def records_for(path: str | None, source_file: str | None, dataset_dir: str, def
     if suffix in (".pkl", ".pickle"):
         return file, pickle_records(read_pickle(file), file), PICKLE_NAMES
     raise DataError(f"{file}: unknown file type {suffix!r}; expected .jsonl, .parquet or .pkl")
+
 
 def _text(rec, key, where, names, optional=False):
     value = rec.get(key)
@@ -111,8 +113,7 @@ def record_to_row(rec: dict, where: str, aspects, names: Mapping | None = None) 
         refs = list(refs)  # parquet gives numpy arrays
         if not all(isinstance(r, str) for r in refs):
             raise DataError(f"{where}: field {names.get('references', 'references')!r} holds a non-string")
-    row = {"id": f"{doc_id}/{system}", "group": doc_id, "system": system, "task": "summarization",
-           "source": _text(rec, "source", where, names), "reference": _text(rec, "reference", where, names, True),
-           "hypothesis": _text(rec, "hypothesis", where, names), "lang_pair": None, "references": refs}
-    row.update({HUMAN_PREFIX + k: v for k, v in scores(rec, aspects, where).items()})
-    return row
+    return {"id": f"{doc_id}/{system}", "group": doc_id, "system": system, "task": "summarization",
+            "source": _text(rec, "source", where, names), "reference": _text(rec, "reference", where, names, True),
+            "hypothesis": _text(rec, "hypothesis", where, names), "lang_pair": None, "references": refs,
+            **{HUMAN_PREFIX + k: v for k, v in scores(rec, aspects, where).items()}}

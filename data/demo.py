@@ -24,13 +24,11 @@ def load(path: str | None = None, options: NoOptions | None = None) -> tuple[pd.
         for key in ("id", "doc_id", "system", "source", "hypothesis", "scores"):
             if key not in rec:
                 raise DataError(f"{where}: missing field {key!r}")
-        row = {"id": rec["id"], "group": rec["doc_id"], "system": rec["system"], "task": "summarization",
-               "source": rec["source"], "reference": rec.get("reference"), "hypothesis": rec["hypothesis"],
-               "lang_pair": None}
         if not isinstance(rec["scores"], dict):
             raise DataError(f"{where}: field 'scores' is not an object ({type(rec['scores']).__name__})")
-        row.update({HUMAN_PREFIX + k: v for k, v in rec["scores"].items()})
-        rows.append(row)
+        rows.append({"id": rec["id"], "group": rec["doc_id"], "system": rec["system"], "task": "summarization",
+                     "source": rec["source"], "reference": rec.get("reference"), "hypothesis": rec["hypothesis"],
+                     "lang_pair": None, **{HUMAN_PREFIX + k: v for k, v in rec["scores"].items()}})
     return table_of(rows, report, f"{file}: no records")
 
 

@@ -32,9 +32,8 @@ def load(path: str | None = None, options: NoOptions | None = None) -> tuple[pd.
         raise DataError(f"{file}: the parallel lists differ in length: {lengths}")
     report = LoadReport(NAME, [str(file)])
     rows = []
-    for i in range(n):
+    for i, (context, response, score) in enumerate(zip(data["contexts"], data["responses"], data["scores"])):
         where, row_id = f"{file}: index {i}", f"dstc9/{i}"
-        context, response, score = data["contexts"][i], data["responses"][i], data["scores"][i]
         if not isinstance(context, list) or not all(isinstance(t, str) for t in context):
             raise DataError(f"{where}: contexts[{i}] must be a list of strings")
         if not isinstance(response, str):

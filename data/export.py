@@ -11,22 +11,17 @@ from cscore.data.io import import_datasets
 from cscore.data.schema import DataError
 from cscore.files import writing
 
-FILE_SUFFIXES = (".parquet", ".jsonl")
-
-
-def is_folder_target(out: Path) -> bool:
-    """A datasets folder is meant when ``out`` is an existing folder or has no suffix."""
-    return out.is_dir() or not out.suffix
-
 
 def write_table(df: pd.DataFrame, out) -> str:
-    """Write ``df`` to ``out``; returns what was written ("parquet", "jsonl" or "datasets folder")."""
+    """Write ``df`` to ``out`` (a datasets folder when it is an existing folder or has no suffix); returns what
+    was written ("parquet", "jsonl" or "datasets folder")."""
     out = Path(out)
-    with writing("the table", out if is_folder_target(out) else out.parent):
-        if is_folder_target(out):
+    folder = out.is_dir() or not out.suffix
+    with writing("the table", out if folder else out.parent):
+        if folder:
             write_datasets_folder(df, out)
             return "datasets folder"
-        if out.suffix not in FILE_SUFFIXES:
+        if out.suffix not in (".parquet", ".jsonl"):
             raise DataError(f"out={out}: expected a .parquet or .jsonl file, or a folder (no suffix) for a datasets "
                             "folder")
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -43,18 +43,14 @@ def _scores(annotations: dict, row_id: str, where: str, report: LoadReport) -> d
             raise DataError(f"{where}: two annotation names map to {col!r}")
         if not isinstance(values, list):
             values = [values]
-        kept = []
         for k, v in enumerate(values):
-            if is_number(v):
-                kept.append(float(v))
-                continue
-            kind = "N/A" if isinstance(v, str) and v.strip().upper().startswith("N/A") else "non-numeric"
-            report.ignore(row_id, f"annotation {kind} ignored: {aspect}",
-                          f"{where}, {raw_name!r}[{k}] = {str(v)[:80]!r}")
-        if kept:
-            scores[col] = sum(kept) / len(kept)
-        else:
-            scores[col] = math.nan
+            if not is_number(v):
+                kind = "N/A" if isinstance(v, str) and v.strip().upper().startswith("N/A") else "non-numeric"
+                report.ignore(row_id, f"annotation {kind} ignored: {aspect}",
+                              f"{where}, {raw_name!r}[{k}] = {str(v)[:80]!r}")
+        kept = [float(v) for v in values if is_number(v)]
+        scores[col] = sum(kept) / len(kept) if kept else math.nan
+        if not kept:
             report.ignore(row_id, f"no numeric annotation ({col} = NaN)", f"{where}, {raw_name!r}")
     return scores
 
@@ -124,10 +120,9 @@ def load(path: str | None = None, options: FedOptions | None = None) -> tuple[pd
             source, hypothesis = item["context"], SYSTEM_LABEL.sub("", item["response"], count=1)
         else:
             source, hypothesis = _split_last_system(item["context"])
-        row = {"id": row_id, "group": group[i], "system": str(item["system"]), "task": "dialogue",
-               "source": source, "reference": None, "hypothesis": hypothesis, "lang_pair": None, "level": kind}
-        row.update(_scores(item["annotations"], row_id, f"{file}: item {i}", report))
-        rows.append(row)
+        rows.append({"id": row_id, "group": group[i], "system": str(item["system"]), "task": "dialogue",
+                     "source": source, "reference": None, "hypothesis": hypothesis, "lang_pair": None, "level": kind,
+                     **_scores(item["annotations"], row_id, f"{file}: item {i}", report)})
     return table_of(rows, report, f"{file}: no {level}-level items")
 
 

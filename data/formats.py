@@ -20,8 +20,7 @@ NEEDS_DATASETS = "reading a datasets folder or hub id"
 def read(path: str | None, hub_id: str | None = None, split: str | None = None):
     """(label, frame, where) of a file, a save_to_disk folder or a hub dataset."""
     if hub_id:
-        ds, label = choose_split(import_datasets(NEEDS_DATASETS).load_dataset(hub_id), split, f"hub:{hub_id}")
-        return framed(label, ds.to_pandas())
+        return framed_split(import_datasets(NEEDS_DATASETS).load_dataset(hub_id), split, f"hub:{hub_id}")
     if path is None:
         raise DataError("data.path is required (a file or a save_to_disk folder) when no hub id is given")
     file = Path(path).expanduser()
@@ -78,20 +77,18 @@ def read_delimited(file: Path, sep: str):
 
 
 def read_jsonl(file: Path):
-    where, records = [], []
-    for w, rec in iter_jsonl(file):
-        where.append(w)
-        records.append(rec)
-    return str(file), pd.json_normalize(records) if records else pd.DataFrame(), where
+    pairs = list(iter_jsonl(file))
+    records = [rec for _, rec in pairs]
+    return str(file), pd.json_normalize(records) if records else pd.DataFrame(), [w for w, _ in pairs]
 
 
-def choose_split(ds, split: str | None, label: str):
-    """(Dataset, label) of the chosen split of a DatasetDict; a Dataset as it is."""
+def framed_split(ds, split: str | None, label: str):
+    """``framed`` of the chosen split of a DatasetDict; of a Dataset as it is."""
     datasets = import_datasets(NEEDS_DATASETS)
     if not isinstance(ds, datasets.DatasetDict):
         if split is not None:
             raise DataError(f"{label} holds one dataset without splits; leave out data.split (it is {split})")
-        return ds, label
+        return framed(label, ds.to_pandas())
     names = list(ds)
     if split is None:
         if len(names) != 1:
@@ -99,7 +96,7 @@ def choose_split(ds, split: str | None, label: str):
         split = names[0]
     if split not in ds:
         raise DataError(f"{label} has no split {split!r} (data.split={split}); its splits: {names}")
-    return ds[split], f"{label}[{split}]"
+    return framed(f"{label}[{split}]", ds[split].to_pandas())
 
 
 def read_dataset_dir(folder: Path, split: str | None):
@@ -108,5 +105,4 @@ def read_dataset_dir(folder: Path, split: str | None):
         ds = datasets.load_from_disk(str(folder))
     except FileNotFoundError as err:
         raise DataError(f"{folder}: a folder, but not one written by datasets' save_to_disk ({err})") from None
-    ds, label = choose_split(ds, split, str(folder))
-    return framed(label, ds.to_pandas())
+    return framed_split(ds, split, str(folder))

@@ -159,14 +159,10 @@ def template_for(prompt_cfg: Mapping, aspect: str, task: str) -> str:
 def _pieces(template: str, style: str) -> tuple[list[str], list[str]]:
     """(the texts around the source and hypothesis placeholders, their order); ConfigError on a bad template."""
     marks = PLACEHOLDERS[style]
-    problems = []
-    for key in ("source", "hypothesis"):
-        count = template.count(marks[key])
-        if count != 1:
-            problems.append(f"{marks[key]} {'is missing' if count == 0 else f'appears {count} times (once, please)'}")
-    for key in ("min", "max"):
-        if marks[key] not in template:
-            problems.append(f"{marks[key]} is missing")
+    counts = {key: template.count(marks[key]) for key in ("source", "hypothesis")}
+    problems = [f"{marks[key]} {'is missing' if n == 0 else f'appears {n} times (once, please)'}"
+                for key, n in counts.items() if n != 1]
+    problems += [f"{marks[key]} is missing" for key in ("min", "max") if marks[key] not in template]
     if problems:
         other = "released" if style == "cscore" else "cscore"
         hint = (f" (it looks like a {other}-style template: set judge_prompt.style={other})"

@@ -105,9 +105,9 @@ def _seg_sort_key(seg: str):
     return (0, int(seg), "") if numeric else (1, 0, seg)
 
 
-def _scoring(options: MqmScoring, lang_pair: str | None) -> dict:
+def _scoring(options: MqmScoring) -> dict:
     """The options as ``_load_one`` reads them: the lists as lists of names (one name: a list of it)."""
-    opts: dict[str, Any] = {**vars(options), "lang_pair": lang_pair}
+    opts: dict[str, Any] = vars(options).copy()
     for key in ("exclude_systems", "zero_weight_categories"):
         value = opts[key]
         opts[key] = [] if value is None else [value] if isinstance(value, str) else [str(v) for v in value]
@@ -117,13 +117,12 @@ def _scoring(options: MqmScoring, lang_pair: str | None) -> dict:
 
 def read_tsv_text(file: Path) -> tuple[str, str]:
     """(label used in messages, decoded text) of a .tsv, .gz or single-member tar archive."""
-    name = file.name.lower()
+    name, label = file.name.lower(), str(file)
     try:
         if name.endswith((".tar.gz", ".tgz", ".tar")):
             with tarfile.open(file, "r:*") as tar:
                 members = [m for m in tar.getmembers() if m.isfile()]
-                tsvs = [m for m in members if m.name.lower().endswith(".tsv")]
-                chosen = tsvs if tsvs else members
+                chosen = [m for m in members if m.name.lower().endswith(".tsv")] or members
                 if len(chosen) != 1:
                     raise DataError(f"{file}: expected one .tsv file in the archive, found "
                                     f"{[m.name for m in members] or 'none'}")
@@ -133,11 +132,9 @@ def read_tsv_text(file: Path) -> tuple[str, str]:
                     raise DataError(f"{label}: cannot read the archive member")
                 raw = member.read()
         elif name.endswith(".gz"):
-            label = str(file)
             with gzip.open(file, "rb") as fh:
                 raw = fh.read()
         else:
-            label = str(file)
             raw = file.read_bytes()
     except (tarfile.TarError, gzip.BadGzipFile, zlib.error, EOFError, OSError) as err:  # zlib: corrupt deflate data
         raise DataError(f"{file}: cannot read ({type(err).__name__}: {err})") from None
@@ -173,9 +170,7 @@ def parse_rows(label: str, text: str) -> list[dict]:
         f = line.split("\t")
         if len(f) != n_cols:
             raise DataError(f"{label}:{line_no}: expected {n_cols} tab-separated fields, found {len(f)}")
-        rec: dict[str, Any] = {"line": line_no}
-        for role, i in index.items():
-            rec[role] = f[i]
+        rec: dict[str, Any] = {"line": line_no, "doc": None, **{role: f[i] for role, i in index.items()}}
         for role in ("system", "seg", "rater"):
             rec[role] = rec[role].strip()
             if not rec[role]:
@@ -189,7 +184,6 @@ def parse_rows(label: str, text: str) -> list[dict]:
         if (sev == NO_ERROR) != (cat == NO_ERROR):
             raise DataError(f"{label}:{line_no}: category {rec['category']!r} with severity {rec['severity']!r}; "
                             "No-error must be both the category and the severity")
-        rec.setdefault("doc", None)
         rows.append(rec)
     if not rows:
         raise DataError(f"{label}: no data rows")
@@ -263,14 +257,12 @@ def _load_one(path, opts: dict):
         system, seg = key
         row_id = f"{lang_pair}/{system}/{seg}"
         where = f"{label} {_span(pair_lines[key])}"
-        if system in opts["exclude_systems"]:
-            report.exclude(row_id, "excluded system (data.exclude_systems)", where)
-            continue
-        if system == ref_system:
-            report.exclude(row_id, f"used as the reference (data.reference_system={ref_system})", where)
-            continue
-        if opts["exclude_references"] and is_reference(system):
-            report.exclude(row_id, "human reference excluded (data.exclude_references=true)", where)
+        excluded = ("excluded system (data.exclude_systems)" if system in opts["exclude_systems"] else
+                    f"used as the reference (data.reference_system={ref_system})" if system == ref_system else
+                    "human reference excluded (data.exclude_references=true)"
+                    if opts["exclude_references"] and is_reference(system) else None)
+        if excluded:
+            report.exclude(row_id, excluded, where)
             continue
         if len(sources[seg]) != 1:
             report.drop(row_id, "inconsistent source text", f"{label} {_span(seg_lines[seg])}")
@@ -291,28 +283,30 @@ def _load_one(path, opts: dict):
 
 def _reference(label: str, opts: dict, systems: set, targets: dict) -> tuple[str | None, dict]:
     """(the system used as the reference or None, seg -> its target) for data.reference_system."""
-    reference: dict = {}
-    ref_system = None
-    if opts["reference_system"]:
-        wanted = str(opts["reference_system"])
-        ref_system = wanted if wanted in systems else None
-        if ref_system is None:
-            hits = sorted(s for s in systems if _alias(s) == _alias(wanted))
-            if len(hits) != 1:
-                raise DataError(f"{label}: data.reference_system={wanted}: no such system (systems: {sorted(systems)})")
-            ref_system = hits[0]
-        for (s, seg), texts in targets.items():
-            if s == ref_system and len(texts) == 1:
-                reference[seg] = next(iter(texts))
-    return ref_system, reference
+    if not opts["reference_system"]:
+        return None, {}
+    wanted = str(opts["reference_system"])
+    hits = [wanted] if wanted in systems else sorted(s for s in systems if _alias(s) == _alias(wanted))
+    if len(hits) != 1:
+        raise DataError(f"{label}: data.reference_system={wanted}: no such system (systems: {sorted(systems)})")
+    ref = hits[0]
+    return ref, {seg: next(iter(texts)) for (s, seg), texts in targets.items() if s == ref and len(texts) == 1}
 
 
-def _frame(records: list[dict], report: LoadReport, opts: dict, systems: set,
-           where: str) -> tuple[pd.DataFrame, LoadReport]:
-    """The validated table of the records; every data.exclude_systems name must be one of ``systems``."""
+def _load(files: list[tuple], dataset: str, scoring: MqmScoring) -> tuple[pd.DataFrame, LoadReport]:
+    """The validated table of (path, lang_pair) files; every data.exclude_systems name must be a system of one."""
+    opts = _scoring(scoring)
+    report = LoadReport(dataset)
+    records, systems = [], set()
+    for path, lang_pair in files:
+        one, rep, sys_one = _load_one(path, {**opts, "lang_pair": lang_pair})
+        records += one
+        systems |= sys_one
+        report.merge(rep)
     unknown = sorted(set(opts["exclude_systems"]) - systems)
     if unknown:
-        raise DataError(f"{where}: data.exclude_systems names unknown system(s) {unknown} (systems: {sorted(systems)})")
+        raise DataError(f"{', '.join(report.source_files)}: data.exclude_systems names unknown system(s) {unknown} "
+                        f"(systems: {sorted(systems)})")
     if not records:
         raise DataError(f"{NAME}: no usable rows left in {report.source_files} ({len(report.excluded)} excluded, "
                         f"{len(report.dropped)} dropped)")
@@ -327,9 +321,7 @@ def _frame(records: list[dict], report: LoadReport, opts: dict, systems: set,
 def load(path: str | None = None, options: MqmOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """One file (default: the shared TED zh-en file) -> (example table, report)."""
     options = options or MqmOptions()
-    opts = _scoring(options, options.lang_pair)
-    records, report, systems = _load_one(path, opts)
-    return _frame(records, report, opts, systems, report.source_files[0])
+    return _load([(path, options.lang_pair)], NAME, options)
 
 
 def load_many(files: dict, dataset: str = NAME,
@@ -337,15 +329,7 @@ def load_many(files: dict, dataset: str = NAME,
     """Several files by language pair ({"zh-en": path, ...}), concatenated, each scored with ``scoring``."""
     if not files:
         raise DataError(f"{NAME}: load_many needs at least one {{lang_pair: path}} entry")
-    opts = _scoring(scoring or MqmScoring(), None)
-    report = LoadReport(dataset)
-    records, systems = [], set()
-    for lang_pair, path in files.items():
-        one, rep, sys_one = _load_one(path, {**opts, "lang_pair": str(lang_pair)})
-        records += one
-        systems |= sys_one
-        report.merge(rep)
-    return _frame(records, report, opts, systems, ", ".join(report.source_files))
+    return _load([(path, str(lang_pair)) for lang_pair, path in files.items()], dataset, scoring or MqmScoring())
 
 
 @LOADERS

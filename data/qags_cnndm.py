@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import pandas as pd
+from functools import partial
 
 from cscore.data.loader import LOADERS, Loader
 from cscore.data.qags_xsum import Part, QagsOptions, load_part
-from cscore.data.schema import LoadReport
 
 CNNDM = Part("qags_cnndm", "mturk_cnndm.jsonl", "bottom-up-cnndm", "cnndm-")
-NAME, DEFAULT_FILE, SYSTEM = CNNDM.name, CNNDM.default_file, CNNDM.system
-
-
-def load(path: str | None = None, options: QagsOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    return load_part(CNNDM, path, options)
+DEFAULT_FILE = CNNDM.default_file
 
 
 @LOADERS
@@ -22,4 +17,4 @@ class QagsCnndm(Loader):
     task = "summarization"
     builds_on = ("qags_xsum",)  # its reader and options
     Options = QagsOptions
-    load = staticmethod(load)
+    load = staticmethod(partial(load_part, CNNDM))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import pandas as pd
@@ -33,7 +34,7 @@ class Part(NamedTuple):
 
 
 XSUM = Part("qags_xsum", "mturk_xsum.jsonl", "bart-xsum", "xsum-")
-NAME, DEFAULT_FILE, SYSTEM = XSUM.name, XSUM.default_file, XSUM.system
+DEFAULT_FILE = XSUM.default_file
 
 
 def _row(index: int, article: str, hypothesis, fact: float, where: str, part: Part = XSUM) -> dict:
@@ -76,10 +77,6 @@ def mturk_row(index: int, rec: dict, where: str, part: Part = XSUM) -> dict:
     return _row(index, rec["article"], " ".join(texts), sum(votes) / len(votes), where, part)
 
 
-def load(path: str | None = None, options: QagsOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    return load_part(XSUM, path, options)
-
-
 def load_part(part: Part, path: str | None = None,
               options: QagsOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
     opts = options or QagsOptions()
@@ -95,6 +92,9 @@ def load_part(part: Part, path: str | None = None,
             position = int(key) if key.isascii() and key.isdigit() and len(key) < 19 else index
             rows.append(_row(position, conv["source"], conv["hypothesis"], conv[HUMAN_PREFIX + "fact"], where, part))
     return table_of(rows, report, f"{file}: no records")
+
+
+load = partial(load_part, XSUM)
 
 
 @LOADERS

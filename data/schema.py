@@ -60,11 +60,9 @@ class LoadReport:
         return len(self.excluded) + len(self.dropped)
 
     def merge(self, other: "LoadReport") -> None:
-        self.source_files += other.source_files
         self.n_read += other.n_read
-        self.dropped += other.dropped
-        self.excluded += other.excluded
-        self.ignored += other.ignored
+        for name in ("source_files", "dropped", "excluded", "ignored"):
+            getattr(self, name).extend(getattr(other, name))
         for system, n in other.references.items():
             self.references[system] = self.references.get(system, 0) + n
 
@@ -84,9 +82,7 @@ class LoadReport:
                 f"{'a system' if len(self.references) == 1 else 'systems'}; data.exclude_references=true drops them")
 
     def _entries(self):
-        for kind, entries in (("excluded", self.excluded), ("dropped", self.dropped), ("ignored", self.ignored)):
-            for e in entries:
-                yield kind, e
+        return [(kind, e) for kind in ("excluded", "dropped", "ignored") for e in getattr(self, kind)]
 
     def reasons(self) -> list[dict]:
         """[{"kind", "reason", "count"}] in order of first occurrence within each kind (excluded first)."""

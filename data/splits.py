@@ -52,9 +52,7 @@ def label_by_ids(df: pd.DataFrame, path) -> pd.DataFrame:
     if unknown:
         raise DataError(f"split.dev_ids: {len(unknown)} of {len(ids)} ids in {path} are not groups of this data "
                         f"(first: {unknown[0]!r}); groups look like {sorted(groups)[0]!r}")
-    out = df.copy()
-    out["split"] = np.where(out["group"].astype(str).isin(set(ids)), "dev", "test")
-    return out
+    return df.assign(split=np.where(df["group"].astype(str).isin(set(ids)), "dev", "test"))
 
 
 def select_labelled(df: pd.DataFrame, split: str) -> pd.DataFrame:

@@ -30,7 +30,8 @@ class SummevalOptions:
                                          "per-expert ratings give SummaC's labels")
 
 
-def hub_records(hub_id: str, split: str | None) -> tuple[str, Iterator[tuple[str, dict]]]:
+def hub_records(hub_id: str, split: str | None) -> tuple[str, Iterator[tuple[str, dict]], dict]:
+    """(label, (where, record) of each row, no pickle field names): ``records_for``'s answer for a hub dataset."""
     datasets = import_datasets(f"data.hub_id={hub_id}")
     ds = datasets.load_dataset(hub_id, split=split)
     if split is None:  # a DatasetDict
@@ -38,7 +39,7 @@ def hub_records(hub_id: str, split: str | None) -> tuple[str, Iterator[tuple[str
             raise DataError(f"hub dataset {hub_id!r} has splits {sorted(ds)}; choose one with data.hub_split=<split>")
         split, ds = next(iter(ds.items()))
     label = f"hub:{hub_id}[{split}]"
-    return label, ((f"{label}: row {i}", dict(rec)) for i, rec in enumerate(ds))
+    return label, ((f"{label}: row {i}", dict(rec)) for i, rec in enumerate(ds)), {}
 
 
 def with_experts(row: dict, rec: dict, where: str) -> dict:
@@ -92,12 +93,9 @@ def with_annotations(records, annotations: dict, label: str):
 
 def load(path: str | None = None, options: SummevalOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
     opts = options or SummevalOptions()
-    if opts.hub_id:
-        label, records = hub_records(opts.hub_id, opts.hub_split)
-        names = {}
-    else:
-        file, records, names = records_for(path, opts.source_file, NAME, DEFAULT_FILE)
-        label = str(file)
+    source, records, names = (hub_records(opts.hub_id, opts.hub_split) if opts.hub_id else
+                              records_for(path, opts.source_file, NAME, DEFAULT_FILE))
+    label = str(source)
     if opts.annotations:
         records = with_annotations(records, read_annotations(opts.annotations), label)
     report = LoadReport(NAME, [label])

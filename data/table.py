@@ -116,22 +116,15 @@ def as_lang_pair(value, where: str, column: str, role: str):
 
 def as_score(value) -> float | None:
     """A human score as a float (NaN when missing); None when it is not a number."""
-    if _missing(value):
+    if _missing(value) or (isinstance(value, str) and value.strip().lower() in MISSING_SCORE):
         return math.nan
-    if isinstance(value, str):
-        if value.strip().lower() in MISSING_SCORE:
-            return math.nan
-        try:
-            value = float(value)
-        except ValueError:
-            return None
-    if isinstance(value, (numbers.Real, np.bool_)):
-        try:
-            value = float(value)
-        except OverflowError:  # an integer too large for a float
-            return None
-        return value if math.isfinite(value) else None
-    return None
+    if not isinstance(value, (str, numbers.Real, np.bool_)):
+        return None
+    try:
+        value = float(value)
+    except (ValueError, OverflowError):  # not a number; an integer too large for a float
+        return None
+    return value if math.isfinite(value) else None
 
 
 def human_scores(df: pd.DataFrame, human: dict, where: list[str], ids: list[str], label: str,

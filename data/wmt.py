@@ -26,7 +26,7 @@ class WmtOptions(mqm.MqmScoring, Where):
     """Where the files are, then mqm's scoring options (each file's language pair is its key)."""
 
 
-def find(lang_pair: str, candidates: list[str], root: Path | None) -> tuple[Path | None, list[str]]:
+def find(candidates: list[str], root: Path | None) -> tuple[Path | None, list[str]]:
     """The first candidate file (a .tsv also as .gz or .tar.gz) under ``root``, and the paths looked at."""
     looked = []
     for cand in candidates:
@@ -105,23 +105,18 @@ def load(path: str | None = None, options: WmtOptions | None = None, *, name: st
         paths[pairs[0]] = path
     shared = shared_data_dir()
     base = Path(root) if root else (shared / "mqm" if shared else None)
-    chosen: dict[str, Path] = {}
-    missing: list[str] = []
-    looked: list[str] = []
+    found: dict[str, tuple[Path | None, list[str]]] = {}  # lp -> (its file or None, the paths looked at)
     for lp in pairs:
         if lp in paths:
             given = Path(paths[lp])
-            found, tried = (given if given.is_file() else None), [f"{given} (data.paths.{lp})"]
+            found[lp] = (given if given.is_file() else None), [f"{given} (data.paths.{lp})"]
         else:
-            found, tried = find(lp, list(files[lp]), base)
-        if found is None:
-            missing.append(lp)
-            looked += tried or files[lp]
-        else:
-            chosen[lp] = found
+            found[lp] = find(files[lp], base)
+    missing = [lp for lp in pairs if found[lp][0] is None]
     if missing:
+        looked = [p for lp in missing for p in found[lp][1]]
         raise DataError(missing_message(name, missing, [lp for lp in pairs if lp not in missing], looked, base))
-    return mqm.load_many({lp: str(p) for lp, p in chosen.items()}, name, opts)  # opts: an MqmScoring too
+    return mqm.load_many({lp: str(found[lp][0]) for lp in pairs}, name, opts)  # opts: an MqmScoring too
 
 
 @LOADERS
