@@ -77,14 +77,10 @@ def decode_prompt(stepper: Stepper, prompt: list[int], firsts: Sequence[int], cs
     def stops(seq):
         return seq[-1] in eos_ids or len(seq) >= max_new_tokens or done(seq)
 
-    if all(stops(seq) for seq, _ in first):  # no step after the first: the prompt needs no forward
-        for seq, js in first:
-            for j in js:
-                out[j] = seq
-        return out
-    _, _, root = stepper.step(list(prompt), None)
-    stack = [(seq, js, root) for seq, js in first]
-    shared = {id(root): len(stack)}  # caches still to be handed to more than one node
+    stack, shared = [(seq, js, None) for seq, js in first], {}  # shared: caches still to hand to several nodes
+    if not all(stops(seq) for seq, _ in first):  # else no step after the first: the prompt needs no forward
+        _, _, root = stepper.step(list(prompt), None)
+        stack, shared = [(seq, js, root) for seq, js in first], {id(root): len(first)}
     while stack:
         seq, js, caches = stack.pop()
         if stops(seq):
@@ -204,7 +200,6 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
     ``timing`` receives ``cached``, ``seconds`` and ``call`` (and ``merged`` for a split decode).
     ``stop``: a path also stops once ``cscore.scorers.judge.parse.settled`` says its score is fixed.
     A split decode whose parts are not all done gives ``Pending``."""
-    extra_rules = how.extra_rules
     alpha, max_new_tokens, judge_key, stop = how.alpha, how.max_new_tokens, how.judge_key, how.stop
     eos = eos_ids(pair.expert.config, pair.tokenizer)
 
@@ -213,26 +208,25 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
                 "max_new_tokens": max_new_tokens, "eos": sorted(eos), "stop": STOPS[stop]}
 
     own = {f"rule {r}": r for r in dict.fromkeys(rules)}
-    more = {f"rule {r}": r for r in dict.fromkeys(extra_rules) if f"rule {r}" not in own}
+    named = {**{f"rule {r}": r for r in dict.fromkeys(how.extra_rules)}, **own}
 
-    def compute(names: list[str]) -> dict[str, list[list[int]]]:
-        todo = [own.get(n, more.get(n)) for n in names]
-        return dict(zip(names, _decode_rules(pair, stats, prompts, todo, how, eos, progress)))
+    def decode(names: list[str], part=None) -> list[list[list[int]]]:
+        return _decode_rules(pair, stats, prompts, [named[n] for n in names], how, eos, progress, part)
 
+    own_parts = {n: parts(r) for n, r in own.items()}
     if judge_key and cache is not None and how.coordinator is not None and how.coordinator.on:  # this point's only
-        got = split_paths(cache, {n: parts(r) for n, r in own.items()}, prompts, how,
-                            lambda names, only, each: _decode_rules(pair, stats, prompts, [own[n] for n in names], how,
-                                                                    eos, progress, (only, each)), timing)
+        got = split_paths(cache, own_parts, prompts, how, lambda names, only, each: decode(names, (only, each)),
+                          timing)
         if isinstance(got, Pending):
             return got
     else:
-        got = through_cache_many(cache if judge_key else None, {n: parts(r) for n, r in own.items()}, compute,
-                                 extra={n: parts(r) for n, r in more.items()})
+        got = through_cache_many(cache if judge_key else None, own_parts, lambda names: dict(zip(names, decode(names))),
+                                 extra={n: parts(r) for n, r in named.items() if n not in own})
     mine = [got[n] for n in own]
     calls = {call: seconds for _, _, seconds, call in mine}
     if timing is not None:
         timing.update(cached=all(c for _, c, _, _ in mine), seconds=sum(calls.values()), call=",".join(sorted(calls)))
-    return {{**own, **more}[n]: paths for n, (paths, *_) in got.items()}
+    return {named[n]: paths for n, (paths, *_) in got.items()}
 
 
 def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=None) -> list[list[list[int]]]:
@@ -277,19 +271,9 @@ def split_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Call
     return got
 
 
-def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) -> tuple[list[list[int]], bool]:
-    """(decoded ids per prompt, whether read from ``cache``): read under the key of ``parts``, else computed."""
-    if cache is None:
-        return compute(), False
-    parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **parts}
-    got, meta = cache.get_or_compute(parts, lambda key: ({"paths": DecodedPaths.from_lists(compute())}, None),
-                                     DecodedPaths)
-    return got["paths"].paths(), meta is not None
-
-
 def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[str]], dict[str, list[list[int]]]],
                        extra: dict[str, dict] | None = None) -> dict[str, tuple[list[list[int]], bool, float, str]]:
-    """``through_cache`` for several named decodes: {name: (paths, from the cache, seconds, call id)};
+    """Named decodes read under the keys of ``parts``, else computed: {name: (paths, from the cache, seconds, call id)};
     the names the cache lacks are computed in one ``compute(names)`` call and stored. ``extra``: more
     decodes, computed only alongside a missing name of ``parts`` (dropped if that runs out of memory).
     Every key is locked, in sorted order (no two runs wait on each other), while this runs."""

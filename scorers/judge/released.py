@@ -170,7 +170,6 @@ class Decoding:
     max_new_tokens: int = MAX_NEW_TOKENS
     vocab_size: int | None = None
     repetition_penalty: float = 1.0
-    finished_pad_id: int | None = None
 
 
 @torch.inference_mode()
@@ -187,7 +186,6 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     contrast, batch = (lam, t, how.alpha, how.min_keep), len(prompts)
     _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast, repetition_penalty, batch)
     eos = {int(e) for e in how.eos_ids}
-    fill = int(how.pad_id if how.finished_pad_id is None else how.finished_pad_id)
     device = _device(model)
     ids, mask, positions = _left_pad(prompts, how.pad_id, device)
     if max_new_tokens == 0:
@@ -208,7 +206,7 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
         if step == 0 and return_first_scores:
             first_scores = scores.cpu()
         chosen = scores.argmax(dim=-1).tolist()
-        _take(chosen, done, eos, fill, results)
+        _take(chosen, done, eos, int(how.pad_id), results)
         if all(done):
             break
         token = torch.tensor(chosen, dtype=torch.long, device=device)

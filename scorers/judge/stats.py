@@ -207,11 +207,10 @@ class JudgeStats:
         return out
 
     def to_arrays(self) -> dict[str, np.ndarray]:
+        own = {k: getattr(self, k) for k in self.ARRAY_NAMES[4:-2]}  # main_top .. text_ids, as they are
         return {"n_items": np.asarray([self.n_items], dtype=np.int64), "prefixes": _pad(self.prefixes),
-                "values": self.values, "value_ids": _pad(self.value_ids), "main_top": self.main_top,
-                "asst_top": self.asst_top, "front_offsets": self.front_offsets, "front_ids": self.front_ids,
-                "front_a": self.front_a, "front_z": self.front_z, "score_a": self.score_a, "score_z": self.score_z,
-                "text_ids": self.text_ids, "text_values": np.asarray(self.text_values, dtype=str),
+                "values": self.values, "value_ids": _pad(self.value_ids), **own,
+                "text_values": np.asarray(self.text_values, dtype=str),
                 "vocab": np.asarray([self.vocab], dtype=np.int64),
                 **({k: getattr(self, k) for k in CHAIN_ARRAYS} if len(self.chain_ids) else {})}
 
