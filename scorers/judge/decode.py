@@ -68,14 +68,14 @@ class Stepper:
 
 
 @torch.inference_mode()
-def decode_prompt(stepper: Stepper, prompt: list[int], firsts: Sequence[int], cs: Sequence[float | None], *,
-                  alpha: float, max_new_tokens: int, eos_ids, done: Callable[[list[int]], bool]) -> list[list[int]]:
+def decode_prompt(stepper: Stepper, prompt: list[int], firsts: Sequence[int], cs: Sequence[float | None],
+                  how: Steps) -> list[list[int]]:
     """The path of each rule ``cs[j]`` (its first token ``firsts[j]``) on one prompt, as a tree."""
     out: list = [None] * len(cs)
     first = _groups([[f] for f in firsts], range(len(cs)))
 
     def stops(seq):
-        return seq[-1] in eos_ids or len(seq) >= max_new_tokens or done(seq)
+        return seq[-1] in how.eos_ids or len(seq) >= how.max_new_tokens or how.done(seq)
 
     stack, shared = [(seq, js, None) for seq, js in first], {}  # shared: caches still to hand to several nodes
     if not all(stops(seq) for seq, _ in first):  # else no step after the first: the prompt needs no forward
@@ -92,7 +92,7 @@ def decode_prompt(stepper: Stepper, prompt: list[int], firsts: Sequence[int], cs
             shared[id(caches)] -= 1
             caches = copy.deepcopy(caches)
         a, z, caches = stepper.step([seq[-1]], caches)
-        kids = _groups([seq + [choose(a, z, cs[j], alpha)] for j in js], js)
+        kids = _groups([seq + [choose(a, z, cs[j], how.alpha)] for j in js], js)
         shared[id(caches)] = len(kids)
         stack.extend((s, g, caches) for s, g in kids)
     return out
@@ -120,7 +120,7 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
                how: Steps, *, asst, progress=None) -> list[DecodedPaths]:
     """One ``DecodedPaths`` per rule of ``cs``; ``firsts[i][j]``: prompt i's first token under cs[j];
     ``asst``: another model or an int k (main's first k layers)."""
-    alpha, max_new_tokens, each = how.alpha, how.max_new_tokens, how.each
+    max_new_tokens, each = how.max_new_tokens, how.each
     stepper = Stepper(main, *assistant(asst))
     paths: list[list] = [[] for _ in cs]
     rules = len(set(cs))
@@ -132,8 +132,7 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     try:
         for prompt, first in zip(prompts, firsts):
             with decode_ticks(stepper.models, clock, progress):
-                got = decode_prompt(stepper, prompt, first, cs, alpha=alpha, max_new_tokens=max_new_tokens,
-                                    eos_ids=set(how.eos_ids), done=how.done)
+                got = decode_prompt(stepper, prompt, first, cs, how)
             for j, seq in enumerate(got):
                 paths[j].append(seq)
             if each is not None:
@@ -235,7 +234,6 @@ def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=N
 
     alpha, stop = how.alpha, how.stop
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
-    early = asst.parent is main
     firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
     only, each = part if part is not None else (None, None)
     if only is not None:
@@ -247,7 +245,7 @@ def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=N
         return stop is not None and settled(path_text(tok, ids), stop, lo, hi)
 
     got = decode_all(main.model, prompts, firsts, rules, Steps(alpha, how.max_new_tokens, eos, done, each),
-                     asst=asst.exit_layer if early else asst.model, progress=progress)
+                     asst=asst.exit_layer if asst.parent is main else asst.model, progress=progress)
     return [paths.paths() for paths in got]
 
 

@@ -47,12 +47,6 @@ def front_mask(a: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return order, a_sorted > prev
 
 
-def pareto_front(a: torch.Tensor, z: torch.Tensor) -> list[torch.Tensor]:
-    """Per row of a, z [B, V]: the token ids on the front (``front_mask``), in z order."""
-    order, keep = front_mask(a, z)
-    return [order[r][keep[r]] for r in range(a.shape[0])]
-
-
 def batch_to_host(a, z, z_main, z_asst, score_tok):
     """What the host keeps of a batch, in one device-to-host copy: whether all logits are finite, both
     argmaxes, a and z of the score tokens [B, S], and per row its front as (ids, a, z). Token ids travel
