@@ -149,15 +149,23 @@ def first_step_logprobs(model, prompts: Sequence[Sequence[int]], *, pad_id: int,
     """The assistant's log-probs [B, V] for the first new token, from one left-padded pass over ``prompts``;
     with ``exit_layer=k`` the assistant is ``model``'s first k layers. ``vocab_size`` cuts the logits;
     ``repetition_penalty`` (the main model's, as the released assistant's ``generate`` applies) comes first."""
-    ids, mask, positions = _left_pad(prompts, pad_id, _device(model))
+    padded = _left_pad(prompts, pad_id, _device(model))
+    out, exited = _forward(model, padded, exit_layer, use_cache=False)
+    hidden = out.last_hidden_state[:, -1] if exited is None else exited
+    return _asst_logprobs(model, hidden, padded[0], vocab_size, repetition_penalty)
+
+
+def _forward(model, padded, exit_layer: int | None, use_cache: bool):
+    """(the decoder's output over ``padded``, the normed state after ``exit_layer`` layers at the last position
+    or None)."""
+    ids, mask, positions = padded
     tap = LayerTap(model, _check_exit_layer(model, exit_layer)) if exit_layer is not None else None
     try:
-        out = decoder_base(model)(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
-        hidden = out.last_hidden_state[:, -1] if tap is None else tap.norm(tap.kept()[:, -1])
+        out = decoder_base(model)(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=use_cache)
+        return out, None if tap is None else tap.norm(tap.kept()[:, -1])
     finally:
         if tap is not None:
             tap.close()
-    return _asst_logprobs(model, hidden, ids, vocab_size, repetition_penalty)
 
 
 @dataclass(frozen=True)
@@ -326,16 +334,10 @@ def _prefill(model, padded, asst_first, asst_exit_layer, how: Decoding,
              contrasts: list[tuple[float, float, float, int]]):
     """decode's prefill over ``padded``: (decoder base, KV cache, last main logits, the assistant's
     fixed log-probs, the ids seen per row or None); ``contrasts`` are checked against the vocabulary."""
-    ids, mask, positions = padded
+    ids = padded[0]
     vocab_size, repetition_penalty = how.vocab_size, how.repetition_penalty
     base = decoder_base(model)
-    tap = LayerTap(model, _check_exit_layer(model, asst_exit_layer)) if asst_exit_layer is not None else None
-    try:
-        out = base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        asst_hidden = None if tap is None else tap.norm(tap.kept()[:, -1])
-    finally:
-        if tap is not None:
-            tap.close()
+    out, asst_hidden = _forward(model, padded, asst_exit_layer, use_cache=True)
     cache = getattr(out, cache_attribute(base))
     logits = _logits(model, out.last_hidden_state[:, -1], vocab_size)
     batch, vocab = len(ids), logits.shape[-1]
