@@ -289,14 +289,11 @@ def split_shared(contexts: Sequence[list[int]]) -> list[tuple[list[int], list[in
     out: list = [None] * n
     for lo, hi in groups:
         members = [order[k] for k in range(lo, hi + 1)]
-        shared = min(lcp[lo:hi], default=0)
-        shared = min(shared, min(len(contexts[i]) for i in members) - 1)
+        shared = min(lcp[lo:hi] + [len(contexts[i]) - 1 for i in members])
         if hi == lo or shared < MIN_SHARED:
-            for i in members:
-                out[i] = (list(contexts[i][:-1]), list(contexts[i][-1:]))
-        else:
-            for i in members:
-                out[i] = (list(contexts[i][:shared]), list(contexts[i][shared:]))
+            shared = -1  # the last token alone
+        for i in members:
+            out[i] = (list(contexts[i][:shared]), list(contexts[i][shared:]))
     return out
 
 
