@@ -87,10 +87,6 @@ def apply_repetition_penalty(scores: torch.Tensor, seen: torch.Tensor, penalty: 
     return torch.where(seen, torch.where(scores < 0, scores * penalty, scores / penalty), scores)
 
 
-def _device(model) -> torch.device:
-    return next(model.parameters()).device
-
-
 def _left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device):
     """(ids, attention mask, position ids) [B, W], left-padded; positions count real tokens from 0."""
     if not prompts:
@@ -149,7 +145,7 @@ def first_step_logprobs(model, prompts: Sequence[Sequence[int]], *, pad_id: int,
     """The assistant's log-probs [B, V] for the first new token, from one left-padded pass over ``prompts``;
     with ``exit_layer=k`` the assistant is ``model``'s first k layers. ``vocab_size`` cuts the logits;
     ``repetition_penalty`` (the main model's, as the released assistant's ``generate`` applies) comes first."""
-    padded = _left_pad(prompts, pad_id, _device(model))
+    padded = _left_pad(prompts, pad_id, next(model.parameters()).device)
     out, exited = _forward(model, padded, exit_layer, use_cache=False)
     hidden = out.last_hidden_state[:, -1] if exited is None else exited
     return _asst_logprobs(model, hidden, padded[0], vocab_size, repetition_penalty)
@@ -194,7 +190,7 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     contrast, batch = (lam, t, how.alpha, how.min_keep), len(prompts)
     _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast, repetition_penalty, batch)
     eos = {int(e) for e in how.eos_ids}
-    device = _device(model)
+    device = next(model.parameters()).device
     ids, mask, positions = _left_pad(prompts, how.pad_id, device)
     if max_new_tokens == 0:
         empty: list[list[int]] = [[] for _ in range(batch)]
@@ -236,7 +232,7 @@ def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tenso
     out: list[list[list[int]]] = [[[] for _ in range(batch)] for _ in rules]
     if max_new_tokens == 0 or not rules:
         return out
-    device = _device(model)
+    device = next(model.parameters()).device
     ids, mask, positions = _left_pad(prompts, how.pad_id, device)
     base, cache, logits, asst, seen = _prefill(model, (ids, mask, positions), asst_first, asst_exit_layer, how,
                                                contrasts)
