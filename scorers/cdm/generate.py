@@ -6,7 +6,6 @@ segment. Every draw is seeded by sha256 (docs/methods/cdm.md)."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import inspect
 import re
@@ -204,7 +203,7 @@ class DegradedSampler:
                 for r, (lm, heads) in enumerate(self.passes):  # one forward pass per model and step
                     x = torch.tensor([feed], device=lm.device)
                     base = decoder_base(lm.model)
-                    o = base(input_ids=x, use_cache=True, **{_cache_arg(type(base)): past[r]})
+                    o = base(input_ids=x, use_cache=True, **_cache_in(base, past[r]))
                     past[r] = _cache_out(o)
                     for role, k in heads.items():
                         h = o.last_hidden_state[:, -1] if k is None else taps[role].normed()[:, -1]
@@ -239,7 +238,7 @@ class DegradedSampler:
                 enc, mask = encoded[role]
                 x = torch.tensor([feed], device=lm.device)
                 o = lm.model(encoder_outputs=enc, attention_mask=mask, use_cache=True, decoder_input_ids=x,
-                             **{_cache_arg(type(lm.model)): past[role]})
+                             **_cache_in(lm.model, past[role]))
                 past[role] = _cache_out(o)
                 lps[role] = torch.log_softmax(o.logits[0, -1].double(), dim=-1)
             tok = self._sample(lps, gen, banned=banned)
@@ -277,10 +276,15 @@ class DegradedSampler:
         return start, tok.decode(new, skip_special_tokens=True)
 
 
-@functools.cache
-def _cache_arg(cls: type) -> str:
-    """The forward argument of model class ``cls`` that takes the KV cache (read once per class)."""
-    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+_CACHE_ARGS: dict[type[torch.nn.Module], str] = {}  # per model class, read once
+
+
+def _cache_in(module: torch.nn.Module, past) -> dict:
+    """``past`` as the forward argument that takes the KV cache."""
+    cls = type(module)
+    if cls not in _CACHE_ARGS:
+        _CACHE_ARGS[cls] = "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+    return {_CACHE_ARGS[cls]: past}
 
 
 def _cache_out(output):
