@@ -399,7 +399,9 @@ class ModelPair:
         opts, cache, progress, temperatures = request.options, request.cache, request.progress, request.temperatures
         coordinator, models = request.coordinator, request.models
         split = coordinator if coordinator is not None and coordinator.on else None
-        self.check_pass_inputs(inputs, models, cache, coordinator)
+        if self.aligned and inputs.amateur_items is None and "amateur" in (models or ["amateur"]):
+            raise ConfigError("a cross-family pair needs inputs encoded by its own encode() (each model's tokens)")
+        check_cache(coordinator, cache)
         stats: dict[str, TokenStats | None] = {}  # None: a split pass still pending, in its place
         reports: dict[str, EngineReport | None] = {}
         waiting: dict[str, tuple[PassJob, float, str | None]] = {}
@@ -451,11 +453,6 @@ class ModelPair:
             pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
             out.append(("+".join(heads), self._parts(run_model, run_heads, ids_digest(pairs), temperatures, opts)))
         return out
-
-    def check_pass_inputs(self, inputs: ScoringInput, models, cache, coordinator) -> None:
-        if self.aligned and inputs.amateur_items is None and "amateur" in (models or ["amateur"]):
-            raise ConfigError("a cross-family pair needs inputs encoded by its own encode() (each model's tokens)")
-        check_cache(coordinator, cache)
 
     @staticmethod
     def _cached(cache, run_model, heads, ids, temperatures, opts: PassOptions, compute, lengths=()):

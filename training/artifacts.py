@@ -50,12 +50,9 @@ class ArtifactDir:
     def meta_file(self) -> Path:
         return self.path / self.meta_name
 
-    def read(self) -> dict | None:
-        return json.loads(self.meta_file.read_text()) if self.meta_file.exists() else None
-
     def check(self, identity: dict, refuse: Callable[[dict], str]) -> dict | None:
         """The identity JSON already there (None: none); another identity is ``ConfigError(refuse(it))``."""
-        old = self.read()
+        old = json.loads(self.meta_file.read_text()) if self.meta_file.exists() else None
         if old is not None and old.get("identity") != identity:
             raise ConfigError(refuse(old.get("identity") or {}))
         return old

@@ -33,9 +33,6 @@ def select_positives(examples, which: str, column: str | None = None):
     """The rows whose text is a positive, with a ``text`` column: every hypothesis, each group's reference
     once, or each group's row with the highest ``column`` (top_rated)."""
     table = examples.copy()
-    if which == "hypothesis":
-        table["text"] = table["hypothesis"]
-        return table.reset_index(drop=True)
     if which == "reference":
         has = table["reference"].map(lambda r: isinstance(r, str) and bool(r.strip()))
         if not has.any():
@@ -47,9 +44,9 @@ def select_positives(examples, which: str, column: str | None = None):
         dup = table.duplicated("group", keep=False)
         table["id"] = [f"{g}/reference" + (f"{k}" if d else "") for k, (g, d) in enumerate(zip(table["group"], dup))]
         return table.reset_index(drop=True)
-    table = table[np.isfinite(table[column].to_numpy(dtype=float))]
-    best = table.groupby("group", sort=False)[column].idxmax()
-    table = table.loc[best.to_numpy()].copy()
+    if which == "top_rated":
+        table = table[np.isfinite(table[column].to_numpy(dtype=float))]
+        table = table.loc[table.groupby("group", sort=False)[column].idxmax().to_numpy()].copy()
     table["text"] = table["hypothesis"]
     return table.reset_index(drop=True)
 

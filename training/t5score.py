@@ -43,14 +43,10 @@ def ranking_pairs(groups, contexts, hypotheses, scores, *, both_directions: bool
     return out
 
 
-def target_ids(tokenizer, text: str, eos_id: int) -> list[int]:
-    ids = list(tokenizer(text, add_special_tokens=True)["input_ids"])
-    return ids if ids and ids[-1] == eos_id else ids + [eos_id]
-
-
 def mean_logp(model, tokenizer, sources: list[str], targets: list[str], *, max_length: int) -> torch.Tensor:
     """(1/|b|) log p(b | a) per (a, b), differentiable; sources and targets cut to ``max_length`` tokens."""
     from cscore.scorers.engine.seq2seq import decoder_start
+    from cscore.scorers.engine.tokenize import target_ids
 
     eos = tokenizer.eos_token_id
     start = decoder_start(model)

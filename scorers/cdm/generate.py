@@ -100,12 +100,8 @@ def random_spans(n_units: int, n: int, max_span: int, rng: np.random.Generator) 
         lengths[int(np.argmax(lengths))] -= 1
     slack = n_units - int(lengths.sum()) - (n - 1)
     gaps = np.sort(rng.choice(slack + n, size=n, replace=False)) - np.arange(n)
-    out, used = [], 0
-    for i in range(n):
-        start = int(gaps[i]) + used + i
-        out.append((start, start + int(lengths[i])))
-        used += int(lengths[i])
-    return out
+    starts = gaps + np.cumsum(lengths) - lengths + np.arange(n)  # the gap, the runs before and one unit each
+    return [(int(a), int(a + k)) for a, k in zip(starts, lengths)]
 
 
 def choose_segments(text: str, bounds: list[int], strategy: str, rng: np.random.Generator, *,

@@ -143,9 +143,8 @@ def fit(x: np.ndarray, labels, *, objective: str = "logistic", l2: float = 1.0,
         mean = float(y.mean())
         w = np.linalg.solve(z.T @ z + l2 * np.eye(z.shape[1]), z.T @ (y - mean))
         return Pooler("ridge", w, mean, center, scale, rule, len(y))
-    n_pos = int(y.sum())
     w = _logistic(z, y, l2)
-    return Pooler("logistic", w[:-1], float(w[-1]), center, scale, rule, len(y), n_pos)
+    return Pooler("logistic", w[:-1], float(w[-1]), center, scale, rule, len(y), int(y.sum()))
 
 
 def group_folds(groups, k: int, seed: int) -> np.ndarray:

@@ -68,23 +68,19 @@ class Stepper:
 
 
 @torch.inference_mode()
-def decode_prompt(stepper: Stepper, prompt: list[int], firsts: Sequence[int], cs: Sequence[float | None], *,
-                  alpha: float, max_new_tokens: int, eos_ids, done: Callable[[list[int]], bool]) -> list[list[int]]:
+def decode_prompt(stepper: Stepper, prompt: list[int], firsts: Sequence[int], cs: Sequence[float | None],
+                  how: Steps) -> list[list[int]]:
     """The path of each rule ``cs[j]`` (its first token ``firsts[j]``) on one prompt, as a tree."""
     out: list = [None] * len(cs)
     first = _groups([[f] for f in firsts], range(len(cs)))
 
     def stops(seq):
-        return seq[-1] in eos_ids or len(seq) >= max_new_tokens or done(seq)
+        return seq[-1] in how.eos_ids or len(seq) >= how.max_new_tokens or how.done(seq)
 
-    if all(stops(seq) for seq, _ in first):  # no step after the first: the prompt needs no forward
-        for seq, js in first:
-            for j in js:
-                out[j] = seq
-        return out
-    _, _, root = stepper.step(list(prompt), None)
-    stack = [(seq, js, root) for seq, js in first]
-    shared = {id(root): len(stack)}  # caches still to be handed to more than one node
+    stack, shared = [(seq, js, None) for seq, js in first], {}  # shared: caches still to hand to several nodes
+    if not all(stops(seq) for seq, _ in first):  # else no step after the first: the prompt needs no forward
+        _, _, root = stepper.step(list(prompt), None)
+        stack, shared = [(seq, js, root) for seq, js in first], {id(root): len(first)}
     while stack:
         seq, js, caches = stack.pop()
         if stops(seq):
@@ -96,7 +92,7 @@ def decode_prompt(stepper: Stepper, prompt: list[int], firsts: Sequence[int], cs
             shared[id(caches)] -= 1
             caches = copy.deepcopy(caches)
         a, z, caches = stepper.step([seq[-1]], caches)
-        kids = _groups([seq + [choose(a, z, cs[j], alpha)] for j in js], js)
+        kids = _groups([seq + [choose(a, z, cs[j], how.alpha)] for j in js], js)
         shared[id(caches)] = len(kids)
         stack.extend((s, g, caches) for s, g in kids)
     return out
@@ -124,7 +120,7 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
                how: Steps, *, asst, progress=None) -> list[DecodedPaths]:
     """One ``DecodedPaths`` per rule of ``cs``; ``firsts[i][j]``: prompt i's first token under cs[j];
     ``asst``: another model or an int k (main's first k layers)."""
-    alpha, max_new_tokens, each = how.alpha, how.max_new_tokens, how.each
+    max_new_tokens, each = how.max_new_tokens, how.each
     stepper = Stepper(main, *assistant(asst))
     paths: list[list] = [[] for _ in cs]
     rules = len(set(cs))
@@ -136,8 +132,7 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     try:
         for prompt, first in zip(prompts, firsts):
             with decode_ticks(stepper.models, clock, progress):
-                got = decode_prompt(stepper, prompt, first, cs, alpha=alpha, max_new_tokens=max_new_tokens,
-                                    eos_ids=set(how.eos_ids), done=how.done)
+                got = decode_prompt(stepper, prompt, first, cs, how)
             for j, seq in enumerate(got):
                 paths[j].append(seq)
             if each is not None:
@@ -204,7 +199,6 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
     ``timing`` receives ``cached``, ``seconds`` and ``call`` (and ``merged`` for a split decode).
     ``stop``: a path also stops once ``cscore.scorers.judge.parse.settled`` says its score is fixed.
     A split decode whose parts are not all done gives ``Pending``."""
-    extra_rules = how.extra_rules
     alpha, max_new_tokens, judge_key, stop = how.alpha, how.max_new_tokens, how.judge_key, how.stop
     eos = eos_ids(pair.expert.config, pair.tokenizer)
 
@@ -213,26 +207,25 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
                 "max_new_tokens": max_new_tokens, "eos": sorted(eos), "stop": STOPS[stop]}
 
     own = {f"rule {r}": r for r in dict.fromkeys(rules)}
-    more = {f"rule {r}": r for r in dict.fromkeys(extra_rules) if f"rule {r}" not in own}
+    named = {**{f"rule {r}": r for r in dict.fromkeys(how.extra_rules)}, **own}
 
-    def compute(names: list[str]) -> dict[str, list[list[int]]]:
-        todo = [own.get(n, more.get(n)) for n in names]
-        return dict(zip(names, _decode_rules(pair, stats, prompts, todo, how, eos, progress)))
+    def decode(names: list[str], part=None) -> list[list[list[int]]]:
+        return _decode_rules(pair, stats, prompts, [named[n] for n in names], how, eos, progress, part)
 
+    own_parts = {n: parts(r) for n, r in own.items()}
     if judge_key and cache is not None and how.coordinator is not None and how.coordinator.on:  # this point's only
-        got = split_paths(cache, {n: parts(r) for n, r in own.items()}, prompts, how,
-                            lambda names, only, each: _decode_rules(pair, stats, prompts, [own[n] for n in names], how,
-                                                                    eos, progress, (only, each)), timing)
+        got = split_paths(cache, own_parts, prompts, how, lambda names, only, each: decode(names, (only, each)),
+                          timing)
         if isinstance(got, Pending):
             return got
     else:
-        got = through_cache_many(cache if judge_key else None, {n: parts(r) for n, r in own.items()}, compute,
-                                 extra={n: parts(r) for n, r in more.items()})
+        got = through_cache_many(cache if judge_key else None, own_parts, lambda names: dict(zip(names, decode(names))),
+                                 extra={n: parts(r) for n, r in named.items() if n not in own})
     mine = [got[n] for n in own]
     calls = {call: seconds for _, _, seconds, call in mine}
     if timing is not None:
         timing.update(cached=all(c for _, c, _, _ in mine), seconds=sum(calls.values()), call=",".join(sorted(calls)))
-    return {{**own, **more}[n]: paths for n, (paths, *_) in got.items()}
+    return {named[n]: paths for n, (paths, *_) in got.items()}
 
 
 def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=None) -> list[list[list[int]]]:
@@ -241,7 +234,6 @@ def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=N
 
     alpha, stop = how.alpha, how.stop
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
-    early = asst.parent is main
     firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
     only, each = part if part is not None else (None, None)
     if only is not None:
@@ -253,7 +245,7 @@ def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=N
         return stop is not None and settled(path_text(tok, ids), stop, lo, hi)
 
     got = decode_all(main.model, prompts, firsts, rules, Steps(alpha, how.max_new_tokens, eos, done, each),
-                     asst=asst.exit_layer if early else asst.model, progress=progress)
+                     asst=asst.exit_layer if asst.parent is main else asst.model, progress=progress)
     return [paths.paths() for paths in got]
 
 
@@ -277,19 +269,9 @@ def split_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Call
     return got
 
 
-def through_cache(cache, parts: dict, compute: Callable[[], list[list[int]]]) -> tuple[list[list[int]], bool]:
-    """(decoded ids per prompt, whether read from ``cache``): read under the key of ``parts``, else computed."""
-    if cache is None:
-        return compute(), False
-    parts = {"kind": "judge_decode", "decode_format": DECODE_FORMAT, **parts}
-    got, meta = cache.get_or_compute(parts, lambda key: ({"paths": DecodedPaths.from_lists(compute())}, None),
-                                     DecodedPaths)
-    return got["paths"].paths(), meta is not None
-
-
 def through_cache_many(cache, parts: dict[str, dict], compute: Callable[[list[str]], dict[str, list[list[int]]]],
                        extra: dict[str, dict] | None = None) -> dict[str, tuple[list[list[int]], bool, float, str]]:
-    """``through_cache`` for several named decodes: {name: (paths, from the cache, seconds, call id)};
+    """Named decodes read under the keys of ``parts``, else computed: {name: (paths, from the cache, seconds, call id)};
     the names the cache lacks are computed in one ``compute(names)`` call and stored. ``extra``: more
     decodes, computed only alongside a missing name of ``parts`` (dropped if that runs out of memory).
     Every key is locked, in sorted order (no two runs wait on each other), while this runs."""

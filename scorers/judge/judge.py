@@ -47,12 +47,6 @@ def front_mask(a: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return order, a_sorted > prev
 
 
-def pareto_front(a: torch.Tensor, z: torch.Tensor) -> list[torch.Tensor]:
-    """Per row of a, z [B, V]: the token ids on the front (``front_mask``), in z order."""
-    order, keep = front_mask(a, z)
-    return [order[r][keep[r]] for r in range(a.shape[0])]
-
-
 def batch_to_host(a, z, z_main, z_asst, score_tok):
     """What the host keeps of a batch, in one device-to-host copy: whether all logits are finite, both
     argmaxes, a and z of the score tokens [B, S], and per row its front as (ids, a, z). Token ids travel
@@ -295,14 +289,11 @@ def split_shared(contexts: Sequence[list[int]]) -> list[tuple[list[int], list[in
     out: list = [None] * n
     for lo, hi in groups:
         members = [order[k] for k in range(lo, hi + 1)]
-        shared = min(lcp[lo:hi], default=0)
-        shared = min(shared, min(len(contexts[i]) for i in members) - 1)
+        shared = min(lcp[lo:hi] + [len(contexts[i]) - 1 for i in members])
         if hi == lo or shared < MIN_SHARED:
-            for i in members:
-                out[i] = (list(contexts[i][:-1]), list(contexts[i][-1:]))
-        else:
-            for i in members:
-                out[i] = (list(contexts[i][:shared]), list(contexts[i][shared:]))
+            shared = -1  # the last token alone
+        for i in members:
+            out[i] = (list(contexts[i][:shared]), list(contexts[i][shared:]))
     return out
 
 

@@ -30,17 +30,15 @@ _RELEASED_NUMBER = re.compile(r"^ ?([+-]?[\d\.]+)")
 _LIST_NUMBER = re.compile(r"^ ?[+-]?\d+\.[ \t]+[^\s\d.+-]")
 
 
-def _echo(rest: str, hi: int) -> bool:
-    """Whether ``rest`` (the text after the minimum) goes on with the range's maximum: "-5", " to 5", " 5"."""
-    return re.match(rf"(?:\s*(?:-|\u2013|\u2014|to\b)\s*|\s+){hi}(?![0-9.])", rest) is not None
-
-
-def _in_range(value: float, lo: int, hi: int) -> tuple[float, str]:
+def _in_range(value: float, lo: int, hi: int, rest: str) -> tuple[float, str]:
+    """(score, status) of a number read, ``rest`` the text after it: Below / Above the range, else ok, or
+    Echo for the minimum that goes on with the range's maximum: "-5", " to 5", " 5"."""
     if value < lo:
         return float(lo), BELOW
     if value > hi:
         return float(hi), ABOVE
-    return value, OK
+    echo = value == lo and re.match(rf"(?:\s*(?:-|\u2013|\u2014|to\b)\s*|\s+){hi}(?![0-9.])", rest) is not None
+    return value, ECHO if echo else OK
 
 
 def parse_paper(text: str, lo: int, hi: int) -> tuple[float, str]:
@@ -52,8 +50,7 @@ def parse_paper(text: str, lo: int, hi: int) -> tuple[float, str]:
     value, end = paper_number(text)
     if value is None:
         return float(lo), NO_PRED
-    score, status = _in_range(value, lo, hi)
-    return (score, ECHO) if status == OK and score == lo and _echo(text[end:], hi) else (score, status)
+    return _in_range(value, lo, hi, text[end:])
 
 
 def paper_number(text: str) -> tuple[float | None, int]:
@@ -95,9 +92,7 @@ def parse_released(text: str, lo: int, hi: int) -> tuple[float, str]:
         value = float(match.group(1))
     except ValueError:
         return float(lo), NO_PRED
-    score, status = _in_range(value, lo, hi)
-    if status == OK and score == lo and _echo(out[match.end():], hi):
-        return score, ECHO
+    score, status = _in_range(value, lo, hi, out[match.end():])
     return (score, LIST) if status == OK and _LIST_NUMBER.match(out) else (score, status)
 
 
@@ -163,18 +158,10 @@ def score_tokens(tokenizer, lo: int, hi: int) -> dict[int, list[int]]:
     return tokens
 
 
-def single_token_values(tokens: dict[int, list[int]]) -> bool:
-    """Whether every value is written with exactly one token (one next-token distribution decides)."""
-    return all(len(ids) == 1 for ids in tokens.values())
-
-
 def digit_tokens(tokenizer) -> list[int]:
     """The ids of every token whose text is ASCII digits only (the tokens that go on writing a number)."""
-    out = []
-    for piece, i in tokenizer.get_vocab().items():
-        if piece.isascii() and piece.isdigit() and tokenizer.decode([i]) == piece:
-            out.append(int(i))
-    return sorted(out)
+    return sorted(int(i) for piece, i in tokenizer.get_vocab().items()
+                  if piece.isascii() and piece.isdigit() and tokenizer.decode([i]) == piece)
 
 
 def continuation_prefixes(tokens: dict[int, list[int]]) -> list[tuple[int, ...]]:

@@ -87,10 +87,6 @@ def apply_repetition_penalty(scores: torch.Tensor, seen: torch.Tensor, penalty: 
     return torch.where(seen, torch.where(scores < 0, scores * penalty, scores / penalty), scores)
 
 
-def _device(model) -> torch.device:
-    return next(model.parameters()).device
-
-
 def _left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device):
     """(ids, attention mask, position ids) [B, W], left-padded; positions count real tokens from 0."""
     if not prompts:
@@ -149,15 +145,23 @@ def first_step_logprobs(model, prompts: Sequence[Sequence[int]], *, pad_id: int,
     """The assistant's log-probs [B, V] for the first new token, from one left-padded pass over ``prompts``;
     with ``exit_layer=k`` the assistant is ``model``'s first k layers. ``vocab_size`` cuts the logits;
     ``repetition_penalty`` (the main model's, as the released assistant's ``generate`` applies) comes first."""
-    ids, mask, positions = _left_pad(prompts, pad_id, _device(model))
+    padded = _left_pad(prompts, pad_id, next(model.parameters()).device)
+    out, exited = _forward(model, padded, exit_layer, use_cache=False)
+    hidden = out.last_hidden_state[:, -1] if exited is None else exited
+    return _asst_logprobs(model, hidden, padded[0], vocab_size, repetition_penalty)
+
+
+def _forward(model, padded, exit_layer: int | None, use_cache: bool):
+    """(the decoder's output over ``padded``, the normed state after ``exit_layer`` layers at the last position
+    or None)."""
+    ids, mask, positions = padded
     tap = LayerTap(model, _check_exit_layer(model, exit_layer)) if exit_layer is not None else None
     try:
-        out = decoder_base(model)(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
-        hidden = out.last_hidden_state[:, -1] if tap is None else tap.norm(tap.kept()[:, -1])
+        out = decoder_base(model)(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=use_cache)
+        return out, None if tap is None else tap.norm(tap.kept()[:, -1])
     finally:
         if tap is not None:
             tap.close()
-    return _asst_logprobs(model, hidden, ids, vocab_size, repetition_penalty)
 
 
 @dataclass(frozen=True)
@@ -170,7 +174,6 @@ class Decoding:
     max_new_tokens: int = MAX_NEW_TOKENS
     vocab_size: int | None = None
     repetition_penalty: float = 1.0
-    finished_pad_id: int | None = None
 
 
 @torch.inference_mode()
@@ -187,8 +190,7 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     contrast, batch = (lam, t, how.alpha, how.min_keep), len(prompts)
     _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast, repetition_penalty, batch)
     eos = {int(e) for e in how.eos_ids}
-    fill = int(how.pad_id if how.finished_pad_id is None else how.finished_pad_id)
-    device = _device(model)
+    device = next(model.parameters()).device
     ids, mask, positions = _left_pad(prompts, how.pad_id, device)
     if max_new_tokens == 0:
         empty: list[list[int]] = [[] for _ in range(batch)]
@@ -208,7 +210,7 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
         if step == 0 and return_first_scores:
             first_scores = scores.cpu()
         chosen = scores.argmax(dim=-1).tolist()
-        _take(chosen, done, eos, fill, results)
+        _take(chosen, done, eos, int(how.pad_id), results)
         if all(done):
             break
         token = torch.tensor(chosen, dtype=torch.long, device=device)
@@ -230,7 +232,7 @@ def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tenso
     out: list[list[list[int]]] = [[[] for _ in range(batch)] for _ in rules]
     if max_new_tokens == 0 or not rules:
         return out
-    device = _device(model)
+    device = next(model.parameters()).device
     ids, mask, positions = _left_pad(prompts, how.pad_id, device)
     base, cache, logits, asst, seen = _prefill(model, (ids, mask, positions), asst_first, asst_exit_layer, how,
                                                contrasts)
@@ -328,16 +330,10 @@ def _prefill(model, padded, asst_first, asst_exit_layer, how: Decoding,
              contrasts: list[tuple[float, float, float, int]]):
     """decode's prefill over ``padded``: (decoder base, KV cache, last main logits, the assistant's
     fixed log-probs, the ids seen per row or None); ``contrasts`` are checked against the vocabulary."""
-    ids, mask, positions = padded
+    ids = padded[0]
     vocab_size, repetition_penalty = how.vocab_size, how.repetition_penalty
     base = decoder_base(model)
-    tap = LayerTap(model, _check_exit_layer(model, asst_exit_layer)) if asst_exit_layer is not None else None
-    try:
-        out = base(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        asst_hidden = None if tap is None else tap.norm(tap.kept()[:, -1])
-    finally:
-        if tap is not None:
-            tap.close()
+    out, asst_hidden = _forward(model, padded, asst_exit_layer, use_cache=True)
     cache = getattr(out, cache_attribute(base))
     logits = _logits(model, out.last_hidden_state[:, -1], vocab_size)
     batch, vocab = len(ids), logits.shape[-1]

@@ -123,14 +123,10 @@ class JudgeStats:
         ctx = live * width
         while len(live):
             got = self.pick(ctx, who, c, alpha)
-            nxt_live, nxt_ctx = [], []
             for i, tok in zip(live.tolist(), got.tolist()):
                 chosen[i] = chosen[i] + (int(tok),)
-                k = self._prefix_index.get(chosen[i])
-                if k is not None:
-                    nxt_live.append(i)
-                    nxt_ctx.append(i * width + 1 + k)
-            live, ctx = np.asarray(nxt_live, dtype=np.int64), np.asarray(nxt_ctx, dtype=np.int64)
+            live = np.asarray([i for i in live.tolist() if chosen[i] in self._prefix_index], dtype=np.int64)
+            ctx = np.asarray([i * width + 1 + self._prefix_index[chosen[i]] for i in live.tolist()], dtype=np.int64)
         texts = ["".join(self.text(t) for t in seq) for seq in chosen]
         return texts, chosen
 
@@ -141,14 +137,13 @@ class JudgeStats:
         """Σ value · q(value), q = softmax over the score tokens of a − c·z (main: a; asst: z); NaN
         where it cannot be computed (``expected_note``)."""
         ctx = np.arange(self.n_items) * (1 + len(self.prefixes))
-        if self.single_token_values():
+        if not self.single_token_values():
+            logits = self.chain_logits(who, c)
+            if logits is None:
+                return np.full(self.n_items, np.nan)
+        else:
             a, z = self.score_a[ctx], self.score_z[ctx]
             logits = {"contrast": a - c * z, "main": a, "asst": z}[who]
-        else:
-            chained = self.chain_logits(who, c)
-            if chained is None:
-                return np.full(self.n_items, np.nan)
-            logits = chained
         top = logits.max(axis=1, keepdims=True)
         with np.errstate(invalid="ignore"):
             q = np.exp(logits - top)
@@ -207,11 +202,10 @@ class JudgeStats:
         return out
 
     def to_arrays(self) -> dict[str, np.ndarray]:
+        own = {k: getattr(self, k) for k in self.ARRAY_NAMES[4:-2]}  # main_top .. text_ids, as they are
         return {"n_items": np.asarray([self.n_items], dtype=np.int64), "prefixes": _pad(self.prefixes),
-                "values": self.values, "value_ids": _pad(self.value_ids), "main_top": self.main_top,
-                "asst_top": self.asst_top, "front_offsets": self.front_offsets, "front_ids": self.front_ids,
-                "front_a": self.front_a, "front_z": self.front_z, "score_a": self.score_a, "score_z": self.score_z,
-                "text_ids": self.text_ids, "text_values": np.asarray(self.text_values, dtype=str),
+                "values": self.values, "value_ids": _pad(self.value_ids), **own,
+                "text_values": np.asarray(self.text_values, dtype=str),
                 "vocab": np.asarray([self.vocab], dtype=np.int64),
                 **({k: getattr(self, k) for k in CHAIN_ARRAYS} if len(self.chain_ids) else {})}
 

@@ -44,11 +44,9 @@ def row_logits(who: str, a: np.ndarray, b: dict[float, np.ndarray], lam: float, 
 
 def choose(score: np.ndarray, a: np.ndarray, values: np.ndarray, alpha: float = 0.0) -> np.ndarray:
     """The value chosen per item: argmax of ``score`` over V_head (a ≥ log α + max a), ties to the lowest."""
-    allowed = np.ones(score.shape, dtype=bool)
     if alpha > 0:
-        allowed = a >= a.max(axis=1, keepdims=True) + np.log(alpha)
-    masked = np.where(allowed, score, -np.inf)
-    return values[np.argmax(masked, axis=1)]
+        score = np.where(a >= a.max(axis=1, keepdims=True) + np.log(alpha), score, -np.inf)
+    return values[np.argmax(score, axis=1)]
 
 
 def expected(score: np.ndarray, values: np.ndarray) -> np.ndarray:

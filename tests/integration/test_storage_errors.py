@@ -198,10 +198,16 @@ def test_a_report_on_a_full_disk_is_one_line(tiny_sweep, tmp_path):
 PARTS = {"model": {"kind": "dir", "sha256": "1" * 64}, "prompts": "p", "lam": 0.5}
 
 
+def through_cache(cache, parts: dict, compute):
+    """(decoded ids per prompt, whether read from ``cache``) of one decode through ``through_cache_many``."""
+    from cscore.scorers.judge.decode import through_cache_many
+
+    paths, cached, _, _ = through_cache_many(cache, {"x": parts}, lambda names: {"x": compute()})["x"]
+    return paths, cached
+
+
 def test_judge_decodes_on_a_full_cache_are_used_and_not_stored(tmp_path, monkeypatch, caplog):
     """ENOSPC injected at the cache's write of an entry's meta.json (its statistics file was written)."""
-    from cscore.scorers.judge.decode import through_cache
-
     cache = StatsCache(tmp_path / "c")
     monkeypatch.setattr(cache_mod, "write_atomic", no_space)
     with caplog.at_level(logging.WARNING):
@@ -215,8 +221,6 @@ def test_judge_decodes_on_a_full_cache_are_used_and_not_stored(tmp_path, monkeyp
 
 
 def test_judge_decodes_with_the_cache_under_a_file_are_used(tmp_path, caplog):
-    from cscore.scorers.judge.decode import through_cache
-
     (tmp_path / "a_file").write_text("")
     cache = StatsCache(tmp_path / "a_file" / "c")
     with caplog.at_level(logging.WARNING):

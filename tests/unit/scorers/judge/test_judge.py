@@ -35,7 +35,8 @@ def stats_from_logits(main_logits, asst_logits, values=(1, 2, 3), value_ids=((5,
     zm, za = torch.from_numpy(main_logits), torch.from_numpy(asst_logits)
     a = torch.log_softmax(zm.double(), -1)
     z = za.double()
-    fronts = judge.pareto_front(a, z)
+    order, keep = judge.front_mask(a, z)
+    fronts = [order[r][keep[r]] for r in range(len(order))]  # each row's front, in z order
     ids = np.concatenate([f.numpy() for f in fronts])
     sizes = [len(f) for f in fronts]
     cols = [v[0] for v in value_ids]
@@ -118,7 +119,8 @@ def test_two_digit_values_continue_with_the_next_token():
     main[3, 10] = 3.0  # ... then "x": 1
     zm, za = torch.from_numpy(main), torch.from_numpy(asst)
     a = torch.log_softmax(zm.double(), -1)
-    fronts = judge.pareto_front(a, za.double())
+    order, keep = judge.front_mask(a, za.double())
+    fronts = [order[r][keep[r]] for r in range(len(order))]  # each row's front, in z order
     sizes = [len(f) for f in fronts]
     values = list(range(1, 11))
     value_ids = [(v,) for v in range(1, 10)] + [(1, 0)]

@@ -44,7 +44,8 @@ def stats_of(main_logits, asst_logits) -> JudgeStats:
     zm, za = torch.from_numpy(main_logits), torch.from_numpy(asst_logits)
     a = torch.log_softmax(zm.double(), -1)
     z = za.double()
-    fronts = judge.pareto_front(a, z)
+    order, keep = judge.front_mask(a, z)
+    fronts = [order[r][keep[r]] for r in range(len(order))]  # each row's front, in z order
     sizes = [len(f) for f in fronts]
     n, vocab = main_logits.shape
     return JudgeStats(

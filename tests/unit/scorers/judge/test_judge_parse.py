@@ -242,12 +242,12 @@ def test_score_tokens_one_digit_per_token():
     tok = make_tokenizer(multi_digit=False)
     tokens = jp.score_tokens(tok, 1, 10)
     assert tokens == {1: [1], 2: [2], 3: [3], 4: [4], 5: [5], 6: [6], 7: [7], 8: [8], 9: [9], 10: [1, 0]}
-    assert not jp.single_token_values(tokens)
+    assert not all(len(ids) == 1 for ids in tokens.values())
     assert jp.continuation_prefixes(tokens) == [(1,)]
     # the paper's ranges: one token per value, nothing to continue
     small = jp.score_tokens(tok, 3, 7)
     assert small == {3: [3], 4: [4], 5: [5], 6: [6], 7: [7]}
-    assert jp.single_token_values(small)
+    assert all(len(ids) == 1 for ids in small.values())
     assert jp.continuation_prefixes(small) == []
 
 
@@ -260,7 +260,7 @@ def test_continuation_prefixes_three_digits():
 def test_score_tokens_multi_digit_token():
     tokens = jp.score_tokens(make_tokenizer(multi_digit=True), 0, 10)
     assert tokens[10] == [10] and tokens[0] == [0]
-    assert jp.single_token_values(tokens)
+    assert all(len(ids) == 1 for ids in tokens.values())
     assert jp.continuation_prefixes(tokens) == []
 
 
@@ -308,7 +308,7 @@ def test_score_tokens_smollm2():
     assert tokens == {0: [32], 1: [33], 2: [34], 3: [35], 4: [36], 5: [37], 6: [38], 7: [39], 8: [40], 9: [41],
                       10: [33, 32]}
     assert jp.continuation_prefixes(tokens) == [(33,)]
-    assert jp.single_token_values(jp.score_tokens(tok, 2, 6))
+    assert all(len(ids) == 1 for ids in jp.score_tokens(tok, 2, 6).values())
 
 
 def test_released_parse_counts_list_numbering_on_its_own():
