@@ -68,15 +68,6 @@ class CdJudgeParams(MethodParams):
                                 "settled (the same score, far fewer steps)")
 
 
-def contrast_c(lam: float, t: float) -> float:
-    """λ / t: the only way λ and t enter the choice (the assistant's logsumexp cancels)."""
-    if lam < 0:
-        raise ConfigError(f"cd_judge: method.lam must be >= 0, got {lam}")
-    if t <= 0:
-        raise ConfigError(f"cd_judge: method.t must be > 0, got {t}")
-    return float(lam) / float(t)
-
-
 def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alpha: float = 0.0, score_range,
           texts=None, parse: str = "paper") -> dict:
     """Per item: ``score`` and ``status`` (parsed under ``parse``), ``text`` (``texts``, else the first
@@ -84,10 +75,10 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alp
     from cscore.scorers.judge.parse import read_score
 
     lo, hi = int(score_range[0]), int(score_range[1])
-    if list(stats.values.tolist()) != list(range(lo, hi + 1)):
+    if stats.values.tolist() != list(range(lo, hi + 1)):
         raise ConfigError(f"the judge statistics hold the range {stats.values.min()}-{stats.values.max()}, "
                           f"not {lo}-{hi}")
-    c = contrast_c(lam, t) if who == "contrast" else 0.0
+    c = float(lam) / float(t) if who == "contrast" else 0.0  # λ / t: how they enter (the logsumexp cancels)
     if texts is None:
         texts, _ = stats.decode(who, c, alpha)
     parsed = [read_score(text, lo, hi, parse) for text in texts]
