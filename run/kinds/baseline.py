@@ -42,15 +42,11 @@ def texts_of(examples: pd.DataFrame):
             f"{len(empty)} empty hypotheses (ids {', '.join(empty[:5])}{', ...' if len(empty) > 5 else ''}); "
             "a metric cannot score an empty text"
         )
-    refs = []
-    many = examples["references"] if "references" in examples.columns else [None] * len(examples)
-    one = examples["reference"] if "reference" in examples.columns else [None] * len(examples)
-    for lst, ref in zip(many, one):
-        if lst is not None and not isinstance(lst, str) and len(lst):
-            refs.append([str(r) for r in lst])
-        else:
-            refs.append([ref] if isinstance(ref, str) else [])
-    langs = examples["lang_pair"] if "lang_pair" in examples.columns else [None] * len(examples)
+    none = [None] * len(examples)
+    refs = [[str(r) for r in lst] if lst is not None and not isinstance(lst, str) and len(lst)
+            else [ref] if isinstance(ref, str) else []
+            for lst, ref in zip(examples.get("references", none), examples.get("reference", none))]
+    langs = examples.get("lang_pair", none)
     target = [lp.split("-")[-1] if isinstance(lp, str) and "-" in lp else None for lp in langs]
     return Texts(hyps, [s if isinstance(s, str) else "" for s in examples["source"]], refs, target)
 

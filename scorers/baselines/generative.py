@@ -131,7 +131,6 @@ class Generative(Baseline):
 
     @classmethod
     def score(cls, params: GenerativeParams, texts: Texts, run: BaselineRun) -> Result:
-        cls.check(params)
         name = cls.name
         directions = list(params.directions)
         refs = pick_references(texts, params.references)
