@@ -49,7 +49,7 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, coordinator:
 
     opts = run.passes
     digits = digit_tokens(tok) if ranged[2] else None  # ranged: (values, value ids, prefixes, items)
-    scale = judge.Scale(ranged[0], ranged[1], ranged[2], ranged[3], lambda t: tok.decode([t]), digits)
+    scale = judge.Scale(*ranged, lambda t: tok.decode([t]), digits)
 
     def compute(checkpoint=None):
         return judge.compute(main.model, contexts, scale, asst=asst.exit_layer if early else asst.model,
@@ -163,15 +163,14 @@ def judge_passes(run: RunConfig, pair, plan, progress: Progress, contexts, scale
     ``scale``: the range's values, their token ids, the continuation prefixes and the number of items."""
     from cscore.scorers.engine.passes import per_item
 
-    prefixes, n_items = scale[2], scale[3]
+    step = 1 + len(scale[2])  # each item's contexts: its prompt, then the prompt with each continuation prefix
     with progress.live() as factory:
-        got = judge_statistics(run, pair, contexts, scale, coordinator, progress=per_item(factory, 1 + len(prefixes))(
-            "judge", len(contexts)) if factory else None)
+        got = judge_statistics(run, pair, contexts, scale, coordinator,
+                               progress=per_item(factory, step)("judge", len(contexts)) if factory else None)
         if isinstance(got, Pending):
             return got
         stats, report, key = got
-        firsts = [contexts[i * (1 + len(prefixes))] for i in range(n_items)]
-        texts = decoded_texts(run, pair, got, firsts, plan, factory, coordinator)
+        texts = decoded_texts(run, pair, got, contexts[::step], plan, factory, coordinator)
     if isinstance(texts, Pending):
         return texts
     decoded, also, decode_report = texts
@@ -225,7 +224,7 @@ class Judge(JudgeKind):
         stats, report, decoded, also, decode_report = got
         table = examples.copy()
         table["prompt"] = kept
-        table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
+        table["prompt_tokens"] = [len(c) for c in contexts[::1 + len(prefixes)]]
         table["truncated"] = truncated
         invalid, changes = score_rows(run, stats, plan, decoded, table)
         sizes = stats.front_sizes

@@ -88,12 +88,6 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alp
             "expected": stats.expected(who, c)}
 
 
-def judge_rows(name: str, label: str, params: dict, rows) -> list:
-    """The method's variant and the main-alone / assistant-alone rows, as (name, method, params)."""
-    out = [(row, name, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
-    return out + [(label, name, {**params, "who": "contrast"})]
-
-
 @METHODS
 class CdJudge(Method):
     name = "cd_judge"
@@ -103,4 +97,6 @@ class CdJudge(Method):
 
     @classmethod
     def plan_variants(cls, label: str, params: dict, rows) -> list:
-        return judge_rows(cls.name, label, params, rows)
+        """The method's variant and the main-alone / assistant-alone rows, as (name, method, params)."""
+        out = [(row, cls.name, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
+        return out + [(label, cls.name, {**params, "who": "contrast"})]
