@@ -58,13 +58,6 @@ def packaged_model_dir() -> Path:
     raise ConfigError(f"baseline bertscore: the installed {WHEEL} wheel has no model folder; reinstall it")
 
 
-def resolve_model(params: Any) -> tuple[str, str]:
-    """(what bert-score loads, the name recorded): the wheel's folder, or the given id / directory."""
-    if params.model == PACKAGED:
-        return str(packaged_model_dir()), f"all-MiniLM-L6-v2 ({WHEEL} {metadata.version(WHEEL)})"
-    return params.model, params.model
-
-
 def check_layers(spec: str, params: Any) -> int | None:
     from bert_score.utils import model2layers
 
@@ -109,8 +102,11 @@ class BertScore(Baseline):
 
         refs = pick_references(texts, params.references)
         missing = require_references(cls.name, refs)
-        spec, label = resolve_model(params)
-        if os.path.isdir(spec) or params.model == PACKAGED:
+        # what bert-score loads (the wheel's folder, or the given id / directory) and the name recorded
+        spec, label = params.model, params.model
+        if params.model == PACKAGED:
+            spec, label = str(packaged_model_dir()), f"all-MiniLM-L6-v2 ({WHEEL} {metadata.version(WHEEL)})"
+        if os.path.isdir(spec):
             spec = str(Path(spec).resolve())
         layers = check_layers(spec, params)
         rows = [i for i, r in enumerate(refs) if r]

@@ -74,11 +74,9 @@ def mean_logp(pair, items, run: BaselineRun, label: str):
     from cscore.scorers.api import PassRequest
 
     srcs, tgts = [a for _, a, _ in items], [b for _, _, b in items]
-    for k, (a, b) in enumerate(zip(srcs, tgts)):
+    for row, a, b in items:
         if not a.strip() or not b.strip():
-            raise InputError(
-                f"{label}: row {items[k][0]} has an empty {'encoder input' if not a.strip() else 'target'}"
-            )
+            raise InputError(f"{label}: row {row} has an empty {'encoder input' if not a.strip() else 'target'}")
     try:
         inputs = pair.encode(srcs, tgts, max_length=run.options.max_length,
                              source_spans=[(0, len(a)) for a in srcs])
