@@ -49,7 +49,7 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, coordinator:
 
     opts = run.passes
     digits = digit_tokens(tok) if ranged[2] else None  # ranged: (values, value ids, prefixes, items)
-    scale = judge.Scale(*ranged, lambda t: tok.decode([t]), digits)
+    scale = judge.Scale(ranged[0], ranged[1], ranged[2], ranged[3], lambda t: tok.decode([t]), digits)
 
     def compute(checkpoint=None):
         return judge.compute(main.model, contexts, scale, asst=asst.exit_layer if early else asst.model,

@@ -9,6 +9,7 @@ apply). Rows: ``contrast``, ``main`` and ``asst`` (t = 1). Details: docs/methods
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -93,7 +94,7 @@ class CdJudge(Method):
     name = "cd_judge"
     kind = "judge"
     aligned = False  # greedy / first_token read one vocabulary; decode=values runs on any pair
-    Params = CdJudgeParams
+    Params: ClassVar[type[MethodParams]] = CdJudgeParams  # cd_judge_released: its own
 
     @classmethod
     def plan_variants(cls, label: str, params: dict, rows) -> list:
