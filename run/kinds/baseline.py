@@ -120,10 +120,10 @@ class Baseline(MethodKind):
         picked = chosen(run)
         table = loaded.examples.copy()
         texts = texts_of(table)
-        # the forward passes of bartscore / t5score
-        runtime = BaselineRun(run.passes, [str(i) for i in table["id"]], stats_cache(run), progress.factory)
-        # set by the first family whose checks pass (references, model): see common.started
-        runtime.started = lambda: state.__setitem__("stage", "score")
+        # the cache: the forward passes of bartscore / t5score; the stage: set by the first family whose checks
+        # pass (references, model)
+        runtime = BaselineRun(run.passes, [str(i) for i in table["id"]], stats_cache(run), progress.factory,
+                              started=lambda: state.__setitem__("stage", "score"))
         with progress.live():
             return score_all(picked, table, texts, runtime)
 

@@ -23,7 +23,6 @@ from cscore.scorers.baselines.common import (
     Texts,
     pick_references,
     require_references,
-    started,
 )
 from cscore.scorers.methods.params import Param, required
 
@@ -112,7 +111,7 @@ class BertScore(Baseline):
         rows = [i for i, r in enumerate(refs) if r]
         device = str(auto_device(run.options.device))
         hf_logging.disable_progress_bar()
-        started(run)
+        run.started()
         advance = run.progress(cls.name, len(rows)) if run.progress else None  # one call: heartbeat lines meanwhile
         announce(advance, detail=f"{label}, batches of {params.batch_size}")
         start = time.perf_counter()

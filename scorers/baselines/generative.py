@@ -27,7 +27,6 @@ from cscore.scorers.baselines.common import (
     Texts,
     pick_references,
     require_references,
-    started,
 )
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.tokenize import InputError
@@ -134,7 +133,7 @@ class Generative(Baseline):
         refs = pick_references(texts, params.references)
         missing = require_references(name, refs) if {"ref_hyp", "hyp_ref"} & set(directions) else []
         pair = load(params, run)
-        started(run)
+        run.started()
         agg = params.multi_ref  # mean | max over a row's references
         n = len(texts)
         per_dir, reports, truncated = {}, {}, np.zeros(n, dtype=bool)
