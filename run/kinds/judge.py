@@ -72,9 +72,7 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, coordinator:
     if digits is not None:  # one-token ranges: keys unchanged
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
     if coordinator.on:
-        from cscore.scorers.judge.judge import first_step
-
-        got = first_step(cache, parts, scale, compute, (main, asst), coordinator)
+        got = judge.first_step(cache, parts, scale, compute, (main, asst), coordinator)
         if isinstance(got, Pending):
             return got.named("judge")
         got.report.fetch_seconds = time.perf_counter() - start
