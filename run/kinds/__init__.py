@@ -12,20 +12,15 @@ def registry() -> Registry:
     return REGISTRY
 
 
-def kind_name(method: str) -> str:
-    from cscore.scorers import methods
-
-    return methods.get(method).kind
-
-
 def of_method(method: str) -> MethodKind:
     """The kind of method ``method`` (a ConfigError for an unknown method)."""
-    return registry().kind(kind_name(method))
+    from cscore.scorers import methods
+
+    return registry().kind(methods.get(method).kind)
 
 
 def methods_of(section: str) -> list[str]:
     """The methods whose kind writes ``section`` of metrics.json (e.g. "judge")."""
     from cscore.scorers import methods
 
-    reg = registry()
-    return [m for m in methods.METHODS if section in reg.get(kind_name(m)).sections]
+    return [name for name, m in methods.METHODS.items() if section in registry().get(m.kind).sections]

@@ -157,8 +157,8 @@ class Registry(GenericRegistry[MethodKind]):
 
     refusal = KindError
 
-    def __init__(self, base: type[MethodKind] = MethodKind):
-        super().__init__("kind", base, error=KindError)
+    def __init__(self):
+        super().__init__("kind", MethodKind, error=KindError)
         self.instances: dict[str, MethodKind] = {}
 
     def check(self, name: str, cls: type[MethodKind]) -> None:

@@ -42,15 +42,11 @@ def texts_of(examples: pd.DataFrame):
             f"{len(empty)} empty hypotheses (ids {', '.join(empty[:5])}{', ...' if len(empty) > 5 else ''}); "
             "a metric cannot score an empty text"
         )
-    refs = []
-    many = examples["references"] if "references" in examples.columns else [None] * len(examples)
-    one = examples["reference"] if "reference" in examples.columns else [None] * len(examples)
-    for lst, ref in zip(many, one):
-        if lst is not None and not isinstance(lst, str) and len(lst):
-            refs.append([str(r) for r in lst])
-        else:
-            refs.append([ref] if isinstance(ref, str) else [])
-    langs = examples["lang_pair"] if "lang_pair" in examples.columns else [None] * len(examples)
+    none = [None] * len(examples)
+    refs = [[str(r) for r in lst] if lst is not None and not isinstance(lst, str) and len(lst)
+            else [ref] if isinstance(ref, str) else []
+            for lst, ref in zip(examples.get("references", none), examples.get("reference", none))]
+    langs = examples.get("lang_pair", none)
     target = [lp.split("-")[-1] if isinstance(lp, str) and "-" in lp else None for lp in langs]
     return Texts(hyps, [s if isinstance(s, str) else "" for s in examples["source"]], refs, target)
 
@@ -124,10 +120,10 @@ class Baseline(MethodKind):
         picked = chosen(run)
         table = loaded.examples.copy()
         texts = texts_of(table)
-        # the forward passes of bartscore / t5score
-        runtime = BaselineRun(run.passes, [str(i) for i in table["id"]], stats_cache(run), progress.factory)
-        # set by the first family whose checks pass (references, model): see common.started
-        runtime.started = lambda: state.__setitem__("stage", "score")
+        # the cache: the forward passes of bartscore / t5score; the stage: set by the first family whose checks
+        # pass (references, model)
+        runtime = BaselineRun(run.passes, [str(i) for i in table["id"]], stats_cache(run), progress.factory,
+                              started=lambda: state.__setitem__("stage", "score"))
         with progress.live():
             return score_all(picked, table, texts, runtime)
 

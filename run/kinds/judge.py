@@ -72,9 +72,7 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, coordinator:
     if digits is not None:  # one-token ranges: keys unchanged
         parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
     if coordinator.on:
-        from cscore.scorers.judge.judge import first_step
-
-        got = first_step(cache, parts, scale, compute, (main, asst), coordinator)
+        got = judge.first_step(cache, parts, scale, compute, (main, asst), coordinator)
         if isinstance(got, Pending):
             return got.named("judge")
         got.report.fetch_seconds = time.perf_counter() - start
@@ -163,15 +161,14 @@ def judge_passes(run: RunConfig, pair, plan, progress: Progress, contexts, scale
     ``scale``: the range's values, their token ids, the continuation prefixes and the number of items."""
     from cscore.scorers.engine.passes import per_item
 
-    prefixes, n_items = scale[2], scale[3]
+    step = 1 + len(scale[2])  # each item's contexts: its prompt, then the prompt with each continuation prefix
     with progress.live() as factory:
-        got = judge_statistics(run, pair, contexts, scale, coordinator, progress=per_item(factory, 1 + len(prefixes))(
-            "judge", len(contexts)) if factory else None)
+        got = judge_statistics(run, pair, contexts, scale, coordinator,
+                               progress=per_item(factory, step)("judge", len(contexts)) if factory else None)
         if isinstance(got, Pending):
             return got
         stats, report, key = got
-        firsts = [contexts[i * (1 + len(prefixes))] for i in range(n_items)]
-        texts = decoded_texts(run, pair, got, firsts, plan, factory, coordinator)
+        texts = decoded_texts(run, pair, got, contexts[::step], plan, factory, coordinator)
     if isinstance(texts, Pending):
         return texts
     decoded, also, decode_report = texts
@@ -225,7 +222,7 @@ class Judge(JudgeKind):
         stats, report, decoded, also, decode_report = got
         table = examples.copy()
         table["prompt"] = kept
-        table["prompt_tokens"] = [len(contexts[i * (1 + len(prefixes))]) for i in range(len(examples))]
+        table["prompt_tokens"] = [len(c) for c in contexts[::1 + len(prefixes)]]
         table["truncated"] = truncated
         invalid, changes = score_rows(run, stats, plan, decoded, table)
         sizes = stats.front_sizes

@@ -120,18 +120,6 @@ def _vocab(model) -> int:
     return model.get_output_embeddings().weight.shape[0]
 
 
-def released_cache(run: RunConfig, pair, prompts):
-    """The statistics cache (None when off) and the key parts all rows of a released run share."""
-    from cscore.scorers.models.identity import model_identity
-    from cscore.scorers.store.cache import ids_digest
-
-    if not run.cache.enabled:
-        return None, {}
-    return stats_cache(run), {"main": model_identity(pair.expert), "asst": model_identity(pair.amateur),
-                              "dtype": str(pair.expert.dtype), "device": pair.expert.device.type,
-                              "ids": ids_digest([(p, []) for p in prompts])}
-
-
 MAIN_ALONE = (0.0, 1.0)  # the main model alone: λ = 0 (the assistant's term is 0), t = 1
 
 
@@ -145,7 +133,7 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
     extra, extra_rules = {}, {}
     if "contrast" in who.values():
         for lam, t in dict.fromkeys(grid):
-            if (lam, t) != rows_rule(params):
+            if (lam, t) != (float(params.lam), float(params.t)):  # not the contrast row's own
                 name = f"λ={lam!r} t={t!r}"
                 extra[name] = released_parts(pair, prompts, "contrast", replace(params, lam=lam, t=t), base)
                 rows[name] = extra_rules[name] = (lam, t)
@@ -193,17 +181,12 @@ def decode_run(run, pair, prompts, plan, cache, base, factory,
     return decoded if isinstance(decoded, Pending) else (decoded, time.perf_counter() - start, [], merged)
 
 
-def rows_rule(params) -> tuple[float, float]:
-    """The contrast row's (λ, t)."""
-    return float(params.lam), float(params.t)
-
-
 def _row_plan(pair, prompts, plan, params, base) -> tuple[dict, dict, dict]:
     """({row: who decodes it}, {row: its (λ, t) rule, None for the assistant}, {row: its cache key parts})."""
     from cscore.scorers.judge.decode import released_parts
 
     who = {v.name: v.who for v in plan.variants}
-    rule = {"main": MAIN_ALONE, "asst": None, "contrast": rows_rule(params)}
+    rule = {"main": MAIN_ALONE, "asst": None, "contrast": (float(params.lam), float(params.t))}
     rows = {name: rule[w] for name, w in who.items()}
     parts = {name: released_parts(pair, prompts, w, params, base) for name, w in who.items()}
     return who, rows, parts
@@ -234,6 +217,8 @@ class JudgeReleased(JudgeKind):
         from cscore.data import judge_prompts
         from cscore.scorers.judge.parse import PARSERS
         from cscore.scorers.judge.released import released_text
+        from cscore.scorers.models.identity import model_identity
+        from cscore.scorers.store.cache import ids_digest
 
         p, examples, pair, jp = self.setup(run, loaded, plan)
         lo, hi = p.score_range
@@ -241,7 +226,11 @@ class JudgeReleased(JudgeKind):
         texts, _ = judge_prompts.build(examples, jp, aspect=p.aspect, lo=lo, hi=hi, chat=None)
         prompts, truncated = released_prompts(tok, texts, jp, p.max_prompt_tokens)
         state["stage"] = "score"
-        cache, base = released_cache(run, pair, prompts)
+        cache, base = stats_cache(run), {}  # base: the key parts all rows share
+        if cache is not None:
+            base = {"main": model_identity(pair.expert), "asst": model_identity(pair.amateur),
+                    "dtype": str(pair.expert.dtype), "device": pair.expert.device.type,
+                    "ids": ids_digest([(x, []) for x in prompts])}
         table = examples.copy()
         table["prompt"] = [tok.decode(x) for x in prompts]
         table["prompt_tokens"] = [len(x) for x in prompts]

@@ -43,7 +43,7 @@ class KeptModel:
         """"not used" where an earlier job of this process holds the weights, else "not loaded"."""
         models = sys.modules.get("cscore.scorers.models.models")  # imported only if a job loaded one
         base = self.name.rsplit("[:", 1)[0] if self.name.endswith("]") else self.name
-        held = getattr(models, "_POOL", {}).values() if models is not None else ()
+        held = getattr(models, "_POOL", {}).values()
         return "not used" if any(lm.name == base and lm.loaded for lm in held) else "not loaded"
 
 

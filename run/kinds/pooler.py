@@ -50,13 +50,8 @@ class Pooler(TokenKind):
         cv = cdm_pooler.cross_validate(sequences, labels, groups, folds=p.folds, seed=p.seed,
                                        objective=p.objective, l2=p.l2, threshold=p.threshold)
         table[f"{rundir.SCORE}{main.name}"] = cv.scores
-        folds = []
-        for fold in cv.folds:
-            test = fold.test
-            entry = fold.summary()
-            entry["test_ids"] = table["id"].iloc[test].astype(str).tolist()
-            entry["n_test_labelled"] = int(np.isfinite(labels[test]).sum())
-            folds.append(entry)
+        folds = [{**fold.summary(), "test_ids": table["id"].iloc[fold.test].astype(str).tolist(),
+                  "n_test_labelled": int(np.isfinite(labels[fold.test]).sum())} for fold in cv.folds]
         record = {"method": main.method, "variant": main.name, "aspect": aspect, "k": cv.k, "seed": cv.seed,
                   "objective": cv.objective, "l2": cv.l2, "threshold": p.threshold,
                   "features": list(cdm_pooler.FEATURES), "group_column": "group",

@@ -23,7 +23,6 @@ from cscore.scorers.baselines.common import (
     Texts,
     pick_references,
     require_references,
-    started,
 )
 from cscore.scorers.methods.params import Param, required
 
@@ -56,13 +55,6 @@ def packaged_model_dir() -> Path:
             if (folder / "model.safetensors").is_file():
                 return folder
     raise ConfigError(f"baseline bertscore: the installed {WHEEL} wheel has no model folder; reinstall it")
-
-
-def resolve_model(params: Any) -> tuple[str, str]:
-    """(what bert-score loads, the name recorded): the wheel's folder, or the given id / directory."""
-    if params.model == PACKAGED:
-        return str(packaged_model_dir()), f"all-MiniLM-L6-v2 ({WHEEL} {metadata.version(WHEEL)})"
-    return params.model, params.model
 
 
 def check_layers(spec: str, params: Any) -> int | None:
@@ -109,14 +101,17 @@ class BertScore(Baseline):
 
         refs = pick_references(texts, params.references)
         missing = require_references(cls.name, refs)
-        spec, label = resolve_model(params)
-        if os.path.isdir(spec) or params.model == PACKAGED:
+        # what bert-score loads (the wheel's folder, or the given id / directory) and the name recorded
+        spec, label = params.model, params.model
+        if params.model == PACKAGED:
+            spec, label = str(packaged_model_dir()), f"all-MiniLM-L6-v2 ({WHEEL} {metadata.version(WHEEL)})"
+        if os.path.isdir(spec):
             spec = str(Path(spec).resolve())
         layers = check_layers(spec, params)
         rows = [i for i, r in enumerate(refs) if r]
         device = str(auto_device(run.options.device))
         hf_logging.disable_progress_bar()
-        started(run)
+        run.started()
         advance = run.progress(cls.name, len(rows)) if run.progress else None  # one call: heartbeat lines meanwhile
         announce(advance, detail=f"{label}, batches of {params.batch_size}")
         start = time.perf_counter()

@@ -44,19 +44,14 @@ class Result:
 @dataclass
 class BaselineRun:
     """How the baselines of a job run: pass ``options``, the run's row ``ids``, the statistics ``cache``
-    (None: off), the ``progress`` factory (name, rows) and ``started`` (called once)."""
+    (None: off), the ``progress`` factory (name, rows) and ``started``, which a family calls once its checks
+    have passed and scoring begins."""
 
     options: PassOptions = field(default_factory=PassOptions)
     ids: list[str] | None = None
     cache: Any = None  # a StatsCache
     progress: Callable | None = None
-    started: Callable[[], None] | None = None
-
-
-def started(run: BaselineRun) -> None:
-    """Called by a family when its checks have passed and scoring begins."""
-    if run.started is not None:
-        run.started()
+    started: Callable[[], None] = lambda: None
 
 
 def pick_references(texts: Texts, mode: str) -> list[list[str]]:

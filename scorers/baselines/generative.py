@@ -27,7 +27,6 @@ from cscore.scorers.baselines.common import (
     Texts,
     pick_references,
     require_references,
-    started,
 )
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.tokenize import InputError
@@ -74,11 +73,9 @@ def mean_logp(pair, items, run: BaselineRun, label: str):
     from cscore.scorers.api import PassRequest
 
     srcs, tgts = [a for _, a, _ in items], [b for _, _, b in items]
-    for k, (a, b) in enumerate(zip(srcs, tgts)):
+    for row, a, b in items:
         if not a.strip() or not b.strip():
-            raise InputError(
-                f"{label}: row {items[k][0]} has an empty {'encoder input' if not a.strip() else 'target'}"
-            )
+            raise InputError(f"{label}: row {row} has an empty {'encoder input' if not a.strip() else 'target'}")
     try:
         inputs = pair.encode(srcs, tgts, max_length=run.options.max_length,
                              source_spans=[(0, len(a)) for a in srcs])
@@ -131,13 +128,12 @@ class Generative(Baseline):
 
     @classmethod
     def score(cls, params: GenerativeParams, texts: Texts, run: BaselineRun) -> Result:
-        cls.check(params)
         name = cls.name
         directions = list(params.directions)
         refs = pick_references(texts, params.references)
         missing = require_references(name, refs) if {"ref_hyp", "hyp_ref"} & set(directions) else []
         pair = load(params, run)
-        started(run)
+        run.started()
         agg = params.multi_ref  # mean | max over a row's references
         n = len(texts)
         per_dir, reports, truncated = {}, {}, np.zeros(n, dtype=bool)

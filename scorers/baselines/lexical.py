@@ -22,7 +22,6 @@ from cscore.scorers.baselines.common import (
     Texts,
     pick_references,
     require_references,
-    started,
 )
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.methods.params import Param, required
@@ -172,7 +171,7 @@ class Lexical(Baseline):
         else:
             refs = pick_references(texts, params.references)
         missing = require_references(cls.name, refs)
-        started(run)
+        run.started()
         if cls.name == "rouge":
             return _rouge(params, texts, refs, missing)
         return _sacrebleu(cls.name, params, texts, refs, missing)

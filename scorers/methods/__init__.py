@@ -34,22 +34,22 @@ def aligned_methods() -> list[str]:
 
 def cross_family_refusal(name: str, method: dict | None = None) -> str | None:
     """Why a cross-family pair cannot run method ``name`` with the settings ``method``, or None."""
-    if get(name).aligned and not (method is not None and get(name).distributional(method)):
-        return None
-    if get(name).aligned or get(name).distributional(method or {}):
-        return (f"method {get(name).name!r} with these settings reads the distributional statistics "
+    cls = get(name)
+    if cls.distributional(method or {}):
+        return (f"method {cls.name!r} with these settings reads the distributional statistics "
                 f"({DISTRIBUTIONAL_METHODS}), which compare the two models' distributions over one vocabulary, "
                 f"and this pair's tokenizers differ (a cross-family pair): use one of {', '.join(aligned_methods())}"
                 " (contrast without weight=jsd), or cd_judge with method.decode=values")
-    name = get(name).name
-    if name == "cd_judge" and method is not None:
+    if cls.aligned:
+        return None
+    if cls.name == "cd_judge" and method is not None:
         decode = method.get("decode") or defaults(name)["decode"]
         if decode == "values":
             return None
         return (f"method.decode={decode} reads the judge's text in one vocabulary, and this pair's tokenizers differ "
                 "(a cross-family pair): set method.decode=values (Eq. 1 over the range's values, each value scored "
                 "whole by each model on its own prompt)")
-    return (f"method {name!r} needs expert and amateur to share a tokenizer; with a cross-family pair "
+    return (f"method {cls.name!r} needs expert and amateur to share a tokenizer; with a cross-family pair "
             f"(units=aligned) use one of {', '.join(aligned_methods())}, or cd_judge with method.decode=values")
 
 
@@ -71,8 +71,7 @@ def with_defaults(name: str, params: Mapping) -> dict:
 
 def accepted_params(method: type[Method]) -> set[str]:
     """A method's settings besides its name, variant and the aggregation keys."""
-    keys = method.aggregation_keys()
-    return {k for k in defaults_of(method.Params) if k not in NOT_PARAMS and k not in keys}
+    return {k for k in defaults_of(method.Params) if k not in NOT_PARAMS and k not in method.aggregation_keys()}
 
 
 def aggregation_keys(method: type[Method]) -> dict[str, str]:
@@ -82,9 +81,7 @@ def aggregation_keys(method: type[Method]) -> dict[str, str]:
 
 def split_params(name: str, params: Mapping) -> tuple[dict, dict]:
     """Split params into (token-level params, aggregation params); reject unknown keys."""
-    method = get(name)
-    accepted = accepted_params(method)
-    agg_keys = method.aggregation_keys()
+    accepted, agg_keys = accepted_params(get(name)), get(name).aggregation_keys()
     token, agg = {}, {}
     for key, value in params.items():
         if key in agg_keys:

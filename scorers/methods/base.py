@@ -62,15 +62,11 @@ class Method:
         return {**shared, **cls.aliases}
 
     @classmethod
-    def aggregation(cls, p: Any) -> dict:
-        """The aggregation keys with this run's values (``common.aggregate``'s keywords)."""
-        return {key: getattr(p, own) for own, key in cls.aggregation_keys().items()}
-
-    @classmethod
     def score(cls, stats: dict, p: Any) -> np.ndarray:
-        """Per-item scores: the token scores with the shared length handling."""
+        """Per-item scores: the token scores with the shared length handling (the aggregation keys' values)."""
         offsets = next(iter(stats.values())).offsets
-        return aggregate(cls.token_scores(stats, p), offsets, **cls.aggregation(p))
+        keys = {key: getattr(p, own) for own, key in cls.aggregation_keys().items()}
+        return aggregate(cls.token_scores(stats, p), offsets, **keys)
 
     @classmethod
     def plan_variants(cls, label: str, params: dict, rows) -> list | None:

@@ -9,6 +9,7 @@ apply). Rows: ``contrast``, ``main`` and ``asst`` (t = 1). Details: docs/methods
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -68,15 +69,6 @@ class CdJudgeParams(MethodParams):
                                 "settled (the same score, far fewer steps)")
 
 
-def contrast_c(lam: float, t: float) -> float:
-    """λ / t: the only way λ and t enter the choice (the assistant's logsumexp cancels)."""
-    if lam < 0:
-        raise ConfigError(f"cd_judge: method.lam must be >= 0, got {lam}")
-    if t <= 0:
-        raise ConfigError(f"cd_judge: method.t must be > 0, got {t}")
-    return float(lam) / float(t)
-
-
 def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alpha: float = 0.0, score_range,
           texts=None, parse: str = "paper") -> dict:
     """Per item: ``score`` and ``status`` (parsed under ``parse``), ``text`` (``texts``, else the first
@@ -84,10 +76,10 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alp
     from cscore.scorers.judge.parse import read_score
 
     lo, hi = int(score_range[0]), int(score_range[1])
-    if list(stats.values.tolist()) != list(range(lo, hi + 1)):
+    if stats.values.tolist() != list(range(lo, hi + 1)):
         raise ConfigError(f"the judge statistics hold the range {stats.values.min()}-{stats.values.max()}, "
                           f"not {lo}-{hi}")
-    c = contrast_c(lam, t) if who == "contrast" else 0.0
+    c = float(lam) / float(t) if who == "contrast" else 0.0  # λ / t: how they enter (the logsumexp cancels)
     if texts is None:
         texts, _ = stats.decode(who, c, alpha)
     parsed = [read_score(text, lo, hi, parse) for text in texts]
@@ -97,19 +89,15 @@ def judge(stats, *, who: str = "contrast", lam: float = 0.0, t: float = 1.0, alp
             "expected": stats.expected(who, c)}
 
 
-def judge_rows(name: str, label: str, params: dict, rows) -> list:
-    """The method's variant and the main-alone / assistant-alone rows, as (name, method, params)."""
-    out = [(row, name, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
-    return out + [(label, name, {**params, "who": "contrast"})]
-
-
 @METHODS
 class CdJudge(Method):
     name = "cd_judge"
     kind = "judge"
     aligned = False  # greedy / first_token read one vocabulary; decode=values runs on any pair
-    Params = CdJudgeParams
+    Params: ClassVar[type[MethodParams]] = CdJudgeParams  # cd_judge_released: its own
 
     @classmethod
     def plan_variants(cls, label: str, params: dict, rows) -> list:
-        return judge_rows(cls.name, label, params, rows)
+        """The method's variant and the main-alone / assistant-alone rows, as (name, method, params)."""
+        out = [(row, cls.name, {**params, "who": ROWS[row]}) for row in rows if row in ROWS and row != label]
+        return out + [(label, cls.name, {**params, "who": "contrast"})]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cscore.scorers.methods.base import METHODS, Method, MethodParams
-from cscore.scorers.methods.cd_judge import ASPECT_DOC, PARSE_DOC, PARSE_RULES, RangeParam, judge_rows
+from cscore.scorers.methods.base import METHODS, MethodParams
+from cscore.scorers.methods.cd_judge import ASPECT_DOC, PARSE_DOC, PARSE_RULES, CdJudge, RangeParam
 from cscore.scorers.methods.params import POSITIVE, Param, setting
 
 
@@ -30,13 +30,10 @@ class CdJudgeReleasedParams(MethodParams):
 
 
 @METHODS
-class CdJudgeReleased(Method):
+class CdJudgeReleased(CdJudge):
+    """cd_judge's rows (``plan_variants``), decoded as the released code does."""
     name = "cd_judge_released"
     kind = "judge_released"
     builds_on = ("cd_judge",)  # its paper method
     aligned = False  # needs one tokenizer: a cross-family pair is refused
     Params = CdJudgeReleasedParams
-
-    @classmethod
-    def plan_variants(cls, label: str, params: dict, rows) -> list:
-        return judge_rows(cls.name, label, params, rows)

@@ -21,12 +21,8 @@ def logp(stats: TokenStats, temperature: float, clamp: float | None = None) -> n
 
 
 def floor_log(values: np.ndarray, floor: float | None) -> np.ndarray:
-    """Guard log(0): values below log(floor) become log(floor)."""
-    if floor is None:
-        return values
-    if floor <= 0:
-        raise ConfigError(f"floor must be > 0, got {floor}")
-    return np.maximum(values, np.log(floor))
+    """Guard log(0): values below log(floor) (> 0, as its Param checks) become log(floor)."""
+    return values if floor is None else np.maximum(values, np.log(floor))
 
 
 def scored_mask(offsets: np.ndarray, skip_first: bool) -> np.ndarray:
@@ -35,8 +31,7 @@ def scored_mask(offsets: np.ndarray, skip_first: bool) -> np.ndarray:
     n = int(offsets[-1])
     mask = np.ones(n, dtype=bool)
     if skip_first:
-        starts = offsets[:-1][np.diff(offsets) > 0]
-        mask[starts] = False
+        mask[offsets[:-1][np.diff(offsets) > 0]] = False  # each non-empty item's first token
     return mask
 
 
@@ -51,27 +46,21 @@ def aggregate(values: np.ndarray, offsets: np.ndarray, norm: str = "sum", skip_f
     item_of_token = np.repeat(np.arange(n_items), np.diff(offsets))
     mask = scored_mask(offsets, skip_first)
     idx = item_of_token[mask]
-    if norm in POOLINGS:
-        return _extreme(np.asarray(values, dtype=np.float64)[mask], np.bincount(idx, minlength=n_items), norm)
+    counts = np.bincount(idx, minlength=n_items)
+    if norm in POOLINGS:  # the scored tokens lie item after item, ``counts`` each
+        out = np.zeros(n_items, dtype=np.float64)
+        nonempty = counts > 0
+        if nonempty.any():
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[nonempty]
+            ufunc = np.minimum if norm == "min" else np.maximum
+            out[nonempty] = ufunc.reduceat(np.asarray(values, dtype=np.float64)[mask], starts)
+        return out
     sums = np.zeros(n_items, dtype=np.float64)
     np.add.at(sums, idx, values[mask])
-    counts = np.maximum(np.bincount(idx, minlength=n_items), 1).astype(np.float64)
+    counts = np.maximum(counts, 1).astype(np.float64)
     if norm == "mean":
         return sums / counts
-    if norm == "sqrt":
-        return sums / np.sqrt(counts)
-    return sums
-
-
-def _extreme(values: np.ndarray, counts: np.ndarray, how: str) -> np.ndarray:
-    """Per item min or max of ``values`` (the scored tokens, item after item, ``counts`` each)."""
-    out = np.zeros(len(counts), dtype=np.float64)
-    nonempty = counts > 0
-    if nonempty.any():
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[nonempty]
-        ufunc = np.minimum if how == "min" else np.maximum
-        out[nonempty] = ufunc.reduceat(values, starts)
-    return out
+    return sums / np.sqrt(counts) if norm == "sqrt" else sums
 
 
 def per_item(values: np.ndarray, offsets: np.ndarray, skip_first: bool = False) -> list[np.ndarray]:

@@ -49,52 +49,35 @@ class Param:
             if self.nullable:
                 return None
             raise bad()
-        if self.kind is bool:
-            if isinstance(value, bool):
-                return value
+        if (self.kind is bool and not isinstance(value, bool)
+                or self.kind is str and self.choices and value not in self.choices):
             raise bad()
-        if self.kind is str:
-            if self.choices and value not in self.choices:
-                raise bad()
-            return str(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if self.kind in (bool, str):
+            return self.kind(value)
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or self.kind is int and isinstance(value, float) and not value.is_integer()):
             raise bad()
-        if self.kind is int:
-            if isinstance(value, float) and not value.is_integer():
-                raise bad()
-            value = int(value)
-        value = float(value) if self.kind is float else value
-        if math.isnan(value):
-            raise bad()
+        value = self.kind(value)  # int or float
         if value == -math.inf and self.allow_neg_inf:
             return value
-        if math.isinf(value):
-            raise bad()
-        if self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo)):
-            raise bad()
-        if self.hi is not None and value > self.hi:
+        below = self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo))
+        if not math.isfinite(value) or below or (self.hi is not None and value > self.hi):
             raise bad()
         return value
 
 
 POSITIVE = Param(float, lo=0.0, lo_open=True)
-COMMON = {
-    "t": POSITIVE, "t_exp": POSITIVE, "t_ama": POSITIVE,
-    "gamma": Param(float, lo=0.0, hi=1.0),
-    "clamp": Param(float, hi=0.0, nullable=True),
-    "floor": Param(float, lo=0.0, lo_open=True, nullable=True),
-    "model": Param(str, choices=("expert", "amateur")),
-    "norm": Param(str, choices=("sum", "mean", "sqrt")),
-    "skip_first": Param(bool),
-}
-
-
-DOCS = {
-    "t": "temperature of the model(s)", "t_exp": "expert temperature", "t_ama": "amateur temperature",
-    "gamma": "amateur scaling", "clamp": "clip log-probs to [clamp, 0] before combining; null: no clipping",
-    "floor": "a value below this counts as this (guards log 0); null: none",
-    "model": "which model's statistics", "norm": "how token scores make an item score: sum | mean | sqrt",
-    "skip_first": "leave out the first hypothesis token",
+COMMON = {  # a setting shared by several methods: what it may be and its meaning
+    "t": (POSITIVE, "temperature of the model(s)"),
+    "t_exp": (POSITIVE, "expert temperature"),
+    "t_ama": (POSITIVE, "amateur temperature"),
+    "gamma": (Param(float, lo=0.0, hi=1.0), "amateur scaling"),
+    "clamp": (Param(float, hi=0.0, nullable=True), "clip log-probs to [clamp, 0] before combining; null: no clipping"),
+    "floor": (Param(float, lo=0.0, lo_open=True, nullable=True),
+              "a value below this counts as this (guards log 0); null: none"),
+    "model": (Param(str, choices=("expert", "amateur")), "which model's statistics"),
+    "norm": (Param(str, choices=("sum", "mean", "sqrt")), "how token scores make an item score: sum | mean | sqrt"),
+    "skip_first": (Param(bool), "leave out the first hypothesis token"),
 }
 
 
@@ -114,7 +97,8 @@ def required(spec, doc: str = ""):
 
 def common(key: str, default, doc: str = ""):
     """A setting shared by several methods (``COMMON``), with its own default and meaning."""
-    return setting(default, COMMON[key], doc or DOCS[key])
+    spec, meaning = COMMON[key]
+    return setting(default, spec, doc or meaning)
 
 
 def default_of(f):
