@@ -87,7 +87,10 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     from cscore.run.validate import validate
 
     g = checked(cfg.cdm.generate, GENERATE_PARAMS, "cdm.generate")
-    check_limit(g["limit"])
+    if g["limit"] is not None and g["limit"] < 2:  # it can never give cdm train its two groups
+        raise ConfigError(f"cdm.generate.limit={g['limit']} takes positives of one group (document / dialogue) "
+                          "and cdm train needs at least 2 (one to train on, one held out): give "
+                          "cdm.generate.limit=2 or more (null: all)")
     resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
     run = sharding("generate", validate(cfg))  # before torch loads
     shards = workers.coordinator(run.runtime)  # the job's, beside the typed config
@@ -109,14 +112,6 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
         missing, count = got.missing if isinstance(got, Pending) and shards.merge else [], shards.count
         Pending(missing).stop(shards, f"cdm generate ({job.folder.path}): {pending_text(missing, count)}")
     return job.folder.path
-
-
-def check_limit(limit: int | None) -> None:
-    """A limit that can never give ``cdm train`` its two groups is refused before anything loads."""
-    if limit is not None and limit < 2:
-        raise ConfigError(f"cdm.generate.limit={limit} takes positives of one group (document / dialogue) "
-                          "and cdm train needs at least 2 (one to train on, one held out): give "
-                          "cdm.generate.limit=2 or more (null: all)")
 
 
 def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:

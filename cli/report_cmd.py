@@ -42,9 +42,8 @@ def spec_from_args(args):
 
     preset = PAPERS.get(getattr(args, "paper", None) or "", {})
     own = args.correlation is not None or args.kendall is not None
-    correlation, variant = args.correlation, args.kendall
-    if not own:
-        correlation, variant = preset.get("correlation"), preset.get("kendall")
+    given = vars(args) if own else preset
+    correlation, variant = given.get("correlation"), given.get("kendall")
     kind = correlation or ("kendall" if variant is not None else "pearson")
     level = args.level or preset.get("level", "segment")
     average = args.average or (preset.get("average") if not own and level in ("item", "system_grouped") else None)

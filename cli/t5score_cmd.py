@@ -75,13 +75,11 @@ def training_table(run, t: dict):
 
 def check_model(spec: str) -> None:
     """The model folder (or hub id) checked from its files alone, before the data loads (a ConfigError)."""
-    from cscore.scorers.models import hub, specs
+    from cscore.run.pair_check import spec_kind
+    from cscore.scorers.models import hub
 
     key = f"t5score.train.model={spec}"
-    try:
-        kind = specs.check_spec(spec)
-    except specs.ModelSpecError as err:
-        raise ConfigError(f"{key}: {str(err).removeprefix(f'model {spec!r}: ')}") from None
+    kind = spec_kind("t5score.train.model", spec)
     if kind == "gguf":
         raise ConfigError(f"{key}: a GGUF file is a decoder; T5Score trains a seq2seq model (a local folder or hub id)")
     if kind == "hub" and (why := hub.usable_offline(spec)):

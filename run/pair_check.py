@@ -18,13 +18,8 @@ def needed_models(run: RunConfig) -> dict[str, tuple[str, str | None]]:
     """{role: (spec, revision)} of the models the run loads (an early-exit amateur is the expert's)."""
     from cscore.run.variants import models_needed
 
-    roles = models_needed(list(run.method_plan.rows))
-    out = {}
-    for role in roles:
-        model = getattr(run.pair, role)
-        if model.path is not None:
-            out[role] = (str(model.path), model.revision)
-    return out
+    models = {role: getattr(run.pair, role) for role in models_needed(list(run.method_plan.rows))}
+    return {role: (str(m.path), m.revision) for role, m in models.items() if m.path is not None}
 
 
 def check(c: dict, run: RunConfig) -> None:

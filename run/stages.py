@@ -18,7 +18,7 @@ import pandas as pd
 from cscore import rundir
 from cscore.config.run import RunConfig
 from cscore.run.kinds.base import Loaded, MethodKind, Plan, Scored
-from cscore.scorers.engine import flops
+from cscore.scorers.engine import flops, threads
 from cscore.scorers.store.runner import by_others, figures_of, run_figures
 from cscore.version import __version__
 
@@ -112,12 +112,12 @@ def speed_figures(scored: Scored) -> dict:
             "items_scored": items,  # by this command: not those an interrupted run or an earlier command kept
             "samples_per_second": items / own if own and not cached else None,  # a speed only of computed work
             "useful_flops": total_flops,  # MFU: only of passes on this run's device (a cache entry may be another's)
-            "mfu": None if any(r.cached for r in reports.values()) else flops.mfu(total_flops, own, peak),
+            "mfu": None if cached else flops.mfu(total_flops, own, peak),
             "from_cache": bool(reports) and all(r.cached for r in reports.values()),
             "statistics_seconds_this_run": sum(r.fetch_seconds or 0.0 for r in once(reports, "fetch_shared")),
             "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)
                              for k, v in scored.models.items()},
-            "weights": weights(scored), "threads": torch_threads(),
+            "weights": weights(scored), "threads": threads.in_use(),  # without torch: the count the job asked for
             **run_figures(reports),
             **peak_memory()}
 
@@ -156,13 +156,6 @@ def once(reports: Mapping[str, EngineReport], label: str) -> list[EngineReport]:
             seen.add(key)
             out.append(rep)
     return out
-
-
-def torch_threads() -> int | None:
-    """The CPU threads torch used (without torch loaded: the count the job asked for)."""
-    from cscore.scorers.engine import threads
-
-    return threads.in_use()
 
 
 def peak_memory() -> dict:

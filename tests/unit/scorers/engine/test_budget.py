@@ -121,7 +121,7 @@ def test_the_estimate_shrinks_with_free_memory(model, monkeypatch):
                                       (True, False), (2.5, False)])
 def test_config_check(value, ok):
     from cscore.errors import ConfigError
-    from cscore.run.validate import check_budget
+    from cscore.config.run import check_budget
 
     if ok:
         check_budget(value)
