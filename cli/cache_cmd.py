@@ -8,7 +8,6 @@ import shutil
 import textwrap
 import time
 from contextlib import suppress
-from pathlib import Path
 
 from cscore.cli.exits import one_line_errors
 from cscore.files import cache_root, disk_size
@@ -180,19 +179,12 @@ def cmd_ls(cache: StatsCache, console) -> None:
     models_ls(console)
 
 
-def model_entries(root: Path | None = None, with_locks: bool = False) -> list[dict]:
+def model_entries(with_locks: bool = False) -> list[dict]:
     """Converted GGUF checkpoints and joined GGUF files under the cache folder (lock files only ``with_locks``)."""
-    root = cache_root() if root is None else root
-    out = []
-    for kind in MODEL_DIRS:
-        folder = root / kind
-        if not folder.is_dir():
-            continue
-        for p in sorted(folder.iterdir()):
-            if p.name.endswith(".lock") and not with_locks:
-                continue
-            out.append({"kind": kind, "name": p.name, "path": p, "size": disk_size(p), "created": p.stat().st_mtime})
-    return out
+    folders = [(kind, cache_root() / kind) for kind in MODEL_DIRS]
+    return [{"kind": kind, "name": p.name, "path": p, "size": disk_size(p), "created": p.stat().st_mtime}
+            for kind, folder in folders if folder.is_dir() for p in sorted(folder.iterdir())
+            if with_locks or not p.name.endswith(".lock")]
 
 
 def models_ls(console) -> None:

@@ -13,10 +13,7 @@ from cscore.errors import ConfigError
 
 def conf_folder() -> Path:
     """The folder of ``cscore.conf``, found, not imported (importing it registers the schema)."""
-    from importlib.util import find_spec
-
-    spec = find_spec("cscore.conf")
-    return Path(next(iter(spec.submodule_search_locations or []))) if spec else Path(__file__).parents[1] / "conf"
+    return Path(__file__).parents[1] / "conf"
 
 
 def options(group: str) -> list[str] | None:

@@ -68,11 +68,8 @@ def table(title: str, text: str, cls, prefix: str) -> str:
 def run_sections() -> str:
     from cscore.config.run import RunSettings
 
-    out = ""
-    for f in fields(RunSettings):
-        value = default_value(f)
-        if is_dataclass(value):
-            out += table(f"`{f.name}`", f.metadata["doc"].capitalize() + ".", type(value), f"{f.name}.")
+    out = "".join(table(f"`{f.name}`", f.metadata["doc"].capitalize() + ".", type(value), f"{f.name}.")
+                  for f in fields(RunSettings) if is_dataclass(value := default_value(f)))
     top = [r for r in rows(RunSettings, "") if "." not in r.split("`")[1]]
     return out + "\n## Top-level keys\n\n" + COLUMNS + "\n".join(top) + "\n"
 

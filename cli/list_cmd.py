@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from itertools import takewhile
 
 import yaml
 
@@ -26,14 +27,8 @@ SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.(?:\s+(?=[A-Z])|$)")
 
 def first_comment(text: str) -> str:
     """The first sentence of the config file's leading comment (not ``# @package``), cut to ``WIDE`` characters."""
-    block = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("#"):
-            break
-        if not line.startswith("# @package"):
-            block.append(line.lstrip("#").strip())
-    about = " ".join(block)
+    lines = takewhile(lambda line: line.startswith("#"), (line.strip() for line in text.splitlines()))
+    about = " ".join(line.lstrip("#").strip() for line in lines if not line.startswith("# @package"))
     end = SENTENCE_END.search(about)
     about = about[:end.start() + 1] if end else about
     return about if len(about) <= WIDE else about[:WIDE - 3].rstrip() + "..."

@@ -35,8 +35,7 @@ names.register()  # ${cscore.run_name:} in hydra.run.dir / hydra.sweep.dir (conf
 HYDRA_FILES = {".hydra", "run.log", "config.yaml"}  # what a run dir holds before any work is done
 
 
-def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: tuple = (), overrides: tuple = (),
-        point: Path | None = None) -> dict:
+def run(cfg: DictConfig, out_dir: Path, state: RunState, others: tuple, overrides: tuple, point: Path | None) -> dict:
     """The whole run of ``cfg`` (as Hydra composed it); raises CscoreError for anything the user can fix.
     ``state["stage"]`` says how far it got; ``others``: the other jobs of its multirun; ``overrides``: the
     job's own; ``point``: the record its sweep point's shard jobs share (``launch.sweep_point``)."""
@@ -48,7 +47,6 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
     from cscore.run.validate import validate
     from cscore.scorers.engine import threads
 
-    state = {} if state is None else state
     state["stage"] = "validate"
     config = replace(validate(cfg), sweep_others=others)
     kind = kinds.of_method(config.method.name)

@@ -10,7 +10,7 @@ import resource
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -94,16 +94,15 @@ def speed_figures(scored: Scored) -> dict:
     reports = scored.stats.reports
     device = next((m for m in scored.models.values()), None)
     peak = flops.peak_flops(device.device, device.dtype) if device is not None else None
-    passes: dict[str, dict[str, Any]] = {}
-    for name, rep in reports.items():
-        passes[name] = {"from_cache": rep.cached, "seconds_this_run": round(rep.fetch_seconds or 0.0, 4),
-                        "score_seconds": round(rep.seconds, 3),
-                        "tokens_per_second": rep.tokens / rep.seconds if rep.seconds else None,
-                        "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches,
-                        "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
-                        "fetch_seconds": round(rep.fetch_seconds or 0.0, 4), "useful_flops": rep.flops,
-                        "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak),
-                        **figures_of(rep)}  # a pass split over processes: each part's figures
+    passes = {name: {"from_cache": rep.cached, "seconds_this_run": round(rep.fetch_seconds or 0.0, 4),
+                     "score_seconds": round(rep.seconds, 3),
+                     "tokens_per_second": rep.tokens / rep.seconds if rep.seconds else None,
+                     "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches,
+                     "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
+                     "fetch_seconds": round(rep.fetch_seconds or 0.0, 4), "useful_flops": rep.flops,
+                     "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak),
+                     **figures_of(rep)}  # a pass split over processes: each part's figures
+              for name, rep in reports.items()}
     own, cached, items = own_seconds(scored), any(r.cached for r in reports.values()), scored_items(scored)
     useful = [r.flops for r in once(reports, "shared")]
     known = [f for f in useful if f is not None]
