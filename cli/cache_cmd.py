@@ -73,30 +73,6 @@ def about_text(e: dict) -> str:
     return f"{data}, method {about.get('method', '?')}"
 
 
-def payload_of(meta: dict | None) -> type:
-    """The payload type an entry holds, by its meta.json ``kind`` (none: token statistics)."""
-    from cscore.scorers.engine.stats import TokenStats
-    from cscore.scorers.judge.stats import DecodedPaths, JudgeStats
-
-    kinds = {p.ENTRY_KIND: p for p in (TokenStats, JudgeStats, DecodedPaths)}
-    return kinds.get((meta or {}).get("kind"), TokenStats)
-
-
-def entry_info(cache: StatsCache, key_prefix: str) -> dict:
-    """Summary + key parts, extra, arrays and the verification result (``ok``, ``error``)."""
-    key = cache.resolve(key_prefix)
-    meta = cache.meta(key)
-    out = summary(cache, key, meta)
-    try:
-        cache.read(key, payload_of(meta))
-        out.update(ok=True, error=None)
-    except (FileNotFoundError, CacheEntryError, TypeError) as err:  # TypeError: a kind no payload type reads
-        out.update(ok=False, error=str(err))
-    for name in ("parts", "extra", "arrays"):
-        out[name] = (meta or {}).get(name)
-    return out
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cscore cache", description="inspect or clear the statistics cache")
     sub = p.add_subparsers(dest="action", required=True)
@@ -201,9 +177,20 @@ def models_ls(console) -> None:
     show(console, lines)
 
 
-def cmd_info(cache: StatsCache, key: str, console) -> None:
-    e = entry_info(cache, key)
-    status = "ok (checksum and shapes verified)" if e["ok"] else f"BROKEN: {e['error']}"
+def cmd_info(cache: StatsCache, key_prefix: str, console) -> None:
+    """One entry: its summary, the verification of its payload, its key parts and extra."""
+    from cscore.scorers.engine.stats import TokenStats
+    from cscore.scorers.judge.stats import DecodedPaths, JudgeStats
+
+    key = cache.resolve(key_prefix)
+    meta = cache.meta(key)
+    e, meta = summary(cache, key, meta), meta or {}
+    payloads = {p.ENTRY_KIND: p for p in (TokenStats, JudgeStats, DecodedPaths)}  # by meta.json's kind
+    try:
+        cache.read(key, payloads.get(meta.get("kind"), TokenStats))  # no kind: token statistics
+        status = "ok (checksum and shapes verified)"
+    except (FileNotFoundError, CacheEntryError, TypeError) as err:  # TypeError: a kind no payload type reads
+        status = f"BROKEN: {err}"
     lines = [
         ("key", e["key"]), ("path", e["path"]), ("status", status), ("size", human_bytes(e["size"])),
         ("created", _when(e["created"])), ("holds", e["what"]), ("computed for", about_text(e)),
@@ -216,9 +203,9 @@ def cmd_info(cache: StatsCache, key: str, console) -> None:
         show(console, textwrap.wrap(f"{name:>12}  {value}", width, subsequent_indent=" " * 14,
                                     break_on_hyphens=False, break_long_words=False))
     for name in ("parts", "extra"):
-        if e.get(name):
+        if meta.get(name):
             console.print(f"{name}:", markup=False, highlight=False)
-            for path, value in flat(e[name]):
+            for path, value in flat(meta[name]):
                 show(console, wrapped(f"{json.dumps(path)}: {json.dumps(value, sort_keys=True)}", width, "  "))
 
 

@@ -34,8 +34,7 @@ def cell(value) -> str:
     """A value as it is written in YAML, on one line of a table."""
     if is_dataclass(value):
         return ""
-    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-    text = text.removesuffix("...").strip()
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("...").strip()
     if len(text) > 60:
         text = text[:57] + "..."
     return escape(f"`{text}`")

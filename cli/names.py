@@ -20,9 +20,7 @@ def overridden(overrides: list[str], key: str) -> bool:
 
 
 def short_name(spec: str) -> str:
-    spec = str(spec).rstrip("/")
-    if spec.startswith("gguf:"):
-        spec = spec[len("gguf:"):]
+    spec = str(spec).rstrip("/").removeprefix("gguf:")
     return os.path.basename(spec).removesuffix(".gguf") or spec
 
 

@@ -72,17 +72,6 @@ def spa_from_args(args) -> tuple[int, int] | None:
     return permutations, seed
 
 
-def check_folders(argv: list[str]) -> None:
-    """A folder that is not there is said at once, before the report's modules load."""
-    from cscore.cli.exits import one_line_errors
-    from cscore.metaeval.runs import check_folder
-
-    if not any(a in ("-h", "--help") for a in argv):
-        with one_line_errors():
-            for folder in folders_named(argv):
-                check_folder(Path(folder))
-
-
 def parser() -> argparse.ArgumentParser:
     from cscore.metaeval.correlation import CORRELATIONS
     from cscore.metaeval.spec import KENDALL_LIKE_THRESHOLD, PAPERS
@@ -143,9 +132,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> None:
-    check_folders(argv)
-    args = parser().parse_args(argv)
     from cscore.cli.exits import one_line_errors
+    from cscore.metaeval.runs import check_folder
+
+    if not any(a in ("-h", "--help") for a in argv):  # a folder that is not there: said before the report loads
+        with one_line_errors():
+            for folder in folders_named(argv):
+                check_folder(Path(folder))
+    args = parser().parse_args(argv)
     from cscore.files import writing
     from cscore.metaeval.assemble import ReportOptions, default_out, report
     from cscore.metaeval.spec import PAPERS
