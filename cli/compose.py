@@ -4,7 +4,7 @@ config module is opened; ``compose`` adds the one-line errors of a stage command
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -27,7 +27,7 @@ def plain(node, resolve: bool = True) -> dict[str, Any]:
     out = OmegaConf.to_container(node, resolve=resolve)
     if not isinstance(out, dict):
         raise TypeError(f"a config mapping was expected, not {type(out).__name__}")
-    return out
+    return cast("dict[str, Any]", out)
 
 
 def composed(name: str = "config", overrides=(), *, hydra: bool = False) -> DictConfig:

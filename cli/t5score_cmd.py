@@ -64,9 +64,8 @@ def training_table(run, t: dict):
     examples = load_stage(run).examples
     aspect = target_aspect(examples, t["aspect"])
     column = "reference" if t["condition"] == "reference" else "source"
-    contexts = (
-        [c if isinstance(c, str) else "" for c in examples[column]] if column in examples else [""] * len(examples)
-    )
+    texts = examples[column] if column in examples else [""] * len(examples)
+    contexts = [c if isinstance(c, str) else "" for c in texts]
     if not any(c.strip() for c in contexts):
         raise ConfigError(f"t5score.train.condition={t['condition']} but data {run.data.name} has no {column} texts; "
                           "use t5score.train.condition=source or data with references")

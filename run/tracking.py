@@ -168,9 +168,11 @@ class Tracking(Callback):
 
 
 def tracker_settings(config: DictConfig) -> dict:
-    from cscore.run.typed import resolved
-
-    return resolved(config.tracking) if "tracking" in config else {"name": "none"}
+    if "tracking" not in config:
+        return {"name": "none"}
+    settings = OmegaConf.to_container(config.tracking, resolve=True)
+    assert isinstance(settings, dict), settings  # a config group: a mapping (cli.compose.plain's check; a cycle)
+    return settings
 
 
 def sweep_dir(config: DictConfig) -> str:
