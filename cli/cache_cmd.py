@@ -73,6 +73,15 @@ def about_text(e: dict) -> str:
     return f"{data}, method {about.get('method', '?')}"
 
 
+def payload_of(meta: dict | None) -> type:
+    """The payload type an entry holds, by its meta.json ``kind`` (none: token statistics)."""
+    from cscore.scorers.engine.stats import TokenStats
+    from cscore.scorers.judge.stats import DecodedPaths, JudgeStats
+
+    kinds = {p.ENTRY_KIND: p for p in (TokenStats, JudgeStats, DecodedPaths)}
+    return kinds.get((meta or {}).get("kind"), TokenStats)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cscore cache", description="inspect or clear the statistics cache")
     sub = p.add_subparsers(dest="action", required=True)
@@ -179,15 +188,11 @@ def models_ls(console) -> None:
 
 def cmd_info(cache: StatsCache, key_prefix: str, console) -> None:
     """One entry: its summary, the verification of its payload, its key parts and extra."""
-    from cscore.scorers.engine.stats import TokenStats
-    from cscore.scorers.judge.stats import DecodedPaths, JudgeStats
-
     key = cache.resolve(key_prefix)
     meta = cache.meta(key)
     e, meta = summary(cache, key, meta), meta or {}
-    payloads = {p.ENTRY_KIND: p for p in (TokenStats, JudgeStats, DecodedPaths)}  # by meta.json's kind
     try:
-        cache.read(key, payloads.get(meta.get("kind"), TokenStats))  # no kind: token statistics
+        cache.read(key, payload_of(meta))
         status = "ok (checksum and shapes verified)"
     except (FileNotFoundError, CacheEntryError, TypeError) as err:  # TypeError: a kind no payload type reads
         status = f"BROKEN: {err}"
