@@ -8,7 +8,6 @@ import shutil
 import textwrap
 import time
 from contextlib import suppress
-from pathlib import Path
 
 from cscore.cli.exits import one_line_errors
 from cscore.files import cache_root, disk_size
@@ -81,21 +80,6 @@ def payload_of(meta: dict | None) -> type:
 
     kinds = {p.ENTRY_KIND: p for p in (TokenStats, JudgeStats, DecodedPaths)}
     return kinds.get((meta or {}).get("kind"), TokenStats)
-
-
-def entry_info(cache: StatsCache, key_prefix: str) -> dict:
-    """Summary + key parts, extra, arrays and the verification result (``ok``, ``error``)."""
-    key = cache.resolve(key_prefix)
-    meta = cache.meta(key)
-    out = summary(cache, key, meta)
-    try:
-        cache.read(key, payload_of(meta))
-        out.update(ok=True, error=None)
-    except (FileNotFoundError, CacheEntryError, TypeError) as err:  # TypeError: a kind no payload type reads
-        out.update(ok=False, error=str(err))
-    for name in ("parts", "extra", "arrays"):
-        out[name] = (meta or {}).get(name)
-    return out
 
 
 def parser() -> argparse.ArgumentParser:
@@ -180,19 +164,12 @@ def cmd_ls(cache: StatsCache, console) -> None:
     models_ls(console)
 
 
-def model_entries(root: Path | None = None, with_locks: bool = False) -> list[dict]:
+def model_entries(with_locks: bool = False) -> list[dict]:
     """Converted GGUF checkpoints and joined GGUF files under the cache folder (lock files only ``with_locks``)."""
-    root = cache_root() if root is None else root
-    out = []
-    for kind in MODEL_DIRS:
-        folder = root / kind
-        if not folder.is_dir():
-            continue
-        for p in sorted(folder.iterdir()):
-            if p.name.endswith(".lock") and not with_locks:
-                continue
-            out.append({"kind": kind, "name": p.name, "path": p, "size": disk_size(p), "created": p.stat().st_mtime})
-    return out
+    folders = [(kind, cache_root() / kind) for kind in MODEL_DIRS]
+    return [{"kind": kind, "name": p.name, "path": p, "size": disk_size(p), "created": p.stat().st_mtime}
+            for kind, folder in folders if folder.is_dir() for p in sorted(folder.iterdir())
+            if with_locks or not p.name.endswith(".lock")]
 
 
 def models_ls(console) -> None:
@@ -209,9 +186,16 @@ def models_ls(console) -> None:
     show(console, lines)
 
 
-def cmd_info(cache: StatsCache, key: str, console) -> None:
-    e = entry_info(cache, key)
-    status = "ok (checksum and shapes verified)" if e["ok"] else f"BROKEN: {e['error']}"
+def cmd_info(cache: StatsCache, key_prefix: str, console) -> None:
+    """One entry: its summary, the verification of its payload, its key parts and extra."""
+    key = cache.resolve(key_prefix)
+    meta = cache.meta(key)
+    e, meta = summary(cache, key, meta), meta or {}
+    try:
+        cache.read(key, payload_of(meta))
+        status = "ok (checksum and shapes verified)"
+    except (FileNotFoundError, CacheEntryError, TypeError) as err:  # TypeError: a kind no payload type reads
+        status = f"BROKEN: {err}"
     lines = [
         ("key", e["key"]), ("path", e["path"]), ("status", status), ("size", human_bytes(e["size"])),
         ("created", _when(e["created"])), ("holds", e["what"]), ("computed for", about_text(e)),
@@ -224,9 +208,9 @@ def cmd_info(cache: StatsCache, key: str, console) -> None:
         show(console, textwrap.wrap(f"{name:>12}  {value}", width, subsequent_indent=" " * 14,
                                     break_on_hyphens=False, break_long_words=False))
     for name in ("parts", "extra"):
-        if e.get(name):
+        if meta.get(name):
             console.print(f"{name}:", markup=False, highlight=False)
-            for path, value in flat(e[name]):
+            for path, value in flat(meta[name]):
                 show(console, wrapped(f"{json.dumps(path)}: {json.dumps(value, sort_keys=True)}", width, "  "))
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
@@ -81,15 +81,15 @@ def parse(argv: list[str]) -> tuple[DictConfig, list[str]]:
 
 def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     """Make the negatives (training/negatives.py); returns the output directory."""
-    from cscore.cli.names import resolve_pair
     from cscore.run import workers
     from cscore.run.typed import resolved
-    from cscore.run.validate import validate
 
     g = checked(cfg.cdm.generate, GENERATE_PARAMS, "cdm.generate")
-    check_limit(g["limit"])
-    resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
-    run = sharding("generate", validate(cfg))  # before torch loads
+    if g["limit"] is not None and g["limit"] < 2:  # it can never give cdm train its two groups
+        raise ConfigError(f"cdm.generate.limit={g['limit']} takes positives of one group (document / dialogue) "
+                          "and cdm train needs at least 2 (one to train on, one held out): give "
+                          "cdm.generate.limit=2 or more (null: all)")
+    run = sharding("generate", cfg, overrides)  # before torch loads
     shards = workers.coordinator(run.runtime)  # the job's, beside the typed config
     from cscore.run import negatives as steps
     from cscore.run.stages import load_stage
@@ -111,27 +111,16 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     return job.folder.path
 
 
-def check_limit(limit: int | None) -> None:
-    """A limit that can never give ``cdm train`` its two groups is refused before anything loads."""
-    if limit is not None and limit < 2:
-        raise ConfigError(f"cdm.generate.limit={limit} takes positives of one group (document / dialogue) "
-                          "and cdm train needs at least 2 (one to train on, one held out): give "
-                          "cdm.generate.limit=2 or more (null: all)")
-
-
 def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     """Train the discriminator (training/discriminator.py); returns the output directory."""
-    from cscore.cli.names import resolve_pair
     from cscore.run import workers
     from cscore.run.typed import resolved
-    from cscore.run.validate import validate
 
     t = checked(cfg.cdm.train, TRAIN_PARAMS, "cdm.train")
-    resolve_pair(cfg, list(overrides))  # as cscore run: the pair rule, then the one check
     classifier = None if t["discriminator"] == "pooler" else (
         f"with cdm.train.discriminator={t['discriminator']} trains a transformers classifier: its gradient "
         "steps are one sequence in one process, not a statistics pass")
-    run = sharding("train", validate(cfg), classifier, listed=cfg.runtime.devices is not None)  # before torch loads
+    run = sharding("train", cfg, overrides, classifier)  # before torch loads
     shards = workers.coordinator(run.runtime)  # the job's, beside the typed config
     from cscore.run.kinds.pair import load_pair, stats_cache
     from cscore.scorers.engine import threads
@@ -151,24 +140,20 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     return job.folder.path
 
 
-@dataclass(frozen=True)
-class Stage:
-    """A cdm stage as ``run/launch.py``'s checks see it (``meets_in_cache``: else the output directory)."""
-
-    name: str
-    splits: bool = True
-    meets_in_cache: bool = True
-
-
-def sharding(stage: str, run, refuse: str | None = None, listed: bool = False):
-    """The run with its sharding settings checked before anything loads; ``refuse``: why this stage cannot
-    shard; ``listed``: runtime.devices was given (one device too)."""
+def sharding(stage: str, cfg: DictConfig, overrides: Sequence[str], refuse: str | None = None):
+    """The stage's typed run (the pair rule applied as cscore run does, then the one check) with its sharding
+    settings checked before anything loads; ``refuse``: why this stage cannot shard (one device listed too)."""
+    from cscore.cli.names import resolve_pair
     from cscore.run import launch
+    from cscore.run.validate import validate
 
+    resolve_pair(cfg, list(overrides))
+    run = validate(cfg)
     rt = run.runtime
-    if refuse and (rt.shards > 1 or rt.shard is not None or listed):
+    if refuse and (rt.shards > 1 or rt.shard is not None or cfg.runtime.devices is not None):
         raise ConfigError(f"cscore cdm {stage} {refuse}; it cannot shard: run it with runtime.shards=1 (the default)")
-    launch.check(run, Stage(f"cdm {stage}", meets_in_cache=stage == "train"))
+    # the stage as launch.check sees a kind: its shards meet in the cache (train) or its output directory (generate)
+    launch.check(run, SimpleNamespace(name=f"cdm {stage}", splits=True, meets_in_cache=stage == "train"))
     return run
 
 

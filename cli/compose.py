@@ -13,10 +13,13 @@ from cscore.errors import ConfigError
 
 def conf_folder() -> Path:
     """The folder of ``cscore.conf``, found, not imported (importing it registers the schema)."""
-    from importlib.util import find_spec
+    return Path(__file__).parents[1] / "conf"
 
-    spec = find_spec("cscore.conf")
-    return Path(next(iter(spec.submodule_search_locations or []))) if spec else Path(__file__).parents[1] / "conf"
+
+def options(group: str) -> list[str] | None:
+    """The presets of a config group (``conf/<group>/*.yaml``) by name; None where there is no such group."""
+    folder = conf_folder() / group
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else None
 
 
 def plain(node, resolve: bool = True) -> dict[str, Any]:
@@ -59,7 +62,7 @@ def compose(name: str, overrides: list[str], sections: dict[str, dict]) -> DictC
 
 def checked(section: DictConfig, specs: dict, prefix: str) -> dict:
     """The settings of one section, each checked by its ``Param`` (one-line ConfigErrors)."""
-    from cscore.run.validate import check_keys
+    from cscore.scorers.methods.params import check_keys
 
     given = plain(section)
     check_keys(prefix, given, set(specs))

@@ -34,8 +34,7 @@ def cell(value) -> str:
     """A value as it is written in YAML, on one line of a table."""
     if is_dataclass(value):
         return ""
-    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-    text = text.removesuffix("...").strip()
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("...").strip()
     if len(text) > 60:
         text = text[:57] + "..."
     return escape(f"`{text}`")
@@ -68,11 +67,8 @@ def table(title: str, text: str, cls, prefix: str) -> str:
 def run_sections() -> str:
     from cscore.config.run import RunSettings
 
-    out = ""
-    for f in fields(RunSettings):
-        value = default_value(f)
-        if is_dataclass(value):
-            out += table(f"`{f.name}`", f.metadata["doc"].capitalize() + ".", type(value), f"{f.name}.")
+    out = "".join(table(f"`{f.name}`", f.metadata["doc"].capitalize() + ".", type(value), f"{f.name}.")
+                  for f in fields(RunSettings) if is_dataclass(value := default_value(f)))
     top = [r for r in rows(RunSettings, "") if "." not in r.split("`")[1]]
     return out + "\n## Top-level keys\n\n" + COLUMNS + "\n".join(top) + "\n"
 

@@ -22,17 +22,15 @@ def load(cfg: DictConfig):
     return load_config(plain(cfg.data))
 
 
-def export(cfg: DictConfig) -> Path:
+def export(cfg: DictConfig) -> None:
     if not cfg.get("out"):
         raise ConfigError("give the output: out=<file.parquet|file.jsonl|folder> (a folder: a datasets folder)")
     df, report = load(cfg)
     out = Path(cfg.out)
-    kind = write_table(df, out)
-    print(f"wrote {len(df)} rows to {out} ({kind}); {len(report.excluded)} excluded, "
+    print(f"wrote {len(df)} rows to {out} ({write_table(df, out)}); {len(report.excluded)} excluded, "
           f"{len(report.dropped)} dropped while loading")
     for _, line in report.console_lines():
         print(f"  {line}")
-    return out
 
 
 def card(cfg: DictConfig) -> str:
@@ -45,9 +43,8 @@ def card(cfg: DictConfig) -> str:
     counts = {"items": len(df), "systems": df["system"].nunique(), "groups": df["group"].nunique(),
               "tasks": ", ".join(sorted(df["task"].unique()))}
     if df["lang_pair"].notna().any():
-        counts["language pairs"] = ", ".join(
-            f"{k} ({v})" for k, v in df["lang_pair"].value_counts().sort_index().items()
-        )
+        pairs = df["lang_pair"].value_counts().sort_index()
+        counts["language pairs"] = ", ".join(f"{k} ({v})" for k, v in pairs.items())
     counts["with a reference text"] = int(df["reference"].notna().sum())
     refs = report.references  # human-reference "systems" in the table (MQM's ref, refB)
     counts["human-reference rows scored as systems"] = (

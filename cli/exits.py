@@ -43,15 +43,11 @@ def interrupted_line(err: KeyboardInterrupt, what: str) -> str:
     return "; ".join(["interrupted", *notes, what])
 
 
-def _first_ctrl_c(signum, frame):
+def _deliver(signum, frame) -> None:
+    """The first Ctrl-C: raise the KeyboardInterrupt now, or 10 ms later (again and again) while it is not safe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the exit that follows is not interrupted again
-    _deliver(frame)
-
-
-def _deliver(frame) -> None:
-    """Raise the KeyboardInterrupt now, or 10 ms later (again and again) while it is not safe."""
     if unsafe_to_interrupt(frame):
-        signal.signal(signal.SIGALRM, lambda signum, later: _deliver(later))
+        signal.signal(signal.SIGALRM, _deliver)
         signal.setitimer(signal.ITIMER_REAL, 0.01)
         return
     raise KeyboardInterrupt
@@ -74,7 +70,7 @@ def ctrl_c(program: bool):
     """Ctrl-C anywhere in a command: one line, exit 130. As the program, the first Ctrl-C and the end of
     the command make later ones ignored, so the way out is not cut into a traceback."""
     if program:
-        signal.signal(signal.SIGINT, _first_ctrl_c)
+        signal.signal(signal.SIGINT, _deliver)
     try:
         yield
     except KeyboardInterrupt as err:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from itertools import takewhile
 
 import yaml
 
@@ -16,9 +17,8 @@ USAGE = "usage: cscore list [datasets|pairs|methods|baselines]   (all four when 
 
 def presets(group: str) -> dict[str, str]:
     """{name: the file's text} of every config of ``group``, by name."""
-    folder = conf_folder() / group  # read, not imported (no schema registered)
-    files = sorted((p for p in folder.iterdir() if p.name.endswith(".yaml")), key=lambda p: p.name)
-    return {p.name.removesuffix(".yaml"): p.read_text(encoding="utf-8") for p in files}
+    files = sorted((conf_folder() / group).glob("*.yaml"))  # read, not imported (no schema registered)
+    return {p.stem: p.read_text(encoding="utf-8") for p in files}
 
 
 WIDE = 90  # a description longer than this is cut (with "...")
@@ -27,14 +27,8 @@ SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.(?:\s+(?=[A-Z])|$)")
 
 def first_comment(text: str) -> str:
     """The first sentence of the config file's leading comment (not ``# @package``), cut to ``WIDE`` characters."""
-    block = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("#"):
-            break
-        if not line.startswith("# @package"):
-            block.append(line.lstrip("#").strip())
-    about = " ".join(block)
+    lines = takewhile(lambda line: line.startswith("#"), (line.strip() for line in text.splitlines()))
+    about = " ".join(line.lstrip("#").strip() for line in lines if not line.startswith("# @package"))
     end = SENTENCE_END.search(about)
     about = about[:end.start() + 1] if end else about
     return about if len(about) <= WIDE else about[:WIDE - 3].rstrip() + "..."
@@ -102,20 +96,17 @@ def pair_line(cfg: dict) -> tuple[str, str]:
     from cscore.cli.names import short_name
 
     expert, amateur = cfg["expert"], cfg.get("amateur") or {}
-    if amateur.get("path"):
-        models = f"{short_name(expert['path'])} + {short_name(amateur['path'])}"
-    else:
-        models = f"{short_name(expert['path'])} + its early exit ({amateur.get('early_exit')})"
+    second = short_name(amateur["path"]) if amateur.get("path") else f"its early exit ({amateur.get('early_exit')})"
     wanted = [expert, amateur] if amateur.get("path") else [expert]
     needs = list(dict.fromkeys(n for m in wanted if (n := model_need(str(m["path"]), m.get("revision")))))
-    return models, "; ".join(needs) or "runs offline"
+    return f"{short_name(expert['path'])} + {second}", "; ".join(needs) or "runs offline"
 
 
 # ----- output -----
 
-def rows(what: str) -> list[tuple[str, str, str]]:
-    """(name, description, status) per config of one kind."""
-    out = []
+def section(what: str) -> list[str]:
+    """The lines of one kind: its configs' name, description and status."""
+    found = []
     for name, text in presets(GROUPS[what]).items():
         cfg = yaml.safe_load(text) or {}
         about, status = first_comment(text), ""
@@ -123,12 +114,7 @@ def rows(what: str) -> list[tuple[str, str, str]]:
             status = dataset_status(name, cfg)
         elif what == "pairs":
             about, status = pair_line(cfg)
-        out.append((name, about, status))
-    return out
-
-
-def section(what: str) -> list[str]:
-    found = rows(what)
+        found.append((name, about, status))
     width = max(len(n) for n, _, _ in found)
     head = f"{what} ({GROUPS[what]}=<name>):"
     return [head] + [f"  {n:<{width}}  {about}" + (f"  [{status}]" if status else "") for n, about, status in found]

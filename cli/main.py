@@ -41,14 +41,12 @@ def run_command(rest: list[str]) -> None:
         return
     rest = ["--help" if a == "--help-all" else a for a in rest]
     with one_line_errors(RUN_INTERRUPTED, code=2):
-        from cscore.cli import precheck
+        from cscore.cli import names, precheck, resume
         from cscore.cli.baseline_names import canonical_names
+        from cscore.run import launch
 
         rest = canonical_names(rest)  # baseline=rouge1 is rouge; every unknown name in one line
         precheck.check(rest)
-        from cscore.cli import names, resume
-        from cscore.run import launch
-
         rest = launch.array_shards(rest)  # -m runtime.shards=N: one job per shard (one job array)
 
         rest = resume.earlier_dir(rest)  # the same command resumes in the folder a failure or Ctrl-C left

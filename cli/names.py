@@ -20,9 +20,7 @@ def overridden(overrides: list[str], key: str) -> bool:
 
 
 def short_name(spec: str) -> str:
-    spec = str(spec).rstrip("/")
-    if spec.startswith("gguf:"):
-        spec = spec[len("gguf:"):]
+    spec = str(spec).rstrip("/").removeprefix("gguf:")
     return os.path.basename(spec).removesuffix(".gguf") or spec
 
 
@@ -90,22 +88,17 @@ def hydra_and_rest(cfg) -> tuple[dict, dict]:
 def name_of(c: dict, choices: dict, overrides: list[str], swept: set[str]) -> str:
     """``<data>_<models>_<method>`` for the plain config ``c`` (the models, or what the method's kind
     names instead: ``MethodKind.dir_label``); a part in ``swept`` reads ``sweep``."""
-    label = kind_label(c["method"].get("name"), c)
-    part, models = label if label is not None else ("pair", pair_name(c, overrides)[0])
-    parts = [("data", choices.get("data") or c["data"].get("name")), (part, models),
-             ("method", choices.get("method") or c["method"].get("name"))]
-    return "_".join(SWEPT if key in swept else dir_part(value) for key, value in parts)
-
-
-def kind_label(method, c: dict) -> tuple[str, str] | None:
-    """The method's kind's name for a run directory in place of the models (None: the models)."""
     from cscore.errors import CscoreError
     from cscore.run import kinds
 
     try:
-        return kinds.of_method(method).dir_label(c)
-    except CscoreError:
-        return None
+        label = kinds.of_method(c["method"].get("name")).dir_label(c)
+    except CscoreError:  # no such method: the models
+        label = None
+    part, models = label if label is not None else ("pair", pair_name(c, overrides)[0])
+    parts = [("data", choices.get("data") or c["data"].get("name")), (part, models),
+             ("method", choices.get("method") or c["method"].get("name"))]
+    return "_".join(SWEPT if key in swept else dir_part(value) for key, value in parts)
 
 
 # the parts of a directory name (data, pair, method, or a kind's own: baseline) each swept key can change
@@ -122,13 +115,11 @@ def sweep_dir(args: list[str]) -> list[str]:
     import time
 
     from cscore.cli.compose import composed
+    from cscore.cli.resume import MULTIRUN_FLAGS
 
-    if not any(a in ("-m", "--multirun") for a in args) or any(a.startswith("-") and a not in ("-m", "--multirun")
-                                                                for a in args):
-        return args
-    given = [a for a in args if a not in ("-m", "--multirun")]
-    if any(a.lstrip("+~").startswith("hydra.sweep.dir=") for a in given):
-        return args
+    given = [a for a in args if a not in MULTIRUN_FLAGS]
+    if given == args or any(a.startswith("-") or a.lstrip("+~").startswith("hydra.sweep.dir=") for a in given):
+        return args  # no multirun, another flag, or a sweep dir given
     swept = {part for a in given if is_sweep(a) for part in PARTS.get(a.lstrip("+~").split("=", 1)[0], set())}
     plain = [a for a in given if not is_sweep(a) and not a.lstrip("+~").startswith("hydra")]
     try:

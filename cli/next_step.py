@@ -16,9 +16,8 @@ from cscore import rundir
 def shown(folder: str) -> str:
     """The folder as the user can type it from where they ran the sweep: relative when inside it."""
     path = Path(folder)
-    if path.is_absolute():
-        with suppress(ValueError):
-            path = path.relative_to(Path.cwd())
+    with suppress(ValueError):  # a relative path, or one outside
+        path = path.relative_to(Path.cwd())
     return shlex.quote(str(path))
 
 

@@ -8,26 +8,22 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from cscore.cli.resume import MULTIRUN_FLAGS
 from cscore.errors import ConfigError
 from cscore.registry import suggest
 
 MAX_POINTS = 512  # larger command-line grids are checked job by job instead
-HYDRA_FLAGS_WE_CHECK = ("-m", "--multirun")
-
-
-def _compose(overrides: list[str]):
-    from cscore.cli.compose import composed
-
-    return composed("config", overrides)
 
 
 def _missing_key_error(overrides, original: Exception) -> ConfigError:
     """Explain a failed composition: an unknown key (with a close match) or an unknown option."""
     from hydra.errors import ConfigCompositionException
 
+    from cscore.cli.compose import composed
+
     groups = [o for o in overrides if "." not in o.key_or_group and not o.is_add()]
     try:
-        base = _compose([o.input_line for o in groups])
+        base = composed("config", [o.input_line for o in groups])
     except ConfigCompositionException as err:
         return ConfigError(_group_message(groups, err))
     for o in overrides:
@@ -45,15 +41,11 @@ def _missing_key_error(overrides, original: Exception) -> ConfigError:
 
 
 def _group_message(groups, err) -> str:
-    from importlib import resources
+    from cscore.cli.compose import options as presets
 
     for o in groups:
-        folder = resources.files("cscore.conf") / o.key_or_group
-        if not folder.is_dir():
-            continue
-        options = sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
-        value = o.value()
-        if isinstance(value, str) and value not in options:
+        options, value = presets(o.key_or_group), o.value()
+        if options is not None and isinstance(value, str) and value not in options:
             return (f"no {o.key_or_group} config {value!r}{suggest(value, options)}; "
                     f"available: {', '.join(options)}")
     return str(err).splitlines()[0]
@@ -64,8 +56,8 @@ def points(args: list[str]) -> list[list[str]] | None:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    multirun = any(a in HYDRA_FLAGS_WE_CHECK for a in args)
-    rest = [a for a in args if a not in HYDRA_FLAGS_WE_CHECK]
+    rest = [a for a in args if a not in MULTIRUN_FLAGS]
+    multirun = rest != args
     if any(a.startswith("-") for a in rest):  # --cfg, --help, --config-dir, ...: Hydra's business
         return None
     rest = [a for a in rest if not a.lstrip("+~").startswith("hydra")]  # launcher / sweeper / dirs
@@ -124,29 +116,6 @@ def check_launcher(args: list[str]) -> bool:
     return slurm
 
 
-def check_data(c: dict) -> None:
-    """The data section as its loader will read it, before any file is read (its message as a ConfigError)."""
-    from cscore.data.registry import check_config
-    from cscore.data.schema import DataError
-
-    try:
-        check_config(c["data"])
-    except DataError as err:
-        raise ConfigError(str(err)) from None
-
-
-def preload_data(run) -> None:
-    """Read the run's data file(s) as its loader will, before torch is imported (its message as a
-    ConfigError); the job takes what was read."""
-    from cscore.data.registry import preload
-    from cscore.data.schema import DataError
-
-    try:
-        preload(run.data)
-    except DataError as err:
-        raise ConfigError(str(err)) from None
-
-
 def check_cache(run) -> None:
     """A ConfigError when a ``gguf:`` model would be converted into a cache folder that cannot be
     made, or on a disk with less room than the GGUF file takes (an existing folder is left to the run)."""
@@ -187,8 +156,9 @@ def check(args: list[str]) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from cscore.cli.compose import plain
-    from cscore.data.registry import PRELOADED
+    from cscore.cli.compose import composed, plain
+    from cscore.data.registry import PRELOADED, check_config, preload
+    from cscore.data.schema import DataError
     from cscore.run import kinds, launch, pair_check
     from cscore.run.validate import validate
 
@@ -202,21 +172,21 @@ def check(args: list[str]) -> None:
         raise ConfigError(f"cannot read the overrides: {str(err).splitlines()[0]}") from None
     for job in jobs:
         try:
-            cfg = _compose(job)
+            cfg = composed("config", job)
         except ConfigCompositionException as err:
             raise _missing_key_error(OverridesParser.create().parse_overrides(job), err) from None
         try:
             run = validate(cfg)
             c = plain(cfg)
-            check_data(c)
+            check_config(c["data"])  # the data section as its loader will read it, before any file is read
             launch.check_settings(run)  # runtime.shards / shard / devices; then the kind (imports it)
             if run.runtime.shards > 1:
                 launch.check_kind(run, kinds.of_method(run.method.name))
             pair_check.check(c, run)
             check_cache(run)
-            preload_data(run)
+            preload(run.data)  # the data file(s) read as the loader will, before torch loads; the job takes them
             if slurm and run.runtime.shards > 1 and run.runtime.devices is None:  # before anything is submitted
                 launch.check_shared(run)  # (a job checks it again: run/launch.py check)
-        except ConfigError as err:
+        except (ConfigError, DataError) as err:
             where = f" (multirun point {' '.join(job)})" if len(jobs) > 1 else ""
             raise ConfigError(f"{err}{where}") from None

@@ -42,9 +42,8 @@ def spec_from_args(args):
 
     preset = PAPERS.get(getattr(args, "paper", None) or "", {})
     own = args.correlation is not None or args.kendall is not None
-    correlation, variant = args.correlation, args.kendall
-    if not own:
-        correlation, variant = preset.get("correlation"), preset.get("kendall")
+    given = vars(args) if own else preset
+    correlation, variant = given.get("correlation"), given.get("kendall")
     kind = correlation or ("kendall" if variant is not None else "pearson")
     level = args.level or preset.get("level", "segment")
     average = args.average or (preset.get("average") if not own and level in ("item", "system_grouped") else None)
@@ -71,17 +70,6 @@ def spa_from_args(args) -> tuple[int, int] | None:
     if permutations < 1 or seed < 0:
         raise ConfigError(f"--spa-permutations must be >= 1 and --spa-seed >= 0, got {permutations} and {seed}")
     return permutations, seed
-
-
-def check_folders(argv: list[str]) -> None:
-    """A folder that is not there is said at once, before the report's modules load."""
-    from cscore.cli.exits import one_line_errors
-    from cscore.metaeval.runs import check_folder
-
-    if not any(a in ("-h", "--help") for a in argv):
-        with one_line_errors():
-            for folder in folders_named(argv):
-                check_folder(Path(folder))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -144,9 +132,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> None:
-    check_folders(argv)
-    args = parser().parse_args(argv)
     from cscore.cli.exits import one_line_errors
+    from cscore.metaeval.runs import check_folder
+
+    if not any(a in ("-h", "--help") for a in argv):  # a folder that is not there: said before the report loads
+        with one_line_errors():
+            for folder in folders_named(argv):
+                check_folder(Path(folder))
+    args = parser().parse_args(argv)
     from cscore.files import writing
     from cscore.metaeval.assemble import ReportOptions, default_out, report
     from cscore.metaeval.spec import PAPERS

@@ -53,9 +53,8 @@ def unfinished_sweep(root: Path, task: list[str]) -> Path | None:
             hydra = (yaml.safe_load(record.read_text()) or {}).get("hydra") or {}
         except (OSError, yaml.YAMLError):
             continue
-        if list((hydra.get("overrides") or {}).get("task") or []) != task:
-            continue
-        if any(not rundir.is_complete(f.parent) for f in folder.glob(f"*/{rundir.FAILED}")):
+        if list((hydra.get("overrides") or {}).get("task") or []) == task \
+                and any(not rundir.is_complete(f.parent) for f in folder.glob(f"*/{rundir.FAILED}")):
             return folder
     return None
 

@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,8 +36,7 @@ names.register()  # ${cscore.run_name:} in hydra.run.dir / hydra.sweep.dir (conf
 HYDRA_FILES = {".hydra", "run.log", "config.yaml"}  # what a run dir holds before any work is done
 
 
-def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: tuple = (), overrides: tuple = (),
-        point: Path | None = None) -> dict:
+def run(cfg: DictConfig, out_dir: Path, state: RunState, others: tuple, overrides: tuple, point: Path | None) -> dict:
     """The whole run of ``cfg`` (as Hydra composed it); raises CscoreError for anything the user can fix.
     ``state["stage"]`` says how far it got; ``others``: the other jobs of its multirun; ``overrides``: the
     job's own; ``point``: the record its sweep point's shard jobs share (``launch.sweep_point``)."""
@@ -48,7 +48,6 @@ def run(cfg: DictConfig, out_dir: Path, state: RunState | None = None, others: t
     from cscore.run.validate import validate
     from cscore.scorers.engine import threads
 
-    state = {} if state is None else state
     state["stage"] = "validate"
     config = replace(validate(cfg), sweep_others=others)
     kind = kinds.of_method(config.method.name)
@@ -129,13 +128,10 @@ def hydra_entry(cfg: DictConfig) -> None:
         log.debug("error", exc_info=True)
         fail_dir(out_dir, fresh and state.get("stage") in ("validate", "load", "models"), err, state)
         fail(str(err), err.exit_code or 1)
-    except OSError as err:
-        fail_dir(out_dir, False, err, state)
-        if err.errno not in rundir.NO_ROOM:
-            raise
-        fail(f"cannot write to {err.filename or out_dir}: {err.strerror}", 1)
     except (KeyboardInterrupt, Exception) as err:
         fail_dir(out_dir, False, err, state)
+        if isinstance(err, OSError) and err.errno in rundir.NO_ROOM:
+            fail(f"cannot write to {err.filename or out_dir}: {err.strerror}", 1)
         raise
     finally:
         row_log.removeHandler(handler)
@@ -154,7 +150,5 @@ def fail_dir(out_dir: Path, remove: bool, err: BaseException, state: RunState) -
     else:
         record = {"error": f"{type(err).__name__}: {err}".strip(), "stage": state.get("stage", "?"),
                   "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        try:
+        with suppress(OSError):
             rundir.write_text_atomic(out_dir / rundir.FAILED, json.dumps(record, indent=2) + "\n")
-        except OSError:
-            pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from cscore.cli.compose import conf_folder
+from cscore.cli import compose
 
 WIDTH = 100
 HEAD = """usage: cscore run [overrides]              one run: load, score, meta-evaluate, write
@@ -30,17 +30,10 @@ more:
 
 def groups() -> dict[str, list[str]]:
     """{group: its options}, from the YAML files under ``conf/`` (``hydra/launcher`` included)."""
-    root = conf_folder()
-    out: dict[str, list[str]] = {}
-    folders = [(p.name, p) for p in root.iterdir() if p.is_dir() and p.name != "hydra"]
-    hydra = root / "hydra"
-    if hydra.is_dir():
-        folders += [(f"hydra/{p.name}", p) for p in hydra.iterdir() if p.is_dir()]
-    for name, folder in sorted(folders):
-        options = sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
-        if options:
-            out[name] = options
-    return out
+    root = compose.conf_folder()
+    names = [str(p.relative_to(root)) for p in [*root.iterdir(), *root.glob("hydra/*")]
+             if p.is_dir() and p != root / "hydra"]
+    return {name: found for name in sorted(names) if (found := compose.options(name))}
 
 
 def text() -> str:

@@ -78,7 +78,5 @@ def _reason(err: Exception) -> str:
     """The gist of a failure: cscore's own error line, else the trace's last `SomeError: ...` line, else its last."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     ours = [line.split("cscore: error: ", 1)[1] for line in lines if "cscore: error: " in line]
-    if ours:
-        return ours[-1]
     errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b.*: ", line)]
-    return (errors or lines or [type(err).__name__])[-1]
+    return (ours or errors or lines or [type(err).__name__])[-1]

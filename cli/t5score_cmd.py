@@ -64,9 +64,8 @@ def training_table(run, t: dict):
     examples = load_stage(run).examples
     aspect = target_aspect(examples, t["aspect"])
     column = "reference" if t["condition"] == "reference" else "source"
-    contexts = (
-        [c if isinstance(c, str) else "" for c in examples[column]] if column in examples else [""] * len(examples)
-    )
+    texts = examples[column] if column in examples else [""] * len(examples)
+    contexts = [c if isinstance(c, str) else "" for c in texts]
     if not any(c.strip() for c in contexts):
         raise ConfigError(f"t5score.train.condition={t['condition']} but data {run.data.name} has no {column} texts; "
                           "use t5score.train.condition=source or data with references")
@@ -75,13 +74,11 @@ def training_table(run, t: dict):
 
 def check_model(spec: str) -> None:
     """The model folder (or hub id) checked from its files alone, before the data loads (a ConfigError)."""
-    from cscore.scorers.models import hub, specs
+    from cscore.run.pair_check import spec_kind
+    from cscore.scorers.models import hub
 
     key = f"t5score.train.model={spec}"
-    try:
-        kind = specs.check_spec(spec)
-    except specs.ModelSpecError as err:
-        raise ConfigError(f"{key}: {str(err).removeprefix(f'model {spec!r}: ')}") from None
+    kind = spec_kind("t5score.train.model", spec)
     if kind == "gguf":
         raise ConfigError(f"{key}: a GGUF file is a decoder; T5Score trains a seq2seq model (a local folder or hub id)")
     if kind == "hub" and (why := hub.usable_offline(spec)):

@@ -18,26 +18,17 @@ def needed_models(run: RunConfig) -> dict[str, tuple[str, str | None]]:
     """{role: (spec, revision)} of the models the run loads (an early-exit amateur is the expert's)."""
     from cscore.run.variants import models_needed
 
-    roles = models_needed(list(run.method_plan.rows))
-    out = {}
-    for role in roles:
-        model = getattr(run.pair, role)
-        if model.path is not None:
-            out[role] = (str(model.path), model.revision)
-    return out
+    models = {role: getattr(run.pair, role) for role in models_needed(list(run.method_plan.rows))}
+    return {role: (str(m.path), m.revision) for role, m in models.items() if m.path is not None}
 
 
 def check(c: dict, run: RunConfig) -> None:
     """A one-line ConfigError for the first model that cannot load here (``c``: the config as a plain dict)."""
     models = needed_models(run)
-    offline, why = [], ""
-    for role, (spec, revision) in models.items():
-        not_here = hub.usable_offline(spec, revision) if spec_kind(f"pair.{role}.path", spec) == "hub" else None
-        if not_here:
-            offline.append((role, spec))
-            why = not_here
+    offline = {role: why for role, (spec, revision) in models.items()  # {role: why it is not here}
+               if spec_kind(f"pair.{role}.path", spec) == "hub" and (why := hub.usable_offline(spec, revision))}
     if offline:
-        raise ConfigError(hub_message(offline, why))
+        raise ConfigError(hub_message({role: models[role][0] for role in offline}, [*offline.values()][-1]))
     for key, (spec, revision) in kind_models(c).items():  # the kind's own models, as the pair's
         if spec_kind(key, spec) == "hub" and (unreachable := hub.usable_offline(spec, revision)):
             raise ConfigError(f"set {key}= to a local model directory: {spec} is a hub model not in the local hub "
@@ -79,9 +70,10 @@ def check_cross_family(c: dict, models: dict[str, tuple[str, str | None]]) -> No
         raise ConfigError(why)
 
 
-def hub_message(offline: list[tuple[str, str]], why: str) -> str:
-    keys = " and ".join(f"pair.{role}.path=" for role, _ in offline)
-    given = " and ".join(spec for _, spec in offline)
+def hub_message(offline: dict[str, str], why: str) -> str:
+    """``offline``: {role: its hub spec}."""
+    keys = " and ".join(f"pair.{role}.path=" for role in offline)
+    given = " and ".join(offline.values())
     here = []  # the packaged gguf: models installed here
     for name in specs.PACKAGED_GGUF:
         try:

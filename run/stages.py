@@ -10,7 +10,7 @@ import resource
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,7 @@ import pandas as pd
 from cscore import rundir
 from cscore.config.run import RunConfig
 from cscore.run.kinds.base import Loaded, MethodKind, Plan, Scored
-from cscore.scorers.engine import flops
+from cscore.scorers.engine import flops, threads
 from cscore.scorers.store.runner import by_others, figures_of, run_figures
 from cscore.version import __version__
 
@@ -94,16 +94,15 @@ def speed_figures(scored: Scored) -> dict:
     reports = scored.stats.reports
     device = next((m for m in scored.models.values()), None)
     peak = flops.peak_flops(device.device, device.dtype) if device is not None else None
-    passes: dict[str, dict[str, Any]] = {}
-    for name, rep in reports.items():
-        passes[name] = {"from_cache": rep.cached, "seconds_this_run": round(rep.fetch_seconds or 0.0, 4),
-                        "score_seconds": round(rep.seconds, 3),
-                        "tokens_per_second": rep.tokens / rep.seconds if rep.seconds else None,
-                        "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches,
-                        "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
-                        "fetch_seconds": round(rep.fetch_seconds or 0.0, 4), "useful_flops": rep.flops,
-                        "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak),
-                        **figures_of(rep)}  # a pass split over processes: each part's figures
+    passes = {name: {"from_cache": rep.cached, "seconds_this_run": round(rep.fetch_seconds or 0.0, 4),
+                     "score_seconds": round(rep.seconds, 3),
+                     "tokens_per_second": rep.tokens / rep.seconds if rep.seconds else None,
+                     "tokens": rep.tokens, "padded_tokens": rep.padded_tokens, "batches": rep.batches,
+                     "token_budget": rep.token_budget, "oom_retries": rep.oom_retries,
+                     "fetch_seconds": round(rep.fetch_seconds or 0.0, 4), "useful_flops": rep.flops,
+                     "mfu": None if rep.cached else flops.mfu(rep.flops, rep.seconds, peak),
+                     **figures_of(rep)}  # a pass split over processes: each part's figures
+              for name, rep in reports.items()}
     own, cached, items = own_seconds(scored), any(r.cached for r in reports.values()), scored_items(scored)
     useful = [r.flops for r in once(reports, "shared")]
     known = [f for f in useful if f is not None]
@@ -112,12 +111,12 @@ def speed_figures(scored: Scored) -> dict:
             "items_scored": items,  # by this command: not those an interrupted run or an earlier command kept
             "samples_per_second": items / own if own and not cached else None,  # a speed only of computed work
             "useful_flops": total_flops,  # MFU: only of passes on this run's device (a cache entry may be another's)
-            "mfu": None if any(r.cached for r in reports.values()) else flops.mfu(total_flops, own, peak),
+            "mfu": None if cached else flops.mfu(total_flops, own, peak),
             "from_cache": bool(reports) and all(r.cached for r in reports.values()),
             "statistics_seconds_this_run": sum(r.fetch_seconds or 0.0 for r in once(reports, "fetch_shared")),
             "load_seconds": {k: round(v.load_seconds if v.parent is None and v.status() == "loaded" else 0.0, 3)
                              for k, v in scored.models.items()},
-            "weights": weights(scored), "threads": torch_threads(),
+            "weights": weights(scored), "threads": threads.in_use(),  # without torch: the count the job asked for
             **run_figures(reports),
             **peak_memory()}
 
@@ -156,13 +155,6 @@ def once(reports: Mapping[str, EngineReport], label: str) -> list[EngineReport]:
             seen.add(key)
             out.append(rep)
     return out
-
-
-def torch_threads() -> int | None:
-    """The CPU threads torch used (without torch loaded: the count the job asked for)."""
-    from cscore.scorers.engine import threads
-
-    return threads.in_use()
 
 
 def peak_memory() -> dict:

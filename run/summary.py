@@ -72,10 +72,9 @@ def pass_lines(scored: Scored) -> list[str]:
                        f"(no forward pass; {was})")
         else:
             kept = getattr(rep, "resumed", 0)
-            before = f"; {kept} more resumed from a checkpoint"
-            if isinstance(rep, PassReport) and rep.kept_text():
-                before = f"; {kept} more done before this command ({rep.kept_text()})"
-            resumed = before if kept else ""
+            resumed = f"; {kept} more resumed from a checkpoint" if kept else ""
+            if kept and isinstance(rep, PassReport) and rep.kept_text():
+                resumed = f"; {kept} more done before this command ({rep.kept_text()})"
             out.append(f"{name}: scored {n - kept} items in {rep.seconds:.1f}s "
                        f"({rep.tokens / max(rep.seconds, 1e-9):,.0f} tokens/s{resumed})")
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,20 +27,20 @@ SETTINGS = {"none": {"name"},  # the keys each backend's conf/tracking/<name>.ya
 WANDB_MODES = ("online", "offline")
 
 
-def check_config(tracking: dict | None) -> None:
-    """A ConfigError for a tracking section that is not one of conf/tracking/ (keys, values)."""
+def check_config(tracking: dict | None):
+    """The tracking section as a ``config.groups.Tracking``; a ConfigError where it is not one of conf/tracking/."""
     from cscore.config.groups import Tracking
     from cscore.scorers.methods.params import Param, check_keys, check_section
 
     tracking = tracking or {"name": "none"}
     name = Param(str, choices=BACKENDS).check("tracking.name", tracking.get("name"))
     check_keys("tracking", tracking, SETTINGS[name], owner=f"tracking={name}")
-    check_section(Tracking, tracking, "tracking")  # each value as the schema has it
-    if tracking.get("mode") is not None:
-        Param(str, choices=WANDB_MODES).check("tracking.mode", tracking["mode"])
-    if name == "mlflow" and not str(tracking.get("experiment") or "").strip():
-        raise ConfigError("tracking.experiment must name an MLflow experiment, got "
-                          f"{tracking.get('experiment')!r}")
+    checked = check_section(Tracking, tracking, "tracking")  # each value as the schema has it
+    if checked.mode is not None:
+        Param(str, choices=WANDB_MODES).check("tracking.mode", checked.mode)
+    if name == "mlflow" and not str(checked.experiment or "").strip():
+        raise ConfigError(f"tracking.experiment must name an MLflow experiment, got {checked.experiment!r}")
+    return checked
 
 
 @dataclass
@@ -129,10 +130,8 @@ class Tracking(Callback):
         settings = tracker_settings(config)
         if settings["name"] == "none":
             return
-        try:
+        with suppress(Exception):  # a name without the swept values is all that is lost
             self.swept = sweep_keys(config)
-        except Exception:  # a name without the swept values is all that is lost
-            self.swept = []
         if settings["name"] == "mlflow":
             self.parent = guarded(settings, "this multirun", lambda t: t.start_parent(
                 sweep_dir(config), config.hydra.overrides.task), self.state)

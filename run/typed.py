@@ -8,7 +8,7 @@ from typing import cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from cscore.config.groups import Data, JudgePrompt, Prompt, Tracking
+from cscore.config.groups import Data, JudgePrompt, Prompt
 from cscore.config.run import ModelSpec, Pair, RunConfig, RunSettings, check_early_exit
 from cscore.errors import ConfigError
 from cscore.scorers.engine.pass_options import PassOptions
@@ -81,6 +81,7 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     """The composed run config as typed objects (a one-line ConfigError for the first setting not allowed);
     ``runtime.devices`` is resolved here, once, and the ``PassOptions`` built from the resolved runtime."""
     from cscore.run import variants
+    from cscore.run.launch import resolve_devices
     from cscore.run.tracking import check_config as check_tracking
 
     c = resolved(cfg)
@@ -91,13 +92,10 @@ def typed(cfg: DictConfig | dict) -> RunConfig:
     method = typed_method(c["method"])
     baselines = settings["baselines"]
     method_plan = variants.method_plan(method, c["method"], baselines.t, list(baselines.rows))
-    check_tracking(c.get("tracking"))
+    tracking = check_tracking(c.get("tracking"))
     top = {k: c[k] for k in ("resume", "out", "tokenizer", "model") if k in c}
-    from cscore.run.launch import resolve_devices
-
     runtime = settings["runtime"] = resolve_devices(settings["runtime"])  # runtime.devices: parts and device
     return RunConfig(**settings, **top, passes=PassOptions.of(runtime),
                      data=typed_data(c.get("data")), pair=pair, method=method,
                      prompt=prompt, judge_prompt=judge_prompt, baseline=c.get("baseline"),
-                     tracking=Tracking(**(c.get("tracking") or {"name": "none"})),
-                     method_plan=method_plan)
+                     tracking=tracking, method_plan=method_plan)

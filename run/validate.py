@@ -7,10 +7,8 @@ import re
 
 from omegaconf import DictConfig
 
-from cscore.config.run import check_budget, check_device  # noqa: F401  (re-exported: tests, callers)
 from cscore.errors import ConfigError
 from cscore.run.typed import RunConfig, resolved, typed
-from cscore.scorers.methods.params import check_keys  # noqa: F401  (re-exported: the stage commands)
 
 
 def check_amateur(run: RunConfig) -> None:

@@ -4,7 +4,7 @@ alone, ensemble), which share the method's length conventions (``norm``, ``skip_
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from cscore.config.run import BASELINE_ROWS
@@ -24,13 +24,17 @@ class Variant:
 
     def settings(self) -> dict:
         """The row's parameters (typed) without the method's name and variant."""
-        return {f.name: getattr(self.params, f.name) for f in fields(self.params) if f.name not in methods.NOT_PARAMS}
+        return without_label(vars(self.params))
 
     def needs(self) -> tuple[str, ...]:
         return methods.get(self.method).needs(self.params)
 
     def temperatures(self) -> set[float]:
         return {float(getattr(self.params, k)) for k in ("t", "t_exp", "t_ama", "t_weight") if hasattr(self.params, k)}
+
+
+def without_label(params: Mapping) -> dict:
+    return {k: v for k, v in params.items() if k not in methods.NOT_PARAMS}
 
 
 def row_params(method: str, label: str, **settings):
@@ -47,16 +51,15 @@ class MethodPlan:
 
 def method_plan(p, written: Mapping, baseline_t: float, rows) -> MethodPlan:
     """The plan of the method section ``written`` (as composed), typed as ``p``."""
-    params = {k: v for k, v in written.items() if k not in methods.NOT_PARAMS}
-    return MethodPlan(tuple(plan(p, baseline_t, rows, written)), params)
+    return MethodPlan(tuple(plan(p, baseline_t, rows, written)), without_label(written))
 
 
 def plan(p, baseline_t: float = 1.0, rows=BASELINE_ROWS, written: Mapping | None = None) -> list[Variant]:
     """The rows of method params ``p`` (typed); ``written``: the method section as composed (None: the typed)."""
     name, label = p.name, p.variant or p.name
     module = methods.get(name)
-    typed = {f.name: getattr(p, f.name) for f in fields(p) if f.name not in methods.NOT_PARAMS}
-    given = {k: v for k, v in (written if written is not None else typed).items() if k not in methods.NOT_PARAMS}
+    typed = without_label(vars(p))
+    given = typed if written is None else without_label(written)
     own = module.plan_variants(label, given, rows)
     if own is not None:  # a method of another kind (a judge) names its own rows
         return [Variant(row, method, p, record, record.get("who")) for row, method, record in own]

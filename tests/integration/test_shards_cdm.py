@@ -145,17 +145,14 @@ def generate_parts(args: list[str], out: Path, coordinator, *more: str):
     """``cscore cdm generate``'s sharded step (``run/negatives.py`` ``make_parts``) run in this process
     with ``coordinator`` (the fake ones of tests/support/coordinator.py): what ``cdm_cmd.generate``
     does, the coordinator given rather than read from the settings and the environment."""
-    from cscore.cli.names import resolve_pair
     from cscore.run import negatives as steps
     from cscore.run.stages import load_stage
     from cscore.run.typed import resolved
-    from cscore.run.validate import validate
     from cscore.training import artifacts, negatives
 
     cfg, ov = cdm_cmd.parse([*args, f"cdm.generate.out={out}", f"runtime.shards={coordinator.count}", *more])
     g = cdm_cmd.checked(cfg.cdm.generate, cdm_cmd.GENERATE_PARAMS, "cdm.generate")
-    resolve_pair(cfg, list(ov))
-    run = cdm_cmd.sharding("generate", validate(cfg))
+    run = cdm_cmd.sharding("generate", cfg, ov)
     job = negatives.open_job(run, g, artifacts.out_dir(g["out"], "cdm", "generate"), resolved(cfg))
     return steps.make_parts(job, run, steps.positives_of(load_stage(run).examples, g), coordinator)
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from cscore.cli import precheck
+from cscore.cli import compose, precheck
 from cscore.data import registry
 from cscore.data.loader import option_names
 from cscore.data.schema import DataError
@@ -70,7 +70,7 @@ def test_a_baseline_hub_model_offline_is_refused_up_front(tmp_path, cscore_main,
     res = cscore_main("run", "method=baseline", "baseline=t5score", f"baseline.t5score.model={tmp_path / 'no'}",
                       cwd=tmp_path)
     assert res.returncode == 2 and f"baseline.t5score.model={tmp_path / 'no'}: " in res.stderr
-    composed = OmegaConf.to_container(precheck._compose(["method=baseline", "baseline=[bertscore,bartscore]"]),
+    composed = OmegaConf.to_container(compose.composed("config", ["method=baseline", "baseline=[bertscore,bartscore]"]),
                                       resolve=True)
     assert pair_check.kind_models(composed) == {  # the packaged BERTScore model is no hub id
         "baseline.bartscore.model": ("facebook/bart-large-cnn", None)}

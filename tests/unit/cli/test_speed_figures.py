@@ -56,7 +56,7 @@ def test_useful_flops_count_work_done_together_once_and_mfu_needs_a_known_peak(m
     model = NS(device="cuda:0", dtype="bfloat16", parent=None, load_seconds=0.0, status=lambda: "loaded")
     scored = NS(table=pd.DataFrame({"id": range(10)}), stats=NS(reports=reports), seconds=None,
                 models={"expert": model})
-    monkeypatch.setattr("cscore.run.stages.torch_threads", lambda: 1)
+    monkeypatch.setattr("cscore.scorers.engine.threads.in_use", lambda: 1)
     monkeypatch.setattr(flops, "peak_flops", lambda device, dtype: None)
     got = speed_figures(scored)
     assert got["useful_flops"] == 12e12 and got["mfu"] is None  # no peak known: null, not a guess

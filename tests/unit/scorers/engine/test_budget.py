@@ -120,8 +120,8 @@ def test_the_estimate_shrinks_with_free_memory(model, monkeypatch):
 @pytest.mark.parametrize("value,ok", [("auto", True), (1, True), (4096, True), (0, False), ("big", False),
                                       (True, False), (2.5, False)])
 def test_config_check(value, ok):
+    from cscore.config.run import check_budget
     from cscore.errors import ConfigError
-    from cscore.run.validate import check_budget
 
     if ok:
         check_budget(value)
