@@ -369,8 +369,7 @@ def compute_shard(cache, job: PassJob, key: str, offsets, shard: tuple[int, int]
     from cscore.errors import StorageError
 
     k, count = shard
-    checkpoint = open_partials(cache, job.partials, key, job.heads, offsets, job.temperatures, shard,
-                               f"statistics ({job.label})")
+    checkpoint = open_partials(cache, job, key, offsets, shard, f"statistics ({job.label})")
     try:
         _, report = job.compute(checkpoint)
     finally:  # a shard stopped (an error, Ctrl-C, a kill's SIGTERM) keeps what it completed
@@ -398,7 +397,7 @@ def merge_pass(cache, job: PassJob, key: str, offsets, count: int, since: float 
             return Done(hit.stats, PassReport.of_entry(hit.meta))
         start = time.perf_counter()
         # each file checked as a resumed pass checks it (checksum, header of this very pass)
-        checkpoint: Any = open_partials(cache, job.partials, key, job.heads, offsets, job.temperatures)
+        checkpoint: Any = open_partials(cache, job, key, offsets)
         if not checkpoint.done.all():
             place.check_items(checkpoint.covered(), f"statistics ({job.label})")
         merged = None if not checkpoint.done.all() else (
@@ -552,7 +551,7 @@ def rows_shards(cache, job: RowsJob, keys: dict[str, str], shards: list[int], co
             todo = [n for n, place in places.items() if k not in place.marks()]
             if not todo:
                 continue
-            checkpoints = {n: open_rows(cache, job, keys[n], (k, count)) for n in todo}
+            checkpoints = {n: open_rows(cache, job, n, keys[n], (k, count)) for n in todo}
             mine = Shard(k, count).mine(job.units, job.costs)
             start = time.time()
             try:
@@ -567,11 +566,11 @@ def rows_shards(cache, job: RowsJob, keys: dict[str, str], shards: list[int], co
                 places[n].mark(k, {**record, "padded_tokens": record["tokens"], "resumed": checkpoints[n].n_kept})
 
 
-def open_rows(cache, job: RowsJob, key: str, shard: tuple[int, int]):
+def open_rows(cache, job: RowsJob, name: str, key: str, shard: tuple[int, int]):
     from cscore.scorers.store.checkpoint import Shard, unit_offsets
 
-    ck = open_partials(cache, job.partials, key, [job.head], unit_offsets(job.n_items), [], shard,
-                       f"decode ({job.label})", "prompts")
+    ck = open_partials(cache, job.entry(name), key, unit_offsets(job.n_items), shard, f"decode ({job.label})",
+                       "prompts")
     ck.mark_foreign(Shard(*shard).foreign(job.units, job.costs, ck.n_items))
     return ck
 
@@ -602,16 +601,16 @@ def rows_missing(cache, keys: list[str], count: int) -> list[int]:
     return sorted(missing)
 
 
-def open_partials(cache, partials: Callable | None, key: str, heads, offsets, temperatures,
-                  shard: tuple[int, int] | None = None, label: str = "", what: str = "items"):
-    """The partials under ``key`` (``partials``: a payload's checkpoint class, None: ``Checkpoint``),
-    loaded: shard ``shard``'s (resumed), None: every shard's (the merge)."""
+def open_partials(cache, job: PassJob, key: str, offsets, shard: tuple[int, int] | None = None, label: str = "",
+                  what: str = "items"):
+    """The partials of ``job`` under ``key`` (its ``partials`` class, else ``Checkpoint``), loaded:
+    shard ``shard``'s (resumed), None: every shard's (the merge)."""
     from cscore.scorers.store.cache import CACHE_SCHEMA
     from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, Checkpoint
 
     every = cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
-    checkpoint = (partials or Checkpoint)(Place.of_cache(cache.root, key, 1).folder, key, list(heads), offsets,
-                                          temperatures, every=every, schema=CACHE_SCHEMA, shard=shard)
+    checkpoint = (job.partials or Checkpoint)(Place.of_cache(cache.root, key, 1).folder, key, list(job.heads), offsets,
+                                              job.temperatures, every=every, schema=CACHE_SCHEMA, shard=shard)
     if checkpoint.load() and shard is not None:
         log.info("%s: shard %d of %d resumed %d %s from its partials", label, *shard, checkpoint.n_kept, what)
     return checkpoint
