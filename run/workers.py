@@ -94,10 +94,6 @@ class Workers:
                   f"one worker process each for the others)" if first else
                   f"statistics: {len(devices)} shards on {', '.join(devices)} (one worker process each)")
 
-    def coordinator(self) -> InProcess:
-        """The parent's: shard 0, then wait for the workers, then merge."""
-        return LocalDevices(len(self.devices), 0, since=self.since, workers=self)
-
     def wait(self, pending, label: str) -> None:
         """Until ``pending()`` is empty or a missing shard's worker ended (a failed one: ``fail``)."""
         wait_for(pending, self.look, poll=self.POLL)
@@ -173,8 +169,8 @@ def sharded(run: RunConfig, overrides: list[str], out_dir: Path, state: RunState
         yield coordinator(run.runtime)
         return
     workers = Workers(run, overrides, out_dir)
-    try:
-        yield workers.coordinator()
+    try:  # the parent: shard 0, then wait for the workers, then merge
+        yield LocalDevices(len(workers.devices), 0, since=workers.since, workers=workers)
         workers.finish()
     except BaseException:
         if workers.failed:  # the run directory keeps the workers' logs the line names

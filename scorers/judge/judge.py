@@ -323,9 +323,7 @@ def best_groups(lcp: list[int]) -> list[tuple[int, int]]:
 def first_step(cache, parts: dict, scale, compute, models, coordinator):
     """The judge's first-step pass on the runner: ``Done`` or ``Pending``. Once every part is done it
     is merged here (the decodes read it). ``models``: (main, assistant) as loaded."""
-    from cscore.scorers.store.cache import stats_key
-    from cscore.scorers.store.checkpoint import unit_offsets
-    from cscore.scorers.store.runner import PassJob, Pending, merge_pass, pass_work, run
+    from cscore.scorers.store.runner import PassJob, Pending, pass_work, run
 
     main, asst = models
     n_ctx = scale.n_items * (1 + len(scale.prefixes))
@@ -339,6 +337,6 @@ def first_step(cache, parts: dict, scale, compute, models, coordinator):
         with work.place.lock(coordinator.index):  # it is still there: its decodes are its own
             got = Pending(coordinator.wait(work.pending, work.place.running, work.label))
     if isinstance(got, Pending) and not got.missing:  # every part done (or merged already): the decodes need it
-        got = merge_pass(cache, job, stats_key(parts), unit_offsets(n_ctx), coordinator.count, coordinator.since)
+        got = work.merge()
     return got
 

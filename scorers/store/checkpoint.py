@@ -43,7 +43,8 @@ class Checkpoint:
                  temperatures: Sequence[float], every: float = CHECKPOINT_SECONDS, schema: int = 0,
                  shard: tuple[int, int] | None = None):
         self.folder, self.heads, self.every = Path(folder), list(heads), float(every)
-        self.shard = None if shard is None else Shard(*shard)  # this pass computes one shard's units (s<index>-...)
+        # the part of the plan this process runs (``engine.passes.PlanPart``; None: all): one shard's units
+        self.part = None if shard is None else Shard(*shard)
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.n_items, self.n_tokens = len(self.offsets) - 1, int(self.offsets[-1])
         self.header = canonical_json({"key": key, "heads": self.heads, "n_items": self.n_items,
@@ -58,11 +59,6 @@ class Checkpoint:
         self.last = time.monotonic()
         self.seq = 0
         self.enabled = True
-
-    @property
-    def part(self) -> Shard | None:
-        """The part of the plan this process runs (``engine.passes.PlanPart``; None: all)."""
-        return self.shard
 
     @property
     def n_kept(self) -> int:
@@ -81,9 +77,9 @@ class Checkpoint:
         for name in names:
             m = _NAME_RE.match(name)
             own = None if m is None or m.group(1) is None else int(m.group(1))
-            if m is None or (self.shard is not None and own != self.shard.index):
+            if m is None or (self.part is not None and own != self.part.index):
                 continue  # a shard reads its own files; the merge (no shard) reads them all
-            if own == (None if self.shard is None else self.shard.index):
+            if own == (None if self.part is None else self.part.index):
                 self.seq = max(self.seq, int(m.group(2)) + 1)
             try:
                 dest, rows = self._read(self.folder / name, m.group(3))
@@ -185,7 +181,7 @@ class Checkpoint:
         np.savez(buf, **arrays)
         data = buf.getvalue()
         try:
-            prefix = "" if self.shard is None else f"s{self.shard.index:03d}-"
+            prefix = "" if self.part is None else f"s{self.part.index:03d}-"
             write_atomic(self.folder / f"{prefix}{self.seq:06d}-{hashlib.sha256(data).hexdigest()}.npz", data)
         except OSError as err:
             self.enabled = False
@@ -274,7 +270,7 @@ class Layout:
 class ItemCheckpoint(Checkpoint):
     """Partials with one entry per item: ``add(items, {name: array})``; ``assemble()`` merges."""
 
-    def __init__(self, *args, layout: Layout, assemble: Callable[[ItemCheckpoint], dict] | None = None, **kw):
+    def __init__(self, *args, layout: Layout, assemble: Callable[[ItemCheckpoint], dict], **kw):
         super().__init__(*args, **kw)  # as ``Checkpoint``: folder, key, heads, offsets, temperatures, every, ...
         if self.n_tokens != self.n_items:
             raise ValueError("an item partial keeps one position per item")
@@ -319,8 +315,6 @@ class ItemCheckpoint(Checkpoint):
 
     def assemble(self) -> dict:
         """The merged payload ({head: statistics}) of a checkpoint that holds every item."""
-        if self._assemble is None:
-            raise ValueError("this item partial has no assemble step")
         return self._assemble(self)
 
 
@@ -360,14 +354,10 @@ class Place:
     def lock(self, k: int | None = None):
         return file_lock(self.lock_path(k))
 
-    def files(self, k: int) -> list[str]:
-        """Shard ``k``'s partial files."""
-        return sorted(p.name for p in self.folder.glob(f"s{k:03d}-*.npz"))
-
     def mark(self, k: int, record: dict) -> None:
         """Mark shard ``k`` done, naming its partial files."""
-        write_atomic(self.mark_path(k), json.dumps({"shard": k, "shards": self.count, **record,
-                                                    "files": self.files(k)}))
+        files = sorted(p.name for p in self.folder.glob(f"s{k:03d}-*.npz"))
+        write_atomic(self.mark_path(k), json.dumps({"shard": k, "shards": self.count, **record, "files": files}))
 
     def unmark(self, k: int) -> None:
         self.mark_path(k).unlink(missing_ok=True)

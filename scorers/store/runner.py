@@ -277,7 +277,7 @@ def merge_or_redo(merge: Callable[[], Outcome], redo: Callable[[list[int]], None
 def said_kept(work: Work, coordinator: InProcess) -> None:
     """A log line naming the shards done before this command (kept) and those computed now."""
     marks = work.place.marks()
-    kept = sorted(k for k, r in marks.items() if float(r.get("end", 0.0)) < coordinator.since)
+    kept = kept_of(marks, coordinator.since)
     if kept:
         todo = [k for k in coordinator.todo() if k not in marks]
         log.info("%s: %s done already (an earlier run or another job), kept; %s", work.label,
@@ -290,16 +290,26 @@ def done_text(marks: dict[int, dict], count: int, since: float) -> str | None:
     before ``since`` are named as kept."""
     if len(marks) != count:
         return None
-    now = [k for k in range(count) if float(marks[k]["end"]) >= since]
-    kept = [k for k in range(count) if k not in now]
+    kept = kept_of(marks, since)
+    now = [k for k in range(count) if k not in kept]
     if not now:
         return f"every shard done before this command ({missing_text(kept, count)}, kept)"
-    span = max(float(marks[k]["end"]) for k in now) - min(float(marks[k]["start"]) for k in now)
+    wall = span([marks[k] for k in now])
     each = ", ".join(f"{float(marks[k]['seconds']):.1f}s" for k in now)
     if not kept:
-        return f"every shard done in {span:.1f}s ({each} per shard)"
-    return (f"every shard done; this command's {missing_text(now, count)} in {span:.1f}s ({each}); "
+        return f"every shard done in {wall:.1f}s ({each} per shard)"
+    return (f"every shard done; this command's {missing_text(now, count)} in {wall:.1f}s ({each}); "
             f"{missing_text(kept, count)} done before it, kept")
+
+
+def kept_of(marks: dict[int, dict], since: float) -> list[int]:
+    """The shards marked done before ``since`` (an earlier command's)."""
+    return sorted(k for k, r in marks.items() if float(r.get("end", 0.0)) < since)
+
+
+def span(records: list[dict]) -> float:
+    """Seconds from the first shard mark's start to the last one's end."""
+    return max(float(r["end"]) for r in records) - min(float(r["start"]) for r in records)
 
 
 # -- the statistics pass: a payload through the statistics cache ---------------------------------
@@ -357,23 +367,16 @@ def run_pass(cache, job: PassJob, coordinator: InProcess) -> Outcome:
 def compute_shard(cache, job: PassJob, key: str, offsets, shard: tuple[int, int]) -> dict:
     """Shard (k, count) of the pass, resumed from its partials; returns its mark's figures."""
     from cscore.errors import StorageError
-    from cscore.scorers.store.cache import CACHE_SCHEMA
-    from cscore.scorers.store.checkpoint import Checkpoint
 
     k, count = shard
-    place = Place.of_cache(cache.root, key, count)
-    checkpoint = (job.partials or Checkpoint)(place.folder, key, list(job.heads), offsets, job.temperatures,
-                                              every=every_of(cache), schema=CACHE_SCHEMA, shard=shard)
-    if checkpoint.load():
-        log.info("statistics (%s): shard %d of %d resumed %d items from its partials", job.label, k, count,
-                 checkpoint.n_kept)
+    checkpoint = open_partials(cache, job, key, offsets, shard, f"statistics ({job.label})")
     try:
         _, report = job.compute(checkpoint)
     finally:  # a shard stopped (an error, Ctrl-C, a kill's SIGTERM) keeps what it completed
         checkpoint.flush()
     if not checkpoint.enabled:
         raise StorageError(f"shard {k} of {count} ({job.label}): its partials cannot be written to "
-                           f"{place.folder}; a sharded pass needs a writable statistics cache")
+                           f"{checkpoint.folder}; a sharded pass needs a writable statistics cache")
     items = int(len(checkpoint.foreign) - checkpoint.foreign.sum())
     log.info("statistics (%s): shard %d of %d done: %d items, %d batches, %.1fs", job.label, k, count, items,
              report.batches, report.seconds)
@@ -384,8 +387,7 @@ def compute_shard(cache, job: PassJob, key: str, offsets, shard: tuple[int, int]
 def merge_pass(cache, job: PassJob, key: str, offsets, count: int, since: float | None = None) -> Outcome:
     """Under the key's lock, every shard's partials into the cache entry (Pending while a shard is
     not done); the entry keeps the whole pass's report, the one returned is this command's."""
-    from cscore.scorers.store.cache import CACHE_SCHEMA
-    from cscore.scorers.store.checkpoint import Checkpoint, remove_folder
+    from cscore.scorers.store.checkpoint import remove_folder
 
     place = Place.of_cache(cache.root, key, count)
     with cache.lock(key):
@@ -394,9 +396,8 @@ def merge_pass(cache, job: PassJob, key: str, offsets, count: int, since: float 
             remove_folder(place.folder)
             return Done(hit.stats, PassReport.of_entry(hit.meta))
         start = time.perf_counter()
-        checkpoint: Any = (job.partials or Checkpoint)(place.folder, key, list(job.heads), offsets, job.temperatures,
-                                                       schema=CACHE_SCHEMA)
-        checkpoint.load()  # each file checked as a resumed pass checks it (checksum, header of this very pass)
+        # each file checked as a resumed pass checks it (checksum, header of this very pass)
+        checkpoint: Any = open_partials(cache, job, key, offsets)
         if not checkpoint.done.all():
             place.check_items(checkpoint.covered(), f"statistics ({job.label})")
         merged = None if not checkpoint.done.all() else (
@@ -432,10 +433,9 @@ def this_command(report: PassReport, marks: dict[int, dict], since: float | None
 
     if since is None:
         return report
-    now = [r for r in marks.values() if float(r["end"]) >= since]
-    kept = sorted(k for k, r in marks.items() if float(r["end"]) < since)
-    wall = max(r["end"] for r in now) - min(r["start"] for r in now) if now else 0.0
-    return replace(report, seconds=float(wall) + float(report.merge_seconds or 0.0), **summed(now),
+    kept = kept_of(marks, since)
+    now = [r for k, r in marks.items() if k not in kept]
+    return replace(report, seconds=(span(now) if now else 0.0) + float(report.merge_seconds or 0.0), **summed(now),
                    resumed=sum(int(marks[k]["items"]) for k in kept) + sum(int(r.get("resumed", 0)) for r in now),
                    kept_shards=kept)
 
@@ -453,8 +453,8 @@ def merged_report(marks: dict[int, dict], count: int, merge_seconds: float) -> P
     """A merged pass's report: the shards' work summed, its seconds the wall time from the first
     shard's start to the merge's end."""
     recs = [marks[k] for k in range(count)]
-    wall = max(r["end"] for r in recs) - min(r["start"] for r in recs) + merge_seconds
-    return PassReport(wall, **summed(recs), shards=count, shard_seconds=[round(float(r["seconds"]), 4) for r in recs],
+    return PassReport(span(recs) + merge_seconds, **summed(recs), shards=count,
+                      shard_seconds=[round(float(r["seconds"]), 4) for r in recs],
                       merge_seconds=round(merge_seconds, 4))
 
 
@@ -537,51 +537,40 @@ def wait_rows(cache, job: RowsJob, keys: dict[str, str], coordinator: InProcess)
 
 
 def rows_shards(cache, job: RowsJob, keys: dict[str, str], shards: list[int], count: int) -> None:
-    """Each of ``shards`` of the rows ``keys`` ({name: key}) in turn."""
-    for k in shards:
-        rows_shard(cache, job, keys, (k, count))
-
-
-def rows_shard(cache, job: RowsJob, keys: dict[str, str], shard: tuple[int, int]) -> None:
-    """Shard (k, count) of the rows ``keys`` under each row's lock: the units their partials lack
-    computed together, then a mark per row."""
+    """Each of ``shards`` of the rows ``keys`` ({name: key}) in turn, under each row's lock: the units
+    their partials lack computed together, then a mark per row."""
     from contextlib import ExitStack
 
     from cscore.scorers.store.checkpoint import Shard
 
-    k, count = shard
-    with ExitStack() as stack:
-        for key in sorted(set(keys.values())):
-            stack.enter_context(Place.of_cache(cache.root, key, count).lock(k))
-        todo = {n: key for n, key in keys.items() if k not in Place.of_cache(cache.root, key, count).marks()}
-        if not todo:
-            return
-        checkpoints = {n: open_rows(cache, job, key, shard) for n, key in todo.items()}
-        mine = Shard(k, count).mine(job.units, job.costs)
-        start = time.time()
-        try:
-            done = compute_rows(job, checkpoints, mine)
-        finally:  # a shard stopped keeps what it completed
-            for ck in checkpoints.values():
-                ck.flush()
-        record = {"start": start, "end": time.time(), "seconds": time.time() - start, "batches": done,
-                  "tokens": sum(job.tokens[i] for u in mine for i in u), "flops": None,
-                  "items": sum(len(u) for u in mine)}
-        for n, key in todo.items():
-            Place.of_cache(cache.root, key, count).mark(k, {**record, "padded_tokens": record["tokens"],
-                                                            "resumed": checkpoints[n].n_kept})
+    places = {n: Place.of_cache(cache.root, key, count) for n, key in keys.items()}
+    for k in shards:
+        with ExitStack() as stack:
+            for key in sorted(set(keys.values())):
+                stack.enter_context(Place.of_cache(cache.root, key, count).lock(k))
+            todo = [n for n, place in places.items() if k not in place.marks()]
+            if not todo:
+                continue
+            checkpoints = {n: open_rows(cache, job, n, keys[n], (k, count)) for n in todo}
+            mine = Shard(k, count).mine(job.units, job.costs)
+            start = time.time()
+            try:
+                done = compute_rows(job, checkpoints, mine)
+            finally:  # a shard stopped keeps what it completed
+                for ck in checkpoints.values():
+                    ck.flush()
+            record = {"start": start, "end": time.time(), "seconds": time.time() - start, "batches": done,
+                      "tokens": sum(job.tokens[i] for u in mine for i in u), "flops": None,
+                      "items": sum(len(u) for u in mine)}
+            for n in todo:
+                places[n].mark(k, {**record, "padded_tokens": record["tokens"], "resumed": checkpoints[n].n_kept})
 
 
-def open_rows(cache, job: RowsJob, key: str, shard: tuple[int, int]):
-    from cscore.scorers.store.cache import CACHE_SCHEMA
-    from cscore.scorers.store.checkpoint import Shard
+def open_rows(cache, job: RowsJob, name: str, key: str, shard: tuple[int, int]):
+    from cscore.scorers.store.checkpoint import Shard, unit_offsets
 
-    folder = Place.of_cache(cache.root, key, shard[1]).folder
-    ck = job.partials(folder, key, [job.head], np.arange(job.n_items + 1, dtype=np.int64), [],
-                      every=every_of(cache), schema=CACHE_SCHEMA, shard=shard)
-    if ck.load():
-        log.info("decode (%s): shard %d of %d resumed %d prompts from its partials", job.label, shard[0], shard[1],
-                 ck.n_kept)
+    ck = open_partials(cache, job.entry(name), key, unit_offsets(job.n_items), shard, f"decode ({job.label})",
+                       "prompts")
     ck.mark_foreign(Shard(*shard).foreign(job.units, job.costs, ck.n_items))
     return ck
 
@@ -612,8 +601,16 @@ def rows_missing(cache, keys: list[str], count: int) -> list[int]:
     return sorted(missing)
 
 
-def every_of(cache) -> float:
-    """The cache's checkpoint flush interval."""
-    from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS
+def open_partials(cache, job: PassJob, key: str, offsets, shard: tuple[int, int] | None = None, label: str = "",
+                  what: str = "items"):
+    """The partials of ``job`` under ``key`` (its ``partials`` class, else ``Checkpoint``), loaded:
+    shard ``shard``'s (resumed), None: every shard's (the merge)."""
+    from cscore.scorers.store.cache import CACHE_SCHEMA
+    from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, Checkpoint
 
-    return cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
+    every = cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
+    checkpoint = (job.partials or Checkpoint)(Place.of_cache(cache.root, key, 1).folder, key, list(job.heads), offsets,
+                                              job.temperatures, every=every, schema=CACHE_SCHEMA, shard=shard)
+    if checkpoint.load() and shard is not None:
+        log.info("%s: shard %d of %d resumed %d %s from its partials", label, *shard, checkpoint.n_kept, what)
+    return checkpoint

@@ -32,11 +32,11 @@ def test_mine_and_foreign_split_the_units_between_the_shards():
 
 def test_a_checkpoint_carries_its_shard_and_keeps_the_foreign_items_it_is_told(tmp_path):
     ck = Checkpoint(tmp_path, "k", ["h"], np.arange(10), [1.0], shard=(1, 2))
-    assert ck.shard == Shard(1, 2) and ck.shard.index == 1 and ck.shard.count == 2
+    assert ck.part == Shard(1, 2) and ck.part.index == 1 and ck.part.count == 2
     assert not ck.foreign.any()
-    ck.mark_foreign(ck.shard.foreign(UNITS, COSTS, ck.n_items))
+    ck.mark_foreign(ck.part.foreign(UNITS, COSTS, ck.n_items))
     assert np.flatnonzero(ck.foreign).tolist() == [0, 1, 5]
-    assert Checkpoint(tmp_path, "k", ["h"], np.arange(10), [1.0]).shard is None
+    assert Checkpoint(tmp_path, "k", ["h"], np.arange(10), [1.0]).part is None
 
 
 def test_the_engine_asks_the_checkpoint_for_its_part_of_the_plan(tmp_path):
@@ -48,7 +48,7 @@ def test_the_engine_asks_the_checkpoint_for_its_part_of_the_plan(tmp_path):
     progress = lambda n: None  # noqa: E731
     progress.work = lambda **counts: told.update(counts)  # type: ignore[attr-defined]
     ck = Checkpoint(tmp_path, "k", ["h"], np.arange(9), [1.0], shard=(1, 2))
-    assert ck.part is ck.shard
+    assert ck.part == Shard(1, 2)
     foreign = deal(ck, UNITS, COSTS, progress, tokens=[5, 3, 3, 2, 1], detail="the plan")
     assert np.flatnonzero(foreign).tolist() == [0, 1, 5] and np.flatnonzero(ck.foreign).tolist() == [0, 1, 5]
     assert told == {"tokens": 7, "items": 5, "detail": "shard 1 of 2: 3 of 5 batches"}
