@@ -311,11 +311,52 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
             for h, k in heads.items() if exit_of(k) is not None}
     out = Outputs(offsets, temperatures, heads, next(model.parameters()).device, checkpoint,
                   rows=row_names(heads, opts.distribution))
-    useful = Useful([(flops.costs(m), len(names)) for m, names in models])
-    job = PassJob(window, heads, taps, out, vocab, (pad_id, opts.padding_side), progress, checkpoint, useful,
-                  models, opts.distribution)
+    costs_of = [(flops.costs(m), len(names)) for m, names in models]
+    useful: float | None = 0.0 if all(c is not None for c, _ in costs_of) else None  # of the batches computed
+    done = np.zeros(len(items), dtype=bool)
+    layers = layer_list(model)
+    processed = padded = n_batches = retries = 0
     try:
-        processed, padded, n_batches, retries, token_budget = _run_all(model, items, token_budget, job)
+        while not done.all():  # one round; another with half the budget after an out-of-memory
+            rows = plan_rows(items, token_budget, window is not None, window, subset=np.flatnonzero(~done))
+            batches = list(batch_rows_of(rows, token_budget))
+            costs = [max(r.length for r in b) * len(b) for b in batches]
+            if not retries:  # the plan, before the first batch (or the part of it this process runs)
+                foreign = deal(checkpoint, [[i for r in b for i in r.members] for b in batches], costs, progress,
+                               tokens=batch_tokens(batches), detail=plan_text(rows, window))
+                if foreign is not None:
+                    done |= foreign
+            ticks = Ticks(progress, costs)  # the share done, layer by layer: an estimate within the first batch
+            try:
+                for batch_rows, cost in zip(batches, costs):
+                    if kept(checkpoint, [i for r in batch_rows for i in r.members], done):
+                        ticks.skip(cost)
+                        continue
+                    ticks.begin(cost)
+                    sources = []
+                    for m, names in models:  # a joint pass: each model on the same rows
+                        with layer_ticks(layers if m is model else [], ticks):
+                            final, where, size = forward(m, items, batch_rows, (pad_id, opts.padding_side))
+                        sources.append((m, where, {h: final.__getitem__ if exit_of(heads[h]) is None
+                                                   else taps[h].normed for h in names}))
+                        padded += size
+                    _score_batch(items, sources, out, vocab, opts.distribution)
+                    done[list(where)] = True
+                    processed += sum(r.length for r in batch_rows)
+                    if useful is not None:
+                        useful += sum(flops.rows_flops(c, items, batch_rows, n) for c, n in costs_of if c)
+                    n_batches += 1
+                    ticks.end()
+                    if progress is not None:
+                        progress(len(where))
+            except Exception as err:  # noqa: BLE001 - out-of-memory is retried, anything else raised
+                if not budget.is_oom(err):
+                    raise
+                token_budget = smaller_budget(token_budget, batch_rows, err)
+                retries += 1
+                del err
+                if next(model.parameters()).device.type == "cuda":
+                    torch.cuda.empty_cache()
     finally:
         for tap in taps.values():
             tap.close()
@@ -323,7 +364,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     seconds = time.perf_counter() - start_time
     stats = {h: TokenStats(temperatures, offsets, token_ids, logp[h], logp_max[h], dist[h]) for h in heads}
     return stats, EngineReport(seconds, int(processed), padded, n_batches, token_budget=int(token_budget),
-                               oom_retries=retries, flops=useful.total)
+                               oom_retries=retries, flops=useful)
 
 
 def checked_vocab(models, items) -> int:
@@ -345,84 +386,6 @@ def row_names(heads: dict, distribution: bool) -> dict[str, tuple[str, ...]]:
         return {h: ROW_NAMES[:2] for h in heads}
     paired = "expert" in heads
     return {h: ROW_NAMES[:2] + (DIST_NAMES if paired and h != "expert" else DIST_NAMES[:1]) for h in heads}
-
-
-class Useful:
-    """The useful FLOPs of the batches a pass computed (``flops.row_flops``), or None."""
-
-    def __init__(self, models: list[tuple[flops.Costs | None, int]]):
-        self.models = models
-        self.total: float | None = 0.0 if all(c is not None for c, _ in models) else None
-
-    def add(self, items, rows: list[Row]) -> None:
-        if self.total is None:
-            return
-        self.total += sum(flops.rows_flops(c, items, rows, n) for c, n in self.models if c is not None)
-
-
-@dataclass(frozen=True)
-class PassJob:
-    """What one pass's batches share (``compute`` sets it up, ``_run_all`` runs it)."""
-    window: int | None  # prefix sharing's row window (None: unshared)
-    heads: dict
-    taps: dict  # an early exit's LayerTap per head
-    out: Outputs
-    vocab: int
-    pad: tuple[int, str]  # (pad id, padding side)
-    progress: Callable[[int], None] | None
-    checkpoint: object
-    useful: Useful
-    models: list  # (model, its heads) of the pass (``head_models``)
-    distribution: bool  # the distributional statistics too (``row_names``)
-
-
-def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, int, int, int]:
-    """Score every item into ``job.out``: (tokens, padded, batches, OOM retries, final token budget)."""
-    window, out, progress, checkpoint, useful = job.window, job.out, job.progress, job.checkpoint, job.useful
-    done = np.zeros(len(items), dtype=bool)
-    layers = layer_list(model)
-    processed = padded = n_batches = retries = 0
-    while not done.all():  # one round; another with half the budget after an out-of-memory
-        todo = np.flatnonzero(~done)
-        rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
-        batches = list(batch_rows_of(rows, token_budget))
-        costs = [max(r.length for r in b) * len(b) for b in batches]
-        if not retries:  # the plan, before the first batch (or the part of it this process runs)
-            foreign = deal(checkpoint, [[i for r in b for i in r.members] for b in batches], costs, progress,
-                           tokens=batch_tokens(batches), detail=plan_text(rows, window))
-            if foreign is not None:
-                done |= foreign
-        ticks = Ticks(progress, costs)  # the share done, layer by layer: an estimate within the first batch
-        try:
-            for batch_rows, cost in zip(batches, costs):
-                if kept(checkpoint, [i for r in batch_rows for i in r.members], done):
-                    ticks.skip(cost)
-                    continue
-                ticks.begin(cost)
-                sources = []
-                for m, names in job.models:  # a joint pass: each model on the same rows
-                    with layer_ticks(layers if m is model else [], ticks):
-                        final, where, size = forward(m, items, batch_rows, job.pad)
-                    sources.append((m, where, {h: final.__getitem__ if exit_of(job.heads[h]) is None
-                                               else job.taps[h].normed for h in names}))
-                    padded += size
-                _score_batch(items, sources, out, job.vocab, job.distribution)
-                done[list(where)] = True
-                processed += sum(r.length for r in batch_rows)
-                useful.add(items, batch_rows)
-                n_batches += 1
-                ticks.end()
-                if progress is not None:
-                    progress(len(where))
-        except Exception as err:  # noqa: BLE001 - out-of-memory is retried, anything else raised
-            if not budget.is_oom(err):
-                raise
-            token_budget = smaller_budget(token_budget, batch_rows, err)
-            retries += 1
-            del err
-            if next(model.parameters()).device.type == "cuda":
-                torch.cuda.empty_cache()
-    return processed, padded, n_batches, retries, token_budget
 
 
 def forward(model, items, batch_rows: list[Row], pad: tuple[int, str]):
@@ -449,7 +412,7 @@ def plan_text(rows: list[Row], window: int | None) -> str:
 
 def longest_row(items, share: bool) -> int:
     """The longest sequence a batch may hold: a packed row can fill the budget, else one item."""
-    return 1 << 62 if share else max((len(p) + len(h) for p, h in items), default=1)
+    return UNBOUNDED if share else max((len(p) + len(h) for p, h in items), default=1)
 
 
 def batch_rows_of(rows: list[Row], token_budget: int):
