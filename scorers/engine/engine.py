@@ -233,15 +233,10 @@ class Partner:
 
 def head_models(model, heads: dict) -> list[tuple[object, list[str]]]:
     """The models of a pass and each one's heads: ``model`` first, then each partner's model."""
-    out: list[tuple[object, list[str]]] = [(model, [h for h, k in heads.items() if not isinstance(k, Partner)])]
-    for h, k in heads.items():
-        if isinstance(k, Partner):
-            found = next((names for m, names in out if m is k.model), None)
-            if found is None:
-                out.append((k.model, [h]))
-            else:
-                found.append(h)
-    return out
+    owner = {h: model for h, k in heads.items() if not isinstance(k, Partner)}
+    owner.update((h, k.model) for h, k in heads.items() if isinstance(k, Partner))
+    groups = by_model(owner)
+    return [(model, next((names for m, names in groups if m is model), [])), *(g for g in groups if g[0] is not model)]
 
 
 def exit_of(k) -> int | None:

@@ -5,6 +5,7 @@ Registered with transformers on import; plain SDPA while no layout is set (docs/
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -59,16 +60,12 @@ def batched_prompts(device: torch.device) -> bool:
 
 def prompt_index(rows: list[tuple[int, int, int]]) -> tuple[torch.Tensor, ...]:
     """(row index, columns [rows, P], real slots, their rows, their columns) of the prompts."""
-    pmax = max(p for _, _, p in rows)
-    cols = torch.zeros((len(rows), pmax), dtype=torch.long)
-    valid = torch.zeros((len(rows), pmax), dtype=torch.bool)
-    for j, (_, s, p) in enumerate(rows):
-        cols[j, :p] = torch.arange(s, s + p)
-        cols[j, p:] = s + p - 1  # any column of the row: no real query sees past its prompt
-        valid[j, :p] = True
-    row_t = torch.tensor([r for r, _, _ in rows], dtype=torch.long)
+    row_t, starts, lengths = torch.tensor(rows, dtype=torch.long).unbind(1)
+    pos = torch.arange(int(lengths.max()))
+    valid = pos < lengths[:, None]
+    cols = starts[:, None] + torch.minimum(pos, lengths[:, None] - 1)  # past its end: any column of the row
     real = torch.flatten(valid).nonzero().squeeze(1)
-    return row_t, cols, real, row_t[:, None].expand(len(rows), pmax).flatten()[real], cols.flatten()[real]
+    return row_t, cols, real, row_t[:, None].expand(cols.shape).flatten()[real], cols.flatten()[real]
 
 
 def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], device) -> Layout:
@@ -77,29 +74,20 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
     lh = max(length for _, _, length in hyps)
     pmax = max(p for _, _, p in rows)
     prompt_of = _prompts_of(rows, hyps)
-    q_cols = torch.zeros((n, lh), dtype=torch.long)
-    q_valid = torch.zeros((n, lh), dtype=torch.bool)
-    k_cols = torch.zeros((n, pmax + lh), dtype=torch.long)
-    k_valid = torch.zeros((n, pmax + lh), dtype=torch.bool)
-    for j, (r, col, length) in enumerate(hyps):
-        s, p = prompt_of[j]
-        q_cols[j, :length] = torch.arange(col, col + length)
-        q_valid[j, :length] = True
-        k_cols[j, :p] = torch.arange(s, s + p)
-        k_valid[j, :p] = True
-        k_cols[j, pmax:pmax + length] = torch.arange(col, col + length)
-        k_valid[j, pmax:pmax + length] = True
-    q_pos = torch.arange(lh)
-    k_pos = torch.arange(pmax + lh)
+    rows_t, cols, lengths = torch.tensor(hyps, dtype=torch.long).unbind(1)
+    starts, p_len = torch.tensor(prompt_of, dtype=torch.long).unbind(1)
+    q_pos, k_pos = torch.arange(lh), torch.arange(pmax + lh)
+    q_valid, p_valid = q_pos < lengths[:, None], k_pos[:pmax] < p_len[:, None]
+    q_cols = (cols[:, None] + q_pos) * q_valid  # a hypothesis's columns, then 0
+    k_cols = torch.cat([(starts[:, None] + k_pos[:pmax]) * p_valid, q_cols], dim=1)  # its prompt's, then its own
+    k_valid = torch.cat([p_valid, q_valid], dim=1)
     own = (k_pos[None, :] >= pmax) & ((k_pos[None, :] - pmax) <= q_pos[:, None])  # [Lh, P + Lh] causal, own part
     allow = k_valid[:, None, :] & ((k_pos[None, None, :] < pmax) | own[None])
     allow[:, :, 0] |= ~q_valid  # a padding query sees one key: no empty softmax row (its output is dropped)
-    p_of = torch.tensor([p for _, p in prompt_of], dtype=torch.long)[:, None, None]
     # unpacked positions: a prompt key k is at k, an own key at p + (k - pmax), a query q at p + q
-    dist = torch.where(k_pos[None, None, :] < pmax, p_of + q_pos[None, :, None] - k_pos[None, None, :],
+    dist = torch.where(k_pos[None, None, :] < pmax, p_len[:, None, None] + q_pos[None, :, None] - k_pos[None, None, :],
                        q_pos[None, :, None] - (k_pos[None, None, :] - pmax))
     dist = dist.masked_fill(~q_valid[:, :, None], 0).to(torch.int32)
-    rows_t = torch.tensor([r for r, _, _ in hyps], dtype=torch.long)
     real = torch.flatten(q_valid).nonzero().squeeze(1)
     return Layout(list(rows), *(upload(t, device) for t in (
         rows_t, q_cols, k_cols, allow[:, None], real, rows_t[:, None].expand(n, lh).flatten()[real],
@@ -108,13 +96,7 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
 
 def _prompts_of(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
     """(first column, length) of each hypothesis's prompt: the last one before it in its row."""
-    starts: dict[int, list[tuple[int, int]]] = {}
-    for r, s, p in sorted(rows, key=lambda x: (x[0], x[1])):
-        starts.setdefault(r, []).append((s, p))
-    out = []
-    for r, col, _ in hyps:
-        out.append(max((sp for sp in starts[r] if sp[0] < col), key=lambda sp: sp[0]))
-    return out
+    return [max((s, p) for pr, s, p in rows if pr == r and s < col) for r, col, _ in hyps]
 
 
 def causal(length: int, window: int | None, device) -> dict:
@@ -185,18 +167,14 @@ def flex_mask(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]]
 
 _FLEX: ContextVar = ContextVar("cscore_flex_mask", default=None)
 FLEX_NAME = "cscore_flex"
-_COMPILED: dict = {}
 
 
-def _flex_attention(device: torch.device):
+@functools.cache
+def _flex_attention(device_type: str):
     """flex_attention, compiled on CUDA (its eager form is a reference implementation)."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    if device.type != "cuda":
-        return flex_attention
-    if "cuda" not in _COMPILED:
-        _COMPILED["cuda"] = torch.compile(flex_attention, dynamic=True)
-    return _COMPILED["cuda"]
+    return torch.compile(flex_attention, dynamic=True) if device_type == "cuda" else flex_attention
 
 
 def flex_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
@@ -208,7 +186,7 @@ def flex_attention_forward(module, query, key, value, attention_mask, dropout: f
     if mask is None or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)  # is_causal, when given, among them
-    out = _flex_attention(query.device)(query, key, value, block_mask=mask, scale=scaling,
+    out = _flex_attention(query.device.type)(query, key, value, block_mask=mask, scale=scaling,
                                         enable_gqa=query.shape[1] != key.shape[1])
     return out.transpose(1, 2), None
 

@@ -136,10 +136,6 @@ def retain(keys: list[tuple]) -> None:
         torch.cuda.empty_cache()
 
 
-def clear_pool() -> None:
-    retain([])
-
-
 def check_hub(spec: str, revision: str | None) -> None:
     """Fail at once for a hub id the hub cannot serve and the local cache lacks (transformers retries)."""
     from cscore.scorers.models import hub
@@ -194,32 +190,29 @@ def early_exit(lm: LoadedModel, layers: int | str = "auto") -> LoadedModel:
     if lm.is_encoder_decoder:
         raise ConfigError(f"early exit is for decoder-only models; {lm.name!r} is an encoder-decoder model: give the "
                           "amateur a smaller model of its family (pair.amateur.path) and pair.amateur.early_exit=null")
-    total = lm.info.get("layers") if not lm.loaded else None
-    if total is None:
-        total = len(decoder_layers(lm.model))
+    total = (None if lm.loaded else lm.info.get("layers")) or len(decoder_layers(lm.model))
     try:
         k = max(1, round(total / 3)) if layers in ("auto", None) else int(layers)
     except (TypeError, ValueError):
         k = None
     if k is None or not 1 <= k <= total:
         raise ConfigError(f"early_exit must be auto or a layer count between 1 and {total}, got {layers!r}")
-    info = dict(lm.info, early_exit=k, layers=k)
-    config = copy.deepcopy(lm.config) if lm.config is not None else None
-    if config is not None:
-        cut_config(config, k)
-    return lm.cut(k, info, config, lambda: cut_model(lm.model, k))
+    config = None if lm.config is None else cut_config(lm.config, k)
+    return lm.cut(k, dict(lm.info, early_exit=k, layers=k), config, lambda: cut_model(lm.model, k))
 
 
-def cut_config(config, k: int) -> None:
+def cut_config(config, k: int):
+    """A copy of ``config`` with its first k layers."""
+    config = copy.deepcopy(config)
     config.num_hidden_layers = k
     if isinstance(getattr(config, "layer_types", None), list):
         config.layer_types = config.layer_types[:k]
+    return config
 
 
 def cut_model(model: nn.Module, k: int) -> nn.Module:
     """A shallow copy of ``model`` whose decoder runs its first k layers (weights shared)."""
-    config = copy.deepcopy(model.config)
-    cut_config(config, k)
+    config = cut_config(model.config, k)
     base = decoder_base(model)
     new_base = copy.copy(base)
     new_base._modules = dict(base._modules)
