@@ -196,18 +196,17 @@ def fused(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[fl
     total, de, xo, ox, wl = (got[k].permute(1, 2, 0) for k in ("S", "de", "xo", "ox", "wl"))  # [n_t, ., n]
     s_x = total[:, [x]] if x is not None else total[:, :0]
     h_m = (2.0 * s_x).log() - wl / (2.0 * s_x)  # sum w = 2 S_x: H(m) = log sum w - sum m log w
-    out = assemble(names, x, others, inverse(temperatures, 1.0, total.device),
-                   {"S": total, "de": de, "xo": xo, "ox": ox, "h_m": h_m})
+    out = assemble(names, x, others, inverse(temperatures, 1.0, total.device), total, de, xo, ox, h_m)
     if targets is not None:
         with_logp(out, heads, [None] * len(names), targets, got["mx"], total, temperatures)
     return out
 
 
-def assemble(names: list[str], x: int | None, others: list[int], inv: torch.Tensor,
-             sums: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
-    """The statistics from either kernel's ``sums`` [n_t, ., n]: S, de = <d_h, e_h> per head; xo, ox, h_m
-    per other head; d is z - max times T * ``inv``."""
-    total, de, xo, ox, h_m = (sums[k] for k in ("S", "de", "xo", "ox", "h_m"))
+def assemble(names: list[str], x: int | None, others: list[int], inv: torch.Tensor, total: torch.Tensor,
+             de: torch.Tensor, xo: torch.Tensor, ox: torch.Tensor,
+             h_m: torch.Tensor) -> dict[str, dict[str, torch.Tensor]]:
+    """The statistics from either kernel's sums [n_t, ., n]: S (``total``), de = <d_h, e_h> per head; xo, ox,
+    h_m per other head; d is z - max times T * ``inv``."""
     log_total = total.log()
     ent = [log_total[:, h] - inv * de[:, h] / total[:, h] for h in range(len(names))]
     out = {h: {"entropy": ent[i]} for i, h in enumerate(names)}
@@ -330,5 +329,4 @@ def finish(names: list[str], x: int | None, others: list[int], temperatures: Seq
         q = cross[:, o].reshape(n, n_t, n_t, n_h).diagonal(dim1=1, dim2=2)  # [n, H, n_t]: <log w_j, e_(j,h)>
         q_x, q_o = q[:, x].t(), q[:, i].t()
         h_m[:, o] = (total[:, x] + ratio[:, o].t() * total[:, i]).log() - 0.5 * (q_x / total[:, x] + q_o / total[:, i])
-    return total, assemble(names, x, others, inverse(temperatures, scale, total.device),
-                           {"S": total, "de": de, "xo": xo, "ox": ox, "h_m": h_m})
+    return total, assemble(names, x, others, inverse(temperatures, scale, total.device), total, de, xo, ox, h_m)

@@ -304,8 +304,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     token_budget = min(opts.budget_for(m, longest_row(items, window is not None)) for m, _ in models)
     taps = {h: LayerTap(k.model if isinstance(k, Partner) else model, exit_of(k))  # type: ignore[arg-type]
             for h, k in heads.items() if exit_of(k) is not None}
-    out = Outputs(offsets, temperatures, heads, next(model.parameters()).device, checkpoint,
-                  rows=row_names(heads, opts.distribution))
+    out = Outputs(offsets, temperatures, heads, checkpoint, rows=row_names(heads, opts.distribution))
     costs_of = [(flops.costs(m), len(names)) for m, names in models]
     useful: float | None = 0.0 if all(c is not None for c, _ in costs_of) else None  # of the batches computed
     done = np.zeros(len(items), dtype=bool)
@@ -442,12 +441,9 @@ def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
     dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in first])
     picked, heads = {}, {}
     for m, where, states_at in sources:
-        rows, cols = [], []
-        for i in first:  # every model's rows in the same item order
-            r, last_prompt, begin = where[i]
-            rows.extend([r] * len(items[i][1]))
-            cols.append(last_prompt)  # the prompt's last token predicts the first hypothesis token
-            cols.extend(range(begin, begin + len(items[i][1]) - 1))
+        # every model's rows in the same item order; the prompt's last token predicts the first hypothesis token
+        rows = [where[i][0] for i in first for _ in items[i][1]]
+        cols = [c for i in first for c in (where[i][1], *range(where[i][2], where[i][2] + len(items[i][1]) - 1))]
         device = next(m.parameters()).device
         index = (upload(torch.tensor(rows), device), upload(torch.tensor(cols), device))
         for h, at in states_at.items():

@@ -53,11 +53,6 @@ class Layout:
 BATCH_PROMPTS = "cuda"  # where the prompts run as one SDPA call: "cuda" (launch-bound), "always", "never"
 
 
-def batched_prompts(device: torch.device) -> bool:
-    """One padded causal call for all prompts of a batch rather than one per prompt."""
-    return BATCH_PROMPTS == "always" or (BATCH_PROMPTS == "cuda" and device.type == "cuda")
-
-
 def prompt_index(rows: list[tuple[int, int, int]]) -> tuple[torch.Tensor, ...]:
     """(row index, columns [rows, P], real slots, their rows, their columns) of the prompts."""
     row_t, starts, lengths = torch.tensor(rows, dtype=torch.long).unbind(1)
@@ -123,7 +118,7 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     window = int(window) if window else None
     b, h, width, d = query.shape
     out = query.new_zeros((b, width, h, d))  # the layout transformers wants back: no transposed copy
-    if batched_prompts(query.device):
+    if BATCH_PROMPTS == "always" or (BATCH_PROMPTS == "cuda" and query.device.type == "cuda"):  # one padded call
         p_rows = lay.p_rows[:, None]
         q, k, v = (x[p_rows, :, lay.p_cols].transpose(1, 2) for x in (query, key, value))  # [R, H(kv), P, D]
         got = F.scaled_dot_product_attention(q, k, v, scale=scaling, enable_gqa=gqa,
@@ -137,7 +132,9 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
                                                         **causal(p, window, query.device))[0].transpose(0, 1)
     rows = lay.rows[:, None]
     q = query[rows, :, lay.q_cols].transpose(1, 2)  # [n, H, Lh, D]
-    k, v = (_heads(x[rows, :, lay.k_cols].transpose(1, 2), h // x.shape[1], masked_gqa) for x in (key, value))
+    k, v = (x[rows, :, lay.k_cols].transpose(1, 2) for x in (key, value))
+    if gqa and not masked_gqa:  # key/value heads repeated for their query heads where SDPA does not share them
+        k, v = (x.repeat_interleave(h // x.shape[1], dim=1) for x in (k, v))
     got = F.scaled_dot_product_attention(q, k, v, attn_mask=lay.bias(q.dtype, window), scale=scaling,
                                          enable_gqa=masked_gqa)  # [n, H, Lh, D]
     out[lay.real_rows, lay.real_cols] = got.transpose(1, 2).reshape(-1, h, d)[lay.real]
@@ -189,11 +186,6 @@ def flex_attention_forward(module, query, key, value, attention_mask, dropout: f
     out = _flex_attention(query.device.type)(query, key, value, block_mask=mask, scale=scaling,
                                         enable_gqa=query.shape[1] != key.shape[1])
     return out.transpose(1, 2), None
-
-
-def _heads(x: torch.Tensor, groups: int, shared: bool) -> torch.Tensor:
-    """Key/value heads repeated for their query heads, unless SDPA shares them (``shared``)."""
-    return x if groups == 1 or shared else x.repeat_interleave(groups, dim=1)
 
 
 def register() -> None:

@@ -202,10 +202,9 @@ def kept(checkpoint, members: list[int], done: np.ndarray | None) -> bool:
 class Outputs:
     """Per-token statistics collected on the device (rows in ``stats.ROW_NAMES`` order), copied once at the end."""
 
-    def __init__(self, offsets, temperatures, heads, device, checkpoint=None, rows: dict | None = None):
+    def __init__(self, offsets, temperatures, heads, checkpoint=None, rows: dict | None = None):
         self.checkpoint = checkpoint  # gets each batch's rows too, and fills in the rows it kept
-        self.offsets, self.temperatures, self.heads, self.device = offsets, temperatures, list(heads), device
-        self.n_t = len(temperatures)
+        self.offsets, self.temperatures, self.heads = offsets, temperatures, list(heads)
         self.names = {h: (rows or {}).get(h, ROW_NAMES[:2]) for h in heads}  # each head's rows, named
         self.parts: dict[str, list] = {h: [] for h in heads}
         self.dest: list[torch.Tensor] = []
@@ -219,8 +218,8 @@ class Outputs:
 
     def fetch(self):
         """(logp, logp_max, dist) per head, each [n_temps, n_tokens] (``dist``: {name: array})."""
-        n_tok = int(self.offsets[-1])
-        full = {h: {name: np.empty((self.n_t, n_tok), dtype=np.float64) for name in self.names[h]} for h in self.heads}
+        shape = (len(self.temperatures), int(self.offsets[-1]))
+        full = {h: {name: np.empty(shape, dtype=np.float64) for name in self.names[h]} for h in self.heads}
         if self.checkpoint is not None:
             self.checkpoint.fill(full)
         if self.dest:

@@ -126,7 +126,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     first_of: dict[tuple, int] = {}
     groups = [first_of.setdefault(tuple(p), i) for i, (p, _) in enumerate(items)]
     offsets = np.concatenate([[0], np.cumsum(dec_lens, dtype=np.int64)]).astype(np.int64)
-    out = Outputs(offsets, temperatures, [name], device, checkpoint)  # one device-to-host copy at the end
+    out = Outputs(offsets, temperatures, [name], checkpoint)  # one device-to-host copy at the end
     token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
 
     start_time = time.perf_counter()

@@ -152,10 +152,8 @@ def fix_special_tokens(tok, config) -> None:
     """Copy the eos / pad ids from the model config (transformers 4.x reads some GGUF ones wrongly)."""
     for attr in ("eos", "pad"):
         token_id = getattr(config, f"{attr}_token_id", None)
-        if isinstance(token_id, int) and 0 <= token_id < len(tok):
-            current = getattr(tok, f"{attr}_token_id")
-            if current != token_id:
-                setattr(tok, f"{attr}_token", tok.convert_ids_to_tokens(token_id))
+        if isinstance(token_id, int) and 0 <= token_id < len(tok) and getattr(tok, f"{attr}_token_id") != token_id:
+            setattr(tok, f"{attr}_token", tok.convert_ids_to_tokens(token_id))
 
 
 def gguf_path(spec: str) -> Path:

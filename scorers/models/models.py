@@ -79,10 +79,7 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
                                                     revision=revision)
         except (OSError, ValueError) as err:
             raise ModelSpecError(load_failure(spec, path, revision, err)) from err
-        model.to(dev)
-        model.eval()
-        model.requires_grad_(False)
-        return model
+        return model.to(dev).eval().requires_grad_(False)
 
     info = {"spec": spec, "path": path, "revision": revision, "fingerprint": fingerprint,
             "class": model_class(config, seq2seq), "layers": getattr(config, "num_hidden_layers", None),
@@ -235,10 +232,9 @@ def check_same_vocabulary(a: LoadedModel, b: LoadedModel) -> None:
     """Token-level methods compare p_exp and p_ama of the same token: the tokenizers must agree."""
     va, vb = a.tokenizer.get_vocab(), b.tokenizer.get_vocab()
     if va != vb:
-        only_a = len(set(va) - set(vb))
-        only_b = len(set(vb) - set(va))
         raise ConfigError(f"expert {a.name!r} and amateur {b.name!r} do not share a vocabulary ({len(va)} vs "
-                          f"{len(vb)} tokens; {only_a} only in the expert, {only_b} only in the amateur). "
+                          f"{len(vb)} tokens; {len(set(va) - set(vb))} only in the expert, "
+                          f"{len(set(vb) - set(va))} only in the amateur). "
                           "Token-level methods need two models of one family with the same tokenizer.")
 
 
