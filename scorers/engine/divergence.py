@@ -175,7 +175,8 @@ def statistics(logits: dict[str, torch.Tensor | Sequence[torch.Tensor]], caps: d
     capped = [caps.get(h) for h in names]
     if not by_blocks(device) and native.usable(blocks):
         return fused(blocks, names, capped, temperatures, x, others, targets)
-    maxima = maxima_of(blocks, names, capped)
+    maxima = torch.stack([prepared(torch.stack([z.amax(dim=-1) for z in blocks[h]]).amax(0), cap).double()
+                          for h, cap in zip(names, capped)], dim=1)  # [n, H]: exp's shift, soft-capped
     run = Run(blocks, names, capped, temperatures, x, others, maxima, spans)
     run.rows(range(n), floor=False)
     bad = ~(run.sums.isfinite().flatten(1).all(1) & run.cross.isfinite().flatten(1).all(1))
@@ -196,17 +197,18 @@ def fused(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[fl
     total, de, xo, ox, wl = (got[k].permute(1, 2, 0) for k in ("S", "de", "xo", "ox", "wl"))  # [n_t, ., n]
     s_x = total[:, [x]] if x is not None else total[:, :0]
     h_m = (2.0 * s_x).log() - wl / (2.0 * s_x)  # sum w = 2 S_x: H(m) = log sum w - sum m log w
-    out = assemble(names, x, others, inverse(temperatures, 1.0, total.device), total, de, xo, ox, h_m)
+    out = assemble(names, x, others, inverse(temperatures, 1.0, total.device),
+                   {"S": total, "de": de, "xo": xo, "ox": ox, "h_m": h_m})
     if targets is not None:
         with_logp(out, heads, [None] * len(names), targets, got["mx"], total, temperatures)
     return out
 
 
-def assemble(names: list[str], x: int | None, others: list[int], inv: torch.Tensor, total: torch.Tensor,
-             de: torch.Tensor, xo: torch.Tensor, ox: torch.Tensor,
-             h_m: torch.Tensor) -> dict[str, dict[str, torch.Tensor]]:
-    """The statistics from either kernel's sums [n_t, ., n]: S (``total``), de = <d_h, e_h> per head; xo, ox,
-    h_m per other head; d is z - max times T * ``inv``."""
+def assemble(names: list[str], x: int | None, others: list[int], inv: torch.Tensor,
+             sums: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """The statistics from either kernel's ``sums`` [n_t, ., n]: S, de = <d_h, e_h> per head; xo, ox, h_m
+    per other head; d is z - max times T * ``inv``."""
+    total, de, xo, ox, h_m = (sums[k] for k in ("S", "de", "xo", "ox", "h_m"))
     log_total = total.log()
     ent = [log_total[:, h] - inv * de[:, h] / total[:, h] for h in range(len(names))]
     out = {h: {"entropy": ent[i]} for i, h in enumerate(names)}
@@ -232,12 +234,6 @@ def with_logp(out: dict, blocks: list[list[torch.Tensor]], caps: list[float | No
     for i, h in enumerate(out):
         z_t = prepared(target_logits(blocks[i], targets), caps[i]).double()
         out[h] = {"logp": (z_t - maxima[:, i]) * inv - log_total[:, i], "logp_max": -log_total[:, i], **out[h]}
-
-
-def maxima_of(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[float | None]) -> torch.Tensor:
-    """[n, H] float64: each row's largest logit per head (soft-capped), exp's shift."""
-    return torch.stack([prepared(torch.stack([z.amax(dim=-1) for z in blocks[h]]).amax(0), cap).double()
-                        for h, cap in zip(names, caps)], dim=1)
 
 
 def target_logits(blocks: list[torch.Tensor], targets: torch.Tensor) -> torch.Tensor:
@@ -282,10 +278,8 @@ class Run:
         """The sums of rows ``which``: a range (``step`` rows at a time) or row indices (rerun from zero)."""
         ranged = isinstance(which, range)
         n_h, x, others = len(self.names), self.x, list(enumerate(self.others))
-        if ranged:
-            bounds = [(s, min(s + self.step, self.n)) for s in range(which.start, which.stop, self.step)]
-        else:
-            bounds = [(s, s + 1) for s in which]
+        bounds = ([(s, min(s + self.step, self.n)) for s in range(which.start, which.stop, self.step)] if ranged
+                  else [(s, s + 1) for s in which])
         flat = ranged and self.step == 1  # one row at a time: every row's views at once, no slicing per row
         cut = (lambda t: t.split(1)) if flat else (lambda t: [t[a:b] for a, b in bounds])
         logits = [[cut(z) for z in self.blocks[h]] for h in self.names]
@@ -329,4 +323,5 @@ def finish(names: list[str], x: int | None, others: list[int], temperatures: Seq
         q = cross[:, o].reshape(n, n_t, n_t, n_h).diagonal(dim1=1, dim2=2)  # [n, H, n_t]: <log w_j, e_(j,h)>
         q_x, q_o = q[:, x].t(), q[:, i].t()
         h_m[:, o] = (total[:, x] + ratio[:, o].t() * total[:, i]).log() - 0.5 * (q_x / total[:, x] + q_o / total[:, i])
-    return total, assemble(names, x, others, inverse(temperatures, scale, total.device), total, de, xo, ox, h_m)
+    return total, assemble(names, x, others, inverse(temperatures, scale, total.device),
+                           {"S": total, "de": de, "xo": xo, "ox": ox, "h_m": h_m})

@@ -305,52 +305,10 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     taps = {h: LayerTap(k.model if isinstance(k, Partner) else model, exit_of(k))  # type: ignore[arg-type]
             for h, k in heads.items() if exit_of(k) is not None}
     out = Outputs(offsets, temperatures, heads, checkpoint, rows=row_names(heads, opts.distribution))
-    costs_of = [(flops.costs(m), len(names)) for m, names in models]
-    useful: float | None = 0.0 if all(c is not None for c, _ in costs_of) else None  # of the batches computed
-    done = np.zeros(len(items), dtype=bool)
-    layers = layer_list(model)
-    processed = padded = n_batches = retries = 0
+    job = PassJob(window, heads, taps, out, vocab, (pad_id, opts.padding_side), progress, checkpoint,
+                  [(flops.costs(m), len(names)) for m, names in models], models, opts.distribution)
     try:
-        while not done.all():  # one round; another with half the budget after an out-of-memory
-            rows = plan_rows(items, token_budget, window is not None, window, subset=np.flatnonzero(~done))
-            batches = list(batch_rows_of(rows, token_budget))
-            costs = [max(r.length for r in b) * len(b) for b in batches]
-            if not retries:  # the plan, before the first batch (or the part of it this process runs)
-                foreign = deal(checkpoint, [[i for r in b for i in r.members] for b in batches], costs, progress,
-                               tokens=batch_tokens(batches), detail=plan_text(rows, window))
-                if foreign is not None:
-                    done |= foreign
-            ticks = Ticks(progress, costs)  # the share done, layer by layer: an estimate within the first batch
-            try:
-                for batch_rows, cost in zip(batches, costs):
-                    if kept(checkpoint, [i for r in batch_rows for i in r.members], done):
-                        ticks.skip(cost)
-                        continue
-                    ticks.begin(cost)
-                    sources = []
-                    for m, names in models:  # a joint pass: each model on the same rows
-                        with layer_ticks(layers if m is model else [], ticks):
-                            final, where, size = forward(m, items, batch_rows, (pad_id, opts.padding_side))
-                        sources.append((m, where, {h: final.__getitem__ if exit_of(heads[h]) is None
-                                                   else taps[h].normed for h in names}))
-                        padded += size
-                    _score_batch(items, sources, out, vocab, opts.distribution)
-                    done[list(where)] = True
-                    processed += sum(r.length for r in batch_rows)
-                    if useful is not None:
-                        useful += sum(flops.rows_flops(c, items, batch_rows, n) for c, n in costs_of if c)
-                    n_batches += 1
-                    ticks.end()
-                    if progress is not None:
-                        progress(len(where))
-            except Exception as err:  # noqa: BLE001 - out-of-memory is retried, anything else raised
-                if not budget.is_oom(err):
-                    raise
-                token_budget = smaller_budget(token_budget, batch_rows, err)
-                retries += 1
-                del err
-                if next(model.parameters()).device.type == "cuda":
-                    torch.cuda.empty_cache()
+        processed, padded, n_batches, retries, token_budget, useful = _run_all(model, items, token_budget, job)
     finally:
         for tap in taps.values():
             tap.close()
@@ -380,6 +338,73 @@ def row_names(heads: dict, distribution: bool) -> dict[str, tuple[str, ...]]:
         return {h: ROW_NAMES[:2] for h in heads}
     paired = "expert" in heads
     return {h: ROW_NAMES[:2] + (DIST_NAMES if paired and h != "expert" else DIST_NAMES[:1]) for h in heads}
+
+
+@dataclass(frozen=True)
+class PassJob:
+    """What one pass's batches share (``compute`` sets it up, ``_run_all`` runs it)."""
+    window: int | None  # prefix sharing's row window (None: unshared)
+    heads: dict
+    taps: dict  # an early exit's LayerTap per head
+    out: Outputs
+    vocab: int
+    pad: tuple[int, str]  # (pad id, padding side)
+    progress: Callable[[int], None] | None
+    checkpoint: object
+    costs: list  # (flops.Costs or None, its heads) per model: the useful FLOPs (``flops.rows_flops``)
+    models: list  # (model, its heads) of the pass (``head_models``)
+    distribution: bool  # the distributional statistics too (``row_names``)
+
+
+def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, int, int, int, float | None]:
+    """Score every item into ``job.out``: (tokens, padded, batches, OOM retries, final token budget, useful
+    FLOPs or None)."""
+    window, out, progress, checkpoint = job.window, job.out, job.progress, job.checkpoint
+    useful: float | None = 0.0 if all(c is not None for c, _ in job.costs) else None
+    done = np.zeros(len(items), dtype=bool)
+    layers = layer_list(model)
+    processed = padded = n_batches = retries = 0
+    while not done.all():  # one round; another with half the budget after an out-of-memory
+        rows = plan_rows(items, token_budget, window is not None, window, subset=np.flatnonzero(~done))
+        batches = list(batch_rows_of(rows, token_budget))
+        costs = [max(r.length for r in b) * len(b) for b in batches]
+        if not retries:  # the plan, before the first batch (or the part of it this process runs)
+            foreign = deal(checkpoint, [[i for r in b for i in r.members] for b in batches], costs, progress,
+                           tokens=batch_tokens(batches), detail=plan_text(rows, window))
+            if foreign is not None:
+                done |= foreign
+        ticks = Ticks(progress, costs)  # the share done, layer by layer: an estimate within the first batch
+        try:
+            for batch_rows, cost in zip(batches, costs):
+                if kept(checkpoint, [i for r in batch_rows for i in r.members], done):
+                    ticks.skip(cost)
+                    continue
+                ticks.begin(cost)
+                sources = []
+                for m, names in job.models:  # a joint pass: each model on the same rows
+                    with layer_ticks(layers if m is model else [], ticks):
+                        final, where, size = forward(m, items, batch_rows, job.pad)
+                    sources.append((m, where, {h: final.__getitem__ if exit_of(job.heads[h]) is None
+                                               else job.taps[h].normed for h in names}))
+                    padded += size
+                _score_batch(items, sources, out, job.vocab, job.distribution)
+                done[list(where)] = True
+                processed += sum(r.length for r in batch_rows)
+                if useful is not None:
+                    useful += sum(flops.rows_flops(c, items, batch_rows, n) for c, n in job.costs if c)
+                n_batches += 1
+                ticks.end()
+                if progress is not None:
+                    progress(len(where))
+        except Exception as err:  # noqa: BLE001 - out-of-memory is retried, anything else raised
+            if not budget.is_oom(err):
+                raise
+            token_budget = smaller_budget(token_budget, batch_rows, err)
+            retries += 1
+            del err
+            if next(model.parameters()).device.type == "cuda":
+                torch.cuda.empty_cache()
+    return processed, padded, n_batches, retries, token_budget, useful
 
 
 def forward(model, items, batch_rows: list[Row], pad: tuple[int, str]):

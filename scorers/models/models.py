@@ -173,10 +173,8 @@ def load_failure(spec: str, path: str, revision: str | None, err: Exception) -> 
 def error_chain(err: BaseException) -> list[BaseException]:
     """``err`` and the exceptions it was raised from (each once: chains can loop)."""
     chain: list[BaseException] = []
-    seen: set[int] = set()
     at: BaseException | None = err
-    while at is not None and id(at) not in seen:
-        seen.add(id(at))
+    while at is not None and not any(at is e for e in chain):
         chain.append(at)
         at = at.__cause__ or at.__context__
     return chain
