@@ -201,13 +201,12 @@ def run_base(model, ids, mask, positions, items, batch_rows, where):
     """The decoder stack's last hidden state for a batch (packed rows through ``packed_attention``)."""
     switch: Any = nullcontext()
     if mask.dim() == 4 and sparse_packed(model):
-        prompts, hyps, seen = [], [], set()
+        spans: dict[tuple[int, int], tuple[int, int, int]] = {}  # a row's prompt (``flat_rows``: several in row 0)
+        hyps = []
         for i, (r, last_prompt, first) in where.items():
-            if (r, last_prompt) not in seen:  # a row's prompt (``flat_rows``: several in row 0)
-                seen.add((r, last_prompt))
-                n_p = len(items[i][0])
-                prompts.append((r, last_prompt - n_p + 1, n_p))
+            spans.setdefault((r, last_prompt), (r, last_prompt - len(items[i][0]) + 1, len(items[i][0])))
             hyps.append((r, first, len(items[i][1])))
+        prompts = list(spans.values())
         if packed_path(model) == "flex":
             block_mask = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
             switch = packed_attention.flexed(model, block_mask)
@@ -291,12 +290,9 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         return seq2seq.compute(model, items, temperatures=temperatures, pad_id=pad_id, progress=progress, heads=heads,
                                checkpoint=checkpoint, options=replace(opts, prefix_sharing=True))
     heads = {"model": None} if heads is None else dict(heads)
-    temperatures = check_inputs(items, temperatures, opts.padding_side)
+    temperatures, offsets, token_ids = check_inputs(items, temperatures, opts.padding_side)
     models = head_models(model, heads)
     vocab = checked_vocab(models, items)
-    hyp_lens = np.array([len(h) for _, h in items], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(hyp_lens)])
-    token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
 
     start_time = time.perf_counter()
     windows = [row_window(m) for m, _ in models] if opts.prefix_sharing else [None]  # None: a model cannot pack

@@ -18,8 +18,10 @@ from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.models.anatomy import decoder_base, layer_list
 
 
-def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tuple[float, ...]:
-    """The checks every engine pass makes; returns the temperatures as floats."""
+def check_inputs(items, temperatures: Sequence[float],
+                 padding_side: str) -> tuple[tuple[float, ...], np.ndarray, np.ndarray]:
+    """The checks every engine pass makes; returns the temperatures as floats, each item's offset into the
+    scored tokens (int64 [n_items + 1]) and those tokens, the hypotheses end to end."""
     if padding_side not in ("left", "right"):
         raise ConfigError(f"padding_side must be left or right, got {padding_side!r}")
     temperatures = tuple(float(t) for t in temperatures)
@@ -28,7 +30,9 @@ def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tup
     for i, (p, h) in enumerate(items):
         if not p or not h:
             raise InputError(f"item {i}: need at least one prompt token and one hypothesis token")
-    return temperatures
+    offsets = np.concatenate([[0], np.cumsum([len(h) for _, h in items], dtype=np.int64)])
+    token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
+    return temperatures, offsets, token_ids
 
 
 def announce(progress, *, tokens: int | None = None, steps: int | None = None, items: int | None = None,

@@ -117,16 +117,14 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     ``engine.compute`` does (one head, no early exit; ``prefix_sharing``: a source encoded once)."""
     opts = options if options is not None else PassOptions()
     name = one_head(model, heads)
-    temperatures = check_inputs(items, temperatures, opts.padding_side)
+    temperatures, offsets, token_ids = check_inputs(items, temperatures, opts.padding_side)
     device = next(model.parameters()).device
     start_id = decoder_start(model)
     vocab = check_vocabulary(model, items)
     enc_lens, dec_lens = [len(p) for p, _ in items], [len(h) for _, h in items]
     first_of: dict[tuple, int] = {}
     groups = [first_of.setdefault(tuple(p), i) for i, (p, _) in enumerate(items)]
-    offsets = np.concatenate([[0], np.cumsum(dec_lens, dtype=np.int64)]).astype(np.int64)
     out = Outputs(offsets, temperatures, [name], checkpoint)  # one device-to-host copy at the end
-    token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
 
     start_time = time.perf_counter()
     if items:

@@ -88,8 +88,7 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
         info["encoder_decoder"] = True
     lm = LoadedModel(None, tok, spec, dev, torch_dtype, info, config=config, loader=weights)
     if not lazy or info["class"] is None:
-        model = lm.model
-        info["class"] = type(model).__name__
+        info["class"] = type(lm.model).__name__
         lm.load_seconds = time.perf_counter() - start
         lm.touched = False
     return lm
