@@ -114,7 +114,6 @@ class Block:
         self.one = torch.empty((rows, heads, cols), dtype=f64, device=device)
         self.w = torch.empty((rows, self.n_t, cols), dtype=f64, device=device)
         self.views: dict[tuple[int, int, int], View] = {}
-        self.targets: dict[tuple, torch.Tensor] = {}
 
     def view(self, r: int, c0: int, c1: int) -> View:
         if (r, c0, c1) not in self.views:
@@ -129,12 +128,9 @@ class Block:
         return self.views[r, c0, c1]
 
     def target(self, at: tuple[int, int, int], head: int, off: int, width: int) -> torch.Tensor:
-        """Where a head's logit piece of ``width`` columns at ``off`` goes in d, [r, w] (cached)."""
-        key = (*at, head, off, width)
-        if key not in self.targets:
-            whole = self.view(*at).d_h[head]
-            self.targets[key] = whole if off == 0 and width == whole.shape[-1] else whole[:, off:off + width]
-        return self.targets[key]
+        """Where a head's logit piece of ``width`` columns at ``off`` goes in d, [r, w] (``Run.plan`` keeps it)."""
+        whole = self.view(*at).d_h[head]
+        return whole if off == 0 and width == whole.shape[-1] else whole[:, off:off + width]
 
     def fill(self, pieces: list[tuple[torch.Tensor, torch.Tensor, float | None]], shift: torch.Tensor, floor: bool,
              at: tuple[int, int, int]) -> View:

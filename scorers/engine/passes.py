@@ -149,16 +149,15 @@ def per_item(factory, group: int):
             if whole:
                 inner(whole)
 
-        advance.work = functools.partial(per_group, inner, group)  # type: ignore[attr-defined]
+        def work(**counts) -> None:  # rows told as items
+            announce(inner, **{k: v // group if k in ("items", "kept") and v is not None else v
+                               for k, v in counts.items()})
+
+        advance.work = work  # type: ignore[attr-defined]
         advance.part = lambda fraction: share(inner, fraction)  # type: ignore[attr-defined]
         return advance
 
     return opened
-
-
-def per_group(progress, group: int, **counts) -> None:
-    """``announce`` to a progress that counts items of ``group`` rows each: rows told as items."""
-    announce(progress, **{k: v // group if k in ("items", "kept") and v is not None else v for k, v in counts.items()})
 
 
 class PlanPart(Protocol):
