@@ -106,13 +106,12 @@ def plan_rows(items, token_budget: int, share: bool, window: int | None = None, 
         open_rows: list[Row] = []
         for i in sorted(members, key=lambda i: (-len(items[i][1]), i)):
             h = len(items[i][1])
-            for row in open_rows:
-                if row.length + h <= token_budget:
-                    row.members.append(i)
-                    row.length += h
-                    break
-            else:
+            fit = next((row for row in open_rows if row.length + h <= token_budget), None)  # first fit
+            if fit is None:
                 open_rows.append(Row(prompt, [i], len(prompt) + h))
+            else:
+                fit.members.append(i)
+                fit.length += h
         for row in open_rows:
             row.members.sort()
         rows.extend(open_rows)
