@@ -69,11 +69,8 @@ def token_ends(tokenizer, text: str, ids: list[int], where: str = "") -> np.ndar
     n, size = len(ids), len(text)
     starts = [min(a, size) for a, _ in offsets]
     ends_c = np.maximum.accumulate([min(b, size) for _, b in offsets]) if n else np.zeros(0, np.int64)
-    ends = np.full(n, -1, dtype=np.int64)
-    for k in range(n):
-        nxt = starts[k + 1] if k + 1 < n else size
-        if ends_c[k] <= nxt:
-            ends[k] = c2b[ends_c[k]]
+    nxt = np.array(starts[1:] + [size], dtype=np.int64)[:n]  # where the next token starts
+    ends = np.where(ends_c <= nxt, c2b[ends_c], -1).astype(np.int64)
     if n:
         ends[-1] = c2b[size]
     data = text.encode("utf-8", "surrogatepass")
@@ -84,19 +81,8 @@ def token_ends(tokenizer, text: str, ids: list[int], where: str = "") -> np.ndar
             at = ends[k + 1] - len(raw)
             if raw and at > c2b[starts[k]] and data[at:ends[k + 1]] == raw:
                 ends[k] = at
-    return monotone(ends)
-
-
-def monotone(ends: np.ndarray) -> np.ndarray:
-    """Drop (to -1) any end before an earlier token's end: ends only move forward."""
-    out, last = ends.copy(), -1
-    for k, e in enumerate(ends):
-        if e >= 0:
-            if e < last:
-                out[k] = -1
-            else:
-                last = e
-    return out
+    before = np.maximum.accumulate(np.concatenate([[-1], ends]))[:-1]  # the largest end before each token
+    return np.where(ends < before, -1, ends)  # ends only move forward: one before an earlier token's is dropped
 
 
 def effective_ends(ends: np.ndarray) -> np.ndarray:

@@ -114,7 +114,6 @@ class Block:
         self.one = torch.empty((rows, heads, cols), dtype=f64, device=device)
         self.w = torch.empty((rows, self.n_t, cols), dtype=f64, device=device)
         self.views: dict[tuple[int, int, int], View] = {}
-        self.targets: dict[tuple, torch.Tensor] = {}
 
     def view(self, r: int, c0: int, c1: int) -> View:
         if (r, c0, c1) not in self.views:
@@ -129,12 +128,9 @@ class Block:
         return self.views[r, c0, c1]
 
     def target(self, at: tuple[int, int, int], head: int, off: int, width: int) -> torch.Tensor:
-        """Where a head's logit piece of ``width`` columns at ``off`` goes in d, [r, w] (cached)."""
-        key = (*at, head, off, width)
-        if key not in self.targets:
-            whole = self.view(*at).d_h[head]
-            self.targets[key] = whole if off == 0 and width == whole.shape[-1] else whole[:, off:off + width]
-        return self.targets[key]
+        """Where a head's logit piece of ``width`` columns at ``off`` goes in d, [r, w] (``Run.plan`` keeps it)."""
+        whole = self.view(*at).d_h[head]
+        return whole if off == 0 and width == whole.shape[-1] else whole[:, off:off + width]
 
     def fill(self, pieces: list[tuple[torch.Tensor, torch.Tensor, float | None]], shift: torch.Tensor, floor: bool,
              at: tuple[int, int, int]) -> View:
@@ -175,7 +171,8 @@ def statistics(logits: dict[str, torch.Tensor | Sequence[torch.Tensor]], caps: d
     capped = [caps.get(h) for h in names]
     if not by_blocks(device) and native.usable(blocks):
         return fused(blocks, names, capped, temperatures, x, others, targets)
-    maxima = maxima_of(blocks, names, capped)
+    maxima = torch.stack([prepared(torch.stack([z.amax(dim=-1) for z in blocks[h]]).amax(0), cap).double()
+                          for h, cap in zip(names, capped)], dim=1)  # [n, H]: exp's shift, soft-capped
     run = Run(blocks, names, capped, temperatures, x, others, maxima, spans)
     run.rows(range(n), floor=False)
     bad = ~(run.sums.isfinite().flatten(1).all(1) & run.cross.isfinite().flatten(1).all(1))
@@ -235,12 +232,6 @@ def with_logp(out: dict, blocks: list[list[torch.Tensor]], caps: list[float | No
         out[h] = {"logp": (z_t - maxima[:, i]) * inv - log_total[:, i], "logp_max": -log_total[:, i], **out[h]}
 
 
-def maxima_of(blocks: dict[str, list[torch.Tensor]], names: list[str], caps: list[float | None]) -> torch.Tensor:
-    """[n, H] float64: each row's largest logit per head (soft-capped), exp's shift."""
-    return torch.stack([prepared(torch.stack([z.amax(dim=-1) for z in blocks[h]]).amax(0), cap).double()
-                        for h, cap in zip(names, caps)], dim=1)
-
-
 def target_logits(blocks: list[torch.Tensor], targets: torch.Tensor) -> torch.Tensor:
     """z[i, targets[i]] from a head's column blocks."""
     got, at = None, 0
@@ -283,10 +274,8 @@ class Run:
         """The sums of rows ``which``: a range (``step`` rows at a time) or row indices (rerun from zero)."""
         ranged = isinstance(which, range)
         n_h, x, others = len(self.names), self.x, list(enumerate(self.others))
-        if ranged:
-            bounds = [(s, min(s + self.step, self.n)) for s in range(which.start, which.stop, self.step)]
-        else:
-            bounds = [(s, s + 1) for s in which]
+        bounds = ([(s, min(s + self.step, self.n)) for s in range(which.start, which.stop, self.step)] if ranged
+                  else [(s, s + 1) for s in which])
         flat = ranged and self.step == 1  # one row at a time: every row's views at once, no slicing per row
         cut = (lambda t: t.split(1)) if flat else (lambda t: [t[a:b] for a, b in bounds])
         logits = [[cut(z) for z in self.blocks[h]] for h in self.names]

@@ -106,13 +106,12 @@ def plan_rows(items, token_budget: int, share: bool, window: int | None = None, 
         open_rows: list[Row] = []
         for i in sorted(members, key=lambda i: (-len(items[i][1]), i)):
             h = len(items[i][1])
-            for row in open_rows:
-                if row.length + h <= token_budget:
-                    row.members.append(i)
-                    row.length += h
-                    break
-            else:
+            fit = next((row for row in open_rows if row.length + h <= token_budget), None)  # first fit
+            if fit is None:
                 open_rows.append(Row(prompt, [i], len(prompt) + h))
+            else:
+                fit.members.append(i)
+                fit.length += h
         for row in open_rows:
             row.members.sort()
         rows.extend(open_rows)
@@ -201,13 +200,12 @@ def run_base(model, ids, mask, positions, items, batch_rows, where):
     """The decoder stack's last hidden state for a batch (packed rows through ``packed_attention``)."""
     switch: Any = nullcontext()
     if mask.dim() == 4 and sparse_packed(model):
-        prompts, hyps, seen = [], [], set()
+        spans: dict[tuple[int, int], tuple[int, int, int]] = {}  # a row's prompt (``flat_rows``: several in row 0)
+        hyps = []
         for i, (r, last_prompt, first) in where.items():
-            if (r, last_prompt) not in seen:  # a row's prompt (``flat_rows``: several in row 0)
-                seen.add((r, last_prompt))
-                n_p = len(items[i][0])
-                prompts.append((r, last_prompt - n_p + 1, n_p))
+            spans.setdefault((r, last_prompt), (r, last_prompt - len(items[i][0]) + 1, len(items[i][0])))
             hyps.append((r, first, len(items[i][1])))
+        prompts = list(spans.values())
         if packed_path(model) == "flex":
             block_mask = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
             switch = packed_attention.flexed(model, block_mask)
@@ -233,15 +231,10 @@ class Partner:
 
 def head_models(model, heads: dict) -> list[tuple[object, list[str]]]:
     """The models of a pass and each one's heads: ``model`` first, then each partner's model."""
-    out: list[tuple[object, list[str]]] = [(model, [h for h, k in heads.items() if not isinstance(k, Partner)])]
-    for h, k in heads.items():
-        if isinstance(k, Partner):
-            found = next((names for m, names in out if m is k.model), None)
-            if found is None:
-                out.append((k.model, [h]))
-            else:
-                found.append(h)
-    return out
+    owner = {h: model for h, k in heads.items() if not isinstance(k, Partner)}
+    owner.update((h, k.model) for h, k in heads.items() if isinstance(k, Partner))
+    groups = by_model(owner)
+    return [(model, next((names for m, names in groups if m is model), [])), *(g for g in groups if g[0] is not model)]
 
 
 def exit_of(k) -> int | None:
@@ -296,12 +289,9 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         return seq2seq.compute(model, items, temperatures=temperatures, pad_id=pad_id, progress=progress, heads=heads,
                                checkpoint=checkpoint, options=replace(opts, prefix_sharing=True))
     heads = {"model": None} if heads is None else dict(heads)
-    temperatures = check_inputs(items, temperatures, opts.padding_side)
+    temperatures, offsets, token_ids = check_inputs(items, temperatures, opts.padding_side)
     models = head_models(model, heads)
     vocab = checked_vocab(models, items)
-    hyp_lens = np.array([len(h) for _, h in items], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(hyp_lens)])
-    token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
 
     start_time = time.perf_counter()
     windows = [row_window(m) for m, _ in models] if opts.prefix_sharing else [None]  # None: a model cannot pack
@@ -309,13 +299,11 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     token_budget = min(opts.budget_for(m, longest_row(items, window is not None)) for m, _ in models)
     taps = {h: LayerTap(k.model if isinstance(k, Partner) else model, exit_of(k))  # type: ignore[arg-type]
             for h, k in heads.items() if exit_of(k) is not None}
-    out = Outputs(offsets, temperatures, heads, next(model.parameters()).device, checkpoint,
-                  rows=row_names(heads, opts.distribution))
-    useful = Useful([(flops.costs(m), len(names)) for m, names in models])
-    job = PassJob(window, heads, taps, out, vocab, (pad_id, opts.padding_side), progress, checkpoint, useful,
-                  models, opts.distribution)
+    out = Outputs(offsets, temperatures, heads, checkpoint, rows=row_names(heads, opts.distribution))
+    job = PassJob(window, heads, taps, out, vocab, (pad_id, opts.padding_side), progress, checkpoint,
+                  [(flops.costs(m), len(names)) for m, names in models], models, opts.distribution)
     try:
-        processed, padded, n_batches, retries, token_budget = _run_all(model, items, token_budget, job)
+        processed, padded, n_batches, retries, token_budget, useful = _run_all(model, items, token_budget, job)
     finally:
         for tap in taps.values():
             tap.close()
@@ -323,7 +311,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     seconds = time.perf_counter() - start_time
     stats = {h: TokenStats(temperatures, offsets, token_ids, logp[h], logp_max[h], dist[h]) for h in heads}
     return stats, EngineReport(seconds, int(processed), padded, n_batches, token_budget=int(token_budget),
-                               oom_retries=retries, flops=useful.total)
+                               oom_retries=retries, flops=useful)
 
 
 def checked_vocab(models, items) -> int:
@@ -347,19 +335,6 @@ def row_names(heads: dict, distribution: bool) -> dict[str, tuple[str, ...]]:
     return {h: ROW_NAMES[:2] + (DIST_NAMES if paired and h != "expert" else DIST_NAMES[:1]) for h in heads}
 
 
-class Useful:
-    """The useful FLOPs of the batches a pass computed (``flops.row_flops``), or None."""
-
-    def __init__(self, models: list[tuple[flops.Costs | None, int]]):
-        self.models = models
-        self.total: float | None = 0.0 if all(c is not None for c, _ in models) else None
-
-    def add(self, items, rows: list[Row]) -> None:
-        if self.total is None:
-            return
-        self.total += sum(flops.rows_flops(c, items, rows, n) for c, n in self.models if c is not None)
-
-
 @dataclass(frozen=True)
 class PassJob:
     """What one pass's batches share (``compute`` sets it up, ``_run_all`` runs it)."""
@@ -371,20 +346,21 @@ class PassJob:
     pad: tuple[int, str]  # (pad id, padding side)
     progress: Callable[[int], None] | None
     checkpoint: object
-    useful: Useful
+    costs: list  # (flops.Costs or None, its heads) per model: the useful FLOPs (``flops.rows_flops``)
     models: list  # (model, its heads) of the pass (``head_models``)
     distribution: bool  # the distributional statistics too (``row_names``)
 
 
-def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, int, int, int]:
-    """Score every item into ``job.out``: (tokens, padded, batches, OOM retries, final token budget)."""
-    window, out, progress, checkpoint, useful = job.window, job.out, job.progress, job.checkpoint, job.useful
+def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, int, int, int, float | None]:
+    """Score every item into ``job.out``: (tokens, padded, batches, OOM retries, final token budget, useful
+    FLOPs or None)."""
+    window, out, progress, checkpoint = job.window, job.out, job.progress, job.checkpoint
+    useful: float | None = 0.0 if all(c is not None for c, _ in job.costs) else None
     done = np.zeros(len(items), dtype=bool)
     layers = layer_list(model)
     processed = padded = n_batches = retries = 0
     while not done.all():  # one round; another with half the budget after an out-of-memory
-        todo = np.flatnonzero(~done)
-        rows = plan_rows(items, token_budget, window is not None, window, subset=todo)
+        rows = plan_rows(items, token_budget, window is not None, window, subset=np.flatnonzero(~done))
         batches = list(batch_rows_of(rows, token_budget))
         costs = [max(r.length for r in b) * len(b) for b in batches]
         if not retries:  # the plan, before the first batch (or the part of it this process runs)
@@ -409,7 +385,8 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
                 _score_batch(items, sources, out, job.vocab, job.distribution)
                 done[list(where)] = True
                 processed += sum(r.length for r in batch_rows)
-                useful.add(items, batch_rows)
+                if useful is not None:
+                    useful += sum(flops.rows_flops(c, items, batch_rows, n) for c, n in job.costs if c)
                 n_batches += 1
                 ticks.end()
                 if progress is not None:
@@ -422,7 +399,7 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
             del err
             if next(model.parameters()).device.type == "cuda":
                 torch.cuda.empty_cache()
-    return processed, padded, n_batches, retries, token_budget
+    return processed, padded, n_batches, retries, token_budget, useful
 
 
 def forward(model, items, batch_rows: list[Row], pad: tuple[int, str]):
@@ -449,7 +426,7 @@ def plan_text(rows: list[Row], window: int | None) -> str:
 
 def longest_row(items, share: bool) -> int:
     """The longest sequence a batch may hold: a packed row can fill the budget, else one item."""
-    return 1 << 62 if share else max((len(p) + len(h) for p, h in items), default=1)
+    return UNBOUNDED if share else max((len(p) + len(h) for p, h in items), default=1)
 
 
 def batch_rows_of(rows: list[Row], token_budget: int):
@@ -484,12 +461,9 @@ def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
     dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in first])
     picked, heads = {}, {}
     for m, where, states_at in sources:
-        rows, cols = [], []
-        for i in first:  # every model's rows in the same item order
-            r, last_prompt, begin = where[i]
-            rows.extend([r] * len(items[i][1]))
-            cols.append(last_prompt)  # the prompt's last token predicts the first hypothesis token
-            cols.extend(range(begin, begin + len(items[i][1]) - 1))
+        # every model's rows in the same item order; the prompt's last token predicts the first hypothesis token
+        rows = [where[i][0] for i in first for _ in items[i][1]]
+        cols = [c for i in first for c in (where[i][1], *range(where[i][2], where[i][2] + len(items[i][1]) - 1))]
         device = next(m.parameters()).device
         index = (upload(torch.tensor(rows), device), upload(torch.tensor(cols), device))
         for h, at in states_at.items():

@@ -28,16 +28,11 @@ def head_logits(model, hidden: torch.Tensor) -> torch.Tensor:
 
 def prepared(logits: torch.Tensor, cap: float | None, out: torch.Tensor | None = None) -> torch.Tensor:
     """``logits`` at least float32, soft-capped with ``cap``, into ``out`` when given (elementwise)."""
-    work = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    if out is None:
-        out = logits if logits.dtype == work else logits.to(work)
-        if cap:
-            out = torch.tanh(out / cap) * cap
-        return out
-    out.copy_(logits)
-    if cap:
-        out.div_(cap).tanh_().mul_(cap)
-    return out
+    if out is None:  # a copy where it is capped in place
+        out = logits.to(torch.float64 if logits.dtype == torch.float64 else torch.float32, copy=bool(cap))
+    else:
+        out.copy_(logits)
+    return out.div_(cap).tanh_().mul_(cap) if cap else out
 
 
 def chunk_rows(vocab: int, device: torch.device, itemsize: int) -> int:

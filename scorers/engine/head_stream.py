@@ -50,10 +50,8 @@ def streamed_statistics(block_logits: BlockLogits, vocab: int, hidden: torch.Ten
 
 def padded(hidden: torch.Tensor) -> torch.Tensor:
     """``hidden`` with zero rows up to a multiple of ``ROW_MULTIPLE``: a row's logits the same wherever it stands."""
-    n = hidden.shape[0]
-    if n % ROW_MULTIPLE:
-        hidden = torch.cat([hidden, hidden.new_zeros((ROW_MULTIPLE - n % ROW_MULTIPLE, hidden.shape[1]))])
-    return hidden
+    short = -hidden.shape[0] % ROW_MULTIPLE
+    return F.pad(hidden, (0, 0, 0, short)) if short else hidden
 
 
 def target_in_block(z: torch.Tensor, v0: int, targets: torch.Tensor, got: torch.Tensor | None) -> torch.Tensor:

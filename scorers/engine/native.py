@@ -117,8 +117,7 @@ def statistics(blocks: list[list[torch.Tensor]], plan: list[tuple[float, dict[in
             "base": torch.tensor([b for b, _ in plan], dtype=torch.float64), "group": as_i64(group),
             "power": as_i64(power), "others": as_i64(others or [0])}
     spec = Spec(len(heads), n_t, len(plan), x if x is not None else 0, n_o, sum(z.shape[1] for z in heads[0]),
-                *[ctypes.cast(keep[k].data_ptr(), F64 if k == "base" else I64) for k in
-                  ("ptr", "width", "stride", "first", "bf16", "base", "group", "power", "others")])
+                **{k: ctypes.cast(t.data_ptr(), F64 if k == "base" else I64) for k, t in keep.items()})
     f64 = torch.float64
     out = {"mx": torch.empty((n, len(heads)), dtype=f64), "S": torch.empty((n, n_t, len(heads)), dtype=f64),
            "de": torch.empty((n, n_t, len(heads)), dtype=f64),

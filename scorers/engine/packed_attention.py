@@ -5,6 +5,7 @@ Registered with transformers on import; plain SDPA while no layout is set (docs/
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -52,23 +53,14 @@ class Layout:
 BATCH_PROMPTS = "cuda"  # where the prompts run as one SDPA call: "cuda" (launch-bound), "always", "never"
 
 
-def batched_prompts(device: torch.device) -> bool:
-    """One padded causal call for all prompts of a batch rather than one per prompt."""
-    return BATCH_PROMPTS == "always" or (BATCH_PROMPTS == "cuda" and device.type == "cuda")
-
-
 def prompt_index(rows: list[tuple[int, int, int]]) -> tuple[torch.Tensor, ...]:
     """(row index, columns [rows, P], real slots, their rows, their columns) of the prompts."""
-    pmax = max(p for _, _, p in rows)
-    cols = torch.zeros((len(rows), pmax), dtype=torch.long)
-    valid = torch.zeros((len(rows), pmax), dtype=torch.bool)
-    for j, (_, s, p) in enumerate(rows):
-        cols[j, :p] = torch.arange(s, s + p)
-        cols[j, p:] = s + p - 1  # any column of the row: no real query sees past its prompt
-        valid[j, :p] = True
-    row_t = torch.tensor([r for r, _, _ in rows], dtype=torch.long)
+    row_t, starts, lengths = torch.tensor(rows, dtype=torch.long).unbind(1)
+    pos = torch.arange(int(lengths.max()))
+    valid = pos < lengths[:, None]
+    cols = starts[:, None] + torch.minimum(pos, lengths[:, None] - 1)  # past its end: any column of the row
     real = torch.flatten(valid).nonzero().squeeze(1)
-    return row_t, cols, real, row_t[:, None].expand(len(rows), pmax).flatten()[real], cols.flatten()[real]
+    return row_t, cols, real, row_t[:, None].expand(cols.shape).flatten()[real], cols.flatten()[real]
 
 
 def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], device) -> Layout:
@@ -77,29 +69,20 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
     lh = max(length for _, _, length in hyps)
     pmax = max(p for _, _, p in rows)
     prompt_of = _prompts_of(rows, hyps)
-    q_cols = torch.zeros((n, lh), dtype=torch.long)
-    q_valid = torch.zeros((n, lh), dtype=torch.bool)
-    k_cols = torch.zeros((n, pmax + lh), dtype=torch.long)
-    k_valid = torch.zeros((n, pmax + lh), dtype=torch.bool)
-    for j, (r, col, length) in enumerate(hyps):
-        s, p = prompt_of[j]
-        q_cols[j, :length] = torch.arange(col, col + length)
-        q_valid[j, :length] = True
-        k_cols[j, :p] = torch.arange(s, s + p)
-        k_valid[j, :p] = True
-        k_cols[j, pmax:pmax + length] = torch.arange(col, col + length)
-        k_valid[j, pmax:pmax + length] = True
-    q_pos = torch.arange(lh)
-    k_pos = torch.arange(pmax + lh)
+    rows_t, cols, lengths = torch.tensor(hyps, dtype=torch.long).unbind(1)
+    starts, p_len = torch.tensor(prompt_of, dtype=torch.long).unbind(1)
+    q_pos, k_pos = torch.arange(lh), torch.arange(pmax + lh)
+    q_valid, p_valid = q_pos < lengths[:, None], k_pos[:pmax] < p_len[:, None]
+    q_cols = (cols[:, None] + q_pos) * q_valid  # a hypothesis's columns, then 0
+    k_cols = torch.cat([(starts[:, None] + k_pos[:pmax]) * p_valid, q_cols], dim=1)  # its prompt's, then its own
+    k_valid = torch.cat([p_valid, q_valid], dim=1)
     own = (k_pos[None, :] >= pmax) & ((k_pos[None, :] - pmax) <= q_pos[:, None])  # [Lh, P + Lh] causal, own part
     allow = k_valid[:, None, :] & ((k_pos[None, None, :] < pmax) | own[None])
     allow[:, :, 0] |= ~q_valid  # a padding query sees one key: no empty softmax row (its output is dropped)
-    p_of = torch.tensor([p for _, p in prompt_of], dtype=torch.long)[:, None, None]
     # unpacked positions: a prompt key k is at k, an own key at p + (k - pmax), a query q at p + q
-    dist = torch.where(k_pos[None, None, :] < pmax, p_of + q_pos[None, :, None] - k_pos[None, None, :],
+    dist = torch.where(k_pos[None, None, :] < pmax, p_len[:, None, None] + q_pos[None, :, None] - k_pos[None, None, :],
                        q_pos[None, :, None] - (k_pos[None, None, :] - pmax))
     dist = dist.masked_fill(~q_valid[:, :, None], 0).to(torch.int32)
-    rows_t = torch.tensor([r for r, _, _ in hyps], dtype=torch.long)
     real = torch.flatten(q_valid).nonzero().squeeze(1)
     return Layout(list(rows), *(upload(t, device) for t in (
         rows_t, q_cols, k_cols, allow[:, None], real, rows_t[:, None].expand(n, lh).flatten()[real],
@@ -108,13 +91,7 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
 
 def _prompts_of(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
     """(first column, length) of each hypothesis's prompt: the last one before it in its row."""
-    starts: dict[int, list[tuple[int, int]]] = {}
-    for r, s, p in sorted(rows, key=lambda x: (x[0], x[1])):
-        starts.setdefault(r, []).append((s, p))
-    out = []
-    for r, col, _ in hyps:
-        out.append(max((sp for sp in starts[r] if sp[0] < col), key=lambda sp: sp[0]))
-    return out
+    return [max((s, p) for pr, s, p in rows if pr == r and s < col) for r, col, _ in hyps]
 
 
 def causal(length: int, window: int | None, device) -> dict:
@@ -141,7 +118,7 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     window = int(window) if window else None
     b, h, width, d = query.shape
     out = query.new_zeros((b, width, h, d))  # the layout transformers wants back: no transposed copy
-    if batched_prompts(query.device):
+    if BATCH_PROMPTS == "always" or (BATCH_PROMPTS == "cuda" and query.device.type == "cuda"):  # one padded call
         p_rows = lay.p_rows[:, None]
         q, k, v = (x[p_rows, :, lay.p_cols].transpose(1, 2) for x in (query, key, value))  # [R, H(kv), P, D]
         got = F.scaled_dot_product_attention(q, k, v, scale=scaling, enable_gqa=gqa,
@@ -155,7 +132,9 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
                                                         **causal(p, window, query.device))[0].transpose(0, 1)
     rows = lay.rows[:, None]
     q = query[rows, :, lay.q_cols].transpose(1, 2)  # [n, H, Lh, D]
-    k, v = (_heads(x[rows, :, lay.k_cols].transpose(1, 2), h // x.shape[1], masked_gqa) for x in (key, value))
+    k, v = (x[rows, :, lay.k_cols].transpose(1, 2) for x in (key, value))
+    if gqa and not masked_gqa:  # key/value heads repeated for their query heads where SDPA does not share them
+        k, v = (x.repeat_interleave(h // x.shape[1], dim=1) for x in (k, v))
     got = F.scaled_dot_product_attention(q, k, v, attn_mask=lay.bias(q.dtype, window), scale=scaling,
                                          enable_gqa=masked_gqa)  # [n, H, Lh, D]
     out[lay.real_rows, lay.real_cols] = got.transpose(1, 2).reshape(-1, h, d)[lay.real]
@@ -185,18 +164,14 @@ def flex_mask(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]]
 
 _FLEX: ContextVar = ContextVar("cscore_flex_mask", default=None)
 FLEX_NAME = "cscore_flex"
-_COMPILED: dict = {}
 
 
-def _flex_attention(device: torch.device):
+@functools.cache
+def _flex_attention(device_type: str):
     """flex_attention, compiled on CUDA (its eager form is a reference implementation)."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    if device.type != "cuda":
-        return flex_attention
-    if "cuda" not in _COMPILED:
-        _COMPILED["cuda"] = torch.compile(flex_attention, dynamic=True)
-    return _COMPILED["cuda"]
+    return torch.compile(flex_attention, dynamic=True) if device_type == "cuda" else flex_attention
 
 
 def flex_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
@@ -208,14 +183,9 @@ def flex_attention_forward(module, query, key, value, attention_mask, dropout: f
     if mask is None or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)  # is_causal, when given, among them
-    out = _flex_attention(query.device)(query, key, value, block_mask=mask, scale=scaling,
+    out = _flex_attention(query.device.type)(query, key, value, block_mask=mask, scale=scaling,
                                         enable_gqa=query.shape[1] != key.shape[1])
     return out.transpose(1, 2), None
-
-
-def _heads(x: torch.Tensor, groups: int, shared: bool) -> torch.Tensor:
-    """Key/value heads repeated for their query heads, unless SDPA shares them (``shared``)."""
-    return x if groups == 1 or shared else x.repeat_interleave(groups, dim=1)
 
 
 def register() -> None:

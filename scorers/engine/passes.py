@@ -18,8 +18,10 @@ from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.models.anatomy import decoder_base, layer_list
 
 
-def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tuple[float, ...]:
-    """The checks every engine pass makes; returns the temperatures as floats."""
+def check_inputs(items, temperatures: Sequence[float],
+                 padding_side: str) -> tuple[tuple[float, ...], np.ndarray, np.ndarray]:
+    """The checks every engine pass makes; returns the temperatures as floats, each item's offset into the
+    scored tokens (int64 [n_items + 1]) and those tokens, the hypotheses end to end."""
     if padding_side not in ("left", "right"):
         raise ConfigError(f"padding_side must be left or right, got {padding_side!r}")
     temperatures = tuple(float(t) for t in temperatures)
@@ -28,7 +30,9 @@ def check_inputs(items, temperatures: Sequence[float], padding_side: str) -> tup
     for i, (p, h) in enumerate(items):
         if not p or not h:
             raise InputError(f"item {i}: need at least one prompt token and one hypothesis token")
-    return temperatures
+    offsets = np.concatenate([[0], np.cumsum([len(h) for _, h in items], dtype=np.int64)])
+    token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
+    return temperatures, offsets, token_ids
 
 
 def announce(progress, *, tokens: int | None = None, steps: int | None = None, items: int | None = None,
@@ -145,16 +149,15 @@ def per_item(factory, group: int):
             if whole:
                 inner(whole)
 
-        advance.work = functools.partial(per_group, inner, group)  # type: ignore[attr-defined]
+        def work(**counts) -> None:  # rows told as items
+            announce(inner, **{k: v // group if k in ("items", "kept") and v is not None else v
+                               for k, v in counts.items()})
+
+        advance.work = work  # type: ignore[attr-defined]
         advance.part = lambda fraction: share(inner, fraction)  # type: ignore[attr-defined]
         return advance
 
     return opened
-
-
-def per_group(progress, group: int, **counts) -> None:
-    """``announce`` to a progress that counts items of ``group`` rows each: rows told as items."""
-    announce(progress, **{k: v // group if k in ("items", "kept") and v is not None else v for k, v in counts.items()})
 
 
 class PlanPart(Protocol):
@@ -202,10 +205,9 @@ def kept(checkpoint, members: list[int], done: np.ndarray | None) -> bool:
 class Outputs:
     """Per-token statistics collected on the device (rows in ``stats.ROW_NAMES`` order), copied once at the end."""
 
-    def __init__(self, offsets, temperatures, heads, device, checkpoint=None, rows: dict | None = None):
+    def __init__(self, offsets, temperatures, heads, checkpoint=None, rows: dict | None = None):
         self.checkpoint = checkpoint  # gets each batch's rows too, and fills in the rows it kept
-        self.offsets, self.temperatures, self.heads, self.device = offsets, temperatures, list(heads), device
-        self.n_t = len(temperatures)
+        self.offsets, self.temperatures, self.heads = offsets, temperatures, list(heads)
         self.names = {h: (rows or {}).get(h, ROW_NAMES[:2]) for h in heads}  # each head's rows, named
         self.parts: dict[str, list] = {h: [] for h in heads}
         self.dest: list[torch.Tensor] = []
@@ -219,8 +221,8 @@ class Outputs:
 
     def fetch(self):
         """(logp, logp_max, dist) per head, each [n_temps, n_tokens] (``dist``: {name: array})."""
-        n_tok = int(self.offsets[-1])
-        full = {h: {name: np.empty((self.n_t, n_tok), dtype=np.float64) for name in self.names[h]} for h in self.heads}
+        shape = (len(self.temperatures), int(self.offsets[-1]))
+        full = {h: {name: np.empty(shape, dtype=np.float64) for name in self.names[h]} for h in self.heads}
         if self.checkpoint is not None:
             self.checkpoint.fill(full)
         if self.dest:

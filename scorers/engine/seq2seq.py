@@ -116,25 +116,22 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     """Run an encoder-decoder ``model`` once over ``items`` = [(encoder_ids, target_ids)], as
     ``engine.compute`` does (one head, no early exit; ``prefix_sharing``: a source encoded once)."""
     opts = options if options is not None else PassOptions()
-    padding_side, share_encoder = opts.padding_side, opts.prefix_sharing
     name = one_head(model, heads)
-    temperatures = check_inputs(items, temperatures, padding_side)
+    temperatures, offsets, token_ids = check_inputs(items, temperatures, opts.padding_side)
     device = next(model.parameters()).device
     start_id = decoder_start(model)
     vocab = check_vocabulary(model, items)
     enc_lens, dec_lens = [len(p) for p, _ in items], [len(h) for _, h in items]
     first_of: dict[tuple, int] = {}
     groups = [first_of.setdefault(tuple(p), i) for i, (p, _) in enumerate(items)]
-    offsets = np.concatenate([[0], np.cumsum(dec_lens, dtype=np.int64)]).astype(np.int64)
-    out = Outputs(offsets, temperatures, [name], device, checkpoint)  # one device-to-host copy at the end
-    token_ids = np.concatenate([np.asarray(h, dtype=np.int64) for _, h in items]) if items else np.zeros(0, np.int64)
+    out = Outputs(offsets, temperatures, [name], checkpoint)  # one device-to-host copy at the end
 
     start_time = time.perf_counter()
     if items:
         check_head(model, items[0][0], start_id, device)
     encoder, decoder = model.get_encoder(), model.get_decoder()
     token_budget = opts.budget_for(model, max((e + d for e, d in zip(enc_lens, dec_lens)), default=1))
-    batches = make_batches(enc_lens, dec_lens, groups, token_budget, share_encoder)
+    batches = make_batches(enc_lens, dec_lens, groups, token_budget, opts.prefix_sharing)
     padded = 0
     costs = [len({groups[i] for i in b}) * max(enc_lens[i] for i in b) + len(b) * max(dec_lens[i] for i in b)
              for b in batches]
@@ -146,7 +143,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
             ticks.skip(cost)
             continue
         ticks.begin(cost)
-        keys = [groups[i] if share_encoder else i for i in idx]
+        keys = [groups[i] if opts.prefix_sharing else i for i in idx]
         uniq = list(dict.fromkeys(keys))
         row = {k: r for r, k in enumerate(uniq)}
         enc_ids, enc_mask = _pad([items[k][0] for k in uniq], pad_id, device)

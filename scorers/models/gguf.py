@@ -124,38 +124,34 @@ def convert_gguf(gguf_path: Path, out: Path) -> None:
     try:
         model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
                                                      **gguf_load_options())
-        tok = gguf_tokenizer(gguf_path, model.config.model_type)
+        tok = gguf_tokenizer(gguf_path, model.config)
     except Exception as err:  # a damaged file, an architecture transformers lacks, ...: name the file
         raise ModelSpecError(f"transformers {TRANSFORMERS_VERSION} cannot convert {gguf_path}: "
                              f"{one_line(err)}") from err
-    fix_special_tokens(tok, model.config)
     model.save_pretrained(out)
     tok.save_pretrained(out)
     (out / "COMPLETE").write_text(f"{gguf_path}\ntransformers {TRANSFORMERS_VERSION}\n")
 
 
-def gguf_tokenizer(gguf_path: Path, model_type: str):
-    """The tokenizer in a GGUF file's metadata (Gemma 3: cscore's own reading of it)."""
+def gguf_tokenizer(gguf_path: Path, config):
+    """The tokenizer in a GGUF file's metadata (Gemma 3: cscore's own reading of it), its eos / pad ids the
+    model config's (transformers 4.x reads some GGUF ones wrongly)."""
     from transformers import AutoTokenizer
 
-    if model_type in OWN_TOKENIZER:
-        return build_gemma3_tokenizer(gguf_path)
-    return AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    if config.model_type in OWN_TOKENIZER:
+        tok = build_gemma3_tokenizer(gguf_path)
+    else:
+        tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    for attr in ("eos", "pad"):
+        token_id = getattr(config, f"{attr}_token_id", None)
+        if isinstance(token_id, int) and 0 <= token_id < len(tok) and getattr(tok, f"{attr}_token_id") != token_id:
+            setattr(tok, f"{attr}_token", tok.convert_ids_to_tokens(token_id))
+    return tok
 
 
 def one_line(err: BaseException) -> str:
     """An exception's message on one line (its type where it has none)."""
     return " ".join(str(err).split()) or type(err).__name__
-
-
-def fix_special_tokens(tok, config) -> None:
-    """Copy the eos / pad ids from the model config (transformers 4.x reads some GGUF ones wrongly)."""
-    for attr in ("eos", "pad"):
-        token_id = getattr(config, f"{attr}_token_id", None)
-        if isinstance(token_id, int) and 0 <= token_id < len(tok):
-            current = getattr(tok, f"{attr}_token_id")
-            if current != token_id:
-                setattr(tok, f"{attr}_token", tok.convert_ids_to_tokens(token_id))
 
 
 def gguf_path(spec: str) -> Path:
@@ -176,12 +172,10 @@ def load_tokenizer(spec: str):
         return AutoTokenizer.from_pretrained(target)
     try:
         config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-        tok = gguf_tokenizer(path, config.model_type)
+        return gguf_tokenizer(path, config)
     except Exception as err:  # as in convert_gguf: name the file
         raise ModelSpecError(f"transformers {TRANSFORMERS_VERSION} cannot read the tokenizer of {path}: "
                              f"{one_line(err)}") from err
-    fix_special_tokens(tok, config)
-    return tok
 
 
 def cached_tokenizer_file(spec: str) -> Path | None:

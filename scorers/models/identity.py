@@ -82,9 +82,7 @@ def model_identity(lm: LoadedModel, index_dir: Path | None = None) -> dict:
     """What identifies ``lm``'s weights as JSON data: its kind (hub: ``config._commit_hash``, files, state_dict),
     the kind's fields, ``class`` and ``early_exit``."""
     if lm.parent is not None:
-        parent = dict(model_identity(lm.parent, index_dir))
-        parent["early_exit"] = lm.exit_layer
-        return parent
+        return {**model_identity(lm.parent, index_dir), "early_exit": lm.exit_layer}
     info = lm.info or {}
     config = lm.config if lm.config is not None else getattr(lm.model, "config", None)
     cls = info.get("class") or type(lm.model).__name__  # known before the weights load (models.model_class)

@@ -79,10 +79,7 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
                                                     revision=revision)
         except (OSError, ValueError) as err:
             raise ModelSpecError(load_failure(spec, path, revision, err)) from err
-        model.to(dev)
-        model.eval()
-        model.requires_grad_(False)
-        return model
+        return model.to(dev).eval().requires_grad_(False)
 
     info = {"spec": spec, "path": path, "revision": revision, "fingerprint": fingerprint,
             "class": model_class(config, seq2seq), "layers": getattr(config, "num_hidden_layers", None),
@@ -91,8 +88,7 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
         info["encoder_decoder"] = True
     lm = LoadedModel(None, tok, spec, dev, torch_dtype, info, config=config, loader=weights)
     if not lazy or info["class"] is None:
-        model = lm.model
-        info["class"] = type(model).__name__
+        info["class"] = type(lm.model).__name__
         lm.load_seconds = time.perf_counter() - start
         lm.touched = False
     return lm
@@ -136,10 +132,6 @@ def retain(keys: list[tuple]) -> None:
         torch.cuda.empty_cache()
 
 
-def clear_pool() -> None:
-    retain([])
-
-
 def check_hub(spec: str, revision: str | None) -> None:
     """Fail at once for a hub id the hub cannot serve and the local cache lacks (transformers retries)."""
     from cscore.scorers.models import hub
@@ -180,10 +172,8 @@ def load_failure(spec: str, path: str, revision: str | None, err: Exception) -> 
 def error_chain(err: BaseException) -> list[BaseException]:
     """``err`` and the exceptions it was raised from (each once: chains can loop)."""
     chain: list[BaseException] = []
-    seen: set[int] = set()
     at: BaseException | None = err
-    while at is not None and id(at) not in seen:
-        seen.add(id(at))
+    while at is not None and not any(at is e for e in chain):
         chain.append(at)
         at = at.__cause__ or at.__context__
     return chain
@@ -194,32 +184,29 @@ def early_exit(lm: LoadedModel, layers: int | str = "auto") -> LoadedModel:
     if lm.is_encoder_decoder:
         raise ConfigError(f"early exit is for decoder-only models; {lm.name!r} is an encoder-decoder model: give the "
                           "amateur a smaller model of its family (pair.amateur.path) and pair.amateur.early_exit=null")
-    total = lm.info.get("layers") if not lm.loaded else None
-    if total is None:
-        total = len(decoder_layers(lm.model))
+    total = (None if lm.loaded else lm.info.get("layers")) or len(decoder_layers(lm.model))
     try:
         k = max(1, round(total / 3)) if layers in ("auto", None) else int(layers)
     except (TypeError, ValueError):
         k = None
     if k is None or not 1 <= k <= total:
         raise ConfigError(f"early_exit must be auto or a layer count between 1 and {total}, got {layers!r}")
-    info = dict(lm.info, early_exit=k, layers=k)
-    config = copy.deepcopy(lm.config) if lm.config is not None else None
-    if config is not None:
-        cut_config(config, k)
-    return lm.cut(k, info, config, lambda: cut_model(lm.model, k))
+    config = None if lm.config is None else cut_config(lm.config, k)
+    return lm.cut(k, dict(lm.info, early_exit=k, layers=k), config, lambda: cut_model(lm.model, k))
 
 
-def cut_config(config, k: int) -> None:
+def cut_config(config, k: int):
+    """A copy of ``config`` with its first k layers."""
+    config = copy.deepcopy(config)
     config.num_hidden_layers = k
     if isinstance(getattr(config, "layer_types", None), list):
         config.layer_types = config.layer_types[:k]
+    return config
 
 
 def cut_model(model: nn.Module, k: int) -> nn.Module:
     """A shallow copy of ``model`` whose decoder runs its first k layers (weights shared)."""
-    config = copy.deepcopy(model.config)
-    cut_config(config, k)
+    config = cut_config(model.config, k)
     base = decoder_base(model)
     new_base = copy.copy(base)
     new_base._modules = dict(base._modules)
@@ -242,10 +229,9 @@ def check_same_vocabulary(a: LoadedModel, b: LoadedModel) -> None:
     """Token-level methods compare p_exp and p_ama of the same token: the tokenizers must agree."""
     va, vb = a.tokenizer.get_vocab(), b.tokenizer.get_vocab()
     if va != vb:
-        only_a = len(set(va) - set(vb))
-        only_b = len(set(vb) - set(va))
         raise ConfigError(f"expert {a.name!r} and amateur {b.name!r} do not share a vocabulary ({len(va)} vs "
-                          f"{len(vb)} tokens; {only_a} only in the expert, {only_b} only in the amateur). "
+                          f"{len(vb)} tokens; {len(set(va) - set(vb))} only in the expert, "
+                          f"{len(set(vb) - set(va))} only in the amateur). "
                           "Token-level methods need two models of one family with the same tokenizer.")
 
 

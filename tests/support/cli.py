@@ -85,7 +85,7 @@ def run_main(*args, cwd) -> subprocess.CompletedProcess:
         GlobalHydra.instance().clear()
         models = sys.modules.get("cscore.scorers.models.models")  # imported only if the run loaded one
         if models is not None:
-            models.clear_pool()
+            models.retain([])
         for lg, (handlers, level, propagate, disabled) in saved.items():  # Hydra's dictConfig undone
             for h in lg.handlers:
                 if h not in handlers:

@@ -20,9 +20,9 @@ HYPS = ["A bridge was opened.", "The mayor opened a bridge.", "The council said 
 
 @pytest.fixture(autouse=True)
 def empty_pool():
-    models.clear_pool()
+    models.retain([])
     yield
-    models.clear_pool()
+    models.retain([])
 
 
 def test_lazy_identity_equals_the_loaded_models(tiny_dirs):
