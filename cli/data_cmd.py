@@ -10,8 +10,8 @@ from omegaconf import DictConfig
 
 from cscore.data.export import write_table
 from cscore.data.registry import load_config
-from cscore.data.schema import aspects, human_columns
 from cscore.errors import ConfigError
+from cscore.rundir import HUMAN, human_columns
 
 SHOWN_ROWS = 20  # rows left out that the card lists one by one
 
@@ -52,8 +52,8 @@ def card(cfg: DictConfig) -> str:
         "data.exclude_references=true drops them" if refs else 0)
     lines += [f"- {k}: {v}" for k, v in counts.items()]
     lines += ["", "| aspect | n | min | mean | max | distinct values |", "|---|---:|---:|---:|---:|---:|"]
-    for aspect, col in zip(aspects(df), human_columns(df)):
-        v = df[col].dropna()
+    for col in human_columns(df.columns):
+        aspect, v = col.removeprefix(HUMAN), df[col].dropna()
         lines.append(f"| {aspect} | {len(v)} | {v.min():.4g} | {v.mean():.4g} | {v.max():.4g} | {v.nunique()} |")
     spec = cfg.get("tokenizer") or cfg.pair.expert.path
     tok = gguf.load_tokenizer(spec) if spec.startswith("gguf:") else AutoTokenizer.from_pretrained(spec)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from cscore.errors import DataError  # defined in errors.py
 from cscore.rundir import HUMAN as HUMAN_PREFIX  # human.<aspect>: the run directory's column prefix
+from cscore.rundir import human_columns
 
 REQUIRED = ("id", "group", "system", "task", "source", "hypothesis")
 OPTIONAL = ("reference", "lang_pair")
@@ -120,14 +121,6 @@ class LoadReport:
         return out
 
 
-def human_columns(df: pd.DataFrame) -> list[str]:
-    return [c for c in df.columns if c.startswith(HUMAN_PREFIX)]
-
-
-def aspects(df: pd.DataFrame) -> list[str]:
-    return [c[len(HUMAN_PREFIX):] for c in human_columns(df)]
-
-
 def _float_or_nan(value) -> float:
     try:
         return float(value)
@@ -149,7 +142,7 @@ def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) ->
     for c in OPTIONAL:
         if c not in df.columns:
             df[c] = None
-    if not human_columns(df):
+    if not human_columns(df.columns):
         raise DataError(f"{label}: no human score columns ({HUMAN_PREFIX}<aspect>)")
     df = df.copy()
     for c in ("id", "group", "system"):
@@ -160,7 +153,7 @@ def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) ->
     bad_task = sorted(set(df["task"]) - set(TASKS))
     if bad_task:
         raise DataError(f"{label}: unknown task(s) {bad_task}; expected one of {TASKS}")
-    for c in human_columns(df):
+    for c in human_columns(df.columns):
         try:
             values = pd.to_numeric(df[c], errors="coerce")
         except OverflowError:  # an integer too large for a float: not a usable score either
@@ -182,7 +175,7 @@ def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) ->
     if df.empty:
         raise DataError(f"{label}: no usable rows left ({report.left_out} left out: "
                         f"{len(report.excluded)} excluded, {len(report.dropped)} dropped)")
-    cols = list(REQUIRED) + list(OPTIONAL) + human_columns(df)
+    cols = list(REQUIRED) + list(OPTIONAL) + human_columns(df.columns)
     extra = [c for c in df.columns if c not in cols]
     return df[cols + extra]
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cscore.scorers.cdm import STRATEGIES
 from cscore.scorers.methods.params import Param, setting
 
 POSITIVES = ("hypothesis", "reference", "top_rated")
-STRATEGIES = ("span", "sentence", "utterance", "multi")
+OPTIMIZERS = ("adafactor", "adamw")
+SCHEDULES = ("linear", "constant")
 TEXTS = ("hypothesis", "prompt_hypothesis")
 TEXT = Param(str, nullable=True)
 COUNT = Param(int, lo=1)
@@ -96,11 +98,11 @@ class T5ScoreTrain:
                                               "(the paper trains on DA z-scores)")
     alpha: float = setting(1.0, Param(float, lo=0.0), "weight of the margin term (the paper's supervised models: 1)")
     min_gap: float = setting(0.0, Param(float, lo=0.0), "pairs need human scores further apart than this")
-    optimizer: str = setting("adafactor", Param(str, choices=("adafactor", "adamw")),
+    optimizer: str = setting("adafactor", Param(str, choices=OPTIMIZERS),
                              "adafactor (the paper's Sec. 5.1 and released script: no relative step; the lr follows "
                              "schedule) | adamw")
     lr: float = setting(1.0e-05, RATE, "learning rate (the paper: 1e-5, no warm-up)")
-    schedule: str = setting("linear", Param(str, choices=("linear", "constant")),
+    schedule: str = setting("linear", Param(str, choices=SCHEDULES),
                             "linear (the released script: the Trainer's default, lr decays linearly to 0 over "
                             "the run's steps, no warm-up) | constant (lr fixed)")
     weight_decay: float = setting(0.01, Param(float, lo=0.0), "on the weight matrices (the released script: 0.01)")

@@ -12,6 +12,8 @@ from itertools import combinations
 import numpy as np
 import torch
 
+from cscore.training.params import OPTIMIZERS, SCHEDULES
+
 
 @dataclass(frozen=True)
 class RankPair:
@@ -103,10 +105,6 @@ def pairwise_accuracy(model, tokenizer, pairs: list[RankPair], *, batch_size: in
         right += int((fb > fw).sum())
     model.train(was)
     return right / len(pairs)
-
-
-OPTIMIZERS = ("adafactor", "adamw")
-SCHEDULES = ("linear", "constant")
 
 
 def decays(name: str, param) -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import inspect
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,8 +15,9 @@ import numpy as np
 import torch
 
 from cscore.errors import ConfigError
+from cscore.scorers.cdm import STRATEGIES
+from cscore.scorers.models.anatomy import cache_attribute, decoder_base
 
-STRATEGIES = ("span", "sentence", "utterance", "multi")
 LOGP_FLOOR = -1e4  # log-probabilities are floored here so that (1+γ)·log p_a − γ·log p_e never meets ∞ − ∞
 SPEAKER = re.compile(r"^\s*(?:[A-Z][\w .'-]{0,30}|[Ss]peaker ?\w*):\s*")  # "User: ", "System: ", "A: "
 SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
@@ -186,7 +186,6 @@ class DegradedSampler:
         """Up to ``n_tokens`` tokens sampled after ``context_ids``; stops at EOS (not included)."""
         from cscore.scorers.engine.engine import LayerTap
         from cscore.scorers.engine.head import head_logits
-        from cscore.scorers.models.anatomy import decoder_base
 
         out: list[int] = []
         with contextlib.ExitStack() as stack:
@@ -203,7 +202,7 @@ class DegradedSampler:
                 for r, (lm, heads) in enumerate(self.passes):  # one forward pass per model and step
                     x = torch.tensor([feed], device=lm.device)
                     base = decoder_base(lm.model)
-                    o = base(input_ids=x, use_cache=True, **_cache_in(base, past[r]))
+                    o = base(input_ids=x, use_cache=True, **{cache_attribute(base): past[r]})
                     past[r] = _cache_out(o)
                     for role, k in heads.items():
                         h = o.last_hidden_state[:, -1] if k is None else taps[role].normed()[:, -1]
@@ -238,7 +237,7 @@ class DegradedSampler:
                 enc, mask = encoded[role]
                 x = torch.tensor([feed], device=lm.device)
                 o = lm.model(encoder_outputs=enc, attention_mask=mask, use_cache=True, decoder_input_ids=x,
-                             **_cache_in(lm.model, past[role]))
+                             **{cache_attribute(lm.model): past[role]})
                 past[role] = _cache_out(o)
                 lps[role] = torch.log_softmax(o.logits[0, -1].double(), dim=-1)
             tok = self._sample(lps, gen, banned=banned)
@@ -274,17 +273,6 @@ class DegradedSampler:
             context = [tok.bos_token_id]
         new = self.continue_causal(context, n_tokens if n_tokens is not None else removed, gen)
         return start, tok.decode(new, skip_special_tokens=True)
-
-
-_CACHE_ARGS: dict[type[torch.nn.Module], str] = {}  # per model class, read once
-
-
-def _cache_in(module: torch.nn.Module, past) -> dict:
-    """``past`` as the forward argument that takes the KV cache."""
-    cls = type(module)
-    if cls not in _CACHE_ARGS:
-        _CACHE_ARGS[cls] = "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
-    return {_CACHE_ARGS[cls]: past}
 
 
 def _cache_out(output):

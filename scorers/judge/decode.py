@@ -20,7 +20,7 @@ from cscore.scorers.engine.head import head_logits
 from cscore.scorers.engine.passes import announce, decode_ticks
 from cscore.scorers.judge.judge import assistant
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
-from cscore.scorers.models.anatomy import decoder_base
+from cscore.scorers.models.anatomy import cache_attribute, decoder_base
 from cscore.scorers.store.runner import InProcess, Pending
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,6 @@ class Stepper:
     """Forwards of the main model and the assistant (a second model, or main's first k layers) with KV caches."""
 
     def __init__(self, main, asst=None, asst_exit: int | None = None):
-        from cscore.scorers.judge.released import cache_attribute
-
         self.models = [main] if asst is None else [main, asst]
         self.bases = [decoder_base(m) for m in self.models]
         self.names = [cache_attribute(b) for b in self.bases]

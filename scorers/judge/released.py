@@ -6,7 +6,6 @@ with a repetition penalty a left-padded row's pad id (EOS) counts as seen, as th
 
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from cscore.errors import ConfigError
 from cscore.scorers.engine.engine import LayerTap
 from cscore.scorers.engine.head import head_logits
 from cscore.scorers.judge.parse import released_response_text
-from cscore.scorers.models.anatomy import decoder_base, decoder_layers
+from cscore.scorers.models.anatomy import cache_attribute, decoder_base, decoder_layers
 
 RELATIVE_TOP = 0.1  # _relative_top_filter(relative_top=0.1)
 MIN_TOKENS_TO_KEEP = 1000  # _select_contrast passes min_tokens_to_keep=1000
@@ -116,15 +115,6 @@ def _seen(ids: torch.Tensor, vocab: int) -> torch.Tensor:
     seen = torch.zeros((ids.shape[0], vocab + 1), dtype=torch.bool, device=ids.device)
     seen.scatter_(1, ids.clamp(max=vocab), True)
     return seen
-
-
-def cache_attribute(base) -> str:
-    """The keyword and output field of the decoder's KV cache: ``cache`` (transformers >= 5) or ``past_key_values``."""
-    try:
-        params = inspect.signature(base.forward).parameters
-    except (TypeError, ValueError):
-        return "past_key_values"
-    return "cache" if "cache" in params and "past_key_values" not in params else "past_key_values"
 
 
 def _logits(model, hidden: torch.Tensor, vocab_size: int | None) -> torch.Tensor:

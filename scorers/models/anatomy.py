@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from torch import nn
 
 from cscore.errors import ConfigError
@@ -38,3 +40,12 @@ def final_norm(model: nn.Module) -> nn.Module:
 
 def is_encoder_decoder(model: nn.Module) -> bool:
     return bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
+
+
+def cache_attribute(base) -> str:
+    """The keyword and output field of the decoder's KV cache: ``cache`` (transformers >= 5) or ``past_key_values``."""
+    try:
+        params = inspect.signature(base.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params and "past_key_values" not in params else "past_key_values"
