@@ -20,8 +20,7 @@ from cscore.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("none", "mlflow", "wandb")
-SETTINGS = {"none": {"name"},  # the keys each backend's conf/tracking/<name>.yaml has
+SETTINGS = {"none": {"name"},  # the backends, and the keys each one's conf/tracking/<name>.yaml has
             "mlflow": {"name", "tracking_uri", "experiment", "artifacts"},
             "wandb": {"name", "project", "entity", "mode", "dir", "artifacts"}}
 WANDB_MODES = ("online", "offline")
@@ -33,7 +32,7 @@ def check_config(tracking: dict | None):
     from cscore.scorers.methods.params import Param, check_keys, check_section
 
     tracking = tracking or {"name": "none"}
-    name = Param(str, choices=BACKENDS).check("tracking.name", tracking.get("name"))
+    name = Param(str, choices=tuple(SETTINGS)).check("tracking.name", tracking.get("name"))
     check_keys("tracking", tracking, SETTINGS[name], owner=f"tracking={name}")
     checked = check_section(Tracking, tracking, "tracking")  # each value as the schema has it
     if checked.mode is not None:
