@@ -48,8 +48,9 @@ def _effective(method: str, params: dict, defaults: Callable[[str, dict], dict] 
         return dict(params)
 
 
-def _shown(value) -> str:
-    """A parameter value as a label shows it, as the config writes it: null, true, [1,5]."""
+def shown(value) -> str:
+    """A parameter value as a label (and a run's signature) shows it, as the config writes it: null, true, [1,5];
+    a float exactly (1e-30, -inf)."""
     if isinstance(value, str):
         return value
     if isinstance(value, float):
@@ -74,7 +75,7 @@ def _labels(entries: list[dict]) -> list[str]:
             values = [with_keys(entries[i]) for i in idx]
             keys = differing(values)
             for i, v in zip(idx, values):
-                labels[i] = " ".join([labels[i]] + [f"{k}={_shown(v.get(k))}" for k in keys])
+                labels[i] = " ".join([labels[i]] + [f"{k}={shown(v.get(k))}" for k in keys])
     return numbered(labels, " #")
 
 

@@ -3,7 +3,6 @@ with the human scores), write the run directory; they ask the method's kind for 
 
 from __future__ import annotations
 
-import json
 import logging
 import platform
 import resource
@@ -79,14 +78,9 @@ def signature(run: RunConfig, kind: MethodKind, scored: Scored) -> str:
 
 def method_params(method: dict) -> str:
     """The method's parameters as ``k=v,...`` in config order, values as written."""
-    def text(v):
-        if isinstance(v, str):
-            return v
-        if isinstance(v, float):
-            return repr(v)  # 1e-30, -inf: exact
-        return json.dumps(v, separators=(",", ":"), default=str)  # true, null, [1,5]
+    from cscore.metaeval.tables import shown
 
-    return ",".join(f"{k}={text(v)}" for k, v in method.items() if k not in ("name", "variant")) or "-"
+    return ",".join(f"{k}={shown(v)}" for k, v in method.items() if k not in ("name", "variant")) or "-"
 
 
 def speed_figures(scored: Scored) -> dict:
