@@ -14,7 +14,7 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -51,36 +51,19 @@ def _keep(stats: dict, reports: dict, label: str, got: dict, report, start: floa
     reports[label] = report
 
 
-def _settle(cache: StatsCache, coordinator: InProcess, waiting: dict, stats: dict, reports: dict) -> Pending | None:
-    """The passes that waited for other processes' parts: merged into ``stats``, or one ``Pending``."""
-    pending = []
-    for label, (job, start, own_role) in waiting.items():
-        got = run_pass(cache, job, coordinator)
-        if isinstance(got, Done):
-            _keep(stats, reports, label, got.stats, got.report, start, own_role)
-        else:
-            pending.append(got.named(label))
-    return pending_of(pending)
-
-
 def request_of(request: PassRequest | None, temperatures: Sequence[float] | None, models: Sequence[str] | None,
                overrides: dict) -> PassRequest:
     """``statistics``' keywords as one ``PassRequest``: ``request``, then ``temperatures`` / ``models``,
     then ``overrides`` (fields of ``PassRequest`` or ``PassOptions``; an unknown one is a TypeError)."""
     base = request if request is not None else PassRequest()
-    own = {f.name for f in fields(PassRequest)}
-    given = {k: v for k, v in overrides.items() if k in own}
-    if temperatures is not None:
-        given["temperatures"] = temperatures
-    if models is not None:
-        given["models"] = models
-    fields_of_options = {k: v for k, v in overrides.items() if k not in own}
-    named = {f.name for f in fields(PassOptions)}
-    for key in fields_of_options.keys() - named:
+    own, named = {f.name for f in fields(PassRequest)}, {f.name for f in fields(PassOptions)}
+    for key in overrides.keys() - own - named:
         raise TypeError(f"statistics() got an unexpected keyword argument {key!r}; its keywords are "
                         f"{', '.join(sorted(own | named))}")
+    given = {k: v for k, v in overrides.items() if k in own}
+    given.update({k: v for k, v in (("temperatures", temperatures), ("models", models)) if v is not None})
     options = given.pop("options", base.options)
-    return replace(base, options=replace(options, **fields_of_options), **given)
+    return replace(base, options=replace(options, **{k: v for k, v in overrides.items() if k not in own}), **given)
 
 
 def partner_key(k) -> dict:
@@ -405,12 +388,8 @@ class ModelPair:
         stats: dict[str, TokenStats | None] = {}  # None: a split pass still pending, in its place
         reports: dict[str, EngineReport | None] = {}
         waiting: dict[str, tuple[PassJob, float, str | None]] = {}
-        for run_model, heads in self.passes(models, opts.distribution, opts.exits):
-            label, role, start = "+".join(heads), next(iter(heads)), time.perf_counter()
-            pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
-            own = self.aligned  # a cross-family model runs alone: its pass is keyed by what it is, not its role
-            run_heads = {OWN_PASS: heads[role]} if own else heads
-            ids = ids_digest(pairs) if cache is not None else None
+        for run_model, label, role, run_heads, pairs in self._pass_setups(inputs, models, opts):
+            start, own_role = time.perf_counter(), role if self.aligned else None
             pad_id = (run_model.tokenizer if self.aligned else self.tokenizer).pad_token_id or 0
 
             def compute(checkpoint=None, run_model=run_model, heads=run_heads, label=label, pairs=pairs, pad_id=pad_id):
@@ -421,43 +400,51 @@ class ModelPair:
             if cache is None:
                 got, report = compute()
             elif split is not None:
-                job = PassJob(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
-                                  list(temperatures), compute, label, model_names(run_model, run_heads),
-                                  TokenStats)
+                job = PassJob(self._parts(run_model, run_heads, pairs, temperatures, opts), run_heads, pairs,
+                              list(temperatures), compute, label, model_names(run_model, run_heads), TokenStats)
                 outcome = run_pass(cache, job, split)
                 if isinstance(outcome, Done):
                     got, report = outcome.stats, outcome.report
                 else:  # another process's batches missing: tried again after this process's other passes
-                    reports[label], waiting[label] = None, (job, start, role if own else None)
-                    stats.update(dict.fromkeys([role] if own else run_heads))  # its places, in pass order
+                    reports[label], waiting[label] = None, (job, start, own_role)
+                    stats.update(dict.fromkeys([own_role] if own_role else run_heads))  # its places, in pass order
                     continue
             else:
-                got, report = self._cached(cache, run_model, run_heads, ids, temperatures, opts, compute,
-                                           [len(h) for _, h in pairs])
-            _keep(stats, reports, label, got, report, start, role if own else None)
-        if waiting:
+                got, report = self._cached(cache, self._parts(run_model, run_heads, pairs, temperatures, opts),
+                                           run_model, run_heads, temperatures, compute, [len(h) for _, h in pairs])
+            _keep(stats, reports, label, got, report, start, own_role)
+        pending: list[Pending] = []
+        for label, (job, start, own_role) in waiting.items():  # tried again: other processes' parts may be in
             assert cache is not None and split is not None  # a pass waits only when split through the cache
-            pending = _settle(cache, split, waiting, stats, reports)
-            if pending is not None:
-                return pending
+            outcome = run_pass(cache, job, split)
+            if isinstance(outcome, Done):
+                _keep(stats, reports, label, outcome.stats, outcome.report, start, own_role)
+            else:
+                pending.append(outcome.named(label))
+        if (merged := pending_of(pending)) is not None:
+            return merged
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
         return PairStatistics(_complete(stats), inputs, _complete(reports), tokenizers)
 
     def pass_parts(self, inputs: ScoringInput, temperatures: Sequence[float], models: Sequence[str] | None,
                    opts: PassOptions) -> list[tuple[str, dict]]:
         """(label, cache key parts) of each pass ``run`` makes for ``inputs``."""
-        out = []
+        return [(label, self._parts(run_model, heads, pairs, temperatures, opts))
+                for run_model, label, _, heads, pairs in self._pass_setups(inputs, models, opts)]
+
+    def _pass_setups(self, inputs: ScoringInput, models: Sequence[str] | None,
+                     opts: PassOptions) -> Iterator[tuple[LoadedModel, str, str, dict, list]]:
+        """(model, label, first role, heads it runs, (prompt ids, hypothesis ids) of each item) of each pass.
+        A cross-family model runs alone: its pass is keyed by what it is (``OWN_PASS``), not its role."""
         for run_model, heads in self.passes(models, opts.distribution, opts.exits):
             role = next(iter(heads))
-            run_heads = {OWN_PASS: heads[role]} if self.aligned else heads
             pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
-            out.append(("+".join(heads), self._parts(run_model, run_heads, ids_digest(pairs), temperatures, opts)))
-        return out
+            yield run_model, "+".join(heads), role, {OWN_PASS: heads[role]} if self.aligned else heads, pairs
 
     @staticmethod
-    def _cached(cache, run_model, heads, ids, temperatures, opts: PassOptions, compute, lengths=()):
-        """One pass through the statistics cache: read, or computed (resuming from its checkpoint) and stored."""
-        parts = ModelPair._parts(run_model, heads, ids, temperatures, opts)
+    def _cached(cache, parts: dict, run_model, heads, temperatures, compute, lengths):
+        """One pass (key ``parts``) through the statistics cache: read, or computed (resuming from its checkpoint)
+        and stored."""
         done: dict = {}  # the pass computed now: its report and checkpoint
 
         def compute_entry(key: str):
@@ -473,13 +460,14 @@ class ModelPair:
         return got, (PassReport.of_entry(meta) if meta is not None else done["report"])
 
     @staticmethod
-    def _parts(run_model, heads, ids, temperatures, opts: PassOptions) -> dict:
-        """The cache key's parts of one pass (a split pass has the same key)."""
+    def _parts(run_model, heads, pairs, temperatures, opts: PassOptions) -> dict:
+        """The cache key's parts of one pass on ``pairs`` (a split pass has the same key)."""
         from cscore.scorers.engine import engine, seq2seq
 
         heads = {h: partner_key(k) if isinstance(k, engine.Partner) else k for h, k in heads.items()}
         parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
-                 "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
+                 "device": run_model.device.type, "temperatures": [float(t) for t in temperatures],
+                 "ids": ids_digest(pairs),
                  # an encoder-decoder's ids are (encoder ids, decoder targets): its key part instead of sharing's
                  **opts.key_parts(shared=opts.prefix_sharing and not run_model.is_encoder_decoder)}
         if run_model.is_encoder_decoder:  # causal keys unchanged
