@@ -199,15 +199,14 @@ class PairStatistics:
         return pd.DataFrame(table)
 
 
-def resume(cache: StatsCache, key: str, heads, lengths, temperatures):
-    """The checkpoint of the pass for ``key``, loaded with what an interrupted run kept (None: checkpoints off)."""
+def resume(cache: StatsCache, key: str, job: PassJob):
+    """The checkpoint of ``job``'s pass (``key``), loaded with what an interrupted run kept (None: checkpoints off)."""
     if cache.checkpoint_seconds is None:
         return None
-    offsets = np.concatenate([[0], np.cumsum(np.asarray(lengths, dtype=np.int64))])
-    checkpoint = cache.checkpoint(key, list(heads), offsets, temperatures, cache.checkpoint_seconds)
+    checkpoint = cache.checkpoint(key, list(job.heads), job.offsets(), job.temperatures, cache.checkpoint_seconds)
     if checkpoint is not None and checkpoint.load():
-        log.info("statistics (%s): resumed %d of %d items from a checkpoint", "+".join(heads), checkpoint.n_kept,
-                 len(lengths))
+        log.info("statistics (%s): resumed %d of %d items from a checkpoint", "+".join(job.heads), checkpoint.n_kept,
+                 len(job.pairs))
     return checkpoint
 
 
@@ -231,6 +230,23 @@ def checkpointed(compute, checkpoint, label: str):
         raise
     report.resumed = checkpoint.n_kept
     return got, report
+
+
+def cached(cache: StatsCache, job: PassJob) -> Done:
+    """One unsplit pass through the statistics cache: read, or computed (resuming from its checkpoint) and stored."""
+    done: dict = {}  # the pass computed now: its report and checkpoint
+
+    def compute_entry(key: str):
+        done["checkpoint"] = resume(cache, key, job)
+        got, done["report"] = checkpointed(job.compute, done["checkpoint"], "+".join(job.heads))
+        return got, {"models": job.models, "report": done["report"].record()}
+
+    def discard() -> None:  # the entry is stored: its checkpoint is not needed any more
+        if done["checkpoint"] is not None:
+            done["checkpoint"].discard()
+
+    got, meta = cache.get_or_compute(job.parts, compute_entry, job.stats_type, on_saved=discard)
+    return Done(got, PassReport.of_entry(meta) if meta is not None else done["report"])
 
 
 class ModelPair:
@@ -399,19 +415,15 @@ class ModelPair:
 
             if cache is None:
                 got, report = compute()
-            elif split is not None:
+            else:
                 job = PassJob(self._parts(run_model, run_heads, pairs, temperatures, opts), run_heads, pairs,
                               list(temperatures), compute, label, model_names(run_model, run_heads), TokenStats)
-                outcome = run_pass(cache, job, split)
-                if isinstance(outcome, Done):
-                    got, report = outcome.stats, outcome.report
-                else:  # another process's batches missing: tried again after this process's other passes
+                outcome = cached(cache, job) if split is None else run_pass(cache, job, split)
+                if isinstance(outcome, Pending):  # another process's batches missing: tried again after the others
                     reports[label], waiting[label] = None, (job, start, own_role)
                     stats.update(dict.fromkeys([own_role] if own_role else run_heads))  # its places, in pass order
                     continue
-            else:
-                got, report = self._cached(cache, self._parts(run_model, run_heads, pairs, temperatures, opts),
-                                           run_model, run_heads, temperatures, compute, [len(h) for _, h in pairs])
+                got, report = outcome.stats, outcome.report
             _keep(stats, reports, label, got, report, start, own_role)
         pending: list[Pending] = []
         for label, (job, start, own_role) in waiting.items():  # tried again: other processes' parts may be in
@@ -440,24 +452,6 @@ class ModelPair:
             role = next(iter(heads))
             pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
             yield run_model, "+".join(heads), role, {OWN_PASS: heads[role]} if self.aligned else heads, pairs
-
-    @staticmethod
-    def _cached(cache, parts: dict, run_model, heads, temperatures, compute, lengths):
-        """One pass (key ``parts``) through the statistics cache: read, or computed (resuming from its checkpoint)
-        and stored."""
-        done: dict = {}  # the pass computed now: its report and checkpoint
-
-        def compute_entry(key: str):
-            done["checkpoint"] = resume(cache, key, heads, lengths, temperatures)
-            got, done["report"] = checkpointed(compute, done["checkpoint"], "+".join(heads))
-            return got, {"models": model_names(run_model, heads), "report": done["report"].record()}
-
-        def discard() -> None:  # the entry is stored: its checkpoint is not needed any more
-            if done["checkpoint"] is not None:
-                done["checkpoint"].discard()
-
-        got, meta = cache.get_or_compute(parts, compute_entry, TokenStats, on_saved=discard)
-        return got, (PassReport.of_entry(meta) if meta is not None else done["report"])
 
     @staticmethod
     def _parts(run_model, heads, pairs, temperatures, opts: PassOptions) -> dict:
