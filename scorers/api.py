@@ -14,6 +14,7 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
@@ -276,9 +277,7 @@ class ModelPair:
         spec, the amateur is the expert's first layers. ``lazy``: weights load on first use."""
         from cscore.scorers.models.models import load_model
 
-        def get(spec, rev):
-            return load_model(spec, device=device, dtype=dtype, revision=rev, lazy=lazy)
-
+        get = partial(load_model, device=device, dtype=dtype, lazy=lazy)
         return cls._made(get, (expert, revision), (amateur, amateur_revision), amateur_early_exit)
 
     @classmethod
@@ -294,25 +293,22 @@ class ModelPair:
         if amateur is not None and amateur != expert:
             wanted.append(pool.pool_key(amateur, device, dtype, amateur_revision))
         pool.retain(wanted)
-
-        def get(spec, rev):
-            return pool.pooled(spec, device=device, dtype=dtype, revision=rev)
-
+        get = partial(pool.pooled, device=device, dtype=dtype)
         return cls._made(get, (expert, revision), (amateur, amateur_revision), amateur_early_exit)
 
     @classmethod
-    def _made(cls, get: Callable[[str, str | None], LoadedModel], expert: tuple[str, str | None],
+    def _made(cls, get: Callable[..., LoadedModel], expert: tuple[str, str | None],
               amateur: tuple[str | None, str | None], amateur_early_exit: int | str | None) -> "ModelPair":
-        """The pair of ``expert`` and ``amateur`` ((spec, revision) each), loaded by ``get``."""
+        """The pair of ``expert`` and ``amateur`` ((spec, revision) each), loaded by ``get(spec, revision=)``."""
         from cscore.scorers.models.models import early_exit
 
         (expert_spec, revision), (amateur_spec, amateur_revision) = expert, amateur
-        exp = get(expert_spec, revision)
+        exp = get(expert_spec, revision=revision)
         if amateur_early_exit is not None and amateur_spec in (None, expert_spec):
             return cls(exp, early_exit(exp, amateur_early_exit))
         if amateur_spec is None:
             return cls(exp, None)
-        ama = get(amateur_spec, amateur_revision)
+        ama = get(amateur_spec, revision=amateur_revision)
         if amateur_early_exit is not None:
             ama = early_exit(ama, amateur_early_exit)
         return cls(exp, ama)
@@ -487,14 +483,13 @@ class ModelPair:
             if distribution and self.aligned:
                 raise ConfigError("the distributional statistics compare two distributions over one vocabulary, "
                                   "and this pair's tokenizers differ (a cross-family pair)")
+            full = ama.parent or ama  # the model an early exit is cut from (its exit_layer: None when none)
             if ama.parent is self.expert and "expert" in wanted:
                 passes[0][1]["amateur"] = ama.exit_layer
             elif distribution and "expert" in wanted:
-                passes[0][1]["amateur"] = engine.Partner(ama.parent if ama.parent is not None else ama, ama.exit_layer)
-            elif ama.parent is not None:
-                passes.append((ama.parent, {"amateur": ama.exit_layer}))
+                passes[0][1]["amateur"] = engine.Partner(full, ama.exit_layer)
             else:
-                passes.append((ama, {"amateur": None}))
+                passes.append((full, {"amateur": ama.exit_layer}))
         return passes
 
     def exit_heads(self, exits: Sequence[int]) -> dict[str, int]:
