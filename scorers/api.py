@@ -14,7 +14,8 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -51,36 +52,19 @@ def _keep(stats: dict, reports: dict, label: str, got: dict, report, start: floa
     reports[label] = report
 
 
-def _settle(cache: StatsCache, coordinator: InProcess, waiting: dict, stats: dict, reports: dict) -> Pending | None:
-    """The passes that waited for other processes' parts: merged into ``stats``, or one ``Pending``."""
-    pending = []
-    for label, (job, start, own_role) in waiting.items():
-        got = run_pass(cache, job, coordinator)
-        if isinstance(got, Done):
-            _keep(stats, reports, label, got.stats, got.report, start, own_role)
-        else:
-            pending.append(got.named(label))
-    return pending_of(pending)
-
-
 def request_of(request: PassRequest | None, temperatures: Sequence[float] | None, models: Sequence[str] | None,
                overrides: dict) -> PassRequest:
     """``statistics``' keywords as one ``PassRequest``: ``request``, then ``temperatures`` / ``models``,
     then ``overrides`` (fields of ``PassRequest`` or ``PassOptions``; an unknown one is a TypeError)."""
     base = request if request is not None else PassRequest()
-    own = {f.name for f in fields(PassRequest)}
-    given = {k: v for k, v in overrides.items() if k in own}
-    if temperatures is not None:
-        given["temperatures"] = temperatures
-    if models is not None:
-        given["models"] = models
-    fields_of_options = {k: v for k, v in overrides.items() if k not in own}
-    named = {f.name for f in fields(PassOptions)}
-    for key in fields_of_options.keys() - named:
+    own, named = {f.name for f in fields(PassRequest)}, {f.name for f in fields(PassOptions)}
+    for key in overrides.keys() - own - named:
         raise TypeError(f"statistics() got an unexpected keyword argument {key!r}; its keywords are "
                         f"{', '.join(sorted(own | named))}")
+    given = {k: v for k, v in overrides.items() if k in own}
+    given.update({k: v for k, v in (("temperatures", temperatures), ("models", models)) if v is not None})
     options = given.pop("options", base.options)
-    return replace(base, options=replace(options, **fields_of_options), **given)
+    return replace(base, options=replace(options, **{k: v for k, v in overrides.items() if k not in own}), **given)
 
 
 def partner_key(k) -> dict:
@@ -216,15 +200,14 @@ class PairStatistics:
         return pd.DataFrame(table)
 
 
-def resume(cache: StatsCache, key: str, heads, lengths, temperatures):
-    """The checkpoint of the pass for ``key``, loaded with what an interrupted run kept (None: checkpoints off)."""
+def resume(cache: StatsCache, key: str, job: PassJob):
+    """The checkpoint of ``job``'s pass (``key``), loaded with what an interrupted run kept (None: checkpoints off)."""
     if cache.checkpoint_seconds is None:
         return None
-    offsets = np.concatenate([[0], np.cumsum(np.asarray(lengths, dtype=np.int64))])
-    checkpoint = cache.checkpoint(key, list(heads), offsets, temperatures, cache.checkpoint_seconds)
+    checkpoint = cache.checkpoint(key, list(job.heads), job.offsets(), job.temperatures, cache.checkpoint_seconds)
     if checkpoint is not None and checkpoint.load():
-        log.info("statistics (%s): resumed %d of %d items from a checkpoint", "+".join(heads), checkpoint.n_kept,
-                 len(lengths))
+        log.info("statistics (%s): resumed %d of %d items from a checkpoint", "+".join(job.heads), checkpoint.n_kept,
+                 len(job.pairs))
     return checkpoint
 
 
@@ -248,6 +231,23 @@ def checkpointed(compute, checkpoint, label: str):
         raise
     report.resumed = checkpoint.n_kept
     return got, report
+
+
+def cached(cache: StatsCache, job: PassJob) -> Done:
+    """One unsplit pass through the statistics cache: read, or computed (resuming from its checkpoint) and stored."""
+    done: dict = {}  # the pass computed now: its report and checkpoint
+
+    def compute_entry(key: str):
+        done["checkpoint"] = resume(cache, key, job)
+        got, done["report"] = checkpointed(job.compute, done["checkpoint"], "+".join(job.heads))
+        return got, {"models": job.models, "report": done["report"].record()}
+
+    def discard() -> None:  # the entry is stored: its checkpoint is not needed any more
+        if done["checkpoint"] is not None:
+            done["checkpoint"].discard()
+
+    got, meta = cache.get_or_compute(job.parts, compute_entry, job.stats_type, on_saved=discard)
+    return Done(got, PassReport.of_entry(meta) if meta is not None else done["report"])
 
 
 class ModelPair:
@@ -277,9 +277,7 @@ class ModelPair:
         spec, the amateur is the expert's first layers. ``lazy``: weights load on first use."""
         from cscore.scorers.models.models import load_model
 
-        def get(spec, rev):
-            return load_model(spec, device=device, dtype=dtype, revision=rev, lazy=lazy)
-
+        get = partial(load_model, device=device, dtype=dtype, lazy=lazy)
         return cls._made(get, (expert, revision), (amateur, amateur_revision), amateur_early_exit)
 
     @classmethod
@@ -295,25 +293,22 @@ class ModelPair:
         if amateur is not None and amateur != expert:
             wanted.append(pool.pool_key(amateur, device, dtype, amateur_revision))
         pool.retain(wanted)
-
-        def get(spec, rev):
-            return pool.pooled(spec, device=device, dtype=dtype, revision=rev)
-
+        get = partial(pool.pooled, device=device, dtype=dtype)
         return cls._made(get, (expert, revision), (amateur, amateur_revision), amateur_early_exit)
 
     @classmethod
-    def _made(cls, get: Callable[[str, str | None], LoadedModel], expert: tuple[str, str | None],
+    def _made(cls, get: Callable[..., LoadedModel], expert: tuple[str, str | None],
               amateur: tuple[str | None, str | None], amateur_early_exit: int | str | None) -> "ModelPair":
-        """The pair of ``expert`` and ``amateur`` ((spec, revision) each), loaded by ``get``."""
+        """The pair of ``expert`` and ``amateur`` ((spec, revision) each), loaded by ``get(spec, revision=)``."""
         from cscore.scorers.models.models import early_exit
 
         (expert_spec, revision), (amateur_spec, amateur_revision) = expert, amateur
-        exp = get(expert_spec, revision)
+        exp = get(expert_spec, revision=revision)
         if amateur_early_exit is not None and amateur_spec in (None, expert_spec):
             return cls(exp, early_exit(exp, amateur_early_exit))
         if amateur_spec is None:
             return cls(exp, None)
-        ama = get(amateur_spec, amateur_revision)
+        ama = get(amateur_spec, revision=amateur_revision)
         if amateur_early_exit is not None:
             ama = early_exit(ama, amateur_early_exit)
         return cls(exp, ama)
@@ -405,12 +400,8 @@ class ModelPair:
         stats: dict[str, TokenStats | None] = {}  # None: a split pass still pending, in its place
         reports: dict[str, EngineReport | None] = {}
         waiting: dict[str, tuple[PassJob, float, str | None]] = {}
-        for run_model, heads in self.passes(models, opts.distribution, opts.exits):
-            label, role, start = "+".join(heads), next(iter(heads)), time.perf_counter()
-            pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
-            own = self.aligned  # a cross-family model runs alone: its pass is keyed by what it is, not its role
-            run_heads = {OWN_PASS: heads[role]} if own else heads
-            ids = ids_digest(pairs) if cache is not None else None
+        for run_model, label, role, run_heads, pairs in self._pass_setups(inputs, models, opts):
+            start, own_role = time.perf_counter(), role if self.aligned else None
             pad_id = (run_model.tokenizer if self.aligned else self.tokenizer).pad_token_id or 0
 
             def compute(checkpoint=None, run_model=run_model, heads=run_heads, label=label, pairs=pairs, pad_id=pad_id):
@@ -420,66 +411,53 @@ class ModelPair:
 
             if cache is None:
                 got, report = compute()
-            elif split is not None:
-                job = PassJob(self._parts(run_model, run_heads, ids, temperatures, opts), run_heads, pairs,
-                                  list(temperatures), compute, label, model_names(run_model, run_heads),
-                                  TokenStats)
-                outcome = run_pass(cache, job, split)
-                if isinstance(outcome, Done):
-                    got, report = outcome.stats, outcome.report
-                else:  # another process's batches missing: tried again after this process's other passes
-                    reports[label], waiting[label] = None, (job, start, role if own else None)
-                    stats.update(dict.fromkeys([role] if own else run_heads))  # its places, in pass order
-                    continue
             else:
-                got, report = self._cached(cache, run_model, run_heads, ids, temperatures, opts, compute,
-                                           [len(h) for _, h in pairs])
-            _keep(stats, reports, label, got, report, start, role if own else None)
-        if waiting:
+                job = PassJob(self._parts(run_model, run_heads, pairs, temperatures, opts), run_heads, pairs,
+                              list(temperatures), compute, label, model_names(run_model, run_heads), TokenStats)
+                outcome = cached(cache, job) if split is None else run_pass(cache, job, split)
+                if isinstance(outcome, Pending):  # another process's batches missing: tried again after the others
+                    reports[label], waiting[label] = None, (job, start, own_role)
+                    stats.update(dict.fromkeys([own_role] if own_role else run_heads))  # its places, in pass order
+                    continue
+                got, report = outcome.stats, outcome.report
+            _keep(stats, reports, label, got, report, start, own_role)
+        pending: list[Pending] = []
+        for label, (job, start, own_role) in waiting.items():  # tried again: other processes' parts may be in
             assert cache is not None and split is not None  # a pass waits only when split through the cache
-            pending = _settle(cache, split, waiting, stats, reports)
-            if pending is not None:
-                return pending
+            outcome = run_pass(cache, job, split)
+            if isinstance(outcome, Done):
+                _keep(stats, reports, label, outcome.stats, outcome.report, start, own_role)
+            else:
+                pending.append(outcome.named(label))
+        if (merged := pending_of(pending)) is not None:
+            return merged
         tokenizers = {r: m.tokenizer for r, m in self.models.items()} if self.aligned else None
         return PairStatistics(_complete(stats), inputs, _complete(reports), tokenizers)
 
     def pass_parts(self, inputs: ScoringInput, temperatures: Sequence[float], models: Sequence[str] | None,
                    opts: PassOptions) -> list[tuple[str, dict]]:
         """(label, cache key parts) of each pass ``run`` makes for ``inputs``."""
-        out = []
+        return [(label, self._parts(run_model, heads, pairs, temperatures, opts))
+                for run_model, label, _, heads, pairs in self._pass_setups(inputs, models, opts)]
+
+    def _pass_setups(self, inputs: ScoringInput, models: Sequence[str] | None,
+                     opts: PassOptions) -> Iterator[tuple[LoadedModel, str, str, dict, list]]:
+        """(model, label, first role, heads it runs, (prompt ids, hypothesis ids) of each item) of each pass.
+        A cross-family model runs alone: its pass is keyed by what it is (``OWN_PASS``), not its role."""
         for run_model, heads in self.passes(models, opts.distribution, opts.exits):
             role = next(iter(heads))
-            run_heads = {OWN_PASS: heads[role]} if self.aligned else heads
             pairs = [(it.prompt_ids, it.hyp_ids) for it in inputs.for_role(role)]
-            out.append(("+".join(heads), self._parts(run_model, run_heads, ids_digest(pairs), temperatures, opts)))
-        return out
+            yield run_model, "+".join(heads), role, {OWN_PASS: heads[role]} if self.aligned else heads, pairs
 
     @staticmethod
-    def _cached(cache, run_model, heads, ids, temperatures, opts: PassOptions, compute, lengths=()):
-        """One pass through the statistics cache: read, or computed (resuming from its checkpoint) and stored."""
-        parts = ModelPair._parts(run_model, heads, ids, temperatures, opts)
-        done: dict = {}  # the pass computed now: its report and checkpoint
-
-        def compute_entry(key: str):
-            done["checkpoint"] = resume(cache, key, heads, lengths, temperatures)
-            got, done["report"] = checkpointed(compute, done["checkpoint"], "+".join(heads))
-            return got, {"models": model_names(run_model, heads), "report": done["report"].record()}
-
-        def discard() -> None:  # the entry is stored: its checkpoint is not needed any more
-            if done["checkpoint"] is not None:
-                done["checkpoint"].discard()
-
-        got, meta = cache.get_or_compute(parts, compute_entry, TokenStats, on_saved=discard)
-        return got, (PassReport.of_entry(meta) if meta is not None else done["report"])
-
-    @staticmethod
-    def _parts(run_model, heads, ids, temperatures, opts: PassOptions) -> dict:
-        """The cache key's parts of one pass (a split pass has the same key)."""
+    def _parts(run_model, heads, pairs, temperatures, opts: PassOptions) -> dict:
+        """The cache key's parts of one pass on ``pairs`` (a split pass has the same key)."""
         from cscore.scorers.engine import engine, seq2seq
 
         heads = {h: partner_key(k) if isinstance(k, engine.Partner) else k for h, k in heads.items()}
         parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
-                 "device": run_model.device.type, "temperatures": [float(t) for t in temperatures], "ids": ids,
+                 "device": run_model.device.type, "temperatures": [float(t) for t in temperatures],
+                 "ids": ids_digest(pairs),
                  # an encoder-decoder's ids are (encoder ids, decoder targets): its key part instead of sharing's
                  **opts.key_parts(shared=opts.prefix_sharing and not run_model.is_encoder_decoder)}
         if run_model.is_encoder_decoder:  # causal keys unchanged
@@ -505,14 +483,13 @@ class ModelPair:
             if distribution and self.aligned:
                 raise ConfigError("the distributional statistics compare two distributions over one vocabulary, "
                                   "and this pair's tokenizers differ (a cross-family pair)")
+            full = ama.parent or ama  # the model an early exit is cut from (its exit_layer: None when none)
             if ama.parent is self.expert and "expert" in wanted:
                 passes[0][1]["amateur"] = ama.exit_layer
             elif distribution and "expert" in wanted:
-                passes[0][1]["amateur"] = engine.Partner(ama.parent if ama.parent is not None else ama, ama.exit_layer)
-            elif ama.parent is not None:
-                passes.append((ama.parent, {"amateur": ama.exit_layer}))
+                passes[0][1]["amateur"] = engine.Partner(full, ama.exit_layer)
             else:
-                passes.append((ama, {"amateur": None}))
+                passes.append((full, {"amateur": ama.exit_layer}))
         return passes
 
     def exit_heads(self, exits: Sequence[int]) -> dict[str, int]:

@@ -94,17 +94,14 @@ def stats_key(parts: Mapping) -> str:
 
 
 def ids_digest(items: Iterable) -> str:
-    """SHA-256 over every (prompt_ids, hyp_ids) scored, with lengths (pairs or objects with those attributes)."""
+    """SHA-256 over every (prompt_ids, hyp_ids) pair scored, with lengths."""
     h = hashlib.sha256(b"cscore-ids-v1")
     n = 0
-    for it in items:
-        prompt, hyp = (it.prompt_ids, it.hyp_ids) if hasattr(it, "prompt_ids") else it
-        p = np.asarray(prompt, dtype="<i8")
-        y = np.asarray(hyp, dtype="<i8")
+    for n, (prompt, hyp) in enumerate(items, 1):
+        p, y = np.asarray(prompt, dtype="<i8"), np.asarray(hyp, dtype="<i8")
         h.update(struct.pack("<qq", p.size, y.size))
         h.update(p.tobytes())
         h.update(y.tobytes())
-        n += 1
     h.update(struct.pack("<q", n))
     return h.hexdigest()
 
