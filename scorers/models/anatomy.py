@@ -42,10 +42,17 @@ def is_encoder_decoder(model: nn.Module) -> bool:
     return bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
 
 
+_CACHE_KEYWORDS: dict[type, str] = {}  # per model class, read once
+
+
 def cache_attribute(base) -> str:
-    """The keyword and output field of the decoder's KV cache: ``cache`` (transformers >= 5) or ``past_key_values``."""
-    try:
-        params = inspect.signature(base.forward).parameters
-    except (TypeError, ValueError):
-        return "past_key_values"
-    return "cache" if "cache" in params and "past_key_values" not in params else "past_key_values"
+    """The keyword and output field of the decoder's KV cache: ``cache`` (transformers >= 5) or ``past_key_values``;
+    read once per model class (cdm's sampler asks every token)."""
+    cls = type(base)
+    if cls not in _CACHE_KEYWORDS:
+        try:
+            params = inspect.signature(cls.forward).parameters
+        except (TypeError, ValueError, AttributeError):
+            params = {}  # type: ignore[assignment]
+        _CACHE_KEYWORDS[cls] = "cache" if "cache" in params and "past_key_values" not in params else "past_key_values"
+    return _CACHE_KEYWORDS[cls]
