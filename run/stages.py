@@ -142,13 +142,10 @@ def own_seconds(scored: Scored) -> float | None:
 
 def once(reports: Mapping[str, EngineReport], label: str) -> list[EngineReport]:
     """The reports with each ``label`` value once (work done together counted once)."""
-    seen, out = set(), []
+    out: dict = {}
     for name, rep in reports.items():
-        key = getattr(rep, label, None) or ("pass", name)
-        if key not in seen:
-            seen.add(key)
-            out.append(rep)
-    return out
+        out.setdefault(getattr(rep, label, None) or ("pass", name), rep)
+    return list(out.values())
 
 
 def peak_memory() -> dict:

@@ -65,7 +65,7 @@ def plan(p, baseline_t: float = 1.0, rows=BASELINE_ROWS, written: Mapping | None
         return [Variant(row, method, p, record, record.get("who")) for row, method, record in own]
     main = Variant(label, name, p, given)
     loaded = set(main.needs())
-    aliases = methods.aggregation_keys(module)  # {own name: its key}: cdm calls norm pooling
+    aliases = module.aggregation_keys()  # {own name: its key}: cdm calls norm pooling
     keys = {k: k for k in SHARED if k in typed}
     keys.update({aliases[own]: own for own in given if own in aliases})
     share = {key: typed[own] for key, own in keys.items()}

@@ -14,7 +14,7 @@ from cscore.progress import Progress
 from cscore.run.kinds.base import REGISTRY, Loaded, Passes, Plan, RunState, Scored
 from cscore.run.kinds.judging import JudgeKind, grid_points, invalid_counts, parse_changes
 from cscore.run.kinds.pair import stats_cache
-from cscore.run.kinds.prompts import fit_judge_prompt, judge_prompt
+from cscore.run.kinds.prompts import fit_judge_prompt, judge_prompt, say_truncated
 from cscore.scorers.store.runner import InProcess, PassReport, Pending, stop_early
 
 log = logging.getLogger(__name__)
@@ -211,19 +211,15 @@ class Judge(JudgeKind):
         prefixes = continuation_prefixes(tokens)
         kept, contexts, truncated = encode_contexts(tok, texts, spans, prefixes, run.passes.max_length)
         n_truncated = int(sum(truncated))
-        if n_truncated:
-            log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d", n_truncated,
-                        len(examples), run.passes.max_length)
+        say_truncated(n_truncated, len(examples), run.passes.max_length, "judge prompts")
         state["stage"] = "score"
         got = judge_passes(run, pair, plan, progress, contexts, (values, value_ids, prefixes, len(examples)),
                            coordinator)
         if isinstance(got, Pending):
             return got
         stats, report, decoded, also, decode_report = got
-        table = examples.copy()
-        table["prompt"] = kept
-        table["prompt_tokens"] = [len(c) for c in contexts[::1 + len(prefixes)]]
-        table["truncated"] = truncated
+        table = examples.assign(prompt=kept, prompt_tokens=[len(c) for c in contexts[::1 + len(prefixes)]],
+                                truncated=truncated)
         invalid, changes = score_rows(run, stats, plan, decoded, table)
         sizes = stats.front_sizes
         judge_info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,

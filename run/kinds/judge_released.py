@@ -231,10 +231,8 @@ class JudgeReleased(JudgeKind):
             base = {"main": model_identity(pair.expert), "asst": model_identity(pair.amateur),
                     "dtype": str(pair.expert.dtype), "device": pair.expert.device.type,
                     "ids": ids_digest([(x, []) for x in prompts])}
-        table = examples.copy()
-        table["prompt"] = [tok.decode(x) for x in prompts]
-        table["prompt_tokens"] = [len(x) for x in prompts]
-        table["truncated"] = truncated
+        table = examples.assign(prompt=[tok.decode(x) for x in prompts], prompt_tokens=[len(x) for x in prompts],
+                                truncated=truncated)
         invalid, changes = {}, {}
         reports: dict[str, EngineReport] = {}
         with progress.live() as factory:

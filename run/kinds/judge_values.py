@@ -9,7 +9,7 @@ from cscore import rundir
 from cscore.config.run import RunConfig
 from cscore.run.kinds.base import RunState, Scored
 from cscore.run.kinds.pair import stats_cache
-from cscore.run.kinds.prompts import fit_judge_prompt
+from cscore.run.kinds.prompts import fit_judge_prompt, say_truncated
 from cscore.scorers.store.runner import InProcess, Pending
 
 log = logging.getLogger(__name__)
@@ -67,9 +67,7 @@ def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState,
     values = list(range(lo, hi + 1))
     inputs, per_role = value_inputs(run, pair, examples, jp, p, values)
     truncated = [any(flags) for flags in zip(*(f for f, _ in per_role.values()))]
-    if any(truncated):
-        log.warning("%d of %d judge prompts had their source truncated to fit runtime.max_length=%d",
-                    sum(truncated), len(examples), run.passes.max_length)
+    say_truncated(sum(truncated), len(examples), run.passes.max_length, "judge prompts")
     state["stage"] = "score"
     with progress.live() as factory:
         stats = pair.run(inputs, PassRequest(judge_values.temperatures(p.t), plan.models, run.passes, stats_cache(run),
@@ -79,11 +77,9 @@ def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState,
     n = len(values)
     a = judge_values.value_logp(stats.stats["expert"], n)
     b = {t: judge_values.value_logp(stats.stats["amateur"], n, t) for t in {1.0, float(p.t)}}
-    table = examples.copy()
     first = inputs.items[::n]
-    table["prompt"] = [it.prompt for it in first]
-    table["prompt_tokens"] = [len(it.prompt_ids) for it in first]
-    table["truncated"] = truncated
+    table = examples.assign(prompt=[it.prompt for it in first], prompt_tokens=[len(it.prompt_ids) for it in first],
+                            truncated=truncated)
     invalid = {}
     for v in plan.variants:
         got = judge_values.judge(a, b, values, who=v.who, lam=p.lam, t=p.t, alpha=p.alpha)

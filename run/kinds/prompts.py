@@ -3,11 +3,15 @@ the judge prompt group of a judge method, and a judge prompt cut to fit."""
 
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 
 from cscore.config.groups import JudgePrompt
 from cscore.config.run import RunConfig
 from cscore.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def make_prompts(run: RunConfig, examples: pd.DataFrame, tokenizer,
@@ -47,3 +51,9 @@ def fit_judge_prompt(tok, i: int, text: str, span, room: int) -> tuple[str, list
         raise InputError(f"item {i}: the judge prompt without its source still has more than {room} tokens; "
                          "raise runtime.max_length")
     return fitted[0], fitted[1], True
+
+
+def say_truncated(n_truncated: int, n: int, max_length: int, what: str = "items") -> None:
+    if n_truncated:
+        log.warning("%d of %d %s had their source truncated to fit runtime.max_length=%d", n_truncated, n, what,
+                    max_length)

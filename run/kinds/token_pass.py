@@ -13,7 +13,7 @@ from cscore import rundir
 from cscore.config.run import RunConfig
 from cscore.run.kinds.base import Loaded, MethodKind, Plan, Progress, RunModel, RunState, Scored
 from cscore.run.kinds.pair import load_pair, model_line, stats_cache
-from cscore.run.kinds.prompts import make_prompts
+from cscore.run.kinds.prompts import make_prompts, say_truncated
 from cscore.scorers.store.runner import Pending
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class TokenKind(MethodKind):
             log.info(model_line(role, m))
         log.info("%d items encoded as the run that cached their statistics encoded them (no tokenizer or model "
                  "loaded)", len(loaded.examples))
-        self.say_truncated(inputs.n_truncated, len(loaded.examples), run.passes.max_length)
+        say_truncated(inputs.n_truncated, len(loaded.examples), run.passes.max_length)
         return self.scored(loaded.examples, plan, inputs, stats, models)
 
     def token_pass(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
@@ -77,7 +77,7 @@ class TokenKind(MethodKind):
         opts = kept_pass.pass_options(run, plan)
         inputs = pair.encode(prompt_texts, list(examples["hypothesis"]), max_length=opts.max_length,
                              source_spans=spans, amateur_prompts=own[0], amateur_spans=own[1])
-        self.say_truncated(inputs.n_truncated, len(examples), opts.max_length)
+        say_truncated(inputs.n_truncated, len(examples), opts.max_length)
         state["stage"] = "score"
         with progress.live() as factory:
             stats = pair.run(inputs, PassRequest(plan.temperatures, plan.models, opts, stats_cache(run),
@@ -87,23 +87,16 @@ class TokenKind(MethodKind):
         kept_pass.write(run, examples, plan, pair, inputs, stats)  # the runs after this one read it without torch
         return self.scored(examples, plan, inputs, stats, pair.models), stats
 
-    @staticmethod
-    def say_truncated(n_truncated: int, n: int, max_length: int) -> None:
-        if n_truncated:
-            log.warning("%d of %d items had their source truncated to fit runtime.max_length=%d", n_truncated, n,
-                        max_length)
-
     def scored(self, examples: pd.DataFrame, plan: Plan, inputs: ScoringInput, stats: PairStatistics,
                models: Mapping[str, RunModel]) -> Scored:
         """The examples with their prompt, token counts, truncation and every token variant's score."""
         from cscore.scorers import methods
         from cscore.scorers.methods.common import n_scored
 
-        table = examples.copy()
-        table["prompt"] = [it.prompt for it in inputs.items]
-        table["prompt_tokens"] = [len(it.prompt_ids) for it in inputs.items]
-        table["hypothesis_tokens"] = [len(it.hyp_ids) for it in inputs.items]
-        table["truncated"] = [it.truncated for it in inputs.items]
+        items = inputs.items
+        table = examples.assign(prompt=[it.prompt for it in items], prompt_tokens=[len(it.prompt_ids) for it in items],
+                                hypothesis_tokens=[len(it.hyp_ids) for it in items],
+                                truncated=[it.truncated for it in items])
         skip_first = bool(getattr(plan.variants[-1].params, "skip_first", False))  # the method's convention
         for model in plan.models:
             own = stats.stats.get(model) or next(iter(stats.stats.values()))  # a cross-family pair: its own tokens

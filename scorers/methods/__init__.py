@@ -74,11 +74,6 @@ def accepted_params(method: type[Method]) -> set[str]:
     return {k for k in defaults_of(method.Params) if k not in NOT_PARAMS and k not in method.aggregation_keys()}
 
 
-def aggregation_keys(method: type[Method]) -> dict[str, str]:
-    """{parameter: aggregation key} of a method (``Method.aggregation_keys``)."""
-    return method.aggregation_keys()
-
-
 def split_params(name: str, params: Mapping) -> tuple[dict, dict]:
     """Split params into (token-level params, aggregation params); reject unknown keys."""
     accepted, agg_keys = accepted_params(get(name)), get(name).aggregation_keys()

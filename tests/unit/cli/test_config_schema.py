@@ -128,7 +128,7 @@ def test_each_methods_params_are_what_its_functions_take(name):
     takes = set(methods.defaults(name))
     assert methods.accepted_params(method) <= takes
     if method.kind == "token":  # its length handling is among its settings (cdm: pooling for norm)
-        assert set(methods.aggregation_keys(method)) <= takes
+        assert set(method.aggregation_keys()) <= takes
     assert issubclass(method.Params, methods.MethodParams) and method.name == name
     assert [f.name for f in fields(method.Params)][:2] == ["name", "variant"]
     assert method.Params().name == name
