@@ -4,7 +4,6 @@ Hydra's override syntax and call ``cscore.training``; ``method=cdm_gen`` scores 
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Sequence
@@ -41,18 +40,12 @@ TRAIN_PARAMS = specs_of(CdmTrain)
 
 
 def main(argv: list[str]) -> None:
-    from cscore.cli.exits import fail, one_line_errors
+    from cscore.cli.compose import stage_of
+    from cscore.cli.exits import one_line_errors
 
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
+    stage, rest = stage_of(argv, "cdm", ("generate", "train"), USAGE), argv[1:]
+    if stage is None:
         return
-    stage, rest = argv[0], argv[1:]
-    if stage not in ("generate", "train"):
-        fail(f"unknown cdm command {stage!r}; use cscore cdm generate | train (cscore cdm --help)", 2)
-    if any(a in ("-h", "--help") for a in rest):
-        print(USAGE)
-        return
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     with one_line_errors("interrupted; what was written is kept and the same command resumes"):
         cfg, overrides = parse(rest)
         if "--cfg" in rest:

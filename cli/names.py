@@ -70,19 +70,16 @@ def dir_part(text) -> str:
     return re.sub(r"[^A-Za-z0-9.+-]+", "_", str(text)).strip("_.") or "_"
 
 
-def run_name(_root_) -> str:
-    """The ``${cscore.run_name:}`` resolver of ``hydra.run.dir``: ``<data>_<models>_<method>``."""
-    hydra, c = hydra_and_rest(_root_)
-    return name_of(c, hydra["runtime"]["choices"], list(hydra["overrides"]["task"]), set())
-
-
-def hydra_and_rest(cfg) -> tuple[dict, dict]:
-    """(Hydra's section unresolved, the rest of the config resolved), as plain dicts."""
+def run_name(_root_, swept: set[str] | None = None) -> str:
+    """The ``${cscore.run_name:}`` resolver of ``hydra.run.dir``: ``<data>_<models>_<method>`` (``name_of``)
+    of a config with Hydra's section, its overrides those of ``hydra.overrides.task``."""
     from omegaconf import OmegaConf
 
     from cscore.cli.compose import plain
 
-    return plain(cfg.hydra, resolve=False), plain(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]))
+    hydra = plain(_root_.hydra, resolve=False)
+    c = plain(OmegaConf.masked_copy(_root_, [str(k) for k in _root_ if k != "hydra"]))
+    return name_of(c, hydra["runtime"]["choices"], list(hydra["overrides"]["task"]), swept or set())
 
 
 def name_of(c: dict, choices: dict, overrides: list[str], swept: set[str]) -> str:
@@ -123,12 +120,10 @@ def sweep_dir(args: list[str]) -> list[str]:
     swept = {part for a in given if is_sweep(a) for part in PARTS.get(a.lstrip("+~").split("=", 1)[0], set())}
     plain = [a for a in given if not is_sweep(a) and not a.lstrip("+~").startswith("hydra")]
     try:
-        cfg = composed("config", plain, hydra=True)
+        cfg = composed("config", plain, hydra=True)  # its hydra.overrides.task: ``plain``
     except Exception:  # noqa: BLE001 - Hydra reports what does not compose
         return args
-    hydra, c = hydra_and_rest(cfg)
-    name = name_of(c, hydra["runtime"]["choices"], plain, swept)
-    return [*args, f"hydra.sweep.dir=outputs/multirun/{time.strftime('%Y-%m-%d/%H-%M-%S')}_{name}"]
+    return [*args, f"hydra.sweep.dir=outputs/multirun/{time.strftime('%Y-%m-%d/%H-%M-%S')}_{run_name(cfg, swept)}"]
 
 
 def is_sweep(override: str) -> bool:

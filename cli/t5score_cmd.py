@@ -3,8 +3,6 @@ human scores, composed from ``conf/t5score.yaml``; a finished directory with the
 
 from __future__ import annotations
 
-import logging
-import sys
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -14,7 +12,6 @@ from cscore.errors import ConfigError
 from cscore.scorers.methods.params import specs_of
 from cscore.training.params import T5ScoreTrain
 
-log = logging.getLogger(__name__)
 USAGE = """usage: cscore t5score train t5score.train.model=<seq2seq model> data=<dataset> [overrides]
 
   T5Score's discriminative training (ranking margin loss on human-ranked pairs); options in
@@ -26,18 +23,11 @@ PARAMS = specs_of(T5ScoreTrain)
 
 
 def main(argv: list[str]) -> None:
-    from cscore.cli.compose import checked
-    from cscore.cli.exits import fail, one_line_errors
+    from cscore.cli.compose import checked, stage_of
+    from cscore.cli.exits import one_line_errors
 
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
+    if stage_of(argv, "t5score", ("train",), USAGE) is None:
         return
-    if argv[0] != "train":
-        fail(f"unknown t5score command {argv[0]!r}; use cscore t5score train (cscore t5score --help)", 2)
-    if any(a in ("-h", "--help") for a in argv[1:]):
-        print(USAGE)
-        return
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     with one_line_errors("interrupted; nothing was written (the model is saved when training ends)"):
         cfg = compose(argv[1:])
         if "--cfg" in argv:
