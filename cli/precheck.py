@@ -103,17 +103,14 @@ def check_launcher(args: list[str]) -> bool:
     needs a plugin that is not installed, or SlurmUnavailable when SLURM's commands are not on PATH."""
     from cscore.cli.slurm_check import check_slurm_tools
 
-    slurm = False
-    for arg in args:
-        key, _, value = arg.lstrip("+~").partition("=")
-        module = LAUNCHERS.get(value) if key == "hydra/launcher" else None
-        if module and not installed(module):
+    slurm = [value for key, _, value in (a.lstrip("+~").partition("=") for a in args)
+             if key == "hydra/launcher" and value in LAUNCHERS]
+    for value in slurm:
+        if not installed(LAUNCHERS[value]):
             raise ConfigError(f"hydra/launcher={value} needs Hydra's submitit launcher, which is not installed: "
                               "pip install 'cscore[slurm]' (hydra-submitit-launcher==1.2.0)")
-        if module:
-            check_slurm_tools()
-            slurm = True
-    return slurm
+        check_slurm_tools()
+    return bool(slurm)
 
 
 def check_cache(run) -> None:
