@@ -10,8 +10,14 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from cscore.cli.compose import checked
+from cscore.cli.compose import checked, stage_of
+from cscore.cli.compose import compose as compose_stage
+from cscore.cli.exits import one_line_errors
+from cscore.cli.names import resolve_pair
 from cscore.errors import ConfigError, ShardsPending
+from cscore.run import launch, workers
+from cscore.run.typed import resolved
+from cscore.run.validate import validate
 from cscore.scorers.methods.params import specs_of
 from cscore.scorers.store.checkpoint import pending_text
 from cscore.scorers.store.runner import Pending
@@ -40,9 +46,6 @@ TRAIN_PARAMS = specs_of(CdmTrain)
 
 
 def main(argv: list[str]) -> None:
-    from cscore.cli.compose import stage_of
-    from cscore.cli.exits import one_line_errors
-
     stage, rest = stage_of(argv, "cdm", ("generate", "train"), USAGE), argv[1:]
     if stage is None:
         return
@@ -61,8 +64,6 @@ def main(argv: list[str]) -> None:
 
 def compose(overrides: list[str]) -> DictConfig:
     """conf/cdm.yaml with the overrides; a misspelt key or option is a one-line ConfigError."""
-    from cscore.cli.compose import compose as compose_stage
-
     return compose_stage("cdm", overrides, {"cdm.generate": GENERATE_PARAMS, "cdm.train": TRAIN_PARAMS})
 
 
@@ -74,9 +75,6 @@ def parse(argv: list[str]) -> tuple[DictConfig, list[str]]:
 
 def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     """Make the negatives (training/negatives.py); returns the output directory."""
-    from cscore.run import workers
-    from cscore.run.typed import resolved
-
     g = checked(cfg.cdm.generate, GENERATE_PARAMS, "cdm.generate")
     if g["limit"] is not None and g["limit"] < 2:  # it can never give cdm train its two groups
         raise ConfigError(f"cdm.generate.limit={g['limit']} takes positives of one group (document / dialogue) "
@@ -106,9 +104,6 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
 
 def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     """Train the discriminator (training/discriminator.py); returns the output directory."""
-    from cscore.run import workers
-    from cscore.run.typed import resolved
-
     t = checked(cfg.cdm.train, TRAIN_PARAMS, "cdm.train")
     classifier = None if t["discriminator"] == "pooler" else (
         f"with cdm.train.discriminator={t['discriminator']} trains a transformers classifier: its gradient "
@@ -136,10 +131,6 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
 def sharding(stage: str, cfg: DictConfig, overrides: Sequence[str], refuse: str | None = None):
     """The stage's typed run (the pair rule applied as cscore run does, then the one check) with its sharding
     settings checked before anything loads; ``refuse``: why this stage cannot shard (one device listed too)."""
-    from cscore.cli.names import resolve_pair
-    from cscore.run import launch
-    from cscore.run.validate import validate
-
     resolve_pair(cfg, list(overrides))
     run = validate(cfg)
     rt = run.runtime
@@ -152,9 +143,7 @@ def sharding(stage: str, cfg: DictConfig, overrides: Sequence[str], refuse: str 
 
 def pending_line(stage: str, overrides: list[str], err: ShardsPending) -> str:
     """The line a shard that did its part ends with: what is missing and the commands that finish it."""
-    from cscore.run.workers import stage_line
-
     if not err.missing:
         return str(err)
-    commands = " and ".join(stage_line(("cdm", stage), overrides, f"runtime.shard={k}") for k in err.missing)
+    commands = " and ".join(workers.stage_line(("cdm", stage), overrides, f"runtime.shard={k}") for k in err.missing)
     return f"{err}; cdm {stage} is incomplete: {commands} (the last shard to finish merges)"

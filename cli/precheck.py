@@ -64,8 +64,7 @@ def points(args: list[str]) -> list[list[str]] | None:
     parsed = OverridesParser.create().parse_overrides(rest)
     if not multirun:
         return [rest] if not any(o.is_sweep_override() for o in parsed) else None
-    batches = BasicSweeper.split_arguments(parsed, None)
-    jobs = [job for batch in batches for job in batch]
+    jobs = BasicSweeper.split_arguments(parsed, None)[0]  # no batch size: one batch
     return jobs if len(jobs) <= MAX_POINTS else jobs[:1]
 
 

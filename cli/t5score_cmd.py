@@ -8,6 +8,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
+from cscore.cli.compose import checked, stage_of
+from cscore.cli.compose import compose as compose_stage
+from cscore.cli.exits import one_line_errors
 from cscore.errors import ConfigError
 from cscore.scorers.methods.params import specs_of
 from cscore.training.params import T5ScoreTrain
@@ -23,9 +26,6 @@ PARAMS = specs_of(T5ScoreTrain)
 
 
 def main(argv: list[str]) -> None:
-    from cscore.cli.compose import checked, stage_of
-    from cscore.cli.exits import one_line_errors
-
     if stage_of(argv, "t5score", ("train",), USAGE) is None:
         return
     with one_line_errors("interrupted; nothing was written (the model is saved when training ends)"):
@@ -41,8 +41,6 @@ def main(argv: list[str]) -> None:
 
 def compose(overrides: list[str]) -> DictConfig:
     """conf/t5score.yaml with the overrides (``--cfg`` left out); one-line ConfigErrors."""
-    from cscore.cli.compose import compose as compose_stage
-
     return compose_stage("t5score", [o for o in overrides if o != "--cfg"], {"t5score.train": PARAMS})
 
 
