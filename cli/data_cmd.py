@@ -9,6 +9,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from cscore.cli.compose import composed, plain
+from cscore.cli.exits import one_line_errors
 from cscore.data.export import write_table
 from cscore.data.registry import load_config
 from cscore.errors import ConfigError
@@ -84,8 +85,6 @@ def main(argv: list[str]) -> None:
         print(USAGE, file=sys.stderr)
         sys.exit(2)
     from hydra.errors import HydraException
-
-    from cscore.cli.exits import one_line_errors
 
     with one_line_errors(also=(FileNotFoundError, PermissionError, HydraException)):  # the error's exit_code
         cfg = composed("config", argv[1:])
