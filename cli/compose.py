@@ -3,11 +3,14 @@ config module is opened; ``compose`` adds the one-line errors of a stage command
 
 from __future__ import annotations
 
+import logging
+import sys
 from pathlib import Path
 from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from cscore.cli.exits import fail
 from cscore.errors import ConfigError
 
 
@@ -63,11 +66,6 @@ def compose(name: str, overrides: list[str], sections: dict[str, dict]) -> DictC
 def stage_of(argv: list[str], command: str, stages: tuple[str, ...], usage: str) -> str | None:
     """The stage of ``cscore <command> <stage> [overrides]``, with INFO logged to stderr; None once ``usage``
     is printed (no stage, ``help``, ``-h``); an unknown stage exits 2."""
-    import logging
-    import sys
-
-    from cscore.cli.exits import fail
-
     if argv[:1] not in ([], ["help"]) and argv[0] not in (*stages, "-h", "--help"):
         fail(f"unknown {command} command {argv[0]!r}; use cscore {command} {' | '.join(stages)} "
              f"(cscore {command} --help)", 2)
