@@ -4,15 +4,20 @@ Hydra's override syntax and call ``cscore.training``; ``method=cdm_gen`` scores 
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from cscore.cli.compose import checked
+from cscore.cli.compose import checked, stage_of
+from cscore.cli.compose import compose as compose_stage
+from cscore.cli.exits import one_line_errors
+from cscore.cli.names import resolve_pair
 from cscore.errors import ConfigError, ShardsPending
+from cscore.run import launch, workers
+from cscore.run.typed import resolved
+from cscore.run.validate import validate
 from cscore.scorers.methods.params import specs_of
 from cscore.scorers.store.checkpoint import pending_text
 from cscore.scorers.store.runner import Pending
@@ -41,18 +46,9 @@ TRAIN_PARAMS = specs_of(CdmTrain)
 
 
 def main(argv: list[str]) -> None:
-    from cscore.cli.exits import fail, one_line_errors
-
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
+    stage, rest = stage_of(argv, "cdm", ("generate", "train"), USAGE), argv[1:]
+    if stage is None:
         return
-    stage, rest = argv[0], argv[1:]
-    if stage not in ("generate", "train"):
-        fail(f"unknown cdm command {stage!r}; use cscore cdm generate | train (cscore cdm --help)", 2)
-    if any(a in ("-h", "--help") for a in rest):
-        print(USAGE)
-        return
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     with one_line_errors("interrupted; what was written is kept and the same command resumes"):
         cfg, overrides = parse(rest)
         if "--cfg" in rest:
@@ -68,8 +64,6 @@ def main(argv: list[str]) -> None:
 
 def compose(overrides: list[str]) -> DictConfig:
     """conf/cdm.yaml with the overrides; a misspelt key or option is a one-line ConfigError."""
-    from cscore.cli.compose import compose as compose_stage
-
     return compose_stage("cdm", overrides, {"cdm.generate": GENERATE_PARAMS, "cdm.train": TRAIN_PARAMS})
 
 
@@ -81,9 +75,6 @@ def parse(argv: list[str]) -> tuple[DictConfig, list[str]]:
 
 def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     """Make the negatives (training/negatives.py); returns the output directory."""
-    from cscore.run import workers
-    from cscore.run.typed import resolved
-
     g = checked(cfg.cdm.generate, GENERATE_PARAMS, "cdm.generate")
     if g["limit"] is not None and g["limit"] < 2:  # it can never give cdm train its two groups
         raise ConfigError(f"cdm.generate.limit={g['limit']} takes positives of one group (document / dialogue) "
@@ -113,9 +104,6 @@ def generate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
 
 def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
     """Train the discriminator (training/discriminator.py); returns the output directory."""
-    from cscore.run import workers
-    from cscore.run.typed import resolved
-
     t = checked(cfg.cdm.train, TRAIN_PARAMS, "cdm.train")
     classifier = None if t["discriminator"] == "pooler" else (
         f"with cdm.train.discriminator={t['discriminator']} trains a transformers classifier: its gradient "
@@ -143,10 +131,6 @@ def train(cfg: DictConfig, overrides: Sequence[str] = ()) -> Path:
 def sharding(stage: str, cfg: DictConfig, overrides: Sequence[str], refuse: str | None = None):
     """The stage's typed run (the pair rule applied as cscore run does, then the one check) with its sharding
     settings checked before anything loads; ``refuse``: why this stage cannot shard (one device listed too)."""
-    from cscore.cli.names import resolve_pair
-    from cscore.run import launch
-    from cscore.run.validate import validate
-
     resolve_pair(cfg, list(overrides))
     run = validate(cfg)
     rt = run.runtime
@@ -159,9 +143,7 @@ def sharding(stage: str, cfg: DictConfig, overrides: Sequence[str], refuse: str 
 
 def pending_line(stage: str, overrides: list[str], err: ShardsPending) -> str:
     """The line a shard that did its part ends with: what is missing and the commands that finish it."""
-    from cscore.run.workers import stage_line
-
     if not err.missing:
         return str(err)
-    commands = " and ".join(stage_line(("cdm", stage), overrides, f"runtime.shard={k}") for k in err.missing)
+    commands = " and ".join(workers.stage_line(("cdm", stage), overrides, f"runtime.shard={k}") for k in err.missing)
     return f"{err}; cdm {stage} is incomplete: {commands} (the last shard to finish merges)"

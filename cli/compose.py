@@ -3,11 +3,14 @@ config module is opened; ``compose`` adds the one-line errors of a stage command
 
 from __future__ import annotations
 
+import logging
+import sys
 from pathlib import Path
 from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from cscore.cli.exits import fail
 from cscore.errors import ConfigError
 
 
@@ -58,6 +61,19 @@ def compose(name: str, overrides: list[str], sections: dict[str, dict]) -> DictC
             if known is not None and not o.startswith("+") and leaf not in known:
                 raise ConfigError(f"no setting {key}{suggest(leaf, known, prefix=parent + '.')}") from None
         raise ConfigError(str(err).splitlines()[0]) from None
+
+
+def stage_of(argv: list[str], command: str, stages: tuple[str, ...], usage: str) -> str | None:
+    """The stage of ``cscore <command> <stage> [overrides]``, with INFO logged to stderr; None once ``usage``
+    is printed (no stage, ``help``, ``-h``); an unknown stage exits 2."""
+    if argv[:1] not in ([], ["help"]) and argv[0] not in (*stages, "-h", "--help"):
+        fail(f"unknown {command} command {argv[0]!r}; use cscore {command} {' | '.join(stages)} "
+             f"(cscore {command} --help)", 2)
+    if not argv or argv[0] == "help" or any(a in ("-h", "--help") for a in argv):
+        print(usage)
+        return None
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    return argv[0]
 
 
 def checked(section: DictConfig, specs: dict, prefix: str) -> dict:

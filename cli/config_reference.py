@@ -118,11 +118,10 @@ def method_sections() -> str:
 
     out = "\n# Methods (`method=<name>`)\n\nEach method's `Params` (its module in `scorers/methods/`).\n"
     for name, method in methods.METHODS.items():
-        module = sys.modules[method.__module__]
         doc = method.Params.__doc__ or ""
         # the dataclass's own signature text: the module's first paragraph instead
         if doc.startswith(f"{method.Params.__name__}("):
-            doc = (module.__doc__ or "").split("\n\n")[0]
+            doc = (sys.modules[method.__module__].__doc__ or "").split("\n\n")[0]
         doc = " ".join(doc.split())
         doc = (doc or f"`scorers/methods/{name}.py`.") + method_presets(name)
         out += table(f"`method={name}`", escape(doc), method.Params, "method.")

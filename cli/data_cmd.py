@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
+from cscore.cli.compose import composed, plain
+from cscore.cli.exits import one_line_errors
 from cscore.data.export import write_table
 from cscore.data.registry import load_config
 from cscore.errors import ConfigError
@@ -16,16 +18,10 @@ from cscore.rundir import HUMAN, human_columns
 SHOWN_ROWS = 20  # rows left out that the card lists one by one
 
 
-def load(cfg: DictConfig):
-    from cscore.cli.compose import plain
-
-    return load_config(plain(cfg.data))
-
-
 def export(cfg: DictConfig) -> None:
     if not cfg.get("out"):
         raise ConfigError("give the output: out=<file.parquet|file.jsonl|folder> (a folder: a datasets folder)")
-    df, report = load(cfg)
+    df, report = load_config(plain(cfg.data))
     out = Path(cfg.out)
     print(f"wrote {len(df)} rows to {out} ({write_table(df, out)}); {len(report.excluded)} excluded, "
           f"{len(report.dropped)} dropped while loading")
@@ -38,7 +34,7 @@ def card(cfg: DictConfig) -> str:
 
     from cscore.scorers.models import gguf
 
-    df, report = load(cfg)
+    df, report = load_config(plain(cfg.data))
     lines = [f"# dataset card: {cfg.data.name}", "", f"files: {', '.join(report.source_files)}", ""]
     counts = {"items": len(df), "systems": df["system"].nunique(), "groups": df["group"].nunique(),
               "tasks": ", ".join(sorted(df["task"].unique()))}
@@ -89,9 +85,6 @@ def main(argv: list[str]) -> None:
         print(USAGE, file=sys.stderr)
         sys.exit(2)
     from hydra.errors import HydraException
-
-    from cscore.cli.compose import composed
-    from cscore.cli.exits import one_line_errors
 
     with one_line_errors(also=(FileNotFoundError, PermissionError, HydraException)):  # the error's exit_code
         cfg = composed("config", argv[1:])

@@ -3,9 +3,12 @@ line and its ``exit_code``, Ctrl-C one line and exit 130; a bug keeps its traceb
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from contextlib import contextmanager
+
+from cscore.errors import CscoreError
 
 RUN_INTERRUPTED = ("nothing finished was lost (the same command resumes: finished runs, cached statistics and "
                    "the checkpoint of an unfinished pass are kept)")
@@ -21,10 +24,6 @@ def one_line_errors(interrupted: str | None = None, *, code: int | None = None, 
                     prefix: str = "cscore: error"):
     """A command's user errors (and ``also``) as one line and their exit_code, or ``code`` for all
     (``CSCORE_DEBUG=1`` keeps the traceback); with ``interrupted``, Ctrl-C is that line, exit 130."""
-    import os
-
-    from cscore.errors import CscoreError
-
     try:
         yield
     except (CscoreError, *also) as err:

@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import os
 import re
 from itertools import takewhile
+from pathlib import Path
 
 import yaml
 
 from cscore.cli.compose import conf_folder
 from cscore.cli.exits import one_line_errors
+from cscore.cli.names import short_name
+from cscore.errors import ConfigError
 
 GROUPS = {"datasets": "data", "pairs": "pair", "methods": "method", "baselines": "baseline"}
 USAGE = "usage: cscore list [datasets|pairs|methods|baselines]   (all four when none is named)"
@@ -59,8 +63,6 @@ def dataset_status(name: str, cfg: dict) -> str:
 
 def pairs_found(cfg: dict) -> str:
     """Which language pairs of an MQM set have a file under data.root (default: the shared mqm/)."""
-    from pathlib import Path
-
     from cscore.data import wmt
     from cscore.data.paths import shared_data_dir
 
@@ -77,8 +79,6 @@ def pairs_found(cfg: dict) -> str:
 
 def model_need(spec: str, revision) -> str | None:
     """None when ``spec`` loads here without a network; else what it needs, in words."""
-    import os
-
     from cscore.scorers.models import hub, specs
 
     try:
@@ -93,8 +93,6 @@ def model_need(spec: str, revision) -> str | None:
 
 def pair_line(cfg: dict) -> tuple[str, str]:
     """(the models, offline or not) of a pair config."""
-    from cscore.cli.names import short_name
-
     expert, amateur = cfg["expert"], cfg.get("amateur") or {}
     second = short_name(amateur["path"]) if amateur.get("path") else f"its early exit ({amateur.get('early_exit')})"
     wanted = [expert, amateur] if amateur.get("path") else [expert]
@@ -121,8 +119,6 @@ def section(what: str) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
-    from cscore.errors import ConfigError
-
     with one_line_errors(code=2):
         if any(a in ("-h", "--help") for a in argv):
             print(USAGE)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING
+import time
 
-if TYPE_CHECKING:
-    from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from cscore.cli.compose import composed, plain
+from cscore.cli.resume import MULTIRUN_FLAGS
+from cscore.errors import CscoreError
 
 RESOLVER = "cscore.run_name"
 SWEPT = "sweep"  # a part of a multirun directory's name that differs between its jobs
@@ -26,7 +29,6 @@ def short_name(spec: str) -> str:
 
 def models_run(c: dict) -> list[str]:
     """The roles (expert, amateur) the run's method reads; both when that cannot be told."""
-    from cscore.errors import CscoreError
     from cscore.run.typed import typed_method
     from cscore.run.variants import models_needed, plan
 
@@ -70,25 +72,17 @@ def dir_part(text) -> str:
     return re.sub(r"[^A-Za-z0-9.+-]+", "_", str(text)).strip("_.") or "_"
 
 
-def run_name(_root_) -> str:
-    """The ``${cscore.run_name:}`` resolver of ``hydra.run.dir``: ``<data>_<models>_<method>``."""
-    hydra, c = hydra_and_rest(_root_)
-    return name_of(c, hydra["runtime"]["choices"], list(hydra["overrides"]["task"]), set())
-
-
-def hydra_and_rest(cfg) -> tuple[dict, dict]:
-    """(Hydra's section unresolved, the rest of the config resolved), as plain dicts."""
-    from omegaconf import OmegaConf
-
-    from cscore.cli.compose import plain
-
-    return plain(cfg.hydra, resolve=False), plain(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]))
+def run_name(_root_, swept: set[str] | None = None) -> str:
+    """The ``${cscore.run_name:}`` resolver of ``hydra.run.dir``: ``<data>_<models>_<method>`` (``name_of``)
+    of a config with Hydra's section, its overrides those of ``hydra.overrides.task``."""
+    hydra = plain(_root_.hydra, resolve=False)
+    c = plain(OmegaConf.masked_copy(_root_, [str(k) for k in _root_ if k != "hydra"]))
+    return name_of(c, hydra["runtime"]["choices"], list(hydra["overrides"]["task"]), swept or set())
 
 
 def name_of(c: dict, choices: dict, overrides: list[str], swept: set[str]) -> str:
     """``<data>_<models>_<method>`` for the plain config ``c`` (the models, or what the method's kind
     names instead: ``MethodKind.dir_label``); a part in ``swept`` reads ``sweep``."""
-    from cscore.errors import CscoreError
     from cscore.run import kinds
 
     try:
@@ -112,23 +106,16 @@ PARTS = {"data": {"data"}, "data.name": {"data"},
 def sweep_dir(args: list[str]) -> list[str]:
     """``args`` of a multirun with ``hydra.sweep.dir=outputs/multirun/<date>/<time>_<name>`` added (unless
     given), named by ``name_of`` for what its jobs share; a plain path, the same for every job."""
-    import time
-
-    from cscore.cli.compose import composed
-    from cscore.cli.resume import MULTIRUN_FLAGS
-
     given = [a for a in args if a not in MULTIRUN_FLAGS]
     if given == args or any(a.startswith("-") or a.lstrip("+~").startswith("hydra.sweep.dir=") for a in given):
         return args  # no multirun, another flag, or a sweep dir given
     swept = {part for a in given if is_sweep(a) for part in PARTS.get(a.lstrip("+~").split("=", 1)[0], set())}
-    plain = [a for a in given if not is_sweep(a) and not a.lstrip("+~").startswith("hydra")]
+    unswept = [a for a in given if not is_sweep(a) and not a.lstrip("+~").startswith("hydra")]
     try:
-        cfg = composed("config", plain, hydra=True)
+        cfg = composed("config", unswept, hydra=True)  # its hydra.overrides.task: ``unswept``
     except Exception:  # noqa: BLE001 - Hydra reports what does not compose
         return args
-    hydra, c = hydra_and_rest(cfg)
-    name = name_of(c, hydra["runtime"]["choices"], plain, swept)
-    return [*args, f"hydra.sweep.dir=outputs/multirun/{time.strftime('%Y-%m-%d/%H-%M-%S')}_{name}"]
+    return [*args, f"hydra.sweep.dir=outputs/multirun/{time.strftime('%Y-%m-%d/%H-%M-%S')}_{run_name(cfg, swept)}"]
 
 
 def is_sweep(override: str) -> bool:
@@ -143,18 +130,12 @@ def is_sweep(override: str) -> bool:
 
 def register() -> None:
     """Make ``${cscore.run_name:}`` available to the configs (before Hydra composes them)."""
-    from omegaconf import OmegaConf
-
     if not OmegaConf.has_resolver(RESOLVER):
         OmegaConf.register_new_resolver(RESOLVER, run_name)
 
 
 def resolve_pair(cfg: DictConfig, overrides: list[str]) -> list[str]:
     """Apply the early-exit rule and name the pair after what runs (``pair_name``); returns lines to log."""
-    from omegaconf import open_dict
-
-    from cscore.cli.compose import plain
-
     name, early_exit, notes = pair_name(plain(cfg), overrides)
     with open_dict(cfg):
         if early_exit != cfg.pair.amateur.get("early_exit"):

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import ConfigCompositionException, OverrideParseException
 from omegaconf import OmegaConf
 
+from cscore.cli.compose import composed, options, plain
 from cscore.cli.resume import MULTIRUN_FLAGS
 from cscore.errors import ConfigError
+from cscore.files import cache_root, folder_problem
 from cscore.registry import suggest
 
 MAX_POINTS = 512  # larger command-line grids are checked job by job instead
@@ -17,10 +22,6 @@ MAX_POINTS = 512  # larger command-line grids are checked job by job instead
 
 def _missing_key_error(overrides, original: Exception) -> ConfigError:
     """Explain a failed composition: an unknown key (with a close match) or an unknown option."""
-    from hydra.errors import ConfigCompositionException
-
-    from cscore.cli.compose import composed
-
     groups = [o for o in overrides if "." not in o.key_or_group and not o.is_add()]
     try:
         base = composed("config", [o.input_line for o in groups])
@@ -41,21 +42,16 @@ def _missing_key_error(overrides, original: Exception) -> ConfigError:
 
 
 def _group_message(groups, err) -> str:
-    from cscore.cli.compose import options as presets
-
     for o in groups:
-        options, value = presets(o.key_or_group), o.value()
-        if options is not None and isinstance(value, str) and value not in options:
-            return (f"no {o.key_or_group} config {value!r}{suggest(value, options)}; "
-                    f"available: {', '.join(options)}")
+        known, value = options(o.key_or_group), o.value()
+        if known is not None and isinstance(value, str) and value not in known:
+            return (f"no {o.key_or_group} config {value!r}{suggest(value, known)}; "
+                    f"available: {', '.join(known)}")
     return str(err).splitlines()[0]
 
 
 def points(args: list[str]) -> list[list[str]] | None:
     """The override lists of every job the command line asks for (None: leave it to Hydra)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     rest = [a for a in args if a not in MULTIRUN_FLAGS]
     multirun = rest != args
     if any(a.startswith("-") for a in rest):  # --cfg, --help, --config-dir, ...: Hydra's business
@@ -64,8 +60,7 @@ def points(args: list[str]) -> list[list[str]] | None:
     parsed = OverridesParser.create().parse_overrides(rest)
     if not multirun:
         return [rest] if not any(o.is_sweep_override() for o in parsed) else None
-    batches = BasicSweeper.split_arguments(parsed, None)
-    jobs = [job for batch in batches for job in batch]
+    jobs = BasicSweeper.split_arguments(parsed, None)[0]  # no batch size: one batch
     return jobs if len(jobs) <= MAX_POINTS else jobs[:1]
 
 
@@ -74,8 +69,6 @@ OUTPUT_DIRS = ("hydra.run.dir", "hydra.sweep.dir")
 
 def check_output_dirs(args: list[str]) -> None:
     """A ConfigError when ``hydra.run.dir=`` / ``hydra.sweep.dir=`` names a place no folder can be made in."""
-    from cscore.files import folder_problem
-
     for arg in args:
         key, _, value = arg.lstrip("+~").partition("=")
         if key not in OUTPUT_DIRS or not value:
@@ -103,17 +96,14 @@ def check_launcher(args: list[str]) -> bool:
     needs a plugin that is not installed, or SlurmUnavailable when SLURM's commands are not on PATH."""
     from cscore.cli.slurm_check import check_slurm_tools
 
-    slurm = False
-    for arg in args:
-        key, _, value = arg.lstrip("+~").partition("=")
-        module = LAUNCHERS.get(value) if key == "hydra/launcher" else None
-        if module and not installed(module):
+    slurm = [value for key, _, value in (a.lstrip("+~").partition("=") for a in args)
+             if key == "hydra/launcher" and value in LAUNCHERS]
+    for value in slurm:
+        if not installed(LAUNCHERS[value]):
             raise ConfigError(f"hydra/launcher={value} needs Hydra's submitit launcher, which is not installed: "
                               "pip install 'cscore[slurm]' (hydra-submitit-launcher==1.2.0)")
-        if module:
-            check_slurm_tools()
-            slurm = True
-    return slurm
+        check_slurm_tools()
+    return bool(slurm)
 
 
 def check_cache(run) -> None:
@@ -121,7 +111,6 @@ def check_cache(run) -> None:
     made, or on a disk with less room than the GGUF file takes (an existing folder is left to the run)."""
     import shutil
 
-    from cscore.files import cache_root, folder_problem
     from cscore.run.pair_check import needed_models
 
     ggufs = [spec for spec, _ in needed_models(run).values() if spec.startswith("gguf:")]
@@ -153,10 +142,6 @@ def gguf_bytes(spec: str) -> int:
 
 def check(args: list[str]) -> None:
     """Raise ConfigError for the first bad override or value among the jobs ``args`` asks for."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import ConfigCompositionException, OverrideParseException
-
-    from cscore.cli.compose import composed, plain
     from cscore.data.registry import PRELOADED, check_config, preload
     from cscore.data.schema import DataError
     from cscore.run import kinds, launch, pair_check

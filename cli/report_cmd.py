@@ -35,12 +35,11 @@ def folders_named(argv: list[str]) -> list[str]:
     return out
 
 
-def spec_from_args(args):
-    """The report's statistic from the command line; ``--paper P`` fills in what is not given, else
-    Pearson at the segment level, resampling groups."""
-    from cscore.metaeval.spec import PAPERS, Spec
+def spec_from_args(args, preset: dict):
+    """The report's statistic from the command line; ``preset`` (``--paper P``'s) fills in what is not given,
+    else Pearson at the segment level, resampling groups."""
+    from cscore.metaeval.spec import Spec
 
-    preset = PAPERS.get(getattr(args, "paper", None) or "", {})
     own = args.correlation is not None or args.kendall is not None
     given = vars(args) if own else preset
     correlation, variant = given.get("correlation"), given.get("kendall")
@@ -52,14 +51,13 @@ def spec_from_args(args):
                 accuracy=args.accuracy, average=average or "macro", ties=args.ties)
 
 
-def spa_from_args(args) -> tuple[int, int] | None:
+def spa_from_args(args, preset: dict) -> tuple[int, int] | None:
     """(permutations, seed) of the soft pairwise accuracy tables, or None when neither ``--spa`` nor the
-    ``--paper`` preset asks for them (a ConfigError for an ``--spa-*`` option then, or a bad value)."""
+    ``--paper`` ``preset`` asks for them (a ConfigError for an ``--spa-*`` option then, or a bad value)."""
     from cscore.errors import ConfigError
     from cscore.metaeval.spa import PERMUTATIONS, SEED
-    from cscore.metaeval.spec import PAPERS
 
-    on = args.spa or bool(PAPERS.get(args.paper or "", {}).get("spa"))
+    on = args.spa or bool(preset.get("spa"))
     given = [f"--spa-{n}" for n in ("permutations", "seed") if getattr(args, f"spa_{n}") is not None]
     if not on:
         if given:
@@ -146,10 +144,9 @@ def main(argv: list[str]) -> None:
     from cscore.run import kinds
     from cscore.scorers import methods
 
-    roots = list(args.path)  # nargs="+", type=Path
+    roots, preset = list(args.path), PAPERS.get(args.paper or "", {})  # nargs="+", type=Path
     with one_line_errors(), writing("the report", args.out or default_out(roots, args.paper)):  # a full disk: one line
-        combined = args.combined or bool(PAPERS.get(args.paper or "", {}).get("combined"))
-        options = ReportOptions(select_by=args.select_by, combined=combined, paper=args.paper,
-                                judge_methods=tuple(kinds.methods_of("judge")), defaults=methods.with_defaults,
-                                spa=spa_from_args(args))
-        report(args.path, spec_from_args(args), args.out, options=options)
+        options = ReportOptions(select_by=args.select_by, combined=args.combined or bool(preset.get("combined")),
+                                paper=args.paper, judge_methods=tuple(kinds.methods_of("judge")),
+                                defaults=methods.with_defaults, spa=spa_from_args(args, preset))
+        report(args.path, spec_from_args(args, preset), args.out, options=options)

@@ -39,7 +39,8 @@ def unfinished_run(root: Path, task: list[str]) -> Path | None:
     """The latest run directory under ``root/<date>/`` with these overrides that failed and is not complete."""
     for failed in sorted(root.glob(f"*/*/{rundir.FAILED}"), reverse=True):
         folder = failed.parent
-        if folder.parent.name != "multirun" and recorded(folder / ".hydra" / "overrides.yaml") == task \
+        got = loaded(folder / ".hydra" / "overrides.yaml")
+        if folder.parent.name != "multirun" and isinstance(got, list) and [str(x) for x in got] == task \
                 and not rundir.is_complete(folder):
             return folder
     return None
@@ -49,19 +50,16 @@ def unfinished_sweep(root: Path, task: list[str]) -> Path | None:
     """The latest multirun directory in ``root/multirun`` with these overrides and a failed, unfinished job."""
     for record in sorted((root / "multirun").glob("*/*/multirun.yaml"), reverse=True):
         folder = record.parent
-        try:
-            hydra = (yaml.safe_load(record.read_text()) or {}).get("hydra") or {}
-        except (OSError, yaml.YAMLError):
-            continue
+        hydra = (loaded(record) or {}).get("hydra") or {}
         if list((hydra.get("overrides") or {}).get("task") or []) == task \
                 and any(not rundir.is_complete(f.parent) for f in folder.glob(f"*/{rundir.FAILED}")):
             return folder
     return None
 
 
-def recorded(file: Path) -> list[str] | None:
+def loaded(file: Path):
+    """The YAML in ``file``; None where it cannot be read."""
     try:
-        got = yaml.safe_load(file.read_text())
+        return yaml.safe_load(file.read_text())
     except (OSError, yaml.YAMLError):
         return None
-    return [str(x) for x in got] if isinstance(got, list) else None

@@ -3,18 +3,18 @@ human scores, composed from ``conf/t5score.yaml``; a finished directory with the
 
 from __future__ import annotations
 
-import logging
-import sys
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from cscore import rundir
+from cscore.cli.compose import checked, stage_of
+from cscore.cli.compose import compose as compose_stage
+from cscore.cli.exits import one_line_errors
 from cscore.errors import ConfigError
 from cscore.scorers.methods.params import specs_of
 from cscore.training.params import T5ScoreTrain
 
-log = logging.getLogger(__name__)
 USAGE = """usage: cscore t5score train t5score.train.model=<seq2seq model> data=<dataset> [overrides]
 
   T5Score's discriminative training (ranking margin loss on human-ranked pairs); options in
@@ -26,18 +26,8 @@ PARAMS = specs_of(T5ScoreTrain)
 
 
 def main(argv: list[str]) -> None:
-    from cscore.cli.compose import checked
-    from cscore.cli.exits import fail, one_line_errors
-
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
+    if stage_of(argv, "t5score", ("train",), USAGE) is None:
         return
-    if argv[0] != "train":
-        fail(f"unknown t5score command {argv[0]!r}; use cscore t5score train (cscore t5score --help)", 2)
-    if any(a in ("-h", "--help") for a in argv[1:]):
-        print(USAGE)
-        return
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     with one_line_errors("interrupted; nothing was written (the model is saved when training ends)"):
         cfg = compose(argv[1:])
         if "--cfg" in argv:
@@ -51,8 +41,6 @@ def main(argv: list[str]) -> None:
 
 def compose(overrides: list[str]) -> DictConfig:
     """conf/t5score.yaml with the overrides (``--cfg`` left out); one-line ConfigErrors."""
-    from cscore.cli.compose import compose as compose_stage
-
     return compose_stage("t5score", [o for o in overrides if o != "--cfg"], {"t5score.train": PARAMS})
 
 
