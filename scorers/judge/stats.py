@@ -15,6 +15,8 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
+from cscore.scorers.judge.values import expected as softmax_mean
+
 FORMAT = 1  # bump when the arrays or their meaning change
 WHO = ("contrast", "main", "asst")
 CHAIN_FORMAT = 1  # the chain arrays' meaning (a cache-key part only where a range needs them)
@@ -144,11 +146,7 @@ class JudgeStats:
         else:
             a, z = self.score_a[ctx], self.score_z[ctx]
             logits = {"contrast": a - c * z, "main": a, "asst": z}[who]
-        top = logits.max(axis=1, keepdims=True)
-        with np.errstate(invalid="ignore"):
-            q = np.exp(logits - top)
-        q /= q.sum(axis=1, keepdims=True)
-        return q @ self.values.astype(np.float64)
+        return softmax_mean(logits, self.values)
 
     def expected_note(self, who: str, c: float = 0.0) -> str | None:
         """Why the expected score of ``who`` at c cannot be computed from these statistics, or None."""
