@@ -126,7 +126,11 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     announce(progress, tokens=sum(len(p) for p in prompts), steps=len(prompts) * rules * max_new_tokens,
              items=len(prompts),
              detail=f"{len(prompts)} prompts x {rules} rules x up to {max_new_tokens} new tokens, one tree per prompt")
-    clock = tree_clock(prompts, rules, max_new_tokens, len(stepper.models), progress)
+    clock = None  # a tree a unit, for a progress that takes a share; a path stops early: no prior share
+    if getattr(progress, "part", None) is not None:
+        models = len(stepper.models)
+        clock = DecodeClock([Unit(len(p) * models, rules * max(max_new_tokens - 1, 0) * models) for p in prompts],
+                            time.perf_counter(), prior=None)
     try:
         for prompt, first in zip(prompts, firsts):
             with decode_ticks(stepper.models, clock, progress):
@@ -140,14 +144,6 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     finally:
         stepper.close()
     return [DecodedPaths.from_lists(p) for p in paths]
-
-
-def tree_clock(prompts, rules: int, max_new_tokens: int, models: int, progress) -> DecodeClock | None:
-    """The clock of ``decode_all`` (None for a progress that takes no share): a tree a unit."""
-    if getattr(progress, "part", None) is None:
-        return None
-    units = [Unit(len(p) * models, rules * max(max_new_tokens - 1, 0) * models) for p in prompts]
-    return DecodeClock(units, time.perf_counter(), prior=None)  # a path stops early: no prior share
 
 
 def path_text(tokenizer, ids) -> str:

@@ -138,14 +138,11 @@ class JudgeStats:
     def expected(self, who: str, c: float = 0.0) -> np.ndarray:
         """Σ value · q(value), q = softmax over the score tokens of a − c·z (main: a; asst: z); NaN
         where it cannot be computed (``expected_note``)."""
-        ctx = np.arange(self.n_items) * (1 + len(self.prefixes))
-        if not self.single_token_values():
-            logits = self.chain_logits(who, c)
-            if logits is None:
-                return np.full(self.n_items, np.nan)
-        else:
-            a, z = self.score_a[ctx], self.score_z[ctx]
+        if self.single_token_values():
+            a, z = self.score_a[::1 + len(self.prefixes)], self.score_z[::1 + len(self.prefixes)]  # the prompts
             logits = {"contrast": a - c * z, "main": a, "asst": z}[who]
+        elif (logits := self.chain_logits(who, c)) is None:
+            return np.full(self.n_items, np.nan)
         return softmax_mean(logits, self.values)
 
     def expected_note(self, who: str, c: float = 0.0) -> str | None:
@@ -221,7 +218,6 @@ class JudgeStats:
 
 
 DECODE_FORMAT = 1  # bump when a decoded path or its arrays change meaning
-DECODE_ARRAYS = ("n_items", "offsets", "token_ids")
 
 
 @dataclass
@@ -231,7 +227,7 @@ class DecodedPaths:
     # a cache payload (scorers.store.cache.Payload)
     ENTRY_KIND: ClassVar[str | None] = "judge_decode"
     ENTRY_FORMAT: ClassVar[tuple[str, int] | None] = ("decode_format", DECODE_FORMAT)
-    ARRAY_NAMES: ClassVar[tuple[str, ...]] = DECODE_ARRAYS
+    ARRAY_NAMES: ClassVar[tuple[str, ...]] = ("n_items", "offsets", "token_ids")
 
     n_items: int
     offsets: np.ndarray  # int64 [n_items + 1]
