@@ -203,13 +203,12 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
     own = {f"rule {r}": r for r in dict.fromkeys(rules)}
     named = {**{f"rule {r}": r for r in dict.fromkeys(how.extra_rules)}, **own}
 
-    def decode(names: list[str], part=None) -> list[list[list[int]]]:
-        return _decode_rules(pair, stats, prompts, [named[n] for n in names], how, eos, progress, part)
+    def decode(names: list[str], only=None, each=None) -> list[list[list[int]]]:
+        return _decode_rules(pair, stats, prompts, [named[n] for n in names], how, eos, progress, only, each)
 
     own_parts = {n: parts(r) for n, r in own.items()}
     if judge_key and cache is not None and how.coordinator is not None and how.coordinator.on:  # this point's only
-        got = split_paths(cache, own_parts, prompts, how, lambda names, only, each: decode(names, (only, each)),
-                          timing)
+        got = split_paths(cache, own_parts, prompts, how, decode, timing)
         if isinstance(got, Pending):
             return got
     else:
@@ -222,14 +221,13 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
     return {named[n]: paths for n, (paths, *_) in got.items()}
 
 
-def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=None) -> list[list[list[int]]]:
-    """Decoded ids per prompt of each rule, in one ``decode_all``; ``part``: (prompt indices, each)."""
+def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, only, each) -> list[list[list[int]]]:
+    """Decoded ids per prompt of each rule, in one ``decode_all``; ``only``: the prompt indices of a part."""
     from cscore.scorers.judge.parse import settled
 
     alpha, stop = how.alpha, how.stop
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
     firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
-    only, each = part if part is not None else (None, None)
     if only is not None:
         prompts, firsts = [prompts[i] for i in only], [firsts[i] for i in only]
 
@@ -243,8 +241,7 @@ def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=N
     return [paths.paths() for paths in got]
 
 
-def split_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Callable,
-                  timing=None) -> dict | Pending:
+def split_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Callable, timing=None) -> dict | Pending:
     """``through_cache_many`` split over processes, a prompt's tree a unit; ``Pending`` while a part is missing."""
     from cscore.scorers.judge.partials import decodes
 

@@ -118,9 +118,10 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn
     costs = [max(r.length for r in b) * len(b) for b in batches]
     deal(checkpoint, members, costs, progress, tokens=batch_tokens(batches), detail=plan_text(rows, window))
     tap, ticks = LayerTap(main, asst_exit) if asst_exit is not None else None, Ticks(progress, costs)  # ticks: by layer
+    dense = not (sparse_packed(main) and (second is None or sparse_packed(second)))
     pad = functools.partial(pad_rows, pad_id=pad_id, padding_side=opts.padding_side, device=device,
-                            dtype=next(main.parameters()).dtype, attn=getattr(main.config, "_attn_implementation", None),
-                            dense_mask=not (sparse_packed(main) and (second is None or sparse_packed(second))))
+                            dtype=next(main.parameters()).dtype, dense_mask=dense,
+                            attn=getattr(main.config, "_attn_implementation", None))
     padded = n_run = tokens = 0
     try:
         for batch_rows, own, cost in zip(batches, members, costs):
