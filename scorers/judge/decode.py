@@ -204,7 +204,7 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
     named = {**{f"rule {r}": r for r in dict.fromkeys(how.extra_rules)}, **own}
 
     def decode(names: list[str], only=None, each=None) -> list[list[list[int]]]:
-        return _decode_rules(pair, stats, prompts, [named[n] for n in names], how, eos, progress, only, each)
+        return _decode_rules(pair, stats, prompts, [named[n] for n in names], how, eos, progress, (only, each))
 
     own_parts = {n: parts(r) for n, r in own.items()}
     if judge_key and cache is not None and how.coordinator is not None and how.coordinator.on:  # this point's only
@@ -221,12 +221,14 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
     return {named[n]: paths for n, (paths, *_) in got.items()}
 
 
-def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, only, each) -> list[list[list[int]]]:
-    """Decoded ids per prompt of each rule, in one ``decode_all``; ``only``: the prompt indices of a part."""
+def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part) -> list[list[list[int]]]:
+    """Decoded ids per prompt of each rule, in one ``decode_all``; ``part``: (a part's prompt indices or None,
+    ``Steps.each``)."""
     from cscore.scorers.judge.parse import settled
 
     alpha, stop = how.alpha, how.stop
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
+    only, each = part
     firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
     if only is not None:
         prompts, firsts = [prompts[i] for i in only], [firsts[i] for i in only]

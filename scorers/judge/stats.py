@@ -140,10 +140,9 @@ class JudgeStats:
         where it cannot be computed (``expected_note``)."""
         if self.single_token_values():
             a, z = self.score_a[::1 + len(self.prefixes)], self.score_z[::1 + len(self.prefixes)]  # the prompts
-            logits = {"contrast": a - c * z, "main": a, "asst": z}[who]
-        elif (logits := self.chain_logits(who, c)) is None:
-            return np.full(self.n_items, np.nan)
-        return softmax_mean(logits, self.values)
+            return softmax_mean({"contrast": a - c * z, "main": a, "asst": z}[who], self.values)
+        logits = self.chain_logits(who, c)
+        return np.full(self.n_items, np.nan) if logits is None else softmax_mean(logits, self.values)
 
     def expected_note(self, who: str, c: float = 0.0) -> str | None:
         """Why the expected score of ``who`` at c cannot be computed from these statistics, or None."""
