@@ -221,12 +221,11 @@ class DegradedSampler:
 
         models = [(role, lm) for lm, heads in self.passes for role in heads]  # seq2seq: no early exits
         encoded: dict[str, tuple[Any, torch.Tensor]] = {}
-        past: dict[str, Any] = {}
         for role, lm in models:
             x = torch.tensor([encoder_ids], device=lm.device)
             encoded[role] = (lm.model.get_encoder()(input_ids=x, attention_mask=torch.ones_like(x)),
                              torch.ones_like(x))
-            past[role] = None
+        past: dict[str, Any] = dict.fromkeys(encoded)
         stop = {self.sentinel1, *self.eos} - {None}
         banned = sorted((set(self.sentinels) - stop) | {self.tokenizer.pad_token_id} - {None})
         feed = [decoder_start(self.pair.expert.model), self.sentinel0]

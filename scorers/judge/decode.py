@@ -126,7 +126,11 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     announce(progress, tokens=sum(len(p) for p in prompts), steps=len(prompts) * rules * max_new_tokens,
              items=len(prompts),
              detail=f"{len(prompts)} prompts x {rules} rules x up to {max_new_tokens} new tokens, one tree per prompt")
-    clock = tree_clock(prompts, rules, max_new_tokens, len(stepper.models), progress)
+    clock = None  # a tree a unit, for a progress that takes a share; a path stops early: no prior share
+    if getattr(progress, "part", None) is not None:
+        models = len(stepper.models)
+        clock = DecodeClock([Unit(len(p) * models, rules * max(max_new_tokens - 1, 0) * models) for p in prompts],
+                            time.perf_counter(), prior=None)
     try:
         for prompt, first in zip(prompts, firsts):
             with decode_ticks(stepper.models, clock, progress):
@@ -140,14 +144,6 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
     finally:
         stepper.close()
     return [DecodedPaths.from_lists(p) for p in paths]
-
-
-def tree_clock(prompts, rules: int, max_new_tokens: int, models: int, progress) -> DecodeClock | None:
-    """The clock of ``decode_all`` (None for a progress that takes no share): a tree a unit."""
-    if getattr(progress, "part", None) is None:
-        return None
-    units = [Unit(len(p) * models, rules * max(max_new_tokens - 1, 0) * models) for p in prompts]
-    return DecodeClock(units, time.perf_counter(), prior=None)  # a path stops early: no prior share
 
 
 def path_text(tokenizer, ids) -> str:
@@ -207,13 +203,12 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
     own = {f"rule {r}": r for r in dict.fromkeys(rules)}
     named = {**{f"rule {r}": r for r in dict.fromkeys(how.extra_rules)}, **own}
 
-    def decode(names: list[str], part=None) -> list[list[list[int]]]:
-        return _decode_rules(pair, stats, prompts, [named[n] for n in names], how, eos, progress, part)
+    def decode(names: list[str], only=None, each=None) -> list[list[list[int]]]:
+        return _decode_rules(pair, stats, prompts, [named[n] for n in names], how, eos, progress, (only, each))
 
     own_parts = {n: parts(r) for n, r in own.items()}
     if judge_key and cache is not None and how.coordinator is not None and how.coordinator.on:  # this point's only
-        got = split_paths(cache, own_parts, prompts, how, lambda names, only, each: decode(names, (only, each)),
-                          timing)
+        got = split_paths(cache, own_parts, prompts, how, decode, timing)
         if isinstance(got, Pending):
             return got
     else:
@@ -226,14 +221,15 @@ def greedy_paths(pair, stats, prompts, rules, how: Paths, *, cache=None, progres
     return {named[n]: paths for n, (paths, *_) in got.items()}
 
 
-def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=None) -> list[list[list[int]]]:
-    """Decoded ids per prompt of each rule, in one ``decode_all``; ``part``: (prompt indices, each)."""
+def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part) -> list[list[list[int]]]:
+    """Decoded ids per prompt of each rule, in one ``decode_all``; ``part``: (a part's prompt indices or None,
+    ``Steps.each``)."""
     from cscore.scorers.judge.parse import settled
 
     alpha, stop = how.alpha, how.stop
     main, asst, tok = pair.expert, pair.amateur, pair.tokenizer
+    only, each = part
     firsts = list(zip(*[first_tokens(stats, r, alpha) for r in rules]))
-    only, each = part if part is not None else (None, None)
     if only is not None:
         prompts, firsts = [prompts[i] for i in only], [firsts[i] for i in only]
 
@@ -247,8 +243,7 @@ def _decode_rules(pair, stats, prompts, rules, how: Paths, eos, progress, part=N
     return [paths.paths() for paths in got]
 
 
-def split_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Callable,
-                  timing=None) -> dict | Pending:
+def split_paths(cache, parts: dict[str, dict], prompts, how: Paths, decode: Callable, timing=None) -> dict | Pending:
     """``through_cache_many`` split over processes, a prompt's tree a unit; ``Pending`` while a part is missing."""
     from cscore.scorers.judge.partials import decodes
 

@@ -118,10 +118,11 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn
     costs = [max(r.length for r in b) * len(b) for b in batches]
     deal(checkpoint, members, costs, progress, tokens=batch_tokens(batches), detail=plan_text(rows, window))
     tap, ticks = LayerTap(main, asst_exit) if asst_exit is not None else None, Ticks(progress, costs)  # ticks: by layer
-    attn, dtype = getattr(main.config, "_attn_implementation", None), next(main.parameters()).dtype
     dense = not (sparse_packed(main) and (second is None or sparse_packed(second)))
+    pad = functools.partial(pad_rows, pad_id=pad_id, padding_side=opts.padding_side, device=device,
+                            dtype=next(main.parameters()).dtype, dense_mask=dense,
+                            attn=getattr(main.config, "_attn_implementation", None))
     padded = n_run = tokens = 0
-    pad = (pad_id, opts.padding_side, device, dtype, attn, dense)
     try:
         for batch_rows, own, cost in zip(batches, members, costs):
             if kept(checkpoint, own, None):
@@ -193,10 +194,9 @@ def _judge_batch(models, items, batch_rows, pad, scoring, found) -> tuple[int, i
     """Run one batch through both models into ``found``: (padded tokens, contexts done)."""
     main, asst, tap = models  # the main model, the assistant (None: main's early exit, read by ``tap``)
     score_tok, single = scoring  # each value's token (one-token values), which values are one token
-    pad_id, padding_side, device, dtype, attn, dense = pad
     main_top, asst_top, score_a, score_z, fronts, chain = found
-    ids, mask, positions, where = pad_rows(items, batch_rows, pad_id, padding_side, device, dtype, attn,
-                                            dense_mask=dense)
+    ids, mask, positions, where = pad(items, batch_rows)  # pad_rows with the pass's padding
+    device = ids.device
     idx = list(where)
     rows_t = torch.tensor([where[i][0] for i in idx], device=device)
     last = torch.tensor([where[i][2] + len(items[i][1]) - 1 for i in idx], device=device)

@@ -47,20 +47,20 @@ def parse_paper(text: str, lo: int, hi: int) -> tuple[float, str]:
     released code) / ``(hi, "Above")``; else ``(number, "ok")``, or ``(lo, "Echo")`` for the minimum
     followed by the maximum ("1-5")."""
     text = str(text)
-    value, end = paper_number(text)
+    value, end = read_number(text)
     if value is None:
         return float(lo), NO_PRED
     return _in_range(value, lo, hi, text[end:])
 
 
-def paper_number(text: str) -> tuple[float | None, int]:
-    """(the number ``parse_paper`` reads at the start of ``text`` or None, where it ends)."""
-    match = _PAPER_NUMBER.match(text)
+def read_number(text: str, pattern: re.Pattern = _PAPER_NUMBER) -> tuple[float | None, int]:
+    """(the number ``pattern`` reads at the start of ``text`` or None, where it ends); ``parse_paper``'s by default."""
+    match = pattern.match(text)
     if match is None:
         return None, 0
     try:
         return float(match.group(1)), match.end()
-    except ValueError:  # "1.2.3", ".", "3..": G-Eval's bare except, the lowest score
+    except ValueError:  # "1.2.3", ".", "3..": G-Eval's bare except (the released code's too), the lowest score
         return None, match.end()
 
 
@@ -85,14 +85,10 @@ def parse_released(text: str, lo: int, hi: int) -> tuple[float, str]:
     out = str(text).lower()
     for word in RELEASED_REMOVALS:
         out = out.replace(word, "")
-    match = _RELEASED_NUMBER.search(out)
-    if match is None:
+    value, end = read_number(out, _RELEASED_NUMBER)
+    if value is None:
         return float(lo), NO_PRED
-    try:
-        value = float(match.group(1))
-    except ValueError:
-        return float(lo), NO_PRED
-    score, status = _in_range(value, lo, hi, out[match.end():])
+    score, status = _in_range(value, lo, hi, out[end:])
     return (score, LIST) if status == OK and _LIST_NUMBER.match(out) else (score, status)
 
 
@@ -119,7 +115,7 @@ def _settled_prefix(text: str) -> str:
 
 def _echo_open(text: str, lo: int, hi: int) -> bool:
     """Whether more text could still make ``parse_paper(text)`` an Echo ("1", "1-", "1 t" of 1-5)."""
-    value, end = paper_number(text)
+    value, end = read_number(text)
     if value is None or value != lo:
         return False
     digits = str(hi)

@@ -185,10 +185,9 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
     if max_new_tokens == 0:
         empty: list[list[int]] = [[] for _ in range(batch)]
         return (empty, torch.empty(0)) if return_first_scores else empty
-    base, cache, logits, asst, seen = _prefill(model, (ids, mask, positions), asst_first, asst_exit_layer, how,
-                                               [contrast])
+    base, cache, logits, asst, seen, next_pos = _prefill(model, (ids, mask, positions), asst_first, asst_exit_layer,
+                                                         how, [contrast])
     vocab = logits.shape[-1]
-    next_pos = positions[:, -1] + 1
     results: list[list[int]] = [[] for _ in range(batch)]
     done = [False] * batch
     first_scores = torch.empty(0)  # the step-1 scores (step 0 always runs: max_new_tokens > 0)
@@ -224,10 +223,9 @@ def decode_tree(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tenso
         return out
     device = next(model.parameters()).device
     ids, mask, positions = _left_pad(prompts, how.pad_id, device)
-    base, cache, logits, asst, seen = _prefill(model, (ids, mask, positions), asst_first, asst_exit_layer, how,
-                                               contrasts)
+    base, cache, logits, asst, seen, next_pos = _prefill(model, (ids, mask, positions), asst_first, asst_exit_layer,
+                                                         how, contrasts)
     vocab = logits.shape[-1]
-    next_pos = positions[:, -1] + 1
     # (prompt, rules, path so far)
     rows: list[tuple[int, list[int], list[int]]] = [(i, list(range(len(rules))), []) for i in range(batch)]
     eos = {int(e) for e in how.eos_ids}
@@ -318,8 +316,8 @@ def _check_decode(asst_first, asst_exit_layer, max_new_tokens, contrast: tuple[f
 
 def _prefill(model, padded, asst_first, asst_exit_layer, how: Decoding,
              contrasts: list[tuple[float, float, float, int]]):
-    """decode's prefill over ``padded``: (decoder base, KV cache, last main logits, the assistant's
-    fixed log-probs, the ids seen per row or None); ``contrasts`` are checked against the vocabulary."""
+    """decode's prefill over ``padded``: (decoder base, KV cache, last main logits, the assistant's fixed
+    log-probs, the ids seen per row or None, next positions); ``contrasts`` are checked against the vocabulary."""
     ids = padded[0]
     vocab_size, repetition_penalty = how.vocab_size, how.repetition_penalty
     base = decoder_base(model)
@@ -336,7 +334,7 @@ def _prefill(model, padded, asst_first, asst_exit_layer, how: Decoding,
                          f"{(batch, vocab)}: the vocabularies differ (vocab_size cuts both)")
     for contrast in contrasts:
         _check(*contrast, vocab)
-    return base, cache, logits, asst, _seen(ids, vocab) if repetition_penalty != 1.0 else None
+    return base, cache, logits, asst, _seen(ids, vocab) if repetition_penalty != 1.0 else None, padded[2][:, -1] + 1
 
 
 def _take(chosen: list[int], done: list[bool], eos: set[int], fill: int, results: list[list[int]]) -> None:

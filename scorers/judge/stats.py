@@ -15,6 +15,8 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
+from cscore.scorers.judge.values import expected as softmax_mean
+
 FORMAT = 1  # bump when the arrays or their meaning change
 WHO = ("contrast", "main", "asst")
 CHAIN_FORMAT = 1  # the chain arrays' meaning (a cache-key part only where a range needs them)
@@ -136,19 +138,11 @@ class JudgeStats:
     def expected(self, who: str, c: float = 0.0) -> np.ndarray:
         """Σ value · q(value), q = softmax over the score tokens of a − c·z (main: a; asst: z); NaN
         where it cannot be computed (``expected_note``)."""
-        ctx = np.arange(self.n_items) * (1 + len(self.prefixes))
-        if not self.single_token_values():
-            logits = self.chain_logits(who, c)
-            if logits is None:
-                return np.full(self.n_items, np.nan)
-        else:
-            a, z = self.score_a[ctx], self.score_z[ctx]
-            logits = {"contrast": a - c * z, "main": a, "asst": z}[who]
-        top = logits.max(axis=1, keepdims=True)
-        with np.errstate(invalid="ignore"):
-            q = np.exp(logits - top)
-        q /= q.sum(axis=1, keepdims=True)
-        return q @ self.values.astype(np.float64)
+        if self.single_token_values():
+            a, z = self.score_a[::1 + len(self.prefixes)], self.score_z[::1 + len(self.prefixes)]  # the prompts
+            return softmax_mean({"contrast": a - c * z, "main": a, "asst": z}[who], self.values)
+        logits = self.chain_logits(who, c)
+        return np.full(self.n_items, np.nan) if logits is None else softmax_mean(logits, self.values)
 
     def expected_note(self, who: str, c: float = 0.0) -> str | None:
         """Why the expected score of ``who`` at c cannot be computed from these statistics, or None."""
@@ -223,7 +217,6 @@ class JudgeStats:
 
 
 DECODE_FORMAT = 1  # bump when a decoded path or its arrays change meaning
-DECODE_ARRAYS = ("n_items", "offsets", "token_ids")
 
 
 @dataclass
@@ -233,7 +226,7 @@ class DecodedPaths:
     # a cache payload (scorers.store.cache.Payload)
     ENTRY_KIND: ClassVar[str | None] = "judge_decode"
     ENTRY_FORMAT: ClassVar[tuple[str, int] | None] = ("decode_format", DECODE_FORMAT)
-    ARRAY_NAMES: ClassVar[tuple[str, ...]] = DECODE_ARRAYS
+    ARRAY_NAMES: ClassVar[tuple[str, ...]] = ("n_items", "offsets", "token_ids")
 
     n_items: int
     offsets: np.ndarray  # int64 [n_items + 1]

@@ -50,9 +50,9 @@ def choose(score: np.ndarray, a: np.ndarray, values: np.ndarray, alpha: float = 
 
 
 def expected(score: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Σ v · q(v), q = softmax of ``score`` over the values."""
-    z = score - score.max(axis=1, keepdims=True)
-    q = np.exp(z)
+    """Σ v · q(v), q = softmax of ``score`` over the values (NaN for a row with no finite score)."""
+    with np.errstate(invalid="ignore"):
+        q = np.exp(score - score.max(axis=1, keepdims=True))
     q /= q.sum(axis=1, keepdims=True)
     return q @ values.astype(np.float64)
 
