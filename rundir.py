@@ -117,12 +117,17 @@ def write_metrics(run_dir: Path, metrics: dict) -> None:
     write_text_atomic(Path(run_dir) / METRICS, json.dumps(metrics, indent=2, default=float) + "\n")
 
 
-def read_metrics(run_dir: Path) -> dict | None:
-    """The run's metrics, or None when it has none that a complete run would have written."""
+def _read_json(path: Path):
+    """The JSON value in ``path``, or None when it is missing or not JSON."""
     try:
-        metrics = json.loads((Path(run_dir) / METRICS).read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError, RecursionError):
         return None
+
+
+def read_metrics(run_dir: Path) -> dict | None:
+    """The run's metrics, or None when it has none that a complete run would have written."""
+    metrics = _read_json(Path(run_dir) / METRICS)
     if not isinstance(metrics, dict) or any(k not in metrics for k in METRICS_KEYS if k != "schema"):
         return None
     return metrics
@@ -147,13 +152,6 @@ def _sha256(path: Path) -> str | None:
     try:
         return sha256_file(path)
     except OSError:
-        return None
-
-
-def read_failure(run_dir: Path) -> dict | None:
-    try:
-        return json.loads((Path(run_dir) / FAILED).read_text())
-    except (OSError, ValueError, RecursionError):
         return None
 
 
@@ -205,5 +203,5 @@ def find_runs(root: Path) -> list[Run]:
             continue
         run_dir = config.parent
         metrics = read_metrics(run_dir) if is_complete(run_dir) else None
-        runs.append(Run(run_dir, cfg, metrics, read_failure(run_dir)))
+        runs.append(Run(run_dir, cfg, metrics, _read_json(run_dir / FAILED)))
     return runs
