@@ -85,14 +85,6 @@ def finished_records(path, per_positive: int) -> list[dict]:
     return keep
 
 
-def generate_identity(run: RunConfig, g: dict, config: dict) -> dict:
-    """What decides the negatives (``config``: the whole config as composed)."""
-    c = config
-    return {"data": c["data"], "split": c["split"], "pair": pair_record(run.pair), "prompt": c["prompt"],
-            "max_length": c["runtime"]["max_length"], "dtype": c["runtime"]["dtype"],
-            "generate": {k: v for k, v in g.items() if k not in ("out", "limit")}}
-
-
 def counts(records: list[dict]) -> dict:
     spans = [s for r in records for s in r["spans"]]
     return {"positives": len({r["source_id"] for r in records}), "negatives_written": len(records),
@@ -122,7 +114,10 @@ class GenerateJob:
 
 def open_job(run: RunConfig, g: dict, out, config: dict) -> GenerateJob:
     """The directory's job; refuses a directory of another config or one that is not cscore's."""
-    identity = generate_identity(run, g, config)
+    runtime = config["runtime"]  # what decides the negatives:
+    identity = {"data": config["data"], "split": config["split"], "pair": pair_record(run.pair),
+                "prompt": config["prompt"], "max_length": runtime["max_length"], "dtype": runtime["dtype"],
+                "generate": {k: v for k, v in g.items() if k not in ("out", "limit")}}
     folder = ArtifactDir(out, PROVENANCE)
 
     def refuse(old: dict) -> str:
