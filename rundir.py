@@ -100,10 +100,6 @@ def write_parquet_atomic(path: Path, table) -> None:
         table.to_parquet(f, index=False)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    write_atomic(Path(path), text)
-
-
 def write_metrics(run_dir: Path, metrics: dict) -> None:
     """Write metrics.json last: from this moment the run is complete."""
     metrics = {"schema": METRICS_SCHEMA, **metrics}
@@ -114,7 +110,7 @@ def write_metrics(run_dir: Path, metrics: dict) -> None:
         raise ValueError(f"metrics.json lacks {missing}")  # a bug in the writer, not a user error
     for name in set(metrics) - set(METRICS_KEYS) - {"scores_sha256"}:
         check_section(name, metrics[name])
-    write_text_atomic(Path(run_dir) / METRICS, json.dumps(metrics, indent=2, default=float) + "\n")
+    write_atomic(Path(run_dir) / METRICS, json.dumps(metrics, indent=2, default=float) + "\n")
 
 
 def _read_json(path: Path):
