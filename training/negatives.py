@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cscore.config.run import RunConfig
+from cscore.config.run import Pair, RunConfig
 from cscore.errors import ConfigError
 from cscore.files import write_atomic
 from cscore.training.artifacts import ArtifactDir, now, versions
@@ -22,11 +22,10 @@ NEGATIVES = "negatives.jsonl"
 PROVENANCE = "provenance.json"
 
 
-def pair_record(p) -> dict:
-    """The pair a job ran with, from its ``pair`` section (the typed ``Pair`` or the composed one)."""
-    return {"name": p.name, "expert": p.expert.path, "amateur": getattr(p.amateur, "path", None),
-            "early_exit": getattr(p.amateur, "early_exit", None), "revision": getattr(p.expert, "revision", None),
-            "amateur_revision": getattr(p.amateur, "revision", None)}
+def pair_record(p: Pair) -> dict:
+    """The pair a job ran with, from its typed ``pair`` section."""
+    return {"name": p.name, "expert": p.expert.path, "amateur": p.amateur.path, "early_exit": p.amateur.early_exit,
+            "revision": p.expert.revision, "amateur_revision": p.amateur.revision}
 
 
 def select_positives(examples, which: str, column: str | None = None):
