@@ -10,6 +10,7 @@ import math
 import numbers
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partialmethod
 
 import numpy as np
 import pandas as pd
@@ -46,14 +47,12 @@ class LoadReport:
     ignored: list[dict] = field(default_factory=list)
     references: dict[str, int] = field(default_factory=dict)
 
-    def drop(self, row_id, reason: str, where: str = "") -> None:
-        self.dropped.append({"id": str(row_id), "reason": reason, "where": where})
+    def _add(self, kind: str, row_id, reason: str, where: str = "") -> None:
+        getattr(self, kind).append({"id": str(row_id), "reason": reason, "where": where})
 
-    def exclude(self, row_id, reason: str, where: str = "") -> None:
-        self.excluded.append({"id": str(row_id), "reason": reason, "where": where})
-
-    def ignore(self, row_id, reason: str, where: str = "") -> None:
-        self.ignored.append({"id": str(row_id), "reason": reason, "where": where})
+    drop = partialmethod(_add, "dropped")
+    exclude = partialmethod(_add, "excluded")
+    ignore = partialmethod(_add, "ignored")
 
     @property
     def left_out(self) -> int:
