@@ -258,20 +258,13 @@ class Bar(Reporter):
     """The live rich bar (it redraws itself, elapsed time included); work and warm-up lines above it."""
 
     def __init__(self, console, hint=None, clock: Callable[[], float] = time.monotonic):
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            TaskID,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-        from rich.progress import Progress as RichBar
+        from rich import progress as rich
 
         super().__init__(console, clock=clock, hint=hint)
-        self.bar = RichBar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), TimeRemainingColumn(), console=console)
-        self.tasks: dict[int, TaskID] = {}
+        self.bar = rich.Progress(rich.TextColumn("[bold]{task.description}"), rich.BarColumn(),
+                                 rich.MofNCompleteColumn(), rich.TimeElapsedColumn(), rich.TimeRemainingColumn(),
+                                 console=console)
+        self.tasks: dict[int, rich.TaskID] = {}
 
     def emit(self, text: str) -> None:
         self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
