@@ -28,16 +28,6 @@ CANNOT_WRITE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACC
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")  # how Rust extensions (safetensors, tokenizers) report one
 
 
-def write_failure(err: BaseException) -> int | None:
-    """The errno of ``err`` (an OSError, or an extension's error naming one) if in ``CANNOT_WRITE``, else None."""
-    if isinstance(err, OSError):
-        code = err.errno
-    else:
-        found = _OS_ERROR.search(str(err))
-        code = int(found.group(1)) if found else None
-    return code if code in CANNOT_WRITE else None
-
-
 def nearest(folder: Path) -> Path:
     """``folder`` if it exists, else the nearest folder above it that does (else the root)."""
     while not folder.exists() and folder != folder.parent:
@@ -66,8 +56,12 @@ def writing(what: str, where: str | os.PathLike, hint: str = ""):
     try:
         yield
     except Exception as err:
-        code = write_failure(err)
-        if code is None or isinstance(err, CscoreError):  # a user error says what it is already
+        if isinstance(err, OSError):
+            code = err.errno
+        else:  # an extension's error naming one
+            found = _OS_ERROR.search(str(err))
+            code = int(found.group(1)) if found else None
+        if code is None or code not in CANNOT_WRITE or isinstance(err, CscoreError):  # a user error says so already
             raise
         blocked = nearest(Path(where))
         reason = os.strerror(code)

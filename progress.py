@@ -119,8 +119,14 @@ class Pass:
         self.owner.advance(self, n)
 
     def part(self, share: float) -> None:
-        """The share of the planned work done (0 to 1), told within a batch."""
-        self.owner.shared(self, share)
+        """The share of the planned work done (0 to 1), told within a batch: the first estimate once the pass
+        has run FIRST seconds."""
+        with self.owner.lock:
+            self.share = min(max(share, 0.0), 1.0)
+            seconds = self.owner.clock() - self.start
+            if self.announced and not self.warmed and 0 < self.share < 1 and seconds >= FIRST:
+                self.warmed = True
+                self.owner.warm_up(self, seconds)
 
     def fraction(self) -> float:
         """The share done: as told (``part``), else items done of all."""
@@ -162,15 +168,6 @@ class Reporter:
             if p.announced and not p.warmed and 0 < p.done < p.total:
                 p.warmed = True
                 self.warm_up(p, self.clock() - p.start)
-
-    def shared(self, p: Pass, share: float) -> None:
-        """The pass told its share done: the first estimate once it has run FIRST seconds."""
-        with self.lock:
-            p.share = min(max(share, 0.0), 1.0)
-            seconds = self.clock() - p.start
-            if p.announced and not p.warmed and 0 < p.share < 1 and seconds >= FIRST:
-                p.warmed = True
-                self.warm_up(p, seconds)
 
     def resize(self, p: Pass) -> None:
         """The pass's total changed (a part's own items)."""
@@ -261,20 +258,13 @@ class Bar(Reporter):
     """The live rich bar (it redraws itself, elapsed time included); work and warm-up lines above it."""
 
     def __init__(self, console, hint=None, clock: Callable[[], float] = time.monotonic):
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            TaskID,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-        from rich.progress import Progress as RichBar
+        from rich import progress as rich
 
         super().__init__(console, clock=clock, hint=hint)
-        self.bar = RichBar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), TimeRemainingColumn(), console=console)
-        self.tasks: dict[int, TaskID] = {}
+        self.bar = rich.Progress(rich.TextColumn("[bold]{task.description}"), rich.BarColumn(),
+                                 rich.MofNCompleteColumn(), rich.TimeElapsedColumn(), rich.TimeRemainingColumn(),
+                                 console=console)
+        self.tasks: dict[int, rich.TaskID] = {}
 
     def emit(self, text: str) -> None:
         self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)

@@ -100,10 +100,6 @@ def write_parquet_atomic(path: Path, table) -> None:
         table.to_parquet(f, index=False)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    write_atomic(Path(path), text)
-
-
 def write_metrics(run_dir: Path, metrics: dict) -> None:
     """Write metrics.json last: from this moment the run is complete."""
     metrics = {"schema": METRICS_SCHEMA, **metrics}
@@ -114,15 +110,20 @@ def write_metrics(run_dir: Path, metrics: dict) -> None:
         raise ValueError(f"metrics.json lacks {missing}")  # a bug in the writer, not a user error
     for name in set(metrics) - set(METRICS_KEYS) - {"scores_sha256"}:
         check_section(name, metrics[name])
-    write_text_atomic(Path(run_dir) / METRICS, json.dumps(metrics, indent=2, default=float) + "\n")
+    write_atomic(Path(run_dir) / METRICS, json.dumps(metrics, indent=2, default=float) + "\n")
+
+
+def _read_json(path: Path):
+    """The JSON value in ``path``, or None when it is missing or not JSON."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def read_metrics(run_dir: Path) -> dict | None:
     """The run's metrics, or None when it has none that a complete run would have written."""
-    try:
-        metrics = json.loads((Path(run_dir) / METRICS).read_text())
-    except (OSError, ValueError, RecursionError):
-        return None
+    metrics = _read_json(Path(run_dir) / METRICS)
     if not isinstance(metrics, dict) or any(k not in metrics for k in METRICS_KEYS if k != "schema"):
         return None
     return metrics
@@ -147,13 +148,6 @@ def _sha256(path: Path) -> str | None:
     try:
         return sha256_file(path)
     except OSError:
-        return None
-
-
-def read_failure(run_dir: Path) -> dict | None:
-    try:
-        return json.loads((Path(run_dir) / FAILED).read_text())
-    except (OSError, ValueError, RecursionError):
         return None
 
 
@@ -205,5 +199,5 @@ def find_runs(root: Path) -> list[Run]:
             continue
         run_dir = config.parent
         metrics = read_metrics(run_dir) if is_complete(run_dir) else None
-        runs.append(Run(run_dir, cfg, metrics, read_failure(run_dir)))
+        runs.append(Run(run_dir, cfg, metrics, _read_json(run_dir / FAILED)))
     return runs

@@ -151,4 +151,4 @@ def fail_dir(out_dir: Path, remove: bool, err: BaseException, state: RunState) -
         record = {"error": f"{type(err).__name__}: {err}".strip(), "stage": state.get("stage", "?"),
                   "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
         with suppress(OSError):
-            rundir.write_text_atomic(out_dir / rundir.FAILED, json.dumps(record, indent=2) + "\n")
+            rundir.write_atomic(out_dir / rundir.FAILED, json.dumps(record, indent=2) + "\n")

@@ -51,22 +51,19 @@ def check_device(value) -> str:
 
 
 def check_budget(value) -> None:
-    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        return
-    raise ConfigError(f"runtime.token_budget must be an integer >= 1 or auto, got {value!r}")
+    if value != "auto" and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise ConfigError(f"runtime.token_budget must be an integer >= 1 or auto, got {value!r}")
 
 
 def check_progress(value) -> None:
-    if isinstance(value, bool) or (isinstance(value, (int, float)) and value > 0):
-        return
-    raise ConfigError(f"runtime.progress must be true | false | seconds > 0 between progress lines off a "
-                      f"terminal, got {value!r}")
+    if not (isinstance(value, bool) or (isinstance(value, (int, float)) and value > 0)):
+        raise ConfigError(f"runtime.progress must be true | false | seconds > 0 between progress lines off a "
+                          f"terminal, got {value!r}")
 
 
 def check_threads(value) -> None:
-    if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        return
-    raise ConfigError(f"runtime.threads must be an integer >= 1, auto or null, got {value!r}")
+    if value not in (None, "auto") and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise ConfigError(f"runtime.threads must be an integer >= 1, auto or null, got {value!r}")
 
 
 def check_devices(value) -> None:
@@ -94,10 +91,9 @@ def check_rows(rows) -> None:
         raise ConfigError(f"baselines.rows must be a list of {', '.join(BASELINE_ROWS)}, got {rows!r}")
 
 
-def check_early_exit(value):
-    if value is None or value == "auto":
-        return value
-    return Param(int, lo=1).check("pair.amateur.early_exit", value)
+def check_early_exit(value) -> None:
+    if value is not None and value != "auto":
+        Param(int, lo=1).check("pair.amateur.early_exit", value)
 
 
 @dataclass

@@ -10,6 +10,7 @@ import math
 import numbers
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partialmethod
 
 import numpy as np
 import pandas as pd
@@ -46,14 +47,12 @@ class LoadReport:
     ignored: list[dict] = field(default_factory=list)
     references: dict[str, int] = field(default_factory=dict)
 
-    def drop(self, row_id, reason: str, where: str = "") -> None:
-        self.dropped.append({"id": str(row_id), "reason": reason, "where": where})
+    def _add(self, kind: str, row_id, reason: str, where: str = "") -> None:
+        getattr(self, kind).append({"id": str(row_id), "reason": reason, "where": where})
 
-    def exclude(self, row_id, reason: str, where: str = "") -> None:
-        self.excluded.append({"id": str(row_id), "reason": reason, "where": where})
-
-    def ignore(self, row_id, reason: str, where: str = "") -> None:
-        self.ignored.append({"id": str(row_id), "reason": reason, "where": where})
+    drop = partialmethod(_add, "dropped")
+    exclude = partialmethod(_add, "excluded")
+    ignore = partialmethod(_add, "ignored")
 
     @property
     def left_out(self) -> int:
@@ -128,10 +127,6 @@ def _float_or_nan(value) -> float:
         return math.nan
 
 
-def _at(where: dict, row_id) -> str:
-    return f" (first at {where[row_id]})" if where.get(row_id) else ""
-
-
 def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) -> pd.DataFrame:
     """Check the table, dropping (and recording) rows with an empty hypothesis or source; ``where``: id -> place."""
     where = where or {}
@@ -158,20 +153,19 @@ def validate(df: pd.DataFrame, report: LoadReport, where: dict | None = None) ->
             values = pd.to_numeric(df[c], errors="coerce")
         except OverflowError:  # an integer too large for a float: not a usable score either
             values = pd.Series([_float_or_nan(v) for v in df[c]], index=df.index, dtype=np.float64)
-        bad = df["id"][values.isna() & df[c].notna()]
-        if len(bad):
-            raise DataError(f"{label}: non-numeric {c} for ids {list(bad[:5])}{_at(where, bad.iloc[0])}")
-        bad = df["id"][np.isinf(values)]
-        if len(bad):
-            raise DataError(f"{label}: infinite {c} for ids {list(bad[:5])}{_at(where, bad.iloc[0])}")
+        for what, mask in (("non-numeric", values.isna() & df[c].notna()), ("infinite", np.isinf(values))):
+            bad = df["id"][mask]
+            if len(bad):
+                at = f" (first at {where[bad.iloc[0]]})" if where.get(bad.iloc[0]) else ""
+                raise DataError(f"{label}: {what} {c} for ids {list(bad[:5])}{at}")
         df[c] = values.astype(np.float64)
-    empty = df["hypothesis"].isna() | (df["hypothesis"].astype(str).str.strip() == "")
-    for row_id in df.loc[empty, "id"]:
-        report.drop(row_id, "empty hypothesis", where.get(row_id, ""))
-    empty_src = ~empty & (df["source"].isna() | (df["source"].astype(str).str.strip() == ""))
-    for row_id in df.loc[empty_src, "id"]:
-        report.drop(row_id, "empty source", where.get(row_id, ""))
-    df = df.loc[~(empty | empty_src)].reset_index(drop=True)
+    keep = pd.Series(True, index=df.index)
+    for c in ("hypothesis", "source"):  # a row with neither is dropped for its hypothesis
+        empty = keep & (df[c].isna() | (df[c].astype(str).str.strip() == ""))
+        for row_id in df.loc[empty, "id"]:
+            report.drop(row_id, f"empty {c}", where.get(row_id, ""))
+        keep &= ~empty
+    df = df.loc[keep].reset_index(drop=True)
     if df.empty:
         raise DataError(f"{label}: no usable rows left ({report.left_out} left out: "
                         f"{len(report.excluded)} excluded, {len(report.dropped)} dropped)")

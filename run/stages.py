@@ -163,7 +163,7 @@ def write_stage(run: RunConfig, kind: MethodKind, out_dir: Path, loaded: Loaded,
     table = scored.table
     rundir.write_parquet_atomic(out_dir / rundir.SCORES, table)
     for name, text in scored.files.items():
-        rundir.write_text_atomic(out_dir / name, text)
+        rundir.write_atomic(out_dir / name, text)
     corr.to_csv(out_dir / rundir.CORRELATIONS_CSV, index=False)
     sig = signature(run, kind, scored)
     (out_dir / rundir.CORRELATIONS_MD).write_text(markdown(corr, kind.title(run), sig) + "\n")

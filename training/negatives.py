@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cscore.config.run import RunConfig
+from cscore.config.run import Pair, RunConfig
 from cscore.errors import ConfigError
 from cscore.files import write_atomic
 from cscore.training.artifacts import ArtifactDir, now, versions
@@ -22,11 +22,10 @@ NEGATIVES = "negatives.jsonl"
 PROVENANCE = "provenance.json"
 
 
-def pair_record(p) -> dict:
-    """The pair a job ran with, from its ``pair`` section (the typed ``Pair`` or the composed one)."""
-    return {"name": p.name, "expert": p.expert.path, "amateur": getattr(p.amateur, "path", None),
-            "early_exit": getattr(p.amateur, "early_exit", None), "revision": getattr(p.expert, "revision", None),
-            "amateur_revision": getattr(p.amateur, "revision", None)}
+def pair_record(p: Pair) -> dict:
+    """The pair a job ran with, from its typed ``pair`` section."""
+    return {"name": p.name, "expert": p.expert.path, "amateur": p.amateur.path, "early_exit": p.amateur.early_exit,
+            "revision": p.expert.revision, "amateur_revision": p.amateur.revision}
 
 
 def select_positives(examples, which: str, column: str | None = None):
@@ -85,14 +84,6 @@ def finished_records(path, per_positive: int) -> list[dict]:
     return keep
 
 
-def generate_identity(run: RunConfig, g: dict, config: dict) -> dict:
-    """What decides the negatives (``config``: the whole config as composed)."""
-    c = config
-    return {"data": c["data"], "split": c["split"], "pair": pair_record(run.pair), "prompt": c["prompt"],
-            "max_length": c["runtime"]["max_length"], "dtype": c["runtime"]["dtype"],
-            "generate": {k: v for k, v in g.items() if k not in ("out", "limit")}}
-
-
 def counts(records: list[dict]) -> dict:
     spans = [s for r in records for s in r["spans"]]
     return {"positives": len({r["source_id"] for r in records}), "negatives_written": len(records),
@@ -122,7 +113,10 @@ class GenerateJob:
 
 def open_job(run: RunConfig, g: dict, out, config: dict) -> GenerateJob:
     """The directory's job; refuses a directory of another config or one that is not cscore's."""
-    identity = generate_identity(run, g, config)
+    runtime = config["runtime"]  # what decides the negatives:
+    identity = {"data": config["data"], "split": config["split"], "pair": pair_record(run.pair),
+                "prompt": config["prompt"], "max_length": runtime["max_length"], "dtype": runtime["dtype"],
+                "generate": {k: v for k, v in g.items() if k not in ("out", "limit")}}
     folder = ArtifactDir(out, PROVENANCE)
 
     def refuse(old: dict) -> str:

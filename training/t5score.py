@@ -12,6 +12,7 @@ from itertools import combinations
 import numpy as np
 import torch
 
+from cscore.errors import ConfigError
 from cscore.training.params import OPTIMIZERS, SCHEDULES
 
 
@@ -156,7 +157,8 @@ def dropout_override(config, p: float | None) -> dict:
     for key in ("dropout_rate", "dropout"):  # T5 / mT5, BART-style
         if hasattr(config, key):
             return {key: p}
-    raise ValueError(f"{type(config).__name__} has no dropout_rate or dropout setting")
+    raise ConfigError(f"t5score.train.dropout={p}: {type(config).__name__} has no dropout_rate or dropout setting; "
+                      "give t5score.train.dropout=null")
 
 
 @dataclass(frozen=True)

@@ -74,15 +74,10 @@ def load_model(spec: str, device_name: str, dtype_name: str, dropout: float | No
     check_local_path(spec, spec)  # a missing local directory: one line naming it, not a hub-id complaint
     try:
         tok = AutoTokenizer.from_pretrained(spec)
-        config = AutoConfig.from_pretrained(spec)
-    except (OSError, ValueError) as err:
-        raise ModelSpecError(f"t5score.train.model: {load_failure(spec, spec, None, err)}") from None
-    try:
-        extra = tt.dropout_override(config, dropout)
-    except ValueError as err:
-        raise ConfigError(f"t5score.train.dropout={dropout}: {err}; give t5score.train.dropout=null") from None
-    try:
+        extra = tt.dropout_override(AutoConfig.from_pretrained(spec), dropout)
         model = AutoModelForSeq2SeqLM.from_pretrained(spec, dtype=dtype, **extra).to(device)
+    except ConfigError:  # the dropout setting (a ValueError too)
+        raise
     except (OSError, ValueError) as err:
         raise ModelSpecError(f"t5score.train.model: {load_failure(spec, spec, None, err)}") from None
     return tok, model
