@@ -243,8 +243,7 @@ def _cluster_ranks(ds: Dataset, spec: Spec, stat, labels: list[str]) -> dict:
     return {c["metric"].removeprefix(rundir.SCORE): c["rank"] for c in clusters}
 
 
-def largest_human_difference(frame: pd.DataFrame, human: str, level: str, subset: tuple | None = None,
-                             group_col: str = "group", system_col: str = "system") -> float:
+def largest_human_difference(frame: pd.DataFrame, human: str, level: str, subset: tuple | None = None) -> float:
     """The largest |difference| of two human scores a correlation at ``level`` compares; NaN without a pair."""
     f = frame if subset is None else frame[frame[subset[0]] == subset[1]]
     h = pd.to_numeric(f[human], errors="coerce")
@@ -252,7 +251,7 @@ def largest_human_difference(frame: pd.DataFrame, human: str, level: str, subset
     if level == "segment":
         spans = [h[ok].max() - h[ok].min()] if ok.sum() >= 2 else []
     else:
-        key = group_col if level == "item" else system_col
+        key = "group" if level == "item" else "system"
         if key not in f.columns:
             return math.nan
         if level == "system":
