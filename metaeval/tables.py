@@ -110,20 +110,15 @@ def _group(runs: list[Run]) -> dict[str, list[Run]]:
 
 def collect(runs: list[Run], defaults: Callable[[str, dict], dict] | None = None) -> list[Dataset]:
     """Complete runs grouped by dataset, their score columns merged; a row repeated across runs appears once."""
-    by_data = _group(runs)
     out = []
-    for key, group in by_data.items():
-        base = None
-        ds = Dataset(key, pd.DataFrame(), [], None)
+    for key, group in _group(runs).items():  # a group holds one run at least
+        first, cfg = group[0].scores(), group[0].config
+        base = first[[c for c in first.columns if not c.startswith(rundir.SCORE)]].copy()
+        ds = Dataset(key, base, [c for c in first.columns if c.startswith(rundir.HUMAN)],
+                     cfg.get("meta", {}).get("split_by") or cfg["data"].get("split_by"))
         entries: dict[str, dict] = {}
         for run in group:
-            scores = run.scores()
-            if base is None:
-                base = scores[[c for c in scores.columns if not c.startswith(rundir.SCORE)]].copy()
-                ds.humans = [c for c in scores.columns if c.startswith(rundir.HUMAN)]
-                cfg = run.config
-                ds.split_by = cfg.get("meta", {}).get("split_by") or cfg["data"].get("split_by")
-            scores = scores.set_index("id").reindex(base["id"])
+            scores = (first if run is group[0] else run.scores()).set_index("id").reindex(base["id"])
             for v in run.done_metrics()["variants"]:
                 main = v["name"] == run.config["method"].get("variant")
                 pair = None if v["method"] == "baseline" else run.config["pair"]  # a baseline reads no pair
@@ -134,13 +129,10 @@ def collect(runs: list[Run], defaults: Callable[[str, dict], dict] | None = None
                     continue
                 entries[ident] = {"run": run, "variant": v["name"], "method": v["method"], "params": params,
                                   "main": main, "values": scores[f"{rundir.SCORE}{v['name']}"].to_numpy()}
-        if base is None:  # a group holds one run at least
-            continue
         rows = list(entries.values())
         for label, e in zip(_labels(rows), rows):
             base[f"{rundir.SCORE}{label}"] = e["values"]
             ds.rows[label] = {"run": e["run"], "variant": e["variant"], "params": e["params"], "main": e["main"]}
-        ds.frame = base
         out.append(ds)
     return out
 
