@@ -52,18 +52,13 @@ def pair_counts(x, y, epsilon: float = 0.0) -> PairCounts:
     if epsilon < 0:
         raise ValueError("epsilon must be >= 0")
     x, y = finite_pairs(x, y)
-    con = dis = tx = ty = txy = 0
+    counts = [0] * 5
     for dx, dy in _pair_diffs(x, y):
-        tie_x = np.abs(dx) <= epsilon
-        tie_y = dy == 0
-        untied = ~tie_x & ~tie_y
-        same = (dx > 0) == (dy > 0)
-        con += int(np.count_nonzero(untied & same))
-        dis += int(np.count_nonzero(untied & ~same))
-        tx += int(np.count_nonzero(tie_x & ~tie_y))
-        ty += int(np.count_nonzero(~tie_x & tie_y))
-        txy += int(np.count_nonzero(tie_x & tie_y))
-    return PairCounts(con, dis, tx, ty, txy)
+        tie_x, tie_y = np.abs(dx) <= epsilon, dy == 0
+        untied, same = ~tie_x & ~tie_y, (dx > 0) == (dy > 0)
+        kinds = (untied & same, untied & ~same, tie_x & ~tie_y, ~tie_x & tie_y, tie_x & tie_y)  # C, D, Tx, Ty, Txy
+        counts = [c + int(np.count_nonzero(k)) for c, k in zip(counts, kinds)]
+    return PairCounts(*counts)
 
 
 def tau_b(x, y, epsilon: float = 0.0) -> float:
