@@ -16,7 +16,7 @@ from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import render
 from cscore.metaeval.clusters import significance_clusters
 from cscore.metaeval.correlation import grid
-from cscore.metaeval.levels import Grouping
+from cscore.metaeval.levels import Grouping, KendallOptions
 from cscore.metaeval.names import differing, numbered
 from cscore.metaeval.pairwise import TieCalibratedStat
 from cscore.metaeval.resampling import bootstrap_ci
@@ -157,7 +157,7 @@ def statistic(spec: Spec, human: str, subset: tuple | None = None) -> LevelStat 
     if spec.calibrated:
         return TieCalibratedStat(human, spec.level, spec.variant or "acc23", subset=subset)
     return LevelStat(human, spec.level, spec.kind, spec.variant, subset=subset,
-                     grouping=Grouping(average=spec.average), options=spec.kendall_options())
+                     grouping=Grouping(average=spec.average), options=KendallOptions(thresh=spec.like_threshold))
 
 
 def columns(ds: Dataset, spec: Spec) -> list[tuple[str, LevelStat | TieCalibratedStat | MeanStat]]:
