@@ -61,12 +61,8 @@ def shown(value) -> str:
 def _labels(entries: list[dict]) -> list[str]:
     """One label per row: ``<pair> <variant>`` (a baseline: ``<variant>``), plus the parameters, then the
     pair settings, that tell rows of one label apart; rows alike in all of that numbered (``#2``)."""
-    def name(e):
-        if e["method"] == "baseline":
-            return e["variant"]
-        return f"{e['run'].config['pair'].get('name', '?')} {e['variant']}"
-
-    labels = [name(e) for e in entries]
+    labels = [e["variant"] if e["method"] == "baseline"  # a baseline reads no pair
+              else f"{e['run'].config['pair'].get('name', '?')} {e['variant']}" for e in entries]
     for with_keys in (lambda e: e["params"], lambda e: flat(e["run"].config["pair"], lists_as_json=False)):
         groups: dict[str, list[int]] = {}
         for i, lb in enumerate(labels):
