@@ -94,9 +94,7 @@ class Study:
 
 
 def _model_name(path) -> str | None:
-    if not path:
-        return None
-    return str(path).removeprefix("gguf:").rstrip("/").split("/")[-1]
+    return str(path).removeprefix("gguf:").rstrip("/").split("/")[-1] if path else None
 
 
 def model_names(pair: dict) -> tuple[str, str]:
