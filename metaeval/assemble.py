@@ -24,8 +24,8 @@ SUMMARY_AFTER = 3  # a report over more datasets prints one line per dataset, no
 STATUS_LINES = 10  # runs not complete named on the console (all of them in report.md)
 
 
-def dataset_section(ds, stem: str, spec: Spec, out: Path, console, progress: Progress,
-                    longs: list | None = None, show: bool = True) -> list[str]:
+def dataset_section(ds, stem: str, spec: Spec, out: Path, console, progress: Progress, longs: list,
+                    show: bool) -> list[str]:
     grouped = "group" in ds.frame and spec.resample == "groups"
     items = ds.frame["group"].nunique() if grouped else len(ds.frame)
     progress.say(f"{stem}: {len(ds.frame)} rows, {items} items, {len(ds.rows)} score rows x "
@@ -36,8 +36,7 @@ def dataset_section(ds, stem: str, spec: Spec, out: Path, console, progress: Pro
     long, quality_lines = sections.quality_section(ds, stem, spec, out, console if show else None, progress)
     if not show:
         console.print(escape(summary_line(stem, long)), highlight=False, soft_wrap=True)
-    if longs is not None:
-        longs.append((stem, sections.task_of(ds), long))
+    longs.append((stem, sections.task_of(ds), long))
     lines += sections.warn(stem, sections.like_note(tables.unreachable_like_threshold(ds, spec), spec), console)
     lines += (quality_lines + sections.bias_section(ds, stem, out)
               + sections.quantized_section(ds, stem, out, spec.accuracy) + sections.pairwise_section(ds, stem, out))

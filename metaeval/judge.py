@@ -222,7 +222,6 @@ class JudgeReport:
     long: pd.DataFrame  # correlations on the reported rows
     across: pd.DataFrame
     invalid: pd.DataFrame
-    rows: list[dict]
     notes: list[str]
     tables: dict = field(default_factory=dict)
 
@@ -275,7 +274,7 @@ def build(study: Study, criterion: Criterion = Criterion(), *, bootstrap: int = 
     bad = invalid(rows)
     notes = notes_of(study, criterion, bootstrap, alpha, seed, resample)
     notes += [n for n in (degenerate_note(long, bootstrap, resample), judge_tables.fallback_note(bad)) if n]
-    rep = JudgeReport(study, selection, grid(study, criterion, "parsed"), long, across, bad, rows, notes)
+    rep = JudgeReport(study, selection, grid(study, criterion, "parsed"), long, across, bad, notes)
     n_test = max((len(r["frame"]) for r in rows), default=0)
     fields = {"data": study.data, "aspect": study.aspect, "n": n_test,
               "selection": "same-items" if not study.has_dev_split else "dev", "criterion": criterion.kind,

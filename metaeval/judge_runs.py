@@ -31,7 +31,6 @@ class Point:
 
     pair: str
     variant: str  # the method's score column: score.<variant>
-    method: str
     lo: int
     hi: int
     lam: float
@@ -66,7 +65,6 @@ class Point:
 class Study:
     """Judge runs on one data set, judge prompt, dev split and aspect."""
 
-    key: str
     data: str
     aspect: str
     dev_ids: str | None
@@ -96,9 +94,7 @@ class Study:
 
 
 def _model_name(path) -> str | None:
-    if not path:
-        return None
-    return str(path).removeprefix("gguf:").rstrip("/").split("/")[-1]
+    return str(path).removeprefix("gguf:").rstrip("/").split("/")[-1] if path else None
 
 
 def model_names(pair: dict) -> tuple[str, str]:
@@ -178,7 +174,7 @@ def collect(runs: list[Run]) -> list[Study]:
         rng = method.get("score_range") or info.get("score_range")
         key = _study_key(cfg, aspect)
         # no aspect: its runs are left out below, so the study has no point and is not returned
-        study = studies.setdefault(key, Study(key, (cfg.get("data") or {}).get("name", "?"), aspect or "",
+        study = studies.setdefault(key, Study((cfg.get("data") or {}).get("name", "?"), aspect or "",
                                               (cfg.get("split") or {}).get("dev_ids"), []))
         variant = method.get("variant") or method.get("name")
         lam, t = method.get("lam", info.get("lam")), method.get("t", info.get("t"))
@@ -214,7 +210,7 @@ def collect(runs: list[Run]) -> list[Study]:
             if dup.any() and len(frames) > 1:
                 study.notes.append(f"{pair} {variant} {lo}-{hi} lam={lam} t={t}: {len(frames)} runs, "
                                    f"{int(dup.sum())} repeated ids counted once")
-            study.points.append(Point(pair, variant, name, lo, hi, lam, t, main, asst,
+            study.points.append(Point(pair, variant, lo, hi, lam, t, main, asst,
                                       merged[~dup].reset_index(drop=True), [p for p, _ in frames],
                                       parse_rule(json.loads(settings), name)))
         out.append(study)

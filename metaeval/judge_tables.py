@@ -132,10 +132,8 @@ def invalid_table(frame: pd.DataFrame, title: str, signature: str = "") -> rende
         share = "nan" if not np.isfinite(r["invalid"]) else f"{100 * r['invalid']:.1f}%"
         if r[ECHO] and r["n"]:  # a valid share made of echoes is no "ok": say how much of it they are
             share += f" + {100 * r[ECHO] / r['n']:.1f}% Echo"
-        cells = [r["range"], share, *(str(int(r[s])) for s in STATUSES)]
-        cells += [str(int(r["other"]))] if "other" in columns else []
-        cells += [str(int(r[LIST])), str(int(r[ECHO]))]  # under either parse rule, 0 included
-        rows.append((r["label"], cells + [str(int(r["n"]))]))
+        # the counts, List and Echo under either parse rule, 0 included
+        rows.append((r["label"], [r["range"], share, *(str(int(r[c])) for c in columns[2:])]))
     return render.Table(title, columns, rows, signature, "Model")
 
 

@@ -30,6 +30,11 @@ class PairCounts(NamedTuple):
     def total(self) -> int:
         return sum(self)
 
+    @property
+    def untied(self) -> tuple[int, int]:
+        """(pairs untied in x, pairs untied in y); both 0 without pairs."""
+        return self.total - self.ties_x - self.ties_both, self.total - self.ties_y - self.ties_both
+
 
 def _pair_diffs(x: np.ndarray, y: np.ndarray):
     """Yield (dx, dy) = (x_j - x_i, y_j - y_i) for all pairs i < j, in row chunks."""
@@ -47,27 +52,20 @@ def pair_counts(x, y, epsilon: float = 0.0) -> PairCounts:
     if epsilon < 0:
         raise ValueError("epsilon must be >= 0")
     x, y = finite_pairs(x, y)
-    con = dis = tx = ty = txy = 0
+    counts = [0] * 5
     for dx, dy in _pair_diffs(x, y):
-        tie_x = np.abs(dx) <= epsilon
-        tie_y = dy == 0
-        untied = ~tie_x & ~tie_y
-        same = (dx > 0) == (dy > 0)
-        con += int(np.count_nonzero(untied & same))
-        dis += int(np.count_nonzero(untied & ~same))
-        tx += int(np.count_nonzero(tie_x & ~tie_y))
-        ty += int(np.count_nonzero(~tie_x & tie_y))
-        txy += int(np.count_nonzero(tie_x & tie_y))
-    return PairCounts(con, dis, tx, ty, txy)
+        tie_x, tie_y = np.abs(dx) <= epsilon, dy == 0
+        untied, same = ~tie_x & ~tie_y, (dx > 0) == (dy > 0)
+        kinds = (untied & same, untied & ~same, tie_x & ~tie_y, ~tie_x & tie_y, tie_x & tie_y)  # C, D, Tx, Ty, Txy
+        counts = [c + int(np.count_nonzero(k)) for c, k in zip(counts, kinds)]
+    return PairCounts(*counts)
 
 
 def tau_b(x, y, epsilon: float = 0.0) -> float:
     """Kendall tau-b (scipy ``kendalltau(variant="b")``); optional metric-tie epsilon."""
     c = pair_counts(x, y, epsilon)
-    n_pairs = c.total
-    tot_x = n_pairs - c.ties_x - c.ties_both  # pairs untied in x
-    tot_y = n_pairs - c.ties_y - c.ties_both
-    if n_pairs == 0 or tot_x == 0 or tot_y == 0:
+    tot_x, tot_y = c.untied
+    if 0 in (tot_x, tot_y):
         return float("nan")
     return float((c.concordant - c.discordant) / np.sqrt(tot_x) / np.sqrt(tot_y))
 
@@ -76,8 +74,7 @@ def tau_c(x, y) -> float:
     """Kendall tau-c / Stuart's tau-c (scipy ``kendalltau(variant="c")``)."""
     xf, yf = finite_pairs(x, y)
     c = pair_counts(xf, yf)
-    n_pairs = c.total
-    if n_pairs == 0 or c.ties_x + c.ties_both == n_pairs or c.ties_y + c.ties_both == n_pairs:
+    if 0 in c.untied:
         return float("nan")
     m = min(np.unique(xf).size, np.unique(yf).size)
     return float(2 * (c.concordant - c.discordant) / (xf.size ** 2 * (m - 1) / m))
@@ -86,17 +83,13 @@ def tau_c(x, y) -> float:
 def tau_23(x, y, epsilon: float = 0.0) -> float:
     """WMT23 tau ('23'): (C + Txy - D - Tx - Ty) / N, ties in both count as agreement."""
     c = pair_counts(x, y, epsilon)
-    if c.total == 0:
-        return float("nan")
-    return (c.concordant + c.ties_both - c.discordant - c.ties_x - c.ties_y) / c.total
+    return (c.concordant + c.ties_both - c.discordant - c.ties_x - c.ties_y) / c.total if c.total else float("nan")
 
 
 def acc_23(x, y, epsilon: float = 0.0) -> float:
     """WMT23 pairwise accuracy ('acc23'): (C + Txy) / N."""
     c = pair_counts(x, y, epsilon)
-    if c.total == 0:
-        return float("nan")
-    return (c.concordant + c.ties_both) / c.total
+    return (c.concordant + c.ties_both) / c.total if c.total else float("nan")
 
 
 def kendall_like_counts(x, y, thresh: float = 25.0) -> tuple[int, int]:
@@ -115,9 +108,7 @@ def kendall_like_counts(x, y, thresh: float = 25.0) -> tuple[int, int]:
 def kendall_like(x, y, thresh: float = 25.0) -> float:
     """WMT20 DARR Kendall-like: (C - D) / (C + D) over pairs with |gold diff| >= thresh."""
     con, dis = kendall_like_counts(x, y, thresh)
-    if con + dis == 0:
-        return float("nan")
-    return (con - dis) / (con + dis)
+    return (con - dis) / (con + dis) if con + dis else float("nan")
 
 
 def normalize_variant(variant: str) -> str:

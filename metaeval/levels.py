@@ -48,11 +48,9 @@ def corr_fn(kind: str, variant: str | None, kw: dict):
     if kind != "kendall":
         if variant is not None or kw:
             raise ValueError(f"variant / options apply to kind='kendall' only, not {kind!r}")
-        return lambda x, y: correlate(x, y, kind)
-    v = normalize_variant("b" if variant is None else variant)
-    if v == "b" and not kw.get("epsilon", 0.0):
-        return lambda x, y: correlate(x, y, "kendall")  # scipy tau-b
-    return lambda x, y: kendall(x, y, v, **kw)
+    elif (v := normalize_variant("b" if variant is None else variant)) != "b" or kw.get("epsilon", 0.0):
+        return lambda x, y: kendall(x, y, v, **kw)
+    return lambda x, y: correlate(x, y, kind)  # Pearson, Spearman or scipy's tau-b
 
 
 def correlate_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str,

@@ -12,6 +12,7 @@ import pandas as pd
 from cscore.metaeval.statistic import subset_rows
 
 _TOL = 1e-12
+KEY_COLUMNS = {"segment": None, "item": "group", "system_grouped": "system", "system": "system"}  # a level's groups
 
 
 @dataclass
@@ -136,11 +137,10 @@ def acc_eq(metric, human, groups=None) -> tuple[float, float]:
     return res.value, res.epsilon
 
 
-def acc_eq_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str = "item",
-              group_col: str = "group", system_col: str = "system") -> tuple[float, float]:
+def acc_eq_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str = "item") -> tuple[float, float]:
     """acc_eq on a long table: pairs within each group (item, WMT23's segment level), within each system
     (system_grouped) or all pairs pooled (segment, mt-metrics-eval's ``average_by='none'``)."""
-    groups = {"item": group_col, "system_grouped": system_col, "segment": None}
+    groups = {"item": "group", "system_grouped": "system", "segment": None}
     if level not in groups:
         raise ValueError(f"unknown level {level!r}; use one of {tuple(groups)}")
     col = groups[level]
@@ -156,19 +156,13 @@ class TieCalibratedStat:
 
     batchable = True
 
-    def __init__(self, human_col: str, level: str = "item", variant: str = "acc23", *, subset: tuple | None = None,
-                 group_col: str = "group", system_col: str = "system"):
-        if level not in ("segment", "item", "system_grouped", "system"):
+    def __init__(self, human_col: str, level: str = "item", variant: str = "acc23", *, subset: tuple | None = None):
+        if level not in KEY_COLUMNS:
             raise ValueError(f"unknown level {level!r}")
         self.variant = _check_variant(variant)
-        self.human_col, self.level, self.subset = human_col, level, subset
-        self.group_col, self.system_col = group_col, system_col
+        self.human_col, self.level, self.subset, self.key_col = human_col, level, subset, KEY_COLUMNS[level]
         where = "" if subset is None else f"[{subset[0]}={subset[1]}]"
         self.__name__ = f"{self.variant}-calibrated@{level}({human_col}){where}"
-
-    @property
-    def _key_col(self) -> str | None:
-        return {"segment": None, "item": self.group_col}.get(self.level, self.system_col)
 
     def pairs_needed(self, df: pd.DataFrame, metric_col: str) -> int:
         """How many pairs the search holds at once (all pairs of finite cells within each group of the level)."""
@@ -178,9 +172,9 @@ class TieCalibratedStat:
         if self.level == "segment":
             sizes = np.array([ok.sum()])
         elif self.level == "system":
-            sizes = np.array([df[self.system_col][ok].nunique()])
+            sizes = np.array([df["system"][ok].nunique()])
         else:
-            sizes = df[self._key_col][ok].value_counts().to_numpy()
+            sizes = df[self.key_col][ok].value_counts().to_numpy()
         return int((sizes * (sizes - 1) // 2).sum())
 
     def _search(self, m, h, key) -> TieCalibration:
@@ -196,7 +190,7 @@ class TieCalibratedStat:
 
     def calibration(self, df: pd.DataFrame, metric_col: str) -> TieCalibration:
         df = df[subset_rows(df, self.subset)]
-        key = None if self._key_col is None else df[self._key_col].to_numpy()
+        key = None if self.key_col is None else df[self.key_col].to_numpy()
         return self._search(df[metric_col].to_numpy(dtype=np.float64), df[self.human_col].to_numpy(dtype=np.float64),
                             key)
 
@@ -208,19 +202,17 @@ class TieCalibratedStat:
         keep = subset_rows(df, self.subset)
         if len(xs) == 1 and self.level == "segment":
             return self._pooled_drawn(np.asarray(xs[0], dtype=np.float64), h, ws[0] * keep)
-        if len(xs) == 1 and self.level == "item" and units is not None and units.col == self.group_col:
+        if len(xs) == 1 and self.level == "item" and units is not None and units.col == self.key_col:
             return self._items_drawn(np.asarray(xs[0], dtype=np.float64), h, keep, units)
         return self._each(df, xs, ws, h, keep, units)
 
     def _pooled_drawn(self, x, h, W) -> np.ndarray:
         """Segment level: pair (i, j) enters version b ``W[b, i] * W[b, j]`` times; a row's own copies tie."""
         rows = np.flatnonzero(np.isfinite(x) & np.isfinite(h) & (W > 0).any(0))
-        x, h, W = x[rows], h[rows], W[:, rows]
+        p, W = _pairs(x[rows], h[rows]), W[:, rows]  # one group: its pairs in np.triu_indices order
         i, j = np.triu_indices(rows.size, 1)
-        dm, dh = x[j] - x[i], h[j] - h[i]
-        u, t = _scored(((dm > 0) & (dh > 0)) | ((dm < 0) & (dh < 0)), dh == 0, self.variant)
-        diff = np.abs(dm)
-        thresholds, step = _steps(diff)
+        u, t = _scored(p.agree, p.human_tie, self.variant)
+        thresholds, step = _steps(p.diff)
         out = np.full(len(W), np.nan)
         for b, w in enumerate(W):
             pw = w[i] * w[j]
@@ -229,7 +221,7 @@ class TieCalibratedStat:
             if total == 0:
                 continue
             eps = thresholds[_best(_values_at(u, t, pw, step, thresholds.size, own))]
-            out[b] = (np.sum(pw * np.where(diff <= eps, t, u)) + own) / total
+            out[b] = (np.sum(pw * np.where(p.diff <= eps, t, u)) + own) / total
         return out
 
     def _items_drawn(self, x, h, keep, units) -> np.ndarray:
@@ -251,9 +243,8 @@ class TieCalibratedStat:
 
     def _each(self, df, xs, ws, h, keep, units) -> np.ndarray:
         """Any other version, expanded and searched on its own; a drawn unit's copies are distinct groups."""
-        key_col = self._key_col
-        key = None if key_col is None else pd.factorize(df[key_col], use_na_sentinel=False)[0]
-        copies = units is not None and units.col == key_col
+        key = None if self.key_col is None else pd.factorize(df[self.key_col], use_na_sentinel=False)[0]
+        copies = units is not None and units.col == self.key_col
         W = sum(ws) * keep
         X = sum(np.where(w > 0, np.asarray(x, dtype=np.float64), 0.0) for x, w in zip(xs, ws))  # NaN stays
         X = np.broadcast_to(X, W.shape)

@@ -81,13 +81,9 @@ def csv(t: Table) -> str:
     return buf.getvalue()
 
 
-def rich(t: Table) -> "Fitted":
-    """A rich renderable of the table at the width it is printed at (``Fitted``), every text escaped."""
-    return Fitted(t)
-
-
 class Fitted:
-    """A table that fits the console: its columns split over several tables (``layout``), none cut."""
+    """A rich renderable of a table that fits the console: its columns split over several tables (``layout``),
+    none cut, every text escaped."""
 
     def __init__(self, table: Table):
         self.table = table
@@ -102,6 +98,9 @@ class Fitted:
             yield _rich_part(shown, group)
         if t.signature:
             yield Text(t.signature, style="dim")
+
+
+rich = Fitted  # the table as printed at the console's width
 
 
 BORDER = 3  # a column's share of a boxed rich table: one space each side and one rule

@@ -41,17 +41,14 @@ def plot_caption(ds, spec: Spec, items: int) -> str:
 def sweep_plot(ds, long, stem: str, folder: Path, title: str, caption: str = "", warning: str = "") -> None:
     params = swept_params(ds)
     mains = {lb for lb, r in ds.rows.items() if r["main"]}
+    # one parameter: a line per column; two: a heatmap of AVG
+    sub = long[long["label"].isin(mains) & ((long["target"] == "AVG") | (len(params) == 1))].copy()
+    for p in params:
+        sub[p] = sub["label"].map(lambda lb, p=p: ds.rows[lb]["params"][p])
     if len(params) == 1:
-        p = params[0]
-        sub = long[long["label"].isin(mains)].copy()
-        sub[p] = sub["label"].map(lambda lb: ds.rows[lb]["params"][p])
-        sub["series"] = sub["target"]
-        fig = plots.correlation_vs_param_figure(sub, p, title, caption, warning)
-        plots.save(fig, folder / f"{stem}_corr_vs_{file_stem(p)}.png")
+        fig = plots.correlation_vs_param_figure(sub.assign(series=sub["target"]), params[0], title, caption, warning)
+        plots.save(fig, folder / f"{stem}_corr_vs_{file_stem(params[0])}.png")
     elif len(params) == 2:
-        sub = long[(long["target"] == "AVG") & long["label"].isin(mains)].copy()
-        for p in params:
-            sub[p] = sub["label"].map(lambda lb, p=p: ds.rows[lb]["params"][p])
         fig = plots.heatmap_figure(sub, params[0], params[1], f"{title} ({caption.split(';')[0]}), AVG")
         plots.save(fig, folder / f"{stem}_{file_stem(params[0])}_x_{file_stem(params[1])}.png")
 

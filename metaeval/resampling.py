@@ -120,10 +120,7 @@ def bootstrap_ci(df: pd.DataFrame, stat: Stat, metric_col: str, *, resample: str
                               resample if relabel else None)
     finite = np.isfinite(values)
     ok = values[finite]
-    if ok.size:
-        low, high = (float(v) for v in np.quantile(ok, [alpha / 2, 1 - alpha / 2]))
-    else:
-        low = high = math.nan
+    low, high = [float(v) for v in np.quantile(ok, [alpha / 2, 1 - alpha / 2])] if ok.size else [math.nan, math.nan]
     return BootstrapCI(point, low, high, n=n, n_nan=int((~finite).sum()), n_units=n_units,
                        alpha=alpha, resample=resample, samples=ok)
 
@@ -169,9 +166,7 @@ def permutation_test(df: pd.DataFrame, stat: Stat, metric_a: str, metric_b: str,
         raise ValueError("metric_a and metric_b must be different columns")
     value_a, value_b = float(stat(df, metric_a)), float(stat(df, metric_b))
     a, b = _zscore(df[metric_a].to_numpy(dtype=np.float64)), _zscore(df[metric_b].to_numpy(dtype=np.float64))
-    work = df.copy()
-    work[metric_a] = a
-    work[metric_b] = b
+    work = df.assign(**{metric_a: a, metric_b: b})
     delta = float(stat(work, metric_a)) - float(stat(work, metric_b))
     result = dict(delta=delta, p_value=math.nan, value_a=value_a, value_b=value_b, n=n, n_nan=0)
     if not math.isfinite(delta):

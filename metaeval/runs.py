@@ -86,11 +86,6 @@ def runs_under(roots: list[Path]) -> tuple[list[Run], list[list[Run]], list[Path
     return list(first.values()), per_root, repeated
 
 
-def interrupted(run: Run) -> bool:
-    """A run stopped by Ctrl-C (its failed.json names a KeyboardInterrupt)."""
-    return str((run.failure or {}).get("error", "")).startswith("KeyboardInterrupt")
-
-
 def _mtime(path: Path) -> float:
     try:
         return path.stat().st_mtime
@@ -137,7 +132,7 @@ def run_status(runs: list[Run]) -> Status:
             status.finished_by[r.path] = max(later, key=lambda d: _mtime(d.path / METRICS)).path
         elif r.failure is None:
             status.incomplete.append(r)
-        elif interrupted(r):
+        elif str((r.failure or {}).get("error", "")).startswith("KeyboardInterrupt"):  # stopped by Ctrl-C
             status.interrupted.append(r)
         else:
             status.failed.append(r)

@@ -107,13 +107,12 @@ def spa(ds: Dataset, permutations: int = soft.PERMUTATIONS,
 def speed(runs: list[Run]) -> pd.DataFrame:
     """One row per complete run, named by its sweep point; a run that read passes from the cache has no speed."""
     done = [r for r in runs if r.complete]
-    names = point_names(done)
     rows = []
-    for run in done:
+    for run, name in zip(done, run_labels([r.config for r in done], [r.path.name for r in done])):
         metrics = run.done_metrics()
         sp = metrics.get("speed", {})
         cached = any(p.get("from_cache") for p in (sp.get("passes") or {}).values())
-        rows.append({"run": names[id(run)], "data": run.config["data"]["name"], "pair": pair_of(run),
+        rows.append({"run": name, "data": run.config["data"]["name"], "pair": pair_of(run),
                      "method": run.config["method"].get("variant"), "items": metrics.get("n_items"),
                      "score_seconds": sp.get("score_seconds"),
                      "samples_per_second": None if cached else sp.get("samples_per_second"),
@@ -136,12 +135,6 @@ def pair_of(run: Run) -> str | None:
     sig = str((run.metrics or {}).get("signature") or "")
     named = dict(part.split(":", 1) for part in sig.split("|") if ":" in part)
     return named.get("pair") or run.config.get("pair", {}).get("name")
-
-
-def point_names(runs: list[Run]) -> dict[int, str]:
-    """id(run) -> its sweep point (``metaeval.run_labels``)."""
-    labels = run_labels([r.config for r in runs], [r.path.name for r in runs])
-    return {id(r): lb for r, lb in zip(runs, labels)}
 
 
 def speed_points(ds: Dataset, long: pd.DataFrame) -> pd.DataFrame:

@@ -63,16 +63,14 @@ class Matrices:
     n_dropped: int         # segments left out: some system lacks a finite human or metric score
 
 
-def matrices(df: pd.DataFrame, metric_col: str, human_col: str, system_col: str = "system",
-             group_col: str = "group") -> Matrices:
+def matrices(df: pd.DataFrame, metric_col: str, human_col: str) -> Matrices:
     """The long table as (systems x segments) matrices over the segments every system has finite scores for."""
-    frame = df[[system_col, group_col, human_col, metric_col]]
-    if frame.duplicated([system_col, group_col]).any():
-        raise ValueError(f"several rows share a {system_col} and a {group_col}: SPA needs one score per system "
-                         "and segment")
-    segments = list(pd.unique(frame[group_col]))
-    h = frame.pivot(index=system_col, columns=group_col, values=human_col).reindex(columns=segments).sort_index()
-    m = frame.pivot(index=system_col, columns=group_col, values=metric_col).reindex(index=h.index, columns=segments)
+    frame = df[["system", "group", human_col, metric_col]]
+    if frame.duplicated(["system", "group"]).any():
+        raise ValueError("several rows share a system and a group: SPA needs one score per system and segment")
+    segments = list(pd.unique(frame["group"]))
+    h = frame.pivot(index="system", columns="group", values=human_col).reindex(columns=segments).sort_index()
+    m = frame.pivot(index="system", columns="group", values=metric_col).reindex(index=h.index, columns=segments)
     hv, mv = h.to_numpy(dtype=np.float64), m.to_numpy(dtype=np.float64)
     keep = (np.isfinite(hv) & np.isfinite(mv)).all(axis=0)
     return Matrices(list(h.index), [s for s, k in zip(segments, keep) if k], hv[:, keep], mv[:, keep],

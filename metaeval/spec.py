@@ -12,7 +12,7 @@ from cscore.errors import ConfigError
 from cscore.metaeval.accuracy import PROTOCOLS
 from cscore.metaeval.correlation import CORRELATIONS
 from cscore.metaeval.kendall import VARIANTS, normalize_variant
-from cscore.metaeval.levels import LEVELS, KendallOptions
+from cscore.metaeval.levels import LEVELS
 
 # bootstrap units: groups = documents / source segments (all their rows come along), items = rows
 RESAMPLE = {"groups": "group", "items": None}
@@ -94,10 +94,6 @@ class Spec:
         if self.kind != "kendall" or self.variant not in ("23", "acc23"):
             return False
         return (self.ties or ("calibrated" if self.variant == "acc23" else "exact")) == "calibrated"
-
-    def kendall_options(self) -> KendallOptions:
-        """The Kendall options ``LevelStat`` / ``correlate_at`` take for this statistic."""
-        return KendallOptions(thresh=self.like_threshold)
 
     def fields(self) -> dict:
         """The signature fields of this statistic (``cscore.metaeval.signature``)."""

@@ -70,33 +70,30 @@ class LevelStat:
             return self._system(df, xs, ws, h)
         return self._grouped(df[key], xs, ws, h)
 
-    def _micro(self, weights: np.ndarray) -> np.ndarray:
-        return weights if self.average == "micro" else np.ones_like(weights)
+    def _group(self, xs, ws, y) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One group's (correlation, weight in the average, whether defined) in each version; a pairless
+        Kendall-like group of 2+ cells counts 0 (``pairless_zero``)."""
+        v, wt = self.corr.candidates(xs, ws, y)
+        counted = np.isfinite(v)
+        if self.pairless_zero:
+            v = np.where(~counted & (_cells(xs, ws, y) >= 2), 0.0, v)
+        return v, wt if self.average == "micro" else np.ones_like(wt), counted
 
     def _grouped(self, key: pd.Series, xs, ws, h) -> np.ndarray:
         """One correlation per group (item or system) of each version, averaged over groups."""
-        values, weights, counted = [], [], []
-        for rows in _rows_by_code(*_factorize(key)):
-            part = [x[rows] for x in xs], [w[:, rows] for w in ws], h[rows]
-            v, wt = self.corr.candidates(*part)
-            counted.append(np.isfinite(v))
-            if self.pairless_zero:
-                v = np.where(~np.isfinite(v) & (_cells(*part) >= 2), 0.0, v)
-            values.append(v)
-            weights.append(self._micro(wt))
-        mean = _weighted_mean(np.array(values), np.array(weights))
-        return np.where(np.array(counted).any(0), mean, np.nan) if self.pairless_zero else mean
+        groups = [self._group([x[rows] for x in xs], [w[:, rows] for w in ws], h[rows])
+                  for rows in _rows_by_code(*_factorize(key))]
+        values, weights, counted = (np.array([g[k] for g in groups]) for k in range(3))
+        mean = _weighted_mean(values, weights)
+        return np.where(counted.any(0), mean, np.nan) if self.pairless_zero else mean
 
     def _grouped_drawn(self, x, h, keep, units: Units) -> np.ndarray:
         """Every draw is a group: per-unit values are fixed, the draws only weight them."""
         n_units = units.counts.shape[1]
         values, weights, counted = np.full(n_units, np.nan), np.zeros(n_units), np.zeros(n_units, dtype=bool)
         for u, rows in enumerate(_rows_by_code(units.codes, n_units)):
-            part = [x[rows]], [keep[rows][None, :].astype(np.float64)], h[rows]
-            v, wt = self.corr.candidates(*part)
-            counted[u] = np.isfinite(v[0])
-            values[u] = 0.0 if self.pairless_zero and not counted[u] and _cells(*part)[0] >= 2 else v[0]
-            weights[u] = self._micro(wt)[0]
+            v, wt, ok = self._group([x[rows]], [keep[rows][None, :].astype(np.float64)], h[rows])
+            values[u], weights[u], counted[u] = v[0], wt[0], ok[0]
         draws = units.counts.T * weights[:, None]
         mean = _weighted_mean(values[:, None], draws)
         return np.where(((draws > 0) & counted[:, None]).any(0), mean, np.nan) if self.pairless_zero else mean

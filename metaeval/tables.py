@@ -16,7 +16,7 @@ from cscore.errors import ConfigError, CscoreError
 from cscore.metaeval import render
 from cscore.metaeval.clusters import significance_clusters
 from cscore.metaeval.correlation import grid
-from cscore.metaeval.levels import Grouping
+from cscore.metaeval.levels import Grouping, KendallOptions
 from cscore.metaeval.names import differing, numbered
 from cscore.metaeval.pairwise import TieCalibratedStat
 from cscore.metaeval.resampling import bootstrap_ci
@@ -61,12 +61,8 @@ def shown(value) -> str:
 def _labels(entries: list[dict]) -> list[str]:
     """One label per row: ``<pair> <variant>`` (a baseline: ``<variant>``), plus the parameters, then the
     pair settings, that tell rows of one label apart; rows alike in all of that numbered (``#2``)."""
-    def name(e):
-        if e["method"] == "baseline":
-            return e["variant"]
-        return f"{e['run'].config['pair'].get('name', '?')} {e['variant']}"
-
-    labels = [name(e) for e in entries]
+    labels = [e["variant"] if e["method"] == "baseline"  # a baseline reads no pair
+              else f"{e['run'].config['pair'].get('name', '?')} {e['variant']}" for e in entries]
     for with_keys in (lambda e: e["params"], lambda e: flat(e["run"].config["pair"], lists_as_json=False)):
         groups: dict[str, list[int]] = {}
         for i, lb in enumerate(labels):
@@ -110,20 +106,15 @@ def _group(runs: list[Run]) -> dict[str, list[Run]]:
 
 def collect(runs: list[Run], defaults: Callable[[str, dict], dict] | None = None) -> list[Dataset]:
     """Complete runs grouped by dataset, their score columns merged; a row repeated across runs appears once."""
-    by_data = _group(runs)
     out = []
-    for key, group in by_data.items():
-        base = None
-        ds = Dataset(key, pd.DataFrame(), [], None)
+    for key, group in _group(runs).items():  # a group holds one run at least
+        first, cfg = group[0].scores(), group[0].config
+        base = first[[c for c in first.columns if not c.startswith(rundir.SCORE)]].copy()
+        ds = Dataset(key, base, [c for c in first.columns if c.startswith(rundir.HUMAN)],
+                     cfg.get("meta", {}).get("split_by") or cfg["data"].get("split_by"))
         entries: dict[str, dict] = {}
         for run in group:
-            scores = run.scores()
-            if base is None:
-                base = scores[[c for c in scores.columns if not c.startswith(rundir.SCORE)]].copy()
-                ds.humans = [c for c in scores.columns if c.startswith(rundir.HUMAN)]
-                cfg = run.config
-                ds.split_by = cfg.get("meta", {}).get("split_by") or cfg["data"].get("split_by")
-            scores = scores.set_index("id").reindex(base["id"])
+            scores = (first if run is group[0] else run.scores()).set_index("id").reindex(base["id"])
             for v in run.done_metrics()["variants"]:
                 main = v["name"] == run.config["method"].get("variant")
                 pair = None if v["method"] == "baseline" else run.config["pair"]  # a baseline reads no pair
@@ -134,13 +125,10 @@ def collect(runs: list[Run], defaults: Callable[[str, dict], dict] | None = None
                     continue
                 entries[ident] = {"run": run, "variant": v["name"], "method": v["method"], "params": params,
                                   "main": main, "values": scores[f"{rundir.SCORE}{v['name']}"].to_numpy()}
-        if base is None:  # a group holds one run at least
-            continue
         rows = list(entries.values())
         for label, e in zip(_labels(rows), rows):
             base[f"{rundir.SCORE}{label}"] = e["values"]
             ds.rows[label] = {"run": e["run"], "variant": e["variant"], "params": e["params"], "main": e["main"]}
-        ds.frame = base
         out.append(ds)
     return out
 
@@ -165,7 +153,7 @@ def statistic(spec: Spec, human: str, subset: tuple | None = None) -> LevelStat 
     if spec.calibrated:
         return TieCalibratedStat(human, spec.level, spec.variant or "acc23", subset=subset)
     return LevelStat(human, spec.level, spec.kind, spec.variant, subset=subset,
-                     grouping=Grouping(average=spec.average), options=spec.kendall_options())
+                     grouping=Grouping(average=spec.average), options=KendallOptions(thresh=spec.like_threshold))
 
 
 def columns(ds: Dataset, spec: Spec) -> list[tuple[str, LevelStat | TieCalibratedStat | MeanStat]]:
@@ -243,8 +231,7 @@ def _cluster_ranks(ds: Dataset, spec: Spec, stat, labels: list[str]) -> dict:
     return {c["metric"].removeprefix(rundir.SCORE): c["rank"] for c in clusters}
 
 
-def largest_human_difference(frame: pd.DataFrame, human: str, level: str, subset: tuple | None = None,
-                             group_col: str = "group", system_col: str = "system") -> float:
+def largest_human_difference(frame: pd.DataFrame, human: str, level: str, subset: tuple | None = None) -> float:
     """The largest |difference| of two human scores a correlation at ``level`` compares; NaN without a pair."""
     f = frame if subset is None else frame[frame[subset[0]] == subset[1]]
     h = pd.to_numeric(f[human], errors="coerce")
@@ -252,7 +239,7 @@ def largest_human_difference(frame: pd.DataFrame, human: str, level: str, subset
     if level == "segment":
         spans = [h[ok].max() - h[ok].min()] if ok.sum() >= 2 else []
     else:
-        key = group_col if level == "item" else system_col
+        key = "group" if level == "item" else "system"
         if key not in f.columns:
             return math.nan
         if level == "system":
