@@ -36,10 +36,6 @@ def free_device_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def is_auto(budget) -> bool:
-    return isinstance(budget, str) and budget == AUTO
-
-
 def activation_bytes(config, tokens: int, row: int, dtype: torch.dtype) -> int:
     """A generous estimate of a forward pass's peak activation memory."""
     size = torch.finfo(dtype).bits // 8

@@ -289,7 +289,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         return seq2seq.compute(model, items, temperatures=temperatures, pad_id=pad_id, progress=progress, heads=heads,
                                checkpoint=checkpoint, options=replace(opts, prefix_sharing=True))
     heads = {"model": None} if heads is None else dict(heads)
-    temperatures, offsets, token_ids = check_inputs(items, temperatures, opts.padding_side)
+    inputs = check_inputs(items, temperatures, opts.padding_side)
     models = head_models(model, heads)
     vocab = checked_vocab(models, items)
 
@@ -299,7 +299,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     token_budget = min(opts.budget_for(m, longest_row(items, window is not None)) for m, _ in models)
     taps = {h: LayerTap(k.model if isinstance(k, Partner) else model, exit_of(k))  # type: ignore[arg-type]
             for h, k in heads.items() if exit_of(k) is not None}
-    out = Outputs(offsets, temperatures, heads, checkpoint, rows=row_names(heads, opts.distribution))
+    out = Outputs(*inputs, heads, checkpoint, rows=row_names(heads, opts.distribution))
     job = PassJob(window, heads, taps, out, vocab, (pad_id, opts.padding_side), progress, checkpoint,
                   [(flops.costs(m), len(names)) for m, names in models], models, opts.distribution)
     try:
@@ -307,11 +307,9 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     finally:
         for tap in taps.values():
             tap.close()
-    logp, logp_max, dist = out.fetch()  # the one device-to-host copy
-    seconds = time.perf_counter() - start_time
-    stats = {h: TokenStats(temperatures, offsets, token_ids, logp[h], logp_max[h], dist[h]) for h in heads}
-    return stats, EngineReport(seconds, int(processed), padded, n_batches, token_budget=int(token_budget),
-                               oom_retries=retries, flops=useful)
+    stats = out.fetch()
+    return stats, EngineReport(time.perf_counter() - start_time, int(processed), padded, n_batches,
+                               token_budget=int(token_budget), oom_retries=retries, flops=useful)
 
 
 def checked_vocab(models, items) -> int:
@@ -458,7 +456,6 @@ def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
     {head: its states at an index}) per model."""
     first = sources[0][1]
     targets = [t for i in first for t in items[i][1]]
-    dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in first])
     picked, heads = {}, {}
     for m, where, states_at in sources:
         # every model's rows in the same item order; the prompt's last token predicts the first hypothesis token
@@ -473,7 +470,7 @@ def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
     streamed = {} if distribution else streamed_heads(heads, picked, target_t, vocab, out.temperatures)
     rest = {h: m for h, m in heads.items() if h not in streamed}
     per_head = {**streamed, **chunked_heads(rest, picked, target_t, vocab, out.temperatures, distribution)}
-    out.add(torch.from_numpy(dest), {h: per_head[h] for h in heads})
+    out.add(first, {h: per_head[h] for h in heads})
 
 
 def by_model(heads: dict) -> list[tuple]:
