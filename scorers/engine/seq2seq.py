@@ -32,8 +32,7 @@ def decoder_start(model) -> int:
 
 def key_part(lm) -> dict:
     """Extra statistics-cache key parts of ``lm`` (a LoadedModel, not loaded for this, or a model)."""
-    config = getattr(lm, "config", None)
-    start = getattr(config, "decoder_start_token_id", None) if hasattr(lm, "loaded") else None
+    start = getattr(lm.config, "decoder_start_token_id", None) if hasattr(lm, "loaded") else None
     if start is None:
         start = decoder_start(lm.model if hasattr(lm, "loaded") else lm)
     return {"layout": {"kind": "encoder-decoder", "decoder_start": int(start)}}

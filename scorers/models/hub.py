@@ -18,10 +18,6 @@ PREDOWNLOADED = ("; weights downloaded before: set HF_HOME (or HF_HUB_CACHE) to 
 _decided: dict[str, str | None] = {}  # endpoint -> None (reachable) or why not
 
 
-def endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
-
-
 def offline_by_choice() -> str | None:
     """The variable that switches the hub off, if one is set (to a true value)."""
     for var in OFFLINE_VARS:
@@ -46,7 +42,7 @@ def unreachable() -> str | None:
     var = offline_by_choice()
     if var:
         return f"{var} is set"
-    url = endpoint()
+    url = os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
     if url not in _decided:
         result: list = []
         worker = threading.Thread(target=_probe, args=(url, result), daemon=True)  # a DNS lookup has no timeout
