@@ -532,5 +532,4 @@ def chunked_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int, 
         for h, m in heads.items():
             got[h].append(token_statistics(raw_logits(m, picked[h][s:s + chunk]), targets[s:s + chunk], temperatures,
                                            caps[h]))
-    return {h: tuple(torch.cat([part[k] for part in parts], dim=1) for k in range(len(parts[0])))
-            for h, parts in got.items()}
+    return {h: tuple(torch.cat(column, dim=1) for column in zip(*parts)) for h, parts in got.items()}

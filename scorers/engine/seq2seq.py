@@ -227,5 +227,5 @@ def _score_batch(model, items, idx, hidden, out, name, vocab, device):
         chunk = chunk_rows(vocab, picked.device, picked.element_size())
         got = [token_statistics(raw_logits(model, picked[s:s + chunk]), targets[s:s + chunk], out.temperatures)
                for s in range(0, len(targets), chunk)]
-        lp, lpm = torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1)
+        lp, lpm = (torch.cat(parts, dim=1) for parts in zip(*got))
     out.add(idx, {name: (lp, lpm)})
