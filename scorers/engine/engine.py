@@ -208,9 +208,10 @@ def run_base(model, ids, mask, positions, items, batch_rows, where):
         prompts = list(spans.values())
         if packed_path(model) == "flex":
             block_mask = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
-            switch = packed_attention.flexed(model, block_mask)
+            switch = packed_attention.switched(model, packed_attention.FLEX_NAME, block_mask)
         else:
-            switch = packed_attention.packed(model, packed_attention.layout(prompts, hyps, ids.device))
+            lay = packed_attention.layout(prompts, hyps, ids.device)
+            switch = packed_attention.switched(model, packed_attention.NAME, lay)
     elif mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
         raise ValueError("a key-padding-only mask needs a model that takes packed_attention")
     with switch:
