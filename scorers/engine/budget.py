@@ -36,10 +36,6 @@ def free_device_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def is_auto(budget) -> bool:
-    return isinstance(budget, str) and budget == AUTO
-
-
 def activation_bytes(config, tokens: int, row: int, dtype: torch.dtype) -> int:
     """A generous estimate of a forward pass's peak activation memory."""
     size = torch.finfo(dtype).bits // 8
@@ -51,13 +47,13 @@ def activation_bytes(config, tokens: int, row: int, dtype: torch.dtype) -> int:
     return tokens * per_token + attention + 3 * HEAD_CHUNK_ELEMENTS * 4
 
 
-def resolve(model, *, longest_row: int, probe: bool | None = None) -> int:
+def resolve(model, *, longest_row: int) -> int:
     """The budget for ``model`` (a loaded transformers model), found once per process."""
     param = next(model.parameters())
     key = (id(model), param.device.type, param.device.index, param.dtype)
     if key in _FOUND:
         return _FOUND[key]
-    probe = param.device.type == "cuda" if probe is None else probe
+    probe = param.device.type == "cuda"
     budget = _probe(model, longest_row) if probe else _estimate(model, longest_row)
     log.info("runtime.token_budget=auto: %d tokens per batch on %s (%s)", budget, param.device,
              "probed" if probe else "estimated from free memory")

@@ -208,9 +208,10 @@ def run_base(model, ids, mask, positions, items, batch_rows, where):
         prompts = list(spans.values())
         if packed_path(model) == "flex":
             block_mask = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
-            switch = packed_attention.flexed(model, block_mask)
+            switch = packed_attention.switched(model, packed_attention.FLEX_NAME, block_mask)
         else:
-            switch = packed_attention.packed(model, packed_attention.layout(prompts, hyps, ids.device))
+            lay = packed_attention.layout(prompts, hyps, ids.device)
+            switch = packed_attention.switched(model, packed_attention.NAME, lay)
     elif mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
         raise ValueError("a key-padding-only mask needs a model that takes packed_attention")
     with switch:
@@ -289,7 +290,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         return seq2seq.compute(model, items, temperatures=temperatures, pad_id=pad_id, progress=progress, heads=heads,
                                checkpoint=checkpoint, options=replace(opts, prefix_sharing=True))
     heads = {"model": None} if heads is None else dict(heads)
-    temperatures, offsets, token_ids = check_inputs(items, temperatures, opts.padding_side)
+    inputs = check_inputs(items, temperatures, opts.padding_side)
     models = head_models(model, heads)
     vocab = checked_vocab(models, items)
 
@@ -299,7 +300,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     token_budget = min(opts.budget_for(m, longest_row(items, window is not None)) for m, _ in models)
     taps = {h: LayerTap(k.model if isinstance(k, Partner) else model, exit_of(k))  # type: ignore[arg-type]
             for h, k in heads.items() if exit_of(k) is not None}
-    out = Outputs(offsets, temperatures, heads, checkpoint, rows=row_names(heads, opts.distribution))
+    out = Outputs(*inputs, heads, checkpoint, rows=row_names(heads, opts.distribution))
     job = PassJob(window, heads, taps, out, vocab, (pad_id, opts.padding_side), progress, checkpoint,
                   [(flops.costs(m), len(names)) for m, names in models], models, opts.distribution)
     try:
@@ -307,11 +308,9 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     finally:
         for tap in taps.values():
             tap.close()
-    logp, logp_max, dist = out.fetch()  # the one device-to-host copy
-    seconds = time.perf_counter() - start_time
-    stats = {h: TokenStats(temperatures, offsets, token_ids, logp[h], logp_max[h], dist[h]) for h in heads}
-    return stats, EngineReport(seconds, int(processed), padded, n_batches, token_budget=int(token_budget),
-                               oom_retries=retries, flops=useful)
+    stats = out.fetch()
+    return stats, EngineReport(time.perf_counter() - start_time, int(processed), padded, n_batches,
+                               token_budget=int(token_budget), oom_retries=retries, flops=useful)
 
 
 def checked_vocab(models, items) -> int:
@@ -458,7 +457,6 @@ def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
     {head: its states at an index}) per model."""
     first = sources[0][1]
     targets = [t for i in first for t in items[i][1]]
-    dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in first])
     picked, heads = {}, {}
     for m, where, states_at in sources:
         # every model's rows in the same item order; the prompt's last token predicts the first hypothesis token
@@ -473,7 +471,7 @@ def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):
     streamed = {} if distribution else streamed_heads(heads, picked, target_t, vocab, out.temperatures)
     rest = {h: m for h, m in heads.items() if h not in streamed}
     per_head = {**streamed, **chunked_heads(rest, picked, target_t, vocab, out.temperatures, distribution)}
-    out.add(torch.from_numpy(dest), {h: per_head[h] for h in heads})
+    out.add(first, {h: per_head[h] for h in heads})
 
 
 def by_model(heads: dict) -> list[tuple]:
@@ -535,5 +533,4 @@ def chunked_heads(heads: dict, picked: dict, targets: torch.Tensor, vocab: int, 
         for h, m in heads.items():
             got[h].append(token_statistics(raw_logits(m, picked[h][s:s + chunk]), targets[s:s + chunk], temperatures,
                                            caps[h]))
-    return {h: tuple(torch.cat([part[k] for part in parts], dim=1) for k in range(len(parts[0])))
-            for h, parts in got.items()}
+    return {h: tuple(torch.cat(column, dim=1) for column in zip(*parts)) for h, parts in got.items()}

@@ -43,9 +43,7 @@ def streamed_statistics(block_logits: BlockLogits, vocab: int, hidden: torch.Ten
     """(logp, logp_max) [n_temps, n] as ``token_statistics`` gives them, the head read once per ``STREAM_ROWS``."""
     got = [_stream(block_logits, vocab, hidden[s:s + STREAM_ROWS], targets[s:s + STREAM_ROWS], temperatures, cap)
            for s in range(0, max(1, hidden.shape[0]), STREAM_ROWS)]
-    if len(got) == 1:
-        return got[0]
-    return torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1)
+    return got[0] if len(got) == 1 else tuple(torch.cat(parts, dim=1) for parts in zip(*got))
 
 
 def padded(hidden: torch.Tensor) -> torch.Tensor:

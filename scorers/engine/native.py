@@ -44,9 +44,7 @@ def cpu_identity() -> str:
 
 def cache_dir() -> Path:
     """``CSCORE_NATIVE_DIR``, else native/ in cscore's cache."""
-    if os.environ.get("CSCORE_NATIVE_DIR"):
-        return Path(os.environ["CSCORE_NATIVE_DIR"])
-    return cache_root() / "native"
+    return Path(os.environ.get("CSCORE_NATIVE_DIR") or cache_root() / "native")
 
 
 @functools.cache

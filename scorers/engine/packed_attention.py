@@ -202,18 +202,11 @@ def usable(model) -> bool:
             and not getattr(config, "attn_logit_softcapping", None))
 
 
-def packed(model, lay: Layout):
-    """Run ``model``'s attention through ``attention`` with ``lay`` for the block inside."""
-    return _switched(model, NAME, _LAYOUT, lay)
-
-
-def flexed(model, mask):
-    """Run ``model``'s attention through ``flex_attention`` under ``mask`` (``flex_mask``)."""
-    return _switched(model, FLEX_NAME, _FLEX, mask)
-
-
 @contextmanager
-def _switched(model, name: str, var: ContextVar, value):
+def switched(model, name: str, value):
+    """Run ``model``'s attention for the block inside through ``attention`` (``name`` ``NAME``, ``value`` a
+    ``Layout``) or flex_attention (``FLEX_NAME``, ``value`` a ``flex_mask``)."""
+    var: ContextVar = {NAME: _LAYOUT, FLEX_NAME: _FLEX}[name]
     configs = {id(m.config): m.config for m in model.modules() if getattr(m, "config", None) is not None}
     saved = {k: c._attn_implementation for k, c in configs.items()}
     token = var.set(value)

@@ -40,7 +40,7 @@ class PassOptions:
         """The token budget of a pass of ``model`` (auto: ``budget.resolve``)."""
         from cscore.scorers.engine import budget
 
-        if budget.is_auto(self.token_budget):
+        if self.token_budget == budget.AUTO:
             return budget.resolve(model, longest_row=longest_row)
         return int(self.token_budget)
 

@@ -13,7 +13,7 @@ import torch
 
 from cscore.errors import ConfigError
 from cscore.scorers.engine.report import EngineReport  # noqa: F401 (re-exported: its home is report.py)
-from cscore.scorers.engine.stats import ROW_NAMES
+from cscore.scorers.engine.stats import ROW_NAMES, TokenStats
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.models.anatomy import decoder_base, layer_list
 
@@ -205,22 +205,25 @@ def kept(checkpoint, members: list[int], done: np.ndarray | None) -> bool:
 class Outputs:
     """Per-token statistics collected on the device (rows in ``stats.ROW_NAMES`` order), copied once at the end."""
 
-    def __init__(self, offsets, temperatures, heads, checkpoint=None, rows: dict | None = None):
+    def __init__(self, temperatures, offsets, token_ids, heads, checkpoint=None, rows: dict | None = None):
+        """``temperatures``, ``offsets``, ``token_ids``: as ``check_inputs`` returns them."""
         self.checkpoint = checkpoint  # gets each batch's rows too, and fills in the rows it kept
-        self.offsets, self.temperatures, self.heads = offsets, temperatures, list(heads)
+        self.temperatures, self.offsets, self.token_ids, self.heads = temperatures, offsets, token_ids, list(heads)
         self.names = {h: (rows or {}).get(h, ROW_NAMES[:2]) for h in heads}  # each head's rows, named
         self.parts: dict[str, list] = {h: [] for h in heads}
         self.dest: list[torch.Tensor] = []
 
-    def add(self, dest: torch.Tensor, per_head: dict[str, tuple[torch.Tensor, ...]]) -> None:
+    def add(self, members, per_head: dict[str, tuple[torch.Tensor, ...]]) -> None:
+        """A batch's rows per head: the tokens of its items ``members``, in that order."""
+        dest = torch.from_numpy(np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1]) for i in members]))
         self.dest.append(dest)
         for h, rows in per_head.items():
             self.parts[h].append(rows)
         if self.checkpoint is not None:
             self.checkpoint.add(dest, per_head)
 
-    def fetch(self):
-        """(logp, logp_max, dist) per head, each [n_temps, n_tokens] (``dist``: {name: array})."""
+    def fetch(self) -> dict[str, TokenStats]:
+        """Each head's statistics (the one device-to-host copy)."""
         shape = (len(self.temperatures), int(self.offsets[-1]))
         full = {h: {name: np.empty(shape, dtype=np.float64) for name in self.names[h]} for h in self.heads}
         if self.checkpoint is not None:
@@ -230,5 +233,5 @@ class Outputs:
             for h in self.heads:  # later parts overwrite earlier ones (a retried batch)
                 for k, name in enumerate(self.names[h]):
                     full[h][name][:, dest] = torch.cat([rows[k] for rows in self.parts[h]], dim=1).cpu().numpy()
-        return ({h: full[h]["logp"] for h in self.heads}, {h: full[h]["logp_max"] for h in self.heads},
-                {h: {n: a for n, a in full[h].items() if n not in ROW_NAMES[:2]} for h in self.heads})
+        return {h: TokenStats(self.temperatures, self.offsets, self.token_ids, full[h].pop("logp"),
+                              full[h].pop("logp_max"), full[h]) for h in self.heads}

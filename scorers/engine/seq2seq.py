@@ -8,7 +8,6 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -33,8 +32,7 @@ def decoder_start(model) -> int:
 
 def key_part(lm) -> dict:
     """Extra statistics-cache key parts of ``lm`` (a LoadedModel, not loaded for this, or a model)."""
-    config = getattr(lm, "config", None)
-    start = getattr(config, "decoder_start_token_id", None) if hasattr(lm, "loaded") else None
+    start = getattr(lm.config, "decoder_start_token_id", None) if hasattr(lm, "loaded") else None
     if start is None:
         start = decoder_start(lm.model if hasattr(lm, "loaded") else lm)
     return {"layout": {"kind": "encoder-decoder", "decoder_start": int(start)}}
@@ -117,14 +115,14 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     ``engine.compute`` does (one head, no early exit; ``prefix_sharing``: a source encoded once)."""
     opts = options if options is not None else PassOptions()
     name = one_head(model, heads)
-    temperatures, offsets, token_ids = check_inputs(items, temperatures, opts.padding_side)
+    inputs = check_inputs(items, temperatures, opts.padding_side)
     device = next(model.parameters()).device
     start_id = decoder_start(model)
     vocab = check_vocabulary(model, items)
     enc_lens, dec_lens = [len(p) for p, _ in items], [len(h) for _, h in items]
     first_of: dict[tuple, int] = {}
     groups = [first_of.setdefault(tuple(p), i) for i, (p, _) in enumerate(items)]
-    out = Outputs(offsets, temperatures, [name], checkpoint)  # one device-to-host copy at the end
+    out = Outputs(*inputs, [name], checkpoint)  # one device-to-host copy at the end
 
     start_time = time.perf_counter()
     if items:
@@ -159,10 +157,9 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
         ticks.end()
         if progress is not None:
             progress(len(idx))
-    logp, logp_max, _ = out.fetch()
-    seconds = time.perf_counter() - start_time
-    stats = {name: TokenStats(temperatures, offsets, token_ids, logp[name], logp_max[name])}
-    return stats, EngineReport(seconds, int(sum(enc_lens) + sum(dec_lens)), padded, len(batches))
+    stats = out.fetch()
+    return stats, EngineReport(time.perf_counter() - start_time, int(sum(enc_lens) + sum(dec_lens)), padded,
+                               len(batches))
 
 
 def one_head(model, heads: dict[str, int | None] | None) -> str:
@@ -220,7 +217,6 @@ def _score_batch(model, items, idx, hidden, out, name, vocab, device):
     rows, cols, targets = (upload(torch.tensor(x), device) for x in (
         [r for r, i in enumerate(idx) for _ in items[i][1]], [j for i in idx for j in range(len(items[i][1]))],
         [t for i in idx for t in items[i][1]]))
-    dest = np.concatenate([np.arange(out.offsets[i], out.offsets[i + 1]) for i in idx])
     picked = hidden[rows, cols]
     lin = head_stream.linear_head(model)
     if lin is not None:  # the CPU: the head's matrix read once per batch
@@ -231,5 +227,5 @@ def _score_batch(model, items, idx, hidden, out, name, vocab, device):
         chunk = chunk_rows(vocab, picked.device, picked.element_size())
         got = [token_statistics(raw_logits(model, picked[s:s + chunk]), targets[s:s + chunk], out.temperatures)
                for s in range(0, len(targets), chunk)]
-        lp, lpm = torch.cat([a for a, _ in got], dim=1), torch.cat([b for _, b in got], dim=1)
-    out.add(torch.from_numpy(dest), {name: (lp, lpm)})
+        lp, lpm = (torch.cat(parts, dim=1) for parts in zip(*got))
+    out.add(idx, {name: (lp, lpm)})

@@ -15,17 +15,14 @@ _JOB: dict = {}  # what the last ``apply`` asked for (value) and set (count)
 _ASKED: dict = {}  # what the job asked for (``ask``: value), torch loaded or not
 
 
-def allowed_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity masks on this platform (macOS)
-        return os.cpu_count() or 1
-
-
 def free_cores(cores: int | None = None, load: float | None = None, allowed: int | None = None,
                env: dict | None = None) -> int:
     """``auto``'s count: the ``allowed`` cores, at most ``cores`` less ``load`` and ``OMP_NUM_THREADS``."""
-    allowed = allowed_cores() if allowed is None else allowed
+    if allowed is None:
+        try:
+            allowed = len(os.sched_getaffinity(0))
+        except AttributeError:  # no affinity masks on this platform (macOS)
+            allowed = os.cpu_count() or 1
     cores = (os.cpu_count() or allowed) if cores is None else cores
     if load is None:
         try:

@@ -40,9 +40,8 @@ class KnownIds:
 
 
 def text_ids(tokenizer, text: str, special: bool = False) -> list[int]:
-    if special:
-        return list(tokenizer(text, add_special_tokens=True)["input_ids"])
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
+    """The ids of ``text`` (with ``special``: the tokenizer's special tokens added, even to an empty text)."""
+    return list(tokenizer(text, add_special_tokens=special)["input_ids"]) if text or special else []
 
 
 def target_ids(tokenizer, text: str, eos_id: int | None) -> list[int]:

@@ -105,25 +105,18 @@ def converted_gguf_dir(gguf_path: Path) -> Path:
     return target
 
 
-def gguf_load_options() -> dict:
-    """``from_pretrained`` options giving a plain float32 model from a GGUF file (5.x must be told to dequantize)."""
+def convert_gguf(gguf_path: Path, out: Path) -> None:
+    """Write model + tokenizer of ``gguf_path`` as a regular checkpoint into ``out``, a plain float32 model."""
     import torch
     import transformers
 
     options = {"dtype": torch.float32}
-    gguf_config = getattr(transformers, "GgufConfig", None)  # 5.x only
+    gguf_config = getattr(transformers, "GgufConfig", None)  # 5.x only: it must be told to dequantize
     if gguf_config is not None:
         options["quantization_config"] = gguf_config(dequantize=True)
-    return options
-
-
-def convert_gguf(gguf_path: Path, out: Path) -> None:
-    """Write model + tokenizer of ``gguf_path`` as a regular checkpoint into ``out``."""
-    from transformers import AutoModelForCausalLM
-
     try:
-        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
-                                                     **gguf_load_options())
+        model = transformers.AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
+                                                                  **options)
         tok = gguf_tokenizer(gguf_path, model.config)
     except Exception as err:  # a damaged file, an architecture transformers lacks, ...: name the file
         raise ModelSpecError(f"transformers {TRANSFORMERS_VERSION} cannot convert {gguf_path}: "

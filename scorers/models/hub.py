@@ -18,18 +18,6 @@ PREDOWNLOADED = ("; weights downloaded before: set HF_HOME (or HF_HUB_CACHE) to 
 _decided: dict[str, str | None] = {}  # endpoint -> None (reachable) or why not
 
 
-def endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
-
-
-def offline_by_choice() -> str | None:
-    """The variable that switches the hub off, if one is set (to a true value)."""
-    for var in OFFLINE_VARS:
-        if os.environ.get(var, "").strip().lower() in ("1", "on", "yes", "true"):
-            return var
-    return None
-
-
 def _probe(url: str, result: list) -> None:
     try:
         urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=PROBE_SECONDS).close()
@@ -43,10 +31,11 @@ def _probe(url: str, result: list) -> None:
 
 def unreachable() -> str | None:
     """Why the hub cannot be used from this process (None: it answered). Asked once per endpoint."""
-    var = offline_by_choice()
+    # the variable that switches the hub off, if one is set (to a true value)
+    var = next((v for v in OFFLINE_VARS if os.environ.get(v, "").strip().lower() in ("1", "on", "yes", "true")), None)
     if var:
         return f"{var} is set"
-    url = endpoint()
+    url = os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
     if url not in _decided:
         result: list = []
         worker = threading.Thread(target=_probe, args=(url, result), daemon=True)  # a DNS lookup has no timeout
