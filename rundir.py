@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-from cscore.files import atomic_file, sha256_file, write_atomic
+from cscore.files import sha256_file, write_atomic
 
 CONFIG = "config.yaml"
 SCORES = "scores.parquet"
@@ -92,12 +92,6 @@ def check_section(name: str, value) -> None:
     missing = [k for k in schema.__annotations__ if not isinstance(value, dict) or k not in value]
     if missing:
         raise ValueError(f"metrics.json {name} lacks {missing}")
-
-
-def write_parquet_atomic(path: Path, table) -> None:
-    """scores.parquet whole or not at all."""
-    with atomic_file(Path(path), "wb") as f:
-        table.to_parquet(f, index=False)
 
 
 def write_metrics(run_dir: Path, metrics: dict) -> None:

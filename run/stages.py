@@ -161,7 +161,7 @@ def write_stage(run: RunConfig, kind: MethodKind, out_dir: Path, loaded: Loaded,
     from cscore.metaeval.report import markdown
 
     table = scored.table
-    rundir.write_parquet_atomic(out_dir / rundir.SCORES, table)
+    rundir.write_atomic(out_dir / rundir.SCORES, table.to_parquet(index=False))  # whole or not at all
     for name, text in scored.files.items():
         rundir.write_atomic(out_dir / name, text)
     corr.to_csv(out_dir / rundir.CORRELATIONS_CSV, index=False)
