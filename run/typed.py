@@ -9,7 +9,7 @@ from typing import cast
 from omegaconf import DictConfig, OmegaConf
 
 from cscore.config.groups import Data, JudgePrompt, Prompt
-from cscore.config.run import ModelSpec, Pair, RunConfig, RunSettings, check_early_exit
+from cscore.config.run import ModelSpec, Pair, RunConfig, RunSettings
 from cscore.errors import ConfigError
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.methods.params import check_section, defaults_of
@@ -64,7 +64,6 @@ def check_pair(pair: dict) -> Pair:
         raise ConfigError(f"pair.expert.path must name a model (hub id, local dir or gguf: spec), got {spec!r}")
     if (spec := amateur.get("path")) is not None and not (isinstance(spec, str) and spec.strip()):
         raise ConfigError(f"pair.amateur.path must name a model or be null, got {spec!r}")
-    check_early_exit(amateur.get("early_exit"))
     return Pair(name=pair.get("name", ""), expert=check_section(ModelSpec, expert, "pair.expert"),
                 amateur=check_section(ModelSpec, amateur, "pair.amateur"))
 
