@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
@@ -243,7 +243,8 @@ def exit_of(k) -> int | None:
 
 
 class LayerTap:
-    """Keeps the hidden state after k decoder layers (k = 0: the embeddings) for an early-exit head."""
+    """Keeps the hidden state after k decoder layers (k = 0: the embeddings) for an early-exit head; as a
+    context manager, closed on exit."""
 
     def __init__(self, model, k: int):
         self.norm = final_norm(model)
@@ -273,6 +274,12 @@ class LayerTap:
     def close(self):
         self.handle.remove()
 
+    def __enter__(self) -> LayerTap:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 @torch.inference_mode()
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float], pad_id: int = 0,
@@ -297,16 +304,14 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     start_time = time.perf_counter()
     window = pass_window([m for m, _ in models], opts.prefix_sharing)
     token_budget = min(opts.budget_for(m, longest_row(items, window is not None)) for m, _ in models)
-    taps = {h: LayerTap(k.model if isinstance(k, Partner) else model, exit_of(k))  # type: ignore[arg-type]
-            for h, k in heads.items() if exit_of(k) is not None}
     out = Outputs(*inputs, heads, checkpoint, rows=row_names(heads, opts.distribution))
-    job = PassJob(window, heads, taps, out, vocab, (pad_id, opts.padding_side), progress, checkpoint,
-                  [(flops.costs(m), len(names)) for m, names in models], models, opts.distribution)
-    try:
+    with ExitStack() as stack:  # the early exits' taps, closed at the end
+        taps = {h: stack.enter_context(LayerTap(k.model if isinstance(k, Partner) else model,
+                                                exit_of(k)))  # type: ignore[arg-type]
+                for h, k in heads.items() if exit_of(k) is not None}
+        job = PassJob(window, heads, taps, out, vocab, (pad_id, opts.padding_side), progress, checkpoint,
+                      [(flops.costs(m), len(names)) for m, names in models], models, opts.distribution)
         processed, padded, n_batches, retries, token_budget, useful = _run_all(model, items, token_budget, job)
-    finally:
-        for tap in taps.values():
-            tap.close()
     stats = out.fetch()
     return stats, EngineReport(time.perf_counter() - start_time, int(processed), padded, n_batches,
                                token_budget=int(token_budget), oom_retries=retries, flops=useful)

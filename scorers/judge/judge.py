@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -108,22 +109,18 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn
     items = split_shared(contexts) if window is not None else [(c[:-1], c[-1:]) for c in contexts]
     token_budget = opts.budget_for(main, longest_row(items, window is not None))
     batches, members, costs, _ = planned_batches(items, token_budget, window, checkpoint, progress)
-    tap = LayerTap(main, asst_exit) if asst_exit is not None else None
     dense = not (sparse_packed(main) and (second is None or sparse_packed(second)))
     pad = functools.partial(pad_rows, pad_id=pad_id, padding_side=opts.padding_side, device=device,
                             dtype=next(main.parameters()).dtype, dense_mask=dense,
                             attn=getattr(main.config, "_attn_implementation", None))
     padded = n_run = tokens = 0
-    try:
+    with LayerTap(main, asst_exit) if asst_exit is not None else nullcontext() as tap:
         for (batch_rows, own), ticks in run_batches(zip(batches, members), members, costs, checkpoint, progress):
             with layer_ticks(layer_list(main), ticks):
                 n_padded = _judge_batch((main, second, tap), items, batch_rows, pad, (score_tok, single), found)
             padded, n_run, tokens = padded + n_padded, n_run + 1, tokens + sum(r.length for r in batch_rows)
             if checkpoint is not None:
                 checkpoint.add(np.asarray(own, dtype=np.int64), context_rows(found, own))
-    finally:
-        if tap is not None:
-            tap.close()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
