@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
@@ -17,7 +17,7 @@ from cscore.errors import ConfigError
 from cscore.scorers.engine import budget, divergence, flops, head_stream, packed_attention, seq2seq
 from cscore.scorers.engine.head import chunk_rows, raw_logits, softcap, token_statistics
 from cscore.scorers.engine.pass_options import PassOptions
-from cscore.scorers.engine.passes import EngineReport, Outputs, Ticks, check_inputs, deal, kept, layer_ticks
+from cscore.scorers.engine.passes import EngineReport, Outputs, check_inputs, deal, layer_ticks, run_batches
 from cscore.scorers.engine.stats import DIST_NAMES, ROW_NAMES, TokenStats
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.engine.transfer import upload
@@ -243,7 +243,8 @@ def exit_of(k) -> int | None:
 
 
 class LayerTap:
-    """Keeps the hidden state after k decoder layers (k = 0: the embeddings) for an early-exit head."""
+    """Keeps the hidden state after k decoder layers (k = 0: the embeddings) for an early-exit head; as a
+    context manager, closed on exit."""
 
     def __init__(self, model, k: int):
         self.norm = final_norm(model)
@@ -273,6 +274,12 @@ class LayerTap:
     def close(self):
         self.handle.remove()
 
+    def __enter__(self) -> LayerTap:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 @torch.inference_mode()
 def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures: Sequence[float], pad_id: int = 0,
@@ -295,19 +302,16 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     vocab = checked_vocab(models, items)
 
     start_time = time.perf_counter()
-    windows = [row_window(m) for m, _ in models] if opts.prefix_sharing else [None]  # None: a model cannot pack
-    window = None if any(w is None for w in windows) else min(windows)  # type: ignore[type-var]
+    window = pass_window([m for m, _ in models], opts.prefix_sharing)
     token_budget = min(opts.budget_for(m, longest_row(items, window is not None)) for m, _ in models)
-    taps = {h: LayerTap(k.model if isinstance(k, Partner) else model, exit_of(k))  # type: ignore[arg-type]
-            for h, k in heads.items() if exit_of(k) is not None}
     out = Outputs(*inputs, heads, checkpoint, rows=row_names(heads, opts.distribution))
-    job = PassJob(window, heads, taps, out, vocab, (pad_id, opts.padding_side), progress, checkpoint,
-                  [(flops.costs(m), len(names)) for m, names in models], models, opts.distribution)
-    try:
+    with ExitStack() as stack:  # the early exits' taps, closed at the end
+        taps = {h: stack.enter_context(LayerTap(k.model if isinstance(k, Partner) else model,
+                                                exit_of(k)))  # type: ignore[arg-type]
+                for h, k in heads.items() if exit_of(k) is not None}
+        job = PassJob(window, heads, taps, out, vocab, (pad_id, opts.padding_side), progress, checkpoint,
+                      [(flops.costs(m), len(names)) for m, names in models], models, opts.distribution)
         processed, padded, n_batches, retries, token_budget, useful = _run_all(model, items, token_budget, job)
-    finally:
-        for tap in taps.values():
-            tap.close()
     stats = out.fetch()
     return stats, EngineReport(time.perf_counter() - start_time, int(processed), padded, n_batches,
                                token_budget=int(token_budget), oom_retries=retries, flops=useful)
@@ -353,27 +357,19 @@ class PassJob:
 def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, int, int, int, float | None]:
     """Score every item into ``job.out``: (tokens, padded, batches, OOM retries, final token budget, useful
     FLOPs or None)."""
-    window, out, progress, checkpoint = job.window, job.out, job.progress, job.checkpoint
+    window, out, checkpoint = job.window, job.out, job.checkpoint
     useful: float | None = 0.0 if all(c is not None for c, _ in job.costs) else None
     done = np.zeros(len(items), dtype=bool)
     layers = layer_list(model)
     processed = padded = n_batches = retries = 0
     while not done.all():  # one round; another with half the budget after an out-of-memory
-        rows = plan_rows(items, token_budget, window is not None, window, subset=np.flatnonzero(~done))
-        batches = list(batch_rows_of(rows, token_budget))
-        costs = [max(r.length for r in b) * len(b) for b in batches]
-        if not retries:  # the plan, before the first batch (or the part of it this process runs)
-            foreign = deal(checkpoint, [[i for r in b for i in r.members] for b in batches], costs, progress,
-                           tokens=batch_tokens(batches), detail=plan_text(rows, window))
-            if foreign is not None:
-                done |= foreign
-        ticks = Ticks(progress, costs)  # the share done, layer by layer: an estimate within the first batch
-        try:
-            for batch_rows, cost in zip(batches, costs):
-                if kept(checkpoint, [i for r in batch_rows for i in r.members], done):
-                    ticks.skip(cost)
-                    continue
-                ticks.begin(cost)
+        # the plan is dealt before the first batch (the part of it this process runs), not again after a retry
+        batches, members, costs, foreign = planned_batches(items, token_budget, window, checkpoint, job.progress,
+                                                           np.flatnonzero(~done), deal_plan=not retries)
+        if foreign is not None:
+            done |= foreign
+        try:  # the share done, layer by layer: an estimate within the first batch
+            for batch_rows, ticks in run_batches(batches, members, costs, checkpoint, job.progress, done):
                 sources = []
                 for m, names in job.models:  # a joint pass: each model on the same rows
                     with layer_ticks(layers if m is model else [], ticks):
@@ -387,9 +383,6 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
                 if useful is not None:
                     useful += sum(flops.rows_flops(c, items, batch_rows, n) for c, n in job.costs if c)
                 n_batches += 1
-                ticks.end()
-                if progress is not None:
-                    progress(len(where))
         except Exception as err:  # noqa: BLE001 - out-of-memory is retried, anything else raised
             if not budget.is_oom(err):
                 raise
@@ -423,6 +416,28 @@ def plan_text(rows: list[Row], window: int | None) -> str:
     return text
 
 
+def pass_window(models, share: bool) -> int | None:
+    """The row window of a pass over ``models`` (``row_window``); None: unshared (no ``share``, or a model cannot
+    pack)."""
+    windows = [row_window(m) for m in models] if share else [None]
+    return None if None in windows else min(w for w in windows if w is not None)
+
+
+def planned_batches(items, token_budget: int, window: int | None, checkpoint, progress, subset=None,
+                    deal_plan: bool = True) -> tuple[list[list[Row]], list[list[int]], list[int], np.ndarray | None]:
+    """(batches of rows, each one's items, each one's padded tokens, the items other processes run or None) of
+    ``items`` (``subset``: only these); ``deal_plan``: tell ``checkpoint`` and ``progress`` the plan (``deal``)."""
+    rows = plan_rows(items, token_budget, window is not None, window, subset=subset)
+    batches = list(batch_rows_of(rows, token_budget))
+    members = [[i for r in b for i in r.members] for b in batches]
+    costs = [max(r.length for r in b) * len(b) for b in batches]
+    foreign = None
+    if deal_plan:  # the tokens of each batch: a packed row's shared prompt once
+        foreign = deal(checkpoint, members, costs, progress, tokens=[sum(r.length for r in b) for b in batches],
+                       detail=plan_text(rows, window))
+    return batches, members, costs, foreign
+
+
 def longest_row(items, share: bool) -> int:
     """The longest sequence a batch may hold: a packed row can fill the budget, else one item."""
     return UNBOUNDED if share else max((len(p) + len(h) for p, h in items), default=1)
@@ -435,11 +450,6 @@ def batch_rows_of(rows: list[Row], token_budget: int):
         lengths = [r.length for r in part]
         for batch in make_batches(lengths, token_budget, max_padding=MAX_PADDING):
             yield [part[b] for b in batch]
-
-
-def batch_tokens(batches: list[list[Row]]) -> list[int]:
-    """The tokens of each batch of rows (a packed row's shared prompt once)."""
-    return [sum(r.length for r in b) for b in batches]
 
 
 def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> int:

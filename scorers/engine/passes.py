@@ -193,13 +193,22 @@ def deal(checkpoint, batches: list[list[int]], costs: list[int], progress, *, to
     return foreign
 
 
-def kept(checkpoint, members: list[int], done: np.ndarray | None) -> bool:
-    """Whether a checkpoint holds this batch or another process runs it (then its items are ``done``)."""
-    if checkpoint is None or not (checkpoint.foreign[members].all() or checkpoint.done[members].all()):
-        return False
-    if done is not None:
-        done[members] = True
-    return True
+def run_batches(batches, members, costs: Sequence[float], checkpoint, progress, done: np.ndarray | None = None):
+    """Each batch a checkpoint holds not and no other process runs, with the pass's ``Ticks`` begun on it; once
+    the caller is through with it the ticks end and ``progress`` counts its ``members``. The items of a batch
+    skipped are marked ``done``."""
+    ticks = Ticks(progress, costs)
+    for batch, own, cost in zip(batches, members, costs):
+        if checkpoint is not None and (checkpoint.foreign[own].all() or checkpoint.done[own].all()):
+            if done is not None:
+                done[own] = True
+            ticks.skip(cost)
+            continue
+        ticks.begin(cost)
+        yield batch, ticks
+        ticks.end()
+        if progress is not None:
+            progress(len(own))
 
 
 class Outputs:

@@ -15,7 +15,7 @@ from cscore.errors import ConfigError
 from cscore.scorers.engine import head_stream
 from cscore.scorers.engine.head import chunk_rows, token_statistics
 from cscore.scorers.engine.pass_options import PassOptions
-from cscore.scorers.engine.passes import EngineReport, Outputs, Ticks, check_inputs, deal, kept
+from cscore.scorers.engine.passes import EngineReport, Outputs, check_inputs, deal, run_batches
 from cscore.scorers.engine.stats import TokenStats
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.engine.transfer import upload
@@ -135,12 +135,7 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
              for b in batches]
     deal(checkpoint, batches, costs, progress, tokens=[sum(enc_lens[i] + dec_lens[i] for i in b) for b in batches],
          detail=f"{len(batches):,} batches")
-    ticks = Ticks(progress, costs)
-    for idx, cost in zip(batches, costs):
-        if kept(checkpoint, idx, None):
-            ticks.skip(cost)
-            continue
-        ticks.begin(cost)
+    for idx, ticks in run_batches(batches, batches, costs, checkpoint, progress):
         keys = [groups[i] if opts.prefix_sharing else i for i in idx]
         uniq = list(dict.fromkeys(keys))
         row = {k: r for r, k in enumerate(uniq)}
@@ -154,9 +149,6 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
             hidden = decoder(input_ids=dec_ids, attention_mask=dec_mask, encoder_hidden_states=per_item,
                              encoder_attention_mask=enc_mask[sel], use_cache=False).last_hidden_state
         _score_batch(model, items, idx, hidden, out, name, vocab, device)
-        ticks.end()
-        if progress is not None:
-            progress(len(idx))
     stats = out.fetch()
     return stats, EngineReport(time.perf_counter() - start_time, int(sum(enc_lens) + sum(dec_lens)), padded,
                                len(batches))

@@ -8,6 +8,7 @@ import copy
 import logging
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable, Collection, Sequence
 
@@ -46,10 +47,6 @@ class Stepper:
         self.names = [cache_attribute(b) for b in self.bases]
         self.tap = LayerTap(main, asst_exit) if asst_exit is not None else None
         self.device = next(main.parameters()).device
-
-    def close(self):
-        if self.tap is not None:
-            self.tap.close()
 
     def step(self, ids: list[int], caches):
         """(a, z, caches) after feeding ``ids`` on top of ``caches`` (None: a fresh prompt)."""
@@ -131,7 +128,7 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
         models = len(stepper.models)
         clock = DecodeClock([Unit(len(p) * models, rules * max(max_new_tokens - 1, 0) * models) for p in prompts],
                             time.perf_counter(), prior=None)
-    try:
+    with stepper.tap or nullcontext():  # an early exit's tap, closed at the end
         for prompt, first in zip(prompts, firsts):
             with decode_ticks(stepper.models, clock, progress):
                 got = decode_prompt(stepper, prompt, first, cs, how)
@@ -141,8 +138,6 @@ def decode_all(main, prompts: Sequence[list[int]], firsts: Sequence[Sequence[int
                 each(len(paths[0]) - 1, got)
             if progress is not None:
                 progress(1)
-    finally:
-        stepper.close()
     return [DecodedPaths.from_lists(p) for p in paths]
 
 

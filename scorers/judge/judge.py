@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -18,19 +19,16 @@ import torch
 from cscore.scorers.engine import flops
 from cscore.scorers.engine.engine import (
     LayerTap,
-    batch_rows_of,
-    batch_tokens,
     longest_row,
     pad_rows,
-    plan_rows,
-    plan_text,
-    row_window,
+    pass_window,
+    planned_batches,
     run_base,
     sparse_packed,
 )
 from cscore.scorers.engine.head import head_logits
 from cscore.scorers.engine.pass_options import PassOptions
-from cscore.scorers.engine.passes import EngineReport, Ticks, deal, kept, layer_ticks
+from cscore.scorers.engine.passes import EngineReport, layer_ticks, run_batches
 from cscore.scorers.engine.tokenize import InputError
 from cscore.scorers.judge.partials import context_rows, first_step_layout, found_of
 from cscore.scorers.judge.stats import JudgeStats
@@ -106,40 +104,23 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn
     single = np.array([len(ids) == 1 for ids in value_ids])
     score_tok = torch.tensor([ids[0] if len(ids) == 1 else 0 for ids in value_ids], device=device)
     found = found_buffers(len(contexts), scale, device)
-    start, window = time.perf_counter(), None
-    if opts.prefix_sharing:
-        windows = [row_window(m) for m in ([main] if second is None else [main, second])]
-        window = None if None in windows else min(w for w in windows if w is not None)
+    start = time.perf_counter()
+    window = pass_window([main] if second is None else [main, second], opts.prefix_sharing)
     items = split_shared(contexts) if window is not None else [(c[:-1], c[-1:]) for c in contexts]
     token_budget = opts.budget_for(main, longest_row(items, window is not None))
-    rows = plan_rows(items, token_budget, window is not None, window)
-    batches = list(batch_rows_of(rows, token_budget))
-    members = [[i for r in b for i in r.members] for b in batches]
-    costs = [max(r.length for r in b) * len(b) for b in batches]
-    deal(checkpoint, members, costs, progress, tokens=batch_tokens(batches), detail=plan_text(rows, window))
-    tap, ticks = LayerTap(main, asst_exit) if asst_exit is not None else None, Ticks(progress, costs)  # ticks: by layer
+    batches, members, costs, _ = planned_batches(items, token_budget, window, checkpoint, progress)
     dense = not (sparse_packed(main) and (second is None or sparse_packed(second)))
     pad = functools.partial(pad_rows, pad_id=pad_id, padding_side=opts.padding_side, device=device,
                             dtype=next(main.parameters()).dtype, dense_mask=dense,
                             attn=getattr(main.config, "_attn_implementation", None))
     padded = n_run = tokens = 0
-    try:
-        for batch_rows, own, cost in zip(batches, members, costs):
-            if kept(checkpoint, own, None):
-                ticks.skip(cost)
-                continue
-            ticks.begin(cost)
+    with LayerTap(main, asst_exit) if asst_exit is not None else nullcontext() as tap:
+        for (batch_rows, own), ticks in run_batches(zip(batches, members), members, costs, checkpoint, progress):
             with layer_ticks(layer_list(main), ticks):
-                n_padded, n_done = _judge_batch((main, second, tap), items, batch_rows, pad, (score_tok, single), found)
+                n_padded = _judge_batch((main, second, tap), items, batch_rows, pad, (score_tok, single), found)
             padded, n_run, tokens = padded + n_padded, n_run + 1, tokens + sum(r.length for r in batch_rows)
             if checkpoint is not None:
                 checkpoint.add(np.asarray(own, dtype=np.int64), context_rows(found, own))
-            ticks.end()
-            if progress is not None:
-                progress(n_done)
-    finally:
-        if tap is not None:
-            tap.close()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
@@ -190,8 +171,8 @@ def _check_inputs(contexts, n_items, prefixes) -> None:
             raise InputError(f"judge prompt {i} has no tokens")
 
 
-def _judge_batch(models, items, batch_rows, pad, scoring, found) -> tuple[int, int]:
-    """Run one batch through both models into ``found``: (padded tokens, contexts done)."""
+def _judge_batch(models, items, batch_rows, pad, scoring, found) -> int:
+    """Run one batch through both models into ``found``: its padded tokens."""
     main, asst, tap = models  # the main model, the assistant (None: main's early exit, read by ``tap``)
     score_tok, single = scoring  # each value's token (one-token values), which values are one token
     main_top, asst_top, score_a, score_z, fronts, chain = found
@@ -221,7 +202,7 @@ def _judge_batch(models, items, batch_rows, pad, scoring, found) -> tuple[int, i
         fronts[idx[r]] = front
     if chain is not None:
         keep_chain(chain, idx, a, z_asst.double())
-    return ids.numel(), len(idx)
+    return ids.numel()
 
 
 def chain_buffers(n_ctx: int, scale: Scale, device) -> dict | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Collection, Sequence
 
@@ -145,13 +146,9 @@ def _forward(model, padded, exit_layer: int | None, use_cache: bool):
     """(the decoder's output over ``padded``, the normed state after ``exit_layer`` layers at the last position
     or None)."""
     ids, mask, positions = padded
-    tap = LayerTap(model, _check_exit_layer(model, exit_layer)) if exit_layer is not None else None
-    try:
+    with LayerTap(model, _check_exit_layer(model, exit_layer)) if exit_layer is not None else nullcontext() as tap:
         out = decoder_base(model)(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=use_cache)
         return out, None if tap is None else tap.norm(tap.kept()[:, -1])
-    finally:
-        if tap is not None:
-            tap.close()
 
 
 @dataclass(frozen=True)
