@@ -17,6 +17,7 @@ import torch
 from cscore.errors import ConfigError
 from cscore.scorers.cdm import STRATEGIES
 from cscore.scorers.models.anatomy import cache_attribute, decoder_base
+from cscore.scorers.models.loaded import eos_ids
 
 LOGP_FLOOR = -1e4  # log-probabilities are floored here so that (1+γ)·log p_a − γ·log p_e never meets ∞ − ∞
 SPEAKER = re.compile(r"^\s*(?:[A-Z][\w .'-]{0,30}|[Ss]peaker ?\w*):\s*")  # "User: ", "System: ", "A: "
@@ -168,8 +169,7 @@ class DegradedSampler:
         self.tokenizer = pair.tokenizer
         self.seq2seq = pair.expert.is_encoder_decoder
         self.passes = pair.passes(["expert", "amateur"])  # [(model, {role: None | exit layer})]
-        given = [self.tokenizer.eos_token_id, getattr(pair.expert.model.config, "eos_token_id", None)]
-        self.eos = {int(i) for v in given for i in (v if isinstance(v, (list, tuple)) else [v]) if i is not None}
+        self.eos = eos_ids(pair.expert.model.config, self.tokenizer)
         self.vocab = len(self.tokenizer)
         if self.seq2seq:
             self.sentinel0, self.sentinel1, self.sentinels = sentinels(self.tokenizer, pair.expert.name)
