@@ -17,7 +17,7 @@ from cscore.scorers.models.anatomy import decoder_base, decoder_layers
 from cscore.scorers.models.gguf import one_line, resolve_path
 from cscore.scorers.models.identity import weight_files
 from cscore.scorers.models.loaded import LoadedModel
-from cscore.scorers.models.specs import SPEC_FORMS, ModelSpecError, check_local_path, kind  # noqa: F401 (re-exported)
+from cscore.scorers.models.specs import DTYPES, SPEC_FORMS, ModelSpecError, check_local_path, kind  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +35,9 @@ def auto_device(device: str = "auto") -> torch.device:
 def auto_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
-    table = {"float32": torch.float32, "fp32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
-             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
-    if dtype not in table:
-        raise ConfigError(f"unknown dtype {dtype!r}; use auto or one of {sorted(table)}")
-    return table[dtype]
+    if dtype not in DTYPES:
+        raise ConfigError(f"unknown dtype {dtype!r}; use auto or one of {sorted(DTYPES)}")
+    return getattr(torch, DTYPES[dtype])
 
 
 def model_class(config, seq2seq: bool) -> str | None:

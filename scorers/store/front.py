@@ -22,6 +22,7 @@ import numpy as np
 from cscore.files import canonical_json, write_atomic
 from cscore.scorers.engine.tokenize import EncodedItem
 from cscore.scorers.models.identity import WEIGHT_SUFFIXES, file_digest
+from cscore.scorers.models.specs import DTYPES
 from cscore.scorers.store.cache import FRONT_DIR
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,6 @@ LIBRARIES = ("transformers", "tokenizers", "gguf", "jinja2", "torch", "numpy", "
 PACKAGE = Path(__file__).resolve().parents[2]  # cscore's own folder (the repository root)
 NOT_CODE = ("tests", "scripts", "docs")  # folders of the package that no run imports
 _DEVICE = re.compile(r"^(cpu|cuda|mps)(:\d+)?$")
-_DTYPES = {"float32": "float32", "fp32": "float32", "float64": "float64", "bfloat16": "bfloat16",
-           "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}  # as models.auto_dtype reads them
 
 
 @lru_cache(maxsize=1)
@@ -89,7 +88,7 @@ def device_and_dtype(device: str, dtype: str) -> tuple[str, str] | None:
         return None
     if dtype == "auto":
         return kind, "torch.bfloat16" if kind == "cuda" else "torch.float32"
-    return (kind, f"torch.{_DTYPES[dtype]}") if dtype in _DTYPES else None
+    return (kind, f"torch.{DTYPES[dtype]}") if dtype in DTYPES else None
 
 
 def front_key(what: dict) -> str:
