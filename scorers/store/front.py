@@ -21,7 +21,7 @@ import numpy as np
 
 from cscore.files import canonical_json, write_atomic
 from cscore.scorers.engine.tokenize import EncodedItem
-from cscore.scorers.models.identity import WEIGHT_SUFFIXES, file_digest
+from cscore.scorers.models.identity import files_fingerprint
 from cscore.scorers.models.specs import DTYPES
 from cscore.scorers.store.cache import FRONT_DIR
 
@@ -61,13 +61,7 @@ def library_versions() -> dict[str, str | None]:
 def folder_fingerprint(folder: str | os.PathLike) -> str | None:
     """SHA-256 over every file (path, size, content) under a model folder; None where it holds no weights."""
     root = Path(folder).expanduser()
-    files = sorted(p for p in root.rglob("*") if p.is_file())
-    if not any(p.name.endswith(WEIGHT_SUFFIXES) for p in files):
-        return None
-    h = hashlib.sha256(b"cscore-folder-v1")
-    for p in files:
-        h.update(canonical_json([str(p.relative_to(root)), p.stat().st_size, file_digest(p)]).encode())
-    return h.hexdigest()
+    return files_fingerprint(root, sorted(p for p in root.rglob("*") if p.is_file()), b"cscore-folder-v1")
 
 
 def no_accelerator() -> bool:
