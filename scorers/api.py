@@ -249,14 +249,14 @@ class ModelPair:
 
     def __init__(self, expert: LoadedModel, amateur: LoadedModel | None = None):
         from cscore.scorers.models import size
-        from cscore.scorers.models.models import check_same_kind, check_same_vocabulary, same_vocabulary
+        from cscore.scorers.models.models import check_same_kind, check_same_vocabulary
 
         self.aligned = False
         if amateur is not None:
             check_same_kind(expert, amateur)
             if expert.is_encoder_decoder:
                 check_same_vocabulary(expert, amateur)
-            self.aligned = not same_vocabulary(expert, amateur)
+            self.aligned = expert.tokenizer.get_vocab() != amateur.tokenizer.get_vocab()  # ids of other strings
             size.warn_if_upside_down(expert, amateur)  # one line when the amateur is not the smaller
         self.expert = expert
         self.amateur = amateur

@@ -213,11 +213,6 @@ def cut_model(model: nn.Module, k: int) -> nn.Module:
     return new_model
 
 
-def same_vocabulary(a: LoadedModel, b: LoadedModel) -> bool:
-    """Whether the two tokenizers map the same strings to the same ids."""
-    return a.tokenizer.get_vocab() == b.tokenizer.get_vocab()
-
-
 def check_same_vocabulary(a: LoadedModel, b: LoadedModel) -> None:
     """Token-level methods compare p_exp and p_ama of the same token: the tokenizers must agree."""
     va, vb = a.tokenizer.get_vocab(), b.tokenizer.get_vocab()
