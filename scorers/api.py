@@ -72,14 +72,6 @@ def partner_key(k) -> dict:
     return {"model": model_identity(k.source), "exit": k.exit_layer, "dtype": str(k.source.dtype)}
 
 
-def model_names(run_model: LoadedModel, heads: dict) -> list[str]:
-    """``head: model name`` of each head of a pass."""
-    from cscore.scorers.engine import engine
-
-    return [f"{h}: {getattr(k.source, 'name', run_model.name) if isinstance(k, engine.Partner) else run_model.name}"
-            for h, k in heads.items()]
-
-
 def _complete(found: dict[str, T | None]) -> dict[str, T]:
     """``found`` once every pass is in (None: a pass that never completed)."""
     missing = [k for k, v in found.items() if v is None]
@@ -257,14 +249,14 @@ class ModelPair:
 
     def __init__(self, expert: LoadedModel, amateur: LoadedModel | None = None):
         from cscore.scorers.models import size
-        from cscore.scorers.models.models import check_same_kind, check_same_vocabulary, same_vocabulary
+        from cscore.scorers.models.models import check_same_kind, check_same_vocabulary
 
         self.aligned = False
         if amateur is not None:
             check_same_kind(expert, amateur)
             if expert.is_encoder_decoder:
                 check_same_vocabulary(expert, amateur)
-            self.aligned = not same_vocabulary(expert, amateur)
+            self.aligned = expert.tokenizer.get_vocab() != amateur.tokenizer.get_vocab()  # ids of other strings
             size.warn_if_upside_down(expert, amateur)  # one line when the amateur is not the smaller
         self.expert = expert
         self.amateur = amateur
@@ -412,8 +404,10 @@ class ModelPair:
             if cache is None:
                 got, report = compute()
             else:
+                runs = {h: k.source if isinstance(k, engine.Partner) else run_model for h, k in run_heads.items()}
+                names = [f"{h}: {getattr(m, 'name', run_model.name)}" for h, m in runs.items()]  # head: model name
                 job = PassJob(self._parts(run_model, run_heads, pairs, temperatures, opts), run_heads, pairs,
-                              list(temperatures), compute, label, model_names(run_model, run_heads), TokenStats)
+                              list(temperatures), compute, label, names, TokenStats)
                 outcome = cached(cache, job) if split is None else run_pass(cache, job, split)
                 if isinstance(outcome, Pending):  # another process's batches missing: tried again after the others
                     reports[label], waiting[label] = None, (job, start, own_role)

@@ -17,6 +17,7 @@ import torch
 from cscore.errors import ConfigError
 from cscore.scorers.cdm import STRATEGIES
 from cscore.scorers.models.anatomy import cache_attribute, decoder_base
+from cscore.scorers.models.loaded import eos_ids
 
 LOGP_FLOOR = -1e4  # log-probabilities are floored here so that (1+γ)·log p_a − γ·log p_e never meets ∞ − ∞
 SPEAKER = re.compile(r"^\s*(?:[A-Z][\w .'-]{0,30}|[Ss]peaker ?\w*):\s*")  # "User: ", "System: ", "A: "
@@ -168,8 +169,7 @@ class DegradedSampler:
         self.tokenizer = pair.tokenizer
         self.seq2seq = pair.expert.is_encoder_decoder
         self.passes = pair.passes(["expert", "amateur"])  # [(model, {role: None | exit layer})]
-        given = [self.tokenizer.eos_token_id, getattr(pair.expert.model.config, "eos_token_id", None)]
-        self.eos = {int(i) for v in given for i in (v if isinstance(v, (list, tuple)) else [v]) if i is not None}
+        self.eos = eos_ids(pair.expert.model.config, self.tokenizer)
         self.vocab = len(self.tokenizer)
         if self.seq2seq:
             self.sentinel0, self.sentinel1, self.sentinels = sentinels(self.tokenizer, pair.expert.name)
@@ -202,8 +202,9 @@ class DegradedSampler:
                 for r, (lm, heads) in enumerate(self.passes):  # one forward pass per model and step
                     x = torch.tensor([feed], device=lm.device)
                     base = decoder_base(lm.model)
-                    o = base(input_ids=x, use_cache=True, **{cache_attribute(base): past[r]})
-                    past[r] = _cache_out(o)
+                    cache = cache_attribute(base)  # the keyword and the output's field
+                    o = base(input_ids=x, use_cache=True, **{cache: past[r]})
+                    past[r] = getattr(o, cache)
                     for role, k in heads.items():
                         h = o.last_hidden_state[:, -1] if k is None else taps[role].normed()[:, -1]
                         lps[role] = torch.log_softmax(head_logits(lm.model, h)[0].double(), dim=-1)
@@ -235,9 +236,10 @@ class DegradedSampler:
             for role, lm in models:
                 enc, mask = encoded[role]
                 x = torch.tensor([feed], device=lm.device)
+                cache = cache_attribute(lm.model)
                 o = lm.model(encoder_outputs=enc, attention_mask=mask, use_cache=True, decoder_input_ids=x,
-                             **{cache_attribute(lm.model): past[role]})
-                past[role] = _cache_out(o)
+                             **{cache: past[role]})
+                past[role] = getattr(o, cache)
                 lps[role] = torch.log_softmax(o.logits[0, -1].double(), dim=-1)
             tok = self._sample(lps, gen, banned=banned)
             if tok in stop:
@@ -272,11 +274,6 @@ class DegradedSampler:
             context = [tok.bos_token_id]
         new = self.continue_causal(context, n_tokens if n_tokens is not None else removed, gen)
         return start, tok.decode(new, skip_special_tokens=True)
-
-
-def _cache_out(output):
-    past = getattr(output, "cache", None)
-    return past if past is not None else output.past_key_values
 
 
 def sentinels(tokenizer, name: str = "the model") -> tuple[int, int | None, list[int]]:

@@ -22,6 +22,7 @@ from cscore.scorers.engine.passes import announce, decode_ticks
 from cscore.scorers.judge.judge import assistant
 from cscore.scorers.judge.stats import DECODE_FORMAT, DecodedPaths
 from cscore.scorers.models.anatomy import cache_attribute, decoder_base
+from cscore.scorers.models.loaded import eos_ids
 from cscore.scorers.store.runner import InProcess, Pending
 
 log = logging.getLogger(__name__)
@@ -149,13 +150,6 @@ def path_text(tokenizer, ids) -> str:
 def rule_of(who: str, c: float) -> float | None:
     """The decoding rule of a row: its c (the main model alone is c = 0), None for the assistant."""
     return None if who == "asst" else (float(c) if who == "contrast" else 0.0)
-
-
-def eos_ids(config, tokenizer) -> set[int]:
-    """The model config's EOS ids and the tokenizer's (known before the weights load)."""
-    got = getattr(config, "eos_token_id", None)
-    ids = set(got if isinstance(got, (list, tuple)) else [got]) | {tokenizer.eos_token_id}
-    return {int(i) for i in ids if i is not None}
 
 
 def first_tokens(stats, rule: float | None, alpha: float) -> list[int]:

@@ -46,14 +46,6 @@ def unreachable() -> str | None:
     return _decided[url]
 
 
-def go_offline() -> None:
-    """Offline mode for this process and the ones it starts: no request, no retry, the local cache only."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    import huggingface_hub.constants
-
-    huggingface_hub.constants.HF_HUB_OFFLINE = True  # read when each request is made
-
-
 def in_cache(repo_id: str, revision: str | None = None) -> bool:
     """Whether the local hub cache holds ``repo_id``'s config.json at ``revision`` (default main)."""
     from huggingface_hub import try_to_load_from_cache
@@ -70,7 +62,10 @@ def usable_offline(repo_id: str, revision: str | None = None) -> str | None:
     why = unreachable()
     if why is None:
         return None
-    if in_cache(repo_id, revision):
-        go_offline()
+    if in_cache(repo_id, revision):  # offline mode for this process and the ones it starts: the local cache only
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        import huggingface_hub.constants
+
+        huggingface_hub.constants.HF_HUB_OFFLINE = True  # read when each request is made
         return None
     return why

@@ -54,14 +54,13 @@ def weight_files(directory: str | os.PathLike) -> list[Path]:
                   if p.is_file() and (p.name.endswith(WEIGHT_SUFFIXES) or p.name in CONFIG_FILES))
 
 
-def weights_fingerprint(directory: str | os.PathLike, index_dir: Path | None = None) -> str | None:
-    """SHA-256 over a model directory's weight files and config.json; None without a weight file."""
-    files = weight_files(directory)
+def files_fingerprint(root: Path, files: list[Path], tag: bytes, index_dir: Path | None = None) -> str | None:
+    """SHA-256 from ``tag`` over ``files`` (path under ``root``, size, content); None without a weight file."""
     if not any(p.name.endswith(WEIGHT_SUFFIXES) for p in files):
         return None
-    h = hashlib.sha256(b"cscore-weights-v1")
+    h = hashlib.sha256(tag)
     for p in files:
-        h.update(canonical_json([p.name, p.stat().st_size, file_digest(p, index_dir)]).encode())
+        h.update(canonical_json([str(p.relative_to(root)), p.stat().st_size, file_digest(p, index_dir)]).encode())
     return h.hexdigest()
 
 
@@ -89,7 +88,8 @@ def model_identity(lm: LoadedModel, index_dir: Path | None = None) -> dict:
     ident: dict[str, Any] = {"class": cls, "early_exit": info.get("early_exit")}
     path = info.get("path") or info.get("spec")
     if path and os.path.isdir(os.path.expanduser(str(path))):
-        fingerprint = weights_fingerprint(os.path.expanduser(str(path)), index_dir)
+        root = Path(os.path.expanduser(str(path)))  # its weight files and config.json
+        fingerprint = files_fingerprint(root, weight_files(root), b"cscore-weights-v1", index_dir)
         if fingerprint is not None:
             return {"kind": "files", "fingerprint": fingerprint, **ident}
         log.warning("no weight files in %s: identifying the model by its tensors", path)

@@ -68,3 +68,10 @@ class LoadedModel:
         """Drop the weights (a later ``model`` access is an error)."""
         self._model = None
         self._loader = None
+
+
+def eos_ids(config, tokenizer) -> set[int]:
+    """The model config's EOS ids and the tokenizer's (known before the weights load)."""
+    got = getattr(config, "eos_token_id", None)
+    ids = set(got if isinstance(got, (list, tuple)) else [got]) | {tokenizer.eos_token_id}
+    return {int(i) for i in ids if i is not None}

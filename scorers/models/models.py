@@ -12,11 +12,12 @@ import torch
 from torch import nn
 
 from cscore.errors import ConfigError
+from cscore.scorers.models import hub
 from cscore.scorers.models.anatomy import decoder_base, decoder_layers
 from cscore.scorers.models.gguf import one_line, resolve_path
 from cscore.scorers.models.identity import weight_files
 from cscore.scorers.models.loaded import LoadedModel
-from cscore.scorers.models.specs import SPEC_FORMS, ModelSpecError, check_local_path, kind  # noqa: F401 (re-exported)
+from cscore.scorers.models.specs import DTYPES, SPEC_FORMS, ModelSpecError, check_local_path, kind  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +35,9 @@ def auto_device(device: str = "auto") -> torch.device:
 def auto_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
-    table = {"float32": torch.float32, "fp32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
-             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
-    if dtype not in table:
-        raise ConfigError(f"unknown dtype {dtype!r}; use auto or one of {sorted(table)}")
-    return table[dtype]
+    if dtype not in DTYPES:
+        raise ConfigError(f"unknown dtype {dtype!r}; use auto or one of {sorted(DTYPES)}")
+    return getattr(torch, DTYPES[dtype])
 
 
 def model_class(config, seq2seq: bool) -> str | None:
@@ -134,37 +133,31 @@ def retain(keys: list[tuple]) -> None:
 
 def check_hub(spec: str, revision: str | None) -> None:
     """Fail at once for a hub id the hub cannot serve and the local cache lacks (transformers retries)."""
-    from cscore.scorers.models import hub
+    if kind(spec) == "hub" and (why := hub.usable_offline(spec, revision)):
+        raise ModelSpecError(not_cached(spec, why))
 
-    if kind(spec) != "hub":
-        return
-    why = hub.usable_offline(spec, revision)
-    if why:
-        raise ModelSpecError(f"model {spec!r}: the Hugging Face hub is unreachable ({why}) and the model is not in "
-                             f"the local hub cache; download it once with network access, or {SPEC_FORMS}"
-                             f"{hub.PREDOWNLOADED}")
+
+def not_cached(spec: str, why: str) -> str:
+    return (f"model {spec!r}: the Hugging Face hub is unreachable ({why}) and the model is not in the local hub "
+            f"cache; download it once with network access, or {SPEC_FORMS}{hub.PREDOWNLOADED}")
 
 
 def load_failure(spec: str, path: str, revision: str | None, err: Exception) -> str:
     """One line saying why ``from_pretrained`` could not load ``spec``."""
     if os.path.isdir(os.path.expanduser(path)):
         return f"model {spec!r}: {path} is not a loadable model directory: {one_line(err)}"
-    from huggingface_hub import errors as hub
+    from huggingface_hub import errors
 
     def caused_by(kind) -> bool:
         return any(isinstance(e, kind) for e in error_chain(err))
 
-    if caused_by(hub.LocalEntryNotFoundError):
-        from cscore.scorers.models.hub import PREDOWNLOADED
-
-        return (f"model {spec!r}: the Hugging Face hub is unreachable (or HF_HUB_OFFLINE is set) and the "
-                f"model is not in the local hub cache; download it once with network access, or {SPEC_FORMS}"
-                f"{PREDOWNLOADED}")
-    if caused_by(hub.GatedRepoError):  # before RepositoryNotFoundError, its base class
+    if caused_by(errors.LocalEntryNotFoundError):
+        return not_cached(spec, "or HF_HUB_OFFLINE is set")
+    if caused_by(errors.GatedRepoError):  # before RepositoryNotFoundError, its base class
         return f"model {spec!r}: the hub model is gated; accept its terms and log in (hf auth login)"
-    if caused_by(hub.RepositoryNotFoundError):
+    if caused_by(errors.RepositoryNotFoundError):
         return f"model {spec!r}: no such model on the Hugging Face hub (or it is private), and no such local directory"
-    if caused_by(hub.RevisionNotFoundError):
+    if caused_by(errors.RevisionNotFoundError):
         return f"model {spec!r}: the hub model has no revision {revision!r}"
     return f"model {spec!r}: could not load it: {one_line(err)}"
 
@@ -218,11 +211,6 @@ def cut_model(model: nn.Module, k: int) -> nn.Module:
     setattr(new_model, base_name, new_base)
     new_model.config = config
     return new_model
-
-
-def same_vocabulary(a: LoadedModel, b: LoadedModel) -> bool:
-    """Whether the two tokenizers map the same strings to the same ids."""
-    return a.tokenizer.get_vocab() == b.tokenizer.get_vocab()
 
 
 def check_same_vocabulary(a: LoadedModel, b: LoadedModel) -> None:

@@ -14,6 +14,8 @@ from cscore.scorers.models.identity import WEIGHT_SUFFIXES
 GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 SPEC_FORMS = "give a local model directory, a hub id such as Qwen/Qwen2.5-3B-Instruct, or a gguf: spec"
 INDEX_SUFFIX = ".index.json"  # weights split over files: model.safetensors.index.json names them
+DTYPES = {"float32": "float32", "fp32": "float32", "float64": "float64", "bfloat16": "bfloat16",
+          "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}  # a dtype setting -> torch's name
 
 
 class PackagedGGUF(NamedTuple):

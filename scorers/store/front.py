@@ -21,7 +21,8 @@ import numpy as np
 
 from cscore.files import canonical_json, write_atomic
 from cscore.scorers.engine.tokenize import EncodedItem
-from cscore.scorers.models.identity import WEIGHT_SUFFIXES, file_digest
+from cscore.scorers.models.identity import files_fingerprint
+from cscore.scorers.models.specs import DTYPES
 from cscore.scorers.store.cache import FRONT_DIR
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,6 @@ LIBRARIES = ("transformers", "tokenizers", "gguf", "jinja2", "torch", "numpy", "
 PACKAGE = Path(__file__).resolve().parents[2]  # cscore's own folder (the repository root)
 NOT_CODE = ("tests", "scripts", "docs")  # folders of the package that no run imports
 _DEVICE = re.compile(r"^(cpu|cuda|mps)(:\d+)?$")
-_DTYPES = {"float32": "float32", "fp32": "float32", "float64": "float64", "bfloat16": "bfloat16",
-           "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}  # as models.auto_dtype reads them
 
 
 @lru_cache(maxsize=1)
@@ -62,13 +61,7 @@ def library_versions() -> dict[str, str | None]:
 def folder_fingerprint(folder: str | os.PathLike) -> str | None:
     """SHA-256 over every file (path, size, content) under a model folder; None where it holds no weights."""
     root = Path(folder).expanduser()
-    files = sorted(p for p in root.rglob("*") if p.is_file())
-    if not any(p.name.endswith(WEIGHT_SUFFIXES) for p in files):
-        return None
-    h = hashlib.sha256(b"cscore-folder-v1")
-    for p in files:
-        h.update(canonical_json([str(p.relative_to(root)), p.stat().st_size, file_digest(p)]).encode())
-    return h.hexdigest()
+    return files_fingerprint(root, sorted(p for p in root.rglob("*") if p.is_file()), b"cscore-folder-v1")
 
 
 def no_accelerator() -> bool:
@@ -89,7 +82,7 @@ def device_and_dtype(device: str, dtype: str) -> tuple[str, str] | None:
         return None
     if dtype == "auto":
         return kind, "torch.bfloat16" if kind == "cuda" else "torch.float32"
-    return (kind, f"torch.{_DTYPES[dtype]}") if dtype in _DTYPES else None
+    return (kind, f"torch.{DTYPES[dtype]}") if dtype in DTYPES else None
 
 
 def front_key(what: dict) -> str:
