@@ -12,12 +12,12 @@ import torch
 from torch import nn
 
 from cscore.errors import ConfigError
-from cscore.scorers.models import hub
+from cscore.scorers.models import hub, specs
 from cscore.scorers.models.anatomy import decoder_base, decoder_layers
 from cscore.scorers.models.gguf import one_line, resolve_path
 from cscore.scorers.models.identity import weight_files
 from cscore.scorers.models.loaded import LoadedModel
-from cscore.scorers.models.specs import DTYPES, SPEC_FORMS, ModelSpecError, check_local_path, kind  # noqa: F401 (re-exported)
+from cscore.scorers.models.specs import SPEC_FORMS, ModelSpecError, check_local_path, kind  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +35,9 @@ def auto_device(device: str = "auto") -> torch.device:
 def auto_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
-    if dtype not in DTYPES:
-        raise ConfigError(f"unknown dtype {dtype!r}; use auto or one of {sorted(DTYPES)}")
-    return getattr(torch, DTYPES[dtype])
+    if dtype not in specs.DTYPES:
+        raise ConfigError(f"unknown dtype {dtype!r}; use auto or one of {sorted(specs.DTYPES)}")
+    return getattr(torch, specs.DTYPES[dtype])
 
 
 def model_class(config, seq2seq: bool) -> str | None:
