@@ -108,7 +108,7 @@ def test_ctrl_c_then_the_same_command_finishes_in_the_same_folder(tiny_dirs, tmp
     assert proc.returncode == 130, err[-2000:]
     (day,) = (tmp_path / "outputs").iterdir()
     (folder,) = day.iterdir()
-    assert rundir.read_failure(folder)["error"].startswith("KeyboardInterrupt")
+    assert json.loads((folder / rundir.FAILED).read_text())["error"].startswith("KeyboardInterrupt")
     assert report_status(day, cscore_main, tmp_path) == \
         "runs: 0 complete, 0 failed, 1 interrupted, 0 incomplete, 0 not started"
 
