@@ -45,11 +45,12 @@ def check_options(level: str, average: str) -> None:
 def corr_fn(kind: str, variant: str | None, kw: dict):
     if kind not in CORRELATIONS:
         raise ValueError(f"unknown correlation {kind!r}; use one of {CORRELATIONS}")
-    if kind != "kendall":
-        if variant is not None or kw:
-            raise ValueError(f"variant / options apply to kind='kendall' only, not {kind!r}")
-    elif (v := normalize_variant("b" if variant is None else variant)) != "b" or kw.get("epsilon", 0.0):
-        return lambda x, y: kendall(x, y, v, **kw)
+    if kind == "kendall":
+        v = normalize_variant("b" if variant is None else variant)
+        if v != "b" or kw.get("epsilon", 0.0):
+            return lambda x, y: kendall(x, y, v, **kw)
+    elif variant is not None or kw:
+        raise ValueError(f"variant / options apply to kind='kendall' only, not {kind!r}")
     return lambda x, y: correlate(x, y, kind)  # Pearson, Spearman or scipy's tau-b
 
 
