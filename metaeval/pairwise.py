@@ -94,26 +94,21 @@ def pairwise_accuracy(metric, human, groups=None, epsilon: float = 0.0,
     return _mean_at(_pairs(metric, human, groups), epsilon, _check_variant(variant))
 
 
-def _steps(diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(thresholds: 0 and every distinct |delta metric|, ascending; per pair the first threshold that ties it)."""
-    thresholds, step = np.unique(np.r_[0.0, diff], return_inverse=True)
-    return thresholds, step.ravel()[1:]
+def _terms(p: _Pairs, variant: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(u, t, thresholds, step): a pair's value while untied (strict agreement) and once tied (human tie), 23:
+    ±1; the thresholds 0 and every distinct |delta metric|, ascending; per pair the first threshold that ties it."""
+    u, t = p.agree.astype(np.float64), p.human_tie.astype(np.float64)
+    thresholds, step = np.unique(np.r_[0.0, p.diff], return_inverse=True)
+    return ((2 * u - 1, 2 * t - 1) if variant == "23" else (u, t)) + (thresholds, step.ravel()[1:])
 
 
-def _scored(agree: np.ndarray, human_tie: np.ndarray, variant: str) -> tuple[np.ndarray, np.ndarray]:
-    """(u, t): a pair's value while untied (strict agreement) and once tied (human tie); 23: ±1."""
-    u, t = agree.astype(np.float64), human_tie.astype(np.float64)
-    return (2 * u - 1, 2 * t - 1) if variant == "23" else (u, t)
-
-
-def _values_at(u, t, w, step: np.ndarray, n: int, base: float = 0.0) -> np.ndarray:
-    """``base`` + the weighted sum at each of the ``n`` thresholds: a pair gives w·u before its step, w·t from it."""
-    return np.sum(w * u) + base + np.cumsum(np.bincount(step, weights=w * (t - u), minlength=n))
-
-
-def _best(values: np.ndarray) -> int:
-    """The first (smallest-threshold) candidate within floating-point noise of the maximum."""
-    return int(np.flatnonzero(values >= values.max() - _TOL)[0])
+def _search(p: _Pairs, terms: tuple, w, base: float = 0.0) -> tuple[float, np.ndarray, float]:
+    """(epsilon, the weighted sum at each threshold, the sum at epsilon): ``base`` plus w·u of a pair before its
+    step, w·t from it; epsilon the first (smallest) threshold within floating-point noise of the maximum."""
+    u, t, thresholds, step = terms
+    values = np.sum(w * u) + base + np.cumsum(np.bincount(step, weights=w * (t - u), minlength=thresholds.size))
+    eps = thresholds[np.flatnonzero(values >= values.max() - _TOL)[0]]
+    return eps, values, np.sum(w * np.where(p.diff <= eps, t, u)) + base  # no BLAS: its threads stall on a busy CPU
 
 
 def tie_calibration(metric, human, groups=None, variant: str = "acc23") -> TieCalibration:
@@ -123,12 +118,9 @@ def tie_calibration(metric, human, groups=None, variant: str = "acc23") -> TieCa
     n_items = int(p.per_item.size)
     if n_items == 0:
         return TieCalibration(float("nan"), 0.0, np.zeros(1), np.full(1, np.nan), 0, 0)
-    u, t = _scored(p.agree, p.human_tie, variant)  # a pair's value while untied / once tied
-    thresholds, step = _steps(p.diff)
-    values = _values_at(u, t, 1.0 / (p.per_item[p.item] * n_items), step, thresholds.size)
-    eps = float(thresholds[_best(values)])
-    return TieCalibration(_mean_at(p, eps, variant), eps, thresholds, values, n_items,
-                          int(p.diff.size))
+    terms = _terms(p, variant)
+    eps, values, _ = _search(p, terms, 1.0 / (p.per_item[p.item] * n_items))
+    return TieCalibration(_mean_at(p, float(eps), variant), float(eps), terms[2], values, n_items, int(p.diff.size))
 
 
 def acc_eq(metric, human, groups=None) -> tuple[float, float]:
@@ -211,8 +203,7 @@ class TieCalibratedStat:
         rows = np.flatnonzero(np.isfinite(x) & np.isfinite(h) & (W > 0).any(0))
         p, W = _pairs(x[rows], h[rows]), W[:, rows]  # one group: its pairs in np.triu_indices order
         i, j = np.triu_indices(rows.size, 1)
-        u, t = _scored(p.agree, p.human_tie, self.variant)
-        thresholds, step = _steps(p.diff)
+        terms = _terms(p, self.variant)
         out = np.full(len(W), np.nan)
         for b, w in enumerate(W):
             pw = w[i] * w[j]
@@ -220,8 +211,7 @@ class TieCalibratedStat:
             total = pw.sum() + own
             if total == 0:
                 continue
-            eps = thresholds[_best(_values_at(u, t, pw, step, thresholds.size, own))]
-            out[b] = (np.sum(pw * np.where(p.diff <= eps, t, u)) + own) / total
+            out[b] = _search(p, terms, pw, own)[2] / total
         return out
 
     def _items_drawn(self, x, h, keep, units) -> np.ndarray:
@@ -231,14 +221,12 @@ class TieCalibratedStat:
         if p.per_item.size == 0:
             return out
         drawn = units.counts[:, p.label]  # (versions x items) draws of each item with pairs
-        u, t = _scored(p.agree, p.human_tie, self.variant)
-        thresholds, step = _steps(p.diff)
+        terms = _terms(p, self.variant)
         for b, c in enumerate(drawn):
             if c.sum() == 0:
                 continue
             wt = c[p.item] / p.per_item[p.item] / c.sum()
-            eps = thresholds[_best(_values_at(u, t, wt, step, thresholds.size))]
-            out[b] = np.sum(wt * np.where(p.diff <= eps, t, u))  # no BLAS: its threads stall on a busy CPU
+            out[b] = _search(p, terms, wt)[2]
         return out
 
     def _each(self, df, xs, ws, h, keep, units) -> np.ndarray:

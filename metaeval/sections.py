@@ -114,10 +114,8 @@ def bias_section(ds, stem: str, out: Path) -> list[str]:
     bias = side_tables.bias(ds)
     if bias.empty:
         return []
-    statistic = {"statistic": "biasscore"}
     grouped = any(v is not None for _, v in tables.targets(ds))
-    if grouped:
-        statistic["split_by"] = ds.split_by
+    statistic = {"statistic": "biasscore", **({"split_by": ds.split_by} if grouped else {})}
     note = f"{BIAS_NOTE} | per {ds.split_by} (normalised and correlated within each), AVG = their mean" if grouped \
         else BIAS_NOTE
     return side_table(ds, out, f"{stem}_bias", bias, statistic, note, BIAS_TITLE)

@@ -89,11 +89,9 @@ class LevelStat:
 
     def _grouped_drawn(self, x, h, keep, units: Units) -> np.ndarray:
         """Every draw is a group: per-unit values are fixed, the draws only weight them."""
-        n_units = units.counts.shape[1]
-        values, weights, counted = np.full(n_units, np.nan), np.zeros(n_units), np.zeros(n_units, dtype=bool)
-        for u, rows in enumerate(_rows_by_code(units.codes, n_units)):
-            v, wt, ok = self._group([x[rows]], [keep[rows][None, :].astype(np.float64)], h[rows])
-            values[u], weights[u], counted[u] = v[0], wt[0], ok[0]
+        per_unit = [self._group([x[rows]], [keep[rows][None, :].astype(np.float64)], h[rows])
+                    for rows in _rows_by_code(units.codes, units.counts.shape[1])]
+        values, weights, counted = (np.array([g[k][0] for g in per_unit]) for k in range(3))
         draws = units.counts.T * weights[:, None]
         mean = _weighted_mean(values[:, None], draws)
         return np.where(((draws > 0) & counted[:, None]).any(0), mean, np.nan) if self.pairless_zero else mean

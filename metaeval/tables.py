@@ -236,18 +236,15 @@ def largest_human_difference(frame: pd.DataFrame, human: str, level: str, subset
     f = frame if subset is None else frame[frame[subset[0]] == subset[1]]
     h = pd.to_numeric(f[human], errors="coerce")
     ok = np.isfinite(h.to_numpy(dtype=np.float64))
-    if level == "segment":
-        spans = [h[ok].max() - h[ok].min()] if ok.sum() >= 2 else []
+    key = "group" if level == "item" else "system"
+    if level != "segment" and key not in f.columns:
+        return math.nan
+    if level in ("segment", "system"):  # one span: of the scores, or of the per-system means
+        v = h[ok] if level == "segment" else h[ok].groupby(f[key][ok]).mean()
+        spans = [v.max() - v.min()] if len(v) >= 2 else []
     else:
-        key = "group" if level == "item" else "system"
-        if key not in f.columns:
-            return math.nan
-        if level == "system":
-            means = h[ok].groupby(f[key][ok]).mean()
-            spans = [means.max() - means.min()] if len(means) >= 2 else []
-        else:
-            by = h[ok].groupby(f[key][ok])
-            spans = list((by.max() - by.min())[by.size() >= 2])
+        by = h[ok].groupby(f[key][ok])
+        spans = list((by.max() - by.min())[by.size() >= 2])
     return float(max(spans)) if spans else math.nan
 
 
