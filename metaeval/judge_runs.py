@@ -137,28 +137,12 @@ def run_settings(cfg: dict) -> dict:
     return {**method, **prompt}
 
 
-def settings_labels(found: dict[tuple, set[str]]) -> dict[tuple[tuple, str], str]:
-    """{((pair, variant), settings json): `` [k=v, ...]`` naming the settings that differ, or ''}."""
-    out = {}
-    for who, jsons in found.items():
-        parsed = {j: json.loads(j) for j in jsons}
-        keys = differing(list(parsed.values())) if len(jsons) > 1 else []
-        for j, d in parsed.items():
-            out[who, j] = " [" + ", ".join(f"{k}={_short(d.get(k))}" for k in keys) + "]" if len(jsons) > 1 else ""
-    return out
-
-
 def _short(value) -> str:
     """A setting's value for a label: as written when short, else a digest of it."""
     import hashlib
 
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= 24 else "#" + hashlib.sha1(text.encode()).hexdigest()[:8]
-
-
-def parse_rule(settings: dict, method: str | None) -> str:
-    """The rule that read a run's parse columns: ``method.parse``, else its preset's."""
-    return settings.get("method.parse") or ("released" if method == "cd_judge_released" else "paper")
 
 
 def collect(runs: list[Run]) -> list[Study]:
@@ -199,20 +183,21 @@ def collect(runs: list[Run]) -> list[Study]:
     out = []
     for key, points in parts.items():
         study = studies[key]
-        found: dict[tuple, set[str]] = {}
-        for point in points:
-            found.setdefault(point[:2], set()).add(point[-1])
-        labels = settings_labels(found)
         for (pair, variant, name, lo, hi, lam, t, main, asst, settings), frames in points.items():
-            pair = pair + labels[(pair, variant), settings]
+            mine = json.loads(settings)
+            alike = {p[-1] for p in points if p[:2] == (pair, variant)}
+            if len(alike) > 1:  # runs of one pair and row in other settings: the settings that differ named
+                keys = differing([json.loads(j) for j in alike])
+                pair += " [" + ", ".join(f"{k}={_short(mine.get(k))}" for k in keys) + "]"
+            # the rule that read its parse columns: method.parse, else its preset's
+            rule = mine.get("method.parse") or ("released" if name == "cd_judge_released" else "paper")
             merged = pd.concat([f for _, f in frames], ignore_index=True)
             dup = merged["id"].duplicated()
             if dup.any() and len(frames) > 1:
                 study.notes.append(f"{pair} {variant} {lo}-{hi} lam={lam} t={t}: {len(frames)} runs, "
                                    f"{int(dup.sum())} repeated ids counted once")
             study.points.append(Point(pair, variant, lo, hi, lam, t, main, asst,
-                                      merged[~dup].reset_index(drop=True), [p for p, _ in frames],
-                                      parse_rule(json.loads(settings), name)))
+                                      merged[~dup].reset_index(drop=True), [p for p, _ in frames], rule))
         out.append(study)
     return out
 
