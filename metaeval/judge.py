@@ -122,7 +122,7 @@ def at_setting(frame: pd.DataFrame, setting: tuple) -> pd.DataFrame:
 
 def chosen_point(study: Study, sel_row) -> Point:
     setting = (sel_row["pair"], sel_row["variant"], sel_row["lo"], sel_row["hi"])
-    return next(p for p in study.grid_points(setting) if p.lam == sel_row["lam"] and p.t == sel_row["t"])
+    return next(p for p in study.points if p.setting == setting and p.lam == sel_row["lam"] and p.t == sel_row["t"])
 
 
 def contrast_label(pair: str, variant: str) -> str:
@@ -247,14 +247,14 @@ def notes_of(study: Study, criterion: Criterion, bootstrap: int, alpha: float, s
     out.append(f"lambda, t chosen per (pair, range) by the best {criterion.kind} against human.{study.aspect} "
                f"on {where}; ties broken by the smallest lambda, then the smallest t (cd_judge scores depend on "
                f"(lambda, t) only through c = lambda/t, so grid points with equal c tie exactly)")
-    pct = round(100 * (1 - alpha), 1)
+    reported = f"reported on {'the same rows' if same else 'the test rows'}"
     if bootstrap:
         unit = ("documents (all summaries of a drawn document come along" if resample == "groups"
                 else "summaries (each drawn on its own, as the released evaluation")
-        out.append(f"reported on {'the same rows' if same else 'the test rows'}; ± = half the width of the "
-                   f"{pct:g}% percentile bootstrap interval over {unit}; {bootstrap} resamples, seed {seed})")
+        out.append(f"{reported}; ± = half the width of the {round(100 * (1 - alpha), 1):g}% percentile bootstrap "
+                   f"interval over {unit}; {bootstrap} resamples, seed {seed})")
     else:
-        out.append(f"reported on {'the same rows' if same else 'the test rows'}; no bootstrap intervals")
+        out.append(f"{reported}; no bootstrap intervals")
     out.append("single-model rows: greedy judging by the main / assistant model alone (lambda = 0); "
                "[expected]: the expected score, its contrast selected on its own dev criterion; "
                "a constant judge has no correlation (nan; the paper prints .000)")

@@ -89,9 +89,6 @@ class Study:
         have = {p.setting for p in self.points}
         return [(pr, v, lo, hi) for lo, hi in self.ranges() for pr, v in pairs if (pr, v, lo, hi) in have]
 
-    def grid_points(self, setting: tuple) -> list[Point]:
-        return sorted((p for p in self.points if p.setting == setting), key=lambda p: (p.lam, p.t))
-
 
 def _model_name(path) -> str | None:
     return str(path).removeprefix("gguf:").rstrip("/").split("/")[-1] if path else None

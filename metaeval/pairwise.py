@@ -175,8 +175,7 @@ class TieCalibratedStat:
             codes = pd.factorize(np.asarray(key)[ok], use_na_sentinel=False)[0]
             rows = [np.flatnonzero(codes == c) for c in range(codes.max() + 1 if codes.size else 0)]
             # exactly rounded sums: a mean does not depend on the order of its rows (ties stay ties)
-            mm = np.array([math.fsum(m[ok][r]) / r.size for r in rows])
-            hm = np.array([math.fsum(h[ok][r]) / r.size for r in rows])
+            mm, hm = (np.array([math.fsum(v[ok][r]) / r.size for r in rows]) for v in (m, h))
             return tie_calibration(mm, hm, None, self.variant)
         return tie_calibration(m, h, None if self.level == "segment" else key, self.variant)
 

@@ -125,18 +125,13 @@ def bootstrap_ci(df: pd.DataFrame, stat: Stat, metric_col: str, *, resample: str
                        alpha=alpha, resample=resample, samples=ok)
 
 
-def _draw_counts(draws: np.ndarray, n_units: int) -> np.ndarray:
-    """(resamples x units) how often each unit was drawn."""
-    offsets = draws + n_units * np.arange(len(draws))[:, None]
-    return np.bincount(offsets.ravel(), minlength=draws.size).reshape(draws.shape).astype(np.float64)
-
-
 def _bootstrap_batch(df, stat, metric_col, draws, codes, relabel_col) -> np.ndarray:
     """All resamples through ``stat.batch``: a row's weight is the draw count of its unit."""
     x = df[metric_col].to_numpy(dtype=np.float64)
     values = np.empty(len(draws))
     for part in chunks(len(draws), len(df)):
-        counts = _draw_counts(draws[part], draws.shape[1])
+        offsets = draws[part] + draws.shape[1] * np.arange(part.stop - part.start)[:, None]  # resample x unit
+        counts = np.bincount(offsets.ravel(), minlength=offsets.size).reshape(offsets.shape).astype(np.float64)
         weights = counts if codes is None else counts[:, codes]
         units = None if relabel_col is None else Units(relabel_col, codes, counts)
         values[part] = stat.batch(df, [x], [weights], units)

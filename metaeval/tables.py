@@ -250,15 +250,13 @@ def largest_human_difference(frame: pd.DataFrame, human: str, level: str, subset
 
 def unreachable_like_threshold(ds: Dataset, spec: Spec) -> dict[str, float]:
     """Kendall-like only: the columns (name -> largest human difference) where no pair reaches the threshold."""
-    if not spec.like:
+    threshold = spec.like_threshold  # None but for Kendall-like
+    if threshold is None:
         return {}
-    out = {}
-    for h, v in targets(ds):
-        d = largest_human_difference(ds.frame, h, spec.level, None if v is None else (ds.split_by, v))
-        threshold = spec.like_threshold  # set: spec.like
-        if threshold is not None and d < threshold:  # NaN (no pair at all) is no matter of the threshold
-            out[target_name(h, v, len(ds.humans))] = d
-    return out
+    diffs = ((target_name(h, v, len(ds.humans)),
+              largest_human_difference(ds.frame, h, spec.level, None if v is None else (ds.split_by, v)))
+             for h, v in targets(ds))
+    return {name: d for name, d in diffs if d < threshold}  # NaN (no pair at all) is no matter of the threshold
 
 
 def to_table(long: pd.DataFrame, title: str, signature: str) -> render.Table:
