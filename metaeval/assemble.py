@@ -55,15 +55,6 @@ def summary_line(stem: str, long) -> str:
             f"{best['value']:.3f}); table in {stem}_quality.md")
 
 
-def spa_lines(ds, stem: str, out: Path, spa: tuple[int, int], console) -> list[str]:
-    """The dataset's soft pairwise accuracy table (translation data only), its settings said once."""
-    lines = sections.spa_section(ds, stem, out, *spa)
-    if lines:
-        console.print(escape(f"{stem}: soft pairwise accuracy (WMT24, system level; {spa[0]} sign-flip permutations, "
-                             f"seed {spa[1]}) in {stem}_spa.md"), highlight=False, soft_wrap=True)
-    return lines
-
-
 def default_out(roots: list[Path], paper: str | None = None) -> Path:
     """``<dir>/report`` (``report-<paper>`` with ``--paper``); for several folders, in their common folder."""
     name = f"report-{paper}" if paper else "report"
@@ -139,7 +130,7 @@ def report(root: Path | list[Path], spec: Spec, out: Path | None = None, console
     for ds, stem in zip(datasets, sections.stems(datasets)):
         lines += dataset_section(ds, stem, spec, out, console, progress, longs, show)
         if options.spa:
-            lines += spa_lines(ds, stem, out, options.spa, console)
+            lines += sections.spa_section(ds, stem, out, *options.spa, console)
     if options.combined:
         lines += sections.combined_section(longs, spec, out, console)
     if judged:

@@ -76,18 +76,14 @@ def _mean_at(p: _Pairs, epsilon: float, variant: str) -> float:
     """Mean over items of acc23 / tau23 at a fixed epsilon, from integer counts."""
     if p.per_item.size == 0:
         return float("nan")
-    tied = p.diff <= epsilon
-    correct = np.where(tied, p.human_tie, p.agree)
-    n_correct = np.bincount(p.item, weights=correct.astype(np.float64),
-                            minlength=p.per_item.size)
-    acc = n_correct / p.per_item
+    correct = np.where(p.diff <= epsilon, p.human_tie, p.agree)
+    acc = np.bincount(p.item, weights=correct.astype(np.float64), minlength=p.per_item.size) / p.per_item
     if variant == "23":
         acc = 2 * acc - 1  # (correct - wrong) / pairs
     return float(acc.mean())
 
 
-def pairwise_accuracy(metric, human, groups=None, epsilon: float = 0.0,
-                      variant: str = "acc23") -> float:
+def pairwise_accuracy(metric, human, groups=None, epsilon: float = 0.0, variant: str = "acc23") -> float:
     """acc23 (or tau23) at a fixed metric-tie threshold, averaged over items (``groups``; None: all pairs pooled)."""
     if epsilon < 0:
         raise ValueError("epsilon must be >= 0")
@@ -136,8 +132,7 @@ def acc_eq_at(df: pd.DataFrame, metric_col: str, human_col: str, level: str = "i
     if level not in groups:
         raise ValueError(f"unknown level {level!r}; use one of {tuple(groups)}")
     col = groups[level]
-    return acc_eq(df[metric_col].to_numpy(dtype=np.float64),
-                  df[human_col].to_numpy(dtype=np.float64),
+    return acc_eq(df[metric_col].to_numpy(dtype=np.float64), df[human_col].to_numpy(dtype=np.float64),
                   None if col is None else df[col].to_numpy())
 
 

@@ -167,12 +167,15 @@ SPA_NOTE = ("SPA (Thompson et al. 2024, WMT24 system level) = 1 - mean over syst
             "system has human and metric scores")
 
 
-def spa_section(ds, stem: str, out: Path, permutations: int, seed: int) -> list[str]:
-    """``<stem>_spa.{md,csv,tex}``, ``<stem>_spa_long.csv`` and ``<stem>_spa_pvalues.csv`` (translation data)."""
+def spa_section(ds, stem: str, out: Path, permutations: int, seed: int, console) -> list[str]:
+    """``<stem>_spa.{md,csv,tex}``, ``<stem>_spa_long.csv`` and ``<stem>_spa_pvalues.csv`` (translation data),
+    their settings said once on the console."""
     long, pvalues = side_tables.spa(ds, permutations, seed)
     if long.empty:
         return []
     pvalues.to_csv(out / f"{stem}_spa_pvalues.csv", index=False)
+    console.print(escape(f"{stem}: soft pairwise accuracy (WMT24, system level; {permutations} sign-flip permutations, "
+                         f"seed {seed}) in {stem}_spa.md"), highlight=False, soft_wrap=True)
     statistic = {"statistic": "spa", "level": "system", "permutations": permutations, "seed": seed,
                  "test": "sign-flip-one-sided"}
     return side_table(ds, out, f"{stem}_spa", long, statistic, SPA_NOTE,

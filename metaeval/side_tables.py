@@ -118,8 +118,7 @@ def speed(runs: list[Run]) -> pd.DataFrame:
                      "samples_per_second": None if cached else sp.get("samples_per_second"),
                      "tokens_per_second": None if cached else _tokens_per_second(sp),
                      "useful_tflop_per_s": None if cached else _tflop_per_second(sp), "mfu": sp.get("mfu"),
-                     "from_cache": cached,
-                     "load_seconds": sum((sp.get("load_seconds") or {}).values()),
+                     "from_cache": cached, "load_seconds": sum((sp.get("load_seconds") or {}).values()),
                      "peak_rss_mb": sp.get("peak_rss_mb"), "peak_gpu_mb": sp.get("peak_gpu_mb")})
     return pd.DataFrame(rows)
 
