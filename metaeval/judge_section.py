@@ -36,9 +36,8 @@ def judge_section(runs, spec: Spec, out: Path, console, progress: Progress,
         with progress.steps(f"{stem} correlations") as update:
             rep = judge.build(study, criterion, bootstrap=spec.bootstrap, seed=spec.seed, alpha=spec.alpha,
                               resample=spec.resample, progress=update)
-        rep.long.to_csv(out / f"{stem}_correlation_long.csv", index=False)
-        rep.grid.to_csv(out / f"{stem}_grid.csv", index=False)
-        rep.invalid.to_csv(out / f"{stem}_invalid_long.csv", index=False)
+        for name, frame in (("correlation_long", rep.long), ("grid", rep.grid), ("invalid_long", rep.invalid)):
+            frame.to_csv(out / f"{stem}_{name}.csv", index=False)
         lines += ["", f"Files `{stem}_*`: judge runs on {study.data}, aspect {study.aspect}: "
                       f"{len(study.points)} grid points"]
         lines += warn(stem, judge_units_warning(rep, spec), console)

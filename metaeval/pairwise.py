@@ -234,10 +234,8 @@ class TieCalibratedStat:
         for b in range(len(W)):
             reps = W[b].astype(np.int64)
             idx = np.repeat(np.arange(len(reps)), reps)
-            k = None
-            if key is not None:
-                k = key[idx]
-                if copies:  # copy c of a drawn unit: its own group
-                    k = k * (int(reps.max()) + 1) + (np.arange(idx.size) - np.repeat(np.cumsum(reps) - reps, reps))
+            k = None if key is None else key[idx]
+            if copies and k is not None:  # copy c of a drawn unit: its own group
+                k = k * (int(reps.max()) + 1) + (np.arange(idx.size) - np.repeat(np.cumsum(reps) - reps, reps))
             out[b] = self._search(X[b][idx], h[idx], k).value
         return out
