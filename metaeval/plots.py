@@ -47,11 +47,12 @@ def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = ""
     groups = list(table.groupby("series", sort=False))
     xs = np.sort(pd.unique(pd.to_numeric(table[param], errors="coerce")))
     xs = xs[np.isfinite(xs)]
-    # the series side by side around each x: at most half the smallest step, 6 % of the axis
+    # the n series side by side, evenly around each x over a spread of at most half the smallest step, 6 % of the axis
     spread = min(0.5 * np.diff(xs).min(), 0.06 * (xs.max() - xs.min())) if len(xs) > 1 else 0.0
+    n = len(groups)
     for k, (series, part) in enumerate(groups):
         part = part.sort_values(param)
-        x = part[param].to_numpy(dtype=float) + dodge(k, len(groups), spread)
+        x = part[param].to_numpy(dtype=float) + (0.0 if n < 2 else (k - (n - 1) / 2) * (spread / (n - 1)))
         y = part["value"].to_numpy(dtype=float)
         if {"low", "high"} <= set(part.columns) and part["low"].notna().any():
             err = np.vstack([y - part["low"].to_numpy(dtype=float), part["high"].to_numpy(dtype=float) - y])
@@ -73,11 +74,6 @@ def correlation_vs_param_figure(table: pd.DataFrame, param: str, title: str = ""
         ax.text(0.0, -0.2, wrap("Warning: " + warning, 4.4, 8), transform=ax.transAxes, ha="left", va="top",
                 fontsize=8, color="tab:red")
     return fig
-
-
-def dodge(k: int, n: int, spread: float) -> float:
-    """The x offset of series ``k`` of ``n``, the ``n`` evenly over ``spread`` around the x."""
-    return 0.0 if n < 2 else (k - (n - 1) / 2) * (spread / (n - 1))
 
 
 def heatmap_figure(table: pd.DataFrame, rows: str, cols: str, title: str = ""):

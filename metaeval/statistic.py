@@ -75,8 +75,8 @@ class LevelStat:
         Kendall-like group of 2+ cells counts 0 (``pairless_zero``)."""
         v, wt = self.corr.candidates(xs, ws, y)
         counted = np.isfinite(v)
-        if self.pairless_zero:
-            v = np.where(~counted & (_cells(xs, ws, y) >= 2), 0.0, v)
+        if self.pairless_zero:  # cells: per version, the weight of those with a finite metric and human value
+            v = np.where(~counted & (sum(clean(xs, ws, y)[1]).sum(1) >= 2), 0.0, v)
         return v, wt if self.average == "micro" else np.ones_like(wt), counted
 
     def _grouped(self, key: pd.Series, xs, ws, h) -> np.ndarray:
@@ -133,11 +133,6 @@ class MeanStat:
 
     def batch(self, df: pd.DataFrame, xs: list, ws: list, units: Units | None = None) -> np.ndarray:
         return np.mean([s.batch(df, xs, ws, units) for s in self.stats], axis=0)
-
-
-def _cells(xs, ws, y) -> np.ndarray:
-    """Per version, the (weighted) number of cells whose metric and human values are finite."""
-    return sum(clean(xs, ws, y)[1]).sum(1)
 
 
 def _factorize(key) -> tuple[np.ndarray, int]:
