@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +14,10 @@ from pathlib import Path
 from cscore import rundir
 from cscore.config.run import RunConfig, Runtime
 from cscore.errors import ConfigError
+from cscore.files import file_lock, folder_problem, write_atomic
 from cscore.run import workers
+from cscore.scorers.store.cache import default_root
+from cscore.scorers.store.checkpoint import LOCK_DIR
 
 
 def devices_of(value) -> list[str] | None:
@@ -94,12 +98,6 @@ def check_kind(run: RunConfig, kind) -> None:
 
 def check_writable(run: RunConfig) -> None:
     """A statistics cache this process cannot write in is refused (a probe file: root sees read-only mounts)."""
-    import tempfile
-
-    from cscore.files import folder_problem
-    from cscore.scorers.store.cache import default_root
-    from cscore.scorers.store.checkpoint import LOCK_DIR
-
     root = Path(run.cache.dir).expanduser() if run.cache.dir else default_root()
     problem = folder_problem(root)
     if problem is None:
@@ -121,8 +119,6 @@ NODE_LOCAL = ("tmpfs", "ramfs")  # file systems no other node sees
 
 def check_shared(run: RunConfig) -> None:
     """A SLURM job array's statistics cache on a node-local file system (tmpfs) is refused."""
-    from cscore.scorers.store.cache import default_root
-
     root = Path(run.cache.dir).expanduser() if run.cache.dir else default_root()
     kind = file_system(root)
     if kind in NODE_LOCAL:
@@ -180,8 +176,6 @@ def one_run_directory(point: Path | None, out_dir: Path):
     if point is None:
         yield None
         return
-    from cscore.files import file_lock, write_atomic
-
     with file_lock(point.with_suffix(".lock")):
         try:
             written = Path(json.loads(point.read_text())["run_dir"])

@@ -318,11 +318,6 @@ class ItemCheckpoint(Checkpoint):
         return self._assemble(self)
 
 
-def unit_offsets(n_items: int) -> np.ndarray:
-    """An item partial's offsets: one position per item."""
-    return np.arange(n_items + 1, dtype=np.int64)
-
-
 # -- where the shards meet: the one path scheme of their partials, marks and locks ----------------
 
 

@@ -7,14 +7,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, NoReturn, Union
 
 import numpy as np
 
-from cscore.errors import ShardsPending
+from cscore.errors import ConfigError, ShardsPending, StorageError
 from cscore.scorers.engine.report import EngineReport
-from cscore.scorers.store.checkpoint import Place, missing_text, pending_text
+from cscore.scorers.store.cache import CACHE_SCHEMA, stats_key
+from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, Checkpoint, Place, Shard, missing_text, pending_text
 
 log = logging.getLogger(__name__)
 
@@ -336,10 +338,8 @@ class PassJob:
 
 def pass_work(cache, job: PassJob, coordinator: InProcess) -> Work:
     """``job`` as a ``Work``: its entry in ``cache``, its partials under the key."""
-    from cscore.scorers.store.cache import stats_key
-
     key = stats_key(job.parts)
-    offsets, count = job.offsets(), coordinator.count
+    count = coordinator.count
 
     def stored() -> Outcome | None:
         with cache.lock(key):
@@ -347,14 +347,12 @@ def pass_work(cache, job: PassJob, coordinator: InProcess) -> Work:
         return None if hit is None else Done(hit.stats, PassReport.of_entry(hit.meta))
 
     return Work(f"statistics ({job.label})", Place.of_cache(cache.root, key, count), stored, lambda: key in cache,
-                lambda k: compute_shard(cache, job, key, offsets, (k, count)),
-                lambda: merge_pass(cache, job, key, offsets, count, coordinator.since))
+                lambda k: compute_shard(cache, job, key, (k, count)),
+                lambda: merge_pass(cache, job, key, count, coordinator.since))
 
 
 def check_cache(coordinator: InProcess | None, cache) -> None:
     """A split pass needs the statistics cache: its shards meet there."""
-    from cscore.errors import ConfigError
-
     if coordinator is not None and coordinator.on and cache is None:
         raise ConfigError("runtime.shards needs the statistics cache (cache.enabled=true): the shards meet there")
 
@@ -364,12 +362,10 @@ def run_pass(cache, job: PassJob, coordinator: InProcess) -> Outcome:
     return run(pass_work(cache, job, coordinator), coordinator)
 
 
-def compute_shard(cache, job: PassJob, key: str, offsets, shard: tuple[int, int]) -> dict:
+def compute_shard(cache, job: PassJob, key: str, shard: tuple[int, int]) -> dict:
     """Shard (k, count) of the pass, resumed from its partials; returns its mark's figures."""
-    from cscore.errors import StorageError
-
     k, count = shard
-    checkpoint = open_partials(cache, job, key, offsets, shard, f"statistics ({job.label})")
+    checkpoint = open_partials(cache, job, key, shard, f"statistics ({job.label})")
     try:
         _, report = job.compute(checkpoint)
     finally:  # a shard stopped (an error, Ctrl-C, a kill's SIGTERM) keeps what it completed
@@ -384,7 +380,7 @@ def compute_shard(cache, job: PassJob, key: str, offsets, shard: tuple[int, int]
             "batches": report.batches, "flops": report.flops, "items": items, "resumed": checkpoint.n_kept}
 
 
-def merge_pass(cache, job: PassJob, key: str, offsets, count: int, since: float | None = None) -> Outcome:
+def merge_pass(cache, job: PassJob, key: str, count: int, since: float | None = None) -> Outcome:
     """Under the key's lock, every shard's partials into the cache entry (Pending while a shard is
     not done); the entry keeps the whole pass's report, the one returned is this command's."""
     from cscore.scorers.store.checkpoint import remove_folder
@@ -397,11 +393,11 @@ def merge_pass(cache, job: PassJob, key: str, offsets, count: int, since: float 
             return Done(hit.stats, PassReport.of_entry(hit.meta))
         start = time.perf_counter()
         # each file checked as a resumed pass checks it (checksum, header of this very pass)
-        checkpoint: Any = open_partials(cache, job, key, offsets)
+        checkpoint: Any = open_partials(cache, job, key)
         if not checkpoint.done.all():
             place.check_items(checkpoint.covered(), f"statistics ({job.label})")
         merged = None if not checkpoint.done.all() else (
-            merge(checkpoint, list(job.heads), offsets, job.temperatures, job.pairs, job.stats_type)
+            merge(checkpoint, list(job.heads), job.offsets(), job.temperatures, job.pairs, job.stats_type)
             if job.partials is None else checkpoint.assemble())
         marks = place.marks()  # after the merge's checks: a damaged file unmarks its shard
         if merged is None or len(marks) < count:
@@ -429,8 +425,6 @@ def merge(checkpoint, heads: list[str], offsets, temperatures, pairs, stats_type
 def this_command(report: PassReport, marks: dict[int, dict], since: float | None) -> PassReport:
     """A merged pass's ``report`` as this command (started at ``since``) saw it: shards done before
     are kept (their items resumed), the figures those of the shards since."""
-    from dataclasses import replace
-
     if since is None:
         return report
     kept = kept_of(marks, since)
@@ -487,8 +481,6 @@ class RowsJob:
 def run_rows(cache, job: RowsJob, coordinator: InProcess, reports: dict | None = None) -> dict | Pending:
     """{row: (stats, from the cache, seconds, call id)}, or ``Pending``; ``reports`` receives each
     merged row's report."""
-    from cscore.scorers.store.cache import stats_key
-
     keys = {name: stats_key(job.parts[name]) for name in job.parts}
     out = {}
     for name, key in keys.items():
@@ -510,7 +502,7 @@ def run_rows(cache, job: RowsJob, coordinator: InProcess, reports: dict | None =
     for name, key in rows.items():  # each row's merge, its lacking shards redone alone
         entry = job.entry(name)
         since = coordinator.since
-        got = merge_or_redo(lambda: merge_pass(cache, entry, key, entry.offsets(), coordinator.count, since),
+        got = merge_or_redo(lambda: merge_pass(cache, entry, key, coordinator.count, since),
                             lambda again: rows_shards(cache, job, {name: key}, again, coordinator.count),
                             coordinator)
         if isinstance(got, Pending):
@@ -539,10 +531,6 @@ def wait_rows(cache, job: RowsJob, keys: dict[str, str], coordinator: InProcess)
 def rows_shards(cache, job: RowsJob, keys: dict[str, str], shards: list[int], count: int) -> None:
     """Each of ``shards`` of the rows ``keys`` ({name: key}) in turn, under each row's lock: the units
     their partials lack computed together, then a mark per row."""
-    from contextlib import ExitStack
-
-    from cscore.scorers.store.checkpoint import Shard
-
     places = {n: Place.of_cache(cache.root, key, count) for n, key in keys.items()}
     for k in shards:
         with ExitStack() as stack:
@@ -567,10 +555,7 @@ def rows_shards(cache, job: RowsJob, keys: dict[str, str], shards: list[int], co
 
 
 def open_rows(cache, job: RowsJob, name: str, key: str, shard: tuple[int, int]):
-    from cscore.scorers.store.checkpoint import Shard, unit_offsets
-
-    ck = open_partials(cache, job.entry(name), key, unit_offsets(job.n_items), shard, f"decode ({job.label})",
-                       "prompts")
+    ck = open_partials(cache, job.entry(name), key, shard, f"decode ({job.label})", "prompts")
     ck.mark_foreign(Shard(*shard).foreign(job.units, job.costs, ck.n_items))
     return ck
 
@@ -601,16 +586,14 @@ def rows_missing(cache, keys: list[str], count: int) -> list[int]:
     return sorted(missing)
 
 
-def open_partials(cache, job: PassJob, key: str, offsets, shard: tuple[int, int] | None = None, label: str = "",
+def open_partials(cache, job: PassJob, key: str, shard: tuple[int, int] | None = None, label: str = "",
                   what: str = "items"):
     """The partials of ``job`` under ``key`` (its ``partials`` class, else ``Checkpoint``), loaded:
     shard ``shard``'s (resumed), None: every shard's (the merge)."""
-    from cscore.scorers.store.cache import CACHE_SCHEMA
-    from cscore.scorers.store.checkpoint import CHECKPOINT_SECONDS, Checkpoint
-
     every = cache.checkpoint_seconds if cache.checkpoint_seconds is not None else CHECKPOINT_SECONDS
-    checkpoint = (job.partials or Checkpoint)(Place.of_cache(cache.root, key, 1).folder, key, list(job.heads), offsets,
-                                              job.temperatures, every=every, schema=CACHE_SCHEMA, shard=shard)
+    folder = Place.of_cache(cache.root, key, 1).folder
+    checkpoint = (job.partials or Checkpoint)(folder, key, list(job.heads), job.offsets(), job.temperatures,
+                                              every=every, schema=CACHE_SCHEMA, shard=shard)
     if checkpoint.load() and shard is not None:
         log.info("%s: shard %d of %d resumed %d %s from its partials", label, *shard, checkpoint.n_kept, what)
     return checkpoint
