@@ -67,6 +67,11 @@ def request_of(request: PassRequest | None, temperatures: Sequence[float] | None
     return replace(base, options=replace(options, **{k: v for k, v in overrides.items() if k not in own}), **given)
 
 
+def partner_key(k) -> dict:
+    """What a joint pass's cache key says of its partner."""
+    return {"model": model_identity(k.source), "exit": k.exit_layer, "dtype": str(k.source.dtype)}
+
+
 def _complete(found: dict[str, T | None]) -> dict[str, T]:
     """``found`` once every pass is in (None: a pass that never completed)."""
     missing = [k for k, v in found.items() if v is None]
@@ -443,8 +448,7 @@ class ModelPair:
         """The cache key's parts of one pass on ``pairs`` (a split pass has the same key)."""
         from cscore.scorers.engine import engine, seq2seq
 
-        heads = {h: {"model": model_identity(k.source), "exit": k.exit_layer, "dtype": str(k.source.dtype)}
-                 if isinstance(k, engine.Partner) else k for h, k in heads.items()}  # a joint pass's partner
+        heads = {h: partner_key(k) if isinstance(k, engine.Partner) else k for h, k in heads.items()}
         parts = {"model": model_identity(run_model), "heads": heads, "dtype": str(run_model.dtype),
                  "device": run_model.device.type, "temperatures": [float(t) for t in temperatures],
                  "ids": ids_digest(pairs),

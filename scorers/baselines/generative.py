@@ -124,6 +124,7 @@ class Generative(Baseline):
         refs = pick_references(texts, params.references)
         missing = require_references(name, refs) if {"ref_hyp", "hyp_ref"} & set(directions) else []
         options = run.options
+        assert params.model is not None  # check() refuses a run without one
         pair = ModelPair.load(params.model, device=options.device, dtype=options.dtype, revision=params.revision)
         if not pair.expert.is_encoder_decoder:
             raise ConfigError(f"baseline: {params.model!r} is a decoder-only model; BARTScore and T5Score score "
