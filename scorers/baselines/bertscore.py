@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -57,23 +56,6 @@ def packaged_model_dir() -> Path:
     raise ConfigError(f"baseline bertscore: the installed {WHEEL} wheel has no model folder; reinstall it")
 
 
-def check_layers(spec: str, params: Any) -> int | None:
-    from bert_score.utils import model2layers
-
-    layers = params.num_layers
-    if layers is None and spec not in model2layers:
-        raise ConfigError(f"baseline bertscore: bert-score has no default layer for {params.model!r}; set "
-                          "baseline.bertscore.num_layers=<layer> (it needs one for a local directory)")
-    if params.rescale_with_baseline:
-        import bert_score
-
-        table = Path(bert_score.__file__).parent / "rescale_baseline" / params.lang / f"{spec}.tsv"
-        if not table.is_file():
-            raise ConfigError(f"baseline bertscore: bert-score ships no rescaling baseline for {params.model!r} "
-                              f"in {params.lang}; set baseline.bertscore.rescale_with_baseline=false")
-    return layers
-
-
 @BASELINES
 class BertScore(Baseline):
     rank = 2
@@ -94,6 +76,7 @@ class BertScore(Baseline):
     def score(cls, params: BertScoreParams, texts: Texts, run: BaselineRun) -> Result:
         import bert_score
         import torch
+        from bert_score.utils import model2layers
         from transformers.utils import logging as hf_logging
 
         from cscore.scorers.engine.passes import announce
@@ -107,7 +90,14 @@ class BertScore(Baseline):
             spec, label = str(packaged_model_dir()), f"all-MiniLM-L6-v2 ({WHEEL} {metadata.version(WHEEL)})"
         if os.path.isdir(spec):
             spec = str(Path(spec).resolve())
-        layers = check_layers(spec, params)
+        layers = params.num_layers
+        if layers is None and spec not in model2layers:
+            raise ConfigError(f"baseline bertscore: bert-score has no default layer for {params.model!r}; set "
+                              "baseline.bertscore.num_layers=<layer> (it needs one for a local directory)")
+        table = Path(bert_score.__file__).parent / "rescale_baseline" / params.lang / f"{spec}.tsv"
+        if params.rescale_with_baseline and not table.is_file():
+            raise ConfigError(f"baseline bertscore: bert-score ships no rescaling baseline for {params.model!r} "
+                              f"in {params.lang}; set baseline.bertscore.rescale_with_baseline=false")
         rows = [i for i, r in enumerate(refs) if r]
         device = str(auto_device(run.options.device))
         hf_logging.disable_progress_bar()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -91,16 +90,6 @@ def mean_logp(pair, items, run: BaselineRun, label: str):
     return values, stats.reports["expert"], np.array([it.truncated for it in inputs.items])
 
 
-def load(params: Any, run: BaselineRun):
-    from cscore.scorers.api import ModelPair
-
-    pair = ModelPair.load(params.model, device=run.options.device, dtype=run.options.dtype, revision=params.revision)
-    if not pair.expert.is_encoder_decoder:
-        raise ConfigError(f"baseline: {params.model!r} is a decoder-only model; BARTScore and T5Score score "
-                          "with an encoder-decoder (seq2seq) model such as facebook/bart-large-cnn or an mT5")
-    return pair
-
-
 def by_row(rows: np.ndarray, values: np.ndarray, n: int, agg: str) -> np.ndarray:
     """One value per row: the item's value, or ``agg`` over the row's items; NaN for a row without any."""
     import pandas as pd
@@ -128,11 +117,18 @@ class Generative(Baseline):
 
     @classmethod
     def score(cls, params: GenerativeParams, texts: Texts, run: BaselineRun) -> Result:
+        from cscore.scorers.api import ModelPair
+
         name = cls.name
         directions = list(params.directions)
         refs = pick_references(texts, params.references)
         missing = require_references(name, refs) if {"ref_hyp", "hyp_ref"} & set(directions) else []
-        pair = load(params, run)
+        options = run.options
+        assert params.model is not None  # check() refuses a run without one
+        pair = ModelPair.load(params.model, device=options.device, dtype=options.dtype, revision=params.revision)
+        if not pair.expert.is_encoder_decoder:
+            raise ConfigError(f"baseline: {params.model!r} is a decoder-only model; BARTScore and T5Score score "
+                              "with an encoder-decoder (seq2seq) model such as facebook/bart-large-cnn or an mT5")
         run.started()
         agg = params.multi_ref  # mean | max over a row's references
         n = len(texts)

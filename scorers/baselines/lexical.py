@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -69,14 +69,9 @@ class RougeParams:
 def _sacrebleu_metric(name: str, params: Any, lang: str | None):
     from sacrebleu.metrics import BLEU, CHRF
 
+    given = {k: v for k, v in asdict(params).items() if k not in ("references", "against")}  # sacrebleu's own names
     try:
-        if name == "bleu":
-            return BLEU(lowercase=params.lowercase, tokenize=params.tokenize, smooth_method=params.smooth_method,
-                        smooth_value=params.smooth_value, max_ngram_order=params.max_ngram_order,
-                        effective_order=params.effective_order, trg_lang=lang or "")
-        return CHRF(char_order=params.char_order, word_order=params.word_order, beta=params.beta,
-                    lowercase=params.lowercase, whitespace=params.whitespace,
-                    eps_smoothing=params.eps_smoothing)
+        return BLEU(**given, trg_lang=lang or "") if name == "bleu" else CHRF(**given)
     except Exception as err:  # an unknown tokenizer, a missing MeCab for ja / ko, ...
         raise ConfigError(f"baseline {name}: sacrebleu refused the settings"
                           f"{f' for target language {lang}' if lang else ''}: {str(err).splitlines()[0]}") from None

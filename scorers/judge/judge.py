@@ -5,7 +5,6 @@ needs of the next-token distribution. Batches are planned as in ``engine.compute
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import time
@@ -97,13 +96,19 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn
     row. ``checkpoint``: a part's; only its batches run and the statistics are None."""
     opts = options if options is not None else PassOptions()
     second, asst_exit = assistant(asst)  # the second model (None: main's early exit)
-    value_ids, prefixes, n_items = scale.value_ids, scale.prefixes, scale.n_items
-    _check_inputs(contexts, n_items, prefixes)
+    value_ids, n_ctx, n_values = scale.value_ids, len(contexts), len(scale.values)
+    if n_ctx != scale.n_items * (1 + len(scale.prefixes)):
+        raise ValueError("contexts must be n_items x (1 + len(prefixes))")
+    for i, c in enumerate(contexts):
+        if not c:
+            raise InputError(f"judge prompt {i} has no tokens")
     device = next(main.parameters()).device
     vocab = main.get_output_embeddings().weight.shape[0]
     single = np.array([len(ids) == 1 for ids in value_ids])
     score_tok = torch.tensor([ids[0] if len(ids) == 1 else 0 for ids in value_ids], device=device)
-    found = found_buffers(len(contexts), scale, device)
+    # what ``_judge_batch`` fills per context: (main_top, asst_top, score_a, score_z, fronts, chain)
+    found = (np.empty(n_ctx, np.int64), np.empty(n_ctx, np.int64), np.full((n_ctx, n_values), np.nan),
+             np.full((n_ctx, n_values), np.nan), [None] * n_ctx, chain_buffers(n_ctx, scale, device))
     start = time.perf_counter()
     window = pass_window([main] if second is None else [main, second], opts.prefix_sharing)
     items = split_shared(contexts) if window is not None else [(c[:-1], c[-1:]) for c in contexts]
@@ -130,14 +135,6 @@ def compute(main, contexts: Sequence[list[int]], scale: Scale, *, asst: torch.nn
                                flops=judge_flops(main, second, items, done))
 
 
-def found_buffers(n_ctx: int, scale: Scale, device) -> tuple:
-    """What ``_judge_batch`` fills per context: (main_top, asst_top, score_a, score_z, fronts, chain)."""
-    chain = chain_buffers(n_ctx, scale, device)
-    n_values = len(scale.values)
-    return (np.empty(n_ctx, np.int64), np.empty(n_ctx, np.int64), np.full((n_ctx, n_values), np.nan),
-            np.full((n_ctx, n_values), np.nan), [None] * n_ctx, chain)
-
-
 def first_step_partials(scale: Scale, vocab: int):
     """The checkpoint class of a part of this pass (``runner.PassJob.partials``)."""
     from cscore.scorers.store.checkpoint import ItemCheckpoint
@@ -161,14 +158,6 @@ def judge_flops(main, asst, items, rows) -> float | None:
             return None
         total += flops.rows_flops(c, items, rows, heads, last_only=True)
     return total
-
-
-def _check_inputs(contexts, n_items, prefixes) -> None:
-    if len(contexts) != n_items * (1 + len(prefixes)):
-        raise ValueError("contexts must be n_items x (1 + len(prefixes))")
-    for i, c in enumerate(contexts):
-        if not c:
-            raise InputError(f"judge prompt {i} has no tokens")
 
 
 def _judge_batch(models, items, batch_rows, pad, scoring, found) -> int:
@@ -234,27 +223,18 @@ def keep_chain(chain: dict, idx: list[int], a: torch.Tensor, z: torch.Tensor) ->
 
 def assembled(scale: Scale, found, vocab: int) -> JudgeStats:
     """The JudgeStats of a finished pass (``found``: every context's, computed or merged)."""
-    stats = _judge_stats(scale.n_items, scale.prefixes, scale.values, scale.value_ids, found, scale.decode_token,
-                         vocab)
-    chain = found[5]
-    if chain is not None:
-        stats = dataclasses.replace(stats, **{k: v for k, v in chain.items() if k != "tokens"})
-    return stats
-
-
-def _judge_stats(n_items, prefixes, values, value_ids, found, decode_token, vocab) -> JudgeStats:
-    """The JudgeStats of a finished pass without its chain arrays."""
-    main_top, asst_top, score_a, score_z, fronts, _ = found
+    main_top, asst_top, score_a, score_z, fronts, chain = found
     sizes = np.array([len(f[0]) for f in fronts], dtype=np.int64)
     front_ids = np.concatenate([f[0] for f in fronts]).astype(np.int64)
     text_ids = np.unique(np.concatenate([front_ids, main_top, asst_top]))
     return JudgeStats(
-        n_items=n_items, prefixes=[tuple(p) for p in prefixes], values=np.asarray(values, dtype=np.int64),
-        value_ids=[tuple(v) for v in value_ids], main_top=main_top, asst_top=asst_top,
-        front_offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), front_ids=front_ids,
-        front_a=np.concatenate([f[1] for f in fronts]), front_z=np.concatenate([f[2] for f in fronts]),
-        score_a=score_a, score_z=score_z, text_ids=text_ids,
-        text_values=np.asarray([decode_token(int(t)) for t in text_ids], dtype=str), vocab=int(vocab))
+        n_items=scale.n_items, prefixes=[tuple(p) for p in scale.prefixes],
+        values=np.asarray(scale.values, dtype=np.int64), value_ids=[tuple(v) for v in scale.value_ids],
+        main_top=main_top, asst_top=asst_top, front_offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+        front_ids=front_ids, front_a=np.concatenate([f[1] for f in fronts]),
+        front_z=np.concatenate([f[2] for f in fronts]), score_a=score_a, score_z=score_z, text_ids=text_ids,
+        text_values=np.asarray([scale.decode_token(int(t)) for t in text_ids], dtype=str), vocab=int(vocab),
+        **{k: v for k, v in (chain or {}).items() if k != "tokens"})
 
 
 MIN_SHARED = 8  # a shared prefix shorter than this is not worth a packed row

@@ -104,13 +104,6 @@ def _left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.devic
     return ids.to(device), mask.to(device), positions.to(device)
 
 
-def _check_exit_layer(model, k: int) -> int:
-    total = len(decoder_layers(model))
-    if not _whole(k) or not 1 <= k <= total:
-        raise ConfigError(f"cd_judge_released: the assistant's exit layer must be between 1 and {total}, got {k!r}")
-    return int(k)
-
-
 def _seen(ids: torch.Tensor, vocab: int) -> torch.Tensor:
     """[B, V + 1] bool: which ids occur in each row of ``ids``; column V collects every id >= V."""
     seen = torch.zeros((ids.shape[0], vocab + 1), dtype=torch.bool, device=ids.device)
@@ -146,7 +139,10 @@ def _forward(model, padded, exit_layer: int | None, use_cache: bool):
     """(the decoder's output over ``padded``, the normed state after ``exit_layer`` layers at the last position
     or None)."""
     ids, mask, positions = padded
-    with LayerTap(model, _check_exit_layer(model, exit_layer)) if exit_layer is not None else nullcontext() as tap:
+    if exit_layer is not None and not (_whole(exit_layer) and 1 <= exit_layer <= len(decoder_layers(model))):
+        raise ConfigError("cd_judge_released: the assistant's exit layer must be between 1 and "
+                          f"{len(decoder_layers(model))}, got {exit_layer!r}")
+    with LayerTap(model, int(exit_layer)) if exit_layer is not None else nullcontext() as tap:
         out = decoder_base(model)(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=use_cache)
         return out, None if tap is None else tap.norm(tap.kept()[:, -1])
 
@@ -196,7 +192,13 @@ def decode(model, prompts: Sequence[Sequence[int]], asst_first: torch.Tensor | N
         if step == 0 and return_first_scores:
             first_scores = scores.cpu()
         chosen = scores.argmax(dim=-1).tolist()
-        _take(chosen, done, eos, int(how.pad_id), results)
+        for r in range(batch):  # appended to the unfinished rows; a row stops at EOS, finished rows are fed pad
+            if done[r]:
+                chosen[r] = int(how.pad_id)
+            elif chosen[r] in eos:
+                done[r] = True
+            else:
+                results[r].append(chosen[r])
         if all(done):
             break
         token = torch.tensor(chosen, dtype=torch.long, device=device)
@@ -332,17 +334,6 @@ def _prefill(model, padded, asst_first, asst_exit_layer, how: Decoding,
     for contrast in contrasts:
         _check(*contrast, vocab)
     return base, cache, logits, asst, _seen(ids, vocab) if repetition_penalty != 1.0 else None, padded[2][:, -1] + 1
-
-
-def _take(chosen: list[int], done: list[bool], eos: set[int], fill: int, results: list[list[int]]) -> None:
-    """One step's chosen ids: appended to the unfinished rows, a row stops at EOS, finished rows get ``fill``."""
-    for r in range(len(chosen)):
-        if done[r]:
-            chosen[r] = fill
-        elif chosen[r] in eos:
-            done[r] = True
-        else:
-            results[r].append(chosen[r])
 
 
 def released_prompt_ids(tokenizer, text: str, *, role: str = "system", add_generation_prompt: bool = False,

@@ -29,26 +29,6 @@ def value_logp(stats: TokenStats, n_values: int, t: float = 1.0) -> np.ndarray:
     return sums.reshape(-1, n_values)
 
 
-def row_logits(who: str, a: np.ndarray, b: dict[float, np.ndarray], lam: float, t: float) -> np.ndarray:
-    """The per-value score of a row: contrast a − λ·b_t, main a, asst b_1."""
-    if who == "main":
-        return a
-    if who == "asst":
-        return b[1.0]
-    if who != "contrast":
-        raise ValueError(f"who must be contrast, main or asst, got {who!r}")
-    if lam < 0 or t <= 0:
-        raise ConfigError(f"cd_judge: need lam >= 0 and t > 0, got lam={lam}, t={t}")
-    return a - lam * b[float(t)] if lam else a
-
-
-def choose(score: np.ndarray, a: np.ndarray, values: np.ndarray, alpha: float = 0.0) -> np.ndarray:
-    """The value chosen per item: argmax of ``score`` over V_head (a ≥ log α + max a), ties to the lowest."""
-    if alpha > 0:
-        score = np.where(a >= a.max(axis=1, keepdims=True) + np.log(alpha), score, -np.inf)
-    return values[np.argmax(score, axis=1)]
-
-
 def expected(score: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Σ v · q(v), q = softmax of ``score`` over the values (NaN for a row with no finite score)."""
     with np.errstate(invalid="ignore"):
@@ -59,10 +39,18 @@ def expected(score: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 def judge(a: np.ndarray, b: dict[float, np.ndarray], values, *, who: str = "contrast", lam: float = 0.0,
           t: float = 1.0, alpha: float = 0.0) -> dict[str, np.ndarray]:
-    """Per item: ``score`` (the chosen value), ``expected``, ``status`` (always ok) and ``text``."""
+    """Per item: ``score`` (the value chosen: argmax, ties to the lowest, of the row's per-value score: contrast
+    a − λ·b_t over V_head = a ≥ log α + max a, main a, asst b_1), ``expected``, ``status`` (always ok) and ``text``."""
     values = np.asarray(values, dtype=np.int64)
-    score = row_logits(who, a, b, lam, t)
-    chosen = choose(score, a, values, alpha if who == "contrast" else 0.0)
+    if who not in ("contrast", "main", "asst"):
+        raise ValueError(f"who must be contrast, main or asst, got {who!r}")
+    if who == "contrast" and (lam < 0 or t <= 0):
+        raise ConfigError(f"cd_judge: need lam >= 0 and t > 0, got lam={lam}, t={t}")
+    score = b[1.0] if who == "asst" else a - lam * b[float(t)] if who == "contrast" and lam else a
+    head = score
+    if who == "contrast" and alpha > 0:
+        head = np.where(a >= a.max(axis=1, keepdims=True) + np.log(alpha), score, -np.inf)
+    chosen = values[np.argmax(head, axis=1)]
     return {"score": chosen.astype(np.float64), "expected": expected(score, values),
             "status": np.array(["ok"] * len(chosen), dtype=object),
             "text": np.array([str(v) for v in chosen.tolist()], dtype=object)}

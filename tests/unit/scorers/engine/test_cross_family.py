@@ -110,8 +110,8 @@ def test_values_variant_equals_the_token_variant_on_single_token_values():
     z_asst[:, ids] += 2.0
     a_full = torch.log_softmax(z_main, dim=-1)
     got = judge.batch_to_host(a_full, z_asst, z_main, z_asst, torch.tensor(ids))
-    stats = judge._judge_stats(n, [], [1, 2, 3, 4, 5], [(i,) for i in ids], (*got[1:], None),
-                               lambda t: str(t - 9) if t in ids else f"w{t}", vocab)
+    stats = judge.assembled(judge.Scale([1, 2, 3, 4, 5], [(i,) for i in ids], [], n,
+                                        lambda t: str(t - 9) if t in ids else f"w{t}"), (*got[1:], None), vocab)
     a = a_full[:, ids].numpy()
     compared = 0
     for lam, t, alpha in ((0.1, 1.0, 0.1), (0.5, 2.0, 0.0), (1.0, 0.5, 0.5), (1.0, 5.0, 0.1)):
