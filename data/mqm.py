@@ -293,12 +293,20 @@ def _reference(label: str, opts: dict, systems: set, targets: dict) -> tuple[str
     return ref, {seg: next(iter(texts)) for (s, seg), texts in targets.items() if s == ref and len(texts) == 1}
 
 
-def _load(files: list[tuple], dataset: str, scoring: MqmScoring) -> tuple[pd.DataFrame, LoadReport]:
-    """The validated table of (path, lang_pair) files; every data.exclude_systems name must be a system of one."""
-    opts = _scoring(scoring)
+def load(path: str | None = None, options: MqmOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
+    """One file (default: the shared TED zh-en file) -> (example table, report)."""
+    options = options or MqmOptions()
+    return load_many({options.lang_pair: path}, NAME, options)
+
+
+def load_many(files: dict, dataset: str = NAME,
+              scoring: MqmScoring | None = None) -> tuple[pd.DataFrame, LoadReport]:
+    """Several files by language pair ({"zh-en": path, ...}; None: the pair the file names), concatenated, each
+    scored with ``scoring``; every data.exclude_systems name must be a system of one."""
+    opts = _scoring(scoring or MqmScoring())
     report = LoadReport(dataset)
     records, systems = [], set()
-    for path, lang_pair in files:
+    for lang_pair, path in files.items():
         one, rep, sys_one = _load_one(path, {**opts, "lang_pair": lang_pair})
         records += one
         systems |= sys_one
@@ -316,20 +324,6 @@ def _load(files: list[tuple], dataset: str, scoring: MqmScoring) -> tuple[pd.Dat
     kept = df.loc[df["system"].map(is_reference), "system"].value_counts()
     report.references = {s: int(kept[s]) for s in sorted(kept.index)}  # scored as systems: said on the console
     return df, report
-
-
-def load(path: str | None = None, options: MqmOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """One file (default: the shared TED zh-en file) -> (example table, report)."""
-    options = options or MqmOptions()
-    return _load([(path, options.lang_pair)], NAME, options)
-
-
-def load_many(files: dict, dataset: str = NAME,
-              scoring: MqmScoring | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """Several files by language pair ({"zh-en": path, ...}), concatenated, each scored with ``scoring``."""
-    if not files:
-        raise DataError(f"{NAME}: load_many needs at least one {{lang_pair: path}} entry")
-    return _load([(path, str(lang_pair)) for lang_pair, path in files.items()], dataset, scoring or MqmScoring())
 
 
 @LOADERS

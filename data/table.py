@@ -148,10 +148,6 @@ def human_scores(df: pd.DataFrame, human: dict, where: list[str], ids: list[str]
     return out
 
 
-def source_group(source) -> str:
-    return "src-" + hashlib.sha256(str(source).encode("utf-8")).hexdigest()[:16]
-
-
 def load(path: str | None = None, options: TableOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
     opts = options or TableOptions()
     if not isinstance(opts.columns or {}, dict):
@@ -184,7 +180,8 @@ def load(path: str | None = None, options: TableOptions | None = None) -> tuple[
     report.n_read = len(df)
     table = pd.DataFrame({
         "id": ids,
-        "group": cells("group", as_key) or [source_group(s) if s else i for s, i in zip(texts["source"], ids)],
+        "group": cells("group", as_key) or ["src-" + hashlib.sha256(s.encode("utf-8")).hexdigest()[:16] if s else i
+                                            for s, i in zip(texts["source"], ids)],
         "system": cells("system", as_key) or [NO_SYSTEM] * len(df),
         "task": opts.task,
         **texts,
