@@ -249,8 +249,7 @@ def _load_one(path, opts: dict):
             doc.setdefault(key, r["doc"].strip())
     systems = {s for s, _ in penalty}
 
-    report = LoadReport(NAME, [label])
-    report.n_read = len(penalty)
+    report = LoadReport(NAME, [label], len(penalty))
     ref_system, reference = _reference(label, opts, systems, targets)
     records = []
     for key in sorted(penalty, key=lambda k: (_seg_sort_key(k[1]), k[0])):

@@ -176,8 +176,7 @@ def load(path: str | None = None, options: TableOptions | None = None) -> tuple[
         raise DataError(f"{label}: column {columns['id']!r} (data.columns.id) repeats ids {dup[:5]}")
     texts = {role: cells(role, as_text) or [None] * len(df) for role in TEXT_ROLES}
     texts["reference"] = [r if r and r.strip() else None for r in texts["reference"]]
-    report = LoadReport(NAME, [label])
-    report.n_read = len(df)
+    report = LoadReport(NAME, [label], len(df))
     table = pd.DataFrame({
         "id": ids,
         "group": cells("group", as_key) or ["src-" + hashlib.sha256(s.encode("utf-8")).hexdigest()[:16] if s else i
