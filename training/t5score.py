@@ -75,15 +75,12 @@ def mean_logp(model, tokenizer, sources: list[str], targets: list[str], *, max_l
 
 def pair_scores(model, tokenizer, pairs: list[RankPair], *, max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(f(ŷ+), f(ŷ−)) for each pair, in its own direction."""
-    def side(texts_of):
-        src, tgt = [], []
-        for p in pairs:
-            hyp = texts_of(p)
-            src.append(hyp if p.reverse else p.context)
-            tgt.append(p.context if p.reverse else hyp)
+    def side(hyps):
+        src = [h if p.reverse else p.context for p, h in zip(pairs, hyps)]
+        tgt = [p.context if p.reverse else h for p, h in zip(pairs, hyps)]
         return mean_logp(model, tokenizer, src, tgt, max_length=max_length)
 
-    return side(lambda p: p.better), side(lambda p: p.worse)
+    return side([p.better for p in pairs]), side([p.worse for p in pairs])
 
 
 def ranking_loss(f_better: torch.Tensor, f_worse: torch.Tensor, margins: torch.Tensor, alpha: float) -> torch.Tensor:
