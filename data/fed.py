@@ -83,20 +83,18 @@ def _items(data, file) -> list[tuple[int, str, dict]]:
 
 def _groups(items) -> dict[int, str]:
     """Item index -> conversation: pending turn items join the next dialog item whose context they prefix."""
-    group, pending, n_conv = {}, [], 0
+    group = {i: f"fed/turn/{i}" for i, kind, _ in items if kind == "turn"}  # unless a dialog item continues it
+    pending, n_conv = [], 0
     for i, kind, item in items:
         if kind == "turn":
             pending.append((i, item))
             continue
-        conv = f"fed/conv{n_conv}"
+        group[i] = conv = f"fed/conv{n_conv}"
         n_conv += 1
-        group[i] = conv
         for j, turn in pending:
-            prefix = item["context"] == turn["context"] or item["context"].startswith(turn["context"] + "\n")
-            group[j] = conv if prefix else f"fed/turn/{j}"
+            if item["context"] == turn["context"] or item["context"].startswith(turn["context"] + "\n"):
+                group[j] = conv
         pending = []
-    for j, _ in pending:
-        group[j] = f"fed/turn/{j}"
     return group
 
 

@@ -103,15 +103,12 @@ def pairwise_accuracy(model, tokenizer, pairs: list[RankPair], *, batch_size: in
     return right / len(pairs)
 
 
-def decays(name: str, param) -> bool:
-    return param.ndim >= 2 and "bias" not in name
-
-
 def make_optimizer(model, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
     """Adafactor (the paper's) or AdamW; weight decay on the weight matrices only, as the Trainer does."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    groups = [{"params": [p for n, p in named if decays(n, p)], "weight_decay": weight_decay},
-              {"params": [p for n, p in named if not decays(n, p)], "weight_decay": 0.0}]
+    decays = {n for n, p in named if p.ndim >= 2 and "bias" not in n}
+    groups = [{"params": [p for n, p in named if n in decays], "weight_decay": weight_decay},
+              {"params": [p for n, p in named if n not in decays], "weight_decay": 0.0}]
     groups = [g for g in groups if g["params"]]
     if name == "adafactor":
         from transformers.optimization import Adafactor
