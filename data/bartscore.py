@@ -10,19 +10,10 @@ from pathlib import Path
 
 from cscore.data import paths
 from cscore.data.io import iter_jsonl, read_parquet, read_pickle
-from cscore.data.schema import HUMAN_PREFIX, DataError, is_number
+from cscore.data.schema import HUMAN_PREFIX, DataError, is_number, require
 
 # How the JSONL fields are called in BARTScore's pickle (for error messages).
 PICKLE_NAMES = {"source": "src", "reference": "ref_summ", "references": "ref_summs", "hypothesis": "sys_summ"}
-
-
-def _require(record, keys, where: str) -> None:
-    """A dict holding ``keys``, or a DataError naming where."""
-    if not isinstance(record, dict):
-        raise DataError(f"{where}: expected a dict, got {type(record).__name__}")
-    for key in keys:
-        if key not in record:
-            raise DataError(f"{where}: missing field {key!r}")
 
 
 def pickle_records(data, file: Path) -> Iterator[tuple[str, dict]]:
@@ -31,12 +22,12 @@ def pickle_records(data, file: Path) -> Iterator[tuple[str, dict]]:
         raise DataError(f"{file}: expected a dict of documents, got {type(data).__name__}")
     for doc_key, doc in data.items():
         where = f"{file}: doc {doc_key!r}"
-        _require(doc, ("src", "sys_summs"), where)
+        require(doc, ("src", "sys_summs"), where)
         if not isinstance(doc["sys_summs"], dict):
             raise DataError(f"{where}: field 'sys_summs' is not a dict")
         for sys_key, summ in doc["sys_summs"].items():
             sys_where = f"{where} system {sys_key!r}"
-            _require(summ, ("sys_summ", "scores"), sys_where)
+            require(summ, ("sys_summ", "scores"), sys_where)
             yield sys_where, {"doc_id": doc_key, "system": sys_key, "source": doc["src"],
                               "reference": doc.get("ref_summ"), "references": doc.get("ref_summs"),
                               "hypothesis": summ["sys_summ"], "scores": summ["scores"]}

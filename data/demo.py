@@ -9,7 +9,7 @@ import pandas as pd
 
 from cscore.data.io import iter_jsonl
 from cscore.data.loader import LOADERS, Loader, NoOptions
-from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, table_of
+from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, require, table_of
 
 DEMO_FILE = Path(__file__).parent / "demo" / "demo.jsonl"
 
@@ -21,9 +21,7 @@ def load(path: str | None = None, options: NoOptions | None = None) -> tuple[pd.
     report = LoadReport("demo", [str(file)])
     rows = []
     for where, rec in iter_jsonl(file):
-        for key in ("id", "doc_id", "system", "source", "hypothesis", "scores"):
-            if key not in rec:
-                raise DataError(f"{where}: missing field {key!r}")
+        require(rec, ("id", "doc_id", "system", "source", "hypothesis", "scores"), where)
         if not isinstance(rec["scores"], dict):
             raise DataError(f"{where}: field 'scores' is not an object ({type(rec['scores']).__name__})")
         rows.append({"id": rec["id"], "group": rec["doc_id"], "system": rec["system"], "task": "summarization",

@@ -30,7 +30,7 @@ def load(path: str | None = None, options: NoOptions | None = None) -> tuple[pd.
         lengths["references"] = len(refs) if isinstance(refs, list) else -1
     if set(lengths.values()) != {n}:
         raise DataError(f"{file}: the parallel lists differ in length: {lengths}")
-    report = LoadReport(NAME, [str(file)])
+    report = LoadReport(NAME, [str(file)], n)
     rows = []
     for i, (context, response, score) in enumerate(zip(data["contexts"], data["responses"], data["scores"])):
         where, row_id = f"{file}: index {i}", f"dstc9/{i}"
@@ -47,7 +47,6 @@ def load(path: str | None = None, options: NoOptions | None = None) -> tuple[pd.
         rows.append({"id": row_id, "group": row_id, "system": "unknown", "task": "dialogue",
                      "source": "\n".join(context), "reference": None if ref in (None, NO_REF) else ref,
                      "hypothesis": response, "lang_pair": None, HUMAN_PREFIX + "overall": float(score)})
-    report.n_read = n
     return table_of(rows, report, f"{file}: no scored dialogs")
 
 

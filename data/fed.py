@@ -12,7 +12,7 @@ import pandas as pd
 from cscore.data import paths
 from cscore.data.io import read_json
 from cscore.data.loader import LOADERS, Loader, option
-from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, table_of
+from cscore.data.schema import HUMAN_PREFIX, DataError, LoadReport, is_number, require, table_of
 
 NAME = "fed"
 DATASET_DIR, DEFAULT_FILE = "fed", "fed_data.json"
@@ -72,9 +72,7 @@ def _items(data, file) -> list[tuple[int, str, dict]]:
         where = f"{file}: item {i}"
         if not isinstance(item, dict):
             raise DataError(f"{where}: expected an object, got {type(item).__name__}")
-        for key in ("context", "system", "annotations"):
-            if key not in item:
-                raise DataError(f"{where}: missing field {key!r}")
+        require(item, ("context", "system", "annotations"), where)
         if not isinstance(item["context"], str) or not isinstance(item["annotations"], dict):
             raise DataError(f"{where}: 'context' must be a string and 'annotations' an object")
         if "response" in item and not isinstance(item["response"], str):
@@ -85,20 +83,18 @@ def _items(data, file) -> list[tuple[int, str, dict]]:
 
 def _groups(items) -> dict[int, str]:
     """Item index -> conversation: pending turn items join the next dialog item whose context they prefix."""
-    group, pending, n_conv = {}, [], 0
+    group = {i: f"fed/turn/{i}" for i, kind, _ in items if kind == "turn"}  # unless a dialog item continues it
+    pending, n_conv = [], 0
     for i, kind, item in items:
         if kind == "turn":
             pending.append((i, item))
             continue
-        conv = f"fed/conv{n_conv}"
+        group[i] = conv = f"fed/conv{n_conv}"
         n_conv += 1
-        group[i] = conv
         for j, turn in pending:
-            prefix = item["context"] == turn["context"] or item["context"].startswith(turn["context"] + "\n")
-            group[j] = conv if prefix else f"fed/turn/{j}"
+            if item["context"] == turn["context"] or item["context"].startswith(turn["context"] + "\n"):
+                group[j] = conv
         pending = []
-    for j, _ in pending:
-        group[j] = f"fed/turn/{j}"
     return group
 
 

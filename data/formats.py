@@ -12,8 +12,8 @@ import pandas as pd
 from cscore.data.io import import_datasets, iter_jsonl, read_parquet, read_text
 from cscore.data.schema import DataError
 
-SEPARATORS = {".csv": ",", ".tsv": "\t"}
-SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
+READERS = {".csv": lambda file: read_delimited(file, ","), ".tsv": lambda file: read_delimited(file, "\t"),
+           ".jsonl": lambda file: read_jsonl(file), ".parquet": lambda file: framed(str(file), read_parquet(file))}
 NEEDS_DATASETS = "reading a datasets folder or hub id"
 
 
@@ -25,19 +25,19 @@ def read(path: str | None, hub_id: str | None = None, split: str | None = None):
         raise DataError("data.path is required (a file or a save_to_disk folder) when no hub id is given")
     file = Path(path).expanduser()
     if file.is_dir():
-        return read_dataset_dir(file, split)
+        try:
+            ds = import_datasets(NEEDS_DATASETS).load_from_disk(str(file))
+        except FileNotFoundError as err:
+            raise DataError(f"{file}: a folder, but not one written by datasets' save_to_disk ({err})") from None
+        return framed_split(ds, split, str(file))
     if not file.is_file():
         raise DataError(f"data file {file} does not exist (data.path={path})")
     if split is not None:
         raise DataError(f"{file}: data.split={split} applies to a datasets folder or hub id, not to a file")
     suffix = file.suffix.lower()
-    if suffix in SEPARATORS:
-        return read_delimited(file, SEPARATORS[suffix])
-    if suffix == ".jsonl":
-        return read_jsonl(file)
-    if suffix == ".parquet":
-        return framed(str(file), read_parquet(file))
-    raise DataError(f"{file}: unknown file type {suffix or '(no suffix)'!r}; expected {', '.join(SUFFIXES)} "
+    if suffix in READERS:
+        return READERS[suffix](file)
+    raise DataError(f"{file}: unknown file type {suffix or '(no suffix)'!r}; expected {', '.join(READERS)} "
                     "or a folder written by datasets' save_to_disk")
 
 
@@ -98,11 +98,3 @@ def framed_split(ds, split: str | None, label: str):
         raise DataError(f"{label} has no split {split!r} (data.split={split}); its splits: {names}")
     return framed(f"{label}[{split}]", ds[split].to_pandas())
 
-
-def read_dataset_dir(folder: Path, split: str | None):
-    datasets = import_datasets(NEEDS_DATASETS)
-    try:
-        ds = datasets.load_from_disk(str(folder))
-    except FileNotFoundError as err:
-        raise DataError(f"{folder}: a folder, but not one written by datasets' save_to_disk ({err})") from None
-    return framed_split(ds, split, str(folder))

@@ -27,10 +27,9 @@ def decode(raw: bytes, label) -> str:
 
 def read_text(file: Path) -> str:
     try:
-        raw = Path(file).read_bytes()
+        return decode(Path(file).read_bytes(), file)
     except OSError as err:
         raise DataError(f"{file}: cannot read ({err.strerror or err})") from None
-    return decode(raw, file)
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # how JSON writes half of a UTF-16 pair

@@ -232,31 +232,22 @@ def _load_one(path, opts: dict):
     lang_pair = opts["lang_pair"] or (None if path else DEFAULT_PAIR) or infer_lang_pair(rows, label, file)
     zero = frozenset(_norm_label(c) for c in opts["zero_weight_categories"])
 
-    penalty: defaultdict[tuple, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))  # rater -> tenths
-    pair_lines = defaultdict(list)
-    targets: defaultdict[tuple, set[str]] = defaultdict(set)
-    sources = defaultdict(set)
-    seg_lines = defaultdict(list)
-    doc: dict[tuple, str] = {}
+    pair_rows: defaultdict[tuple, list[dict]] = defaultdict(list)  # (system, seg) -> its error rows
+    seg_rows: defaultdict[str, list[dict]] = defaultdict(list)
     for r in rows:
-        key = (r["system"], r["seg"])
-        penalty[key][r["rater"]] += error_weight_tenths(r["category"], r["severity"], zero)
-        pair_lines[key].append(r["line"])
-        targets[key].add(clean_text(r["target"]))
-        sources[r["seg"]].add(clean_text(r["source"]))
-        seg_lines[r["seg"]].append(r["line"])
-        if r["doc"] is not None:
-            doc.setdefault(key, r["doc"].strip())
-    systems = {s for s, _ in penalty}
+        pair_rows[(r["system"], r["seg"])].append(r)
+        seg_rows[r["seg"]].append(r)
+    targets = {key: {clean_text(r["target"]) for r in rs} for key, rs in pair_rows.items()}
+    sources = {seg: {clean_text(r["source"]) for r in rs} for seg, rs in seg_rows.items()}
+    systems = {s for s, _ in pair_rows}
 
-    report = LoadReport(NAME, [label])
-    report.n_read = len(penalty)
+    report = LoadReport(NAME, [label], len(pair_rows))
     ref_system, reference = _reference(label, opts, systems, targets)
     records = []
-    for key in sorted(penalty, key=lambda k: (_seg_sort_key(k[1]), k[0])):
+    for key in sorted(pair_rows, key=lambda k: (_seg_sort_key(k[1]), k[0])):
         system, seg = key
         row_id = f"{lang_pair}/{system}/{seg}"
-        where = f"{label} {_span(pair_lines[key])}"
+        where = f"{label} {_span([r['line'] for r in pair_rows[key]])}"
         excluded = ("excluded system (data.exclude_systems)" if system in opts["exclude_systems"] else
                     f"used as the reference (data.reference_system={ref_system})" if system == ref_system else
                     "human reference excluded (data.exclude_references=true)"
@@ -265,18 +256,21 @@ def _load_one(path, opts: dict):
             report.exclude(row_id, excluded, where)
             continue
         if len(sources[seg]) != 1:
-            report.drop(row_id, "inconsistent source text", f"{label} {_span(seg_lines[seg])}")
+            report.drop(row_id, "inconsistent source text", f"{label} {_span([r['line'] for r in seg_rows[seg]])}")
             continue
         if len(targets[key]) != 1:
             report.drop(row_id, "inconsistent target text", where)
             continue
-        by_rater = penalty[key]
+        by_rater: defaultdict[str, int] = defaultdict(int)  # rater -> tenths
+        for r in pair_rows[key]:
+            by_rater[r["rater"]] += error_weight_tenths(r["category"], r["severity"], zero)
         score = -sum(by_rater.values()) / (10 * len(by_rater))
         records.append({
             "id": row_id, "group": f"{lang_pair}/{seg}", "system": system, "task": "translation",
             "source": next(iter(sources[seg])), "reference": reference.get(seg),
             "hypothesis": next(iter(targets[key])), "lang_pair": lang_pair, ASPECT: score + 0.0,
-            "doc": doc.get(key), "n_raters": len(by_rater),
+            "doc": next((r["doc"].strip() for r in pair_rows[key] if r["doc"] is not None), None),
+            "n_raters": len(by_rater),
         })
     return records, report, systems
 
@@ -293,12 +287,20 @@ def _reference(label: str, opts: dict, systems: set, targets: dict) -> tuple[str
     return ref, {seg: next(iter(texts)) for (s, seg), texts in targets.items() if s == ref and len(texts) == 1}
 
 
-def _load(files: list[tuple], dataset: str, scoring: MqmScoring) -> tuple[pd.DataFrame, LoadReport]:
-    """The validated table of (path, lang_pair) files; every data.exclude_systems name must be a system of one."""
-    opts = _scoring(scoring)
+def load(path: str | None = None, options: MqmOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
+    """One file (default: the shared TED zh-en file) -> (example table, report)."""
+    options = options or MqmOptions()
+    return load_many({options.lang_pair: path}, NAME, options)
+
+
+def load_many(files: dict, dataset: str = NAME,
+              scoring: MqmScoring | None = None) -> tuple[pd.DataFrame, LoadReport]:
+    """Several files by language pair ({"zh-en": path, ...}; None: the pair the file names), concatenated, each
+    scored with ``scoring``; every data.exclude_systems name must be a system of one."""
+    opts = _scoring(scoring or MqmScoring())
     report = LoadReport(dataset)
     records, systems = [], set()
-    for path, lang_pair in files:
+    for lang_pair, path in files.items():
         one, rep, sys_one = _load_one(path, {**opts, "lang_pair": lang_pair})
         records += one
         systems |= sys_one
@@ -316,20 +318,6 @@ def _load(files: list[tuple], dataset: str, scoring: MqmScoring) -> tuple[pd.Dat
     kept = df.loc[df["system"].map(is_reference), "system"].value_counts()
     report.references = {s: int(kept[s]) for s in sorted(kept.index)}  # scored as systems: said on the console
     return df, report
-
-
-def load(path: str | None = None, options: MqmOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """One file (default: the shared TED zh-en file) -> (example table, report)."""
-    options = options or MqmOptions()
-    return _load([(path, options.lang_pair)], NAME, options)
-
-
-def load_many(files: dict, dataset: str = NAME,
-              scoring: MqmScoring | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """Several files by language pair ({"zh-en": path, ...}), concatenated, each scored with ``scoring``."""
-    if not files:
-        raise DataError(f"{NAME}: load_many needs at least one {{lang_pair: path}} entry")
-    return _load([(path, str(lang_pair)) for lang_pair, path in files.items()], dataset, scoring or MqmScoring())
 
 
 @LOADERS

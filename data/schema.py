@@ -34,6 +34,15 @@ def is_number(value) -> bool:
         return False
 
 
+def require(record, keys, where: str) -> None:
+    """A dict holding ``keys``, or a DataError naming where."""
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: expected a dict, got {type(record).__name__}")
+    for key in keys:
+        if key not in record:
+            raise DataError(f"{where}: missing field {key!r}")
+
+
 @dataclass
 class LoadReport:
     """What a loader read and left out: ``excluded`` rows (an option asked), ``dropped`` rows (not scorable),

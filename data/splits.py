@@ -31,8 +31,9 @@ def select(df: pd.DataFrame, split: str = "all", fraction: float = 0.1, seed: in
     return df[dev if split == "dev" else ~dev].reset_index(drop=True)
 
 
-def read_ids(path) -> list[str]:
-    """Group ids from a text file: one per line; blank lines and lines starting with # are skipped."""
+def label_by_ids(df: pd.DataFrame, path) -> pd.DataFrame:
+    """A copy with column ``split``: "dev" for the groups listed in the file at ``path`` (one per line; blank lines
+    and lines starting with # are skipped), else "test"."""
     file = Path(str(path)).expanduser()
     try:
         text = file.read_text(encoding="utf-8")
@@ -41,12 +42,6 @@ def read_ids(path) -> list[str]:
     ids = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     if not ids:
         raise DataError(f"split.dev_ids: {file} lists no group ids")
-    return ids
-
-
-def label_by_ids(df: pd.DataFrame, path) -> pd.DataFrame:
-    """A copy with column ``split``: "dev" for the groups listed in the file at ``path``, else "test"."""
-    ids = read_ids(path)
     groups = set(df["group"].astype(str))
     unknown = [i for i in ids if i not in groups]
     if unknown:

@@ -148,10 +148,6 @@ def human_scores(df: pd.DataFrame, human: dict, where: list[str], ids: list[str]
     return out
 
 
-def source_group(source) -> str:
-    return "src-" + hashlib.sha256(str(source).encode("utf-8")).hexdigest()[:16]
-
-
 def load(path: str | None = None, options: TableOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
     opts = options or TableOptions()
     if not isinstance(opts.columns or {}, dict):
@@ -180,11 +176,11 @@ def load(path: str | None = None, options: TableOptions | None = None) -> tuple[
         raise DataError(f"{label}: column {columns['id']!r} (data.columns.id) repeats ids {dup[:5]}")
     texts = {role: cells(role, as_text) or [None] * len(df) for role in TEXT_ROLES}
     texts["reference"] = [r if r and r.strip() else None for r in texts["reference"]]
-    report = LoadReport(NAME, [label])
-    report.n_read = len(df)
+    report = LoadReport(NAME, [label], len(df))
     table = pd.DataFrame({
         "id": ids,
-        "group": cells("group", as_key) or [source_group(s) if s else i for s, i in zip(texts["source"], ids)],
+        "group": cells("group", as_key) or ["src-" + hashlib.sha256(s.encode("utf-8")).hexdigest()[:16] if s else i
+                                            for s, i in zip(texts["source"], ids)],
         "system": cells("system", as_key) or [NO_SYSTEM] * len(df),
         "task": opts.task,
         **texts,

@@ -86,7 +86,6 @@ def train_classifier(t: dict, items, labels, train_mask, out: Path, device: str)
             total += loss.item() * len(idx)
         losses.append(total / len(train_idx))
         log.info("  epoch %d/%d: mean training loss %.4f", epoch + 1, t["epochs"], losses[-1])
-    model.eval()
     log_odds = classifier_log_odds(tok, model, prompts, texts, text=t["text"], batch_size=t["batch_size"],
                                    max_length=t["max_length"])
     model.save_pretrained(out)

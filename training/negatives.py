@@ -98,11 +98,9 @@ def counts(records: list[dict]) -> dict:
 
 @dataclass
 class GenerateJob:
-    """One ``cdm generate`` into one directory: its settings, identity and earlier provenance."""
+    """One ``cdm generate`` into one directory: its settings and provenance (its identity in it)."""
     folder: ArtifactDir
     g: dict
-    identity: dict
-    previous: dict | None
     prov: dict  # the provenance so far (the earlier one, or a new one)
     config: dict  # the whole config as composed (interpolations resolved): what provenance.json records
 
@@ -125,7 +123,7 @@ def open_job(run: RunConfig, g: dict, out, config: dict) -> GenerateJob:
                 "give another cdm.generate.out or remove that directory")
 
     previous = folder.check(identity, refuse)
-    job = GenerateJob(folder, g, identity, previous, previous or {"identity": identity, "created": now()}, config)
+    job = GenerateJob(folder, g, previous or {"identity": identity, "created": now()}, config)
     if previous is None and job.negatives.exists():
         raise ConfigError(f"{out} has a {NEGATIVES} but no {PROVENANCE}: not a cscore cdm generate directory")
     return job

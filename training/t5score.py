@@ -11,6 +11,7 @@ from itertools import combinations
 
 import numpy as np
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from cscore.errors import ConfigError
 from cscore.training.params import OPTIMIZERS, SCHEDULES
@@ -57,17 +58,14 @@ def mean_logp(model, tokenizer, sources: list[str], targets: list[str], *, max_l
     device = next(model.parameters()).device
     enc = [list(tokenizer(a, add_special_tokens=True)["input_ids"])[:max_length] for a in sources]
     tgt = [target_ids(tokenizer, b, eos)[:max_length] for b in targets]
-    width_e, width_d = max(map(len, enc)), max(map(len, tgt))
-    enc_ids = torch.full((len(enc), width_e), pad, dtype=torch.long)
-    enc_mask = torch.zeros_like(enc_ids)
-    dec_in = torch.full((len(tgt), width_d), pad, dtype=torch.long)
-    labels = torch.full((len(tgt), width_d), pad, dtype=torch.long)
-    tmask = torch.zeros((len(tgt), width_d))
-    for r, (e, t) in enumerate(zip(enc, tgt)):
-        enc_ids[r, :len(e)], enc_mask[r, :len(e)] = torch.tensor(e), 1
-        dec_in[r, :len(t)] = torch.tensor([start] + t[:-1])
-        labels[r, :len(t)], tmask[r, :len(t)] = torch.tensor(t), 1.0
-    enc_ids, enc_mask, dec_in, labels, tmask = (x.to(device) for x in (enc_ids, enc_mask, dec_in, labels, tmask))
+
+    def padded(rows, value, dtype=torch.long):
+        out = pad_sequence([torch.tensor(r, dtype=dtype) for r in rows], batch_first=True, padding_value=value)
+        return out.to(device)
+
+    enc_ids, enc_mask = padded(enc, pad), padded([[1] * len(e) for e in enc], 0)
+    dec_in, labels = padded([[start] + t[:-1] for t in tgt], pad), padded(tgt, pad)
+    tmask = padded([[1.0] * len(t) for t in tgt], 0.0, torch.float32)
     logits = model(input_ids=enc_ids, attention_mask=enc_mask, decoder_input_ids=dec_in,
                    decoder_attention_mask=(tmask > 0).long()).logits
     lp = torch.log_softmax(logits.float() if logits.dtype != torch.float64 else logits, dim=-1)
@@ -77,15 +75,12 @@ def mean_logp(model, tokenizer, sources: list[str], targets: list[str], *, max_l
 
 def pair_scores(model, tokenizer, pairs: list[RankPair], *, max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(f(ŷ+), f(ŷ−)) for each pair, in its own direction."""
-    def side(texts_of):
-        src, tgt = [], []
-        for p in pairs:
-            hyp = texts_of(p)
-            src.append(hyp if p.reverse else p.context)
-            tgt.append(p.context if p.reverse else hyp)
+    def side(hyps):
+        src = [h if p.reverse else p.context for p, h in zip(pairs, hyps)]
+        tgt = [p.context if p.reverse else h for p, h in zip(pairs, hyps)]
         return mean_logp(model, tokenizer, src, tgt, max_length=max_length)
 
-    return side(lambda p: p.better), side(lambda p: p.worse)
+    return side([p.better for p in pairs]), side([p.worse for p in pairs])
 
 
 def ranking_loss(f_better: torch.Tensor, f_worse: torch.Tensor, margins: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -108,15 +103,12 @@ def pairwise_accuracy(model, tokenizer, pairs: list[RankPair], *, batch_size: in
     return right / len(pairs)
 
 
-def decays(name: str, param) -> bool:
-    return param.ndim >= 2 and "bias" not in name
-
-
 def make_optimizer(model, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
     """Adafactor (the paper's) or AdamW; weight decay on the weight matrices only, as the Trainer does."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    groups = [{"params": [p for n, p in named if decays(n, p)], "weight_decay": weight_decay},
-              {"params": [p for n, p in named if not decays(n, p)], "weight_decay": 0.0}]
+    decays = {n for n, p in named if p.ndim >= 2 and "bias" not in n}
+    groups = [{"params": [p for n, p in named if n in decays], "weight_decay": weight_decay},
+              {"params": [p for n, p in named if n not in decays], "weight_decay": 0.0}]
     groups = [g for g in groups if g["params"]]
     if name == "adafactor":
         from transformers.optimization import Adafactor
