@@ -37,11 +37,6 @@ class Spec(ctypes.Structure):
                   for name in ("ptr", "width", "stride", "first", "bf16", "base", "group", "power", "others"))]
 
 
-def cpu_identity() -> str:
-    """What a ``-march=native`` build depends on: the machine and its CPU's feature flags."""
-    return f"{platform.machine()} {platform.processor()} {' '.join(sorted(cpu_flags()))}"
-
-
 def cache_dir() -> Path:
     """``CSCORE_NATIVE_DIR``, else native/ in cscore's cache."""
     return Path(os.environ.get("CSCORE_NATIVE_DIR") or cache_root() / "native")
@@ -58,7 +53,8 @@ def library() -> ctypes.CDLL | None:
         return None
     try:
         version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-        key = hashlib.sha256("\0".join([SOURCE.read_text(), *FLAGS, version, cpu_identity()]).encode()).hexdigest()
+        cpu = f"{platform.machine()} {platform.processor()} {' '.join(sorted(cpu_flags()))}"  # what -march=native reads
+        key = hashlib.sha256("\0".join([SOURCE.read_text(), *FLAGS, version, cpu]).encode()).hexdigest()
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
         built = folder / f"divergence-{key[:20]}.so"
