@@ -45,12 +45,6 @@ def token_bytes(tokenizer, token_id: int, byte_level: bool | None = None) -> byt
     return piece.replace(SPACE, " ").encode("utf-8")
 
 
-def char_to_byte(text: str) -> np.ndarray:
-    """Byte offset of every character position of ``text`` (len(text) + 1 entries)."""
-    sizes = [len(c.encode("utf-8", "surrogatepass")) for c in text]
-    return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
-
-
 def offsets_of(tokenizer, text: str, ids: list[int], where: str = "") -> list[tuple[int, int]]:
     """Character offsets of the hypothesis tokens, re-tokenizing ``text`` (it must give ``ids``)."""
     if not getattr(tokenizer, "is_fast", False):
@@ -65,7 +59,8 @@ def offsets_of(tokenizer, text: str, ids: list[int], where: str = "") -> list[tu
 def token_ends(tokenizer, text: str, ids: list[int], where: str = "") -> np.ndarray:
     """Byte position where each token ends, or -1 inside a character whose pieces cannot be placed."""
     offsets = offsets_of(tokenizer, text, ids, where)
-    c2b = char_to_byte(text)
+    sizes = [len(c.encode("utf-8", "surrogatepass")) for c in text]
+    c2b = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)  # each character's byte offset
     n, size = len(ids), len(text)
     starts = [min(a, size) for a, _ in offsets]
     ends_c = np.maximum.accumulate([min(b, size) for _, b in offsets]) if n else np.zeros(0, np.int64)

@@ -63,15 +63,6 @@ class DecodeClock:
         self.ended += 1
         self.running, self.last = None, at
 
-    def token_cost(self) -> float | None:
-        return self.prefill_s / self.prefill_tok if self.prefill_tok > 0 else None
-
-    def step_cost(self, rows: float) -> float | None:
-        if self.steps_n:
-            return self.step_s / self.steps_n
-        token = self.token_cost()
-        return None if token is None else token * rows
-
     def share(self) -> float:
         """The share of its most steps a unit takes: the ended units', else ``prior``, else a guess."""
         if self.most:
@@ -81,24 +72,21 @@ class DecodeClock:
         most = self.running.steps if self.running is not None else 0
         return min(max(2 * self.taken, 1) / most, 1.0) if most else 1.0
 
-    def unit_left(self, u: Unit, fed: float, taken: float) -> float | None:
-        """The seconds unit ``u`` has left after ``fed`` prefill tokens and ``taken`` steps."""
-        token, step = self.token_cost(), self.step_cost(u.rows)
-        if token is None or step is None:
-            return None
+    def unit_left(self, u: Unit, fed: float, taken: float) -> float:
+        """The seconds unit ``u`` has left after ``fed`` prefill tokens and ``taken`` steps (a prefill measured)."""
+        token = self.prefill_s / self.prefill_tok
+        step = self.step_s / self.steps_n if self.steps_n else token * u.rows  # a step unmeasured: its rows' tokens
         steps = min(max(self.share() * u.steps, taken + (taken < u.steps)), u.steps)
         return max(u.prefill - fed, 0.0) * token + max(steps - taken, 0) * step
 
     def left(self, at: float) -> float | None:
         """The seconds the decode has left at ``at``; None until costs are measured and a unit ended (or ``wait``)."""
-        if not self.ended and at - self.start < self.wait:
+        if (not self.ended and at - self.start < self.wait) or self.prefill_tok <= 0:  # no token cost yet
             return None
-        parts = [self.unit_left(self.rest[self.next], 0.0, 0)]
+        left = self.unit_left(self.rest[self.next], 0.0, 0)
         if self.running is not None:
-            parts.append(self.unit_left(self.running, self.fed, self.taken))
-        if any(p is None for p in parts):
-            return None
-        return max(sum(p for p in parts if p is not None) - (at - self.last), 0.0)
+            left += self.unit_left(self.running, self.fed, self.taken)
+        return max(left - (at - self.last), 0.0)
 
     def done_share(self, at: float) -> float | None:
         """The share of the decode's time run at ``at`` (elapsed over elapsed + left), or None."""

@@ -228,18 +228,13 @@ def with_logp(out: dict, blocks: list[list[torch.Tensor]], caps: list[float | No
     inv = inverse(temperatures, 1.0, total.device)
     log_total = total.log()
     for i, h in enumerate(out):
-        z_t = prepared(target_logits(blocks[i], targets), caps[i]).double()
+        z_t, at = None, 0
+        for z in blocks[i]:  # z[r, targets[r]] from the head's column blocks
+            z_t = target_in_block(z, at, targets, z_t)
+            at += z.shape[1]
+        assert z_t is not None
+        z_t = prepared(z_t[:, 0], caps[i]).double()
         out[h] = {"logp": (z_t - maxima[:, i]) * inv - log_total[:, i], "logp_max": -log_total[:, i], **out[h]}
-
-
-def target_logits(blocks: list[torch.Tensor], targets: torch.Tensor) -> torch.Tensor:
-    """z[i, targets[i]] from a head's column blocks."""
-    got, at = None, 0
-    for z in blocks:
-        got = target_in_block(z, at, targets, got)
-        at += z.shape[1]
-    assert got is not None
-    return got[:, 0]
 
 
 class Run:

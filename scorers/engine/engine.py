@@ -386,8 +386,13 @@ def _run_all(model, items, token_budget: int, job: PassJob) -> tuple[int, int, i
         except Exception as err:  # noqa: BLE001 - out-of-memory is retried, anything else raised
             if not budget.is_oom(err):
                 raise
-            token_budget = smaller_budget(token_budget, batch_rows, err)
-            retries += 1
+            if len(batch_rows) == 1 and not batch_rows[0].packed:  # one item alone: no smaller batch
+                raise budget.OutOfMemory(
+                    f"out of memory on one item of {batch_rows[0].length} tokens alone ({type(err).__name__}); "
+                    "lower runtime.max_length or use a larger device") from err
+            new = max(1, token_budget // 2)
+            log.warning("out of memory at token_budget=%d: halved to %d, the batch is retried", token_budget, new)
+            token_budget, retries = new, retries + 1
             del err
             if next(model.parameters()).device.type == "cuda":
                 torch.cuda.empty_cache()
@@ -406,16 +411,6 @@ def forward(model, items, batch_rows: list[Row], pad: tuple[int, str]):
     return run_base(model, ids, mask, positions, items, batch_rows, where), where, ids.numel()
 
 
-def plan_text(rows: list[Row], window: int | None) -> str:
-    """The plan for the progress's work line."""
-    packed = sum(r.packed for r in rows)
-    text = f"{len(rows):,} row{'s' * (len(rows) != 1)}" + (
-        f", {packed:,} packed: a prompt once for its hypotheses" if packed else "")
-    if window is not None and window < UNBOUNDED:
-        text += f"; sliding window {window}: longer items unshared"
-    return text
-
-
 def pass_window(models, share: bool) -> int | None:
     """The row window of a pass over ``models`` (``row_window``); None: unshared (no ``share``, or a model cannot
     pack)."""
@@ -432,9 +427,14 @@ def planned_batches(items, token_budget: int, window: int | None, checkpoint, pr
     members = [[i for r in b for i in r.members] for b in batches]
     costs = [max(r.length for r in b) * len(b) for b in batches]
     foreign = None
-    if deal_plan:  # the tokens of each batch: a packed row's shared prompt once
+    if deal_plan:  # the tokens of each batch: a packed row's shared prompt once; the plan for the work line
+        packed = sum(r.packed for r in rows)
+        detail = f"{len(rows):,} row{'s' * (len(rows) != 1)}" + (
+            f", {packed:,} packed: a prompt once for its hypotheses" if packed else "")
+        if window is not None and window < UNBOUNDED:
+            detail += f"; sliding window {window}: longer items unshared"
         foreign = deal(checkpoint, members, costs, progress, tokens=[sum(r.length for r in b) for b in batches],
-                       detail=plan_text(rows, window))
+                       detail=detail)
     return batches, members, costs, foreign
 
 
@@ -450,16 +450,6 @@ def batch_rows_of(rows: list[Row], token_budget: int):
         lengths = [r.length for r in part]
         for batch in make_batches(lengths, token_budget, max_padding=MAX_PADDING):
             yield [part[b] for b in batch]
-
-
-def smaller_budget(token_budget: int, failed: list[Row], err: BaseException) -> int:
-    """Half the budget after an out-of-memory; an error when the batch that failed was one item."""
-    if len(failed) == 1 and not failed[0].packed:
-        raise budget.OutOfMemory(f"out of memory on one item of {failed[0].length} tokens alone "
-                                 f"({type(err).__name__}); lower runtime.max_length or use a larger device") from err
-    new = max(1, token_budget // 2)
-    log.warning("out of memory at token_budget=%d: halved to %d, the batch is retried", token_budget, new)
-    return new
 
 
 def _score_batch(items, sources, out: Outputs, vocab, distribution: bool):

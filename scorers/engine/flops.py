@@ -39,35 +39,25 @@ def costs(model) -> Costs | None:
     if c is None or getattr(c, "is_encoder_decoder", False):
         return None
     try:
+        from cscore.scorers.models.anatomy import decoder_layers  # torch: only for a model in memory
+
         d, layers, heads = int(c.hidden_size), int(c.num_hidden_layers), int(c.num_attention_heads)
         ffn = int(c.intermediate_size)
         vocab = int(model.get_output_embeddings().weight.shape[0])
-    except (AttributeError, TypeError):
+        mlp = getattr(decoder_layers(model)[0], "mlp", None)
+    except (AttributeError, IndexError, TypeError, ConfigError):
         return None
+    if mlp is None:
+        return None
+    gated = 3 if any(hasattr(mlp, n) for n in ("gate_proj", "gate_up_proj")) else 2  # (gate,) up, down
     head_dim = int(getattr(c, "head_dim", None) or d // heads)
     q, kv = heads * head_dim, int(getattr(c, "num_key_value_heads", None) or heads) * head_dim
-    gated = mlp_matrices(model)
-    if gated is None:
-        return None
     per_layer = 2 * d * (2 * q + 2 * kv) + 2 * gated * d * ffn
     types = list(getattr(c, "layer_types", None) or ["full_attention"] * layers)
     window = getattr(c, "sliding_window", None)
     n_window = sum(t == "sliding_attention" for t in types) if window else 0
     return Costs(body=layers * per_layer, head=2 * d * vocab, pair=4 * q * (layers - n_window),
                  window_pair=4 * q * n_window, window=int(window) if window and n_window else None)
-
-
-def mlp_matrices(model) -> int | None:
-    """3 for a gated MLP (gate, up, down), 2 for a plain one, None if the layers are not found."""
-    try:
-        from cscore.scorers.models.anatomy import decoder_layers  # torch: only for a model in memory
-
-        mlp = getattr(decoder_layers(model)[0], "mlp", None)
-    except (AttributeError, IndexError, TypeError, ConfigError):
-        return None
-    if mlp is None:
-        return None
-    return 3 if any(hasattr(mlp, n) for n in ("gate_proj", "gate_up_proj")) else 2
 
 
 def causal_pairs(start: int, n: int, window: int | None = None) -> int:

@@ -37,11 +37,6 @@ class Spec(ctypes.Structure):
                   for name in ("ptr", "width", "stride", "first", "bf16", "base", "group", "power", "others"))]
 
 
-def cpu_identity() -> str:
-    """What a ``-march=native`` build depends on: the machine and its CPU's feature flags."""
-    return f"{platform.machine()} {platform.processor()} {' '.join(sorted(cpu_flags()))}"
-
-
 def cache_dir() -> Path:
     """``CSCORE_NATIVE_DIR``, else native/ in cscore's cache."""
     return Path(os.environ.get("CSCORE_NATIVE_DIR") or cache_root() / "native")
@@ -58,7 +53,8 @@ def library() -> ctypes.CDLL | None:
         return None
     try:
         version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-        key = hashlib.sha256("\0".join([SOURCE.read_text(), *FLAGS, version, cpu_identity()]).encode()).hexdigest()
+        cpu = f"{platform.machine()} {platform.processor()} {' '.join(sorted(cpu_flags()))}"  # what -march=native reads
+        key = hashlib.sha256("\0".join([SOURCE.read_text(), *FLAGS, version, cpu]).encode()).hexdigest()
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
         built = folder / f"divergence-{key[:20]}.so"
@@ -116,11 +112,10 @@ def statistics(blocks: list[list[torch.Tensor]], plan: list[tuple[float, dict[in
             "power": as_i64(power), "others": as_i64(others or [0])}
     spec = Spec(len(heads), n_t, len(plan), x if x is not None else 0, n_o, sum(z.shape[1] for z in heads[0]),
                 **{k: ctypes.cast(t.data_ptr(), F64 if k == "base" else I64) for k, t in keep.items()})
-    f64 = torch.float64
-    out = {"mx": torch.empty((n, len(heads)), dtype=f64), "S": torch.empty((n, n_t, len(heads)), dtype=f64),
-           "de": torch.empty((n, n_t, len(heads)), dtype=f64),
-           **{k: torch.empty((n, n_t, n_o), dtype=f64) for k in ("xo", "ox", "wl")}}
-    ptrs = [ctypes.cast(out[k].data_ptr(), F64) for k in ("mx", "S", "de", "xo", "ox", "wl")]
+    shapes = {"mx": (n, len(heads)), "S": (n, n_t, len(heads)), "de": (n, n_t, len(heads)),
+              **dict.fromkeys(("xo", "ox", "wl"), (n, n_t, n_o))}  # in the kernel's argument order
+    out = {k: torch.empty(shape, dtype=torch.float64) for k, shape in shapes.items()}
+    ptrs = [ctypes.cast(t.data_ptr(), F64) for t in out.values()]
     parts = max(1, min(n, torch.get_num_threads()))
     bounds = [(n * p // parts, n * (p + 1) // parts) for p in range(parts)]
 

@@ -68,7 +68,8 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
     n = len(hyps)
     lh = max(length for _, _, length in hyps)
     pmax = max(p for _, _, p in rows)
-    prompt_of = _prompts_of(rows, hyps)
+    # (first column, length) of each hypothesis's prompt: the last one before it in its row
+    prompt_of = [max((s, p) for pr, s, p in rows if pr == r and s < col) for r, col, _ in hyps]
     rows_t, cols, lengths = torch.tensor(hyps, dtype=torch.long).unbind(1)
     starts, p_len = torch.tensor(prompt_of, dtype=torch.long).unbind(1)
     q_pos, k_pos = torch.arange(lh), torch.arange(pmax + lh)
@@ -87,11 +88,6 @@ def layout(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]], d
     return Layout(list(rows), *(upload(t, device) for t in (
         rows_t, q_cols, k_cols, allow[:, None], real, rows_t[:, None].expand(n, lh).flatten()[real],
         q_cols.flatten()[real], *prompt_index(list(rows)), dist[:, None])))
-
-
-def _prompts_of(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
-    """(first column, length) of each hypothesis's prompt: the last one before it in its row."""
-    return [max((s, p) for pr, s, p in rows if pr == r and s < col) for r, col, _ in hyps]
 
 
 def causal(length: int, window: int | None, device) -> dict:

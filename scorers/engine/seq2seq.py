@@ -114,11 +114,18 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     """Run an encoder-decoder ``model`` once over ``items`` = [(encoder_ids, target_ids)], as
     ``engine.compute`` does (one head, no early exit; ``prefix_sharing``: a source encoded once)."""
     opts = options if options is not None else PassOptions()
-    name = one_head(model, heads)
+    heads = {"model": None} if heads is None else dict(heads)
+    if len(heads) != 1 or any(k is not None for k in heads.values()):  # one head, no early exit
+        raise ConfigError(f"early exit is for decoder-only models; {type(model).__name__} is an encoder-decoder "
+                          "model: give the amateur a smaller model of its family and pair.amateur.early_exit=null")
+    name = next(iter(heads))
     inputs = check_inputs(items, temperatures, opts.padding_side)
     device = next(model.parameters()).device
     start_id = decoder_start(model)
-    vocab = check_vocabulary(model, items)
+    vocab = model.get_output_embeddings().weight.shape[0]
+    for i, (p, h) in enumerate(items):
+        if max(p) >= vocab or max(h) >= vocab:
+            raise InputError(f"item {i}: token id {max(max(p), max(h))} is outside the model's vocabulary of {vocab}")
     enc_lens, dec_lens = [len(p) for p, _ in items], [len(h) for _, h in items]
     first_of: dict[tuple, int] = {}
     groups = [first_of.setdefault(tuple(p), i) for i, (p, _) in enumerate(items)]
@@ -152,24 +159,6 @@ def compute(model, items: Sequence[tuple[list[int], list[int]]], *, temperatures
     stats = out.fetch()
     return stats, EngineReport(time.perf_counter() - start_time, int(sum(enc_lens) + sum(dec_lens)), padded,
                                len(batches))
-
-
-def one_head(model, heads: dict[str, int | None] | None) -> str:
-    """The name of the pass's one head; an early exit is refused (decoder-only models only)."""
-    heads = {"model": None} if heads is None else dict(heads)
-    if len(heads) != 1 or any(k is not None for k in heads.values()):
-        raise ConfigError(f"early exit is for decoder-only models; {type(model).__name__} is an encoder-decoder "
-                          "model: give the amateur a smaller model of its family and pair.amateur.early_exit=null")
-    return next(iter(heads))
-
-
-def check_vocabulary(model, items) -> int:
-    """The model's vocabulary size; an InputError names the first item with a token id outside it."""
-    vocab = model.get_output_embeddings().weight.shape[0]
-    for i, (p, h) in enumerate(items):
-        if max(p) >= vocab or max(h) >= vocab:
-            raise InputError(f"item {i}: token id {max(max(p), max(h))} is outside the model's vocabulary of {vocab}")
-    return vocab
 
 
 @contextmanager

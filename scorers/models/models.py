@@ -61,7 +61,8 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", revision
     start = time.perf_counter()
     path, fingerprint = resolve_path(spec)
     check_local_path(spec, path)
-    check_hub(spec, revision)
+    if kind(spec) == "hub" and (why := hub.usable_offline(spec, revision)):  # fail now: transformers would retry
+        raise ModelSpecError(not_cached(spec, why))
     dev = auto_device(device)
     torch_dtype = auto_dtype(dtype, dev)
     try:  # revision=None is transformers' own default (the main branch)
@@ -131,12 +132,6 @@ def retain(keys: list[tuple]) -> None:
         torch.cuda.empty_cache()
 
 
-def check_hub(spec: str, revision: str | None) -> None:
-    """Fail at once for a hub id the hub cannot serve and the local cache lacks (transformers retries)."""
-    if kind(spec) == "hub" and (why := hub.usable_offline(spec, revision)):
-        raise ModelSpecError(not_cached(spec, why))
-
-
 def not_cached(spec: str, why: str) -> str:
     return (f"model {spec!r}: the Hugging Face hub is unreachable ({why}) and the model is not in the local hub "
             f"cache; download it once with network access, or {SPEC_FORMS}{hub.PREDOWNLOADED}")
@@ -148,8 +143,14 @@ def load_failure(spec: str, path: str, revision: str | None, err: Exception) -> 
         return f"model {spec!r}: {path} is not a loadable model directory: {one_line(err)}"
     from huggingface_hub import errors
 
+    chain: list[BaseException] = []  # err and the exceptions it was raised from (each once: chains can loop)
+    at: BaseException | None = err
+    while at is not None and not any(at is e for e in chain):
+        chain.append(at)
+        at = at.__cause__ or at.__context__
+
     def caused_by(kind) -> bool:
-        return any(isinstance(e, kind) for e in error_chain(err))
+        return any(isinstance(e, kind) for e in chain)
 
     if caused_by(errors.LocalEntryNotFoundError):
         return not_cached(spec, "or HF_HUB_OFFLINE is set")
@@ -160,16 +161,6 @@ def load_failure(spec: str, path: str, revision: str | None, err: Exception) -> 
     if caused_by(errors.RevisionNotFoundError):
         return f"model {spec!r}: the hub model has no revision {revision!r}"
     return f"model {spec!r}: could not load it: {one_line(err)}"
-
-
-def error_chain(err: BaseException) -> list[BaseException]:
-    """``err`` and the exceptions it was raised from (each once: chains can loop)."""
-    chain: list[BaseException] = []
-    at: BaseException | None = err
-    while at is not None and not any(at is e for e in chain):
-        chain.append(at)
-        at = at.__cause__ or at.__context__
-    return chain
 
 
 def early_exit(lm: LoadedModel, layers: int | str = "auto") -> LoadedModel:

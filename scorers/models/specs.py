@@ -103,14 +103,6 @@ def check_local_path(spec: str, path: str) -> None:
     raise ModelSpecError(f"model {spec!r}: local directory not found: {path} ({SPEC_FORMS})")
 
 
-def check_weights(spec: str, path: str) -> None:
-    """A model directory holds at least one weight file (or an index naming them)."""
-    names = os.listdir(os.path.expanduser(path))
-    if not any(n.endswith(WEIGHT_SUFFIXES) or n.endswith(INDEX_SUFFIX) for n in names):
-        raise ModelSpecError(f"model {spec!r}: {path} has a config.json but no weight file "
-                             f"(*.safetensors, *.bin, ...), so no model can be loaded from it ({SPEC_FORMS})")
-
-
 def kind(spec: str) -> str:
     """``gguf``, ``local`` (an existing directory or a path) or ``hub``."""
     if spec.startswith("gguf:"):
@@ -130,5 +122,8 @@ def check_spec(spec: str) -> str:
             packaged_files(rest)
     elif what == "local":
         check_local_path(spec, spec)
-        check_weights(spec, spec)
+        names = os.listdir(os.path.expanduser(spec))  # at least one weight file (or an index naming them)
+        if not any(n.endswith(WEIGHT_SUFFIXES) or n.endswith(INDEX_SUFFIX) for n in names):
+            raise ModelSpecError(f"model {spec!r}: {spec} has a config.json but no weight file "
+                                 f"(*.safetensors, *.bin, ...), so no model can be loaded from it ({SPEC_FORMS})")
     return what
