@@ -22,12 +22,9 @@ def value_items(tok, texts, spans, values: list[int], max_length: int):
 
     ids_of = score_tokens(tok, values[0], values[-1])
     room = max_length - max(len(ids) for ids in ids_of.values())
-    items, truncated = [], []
-    for i, (text, span) in enumerate(zip(texts, spans)):
-        text, ids, cut = fit_judge_prompt(tok, i, text, span, room)
-        truncated.append(cut)
-        items += [EncodedItem(text, ids, list(ids_of[v]), cut) for v in values]
-    return items, truncated, {str(v): list(ids_of[v]) for v in values}
+    fitted = [fit_judge_prompt(tok, i, text, span, room) for i, (text, span) in enumerate(zip(texts, spans))]
+    items = [EncodedItem(text, ids, list(ids_of[v]), cut) for text, ids, cut in fitted for v in values]
+    return items, [cut for _, _, cut in fitted], {str(v): list(ids_of[v]) for v in values}
 
 
 def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int]):
