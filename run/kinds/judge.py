@@ -134,17 +134,6 @@ def score_rows(run: RunConfig, stats, plan, decoded: dict, table) -> tuple[dict,
     return invalid, changes
 
 
-def expected_missing(stats, plan, c: float) -> dict[str, str]:
-    """{row: why its expected score is NaN} (a multi-token range at a c off the kept grid), each logged once."""
-    out = {}
-    for v in plan.variants:
-        note = stats.expected_note(v.who, c)
-        if note is not None:
-            out[v.name] = note
-            log.warning("score.%s_expected is not computed (NaN): %s", v.name, note)
-    return out
-
-
 def judge_passes(run: RunConfig, pair, plan, progress: Progress, contexts, scale,
                  coordinator: InProcess) -> tuple | Pending:
     """The judge pass, then its rows' greedy decode: (statistics, the pass's report, the decoded texts, the grid
@@ -225,7 +214,11 @@ class Judge(JudgeKind):
                       "continuation_prefixes": [list(x) for x in prefixes],
                       "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),
                                                   "vocabulary": stats.vocab}}
-        missing = expected_missing(stats, plan, p.lam / p.t)
+        # why a row's expected score is NaN: a multi-token range at a c off the kept grid
+        notes = {v.name: stats.expected_note(v.who, p.lam / p.t) for v in plan.variants}
+        missing = {name: note for name, note in notes.items() if note is not None}
+        for name, note in missing.items():
+            log.warning("score.%s_expected is not computed (NaN): %s", name, note)
         if missing:
             judge_info["expected_not_computed"] = missing
         log.info("judge statistics: %.1f tokens kept per context on average (max %d) of a %d-token vocabulary",

@@ -167,8 +167,7 @@ def decode_run(run, pair, prompts, plan, cache, base, factory,
     def cost(u: list[int]) -> int:  # the unit's padded tokens: its prompts and the steps it may take
         return len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens)
 
-    planned = sorted(((cost(u), u) for u in plan_batches(prompts, params.batch_size)), key=lambda cu: -cu[0])
-    costs, units = [c for c, _ in planned], [u for _, u in planned]
+    units = sorted(plan_batches(prompts, params.batch_size), key=lambda u: -cost(u))
 
     def compute(names, todo, done):
         bar = factory(f"decode {'+'.join(names)}", sum(len(u) for u in todo)) if factory else None
@@ -176,8 +175,8 @@ def decode_run(run, pair, prompts, plan, cache, base, factory,
                          batches=todo, each=done)
 
     merged: dict = {}
-    decoded = decodes(cache, parts, (units, costs, [len(x) for x in prompts]), compute, "released", coordinator,
-                      merged)
+    decoded = decodes(cache, parts, (units, [cost(u) for u in units], [len(x) for x in prompts]), compute, "released",
+                      coordinator, merged)
     return decoded if isinstance(decoded, Pending) else (decoded, time.perf_counter() - start, [], merged)
 
 

@@ -34,11 +34,9 @@ def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int])
     from cscore.scorers.api import ScoringInput
 
     lo, hi = p.score_range
-    roles = {"expert": pair.expert.tokenizer}
-    if pair.aligned:
-        roles["amateur"] = pair.amateur.tokenizer
     built = {}
-    for role, tok in roles.items():
+    for role in ("expert", "amateur") if pair.aligned else ("expert",):
+        tok = pair.models[role].tokenizer
         chat = None
         if getattr(tok, "chat_template", None):
             chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
