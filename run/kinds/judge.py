@@ -94,8 +94,7 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
 
     c = p.lam / p.t
     rules = {v.name: rule_of(v.who, c) for v in plan.variants}
-    contrast = "contrast" in {v.who for v in plan.variants}
-    grid = grid_points(run) if key and contrast else []
+    grid = grid_points(run) if key and any(v.who == "contrast" for v in plan.variants) else []
     extra = [rule_of("contrast", lam / t) for lam, t in grid]
     timing: dict = {}
     start = time.perf_counter()
@@ -110,8 +109,7 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
     tokens = sum(len(p) for p in prompts) + sum(len(x) for rule in set(rules.values()) for x in paths[rule])
     decode = PassReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
-                           fetch_seconds=time.perf_counter() - start, shared=timing["call"])
-    decode.adopt(timing.get("merged"))
+                        fetch_seconds=time.perf_counter() - start, shared=timing["call"]).adopt(timing.get("merged"))
     return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": decode}
 
 
