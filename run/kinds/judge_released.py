@@ -33,19 +33,18 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
     cfg_eos = main.model.generation_config.eos_token_id
     eos = set(cfg_eos if isinstance(cfg_eos, (list, tuple)) else [cfg_eos]) - {None} or {tok.eos_token_id}
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    p = params
-    penalty = p.repetition_penalty or getattr(main.model.generation_config, "repetition_penalty", None) or 1.0
-    common = jr.Decoding(eos, pad_id, alpha=p.alpha, max_new_tokens=p.max_new_tokens, vocab_size=len(tok),
+    penalty = params.repetition_penalty or getattr(main.model.generation_config, "repetition_penalty", None) or 1.0
+    common = jr.Decoding(eos, pad_id, alpha=params.alpha, max_new_tokens=params.max_new_tokens, vocab_size=len(tok),
                          repetition_penalty=penalty)
-    plan = plan_batches(prompts, p.batch_size) if batches is None else batches
+    plan = plan_batches(prompts, params.batch_size) if batches is None else batches
     out: dict[str, list] = {name: [None] * len(prompts) for name in rows}
     on_main = {name: rule for name, rule in rows.items() if rule is not None}
     n = sum(len(idx) for idx in plan)
     announce(progress, tokens=sum(len(prompts[i]) for idx in plan for i in idx),
-             steps=n * len(rows) * p.max_new_tokens,
-             detail=f"{n} prompts x {len(rows)} rows x up to {p.max_new_tokens} new tokens, "
-                    f"{len(plan)} batches of up to {p.batch_size}")
-    clock, models = batch_clock(pair, prompts, plan, rows, p.max_new_tokens, progress)
+             steps=n * len(rows) * params.max_new_tokens,
+             detail=f"{n} prompts x {len(rows)} rows x up to {params.max_new_tokens} new tokens, "
+                    f"{len(plan)} batches of up to {params.batch_size}")
+    clock, models = batch_clock(pair, prompts, plan, rows, params.max_new_tokens, progress)
     for idx in plan:
         batch = [prompts[i] for i in idx]
         with decode_ticks(models, clock, progress):

@@ -75,14 +75,13 @@ def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState,
     first = inputs.items[::n]
     table = examples.assign(prompt=[it.prompt for it in first], prompt_tokens=[len(it.prompt_ids) for it in first],
                             truncated=truncated)
-    invalid = {}
     for v in plan.variants:
         got = judge_values.judge(a, b, values, who=v.who, lam=p.lam, t=p.t, alpha=p.alpha)
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
         table[f"{rundir.PARSE}{v.name}"] = got["status"]
         table[f"{rundir.OUTPUT}{v.name}"] = got["text"]
-        invalid[v.name] = {"No Pred": 0, "Below": 0, "Above": 0, "n": len(examples)}
+    invalid = {v.name: {"No Pred": 0, "Below": 0, "Above": 0, "n": len(examples)} for v in plan.variants}
     info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,
             "c": p.lam / p.t, "alpha": p.alpha, "decode": "values", "invalid": invalid,
             "judge_prompt": jp.get("name"), "value_tokens": per_role["expert"][1],
