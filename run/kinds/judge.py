@@ -172,7 +172,6 @@ class Judge(JudgeKind):
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
               state: RunState, coordinator: InProcess) -> Scored | Pending:
         from cscore.data import judge_prompts
-        from cscore.scorers.judge.judge import Scale
         from cscore.scorers.judge.parse import continuation_prefixes, digit_tokens, score_tokens
 
         if run.method.decode == "values":  # type: ignore[attr-defined]  # the contrast over the range's values
@@ -192,6 +191,8 @@ class Judge(JudgeKind):
         n_truncated = int(sum(truncated))
         say_truncated(n_truncated, len(examples), run.passes.max_length, "judge prompts")
         state["stage"] = "score"
+        from cscore.scorers.judge.judge import Scale  # torch: after the pair loaded
+
         # digits: the chain arrays where some value is more than one token
         scale = Scale(values, value_ids, prefixes, len(examples), lambda t: tok.decode([t]),
                       digit_tokens(tok) if prefixes else None)
