@@ -129,13 +129,13 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
     from cscore.scorers.judge.decode import released_parts, through_cache_many
 
     who, rows, parts = _row_plan(pair, prompts, plan, params, base)
-    extra, extra_rules = {}, {}
+    extra = {}
     if "contrast" in who.values():
         for lam, t in dict.fromkeys(grid):
             if (lam, t) != (float(params.lam), float(params.t)):  # not the contrast row's own
                 name = f"λ={lam!r} t={t!r}"
                 extra[name] = released_parts(pair, prompts, "contrast", replace(params, lam=lam, t=t), base)
-                rows[name] = extra_rules[name] = (lam, t)
+                rows[name] = (lam, t)
 
     def compute(names: list[str]) -> dict[str, list[list[int]]]:
         others = len(set(names) - who.keys())
@@ -145,7 +145,7 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
 
     start = time.perf_counter()
     decoded = through_cache_many(cache, parts, compute, extra=extra)  # out of memory with extra: parts alone
-    also = [list(extra_rules[n]) for n in extra if n in decoded]
+    also = [list(rows[n]) for n in extra if n in decoded]
     return {n: decoded[n] for n in who}, time.perf_counter() - start, also
 
 
