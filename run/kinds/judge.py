@@ -38,8 +38,7 @@ def judge_statistics(run: RunConfig, pair, contexts, scale, coordinator: InProce
 
     main, asst = pair.expert, pair.amateur
     early = asst.parent is main
-    tok = pair.tokenizer
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+    pad_id = pair.tokenizer.pad_token_id or 0  # None: 0
     opts = run.passes
 
     def compute(checkpoint=None):
