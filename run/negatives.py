@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -82,10 +83,8 @@ def make_parts(job: GenerateJob, run: RunConfig, positives, coordinator: InProce
     place.folder.mkdir(parents=True, exist_ok=True)
     got = runner.run(Work("cdm generate", place, stored, lambda: all_written(job, positives), compute, merge),
                      coordinator)
-    try:  # the shards' folder, once nothing is left in it (the workers' logs keep it)
+    with suppress(OSError):  # the shards' folder, once nothing is left in it (the workers' logs keep it)
         place.folder.rmdir()
-    except OSError:
-        pass
     return got
 
 

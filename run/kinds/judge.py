@@ -23,33 +23,23 @@ log = logging.getLogger(__name__)
 def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
     """(texts, contexts, truncated): each judge prompt cut to fit with the longest continuation, then those."""
     room = max_length - max((len(p) for p in prefixes), default=0)
-    kept, contexts, truncated = [], [], []
-    for i, (text, span) in enumerate(zip(texts, spans)):
-        text, ids, cut = fit_judge_prompt(tokenizer, i, text, span, room)
-        kept.append(text)
-        truncated.append(cut)
-        contexts.append(ids)
-        contexts.extend(ids + list(p) for p in prefixes)
-    return kept, contexts, truncated
+    fitted = [fit_judge_prompt(tokenizer, i, text, span, room) for i, (text, span) in enumerate(zip(texts, spans))]
+    contexts = [c for _, ids, _ in fitted for c in [ids, *(ids + list(p) for p in prefixes)]]
+    return [text for text, _, _ in fitted], contexts, [cut for _, _, cut in fitted]
 
 
-def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, coordinator: InProcess, progress=None):
+def judge_statistics(run: RunConfig, pair, contexts, scale, coordinator: InProcess, progress=None):
     """(statistics, report, cache key) of the judge pass through the statistics cache, or ``Pending`` (a part
-    of a split pass missing). ``ranged``: as ``judge_passes``' ``scale``."""
+    of a split pass missing). ``scale``: the ``judge.Scale`` of the range."""
     from cscore.scorers.judge import judge
-    from cscore.scorers.judge.parse import digit_tokens
     from cscore.scorers.judge.stats import CHAIN_CS, CHAIN_FORMAT, FORMAT, JudgeStats
     from cscore.scorers.models.identity import model_identity
     from cscore.scorers.store.cache import ids_digest, stats_key
 
     main, asst = pair.expert, pair.amateur
     early = asst.parent is main
-    tok = pair.tokenizer
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
-
+    pad_id = pair.tokenizer.pad_token_id or 0  # None: 0
     opts = run.passes
-    digits = digit_tokens(tok) if ranged[2] else None  # ranged: (values, value ids, prefixes, items)
-    scale = judge.Scale(ranged[0], ranged[1], ranged[2], ranged[3], lambda t: tok.decode([t]), digits)
 
     def compute(checkpoint=None):
         return judge.compute(main.model, contexts, scale, asst=asst.exit_layer if early else asst.model,
@@ -69,25 +59,25 @@ def judge_statistics(run: RunConfig, pair, contexts, ranged: tuple, coordinator:
              "values": list(scale.values), "value_ids": [list(v) for v in scale.value_ids],
              # packed rows batch differently (float32 rounding): a shared key says so; unshared keys unchanged
              **opts.key_parts(shared=opts.prefix_sharing)}
-    if digits is not None:  # one-token ranges: keys unchanged
-        parts["chain"] = {"format": CHAIN_FORMAT, "digits": digits, "c": list(CHAIN_CS)}
+    if scale.digit_ids is not None:  # one-token ranges: keys unchanged
+        parts["chain"] = {"format": CHAIN_FORMAT, "digits": scale.digit_ids, "c": list(CHAIN_CS)}
     if coordinator.on:
         got = judge.first_step(cache, parts, scale, compute, (main, asst), coordinator)
         if isinstance(got, Pending):
             return got.named("judge")
-        got.report.fetch_seconds = time.perf_counter() - start
-        return got.stats["judge"], got.report, stats_key(parts)
-    done: dict = {}
+        stats, report = got.stats["judge"], got.report
+    else:
+        done: dict = {}
 
-    def compute_entry(key: str):
-        stats, done["report"] = compute()
-        return {"judge": stats}, {"models": [f"main: {main.name}", f"asst: {asst.name}"],
-                                  "report": done["report"].record()}
+        def compute_entry(key: str):
+            stats, done["report"] = compute()
+            return {"judge": stats}, {"models": [f"main: {main.name}", f"asst: {asst.name}"],
+                                      "report": done["report"].record()}
 
-    got, meta = cache.get_or_compute(parts, compute_entry, JudgeStats)
-    report = PassReport.of_entry(meta) if meta is not None else done["report"]
+        entry, meta = cache.get_or_compute(parts, compute_entry, JudgeStats)
+        stats, report = entry["judge"], PassReport.of_entry(meta) if meta is not None else done["report"]
     report.fetch_seconds = time.perf_counter() - start
-    return got["judge"], report, stats_key(parts)
+    return stats, report, stats_key(parts)
 
 
 def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
@@ -103,8 +93,7 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
 
     c = p.lam / p.t
     rules = {v.name: rule_of(v.who, c) for v in plan.variants}
-    contrast = "contrast" in {v.who for v in plan.variants}
-    grid = grid_points(run) if key and contrast else []
+    grid = grid_points(run) if key and any(v.who == "contrast" for v in plan.variants) else []
     extra = [rule_of("contrast", lam / t) for lam, t in grid]
     timing: dict = {}
     start = time.perf_counter()
@@ -119,8 +108,7 @@ def decoded_texts(run: RunConfig, pair, judged: tuple, prompts, plan, factory,
     # tokens: the prompts (run again to build the KV cache) and the decoded tokens of this run's rows
     tokens = sum(len(p) for p in prompts) + sum(len(x) for rule in set(rules.values()) for x in paths[rule])
     decode = PassReport(timing["seconds"], tokens, tokens, len(prompts), cached=timing["cached"],
-                           fetch_seconds=time.perf_counter() - start, shared=timing["call"])
-    decode.adopt(timing.get("merged"))
+                        fetch_seconds=time.perf_counter() - start, shared=timing["call"]).adopt(timing.get("merged"))
     return {name: [path_text(tok, p) for p in paths[rule]] for name, rule in rules.items()}, also, {"decode": decode}
 
 
@@ -143,25 +131,14 @@ def score_rows(run: RunConfig, stats, plan, decoded: dict, table) -> tuple[dict,
     return invalid, changes
 
 
-def expected_missing(stats, plan, c: float) -> dict[str, str]:
-    """{row: why its expected score is NaN} (a multi-token range at a c off the kept grid), each logged once."""
-    out = {}
-    for v in plan.variants:
-        note = stats.expected_note(v.who, c)
-        if note is not None:
-            out[v.name] = note
-            log.warning("score.%s_expected is not computed (NaN): %s", v.name, note)
-    return out
-
-
-def judge_passes(run: RunConfig, pair, plan, progress: Progress, contexts, scale: tuple,
+def judge_passes(run: RunConfig, pair, plan, progress: Progress, contexts, scale,
                  coordinator: InProcess) -> tuple | Pending:
     """The judge pass, then its rows' greedy decode: (statistics, the pass's report, the decoded texts, the grid
     points decoded too, the decode's report), or ``Pending`` (a part missing, or ``runner.stop_early``).
-    ``scale``: the range's values, their token ids, the continuation prefixes and the number of items."""
+    ``scale``: the ``judge.Scale`` of the range."""
     from cscore.scorers.engine.passes import per_item
 
-    step = 1 + len(scale[2])  # each item's contexts: its prompt, then the prompt with each continuation prefix
+    step = 1 + len(scale.prefixes)  # each item's contexts: its prompt, then the prompt with each continuation prefix
     with progress.live() as factory:
         got = judge_statistics(run, pair, contexts, scale, coordinator,
                                progress=per_item(factory, step)("judge", len(contexts)) if factory else None)
@@ -194,7 +171,7 @@ class Judge(JudgeKind):
     def score(self, run: RunConfig, loaded: Loaded, plan: Plan, progress: Progress,
               state: RunState, coordinator: InProcess) -> Scored | Pending:
         from cscore.data import judge_prompts
-        from cscore.scorers.judge.parse import continuation_prefixes, score_tokens
+        from cscore.scorers.judge.parse import continuation_prefixes, digit_tokens, score_tokens
 
         if run.method.decode == "values":  # type: ignore[attr-defined]  # the contrast over the range's values
             from cscore.run.kinds.judge_values import score_values
@@ -213,8 +190,12 @@ class Judge(JudgeKind):
         n_truncated = int(sum(truncated))
         say_truncated(n_truncated, len(examples), run.passes.max_length, "judge prompts")
         state["stage"] = "score"
-        got = judge_passes(run, pair, plan, progress, contexts, (values, value_ids, prefixes, len(examples)),
-                           coordinator)
+        from cscore.scorers.judge.judge import Scale  # torch: after the pair loaded
+
+        # digits: the chain arrays where some value is more than one token
+        scale = Scale(values, value_ids, prefixes, len(examples), lambda t: tok.decode([t]),
+                      digit_tokens(tok) if prefixes else None)
+        got = judge_passes(run, pair, plan, progress, contexts, scale, coordinator)
         if isinstance(got, Pending):
             return got
         stats, report, decoded, also, decode_report = got
@@ -231,7 +212,11 @@ class Judge(JudgeKind):
                       "continuation_prefixes": [list(x) for x in prefixes],
                       "kept_tokens_per_context": {"mean": float(sizes.mean()), "max": int(sizes.max()),
                                                   "vocabulary": stats.vocab}}
-        missing = expected_missing(stats, plan, p.lam / p.t)
+        # why a row's expected score is NaN: a multi-token range at a c off the kept grid
+        notes = {v.name: stats.expected_note(v.who, p.lam / p.t) for v in plan.variants}
+        missing = {name: note for name, note in notes.items() if note is not None}
+        for name, note in missing.items():
+            log.warning("score.%s_expected is not computed (NaN): %s", name, note)
         if missing:
             judge_info["expected_not_computed"] = missing
         log.info("judge statistics: %.1f tokens kept per context on average (max %d) of a %d-token vocabulary",

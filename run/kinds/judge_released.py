@@ -33,19 +33,18 @@ def released_outputs(pair, prompts: list[list[int]], *, rows: dict[str, tuple[fl
     cfg_eos = main.model.generation_config.eos_token_id
     eos = set(cfg_eos if isinstance(cfg_eos, (list, tuple)) else [cfg_eos]) - {None} or {tok.eos_token_id}
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    p = params
-    penalty = p.repetition_penalty or getattr(main.model.generation_config, "repetition_penalty", None) or 1.0
-    common = jr.Decoding(eos, pad_id, alpha=p.alpha, max_new_tokens=p.max_new_tokens, vocab_size=len(tok),
+    penalty = params.repetition_penalty or getattr(main.model.generation_config, "repetition_penalty", None) or 1.0
+    common = jr.Decoding(eos, pad_id, alpha=params.alpha, max_new_tokens=params.max_new_tokens, vocab_size=len(tok),
                          repetition_penalty=penalty)
-    plan = plan_batches(prompts, p.batch_size) if batches is None else batches
+    plan = plan_batches(prompts, params.batch_size) if batches is None else batches
     out: dict[str, list] = {name: [None] * len(prompts) for name in rows}
     on_main = {name: rule for name, rule in rows.items() if rule is not None}
     n = sum(len(idx) for idx in plan)
     announce(progress, tokens=sum(len(prompts[i]) for idx in plan for i in idx),
-             steps=n * len(rows) * p.max_new_tokens,
-             detail=f"{n} prompts x {len(rows)} rows x up to {p.max_new_tokens} new tokens, "
-                    f"{len(plan)} batches of up to {p.batch_size}")
-    clock, models = batch_clock(pair, prompts, plan, rows, p.max_new_tokens, progress)
+             steps=n * len(rows) * params.max_new_tokens,
+             detail=f"{n} prompts x {len(rows)} rows x up to {params.max_new_tokens} new tokens, "
+                    f"{len(plan)} batches of up to {params.batch_size}")
+    clock, models = batch_clock(pair, prompts, plan, rows, params.max_new_tokens, progress)
     for idx in plan:
         batch = [prompts[i] for i in idx]
         with decode_ticks(models, clock, progress):
@@ -130,13 +129,13 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
     from cscore.scorers.judge.decode import released_parts, through_cache_many
 
     who, rows, parts = _row_plan(pair, prompts, plan, params, base)
-    extra, extra_rules = {}, {}
+    extra = {}
     if "contrast" in who.values():
         for lam, t in dict.fromkeys(grid):
             if (lam, t) != (float(params.lam), float(params.t)):  # not the contrast row's own
                 name = f"λ={lam!r} t={t!r}"
                 extra[name] = released_parts(pair, prompts, "contrast", replace(params, lam=lam, t=t), base)
-                rows[name] = extra_rules[name] = (lam, t)
+                rows[name] = (lam, t)
 
     def compute(names: list[str]) -> dict[str, list[list[int]]]:
         others = len(set(names) - who.keys())
@@ -146,7 +145,7 @@ def decode_rows(pair, prompts, plan, params, cache, base, factory, grid=()) -> t
 
     start = time.perf_counter()
     decoded = through_cache_many(cache, parts, compute, extra=extra)  # out of memory with extra: parts alone
-    also = [list(extra_rules[n]) for n in extra if n in decoded]
+    also = [list(rows[n]) for n in extra if n in decoded]
     return {n: decoded[n] for n in who}, time.perf_counter() - start, also
 
 
@@ -167,8 +166,7 @@ def decode_run(run, pair, prompts, plan, cache, base, factory,
     def cost(u: list[int]) -> int:  # the unit's padded tokens: its prompts and the steps it may take
         return len(u) * (max(len(prompts[i]) for i in u) + params.max_new_tokens)
 
-    planned = sorted(((cost(u), u) for u in plan_batches(prompts, params.batch_size)), key=lambda cu: -cu[0])
-    costs, units = [c for c, _ in planned], [u for _, u in planned]
+    units = sorted(plan_batches(prompts, params.batch_size), key=lambda u: -cost(u))
 
     def compute(names, todo, done):
         bar = factory(f"decode {'+'.join(names)}", sum(len(u) for u in todo)) if factory else None
@@ -176,8 +174,8 @@ def decode_run(run, pair, prompts, plan, cache, base, factory,
                          batches=todo, each=done)
 
     merged: dict = {}
-    decoded = decodes(cache, parts, (units, costs, [len(x) for x in prompts]), compute, "released", coordinator,
-                      merged)
+    decoded = decodes(cache, parts, (units, [cost(u) for u in units], [len(x) for x in prompts]), compute, "released",
+                      coordinator, merged)
     return decoded if isinstance(decoded, Pending) else (decoded, time.perf_counter() - start, [], merged)
 
 

@@ -22,12 +22,9 @@ def value_items(tok, texts, spans, values: list[int], max_length: int):
 
     ids_of = score_tokens(tok, values[0], values[-1])
     room = max_length - max(len(ids) for ids in ids_of.values())
-    items, truncated = [], []
-    for i, (text, span) in enumerate(zip(texts, spans)):
-        text, ids, cut = fit_judge_prompt(tok, i, text, span, room)
-        truncated.append(cut)
-        items += [EncodedItem(text, ids, list(ids_of[v]), cut) for v in values]
-    return items, truncated, {str(v): list(ids_of[v]) for v in values}
+    fitted = [fit_judge_prompt(tok, i, text, span, room) for i, (text, span) in enumerate(zip(texts, spans))]
+    items = [EncodedItem(text, ids, list(ids_of[v]), cut) for text, ids, cut in fitted for v in values]
+    return items, [cut for _, _, cut in fitted], {str(v): list(ids_of[v]) for v in values}
 
 
 def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int]):
@@ -37,11 +34,9 @@ def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int])
     from cscore.scorers.api import ScoringInput
 
     lo, hi = p.score_range
-    roles = {"expert": pair.expert.tokenizer}
-    if pair.aligned:
-        roles["amateur"] = pair.amateur.tokenizer
     built = {}
-    for role, tok in roles.items():
+    for role in ("expert", "amateur") if pair.aligned else ("expert",):
+        tok = pair.models[role].tokenizer
         chat = None
         if getattr(tok, "chat_template", None):
             chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
@@ -80,14 +75,13 @@ def score_values(run: RunConfig, setup: tuple, plan, progress, state: RunState,
     first = inputs.items[::n]
     table = examples.assign(prompt=[it.prompt for it in first], prompt_tokens=[len(it.prompt_ids) for it in first],
                             truncated=truncated)
-    invalid = {}
     for v in plan.variants:
         got = judge_values.judge(a, b, values, who=v.who, lam=p.lam, t=p.t, alpha=p.alpha)
         table[f"{rundir.SCORE}{v.name}"] = got["score"]
         table[f"{rundir.SCORE}{v.name}_expected"] = got["expected"]
         table[f"{rundir.PARSE}{v.name}"] = got["status"]
         table[f"{rundir.OUTPUT}{v.name}"] = got["text"]
-        invalid[v.name] = {"No Pred": 0, "Below": 0, "Above": 0, "n": len(examples)}
+    invalid = {v.name: {"No Pred": 0, "Below": 0, "Above": 0, "n": len(examples)} for v in plan.variants}
     info = {"score_range": [lo, hi], "aspect": p.aspect, "lam": p.lam, "t": p.t,
             "c": p.lam / p.t, "alpha": p.alpha, "decode": "values", "invalid": invalid,
             "judge_prompt": jp.get("name"), "value_tokens": per_role["expert"][1],

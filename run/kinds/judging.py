@@ -32,10 +32,8 @@ def parse_changes(texts, scores, statuses, lo: int, hi: int, rule: str, *, strip
     from cscore.scorers.judge.parse import PARSERS, read_score
 
     other = next(r for r in PARSERS if r != rule)
-    changed = 0
-    for text, score, status in zip(texts, scores, statuses):
-        got = read_score(text, lo, hi, other) if strip else PARSERS[other](text, lo, hi)
-        changed += got != (float(score), status)
+    changed = sum((read_score(text, lo, hi, other) if strip else PARSERS[other](text, lo, hi)) != (float(score), status)
+                  for text, score, status in zip(texts, scores, statuses))
     return {"rule": other, "outputs": int(changed)}
 
 

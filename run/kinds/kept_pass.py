@@ -183,12 +183,10 @@ def write(run: RunConfig, examples: pd.DataFrame, plan: Plan, pair: ModelPair, i
               for label, parts in pair.pass_parts(inputs, plan.temperatures, plan.models, opts)]
     if [label for label, _ in passes] != list(stats.reports) or any(stats_key(p) not in cache for _, p in passes):
         return  # a pass the cache did not keep (a folder that takes no writes): nothing to point at
-    notes = []
-    if pair.amateur is not None and pair.amateur.parent is not pair.expert:  # as ModelPair warned
-        line = size.upside_down(pair.expert, pair.amateur)
-        notes = [line] if line else []
+    ama = pair.amateur  # an amateur that is not the smaller: the line ModelPair warned with
+    line = size.upside_down(pair.expert, ama) if ama is not None and ama.parent is not pair.expert else None
     models = {role: {"name": m.name, "info": m.info, "device": str(m.device), "dtype": str(m.dtype)}
               for role, m in pair.models.items()}
     records.write(front.front_key(key), inputs.items,
                   {"passes": [{"label": label, "parts": parts} for label, parts in passes], "models": models,
-                   "notes": notes})
+                   "notes": [line] if line else []})

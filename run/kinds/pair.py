@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from cscore.config.run import RunConfig
+from cscore.config.run import ModelSpec, RunConfig
 
 
 def load_pair(run: RunConfig, needed: list[str]):
     from cscore.scorers.api import ModelPair
 
-    p, rt = run.pair, run.passes
+    p = run.pair
     assert p.expert.path is not None  # typed() refuses a pair without an expert
+    ama = p.amateur if "amateur" in needed else ModelSpec()  # no amateur: a pair of the expert alone
     # pooled: the jobs of an in-process multirun share the models, whose weights load on first use
-    if "amateur" not in needed:
-        return ModelPair.pooled(p.expert.path, revision=p.expert.revision, options=rt)
-    pair = ModelPair.pooled(p.expert.path, p.amateur.path, amateur_early_exit=p.amateur.early_exit,
-                            revision=p.expert.revision, amateur_revision=p.amateur.revision, options=rt)
+    pair = ModelPair.pooled(p.expert.path, ama.path, amateur_early_exit=ama.early_exit, revision=p.expert.revision,
+                            amateur_revision=ama.revision, options=run.passes)
     if pair.aligned:  # a cross-family pair: only the methods computed on aligned units
         from cscore.scorers.methods import check_aligned
 
