@@ -17,9 +17,7 @@ from typing import Any, Callable, Iterator
 class Progress:
     def __init__(self, bar: Any = None, factory: Callable[[str, int], Callable[[int], None]] | None = None,
                  console=None, every: float = 2.0):
-        self.bar, self.factory = bar, factory
-        self._console = console
-        self.every = every
+        self.bar, self.factory, self._console, self.every = bar, factory, console, every
         self.start = time.perf_counter()
 
     @property
@@ -62,20 +60,17 @@ class Progress:
             with bar:
                 yield lambda done, total, what: bar.update(task, completed=done, total=total, what=what)
         else:
-            yield self._lines(title)
+            last = -math.inf
+
+            def update(done: int, total: int, what: str) -> None:
+                nonlocal last
+                now = time.perf_counter()
+                if done in (1, total) or now - last >= self.every:
+                    last = now
+                    self.say(f"{title} {done}/{total}: {what}")
+
+            yield update
         self.say(f"{title}: done")
-
-    def _lines(self, title: str):
-        last = -math.inf
-
-        def update(done: int, total: int, what: str) -> None:
-            nonlocal last
-            now = time.perf_counter()
-            if done in (1, total) or now - last >= self.every:
-                last = now
-                self.say(f"{title} {done}/{total}: {what}")
-
-        return update
 
 
 EVERY = 10.0  # seconds between plain progress lines
@@ -223,8 +218,7 @@ class Lines(Reporter):
 
     def start(self) -> None:
         if self.heartbeat and self._stop is None:
-            self._stop = threading.Event()
-            stop = self._stop
+            stop = self._stop = threading.Event()
             threading.Thread(target=self._beat, args=(stop,), daemon=True, name="cscore-progress").start()
 
     def _beat(self, stop: threading.Event) -> None:
@@ -265,9 +259,6 @@ class Bar(Reporter):
                                  rich.MofNCompleteColumn(), rich.TimeElapsedColumn(), rich.TimeRemainingColumn(),
                                  console=console)
         self.tasks: dict[int, rich.TaskID] = {}
-
-    def emit(self, text: str) -> None:
-        self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def factory(self, name: str, total: int) -> Pass:
         p = super().factory(name, total)

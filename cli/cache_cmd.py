@@ -114,9 +114,10 @@ def _part(value) -> str:
     return "-" if value is None else str(value)
 
 
-def wrapped(text: str, width: int, indent: str = "    ") -> list[str]:
-    """``text`` in lines of at most ``width`` characters (a word longer than that, a path, stays whole)."""
-    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+def wrapped(text: str, width: int, indent: str = "    ", hang: str = "  ") -> list[str]:
+    """``text`` in lines of at most ``width`` characters (a longer word, a path, stays whole), the lines after
+    the first indented ``hang`` more."""
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + hang,
                          break_on_hyphens=False, break_long_words=False) or [indent]
 
 
@@ -205,11 +206,10 @@ def cmd_info(cache: StatsCache, key_prefix: str, console) -> None:
     ]
     width = text_width(console)
     for name, value in lines:
-        show(console, textwrap.wrap(f"{name:>12}  {value}", width, subsequent_indent=" " * 14,
-                                    break_on_hyphens=False, break_long_words=False))
+        show(console, wrapped(f"{name:>12}  {value}", width, "", " " * 14))
     for name in ("parts", "extra"):
         if meta.get(name):
-            console.print(f"{name}:", markup=False, highlight=False)
+            show(console, [f"{name}:"])
             for path, value in flat(meta[name]):
                 show(console, wrapped(f"{json.dumps(path)}: {json.dumps(value, sort_keys=True)}", width, "  "))
 

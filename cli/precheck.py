@@ -25,8 +25,13 @@ def _missing_key_error(overrides, original: Exception) -> ConfigError:
     groups = [o for o in overrides if "." not in o.key_or_group and not o.is_add()]
     try:
         base = composed("config", [o.input_line for o in groups])
-    except ConfigCompositionException as err:
-        return ConfigError(_group_message(groups, err))
+    except ConfigCompositionException as err:  # an unknown option of a group
+        for o in groups:
+            known, value = options(o.key_or_group), o.value()
+            if known is not None and isinstance(value, str) and value not in known:
+                return ConfigError(f"no {o.key_or_group} config {value!r}{suggest(value, known)}; "
+                                   f"available: {', '.join(known)}")
+        return ConfigError(str(err).splitlines()[0])
     for o in overrides:
         if o.is_add() or o.is_delete() or "." not in o.key_or_group:
             continue
@@ -39,15 +44,6 @@ def _missing_key_error(overrides, original: Exception) -> ConfigError:
             return ConfigError(f"no setting {o.key_or_group}{hint}; "
                                f"to add a new key on purpose write +{o.key_or_group}=...")
     return ConfigError(str(original).splitlines()[0])
-
-
-def _group_message(groups, err) -> str:
-    for o in groups:
-        known, value = options(o.key_or_group), o.value()
-        if known is not None and isinstance(value, str) and value not in known:
-            return (f"no {o.key_or_group} config {value!r}{suggest(value, known)}; "
-                    f"available: {', '.join(known)}")
-    return str(err).splitlines()[0]
 
 
 def points(args: list[str]) -> list[list[str]] | None:
