@@ -226,21 +226,17 @@ def flat(d: dict, prefix: str = "") -> list[tuple[str, object]]:
     return out
 
 
-def clear_models(console) -> None:
-    entries = model_entries(with_locks=True)
-    for e in entries:
-        if e["path"].is_dir():
-            shutil.rmtree(e["path"], ignore_errors=True)
-        else:
-            e["path"].unlink(missing_ok=True)
-    n = sum(not e["name"].endswith(".lock") for e in entries)
-    console.print(f"removed {n} converted model file(s) or folder(s), "
-                  f"freed {human_bytes(sum(e['size'] for e in entries))}")
-
-
 def cmd_clear(cache: StatsCache, keys: list[str], all_: bool, console, models: bool = False) -> None:
     if models:
-        clear_models(console)
+        entries = model_entries(with_locks=True)
+        for e in entries:
+            if e["path"].is_dir():
+                shutil.rmtree(e["path"], ignore_errors=True)
+            else:
+                e["path"].unlink(missing_ok=True)
+        n = sum(not e["name"].endswith(".lock") for e in entries)
+        console.print(f"removed {n} converted model file(s) or folder(s), "
+                      f"freed {human_bytes(sum(e['size'] for e in entries))}")
         if not all_ and not keys:
             return
     if all_ and keys:

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from cscore.cli.compose import composed, options, plain
 from cscore.cli.resume import MULTIRUN_FLAGS
 from cscore.errors import ConfigError
-from cscore.files import cache_root, folder_problem
+from cscore.files import cache_root, folder_problem, nearest
 from cscore.registry import suggest
 
 MAX_POINTS = 512  # larger command-line grids are checked job by job instead
@@ -117,7 +117,7 @@ def check_cache(run) -> None:
     problem = folder_problem(folder)
     if problem is not None:
         raise ConfigError(f"{where}, but {problem}; set CSCORE_CACHE to a writable folder")
-    ancestor = next(p for p in folder.parents if p.exists())
+    ancestor = nearest(folder)
     need, free = gguf_bytes(ggufs[0]), shutil.disk_usage(ancestor).free
     if need > free:
         raise ConfigError(f"{where}, which needs more than {need / 1e6:.0f} MB, but {ancestor} has "
