@@ -206,8 +206,20 @@ class Lines(Reporter):
                 self.report(p, now)
 
     def report(self, p: Pass, now: float) -> None:
-        p.last = now
-        self.emit(line(f"scoring with {p.name}", p.done, p.total, now - p.start, p.share))
+        """``scoring with expert: 48/160 items (30%), 4.1 items/s, 27s left`` (``in 39s`` when done); with the
+        share of the work told within a batch (``part``): ``5% of the work, about 60s left``."""
+        p.last, done, total, seconds, share = now, p.done, p.total, now - p.start, p.share
+        rate = done / seconds if seconds > 0 and done else float("inf")
+        part = f" ({100 * done / total:.0f}%)" if total else ""
+        if done >= total:
+            tail = f"done in {seconds:.0f}s"
+        elif share > 0 and seconds > 0:
+            tail = f"{max(share, 0.01):.0%} of the work, about {seconds * (1 - share) / share:.0f}s left"
+        elif done and rate != float("inf"):
+            tail = f"about {(total - done) / rate:.0f}s left"
+        else:
+            tail = f"{seconds:.0f}s so far, time left unknown"
+        self.emit(f"scoring with {p.name}: {done}/{total} items{part}, {rate_text(rate)} items/s, {tail}")
 
     def tick(self) -> None:
         """A line for the running pass if none came for ``every`` seconds (at least a second)."""
@@ -230,22 +242,6 @@ class Lines(Reporter):
             self._stop.set()
             self._stop = None
         super().stop()
-
-
-def line(what: str, done: int, total: int, seconds: float, share: float = 0.0) -> str:
-    """``scoring with expert: 48/160 items (30%), 4.1 items/s, 27s left`` (``in 39s`` when done);
-    ``share``: of the work done, told within a batch (``5% of the work, about 60s left``)."""
-    rate = done / seconds if seconds > 0 and done else float("inf")
-    part = f" ({100 * done / total:.0f}%)" if total else ""
-    if done >= total:
-        tail = f"done in {seconds:.0f}s"
-    elif share > 0 and seconds > 0:
-        tail = f"{max(share, 0.01):.0%} of the work, about {seconds * (1 - share) / share:.0f}s left"
-    elif done and rate != float("inf"):
-        tail = f"about {(total - done) / rate:.0f}s left"
-    else:
-        tail = f"{seconds:.0f}s so far, time left unknown"
-    return f"{what}: {done}/{total} items{part}, {rate_text(rate)} items/s, {tail}"
 
 
 class Bar(Reporter):
