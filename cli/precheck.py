@@ -70,8 +70,7 @@ def check_output_dirs(args: list[str]) -> None:
         if key not in OUTPUT_DIRS or not value:
             continue
         path = Path(value.strip("'\"").split("${")[0] or ".").expanduser()  # the part before an interpolation
-        problem = folder_problem(path)
-        if problem is not None:
+        if (problem := folder_problem(path)) is not None:
             raise ConfigError(f"{key}={value}: {problem}")
 
 
@@ -114,8 +113,7 @@ def check_cache(run) -> None:
     if not ggufs or folder.is_dir():
         return
     where = f"{ggufs[0]} is converted once into {folder} (the cache: $CSCORE_CACHE, else ~/.cache/cscore)"
-    problem = folder_problem(folder)
-    if problem is not None:
+    if (problem := folder_problem(folder)) is not None:
         raise ConfigError(f"{where}, but {problem}; set CSCORE_CACHE to a writable folder")
     ancestor = nearest(folder)
     need, free = gguf_bytes(ggufs[0]), shutil.disk_usage(ancestor).free
