@@ -180,9 +180,6 @@ class Reporter:
         if tip:
             self.emit(tip)
 
-    def start(self) -> None:
-        pass
-
     def stop(self) -> None:
         with self.lock:
             self.active = None
