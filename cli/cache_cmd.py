@@ -148,23 +148,6 @@ def show(console, lines: list[str]) -> None:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def cmd_ls(cache: StatsCache, console) -> None:
-    entries = sorted((summary(cache, k, cache.meta(k)) for k in cache.keys()),
-                     key=lambda e: (e["created"] or 0, e["key"]))  # oldest first
-    width = text_width(console)
-    if not entries:
-        show(console, [f"no statistics entries in {cache.root}"])
-    else:
-        extra = differing(entries)
-        total = sum(e["size"] for e in entries)
-        lines = [*wrapped(f"statistics cache: {cache.root}", width, ""), ""]
-        for e in entries:
-            lines += entry_lines(e, extra, width)
-        show(console, lines + wrapped(f"{len(entries)} entries, {human_bytes(total)} in total (cscore cache info "
-                                      "KEY: one in detail; cscore cache clear KEY: remove it)", width, ""))
-    models_ls(console)
-
-
 def model_entries(with_locks: bool = False) -> list[dict]:
     """Converted GGUF checkpoints and joined GGUF files under the cache folder (lock files only ``with_locks``)."""
     folders = [(kind, cache_root() / kind) for kind in MODEL_DIRS]
@@ -173,17 +156,29 @@ def model_entries(with_locks: bool = False) -> list[dict]:
             if with_locks or not p.name.endswith(".lock")]
 
 
-def models_ls(console) -> None:
-    entries = model_entries()
-    if not entries:
-        show(console, [f"no converted models in {cache_root()}"])
-        return
+def cmd_ls(cache: StatsCache, console) -> None:
+    """The statistics entries (oldest first), then the converted models."""
+    entries = sorted((summary(cache, k, cache.meta(k)) for k in cache.keys()),
+                     key=lambda e: (e["created"] or 0, e["key"]))
     width = text_width(console)
-    lines = ["", f"converted models: {cache_root()}"]
-    for e in entries:
-        lines += wrapped(f"{_when(e['created'])}  {human_bytes(e['size'])}  {e['kind']}/{e['name']}", width, "")
-    lines += wrapped(f"{len(entries)} files or folders, {human_bytes(sum(e['size'] for e in entries))} in total "
-                     "(cscore cache clear --models removes them; they are rebuilt on next use)", width, "")
+    if not entries:
+        lines = [f"no statistics entries in {cache.root}"]
+    else:
+        extra = differing(entries)
+        lines = [*wrapped(f"statistics cache: {cache.root}", width, ""), ""]
+        for e in entries:
+            lines += entry_lines(e, extra, width)
+        lines += wrapped(f"{len(entries)} entries, {human_bytes(sum(e['size'] for e in entries))} in total (cscore "
+                         "cache info KEY: one in detail; cscore cache clear KEY: remove it)", width, "")
+    models = model_entries()
+    if not models:
+        lines.append(f"no converted models in {cache_root()}")
+    else:
+        lines += ["", f"converted models: {cache_root()}"]
+        for e in models:
+            lines += wrapped(f"{_when(e['created'])}  {human_bytes(e['size'])}  {e['kind']}/{e['name']}", width, "")
+        lines += wrapped(f"{len(models)} files or folders, {human_bytes(sum(e['size'] for e in models))} in total "
+                         "(cscore cache clear --models removes them; they are rebuilt on next use)", width, "")
     show(console, lines)
 
 
