@@ -123,20 +123,12 @@ class Pass:
                 self.warmed = True
                 self.owner.warm_up(self, seconds)
 
-    def fraction(self) -> float:
-        """The share done: as told (``part``), else items done of all."""
-        return self.share or (self.done / self.total if self.total else 0.0)
-
     def work(self, **counts) -> None:
         self.announced = True
         if counts.get("items") is not None:  # a part's or a resumed pass's: the items it runs are the total
             self.total = int(counts["items"])
             self.owner.resize(self)
         self.owner.emit(work_text(self.name, self.total, counts))
-
-    @property
-    def finished(self) -> bool:
-        return self.done >= self.total
 
 
 class Reporter:
@@ -169,7 +161,7 @@ class Reporter:
 
     def warm_up(self, p: Pass, seconds: float) -> None:
         """After the pass's first FIRST seconds or batch: the time it will take, and the slice if long."""
-        share = p.fraction()
+        share = p.share or (p.done / p.total if p.total else 0.0)  # as told (``part``), else items done of all
         left = seconds * (1 - share) / share
         if left < SOON:
             return
@@ -199,7 +191,7 @@ class Lines(Reporter):
         with self.lock:
             super().advance(p, n)
             now = self.clock()
-            if now - p.last >= self.every or p.finished:
+            if now - p.last >= self.every or p.done >= p.total:
                 self.report(p, now)
 
     def report(self, p: Pass, now: float) -> None:
@@ -222,7 +214,7 @@ class Lines(Reporter):
         """A line for the running pass if none came for ``every`` seconds (at least a second)."""
         with self.lock:
             p, now = self.active, self.clock()
-            if p is not None and not p.finished and now - p.last >= max(self.every, 1.0):
+            if p is not None and p.done < p.total and now - p.last >= max(self.every, 1.0):
                 self.report(p, now)
 
     def start(self) -> None:
