@@ -159,9 +159,7 @@ def is_same_file(fh, path: Path) -> bool:
 
 def json_default(obj: Any):
     """JSON for the values cache keys and metadata hold beyond plain JSON data."""
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, (np.generic, np.ndarray)):  # a scalar's tolist() is its item()
         return obj.tolist()
     if isinstance(obj, (set, frozenset)):
         return sorted(obj)

@@ -17,9 +17,7 @@ from typing import Any, Callable, Iterator
 class Progress:
     def __init__(self, bar: Any = None, factory: Callable[[str, int], Callable[[int], None]] | None = None,
                  console=None, every: float = 2.0):
-        self.bar, self.factory = bar, factory
-        self._console = console
-        self.every = every
+        self.bar, self.factory, self._console, self.every = bar, factory, console, every
         self.start = time.perf_counter()
 
     @property
@@ -62,20 +60,17 @@ class Progress:
             with bar:
                 yield lambda done, total, what: bar.update(task, completed=done, total=total, what=what)
         else:
-            yield self._lines(title)
+            last = -math.inf
+
+            def update(done: int, total: int, what: str) -> None:
+                nonlocal last
+                now = time.perf_counter()
+                if done in (1, total) or now - last >= self.every:
+                    last = now
+                    self.say(f"{title} {done}/{total}: {what}")
+
+            yield update
         self.say(f"{title}: done")
-
-    def _lines(self, title: str):
-        last = -math.inf
-
-        def update(done: int, total: int, what: str) -> None:
-            nonlocal last
-            now = time.perf_counter()
-            if done in (1, total) or now - last >= self.every:
-                last = now
-                self.say(f"{title} {done}/{total}: {what}")
-
-        return update
 
 
 EVERY = 10.0  # seconds between plain progress lines
@@ -128,20 +123,12 @@ class Pass:
                 self.warmed = True
                 self.owner.warm_up(self, seconds)
 
-    def fraction(self) -> float:
-        """The share done: as told (``part``), else items done of all."""
-        return self.share or (self.done / self.total if self.total else 0.0)
-
     def work(self, **counts) -> None:
         self.announced = True
         if counts.get("items") is not None:  # a part's or a resumed pass's: the items it runs are the total
             self.total = int(counts["items"])
             self.owner.resize(self)
         self.owner.emit(work_text(self.name, self.total, counts))
-
-    @property
-    def finished(self) -> bool:
-        return self.done >= self.total
 
 
 class Reporter:
@@ -174,7 +161,7 @@ class Reporter:
 
     def warm_up(self, p: Pass, seconds: float) -> None:
         """After the pass's first FIRST seconds or batch: the time it will take, and the slice if long."""
-        share = p.fraction()
+        share = p.share or (p.done / p.total if p.total else 0.0)  # as told (``part``), else items done of all
         left = seconds * (1 - share) / share
         if left < SOON:
             return
@@ -184,9 +171,6 @@ class Reporter:
         tip = self.hint(seconds + left) if self.hint else None
         if tip:
             self.emit(tip)
-
-    def start(self) -> None:
-        pass
 
     def stop(self) -> None:
         with self.lock:
@@ -207,24 +191,35 @@ class Lines(Reporter):
         with self.lock:
             super().advance(p, n)
             now = self.clock()
-            if now - p.last >= self.every or p.finished:
+            if now - p.last >= self.every or p.done >= p.total:
                 self.report(p, now)
 
     def report(self, p: Pass, now: float) -> None:
-        p.last = now
-        self.emit(line(f"scoring with {p.name}", p.done, p.total, now - p.start, p.share))
+        """``scoring with expert: 48/160 items (30%), 4.1 items/s, 27s left`` (``in 39s`` when done); with the
+        share of the work told within a batch (``part``): ``5% of the work, about 60s left``."""
+        p.last, done, total, seconds, share = now, p.done, p.total, now - p.start, p.share
+        rate = done / seconds if seconds > 0 and done else float("inf")
+        part = f" ({100 * done / total:.0f}%)" if total else ""
+        if done >= total:
+            tail = f"done in {seconds:.0f}s"
+        elif share > 0 and seconds > 0:
+            tail = f"{max(share, 0.01):.0%} of the work, about {seconds * (1 - share) / share:.0f}s left"
+        elif done and rate != float("inf"):
+            tail = f"about {(total - done) / rate:.0f}s left"
+        else:
+            tail = f"{seconds:.0f}s so far, time left unknown"
+        self.emit(f"scoring with {p.name}: {done}/{total} items{part}, {rate_text(rate)} items/s, {tail}")
 
     def tick(self) -> None:
         """A line for the running pass if none came for ``every`` seconds (at least a second)."""
         with self.lock:
             p, now = self.active, self.clock()
-            if p is not None and not p.finished and now - p.last >= max(self.every, 1.0):
+            if p is not None and p.done < p.total and now - p.last >= max(self.every, 1.0):
                 self.report(p, now)
 
     def start(self) -> None:
         if self.heartbeat and self._stop is None:
-            self._stop = threading.Event()
-            stop = self._stop
+            stop = self._stop = threading.Event()
             threading.Thread(target=self._beat, args=(stop,), daemon=True, name="cscore-progress").start()
 
     def _beat(self, stop: threading.Event) -> None:
@@ -238,22 +233,6 @@ class Lines(Reporter):
         super().stop()
 
 
-def line(what: str, done: int, total: int, seconds: float, share: float = 0.0) -> str:
-    """``scoring with expert: 48/160 items (30%), 4.1 items/s, 27s left`` (``in 39s`` when done);
-    ``share``: of the work done, told within a batch (``5% of the work, about 60s left``)."""
-    rate = done / seconds if seconds > 0 and done else float("inf")
-    part = f" ({100 * done / total:.0f}%)" if total else ""
-    if done >= total:
-        tail = f"done in {seconds:.0f}s"
-    elif share > 0 and seconds > 0:
-        tail = f"{max(share, 0.01):.0%} of the work, about {seconds * (1 - share) / share:.0f}s left"
-    elif done and rate != float("inf"):
-        tail = f"about {(total - done) / rate:.0f}s left"
-    else:
-        tail = f"{seconds:.0f}s so far, time left unknown"
-    return f"{what}: {done}/{total} items{part}, {rate_text(rate)} items/s, {tail}"
-
-
 class Bar(Reporter):
     """The live rich bar (it redraws itself, elapsed time included); work and warm-up lines above it."""
 
@@ -265,9 +244,6 @@ class Bar(Reporter):
                                  rich.MofNCompleteColumn(), rich.TimeElapsedColumn(), rich.TimeRemainingColumn(),
                                  console=console)
         self.tasks: dict[int, rich.TaskID] = {}
-
-    def emit(self, text: str) -> None:
-        self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def factory(self, name: str, total: int) -> Pass:
         p = super().factory(name, total)

@@ -38,9 +38,7 @@ class Registry(Generic[T]):
     """Entries of one kind by name, each a subclass of ``base``; ``get`` raises ``error`` for an unknown name."""
 
     def __init__(self, what: str, base: type, error: type[CscoreError] = ConfigError):
-        self.what = what
-        self.base = base
-        self.error = error
+        self.what, self.base, self.error = what, base, error
         self.entries: dict[str, type[T]] = {}
         self.packages: list[str] = []  # the packages ``discover`` walked
 
@@ -60,8 +58,7 @@ class Registry(Generic[T]):
 
     def __call__(self, cls: type[C]) -> type[C]:
         """A class decorator that adds the class under its own ``name`` (``@REG`` on the class)."""
-        self.add(getattr(cls, "name", ""), cls)  # type: ignore[arg-type]
-        return cls
+        return self.register(getattr(cls, "name", ""))(cls)
 
     def add(self, name: str, cls: type[T]) -> None:
         if not (isinstance(cls, type) and issubclass(cls, self.base)):

@@ -118,9 +118,7 @@ def _read_json(path: Path):
 def read_metrics(run_dir: Path) -> dict | None:
     """The run's metrics, or None when it has none that a complete run would have written."""
     metrics = _read_json(Path(run_dir) / METRICS)
-    if not isinstance(metrics, dict) or any(k not in metrics for k in METRICS_KEYS if k != "schema"):
-        return None
-    return metrics
+    return metrics if isinstance(metrics, dict) and all(k in metrics for k in METRICS_KEYS if k != "schema") else None
 
 
 def is_complete(run_dir: Path, config_yaml: str | None = None) -> bool:

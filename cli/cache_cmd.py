@@ -114,9 +114,10 @@ def _part(value) -> str:
     return "-" if value is None else str(value)
 
 
-def wrapped(text: str, width: int, indent: str = "    ") -> list[str]:
-    """``text`` in lines of at most ``width`` characters (a word longer than that, a path, stays whole)."""
-    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+def wrapped(text: str, width: int, indent: str = "    ", hang: str = "  ") -> list[str]:
+    """``text`` in lines of at most ``width`` characters (a longer word, a path, stays whole), the lines after
+    the first indented ``hang`` more."""
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + hang,
                          break_on_hyphens=False, break_long_words=False) or [indent]
 
 
@@ -147,23 +148,6 @@ def show(console, lines: list[str]) -> None:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def cmd_ls(cache: StatsCache, console) -> None:
-    entries = sorted((summary(cache, k, cache.meta(k)) for k in cache.keys()),
-                     key=lambda e: (e["created"] or 0, e["key"]))  # oldest first
-    width = text_width(console)
-    if not entries:
-        show(console, [f"no statistics entries in {cache.root}"])
-    else:
-        extra = differing(entries)
-        total = sum(e["size"] for e in entries)
-        lines = [*wrapped(f"statistics cache: {cache.root}", width, ""), ""]
-        for e in entries:
-            lines += entry_lines(e, extra, width)
-        show(console, lines + wrapped(f"{len(entries)} entries, {human_bytes(total)} in total (cscore cache info "
-                                      "KEY: one in detail; cscore cache clear KEY: remove it)", width, ""))
-    models_ls(console)
-
-
 def model_entries(with_locks: bool = False) -> list[dict]:
     """Converted GGUF checkpoints and joined GGUF files under the cache folder (lock files only ``with_locks``)."""
     folders = [(kind, cache_root() / kind) for kind in MODEL_DIRS]
@@ -172,17 +156,29 @@ def model_entries(with_locks: bool = False) -> list[dict]:
             if with_locks or not p.name.endswith(".lock")]
 
 
-def models_ls(console) -> None:
-    entries = model_entries()
-    if not entries:
-        show(console, [f"no converted models in {cache_root()}"])
-        return
+def cmd_ls(cache: StatsCache, console) -> None:
+    """The statistics entries (oldest first), then the converted models."""
+    entries = sorted((summary(cache, k, cache.meta(k)) for k in cache.keys()),
+                     key=lambda e: (e["created"] or 0, e["key"]))
     width = text_width(console)
-    lines = ["", f"converted models: {cache_root()}"]
-    for e in entries:
-        lines += wrapped(f"{_when(e['created'])}  {human_bytes(e['size'])}  {e['kind']}/{e['name']}", width, "")
-    lines += wrapped(f"{len(entries)} files or folders, {human_bytes(sum(e['size'] for e in entries))} in total "
-                     "(cscore cache clear --models removes them; they are rebuilt on next use)", width, "")
+    if not entries:
+        lines = [f"no statistics entries in {cache.root}"]
+    else:
+        extra = differing(entries)
+        lines = [*wrapped(f"statistics cache: {cache.root}", width, ""), ""]
+        for e in entries:
+            lines += entry_lines(e, extra, width)
+        lines += wrapped(f"{len(entries)} entries, {human_bytes(sum(e['size'] for e in entries))} in total (cscore "
+                         "cache info KEY: one in detail; cscore cache clear KEY: remove it)", width, "")
+    models = model_entries()
+    if not models:
+        lines.append(f"no converted models in {cache_root()}")
+    else:
+        lines += ["", f"converted models: {cache_root()}"]
+        for e in models:
+            lines += wrapped(f"{_when(e['created'])}  {human_bytes(e['size'])}  {e['kind']}/{e['name']}", width, "")
+        lines += wrapped(f"{len(models)} files or folders, {human_bytes(sum(e['size'] for e in models))} in total "
+                         "(cscore cache clear --models removes them; they are rebuilt on next use)", width, "")
     show(console, lines)
 
 
@@ -205,11 +201,10 @@ def cmd_info(cache: StatsCache, key_prefix: str, console) -> None:
     ]
     width = text_width(console)
     for name, value in lines:
-        show(console, textwrap.wrap(f"{name:>12}  {value}", width, subsequent_indent=" " * 14,
-                                    break_on_hyphens=False, break_long_words=False))
+        show(console, wrapped(f"{name:>12}  {value}", width, "", " " * 14))
     for name in ("parts", "extra"):
         if meta.get(name):
-            console.print(f"{name}:", markup=False, highlight=False)
+            show(console, [f"{name}:"])
             for path, value in flat(meta[name]):
                 show(console, wrapped(f"{json.dumps(path)}: {json.dumps(value, sort_keys=True)}", width, "  "))
 
@@ -226,21 +221,17 @@ def flat(d: dict, prefix: str = "") -> list[tuple[str, object]]:
     return out
 
 
-def clear_models(console) -> None:
-    entries = model_entries(with_locks=True)
-    for e in entries:
-        if e["path"].is_dir():
-            shutil.rmtree(e["path"], ignore_errors=True)
-        else:
-            e["path"].unlink(missing_ok=True)
-    n = sum(not e["name"].endswith(".lock") for e in entries)
-    console.print(f"removed {n} converted model file(s) or folder(s), "
-                  f"freed {human_bytes(sum(e['size'] for e in entries))}")
-
-
 def cmd_clear(cache: StatsCache, keys: list[str], all_: bool, console, models: bool = False) -> None:
     if models:
-        clear_models(console)
+        entries = model_entries(with_locks=True)
+        for e in entries:
+            if e["path"].is_dir():
+                shutil.rmtree(e["path"], ignore_errors=True)
+            else:
+                e["path"].unlink(missing_ok=True)
+        n = sum(not e["name"].endswith(".lock") for e in entries)
+        console.print(f"removed {n} converted model file(s) or folder(s), "
+                      f"freed {human_bytes(sum(e['size'] for e in entries))}")
         if not all_ and not keys:
             return
     if all_ and keys:

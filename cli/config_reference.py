@@ -54,9 +54,8 @@ def rows(cls, prefix: str) -> list[str]:
         if is_dataclass(value):
             out += rows(type(value), f"{prefix}{f.name}.")
             continue
-        allowed = describe(f.metadata.get("spec"))
-        out.append(f"| `{prefix}{f.name}` | {type_name(f.type)} | {cell(value)} | {escape(allowed)} "
-                   f"| {escape(f.metadata.get('doc', ''))} |")
+        out.append(f"| `{prefix}{f.name}` | {type_name(f.type)} | {cell(value)} "
+                   f"| {escape(describe(f.metadata.get('spec')))} | {escape(f.metadata.get('doc', ''))} |")
     return out
 
 

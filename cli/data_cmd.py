@@ -66,8 +66,7 @@ def card(cfg: DictConfig) -> str:
               f"values ignored: {summary['ignored_values']}"]
     lines += [f"- {r['kind']} {r['count']}: {r['reason']}" for r in report.reasons()]
     left_out = [d for d in report.details() if d["kind"] != "ignored"]
-    for d in left_out[:SHOWN_ROWS]:
-        lines.append(f"  - {d['id']}: {d['kind']}, {d['reason']} {d['where']}".rstrip())
+    lines += [f"  - {d['id']}: {d['kind']}, {d['reason']} {d['where']}".rstrip() for d in left_out[:SHOWN_ROWS]]
     if len(left_out) > SHOWN_ROWS:
         lines.append(f"  - ... {len(left_out) - SHOWN_ROWS} more")
     return "\n".join(lines)

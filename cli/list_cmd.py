@@ -127,7 +127,4 @@ def main(argv: list[str]) -> None:
         if unknown or len(argv) > 1:
             raise ConfigError(f"cscore list: {'unknown kind ' + repr(unknown[0]) if unknown else 'one kind at a time'}"
                               f"; {USAGE.removeprefix('usage: ')}")
-        lines: list[str] = []
-        for what in argv or list(GROUPS):
-            lines += ([""] if lines else []) + section(what)
-        print("\n".join(lines))
+        print("\n\n".join("\n".join(section(what)) for what in argv or GROUPS))

@@ -13,22 +13,17 @@ from omegaconf import DictConfig
 from cscore import rundir
 
 
-def shown(folder: str) -> str:
-    """The folder as the user can type it from where they ran the sweep: relative when inside it."""
-    path = Path(folder)
-    with suppress(ValueError):  # a relative path, or one outside
-        path = path.relative_to(Path.cwd())
-    return shlex.quote(str(path))
-
-
 def next_line(sweep_dir: str) -> str:
-    """``next: cscore report <dir>   (N runs finished[, K failed])``."""
-    folder = Path(sweep_dir)
+    """``next: cscore report <dir>   (N runs finished[, K failed])``, the folder as the user can type it from where
+    they ran the sweep (relative when inside it)."""
+    folder = shown = Path(sweep_dir)
+    with suppress(ValueError):  # a relative path, or one outside
+        shown = folder.relative_to(Path.cwd())
     jobs = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
     done = sum((p / rundir.METRICS).is_file() for p in jobs)
     failed = sum((p / rundir.FAILED).is_file() for p in jobs)
     counts = f"{done} run{'s' * (done != 1)} finished" + (f", {failed} failed" if failed else "")
-    return f"next: cscore report {shown(sweep_dir)}   ({counts}: tables, significance and plots)"
+    return f"next: cscore report {shlex.quote(str(shown))}   ({counts}: tables, significance and plots)"
 
 
 class NextStep(Callback):

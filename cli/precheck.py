@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from cscore.cli.compose import composed, options, plain
 from cscore.cli.resume import MULTIRUN_FLAGS
 from cscore.errors import ConfigError
-from cscore.files import cache_root, folder_problem
+from cscore.files import cache_root, folder_problem, nearest
 from cscore.registry import suggest
 
 MAX_POINTS = 512  # larger command-line grids are checked job by job instead
@@ -25,8 +25,13 @@ def _missing_key_error(overrides, original: Exception) -> ConfigError:
     groups = [o for o in overrides if "." not in o.key_or_group and not o.is_add()]
     try:
         base = composed("config", [o.input_line for o in groups])
-    except ConfigCompositionException as err:
-        return ConfigError(_group_message(groups, err))
+    except ConfigCompositionException as err:  # an unknown option of a group
+        for o in groups:
+            known, value = options(o.key_or_group), o.value()
+            if known is not None and isinstance(value, str) and value not in known:
+                return ConfigError(f"no {o.key_or_group} config {value!r}{suggest(value, known)}; "
+                                   f"available: {', '.join(known)}")
+        return ConfigError(str(err).splitlines()[0])
     for o in overrides:
         if o.is_add() or o.is_delete() or "." not in o.key_or_group:
             continue
@@ -39,15 +44,6 @@ def _missing_key_error(overrides, original: Exception) -> ConfigError:
             return ConfigError(f"no setting {o.key_or_group}{hint}; "
                                f"to add a new key on purpose write +{o.key_or_group}=...")
     return ConfigError(str(original).splitlines()[0])
-
-
-def _group_message(groups, err) -> str:
-    for o in groups:
-        known, value = options(o.key_or_group), o.value()
-        if known is not None and isinstance(value, str) and value not in known:
-            return (f"no {o.key_or_group} config {value!r}{suggest(value, known)}; "
-                    f"available: {', '.join(known)}")
-    return str(err).splitlines()[0]
 
 
 def points(args: list[str]) -> list[list[str]] | None:
@@ -74,8 +70,7 @@ def check_output_dirs(args: list[str]) -> None:
         if key not in OUTPUT_DIRS or not value:
             continue
         path = Path(value.strip("'\"").split("${")[0] or ".").expanduser()  # the part before an interpolation
-        problem = folder_problem(path)
-        if problem is not None:
+        if (problem := folder_problem(path)) is not None:
             raise ConfigError(f"{key}={value}: {problem}")
 
 
@@ -118,10 +113,9 @@ def check_cache(run) -> None:
     if not ggufs or folder.is_dir():
         return
     where = f"{ggufs[0]} is converted once into {folder} (the cache: $CSCORE_CACHE, else ~/.cache/cscore)"
-    problem = folder_problem(folder)
-    if problem is not None:
+    if (problem := folder_problem(folder)) is not None:
         raise ConfigError(f"{where}, but {problem}; set CSCORE_CACHE to a writable folder")
-    ancestor = next(p for p in folder.parents if p.exists())
+    ancestor = nearest(folder)
     need, free = gguf_bytes(ggufs[0]), shutil.disk_usage(ancestor).free
     if need > free:
         raise ConfigError(f"{where}, which needs more than {need / 1e6:.0f} MB, but {ancestor} has "

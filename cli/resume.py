@@ -29,9 +29,8 @@ def earlier_dir(args: list[str], root: Path = OUTPUTS) -> list[str]:
     found = unfinished_sweep(root, task) if multirun else unfinished_run(root, task)
     if found is None or UNSAFE & set(str(found)):
         return args
-    what = "multirun" if multirun else "run"
-    print(f"cscore: resuming the unfinished {what} in {found} (the same command; resume=false starts a new one)",
-          file=sys.stderr, flush=True)
+    print(f"cscore: resuming the unfinished {'multirun' if multirun else 'run'} in {found} (the same command; "
+          "resume=false starts a new one)", file=sys.stderr, flush=True)
     return [*args, f"{key}='{found}'"]
 
 
