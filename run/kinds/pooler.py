@@ -52,8 +52,8 @@ class Pooler(TokenKind):
         table[f"{rundir.SCORE}{main.name}"] = cv.scores
         folds = [{**fold.summary(), "test_ids": table["id"].iloc[fold.test].astype(str).tolist(),
                   "n_test_labelled": int(np.isfinite(labels[fold.test]).sum())} for fold in cv.folds]
-        record = {"method": main.method, "variant": main.name, "aspect": aspect, "k": cv.k, "seed": cv.seed,
-                  "objective": cv.objective, "l2": cv.l2, "threshold": p.threshold,
+        record = {"method": main.method, "variant": main.name, "aspect": aspect, "k": p.folds, "seed": p.seed,
+                  "objective": p.objective, "l2": p.l2, "threshold": p.threshold,
                   "features": list(cdm_pooler.FEATURES), "group_column": "group",
                   "fold_assignment": "groups ranked by sha256(seed, group), cut into k runs", "folds": folds}
         scored.kept["pooler"] = {"record": record, "scores": cv.scores, "labels": labels,

@@ -5,7 +5,7 @@ the momenta m_t = log p_e - log p_a turns a hypothesis into one score; ``logisti
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -180,11 +180,7 @@ class Fold:
 class CrossValidation:
     scores: np.ndarray  # every item, scored by the model of its fold
     fold_of: np.ndarray  # the fold whose model scored each item
-    folds: list[Fold] = field(default_factory=list)
-    k: int = 0
-    seed: int = 0
-    objective: str = "logistic"
-    l2: float = 1.0
+    folds: list[Fold]
 
 
 def check_folds(labels, groups, *, folds: int = 5, seed: int = 0, objective: str = "logistic", l2: float = 1.0,
@@ -208,7 +204,7 @@ def cross_validate(sequences, labels, groups, *, folds: int = 5, seed: int = 0, 
         raise ValueError(f"{len(x)} sequences, {len(labels)} labels and {len(groups)} groups")
     fold_of = check_folds(labels, groups, folds=folds, seed=seed, objective=objective, l2=l2, threshold=threshold)
     scores = np.full(len(x), np.nan)
-    out = CrossValidation(scores, fold_of, [], folds, seed, objective, l2)
+    out = CrossValidation(scores, fold_of, [])
     for f in range(folds):
         test = np.flatnonzero(fold_of == f)
         train = np.flatnonzero(fold_of != f)

@@ -69,25 +69,6 @@ def with_defaults(name: str, params: Mapping) -> dict:
     return {**defaults(name), **params}
 
 
-def accepted_params(method: type[Method]) -> set[str]:
-    """A method's settings besides its name, variant and the aggregation keys."""
-    return {k for k in defaults_of(method.Params) if k not in NOT_PARAMS and k not in method.aggregation_keys()}
-
-
-def split_params(name: str, params: Mapping) -> tuple[dict, dict]:
-    """Split params into (token-level params, aggregation params); reject unknown keys."""
-    accepted, agg_keys = accepted_params(get(name)), get(name).aggregation_keys()
-    token, agg = {}, {}
-    for key, value in params.items():
-        if key in agg_keys:
-            agg[agg_keys[key]] = value
-        elif key in accepted:
-            token[key] = value
-        else:
-            raise ConfigError(f"method {name!r} has no parameter {key!r}; it takes {sorted(accepted | set(agg_keys))}")
-    return token, agg
-
-
 def check_params(name: str, params: Mapping, prefix: str = "method") -> dict:
     """The params converted to their types; a ConfigError names the first bad key and what it may be."""
     accepted = set(defaults(name))
@@ -107,8 +88,11 @@ def params(name: str, given: Mapping, prefix: str | None = None) -> MethodParams
     label = {k: given.pop(k) for k in NOT_PARAMS if k in given}
     if prefix is not None:
         return method.Params(**label, **check_params(name, given, prefix))
-    merged = with_defaults(name, given)
-    split_params(name, merged)  # an unknown key first, as ``has no parameter 'x'``
+    accepted = defaults(name)
+    for key in given:  # an unknown key first, as ``has no parameter 'x'``
+        if key not in accepted:
+            raise ConfigError(f"method {name!r} has no parameter {key!r}; it takes {sorted(accepted)}")
+    merged = {**accepted, **given}
     checked = check_params(name, {k: v for k, v in merged.items() if k != "norm"}, prefix=name)
     return method.Params(**label, **{**merged, **checked})
 

@@ -33,6 +33,7 @@ class Method:
     aliases: ClassVar[Mapping[str, str]] = {}
     aligned: ClassVar[bool] = False
     builds_on: ClassVar[tuple[str, ...]] = ()  # the methods whose module its own may import (a released variant)
+    reads_distributions: ClassVar[bool] = False  # the distributional statistics whatever its settings
 
     @classmethod
     def needs(cls, p: Any) -> tuple[str, ...]:
@@ -42,7 +43,7 @@ class Method:
     @classmethod
     def distributional(cls, settings: Mapping) -> bool:
         """Whether it reads the distributional statistics with these settings (then a joint pass)."""
-        return False
+        return cls.reads_distributions
 
     @classmethod
     def exits(cls, settings: Mapping) -> tuple[int, ...]:

@@ -34,10 +34,7 @@ class Binoculars(Method):
     name = "binoculars"
     aligned = False  # the distributional statistics need one vocabulary
     Params = BinocularsParams
-
-    @classmethod
-    def distributional(cls, settings) -> bool:
-        return True
+    reads_distributions = True
 
     @classmethod
     def token_scores(cls, stats, p: BinocularsParams) -> np.ndarray:

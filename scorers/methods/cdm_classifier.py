@@ -18,9 +18,8 @@ class CdmClassifierParams(MethodParams):
     skip_first: bool = common("skip_first", False)
     objective: str = setting("logistic", Param(str, choices=("logistic", "ridge")),
                              "logistic: the paper's classifier on binarised labels | ridge: regression onto the score")
-    l2: float = setting(
-        1.0, Param(float, lo=0.0, lo_open=True), "L2 penalty on the weights (features are standardised)"
-    )
+    l2: float = setting(1.0, Param(float, lo=0.0, lo_open=True),
+                        "L2 penalty on the weights (features are standardised)")
     threshold: float | None = setting(None, Param(float, nullable=True),
                                       "logistic: positive = human >= threshold; null: above the training folds' median")
     aspect: str | None = setting(None, Param(str, nullable=True),

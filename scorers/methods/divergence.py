@@ -31,14 +31,11 @@ class Divergence(Method):
     name = "divergence"
     aligned = False  # the distributional statistics need one vocabulary
     Params = DivergenceParams
+    reads_distributions = True
 
     @classmethod
     def needs(cls, p: DivergenceParams) -> tuple[str, ...]:
         return (p.model,) if p.statistic == "entropy" else ("expert", "amateur")
-
-    @classmethod
-    def distributional(cls, settings) -> bool:
-        return True
 
     @classmethod
     def token_scores(cls, stats, p: DivergenceParams) -> np.ndarray:

@@ -68,14 +68,11 @@ class Dola(Method):
     name = "dola"
     aligned = False  # one model's layers: a cross-family pair has nothing to add
     Params = DolaParams
+    reads_distributions = True
 
     @classmethod
     def needs(cls, p: DolaParams) -> tuple[str, ...]:
         return ("expert",)
-
-    @classmethod
-    def distributional(cls, settings: Mapping) -> bool:
-        return True
 
     @classmethod
     def exits(cls, settings: Mapping) -> tuple[int, ...]:

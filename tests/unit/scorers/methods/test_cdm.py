@@ -112,8 +112,7 @@ def test_pooling_is_validated_and_is_the_norm_of_cdm():
         methods.check_params("cdm", {"pooling": "median"})
     with pytest.raises(ConfigError, match="has no parameter method.norm"):  # cdm calls it pooling
         methods.check_params("cdm", {"norm": "mean"})
-    assert methods.split_params("cdm", {"pooling": "min", "t": 1.0, "skip_first": True}) == (
-        {"t": 1.0}, {"norm": "min", "skip_first": True})
+    assert methods.get("cdm").aggregation_keys() == {"pooling": "norm", "skip_first": "skip_first"}
     # the other methods keep norm and its length normalisations
     with pytest.raises(ConfigError, match=re.escape("method.norm must be sum | mean | sqrt, got 'max'")):
         methods.check_params("single", {"norm": "max"})
