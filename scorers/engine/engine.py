@@ -207,11 +207,10 @@ def run_base(model, ids, mask, positions, items, batch_rows, where):
             hyps.append((r, first, len(items[i][1])))
         prompts = list(spans.values())
         if packed_path(model) == "flex":
-            block_mask = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
-            switch = packed_attention.switched(model, packed_attention.FLEX_NAME, block_mask)
+            packing = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
         else:
-            lay = packed_attention.layout(prompts, hyps, ids.device)
-            switch = packed_attention.switched(model, packed_attention.NAME, lay)
+            packing = packed_attention.layout(prompts, hyps, ids.device)
+        switch = packed_attention.switched(model, packing)
     elif mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
         raise ValueError("a key-padding-only mask needs a model that takes packed_attention")
     with switch:
