@@ -235,7 +235,7 @@ def test_packed_attention_equals_the_dense_block_causal_mask(models, side, promp
 
     model = models["float64"]
     monkeypatch.setattr(packed_attention, "BATCH_PROMPTS", prompts)
-    monkeypatch.setattr(engine, "SPARSE_ON_CUDA", True)  # where the models load on a GPU, its sparse path too
+    monkeypatch.setattr(engine, "PACKED_CUDA", "sparse")  # where the models load on a GPU, its sparse path too
     sparse, seen = run_spied(model, monkeypatch, packed_attention.Layout, side)
     monkeypatch.setattr(engine, "SPARSE_PACKED", False)
     dense, _ = run(model, token_budget=70, padding_side=side)
@@ -323,10 +323,10 @@ def test_cuda_packs_rows_under_the_dense_mask(models, monkeypatch):
     model = models["float64"].to("cuda")
     try:
         assert not engine.sparse_packed(model)
-        monkeypatch.setattr(engine, "SPARSE_ON_CUDA", True)
+        monkeypatch.setattr(engine, "PACKED_CUDA", "sparse")
         assert engine.sparse_packed(model)
         sparse, _ = run(model, token_budget=70)
-        monkeypatch.setattr(engine, "SPARSE_ON_CUDA", False)
+        monkeypatch.setattr(engine, "PACKED_CUDA", "dense")
         dense, _ = run(model, token_budget=70)
         assert_same(sparse, dense, atol=1e-12)
     finally:
