@@ -176,19 +176,16 @@ def flat_rows(items, rows, device):
 
 
 SPARSE_PACKED = True  # packed rows through packed_attention (False: the dense block-causal mask; benchmarks)
-SPARSE_ON_CUDA = False  # on an H100 one dense masked call per layer was faster (docs/performance.md#gpu)
 # packed rows of SDPA models: "sparse" (packed_attention), "flex" (flex_attention), "dense" (one masked call)
 PACKED_CPU = "sparse"
-PACKED_CUDA = "dense"  # measured: docs/performance.md#gpu
+PACKED_CUDA = "dense"  # on an H100 one dense masked call per layer was faster (docs/performance.md#gpu)
 
 
 def packed_path(model) -> str:
     """How packed rows of ``model`` run: "sparse", "flex" or "dense" (models packed_attention cannot take)."""
     if not (SPARSE_PACKED and packed_attention.usable(model)):
         return "dense"
-    if next(model.parameters()).device.type != "cuda":
-        return PACKED_CPU
-    return "sparse" if SPARSE_ON_CUDA else PACKED_CUDA
+    return PACKED_CUDA if next(model.parameters()).device.type == "cuda" else PACKED_CPU
 
 
 def sparse_packed(model) -> bool:
@@ -207,11 +204,10 @@ def run_base(model, ids, mask, positions, items, batch_rows, where):
             hyps.append((r, first, len(items[i][1])))
         prompts = list(spans.values())
         if packed_path(model) == "flex":
-            block_mask = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
-            switch = packed_attention.switched(model, packed_attention.FLEX_NAME, block_mask)
+            packing = packed_attention.flex_mask(prompts, hyps, tuple(ids.shape), ids.device)
         else:
-            lay = packed_attention.layout(prompts, hyps, ids.device)
-            switch = packed_attention.switched(model, packed_attention.NAME, lay)
+            packing = packed_attention.layout(prompts, hyps, ids.device)
+        switch = packed_attention.switched(model, packing)
     elif mask.dim() == 4 and mask.shape[-2] == 1 and mask.shape[-1] > 1:
         raise ValueError("a key-padding-only mask needs a model that takes packed_attention")
     with switch:

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from cscore.scorers.engine.transfer import upload
 
 NAME = "cscore_packed"
-_LAYOUT: ContextVar["Layout | None"] = ContextVar("cscore_packed_layout", default=None)
+_PACKED: ContextVar = ContextVar("cscore_packed", default=None)  # the batch's Layout or flex_mask (``switched``)
 
 
 @dataclass
@@ -100,14 +100,18 @@ def causal(length: int, window: int | None, device) -> dict:
 
 
 def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
-    """query [B, H, L, D], key / value [B, Hkv, L, D] -> ([B, L, H, D], None), as transformers' SDPA."""
+    """query [B, H, L, D], key / value [B, Hkv, L, D] -> ([B, L, H, D], None), as transformers' SDPA; under a
+    ``flex_mask`` through flex_attention (plain SDPA while no layout or mask is set)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    lay = _LAYOUT.get()
+    lay = _PACKED.get()
     if lay is None or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)  # is_causal, when given, among them
     gqa = query.shape[1] != key.shape[1]
+    if not isinstance(lay, Layout):  # a flex_mask
+        return _flex_attention(query.device.type)(query, key, value, block_mask=lay, scale=scaling,
+                                                  enable_gqa=gqa).transpose(1, 2), None
     # enable_gqa with a mask: not on CUDA (SDPA would fall back to its math kernel)
     masked_gqa = gqa and query.device.type != "cuda"
     window = kwargs.get("sliding_window")  # a sliding-window layer's (transformers passes it), else None
@@ -158,10 +162,6 @@ def flex_mask(rows: list[tuple[int, int, int]], hyps: list[tuple[int, int, int]]
                              _compile=torch.device(device).type == "cuda")
 
 
-_FLEX: ContextVar = ContextVar("cscore_flex_mask", default=None)
-FLEX_NAME = "cscore_flex"
-
-
 @functools.cache
 def _flex_attention(device_type: str):
     """flex_attention, compiled on CUDA (its eager form is a reference implementation)."""
@@ -170,25 +170,10 @@ def _flex_attention(device_type: str):
     return torch.compile(flex_attention, dynamic=True) if device_type == "cuda" else flex_attention
 
 
-def flex_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
-                           **kwargs):
-    """As ``attention``, through flex_attention under the batch's ``flex_mask`` (plain SDPA while none is set)."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    mask = _FLEX.get()
-    if mask is None or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)  # is_causal, when given, among them
-    out = _flex_attention(query.device.type)(query, key, value, block_mask=mask, scale=scaling,
-                                        enable_gqa=query.shape[1] != key.shape[1])
-    return out.transpose(1, 2), None
-
-
 def register() -> None:
     from transformers import AttentionInterface
 
     AttentionInterface.register(NAME, attention)
-    AttentionInterface.register(FLEX_NAME, flex_attention_forward)
 
 
 def usable(model) -> bool:
@@ -199,21 +184,20 @@ def usable(model) -> bool:
 
 
 @contextmanager
-def switched(model, name: str, value):
-    """Run ``model``'s attention for the block inside through ``attention`` (``name`` ``NAME``, ``value`` a
-    ``Layout``) or flex_attention (``FLEX_NAME``, ``value`` a ``flex_mask``)."""
-    var: ContextVar = {NAME: _LAYOUT, FLEX_NAME: _FLEX}[name]
+def switched(model, value):
+    """Run ``model``'s attention for the block inside through ``attention`` (``value`` a ``Layout`` or a
+    ``flex_mask``)."""
     configs = {id(m.config): m.config for m in model.modules() if getattr(m, "config", None) is not None}
     saved = {k: c._attn_implementation for k, c in configs.items()}
-    token = var.set(value)
+    token = _PACKED.set(value)
     try:
         for c in configs.values():
-            c._attn_implementation = name
+            c._attn_implementation = NAME
         yield
     finally:
         for k, c in configs.items():
             c._attn_implementation = saved[k]
-        var.reset(token)
+        _PACKED.reset(token)
 
 
 register()

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from cscore.errors import ConfigError
 from cscore.scorers.engine import head_stream
-from cscore.scorers.engine.head import chunk_rows, token_statistics
+from cscore.scorers.engine.head import chunk_rows, prepared, token_statistics
 from cscore.scorers.engine.pass_options import PassOptions
 from cscore.scorers.engine.passes import EngineReport, Outputs, check_inputs, deal, run_batches
 from cscore.scorers.engine.stats import TokenStats
@@ -54,12 +54,6 @@ def raw_logits(model, states: torch.Tensor) -> torch.Tensor:
     return logits
 
 
-def head_logits(model, states: torch.Tensor) -> torch.Tensor:
-    """Logits from decoder states as the model computes them (at least float32)."""
-    logits = raw_logits(model, states)
-    return logits if logits.dtype == torch.float64 else logits.float()
-
-
 def check_head(model, enc_ids: list[int], start: int, device) -> None:
     """The head recipe must give the model's own logits (else: an architecture cscore does not know)."""
     enc = torch.tensor([enc_ids[:8]], device=device)
@@ -68,7 +62,7 @@ def check_head(model, enc_ids: list[int], start: int, device) -> None:
     states = model.get_encoder()(input_ids=enc, attention_mask=torch.ones_like(enc)).last_hidden_state
     out = model.get_decoder()(input_ids=dec, encoder_hidden_states=states, encoder_attention_mask=torch.ones_like(enc),
                               use_cache=False).last_hidden_state
-    got = head_logits(model, out[0, -1:])[0]
+    got = prepared(raw_logits(model, out[0, -1:])[0], None)  # at least float32
     want = want.to(got.dtype)
     if not torch.allclose(got, want, rtol=1e-3, atol=1e-3 * (1.0 + float(want.abs().max()))):
         raise ConfigError(f"cscore does not know how {type(model).__name__} turns decoder states into logits "

@@ -31,16 +31,6 @@ TRANSFORMERS_MAJOR = int(TRANSFORMERS_VERSION.split(".")[0])
 CACHE_HINT = "set CSCORE_CACHE to a writable folder with room (converted models are cached there)"
 
 
-def locate_packaged_gguf(name: str) -> Path:
-    """A GGUF file shipped in PyPI wheels, found through package metadata (split files joined once)."""
-    files = packaged_files(name)
-    entry = PACKAGED_GGUF[name]
-    if not entry.parts:
-        return files[0]
-    assert entry.sha256 is not None, f"PACKAGED_GGUF[{name!r}]: a split file names its digest"
-    return join_parts(files, cache_root() / "gguf" / entry.sha256[:16] / entry.file, entry.sha256, entry.hint)
-
-
 def join_parts(parts: list[Path], target: Path, sha256: str, hint: str) -> Path:
     """Concatenate ``parts`` into ``target`` once, renamed into place only once its SHA-256 matched."""
     if target.is_file():
@@ -150,7 +140,15 @@ def one_line(err: BaseException) -> str:
 def gguf_path(spec: str) -> Path:
     """The GGUF file a ``gguf:`` spec names, checked to be one."""
     rest = spec[len("gguf:"):]
-    path = Path(rest).expanduser() if names_a_path(rest) else locate_packaged_gguf(rest)
+    if names_a_path(rest):
+        path = Path(rest).expanduser()
+    else:  # shipped in PyPI wheels, found through package metadata; a split file's parts joined once
+        files, entry = packaged_files(rest), PACKAGED_GGUF[rest]
+        path = files[0]
+        if entry.parts:
+            assert entry.sha256 is not None, f"PACKAGED_GGUF[{rest!r}]: a split file names its digest"
+            path = join_parts(files, cache_root() / "gguf" / entry.sha256[:16] / entry.file,
+                              entry.sha256, entry.hint)
     check_gguf_file(path, spec)
     return path
 

@@ -72,14 +72,11 @@ def no_accelerator() -> bool:
 
 def device_and_dtype(device: str, dtype: str) -> tuple[str, str] | None:
     """(device type, torch dtype name) as the model loader resolves them, where known without torch; else None."""
-    if device == "auto":
-        if not no_accelerator():
-            return None
-        kind = "cpu"
-    elif _DEVICE.match(device):
-        kind = device.split(":")[0]
-    else:
+    if device == "auto" and no_accelerator():
+        device = "cpu"
+    if not _DEVICE.match(device):  # auto with an accelerator: which one torch picks is unknown here
         return None
+    kind = device.split(":")[0]
     if dtype == "auto":
         return kind, "torch.bfloat16" if kind == "cuda" else "torch.float32"
     return (kind, f"torch.{DTYPES[dtype]}") if dtype in DTYPES else None

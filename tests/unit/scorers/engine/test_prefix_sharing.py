@@ -235,32 +235,32 @@ def test_packed_attention_equals_the_dense_block_causal_mask(models, side, promp
 
     model = models["float64"]
     monkeypatch.setattr(packed_attention, "BATCH_PROMPTS", prompts)
-    monkeypatch.setattr(engine, "SPARSE_ON_CUDA", True)  # where the models load on a GPU, its sparse path too
-    sparse, seen = run_spied(model, monkeypatch, "attention", packed_attention._LAYOUT, side)
+    monkeypatch.setattr(engine, "PACKED_CUDA", "sparse")  # where the models load on a GPU, its sparse path too
+    sparse, seen = run_spied(model, monkeypatch, packed_attention.Layout, side)
     monkeypatch.setattr(engine, "SPARSE_PACKED", False)
     dense, _ = run(model, token_budget=70, padding_side=side)
     assert seen and model.config._attn_implementation == "sdpa"
     assert_same(sparse, dense, atol=1e-12)
 
 
-def run_spied(model, monkeypatch, name: str, var, side: str):
-    """``run`` with packed_attention's registered function ``name`` spied on: (statistics, whether
-    some call saw its layout or mask ``var`` set). The function is looked up by name at each forward."""
+def run_spied(model, monkeypatch, kind: type, side: str):
+    """``run`` with packed_attention's registered function spied on: (statistics, whether some call saw
+    a layout or mask of type ``kind`` set). The function is looked up by name at each forward."""
     from cscore.scorers.engine import packed_attention
 
     seen = []
-    real = getattr(packed_attention, name)
+    real = packed_attention.attention
 
     def spy(*args, **kwargs):
-        seen.append(var.get() is not None)
+        seen.append(isinstance(packed_attention._PACKED.get(), kind))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(packed_attention, name, spy)
+    monkeypatch.setattr(packed_attention, "attention", spy)
     packed_attention.register()
     try:
         got, _ = run(model, token_budget=70, padding_side=side)
     finally:
-        monkeypatch.setattr(packed_attention, name, real)
+        monkeypatch.setattr(packed_attention, "attention", real)
         packed_attention.register()
     return got, any(seen)
 
@@ -323,10 +323,10 @@ def test_cuda_packs_rows_under_the_dense_mask(models, monkeypatch):
     model = models["float64"].to("cuda")
     try:
         assert not engine.sparse_packed(model)
-        monkeypatch.setattr(engine, "SPARSE_ON_CUDA", True)
+        monkeypatch.setattr(engine, "PACKED_CUDA", "sparse")
         assert engine.sparse_packed(model)
         sparse, _ = run(model, token_budget=70)
-        monkeypatch.setattr(engine, "SPARSE_ON_CUDA", False)
+        monkeypatch.setattr(engine, "PACKED_CUDA", "dense")
         dense, _ = run(model, token_budget=70)
         assert_same(sparse, dense, atol=1e-12)
     finally:
@@ -338,13 +338,13 @@ def test_flex_attention_block_mask_equals_the_dense_mask(models, side, monkeypat
     """packed_path "flex" (flex_attention under a BlockMask of the block-causal pattern; on CUDA
     compiled, here its eager reference form): the dense mask's numbers, and the flex path is
     really taken for the packed batches."""
-    from cscore.scorers.engine import packed_attention
+    from torch.nn.attention.flex_attention import BlockMask
 
     model = models["float64"]
     monkeypatch.setattr(engine, "PACKED_CPU", "flex")
     monkeypatch.setattr(engine, "PACKED_CUDA", "flex")
     assert engine.packed_path(model) == "flex" and engine.sparse_packed(model)
-    flex, seen = run_spied(model, monkeypatch, "flex_attention_forward", packed_attention._FLEX, side)
+    flex, seen = run_spied(model, monkeypatch, BlockMask, side)
     monkeypatch.setattr(engine, "SPARSE_PACKED", False)
     dense, _ = run(model, token_budget=70, padding_side=side)
     assert seen and model.config._attn_implementation == "sdpa"

@@ -475,7 +475,7 @@ def naive_head(model, states):
 def test_check_head_refuses_a_head_recipe_that_differs_from_the_model(loaded, items, name, known, monkeypatch):
     model = loaded[name, "float32"].model
     its = items[family(name)][:2]
-    monkeypatch.setattr(seq2seq, "head_logits", naive_head)
+    monkeypatch.setattr(seq2seq, "raw_logits", naive_head)
     if known:  # no scaling, no bias: the naive recipe is the model's
         seq2seq.compute(model, its, temperatures=(1.0,), pad_id=PAD)
     else:
