@@ -69,9 +69,9 @@ def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> re
     start = len(rows)
     labels = list(dict.fromkeys(avg["label"]))
     means = avg.pivot(index="label", columns="correlation", values="mean")
+    fewest = avg.groupby("label", sort=False)["ranges"].min()
     for lb in labels:
-        part = avg[avg["label"] == lb]
-        n, of = int(part["ranges"].min()), int(part["of"].iloc[0])
+        n, of = int(fewest[lb]), int(avg["of"].iloc[0])
         where = "mean" if n == of else f"mean of {n} of {of}"
         rows.append((lb, [where] + [_cell(means.at[lb, k], math.nan) for k in CORRELATIONS]))
     for j, k in enumerate(CORRELATIONS, start=1):
@@ -85,18 +85,16 @@ def range_bias_table(avg: pd.DataFrame, title: str, signature: str = "") -> rend
     rows, best = [], set()
     labels = list(dict.fromkeys(avg["label"]))
     key = avg.set_index(["label", "correlation"])
+    fewest = avg.groupby("label", sort=False)["ranges"].min()
     grid = np.full((len(labels), 3 * len(CORRELATIONS)), np.nan)
     for i, lb in enumerate(labels):
         cells = []
         for j, k in enumerate(CORRELATIONS):
             r = key.loc[(lb, k)]
-            few = r["ranges"] < 2
-            grid[i, 3 * j:3 * j + 3] = [r["mean"], math.nan if few else r["std"], math.nan if few else r["spread"]]
-            spread = [FEW_RANGES if few else render.number(r[c]) for c in ("std", "spread")]
-            cells += [render.number(r["mean"]), *spread]
-        part = avg[avg["label"] == lb]
-        cells.append(f"{int(part['ranges'].min())}/{int(part['of'].iloc[0])}")
-        rows.append((lb, cells))
+            grid[i, 3 * j:3 * j + 3] = r[["mean", "std", "spread"]]  # std, spread: nan over fewer than 2 ranges
+            cells += [render.number(r["mean"])] + [FEW_RANGES if r["ranges"] < 2 else render.number(r[c])
+                                                   for c in ("std", "spread")]
+        rows.append((lb, cells + [f"{int(fewest[lb])}/{int(avg['of'].iloc[0])}"]))
     for j in range(grid.shape[1]):
         best |= render.top_cells(grid[:, j], j, top=np.nanmax if j % 3 == 0 else np.nanmin)
     return render.Table(title, columns, rows, signature, "Model", best)

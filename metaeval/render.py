@@ -134,11 +134,8 @@ def compact(t: Table, width: int) -> Table:
     import textwrap
 
     room = max(12, width // 4)
-
-    def name(text: str) -> str:
-        return "\n".join(textwrap.wrap(text, room, break_long_words=False)) or text
-
-    rows = [(name(n), ["\n".join(c.split(" ", 1)) for c in cells]) for n, cells in t.rows]
+    rows = [("\n".join(textwrap.wrap(n, room, break_long_words=False)) or n,
+             ["\n".join(c.split(" ", 1)) for c in cells]) for n, cells in t.rows]
     return Table(t.title, t.columns, rows, t.signature, t.row_header, t.best)
 
 
