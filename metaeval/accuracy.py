@@ -38,13 +38,6 @@ def alternate_cut(n: int) -> np.ndarray:
     return np.arange(n) % 2 == 0
 
 
-def human_labels(human, human_threshold: float | None = None) -> np.ndarray:
-    """1 where the human score reaches ``human_threshold`` (default: the highest score present)."""
-    h = np.asarray(human, dtype=np.float64)
-    cut = np.nanmax(h) if human_threshold is None else human_threshold
-    return h >= cut
-
-
 def majority_top(ratings, top: float) -> np.ndarray:
     """SummaC's SummEval label per row of ``ratings`` (NaN: no rater): more than half the raters gave ``top``."""
     r = np.asarray(ratings, dtype=np.float64)
@@ -63,16 +56,16 @@ def majority_from_mean(mean, raters: int, lo: int, hi: int) -> tuple[np.ndarray,
 
 def summac_accuracy(metric, human, *, dev=None, human_threshold: float | None = None, labels=None) -> dict:
     """SummaC protocol: ``value`` (test balanced accuracy), ``threshold``, ``dev_value``, ``n_dev``, ``n_test``;
-    ``dev`` and ``labels`` default to ``alternate_cut`` and ``human_labels``; non-finite rows dropped after the cut."""
+    ``dev`` defaults to ``alternate_cut``, ``labels`` to 1 where the human score reaches ``human_threshold``
+    (default: the highest finite score); non-finite rows dropped after the cut."""
     m, h = np.asarray(metric, dtype=np.float64).ravel(), np.asarray(human, dtype=np.float64).ravel()
     if len(m) != len(h) or (labels is not None and len(labels) != len(h)):
         raise ValueError("metric, human and labels must have the same length")
     dev = alternate_cut(len(m)) if dev is None else np.asarray(dev, dtype=bool)
     ok = np.isfinite(m) & np.isfinite(h)
-    if labels is not None:
-        y = np.asarray(labels, dtype=bool)[ok]
-    else:
-        y = human_labels(h[ok], human_threshold) if ok.any() else np.zeros(0, dtype=bool)
+    if labels is None:
+        labels = h >= (h[ok].max(initial=-np.inf) if human_threshold is None else human_threshold)
+    y = np.asarray(labels, dtype=bool)[ok]
     m, dev = m[ok], dev[ok]
     thr, dev_value = choose_threshold(m[dev], y[dev])
     test = ~dev

@@ -159,8 +159,7 @@ def reported_rows(study: Study, selections: list[pd.DataFrame]) -> list[dict]:
                             "pair": point.pair, "score": score, "lam": point.lam if role == "contrast" else 0.0,
                             "t": point.t if role == "contrast" else math.nan, "column": col, "frame": frame,
                             "parse": parse, "rule": point.parse})
-    order = {r: i for i, r in enumerate(ROLES)}
-    return sorted(out, key=lambda r: (r["lo"], r["hi"], r["score"] != "parsed", order[r["role"]]))
+    return sorted(out, key=lambda r: (r["lo"], r["hi"], r["score"] != "parsed", ROLES.index(r["role"])))
 
 
 def correlations(study: Study, rows: list[dict], criterion: Criterion = Criterion(), *, bootstrap: int = 1000,

@@ -13,16 +13,6 @@ from cscore.metaeval.spec import Spec
 from cscore.progress import Progress
 
 
-def judge_units_warning(rep: judge.JudgeReport, spec: Spec) -> str:
-    """``few_units_warning`` for the fewest documents (or rows) behind a reported correlation."""
-    if not spec.bootstrap or rep.long.empty:
-        return ""
-    grouped = "group" in rep.study.points[0].frame.columns and spec.resample == "groups"
-    unit, count = ("documents", "n_groups") if grouped else ("rows", "n")
-    return few_units_warning(int(rep.long[count].min()), f"{unit} in the reported rows",
-                             "the bootstrap intervals (±)")
-
-
 def judge_section(runs, spec: Spec, out: Path, console, progress: Progress,
                   select_by: str = "spearman") -> list[str]:
     """The judge studies among ``runs``: writes their files, prints their tables, returns report.md's lines."""
@@ -40,7 +30,11 @@ def judge_section(runs, spec: Spec, out: Path, console, progress: Progress,
             frame.to_csv(out / f"{stem}_{name}.csv", index=False)
         lines += ["", f"Files `{stem}_*`: judge runs on {study.data}, aspect {study.aspect}: "
                       f"{len(study.points)} grid points"]
-        lines += warn(stem, judge_units_warning(rep, spec), console)
+        if spec.bootstrap and not rep.long.empty:  # the fewest documents (or rows) behind a reported correlation
+            grouped = "group" in study.points[0].frame.columns and spec.resample == "groups"
+            unit, count = ("documents", "n_groups") if grouped else ("rows", "n")
+            lines += warn(stem, few_units_warning(int(rep.long[count].min()), f"{unit} in the reported rows",
+                                                  "the bootstrap intervals (±)"), console)
         if not study.has_dev_split:
             lines += ["", f"**{judge.NO_DEV}**"]
             console.print(f"[bold yellow]{escape(stem)}: {escape(judge.NO_DEV)}[/]")

@@ -50,15 +50,6 @@ def _cell(value: float, half: float) -> str:
     return f"{value:.4f} ± {half:.4f}" if np.isfinite(half) else f"{value:.4f}"
 
 
-def _marked(values, j: int, start: int = 0, top=np.nanmax) -> set:
-    """The cells (start + i, j) of column j that hold its ``top`` finite value (none if none is finite)."""
-    vals = np.asarray(values, dtype=float)
-    if not np.isfinite(vals).any():
-        return set()
-    best = top(vals)
-    return {(start + i, j) for i, v in enumerate(vals) if v == best}
-
-
 def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> render.Table:
     """Paper Tables 1-2: per range 'value ± half-width' per correlation, then the mean over ranges; best marked."""
     columns = ["Range"] + [SHORT[k] for k in CORRELATIONS]
@@ -72,19 +63,19 @@ def correlation_table(long: pd.DataFrame, title: str, signature: str = "") -> re
             cells = [_cell(*cell.get((lo, hi, lb, k), (math.nan, math.nan))) for k in CORRELATIONS]
             rows.append((lb, [f"{lo}-{hi}"] + cells))
         for j, k in enumerate(CORRELATIONS, start=1):
-            best |= _marked([cell.get((lo, hi, lb, k), (math.nan,))[0] for lb in labels], j, start)
+            best |= render.top_cells([cell.get((lo, hi, lb, k), (math.nan,))[0] for lb in labels], j, start)
     avg = across_ranges(long)
     rows.append((AVERAGE_HEADER, [""] * len(columns)))
     start = len(rows)
     labels = list(dict.fromkeys(avg["label"]))
     means = avg.pivot(index="label", columns="correlation", values="mean")
+    fewest = avg.groupby("label", sort=False)["ranges"].min()
     for lb in labels:
-        part = avg[avg["label"] == lb]
-        n, of = int(part["ranges"].min()), int(part["of"].iloc[0])
+        n, of = int(fewest[lb]), int(avg["of"].iloc[0])
         where = "mean" if n == of else f"mean of {n} of {of}"
         rows.append((lb, [where] + [_cell(means.at[lb, k], math.nan) for k in CORRELATIONS]))
     for j, k in enumerate(CORRELATIONS, start=1):
-        best |= _marked(means.loc[labels, k], j, start)
+        best |= render.top_cells(means.loc[labels, k], j, start)
     return render.Table(title, columns, rows, signature, "Model", best)
 
 
@@ -94,20 +85,18 @@ def range_bias_table(avg: pd.DataFrame, title: str, signature: str = "") -> rend
     rows, best = [], set()
     labels = list(dict.fromkeys(avg["label"]))
     key = avg.set_index(["label", "correlation"])
+    fewest = avg.groupby("label", sort=False)["ranges"].min()
     grid = np.full((len(labels), 3 * len(CORRELATIONS)), np.nan)
     for i, lb in enumerate(labels):
         cells = []
         for j, k in enumerate(CORRELATIONS):
             r = key.loc[(lb, k)]
-            few = r["ranges"] < 2
-            grid[i, 3 * j:3 * j + 3] = [r["mean"], math.nan if few else r["std"], math.nan if few else r["spread"]]
-            spread = [FEW_RANGES if few else render.number(r[c]) for c in ("std", "spread")]
-            cells += [render.number(r["mean"]), *spread]
-        part = avg[avg["label"] == lb]
-        cells.append(f"{int(part['ranges'].min())}/{int(part['of'].iloc[0])}")
-        rows.append((lb, cells))
+            grid[i, 3 * j:3 * j + 3] = r[["mean", "std", "spread"]]  # std, spread: nan over fewer than 2 ranges
+            cells += [render.number(r["mean"])] + [FEW_RANGES if r["ranges"] < 2 else render.number(r[c])
+                                                   for c in ("std", "spread")]
+        rows.append((lb, cells + [f"{int(fewest[lb])}/{int(avg['of'].iloc[0])}"]))
     for j in range(grid.shape[1]):
-        best |= _marked(grid[:, j], j, top=np.nanmax if j % 3 == 0 else np.nanmin)
+        best |= render.top_cells(grid[:, j], j, top=np.nanmax if j % 3 == 0 else np.nanmin)
     return render.Table(title, columns, rows, signature, "Model", best)
 
 

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 
@@ -39,12 +40,17 @@ def plain(value) -> str:
 def from_frame(frame: pd.DataFrame, title: str, signature: str = "", cell=plain, best: bool = False) -> Table:
     """Rows = the frame's index, columns = its columns, each cell ``cell(value)``; ``best``: mark each column's top."""
     rows = [(str(idx), [cell(v) for v in row]) for idx, row in frame.iterrows()]
-    marked = set()
-    if best:
-        for j, col in enumerate(frame.columns):
-            top = frame[col].max(skipna=True)
-            marked |= {(i, j) for i, v in enumerate(frame[col]) if pd.notna(v) and v == top}
+    marked = set().union(*(top_cells(frame[col], j) for j, col in enumerate(frame.columns))) if best else set()
     return Table(title, [str(c) for c in frame.columns], rows, signature, str(frame.index.name or ""), marked)
+
+
+def top_cells(values, j: int, start: int = 0, top=np.nanmax) -> set:
+    """The cells (start + i, j) of column j that hold its ``top`` finite value (none if none is finite)."""
+    vals = np.asarray(values, dtype=float)
+    if not np.isfinite(vals).any():
+        return set()
+    best = top(vals)
+    return {(start + i, j) for i, v in enumerate(vals) if v == best}
 
 
 def _cells(t: Table, mark: str, esc=str) -> list[tuple[str, list[str]]]:
@@ -128,11 +134,8 @@ def compact(t: Table, width: int) -> Table:
     import textwrap
 
     room = max(12, width // 4)
-
-    def name(text: str) -> str:
-        return "\n".join(textwrap.wrap(text, room, break_long_words=False)) or text
-
-    rows = [(name(n), ["\n".join(c.split(" ", 1)) for c in cells]) for n, cells in t.rows]
+    rows = [("\n".join(textwrap.wrap(n, room, break_long_words=False)) or n,
+             ["\n".join(c.split(" ", 1)) for c in cells]) for n, cells in t.rows]
     return Table(t.title, t.columns, rows, t.signature, t.row_header, t.best)
 
 

@@ -78,36 +78,27 @@ def describe_key(key: str) -> str:
     return ", ".join(parts)
 
 
-def resample_note(spec: Spec) -> str:
-    """The caption's words for the bootstrap unit ('' without a bootstrap)."""
-    if not spec.bootstrap:
-        return ""
-    unit = ("documents / source segments (all rows of a drawn one come along)" if spec.resample == "groups"
-            else "items (rows: summaries / translations, each drawn on its own)")
-    return f" — {round(100 * (1 - spec.alpha), 1):g}% intervals: percentile bootstrap over {unit}"
-
-
 def quality_section(ds, stem: str, spec: Spec, out: Path, console, progress: Progress):
-    """Quality tables (long csv, wide md / csv / tex), printed unless ``console`` is None; (long, lines)."""
+    """Quality tables (long csv, wide md / csv / tex), printed unless ``console`` is None; (long, lines). The
+    signature says the bootstrap unit and what the ``(1)``, ``(2)`` after a value mean."""
     data = config_of(ds)["data"]["name"]
-    signature = f"{Signature({'data': data, 'n': len(ds.frame), **spec.fields()})}{resample_note(spec)}"
+    signature = str(Signature({"data": data, "n": len(ds.frame), **spec.fields()}))
+    if spec.bootstrap:
+        unit = ("documents / source segments (all rows of a drawn one come along)" if spec.resample == "groups"
+                else "items (rows: summaries / translations, each drawn on its own)")
+        signature += f" — {round(100 * (1 - spec.alpha), 1):g}% intervals: percentile bootstrap over {unit}"
     with progress.steps(f"{stem} quality") as update:
         long = tables.quality(ds, spec, update)
     long.to_csv(out / f"{stem}_quality_long.csv", index=False)
     if "rank" in long and long["rank"].notna().any():
-        signature += f" — {cluster_note(spec)}"
+        signature += (f" — (k) = significance cluster per column, 1 = best: a row opens the next cluster when a row "
+                      f"of the current one beats it at alpha = {spec.alpha:g} (one-sided permutation test, "
+                      f"PERM-BOTH, {spec.permutations} permutations; mt-metrics-eval's AssignRanks); rows of one "
+                      "cluster are not told apart")
     table = tables.to_table(long, f"{data}: correlation with human judgements", signature)
     if console is not None:
         console.print(render.rich(table))
     return long, write(out, f"{stem}_quality", table)
-
-
-def cluster_note(spec: Spec) -> str:
-    """What the ``(1)``, ``(2)`` after a value mean (report.md's words under every quality table)."""
-    return (f"(k) = significance cluster per column, 1 = best: a row opens the next cluster when a row of the "
-            f"current one beats it at alpha = {spec.alpha:g} (one-sided permutation test, PERM-BOTH, "
-            f"{spec.permutations} permutations; mt-metrics-eval's AssignRanks); rows of one cluster are not told "
-            "apart")
 
 
 def bias_section(ds, stem: str, out: Path) -> list[str]:
