@@ -180,7 +180,7 @@ class Judge(JudgeKind):
         p, examples, pair, jp = self.setup(run, loaded, plan)
         lo, hi = p.score_range
         tok = pair.tokenizer
-        chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
+        chat = judge_prompts.chat_renderer(tok, jp["role"], jp["generation_prompt"])
         texts, spans = judge_prompts.build(examples, jp, aspect=p.aspect, lo=lo, hi=hi, chat=chat)
         tokens = score_tokens(tok, lo, hi)
         values = list(range(lo, hi + 1))

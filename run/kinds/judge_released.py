@@ -194,7 +194,7 @@ def released_prompts(tok, texts: list[str], jp, max_prompt_tokens: int) -> tuple
     """(each prompt's ids as the released code builds them, whether it was cut to ``max_prompt_tokens``)."""
     from cscore.scorers.judge.released import released_prompt_ids
 
-    role, gen_prompt = jp.get("role", "system"), jp.get("generation_prompt", False)
+    role, gen_prompt = jp["role"], jp["generation_prompt"]
     prompts = [released_prompt_ids(tok, x, role=role, add_generation_prompt=gen_prompt,
                                    max_length=max_prompt_tokens) for x in texts]
     chats = [tok.apply_chat_template([{"role": role, "content": x}], tokenize=False,

@@ -37,10 +37,9 @@ def value_inputs(run: RunConfig, pair, examples, jp: dict, p, values: list[int])
     built = {}
     for role in ("expert", "amateur") if pair.aligned else ("expert",):
         tok = pair.models[role].tokenizer
-        chat = None
-        if getattr(tok, "chat_template", None):
-            chat = judge_prompts.chat_renderer(tok, jp.get("role", "user"), jp.get("generation_prompt", True))
-        else:
+        templated = getattr(tok, "chat_template", None)
+        chat = judge_prompts.chat_renderer(tok, jp["role"], jp["generation_prompt"]) if templated else None
+        if chat is None:
             log.warning("the %s's tokenizer has no chat template: its judge prompts are the plain prompt text", role)
         texts, spans = judge_prompts.build(examples, jp, aspect=p.aspect, lo=lo, hi=hi, chat=chat)
         built[role] = value_items(tok, texts, spans, values, run.passes.max_length)
