@@ -297,6 +297,8 @@ def load_many(files: dict, dataset: str = NAME,
               scoring: MqmScoring | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """Several files by language pair ({"zh-en": path, ...}; None: the pair the file names), concatenated, each
     scored with ``scoring``; every data.exclude_systems name must be a system of one."""
+    if not files:
+        raise DataError(f"{NAME}: load_many needs at least one {{lang_pair: path}} entry")
     opts = _scoring(scoring or MqmScoring())
     report = LoadReport(dataset)
     records, systems = [], set()

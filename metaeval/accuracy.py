@@ -75,7 +75,8 @@ def summac_accuracy(metric, human, *, dev=None, human_threshold: float | None = 
 
 
 def label_rule(frame, human_column: str, data_name: str | None) -> tuple[np.ndarray | None, dict]:
-    """(labels, or None for ``human_labels``' top score; a record of the rule) of one human column."""
+    """(labels, or None for ``summac_accuracy``'s default, the top human score; a record of the rule) of one
+    human column."""
     from cscore.data import summeval
 
     aspect = human_column.removeprefix("human.")

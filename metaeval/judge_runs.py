@@ -180,12 +180,14 @@ def collect(runs: list[Run]) -> list[Study]:
     out = []
     for key, points in parts.items():
         study = studies[key]
+        alike: dict[tuple, set[str]] = {}  # runs of one pair and row in other settings: the settings that differ
+        for point in points:
+            alike.setdefault(point[:2], set()).add(point[-1])
+        differ = {who: differing([json.loads(j) for j in js]) for who, js in alike.items() if len(js) > 1}
         for (pair, variant, name, lo, hi, lam, t, main, asst, settings), frames in points.items():
             mine = json.loads(settings)
-            alike = {p[-1] for p in points if p[:2] == (pair, variant)}
-            if len(alike) > 1:  # runs of one pair and row in other settings: the settings that differ named
-                keys = differing([json.loads(j) for j in alike])
-                pair += " [" + ", ".join(f"{k}={_short(mine.get(k))}" for k in keys) + "]"
+            if (pair, variant) in differ:  # named in the label
+                pair += " [" + ", ".join(f"{k}={_short(mine.get(k))}" for k in differ[pair, variant]) + "]"
             # the rule that read its parse columns: method.parse, else its preset's
             rule = mine.get("method.parse") or ("released" if name == "cd_judge_released" else "paper")
             merged = pd.concat([f for _, f in frames], ignore_index=True)

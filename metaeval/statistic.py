@@ -91,7 +91,8 @@ class LevelStat:
         """Every draw is a group: per-unit values are fixed, the draws only weight them."""
         per_unit = [self._group([x[rows]], [keep[rows][None, :].astype(np.float64)], h[rows])
                     for rows in _rows_by_code(units.codes, units.counts.shape[1])]
-        values, weights, counted = (np.array([g[k][0] for g in per_unit]) for k in range(3))
+        values, weights = (np.array([g[k][0] for g in per_unit], dtype=np.float64) for k in range(2))
+        counted = np.array([g[2][0] for g in per_unit], dtype=bool)
         draws = units.counts.T * weights[:, None]
         mean = _weighted_mean(values[:, None], draws)
         return np.where(((draws > 0) & counted[:, None]).any(0), mean, np.nan) if self.pairless_zero else mean

@@ -436,11 +436,11 @@ def slice_runs(pair: ModelPair, inputs, items, args) -> list:
             engine.SPARSE_PACKED = True
 
     def sparse():  # packed rows through packed_attention also on CUDA (the default there: the dense mask)
-        engine.PACKED_CUDA = "sparse"
+        saved, engine.PACKED_CUDA = engine.PACKED_CUDA, "sparse"
         try:
             return stats_of(True)
         finally:
-            engine.PACKED_CUDA = "dense"
+            engine.PACKED_CUDA = saved
 
     def flex():  # packed rows through flex_attention with a block mask (compiled on CUDA)
         saved = engine.PACKED_CPU, engine.PACKED_CUDA

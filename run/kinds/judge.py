@@ -24,7 +24,9 @@ def encode_contexts(tokenizer, texts, spans, prefixes, max_length: int):
     """(texts, contexts, truncated): each judge prompt cut to fit with the longest continuation, then those."""
     room = max_length - max((len(p) for p in prefixes), default=0)
     fitted = [fit_judge_prompt(tokenizer, i, text, span, room) for i, (text, span) in enumerate(zip(texts, spans))]
-    contexts = [c for _, ids, _ in fitted for c in [ids, *(ids + list(p) for p in prefixes)]]
+    contexts = []  # each prompt, then the prompt with each continuation prefix
+    for _, ids, _ in fitted:
+        contexts += [ids, *(ids + list(p) for p in prefixes)]
     return [text for text, _, _ in fitted], contexts, [cut for _, _, cut in fitted]
 
 

@@ -46,7 +46,10 @@ def judge(a: np.ndarray, b: dict[float, np.ndarray], values, *, who: str = "cont
         raise ValueError(f"who must be contrast, main or asst, got {who!r}")
     if who == "contrast" and (lam < 0 or t <= 0):
         raise ConfigError(f"cd_judge: need lam >= 0 and t > 0, got lam={lam}, t={t}")
-    score = b[1.0] if who == "asst" else a - lam * b[float(t)] if who == "contrast" and lam else a
+    if who == "asst":
+        score = b[1.0]
+    else:
+        score = a - lam * b[float(t)] if who == "contrast" and lam else a
     head = score
     if who == "contrast" and alpha > 0:
         head = np.where(a >= a.max(axis=1, keepdims=True) + np.log(alpha), score, -np.inf)
