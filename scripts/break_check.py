@@ -83,7 +83,7 @@ BREAKS = [
           "score = a - c * z if c else a.clone()", "score = a + c * z if c else a.clone()",
           ("test_judge_decode.py",)),
     Break("cd_judge_values", "CD-judge Eq. 1, decode=values", "scorers/judge/values.py",
-          "return a - lam * b[float(t)] if lam else a", "return a + lam * b[float(t)] if lam else a",
+          "score = a - lam * b[float(t)] if who", "score = a + lam * b[float(t)] if who",
           ("test_judge.py", "test_judge_decode.py", "test_cross_family.py")),
     Break("cd_judge_released", "CD-judge, the released code's contrast", "scorers/judge/released.py",
           "return main - lam * asst", "return main + lam * asst", ("test_judge_released.py",)),
