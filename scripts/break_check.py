@@ -39,7 +39,8 @@ class Break:
 # the merge's two guards (every item done, every shard marked), broken together: either alone is
 # caught by the other
 MERGE_GUARD = ("        merged = None if not checkpoint.done.all() else (\n"
-               "            merge(checkpoint, list(job.heads), job.offsets(), job.temperatures, job.pairs, job.stats_type)\n"
+               "            merge(checkpoint, list(job.heads), job.offsets(), job.temperatures, job.pairs, "
+               "job.stats_type)\n"
                "            if job.partials is None else checkpoint.assemble())\n"
                "        marks = place.marks()  # after the merge's checks: a damaged file unmarks its shard\n"
                "        if merged is None or len(marks) < count:")
